@@ -1,0 +1,49 @@
+//===- MLTDialect.td - the mlt model dialect ---------------*- tablegen -*-===//
+//
+// Part of mlt. The `mlt` dialect holds a LLaMA model's forward pass and loss at the
+// granularity that autodiff, sharding propagation and pipeline partitioning reason
+// about: one op per layer-level computation (matmul, RMSNorm, rotary embedding,
+// attention, SwiGLU, cross-entropy), parameters as named symbols, and the decoder
+// layer written once inside `mlt.repeat`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_DIALECT_MLT_MLTDIALECT_TD
+#define MLT_DIALECT_MLT_MLTDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def MLT_Dialect : Dialect {
+  let name = "mlt";
+  let cppNamespace = "::mlt";
+  let summary = "LLaMA model ops: forward pass and loss, ready for autodiff and sharding";
+  let description = [{
+    The `mlt` dialect describes the forward pass and the loss of a decoder-only
+    transformer (LLaMA) on ranked tensors. Batch and sequence dimensions are
+    usually dynamic (`?`) in model files; the tools specialize them when they
+    know the run's batch and sequence length.
+
+    Parameters are module-level symbols (`mlt.param`) named as in Hugging Face
+    checkpoints. A decoder layer is written once, inside `mlt.repeat`, and reads
+    per-layer parameters with `mlt.load ...[%layer]`, so a 70B model is as short
+    as a tiny one. The module carries the model's hyper-parameters in the
+    `mlt.model` attribute (`#mlt.llama<...>`), from which configs are exported.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
+  let extraClassDeclaration = [{
+    /// Name of the module attribute that holds the model's configuration.
+    static constexpr ::llvm::StringLiteral getModelAttrName() { return "mlt.model"; }
+    /// Name of the attribute that tells which layer an unrolled op belongs to.
+    static constexpr ::llvm::StringLiteral getLayerAttrName() { return "mlt.layer"; }
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class MLT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MLT_Dialect, mnemonic, traits>;
+
+#endif // MLT_DIALECT_MLT_MLTDIALECT_TD

@@ -1,0 +1,25 @@
+//===- MLTOps.h - mlt model ops ---------------------------------*- C++ -*-===//
+//
+// Part of mlt. Declares the ops of the `mlt` dialect (see MLTOps.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_DIALECT_MLT_MLTOPS_H
+#define MLT_DIALECT_MLT_MLTOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "mlt/Dialect/MLT/MLTAttrs.h"
+#include "mlt/Dialect/MLT/MLTDialect.h"
+
+#define GET_OP_CLASSES
+#include "mlt/Dialect/MLT/MLTOps.h.inc"
+
+#endif // MLT_DIALECT_MLT_MLTOPS_H

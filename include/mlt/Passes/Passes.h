@@ -1,0 +1,24 @@
+//===- Passes.h - mlt passes ------------------------------------*- C++ -*-===//
+//
+// Part of mlt. Declarations and registration of every mlt pass (Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_PASSES_PASSES_H
+#define MLT_PASSES_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlt {
+
+#define GEN_PASS_DECL
+#include "mlt/Passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "mlt/Passes/Passes.h.inc"
+
+} // namespace mlt
+
+#endif // MLT_PASSES_PASSES_H

@@ -1,0 +1,47 @@
+//===- MLTDialect.cpp - the mlt model dialect -----------------------------===//
+//
+// Part of mlt. Registers the dialect's ops and attributes, and verifies the
+// `mlt.model` module attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTDialect.h"
+
+#include "mlt/Dialect/MLT/MLTAttrs.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlt;
+
+#include "mlt/Dialect/MLT/MLTOpsDialect.cpp.inc"
+
+void MLTDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "mlt/Dialect/MLT/MLTOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  if (attr.getName() == getLayerAttrName()) {
+    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!layer || layer.getInt() < 0)
+      return op->emitError() << "'" << getLayerAttrName()
+                             << "' must be a non-negative integer layer index";
+    return success();
+  }
+  if (attr.getName() != getModelAttrName())
+    return op->emitError() << "unknown mlt attribute '" << attr.getName().getValue()
+                           << "'";
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << getModelAttrName()
+                           << "' belongs on a module, not on '" << op->getName() << "'";
+  if (!isa<LlamaConfigAttr>(attr.getValue()))
+    return op->emitError() << "'" << getModelAttrName()
+                           << "' must be a model configuration such as #mlt.llama<...>";
+  return success();
+}

@@ -1,0 +1,559 @@
+//===- MLTOps.cpp - mlt model ops -----------------------------------------===//
+//
+// Part of mlt. Shape rules, verifiers and custom assembly of the `mlt` ops.
+// Each op's `inferReturnTypes` both computes its result type and rejects
+// operands that do not fit together, with a diagnostic naming the dimensions;
+// a dynamic dimension (`?`) fits any size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+/// Reports a shape error from `inferReturnTypes`, worded like an op verifier's.
+template <typename OpTy, typename... Args>
+LogicalResult shapeError(std::optional<Location> loc, Args &&...args) {
+  return emitOptionalError(loc, "'", OpTy::getOperationName(), "' op ",
+                           std::forward<Args>(args)...);
+}
+
+bool dimsFit(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// The more precise of two fitting dimensions: the static one if any.
+int64_t mergeDims(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) ? b : a;
+}
+
+std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += ", ";
+    s += dimStr(d);
+  }
+  return s + "]";
+}
+
+/// The operand's ranked tensor type, or an error naming it.
+template <typename OpTy>
+FailureOr<RankedTensorType> rankedOperand(std::optional<Location> loc,
+                                          Value value, StringRef name) {
+  auto type = value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
+  if (!type) {
+    (void)shapeError<OpTy>(loc, name, " must be a ranked tensor");
+    return failure();
+  }
+  return type;
+}
+
+template <typename OpTy>
+LogicalResult requireRank(std::optional<Location> loc, RankedTensorType type,
+                          StringRef name, int64_t rank) {
+  if (type.getRank() != rank)
+    return shapeError<OpTy>(loc, name, " must have rank ", rank, ", got ",
+                            type.getRank(), " (shape ",
+                            shapeStr(type.getShape()), ")");
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult requireSameElementType(std::optional<Location> loc,
+                                     RankedTensorType a, StringRef aName,
+                                     RankedTensorType b, StringRef bName) {
+  if (a.getElementType() != b.getElementType())
+    return shapeError<OpTy>(loc, aName, " and ", bName,
+                            " must have the same element type, got ",
+                            a.getElementType(), " and ", b.getElementType());
+  return success();
+}
+
+/// The shape that two tensors of the same shape (up to dynamic sizes) share.
+template <typename OpTy>
+FailureOr<SmallVector<int64_t>> mergeShapes(std::optional<Location> loc,
+                                            RankedTensorType a, StringRef aName,
+                                            RankedTensorType b, StringRef bName) {
+  if (a.getRank() != b.getRank() ||
+      !llvm::all_of(llvm::zip(a.getShape(), b.getShape()), [](auto dims) {
+        return dimsFit(std::get<0>(dims), std::get<1>(dims));
+      })) {
+    (void)shapeError<OpTy>(loc, aName, " and ", bName,
+                           " must have the same shape, got ",
+                           shapeStr(a.getShape()), " and ",
+                           shapeStr(b.getShape()));
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  for (auto [x, y] : llvm::zip(a.getShape(), b.getShape()))
+    shape.push_back(mergeDims(x, y));
+  return shape;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ParamOp / LoadOp
+//===----------------------------------------------------------------------===//
+
+static constexpr llvm::StringLiteral kLayerPlaceholder = "{}";
+
+LogicalResult ParamOp::verify() {
+  StringRef name = getSymName();
+  if (name.empty())
+    return emitOpError("needs a non-empty name");
+  size_t placeholders = name.count(kLayerPlaceholder);
+  if (isPerLayer() && placeholders != 1)
+    return emitOpError("declares ")
+           << *getLayers() << " per-layer parameters, so its name must hold '"
+           << kLayerPlaceholder << "' exactly once for the layer index, got '"
+           << name << "'";
+  if (!isPerLayer() && placeholders != 0)
+    return emitOpError("name '")
+           << name << "' holds a layer placeholder '" << kLayerPlaceholder
+           << "' but the parameter has no 'layers' count";
+  if (!getTensorType().hasStaticShape())
+    return emitOpError("must have a static shape, got ") << getType();
+  return success();
+}
+
+std::string ParamOp::getHFName(int64_t layer) {
+  std::string name = getSymName().str();
+  if (!isPerLayer())
+    return name;
+  size_t pos = name.find(kLayerPlaceholder.data());
+  return name.replace(pos, kLayerPlaceholder.size(), std::to_string(layer));
+}
+
+StringRef LoadOp::getShortParamName(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  while (parts.size() > 1 && (parts.back() == "weight" || parts.back() == "bias"))
+    parts.pop_back();
+  return parts.back();
+}
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError("reads parameter ")
+           << getNameAttr() << ", which no 'mlt.param' declares";
+  if (param.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " does not match parameter " << getNameAttr()
+           << " of type " << param.getType();
+  if (param.isPerLayer() && !getLayer())
+    return emitOpError("reads per-layer parameter ")
+           << getNameAttr() << " without a layer index";
+  if (!param.isPerLayer() && getLayer())
+    return emitOpError("gives a layer index but parameter ")
+           << getNameAttr() << " is not per-layer";
+  // When the index is a repeat's layer, every layer it runs must exist.
+  if (auto arg = dyn_cast_or_null<BlockArgument>(getLayer())) {
+    auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
+    if (repeat && arg == repeat.getLayerIndex() &&
+        repeat.getUpper() > *param.getLayers())
+      return emitOpError("reads layer ")
+             << repeat.getUpper() - 1 << " of parameter " << getNameAttr()
+             << ", which declares only " << *param.getLayers() << " layers";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RepeatOp
+//===----------------------------------------------------------------------===//
+
+void RepeatOp::build(OpBuilder &builder, OperationState &state, int64_t lower,
+                     int64_t upper, ValueRange inits) {
+  state.addOperands(inits);
+  state.getOrAddProperties<Properties>().lower = builder.getI64IntegerAttr(lower);
+  state.getOrAddProperties<Properties>().upper = builder.getI64IntegerAttr(upper);
+  state.addTypes(inits.getTypes());
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  block->addArgument(builder.getIndexType(), state.location);
+  for (Value init : inits)
+    block->addArgument(init.getType(), init.getLoc());
+}
+
+void RepeatOp::getAsmBlockArgumentNames(Region &region,
+                                        OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getLayerIndex(), "layer");
+  for (BlockArgument arg : getIterArgs())
+    setNameFn(arg, "h");
+}
+
+// mlt.repeat %layer = 0 to 22 iter_args(%h = %init) -> (tensor<...>) { ... }
+ParseResult RepeatOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &builder = parser.getBuilder();
+  OpAsmParser::Argument layer;
+  int64_t lower, upper;
+  if (parser.parseArgument(layer) || parser.parseEqual() ||
+      parser.parseInteger(lower) || parser.parseKeyword("to") ||
+      parser.parseInteger(upper))
+    return failure();
+  layer.type = builder.getIndexType();
+
+  SmallVector<OpAsmParser::Argument> regionArgs{layer};
+  SmallVector<OpAsmParser::UnresolvedOperand> inits;
+  if (succeeded(parser.parseOptionalKeyword("iter_args"))) {
+    if (parser.parseAssignmentList(regionArgs, inits))
+      return failure();
+  }
+  SmallVector<Type> types;
+  if (!inits.empty() && (parser.parseArrow() || parser.parseLParen() ||
+                         parser.parseTypeList(types) || parser.parseRParen()))
+    return failure();
+  if (types.size() != inits.size())
+    return parser.emitError(parser.getNameLoc())
+           << "expected " << inits.size() << " types for iter_args, got "
+           << types.size();
+  for (auto [arg, type] : llvm::zip(llvm::drop_begin(regionArgs), types))
+    arg.type = type;
+  if (parser.resolveOperands(inits, types, parser.getNameLoc(),
+                             result.operands))
+    return failure();
+  result.addTypes(types);
+  result.getOrAddProperties<Properties>().lower =
+      builder.getI64IntegerAttr(lower);
+  result.getOrAddProperties<Properties>().upper =
+      builder.getI64IntegerAttr(upper);
+
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, regionArgs))
+    return failure();
+  RepeatOp::ensureTerminator(*body, builder, result.location);
+  return parser.parseOptionalAttrDict(result.attributes);
+}
+
+void RepeatOp::print(OpAsmPrinter &p) {
+  p << " ";
+  p.printRegionArgument(getLayerIndex(), /*argAttrs=*/{}, /*omitType=*/true);
+  p << " = " << getLower() << " to " << getUpper();
+  if (!getInits().empty()) {
+    p << " iter_args(";
+    llvm::interleaveComma(llvm::zip(getIterArgs(), getInits()), p,
+                          [&](auto pair) {
+                            p << std::get<0>(pair) << " = " << std::get<1>(pair);
+                          });
+    p << ") -> (" << getInits().getTypes() << ")";
+  }
+  p << " ";
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                /*printBlockTerminators=*/!getInits().empty());
+  p.printOptionalAttrDict((*this)->getAttrs(), {"lower", "upper"});
+}
+
+LogicalResult RepeatOp::verify() {
+  if (getLower() < 0 || getUpper() <= getLower())
+    return emitOpError("needs 0 <= lower < upper, got ")
+           << getLower() << " to " << getUpper();
+  Block &block = getBodyBlock();
+  if (block.getNumArguments() != getInits().size() + 1 ||
+      !block.getArgument(0).getType().isIndex())
+    return emitOpError("body must take the layer index and one argument per "
+                       "iter_arg");
+  for (auto [i, init, arg, res] :
+       llvm::enumerate(getInits(), getIterArgs(), getResults())) {
+    if (init.getType() != arg.getType() || init.getType() != res.getType())
+      return emitOpError("iter_arg #")
+             << i << " has type " << init.getType()
+             << " but its body argument and result have " << arg.getType()
+             << " and " << res.getType();
+  }
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getInits().getTypes())
+    return yield.emitOpError("yields (")
+           << yield.getValues().getTypes()
+           << ") but the enclosing repeat carries ("
+           << getInits().getTypes() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto ids = rankedOperand<EmbeddingOp>(loc, adaptor.getIds(), "ids");
+  auto table = rankedOperand<EmbeddingOp>(loc, adaptor.getTable(), "table");
+  if (failed(ids) || failed(table) ||
+      failed(requireRank<EmbeddingOp>(loc, *table, "table", 2)))
+    return failure();
+  SmallVector<int64_t> shape(ids->getShape());
+  shape.push_back(table->getDimSize(1));
+  results.push_back(RankedTensorType::get(shape, table->getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto lhs = rankedOperand<MatmulOp>(loc, adaptor.getLhs(), "lhs");
+  auto rhs = rankedOperand<MatmulOp>(loc, adaptor.getRhs(), "rhs");
+  if (failed(lhs) || failed(rhs) ||
+      failed(requireSameElementType<MatmulOp>(loc, *lhs, "lhs", *rhs, "rhs")))
+    return failure();
+  int64_t lhsRank = lhs->getRank(), rhsRank = rhs->getRank();
+  if (lhsRank < 2 || rhsRank < 2)
+    return shapeError<MatmulOp>(loc, "operands must have rank 2 or more, got ",
+                                lhsRank, " and ", rhsRank);
+  if (rhsRank != 2 && rhsRank != lhsRank)
+    return shapeError<MatmulOp>(
+        loc, "rhs must be a matrix or have the rank of lhs (", lhsRank,
+        "), got rank ", rhsRank);
+
+  ArrayRef<int64_t> l = lhs->getShape(), r = rhs->getShape();
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  int64_t m = tl ? l[lhsRank - 1] : l[lhsRank - 2];
+  int64_t kl = tl ? l[lhsRank - 2] : l[lhsRank - 1];
+  int64_t kr = tr ? r[rhsRank - 1] : r[rhsRank - 2];
+  int64_t n = tr ? r[rhsRank - 2] : r[rhsRank - 1];
+  if (!dimsFit(kl, kr))
+    return shapeError<MatmulOp>(
+        loc, "contracting dimensions differ: lhs ", shapeStr(l), " has ",
+        dimStr(kl), tl ? " (transposed)" : "", " but rhs ", shapeStr(r),
+        " has ", dimStr(kr), tr ? " (transposed)" : "");
+
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < lhsRank - 2; ++i) {
+    int64_t d = l[i];
+    if (rhsRank == lhsRank) {
+      if (!dimsFit(d, r[i]))
+        return shapeError<MatmulOp>(loc, "batch dimension ", i,
+                                    " differs: lhs has ", dimStr(d),
+                                    ", rhs has ", dimStr(r[i]));
+      d = mergeDims(d, r[i]);
+    }
+    shape.push_back(d);
+  }
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(RankedTensorType::get(shape, lhs->getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RMSNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto input = rankedOperand<RMSNormOp>(loc, adaptor.getInput(), "input");
+  auto weight = rankedOperand<RMSNormOp>(loc, adaptor.getWeight(), "weight");
+  if (failed(input) || failed(weight) ||
+      failed(requireRank<RMSNormOp>(loc, *weight, "weight", 1)) ||
+      failed(requireSameElementType<RMSNormOp>(loc, *input, "input", *weight,
+                                               "weight")))
+    return failure();
+  if (input->getRank() < 1)
+    return shapeError<RMSNormOp>(loc, "input must have rank 1 or more");
+  int64_t hidden = input->getShape().back();
+  if (!dimsFit(hidden, weight->getDimSize(0)))
+    return shapeError<RMSNormOp>(loc, "weight has ", weight->getDimSize(0),
+                                 " elements but the normalized (last) "
+                                 "dimension of input has ",
+                                 dimStr(hidden));
+  SmallVector<int64_t> shape(input->getShape());
+  shape.back() = mergeDims(hidden, weight->getDimSize(0));
+  results.push_back(RankedTensorType::get(shape, input->getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RopeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &results) {
+  auto input = rankedOperand<RopeOp>(loc, adaptor.getInput(), "input");
+  if (failed(input) ||
+      failed(requireRank<RopeOp>(loc, *input,
+                                 "input [batch, seq, heads, head_dim]", 4)))
+    return failure();
+  int64_t headDim = input->getDimSize(3);
+  if (!ShapedType::isDynamic(headDim) && headDim % 2 != 0)
+    return shapeError<RopeOp>(loc, "head_dim must be even to rotate pairs, got ",
+                              headDim);
+  results.push_back(*input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto q = rankedOperand<AttentionOp>(loc, adaptor.getQuery(), "query");
+  auto k = rankedOperand<AttentionOp>(loc, adaptor.getKey(), "key");
+  auto v = rankedOperand<AttentionOp>(loc, adaptor.getValue(), "value");
+  if (failed(q) || failed(k) || failed(v))
+    return failure();
+  StringRef layout = " [batch, seq, heads, head_dim]";
+  if (failed(requireRank<AttentionOp>(loc, *q, ("query" + layout).str(), 4)) ||
+      failed(requireRank<AttentionOp>(loc, *k, ("key" + layout).str(), 4)) ||
+      failed(requireRank<AttentionOp>(loc, *v, ("value" + layout).str(), 4)) ||
+      failed(requireSameElementType<AttentionOp>(loc, *q, "query", *k, "key")))
+    return failure();
+  FailureOr<SmallVector<int64_t>> kv =
+      mergeShapes<AttentionOp>(loc, *k, "key", *v, "value");
+  if (failed(kv) ||
+      failed(requireSameElementType<AttentionOp>(loc, *k, "key", *v, "value")))
+    return failure();
+  ArrayRef<int64_t> qs = q->getShape();
+  static const char *dimNames[] = {"batch", "seq", "heads", "head_dim"};
+  for (int i : {0, 1, 3})
+    if (!dimsFit(qs[i], (*kv)[i]))
+      return shapeError<AttentionOp>(loc, "query and key/value differ in ",
+                                     dimNames[i], ": ", dimStr(qs[i]), " vs ",
+                                     dimStr((*kv)[i]));
+  int64_t qHeads = qs[2], kvHeads = (*kv)[2];
+  if (!ShapedType::isDynamic(qHeads) && !ShapedType::isDynamic(kvHeads) &&
+      qHeads % kvHeads != 0)
+    return shapeError<AttentionOp>(
+        loc, "query heads (", qHeads, ") must be a multiple of key/value heads (",
+        kvHeads, ") for grouped-query attention");
+  SmallVector<int64_t> shape(qs);
+  for (int i : {0, 1, 3})
+    shape[i] = mergeDims(qs[i], (*kv)[i]);
+  results.push_back(RankedTensorType::get(shape, q->getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp / TransposeOp / CastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType();
+  auto out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type (")
+           << in.getElementType() << " to " << out.getElementType()
+           << "); use mlt.cast";
+  int64_t inStatic = 1, outStatic = 1;
+  SmallVector<unsigned> inDyn, outDyn;
+  for (auto [i, d] : llvm::enumerate(in.getShape()))
+    ShapedType::isDynamic(d) ? inDyn.push_back(i) : void(inStatic *= d);
+  for (auto [i, d] : llvm::enumerate(out.getShape()))
+    ShapedType::isDynamic(d) ? outDyn.push_back(i) : void(outStatic *= d);
+  if (inDyn.size() != outDyn.size())
+    return emitOpError("must keep the number of dynamic dimensions, got ")
+           << inDyn.size() << " in " << shapeStr(in.getShape()) << " and "
+           << outDyn.size() << " in " << shapeStr(out.getShape());
+  if (inStatic != outStatic)
+    return emitOpError("changes the number of elements: ")
+           << shapeStr(in.getShape()) << " holds " << inStatic
+           << (inDyn.empty() ? "" : " x dynamic") << " but "
+           << shapeStr(out.getShape()) << " holds " << outStatic
+           << (outDyn.empty() ? "" : " x dynamic");
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto input = rankedOperand<TransposeOp>(loc, adaptor.getInput(), "input");
+  if (failed(input))
+    return failure();
+  if (!adaptor.getPermutationAttr())
+    return shapeError<TransposeOp>(loc, "needs a permutation");
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  int64_t rank = input->getRank();
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return shapeError<TransposeOp>(loc, "permutation has ", perm.size(),
+                                   " entries but the input has rank ", rank);
+  llvm::SmallBitVector seen(rank);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen.test(p))
+      return shapeError<TransposeOp>(
+          loc, "permutation must hold each of 0..", rank - 1,
+          " exactly once, got ", shapeStr(perm));
+    seen.set(p);
+    shape.push_back(input->getDimSize(p));
+  }
+  results.push_back(RankedTensorType::get(shape, input->getElementType()));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  auto in = getInput().getType();
+  auto out = getResult().getType();
+  if (in.getShape() != out.getShape())
+    return emitOpError("cannot change the shape (")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape())
+           << "); use mlt.reshape";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto logits =
+      rankedOperand<CrossEntropyOp>(loc, adaptor.getLogits(), "logits");
+  auto labels =
+      rankedOperand<CrossEntropyOp>(loc, adaptor.getLabels(), "labels");
+  if (failed(logits) || failed(labels))
+    return failure();
+  if (logits->getRank() < 1 || labels->getRank() != logits->getRank() - 1)
+    return shapeError<CrossEntropyOp>(
+        loc, "labels must have the shape of logits without the vocabulary "
+             "(last) dimension, got logits ",
+        shapeStr(logits->getShape()), " and labels ",
+        shapeStr(labels->getShape()));
+  for (auto [i, dims] :
+       llvm::enumerate(llvm::zip(labels->getShape(), logits->getShape())))
+    if (!dimsFit(std::get<0>(dims), std::get<1>(dims)))
+      return shapeError<CrossEntropyOp>(
+          loc, "labels and logits differ in dimension ", i, ": labels ",
+          shapeStr(labels->getShape()), ", logits ",
+          shapeStr(logits->getShape()));
+  Type lossType = logits->getElementType().isF64()
+                      ? Type(Float64Type::get(context))
+                      : Type(Float32Type::get(context));
+  results.push_back(RankedTensorType::get({}, lossType));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "mlt/Dialect/MLT/MLTOps.cpp.inc"

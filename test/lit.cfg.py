@@ -1,0 +1,18 @@
+# lit configuration of the mlt suite.
+import os
+import lit.formats
+
+config.name = "mlt"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".json", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mlt_binary_dir, "test")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.mlt_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%mlt_src", config.mlt_source_dir))
+config.substitutions.append(("%models", os.path.join(config.mlt_source_dir, "models", "llama")))
+config.substitutions.append(("%shared", config.shared_dir))
+if os.path.isdir(os.path.join(config.shared_dir, "fixtures")):
+    config.available_features.add("shared-fixtures")

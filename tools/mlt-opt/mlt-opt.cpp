@@ -1,0 +1,28 @@
+//===- mlt-opt.cpp - the mlt optimizer driver -----------------------------===//
+//
+// Part of mlt. Parses, verifies and prints `mlt` IR and runs mlt passes on it,
+// like mlir-opt: `mlt-opt models/llama/tiny.mlir -mlt-unroll-layers`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlt::MLTDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect>();
+  mlt::registerMLTPasses();
+  // Generic clean-ups that are useful between mlt passes.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "mlt optimizer driver\n", registry));
+}

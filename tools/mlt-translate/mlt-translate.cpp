@@ -1,0 +1,57 @@
+//===- mlt-translate.cpp - mlt translations -------------------------------===//
+//
+// Part of mlt. Translations between outside formats and mlt IR:
+//   mlt-translate --import-hf-llama config.json   HF LLaMA config -> mlt module
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Import/HFLlama.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+static llvm::cl::opt<std::string> importDtype(
+    "dtype", llvm::cl::desc("element type of the imported model: f32 (default), "
+                            "bf16, f16 or f64"),
+    llvm::cl::init("f32"));
+
+static void registerImportHFLlama() {
+  TranslateToMLIRRegistration registration(
+      "import-hf-llama",
+      "build the mlt model of a Hugging Face LLaMA config.json",
+      [](llvm::SourceMgr &sourceMgr,
+         MLIRContext *context) -> OwningOpRef<Operation *> {
+        const llvm::MemoryBuffer *buffer =
+            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+        llvm::StringRef name = buffer->getBufferIdentifier();
+        auto fail = [&](llvm::Error error) -> OwningOpRef<Operation *> {
+          emitError(FileLineColLoc::get(context, name, 0, 0))
+              << llvm::toString(std::move(error));
+          return nullptr;
+        };
+        llvm::Expected<mlt::LlamaConfig> config =
+            mlt::parseHFLlamaConfig(buffer->getBuffer(), name);
+        if (!config)
+          return fail(config.takeError());
+        mlt::LlamaBuildOptions options;
+        options.dtype = importDtype;
+        auto module = mlt::buildLlamaModule(*context, *config, options);
+        if (!module)
+          return fail(module.takeError());
+        return OwningOpRef<Operation *>(module->release());
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<mlt::MLTDialect, func::FuncDialect>();
+      });
+}
+
+int main(int argc, char **argv) {
+  registerImportHFLlama();
+  return failed(mlirTranslateMain(argc, argv, "mlt translations\n")) ? 1 : 0;
+}

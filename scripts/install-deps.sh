@@ -14,6 +14,8 @@ packages=(
   build-essential cmake ninja-build git python3
   # LLVM/MLIR 22: libraries, TableGen, FileCheck and lit
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  # runtime: BLAS for the CPU backend, JSON for safetensors headers and metrics
+  libopenblas-dev nlohmann-json3-dev
   # unit tests
   libgtest-dev
 )

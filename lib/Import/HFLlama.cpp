@@ -30,6 +30,11 @@ llvm::Error configError(llvm::StringRef source, const llvm::Twine &message) {
                                  source + ": " + message);
 }
 
+/// An error of LlamaConfig::verify; callers prefix where the config came from.
+llvm::Error invalidConfig(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
 /// Reads the fields of one JSON object, reporting the first bad one by name.
 class FieldReader {
 public:
@@ -135,21 +140,19 @@ llvm::Error LlamaConfig::verify() const {
       {"max_position_embeddings", maxPositionEmbeddings}};
   for (auto [name, value] : positives)
     if (value <= 0)
-      return configError("config", llvm::formatv("{0} must be positive, got {1}",
-                                                 name, value));
+      return invalidConfig(
+          llvm::formatv("{0} must be positive, got {1}", name, value));
   if (numHeads % numKvHeads != 0)
-    return configError(
-        "config",
+    return invalidConfig(
         llvm::formatv("num_attention_heads ({0}) must be a multiple of "
                       "num_key_value_heads ({1})",
                       numHeads, numKvHeads));
   if (headDim % 2 != 0)
-    return configError(
-        "config",
+    return invalidConfig(
         llvm::formatv("head_dim ({0}) must be even for rotary embeddings",
                       headDim));
   if (!(rmsNormEps > 0.0) || !(ropeTheta > 0.0))
-    return configError("config", "rms_norm_eps and rope_theta must be positive");
+    return invalidConfig("rms_norm_eps and rope_theta must be positive");
   return llvm::Error::success();
 }
 
@@ -240,7 +243,9 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
   if (llvm::Error e = assign(c.numKvHeads,
                              read.positiveInt("num_key_value_heads", c.numHeads)))
     return std::move(e);
-  if (!object->get("head_dim") && c.hiddenSize % c.numHeads != 0)
+  const llvm::json::Value *headDim = object->get("head_dim");
+  bool hasHeadDim = headDim && headDim->kind() != llvm::json::Value::Null;
+  if (!hasHeadDim && c.hiddenSize % c.numHeads != 0)
     return configError(source,
                        llvm::formatv("hidden_size ({0}) is not divisible by "
                                      "num_attention_heads ({1}), and no "
@@ -271,7 +276,9 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
     const llvm::json::Object *rope = value->getAsObject();
     if (!rope)
       return configError(source, "field '" + key + "' must be an object");
-    FieldReader readRope(*rope, (source + ": " + key).str());
+    // FieldReader keeps a StringRef: the name must outlive it.
+    std::string ropeSource = (source + ": " + key).str();
+    FieldReader readRope(*rope, ropeSource);
     llvm::Expected<std::string> type = readRope.string("rope_type");
     if (!type)
       return type.takeError();
@@ -286,10 +293,9 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
       return configError(source, "field '" + key + ".rope_type' is '" + *type +
                                      "'; only 'default' rotary embeddings are "
                                      "supported");
-    if (rope->get("rope_theta"))
-      if (llvm::Error e = assign(c.ropeTheta,
-                                 readRope.positiveNumber("rope_theta", 1e4)))
-        return std::move(e);
+    if (llvm::Error e = assign(c.ropeTheta, readRope.positiveNumber(
+                                                "rope_theta", c.ropeTheta)))
+      return std::move(e);
   }
 
   if (llvm::Error e = c.verify())

@@ -1,0 +1,141 @@
+//===- SafeTensors.h - safetensors files and HF checkpoints -----*- C++ -*-===//
+//
+// Part of mlt. Reads and writes the `safetensors` format (an 8-byte
+// little-endian header length, a JSON header naming each tensor's dtype, shape
+// and byte range, then the raw little-endian data) and Hugging Face checkpoint
+// directories built from it (`model.safetensors`, or shards listed by
+// `model.safetensors.index.json`, next to `config.json`). Loading validates the
+// file completely, so that a corrupt or mismatched checkpoint is reported by
+// name here instead of surfacing as wrong numbers in training; writing produces
+// files that HF transformers and the `safetensors` Python package load as they
+// are, and replaces checkpoint directories atomically.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_IO_SAFETENSORS_H
+#define MLT_RUNTIME_IO_SAFETENSORS_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mlt::rt {
+
+/// Element types of safetensors, spelled in files as `F32`, `BF16`, ...
+enum class DType {
+  Bool,
+  U8,
+  I8,
+  U16,
+  I16,
+  F16,
+  BF16,
+  U32,
+  I32,
+  F32,
+  U64,
+  I64,
+  F64,
+};
+
+/// The safetensors spelling of `dtype` ("F32", "BF16", ...).
+const char *dtypeName(DType dtype);
+/// Parses a safetensors dtype name; fails on names this library does not know.
+StatusOr<DType> parseDType(std::string_view name);
+/// Bytes per element.
+size_t dtypeSize(DType dtype);
+/// True for F16, BF16, F32 and F64.
+bool isFloatDType(DType dtype);
+
+/// One tensor: its element type, shape and row-major little-endian bytes.
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  /// The product of `shape` (1 for a scalar).
+  int64_t numElements() const;
+
+  /// A tensor of `dtype` holding `values` rounded to nearest (ties to even)
+  /// when `dtype` is narrower than float; `dtype` must be a float dtype and
+  /// `values.size()` must equal the product of `shape`.
+  static Tensor fromFloats(DType dtype, std::vector<int64_t> shape,
+                           const std::vector<float> &values);
+  /// Like fromFloats, from doubles (exact for F64).
+  static Tensor fromDoubles(DType dtype, std::vector<int64_t> shape,
+                            const std::vector<double> &values);
+  /// A tensor that copies `numElements(shape) * dtypeSize(dtype)` raw bytes
+  /// from `data` (for integer dtypes, or data already in the file's layout).
+  static Tensor fromRaw(DType dtype, std::vector<int64_t> shape,
+                        const void *data);
+};
+
+/// Tensors by name; std::map keeps them sorted, the order files are written in.
+using TensorMap = std::map<std::string, Tensor>;
+
+/// Converts a float tensor (F16, BF16, F32, F64) to floats; fails, naming
+/// `name`, for integer and bool dtypes.
+StatusOr<std::vector<float>> toFloat32(const std::string &name,
+                                       const Tensor &tensor);
+/// Converts a float tensor (F16, BF16, F32, F64) to doubles; fails, naming
+/// `name`, for integer and bool dtypes.
+StatusOr<std::vector<double>> toFloat64(const std::string &name,
+                                        const Tensor &tensor);
+
+/// Reads and validates one `.safetensors` file: header length within the file,
+/// the header valid JSON, every entry with a known dtype, a byte range that
+/// matches its shape and lies inside the data section, and no two ranges
+/// overlapping. Fills `metadata` (if given) from `__metadata__`. Errors name
+/// the file and, where one is at fault, the tensor.
+StatusOr<TensorMap>
+readSafeTensors(const std::string &path,
+                std::map<std::string, std::string> *metadata = nullptr);
+
+/// Reads the weights of an HF checkpoint: `path` may be a `.safetensors` file,
+/// or a directory holding `model.safetensors` or a sharded
+/// `model.safetensors.index.json` (`{"weight_map": {name: file}}`), in which
+/// case each listed tensor is taken from the file the index names. Fails when
+/// a listed file is missing or a tensor is not where the index says.
+StatusOr<TensorMap> readCheckpoint(const std::string &path);
+
+/// A tensor a model expects: its name and shape.
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// Checks that `tensors` holds exactly the `expected` names with the expected
+/// shapes. On mismatch, one error line names the first missing tensor, the
+/// first unexpected tensor and the first wrongly shaped tensor (with both
+/// shapes), whichever occur, with counts of the rest.
+Status checkTensors(const TensorMap &tensors,
+                    const std::vector<ExpectedTensor> &expected);
+
+/// Writes `tensors` as a `.safetensors` file: a compact JSON header with
+/// `"__metadata__": {"format": "pt"}` (plus `metadata`), padded with spaces to
+/// a multiple of 8 bytes, then the tensors' bytes in name order. The file is
+/// written beside `path` and renamed over it when complete, so a failed write
+/// leaves `path` as it was.
+Status
+writeSafeTensors(const std::string &path, const TensorMap &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
+
+/// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
+/// `configJson` text, which must be valid JSON) and `model.safetensors`. Both
+/// are written into a temporary sibling directory that then takes the place
+/// of `dir` (an existing `dir` is replaced only once the new one is complete).
+/// On any error `dir` is left as it was and the temporary directory removed.
+Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
+                          const TensorMap &tensors);
+
+/// Formats a shape as `[2, 3]` for messages.
+std::string formatShape(const std::vector<int64_t> &shape);
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_IO_SAFETENSORS_H

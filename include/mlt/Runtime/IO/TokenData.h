@@ -1,0 +1,99 @@
+//===- TokenData.h - token files and training batches -----------*- C++ -*-===//
+//
+// Part of mlt. Opens a training corpus as one stream of token ids and cuts it
+// into samples and batches. Supported files: raw little-endian `*.u16` and
+// `*.u32` token ids, and plain `*.txt` text read with a byte-level tokenizer
+// (token id = byte value, vocab 256). Sample k is the window
+// tokens[k*(S+1) : (k+1)*(S+1)] of seq_len+1 = S+1 tokens (inputs its first S,
+// labels its last S); step s takes the samples s*B .. s*B+B-1 of the visiting
+// order, which runs through the samples epoch after epoch, each epoch either in
+// file order or in a seeded permutation. This is the layout the reference
+// fixtures use, so an unshuffled token file reproduces their batches exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_IO_TOKENDATA_H
+#define MLT_RUNTIME_IO_TOKENDATA_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlt::rt {
+
+/// The absolute path of the bundled default corpus,
+/// `data/kjv-genesis-exodus.txt` in the source tree (Genesis and Exodus of the
+/// King James Version).
+std::string defaultCorpusPath();
+
+/// The visiting order of `numSamples` samples in epoch `epoch` when shuffling
+/// with `seed`: a Fisher-Yates shuffle driven by std::mt19937_64, with its own
+/// unbiased bounded draws so that the order is the same with every standard
+/// library. The generator is seeded with splitmix64(seed ^ splitmix64(epoch)).
+std::vector<int64_t> shuffledOrder(int64_t numSamples, uint64_t seed,
+                                   uint64_t epoch);
+
+/// A read-only token stream (the file is memory-mapped once) and the batches
+/// cut from it.
+class TokenDataset {
+public:
+  /// Opens `path` (`.u16`, `.u32` or `.txt`) for samples of `seqLen` + 1
+  /// tokens. Fails, naming the file, when it is missing, empty, truncated (its
+  /// size is not a multiple of the token width), shorter than one sample, or
+  /// holds a token id >= `vocab` (naming its index and value).
+  static StatusOr<TokenDataset> open(const std::string &path, int64_t seqLen,
+                                     int64_t vocab);
+
+  TokenDataset(TokenDataset &&other) noexcept;
+  TokenDataset &operator=(TokenDataset &&other) noexcept;
+  TokenDataset(const TokenDataset &) = delete;
+  TokenDataset &operator=(const TokenDataset &) = delete;
+  ~TokenDataset();
+
+  /// Tokens in the file.
+  int64_t numTokens() const { return numTokens_; }
+  /// Whole samples of seqLen + 1 tokens; a shorter tail is never used.
+  int64_t numSamples() const { return numTokens_ / (seqLen_ + 1); }
+  int64_t seqLen() const { return seqLen_; }
+  /// Token id at position `i` of the stream.
+  int32_t token(int64_t i) const;
+
+  /// Writes sample `k`'s inputs (its first seqLen tokens) and labels (its
+  /// last seqLen tokens) to `inputs` and `labels`, seqLen int32 each.
+  void sample(int64_t k, int32_t *inputs, int32_t *labels) const;
+
+  /// The sample that row `row` of step `step` takes, for batches of
+  /// `batchSize` sequences: position g = step * batchSize + row of the visiting
+  /// order, i.e. index g % numSamples() of epoch g / numSamples().
+  int64_t sampleIndex(int64_t step, int64_t row, int64_t batchSize,
+                      bool shuffle, uint64_t seed);
+
+  /// Fills `inputs` and `labels`, each [batchSize, seqLen] row-major, with the
+  /// samples of step `step`. Not thread-safe: it caches the current epoch's
+  /// permutation.
+  void batch(int64_t step, int64_t batchSize, bool shuffle, uint64_t seed,
+             int32_t *inputs, int32_t *labels);
+
+private:
+  TokenDataset() = default;
+
+  void *mapping_ = nullptr;
+  size_t mappingSize_ = 0;
+  const uint8_t *data_ = nullptr;
+  int tokenWidth_ = 0;
+  int64_t numTokens_ = 0;
+  int64_t seqLen_ = 0;
+
+  // The permutation of one epoch, kept so that consecutive steps do not
+  // reshuffle; -1 means none is cached.
+  int64_t cachedEpoch_ = -1;
+  uint64_t cachedSeed_ = 0;
+  std::vector<int64_t> cachedOrder_;
+};
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_IO_TOKENDATA_H

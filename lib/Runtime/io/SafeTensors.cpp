@@ -1,0 +1,868 @@
+//===- SafeTensors.cpp - safetensors files and HF checkpoints -------------===//
+//
+// Part of mlt. Implements the safetensors reader and writer and the HF
+// checkpoint directory helpers declared in SafeTensors.h. Files are read with
+// POSIX `pread` (one read per tensor, no re-reads) and written through a
+// temporary name that is fsync'ed and renamed into place, so a crash or an
+// error never leaves a half-written checkpoint under the final name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/IO/SafeTensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Tensor bytes are kept in the file's little-endian layout and reinterpreted
+// with memcpy; a big-endian host would need byte swaps everywhere.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "mlt's safetensors I/O assumes a little-endian host");
+
+namespace mlt::rt {
+
+//===----------------------------------------------------------------------===//
+// DType
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct DTypeInfo {
+  DType dtype;
+  const char *name;
+  size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::Bool, "BOOL", 1}, {DType::U8, "U8", 1},   {DType::I8, "I8", 1},
+    {DType::U16, "U16", 2},   {DType::I16, "I16", 2}, {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2}, {DType::U32, "U32", 4}, {DType::I32, "I32", 4},
+    {DType::F32, "F32", 4},   {DType::U64, "U64", 8}, {DType::I64, "I64", 8},
+    {DType::F64, "F64", 8},
+};
+
+const DTypeInfo &info(DType dtype) {
+  for (const DTypeInfo &entry : kDTypes)
+    if (entry.dtype == dtype)
+      return entry;
+  assert(false && "DType missing from kDTypes");
+  return kDTypes[0];
+}
+} // namespace
+
+const char *dtypeName(DType dtype) { return info(dtype).name; }
+
+size_t dtypeSize(DType dtype) { return info(dtype).size; }
+
+StatusOr<DType> parseDType(std::string_view name) {
+  for (const DTypeInfo &entry : kDTypes)
+    if (name == entry.name)
+      return entry.dtype;
+  return errorf("unknown dtype '", name, "'");
+}
+
+bool isFloatDType(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 ||
+         dtype == DType::F64;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Float conversions
+//===----------------------------------------------------------------------===//
+
+namespace {
+uint32_t bitsOf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+float floatOf(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+uint16_t floatToBF16(float f) {
+  uint32_t bits = bitsOf(f);
+  // Keep NaNs NaN: rounding could carry a NaN's payload into infinity.
+  if (std::isnan(f))
+    return uint16_t((bits >> 16) | 0x0040);
+  uint32_t roundingBias = 0x7FFF + ((bits >> 16) & 1);
+  return uint16_t((bits + roundingBias) >> 16);
+}
+
+// IEEE half <-> float without branches on the common path, after Marat
+// Dukhan's FP16 library: the float unit does the rounding (to nearest, ties
+// to even) and the subnormal handling.
+float f16ToFloat(uint16_t h) {
+  const uint32_t w = uint32_t(h) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t twoW = w + w;
+  const uint32_t expOffset = 0xE0u << 23;
+  const float normalized = floatOf((twoW >> 4) + expOffset) * 0x1.0p-112f;
+  const uint32_t magicMask = 126u << 23;
+  const float denormalized = floatOf((twoW >> 17) | magicMask) - 0.5f;
+  const uint32_t denormalizedCutoff = 1u << 27;
+  return floatOf(sign | (twoW < denormalizedCutoff ? bitsOf(denormalized)
+                                                   : bitsOf(normalized)));
+}
+
+uint16_t floatToF16(float f) {
+  float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+  const uint32_t w = bitsOf(f);
+  const uint32_t shl1W = w + w;
+  const uint32_t sign = w & 0x80000000u;
+  uint32_t bias = shl1W & 0xFF000000u;
+  if (bias < 0x71000000u)
+    bias = 0x71000000u;
+  base = floatOf((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = bitsOf(base);
+  const uint32_t expBits = (bits >> 13) & 0x00007C00u;
+  const uint32_t mantissaBits = bits & 0x00000FFFu;
+  const uint32_t nonsign = expBits + mantissaBits;
+  return uint16_t((sign >> 16) | (shl1W > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+template <typename T> T load(const uint8_t *p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+template <typename T> void store(uint8_t *p, T value) {
+  std::memcpy(p, &value, sizeof value);
+}
+
+/// Converts element i of a float tensor to double.
+double floatElement(DType dtype, const uint8_t *data, size_t i) {
+  switch (dtype) {
+  case DType::F16:
+    return f16ToFloat(load<uint16_t>(data + 2 * i));
+  case DType::BF16:
+    return bf16ToFloat(load<uint16_t>(data + 2 * i));
+  case DType::F32:
+    return load<float>(data + 4 * i);
+  case DType::F64:
+    return load<double>(data + 8 * i);
+  default:
+    assert(false && "not a float dtype");
+    return 0;
+  }
+}
+
+size_t elementCount(const std::vector<int64_t> &shape) {
+  size_t n = 1;
+  for (int64_t d : shape)
+    n *= size_t(d);
+  return n;
+}
+
+template <typename Out>
+StatusOr<std::vector<Out>> toFloats(const std::string &name,
+                                    const Tensor &tensor) {
+  if (!isFloatDType(tensor.dtype))
+    return errorf("tensor '", name, "' has dtype ", dtypeName(tensor.dtype),
+                  ", not a float dtype");
+  size_t n = elementCount(tensor.shape);
+  if (tensor.bytes.size() != n * dtypeSize(tensor.dtype))
+    return errorf("tensor '", name, "' has ", tensor.bytes.size(),
+                  " bytes, but its shape ", formatShape(tensor.shape),
+                  " and dtype ", dtypeName(tensor.dtype), " need ",
+                  n * dtypeSize(tensor.dtype));
+  std::vector<Out> out(n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = Out(floatElement(tensor.dtype, tensor.bytes.data(), i));
+  return out;
+}
+
+template <typename In>
+Tensor fromFloating(DType dtype, std::vector<int64_t> shape,
+                    const std::vector<In> &values) {
+  assert(isFloatDType(dtype) && "fromFloats needs a float dtype");
+  assert(values.size() == elementCount(shape) && "values do not fit shape");
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.resize(values.size() * dtypeSize(dtype));
+  uint8_t *p = t.bytes.data();
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (dtype) {
+    case DType::F16:
+      store(p + 2 * i, floatToF16(float(values[i])));
+      break;
+    case DType::BF16:
+      store(p + 2 * i, floatToBF16(float(values[i])));
+      break;
+    case DType::F32:
+      store(p + 4 * i, float(values[i]));
+      break;
+    case DType::F64:
+      store(p + 8 * i, double(values[i]));
+      break;
+    default:
+      break;
+    }
+  }
+  return t;
+}
+} // namespace
+
+int64_t Tensor::numElements() const { return int64_t(elementCount(shape)); }
+
+Tensor Tensor::fromFloats(DType dtype, std::vector<int64_t> shape,
+                          const std::vector<float> &values) {
+  return fromFloating(dtype, std::move(shape), values);
+}
+
+Tensor Tensor::fromDoubles(DType dtype, std::vector<int64_t> shape,
+                           const std::vector<double> &values) {
+  return fromFloating(dtype, std::move(shape), values);
+}
+
+Tensor Tensor::fromRaw(DType dtype, std::vector<int64_t> shape,
+                       const void *data) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.resize(elementCount(t.shape) * dtypeSize(dtype));
+  if (!t.bytes.empty())
+    std::memcpy(t.bytes.data(), data, t.bytes.size());
+  return t;
+}
+
+StatusOr<std::vector<float>> toFloat32(const std::string &name,
+                                       const Tensor &tensor) {
+  return toFloats<float>(name, tensor);
+}
+
+StatusOr<std::vector<double>> toFloat64(const std::string &name,
+                                        const Tensor &tensor) {
+  return toFloats<double>(name, tensor);
+}
+
+//===----------------------------------------------------------------------===//
+// POSIX file helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Closes a file descriptor when it goes out of scope.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor &) = delete;
+  FileDescriptor &operator=(const FileDescriptor &) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  int get() const { return fd_; }
+  /// Closes now, reporting the error close() can return (delayed write
+  /// errors on some file systems).
+  int close() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+private:
+  int fd_;
+};
+
+std::string errnoText() { return std::strerror(errno); }
+
+/// Reads exactly `size` bytes at `offset`.
+Status readAt(int fd, uint8_t *out, size_t size, uint64_t offset,
+              const std::string &path) {
+  while (size > 0) {
+    ssize_t n = ::pread(fd, out, size, off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errorf(path, ": read failed: ", errnoText());
+    if (n == 0)
+      return errorf(path, ": unexpected end of file at byte ", offset);
+    out += n;
+    size -= size_t(n);
+    offset += uint64_t(n);
+  }
+  return Status::ok();
+}
+
+Status writeAll(int fd, const uint8_t *data, size_t size,
+                const std::string &path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errorf(path, ": write failed: ", errnoText());
+    data += n;
+    size -= size_t(n);
+  }
+  return Status::ok();
+}
+
+/// A random suffix for temporary names; several processes (ranks) may write
+/// beside the same target at once, so the pid alone is not enough.
+std::string uniqueSuffix() {
+  std::random_device rd;
+  std::ostringstream os;
+  os << ::getpid() << '-' << std::hex << rd() << rd();
+  return os.str();
+}
+
+/// Flushes a directory's entries (the effect of a rename) to disk; best
+/// effort, since not every file system supports it.
+void syncDirectory(const fs::path &dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Reads a non-negative JSON integer.
+bool getUnsigned(const json &value, uint64_t &out) {
+  if (value.is_number_unsigned()) {
+    out = value.get<uint64_t>();
+    return true;
+  }
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+    out = uint64_t(value.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+/// Validates one header entry against the data section size.
+StatusOr<Entry> parseEntry(const std::string &name, const json &value,
+                           uint64_t dataSize) {
+  auto fail = [&](const auto &...parts) {
+    return errorf("tensor '", name, "': ", parts...);
+  };
+  if (!value.is_object())
+    return fail("header entry is not a JSON object");
+  Entry entry;
+  entry.name = name;
+
+  auto dtypeIt = value.find("dtype");
+  if (dtypeIt == value.end() || !dtypeIt->is_string())
+    return fail("missing or non-string 'dtype'");
+  StatusOr<DType> dtype = parseDType(dtypeIt->get<std::string>());
+  if (!dtype)
+    return fail(dtype.status().message());
+  entry.dtype = *dtype;
+
+  auto shapeIt = value.find("shape");
+  if (shapeIt == value.end() || !shapeIt->is_array())
+    return fail("missing or non-array 'shape'");
+  // Overflow is tracked so that absurd shapes fail the size check below
+  // instead of wrapping around to a plausible size; a zero dimension still
+  // makes the tensor empty.
+  uint64_t numBytes = dtypeSize(entry.dtype);
+  bool overflow = false, hasZero = false;
+  for (const json &dim : *shapeIt) {
+    uint64_t d;
+    if (!getUnsigned(dim, d) || d > uint64_t(INT64_MAX))
+      return fail("'shape' ", shapeIt->dump(),
+                  " holds something other than a non-negative integer");
+    entry.shape.push_back(int64_t(d));
+    hasZero |= d == 0;
+    overflow |= __builtin_mul_overflow(numBytes, d, &numBytes);
+  }
+  if (hasZero) {
+    numBytes = 0;
+    overflow = false;
+  }
+
+  auto offsetsIt = value.find("data_offsets");
+  uint64_t begin = 0, end = 0;
+  if (offsetsIt == value.end() || !offsetsIt->is_array() ||
+      offsetsIt->size() != 2 || !getUnsigned((*offsetsIt)[0], begin) ||
+      !getUnsigned((*offsetsIt)[1], end))
+    return fail("'data_offsets' must be an array of two non-negative integers");
+  if (begin > end)
+    return fail("data_offsets [", begin, ", ", end, "] end before they begin");
+  if (end > dataSize)
+    return fail("data_offsets [", begin, ", ", end,
+                "] reach past the end of the data section (", dataSize,
+                " bytes)");
+  if (overflow || end - begin != numBytes)
+    return fail("data_offsets [", begin, ", ", end, "] span ", end - begin,
+                " bytes, but shape ", formatShape(entry.shape), " of ",
+                dtypeName(entry.dtype), " needs ",
+                overflow ? std::string("more than 2^64")
+                         : std::to_string(numBytes));
+  entry.begin = begin;
+  entry.end = end;
+  return entry;
+}
+
+StatusOr<TensorMap>
+readSafeTensorsImpl(const std::string &path,
+                    std::map<std::string, std::string> *metadata) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
+    return errorf("cannot open: ", errnoText());
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return errorf("cannot stat: ", errnoText());
+  if (!S_ISREG(st.st_mode))
+    return errorf("not a regular file");
+  uint64_t fileSize = uint64_t(st.st_size);
+  if (fileSize < 8)
+    return errorf("file has ", fileSize,
+                  " bytes, too short for the 8-byte header length");
+
+  uint8_t lengthBytes[8];
+  MLT_RETURN_IF_ERROR(readAt(fd.get(), lengthBytes, 8, 0, path));
+  uint64_t headerSize = load<uint64_t>(lengthBytes);
+  if (headerSize > fileSize - 8)
+    return errorf("header length ", headerSize, " exceeds the ", fileSize - 8,
+                  " bytes after the length field");
+  uint64_t dataStart = 8 + headerSize;
+  uint64_t dataSize = fileSize - dataStart;
+
+  std::string headerText(headerSize, '\0');
+  MLT_RETURN_IF_ERROR(readAt(fd.get(),
+                             reinterpret_cast<uint8_t *>(headerText.data()),
+                             headerSize, 8, path));
+  json header;
+  try {
+    header = json::parse(headerText);
+  } catch (const json::exception &e) {
+    return errorf("header is not valid JSON: ", e.what());
+  }
+  if (!header.is_object())
+    return errorf("header is not a JSON object");
+
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it.value().is_object())
+        return errorf("'__metadata__' is not a JSON object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (!m.value().is_string())
+          return errorf("'__metadata__' value of '", m.key(),
+                        "' is not a string");
+        if (metadata)
+          (*metadata)[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    StatusOr<Entry> entry = parseEntry(it.key(), it.value(), dataSize);
+    if (!entry)
+      return entry.takeStatus();
+    entries.push_back(std::move(*entry));
+  }
+
+  // Sorted by offset, each non-empty range must start at or after the end of
+  // the previous one; empty tensors occupy no bytes and overlap nothing.
+  std::sort(entries.begin(), entries.end(), [](const Entry &a, const Entry &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const Entry *previous = nullptr;
+  for (const Entry &entry : entries) {
+    if (entry.begin == entry.end)
+      continue;
+    if (previous && entry.begin < previous->end)
+      return errorf("tensors '", previous->name, "' (bytes ", previous->begin,
+                    "..", previous->end, ") and '", entry.name, "' (bytes ",
+                    entry.begin, "..", entry.end, ") overlap");
+    previous = &entry;
+  }
+
+  TensorMap tensors;
+  for (Entry &entry : entries) {
+    Tensor tensor;
+    tensor.dtype = entry.dtype;
+    tensor.shape = std::move(entry.shape);
+    tensor.bytes.resize(entry.end - entry.begin);
+    Status read = readAt(fd.get(), tensor.bytes.data(), tensor.bytes.size(),
+                         dataStart + entry.begin, path);
+    if (!read.isOk())
+      return errorf("tensor '", entry.name, "': ", read.message());
+    tensors.emplace(entry.name, std::move(tensor));
+  }
+  return tensors;
+}
+
+/// Reads a JSON file; errors are prefixed by the caller.
+StatusOr<json> readJsonFile(const fs::path &path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
+    return errorf("cannot open: ", errnoText());
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return errorf("cannot stat: ", errnoText());
+  std::string text(size_t(st.st_size), '\0');
+  MLT_RETURN_IF_ERROR(readAt(fd.get(), reinterpret_cast<uint8_t *>(text.data()),
+                             text.size(), 0, path.string()));
+  try {
+    return json::parse(text);
+  } catch (const json::exception &e) {
+    return errorf("not valid JSON: ", e.what());
+  }
+}
+
+StatusOr<TensorMap> readShardedCheckpoint(const fs::path &dir,
+                                          const fs::path &indexPath) {
+  const std::string where = indexPath.string();
+  StatusOr<json> index = readJsonFile(indexPath);
+  if (!index)
+    return index.takeStatus().withContext(where);
+  auto weightMap = index->find("weight_map");
+  if (!index->is_object() || weightMap == index->end() ||
+      !weightMap->is_object())
+    return errorf(where, ": no 'weight_map' object");
+
+  // Group the names by shard so that each shard is read once.
+  std::map<std::string, std::vector<std::string>> namesByShard;
+  for (auto it = weightMap->begin(); it != weightMap->end(); ++it) {
+    if (!it.value().is_string())
+      return errorf(where, ": 'weight_map' entry of tensor '", it.key(),
+                    "' is not a file name");
+    namesByShard[it.value().get<std::string>()].push_back(it.key());
+  }
+
+  TensorMap tensors;
+  for (auto &[shard, names] : namesByShard) {
+    fs::path shardPath = dir / shard;
+    std::error_code ec;
+    if (!fs::is_regular_file(shardPath, ec))
+      return errorf(where, ": shard file '", shard, "' (listed for tensor '",
+                    names.front(), "') does not exist in ", dir.string());
+    StatusOr<TensorMap> shardTensors = readSafeTensors(shardPath.string());
+    if (!shardTensors)
+      return shardTensors.takeStatus();
+    for (const std::string &name : names) {
+      auto found = shardTensors->find(name);
+      if (found == shardTensors->end())
+        return errorf(where, ": tensor '", name, "' is not in '", shard,
+                      "' where the index places it");
+      tensors.emplace(name, std::move(found->second));
+    }
+  }
+  return tensors;
+}
+} // namespace
+
+StatusOr<TensorMap>
+readSafeTensors(const std::string &path,
+                std::map<std::string, std::string> *metadata) {
+  StatusOr<TensorMap> result = readSafeTensorsImpl(path, metadata);
+  if (!result)
+    return result.takeStatus().withContext(path);
+  return result;
+}
+
+StatusOr<TensorMap> readCheckpoint(const std::string &path) {
+  std::error_code ec;
+  fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status))
+    return errorf(path, ": no such file or directory");
+  if (!fs::is_directory(status))
+    return readSafeTensors(path);
+
+  // Like HF transformers, a single model.safetensors wins over an index.
+  fs::path dir(path);
+  fs::path single = dir / "model.safetensors";
+  if (fs::exists(single, ec))
+    return readSafeTensors(single.string());
+  fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index, ec))
+    return readShardedCheckpoint(dir, index);
+  return errorf(path,
+                ": neither model.safetensors nor model.safetensors.index.json "
+                "in this directory");
+}
+
+//===----------------------------------------------------------------------===//
+// Checking
+//===----------------------------------------------------------------------===//
+
+Status checkTensors(const TensorMap &tensors,
+                    const std::vector<ExpectedTensor> &expected) {
+  const ExpectedTensor *firstMissing = nullptr, *firstMisshapen = nullptr;
+  size_t numMissing = 0, numMisshapen = 0;
+  std::set<std::string> expectedNames;
+  for (const ExpectedTensor &e : expected) {
+    expectedNames.insert(e.name);
+    auto it = tensors.find(e.name);
+    if (it == tensors.end()) {
+      if (!numMissing++)
+        firstMissing = &e;
+    } else if (it->second.shape != e.shape) {
+      if (!numMisshapen++)
+        firstMisshapen = &e;
+    }
+  }
+  const std::string *firstExtra = nullptr;
+  size_t numExtra = 0;
+  for (const auto &[name, tensor] : tensors)
+    if (!expectedNames.count(name) && !numExtra++)
+      firstExtra = &name;
+
+  if (!numMissing && !numExtra && !numMisshapen)
+    return Status::ok();
+  std::ostringstream os;
+  const char *separator = "";
+  auto more = [&](size_t n) {
+    if (n > 1)
+      os << " (and " << n - 1 << " more)";
+  };
+  if (numMissing) {
+    os << "missing tensor '" << firstMissing->name << "'";
+    more(numMissing);
+    separator = "; ";
+  }
+  if (numExtra) {
+    os << separator << "unexpected tensor '" << *firstExtra << "'";
+    more(numExtra);
+    separator = "; ";
+  }
+  if (numMisshapen) {
+    os << separator << "tensor '" << firstMisshapen->name << "' has shape "
+       << formatShape(tensors.at(firstMisshapen->name).shape) << ", expected "
+       << formatShape(firstMisshapen->shape);
+    more(numMisshapen);
+  }
+  return Status::error(os.str());
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds the padded header (without the length field) and checks that every
+/// tensor's bytes match its shape.
+StatusOr<std::string>
+buildHeader(const TensorMap &tensors,
+            const std::map<std::string, std::string> &metadata) {
+  json header = json::object();
+  json meta = json::object();
+  meta["format"] = "pt";
+  for (const auto &[key, value] : metadata)
+    meta[key] = value;
+  header["__metadata__"] = std::move(meta);
+
+  uint64_t offset = 0;
+  for (const auto &[name, tensor] : tensors) {
+    if (name == "__metadata__")
+      return errorf("a tensor may not be named '__metadata__'");
+    for (int64_t d : tensor.shape)
+      if (d < 0)
+        return errorf("tensor '", name, "' has a negative dimension in shape ",
+                      formatShape(tensor.shape));
+    size_t expectedBytes = elementCount(tensor.shape) * dtypeSize(tensor.dtype);
+    if (tensor.bytes.size() != expectedBytes)
+      return errorf("tensor '", name, "' holds ", tensor.bytes.size(),
+                    " bytes, but shape ", formatShape(tensor.shape), " of ",
+                    dtypeName(tensor.dtype), " needs ", expectedBytes);
+    header[name] = {{"dtype", dtypeName(tensor.dtype)},
+                    {"shape", tensor.shape},
+                    {"data_offsets", {offset, offset + tensor.bytes.size()}}};
+    offset += tensor.bytes.size();
+  }
+
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception &e) {
+    // dump() throws on names that are not valid UTF-8.
+    return errorf("cannot encode the header: ", e.what());
+  }
+  // The format asks for 8-byte alignment of the data section start.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+/// Writes `tensors` to a new file at `path`; the file must not exist.
+Status writeNewFile(const std::string &path, const std::string &header,
+                    const TensorMap &tensors) {
+  FileDescriptor fd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (fd.get() < 0)
+    return errorf(path, ": cannot create: ", errnoText());
+  uint8_t lengthBytes[8];
+  store<uint64_t>(lengthBytes, header.size());
+  MLT_RETURN_IF_ERROR(writeAll(fd.get(), lengthBytes, 8, path));
+  MLT_RETURN_IF_ERROR(writeAll(fd.get(),
+                               reinterpret_cast<const uint8_t *>(header.data()),
+                               header.size(), path));
+  for (const auto &[name, tensor] : tensors) {
+    Status written =
+        writeAll(fd.get(), tensor.bytes.data(), tensor.bytes.size(), path);
+    if (!written.isOk())
+      return std::move(written).withContext("tensor '" + name + "'");
+  }
+  // Data must be on disk before the rename makes the file visible.
+  if (::fsync(fd.get()) != 0)
+    return errorf(path, ": fsync failed: ", errnoText());
+  if (fd.close() != 0)
+    return errorf(path, ": close failed: ", errnoText());
+  return Status::ok();
+}
+
+/// Removes trailing slashes so that `filename()` names the last component.
+fs::path withoutTrailingSlash(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return fs::path(path);
+}
+} // namespace
+
+Status writeSafeTensors(const std::string &path, const TensorMap &tensors,
+                        const std::map<std::string, std::string> &metadata) {
+  StatusOr<std::string> header = buildHeader(tensors, metadata);
+  if (!header)
+    return header.takeStatus().withContext(path);
+
+  std::string temporary = path + ".tmp-" + uniqueSuffix();
+  Status written = writeNewFile(temporary, *header, tensors);
+  if (written.isOk() && ::rename(temporary.c_str(), path.c_str()) != 0)
+    written =
+        errorf("cannot rename ", temporary, " to ", path, ": ", errnoText());
+  if (!written.isOk()) {
+    ::unlink(temporary.c_str());
+    return written;
+  }
+  syncDirectory(fs::path(path).parent_path());
+  return Status::ok();
+}
+
+Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
+                          const TensorMap &tensors) {
+  fs::path target = withoutTrailingSlash(dir);
+  if (target.empty() || target == "/" || target.filename() == "." ||
+      target.filename() == "..")
+    return errorf("'", dir, "' cannot be a checkpoint directory");
+  if (!json::accept(configJson))
+    return errorf(dir, ": config.json text is not valid JSON");
+
+  std::error_code ec;
+  fs::file_status targetStatus = fs::symlink_status(target, ec);
+  bool replacing = fs::exists(targetStatus);
+  // A symbolic link is not followed: swapping it out would replace the link,
+  // not the checkpoint it points to.
+  if (fs::is_symlink(targetStatus))
+    return errorf(dir, ": is a symbolic link; not replacing it");
+  if (replacing && !fs::is_directory(targetStatus))
+    return errorf(dir, ": exists and is not a directory; not replacing it");
+
+  fs::path parent = target.parent_path();
+  std::string base = target.filename().string();
+  fs::path temporary = parent / ("." + base + ".tmp-" + uniqueSuffix());
+  if (::mkdir(temporary.c_str(), 0777) != 0)
+    return errorf(dir, ": cannot create the temporary directory ",
+                  temporary.string(), ": ", errnoText());
+
+  // From here on, every failure removes the temporary directory.
+  auto failWith = [&](Status status) {
+    std::error_code ignored;
+    fs::remove_all(temporary, ignored);
+    return status;
+  };
+
+  {
+    std::string configPath = (temporary / "config.json").string();
+    FileDescriptor fd(::open(configPath.c_str(),
+                             O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+    if (fd.get() < 0)
+      return failWith(errorf(configPath, ": cannot create: ", errnoText()));
+    Status written =
+        writeAll(fd.get(), reinterpret_cast<const uint8_t *>(configJson.data()),
+                 configJson.size(), configPath);
+    if (written.isOk() && ::fsync(fd.get()) != 0)
+      written = errorf(configPath, ": fsync failed: ", errnoText());
+    if (written.isOk() && fd.close() != 0)
+      written = errorf(configPath, ": close failed: ", errnoText());
+    if (!written.isOk())
+      return failWith(std::move(written));
+  }
+  Status weights =
+      writeSafeTensors((temporary / "model.safetensors").string(), tensors);
+  if (!weights.isOk())
+    return failWith(std::move(weights).withContext(dir));
+  syncDirectory(temporary);
+
+  if (!replacing) {
+    if (::rename(temporary.c_str(), target.c_str()) != 0)
+      return failWith(errorf(dir, ": cannot rename ", temporary.string(),
+                             " into place: ", errnoText()));
+    syncDirectory(parent);
+    return Status::ok();
+  }
+
+#ifdef RENAME_EXCHANGE
+  // Swap the new directory and the old one in one step, so that `dir` always
+  // names a complete checkpoint; the temporary name then holds the old one.
+  if (::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, target.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    syncDirectory(parent);
+    std::error_code ignored;
+    fs::remove_all(temporary, ignored);
+    return Status::ok();
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+    return failWith(errorf(dir, ": cannot swap in ", temporary.string(), ": ",
+                           errnoText()));
+#endif
+  // Without an atomic exchange (older kernels, some file systems), move the
+  // old directory aside first; `dir` is missing only between the renames.
+  fs::path old = parent / ("." + base + ".old-" + uniqueSuffix());
+  if (::rename(target.c_str(), old.c_str()) != 0)
+    return failWith(
+        errorf(dir, ": cannot move the old checkpoint aside: ", errnoText()));
+  if (::rename(temporary.c_str(), target.c_str()) != 0) {
+    Status status = errorf(dir, ": cannot rename ", temporary.string(),
+                           " into place: ", errnoText());
+    (void)::rename(old.c_str(), target.c_str());
+    return failWith(std::move(status));
+  }
+  syncDirectory(parent);
+  std::error_code ignored;
+  fs::remove_all(old, ignored);
+  return Status::ok();
+}
+
+} // namespace mlt::rt

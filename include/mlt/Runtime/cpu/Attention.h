@@ -1,0 +1,68 @@
+//===- Attention.h - CPU causal grouped-query attention ---------*- C++ -*-===//
+//
+// Part of mlt. Forward and backward of `mlt.attention` on the CPU, organized
+// as flash attention is on the GPU: the forward saves one log-sum-exp per
+// query row instead of the probabilities, and the backward recomputes the
+// probabilities from q, k and that statistic. No [seq, seq] matrix is ever
+// stored, so memory grows linearly with the sequence.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_CPU_ATTENTION_H
+#define MLT_RUNTIME_CPU_ATTENTION_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cstdint>
+
+namespace mlt::cpu {
+
+/// Shape and attributes of one attention call.
+struct AttentionParams {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  /// Query heads; a multiple of kvHeads.
+  int64_t qHeads = 0;
+  /// Key/value heads; query head h reads kv head h / (qHeads / kvHeads).
+  int64_t kvHeads = 0;
+  int64_t headDim = 0;
+  /// Multiplies q.k before the softmax (usually 1 / sqrt(headDim)).
+  double scale = 1.0;
+  /// Query position i attends to key positions <= i only.
+  bool causal = true;
+};
+
+//===----------------------------------------------------------------------===//
+// attention family
+//
+// Invariants:
+// - q, out, dout, dq are [batch, seq, qHeads, headDim]; k, v, dk, dv are
+//   [batch, seq, kvHeads, headDim]; lse is [batch, qHeads, seq].
+// - Forward: `out = softmax(scale * q k^T + mask) v` per (batch, head), and
+//   `lse[b, h, i] = log(sum_j exp(scale * q_i . k_j))` over the unmasked j.
+//   Saved for the backward: q, k, v, out and lse.
+// - Backward recomputes `p_ij = exp(scale * q_i . k_j - lse_i)` in the same
+//   order as the forward and overwrites dq, dk and dv. dk and dv sum over the
+//   qHeads / kvHeads query heads that share a kv head.
+// - Dot products, softmax sums and the dk/dv sums are accumulated in double
+//   and rounded to T once. Scratch memory is one row of scores [seq] and, in
+//   the backward, dk/dv accumulators of one kv head [seq, headDim].
+// - qHeads % kvHeads != 0 or a non-positive size is an error, reported before
+//   anything is written.
+//===----------------------------------------------------------------------===//
+
+/// out = attention(q, k, v); lse = per-row log-sum-exp of the scaled scores.
+template <typename T>
+rt::Status attentionForward(T *out, T *lse, const T *q, const T *k, const T *v,
+                            const AttentionParams &params);
+
+/// Gradients of attention with respect to q, k, v (all overwritten), given
+/// dout and the forward's inputs, output and lse.
+template <typename T>
+rt::Status attentionBackward(T *dq, T *dk, T *dv, const T *dout, const T *q,
+                             const T *k, const T *v, const T *out, const T *lse,
+                             const AttentionParams &params);
+
+} // namespace mlt::cpu
+
+#endif // MLT_RUNTIME_CPU_ATTENTION_H

@@ -1,0 +1,52 @@
+//===- Rope.h - CPU rotary position embedding kernels -----------*- C++ -*-===//
+//
+// Part of mlt. Forward and backward of `mlt.rope` on the CPU, in Hugging Face
+// LLaMA's "rotate half" convention. The backward of a rotation is the rotation
+// by the opposite angle, so both directions share one implementation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_CPU_ROPE_H
+#define MLT_RUNTIME_CPU_ROPE_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cstdint>
+
+namespace mlt::cpu {
+
+//===----------------------------------------------------------------------===//
+// rope family
+//
+// Invariants:
+// - Tensors are [batch, seq, heads, headDim]; headDim is even (an odd one is
+//   an error, reported before anything is written).
+// - Element i < headDim/2 pairs with element i + headDim/2 and the pair
+//   rotates by `angle = pos * theta^(-2i/headDim)`:
+//     out[i]      = x[i] * cos(angle) - x[i + half] * sin(angle)
+//     out[i+half] = x[i + half] * cos(angle) + x[i] * sin(angle)
+//   where `pos = s + positionOffset` for sequence index s. The offset lets a
+//   rank that holds a slice of the sequence (sequence or context parallelism)
+//   rotate by global positions.
+// - The angle, cos and sin are computed in double and rounded to T; the
+//   rotation itself is in T. (HF computes cos/sin in float32 even for a
+//   float64 model; the difference is below the fixtures' tolerances.)
+// - Nothing is saved: the backward needs only positions. Outputs are
+//   overwritten and may alias the input (in-place rotation).
+//===----------------------------------------------------------------------===//
+
+/// Rotates every head vector of `in` by its position; `out` may equal `in`.
+template <typename T>
+rt::Status ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
+                       int64_t heads, int64_t headDim, double theta,
+                       int64_t positionOffset);
+
+/// din = rotation of `dout` by the negative angles; `din` may equal `dout`.
+template <typename T>
+rt::Status ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t headDim, double theta,
+                        int64_t positionOffset);
+
+} // namespace mlt::cpu
+
+#endif // MLT_RUNTIME_CPU_ROPE_H

@@ -1,0 +1,167 @@
+//===- Attention.cpp - CPU causal grouped-query attention -----------------===//
+//
+// Part of mlt. Attention forward and backward, one query row at a time.
+//
+// Forward, per (batch, query head h, query position i), with kv head
+// g = h / (qHeads / kvHeads):
+//   1. s_j = scale * q_i . k_j for the visible j (j <= i when causal);
+//   2. p_j = exp(s_j - max s), sum = sum_j p_j, lse_i = max s + log(sum);
+//   3. out_i = sum_j p_j v_j / sum.
+// Backward (flash attention 2's), per kv head so that dk/dv of the group can
+// be summed in one accumulator:
+//   1. delta_i = dout_i . out_i;
+//   2. p_ij = exp(scale * q_i . k_j - lse_i) (recomputed);
+//   3. dv_j += p_ij dout_i; dp_ij = dout_i . v_j;
+//      ds_ij = p_ij (dp_ij - delta_i);
+//   4. dq_i += scale ds_ij k_j; dk_j += scale ds_ij q_i.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/cpu/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::cpu;
+
+namespace {
+
+rt::Status checkParams(const char *kernel, const AttentionParams &p) {
+  if (p.batch <= 0 || p.seq <= 0 || p.qHeads <= 0 || p.kvHeads <= 0 ||
+      p.headDim <= 0)
+    return rt::errorf(kernel, ": sizes must be positive (batch ", p.batch,
+                      ", seq ", p.seq, ", q heads ", p.qHeads, ", kv heads ",
+                      p.kvHeads, ", head_dim ", p.headDim, ")");
+  if (p.qHeads % p.kvHeads != 0)
+    return rt::errorf(kernel, ": ", p.qHeads,
+                      " query heads are not a multiple of ", p.kvHeads,
+                      " key/value heads");
+  return rt::Status::ok();
+}
+
+/// a . b over `n` elements, accumulated in double.
+template <typename T> double dot(const T *a, const T *b, int64_t n) {
+  double sum = 0.0;
+  for (int64_t d = 0; d < n; ++d)
+    sum += double(a[d]) * double(b[d]);
+  return sum;
+}
+
+/// Strides of the [batch, seq, heads, headDim] layout.
+struct HeadLayout {
+  int64_t seq, heads, headDim;
+  int64_t offset(int64_t b, int64_t s, int64_t h) const {
+    return ((b * seq + s) * heads + h) * headDim;
+  }
+};
+
+} // namespace
+
+template <typename T>
+rt::Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
+                                      const T *v,
+                                      const AttentionParams &params) {
+  MLT_RETURN_IF_ERROR(checkParams("attention", params));
+  const int64_t seq = params.seq, dim = params.headDim;
+  const int64_t group = params.qHeads / params.kvHeads;
+  const HeadLayout qLayout{seq, params.qHeads, dim};
+  const HeadLayout kvLayout{seq, params.kvHeads, dim};
+  std::vector<double> scores(seq), acc(dim);
+  for (int64_t b = 0; b < params.batch; ++b) {
+    for (int64_t h = 0; h < params.qHeads; ++h) {
+      const int64_t g = h / group;
+      for (int64_t i = 0; i < seq; ++i) {
+        const T *qi = q + qLayout.offset(b, i, h);
+        const int64_t visible = params.causal ? i + 1 : seq;
+        double maxScore = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < visible; ++j) {
+          scores[j] = params.scale * dot(qi, k + kvLayout.offset(b, j, g), dim);
+          maxScore = std::max(maxScore, scores[j]);
+        }
+        double sum = 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < visible; ++j) {
+          const double p = std::exp(scores[j] - maxScore);
+          sum += p;
+          const T *vj = v + kvLayout.offset(b, j, g);
+          for (int64_t d = 0; d < dim; ++d)
+            acc[d] += p * double(vj[d]);
+        }
+        T *oi = out + qLayout.offset(b, i, h);
+        for (int64_t d = 0; d < dim; ++d)
+          oi[d] = T(acc[d] / sum);
+        lse[(b * params.qHeads + h) * seq + i] = T(maxScore + std::log(sum));
+      }
+    }
+  }
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
+                                       const T *q, const T *k, const T *v,
+                                       const T *out, const T *lse,
+                                       const AttentionParams &params) {
+  MLT_RETURN_IF_ERROR(checkParams("attention backward", params));
+  const int64_t seq = params.seq, dim = params.headDim;
+  const int64_t group = params.qHeads / params.kvHeads;
+  const HeadLayout qLayout{seq, params.qHeads, dim};
+  const HeadLayout kvLayout{seq, params.kvHeads, dim};
+  // dk/dv of one kv head gather contributions from every query row of every
+  // query head in its group; they are summed here and written once.
+  std::vector<double> dkAcc(seq * dim), dvAcc(seq * dim), dqAcc(dim);
+  for (int64_t b = 0; b < params.batch; ++b) {
+    for (int64_t g = 0; g < params.kvHeads; ++g) {
+      std::fill(dkAcc.begin(), dkAcc.end(), 0.0);
+      std::fill(dvAcc.begin(), dvAcc.end(), 0.0);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        for (int64_t i = 0; i < seq; ++i) {
+          const int64_t qOffset = qLayout.offset(b, i, h);
+          const T *qi = q + qOffset;
+          const T *doi = dout + qOffset;
+          const double delta = dot(doi, out + qOffset, dim);
+          const double lsei = double(lse[(b * params.qHeads + h) * seq + i]);
+          std::fill(dqAcc.begin(), dqAcc.end(), 0.0);
+          const int64_t visible = params.causal ? i + 1 : seq;
+          for (int64_t j = 0; j < visible; ++j) {
+            const T *kj = k + kvLayout.offset(b, j, g);
+            const T *vj = v + kvLayout.offset(b, j, g);
+            const double p = std::exp(params.scale * dot(qi, kj, dim) - lsei);
+            const double ds = p * (dot(doi, vj, dim) - delta);
+            double *dkj = dkAcc.data() + j * dim;
+            double *dvj = dvAcc.data() + j * dim;
+            for (int64_t d = 0; d < dim; ++d) {
+              dvj[d] += p * double(doi[d]);
+              dqAcc[d] += ds * double(kj[d]);
+              dkj[d] += ds * double(qi[d]);
+            }
+          }
+          T *dqi = dq + qOffset;
+          for (int64_t d = 0; d < dim; ++d)
+            dqi[d] = T(params.scale * dqAcc[d]);
+        }
+      }
+      for (int64_t j = 0; j < seq; ++j) {
+        T *dkj = dk + kvLayout.offset(b, j, g);
+        T *dvj = dv + kvLayout.offset(b, j, g);
+        for (int64_t d = 0; d < dim; ++d) {
+          dkj[d] = T(params.scale * dkAcc[j * dim + d]);
+          dvj[d] = T(dvAcc[j * dim + d]);
+        }
+      }
+    }
+  }
+  return rt::Status::ok();
+}
+
+#define MLT_INSTANTIATE_ATTENTION(T)                                           \
+  template rt::Status mlt::cpu::attentionForward<T>(                           \
+      T *, T *, const T *, const T *, const T *, const AttentionParams &);     \
+  template rt::Status mlt::cpu::attentionBackward<T>(                          \
+      T *, T *, T *, const T *, const T *, const T *, const T *, const T *,    \
+      const T *, const AttentionParams &);
+MLT_INSTANTIATE_ATTENTION(float)
+MLT_INSTANTIATE_ATTENTION(double)

@@ -1,0 +1,61 @@
+//===- Embedding.cpp - CPU token embedding kernels ------------------------===//
+//
+// Part of mlt. The gather and scatter-add of `mlt.embedding`. Both validate
+// all ids before touching memory, so that a bad id in a data file is an error
+// message, not a read or write outside the table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/cpu/Embedding.h"
+
+#include <cstring>
+
+using namespace mlt;
+using namespace mlt::cpu;
+
+namespace {
+
+/// Returns an error naming the first id outside [0, vocab) and its position.
+rt::Status checkIds(const char *kernel, const int32_t *ids, int64_t numTokens,
+                    int64_t vocab) {
+  for (int64_t p = 0; p < numTokens; ++p)
+    if (ids[p] < 0 || ids[p] >= vocab)
+      return rt::errorf(kernel, ": token id ", ids[p], " at position ", p,
+                        " is outside the vocabulary [0, ", vocab, ")");
+  return rt::Status::ok();
+}
+
+} // namespace
+
+template <typename T>
+rt::Status mlt::cpu::embeddingForward(T *out, const int32_t *ids,
+                                      const T *table, int64_t numTokens,
+                                      int64_t vocab, int64_t hidden) {
+  MLT_RETURN_IF_ERROR(checkIds("embedding", ids, numTokens, vocab));
+  for (int64_t p = 0; p < numTokens; ++p)
+    std::memcpy(out + p * hidden, table + int64_t(ids[p]) * hidden,
+                sizeof(T) * hidden);
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::embeddingBackward(T *dtable, const int32_t *ids,
+                                       const T *dout, int64_t numTokens,
+                                       int64_t vocab, int64_t hidden) {
+  MLT_RETURN_IF_ERROR(checkIds("embedding backward", ids, numTokens, vocab));
+  for (int64_t p = 0; p < numTokens; ++p) {
+    T *row = dtable + int64_t(ids[p]) * hidden;
+    const T *grad = dout + p * hidden;
+    for (int64_t j = 0; j < hidden; ++j)
+      row[j] += grad[j];
+  }
+  return rt::Status::ok();
+}
+
+#define MLT_INSTANTIATE_EMBEDDING(T)                                           \
+  template rt::Status mlt::cpu::embeddingForward<T>(                           \
+      T *, const int32_t *, const T *, int64_t, int64_t, int64_t);             \
+  template rt::Status mlt::cpu::embeddingBackward<T>(                          \
+      T *, const int32_t *, const T *, int64_t, int64_t, int64_t);
+MLT_INSTANTIATE_EMBEDDING(float)
+MLT_INSTANTIATE_EMBEDDING(double)

@@ -1,0 +1,83 @@
+//===- Rope.cpp - CPU rotary position embedding kernels -------------------===//
+//
+// Part of mlt. Rotates each (i, i + headDim/2) pair of every head vector by
+// its position's angle. cos and sin depend on the position and i only, so
+// they are computed once per sequence index and reused for every batch entry
+// and head: headDim/2 trigonometric pairs per position instead of per element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/cpu/Rope.h"
+
+#include <cmath>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::cpu;
+
+namespace {
+
+/// Rotates by `direction * angle` (+1 forward, -1 backward).
+template <typename T>
+rt::Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
+                  int64_t seq, int64_t heads, int64_t headDim, double theta,
+                  int64_t positionOffset, double direction) {
+  if (headDim <= 0 || headDim % 2 != 0)
+    return rt::errorf(kernel, ": head_dim ", headDim,
+                      " must be positive and even");
+  if (!(theta > 0.0))
+    return rt::errorf(kernel, ": theta ", theta, " must be positive");
+  const int64_t half = headDim / 2;
+  std::vector<double> invFreq(half);
+  for (int64_t i = 0; i < half; ++i)
+    invFreq[i] = std::pow(theta, -double(2 * i) / double(headDim));
+  std::vector<T> cosv(half), sinv(half);
+  for (int64_t s = 0; s < seq; ++s) {
+    const double pos = double(s + positionOffset);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = pos * invFreq[i];
+      cosv[i] = T(std::cos(angle));
+      sinv[i] = T(direction * std::sin(angle));
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t offset = ((b * seq + s) * heads + h) * headDim;
+        const T *x = in + offset;
+        T *y = out + offset;
+        for (int64_t i = 0; i < half; ++i) {
+          // Both halves are read before either is written: in-place is safe.
+          const T lo = x[i], hi = x[i + half];
+          y[i] = lo * cosv[i] - hi * sinv[i];
+          y[i + half] = hi * cosv[i] + lo * sinv[i];
+        }
+      }
+    }
+  }
+  return rt::Status::ok();
+}
+
+} // namespace
+
+template <typename T>
+rt::Status mlt::cpu::ropeForward(T *out, const T *in, int64_t batch,
+                                 int64_t seq, int64_t heads, int64_t headDim,
+                                 double theta, int64_t positionOffset) {
+  return rotate("rope", out, in, batch, seq, heads, headDim, theta,
+                positionOffset, 1.0);
+}
+
+template <typename T>
+rt::Status mlt::cpu::ropeBackward(T *din, const T *dout, int64_t batch,
+                                  int64_t seq, int64_t heads, int64_t headDim,
+                                  double theta, int64_t positionOffset) {
+  return rotate("rope backward", din, dout, batch, seq, heads, headDim, theta,
+                positionOffset, -1.0);
+}
+
+#define MLT_INSTANTIATE_ROPE(T)                                                \
+  template rt::Status mlt::cpu::ropeForward<T>(                                \
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t);    \
+  template rt::Status mlt::cpu::ropeBackward<T>(                               \
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t);
+MLT_INSTANTIATE_ROPE(float)
+MLT_INSTANTIATE_ROPE(double)

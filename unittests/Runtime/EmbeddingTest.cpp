@@ -1,0 +1,114 @@
+//===- EmbeddingTest.cpp - tests of the CPU embedding family --------------===//
+//
+// Part of mlt. Checks the gather against indexing written out, the
+// scatter-add against finite differences (with repeated ids, so that
+// accumulation is exercised), and that bad ids are reported by position
+// without touching the outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/cpu/Embedding.h"
+
+#include "KernelTestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlt;
+using namespace mlt::cpu;
+using namespace mlt::cpu::test;
+
+namespace {
+
+constexpr int64_t kVocab = 13, kHidden = 10, kTokens = 2 * 9;
+
+template <typename T> class EmbeddingTest : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(EmbeddingTest, FloatTypes);
+
+// Tests that every output row is the table row of its id, exactly.
+TYPED_TEST(EmbeddingTest, ForwardGathersRows) {
+  using T = TypeParam;
+  std::mt19937 rng(21);
+  auto table = randomVector<T>(rng, kVocab * kHidden);
+  auto ids = randomIds(rng, kTokens, kVocab);
+  std::vector<T> out(kTokens * kHidden);
+  ASSERT_TRUE(embeddingForward<T>(out.data(), ids.data(), table.data(), kTokens,
+                                  kVocab, kHidden)
+                  .isOk());
+  for (int64_t p = 0; p < kTokens; ++p)
+    for (int64_t j = 0; j < kHidden; ++j)
+      ASSERT_EQ(out[p * kHidden + j], table[ids[p] * kHidden + j]);
+}
+
+// Tests that the backward adds into dtable (sum over positions sharing an id)
+// rather than overwriting it.
+TYPED_TEST(EmbeddingTest, BackwardAccumulates) {
+  using T = TypeParam;
+  std::mt19937 rng(22);
+  auto dout = randomVector<T>(rng, kTokens * kHidden);
+  std::vector<int32_t> ids = randomIds(rng, kTokens, kVocab);
+  ids[3] = ids[7] = ids[11] = 4; // a repeated id
+  auto dtable = randomVector<T>(rng, kVocab * kHidden);
+  std::vector<double> expected(dtable.begin(), dtable.end());
+  for (int64_t p = 0; p < kTokens; ++p)
+    for (int64_t j = 0; j < kHidden; ++j)
+      expected[ids[p] * kHidden + j] += double(dout[p * kHidden + j]);
+  ASSERT_TRUE(embeddingBackward<T>(dtable.data(), ids.data(), dout.data(),
+                                   kTokens, kVocab, kHidden)
+                  .isOk());
+  EXPECT_LT(relError(dtable, expected), forwardTol<T>());
+}
+
+// Tests the backward against central differences of sum(out * G).
+TEST(EmbeddingGradTest, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(23);
+  auto table = randomVector<double>(rng, kVocab * kHidden);
+  auto ids = randomIds(rng, kTokens, kVocab);
+  ids[0] = ids[5] = 2;
+  auto weights = randomVector<double>(rng, kTokens * kHidden);
+  auto loss = [&] {
+    std::vector<double> out(kTokens * kHidden);
+    EXPECT_TRUE(embeddingForward<double>(out.data(), ids.data(), table.data(),
+                                         kTokens, kVocab, kHidden)
+                    .isOk());
+    return weightedSum(out, weights);
+  };
+  std::vector<double> dtable(kVocab * kHidden, 0.0);
+  ASSERT_TRUE(embeddingBackward<double>(dtable.data(), ids.data(),
+                                        weights.data(), kTokens, kVocab,
+                                        kHidden)
+                  .isOk());
+  EXPECT_LT(relError(dtable, numericalGradient(loss, table)), kGradTol);
+}
+
+// Tests that ids outside [0, vocab) are errors naming the id and position,
+// and that nothing is written.
+TEST(EmbeddingErrorTest, ReportsOutOfRangeIds) {
+  std::mt19937 rng(24);
+  auto table = randomVector<float>(rng, kVocab * kHidden);
+  for (int32_t badId : {int32_t(kVocab), int32_t(-1), int32_t(1 << 30)}) {
+    std::vector<int32_t> ids = randomIds(rng, kTokens, kVocab);
+    ids[5] = badId;
+    std::vector<float> out(kTokens * kHidden, 7.0f);
+    rt::Status status = embeddingForward<float>(
+        out.data(), ids.data(), table.data(), kTokens, kVocab, kHidden);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("token id " + std::to_string(badId) +
+                                    " at position 5"),
+              std::string::npos)
+        << status.message();
+    for (float x : out)
+      ASSERT_EQ(x, 7.0f);
+
+    std::vector<float> dtable(kVocab * kHidden, 3.0f);
+    status = embeddingBackward<float>(dtable.data(), ids.data(), out.data(),
+                                      kTokens, kVocab, kHidden);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("at position 5"), std::string::npos)
+        << status.message();
+    for (float x : dtable)
+      ASSERT_EQ(x, 3.0f);
+  }
+}
+
+} // namespace

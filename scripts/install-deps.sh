@@ -16,6 +16,8 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # runtime: BLAS for the CPU backend, JSON for safetensors headers and metrics
   libopenblas-dev nlohmann-json3-dev
+  # plan files: FlatBuffers schema compiler and headers
+  flatbuffers-compiler libflatbuffers-dev
   # unit tests
   libgtest-dev
 )

@@ -1,0 +1,39 @@
+//===- Driver.h - compile a model into a plan, in process ------*- C++ -*-===//
+//
+// Part of mlt. The one entry point through which a tool that links the
+// compiler (mlt-run built with MLT_ENABLE_COMPILER) turns a model into plan
+// bytes: a `.mlir` model file, or an HF model directory / config.json, goes
+// through the same pass pipeline as `mlt-opt` and the plan exporter. The
+// header has no MLIR types so the runtime-side tool can include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_COMPILER_DRIVER_H
+#define MLT_COMPILER_DRIVER_H
+
+#include <cstdint>
+#include <string>
+
+namespace mlt {
+
+/// What a training plan is compiled for.
+struct CompileOptions {
+  /// A `.mlir` model, an HF `config.json`, or a directory holding one.
+  std::string model;
+  /// Sequences per micro-batch, tokens per sequence, micro-batches per step.
+  int64_t microBatch = 0;
+  int64_t seqLen = 0;
+  int64_t microbatches = 1;
+  /// Element type of parameters and activations ("f32"; "bf16" on CUDA).
+  std::string dtype = "f32";
+};
+
+/// Compiles `options.model` into a serialized plan. On failure returns false
+/// and sets `error` to one line naming the problem (diagnostics of the IR
+/// carry their file location).
+bool compileToPlan(const CompileOptions &options, std::string &planBytes,
+                   std::string &error);
+
+} // namespace mlt
+
+#endif // MLT_COMPILER_DRIVER_H

@@ -29,7 +29,8 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   if (attr.getName() == getLayerAttrName()) {
     auto layer = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!layer || layer.getInt() < 0)
+    // Signless or index only: IntegerAttr::getInt asserts on si/ui types.
+    if (!layer || !layer.getType().isSignlessIntOrIndex() || layer.getInt() < 0)
       return op->emitError() << "'" << getLayerAttrName()
                              << "' must be a non-negative integer layer index";
     return success();

@@ -249,7 +249,8 @@ ParseResult RepeatOp::parse(OpAsmParser &parser, OperationState &result) {
 void RepeatOp::print(OpAsmPrinter &p) {
   p << " ";
   p.printRegionArgument(getLayerIndex(), /*argAttrs=*/{}, /*omitType=*/true);
-  p << " = " << getLower() << " to " << getUpper();
+  // The I64Attr getters return uint64_t; print the bounds signed, as parsed.
+  p << " = " << getLowerAttr().getInt() << " to " << getUpperAttr().getInt();
   if (!getInits().empty()) {
     p << " iter_args(";
     llvm::interleaveComma(llvm::zip(getIterArgs(), getInits()), p,
@@ -265,14 +266,22 @@ void RepeatOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult RepeatOp::verify() {
-  if (getLower() < 0 || getUpper() <= getLower())
+  // Read the bounds signed: the I64Attr getters return uint64_t, which would
+  // let negative bounds through and print them as huge numbers.
+  int64_t lower = getLowerAttr().getInt(), upper = getUpperAttr().getInt();
+  if (lower < 0 || upper <= lower)
     return emitOpError("needs 0 <= lower < upper, got ")
-           << getLower() << " to " << getUpper();
+           << lower << " to " << upper;
   Block &block = getBodyBlock();
   if (block.getNumArguments() != getInits().size() + 1 ||
       !block.getArgument(0).getType().isIndex())
     return emitOpError("body must take the layer index and one argument per "
                        "iter_arg");
+  // Checked before the loop below, which walks inits and results in step.
+  if (getNumResults() != getInits().size())
+    return emitOpError("has ")
+           << getInits().size() << " iter_args but " << getNumResults()
+           << " results";
   for (auto [i, init, arg, res] :
        llvm::enumerate(getInits(), getIterArgs(), getResults())) {
     if (init.getType() != arg.getType() || init.getType() != res.getType())
@@ -281,7 +290,12 @@ LogicalResult RepeatOp::verify() {
              << " but its body argument and result have " << arg.getType()
              << " and " << res.getType();
   }
-  auto yield = cast<YieldOp>(block.getTerminator());
+  // This verifier runs before the block's terminator is checked (by the
+  // region verifier and SingleBlockImplicitTerminator, a region trait), so
+  // the last op may not be a yield yet: leave that error to them.
+  auto yield = dyn_cast<YieldOp>(block.back());
+  if (!yield)
+    return success();
   if (yield.getValues().getTypes() != getInits().getTypes())
     return yield.emitOpError("yields (")
            << yield.getValues().getTypes()
@@ -442,6 +456,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                      dimNames[i], ": ", dimStr(qs[i]), " vs ",
                                      dimStr((*kv)[i]));
   int64_t qHeads = qs[2], kvHeads = (*kv)[2];
+  // Checked first: the multiple rule below would divide by zero.
+  if (kvHeads == 0)
+    return shapeError<AttentionOp>(loc,
+                                   "key/value must have at least one head");
   if (!ShapedType::isDynamic(qHeads) && !ShapedType::isDynamic(kvHeads) &&
       qHeads % kvHeads != 0)
     return shapeError<AttentionOp>(

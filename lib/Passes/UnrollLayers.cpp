@@ -53,13 +53,15 @@ void unrollRepeat(RepeatOp repeat) {
 class MLTUnrollLayersPass
     : public mlt::impl::MLTUnrollLayersBase<MLTUnrollLayersPass> {
 public:
-  void runOnOperation() override {
-    SmallVector<RepeatOp> repeats;
-    // Post-order: inner repeats come before the ones that hold them.
-    getOperation().walk([&](RepeatOp repeat) { repeats.push_back(repeat); });
-    for (RepeatOp repeat : repeats)
-      unrollRepeat(repeat);
-  }
+  void runOnOperation() override { unrollRepeats(getOperation()); }
 };
 
 } // namespace
+
+void mlt::unrollRepeats(Operation *root) {
+  SmallVector<RepeatOp> repeats;
+  // Post-order: inner repeats come before the ones that hold them.
+  root->walk([&](RepeatOp repeat) { repeats.push_back(repeat); });
+  for (RepeatOp repeat : repeats)
+    unrollRepeat(repeat);
+}

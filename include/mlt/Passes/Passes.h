@@ -8,6 +8,7 @@
 #define MLT_PASSES_PASSES_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -18,6 +19,10 @@ namespace mlt {
 
 #define GEN_PASS_REGISTRATION
 #include "mlt/Passes/Passes.h.inc"
+
+/// Replaces every `mlt.repeat` under `root` by one copy of its body per layer
+/// (the rewrite of mlt-unroll-layers, shared with the passes that need it).
+void unrollRepeats(mlir::Operation *root);
 
 } // namespace mlt
 

@@ -44,4 +44,113 @@ def MLTUnrollLayers : Pass<"mlt-unroll-layers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MLTSpecializeShapes : Pass<"mlt-specialize-shapes", "::mlir::ModuleOp"> {
+  let summary = "fixes the batch and sequence dimensions of a model's function";
+  let description = [{
+    Model files keep batch and sequence dynamic; memory planning, autodiff and
+    the runtime need static shapes. This pass gives the function's token
+    arguments the type `tensor<batch x seq-len x i32>` and re-derives every
+    result type below them: ops with InferTypeOpInterface re-infer; other ops
+    (`mlt.reshape`, `mlt.cast`) fill their dynamic dimensions, in order, from
+    those of their operand; `mlt.repeat` takes the types of its inits.
+
+    Before:
+    ```mlir
+    func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) -> tensor<f32> {
+      %h = mlt.embedding %tokens, %table : tensor<?x?xi32>, tensor<256x64xf32>
+    ```
+    After (`batch=4 seq-len=32`):
+    ```mlir
+    func.func @forward(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) -> tensor<f32> {
+      %h = mlt.embedding %tokens, %table : tensor<4x32xi32>, tensor<256x64xf32>
+    ```
+    A size that contradicts an existing static size is an error.
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", "0",
+           "sequences per micro-batch (the batch dimension)">,
+    Option<"seqLen", "seq-len", "int64_t", "0", "tokens per sequence">,
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the function to specialize">
+  ];
+}
+
+def MLTAutodiff : Pass<"mlt-autodiff", "::mlir::ModuleOp"> {
+  let summary = "derives the backward pass of the model's loss";
+  let description = [{
+    Creates `@micro_step`, the forward pass of `@forward` (unrolled, so each
+    layer's backward can be scheduled on its own) followed by its backward
+    pass, built by reverse-mode differentiation from the ops' gradient rules
+    (GradientOpInterface):
+
+    1. clone `@forward`, unroll its `mlt.repeat`s;
+    2. seed the loss's gradient with `1 / microbatches`, so that gradients
+       accumulated over a step's micro-batches are those of the step's mean loss;
+    3. visit the ops in reverse; each op with a gradient on one of its results
+       builds its operands' gradients; gradients of a value used several
+       times are summed;
+    4. `mlt.load`'s rule accumulates into the parameter's gradient buffer
+       (`mlt.accumulate_grad`).
+
+    An op that needs a gradient and has no rule is an error naming it. Shapes
+    must be static (run `mlt-specialize-shapes` first).
+
+    Before:
+    ```mlir
+    func.func @forward(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) -> tensor<f32> {
+      %w = mlt.load @"model.norm.weight" : tensor<64xf32>
+      ...
+    ```
+    After, in addition:
+    ```mlir
+    func.func @micro_step(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) -> tensor<f32> {
+      ... the forward ops ...
+      %seed = arith.constant dense<1.000000e+00> : tensor<f32>
+      %dlogits = mlt.cross_entropy_grad %seed, %logits, %labels : ...
+      ...
+      mlt.accumulate_grad @"model.norm.weight", %dw : tensor<64xf32>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "micro-batches per step; scales the loss gradient by 1/microbatches">,
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the function whose loss to differentiate">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def MLTAttachOptimizer : Pass<"mlt-attach-optimizer", "::mlir::ModuleOp"> {
+  let summary = "adds the AdamW step with global gradient-norm clipping";
+  let description = [{
+    Creates `@optimizer_step() -> tensor<f32>`, run once per training step
+    after the micro-batches: it reads every parameter's accumulated gradient,
+    computes the global L2 norm over all of them (returned, before clipping),
+    the clipping coefficient `min(1, max_grad_norm / (norm + 1e-6))`, and
+    applies one AdamW update per parameter (per layer, for per-layer
+    parameters). Weight decay applies to parameters of two or more dimensions
+    only. Hyper-parameters are `mlt.hyperparameter` reads, set by the runtime
+    each step (the learning-rate schedule lives there).
+
+    After:
+    ```mlir
+    func.func @optimizer_step() -> tensor<f32> {
+      %lr = mlt.hyperparameter "lr" : tensor<f32>
+      ...
+      %g0 = mlt.load_grad @"model.embed_tokens.weight" : tensor<256x64xf32>
+      %s0 = mlt.sum_squares %g0 : tensor<256x64xf32>
+      ...
+      %norm = mlt.global_norm %s0, ... : tensor<f32>
+      %coef = mlt.clip_coefficient %norm, %max_grad_norm : tensor<f32>
+      mlt.adamw @"model.embed_tokens.weight" grad %g0 scale %coef lr %lr ... decay : tensor<256x64xf32>
+      ...
+      return %norm : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MLT_PASSES_PASSES_TD

@@ -35,6 +35,13 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a non-negative integer layer index";
     return success();
   }
+  if (attr.getName() == getMicrobatchesAttrName()) {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!count || count.getValue().getSExtValue() < 1)
+      return op->emitError() << "'" << getMicrobatchesAttrName()
+                             << "' must be a positive integer";
+    return success();
+  }
   if (attr.getName() != getModelAttrName())
     return op->emitError() << "unknown mlt attribute '" << attr.getName().getValue()
                            << "'";

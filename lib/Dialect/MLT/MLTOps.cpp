@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShapeRules.h"
+
 #include "mlt/Dialect/MLT/MLTOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -21,93 +23,7 @@
 using namespace mlir;
 using namespace mlt;
 
-namespace {
-
-/// Reports a shape error from `inferReturnTypes`, worded like an op verifier's.
-template <typename OpTy, typename... Args>
-LogicalResult shapeError(std::optional<Location> loc, Args &&...args) {
-  return emitOptionalError(loc, "'", OpTy::getOperationName(), "' op ",
-                           std::forward<Args>(args)...);
-}
-
-bool dimsFit(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
-/// The more precise of two fitting dimensions: the static one if any.
-int64_t mergeDims(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) ? b : a;
-}
-
-std::string dimStr(int64_t d) {
-  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
-}
-
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape)) {
-    if (i)
-      s += ", ";
-    s += dimStr(d);
-  }
-  return s + "]";
-}
-
-/// The operand's ranked tensor type, or an error naming it.
-template <typename OpTy>
-FailureOr<RankedTensorType> rankedOperand(std::optional<Location> loc,
-                                          Value value, StringRef name) {
-  auto type = value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
-  if (!type) {
-    (void)shapeError<OpTy>(loc, name, " must be a ranked tensor");
-    return failure();
-  }
-  return type;
-}
-
-template <typename OpTy>
-LogicalResult requireRank(std::optional<Location> loc, RankedTensorType type,
-                          StringRef name, int64_t rank) {
-  if (type.getRank() != rank)
-    return shapeError<OpTy>(loc, name, " must have rank ", rank, ", got ",
-                            type.getRank(), " (shape ",
-                            shapeStr(type.getShape()), ")");
-  return success();
-}
-
-template <typename OpTy>
-LogicalResult requireSameElementType(std::optional<Location> loc,
-                                     RankedTensorType a, StringRef aName,
-                                     RankedTensorType b, StringRef bName) {
-  if (a.getElementType() != b.getElementType())
-    return shapeError<OpTy>(loc, aName, " and ", bName,
-                            " must have the same element type, got ",
-                            a.getElementType(), " and ", b.getElementType());
-  return success();
-}
-
-/// The shape that two tensors of the same shape (up to dynamic sizes) share.
-template <typename OpTy>
-FailureOr<SmallVector<int64_t>> mergeShapes(std::optional<Location> loc,
-                                            RankedTensorType a, StringRef aName,
-                                            RankedTensorType b, StringRef bName) {
-  if (a.getRank() != b.getRank() ||
-      !llvm::all_of(llvm::zip(a.getShape(), b.getShape()), [](auto dims) {
-        return dimsFit(std::get<0>(dims), std::get<1>(dims));
-      })) {
-    (void)shapeError<OpTy>(loc, aName, " and ", bName,
-                           " must have the same shape, got ",
-                           shapeStr(a.getShape()), " and ",
-                           shapeStr(b.getShape()));
-    return failure();
-  }
-  SmallVector<int64_t> shape;
-  for (auto [x, y] : llvm::zip(a.getShape(), b.getShape()))
-    shape.push_back(mergeDims(x, y));
-  return shape;
-}
-
-} // namespace
+using namespace mlt::detail;
 
 //===----------------------------------------------------------------------===//
 // ParamOp / LoadOp
@@ -151,30 +67,43 @@ StringRef LoadOp::getShortParamName(StringRef name) {
 }
 
 LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param =
-      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  return verifyParamReference(*this, symbolTable, getNameAttr(), getLayer(),
+                              getType());
+}
+
+LogicalResult mlt::detail::verifyParamReference(
+    Operation *op, SymbolTableCollection &symbolTable, FlatSymbolRefAttr name,
+    Value layer, Type type) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(op, name);
   if (!param)
-    return emitOpError("reads parameter ")
-           << getNameAttr() << ", which no 'mlt.param' declares";
-  if (param.getType() != getType())
-    return emitOpError("result type ")
-           << getType() << " does not match parameter " << getNameAttr()
-           << " of type " << param.getType();
-  if (param.isPerLayer() && !getLayer())
-    return emitOpError("reads per-layer parameter ")
-           << getNameAttr() << " without a layer index";
-  if (!param.isPerLayer() && getLayer())
-    return emitOpError("gives a layer index but parameter ")
-           << getNameAttr() << " is not per-layer";
+    return op->emitOpError("reads parameter ")
+           << name << ", which no 'mlt.param' declares";
+  if (param.getType() != type)
+    return op->emitOpError("type ")
+           << type << " does not match parameter " << name << " of type "
+           << param.getType();
+  if (param.isPerLayer() && !layer)
+    return op->emitOpError("reads per-layer parameter ")
+           << name << " without a layer index";
+  if (!param.isPerLayer() && layer)
+    return op->emitOpError("gives a layer index but parameter ")
+           << name << " is not per-layer";
   // When the index is a repeat's layer, every layer it runs must exist.
-  if (auto arg = dyn_cast_or_null<BlockArgument>(getLayer())) {
+  if (auto arg = dyn_cast_or_null<BlockArgument>(layer)) {
     auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
     if (repeat && arg == repeat.getLayerIndex() &&
         repeat.getUpper() > *param.getLayers())
-      return emitOpError("reads layer ")
-             << repeat.getUpper() - 1 << " of parameter " << getNameAttr()
+      return op->emitOpError("reads layer ")
+             << repeat.getUpper() - 1 << " of parameter " << name
              << ", which declares only " << *param.getLayers() << " layers";
   }
+  // A constant index (unrolled layers) must name an existing layer.
+  if (auto index = layer ? layer.getDefiningOp<arith::ConstantIndexOp>()
+                         : nullptr;
+      index && (index.value() < 0 || index.value() >= *param.getLayers()))
+    return op->emitOpError("reads layer ")
+           << index.value() << " of parameter " << name << ", which declares "
+           << *param.getLayers() << " layers";
   return success();
 }
 

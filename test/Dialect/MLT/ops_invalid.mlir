@@ -289,7 +289,7 @@ func.func @load_func() -> tensor<64xf32> {
 // Tests that mlt.load's result type must be the parameter's type.
 mlt.param @"model.norm.weight" : tensor<64xf32>
 func.func @load_wrong_type() -> tensor<64xbf16> {
-  // expected-error @+1 {{'mlt.load' op result type 'tensor<64xbf16>' does not match parameter @model.norm.weight of type 'tensor<64xf32>'}}
+  // expected-error @+1 {{'mlt.load' op type 'tensor<64xbf16>' does not match parameter @model.norm.weight of type 'tensor<64xf32>'}}
   %w = mlt.load @model.norm.weight : tensor<64xbf16>
   return %w : tensor<64xbf16>
 }

@@ -37,6 +37,11 @@ def MLT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getModelAttrName() { return "mlt.model"; }
     /// Name of the attribute that tells which layer an unrolled op belongs to.
     static constexpr ::llvm::StringLiteral getLayerAttrName() { return "mlt.layer"; }
+    /// Name of the attribute with which mlt-autodiff records, on the function
+    /// it creates, how many micro-batches a step accumulates.
+    static constexpr ::llvm::StringLiteral getMicrobatchesAttrName() {
+      return "mlt.microbatches";
+    }
   private:
     void registerAttributes();
   public:

@@ -18,6 +18,16 @@
 
 #include "mlt/Dialect/MLT/MLTAttrs.h"
 #include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/MLT/MLTInterfaces.h"
+
+namespace mlt {
+/// The training state (parameters, gradients, optimizer moments) that the
+/// state ops of MLTTrainingOps.td read and write.
+struct TrainingStateResource
+    : public mlir::SideEffects::Resource::Base<TrainingStateResource> {
+  llvm::StringRef getName() final { return "mlt.training_state"; }
+};
+} // namespace mlt
 
 #define GET_OP_CLASSES
 #include "mlt/Dialect/MLT/MLTOps.h.inc"

@@ -17,6 +17,7 @@
 
 include "mlt/Dialect/MLT/MLTDialect.td"
 include "mlt/Dialect/MLT/MLTAttrs.td"
+include "mlt/Dialect/MLT/MLTInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -39,6 +40,9 @@ def MLT_PositiveFloat : AttrConstraint<
 
 // Pure ops name their results after themselves (`%rms_norm`, `%matmul_3`) so
 // that printed models read without a key.
+// Ops that autodiff differentiates implement the gradient interface.
+def MLT_Differentiable : DeclareOpInterfaceMethods<MLT_GradientOpInterface>;
+
 class MLT_PureOp<string mnemonic, list<Trait> traits = []>
     : MLT_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>])> {
@@ -92,7 +96,7 @@ def MLT_ParamOp : MLT_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   }];
 }
 
-def MLT_LoadOp : MLT_PureOp<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def MLT_LoadOp : MLT_PureOp<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>, MLT_Differentiable]> {
   let summary = "reads a parameter (for per-layer parameters, the given layer's)";
   let description = [{
     Produces the value of the parameter declared by `mlt.param`. For a per-layer
@@ -190,7 +194,7 @@ def MLT_YieldOp : MLT_Op<"yield", [Pure, Terminator, ReturnLike, HasParent<"Repe
 // Layers
 //===----------------------------------------------------------------------===//
 
-def MLT_EmbeddingOp : MLT_InferredOp<"embedding"> {
+def MLT_EmbeddingOp : MLT_InferredOp<"embedding", [MLT_Differentiable]> {
   let summary = "looks up token embeddings";
   let description = [{
     `result[..., :] = table[ids[...], :]`. The ids are `[batch, seq]` integers in
@@ -207,7 +211,7 @@ def MLT_EmbeddingOp : MLT_InferredOp<"embedding"> {
   let assemblyFormat = "$ids `,` $table attr-dict `:` type($ids) `,` type($table)";
 }
 
-def MLT_MatmulOp : MLT_InferredOp<"matmul"> {
+def MLT_MatmulOp : MLT_InferredOp<"matmul", [MLT_Differentiable]> {
   let summary = "batched matrix product, with optional transposes of either operand";
   let description = [{
     Multiplies the last two dimensions of `lhs` and `rhs`; leading dimensions of
@@ -234,7 +238,7 @@ def MLT_MatmulOp : MLT_InferredOp<"matmul"> {
   }];
 }
 
-def MLT_RMSNormOp : MLT_InferredOp<"rms_norm"> {
+def MLT_RMSNormOp : MLT_InferredOp<"rms_norm", [MLT_Differentiable]> {
   let summary = "root-mean-square normalization over the last dimension, scaled by a weight";
   let description = [{
     `result = input / sqrt(mean(input^2, last dim) + eps) * weight`, with the
@@ -254,13 +258,15 @@ def MLT_RMSNormOp : MLT_InferredOp<"rms_norm"> {
   }];
 }
 
-def MLT_RopeOp : MLT_InferredOp<"rope"> {
+def MLT_RopeOp : MLT_InferredOp<"rope", [MLT_Differentiable]> {
   let summary = "rotary position embedding of per-head vectors";
   let description = [{
     Rotates each head vector of `input : [batch, seq, heads, head_dim]` by its
     position along `seq` (position `s` for index `s`), with frequencies
     `theta^(-2i/head_dim)`, pairing element `i` with `i + head_dim/2` (the
     "rotate half" convention of Hugging Face LLaMA). `head_dim` must be even.
+    With `inverse` it rotates by the opposite angle: the adjoint, which
+    `mlt-autodiff` creates as the gradient of a rotation.
 
     Example:
     ```mlir
@@ -268,12 +274,15 @@ def MLT_RopeOp : MLT_InferredOp<"rope"> {
     ```
   }];
   let arguments = (ins MLT_FloatTensor:$input,
-                       ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$theta);
+                       ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$theta,
+                       UnitAttr:$inverse);
   let results = (outs MLT_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` `=` $theta attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input `theta` `=` $theta (`inverse` $inverse^)? attr-dict `:` type($input)
+  }];
 }
 
-def MLT_AttentionOp : MLT_InferredOp<"attention"> {
+def MLT_AttentionOp : MLT_InferredOp<"attention", [MLT_Differentiable]> {
   let summary = "scaled dot-product attention with grouped-query heads";
   let description = [{
     `softmax(q k^T * scale + mask) v` per batch entry and head, where
@@ -299,7 +308,7 @@ def MLT_AttentionOp : MLT_InferredOp<"attention"> {
   }];
 }
 
-def MLT_SwiGLUOp : MLT_PureOp<"swiglu", [AllTypesMatch<["gate", "up", "result"]>]> {
+def MLT_SwiGLUOp : MLT_PureOp<"swiglu", [AllTypesMatch<["gate", "up", "result"]>, MLT_Differentiable]> {
   let summary = "SwiGLU gating: silu(gate) * up";
   let description = [{
     `result = gate * sigmoid(gate) * up`, elementwise; both operands and the
@@ -316,7 +325,7 @@ def MLT_SwiGLUOp : MLT_PureOp<"swiglu", [AllTypesMatch<["gate", "up", "result"]>
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
 }
 
-def MLT_SiLUOp : MLT_PureOp<"silu", [AllTypesMatch<["input", "result"]>]> {
+def MLT_SiLUOp : MLT_PureOp<"silu", [AllTypesMatch<["input", "result"]>, MLT_Differentiable]> {
   let summary = "elementwise SiLU (swish): x * sigmoid(x)";
   let description = [{
     Example:
@@ -330,7 +339,7 @@ def MLT_SiLUOp : MLT_PureOp<"silu", [AllTypesMatch<["input", "result"]>]> {
 }
 
 class MLT_BinaryOp<string mnemonic, string op, list<Trait> traits = []>
-    : MLT_PureOp<mnemonic, !listconcat(traits, [AllTypesMatch<["lhs", "rhs", "result"]>])> {
+    : MLT_PureOp<mnemonic, !listconcat(traits, [AllTypesMatch<["lhs", "rhs", "result"]>, MLT_Differentiable])> {
   let summary = "elementwise " # op # " of two tensors of the same type";
   let arguments = (ins MLT_FloatTensor:$lhs, MLT_FloatTensor:$rhs);
   let results = (outs MLT_FloatTensor:$result);
@@ -364,7 +373,7 @@ def MLT_MulOp : MLT_BinaryOp<"mul", "product", [Commutative]> {
 // Shapes and types
 //===----------------------------------------------------------------------===//
 
-def MLT_ReshapeOp : MLT_PureOp<"reshape"> {
+def MLT_ReshapeOp : MLT_PureOp<"reshape", [MLT_Differentiable]> {
   let summary = "changes the shape of a tensor, keeping its elements in row-major order";
   let description = [{
     Reinterprets `input` with the result's shape. Static dimensions must hold
@@ -384,7 +393,7 @@ def MLT_ReshapeOp : MLT_PureOp<"reshape"> {
   let hasVerifier = 1;
 }
 
-def MLT_TransposeOp : MLT_InferredOp<"transpose"> {
+def MLT_TransposeOp : MLT_InferredOp<"transpose", [MLT_Differentiable]> {
   let summary = "permutes the dimensions of a tensor";
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`.
@@ -399,7 +408,7 @@ def MLT_TransposeOp : MLT_InferredOp<"transpose"> {
   let assemblyFormat = "$input $permutation attr-dict `:` type($input)";
 }
 
-def MLT_CastOp : MLT_PureOp<"cast"> {
+def MLT_CastOp : MLT_PureOp<"cast", [MLT_Differentiable]> {
   let summary = "converts a tensor to another floating-point element type";
   let description = [{
     Rounds to nearest-even when narrowing (float32 to bfloat16). The shape is
@@ -421,7 +430,7 @@ def MLT_CastOp : MLT_PureOp<"cast"> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def MLT_CrossEntropyOp : MLT_InferredOp<"cross_entropy"> {
+def MLT_CrossEntropyOp : MLT_InferredOp<"cross_entropy", [MLT_Differentiable]> {
   let summary = "mean softmax cross-entropy of logits against integer labels";
   let description = [{
     `result = mean over all positions p of (logsumexp(logits[p, :]) -
@@ -438,5 +447,7 @@ def MLT_CrossEntropyOp : MLT_InferredOp<"cross_entropy"> {
   let results = (outs MLT_ScalarLoss:$result);
   let assemblyFormat = "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels)";
 }
+
+include "mlt/Dialect/MLT/MLTTrainingOps.td"
 
 #endif // MLT_DIALECT_MLT_MLTOPS_TD

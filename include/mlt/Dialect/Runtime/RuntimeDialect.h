@@ -1,0 +1,36 @@
+//===- RuntimeDialect.h - the lowered, runtime-level dialect ----*- C++ -*-===//
+//
+// Part of mlt. Declares the `mlt_rt` dialect and its ops (RuntimeDialect.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_H
+#define MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "mlt/Dialect/Runtime/RuntimeDialect.h.inc"
+#include "mlt/Dialect/Runtime/RuntimeEnums.h.inc"
+
+#define GET_OP_CLASSES
+#include "mlt/Dialect/Runtime/RuntimeOps.h.inc"
+
+namespace mlt::rt_ir {
+
+/// Arity of a kernel as Kernels.def states it (-1: any number).
+struct KernelSignature {
+  llvm::StringRef name;
+  int inputs, outputs, ints, floats;
+};
+
+/// The signature of `name`, or null if Kernels.def has no such kernel.
+const KernelSignature *lookupKernel(llvm::StringRef name);
+
+} // namespace mlt::rt_ir
+
+#endif // MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_H

@@ -1,0 +1,124 @@
+//===- RuntimeDialect.td - the lowered, runtime-level dialect -*- tablegen -*-===//
+//
+// Part of mlt. `mlt_rt` is what a training program looks like to the runtime:
+// named buffers with arena offsets, and programs that are ordered lists of
+// kernel launches on those buffers. `mlt-lower-to-runtime` creates it from the
+// training program, `mlt-plan-memory` gives the buffers their offsets, and the
+// plan exporter writes it out as a plan file, op for op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_TD
+#define MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+def MLTRT_Dialect : Dialect {
+  let name = "mlt_rt";
+  let cppNamespace = "::mlt::rt_ir";
+  let summary = "runtime-level ops: buffers and kernel launches";
+  let description = [{
+    The last IR before the plan file. There are no SSA values: buffers are
+    symbols (`mlt_rt.buffer`) with a kind, a tensor type and, after memory
+    planning, an arena offset; a program (`mlt_rt.program`) is a list of
+    `mlt_rt.launch` ops naming a kernel of `Kernels.def` and the buffers it
+    reads and writes. This mirrors the plan file one to one, so a plan can be
+    read back and inspected as IR.
+  }];
+}
+
+class MLTRT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MLTRT_Dialect, mnemonic, traits>;
+
+def MLTRT_BufferKind : I32EnumAttr<"BufferKind", "what a buffer holds", [
+    I32EnumAttrCase<"parameter", 0>,
+    I32EnumAttrCase<"gradient", 1>,
+    I32EnumAttrCase<"optimizer_state", 2>,
+    I32EnumAttrCase<"input", 3>,
+    I32EnumAttrCase<"output", 4>,
+    I32EnumAttrCase<"temporary", 5>,
+    I32EnumAttrCase<"constant", 6>]> {
+  let cppNamespace = "::mlt::rt_ir";
+}
+
+def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a named range of the arena";
+  let description = [{
+    Declares a buffer of the given tensor type. Parameters, gradients and
+    optimizer states name their parameter (HF name) in `parameter`; inputs and
+    outputs are written and read by the runtime by their symbol name
+    (`tokens`, `labels`, `hyper.lr`, `loss`, ...); constants hold `value` in
+    every element. `mlt-lower-to-runtime` creates it; `mlt-plan-memory` sets
+    `offset`, in bytes.
+
+    Example:
+    ```mlir
+    mlt_rt.buffer @"param:model.norm.weight" parameter offset 0 : tensor<64xf32> {parameter = "model.norm.weight"}
+    mlt_rt.buffer @t12 temporary : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, MLTRT_BufferKind:$kind,
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<StrAttr>:$parameter,
+                       UnitAttr:$decay,
+                       OptionalAttr<F64Attr>:$value);
+  let assemblyFormat = "$sym_name $kind (`offset` $offset^)? attr-dict `:` $type";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// Size in bytes: elements times the element size.
+    uint64_t getByteSize();
+  }];
+}
+
+def MLTRT_ProgramOp : MLTRT_Op<"program", [
+    Symbol, HasParent<"::mlir::ModuleOp">, NoTerminator, SingleBlock,
+    NoRegionArguments]> {
+  let summary = "an ordered list of launches that the runtime runs as one unit";
+  let description = [{
+    A program runs from its first launch to its last, in order. A training
+    step runs `micro_step` once per micro-batch and then `optimizer_step`.
+
+    Example:
+    ```mlir
+    mlt_rt.program @micro_step {
+      mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@t0] ints [128, 256, 64]
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+}
+
+def MLTRT_LaunchOp : MLTRT_Op<"launch", [
+    HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs one kernel on named buffers";
+  let description = [{
+    Launches `kernel` (a name from Kernels.def) reading the `inputs` buffers
+    and writing the `outputs` buffers, with integer and float attributes in
+    the order Kernels.def gives. The kernel's arity is checked against
+    Kernels.def.
+
+    Example:
+    ```mlir
+    mlt_rt.launch "rms_norm_fwd" [@t0, @"param:model.norm.weight"] -> [@t1] ints [128, 64] floats [1.0e-05]
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, SymbolRefArrayAttr:$inputs,
+                       SymbolRefArrayAttr:$outputs,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
+                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats);
+  let assemblyFormat = [{
+    $kernel $inputs `->` $outputs (`ints` $ints^)? (`floats` $floats^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_TD

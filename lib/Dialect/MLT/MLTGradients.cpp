@@ -1,0 +1,218 @@
+//===- MLTGradients.cpp - gradient rules of the mlt ops -------------------===//
+//
+// Part of mlt. The GradientOpInterface implementation of every differentiable
+// op: each builds the vector-Jacobian product of one op out of mlt ops, the
+// backward ops of MLTTrainingOps.td where no forward op serves. Shapes are
+// static here (mlt-autodiff runs after mlt-specialize-shapes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+/// Collapses the leading dimensions of a [b..., m, n] tensor into one:
+/// [prod(b) * m, n]. Identity on matrices.
+Value collapseToMatrix(OpBuilder &b, Location loc, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() == 2)
+    return value;
+  int64_t rows = 1;
+  for (int64_t d : type.getShape().drop_back())
+    rows *= d;
+  return b.create<ReshapeOp>(
+      loc,
+      RankedTensorType::get({rows, type.getShape().back()},
+                            type.getElementType()),
+      value);
+}
+
+Value reshapeLike(OpBuilder &b, Location loc, Value value, Value like) {
+  if (value.getType() == like.getType())
+    return value;
+  return b.create<ReshapeOp>(loc, like.getType(), value);
+}
+
+Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool tl,
+             bool tr) {
+  return b.create<MatmulOp>(loc, lhs, rhs, tl ? b.getUnitAttr() : nullptr,
+                            tr ? b.getUnitAttr() : nullptr);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+LogicalResult LoadOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  b.create<AccumulateGradOp>(getLoc(), getNameAttr(), getLayer(),
+                             resultGrads[0]);
+  if (getLayer())
+    operandGrads.push_back(nullptr);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(nullptr); // token ids
+  operandGrads.push_back(b.create<EmbeddingGradOp>(
+      getLoc(), getTable().getType(), getIds(), resultGrads[0]));
+  return success();
+}
+
+// For C = op(A) op(B) with op a transpose where asked:
+//   d op(A) = dC op(B)^T      d op(B) = op(A)^T dC
+// then undo the transpose of the operand itself. A weight shared by every
+// batch entry (B of rank 2) sums its gradient over the batch, which the
+// product of the collapsed [batch * m, k] matrices does in one matmul.
+LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dc = resultGrads[0];
+  Value a = getLhs(), bMat = getRhs();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  auto aType = cast<RankedTensorType>(a.getType());
+  auto bType = cast<RankedTensorType>(bMat.getType());
+
+  bool sharedRhs = bType.getRank() == 2 && aType.getRank() > 2;
+  if (tl && sharedRhs)
+    return emitOpError("has no gradient rule for a transposed batched lhs "
+                       "against a shared rhs");
+
+  // dA: (tl ? op(B) dC^T : dC op(B)^T), batched like A.
+  Value da = tl ? matmul(b, loc, bMat, dc, tr, /*tr=*/true)
+                : matmul(b, loc, dc, bMat, /*tl=*/false, !tr);
+  operandGrads.push_back(da);
+
+  Value db;
+  if (sharedRhs) {
+    Value a2 = collapseToMatrix(b, loc, a);
+    Value dc2 = collapseToMatrix(b, loc, dc);
+    db = tr ? matmul(b, loc, dc2, a2, /*tl=*/true, /*tr=*/false)
+            : matmul(b, loc, a2, dc2, /*tl=*/true, /*tr=*/false);
+  } else {
+    // dB: (tr ? dC^T op(A) : op(A)^T dC), batched like B.
+    db = tr ? matmul(b, loc, dc, a, /*tl=*/true, tl)
+            : matmul(b, loc, a, dc, !tl, /*tr=*/false);
+  }
+  operandGrads.push_back(db);
+  return success();
+}
+
+LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<RMSNormGradOp>(getLoc(), resultGrads[0], getInput(),
+                                      getWeight(), getEpsilonAttr());
+  operandGrads.push_back(grad.getInputGrad());
+  operandGrads.push_back(grad.getWeightGrad());
+  return success();
+}
+
+// A rotation is orthogonal: its adjoint rotates by the opposite angle.
+LogicalResult RopeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(b.create<RopeOp>(
+      getLoc(), resultGrads[0], getThetaAttr(),
+      getInverse() ? nullptr : b.getUnitAttr()));
+  return success();
+}
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  auto grad = b.create<AttentionGradOp>(
+      getLoc(), resultGrads[0], getQuery(), getKey(), getValue(), getResult(),
+      getCausalAttr(), getScaleAttr());
+  operandGrads.push_back(grad.getQueryGrad());
+  operandGrads.push_back(grad.getKeyGrad());
+  operandGrads.push_back(grad.getValueGrad());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult SwiGLUOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  auto grad =
+      b.create<SwiGLUGradOp>(getLoc(), getType(), getType(), resultGrads[0],
+                             getGate(), getUp());
+  operandGrads.push_back(grad.getGateGrad());
+  operandGrads.push_back(grad.getUpGrad());
+  return success();
+}
+
+LogicalResult SiLUOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      b.create<SiLUGradOp>(getLoc(), getType(), resultGrads[0], getInput()));
+  return success();
+}
+
+LogicalResult AddOp::buildGradients(OpBuilder &, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(resultGrads[0]);
+  operandGrads.push_back(resultGrads[0]);
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      b.create<MulOp>(getLoc(), getType(), resultGrads[0], getRhs()));
+  operandGrads.push_back(
+      b.create<MulOp>(getLoc(), getType(), resultGrads[0], getLhs()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and types
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(reshapeLike(b, getLoc(), resultGrads[0], getInput()));
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  operandGrads.push_back(b.create<TransposeOp>(getLoc(), resultGrads[0],
+                                               b.getDenseI64ArrayAttr(inverse)));
+  return success();
+}
+
+LogicalResult CastOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      b.create<CastOp>(getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b,
+                                             ValueRange resultGrads,
+                                             SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(b.create<CrossEntropyGradOp>(
+      getLoc(), resultGrads[0], getLogits(), getLabels()));
+  operandGrads.push_back(nullptr); // labels
+  return success();
+}

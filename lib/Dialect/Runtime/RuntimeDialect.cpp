@@ -1,0 +1,92 @@
+//===- RuntimeDialect.cpp - the lowered, runtime-level dialect ------------===//
+//
+// Part of mlt. Verifiers of the `mlt_rt` ops; kernel arities come from the
+// runtime's Kernels.def, the list the runtime itself dispatches on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlt::rt_ir;
+
+#include "mlt/Dialect/Runtime/RuntimeDialect.cpp.inc"
+#include "mlt/Dialect/Runtime/RuntimeEnums.cpp.inc"
+
+void MLTRTDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "mlt/Dialect/Runtime/RuntimeOps.cpp.inc"
+      >();
+}
+
+const KernelSignature *mlt::rt_ir::lookupKernel(StringRef name) {
+  static const KernelSignature kernels[] = {
+#define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
+  {Name, Inputs, Outputs, Ints, Floats},
+#include "mlt/Runtime/Kernels.def"
+  };
+  for (const KernelSignature &k : kernels)
+    if (k.name == name)
+      return &k;
+  return nullptr;
+}
+
+uint64_t BufferOp::getByteSize() {
+  RankedTensorType type = getTensorType();
+  uint64_t bits = type.getElementTypeBitWidth();
+  return static_cast<uint64_t>(type.getNumElements()) * ((bits + 7) / 8);
+}
+
+LogicalResult BufferOp::verify() {
+  if (!getTensorType().hasStaticShape())
+    return emitOpError("must have a static shape, got ") << getType();
+  bool stateful = getKind() == BufferKind::parameter ||
+                  getKind() == BufferKind::gradient ||
+                  getKind() == BufferKind::optimizer_state;
+  if (stateful && !getParameter())
+    return emitOpError("of kind '")
+           << stringifyBufferKind(getKind()) << "' must name its parameter";
+  if (getKind() == BufferKind::constant && !getValue())
+    return emitOpError("of kind 'constant' needs a value");
+  if (getOffset() && *getOffset() < 0)
+    return emitOpError("offset must be non-negative");
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  const KernelSignature *sig = lookupKernel(getKernel());
+  if (!sig)
+    return emitOpError("unknown kernel '") << getKernel() << "'";
+  auto check = [&](StringRef what, int want, size_t got) -> LogicalResult {
+    if (want >= 0 && static_cast<size_t>(want) != got)
+      return emitOpError("kernel '")
+             << getKernel() << "' takes " << want << " " << what << ", got "
+             << got;
+    return success();
+  };
+  return failure(failed(check("inputs", sig->inputs, getInputs().size())) ||
+                 failed(check("outputs", sig->outputs, getOutputs().size())) ||
+                 failed(check("integer attributes", sig->ints,
+                              getInts().size())) ||
+                 failed(check("float attributes", sig->floats,
+                              getFloats().size())));
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  for (ArrayAttr list : {getInputs(), getOutputs()})
+    for (Attribute ref : list) {
+      auto symbol = dyn_cast<FlatSymbolRefAttr>(ref);
+      if (!symbol ||
+          !symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, symbol))
+        return emitOpError("uses ") << symbol << ", which is not a buffer";
+    }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "mlt/Dialect/Runtime/RuntimeOps.cpp.inc"

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,7 +17,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mlt::MLTDialect, mlir::func::FuncDialect,
+  registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlt::registerMLTPasses();
   // Generic clean-ups that are useful between mlt passes.

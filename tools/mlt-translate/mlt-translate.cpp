@@ -2,11 +2,15 @@
 //
 // Part of mlt. Translations between outside formats and mlt IR:
 //   mlt-translate --import-hf-llama config.json   HF LLaMA config -> mlt module
+//   mlt-translate --mlt-to-plan lowered.mlir -o x.mltplan
+//                                                 planned mlt_rt module -> plan
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Target/PlanExport.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -51,7 +55,28 @@ static void registerImportHFLlama() {
       });
 }
 
+static void registerExportPlan() {
+  TranslateFromMLIRRegistration registration(
+      "mlt-to-plan",
+      "write the plan file of a lowered, memory-planned module (mlt_rt)",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError("expected a module");
+        std::string bytes;
+        if (failed(mlt::exportPlan(module, bytes)))
+          return failure();
+        os << bytes;
+        return success();
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect,
+                        func::FuncDialect, arith::ArithDialect>();
+      });
+}
+
 int main(int argc, char **argv) {
   registerImportHFLlama();
+  registerExportPlan();
   return failed(mlirTranslateMain(argc, argv, "mlt translations\n")) ? 1 : 0;
 }

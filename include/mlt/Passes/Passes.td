@@ -153,4 +153,56 @@ def MLTAttachOptimizer : Pass<"mlt-attach-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
 }
 
+def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "lowers the training program to runtime buffers and kernel launches";
+  let description = [{
+    Turns `@micro_step` and `@optimizer_step` into `mlt_rt.program`s and every
+    tensor into an `mlt_rt.buffer`:
+
+    - each parameter tensor (each layer of a family) gets four buffers:
+      `param:`, `grad:`, `exp_avg:` and `exp_avg_sq:` followed by its HF name;
+    - the token arguments become the inputs `tokens` and `labels`, each
+      `mlt.hyperparameter "x"` the input `hyper.x`, and the programs' results
+      the outputs `loss` and `grad_norm` (the runtime's ABI);
+    - each compute op becomes one launch of a kernel of Kernels.def writing a
+      fresh temporary; `mlt.reshape` names its operand's buffer (row-major
+      data does not move); `mlt.attention` also writes its softmax statistics,
+      which the matching `mlt.attention_grad` reads;
+    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient.
+
+    Everything else is erased; the module keeps its `mlt.model` attribute.
+
+    After:
+    ```mlir
+    mlt_rt.buffer @"param:model.embed_tokens.weight" parameter : tensor<256x64xf32> {decay, parameter = "model.embed_tokens.weight"}
+    mlt_rt.buffer @tokens input : tensor<4x32xi32>
+    mlt_rt.buffer @t0 temporary : tensor<4x32x64xf32>
+    mlt_rt.program @micro_step {
+      mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@t0] ints [128, 256, 64]
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
+}
+
+def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "gives every runtime buffer its arena offset";
+  let description = [{
+    Lays out the arena of a lowered module: the persistent buffers
+    (parameters, gradients, optimizer states, inputs, outputs, constants) one
+    after another in declaration order, then the temporaries of each program,
+    planned from their lifetimes (first to last launch that touches them) by
+    the greedy-by-size planner of `mlt/Analysis/MemoryPlan.h`, so temporaries
+    that are never alive together share memory. Programs run one at a time,
+    so they share the temporary region. Sets `offset` on every buffer and
+    `mlt_rt.arena_bytes` on the module: the exact memory the runtime will
+    allocate. Offsets are aligned to `alignment` bytes.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "byte alignment of every buffer">
+  ];
+}
+
 #endif // MLT_PASSES_PASSES_TD

@@ -1,0 +1,27 @@
+//===- PlanExport.h - mlt_rt module to plan file ---------------*- C++ -*-===//
+//
+// Part of mlt. Serializes a lowered, memory-planned module (`mlt_rt` buffers
+// and programs) into the FlatBuffers plan file that the runtime loads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_TARGET_PLANEXPORT_H
+#define MLT_TARGET_PLANEXPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlt {
+
+/// Writes the plan of `module` into `bytes`. Fails with a diagnostic on the
+/// module when it is not ready (a buffer without an offset, no arena size,
+/// no model configuration).
+mlir::LogicalResult exportPlan(mlir::ModuleOp module, std::string &bytes);
+
+/// The HF `config.json` text of a model configuration.
+std::string hfConfigJson(const struct LlamaConfig &config);
+
+} // namespace mlt
+
+#endif // MLT_TARGET_PLANEXPORT_H

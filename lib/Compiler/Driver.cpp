@@ -1,0 +1,122 @@
+//===- Driver.cpp - compile a model into a plan, in process ---------------===//
+//
+// Part of mlt. The pipeline from a model (a `.mlir` file or an HF config) to
+// plan bytes: specialize shapes, derive the backward pass, attach AdamW,
+// clean up, lower to runtime launches, plan memory, serialize. The same
+// passes run one by one under mlt-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Compiler/Driver.h"
+
+#include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Import/HFLlama.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Target/PlanExport.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+namespace {
+
+/// Keeps the first error diagnostic as one line: "file:line:col: message".
+class FirstError {
+public:
+  explicit FirstError(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diag) {
+          if (diag.getSeverity() == DiagnosticSeverity::Error &&
+              message.empty()) {
+            llvm::raw_string_ostream os(message);
+            if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
+              os << loc.getFilename().getValue() << ":" << loc.getLine()
+                 << ":" << loc.getColumn() << ": ";
+            os << diag.str();
+          }
+          return success();
+        }) {}
+  std::string message;
+
+private:
+  ScopedDiagnosticHandler handler;
+};
+
+OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
+                                MLIRContext &context, std::string &error) {
+  llvm::StringRef path = options.model;
+  if (path.ends_with(".mlir")) {
+    if (!llvm::sys::fs::exists(path)) {
+      error = options.model + ": no such file";
+      return nullptr;
+    }
+    llvm::SourceMgr sourceMgr;
+    std::string includeError;
+    if (sourceMgr.AddIncludeFile(options.model, llvm::SMLoc(), includeError) ==
+        0) {
+      error = options.model + ": cannot read";
+      return nullptr;
+    }
+    return parseSourceFile<ModuleOp>(sourceMgr, &context);
+  }
+  llvm::Expected<mlt::LlamaConfig> config = mlt::readHFLlamaConfig(path);
+  if (!config) {
+    error = llvm::toString(config.takeError());
+    return nullptr;
+  }
+  mlt::LlamaBuildOptions build;
+  build.dtype = options.dtype;
+  auto module = mlt::buildLlamaModule(context, *config, build);
+  if (!module) {
+    error = llvm::toString(module.takeError());
+    return nullptr;
+  }
+  return std::move(*module);
+}
+
+} // namespace
+
+bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
+                        std::string &error) {
+  DialectRegistry registry;
+  registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect,
+                  func::FuncDialect, arith::ArithDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  FirstError diagnostics(context);
+
+  auto fail = [&](const std::string &fallback) {
+    error = !diagnostics.message.empty() ? diagnostics.message : fallback;
+    return false;
+  };
+
+  OwningOpRef<ModuleOp> module = loadModel(options, context, error);
+  if (!module)
+    return fail(error.empty() ? options.model + ": cannot parse the model"
+                              : error);
+
+  PassManager pm(&context);
+  MLTSpecializeShapesOptions shapes;
+  shapes.batch = options.microBatch;
+  shapes.seqLen = options.seqLen;
+  pm.addPass(createMLTSpecializeShapes(shapes));
+  MLTAutodiffOptions autodiff;
+  autodiff.microbatches = options.microbatches;
+  pm.addPass(createMLTAutodiff(autodiff));
+  pm.addPass(createMLTAttachOptimizer());
+  pm.addPass(createCSEPass());
+  pm.addPass(createMLTLowerToRuntime());
+  pm.addPass(createMLTPlanMemory());
+  if (failed(pm.run(*module)))
+    return fail(options.model + ": compilation failed");
+  if (failed(exportPlan(*module, planBytes)))
+    return fail(options.model + ": plan export failed");
+  return true;
+}

@@ -1,0 +1,102 @@
+//===- Backend.h - where a rank's instructions run --------------*- C++ -*-===//
+//
+// Part of mlt. The executor is device-independent; a backend supplies the
+// device. A `Backend` is a kind of device (CPU, later CUDA) shared by every
+// rank of a process; it checks that it can run a rank's plan and creates one
+// `DeviceContext` per rank. The context is the rank's whole device state: its
+// memory, scratch space, and (on CUDA) device, streams, library handles and
+// communicators. There is no global state, so N ranks are N contexts, each
+// driven by its own thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_BACKEND_H
+#define MLT_RUNTIME_BACKEND_H
+
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace mlt::rt {
+
+/// One buffer of an instruction, resolved to device memory.
+struct BufferView {
+  /// Device address (inside the rank's arena).
+  uint8_t *data = nullptr;
+  ElementType dtype = ElementType::F32;
+  int64_t numElements = 0;
+
+  template <typename T> T *as() const { return reinterpret_cast<T *>(data); }
+  uint64_t bytes() const { return uint64_t(numElements) * elementSize(dtype); }
+};
+
+/// Which rank a context serves, of how many.
+struct RankInfo {
+  uint32_t rank = 0;
+  uint32_t worldSize = 1;
+};
+
+/// One rank's device state. Used by one thread at a time; every call may
+/// queue work, and `synchronize` waits for it (the CPU backend runs each call
+/// to completion).
+class DeviceContext {
+public:
+  virtual ~DeviceContext();
+
+  /// Allocates `bytes` of zeroed device memory (the rank's arena).
+  virtual StatusOr<uint8_t *> allocate(uint64_t bytes) = 0;
+  /// Frees memory from `allocate`.
+  virtual void deallocate(uint8_t *memory) = 0;
+
+  /// Copies between host memory and device memory.
+  virtual Status copyToDevice(uint8_t *device, const void *host,
+                              uint64_t bytes) = 0;
+  virtual Status copyToHost(void *host, const uint8_t *device,
+                            uint64_t bytes) = 0;
+
+  /// Sets every element of `buffer` to `value`, converted to its dtype.
+  virtual Status fill(const BufferView &buffer, double value) = 0;
+
+  /// Runs one instruction on resolved operands (inputs, then outputs, as the
+  /// instruction lists them). The plan verifier has checked the arity, the
+  /// element counts against the ints and the id/label dtypes; the backend
+  /// checks what only it knows (which float types it computes in).
+  virtual Status launch(const InstructionDesc &inst,
+                        const std::vector<BufferView> &inputs,
+                        const std::vector<BufferView> &outputs) = 0;
+
+  /// Waits until every queued call has finished.
+  virtual Status synchronize() = 0;
+};
+
+/// A kind of device.
+class Backend {
+public:
+  virtual ~Backend();
+
+  /// "cpu", "cuda".
+  virtual std::string_view name() const = 0;
+
+  /// Fails, naming the first instruction or buffer, when this backend cannot
+  /// run `rank` (e.g. an element type it does not compute in). Called once
+  /// before anything is allocated, so that launch never fails for that reason
+  /// mid-step.
+  virtual Status checkSupported(const RankPlan &rank) const = 0;
+
+  /// Creates the device state of one rank.
+  virtual StatusOr<std::unique_ptr<DeviceContext>>
+  createContext(const RankInfo &rank) = 0;
+};
+
+/// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
+/// in f32 (bf16 only as storage, through `cast`), in program order. Matrix
+/// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
+std::unique_ptr<Backend> createCpuBackend();
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_BACKEND_H

@@ -1,0 +1,103 @@
+//===- Executor.h - runs one rank's programs --------------------*- C++ -*-===//
+//
+// Part of mlt. An Executor is one rank of a plan brought to life: its arena
+// (one allocation of the plan's arena size, every buffer at its offset), its
+// device context, and its programs with every operand resolved to an address,
+// so that running a program is a loop of launches with no lookups. The host
+// reads and writes buffers by index (find them by name once); values are
+// converted between the host's float and the buffer's element type.
+//
+// For N ranks, a process creates N executors over one Backend, one per
+// thread; collectives will reach other ranks through the device context.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_EXECUTOR_H
+#define MLT_RUNTIME_EXECUTOR_H
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/Status.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlt::rt {
+
+class Executor {
+public:
+  /// Verifies rank `rankIndex` of `plan` (verifyRank, and the backend's
+  /// checkSupported), creates its device context on `backend`, allocates and
+  /// zeroes its arena, and fills its Constant buffers. `backend` must outlive
+  /// the executor; the plan need not (the executor keeps its rank's part).
+  static StatusOr<std::unique_ptr<Executor>>
+  create(const Plan &plan, uint32_t rankIndex, Backend &backend);
+
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const RankPlan &rankPlan() const { return rank_; }
+  const BufferDesc &buffer(size_t index) const { return rank_.buffers[index]; }
+  Backend &backend() const { return backend_; }
+  DeviceContext &device() const { return *device_; }
+
+  /// The index of the buffer named `name`; fails naming it when absent.
+  StatusOr<size_t> findBuffer(std::string_view name) const;
+  /// The index of the program named `name`; fails naming it when absent.
+  StatusOr<size_t> findProgram(std::string_view name) const;
+
+  /// Runs program `index` to completion (synchronizing the device). A failing
+  /// launch is reported with the program, the instruction and its kernel.
+  Status run(size_t programIndex);
+  Status run(std::string_view programName);
+
+  /// Copies `bytes` raw bytes to or from a buffer; `bytes` must equal its size.
+  Status writeRaw(size_t buffer, const void *data, uint64_t bytes);
+  Status readRaw(size_t buffer, void *data, uint64_t bytes);
+
+  /// Writes `count` floats (the buffer's element count), converted to its
+  /// element type: f32, f64, or bf16 (rounded to nearest even).
+  Status writeFloats(size_t buffer, const float *values, int64_t count);
+  /// Reads a float buffer as floats.
+  StatusOr<std::vector<float>> readFloats(size_t buffer);
+
+  /// Writes or reads a one-element float buffer.
+  Status writeScalar(size_t buffer, double value);
+  StatusOr<double> readScalar(size_t buffer);
+
+  /// Sets every element of every buffer of `kind` to zero (gradients before a
+  /// step, optimizer states before training).
+  Status zeroBuffers(BufferKind kind);
+
+  /// Sets every Constant buffer to its value (done by create).
+  Status fillConstants();
+
+private:
+  struct PreparedInstruction {
+    const InstructionDesc *inst;
+    std::vector<BufferView> inputs;
+    std::vector<BufferView> outputs;
+  };
+  struct PreparedProgram {
+    std::string name;
+    std::vector<PreparedInstruction> instructions;
+  };
+
+  Executor(RankPlan rank, Backend &backend,
+           std::unique_ptr<DeviceContext> device);
+  BufferView view(size_t index) const;
+  void prepare();
+
+  RankPlan rank_;
+  Backend &backend_;
+  std::unique_ptr<DeviceContext> device_;
+  uint8_t *arena_ = nullptr;
+  std::vector<PreparedProgram> programs_;
+};
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_EXECUTOR_H

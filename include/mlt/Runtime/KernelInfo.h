@@ -1,0 +1,51 @@
+//===- KernelInfo.h - the kernel list as C++ values -------------*- C++ -*-===//
+//
+// Part of mlt. Turns the X-macro list of Kernels.def into an enum and a table
+// of signatures (name, number of inputs, outputs, integer and float
+// attributes), which the plan verifier checks every instruction against and
+// the backends switch over. Adding a kernel to Kernels.def adds it here; a
+// backend's switch then fails to compile with -Wswitch until it handles it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_KERNELINFO_H
+#define MLT_RUNTIME_KERNELINFO_H
+
+#include <cstddef>
+#include <string_view>
+
+namespace mlt::rt {
+
+/// One enumerator per kernel of Kernels.def, in its order.
+enum class Kernel {
+#define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats) Enum,
+#include "mlt/Runtime/Kernels.def"
+};
+
+/// A kernel's name and arity; -1 means "any number" (see Kernels.def).
+struct KernelSignature {
+  Kernel kernel;
+  std::string_view name;
+  int inputs;
+  int outputs;
+  int ints;
+  int floats;
+};
+
+/// The number of kernels in Kernels.def.
+size_t numKernels();
+
+/// The signature of `kernel`.
+const KernelSignature &kernelSignature(Kernel kernel);
+
+/// The kernel named `name`, or nullptr when Kernels.def has no such kernel.
+const KernelSignature *lookupKernel(std::string_view name);
+
+/// The Kernels.def name of `kernel` ("matmul", ...).
+inline std::string_view kernelName(Kernel kernel) {
+  return kernelSignature(kernel).name;
+}
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_KERNELINFO_H

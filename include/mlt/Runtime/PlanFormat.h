@@ -1,0 +1,78 @@
+//===- PlanFormat.h - constants of the plan file contract -------*- C++ -*-===//
+//
+// Part of mlt. The names and numbers that the compiler (which writes plans)
+// and the runtime (which reads them) must agree on beyond the schema in
+// Plan.fbs: the format version, the file identifier, the arena alignment, and
+// the names of the programs and of the buffers the runtime reads and writes.
+// Plain constants with no dependencies, so that both sides include this one
+// header instead of spelling the strings twice.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_PLANFORMAT_H
+#define MLT_RUNTIME_PLANFORMAT_H
+
+#include <cstdint>
+
+namespace mlt::rt {
+
+/// The plan format this runtime reads and writes. Bump it whenever a reader of
+/// the old version would misread a new plan (a field's meaning changes, a
+/// kernel's attributes change order); readers reject other versions by name.
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+/// The FlatBuffers file identifier (bytes 4..7 of every plan file).
+inline constexpr const char *kPlanFileIdentifier = "MLTP";
+
+/// Every buffer's arena offset is a multiple of this (so that any element
+/// type, and CUDA's vectorized loads, are aligned).
+inline constexpr uint64_t kPlanBufferAlignment = 256;
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+/// Forward and backward of one micro-batch; accumulates into the Gradient
+/// buffers (which the runtime zeroes once per step) and writes "loss".
+inline constexpr const char *kMicroStepProgram = "micro_step";
+/// Global gradient norm (written to "grad_norm" before clipping), clipping,
+/// and the AdamW update of every parameter; runs once per step.
+inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
+
+//===----------------------------------------------------------------------===//
+// Buffers the runtime writes (kind Input) and reads (kind Output)
+//===----------------------------------------------------------------------===//
+
+/// [micro_batch, seq_len] i32 token ids and next-token labels.
+inline constexpr const char *kTokensInput = "tokens";
+inline constexpr const char *kLabelsInput = "labels";
+
+/// Hyper-parameters of the optimizer step, f32 scalars (0-d buffers).
+inline constexpr const char *kHyperLR = "hyper.lr";
+inline constexpr const char *kHyperBeta1 = "hyper.beta1";
+inline constexpr const char *kHyperBeta2 = "hyper.beta2";
+inline constexpr const char *kHyperEps = "hyper.eps";
+inline constexpr const char *kHyperWeightDecay = "hyper.weight_decay";
+/// 0 turns clipping off (clip_coefficient then yields 1).
+inline constexpr const char *kHyperMaxGradNorm = "hyper.max_grad_norm";
+/// The 1-based number of this optimizer step, as a float.
+inline constexpr const char *kHyperStep = "hyper.step";
+
+/// The f32 scalar loss of one micro-batch (mean over its tokens).
+inline constexpr const char *kLossOutput = "loss";
+/// The f32 scalar global gradient norm, before clipping.
+inline constexpr const char *kGradNormOutput = "grad_norm";
+
+//===----------------------------------------------------------------------===//
+// Buffer name prefixes of per-parameter buffers (followed by the HF name,
+// which is also the buffer's `parameter` field)
+//===----------------------------------------------------------------------===//
+
+inline constexpr const char *kParameterPrefix = "param:";
+inline constexpr const char *kGradientPrefix = "grad:";
+inline constexpr const char *kExpAvgPrefix = "exp_avg:";
+inline constexpr const char *kExpAvgSqPrefix = "exp_avg_sq:";
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_PLANFORMAT_H

@@ -1,0 +1,415 @@
+//===- CpuBackend.cpp - every kernel of Kernels.def on the CPU ------------===//
+//
+// Part of mlt. The CPU backend maps each instruction onto the MLTRuntimeCPU
+// kernel library in f32, and adds the glue the library leaves to its caller:
+// statistics that the plan does not keep (the rstd of RMSNorm and the
+// log-sum-exp of cross-entropy are recomputed into scratch memory), outputs
+// that the plan wants overwritten where the library accumulates (embedding and
+// RMSNorm weight gradients), the clipping scale applied to gradients before
+// AdamW, and the small kernels that are one loop here (transpose, cast, the
+// gradient norm). Scratch memory belongs to the rank's context, never to the
+// backend, so ranks on threads share nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/cpu/Kernels.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+namespace {
+
+/// The value of a one-element f32 buffer.
+float scalar(const BufferView &buffer) { return *buffer.as<const float>(); }
+
+/// y = x with the dimensions permuted: y's dimension i is x's dimension
+/// perm[i]. Moves elements of any size.
+void transpose(uint8_t *out, const uint8_t *in, size_t elementBytes,
+               const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &perm) {
+  const size_t rank = shape.size();
+  int64_t total = 1;
+  for (int64_t dim : shape)
+    total *= dim;
+  if (total == 0)
+    return;
+  // Strides of x in elements, then the stride of x behind each of y's dims.
+  std::vector<int64_t> inStrides(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    inStrides[i - 1] = inStrides[i] * shape[i];
+  std::vector<int64_t> outShape(rank), strideOfOut(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    outShape[i] = shape[perm[i]];
+    strideOfOut[i] = inStrides[perm[i]];
+  }
+  // Walk y in row-major order with an odometer over its index.
+  std::vector<int64_t> index(rank, 0);
+  int64_t inOffset = 0;
+  for (int64_t o = 0; o < total; ++o) {
+    std::memcpy(out + o * elementBytes, in + inOffset * elementBytes,
+                elementBytes);
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < outShape[d]) {
+        inOffset += strideOfOut[d];
+        break;
+      }
+      inOffset -= strideOfOut[d] * (outShape[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+/// Converts n elements between float types through float (bf16 <-> f32 as
+/// PyTorch rounds; f64 <-> f32 to nearest).
+Status cast(const BufferView &out, const BufferView &in, int64_t n) {
+  if (out.dtype == in.dtype) {
+    std::memmove(out.data, in.data, out.bytes());
+    return Status::ok();
+  }
+  // Widen the input to floats, or take it as is.
+  std::vector<float> staging;
+  const float *source;
+  switch (in.dtype) {
+  case ElementType::F32:
+    source = in.as<const float>();
+    break;
+  case ElementType::BF16:
+    staging.resize(n);
+    cpu::castBF16ToFloat(staging.data(), in.as<const uint16_t>(), n);
+    source = staging.data();
+    break;
+  case ElementType::F64:
+    staging.resize(n);
+    cpu::convert<double, float>(staging.data(), in.as<const double>(), n);
+    source = staging.data();
+    break;
+  default:
+    return errorf("cannot cast from ", elementTypeName(in.dtype));
+  }
+  switch (out.dtype) {
+  case ElementType::F32:
+    std::memmove(out.data, source, n * sizeof(float));
+    break;
+  case ElementType::BF16:
+    cpu::castFloatToBF16(out.as<uint16_t>(), source, n);
+    break;
+  case ElementType::F64:
+    cpu::convert<float, double>(out.as<double>(), source, n);
+    break;
+  default:
+    return errorf("cannot cast to ", elementTypeName(out.dtype));
+  }
+  return Status::ok();
+}
+
+class CpuDeviceContext final : public DeviceContext {
+public:
+  StatusOr<uint8_t *> allocate(uint64_t bytes) override {
+    // calloc: the arena starts zeroed, so runs are reproducible even if a
+    // plan reads a buffer before writing it.
+    void *memory = std::calloc(1, bytes);
+    if (!memory)
+      return errorf("out of host memory");
+    return static_cast<uint8_t *>(memory);
+  }
+  void deallocate(uint8_t *memory) override { std::free(memory); }
+
+  Status copyToDevice(uint8_t *device, const void *host,
+                      uint64_t bytes) override {
+    std::memcpy(device, host, bytes);
+    return Status::ok();
+  }
+  Status copyToHost(void *host, const uint8_t *device,
+                    uint64_t bytes) override {
+    std::memcpy(host, device, bytes);
+    return Status::ok();
+  }
+
+  Status fill(const BufferView &buffer, double value) override;
+  Status launch(const InstructionDesc &inst,
+                const std::vector<BufferView> &inputs,
+                const std::vector<BufferView> &outputs) override;
+  Status synchronize() override { return Status::ok(); }
+
+private:
+  /// A scratch area of at least `n` floats; the two areas never alias.
+  float *scratch(int which, int64_t n) {
+    std::vector<float> &area = scratch_[which];
+    if (area.size() < size_t(n))
+      area.resize(n);
+    return area.data();
+  }
+
+  std::vector<float> scratch_[2];
+};
+
+Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
+  const int64_t n = buffer.numElements;
+  switch (buffer.dtype) {
+  case ElementType::F32:
+    cpu::fill(buffer.as<float>(), n, float(value));
+    return Status::ok();
+  case ElementType::F64:
+    cpu::fill(buffer.as<double>(), n, value);
+    return Status::ok();
+  case ElementType::BF16: {
+    uint16_t bits = cpu::floatToBF16(float(value));
+    uint16_t *data = buffer.as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i)
+      data[i] = bits;
+    return Status::ok();
+  }
+  case ElementType::I32: {
+    int32_t *data = buffer.as<int32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      data[i] = int32_t(value);
+    return Status::ok();
+  }
+  case ElementType::I64: {
+    int64_t *data = buffer.as<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      data[i] = int64_t(value);
+    return Status::ok();
+  }
+  case ElementType::F16:
+    break;
+  }
+  return errorf("the CPU backend cannot fill ", elementTypeName(buffer.dtype),
+                " buffers");
+}
+
+Status CpuDeviceContext::launch(const InstructionDesc &inst,
+                                const std::vector<BufferView> &in,
+                                const std::vector<BufferView> &out) {
+  const std::vector<int64_t> &a = inst.ints;
+  auto f = [](const BufferView &b) { return b.as<float>(); };
+  auto ids = [](const BufferView &b) { return b.as<const int32_t>(); };
+
+  switch (inst.kernel) {
+  case Kernel::EmbeddingFwd:
+    return cpu::embeddingForward(f(out[0]), ids(in[0]), f(in[1]), a[0], a[1],
+                                 a[2]);
+
+  case Kernel::EmbeddingBwd:
+    // The plan wants dtable overwritten; the library scatter-adds.
+    cpu::zero(f(out[0]), a[1] * a[2]);
+    return cpu::embeddingBackward(f(out[0]), ids(in[0]), f(in[1]), a[0], a[1],
+                                  a[2]);
+
+  case Kernel::Matmul: {
+    const int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
+    const bool transA = a[4], transB = a[5], bBatched = a[6];
+    const int64_t lda = std::max<int64_t>(1, transA ? m : k);
+    const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
+    const int64_t ldc = std::max<int64_t>(1, n);
+    // A shared B under an untransposed A is one product of batch * m rows:
+    // one large BLAS call instead of `batch` small ones.
+    if (!bBatched && !transA && batch * m <= INT32_MAX)
+      return cpu::gemm(false, transB, batch * m, n, k, 1.0f, f(in[0]), lda,
+                       f(in[1]), ldb, 0.0f, f(out[0]), ldc);
+    return cpu::gemmStridedBatched(transA, transB, m, n, k, 1.0f, f(in[0]), lda,
+                                   m * k, f(in[1]), ldb, bBatched ? k * n : 0,
+                                   0.0f, f(out[0]), ldc, m * n, batch);
+  }
+
+  case Kernel::RMSNormFwd:
+    cpu::rmsnormForward(f(out[0]), scratch(0, a[0]), f(in[0]), f(in[1]), a[0],
+                        a[1], inst.floats[0]);
+    return Status::ok();
+
+  case Kernel::RMSNormBwd: {
+    // dy, x, w -> dx, dw. Recompute rstd exactly as the forward did (its
+    // output goes to scratch), and overwrite dw where the library adds.
+    const int64_t rows = a[0], dim = a[1];
+    float *rstd = scratch(0, rows);
+    cpu::rmsnormForward(scratch(1, rows * dim), rstd, f(in[1]), f(in[2]), rows,
+                        dim, inst.floats[0]);
+    cpu::zero(f(out[1]), dim);
+    cpu::rmsnormBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+                         rstd, rows, dim);
+    return Status::ok();
+  }
+
+  case Kernel::Rope:
+    if (a[4])
+      return cpu::ropeBackward(f(out[0]), f(in[0]), a[0], a[1], a[2], a[3],
+                               inst.floats[0], a[5]);
+    return cpu::ropeForward(f(out[0]), f(in[0]), a[0], a[1], a[2], a[3],
+                            inst.floats[0], a[5]);
+
+  case Kernel::AttentionFwd:
+  case Kernel::AttentionBwd: {
+    cpu::AttentionParams params;
+    params.batch = a[0];
+    params.seq = a[1];
+    params.qHeads = a[2];
+    params.kvHeads = a[3];
+    params.headDim = a[4];
+    params.causal = a[5] != 0;
+    params.scale = inst.floats[0];
+    if (inst.kernel == Kernel::AttentionFwd)
+      return cpu::attentionForward(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                   f(in[2]), params);
+    return cpu::attentionBackward(f(out[0]), f(out[1]), f(out[2]), f(in[0]),
+                                  f(in[1]), f(in[2]), f(in[3]), f(in[4]),
+                                  f(in[5]), params);
+  }
+
+  case Kernel::SwiGLUFwd:
+    cpu::swigluForward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    return Status::ok();
+  case Kernel::SwiGLUBwd:
+    cpu::swigluBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+                        a[0]);
+    return Status::ok();
+  case Kernel::SiLUFwd:
+    cpu::siluForward(f(out[0]), f(in[0]), a[0]);
+    return Status::ok();
+  case Kernel::SiLUBwd:
+    cpu::siluBackward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    return Status::ok();
+  case Kernel::Add:
+    cpu::add(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    return Status::ok();
+  case Kernel::Mul:
+    cpu::mulForward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    return Status::ok();
+  case Kernel::Accumulate:
+    cpu::accumulate(f(out[0]), f(in[0]), a[0]);
+    return Status::ok();
+
+  case Kernel::Transpose: {
+    const int64_t rank = a[0];
+    std::vector<int64_t> shape(a.begin() + 1, a.begin() + 1 + rank);
+    std::vector<int64_t> perm(a.begin() + 1 + rank, a.end());
+    if (out[0].data == in[0].data)
+      return errorf("transpose cannot run in place");
+    transpose(out[0].data, in[0].data, elementSize(in[0].dtype), shape, perm);
+    return Status::ok();
+  }
+
+  case Kernel::Cast:
+    return cast(out[0], in[0], a[0]);
+
+  case Kernel::CrossEntropyFwd: {
+    const int64_t rows = a[0], vocab = a[1];
+    return cpu::crossEntropyForward(f(out[0]), scratch(0, rows), f(in[0]),
+                                    ids(in[1]), rows, vocab, rows);
+  }
+
+  case Kernel::CrossEntropyBwd: {
+    // dloss, logits, labels -> dlogits; the forward's lse is recomputed.
+    const int64_t rows = a[0], vocab = a[1];
+    float *lse = scratch(0, rows);
+    float unusedLoss;
+    MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(
+        &unusedLoss, lse, f(in[1]), ids(in[2]), rows, vocab, rows));
+    return cpu::crossEntropyBackward(f(out[0]), f(in[1]), lse, ids(in[2]),
+                                     scalar(in[0]), rows, vocab, rows);
+  }
+
+  case Kernel::SumSquares:
+    *f(out[0]) = float(cpu::sumOfSquares(f(in[0]), a[0]));
+    return Status::ok();
+
+  case Kernel::GlobalNorm: {
+    double sum = 0.0;
+    for (const BufferView &part : in)
+      sum += double(scalar(part));
+    *f(out[0]) = float(std::sqrt(sum));
+    return Status::ok();
+  }
+
+  case Kernel::ClipCoefficient: {
+    // torch.nn.utils.clip_grad_norm_: max_norm / (total_norm + 1e-6), in f32,
+    // clamped to 1. A max of 0 means no clipping.
+    const float norm = scalar(in[0]), maxNorm = scalar(in[1]);
+    float coefficient = 1.0f;
+    if (maxNorm != 0.0f)
+      coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
+    *f(out[0]) = coefficient;
+    return Status::ok();
+  }
+
+  case Kernel::AdamW: {
+    // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step
+    //   -> param, m, v (in place); ints: n, decay.
+    const int64_t n = a[0];
+    const float gradScale = scalar(in[1]);
+    const float *grad = f(in[0]);
+    if (gradScale != 1.0f) {
+      // Clipping multiplies the gradient in f32, as grad.mul_(clip_coef) does;
+      // the gradient buffer itself is left as it was.
+      float *scaled = scratch(0, n);
+      for (int64_t i = 0; i < n; ++i)
+        scaled[i] = grad[i] * gradScale;
+      grad = scaled;
+    }
+    cpu::AdamWParams params;
+    params.lr = scalar(in[2]);
+    params.beta1 = scalar(in[3]);
+    params.beta2 = scalar(in[4]);
+    params.eps = scalar(in[5]);
+    params.weightDecay = scalar(in[6]);
+    const float step = scalar(in[7]);
+    if (!(step >= 1.0f) || step > 9.0e15f)
+      return errorf("step ", step, " is not a positive step number");
+    return cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad, n, params,
+                          std::llround(step), a[1] != 0);
+  }
+  }
+  return errorf("kernel '", kernelName(inst.kernel),
+                "' has no CPU implementation");
+}
+
+class CpuBackend final : public Backend {
+public:
+  std::string_view name() const override { return "cpu"; }
+
+  Status checkSupported(const RankPlan &rank) const override {
+    for (const BufferDesc &buffer : rank.buffers)
+      if (buffer.dtype == ElementType::F16)
+        return errorf("buffer '", buffer.name,
+                      "' is f16, which the CPU backend does not support");
+    for (const ProgramDesc &program : rank.programs) {
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        // Cast converts between float types and transpose moves bytes of any
+        // type; every other kernel computes in f32 here.
+        if (inst.kernel == Kernel::Cast || inst.kernel == Kernel::Transpose)
+          continue;
+        for (const std::vector<uint32_t> *operands :
+             {&inst.inputs, &inst.outputs}) {
+          for (uint32_t index : *operands) {
+            const BufferDesc &buffer = rank.buffers[index];
+            if (isFloatElementType(buffer.dtype) &&
+                buffer.dtype != ElementType::F32)
+              return errorf("program '", program.name, "' instruction ", i,
+                            " (", kernelName(inst.kernel), "): buffer '",
+                            buffer.name, "' is ", elementTypeName(buffer.dtype),
+                            ", but the CPU backend computes in f32 only");
+          }
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  StatusOr<std::unique_ptr<DeviceContext>>
+  createContext(const RankInfo &) override {
+    return std::unique_ptr<DeviceContext>(new CpuDeviceContext());
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> mlt::rt::createCpuBackend() {
+  return std::make_unique<CpuBackend>();
+}

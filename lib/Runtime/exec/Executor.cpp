@@ -1,0 +1,228 @@
+//===- Executor.cpp - runs one rank's programs ----------------------------===//
+//
+// Part of mlt. Creation verifies, allocates and resolves; running is a loop
+// of launches. Host-side reads and writes stage through a host vector and the
+// device context's copies, so the same code serves device memory later.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
+
+#include <cstring>
+#include <sstream>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+DeviceContext::~DeviceContext() = default;
+Backend::~Backend() = default;
+
+Executor::Executor(RankPlan rank, Backend &backend,
+                   std::unique_ptr<DeviceContext> device)
+    : rank_(std::move(rank)), backend_(backend), device_(std::move(device)) {}
+
+Executor::~Executor() {
+  if (arena_) {
+    (void)device_->synchronize();
+    device_->deallocate(arena_);
+  }
+}
+
+StatusOr<std::unique_ptr<Executor>>
+Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend) {
+  if (rankIndex >= plan.ranks.size())
+    return errorf("the plan has no rank ", rankIndex, " (it has ",
+                  plan.ranks.size(), ")");
+  const RankPlan &rank = plan.ranks[rankIndex];
+  MLT_RETURN_IF_ERROR(verifyRank(rank));
+  MLT_RETURN_IF_ERROR(backend.checkSupported(rank));
+
+  StatusOr<std::unique_ptr<DeviceContext>> device =
+      backend.createContext(RankInfo{rank.rank, plan.worldSize});
+  if (!device)
+    return device.takeStatus();
+  std::unique_ptr<Executor> executor(
+      new Executor(rank, backend, std::move(*device)));
+
+  StatusOr<uint8_t *> arena =
+      executor->device_->allocate(std::max<uint64_t>(rank.arenaBytes, 1));
+  if (!arena)
+    return std::move(arena.takeStatus())
+        .withContext("allocating the arena of " +
+                     std::to_string(rank.arenaBytes) + " bytes");
+  executor->arena_ = *arena;
+  executor->prepare();
+  MLT_RETURN_IF_ERROR(executor->fillConstants());
+  return executor;
+}
+
+BufferView Executor::view(size_t index) const {
+  const BufferDesc &buffer = rank_.buffers[index];
+  return BufferView{arena_ + buffer.offset, buffer.dtype, buffer.numElements()};
+}
+
+void Executor::prepare() {
+  programs_.clear();
+  for (const ProgramDesc &program : rank_.programs) {
+    PreparedProgram prepared;
+    prepared.name = program.name;
+    for (const InstructionDesc &inst : program.instructions) {
+      PreparedInstruction p{&inst, {}, {}};
+      for (uint32_t index : inst.inputs)
+        p.inputs.push_back(view(index));
+      for (uint32_t index : inst.outputs)
+        p.outputs.push_back(view(index));
+      prepared.instructions.push_back(std::move(p));
+    }
+    programs_.push_back(std::move(prepared));
+  }
+}
+
+StatusOr<size_t> Executor::findBuffer(std::string_view name) const {
+  if (std::optional<size_t> index = rank_.findBuffer(name))
+    return *index;
+  return errorf("the plan has no buffer '", name, "'");
+}
+
+StatusOr<size_t> Executor::findProgram(std::string_view name) const {
+  for (size_t i = 0; i < programs_.size(); ++i)
+    if (programs_[i].name == name)
+      return i;
+  return errorf("the plan has no program '", name, "'");
+}
+
+Status Executor::run(size_t programIndex) {
+  const PreparedProgram &program = programs_.at(programIndex);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const PreparedInstruction &p = program.instructions[i];
+    Status status = device_->launch(*p.inst, p.inputs, p.outputs);
+    if (!status) {
+      std::ostringstream context;
+      context << "program '" << program.name << "' instruction " << i << " ("
+              << kernelName(p.inst->kernel) << ")";
+      return std::move(status).withContext(context.str());
+    }
+  }
+  return device_->synchronize();
+}
+
+Status Executor::run(std::string_view programName) {
+  StatusOr<size_t> index = findProgram(programName);
+  if (!index)
+    return index.takeStatus();
+  return run(*index);
+}
+
+Status Executor::writeRaw(size_t index, const void *data, uint64_t bytes) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (bytes != buffer.bytes)
+    return errorf("writing ", bytes, " bytes to buffer '", buffer.name, "' of ",
+                  buffer.bytes, " bytes");
+  return device_->copyToDevice(arena_ + buffer.offset, data, bytes);
+}
+
+Status Executor::readRaw(size_t index, void *data, uint64_t bytes) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (bytes != buffer.bytes)
+    return errorf("reading ", bytes, " bytes from buffer '", buffer.name,
+                  "' of ", buffer.bytes, " bytes");
+  MLT_RETURN_IF_ERROR(device_->synchronize());
+  return device_->copyToHost(data, arena_ + buffer.offset, bytes);
+}
+
+Status Executor::writeFloats(size_t index, const float *values, int64_t count) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (count != buffer.numElements())
+    return errorf("writing ", count, " values to buffer '", buffer.name,
+                  "' of ", buffer.numElements(), " elements");
+  switch (buffer.dtype) {
+  case ElementType::F32:
+    return writeRaw(index, values, buffer.bytes);
+  case ElementType::F64: {
+    std::vector<double> host(values, values + count);
+    return writeRaw(index, host.data(), buffer.bytes);
+  }
+  case ElementType::BF16: {
+    std::vector<uint16_t> host(count);
+    cpu::castFloatToBF16(host.data(), values, count);
+    return writeRaw(index, host.data(), buffer.bytes);
+  }
+  default:
+    return errorf("buffer '", buffer.name, "' is ",
+                  elementTypeName(buffer.dtype),
+                  "; floats can be written only to f32, f64 and bf16 buffers");
+  }
+}
+
+StatusOr<std::vector<float>> Executor::readFloats(size_t index) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  const int64_t count = buffer.numElements();
+  std::vector<float> values(count);
+  switch (buffer.dtype) {
+  case ElementType::F32:
+    MLT_RETURN_IF_ERROR(readRaw(index, values.data(), buffer.bytes));
+    return values;
+  case ElementType::F64: {
+    std::vector<double> host(count);
+    MLT_RETURN_IF_ERROR(readRaw(index, host.data(), buffer.bytes));
+    for (int64_t i = 0; i < count; ++i)
+      values[i] = float(host[i]);
+    return values;
+  }
+  case ElementType::BF16: {
+    std::vector<uint16_t> host(count);
+    MLT_RETURN_IF_ERROR(readRaw(index, host.data(), buffer.bytes));
+    cpu::castBF16ToFloat(values.data(), host.data(), count);
+    return values;
+  }
+  default:
+    return errorf("buffer '", buffer.name, "' is ",
+                  elementTypeName(buffer.dtype),
+                  "; only f32, f64 and bf16 buffers can be read as floats");
+  }
+}
+
+Status Executor::writeScalar(size_t index, double value) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (buffer.numElements() != 1)
+    return errorf("buffer '", buffer.name, "' is not a scalar");
+  if (buffer.dtype == ElementType::F64)
+    return writeRaw(index, &value, sizeof(double));
+  float single = float(value);
+  return writeFloats(index, &single, 1);
+}
+
+StatusOr<double> Executor::readScalar(size_t index) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (buffer.numElements() != 1)
+    return errorf("buffer '", buffer.name, "' is not a scalar");
+  if (buffer.dtype == ElementType::F64) {
+    double value;
+    MLT_RETURN_IF_ERROR(readRaw(index, &value, sizeof(double)));
+    return value;
+  }
+  StatusOr<std::vector<float>> values = readFloats(index);
+  if (!values)
+    return values.takeStatus();
+  return double((*values)[0]);
+}
+
+Status Executor::zeroBuffers(BufferKind kind) {
+  for (size_t i = 0; i < rank_.buffers.size(); ++i)
+    if (rank_.buffers[i].kind == kind)
+      MLT_RETURN_IF_ERROR(device_->fill(view(i), 0.0));
+  return Status::ok();
+}
+
+Status Executor::fillConstants() {
+  for (size_t i = 0; i < rank_.buffers.size(); ++i) {
+    const BufferDesc &buffer = rank_.buffers[i];
+    if (buffer.kind != BufferKind::Constant)
+      continue;
+    Status status = device_->fill(view(i), buffer.constantValue);
+    if (!status)
+      return std::move(status).withContext("constant '" + buffer.name + "'");
+  }
+  return Status::ok();
+}

@@ -1,0 +1,38 @@
+//===- KernelInfo.cpp - the kernel list as C++ values ---------------------===//
+//
+// Part of mlt. The signature table generated from Kernels.def.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/KernelInfo.h"
+
+#include <cassert>
+
+using namespace mlt::rt;
+
+namespace {
+const KernelSignature kSignatures[] = {
+#define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
+  {Kernel::Enum, Name, Inputs, Outputs, Ints, Floats},
+#include "mlt/Runtime/Kernels.def"
+};
+} // namespace
+
+size_t mlt::rt::numKernels() {
+  return sizeof(kSignatures) / sizeof(kSignatures[0]);
+}
+
+const KernelSignature &mlt::rt::kernelSignature(Kernel kernel) {
+  size_t index = static_cast<size_t>(kernel);
+  assert(index < numKernels() && "kernel out of range");
+  return kSignatures[index];
+}
+
+const KernelSignature *mlt::rt::lookupKernel(std::string_view name) {
+  // About two dozen kernels: a linear scan is as fast as a map here, and plans
+  // resolve names once when they are loaded.
+  for (const KernelSignature &signature : kSignatures)
+    if (signature.name == name)
+      return &signature;
+  return nullptr;
+}

@@ -1,0 +1,350 @@
+//===- Plan.cpp - reading and writing plan files --------------------------===//
+//
+// Part of mlt. The only code that touches the FlatBuffers form of a plan:
+// parsePlan checks the identifier and version, runs FlatBuffers' verifier and
+// decodes into Plan.h's plain structs (rejecting unknown enum values and kernel
+// names); serializePlan does the reverse with the FlatBuffers builder.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/Plan_generated.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+// Plan.h's enums carry the schema's values, so that decoding is a cast.
+static_assert(uint8_t(ElementType::F32) == uint8_t(plan::DType::F32) &&
+                  uint8_t(ElementType::F64) == uint8_t(plan::DType::F64) &&
+                  uint8_t(ElementType::BF16) == uint8_t(plan::DType::BF16) &&
+                  uint8_t(ElementType::F16) == uint8_t(plan::DType::F16) &&
+                  uint8_t(ElementType::I32) == uint8_t(plan::DType::I32) &&
+                  uint8_t(ElementType::I64) == uint8_t(plan::DType::I64) &&
+                  plan::DType::MAX == plan::DType::I64,
+              "ElementType and Plan.fbs's DType differ");
+static_assert(
+    uint8_t(BufferKind::Parameter) == uint8_t(plan::BufferKind::Parameter) &&
+        uint8_t(BufferKind::Gradient) == uint8_t(plan::BufferKind::Gradient) &&
+        uint8_t(BufferKind::OptimizerState) ==
+            uint8_t(plan::BufferKind::OptimizerState) &&
+        uint8_t(BufferKind::Input) == uint8_t(plan::BufferKind::Input) &&
+        uint8_t(BufferKind::Output) == uint8_t(plan::BufferKind::Output) &&
+        uint8_t(BufferKind::Temporary) ==
+            uint8_t(plan::BufferKind::Temporary) &&
+        uint8_t(BufferKind::Constant) == uint8_t(plan::BufferKind::Constant) &&
+        plan::BufferKind::MAX == plan::BufferKind::Constant,
+    "BufferKind and Plan.fbs's BufferKind differ");
+
+//===----------------------------------------------------------------------===//
+// Small helpers of Plan.h
+//===----------------------------------------------------------------------===//
+
+const char *mlt::rt::elementTypeName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F64:
+    return "f64";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+size_t mlt::rt::elementSize(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+  case ElementType::I32:
+    return 4;
+  case ElementType::F64:
+  case ElementType::I64:
+    return 8;
+  case ElementType::BF16:
+  case ElementType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+bool mlt::rt::isFloatElementType(ElementType type) {
+  return type == ElementType::F32 || type == ElementType::F64 ||
+         type == ElementType::BF16 || type == ElementType::F16;
+}
+
+const char *mlt::rt::bufferKindName(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Parameter:
+    return "parameter";
+  case BufferKind::Gradient:
+    return "gradient";
+  case BufferKind::OptimizerState:
+    return "optimizer_state";
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Output:
+    return "output";
+  case BufferKind::Temporary:
+    return "temporary";
+  case BufferKind::Constant:
+    return "constant";
+  }
+  return "?";
+}
+
+int64_t BufferDesc::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+std::optional<size_t> RankPlan::findBuffer(std::string_view name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+const ProgramDesc *RankPlan::findProgram(std::string_view name) const {
+  for (const ProgramDesc &program : programs)
+    if (program.name == name)
+      return &program;
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+bool mlt::rt::hasPlanIdentifier(const void *data, size_t size) {
+  // A FlatBuffer starts with the root offset, then the 4-byte identifier.
+  return size >= 8 &&
+         flatbuffers::BufferHasIdentifier(data, kPlanFileIdentifier);
+}
+
+namespace {
+
+template <typename T>
+std::vector<T> toVector(const flatbuffers::Vector<T> *vector) {
+  if (!vector)
+    return {};
+  return std::vector<T>(vector->begin(), vector->end());
+}
+
+std::string toString(const flatbuffers::String *string) {
+  return string ? string->str() : std::string();
+}
+
+/// Reads format_version with only the checks that reading it needs (the root
+/// offset and the root table's vtable), so that a plan of another version is
+/// reported as such even when its layout no longer passes this version's
+/// verifier.
+std::optional<uint32_t> readFormatVersion(const uint8_t *data, size_t size) {
+  flatbuffers::Verifier verifier(data, size);
+  if (!verifier.VerifyOffset(0))
+    return std::nullopt;
+  const auto *root = flatbuffers::GetRoot<flatbuffers::Table>(data);
+  if (!root->VerifyTableStart(verifier) ||
+      !root->VerifyField<uint32_t>(verifier, plan::Plan::VT_FORMAT_VERSION, 4))
+    return std::nullopt;
+  return root->GetField<uint32_t>(plan::Plan::VT_FORMAT_VERSION, 0);
+}
+
+StatusOr<Plan> decode(const plan::Plan &fb) {
+  Plan result;
+  result.formatVersion = fb.format_version();
+  result.producer = toString(fb.producer());
+  result.worldSize = fb.world_size();
+
+  const plan::ModelInfo &model = *fb.model();
+  result.model.hfConfig = toString(model.hf_config());
+  result.model.vocabSize = model.vocab_size();
+  result.model.maxPositionEmbeddings = model.max_position_embeddings();
+  result.model.microBatch = model.micro_batch();
+  result.model.seqLen = model.seq_len();
+  result.model.microbatches = model.microbatches();
+
+  for (const plan::Rank *fbRank : *fb.ranks()) {
+    RankPlan rank;
+    rank.rank = fbRank->rank();
+    rank.arenaBytes = fbRank->arena_bytes();
+    if (fbRank->buffers()) {
+      for (const plan::Buffer *fbBuffer : *fbRank->buffers()) {
+        BufferDesc buffer;
+        buffer.name = fbBuffer->name()->str();
+        auto kind = static_cast<uint8_t>(fbBuffer->kind());
+        if (kind > static_cast<uint8_t>(plan::BufferKind::MAX))
+          return errorf("buffer '", buffer.name, "' has unknown kind ",
+                        unsigned(kind));
+        buffer.kind = static_cast<BufferKind>(kind);
+        auto dtype = static_cast<uint8_t>(fbBuffer->dtype());
+        if (dtype > static_cast<uint8_t>(plan::DType::MAX))
+          return errorf("buffer '", buffer.name, "' has unknown dtype ",
+                        unsigned(dtype));
+        buffer.dtype = static_cast<ElementType>(dtype);
+        buffer.shape = toVector(fbBuffer->shape());
+        buffer.offset = fbBuffer->offset();
+        buffer.bytes = fbBuffer->bytes();
+        buffer.parameter = toString(fbBuffer->parameter());
+        buffer.constantValue = fbBuffer->constant_value();
+        buffer.decay = fbBuffer->decay();
+        rank.buffers.push_back(std::move(buffer));
+      }
+    }
+    if (fbRank->programs()) {
+      for (const plan::Program *fbProgram : *fbRank->programs()) {
+        ProgramDesc program;
+        program.name = fbProgram->name()->str();
+        if (fbProgram->instructions()) {
+          size_t index = 0;
+          for (const plan::Instruction *fbInst : *fbProgram->instructions()) {
+            std::string kernel = fbInst->kernel()->str();
+            const KernelSignature *signature = lookupKernel(kernel);
+            if (!signature)
+              return errorf("program '", program.name, "' instruction ", index,
+                            ": unknown kernel '", kernel,
+                            "' (not in Kernels.def)");
+            InstructionDesc inst;
+            inst.kernel = signature->kernel;
+            inst.inputs = toVector(fbInst->inputs());
+            inst.outputs = toVector(fbInst->outputs());
+            inst.ints = toVector(fbInst->ints());
+            inst.floats = toVector(fbInst->floats());
+            inst.stream = fbInst->stream();
+            program.instructions.push_back(std::move(inst));
+            ++index;
+          }
+        }
+        rank.programs.push_back(std::move(program));
+      }
+    }
+    result.ranks.push_back(std::move(rank));
+  }
+  return result;
+}
+
+} // namespace
+
+StatusOr<Plan> mlt::rt::parsePlan(const void *data, size_t size,
+                                  const std::string &source) {
+  if (!hasPlanIdentifier(data, size))
+    return errorf(source, ": not an mlt plan (bad file identifier)");
+
+  // FlatBuffers' verifier checks the alignment of every scalar against the
+  // address, so read from 8-byte aligned storage whatever the caller holds.
+  std::vector<uint64_t> aligned;
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned.resize((size + 7) / 8);
+    std::memcpy(aligned.data(), data, size);
+    bytes = reinterpret_cast<const uint8_t *>(aligned.data());
+  }
+
+  std::optional<uint32_t> version = readFormatVersion(bytes, size);
+  if (!version)
+    return errorf(source, ": corrupt plan (its root table is malformed)");
+  if (*version != kPlanFormatVersion)
+    return errorf(source, ": plan format version ", *version,
+                  ", this mlt-run reads version ", kPlanFormatVersion);
+
+  // Plans of large models on many ranks hold millions of tables; the depth
+  // is the schema's (Plan > Rank > Program > Instruction > vector).
+  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/64,
+                                 /*max_tables=*/1u << 30);
+  if (!plan::VerifyPlanBuffer(verifier))
+    return errorf(source,
+                  ": corrupt plan (the FlatBuffers verifier rejects "
+                  "it: truncated, or an offset points outside the file)");
+
+  StatusOr<Plan> result = decode(*plan::GetPlan(bytes));
+  if (!result)
+    return result.takeStatus().withContext(source);
+  Status status = verifyPlan(*result);
+  if (!status)
+    return std::move(status).withContext(source);
+  return result;
+}
+
+StatusOr<Plan> mlt::rt::readPlanFile(const std::string &path,
+                                     std::string *bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf(path, ": cannot open the plan file");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad())
+    return errorf(path, ": cannot read the plan file");
+  std::string data = contents.str();
+  StatusOr<Plan> plan = parsePlan(data.data(), data.size(), path);
+  if (plan && bytes)
+    *bytes = std::move(data);
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+std::string mlt::rt::serializePlan(const Plan &planValue) {
+  flatbuffers::FlatBufferBuilder builder(1 << 16);
+
+  std::vector<flatbuffers::Offset<plan::Rank>> ranks;
+  for (const RankPlan &rank : planValue.ranks) {
+    std::vector<flatbuffers::Offset<plan::Buffer>> buffers;
+    for (const BufferDesc &buffer : rank.buffers) {
+      auto name = builder.CreateString(buffer.name);
+      auto shape = builder.CreateVector(buffer.shape);
+      auto parameter = buffer.parameter.empty()
+                           ? flatbuffers::Offset<flatbuffers::String>()
+                           : builder.CreateString(buffer.parameter);
+      buffers.push_back(plan::CreateBuffer(
+          builder, name, static_cast<plan::BufferKind>(buffer.kind),
+          static_cast<plan::DType>(buffer.dtype), shape, buffer.offset,
+          buffer.bytes, parameter, buffer.constantValue, buffer.decay));
+    }
+    std::vector<flatbuffers::Offset<plan::Program>> programs;
+    for (const ProgramDesc &program : rank.programs) {
+      std::vector<flatbuffers::Offset<plan::Instruction>> instructions;
+      for (const InstructionDesc &inst : program.instructions) {
+        auto kernel =
+            builder.CreateString(std::string(kernelName(inst.kernel)));
+        auto inputs = builder.CreateVector(inst.inputs);
+        auto outputs = builder.CreateVector(inst.outputs);
+        auto ints = builder.CreateVector(inst.ints);
+        auto floats = builder.CreateVector(inst.floats);
+        instructions.push_back(plan::CreateInstruction(
+            builder, kernel, inputs, outputs, ints, floats, inst.stream));
+      }
+      auto name = builder.CreateString(program.name);
+      programs.push_back(plan::CreateProgram(
+          builder, name, builder.CreateVector(instructions)));
+    }
+    ranks.push_back(plan::CreateRank(builder, rank.rank, rank.arenaBytes,
+                                     builder.CreateVector(buffers),
+                                     builder.CreateVector(programs)));
+  }
+
+  const ModelInfo &model = planValue.model;
+  auto hfConfig = builder.CreateString(model.hfConfig);
+  auto modelInfo = plan::CreateModelInfo(
+      builder, hfConfig, model.vocabSize, model.maxPositionEmbeddings,
+      model.microBatch, model.seqLen, model.microbatches);
+  auto producer = builder.CreateString(planValue.producer);
+  auto root =
+      plan::CreatePlan(builder, planValue.formatVersion, producer, modelInfo,
+                       planValue.worldSize, builder.CreateVector(ranks));
+  plan::FinishPlanBuffer(builder, root);
+  return std::string(reinterpret_cast<const char *>(builder.GetBufferPointer()),
+                     builder.GetSize());
+}

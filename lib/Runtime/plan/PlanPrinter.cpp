@@ -1,0 +1,105 @@
+//===- PlanPrinter.cpp - a plan as readable text --------------------------===//
+//
+// Part of mlt. The text `mlt-run --print-plan` shows: enough to follow the
+// program by eye (each launch with its buffers by name) and to check the
+// memory plan (each buffer's range of the arena).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Plan.h"
+
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+namespace {
+
+template <typename T> std::string formatList(const std::vector<T> &values) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i)
+      os << ", ";
+    os << values[i];
+  }
+  os << ']';
+  return os.str();
+}
+
+std::string formatMiB(uint64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << double(bytes) / (1024.0 * 1024.0)
+     << " MiB";
+  return os.str();
+}
+
+std::string bufferRefs(const RankPlan &rank,
+                       const std::vector<uint32_t> &indices) {
+  std::string result;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (i)
+      result += ", ";
+    uint32_t index = indices[i];
+    result += index < rank.buffers.size() ? rank.buffers[index].name
+                                          : "#" + std::to_string(index);
+  }
+  return result;
+}
+
+} // namespace
+
+void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
+  const ModelInfo &model = plan.model;
+  os << "plan: format version " << plan.formatVersion << ", producer \""
+     << plan.producer << "\", world size " << plan.worldSize << "\n";
+  os << "model: vocab " << model.vocabSize << ", max positions "
+     << model.maxPositionEmbeddings << ", micro-batch " << model.microBatch
+     << " x seq " << model.seqLen << ", " << model.microbatches
+     << " micro-batch(es) per step, hf_config " << model.hfConfig.size()
+     << " bytes\n";
+
+  for (const RankPlan &rank : plan.ranks) {
+    size_t nameWidth = 4;
+    for (const BufferDesc &buffer : rank.buffers)
+      nameWidth = std::max(nameWidth, buffer.name.size());
+    os << "\nrank " << rank.rank << ": arena " << rank.arenaBytes << " bytes ("
+       << formatMiB(rank.arenaBytes) << "), " << rank.buffers.size()
+       << " buffers, " << rank.programs.size() << " programs\n";
+    os << "buffers:\n";
+    for (size_t i = 0; i < rank.buffers.size(); ++i) {
+      const BufferDesc &buffer = rank.buffers[i];
+      os << "  #" << std::left << std::setw(5) << i << std::setw(nameWidth + 2)
+         << buffer.name << std::setw(16) << bufferKindName(buffer.kind)
+         << std::setw(5) << elementTypeName(buffer.dtype) << std::setw(18)
+         << formatList(buffer.shape) << std::right << "offset " << std::setw(12)
+         << buffer.offset << "  bytes " << std::setw(12) << buffer.bytes;
+      if (!buffer.parameter.empty())
+        os << "  parameter " << buffer.parameter;
+      if (buffer.kind == BufferKind::Parameter && buffer.decay)
+        os << " (decay)";
+      if (buffer.kind == BufferKind::Constant)
+        os << "  value " << buffer.constantValue;
+      os << "\n";
+    }
+    for (const ProgramDesc &program : rank.programs) {
+      os << "program " << program.name << " (" << program.instructions.size()
+         << " instructions):\n";
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        os << "  " << std::setw(4) << i << ": " << kernelName(inst.kernel)
+           << " (" << bufferRefs(rank, inst.inputs) << ") -> ("
+           << bufferRefs(rank, inst.outputs) << ")";
+        if (!inst.ints.empty())
+          os << " ints " << formatList(inst.ints);
+        if (!inst.floats.empty())
+          os << " floats " << formatList(inst.floats);
+        if (inst.stream != 0)
+          os << " stream " << unsigned(inst.stream);
+        os << "\n";
+      }
+    }
+  }
+}

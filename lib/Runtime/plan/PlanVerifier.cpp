@@ -1,0 +1,522 @@
+//===- PlanVerifier.cpp - semantic checks of a plan -----------------------===//
+//
+// Part of mlt. What FlatBuffers' verifier cannot know: that buffers fit the
+// arena and their shapes, that persistent buffers do not overlap, that every
+// instruction names real buffers, has its kernel's arity and operands as
+// large as its attributes say, and that the plan provides what the training
+// loop reads and writes. After these checks no instruction can touch memory
+// outside its operands' ranges, so the backends do not re-check sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/PlanFormat.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+namespace {
+
+/// a * b, or nothing on overflow (or a negative factor).
+std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
+  int64_t result;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &result))
+    return std::nullopt;
+  return result;
+}
+
+std::optional<int64_t> checkedProduct(std::initializer_list<int64_t> factors) {
+  int64_t result = 1;
+  for (int64_t factor : factors) {
+    std::optional<int64_t> next = checkedMul(result, factor);
+    if (!next)
+      return std::nullopt;
+    result = *next;
+  }
+  return result;
+}
+
+std::string formatInts(const std::vector<int64_t> &values) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << ']';
+  return os.str();
+}
+
+bool isPersistent(BufferKind kind) { return kind != BufferKind::Temporary; }
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+Status verifyBuffers(const RankPlan &rank) {
+  std::unordered_map<std::string, size_t> names;
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (buffer.name.empty())
+      return errorf("a buffer has an empty name");
+    if (!names.emplace(buffer.name, 0).second)
+      return errorf("two buffers are named '", buffer.name, "'");
+
+    int64_t elements = 1;
+    for (int64_t dim : buffer.shape) {
+      std::optional<int64_t> next = checkedMul(elements, dim);
+      if (!next)
+        return errorf("buffer '", buffer.name, "' has a bad shape ",
+                      formatInts(buffer.shape));
+      elements = *next;
+    }
+    std::optional<int64_t> bytes =
+        checkedMul(elements, int64_t(elementSize(buffer.dtype)));
+    if (!bytes || uint64_t(*bytes) != buffer.bytes)
+      return errorf("buffer '", buffer.name, "' has ", buffer.bytes,
+                    " bytes, but its shape ", formatInts(buffer.shape), " of ",
+                    elementTypeName(buffer.dtype), " needs ",
+                    bytes ? std::to_string(*bytes) : std::string("more"));
+    if (buffer.offset % kPlanBufferAlignment != 0)
+      return errorf("buffer '", buffer.name, "' at offset ", buffer.offset,
+                    " is not aligned to ", kPlanBufferAlignment, " bytes");
+    uint64_t end;
+    if (__builtin_add_overflow(buffer.offset, buffer.bytes, &end) ||
+        end > rank.arenaBytes)
+      return errorf("buffer '", buffer.name, "' ends at byte ",
+                    buffer.offset + buffer.bytes, ", past the arena of ",
+                    rank.arenaBytes, " bytes");
+  }
+
+  // Persistent buffers live for the whole run: none may share bytes with
+  // another buffer. Temporaries may share with each other (the memory planner
+  // reuses dead ranges) and may alias a persistent buffer only exactly (a
+  // view with another shape).
+  std::vector<const BufferDesc *> persistent;
+  for (const BufferDesc &buffer : rank.buffers)
+    if (isPersistent(buffer.kind) && buffer.bytes > 0)
+      persistent.push_back(&buffer);
+  std::sort(persistent.begin(), persistent.end(),
+            [](const BufferDesc *a, const BufferDesc *b) {
+              return a->offset < b->offset;
+            });
+  for (size_t i = 1; i < persistent.size(); ++i) {
+    const BufferDesc &prev = *persistent[i - 1];
+    const BufferDesc &cur = *persistent[i];
+    if (cur.offset < prev.offset + prev.bytes)
+      return errorf("buffers '", prev.name, "' and '", cur.name,
+                    "' overlap in the arena (", bufferKindName(prev.kind),
+                    " at [", prev.offset, ", ", prev.offset + prev.bytes, "), ",
+                    bufferKindName(cur.kind), " at [", cur.offset, ", ",
+                    cur.offset + cur.bytes, "))");
+  }
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (isPersistent(buffer.kind) || buffer.bytes == 0)
+      continue;
+    uint64_t end = buffer.offset + buffer.bytes;
+    // The first persistent buffer that ends after this one starts.
+    auto it =
+        std::upper_bound(persistent.begin(), persistent.end(), buffer.offset,
+                         [](uint64_t offset, const BufferDesc *p) {
+                           return offset < p->offset + p->bytes;
+                         });
+    if (it == persistent.end() || (*it)->offset >= end)
+      continue;
+    const BufferDesc &other = **it;
+    if (other.offset == buffer.offset && other.bytes == buffer.bytes)
+      continue;
+    return errorf("temporary '", buffer.name, "' at [", buffer.offset, ", ",
+                  end, ") overlaps ", bufferKindName(other.kind), " '",
+                  other.name, "' at [", other.offset, ", ",
+                  other.offset + other.bytes, ")");
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+/// What an instruction's operands must look like, from its attributes.
+struct OperandSpec {
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> outputs;
+  /// Operand positions (inputs first, then outputs) that hold i32 ids.
+  std::vector<size_t> int32Operands;
+  /// When set, every operand may have any dtype but all must match (moves).
+  bool anyMatchingDType = false;
+  /// When set, dtypes may differ between input and output (cast).
+  bool anyFloatDTypes = false;
+};
+
+/// Fills `spec` from the instruction's ints (whose count is already checked).
+Status operandSpec(const InstructionDesc &inst, size_t numInputs,
+                   OperandSpec &spec) {
+  const std::vector<int64_t> &a = inst.ints;
+  for (int64_t value : a)
+    if (value < 0)
+      return errorf("integer attributes must not be negative, got ",
+                    formatInts(a));
+  auto product = [&](std::initializer_list<int64_t> factors) -> int64_t {
+    std::optional<int64_t> result = checkedProduct(factors);
+    return result ? *result : -1;
+  };
+  auto all = [&](int64_t n, size_t ins, size_t outs) {
+    spec.inputs.assign(ins, n);
+    spec.outputs.assign(outs, n);
+  };
+
+  switch (inst.kernel) {
+  case Kernel::EmbeddingFwd: // ids, table -> out; tokens, vocab, hidden
+    spec.inputs = {a[0], product({a[1], a[2]})};
+    spec.outputs = {product({a[0], a[2]})};
+    spec.int32Operands = {0};
+    break;
+  case Kernel::EmbeddingBwd: // ids, dout -> dtable
+    spec.inputs = {a[0], product({a[0], a[2]})};
+    spec.outputs = {product({a[1], a[2]})};
+    spec.int32Operands = {0};
+    break;
+  case Kernel::Matmul: { // batch, m, n, k, transpose_a, transpose_b, b_batched
+    int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
+    if (a[4] > 1 || a[5] > 1 || a[6] > 1)
+      return errorf("transpose_a, transpose_b and b_batched must be 0 or 1, "
+                    "got ints ",
+                    formatInts(a));
+    spec.inputs = {product({batch, m, k}), product({a[6] ? batch : 1, k, n})};
+    spec.outputs = {product({batch, m, n})};
+    break;
+  }
+  case Kernel::RMSNormFwd: // x, w -> y; rows, dim
+    spec.inputs = {product({a[0], a[1]}), a[1]};
+    spec.outputs = {product({a[0], a[1]})};
+    break;
+  case Kernel::RMSNormBwd: // dy, x, w -> dx, dw
+    spec.inputs = {product({a[0], a[1]}), product({a[0], a[1]}), a[1]};
+    spec.outputs = {product({a[0], a[1]}), a[1]};
+    break;
+  case Kernel::Rope: // batch, seq, heads, head_dim, inverse, offset
+    if (a[4] > 1)
+      return errorf("inverse must be 0 or 1, got ints ", formatInts(a));
+    all(product({a[0], a[1], a[2], a[3]}), 1, 1);
+    break;
+  case Kernel::AttentionFwd:
+  case Kernel::AttentionBwd: { // batch, seq, q_heads, kv_heads, head_dim,
+                               // causal
+    if (a[5] > 1)
+      return errorf("causal must be 0 or 1, got ints ", formatInts(a));
+    int64_t q = product({a[0], a[1], a[2], a[4]});
+    int64_t kv = product({a[0], a[1], a[3], a[4]});
+    int64_t lse = product({a[0], a[2], a[1]});
+    if (inst.kernel == Kernel::AttentionFwd) {
+      spec.inputs = {q, kv, kv};
+      spec.outputs = {q, lse};
+    } else {
+      spec.inputs = {q, q, kv, kv, q, lse};
+      spec.outputs = {q, kv, kv};
+    }
+    break;
+  }
+  case Kernel::SwiGLUFwd:
+    all(a[0], 2, 1);
+    break;
+  case Kernel::SwiGLUBwd:
+    all(a[0], 3, 2);
+    break;
+  case Kernel::SiLUFwd:
+    all(a[0], 1, 1);
+    break;
+  case Kernel::SiLUBwd:
+  case Kernel::Add:
+  case Kernel::Mul:
+    all(a[0], 2, 1);
+    break;
+  case Kernel::Accumulate:
+    all(a[0], 1, 1);
+    break;
+  case Kernel::Transpose: { // rank, shape[rank], perm[rank]
+    int64_t rank = a[0];
+    if (a.size() != size_t(1 + 2 * rank))
+      return errorf("expects 1 + 2 * rank = ", 1 + 2 * rank,
+                    " integer attributes for rank ", rank, ", has ", a.size());
+    std::set<int64_t> seen;
+    int64_t n = 1;
+    for (int64_t i = 0; i < rank; ++i) {
+      n = n < 0 ? n : product({n, a[1 + i]});
+      int64_t p = a[1 + rank + i];
+      if (p >= rank || !seen.insert(p).second)
+        return errorf(
+            "perm ",
+            formatInts(std::vector<int64_t>(a.begin() + 1 + rank, a.end())),
+            " is not a permutation of 0..", rank - 1);
+    }
+    all(n, 1, 1);
+    spec.anyMatchingDType = true;
+    break;
+  }
+  case Kernel::Cast:
+    all(a[0], 1, 1);
+    spec.anyFloatDTypes = true;
+    break;
+  case Kernel::CrossEntropyFwd: // logits, labels -> loss; rows, vocab
+    spec.inputs = {product({a[0], a[1]}), a[0]};
+    spec.outputs = {1};
+    spec.int32Operands = {1};
+    break;
+  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
+    spec.inputs = {1, product({a[0], a[1]}), a[0]};
+    spec.outputs = {product({a[0], a[1]})};
+    spec.int32Operands = {2};
+    break;
+  case Kernel::SumSquares:
+    spec.inputs = {a[0]};
+    spec.outputs = {1};
+    break;
+  case Kernel::GlobalNorm:
+    spec.inputs.assign(numInputs, 1);
+    spec.outputs = {1};
+    break;
+  case Kernel::ClipCoefficient:
+    all(1, 2, 1);
+    break;
+  case Kernel::AdamW: // grad, grad_scale, lr, beta1, beta2, eps, wd, step
+    if (a[1] > 1)
+      return errorf("decay must be 0 or 1, got ints ", formatInts(a));
+    spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
+    spec.outputs = {a[0], a[0], a[0]};
+    break;
+  }
+  for (int64_t count : spec.inputs)
+    if (count < 0)
+      return errorf("integer attributes ", formatInts(a), " overflow");
+  for (int64_t count : spec.outputs)
+    if (count < 0)
+      return errorf("integer attributes ", formatInts(a), " overflow");
+  return Status::ok();
+}
+
+Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst) {
+  const KernelSignature &signature = kernelSignature(inst.kernel);
+  auto arity = [](const char *what, int expected, size_t actual) -> Status {
+    if (expected < 0 || size_t(expected) == actual)
+      return Status::ok();
+    return errorf("expects ", expected, " ", what, ", has ", actual);
+  };
+  MLT_RETURN_IF_ERROR(arity("inputs", signature.inputs, inst.inputs.size()));
+  MLT_RETURN_IF_ERROR(arity("outputs", signature.outputs, inst.outputs.size()));
+  MLT_RETURN_IF_ERROR(
+      arity("integer attributes", signature.ints, inst.ints.size()));
+  MLT_RETURN_IF_ERROR(
+      arity("float attributes", signature.floats, inst.floats.size()));
+  if (inst.kernel == Kernel::GlobalNorm && inst.inputs.empty())
+    return errorf("expects at least 1 input, has 0");
+  if (inst.kernel == Kernel::Transpose && inst.ints.empty())
+    return errorf("expects the rank as its first integer attribute");
+
+  const size_t numOperands = inst.inputs.size() + inst.outputs.size();
+  auto operand = [&](size_t i) {
+    return i < inst.inputs.size() ? inst.inputs[i]
+                                  : inst.outputs[i - inst.inputs.size()];
+  };
+  auto operandName = [&](size_t i) {
+    std::ostringstream os;
+    if (i < inst.inputs.size())
+      os << "input " << i;
+    else
+      os << "output " << i - inst.inputs.size();
+    return os.str();
+  };
+  for (size_t i = 0; i < numOperands; ++i)
+    if (operand(i) >= rank.buffers.size())
+      return errorf(operandName(i), " is buffer index ", operand(i),
+                    ", but the rank has ", rank.buffers.size(), " buffers");
+
+  OperandSpec spec;
+  MLT_RETURN_IF_ERROR(operandSpec(inst, inst.inputs.size(), spec));
+  for (size_t i = 0; i < numOperands; ++i) {
+    const BufferDesc &buffer = rank.buffers[operand(i)];
+    int64_t expected = i < inst.inputs.size()
+                           ? spec.inputs[i]
+                           : spec.outputs[i - inst.inputs.size()];
+    if (buffer.numElements() != expected)
+      return errorf(operandName(i), " '", buffer.name, "' has ",
+                    buffer.numElements(), " elements, but the kernel's ints ",
+                    formatInts(inst.ints), " need ", expected);
+    bool wantsInt32 =
+        std::find(spec.int32Operands.begin(), spec.int32Operands.end(), i) !=
+        spec.int32Operands.end();
+    if (spec.anyMatchingDType) {
+      if (buffer.dtype != rank.buffers[operand(0)].dtype)
+        return errorf(operandName(i), " '", buffer.name, "' is ",
+                      elementTypeName(buffer.dtype), ", but input 0 is ",
+                      elementTypeName(rank.buffers[operand(0)].dtype));
+    } else if (wantsInt32) {
+      if (buffer.dtype != ElementType::I32)
+        return errorf(operandName(i), " '", buffer.name, "' is ",
+                      elementTypeName(buffer.dtype),
+                      ", but token ids and "
+                      "labels are i32");
+    } else if (!isFloatElementType(buffer.dtype)) {
+      return errorf(operandName(i), " '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype),
+                    ", but the kernel computes on floats");
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+Status mlt::rt::verifyRank(const RankPlan &rank) {
+  MLT_RETURN_IF_ERROR(verifyBuffers(rank));
+  std::set<std::string> programNames;
+  for (const ProgramDesc &program : rank.programs) {
+    if (!programNames.insert(program.name).second)
+      return errorf("two programs are named '", program.name, "'");
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const InstructionDesc &inst = program.instructions[i];
+      Status status = verifyInstruction(rank, inst);
+      if (!status) {
+        std::ostringstream context;
+        context << "program '" << program.name << "' instruction " << i << " ("
+                << kernelName(inst.kernel) << ")";
+        return std::move(status).withContext(context.str());
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status mlt::rt::verifyPlanStructure(const Plan &plan) {
+  if (plan.ranks.empty())
+    return errorf("the plan has no ranks");
+  if (plan.worldSize != plan.ranks.size())
+    return errorf("the plan's world size is ", plan.worldSize, " but it has ",
+                  plan.ranks.size(), " ranks");
+  for (size_t i = 0; i < plan.ranks.size(); ++i) {
+    const RankPlan &rank = plan.ranks[i];
+    if (rank.rank != i)
+      return errorf("rank entry ", i, " is numbered ", rank.rank,
+                    " (ranks must be listed in order)");
+    Status status = verifyRank(rank);
+    if (!status)
+      return plan.ranks.size() == 1
+                 ? status
+                 : std::move(status).withContext("rank " + std::to_string(i));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
+  for (const char *program : {kMicroStepProgram, kOptimizerStepProgram})
+    if (!rank.findProgram(program))
+      return errorf("the plan has no program '", program, "'");
+
+  auto require = [&](const char *name, BufferKind kind, ElementType dtype,
+                     const std::vector<int64_t> *shape) -> Status {
+    std::optional<size_t> index = rank.findBuffer(name);
+    if (!index)
+      return errorf("the plan has no ", bufferKindName(kind), " buffer '", name,
+                    "'");
+    const BufferDesc &buffer = rank.buffers[*index];
+    if (buffer.kind != kind)
+      return errorf("buffer '", name, "' is a ", bufferKindName(buffer.kind),
+                    " buffer, expected ", bufferKindName(kind));
+    if (buffer.dtype != dtype)
+      return errorf("buffer '", name, "' is ", elementTypeName(buffer.dtype),
+                    ", expected ", elementTypeName(dtype));
+    if (shape ? buffer.shape != *shape : buffer.numElements() != 1)
+      return errorf("buffer '", name, "' has shape ", formatInts(buffer.shape),
+                    ", expected ", shape ? formatInts(*shape) : "a scalar");
+    return Status::ok();
+  };
+  const std::vector<int64_t> tokenShape = {model.microBatch, model.seqLen};
+  MLT_RETURN_IF_ERROR(
+      require(kTokensInput, BufferKind::Input, ElementType::I32, &tokenShape));
+  MLT_RETURN_IF_ERROR(
+      require(kLabelsInput, BufferKind::Input, ElementType::I32, &tokenShape));
+  for (const char *name : {kHyperLR, kHyperBeta1, kHyperBeta2, kHyperEps,
+                           kHyperWeightDecay, kHyperMaxGradNorm, kHyperStep})
+    MLT_RETURN_IF_ERROR(
+        require(name, BufferKind::Input, ElementType::F32, nullptr));
+  MLT_RETURN_IF_ERROR(
+      require(kLossOutput, BufferKind::Output, ElementType::F32, nullptr));
+  MLT_RETURN_IF_ERROR(
+      require(kGradNormOutput, BufferKind::Output, ElementType::F32, nullptr));
+
+  // Per-parameter buffers: each names its parameter; gradients and states
+  // belong to a parameter of the same shape.
+  std::map<std::string, const BufferDesc *> parameters;
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (buffer.kind != BufferKind::Parameter)
+      continue;
+    if (buffer.parameter.empty())
+      return errorf("parameter buffer '", buffer.name,
+                    "' does not name its parameter");
+    if (!isFloatElementType(buffer.dtype))
+      return errorf("parameter buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype), ", expected a float type");
+    if (!parameters.emplace(buffer.parameter, &buffer).second)
+      return errorf("two parameter buffers hold '", buffer.parameter, "'");
+  }
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (buffer.kind != BufferKind::Gradient &&
+        buffer.kind != BufferKind::OptimizerState)
+      continue;
+    auto it = parameters.find(buffer.parameter);
+    if (it == parameters.end())
+      return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
+                    "' names parameter '", buffer.parameter,
+                    "', which has no parameter buffer");
+    if (it->second->shape != buffer.shape)
+      return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
+                    "' has shape ", formatInts(buffer.shape),
+                    ", but its parameter has ", formatInts(it->second->shape));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status mlt::rt::verifyTrainingContract(const Plan &plan) {
+  const ModelInfo &model = plan.model;
+  auto positive = [](const char *name, int64_t value) -> Status {
+    if (value > 0)
+      return Status::ok();
+    return errorf("the plan's model info has ", name, " ", value,
+                  " (must be positive)");
+  };
+  MLT_RETURN_IF_ERROR(positive("vocab_size", model.vocabSize));
+  MLT_RETURN_IF_ERROR(
+      positive("max_position_embeddings", model.maxPositionEmbeddings));
+  MLT_RETURN_IF_ERROR(positive("micro_batch", model.microBatch));
+  MLT_RETURN_IF_ERROR(positive("seq_len", model.seqLen));
+  MLT_RETURN_IF_ERROR(positive("microbatches", model.microbatches));
+  if (!checkedMul(model.microBatch, model.microbatches))
+    return errorf("the plan's model info has a global batch that overflows");
+  for (const RankPlan &rank : plan.ranks) {
+    Status status = verifyRankContract(model, rank);
+    if (!status)
+      return plan.ranks.size() == 1 ? status
+                                    : std::move(status).withContext(
+                                          "rank " + std::to_string(rank.rank));
+  }
+  return Status::ok();
+}
+
+Status mlt::rt::verifyPlan(const Plan &plan) {
+  if (plan.formatVersion != kPlanFormatVersion)
+    return errorf("plan format version ", plan.formatVersion,
+                  ", this mlt-run reads version ", kPlanFormatVersion);
+  MLT_RETURN_IF_ERROR(verifyPlanStructure(plan));
+  return verifyTrainingContract(plan);
+}

@@ -1,0 +1,594 @@
+//===- mlt-run.cpp - train a model from a plan ----------------------------===//
+//
+// Part of mlt. Loads a plan file (or, when built with the compiler, compiles
+// a .mlir model or an HF config.json in process), checks the run against it,
+// initializes or loads the weights, trains on a token file for --steps
+// optimizer steps, logs one line per step, and saves an HF checkpoint. Every
+// error is one line, `mlt-run: error: <message>`, and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/IO/SafeTensors.h"
+#include "mlt/Runtime/IO/TokenData.h"
+#include "mlt/Runtime/Parameters.h"
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/Training.h"
+
+#ifdef MLT_HAVE_COMPILER
+#include "mlt/Compiler/Driver.h"
+#endif
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+namespace {
+
+const char *kUsage = R"(usage: mlt-run MODEL_OR_PLAN [options]
+
+Trains a LLaMA model. MODEL_OR_PLAN is a plan file (recognized by its content,
+the FlatBuffers identifier "MLTP", whatever its name), or, when mlt-run is built
+with the compiler, a .mlir model, an HF config.json, or a directory holding one
+(compiled in process for --batch, --seq-len and --microbatches).
+
+Run:
+  --device cpu|cuda          backend (default cpu; this build has no CUDA backend)
+  --dtype fp32|bf16          training precision (default fp32; cpu: fp32 only)
+  --init-from PATH           initial weights: an HF checkpoint directory or a
+                             .safetensors file, loaded by HF name (default: fresh
+                             HF-style init, normal(0, 0.02) for matrices and
+                             embeddings, 1 for norm weights)
+  --seed N                   seeds the init and the data order (default 1234)
+
+Data:
+  --data FILE                .u16/.u32 token ids or .txt bytes (default: the
+                             bundled corpus data/kjv-genesis-exodus.txt)
+  --no-shuffle               visit the samples in file order
+  --batch N                  sequences per optimizer step (global batch)
+  --seq-len N                tokens per sequence
+  --microbatches N           micro-batches per step, accumulated (default 1);
+                             --batch must be divisible by it
+  --steps N                  optimizer steps
+
+Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
+  --lr X                     peak learning rate (default 3e-4)
+  --min-lr X                 final learning rate of the cosine (default 0)
+  --warmup N                 linear warmup steps (default 0)
+  --lr-schedule constant|cosine   (default constant). For step s = 1..steps:
+                               s <= warmup:  lr * s / warmup
+                               constant:     lr
+                               cosine:       min_lr + 0.5 * (lr - min_lr)
+                                 * (1 + cos(pi * (s - warmup) / (steps - warmup)))
+                             so the cosine reaches min_lr at the last step.
+  --adam-beta1 X             (default 0.9)
+  --adam-beta2 X             (default 0.95)
+  --adam-eps X               (default 1e-8)
+  --weight-decay X           (default 0.1)
+  --clip-grad X              clip the global gradient norm to X; 0: off (default 1)
+
+Output:
+  --log-json FILE            one JSON object per step: step, loss, grad_norm, lr,
+                             tokens_per_s, step_time_s, tokens
+  --save-hf DIR              after training, write DIR/config.json and
+                             DIR/model.safetensors (f32), replacing DIR atomically
+  --print-plan               print the plan (buffers, programs) and exit
+  --emit-plan FILE           write the plan file (e.g. compiled here, to run
+                             elsewhere) and exit
+  --help                     this text
+
+With a plan file, --batch, --seq-len and --microbatches default to the plan's
+and must agree with it when given. One line per step goes to stdout:
+  step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
+)";
+
+struct Options {
+  std::string model;
+  std::string device = "cpu";
+  std::string dtype = "fp32";
+  std::string initFrom;
+  uint64_t seed = 1234;
+  std::string data;
+  bool shuffle = true;
+  std::optional<int64_t> batch, seqLen, steps, microbatches;
+  double lr = 3e-4, minLR = 0.0;
+  int64_t warmup = 0;
+  std::string schedule = "constant";
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
+         clipGrad = 1.0;
+  std::string logJson, saveHF, emitPlan;
+  bool printPlan = false;
+  bool help = false;
+};
+
+Status parseInt(const std::string &flag, const std::string &text,
+                int64_t &out) {
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    return errorf(flag, ": expected an integer, got '", text, "'");
+  out = value;
+  return Status::ok();
+}
+
+Status parseDouble(const std::string &flag, const std::string &text,
+                   double &out) {
+  errno = 0;
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+    return errorf(flag, ": expected a number, got '", text, "'");
+  out = value;
+  return Status::ok();
+}
+
+Status parseArgs(int argc, char **argv, Options &o) {
+  using Setter =
+      std::function<Status(const std::string &, const std::string &)>;
+  auto str = [](std::string &field) -> Setter {
+    return [&field](const std::string &, const std::string &v) {
+      field = v;
+      return Status::ok();
+    };
+  };
+  auto integer = [](std::optional<int64_t> &field) -> Setter {
+    return [&field](const std::string &flag, const std::string &v) {
+      int64_t value = 0;
+      MLT_RETURN_IF_ERROR(parseInt(flag, v, value));
+      field = value;
+      return Status::ok();
+    };
+  };
+  auto plainInteger = [](int64_t &field) -> Setter {
+    return [&field](const std::string &flag, const std::string &v) {
+      return parseInt(flag, v, field);
+    };
+  };
+  auto number = [](double &field) -> Setter {
+    return [&field](const std::string &flag, const std::string &v) {
+      return parseDouble(flag, v, field);
+    };
+  };
+  const std::map<std::string, Setter> valued = {
+      {"--device", str(o.device)},
+      {"--dtype", str(o.dtype)},
+      {"--init-from", str(o.initFrom)},
+      {"--seed",
+       [&o](const std::string &flag, const std::string &v) {
+         int64_t value = 0;
+         MLT_RETURN_IF_ERROR(parseInt(flag, v, value));
+         if (value < 0)
+           return errorf(flag, ": expected a non-negative integer, got ", v);
+         o.seed = uint64_t(value);
+         return Status::ok();
+       }},
+      {"--data", str(o.data)},
+      {"--batch", integer(o.batch)},
+      {"--seq-len", integer(o.seqLen)},
+      {"--steps", integer(o.steps)},
+      {"--microbatches", integer(o.microbatches)},
+      {"--lr", number(o.lr)},
+      {"--min-lr", number(o.minLR)},
+      {"--warmup", plainInteger(o.warmup)},
+      {"--lr-schedule", str(o.schedule)},
+      {"--adam-beta1", number(o.beta1)},
+      {"--adam-beta2", number(o.beta2)},
+      {"--adam-eps", number(o.eps)},
+      {"--weight-decay", number(o.weightDecay)},
+      {"--clip-grad", number(o.clipGrad)},
+      {"--log-json", str(o.logJson)},
+      {"--save-hf", str(o.saveHF)},
+      {"--emit-plan", str(o.emitPlan)},
+  };
+  const std::map<std::string, bool *> flags = {
+      {"--no-shuffle", nullptr},
+      {"--print-plan", &o.printPlan},
+      {"--help", &o.help},
+      {"-h", &o.help},
+  };
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!o.model.empty())
+        return errorf("unexpected argument '", arg, "' (the model or plan is '",
+                      o.model, "')");
+      o.model = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      hasValue = true;
+    }
+    if (auto it = flags.find(name); it != flags.end()) {
+      if (hasValue)
+        return errorf(name, " takes no value");
+      if (name == "--no-shuffle")
+        o.shuffle = false;
+      else
+        *it->second = true;
+      continue;
+    }
+    auto it = valued.find(name);
+    if (it == valued.end())
+      return errorf("unknown option '", name, "' (see --help)");
+    if (!hasValue) {
+      if (i + 1 >= argc)
+        return errorf(name, " needs a value");
+      value = argv[++i];
+    }
+    MLT_RETURN_IF_ERROR(it->second(name, value));
+  }
+  return Status::ok();
+}
+
+/// Range checks of the options that do not depend on the plan.
+Status checkOptions(const Options &o) {
+  if (o.device != "cpu" && o.device != "cuda")
+    return errorf("--device: expected cpu or cuda, got '", o.device, "'");
+  if (o.dtype != "fp32" && o.dtype != "bf16")
+    return errorf("--dtype: expected fp32 or bf16, got '", o.dtype, "'");
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    return errorf("--lr-schedule: expected constant or cosine, got '",
+                  o.schedule, "'");
+  auto atLeast = [](const char *flag, const std::optional<int64_t> &value,
+                    int64_t min) -> Status {
+    if (value && *value < min)
+      return errorf(flag, " must be at least ", min, ", got ", *value);
+    return Status::ok();
+  };
+  MLT_RETURN_IF_ERROR(atLeast("--batch", o.batch, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--seq-len", o.seqLen, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--microbatches", o.microbatches, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
+  auto nonNegative = [](const char *flag, double value) -> Status {
+    if (value < 0)
+      return errorf(flag, " must not be negative, got ", value);
+    return Status::ok();
+  };
+  MLT_RETURN_IF_ERROR(nonNegative("--lr", o.lr));
+  MLT_RETURN_IF_ERROR(nonNegative("--min-lr", o.minLR));
+  MLT_RETURN_IF_ERROR(nonNegative("--adam-eps", o.eps));
+  MLT_RETURN_IF_ERROR(nonNegative("--weight-decay", o.weightDecay));
+  MLT_RETURN_IF_ERROR(nonNegative("--clip-grad", o.clipGrad));
+  for (auto [flag, beta] :
+       {std::pair<const char *, double>{"--adam-beta1", o.beta1},
+        {"--adam-beta2", o.beta2}})
+    if (beta < 0 || beta >= 1)
+      return errorf(flag, " must be in [0, 1), got ", beta);
+  if (o.batch && o.microbatches && *o.batch % *o.microbatches != 0)
+    return errorf("--batch ", *o.batch, " is not divisible by --microbatches ",
+                  *o.microbatches);
+  return Status::ok();
+}
+
+/// Device and precision checks, for runs that train.
+Status checkDevice(const Options &o) {
+  if (o.device == "cuda")
+    return errorf("--device cuda: this mlt-run has no CUDA backend yet; use "
+                  "--device cpu");
+  if (o.dtype == "bf16")
+    return errorf("--dtype bf16 is not supported on the CPU backend (it trains "
+                  "in fp32); use --dtype fp32");
+  return Status::ok();
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string baseName(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+enum class InputKind { Plan, Model };
+
+/// Plans are recognized by their identifier; a .mlir, a .json or a directory
+/// is a model; anything else is read as a plan (and rejected by name).
+StatusOr<InputKind> classifyInput(const std::string &path) {
+  if (!exists(path))
+    return errorf(path, ": no such file or directory");
+  if (isDirectory(path)) {
+    if (!exists(path + "/config.json"))
+      return errorf(path, ": a directory without config.json (expected a "
+                          "plan file, a .mlir model, a config.json, or a "
+                          "directory holding one)");
+    return InputKind::Model;
+  }
+  char header[8] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf(path, ": cannot open");
+  in.read(header, sizeof(header));
+  if (hasPlanIdentifier(header, size_t(in.gcount())))
+    return InputKind::Plan;
+  if (endsWith(path, ".mlir") || endsWith(path, ".json"))
+    return InputKind::Model;
+  return InputKind::Plan;
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed over it.
+Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return errorf(path, ": cannot write (", std::strerror(errno), ")");
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return errorf(path, ": write failed");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return errorf(path, ": cannot write (", reason, ")");
+  }
+  return Status::ok();
+}
+
+/// Loads or compiles the plan; `bytes` receives the plan file's bytes.
+StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
+  StatusOr<InputKind> kind = classifyInput(o.model);
+  if (!kind)
+    return kind.takeStatus();
+  if (*kind == InputKind::Plan)
+    return readPlanFile(o.model, &bytes);
+
+#ifdef MLT_HAVE_COMPILER
+  if (!o.batch || !o.seqLen)
+    return errorf(
+        "compiling ", o.model,
+        " needs --batch and --seq-len (the plan is compiled for them)");
+  CompileOptions compile;
+  compile.model = o.model;
+  compile.microbatches = o.microbatches.value_or(1);
+  compile.microBatch = *o.batch / compile.microbatches;
+  compile.seqLen = *o.seqLen;
+  compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
+  std::string error;
+  if (!compileToPlan(compile, bytes, error))
+    return Status::error(error);
+  return parsePlan(bytes.data(), bytes.size(), o.model + " (compiled plan)");
+#else
+  return errorf(o.model, ": this mlt-run was built without the compiler "
+                         "(MLT_ENABLE_COMPILER=OFF); compile the model to a "
+                         "plan elsewhere (mlt-run MODEL --emit-plan FILE) and "
+                         "pass the plan file");
+#endif
+}
+
+/// The run options must agree with the plan's shape.
+Status checkAgainstPlan(const Options &o, const Plan &plan) {
+  const ModelInfo &model = plan.model;
+  if (o.microbatches && *o.microbatches != model.microbatches)
+    return errorf("--microbatches ", *o.microbatches,
+                  " differs from the plan's ", model.microbatches);
+  if (o.batch && *o.batch != model.globalBatch())
+    return errorf("--batch ", *o.batch,
+                  " differs from the plan's global batch ", model.globalBatch(),
+                  " (", model.microbatches,
+                  model.microbatches == 1 ? " micro-batch" : " micro-batches",
+                  " of ", model.microBatch, " sequences)");
+  if (o.seqLen && *o.seqLen != model.seqLen)
+    return errorf("--seq-len ", *o.seqLen, " differs from the plan's ",
+                  model.seqLen);
+  if (model.seqLen > model.maxPositionEmbeddings)
+    return errorf("--seq-len ", model.seqLen,
+                  " exceeds the model's max_position_embeddings ",
+                  model.maxPositionEmbeddings);
+  if (plan.ranks.size() != 1)
+    return errorf("the plan has ", plan.ranks.size(),
+                  " ranks; this mlt-run runs single-rank plans only");
+  return Status::ok();
+}
+
+std::string formatCount(int64_t value) {
+  std::string digits = std::to_string(value), result;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      result += ',';
+    result += digits[i];
+  }
+  return result;
+}
+
+Status train(const Options &o, const Plan &plan) {
+  const ModelInfo &model = plan.model;
+  const RankPlan &rank = plan.ranks[0];
+
+  if (!o.saveHF.empty()) {
+    // Fail before training, not after it, when the checkpoint cannot be saved.
+    if (model.hfConfig.empty())
+      return errorf("--save-hf: the plan carries no HF config.json to save "
+                    "with the weights");
+    if (!nlohmann::json::accept(model.hfConfig))
+      return errorf("--save-hf: the plan's HF config is not valid JSON");
+  }
+
+  std::string dataPath = o.data.empty() ? defaultCorpusPath() : o.data;
+  StatusOr<TokenDataset> data =
+      TokenDataset::open(dataPath, model.seqLen, model.vocabSize);
+  if (!data)
+    return data.takeStatus();
+
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(plan, 0, *backend);
+  if (!executor)
+    return executor.takeStatus();
+
+  if (!o.initFrom.empty()) {
+    StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
+    if (!tensors)
+      return tensors.takeStatus();
+    Status status = loadParameters(**executor, *tensors);
+    if (!status)
+      return std::move(status).withContext(o.initFrom);
+  } else {
+    MLT_RETURN_IF_ERROR(initializeParameters(**executor, o.seed));
+  }
+
+  std::ofstream log;
+  if (!o.logJson.empty()) {
+    log.open(o.logJson, std::ios::trunc);
+    if (!log)
+      return errorf(o.logJson, ": cannot write the JSON log (",
+                    std::strerror(errno), ")");
+  }
+
+  TrainingOptions options;
+  options.steps = *o.steps;
+  options.schedule.kind = o.schedule == "cosine" ? LRScheduleKind::Cosine
+                                                 : LRScheduleKind::Constant;
+  options.schedule.lr = o.lr;
+  options.schedule.minLR = o.minLR;
+  options.schedule.warmup = o.warmup;
+  options.optimizer.beta1 = o.beta1;
+  options.optimizer.beta2 = o.beta2;
+  options.optimizer.eps = o.eps;
+  options.optimizer.weightDecay = o.weightDecay;
+  options.optimizer.maxGradNorm = o.clipGrad;
+  options.shuffle = o.shuffle;
+  options.seed = o.seed;
+  StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::create(**executor, model, *data, options);
+  if (!trainer)
+    return trainer.takeStatus();
+
+  std::printf(
+      "model %s: %s parameters, %" PRId64 " tokens/step (batch %" PRId64
+      " x seq %" PRId64 ", %" PRId64 " micro-batch%s of %" PRId64
+      "), arena %.2f MiB, %s fp32, %" PRId64 " steps, data %s\n",
+      baseName(o.model).c_str(), formatCount(countParameters(rank)).c_str(),
+      model.globalBatch() * model.seqLen, model.globalBatch(), model.seqLen,
+      model.microbatches, model.microbatches == 1 ? "" : "es", model.microBatch,
+      double(rank.arenaBytes) / (1024.0 * 1024.0),
+      std::string(backend->name()).c_str(), options.steps,
+      baseName(dataPath).c_str());
+  std::fflush(stdout);
+
+  const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
+  Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
+    std::printf("step %*" PRId64 "/%" PRId64
+                "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
+                stepWidth, m.step, options.steps, m.loss, m.lr, m.gradNorm,
+                m.tokensPerSecond);
+    std::fflush(stdout);
+    if (log.is_open()) {
+      nlohmann::json line = {{"step", m.step},
+                             {"loss", m.loss},
+                             {"grad_norm", m.gradNorm},
+                             {"lr", m.lr},
+                             {"tokens_per_s", m.tokensPerSecond},
+                             {"step_time_s", m.seconds},
+                             {"tokens", m.tokens}};
+      log << line.dump() << "\n";
+      log.flush();
+      if (!log)
+        return errorf(o.logJson, ": write failed");
+    }
+    return Status::ok();
+  });
+  if (!status)
+    return status;
+
+  if (!o.saveHF.empty()) {
+    StatusOr<TensorMap> tensors = parameterTensors(**executor);
+    if (!tensors)
+      return tensors.takeStatus();
+    MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
+    std::printf("saved %s (config.json, model.safetensors)\n",
+                o.saveHF.c_str());
+  }
+  return Status::ok();
+}
+
+Status runTool(int argc, char **argv) {
+  Options o;
+  MLT_RETURN_IF_ERROR(parseArgs(argc, argv, o));
+  if (o.help) {
+    std::fputs(kUsage, stdout);
+    return Status::ok();
+  }
+  if (o.model.empty())
+    return errorf("missing MODEL_OR_PLAN (a plan file, a .mlir model, a "
+                  "config.json, or a directory holding one); see --help");
+  MLT_RETURN_IF_ERROR(checkOptions(o));
+  const bool trains = !o.printPlan && o.emitPlan.empty();
+  if (trains) {
+    MLT_RETURN_IF_ERROR(checkDevice(o));
+    if (!o.steps)
+      return errorf("missing --steps N (the number of optimizer steps)");
+  }
+
+  std::string bytes;
+  StatusOr<Plan> plan = obtainPlan(o, bytes);
+  if (!plan)
+    return plan.takeStatus();
+  MLT_RETURN_IF_ERROR(checkAgainstPlan(o, *plan));
+
+  if (!trains) {
+    if (!o.emitPlan.empty())
+      MLT_RETURN_IF_ERROR(writeFileAtomically(o.emitPlan, bytes));
+    if (o.printPlan) {
+      std::ostringstream text;
+      printPlan(*plan, text);
+      std::fputs(text.str().c_str(), stdout);
+    }
+    return Status::ok();
+  }
+  return train(o, *plan);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Status status = runTool(argc, argv);
+  if (!status) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,696 @@
+//===- ExecutorTest.cpp - the executor and the CPU backend ----------------===//
+//
+// Part of mlt. Every kernel of Kernels.def run through a one-instruction plan
+// and compared with a direct call of the mlt::cpu kernel (or a plain loop),
+// with outputs pre-filled with garbage to check what is overwritten; then
+// the tiny training plan of PlanTestUtil.h: its gradients against finite
+// differences of an independent double-precision model, and its optimizer
+// step against the AdamW kernel applied by hand.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestUtil.h"
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/cpu/Kernels.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::rt::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// Float tolerance of the executor against direct kernel calls that do the
+/// same arithmetic: only the order of BLAS sums may differ.
+constexpr double kSameTol = 1e-6;
+
+/// A buffer of a one-instruction plan and its initial contents.
+struct Operand {
+  std::vector<int64_t> shape;
+  ElementType dtype = ElementType::F32;
+  /// Initial values for float buffers; empty: garbage (7.0) so that a kernel
+  /// that should overwrite its output but does not is caught.
+  std::vector<float> values;
+  /// Initial values for i32 buffers.
+  std::vector<int32_t> ids;
+};
+
+Operand f32(std::vector<int64_t> shape, std::vector<float> values = {}) {
+  return Operand{std::move(shape), ElementType::F32, std::move(values), {}};
+}
+Operand i32(std::vector<int64_t> shape, std::vector<int32_t> ids) {
+  return Operand{std::move(shape), ElementType::I32, {}, std::move(ids)};
+}
+
+std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1,
+                                float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float &v : values)
+    v = dist(rng);
+  return values;
+}
+
+std::vector<int32_t> randomIds(std::mt19937 &rng, int64_t n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = dist(rng);
+  return ids;
+}
+
+/// Runs one instruction on fresh buffers; returns every operand's final
+/// contents as floats (inputs, then outputs), or the error.
+StatusOr<std::vector<std::vector<float>>>
+runOne(Kernel kernel, const std::vector<Operand> &ins,
+       const std::vector<Operand> &outs, std::vector<int64_t> ints,
+       std::vector<double> floats = {}) {
+  PlanBuilder b;
+  std::vector<uint32_t> inIdx, outIdx;
+  std::vector<Operand> all(ins);
+  all.insert(all.end(), outs.begin(), outs.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    uint32_t index =
+        b.temp("b" + std::to_string(i), all[i].shape, all[i].dtype);
+    (i < ins.size() ? inIdx : outIdx).push_back(index);
+  }
+  b.launch("p", kernel, inIdx, outIdx, std::move(ints), std::move(floats));
+  Plan plan = b.plan();
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(plan, 0, *backend);
+  if (!executor)
+    return executor.takeStatus();
+  Executor &exec = **executor;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Operand &op = all[i];
+    const BufferDesc &buffer = exec.buffer(i);
+    if (op.dtype == ElementType::I32) {
+      MLT_RETURN_IF_ERROR(
+          exec.writeRaw(i, op.ids.data(), op.ids.size() * sizeof(int32_t)));
+    } else {
+      std::vector<float> values = op.values;
+      if (values.empty())
+        values.assign(buffer.numElements(), 7.0f);
+      MLT_RETURN_IF_ERROR(
+          exec.writeFloats(i, values.data(), int64_t(values.size())));
+    }
+  }
+  MLT_RETURN_IF_ERROR(exec.run("p"));
+  std::vector<std::vector<float>> result;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].dtype == ElementType::I32) {
+      std::vector<int32_t> ids(exec.buffer(i).numElements());
+      MLT_RETURN_IF_ERROR(
+          exec.readRaw(i, ids.data(), ids.size() * sizeof(int32_t)));
+      result.emplace_back(ids.begin(), ids.end());
+    } else {
+      StatusOr<std::vector<float>> values = exec.readFloats(i);
+      if (!values)
+        return values.takeStatus();
+      result.push_back(*values);
+    }
+  }
+  return result;
+}
+
+#define ASSERT_RUN(var, expr)                                                  \
+  auto var = (expr);                                                           \
+  ASSERT_TRUE(var) << var.status().message()
+
+//===----------------------------------------------------------------------===//
+// One kernel at a time
+//===----------------------------------------------------------------------===//
+
+// Tests embedding_fwd (a gather) and embedding_bwd (overwrite, then
+// scatter-add with repeated ids).
+TEST(CpuBackendTest, Embedding) {
+  std::mt19937 rng(1);
+  const int64_t T = 10, V = 5, H = 3;
+  std::vector<int32_t> ids = randomIds(rng, T, V);
+  ids[3] = ids[7]; // a repeated id accumulates
+  std::vector<float> table = randomFloats(rng, V * H);
+  ASSERT_RUN(fwd,
+             runOne(Kernel::EmbeddingFwd, {i32({T}, ids), f32({V, H}, table)},
+                    {f32({T, H})}, {T, V, H}));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < H; ++j)
+      EXPECT_EQ((*fwd)[2][t * H + j], table[ids[t] * H + j]);
+
+  std::vector<float> dout = randomFloats(rng, T * H);
+  ASSERT_RUN(bwd,
+             runOne(Kernel::EmbeddingBwd, {i32({T}, ids), f32({T, H}, dout)},
+                    {f32({V, H})}, {T, V, H}));
+  std::vector<float> expected(V * H, 0.0f);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < H; ++j)
+      expected[ids[t] * H + j] += dout[t * H + j];
+  EXPECT_LT(relDiff((*bwd)[2], expected), kSameTol);
+}
+
+// Tests matmul for every combination of transposes and batched/shared B
+// against plain loops.
+TEST(CpuBackendTest, Matmul) {
+  std::mt19937 rng(2);
+  const int64_t batch = 3, m = 4, n = 5, k = 6;
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      for (int bb = 0; bb < 2; ++bb) {
+        std::vector<float> a = randomFloats(rng, batch * m * k);
+        std::vector<float> b = randomFloats(rng, (bb ? batch : 1) * k * n);
+        std::vector<int64_t> aShape = ta ? std::vector<int64_t>{batch, k, m}
+                                         : std::vector<int64_t>{batch, m, k};
+        std::vector<int64_t> bShape =
+            tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+        if (bb)
+          bShape.insert(bShape.begin(), batch);
+        ASSERT_RUN(r,
+                   runOne(Kernel::Matmul, {f32(aShape, a), f32(bShape, b)},
+                          {f32({batch, m, n})}, {batch, m, n, k, ta, tb, bb}));
+        std::vector<double> expected(batch * m * n, 0.0);
+        for (int64_t e = 0; e < batch; ++e)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                double av =
+                    ta ? a[e * m * k + p * m + i] : a[e * m * k + i * k + p];
+                const float *bm = b.data() + (bb ? e * k * n : 0);
+                double bv = tb ? bm[j * k + p] : bm[p * n + j];
+                sum += av * bv;
+              }
+              expected[e * m * n + i * n + j] = sum;
+            }
+        EXPECT_LT(relDiff((*r)[2], expected), 1e-6)
+            << "ta " << ta << " tb " << tb << " bb " << bb;
+      }
+    }
+  }
+}
+
+// Tests rms_norm_fwd, and that rms_norm_bwd overwrites dw (not accumulates)
+// with the rstd recomputed as the forward computes it.
+TEST(CpuBackendTest, RMSNorm) {
+  std::mt19937 rng(3);
+  const int64_t rows = 6, dim = 8;
+  const double eps = 1e-5;
+  std::vector<float> x = randomFloats(rng, rows * dim);
+  std::vector<float> w = randomFloats(rng, dim, 0.5f, 1.5f);
+  std::vector<float> dy = randomFloats(rng, rows * dim);
+
+  std::vector<float> y(rows * dim), rstd(rows);
+  cpu::rmsnormForward(y.data(), rstd.data(), x.data(), w.data(), rows, dim,
+                      eps);
+  ASSERT_RUN(fwd,
+             runOne(Kernel::RMSNormFwd, {f32({rows, dim}, x), f32({dim}, w)},
+                    {f32({rows, dim})}, {rows, dim}, {eps}));
+  EXPECT_EQ((*fwd)[2], y);
+
+  std::vector<float> dx(rows * dim), dw(dim, 0.0f);
+  cpu::rmsnormBackward(dx.data(), dw.data(), dy.data(), x.data(), w.data(),
+                       rstd.data(), rows, dim);
+  ASSERT_RUN(bwd,
+             runOne(Kernel::RMSNormBwd,
+                    {f32({rows, dim}, dy), f32({rows, dim}, x), f32({dim}, w)},
+                    {f32({rows, dim}), f32({dim})}, {rows, dim}, {eps}));
+  EXPECT_EQ((*bwd)[3], dx);
+  EXPECT_EQ((*bwd)[4], dw);
+}
+
+// Tests rope forward and inverse (the backward) with a position offset.
+TEST(CpuBackendTest, Rope) {
+  std::mt19937 rng(4);
+  const int64_t B = 2, S = 5, Hd = 3, D = 4, offset = 7;
+  const double theta = 10000.0;
+  std::vector<float> x = randomFloats(rng, B * S * Hd * D);
+  for (int inverse = 0; inverse < 2; ++inverse) {
+    std::vector<float> expected(x.size());
+    if (inverse)
+      ASSERT_TRUE(cpu::ropeBackward(expected.data(), x.data(), B, S, Hd, D,
+                                    theta, offset));
+    else
+      ASSERT_TRUE(cpu::ropeForward(expected.data(), x.data(), B, S, Hd, D,
+                                   theta, offset));
+    ASSERT_RUN(r, runOne(Kernel::Rope, {f32({B, S, Hd, D}, x)},
+                         {f32({B, S, Hd, D})}, {B, S, Hd, D, inverse, offset},
+                         {theta}));
+    EXPECT_EQ((*r)[1], expected) << "inverse " << inverse;
+  }
+}
+
+// Tests attention_fwd (out and lse) and attention_bwd with grouped heads.
+TEST(CpuBackendTest, Attention) {
+  std::mt19937 rng(5);
+  cpu::AttentionParams p;
+  p.batch = 2;
+  p.seq = 5;
+  p.qHeads = 4;
+  p.kvHeads = 2;
+  p.headDim = 3;
+  p.scale = 1.0 / std::sqrt(3.0);
+  p.causal = true;
+  const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
+  const int64_t kvn = p.batch * p.seq * p.kvHeads * p.headDim;
+  const int64_t ln = p.batch * p.qHeads * p.seq;
+  std::vector<float> q = randomFloats(rng, qn), k = randomFloats(rng, kvn),
+                     v = randomFloats(rng, kvn), dout = randomFloats(rng, qn);
+  std::vector<float> out(qn), lse(ln);
+  ASSERT_TRUE(cpu::attentionForward(out.data(), lse.data(), q.data(), k.data(),
+                                    v.data(), p));
+  const std::vector<int64_t> ints = {p.batch,   p.seq,     p.qHeads,
+                                     p.kvHeads, p.headDim, 1};
+  const std::vector<int64_t> qs = {p.batch, p.seq, p.qHeads, p.headDim};
+  const std::vector<int64_t> kvs = {p.batch, p.seq, p.kvHeads, p.headDim};
+  const std::vector<int64_t> ls = {p.batch, p.qHeads, p.seq};
+  ASSERT_RUN(fwd, runOne(Kernel::AttentionFwd,
+                         {f32(qs, q), f32(kvs, k), f32(kvs, v)},
+                         {f32(qs), f32(ls)}, ints, {p.scale}));
+  EXPECT_EQ((*fwd)[3], out);
+  EXPECT_EQ((*fwd)[4], lse);
+
+  std::vector<float> dq(qn), dk(kvn), dv(kvn);
+  ASSERT_TRUE(cpu::attentionBackward(dq.data(), dk.data(), dv.data(),
+                                     dout.data(), q.data(), k.data(), v.data(),
+                                     out.data(), lse.data(), p));
+  ASSERT_RUN(bwd, runOne(Kernel::AttentionBwd,
+                         {f32(qs, dout), f32(qs, q), f32(kvs, k), f32(kvs, v),
+                          f32(qs, out), f32(ls, lse)},
+                         {f32(qs), f32(kvs), f32(kvs)}, ints, {p.scale}));
+  EXPECT_EQ((*bwd)[6], dq);
+  EXPECT_EQ((*bwd)[7], dk);
+  EXPECT_EQ((*bwd)[8], dv);
+}
+
+// Tests the elementwise kernels and accumulate.
+TEST(CpuBackendTest, Elementwise) {
+  std::mt19937 rng(6);
+  const int64_t n = 17;
+  std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n),
+                     c = randomFloats(rng, n);
+  std::vector<float> e1(n), e2(n);
+
+  cpu::swigluForward(e1.data(), a.data(), b.data(), n);
+  ASSERT_RUN(sf, runOne(Kernel::SwiGLUFwd, {f32({n}, a), f32({n}, b)},
+                        {f32({n})}, {n}));
+  EXPECT_EQ((*sf)[2], e1);
+
+  cpu::swigluBackward(e1.data(), e2.data(), c.data(), a.data(), b.data(), n);
+  ASSERT_RUN(sb,
+             runOne(Kernel::SwiGLUBwd, {f32({n}, c), f32({n}, a), f32({n}, b)},
+                    {f32({n}), f32({n})}, {n}));
+  EXPECT_EQ((*sb)[3], e1);
+  EXPECT_EQ((*sb)[4], e2);
+
+  cpu::siluForward(e1.data(), a.data(), n);
+  ASSERT_RUN(lf, runOne(Kernel::SiLUFwd, {f32({n}, a)}, {f32({n})}, {n}));
+  EXPECT_EQ((*lf)[1], e1);
+
+  cpu::siluBackward(e1.data(), c.data(), a.data(), n);
+  ASSERT_RUN(
+      lb, runOne(Kernel::SiLUBwd, {f32({n}, c), f32({n}, a)}, {f32({n})}, {n}));
+  EXPECT_EQ((*lb)[2], e1);
+
+  ASSERT_RUN(add,
+             runOne(Kernel::Add, {f32({n}, a), f32({n}, b)}, {f32({n})}, {n}));
+  ASSERT_RUN(mul,
+             runOne(Kernel::Mul, {f32({n}, a), f32({n}, b)}, {f32({n})}, {n}));
+  ASSERT_RUN(acc,
+             runOne(Kernel::Accumulate, {f32({n}, a)}, {f32({n}, c)}, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ((*add)[2][i], a[i] + b[i]);
+    EXPECT_EQ((*mul)[2][i], a[i] * b[i]);
+    EXPECT_EQ((*acc)[1][i], c[i] + a[i]);
+  }
+}
+
+// Tests transpose against index arithmetic, for a 3-d permutation.
+TEST(CpuBackendTest, Transpose) {
+  std::mt19937 rng(7);
+  const int64_t d0 = 2, d1 = 3, d2 = 4;
+  std::vector<float> x = randomFloats(rng, d0 * d1 * d2);
+  // y[k][i][j] = x[i][j][k]: perm (2, 0, 1).
+  ASSERT_RUN(r, runOne(Kernel::Transpose, {f32({d0, d1, d2}, x)},
+                       {f32({d2, d0, d1})}, {3, d0, d1, d2, 2, 0, 1}));
+  for (int64_t i = 0; i < d0; ++i)
+    for (int64_t j = 0; j < d1; ++j)
+      for (int64_t k = 0; k < d2; ++k)
+        EXPECT_EQ((*r)[1][k * d0 * d1 + i * d1 + j],
+                  x[i * d1 * d2 + j * d2 + k]);
+}
+
+// Tests cast between f32, bf16 and f64.
+TEST(CpuBackendTest, Cast) {
+  std::mt19937 rng(8);
+  const int64_t n = 9;
+  std::vector<float> x = randomFloats(rng, n);
+  Operand bf16{{n}, ElementType::BF16, {}, {}};
+  ASSERT_RUN(down, runOne(Kernel::Cast, {f32({n}, x)}, {bf16}, {n}));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ((*down)[1][i], cpu::bf16ToFloat(cpu::floatToBF16(x[i])));
+
+  Operand bf16In{{n}, ElementType::BF16, x, {}};
+  ASSERT_RUN(up, runOne(Kernel::Cast, {bf16In}, {f32({n})}, {n}));
+  EXPECT_EQ((*up)[1], (*up)[0]);
+
+  Operand f64{{n}, ElementType::F64, {}, {}};
+  ASSERT_RUN(wide, runOne(Kernel::Cast, {f32({n}, x)}, {f64}, {n}));
+  EXPECT_EQ((*wide)[1], x);
+}
+
+// Tests cross_entropy_fwd (mean over rows) and cross_entropy_bwd (scaled by
+// the dloss scalar, lse recomputed).
+TEST(CpuBackendTest, CrossEntropy) {
+  std::mt19937 rng(9);
+  const int64_t rows = 6, V = 7;
+  std::vector<float> logits = randomFloats(rng, rows * V, -3, 3);
+  std::vector<int32_t> labels = randomIds(rng, rows, V);
+  float loss;
+  std::vector<float> lse(rows);
+  ASSERT_TRUE(cpu::crossEntropyForward(&loss, lse.data(), logits.data(),
+                                       labels.data(), rows, V, rows));
+  ASSERT_RUN(fwd, runOne(Kernel::CrossEntropyFwd,
+                         {f32({rows, V}, logits), i32({rows}, labels)},
+                         {f32({})}, {rows, V}));
+  EXPECT_EQ((*fwd)[2][0], loss);
+
+  std::vector<float> dlogits(rows * V);
+  ASSERT_TRUE(cpu::crossEntropyBackward(dlogits.data(), logits.data(),
+                                        lse.data(), labels.data(), 0.5f, rows,
+                                        V, rows));
+  ASSERT_RUN(bwd, runOne(Kernel::CrossEntropyBwd,
+                         {f32({}, {0.5f}), f32({rows, V}, logits),
+                          i32({rows}, labels)},
+                         {f32({rows, V})}, {rows, V}));
+  EXPECT_EQ((*bwd)[3], dlogits);
+}
+
+// Tests sum_squares, global_norm and clip_coefficient.
+TEST(CpuBackendTest, NormAndClipping) {
+  std::vector<float> x = {1, -2, 3, 0.5f};
+  ASSERT_RUN(ss, runOne(Kernel::SumSquares, {f32({4}, x)}, {f32({})}, {4}));
+  EXPECT_FLOAT_EQ((*ss)[1][0], 14.25f);
+
+  ASSERT_RUN(norm, runOne(Kernel::GlobalNorm,
+                          {f32({}, {9}), f32({}, {16}), f32({}, {0})},
+                          {f32({})}, {}));
+  EXPECT_FLOAT_EQ((*norm)[3][0], 5.0f);
+
+  auto clip = [](float norm, float max) {
+    auto r = runOne(Kernel::ClipCoefficient, {f32({}, {norm}), f32({}, {max})},
+                    {f32({})}, {});
+    EXPECT_TRUE(r) << r.status().message();
+    return r ? (*r)[2][0] : -1.0f;
+  };
+  EXPECT_FLOAT_EQ(clip(4.0f, 1.0f), 1.0f / (4.0f + 1e-6f));
+  EXPECT_EQ(clip(0.5f, 1.0f), 1.0f);
+  EXPECT_EQ(clip(100.0f, 0.0f), 1.0f); // 0 turns clipping off
+}
+
+// Tests adamw: the gradient scaled by grad_scale (the buffer left as it
+// was), then the AdamW kernel, with and without decay.
+TEST(CpuBackendTest, AdamW) {
+  std::mt19937 rng(10);
+  const int64_t n = 11;
+  for (int decay = 0; decay < 2; ++decay) {
+    std::vector<float> grad = randomFloats(rng, n),
+                       param = randomFloats(rng, n),
+                       m = randomFloats(rng, n, -0.1f, 0.1f),
+                       v = randomFloats(rng, n, 0.0f, 0.01f);
+    const float scale = 0.25f, lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f,
+                wd = 0.1f, step = 3.0f;
+    std::vector<float> scaled(n);
+    for (int64_t i = 0; i < n; ++i)
+      scaled[i] = grad[i] * scale;
+    std::vector<float> p2 = param, m2 = m, v2 = v;
+    cpu::AdamWParams params;
+    params.lr = lr;
+    params.beta1 = b1;
+    params.beta2 = b2;
+    params.eps = eps;
+    params.weightDecay = wd;
+    ASSERT_TRUE(cpu::adamwStep(p2.data(), m2.data(), v2.data(), scaled.data(),
+                               n, params, 3, decay != 0));
+    ASSERT_RUN(
+        r,
+        runOne(Kernel::AdamW,
+               {f32({n}, grad), f32({}, {scale}), f32({}, {lr}), f32({}, {b1}),
+                f32({}, {b2}), f32({}, {eps}), f32({}, {wd}), f32({}, {step})},
+               {f32({n}, param), f32({n}, m), f32({n}, v)}, {n, decay}));
+    EXPECT_EQ((*r)[0], grad);
+    EXPECT_EQ((*r)[8], p2);
+    EXPECT_EQ((*r)[9], m2);
+    EXPECT_EQ((*r)[10], v2);
+  }
+}
+
+// Tests that a failing kernel is reported with its program and instruction.
+TEST(CpuBackendTest, KernelErrorNamesInstruction) {
+  auto r = runOne(Kernel::EmbeddingFwd, {i32({2}, {1, 9}), f32({4, 2}, {})},
+                  {f32({2, 2})}, {2, 4, 2});
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("program 'p' instruction 0 (embedding_fwd): "));
+  EXPECT_THAT(r.status().message(), HasSubstr("9"));
+}
+
+// Tests that the CPU backend rejects float types it does not compute in.
+TEST(CpuBackendTest, RejectsBF16Compute) {
+  Operand bf16{{4}, ElementType::BF16, {}, {}};
+  auto r = runOne(Kernel::Add, {bf16, bf16}, {f32({4})}, {4});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(),
+            "program 'p' instruction 0 (add): buffer 'b0' is bf16, but the "
+            "CPU backend computes in f32 only");
+}
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+// Tests constants, zeroing by kind, and the host I/O checks.
+TEST(ExecutorTest, BuffersAndConstants) {
+  PlanBuilder b;
+  uint32_t c =
+      b.add("c", BufferKind::Constant, {3}, ElementType::F32, "", false, 0.125);
+  uint32_t cb =
+      b.add("cb", BufferKind::Constant, {2}, ElementType::BF16, "", false, 3.0);
+  uint32_t g = b.add("g", BufferKind::Gradient, {2}, ElementType::F32, "p");
+  b.launch("p", Kernel::Accumulate, {c}, {b.temp("y", {3})}, {3});
+  Plan plan = b.plan();
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  ASSERT_RUN(exec, Executor::create(plan, 0, *backend));
+  ASSERT_RUN(cv, (*exec)->readFloats(c));
+  EXPECT_EQ(*cv, std::vector<float>(3, 0.125f));
+  ASSERT_RUN(cbv, (*exec)->readFloats(cb));
+  EXPECT_EQ(*cbv, std::vector<float>(2, 3.0f));
+
+  std::vector<float> ones = {1, 1};
+  ASSERT_TRUE((*exec)->writeFloats(g, ones.data(), 2));
+  ASSERT_TRUE((*exec)->zeroBuffers(BufferKind::Gradient));
+  ASSERT_RUN(gv, (*exec)->readFloats(g));
+  EXPECT_EQ(*gv, std::vector<float>(2, 0.0f));
+
+  Status bad = (*exec)->writeFloats(g, ones.data(), 1);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.message(), "writing 1 values to buffer 'g' of 2 elements");
+  EXPECT_FALSE((*exec)->findBuffer("nope"));
+  EXPECT_EQ((*exec)->findProgram("nope").status().message(),
+            "the plan has no program 'nope'");
+  ASSERT_TRUE((*exec)->run("p"));
+}
+
+//===----------------------------------------------------------------------===//
+// The tiny training plan
+//===----------------------------------------------------------------------===//
+
+/// The tiny model's mean loss in double, written independently of the
+/// kernels: embedding, RMSNorm (eps 1e-5), LM head, cross-entropy.
+double tinyLoss(const TinyModel &m, const std::vector<double> &E,
+                const std::vector<double> &g, const std::vector<double> &W,
+                const std::vector<int32_t> &tokens,
+                const std::vector<int32_t> &labels) {
+  const int64_t rows = m.microBatch * m.seqLen, V = m.vocab, H = m.hidden;
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *x = &E[tokens[r] * H];
+    double ms = 0;
+    for (int64_t j = 0; j < H; ++j)
+      ms += x[j] * x[j];
+    double rs = 1.0 / std::sqrt(ms / double(H) + 1e-5);
+    std::vector<double> h(H), logits(V);
+    for (int64_t j = 0; j < H; ++j)
+      h[j] = x[j] * rs * g[j];
+    double mx = -1e300;
+    for (int64_t v = 0; v < V; ++v) {
+      double s = 0;
+      for (int64_t j = 0; j < H; ++j)
+        s += h[j] * W[v * H + j];
+      logits[v] = s;
+      mx = std::max(mx, s);
+    }
+    double sum = 0;
+    for (double l : logits)
+      sum += std::exp(l - mx);
+    total += mx + std::log(sum) - logits[labels[r]];
+  }
+  return total / double(rows);
+}
+
+class TinyPlanTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    plan_ = buildTinyPlan(model_);
+    ASSERT_TRUE(verifyPlan(plan_)) << verifyPlan(plan_).message();
+    backend_ = createCpuBackend();
+    auto exec = Executor::create(plan_, 0, *backend_);
+    ASSERT_TRUE(exec) << exec.status().message();
+    exec_ = std::move(*exec);
+
+    std::mt19937 rng(42);
+    const int64_t V = model_.vocab, H = model_.hidden;
+    E_ = randomFloats(rng, V * H, -0.5f, 0.5f);
+    g_ = randomFloats(rng, H, 0.5f, 1.5f);
+    W_ = randomFloats(rng, V * H, -0.5f, 0.5f);
+    tokens_ = randomIds(rng, model_.microBatch * model_.seqLen, int32_t(V));
+    labels_ = randomIds(rng, model_.microBatch * model_.seqLen, int32_t(V));
+    write(std::string(kParameterPrefix) + kTinyEmbedding, E_);
+    write(std::string(kParameterPrefix) + kTinyNorm, g_);
+    write(std::string(kParameterPrefix) + kTinyHead, W_);
+    ASSERT_TRUE(exec_->writeRaw(index(kTokensInput), tokens_.data(),
+                                tokens_.size() * 4));
+    ASSERT_TRUE(exec_->writeRaw(index(kLabelsInput), labels_.data(),
+                                labels_.size() * 4));
+  }
+
+  size_t index(const std::string &name) {
+    auto i = exec_->findBuffer(name);
+    EXPECT_TRUE(i) << name;
+    return i ? *i : 0;
+  }
+  void write(const std::string &name, const std::vector<float> &values) {
+    ASSERT_TRUE(
+        exec_->writeFloats(index(name), values.data(), int64_t(values.size())));
+  }
+  std::vector<float> read(const std::string &name) {
+    auto values = exec_->readFloats(index(name));
+    EXPECT_TRUE(values) << values.status().message();
+    return values ? *values : std::vector<float>();
+  }
+
+  TinyModel model_;
+  Plan plan_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Executor> exec_;
+  std::vector<float> E_, g_, W_;
+  std::vector<int32_t> tokens_, labels_;
+};
+
+// Tests the loss and every gradient of micro_step against central finite
+// differences of the double-precision model.
+TEST_F(TinyPlanTest, GradientsMatchFiniteDifferences) {
+  ASSERT_TRUE(exec_->zeroBuffers(BufferKind::Gradient));
+  ASSERT_TRUE(exec_->run(kMicroStepProgram));
+
+  std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
+      W(W_.begin(), W_.end());
+  const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);
+  auto lossValue = exec_->readScalar(index(kLossOutput));
+  ASSERT_TRUE(lossValue);
+  EXPECT_NEAR(*lossValue, loss, 1e-5 * loss);
+
+  auto check = [&](std::vector<double> &param, const std::string &name) {
+    std::vector<double> fd(param.size());
+    const double h = 1e-6;
+    for (size_t i = 0; i < param.size(); ++i) {
+      const double saved = param[i];
+      param[i] = saved + h;
+      const double up = tinyLoss(model_, E, g, W, tokens_, labels_);
+      param[i] = saved - h;
+      const double down = tinyLoss(model_, E, g, W, tokens_, labels_);
+      param[i] = saved;
+      fd[i] = (up - down) / (2 * h);
+    }
+    EXPECT_LT(relDiff(read(std::string(kGradientPrefix) + name), fd), 1e-4)
+        << name;
+  };
+  check(E, kTinyEmbedding);
+  check(g, kTinyNorm);
+  check(W, kTinyHead);
+
+  // A second micro-step accumulates: the gradients double.
+  std::vector<float> once = read(std::string(kGradientPrefix) + kTinyHead);
+  ASSERT_TRUE(exec_->run(kMicroStepProgram));
+  std::vector<float> twice = read(std::string(kGradientPrefix) + kTinyHead);
+  for (float &value : once)
+    value *= 2;
+  EXPECT_LT(relDiff(twice, once), kSameTol);
+}
+
+// Tests optimizer_step: the gradient norm before clipping, and every
+// parameter and moment after AdamW with the clipped gradient.
+TEST_F(TinyPlanTest, OptimizerStepMatchesAdamW) {
+  ASSERT_TRUE(exec_->zeroBuffers(BufferKind::Gradient));
+  ASSERT_TRUE(exec_->run(kMicroStepProgram));
+  const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1,
+               maxNorm = 0.05;
+  for (auto [name, value] : std::vector<std::pair<const char *, double>>{
+           {kHyperLR, lr},
+           {kHyperBeta1, b1},
+           {kHyperBeta2, b2},
+           {kHyperEps, eps},
+           {kHyperWeightDecay, wd},
+           {kHyperMaxGradNorm, maxNorm},
+           {kHyperStep, 1.0}})
+    ASSERT_TRUE(exec_->writeScalar(index(name), value));
+
+  const char *names[] = {kTinyEmbedding, kTinyNorm, kTinyHead};
+  std::vector<std::vector<float>> grads, params;
+  double sumSq = 0;
+  for (const char *name : names) {
+    grads.push_back(read(std::string(kGradientPrefix) + name));
+    params.push_back(read(std::string(kParameterPrefix) + name));
+    // As the plan computes it: an f32 sum of squares per tensor.
+    double tensorSumSq = 0;
+    for (float x : grads.back())
+      tensorSumSq += double(x) * x;
+    sumSq += double(float(tensorSumSq));
+  }
+  ASSERT_TRUE(exec_->run(kOptimizerStepProgram));
+
+  const float norm = float(std::sqrt(sumSq));
+  auto gradNorm = exec_->readScalar(index(kGradNormOutput));
+  ASSERT_TRUE(gradNorm);
+  EXPECT_FLOAT_EQ(float(*gradNorm), norm);
+  const float coef = std::min(1.0f, float(maxNorm) / (norm + 1e-6f));
+  ASSERT_LT(coef, 1.0f) << "the test means to clip";
+
+  cpu::AdamWParams p;
+  p.lr = float(lr);
+  p.beta1 = float(b1);
+  p.beta2 = float(b2);
+  p.eps = float(eps);
+  p.weightDecay = float(wd);
+  for (size_t k = 0; k < 3; ++k) {
+    const int64_t n = int64_t(params[k].size());
+    std::vector<float> m(n, 0.0f), v(n, 0.0f), scaled(n);
+    for (int64_t i = 0; i < n; ++i)
+      scaled[i] = grads[k][i] * coef;
+    ASSERT_TRUE(cpu::adamwStep(params[k].data(), m.data(), v.data(),
+                               scaled.data(), n, p, 1,
+                               /*applyWeightDecay=*/k != 1));
+    EXPECT_EQ(read(std::string(kParameterPrefix) + names[k]), params[k])
+        << names[k];
+    EXPECT_EQ(read(std::string(kExpAvgPrefix) + names[k]), m) << names[k];
+    EXPECT_EQ(read(std::string(kExpAvgSqPrefix) + names[k]), v) << names[k];
+  }
+}
+
+} // namespace

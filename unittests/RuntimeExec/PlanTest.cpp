@@ -1,0 +1,386 @@
+//===- PlanTest.cpp - reading, writing and verifying plans ----------------===//
+//
+// Part of mlt. A plan survives serialization unchanged; every class of bad
+// plan is rejected with one line that names the problem: not a plan, another
+// format version, a corrupt file, an unknown kernel, buffers outside the arena
+// or mis-sized, bad instructions, a missing part of the training contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestUtil.h"
+
+#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/Plan_generated.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::rt::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// The error message of parsing `plan` after serializing it ("" if it parses).
+std::string parseError(const Plan &plan) {
+  std::string bytes = serializePlan(plan);
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
+  return parsed ? std::string() : parsed.status().message();
+}
+
+Plan tinyPlan() { return buildTinyPlan(TinyModel()); }
+
+RankPlan &rank0(Plan &plan) { return plan.ranks[0]; }
+
+InstructionDesc &firstMicroInstruction(Plan &plan) {
+  for (ProgramDesc &program : rank0(plan).programs)
+    if (program.name == kMicroStepProgram)
+      return program.instructions[0];
+  ADD_FAILURE() << "no micro_step";
+  return rank0(plan).programs[0].instructions[0];
+}
+
+// Tests that a plan round-trips through the file format unchanged.
+TEST(PlanTest, RoundTrip) {
+  Plan plan = tinyPlan();
+  ASSERT_TRUE(verifyPlan(plan).isOk()) << verifyPlan(plan).message();
+  std::string bytes = serializePlan(plan);
+  EXPECT_TRUE(hasPlanIdentifier(bytes.data(), bytes.size()));
+  EXPECT_EQ(bytes.substr(4, 4), "MLTP");
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "p");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+
+  EXPECT_EQ(parsed->formatVersion, kPlanFormatVersion);
+  EXPECT_EQ(parsed->producer, plan.producer);
+  EXPECT_EQ(parsed->model.hfConfig, plan.model.hfConfig);
+  EXPECT_EQ(parsed->model.vocabSize, plan.model.vocabSize);
+  EXPECT_EQ(parsed->model.microBatch, plan.model.microBatch);
+  EXPECT_EQ(parsed->model.seqLen, plan.model.seqLen);
+  EXPECT_EQ(parsed->model.microbatches, plan.model.microbatches);
+  ASSERT_EQ(parsed->ranks.size(), 1u);
+  const RankPlan &a = parsed->ranks[0], &b = plan.ranks[0];
+  EXPECT_EQ(a.arenaBytes, b.arenaBytes);
+  ASSERT_EQ(a.buffers.size(), b.buffers.size());
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    EXPECT_EQ(a.buffers[i].name, b.buffers[i].name);
+    EXPECT_EQ(a.buffers[i].kind, b.buffers[i].kind);
+    EXPECT_EQ(a.buffers[i].dtype, b.buffers[i].dtype);
+    EXPECT_EQ(a.buffers[i].shape, b.buffers[i].shape);
+    EXPECT_EQ(a.buffers[i].offset, b.buffers[i].offset);
+    EXPECT_EQ(a.buffers[i].bytes, b.buffers[i].bytes);
+    EXPECT_EQ(a.buffers[i].parameter, b.buffers[i].parameter);
+    EXPECT_EQ(a.buffers[i].decay, b.buffers[i].decay);
+    EXPECT_EQ(a.buffers[i].constantValue, b.buffers[i].constantValue);
+  }
+  ASSERT_EQ(a.programs.size(), b.programs.size());
+  for (size_t p = 0; p < a.programs.size(); ++p) {
+    ASSERT_EQ(a.programs[p].instructions.size(),
+              b.programs[p].instructions.size());
+    for (size_t i = 0; i < a.programs[p].instructions.size(); ++i) {
+      const InstructionDesc &x = a.programs[p].instructions[i];
+      const InstructionDesc &y = b.programs[p].instructions[i];
+      EXPECT_EQ(x.kernel, y.kernel);
+      EXPECT_EQ(x.inputs, y.inputs);
+      EXPECT_EQ(x.outputs, y.outputs);
+      EXPECT_EQ(x.ints, y.ints);
+      EXPECT_EQ(x.floats, y.floats);
+    }
+  }
+}
+
+// Tests that the kernel table mirrors Kernels.def.
+TEST(PlanTest, KernelTable) {
+  const KernelSignature *matmul = lookupKernel("matmul");
+  ASSERT_NE(matmul, nullptr);
+  EXPECT_EQ(matmul->kernel, Kernel::Matmul);
+  EXPECT_EQ(matmul->inputs, 2);
+  EXPECT_EQ(matmul->ints, 7);
+  EXPECT_EQ(lookupKernel("global_norm")->inputs, -1);
+  EXPECT_EQ(lookupKernel("nope"), nullptr);
+  for (size_t i = 0; i < numKernels(); ++i) {
+    const KernelSignature &signature = kernelSignature(Kernel(i));
+    EXPECT_EQ(lookupKernel(signature.name), &signature);
+  }
+}
+
+// Tests reading a plan file from disk, whatever its name.
+TEST(PlanTest, ReadPlanFile) {
+  std::string path = ::testing::TempDir() + "mlt-plan-test-" +
+                     std::to_string(::getpid()) + ".json";
+  std::string bytes = serializePlan(tinyPlan());
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  std::string read;
+  StatusOr<Plan> plan = readPlanFile(path, &read);
+  std::remove(path.c_str());
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_EQ(read, bytes);
+  EXPECT_EQ(plan->ranks[0].buffers.size(), tinyPlan().ranks[0].buffers.size());
+
+  StatusOr<Plan> missing = readPlanFile(path);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.status().message(), path + ": cannot open the plan file");
+}
+
+// Tests that files that are not plans are rejected by their identifier.
+TEST(PlanTest, BadIdentifier) {
+  std::string text = "hello, this is not a plan at all";
+  StatusOr<Plan> parsed = parsePlan(text.data(), text.size(), "plan.mltplan");
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.status().message(),
+            "plan.mltplan: not an mlt plan (bad file identifier)");
+  StatusOr<Plan> tiny = parsePlan("MLTP", 4, "short");
+  ASSERT_FALSE(tiny);
+  EXPECT_EQ(tiny.status().message(),
+            "short: not an mlt plan (bad file identifier)");
+}
+
+// Tests that another format version is reported as such.
+TEST(PlanTest, WrongVersion) {
+  Plan plan = tinyPlan();
+  plan.formatVersion = 7;
+  EXPECT_EQ(
+      parseError(plan),
+      "plan.mltplan: plan format version 7, this mlt-run reads version 1");
+}
+
+// Tests that a truncated or damaged file fails FlatBuffers' verifier.
+TEST(PlanTest, Corrupt) {
+  std::string bytes = serializePlan(tinyPlan());
+  std::string truncated = bytes.substr(0, bytes.size() / 2);
+  StatusOr<Plan> parsed =
+      parsePlan(truncated.data(), truncated.size(), "plan.mltplan");
+  ASSERT_FALSE(parsed);
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("plan.mltplan: corrupt plan"));
+
+  // A root offset pointing past the end.
+  std::string bad = bytes;
+  bad[0] = '\xff';
+  bad[1] = '\xff';
+  bad[2] = '\xff';
+  bad[3] = '\x7f';
+  parsed = parsePlan(bad.data(), bad.size(), "plan.mltplan");
+  ASSERT_FALSE(parsed);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("corrupt plan"));
+}
+
+// Tests that a plan read from an unaligned address still parses.
+TEST(PlanTest, UnalignedInput) {
+  std::string bytes = " " + serializePlan(tinyPlan());
+  StatusOr<Plan> parsed = parsePlan(bytes.data() + 1, bytes.size() - 1, "p");
+  EXPECT_TRUE(parsed) << parsed.status().message();
+}
+
+// Tests that a kernel that Kernels.def does not list is rejected by name.
+TEST(PlanTest, UnknownKernel) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto inst = plan::CreateInstructionDirect(fbb, "frobnicate");
+  std::vector<flatbuffers::Offset<plan::Instruction>> insts = {inst};
+  auto program = plan::CreateProgramDirect(fbb, "micro_step", &insts);
+  std::vector<flatbuffers::Offset<plan::Program>> programs = {program};
+  auto rank = plan::CreateRankDirect(fbb, 0, 0, nullptr, &programs);
+  std::vector<flatbuffers::Offset<plan::Rank>> ranks = {rank};
+  auto model = plan::CreateModelInfoDirect(fbb, "{}", 16, 64, 1, 4, 1);
+  auto root =
+      plan::CreatePlanDirect(fbb, kPlanFormatVersion, "test", model, 1, &ranks);
+  plan::FinishPlanBuffer(fbb, root);
+  StatusOr<Plan> parsed =
+      parsePlan(fbb.GetBufferPointer(), fbb.GetSize(), "plan.mltplan");
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.status().message(),
+            "plan.mltplan: program 'micro_step' instruction 0: unknown kernel "
+            "'frobnicate' (not in Kernels.def)");
+}
+
+// Tests that a buffer must lie inside the arena.
+TEST(PlanTest, BufferPastArena) {
+  Plan plan = tinyPlan();
+  BufferDesc &last = rank0(plan).buffers.back();
+  last.offset = rank0(plan).arenaBytes;
+  std::ostringstream expected;
+  expected << "plan.mltplan: buffer '" << last.name << "' ends at byte "
+           << last.offset + last.bytes << ", past the arena of "
+           << rank0(plan).arenaBytes << " bytes";
+  EXPECT_EQ(parseError(plan), expected.str());
+}
+
+// Tests that a buffer's byte size must match its shape and dtype.
+TEST(PlanTest, BufferBytesMismatch) {
+  Plan plan = tinyPlan();
+  BufferDesc &logits = rank0(plan).buffers[*rank0(plan).findBuffer("logits")];
+  logits.bytes -= 4;
+  EXPECT_THAT(parseError(plan),
+              HasSubstr("buffer 'logits' has 508 bytes, but its shape [8, 16] "
+                        "of f32 needs 512"));
+}
+
+// Tests that offsets must be aligned.
+TEST(PlanTest, MisalignedBuffer) {
+  Plan plan = tinyPlan();
+  rank0(plan).buffers[*rank0(plan).findBuffer("x")].offset += 4;
+  EXPECT_THAT(parseError(plan), HasSubstr("buffer 'x' at offset"));
+  EXPECT_THAT(parseError(plan), HasSubstr("is not aligned to 256 bytes"));
+}
+
+// Tests that persistent buffers may not overlap anything, while temporaries
+// may share ranges among themselves.
+TEST(PlanTest, Overlaps) {
+  Plan plan = tinyPlan();
+  RankPlan &rank = rank0(plan);
+  BufferDesc &grad = rank.buffers[*rank.findBuffer("grad:lm_head.weight")];
+  grad.offset = rank.buffers[*rank.findBuffer("param:lm_head.weight")].offset;
+  EXPECT_THAT(parseError(plan), HasSubstr("overlap in the arena"));
+
+  plan = tinyPlan();
+  RankPlan &rank2 = rank0(plan);
+  // Temporaries sharing a range: allowed.
+  rank2.buffers[*rank2.findBuffer("dh")].offset =
+      rank2.buffers[*rank2.findBuffer("x")].offset;
+  EXPECT_EQ(parseError(plan), "");
+  // A temporary partly over a parameter: rejected.
+  rank2.buffers[*rank2.findBuffer("dg")].offset =
+      rank2.buffers[*rank2.findBuffer("param:lm_head.weight")].offset;
+  EXPECT_THAT(parseError(plan), HasSubstr("temporary 'dg' at ["));
+  EXPECT_THAT(parseError(plan), HasSubstr("overlaps parameter"));
+}
+
+// Tests that two buffers may not share a name.
+TEST(PlanTest, DuplicateBufferName) {
+  Plan plan = tinyPlan();
+  rank0(plan).buffers[*rank0(plan).findBuffer("dh")].name = "x";
+  EXPECT_EQ(parseError(plan), "plan.mltplan: two buffers are named 'x'");
+}
+
+// Tests that an instruction's arity must match Kernels.def.
+TEST(PlanTest, WrongArity) {
+  Plan plan = tinyPlan();
+  InstructionDesc &inst = firstMicroInstruction(plan); // embedding_fwd
+  inst.inputs.push_back(inst.inputs[0]);
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: program 'micro_step' instruction 0 (embedding_fwd): "
+            "expects 2 inputs, has 3");
+
+  plan = tinyPlan();
+  firstMicroInstruction(plan).ints.pop_back();
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: program 'micro_step' instruction 0 (embedding_fwd): "
+            "expects 3 integer attributes, has 2");
+}
+
+// Tests that buffer indices must be in range.
+TEST(PlanTest, BadBufferIndex) {
+  Plan plan = tinyPlan();
+  size_t numBuffers = rank0(plan).buffers.size();
+  firstMicroInstruction(plan).outputs[0] = 999;
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: program 'micro_step' instruction 0 (embedding_fwd): "
+            "output 0 is buffer index 999, but the rank has " +
+                std::to_string(numBuffers) + " buffers");
+}
+
+// Tests that operands must have the element counts the ints imply, and ids
+// must be i32.
+TEST(PlanTest, OperandSizesAndTypes) {
+  Plan plan = tinyPlan();
+  firstMicroInstruction(plan).ints[2] = 9; // hidden 9 instead of 8
+  EXPECT_THAT(parseError(plan),
+              HasSubstr("input 1 'param:model.embed_tokens.weight' has 128 "
+                        "elements, but the kernel's ints [8, 16, 9] need 144"));
+
+  plan = tinyPlan();
+  InstructionDesc &inst = firstMicroInstruction(plan);
+  std::swap(inst.inputs[0], inst.inputs[1]);
+  EXPECT_THAT(parseError(plan), HasSubstr("input 0 'param:model.embed_tokens"));
+
+  plan = tinyPlan();
+  firstMicroInstruction(plan).ints[0] = -8;
+  EXPECT_THAT(parseError(plan), HasSubstr("must not be negative"));
+}
+
+// Tests the transpose attribute checks.
+TEST(PlanTest, TransposeAttributes) {
+  PlanBuilder b;
+  uint32_t x = b.temp("x", {2, 3}), y = b.temp("y", {3, 2});
+  b.launch("p", Kernel::Transpose, {x}, {y}, {2, 2, 3, 1, 0});
+  EXPECT_TRUE(verifyRank(b.plan().ranks[0]).isOk());
+  b.rank().programs[0].instructions[0].ints = {2, 2, 3, 1, 1};
+  EXPECT_THAT(verifyRank(b.plan().ranks[0]).message(),
+              HasSubstr("is not a permutation"));
+  b.rank().programs[0].instructions[0].ints = {2, 2, 3, 1};
+  EXPECT_THAT(verifyRank(b.plan().ranks[0]).message(),
+              HasSubstr("expects 1 + 2 * rank = 5 integer attributes"));
+}
+
+// Tests that the training programs, inputs and outputs must be there.
+TEST(PlanTest, TrainingContract) {
+  Plan plan = tinyPlan();
+  rank0(plan).programs.pop_back();
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: the plan has no program 'optimizer_step'");
+
+  plan = tinyPlan();
+  rank0(plan).buffers[*rank0(plan).findBuffer("hyper.lr")].name = "hyper.lrr";
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: the plan has no input buffer 'hyper.lr'");
+
+  plan = tinyPlan();
+  rank0(plan).buffers[*rank0(plan).findBuffer("tokens")].shape = {4, 2};
+  EXPECT_EQ(parseError(plan), "plan.mltplan: buffer 'tokens' has shape [4, 2], "
+                              "expected [2, 4]");
+
+  plan = tinyPlan();
+  rank0(plan).buffers[*rank0(plan).findBuffer("loss")].kind =
+      BufferKind::Temporary;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: buffer 'loss' is a temporary "
+                              "buffer, expected output");
+
+  plan = tinyPlan();
+  rank0(plan)
+      .buffers[*rank0(plan).findBuffer("grad:model.norm.weight")]
+      .parameter = "model.nope";
+  EXPECT_THAT(parseError(plan), HasSubstr("names parameter 'model.nope', "
+                                          "which has no parameter buffer"));
+
+  plan = tinyPlan();
+  plan.model.seqLen = 0;
+  EXPECT_THAT(parseError(plan), HasSubstr("seq_len 0 (must be positive)"));
+}
+
+// Tests the structure checks on ranks.
+TEST(PlanTest, Ranks) {
+  Plan plan = tinyPlan();
+  plan.worldSize = 2;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: the plan's world size is 2 but "
+                              "it has 1 ranks");
+  plan = tinyPlan();
+  plan.ranks[0].rank = 3;
+  EXPECT_THAT(parseError(plan), HasSubstr("rank entry 0 is numbered 3"));
+}
+
+// Tests that the printer names buffers and kernels.
+TEST(PlanTest, Print) {
+  std::ostringstream os;
+  printPlan(tinyPlan(), os);
+  std::string text = os.str();
+  EXPECT_THAT(text, HasSubstr("rank 0: arena"));
+  EXPECT_THAT(text, HasSubstr("param:lm_head.weight"));
+  EXPECT_THAT(text, HasSubstr("program micro_step (12 instructions)"));
+  EXPECT_THAT(text, HasSubstr("embedding_fwd (tokens, "
+                              "param:model.embed_tokens.weight) -> (x) ints "
+                              "[8, 16, 8]"));
+  EXPECT_THAT(text, HasSubstr("rms_norm_fwd (x, param:model.norm.weight) -> "
+                              "(h) ints [8, 8] floats [1e-05]"));
+}
+
+} // namespace

@@ -1,0 +1,78 @@
+//===- PlanTestUtil.h - helpers of the runtime execution tests --*- C++ -*-===//
+//
+// Part of mlt. The test plans of TestPlans.h, a scratch directory per test,
+// token files and a normwise error measure.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_UNITTESTS_RUNTIMEEXEC_PLANTESTUTIL_H
+#define MLT_UNITTESTS_RUNTIMEEXEC_PLANTESTUTIL_H
+
+#include "TestPlans.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace mlt::rt::testing {
+
+/// A fresh directory per test, removed afterwards.
+class ScratchDirTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const ::testing::TestInfo *info =
+        ::testing::UnitTest::GetInstance()->current_test_info();
+    std::random_device rd;
+    // Parameterized suites are named "Instance/Suite": keep one path level.
+    std::string name =
+        std::string(info->test_suite_name()) + "-" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = std::filesystem::temp_directory_path() /
+           ("mlt-exec-" + name + "-" + std::to_string(::getpid()) + "-" +
+            std::to_string(rd()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string &name) const {
+    return (dir_ / name).string();
+  }
+
+  std::filesystem::path dir_;
+};
+
+/// Writes `tokens` as a little-endian .u16 token file.
+inline void writeTokenFile(const std::string &path,
+                           const std::vector<uint16_t> &tokens) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(tokens.data()),
+            std::streamsize(tokens.size() * sizeof(uint16_t)));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+/// Normwise relative difference max|a - b| / max|b| (0 when both are 0).
+template <typename A, typename B>
+double relDiff(const std::vector<A> &a, const std::vector<B> &b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  if (a.size() != b.size())
+    return 1e30;
+  return den == 0 ? num : num / den;
+}
+
+} // namespace mlt::rt::testing
+
+#endif // MLT_UNITTESTS_RUNTIMEEXEC_PLANTESTUTIL_H

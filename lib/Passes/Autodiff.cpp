@@ -29,12 +29,13 @@ bool isDifferentiable(Value value) {
 
 /// Reverse-mode differentiation of the straight-line body of `func`, whose
 /// only result is the scalar loss. The backward ops go before the return.
-LogicalResult differentiate(func::FuncOp func, double seedValue) {
+LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
+                            double seedValue) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   if (ret.getNumOperands() != 1)
     return func.emitError("mlt-autodiff: @")
-           << func.getSymName() << " must return exactly the loss";
+           << sourceName << " must return exactly the loss";
   Value loss = ret.getOperand(0);
   auto lossType = dyn_cast<RankedTensorType>(loss.getType());
   if (!lossType || lossType.getRank() != 0 ||
@@ -115,7 +116,7 @@ public:
     }
     if (microbatches <= 0) {
       module.emitError("mlt-autodiff: microbatches must be positive, got ")
-          << microbatches;
+          << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
 
@@ -123,7 +124,7 @@ public:
     step.setSymName(kMicroStep);
     module.getBody()->push_back(step);
     unrollRepeats(step);
-    if (failed(differentiate(step, 1.0 / static_cast<double>(microbatches))))
+    if (failed(differentiate(step, function, 1.0 / static_cast<double>(microbatches))))
       return signalPassFailure();
     step->setAttr(MLTDialect::getMicrobatchesAttrName(),
                   Builder(&getContext()).getI64IntegerAttr(microbatches));

@@ -11,6 +11,7 @@
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/PlanFormat.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlt {
@@ -188,6 +189,11 @@ private:
     resultOutputs.clear();
     Block &body = func.getBody().front();
     for (BlockArgument arg : body.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || !type.getElementType().isInteger(32) || type.getRank() != 2)
+        return func.emitError("mlt-lower-to-runtime: argument #")
+               << arg.getArgNumber() << " of @" << func.getSymName()
+               << " must be [batch, seq] i32 token ids, got " << arg.getType();
       StringRef name =
           arg.getArgNumber() == 0 ? abi::kTokensInput : abi::kLabelsInput;
       if (arg.getArgNumber() > 1)
@@ -199,8 +205,13 @@ private:
     if (ret.getNumOperands() != 1)
       return func.emitError("mlt-lower-to-runtime: @")
              << func.getSymName() << " must return one value";
-    resultOutputs[ret.getOperand(0)] = buffer(
-        abi.resultBuffer, rtir::BufferKind::output, ret.getOperand(0).getType());
+    // The kernel that computes the result writes the output buffer directly;
+    // reshapes in between only rename it.
+    Value result = ret.getOperand(0);
+    while (auto reshape = result.getDefiningOp<ReshapeOp>())
+      result = reshape.getInput();
+    resultOutputs[result] = buffer(abi.resultBuffer, rtir::BufferKind::output,
+                                   result.getType());
 
     b.setInsertionPointToEnd(module.getBody());
     auto program = b.create<rtir::ProgramOp>(func.getLoc(), abi.function);
@@ -208,7 +219,7 @@ private:
     for (Operation &op : body.without_terminator())
       if (failed(lowerOp(&op)))
         return failure();
-    if (!values.lookup(ret.getOperand(0)))
+    if (values.lookup(result) != resultOutputs.lookup(result))
       return ret.emitOpError("returns a value that no kernel computes");
     return success();
   }
@@ -226,10 +237,13 @@ private:
 
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
+  // Index arithmetic only selects layers; state ops resolve it to names.
+  if (op->getNumResults() > 0 && isMemoryEffectFree(op) &&
+      llvm::all_of(op->getResultTypes(),
+                   [](Type t) { return t.isIndex(); }))
+    return success();
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](arith::ConstantOp c) -> LogicalResult {
-        if (c.getType().isIndex())
-          return success(); // layer indices, folded into buffer names
         auto splat = dyn_cast<SplatElementsAttr>(c.getValue());
         auto type = dyn_cast<RankedTensorType>(c.getType());
         if (!splat || !type || !isa<FloatType>(type.getElementType()))

@@ -33,7 +33,7 @@ public:
     ModuleOp module = getOperation();
     if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
       module.emitError("mlt-plan-memory: alignment must be a power of two, got ")
-          << alignment;
+          << static_cast<int64_t>(alignment);
       return signalPassFailure();
     }
     uint64_t align = alignment;
@@ -43,6 +43,7 @@ public:
     llvm::StringMap<rtir::BufferOp> temporaries;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       if (buffer.getKind() == rtir::BufferKind::temporary) {
+        buffer.removeOffsetAttr(); // planned below, from this module's launches
         temporaries[buffer.getSymName()] = buffer;
         continue;
       }
@@ -91,7 +92,7 @@ public:
       peak = std::max(peak, persistentEnd + plan.peakBytes);
     }
     for (auto &entry : temporaries)
-      if (!entry.second.getOffset()) {
+      if (!owner.count(entry.first())) {
         entry.second.emitOpError("is declared but no launch uses it");
         return signalPassFailure();
       }

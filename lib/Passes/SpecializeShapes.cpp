@@ -110,7 +110,8 @@ public:
     if (batch <= 0 || seqLen <= 0) {
       func.emitError("mlt-specialize-shapes needs positive batch and seq-len, "
                      "got batch=")
-          << batch << " seq-len=" << seqLen;
+          << static_cast<int64_t>(batch)
+          << " seq-len=" << static_cast<int64_t>(seqLen);
       return signalPassFailure();
     }
 
@@ -137,8 +138,8 @@ public:
             type.getDimSize(i) != want[i]) {
           func.emitError("argument #")
               << arg.getArgNumber() << " has static shape " << type
-              << ", which contradicts batch=" << batch
-              << " seq-len=" << seqLen;
+              << ", which contradicts batch=" << static_cast<int64_t>(batch)
+              << " seq-len=" << static_cast<int64_t>(seqLen);
           return signalPassFailure();
         }
       arg.setType(RankedTensorType::get(want, type.getElementType()));

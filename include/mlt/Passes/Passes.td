@@ -174,7 +174,7 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
 
     After:
     ```mlir
-    mlt_rt.buffer @"param:model.embed_tokens.weight" parameter : tensor<256x64xf32> {decay, parameter = "model.embed_tokens.weight"}
+    mlt_rt.buffer @"param:model.embed_tokens.weight" parameter {decay, parameter = "model.embed_tokens.weight"} : tensor<256x64xf32>
     mlt_rt.buffer @tokens input : tensor<4x32xi32>
     mlt_rt.buffer @t0 temporary : tensor<4x32x64xf32>
     mlt_rt.program @micro_step {

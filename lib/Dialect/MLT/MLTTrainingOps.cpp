@@ -14,6 +14,32 @@ using namespace mlir;
 using namespace mlt;
 using namespace mlt::detail;
 
+namespace {
+
+/// Infers the forward op's result type from `operands` with the forward op's
+/// shape rule, reporting a failure as an error of the backward op `GradOp`.
+template <typename FwdOp, typename GradOp>
+LogicalResult inferForward(MLIRContext *context, std::optional<Location> loc,
+                           ValueRange operands, SmallVectorImpl<Type> &types) {
+  std::string message;
+  {
+    ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+      if (message.empty())
+        message = diag.str();
+      return success();
+    });
+    if (succeeded(FwdOp::inferReturnTypes(
+            context, loc, typename FwdOp::Adaptor(operands), types)))
+      return success();
+  }
+  StringRef detail = message;
+  std::string prefix = ("'" + FwdOp::getOperationName() + "' op ").str();
+  detail.consume_front(prefix);
+  return shapeError<GradOp>(loc, detail);
+}
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
@@ -46,8 +72,8 @@ LogicalResult RMSNormGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &results) {
   SmallVector<Type, 1> forward;
   SmallVector<Value> operands = {adaptor.getInput(), adaptor.getWeight()};
-  if (failed(RMSNormOp::inferReturnTypes(
-          context, loc, RMSNormOp::Adaptor(operands), forward)))
+  if (failed(inferForward<RMSNormOp, RMSNormGradOp>(context, loc, operands,
+                                                    forward)))
     return failure();
   auto grad = rankedOperand<RMSNormGradOp>(loc, adaptor.getGrad(), "grad");
   if (failed(grad))
@@ -67,9 +93,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   SmallVector<Type, 1> forward;
   SmallVector<Value> operands = {adaptor.getQuery(), adaptor.getKey(),
                                  adaptor.getValue()};
-  if (failed(AttentionOp::inferReturnTypes(context, loc,
-                                           AttentionOp::Adaptor(operands),
-                                           forward)))
+  if (failed(inferForward<AttentionOp, AttentionGradOp>(context, loc, operands,
+                                                        forward)))
     return failure();
   for (auto [value, name] : {std::pair{adaptor.getGrad(), "grad"},
                              std::pair{adaptor.getOutput(), "output"}})
@@ -88,8 +113,8 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &results) {
   SmallVector<Type, 1> forward;
   SmallVector<Value> operands = {adaptor.getLogits(), adaptor.getLabels()};
-  if (failed(CrossEntropyOp::inferReturnTypes(
-          context, loc, CrossEntropyOp::Adaptor(operands), forward)))
+  if (failed(inferForward<CrossEntropyOp, CrossEntropyGradOp>(
+          context, loc, operands, forward)))
     return failure();
   if (adaptor.getGrad().getType() != forward[0])
     return shapeError<CrossEntropyGradOp>(

@@ -53,7 +53,7 @@ LogicalResult BufferOp::verify() {
            << stringifyBufferKind(getKind()) << "' must name its parameter";
   if (getKind() == BufferKind::constant && !getValue())
     return emitOpError("of kind 'constant' needs a value");
-  if (getOffset() && *getOffset() < 0)
+  if (getOffsetAttr() && getOffsetAttr().getInt() < 0)
     return emitOpError("offset must be non-negative");
   return success();
 }
@@ -83,7 +83,7 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       auto symbol = dyn_cast<FlatSymbolRefAttr>(ref);
       if (!symbol ||
           !symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, symbol))
-        return emitOpError("uses ") << symbol << ", which is not a buffer";
+        return emitOpError("uses ") << ref << ", which is not a buffer";
     }
   return success();
 }

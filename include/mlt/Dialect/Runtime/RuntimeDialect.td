@@ -56,12 +56,12 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
 
     Example:
     ```mlir
-    mlt_rt.buffer @"param:model.norm.weight" parameter offset 0 : tensor<64xf32> {parameter = "model.norm.weight"}
+    mlt_rt.buffer @"param:model.norm.weight" parameter offset 0 {parameter = "model.norm.weight"} : tensor<64xf32>
     mlt_rt.buffer @t12 temporary : tensor<4x32x64xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, MLTRT_BufferKind:$kind,
-                       TypeAttrOf<AnyRankedTensor>:$type,
+                       TypeAttrOf<RankedTensorOf<[AnySignlessInteger, AnyFloat]>>:$type,
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<StrAttr>:$parameter,
                        UnitAttr:$decay,

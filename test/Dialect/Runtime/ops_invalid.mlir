@@ -1,0 +1,175 @@
+// RUN: mlt-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// mlt_rt.buffer
+//===----------------------------------------------------------------------===//
+
+// Tests that a buffer needs a static shape: the arena holds fixed sizes.
+// expected-error @+1 {{'mlt_rt.buffer' op must have a static shape, got 'tensor<?x64xf32>'}}
+mlt_rt.buffer @t0 temporary : tensor<?x64xf32>
+
+// -----
+
+// Tests that a parameter buffer must name its parameter.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'parameter' must name its parameter}}
+mlt_rt.buffer @"param:w" parameter : tensor<64xf32>
+
+// -----
+
+// Tests that a gradient buffer must name its parameter.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'gradient' must name its parameter}}
+mlt_rt.buffer @"grad:w" gradient {decay} : tensor<64xf32>
+
+// -----
+
+// Tests that an optimizer-state buffer must name its parameter.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'optimizer_state' must name its parameter}}
+mlt_rt.buffer @"exp_avg:w" optimizer_state : tensor<64xf32>
+
+// -----
+
+// Tests that a constant buffer needs the value of its elements.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'constant' needs a value}}
+mlt_rt.buffer @c constant : tensor<f32>
+
+// -----
+
+// Tests that a buffer's kind must be one of the runtime's.
+// expected-error @+1 {{custom op 'mlt_rt.buffer' expected string or keyword containing one of the following enum values for attribute 'kind' [parameter, gradient, optimizer_state, input, output, temporary, constant]}}
+mlt_rt.buffer @t0 scratch : tensor<64xf32>
+
+// -----
+
+// Tests that a buffer's type must be a ranked tensor.
+// expected-error @+1 {{'mlt_rt.buffer' op attribute 'type' failed to satisfy constraint: type attribute of ranked tensor of signless integer or floating-point values}}
+mlt_rt.buffer @t0 temporary : memref<64xf32>
+
+// -----
+
+// Tests that buffers live at module level only.
+func.func @f() {
+  // expected-error @+1 {{'mlt_rt.buffer' op expects parent op 'builtin.module'}}
+  mlt_rt.buffer @t0 temporary : tensor<64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// mlt_rt.launch
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that a launch must name a kernel of Kernels.def.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op unknown kernel 'gelu_fwd'}}
+  mlt_rt.launch "gelu_fwd" [@a] -> [@a] ints [4]
+}
+
+// -----
+
+// Tests that a launch needs the kernel's number of inputs.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'add' takes 2 inputs, got 3}}
+  mlt_rt.launch "add" [@a, @a, @a] -> [@a] ints [4]
+}
+
+// -----
+
+// Tests that a launch needs the kernel's number of outputs.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'attention_fwd' takes 2 outputs, got 1}}
+  mlt_rt.launch "attention_fwd" [@a, @a, @a] -> [@a] ints [1, 1, 1, 1, 4, 1] floats [0.5]
+}
+
+// -----
+
+// Tests that a launch needs the kernel's number of integer attributes.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'matmul' takes 7 integer attributes, got 6}}
+  mlt_rt.launch "matmul" [@a, @a] -> [@a] ints [1, 2, 2, 2, 0, 0]
+}
+
+// -----
+
+// Tests that a launch of a kernel without integer attributes takes none.
+mlt_rt.buffer @a temporary : tensor<f32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'clip_coefficient' takes 0 integer attributes, got 1}}
+  mlt_rt.launch "clip_coefficient" [@a, @a] -> [@a] ints [1]
+}
+
+// -----
+
+// Tests that a launch needs the kernel's number of float attributes.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'rms_norm_fwd' takes 1 float attributes, got 0}}
+  mlt_rt.launch "rms_norm_fwd" [@a, @a] -> [@a] ints [1, 4]
+}
+
+// -----
+
+// Tests that a launch of a kernel without float attributes takes none.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'add' takes 0 float attributes, got 2}}
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] floats [1.0, 2.0]
+}
+
+// -----
+
+// Tests that a launch input must be a buffer, not another symbol.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op uses @p, which is not a buffer}}
+  mlt_rt.launch "add" [@a, @p] -> [@a] ints [4]
+}
+
+// -----
+
+// Tests that a launch output must name a declared symbol.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op uses @missing, which is not a buffer}}
+  mlt_rt.launch "add" [@a, @a] -> [@missing] ints [4]
+}
+
+// -----
+
+// Tests that a launch cannot name a function.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+func.func @f() {
+  return
+}
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op uses @f, which is not a buffer}}
+  mlt_rt.launch "accumulate" [@f] -> [@a] ints [4]
+}
+
+// -----
+
+// Tests that a launch belongs in a program.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{'mlt_rt.launch' op expects parent op 'mlt_rt.program'}}
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4]
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// mlt_rt.program
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that a program lives at module level.
+func.func @f() {
+  // expected-error @+1 {{'mlt_rt.program' op expects parent op 'builtin.module'}}
+  mlt_rt.program @p {
+  }
+  return
+}

@@ -1,5 +1,6 @@
 # lit configuration of the mlt suite.
 import os
+import sys
 import lit.formats
 
 config.name = "mlt"
@@ -14,5 +15,8 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%mlt_src", config.mlt_source_dir))
 config.substitutions.append(("%models", os.path.join(config.mlt_source_dir, "models", "llama")))
 config.substitutions.append(("%shared", config.shared_dir))
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%fixture_tools", os.path.join(config.test_source_root, "Training", "fixture_tools.py")))
+config.excludes.append("fixture_tools.py")
 if os.path.isdir(os.path.join(config.shared_dir, "fixtures")):
     config.available_features.add("shared-fixtures")

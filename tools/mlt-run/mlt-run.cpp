@@ -91,6 +91,8 @@ Output:
                              tokens_per_s, step_time_s, tokens
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR atomically
+  --dump-grads FILE          write the gradients of step 1 (summed over its
+                             micro-batches, before clipping) as safetensors
   --print-plan               print the plan (buffers, programs) and exit
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit
@@ -115,7 +117,7 @@ struct Options {
   std::string schedule = "constant";
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
-  std::string logJson, saveHF, emitPlan;
+  std::string logJson, saveHF, emitPlan, dumpGrads;
   bool printPlan = false;
   bool help = false;
 };
@@ -198,6 +200,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--clip-grad", number(o.clipGrad)},
       {"--log-json", str(o.logJson)},
       {"--save-hf", str(o.saveHF)},
+      {"--dump-grads", str(o.dumpGrads)},
       {"--emit-plan", str(o.emitPlan)},
   };
   const std::map<std::string, bool *> flags = {
@@ -527,6 +530,13 @@ Status train(const Options &o, const Plan &plan) {
       log.flush();
       if (!log)
         return errorf(o.logJson, ": write failed");
+    }
+    if (m.step == 1 && !o.dumpGrads.empty()) {
+      StatusOr<TensorMap> grads =
+          parameterTensors(**executor, BufferKind::Gradient);
+      if (!grads)
+        return grads.takeStatus();
+      MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
     }
     return Status::ok();
   });

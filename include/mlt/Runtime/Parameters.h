@@ -64,8 +64,10 @@ Status initializeParameters(Executor &executor, uint64_t seed);
 /// parameters, with its shapes. Zeroes the optimizer states.
 Status loadParameters(Executor &executor, const TensorMap &tensors);
 
-/// The Parameter buffers as F32 tensors by HF name (for writeCheckpointDir).
-StatusOr<TensorMap> parameterTensors(Executor &executor);
+/// The buffers of `kind` (parameters, or their gradients) as F32 tensors by
+/// HF name: for writeCheckpointDir, and for dumping gradients.
+StatusOr<TensorMap> parameterTensors(Executor &executor,
+                                     BufferKind kind = BufferKind::Parameter);
 
 } // namespace mlt::rt
 

@@ -113,12 +113,13 @@ Status mlt::rt::loadParameters(Executor &executor, const TensorMap &tensors) {
   return executor.zeroBuffers(BufferKind::OptimizerState);
 }
 
-StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor) {
+StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,
+                                              BufferKind kind) {
   const RankPlan &rank = executor.rankPlan();
   TensorMap tensors;
   for (size_t i = 0; i < rank.buffers.size(); ++i) {
     const BufferDesc &buffer = rank.buffers[i];
-    if (buffer.kind != BufferKind::Parameter)
+    if (buffer.kind != kind)
       continue;
     StatusOr<std::vector<float>> values = executor.readFloats(i);
     if (!values)

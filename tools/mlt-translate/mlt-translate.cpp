@@ -34,9 +34,10 @@ static void registerImportHFLlama() {
         const llvm::MemoryBuffer *buffer =
             sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
         llvm::StringRef name = buffer->getBufferIdentifier();
+        // The importer's messages already start with the file name.
         auto fail = [&](llvm::Error error) -> OwningOpRef<Operation *> {
-          emitError(FileLineColLoc::get(context, name, 0, 0))
-              << llvm::toString(std::move(error));
+          llvm::errs() << "mlt-translate: error: "
+                       << llvm::toString(std::move(error)) << "\n";
           return nullptr;
         };
         llvm::Expected<mlt::LlamaConfig> config =

@@ -339,8 +339,13 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](AttentionOp a) -> LogicalResult {
         auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        auto stats = RankedTensorType::get({q[0], q[2], q[1]},
-                                           b.getF32Type());
+        // The softmax statistics are kept in at least f32, in the query's
+        // type when it is wider: the backward recomputes the probabilities
+        // from them, and the kernels take them in the type they compute in.
+        Type qElement =
+            cast<RankedTensorType>(a.getQuery().getType()).getElementType();
+        auto stats = RankedTensorType::get(
+            {q[0], q[2], q[1]}, qElement.isF64() ? qElement : b.getF32Type());
         FlatSymbolRefAttr lse = temporary(stats);
         attentionStats[a.getResult()] = lse;
         launch(loc, "attention_fwd", operandBuffers(a),

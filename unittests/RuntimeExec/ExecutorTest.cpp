@@ -471,6 +471,59 @@ TEST(CpuBackendTest, RejectsBF16Compute) {
             "CPU backend computes in f32 only");
 }
 
+// Tests that an instruction computes in f64 when its operands are f64, with
+// the optimizer's scalars still f32, and that f32 and f64 do not mix within
+// one instruction.
+TEST(CpuBackendTest, ComputesInF64) {
+  auto f64 = [](std::vector<int64_t> shape, std::vector<float> values = {}) {
+    return Operand{std::move(shape), ElementType::F64, std::move(values), {}};
+  };
+  std::mt19937 rng(12);
+  const int64_t n = 5;
+  std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n);
+  ASSERT_RUN(sum,
+             runOne(Kernel::Add, {f64({n}, a), f64({n}, b)}, {f64({n})}, {n}));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ((*sum)[2][i], float(double(a[i]) + double(b[i])));
+
+  ASSERT_RUN(ss, runOne(Kernel::SumSquares, {f64({n}, a)}, {f32({})}, {n}));
+  EXPECT_FLOAT_EQ((*ss)[1][0], float(cpu::sumOfSquares(a.data(), n)));
+
+  // AdamW in f64 on f64 state, its hyper-parameters read from f32 buffers.
+  std::vector<float> param = randomFloats(rng, n), m = randomFloats(rng, n),
+                     v = randomFloats(rng, n, 0.0f, 0.01f);
+  const float lr = 0.25f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+  std::vector<double> p2(param.begin(), param.end()), m2(m.begin(), m.end()),
+      v2(v.begin(), v.end()), g2(a.begin(), a.end());
+  cpu::AdamWParams params;
+  params.lr = lr;
+  params.beta1 = b1;
+  params.beta2 = b2;
+  params.eps = eps;
+  params.weightDecay = wd;
+  ASSERT_TRUE(cpu::adamwStep(p2.data(), m2.data(), v2.data(), g2.data(), n,
+                             params, 1, true));
+  ASSERT_RUN(
+      r, runOne(Kernel::AdamW,
+                {f64({n}, a), f32({}, {1.0f}), f32({}, {lr}), f32({}, {b1}),
+                 f32({}, {b2}), f32({}, {eps}), f32({}, {wd}), f32({}, {1.0f})},
+                {f64({n}, param), f64({n}, m), f64({n}, v)}, {n, 1}));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ((*r)[8][i], float(p2[i]));
+
+  auto mixed = runOne(Kernel::Add, {f32({n}), f64({n})}, {f32({n})}, {n});
+  ASSERT_FALSE(mixed);
+  EXPECT_EQ(mixed.status().message(),
+            "program 'p' instruction 0 (add): buffer 'b1' is f64, but buffer "
+            "'b0' is f32; the CPU backend computes an instruction in one "
+            "float type");
+  auto wideScalar = runOne(Kernel::SumSquares, {f64({n})}, {f64({})}, {n});
+  ASSERT_FALSE(wideScalar);
+  EXPECT_EQ(wideScalar.status().message(),
+            "program 'p' instruction 0 (sum_squares): buffer 'b1' is f64, but "
+            "this operand is an f32 scalar");
+}
+
 //===----------------------------------------------------------------------===//
 // Executor
 //===----------------------------------------------------------------------===//

@@ -93,7 +93,8 @@ public:
 };
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
-/// in f32 (bf16 only as storage, through `cast`), in program order. Matrix
+/// in f32 or f64 (each instruction in the type of its float operands; bf16
+/// only as storage, through `cast`), in program order. Matrix
 /// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
 std::unique_ptr<Backend> createCpuBackend();
 

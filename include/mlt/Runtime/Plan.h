@@ -181,7 +181,8 @@ Status verifyPlanStructure(const Plan &plan);
 
 /// The training contract of PlanFormat.h: the programs micro_step and
 /// optimizer_step, the inputs tokens and labels ([micro_batch, seq_len] i32)
-/// and the hyper.* f32 scalars, the outputs loss and grad_norm (f32 scalars),
+/// and the hyper.* f32 scalars, the outputs loss (an f32 or f64 scalar) and
+/// grad_norm (f32 scalar),
 /// and parameter/gradient/optimizer-state buffers that name their parameter.
 /// Also checks the model info (positive sizes).
 Status verifyTrainingContract(const Plan &plan);

@@ -58,7 +58,8 @@ inline constexpr const char *kHyperMaxGradNorm = "hyper.max_grad_norm";
 /// The 1-based number of this optimizer step, as a float.
 inline constexpr const char *kHyperStep = "hyper.step";
 
-/// The f32 scalar loss of one micro-batch (mean over its tokens).
+/// The scalar loss of one micro-batch (mean over its tokens): f32, or f64 for
+/// an f64 model.
 inline constexpr const char *kLossOutput = "loss";
 /// The f32 scalar global gradient norm, before clipping.
 inline constexpr const char *kGradNormOutput = "grad_norm";

@@ -1,7 +1,9 @@
 //===- CpuBackend.cpp - every kernel of Kernels.def on the CPU ------------===//
 //
 // Part of mlt. The CPU backend maps each instruction onto the MLTRuntimeCPU
-// kernel library in f32, and adds the glue the library leaves to its caller:
+// kernel library in the element type of its float operands, f32 (training)
+// or f64 (gradient checks), and adds the glue the library leaves to its
+// caller:
 // statistics that the plan does not keep (the rstd of RMSNorm and the
 // log-sum-exp of cross-entropy are recomputed into scratch memory), outputs
 // that the plan wants overwritten where the library accumulates (embedding and
@@ -9,6 +11,11 @@
 // AdamW, and the small kernels that are one loop here (transpose, cast, the
 // gradient norm). Scratch memory belongs to the rank's context, never to the
 // backend, so ranks on threads share nothing.
+//
+// One instruction computes in one type: every float operand has it, except
+// the f32 scalars that the plan format fixes whatever the model's type (the
+// outputs of sum_squares, global_norm and clip_coefficient, and adamw's
+// clipping scale and hyper-parameters) and the operands of cast.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +27,7 @@
 #include <cstring>
 #include <new>
 #include <sstream>
+#include <type_traits>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -28,6 +36,29 @@ namespace {
 
 /// The value of a one-element f32 buffer.
 float scalar(const BufferView &buffer) { return *buffer.as<const float>(); }
+
+/// Whether operand `i` (inputs first, then outputs) of `kernel` is one of the
+/// f32 scalars of the optimizer that the plan format fixes whatever type the
+/// model computes in.
+bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
+  switch (kernel) {
+  case Kernel::SumSquares:
+    return i == numInputs; // the sum, not the tensor
+  case Kernel::GlobalNorm:
+  case Kernel::ClipCoefficient:
+    return true;
+  case Kernel::AdamW:
+    return i >= 1 && i < numInputs; // grad_scale and the hyper-parameters
+  default:
+    return false;
+  }
+}
+
+/// Kernels that compute in no particular float type: cast converts between
+/// types, transpose moves bytes of any type.
+bool isTypeFree(Kernel kernel) {
+  return kernel == Kernel::Cast || kernel == Kernel::Transpose;
+}
 
 /// y = x with the dimensions permuted: y's dimension i is x's dimension
 /// perm[i]. Moves elements of any size.
@@ -139,15 +170,29 @@ public:
   Status synchronize() override { return Status::ok(); }
 
 private:
-  /// A scratch area of at least `n` floats; the two areas never alias.
-  float *scratch(int which, int64_t n) {
-    std::vector<float> &area = scratch_[which];
+  /// Runs a kernel that computes in T (float or double).
+  template <typename T>
+  Status launchAs(const InstructionDesc &inst,
+                  const std::vector<BufferView> &inputs,
+                  const std::vector<BufferView> &outputs);
+
+  /// A scratch area of at least `n` elements of T; the two areas of one type
+  /// never alias.
+  template <typename T> T *scratch(int which, int64_t n) {
+    std::vector<T> &area = scratchAreas<T>()[which];
     if (area.size() < size_t(n))
       area.resize(n);
     return area.data();
   }
+  template <typename T> std::vector<T> *scratchAreas() {
+    if constexpr (std::is_same_v<T, float>)
+      return scratchF32_;
+    else
+      return scratchF64_;
+  }
 
-  std::vector<float> scratch_[2];
+  std::vector<float> scratchF32_[2];
+  std::vector<double> scratchF64_[2];
 };
 
 Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
@@ -188,8 +233,48 @@ Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
 Status CpuDeviceContext::launch(const InstructionDesc &inst,
                                 const std::vector<BufferView> &in,
                                 const std::vector<BufferView> &out) {
+  switch (inst.kernel) {
+  case Kernel::Transpose: {
+    const std::vector<int64_t> &a = inst.ints;
+    const int64_t rank = a[0];
+    std::vector<int64_t> shape(a.begin() + 1, a.begin() + 1 + rank);
+    std::vector<int64_t> perm(a.begin() + 1 + rank, a.end());
+    if (out[0].data == in[0].data)
+      return errorf("transpose cannot run in place");
+    transpose(out[0].data, in[0].data, elementSize(in[0].dtype), shape, perm);
+    return Status::ok();
+  }
+  case Kernel::Cast:
+    return cast(out[0], in[0], inst.ints[0]);
+  default:
+    break;
+  }
+  // The type of the first float operand that is not a fixed f32 scalar
+  // (checkSupported made every other one agree); f32 when all are fixed.
+  ElementType type = ElementType::F32;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (isFloatElementType(in[i].dtype) &&
+        !isFixedF32Scalar(inst.kernel, in.size(), i)) {
+      type = in[i].dtype;
+      break;
+    }
+  }
+  switch (type) {
+  case ElementType::F32:
+    return launchAs<float>(inst, in, out);
+  case ElementType::F64:
+    return launchAs<double>(inst, in, out);
+  default:
+    return errorf("the CPU backend cannot compute in ", elementTypeName(type));
+  }
+}
+
+template <typename T>
+Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
+                                  const std::vector<BufferView> &in,
+                                  const std::vector<BufferView> &out) {
   const std::vector<int64_t> &a = inst.ints;
-  auto f = [](const BufferView &b) { return b.as<float>(); };
+  auto f = [](const BufferView &b) { return b.as<T>(); };
   auto ids = [](const BufferView &b) { return b.as<const int32_t>(); };
 
   switch (inst.kernel) {
@@ -212,25 +297,25 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
     // A shared B under an untransposed A is one product of batch * m rows:
     // one large BLAS call instead of `batch` small ones.
     if (!bBatched && !transA && batch * m <= INT32_MAX)
-      return cpu::gemm(false, transB, batch * m, n, k, 1.0f, f(in[0]), lda,
-                       f(in[1]), ldb, 0.0f, f(out[0]), ldc);
-    return cpu::gemmStridedBatched(transA, transB, m, n, k, 1.0f, f(in[0]), lda,
+      return cpu::gemm(false, transB, batch * m, n, k, T(1), f(in[0]), lda,
+                       f(in[1]), ldb, T(0), f(out[0]), ldc);
+    return cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), f(in[0]), lda,
                                    m * k, f(in[1]), ldb, bBatched ? k * n : 0,
-                                   0.0f, f(out[0]), ldc, m * n, batch);
+                                   T(0), f(out[0]), ldc, m * n, batch);
   }
 
   case Kernel::RMSNormFwd:
-    cpu::rmsnormForward(f(out[0]), scratch(0, a[0]), f(in[0]), f(in[1]), a[0],
-                        a[1], inst.floats[0]);
+    cpu::rmsnormForward(f(out[0]), scratch<T>(0, a[0]), f(in[0]), f(in[1]),
+                        a[0], a[1], inst.floats[0]);
     return Status::ok();
 
   case Kernel::RMSNormBwd: {
     // dy, x, w -> dx, dw. Recompute rstd exactly as the forward did (its
     // output goes to scratch), and overwrite dw where the library adds.
     const int64_t rows = a[0], dim = a[1];
-    float *rstd = scratch(0, rows);
-    cpu::rmsnormForward(scratch(1, rows * dim), rstd, f(in[1]), f(in[2]), rows,
-                        dim, inst.floats[0]);
+    T *rstd = scratch<T>(0, rows);
+    cpu::rmsnormForward(scratch<T>(1, rows * dim), rstd, f(in[1]), f(in[2]),
+                        rows, dim, inst.floats[0]);
     cpu::zero(f(out[1]), dim);
     cpu::rmsnormBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
                          rstd, rows, dim);
@@ -285,45 +370,32 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
     cpu::accumulate(f(out[0]), f(in[0]), a[0]);
     return Status::ok();
 
-  case Kernel::Transpose: {
-    const int64_t rank = a[0];
-    std::vector<int64_t> shape(a.begin() + 1, a.begin() + 1 + rank);
-    std::vector<int64_t> perm(a.begin() + 1 + rank, a.end());
-    if (out[0].data == in[0].data)
-      return errorf("transpose cannot run in place");
-    transpose(out[0].data, in[0].data, elementSize(in[0].dtype), shape, perm);
-    return Status::ok();
-  }
-
-  case Kernel::Cast:
-    return cast(out[0], in[0], a[0]);
-
   case Kernel::CrossEntropyFwd: {
     const int64_t rows = a[0], vocab = a[1];
-    return cpu::crossEntropyForward(f(out[0]), scratch(0, rows), f(in[0]),
+    return cpu::crossEntropyForward(f(out[0]), scratch<T>(0, rows), f(in[0]),
                                     ids(in[1]), rows, vocab, rows);
   }
 
   case Kernel::CrossEntropyBwd: {
     // dloss, logits, labels -> dlogits; the forward's lse is recomputed.
     const int64_t rows = a[0], vocab = a[1];
-    float *lse = scratch(0, rows);
-    float unusedLoss;
+    T *lse = scratch<T>(0, rows);
+    T unusedLoss;
     MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(
         &unusedLoss, lse, f(in[1]), ids(in[2]), rows, vocab, rows));
     return cpu::crossEntropyBackward(f(out[0]), f(in[1]), lse, ids(in[2]),
-                                     scalar(in[0]), rows, vocab, rows);
+                                     *f(in[0]), rows, vocab, rows);
   }
 
   case Kernel::SumSquares:
-    *f(out[0]) = float(cpu::sumOfSquares(f(in[0]), a[0]));
+    *out[0].as<float>() = float(cpu::sumOfSquares(f(in[0]), a[0]));
     return Status::ok();
 
   case Kernel::GlobalNorm: {
     double sum = 0.0;
     for (const BufferView &part : in)
       sum += double(scalar(part));
-    *f(out[0]) = float(std::sqrt(sum));
+    *out[0].as<float>() = float(std::sqrt(sum));
     return Status::ok();
   }
 
@@ -334,22 +406,23 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
     float coefficient = 1.0f;
     if (maxNorm != 0.0f)
       coefficient = std::min(1.0f, maxNorm / (norm + 1e-6f));
-    *f(out[0]) = coefficient;
+    *out[0].as<float>() = coefficient;
     return Status::ok();
   }
 
   case Kernel::AdamW: {
     // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step
-    //   -> param, m, v (in place); ints: n, decay.
+    //   -> param, m, v (in place); ints: n, decay. The scalars are f32
+    //   whatever T is.
     const int64_t n = a[0];
     const float gradScale = scalar(in[1]);
-    const float *grad = f(in[0]);
+    const T *grad = f(in[0]);
     if (gradScale != 1.0f) {
-      // Clipping multiplies the gradient in f32, as grad.mul_(clip_coef) does;
-      // the gradient buffer itself is left as it was.
-      float *scaled = scratch(0, n);
+      // Clipping multiplies the gradient in T (f32: as grad.mul_(clip_coef)
+      // does); the gradient buffer itself is left as it was.
+      T *scaled = scratch<T>(0, n);
       for (int64_t i = 0; i < n; ++i)
-        scaled[i] = grad[i] * gradScale;
+        scaled[i] = grad[i] * T(gradScale);
       grad = scaled;
     }
     cpu::AdamWParams params;
@@ -364,6 +437,10 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
     return cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad, n, params,
                           std::llround(step), a[1] != 0);
   }
+
+  case Kernel::Transpose:
+  case Kernel::Cast:
+    break; // type-free, handled by launch
   }
   return errorf("kernel '", kernelName(inst.kernel),
                 "' has no CPU implementation");
@@ -381,20 +458,43 @@ public:
     for (const ProgramDesc &program : rank.programs) {
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        // Cast converts between float types and transpose moves bytes of any
-        // type; every other kernel computes in f32 here.
-        if (inst.kernel == Kernel::Cast || inst.kernel == Kernel::Transpose)
+        if (isTypeFree(inst.kernel))
           continue;
-        for (const std::vector<uint32_t> *operands :
-             {&inst.inputs, &inst.outputs}) {
-          for (uint32_t index : *operands) {
-            const BufferDesc &buffer = rank.buffers[index];
-            if (isFloatElementType(buffer.dtype) &&
-                buffer.dtype != ElementType::F32)
-              return errorf("program '", program.name, "' instruction ", i,
-                            " (", kernelName(inst.kernel), "): buffer '",
-                            buffer.name, "' is ", elementTypeName(buffer.dtype),
-                            ", but the CPU backend computes in f32 only");
+        auto fail = [&](auto &&...message) {
+          return errorf("program '", program.name, "' instruction ", i, " (",
+                        kernelName(inst.kernel), "): ", message...);
+        };
+        // The first computed operand sets the instruction's type; the fixed
+        // scalars must be f32 whatever it is.
+        const BufferDesc *first = nullptr;
+        const size_t numOperands = inst.inputs.size() + inst.outputs.size();
+        for (size_t o = 0; o < numOperands; ++o) {
+          uint32_t index = o < inst.inputs.size()
+                               ? inst.inputs[o]
+                               : inst.outputs[o - inst.inputs.size()];
+          const BufferDesc &buffer = rank.buffers[index];
+          if (!isFloatElementType(buffer.dtype))
+            continue;
+          if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
+            if (buffer.dtype != ElementType::F32)
+              return fail("buffer '", buffer.name, "' is ",
+                          elementTypeName(buffer.dtype),
+                          ", but this operand is an f32 scalar");
+            continue;
+          }
+          if (buffer.dtype != ElementType::F32 &&
+              buffer.dtype != ElementType::F64)
+            return fail("buffer '", buffer.name, "' is ",
+                        elementTypeName(buffer.dtype),
+                        ", but the CPU backend computes in f32 only");
+          if (!first) {
+            first = &buffer;
+          } else if (buffer.dtype != first->dtype) {
+            return fail("buffer '", buffer.name, "' is ",
+                        elementTypeName(buffer.dtype), ", but buffer '",
+                        first->name, "' is ", elementTypeName(first->dtype),
+                        "; the CPU backend computes an instruction in one "
+                        "float type");
           }
         }
       }

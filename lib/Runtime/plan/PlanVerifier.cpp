@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -421,8 +422,11 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
     if (!rank.findProgram(program))
       return errorf("the plan has no program '", program, "'");
 
+  // `dtype`, or also `altDtype` when given.
   auto require = [&](const char *name, BufferKind kind, ElementType dtype,
-                     const std::vector<int64_t> *shape) -> Status {
+                     const std::vector<int64_t> *shape,
+                     std::optional<ElementType> altDtype =
+                         std::nullopt) -> Status {
     std::optional<size_t> index = rank.findBuffer(name);
     if (!index)
       return errorf("the plan has no ", bufferKindName(kind), " buffer '", name,
@@ -431,9 +435,11 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
     if (buffer.kind != kind)
       return errorf("buffer '", name, "' is a ", bufferKindName(buffer.kind),
                     " buffer, expected ", bufferKindName(kind));
-    if (buffer.dtype != dtype)
+    if (buffer.dtype != dtype && buffer.dtype != altDtype)
       return errorf("buffer '", name, "' is ", elementTypeName(buffer.dtype),
-                    ", expected ", elementTypeName(dtype));
+                    ", expected ", elementTypeName(dtype),
+                    altDtype ? std::string(" or ") + elementTypeName(*altDtype)
+                             : std::string());
     if (shape ? buffer.shape != *shape : buffer.numElements() != 1)
       return errorf("buffer '", name, "' has shape ", formatInts(buffer.shape),
                     ", expected ", shape ? formatInts(*shape) : "a scalar");
@@ -448,8 +454,10 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
                            kHyperWeightDecay, kHyperMaxGradNorm, kHyperStep})
     MLT_RETURN_IF_ERROR(
         require(name, BufferKind::Input, ElementType::F32, nullptr));
-  MLT_RETURN_IF_ERROR(
-      require(kLossOutput, BufferKind::Output, ElementType::F32, nullptr));
+  // The loss has the type of mlt.cross_entropy's result: f32, or f64 for a
+  // float64 model (gradient checks).
+  MLT_RETURN_IF_ERROR(require(kLossOutput, BufferKind::Output, ElementType::F32,
+                              nullptr, ElementType::F64));
   MLT_RETURN_IF_ERROR(
       require(kGradNormOutput, BufferKind::Output, ElementType::F32, nullptr));
 

@@ -12,6 +12,8 @@
 
 #include "gtest/gtest.h"
 
+#include "../Support/ScratchDirTest.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -24,32 +26,7 @@
 
 namespace mlt::rt::testing {
 
-/// A fresh directory per test, removed afterwards.
-class ScratchDirTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    const ::testing::TestInfo *info =
-        ::testing::UnitTest::GetInstance()->current_test_info();
-    std::random_device rd;
-    // Parameterized suites are named "Instance/Suite": keep one path level.
-    std::string name =
-        std::string(info->test_suite_name()) + "-" + info->name();
-    std::replace(name.begin(), name.end(), '/', '_');
-    dir_ = std::filesystem::temp_directory_path() /
-           ("mlt-exec-" + name + "-" + std::to_string(::getpid()) + "-" +
-            std::to_string(rd()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string path(const std::string &name) const {
-    return (dir_ / name).string();
-  }
-
-  std::filesystem::path dir_;
-};
+using ::mlt::testing::ScratchDirTest;
 
 /// Writes `tokens` as a little-endian .u16 token file.
 inline void writeTokenFile(const std::string &path,

@@ -12,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "../Support/ScratchDirTest.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -23,41 +25,7 @@
 
 namespace mlt::rt::testing {
 
-/// A fresh, empty directory for one test, removed with everything in it
-/// afterwards.
-class ScratchDirTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    const ::testing::TestInfo *info =
-        ::testing::UnitTest::GetInstance()->current_test_info();
-    std::random_device rd;
-    dir_ =
-        std::filesystem::temp_directory_path() /
-        ("mlt-io-" + std::string(info->test_suite_name()) + "-" + info->name() +
-         "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  /// A path inside the scratch directory.
-  std::string path(const std::string &name) const {
-    return (dir_ / name).string();
-  }
-
-  /// Names of the entries of `directory`, sorted.
-  static std::vector<std::string> listDir(const std::string &directory) {
-    std::vector<std::string> names;
-    for (const auto &entry : std::filesystem::directory_iterator(directory))
-      names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  std::filesystem::path dir_;
-};
+using ::mlt::testing::ScratchDirTest;
 
 /// Writes `bytes` to `path`, replacing it.
 inline void writeBytes(const std::string &path, const std::string &bytes) {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/IO/TokenData.h"
 
 #include <cassert>
@@ -38,13 +39,6 @@ std::string defaultCorpusPath() {
 }
 
 namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /// A uniform draw from [0, bound) by rejection: values below 2^64 mod bound
 /// are rejected so that every residue is equally likely.
 uint64_t uniformBelow(std::mt19937_64 &rng, uint64_t bound) {

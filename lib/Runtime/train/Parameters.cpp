@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/Parameters.h"
 
 #include <cmath>
@@ -30,13 +31,6 @@ double NormalGenerator::next() {
 }
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 /// FNV-1a over the name's bytes: a stable hash, unlike std::hash.
 uint64_t hashName(const std::string &name) {

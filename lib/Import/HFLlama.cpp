@@ -355,7 +355,7 @@ public:
                               b.getI32Type());
     Type lossType = RankedTensorType::get(
         {}, elementType.isF64() ? Type(b.getF64Type()) : b.getF32Type());
-    auto func = b.create<func::FuncOp>(
+    auto func = func::FuncOp::create(b, 
         loc, "forward",
         b.getFunctionType({tokensType, tokensType}, {lossType}));
     Block *entry = func.addEntryBlock();
@@ -363,20 +363,20 @@ public:
     Value tokens = entry->getArgument(0), labels = entry->getArgument(1);
 
     Value table = load("model.embed_tokens.weight");
-    Value x = b.create<EmbeddingOp>(loc, tokens, table);
-    auto repeat = b.create<RepeatOp>(loc, 0, c.numLayers, ValueRange{x});
+    Value x = EmbeddingOp::create(b, loc, tokens, table);
+    auto repeat = RepeatOp::create(b, loc, 0, c.numLayers, ValueRange{x});
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&repeat.getBodyBlock());
       Value out = decoderLayer(repeat.getIterArgs()[0], repeat.getLayerIndex());
-      b.create<YieldOp>(loc, ValueRange{out});
+      YieldOp::create(b, loc, ValueRange{out});
     }
     Value normed = rmsNorm(repeat.getResult(0), load("model.norm.weight"));
     Value head = load(c.tieWordEmbeddings ? "model.embed_tokens.weight"
                                           : "lm_head.weight");
     Value logits = linear(normed, head);
-    Value loss = b.create<CrossEntropyOp>(loc, logits, labels);
-    b.create<func::ReturnOp>(loc, loss);
+    Value loss = CrossEntropyOp::create(b, loc, logits, labels);
+    func::ReturnOp::create(b, loc, loss);
     return module;
   }
 
@@ -390,20 +390,20 @@ private:
   }
 
   void param(llvm::StringRef name, ArrayRef<int64_t> shape) {
-    b.create<ParamOp>(loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
+    ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
                       /*layers=*/nullptr);
     paramTypes[name] = tensor(shape);
   }
 
   void layerParam(llvm::StringRef suffix, ArrayRef<int64_t> shape) {
     std::string name = layerName(suffix);
-    b.create<ParamOp>(loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
+    ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
                       b.getI64IntegerAttr(c.numLayers));
     paramTypes[name] = tensor(shape);
   }
 
   Value load(llvm::StringRef name, Value layer = nullptr) {
-    return b.create<LoadOp>(loc, paramTypes.lookup(name),
+    return LoadOp::create(b, loc, paramTypes.lookup(name),
                             FlatSymbolRefAttr::get(b.getContext(), name), layer);
   }
 
@@ -412,19 +412,19 @@ private:
   }
 
   Value rmsNorm(Value x, Value weight) {
-    return b.create<RMSNormOp>(loc, x, weight,
+    return RMSNormOp::create(b, loc, x, weight,
                                b.getF64FloatAttr(c.rmsNormEps));
   }
 
   /// x @ w^T for an HF weight [out, in].
   Value linear(Value x, Value weight) {
-    return b.create<MatmulOp>(loc, x, weight, /*transpose_lhs=*/false,
+    return MatmulOp::create(b, loc, x, weight, /*transpose_lhs=*/false,
                               /*transpose_rhs=*/true);
   }
 
   /// [b, s, heads * head_dim] <-> [b, s, heads, head_dim].
   Value splitHeads(Value x, int64_t heads) {
-    return b.create<ReshapeOp>(
+    return ReshapeOp::create(b, 
         loc,
         tensor({ShapedType::kDynamic, ShapedType::kDynamic, heads, c.headDim}),
         x);
@@ -436,24 +436,24 @@ private:
     Value k = linear(n, layerLoad("self_attn.k_proj.weight", layer));
     Value v = linear(n, layerLoad("self_attn.v_proj.weight", layer));
     FloatAttr theta = b.getF64FloatAttr(c.ropeTheta);
-    Value qr = b.create<RopeOp>(loc, splitHeads(q, c.numHeads), theta);
-    Value kr = b.create<RopeOp>(loc, splitHeads(k, c.numKvHeads), theta);
-    Value attn = b.create<AttentionOp>(
+    Value qr = RopeOp::create(b, loc, splitHeads(q, c.numHeads), theta);
+    Value kr = RopeOp::create(b, loc, splitHeads(k, c.numKvHeads), theta);
+    Value attn = AttentionOp::create(b, 
         loc, qr, kr, splitHeads(v, c.numKvHeads), /*causal=*/b.getUnitAttr(),
         b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(c.headDim))));
-    Value merged = b.create<ReshapeOp>(
+    Value merged = ReshapeOp::create(b, 
         loc,
         tensor({ShapedType::kDynamic, ShapedType::kDynamic,
                 c.numHeads * c.headDim}),
         attn);
     Value o = linear(merged, layerLoad("self_attn.o_proj.weight", layer));
-    Value h1 = b.create<AddOp>(loc, h, o);
+    Value h1 = AddOp::create(b, loc, h, o);
     Value n2 = rmsNorm(h1, layerLoad("post_attention_layernorm.weight", layer));
     Value gate = linear(n2, layerLoad("mlp.gate_proj.weight", layer));
     Value up = linear(n2, layerLoad("mlp.up_proj.weight", layer));
-    Value act = b.create<SwiGLUOp>(loc, gate, up);
+    Value act = SwiGLUOp::create(b, loc, gate, up);
     Value down = linear(act, layerLoad("mlp.down_proj.weight", layer));
-    return b.create<AddOp>(loc, h1, down);
+    return AddOp::create(b, loc, h1, down);
   }
 
   OpBuilder b;

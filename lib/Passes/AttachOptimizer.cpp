@@ -49,13 +49,13 @@ public:
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(module.getBody());
     auto scalar = RankedTensorType::get({}, b.getF32Type());
-    auto func = b.create<func::FuncOp>(loc, kOptimizerStep,
+    auto func = func::FuncOp::create(b, loc, kOptimizerStep,
                                        b.getFunctionType({}, {scalar}));
     b.setInsertionPointToStart(func.addEntryBlock());
 
     llvm::StringMap<Value> hyper;
     for (StringRef name : HyperparameterOp::getKnownNames())
-      hyper[name] = b.create<HyperparameterOp>(loc, scalar, name);
+      hyper[name] = HyperparameterOp::create(b, loc, scalar, name);
 
     // Gradients and their squared norms, in declaration order.
     SmallVector<ParamSlot> slots;
@@ -64,32 +64,32 @@ public:
       int64_t layers = param.getLayers().value_or(1);
       for (int64_t layer = 0; layer < layers; ++layer) {
         Value index = param.isPerLayer()
-                          ? b.create<arith::ConstantIndexOp>(loc, layer)
+                          ? arith::ConstantIndexOp::create(b, loc, layer)
                                 .getResult()
                           : Value();
-        Value grad = b.create<LoadGradOp>(loc, param.getTensorType(),
+        Value grad = LoadGradOp::create(b, loc, param.getTensorType(),
                                           param.getSymNameAttr().getValue(),
                                           index);
         slots.push_back({param, index, grad});
-        sums.push_back(b.create<SumSquaresOp>(loc, grad));
+        sums.push_back(SumSquaresOp::create(b, loc, grad));
       }
     }
-    Value norm = b.create<GlobalNormOp>(loc, scalar, sums);
+    Value norm = GlobalNormOp::create(b, loc, scalar, sums);
     Value coef =
-        b.create<ClipCoefficientOp>(loc, scalar, norm, hyper["max_grad_norm"]);
+        ClipCoefficientOp::create(b, loc, scalar, norm, hyper["max_grad_norm"]);
 
     for (ParamSlot &slot : slots) {
       // PyTorch convention for LLaMA: decay matrices (embeddings included),
       // not vectors (norm weights).
       bool decay = slot.param.getTensorType().getRank() >= 2;
-      b.create<AdamWOp>(
+      AdamWOp::create(b, 
           loc,
           FlatSymbolRefAttr::get(b.getContext(), slot.param.getSymName()),
           slot.layer, slot.grad, coef, hyper["lr"], hyper["beta1"],
           hyper["beta2"], hyper["eps"], hyper["weight_decay"], hyper["step"],
           decay ? b.getUnitAttr() : nullptr);
     }
-    b.create<func::ReturnOp>(loc, norm);
+    func::ReturnOp::create(b, loc, norm);
   }
 };
 

@@ -64,7 +64,7 @@ LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
 
   OpBuilder b(ret);
   DenseMap<Value, Value> adjoint;
-  adjoint[loss] = b.create<arith::ConstantOp>(
+  adjoint[loss] = arith::ConstantOp::create(b, 
       loss.getLoc(), DenseElementsAttr::get(
                          lossType, b.getFloatAttr(lossType.getElementType(),
                                                   seedValue)));
@@ -91,7 +91,7 @@ LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
       if (!grad || !isDifferentiable(operand))
         continue;
       Value &slot = adjoint[operand];
-      slot = slot ? b.create<AddOp>(op->getLoc(), slot, grad).getResult()
+      slot = slot ? AddOp::create(b, op->getLoc(), slot, grad).getResult()
                   : grad;
     }
   }

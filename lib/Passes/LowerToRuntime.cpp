@@ -90,7 +90,7 @@ private:
       b.setInsertionPointAfter(lastBuffer);
     else
       b.setInsertionPointToStart(module.getBody());
-    auto op = b.create<rtir::BufferOp>(
+    auto op = rtir::BufferOp::create(b, 
         module.getLoc(), b.getStringAttr(name),
         rtir::BufferKindAttr::get(b.getContext(), kind), TypeAttr::get(type),
         IntegerAttr(),
@@ -161,7 +161,7 @@ private:
               ArrayRef<double> floats = {}) {
     SmallVector<Attribute> inAttrs(ins.begin(), ins.end());
     SmallVector<Attribute> outAttrs(outs.begin(), outs.end());
-    b.create<rtir::LaunchOp>(loc, b.getStringAttr(kernel),
+    rtir::LaunchOp::create(b, loc, b.getStringAttr(kernel),
                            b.getArrayAttr(inAttrs), b.getArrayAttr(outAttrs),
                            b.getDenseI64ArrayAttr(ints),
                            b.getDenseF64ArrayAttr(floats));
@@ -214,7 +214,7 @@ private:
                                    result.getType());
 
     b.setInsertionPointToEnd(module.getBody());
-    auto program = b.create<rtir::ProgramOp>(func.getLoc(), abi.function);
+    auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.function);
     b.setInsertionPointToStart(&program.getBody().emplaceBlock());
     for (Operation &op : body.without_terminator())
       if (failed(lowerOp(&op)))

@@ -31,7 +31,7 @@ void unrollRepeat(RepeatOp repeat) {
   for (int64_t layer = repeat.getLower(); layer < repeat.getUpper(); ++layer) {
     IRMapping mapping;
     mapping.map(repeat.getLayerIndex(),
-                builder.create<arith::ConstantIndexOp>(repeat.getLoc(), layer)
+                arith::ConstantIndexOp::create(builder, repeat.getLoc(), layer)
                     .getResult());
     mapping.map(repeat.getIterArgs(), carried);
     for (Operation &op : body.without_terminator()) {

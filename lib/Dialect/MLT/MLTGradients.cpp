@@ -25,7 +25,7 @@ Value collapseToMatrix(OpBuilder &b, Location loc, Value value) {
   int64_t rows = 1;
   for (int64_t d : type.getShape().drop_back())
     rows *= d;
-  return b.create<ReshapeOp>(
+  return ReshapeOp::create(b, 
       loc,
       RankedTensorType::get({rows, type.getShape().back()},
                             type.getElementType()),
@@ -35,12 +35,12 @@ Value collapseToMatrix(OpBuilder &b, Location loc, Value value) {
 Value reshapeLike(OpBuilder &b, Location loc, Value value, Value like) {
   if (value.getType() == like.getType())
     return value;
-  return b.create<ReshapeOp>(loc, like.getType(), value);
+  return ReshapeOp::create(b, loc, like.getType(), value);
 }
 
 Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool tl,
              bool tr) {
-  return b.create<MatmulOp>(loc, lhs, rhs, tl ? b.getUnitAttr() : nullptr,
+  return MatmulOp::create(b, loc, lhs, rhs, tl ? b.getUnitAttr() : nullptr,
                             tr ? b.getUnitAttr() : nullptr);
 }
 
@@ -52,7 +52,7 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool tl,
 
 LogicalResult LoadOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
-  b.create<AccumulateGradOp>(getLoc(), getNameAttr(), getLayer(),
+  AccumulateGradOp::create(b, getLoc(), getNameAttr(), getLayer(),
                              resultGrads[0]);
   if (getLayer())
     operandGrads.push_back(nullptr);
@@ -66,7 +66,7 @@ LogicalResult LoadOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(nullptr); // token ids
-  operandGrads.push_back(b.create<EmbeddingGradOp>(
+  operandGrads.push_back(EmbeddingGradOp::create(b, 
       getLoc(), getTable().getType(), getIds(), resultGrads[0]));
   return success();
 }
@@ -112,7 +112,7 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
-  auto grad = b.create<RMSNormGradOp>(getLoc(), resultGrads[0], getInput(),
+  auto grad = RMSNormGradOp::create(b, getLoc(), resultGrads[0], getInput(),
                                       getWeight(), getEpsilonAttr());
   operandGrads.push_back(grad.getInputGrad());
   operandGrads.push_back(grad.getWeightGrad());
@@ -122,7 +122,7 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 // A rotation is orthogonal: its adjoint rotates by the opposite angle.
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(b.create<RopeOp>(
+  operandGrads.push_back(RopeOp::create(b, 
       getLoc(), resultGrads[0], getThetaAttr(),
       getInverse() ? nullptr : b.getUnitAttr()));
   return success();
@@ -130,7 +130,7 @@ LogicalResult RopeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
-  auto grad = b.create<AttentionGradOp>(
+  auto grad = AttentionGradOp::create(b, 
       getLoc(), resultGrads[0], getQuery(), getKey(), getValue(), getResult(),
       getCausalAttr(), getScaleAttr());
   operandGrads.push_back(grad.getQueryGrad());
@@ -146,7 +146,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 LogicalResult SwiGLUOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   auto grad =
-      b.create<SwiGLUGradOp>(getLoc(), getType(), getType(), resultGrads[0],
+      SwiGLUGradOp::create(b, getLoc(), getType(), getType(), resultGrads[0],
                              getGate(), getUp());
   operandGrads.push_back(grad.getGateGrad());
   operandGrads.push_back(grad.getUpGrad());
@@ -156,7 +156,7 @@ LogicalResult SwiGLUOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 LogicalResult SiLUOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
-      b.create<SiLUGradOp>(getLoc(), getType(), resultGrads[0], getInput()));
+      SiLUGradOp::create(b, getLoc(), getType(), resultGrads[0], getInput()));
   return success();
 }
 
@@ -170,9 +170,9 @@ LogicalResult AddOp::buildGradients(OpBuilder &, ValueRange resultGrads,
 LogicalResult MulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
-      b.create<MulOp>(getLoc(), getType(), resultGrads[0], getRhs()));
+      MulOp::create(b, getLoc(), getType(), resultGrads[0], getRhs()));
   operandGrads.push_back(
-      b.create<MulOp>(getLoc(), getType(), resultGrads[0], getLhs()));
+      MulOp::create(b, getLoc(), getType(), resultGrads[0], getLhs()));
   return success();
 }
 
@@ -192,7 +192,7 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   SmallVector<int64_t> inverse(perm.size());
   for (auto [i, p] : llvm::enumerate(perm))
     inverse[p] = i;
-  operandGrads.push_back(b.create<TransposeOp>(getLoc(), resultGrads[0],
+  operandGrads.push_back(TransposeOp::create(b, getLoc(), resultGrads[0],
                                                b.getDenseI64ArrayAttr(inverse)));
   return success();
 }
@@ -200,7 +200,7 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 LogicalResult CastOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
-      b.create<CastOp>(getLoc(), getInput().getType(), resultGrads[0]));
+      CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
   return success();
 }
 
@@ -211,7 +211,7 @@ LogicalResult CastOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b,
                                              ValueRange resultGrads,
                                              SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(b.create<CrossEntropyGradOp>(
+  operandGrads.push_back(CrossEntropyGradOp::create(b, 
       getLoc(), resultGrads[0], getLogits(), getLabels()));
   operandGrads.push_back(nullptr); // labels
   return success();

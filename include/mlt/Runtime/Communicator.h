@@ -1,0 +1,170 @@
+//===- Communicator.h - collectives over mesh axes --------------*- C++ -*-===//
+//
+// Part of mlt. A `Communicator` is one rank's handle on the collectives of a
+// run laid out on a `Mesh`: all-reduce, reduce-scatter, all-gather and
+// broadcast over one named mesh axis, and a barrier over the whole mesh. The
+// in-process implementation (InProcessComm.h) runs N ranks as N threads; a
+// NCCL one (one communicator per axis group) will implement the same class.
+//
+// Invariants, for every implementation:
+//
+// - Who calls. Each rank owns one Communicator and calls it from one thread
+//   at a time. The ranks call concurrently, each from its own thread (or
+//   process).
+// - Groups. A collective over axis `a` runs in the rank's group for `a`
+//   (Mesh::groupOf): the ranks that share every other coordinate, in order
+//   of their coordinate on `a`. `index` below is a rank's place in it.
+// - Matching. Every rank of a group must issue the same collectives on that
+//   axis, in the same order, with the same kind, element type, count and
+//   root. Calls are blocking and wait for the whole group, so calls on
+//   different axes must come in an order that cannot deadlock; every rank
+//   issuing the same sequence of collectives (an SPMD plan) is enough.
+//   `barrier` waits for every rank of the mesh.
+// - Blocking. In-process, a call returns when `out` holds the result and no
+//   other rank touches this rank's buffers any more. A device backend
+//   returns when the collective is enqueued in order on the rank's
+//   communication stream, and says so.
+// - Buffers. `in` and `out` of one rank must not overlap, except in the
+//   in-place forms NCCL accepts: all-reduce with in == out; reduce-scatter
+//   with out == in + index * countPerRank elements; all-gather with
+//   in == out + index * countPerRank elements. Buffers of different ranks
+//   never overlap. A null buffer is allowed only with a count of 0.
+// - Types. Sums take f32 (summed in f32), f64 (in f64) and bf16 (summed in
+//   f32, rounded once to nearest even); all-gather and broadcast move any
+//   element type (i32 included) as bytes.
+// - Determinism. Element j of a sum is ((x0[j] + x1[j]) + x2[j]) + ... where
+//   xk is the input of the group's k-th rank: always that order, so every
+//   rank of the group gets bit-identical results, whatever the thread timing,
+//   and reduce-scatter's chunks equal the same chunks of all-reduce. (NCCL's
+//   own algorithms do not promise an order; a NCCL backend matches this only
+//   up to rounding unless it reduces in group order itself.)
+// - Errors. Every call returns a Status. Arguments that are wrong on some
+//   rank of the group (an unsupported type, a null buffer, a bad overlap, a
+//   root out of range), or kinds, types, counts or roots that differ within
+//   the group, fail the call on every rank of the group with the same
+//   one-line message; the in-process communicator stays usable afterwards.
+//   An unknown axis fails on the calling rank alone. A rank that stops
+//   issuing collectives early, for an error or any other reason, must abort
+//   the world (InProcessWorld::abort; ncclCommAbort for NCCL), so that peers
+//   blocked waiting for it return that error instead of hanging; after an
+//   abort every call fails.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_COMMUNICATOR_H
+#define MLT_RUNTIME_COMMUNICATOR_H
+
+#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/Plan.h" // ElementType
+#include "mlt/Runtime/Status.h"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace mlt::rt {
+
+/// The collectives over one mesh axis.
+enum class CollectiveKind : uint8_t {
+  AllReduceSum,
+  ReduceScatterSum,
+  AllGather,
+  Broadcast,
+};
+
+/// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast".
+const char *collectiveKindName(CollectiveKind kind);
+
+/// One rank's side of one collective, as a backend receives it. `count` is
+/// the element count of all-reduce and broadcast, and the count per rank of
+/// reduce-scatter and all-gather. Broadcast has in == out (the buffer).
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::AllReduceSum;
+  ElementType dtype = ElementType::F32;
+  size_t count = 0;
+  /// Broadcast's root, as an index in the group; 0 for the other kinds.
+  int root = 0;
+  const void *in = nullptr;
+  void *out = nullptr;
+
+  /// Bytes per element of `dtype`.
+  size_t elementBytes() const;
+  /// Elements of `in` and of `out` in a group of `groupSize` ranks.
+  size_t inCount(int groupSize) const;
+  size_t outCount(int groupSize) const;
+  /// Whether two ranks' calls are the same collective (kind, type, count and
+  /// root; not the buffers).
+  bool matches(const CollectiveCall &other) const;
+  /// "all_gather of 8 i32 per rank", "broadcast of 16 f32 from index 1".
+  std::string describe() const;
+};
+
+/// Checks one rank's call against the rules above (type, null buffers,
+/// overlap, root, sizes that fit in memory) for a rank at `index` of a group
+/// of `groupSize`; the error names the problem, not the rank or the axis.
+Status checkCollectiveCall(const CollectiveCall &call, int groupSize,
+                           int index);
+
+/// One rank's collectives; see the invariants at the top of this file.
+class Communicator {
+public:
+  virtual ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  /// This rank, in [0, mesh().worldSize()).
+  int rank() const { return rank_; }
+  const Mesh &mesh() const { return mesh_; }
+
+  /// out[j] = sum over the group of in[j], j < count. In place (in == out)
+  /// is allowed.
+  Status allReduceSum(const void *in, void *out, size_t count,
+                      ElementType dtype, std::string_view axis) {
+    return collective(axis,
+                      {CollectiveKind::AllReduceSum, dtype, count, 0, in, out});
+  }
+
+  /// `in` holds groupSize * countPerRank elements; out (countPerRank
+  /// elements) gets chunk `index` of their sum over the group: out[j] =
+  /// sum of in[index * countPerRank + j].
+  Status reduceScatterSum(const void *in, void *out, size_t countPerRank,
+                          ElementType dtype, std::string_view axis) {
+    return collective(axis, {CollectiveKind::ReduceScatterSum, dtype,
+                             countPerRank, 0, in, out});
+  }
+
+  /// `out` (groupSize * countPerRank elements) gets every rank's `in`
+  /// (countPerRank elements), concatenated in group order.
+  Status allGather(const void *in, void *out, size_t countPerRank,
+                   ElementType dtype, std::string_view axis) {
+    return collective(
+        axis, {CollectiveKind::AllGather, dtype, countPerRank, 0, in, out});
+  }
+
+  /// Every rank's `buffer` (count elements) gets the buffer of the rank at
+  /// index `rootIndexInGroup` of the group.
+  Status broadcast(void *buffer, size_t count, ElementType dtype,
+                   std::string_view axis, int rootIndexInGroup) {
+    return collective(axis, {CollectiveKind::Broadcast, dtype, count,
+                             rootIndexInGroup, buffer, buffer});
+  }
+
+  /// Returns once every rank of the mesh has called barrier.
+  virtual Status barrier() = 0;
+
+protected:
+  Communicator(Mesh mesh, int rank) : mesh_(std::move(mesh)), rank_(rank) {}
+
+  /// Runs `call` in this rank's group for `axis`.
+  virtual Status collective(std::string_view axis,
+                            const CollectiveCall &call) = 0;
+
+private:
+  Mesh mesh_;
+  int rank_;
+};
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_COMMUNICATOR_H

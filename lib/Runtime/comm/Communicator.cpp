@@ -1,0 +1,164 @@
+//===- Communicator.cpp - collectives over mesh axes ----------------------===//
+//
+// Part of mlt. What every backend shares: the names of the collectives, the
+// description of a call for messages, and the checks of one rank's
+// arguments (the rules at the top of Communicator.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Communicator.h"
+
+#include <cstdint>
+#include <limits>
+
+using namespace mlt::rt;
+
+namespace {
+
+/// The spellings of Plan.cpp's elementTypeName; repeated here so that the
+/// collectives do not link the plan library.
+const char *typeName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F64:
+    return "f64";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I64:
+    return "i64";
+  }
+  return "unknown";
+}
+
+bool isSummable(ElementType type) {
+  return type == ElementType::F32 || type == ElementType::F64 ||
+         type == ElementType::BF16;
+}
+
+bool isReduction(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduceSum ||
+         kind == CollectiveKind::ReduceScatterSum;
+}
+
+/// Whether the byte ranges [a, a + aBytes) and [b, b + bBytes) share a byte.
+bool overlap(const void *a, size_t aBytes, const void *b, size_t bBytes) {
+  auto lo = reinterpret_cast<uintptr_t>(a);
+  auto hi = reinterpret_cast<uintptr_t>(b);
+  if (aBytes == 0 || bBytes == 0)
+    return false;
+  return lo < hi + bBytes && hi < lo + aBytes;
+}
+
+} // namespace
+
+Communicator::~Communicator() = default;
+
+const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduceSum:
+    return "all_reduce_sum";
+  case CollectiveKind::ReduceScatterSum:
+    return "reduce_scatter_sum";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::Broadcast:
+    return "broadcast";
+  }
+  return "unknown";
+}
+
+size_t CollectiveCall::elementBytes() const {
+  switch (dtype) {
+  case ElementType::F32:
+  case ElementType::I32:
+    return 4;
+  case ElementType::F64:
+  case ElementType::I64:
+    return 8;
+  case ElementType::BF16:
+  case ElementType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+size_t CollectiveCall::inCount(int groupSize) const {
+  return kind == CollectiveKind::ReduceScatterSum ? count * groupSize : count;
+}
+
+size_t CollectiveCall::outCount(int groupSize) const {
+  return kind == CollectiveKind::AllGather ? count * groupSize : count;
+}
+
+bool CollectiveCall::matches(const CollectiveCall &other) const {
+  return kind == other.kind && dtype == other.dtype && count == other.count &&
+         root == other.root;
+}
+
+std::string CollectiveCall::describe() const {
+  std::string text = std::string(collectiveKindName(kind)) + " of " +
+                     std::to_string(count) + " " + typeName(dtype);
+  if (kind == CollectiveKind::ReduceScatterSum ||
+      kind == CollectiveKind::AllGather)
+    text += " per rank";
+  if (kind == CollectiveKind::Broadcast)
+    text += " from index " + std::to_string(root);
+  return text;
+}
+
+Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
+                                    int index) {
+  if (isReduction(call.kind) && !isSummable(call.dtype))
+    return errorf(collectiveKindName(call.kind), " cannot sum ",
+                  typeName(call.dtype), " (only f32, f64 and bf16)");
+  if (call.elementBytes() == 0)
+    return errorf(collectiveKindName(call.kind), ": unknown element type ",
+                  static_cast<int>(call.dtype));
+  if (call.kind == CollectiveKind::Broadcast &&
+      (call.root < 0 || call.root >= groupSize))
+    return errorf("broadcast root index ", call.root,
+                  " is outside the group of ", groupSize, " ranks");
+
+  size_t elementBytes = call.elementBytes();
+  if (call.count > std::numeric_limits<size_t>::max() / elementBytes /
+                       static_cast<size_t>(groupSize))
+    return errorf(collectiveKindName(call.kind), " of ", call.count,
+                  " elements per rank overflows the address space");
+  if (call.count == 0)
+    return Status::ok();
+
+  const char *name = collectiveKindName(call.kind);
+  if (call.in == nullptr)
+    return errorf(name, " input is null with a count of ", call.count);
+  if (call.out == nullptr)
+    return errorf(name, " output is null with a count of ", call.count);
+
+  size_t inBytes = call.inCount(groupSize) * elementBytes;
+  size_t outBytes = call.outCount(groupSize) * elementBytes;
+  size_t chunkBytes = call.count * elementBytes;
+  auto in = static_cast<const uint8_t *>(call.in);
+  auto out = static_cast<const uint8_t *>(call.out);
+  switch (call.kind) {
+  case CollectiveKind::AllReduceSum:
+  case CollectiveKind::Broadcast:
+    if (in == out)
+      return Status::ok();
+    break;
+  case CollectiveKind::ReduceScatterSum:
+    if (out == in + index * chunkBytes)
+      return Status::ok();
+    break;
+  case CollectiveKind::AllGather:
+    if (in == out + index * chunkBytes)
+      return Status::ok();
+    break;
+  }
+  if (overlap(in, inBytes, out, outBytes))
+    return errorf(name, " input and output overlap without being in place");
+  return Status::ok();
+}

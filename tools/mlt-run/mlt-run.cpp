@@ -3,8 +3,10 @@
 // Part of mlt. Loads a plan file (or, when built with the compiler, compiles
 // a .mlir model or an HF config.json in process), checks the run against it,
 // initializes or loads the weights, trains on a token file for --steps
-// optimizer steps, logs one line per step, and saves an HF checkpoint. Every
-// error is one line, `mlt-run: error: <message>`, and exit status 1.
+// optimizer steps, logs one line per step, and saves an HF checkpoint. A plan
+// of several ranks runs them as threads of this process (RankGroup), each on
+// its block of the data and of the weights. Every error is one line,
+// `mlt-run: error: <message>`, and exit status 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #include "mlt/Runtime/IO/TokenData.h"
 #include "mlt/Runtime/Parameters.h"
 #include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/RankGroup.h"
 #include "mlt/Runtime/Training.h"
 
 #ifdef MLT_HAVE_COMPILER
@@ -22,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -99,7 +103,11 @@ Output:
   --help                     this text
 
 With a plan file, --batch, --seq-len and --microbatches default to the plan's
-and must agree with it when given. One line per step goes to stdout:
+and must agree with it when given (--batch is the global batch, whatever the
+plan's mesh). A plan of several ranks (a mesh such as dp=2,tp=2, laid out by
+the compiler) runs every rank as a thread of this process: each reads its block
+of every micro-batch and holds its block of each weight; --init-from, --save-hf
+and --dump-grads see whole tensors. One line per step goes to stdout:
   step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
 )";
 
@@ -420,9 +428,6 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
     return errorf("--seq-len ", model.seqLen,
                   " exceeds the model's max_position_embeddings ",
                   model.maxPositionEmbeddings);
-  if (plan.ranks.size() != 1)
-    return errorf("the plan has ", plan.ranks.size(),
-                  " ranks; this mlt-run runs single-rank plans only");
   return Status::ok();
 }
 
@@ -436,9 +441,22 @@ std::string formatCount(int64_t value) {
   return result;
 }
 
+/// ", ranks 4 (dp=2, tp=2)" for a plan with a mesh; "" without one.
+std::string describeRanks(const Plan &plan) {
+  if (plan.mesh.empty())
+    return "";
+  std::string text = ", ranks " + std::to_string(plan.worldSize) + " (";
+  for (size_t i = 0; i < plan.mesh.size(); ++i)
+    text += (i ? ", " : "") + plan.mesh[i].name + "=" +
+            std::to_string(plan.mesh[i].size);
+  return text + ")";
+}
+
 Status train(const Options &o, const Plan &plan) {
   const ModelInfo &model = plan.model;
-  const RankPlan &rank = plan.ranks[0];
+  uint64_t arenaBytes = 0; // the largest rank's
+  for (const RankPlan &rank : plan.ranks)
+    arenaBytes = std::max(arenaBytes, rank.arenaBytes);
 
   if (!o.saveHF.empty()) {
     // Fail before training, not after it, when the checkpoint cannot be saved.
@@ -456,20 +474,20 @@ Status train(const Options &o, const Plan &plan) {
     return data.takeStatus();
 
   std::unique_ptr<Backend> backend = createCpuBackend();
-  StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::create(plan, 0, *backend);
-  if (!executor)
-    return executor.takeStatus();
+  StatusOr<std::unique_ptr<RankGroup>> ranks =
+      RankGroup::create(plan, *backend);
+  if (!ranks)
+    return ranks.takeStatus();
 
   if (!o.initFrom.empty()) {
     StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
     if (!tensors)
       return tensors.takeStatus();
-    Status status = loadParameters(**executor, *tensors);
+    Status status = loadParameters(**ranks, *tensors);
     if (!status)
       return std::move(status).withContext(o.initFrom);
   } else {
-    MLT_RETURN_IF_ERROR(initializeParameters(**executor, o.seed));
+    MLT_RETURN_IF_ERROR(initializeParameters(**ranks, o.seed));
   }
 
   std::ofstream log;
@@ -495,20 +513,21 @@ Status train(const Options &o, const Plan &plan) {
   options.shuffle = o.shuffle;
   options.seed = o.seed;
   StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::create(**executor, model, *data, options);
+      Trainer::create(**ranks, model, *data, options);
   if (!trainer)
     return trainer.takeStatus();
 
   std::printf(
       "model %s: %s parameters, %" PRId64 " tokens/step (batch %" PRId64
       " x seq %" PRId64 ", %" PRId64 " micro-batch%s of %" PRId64
-      "), arena %.2f MiB, %s fp32, %" PRId64 " steps, data %s\n",
-      baseName(o.model).c_str(), formatCount(countParameters(rank)).c_str(),
+      "), arena %.2f MiB%s%s, %s fp32, %" PRId64 " steps, data %s\n",
+      baseName(o.model).c_str(), formatCount(countParameters(plan)).c_str(),
       model.globalBatch() * model.seqLen, model.globalBatch(), model.seqLen,
       model.microbatches, model.microbatches == 1 ? "" : "es", model.microBatch,
-      double(rank.arenaBytes) / (1024.0 * 1024.0),
-      std::string(backend->name()).c_str(), options.steps,
-      baseName(dataPath).c_str());
+      double(arenaBytes) / (1024.0 * 1024.0),
+      plan.ranks.size() > 1 ? " per rank (largest)" : "",
+      describeRanks(plan).c_str(), std::string(backend->name()).c_str(),
+      options.steps, baseName(dataPath).c_str());
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
@@ -533,7 +552,7 @@ Status train(const Options &o, const Plan &plan) {
     }
     if (m.step == 1 && !o.dumpGrads.empty()) {
       StatusOr<TensorMap> grads =
-          parameterTensors(**executor, BufferKind::Gradient);
+          parameterTensors(**ranks, BufferKind::Gradient);
       if (!grads)
         return grads.takeStatus();
       MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
@@ -544,7 +563,7 @@ Status train(const Options &o, const Plan &plan) {
     return status;
 
   if (!o.saveHF.empty()) {
-    StatusOr<TensorMap> tensors = parameterTensors(**executor);
+    StatusOr<TensorMap> tensors = parameterTensors(**ranks);
     if (!tensors)
       return tensors.takeStatus();
     MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));

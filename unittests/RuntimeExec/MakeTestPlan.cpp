@@ -1,12 +1,17 @@
 //===- MakeTestPlan.cpp - write the test plans as plan files --------------===//
 //
 // Part of mlt. mlt-make-test-plan writes the hand-built plans of the runtime
-// tests (the tiny model of TestPlans.h, the LLaMA of LlamaTestPlan.h in the
-// shape of the llama-ref-a fixture) as plan files, so that mlt-run can be
-// exercised, and tested with lit, in a build without the compiler:
+// tests (the tiny model and the tensor-parallel MLP model of TestPlans.h, the
+// LLaMA of LlamaTestPlan.h in the shape of the llama-ref-a fixture) as plan
+// files, so that mlt-run can be exercised, and tested with lit, in a build
+// without the compiler:
 //
-//   mlt-make-test-plan tiny|llama-ref OUT [--micro-batch N] [--seq-len N]
+//   mlt-make-test-plan tiny|mlp|llama-ref OUT [--micro-batch N] [--seq-len N]
 //                      [--microbatches N] [--hf-config FILE]
+//                      [--dp N] [--tp N]
+//
+// --dp splits the micro-batch rows over ranks (tiny, mlp); --tp splits the
+// MLP (mlp only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,12 +57,13 @@ std::string llamaConfig(const LlamaShape &c) {
 
 int main(int argc, char **argv) {
   if (argc < 3)
-    return fail("usage: mlt-make-test-plan tiny|llama-ref OUT [--micro-batch N]"
-                " [--seq-len N] [--microbatches N] [--hf-config FILE]");
+    return fail("usage: mlt-make-test-plan tiny|mlp|llama-ref OUT "
+                "[--micro-batch N] [--seq-len N] [--microbatches N] "
+                "[--hf-config FILE] [--dp N] [--tp N]");
   std::string kind = argv[1], out = argv[2], configFile;
   int64_t microBatch = kind == "tiny" ? 2 : 4;
-  int64_t seqLen = kind == "tiny" ? 4 : 32;
-  int64_t microbatches = 1;
+  int64_t seqLen = kind == "llama-ref" ? 32 : 4;
+  int64_t microbatches = 1, dp = 1, tp = 1;
   for (int i = 3; i < argc; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc)
@@ -77,9 +83,19 @@ int main(int argc, char **argv) {
       seqLen = n;
     else if (flag == "--microbatches")
       microbatches = n;
+    else if (flag == "--dp")
+      dp = n;
+    else if (flag == "--tp")
+      tp = n;
     else
       return fail("unknown option " + flag);
   }
+  if (microBatch % dp != 0)
+    return fail("--micro-batch " + std::to_string(microBatch) +
+                " is not divisible by --dp " + std::to_string(dp));
+  if ((kind != "tiny" && kind != "mlp" && dp != 1) ||
+      (kind != "mlp" && tp != 1))
+    return fail("the " + kind + " plan takes no --dp/--tp");
 
   Plan plan;
   if (kind == "tiny") {
@@ -87,13 +103,25 @@ int main(int argc, char **argv) {
     model.microBatch = microBatch;
     model.seqLen = seqLen;
     model.microbatches = microbatches;
+    model.dp = dp;
     plan = buildTinyPlan(model);
+  } else if (kind == "mlp") {
+    MlpModel model;
+    model.microBatch = microBatch;
+    model.seqLen = seqLen;
+    model.microbatches = microbatches;
+    model.dp = dp;
+    model.tp = tp;
+    if (model.ffn % tp != 0)
+      return fail("--tp " + std::to_string(tp) + " does not divide the ffn " +
+                  std::to_string(model.ffn));
+    plan = buildMlpPlan(model);
   } else if (kind == "llama-ref") {
     LlamaShape shape;
     shape.hfConfig = llamaConfig(shape);
     plan = buildLlamaPlan(shape, microBatch, seqLen, microbatches);
   } else {
-    return fail("unknown plan '" + kind + "' (tiny or llama-ref)");
+    return fail("unknown plan '" + kind + "' (tiny, mlp or llama-ref)");
   }
   if (!configFile.empty()) {
     std::ifstream in(configFile, std::ios::binary);

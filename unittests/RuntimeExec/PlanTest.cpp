@@ -151,7 +151,13 @@ TEST(PlanTest, WrongVersion) {
   plan.formatVersion = 7;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 7, this mlt-run reads version 1");
+      "plan.mltplan: plan format version 7, this mlt-run reads version 2");
+  // Version 1 plans (no mesh, no blocks, no collectives) are rejected by
+  // name too: their fields mean the same, but a reader must not guess.
+  plan.formatVersion = 1;
+  EXPECT_EQ(
+      parseError(plan),
+      "plan.mltplan: plan format version 1, this mlt-run reads version 2");
 }
 
 // Tests that a truncated or damaged file fails FlatBuffers' verifier.
@@ -361,6 +367,10 @@ TEST(PlanTest, TrainingContract) {
 TEST(PlanTest, Ranks) {
   Plan plan = tinyPlan();
   plan.worldSize = 2;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: the plan's world size is 2, but "
+                              "it has no mesh (a plan of several ranks needs "
+                              "one)");
+  plan.mesh = {{"dp", 2}};
   EXPECT_EQ(parseError(plan), "plan.mltplan: the plan's world size is 2 but "
                               "it has 1 ranks");
   plan = tinyPlan();

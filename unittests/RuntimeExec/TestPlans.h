@@ -1,9 +1,11 @@
 //===- TestPlans.h - plans built in code for tests --------------*- C++ -*-===//
 //
 // Part of mlt. A small builder that lays buffers out in an arena and appends
-// launches, the training inputs and outputs every plan must have, and a tiny
-// complete training plan (embedding -> RMSNorm -> LM head -> cross-entropy,
-// its backward, and the optimizer step). Plain C++ (no GoogleTest), so that
+// launches, the training inputs and outputs every plan must have, and two
+// complete training plans, built for one rank or sharded over a mesh as the
+// compiler is to emit them: the tiny model (embedding -> RMSNorm -> LM head
+// -> cross-entropy) data parallel, and a model with a column/row-parallel
+// MLP, tensor and data parallel. Plain C++ (no GoogleTest), so that
 // mlt-make-test-plan can write these plans as files too.
 //
 //===----------------------------------------------------------------------===//
@@ -23,7 +25,7 @@
 namespace mlt::rt::testing {
 
 /// Appends buffers (each at the next 256-byte aligned offset) and launches to
-/// rank 0 of a plan.
+/// one rank of a plan (rank 0 unless built with `rankPlan`).
 class PlanBuilder {
 public:
   uint32_t add(const std::string &name, BufferKind kind,
@@ -52,9 +54,11 @@ public:
   }
 
   /// A parameter with its gradient and both AdamW moments; returns the
-  /// parameter's index (the others follow it: +1 grad, +2 m, +3 v).
+  /// parameter's index (the others follow it: +1 grad, +2 m, +3 v). With
+  /// `fullShape`, all four hold the block [offset, offset + shape) of it.
   uint32_t param(const std::string &hfName, std::vector<int64_t> shape,
-                 bool decay) {
+                 bool decay, std::vector<int64_t> fullShape = {},
+                 std::vector<int64_t> offset = {}) {
     uint32_t index = add(kParameterPrefix + hfName, BufferKind::Parameter,
                          shape, ElementType::F32, hfName, decay);
     add(kGradientPrefix + hfName, BufferKind::Gradient, shape, ElementType::F32,
@@ -63,7 +67,18 @@ public:
         ElementType::F32, hfName);
     add(kExpAvgSqPrefix + hfName, BufferKind::OptimizerState, shape,
         ElementType::F32, hfName);
+    if (!fullShape.empty())
+      for (uint32_t i = index; i < index + 4; ++i)
+        block(i, fullShape, offset);
     return index;
+  }
+
+  /// Declares buffer `index` the block [offset, offset + shape) of a tensor
+  /// of shape `fullShape`.
+  void block(uint32_t index, std::vector<int64_t> fullShape,
+             std::vector<int64_t> offset) {
+    rank_.buffers[index].fullShape = std::move(fullShape);
+    rank_.buffers[index].sliceOffset = std::move(offset);
   }
 
   /// tokens, labels ([microBatch, seqLen] i32), the hyper.* scalars, loss
@@ -115,9 +130,16 @@ public:
     plan.producer = "PlanTestUtil";
     plan.model = model;
     plan.worldSize = 1;
-    plan.ranks.push_back(rank_);
-    plan.ranks[0].arenaBytes = next_;
+    plan.ranks.push_back(rankPlan(0));
     return plan;
+  }
+
+  /// What was built, as rank `rank` of a plan.
+  RankPlan rankPlan(uint32_t rank) const {
+    RankPlan result = rank_;
+    result.rank = rank;
+    result.arenaBytes = next_;
+    return result;
   }
 
   RankPlan &rank() { return rank_; }
@@ -127,13 +149,34 @@ private:
   uint64_t next_ = 0;
 };
 
-/// The shape of the tiny training model of buildTinyPlan.
+/// A plan of the ranks built by `builders` (rank i by builders[i]) over
+/// `mesh` (empty: one rank).
+inline Plan multiRankPlan(const ModelInfo &model, std::vector<MeshAxis> mesh,
+                          const std::vector<PlanBuilder> &builders) {
+  Plan plan;
+  plan.formatVersion = kPlanFormatVersion;
+  plan.producer = "PlanTestUtil";
+  plan.model = model;
+  plan.worldSize = uint32_t(builders.size());
+  plan.mesh = std::move(mesh);
+  for (uint32_t r = 0; r < builders.size(); ++r)
+    plan.ranks.push_back(builders[r].rankPlan(r));
+  return plan;
+}
+
+/// The shape of the tiny training model of buildTinyPlan; `dp` ranks split
+/// each micro-batch's rows (microBatch must be a multiple of dp), or with
+/// `splitSequence` its columns (seqLen must be).
 struct TinyModel {
   int64_t vocab = 16;
   int64_t hidden = 8;
   int64_t microBatch = 2;
   int64_t seqLen = 4;
   int64_t microbatches = 1;
+  int64_t dp = 1;
+  /// Split the sequence (over a mesh axis "sp") instead of the rows: the
+  /// model has no attention, so positions are as independent as rows are.
+  bool splitSequence = false;
 };
 
 inline const char *kTinyEmbedding = "model.embed_tokens.weight";
@@ -146,58 +189,96 @@ inline const char *kTinyHead = "lm_head.weight";
 /// with its backward accumulating into the gradients (the loss gradient
 /// seeded with 1 / microbatches, as the compiler does), and an optimizer step
 /// computing the global norm, the clipping coefficient and AdamW.
+///
+/// With dp > 1, data parallel over the mesh {dp}: rank r reads rows
+/// [r * microBatch / dp, (r + 1) * microBatch / dp) of each micro-batch (or
+/// the same part of its columns, over {sp}) and holds every parameter whole;
+/// its loss is the all-reduced mean of the ranks' losses, its loss gradient
+/// seeded with 1 / (microbatches * dp), and optimizer_step first all-reduces
+/// the gradients, so that every rank computes the same norm and update as
+/// one rank does (up to rounding).
 inline Plan buildTinyPlan(const TinyModel &m) {
-  PlanBuilder b;
-  const int64_t rows = m.microBatch * m.seqLen, V = m.vocab, H = m.hidden;
-  b.trainingIO(m.microBatch, m.seqLen);
-  uint32_t E = b.param(kTinyEmbedding, {V, H}, true);
-  uint32_t g = b.param(kTinyNorm, {H}, false);
-  uint32_t W = b.param(kTinyHead, {V, H}, true);
-  uint32_t seed = b.add("dloss", BufferKind::Constant, {}, ElementType::F32, "",
-                        false, 1.0 / double(m.microbatches));
-  uint32_t x = b.temp("x", {rows, H}), h = b.temp("h", {rows, H});
-  uint32_t logits = b.temp("logits", {rows, V});
-  uint32_t dlogits = b.temp("dlogits", {rows, V});
-  uint32_t dW = b.temp("dW", {V, H}), dh = b.temp("dh", {rows, H});
-  uint32_t dx = b.temp("dx", {rows, H}), dg = b.temp("dg", {H});
-  uint32_t dE = b.temp("dE", {V, H});
-  const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
-  const std::vector<double> eps = {1e-5};
+  const int64_t dp = m.dp;
+  const int64_t blockRows = m.splitSequence ? m.microBatch : m.microBatch / dp;
+  const int64_t blockColumns = m.splitSequence ? m.seqLen / dp : m.seqLen;
+  const int64_t rows = blockRows * blockColumns, V = m.vocab, H = m.hidden;
+  std::vector<PlanBuilder> ranks(static_cast<size_t>(dp));
+  for (int64_t r = 0; r < dp; ++r) {
+    PlanBuilder &b = ranks[size_t(r)];
+    b.trainingIO(blockRows, blockColumns);
+    if (dp > 1) {
+      for (const char *name : {kTokensInput, kLabelsInput})
+        b.block(b[name], {m.microBatch, m.seqLen},
+                m.splitSequence ? std::vector<int64_t>{0, r * blockColumns}
+                                : std::vector<int64_t>{r * blockRows, 0});
+    }
+    uint32_t E = b.param(kTinyEmbedding, {V, H}, true);
+    uint32_t g = b.param(kTinyNorm, {H}, false);
+    uint32_t W = b.param(kTinyHead, {V, H}, true);
+    uint32_t seed = b.add("dloss", BufferKind::Constant, {}, ElementType::F32,
+                          "", false, 1.0 / double(m.microbatches * dp));
+    uint32_t x = b.temp("x", {rows, H}), h = b.temp("h", {rows, H});
+    uint32_t logits = b.temp("logits", {rows, V});
+    uint32_t dlogits = b.temp("dlogits", {rows, V});
+    uint32_t dW = b.temp("dW", {V, H}), dh = b.temp("dh", {rows, H});
+    uint32_t dx = b.temp("dx", {rows, H}), dg = b.temp("dg", {H});
+    uint32_t dE = b.temp("dE", {V, H});
+    const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
+    const std::vector<double> eps = {1e-5};
 
-  const char *micro = kMicroStepProgram;
-  b.launch(micro, Kernel::EmbeddingFwd, {tokens, E}, {x}, {rows, V, H});
-  b.launch(micro, Kernel::RMSNormFwd, {x, g}, {h}, {rows, H}, eps);
-  b.launch(micro, Kernel::Matmul, {h, W}, {logits}, {1, rows, V, H, 0, 1, 0});
-  b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels}, {b[kLossOutput]},
-           {rows, V});
-  b.launch(micro, Kernel::CrossEntropyBwd, {seed, logits, labels}, {dlogits},
-           {rows, V});
-  b.launch(micro, Kernel::Matmul, {dlogits, h}, {dW}, {1, V, H, rows, 1, 0, 0});
-  b.launch(micro, Kernel::Accumulate, {dW}, {W + 1}, {V * H});
-  b.launch(micro, Kernel::Matmul, {dlogits, W}, {dh}, {1, rows, H, V, 0, 0, 0});
-  b.launch(micro, Kernel::RMSNormBwd, {dh, x, g}, {dx, dg}, {rows, H}, eps);
-  b.launch(micro, Kernel::Accumulate, {dg}, {g + 1}, {H});
-  b.launch(micro, Kernel::EmbeddingBwd, {tokens, dx}, {dE}, {rows, V, H});
-  b.launch(micro, Kernel::Accumulate, {dE}, {E + 1}, {V * H});
+    const char *micro = kMicroStepProgram;
+    b.launch(micro, Kernel::EmbeddingFwd, {tokens, E}, {x}, {rows, V, H});
+    b.launch(micro, Kernel::RMSNormFwd, {x, g}, {h}, {rows, H}, eps);
+    b.launch(micro, Kernel::Matmul, {h, W}, {logits}, {1, rows, V, H, 0, 1, 0});
+    if (dp == 1) {
+      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels},
+               {b[kLossOutput]}, {rows, V});
+    } else {
+      // The mean over the global micro-batch: the ranks' means, averaged.
+      uint32_t local = b.temp("loss.local", {});
+      uint32_t sum = b.temp("loss.sum", {});
+      uint32_t scale = b.add("loss.scale", BufferKind::Constant, {},
+                             ElementType::F32, "", false, 1.0 / double(dp));
+      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels}, {local},
+               {rows, V});
+      b.launch(micro, Kernel::AllReduceSum, {local}, {sum}, {1, 0});
+      b.launch(micro, Kernel::Mul, {sum, scale}, {b[kLossOutput]}, {1});
+    }
+    b.launch(micro, Kernel::CrossEntropyBwd, {seed, logits, labels}, {dlogits},
+             {rows, V});
+    b.launch(micro, Kernel::Matmul, {dlogits, h}, {dW},
+             {1, V, H, rows, 1, 0, 0});
+    b.launch(micro, Kernel::Accumulate, {dW}, {W + 1}, {V * H});
+    b.launch(micro, Kernel::Matmul, {dlogits, W}, {dh},
+             {1, rows, H, V, 0, 0, 0});
+    b.launch(micro, Kernel::RMSNormBwd, {dh, x, g}, {dx, dg}, {rows, H}, eps);
+    b.launch(micro, Kernel::Accumulate, {dg}, {g + 1}, {H});
+    b.launch(micro, Kernel::EmbeddingBwd, {tokens, dx}, {dE}, {rows, V, H});
+    b.launch(micro, Kernel::Accumulate, {dE}, {E + 1}, {V * H});
 
-  const char *opt = kOptimizerStepProgram;
-  std::vector<uint32_t> squares;
-  for (uint32_t p : {E, g, W}) {
-    uint32_t s = b.temp("sumsq:" + b.rank().buffers[p].parameter, {});
-    b.launch(opt, Kernel::SumSquares, {p + 1}, {s},
-             {b.rank().buffers[p].numElements()});
-    squares.push_back(s);
-  }
-  uint32_t coef = b.temp("clip_coef", {});
-  b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
-  b.launch(opt, Kernel::ClipCoefficient,
-           {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
-  for (uint32_t p : {E, g, W}) {
-    const BufferDesc &param = b.rank().buffers[p];
-    b.launch(opt, Kernel::AdamW,
-             {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
-              b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
-             {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
+    const char *opt = kOptimizerStepProgram;
+    if (dp > 1)
+      for (uint32_t p : {E, g, W})
+        b.launch(opt, Kernel::AllReduceSum, {p + 1}, {p + 1},
+                 {b.rank().buffers[p].numElements(), 0});
+    std::vector<uint32_t> squares;
+    for (uint32_t p : {E, g, W}) {
+      uint32_t s = b.temp("sumsq:" + b.rank().buffers[p].parameter, {});
+      b.launch(opt, Kernel::SumSquares, {p + 1}, {s},
+               {b.rank().buffers[p].numElements()});
+      squares.push_back(s);
+    }
+    uint32_t coef = b.temp("clip_coef", {});
+    b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
+    b.launch(opt, Kernel::ClipCoefficient,
+             {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
+    for (uint32_t p : {E, g, W}) {
+      const BufferDesc &param = b.rank().buffers[p];
+      b.launch(opt, Kernel::AdamW,
+               {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
+                b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
+               {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
+    }
   }
 
   ModelInfo model;
@@ -208,7 +289,186 @@ inline Plan buildTinyPlan(const TinyModel &m) {
   model.microBatch = m.microBatch;
   model.seqLen = m.seqLen;
   model.microbatches = m.microbatches;
-  return b.plan(model);
+  if (dp == 1)
+    return ranks[0].plan(model);
+  return multiRankPlan(model, {{m.splitSequence ? "sp" : "dp", int(dp)}},
+                       ranks);
+}
+
+/// The shape and layout of the model of buildMlpPlan.
+struct MlpModel {
+  int64_t vocab = 16;
+  int64_t hidden = 8;
+  int64_t ffn = 12;
+  int64_t microBatch = 4;
+  int64_t seqLen = 4;
+  int64_t microbatches = 1;
+  /// Data parallel ranks (splitting micro-batch rows) and tensor parallel
+  /// ranks (splitting the MLP's ffn dimension); the mesh is {dp, tp}, each
+  /// axis present when larger than 1.
+  int64_t dp = 1;
+  int64_t tp = 1;
+};
+
+inline const char *kMlpUp = "model.mlp.up_proj.weight";
+inline const char *kMlpDown = "model.mlp.down_proj.weight";
+
+/// A training plan with a Megatron-style MLP:
+///   x = embedding(tokens, E); a = x W1^T; s = silu(a); y = s W2^T;
+///   h = rms_norm(y, g); logits = h Wh^T; loss = cross_entropy(logits, labels)
+/// W1 [ffn, hidden] is column parallel over tp (rank t holds rows
+/// [t * ffn / tp, ...)), W2 [hidden, ffn] row parallel (the same columns), so
+/// that s W2^T is a partial sum, completed by an all_reduce_sum over tp; in
+/// the backward, the gradient of x is likewise a partial sum over tp. E, g and
+/// Wh are replicated. Over dp the rows of each micro-batch are split and the
+/// loss, its seed and the gradients treated as in buildTinyPlan. The global
+/// norm adds the tp-all-reduced sums of squares of the sharded gradients to
+/// those of the replicated ones. dp = tp = 1 gives the single-rank plan.
+inline Plan buildMlpPlan(const MlpModel &m) {
+  const int64_t dp = m.dp, tp = m.tp;
+  const int64_t rows = m.microBatch / dp * m.seqLen, V = m.vocab, H = m.hidden,
+                F = m.ffn / tp;
+  std::vector<MeshAxis> mesh;
+  int64_t dpAxis = -1, tpAxis = -1;
+  if (dp > 1) {
+    dpAxis = int64_t(mesh.size());
+    mesh.push_back({"dp", int(dp)});
+  }
+  if (tp > 1) {
+    tpAxis = int64_t(mesh.size());
+    mesh.push_back({"tp", int(tp)});
+  }
+  std::vector<PlanBuilder> ranks(static_cast<size_t>(dp * tp));
+  for (int64_t r = 0; r < dp * tp; ++r) {
+    const int64_t d = r / tp, t = r % tp; // the mesh's row-major order
+    PlanBuilder &b = ranks[size_t(r)];
+    b.trainingIO(m.microBatch / dp, m.seqLen);
+    if (dp > 1)
+      for (const char *name : {kTokensInput, kLabelsInput})
+        b.block(b[name], {m.microBatch, m.seqLen},
+                {d * (m.microBatch / dp), 0});
+    uint32_t E = b.param(kTinyEmbedding, {V, H}, true);
+    uint32_t W1 = tp > 1
+                      ? b.param(kMlpUp, {F, H}, true, {F * tp, H}, {t * F, 0})
+                      : b.param(kMlpUp, {F, H}, true);
+    uint32_t W2 = tp > 1
+                      ? b.param(kMlpDown, {H, F}, true, {H, F * tp}, {0, t * F})
+                      : b.param(kMlpDown, {H, F}, true);
+    uint32_t g = b.param(kTinyNorm, {H}, false);
+    uint32_t Wh = b.param(kTinyHead, {V, H}, true);
+    uint32_t seed = b.add("dloss", BufferKind::Constant, {}, ElementType::F32,
+                          "", false, 1.0 / double(m.microbatches * dp));
+    const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
+    const std::vector<double> eps = {1e-5};
+    const char *micro = kMicroStepProgram;
+
+    uint32_t x = b.temp("x", {rows, H}), a = b.temp("a", {rows, F});
+    uint32_t s = b.temp("s", {rows, F}), y = b.temp("y", {rows, H});
+    uint32_t h = b.temp("h", {rows, H}), logits = b.temp("logits", {rows, V});
+    b.launch(micro, Kernel::EmbeddingFwd, {tokens, E}, {x}, {rows, V, H});
+    b.launch(micro, Kernel::Matmul, {x, W1}, {a}, {1, rows, F, H, 0, 1, 0});
+    b.launch(micro, Kernel::SiLUFwd, {a}, {s}, {rows * F});
+    if (tp > 1) {
+      uint32_t partial = b.temp("y.partial", {rows, H});
+      b.launch(micro, Kernel::Matmul, {s, W2}, {partial},
+               {1, rows, H, F, 0, 1, 0});
+      b.launch(micro, Kernel::AllReduceSum, {partial}, {y}, {rows * H, tpAxis});
+    } else {
+      b.launch(micro, Kernel::Matmul, {s, W2}, {y}, {1, rows, H, F, 0, 1, 0});
+    }
+    b.launch(micro, Kernel::RMSNormFwd, {y, g}, {h}, {rows, H}, eps);
+    b.launch(micro, Kernel::Matmul, {h, Wh}, {logits},
+             {1, rows, V, H, 0, 1, 0});
+    if (dp == 1) {
+      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels},
+               {b[kLossOutput]}, {rows, V});
+    } else {
+      uint32_t local = b.temp("loss.local", {});
+      uint32_t scale = b.add("loss.scale", BufferKind::Constant, {},
+                             ElementType::F32, "", false, 1.0 / double(dp));
+      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels}, {local},
+               {rows, V});
+      // In place.
+      b.launch(micro, Kernel::AllReduceSum, {local}, {local}, {1, dpAxis});
+      b.launch(micro, Kernel::Mul, {local, scale}, {b[kLossOutput]}, {1});
+    }
+
+    uint32_t dlogits = b.temp("dlogits", {rows, V});
+    uint32_t dWh = b.temp("dWh", {V, H}), dh = b.temp("dh", {rows, H});
+    uint32_t dy = b.temp("dy", {rows, H}), dg = b.temp("dg", {H});
+    uint32_t dW2 = b.temp("dW2", {H, F}), ds = b.temp("ds", {rows, F});
+    uint32_t da = b.temp("da", {rows, F}), dW1 = b.temp("dW1", {F, H});
+    uint32_t dx = b.temp("dx", {rows, H}), dE = b.temp("dE", {V, H});
+    b.launch(micro, Kernel::CrossEntropyBwd, {seed, logits, labels}, {dlogits},
+             {rows, V});
+    b.launch(micro, Kernel::Matmul, {dlogits, h}, {dWh},
+             {1, V, H, rows, 1, 0, 0});
+    b.launch(micro, Kernel::Accumulate, {dWh}, {Wh + 1}, {V * H});
+    b.launch(micro, Kernel::Matmul, {dlogits, Wh}, {dh},
+             {1, rows, H, V, 0, 0, 0});
+    b.launch(micro, Kernel::RMSNormBwd, {dh, y, g}, {dy, dg}, {rows, H}, eps);
+    b.launch(micro, Kernel::Accumulate, {dg}, {g + 1}, {H});
+    b.launch(micro, Kernel::Matmul, {dy, s}, {dW2}, {1, H, F, rows, 1, 0, 0});
+    b.launch(micro, Kernel::Accumulate, {dW2}, {W2 + 1}, {H * F});
+    b.launch(micro, Kernel::Matmul, {dy, W2}, {ds}, {1, rows, F, H, 0, 0, 0});
+    b.launch(micro, Kernel::SiLUBwd, {ds, a}, {da}, {rows * F});
+    b.launch(micro, Kernel::Matmul, {da, x}, {dW1}, {1, F, H, rows, 1, 0, 0});
+    b.launch(micro, Kernel::Accumulate, {dW1}, {W1 + 1}, {F * H});
+    if (tp > 1) {
+      uint32_t partial = b.temp("dx.partial", {rows, H});
+      b.launch(micro, Kernel::Matmul, {da, W1}, {partial},
+               {1, rows, H, F, 0, 0, 0});
+      b.launch(micro, Kernel::AllReduceSum, {partial}, {dx},
+               {rows * H, tpAxis});
+    } else {
+      b.launch(micro, Kernel::Matmul, {da, W1}, {dx}, {1, rows, H, F, 0, 0, 0});
+    }
+    b.launch(micro, Kernel::EmbeddingBwd, {tokens, dx}, {dE}, {rows, V, H});
+    b.launch(micro, Kernel::Accumulate, {dE}, {E + 1}, {V * H});
+
+    const char *opt = kOptimizerStepProgram;
+    const std::vector<uint32_t> params = {E, W1, W2, g, Wh};
+    if (dp > 1)
+      for (uint32_t p : params)
+        b.launch(opt, Kernel::AllReduceSum, {p + 1}, {p + 1},
+                 {b.rank().buffers[p].numElements(), dpAxis});
+    std::vector<uint32_t> squares;
+    for (uint32_t p : params) {
+      const std::string name = b.rank().buffers[p].parameter;
+      uint32_t sq = b.temp("sumsq:" + name, {});
+      b.launch(opt, Kernel::SumSquares, {p + 1}, {sq},
+               {b.rank().buffers[p].numElements()});
+      if (tp > 1 && (p == W1 || p == W2)) {
+        uint32_t total = b.temp("sumsq.total:" + name, {});
+        b.launch(opt, Kernel::AllReduceSum, {sq}, {total}, {1, tpAxis});
+        sq = total;
+      }
+      squares.push_back(sq);
+    }
+    uint32_t coef = b.temp("clip_coef", {});
+    b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
+    b.launch(opt, Kernel::ClipCoefficient,
+             {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
+    for (uint32_t p : params) {
+      const BufferDesc &param = b.rank().buffers[p];
+      b.launch(opt, Kernel::AdamW,
+               {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
+                b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
+               {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
+    }
+  }
+
+  ModelInfo model;
+  model.hfConfig =
+      "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(V) + "}";
+  model.vocabSize = V;
+  model.maxPositionEmbeddings = 64;
+  model.microBatch = m.microBatch;
+  model.seqLen = m.seqLen;
+  model.microbatches = m.microbatches;
+  if (mesh.empty())
+    return ranks[0].plan(model);
+  return multiRankPlan(model, mesh, ranks);
 }
 
 } // namespace mlt::rt::testing

@@ -4,9 +4,11 @@
 // device. A `Backend` is a kind of device (CPU, later CUDA) shared by every
 // rank of a process; it checks that it can run a rank's plan and creates one
 // `DeviceContext` per rank. The context is the rank's whole device state: its
-// memory, scratch space, and (on CUDA) device, streams, library handles and
-// communicators. There is no global state, so N ranks are N contexts, each
-// driven by its own thread.
+// memory, scratch space, the Communicator its collective kernels go through,
+// and (on CUDA) device, streams and library handles. There is no global
+// state, so N ranks are N contexts, each driven by its own thread (in
+// process, over an InProcessWorld) or by its own process (one per GPU, over
+// NCCL).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,10 +36,17 @@ struct BufferView {
   uint64_t bytes() const { return uint64_t(numElements) * elementSize(dtype); }
 };
 
-/// Which rank a context serves, of how many.
+class Communicator;
+
+/// Which rank a context serves, of how many, and how it reaches the others.
 struct RankInfo {
   uint32_t rank = 0;
   uint32_t worldSize = 1;
+  /// The rank's side of the collectives, over the plan's mesh (its axes in
+  /// the plan's order, so that a collective's `axis` attribute indexes
+  /// communicator->mesh().axes()); owned by the caller, outliving the
+  /// context. Null for a rank that launches no collectives.
+  Communicator *communicator = nullptr;
 };
 
 /// One rank's device state. Used by one thread at a time; every call may
@@ -65,6 +74,9 @@ public:
   /// instruction lists them). The plan verifier has checked the arity, the
   /// element counts against the ints and the id/label dtypes; the backend
   /// checks what only it knows (which float types it computes in).
+  /// Collectives go through the context's communicator, in program order
+  /// with the other launches (on CUDA: enqueued on the communication stream,
+  /// ordered by events).
   virtual Status launch(const InstructionDesc &inst,
                         const std::vector<BufferView> &inputs,
                         const std::vector<BufferView> &outputs) = 0;
@@ -94,7 +106,8 @@ public:
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
 /// in f32 or f64 (each instruction in the type of its float operands; bf16
-/// only as storage, through `cast`), in program order. Matrix
+/// only as storage, through `cast`), in program order; collectives through
+/// the rank's communicator, which blocks until the group is done. Matrix
 /// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
 std::unique_ptr<Backend> createCpuBackend();
 

@@ -55,7 +55,7 @@
 #define MLT_RUNTIME_COMMUNICATOR_H
 
 #include "mlt/Runtime/Mesh.h"
-#include "mlt/Runtime/Plan.h" // ElementType
+#include "mlt/Runtime/ElementType.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstddef>

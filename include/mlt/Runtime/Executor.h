@@ -8,7 +8,8 @@
 // converted between the host's float and the buffer's element type.
 //
 // For N ranks, a process creates N executors over one Backend, one per
-// thread; collectives will reach other ranks through the device context.
+// thread (RankGroup.h does this); collectives reach the other ranks through
+// the communicator that the device context holds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,12 +29,16 @@ namespace mlt::rt {
 
 class Executor {
 public:
-  /// Verifies rank `rankIndex` of `plan` (verifyRank, and the backend's
-  /// checkSupported), creates its device context on `backend`, allocates and
-  /// zeroes its arena, and fills its Constant buffers. `backend` must outlive
-  /// the executor; the plan need not (the executor keeps its rank's part).
+  /// Verifies rank `rankIndex` of `plan` (verifyRank against the plan's mesh,
+  /// and the backend's checkSupported), creates its device context on
+  /// `backend`, allocates and zeroes its arena, and fills its Constant
+  /// buffers. `communicator` is the rank's side of the collectives: needed
+  /// when the rank launches any, and then over the plan's mesh as rank
+  /// `rankIndex`. `backend` and `communicator` must outlive the executor; the
+  /// plan need not (the executor keeps its rank's part).
   static StatusOr<std::unique_ptr<Executor>>
-  create(const Plan &plan, uint32_t rankIndex, Backend &backend);
+  create(const Plan &plan, uint32_t rankIndex, Backend &backend,
+         Communicator *communicator = nullptr);
 
   ~Executor();
   Executor(const Executor &) = delete;

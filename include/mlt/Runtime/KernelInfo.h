@@ -46,6 +46,14 @@ inline std::string_view kernelName(Kernel kernel) {
   return kernelSignature(kernel).name;
 }
 
+/// Whether `kernel` is a collective (all_reduce_sum, reduce_scatter_sum,
+/// all_gather): it runs through the rank's communicator, and its ints are
+/// (count, axis).
+inline bool isCollectiveKernel(Kernel kernel) {
+  return kernel == Kernel::AllReduceSum || kernel == Kernel::ReduceScatterSum ||
+         kernel == Kernel::AllGather;
+}
+
 } // namespace mlt::rt
 
 #endif // MLT_RUNTIME_KERNELINFO_H

@@ -1,10 +1,19 @@
 //===- Parameters.h - parameters by HF name ---------------------*- C++ -*-===//
 //
-// Part of mlt. Moves a plan's parameters between the executor's arena and the
-// outside world by their Hugging Face names: fresh initialization as HF's
+// Part of mlt. Moves a plan's parameters between the executors' arenas and
+// the outside world by their Hugging Face names: fresh initialization as HF's
 // LlamaForCausalLM does it (with a portable generator, so a seed gives the
 // same weights everywhere), loading from a safetensors checkpoint, and taking
 // a snapshot for saving one.
+//
+// The outside world sees whole tensors. When a plan shards a parameter, each
+// rank's buffer holds a block of it (BufferDesc::fullShape, sliceOffset):
+// initialization generates the whole tensor, exactly as for one rank, and
+// writes each rank its block, so a sharded run starts from the same weights;
+// loading converts each checkpoint tensor once and does the same; snapshots
+// assemble whole tensors from the blocks, taking each block from the lowest
+// rank that holds it (replicas are equal, or, for gradients, made complete
+// per block by the plan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +23,7 @@
 #include "mlt/Runtime/Executor.h"
 #include "mlt/Runtime/IO/SafeTensors.h"
 #include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/RankGroup.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
@@ -39,11 +49,17 @@ private:
   double spare_ = 0.0;
 };
 
-/// The parameters of `rank` (HF names and shapes), in buffer order.
+/// The parameters that `rank` holds (HF names and whole shapes), in buffer
+/// order.
 std::vector<ExpectedTensor> planParameters(const RankPlan &rank);
+/// The parameters of the model: of every rank, each once (in order of first
+/// appearance, rank 0 first), with whole shapes.
+std::vector<ExpectedTensor> planParameters(const Plan &plan);
 
-/// Total elements of the parameters of `rank`.
+/// Total elements of the parameter buffers of `rank` (its blocks).
 int64_t countParameters(const RankPlan &rank);
+/// Total elements of the model's parameters (each whole, once).
+int64_t countParameters(const Plan &plan);
 
 /// The initial values of parameter `name` as HF's LlamaForCausalLM sets them
 /// (`_init_weights` with initializer_range `stddev`): normal(0, stddev) for a
@@ -55,18 +71,27 @@ std::vector<float> initialParameterValues(const std::string &name,
                                           const std::vector<int64_t> &shape,
                                           uint64_t seed, double stddev = 0.02);
 
-/// Writes initialParameterValues into every Parameter buffer and zeroes the
-/// optimizer states.
+/// Writes initialParameterValues (of each parameter's whole shape, each
+/// buffer getting its block) into every Parameter buffer and zeroes the
+/// optimizer states, of one executor or of every rank.
 Status initializeParameters(Executor &executor, uint64_t seed);
+Status initializeParameters(RankGroup &ranks, uint64_t seed);
 
 /// Writes `tensors` (any float dtype, converted to the buffers' type) into the
-/// Parameter buffers by HF name, after checkTensors: exactly the plan's
-/// parameters, with its shapes. Zeroes the optimizer states.
+/// Parameter buffers by HF name, each buffer its block, after checkTensors:
+/// exactly the plan's parameters, with their whole shapes. Zeroes the
+/// optimizer states.
 Status loadParameters(Executor &executor, const TensorMap &tensors);
+Status loadParameters(RankGroup &ranks, const TensorMap &tensors);
 
-/// The buffers of `kind` (parameters, or their gradients) as F32 tensors by
-/// HF name: for writeCheckpointDir, and for dumping gradients.
+/// The buffers of `kind` as whole F32 tensors, assembled from the blocks
+/// (each from the lowest rank holding it): parameters and gradients by HF
+/// name, for writeCheckpointDir and for dumping gradients; other kinds by
+/// buffer name. Fails when the blocks do not cover a tensor (one executor of
+/// a sharded plan).
 StatusOr<TensorMap> parameterTensors(Executor &executor,
+                                     BufferKind kind = BufferKind::Parameter);
+StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
                                      BufferKind kind = BufferKind::Parameter);
 
 } // namespace mlt::rt

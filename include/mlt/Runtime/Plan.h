@@ -4,11 +4,12 @@
 // functions that read, verify, write and print one. Reading goes in order:
 // the file identifier, the format version, FlatBuffers' verifier (every
 // offset inside the file), decoding (every enum value and kernel name known),
-// then the semantic checks of PlanVerifier.cpp (every buffer inside the arena
-// and sized by its shape, every instruction's buffer indices, arity and
-// operand sizes, the training contract of PlanFormat.h). A plan that passes
-// cannot make the executor read or write outside its arena. Each failure is
-// one line naming the problem.
+// then the semantic checks of PlanVerifier.cpp (the mesh and the ranks, every
+// buffer inside the arena and sized by its shape, every block inside its
+// tensor, every instruction's buffer indices, arity and operand sizes, the
+// collectives matching across ranks, the training contract of PlanFormat.h).
+// A plan that passes cannot make the executor read or write outside its
+// arena. Each failure is one line naming the problem.
 //
 // FlatBuffers stays inside the library: this header is plain C++, so the
 // executor, the backends and the tools never see the generated code.
@@ -18,7 +19,9 @@
 #ifndef MLT_RUNTIME_PLAN_H
 #define MLT_RUNTIME_PLAN_H
 
+#include "mlt/Runtime/ElementType.h"
 #include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/Mesh.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstddef>
@@ -30,23 +33,6 @@
 #include <vector>
 
 namespace mlt::rt {
-
-/// Element types of plan buffers; the values are Plan.fbs's `DType`.
-enum class ElementType : uint8_t {
-  F32 = 0,
-  F64 = 1,
-  BF16 = 2,
-  F16 = 3,
-  I32 = 4,
-  I64 = 5
-};
-
-/// "f32", "f64", "bf16", "f16", "i32", "i64".
-const char *elementTypeName(ElementType type);
-/// Bytes per element.
-size_t elementSize(ElementType type);
-/// True for F32, F64, BF16 and F16.
-bool isFloatElementType(ElementType type);
 
 /// What a buffer holds; the values are Plan.fbs's `BufferKind`.
 enum class BufferKind : uint8_t {
@@ -78,10 +64,26 @@ struct BufferDesc {
   double constantValue = 0.0;
   /// For Parameter: whether AdamW applies weight decay.
   bool decay = false;
+  /// When the buffer holds a block of a larger tensor: the tensor's shape,
+  /// and where the block starts in it (the block is [sliceOffset, sliceOffset
+  /// + shape)). Both empty: the buffer holds the whole tensor. Only
+  /// per-parameter buffers and the tokens/labels inputs may be blocks.
+  std::vector<int64_t> fullShape;
+  std::vector<int64_t> sliceOffset;
 
   /// The product of `shape` (1 for a scalar). Only meaningful for a verified
   /// plan, where it cannot overflow.
   int64_t numElements() const;
+  /// Whether the buffer is declared as a block (fullShape is set).
+  bool isBlock() const { return !fullShape.empty(); }
+  /// The shape of the whole tensor: fullShape, or shape when not a block.
+  const std::vector<int64_t> &tensorShape() const {
+    return isBlock() ? fullShape : shape;
+  }
+  /// Where the block starts: sliceOffset, or zeros when not a block.
+  std::vector<int64_t> blockOffset() const {
+    return isBlock() ? sliceOffset : std::vector<int64_t>(shape.size(), 0);
+  }
 };
 
 /// One kernel launch.
@@ -132,14 +134,22 @@ struct ModelInfo {
   int64_t globalBatch() const { return microBatch * microbatches; }
 };
 
-/// A whole plan: the model, then one RankPlan per rank.
+/// A whole plan: the model, the mesh, then one RankPlan per rank.
 struct Plan {
   uint32_t formatVersion = 0;
   std::string producer;
   ModelInfo model;
+  /// The product of the mesh's sizes (1 without a mesh).
   uint32_t worldSize = 1;
   std::vector<RankPlan> ranks;
+  /// The device mesh (Mesh.h's row-major order); collectives name an axis by
+  /// its index here. Empty: a single rank, which launches no collectives.
+  std::vector<MeshAxis> mesh;
 };
+
+/// The plan's mesh as a Mesh; fails when the plan has no mesh (a single
+/// rank) or when its axes are malformed (verifyPlanStructure checks them).
+StatusOr<Mesh> planMesh(const Plan &plan);
 
 //===----------------------------------------------------------------------===//
 // Reading and writing
@@ -151,7 +161,7 @@ bool hasPlanIdentifier(const void *data, size_t size);
 
 /// Reads a serialized plan and verifies it completely (verifyPlan). Errors
 /// are one line prefixed with `source` (the file name, for messages), e.g.
-/// "plan.mltplan: plan format version 7, this mlt-run reads version 1".
+/// "plan.mltplan: plan format version 7, this mlt-run reads version 2".
 StatusOr<Plan> parsePlan(const void *data, size_t size,
                          const std::string &source);
 
@@ -170,21 +180,31 @@ std::string serializePlan(const Plan &plan);
 
 /// The checks that make a rank safe to execute: every buffer named uniquely,
 /// aligned, inside the arena, with bytes == product(shape) * element size;
+/// a block (fullShape, sliceOffset) of shape's rank and inside its tensor;
 /// persistent buffers (all but temporaries) disjoint from every other buffer
 /// (a temporary may only alias one exactly, as a view); every instruction with
 /// its Kernels.def arity, buffer indices in range, operands of the element
-/// counts its integer attributes imply, and i32 ids and labels.
-Status verifyRank(const RankPlan &rank);
+/// counts its integer attributes imply, and i32 ids and labels; collectives
+/// on an axis of `mesh` (the plan's), with the sizes its group implies and
+/// input and output disjoint or in place. Without a mesh, a rank may launch
+/// no collective.
+Status verifyRank(const RankPlan &rank, const std::vector<MeshAxis> &mesh = {});
 
-/// verifyRank for every rank, plus ranks numbered 0..world_size-1 in order.
+/// The mesh (axes named as Mesh::create requires, world_size their product,
+/// or 1 without a mesh), ranks numbered 0..world_size-1 in order, verifyRank
+/// for every rank, and collectives that match across ranks: in every program,
+/// the members of each axis group launch the same collectives (kind, type,
+/// count) on that axis in the same order.
 Status verifyPlanStructure(const Plan &plan);
 
-/// The training contract of PlanFormat.h: the programs micro_step and
-/// optimizer_step, the inputs tokens and labels ([micro_batch, seq_len] i32)
-/// and the hyper.* f32 scalars, the outputs loss (an f32 or f64 scalar) and
-/// grad_norm (f32 scalar),
-/// and parameter/gradient/optimizer-state buffers that name their parameter.
-/// Also checks the model info (positive sizes).
+/// The training contract of PlanFormat.h, on every rank: the programs
+/// micro_step and optimizer_step, the inputs tokens and labels (i32 blocks of
+/// [micro_batch, seq_len]) and the hyper.* f32 scalars, the outputs loss (an
+/// f32 or f64 scalar) and grad_norm (f32 scalar), and parameter, gradient and
+/// optimizer-state buffers that name their parameter, a gradient or state
+/// holding the same block as its parameter. Across ranks: each parameter has
+/// one full shape, dtype and decay; its distinct blocks are disjoint, and
+/// together cover every element. Also checks the model info (positive sizes).
 Status verifyTrainingContract(const Plan &plan);
 
 /// Everything: the format version, verifyPlanStructure and
@@ -195,9 +215,10 @@ Status verifyPlan(const Plan &plan);
 // Printing (PlanPrinter.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Writes `plan` readably: the model info, then per rank the arena size, the
-/// buffers (index, name, kind, dtype, shape, offset, bytes) and the programs
-/// (each instruction's kernel, buffer names, ints and floats).
+/// Writes `plan` readably: the model info and the mesh, then per rank the
+/// arena size, the buffers (index, name, kind, dtype, shape, offset, bytes,
+/// the block) and the programs (each instruction's kernel, buffer names, ints
+/// and floats, a collective's axis by name).
 void printPlan(const Plan &plan, std::ostream &os);
 
 } // namespace mlt::rt

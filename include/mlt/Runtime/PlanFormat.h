@@ -19,7 +19,9 @@ namespace mlt::rt {
 /// The plan format this runtime reads and writes. Bump it whenever a reader of
 /// the old version would misread a new plan (a field's meaning changes, a
 /// kernel's attributes change order); readers reject other versions by name.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+/// Version 2: the mesh, buffer blocks (full_shape, slice_offset) and the
+/// collective kernels.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 /// The FlatBuffers file identifier (bytes 4..7 of every plan file).
 inline constexpr const char *kPlanFileIdentifier = "MLTP";
@@ -27,6 +29,23 @@ inline constexpr const char *kPlanFileIdentifier = "MLTP";
 /// Every buffer's arena offset is a multiple of this (so that any element
 /// type, and CUDA's vectorized loads, are aligned).
 inline constexpr uint64_t kPlanBufferAlignment = 256;
+
+//===----------------------------------------------------------------------===//
+// Several ranks
+//
+// A plan laid out over a mesh gives every rank the whole contract below (both
+// programs, every input and output), and the runtime drives all ranks alike:
+// each step it writes every rank's hyper-parameters, zeroes every rank's
+// gradients, feeds each rank its block of every micro-batch (the tokens and
+// labels buffers' full_shape and slice_offset, out of the global batch a
+// single-rank run reads), runs micro_step per micro-batch and then
+// optimizer_step on all ranks at once. The plan's collectives do the rest:
+// "loss" and "grad_norm" must come out replicated (the global values, bit for
+// bit on every rank; the runtime reads rank 0's and checks the others), and
+// each Gradient buffer must hold the complete gradient of its block by the end
+// of optimizer_step. Parameters are whole tensors outside the runtime: it
+// writes each rank its block of them and assembles them from the blocks.
+//===----------------------------------------------------------------------===//
 
 //===----------------------------------------------------------------------===//
 // Programs
@@ -43,7 +62,10 @@ inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
 // Buffers the runtime writes (kind Input) and reads (kind Output)
 //===----------------------------------------------------------------------===//
 
-/// [micro_batch, seq_len] i32 token ids and next-token labels.
+/// [micro_batch, seq_len] i32 token ids and next-token labels: the global
+/// micro-batch, or the block of it that the rank reads (rows for data
+/// parallelism, columns for sequence parallelism), given by the buffer's
+/// full_shape and slice_offset.
 inline constexpr const char *kTokensInput = "tokens";
 inline constexpr const char *kLabelsInput = "labels";
 
@@ -59,9 +81,11 @@ inline constexpr const char *kHyperMaxGradNorm = "hyper.max_grad_norm";
 inline constexpr const char *kHyperStep = "hyper.step";
 
 /// The scalar loss of one micro-batch (mean over its tokens): f32, or f64 for
-/// an f64 model.
+/// an f64 model. With several ranks it is the loss of the global micro-batch,
+/// replicated: bit-identical on every rank (the runtime reads rank 0's).
 inline constexpr const char *kLossOutput = "loss";
-/// The f32 scalar global gradient norm, before clipping.
+/// The f32 scalar global gradient norm, before clipping; replicated like the
+/// loss.
 inline constexpr const char *kGradNormOutput = "grad_norm";
 
 //===----------------------------------------------------------------------===//

@@ -8,14 +8,23 @@
 // clipping. The learning-rate schedule is one function, shared by the tool's
 // help text and the tests.
 //
+// With several ranks (a RankGroup) every rank does all of that, on its own
+// thread: each reads its block of every micro-batch (its tokens and labels
+// buffers' full_shape and slice_offset), from the same global batch that a
+// single-rank run reads, and the plan's collectives do the rest. The loss and
+// gradient norm are replicated outputs: the trainer reports rank 0's, and
+// checks that the other ranks hold the same bits.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_TRAINING_H
 #define MLT_RUNTIME_TRAINING_H
 
+#include "mlt/Runtime/Blocks.h"
 #include "mlt/Runtime/Executor.h"
 #include "mlt/Runtime/IO/TokenData.h"
 #include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/RankGroup.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
@@ -64,6 +73,11 @@ struct TrainingOptions {
   /// Visit the samples in a seeded permutation per epoch (else in file order).
   bool shuffle = true;
   uint64_t seed = 1234;
+  /// With several ranks: check after every step that every rank's loss (of
+  /// each micro-batch) and gradient norm equal rank 0's bit for bit, as the
+  /// plan promises. One scalar read per rank and program; off saves those
+  /// reads (device synchronizations on a GPU) on ranks other than 0.
+  bool checkReplicatedOutputs = true;
 };
 
 /// What one optimizer step measured.
@@ -89,8 +103,15 @@ public:
   create(Executor &executor, const ModelInfo &model, TokenDataset &data,
          const TrainingOptions &options);
 
+  /// The same over every rank of `ranks`, which must outlive the trainer.
+  static StatusOr<std::unique_ptr<Trainer>>
+  create(RankGroup &ranks, const ModelInfo &model, TokenDataset &data,
+         const TrainingOptions &options);
+
   /// Runs optimizer step `step` (1-based; the data of step index step - 1).
-  /// A non-finite loss or gradient norm is an error ("loss is NaN at step 3").
+  /// A non-finite loss or gradient norm is an error ("loss is NaN at step 3";
+  /// with several ranks, a failure on a rank is prefixed with it: "rank 1:
+  /// ...", and so is a non-finite loss, which rank 0 detects).
   StatusOr<StepMetrics> step(int64_t step);
 
   /// Runs steps 1..options.steps, calling `onStep` after each; stops at the
@@ -100,19 +121,45 @@ public:
   const TrainingOptions &options() const { return options_; }
 
 private:
-  Trainer(Executor &executor, const ModelInfo &model, TokenDataset &data,
-          const TrainingOptions &options)
-      : executor_(executor), model_(model), data_(data), options_(options) {}
+  /// One rank's buffers and programs, where its inputs come from, and what
+  /// it measured in the current step.
+  struct RankState {
+    Executor *executor = nullptr;
+    size_t microStep = 0, optimizerStep = 0;
+    size_t tokens = 0, labels = 0, loss = 0, gradNorm = 0;
+    size_t lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0,
+           maxGradNorm = 0, stepNumber = 0;
+    /// The blocks of the [microBatch, seqLen] micro-batch that the tokens and
+    /// labels buffers hold, and staging for them when they are not whole.
+    BlockLayout tokensBlock, labelsBlock;
+    std::vector<int32_t> tokensStaging, labelsStaging;
+    /// The loss of each micro-batch (read on rank 0, and on every rank when
+    /// checking replication) and the gradient norm.
+    std::vector<double> measuredLosses;
+    double measuredGradNorm = 0.0;
+  };
 
-  Executor &executor_;
+  Trainer(RankGroup *group, const ModelInfo &model, TokenDataset &data,
+          const TrainingOptions &options)
+      : group_(group), model_(model), data_(data), options_(options) {}
+
+  static StatusOr<std::unique_ptr<Trainer>>
+  create(RankGroup *group, const std::vector<Executor *> &executors,
+         const ModelInfo &model, TokenDataset &data,
+         const TrainingOptions &options);
+
+  /// One rank's part of step `step`.
+  Status stepOnRank(RankState &rank, int64_t step, double lr);
+  /// Fails when a rank's replicated outputs differ from rank 0's.
+  Status checkReplicated(int64_t step) const;
+
+  /// Null when training one executor alone (ranks_ has one entry).
+  RankGroup *group_;
   ModelInfo model_;
   TokenDataset &data_;
   TrainingOptions options_;
+  std::vector<RankState> ranks_;
 
-  size_t microStep_ = 0, optimizerStep_ = 0;
-  size_t tokens_ = 0, labels_ = 0, loss_ = 0, gradNorm_ = 0;
-  size_t lr_ = 0, beta1_ = 0, beta2_ = 0, eps_ = 0, weightDecay_ = 0,
-         maxGradNorm_ = 0, stepNumber_ = 0;
   /// The step's global batch, [globalBatch, seqLen] each.
   std::vector<int32_t> inputs_, targets_;
 };

@@ -15,26 +15,6 @@ using namespace mlt::rt;
 
 namespace {
 
-/// The spellings of Plan.cpp's elementTypeName; repeated here so that the
-/// collectives do not link the plan library.
-const char *typeName(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::F64:
-    return "f64";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::F16:
-    return "f16";
-  case ElementType::I32:
-    return "i32";
-  case ElementType::I64:
-    return "i64";
-  }
-  return "unknown";
-}
-
 bool isSummable(ElementType type) {
   return type == ElementType::F32 || type == ElementType::F64 ||
          type == ElementType::BF16;
@@ -102,7 +82,7 @@ bool CollectiveCall::matches(const CollectiveCall &other) const {
 
 std::string CollectiveCall::describe() const {
   std::string text = std::string(collectiveKindName(kind)) + " of " +
-                     std::to_string(count) + " " + typeName(dtype);
+                     std::to_string(count) + " " + elementTypeName(dtype);
   if (kind == CollectiveKind::ReduceScatterSum ||
       kind == CollectiveKind::AllGather)
     text += " per rank";
@@ -115,7 +95,7 @@ Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
                                     int index) {
   if (isReduction(call.kind) && !isSummable(call.dtype))
     return errorf(collectiveKindName(call.kind), " cannot sum ",
-                  typeName(call.dtype), " (only f32, f64 and bf16)");
+                  elementTypeName(call.dtype), " (only f32, f64 and bf16)");
   if (call.elementBytes() == 0)
     return errorf(collectiveKindName(call.kind), ": unknown element type ",
                   static_cast<int>(call.dtype));

@@ -10,7 +10,8 @@
 // RMSNorm weight gradients), the clipping scale applied to gradients before
 // AdamW, and the small kernels that are one loop here (transpose, cast, the
 // gradient norm). Scratch memory belongs to the rank's context, never to the
-// backend, so ranks on threads share nothing.
+// backend, so ranks on threads share nothing. Collectives are calls on the
+// rank's communicator, which return when the group's result is in place.
 //
 // One instruction computes in one type: every float operand has it, except
 // the f32 scalars that the plan format fixes whatever the model's type (the
@@ -20,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 
 #include <cmath>
@@ -55,9 +57,11 @@ bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
 }
 
 /// Kernels that compute in no particular float type: cast converts between
-/// types, transpose moves bytes of any type.
+/// types, transpose moves bytes of any type, and the collectives move or sum
+/// (in the communicator) the types the plan verifier allows them.
 bool isTypeFree(Kernel kernel) {
-  return kernel == Kernel::Cast || kernel == Kernel::Transpose;
+  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
+         isCollectiveKernel(kernel);
 }
 
 /// y = x with the dimensions permuted: y's dimension i is x's dimension
@@ -142,6 +146,9 @@ Status cast(const BufferView &out, const BufferView &in, int64_t n) {
 
 class CpuDeviceContext final : public DeviceContext {
 public:
+  explicit CpuDeviceContext(Communicator *communicator)
+      : communicator_(communicator) {}
+
   StatusOr<uint8_t *> allocate(uint64_t bytes) override {
     // calloc: the arena starts zeroed, so runs are reproducible even if a
     // plan reads a buffer before writing it.
@@ -170,6 +177,10 @@ public:
   Status synchronize() override { return Status::ok(); }
 
 private:
+  /// Runs a collective through the communicator.
+  Status collective(const InstructionDesc &inst, const BufferView &in,
+                    const BufferView &out);
+
   /// Runs a kernel that computes in T (float or double).
   template <typename T>
   Status launchAs(const InstructionDesc &inst,
@@ -193,7 +204,33 @@ private:
 
   std::vector<float> scratchF32_[2];
   std::vector<double> scratchF64_[2];
+  Communicator *communicator_;
 };
+
+Status CpuDeviceContext::collective(const InstructionDesc &inst,
+                                    const BufferView &in,
+                                    const BufferView &out) {
+  if (!communicator_)
+    return errorf("this rank has no communicator");
+  const size_t count = size_t(inst.ints[0]);
+  const std::vector<MeshAxis> &axes = communicator_->mesh().axes();
+  if (inst.ints[1] < 0 || size_t(inst.ints[1]) >= axes.size())
+    return errorf("axis ", inst.ints[1], " is not an axis of the mesh ",
+                  communicator_->mesh().toString());
+  const std::string &axis = axes[inst.ints[1]].name;
+  switch (inst.kernel) {
+  case Kernel::AllReduceSum:
+    return communicator_->allReduceSum(in.data, out.data, count, in.dtype,
+                                       axis);
+  case Kernel::ReduceScatterSum:
+    return communicator_->reduceScatterSum(in.data, out.data, count, in.dtype,
+                                           axis);
+  case Kernel::AllGather:
+    return communicator_->allGather(in.data, out.data, count, in.dtype, axis);
+  default:
+    return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
+  }
+}
 
 Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
   const int64_t n = buffer.numElements;
@@ -246,6 +283,10 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
   }
   case Kernel::Cast:
     return cast(out[0], in[0], inst.ints[0]);
+  case Kernel::AllReduceSum:
+  case Kernel::ReduceScatterSum:
+  case Kernel::AllGather:
+    return collective(inst, in[0], out[0]);
   default:
     break;
   }
@@ -440,6 +481,9 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::Transpose:
   case Kernel::Cast:
+  case Kernel::AllReduceSum:
+  case Kernel::ReduceScatterSum:
+  case Kernel::AllGather:
     break; // type-free, handled by launch
   }
   return errorf("kernel '", kernelName(inst.kernel),
@@ -503,8 +547,9 @@ public:
   }
 
   StatusOr<std::unique_ptr<DeviceContext>>
-  createContext(const RankInfo &) override {
-    return std::unique_ptr<DeviceContext>(new CpuDeviceContext());
+  createContext(const RankInfo &rank) override {
+    return std::unique_ptr<DeviceContext>(
+        new CpuDeviceContext(rank.communicator));
   }
 };
 

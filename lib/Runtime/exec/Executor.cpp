@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <cstring>
@@ -30,16 +31,34 @@ Executor::~Executor() {
 }
 
 StatusOr<std::unique_ptr<Executor>>
-Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend) {
+Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
+                 Communicator *communicator) {
   if (rankIndex >= plan.ranks.size())
     return errorf("the plan has no rank ", rankIndex, " (it has ",
                   plan.ranks.size(), ")");
   const RankPlan &rank = plan.ranks[rankIndex];
-  MLT_RETURN_IF_ERROR(verifyRank(rank));
+  MLT_RETURN_IF_ERROR(verifyRank(rank, plan.mesh));
   MLT_RETURN_IF_ERROR(backend.checkSupported(rank));
 
+  bool launchesCollectives = false;
+  for (const ProgramDesc &program : rank.programs)
+    for (const InstructionDesc &inst : program.instructions)
+      launchesCollectives |= isCollectiveKernel(inst.kernel);
+  if (communicator) {
+    if (communicator->mesh().axes() != plan.mesh)
+      return errorf("rank ", rankIndex, "'s communicator is over the mesh ",
+                    communicator->mesh().toString(),
+                    ", not over the plan's mesh");
+    if (communicator->rank() != int(rankIndex))
+      return errorf("rank ", rankIndex, " was given the communicator of rank ",
+                    communicator->rank());
+  } else if (launchesCollectives) {
+    return errorf("rank ", rankIndex,
+                  " launches collectives but has no communicator");
+  }
+
   StatusOr<std::unique_ptr<DeviceContext>> device =
-      backend.createContext(RankInfo{rank.rank, plan.worldSize});
+      backend.createContext(RankInfo{rank.rank, plan.worldSize, communicator});
   if (!device)
     return device.takeStatus();
   std::unique_ptr<Executor> executor(

@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 using namespace mlt;
@@ -43,44 +44,6 @@ static_assert(
 //===----------------------------------------------------------------------===//
 // Small helpers of Plan.h
 //===----------------------------------------------------------------------===//
-
-const char *mlt::rt::elementTypeName(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::F64:
-    return "f64";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::F16:
-    return "f16";
-  case ElementType::I32:
-    return "i32";
-  case ElementType::I64:
-    return "i64";
-  }
-  return "?";
-}
-
-size_t mlt::rt::elementSize(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-  case ElementType::I32:
-    return 4;
-  case ElementType::F64:
-  case ElementType::I64:
-    return 8;
-  case ElementType::BF16:
-  case ElementType::F16:
-    return 2;
-  }
-  return 0;
-}
-
-bool mlt::rt::isFloatElementType(ElementType type) {
-  return type == ElementType::F32 || type == ElementType::F64 ||
-         type == ElementType::BF16 || type == ElementType::F16;
-}
 
 const char *mlt::rt::bufferKindName(BufferKind kind) {
   switch (kind) {
@@ -121,6 +84,12 @@ const ProgramDesc *RankPlan::findProgram(std::string_view name) const {
     if (program.name == name)
       return &program;
   return nullptr;
+}
+
+StatusOr<Mesh> mlt::rt::planMesh(const Plan &plan) {
+  if (plan.mesh.empty())
+    return errorf("the plan has no mesh (it has a single rank)");
+  return Mesh::create(plan.mesh);
 }
 
 //===----------------------------------------------------------------------===//
@@ -166,6 +135,15 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
   result.formatVersion = fb.format_version();
   result.producer = toString(fb.producer());
   result.worldSize = fb.world_size();
+  if (fb.mesh()) {
+    for (const plan::MeshAxis *fbAxis : *fb.mesh()) {
+      std::string name = fbAxis->name()->str();
+      if (fbAxis->size() > uint32_t(std::numeric_limits<int>::max()))
+        return errorf("mesh axis '", name, "' has size ", fbAxis->size(),
+                      ", more ranks than this runtime counts");
+      result.mesh.push_back(MeshAxis{std::move(name), int(fbAxis->size())});
+    }
+  }
 
   const plan::ModelInfo &model = *fb.model();
   result.model.hfConfig = toString(model.hf_config());
@@ -199,6 +177,8 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
         buffer.parameter = toString(fbBuffer->parameter());
         buffer.constantValue = fbBuffer->constant_value();
         buffer.decay = fbBuffer->decay();
+        buffer.fullShape = toVector(fbBuffer->full_shape());
+        buffer.sliceOffset = toVector(fbBuffer->slice_offset());
         rank.buffers.push_back(std::move(buffer));
       }
     }
@@ -308,10 +288,19 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
       auto parameter = buffer.parameter.empty()
                            ? flatbuffers::Offset<flatbuffers::String>()
                            : builder.CreateString(buffer.parameter);
+      // Whole buffers leave the block fields out (the smaller file).
+      auto fullShape = buffer.fullShape.empty()
+                           ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>()
+                           : builder.CreateVector(buffer.fullShape);
+      auto sliceOffset =
+          buffer.sliceOffset.empty()
+              ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>()
+              : builder.CreateVector(buffer.sliceOffset);
       buffers.push_back(plan::CreateBuffer(
           builder, name, static_cast<plan::BufferKind>(buffer.kind),
           static_cast<plan::DType>(buffer.dtype), shape, buffer.offset,
-          buffer.bytes, parameter, buffer.constantValue, buffer.decay));
+          buffer.bytes, parameter, buffer.constantValue, buffer.decay,
+          fullShape, sliceOffset));
     }
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const ProgramDesc &program : rank.programs) {
@@ -341,9 +330,19 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
       builder, hfConfig, model.vocabSize, model.maxPositionEmbeddings,
       model.microBatch, model.seqLen, model.microbatches);
   auto producer = builder.CreateString(planValue.producer);
+  auto rankVector = builder.CreateVector(ranks);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<plan::MeshAxis>>>
+      mesh;
+  if (!planValue.mesh.empty()) {
+    std::vector<flatbuffers::Offset<plan::MeshAxis>> axes;
+    for (const MeshAxis &axis : planValue.mesh)
+      axes.push_back(plan::CreateMeshAxis(
+          builder, builder.CreateString(axis.name), uint32_t(axis.size)));
+    mesh = builder.CreateVector(axes);
+  }
   auto root =
       plan::CreatePlan(builder, planValue.formatVersion, producer, modelInfo,
-                       planValue.worldSize, builder.CreateVector(ranks));
+                       planValue.worldSize, rankVector, mesh);
   plan::FinishPlanBuffer(builder, root);
   return std::string(reinterpret_cast<const char *>(builder.GetBufferPointer()),
                      builder.GetSize());

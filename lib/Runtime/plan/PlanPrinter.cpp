@@ -54,7 +54,13 @@ std::string bufferRefs(const RankPlan &rank,
 void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
   const ModelInfo &model = plan.model;
   os << "plan: format version " << plan.formatVersion << ", producer \""
-     << plan.producer << "\", world size " << plan.worldSize << "\n";
+     << plan.producer << "\", world size " << plan.worldSize;
+  if (!plan.mesh.empty()) {
+    os << ", mesh ";
+    for (size_t i = 0; i < plan.mesh.size(); ++i)
+      os << (i ? "," : "") << plan.mesh[i].name << '=' << plan.mesh[i].size;
+  }
+  os << "\n";
   os << "model: vocab " << model.vocabSize << ", max positions "
      << model.maxPositionEmbeddings << ", micro-batch " << model.microBatch
      << " x seq " << model.seqLen << ", " << model.microbatches
@@ -82,6 +88,14 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
         os << " (decay)";
       if (buffer.kind == BufferKind::Constant)
         os << "  value " << buffer.constantValue;
+      if (buffer.isBlock() &&
+          buffer.sliceOffset.size() == buffer.shape.size()) {
+        os << "  block [";
+        for (size_t d = 0; d < buffer.shape.size(); ++d)
+          os << (d ? ", " : "") << buffer.sliceOffset[d] << ':'
+             << buffer.sliceOffset[d] + buffer.shape[d];
+        os << "] of " << formatList(buffer.fullShape);
+      }
       os << "\n";
     }
     for (const ProgramDesc &program : rank.programs) {
@@ -96,6 +110,9 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
           os << " ints " << formatList(inst.ints);
         if (!inst.floats.empty())
           os << " floats " << formatList(inst.floats);
+        if (isCollectiveKernel(inst.kernel) && inst.ints.size() == 2 &&
+            inst.ints[1] >= 0 && size_t(inst.ints[1]) < plan.mesh.size())
+          os << " axis " << plan.mesh[inst.ints[1]].name;
         if (inst.stream != 0)
           os << " stream " << unsigned(inst.stream);
         os << "\n";

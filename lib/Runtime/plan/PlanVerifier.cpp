@@ -1,14 +1,18 @@
 //===- PlanVerifier.cpp - semantic checks of a plan -----------------------===//
 //
-// Part of mlt. What FlatBuffers' verifier cannot know: that buffers fit the
-// arena and their shapes, that persistent buffers do not overlap, that every
+// Part of mlt. What FlatBuffers' verifier cannot know: that the mesh and the
+// ranks agree, that buffers fit the arena and their shapes and blocks fit
+// their tensors, that persistent buffers do not overlap, that every
 // instruction names real buffers, has its kernel's arity and operands as
-// large as its attributes say, and that the plan provides what the training
-// loop reads and writes. After these checks no instruction can touch memory
-// outside its operands' ranges, so the backends do not re-check sizes.
+// large as its attributes say, that collectives name a mesh axis and match
+// across the ranks of each group, and that the plan provides what the
+// training loop reads and writes, with every parameter element held by some
+// rank. After these checks no instruction can touch memory outside its
+// operands' ranges, so the backends do not re-check sizes.
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/Plan.h"
 #include "mlt/Runtime/PlanFormat.h"
 
@@ -54,6 +58,58 @@ std::string formatInts(const std::vector<int64_t> &values) {
 
 bool isPersistent(BufferKind kind) { return kind != BufferKind::Temporary; }
 
+bool isPerParameter(BufferKind kind) {
+  return kind == BufferKind::Parameter || kind == BufferKind::Gradient ||
+         kind == BufferKind::OptimizerState;
+}
+
+/// "[0:8, 16:32] of [16, 32]": the block of a buffer, for messages.
+std::string formatBlock(const BufferDesc &buffer) {
+  std::ostringstream os;
+  std::vector<int64_t> offset = buffer.blockOffset();
+  os << '[';
+  for (size_t d = 0; d < buffer.shape.size(); ++d)
+    os << (d ? ", " : "") << offset[d] << ':' << offset[d] + buffer.shape[d];
+  os << "] of " << formatInts(buffer.tensorShape());
+  return os.str();
+}
+
+/// A block (fullShape, sliceOffset) is declared only where the runtime knows
+/// what it means, has shape's rank, and lies inside its tensor.
+Status verifyBlock(const BufferDesc &buffer) {
+  if (buffer.fullShape.empty() && buffer.sliceOffset.empty())
+    return Status::ok();
+  const bool tokens =
+      buffer.kind == BufferKind::Input &&
+      (buffer.name == kTokensInput || buffer.name == kLabelsInput);
+  if (!isPerParameter(buffer.kind) && !tokens)
+    return errorf(
+        "buffer '", buffer.name, "' is a block of a larger tensor, but only ",
+        "parameter, gradient and optimizer-state buffers and the inputs '",
+        kTokensInput, "' and '", kLabelsInput, "' may be (it is a ",
+        bufferKindName(buffer.kind), " buffer)");
+  const size_t rank = buffer.shape.size();
+  if (buffer.fullShape.size() != rank || buffer.sliceOffset.size() != rank)
+    return errorf("buffer '", buffer.name, "' of shape ",
+                  formatInts(buffer.shape), " has full_shape ",
+                  formatInts(buffer.fullShape), " and slice_offset ",
+                  formatInts(buffer.sliceOffset),
+                  "; both must have the shape's rank ", rank);
+  int64_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    std::optional<int64_t> next = checkedMul(elements, buffer.fullShape[d]);
+    if (!next)
+      return errorf("buffer '", buffer.name, "' has a bad full_shape ",
+                    formatInts(buffer.fullShape));
+    elements = *next;
+    if (buffer.sliceOffset[d] < 0 ||
+        buffer.sliceOffset[d] > buffer.fullShape[d] - buffer.shape[d])
+      return errorf("buffer '", buffer.name, "' holds the block ",
+                    formatBlock(buffer), ", out of bounds in dimension ", d);
+  }
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Buffers
 //===----------------------------------------------------------------------===//
@@ -90,6 +146,7 @@ Status verifyBuffers(const RankPlan &rank) {
       return errorf("buffer '", buffer.name, "' ends at byte ",
                     buffer.offset + buffer.bytes, ", past the arena of ",
                     rank.arenaBytes, " bytes");
+    MLT_RETURN_IF_ERROR(verifyBlock(buffer));
   }
 
   // Persistent buffers live for the whole run: none may share bytes with
@@ -155,7 +212,7 @@ struct OperandSpec {
 
 /// Fills `spec` from the instruction's ints (whose count is already checked).
 Status operandSpec(const InstructionDesc &inst, size_t numInputs,
-                   OperandSpec &spec) {
+                   const std::vector<MeshAxis> &mesh, OperandSpec &spec) {
   const std::vector<int64_t> &a = inst.ints;
   for (int64_t value : a)
     if (value < 0)
@@ -289,6 +346,33 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
     spec.outputs = {a[0], a[0], a[0]};
     break;
+  case Kernel::AllReduceSum: // x -> y; n, axis
+  case Kernel::ReduceScatterSum:
+  case Kernel::AllGather: {
+    if (size_t(a[1]) >= mesh.size()) {
+      if (mesh.empty())
+        return errorf("axis ", a[1],
+                      " is not an axis of the plan's mesh: the plan has "
+                      "no mesh");
+      std::ostringstream names;
+      for (size_t i = 0; i < mesh.size(); ++i)
+        names << (i ? "," : "") << mesh[i].name << '=' << mesh[i].size;
+      return errorf("axis ", a[1], " is not an axis of the plan's mesh ",
+                    names.str(), " (axes 0..", mesh.size() - 1, ")");
+    }
+    const int64_t groupSize = mesh[a[1]].size;
+    if (inst.kernel == Kernel::AllReduceSum) {
+      all(a[0], 1, 1);
+    } else if (inst.kernel == Kernel::ReduceScatterSum) {
+      spec.inputs = {product({a[0], groupSize})};
+      spec.outputs = {a[0]};
+    } else {
+      spec.inputs = {a[0]};
+      spec.outputs = {product({a[0], groupSize})};
+    }
+    spec.anyMatchingDType = true;
+    break;
+  }
   }
   for (int64_t count : spec.inputs)
     if (count < 0)
@@ -299,7 +383,56 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
   return Status::ok();
 }
 
-Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst) {
+/// The coordinate of `rank` on mesh axis `axis` (Mesh.h's row-major order):
+/// its index in the axis's groups.
+int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
+                       size_t axis) {
+  int64_t stride = 1;
+  for (size_t a = mesh.size(); a-- > axis + 1;)
+    stride *= mesh[a].size;
+  return (int64_t(rank) / stride) % mesh[axis].size;
+}
+
+/// A collective's types and the overlap of its input and output (the
+/// in-place forms of Kernels.def, for this rank's index in its group).
+Status verifyCollective(const RankPlan &rank, const InstructionDesc &inst,
+                        const std::vector<MeshAxis> &mesh) {
+  const BufferDesc &in = rank.buffers[inst.inputs[0]];
+  const BufferDesc &out = rank.buffers[inst.outputs[0]];
+  if (inst.kernel != Kernel::AllGather && in.dtype != ElementType::F32 &&
+      in.dtype != ElementType::F64 && in.dtype != ElementType::BF16)
+    return errorf("input '", in.name, "' is ", elementTypeName(in.dtype),
+                  ", but sums take f32, f64 and bf16");
+  if (in.bytes == 0 || out.bytes == 0 || in.offset >= out.offset + out.bytes ||
+      out.offset >= in.offset + in.bytes)
+    return Status::ok();
+  const uint64_t chunkBytes = uint64_t(inst.ints[0]) * elementSize(in.dtype);
+  const uint64_t index = meshCoordinate(mesh, rank.rank, inst.ints[1]);
+  bool inPlace = false;
+  switch (inst.kernel) {
+  case Kernel::AllReduceSum:
+    inPlace = in.offset == out.offset;
+    break;
+  case Kernel::ReduceScatterSum:
+    inPlace = out.offset == in.offset + index * chunkBytes;
+    break;
+  case Kernel::AllGather:
+    inPlace = in.offset == out.offset + index * chunkBytes;
+    break;
+  default:
+    break;
+  }
+  if (inPlace)
+    return Status::ok();
+  return errorf("input '", in.name, "' at [", in.offset, ", ",
+                in.offset + in.bytes, ") and output '", out.name, "' at [",
+                out.offset, ", ", out.offset + out.bytes,
+                ") overlap without being in place (rank ", rank.rank,
+                " is index ", index, " of its group)");
+}
+
+Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
+                         const std::vector<MeshAxis> &mesh) {
   const KernelSignature &signature = kernelSignature(inst.kernel);
   auto arity = [](const char *what, int expected, size_t actual) -> Status {
     if (expected < 0 || size_t(expected) == actual)
@@ -336,7 +469,7 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst) {
                     ", but the rank has ", rank.buffers.size(), " buffers");
 
   OperandSpec spec;
-  MLT_RETURN_IF_ERROR(operandSpec(inst, inst.inputs.size(), spec));
+  MLT_RETURN_IF_ERROR(operandSpec(inst, inst.inputs.size(), mesh, spec));
   for (size_t i = 0; i < numOperands; ++i) {
     const BufferDesc &buffer = rank.buffers[operand(i)];
     int64_t expected = i < inst.inputs.size()
@@ -366,6 +499,8 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst) {
                     ", but the kernel computes on floats");
     }
   }
+  if (isCollectiveKernel(inst.kernel))
+    return verifyCollective(rank, inst, mesh);
   return Status::ok();
 }
 
@@ -375,7 +510,12 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-Status mlt::rt::verifyRank(const RankPlan &rank) {
+Status mlt::rt::verifyRank(const RankPlan &rank,
+                           const std::vector<MeshAxis> &mesh) {
+  // The collectives' checks divide by the axis sizes.
+  if (!mesh.empty())
+    if (StatusOr<Mesh> valid = Mesh::create(mesh); !valid)
+      return valid.takeStatus().withContext("the plan's mesh");
   MLT_RETURN_IF_ERROR(verifyBuffers(rank));
   std::set<std::string> programNames;
   for (const ProgramDesc &program : rank.programs) {
@@ -383,7 +523,7 @@ Status mlt::rt::verifyRank(const RankPlan &rank) {
       return errorf("two programs are named '", program.name, "'");
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const InstructionDesc &inst = program.instructions[i];
-      Status status = verifyInstruction(rank, inst);
+      Status status = verifyInstruction(rank, inst, mesh);
       if (!status) {
         std::ostringstream context;
         context << "program '" << program.name << "' instruction " << i << " ("
@@ -395,9 +535,95 @@ Status mlt::rt::verifyRank(const RankPlan &rank) {
   return Status::ok();
 }
 
+namespace {
+
+/// One collective as the members of its group must agree on it.
+CollectiveCall collectiveCall(const RankPlan &rank,
+                              const InstructionDesc &inst) {
+  CollectiveCall call;
+  call.kind = inst.kernel == Kernel::AllReduceSum ? CollectiveKind::AllReduceSum
+              : inst.kernel == Kernel::ReduceScatterSum
+                  ? CollectiveKind::ReduceScatterSum
+                  : CollectiveKind::AllGather;
+  call.dtype = rank.buffers[inst.inputs[0]].dtype;
+  call.count = size_t(inst.ints[0]);
+  return call;
+}
+
+/// The collectives that `rank`'s program `name` launches on `axis`.
+std::vector<CollectiveCall>
+collectivesOn(const RankPlan &rank, const std::string &name, size_t axis) {
+  std::vector<CollectiveCall> calls;
+  if (const ProgramDesc *program = rank.findProgram(name))
+    for (const InstructionDesc &inst : program->instructions)
+      if (isCollectiveKernel(inst.kernel) && size_t(inst.ints[1]) == axis)
+        calls.push_back(collectiveCall(rank, inst));
+  return calls;
+}
+
+/// In every program, the members of each group launch the same collectives
+/// on its axis in the same order, so that none waits for a call that never
+/// comes or meets a different one (the communicator would fail both at run
+/// time; this names them before anything runs).
+Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
+  std::set<std::string> programs;
+  for (const RankPlan &rank : plan.ranks)
+    for (const ProgramDesc &program : rank.programs)
+      programs.insert(program.name);
+  for (size_t axis = 0; axis < mesh.numAxes(); ++axis) {
+    const std::string &axisName = mesh.axes()[axis].name;
+    for (int leader = 0; leader < mesh.worldSize(); ++leader) {
+      MeshGroup group = *mesh.groupOf(leader, axisName);
+      if (group.index != 0 || group.size() == 1)
+        continue;
+      for (const std::string &program : programs) {
+        std::vector<CollectiveCall> first =
+            collectivesOn(plan.ranks[leader], program, axis);
+        for (int k = 1; k < group.size(); ++k) {
+          int member = group.ranks[k];
+          std::vector<CollectiveCall> calls =
+              collectivesOn(plan.ranks[member], program, axis);
+          auto prefix = [&] {
+            std::ostringstream os;
+            os << "program '" << program << "': ranks " << leader << " and "
+               << member << " launch different collectives on axis '"
+               << axisName << "': ";
+            return os.str();
+          };
+          for (size_t i = 0; i < std::min(first.size(), calls.size()); ++i)
+            if (!first[i].matches(calls[i]))
+              return errorf(prefix(), "collective #", i, " is ",
+                            first[i].describe(), " on rank ", leader, ", ",
+                            calls[i].describe(), " on rank ", member);
+          if (first.size() != calls.size())
+            return errorf(prefix(), "rank ", leader, " launches ", first.size(),
+                          ", rank ", member, " launches ", calls.size());
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status mlt::rt::verifyPlanStructure(const Plan &plan) {
   if (plan.ranks.empty())
     return errorf("the plan has no ranks");
+  std::optional<Mesh> mesh;
+  if (!plan.mesh.empty()) {
+    StatusOr<Mesh> created = Mesh::create(plan.mesh);
+    if (!created)
+      return created.takeStatus().withContext("the plan's mesh");
+    mesh = std::move(*created);
+    if (uint64_t(mesh->worldSize()) != plan.worldSize)
+      return errorf("the plan's world size is ", plan.worldSize,
+                    ", but its mesh ", mesh->toString(), " has ",
+                    mesh->worldSize(), " ranks");
+  } else if (plan.worldSize != 1) {
+    return errorf("the plan's world size is ", plan.worldSize,
+                  ", but it has no mesh (a plan of several ranks needs one)");
+  }
   if (plan.worldSize != plan.ranks.size())
     return errorf("the plan's world size is ", plan.worldSize, " but it has ",
                   plan.ranks.size(), " ranks");
@@ -406,12 +632,14 @@ Status mlt::rt::verifyPlanStructure(const Plan &plan) {
     if (rank.rank != i)
       return errorf("rank entry ", i, " is numbered ", rank.rank,
                     " (ranks must be listed in order)");
-    Status status = verifyRank(rank);
+    Status status = verifyRank(rank, plan.mesh);
     if (!status)
       return plan.ranks.size() == 1
                  ? status
                  : std::move(status).withContext("rank " + std::to_string(i));
   }
+  if (mesh)
+    MLT_RETURN_IF_ERROR(verifyCollectivesMatch(plan, *mesh));
   return Status::ok();
 }
 
@@ -440,9 +668,12 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
                     ", expected ", elementTypeName(dtype),
                     altDtype ? std::string(" or ") + elementTypeName(*altDtype)
                              : std::string());
-    if (shape ? buffer.shape != *shape : buffer.numElements() != 1)
-      return errorf("buffer '", name, "' has shape ", formatInts(buffer.shape),
-                    ", expected ", shape ? formatInts(*shape) : "a scalar");
+    // tokens and labels may be blocks of the global micro-batch.
+    if (shape ? buffer.tensorShape() != *shape : buffer.numElements() != 1)
+      return errorf("buffer '", name, "' has ",
+                    buffer.isBlock() ? "full shape " : "shape ",
+                    formatInts(buffer.tensorShape()), ", expected ",
+                    shape ? formatInts(*shape) : "a scalar");
     return Status::ok();
   };
   const std::vector<int64_t> tokenShape = {model.microBatch, model.seqLen};
@@ -485,10 +716,108 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
       return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
                     "' names parameter '", buffer.parameter,
                     "', which has no parameter buffer");
-    if (it->second->shape != buffer.shape)
+    const BufferDesc &parameter = *it->second;
+    if (parameter.shape != buffer.shape)
       return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
                     "' has shape ", formatInts(buffer.shape),
-                    ", but its parameter has ", formatInts(it->second->shape));
+                    ", but its parameter has ", formatInts(parameter.shape));
+    if (parameter.tensorShape() != buffer.tensorShape() ||
+        parameter.blockOffset() != buffer.blockOffset())
+      return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
+                    "' holds the block ", formatBlock(buffer),
+                    ", but its parameter holds ", formatBlock(parameter));
+  }
+  return Status::ok();
+}
+
+/// Across ranks, each parameter has one full shape, dtype and decay, and its
+/// blocks are replicas or disjoint and together cover the whole tensor (so
+/// that assembling it from the blocks, lowest rank first, is well defined).
+Status verifyParameterCoverage(const Plan &plan) {
+  struct Holder {
+    const BufferDesc *buffer;
+    uint32_t rank;
+  };
+  struct Holding {
+    Holder first;
+    /// The distinct blocks (by offset), each with the lowest rank holding it.
+    std::map<std::vector<int64_t>, Holder> blocks;
+  };
+  std::map<std::string, Holding> parameters;
+  std::vector<std::string> order;
+  for (const RankPlan &rank : plan.ranks) {
+    for (const BufferDesc &buffer : rank.buffers) {
+      if (buffer.kind != BufferKind::Parameter)
+        continue;
+      auto found = parameters.find(buffer.parameter);
+      if (found == parameters.end()) {
+        found = parameters
+                    .emplace(buffer.parameter,
+                             Holding{Holder{&buffer, rank.rank}, {}})
+                    .first;
+        order.push_back(buffer.parameter);
+      }
+      Holding &holding = found->second;
+      const BufferDesc &first = *holding.first.buffer;
+      auto differ = [&](const char *what, const std::string &there,
+                        const std::string &here) {
+        return errorf("parameter '", buffer.parameter, "' has ", what, " ",
+                      there, " on rank ", holding.first.rank, " but ", here,
+                      " on rank ", rank.rank);
+      };
+      if (first.tensorShape() != buffer.tensorShape())
+        return differ("full shape", formatInts(first.tensorShape()),
+                      formatInts(buffer.tensorShape()));
+      if (first.dtype != buffer.dtype)
+        return differ("dtype", elementTypeName(first.dtype),
+                      elementTypeName(buffer.dtype));
+      if (first.decay != buffer.decay)
+        return differ("decay", first.decay ? "on" : "off",
+                      buffer.decay ? "on" : "off");
+      auto [block, inserted] = holding.blocks.emplace(
+          buffer.blockOffset(), Holder{&buffer, rank.rank});
+      if (!inserted && block->second.buffer->shape != buffer.shape)
+        return errorf("parameter '", buffer.parameter, "' has the blocks ",
+                      formatBlock(*block->second.buffer), " on rank ",
+                      block->second.rank, " and ", formatBlock(buffer),
+                      " on rank ", rank.rank,
+                      ", which overlap without being the same block");
+    }
+  }
+  for (const std::string &name : order) {
+    const Holding &holding = parameters.at(name);
+    std::vector<Holder> seen;
+    int64_t covered = 0;
+    for (const auto &entry : holding.blocks) {
+      const Holder &holder = entry.second;
+      const BufferDesc &block = *holder.buffer;
+      for (const Holder &other : seen) {
+        std::vector<int64_t> a = block.blockOffset();
+        std::vector<int64_t> b = other.buffer->blockOffset();
+        bool overlap =
+            block.numElements() > 0 && other.buffer->numElements() > 0;
+        for (size_t d = 0; d < block.shape.size() && overlap; ++d)
+          overlap = a[d] < b[d] + other.buffer->shape[d] &&
+                    b[d] < a[d] + block.shape[d];
+        if (overlap)
+          return errorf("parameter '", name, "' has the blocks ",
+                        formatBlock(*other.buffer), " on rank ", other.rank,
+                        " and ", formatBlock(block), " on rank ", holder.rank,
+                        ", which overlap without being the same block");
+      }
+      seen.push_back(holder);
+      covered += block.numElements();
+    }
+    // Disjoint blocks inside the tensor cover it iff their sizes add up.
+    int64_t total = 1;
+    for (int64_t dim : holding.first.buffer->tensorShape())
+      total *= dim;
+    if (covered != total)
+      return errorf("parameter '", name, "' of shape ",
+                    formatInts(holding.first.buffer->tensorShape()),
+                    " is not covered by the ranks' blocks: they hold ", covered,
+                    " of its ", total,
+                    " elements (some element is held by no rank)");
   }
   return Status::ok();
 }
@@ -518,7 +847,7 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
                                     : std::move(status).withContext(
                                           "rank " + std::to_string(rank.rank));
   }
-  return Status::ok();
+  return verifyParameterCoverage(plan);
 }
 
 Status mlt::rt::verifyPlan(const Plan &plan) {

@@ -1,13 +1,19 @@
 //===- Parameters.cpp - parameters by HF name -----------------------------===//
 //
-// Part of mlt. Initialization, loading and snapshots of a plan's parameters.
+// Part of mlt. Initialization, loading and snapshots of a plan's parameters,
+// over one executor or every rank of a group: each whole tensor is made (or
+// converted) once and cut into the blocks the ranks hold, or assembled from
+// them.
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/Parameters.h"
+#include "mlt/Runtime/Blocks.h"
+#include "mlt/Runtime/Random.h"
 
 #include <cmath>
+#include <map>
+#include <set>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -48,7 +54,17 @@ std::vector<ExpectedTensor> mlt::rt::planParameters(const RankPlan &rank) {
   std::vector<ExpectedTensor> parameters;
   for (const BufferDesc &buffer : rank.buffers)
     if (buffer.kind == BufferKind::Parameter)
-      parameters.push_back({buffer.parameter, buffer.shape});
+      parameters.push_back({buffer.parameter, buffer.tensorShape()});
+  return parameters;
+}
+
+std::vector<ExpectedTensor> mlt::rt::planParameters(const Plan &plan) {
+  std::vector<ExpectedTensor> parameters;
+  std::set<std::string> seen;
+  for (const RankPlan &rank : plan.ranks)
+    for (ExpectedTensor &parameter : planParameters(rank))
+      if (seen.insert(parameter.name).second)
+        parameters.push_back(std::move(parameter));
   return parameters;
 }
 
@@ -57,6 +73,17 @@ int64_t mlt::rt::countParameters(const RankPlan &rank) {
   for (const BufferDesc &buffer : rank.buffers)
     if (buffer.kind == BufferKind::Parameter)
       count += buffer.numElements();
+  return count;
+}
+
+int64_t mlt::rt::countParameters(const Plan &plan) {
+  int64_t count = 0;
+  for (const ExpectedTensor &parameter : planParameters(plan)) {
+    int64_t elements = 1;
+    for (int64_t dim : parameter.shape)
+      elements *= dim;
+    count += elements;
+  }
   return count;
 }
 
@@ -76,50 +103,175 @@ mlt::rt::initialParameterValues(const std::string &name,
   return values;
 }
 
-Status mlt::rt::initializeParameters(Executor &executor, uint64_t seed) {
-  const RankPlan &rank = executor.rankPlan();
-  for (size_t i = 0; i < rank.buffers.size(); ++i) {
-    const BufferDesc &buffer = rank.buffers[i];
-    if (buffer.kind != BufferKind::Parameter)
-      continue;
-    std::vector<float> values =
-        initialParameterValues(buffer.parameter, buffer.shape, seed);
-    MLT_RETURN_IF_ERROR(
-        executor.writeFloats(i, values.data(), int64_t(values.size())));
+namespace {
+
+/// One buffer of one rank.
+struct Holder {
+  Executor *executor;
+  size_t buffer;
+
+  const BufferDesc &desc() const { return executor->buffer(buffer); }
+  BlockLayout layout() const {
+    const BufferDesc &d = desc();
+    return BlockLayout{d.tensorShape(), d.blockOffset(), d.shape};
   }
-  return executor.zeroBuffers(BufferKind::OptimizerState);
+};
+
+/// A tensor and every buffer (on any rank) holding a block of it.
+struct Holders {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<Holder> holders;
+};
+
+/// The buffers of `kind` of `executors` (in rank order), grouped by tensor:
+/// by HF name for parameters and gradients, by buffer name for other kinds;
+/// tensors in order of first appearance.
+std::vector<Holders> holdersOf(const std::vector<Executor *> &executors,
+                               BufferKind kind) {
+  std::vector<Holders> tensors;
+  std::map<std::string, size_t> index;
+  for (Executor *executor : executors) {
+    const RankPlan &rank = executor->rankPlan();
+    for (size_t i = 0; i < rank.buffers.size(); ++i) {
+      const BufferDesc &buffer = rank.buffers[i];
+      if (buffer.kind != kind)
+        continue;
+      const std::string &name =
+          kind == BufferKind::Parameter || kind == BufferKind::Gradient
+              ? buffer.parameter
+              : buffer.name;
+      auto [it, inserted] = index.emplace(name, tensors.size());
+      if (inserted)
+        tensors.push_back(Holders{name, buffer.tensorShape(), {}});
+      tensors[it->second].holders.push_back(Holder{executor, i});
+    }
+  }
+  return tensors;
+}
+
+/// Writes each holder its block of the whole tensor `values`.
+Status writeBlocks(const Holders &tensor, const std::vector<float> &values) {
+  for (const Holder &holder : tensor.holders) {
+    BlockLayout layout = holder.layout();
+    if (layout.isWhole()) {
+      MLT_RETURN_IF_ERROR(holder.executor->writeFloats(
+          holder.buffer, values.data(), int64_t(values.size())));
+      continue;
+    }
+    std::vector<float> block = extractBlock(values, layout);
+    MLT_RETURN_IF_ERROR(holder.executor->writeFloats(
+        holder.buffer, block.data(), int64_t(block.size())));
+  }
+  return Status::ok();
+}
+
+Status zeroOptimizerStates(const std::vector<Executor *> &executors) {
+  for (Executor *executor : executors)
+    MLT_RETURN_IF_ERROR(executor->zeroBuffers(BufferKind::OptimizerState));
+  return Status::ok();
+}
+
+Status initialize(const std::vector<Executor *> &executors, uint64_t seed) {
+  for (const Holders &tensor : holdersOf(executors, BufferKind::Parameter))
+    MLT_RETURN_IF_ERROR(writeBlocks(
+        tensor, initialParameterValues(tensor.name, tensor.shape, seed)));
+  return zeroOptimizerStates(executors);
+}
+
+Status load(const std::vector<Executor *> &executors,
+            const std::vector<ExpectedTensor> &expected,
+            const TensorMap &tensors) {
+  MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  for (const Holders &tensor : holdersOf(executors, BufferKind::Parameter)) {
+    StatusOr<std::vector<float>> values =
+        toFloat32(tensor.name, tensors.at(tensor.name));
+    if (!values)
+      return values.takeStatus();
+    MLT_RETURN_IF_ERROR(writeBlocks(tensor, *values));
+  }
+  return zeroOptimizerStates(executors);
+}
+
+StatusOr<TensorMap> assemble(const std::vector<Executor *> &executors,
+                             BufferKind kind) {
+  TensorMap tensors;
+  for (const Holders &tensor : holdersOf(executors, kind)) {
+    const Holder &first = tensor.holders.front();
+    if (tensor.holders.size() == 1 && first.layout().isWhole()) {
+      // The one-rank case, without a copy.
+      StatusOr<std::vector<float>> values =
+          first.executor->readFloats(first.buffer);
+      if (!values)
+        return values.takeStatus();
+      tensors[tensor.name] =
+          Tensor::fromFloats(DType::F32, tensor.shape, *values);
+      continue;
+    }
+    int64_t total = 1;
+    for (int64_t dim : tensor.shape)
+      total *= dim;
+    std::vector<float> whole(size_t(total), 0.0f);
+    std::set<std::vector<int64_t>> taken; // block offsets already copied
+    int64_t covered = 0;
+    for (const Holder &holder : tensor.holders) {
+      BlockLayout layout = holder.layout();
+      if (!taken.insert(layout.offset).second)
+        continue; // a replica of a block taken from a lower rank
+      StatusOr<std::vector<float>> block =
+          holder.executor->readFloats(holder.buffer);
+      if (!block)
+        return block.takeStatus();
+      insertBlock(whole, layout, *block);
+      covered += int64_t(block->size());
+    }
+    if (covered != total)
+      return errorf("'", tensor.name, "' of shape ", formatShape(tensor.shape),
+                    ": the ranks hold only ", covered, " of its ", total,
+                    " elements");
+    tensors[tensor.name] = Tensor::fromFloats(DType::F32, tensor.shape, whole);
+  }
+  return tensors;
+}
+
+std::vector<Executor *> executorsOf(RankGroup &ranks) {
+  std::vector<Executor *> executors;
+  for (uint32_t rank = 0; rank < ranks.size(); ++rank)
+    executors.push_back(&ranks.executor(rank));
+  return executors;
+}
+
+} // namespace
+
+Status mlt::rt::initializeParameters(Executor &executor, uint64_t seed) {
+  return initialize({&executor}, seed);
+}
+
+Status mlt::rt::initializeParameters(RankGroup &ranks, uint64_t seed) {
+  return initialize(executorsOf(ranks), seed);
 }
 
 Status mlt::rt::loadParameters(Executor &executor, const TensorMap &tensors) {
-  const RankPlan &rank = executor.rankPlan();
-  MLT_RETURN_IF_ERROR(checkTensors(tensors, planParameters(rank)));
-  for (size_t i = 0; i < rank.buffers.size(); ++i) {
-    const BufferDesc &buffer = rank.buffers[i];
-    if (buffer.kind != BufferKind::Parameter)
-      continue;
-    StatusOr<std::vector<float>> values =
-        toFloat32(buffer.parameter, tensors.at(buffer.parameter));
-    if (!values)
-      return values.takeStatus();
-    MLT_RETURN_IF_ERROR(
-        executor.writeFloats(i, values->data(), int64_t(values->size())));
-  }
-  return executor.zeroBuffers(BufferKind::OptimizerState);
+  return load({&executor}, planParameters(executor.rankPlan()), tensors);
+}
+
+Status mlt::rt::loadParameters(RankGroup &ranks, const TensorMap &tensors) {
+  std::vector<Executor *> executors = executorsOf(ranks);
+  std::vector<ExpectedTensor> expected;
+  std::set<std::string> seen;
+  for (Executor *executor : executors)
+    for (ExpectedTensor &parameter : planParameters(executor->rankPlan()))
+      if (seen.insert(parameter.name).second)
+        expected.push_back(std::move(parameter));
+  return load(executors, expected, tensors);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,
                                               BufferKind kind) {
-  const RankPlan &rank = executor.rankPlan();
-  TensorMap tensors;
-  for (size_t i = 0; i < rank.buffers.size(); ++i) {
-    const BufferDesc &buffer = rank.buffers[i];
-    if (buffer.kind != kind)
-      continue;
-    StatusOr<std::vector<float>> values = executor.readFloats(i);
-    if (!values)
-      return values.takeStatus();
-    tensors[buffer.parameter] =
-        Tensor::fromFloats(DType::F32, buffer.shape, *values);
-  }
-  return tensors;
+  return assemble({&executor}, kind);
+}
+
+StatusOr<TensorMap> mlt::rt::parameterTensors(RankGroup &ranks,
+                                              BufferKind kind) {
+  return assemble(executorsOf(ranks), kind);
 }

@@ -1,9 +1,12 @@
-//===- Trainer.cpp - the training loop over an executor -------------------===//
+//===- Trainer.cpp - the training loop over the ranks of a plan -----------===//
 //
 // Part of mlt. One optimizer step: hyper-parameters, zeroed gradients,
 // micro_step per micro-batch (accumulating gradients; the compiler seeds each
 // micro-batch's loss gradient with 1 / microbatches, so the sum is the
-// gradient of the mean loss), then optimizer_step.
+// gradient of the mean loss), then optimizer_step. The host draws the step's
+// global batch once; then every rank runs the whole step on its own thread
+// (one RankGroup::parallel call per step), reading its block of each
+// micro-batch, and the plan's collectives keep the ranks in step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -19,49 +25,189 @@ using namespace mlt::rt;
 StatusOr<std::unique_ptr<Trainer>>
 Trainer::create(Executor &executor, const ModelInfo &model, TokenDataset &data,
                 const TrainingOptions &options) {
+  return create(nullptr, {&executor}, model, data, options);
+}
+
+StatusOr<std::unique_ptr<Trainer>>
+Trainer::create(RankGroup &ranks, const ModelInfo &model, TokenDataset &data,
+                const TrainingOptions &options) {
+  std::vector<Executor *> executors;
+  for (uint32_t rank = 0; rank < ranks.size(); ++rank)
+    executors.push_back(&ranks.executor(rank));
+  return create(&ranks, executors, model, data, options);
+}
+
+StatusOr<std::unique_ptr<Trainer>>
+Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
+                const ModelInfo &model, TokenDataset &data,
+                const TrainingOptions &options) {
   if (data.seqLen() != model.seqLen)
     return errorf("the data is cut into sequences of ", data.seqLen(),
                   " tokens, the plan's are ", model.seqLen);
   if (options.steps < 1)
     return errorf("steps must be at least 1, got ", options.steps);
-  std::unique_ptr<Trainer> trainer(new Trainer(executor, model, data, options));
+  std::unique_ptr<Trainer> trainer(new Trainer(group, model, data, options));
 
-  struct Binding {
-    size_t *index;
-    const char *name;
-  };
-  const Binding buffers[] = {
-      {&trainer->tokens_, kTokensInput},
-      {&trainer->labels_, kLabelsInput},
-      {&trainer->loss_, kLossOutput},
-      {&trainer->gradNorm_, kGradNormOutput},
-      {&trainer->lr_, kHyperLR},
-      {&trainer->beta1_, kHyperBeta1},
-      {&trainer->beta2_, kHyperBeta2},
-      {&trainer->eps_, kHyperEps},
-      {&trainer->weightDecay_, kHyperWeightDecay},
-      {&trainer->maxGradNorm_, kHyperMaxGradNorm},
-      {&trainer->stepNumber_, kHyperStep},
-  };
-  for (const Binding &binding : buffers) {
-    StatusOr<size_t> index = executor.findBuffer(binding.name);
-    if (!index)
-      return index.takeStatus();
-    *binding.index = *index;
+  const std::vector<int64_t> microBatchShape = {model.microBatch, model.seqLen};
+  for (size_t r = 0; r < executors.size(); ++r) {
+    Executor &executor = *executors[r];
+    RankState state;
+    state.executor = &executor;
+    struct Binding {
+      size_t *index;
+      const char *name;
+    };
+    const Binding buffers[] = {
+        {&state.tokens, kTokensInput},
+        {&state.labels, kLabelsInput},
+        {&state.loss, kLossOutput},
+        {&state.gradNorm, kGradNormOutput},
+        {&state.lr, kHyperLR},
+        {&state.beta1, kHyperBeta1},
+        {&state.beta2, kHyperBeta2},
+        {&state.eps, kHyperEps},
+        {&state.weightDecay, kHyperWeightDecay},
+        {&state.maxGradNorm, kHyperMaxGradNorm},
+        {&state.stepNumber, kHyperStep},
+    };
+    Status status = Status::ok();
+    for (const Binding &binding : buffers) {
+      StatusOr<size_t> index = executor.findBuffer(binding.name);
+      if (!index) {
+        status = index.takeStatus();
+        break;
+      }
+      *binding.index = *index;
+    }
+    StatusOr<size_t> micro = executor.findProgram(kMicroStepProgram);
+    StatusOr<size_t> optimizer = executor.findProgram(kOptimizerStepProgram);
+    if (status && !micro)
+      status = micro.takeStatus();
+    if (status && !optimizer)
+      status = optimizer.takeStatus();
+    // The blocks the plan verifier checked against [micro_batch, seq_len].
+    for (auto [index, block] : {std::pair{state.tokens, &state.tokensBlock},
+                                std::pair{state.labels, &state.labelsBlock}}) {
+      if (!status)
+        break;
+      const BufferDesc &buffer = executor.buffer(index);
+      if (buffer.tensorShape() != microBatchShape || buffer.shape.size() != 2)
+        status = errorf("buffer '", buffer.name, "' holds a block of a ",
+                        "tensor other than the [", model.microBatch, ", ",
+                        model.seqLen, "] micro-batch");
+      else
+        *block =
+            BlockLayout{microBatchShape, buffer.blockOffset(), buffer.shape};
+    }
+    if (!status)
+      return executors.size() == 1
+                 ? status
+                 : std::move(status).withContext("rank " + std::to_string(r));
+    state.microStep = *micro;
+    state.optimizerStep = *optimizer;
+    if (!state.tokensBlock.isWhole())
+      state.tokensStaging.resize(executor.buffer(state.tokens).numElements());
+    if (!state.labelsBlock.isWhole())
+      state.labelsStaging.resize(executor.buffer(state.labels).numElements());
+    state.measuredLosses.resize(size_t(model.microbatches));
+    trainer->ranks_.push_back(std::move(state));
   }
-  StatusOr<size_t> micro = executor.findProgram(kMicroStepProgram);
-  if (!micro)
-    return micro.takeStatus();
-  trainer->microStep_ = *micro;
-  StatusOr<size_t> optimizer = executor.findProgram(kOptimizerStepProgram);
-  if (!optimizer)
-    return optimizer.takeStatus();
-  trainer->optimizerStep_ = *optimizer;
 
   const size_t tokens = size_t(model.globalBatch() * model.seqLen);
   trainer->inputs_.resize(tokens);
   trainer->targets_.resize(tokens);
   return trainer;
+}
+
+Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
+  Executor &executor = *rank.executor;
+  const bool isFirst = &rank == &ranks_.front();
+  const OptimizerOptions &opt = options_.optimizer;
+  const std::pair<size_t, double> hyper[] = {
+      {rank.lr, lr},
+      {rank.beta1, opt.beta1},
+      {rank.beta2, opt.beta2},
+      {rank.eps, opt.eps},
+      {rank.weightDecay, opt.weightDecay},
+      {rank.maxGradNorm, opt.maxGradNorm},
+      {rank.stepNumber, double(step)},
+  };
+  for (const auto &[index, value] : hyper)
+    MLT_RETURN_IF_ERROR(executor.writeScalar(index, value));
+  MLT_RETURN_IF_ERROR(executor.zeroBuffers(BufferKind::Gradient));
+
+  // Writes this rank's block of micro-batch `mb` of `batch` into `buffer`.
+  const size_t microBatchElements = size_t(model_.microBatch * model_.seqLen);
+  auto feed = [&](size_t buffer, const std::vector<int32_t> &batch,
+                  const BlockLayout &block, std::vector<int32_t> &staging,
+                  int64_t mb) {
+    const int32_t *microBatch = batch.data() + mb * microBatchElements;
+    if (block.isWhole())
+      return executor.writeRaw(buffer, microBatch,
+                               microBatchElements * sizeof(int32_t));
+    extractBlock(microBatch, block, sizeof(int32_t), staging.data());
+    return executor.writeRaw(buffer, staging.data(),
+                             staging.size() * sizeof(int32_t));
+  };
+  const bool readLoss =
+      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
+  for (int64_t mb = 0; mb < model_.microbatches; ++mb) {
+    MLT_RETURN_IF_ERROR(
+        feed(rank.tokens, inputs_, rank.tokensBlock, rank.tokensStaging, mb));
+    MLT_RETURN_IF_ERROR(
+        feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
+    MLT_RETURN_IF_ERROR(executor.run(rank.microStep));
+    if (!readLoss)
+      continue;
+    StatusOr<double> loss = executor.readScalar(rank.loss);
+    if (!loss)
+      return loss.takeStatus();
+    rank.measuredLosses[mb] = *loss;
+    // Rank 0 stops the step (and, through the rank group, every rank).
+    if (isFirst && !std::isfinite(*loss))
+      return errorf("loss is ", std::isnan(*loss) ? "NaN" : "infinite",
+                    " at step ", step,
+                    model_.microbatches > 1
+                        ? " (micro-batch " + std::to_string(mb + 1) + ")"
+                        : std::string());
+  }
+
+  MLT_RETURN_IF_ERROR(executor.run(rank.optimizerStep));
+  if (readLoss) {
+    StatusOr<double> gradNorm = executor.readScalar(rank.gradNorm);
+    if (!gradNorm)
+      return gradNorm.takeStatus();
+    rank.measuredGradNorm = *gradNorm;
+  }
+  return Status::ok();
+}
+
+Status Trainer::checkReplicated(int64_t step) const {
+  auto same = [](double a, double b) {
+    return std::memcmp(&a, &b, sizeof(double)) == 0;
+  };
+  auto differ = [&](const std::string &what, uint32_t rank, double here,
+                    double there) {
+    std::ostringstream os;
+    os << std::setprecision(17) << what << " at step " << step
+       << " differs between ranks: rank 0 has " << there << ", rank " << rank
+       << " has " << here << " (the plan must compute it replicated)";
+    return Status::error(os.str());
+  };
+  const RankState &first = ranks_.front();
+  for (uint32_t r = 1; r < ranks_.size(); ++r) {
+    const RankState &rank = ranks_[r];
+    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
+      if (!same(rank.measuredLosses[mb], first.measuredLosses[mb]))
+        return differ(model_.microbatches > 1
+                          ? "the loss of micro-batch " + std::to_string(mb + 1)
+                          : std::string("the loss"),
+                      r, rank.measuredLosses[mb], first.measuredLosses[mb]);
+    if (!same(rank.measuredGradNorm, first.measuredGradNorm))
+      return differ("the gradient norm", r, rank.measuredGradNorm,
+                    first.measuredGradNorm);
+  }
+  return Status::ok();
 }
 
 StatusOr<StepMetrics> Trainer::step(int64_t step) {
@@ -70,54 +216,27 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
   metrics.step = step;
   metrics.lr = learningRate(options_.schedule, step, options_.steps);
 
-  const OptimizerOptions &opt = options_.optimizer;
-  const std::pair<size_t, double> hyper[] = {
-      {lr_, metrics.lr},
-      {beta1_, opt.beta1},
-      {beta2_, opt.beta2},
-      {eps_, opt.eps},
-      {weightDecay_, opt.weightDecay},
-      {maxGradNorm_, opt.maxGradNorm},
-      {stepNumber_, double(step)},
-  };
-  for (const auto &[index, value] : hyper)
-    MLT_RETURN_IF_ERROR(executor_.writeScalar(index, value));
-  MLT_RETURN_IF_ERROR(executor_.zeroBuffers(BufferKind::Gradient));
-
   data_.batch(step - 1, model_.globalBatch(), options_.shuffle, options_.seed,
               inputs_.data(), targets_.data());
-  const size_t rowsBytes =
-      size_t(model_.microBatch * model_.seqLen) * sizeof(int32_t);
-  const size_t rowsElements = size_t(model_.microBatch * model_.seqLen);
-  double lossSum = 0.0;
-  for (int64_t mb = 0; mb < model_.microbatches; ++mb) {
-    MLT_RETURN_IF_ERROR(executor_.writeRaw(
-        tokens_, inputs_.data() + mb * rowsElements, rowsBytes));
-    MLT_RETURN_IF_ERROR(executor_.writeRaw(
-        labels_, targets_.data() + mb * rowsElements, rowsBytes));
-    MLT_RETURN_IF_ERROR(executor_.run(microStep_));
-    StatusOr<double> loss = executor_.readScalar(loss_);
-    if (!loss)
-      return loss.takeStatus();
-    if (!std::isfinite(*loss))
-      return errorf("loss is ", std::isnan(*loss) ? "NaN" : "infinite",
-                    " at step ", step,
-                    model_.microbatches > 1
-                        ? " (micro-batch " + std::to_string(mb + 1) + ")"
-                        : std::string());
-    lossSum += *loss;
-  }
-  metrics.loss = lossSum / double(model_.microbatches);
+  Status status = group_ ? group_->parallel([&](Executor &executor) {
+    return stepOnRank(ranks_[executor.rankPlan().rank], step, metrics.lr);
+  })
+                         : stepOnRank(ranks_.front(), step, metrics.lr);
+  if (!status)
+    return status;
 
-  MLT_RETURN_IF_ERROR(executor_.run(optimizerStep_));
-  StatusOr<double> gradNorm = executor_.readScalar(gradNorm_);
-  if (!gradNorm)
-    return gradNorm.takeStatus();
-  if (!std::isfinite(*gradNorm))
+  const RankState &first = ranks_.front();
+  double lossSum = 0.0;
+  for (double loss : first.measuredLosses)
+    lossSum += loss;
+  metrics.loss = lossSum / double(model_.microbatches);
+  if (!std::isfinite(first.measuredGradNorm))
     return errorf("gradient norm is ",
-                  std::isnan(*gradNorm) ? "NaN" : "infinite", " at step ",
-                  step);
-  metrics.gradNorm = *gradNorm;
+                  std::isnan(first.measuredGradNorm) ? "NaN" : "infinite",
+                  " at step ", step);
+  metrics.gradNorm = first.measuredGradNorm;
+  if (options_.checkReplicatedOutputs && ranks_.size() > 1)
+    MLT_RETURN_IF_ERROR(checkReplicated(step));
 
   metrics.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

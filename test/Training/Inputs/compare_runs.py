@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Compares two mlt-run runs (standard library only).
+
+  compare_runs.py TOL LOG_A.jsonl LOG_B.jsonl [A.safetensors B.safetensors]...
+
+Checks that the two logs have the same steps with every loss and grad_norm
+within TOL relative, and that each pair of safetensors files holds the same
+tensors (names and shapes) with values within TOL normwise relative
+(max |a - b| / max |b|). Prints one line per check; exits 1 on any failure.
+"""
+import json
+import sys
+
+sys.path.insert(0, __import__("os").path.join(
+    __import__("os").path.dirname(__file__), ".."))
+from fixture_tools import read_safetensors  # noqa: E402
+
+
+def main(argv):
+    if len(argv) < 4 or len(argv) % 2 != 0:
+        print(__doc__)
+        return 2
+    tol = float(argv[1])
+    ok = True
+    logs = [[json.loads(l) for l in open(p) if l.strip()] for p in argv[2:4]]
+    if len(logs[0]) != len(logs[1]):
+        print(f"FAIL: {len(logs[0])} steps against {len(logs[1])}")
+        return 1
+    worst = 0.0
+    for a, b in zip(*logs):
+        for key in ("loss", "grad_norm"):
+            worst = max(worst, abs(a[key] - b[key]) / max(abs(b[key]), 1e-30))
+    ok &= worst <= tol
+    print(f"{'ok' if worst <= tol else 'FAIL'}: {len(logs[0])} steps, "
+          f"loss and grad_norm within {tol:g} (worst {worst:.1e})")
+    for path_a, path_b in zip(argv[4::2], argv[5::2]):
+        a, b = read_safetensors(path_a), read_safetensors(path_b)
+        if sorted(a) != sorted(b):
+            print(f"FAIL: {path_a} and {path_b} hold different tensors")
+            ok = False
+            continue
+        worst = 0.0
+        for name in a:
+            if a[name][0] != b[name][0]:
+                print(f"FAIL: {name} has shape {a[name][0]} and {b[name][0]}")
+                ok = False
+                continue
+            num = max((abs(x - y) for x, y in zip(a[name][1], b[name][1])),
+                      default=0.0)
+            den = max((abs(y) for y in b[name][1]), default=0.0)
+            worst = max(worst, num / den if den else num)
+        ok &= worst <= tol
+        print(f"{'ok' if worst <= tol else 'FAIL'}: {len(a)} tensors within "
+              f"{tol:g} (worst {worst:.1e})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

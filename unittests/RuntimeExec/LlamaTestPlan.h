@@ -218,17 +218,7 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
              {b.rank().buffers[p].numElements()});
     squares.push_back(sq);
   }
-  const uint32_t coef = b.temp("clip.coef", {});
-  b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
-  b.launch(opt, Kernel::ClipCoefficient,
-           {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
-  for (uint32_t p : params) {
-    const BufferDesc &buffer = b.rank().buffers[p];
-    b.launch(opt, Kernel::AdamW,
-             {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
-              b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
-             {p, p + 2, p + 3}, {buffer.numElements(), buffer.decay ? 1 : 0});
-  }
+  b.launchClipAndAdamW(opt, squares, params, "clip.coef");
 
   ModelInfo model;
   model.hfConfig = c.hfConfig;

@@ -124,6 +124,28 @@ public:
     target->instructions.push_back(std::move(inst));
   }
 
+  /// The tail of every optimizer_step: the global norm of `squares` (the
+  /// gradients' sums of squares) into grad_norm, the clip coefficient named
+  /// `coefName`, and one AdamW per parameter buffer p (with its gradient and
+  /// moments at p + 1, p + 2, p + 3).
+  void launchClipAndAdamW(const std::string &program,
+                          const std::vector<uint32_t> &squares,
+                          const std::vector<uint32_t> &params,
+                          const std::string &coefName = "clip_coef") {
+    uint32_t coef = temp(coefName, {});
+    launch(program, Kernel::GlobalNorm, squares, {(*this)[kGradNormOutput]});
+    launch(program, Kernel::ClipCoefficient,
+           {(*this)[kGradNormOutput], (*this)[kHyperMaxGradNorm]}, {coef});
+    for (uint32_t p : params) {
+      const BufferDesc &param = rank_.buffers[p];
+      launch(program, Kernel::AdamW,
+             {p + 1, coef, (*this)[kHyperLR], (*this)[kHyperBeta1],
+              (*this)[kHyperBeta2], (*this)[kHyperEps],
+              (*this)[kHyperWeightDecay], (*this)[kHyperStep]},
+             {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
+    }
+  }
+
   Plan plan(const ModelInfo &model = ModelInfo()) const {
     Plan plan;
     plan.formatVersion = kPlanFormatVersion;
@@ -268,17 +290,7 @@ inline Plan buildTinyPlan(const TinyModel &m) {
                {b.rank().buffers[p].numElements()});
       squares.push_back(s);
     }
-    uint32_t coef = b.temp("clip_coef", {});
-    b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
-    b.launch(opt, Kernel::ClipCoefficient,
-             {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
-    for (uint32_t p : {E, g, W}) {
-      const BufferDesc &param = b.rank().buffers[p];
-      b.launch(opt, Kernel::AdamW,
-               {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
-                b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
-               {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
-    }
+    b.launchClipAndAdamW(opt, squares, {E, g, W});
   }
 
   ModelInfo model;
@@ -445,17 +457,7 @@ inline Plan buildMlpPlan(const MlpModel &m) {
       }
       squares.push_back(sq);
     }
-    uint32_t coef = b.temp("clip_coef", {});
-    b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
-    b.launch(opt, Kernel::ClipCoefficient,
-             {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
-    for (uint32_t p : params) {
-      const BufferDesc &param = b.rank().buffers[p];
-      b.launch(opt, Kernel::AdamW,
-               {p + 1, coef, b[kHyperLR], b[kHyperBeta1], b[kHyperBeta2],
-                b[kHyperEps], b[kHyperWeightDecay], b[kHyperStep]},
-               {p, p + 2, p + 3}, {param.numElements(), param.decay ? 1 : 0});
-    }
+    b.launchClipAndAdamW(opt, squares, params);
   }
 
   ModelInfo model;

@@ -52,20 +52,7 @@ const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
   return "unknown";
 }
 
-size_t CollectiveCall::elementBytes() const {
-  switch (dtype) {
-  case ElementType::F32:
-  case ElementType::I32:
-    return 4;
-  case ElementType::F64:
-  case ElementType::I64:
-    return 8;
-  case ElementType::BF16:
-  case ElementType::F16:
-    return 2;
-  }
-  return 0;
-}
+size_t CollectiveCall::elementBytes() const { return elementSize(dtype); }
 
 size_t CollectiveCall::inCount(int groupSize) const {
   return kind == CollectiveKind::ReduceScatterSum ? count * groupSize : count;

@@ -3,7 +3,9 @@
 // Part of mlt. Checks the loss and lse against the definition written out
 // (including logits large enough to overflow a naive exp), the backward
 // against finite differences with a loss divisor other than the row count,
-// in-place use, float against double, and the reporting of bad labels.
+// in-place use, float against double, and the reporting of bad labels; and
+// the vocabulary-sharded kernels (stats per shard, combine, backward per
+// shard) against the unsharded ones, with the rows split too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -184,6 +186,257 @@ TEST(CrossEntropyErrorTest, ReportsOutOfRangeLabels) {
     for (float x : dlogits)
       ASSERT_EQ(x, 5.0f);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary shards
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kShardedVocab = 36;
+
+/// The columns [offset, offset + width) of the [rows, vocab] matrix `x`.
+template <typename T>
+std::vector<T> columns(const std::vector<T> &x, int64_t rows, int64_t vocab,
+                       int64_t offset, int64_t width) {
+  std::vector<T> block;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j)
+      block.push_back(x[r * vocab + offset + j]);
+  return block;
+}
+
+/// What the kernels of a vocabulary-parallel cross-entropy give for `rows`
+/// rows of [*, vocab] logits split into `shards` column blocks: every
+/// shard's stats, the targets added up over the shards (all_reduce_sum) and
+/// the parts concatenated (all_gather), then combined.
+template <typename T> struct ShardedLoss {
+  std::vector<std::vector<T>> shardLse, shardTarget;
+  std::vector<T> lse, target;
+  T loss = T(0);
+};
+
+template <typename T>
+ShardedLoss<T> shardedLoss(const std::vector<T> &logits,
+                           const std::vector<int32_t> &labels, int64_t rows,
+                           int64_t vocab, int64_t shards, int64_t divisor) {
+  ShardedLoss<T> result;
+  const int64_t width = vocab / shards;
+  std::vector<T> parts;
+  result.target.assign(rows, T(0));
+  for (int64_t g = 0; g < shards; ++g) {
+    std::vector<T> shard = columns(logits, rows, vocab, g * width, width);
+    std::vector<T> lse(rows, T(9)), target(rows, T(9));
+    EXPECT_TRUE(crossEntropyStats<T>(lse.data(), target.data(), shard.data(),
+                                     labels.data(), rows, width, g * width,
+                                     vocab)
+                    .isOk());
+    parts.insert(parts.end(), lse.begin(), lse.end());
+    for (int64_t r = 0; r < rows; ++r)
+      result.target[r] += target[r];
+    result.shardLse.push_back(lse);
+    result.shardTarget.push_back(target);
+  }
+  result.lse.assign(rows, T(9));
+  EXPECT_TRUE(crossEntropyCombine<T>(result.lse.data(), &result.loss,
+                                     parts.data(), result.target.data(), rows,
+                                     shards, divisor)
+                  .isOk());
+  return result;
+}
+
+template <typename T> class CrossEntropyShardTest : public ::testing::Test {};
+TYPED_TEST_SUITE(CrossEntropyShardTest, FloatTypes);
+
+// Tests that the stats of 1, 2, 3 and 4 vocabulary shards, combined, give
+// crossEntropyForward's loss and lse, that each shard's target is the
+// label's logit exactly where the label is in the shard and 0 elsewhere, and
+// each shard's lse that of its columns.
+TYPED_TEST(CrossEntropyShardTest, StatsAndCombineMatchForward) {
+  using T = TypeParam;
+  std::mt19937 rng(76);
+  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
+  auto labels = randomIds(rng, kRows, kShardedVocab);
+  T loss = T(0);
+  std::vector<T> lse(kRows);
+  ASSERT_TRUE(crossEntropyForward<T>(&loss, lse.data(), logits.data(),
+                                     labels.data(), kRows, kShardedVocab, kRows)
+                  .isOk());
+  for (int64_t shards : {1, 2, 3, 4}) {
+    SCOPED_TRACE("shards " + std::to_string(shards));
+    const int64_t width = kShardedVocab / shards;
+    ShardedLoss<T> sharded =
+        shardedLoss(logits, labels, kRows, kShardedVocab, shards, kRows);
+    EXPECT_NEAR(double(sharded.loss), double(loss),
+                forwardTol<T>() * std::abs(double(loss)));
+    EXPECT_LT(relError(sharded.lse, lse), forwardTol<T>());
+    for (int64_t g = 0; g < shards; ++g) {
+      std::vector<T> shard =
+          columns(logits, kRows, kShardedVocab, g * width, width);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const bool inShard =
+            labels[r] >= g * width && labels[r] < (g + 1) * width;
+        ASSERT_EQ(sharded.shardTarget[g][r],
+                  inShard ? logits[r * kShardedVocab + labels[r]] : T(0))
+            << "shard " << g << " row " << r;
+        // The shard's lse is that of its columns, checked against the
+        // whole-row kernel on them (with an in-range label).
+        T unused;
+        std::vector<T> rowLse(1);
+        int32_t label = 0;
+        ASSERT_TRUE(crossEntropyForward<T>(&unused, rowLse.data(),
+                                           shard.data() + r * width, &label, 1,
+                                           width, 1)
+                        .isOk());
+        ASSERT_EQ(sharded.shardLse[g][r], rowLse[0]);
+      }
+    }
+    // One nonzero term per row: the summed targets are the label logits.
+    for (int64_t r = 0; r < kRows; ++r)
+      ASSERT_EQ(sharded.target[r], logits[r * kShardedVocab + labels[r]]);
+  }
+}
+
+// Tests that the rows split over two ranks, each combining with the global
+// row count, give losses that add up to the whole batch's mean.
+TYPED_TEST(CrossEntropyShardTest, RowSplitSharesAddUp) {
+  using T = TypeParam;
+  std::mt19937 rng(77);
+  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
+  auto labels = randomIds(rng, kRows, kShardedVocab);
+  T loss = T(0);
+  std::vector<T> lse(kRows);
+  ASSERT_TRUE(crossEntropyForward<T>(&loss, lse.data(), logits.data(),
+                                     labels.data(), kRows, kShardedVocab, kRows)
+                  .isOk());
+  const int64_t firstRows = 7; // an uneven split: 7 and 8 rows
+  double total = 0.0;
+  for (int64_t part = 0; part < 2; ++part) {
+    const int64_t begin = part ? firstRows : 0;
+    const int64_t rows = part ? kRows - firstRows : firstRows;
+    std::vector<T> partLogits(logits.begin() + begin * kShardedVocab,
+                              logits.begin() + (begin + rows) * kShardedVocab);
+    std::vector<int32_t> partLabels(labels.begin() + begin,
+                                    labels.begin() + begin + rows);
+    ShardedLoss<T> sharded =
+        shardedLoss(partLogits, partLabels, rows, kShardedVocab, 3, kRows);
+    // Each part is its share of the mean, not the mean of its own rows.
+    double partSum = 0.0;
+    for (int64_t r = 0; r < rows; ++r)
+      partSum += double(lse[begin + r]) -
+                 double(logits[(begin + r) * kShardedVocab + partLabels[r]]);
+    EXPECT_NEAR(double(sharded.loss), partSum / kRows,
+                forwardTol<T>() * std::abs(double(loss)));
+    total += double(sharded.loss);
+  }
+  EXPECT_NEAR(total, double(loss), forwardTol<T>() * std::abs(double(loss)));
+}
+
+// Tests that the shards' gradients from the combined lse, side by side, are
+// crossEntropyBackward's from that lse exactly, and from the forward's lse
+// up to rounding; with a divisor other than the row count, and in place.
+TYPED_TEST(CrossEntropyShardTest, BackwardMatchesUnsharded) {
+  using T = TypeParam;
+  std::mt19937 rng(78);
+  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
+  auto labels = randomIds(rng, kRows, kShardedVocab);
+  const int64_t divisor = 2 * kRows + 3;
+  const T dloss = T(0.7);
+  T loss = T(0);
+  std::vector<T> forwardLse(kRows);
+  ASSERT_TRUE(crossEntropyForward<T>(&loss, forwardLse.data(), logits.data(),
+                                     labels.data(), kRows, kShardedVocab,
+                                     divisor)
+                  .isOk());
+  std::vector<T> reference(kRows * kShardedVocab);
+  ASSERT_TRUE(crossEntropyBackward<T>(reference.data(), logits.data(),
+                                      forwardLse.data(), labels.data(), dloss,
+                                      kRows, kShardedVocab, divisor)
+                  .isOk());
+  for (int64_t shards : {1, 2, 4}) {
+    SCOPED_TRACE("shards " + std::to_string(shards));
+    const int64_t width = kShardedVocab / shards;
+    ShardedLoss<T> sharded =
+        shardedLoss(logits, labels, kRows, kShardedVocab, shards, divisor);
+    std::vector<T> exact(kRows * kShardedVocab);
+    ASSERT_TRUE(crossEntropyBackward<T>(exact.data(), logits.data(),
+                                        sharded.lse.data(), labels.data(),
+                                        dloss, kRows, kShardedVocab, divisor)
+                    .isOk());
+    std::vector<T> joined(kRows * kShardedVocab, T(9));
+    for (int64_t g = 0; g < shards; ++g) {
+      std::vector<T> shard =
+          columns(logits, kRows, kShardedVocab, g * width, width);
+      std::vector<T> dshard(kRows * width, T(9));
+      ASSERT_TRUE(crossEntropyStatsBackward<T>(
+                      dshard.data(), shard.data(), sharded.lse.data(),
+                      labels.data(), dloss, kRows, width, g * width,
+                      kShardedVocab, divisor)
+                      .isOk());
+      // In place, over the shard's logits: the same values.
+      ASSERT_TRUE(crossEntropyStatsBackward<T>(
+                      shard.data(), shard.data(), sharded.lse.data(),
+                      labels.data(), dloss, kRows, width, g * width,
+                      kShardedVocab, divisor)
+                      .isOk());
+      EXPECT_EQ(shard, dshard);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t j = 0; j < width; ++j)
+          joined[r * kShardedVocab + g * width + j] = dshard[r * width + j];
+    }
+    EXPECT_EQ(joined, exact);
+    EXPECT_LT(relError(joined, reference), forwardTol<T>());
+  }
+}
+
+// Tests labels outside the global vocabulary (an error naming the label and
+// its position, nothing written), shards outside it, and bad divisors.
+TEST(CrossEntropyShardErrorTest, ReportsBadLabelsAndShapes) {
+  std::mt19937 rng(79);
+  const int64_t width = kShardedVocab / 2;
+  auto logits = randomVector<float>(rng, kRows * width);
+  for (int32_t bad : {int32_t(kShardedVocab), int32_t(-1)}) {
+    auto labels = randomIds(rng, kRows, kShardedVocab);
+    labels[6] = bad;
+    std::vector<float> lse(kRows, 5.0f), target(kRows, 5.0f);
+    rt::Status status = crossEntropyStats<float>(
+        lse.data(), target.data(), logits.data(), labels.data(), kRows, width,
+        width, kShardedVocab);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("label " + std::to_string(bad) +
+                                    " at position 6 is outside the "
+                                    "vocabulary [0, 36)"),
+              std::string::npos)
+        << status.message();
+    for (size_t r = 0; r < lse.size(); ++r)
+      ASSERT_TRUE(lse[r] == 5.0f && target[r] == 5.0f);
+
+    std::vector<float> dlogits(kRows * width, 5.0f);
+    status = crossEntropyStatsBackward<float>(
+        dlogits.data(), logits.data(), lse.data(), labels.data(), 1.0f, kRows,
+        width, 0, kShardedVocab, kRows);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("at position 6"), std::string::npos)
+        << status.message();
+    for (float x : dlogits)
+      ASSERT_EQ(x, 5.0f);
+  }
+
+  auto labels = randomIds(rng, kRows, kShardedVocab);
+  std::vector<float> lse(kRows), target(kRows);
+  rt::Status status = crossEntropyStats<float>(
+      lse.data(), target.data(), logits.data(), labels.data(), kRows, width,
+      width + 1, kShardedVocab);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "cross_entropy_stats: the shard [19, 37) is not "
+                              "inside the vocabulary [0, 36)");
+
+  float loss = 5.0f;
+  status = crossEntropyCombine<float>(lse.data(), &loss, lse.data(),
+                                      target.data(), kRows, 2, 0);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(),
+            "cross_entropy_combine: loss divisor 0 must be positive");
+  EXPECT_EQ(loss, 5.0f);
 }
 
 } // namespace

@@ -3,7 +3,9 @@
 // Part of mlt. Checks the gather against indexing written out, the
 // scatter-add against finite differences (with repeated ids, so that
 // accumulation is exercised), and that bad ids are reported by position
-// without touching the outputs.
+// without touching the outputs; and the kernels of one vocabulary shard
+// against the whole table's: the shards' lookups add up to it, their
+// gradients stacked are its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -109,6 +111,127 @@ TEST(EmbeddingErrorTest, ReportsOutOfRangeIds) {
     for (float x : dtable)
       ASSERT_EQ(x, 3.0f);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary shards
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kShardedVocab = 12;
+
+template <typename T> class EmbeddingShardTest : public ::testing::Test {};
+TYPED_TEST_SUITE(EmbeddingShardTest, FloatTypes);
+
+// Tests that each shard's lookup is its table rows for the ids it holds and
+// zeros elsewhere, so that the lookups of 1, 2, 3 and 4 shards add up to the
+// whole table's exactly.
+TYPED_TEST(EmbeddingShardTest, ForwardShardsAddUpToWholeLookup) {
+  using T = TypeParam;
+  std::mt19937 rng(25);
+  auto table = randomVector<T>(rng, kShardedVocab * kHidden);
+  auto ids = randomIds(rng, kTokens, kShardedVocab);
+  ids[2] = 0;
+  ids[4] = kShardedVocab - 1; // both ends of the vocabulary
+  std::vector<T> whole(kTokens * kHidden);
+  ASSERT_TRUE(embeddingForward<T>(whole.data(), ids.data(), table.data(),
+                                  kTokens, kShardedVocab, kHidden)
+                  .isOk());
+  for (int64_t shards : {1, 2, 3, 4}) {
+    const int64_t rows = kShardedVocab / shards;
+    std::vector<T> sum(kTokens * kHidden, T(0));
+    for (int64_t g = 0; g < shards; ++g) {
+      std::vector<T> block(table.begin() + g * rows * kHidden,
+                           table.begin() + (g + 1) * rows * kHidden);
+      std::vector<T> out(kTokens * kHidden, T(7)); // garbage: overwritten
+      ASSERT_TRUE(embeddingForwardShard<T>(out.data(), ids.data(), block.data(),
+                                           kTokens, rows, kHidden, g * rows,
+                                           kShardedVocab)
+                      .isOk());
+      for (int64_t p = 0; p < kTokens; ++p) {
+        const bool inShard = ids[p] >= g * rows && ids[p] < (g + 1) * rows;
+        for (int64_t j = 0; j < kHidden; ++j)
+          ASSERT_EQ(out[p * kHidden + j],
+                    inShard ? table[ids[p] * kHidden + j] : T(0))
+              << shards << " shards, shard " << g << ", position " << p;
+      }
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += out[i];
+    }
+    EXPECT_EQ(sum, whole) << shards << " shards";
+  }
+}
+
+// Tests that the shards' gradients, stacked, are the whole table's gradient
+// (repeated ids included), and that each shard accumulates into its dtable.
+TYPED_TEST(EmbeddingShardTest, BackwardShardsStackToWholeGradient) {
+  using T = TypeParam;
+  std::mt19937 rng(26);
+  auto dout = randomVector<T>(rng, kTokens * kHidden);
+  auto ids = randomIds(rng, kTokens, kShardedVocab);
+  ids[1] = ids[9] = ids[13] = 7; // a repeated id
+  auto initial = randomVector<T>(rng, kShardedVocab * kHidden);
+  std::vector<T> whole = initial;
+  ASSERT_TRUE(embeddingBackward<T>(whole.data(), ids.data(), dout.data(),
+                                   kTokens, kShardedVocab, kHidden)
+                  .isOk());
+  for (int64_t shards : {1, 2, 3, 4}) {
+    const int64_t rows = kShardedVocab / shards;
+    std::vector<T> stacked;
+    for (int64_t g = 0; g < shards; ++g) {
+      std::vector<T> dblock(initial.begin() + g * rows * kHidden,
+                            initial.begin() + (g + 1) * rows * kHidden);
+      ASSERT_TRUE(embeddingBackwardShard<T>(dblock.data(), ids.data(),
+                                            dout.data(), kTokens, rows, kHidden,
+                                            g * rows, kShardedVocab)
+                      .isOk());
+      stacked.insert(stacked.end(), dblock.begin(), dblock.end());
+    }
+    EXPECT_EQ(stacked, whole) << shards << " shards";
+  }
+}
+
+// Tests that ids outside the global vocabulary (not just the shard) are
+// errors naming the id and position, with nothing written, and that a shard
+// outside the vocabulary is an error.
+TEST(EmbeddingShardErrorTest, ReportsBadIdsAndShards) {
+  std::mt19937 rng(27);
+  const int64_t rows = kShardedVocab / 3;
+  auto block = randomVector<float>(rng, rows * kHidden);
+  for (int32_t badId : {int32_t(kShardedVocab), int32_t(-1)}) {
+    std::vector<int32_t> ids = randomIds(rng, kTokens, kShardedVocab);
+    ids[5] = badId;
+    std::vector<float> out(kTokens * kHidden, 7.0f);
+    rt::Status status = embeddingForwardShard<float>(
+        out.data(), ids.data(), block.data(), kTokens, rows, kHidden, rows,
+        kShardedVocab);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("token id " + std::to_string(badId) +
+                                    " at position 5 is outside the "
+                                    "vocabulary [0, 12)"),
+              std::string::npos)
+        << status.message();
+    for (float x : out)
+      ASSERT_EQ(x, 7.0f);
+
+    std::vector<float> dblock(rows * kHidden, 3.0f);
+    status = embeddingBackwardShard<float>(dblock.data(), ids.data(),
+                                           out.data(), kTokens, rows, kHidden,
+                                           rows, kShardedVocab);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("at position 5"), std::string::npos)
+        << status.message();
+    for (float x : dblock)
+      ASSERT_EQ(x, 3.0f);
+  }
+
+  std::vector<int32_t> ids = randomIds(rng, kTokens, kShardedVocab);
+  std::vector<float> out(kTokens * kHidden);
+  rt::Status status =
+      embeddingForwardShard<float>(out.data(), ids.data(), block.data(),
+                                   kTokens, rows, kHidden, 9, kShardedVocab);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.message(), "embedding shard: the shard [9, 13) is not "
+                              "inside the vocabulary [0, 12)");
 }
 
 } // namespace

@@ -392,6 +392,56 @@ TEST(CpuBackendTest, CrossEntropy) {
   EXPECT_EQ((*bwd)[3], dlogits);
 }
 
+// Tests the vocabulary-parallel cross-entropy kernels of one rank (axis -1:
+// the whole vocabulary, offset 0) against direct calls: cross_entropy_stats,
+// cross_entropy_combine of two row-lse parts with a row_count other than
+// rows, and cross_entropy_bwd_stats from the combined lse.
+TEST(CpuBackendTest, CrossEntropyStats) {
+  std::mt19937 rng(10);
+  const int64_t rows = 6, V = 7, rowCount = 15;
+  std::vector<float> logits = randomFloats(rng, rows * V, -3, 3);
+  std::vector<int32_t> labels = randomIds(rng, rows, V);
+  std::vector<float> lse(rows), target(rows);
+  ASSERT_TRUE(cpu::crossEntropyStats(lse.data(), target.data(), logits.data(),
+                                     labels.data(), rows, V, 0, V));
+  ASSERT_RUN(stats, runOne(Kernel::CrossEntropyStats,
+                           {f32({rows, V}, logits), i32({rows}, labels)},
+                           {f32({rows}), f32({rows})}, {rows, V, -1}));
+  EXPECT_EQ((*stats)[2], lse);
+  EXPECT_EQ((*stats)[3], target);
+
+  std::vector<float> parts = randomFloats(rng, 2 * rows, -3, 3);
+  std::vector<float> combinedLse(rows);
+  float loss;
+  ASSERT_TRUE(cpu::crossEntropyCombine(combinedLse.data(), &loss, parts.data(),
+                                       target.data(), rows, 2, rowCount));
+  ASSERT_RUN(combine, runOne(Kernel::CrossEntropyCombine,
+                             {f32({2, rows}, parts), f32({rows}, target)},
+                             {f32({rows}), f32({})}, {rows, 2, rowCount}));
+  EXPECT_EQ((*combine)[2], combinedLse);
+  EXPECT_EQ((*combine)[3][0], loss);
+
+  std::vector<float> dlogits(rows * V);
+  ASSERT_TRUE(cpu::crossEntropyStatsBackward(dlogits.data(), logits.data(),
+                                             combinedLse.data(), labels.data(),
+                                             0.5f, rows, V, 0, V, rowCount));
+  ASSERT_RUN(bwd, runOne(Kernel::CrossEntropyBwdStats,
+                         {f32({}, {0.5f}), f32({rows, V}, logits),
+                          i32({rows}, labels), f32({rows}, combinedLse)},
+                         {f32({rows, V})}, {rows, V, -1, rowCount}));
+  EXPECT_EQ((*bwd)[4], dlogits);
+
+  // A label outside the vocabulary is the kernel's error.
+  labels[2] = int32_t(V);
+  auto bad = runOne(Kernel::CrossEntropyStats,
+                    {f32({rows, V}, logits), i32({rows}, labels)},
+                    {f32({rows}), f32({rows})}, {rows, V, -1});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("label 7 at position 2 is outside the vocabulary "
+                        "[0, 7)"));
+}
+
 // Tests sum_squares, global_norm and clip_coefficient.
 TEST(CpuBackendTest, NormAndClipping) {
   std::vector<float> x = {1, -2, 3, 0.5f};

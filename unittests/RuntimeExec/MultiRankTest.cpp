@@ -5,9 +5,11 @@
 // trip and are verified (the mesh, blocks, parameter coverage, collectives
 // and their agreement across ranks); each collective kernel computes what
 // Kernels.def says on a 2x2 mesh; a failing rank stops every rank and is
-// named; data and tensor parallel training plans (TestPlans.h) train like
-// their single-rank plan; and sharded parameters initialize, load and save as
-// whole tensors.
+// named; the kernels of sharded programs (shard_slice, the vocabulary
+// parallel embedding and cross-entropy) find each rank's block from its mesh
+// coordinate and are verified against the mesh; data and tensor parallel
+// training plans (TestPlans.h) train like their single-rank plan; and
+// sharded parameters initialize, load and save as whole tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include "mlt/Runtime/Parameters.h"
 #include "mlt/Runtime/RankGroup.h"
 #include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/cpu/Kernels.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -541,6 +545,404 @@ TEST_F(CollectiveKernelTest, AllGather) {
   ASSERT_TRUE((*group)->executor(3).readRaw(1, gathered, sizeof(gathered)));
   EXPECT_EQ(std::vector<int32_t>(gathered, gathered + 4),
             (std::vector<int32_t>{20, 21, 30, 31}));
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels of sharded programs on {tp: 2}
+//===----------------------------------------------------------------------===//
+
+/// `n` values uniform in [lo, hi).
+std::vector<float> randomValues(std::mt19937 &rng, int64_t n, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float &v : values)
+    v = dist(rng);
+  return values;
+}
+
+/// `n` ids uniform in [0, vocab).
+std::vector<int32_t> randomTokenIds(std::mt19937 &rng, int64_t n,
+                                    int32_t vocab) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = dist(rng);
+  return ids;
+}
+
+class ShardedKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override { backend_ = createCpuBackend(); }
+
+  /// A plan of two ranks over {tp: 2} whose rank r runs what `build` adds to
+  /// its builder (program "p").
+  static Plan tpPlan(const std::function<void(PlanBuilder &)> &build) {
+    std::vector<PlanBuilder> ranks(2);
+    for (PlanBuilder &b : ranks)
+      build(b);
+    return multiRankPlan(ModelInfo(), {{"tp", 2}}, ranks);
+  }
+
+  std::unique_ptr<RankGroup> group(const Plan &plan) {
+    auto created = RankGroup::create(plan, *backend_);
+    EXPECT_TRUE(created) << created.status().message();
+    return created ? std::move(*created) : nullptr;
+  }
+
+  static size_t index(Executor &executor, const std::string &name) {
+    return *executor.findBuffer(name);
+  }
+  static void write(Executor &executor, const std::string &name,
+                    const std::vector<float> &values) {
+    Status status = executor.writeFloats(index(executor, name), values.data(),
+                                         int64_t(values.size()));
+    ASSERT_TRUE(status) << status.message();
+  }
+  static void write(Executor &executor, const std::string &name,
+                    const std::vector<int32_t> &ids) {
+    Status status = executor.writeRaw(index(executor, name), ids.data(),
+                                      ids.size() * sizeof(int32_t));
+    ASSERT_TRUE(status) << status.message();
+  }
+  static std::vector<float> read(Executor &executor, const std::string &name) {
+    StatusOr<std::vector<float>> values =
+        executor.readFloats(index(executor, name));
+    EXPECT_TRUE(values) << values.status().message();
+    return values ? *values : std::vector<float>();
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// Tests that shard_slice gives each rank the block of the middle dimension
+// at its coordinate, for f32 and for i32 (bytes of any type), and that the
+// printer names its axis.
+TEST_F(ShardedKernelTest, ShardSliceTakesTheRanksBlock) {
+  const int64_t outer = 2, n = 3, inner = 4, G = 2;
+  Plan plan = tpPlan([&](PlanBuilder &b) {
+    uint32_t x = b.temp("x", {outer, G * n, inner});
+    uint32_t y = b.temp("y", {outer, n, inner});
+    uint32_t xi = b.temp("xi", {outer, G * n, inner}, ElementType::I32);
+    uint32_t yi = b.temp("yi", {outer, n, inner}, ElementType::I32);
+    b.launch("p", Kernel::ShardSlice, {x}, {y}, {outer, n, inner, 0});
+    b.launch("p", Kernel::ShardSlice, {xi}, {yi}, {outer, n, inner, 0});
+  });
+  std::ostringstream printed;
+  printPlan(plan, printed);
+  EXPECT_THAT(printed.str(),
+              HasSubstr("shard_slice (x) -> (y) ints [2, 3, 4, 0] axis tp\n"));
+
+  std::mt19937 rng(31);
+  std::vector<float> x = randomValues(rng, outer * G * n * inner);
+  std::vector<int32_t> xi = randomTokenIds(rng, outer * G * n * inner, 1000);
+  auto ranks = group(plan);
+  ASSERT_TRUE(ranks);
+  for (uint32_t r = 0; r < 2; ++r) {
+    write(ranks->executor(r), "x", x);
+    write(ranks->executor(r), "xi", xi);
+  }
+  ASSERT_TRUE(ranks->run("p"));
+  for (uint32_t r = 0; r < 2; ++r) {
+    Executor &executor = ranks->executor(r);
+    std::vector<float> expected;
+    std::vector<int32_t> expectedIds;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t from = (o * G * n + r * n + j) * inner + i;
+          expected.push_back(x[from]);
+          expectedIds.push_back(xi[from]);
+        }
+    EXPECT_EQ(read(executor, "y"), expected) << "rank " << r;
+    std::vector<int32_t> yi(expectedIds.size());
+    ASSERT_TRUE(executor.readRaw(index(executor, "yi"), yi.data(),
+                                 yi.size() * sizeof(int32_t)));
+    EXPECT_EQ(yi, expectedIds) << "rank " << r;
+  }
+}
+
+// Tests the vocabulary-parallel embedding: rank r looks up the ids in rows
+// [r * vocab_local, (r + 1) * vocab_local) of the global table, zeros for the
+// others, so that an all_reduce_sum of the ranks' lookups is the whole
+// lookup; the backward overwrites each rank's table gradient with the rows
+// of the whole gradient it holds.
+TEST_F(ShardedKernelTest, VocabParallelEmbedding) {
+  const int64_t tokens = 9, vocabLocal = 5, hidden = 3, V = 2 * vocabLocal;
+  Plan plan = tpPlan([&](PlanBuilder &b) {
+    uint32_t ids = b.temp("ids", {tokens}, ElementType::I32);
+    uint32_t table = b.temp("table", {vocabLocal, hidden});
+    uint32_t out = b.temp("out", {tokens, hidden});
+    uint32_t sum = b.temp("sum", {tokens, hidden});
+    uint32_t dout = b.temp("dout", {tokens, hidden});
+    uint32_t dtable = b.temp("dtable", {vocabLocal, hidden});
+    b.launch("p", Kernel::EmbeddingFwdVP, {ids, table}, {out},
+             {tokens, vocabLocal, hidden, 0});
+    b.launch("p", Kernel::AllReduceSum, {out}, {sum}, {tokens * hidden, 0});
+    b.launch("p", Kernel::EmbeddingBwdVP, {ids, dout}, {dtable},
+             {tokens, vocabLocal, hidden, 0});
+  });
+  std::mt19937 rng(32);
+  std::vector<float> table = randomValues(rng, V * hidden);
+  std::vector<float> dout = randomValues(rng, tokens * hidden);
+  std::vector<int32_t> ids = randomTokenIds(rng, tokens, int32_t(V));
+  ids[0] = 0;
+  ids[1] = int32_t(V - 1);
+  ids[2] = ids[5] = int32_t(vocabLocal); // a repeated id, rank 1's first row
+  auto ranks = group(plan);
+  ASSERT_TRUE(ranks);
+  for (uint32_t r = 0; r < 2; ++r) {
+    Executor &executor = ranks->executor(r);
+    write(executor, "ids", ids);
+    write(executor, "table",
+          std::vector<float>(table.begin() + r * vocabLocal * hidden,
+                             table.begin() + (r + 1) * vocabLocal * hidden));
+    write(executor, "dout", dout);
+    write(executor, "dtable", std::vector<float>(vocabLocal * hidden, 7.0f));
+  }
+  ASSERT_TRUE(ranks->run("p"));
+
+  std::vector<float> whole(tokens * hidden), dwhole(V * hidden, 0.0f);
+  ASSERT_TRUE(cpu::embeddingForward(whole.data(), ids.data(), table.data(),
+                                    tokens, V, hidden));
+  ASSERT_TRUE(cpu::embeddingBackward(dwhole.data(), ids.data(), dout.data(),
+                                     tokens, V, hidden));
+  for (uint32_t r = 0; r < 2; ++r) {
+    Executor &executor = ranks->executor(r);
+    std::vector<float> expected(tokens * hidden, 0.0f);
+    for (int64_t t = 0; t < tokens; ++t)
+      if (ids[t] / vocabLocal == int64_t(r))
+        for (int64_t j = 0; j < hidden; ++j)
+          expected[t * hidden + j] = table[ids[t] * hidden + j];
+    EXPECT_EQ(read(executor, "out"), expected) << "rank " << r;
+    EXPECT_EQ(read(executor, "sum"), whole) << "rank " << r;
+    EXPECT_EQ(
+        read(executor, "dtable"),
+        std::vector<float>(dwhole.begin() + r * vocabLocal * hidden,
+                           dwhole.begin() + (r + 1) * vocabLocal * hidden))
+        << "rank " << r;
+  }
+
+  // An id outside the global vocabulary fails on the rank that has it.
+  ids[4] = int32_t(V);
+  write(ranks->executor(1), "ids", ids);
+  Status status = ranks->run("p");
+  ASSERT_FALSE(status);
+  EXPECT_THAT(status.message(), StartsWith("rank 1: program 'p' instruction 0 "
+                                           "(embedding_fwd_vp): "));
+  EXPECT_THAT(status.message(), HasSubstr("token id 10 at position 4 is "
+                                          "outside the vocabulary [0, 10)"));
+}
+
+// Tests the vocabulary-parallel cross-entropy as a sharded program runs it,
+// in f32 and f64: each rank's stats of its logit columns, the lse parts
+// all-gathered and the targets all-reduced, combined into the loss of the
+// whole rows, and each rank's dlogits from the combined lse: the columns of
+// the unsharded backward.
+TEST_F(ShardedKernelTest, VocabParallelCrossEntropy) {
+  const int64_t rows = 6, vocabLocal = 7, V = 2 * vocabLocal;
+  for (ElementType dtype : {ElementType::F32, ElementType::F64}) {
+    SCOPED_TRACE(elementTypeName(dtype));
+    Plan plan = tpPlan([&](PlanBuilder &b) {
+      uint32_t logits = b.temp("logits", {rows, vocabLocal}, dtype);
+      uint32_t labels = b.temp("labels", {rows}, ElementType::I32);
+      uint32_t lsePart = b.temp("lse.part", {rows}, dtype);
+      uint32_t targetPart = b.temp("target.part", {rows}, dtype);
+      uint32_t parts = b.temp("parts", {2, rows}, dtype);
+      uint32_t target = b.temp("target", {rows}, dtype);
+      uint32_t lse = b.temp("lse", {rows}, dtype);
+      uint32_t loss = b.temp("loss", {}, dtype);
+      uint32_t dloss = b.temp("dloss", {}, dtype);
+      uint32_t dlogits = b.temp("dlogits", {rows, vocabLocal}, dtype);
+      b.launch("p", Kernel::CrossEntropyStats, {logits, labels},
+               {lsePart, targetPart}, {rows, vocabLocal, 0});
+      b.launch("p", Kernel::AllGather, {lsePart}, {parts}, {rows, 0});
+      b.launch("p", Kernel::AllReduceSum, {targetPart}, {target}, {rows, 0});
+      b.launch("p", Kernel::CrossEntropyCombine, {parts, target}, {lse, loss},
+               {rows, 2, rows});
+      b.launch("p", Kernel::CrossEntropyBwdStats, {dloss, logits, labels, lse},
+               {dlogits}, {rows, vocabLocal, 0, rows});
+    });
+    std::mt19937 rng(33);
+    std::vector<float> logits = randomValues(rng, rows * V, -3.0f, 3.0f);
+    std::vector<int32_t> labels = randomTokenIds(rng, rows, int32_t(V));
+    labels[0] = 0;
+    labels[1] = int32_t(V - 1);
+    labels[2] = int32_t(vocabLocal);
+    auto ranks = group(plan);
+    ASSERT_TRUE(ranks);
+    std::vector<std::vector<float>> shards(2);
+    for (uint32_t r = 0; r < 2; ++r) {
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < vocabLocal; ++j)
+          shards[r].push_back(logits[i * V + r * vocabLocal + j]);
+      Executor &executor = ranks->executor(r);
+      write(executor, "logits", shards[r]);
+      write(executor, "labels", labels);
+      write(executor, "dloss", std::vector<float>{0.75f});
+    }
+    ASSERT_TRUE(ranks->run("p"));
+
+    // The unsharded loss and gradient, in double.
+    std::vector<double> logitsD(logits.begin(), logits.end());
+    std::vector<double> lseD(rows), dlogitsD(rows * V);
+    double lossD;
+    ASSERT_TRUE(cpu::crossEntropyForward(&lossD, lseD.data(), logitsD.data(),
+                                         labels.data(), rows, V, rows));
+    ASSERT_TRUE(cpu::crossEntropyBackward(dlogitsD.data(), logitsD.data(),
+                                          lseD.data(), labels.data(), 0.75,
+                                          rows, V, rows));
+    const double tol = dtype == ElementType::F32 ? 2e-6 : 1e-7;
+    for (uint32_t r = 0; r < 2; ++r) {
+      Executor &executor = ranks->executor(r);
+      // The rank's own stats: its columns' lse, and the label's logit only
+      // where the label is among its columns.
+      std::vector<float> lsePart = read(executor, "lse.part");
+      std::vector<float> targetPart = read(executor, "target.part");
+      for (int64_t i = 0; i < rows; ++i) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < vocabLocal; ++j)
+          sum += std::exp(double(shards[r][i * vocabLocal + j]));
+        EXPECT_NEAR(lsePart[i], std::log(sum),
+                    tol * std::max(1.0, std::abs(std::log(sum))))
+            << "rank " << r << " row " << i;
+        const bool mine = labels[i] / vocabLocal == int64_t(r);
+        EXPECT_EQ(targetPart[i], mine ? logits[i * V + labels[i]] : 0.0f)
+            << "rank " << r << " row " << i;
+      }
+      EXPECT_EQ(read(executor, "target"),
+                [&] {
+                  std::vector<float> t;
+                  for (int64_t i = 0; i < rows; ++i)
+                    t.push_back(logits[i * V + labels[i]]);
+                  return t;
+                }())
+          << "rank " << r;
+      EXPECT_LT(relDiff(read(executor, "lse"), lseD), tol) << "rank " << r;
+      EXPECT_NEAR(read(executor, "loss")[0], lossD, tol * lossD)
+          << "rank " << r;
+      std::vector<double> columnsD;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < vocabLocal; ++j)
+          columnsD.push_back(dlogitsD[i * V + r * vocabLocal + j]);
+      EXPECT_LT(relDiff(read(executor, "dlogits"), columnsD), tol)
+          << "rank " << r;
+    }
+    // Both ranks hold the same loss and lse, bit for bit.
+    EXPECT_EQ(read(ranks->executor(0), "loss"),
+              read(ranks->executor(1), "loss"));
+    EXPECT_EQ(read(ranks->executor(0), "lse"), read(ranks->executor(1), "lse"));
+  }
+}
+
+// Tests the verifier's checks of the kernels of sharded programs: `axis`
+// indexes the mesh (-1 only where the kernel allows it), sizes follow from
+// the ints and the axis's size; and that an executor of a rank reading its
+// coordinate needs a communicator.
+TEST_F(ShardedKernelTest, VerifierChecksAxesAndSizes) {
+  auto verify = [&](Kernel kernel, std::vector<std::vector<int64_t>> ins,
+                    std::vector<std::vector<int64_t>> outs,
+                    std::vector<int64_t> ints,
+                    std::vector<size_t> int32Inputs = {},
+                    std::vector<MeshAxis> planMesh = {{"tp", 2}}) {
+    PlanBuilder b;
+    std::vector<uint32_t> inputs, outputs;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      bool isInt = std::find(int32Inputs.begin(), int32Inputs.end(), i) !=
+                   int32Inputs.end();
+      inputs.push_back(b.temp("in" + std::to_string(i), ins[i],
+                              isInt ? ElementType::I32 : ElementType::F32));
+    }
+    for (size_t i = 0; i < outs.size(); ++i)
+      outputs.push_back(b.temp("out" + std::to_string(i), outs[i]));
+    b.launch("p", kernel, inputs, outputs, std::move(ints));
+    return verifyRank(b.rankPlan(0), planMesh).message();
+  };
+
+  // shard_slice: a mesh axis, never -1; the input is G blocks.
+  EXPECT_EQ(verify(Kernel::ShardSlice, {{2, 6, 4}}, {{2, 3, 4}}, {2, 3, 4, 0}),
+            "");
+  EXPECT_EQ(verify(Kernel::ShardSlice, {{2, 6, 4}}, {{2, 3, 4}}, {2, 3, 4, 1}),
+            "program 'p' instruction 0 (shard_slice): axis 1 is not an axis "
+            "of the plan's mesh tp=2 (axes 0..0)");
+  EXPECT_EQ(verify(Kernel::ShardSlice, {{2, 6, 4}}, {{2, 3, 4}}, {2, 3, 4, -1}),
+            "program 'p' instruction 0 (shard_slice): axis -1 is not an axis "
+            "of the plan's mesh tp=2 (axes 0..0)");
+  EXPECT_EQ(verify(Kernel::ShardSlice, {{2, 3, 4}}, {{2, 3, 4}}, {2, 3, 4, 0}),
+            "program 'p' instruction 0 (shard_slice): input 0 'in0' has 24 "
+            "elements, but the kernel's ints [2, 3, 4, 0] need 48");
+  EXPECT_EQ(verify(Kernel::ShardSlice, {{2, 6, 4}}, {{2, 3, 4}}, {-2, 3, 4, 0}),
+            "program 'p' instruction 0 (shard_slice): integer attributes must "
+            "not be negative, got [-2, 3, 4, 0]");
+
+  // The embedding's axis must name the mesh; without a mesh, none can.
+  EXPECT_EQ(verify(Kernel::EmbeddingFwdVP, {{8}, {5, 3}}, {{8, 3}},
+                   {8, 5, 3, 0}, {0}),
+            "");
+  EXPECT_EQ(verify(Kernel::EmbeddingFwdVP, {{8}, {5, 3}}, {{8, 3}},
+                   {8, 5, 3, 2}, {0}),
+            "program 'p' instruction 0 (embedding_fwd_vp): axis 2 is not an "
+            "axis of the plan's mesh tp=2 (axes 0..0)");
+  EXPECT_EQ(verify(Kernel::EmbeddingBwdVP, {{8}, {8, 3}}, {{5, 3}},
+                   {8, 5, 3, 0}, {0}, {}),
+            "program 'p' instruction 0 (embedding_bwd_vp): axis 0 is not an "
+            "axis of the plan's mesh: the plan has no mesh");
+  EXPECT_EQ(verify(Kernel::EmbeddingBwdVP, {{8}, {8, 3}}, {{10, 3}},
+                   {8, 5, 3, 0}, {0}),
+            "program 'p' instruction 0 (embedding_bwd_vp): output 0 'out0' has "
+            "30 elements, but the kernel's ints [8, 5, 3, 0] need 15");
+
+  // The cross-entropy statistics take -1 for the whole vocabulary.
+  EXPECT_EQ(verify(Kernel::CrossEntropyStats, {{4, 7}, {4}}, {{4}, {4}},
+                   {4, 7, -1}, {1}, {}),
+            "");
+  EXPECT_EQ(verify(Kernel::CrossEntropyStats, {{4, 7}, {4}}, {{4}, {4}},
+                   {4, 7, 1}, {1}),
+            "program 'p' instruction 0 (cross_entropy_stats): axis 1 is not "
+            "an axis of the plan's mesh tp=2 (axes 0..0, or -1 for none)");
+  EXPECT_EQ(verify(Kernel::CrossEntropyBwdStats, {{}, {4, 7}, {4}, {4}},
+                   {{4, 7}}, {4, 7, -2, 4}, {2}),
+            "program 'p' instruction 0 (cross_entropy_bwd_stats): axis -2 is "
+            "not an axis of the plan's mesh tp=2 (axes 0..0, or -1 for none)");
+  EXPECT_EQ(verify(Kernel::CrossEntropyBwdStats, {{}, {4, 7}, {4}, {4}},
+                   {{4, 7}}, {4, 7, 0, 0}, {2}),
+            "program 'p' instruction 0 (cross_entropy_bwd_stats): row_count "
+            "must be positive, got ints [4, 7, 0, 0]");
+  EXPECT_EQ(
+      verify(Kernel::CrossEntropyStats, {{4, 7}, {4}}, {{4}, {4}}, {4, 7, 0}),
+      "program 'p' instruction 0 (cross_entropy_stats): input 1 'in1' "
+      "is f32, but token ids and labels are i32");
+  EXPECT_EQ(
+      verify(Kernel::CrossEntropyCombine, {{2, 4}, {4}}, {{4}, {}}, {4, 2, 8}),
+      "");
+  EXPECT_EQ(
+      verify(Kernel::CrossEntropyCombine, {{2, 4}, {4}}, {{4}, {}}, {4, 3, 8}),
+      "program 'p' instruction 0 (cross_entropy_combine): input 0 'in0' "
+      "has 8 elements, but the kernel's ints [4, 3, 8] need 12");
+  EXPECT_EQ(
+      verify(Kernel::CrossEntropyCombine, {{0}, {4}}, {{4}, {}}, {4, 0, 8}),
+      "program 'p' instruction 0 (cross_entropy_combine): the number of "
+      "parts and row_count must be positive, got ints [4, 0, 8]");
+
+  // A rank that reads its coordinate needs its communicator; with axis -1 it
+  // reads none.
+  Plan plan = tpPlan([](PlanBuilder &b) {
+    uint32_t x = b.temp("x", {4}), y = b.temp("y", {2});
+    b.launch("p", Kernel::ShardSlice, {x}, {y}, {1, 2, 1, 0});
+  });
+  auto executor = Executor::create(plan, 1, *backend_);
+  ASSERT_FALSE(executor);
+  EXPECT_EQ(executor.status().message(),
+            "rank 1 launches kernels that read its mesh coordinate but has no "
+            "communicator");
+  plan = tpPlan([](PlanBuilder &b) {
+    uint32_t logits = b.temp("logits", {2, 3});
+    uint32_t labels = b.temp("labels", {2}, ElementType::I32);
+    uint32_t lse = b.temp("lse", {2}), target = b.temp("target", {2});
+    b.launch("p", Kernel::CrossEntropyStats, {logits, labels}, {lse, target},
+             {2, 3, -1});
+  });
+  EXPECT_TRUE(Executor::create(plan, 1, *backend_));
 }
 
 //===----------------------------------------------------------------------===//

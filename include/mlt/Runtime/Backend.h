@@ -45,7 +45,8 @@ struct RankInfo {
   /// The rank's side of the collectives, over the plan's mesh (its axes in
   /// the plan's order, so that a collective's `axis` attribute indexes
   /// communicator->mesh().axes()); owned by the caller, outliving the
-  /// context. Null for a rank that launches no collectives.
+  /// context. Null for a rank that launches no collectives and no kernel
+  /// that reads its coordinate on a mesh axis.
   Communicator *communicator = nullptr;
 };
 

@@ -33,9 +33,10 @@ public:
   /// and the backend's checkSupported), creates its device context on
   /// `backend`, allocates and zeroes its arena, and fills its Constant
   /// buffers. `communicator` is the rank's side of the collectives: needed
-  /// when the rank launches any, and then over the plan's mesh as rank
-  /// `rankIndex`. `backend` and `communicator` must outlive the executor; the
-  /// plan need not (the executor keeps its rank's part).
+  /// when the rank launches any, or a kernel that reads its coordinate on a
+  /// mesh axis, and then over the plan's mesh as rank `rankIndex`. `backend`
+  /// and `communicator` must outlive the executor; the plan need not (the
+  /// executor keeps its rank's part).
   static StatusOr<std::unique_ptr<Executor>>
   create(const Plan &plan, uint32_t rankIndex, Backend &backend,
          Communicator *communicator = nullptr);

@@ -54,6 +54,19 @@ inline bool isCollectiveKernel(Kernel kernel) {
          kernel == Kernel::AllGather;
 }
 
+/// The position of `kernel`'s `axis` integer attribute (an index into the
+/// plan's mesh, see Kernels.def), or -1 when the kernel runs on no mesh
+/// axis: the collectives, and the kernels of sharded programs, which read the
+/// rank's coordinate on that axis, have one.
+int meshAxisAttribute(Kernel kernel);
+
+/// Whether `kernel`'s `axis` may be -1 (no axis: coordinate 0 of 1, the
+/// whole dimension on every rank). Only for kernels with an axis attribute.
+inline bool allowsNoMeshAxis(Kernel kernel) {
+  return kernel == Kernel::CrossEntropyStats ||
+         kernel == Kernel::CrossEntropyBwdStats;
+}
+
 } // namespace mlt::rt
 
 #endif // MLT_RUNTIME_KERNELINFO_H

@@ -3,7 +3,8 @@
 // Part of mlt. Per row: the max, the sum of exp(x - max) in double, and
 // lse = max + log(sum), so no exponential overflows whatever the logits. The
 // backward turns the saved lse back into probabilities with one exp per
-// element.
+// element. Over vocabulary shards, each shard's row lse is one such sum, and
+// combining them is another over the shards' lse values.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,49 @@ rt::Status checkArgs(const char *kernel, const int32_t *labels, int64_t rows,
   return rt::Status::ok();
 }
 
+/// The shard [vocabOffset, vocabOffset + vocabShard) lies in the global
+/// vocabulary, and is not empty when it has rows to read.
+rt::Status checkShard(const char *kernel, int64_t rows, int64_t vocabShard,
+                      int64_t vocabOffset, int64_t vocabTotal) {
+  if (vocabShard < 0 || vocabOffset < 0 ||
+      vocabOffset > vocabTotal - vocabShard)
+    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
+                      vocabOffset + vocabShard,
+                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
+  if (vocabShard == 0 && rows > 0)
+    return rt::errorf(kernel, ": the vocabulary shard is empty");
+  return rt::Status::ok();
+}
+
+/// log(sum_j exp(x[j * stride])) over j in [0, n), n > 0: max shifted, the
+/// sum in double.
+template <typename T>
+double logSumExp(const T *x, int64_t n, int64_t stride = 1) {
+  double maxValue = double(x[0]);
+  for (int64_t j = 1; j < n; ++j)
+    maxValue = std::max(maxValue, double(x[j * stride]));
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(double(x[j * stride]) - maxValue);
+  return maxValue + std::log(sum);
+}
+
+/// dx[j] = (exp(x[j] - lse) - (j == label)) * factor for j in [0, n); no
+/// label in the row when `label` is outside [0, n). dx may alias x.
+template <typename T>
+void softmaxGradientRow(T *dx, const T *x, double rowLse, int64_t label,
+                        int64_t n, double factor) {
+  const bool hasLabel = label >= 0 && label < n;
+  // Read before the row is overwritten, for when dlogits aliases logits;
+  // the label's entry is then formed as (p - 1) * factor in double rather
+  // than by subtracting from an already rounded p * factor.
+  const double labelLogit = hasLabel ? double(x[label]) : 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    dx[j] = T(std::exp(double(x[j]) - rowLse) * factor);
+  if (hasLabel)
+    dx[label] = T((std::exp(labelLogit - rowLse) - 1.0) * factor);
+}
+
 } // namespace
 
 template <typename T>
@@ -40,11 +84,7 @@ rt::Status mlt::cpu::crossEntropyForward(T *loss, T *lse, const T *logits,
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const T *x = logits + r * vocab;
-    const double maxLogit = double(*std::max_element(x, x + vocab));
-    double sum = 0.0;
-    for (int64_t j = 0; j < vocab; ++j)
-      sum += std::exp(double(x[j]) - maxLogit);
-    const double rowLse = maxLogit + std::log(sum);
+    const double rowLse = logSumExp(x, vocab);
     lse[r] = T(rowLse);
     total += rowLse - double(x[labels[r]]);
   }
@@ -60,19 +100,65 @@ rt::Status mlt::cpu::crossEntropyBackward(T *dlogits, const T *logits,
   MLT_RETURN_IF_ERROR(
       checkArgs("cross_entropy backward", labels, rows, vocab, lossDivisor));
   const double factor = double(dloss) / double(lossDivisor);
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxGradientRow(dlogits + r * vocab, logits + r * vocab, double(lse[r]),
+                       labels[r], vocab, factor);
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::crossEntropyStats(T *lse, T *target, const T *logits,
+                                       const int32_t *labels, int64_t rows,
+                                       int64_t vocabShard, int64_t vocabOffset,
+                                       int64_t vocabTotal) {
+  MLT_RETURN_IF_ERROR(checkShard("cross_entropy_stats", rows, vocabShard,
+                                 vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(
+      checkArgs("cross_entropy_stats", labels, rows, vocabTotal, 1));
   for (int64_t r = 0; r < rows; ++r) {
-    const T *x = logits + r * vocab;
-    T *dx = dlogits + r * vocab;
-    const double rowLse = double(lse[r]);
-    const int64_t label = labels[r];
-    // Read before the row is overwritten, for when dlogits aliases logits;
-    // the label's entry is then formed as (p - 1) * factor in double rather
-    // than by subtracting from an already rounded p * factor.
-    const double labelLogit = double(x[label]);
-    for (int64_t j = 0; j < vocab; ++j)
-      dx[j] = T(std::exp(double(x[j]) - rowLse) * factor);
-    dx[label] = T((std::exp(labelLogit - rowLse) - 1.0) * factor);
+    const T *x = logits + r * vocabShard;
+    const int64_t column = int64_t(labels[r]) - vocabOffset;
+    lse[r] = T(logSumExp(x, vocabShard));
+    target[r] = column >= 0 && column < vocabShard ? x[column] : T(0);
   }
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::crossEntropyCombine(T *lse, T *loss, const T *parts,
+                                         const T *target, int64_t rows,
+                                         int64_t numParts,
+                                         int64_t lossDivisor) {
+  if (lossDivisor <= 0)
+    return rt::errorf("cross_entropy_combine: loss divisor ", lossDivisor,
+                      " must be positive");
+  if (numParts <= 0 && rows > 0)
+    return rt::errorf("cross_entropy_combine: ", numParts,
+                      " parts; at least one is needed");
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double rowLse = logSumExp(parts + r, numParts, rows);
+    total += rowLse - double(target[r]);
+    lse[r] = T(rowLse);
+  }
+  *loss = T(total / double(lossDivisor));
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::crossEntropyStatsBackward(
+    T *dlogits, const T *logits, const T *lse, const int32_t *labels, T dloss,
+    int64_t rows, int64_t vocabShard, int64_t vocabOffset, int64_t vocabTotal,
+    int64_t lossDivisor) {
+  MLT_RETURN_IF_ERROR(checkShard("cross_entropy_stats backward", rows,
+                                 vocabShard, vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkArgs("cross_entropy_stats backward", labels, rows,
+                                vocabTotal, lossDivisor));
+  const double factor = double(dloss) / double(lossDivisor);
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxGradientRow(dlogits + r * vocabShard, logits + r * vocabShard,
+                       double(lse[r]), int64_t(labels[r]) - vocabOffset,
+                       vocabShard, factor);
   return rt::Status::ok();
 }
 
@@ -81,6 +167,14 @@ rt::Status mlt::cpu::crossEntropyBackward(T *dlogits, const T *logits,
       T *, T *, const T *, const int32_t *, int64_t, int64_t, int64_t);        \
   template rt::Status mlt::cpu::crossEntropyBackward<T>(                       \
       T *, const T *, const T *, const int32_t *, T, int64_t, int64_t,         \
-      int64_t);
+      int64_t);                                                                \
+  template rt::Status mlt::cpu::crossEntropyStats<T>(                          \
+      T *, T *, const T *, const int32_t *, int64_t, int64_t, int64_t,         \
+      int64_t);                                                                \
+  template rt::Status mlt::cpu::crossEntropyCombine<T>(                        \
+      T *, T *, const T *, const T *, int64_t, int64_t, int64_t);              \
+  template rt::Status mlt::cpu::crossEntropyStatsBackward<T>(                  \
+      T *, const T *, const T *, const int32_t *, T, int64_t, int64_t,         \
+      int64_t, int64_t, int64_t);
 MLT_INSTANTIATE_CROSSENTROPY(float)
 MLT_INSTANTIATE_CROSSENTROPY(double)

@@ -1,13 +1,15 @@
 //===- Embedding.cpp - CPU token embedding kernels ------------------------===//
 //
-// Part of mlt. The gather and scatter-add of `mlt.embedding`. Both validate
-// all ids before touching memory, so that a bad id in a data file is an error
-// message, not a read or write outside the table.
+// Part of mlt. The gather and scatter-add of `mlt.embedding`, of a whole
+// table or of one vocabulary shard of it. All validate all ids before
+// touching memory, so that a bad id in a data file is an error message, not
+// a read or write outside the table.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/cpu/Embedding.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlt;
@@ -22,6 +24,17 @@ rt::Status checkIds(const char *kernel, const int32_t *ids, int64_t numTokens,
     if (ids[p] < 0 || ids[p] >= vocab)
       return rt::errorf(kernel, ": token id ", ids[p], " at position ", p,
                         " is outside the vocabulary [0, ", vocab, ")");
+  return rt::Status::ok();
+}
+
+/// The shard [vocabOffset, vocabOffset + vocabShard) lies in the vocabulary.
+rt::Status checkShard(const char *kernel, int64_t vocabShard,
+                      int64_t vocabOffset, int64_t vocabTotal) {
+  if (vocabShard < 0 || vocabOffset < 0 ||
+      vocabOffset > vocabTotal - vocabShard)
+    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
+                      vocabOffset + vocabShard,
+                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
   return rt::Status::ok();
 }
 
@@ -52,10 +65,57 @@ rt::Status mlt::cpu::embeddingBackward(T *dtable, const int32_t *ids,
   return rt::Status::ok();
 }
 
+template <typename T>
+rt::Status mlt::cpu::embeddingForwardShard(T *out, const int32_t *ids,
+                                           const T *table, int64_t numTokens,
+                                           int64_t vocabShard, int64_t hidden,
+                                           int64_t vocabOffset,
+                                           int64_t vocabTotal) {
+  MLT_RETURN_IF_ERROR(
+      checkShard("embedding shard", vocabShard, vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkIds("embedding shard", ids, numTokens, vocabTotal));
+  for (int64_t p = 0; p < numTokens; ++p) {
+    const int64_t row = int64_t(ids[p]) - vocabOffset;
+    if (row >= 0 && row < vocabShard)
+      std::memcpy(out + p * hidden, table + row * hidden, sizeof(T) * hidden);
+    else
+      std::fill(out + p * hidden, out + (p + 1) * hidden, T(0));
+  }
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mlt::cpu::embeddingBackwardShard(T *dtable, const int32_t *ids,
+                                            const T *dout, int64_t numTokens,
+                                            int64_t vocabShard, int64_t hidden,
+                                            int64_t vocabOffset,
+                                            int64_t vocabTotal) {
+  MLT_RETURN_IF_ERROR(checkShard("embedding shard backward", vocabShard,
+                                 vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(
+      checkIds("embedding shard backward", ids, numTokens, vocabTotal));
+  for (int64_t p = 0; p < numTokens; ++p) {
+    const int64_t row = int64_t(ids[p]) - vocabOffset;
+    if (row < 0 || row >= vocabShard)
+      continue;
+    T *target = dtable + row * hidden;
+    const T *grad = dout + p * hidden;
+    for (int64_t j = 0; j < hidden; ++j)
+      target[j] += grad[j];
+  }
+  return rt::Status::ok();
+}
+
 #define MLT_INSTANTIATE_EMBEDDING(T)                                           \
   template rt::Status mlt::cpu::embeddingForward<T>(                           \
       T *, const int32_t *, const T *, int64_t, int64_t, int64_t);             \
   template rt::Status mlt::cpu::embeddingBackward<T>(                          \
-      T *, const int32_t *, const T *, int64_t, int64_t, int64_t);
+      T *, const int32_t *, const T *, int64_t, int64_t, int64_t);             \
+  template rt::Status mlt::cpu::embeddingForwardShard<T>(                      \
+      T *, const int32_t *, const T *, int64_t, int64_t, int64_t, int64_t,     \
+      int64_t);                                                                \
+  template rt::Status mlt::cpu::embeddingBackwardShard<T>(                     \
+      T *, const int32_t *, const T *, int64_t, int64_t, int64_t, int64_t,     \
+      int64_t);
 MLT_INSTANTIATE_EMBEDDING(float)
 MLT_INSTANTIATE_EMBEDDING(double)

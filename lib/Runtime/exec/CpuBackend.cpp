@@ -8,10 +8,13 @@
 // log-sum-exp of cross-entropy are recomputed into scratch memory), outputs
 // that the plan wants overwritten where the library accumulates (embedding and
 // RMSNorm weight gradients), the clipping scale applied to gradients before
-// AdamW, and the small kernels that are one loop here (transpose, cast, the
-// gradient norm). Scratch memory belongs to the rank's context, never to the
-// backend, so ranks on threads share nothing. Collectives are calls on the
-// rank's communicator, which return when the group's result is in place.
+// AdamW, and the small kernels that are one loop here (transpose, cast,
+// shard_slice, the gradient norm). Scratch memory belongs to the rank's
+// context, never to the backend, so ranks on threads share nothing.
+// Collectives are calls on the rank's communicator, which return when the
+// group's result is in place; the kernels of sharded programs read the
+// rank's coordinate on their mesh axis from the communicator's mesh and pass
+// the library the offset of the rank's shard.
 //
 // One instruction computes in one type: every float operand has it, except
 // the f32 scalars that the plan format fixes whatever the model's type (the
@@ -57,11 +60,12 @@ bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
 }
 
 /// Kernels that compute in no particular float type: cast converts between
-/// types, transpose moves bytes of any type, and the collectives move or sum
-/// (in the communicator) the types the plan verifier allows them.
+/// types, transpose and shard_slice move bytes of any type, and the
+/// collectives move or sum (in the communicator) the types the plan verifier
+/// allows them.
 bool isTypeFree(Kernel kernel) {
   return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
-         isCollectiveKernel(kernel);
+         kernel == Kernel::ShardSlice || isCollectiveKernel(kernel);
 }
 
 /// y = x with the dimensions permuted: y's dimension i is x's dimension
@@ -99,6 +103,18 @@ void transpose(uint8_t *out, const uint8_t *in, size_t elementBytes,
       index[d] = 0;
     }
   }
+}
+
+/// y [outer, n, inner] = block `index` of the middle dimension of x [outer,
+/// groupSize * n, inner]: y[o, j, i] = x[o, index * n + j, i]. Moves elements
+/// of any size; y must not overlap x.
+void shardSlice(uint8_t *out, const uint8_t *in, size_t elementBytes,
+                int64_t outer, int64_t n, int64_t inner, int64_t groupSize,
+                int64_t index) {
+  const size_t blockBytes = size_t(n * inner) * elementBytes;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + o * blockBytes,
+                in + size_t(o * groupSize + index) * blockBytes, blockBytes);
 }
 
 /// Converts n elements between float types through float (bf16 <-> f32 as
@@ -181,6 +197,15 @@ private:
   Status collective(const InstructionDesc &inst, const BufferView &in,
                     const BufferView &out);
 
+  /// The rank's place on mesh axis `axis` (an instruction's `axis`
+  /// attribute): its coordinate and the axis's size; coordinate 0 of 1 for
+  /// axis -1, which needs no communicator.
+  struct AxisPosition {
+    int64_t coordinate = 0;
+    int64_t size = 1;
+  };
+  StatusOr<AxisPosition> axisPosition(int64_t axis) const;
+
   /// Runs a kernel that computes in T (float or double).
   template <typename T>
   Status launchAs(const InstructionDesc &inst,
@@ -230,6 +255,23 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
   default:
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }
+}
+
+StatusOr<CpuDeviceContext::AxisPosition>
+CpuDeviceContext::axisPosition(int64_t axis) const {
+  if (axis == -1)
+    return AxisPosition{};
+  if (!communicator_)
+    return errorf("this rank has no communicator");
+  const Mesh &mesh = communicator_->mesh();
+  if (axis < 0 || size_t(axis) >= mesh.numAxes())
+    return errorf("axis ", axis, " is not an axis of the mesh ",
+                  mesh.toString());
+  StatusOr<std::vector<int>> coordinates =
+      mesh.coordinates(communicator_->rank());
+  if (!coordinates)
+    return coordinates.takeStatus();
+  return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
 }
 
 Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
@@ -283,6 +325,19 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
   }
   case Kernel::Cast:
     return cast(out[0], in[0], inst.ints[0]);
+  case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
+    const std::vector<int64_t> &a = inst.ints;
+    StatusOr<AxisPosition> position = axisPosition(a[3]);
+    if (!position)
+      return position.takeStatus();
+    if (out[0].bytes() > 0 && out[0].data < in[0].data + in[0].bytes() &&
+        in[0].data < out[0].data + out[0].bytes())
+      return errorf("shard_slice cannot run in place (its input and output "
+                    "overlap)");
+    shardSlice(out[0].data, in[0].data, elementSize(in[0].dtype), a[0], a[1],
+               a[2], position->size, position->coordinate);
+    return Status::ok();
+  }
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
@@ -428,6 +483,53 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                      *f(in[0]), rows, vocab, rows);
   }
 
+  case Kernel::EmbeddingFwdVP:
+  case Kernel::EmbeddingBwdVP: {
+    // ids, table -> out or ids, dout -> dtable; ints: tokens, vocab_local,
+    // hidden, axis. The rank holds table rows from coordinate * vocab_local.
+    const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
+    StatusOr<AxisPosition> position = axisPosition(a[3]);
+    if (!position)
+      return position.takeStatus();
+    const int64_t offset = position->coordinate * vocabLocal;
+    const int64_t vocabTotal = position->size * vocabLocal;
+    if (inst.kernel == Kernel::EmbeddingFwdVP)
+      return cpu::embeddingForwardShard(f(out[0]), ids(in[0]), f(in[1]), tokens,
+                                        vocabLocal, hidden, offset, vocabTotal);
+    // The plan wants dtable overwritten; the library scatter-adds.
+    cpu::zero(f(out[0]), vocabLocal * hidden);
+    return cpu::embeddingBackwardShard(f(out[0]), ids(in[0]), f(in[1]), tokens,
+                                       vocabLocal, hidden, offset, vocabTotal);
+  }
+
+  case Kernel::CrossEntropyStats: {
+    // logits, labels -> lse, target; ints: rows, vocab_local, axis.
+    const int64_t rows = a[0], vocabLocal = a[1];
+    StatusOr<AxisPosition> position = axisPosition(a[2]);
+    if (!position)
+      return position.takeStatus();
+    return cpu::crossEntropyStats(
+        f(out[0]), f(out[1]), f(in[0]), ids(in[1]), rows, vocabLocal,
+        position->coordinate * vocabLocal, position->size * vocabLocal);
+  }
+
+  case Kernel::CrossEntropyCombine:
+    // parts, target -> lse, loss; ints: rows, G, row_count.
+    return cpu::crossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                    a[0], a[1], a[2]);
+
+  case Kernel::CrossEntropyBwdStats: {
+    // dloss, logits, labels, lse -> dlogits; ints: rows, vocab_local, axis,
+    // row_count.
+    const int64_t rows = a[0], vocabLocal = a[1];
+    StatusOr<AxisPosition> position = axisPosition(a[2]);
+    if (!position)
+      return position.takeStatus();
+    return cpu::crossEntropyStatsBackward(
+        f(out[0]), f(in[1]), f(in[3]), ids(in[2]), *f(in[0]), rows, vocabLocal,
+        position->coordinate * vocabLocal, position->size * vocabLocal, a[3]);
+  }
+
   case Kernel::SumSquares:
     *out[0].as<float>() = float(cpu::sumOfSquares(f(in[0]), a[0]));
     return Status::ok();
@@ -481,6 +583,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::Transpose:
   case Kernel::Cast:
+  case Kernel::ShardSlice:
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:

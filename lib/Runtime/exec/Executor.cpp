@@ -40,10 +40,16 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   MLT_RETURN_IF_ERROR(verifyRank(rank, plan.mesh));
   MLT_RETURN_IF_ERROR(backend.checkSupported(rank));
 
-  bool launchesCollectives = false;
-  for (const ProgramDesc &program : rank.programs)
-    for (const InstructionDesc &inst : program.instructions)
+  // Collectives, and the kernels of sharded programs that read the rank's
+  // coordinate on a mesh axis, need the rank's communicator.
+  bool launchesCollectives = false, readsMeshCoordinate = false;
+  for (const ProgramDesc &program : rank.programs) {
+    for (const InstructionDesc &inst : program.instructions) {
       launchesCollectives |= isCollectiveKernel(inst.kernel);
+      const int axis = meshAxisAttribute(inst.kernel);
+      readsMeshCoordinate |= axis >= 0 && inst.ints[axis] != -1;
+    }
+  }
   if (communicator) {
     if (communicator->mesh().axes() != plan.mesh)
       return errorf("rank ", rankIndex, "'s communicator is over the mesh ",
@@ -55,6 +61,10 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   } else if (launchesCollectives) {
     return errorf("rank ", rankIndex,
                   " launches collectives but has no communicator");
+  } else if (readsMeshCoordinate) {
+    return errorf("rank ", rankIndex,
+                  " launches kernels that read its mesh coordinate but has no "
+                  "communicator");
   }
 
   StatusOr<std::unique_ptr<DeviceContext>> device =

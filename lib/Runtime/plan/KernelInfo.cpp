@@ -1,6 +1,7 @@
 //===- KernelInfo.cpp - the kernel list as C++ values ---------------------===//
 //
-// Part of mlt. The signature table generated from Kernels.def.
+// Part of mlt. The signature table generated from Kernels.def, and which
+// integer attribute of a kernel names a mesh axis.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,10 +30,26 @@ const KernelSignature &mlt::rt::kernelSignature(Kernel kernel) {
 }
 
 const KernelSignature *mlt::rt::lookupKernel(std::string_view name) {
-  // About two dozen kernels: a linear scan is as fast as a map here, and plans
+  // About thirty kernels: a linear scan is as fast as a map here, and plans
   // resolve names once when they are loaded.
   for (const KernelSignature &signature : kSignatures)
     if (signature.name == name)
       return &signature;
   return nullptr;
+}
+
+int mlt::rt::meshAxisAttribute(Kernel kernel) {
+  if (isCollectiveKernel(kernel))
+    return 1;
+  switch (kernel) {
+  case Kernel::EmbeddingFwdVP: // tokens, vocab_local, hidden, axis
+  case Kernel::EmbeddingBwdVP:
+  case Kernel::ShardSlice: // outer, n, inner, axis
+    return 3;
+  case Kernel::CrossEntropyStats:    // rows, vocab_local, axis
+  case Kernel::CrossEntropyBwdStats: // rows, vocab_local, axis, row_count
+    return 2;
+  default:
+    return -1;
+  }
 }

@@ -110,9 +110,10 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
           os << " ints " << formatList(inst.ints);
         if (!inst.floats.empty())
           os << " floats " << formatList(inst.floats);
-        if (isCollectiveKernel(inst.kernel) && inst.ints.size() == 2 &&
-            inst.ints[1] >= 0 && size_t(inst.ints[1]) < plan.mesh.size())
-          os << " axis " << plan.mesh[inst.ints[1]].name;
+        const int axis = meshAxisAttribute(inst.kernel);
+        if (axis >= 0 && size_t(axis) < inst.ints.size() &&
+            inst.ints[axis] >= 0 && size_t(inst.ints[axis]) < plan.mesh.size())
+          os << " axis " << plan.mesh[inst.ints[axis]].name;
         if (inst.stream != 0)
           os << " stream " << unsigned(inst.stream);
         os << "\n";

@@ -4,11 +4,12 @@
 // ranks agree, that buffers fit the arena and their shapes and blocks fit
 // their tensors, that persistent buffers do not overlap, that every
 // instruction names real buffers, has its kernel's arity and operands as
-// large as its attributes say, that collectives name a mesh axis and match
-// across the ranks of each group, and that the plan provides what the
-// training loop reads and writes, with every parameter element held by some
-// rank. After these checks no instruction can touch memory outside its
-// operands' ranges, so the backends do not re-check sizes.
+// large as its attributes say, that collectives and the kernels of sharded
+// programs name a mesh axis, that collectives match across the ranks of each
+// group, and that the plan provides what the training loop reads and writes,
+// with every parameter element held by some rank. After these checks no
+// instruction can touch memory outside its operands' ranges, so the backends
+// do not re-check sizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -210,14 +211,45 @@ struct OperandSpec {
   bool anyFloatDTypes = false;
 };
 
+/// The size of mesh axis `axis` of the plan's mesh, which a kernel's `axis`
+/// attribute must index; 1 for axis -1 where the kernel allows no axis.
+StatusOr<int64_t> meshAxisSize(Kernel kernel, int64_t axis,
+                               const std::vector<MeshAxis> &mesh) {
+  if (axis == -1 && allowsNoMeshAxis(kernel))
+    return int64_t(1);
+  if (axis >= 0 && size_t(axis) < mesh.size())
+    return int64_t(mesh[axis].size);
+  const bool orNone = allowsNoMeshAxis(kernel);
+  if (mesh.empty())
+    return errorf("axis ", axis,
+                  " is not an axis of the plan's mesh: the plan has no mesh",
+                  orNone ? " (-1: no axis)" : "");
+  std::ostringstream names;
+  for (size_t i = 0; i < mesh.size(); ++i)
+    names << (i ? "," : "") << mesh[i].name << '=' << mesh[i].size;
+  return errorf("axis ", axis, " is not an axis of the plan's mesh ",
+                names.str(), " (axes 0..", mesh.size() - 1,
+                orNone ? ", or -1 for none)" : ")");
+}
+
 /// Fills `spec` from the instruction's ints (whose count is already checked).
 Status operandSpec(const InstructionDesc &inst, size_t numInputs,
                    const std::vector<MeshAxis> &mesh, OperandSpec &spec) {
   const std::vector<int64_t> &a = inst.ints;
-  for (int64_t value : a)
-    if (value < 0)
+  // Every attribute is a size, count or flag, except `axis`, which indexes
+  // the mesh (or is -1 where the kernel allows no axis).
+  const int axisAttribute = meshAxisAttribute(inst.kernel);
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] < 0 && int(i) != axisAttribute)
       return errorf("integer attributes must not be negative, got ",
                     formatInts(a));
+  int64_t groupSize = 1;
+  if (axisAttribute >= 0) {
+    StatusOr<int64_t> size = meshAxisSize(inst.kernel, a[axisAttribute], mesh);
+    if (!size)
+      return size.takeStatus();
+    groupSize = *size;
+  }
   auto product = [&](std::initializer_list<int64_t> factors) -> int64_t {
     std::optional<int64_t> result = checkedProduct(factors);
     return result ? *result : -1;
@@ -346,21 +378,48 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
     spec.outputs = {a[0], a[0], a[0]};
     break;
+  case Kernel::EmbeddingFwdVP: // ids, table -> out; tokens, vocab_local,
+                               // hidden, axis
+    spec.inputs = {a[0], product({a[1], a[2]})};
+    spec.outputs = {product({a[0], a[2]})};
+    spec.int32Operands = {0};
+    break;
+  case Kernel::EmbeddingBwdVP: // ids, dout -> dtable
+    spec.inputs = {a[0], product({a[0], a[2]})};
+    spec.outputs = {product({a[1], a[2]})};
+    spec.int32Operands = {0};
+    break;
+  case Kernel::CrossEntropyStats: // logits, labels -> lse, target; rows,
+                                  // vocab_local, axis
+    spec.inputs = {product({a[0], a[1]}), a[0]};
+    spec.outputs = {a[0], a[0]};
+    spec.int32Operands = {1};
+    break;
+  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss; rows, G,
+                                    // row_count
+    if (a[1] < 1 || a[2] < 1)
+      return errorf("the number of parts and row_count must be positive, "
+                    "got ints ",
+                    formatInts(a));
+    spec.inputs = {product({a[1], a[0]}), a[0]};
+    spec.outputs = {a[0], 1};
+    break;
+  case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits;
+                                     // rows, vocab_local, axis, row_count
+    if (a[3] < 1)
+      return errorf("row_count must be positive, got ints ", formatInts(a));
+    spec.inputs = {1, product({a[0], a[1]}), a[0], a[0]};
+    spec.outputs = {product({a[0], a[1]})};
+    spec.int32Operands = {2};
+    break;
+  case Kernel::ShardSlice: // x -> y; outer, n, inner, axis
+    spec.inputs = {product({a[0], groupSize, a[1], a[2]})};
+    spec.outputs = {product({a[0], a[1], a[2]})};
+    spec.anyMatchingDType = true;
+    break;
   case Kernel::AllReduceSum: // x -> y; n, axis
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather: {
-    if (size_t(a[1]) >= mesh.size()) {
-      if (mesh.empty())
-        return errorf("axis ", a[1],
-                      " is not an axis of the plan's mesh: the plan has "
-                      "no mesh");
-      std::ostringstream names;
-      for (size_t i = 0; i < mesh.size(); ++i)
-        names << (i ? "," : "") << mesh[i].name << '=' << mesh[i].size;
-      return errorf("axis ", a[1], " is not an axis of the plan's mesh ",
-                    names.str(), " (axes 0..", mesh.size() - 1, ")");
-    }
-    const int64_t groupSize = mesh[a[1]].size;
     if (inst.kernel == Kernel::AllReduceSum) {
       all(a[0], 1, 1);
     } else if (inst.kernel == Kernel::ReduceScatterSum) {

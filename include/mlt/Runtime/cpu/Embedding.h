@@ -42,6 +42,40 @@ template <typename T>
 rt::Status embeddingBackward(T *dtable, const int32_t *ids, const T *dout,
                              int64_t numTokens, int64_t vocab, int64_t hidden);
 
+//===----------------------------------------------------------------------===//
+// embedding over vocabulary shards
+//
+// The same lookup when the table's rows are split into shards (a vocabulary
+// parallel embedding): this shard holds rows [vocabOffset, vocabOffset +
+// vocabShard) of a global table of vocabTotal rows.
+//
+// Invariants:
+// - `table` and `dtable` are [vocabShard, hidden]; ids index the global
+//   vocabulary and are checked against [0, vocabTotal) as above (the
+//   message names the first bad id and its position; nothing is written);
+//   vocabOffset + vocabShard must not exceed vocabTotal.
+// - Forward overwrites every row of `out`: the table row of an id in the
+//   shard, zeros for any other id, so that the shards' outputs add up to the
+//   whole table's lookup (one nonzero term per row, so exactly).
+// - Backward accumulates into `dtable` like embeddingBackward, from the
+//   positions whose ids are in the shard only: the shards' dtables stacked
+//   are the whole table's gradient.
+//===----------------------------------------------------------------------===//
+
+/// out[p, :] = table[ids[p] - vocabOffset, :] for ids in the shard, else 0.
+template <typename T>
+rt::Status embeddingForwardShard(T *out, const int32_t *ids, const T *table,
+                                 int64_t numTokens, int64_t vocabShard,
+                                 int64_t hidden, int64_t vocabOffset,
+                                 int64_t vocabTotal);
+
+/// dtable[ids[p] - vocabOffset, :] += dout[p, :] for the ids in the shard.
+template <typename T>
+rt::Status embeddingBackwardShard(T *dtable, const int32_t *ids, const T *dout,
+                                  int64_t numTokens, int64_t vocabShard,
+                                  int64_t hidden, int64_t vocabOffset,
+                                  int64_t vocabTotal);
+
 } // namespace mlt::cpu
 
 #endif // MLT_RUNTIME_CPU_EMBEDDING_H

@@ -8,6 +8,7 @@
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/IR/DialectImplementation.h"
 
@@ -56,4 +57,259 @@ LogicalResult LlamaConfigAttr::verify(
   if (!tieWordEmbeddings)
     return emitError() << "tie_word_embeddings must be true or false";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MeshAttr
+//===----------------------------------------------------------------------===//
+
+// #mlt.mesh<dp = 2, tp = 4>
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    axes.push_back(parser.getBuilder().getStringAttr(name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater,
+                                     parseAxis))
+    return {};
+  return MeshAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                              parser.getContext(), axes, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(llvm::zip(getAxes(), getSizes()), printer,
+                        [&](auto axis) {
+                          printer.printKeywordOrString(
+                              std::get<0>(axis).getValue());
+                          printer << " = " << std::get<1>(axis);
+                        });
+  printer << ">";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> axes,
+                               ArrayRef<int64_t> sizes) {
+  if (axes.size() != sizes.size())
+    return emitError() << "mesh has " << axes.size() << " axis names but "
+                       << sizes.size() << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [axis, size] : llvm::zip(axes, sizes)) {
+    if (axis.getValue().empty() ||
+        axis.getValue() == ShardingAttr::kOpen)
+      return emitError() << "mesh axis name '" << axis.getValue()
+                         << "' is not a name";
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "mesh axis '" << axis.getValue()
+                         << "' appears twice";
+    if (size < 1)
+      return emitError() << "mesh axis '" << axis.getValue()
+                         << "' has size " << size << "; sizes must be >= 1";
+  }
+  return success();
+}
+
+int64_t MeshAttr::axisIndex(StringRef name) const {
+  for (auto [i, axis] : llvm::enumerate(getAxes()))
+    if (axis.getValue() == name)
+      return i;
+  return -1;
+}
+
+int64_t MeshAttr::axisSize(StringAttr name) const {
+  if (!name)
+    return 1;
+  int64_t index = axisIndex(name.getValue());
+  return index < 0 ? 1 : getSizes()[index];
+}
+
+int64_t MeshAttr::numRanks() const {
+  int64_t ranks = 1;
+  for (int64_t size : getSizes())
+    ranks *= size;
+  return ranks;
+}
+
+int64_t MeshAttr::coordinate(int64_t rank, int64_t axis) const {
+  int64_t stride = 1;
+  for (int64_t a = getSizes().size() - 1; a > axis; --a)
+    stride *= getSizes()[a];
+  return (rank / stride) % getSizes()[axis];
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr
+//===----------------------------------------------------------------------===//
+
+namespace {
+ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> &out,
+                          bool allowOpenAndReplicated) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        Builder b = parser.getBuilder();
+        if (allowOpenAndReplicated && succeeded(parser.parseOptionalQuestion())) {
+          out.push_back(b.getStringAttr(ShardingAttr::kOpen));
+          return success();
+        }
+        if (allowOpenAndReplicated && succeeded(parser.parseOptionalMinus())) {
+          out.push_back(b.getStringAttr(ShardingAttr::kReplicated));
+          return success();
+        }
+        std::string name;
+        if (parser.parseKeywordOrString(&name))
+          return failure();
+        out.push_back(b.getStringAttr(name));
+        return success();
+      });
+}
+} // namespace
+
+// #mlt.sharding<[dp, ?, -], partial = [tp]>
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> dims, partial;
+  if (parser.parseLess() || parseAxisList(parser, dims, true))
+    return {};
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("partial") || parser.parseEqual() ||
+       parseAxisList(parser, partial, false)))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return ShardingAttr::getChecked(
+      [&] { return parser.emitError(parser.getNameLoc()); },
+      parser.getContext(), dims, partial);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims(), printer, [&](StringAttr dim) {
+    if (dim.getValue() == kOpen)
+      printer << "?";
+    else if (dim.getValue() == kReplicated)
+      printer << "-";
+    else
+      printer.printKeywordOrString(dim.getValue());
+  });
+  printer << "]";
+  if (!getPartial().empty()) {
+    printer << ", partial = [";
+    llvm::interleaveComma(getPartial(), printer, [&](StringAttr axis) {
+      printer.printKeywordOrString(axis.getValue());
+    });
+    printer << "]";
+  }
+  printer << ">";
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<StringAttr> dims,
+                                   ArrayRef<StringAttr> partial) {
+  llvm::StringSet<> seen;
+  for (StringAttr dim : dims) {
+    if (dim.getValue() == kOpen || dim.getValue() == kReplicated)
+      continue;
+    if (!seen.insert(dim.getValue()).second)
+      return emitError() << "mesh axis '" << dim.getValue()
+                         << "' splits two dimensions of one sharding";
+  }
+  for (StringAttr axis : partial) {
+    if (axis.getValue().empty() || axis.getValue() == kOpen)
+      return emitError() << "a partial axis must be a mesh axis name";
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "mesh axis '" << axis.getValue()
+                         << "' both splits a dimension and sums partial values"
+                            " (or is listed twice)";
+  }
+  return success();
+}
+
+StringAttr ShardingAttr::getAxis(unsigned dim) const {
+  StringAttr axis = getDims()[dim];
+  if (axis.getValue() == kOpen || axis.getValue() == kReplicated)
+    return {};
+  return axis;
+}
+
+int64_t ShardingAttr::dimOf(StringRef axis) const {
+  for (unsigned d = 0; d < getRank(); ++d)
+    if (getDims()[d].getValue() == axis)
+      return d;
+  return -1;
+}
+
+bool ShardingAttr::isPartialOver(StringRef axis) const {
+  return llvm::any_of(getPartial(),
+                      [&](StringAttr a) { return a.getValue() == axis; });
+}
+
+bool ShardingAttr::isFullyReplicated() const {
+  if (!getPartial().empty())
+    return false;
+  for (unsigned d = 0; d < getRank(); ++d)
+    if (getAxis(d))
+      return false;
+  return true;
+}
+
+ShardingAttr ShardingAttr::getReplicated(MLIRContext *context, unsigned rank) {
+  SmallVector<StringAttr> dims(rank, StringAttr::get(context, kReplicated));
+  return ShardingAttr::get(context, dims, {});
+}
+
+std::optional<std::string> ShardingAttr::checkFits(ArrayRef<int64_t> shape,
+                                                   MeshAttr mesh) const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (shape.size() != getRank()) {
+    os << "the sharding has " << getRank() << " dimensions but the tensor has "
+       << shape.size();
+    return text;
+  }
+  auto checkAxis = [&](StringAttr axis) {
+    if (!mesh) {
+      os << "mesh axis '" << axis.getValue()
+         << "' is used but the module has no mlt.mesh";
+      return false;
+    }
+    if (mesh.axisIndex(axis.getValue()) < 0) {
+      os << "'" << axis.getValue() << "' is not an axis of the mesh " << mesh;
+      return false;
+    }
+    return true;
+  };
+  for (unsigned d = 0; d < getRank(); ++d) {
+    StringAttr axis = getAxis(d);
+    if (!axis)
+      continue;
+    if (!checkAxis(axis))
+      return text;
+    int64_t size = mesh.axisSize(axis);
+    if (!ShapedType::isDynamic(shape[d]) && shape[d] % size != 0) {
+      os << "dimension " << d << " (size " << shape[d]
+         << ") is not divisible by mesh axis '" << axis.getValue()
+         << "' of size " << size;
+      return text;
+    }
+  }
+  for (StringAttr axis : getPartial())
+    if (!checkAxis(axis))
+      return text;
+  return std::nullopt;
+}
+
+SmallVector<int64_t> ShardingAttr::localShape(ArrayRef<int64_t> shape,
+                                              MeshAttr mesh) const {
+  SmallVector<int64_t> local(shape);
+  for (unsigned d = 0; d < getRank() && d < shape.size(); ++d)
+    if (StringAttr axis = getAxis(d); axis && !ShapedType::isDynamic(shape[d]))
+      local[d] = shape[d] / mesh.axisSize(axis);
+  return local;
 }

@@ -23,6 +23,7 @@ void MLTDialect::initialize() {
 #include "mlt/Dialect/MLT/MLTOps.cpp.inc"
       >();
   registerAttributes();
+  registerShardingRules(getContext());
 }
 
 LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
@@ -39,6 +40,36 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
     auto count = dyn_cast<IntegerAttr>(attr.getValue());
     if (!count || count.getValue().getSExtValue() < 1)
       return op->emitError() << "'" << getMicrobatchesAttrName()
+                             << "' must be a positive integer";
+    return success();
+  }
+  if (attr.getName() == getMeshAttrName()) {
+    if (!isa<ModuleOp>(op) || !isa<MeshAttr>(attr.getValue()))
+      return op->emitError() << "'" << getMeshAttrName()
+                             << "' must be a #mlt.mesh<...> on a module";
+    return success();
+  }
+  if (attr.getName() == getShardingAttrName() ||
+      attr.getName() == getOperandShardingsAttrName()) {
+    if (isa<ShardingAttr>(attr.getValue()) && isa<ParamOp>(op))
+      return success();
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!list || !llvm::all_of(list, llvm::IsaPred<ShardingAttr>))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be a #mlt.sharding (on mlt.param) or an "
+                                "array of them";
+    return success();
+  }
+  if (attr.getName() == getVocabShardAttrName()) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << getVocabShardAttrName()
+                             << "' must name a mesh axis";
+    return success();
+  }
+  if (attr.getName() == getRowCountAttrName()) {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!count || count.getValue().getSExtValue() < 1)
+      return op->emitError() << "'" << getRowCountAttrName()
                              << "' must be a positive integer";
     return success();
   }

@@ -16,22 +16,6 @@ using namespace mlt;
 
 namespace {
 
-/// Collapses the leading dimensions of a [b..., m, n] tensor into one:
-/// [prod(b) * m, n]. Identity on matrices.
-Value collapseToMatrix(OpBuilder &b, Location loc, Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  if (type.getRank() == 2)
-    return value;
-  int64_t rows = 1;
-  for (int64_t d : type.getShape().drop_back())
-    rows *= d;
-  return ReshapeOp::create(b, 
-      loc,
-      RankedTensorType::get({rows, type.getShape().back()},
-                            type.getElementType()),
-      value);
-}
-
 Value reshapeLike(OpBuilder &b, Location loc, Value value, Value like) {
   if (value.getType() == like.getType())
     return value;
@@ -97,10 +81,12 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
   Value db;
   if (sharedRhs) {
-    Value a2 = collapseToMatrix(b, loc, a);
-    Value dc2 = collapseToMatrix(b, loc, dc);
-    db = tr ? matmul(b, loc, dc2, a2, /*tl=*/true, /*tr=*/false)
-            : matmul(b, loc, a2, dc2, /*tl=*/true, /*tr=*/false);
+    // Summed over the batch dimensions: one matmul over all rows.
+    auto contract = [&](Value lhs, Value rhs) -> Value {
+      return MatmulOp::create(b, loc, lhs, rhs, b.getUnitAttr(), nullptr,
+                              b.getUnitAttr());
+    };
+    db = tr ? contract(dc, a) : contract(a, dc);
   } else {
     // dB: (tr ? dC^T op(A) : op(A)^T dC), batched like B.
     db = tr ? matmul(b, loc, dc, a, /*tl=*/true, tl)

@@ -78,10 +78,26 @@ LogicalResult mlt::detail::verifyParamReference(
   if (!param)
     return op->emitOpError("reads parameter ")
            << name << ", which no 'mlt.param' declares";
-  if (param.getType() != type)
+  // In a per-rank program (after mlt-spmdize) a state op holds the block of
+  // the parameter its sharding gives each rank.
+  Type block = param.getType();
+  auto module = op->getParentOfType<ModuleOp>();
+  auto sharding =
+      param->getAttrOfType<ShardingAttr>(MLTDialect::getShardingAttrName());
+  auto mesh = module ? module->getAttrOfType<MeshAttr>(
+                           MLTDialect::getMeshAttrName())
+                     : MeshAttr();
+  if (sharding && mesh)
+    block = RankedTensorType::get(
+        sharding.localShape(param.getTensorType().getShape(), mesh),
+        param.getTensorType().getElementType());
+  if (param.getType() != type && block != type)
     return op->emitOpError("type ")
            << type << " does not match parameter " << name << " of type "
-           << param.getType();
+           << param.getType()
+           << (block != param.getType() ? " (or its block, " : "")
+           << (block != param.getType() ? block : Type())
+           << (block != param.getType() ? ")" : "");
   if (param.isPerLayer() && !layer)
     return op->emitOpError("reads per-layer parameter ")
            << name << " without a layer index";
@@ -275,6 +291,21 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
 
   ArrayRef<int64_t> l = lhs->getShape(), r = rhs->getShape();
   bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  if (adaptor.getContractBatch()) {
+    if (!tl || tr || lhsRank != rhsRank || lhsRank < 3)
+      return shapeError<MatmulOp>(
+          loc, "contract_batch needs transpose_lhs, no transpose_rhs and "
+               "operands of one rank of 3 or more, got ranks ",
+          lhsRank, " and ", rhsRank);
+    for (int64_t i = 0; i < lhsRank - 1; ++i)
+      if (!dimsFit(l[i], r[i]))
+        return shapeError<MatmulOp>(loc, "contracted dimension ", i,
+                                    " differs: lhs has ", dimStr(l[i]),
+                                    ", rhs has ", dimStr(r[i]));
+    results.push_back(RankedTensorType::get({l[lhsRank - 1], r[rhsRank - 1]},
+                                            lhs->getElementType()));
+    return success();
+  }
   int64_t m = tl ? l[lhsRank - 1] : l[lhsRank - 2];
   int64_t kl = tl ? l[lhsRank - 2] : l[lhsRank - 1];
   int64_t kr = tr ? r[rhsRank - 1] : r[rhsRank - 2];
@@ -500,6 +531,24 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
                       : Type(Float32Type::get(context));
   results.push_back(RankedTensorType::get({}, lossType));
   return success();
+}
+
+/// `#mlt.sharding<...>` in full (the stripped form `<...>` that ODS would
+/// print for the dialect's own attribute reads poorly), with no `: type`.
+static ParseResult parseSharding(OpAsmParser &parser, ShardingAttr &sharding) {
+  Attribute attr;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseAttribute(attr, parser.getBuilder().getNoneType()))
+    return failure();
+  sharding = dyn_cast<ShardingAttr>(attr);
+  if (!sharding)
+    return parser.emitError(loc, "expected a #mlt.sharding<...>");
+  return success();
+}
+
+static void printSharding(OpAsmPrinter &printer, Operation *,
+                          ShardingAttr sharding) {
+  printer.printAttribute(sharding);
 }
 
 #define GET_OP_CLASSES

@@ -51,4 +51,87 @@ def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
   let genVerifyDecl = 1;
 }
 
+def MLT_MeshAttr : MLT_Attr<"Mesh", "mesh"> {
+  let summary = "a device mesh: named axes with their sizes";
+  let description = [{
+    The devices a program runs on, as a row-major grid of named axes (the last
+    axis varies fastest, so ranks adjacent in the last axis are neighbours:
+    put `tp` last to keep tensor-parallel groups on one NVLink island). A
+    module carries its mesh as `mlt.mesh`; shardings name its axes. Axis names
+    are unique; sizes are at least 1.
+
+    Example:
+    ```mlir
+    module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>} {}
+    ```
+
+    Why not the upstream `shard.grid`: its axes are numbered, not named, and a
+    grid is an op that shardings reference by symbol; mlt's layouts (and the
+    plan file, and mlt-run's flags) speak of `dp` and `tp`, as Shardy does.
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$axes,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The index of axis `name`, or -1.
+    int64_t axisIndex(::llvm::StringRef name) const;
+    /// The size of axis `name`; 1 for a null name.
+    int64_t axisSize(::mlir::StringAttr name) const;
+    /// The product of the axis sizes: the number of ranks.
+    int64_t numRanks() const;
+    /// The coordinate of `rank` on axis `axis` (row-major, last axis fastest).
+    int64_t coordinate(int64_t rank, int64_t axis) const;
+  }];
+}
+
+def MLT_ShardingAttr : MLT_Attr<"Sharding", "sharding"> {
+  let summary = "how a tensor is laid out over the mesh: per dimension, an axis";
+  let description = [{
+    One entry per dimension of the tensor: the mesh axis the dimension is
+    split over (in blocks: the rank with coordinate `c` on the axis holds
+    block `c`), `-` for a dimension every rank holds whole, or `?` for a
+    dimension whose sharding is still open (sharding propagation decides it;
+    after propagation no `?` remains). `partial` lists the axes over which the
+    value is a partial sum: the true value is the sum of the ranks' values
+    along those axes (what a contraction over a split dimension leaves before
+    its all-reduce). A mesh axis appears at most once in a sharding. The
+    sharding of a scalar is `[]`.
+
+    Examples:
+    ```mlir
+    #mlt.sharding<[tp, -]>                   // rows split over tp (column-parallel weight)
+    #mlt.sharding<[dp, ?, ?]>                // batch split over dp, the rest open
+    #mlt.sharding<[dp, -, -], partial = [tp]> // the output of a row-parallel matmul
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$dims,
+                        ArrayRefParameter<"::mlir::StringAttr">:$partial);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Spellings of the two non-axis entries, as stored in `dims`.
+    static constexpr ::llvm::StringLiteral kOpen = "?";
+    static constexpr ::llvm::StringLiteral kReplicated = "";
+    unsigned getRank() const { return getDims().size(); }
+    bool isOpen(unsigned dim) const { return getDims()[dim].getValue() == kOpen; }
+    /// The axis dimension `dim` is split over, or null (replicated or open).
+    ::mlir::StringAttr getAxis(unsigned dim) const;
+    /// The dimension split over `axis`, or -1.
+    int64_t dimOf(::llvm::StringRef axis) const;
+    bool isPartialOver(::llvm::StringRef axis) const;
+    /// No split dimension and no partial axis.
+    bool isFullyReplicated() const;
+    /// Every rank holds the whole value: no split dimension, no partial axis.
+    static ShardingAttr getReplicated(::mlir::MLIRContext *context, unsigned rank);
+    /// Checks this sharding against a tensor type and a mesh: axes in the
+    /// mesh, each dimension divisible by its axis. Returns the failure text.
+    std::optional<std::string> checkFits(::mlir::ArrayRef<int64_t> shape,
+                                         MeshAttr mesh) const;
+    /// The block of a `shape` tensor that each rank holds.
+    ::llvm::SmallVector<int64_t> localShape(::mlir::ArrayRef<int64_t> shape,
+                                            MeshAttr mesh) const;
+  }];
+}
+
 #endif // MLT_DIALECT_MLT_MLTATTRS_TD

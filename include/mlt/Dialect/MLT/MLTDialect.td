@@ -42,6 +42,23 @@ def MLT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getMicrobatchesAttrName() {
       return "mlt.microbatches";
     }
+    /// Name of the module attribute that holds the device mesh.
+    static constexpr ::llvm::StringLiteral getMeshAttrName() { return "mlt.mesh"; }
+    /// Name of the attribute with a value's sharding: on `mlt.param` (the
+    /// parameter's, user-given), on function arguments (user-given), and,
+    /// after mlt-propagate-shardings, on every op as the array of its
+    /// results' shardings.
+    static constexpr ::llvm::StringLiteral getShardingAttrName() { return "mlt.sharding"; }
+    /// Name of the array attribute with the shardings an op needs its
+    /// operands in (set by mlt-propagate-shardings, read by mlt-spmdize).
+    static constexpr ::llvm::StringLiteral getOperandShardingsAttrName() {
+      return "mlt.operand_shardings";
+    }
+    /// On per-rank embeddings and cross-entropies: the axis the vocabulary
+    /// is split over.
+    static constexpr ::llvm::StringLiteral getVocabShardAttrName() { return "mlt.vocab_shard"; }
+    /// On per-rank cross-entropies: the global number of rows the mean is over.
+    static constexpr ::llvm::StringLiteral getRowCountAttrName() { return "mlt.row_count"; }
   private:
     void registerAttributes();
   public:

@@ -10,6 +10,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 
+#include "mlt/Dialect/MLT/ShardingRule.h"
+
 #include "mlt/Dialect/MLT/MLTInterfaces.h.inc"
 
 #endif // MLT_DIALECT_MLT_MLTINTERFACES_H

@@ -35,4 +35,24 @@ def MLT_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def MLT_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlt";
+  let description = [{
+    How an op's dimensions may be split over a device mesh, as a
+    `ShardingRule` (ShardingRule.h): the op's factors, which factors make up
+    each dimension of each operand and result, which factors must stay whole,
+    and whether partial sums pass through the op. Sharding propagation and the
+    partitioner use nothing else about an op, so a new op joins them by
+    implementing this. The models live in MLTShardingRules.cpp, attached to
+    the ops when the dialect loads.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's sharding rule, for its current (static) operand and result
+        types.
+      }],
+      "::mlt::ShardingRule", "getShardingRule", (ins)>
+  ];
+}
+
 #endif // MLT_DIALECT_MLT_MLTINTERFACES_TD

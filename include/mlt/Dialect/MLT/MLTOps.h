@@ -32,4 +32,10 @@ struct TrainingStateResource
 #define GET_OP_CLASSES
 #include "mlt/Dialect/MLT/MLTOps.h.inc"
 
+namespace mlt {
+/// Attaches ShardingRuleOpInterface to the ops that have a sharding rule
+/// (MLTShardingRules.cpp); the dialect does it when it loads.
+void registerShardingRules(mlir::MLIRContext *context);
+} // namespace mlt
+
 #endif // MLT_DIALECT_MLT_MLTOPS_H

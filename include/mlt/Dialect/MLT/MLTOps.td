@@ -224,17 +224,25 @@ def MLT_MatmulOp : MLT_InferredOp<"matmul", [MLT_Differentiable]> {
     With `lhs : [b..., m, k]` and `rhs : [k, n]` the result is `[b..., m, n]`.
     Accumulation is in at least float32 whatever the element type.
 
+    `contract_batch` (with `transpose_lhs`, not `transpose_rhs`) sums over the
+    batch dimensions as well: `lhs : [b..., k, m]`, `rhs : [b..., k, n]` give
+    `[m, n]`. That is the gradient of a weight shared by every batch entry,
+    written without flattening `[batch, seq]` into one dimension, so that a
+    batch split over `dp` and a sequence split over `tp` stay visible to
+    sharding propagation.
+
     Example:
     ```mlir
     %q = mlt.matmul %x, %wq transpose_rhs : tensor<?x?x64xf32>, tensor<64x64xf32>
     ```
   }];
   let arguments = (ins MLT_FloatTensor:$lhs, MLT_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       UnitAttr:$contract_batch);
   let results = (outs MLT_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
-    attr-dict `:` type($lhs) `,` type($rhs)
+    (`contract_batch` $contract_batch^)? attr-dict `:` type($lhs) `,` type($rhs)
   }];
 }
 
@@ -449,5 +457,6 @@ def MLT_CrossEntropyOp : MLT_InferredOp<"cross_entropy", [MLT_Differentiable]> {
 }
 
 include "mlt/Dialect/MLT/MLTTrainingOps.td"
+include "mlt/Dialect/MLT/MLTShardingOps.td"
 
 #endif // MLT_DIALECT_MLT_MLTOPS_TD

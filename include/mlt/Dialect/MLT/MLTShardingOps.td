@@ -1,0 +1,131 @@
+//===- MLTShardingOps.td - sharding constraints and collectives -*- tablegen -*-===//
+//
+// Part of mlt. The ops of sharded programs: `mlt.shard`, a layout constraint
+// that users (or mlt-annotate-layout) place in a global program, and the
+// collectives that mlt-spmdize inserts into the per-rank program it derives.
+// Collectives name a mesh axis of the module's `mlt.mesh`; every rank of the
+// axis's group runs them in the same order (one program serves all ranks).
+//
+// Included from MLTOps.td (it uses that file's constraints and base classes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_DIALECT_MLT_MLTSHARDINGOPS_TD
+#define MLT_DIALECT_MLT_MLTSHARDINGOPS_TD
+
+def MLT_ShardOp : MLT_PureOp<"shard", [MLT_Differentiable,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "constrains the sharding of a value (identity on its data)";
+  let description = [{
+    The value, laid out as `sharding` says: sharding propagation treats the
+    result as a user annotation, and the partitioner reshards the input into
+    it (a reduce-scatter when the input is a partial sum, an all-gather or a
+    local slice otherwise). `?` dimensions stay open to propagation. Its
+    gradient is constrained the same way, so a sequence-parallel residual
+    stream is sequence-parallel in the backward pass too.
+
+    Example (sequence parallelism: the residual stream split along the
+    sequence over `tp`):
+    ```mlir
+    %h2 = mlt.shard %h : tensor<4x32x64xf32> to #mlt.sharding<[?, tp, ?]>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, MLT_ShardingAttr:$sharding);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `:` type($input) `to` custom<Sharding>($sharding) attr-dict";
+  let hasVerifier = 1;
+}
+
+class MLT_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : MLT_PureOp<mnemonic, traits> {
+  let hasVerifier = 1;
+  code collectiveClassDeclaration = [{
+    /// The size of the mesh axis this collective runs over, or failure (with
+    /// a diagnostic) when the module has no such axis.
+    ::mlir::FailureOr<int64_t> getAxisSize();
+  }];
+}
+
+def MLT_AllReduceOp : MLT_CollectiveOp<"all_reduce", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "sums a value over the ranks of a mesh axis";
+  let description = [{
+    Every rank of the axis's group gets the sum of the group's inputs (what a
+    partial sum over `axis` needs to become whole), summed in group order so
+    that the ranks agree bit for bit.
+
+    Example:
+    ```mlir
+    %full = mlt.all_reduce %partial over "tp" : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins MLT_FloatTensor:$input, StrAttr:$axis);
+  let results = (outs MLT_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $axis attr-dict `:` type($input)";
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
+def MLT_AllGatherOp : MLT_CollectiveOp<"all_gather"> {
+  let summary = "concatenates the blocks of a split dimension across a mesh axis";
+  let description = [{
+    The inverse of splitting dimension `dim` over `axis`: the result's `dim`
+    is the concatenation, in group order, of every group member's input, so
+    it is `G` times larger (`G` the axis size).
+
+    Example:
+    ```mlir
+    %x = mlt.all_gather %xs over "tp" dim 1 : tensor<4x16x64xf32> -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
+def MLT_ReduceScatterOp : MLT_CollectiveOp<"reduce_scatter"> {
+  let summary = "sums over a mesh axis and keeps this rank's block of one dimension";
+  let description = [{
+    A partial sum over `axis` becomes whole and split along `dim`: the rank
+    with coordinate `c` gets block `c` (of `G`) of dimension `dim` of the
+    group's sum. Half the traffic of an all-reduce followed by a slice.
+
+    Example:
+    ```mlir
+    %ys = mlt.reduce_scatter %partial over "tp" dim 1 : tensor<4x32x64xf32> -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins MLT_FloatTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs MLT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
+def MLT_ShardSliceOp : MLT_CollectiveOp<"shard_slice"> {
+  let summary = "keeps this rank's block of a dimension (no communication)";
+  let description = [{
+    Splits a value every rank holds whole: the rank with coordinate `c` on
+    `axis` keeps block `c` (of `G`) of dimension `dim`. Local: it reads the
+    rank's coordinate, sends nothing.
+
+    Example:
+    ```mlir
+    %xs = mlt.shard_slice %x over "tp" dim 2 : tensor<4x32x8x16xf32> -> tensor<4x32x4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
+#endif // MLT_DIALECT_MLT_MLTSHARDINGOPS_TD

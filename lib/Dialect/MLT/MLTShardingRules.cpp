@@ -1,0 +1,400 @@
+//===- MLTShardingRules.cpp - sharding rules and sharding ops ---------------===//
+//
+// Part of mlt. The ShardingRuleOpInterface model of every op that sharding
+// propagation may split (attached when the dialect loads), and the verifiers
+// and gradient rule of the sharding ops (MLTShardingOps.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+using Dim = ShardingRule::Dim;
+using Tensor = ShardingRule::Tensor;
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+    return type.getShape();
+  return {};
+}
+
+/// A tensor whose dimensions are `factors`, one each.
+Tensor tensorOf(ArrayRef<int> factors) {
+  Tensor t;
+  for (int f : factors)
+    t.push_back(Dim{f});
+  return t;
+}
+
+/// Every operand and result of the same shape, dimension by dimension.
+ShardingRule elementwise(Operation *op, bool linear = false) {
+  ShardingRule rule;
+  SmallVector<int> factors;
+  for (int64_t size : shapeOf(op->getResult(0)))
+    factors.push_back(rule.addFactor(size));
+  for (Value v : op->getOperands())
+    rule.operands.push_back(shapeOf(v).size() == factors.size()
+                                ? tensorOf(factors)
+                                : Tensor(shapeOf(v).size()));
+  for (unsigned r = 0; r < op->getNumResults(); ++r)
+    rule.results.push_back(tensorOf(factors));
+  rule.linear = linear;
+  return rule;
+}
+
+/// Dimensions of rank-0 values and of ops with no splittable dimension.
+ShardingRule unsplittable(Operation *op) {
+  ShardingRule rule;
+  for (Value v : op->getOperands())
+    rule.operands.push_back(Tensor(shapeOf(v).size()));
+  for (Value v : op->getResults())
+    rule.results.push_back(Tensor(shapeOf(v).size()));
+  return rule;
+}
+
+/// Pairs the dimensions of a reshape's input and result into groups of equal
+/// element count. A dimension that splits into several keeps them as its
+/// factors (major first), several that merge into one make that one's
+/// factors; other groups and unit dimensions are never split.
+ShardingRule reshapeRule(ReshapeOp op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  Tensor inDims(in.size()), outDims(out.size());
+  size_t i = 0, j = 0;
+  while (i < in.size() && j < out.size()) {
+    if (in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (out[j] == 1) {
+      ++j;
+      continue;
+    }
+    size_t i1 = i + 1, j1 = j + 1;
+    int64_t pi = in[i], po = out[j];
+    while (pi != po && i1 <= in.size() && j1 <= out.size()) {
+      if (pi < po) {
+        if (i1 == in.size())
+          break;
+        pi *= in[i1++];
+      } else {
+        if (j1 == out.size())
+          break;
+        po *= out[j1++];
+      }
+    }
+    if (pi != po)
+      break;
+    if (i1 - i == 1) {
+      // One input dimension: the output dimensions are its factors.
+      for (size_t k = j; k < j1; ++k) {
+        int f = rule.addFactor(out[k]);
+        outDims[k].push_back(f);
+        inDims[i].push_back(f);
+      }
+    } else if (j1 - j == 1) {
+      for (size_t k = i; k < i1; ++k) {
+        int f = rule.addFactor(in[k]);
+        inDims[k].push_back(f);
+        outDims[j].push_back(f);
+      }
+    }
+    i = i1;
+    j = j1;
+  }
+  rule.operands.push_back(inDims);
+  rule.results.push_back(outDims);
+  return rule;
+}
+
+ShardingRule matmulRule(MatmulOp op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs());
+  int64_t rank = l.size();
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+  SmallVector<int> batch;
+  if (op.getContractBatch()) {
+    for (int64_t d = 0; d < rank - 1; ++d)
+      batch.push_back(rule.addFactor(l[d]));
+    int m = rule.addFactor(l[rank - 1]), n = rule.addFactor(r[rank - 1]);
+    Tensor lhs = tensorOf(batch), rhs = tensorOf(batch);
+    lhs.push_back(Dim{m});
+    rhs.push_back(Dim{n});
+    rule.operands = {lhs, rhs};
+    rule.results = {tensorOf({m, n})};
+    return rule;
+  }
+  for (int64_t d = 0; d < rank - 2; ++d)
+    batch.push_back(rule.addFactor(l[d]));
+  int m = rule.addFactor(tl ? l[rank - 1] : l[rank - 2]);
+  int k = rule.addFactor(tl ? l[rank - 2] : l[rank - 1]);
+  int n = rule.addFactor(tr ? r[r.size() - 2] : r[r.size() - 1]);
+  Tensor lhs = tensorOf(batch);
+  lhs.append({Dim{tl ? k : m}, Dim{tl ? m : k}});
+  Tensor rhs = r.size() == 2 ? Tensor() : tensorOf(batch);
+  rhs.append({Dim{tr ? n : k}, Dim{tr ? k : n}});
+  Tensor result = tensorOf(batch);
+  result.append({Dim{m}, Dim{n}});
+  rule.operands = {lhs, rhs};
+  rule.results = {result};
+  return rule;
+}
+
+/// [rows..., dim] inputs normalized over the last dimension, [dim] weights.
+ShardingRule rmsNormRule(Operation *op, ArrayRef<bool> isWeightOperand,
+                         ArrayRef<bool> isWeightResult) {
+  ShardingRule rule;
+  ArrayRef<int64_t> x = shapeOf(op->getOperand(isWeightOperand[0] ? 1 : 0));
+  SmallVector<int> rows;
+  for (int64_t size : x.drop_back())
+    rows.push_back(rule.addFactor(size));
+  int dim = rule.addFactor(x.back(), /*whole=*/true);
+  Tensor full = tensorOf(rows);
+  full.push_back(Dim{dim});
+  for (bool weight : isWeightOperand)
+    rule.operands.push_back(weight ? tensorOf({dim}) : full);
+  for (bool weight : isWeightResult)
+    rule.results.push_back(weight ? tensorOf({dim}) : full);
+  return rule;
+}
+
+/// Attention over [batch, seq, heads, head_dim]: query heads are the key
+/// heads (major) times the group of query heads sharing one (minor), so
+/// splitting heads splits key and query heads together.
+ShardingRule attentionRule(Operation *op, Value query, Value key,
+                           unsigned numQueryLike, unsigned numKeyLike) {
+  ShardingRule rule;
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key);
+  int b = rule.addFactor(q[0]);
+  int sq = rule.addFactor(q[1], /*whole=*/true);
+  int sk = rule.addFactor(k[1], /*whole=*/true);
+  int hkv = rule.addFactor(k[2]);
+  int group = rule.addFactor(q[2] / k[2]);
+  int d = rule.addFactor(q[3], /*whole=*/true);
+  Tensor queryLike{Dim{b}, Dim{sq}, Dim{hkv, group}, Dim{d}};
+  Tensor keyLike{Dim{b}, Dim{sk}, Dim{hkv}, Dim{d}};
+  (void)op;
+  // Operands: query-like ones, then key-like ones, then query-like ones.
+  auto add = [&](SmallVectorImpl<Tensor> &list, ArrayRef<char> kinds) {
+    for (char kind : kinds)
+      list.push_back(kind == 'q' ? queryLike : keyLike);
+  };
+  if (numQueryLike == 1 && numKeyLike == 2) { // attention(q, k, v) -> out
+    add(rule.operands, {'q', 'k', 'k'});
+    add(rule.results, {'q'});
+  } else { // attention_grad(dout, q, k, v, out) -> dq, dk, dv
+    add(rule.operands, {'q', 'q', 'k', 'k', 'q'});
+    add(rule.results, {'q', 'k', 'k'});
+  }
+  return rule;
+}
+
+ShardingRule ruleOf(Operation *op) {
+  if (auto m = dyn_cast<MatmulOp>(op))
+    return matmulRule(m);
+  if (auto r = dyn_cast<ReshapeOp>(op))
+    return reshapeRule(r);
+  if (auto t = dyn_cast<TransposeOp>(op)) {
+    ShardingRule rule;
+    SmallVector<int> factors;
+    for (int64_t size : shapeOf(t.getInput()))
+      factors.push_back(rule.addFactor(size));
+    rule.operands = {tensorOf(factors)};
+    Tensor result;
+    for (int64_t p : t.getPermutation())
+      result.push_back(Dim{factors[p]});
+    rule.results = {result};
+    return rule;
+  }
+  if (isa<RMSNormOp>(op))
+    return rmsNormRule(op, {false, true}, {false});
+  if (isa<RMSNormGradOp>(op))
+    return rmsNormRule(op, {false, false, true}, {false, true});
+  if (auto r = dyn_cast<RopeOp>(op)) {
+    ShardingRule rule;
+    ArrayRef<int64_t> x = shapeOf(r.getInput());
+    int b = rule.addFactor(x[0]), s = rule.addFactor(x[1], true),
+        h = rule.addFactor(x[2]), d = rule.addFactor(x[3], true);
+    rule.operands = {tensorOf({b, s, h, d})};
+    rule.results = {tensorOf({b, s, h, d})};
+    return rule;
+  }
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return attentionRule(op, a.getQuery(), a.getKey(), 1, 2);
+  if (auto a = dyn_cast<AttentionGradOp>(op))
+    return attentionRule(op, a.getQuery(), a.getKey(), 3, 2);
+  if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    ShardingRule rule;
+    ArrayRef<int64_t> ids = shapeOf(e.getIds()), table = shapeOf(e.getTable());
+    SmallVector<int> rows;
+    for (int64_t size : ids)
+      rows.push_back(rule.addFactor(size));
+    int vocab = rule.addFactor(table[0]), hidden = rule.addFactor(table[1]);
+    Tensor out = tensorOf(rows);
+    out.push_back(Dim{hidden});
+    rule.operands = {tensorOf(rows), tensorOf({vocab, hidden})};
+    rule.results = {out};
+    return rule;
+  }
+  if (auto e = dyn_cast<EmbeddingGradOp>(op)) {
+    ShardingRule rule;
+    ArrayRef<int64_t> ids = shapeOf(e.getIds()), table = shapeOf(e.getResult());
+    SmallVector<int> rows;
+    for (int64_t size : ids)
+      rows.push_back(rule.addFactor(size));
+    int vocab = rule.addFactor(table[0]), hidden = rule.addFactor(table[1]);
+    Tensor grad = tensorOf(rows);
+    grad.push_back(Dim{hidden});
+    rule.operands = {tensorOf(rows), grad};
+    rule.results = {tensorOf({vocab, hidden})};
+    return rule;
+  }
+  if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
+    bool grad = isa<CrossEntropyGradOp>(op);
+    Value logits = op->getOperand(grad ? 1 : 0);
+    ShardingRule rule;
+    ArrayRef<int64_t> shape = shapeOf(logits);
+    SmallVector<int> rows;
+    for (int64_t size : shape.drop_back())
+      rows.push_back(rule.addFactor(size));
+    int vocab = rule.addFactor(shape.back());
+    rule.reducedInternally[vocab] = true;
+    Tensor full = tensorOf(rows);
+    full.push_back(Dim{vocab});
+    if (grad) {
+      rule.operands = {Tensor(), full, tensorOf(rows)};
+      rule.results = {full};
+    } else {
+      rule.operands = {full, tensorOf(rows)};
+      rule.results = {Tensor()};
+    }
+    return rule;
+  }
+  if (auto s = dyn_cast<SumSquaresOp>(op)) {
+    ShardingRule rule;
+    SmallVector<int> factors;
+    for (int64_t size : shapeOf(s.getInput()))
+      factors.push_back(rule.addFactor(size));
+    rule.operands = {tensorOf(factors)};
+    rule.results = {Tensor()};
+    return rule;
+  }
+  if (isa<AddOp>(op))
+    return elementwise(op, /*linear=*/true);
+  if (isa<MulOp, SwiGLUOp, SwiGLUGradOp, SiLUOp, SiLUGradOp, CastOp, ShardOp>(
+          op))
+    return elementwise(op);
+  return unsplittable(op);
+}
+
+template <typename OpT>
+struct RuleModel
+    : public ShardingRuleOpInterface::ExternalModel<RuleModel<OpT>, OpT> {
+  ShardingRule getShardingRule(Operation *op) const { return ruleOf(op); }
+};
+
+template <typename... Ops> void attachRules(MLIRContext *context) {
+  (Ops::template attachInterface<RuleModel<Ops>>(*context), ...);
+}
+
+} // namespace
+
+void mlt::registerShardingRules(MLIRContext *context) {
+  attachRules<EmbeddingOp, MatmulOp, RMSNormOp, RopeOp, AttentionOp, SwiGLUOp,
+              SiLUOp, AddOp, MulOp, ReshapeOp, TransposeOp, CastOp,
+              CrossEntropyOp, EmbeddingGradOp, RMSNormGradOp, AttentionGradOp,
+              SwiGLUGradOp, SiLUGradOp, CrossEntropyGradOp, SumSquaresOp,
+              GlobalNormOp, ClipCoefficientOp, HyperparameterOp, ShardOp>(
+      context);
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+MeshAttr meshOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName())
+                : MeshAttr();
+}
+} // namespace
+
+LogicalResult ShardOp::verify() {
+  auto type = cast<RankedTensorType>(getInput().getType());
+  if (std::optional<std::string> error =
+          getSharding().checkFits(type.getShape(), meshOf(*this)))
+    return emitOpError("sharding does not fit: ") << *error;
+  return success();
+}
+
+LogicalResult ShardOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      ShardOp::create(b, getLoc(), resultGrads[0], getShardingAttr()));
+  return success();
+}
+
+namespace {
+/// Checks a collective's axis and, for the dimension-changing ones, that the
+/// result is the input with dimension `dim` scaled by `up` / `down` times
+/// the axis size.
+template <typename OpT>
+LogicalResult verifyCollective(OpT op, std::optional<int64_t> dim,
+                               bool growsDim) {
+  FailureOr<int64_t> size = op.getAxisSize();
+  if (failed(size))
+    return failure();
+  if (!dim)
+    return success();
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto out = cast<RankedTensorType>(op.getResult().getType());
+  if (*dim >= in.getRank())
+    return op.emitOpError("dim ") << *dim << " is out of range for rank "
+                                  << in.getRank();
+  if (in.getElementType() != out.getElementType() ||
+      in.getRank() != out.getRank())
+    return op.emitOpError("result must have the input's rank and element type");
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t expected = in.getDimSize(d);
+    if (d == *dim) {
+      if (!growsDim && expected % *size != 0)
+        return op.emitOpError("dimension ")
+               << d << " of size " << expected
+               << " is not divisible by the axis size " << *size;
+      expected = growsDim ? expected * *size : expected / *size;
+    }
+    if (out.getDimSize(d) != expected)
+      return op.emitOpError("result dimension ")
+             << d << " must be " << expected << ", got " << out.getDimSize(d);
+  }
+  return success();
+}
+
+template <typename OpT> FailureOr<int64_t> axisSizeOf(OpT op) {
+  MeshAttr mesh = meshOf(op);
+  if (!mesh)
+    return op.emitOpError("runs over mesh axis '")
+           << op.getAxis() << "' but the module has no mlt.mesh";
+  int64_t index = mesh.axisIndex(op.getAxis());
+  if (index < 0)
+    return op.emitOpError("'") << op.getAxis()
+                               << "' is not an axis of the mesh " << mesh;
+  return mesh.getSizes()[index];
+}
+} // namespace
+
+#define MLT_COLLECTIVE(Op, Dim, Grows)                                          \
+  FailureOr<int64_t> Op::getAxisSize() { return axisSizeOf(*this); }            \
+  LogicalResult Op::verify() { return verifyCollective(*this, Dim, Grows); }
+MLT_COLLECTIVE(AllReduceOp, std::nullopt, false)
+MLT_COLLECTIVE(AllGatherOp, getDim(), true)
+MLT_COLLECTIVE(ReduceScatterOp, getDim(), false)
+MLT_COLLECTIVE(ShardSliceOp, getDim(), false)
+#undef MLT_COLLECTIVE

@@ -1,0 +1,505 @@
+//===- PropagateShardings.cpp - shardings for every value -----------------===//
+//
+// Part of mlt. Implements mlt-propagate-shardings (Passes.td says what it
+// computes and in which order conflicts are resolved): hints per dimension
+// with a priority, sweeps over the ops' sharding rules until nothing changes,
+// then one pass in program order that fixes each op's result and operand
+// shardings from its factors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/PlanFormat.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTPROPAGATESHARDINGS
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+/// Who decided a dimension's axis; lower wins (Passes.td, "Algorithm").
+enum Priority : int { kParameter = 0, kUser = 1, kPropagated = 2, kNone = 3 };
+
+/// A value's sharding while propagation runs: per dimension an axis (null:
+/// open) and the priority of whoever set it. Replicated is decided only at
+/// the end (open dimensions become replicated) or by an annotation (`-`),
+/// recorded as `closed`.
+struct Hint {
+  SmallVector<StringAttr> axes;
+  SmallVector<int> priority;
+  SmallVector<bool> closed;
+
+  bool uses(StringAttr axis) const { return llvm::is_contained(axes, axis); }
+};
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+    return type.getShape();
+  return {};
+}
+
+/// The factor that decides a dimension's split: its first factor of size > 1.
+int majorFactor(const ShardingRule &rule, const ShardingRule::Dim &dim) {
+  for (int f : dim)
+    if (rule.factorSizes[f] > 1)
+      return f;
+  return -1;
+}
+
+class Propagator {
+public:
+  Propagator(ModuleOp module, MeshAttr mesh) : module(module), mesh(mesh) {}
+
+  LogicalResult run() {
+    if (failed(readParameters()))
+      return failure();
+    for (StringRef name : {rt::kMicroStepProgram, rt::kOptimizerStepProgram}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        return module.emitError("mlt-propagate-shardings: no function @")
+               << name << " (run mlt-autodiff and mlt-attach-optimizer first)";
+      if (failed(propagate(func)))
+        return failure();
+    }
+    return success();
+  }
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Annotations
+  //===--------------------------------------------------------------------===//
+
+  ShardingAttr replicated(Value v) {
+    return ShardingAttr::getReplicated(module.getContext(), shapeOf(v).size());
+  }
+
+  LogicalResult readParameters() {
+    for (ParamOp param : module.getOps<ParamOp>()) {
+      auto sharding = param->getAttrOfType<ShardingAttr>(
+          MLTDialect::getShardingAttrName());
+      if (!sharding) {
+        params[param.getSymName()] = ShardingAttr::getReplicated(
+            module.getContext(), param.getTensorType().getRank());
+        continue;
+      }
+      if (std::optional<std::string> error =
+              sharding.checkFits(param.getTensorType().getShape(), mesh))
+        return param.emitError("sharding of parameter @")
+               << param.getSymName() << " does not fit: " << *error;
+      if (!sharding.getPartial().empty())
+        return param.emitError("parameter @")
+               << param.getSymName() << " cannot be a partial sum";
+      // `?` on a parameter means whole: parameters are laid out by the user.
+      SmallVector<StringAttr> dims;
+      for (unsigned d = 0; d < sharding.getRank(); ++d)
+        dims.push_back(sharding.getAxis(d)
+                           ? sharding.getAxis(d)
+                           : StringAttr::get(module.getContext(),
+                                             ShardingAttr::kReplicated));
+      params[param.getSymName()] =
+          ShardingAttr::get(module.getContext(), dims, {});
+    }
+    return success();
+  }
+
+  Hint &hint(Value v) {
+    auto [it, inserted] = hints.try_emplace(v);
+    if (inserted) {
+      size_t rank = shapeOf(v).size();
+      it->second.axes.assign(rank, StringAttr());
+      it->second.priority.assign(rank, kNone);
+      it->second.closed.assign(rank, false);
+    }
+    return it->second;
+  }
+
+  /// Sets dimension `d` of `v` to `axis` if it is open, the axis is free in
+  /// `v` and divides the dimension. Returns whether it changed.
+  bool setDim(Value v, unsigned d, StringAttr axis, int priority) {
+    Hint &h = hint(v);
+    if (h.axes[d] || h.closed[d] || h.uses(axis) ||
+        shapeOf(v)[d] % mesh.axisSize(axis) != 0)
+      return false;
+    h.axes[d] = axis;
+    h.priority[d] = priority;
+    return true;
+  }
+
+  /// Seeds `v` with a sharding: axes set, `-` closed, `?` left open.
+  void seed(Value v, ShardingAttr sharding, int priority) {
+    Hint &h = hint(v);
+    for (unsigned d = 0; d < sharding.getRank(); ++d) {
+      if (StringAttr axis = sharding.getAxis(d))
+        setDim(v, d, axis, priority);
+      else if (!sharding.isOpen(d) && !h.axes[d])
+        h.closed[d] = true;
+    }
+  }
+
+  /// The sharding parameter state op `op` names.
+  ShardingAttr parameterSharding(Operation *op) {
+    auto name = op->getAttrOfType<FlatSymbolRefAttr>("name");
+    return params.lookup(name.getValue());
+  }
+
+  /// The HF name of the parameter tensor a state op names (its layer
+  /// included), which keys the gradient's accumulated partial axes.
+  std::string stateKey(Operation *op) {
+    auto name = op->getAttrOfType<FlatSymbolRefAttr>("name");
+    std::string key = name.getValue().str();
+    if (op->getNumOperands() > 0 && op->getOperand(0).getType().isIndex())
+      if (auto c = op->getOperand(0).getDefiningOp<arith::ConstantIndexOp>())
+        key += "#" + std::to_string(c.value());
+    return key;
+  }
+
+  LogicalResult seedFunction(func::FuncOp func) {
+    for (BlockArgument arg : func.getArguments()) {
+      auto sharding = func.getArgAttrOfType<ShardingAttr>(
+          arg.getArgNumber(), MLTDialect::getShardingAttrName());
+      if (!sharding)
+        continue;
+      if (std::optional<std::string> error =
+              sharding.checkFits(shapeOf(arg), mesh))
+        return func.emitError("sharding of argument #")
+               << arg.getArgNumber() << " ("
+               << (arg.getArgNumber() == 0 ? "tokens" : "labels") << ") of @"
+               << func.getSymName() << " does not fit: " << *error;
+      seed(arg, sharding, kUser);
+    }
+    WalkResult result = func.walk([&](Operation *op) -> WalkResult {
+      if (isa<LoadOp, LoadGradOp>(op))
+        seed(op->getResult(0), parameterSharding(op), kParameter);
+      else if (auto acc = dyn_cast<AccumulateGradOp>(op))
+        seed(acc.getValue(), parameterSharding(op), kParameter);
+      else if (auto adam = dyn_cast<AdamWOp>(op))
+        seed(adam.getGrad(), parameterSharding(op), kParameter);
+      else if (auto shard = dyn_cast<ShardOp>(op)) {
+        if (std::optional<std::string> error =
+                shard.getSharding().checkFits(shapeOf(shard.getInput()), mesh))
+          return shard.emitOpError("sharding does not fit: ") << *error,
+                 WalkResult::interrupt();
+        seed(shard.getResult(), shard.getSharding(), kUser);
+      }
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Factors
+  //===--------------------------------------------------------------------===//
+
+  /// Chooses an axis per factor of `op` from the axes its values carry, in
+  /// priority order (results before operands at equal priority). `axisOf`
+  /// gives the axis and priority of a value's dimension.
+  template <typename AxisOf>
+  SmallVector<StringAttr> assignFactors(Operation *op, const ShardingRule &rule,
+                                        AxisOf axisOf) {
+    struct Proposal {
+      int priority, order, factor;
+      StringAttr axis;
+    };
+    SmallVector<Proposal> proposals;
+    int order = 0;
+    auto collect = [&](ValueRange values, ArrayRef<ShardingRule::Tensor> dims) {
+      for (auto [v, tensor] : llvm::zip(values, dims))
+        for (auto [d, dim] : llvm::enumerate(tensor)) {
+          auto [axis, priority] = axisOf(v, d);
+          int f = majorFactor(rule, dim);
+          if (axis && f >= 0)
+            proposals.push_back({priority, order, f, axis});
+          ++order;
+        }
+    };
+    collect(op->getResults(), rule.results);
+    collect(op->getOperands(), rule.operands);
+    llvm::stable_sort(proposals, [](const Proposal &a, const Proposal &b) {
+      return std::tie(a.priority, a.order) < std::tie(b.priority, b.order);
+    });
+    SmallVector<StringAttr> factorAxis(rule.numFactors());
+    for (const Proposal &p : proposals) {
+      if (rule.needsWhole[p.factor] || factorAxis[p.factor] ||
+          llvm::is_contained(factorAxis, p.axis) ||
+          rule.factorSizes[p.factor] % mesh.axisSize(p.axis) != 0)
+        continue;
+      factorAxis[p.factor] = p.axis;
+    }
+    return factorAxis;
+  }
+
+  /// One visit of `op` during the sweeps: fills open dimensions of its values
+  /// from its factors. Returns whether anything changed.
+  bool visit(Operation *op) {
+    auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!ruled)
+      return false;
+    ShardingRule rule = ruled.getShardingRule();
+    SmallVector<StringAttr> factorAxis =
+        assignFactors(op, rule, [&](Value v, unsigned d) {
+          Hint &h = hint(v);
+          return std::make_pair(h.axes[d], h.priority[d]);
+        });
+    bool changed = false;
+    auto fill = [&](ValueRange values, ArrayRef<ShardingRule::Tensor> dims) {
+      for (auto [v, tensor] : llvm::zip(values, dims))
+        for (auto [d, dim] : llvm::enumerate(tensor)) {
+          int f = majorFactor(rule, dim);
+          if (f >= 0 && factorAxis[f])
+            changed |= setDim(v, d, factorAxis[f], kPropagated);
+        }
+    };
+    fill(op->getResults(), rule.results);
+    fill(op->getOperands(), rule.operands);
+    return changed;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Final shardings
+  //===--------------------------------------------------------------------===//
+
+  ShardingAttr makeSharding(ArrayRef<StringAttr> axes,
+                            ArrayRef<StringAttr> partial) {
+    MLIRContext *context = module.getContext();
+    SmallVector<StringAttr> dims;
+    for (StringAttr axis : axes)
+      dims.push_back(axis ? axis : StringAttr::get(context, ShardingAttr::kReplicated));
+    SmallVector<StringAttr> sortedPartial(partial);
+    // Partial axes in mesh order, so equal sets print and compare equal.
+    llvm::sort(sortedPartial, [&](StringAttr a, StringAttr b) {
+      return mesh.axisIndex(a.getValue()) < mesh.axisIndex(b.getValue());
+    });
+    return ShardingAttr::get(context, dims, sortedPartial);
+  }
+
+  ShardingAttr hintSharding(Value v) {
+    Hint &h = hint(v);
+    return makeSharding(h.axes, {});
+  }
+
+  /// The tensor `dims` of a rule laid out by `factorAxis`.
+  SmallVector<StringAttr> axesOf(const ShardingRule &rule,
+                                 const ShardingRule::Tensor &tensor,
+                                 ArrayRef<StringAttr> factorAxis) {
+    SmallVector<StringAttr> axes;
+    for (const ShardingRule::Dim &dim : tensor) {
+      int f = majorFactor(rule, dim);
+      axes.push_back(f >= 0 ? factorAxis[f] : StringAttr());
+    }
+    return axes;
+  }
+
+  /// Fixes the shardings of `op`'s results and the ones it needs of its
+  /// operands (in program order: operands are final).
+  LogicalResult finalize(Operation *op) {
+    SmallVector<Attribute> results, operands;
+    auto operandAs = [&](Value v) -> ShardingAttr {
+      return isa<RankedTensorType>(v.getType()) ? final.lookup(v)
+                                                : ShardingAttr::get(module.getContext(), {}, {});
+    };
+    if (isa<LoadOp, LoadGradOp>(op)) {
+      ShardingAttr param = parameterSharding(op);
+      SmallVector<StringAttr> partial;
+      if (isa<LoadGradOp>(op))
+        partial = gradPartial[stateKey(op)];
+      results.push_back(makeSharding(
+          SmallVector<StringAttr>(llvm::map_range(
+              llvm::seq<unsigned>(0, param.getRank()),
+              [&](unsigned d) { return param.getAxis(d); })),
+          partial));
+    } else if (isa<AccumulateGradOp>(op)) {
+      // Its requirement is set once every contribution is known.
+      accumulations.push_back(cast<AccumulateGradOp>(op));
+      return success();
+    } else if (auto adam = dyn_cast<AdamWOp>(op)) {
+      for (Value v : op->getOperands())
+        operands.push_back(v == adam.getGrad() ? parameterSharding(op)
+                                               : replicated(v));
+    } else if (auto shard = dyn_cast<ShardOp>(op)) {
+      ShardingAttr in = final.lookup(shard.getInput());
+      ShardingAttr want = shard.getSharding();
+      SmallVector<StringAttr> axes;
+      for (unsigned d = 0; d < want.getRank(); ++d)
+        axes.push_back(want.getAxis(d));
+      for (unsigned d = 0; d < want.getRank(); ++d)
+        if (want.isOpen(d) && in.getAxis(d) &&
+            !llvm::is_contained(axes, in.getAxis(d)) &&
+            !llvm::is_contained(want.getPartial(), in.getAxis(d)))
+          axes[d] = in.getAxis(d);
+      ShardingAttr out = makeSharding(axes, want.getPartial());
+      results.push_back(out);
+      operands.push_back(out);
+    } else if (isa<GlobalNormOp>(op)) {
+      // Partial squared norms are summed by the partitioner before the norm.
+      for (Value v : op->getOperands())
+        operands.push_back(operandAs(v));
+      results.push_back(replicated(op->getResult(0)));
+    } else if (isa<func::ReturnOp>(op)) {
+      for (Value v : op->getOperands())
+        operands.push_back(replicated(v));
+    } else if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
+      ShardingRule rule = ruled.getShardingRule();
+      SmallVector<StringAttr> factorAxis = assignFactors(
+          op, rule, [&](Value v, unsigned d) -> std::pair<StringAttr, int> {
+            Hint &h = hint(v);
+            ShardingAttr s = final.lookup(v);
+            if (!s)
+              return {h.axes[d], h.priority[d]};
+            // A final sharding keeps the priority of the hint it came from.
+            StringAttr axis = s.getAxis(d);
+            return {axis, axis && axis == h.axes[d] ? h.priority[d]
+                                                    : int(kPropagated)};
+          });
+      // Partial sums pass through a linear op whose operands agree on them.
+      SmallVector<StringAttr> passedPartial;
+      if (rule.linear) {
+        ArrayRef<StringAttr> first = operandAs(op->getOperand(0)).getPartial();
+        if (!first.empty() &&
+            llvm::all_of(op->getOperands(), [&](Value v) {
+              return operandAs(v).getPartial() == first;
+            }))
+          passedPartial.assign(first.begin(), first.end());
+      }
+      for (auto [v, tensor] : llvm::zip(op->getOperands(), rule.operands))
+        operands.push_back(makeSharding(axesOf(rule, tensor, factorAxis),
+                                        isa<RankedTensorType>(v.getType()) &&
+                                                rule.linear
+                                            ? passedPartial
+                                            : SmallVector<StringAttr>()));
+      for (auto [r, tensor] : llvm::enumerate(rule.results)) {
+        SmallVector<StringAttr> partial(passedPartial);
+        for (int f = 0; f < rule.numFactors(); ++f)
+          if (factorAxis[f] && !rule.reducedInternally[f] &&
+              !rule.resultHasFactor(r, f))
+            partial.push_back(factorAxis[f]);
+        results.push_back(
+            makeSharding(axesOf(rule, tensor, factorAxis), partial));
+      }
+    } else if (op->getNumResults() > 0 &&
+               llvm::any_of(op->getResultTypes(),
+                            [](Type t) { return isa<RankedTensorType>(t); })) {
+      if (!isa<arith::ConstantOp>(op))
+        return op->emitOpError("has no sharding rule (ShardingRuleOpInterface)");
+      results.push_back(replicated(op->getResult(0)));
+    }
+
+    for (auto [v, s] : llvm::zip(op->getResults(), results))
+      final[v] = cast<ShardingAttr>(s);
+    if (!results.empty())
+      op->setAttr(MLTDialect::getShardingAttrName(),
+                  ArrayAttr::get(module.getContext(), results));
+    if (!operands.empty())
+      op->setAttr(MLTDialect::getOperandShardingsAttrName(),
+                  ArrayAttr::get(module.getContext(), operands));
+    return success();
+  }
+
+  /// A gradient buffer accumulates what all its contributions have in
+  /// common: partial over the axes every contribution is partial over.
+  /// Contributions partial over more are reduced before they are added.
+  void finalizeAccumulations() {
+    std::map<std::string, SmallVector<StringAttr>> common;
+    for (AccumulateGradOp acc : accumulations) {
+      ArrayRef<StringAttr> partial = final.lookup(acc.getValue()).getPartial();
+      auto [it, inserted] = common.try_emplace(
+          stateKey(acc), SmallVector<StringAttr>(partial));
+      if (!inserted)
+        llvm::erase_if(it->second, [&](StringAttr a) {
+          return !llvm::is_contained(partial, a);
+        });
+    }
+    for (AccumulateGradOp acc : accumulations) {
+      ShardingAttr param = parameterSharding(acc);
+      SmallVector<StringAttr> axes;
+      for (unsigned d = 0; d < param.getRank(); ++d)
+        axes.push_back(param.getAxis(d));
+      SmallVector<Attribute> operands;
+      for (Value v : acc->getOperands())
+        operands.push_back(v == acc.getValue()
+                               ? Attribute(makeSharding(axes, common[stateKey(acc)]))
+                               : Attribute(ShardingAttr::get(module.getContext(), {}, {})));
+      acc->setAttr(MLTDialect::getOperandShardingsAttrName(),
+                   ArrayAttr::get(module.getContext(), operands));
+    }
+    for (auto &[key, partial] : common)
+      gradPartial[key] = partial;
+    accumulations.clear();
+  }
+
+  LogicalResult propagate(func::FuncOp func) {
+    hints.clear();
+    final.clear();
+    if (failed(seedFunction(func)))
+      return failure();
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops =
+        llvm::map_to_vector(body, [](Operation &op) { return &op; });
+    // Each change sets an open dimension, so this ends.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Operation *op : ops)
+        changed |= visit(op);
+      for (Operation *op : llvm::reverse(ops))
+        changed |= visit(op);
+    }
+    for (BlockArgument arg : func.getArguments()) {
+      if (!isa<RankedTensorType>(arg.getType()))
+        continue;
+      final[arg] = hintSharding(arg);
+      func.setArgAttr(arg.getArgNumber(), MLTDialect::getShardingAttrName(),
+                      final[arg]);
+    }
+    for (Operation *op : ops)
+      if (failed(finalize(op)))
+        return failure();
+    finalizeAccumulations();
+    return success();
+  }
+
+  ModuleOp module;
+  MeshAttr mesh;
+  llvm::StringMap<ShardingAttr> params;
+  DenseMap<Value, Hint> hints;
+  DenseMap<Value, ShardingAttr> final;
+  SmallVector<AccumulateGradOp> accumulations;
+  /// Per parameter tensor: the axes its gradient buffer is partial over.
+  std::map<std::string, SmallVector<StringAttr>> gradPartial;
+};
+
+class MLTPropagateShardingsPass
+    : public mlt::impl::MLTPropagateShardingsBase<MLTPropagateShardingsPass> {
+public:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mesh =
+        module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    if (!mesh) {
+      // Without a mesh every value is whole; annotations are an error.
+      bool annotated = false;
+      module.walk([&](Operation *op) {
+        if (op->hasAttr(MLTDialect::getShardingAttrName()) || isa<ShardOp>(op))
+          annotated = true;
+      });
+      if (annotated) {
+        module.emitError("mlt-propagate-shardings: the module has shardings "
+                         "but no mesh; add mlt.mesh = #mlt.mesh<...>");
+        signalPassFailure();
+      }
+      return;
+    }
+    if (failed(Propagator(module, mesh).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,254 @@
+//===- Spmdize.cpp - the per-rank program of a sharded program ------------===//
+//
+// Part of mlt. Implements mlt-spmdize (Passes.td): in program order, each
+// op's operands are converted into the shardings it needs
+// (`mlt.operand_shardings`) by collectives, and its results take the type of
+// the block one rank holds. The result is one program that every rank runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/PlanFormat.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTSPMDIZE
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, MeshAttr mesh)
+      : module(module), mesh(mesh), b(module.getContext()) {}
+
+  LogicalResult run() {
+    for (StringRef name : {rt::kMicroStepProgram, rt::kOptimizerStepProgram}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        return module.emitError("mlt-spmdize: no function @") << name;
+      if (failed(partition(func)))
+        return failure();
+    }
+    return success();
+  }
+
+private:
+  ShardingAttr shardingOf(Value v) {
+    if (ShardingAttr s = shardings.lookup(v))
+      return s;
+    unsigned rank = 0;
+    if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+      rank = type.getRank();
+    return ShardingAttr::getReplicated(module.getContext(), rank);
+  }
+
+  RankedTensorType withDim(Value v, int64_t dim, int64_t size) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = size;
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  /// `v` (laid out as its sharding says) laid out as `to`, through the
+  /// collectives Passes.td lists; shared between users.
+  FailureOr<Value> reshard(Location loc, Value v, ShardingAttr to) {
+    ShardingAttr from = shardingOf(v);
+    if (from == to || !isa<RankedTensorType>(v.getType()))
+      return v;
+    if (Value cached = cache.lookup({v, to}))
+      return cached;
+    for (StringAttr axis : to.getPartial())
+      if (!from.isPartialOver(axis.getValue()))
+        return emitError(loc, "mlt-spmdize: cannot turn a value laid out as ")
+               << from << " into the partial sum " << to;
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<StringAttr> axes;
+    for (unsigned d = 0; d < from.getRank(); ++d)
+      axes.push_back(from.getAxis(d));
+    Value cur = v;
+    auto size = [&](StringAttr axis) { return mesh.axisSize(axis); };
+    auto dimSize = [&](unsigned d) {
+      return cast<RankedTensorType>(cur.getType()).getDimSize(d);
+    };
+    // Partial sums: a reduce-scatter where the target splits a whole
+    // dimension over the same axis, an all-reduce otherwise.
+    for (StringAttr axis : from.getPartial()) {
+      if (to.isPartialOver(axis.getValue()))
+        continue;
+      int64_t d = to.dimOf(axis.getValue());
+      if (d >= 0 && !axes[d] && dimSize(d) % size(axis) == 0) {
+        cur = ReduceScatterOp::create(b, loc,
+                                      withDim(cur, d, dimSize(d) / size(axis)),
+                                      cur, axis, d);
+        axes[d] = axis;
+      } else {
+        cur = AllReduceOp::create(b, loc, cur, axis);
+      }
+    }
+    for (unsigned d = 0; d < axes.size(); ++d)
+      if (axes[d] && axes[d] != to.getAxis(d)) {
+        cur = AllGatherOp::create(b, loc,
+                                  withDim(cur, d, dimSize(d) * size(axes[d])),
+                                  cur, axes[d], d);
+        axes[d] = {};
+      }
+    for (unsigned d = 0; d < axes.size(); ++d)
+      if (StringAttr axis = to.getAxis(d); axis && !axes[d]) {
+        cur = ShardSliceOp::create(b, loc,
+                                   withDim(cur, d, dimSize(d) / size(axis)),
+                                   cur, axis, d);
+        axes[d] = axis;
+      }
+    (void)type;
+    shardings[cur] = to;
+    cache[{v, to}] = cur;
+    return cur;
+  }
+
+  /// The global number of rows of a cross-entropy's logits.
+  int64_t globalRows(Value logits, ShardingAttr sharding) {
+    auto shape = cast<RankedTensorType>(logits.getType()).getShape();
+    int64_t rows = 1;
+    for (unsigned d = 0; d + 1 < shape.size(); ++d)
+      rows *= shape[d] * mesh.axisSize(sharding.getAxis(d));
+    return rows;
+  }
+
+  bool anySplit(ShardingAttr s) {
+    for (unsigned d = 0; d < s.getRank(); ++d)
+      if (s.getAxis(d))
+        return true;
+    return false;
+  }
+
+  /// Facts that ops whose meaning depends on the split need (Passes.td).
+  void annotateSplitOps(Operation *op, ArrayAttr required, ArrayAttr produced) {
+    auto setVocab = [&](ShardingAttr s, unsigned dim) {
+      if (StringAttr axis = s.getAxis(dim))
+        op->setAttr(MLTDialect::getVocabShardAttrName(), axis);
+    };
+    if (isa<EmbeddingOp>(op))
+      setVocab(cast<ShardingAttr>(required[1]), 0);
+    else if (isa<EmbeddingGradOp>(op))
+      setVocab(cast<ShardingAttr>(produced[0]), 0);
+    else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
+      unsigned index = isa<CrossEntropyOp>(op) ? 0 : 1;
+      auto logits = cast<ShardingAttr>(required[index]);
+      setVocab(logits, logits.getRank() - 1);
+      if (anySplit(logits))
+        op->setAttr(MLTDialect::getRowCountAttrName(),
+                    b.getI64IntegerAttr(
+                        globalRows(op->getOperand(index), logits)));
+    }
+  }
+
+  /// Sums partial squared norms per set of partial axes, then all-reduces
+  /// each sum once per axis: replicated gradients count once.
+  void reduceNormOperands(GlobalNormOp norm) {
+    SmallVector<Value> whole;
+    SmallVector<std::pair<ArrayRef<StringAttr>, Value>> groups;
+    for (Value v : norm.getSums()) {
+      ArrayRef<StringAttr> partial = shardingOf(v).getPartial();
+      if (partial.empty()) {
+        whole.push_back(v);
+        continue;
+      }
+      auto it = llvm::find_if(groups, [&](auto &g) { return g.first == partial; });
+      if (it == groups.end())
+        groups.push_back({partial, v});
+      else
+        it->second = AddOp::create(b, norm.getLoc(), it->second, v);
+    }
+    for (auto &[partial, sum] : groups) {
+      for (StringAttr axis : partial)
+        sum = AllReduceOp::create(b, norm.getLoc(), sum, axis);
+      whole.push_back(sum);
+    }
+    norm->setOperands(whole);
+  }
+
+  LogicalResult partition(func::FuncOp func) {
+    shardings.clear();
+    cache.clear();
+    Block &body = func.getBody().front();
+    for (BlockArgument arg : body.getArguments()) {
+      auto s = func.getArgAttrOfType<ShardingAttr>(
+          arg.getArgNumber(), MLTDialect::getShardingAttrName());
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!s || !type)
+        continue;
+      shardings[arg] = s;
+      arg.setType(RankedTensorType::get(s.localShape(type.getShape(), mesh),
+                                        type.getElementType()));
+    }
+    SmallVector<Operation *> ops =
+        llvm::map_to_vector(body, [](Operation &op) { return &op; });
+    for (Operation *op : ops) {
+      b.setInsertionPoint(op);
+      auto required = op->getAttrOfType<ArrayAttr>(
+          MLTDialect::getOperandShardingsAttrName());
+      auto produced =
+          op->getAttrOfType<ArrayAttr>(MLTDialect::getShardingAttrName());
+      if (required) {
+        for (auto [i, want] : llvm::enumerate(required)) {
+          FailureOr<Value> v = reshard(op->getLoc(), op->getOperand(i),
+                                       cast<ShardingAttr>(want));
+          if (failed(v))
+            return failure();
+          op->setOperand(i, *v);
+        }
+        op->removeAttr(MLTDialect::getOperandShardingsAttrName());
+      }
+      if (auto shard = dyn_cast<ShardOp>(op)) {
+        shard.getResult().replaceAllUsesWith(shard.getInput());
+        shard.erase();
+        continue;
+      }
+      if (auto norm = dyn_cast<GlobalNormOp>(op))
+        reduceNormOperands(norm);
+      if (!produced)
+        continue;
+      if (required)
+        annotateSplitOps(op, required, produced);
+      for (auto [result, s] : llvm::zip(op->getResults(), produced)) {
+        auto sharding = cast<ShardingAttr>(s);
+        shardings[result] = sharding;
+        if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+          result.setType(RankedTensorType::get(
+              sharding.localShape(type.getShape(), mesh),
+              type.getElementType()));
+      }
+    }
+    func.setType(FunctionType::get(
+        module.getContext(), body.getArgumentTypes(),
+        body.getTerminator()->getOperandTypes()));
+    return success();
+  }
+
+  ModuleOp module;
+  MeshAttr mesh;
+  OpBuilder b;
+  DenseMap<Value, ShardingAttr> shardings;
+  DenseMap<std::pair<Value, Attribute>, Value> cache;
+};
+
+class MLTSpmdizePass : public mlt::impl::MLTSpmdizeBase<MLTSpmdizePass> {
+public:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    if (!mesh)
+      return; // One rank: the program is its own per-rank program.
+    if (failed(Partitioner(module, mesh).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

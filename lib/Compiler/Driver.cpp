@@ -1,9 +1,10 @@
 //===- Driver.cpp - compile a model into a plan, in process ---------------===//
 //
 // Part of mlt. The pipeline from a model (a `.mlir` file or an HF config) to
-// plan bytes: specialize shapes, derive the backward pass, attach AdamW,
-// clean up, lower to runtime launches, plan memory, serialize. The same
-// passes run one by one under mlt-opt.
+// plan bytes: annotate the parallel layout (for several ranks), specialize
+// shapes, derive the backward pass, attach AdamW, clean up, propagate the
+// shardings and derive the per-rank program, lower to runtime launches, plan
+// memory, serialize. The same passes run one by one under mlt-opt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +104,14 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                               : error);
 
   PassManager pm(&context);
+  if (options.tp * options.dp > 1 || options.sequenceParallel) {
+    MLTAnnotateLayoutOptions layout;
+    layout.tp = options.tp;
+    layout.dp = options.dp;
+    layout.sequenceParallel = options.sequenceParallel;
+    pm.addPass(createMLTAnnotateLayout(layout));
+  }
+  // The global micro-batch: mlt-spmdize gives each rank its share.
   MLTSpecializeShapesOptions shapes;
   shapes.batch = options.microBatch;
   shapes.seqLen = options.seqLen;
@@ -112,6 +121,9 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   pm.addPass(createMLTAutodiff(autodiff));
   pm.addPass(createMLTAttachOptimizer());
   pm.addPass(createCSEPass());
+  // Without a mesh (one rank) both leave the program as it is.
+  pm.addPass(createMLTPropagateShardings());
+  pm.addPass(createMLTSpmdize());
   pm.addPass(createMLTLowerToRuntime());
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))

@@ -3,6 +3,10 @@
 // Part of mlt. Implements mlt-lower-to-runtime: the functions of a training
 // program (`@micro_step`, `@optimizer_step`) become `mlt_rt.program`s of
 // kernel launches, and every tensor they touch becomes an `mlt_rt.buffer`.
+// A per-rank program (after mlt-spmdize) lowers the same way: its values have
+// the types of the blocks a rank holds, so every buffer is a rank's block;
+// state and token buffers keep their global layout in `mlt.sharding` for the
+// plan exporter, and collectives become the runtime's collective kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,16 +48,44 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+Type elementTypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// A shape viewed as [outer, shape[dim], inner] around dimension `dim`.
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+DimSplit splitAround(ArrayRef<int64_t> shape, int64_t dim) {
+  DimSplit split;
+  for (int64_t d = 0; d < dim; ++d)
+    split.outer *= shape[d];
+  split.size = shape[dim];
+  for (int64_t d = dim + 1, e = shape.size(); d < e; ++d)
+    split.inner *= shape[d];
+  return split;
+}
+
+/// A mesh axis as kernels name it: its index in the module's mesh (-1: no
+/// axis) and its size.
+struct MeshAxisRef {
+  int64_t index = -1;
+  int64_t size = 1;
+};
+
 /// Lowers one module; keeps the buffers it created by name and the buffer
 /// that holds each SSA value.
 class RuntimeLowering {
 public:
   explicit RuntimeLowering(ModuleOp module)
-      : module(module), b(module.getContext()) {}
+      : module(module), b(module.getContext()),
+        mesh(module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName())) {}
 
   LogicalResult run() {
     b.setInsertionPointToEnd(module.getBody());
-    createStateBuffers();
+    if (failed(createStateBuffers()))
+      return failure();
     for (const ProgramABI &abi : kPrograms) {
       auto func = module.lookupSymbol<func::FuncOp>(abi.function);
       if (!func)
@@ -80,8 +112,12 @@ private:
   // Buffers
   //===--------------------------------------------------------------------===//
 
+  /// The buffer `name`, created (with these properties) on first use. A
+  /// `sharding` (the global layout of a tensor of which the buffer holds a
+  /// rank's block) is recorded as `mlt.sharding` for the plan exporter.
   FlatSymbolRefAttr buffer(StringRef name, rtir::BufferKind kind, Type type,
-                           StringRef parameter = {}, bool decay = false) {
+                           StringRef parameter = {}, bool decay = false,
+                           ShardingAttr sharding = {}) {
     if (auto it = buffers.find(name); it != buffers.end())
       return it->second;
     // Buffers come first, in creation order, ahead of every program.
@@ -96,10 +132,26 @@ private:
         IntegerAttr(),
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
         decay ? b.getUnitAttr() : UnitAttr(), FloatAttr());
+    if (sharding)
+      op->setAttr(MLTDialect::getShardingAttrName(),
+                  bufferShardingAttr(sharding));
     lastBuffer = op;
     auto ref = FlatSymbolRefAttr::get(op.getSymNameAttr());
     buffers[name] = ref;
+    kinds[ref.getAttr()] = kind;
     return ref;
+  }
+
+  /// The form of a buffer's `mlt.sharding`: a one-element array, which the
+  /// mlt dialect's attribute verifier accepts on any op (a bare sharding
+  /// only on mlt.param). The plan exporter reads both forms.
+  Attribute bufferShardingAttr(ShardingAttr sharding) {
+    return b.getArrayAttr({sharding});
+  }
+
+  bool isGradientBuffer(FlatSymbolRefAttr ref) {
+    auto it = kinds.find(ref.getAttr());
+    return it != kinds.end() && it->second == rtir::BufferKind::gradient;
   }
 
   FlatSymbolRefAttr temporary(Type type) {
@@ -107,23 +159,65 @@ private:
                   rtir::BufferKind::temporary, type);
   }
 
-  /// Parameters, gradients and AdamW moments of every parameter tensor.
-  void createStateBuffers() {
+  /// Parameters, gradients and AdamW moments of every parameter tensor. A
+  /// parameter with an `mlt.sharding` (global type, sharded over the
+  /// module's mesh) gets buffers of the block one rank holds.
+  LogicalResult createStateBuffers() {
     for (ParamOp param : module.getOps<ParamOp>()) {
       int64_t layers = param.getLayers().value_or(1);
-      bool decay = param.getTensorType().getRank() >= 2;
+      RankedTensorType global = param.getTensorType();
+      bool decay = global.getRank() >= 2;
+      auto sharding = param->getAttrOfType<ShardingAttr>(
+          MLTDialect::getShardingAttrName());
+      RankedTensorType type = global;
+      if (sharding) {
+        if (std::optional<std::string> problem =
+                sharding.checkFits(global.getShape(), mesh))
+          return param.emitOpError("has a sharding that does not fit: ")
+                 << *problem;
+        type = RankedTensorType::get(
+            sharding.localShape(global.getShape(), mesh),
+            global.getElementType());
+      }
       for (int64_t layer = 0; layer < layers; ++layer) {
         std::string hf = param.getHFName(layer);
-        Type type = param.getTensorType();
         buffer(abi::kParameterPrefix + hf, rtir::BufferKind::parameter, type, hf,
-               decay);
-        buffer(abi::kGradientPrefix + hf, rtir::BufferKind::gradient, type, hf);
+               decay, sharding);
+        buffer(abi::kGradientPrefix + hf, rtir::BufferKind::gradient, type, hf,
+               false, sharding);
         buffer(abi::kExpAvgPrefix + hf, rtir::BufferKind::optimizer_state, type,
-               hf);
+               hf, false, sharding);
         buffer(abi::kExpAvgSqPrefix + hf, rtir::BufferKind::optimizer_state,
-               type, hf);
+               type, hf, false, sharding);
       }
     }
+    return success();
+  }
+
+  /// The mesh axis `name` that `op` runs over or splits along.
+  FailureOr<MeshAxisRef> meshAxis(Operation *op, StringRef name) {
+    if (!mesh)
+      return op->emitOpError("names mesh axis '")
+             << name << "', but the module has no '"
+             << MLTDialect::getMeshAttrName() << "'";
+    int64_t index = mesh.axisIndex(name);
+    if (index < 0)
+      return op->emitOpError("names mesh axis '")
+             << name << "', which is not an axis of the module's mesh " << mesh;
+    return MeshAxisRef{index, mesh.getSizes()[index]};
+  }
+
+  /// The axis a per-rank embedding or cross-entropy has its vocabulary split
+  /// over (`mlt.vocab_shard`), or none.
+  FailureOr<std::optional<MeshAxisRef>> vocabAxis(Operation *op) {
+    auto name =
+        op->getAttrOfType<StringAttr>(MLTDialect::getVocabShardAttrName());
+    if (!name)
+      return std::optional<MeshAxisRef>();
+    FailureOr<MeshAxisRef> axis = meshAxis(op, name.getValue());
+    if (failed(axis))
+      return failure();
+    return std::optional<MeshAxisRef>(*axis);
   }
 
   /// The HF name of the parameter tensor that a state op names.
@@ -183,6 +277,9 @@ private:
   }
 
   LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerCollective(Operation *op);
+  LogicalResult lowerCrossEntropy(CrossEntropyOp op);
+  LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op);
 
   LogicalResult lowerFunction(func::FuncOp func, const ProgramABI &abi) {
     values.clear();
@@ -199,17 +296,22 @@ private:
       if (arg.getArgNumber() > 1)
         return func.emitError("mlt-lower-to-runtime: @")
                << func.getSymName() << " takes more than tokens and labels";
-      values[arg] = buffer(name, rtir::BufferKind::input, arg.getType());
+      // After mlt-spmdize the argument is this rank's block of the batch;
+      // its global layout goes with the buffer.
+      auto sharding = func.getArgAttrOfType<ShardingAttr>(
+          arg.getArgNumber(), MLTDialect::getShardingAttrName());
+      values[arg] = buffer(name, rtir::BufferKind::input, arg.getType(), {},
+                           false, sharding);
     }
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     if (ret.getNumOperands() != 1)
       return func.emitError("mlt-lower-to-runtime: @")
              << func.getSymName() << " must return one value";
     // The kernel that computes the result writes the output buffer directly;
-    // reshapes in between only rename it.
+    // reshapes and sharding constraints in between only rename it.
     Value result = ret.getOperand(0);
-    while (auto reshape = result.getDefiningOp<ReshapeOp>())
-      result = reshape.getInput();
+    while (isa_and_nonnull<ReshapeOp, ShardOp>(result.getDefiningOp()))
+      result = result.getDefiningOp()->getOperand(0);
     resultOutputs[result] = buffer(abi.resultBuffer, rtir::BufferKind::output,
                                    result.getType());
 
@@ -226,12 +328,19 @@ private:
 
   ModuleOp module;
   OpBuilder b;
+  /// The module's mesh; null for a program of one rank.
+  MeshAttr mesh;
   rtir::BufferOp lastBuffer;
   llvm::StringMap<FlatSymbolRefAttr> buffers;
+  /// The kind of each buffer, by name.
+  DenseMap<StringAttr, rtir::BufferKind> kinds;
   DenseMap<Value, FlatSymbolRefAttr> values;
   DenseMap<Value, FlatSymbolRefAttr> resultOutputs;
   /// The softmax statistics that each attention result's kernel saved.
   DenseMap<Value, FlatSymbolRefAttr> attentionStats;
+  /// The global log-sum-exp of each row that a split cross-entropy's
+  /// kernels computed, by its logits value, for the matching gradient.
+  DenseMap<Value, FlatSymbolRefAttr> crossEntropyStats;
   int64_t nextTemporary = 0;
 };
 
@@ -283,21 +392,54 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         values[r.getResult()] = valueBuffer(r.getInput());
         return success();
       })
+      .Case([&](ShardOp s) -> LogicalResult {
+        // A layout constraint (mlt-spmdize realizes and removes them): the
+        // data is the input's.
+        values[s.getResult()] = valueBuffer(s.getInput());
+        return success();
+      })
       .Case([&](EmbeddingOp e) -> LogicalResult {
         auto table = shapeOf(e.getTable());
-        launch(loc, "embedding_fwd", operandBuffers(e), {define(e.getResult())},
-               {numElements(e.getIds()), table[0], table[1]});
+        FailureOr<std::optional<MeshAxisRef>> vocab = vocabAxis(e);
+        if (failed(vocab))
+          return failure();
+        if (*vocab) // This rank's rows of a table split along the vocabulary.
+          launch(loc, "embedding_fwd_vp", operandBuffers(e),
+                 {define(e.getResult())},
+                 {numElements(e.getIds()), table[0], table[1],
+                  (*vocab)->index});
+        else
+          launch(loc, "embedding_fwd", operandBuffers(e),
+                 {define(e.getResult())},
+                 {numElements(e.getIds()), table[0], table[1]});
         return success();
       })
       .Case([&](EmbeddingGradOp e) -> LogicalResult {
         auto table = shapeOf(e.getResult());
-        launch(loc, "embedding_bwd", operandBuffers(e), {define(e.getResult())},
-               {numElements(e.getIds()), table[0], table[1]});
+        FailureOr<std::optional<MeshAxisRef>> vocab = vocabAxis(e);
+        if (failed(vocab))
+          return failure();
+        if (*vocab)
+          launch(loc, "embedding_bwd_vp", operandBuffers(e),
+                 {define(e.getResult())},
+                 {numElements(e.getIds()), table[0], table[1],
+                  (*vocab)->index});
+        else
+          launch(loc, "embedding_bwd", operandBuffers(e),
+                 {define(e.getResult())},
+                 {numElements(e.getIds()), table[0], table[1]});
         return success();
       })
       .Case([&](MatmulOp m) -> LogicalResult {
         auto lhs = shapeOf(m.getLhs()), rhs = shapeOf(m.getRhs());
         bool tl = m.getTransposeLhs(), tr = m.getTransposeRhs();
+        if (m.getContractBatch()) {
+          // [b..., k, m]^T [b..., k, n]: one matmul over all b * k rows.
+          int64_t cols = lhs.back(), n = rhs.back();
+          launch(loc, "matmul", operandBuffers(m), {define(m.getResult())},
+                 {1, cols, n, numElements(m.getLhs()) / cols, 1, 0, 0});
+          return success();
+        }
         int64_t rank = lhs.size();
         int64_t batch = 1;
         for (int64_t d : lhs.drop_back(2))
@@ -414,20 +556,10 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                {numElements(c.getResult())});
         return success();
       })
-      .Case([&](CrossEntropyOp c) -> LogicalResult {
-        int64_t vocab = shapeOf(c.getLogits()).back();
-        launch(loc, "cross_entropy_fwd", operandBuffers(c),
-               {define(c.getResult())},
-               {numElements(c.getLogits()) / vocab, vocab});
-        return success();
-      })
-      .Case([&](CrossEntropyGradOp c) -> LogicalResult {
-        int64_t vocab = shapeOf(c.getLogits()).back();
-        launch(loc, "cross_entropy_bwd", operandBuffers(c),
-               {define(c.getResult())},
-               {numElements(c.getLogits()) / vocab, vocab});
-        return success();
-      })
+      .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
+      .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
+      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp>(
+          [&](Operation *collective) { return lowerCollective(collective); })
       .Case([&](AccumulateGradOp a) -> LogicalResult {
         auto grad = stateBuffer(a, abi::kGradientPrefix, a.getNameAttr(), a.getLayer());
         if (failed(grad))
@@ -469,6 +601,157 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return other->emitOpError("cannot be lowered to the runtime: no "
                                   "kernel computes it");
       });
+}
+
+/// Whether a cross-entropy (or its gradient) is a per-rank share of a split
+/// one: its rows, or its vocabulary, or both, are split over the mesh.
+bool isSplitCrossEntropy(Operation *op) {
+  return op->hasAttr(MLTDialect::getRowCountAttrName()) ||
+         op->hasAttr(MLTDialect::getVocabShardAttrName());
+}
+
+/// The global number of rows of a split cross-entropy's mean: `mlt.row_count`,
+/// or the rank's own rows when only the vocabulary is split.
+int64_t rowCountOf(Operation *op, int64_t localRows) {
+  if (auto count =
+          op->getAttrOfType<IntegerAttr>(MLTDialect::getRowCountAttrName()))
+    return count.getInt();
+  return localRows;
+}
+
+LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
+  Location loc = c.getLoc();
+  int64_t vocab = shapeOf(c.getLogits()).back();
+  int64_t rows = numElements(c.getLogits()) / vocab;
+  if (!isSplitCrossEntropy(c)) {
+    launch(loc, "cross_entropy_fwd", operandBuffers(c), {define(c.getResult())},
+           {rows, vocab});
+    return success();
+  }
+  // Each rank's statistics of its logits block; with the vocabulary split,
+  // the parts of every row's log-sum-exp are gathered and the target logits
+  // (nonzero on the one rank holding the label's column) summed; then the
+  // global log-sum-exp and this rank's share of the mean loss.
+  FailureOr<std::optional<MeshAxisRef>> vocabShard = vocabAxis(c);
+  if (failed(vocabShard))
+    return failure();
+  MeshAxisRef axis = vocabShard->value_or(MeshAxisRef());
+  auto rowsType = RankedTensorType::get({rows}, elementTypeOf(c.getLogits()));
+  FlatSymbolRefAttr partial = temporary(rowsType);
+  FlatSymbolRefAttr target = temporary(rowsType);
+  launch(loc, "cross_entropy_stats", operandBuffers(c), {partial, target},
+         {rows, vocab, axis.index});
+  FlatSymbolRefAttr parts = partial;
+  if (*vocabShard) {
+    parts = temporary(RankedTensorType::get({axis.size * rows},
+                                            rowsType.getElementType()));
+    launch(loc, "all_gather", {partial}, {parts}, {rows, axis.index});
+    launch(loc, "all_reduce_sum", {target}, {target}, {rows, axis.index});
+  }
+  FlatSymbolRefAttr lse = temporary(rowsType);
+  crossEntropyStats[c.getLogits()] = lse;
+  launch(loc, "cross_entropy_combine", {parts, target},
+         {lse, define(c.getResult())},
+         {rows, axis.size, rowCountOf(c, rows)});
+  return success();
+}
+
+LogicalResult RuntimeLowering::lowerCrossEntropyGrad(CrossEntropyGradOp c) {
+  Location loc = c.getLoc();
+  int64_t vocab = shapeOf(c.getLogits()).back();
+  int64_t rows = numElements(c.getLogits()) / vocab;
+  if (!isSplitCrossEntropy(c)) {
+    launch(loc, "cross_entropy_bwd", operandBuffers(c), {define(c.getResult())},
+           {rows, vocab});
+    return success();
+  }
+  FailureOr<std::optional<MeshAxisRef>> vocabShard = vocabAxis(c);
+  if (failed(vocabShard))
+    return failure();
+  FlatSymbolRefAttr lse = crossEntropyStats.lookup(c.getLogits());
+  if (!lse)
+    return c.emitOpError("takes logits whose statistics no split "
+                         "mlt.cross_entropy of this program computed");
+  SmallVector<FlatSymbolRefAttr> ins = operandBuffers(c);
+  ins.push_back(lse);
+  launch(loc, "cross_entropy_bwd_stats", ins, {define(c.getResult())},
+         {rows, vocab, vocabShard->value_or(MeshAxisRef()).index,
+          rowCountOf(c, rows)});
+  return success();
+}
+
+/// The collectives, and the local slice, of a per-rank program. Those of a
+/// dimension `d` view the tensor as [outer, n, inner] around it: the
+/// runtime's all_gather and reduce_scatter_sum concatenate and split whole
+/// buffers, that is along the outermost dimension, so for outer > 1 the
+/// dimension is moved outermost around them (transposes to [n, outer,
+/// inner] and back).
+LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
+  Location loc = op->getLoc();
+  StringRef axisName;
+  int64_t dim = -1;
+  if (auto reduce = dyn_cast<AllReduceOp>(op))
+    axisName = reduce.getAxis();
+  else if (auto gather = dyn_cast<AllGatherOp>(op))
+    std::tie(axisName, dim) = std::pair(gather.getAxis(), gather.getDim());
+  else if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    std::tie(axisName, dim) = std::pair(scatter.getAxis(), scatter.getDim());
+  else if (auto slice = dyn_cast<ShardSliceOp>(op))
+    std::tie(axisName, dim) = std::pair(slice.getAxis(), slice.getDim());
+  FailureOr<MeshAxisRef> axis = meshAxis(op, axisName);
+  if (failed(axis))
+    return failure();
+  Value input = op->getOperand(0), result = op->getResult(0);
+  FlatSymbolRefAttr in = valueBuffer(input);
+
+  if (isa<AllReduceOp>(op)) {
+    // A gradient buffer is reduced in place, so that after optimizer_step it
+    // holds the complete gradient (Plan.fbs); unless a later op still reads
+    // the partial sums, which then stay there.
+    bool inPlace =
+        isGradientBuffer(in) && !resultOutputs.count(result) &&
+        llvm::all_of(input.getUsers(), [&](Operation *user) {
+          return user == op || (user->getBlock() == op->getBlock() &&
+                                user->isBeforeInBlock(op));
+        });
+    FlatSymbolRefAttr out = inPlace ? in : define(result);
+    values[result] = out;
+    launch(loc, "all_reduce_sum", {in}, {out},
+           {numElements(input), axis->index});
+    return success();
+  }
+
+  if (isa<ShardSliceOp>(op)) {
+    DimSplit block = splitAround(shapeOf(result), dim);
+    launch(loc, "shard_slice", {in}, {define(result)},
+           {block.outer, block.size, block.inner, axis->index});
+    return success();
+  }
+
+  bool gather = isa<AllGatherOp>(op);
+  StringRef kernel = gather ? "all_gather" : "reduce_scatter_sum";
+  // all_gather counts its input, reduce_scatter_sum its output.
+  int64_t count = gather ? numElements(input) : numElements(result);
+  DimSplit from = splitAround(shapeOf(input), dim);
+  DimSplit to = splitAround(shapeOf(result), dim);
+  if (from.outer == 1) {
+    launch(loc, kernel, {in}, {define(result)}, {count, axis->index});
+    return success();
+  }
+  // [outer, n, inner] <-> [n, outer, inner].
+  Type element = elementTypeOf(input);
+  auto swapOuter = [&](FlatSymbolRefAttr x, int64_t a, int64_t b, int64_t c,
+                       FlatSymbolRefAttr y) {
+    launch(loc, "transpose", {x}, {y}, {3, a, b, c, 1, 0, 2});
+  };
+  FlatSymbolRefAttr moved = temporary(
+      RankedTensorType::get({from.size, from.outer, from.inner}, element));
+  swapOuter(in, from.outer, from.size, from.inner, moved);
+  FlatSymbolRefAttr combined = temporary(
+      RankedTensorType::get({to.size, to.outer, to.inner}, element));
+  launch(loc, kernel, {moved}, {combined}, {count, axis->index});
+  swapOuter(combined, to.size, to.outer, to.inner, define(result));
+  return success();
 }
 
 class MLTLowerToRuntimePass

@@ -2,6 +2,11 @@
 //
 // Part of mlt. One table of the plan per op of the lowered module: buffers in
 // declaration order (launches refer to them by index), programs in order.
+// A module with an `mlt.mesh` holds the program that every rank runs: the
+// plan gets the mesh and one rank entry per rank, all with the same
+// programs, arena and buffers, except that a buffer whose `mlt.sharding`
+// splits a dimension holds on each rank that rank's block of the global
+// tensor (full_shape, slice_offset).
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +64,45 @@ fb::BufferKind kindOf(rtir::BufferKind kind) {
   llvm_unreachable("unknown buffer kind");
 }
 
+/// The global layout of the tensor that a buffer holds a block of: its
+/// `mlt.sharding`, a #mlt.sharding or a one-element array of one (the form
+/// mlt-lower-to-runtime writes); null for a whole tensor.
+FailureOr<ShardingAttr> bufferSharding(rtir::BufferOp buffer) {
+  Attribute attr = buffer->getAttr(MLTDialect::getShardingAttrName());
+  if (!attr)
+    return ShardingAttr();
+  if (auto list = dyn_cast<ArrayAttr>(attr); list && list.size() == 1)
+    attr = list[0];
+  auto sharding = dyn_cast<ShardingAttr>(attr);
+  if (!sharding || sharding.getRank() != buffer.getTensorType().getRank())
+    return buffer.emitOpError("has an '")
+           << MLTDialect::getShardingAttrName()
+           << "' that is not one sharding of the buffer's rank";
+  return sharding;
+}
+
+/// The block of a global tensor that rank `rank` holds in a buffer of local
+/// shape `shape` laid out as `sharding` (whose axes are the mesh's): the
+/// tensor's shape and the block's offset in it (in dimension d, the rank's
+/// coordinate on d's axis times the block size; MeshAttr::coordinate orders
+/// ranks as the runtime's Mesh.h does).
+struct TensorBlock {
+  std::vector<int64_t> fullShape, sliceOffset;
+};
+
+TensorBlock blockOf(ArrayRef<int64_t> shape, ShardingAttr sharding, MeshAttr mesh,
+              int64_t rank) {
+  TensorBlock block;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    StringAttr axis = sharding.getAxis(d);
+    int64_t index = axis ? mesh.axisIndex(axis.getValue()) : -1;
+    block.fullShape.push_back(index < 0 ? size : size * mesh.getSizes()[index]);
+    block.sliceOffset.push_back(
+        index < 0 ? 0 : mesh.coordinate(rank, index) * size);
+  }
+  return block;
+}
+
 } // namespace
 
 std::string mlt::hfConfigJson(const LlamaConfig &c) {
@@ -96,9 +140,13 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   if (!arena)
     return module.emitError("plan export: no arena size; run mlt-plan-memory");
 
+  auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+  const int64_t worldSize = mesh ? mesh.numRanks() : 1;
+
   flatbuffers::FlatBufferBuilder fbb;
   llvm::StringMap<uint32_t> bufferIndex;
-  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  // Per rank, its buffer tables; those that are not blocks are shared.
+  std::vector<std::vector<flatbuffers::Offset<fb::Buffer>>> buffers(worldSize);
   int64_t microBatch = 0, seqLen = 0;
   for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
     if (!buffer.getOffset())
@@ -108,21 +156,61 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
     if (failed(dtype))
       return buffer.emitOpError("has an element type the runtime cannot hold: ")
              << type.getElementType();
+    FailureOr<ShardingAttr> sharding = bufferSharding(buffer);
+    if (failed(sharding))
+      return failure();
+    bool isBlock = false;
+    if (*sharding) {
+      if (!mesh)
+        return buffer.emitOpError("is sharded, but the module has no '")
+               << MLTDialect::getMeshAttrName() << "'";
+      for (unsigned d = 0; d < sharding->getRank(); ++d) {
+        StringAttr axis = sharding->getAxis(d);
+        if (!axis)
+          continue;
+        if (mesh.axisIndex(axis.getValue()) < 0)
+          return buffer.emitOpError("is split over '")
+                 << axis.getValue() << "', which is not an axis of the mesh "
+                 << mesh;
+        isBlock = true;
+      }
+    }
     if (buffer.getSymName() == mlt::rt::kTokensInput) {
-      microBatch = type.getDimSize(0);
-      seqLen = type.getDimSize(1);
+      // The model info has the global micro-batch.
+      SmallVector<int64_t> global(type.getShape());
+      if (isBlock)
+        global = llvm::to_vector(
+            blockOf(type.getShape(), *sharding, mesh, 0).fullShape);
+      microBatch = global[0];
+      seqLen = global[1];
     }
     auto name = fbb.CreateString(buffer.getSymName().str());
     auto shape = fbb.CreateVector(type.getShape().vec());
     auto parameter = buffer.getParameter()
                          ? fbb.CreateString(buffer.getParameter()->str())
                          : flatbuffers::Offset<flatbuffers::String>();
-    bufferIndex[buffer.getSymName()] = buffers.size();
-    buffers.push_back(fb::CreateBuffer(
-        fbb, name, kindOf(buffer.getKind()), *dtype, shape, *buffer.getOffset(),
-        buffer.getByteSize(), parameter,
-        buffer.getValue() ? buffer.getValue()->convertToDouble() : 0.0,
-        buffer.getDecay()));
+    auto create = [&](flatbuffers::Offset<flatbuffers::Vector<int64_t>>
+                          fullShape,
+                      flatbuffers::Offset<flatbuffers::Vector<int64_t>>
+                          sliceOffset) {
+      return fb::CreateBuffer(
+          fbb, name, kindOf(buffer.getKind()), *dtype, shape,
+          *buffer.getOffset(), buffer.getByteSize(), parameter,
+          buffer.getValue() ? buffer.getValue()->convertToDouble() : 0.0,
+          buffer.getDecay(), fullShape, sliceOffset);
+    };
+    bufferIndex[buffer.getSymName()] = buffers[0].size();
+    if (!isBlock) {
+      auto table = create(0, 0);
+      for (auto &rankBuffers : buffers)
+        rankBuffers.push_back(table);
+      continue;
+    }
+    for (int64_t rank = 0; rank < worldSize; ++rank) {
+      TensorBlock block = blockOf(type.getShape(), *sharding, mesh, rank);
+      buffers[rank].push_back(create(fbb.CreateVector(block.fullShape),
+                                     fbb.CreateVector(block.sliceOffset)));
+    }
   }
 
   std::vector<flatbuffers::Offset<fb::Program>> programs;
@@ -155,13 +243,24 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   auto model = fb::CreateModelInfo(
       fbb, fbb.CreateString(hfConfigJson(llama)), llama.vocabSize,
       llama.maxPositionEmbeddings, microBatch, seqLen, microbatches);
-  auto rank = fb::CreateRank(fbb, /*rank=*/0, arena.getInt(),
-                             fbb.CreateVector(buffers),
-                             fbb.CreateVector(programs));
-  std::vector<flatbuffers::Offset<fb::Rank>> ranks{rank};
-  auto plan = fb::CreatePlan(fbb, mlt::rt::kPlanFormatVersion,
-                             fbb.CreateString("mlt"), model,
-                             /*world_size=*/1, fbb.CreateVector(ranks));
+  // Every rank runs the same programs in an arena of the same layout.
+  auto programTables = fbb.CreateVector(programs);
+  std::vector<flatbuffers::Offset<fb::Rank>> ranks;
+  for (int64_t rank = 0; rank < worldSize; ++rank)
+    ranks.push_back(fb::CreateRank(fbb, rank, arena.getInt(),
+                                   fbb.CreateVector(buffers[rank]),
+                                   programTables));
+  std::vector<flatbuffers::Offset<fb::MeshAxis>> axes;
+  if (mesh)
+    for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
+      axes.push_back(fb::CreateMeshAxis(
+          fbb, fbb.CreateString(axis.getValue().str()), size));
+  auto plan = fb::CreatePlan(
+      fbb, mlt::rt::kPlanFormatVersion, fbb.CreateString("mlt"), model,
+      worldSize, fbb.CreateVector(ranks),
+      mesh ? fbb.CreateVector(axes)
+           : flatbuffers::Offset<
+                 flatbuffers::Vector<flatbuffers::Offset<fb::MeshAxis>>>());
   fbb.Finish(plan, mlt::rt::kPlanFileIdentifier);
   bytes.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                fbb.GetSize());

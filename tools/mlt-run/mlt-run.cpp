@@ -53,7 +53,7 @@ const char *kUsage = R"(usage: mlt-run MODEL_OR_PLAN [options]
 Trains a LLaMA model. MODEL_OR_PLAN is a plan file (recognized by its content,
 the FlatBuffers identifier "MLTP", whatever its name), or, when mlt-run is built
 with the compiler, a .mlir model, an HF config.json, or a directory holding one
-(compiled in process for --batch, --seq-len and --microbatches).
+(compiled in process for --batch, --seq-len, --microbatches and the layout).
 
 Run:
   --device cpu|cuda          backend (default cpu; this build has no CUDA backend)
@@ -73,6 +73,18 @@ Data:
   --microbatches N           micro-batches per step, accumulated (default 1);
                              --batch must be divisible by it
   --steps N                  optimizer steps
+
+Layout (tp * dp ranks, run as threads of this process; compiled into the plan,
+so with a plan file --tp and --dp must match its mesh):
+  --tp N                     tensor-parallel ranks (default 1): attention heads,
+                             MLP features and the vocabulary (embedding, LM
+                             head, loss) split over N ranks, Megatron-style
+  --dp N                     data-parallel ranks (default 1): each micro-batch
+                             split over N ranks; the micro-batch (--batch /
+                             --microbatches) must be divisible by N
+  --sequence-parallel        also split the residual stream (norms, residual
+                             adds) along the sequence over the --tp ranks;
+                             needs --tp 2 or more; when compiling only
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
@@ -105,7 +117,7 @@ Output:
 With a plan file, --batch, --seq-len and --microbatches default to the plan's
 and must agree with it when given (--batch is the global batch, whatever the
 plan's mesh). A plan of several ranks (a mesh such as dp=2,tp=2, laid out by
-the compiler) runs every rank as a thread of this process: each reads its block
+the compiler for --dp 2 --tp 2) runs every rank as a thread of this process: each reads its block
 of every micro-batch and holds its block of each weight; --init-from, --save-hf
 and --dump-grads see whole tensors. One line per step goes to stdout:
   step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
@@ -126,6 +138,8 @@ struct Options {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads;
+  std::optional<int64_t> tp, dp;
+  bool sequenceParallel = false;
   bool printPlan = false;
   bool help = false;
 };
@@ -197,6 +211,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--seq-len", integer(o.seqLen)},
       {"--steps", integer(o.steps)},
       {"--microbatches", integer(o.microbatches)},
+      {"--tp", integer(o.tp)},
+      {"--dp", integer(o.dp)},
       {"--lr", number(o.lr)},
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
@@ -213,6 +229,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
+      {"--sequence-parallel", &o.sequenceParallel},
       {"--print-plan", &o.printPlan},
       {"--help", &o.help},
       {"-h", &o.help},
@@ -276,6 +293,11 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, 1));
   MLT_RETURN_IF_ERROR(atLeast("--microbatches", o.microbatches, 1));
   MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
+  MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
+  if (o.sequenceParallel && o.tp.value_or(1) < 2)
+    return errorf("--sequence-parallel splits the sequence over the "
+                  "tensor-parallel ranks and needs --tp 2 or more");
   auto nonNegative = [](const char *flag, double value) -> Status {
     if (value < 0)
       return errorf(flag, " must not be negative, got ", value);
@@ -383,8 +405,13 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   StatusOr<InputKind> kind = classifyInput(o.model);
   if (!kind)
     return kind.takeStatus();
-  if (*kind == InputKind::Plan)
+  if (*kind == InputKind::Plan) {
+    if (o.sequenceParallel)
+      return errorf("--sequence-parallel: ", o.model,
+                    " is a plan file, whose layout was fixed when it was "
+                    "compiled; pass it when compiling the model");
     return readPlanFile(o.model, &bytes);
+  }
 
 #ifdef MLT_HAVE_COMPILER
   if (!o.batch || !o.seqLen)
@@ -397,6 +424,13 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.microBatch = *o.batch / compile.microbatches;
   compile.seqLen = *o.seqLen;
   compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
+  compile.tp = o.tp.value_or(1);
+  compile.dp = o.dp.value_or(1);
+  compile.sequenceParallel = o.sequenceParallel;
+  if (compile.microBatch % compile.dp != 0)
+    return errorf("the micro-batch of ", compile.microBatch, " sequences (--batch ",
+                  *o.batch, " / --microbatches ", compile.microbatches,
+                  ") is not divisible by --dp ", compile.dp);
   std::string error;
   if (!compileToPlan(compile, bytes, error))
     return Status::error(error);
@@ -409,7 +443,16 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
 #endif
 }
 
-/// The run options must agree with the plan's shape.
+/// "dp=2, tp=2": the plan's mesh, for messages.
+std::string describeMesh(const Plan &plan) {
+  std::string text;
+  for (size_t i = 0; i < plan.mesh.size(); ++i)
+    text += (i ? ", " : "") + plan.mesh[i].name + "=" +
+            std::to_string(plan.mesh[i].size);
+  return text;
+}
+
+/// The run options must agree with the plan's shape and layout.
 Status checkAgainstPlan(const Options &o, const Plan &plan) {
   const ModelInfo &model = plan.model;
   if (o.microbatches && *o.microbatches != model.microbatches)
@@ -424,6 +467,23 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
   if (o.seqLen && *o.seqLen != model.seqLen)
     return errorf("--seq-len ", *o.seqLen, " differs from the plan's ",
                   model.seqLen);
+  // The plan's size of mesh axis `name`; 1 when it has no such axis.
+  auto axisSize = [&](const char *name) -> int64_t {
+    for (const MeshAxis &axis : plan.mesh)
+      if (axis.name == name)
+        return axis.size;
+    return 1;
+  };
+  for (auto [flag, axis, value] :
+       {std::tuple<const char *, const char *, std::optional<int64_t>>{
+            "--tp", "tp", o.tp},
+        {"--dp", "dp", o.dp}})
+    if (value && *value != axisSize(axis))
+      return errorf(flag, " ", *value, " differs from the plan's ", axis, " ",
+                    axisSize(axis), " (its mesh: ",
+                    plan.mesh.empty() ? std::string("none, one rank")
+                                      : describeMesh(plan),
+                    ")");
   if (model.seqLen > model.maxPositionEmbeddings)
     return errorf("--seq-len ", model.seqLen,
                   " exceeds the model's max_position_embeddings ",
@@ -445,11 +505,8 @@ std::string formatCount(int64_t value) {
 std::string describeRanks(const Plan &plan) {
   if (plan.mesh.empty())
     return "";
-  std::string text = ", ranks " + std::to_string(plan.worldSize) + " (";
-  for (size_t i = 0; i < plan.mesh.size(); ++i)
-    text += (i ? ", " : "") + plan.mesh[i].name + "=" +
-            std::to_string(plan.mesh[i].size);
-  return text + ")";
+  return ", ranks " + std::to_string(plan.worldSize) + " (" +
+         describeMesh(plan) + ")";
 }
 
 Status train(const Options &o, const Plan &plan) {

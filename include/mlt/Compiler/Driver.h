@@ -26,6 +26,12 @@ struct CompileOptions {
   int64_t microbatches = 1;
   /// Element type of parameters and activations ("f32"; "bf16" on CUDA).
   std::string dtype = "f32";
+  /// The layout (mlt-annotate-layout): tensor-parallel and data-parallel
+  /// ranks, and whether the residual stream is split along the sequence
+  /// over the tensor-parallel ranks. The plan has tp * dp ranks; microBatch
+  /// is the global micro-batch, which the data-parallel ranks share.
+  int64_t tp = 1, dp = 1;
+  bool sequenceParallel = false;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false

@@ -1,0 +1,155 @@
+//===- AnnotateLayout.cpp - Megatron's layout as sharding annotations -----===//
+//
+// Part of mlt. Implements mlt-annotate-layout (Passes.td): the mesh, the
+// parameters' shardings (recognized by their HF names), the batch split of
+// @forward's arguments and the sequence-parallel constraints on the residual
+// stream, from which mlt-propagate-shardings derives the whole layout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Passes/Passes.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTANNOTATELAYOUT
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+constexpr llvm::StringLiteral kForward = "forward";
+constexpr llvm::StringLiteral kTensorAxis = "tp";
+constexpr llvm::StringLiteral kDataAxis = "dp";
+
+/// How a weight matrix of a LLaMA layer is split over `tp` ([out, in] as in
+/// HF checkpoints): the dimension split, or -1 for whole.
+int64_t tensorParallelDim(StringRef name) {
+  if (!name.ends_with(".weight"))
+    return -1;
+  StringRef module = LoadOp::getShortParamName(name);
+  // Column-parallel: output features split; the vocabulary of the
+  // embedding table and the LM head.
+  if (llvm::is_contained({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj",
+                          "embed_tokens", "lm_head"},
+                         module))
+    return 0;
+  // Row-parallel: input features split.
+  if (llvm::is_contained({"o_proj", "down_proj"}, module))
+    return 1;
+  return -1;
+}
+
+/// A sharding with every dimension `fill` except `dim`, split over `axis`.
+ShardingAttr shardingWith(MLIRContext *context, unsigned rank, unsigned dim,
+                          StringRef axis, StringRef fill) {
+  SmallVector<StringAttr> dims(rank, StringAttr::get(context, fill));
+  dims[dim] = StringAttr::get(context, axis);
+  return ShardingAttr::get(context, dims, {});
+}
+
+class MLTAnnotateLayoutPass
+    : public mlt::impl::MLTAnnotateLayoutBase<MLTAnnotateLayoutPass> {
+public:
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(annotate(getOperation())))
+      signalPassFailure();
+  }
+
+private:
+  LogicalResult annotate(ModuleOp module) {
+    MLIRContext *context = module.getContext();
+    if (tp < 1 || dp < 1)
+      return module.emitError("mlt-annotate-layout: tp and dp must be at "
+                              "least 1, got tp=")
+             << static_cast<int64_t>(tp) << " dp=" << static_cast<int64_t>(dp);
+    if (sequenceParallel && tp == 1)
+      return module.emitError("mlt-annotate-layout: sequence-parallel splits "
+                              "the sequence over tp and needs tp > 1");
+    // Axes of size 1 are left out; tp last, so that tensor-parallel ranks
+    // are adjacent.
+    SmallVector<StringAttr> axes;
+    SmallVector<int64_t> sizes;
+    for (auto [axis, size] : {std::pair<StringRef, int64_t>(kDataAxis, dp),
+                              std::pair<StringRef, int64_t>(kTensorAxis, tp)})
+      if (size > 1) {
+        axes.push_back(StringAttr::get(context, axis));
+        sizes.push_back(size);
+      }
+    if (axes.empty())
+      return success(); // One rank: nothing to lay out.
+    if (module->hasAttr(MLTDialect::getMeshAttrName()))
+      return module.emitError("mlt-annotate-layout: the module already has "
+                              "a layout ('")
+             << MLTDialect::getMeshAttrName() << "')";
+    module->setAttr(MLTDialect::getMeshAttrName(),
+                    MeshAttr::get(context, axes, sizes));
+
+    if (tp > 1)
+      for (ParamOp param : module.getOps<ParamOp>()) {
+        int64_t dim = tensorParallelDim(param.getSymName());
+        if (dim < 0)
+          continue;
+        if (param.getTensorType().getRank() != 2)
+          return param.emitOpError("mlt-annotate-layout: expected a matrix "
+                                   "for a tensor-parallel weight, got ")
+                 << param.getTensorType();
+        param->setAttr(MLTDialect::getShardingAttrName(),
+                       shardingWith(context, 2, dim, kTensorAxis,
+                                    ShardingAttr::kReplicated));
+      }
+
+    if (dp == 1 && !sequenceParallel)
+      return success();
+    auto forward = module.lookupSymbol<func::FuncOp>(kForward);
+    if (!forward)
+      return module.emitError("mlt-annotate-layout: no function @")
+             << kForward << " to lay out";
+
+    // The batch of the tokens and the labels split over dp.
+    if (dp > 1)
+      for (BlockArgument arg : forward.getArguments()) {
+        auto type = dyn_cast<RankedTensorType>(arg.getType());
+        if (!type || type.getRank() != 2)
+          return forward.emitError("mlt-annotate-layout: argument #")
+                 << arg.getArgNumber() << " of @" << kForward
+                 << " must be [batch, seq] token ids, got " << arg.getType();
+        forward.setArgAttr(arg.getArgNumber(),
+                           MLTDialect::getShardingAttrName(),
+                           shardingWith(context, 2, 0, kDataAxis,
+                                        ShardingAttr::kReplicated));
+      }
+
+    // The residual stream, [batch, seq, hidden], split along the sequence;
+    // the other dimensions left to propagation.
+    if (sequenceParallel) {
+      SmallVector<Value> residual;
+      forward.walk([&](Operation *op) {
+        if (isa<EmbeddingOp, AddOp>(op))
+          residual.push_back(op->getResult(0));
+      });
+      OpBuilder b(context);
+      for (Value v : residual) {
+        auto type = cast<RankedTensorType>(v.getType());
+        if (type.getRank() < 2)
+          return v.getDefiningOp()->emitOpError(
+                     "mlt-annotate-layout: expected a [batch, seq, ...] "
+                     "residual stream, got ")
+                 << type;
+        b.setInsertionPointAfterValue(v);
+        auto shard = ShardOp::create(
+            b, v.getLoc(), v,
+            shardingWith(context, type.getRank(), 1, kTensorAxis,
+                         ShardingAttr::kOpen));
+        v.replaceAllUsesExcept(shard.getResult(), shard);
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

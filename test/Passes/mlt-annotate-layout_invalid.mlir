@@ -1,0 +1,16 @@
+// RUN: not mlt-opt %s -mlt-annotate-layout="tp=0" 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: not mlt-opt %s -mlt-annotate-layout="tp=2 dp=-1" 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: not mlt-opt %s -mlt-annotate-layout="dp=2 sequence-parallel" 2>&1 | FileCheck %s --check-prefix=SP
+// RUN: not mlt-opt %s -mlt-annotate-layout="tp=2" 2>&1 | FileCheck %s --check-prefix=MESH
+
+// Tests that sizes below 1 are errors, that sequence parallelism without
+// tensor parallelism is one, and that a module laid out already is one.
+// TP: error: mlt-annotate-layout: tp and dp must be at least 1, got tp=0 dp=1
+// DP: error: mlt-annotate-layout: tp and dp must be at least 1, got tp=2 dp=-1
+// SP: error: mlt-annotate-layout: sequence-parallel splits the sequence over tp and needs tp > 1
+// MESH: error: mlt-annotate-layout: the module already has a layout ('mlt.mesh')
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) {
+    return
+  }
+}

@@ -10,7 +10,6 @@
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -63,11 +62,14 @@ public:
   LogicalResult run() {
     if (failed(readParameters()))
       return failure();
-    for (StringRef name : {rt::kMicroStepProgram, rt::kOptimizerStepProgram}) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func)
-        return module.emitError("mlt-propagate-shardings: no function @")
-               << name << " (run mlt-autodiff and mlt-attach-optimizer first)";
+    // Functions in module order (@micro_step before @optimizer_step, whose
+    // gradients it accumulates); a model's @forward with its mlt.repeat is
+    // the input of mlt-autodiff, not a program that runs.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() ||
+          func.walk([](RepeatOp) { return WalkResult::interrupt(); })
+              .wasInterrupted())
+        continue;
       if (failed(propagate(func)))
         return failure();
     }
@@ -205,7 +207,8 @@ private:
   /// gives the axis and priority of a value's dimension.
   template <typename AxisOf>
   SmallVector<StringAttr> assignFactors(Operation *op, const ShardingRule &rule,
-                                        AxisOf axisOf) {
+                                        AxisOf axisOf,
+                                        ArrayRef<StringAttr> excluded = {}) {
     struct Proposal {
       int priority, order, factor;
       StringAttr axis;
@@ -231,6 +234,7 @@ private:
     for (const Proposal &p : proposals) {
       if (rule.needsWhole[p.factor] || factorAxis[p.factor] ||
           llvm::is_contained(factorAxis, p.axis) ||
+          llvm::is_contained(excluded, p.axis) ||
           rule.factorSizes[p.factor] % mesh.axisSize(p.axis) != 0)
         continue;
       factorAxis[p.factor] = p.axis;
@@ -279,6 +283,9 @@ private:
     llvm::sort(sortedPartial, [&](StringAttr a, StringAttr b) {
       return mesh.axisIndex(a.getValue()) < mesh.axisIndex(b.getValue());
     });
+    assert(succeeded(ShardingAttr::verify(
+               [&] { return module.emitError(); }, dims, sortedPartial)) &&
+           "propagation built an invalid sharding");
     return ShardingAttr::get(context, dims, sortedPartial);
   }
 
@@ -349,17 +356,6 @@ private:
         operands.push_back(replicated(v));
     } else if (auto ruled = dyn_cast<ShardingRuleOpInterface>(op)) {
       ShardingRule rule = ruled.getShardingRule();
-      SmallVector<StringAttr> factorAxis = assignFactors(
-          op, rule, [&](Value v, unsigned d) -> std::pair<StringAttr, int> {
-            Hint &h = hint(v);
-            ShardingAttr s = final.lookup(v);
-            if (!s)
-              return {h.axes[d], h.priority[d]};
-            // A final sharding keeps the priority of the hint it came from.
-            StringAttr axis = s.getAxis(d);
-            return {axis, axis && axis == h.axes[d] ? h.priority[d]
-                                                    : int(kPropagated)};
-          });
       // Partial sums pass through a linear op whose operands agree on them.
       SmallVector<StringAttr> passedPartial;
       if (rule.linear) {
@@ -370,6 +366,20 @@ private:
             }))
           passedPartial.assign(first.begin(), first.end());
       }
+      SmallVector<StringAttr> factorAxis = assignFactors(
+          op, rule, [&](Value v, unsigned d) -> std::pair<StringAttr, int> {
+            Hint &h = hint(v);
+            ShardingAttr s = final.lookup(v);
+            if (!s)
+              return {h.axes[d], h.priority[d]};
+            // A final sharding keeps the priority of the hint it came from.
+            StringAttr axis = s.getAxis(d);
+            return {axis, axis && axis == h.axes[d] ? h.priority[d]
+                                                    : int(kPropagated)};
+          },
+          // An axis the operands are partial over cannot also split a
+          // dimension of the partial result.
+          passedPartial);
       for (auto [v, tensor] : llvm::zip(op->getOperands(), rule.operands))
         operands.push_back(makeSharding(axesOf(rule, tensor, factorAxis),
                                         isa<RankedTensorType>(v.getType()) &&

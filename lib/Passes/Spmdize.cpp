@@ -9,7 +9,6 @@
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/PlanFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -29,10 +28,13 @@ public:
       : module(module), mesh(mesh), b(module.getContext()) {}
 
   LogicalResult run() {
-    for (StringRef name : {rt::kMicroStepProgram, rt::kOptimizerStepProgram}) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func)
-        return module.emitError("mlt-spmdize: no function @") << name;
+    // The functions mlt-propagate-shardings annotated (not a model's
+    // @forward, which keeps its mlt.repeat).
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() ||
+          func.walk([](RepeatOp) { return WalkResult::interrupt(); })
+              .wasInterrupted())
+        continue;
       if (failed(partition(func)))
         return failure();
     }

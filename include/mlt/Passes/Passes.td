@@ -196,8 +196,9 @@ def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> 
   let description = [{
     From the user's annotations (parameters' `mlt.sharding`, the function
     arguments' `mlt.sharding`, `mlt.shard` constraints) to a sharding for
-    every value of `@micro_step` and `@optimizer_step`, forward pass,
-    backward pass and optimizer alike, GSPMD-style. Each op says how its
+    every value of the training program (`@micro_step`, `@optimizer_step`:
+    every function without an `mlt.repeat`), forward pass, backward pass
+    and optimizer alike, GSPMD-style. Each op says how its
     dimensions may be split through ShardingRuleOpInterface (factors, as in
     Shardy); the pass knows nothing op-specific beyond the state ops.
 

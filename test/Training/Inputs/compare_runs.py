@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
 """Compares two mlt-run runs (standard library only).
 
-  compare_runs.py TOL LOG_A.jsonl LOG_B.jsonl [A.safetensors B.safetensors]...
+  compare_runs.py [--updates-from INIT.safetensors] TOL LOG_A.jsonl LOG_B.jsonl
+                  [A.safetensors B.safetensors]...
 
 Checks that the two logs have the same steps with every loss and grad_norm
 within TOL relative, and that each pair of safetensors files holds the same
 tensors (names and shapes) with values within TOL normwise relative
-(max |a - b| / max |b|). Prints one line per check; exits 1 on any failure.
+(max |a - b| / max |b|). With --updates-from, tensors are weights trained
+from INIT and the difference is measured against what training changed,
+in L2 norm per tensor, |a - b| / |b - init| (as the fixtures' README
+measures final weights). Prints one line per check; exits 1 on any failure.
 """
 import json
 import sys
 
 sys.path.insert(0, __import__("os").path.join(
     __import__("os").path.dirname(__file__), ".."))
-from fixture_tools import read_safetensors  # noqa: E402
+from fixture_tools import diff_norm, read_safetensors  # noqa: E402
 
 
 def main(argv):
+    init = None
+    if len(argv) > 2 and argv[1] == "--updates-from":
+        init = read_safetensors(argv[2])
+        argv = argv[:1] + argv[3:]
     if len(argv) < 4 or len(argv) % 2 != 0:
         print(__doc__)
         return 2
@@ -45,9 +53,13 @@ def main(argv):
                 print(f"FAIL: {name} has shape {a[name][0]} and {b[name][0]}")
                 ok = False
                 continue
-            num = max((abs(x - y) for x, y in zip(a[name][1], b[name][1])),
-                      default=0.0)
-            den = max((abs(y) for y in b[name][1]), default=0.0)
+            if init is not None:
+                num = diff_norm(a[name][1], b[name][1])
+                den = diff_norm(b[name][1], init[name][1])
+            else:
+                num = max((abs(x - y) for x, y in zip(a[name][1], b[name][1])),
+                          default=0.0)
+                den = max((abs(y) for y in b[name][1]), default=0.0)
             worst = max(worst, num / den if den else num)
         ok &= worst <= tol
         print(f"{'ok' if worst <= tol else 'FAIL'}: {len(a)} tensors within "

@@ -1,0 +1,61 @@
+// RUN: mlt-opt %s -split-input-file -mlt-propagate-shardings -verify-diagnostics
+
+// Tests that shardings the mesh cannot realize are compile-time errors that
+// name the value and the axis.
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  // expected-error @+1 {{sharding of parameter @w does not fit: 'dp' is not an axis of the mesh #mlt.mesh<tp = 2>}}
+  mlt.param @w {mlt.sharding = #mlt.sharding<[dp, -]>} : tensor<8x4xf32>
+  func.func @f() {
+    return
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 3>} {
+  // expected-error @+1 {{sharding of parameter @model.layers.{}.mlp.gate_proj.weight does not fit: dimension 0 (size 176) is not divisible by mesh axis 'tp' of size 3}}
+  mlt.param @"model.layers.{}.mlp.gate_proj.weight" layers 2 {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<176x64xf32>
+  func.func @f() {
+    return
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  // expected-error @+1 {{sharding of argument #0 (tokens) of @micro_step does not fit: dimension 0 (size 3) is not divisible by mesh axis 'dp' of size 2}}
+  func.func @micro_step(%tokens: tensor<3x8xi32> {mlt.sharding = #mlt.sharding<[dp, -]>}) {
+    return
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<2x8x5xf32>) -> tensor<2x8x5xf32> {
+    // expected-error @+1 {{'mlt.shard' op sharding does not fit: dimension 2 (size 5) is not divisible by mesh axis 'tp' of size 2}}
+    %y = mlt.shard %x : tensor<2x8x5xf32> to #mlt.sharding<[?, ?, tp]>
+    return %y : tensor<2x8x5xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{mlt-propagate-shardings: the module has shardings but no mesh; add mlt.mesh = #mlt.mesh<...>}}
+module {
+  mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  // expected-error @+1 {{sharding of parameter @w does not fit: the sharding has 1 dimensions but the tensor has 2}}
+  mlt.param @w {mlt.sharding = #mlt.sharding<[tp]>} : tensor<8x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' splits two dimensions of one sharding}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>, mlt.x = #mlt.sharding<[tp, tp]>} {
+}

@@ -2,8 +2,9 @@
 // RUN: mlt-opt %s -split-input-file -mlt-autodiff | FileCheck %s --check-prefix=DEFAULT
 
 // Tests that a linear layer with a shared weight (`transpose_rhs`) gets
-// dx = dlogits W and dW = dlogits^T x over the collapsed batch rows
-// (reshapes to matrices and a `transpose_lhs` matmul), accumulated into the
+// dx = dlogits W and dW = dlogits^T x summed over the batch and sequence
+// (one `transpose_lhs contract_batch` matmul, no reshapes that would hide a
+// split batch or sequence from sharding propagation), accumulated into the
 // parameter; that the loss gradient is seeded with 1/microbatches; that
 // @forward is kept and @micro_step carries `mlt.microbatches`.
 module {
@@ -20,9 +21,8 @@ module {
   // CHECK: %[[SEED:[^ ,:]+]] = arith.constant dense<2.500000e-01> : tensor<f32>
   // CHECK: %[[DLOGITS:[^ ,:]+]] = mlt.cross_entropy_grad %[[SEED]], %[[LOGITS]], %[[LABELS]] : tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>
   // CHECK: mlt.matmul %[[DLOGITS]], %[[W]] : tensor<2x4x16xf32>, tensor<16x8xf32>
-  // CHECK: %[[X2:[^ ,:]+]] = mlt.reshape %[[X]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
-  // CHECK: %[[DL2:[^ ,:]+]] = mlt.reshape %[[DLOGITS]] : tensor<2x4x16xf32> -> tensor<8x16xf32>
-  // CHECK: %[[DW:[^ ,:]+]] = mlt.matmul %[[DL2]], %[[X2]] transpose_lhs : tensor<8x16xf32>, tensor<8x8xf32>
+  // CHECK-NOT: mlt.reshape
+  // CHECK: %[[DW:[^ ,:]+]] = mlt.matmul %[[DLOGITS]], %[[X]] transpose_lhs contract_batch : tensor<2x4x16xf32>, tensor<2x4x8xf32>
   // CHECK: mlt.accumulate_grad @lm_head.weight, %[[DW]] : tensor<16x8xf32>
   // CHECK: return %[[LOSS]] : tensor<f32>
   // DEFAULT-LABEL: func.func @micro_step
@@ -53,9 +53,7 @@ module {
   // CHECK: %[[DH:[^ ,:]+]] = mlt.matmul %[[DS]], %[[K]] : tensor<2x4x5xf32>, tensor<2x5x6xf32>
   // CHECK: mlt.matmul %[[DS]], %[[H]] transpose_lhs : tensor<2x4x5xf32>, tensor<2x4x6xf32>
   // CHECK: mlt.matmul %[[DH]], %[[W]] transpose_rhs : tensor<2x4x6xf32>, tensor<8x6xf32>
-  // CHECK: %[[X2:[^ ,:]+]] = mlt.reshape %[[X]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
-  // CHECK: %[[DH2:[^ ,:]+]] = mlt.reshape %[[DH]] : tensor<2x4x6xf32> -> tensor<8x6xf32>
-  // CHECK: %[[DW:[^ ,:]+]] = mlt.matmul %[[X2]], %[[DH2]] transpose_lhs : tensor<8x8xf32>, tensor<8x6xf32>
+  // CHECK: %[[DW:[^ ,:]+]] = mlt.matmul %[[X]], %[[DH]] transpose_lhs contract_batch : tensor<2x4x8xf32>, tensor<2x4x6xf32>
   // CHECK: mlt.accumulate_grad @w, %[[DW]] : tensor<8x6xf32>
   func.func @forward(%x: tensor<2x4x8xf32>, %k: tensor<2x5x6xf32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
     %w = mlt.load @"w" : tensor<8x6xf32>
@@ -189,7 +187,7 @@ module {
   // CHECK: %[[T1:[^ ,:]+]] = mlt.load @model.embed_tokens.weight
   // CHECK: %[[T2:[^ ,:]+]] = mlt.load @model.embed_tokens.weight
   // CHECK: %[[LOGITS:[^ ,:]+]] = mlt.matmul %{{[^ ,:]+}}, %[[T2]] transpose_rhs
-  // CHECK: %[[DHEAD:[^ ,:]+]] = mlt.matmul %{{[^ ,:]+}}, %{{[^ ,:]+}} transpose_lhs : tensor<8x16xf32>, tensor<8x8xf32>
+  // CHECK: %[[DHEAD:[^ ,:]+]] = mlt.matmul %{{[^ ,:]+}}, %{{[^ ,:]+}} transpose_lhs contract_batch : tensor<2x4x16xf32>, tensor<2x4x8xf32>
   // CHECK: mlt.accumulate_grad @model.embed_tokens.weight, %[[DHEAD]] : tensor<16x8xf32>
   // CHECK: %[[DEMB:[^ ,:]+]] = mlt.embedding_grad
   // CHECK: mlt.accumulate_grad @model.embed_tokens.weight, %[[DEMB]] : tensor<16x8xf32>

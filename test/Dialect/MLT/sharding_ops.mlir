@@ -1,0 +1,29 @@
+// RUN: mlt-opt %s | mlt-opt | FileCheck %s
+// RUN: mlt-opt %s -mlir-print-op-generic | mlt-opt | FileCheck %s
+
+// Tests that the mesh and sharding attributes, the sharding constraint, the
+// collectives and the batch-contracting matmul round-trip in custom and
+// generic form.
+
+// CHECK: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>}
+module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>} {
+  // CHECK: mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
+  mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
+  // CHECK-LABEL: func.func @ops
+  // CHECK-SAME: {mlt.sharding = #mlt.sharding<[dp, ?, -]>}
+  func.func @ops(%x: tensor<4x8x16xf32> {mlt.sharding = #mlt.sharding<[dp, ?, -]>}, %y: tensor<4x8x16xf32>) -> tensor<16x16xf32> {
+    // CHECK: mlt.shard %{{.*}} : tensor<4x8x16xf32> to #mlt.sharding<[?, tp, ?], partial = [dp]>
+    %s = mlt.shard %x : tensor<4x8x16xf32> to #mlt.sharding<[?, tp, ?], partial = [dp]>
+    // CHECK: mlt.all_reduce %{{.*}} over "dp" : tensor<4x8x16xf32>
+    %r = mlt.all_reduce %s over "dp" : tensor<4x8x16xf32>
+    // CHECK: mlt.reduce_scatter %{{.*}} over "tp" dim 1 : tensor<4x8x16xf32> -> tensor<4x2x16xf32>
+    %rs = mlt.reduce_scatter %r over "tp" dim 1 : tensor<4x8x16xf32> -> tensor<4x2x16xf32>
+    // CHECK: mlt.all_gather %{{.*}} over "tp" dim 1 : tensor<4x2x16xf32> -> tensor<4x8x16xf32>
+    %g = mlt.all_gather %rs over "tp" dim 1 : tensor<4x2x16xf32> -> tensor<4x8x16xf32>
+    // CHECK: mlt.shard_slice %{{.*}} over "dp" dim 0 : tensor<4x8x16xf32> -> tensor<2x8x16xf32>
+    %sl = mlt.shard_slice %g over "dp" dim 0 : tensor<4x8x16xf32> -> tensor<2x8x16xf32>
+    // CHECK: mlt.matmul %{{.*}}, %{{.*}} transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+    %m = mlt.matmul %g, %y transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+    return %m : tensor<16x16xf32>
+  }
+}

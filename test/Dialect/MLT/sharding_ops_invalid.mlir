@@ -1,0 +1,119 @@
+// RUN: mlt-opt %s -split-input-file -verify-diagnostics
+
+// Tests every verifier error of the mesh and sharding attributes, the
+// sharding constraint, the collectives and the batch-contracting matmul.
+
+// expected-error @+1 {{mesh axis 'tp' appears twice}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2, tp = 2>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' has size 0; sizes must be >= 1}}
+module attributes {mlt.mesh = #mlt.mesh<dp = 0>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' splits two dimensions of one sharding}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>, mlt.x = [#mlt.sharding<[tp, tp]>]} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' both splits a dimension and sums partial values (or is listed twice)}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>, mlt.x = [#mlt.sharding<[tp], partial = [tp]>]} {}
+
+// -----
+
+// expected-error @+1 {{'mlt.mesh' must be a #mlt.mesh<...> on a module}}
+module attributes {mlt.mesh = #mlt.sharding<[]>} {}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'mlt.all_reduce' op runs over mesh axis 'tp' but the module has no mlt.mesh}}
+  %y = mlt.all_reduce %x over "tp" : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'mlt.all_reduce' op 'tp' is not an axis of the mesh #mlt.mesh<dp = 2>}}
+    %y = mlt.all_reduce %x over "tp" : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<4xf32>) -> tensor<8xf32> {
+    // expected-error @+1 {{'mlt.all_gather' op dim 1 is out of range for rank 1}}
+    %y = mlt.all_gather %x over "tp" dim 1 : tensor<4xf32> -> tensor<8xf32>
+    return %y : tensor<8xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'mlt.all_gather' op result dimension 0 must be 8, got 4}}
+    %y = mlt.all_gather %x over "tp" dim 0 : tensor<4xf32> -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<5xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{'mlt.reduce_scatter' op dimension 0 of size 5 is not divisible by the axis size 2}}
+    %y = mlt.reduce_scatter %x over "tp" dim 0 : tensor<5xf32> -> tensor<2xf32>
+    return %y : tensor<2xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<4x2xf32>) -> tensor<2xf32> {
+    // expected-error @+1 {{'mlt.shard_slice' op result must have the input's rank and element type}}
+    %y = mlt.shard_slice %x over "tp" dim 0 : tensor<4x2xf32> -> tensor<2xf32>
+    return %y : tensor<2xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  func.func @f(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
+    // expected-error @+1 {{'mlt.shard' op sharding does not fit: dimension 1 (size 3) is not divisible by mesh axis 'tp' of size 2}}
+    %y = mlt.shard %x : tensor<4x3xf32> to #mlt.sharding<[-, tp]>
+    return %y : tensor<4x3xf32>
+  }
+}
+
+// -----
+
+func.func @f(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'mlt.shard' op sharding does not fit: the sharding has 1 dimensions but the tensor has 2}}
+  %y = mlt.shard %x : tensor<4x3xf32> to #mlt.sharding<[-]>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %y: tensor<4x6xf32>) {
+  // expected-error @+1 {{contract_batch needs transpose_lhs, no transpose_rhs and operands of one rank of 3 or more, got ranks 3 and 2}}
+  %m = mlt.matmul %x, %y transpose_lhs contract_batch : tensor<2x4x8xf32>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %y: tensor<2x5x6xf32>) {
+  // expected-error @+1 {{contracted dimension 1 differs: lhs has 4, rhs has 5}}
+  %m = mlt.matmul %x, %y transpose_lhs contract_batch : tensor<2x4x8xf32>, tensor<2x5x6xf32>
+  return
+}

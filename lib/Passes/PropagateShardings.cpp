@@ -65,14 +65,9 @@ public:
     // Functions in module order (@micro_step before @optimizer_step, whose
     // gradients it accumulates); a model's @forward with its mlt.repeat is
     // the input of mlt-autodiff, not a program that runs.
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() ||
-          func.walk([](RepeatOp) { return WalkResult::interrupt(); })
-              .wasInterrupted())
-        continue;
+    for (func::FuncOp func : programFunctions(module))
       if (failed(propagate(func)))
         return failure();
-    }
     return success();
   }
 

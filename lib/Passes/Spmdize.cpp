@@ -30,14 +30,9 @@ public:
   LogicalResult run() {
     // The functions mlt-propagate-shardings annotated (not a model's
     // @forward, which keeps its mlt.repeat).
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() ||
-          func.walk([](RepeatOp) { return WalkResult::interrupt(); })
-              .wasInterrupted())
-        continue;
+    for (func::FuncOp func : programFunctions(module))
       if (failed(partition(func)))
         return failure();
-    }
     return success();
   }
 

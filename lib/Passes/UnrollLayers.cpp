@@ -65,3 +65,13 @@ void mlt::unrollRepeats(Operation *root) {
   for (RepeatOp repeat : repeats)
     unrollRepeat(repeat);
 }
+
+SmallVector<func::FuncOp> mlt::programFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> programs;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() &&
+        !func.walk([](RepeatOp) { return WalkResult::interrupt(); })
+             .wasInterrupted())
+      programs.push_back(func);
+  return programs;
+}

@@ -24,6 +24,11 @@ namespace mlt {
 /// (the rewrite of mlt-unroll-layers, shared with the passes that need it).
 void unrollRepeats(mlir::Operation *root);
 
+/// The functions of `module` that are programs (`@micro_step`,
+/// `@optimizer_step`, ...), in module order: those with a body and no
+/// `mlt.repeat` (a model's `@forward` is the input of mlt-autodiff).
+llvm::SmallVector<mlir::func::FuncOp> programFunctions(mlir::ModuleOp module);
+
 } // namespace mlt
 
 #endif // MLT_PASSES_PASSES_H

@@ -195,6 +195,25 @@ ShardingRule attentionRule(Operation *op, Value query, Value key,
   return rule;
 }
 
+/// An embedding lookup: ids [rows...] and a [vocab, hidden] table give
+/// [rows..., hidden], so a split vocabulary leaves partial sums (each rank
+/// looks up its rows). Its gradient maps [rows..., hidden] back to the table:
+/// split rows leave partial sums of the table's gradient.
+ShardingRule embeddingRule(Value ids, Value table, bool gradient) {
+  ShardingRule rule;
+  SmallVector<int> rows;
+  for (int64_t size : shapeOf(ids))
+    rows.push_back(rule.addFactor(size));
+  ArrayRef<int64_t> shape = shapeOf(table);
+  int vocab = rule.addFactor(shape[0]), hidden = rule.addFactor(shape[1]);
+  Tensor activations = tensorOf(rows);
+  activations.push_back(Dim{hidden});
+  Tensor tableDims = tensorOf({vocab, hidden});
+  rule.operands = {tensorOf(rows), gradient ? activations : tableDims};
+  rule.results = {gradient ? tableDims : activations};
+  return rule;
+}
+
 ShardingRule ruleOf(Operation *op) {
   if (auto m = dyn_cast<MatmulOp>(op))
     return matmulRule(m);
@@ -229,32 +248,10 @@ ShardingRule ruleOf(Operation *op) {
     return attentionRule(op, a.getQuery(), a.getKey(), 1, 2);
   if (auto a = dyn_cast<AttentionGradOp>(op))
     return attentionRule(op, a.getQuery(), a.getKey(), 3, 2);
-  if (auto e = dyn_cast<EmbeddingOp>(op)) {
-    ShardingRule rule;
-    ArrayRef<int64_t> ids = shapeOf(e.getIds()), table = shapeOf(e.getTable());
-    SmallVector<int> rows;
-    for (int64_t size : ids)
-      rows.push_back(rule.addFactor(size));
-    int vocab = rule.addFactor(table[0]), hidden = rule.addFactor(table[1]);
-    Tensor out = tensorOf(rows);
-    out.push_back(Dim{hidden});
-    rule.operands = {tensorOf(rows), tensorOf({vocab, hidden})};
-    rule.results = {out};
-    return rule;
-  }
-  if (auto e = dyn_cast<EmbeddingGradOp>(op)) {
-    ShardingRule rule;
-    ArrayRef<int64_t> ids = shapeOf(e.getIds()), table = shapeOf(e.getResult());
-    SmallVector<int> rows;
-    for (int64_t size : ids)
-      rows.push_back(rule.addFactor(size));
-    int vocab = rule.addFactor(table[0]), hidden = rule.addFactor(table[1]);
-    Tensor grad = tensorOf(rows);
-    grad.push_back(Dim{hidden});
-    rule.operands = {tensorOf(rows), grad};
-    rule.results = {tensorOf({vocab, hidden})};
-    return rule;
-  }
+  if (auto e = dyn_cast<EmbeddingOp>(op))
+    return embeddingRule(e.getIds(), e.getTable(), /*gradient=*/false);
+  if (auto e = dyn_cast<EmbeddingGradOp>(op))
+    return embeddingRule(e.getIds(), e.getResult(), /*gradient=*/true);
   if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
     bool grad = isa<CrossEntropyGradOp>(op);
     Value logits = op->getOperand(grad ? 1 : 0);

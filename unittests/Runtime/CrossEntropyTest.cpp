@@ -244,6 +244,29 @@ ShardedLoss<T> shardedLoss(const std::vector<T> &logits,
   return result;
 }
 
+/// Random logits in [-4, 4) of kRows rows over kShardedVocab and their
+/// labels, with crossEntropyForward's loss and lse of them for `divisor`: the
+/// unsharded results the sharded kernels are checked against.
+template <typename T> struct UnshardedLoss {
+  std::vector<T> logits;
+  std::vector<int32_t> labels;
+  T loss = T(0);
+  std::vector<T> lse;
+};
+
+template <typename T>
+UnshardedLoss<T> unshardedLoss(std::mt19937 &rng, int64_t divisor) {
+  UnshardedLoss<T> result;
+  result.logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
+  result.labels = randomIds(rng, kRows, kShardedVocab);
+  result.lse.resize(kRows);
+  EXPECT_TRUE(crossEntropyForward<T>(&result.loss, result.lse.data(),
+                                     result.logits.data(), result.labels.data(),
+                                     kRows, kShardedVocab, divisor)
+                  .isOk());
+  return result;
+}
+
 template <typename T> class CrossEntropyShardTest : public ::testing::Test {};
 TYPED_TEST_SUITE(CrossEntropyShardTest, FloatTypes);
 
@@ -254,13 +277,7 @@ TYPED_TEST_SUITE(CrossEntropyShardTest, FloatTypes);
 TYPED_TEST(CrossEntropyShardTest, StatsAndCombineMatchForward) {
   using T = TypeParam;
   std::mt19937 rng(76);
-  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
-  auto labels = randomIds(rng, kRows, kShardedVocab);
-  T loss = T(0);
-  std::vector<T> lse(kRows);
-  ASSERT_TRUE(crossEntropyForward<T>(&loss, lse.data(), logits.data(),
-                                     labels.data(), kRows, kShardedVocab, kRows)
-                  .isOk());
+  const auto [logits, labels, loss, lse] = unshardedLoss<T>(rng, kRows);
   for (int64_t shards : {1, 2, 3, 4}) {
     SCOPED_TRACE("shards " + std::to_string(shards));
     const int64_t width = kShardedVocab / shards;
@@ -301,13 +318,7 @@ TYPED_TEST(CrossEntropyShardTest, StatsAndCombineMatchForward) {
 TYPED_TEST(CrossEntropyShardTest, RowSplitSharesAddUp) {
   using T = TypeParam;
   std::mt19937 rng(77);
-  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
-  auto labels = randomIds(rng, kRows, kShardedVocab);
-  T loss = T(0);
-  std::vector<T> lse(kRows);
-  ASSERT_TRUE(crossEntropyForward<T>(&loss, lse.data(), logits.data(),
-                                     labels.data(), kRows, kShardedVocab, kRows)
-                  .isOk());
+  const auto [logits, labels, loss, lse] = unshardedLoss<T>(rng, kRows);
   const int64_t firstRows = 7; // an uneven split: 7 and 8 rows
   double total = 0.0;
   for (int64_t part = 0; part < 2; ++part) {
@@ -337,16 +348,10 @@ TYPED_TEST(CrossEntropyShardTest, RowSplitSharesAddUp) {
 TYPED_TEST(CrossEntropyShardTest, BackwardMatchesUnsharded) {
   using T = TypeParam;
   std::mt19937 rng(78);
-  auto logits = randomVector<T>(rng, kRows * kShardedVocab, -4.0, 4.0);
-  auto labels = randomIds(rng, kRows, kShardedVocab);
   const int64_t divisor = 2 * kRows + 3;
   const T dloss = T(0.7);
-  T loss = T(0);
-  std::vector<T> forwardLse(kRows);
-  ASSERT_TRUE(crossEntropyForward<T>(&loss, forwardLse.data(), logits.data(),
-                                     labels.data(), kRows, kShardedVocab,
-                                     divisor)
-                  .isOk());
+  const auto [logits, labels, loss, forwardLse] =
+      unshardedLoss<T>(rng, divisor);
   std::vector<T> reference(kRows * kShardedVocab);
   ASSERT_TRUE(crossEntropyBackward<T>(reference.data(), logits.data(),
                                       forwardLse.data(), labels.data(), dloss,

@@ -23,6 +23,29 @@ namespace {
 
 constexpr int64_t kVocab = 13, kHidden = 10, kTokens = 2 * 9;
 
+/// embeddingForward of the kTokens `ids` over a [vocab, kHidden] table.
+template <typename T>
+std::vector<T> lookup(const std::vector<T> &table,
+                      const std::vector<int32_t> &ids, int64_t vocab) {
+  std::vector<T> out(kTokens * kHidden);
+  EXPECT_TRUE(embeddingForward<T>(out.data(), ids.data(), table.data(), kTokens,
+                                  vocab, kHidden)
+                  .isOk());
+  return out;
+}
+
+/// `dtable` ([vocab, kHidden]) after embeddingBackward adds the [kTokens,
+/// kHidden] `dout` into it at the rows of `ids`.
+template <typename T>
+std::vector<T> scatterAdd(std::vector<T> dtable,
+                          const std::vector<int32_t> &ids,
+                          const std::vector<T> &dout, int64_t vocab) {
+  EXPECT_TRUE(embeddingBackward<T>(dtable.data(), ids.data(), dout.data(),
+                                   kTokens, vocab, kHidden)
+                  .isOk());
+  return dtable;
+}
+
 template <typename T> class EmbeddingTest : public ::testing::Test {};
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(EmbeddingTest, FloatTypes);
@@ -33,10 +56,7 @@ TYPED_TEST(EmbeddingTest, ForwardGathersRows) {
   std::mt19937 rng(21);
   auto table = randomVector<T>(rng, kVocab * kHidden);
   auto ids = randomIds(rng, kTokens, kVocab);
-  std::vector<T> out(kTokens * kHidden);
-  ASSERT_TRUE(embeddingForward<T>(out.data(), ids.data(), table.data(), kTokens,
-                                  kVocab, kHidden)
-                  .isOk());
+  std::vector<T> out = lookup(table, ids, kVocab);
   for (int64_t p = 0; p < kTokens; ++p)
     for (int64_t j = 0; j < kHidden; ++j)
       ASSERT_EQ(out[p * kHidden + j], table[ids[p] * kHidden + j]);
@@ -55,10 +75,8 @@ TYPED_TEST(EmbeddingTest, BackwardAccumulates) {
   for (int64_t p = 0; p < kTokens; ++p)
     for (int64_t j = 0; j < kHidden; ++j)
       expected[ids[p] * kHidden + j] += double(dout[p * kHidden + j]);
-  ASSERT_TRUE(embeddingBackward<T>(dtable.data(), ids.data(), dout.data(),
-                                   kTokens, kVocab, kHidden)
-                  .isOk());
-  EXPECT_LT(relError(dtable, expected), forwardTol<T>());
+  EXPECT_LT(relError(scatterAdd(dtable, ids, dout, kVocab), expected),
+            forwardTol<T>());
 }
 
 // Tests the backward against central differences of sum(out * G).
@@ -68,18 +86,9 @@ TEST(EmbeddingGradTest, BackwardMatchesFiniteDifferences) {
   auto ids = randomIds(rng, kTokens, kVocab);
   ids[0] = ids[5] = 2;
   auto weights = randomVector<double>(rng, kTokens * kHidden);
-  auto loss = [&] {
-    std::vector<double> out(kTokens * kHidden);
-    EXPECT_TRUE(embeddingForward<double>(out.data(), ids.data(), table.data(),
-                                         kTokens, kVocab, kHidden)
-                    .isOk());
-    return weightedSum(out, weights);
-  };
-  std::vector<double> dtable(kVocab * kHidden, 0.0);
-  ASSERT_TRUE(embeddingBackward<double>(dtable.data(), ids.data(),
-                                        weights.data(), kTokens, kVocab,
-                                        kHidden)
-                  .isOk());
+  auto loss = [&] { return weightedSum(lookup(table, ids, kVocab), weights); };
+  std::vector<double> dtable = scatterAdd(
+      std::vector<double>(kVocab * kHidden, 0.0), ids, weights, kVocab);
   EXPECT_LT(relError(dtable, numericalGradient(loss, table)), kGradTol);
 }
 
@@ -132,10 +141,7 @@ TYPED_TEST(EmbeddingShardTest, ForwardShardsAddUpToWholeLookup) {
   auto ids = randomIds(rng, kTokens, kShardedVocab);
   ids[2] = 0;
   ids[4] = kShardedVocab - 1; // both ends of the vocabulary
-  std::vector<T> whole(kTokens * kHidden);
-  ASSERT_TRUE(embeddingForward<T>(whole.data(), ids.data(), table.data(),
-                                  kTokens, kShardedVocab, kHidden)
-                  .isOk());
+  const std::vector<T> whole = lookup(table, ids, kShardedVocab);
   for (int64_t shards : {1, 2, 3, 4}) {
     const int64_t rows = kShardedVocab / shards;
     std::vector<T> sum(kTokens * kHidden, T(0));
@@ -170,10 +176,7 @@ TYPED_TEST(EmbeddingShardTest, BackwardShardsStackToWholeGradient) {
   auto ids = randomIds(rng, kTokens, kShardedVocab);
   ids[1] = ids[9] = ids[13] = 7; // a repeated id
   auto initial = randomVector<T>(rng, kShardedVocab * kHidden);
-  std::vector<T> whole = initial;
-  ASSERT_TRUE(embeddingBackward<T>(whole.data(), ids.data(), dout.data(),
-                                   kTokens, kShardedVocab, kHidden)
-                  .isOk());
+  const std::vector<T> whole = scatterAdd(initial, ids, dout, kShardedVocab);
   for (int64_t shards : {1, 2, 3, 4}) {
     const int64_t rows = kShardedVocab / shards;
     std::vector<T> stacked;

@@ -15,6 +15,8 @@
 
 #include "PlanTestUtil.h"
 
+#include "../Runtime/KernelTestUtil.h"
+
 #include "mlt/Runtime/Backend.h"
 #include "mlt/Runtime/Blocks.h"
 #include "mlt/Runtime/Executor.h"
@@ -39,6 +41,7 @@
 using namespace mlt;
 using namespace mlt::rt;
 using namespace mlt::rt::testing;
+using mlt::cpu::test::randomIds;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -551,7 +554,8 @@ TEST_F(CollectiveKernelTest, AllGather) {
 // Kernels of sharded programs on {tp: 2}
 //===----------------------------------------------------------------------===//
 
-/// `n` values uniform in [lo, hi).
+/// `n` values uniform in [lo, hi), drawn in float (KernelTestUtil.h's
+/// randomVector draws doubles, another sequence).
 std::vector<float> randomValues(std::mt19937 &rng, int64_t n, float lo = -1.0f,
                                 float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -559,16 +563,6 @@ std::vector<float> randomValues(std::mt19937 &rng, int64_t n, float lo = -1.0f,
   for (float &v : values)
     v = dist(rng);
   return values;
-}
-
-/// `n` ids uniform in [0, vocab).
-std::vector<int32_t> randomTokenIds(std::mt19937 &rng, int64_t n,
-                                    int32_t vocab) {
-  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
-  std::vector<int32_t> ids(n);
-  for (int32_t &id : ids)
-    id = dist(rng);
-  return ids;
 }
 
 class ShardedKernelTest : public ::testing::Test {
@@ -635,7 +629,7 @@ TEST_F(ShardedKernelTest, ShardSliceTakesTheRanksBlock) {
 
   std::mt19937 rng(31);
   std::vector<float> x = randomValues(rng, outer * G * n * inner);
-  std::vector<int32_t> xi = randomTokenIds(rng, outer * G * n * inner, 1000);
+  std::vector<int32_t> xi = randomIds(rng, outer * G * n * inner, 1000);
   auto ranks = group(plan);
   ASSERT_TRUE(ranks);
   for (uint32_t r = 0; r < 2; ++r) {
@@ -685,7 +679,7 @@ TEST_F(ShardedKernelTest, VocabParallelEmbedding) {
   std::mt19937 rng(32);
   std::vector<float> table = randomValues(rng, V * hidden);
   std::vector<float> dout = randomValues(rng, tokens * hidden);
-  std::vector<int32_t> ids = randomTokenIds(rng, tokens, int32_t(V));
+  std::vector<int32_t> ids = randomIds(rng, tokens, int32_t(V));
   ids[0] = 0;
   ids[1] = int32_t(V - 1);
   ids[2] = ids[5] = int32_t(vocabLocal); // a repeated id, rank 1's first row
@@ -765,7 +759,7 @@ TEST_F(ShardedKernelTest, VocabParallelCrossEntropy) {
     });
     std::mt19937 rng(33);
     std::vector<float> logits = randomValues(rng, rows * V, -3.0f, 3.0f);
-    std::vector<int32_t> labels = randomTokenIds(rng, rows, int32_t(V));
+    std::vector<int32_t> labels = randomIds(rng, rows, int32_t(V));
     labels[0] = 0;
     labels[1] = int32_t(V - 1);
     labels[2] = int32_t(vocabLocal);

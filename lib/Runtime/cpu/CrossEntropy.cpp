@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/cpu/CrossEntropy.h"
+#include "mlt/Runtime/cpu/VocabShard.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +35,8 @@ rt::Status checkArgs(const char *kernel, const int32_t *labels, int64_t rows,
 /// vocabulary, and is not empty when it has rows to read.
 rt::Status checkShard(const char *kernel, int64_t rows, int64_t vocabShard,
                       int64_t vocabOffset, int64_t vocabTotal) {
-  if (vocabShard < 0 || vocabOffset < 0 ||
-      vocabOffset > vocabTotal - vocabShard)
-    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
-                      vocabOffset + vocabShard,
-                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
+  MLT_RETURN_IF_ERROR(
+      checkVocabShard(kernel, vocabShard, vocabOffset, vocabTotal));
   if (vocabShard == 0 && rows > 0)
     return rt::errorf(kernel, ": the vocabulary shard is empty");
   return rt::Status::ok();

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/cpu/Embedding.h"
+#include "mlt/Runtime/cpu/VocabShard.h"
 
 #include <algorithm>
 #include <cstring>
@@ -27,15 +28,14 @@ rt::Status checkIds(const char *kernel, const int32_t *ids, int64_t numTokens,
   return rt::Status::ok();
 }
 
-/// The shard [vocabOffset, vocabOffset + vocabShard) lies in the vocabulary.
-rt::Status checkShard(const char *kernel, int64_t vocabShard,
-                      int64_t vocabOffset, int64_t vocabTotal) {
-  if (vocabShard < 0 || vocabOffset < 0 ||
-      vocabOffset > vocabTotal - vocabShard)
-    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
-                      vocabOffset + vocabShard,
-                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
-  return rt::Status::ok();
+/// The checks of the shard kernels: the shard [vocabOffset, vocabOffset +
+/// vocabShard) lies in the vocabulary, then every id is in [0, vocabTotal).
+rt::Status checkShardArgs(const char *kernel, const int32_t *ids,
+                          int64_t numTokens, int64_t vocabShard,
+                          int64_t vocabOffset, int64_t vocabTotal) {
+  MLT_RETURN_IF_ERROR(
+      checkVocabShard(kernel, vocabShard, vocabOffset, vocabTotal));
+  return checkIds(kernel, ids, numTokens, vocabTotal);
 }
 
 } // namespace
@@ -71,9 +71,8 @@ rt::Status mlt::cpu::embeddingForwardShard(T *out, const int32_t *ids,
                                            int64_t vocabShard, int64_t hidden,
                                            int64_t vocabOffset,
                                            int64_t vocabTotal) {
-  MLT_RETURN_IF_ERROR(
-      checkShard("embedding shard", vocabShard, vocabOffset, vocabTotal));
-  MLT_RETURN_IF_ERROR(checkIds("embedding shard", ids, numTokens, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkShardArgs("embedding shard", ids, numTokens,
+                                     vocabShard, vocabOffset, vocabTotal));
   for (int64_t p = 0; p < numTokens; ++p) {
     const int64_t row = int64_t(ids[p]) - vocabOffset;
     if (row >= 0 && row < vocabShard)
@@ -90,10 +89,8 @@ rt::Status mlt::cpu::embeddingBackwardShard(T *dtable, const int32_t *ids,
                                             int64_t vocabShard, int64_t hidden,
                                             int64_t vocabOffset,
                                             int64_t vocabTotal) {
-  MLT_RETURN_IF_ERROR(checkShard("embedding shard backward", vocabShard,
-                                 vocabOffset, vocabTotal));
-  MLT_RETURN_IF_ERROR(
-      checkIds("embedding shard backward", ids, numTokens, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkShardArgs("embedding shard backward", ids, numTokens,
+                                     vocabShard, vocabOffset, vocabTotal));
   for (int64_t p = 0; p < numTokens; ++p) {
     const int64_t row = int64_t(ids[p]) - vocabOffset;
     if (row < 0 || row >= vocabShard)

@@ -206,6 +206,14 @@ private:
   };
   StatusOr<AxisPosition> axisPosition(int64_t axis) const;
 
+  /// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
+  /// rank, that this rank holds: [offset, offset + vocabLocal) of [0, total).
+  struct VocabShard {
+    int64_t offset = 0;
+    int64_t total = 0;
+  };
+  StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
+
   /// Runs a kernel that computes in T (float or double).
   template <typename T>
   Status launchAs(const InstructionDesc &inst,
@@ -272,6 +280,15 @@ CpuDeviceContext::axisPosition(int64_t axis) const {
   if (!coordinates)
     return coordinates.takeStatus();
   return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
+}
+
+StatusOr<CpuDeviceContext::VocabShard>
+CpuDeviceContext::vocabShard(int64_t vocabLocal, int64_t axis) const {
+  StatusOr<AxisPosition> position = axisPosition(axis);
+  if (!position)
+    return position.takeStatus();
+  return VocabShard{position->coordinate * vocabLocal,
+                    position->size * vocabLocal};
 }
 
 Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
@@ -488,29 +505,29 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     // ids, table -> out or ids, dout -> dtable; ints: tokens, vocab_local,
     // hidden, axis. The rank holds table rows from coordinate * vocab_local.
     const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
-    StatusOr<AxisPosition> position = axisPosition(a[3]);
-    if (!position)
-      return position.takeStatus();
-    const int64_t offset = position->coordinate * vocabLocal;
-    const int64_t vocabTotal = position->size * vocabLocal;
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[3]);
+    if (!shard)
+      return shard.takeStatus();
     if (inst.kernel == Kernel::EmbeddingFwdVP)
       return cpu::embeddingForwardShard(f(out[0]), ids(in[0]), f(in[1]), tokens,
-                                        vocabLocal, hidden, offset, vocabTotal);
+                                        vocabLocal, hidden, shard->offset,
+                                        shard->total);
     // The plan wants dtable overwritten; the library scatter-adds.
     cpu::zero(f(out[0]), vocabLocal * hidden);
     return cpu::embeddingBackwardShard(f(out[0]), ids(in[0]), f(in[1]), tokens,
-                                       vocabLocal, hidden, offset, vocabTotal);
+                                       vocabLocal, hidden, shard->offset,
+                                       shard->total);
   }
 
   case Kernel::CrossEntropyStats: {
     // logits, labels -> lse, target; ints: rows, vocab_local, axis.
     const int64_t rows = a[0], vocabLocal = a[1];
-    StatusOr<AxisPosition> position = axisPosition(a[2]);
-    if (!position)
-      return position.takeStatus();
-    return cpu::crossEntropyStats(
-        f(out[0]), f(out[1]), f(in[0]), ids(in[1]), rows, vocabLocal,
-        position->coordinate * vocabLocal, position->size * vocabLocal);
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[2]);
+    if (!shard)
+      return shard.takeStatus();
+    return cpu::crossEntropyStats(f(out[0]), f(out[1]), f(in[0]), ids(in[1]),
+                                  rows, vocabLocal, shard->offset,
+                                  shard->total);
   }
 
   case Kernel::CrossEntropyCombine:
@@ -522,12 +539,12 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     // dloss, logits, labels, lse -> dlogits; ints: rows, vocab_local, axis,
     // row_count.
     const int64_t rows = a[0], vocabLocal = a[1];
-    StatusOr<AxisPosition> position = axisPosition(a[2]);
-    if (!position)
-      return position.takeStatus();
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[2]);
+    if (!shard)
+      return shard.takeStatus();
     return cpu::crossEntropyStatsBackward(
         f(out[0]), f(in[1]), f(in[3]), ids(in[2]), *f(in[0]), rows, vocabLocal,
-        position->coordinate * vocabLocal, position->size * vocabLocal, a[3]);
+        shard->offset, shard->total, a[3]);
   }
 
   case Kernel::SumSquares:

@@ -1,0 +1,39 @@
+//===- CudaBackend.h - the CUDA backend -------------------------*- C++ -*-===//
+//
+// Part of mlt. The CUDA backend runs a rank's instructions on one GPU: its
+// arena is one cudaMalloc, its launches are queued on the context's compute
+// stream in program order (no host synchronization inside a program), and
+// `synchronize` waits for them and reports both CUDA errors and the data
+// errors kernels found (token ids outside the vocabulary, ...). Only in
+// builds with MLT_ENABLE_CUDA (the library MLTRuntimeCUDA; users test
+// MLT_HAVE_CUDA where they may be built without it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_CUDABACKEND_H
+#define MLT_RUNTIME_CUDABACKEND_H
+
+#include "mlt/Runtime/Backend.h"
+
+#include <memory>
+
+namespace mlt::rt {
+
+/// The CUDA backend. Each instruction computes in f32 (fp32 parity mode: no
+/// TF32); cast, transpose and shard_slice move any type. A context serves one
+/// rank on one device: a single-rank plan runs on device 0, a plan of N ranks
+/// run as threads of one process on devices 0..N-1 (rank r on device r), and
+/// fails to create its contexts when fewer devices are visible. Collectives
+/// (NCCL) are not supported yet: checkSupported rejects plans that launch
+/// them. Setting MLT_CUDA_SYNC_EACH_LAUNCH=1 synchronizes after every launch,
+/// so that a fault inside a kernel is reported against its instruction.
+std::unique_ptr<Backend> createCudaBackend();
+
+/// The number of CUDA devices this process sees; fails with one line, "no
+/// CUDA device is visible (cudaGetDeviceCount: ...)", when there is none
+/// or the driver cannot be reached.
+Status probeCudaDevices(int &count);
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_CUDABACKEND_H

@@ -1,0 +1,550 @@
+//===- CudaBackend.cpp - Kernels.def on one GPU per rank ------------------===//
+//
+// Part of mlt. The CUDA backend: checkSupported rejects, before anything is
+// allocated, every instruction it has no kernel for and every operand type
+// it does not compute in; a context is one rank's device state:
+//
+// - the device (device 0 for a single rank; device r for rank r of a plan
+//   whose ranks run as threads of this process), made current on the calling
+//   thread at every entry point, since a rank may be driven by a different
+//   thread on every call (RankGroup starts threads per call);
+// - one compute stream (non-blocking), where every launch, fill and copy is
+//   queued in program order; plans' other streams map onto it until
+//   collectives (NCCL, on a stream of their own) arrive;
+// - the arena (allocate: cudaMalloc, zeroed);
+// - scratch memory for kernels that need some (reduction partials, the
+//   embedding backward's sort), grown on first use, which synchronizes: in
+//   the first step only, since a plan's sizes repeat;
+// - the device error record (DeviceError.h), through which kernels that
+//   check their data report, read back at synchronize.
+//
+// Launches never synchronize: `synchronize` is the only wait (plus copies to
+// the host), and it turns asynchronous kernel faults and the error record
+// into a Status. The launch switch dispatches to the kernel families'
+// launchers (kernels/<family>.h); `supportsKernel` lists the kernels that
+// have one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/CudaBackend.h"
+#include "mlt/Runtime/Communicator.h"
+
+#include "CudaCheck.h"
+#include "DeviceError.h"
+#include "kernels/elementwise.h"
+#include "kernels/matmul.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::cuda;
+
+namespace {
+
+/// Whether the CUDA backend has a kernel for `kernel`. Collectives are not
+/// listed: they wait for NCCL, and checkSupported says so.
+bool supportsKernel(Kernel kernel) {
+  switch (kernel) {
+  // elementwise.h
+  case Kernel::Add:
+  case Kernel::Mul:
+  case Kernel::Accumulate:
+  case Kernel::SwiGLUFwd:
+  case Kernel::SwiGLUBwd:
+  case Kernel::SiLUFwd:
+  case Kernel::SiLUBwd:
+  case Kernel::Cast:
+  case Kernel::Transpose:
+  case Kernel::ShardSlice:
+  // matmul.h
+  case Kernel::Matmul:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Whether operand `i` (inputs first, then outputs) of `kernel` is one of the
+/// f32 scalars of the optimizer that the plan format fixes whatever type the
+/// model computes in (as in CpuBackend.cpp).
+bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
+  switch (kernel) {
+  case Kernel::SumSquares:
+    return i == numInputs; // the sum, not the tensor
+  case Kernel::GlobalNorm:
+  case Kernel::ClipCoefficient:
+    return true;
+  case Kernel::AdamW:
+    return i >= 1 && i < numInputs; // grad_scale and the hyper-parameters
+  default:
+    return false;
+  }
+}
+
+/// Kernels that compute in no particular float type: cast converts between
+/// types, transpose and shard_slice move bytes of any type.
+bool isTypeFree(Kernel kernel) {
+  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
+         kernel == Kernel::ShardSlice;
+}
+
+bool isCastType(ElementType type) {
+  return type == ElementType::F32 || type == ElementType::F64 ||
+         type == ElementType::BF16;
+}
+
+/// "1 CUDA device is" / "2 CUDA devices are".
+std::string devicesAre(int count) {
+  return std::to_string(count) +
+         (count == 1 ? " CUDA device is" : " CUDA devices are");
+}
+
+class CudaDeviceContext final : public DeviceContext {
+public:
+  CudaDeviceContext(int device, Communicator *communicator)
+      : device_(device), communicator_(communicator) {
+    const char *sync = std::getenv("MLT_CUDA_SYNC_EACH_LAUNCH");
+    syncEachLaunch_ = sync && *sync && std::strcmp(sync, "0") != 0;
+  }
+  ~CudaDeviceContext() override;
+
+  /// Creates the stream and the error record on the device.
+  Status init();
+
+  StatusOr<uint8_t *> allocate(uint64_t bytes) override;
+  void deallocate(uint8_t *memory) override;
+  Status copyToDevice(uint8_t *device, const void *host,
+                      uint64_t bytes) override;
+  Status copyToHost(void *host, const uint8_t *device,
+                    uint64_t bytes) override;
+  Status fill(const BufferView &buffer, double value) override;
+  Status launch(const InstructionDesc &inst,
+                const std::vector<BufferView> &inputs,
+                const std::vector<BufferView> &outputs) override;
+  Status synchronize() override;
+
+private:
+  /// Makes the context's device current on the calling thread.
+  Status activate() {
+    MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return Status::ok();
+  }
+
+  Status launchKernel(const InstructionDesc &inst,
+                      const std::vector<BufferView> &in,
+                      const std::vector<BufferView> &out);
+
+  /// The rank's place on mesh axis `axis` (as in CpuBackend.cpp):
+  /// coordinate 0 of 1 for axis -1.
+  struct AxisPosition {
+    int64_t coordinate = 0;
+    int64_t size = 1;
+  };
+  StatusOr<AxisPosition> axisPosition(int64_t axis) const;
+
+  /// At least `bytes` of device scratch memory, valid until the next call;
+  /// used by one launch at a time on the compute stream. Growing it waits for
+  /// the stream (earlier launches may still read the old area).
+  StatusOr<void *> scratch(size_t bytes);
+
+  /// The error sink of a launch of `inst` that checks its data.
+  DeviceErrorSink errorSink(const InstructionDesc &inst);
+
+  /// The record's report as one line.
+  Status deviceError(const DeviceErrorRecord &record) const;
+
+  int device_;
+  Communicator *communicator_;
+  bool syncEachLaunch_ = false;
+  cudaStream_t stream_ = nullptr;
+  /// cuBLASLt handle, workspace and per-shape matmul plans.
+  std::unique_ptr<MatmulRunner> matmul_;
+  void *scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
+  DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
+  DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
+  /// The kernels of the launches given an error sink since the record was
+  /// last read; launch i has tag i + 1.
+  std::vector<Kernel> reportingLaunches_;
+  /// Launches queued since the last synchronization, and the last one's
+  /// kernel, for messages about faults.
+  uint64_t launchesSinceSync_ = 0;
+  Kernel lastKernel_ = Kernel::Add;
+};
+
+CudaDeviceContext::~CudaDeviceContext() {
+  if (cudaSetDevice(device_) != cudaSuccess)
+    return;
+  if (stream_)
+    (void)cudaStreamSynchronize(stream_);
+  if (scratch_)
+    (void)cudaFree(scratch_);
+  if (errorRecord_)
+    (void)cudaFree(errorRecord_);
+  if (hostErrorRecord_)
+    (void)cudaFreeHost(hostErrorRecord_);
+  if (stream_)
+    (void)cudaStreamDestroy(stream_);
+}
+
+Status CudaDeviceContext::init() {
+  MLT_RETURN_IF_ERROR(activate());
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(reinterpret_cast<void **>(&errorRecord_),
+                 sizeof(DeviceErrorRecord)));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMemset(errorRecord_, 0, sizeof(DeviceErrorRecord)));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(reinterpret_cast<void **>(&hostErrorRecord_),
+                     sizeof(DeviceErrorRecord)));
+  std::memset(hostErrorRecord_, 0, sizeof(DeviceErrorRecord));
+  StatusOr<std::unique_ptr<MatmulRunner>> matmul = MatmulRunner::create();
+  if (!matmul)
+    return matmul.takeStatus();
+  matmul_ = std::move(*matmul);
+  return Status::ok();
+}
+
+StatusOr<uint8_t *> CudaDeviceContext::allocate(uint64_t bytes) {
+  MLT_RETURN_IF_ERROR(activate());
+  void *memory = nullptr;
+  cudaError_t error = cudaMalloc(&memory, bytes);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError(); // not sticky: clear it
+    size_t freeBytes = 0, totalBytes = 0;
+    (void)cudaMemGetInfo(&freeBytes, &totalBytes);
+    return errorf("cudaMalloc of ", bytes, " bytes on CUDA device ", device_,
+                  ": ", cudaGetErrorString(error), " (", freeBytes,
+                  " bytes free of ", totalBytes, ")");
+  }
+  // Zeroed, as the CPU backend's calloc: runs are reproducible even if a plan
+  // reads a buffer before writing it.
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(memory, 0, bytes, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return static_cast<uint8_t *>(memory);
+}
+
+void CudaDeviceContext::deallocate(uint8_t *memory) {
+  if (!memory || cudaSetDevice(device_) != cudaSuccess)
+    return;
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaFree(memory);
+}
+
+Status CudaDeviceContext::copyToDevice(uint8_t *device, const void *host,
+                                       uint64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(activate());
+  // From pageable memory the call returns once `host` has been staged, so
+  // the caller may reuse it; the copy stays ordered with the launches.
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes,
+                                           cudaMemcpyHostToDevice, stream_));
+  return Status::ok();
+}
+
+Status CudaDeviceContext::copyToHost(void *host, const uint8_t *device,
+                                     uint64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(activate());
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes,
+                                           cudaMemcpyDeviceToHost, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status CudaDeviceContext::fill(const BufferView &buffer, double value) {
+  MLT_RETURN_IF_ERROR(activate());
+  return launchFill(buffer.data, buffer.dtype, buffer.numElements, value,
+                    stream_);
+}
+
+Status CudaDeviceContext::launch(const InstructionDesc &inst,
+                                 const std::vector<BufferView> &in,
+                                 const std::vector<BufferView> &out) {
+  MLT_RETURN_IF_ERROR(activate());
+  ++launchesSinceSync_;
+  lastKernel_ = inst.kernel;
+  MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+  if (syncEachLaunch_)
+    return synchronize();
+  return Status::ok();
+}
+
+Status CudaDeviceContext::synchronize() {
+  MLT_RETURN_IF_ERROR(activate());
+  const bool readRecord = !reportingLaunches_.empty();
+  if (readRecord)
+    MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(hostErrorRecord_, errorRecord_,
+                                             sizeof(DeviceErrorRecord),
+                                             cudaMemcpyDeviceToHost, stream_));
+  cudaError_t error = cudaStreamSynchronize(stream_);
+  const uint64_t launches = launchesSinceSync_;
+  launchesSinceSync_ = 0;
+  if (error != cudaSuccess) {
+    std::string where;
+    if (launches > 0)
+      where = " (in one of the " + std::to_string(launches) +
+              " launches since the last synchronization, the last one '" +
+              std::string(kernelName(lastKernel_)) +
+              "'; MLT_CUDA_SYNC_EACH_LAUNCH=1 names the instruction)";
+    return errorf("cudaStreamSynchronize on CUDA device ", device_, ": ",
+                  cudaGetErrorString(error), where);
+  }
+  if (!readRecord)
+    return Status::ok();
+  const DeviceErrorRecord record = *hostErrorRecord_;
+  Status status = Status::ok();
+  if (record.owner != 0) {
+    status = deviceError(record);
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(errorRecord_, 0, sizeof(DeviceErrorRecord), stream_));
+    MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  reportingLaunches_.clear();
+  return status;
+}
+
+DeviceErrorSink CudaDeviceContext::errorSink(const InstructionDesc &inst) {
+  reportingLaunches_.push_back(inst.kernel);
+  DeviceErrorSink sink;
+  sink.record = errorRecord_;
+  sink.tag = unsigned(reportingLaunches_.size());
+  return sink;
+}
+
+Status CudaDeviceContext::deviceError(const DeviceErrorRecord &record) const {
+  std::string kernel = "a kernel";
+  if (record.owner >= 1 && record.owner <= reportingLaunches_.size())
+    kernel = std::string(kernelName(reportingLaunches_[record.owner - 1]));
+  const unsigned long long packed = ~record.where;
+  const long long position = (long long)(packed >> 32);
+  const uint32_t value = uint32_t(packed & 0xFFFFFFFFu);
+  switch (record.code) {
+  case kDeviceErrorIdOutOfRange:
+    return errorf(kernel, ": token id ", int32_t(value), " at position ",
+                  position, " is outside the vocabulary [0, ", record.limit,
+                  ")");
+  case kDeviceErrorInvalidStep: {
+    float step;
+    std::memcpy(&step, &value, sizeof(step));
+    return errorf(kernel, ": step ", step, " is not a positive step number");
+  }
+  default:
+    return errorf(kernel, ": the kernel reported error code ", record.code);
+  }
+}
+
+StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
+  if (bytes <= scratchBytes_)
+    return scratch_;
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (scratch_) {
+    MLT_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+  }
+  // Round up, so that slightly larger requests do not reallocate.
+  const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, rounded));
+  scratchBytes_ = rounded;
+  return scratch_;
+}
+
+StatusOr<CudaDeviceContext::AxisPosition>
+CudaDeviceContext::axisPosition(int64_t axis) const {
+  if (axis == -1)
+    return AxisPosition{};
+  if (!communicator_)
+    return errorf("this rank has no communicator");
+  const Mesh &mesh = communicator_->mesh();
+  if (axis < 0 || size_t(axis) >= mesh.numAxes())
+    return errorf("axis ", axis, " is not an axis of the mesh ",
+                  mesh.toString());
+  StatusOr<std::vector<int>> coordinates =
+      mesh.coordinates(communicator_->rank());
+  if (!coordinates)
+    return coordinates.takeStatus();
+  return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
+}
+
+Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
+                                       const std::vector<BufferView> &in,
+                                       const std::vector<BufferView> &out) {
+  const std::vector<int64_t> &a = inst.ints;
+  auto f = [](const BufferView &b) { return b.as<float>(); };
+  cudaStream_t s = stream_;
+
+  switch (inst.kernel) {
+  // elementwise.h
+  case Kernel::Add:
+    return launchAdd(f(out[0]), f(in[0]), f(in[1]), a[0], s);
+  case Kernel::Mul:
+    return launchMul(f(out[0]), f(in[0]), f(in[1]), a[0], s);
+  case Kernel::Accumulate:
+    return launchAccumulate(f(out[0]), f(in[0]), a[0], s);
+  case Kernel::SwiGLUFwd:
+    return launchSwiGLUForward(f(out[0]), f(in[0]), f(in[1]), a[0], s);
+  case Kernel::SwiGLUBwd:
+    return launchSwiGLUBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                f(in[2]), a[0], s);
+  case Kernel::SiLUFwd:
+    return launchSiLUForward(f(out[0]), f(in[0]), a[0], s);
+  case Kernel::SiLUBwd:
+    return launchSiLUBackward(f(out[0]), f(in[0]), f(in[1]), a[0], s);
+  case Kernel::Cast:
+    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype,
+                      a[0], s);
+  case Kernel::Transpose: {
+    const int64_t rank = a[0];
+    return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
+                           a.data() + 1, a.data() + 1 + rank, rank, s);
+  }
+  case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
+    StatusOr<AxisPosition> position = axisPosition(a[3]);
+    if (!position)
+      return position.takeStatus();
+    return launchShardSlice(out[0].data, in[0].data, elementSize(in[0].dtype),
+                            a[0], a[1], a[2], position->size,
+                            position->coordinate, s);
+  }
+
+  // matmul.h
+  case Kernel::Matmul: // a, b -> c; batch, m, n, k, ta, tb, b_batched
+    return matmul_->run(MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0,
+                                    a[5] != 0, a[6] != 0},
+                        in[0].data, in[1].data, out[0].data, in[0].dtype, s);
+
+  default:
+    break;
+  }
+  return errorf("kernel '", kernelName(inst.kernel),
+                "' has no CUDA implementation yet");
+}
+
+class CudaBackend final : public Backend {
+public:
+  std::string_view name() const override { return "cuda"; }
+
+  Status checkSupported(const RankPlan &rank) const override {
+    for (const BufferDesc &buffer : rank.buffers)
+      if (buffer.dtype == ElementType::F16)
+        return errorf("buffer '", buffer.name,
+                      "' is f16, which the CUDA backend does not support");
+    for (const ProgramDesc &program : rank.programs) {
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        auto fail = [&](auto &&...message) {
+          return errorf("program '", program.name, "' instruction ", i, " (",
+                        kernelName(inst.kernel), "): ", message...);
+        };
+        if (isCollectiveKernel(inst.kernel))
+          return fail("the CUDA backend does not run collectives yet (they "
+                      "will go through NCCL); run plans of several ranks with "
+                      "--device cpu");
+        if (!supportsKernel(inst.kernel))
+          return fail("the CUDA backend has no kernel for it yet");
+        if (inst.kernel == Kernel::Cast) {
+          for (uint32_t index : {inst.inputs[0], inst.outputs[0]}) {
+            const BufferDesc &buffer = rank.buffers[index];
+            if (!isCastType(buffer.dtype))
+              return fail("buffer '", buffer.name, "' is ",
+                          elementTypeName(buffer.dtype),
+                          "; cast converts between f32, f64 and bf16");
+          }
+          continue;
+        }
+        if (inst.kernel == Kernel::Transpose) {
+          const int64_t r = inst.ints[0];
+          const int64_t merged = mergedTransposeRank(
+              inst.ints.data() + 1, inst.ints.data() + 1 + r, r);
+          if (merged > kMaxTransposeRank)
+            return fail(merged, " dimensions once unit dimensions are dropped "
+                        "and adjacent ones merged; the CUDA kernel takes at "
+                        "most ",
+                        kMaxTransposeRank);
+          continue;
+        }
+        if (isTypeFree(inst.kernel))
+          continue;
+        const size_t numOperands = inst.inputs.size() + inst.outputs.size();
+        for (size_t o = 0; o < numOperands; ++o) {
+          uint32_t index = o < inst.inputs.size()
+                               ? inst.inputs[o]
+                               : inst.outputs[o - inst.inputs.size()];
+          const BufferDesc &buffer = rank.buffers[index];
+          if (!isFloatElementType(buffer.dtype))
+            continue;
+          if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
+            if (buffer.dtype != ElementType::F32)
+              return fail("buffer '", buffer.name, "' is ",
+                          elementTypeName(buffer.dtype),
+                          ", but this operand is an f32 scalar");
+            continue;
+          }
+          if (buffer.dtype != ElementType::F32)
+            return fail("buffer '", buffer.name, "' is ",
+                        elementTypeName(buffer.dtype),
+                        ", but the CUDA backend computes in f32 only (bf16 "
+                        "comes later; f64 is CPU-only)");
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  StatusOr<std::unique_ptr<DeviceContext>>
+  createContext(const RankInfo &rank) override {
+    int count = 0;
+    MLT_RETURN_IF_ERROR(probeCudaDevices(count));
+    int device = 0;
+    if (rank.worldSize > 1) {
+      // Ranks as threads of this process: one device each.
+      if (int64_t(rank.worldSize) > count)
+        return errorf("the plan has ", rank.worldSize, " ranks but only ",
+                      devicesAre(count), " visible");
+      device = int(rank.rank);
+    }
+    cudaDeviceProp properties;
+    MLT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, device));
+    if (properties.major < 9)
+      return errorf("CUDA device ", device, " (", properties.name,
+                    ") has compute capability ", properties.major, ".",
+                    properties.minor,
+                    "; this build's kernels need 9.0 or newer (sm_90)");
+    auto context =
+        std::make_unique<CudaDeviceContext>(device, rank.communicator);
+    MLT_RETURN_IF_ERROR(context->init());
+    return std::unique_ptr<DeviceContext>(std::move(context));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Backend> mlt::rt::createCudaBackend() {
+  return std::make_unique<CudaBackend>();
+}
+
+Status mlt::rt::probeCudaDevices(int &count) {
+  count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    count = 0;
+    return errorf("no CUDA device is visible (cudaGetDeviceCount: ",
+                  cudaGetErrorString(error), ")");
+  }
+  if (count == 0)
+    return errorf("no CUDA device is visible (cudaGetDeviceCount found 0)");
+  return Status::ok();
+}

@@ -1,0 +1,132 @@
+//===- common.cuh - device helpers shared by the kernel families -*- CUDA -*-===//
+//
+// Part of mlt. Small device-side pieces that several kernel families use:
+// 16-byte packs for vectorized loads and stores, bfloat16 conversions that
+// round exactly as the CPU backend does, IEEE arithmetic without FMA
+// contraction, and the launch geometry of grid-stride loops.
+//
+// Invariants:
+// - Pack<T> is 16 bytes, 16-byte aligned: a pointer may be read as Pack<T>
+//   only when it is 16-byte aligned (isAligned16); every caller checks this
+//   on the host and keeps a scalar path for the rest.
+// - floatToBF16Bits is cpu::floatToBF16 (VectorOps.h) bit for bit: round to
+//   nearest, ties to even, infinities kept, every NaN to 0x7FC0.
+// - The rn* helpers are single IEEE operations (__fmul_rn, ...): nvcc never
+//   contracts them into an FMA, so an expression written with them rounds
+//   like the same expression on the CPU (which has no FMA contraction).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_COMMON_CUH
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mlt::cuda {
+
+/// 16 bytes of elements of T, loaded or stored with one instruction.
+template <typename T> struct alignas(16) Pack {
+  static constexpr int kWidth = 16 / sizeof(T);
+  T v[kWidth];
+};
+
+/// Whether `p` may be read or written as Pack<T>.
+inline bool isAligned16(const void *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/// Threads per block of the flat (grid-stride) kernels.
+inline constexpr int kFlatThreads = 256;
+
+/// Blocks for `work` items, kFlatThreads per block, at least 1 and capped (the
+/// kernels loop over the rest): a function of `work` only, never of the
+/// device, so every device runs the same decomposition.
+inline unsigned flatBlocks(int64_t work) {
+  const int64_t blocks = (work + kFlatThreads - 1) / kFlatThreads;
+  const int64_t cap = 65536;
+  return unsigned(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+#ifdef __CUDACC__
+
+__device__ __forceinline__ int64_t globalThreadIndex() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t globalThreadCount() {
+  return int64_t(gridDim.x) * blockDim.x;
+}
+
+/// The CPU backend's float -> bfloat16 rounding (cpu::floatToBF16).
+__device__ __forceinline__ uint16_t floatToBF16Bits(float value) {
+  if (value != value)
+    return 0x7FC0;
+  const uint32_t bits = __float_as_uint(value);
+  const uint32_t roundingBias = 0x7FFFu + ((bits >> 16) & 1u);
+  return uint16_t((bits + roundingBias) >> 16);
+}
+__device__ __forceinline__ float bf16BitsToFloat(uint16_t value) {
+  return __uint_as_float(uint32_t(value) << 16);
+}
+
+/// Loads and stores of the types kernels compute on, through float (or
+/// double for double): the value a kernel computes with and the rounding of
+/// its result back to storage.
+__device__ __forceinline__ float toCompute(float x) { return x; }
+__device__ __forceinline__ double toCompute(double x) { return x; }
+__device__ __forceinline__ float toCompute(__nv_bfloat16 x) {
+  return bf16BitsToFloat(__bfloat16_as_ushort(x));
+}
+template <typename T> struct ComputeType {
+  using type = float;
+};
+template <> struct ComputeType<double> {
+  using type = double;
+};
+template <typename T, typename C> __device__ __forceinline__ T fromCompute(C x);
+template <> __device__ __forceinline__ float fromCompute<float>(float x) {
+  return x;
+}
+template <> __device__ __forceinline__ double fromCompute<double>(double x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromCompute<__nv_bfloat16>(float x) {
+  return __ushort_as_bfloat16(floatToBF16Bits(x));
+}
+
+/// IEEE operations that nvcc does not contract into FMAs.
+__device__ __forceinline__ float rnAdd(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ float rnSub(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ __forceinline__ float rnMul(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ float rnDiv(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double rnAdd(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ __forceinline__ double rnSub(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ __forceinline__ double rnMul(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ double rnDiv(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ __forceinline__ float expOf(float x) { return expf(x); }
+__device__ __forceinline__ double expOf(double x) { return exp(x); }
+
+#endif // __CUDACC__
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_COMMON_CUH

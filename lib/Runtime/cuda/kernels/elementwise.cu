@@ -1,0 +1,424 @@
+//===- elementwise.cu - elementwise CUDA kernels (launchers) --------------===//
+//
+// Part of mlt. Host launchers of elementwise.cuh: argument checks, the choice
+// between the 16-byte vector path and the scalar one, the launch geometry,
+// and for transpose the merging of dimensions that stay adjacent.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/elementwise.cuh"
+
+#include "CudaCheck.h"
+
+#include <cstring>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::cuda;
+
+namespace {
+
+/// Queues `op` over n elements: the vector path when every pointer is
+/// 16-byte aligned, else the scalar one. The caller checks the launch.
+template <typename T, int NIn, int NOut, typename Op>
+void queueMap(const MapArgs<T, NIn, NOut> &args, int64_t n, Op op,
+              cudaStream_t stream) {
+  bool aligned = true;
+  for (int k = 0; k < NIn; ++k)
+    aligned &= isAligned16(args.in[k]);
+  for (int k = 0; k < NOut; ++k)
+    aligned &= isAligned16(args.out[k]);
+  if (aligned) {
+    const int64_t packs = n / Pack<T>::kWidth;
+    mapKernel<T, NIn, NOut, Op, true>
+        <<<flatBlocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(
+            args, n, op);
+  } else {
+    mapKernel<T, NIn, NOut, Op, false>
+        <<<flatBlocks(n), kFlatThreads, 0, stream>>>(args, n, op);
+  }
+}
+
+rt::Status checkCount(const char *kernel, int64_t n) {
+  if (n < 0)
+    return rt::errorf(kernel, ": negative element count ", n);
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status add(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("add", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 2, 1>{{a, b}, {out}}, n, AddOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("add");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status mul(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("mul", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 2, 1>{{a, b}, {out}}, n, MulOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("mul");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status accumulate(T *y, const T *x, int64_t n, cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("accumulate", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 2, 1>{{x, y}, {y}}, n, AccumulateOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("accumulate");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status swigluForward(T *out, const T *gate, const T *up, int64_t n,
+                         cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("swiglu_fwd", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 2, 1>{{gate, up}, {out}}, n, SwiGLUForwardOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_fwd");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
+                          const T *up, int64_t n, cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("swiglu_bwd", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 3, 2>{{dout, gate, up}, {dgate, dup}}, n,
+           SwiGLUBackwardOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_bwd");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status siluForward(T *out, const T *x, int64_t n, cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("silu_fwd", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 1, 1>{{x}, {out}}, n, SiLUForwardOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("silu_fwd");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status siluBackward(T *dx, const T *dout, const T *x, int64_t n,
+                        cudaStream_t s) {
+  MLT_RETURN_IF_ERROR(checkCount("silu_bwd", n));
+  if (n == 0)
+    return rt::Status::ok();
+  queueMap(MapArgs<T, 2, 1>{{dout, x}, {dx}}, n, SiLUBackwardOp{}, s);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("silu_bwd");
+  return rt::Status::ok();
+}
+
+/// Queues the cast of n elements from In to Out.
+template <typename In, typename Out>
+void queueCast(void *out, const void *in, int64_t n, cudaStream_t stream) {
+  castKernel<In, Out><<<flatBlocks(n), kFlatThreads, 0, stream>>>(
+      static_cast<Out *>(out), static_cast<const In *>(in), n);
+}
+
+template <typename In>
+bool queueCastFrom(void *out, rt::ElementType outType, const void *in,
+                   int64_t n, cudaStream_t stream) {
+  switch (outType) {
+  case rt::ElementType::F32:
+    queueCast<In, float>(out, in, n, stream);
+    return true;
+  case rt::ElementType::F64:
+    queueCast<In, double>(out, in, n, stream);
+    return true;
+  case rt::ElementType::BF16:
+    queueCast<In, BF16Bits>(out, in, n, stream);
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isCastType(rt::ElementType type) {
+  return type == rt::ElementType::F32 || type == rt::ElementType::F64 ||
+         type == rt::ElementType::BF16;
+}
+
+/// y's dimensions in order, unit ones dropped, each merged into the previous
+/// one when it follows it in x too: their sizes, and the stride in x of a
+/// step along each. `perm` must be a permutation.
+void mergeTranspose(const int64_t *shape, const int64_t *perm, int64_t rank,
+                    std::vector<int64_t> &mergedShape,
+                    std::vector<int64_t> &mergedStride) {
+  std::vector<int64_t> inStrides(rank, 1);
+  for (int64_t d = rank - 1; d > 0; --d)
+    inStrides[d - 1] = inStrides[d] * shape[d];
+  int64_t lastInputDim = -2;
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t d = perm[i];
+    if (shape[d] == 1)
+      continue;
+    if (d == lastInputDim + 1 && !mergedShape.empty()) {
+      mergedShape.back() *= shape[d];
+      mergedStride.back() = inStrides[d];
+    } else {
+      mergedShape.push_back(shape[d]);
+      mergedStride.push_back(inStrides[d]);
+    }
+    lastInputDim = d;
+  }
+}
+
+/// Whether perm is a permutation of [0, rank).
+bool isPermutation(const int64_t *perm, int64_t rank) {
+  std::vector<bool> seen(rank, false);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (perm[d] < 0 || perm[d] >= rank || seen[perm[d]])
+      return false;
+    seen[perm[d]] = true;
+  }
+  return true;
+}
+
+template <typename U>
+void queueTranspose(void *out, const void *in, int64_t total,
+                    const TransposeGeometry &g, cudaStream_t stream) {
+  transposeKernel<U><<<flatBlocks(total), kFlatThreads, 0, stream>>>(
+      static_cast<U *>(out), static_cast<const U *>(in), total, g);
+}
+
+template <typename U>
+void queueShardSlice(void *out, const void *in, int64_t outer,
+                     int64_t blockBytes, int64_t groupSize, int64_t index,
+                     cudaStream_t stream) {
+  const int64_t unitsPerBlock = blockBytes / int64_t(sizeof(U));
+  shardSliceKernel<U>
+      <<<flatBlocks(outer * unitsPerBlock), kFlatThreads, 0, stream>>>(
+          static_cast<U *>(out), static_cast<const U *>(in), outer,
+          unitsPerBlock, groupSize, index);
+}
+
+template <typename U>
+void queueFill(void *data, int64_t n, U value, cudaStream_t stream) {
+  fillKernel<U><<<flatBlocks(n), kFlatThreads, 0, stream>>>(
+      static_cast<U *>(data), n, value);
+}
+
+} // namespace
+
+#define MLT_DEFINE_ELEMENTWISE(T)                                              \
+  rt::Status mlt::cuda::launchAdd(T *out, const T *a, const T *b, int64_t n,   \
+                                  cudaStream_t stream) {                       \
+    return add(out, a, b, n, stream);                                          \
+  }                                                                            \
+  rt::Status mlt::cuda::launchMul(T *out, const T *a, const T *b, int64_t n,   \
+                                  cudaStream_t stream) {                       \
+    return mul(out, a, b, n, stream);                                          \
+  }                                                                            \
+  rt::Status mlt::cuda::launchAccumulate(T *y, const T *x, int64_t n,          \
+                                         cudaStream_t stream) {                \
+    return accumulate(y, x, n, stream);                                        \
+  }                                                                            \
+  rt::Status mlt::cuda::launchSwiGLUForward(                                   \
+      T *out, const T *gate, const T *up, int64_t n, cudaStream_t stream) {    \
+    return swigluForward(out, gate, up, n, stream);                            \
+  }                                                                            \
+  rt::Status mlt::cuda::launchSwiGLUBackward(                                  \
+      T *dgate, T *dup, const T *dout, const T *gate, const T *up, int64_t n,  \
+      cudaStream_t stream) {                                                   \
+    return swigluBackward(dgate, dup, dout, gate, up, n, stream);              \
+  }                                                                            \
+  rt::Status mlt::cuda::launchSiLUForward(T *out, const T *x, int64_t n,       \
+                                          cudaStream_t stream) {               \
+    return siluForward(out, x, n, stream);                                     \
+  }                                                                            \
+  rt::Status mlt::cuda::launchSiLUBackward(T *dx, const T *dout, const T *x,   \
+                                           int64_t n, cudaStream_t stream) {   \
+    return siluBackward(dx, dout, x, n, stream);                               \
+  }
+MLT_DEFINE_ELEMENTWISE(float)
+MLT_DEFINE_ELEMENTWISE(__nv_bfloat16)
+
+rt::Status mlt::cuda::launchCast(void *out, rt::ElementType outType,
+                                 const void *in, rt::ElementType inType,
+                                 int64_t n, cudaStream_t stream) {
+  if (!isCastType(inType))
+    return rt::errorf("cast: cannot cast from ", rt::elementTypeName(inType));
+  if (!isCastType(outType))
+    return rt::errorf("cast: cannot cast to ", rt::elementTypeName(outType));
+  MLT_RETURN_IF_ERROR(checkCount("cast", n));
+  if (n == 0)
+    return rt::Status::ok();
+  if (inType == outType) {
+    if (out != in)
+      MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, in,
+                                               n * rt::elementSize(inType),
+                                               cudaMemcpyDeviceToDevice,
+                                               stream));
+    return rt::Status::ok();
+  }
+  switch (inType) {
+  case rt::ElementType::F32:
+    queueCastFrom<float>(out, outType, in, n, stream);
+    break;
+  case rt::ElementType::F64:
+    queueCastFrom<double>(out, outType, in, n, stream);
+    break;
+  default:
+    queueCastFrom<BF16Bits>(out, outType, in, n, stream);
+    break;
+  }
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cast");
+  return rt::Status::ok();
+}
+
+int64_t mlt::cuda::mergedTransposeRank(const int64_t *shape,
+                                       const int64_t *perm, int64_t rank) {
+  if (rank < 0 || !isPermutation(perm, rank))
+    return rank;
+  std::vector<int64_t> mergedShape, mergedStride;
+  mergeTranspose(shape, perm, rank, mergedShape, mergedStride);
+  return int64_t(mergedShape.size());
+}
+
+rt::Status mlt::cuda::launchTranspose(void *out, const void *in,
+                                      size_t elementBytes, const int64_t *shape,
+                                      const int64_t *perm, int64_t rank,
+                                      cudaStream_t stream) {
+  if (rank < 0)
+    return rt::errorf("transpose: negative rank ", rank);
+  if (!isPermutation(perm, rank))
+    return rt::errorf("transpose: the permutation is not one of ", rank,
+                      " dimensions");
+  int64_t total = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (shape[d] < 0)
+      return rt::errorf("transpose: negative dimension ", shape[d]);
+    total *= shape[d];
+  }
+  if (total == 0)
+    return rt::Status::ok();
+  if (out == in)
+    return rt::errorf("transpose cannot run in place");
+
+  std::vector<int64_t> mergedShape, mergedStride;
+  mergeTranspose(shape, perm, rank, mergedShape, mergedStride);
+  if (mergedShape.size() > size_t(kMaxTransposeRank))
+    return rt::errorf("transpose: ", mergedShape.size(),
+                      " dimensions once merged; the CUDA kernel takes at "
+                      "most ",
+                      kMaxTransposeRank);
+  TransposeGeometry g{};
+  g.rank = int(mergedShape.size());
+  for (int d = 0; d < g.rank; ++d) {
+    g.outShape[d] = mergedShape[d];
+    g.inStride[d] = mergedStride[d];
+  }
+  switch (elementBytes) {
+  case 1:
+    queueTranspose<uint8_t>(out, in, total, g, stream);
+    break;
+  case 2:
+    queueTranspose<uint16_t>(out, in, total, g, stream);
+    break;
+  case 4:
+    queueTranspose<uint32_t>(out, in, total, g, stream);
+    break;
+  case 8:
+    queueTranspose<uint64_t>(out, in, total, g, stream);
+    break;
+  default:
+    return rt::errorf("transpose: elements of ", elementBytes,
+                      " bytes are not supported");
+  }
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("transpose");
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchShardSlice(void *out, const void *in,
+                                       size_t elementBytes, int64_t outer,
+                                       int64_t n, int64_t inner,
+                                       int64_t groupSize, int64_t index,
+                                       cudaStream_t stream) {
+  if (outer < 0 || n < 0 || inner < 0)
+    return rt::errorf("shard_slice: negative size");
+  if (groupSize < 1 || index < 0 || index >= groupSize)
+    return rt::errorf("shard_slice: block ", index, " of ", groupSize);
+  const int64_t blockBytes = n * inner * int64_t(elementBytes);
+  const int64_t outBytes = outer * blockBytes;
+  if (outBytes == 0)
+    return rt::Status::ok();
+  const uint8_t *x = static_cast<const uint8_t *>(in);
+  uint8_t *y = static_cast<uint8_t *>(out);
+  if (y < x + outBytes * groupSize && x < y + outBytes)
+    return rt::errorf("shard_slice cannot run in place (its input and output "
+                      "overlap)");
+  // The widest unit that divides the block and both pointers' alignment.
+  const uint64_t alignment = uint64_t(blockBytes) |
+                             reinterpret_cast<uintptr_t>(x) |
+                             reinterpret_cast<uintptr_t>(y);
+  if (alignment % 16 == 0)
+    queueShardSlice<uint4>(out, in, outer, blockBytes, groupSize, index,
+                           stream);
+  else if (alignment % 8 == 0)
+    queueShardSlice<uint2>(out, in, outer, blockBytes, groupSize, index,
+                           stream);
+  else if (alignment % 4 == 0)
+    queueShardSlice<uint32_t>(out, in, outer, blockBytes, groupSize, index,
+                              stream);
+  else if (alignment % 2 == 0)
+    queueShardSlice<uint16_t>(out, in, outer, blockBytes, groupSize, index,
+                              stream);
+  else
+    queueShardSlice<uint8_t>(out, in, outer, blockBytes, groupSize, index,
+                             stream);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("shard_slice");
+  return rt::Status::ok();
+}
+
+namespace {
+
+/// The CPU backend's float -> bf16 rounding, on the host.
+uint16_t hostFloatToBF16(float value) {
+  if (value != value)
+    return 0x7FC0;
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+} // namespace
+
+rt::Status mlt::cuda::launchFill(void *data, rt::ElementType type, int64_t n,
+                                 double value, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkCount("fill", n));
+  if (n == 0)
+    return rt::Status::ok();
+  switch (type) {
+  case rt::ElementType::F32:
+    queueFill<float>(data, n, float(value), stream);
+    break;
+  case rt::ElementType::F64:
+    queueFill<double>(data, n, value, stream);
+    break;
+  case rt::ElementType::BF16:
+    queueFill<uint16_t>(data, n, hostFloatToBF16(float(value)), stream);
+    break;
+  case rt::ElementType::I32:
+    queueFill<int32_t>(data, n, int32_t(value), stream);
+    break;
+  case rt::ElementType::I64:
+    queueFill<int64_t>(data, n, int64_t(value), stream);
+    break;
+  default:
+    return rt::errorf("the CUDA backend cannot fill ",
+                      rt::elementTypeName(type), " buffers");
+  }
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("fill");
+  return rt::Status::ok();
+}

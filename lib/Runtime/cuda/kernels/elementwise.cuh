@@ -1,0 +1,253 @@
+//===- elementwise.cuh - elementwise CUDA kernels ---------------*- CUDA -*-===//
+//
+// Part of mlt. Device code of the elementwise family (launchers in
+// elementwise.cu, declared in elementwise.h).
+//
+// Invariants:
+// - Flat kernels (mapKernel, castKernel, fillKernel, shardSliceKernel) are
+//   grid-stride loops over a 1-D index space; the grid is a function of the
+//   size only (common.cuh's flatBlocks), kFlatThreads threads per block.
+// - mapKernel: buffers of n elements of T (float or bf16), no broadcasting.
+//   With kVector, every pointer is 16-byte aligned (checked by the
+//   launcher) and thread t handles packs t, t + stride, ...: one 16-byte load
+//   per input and one 16-byte store per output (4 f32 or 8 bf16 elements);
+//   the n % width tail elements go one per thread. Without it, one element
+//   per iteration. Each element is computed by one thread, which reads it
+//   from every input before writing any output: outputs may alias inputs
+//   element for element (accumulate reads and writes y).
+// - Model ops compute in f32 for f32 and bf16 storage (ComputeType), with
+//   the CPU kernel's expression written in rn* operations, so no FMA
+//   contraction: results match cpu/Elementwise.cpp bit for bit for add, mul
+//   and accumulate, and to within expf's ulp for the SiLU family (CUDA's
+//   expf is within 2 ulp, glibc's within 1).
+// - castKernel converts element by element, through float (f64 <-> f32 by
+//   rounding to nearest, bf16 as common.cuh rounds), as CpuBackend.cpp's cast.
+// - transposeKernel: one thread per output element (coalesced writes); the
+//   input offset comes from the output index through the merged shape (at
+//   most kMaxTransposeRank dimensions). Reads are coalesced when the
+//   innermost dimension stays innermost; a true matrix transpose reads
+//   strided (no shared-memory tiling: no plan transposes in its steady
+//   state today).
+// - shardSliceKernel copies units of U (1 to 16 bytes; the launcher picks
+//   the widest that divides the block and the pointers' alignment): unit j of
+//   output block o is unit j of input block o * groupSize + index.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_CUH
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_CUH
+
+#include "kernels/common.cuh"
+#include "kernels/elementwise.h"
+
+namespace mlt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+/// The operands of a map: NIn inputs and NOut outputs of n elements.
+template <typename T, int NIn, int NOut> struct MapArgs {
+  const T *in[NIn];
+  T *out[NOut];
+};
+
+template <typename T, int NIn, int NOut, typename Op>
+__device__ __forceinline__ void mapOne(const MapArgs<T, NIn, NOut> &args,
+                                       int64_t i, const Op &op) {
+  using C = typename ComputeType<T>::type;
+  C x[NIn], y[NOut];
+#pragma unroll
+  for (int k = 0; k < NIn; ++k)
+    x[k] = toCompute(args.in[k][i]);
+  op(x, y);
+#pragma unroll
+  for (int k = 0; k < NOut; ++k)
+    args.out[k][i] = fromCompute<T>(y[k]);
+}
+
+template <typename T, int NIn, int NOut, typename Op, bool kVector>
+__global__ void __launch_bounds__(kFlatThreads)
+    mapKernel(MapArgs<T, NIn, NOut> args, int64_t n, Op op) {
+  using C = typename ComputeType<T>::type;
+  int64_t scalarStart = 0;
+  if constexpr (kVector) {
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t packs = n / W;
+    for (int64_t p = globalThreadIndex(); p < packs; p += globalThreadCount()) {
+      Pack<T> x[NIn], y[NOut];
+#pragma unroll
+      for (int k = 0; k < NIn; ++k)
+        x[k] = reinterpret_cast<const Pack<T> *>(args.in[k])[p];
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        C xs[NIn], ys[NOut];
+#pragma unroll
+        for (int k = 0; k < NIn; ++k)
+          xs[k] = toCompute(x[k].v[j]);
+        op(xs, ys);
+#pragma unroll
+        for (int k = 0; k < NOut; ++k)
+          y[k].v[j] = fromCompute<T>(ys[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < NOut; ++k)
+        reinterpret_cast<Pack<T> *>(args.out[k])[p] = y[k];
+    }
+    scalarStart = packs * W;
+  }
+  for (int64_t i = scalarStart + globalThreadIndex(); i < n;
+       i += globalThreadCount())
+    mapOne(args, i, op);
+}
+
+/// out = a + b.
+struct AddOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    y[0] = rnAdd(x[0], x[1]);
+  }
+};
+
+/// out = a * b.
+struct MulOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    y[0] = rnMul(x[0], x[1]);
+  }
+};
+
+/// (x, y) -> y + x.
+struct AccumulateOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    y[0] = rnAdd(x[1], x[0]);
+  }
+};
+
+/// 1 / (1 + exp(-x)).
+template <typename C> __device__ __forceinline__ C sigmoidOf(C x) {
+  return rnDiv(C(1), rnAdd(C(1), expOf(-x)));
+}
+
+/// s * (1 + x * (1 - s)): silu'(x) for s = sigmoid(x).
+template <typename C> __device__ __forceinline__ C siluDerivative(C x, C s) {
+  return rnMul(s, rnAdd(C(1), rnMul(x, rnSub(C(1), s))));
+}
+
+/// (gate, up) -> gate / (1 + exp(-gate)) * up.
+struct SwiGLUForwardOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    const C g = x[0], u = x[1];
+    y[0] = rnMul(rnDiv(g, rnAdd(C(1), expOf(-g))), u);
+  }
+};
+
+/// (dout, gate, up) -> (dgate, dup).
+struct SwiGLUBackwardOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    const C dy = x[0], g = x[1], u = x[2];
+    const C s = sigmoidOf(g);
+    y[0] = rnMul(rnMul(dy, u), siluDerivative(g, s));
+    y[1] = rnMul(dy, rnMul(g, s));
+  }
+};
+
+/// x -> x / (1 + exp(-x)).
+struct SiLUForwardOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    y[0] = rnDiv(x[0], rnAdd(C(1), expOf(-x[0])));
+  }
+};
+
+/// (dout, x) -> dx.
+struct SiLUBackwardOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    const C s = sigmoidOf(x[1]);
+    y[0] = rnMul(x[0], siluDerivative(x[1], s));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+/// bf16 as its bits, so that the conversions below are plain overloads.
+struct BF16Bits {
+  uint16_t bits;
+};
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(double x) { return __double2float_rn(x); }
+__device__ __forceinline__ float widen(BF16Bits x) {
+  return bf16BitsToFloat(x.bits);
+}
+
+template <typename Out> struct Narrow;
+template <> struct Narrow<float> {
+  __device__ static float from(float x) { return x; }
+};
+template <> struct Narrow<double> {
+  __device__ static double from(float x) { return double(x); }
+};
+template <> struct Narrow<BF16Bits> {
+  __device__ static BF16Bits from(float x) { return {floatToBF16Bits(x)}; }
+};
+
+/// out[i] = in[i] converted through float (exact except when narrowing).
+template <typename In, typename Out>
+__global__ void __launch_bounds__(kFlatThreads)
+    castKernel(Out *out, const In *in, int64_t n) {
+  for (int64_t i = globalThreadIndex(); i < n; i += globalThreadCount())
+    out[i] = Narrow<Out>::from(widen(in[i]));
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose
+//===----------------------------------------------------------------------===//
+
+/// The merged transpose: y has `rank` dimensions of sizes outShape; moving
+/// one step along y's dimension d moves inStride[d] elements in x.
+struct TransposeGeometry {
+  int rank;
+  int64_t outShape[kMaxTransposeRank];
+  int64_t inStride[kMaxTransposeRank];
+};
+
+template <typename U>
+__global__ void __launch_bounds__(kFlatThreads)
+    transposeKernel(U *out, const U *in, int64_t total, TransposeGeometry g) {
+  for (int64_t o = globalThreadIndex(); o < total; o += globalThreadCount()) {
+    int64_t rest = o, offset = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      const int64_t size = g.outShape[d];
+      const int64_t q = rest / size;
+      offset += (rest - q * size) * g.inStride[d];
+      rest = q;
+    }
+    out[o] = in[offset];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Shard slice and fill
+//===----------------------------------------------------------------------===//
+
+template <typename U>
+__global__ void __launch_bounds__(kFlatThreads)
+    shardSliceKernel(U *out, const U *in, int64_t outer, int64_t unitsPerBlock,
+                     int64_t groupSize, int64_t index) {
+  const int64_t total = outer * unitsPerBlock;
+  for (int64_t t = globalThreadIndex(); t < total; t += globalThreadCount()) {
+    const int64_t o = t / unitsPerBlock, j = t - o * unitsPerBlock;
+    out[t] = in[(o * groupSize + index) * unitsPerBlock + j];
+  }
+}
+
+template <typename U>
+__global__ void __launch_bounds__(kFlatThreads)
+    fillKernel(U *data, int64_t n, U value) {
+  for (int64_t i = globalThreadIndex(); i < n; i += globalThreadCount())
+    data[i] = value;
+}
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_CUH

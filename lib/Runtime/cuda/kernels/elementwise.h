@@ -1,0 +1,125 @@
+//===- elementwise.h - elementwise CUDA kernels (host side) -----*- C++ -*-===//
+//
+// Part of mlt. Host launchers of the elementwise family (elementwise.cuh):
+// the model's elementwise ops (add, mul, accumulate, SwiGLU and SiLU forward
+// and backward) and the data-movement kernels that work on any element type
+// (cast, transpose, shard_slice, fill). Each queues its work on `stream` and
+// returns; argument errors are returned before anything is queued, launch
+// errors right after the launch (kernel faults surface at the next
+// synchronization). Semantics are those of Kernels.def and of the CPU
+// kernels (lib/Runtime/cpu/Elementwise.cpp, VectorOps.cpp, and the
+// transpose, cast and shard_slice of CpuBackend.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H
+
+#include "mlt/Runtime/ElementType.h"
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mlt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Model ops: n elements, computed in f32 (bf16 storage: widened to f32,
+// rounded back as the CPU backend rounds). Outputs may alias inputs element
+// for element (as in cpu/Elementwise.h).
+//===----------------------------------------------------------------------===//
+
+/// out = a + b.
+rt::Status launchAdd(float *out, const float *a, const float *b, int64_t n,
+                     cudaStream_t stream);
+rt::Status launchAdd(__nv_bfloat16 *out, const __nv_bfloat16 *a,
+                     const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
+
+/// out = a * b.
+rt::Status launchMul(float *out, const float *a, const float *b, int64_t n,
+                     cudaStream_t stream);
+rt::Status launchMul(__nv_bfloat16 *out, const __nv_bfloat16 *a,
+                     const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
+
+/// y += x.
+rt::Status launchAccumulate(float *y, const float *x, int64_t n,
+                            cudaStream_t stream);
+rt::Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x,
+                            int64_t n, cudaStream_t stream);
+
+/// out = silu(gate) * up.
+rt::Status launchSwiGLUForward(float *out, const float *gate, const float *up,
+                               int64_t n, cudaStream_t stream);
+rt::Status launchSwiGLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *gate,
+                               const __nv_bfloat16 *up, int64_t n,
+                               cudaStream_t stream);
+
+/// dgate = dout * up * silu'(gate); dup = dout * silu(gate).
+rt::Status launchSwiGLUBackward(float *dgate, float *dup, const float *dout,
+                                const float *gate, const float *up, int64_t n,
+                                cudaStream_t stream);
+rt::Status launchSwiGLUBackward(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
+                                const __nv_bfloat16 *dout,
+                                const __nv_bfloat16 *gate,
+                                const __nv_bfloat16 *up, int64_t n,
+                                cudaStream_t stream);
+
+/// out = x * sigmoid(x).
+rt::Status launchSiLUForward(float *out, const float *x, int64_t n,
+                             cudaStream_t stream);
+rt::Status launchSiLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
+                             int64_t n, cudaStream_t stream);
+
+/// dx = dout * sigmoid(x) * (1 + x * (1 - sigmoid(x))).
+rt::Status launchSiLUBackward(float *dx, const float *dout, const float *x,
+                              int64_t n, cudaStream_t stream);
+rt::Status launchSiLUBackward(__nv_bfloat16 *dx, const __nv_bfloat16 *dout,
+                              const __nv_bfloat16 *x, int64_t n,
+                              cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Data movement, any element type.
+//===----------------------------------------------------------------------===//
+
+/// out = in converted, n elements, between f32, f64 and bf16 (bf16 <-> f32 as
+/// the CPU backend rounds; f64 <-> bf16 through f32, as it does; the same
+/// type: a copy). Fails on other types.
+rt::Status launchCast(void *out, rt::ElementType outType, const void *in,
+                      rt::ElementType inType, int64_t n, cudaStream_t stream);
+
+/// The largest rank transpose handles once unit dimensions are dropped and
+/// dimensions that stay adjacent are merged.
+inline constexpr int kMaxTransposeRank = 8;
+
+/// The number of dimensions transpose works on for `shape` and `perm`
+/// (`rank` entries each) once unit dimensions are dropped and dimensions that
+/// stay adjacent merged; launchTranspose fails above kMaxTransposeRank.
+int64_t mergedTransposeRank(const int64_t *shape, const int64_t *perm,
+                            int64_t rank);
+
+/// y = x with the dimensions permuted (y's dimension i is x's dimension
+/// perm[i]); elements of `elementBytes` (1, 2, 4 or 8) bytes; `shape` and
+/// `perm` have `rank` entries. Not in place.
+rt::Status launchTranspose(void *out, const void *in, size_t elementBytes,
+                           const int64_t *shape, const int64_t *perm,
+                           int64_t rank, cudaStream_t stream);
+
+/// y [outer, n, inner] = block `index` of the middle dimension of x [outer,
+/// groupSize * n, inner]; elements of `elementBytes` bytes. Fails when y
+/// overlaps x or index is not in [0, groupSize).
+rt::Status launchShardSlice(void *out, const void *in, size_t elementBytes,
+                            int64_t outer, int64_t n, int64_t inner,
+                            int64_t groupSize, int64_t index,
+                            cudaStream_t stream);
+
+/// Sets the n elements of `data` to `value` converted to `type` as the CPU
+/// backend converts it (f32: float(value); bf16: that float rounded; f64;
+/// i32 and i64: truncated toward zero). Fails on f16.
+rt::Status launchFill(void *data, rt::ElementType type, int64_t n,
+                      double value, cudaStream_t stream);
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H

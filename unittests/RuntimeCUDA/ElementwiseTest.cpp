@@ -1,0 +1,426 @@
+//===- ElementwiseTest.cpp - the elementwise CUDA kernels vs the CPU ------===//
+//
+// Part of mlt. Each launcher of kernels/elementwise.h on random inputs,
+// against the CPU kernel library (or, for the data movement the CPU backend
+// does inline, a plain loop) on the same inputs. Sizes include ones that are
+// not multiples of the vector width and pointers that are not 16-byte
+// aligned, so both paths run. add, mul, accumulate, casts, transpose,
+// shard_slice and fill are exact; the SiLU family differs only by expf's
+// last bit (CUDA's expf is within 2 ulp, glibc's within 1), so it is
+// compared normwise at 1e-6.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "kernels/elementwise.h"
+
+#include "mlt/Runtime/cpu/Elementwise.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::test;
+
+namespace {
+
+/// Sizes around the vector widths (4 f32, 8 bf16) and a large odd one.
+const int64_t kSizes[] = {1, 3, 4, 7, 8, 33, 1000, 4097, 100003};
+
+std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -4.0f,
+                                float hi = 4.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (float &x : out)
+    x = dist(rng);
+  return out;
+}
+
+/// max |a - b| / max |b|.
+double relError(const std::vector<float> &actual,
+                const std::vector<float> &expected) {
+  double maxDiff = 0.0, maxRef = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    maxDiff = std::max(maxDiff, std::abs(double(actual[i]) - expected[i]));
+    maxRef = std::max(maxRef, std::abs(double(expected[i])));
+  }
+  return maxRef > 0.0 ? maxDiff / maxRef : maxDiff;
+}
+
+void expectBitEqual(const std::vector<float> &actual,
+                    const std::vector<float> &expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ(std::memcmp(&actual[i], &expected[i], sizeof(float)), 0)
+        << "element " << i << ": " << actual[i] << " vs " << expected[i];
+}
+
+/// A device copy of `host` starting `offset` elements into its allocation
+/// (offset 1: not 16-byte aligned).
+template <typename T> struct OffsetBuffer {
+  OffsetBuffer(const std::vector<T> &host, int64_t offset)
+      : buffer(host.size() + offset), offset(offset) {
+    std::vector<T> padded(offset, T{});
+    padded.insert(padded.end(), host.begin(), host.end());
+    buffer.upload(padded);
+  }
+  T *get() const { return buffer.get() + offset; }
+  std::vector<T> download() const {
+    std::vector<T> all = buffer.download();
+    return std::vector<T>(all.begin() + offset, all.end());
+  }
+  DeviceBuffer<T> buffer;
+  int64_t offset;
+};
+
+/// The f32 model ops of the elementwise family, for one size and offset.
+void checkFloatOps(int64_t n, int64_t offset, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
+  const std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n),
+                           c = randomFloats(rng, n);
+  OffsetBuffer<float> da(a, offset), db(b, offset), dc(c, offset);
+  OffsetBuffer<float> out(std::vector<float>(n, 0.0f), offset),
+      out2(std::vector<float>(n, 0.0f), offset);
+  std::vector<float> expected(n), expected2(n);
+
+  ASSERT_TRUE(launchAdd(out.get(), da.get(), db.get(), n, nullptr));
+  cpu::add(expected.data(), a.data(), b.data(), n);
+  expectBitEqual(out.download(), expected);
+
+  ASSERT_TRUE(launchMul(out.get(), da.get(), db.get(), n, nullptr));
+  cpu::mulForward(expected.data(), a.data(), b.data(), n);
+  expectBitEqual(out.download(), expected);
+
+  {
+    OffsetBuffer<float> y(c, offset);
+    ASSERT_TRUE(launchAccumulate(y.get(), da.get(), n, nullptr));
+    expected = c;
+    cpu::accumulate(expected.data(), a.data(), n);
+    expectBitEqual(y.download(), expected);
+  }
+
+  ASSERT_TRUE(launchSwiGLUForward(out.get(), da.get(), db.get(), n, nullptr));
+  cpu::swigluForward(expected.data(), a.data(), b.data(), n);
+  EXPECT_LE(relError(out.download(), expected), 1e-6);
+
+  ASSERT_TRUE(launchSwiGLUBackward(out.get(), out2.get(), da.get(), db.get(),
+                                   dc.get(), n, nullptr));
+  cpu::swigluBackward(expected.data(), expected2.data(), a.data(), b.data(),
+                      c.data(), n);
+  EXPECT_LE(relError(out.download(), expected), 1e-6);
+  EXPECT_LE(relError(out2.download(), expected2), 1e-6);
+
+  ASSERT_TRUE(launchSiLUForward(out.get(), da.get(), n, nullptr));
+  cpu::siluForward(expected.data(), a.data(), n);
+  EXPECT_LE(relError(out.download(), expected), 1e-6);
+
+  ASSERT_TRUE(launchSiLUBackward(out.get(), da.get(), db.get(), n, nullptr));
+  cpu::siluBackward(expected.data(), a.data(), b.data(), n);
+  EXPECT_LE(relError(out.download(), expected), 1e-6);
+}
+
+TEST(CudaElementwiseTest, FloatOpsMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(1);
+  for (int64_t n : kSizes)
+    for (int64_t offset : {0, 1})
+      checkFloatOps(n, offset, rng);
+}
+
+TEST(CudaElementwiseTest, OutputsMayAliasInputs) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(2);
+  const int64_t n = 1001;
+  const std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n);
+  DeviceBuffer<float> da(n), db(n);
+  da.upload(a);
+  db.upload(b);
+  // swiglu_bwd with dgate over dout and dup over up.
+  ASSERT_TRUE(launchSwiGLUBackward(da.get(), db.get(), da.get(), da.get(),
+                                   db.get(), n, nullptr));
+  std::vector<float> dgate(n), dup(n);
+  cpu::swigluBackward(dgate.data(), dup.data(), a.data(), a.data(), b.data(),
+                      n);
+  EXPECT_LE(relError(da.download(), dgate), 1e-6);
+  EXPECT_LE(relError(db.download(), dup), 1e-6);
+}
+
+/// bf16 storage: the CPU computes in f32 on the widened inputs, and the
+/// result is rounded to bf16 the same way.
+std::vector<uint16_t> toBF16(const std::vector<float> &x) {
+  std::vector<uint16_t> out(x.size());
+  cpu::castFloatToBF16(out.data(), x.data(), int64_t(x.size()));
+  return out;
+}
+std::vector<float> fromBF16(const std::vector<uint16_t> &x) {
+  std::vector<float> out(x.size());
+  cpu::castBF16ToFloat(out.data(), x.data(), int64_t(x.size()));
+  return out;
+}
+
+/// At most `ulps` bf16 steps apart, element by element.
+void expectBF16Near(const std::vector<uint16_t> &actual,
+                    const std::vector<uint16_t> &expected, int ulps) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    // Same sign here (the values come from the same formula), so the bit
+    // patterns' distance is the number of bf16 steps.
+    const int diff = std::abs(int(actual[i]) - int(expected[i]));
+    ASSERT_LE(diff, ulps) << "element " << i;
+  }
+}
+
+TEST(CudaElementwiseTest, BF16OpsRoundLikeTheCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(3);
+  for (int64_t n : kSizes) {
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
+      const std::vector<uint16_t> a = toBF16(randomFloats(rng, n)),
+                                  b = toBF16(randomFloats(rng, n)),
+                                  c = toBF16(randomFloats(rng, n));
+      const std::vector<float> af = fromBF16(a), bf = fromBF16(b),
+                               cf = fromBF16(c);
+      auto bf16 = [](uint16_t *p) {
+        return reinterpret_cast<__nv_bfloat16 *>(p);
+      };
+      OffsetBuffer<uint16_t> da(a, offset), db(b, offset), dc(c, offset);
+      OffsetBuffer<uint16_t> out(std::vector<uint16_t>(n), offset),
+          out2(std::vector<uint16_t>(n), offset);
+      std::vector<float> e(n), e2(n);
+
+      ASSERT_TRUE(
+          launchAdd(bf16(out.get()), bf16(da.get()), bf16(db.get()), n, 0));
+      cpu::add(e.data(), af.data(), bf.data(), n);
+      expectBF16Near(out.download(), toBF16(e), 0);
+
+      ASSERT_TRUE(
+          launchMul(bf16(out.get()), bf16(da.get()), bf16(db.get()), n, 0));
+      cpu::mulForward(e.data(), af.data(), bf.data(), n);
+      expectBF16Near(out.download(), toBF16(e), 0);
+
+      ASSERT_TRUE(launchSwiGLUForward(bf16(out.get()), bf16(da.get()),
+                                      bf16(db.get()), n, 0));
+      cpu::swigluForward(e.data(), af.data(), bf.data(), n);
+      expectBF16Near(out.download(), toBF16(e), 1);
+
+      ASSERT_TRUE(launchSwiGLUBackward(bf16(out.get()), bf16(out2.get()),
+                                       bf16(da.get()), bf16(db.get()),
+                                       bf16(dc.get()), n, 0));
+      cpu::swigluBackward(e.data(), e2.data(), af.data(), bf.data(), cf.data(),
+                          n);
+      expectBF16Near(out.download(), toBF16(e), 1);
+      expectBF16Near(out2.download(), toBF16(e2), 1);
+
+      ASSERT_TRUE(launchSiLUForward(bf16(out.get()), bf16(da.get()), n, 0));
+      cpu::siluForward(e.data(), af.data(), n);
+      expectBF16Near(out.download(), toBF16(e), 1);
+
+      ASSERT_TRUE(launchSiLUBackward(bf16(out.get()), bf16(da.get()),
+                                     bf16(db.get()), n, 0));
+      cpu::siluBackward(e.data(), af.data(), bf.data(), n);
+      expectBF16Near(out.download(), toBF16(e), 1);
+
+      OffsetBuffer<uint16_t> y(c, offset);
+      ASSERT_TRUE(launchAccumulate(bf16(y.get()), bf16(da.get()), n, 0));
+      e = cf;
+      cpu::accumulate(e.data(), af.data(), n);
+      expectBF16Near(y.download(), toBF16(e), 0);
+    }
+  }
+}
+
+TEST(CudaElementwiseTest, CastsMatchTheCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(4);
+  for (int64_t n : {int64_t(1), int64_t(9), int64_t(10007)}) {
+    std::vector<float> x = randomFloats(rng, n, -1e3f, 1e3f);
+    // Special values: ties, infinities, NaN, denormals, the largest float.
+    const float specials[] = {std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::denorm_min(),
+                              std::numeric_limits<float>::max(),
+                              1.00390625f, // a tie between two bf16 values
+                              -0.0f};
+    for (size_t i = 0; i < std::size(specials) && i < size_t(n); ++i)
+      x[i] = specials[i];
+    DeviceBuffer<float> dx(n), df(n);
+    DeviceBuffer<uint16_t> dbf(n);
+    DeviceBuffer<double> dd(n);
+    dx.upload(x);
+
+    // f32 -> bf16 -> f32.
+    ASSERT_TRUE(launchCast(dbf.get(), rt::ElementType::BF16, dx.get(),
+                           rt::ElementType::F32, n, nullptr));
+    std::vector<uint16_t> bits(n);
+    cpu::castFloatToBF16(bits.data(), x.data(), n);
+    EXPECT_EQ(dbf.download(), bits);
+    ASSERT_TRUE(launchCast(df.get(), rt::ElementType::F32, dbf.get(),
+                           rt::ElementType::BF16, n, nullptr));
+    std::vector<float> widened(n);
+    cpu::castBF16ToFloat(widened.data(), bits.data(), n);
+    std::vector<float> back = df.download();
+    EXPECT_EQ(std::memcmp(back.data(), widened.data(), n * sizeof(float)), 0);
+
+    // f32 -> f64 -> f32 (exact both ways), f64 -> bf16 through f32.
+    ASSERT_TRUE(launchCast(dd.get(), rt::ElementType::F64, dx.get(),
+                           rt::ElementType::F32, n, nullptr));
+    std::vector<double> wide = dd.download();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isnan(x[i]))
+        ASSERT_EQ(wide[i], double(x[i])) << i;
+    std::vector<double> doubles(n);
+    for (int64_t i = 0; i < n; ++i)
+      doubles[i] = double(x[i]) * (1.0 + 1e-9); // not representable in f32
+    dd.upload(doubles);
+    ASSERT_TRUE(launchCast(df.get(), rt::ElementType::F32, dd.get(),
+                           rt::ElementType::F64, n, nullptr));
+    std::vector<float> narrowed(n);
+    cpu::convert<double, float>(narrowed.data(), doubles.data(), n);
+    back = df.download();
+    EXPECT_EQ(std::memcmp(back.data(), narrowed.data(), n * sizeof(float)), 0);
+    ASSERT_TRUE(launchCast(dbf.get(), rt::ElementType::BF16, dd.get(),
+                           rt::ElementType::F64, n, nullptr));
+    cpu::castFloatToBF16(bits.data(), narrowed.data(), n);
+    EXPECT_EQ(dbf.download(), bits);
+
+    // Same type: a copy.
+    ASSERT_TRUE(launchCast(df.get(), rt::ElementType::F32, dx.get(),
+                           rt::ElementType::F32, n, nullptr));
+    back = df.download();
+    EXPECT_EQ(std::memcmp(back.data(), x.data(), n * sizeof(float)), 0);
+  }
+  DeviceBuffer<int32_t> ints(4);
+  DeviceBuffer<float> floats(4);
+  rt::Status status = launchCast(floats.get(), rt::ElementType::F32, ints.get(),
+                                 rt::ElementType::I32, 4, nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "cast: cannot cast from i32");
+}
+
+/// y = x with the dimensions permuted, on the host.
+template <typename T>
+std::vector<T> transposeReference(const std::vector<T> &x,
+                                  const std::vector<int64_t> &shape,
+                                  const std::vector<int64_t> &perm) {
+  const size_t rank = shape.size();
+  std::vector<int64_t> strides(rank, 1), outShape(rank);
+  for (size_t d = rank; d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  for (size_t d = 0; d < rank; ++d)
+    outShape[d] = shape[perm[d]];
+  std::vector<T> y(x.size());
+  for (size_t o = 0; o < y.size(); ++o) {
+    int64_t rest = int64_t(o), offset = 0;
+    for (size_t d = rank; d-- > 0;) {
+      offset += (rest % outShape[d]) * strides[perm[d]];
+      rest /= outShape[d];
+    }
+    y[o] = x[offset];
+  }
+  return y;
+}
+
+template <typename T>
+void checkTranspose(const std::vector<int64_t> &shape,
+                    const std::vector<int64_t> &perm, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << "rank " << shape.size() << " element "
+                                  << sizeof(T) << " bytes");
+  const int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                                    std::multiplies<int64_t>());
+  std::vector<T> x(n);
+  for (T &v : x)
+    v = T(rng());
+  DeviceBuffer<T> dx(n), dy(n);
+  dx.upload(x);
+  ASSERT_TRUE(launchTranspose(dy.get(), dx.get(), sizeof(T), shape.data(),
+                              perm.data(), int64_t(shape.size()), nullptr));
+  EXPECT_EQ(dy.download(), transposeReference(x, shape, perm));
+}
+
+TEST(CudaElementwiseTest, TransposeMatchesTheReference) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(5);
+  checkTranspose<uint32_t>({37}, {0}, rng);
+  checkTranspose<uint32_t>({33, 65}, {1, 0}, rng);
+  checkTranspose<uint16_t>({33, 65}, {1, 0}, rng);
+  checkTranspose<uint64_t>({5, 7, 9}, {2, 0, 1}, rng);
+  checkTranspose<uint8_t>({5, 7, 9}, {1, 2, 0}, rng);
+  // [b, s, h, d] -> [b, h, s, d] and back, and every other 4-d permutation.
+  std::vector<int64_t> perm = {0, 1, 2, 3};
+  do {
+    checkTranspose<uint32_t>({2, 5, 3, 7}, perm, rng);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  // Unit dimensions are dropped and adjacent ones merged: rank 10 in, fewer
+  // than 8 after.
+  checkTranspose<uint32_t>({2, 1, 3, 1, 4, 1, 1, 5, 1, 2},
+                           {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, rng);
+  checkTranspose<uint32_t>({2, 3, 4, 5, 2, 3}, {0, 1, 2, 5, 3, 4}, rng);
+  EXPECT_EQ(mergedTransposeRank(std::vector<int64_t>{2, 3, 4}.data(),
+                                std::vector<int64_t>{0, 1, 2}.data(), 3),
+            1);
+}
+
+TEST(CudaElementwiseTest, ShardSliceTakesTheRankBlock) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(6);
+  struct Case {
+    int64_t outer, n, inner, groupSize, elementBytes;
+  };
+  for (const Case &c : {Case{3, 5, 7, 2, 4}, Case{1, 8, 4, 4, 4},
+                        Case{4, 3, 1, 3, 2}, Case{2, 5, 3, 2, 1},
+                        Case{6, 64, 32, 2, 2}}) {
+    const int64_t blockBytes = c.n * c.inner * c.elementBytes;
+    std::vector<uint8_t> x(c.outer * c.groupSize * blockBytes);
+    for (uint8_t &v : x)
+      v = uint8_t(rng());
+    DeviceBuffer<uint8_t> dx(x.size()), dy(c.outer * blockBytes);
+    dx.upload(x);
+    for (int64_t index = 0; index < c.groupSize; ++index) {
+      ASSERT_TRUE(launchShardSlice(dy.get(), dx.get(), c.elementBytes, c.outer,
+                                   c.n, c.inner, c.groupSize, index, nullptr));
+      std::vector<uint8_t> expected;
+      for (int64_t o = 0; o < c.outer; ++o) {
+        auto begin = x.begin() + (o * c.groupSize + index) * blockBytes;
+        expected.insert(expected.end(), begin, begin + blockBytes);
+      }
+      EXPECT_EQ(dy.download(), expected) << "block " << index;
+    }
+  }
+  DeviceBuffer<float> buffer(16);
+  rt::Status status = launchShardSlice(buffer.get(), buffer.get(), 4, 1, 8, 1,
+                                       2, 0, nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "shard_slice cannot run in place (its input and output overlap)");
+}
+
+TEST(CudaElementwiseTest, FillConvertsLikeTheCpu) {
+  MLT_REQUIRE_CUDA();
+  const int64_t n = 1003;
+  DeviceBuffer<float> f(n);
+  ASSERT_TRUE(launchFill(f.get(), rt::ElementType::F32, n, 0.1, nullptr));
+  EXPECT_EQ(f.download(), std::vector<float>(n, 0.1f));
+  DeviceBuffer<double> d(n);
+  ASSERT_TRUE(launchFill(d.get(), rt::ElementType::F64, n, 0.1, nullptr));
+  EXPECT_EQ(d.download(), std::vector<double>(n, 0.1));
+  DeviceBuffer<uint16_t> b(n);
+  ASSERT_TRUE(launchFill(b.get(), rt::ElementType::BF16, n, 0.1, nullptr));
+  EXPECT_EQ(b.download(), std::vector<uint16_t>(n, cpu::floatToBF16(0.1f)));
+  DeviceBuffer<int32_t> i(n);
+  ASSERT_TRUE(launchFill(i.get(), rt::ElementType::I32, n, -7.9, nullptr));
+  EXPECT_EQ(i.download(), std::vector<int32_t>(n, -7));
+  DeviceBuffer<int64_t> l(n);
+  ASSERT_TRUE(launchFill(l.get(), rt::ElementType::I64, n, 3e10, nullptr));
+  EXPECT_EQ(l.download(), std::vector<int64_t>(n, int64_t(3e10)));
+}
+
+} // namespace

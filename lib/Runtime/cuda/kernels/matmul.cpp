@@ -1,0 +1,316 @@
+//===- matmul.cpp - the matmul family on cuBLASLt -------------------------===//
+//
+// Part of mlt. Host code only: cuBLASLt is a host API, so this file is built
+// by the host compiler and links CUDA::cublasLt.
+//
+// Row-major to column-major. cuBLASLt is column-major; a row-major [r, c]
+// matrix with row stride ld is, read column-major, its transpose [c, r] with
+// the same ld. So the row-major product C = op(A) op(B), C [m, n], is the
+// column-major product C^T [n, m] = op(B)^T op(A)^T, and the operands swap:
+//   cuBLASLt A <- b: [n, k] ld n, op N   (b stored [k, n], !transposeB)
+//                    [k, n] ld k, op T   (b stored [n, k],  transposeB)
+//   cuBLASLt B <- a: [k, m] ld k, op N   (a stored [m, k], !transposeA)
+//                    [m, k] ld m, op T   (a stored [k, m],  transposeA)
+//   cuBLASLt C = D <- c: [n, m] ld n,
+// with M = n, N = m, K = k. Batches are strided: a by m * k, c by m * n, b by
+// k * n, or by 0 when b is shared. A shared b under an untransposed a is one
+// product of batch * m rows instead (a and c are then single [batch * m, k]
+// and [batch * m, n] matrices), as the CPU backend does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/matmul.h"
+
+#include "CudaCheck.h"
+
+#include <cublasLt.h>
+
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+
+using namespace mlt;
+using namespace mlt::cuda;
+
+namespace {
+
+/// What selects a cached plan: the instruction's ints, the element type, and
+/// the alignment of each operand (cuBLASLt's heuristic picks vectorized
+/// kernels only for aligned operands).
+struct PlanKey {
+  rt::ElementType dtype;
+  int64_t batch, m, n, k;
+  bool transposeA, transposeB, bBatched;
+  uint32_t alignA, alignB, alignC;
+
+  auto tie() const {
+    return std::tie(dtype, batch, m, n, k, transposeA, transposeB, bBatched,
+                    alignA, alignB, alignC);
+  }
+  bool operator<(const PlanKey &other) const { return tie() < other.tie(); }
+};
+
+/// The descriptors and the algorithm of one shape, created once.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  // The cuBLASLt operands: layoutA describes b, layoutB describes a, layoutC
+  // describes c (used for both C and D).
+  cublasLtMatrixLayout_t layoutA = nullptr;
+  cublasLtMatrixLayout_t layoutB = nullptr;
+  cublasLtMatrixLayout_t layoutC = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+
+  Plan() = default;
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  ~Plan() {
+    if (layoutC)
+      cublasLtMatrixLayoutDestroy(layoutC);
+    if (layoutB)
+      cublasLtMatrixLayoutDestroy(layoutB);
+    if (layoutA)
+      cublasLtMatrixLayoutDestroy(layoutA);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+/// The largest power of two, at most 256, dividing both the address and the
+/// byte stride between batch entries (each entry's pointer must be aligned
+/// as the heuristic was told).
+uint32_t alignmentOf(const void *p, int64_t strideBytes) {
+  const uintptr_t bits =
+      reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(strideBytes);
+  uint32_t alignment = 256;
+  while (alignment > 1 && bits % alignment != 0)
+    alignment >>= 1;
+  return alignment;
+}
+
+/// True when a shared b under an untransposed a makes the batch one product
+/// of batch * m rows.
+bool foldsBatch(int64_t batch, int64_t m, bool transposeA, bool bBatched) {
+  return !bBatched && !transposeA && batch > 1 && batch * m <= INT32_MAX;
+}
+
+/// A column-major layout [rows, cols] with leading dimension ld; with
+/// batch > 1, strided by `stride` elements (0: the same matrix each time).
+rt::Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
+                      int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                      int64_t stride) {
+  MLT_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld));
+  if (batch == 1)
+    return rt::Status::ok();
+  const int32_t count = static_cast<int32_t>(batch);
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      *layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+      sizeof(stride)));
+  return rt::Status::ok();
+}
+
+std::string describe(const PlanKey &key) {
+  std::ostringstream os;
+  os << "matmul [" << key.batch << " x " << key.m << " x " << key.n << " x "
+     << key.k << "] (" << rt::elementTypeName(key.dtype)
+     << ", transpose_a = " << key.transposeA
+     << ", transpose_b = " << key.transposeB
+     << ", b_batched = " << key.bBatched << ", alignments " << key.alignA
+     << "/" << key.alignB << "/" << key.alignC << " bytes)";
+  return os.str();
+}
+
+} // namespace
+
+struct MatmulRunner::Impl {
+  int device = 0;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+
+  ~Impl() {
+    // Descriptors first, then the handle and the workspace, on our device.
+    plans.clear();
+    int previous = -1;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess &&
+                          previous != device &&
+                          cudaSetDevice(device) == cudaSuccess;
+    if (workspace)
+      cudaFree(workspace);
+    if (handle)
+      cublasLtDestroy(handle);
+    if (switched)
+      (void)cudaSetDevice(previous);
+  }
+
+  rt::StatusOr<const Plan *> getPlan(const PlanKey &key);
+};
+
+rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return static_cast<const Plan *>(it->second.get());
+
+  auto plan = std::make_unique<Plan>();
+  const cudaDataType_t type =
+      key.dtype == rt::ElementType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  // Pure fp32 accumulation for both types (CUBLAS_COMPUTE_32F, never
+  // CUBLAS_COMPUTE_32F_FAST_TF32): fp32 mode must match the CPU, and bf16
+  // mode accumulates in fp32 like Megatron. alpha and beta are host floats.
+  MLT_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t opA = key.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = key.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  // Epilogues go here: a fused bias, GELU, or the residual add of a
+  // projection (CUBLASLT_MATMUL_DESC_EPILOGUE and its pointers, or beta = 1
+  // with C the residual) would be set on the descriptor and be part of the
+  // key. None is used yet: every matmul is the plain product.
+
+  const int64_t m = key.m, n = key.n, k = key.k;
+  // A shared b under an untransposed a: one product of batch * m rows.
+  const bool fold = foldsBatch(key.batch, m, key.transposeA, key.bBatched);
+  const int64_t rowsA = fold ? key.batch * m : m;
+  const int64_t batch = fold ? 1 : key.batch;
+  // cuBLASLt A <- b.
+  MLT_RETURN_IF_ERROR(makeLayout(
+      &plan->layoutA, type, key.transposeB ? k : n, key.transposeB ? n : k,
+      key.transposeB ? k : n, batch, key.bBatched ? k * n : 0));
+  // cuBLASLt B <- a.
+  MLT_RETURN_IF_ERROR(makeLayout(
+      &plan->layoutB, type, key.transposeA ? rowsA : k,
+      key.transposeA ? k : rowsA, key.transposeA ? rowsA : k, batch, m * k));
+  // cuBLASLt C = D <- c.
+  MLT_RETURN_IF_ERROR(
+      makeLayout(&plan->layoutC, type, n, rowsA, n, batch, m * n));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&preference));
+  struct PreferenceGuard {
+    cublasLtMatmulPreference_t p;
+    ~PreferenceGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{preference};
+  const uint64_t workspaceBytes = kWorkspaceBytes;
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+      sizeof(workspaceBytes)));
+  // cuBLASLt's A is b, its B is a; D is c like C.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t>
+      alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignB},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignA},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC},
+                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
+  for (const auto &[attribute, bytes] : alignments)
+    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+        preference, attribute, &bytes, sizeof(bytes)));
+
+  constexpr int kRequested = 8;
+  cublasLtMatmulHeuristicResult_t results[kRequested] = {};
+  int returned = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, plan->desc, plan->layoutA, plan->layoutB, plan->layoutC,
+      plan->layoutC, preference, kRequested, results, &returned);
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
+    return rt::errorf("cublasLtMatmulAlgoGetHeuristic for ", describe(key),
+                      ": ", cublasLtGetStatusString(status));
+  // The first result is cuBLASLt's best guess; take the first that ran its
+  // checks and fits the workspace.
+  const cublasLtMatmulHeuristicResult_t *chosen = nullptr;
+  for (int i = 0; i < returned && status == CUBLAS_STATUS_SUCCESS; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+        results[i].workspaceSize <= kWorkspaceBytes) {
+      chosen = &results[i];
+      break;
+    }
+  if (!chosen)
+    return rt::errorf("no cuBLASLt algorithm for ", describe(key));
+  plan->algo = chosen->algo;
+
+  const Plan *result = plan.get();
+  plans.emplace(key, std::move(plan));
+  return result;
+}
+
+MatmulRunner::MatmulRunner(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+MatmulRunner::~MatmulRunner() = default;
+
+rt::StatusOr<std::unique_ptr<MatmulRunner>> MatmulRunner::create() {
+  auto impl = std::make_unique<Impl>();
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&impl->device));
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
+  MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->workspace, kWorkspaceBytes));
+  return std::unique_ptr<MatmulRunner>(new MatmulRunner(std::move(impl)));
+}
+
+size_t MatmulRunner::cachedShapes() const { return impl_->plans.size(); }
+
+rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
+                             const void *b, void *c, rt::ElementType dtype,
+                             cudaStream_t stream) {
+  if (dtype != rt::ElementType::F32 && dtype != rt::ElementType::BF16)
+    return rt::errorf("matmul: element type ", rt::elementTypeName(dtype),
+                      " is not supported on CUDA (f32 and bf16 are)");
+  const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return rt::errorf("matmul: negative size (batch = ", batch, ", m = ", m,
+                      ", n = ", n, ", k = ", k, ")");
+  for (int64_t size : {batch, m, n, k})
+    if (size > INT32_MAX)
+      return rt::errorf("matmul: size ", size,
+                        " exceeds the 32-bit integers of cuBLASLt");
+  if (batch == 0 || m == 0 || n == 0)
+    return rt::Status::ok();
+  const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
+  if (k == 0) {
+    // The empty product: zeros (all-zero bytes in f32 and bf16).
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(c, 0, batch * m * n * elementBytes, stream));
+    return rt::Status::ok();
+  }
+
+  PlanKey key;
+  key.dtype = dtype;
+  key.batch = batch;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.transposeA = shape.transposeA;
+  key.transposeB = shape.transposeB;
+  key.bBatched = shape.bBatched;
+  // Batch strides count in the alignment only when the products are strided
+  // (a folded shared-b product is a single matrix).
+  const bool strided =
+      batch > 1 && !foldsBatch(batch, m, shape.transposeA, shape.bBatched);
+  key.alignA = alignmentOf(a, strided ? m * k * elementBytes : 0);
+  key.alignB = alignmentOf(
+      b, strided && shape.bBatched ? k * n * elementBytes : 0);
+  key.alignC = alignmentOf(c, strided ? m * n * elementBytes : 0);
+  for (uint32_t alignment : {key.alignA, key.alignB, key.alignC})
+    if (alignment < elementBytes)
+      return rt::errorf("matmul: an operand is not aligned to its ",
+                        elementBytes, "-byte elements");
+
+  auto plan = impl_->getPlan(key);
+  if (!plan)
+    return plan.takeStatus();
+  const Plan &p = **plan;
+  const float alpha = 1.0f, beta = 0.0f;
+  cublasLtHandle_t handle = impl_->handle;
+  void *workspace = impl_->workspace;
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
+      handle, p.desc, &alpha, b, p.layoutA, a, p.layoutB, &beta, c, p.layoutC,
+      c, p.layoutC, &p.algo, workspace, kWorkspaceBytes, stream));
+  return rt::Status::ok();
+}

@@ -1,0 +1,91 @@
+//===- matmul.h - the matmul family on cuBLASLt -----------------*- C++ -*-===//
+//
+// Part of mlt. Every `matmul` instruction of a plan runs here, on cuBLASLt
+// (no hand-written GEMM). One `MatmulRunner` per device context owns the
+// cuBLASLt handle, a workspace allocated once, and a cache of per-shape
+// descriptors and algorithms, so that a steady-state call creates nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H
+
+#include "mlt/Runtime/ElementType.h"
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace mlt::cuda {
+
+//===----------------------------------------------------------------------===//
+// matmul family
+//
+// Invariants (Kernels.def's `matmul`, the CPU backend's semantics):
+// - Row-major, contiguous. For each of `batch` entries i:
+//   c[i] [m, n] = op(a[i]) op(b[i]), where a[i] is stored [m, k] ([k, m] when
+//   transposeA) at a + i * m * k, b[i] is stored [k, n] ([n, k] when
+//   transposeB) at b + i * k * n, or at b itself for every i when !bBatched
+//   (a weight shared by every batch entry), and c[i] at c + i * m * n.
+// - c is overwritten (beta = 0): its old contents are never read, NaNs in it
+//   do not propagate. k = 0 writes zeros.
+// - Element types: f32 (a, b, c f32, CUBLAS_COMPUTE_32F: pure fp32, never
+//   TF32, the parity mode) and bf16 (a, b, c bf16, accumulated in fp32 by
+//   CUBLAS_COMPUTE_32F, Megatron-style bf16 training). f64 and the others are
+//   errors (the backend's checkSupported rejects f64 plans first).
+// - Pointers need only the alignment of their element type; cuBLASLt is told
+//   each pointer's actual alignment (part of the cache key), so arena offsets
+//   that are not 256-byte aligned get an algorithm that handles them.
+// - Sizes: non-negative, m, n, k and batch within int32 (cuBLASLt's limits).
+//===----------------------------------------------------------------------===//
+
+/// The `ints` of a matmul instruction: batch, m, n, k, transpose_a,
+/// transpose_b, b_batched.
+struct MatmulShape {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool transposeA = false;
+  bool transposeB = false;
+  bool bBatched = false;
+};
+
+/// Runs matmuls on one device through cuBLASLt. Owns a cuBLASLt handle, a
+/// 32 MiB workspace (cudaMalloc'd once, by `create`) and the per-shape cache
+/// of descriptors and algorithms. One per device context, used by one host
+/// thread at a time (not thread-safe); `run` must be called with the runner's
+/// device current, and calls on different streams must not overlap (they
+/// share the workspace).
+class MatmulRunner {
+public:
+  /// Workspace bytes offered to cuBLASLt (what NVIDIA recommends for Hopper).
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+  /// Creates the handle and allocates the workspace on the current device.
+  static rt::StatusOr<std::unique_ptr<MatmulRunner>> create();
+  ~MatmulRunner();
+  MatmulRunner(const MatmulRunner &) = delete;
+  MatmulRunner &operator=(const MatmulRunner &) = delete;
+
+  /// Queues c = op(a) op(b) (Kernels.def's matmul) on `stream`. The first
+  /// call of a shape builds its descriptors and asks cuBLASLt's heuristic for
+  /// an algorithm; later calls of that shape reuse them.
+  rt::Status run(const MatmulShape &shape, const void *a, const void *b,
+                 void *c, rt::ElementType dtype, cudaStream_t stream);
+
+  /// Number of cached shapes (for tests: a second call of a shape adds none).
+  size_t cachedShapes() const;
+
+private:
+  struct Impl;
+  explicit MatmulRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H

@@ -1,0 +1,309 @@
+//===- MatmulTest.cpp - tests of the cuBLASLt matmul family ---------------===//
+//
+// Part of mlt. Checks MatmulRunner against the CPU gemm of lib/Runtime/cpu on
+// the same random inputs: every transpose combination, shared and batched b,
+// batch 1 and 3, odd sizes; f32 at fp32 tolerance (and not TF32), bf16
+// against an f32 product of the same bf16 inputs; the shape cache; operands
+// not 256-byte aligned; the empty product; and the argument errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "kernels/matmul.h"
+
+#include "../Runtime/KernelTestUtil.h"
+#include "mlt/Runtime/cpu/Gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::test;
+using mlt::cpu::test::randomVector;
+using mlt::cpu::test::relError;
+
+namespace {
+
+/// Normwise tolerance of cuBLASLt's fp32 product against OpenBLAS's: both
+/// sum k <= 129 fp32 products, in different orders (blocking, split-k).
+constexpr double kF32Tol = 1e-5;
+/// Normwise tolerance of a bf16 product against the f32 product of the same
+/// bf16 inputs: both accumulate in fp32; the bf16 output rounding alone is
+/// 2^-9 = 2e-3 relative.
+constexpr double kBf16Tol = 1e-2;
+
+struct Dims {
+  int64_t m, n, k;
+};
+// Odd sizes (no multiple of any vector width), a single row, and one shape
+// whose sizes allow 16-byte vectorized kernels.
+constexpr Dims kDims[] = {{1, 7, 13}, {37, 65, 129}, {5, 3, 1}, {64, 96, 128}};
+
+std::string describe(const MatmulShape &s) {
+  std::ostringstream os;
+  os << "batch " << s.batch << " m " << s.m << " n " << s.n << " k " << s.k
+     << " transpose_a " << s.transposeA << " transpose_b " << s.transposeB
+     << " b_batched " << s.bBatched;
+  return os.str();
+}
+
+int64_t sizeA(const MatmulShape &s) { return s.batch * s.m * s.k; }
+int64_t sizeB(const MatmulShape &s) {
+  return (s.bBatched ? s.batch : 1) * s.k * s.n;
+}
+int64_t sizeC(const MatmulShape &s) { return s.batch * s.m * s.n; }
+
+/// The CPU backend's matmul: Kernels.def's semantics on OpenBLAS.
+std::vector<float> cpuMatmul(const MatmulShape &s, const std::vector<float> &a,
+                             const std::vector<float> &b) {
+  std::vector<float> c(sizeC(s));
+  const int64_t lda = std::max<int64_t>(1, s.transposeA ? s.m : s.k);
+  const int64_t ldb = std::max<int64_t>(1, s.transposeB ? s.k : s.n);
+  const int64_t ldc = std::max<int64_t>(1, s.n);
+  rt::Status status = cpu::gemmStridedBatched<float>(
+      s.transposeA, s.transposeB, s.m, s.n, s.k, 1.0f, a.data(), lda,
+      s.m * s.k, b.data(), ldb, s.bBatched ? s.k * s.n : 0, 0.0f, c.data(),
+      ldc, s.m * s.n, s.batch);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  return c;
+}
+
+/// bf16 as its bits: round to nearest even from f32, and back.
+uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float fromBf16(uint16_t x) {
+  const uint32_t bits = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+/// Runs `shape` on the device from host inputs; c starts as NaN so that a
+/// product that read it would show. `offset` shifts every operand by that
+/// many elements from cudaMalloc's 256-byte alignment.
+template <typename T>
+std::vector<T> deviceMatmul(MatmulRunner &runner, const MatmulShape &s,
+                            const std::vector<T> &a, const std::vector<T> &b,
+                            rt::ElementType dtype, T nan, size_t offset = 0) {
+  DeviceBuffer<T> da(a.size() + offset), db(b.size() + offset),
+      dc(sizeC(s) + offset);
+  std::vector<T> pa(offset, T()), pb(offset, T());
+  pa.insert(pa.end(), a.begin(), a.end());
+  pb.insert(pb.end(), b.begin(), b.end());
+  da.upload(pa);
+  db.upload(pb);
+  dc.upload(std::vector<T>(sizeC(s) + offset, nan));
+  rt::Status status = runner.run(s, da.get() + offset, db.get() + offset,
+                                 dc.get() + offset, dtype, nullptr);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  std::vector<T> c = dc.download();
+  return std::vector<T>(c.begin() + offset, c.end());
+}
+
+std::unique_ptr<MatmulRunner> makeRunner() {
+  auto runner = MatmulRunner::create();
+  EXPECT_TRUE(runner.isOk()) << runner.status().message();
+  return runner ? std::move(*runner) : nullptr;
+}
+
+/// Every combination of transposes, shared/batched b, batch 1 and 3, and the
+/// sizes of kDims, calling `check` on each.
+template <typename Check> void forEachShape(Check check) {
+  for (const Dims &d : kDims)
+    for (int64_t batch : {1, 3})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool bBatched : {false, true}) {
+            MatmulShape s;
+            s.batch = batch;
+            s.m = d.m;
+            s.n = d.n;
+            s.k = d.k;
+            s.transposeA = ta;
+            s.transposeB = tb;
+            s.bBatched = bBatched;
+            check(s);
+          }
+}
+
+// Tests the f32 product against the CPU gemm for every combination.
+TEST(CudaMatmulTest, F32MatchesCpuGemm) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(21);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  forEachShape([&](const MatmulShape &s) {
+    auto a = randomVector<float>(rng, sizeA(s));
+    auto b = randomVector<float>(rng, sizeB(s));
+    auto c = deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, nan);
+    EXPECT_LT(relError(c, cpuMatmul(s, a, b)), kF32Tol) << describe(s);
+  });
+}
+
+// Tests the bf16 product (fp32 accumulation) against the f32 product of the
+// same bf16-rounded inputs.
+TEST(CudaMatmulTest, Bf16MatchesF32Reference) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(22);
+  forEachShape([&](const MatmulShape &s) {
+    auto a = randomVector<float>(rng, sizeA(s));
+    auto b = randomVector<float>(rng, sizeB(s));
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = fromBf16(a16[i] = toBf16(a[i]));
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = fromBf16(b16[i] = toBf16(b[i]));
+    auto c16 = deviceMatmul<uint16_t>(*runner, s, a16, b16,
+                                      rt::ElementType::BF16, uint16_t(0x7FC0));
+    std::vector<float> c(c16.size());
+    for (size_t i = 0; i < c.size(); ++i)
+      c[i] = fromBf16(c16[i]);
+    EXPECT_LT(relError(c, cpuMatmul(s, a, b)), kBf16Tol) << describe(s);
+  });
+}
+
+// Tests that f32 is pure fp32, not TF32: (1 + 2^-20)^2 rounds to 1 + 2^-19
+// in fp32, but to 1 from TF32's 10-bit mantissas.
+TEST(CudaMatmulTest, F32IsNotTF32) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  MatmulShape s;
+  s.m = 64;
+  s.n = 64;
+  s.k = 32;
+  const float x = 1.0f + std::ldexp(1.0f, -20);
+  std::vector<float> a(sizeA(s), 0.0f), b(sizeB(s), x);
+  for (int64_t i = 0; i < s.m; ++i)
+    a[i * s.k] = x; // only p = 0 contributes: the sum is exact
+  auto c = deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.0f);
+  const float expected = 1.0f + std::ldexp(1.0f, -19);
+  for (float v : c)
+    ASSERT_EQ(v, expected);
+}
+
+// Tests that a second call of a shape reuses the cached plan (no new entry)
+// and gives the same bits; a new shape adds one entry.
+TEST(CudaMatmulTest, SecondCallHitsTheCache) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(23);
+  MatmulShape s;
+  s.batch = 3;
+  s.m = 37;
+  s.n = 65;
+  s.k = 129;
+  s.transposeA = true;
+  auto a = randomVector<float>(rng, sizeA(s));
+  auto b = randomVector<float>(rng, sizeB(s));
+  auto first = deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.f);
+  const size_t cached = runner->cachedShapes();
+  EXPECT_EQ(cached, 1u);
+  auto second =
+      deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.f);
+  EXPECT_EQ(runner->cachedShapes(), cached);
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(std::memcmp(first.data(), second.data(),
+                        first.size() * sizeof(float)),
+            0);
+  EXPECT_LT(relError(second, cpuMatmul(s, a, b)), kF32Tol);
+  s.transposeB = true;
+  (void)deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.f);
+  EXPECT_EQ(runner->cachedShapes(), cached + 1);
+}
+
+// Tests operands one element past cudaMalloc's alignment (an arena offset):
+// cuBLASLt is told, and picks an algorithm that handles them.
+TEST(CudaMatmulTest, OperandsAlignedOnlyToTheirElements) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(24);
+  for (bool bBatched : {false, true}) {
+    MatmulShape s;
+    s.batch = 3;
+    s.m = 64;
+    s.n = 96;
+    s.k = 128;
+    s.transposeB = true;
+    s.bBatched = bBatched;
+    auto a = randomVector<float>(rng, sizeA(s));
+    auto b = randomVector<float>(rng, sizeB(s));
+    auto c = deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32,
+                                 std::numeric_limits<float>::quiet_NaN(), 1);
+    EXPECT_LT(relError(c, cpuMatmul(s, a, b)), kF32Tol) << describe(s);
+
+    std::vector<uint16_t> a16(a.size()), b16(b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = fromBf16(a16[i] = toBf16(a[i]));
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = fromBf16(b16[i] = toBf16(b[i]));
+    auto c16 = deviceMatmul<uint16_t>(*runner, s, a16, b16,
+                                      rt::ElementType::BF16, uint16_t(0x7FC0),
+                                      1);
+    std::vector<float> cf(c16.size());
+    for (size_t i = 0; i < cf.size(); ++i)
+      cf[i] = fromBf16(c16[i]);
+    EXPECT_LT(relError(cf, cpuMatmul(s, a, b)), kBf16Tol) << describe(s);
+  }
+}
+
+// Tests that k = 0 writes zeros over whatever c held (NaN here).
+TEST(CudaMatmulTest, EmptyInnerDimensionWritesZeros) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  MatmulShape s;
+  s.batch = 2;
+  s.m = 3;
+  s.n = 5;
+  s.k = 0;
+  std::vector<float> a(1, 1.0f), b(1, 1.0f);
+  auto c = deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32,
+                               std::numeric_limits<float>::quiet_NaN());
+  for (float v : c)
+    EXPECT_EQ(v, 0.0f);
+}
+
+// Tests the argument errors: f64, negative and too large sizes.
+TEST(CudaMatmulTest, RejectsBadArguments) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  DeviceBuffer<double> buffer(16);
+  MatmulShape s;
+  s.m = s.n = s.k = 2;
+  rt::Status f64 = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                               rt::ElementType::F64, nullptr);
+  ASSERT_FALSE(f64.isOk());
+  EXPECT_NE(f64.message().find("f64"), std::string::npos) << f64.message();
+  s.k = -1;
+  rt::Status negative = runner->run(s, buffer.get(), buffer.get(),
+                                    buffer.get(), rt::ElementType::F32,
+                                    nullptr);
+  ASSERT_FALSE(negative.isOk());
+  EXPECT_NE(negative.message().find("negative"), std::string::npos)
+      << negative.message();
+  s.k = int64_t(1) << 32;
+  rt::Status large = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                                 rt::ElementType::F32, nullptr);
+  ASSERT_FALSE(large.isOk());
+  EXPECT_NE(large.message().find("32-bit"), std::string::npos)
+      << large.message();
+}
+
+} // namespace

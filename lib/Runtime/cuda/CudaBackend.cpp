@@ -33,6 +33,10 @@
 #include "DeviceError.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
 
 #include <cuda_runtime.h>
 
@@ -63,6 +67,18 @@ bool supportsKernel(Kernel kernel) {
   case Kernel::Cast:
   case Kernel::Transpose:
   case Kernel::ShardSlice:
+  // rmsnorm.h, rope.h, attention.h
+  case Kernel::RMSNormFwd:
+  case Kernel::RMSNormBwd:
+  case Kernel::Rope:
+  case Kernel::AttentionFwd:
+  case Kernel::AttentionBwd:
+  // cross_entropy.h
+  case Kernel::CrossEntropyFwd:
+  case Kernel::CrossEntropyBwd:
+  case Kernel::CrossEntropyStats:
+  case Kernel::CrossEntropyCombine:
+  case Kernel::CrossEntropyBwdStats:
   // matmul.h
   case Kernel::Matmul:
     return true;
@@ -424,6 +440,90 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return matmul_->run(MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0,
                                     a[5] != 0, a[6] != 0},
                         in[0].data, in[1].data, out[0].data, in[0].dtype, s);
+
+  // rmsnorm.h: the plan keeps no rstd (the backward recomputes it), and
+  // rms_norm_bwd overwrites dw.
+  case Kernel::RMSNormFwd: // x, w -> y; rows, dim; eps
+    return launchRmsNormFwd(f(out[0]), nullptr, f(in[0]), f(in[1]), a[0], a[1],
+                            inst.floats[0], s);
+  case Kernel::RMSNormBwd: { // dy, x, w -> dx, dw; rows, dim; eps
+    const size_t bytes = rmsNormBwdScratchBytes(a[0], a[1]);
+    StatusOr<void *> partials = scratch(bytes);
+    if (!partials)
+      return partials.takeStatus();
+    return launchRmsNormBwd(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+                            a[0], a[1], inst.floats[0], *partials, bytes, s);
+  }
+
+  // rope.h: x -> y; batch, seq, heads, head_dim, inverse, position_offset;
+  // theta.
+  case Kernel::Rope:
+    return launchRope(f(out[0]), f(in[0]), a[0], a[1], a[2], a[3], a[4] != 0,
+                      a[5], inst.floats[0], s);
+
+  // attention.h: ints batch, seq, q_heads, kv_heads, head_dim, causal;
+  // floats scale.
+  case Kernel::AttentionFwd: // q, k, v -> out, lse
+  case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
+    AttentionShape shape;
+    shape.batch = a[0];
+    shape.seq = a[1];
+    shape.qHeads = a[2];
+    shape.kvHeads = a[3];
+    shape.headDim = a[4];
+    shape.causal = a[5] != 0;
+    shape.scale = inst.floats[0];
+    if (inst.kernel == Kernel::AttentionFwd)
+      return launchAttentionFwd(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                f(in[2]), shape, s);
+    const size_t bytes = attentionBwdScratchBytes(shape);
+    StatusOr<void *> delta = scratch(bytes);
+    if (!delta)
+      return delta.takeStatus();
+    return launchAttentionBwd(f(out[0]), f(out[1]), f(out[2]), f(in[0]),
+                              f(in[1]), f(in[2]), f(in[3]), f(in[4]), f(in[5]),
+                              shape, *delta, bytes, s);
+  }
+
+  // cross_entropy.h: labels are checked on the device (errorSink). The plan
+  // keeps no lse between cross_entropy_fwd and cross_entropy_bwd: the
+  // backward recomputes it.
+  case Kernel::CrossEntropyFwd: { // logits, labels -> loss; rows, vocab
+    const size_t bytes = crossEntropyFwdScratchBytes(a[0]);
+    StatusOr<void *> rowLosses = scratch(bytes);
+    if (!rowLosses)
+      return rowLosses.takeStatus();
+    return launchCrossEntropyFwd(f(out[0]), f(in[0]), in[1].as<const int32_t>(),
+                                 a[0], a[1], a[0], *rowLosses, bytes,
+                                 errorSink(inst), s);
+  }
+  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
+    return launchCrossEntropyBwd(f(out[0]), f(in[0]), f(in[1]),
+                                 in[2].as<const int32_t>(), a[0], a[1], a[0],
+                                 errorSink(inst), s);
+  case Kernel::CrossEntropyStats:      // logits, labels -> lse, target
+  case Kernel::CrossEntropyBwdStats: { // dloss, logits, labels, lse -> dlogits
+    // ints: rows, vocab_local, axis[, row_count]. The rank holds columns from
+    // coordinate * vocab_local of G * vocab_local.
+    const int64_t rows = a[0], vocabLocal = a[1];
+    StatusOr<AxisPosition> position = axisPosition(a[2]);
+    if (!position)
+      return position.takeStatus();
+    const int64_t offset = position->coordinate * vocabLocal;
+    const int64_t total = position->size * vocabLocal;
+    if (inst.kernel == Kernel::CrossEntropyStats)
+      return launchCrossEntropyStats(f(out[0]), f(out[1]), f(in[0]),
+                                     in[1].as<const int32_t>(), rows,
+                                     vocabLocal, offset, total,
+                                     errorSink(inst), s);
+    return launchCrossEntropyBwdStats(
+        f(out[0]), f(in[0]), f(in[1]), in[2].as<const int32_t>(), f(in[3]),
+        rows, vocabLocal, offset, total, a[3], errorSink(inst), s);
+  }
+  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss; rows, G,
+                                    // row_count
+    return launchCrossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                     a[0], a[1], a[2], s);
 
   default:
     break;

@@ -1,0 +1,87 @@
+//===- attention.h - flash attention CUDA kernels (host side) ---*- C++ -*-===//
+//
+// Part of mlt. Host launchers of the attention family (attention.cuh):
+// Kernels.def's attention_fwd / attention_bwd, causal or full grouped-query
+// attention with the semantics of the CPU kernels
+// (lib/Runtime/cpu/Attention.cpp):
+//   q, out, dout, dq [batch, seq, qHeads, headDim]; k, v, dk, dv [batch, seq,
+//   kvHeads, headDim]; lse [batch, qHeads, seq] f32; query head h reads kv
+//   head h / (qHeads / kvHeads); out = softmax(scale * q k^T + mask) v and
+//   lse = the log-sum-exp of each query row's scaled, unmasked scores.
+//
+// Design (FlashAttention-2 structure, f32 on CUDA cores for now): no [seq,
+// seq] matrix is ever stored. The forward runs one block per (query tile,
+// query head, batch entry), streams K/V tiles through shared memory and
+// keeps an online softmax per query row. The backward recomputes the
+// probabilities from q, k and the saved lse: a small kernel computes delta =
+// rowsum(dout * out) into scratch, one kernel computes dq per query tile
+// (looping over key tiles), another dk and dv per key tile (looping over the
+// query heads of its group and their query tiles, in a fixed order). No
+// atomics anywhere: results are bit-reproducible.
+// Performance is not the goal of this version; the tiles live in shared
+// memory so that the inner products can move to tensor cores (mma / wgmma,
+// bf16 inputs with f32 accumulation) without changing the structure.
+//
+// Limits: headDim in [1, 128] (tiles are compiled for 32, 64 and 128 and a
+// smaller head_dim uses the next size up); qHeads and batch at most 65535
+// (grid dimensions); argument errors are returned before anything is queued.
+//
+// Scratch memory (backward only): attentionBwdScratchBytes(shape) bytes
+// (delta, one f32 per query row), owned by the caller: the CUDA backend's
+// device context allocates one scratch area per context lazily with
+// cudaMalloc, grown to the largest request (launches on one stream reuse it
+// safely: they run in order).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlt::cuda {
+
+/// Shape and attributes of one attention call (Kernels.def's ints and
+/// float).
+struct AttentionShape {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t qHeads = 0;
+  int64_t kvHeads = 0;
+  int64_t headDim = 0;
+  bool causal = true;
+  double scale = 1.0;
+};
+
+/// The largest head_dim the kernels handle.
+inline constexpr int64_t kMaxAttentionHeadDim = 128;
+
+/// out = attention(q, k, v); lse [batch, qHeads, seq] f32. out must not
+/// overlap q, k or v.
+rt::Status launchAttentionFwd(float *out, float *lse, const float *q,
+                              const float *k, const float *v,
+                              const AttentionShape &shape,
+                              cudaStream_t stream);
+
+/// Bytes of scratch launchAttentionBwd needs for this shape.
+size_t attentionBwdScratchBytes(const AttentionShape &shape);
+
+/// dq, dk, dv (overwritten; dk and dv summed over the query heads of each kv
+/// head's group) from dout and the forward's q, k, v, out and lse. The
+/// outputs must not overlap the inputs. `scratch` holds at least
+/// attentionBwdScratchBytes(shape) bytes.
+rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
+                              const float *dout, const float *q,
+                              const float *k, const float *v, const float *out,
+                              const float *lse, const AttentionShape &shape,
+                              void *scratch, size_t scratchBytes,
+                              cudaStream_t stream);
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H

@@ -1,0 +1,183 @@
+//===- cross_entropy.cu - softmax cross-entropy CUDA launchers ------------===//
+//
+// Part of mlt. Host side of the cross_entropy family: the CPU kernels'
+// argument checks that need no device data (shard bounds, divisors, part
+// counts), the launch geometry (a function of the shape only) and the choice
+// between the 16-byte and the scalar path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cross_entropy.h"
+
+#include "CudaCheck.h"
+#include "kernels/cross_entropy.cuh"
+#include "mlt/Runtime/cpu/VocabShard.h"
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::xent;
+
+namespace {
+
+/// Threads per row: one pack (or element) per thread up to 512 threads.
+int rowThreads(int64_t n, bool vec, int width) {
+  const int64_t units = vec ? n / width : n;
+  int64_t threads = (units + 31) / 32 * 32;
+  if (threads < 32)
+    threads = 32;
+  if (threads > 512)
+    threads = 512;
+  return int(threads);
+}
+
+rt::Status checkRows(const char *kernel, int64_t rows, int64_t n) {
+  if (rows < 0 || n < 0)
+    return rt::errorf(kernel, ": bad shape [", rows, ", ", n, "]");
+  if (rows > 0 && n == 0)
+    return rt::errorf(kernel, ": the vocabulary shard is empty");
+  if (rows > INT32_MAX)
+    return rt::errorf(kernel, ": ", rows, " rows are more than one grid holds");
+  return rt::Status::ok();
+}
+
+rt::Status checkDivisor(const char *kernel, int64_t lossDivisor) {
+  if (lossDivisor <= 0)
+    return rt::errorf(kernel, ": loss divisor ", lossDivisor,
+                      " must be positive");
+  return rt::Status::ok();
+}
+
+template <typename T>
+bool vectorizable(int64_t n, const void *a, const void *b = nullptr) {
+  return n % Pack<T>::kWidth == 0 && isAligned16(a) && (!b || isAligned16(b));
+}
+
+/// Launches rowStatsKernel (per-row loss or shard statistics).
+template <typename T>
+rt::Status launchRowStats(float *rowLoss, T *lse, T *target, const T *logits,
+                          const int32_t *labels, int64_t rows, int64_t n,
+                          int64_t labelOffset, int64_t vocabTotal,
+                          DeviceErrorSink errors, cudaStream_t stream) {
+  const bool vec = vectorizable<T>(n, logits);
+  const int threads = rowThreads(n, vec, Pack<T>::kWidth);
+  if (vec)
+    rowStatsKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(
+        rowLoss, lse, target, logits, labels, n, labelOffset, vocabTotal,
+        errors);
+  else
+    rowStatsKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(
+        rowLoss, lse, target, logits, labels, n, labelOffset, vocabTotal,
+        errors);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross-entropy row statistics");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status launchGradient(T *dlogits, const T *dloss, const T *logits,
+                          const int32_t *labels, const T *lse, int64_t rows,
+                          int64_t n, int64_t labelOffset, int64_t vocabTotal,
+                          int64_t lossDivisor, DeviceErrorSink errors,
+                          cudaStream_t stream) {
+  if (rows == 0)
+    return rt::Status::ok();
+  const bool vec = vectorizable<T>(n, logits, dlogits);
+  const int threads = rowThreads(n, vec, Pack<T>::kWidth);
+  if (vec)
+    gradientKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(
+        dlogits, dloss, logits, labels, lse, n, labelOffset, vocabTotal,
+        double(lossDivisor), errors);
+  else
+    gradientKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(
+        dlogits, dloss, logits, labels, lse, n, labelOffset, vocabTotal,
+        double(lossDivisor), errors);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross-entropy gradient");
+  return rt::Status::ok();
+}
+
+} // namespace
+
+size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
+  return rows > 0 ? size_t(rows) * sizeof(float) : 0;
+}
+
+rt::Status mlt::cuda::launchCrossEntropyFwd(float *loss, const float *logits,
+                                            const int32_t *labels, int64_t rows,
+                                            int64_t vocab, int64_t lossDivisor,
+                                            void *scratch, size_t scratchBytes,
+                                            DeviceErrorSink errors,
+                                            cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkRows("cross_entropy", rows, vocab));
+  MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy", lossDivisor));
+  const size_t needed = crossEntropyFwdScratchBytes(rows);
+  if (needed > 0 && (!scratch || scratchBytes < needed))
+    return rt::errorf("cross_entropy: ", scratchBytes,
+                      " bytes of scratch given, ", needed, " needed");
+  float *rowLoss = static_cast<float *>(scratch);
+  if (rows > 0)
+    MLT_RETURN_IF_ERROR(launchRowStats<float>(rowLoss, nullptr, nullptr,
+                                              logits, labels, rows, vocab, 0,
+                                              vocab, errors, stream));
+  sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows,
+                                               double(lossDivisor));
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy (loss sum)");
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchCrossEntropyBwd(float *dlogits, const float *dloss,
+                                            const float *logits,
+                                            const int32_t *labels, int64_t rows,
+                                            int64_t vocab, int64_t lossDivisor,
+                                            DeviceErrorSink errors,
+                                            cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkRows("cross_entropy backward", rows, vocab));
+  MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy backward", lossDivisor));
+  return launchGradient<float>(dlogits, dloss, logits, labels, nullptr, rows,
+                               vocab, 0, vocab, lossDivisor, errors, stream);
+}
+
+rt::Status mlt::cuda::launchCrossEntropyStats(
+    float *lse, float *target, const float *logits, const int32_t *labels,
+    int64_t rows, int64_t vocabLocal, int64_t vocabOffset, int64_t vocabTotal,
+    DeviceErrorSink errors, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(cpu::checkVocabShard("cross_entropy_stats", vocabLocal,
+                                           vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkRows("cross_entropy_stats", rows, vocabLocal));
+  if (rows == 0)
+    return rt::Status::ok();
+  return launchRowStats<float>(nullptr, lse, target, logits, labels, rows,
+                               vocabLocal, vocabOffset, vocabTotal, errors,
+                               stream);
+}
+
+rt::Status mlt::cuda::launchCrossEntropyCombine(float *lse, float *loss,
+                                                const float *parts,
+                                                const float *target,
+                                                int64_t rows, int64_t numParts,
+                                                int64_t lossDivisor,
+                                                cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy_combine", lossDivisor));
+  if (numParts <= 0 && rows > 0)
+    return rt::errorf("cross_entropy_combine: ", numParts,
+                      " parts; at least one is needed");
+  if (rows < 0)
+    return rt::errorf("cross_entropy_combine: ", rows, " rows");
+  combineKernel<float><<<1, kSumThreads, 0, stream>>>(
+      lse, loss, parts, target, rows, numParts, double(lossDivisor));
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_combine");
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchCrossEntropyBwdStats(
+    float *dlogits, const float *dloss, const float *logits,
+    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
+    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
+    DeviceErrorSink errors, cudaStream_t stream) {
+  const char *kernel = "cross_entropy_stats backward";
+  MLT_RETURN_IF_ERROR(
+      cpu::checkVocabShard(kernel, vocabLocal, vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocabLocal));
+  MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
+  return launchGradient<float>(dlogits, dloss, logits, labels, lse, rows,
+                               vocabLocal, vocabOffset, vocabTotal,
+                               lossDivisor, errors, stream);
+}

@@ -1,0 +1,256 @@
+//===- cross_entropy.cuh - softmax cross-entropy CUDA kernels --*- CUDA -*-===//
+//
+// Part of mlt. Device code of the cross_entropy family (launchers in
+// cross_entropy.cu, declared in cross_entropy.h).
+//
+// Invariants:
+// - logits, dlogits are [rows, n] row-major (n = vocab, or vocab_local for a
+//   shard); labels are [rows] int32 global ids; lse, target, rowValues are
+//   [rows]; T is the logits' storage type, statistics are f32.
+// - Row kernels: one block per row (blockIdx.x), blockDim.x a multiple of 32
+//   (at most 1024) chosen on the host from n only. Each thread owns the
+//   columns of its 16-byte packs i = threadIdx.x + k * blockDim.x (kVec:
+//   n % Pack<T>::kWidth == 0 and 16-byte aligned logits/dlogits, checked on
+//   the host) or its single columns j = threadIdx.x + k * blockDim.x.
+// - Row statistics are an online (max, sum of exp(x - max)) pair per thread
+//   in f32, merged by a warp butterfly and then over warps in warp order: a
+//   fixed tree, so bit-reproducible; lse = max + log(sum). One exp per
+//   element (two when the running max moves).
+// - Losses: the row kernel writes lse - target per row; one block of
+//   kSumThreads threads then sums the rows (thread t: rows t, t + kSumThreads,
+//   ... in order, in f64; then a fixed tree) and divides once. No atomics.
+// - Gradient rows: dx[j] = (exp(x[j] - lse) - (j == label)) * factor, factor
+//   = f32(dloss / divisor) computed in f64. A thread reads x[j] (the pass
+//   that computes lse, then again) before it writes dx[j], and no thread
+//   writes before the block's statistics are reduced (the reduction
+//   synchronizes): dlogits may alias logits.
+// - A label outside [0, vocabTotal) is reported (DeviceError.h: position =
+//   row, value = the label, limit = vocabTotal) by thread 0 of its row's
+//   block, and makes the row's lse / loss / gradient NaN; a label is only
+//   used to index the row when it falls inside it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_CROSS_ENTROPY_CUH
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_CROSS_ENTROPY_CUH
+
+#include "DeviceError.h"
+#include "kernels/common.cuh"
+
+namespace mlt::cuda::xent {
+
+/// Threads of the single-block sums (loss, combine).
+inline constexpr int kSumThreads = 1024;
+
+#ifdef __CUDACC__
+
+/// A running max and sum of exp(x - max).
+struct MaxSum {
+  float m, s;
+};
+
+__device__ __forceinline__ MaxSum emptyMaxSum() {
+  return MaxSum{-INFINITY, 0.f};
+}
+
+__device__ __forceinline__ void addValue(MaxSum &a, float v) {
+  if (v > a.m) {
+    a.s = a.s * expf(a.m - v) + 1.f; // exp(-inf) = 0 for the first value
+    a.m = v;
+  } else if (a.m != -INFINITY) {
+    a.s += expf(v - a.m);
+  } else if (!(v == -INFINITY)) {
+    a.s = v; // v is NaN: keep it
+  }
+}
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY)
+    return MaxSum{m, a.s + b.s};
+  return MaxSum{m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+/// The block's (max, sum) over all threads' pairs, returned to every thread;
+/// `red` is 32 MaxSum of shared memory, reusable when it returns.
+__device__ __forceinline__ MaxSum blockMaxSum(MaxSum v, MaxSum *red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    MaxSum o;
+    o.m = __shfl_xor_sync(0xffffffffu, v.m, offset);
+    o.s = __shfl_xor_sync(0xffffffffu, v.s, offset);
+    // Both lanes of a pair merge the same two values in the same order.
+    v = (lane & offset) ? merge(o, v) : merge(v, o);
+  }
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? red[lane] : emptyMaxSum();
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    MaxSum o;
+    o.m = __shfl_xor_sync(0xffffffffu, v.m, offset);
+    o.s = __shfl_xor_sync(0xffffffffu, v.s, offset);
+    v = (lane & offset) ? merge(o, v) : merge(v, o);
+  }
+  __syncthreads();
+  return v;
+}
+
+/// The sum of `v` over the block in a fixed order, returned to every thread;
+/// `red` is 32 doubles of shared memory.
+__device__ __forceinline__ double blockSumDouble(double v, double *red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? red[lane] : 0.0;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  __syncthreads();
+  return v;
+}
+
+/// logsumexp of row x [n] over the block.
+template <typename T, bool kVec>
+__device__ __forceinline__ float rowLogSumExp(const T *x, int64_t n,
+                                              MaxSum *red) {
+  MaxSum acc = emptyMaxSum();
+  if constexpr (kVec) {
+    constexpr int W = Pack<T>::kWidth;
+    const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
+    for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
+      const Pack<T> p = xp[i];
+#pragma unroll
+      for (int e = 0; e < W; ++e)
+        addValue(acc, toCompute(p.v[e]));
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      addValue(acc, toCompute(x[j]));
+  }
+  acc = blockMaxSum(acc, red);
+  return acc.m + logf(acc.s);
+}
+
+/// Per row: lse and, with `rowLoss`, lse - logits[label] (cross_entropy_fwd,
+/// labelOffset 0); with `lse`/`target`, the shard statistics
+/// (cross_entropy_stats). Labels outside [0, vocabTotal) give NaN.
+template <typename T, bool kVec>
+__global__ void rowStatsKernel(float *rowLoss, T *lseOut, T *targetOut,
+                               const T *logits, const int32_t *labels,
+                               int64_t n, int64_t labelOffset,
+                               int64_t vocabTotal, DeviceErrorSink errors) {
+  __shared__ MaxSum red[32];
+  const int64_t row = blockIdx.x;
+  const T *x = logits + row * n;
+  const float lse = rowLogSumExp<T, kVec>(x, n, red);
+  if (threadIdx.x != 0)
+    return;
+  const int64_t label = labels[row];
+  const int64_t local = label - labelOffset;
+  const bool valid = label >= 0 && label < vocabTotal;
+  if (!valid)
+    reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
+                      vocabTotal);
+  const float target = local >= 0 && local < n ? toCompute(x[local]) : 0.f;
+  if (rowLoss)
+    rowLoss[row] = valid ? lse - target : NAN;
+  if (lseOut) {
+    lseOut[row] = fromCompute<T>(valid ? lse : NAN);
+    targetOut[row] = fromCompute<T>(target);
+  }
+}
+
+/// *loss = sum_r values[r] / divisor: one block of kSumThreads threads.
+__global__ void sumRowsKernel(float *loss, const float *values, int64_t rows,
+                              double divisor) {
+  __shared__ double red[32];
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    sum += double(values[r]);
+  sum = blockSumDouble(sum, red);
+  if (threadIdx.x == 0)
+    *loss = float(sum / divisor);
+}
+
+/// cross_entropy_combine: one block of kSumThreads threads; per row (thread
+/// t: rows t, t + blockDim.x, ...) the lse over the parts in f64, as the CPU
+/// kernel; the loss sum in f64 in a fixed order.
+template <typename T>
+__global__ void combineKernel(T *lse, T *loss, const T *parts, const T *target,
+                              int64_t rows, int64_t numParts, double divisor) {
+  __shared__ double red[32];
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    double maxValue = double(toCompute(parts[r]));
+    for (int64_t g = 1; g < numParts; ++g)
+      maxValue = fmax(maxValue, double(toCompute(parts[g * rows + r])));
+    double expSum = 0.0;
+    for (int64_t g = 0; g < numParts; ++g)
+      expSum += exp(double(toCompute(parts[g * rows + r])) - maxValue);
+    const double rowLse = maxValue + log(expSum);
+    lse[r] = fromCompute<T>(float(rowLse));
+    sum += rowLse - double(toCompute(target[r]));
+  }
+  sum = blockSumDouble(sum, red);
+  if (threadIdx.x == 0)
+    *loss = fromCompute<T>(float(sum / divisor));
+}
+
+/// Gradient rows: dx = (exp(x - lse) - onehot(label - labelOffset)) * dloss /
+/// divisor, with lse recomputed from the row when `lseIn` is null.
+template <typename T, bool kVec>
+__global__ void gradientKernel(T *dlogits, const T *dloss, const T *logits,
+                               const int32_t *labels, const T *lseIn, int64_t n,
+                               int64_t labelOffset, int64_t vocabTotal,
+                               double divisor, DeviceErrorSink errors) {
+  __shared__ MaxSum red[32];
+  const int64_t row = blockIdx.x;
+  const T *x = logits + row * n;
+  T *dx = dlogits + row * n;
+  float lse;
+  if (lseIn) {
+    lse = toCompute(lseIn[row]);
+  } else {
+    lse = rowLogSumExp<T, kVec>(x, n, red);
+  }
+  const int64_t label = labels[row];
+  const int64_t local = label - labelOffset;
+  const bool valid = label >= 0 && label < vocabTotal;
+  if (!valid && threadIdx.x == 0)
+    reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
+                      vocabTotal);
+  const float factor =
+      valid ? float(double(toCompute(*dloss)) / divisor) : NAN;
+  if constexpr (kVec) {
+    constexpr int W = Pack<T>::kWidth;
+    const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
+    Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dx);
+    for (int64_t i = threadIdx.x; i < n / W; i += blockDim.x) {
+      const Pack<T> p = xp[i];
+      Pack<T> out;
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float prob = expf(toCompute(p.v[e]) - lse);
+        out.v[e] = fromCompute<T>(
+            (i * W + e == local ? prob - 1.f : prob) * factor);
+      }
+      dxp[i] = out;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float prob = expf(toCompute(x[j]) - lse);
+      dx[j] = fromCompute<T>((j == local ? prob - 1.f : prob) * factor);
+    }
+  }
+}
+
+#endif // __CUDACC__
+
+} // namespace mlt::cuda::xent
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_CROSS_ENTROPY_CUH

@@ -1,0 +1,159 @@
+//===- rmsnorm.cu - RMS normalization CUDA launchers ----------------------===//
+//
+// Part of mlt. Host side of the rmsnorm family: argument checks, the launch
+// geometry (a function of the shape only, so every device computes the same
+// sums in the same order) and the choice between the 16-byte and the scalar
+// path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/rmsnorm.h"
+
+#include "CudaCheck.h"
+#include "kernels/rmsnorm.cuh"
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::rmsnorm;
+
+namespace {
+
+/// Threads per row: one pack (or element) per thread up to 512 threads.
+int rowThreads(int64_t dim, bool vec, int width) {
+  const int64_t units = vec ? dim / width : dim;
+  int64_t threads = (units + 31) / 32 * 32;
+  if (threads < 32)
+    threads = 32;
+  if (threads > 512)
+    threads = 512;
+  return int(threads);
+}
+
+/// Rows per block and blocks of the backward.
+struct BwdSplit {
+  int64_t rowsPerBlock = 0, blocks = 0;
+};
+BwdSplit bwdSplit(int64_t rows) {
+  BwdSplit split;
+  if (rows <= 0)
+    return split;
+  split.rowsPerBlock = (rows + kMaxBwdBlocks - 1) / kMaxBwdBlocks;
+  split.blocks = (rows + split.rowsPerBlock - 1) / split.rowsPerBlock;
+  return split;
+}
+
+rt::Status checkShape(const char *kernel, int64_t rows, int64_t dim) {
+  if (rows < 0 || dim < 0 || (rows > 0 && dim == 0))
+    return rt::errorf(kernel, ": bad shape [", rows, ", ", dim, "]");
+  if (rows > INT32_MAX)
+    return rt::errorf(kernel, ": ", rows, " rows are more than one grid holds");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
+                   int64_t dim, double eps, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkShape("rms_norm_fwd", rows, dim));
+  if (rows == 0)
+    return rt::Status::ok();
+  constexpr int W = Pack<T>::kWidth;
+  const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(y) &&
+                   isAligned16(weight);
+  const int threads = rowThreads(dim, vec, W);
+  if (vec)
+    rmsNormFwdKernel<T, true>
+        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+  else
+    rmsNormFwdKernel<T, false>
+        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status backward(T *dx, T *dw, const T *dy, const T *x, const T *weight,
+                    int64_t rows, int64_t dim, double eps, void *scratch,
+                    size_t scratchBytes, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkShape("rms_norm_bwd", rows, dim));
+  if (dim == 0)
+    return rt::Status::ok();
+  if (rows == 0) {
+    // No rows: the sum over rows is zero (all-zero bits are 0 in f32 and bf16).
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(T), stream));
+    return rt::Status::ok();
+  }
+  const size_t needed = rmsNormBwdScratchBytes(rows, dim);
+  if (!scratch || scratchBytes < needed)
+    return rt::errorf("rms_norm_bwd: ", scratchBytes,
+                      " bytes of scratch given, ", needed, " needed");
+  const BwdSplit split = bwdSplit(rows);
+  float *partial = static_cast<float *>(scratch);
+
+  constexpr int W = Pack<T>::kWidth;
+  const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(dy) &&
+                   isAligned16(dx) && isAligned16(weight);
+  const int threads = rowThreads(dim, vec, W);
+  // The per-block dw accumulator lives in shared memory when it fits the
+  // default 48 KiB (no opt-in needed), else in the block's partial row.
+  const size_t accBytes = size_t(dim) * sizeof(float);
+  const bool accInShared = accBytes <= 48 * 1024;
+  const size_t shared = accInShared ? accBytes : 0;
+  if (vec)
+    rmsNormBwdRowsKernel<T, true>
+        <<<unsigned(split.blocks), threads, shared, stream>>>(
+            dx, partial, dy, x, weight, rows, dim, split.rowsPerBlock, eps,
+            accInShared);
+  else
+    rmsNormBwdRowsKernel<T, false>
+        <<<unsigned(split.blocks), threads, shared, stream>>>(
+            dx, partial, dy, x, weight, rows, dim, split.rowsPerBlock, eps,
+            accInShared);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
+  rmsNormBwdColumnsKernel<T>
+      <<<unsigned((dim + kFlatThreads - 1) / kFlatThreads), kFlatThreads, 0,
+         stream>>>(dw, partial, split.blocks, dim);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (dw)");
+  return rt::Status::ok();
+}
+
+} // namespace
+
+size_t mlt::cuda::rmsNormBwdScratchBytes(int64_t rows, int64_t dim) {
+  if (rows <= 0 || dim <= 0)
+    return 0;
+  return size_t(bwdSplit(rows).blocks) * size_t(dim) * sizeof(float);
+}
+
+rt::Status mlt::cuda::launchRmsNormFwd(float *y, float *rstd, const float *x,
+                                       const float *weight, int64_t rows,
+                                       int64_t dim, double eps,
+                                       cudaStream_t stream) {
+  return forward(y, rstd, x, weight, rows, dim, eps, stream);
+}
+
+rt::Status mlt::cuda::launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
+                                       const __nv_bfloat16 *x,
+                                       const __nv_bfloat16 *weight,
+                                       int64_t rows, int64_t dim, double eps,
+                                       cudaStream_t stream) {
+  return forward(y, rstd, x, weight, rows, dim, eps, stream);
+}
+
+rt::Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
+                                       const float *x, const float *weight,
+                                       int64_t rows, int64_t dim, double eps,
+                                       void *scratch, size_t scratchBytes,
+                                       cudaStream_t stream) {
+  return backward(dx, dw, dy, x, weight, rows, dim, eps, scratch, scratchBytes,
+                  stream);
+}
+
+rt::Status mlt::cuda::launchRmsNormBwd(
+    __nv_bfloat16 *dx, __nv_bfloat16 *dw, const __nv_bfloat16 *dy,
+    const __nv_bfloat16 *x, const __nv_bfloat16 *weight, int64_t rows,
+    int64_t dim, double eps, void *scratch, size_t scratchBytes,
+    cudaStream_t stream) {
+  return backward(dx, dw, dy, x, weight, rows, dim, eps, scratch, scratchBytes,
+                  stream);
+}

@@ -1,0 +1,70 @@
+//===- rmsnorm.h - RMS normalization CUDA kernels (host side) ---*- C++ -*-===//
+//
+// Part of mlt. Host launchers of the rmsnorm family (rmsnorm.cuh): forward
+// and backward of `mlt.rms_norm` (Kernels.def rms_norm_fwd, rms_norm_bwd),
+// with the semantics of the CPU kernels (lib/Runtime/cpu/RMSNorm.cpp) as the
+// CPU backend drives them: the plan keeps no rstd, so the backward recomputes
+// it exactly as the forward does, and the backward OVERWRITES dw.
+//
+// Each launcher queues its work on `stream` and returns; argument errors are
+// returned before anything is queued, launch errors right after the launch.
+//
+// Scratch memory: the backward's weight gradient is a sum over rows, made
+// deterministic (no atomics) by two kernels: the first writes one partial
+// sum per block of rows into `scratch` ([blocks, dim] f32), the second sums
+// the partials of each column in block order. `rmsNormBwdScratchBytes(rows,
+// dim)` is the size it needs, a function of the shape only; the caller owns
+// the memory (the CUDA backend's device context allocates one scratch area
+// per context lazily with cudaMalloc, grown to the largest request, and
+// hands it to every launcher that needs scratch; launches on one stream
+// reuse it safely because they run in order). Launchers check scratchBytes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlt::cuda {
+
+/// y = weight * (x * rstd) per row of x [rows, dim], rstd = 1 / sqrt(mean(x^2)
+/// + eps) (statistics in f32, rstd rounded to f32 as the CPU kernel rounds it
+/// to T). `rstd` ([rows] f32) may be null; when given it receives rstd. `y`
+/// may alias `x`. dim must be positive when rows are.
+rt::Status launchRmsNormFwd(float *y, float *rstd, const float *x,
+                            const float *weight, int64_t rows, int64_t dim,
+                            double eps, cudaStream_t stream);
+rt::Status launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
+                            const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
+                            int64_t rows, int64_t dim, double eps,
+                            cudaStream_t stream);
+
+/// Bytes of scratch launchRmsNormBwd needs for this shape (0 when it needs
+/// none).
+size_t rmsNormBwdScratchBytes(int64_t rows, int64_t dim);
+
+/// dx = rstd * (weight * dy - n * mean(weight * dy * n)), n = x * rstd, with
+/// rstd recomputed from x and eps; dw (overwritten) = sum over rows of dy * n,
+/// in a fixed order (deterministic). `dx` may alias `dy`. `scratch` holds at
+/// least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte aligned, as
+/// cudaMalloc returns) that nothing else uses while this work runs.
+rt::Status launchRmsNormBwd(float *dx, float *dw, const float *dy,
+                            const float *x, const float *weight, int64_t rows,
+                            int64_t dim, double eps, void *scratch,
+                            size_t scratchBytes, cudaStream_t stream);
+rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, __nv_bfloat16 *dw,
+                            const __nv_bfloat16 *dy, const __nv_bfloat16 *x,
+                            const __nv_bfloat16 *weight, int64_t rows,
+                            int64_t dim, double eps, void *scratch,
+                            size_t scratchBytes, cudaStream_t stream);
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H

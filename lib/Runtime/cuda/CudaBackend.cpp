@@ -32,6 +32,8 @@
 #include "CudaCheck.h"
 #include "DeviceError.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/optimizer.h"
 #include "kernels/matmul.h"
 #include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
@@ -67,6 +69,16 @@ bool supportsKernel(Kernel kernel) {
   case Kernel::Cast:
   case Kernel::Transpose:
   case Kernel::ShardSlice:
+  // optimizer.h
+  case Kernel::SumSquares:
+  case Kernel::GlobalNorm:
+  case Kernel::ClipCoefficient:
+  case Kernel::AdamW:
+  // embedding.h
+  case Kernel::EmbeddingFwd:
+  case Kernel::EmbeddingBwd:
+  case Kernel::EmbeddingFwdVP:
+  case Kernel::EmbeddingBwdVP:
   // rmsnorm.h, rope.h, attention.h
   case Kernel::RMSNormFwd:
   case Kernel::RMSNormBwd:
@@ -440,6 +452,73 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return matmul_->run(MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0,
                                     a[5] != 0, a[6] != 0},
                         in[0].data, in[1].data, out[0].data, in[0].dtype, s);
+
+  // optimizer.h
+  case Kernel::SumSquares: {
+    StatusOr<void *> partials = scratch(sumSquaresScratchBytes(a[0]));
+    if (!partials)
+      return partials.takeStatus();
+    return launchSumSquares(f(out[0]), f(in[0]), a[0], *partials, s);
+  }
+  case Kernel::GlobalNorm: {
+    std::vector<const float *> parts;
+    parts.reserve(in.size());
+    for (const BufferView &part : in)
+      parts.push_back(part.as<const float>());
+    StatusOr<void *> running = scratch(kGlobalNormScratchBytes);
+    if (!running)
+      return running.takeStatus();
+    return launchGlobalNorm(f(out[0]), parts.data(), int64_t(parts.size()),
+                            *running, s);
+  }
+  case Kernel::ClipCoefficient:
+    return launchClipCoefficient(f(out[0]), f(in[0]), f(in[1]), s);
+  case Kernel::AdamW: {
+    // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step -> param,
+    // m, v (in place); ints: n, decay.
+    AdamWScalars scalars;
+    scalars.gradScale = f(in[1]);
+    scalars.lr = f(in[2]);
+    scalars.beta1 = f(in[3]);
+    scalars.beta2 = f(in[4]);
+    scalars.eps = f(in[5]);
+    scalars.weightDecay = f(in[6]);
+    scalars.step = f(in[7]);
+    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0],
+                       scalars, a[1] != 0, errorSink(inst), s);
+  }
+
+  // embedding.h
+  case Kernel::EmbeddingFwd:
+  case Kernel::EmbeddingBwd:
+  case Kernel::EmbeddingFwdVP:
+  case Kernel::EmbeddingBwdVP: {
+    // ids, table -> out or ids, dout -> dtable; ints: tokens, vocab (local),
+    // hidden[, axis]. A sharded rank holds rows from coordinate * vocab_local.
+    const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
+    int64_t offset = 0, total = vocabLocal;
+    if (inst.kernel == Kernel::EmbeddingFwdVP ||
+        inst.kernel == Kernel::EmbeddingBwdVP) {
+      StatusOr<AxisPosition> position = axisPosition(a[3]);
+      if (!position)
+        return position.takeStatus();
+      offset = position->coordinate * vocabLocal;
+      total = position->size * vocabLocal;
+    }
+    const int32_t *ids = in[0].as<const int32_t>();
+    if (inst.kernel == Kernel::EmbeddingFwd ||
+        inst.kernel == Kernel::EmbeddingFwdVP)
+      return launchEmbeddingForward(f(out[0]), ids, f(in[1]), tokens,
+                                    vocabLocal, hidden, offset, total,
+                                    errorSink(inst), s);
+    const size_t bytes = embeddingBackwardScratchBytes(tokens, vocabLocal);
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return area.takeStatus();
+    return launchEmbeddingBackward(f(out[0]), ids, f(in[1]), tokens,
+                                   vocabLocal, hidden, offset, total, *area,
+                                   bytes, errorSink(inst), s);
+  }
 
   // rmsnorm.h: the plan keeps no rstd (the backward recomputes it), and
   // rms_norm_bwd overwrites dw.

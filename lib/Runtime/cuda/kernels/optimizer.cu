@@ -1,0 +1,116 @@
+//===- optimizer.cu - optimizer CUDA kernels (launchers) ------------------===//
+//
+// Part of mlt. Host launchers of optimizer.cuh: the reduction geometry of
+// sum_squares, the batching of global_norm's pointers, and the choice of
+// AdamW's vector path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/optimizer.cuh"
+
+#include "CudaCheck.h"
+
+#include <algorithm>
+
+using namespace mlt;
+using namespace mlt::cuda;
+
+namespace {
+
+/// Elements per thread that make a block worth launching: below 16 per
+/// thread the blocks would mostly wait on their launch.
+constexpr int64_t kSumSquaresElementsPerBlock = int64_t(kReduceThreads) * 16;
+
+/// The number of blocks of sum_squares for n elements (a function of n only).
+int sumSquaresBlocks(int64_t n) {
+  const int64_t blocks =
+      (n + kSumSquaresElementsPerBlock - 1) / kSumSquaresElementsPerBlock;
+  return int(blocks < 1 ? 1
+                        : (blocks > kSumSquaresMaxBlocks ? kSumSquaresMaxBlocks
+                                                         : blocks));
+}
+
+} // namespace
+
+size_t mlt::cuda::sumSquaresScratchBytes(int64_t n) {
+  const int blocks = sumSquaresBlocks(n);
+  return blocks == 1 ? 0 : size_t(blocks) * sizeof(double);
+}
+
+rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
+                                       void *scratch, cudaStream_t stream) {
+  if (n < 0)
+    return rt::errorf("sum_squares: negative element count ", n);
+  const int blocks = sumSquaresBlocks(n);
+  double *partials = static_cast<double *>(scratch);
+  if (blocks > 1 && !partials)
+    return rt::errorf("sum_squares: no scratch memory for ", blocks,
+                      " partial sums");
+  if (isAligned16(x))
+    sumSquaresKernel<true>
+        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+  else
+    sumSquaresKernel<false>
+        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares");
+  if (blocks > 1) {
+    sumPartialsKernel<<<1, kReduceThreads, 0, stream>>>(out, partials, blocks);
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares (partials)");
+  }
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchGlobalNorm(float *out, const float *const *parts,
+                                       int64_t count, void *scratch,
+                                       cudaStream_t stream) {
+  if (count < 0)
+    return rt::errorf("global_norm: negative count ", count);
+  if (count > kGlobalNormBatch && !scratch)
+    return rt::errorf("global_norm: no scratch memory for ", count, " parts");
+  double *running = static_cast<double *>(scratch);
+  int64_t done = 0;
+  do {
+    GlobalNormBatch batch{};
+    batch.count = int(std::min<int64_t>(count - done, kGlobalNormBatch));
+    for (int k = 0; k < batch.count; ++k)
+      batch.parts[k] = parts[done + k];
+    batch.continues = done > 0;
+    batch.last = done + batch.count == count;
+    globalNormKernel<<<1, kGlobalNormBatch, 0, stream>>>(out, running, batch);
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("global_norm");
+    done += batch.count;
+  } while (done < count);
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchClipCoefficient(float *out, const float *norm,
+                                            const float *maxNorm,
+                                            cudaStream_t stream) {
+  clipCoefficientKernel<<<1, 1, 0, stream>>>(out, norm, maxNorm);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("clip_coefficient");
+  return rt::Status::ok();
+}
+
+rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
+                                  const float *grad, int64_t n,
+                                  const AdamWScalars &scalars,
+                                  bool applyWeightDecay, DeviceErrorSink errors,
+                                  cudaStream_t stream) {
+  if (n < 0)
+    return rt::errorf("adamw: negative element count ", n);
+  if (n == 0)
+    return rt::Status::ok();
+  const bool aligned = isAligned16(param) && isAligned16(m) &&
+                       isAligned16(v) && isAligned16(grad);
+  if (aligned) {
+    const int64_t packs = n / 4;
+    adamwKernel<true>
+        <<<flatBlocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(
+            param, m, v, grad, n, scalars, applyWeightDecay, errors);
+  } else {
+    adamwKernel<false><<<flatBlocks(n), kFlatThreads, 0, stream>>>(
+        param, m, v, grad, n, scalars, applyWeightDecay, errors);
+  }
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw");
+  return rt::Status::ok();
+}

@@ -1,0 +1,251 @@
+//===- optimizer.cuh - optimizer CUDA kernels -------------------*- CUDA -*-===//
+//
+// Part of mlt. Device code of the optimizer family (launchers in
+// optimizer.cu, declared in optimizer.h).
+//
+// Invariants:
+// - sumSquaresKernel: grid of B blocks (B a function of n only, at most
+//   kSumSquaresMaxBlocks) of kReduceThreads threads. Thread t of block b sums
+//   x[i]^2 in double over its elements (with kVector, the 16-byte packs
+//   b * threads + t + k * B * threads, every pointer 16-byte aligned, then
+//   the n % 4 tail elements one per thread; else single elements), then the
+//   block sums its threads' values in a fixed tree (warp shuffles, then the
+//   warps in order). With B == 1 the block writes float(sum) to the output;
+//   otherwise it writes its double partial to partials[b], and
+//   sumPartialsKernel (one block) sums partials[0..B) in a fixed tree and
+//   writes float(sum). No atomics: the result is the same bits every run.
+// - globalNormKernel: one block; thread k loads part k of its batch (at most
+//   kGlobalNormBatch device pointers, passed by value), then thread 0 sums
+//   them in order in double, after the running sum of earlier batches
+//   (scratch), and the last batch writes float(sqrt(sum)): the CPU's loop,
+//   bit for bit.
+// - clipCoefficientKernel: one thread.
+// - adamwKernel: grid-stride over n elements (16-byte packs of param, m, v
+//   and grad when all four are 16-byte aligned, then the tail), one thread
+//   per element, reading the element of every buffer before writing it.
+//   Thread 0 of each block derives the scalars (double, as cpu/AdamW.cpp,
+//   with IEEE operations nvcc does not contract) into shared memory; the
+//   per-element update is cpu/AdamW.cpp's expression in rn* operations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_OPTIMIZER_CUH
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_OPTIMIZER_CUH
+
+#include "kernels/common.cuh"
+#include "kernels/optimizer.h"
+
+namespace mlt::cuda {
+
+inline constexpr int kReduceThreads = 256;
+inline constexpr int kSumSquaresMaxBlocks = 1024;
+inline constexpr int kGlobalNormBatch = 256;
+
+/// The sum of `value` over the block, in a fixed order; valid in thread 0.
+/// Every thread of the block must call it.
+__device__ __forceinline__ double blockSum(double value) {
+  __shared__ double warpSums[kReduceThreads / 32];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xFFFFFFFFu, value, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    warpSums[warp] = value;
+  __syncthreads();
+  double sum = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kReduceThreads / 32; ++w)
+      sum += warpSums[w];
+  return sum;
+}
+
+template <bool kVector>
+__global__ void __launch_bounds__(kReduceThreads)
+    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
+  const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
+  double sum = 0.0;
+  int64_t scalarStart = 0;
+  if constexpr (kVector) {
+    const int64_t packs = n / 4;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    for (int64_t p = thread; p < packs; p += stride) {
+      const float4 v = x4[p];
+      sum = fma(double(v.x), double(v.x), sum);
+      sum = fma(double(v.y), double(v.y), sum);
+      sum = fma(double(v.z), double(v.z), sum);
+      sum = fma(double(v.w), double(v.w), sum);
+    }
+    scalarStart = packs * 4;
+  }
+  for (int64_t i = scalarStart + thread; i < n; i += stride)
+    sum = fma(double(x[i]), double(x[i]), sum);
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) {
+    if (gridDim.x == 1)
+      *out = float(sum);
+    else
+      partials[blockIdx.x] = sum;
+  }
+}
+
+__global__ void __launch_bounds__(kReduceThreads)
+    sumPartialsKernel(float *out, const double *partials, int count) {
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < count; i += kReduceThreads)
+    sum += partials[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    *out = float(sum);
+}
+
+/// One batch of global_norm's parts.
+struct GlobalNormBatch {
+  const float *parts[kGlobalNormBatch];
+  int count;
+  /// Whether earlier batches left a running sum in scratch, and whether this
+  /// batch is the last.
+  bool continues;
+  bool last;
+};
+
+__global__ void __launch_bounds__(kGlobalNormBatch)
+    globalNormKernel(float *out, double *running, GlobalNormBatch batch) {
+  __shared__ float values[kGlobalNormBatch];
+  if (int(threadIdx.x) < batch.count)
+    values[threadIdx.x] = *batch.parts[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  double sum = batch.continues ? *running : 0.0;
+  for (int k = 0; k < batch.count; ++k)
+    sum = __dadd_rn(sum, double(values[k]));
+  if (batch.last)
+    *out = float(sqrt(sum));
+  else
+    *running = sum;
+}
+
+__global__ void clipCoefficientKernel(float *out, const float *norm,
+                                      const float *maxNorm) {
+  const float max = *maxNorm;
+  float coefficient = 1.0f;
+  if (max != 0.0f) {
+    const float c = __fdiv_rn(max, __fadd_rn(*norm, 1e-6f));
+    coefficient = c < 1.0f ? c : 1.0f; // std::min(1.0f, c)
+  }
+  *out = coefficient;
+}
+
+/// The scalars of one AdamW update, derived once per block.
+struct AdamWDerived {
+  float gradScale;
+  float decayFactor;
+  float lerpWeight;
+  float beta2;
+  float oneMinusBeta2;
+  float bc2Sqrt;
+  float eps;
+  float negStepSize;
+  bool decay;
+  bool lerpWeightSmall;
+  bool valid;
+};
+
+/// cpu/AdamW.cpp's Python-side scalars, from the f32 buffers.
+__device__ inline AdamWDerived deriveAdamW(const AdamWScalars &s,
+                                           bool applyWeightDecay,
+                                           DeviceErrorSink errors) {
+  AdamWDerived d{};
+  const float stepValue = *s.step;
+  d.valid = stepValue >= 1.0f && stepValue <= 9.0e15f;
+  if (!d.valid) {
+    reportDeviceError(errors, kDeviceErrorInvalidStep, 0,
+                      __float_as_uint(stepValue), 0);
+    return d;
+  }
+  const double step = double(llroundf(stepValue));
+  const double lr = *s.lr, beta1 = *s.beta1, beta2 = *s.beta2, eps = *s.eps,
+               weightDecay = *s.weightDecay;
+  const double biasCorrection1 = __dsub_rn(1.0, pow(beta1, step));
+  const double biasCorrection2 = __dsub_rn(1.0, pow(beta2, step));
+  const double stepSize = __ddiv_rn(lr, biasCorrection1);
+  const double biasCorrection2Sqrt = __dsqrt_rn(biasCorrection2);
+  d.gradScale = *s.gradScale;
+  d.decay = applyWeightDecay && weightDecay != 0.0;
+  d.decayFactor = float(__dsub_rn(1.0, __dmul_rn(lr, weightDecay)));
+  d.lerpWeight = float(__dsub_rn(1.0, beta1));
+  d.lerpWeightSmall = fabsf(d.lerpWeight) < 0.5f;
+  d.beta2 = float(beta2);
+  d.oneMinusBeta2 = float(__dsub_rn(1.0, beta2));
+  d.bc2Sqrt = float(biasCorrection2Sqrt);
+  d.eps = float(eps);
+  d.negStepSize = float(-stepSize);
+  return d;
+}
+
+/// One element: (param, m, v) updated in place from grad.
+__device__ __forceinline__ void adamwElement(const AdamWDerived &d, float g,
+                                             float &p, float &m, float &v) {
+  if (d.gradScale != 1.0f)
+    g = __fmul_rn(g, d.gradScale);
+  if (d.decay)
+    p = __fmul_rn(p, d.decayFactor);
+  const float mNew =
+      d.lerpWeightSmall
+          ? __fadd_rn(m, __fmul_rn(d.lerpWeight, __fsub_rn(g, m)))
+          : __fsub_rn(g, __fmul_rn(__fsub_rn(g, m), __fsub_rn(1.0f, d.lerpWeight)));
+  float vNew = __fmul_rn(v, d.beta2);
+  vNew = __fadd_rn(vNew, __fmul_rn(__fmul_rn(d.oneMinusBeta2, g), g));
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vNew), d.bc2Sqrt), d.eps);
+  p = __fadd_rn(p, __fdiv_rn(__fmul_rn(d.negStepSize, mNew), denom));
+  m = mNew;
+  v = vNew;
+}
+
+template <bool kVector>
+__global__ void __launch_bounds__(kFlatThreads)
+    adamwKernel(float *param, float *m, float *v, const float *grad, int64_t n,
+                AdamWScalars scalars, bool applyWeightDecay,
+                DeviceErrorSink errors) {
+  __shared__ AdamWDerived shared;
+  if (threadIdx.x == 0)
+    shared = deriveAdamW(scalars, applyWeightDecay,
+                         blockIdx.x == 0 ? errors : DeviceErrorSink{});
+  __syncthreads();
+  const AdamWDerived d = shared;
+  if (!d.valid)
+    return;
+  int64_t scalarStart = 0;
+  if constexpr (kVector) {
+    const int64_t packs = n / 4;
+    float4 *p4 = reinterpret_cast<float4 *>(param);
+    float4 *m4 = reinterpret_cast<float4 *>(m);
+    float4 *v4 = reinterpret_cast<float4 *>(v);
+    const float4 *g4 = reinterpret_cast<const float4 *>(grad);
+    for (int64_t i = globalThreadIndex(); i < packs; i += globalThreadCount()) {
+      const float4 g = g4[i];
+      float4 p = p4[i], mm = m4[i], vv = v4[i];
+      adamwElement(d, g.x, p.x, mm.x, vv.x);
+      adamwElement(d, g.y, p.y, mm.y, vv.y);
+      adamwElement(d, g.z, p.z, mm.z, vv.z);
+      adamwElement(d, g.w, p.w, mm.w, vv.w);
+      p4[i] = p;
+      m4[i] = mm;
+      v4[i] = vv;
+    }
+    scalarStart = packs * 4;
+  }
+  for (int64_t i = scalarStart + globalThreadIndex(); i < n;
+       i += globalThreadCount()) {
+    float p = param[i], mm = m[i], vv = v[i];
+    adamwElement(d, grad[i], p, mm, vv);
+    param[i] = p;
+    m[i] = mm;
+    v[i] = vv;
+  }
+}
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_OPTIMIZER_CUH

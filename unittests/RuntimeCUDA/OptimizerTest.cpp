@@ -1,0 +1,247 @@
+//===- OptimizerTest.cpp - the optimizer CUDA kernels vs the CPU ----------===//
+//
+// Part of mlt. sum_squares, global_norm, clip_coefficient and AdamW on the
+// GPU against the CPU backend's computations on the same random inputs.
+// global_norm and clip_coefficient follow the CPU's order exactly and are
+// compared bit for bit. sum_squares sums in double in another order, so its
+// f32 result may differ by the last bit; it must be the same bits on every
+// run. AdamW is the CPU's expression operation for operation; only the
+// double-precision pow of the bias corrections may differ in its last bit,
+// so the updated tensors are compared to within 2 ulp per element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "kernels/optimizer.h"
+
+#include "mlt/Runtime/cpu/AdamW.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::test;
+
+namespace {
+
+std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (float &x : out)
+    x = dist(rng);
+  return out;
+}
+
+/// The distance between two finite floats in units in the last place.
+int64_t ulpDistance(float a, float b) {
+  auto ordered = [](float x) {
+    int32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    return bits < 0 ? int64_t(INT32_MIN) - bits : int64_t(bits);
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+void expectWithinUlps(const std::vector<float> &actual,
+                      const std::vector<float> &expected, int64_t ulps) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_LE(ulpDistance(actual[i], expected[i]), ulps)
+        << "element " << i << ": " << actual[i] << " vs " << expected[i];
+}
+
+TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(1);
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(5), int64_t(4096),
+                    int64_t(4097), int64_t(65539), int64_t(5000011)}) {
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
+      std::vector<float> x = randomFloats(rng, n, -3.0f, 3.0f);
+      DeviceBuffer<float> dx(n + offset), out(2);
+      std::vector<float> padded(offset, 0.0f);
+      padded.insert(padded.end(), x.begin(), x.end());
+      dx.upload(padded);
+      DeviceBuffer<double> scratch(sumSquaresScratchBytes(n) / 8 + 1);
+      ASSERT_LE(sumSquaresScratchBytes(n), size_t(8192));
+      ASSERT_TRUE(launchSumSquares(out.get(), dx.get() + offset, n,
+                                   scratch.get(), nullptr));
+      ASSERT_TRUE(launchSumSquares(out.get() + 1, dx.get() + offset, n,
+                                   scratch.get(), nullptr));
+      const std::vector<float> result = out.download();
+      const float expected = float(cpu::sumOfSquares(x.data(), n));
+      EXPECT_LE(ulpDistance(result[0], expected), 1)
+          << result[0] << " vs " << expected;
+      EXPECT_EQ(std::memcmp(&result[0], &result[1], sizeof(float)), 0);
+    }
+  }
+}
+
+TEST(CudaOptimizerTest, GlobalNormSumsInOrder) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(2);
+  for (int64_t count : {int64_t(0), int64_t(1), int64_t(7), int64_t(256),
+                        int64_t(257), int64_t(600)}) {
+    SCOPED_TRACE(testing::Message() << "count " << count);
+    // Values over many magnitudes, so that the order of the sum matters.
+    std::vector<float> values(count);
+    std::uniform_real_distribution<float> exponent(-10.0f, 10.0f);
+    for (float &v : values)
+      v = std::pow(10.0f, exponent(rng));
+    DeviceBuffer<float> parts(count), out(1);
+    DeviceBuffer<double> scratch(1);
+    parts.upload(values);
+    std::vector<const float *> pointers;
+    for (int64_t k = 0; k < count; ++k)
+      pointers.push_back(parts.get() + k);
+    ASSERT_TRUE(launchGlobalNorm(out.get(), pointers.data(), count,
+                                 scratch.get(), nullptr));
+    double sum = 0.0;
+    for (float v : values)
+      sum += double(v);
+    const float expected = float(std::sqrt(sum));
+    const float actual = out.download()[0];
+    EXPECT_EQ(std::memcmp(&actual, &expected, sizeof(float)), 0)
+        << actual << " vs " << expected;
+  }
+}
+
+TEST(CudaOptimizerTest, ClipCoefficientIsTorchs) {
+  MLT_REQUIRE_CUDA();
+  const std::pair<float, float> cases[] = {
+      {2.0f, 1.0f}, {0.5f, 1.0f}, {3.7f, 0.0f}, {0.0f, 1.0f}, {1.0f, 1.0f}};
+  DeviceBuffer<float> norm(1), maxNorm(1), out(1);
+  for (auto [n, max] : cases) {
+    norm.upload({n});
+    maxNorm.upload({max});
+    ASSERT_TRUE(
+        launchClipCoefficient(out.get(), norm.get(), maxNorm.get(), nullptr));
+    float expected = 1.0f;
+    if (max != 0.0f)
+      expected = std::min(1.0f, max / (n + 1e-6f));
+    EXPECT_EQ(out.download()[0], expected) << "norm " << n << " max " << max;
+  }
+}
+
+/// The f32 scalars of launchAdamW in one device buffer.
+struct DeviceScalars {
+  enum { kGradScale, kLR, kBeta1, kBeta2, kEps, kWeightDecay, kStep, kCount };
+  DeviceBuffer<float> buffer{kCount};
+  AdamWScalars pointers() const {
+    AdamWScalars s;
+    s.gradScale = buffer.get() + kGradScale;
+    s.lr = buffer.get() + kLR;
+    s.beta1 = buffer.get() + kBeta1;
+    s.beta2 = buffer.get() + kBeta2;
+    s.eps = buffer.get() + kEps;
+    s.weightDecay = buffer.get() + kWeightDecay;
+    s.step = buffer.get() + kStep;
+    return s;
+  }
+};
+
+struct AdamWCase {
+  int64_t n;
+  int64_t offset;
+  bool decay;
+  float gradScale;
+  float beta1;
+};
+
+void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message()
+               << "n " << c.n << " offset " << c.offset << " decay "
+               << c.decay << " grad_scale " << c.gradScale << " beta1 "
+               << c.beta1);
+  const int64_t n = c.n, off = c.offset;
+  std::vector<float> param = randomFloats(rng, n), m(n, 0.0f), v(n, 0.0f);
+  DeviceBuffer<float> dp(n + off), dm(n + off), dv(n + off), dg(n + off);
+  auto pad = [&](const std::vector<float> &x) {
+    std::vector<float> padded(off, 0.0f);
+    padded.insert(padded.end(), x.begin(), x.end());
+    return padded;
+  };
+  auto unpad = [&](const std::vector<float> &x) {
+    return std::vector<float>(x.begin() + off, x.end());
+  };
+  dp.upload(pad(param));
+  dm.upload(pad(m));
+  dv.upload(pad(v));
+  DeviceScalars scalars;
+  cpu::AdamWParams params;
+  params.lr = 3e-3f;
+  params.beta1 = c.beta1;
+  params.beta2 = 0.95f;
+  params.eps = 1e-8f;
+  params.weightDecay = 0.1f;
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::vector<float> grad = randomFloats(rng, n, -0.1f, 0.1f);
+    dg.upload(pad(grad));
+    scalars.buffer.upload({c.gradScale, float(params.lr), float(params.beta1),
+                           float(params.beta2), float(params.eps),
+                           float(params.weightDecay), float(step)});
+    ASSERT_TRUE(launchAdamW(dp.get() + off, dm.get() + off, dv.get() + off,
+                            dg.get() + off, n, scalars.pointers(), c.decay,
+                            DeviceErrorSink{}, nullptr));
+    // CpuBackend.cpp: the gradient scaled in f32, then cpu::adamwStep.
+    std::vector<float> scaled = grad;
+    if (c.gradScale != 1.0f)
+      for (float &g : scaled)
+        g = g * c.gradScale;
+    ASSERT_TRUE(cpu::adamwStep(param.data(), m.data(), v.data(), scaled.data(),
+                               n, params, step, c.decay));
+    SCOPED_TRACE(testing::Message() << "step " << step);
+    expectWithinUlps(unpad(dp.download()), param, 2);
+    expectWithinUlps(unpad(dm.download()), m, 2);
+    expectWithinUlps(unpad(dv.download()), v, 2);
+    // The gradient is read only.
+    EXPECT_EQ(unpad(dg.download()), grad);
+  }
+}
+
+TEST(CudaOptimizerTest, AdamWMatchesTheCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(3);
+  for (int64_t n : {int64_t(1), int64_t(5), int64_t(4096), int64_t(100003)})
+    for (int64_t offset : {0, 1})
+      for (bool decay : {false, true})
+        checkAdamW({n, offset, decay, 1.0f, 0.9f}, rng);
+  // Clipping, and beta1 < 0.5 (lerp's other branch).
+  checkAdamW({1027, 0, true, 0.37f, 0.9f}, rng);
+  checkAdamW({1027, 0, true, 1.0f, 0.3f}, rng);
+}
+
+TEST(CudaOptimizerTest, AdamWReportsAnInvalidStep) {
+  MLT_REQUIRE_CUDA();
+  const int64_t n = 100;
+  std::vector<float> param(n, 0.5f);
+  DeviceBuffer<float> dp(n), dm(n), dv(n), dg(n);
+  dp.upload(param);
+  dm.upload(std::vector<float>(n, 0.0f));
+  dv.upload(std::vector<float>(n, 0.0f));
+  dg.upload(std::vector<float>(n, 0.25f));
+  DeviceScalars scalars;
+  scalars.buffer.upload({1.0f, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f});
+  DeviceBuffer<DeviceErrorRecord> record(1);
+  ASSERT_EQ(cudaMemset(record.get(), 0, sizeof(DeviceErrorRecord)),
+            cudaSuccess);
+  DeviceErrorSink sink;
+  sink.record = record.get();
+  sink.tag = 7;
+  ASSERT_TRUE(launchAdamW(dp.get(), dm.get(), dv.get(), dg.get(), n,
+                          scalars.pointers(), true, sink, nullptr));
+  const DeviceErrorRecord r = record.download()[0];
+  EXPECT_EQ(r.owner, 7u);
+  EXPECT_EQ(r.code, unsigned(kDeviceErrorInvalidStep));
+  EXPECT_EQ(uint32_t(~r.where & 0xFFFFFFFFu), 0u); // the bits of 0.0f
+  EXPECT_EQ(dp.download(), param);
+}
+
+} // namespace

@@ -22,6 +22,9 @@
 #ifdef MLT_HAVE_COMPILER
 #include "mlt/Compiler/Driver.h"
 #endif
+#ifdef MLT_HAVE_CUDA
+#include "mlt/Runtime/CudaBackend.h"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -56,7 +59,8 @@ with the compiler, a .mlir model, an HF config.json, or a directory holding one
 (compiled in process for --batch, --seq-len, --microbatches and the layout).
 
 Run:
-  --device cpu|cuda          backend (default cpu; this build has no CUDA backend)
+  --device cpu|cuda          backend (default cpu); cuda needs a build with
+                             MLT_ENABLE_CUDA and runs rank r on GPU r
   --dtype fp32|bf16          training precision (default fp32; cpu: fp32 only)
   --init-from PATH           initial weights: an HF checkpoint directory or a
                              .safetensors file, loaded by HF name (default: fresh
@@ -321,9 +325,21 @@ Status checkOptions(const Options &o) {
 
 /// Device and precision checks, for runs that train.
 Status checkDevice(const Options &o) {
-  if (o.device == "cuda")
+  if (o.device == "cuda") {
+#ifdef MLT_HAVE_CUDA
+    int count = 0;
+    Status status = probeCudaDevices(count);
+    if (!status)
+      return errorf("--device cuda: ", status.message());
+    if (o.dtype == "bf16")
+      return errorf("--dtype bf16 is not supported on the CUDA backend yet (it "
+                    "trains in fp32); use --dtype fp32");
+    return Status::ok();
+#else
     return errorf("--device cuda: this mlt-run has no CUDA backend yet; use "
                   "--device cpu");
+#endif
+  }
   if (o.dtype == "bf16")
     return errorf("--dtype bf16 is not supported on the CPU backend (it trains "
                   "in fp32); use --dtype fp32");
@@ -530,7 +546,12 @@ Status train(const Options &o, const Plan &plan) {
   if (!data)
     return data.takeStatus();
 
+#ifdef MLT_HAVE_CUDA
+  std::unique_ptr<Backend> backend =
+      o.device == "cuda" ? createCudaBackend() : createCpuBackend();
+#else
   std::unique_ptr<Backend> backend = createCpuBackend();
+#endif
   StatusOr<std::unique_ptr<RankGroup>> ranks =
       RankGroup::create(plan, *backend);
   if (!ranks)

@@ -77,12 +77,13 @@ TEST(CudaBackendTest, CheckSupportedNamesTheInstruction) {
   EXPECT_EQ(backend->name(), "cuda");
   using ET = ElementType;
 
-  EXPECT_TRUE(backend->checkSupported(rankWith(
-      {ET::F32, ET::F32, ET::F32},
-      instruction(Kernel::Add, {0, 1}, {2}, {4}))));
+  EXPECT_TRUE(backend->checkSupported(
+      rankWith({ET::F32, ET::F32, ET::F32},
+               instruction(Kernel::Add, {0, 1}, {2}, {4}))));
 
-  Status status = backend->checkSupported(rankWith(
-      {ET::F32, ET::BF16, ET::F32}, instruction(Kernel::Add, {0, 1}, {2}, {4})));
+  Status status = backend->checkSupported(
+      rankWith({ET::F32, ET::BF16, ET::F32},
+               instruction(Kernel::Add, {0, 1}, {2}, {4})));
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
             "program 'p' instruction 0 (add): buffer 'b1' is bf16, but the "
@@ -97,16 +98,16 @@ TEST(CudaBackendTest, CheckSupportedNamesTheInstruction) {
             "not run collectives yet (they will go through NCCL); run plans of "
             "several ranks with --device cpu");
 
-  status = backend->checkSupported(rankWith(
-      {ET::I32, ET::F32}, instruction(Kernel::Cast, {0}, {1}, {4})));
+  status = backend->checkSupported(
+      rankWith({ET::I32, ET::F32}, instruction(Kernel::Cast, {0}, {1}, {4})));
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
             "program 'p' instruction 0 (cast): buffer 'b0' is i32; cast "
             "converts between f32, f64 and bf16");
 
   // Casts and the fixed f32 scalars are not held to the compute type.
-  EXPECT_TRUE(backend->checkSupported(rankWith(
-      {ET::F32, ET::BF16}, instruction(Kernel::Cast, {0}, {1}, {4}))));
+  EXPECT_TRUE(backend->checkSupported(
+      rankWith({ET::F32, ET::BF16}, instruction(Kernel::Cast, {0}, {1}, {4}))));
   status = backend->checkSupported(rankWith(
       {ET::F32, ET::F64}, instruction(Kernel::SumSquares, {0}, {1}, {4})));
   ASSERT_FALSE(status);
@@ -121,8 +122,8 @@ TEST(CudaBackendTest, ContextsNeedDevices) {
     StatusOr<std::unique_ptr<DeviceContext>> context =
         backend->createContext(RankInfo{0, 1, nullptr});
     ASSERT_FALSE(context);
-    EXPECT_EQ(context.status().message().rfind("no CUDA device is visible (", 0),
-              0u)
+    EXPECT_EQ(
+        context.status().message().rfind("no CUDA device is visible (", 0), 0u)
         << context.status().message();
     return;
   }
@@ -191,11 +192,11 @@ TEST(CudaBackendTest, ArenaCopiesFillAndLaunch) {
 
   f.write<float>(a, {1, 2, 3, 4, 5});
   ASSERT_TRUE(f.context->fill(b, 0.5));
-  ASSERT_TRUE(f.context->launch(instruction(Kernel::Add, {}, {}, {5}), {a, b},
-                                {c}));
+  ASSERT_TRUE(
+      f.context->launch(instruction(Kernel::Add, {}, {}, {5}), {a, b}, {c}));
   EXPECT_EQ(f.read<float>(c), (std::vector<float>{1.5, 2.5, 3.5, 4.5, 5.5}));
-  ASSERT_TRUE(f.context->launch(instruction(Kernel::Cast, {}, {}, {5}), {c},
-                                {h}));
+  ASSERT_TRUE(
+      f.context->launch(instruction(Kernel::Cast, {}, {}, {5}), {c}, {h}));
   EXPECT_EQ(f.read<uint16_t>(h)[0], 0x3FC0); // 1.5 in bf16
 }
 
@@ -233,9 +234,9 @@ TEST(CudaBackendTest, KernelErrorsSurfaceAtSynchronize) {
   const BufferView table = f.view(256, ElementType::F32, 8 * 2);
   const BufferView out = f.view(512, ElementType::F32, 4 * 2);
   f.write<int32_t>(ids, {1, 7, 300, 9});
-  ASSERT_TRUE(f.context->launch(
-      instruction(Kernel::EmbeddingFwd, {}, {}, {4, 8, 2}), {ids, table},
-      {out}));
+  ASSERT_TRUE(
+      f.context->launch(instruction(Kernel::EmbeddingFwd, {}, {}, {4, 8, 2}),
+                        {ids, table}, {out}));
   Status status = f.context->synchronize();
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(), "embedding_fwd: token id 300 at position 2 is "

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/elementwise.h"
+#include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/Elementwise.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
@@ -375,9 +375,9 @@ TEST(CudaElementwiseTest, ShardSliceTakesTheRankBlock) {
   struct Case {
     int64_t outer, n, inner, groupSize, elementBytes;
   };
-  for (const Case &c : {Case{3, 5, 7, 2, 4}, Case{1, 8, 4, 4, 4},
-                        Case{4, 3, 1, 3, 2}, Case{2, 5, 3, 2, 1},
-                        Case{6, 64, 32, 2, 2}}) {
+  for (const Case &c :
+       {Case{3, 5, 7, 2, 4}, Case{1, 8, 4, 4, 4}, Case{4, 3, 1, 3, 2},
+        Case{2, 5, 3, 2, 1}, Case{6, 64, 32, 2, 2}}) {
     const int64_t blockBytes = c.n * c.inner * c.elementBytes;
     std::vector<uint8_t> x(c.outer * c.groupSize * blockBytes);
     for (uint8_t &v : x)
@@ -396,8 +396,8 @@ TEST(CudaElementwiseTest, ShardSliceTakesTheRankBlock) {
     }
   }
   DeviceBuffer<float> buffer(16);
-  rt::Status status = launchShardSlice(buffer.get(), buffer.get(), 4, 1, 8, 1,
-                                       2, 0, nullptr);
+  rt::Status status =
+      launchShardSlice(buffer.get(), buffer.get(), 4, 1, 8, 1, 2, 0, nullptr);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
             "shard_slice cannot run in place (its input and output overlap)");

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/embedding.h"
+#include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/Embedding.h"
 
@@ -66,19 +66,18 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
   dtable.upload(padded);
 
   // Forward.
-  ASSERT_TRUE(launchEmbeddingForward(
-      dact.get() + offset, dids.get(), dtable.get() + offset, s.tokens,
-      s.vocabShard, s.hidden, vocabOffset, vocabTotal, DeviceErrorSink{},
-      nullptr));
+  ASSERT_TRUE(launchEmbeddingForward(dact.get() + offset, dids.get(),
+                                     dtable.get() + offset, s.tokens,
+                                     s.vocabShard, s.hidden, vocabOffset,
+                                     vocabTotal, DeviceErrorSink{}, nullptr));
   std::vector<float> expected(s.tokens * s.hidden);
   if (s.shards == 1)
-    ASSERT_TRUE(cpu::embeddingForward(expected.data(), ids.data(),
-                                      table.data(), s.tokens, s.vocabShard,
-                                      s.hidden));
+    ASSERT_TRUE(cpu::embeddingForward(expected.data(), ids.data(), table.data(),
+                                      s.tokens, s.vocabShard, s.hidden));
   else
-    ASSERT_TRUE(cpu::embeddingForwardShard(
-        expected.data(), ids.data(), table.data(), s.tokens, s.vocabShard,
-        s.hidden, vocabOffset, vocabTotal));
+    ASSERT_TRUE(cpu::embeddingForwardShard(expected.data(), ids.data(),
+                                           table.data(), s.tokens, s.vocabShard,
+                                           s.hidden, vocabOffset, vocabTotal));
   std::vector<float> actual = dact.download();
   EXPECT_EQ(std::vector<float>(actual.begin() + offset, actual.end()),
             expected);
@@ -103,9 +102,9 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
                                        dout.data(), s.tokens, s.vocabShard,
                                        s.hidden));
   else
-    ASSERT_TRUE(cpu::embeddingBackwardShard(
-        expectedGrad.data(), ids.data(), dout.data(), s.tokens, s.vocabShard,
-        s.hidden, vocabOffset, vocabTotal));
+    ASSERT_TRUE(cpu::embeddingBackwardShard(expectedGrad.data(), ids.data(),
+                                            dout.data(), s.tokens, s.vocabShard,
+                                            s.hidden, vocabOffset, vocabTotal));
   actual = dgrad.download();
   EXPECT_EQ(std::vector<float>(actual.begin() + offset, actual.end()),
             expectedGrad);
@@ -114,10 +113,9 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
 TEST(CudaEmbeddingTest, WholeTableMatchesTheCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(1);
-  for (const Shape &s :
-       {Shape{1, 1, 1, 1, 0}, Shape{7, 5, 3, 1, 0}, Shape{513, 5, 128, 1, 0},
-        Shape{513, 1000, 130, 1, 0}, Shape{2048, 300, 64, 1, 0},
-        Shape{0, 10, 8, 1, 0}})
+  for (const Shape &s : {Shape{1, 1, 1, 1, 0}, Shape{7, 5, 3, 1, 0},
+                         Shape{513, 5, 128, 1, 0}, Shape{513, 1000, 130, 1, 0},
+                         Shape{2048, 300, 64, 1, 0}, Shape{0, 10, 8, 1, 0}})
     for (int64_t offset : {0, 1})
       checkShard(s, offset, rng);
 }
@@ -173,11 +171,12 @@ TEST(CudaEmbeddingTest, BadIdsAreReportedWithTheFirstPosition) {
 }
 
 TEST(CudaEmbeddingTest, RejectsAShardOutsideTheVocabulary) {
-  rt::Status status = launchEmbeddingForward(
-      nullptr, nullptr, nullptr, 4, 8, 2, 4, 10, DeviceErrorSink{}, nullptr);
+  rt::Status status = launchEmbeddingForward(nullptr, nullptr, nullptr, 4, 8, 2,
+                                             4, 10, DeviceErrorSink{}, nullptr);
   ASSERT_FALSE(status);
-  EXPECT_EQ(status.message(),
-            "embedding: the shard [4, 12) is not inside the vocabulary [0, 10)");
+  EXPECT_EQ(
+      status.message(),
+      "embedding: the shard [4, 12) is not inside the vocabulary [0, 10)");
 }
 
 } // namespace

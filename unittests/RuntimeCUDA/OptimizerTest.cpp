@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/optimizer.h"
+#include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/AdamW.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
@@ -157,9 +157,8 @@ struct AdamWCase {
 
 void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
   SCOPED_TRACE(testing::Message()
-               << "n " << c.n << " offset " << c.offset << " decay "
-               << c.decay << " grad_scale " << c.gradScale << " beta1 "
-               << c.beta1);
+               << "n " << c.n << " offset " << c.offset << " decay " << c.decay
+               << " grad_scale " << c.gradScale << " beta1 " << c.beta1);
   const int64_t n = c.n, off = c.offset;
   std::vector<float> param = randomFloats(rng, n), m(n, 0.0f), v(n, 0.0f);
   DeviceBuffer<float> dp(n + off), dm(n + off), dv(n + off), dg(n + off);

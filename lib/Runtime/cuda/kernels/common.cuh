@@ -1,4 +1,4 @@
-//===- common.cuh - device helpers shared by the kernel families -*- CUDA -*-===//
+//===- common.cuh - device helpers of the kernel families ------*- CUDA -*-===//
 //
 // Part of mlt. Small device-side pieces that several kernel families use:
 // 16-byte packs for vectorized loads and stores, bfloat16 conversions that
@@ -79,12 +79,8 @@ __device__ __forceinline__ double toCompute(double x) { return x; }
 __device__ __forceinline__ float toCompute(__nv_bfloat16 x) {
   return bf16BitsToFloat(__bfloat16_as_ushort(x));
 }
-template <typename T> struct ComputeType {
-  using type = float;
-};
-template <> struct ComputeType<double> {
-  using type = double;
-};
+template <typename T> struct ComputeType { using type = float; };
+template <> struct ComputeType<double> { using type = double; };
 template <typename T, typename C> __device__ __forceinline__ T fromCompute(C x);
 template <> __device__ __forceinline__ float fromCompute<float>(float x) {
   return x;

@@ -31,8 +31,8 @@ void queueMap(const MapArgs<T, NIn, NOut> &args, int64_t n, Op op,
   if (aligned) {
     const int64_t packs = n / Pack<T>::kWidth;
     mapKernel<T, NIn, NOut, Op, true>
-        <<<flatBlocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(
-            args, n, op);
+        <<<flatBlocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(args,
+                                                                         n, op);
   } else {
     mapKernel<T, NIn, NOut, Op, false>
         <<<flatBlocks(n), kFlatThreads, 0, stream>>>(args, n, op);
@@ -228,9 +228,9 @@ void queueFill(void *data, int64_t n, U value, cudaStream_t stream) {
       T *out, const T *gate, const T *up, int64_t n, cudaStream_t stream) {    \
     return swigluForward(out, gate, up, n, stream);                            \
   }                                                                            \
-  rt::Status mlt::cuda::launchSwiGLUBackward(                                  \
-      T *dgate, T *dup, const T *dout, const T *gate, const T *up, int64_t n,  \
-      cudaStream_t stream) {                                                   \
+  rt::Status mlt::cuda::launchSwiGLUBackward(T *dgate, T *dup, const T *dout,  \
+                                             const T *gate, const T *up,       \
+                                             int64_t n, cudaStream_t stream) { \
     return swigluBackward(dgate, dup, dout, gate, up, n, stream);              \
   }                                                                            \
   rt::Status mlt::cuda::launchSiLUForward(T *out, const T *x, int64_t n,       \
@@ -256,10 +256,9 @@ rt::Status mlt::cuda::launchCast(void *out, rt::ElementType outType,
     return rt::Status::ok();
   if (inType == outType) {
     if (out != in)
-      MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, in,
-                                               n * rt::elementSize(inType),
-                                               cudaMemcpyDeviceToDevice,
-                                               stream));
+      MLT_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(out, in, n * rt::elementSize(inType),
+                          cudaMemcpyDeviceToDevice, stream));
     return rt::Status::ok();
   }
   switch (inType) {

@@ -1,4 +1,4 @@
-//===- elementwise.cuh - elementwise CUDA kernels ---------------*- CUDA -*-===//
+//===- elementwise.cuh - elementwise CUDA kernels --------------*- CUDA -*-===//
 //
 // Part of mlt. Device code of the elementwise family (launchers in
 // elementwise.cu, declared in elementwise.h).
@@ -175,7 +175,9 @@ struct BF16Bits {
 };
 
 __device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(double x) { return __double2float_rn(x); }
+__device__ __forceinline__ float widen(double x) {
+  return __double2float_rn(x);
+}
 __device__ __forceinline__ float widen(BF16Bits x) {
   return bf16BitsToFloat(x.bits);
 }

@@ -46,8 +46,8 @@ rt::Status launchMul(__nv_bfloat16 *out, const __nv_bfloat16 *a,
 /// y += x.
 rt::Status launchAccumulate(float *y, const float *x, int64_t n,
                             cudaStream_t stream);
-rt::Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x,
-                            int64_t n, cudaStream_t stream);
+rt::Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t n,
+                            cudaStream_t stream);
 
 /// out = silu(gate) * up.
 rt::Status launchSwiGLUForward(float *out, const float *gate, const float *up,
@@ -117,8 +117,8 @@ rt::Status launchShardSlice(void *out, const void *in, size_t elementBytes,
 /// Sets the n elements of `data` to `value` converted to `type` as the CPU
 /// backend converts it (f32: float(value); bf16: that float rounded; f64;
 /// i32 and i64: truncated toward zero). Fails on f16.
-rt::Status launchFill(void *data, rt::ElementType type, int64_t n,
-                      double value, cudaStream_t stream);
+rt::Status launchFill(void *data, rt::ElementType type, int64_t n, double value,
+                      cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -20,8 +20,7 @@ namespace {
 
 /// The shard must lie in the vocabulary (cpu/VocabShard.h's check).
 rt::Status checkShape(const char *kernel, int64_t tokens, int64_t vocabShard,
-                      int64_t hidden, int64_t vocabOffset,
-                      int64_t vocabTotal) {
+                      int64_t hidden, int64_t vocabOffset, int64_t vocabTotal) {
   if (tokens < 0 || hidden < 0)
     return rt::errorf(kernel, ": negative size");
   if (vocabShard < 0 || vocabOffset < 0 ||
@@ -38,8 +37,8 @@ rt::Status checkShape(const char *kernel, int64_t tokens, int64_t vocabShard,
 /// kEmbeddingThreads.
 unsigned rowThreads(int64_t columns) {
   const int64_t warps = (columns + 31) / 32;
-  return unsigned(std::min<int64_t>(kEmbeddingThreads,
-                                    std::max<int64_t>(32, warps * 32)));
+  return unsigned(
+      std::min<int64_t>(kEmbeddingThreads, std::max<int64_t>(32, warps * 32)));
 }
 
 /// The bits of the sort keys: enough for vocabShard (the sentinel).
@@ -88,14 +87,13 @@ cudaError_t layoutScratch(BackwardScratch &s, void *base, int64_t tokens,
 
 rt::Status mlt::cuda::launchEmbeddingForward(
     float *out, const int32_t *ids, const float *table, int64_t tokens,
-    int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
-    int64_t vocabTotal, DeviceErrorSink errors, cudaStream_t stream) {
+    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
+    DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding", tokens, vocabShard, hidden,
                                  vocabOffset, vocabTotal));
   if (tokens == 0 || hidden == 0)
     return rt::Status::ok();
-  const bool vector = hidden % 4 == 0 && isAligned16(out) &&
-                      isAligned16(table);
+  const bool vector = hidden % 4 == 0 && isAligned16(out) && isAligned16(table);
   if (vector)
     embeddingForwardKernel<true>
         <<<unsigned(tokens), rowThreads(hidden / 4), 0, stream>>>(
@@ -122,17 +120,16 @@ size_t mlt::cuda::embeddingBackwardScratchBytes(int64_t tokens,
 
 rt::Status mlt::cuda::launchEmbeddingBackward(
     float *dtable, const int32_t *ids, const float *dout, int64_t tokens,
-    int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
-    int64_t vocabTotal, void *scratch, size_t scratchBytes,
-    DeviceErrorSink errors, cudaStream_t stream) {
+    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
+    void *scratch, size_t scratchBytes, DeviceErrorSink errors,
+    cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding backward", tokens, vocabShard,
                                  hidden, vocabOffset, vocabTotal));
   if (vocabShard == 0 || hidden == 0)
     return rt::Status::ok();
   BackwardScratch s;
   if (tokens > 0) {
-    MLT_CUDA_RETURN_IF_ERROR(
-        layoutScratch(s, scratch, tokens, vocabShard));
+    MLT_CUDA_RETURN_IF_ERROR(layoutScratch(s, scratch, tokens, vocabShard));
     if (!scratch || scratchBytes < s.total)
       return rt::errorf("embedding backward: ", scratchBytes,
                         " bytes of scratch memory, it needs ", s.total);
@@ -144,8 +141,8 @@ rt::Status mlt::cuda::launchEmbeddingBackward(
         s.sortStorage, s.sortBytes, s.keys, s.sortedKeys, s.positions,
         s.sortedPositions, int(tokens), 0, keyBits(vocabShard), stream));
   }
-  const bool vector = hidden % 4 == 0 && isAligned16(dtable) &&
-                      isAligned16(dout);
+  const bool vector =
+      hidden % 4 == 0 && isAligned16(dtable) && isAligned16(dout);
   if (vector)
     embeddingRowsKernel<true>
         <<<unsigned(vocabShard), rowThreads(hidden / 4), 0, stream>>>(

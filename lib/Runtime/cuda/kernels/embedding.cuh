@@ -1,4 +1,4 @@
-//===- embedding.cuh - token embedding CUDA kernels -------------*- CUDA -*-===//
+//===- embedding.cuh - token embedding CUDA kernels ------------*- CUDA -*-===//
 //
 // Part of mlt. Device code of the embedding family (launchers in
 // embedding.cu, declared in embedding.h).
@@ -45,12 +45,9 @@ inline constexpr int kEmbeddingThreads = 128;
 
 /// The shard row of the token at `position`, or -1 when its id is outside
 /// the shard; reports ids outside the vocabulary (when `report`).
-__device__ __forceinline__ int64_t shardRowOf(int32_t id, int64_t position,
-                                              int64_t vocabShard,
-                                              int64_t vocabOffset,
-                                              int64_t vocabTotal,
-                                              DeviceErrorSink errors,
-                                              bool report) {
+__device__ __forceinline__ int64_t shardRowOf(
+    int32_t id, int64_t position, int64_t vocabShard, int64_t vocabOffset,
+    int64_t vocabTotal, DeviceErrorSink errors, bool report) {
   if (id < 0 || id >= vocabTotal) {
     if (report)
       reportDeviceError(errors, kDeviceErrorIdOutOfRange, position,
@@ -68,13 +65,14 @@ __global__ void __launch_bounds__(kEmbeddingThreads)
                            int64_t vocabOffset, int64_t vocabTotal,
                            DeviceErrorSink errors) {
   const int64_t p = blockIdx.x;
-  const int64_t row = shardRowOf(ids[p], p, vocabShard, vocabOffset,
-                                 vocabTotal, errors, threadIdx.x == 0);
+  const int64_t row = shardRowOf(ids[p], p, vocabShard, vocabOffset, vocabTotal,
+                                 errors, threadIdx.x == 0);
   if constexpr (kVector) {
     const int64_t columns = hidden / 4;
     float4 *dst = reinterpret_cast<float4 *>(out + p * hidden);
     if (row >= 0) {
-      const float4 *src = reinterpret_cast<const float4 *>(table + row * hidden);
+      const float4 *src =
+          reinterpret_cast<const float4 *>(table + row * hidden);
       for (int64_t c = threadIdx.x; c < columns; c += blockDim.x)
         dst[c] = src[c];
     } else {

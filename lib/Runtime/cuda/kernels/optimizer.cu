@@ -100,8 +100,8 @@ rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
     return rt::errorf("adamw: negative element count ", n);
   if (n == 0)
     return rt::Status::ok();
-  const bool aligned = isAligned16(param) && isAligned16(m) &&
-                       isAligned16(v) && isAligned16(grad);
+  const bool aligned = isAligned16(param) && isAligned16(m) && isAligned16(v) &&
+                       isAligned16(grad);
   if (aligned) {
     const int64_t packs = n / 4;
     adamwKernel<true>

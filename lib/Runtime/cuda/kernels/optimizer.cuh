@@ -1,4 +1,4 @@
-//===- optimizer.cuh - optimizer CUDA kernels -------------------*- CUDA -*-===//
+//===- optimizer.cuh - optimizer CUDA kernels ------------------*- CUDA -*-===//
 //
 // Part of mlt. Device code of the optimizer family (launchers in
 // optimizer.cu, declared in optimizer.h).
@@ -194,7 +194,8 @@ __device__ __forceinline__ void adamwElement(const AdamWDerived &d, float g,
   const float mNew =
       d.lerpWeightSmall
           ? __fadd_rn(m, __fmul_rn(d.lerpWeight, __fsub_rn(g, m)))
-          : __fsub_rn(g, __fmul_rn(__fsub_rn(g, m), __fsub_rn(1.0f, d.lerpWeight)));
+          : __fsub_rn(
+                g, __fmul_rn(__fsub_rn(g, m), __fsub_rn(1.0f, d.lerpWeight)));
   float vNew = __fmul_rn(v, d.beta2);
   vNew = __fadd_rn(vNew, __fmul_rn(__fmul_rn(d.oneMinusBeta2, g), g));
   const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vNew), d.bc2Sqrt), d.eps);

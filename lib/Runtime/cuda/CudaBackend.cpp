@@ -31,12 +31,12 @@
 
 #include "CudaCheck.h"
 #include "DeviceError.h"
-#include "kernels/elementwise.h"
-#include "kernels/embedding.h"
-#include "kernels/optimizer.h"
-#include "kernels/matmul.h"
 #include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/optimizer.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 
@@ -150,8 +150,7 @@ public:
   void deallocate(uint8_t *memory) override;
   Status copyToDevice(uint8_t *device, const void *host,
                       uint64_t bytes) override;
-  Status copyToHost(void *host, const uint8_t *device,
-                    uint64_t bytes) override;
+  Status copyToHost(void *host, const uint8_t *device, uint64_t bytes) override;
   Status fill(const BufferView &buffer, double value) override;
   Status launch(const InstructionDesc &inst,
                 const std::vector<BufferView> &inputs,
@@ -226,14 +225,12 @@ Status CudaDeviceContext::init() {
   MLT_RETURN_IF_ERROR(activate());
   MLT_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  MLT_CUDA_RETURN_IF_ERROR(
-      cudaMalloc(reinterpret_cast<void **>(&errorRecord_),
-                 sizeof(DeviceErrorRecord)));
+  MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void **>(&errorRecord_),
+                                      sizeof(DeviceErrorRecord)));
   MLT_CUDA_RETURN_IF_ERROR(
       cudaMemset(errorRecord_, 0, sizeof(DeviceErrorRecord)));
-  MLT_CUDA_RETURN_IF_ERROR(
-      cudaMallocHost(reinterpret_cast<void **>(&hostErrorRecord_),
-                     sizeof(DeviceErrorRecord)));
+  MLT_CUDA_RETURN_IF_ERROR(cudaMallocHost(
+      reinterpret_cast<void **>(&hostErrorRecord_), sizeof(DeviceErrorRecord)));
   std::memset(hostErrorRecord_, 0, sizeof(DeviceErrorRecord));
   StatusOr<std::unique_ptr<MatmulRunner>> matmul = MatmulRunner::create();
   if (!matmul)
@@ -275,8 +272,8 @@ Status CudaDeviceContext::copyToDevice(uint8_t *device, const void *host,
   MLT_RETURN_IF_ERROR(activate());
   // From pageable memory the call returns once `host` has been staged, so
   // the caller may reuse it; the copy stays ordered with the launches.
-  MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes,
-                                           cudaMemcpyHostToDevice, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
   return Status::ok();
 }
 
@@ -285,8 +282,8 @@ Status CudaDeviceContext::copyToHost(void *host, const uint8_t *device,
   if (bytes == 0)
     return Status::ok();
   MLT_RETURN_IF_ERROR(activate());
-  MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes,
-                                           cudaMemcpyDeviceToHost, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Status::ok();
 }
@@ -383,7 +380,8 @@ StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
     scratchBytes_ = 0;
   }
   // Round up, so that slightly larger requests do not reallocate.
-  const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  const size_t rounded =
+      (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, rounded));
   scratchBytes_ = rounded;
   return scratch_;
@@ -431,8 +429,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::SiLUBwd:
     return launchSiLUBackward(f(out[0]), f(in[0]), f(in[1]), a[0], s);
   case Kernel::Cast:
-    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype,
-                      a[0], s);
+    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype, a[0],
+                      s);
   case Kernel::Transpose: {
     const int64_t rank = a[0];
     return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
@@ -449,9 +447,9 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
 
   // matmul.h
   case Kernel::Matmul: // a, b -> c; batch, m, n, k, ta, tb, b_batched
-    return matmul_->run(MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0,
-                                    a[5] != 0, a[6] != 0},
-                        in[0].data, in[1].data, out[0].data, in[0].dtype, s);
+    return matmul_->run(
+        MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0, a[5] != 0, a[6] != 0},
+        in[0].data, in[1].data, out[0].data, in[0].dtype, s);
 
   // optimizer.h
   case Kernel::SumSquares: {
@@ -484,8 +482,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     scalars.eps = f(in[5]);
     scalars.weightDecay = f(in[6]);
     scalars.step = f(in[7]);
-    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0],
-                       scalars, a[1] != 0, errorSink(inst), s);
+    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
+                       a[1] != 0, errorSink(inst), s);
   }
 
   // embedding.h
@@ -515,9 +513,9 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     StatusOr<void *> area = scratch(bytes);
     if (!area)
       return area.takeStatus();
-    return launchEmbeddingBackward(f(out[0]), ids, f(in[1]), tokens,
-                                   vocabLocal, hidden, offset, total, *area,
-                                   bytes, errorSink(inst), s);
+    return launchEmbeddingBackward(f(out[0]), ids, f(in[1]), tokens, vocabLocal,
+                                   hidden, offset, total, *area, bytes,
+                                   errorSink(inst), s);
   }
 
   // rmsnorm.h: the plan keeps no rstd (the backward recomputes it), and
@@ -542,7 +540,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
 
   // attention.h: ints batch, seq, q_heads, kv_heads, head_dim, causal;
   // floats scale.
-  case Kernel::AttentionFwd: // q, k, v -> out, lse
+  case Kernel::AttentionFwd:   // q, k, v -> out, lse
   case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
     AttentionShape shape;
     shape.batch = a[0];
@@ -591,10 +589,9 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     const int64_t offset = position->coordinate * vocabLocal;
     const int64_t total = position->size * vocabLocal;
     if (inst.kernel == Kernel::CrossEntropyStats)
-      return launchCrossEntropyStats(f(out[0]), f(out[1]), f(in[0]),
-                                     in[1].as<const int32_t>(), rows,
-                                     vocabLocal, offset, total,
-                                     errorSink(inst), s);
+      return launchCrossEntropyStats(
+          f(out[0]), f(out[1]), f(in[0]), in[1].as<const int32_t>(), rows,
+          vocabLocal, offset, total, errorSink(inst), s);
     return launchCrossEntropyBwdStats(
         f(out[0]), f(in[0]), f(in[1]), in[2].as<const int32_t>(), f(in[3]),
         rows, vocabLocal, offset, total, a[3], errorSink(inst), s);
@@ -648,7 +645,8 @@ public:
           const int64_t merged = mergedTransposeRank(
               inst.ints.data() + 1, inst.ints.data() + 1 + r, r);
           if (merged > kMaxTransposeRank)
-            return fail(merged, " dimensions once unit dimensions are dropped "
+            return fail(merged,
+                        " dimensions once unit dimensions are dropped "
                         "and adjacent ones merged; the CUDA kernel takes at "
                         "most ",
                         kMaxTransposeRank);

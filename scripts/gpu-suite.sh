@@ -1,0 +1,62 @@
+#!/bin/bash
+# The GPU suite: CUDA kernel tests and fp32 parity of `mlt-run --device cuda`
+# with the llama-ref-a fixture (HF transformers' training), on a machine with a
+# GPU but no LLVM.
+#
+#   scripts/gpu-suite.sh pack [DIR]   (build machine) runtime-only build with
+#                                     CUDA, plans compiled by build/bin/mlt-run,
+#                                     fixture, libraries -> DIR (default .carry)
+#   DIR/gpu-suite.sh run              (GPU machine) runs everything; logs and
+#                                     metrics go to $OUT (or DIR/out)
+#
+# `pack` needs a compiler build in build/ (for mlt-run to compile the plans)
+# and ../shared/fixtures; the packed folder is self-contained (about 50 MiB,
+# mostly OpenBLAS, which the CPU backend links).
+set -euo pipefail
+
+if [[ "${1:-}" == pack ]]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  dir=$(realpath -m "${2:-$root/.carry}")
+  fixture=$root/../shared/fixtures/llama-ref-a
+  test -d "$fixture" || { echo "gpu-suite: no fixture at $fixture" >&2; exit 1; }
+  rt=$root/build-runtime-cuda
+  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null
+  ninja -C "$rt" mlt-run MLTRuntimeCUDATests
+  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,fixtures,tools}
+  cp "$rt"/bin/mlt-run "$rt"/bin/MLTRuntimeCUDATests "$dir"/bin/
+  strip "$dir"/bin/*
+  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+    cp -L "$(ldd "$rt"/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" "$dir"/lib/
+  done
+  cp -r "$fixture" "$dir"/fixtures/
+  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
+  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
+  for mb in 1 2; do
+    "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches $mb \
+      --emit-plan "$dir"/plans/ref-a-mb$mb.mltplan
+  done
+  cp "$0" "$dir"/gpu-suite.sh
+  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-suite.sh run"
+  exit 0
+fi
+
+[[ "${1:-}" == run ]] || { echo "usage: $0 pack [DIR] | run" >&2; exit 2; }
+cd "$(dirname "$0")"
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
+status=0
+./bin/MLTRuntimeCUDATests > "$out"/cuda-tests.log 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out"/cuda-tests.log
+hyper="--lr 0.003 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --weight-decay 0.1 --clip-grad 1.0"
+for mb in 1 2; do
+  echo "== mlt-run --device cuda, fp32, llama-ref-a, $mb micro-batch(es)"
+  ./bin/mlt-run plans/ref-a-mb$mb.mltplan --device cuda \
+    --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+    --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-mb$mb.jsonl \
+    --save-hf /tmp/gpu-mb$mb --dump-grads /tmp/gpu-mb$mb.grads || status=1
+  python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/gpu-mb$mb.jsonl \
+    --weights /tmp/gpu-mb$mb --grads /tmp/gpu-mb$mb.grads || status=1
+done
+exit $status

@@ -180,6 +180,26 @@ struct Fixture {
   }
 };
 
+TEST(CudaBackendTest, ArenaLargerThanTheFreeMemoryIsPredicted) {
+  MLT_REQUIRE_CUDA();
+  std::unique_ptr<Backend> backend = createCudaBackend();
+  StatusOr<std::unique_ptr<DeviceContext>> context =
+      backend->createContext(RankInfo{0, 1, nullptr});
+  ASSERT_TRUE(context) << context.status().message();
+  size_t freeBytes = 0, totalBytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&freeBytes, &totalBytes), cudaSuccess);
+  // Twice the whole device: refused from the numbers, before any cudaMalloc.
+  StatusOr<uint8_t *> memory = (*context)->allocate(2 * uint64_t(totalBytes));
+  ASSERT_FALSE(memory);
+  const std::string &message = memory.status().message();
+  EXPECT_EQ(message.rfind("out of memory: the plan needs ", 0), 0u) << message;
+  EXPECT_NE(message.find(std::to_string(2 * uint64_t(totalBytes)) +
+                         " bytes, its peak) on CUDA device 0, which has "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(" GiB free of "), std::string::npos) << message;
+}
+
 TEST(CudaBackendTest, ArenaCopiesFillAndLaunch) {
   MLT_REQUIRE_CUDA();
   Fixture f(1 << 16);

@@ -42,6 +42,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -239,13 +240,28 @@ Status CudaDeviceContext::init() {
   return Status::ok();
 }
 
+/// "20.13 GiB"
+static std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1ull << 30));
+  return text;
+}
+
 StatusOr<uint8_t *> CudaDeviceContext::allocate(uint64_t bytes) {
   MLT_RETURN_IF_ERROR(activate());
+  // The arena is the plan's peak memory, known before anything runs: an arena
+  // that cannot fit is reported from the plan, not from a failed cudaMalloc
+  // (which also holds for memory other processes took since).
+  size_t freeBytes = 0, totalBytes = 0;
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&freeBytes, &totalBytes));
+  if (bytes > freeBytes)
+    return errorf("out of memory: the plan needs ", gib(bytes), " (", bytes,
+                  " bytes, its peak) on CUDA device ", device_, ", which has ",
+                  gib(freeBytes), " free of ", gib(totalBytes));
   void *memory = nullptr;
   cudaError_t error = cudaMalloc(&memory, bytes);
   if (error != cudaSuccess) {
     (void)cudaGetLastError(); // not sticky: clear it
-    size_t freeBytes = 0, totalBytes = 0;
     (void)cudaMemGetInfo(&freeBytes, &totalBytes);
     return errorf("cudaMalloc of ", bytes, " bytes on CUDA device ", device_,
                   ": ", cudaGetErrorString(error), " (", freeBytes,

@@ -9,10 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/attention.h"
+#include "CudaTestUtil.h"
 
-#include "../Runtime/KernelTestUtil.h"
 #include "mlt/Runtime/cpu/Attention.h"
 
 #include <gtest/gtest.h>
@@ -23,8 +22,6 @@
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::test;
-using mlt::cpu::test::randomVector;
-using mlt::cpu::test::relError;
 
 namespace {
 
@@ -37,13 +34,18 @@ constexpr double kBwdTol = 2e-5;
 struct Case {
   int64_t batch, seq, qHeads, kvHeads, headDim;
   bool causal;
+
+  /// Elements of q (and out, dout, dq), of k (v, dk, dv) and of lse.
+  int64_t qSize() const { return batch * seq * qHeads * headDim; }
+  int64_t kvSize() const { return batch * seq * kvHeads * headDim; }
+  int64_t lseSize() const { return batch * qHeads * seq; }
 };
 constexpr Case kCases[] = {
-    {2, 37, 4, 2, 64, true},   {1, 70, 2, 2, 16, false},
-    {1, 45, 2, 1, 128, true},  {2, 33, 3, 3, 6, true},
+    {2, 37, 4, 2, 64, true},    {1, 70, 2, 2, 16, false},
+    {1, 45, 2, 1, 128, true},   {2, 33, 3, 3, 6, true},
     {1, 100, 4, 2, 128, false}, {1, 65, 4, 1, 48, true},
-    {2, 1, 2, 1, 64, true},    {1, 129, 2, 2, 16, true},
-    {1, 96, 2, 1, 128, true},  {1, 31, 2, 2, 32, false}};
+    {2, 1, 2, 1, 64, true},     {1, 129, 2, 2, 16, true},
+    {1, 96, 2, 1, 128, true},   {1, 31, 2, 2, 32, false}};
 
 std::string describe(const Case &c) {
   std::ostringstream os;
@@ -77,62 +79,76 @@ cpu::AttentionParams cpuParams(const Case &c) {
   return p;
 }
 
+/// One case's random inputs and the CPU kernels' forward and backward on them.
+struct Reference {
+  std::vector<float> q, k, v, dout;
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+/// Draws q, k, v and dout from `rng`, in that order, and runs the CPU kernels
+/// on them. Call through ASSERT_NO_FATAL_FAILURE.
+void cpuReference(const Case &c, std::mt19937 &rng, Reference &r) {
+  const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+  // Scores of a few units so that the softmax is far from uniform.
+  r.q = randomVector<float>(rng, qn, -2.0, 2.0);
+  r.k = randomVector<float>(rng, kvn, -2.0, 2.0);
+  r.v = randomVector<float>(rng, kvn);
+  r.dout = randomVector<float>(rng, qn);
+  const cpu::AttentionParams params = cpuParams(c);
+  r.out.assign(qn, 0.f);
+  r.lse.assign(ln, 0.f);
+  r.dq.assign(qn, 0.f);
+  r.dk.assign(kvn, 0.f);
+  r.dv.assign(kvn, 0.f);
+  ASSERT_TRUE(cpu::attentionForward<float>(
+      r.out.data(), r.lse.data(), r.q.data(), r.k.data(), r.v.data(), params));
+  ASSERT_TRUE(cpu::attentionBackward<float>(
+      r.dq.data(), r.dk.data(), r.dv.data(), r.dout.data(), r.q.data(),
+      r.k.data(), r.v.data(), r.out.data(), r.lse.data(), params));
+}
+
 TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(601);
   for (const Case &c : kCases) {
     SCOPED_TRACE(describe(c));
-    const int64_t qn = c.batch * c.seq * c.qHeads * c.headDim;
-    const int64_t kvn = c.batch * c.seq * c.kvHeads * c.headDim;
-    const int64_t ln = c.batch * c.qHeads * c.seq;
-    // Scores of a few units so that the softmax is far from uniform.
-    auto q = randomVector<float>(rng, qn, -2.0, 2.0);
-    auto k = randomVector<float>(rng, kvn, -2.0, 2.0);
-    auto v = randomVector<float>(rng, kvn);
-    auto dout = randomVector<float>(rng, qn);
-    const cpu::AttentionParams params = cpuParams(c);
-    std::vector<float> outRef(qn), lseRef(ln), dqRef(qn), dkRef(kvn),
-        dvRef(kvn);
-    ASSERT_TRUE(cpu::attentionForward<float>(outRef.data(), lseRef.data(),
-                                             q.data(), k.data(), v.data(),
-                                             params));
-    ASSERT_TRUE(cpu::attentionBackward<float>(
-        dqRef.data(), dkRef.data(), dvRef.data(), dout.data(), q.data(),
-        k.data(), v.data(), outRef.data(), lseRef.data(), params));
+    const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+    Reference ref;
+    ASSERT_NO_FATAL_FAILURE(cpuReference(c, rng, ref));
 
     const AttentionShape shape = gpuShape(c);
-    DeviceBuffer<float> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln),
-        dDout(qn), dDq(qn), dDk(kvn), dDv(kvn);
-    dQ.upload(q);
-    dK.upload(k);
-    dV.upload(v);
-    dDout.upload(dout);
+    DeviceBuffer<float> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln), dDout(qn),
+        dDq(qn), dDk(kvn), dDv(kvn);
+    dQ.upload(ref.q);
+    dK.upload(ref.k);
+    dV.upload(ref.v);
+    dDout.upload(ref.dout);
     ASSERT_TRUE(launchAttentionFwd(dOut.get(), dLse.get(), dQ.get(), dK.get(),
                                    dV.get(), shape, 0));
     const std::vector<float> out = dOut.download(), lse = dLse.download();
-    EXPECT_LT(relError(out, outRef), kFwdTol);
-    EXPECT_LT(relError(lse, lseRef), kFwdTol);
+    EXPECT_LT(relError(out, ref.out), kFwdTol);
+    EXPECT_LT(relError(lse, ref.lse), kFwdTol);
 
     // The backward from the CPU's out and lse, so that it is checked alone.
-    dOut.upload(outRef);
-    dLse.upload(lseRef);
+    dOut.upload(ref.out);
+    dLse.upload(ref.lse);
     const size_t scratchBytes = attentionBwdScratchBytes(shape);
     DeviceBuffer<char> scratch(scratchBytes);
-    ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(),
-                                   dDout.get(), dQ.get(), dK.get(), dV.get(),
-                                   dOut.get(), dLse.get(), shape,
-                                   scratch.get(), scratchBytes, 0));
+    ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
+                                   dQ.get(), dK.get(), dV.get(), dOut.get(),
+                                   dLse.get(), shape, scratch.get(),
+                                   scratchBytes, 0));
     const std::vector<float> dq = dDq.download(), dk = dDk.download(),
                              dv = dDv.download();
-    EXPECT_LT(relError(dq, dqRef), kBwdTol);
-    EXPECT_LT(relError(dk, dkRef), kBwdTol);
-    EXPECT_LT(relError(dv, dvRef), kBwdTol);
+    EXPECT_LT(relError(dq, ref.dq), kBwdTol);
+    EXPECT_LT(relError(dk, ref.dk), kBwdTol);
+    EXPECT_LT(relError(dv, ref.dv), kBwdTol);
 
     // Bit-reproducible: no atomics, fixed summation orders.
-    ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(),
-                                   dDout.get(), dQ.get(), dK.get(), dV.get(),
-                                   dOut.get(), dLse.get(), shape,
-                                   scratch.get(), scratchBytes, 0));
+    ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
+                                   dQ.get(), dK.get(), dV.get(), dOut.get(),
+                                   dLse.get(), shape, scratch.get(),
+                                   scratchBytes, 0));
     EXPECT_EQ(dDq.download(), dq);
     EXPECT_EQ(dDk.download(), dk);
     EXPECT_EQ(dDv.download(), dv);
@@ -145,50 +161,33 @@ TEST(CudaAttentionTest, MisalignedLongSequenceMatchesCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(602);
   const Case c{1, 300, 4, 2, 64, true};
-  const int64_t qn = c.batch * c.seq * c.qHeads * c.headDim;
-  const int64_t kvn = c.batch * c.seq * c.kvHeads * c.headDim;
-  const int64_t ln = c.batch * c.qHeads * c.seq;
-  auto q = randomVector<float>(rng, qn, -2.0, 2.0);
-  auto k = randomVector<float>(rng, kvn, -2.0, 2.0);
-  auto v = randomVector<float>(rng, kvn);
-  auto dout = randomVector<float>(rng, qn);
-  const cpu::AttentionParams params = cpuParams(c);
-  std::vector<float> outRef(qn), lseRef(ln), dqRef(qn), dkRef(kvn), dvRef(kvn);
-  ASSERT_TRUE(cpu::attentionForward<float>(outRef.data(), lseRef.data(),
-                                           q.data(), k.data(), v.data(),
-                                           params));
-  ASSERT_TRUE(cpu::attentionBackward<float>(
-      dqRef.data(), dkRef.data(), dvRef.data(), dout.data(), q.data(), k.data(),
-      v.data(), outRef.data(), lseRef.data(), params));
+  const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+  Reference ref;
+  ASSERT_NO_FATAL_FAILURE(cpuReference(c, rng, ref));
 
-  auto shifted = [](const std::vector<float> &x) {
-    std::vector<float> out(x.size() + 1, 0.f);
-    std::copy(x.begin(), x.end(), out.begin() + 1);
-    return out;
-  };
   auto unshift = [](const std::vector<float> &x) {
     return std::vector<float>(x.begin() + 1, x.end());
   };
   const AttentionShape shape = gpuShape(c);
   DeviceBuffer<float> dQ(qn + 1), dK(kvn + 1), dV(kvn + 1), dOut(qn + 1),
       dLse(ln), dDout(qn + 1), dDq(qn + 1), dDk(kvn + 1), dDv(kvn + 1);
-  dQ.upload(shifted(q));
-  dK.upload(shifted(k));
-  dV.upload(shifted(v));
-  dDout.upload(shifted(dout));
+  dQ.upload(padFront(ref.q, 1));
+  dK.upload(padFront(ref.k, 1));
+  dV.upload(padFront(ref.v, 1));
+  dDout.upload(padFront(ref.dout, 1));
   ASSERT_TRUE(launchAttentionFwd(dOut.get() + 1, dLse.get(), dQ.get() + 1,
                                  dK.get() + 1, dV.get() + 1, shape, 0));
-  EXPECT_LT(relError(unshift(dOut.download()), outRef), kFwdTol);
-  EXPECT_LT(relError(dLse.download(), lseRef), kFwdTol);
+  EXPECT_LT(relError(unshift(dOut.download()), ref.out), kFwdTol);
+  EXPECT_LT(relError(dLse.download(), ref.lse), kFwdTol);
   const size_t scratchBytes = attentionBwdScratchBytes(shape);
   DeviceBuffer<char> scratch(scratchBytes);
   ASSERT_TRUE(launchAttentionBwd(dDq.get() + 1, dDk.get() + 1, dDv.get() + 1,
                                  dDout.get() + 1, dQ.get() + 1, dK.get() + 1,
                                  dV.get() + 1, dOut.get() + 1, dLse.get(),
                                  shape, scratch.get(), scratchBytes, 0));
-  EXPECT_LT(relError(unshift(dDq.download()), dqRef), kBwdTol);
-  EXPECT_LT(relError(unshift(dDk.download()), dkRef), kBwdTol);
-  EXPECT_LT(relError(unshift(dDv.download()), dvRef), kBwdTol);
+  EXPECT_LT(relError(unshift(dDq.download()), ref.dq), kBwdTol);
+  EXPECT_LT(relError(unshift(dDk.download()), ref.dk), kBwdTol);
+  EXPECT_LT(relError(unshift(dDv.download()), ref.dv), kBwdTol);
 }
 
 TEST(CudaAttentionTest, BadArgumentsAreErrors) {

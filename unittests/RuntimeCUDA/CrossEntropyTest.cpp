@@ -14,7 +14,6 @@
 #include "CudaTestUtil.h"
 #include "kernels/cross_entropy.h"
 
-#include "../Runtime/KernelTestUtil.h"
 #include "mlt/Runtime/cpu/CrossEntropy.h"
 
 #include <gtest/gtest.h>
@@ -25,9 +24,6 @@
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::test;
-using mlt::cpu::test::randomIds;
-using mlt::cpu::test::randomVector;
-using mlt::cpu::test::relError;
 
 namespace {
 
@@ -41,8 +37,8 @@ struct Shape {
 };
 // Odd vocabularies (scalar path), multiples of 4 (packs), one row, one
 // column, a LLaMA vocabulary.
-constexpr Shape kShapes[] = {{15, 37}, {8, 64},   {1, 1},
-                             {3, 1000}, {33, 5},  {4, 32000}, {2, 32001}};
+constexpr Shape kShapes[] = {{15, 37}, {8, 64},    {1, 1},    {3, 1000},
+                             {33, 5},  {4, 32000}, {2, 32001}};
 
 std::string describe(const Shape &s) {
   std::ostringstream os;
@@ -74,15 +70,15 @@ TEST(CudaCrossEntropyTest, ForwardMatchesCpu) {
       ASSERT_TRUE(cpu::crossEntropyForward<float>(&ref, lse.data(),
                                                   logits.data(), labels.data(),
                                                   s.rows, s.vocab, divisor));
-      ASSERT_TRUE(launchCrossEntropyFwd(dLoss.get(), dLogits.get(),
-                                        dLabels.get(), s.rows, s.vocab, divisor,
-                                        scratch.get(), scratchBytes, kNoErrors, 0));
+      ASSERT_TRUE(launchCrossEntropyFwd(
+          dLoss.get(), dLogits.get(), dLabels.get(), s.rows, s.vocab, divisor,
+          scratch.get(), scratchBytes, kNoErrors, 0));
       const float loss = download1(dLoss);
       EXPECT_NEAR(loss, ref, kTol * std::abs(ref) + 1e-7);
       // Bit-reproducible.
-      ASSERT_TRUE(launchCrossEntropyFwd(dLoss.get(), dLogits.get(),
-                                        dLabels.get(), s.rows, s.vocab, divisor,
-                                        scratch.get(), scratchBytes, kNoErrors, 0));
+      ASSERT_TRUE(launchCrossEntropyFwd(
+          dLoss.get(), dLogits.get(), dLabels.get(), s.rows, s.vocab, divisor,
+          scratch.get(), scratchBytes, kNoErrors, 0));
       EXPECT_EQ(download1(dLoss), loss);
     }
   }
@@ -97,17 +93,16 @@ TEST(CudaCrossEntropyTest, LargeLogitsDoNotOverflow) {
   auto labels = randomIds(rng, rows, int32_t(vocab));
   float ref = 0.f;
   std::vector<float> lse(rows);
-  ASSERT_TRUE(cpu::crossEntropyForward<float>(&ref, lse.data(), logits.data(),
-                                              labels.data(), rows, vocab,
-                                              rows));
+  ASSERT_TRUE(cpu::crossEntropyForward<float>(
+      &ref, lse.data(), logits.data(), labels.data(), rows, vocab, rows));
   DeviceBuffer<float> dLogits(logits.size()), dLoss(1);
   DeviceBuffer<int32_t> dLabels(rows);
   dLogits.upload(logits);
   dLabels.upload(labels);
   DeviceBuffer<char> scratch(crossEntropyFwdScratchBytes(rows));
-  ASSERT_TRUE(launchCrossEntropyFwd(dLoss.get(), dLogits.get(), dLabels.get(),
-                                    rows, vocab, rows, scratch.get(),
-                                    crossEntropyFwdScratchBytes(rows), kNoErrors, 0));
+  ASSERT_TRUE(launchCrossEntropyFwd(
+      dLoss.get(), dLogits.get(), dLabels.get(), rows, vocab, rows,
+      scratch.get(), crossEntropyFwdScratchBytes(rows), kNoErrors, 0));
   const float loss = download1(dLoss);
   ASSERT_TRUE(std::isfinite(loss));
   // lse ~ 1000: its f32 rounding is ~6e-5 absolute.
@@ -131,15 +126,14 @@ TEST(CudaCrossEntropyTest, BackwardMatchesCpu) {
     ASSERT_TRUE(cpu::crossEntropyBackward<float>(
         ref.data(), logits.data(), lse.data(), labels.data(), dloss, s.rows,
         s.vocab, s.rows));
-    DeviceBuffer<float> dLogits(logits.size()), dGrad(logits.size()),
-        dDloss(1);
+    DeviceBuffer<float> dLogits(logits.size()), dGrad(logits.size()), dDloss(1);
     DeviceBuffer<int32_t> dLabels(s.rows);
     dLogits.upload(logits);
     dLabels.upload(labels);
     dDloss.upload({dloss});
     ASSERT_TRUE(launchCrossEntropyBwd(dGrad.get(), dDloss.get(), dLogits.get(),
-                                      dLabels.get(), s.rows, s.vocab, s.rows, kNoErrors,
-                                      0));
+                                      dLabels.get(), s.rows, s.vocab, s.rows,
+                                      kNoErrors, 0));
     const std::vector<float> grad = dGrad.download();
     EXPECT_LT(relError(grad, ref), kTol);
     // In place (dlogits aliases logits): the same bits.
@@ -186,10 +180,9 @@ TEST(CudaCrossEntropyTest, ShardedKernelsMatchCpu) {
           labels.data(), c.rows, c.vocabLocal, g * c.vocabLocal, vocabTotal));
       DeviceBuffer<float> dShard(shard.size()), dLse(c.rows), dTarget(c.rows);
       dShard.upload(shard);
-      ASSERT_TRUE(launchCrossEntropyStats(dLse.get(), dTarget.get(),
-                                          dShard.get(), dLabels.get(), c.rows,
-                                          c.vocabLocal, g * c.vocabLocal,
-                                          vocabTotal, kNoErrors, 0));
+      ASSERT_TRUE(launchCrossEntropyStats(
+          dLse.get(), dTarget.get(), dShard.get(), dLabels.get(), c.rows,
+          c.vocabLocal, g * c.vocabLocal, vocabTotal, kNoErrors, 0));
       const std::vector<float> lse = dLse.download(), tgt = dTarget.download();
       EXPECT_LT(relError(lse, std::vector<float>(partsRef.begin() + g * c.rows,
                                                  partsRef.begin() +
@@ -206,17 +199,16 @@ TEST(CudaCrossEntropyTest, ShardedKernelsMatchCpu) {
     // Combine the CPU's parts on both sides.
     std::vector<float> lseRef(c.rows);
     float lossRef = 0.f;
-    ASSERT_TRUE(cpu::crossEntropyCombine<float>(lseRef.data(), &lossRef,
-                                                partsRef.data(),
-                                                targetRef.data(), c.rows,
-                                                c.shards, c.divisor));
-    DeviceBuffer<float> dParts(partsRef.size()), dTarget(c.rows),
-        dLse(c.rows), dLoss(1);
+    ASSERT_TRUE(cpu::crossEntropyCombine<float>(
+        lseRef.data(), &lossRef, partsRef.data(), targetRef.data(), c.rows,
+        c.shards, c.divisor));
+    DeviceBuffer<float> dParts(partsRef.size()), dTarget(c.rows), dLse(c.rows),
+        dLoss(1);
     dParts.upload(partsRef);
     dTarget.upload(targetRef);
-    ASSERT_TRUE(launchCrossEntropyCombine(dLse.get(), dLoss.get(),
-                                          dParts.get(), dTarget.get(), c.rows,
-                                          c.shards, c.divisor, 0));
+    ASSERT_TRUE(launchCrossEntropyCombine(dLse.get(), dLoss.get(), dParts.get(),
+                                          dTarget.get(), c.rows, c.shards,
+                                          c.divisor, 0));
     // Both combine in f64 from the same parts: rounding of the result only.
     EXPECT_LT(relError(dLse.download(), lseRef), 1e-6);
     EXPECT_NEAR(download1(dLoss), lossRef, 1e-6 * std::abs(lossRef) + 1e-7);
@@ -229,13 +221,14 @@ TEST(CudaCrossEntropyTest, ShardedKernelsMatchCpu) {
       const std::vector<float> &shard = shardLogits[g];
       std::vector<float> ref(shard.size());
       ASSERT_TRUE(cpu::crossEntropyStatsBackward<float>(
-          ref.data(), shard.data(), lseRef.data(), labels.data(), dloss,
-          c.rows, c.vocabLocal, g * c.vocabLocal, vocabTotal, c.divisor));
+          ref.data(), shard.data(), lseRef.data(), labels.data(), dloss, c.rows,
+          c.vocabLocal, g * c.vocabLocal, vocabTotal, c.divisor));
       DeviceBuffer<float> dShard(shard.size()), dGrad(shard.size());
       dShard.upload(shard);
       ASSERT_TRUE(launchCrossEntropyBwdStats(
           dGrad.get(), dDloss.get(), dShard.get(), dLabels.get(), dLse.get(),
-          c.rows, c.vocabLocal, g * c.vocabLocal, vocabTotal, c.divisor, kNoErrors, 0));
+          c.rows, c.vocabLocal, g * c.vocabLocal, vocabTotal, c.divisor,
+          kNoErrors, 0));
       EXPECT_LT(relError(dGrad.download(), ref), kTol);
     }
   }
@@ -310,12 +303,12 @@ TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {
                                              4, 8, 4, nullptr, 0, kNoErrors, 0);
   ASSERT_FALSE(scratch);
   EXPECT_NE(scratch.message().find("scratch"), std::string::npos);
-  rt::Status divisor = launchCrossEntropyBwd(d.get(), loss.get(), d.get(),
-                                             labels.get(), 4, 8, 0, kNoErrors, 0);
+  rt::Status divisor = launchCrossEntropyBwd(
+      d.get(), loss.get(), d.get(), labels.get(), 4, 8, 0, kNoErrors, 0);
   ASSERT_FALSE(divisor);
   EXPECT_NE(divisor.message().find("loss divisor 0"), std::string::npos);
-  rt::Status shard = launchCrossEntropyStats(d.get(), d.get(), d.get(),
-                                             labels.get(), 4, 8, 8, 12, kNoErrors, 0);
+  rt::Status shard = launchCrossEntropyStats(
+      d.get(), d.get(), d.get(), labels.get(), 4, 8, 8, 12, kNoErrors, 0);
   ASSERT_FALSE(shard);
   EXPECT_NE(shard.message().find("not inside the vocabulary"),
             std::string::npos)

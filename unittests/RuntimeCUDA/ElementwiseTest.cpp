@@ -34,24 +34,9 @@ namespace {
 /// Sizes around the vector widths (4 f32, 8 bf16) and a large odd one.
 const int64_t kSizes[] = {1, 3, 4, 7, 8, 33, 1000, 4097, 100003};
 
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -4.0f,
-                                float hi = 4.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> out(n);
-  for (float &x : out)
-    x = dist(rng);
-  return out;
-}
-
-/// max |a - b| / max |b|.
-double relError(const std::vector<float> &actual,
-                const std::vector<float> &expected) {
-  double maxDiff = 0.0, maxRef = 0.0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    maxDiff = std::max(maxDiff, std::abs(double(actual[i]) - expected[i]));
-    maxRef = std::max(maxRef, std::abs(double(expected[i])));
-  }
-  return maxRef > 0.0 ? maxDiff / maxRef : maxDiff;
+/// Inputs in [-4, 4): SiLU's and SwiGLU's curve, both tails included.
+std::vector<float> randomInputs(std::mt19937 &rng, int64_t n) {
+  return randomFloats(rng, n, -4.0f, 4.0f);
 }
 
 void expectBitEqual(const std::vector<float> &actual,
@@ -62,29 +47,11 @@ void expectBitEqual(const std::vector<float> &actual,
         << "element " << i << ": " << actual[i] << " vs " << expected[i];
 }
 
-/// A device copy of `host` starting `offset` elements into its allocation
-/// (offset 1: not 16-byte aligned).
-template <typename T> struct OffsetBuffer {
-  OffsetBuffer(const std::vector<T> &host, int64_t offset)
-      : buffer(host.size() + offset), offset(offset) {
-    std::vector<T> padded(offset, T{});
-    padded.insert(padded.end(), host.begin(), host.end());
-    buffer.upload(padded);
-  }
-  T *get() const { return buffer.get() + offset; }
-  std::vector<T> download() const {
-    std::vector<T> all = buffer.download();
-    return std::vector<T>(all.begin() + offset, all.end());
-  }
-  DeviceBuffer<T> buffer;
-  int64_t offset;
-};
-
 /// The f32 model ops of the elementwise family, for one size and offset.
 void checkFloatOps(int64_t n, int64_t offset, std::mt19937 &rng) {
   SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
-  const std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n),
-                           c = randomFloats(rng, n);
+  const std::vector<float> a = randomInputs(rng, n), b = randomInputs(rng, n),
+                           c = randomInputs(rng, n);
   OffsetBuffer<float> da(a, offset), db(b, offset), dc(c, offset);
   OffsetBuffer<float> out(std::vector<float>(n, 0.0f), offset),
       out2(std::vector<float>(n, 0.0f), offset);
@@ -138,7 +105,7 @@ TEST(CudaElementwiseTest, OutputsMayAliasInputs) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(2);
   const int64_t n = 1001;
-  const std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n);
+  const std::vector<float> a = randomInputs(rng, n), b = randomInputs(rng, n);
   DeviceBuffer<float> da(n), db(n);
   da.upload(a);
   db.upload(b);
@@ -183,9 +150,9 @@ TEST(CudaElementwiseTest, BF16OpsRoundLikeTheCpu) {
   for (int64_t n : kSizes) {
     for (int64_t offset : {0, 1}) {
       SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
-      const std::vector<uint16_t> a = toBF16(randomFloats(rng, n)),
-                                  b = toBF16(randomFloats(rng, n)),
-                                  c = toBF16(randomFloats(rng, n));
+      const std::vector<uint16_t> a = toBF16(randomInputs(rng, n)),
+                                  b = toBF16(randomInputs(rng, n)),
+                                  c = toBF16(randomInputs(rng, n));
       const std::vector<float> af = fromBF16(a), bf = fromBF16(b),
                                cf = fromBF16(c);
       auto bf16 = [](uint16_t *p) {

@@ -24,22 +24,6 @@ using namespace mlt::cuda::test;
 
 namespace {
 
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float &x : out)
-    x = dist(rng);
-  return out;
-}
-
-std::vector<int32_t> randomIds(std::mt19937 &rng, int64_t n, int64_t vocab) {
-  std::uniform_int_distribution<int32_t> dist(0, int32_t(vocab - 1));
-  std::vector<int32_t> out(n);
-  for (int32_t &x : out)
-    x = dist(rng);
-  return out;
-}
-
 struct Shape {
   int64_t tokens, vocabShard, hidden, shards, shard;
 };
@@ -53,7 +37,8 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
                << s.shards << " offset " << offset);
   const int64_t vocabTotal = s.vocabShard * s.shards;
   const int64_t vocabOffset = s.shard * s.vocabShard;
-  const std::vector<int32_t> ids = randomIds(rng, s.tokens, vocabTotal);
+  const std::vector<int32_t> ids =
+      randomIds(rng, s.tokens, int32_t(vocabTotal));
   const std::vector<float> table = randomFloats(rng, s.vocabShard * s.hidden);
   const std::vector<float> dout = randomFloats(rng, s.tokens * s.hidden);
 
@@ -61,9 +46,7 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
   DeviceBuffer<float> dtable(table.size() + offset), dact(dout.size() + offset),
       dgrad(table.size() + offset);
   dids.upload(ids);
-  std::vector<float> padded(offset, 0.0f);
-  padded.insert(padded.end(), table.begin(), table.end());
-  dtable.upload(padded);
+  dtable.upload(padFront(table, offset));
 
   // Forward.
   ASSERT_TRUE(launchEmbeddingForward(dact.get() + offset, dids.get(),
@@ -83,13 +66,8 @@ void checkShard(const Shape &s, int64_t offset, std::mt19937 &rng) {
             expected);
 
   // Backward, into a gradient full of garbage (it is overwritten).
-  padded.assign(offset, 0.0f);
-  const std::vector<float> garbage = randomFloats(rng, table.size());
-  padded.insert(padded.end(), garbage.begin(), garbage.end());
-  dgrad.upload(padded);
-  padded.assign(offset, 0.0f);
-  padded.insert(padded.end(), dout.begin(), dout.end());
-  dact.upload(padded);
+  dgrad.upload(padFront(randomFloats(rng, table.size()), offset));
+  dact.upload(padFront(dout, offset));
   const size_t bytes = embeddingBackwardScratchBytes(s.tokens, s.vocabShard);
   DeviceBuffer<uint8_t> scratch(bytes);
   ASSERT_TRUE(launchEmbeddingBackward(

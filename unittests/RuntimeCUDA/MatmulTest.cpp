@@ -8,10 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/matmul.h"
+#include "CudaTestUtil.h"
 
-#include "../Runtime/KernelTestUtil.h"
 #include "mlt/Runtime/cpu/Gemm.h"
 
 #include <gtest/gtest.h>
@@ -25,8 +24,6 @@
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::test;
-using mlt::cpu::test::randomVector;
-using mlt::cpu::test::relError;
 
 namespace {
 
@@ -67,9 +64,9 @@ std::vector<float> cpuMatmul(const MatmulShape &s, const std::vector<float> &a,
   const int64_t ldb = std::max<int64_t>(1, s.transposeB ? s.k : s.n);
   const int64_t ldc = std::max<int64_t>(1, s.n);
   rt::Status status = cpu::gemmStridedBatched<float>(
-      s.transposeA, s.transposeB, s.m, s.n, s.k, 1.0f, a.data(), lda,
-      s.m * s.k, b.data(), ldb, s.bBatched ? s.k * s.n : 0, 0.0f, c.data(),
-      ldc, s.m * s.n, s.batch);
+      s.transposeA, s.transposeB, s.m, s.n, s.k, 1.0f, a.data(), lda, s.m * s.k,
+      b.data(), ldb, s.bBatched ? s.k * s.n : 0, 0.0f, c.data(), ldc, s.m * s.n,
+      s.batch);
   EXPECT_TRUE(status.isOk()) << status.message();
   return c;
 }
@@ -88,6 +85,23 @@ float fromBf16(uint16_t x) {
   return f;
 }
 
+/// Rounds every element of `x` to bf16 in place, so that an f32 reference
+/// reads the values the bf16 product reads, and returns their bits.
+std::vector<uint16_t> roundToBf16(std::vector<float> &x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = fromBf16(bits[i] = toBf16(x[i]));
+  return bits;
+}
+
+/// The f32 values of bf16 bits (exact).
+std::vector<float> widenBf16(const std::vector<uint16_t> &x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = fromBf16(x[i]);
+  return out;
+}
+
 /// Runs `shape` on the device from host inputs; c starts as NaN so that a
 /// product that read it would show. `offset` shifts every operand by that
 /// many elements from cudaMalloc's 256-byte alignment.
@@ -97,11 +111,8 @@ std::vector<T> deviceMatmul(MatmulRunner &runner, const MatmulShape &s,
                             rt::ElementType dtype, T nan, size_t offset = 0) {
   DeviceBuffer<T> da(a.size() + offset), db(b.size() + offset),
       dc(sizeC(s) + offset);
-  std::vector<T> pa(offset, T()), pb(offset, T());
-  pa.insert(pa.end(), a.begin(), a.end());
-  pb.insert(pb.end(), b.begin(), b.end());
-  da.upload(pa);
-  db.upload(pb);
+  da.upload(padFront(a, offset));
+  db.upload(padFront(b, offset));
   dc.upload(std::vector<T>(sizeC(s) + offset, nan));
   rt::Status status = runner.run(s, da.get() + offset, db.get() + offset,
                                  dc.get() + offset, dtype, nullptr);
@@ -161,17 +172,11 @@ TEST(CudaMatmulTest, Bf16MatchesF32Reference) {
   forEachShape([&](const MatmulShape &s) {
     auto a = randomVector<float>(rng, sizeA(s));
     auto b = randomVector<float>(rng, sizeB(s));
-    std::vector<uint16_t> a16(a.size()), b16(b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      a[i] = fromBf16(a16[i] = toBf16(a[i]));
-    for (size_t i = 0; i < b.size(); ++i)
-      b[i] = fromBf16(b16[i] = toBf16(b[i]));
+    const std::vector<uint16_t> a16 = roundToBf16(a), b16 = roundToBf16(b);
     auto c16 = deviceMatmul<uint16_t>(*runner, s, a16, b16,
                                       rt::ElementType::BF16, uint16_t(0x7FC0));
-    std::vector<float> c(c16.size());
-    for (size_t i = 0; i < c.size(); ++i)
-      c[i] = fromBf16(c16[i]);
-    EXPECT_LT(relError(c, cpuMatmul(s, a, b)), kBf16Tol) << describe(s);
+    EXPECT_LT(relError(widenBf16(c16), cpuMatmul(s, a, b)), kBf16Tol)
+        << describe(s);
   });
 }
 
@@ -217,9 +222,9 @@ TEST(CudaMatmulTest, SecondCallHitsTheCache) {
       deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.f);
   EXPECT_EQ(runner->cachedShapes(), cached);
   ASSERT_EQ(first.size(), second.size());
-  EXPECT_EQ(std::memcmp(first.data(), second.data(),
-                        first.size() * sizeof(float)),
-            0);
+  EXPECT_EQ(
+      std::memcmp(first.data(), second.data(), first.size() * sizeof(float)),
+      0);
   EXPECT_LT(relError(second, cpuMatmul(s, a, b)), kF32Tol);
   s.transposeB = true;
   (void)deviceMatmul<float>(*runner, s, a, b, rt::ElementType::F32, 0.f);
@@ -247,18 +252,11 @@ TEST(CudaMatmulTest, OperandsAlignedOnlyToTheirElements) {
                                  std::numeric_limits<float>::quiet_NaN(), 1);
     EXPECT_LT(relError(c, cpuMatmul(s, a, b)), kF32Tol) << describe(s);
 
-    std::vector<uint16_t> a16(a.size()), b16(b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      a[i] = fromBf16(a16[i] = toBf16(a[i]));
-    for (size_t i = 0; i < b.size(); ++i)
-      b[i] = fromBf16(b16[i] = toBf16(b[i]));
-    auto c16 = deviceMatmul<uint16_t>(*runner, s, a16, b16,
-                                      rt::ElementType::BF16, uint16_t(0x7FC0),
-                                      1);
-    std::vector<float> cf(c16.size());
-    for (size_t i = 0; i < cf.size(); ++i)
-      cf[i] = fromBf16(c16[i]);
-    EXPECT_LT(relError(cf, cpuMatmul(s, a, b)), kBf16Tol) << describe(s);
+    const std::vector<uint16_t> a16 = roundToBf16(a), b16 = roundToBf16(b);
+    auto c16 = deviceMatmul<uint16_t>(
+        *runner, s, a16, b16, rt::ElementType::BF16, uint16_t(0x7FC0), 1);
+    EXPECT_LT(relError(widenBf16(c16), cpuMatmul(s, a, b)), kBf16Tol)
+        << describe(s);
   }
 }
 
@@ -292,9 +290,8 @@ TEST(CudaMatmulTest, RejectsBadArguments) {
   ASSERT_FALSE(f64.isOk());
   EXPECT_NE(f64.message().find("f64"), std::string::npos) << f64.message();
   s.k = -1;
-  rt::Status negative = runner->run(s, buffer.get(), buffer.get(),
-                                    buffer.get(), rt::ElementType::F32,
-                                    nullptr);
+  rt::Status negative = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                                    rt::ElementType::F32, nullptr);
   ASSERT_FALSE(negative.isOk());
   EXPECT_NE(negative.message().find("negative"), std::string::npos)
       << negative.message();

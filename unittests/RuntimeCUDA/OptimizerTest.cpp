@@ -30,15 +30,6 @@ using namespace mlt::cuda::test;
 
 namespace {
 
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> out(n);
-  for (float &x : out)
-    x = dist(rng);
-  return out;
-}
-
 /// The distance between two finite floats in units in the last place.
 int64_t ulpDistance(float a, float b) {
   auto ordered = [](float x) {
@@ -66,9 +57,7 @@ TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
       SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
       std::vector<float> x = randomFloats(rng, n, -3.0f, 3.0f);
       DeviceBuffer<float> dx(n + offset), out(2);
-      std::vector<float> padded(offset, 0.0f);
-      padded.insert(padded.end(), x.begin(), x.end());
-      dx.upload(padded);
+      dx.upload(padFront(x, offset));
       DeviceBuffer<double> scratch(sumSquaresScratchBytes(n) / 8 + 1);
       ASSERT_LE(sumSquaresScratchBytes(n), size_t(8192));
       ASSERT_TRUE(launchSumSquares(out.get(), dx.get() + offset, n,
@@ -162,11 +151,7 @@ void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
   const int64_t n = c.n, off = c.offset;
   std::vector<float> param = randomFloats(rng, n), m(n, 0.0f), v(n, 0.0f);
   DeviceBuffer<float> dp(n + off), dm(n + off), dv(n + off), dg(n + off);
-  auto pad = [&](const std::vector<float> &x) {
-    std::vector<float> padded(off, 0.0f);
-    padded.insert(padded.end(), x.begin(), x.end());
-    return padded;
-  };
+  auto pad = [&](const std::vector<float> &x) { return padFront(x, off); };
   auto unpad = [&](const std::vector<float> &x) {
     return std::vector<float>(x.begin() + off, x.end());
   };

@@ -9,10 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/rmsnorm.h"
+#include "CudaTestUtil.h"
 
-#include "../Runtime/KernelTestUtil.h"
 #include "mlt/Runtime/cpu/RMSNorm.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
@@ -23,8 +22,6 @@
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::test;
-using mlt::cpu::test::randomVector;
-using mlt::cpu::test::relError;
 
 namespace {
 
@@ -39,8 +36,8 @@ struct Shape {
 // Odd dims (scalar path), multiples of 4 (packs), one row, rows spread over
 // several rows per backward block (> 512 rows), a dim past the 48 KiB
 // shared accumulator.
-constexpr Shape kShapes[] = {{1, 1},   {3, 7},    {5, 64},   {4, 1000},
-                             {2, 4096}, {17, 3},  {1100, 96}, {3, 13001},
+constexpr Shape kShapes[] = {{1, 1},    {3, 7},    {5, 64},    {4, 1000},
+                             {2, 4096}, {17, 3},   {1100, 96}, {3, 13001},
                              {600, 13}, {2, 12800}};
 
 std::string describe(const Shape &s) {
@@ -72,8 +69,7 @@ TEST(CudaRMSNormTest, ForwardMatchesCpu) {
     std::vector<float> yRef(s.rows * s.dim), rstdRef(s.rows);
     cpu::rmsnormForward<float>(yRef.data(), rstdRef.data(), x.data(), w.data(),
                                s.rows, s.dim, kEps);
-    DeviceBuffer<float> dX(x.size()), dW(w.size()), dY(x.size()),
-        dRstd(s.rows);
+    DeviceBuffer<float> dX(x.size()), dW(w.size()), dY(x.size()), dRstd(s.rows);
     dX.upload(x);
     dW.upload(w);
     ASSERT_TRUE(launchRmsNormFwd(dY.get(), dRstd.get(), dX.get(), dW.get(),
@@ -138,8 +134,8 @@ TEST(CudaRMSNormTest, MisalignedPointersMatchCpu) {
   auto x = randomVector<float>(rng, rows * dim + 1, -2.0, 2.0);
   auto w = randomVector<float>(rng, dim + 1, 0.5, 1.5);
   auto dy = randomVector<float>(rng, rows * dim + 1);
-  const std::vector<float> xs(x.begin() + 1, x.end()), ws(w.begin() + 1, w.end()),
-      dys(dy.begin() + 1, dy.end());
+  const std::vector<float> xs(x.begin() + 1, x.end()),
+      ws(w.begin() + 1, w.end()), dys(dy.begin() + 1, dy.end());
   std::vector<float> yRef(rows * dim), rstdRef(rows), dxRef, dwRef;
   cpu::rmsnormForward<float>(yRef.data(), rstdRef.data(), xs.data(), ws.data(),
                              rows, dim, kEps);
@@ -182,8 +178,8 @@ TEST(CudaRMSNormTest, EdgeCasesAndErrors) {
   ASSERT_FALSE(status);
   EXPECT_NE(status.message().find("scratch"), std::string::npos)
       << status.message();
-  EXPECT_FALSE(launchRmsNormFwd(dX.get(), nullptr, dX.get(), dW.get(), 2, 0,
-                                kEps, 0));
+  EXPECT_FALSE(
+      launchRmsNormFwd(dX.get(), nullptr, dX.get(), dW.get(), 2, 0, kEps, 0));
 }
 
 // bf16 storage: y and dx against the CPU float kernels on the same (bf16)

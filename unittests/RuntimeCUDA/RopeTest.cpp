@@ -7,10 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
 #include "kernels/rope.h"
+#include "CudaTestUtil.h"
 
-#include "../Runtime/KernelTestUtil.h"
 #include "mlt/Runtime/cpu/Rope.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
@@ -21,8 +20,6 @@
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::test;
-using mlt::cpu::test::randomVector;
-using mlt::cpu::test::relError;
 
 namespace {
 
@@ -34,10 +31,9 @@ constexpr double kTol = 1e-6;
 struct Shape {
   int64_t batch, seq, heads, headDim, offset;
 };
-constexpr Shape kShapes[] = {{2, 5, 3, 8, 0},    {1, 7, 2, 6, 3},
-                             {2, 3, 4, 128, 0},  {1, 9, 3, 64, 100},
-                             {3, 4, 1, 2, 0},    {1, 33, 5, 10, 7},
-                             {2, 17, 4, 16, 2048}};
+constexpr Shape kShapes[] = {
+    {2, 5, 3, 8, 0}, {1, 7, 2, 6, 3},   {2, 3, 4, 128, 0},   {1, 9, 3, 64, 100},
+    {3, 4, 1, 2, 0}, {1, 33, 5, 10, 7}, {2, 17, 4, 16, 2048}};
 
 std::string describe(const Shape &s) {
   std::ostringstream os;
@@ -83,13 +79,13 @@ TEST(CudaRopeTest, MatchesCpuForwardAndInverse) {
 TEST(CudaRopeTest, InverseUndoesForward) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(402);
-  const int64_t batch = 2, seq = 11, heads = 3, headDim = 32, n =
-      batch * seq * heads * headDim;
+  const int64_t batch = 2, seq = 11, heads = 3, headDim = 32,
+                n = batch * seq * heads * headDim;
   auto x = randomVector<float>(rng, n, -2.0, 2.0);
   DeviceBuffer<float> d(n);
   d.upload(x);
-  ASSERT_TRUE(launchRope(d.get(), d.get(), batch, seq, heads, headDim, false,
-                         5, kTheta, 0));
+  ASSERT_TRUE(launchRope(d.get(), d.get(), batch, seq, heads, headDim, false, 5,
+                         kTheta, 0));
   ASSERT_TRUE(launchRope(d.get(), d.get(), batch, seq, heads, headDim, true, 5,
                          kTheta, 0));
   EXPECT_LT(relError(d.download(), x), 1e-6);
@@ -105,12 +101,10 @@ TEST(CudaRopeTest, MisalignedPointersMatchCpu) {
   std::vector<float> ref(n);
   ASSERT_TRUE(cpu::ropeForward<float>(ref.data(), x.data(), batch, seq, heads,
                                       headDim, kTheta, 1));
-  std::vector<float> padded(n + 1, 0.f);
-  std::copy(x.begin(), x.end(), padded.begin() + 1);
   DeviceBuffer<float> dX(n + 1), dY(n + 1);
-  dX.upload(padded);
-  ASSERT_TRUE(launchRope(dY.get() + 1, dX.get() + 1, batch, seq, heads,
-                         headDim, false, 1, kTheta, 0));
+  dX.upload(padFront(x, 1));
+  ASSERT_TRUE(launchRope(dY.get() + 1, dX.get() + 1, batch, seq, heads, headDim,
+                         false, 1, kTheta, 0));
   const std::vector<float> y = dY.download();
   EXPECT_LT(relError(std::vector<float>(y.begin() + 1, y.end()), ref), kTol);
 }
@@ -146,12 +140,12 @@ TEST(CudaRopeTest, BF16MatchesCpuWithinRounding) {
 TEST(CudaRopeTest, BadArgumentsAreErrors) {
   MLT_REQUIRE_CUDA();
   DeviceBuffer<float> d(64);
-  rt::Status odd = launchRope(d.get(), d.get(), 1, 2, 2, 5, false, 0, kTheta, 0);
+  rt::Status odd =
+      launchRope(d.get(), d.get(), 1, 2, 2, 5, false, 0, kTheta, 0);
   ASSERT_FALSE(odd);
   EXPECT_NE(odd.message().find("head_dim 5"), std::string::npos)
       << odd.message();
-  rt::Status theta =
-      launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, 0.0, 0);
+  rt::Status theta = launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, 0.0, 0);
   ASSERT_FALSE(theta);
   EXPECT_NE(theta.message().find("theta"), std::string::npos)
       << theta.message();

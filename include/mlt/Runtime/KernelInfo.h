@@ -67,6 +67,23 @@ inline bool allowsNoMeshAxis(Kernel kernel) {
          kernel == Kernel::CrossEntropyBwdStats;
 }
 
+/// Whether operand `operand` (inputs first, then outputs) of `kernel`, an
+/// instruction with `numInputs` inputs, is one of the optimizer's f32
+/// scalars: the plan format fixes them to f32 whatever float type the model
+/// computes in (sum_squares' sum; global_norm's and clip_coefficient's
+/// operands; adamw's grad_scale and hyper-parameters). Every backend checks
+/// them apart from the computed operands, which share one type.
+bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
+
+/// Whether `kernel` computes in no particular float type: cast converts
+/// between types, transpose and shard_slice move bytes of any type, and the
+/// collectives move or sum (in the communicator) the types the plan verifier
+/// allows them. A backend checks these kernels' types on their own terms.
+inline bool isTypeFreeKernel(Kernel kernel) {
+  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
+         kernel == Kernel::ShardSlice || isCollectiveKernel(kernel);
+}
+
 } // namespace mlt::rt
 
 #endif // MLT_RUNTIME_KERNELINFO_H

@@ -28,6 +28,7 @@
 
 #include "mlt/Runtime/CudaBackend.h"
 #include "mlt/Runtime/Communicator.h"
+#include "mlt/Runtime/KernelInfo.h"
 
 #include "CudaCheck.h"
 #include "DeviceError.h"
@@ -98,30 +99,6 @@ bool supportsKernel(Kernel kernel) {
   default:
     return false;
   }
-}
-
-/// Whether operand `i` (inputs first, then outputs) of `kernel` is one of the
-/// f32 scalars of the optimizer that the plan format fixes whatever type the
-/// model computes in (as in CpuBackend.cpp).
-bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
-  switch (kernel) {
-  case Kernel::SumSquares:
-    return i == numInputs; // the sum, not the tensor
-  case Kernel::GlobalNorm:
-  case Kernel::ClipCoefficient:
-    return true;
-  case Kernel::AdamW:
-    return i >= 1 && i < numInputs; // grad_scale and the hyper-parameters
-  default:
-    return false;
-  }
-}
-
-/// Kernels that compute in no particular float type: cast converts between
-/// types, transpose and shard_slice move bytes of any type.
-bool isTypeFree(Kernel kernel) {
-  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
-         kernel == Kernel::ShardSlice;
 }
 
 bool isCastType(ElementType type) {
@@ -668,7 +645,8 @@ public:
                         kMaxTransposeRank);
           continue;
         }
-        if (isTypeFree(inst.kernel))
+        // Collectives were refused above.
+        if (isTypeFreeKernel(inst.kernel))
           continue;
         const size_t numOperands = inst.inputs.size() + inst.outputs.size();
         for (size_t o = 0; o < numOperands; ++o) {

@@ -25,6 +25,7 @@
 
 #include "mlt/Runtime/Backend.h"
 #include "mlt/Runtime/Communicator.h"
+#include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 
 #include <cmath>
@@ -41,32 +42,6 @@ namespace {
 
 /// The value of a one-element f32 buffer.
 float scalar(const BufferView &buffer) { return *buffer.as<const float>(); }
-
-/// Whether operand `i` (inputs first, then outputs) of `kernel` is one of the
-/// f32 scalars of the optimizer that the plan format fixes whatever type the
-/// model computes in.
-bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t i) {
-  switch (kernel) {
-  case Kernel::SumSquares:
-    return i == numInputs; // the sum, not the tensor
-  case Kernel::GlobalNorm:
-  case Kernel::ClipCoefficient:
-    return true;
-  case Kernel::AdamW:
-    return i >= 1 && i < numInputs; // grad_scale and the hyper-parameters
-  default:
-    return false;
-  }
-}
-
-/// Kernels that compute in no particular float type: cast converts between
-/// types, transpose and shard_slice move bytes of any type, and the
-/// collectives move or sum (in the communicator) the types the plan verifier
-/// allows them.
-bool isTypeFree(Kernel kernel) {
-  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
-         kernel == Kernel::ShardSlice || isCollectiveKernel(kernel);
-}
 
 /// y = x with the dimensions permuted: y's dimension i is x's dimension
 /// perm[i]. Moves elements of any size.
@@ -622,7 +597,7 @@ public:
     for (const ProgramDesc &program : rank.programs) {
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        if (isTypeFree(inst.kernel))
+        if (isTypeFreeKernel(inst.kernel))
           continue;
         auto fail = [&](auto &&...message) {
           return errorf("program '", program.name, "' instruction ", i, " (",

@@ -1,7 +1,8 @@
 //===- KernelInfo.cpp - the kernel list as C++ values ---------------------===//
 //
-// Part of mlt. The signature table generated from Kernels.def, and which
-// integer attribute of a kernel names a mesh axis.
+// Part of mlt. The signature table generated from Kernels.def, which
+// integer attribute of a kernel names a mesh axis, and which operands are
+// the optimizer's fixed f32 scalars.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,5 +52,20 @@ int mlt::rt::meshAxisAttribute(Kernel kernel) {
     return 2;
   default:
     return -1;
+  }
+}
+
+bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
+                               size_t operand) {
+  switch (kernel) {
+  case Kernel::SumSquares:
+    return operand == numInputs; // the sum, not the tensor
+  case Kernel::GlobalNorm:
+  case Kernel::ClipCoefficient:
+    return true;
+  case Kernel::AdamW:
+    return operand >= 1 && operand < numInputs; // grad_scale, hyper-parameters
+  default:
+    return false;
   }
 }

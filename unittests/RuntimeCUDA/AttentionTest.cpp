@@ -55,19 +55,9 @@ std::string describe(const Case &c) {
   return os.str();
 }
 
-AttentionShape gpuShape(const Case &c) {
-  AttentionShape s;
-  s.batch = c.batch;
-  s.seq = c.seq;
-  s.qHeads = c.qHeads;
-  s.kvHeads = c.kvHeads;
-  s.headDim = c.headDim;
-  s.causal = c.causal;
-  s.scale = 1.0 / std::sqrt(double(c.headDim));
-  return s;
-}
-
-cpu::AttentionParams cpuParams(const Case &c) {
+/// The case as the CPU and the CUDA kernels both take it (AttentionShape is
+/// cpu::AttentionParams).
+cpu::AttentionParams params(const Case &c) {
   cpu::AttentionParams p;
   p.batch = c.batch;
   p.seq = c.seq;
@@ -94,17 +84,17 @@ void cpuReference(const Case &c, std::mt19937 &rng, Reference &r) {
   r.k = randomVector<float>(rng, kvn, -2.0, 2.0);
   r.v = randomVector<float>(rng, kvn);
   r.dout = randomVector<float>(rng, qn);
-  const cpu::AttentionParams params = cpuParams(c);
+  const cpu::AttentionParams p = params(c);
   r.out.assign(qn, 0.f);
   r.lse.assign(ln, 0.f);
   r.dq.assign(qn, 0.f);
   r.dk.assign(kvn, 0.f);
   r.dv.assign(kvn, 0.f);
   ASSERT_TRUE(cpu::attentionForward<float>(
-      r.out.data(), r.lse.data(), r.q.data(), r.k.data(), r.v.data(), params));
+      r.out.data(), r.lse.data(), r.q.data(), r.k.data(), r.v.data(), p));
   ASSERT_TRUE(cpu::attentionBackward<float>(
       r.dq.data(), r.dk.data(), r.dv.data(), r.dout.data(), r.q.data(),
-      r.k.data(), r.v.data(), r.out.data(), r.lse.data(), params));
+      r.k.data(), r.v.data(), r.out.data(), r.lse.data(), p));
 }
 
 TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
@@ -116,7 +106,7 @@ TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
     Reference ref;
     ASSERT_NO_FATAL_FAILURE(cpuReference(c, rng, ref));
 
-    const AttentionShape shape = gpuShape(c);
+    const AttentionShape shape = params(c);
     DeviceBuffer<float> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln), dDout(qn),
         dDq(qn), dDk(kvn), dDv(kvn);
     dQ.upload(ref.q);
@@ -168,7 +158,7 @@ TEST(CudaAttentionTest, MisalignedLongSequenceMatchesCpu) {
   auto unshift = [](const std::vector<float> &x) {
     return std::vector<float>(x.begin() + 1, x.end());
   };
-  const AttentionShape shape = gpuShape(c);
+  const AttentionShape shape = params(c);
   DeviceBuffer<float> dQ(qn + 1), dK(kvn + 1), dV(kvn + 1), dOut(qn + 1),
       dLse(ln), dDout(qn + 1), dDq(qn + 1), dDk(kvn + 1), dDv(kvn + 1);
   dQ.upload(padFront(ref.q, 1));

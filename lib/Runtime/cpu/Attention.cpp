@@ -27,9 +27,8 @@
 using namespace mlt;
 using namespace mlt::cpu;
 
-namespace {
-
-rt::Status checkParams(const char *kernel, const AttentionParams &p) {
+rt::Status mlt::cpu::checkAttentionParams(const char *kernel,
+                                          const AttentionParams &p) {
   if (p.batch <= 0 || p.seq <= 0 || p.qHeads <= 0 || p.kvHeads <= 0 ||
       p.headDim <= 0)
     return rt::errorf(kernel, ": sizes must be positive (batch ", p.batch,
@@ -41,6 +40,8 @@ rt::Status checkParams(const char *kernel, const AttentionParams &p) {
                       " key/value heads");
   return rt::Status::ok();
 }
+
+namespace {
 
 /// a . b over `n` elements, accumulated in double.
 template <typename T> double dot(const T *a, const T *b, int64_t n) {
@@ -64,7 +65,7 @@ template <typename T>
 rt::Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
                                       const T *v,
                                       const AttentionParams &params) {
-  MLT_RETURN_IF_ERROR(checkParams("attention", params));
+  MLT_RETURN_IF_ERROR(checkAttentionParams("attention", params));
   const int64_t seq = params.seq, dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
   const HeadLayout qLayout{seq, params.qHeads, dim};
@@ -105,7 +106,7 @@ rt::Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
                                        const T *q, const T *k, const T *v,
                                        const T *out, const T *lse,
                                        const AttentionParams &params) {
-  MLT_RETURN_IF_ERROR(checkParams("attention backward", params));
+  MLT_RETURN_IF_ERROR(checkAttentionParams("attention backward", params));
   const int64_t seq = params.seq, dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
   const HeadLayout qLayout{seq, params.qHeads, dim};

@@ -51,6 +51,12 @@ struct AttentionParams {
 //   anything is written.
 //===----------------------------------------------------------------------===//
 
+/// The argument check of the attention family, shared with the CUDA kernels:
+/// every size positive and qHeads a multiple of kvHeads; the error names
+/// `kernel`.
+rt::Status checkAttentionParams(const char *kernel,
+                                const AttentionParams &params);
+
 /// out = attention(q, k, v); lse = per-row log-sum-exp of the scaled scores.
 template <typename T>
 rt::Status attentionForward(T *out, T *lse, const T *q, const T *k, const T *v,

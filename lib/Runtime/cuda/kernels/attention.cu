@@ -19,16 +19,9 @@ static_assert(kBwdBr == kBwdBc, "dk/dv are staged in the query tiles");
 
 namespace {
 
+/// The CPU kernels' check, then the CUDA kernels' own limits.
 rt::Status checkShape(const char *kernel, const AttentionShape &p) {
-  if (p.batch <= 0 || p.seq <= 0 || p.qHeads <= 0 || p.kvHeads <= 0 ||
-      p.headDim <= 0)
-    return rt::errorf(kernel, ": sizes must be positive (batch ", p.batch,
-                      ", seq ", p.seq, ", q heads ", p.qHeads, ", kv heads ",
-                      p.kvHeads, ", head_dim ", p.headDim, ")");
-  if (p.qHeads % p.kvHeads != 0)
-    return rt::errorf(kernel, ": ", p.qHeads,
-                      " query heads are not a multiple of ", p.kvHeads,
-                      " key/value heads");
+  MLT_RETURN_IF_ERROR(cpu::checkAttentionParams(kernel, p));
   if (p.headDim > kMaxAttentionHeadDim)
     return rt::errorf(kernel, ": head_dim ", p.headDim,
                       " is larger than the CUDA kernels' ",

@@ -38,6 +38,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 
 #include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/cpu/Attention.h"
 
 #include <cuda_runtime.h>
 
@@ -47,16 +48,9 @@
 namespace mlt::cuda {
 
 /// Shape and attributes of one attention call (Kernels.def's ints and
-/// float).
-struct AttentionShape {
-  int64_t batch = 0;
-  int64_t seq = 0;
-  int64_t qHeads = 0;
-  int64_t kvHeads = 0;
-  int64_t headDim = 0;
-  bool causal = true;
-  double scale = 1.0;
-};
+/// float): the CPU kernels' struct, so that both families read one
+/// description and share its argument check (cpu::checkAttentionParams).
+using AttentionShape = cpu::AttentionParams;
 
 /// The largest head_dim the kernels handle.
 inline constexpr int64_t kMaxAttentionHeadDim = 128;

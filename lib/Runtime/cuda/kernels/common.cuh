@@ -3,7 +3,8 @@
 // Part of mlt. Small device-side pieces that several kernel families use:
 // 16-byte packs for vectorized loads and stores, bfloat16 conversions that
 // round exactly as the CPU backend does, IEEE arithmetic without FMA
-// contraction, and the launch geometry of grid-stride loops.
+// contraction, and the launch geometry of grid-stride loops and of the
+// one-block-per-row kernels.
 //
 // Invariants:
 // - Pack<T> is 16 bytes, 16-byte aligned: a pointer may be read as Pack<T>
@@ -48,6 +49,20 @@ inline unsigned flatBlocks(int64_t work) {
   const int64_t blocks = (work + kFlatThreads - 1) / kFlatThreads;
   const int64_t cap = 65536;
   return unsigned(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+/// Threads per block of the one-block-per-row kernels (rmsnorm,
+/// cross_entropy) for rows of `n` elements: one pack of `width` elements
+/// (vec) or one element per thread, rounded up to whole warps, between 32
+/// and 512 threads; a row longer than that is looped over.
+inline int rowBlockThreads(int64_t n, bool vec, int width) {
+  const int64_t units = vec ? n / width : n;
+  int64_t threads = (units + 31) / 32 * 32;
+  if (threads < 32)
+    threads = 32;
+  if (threads > 512)
+    threads = 512;
+  return int(threads);
 }
 
 #ifdef __CUDACC__

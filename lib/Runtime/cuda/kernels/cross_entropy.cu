@@ -19,17 +19,6 @@ using namespace mlt::cuda::xent;
 
 namespace {
 
-/// Threads per row: one pack (or element) per thread up to 512 threads.
-int rowThreads(int64_t n, bool vec, int width) {
-  const int64_t units = vec ? n / width : n;
-  int64_t threads = (units + 31) / 32 * 32;
-  if (threads < 32)
-    threads = 32;
-  if (threads > 512)
-    threads = 512;
-  return int(threads);
-}
-
 rt::Status checkRows(const char *kernel, int64_t rows, int64_t n) {
   if (rows < 0 || n < 0)
     return rt::errorf(kernel, ": bad shape [", rows, ", ", n, "]");
@@ -59,7 +48,7 @@ rt::Status launchRowStats(float *rowLoss, T *lse, T *target, const T *logits,
                           int64_t labelOffset, int64_t vocabTotal,
                           DeviceErrorSink errors, cudaStream_t stream) {
   const bool vec = vectorizable<T>(n, logits);
-  const int threads = rowThreads(n, vec, Pack<T>::kWidth);
+  const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
   if (vec)
     rowStatsKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(
         rowLoss, lse, target, logits, labels, n, labelOffset, vocabTotal,
@@ -81,7 +70,7 @@ rt::Status launchGradient(T *dlogits, const T *dloss, const T *logits,
   if (rows == 0)
     return rt::Status::ok();
   const bool vec = vectorizable<T>(n, logits, dlogits);
-  const int threads = rowThreads(n, vec, Pack<T>::kWidth);
+  const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
   if (vec)
     gradientKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(
         dlogits, dloss, logits, labels, lse, n, labelOffset, vocabTotal,

@@ -18,17 +18,6 @@ using namespace mlt::cuda::rmsnorm;
 
 namespace {
 
-/// Threads per row: one pack (or element) per thread up to 512 threads.
-int rowThreads(int64_t dim, bool vec, int width) {
-  const int64_t units = vec ? dim / width : dim;
-  int64_t threads = (units + 31) / 32 * 32;
-  if (threads < 32)
-    threads = 32;
-  if (threads > 512)
-    threads = 512;
-  return int(threads);
-}
-
 /// Rows per block and blocks of the backward.
 struct BwdSplit {
   int64_t rowsPerBlock = 0, blocks = 0;
@@ -59,7 +48,7 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   constexpr int W = Pack<T>::kWidth;
   const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(y) &&
                    isAligned16(weight);
-  const int threads = rowThreads(dim, vec, W);
+  const int threads = rowBlockThreads(dim, vec, W);
   if (vec)
     rmsNormFwdKernel<T, true>
         <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
@@ -93,7 +82,7 @@ rt::Status backward(T *dx, T *dw, const T *dy, const T *x, const T *weight,
   constexpr int W = Pack<T>::kWidth;
   const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(dy) &&
                    isAligned16(dx) && isAligned16(weight);
-  const int threads = rowThreads(dim, vec, W);
+  const int threads = rowBlockThreads(dim, vec, W);
   // The per-block dw accumulator lives in shared memory when it fits the
   // default 48 KiB (no opt-in needed), else in the block's partial row.
   const size_t accBytes = size_t(dim) * sizeof(float);

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""mlt-run on one GPU beside the PyTorch reference, in one run, as one table.
+
+Runs `mlt-run --device cuda` on a plan (compiled on the build machine for a
+model shape of ../shared/bench/hf_llama_bench.py: same micro-batch and
+sequence length), then the reference (HF transformers, eager and/or
+torch.compile) for the same shape on the same GPU, and prints tokens/s,
+TFLOP/s, MFU (the reference's convention: its flops_per_token and peak),
+peak GPU memory, and mlt's ratio to each reference. Results also go to
+OUT/bench.json (OUT: --out, or $OUT, or the current directory).
+
+  gpu_bench.py --mlt-run bin/mlt-run --plan plans/tinyllama-b1-s2048.mltplan \\
+      --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile
+
+mlt's tokens/s is the median over the steps after the first 3 (warm-up), from
+`--log-json`. Its peak memory is measured by polling nvidia-smi (the device's
+used memory above what it was before mlt-run started: the arena, the CUDA
+context and the library workspaces) and predicted by the plan (its arena).
+The reference's is torch.cuda.max_memory_allocated (its allocator's peak,
+without the context). Standard library only (the reference needs torch).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import random
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+
+def gpu_memory_used_mib():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def plan_shape(mlt_run, plan):
+    text = subprocess.run([mlt_run, plan, "--print-plan"], capture_output=True, text=True, check=True).stdout
+    model = re.search(r"vocab (\d+), max positions \d+, micro-batch (\d+) x seq (\d+), (\d+) micro-batch", text)
+    arena = max(int(a) for a in re.findall(r"arena (\d+) bytes", text))
+    if not model:
+        sys.exit(f"gpu_bench: cannot read the model line of {plan}'s --print-plan")
+    vocab, mb, seq, micro = (int(g) for g in model.groups())
+    return dict(vocab=vocab, mb=mb, seq=seq, microbatches=micro, arena=arena)
+
+
+def run_mlt(args, shape, out):
+    tokens = os.path.join(out, "bench-tokens.bin")
+    n = shape["mb"] * shape["microbatches"] * (shape["seq"] + 1) * (args.steps + 4)
+    rng = random.Random(0)
+    wide = shape["vocab"] > 65535
+    with open(tokens + (".u32" if wide else ".u16"), "wb") as f:
+        f.write(struct.pack(f"<{n}{'I' if wide else 'H'}", *(rng.randrange(shape["vocab"]) for _ in range(n))))
+    tokens += ".u32" if wide else ".u16"
+    log = os.path.join(out, "mlt-bench.jsonl")
+    base = gpu_memory_used_mib()
+    peak = [base]
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            peak[0] = max(peak[0], gpu_memory_used_mib())
+            time.sleep(0.1)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    cmd = [args.mlt_run, args.plan, "--device", "cuda", "--data", tokens, "--steps", str(args.steps + 3),
+           "--lr", "1e-4", "--log-json", log]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    done.set()
+    poller.join()
+    os.remove(tokens)
+    if proc.returncode != 0:
+        sys.exit(f"gpu_bench: mlt-run failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    steps = [json.loads(l) for l in open(log) if l.strip()]
+    tps = statistics.median(s["tokens_per_s"] for s in steps[3:])
+    return dict(system="mlt", tokens_per_s=round(tps), peak_mem_gib=round((peak[0] - base) / 1024, 2),
+                predicted_gib=round(shape["arena"] / 2**30, 2), loss=steps[-1]["loss"],
+                summary=proc.stdout.splitlines()[0] if proc.stdout else "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mlt-run", required=True)
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--ref", required=True, help="path to hf_llama_bench.py")
+    ap.add_argument("--config", default="llama-1b")
+    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+
+    spec = importlib.util.spec_from_file_location("hf_llama_bench", args.ref)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)  # defines CONFIGS, flops_per_token, PEAK (imports torch)
+    shape = plan_shape(args.mlt_run, args.plan)
+    config = ref.CONFIGS[args.config]
+    if config["vocab_size"] != shape["vocab"]:
+        sys.exit(f"gpu_bench: the plan's vocabulary ({shape['vocab']}) is not {args.config}'s ({config['vocab_size']})")
+    fpt = ref.flops_per_token(config, shape["seq"])
+
+    rows = [run_mlt(args, shape, args.out)]
+    rows[0].update(tflops=round(rows[0]["tokens_per_s"] * fpt / 1e12, 1),
+                   mfu=round(rows[0]["tokens_per_s"] * fpt / ref.PEAK, 3))
+    for mode in args.modes.split(","):
+        proc = subprocess.run([sys.executable, args.ref, "--config", args.config, "--mode", mode,
+                               "--steps", str(args.steps), "--mb", str(shape["mb"] * shape["microbatches"]),
+                               "--seq", str(shape["seq"])], capture_output=True, text=True)
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            print(f"gpu_bench: the reference ({mode}) failed: {proc.stderr.strip()[-500:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(lines[-1]))
+
+    mlt = rows[0]
+    print(f"model {args.config}, micro-batch {shape['mb']} x {shape['microbatches']} x seq {shape['seq']}, "
+          f"{fpt / 1e9:.2f} GFLOP/token, peak {ref.PEAK / 1e12:.1f} TFLOP/s")
+    print(f"mlt: {mlt['summary']}")
+    print("| system | tokens/s | TFLOP/s | MFU | peak GPU memory (GiB) | mlt / this |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        mem = (f"{r['peak_mem_gib']} measured, {r['predicted_gib']} predicted" if r is mlt
+               else f"{r['peak_mem_gib']}")
+        ratio = "" if r is mlt else f"{mlt['tokens_per_s'] / r['tokens_per_s']:.2f}x"
+        print(f"| {r['system']} | {r['tokens_per_s']} | {r['tflops']} | {r['mfu']:.1%} | {mem} | {ratio} |")
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump(dict(config=args.config, shape=shape, flops_per_token=fpt, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -104,6 +105,16 @@ public:
   virtual StatusOr<std::unique_ptr<DeviceContext>>
   createContext(const RankInfo &rank) = 0;
 };
+
+/// The operand-type check every backend's checkSupported shares: walks the
+/// float operands of `inst` (inputs, then outputs), requires the optimizer's
+/// fixed scalars (isFixedF32Scalar) to be f32, and hands every other float
+/// operand, the ones the instruction computes in, to `check`, which returns
+/// ok or the reason the backend cannot compute in that buffer's type. The
+/// first failure comes back as is (the caller names the instruction).
+Status checkComputeOperands(
+    const RankPlan &rank, const InstructionDesc &inst,
+    const std::function<Status(const BufferDesc &buffer)> &check);
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
 /// in f32 or f64 (each instruction in the type of its float operands; bf16

@@ -648,27 +648,17 @@ public:
         // Collectives were refused above.
         if (isTypeFreeKernel(inst.kernel))
           continue;
-        const size_t numOperands = inst.inputs.size() + inst.outputs.size();
-        for (size_t o = 0; o < numOperands; ++o) {
-          uint32_t index = o < inst.inputs.size()
-                               ? inst.inputs[o]
-                               : inst.outputs[o - inst.inputs.size()];
-          const BufferDesc &buffer = rank.buffers[index];
-          if (!isFloatElementType(buffer.dtype))
-            continue;
-          if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
-            if (buffer.dtype != ElementType::F32)
-              return fail("buffer '", buffer.name, "' is ",
-                          elementTypeName(buffer.dtype),
-                          ", but this operand is an f32 scalar");
-            continue;
-          }
-          if (buffer.dtype != ElementType::F32)
-            return fail("buffer '", buffer.name, "' is ",
-                        elementTypeName(buffer.dtype),
-                        ", but the CUDA backend computes in f32 only (bf16 "
-                        "comes later; f64 is CPU-only)");
-        }
+        Status operands = checkComputeOperands(
+            rank, inst, [](const BufferDesc &buffer) -> Status {
+              if (buffer.dtype != ElementType::F32)
+                return errorf("buffer '", buffer.name, "' is ",
+                              elementTypeName(buffer.dtype),
+                              ", but the CUDA backend computes in f32 only "
+                              "(bf16 comes later; f64 is CPU-only)");
+              return Status::ok();
+            });
+        if (!operands)
+          return fail(operands.message());
       }
     }
     return Status::ok();

@@ -603,39 +603,28 @@ public:
           return errorf("program '", program.name, "' instruction ", i, " (",
                         kernelName(inst.kernel), "): ", message...);
         };
-        // The first computed operand sets the instruction's type; the fixed
-        // scalars must be f32 whatever it is.
+        // The first computed operand sets the instruction's type.
         const BufferDesc *first = nullptr;
-        const size_t numOperands = inst.inputs.size() + inst.outputs.size();
-        for (size_t o = 0; o < numOperands; ++o) {
-          uint32_t index = o < inst.inputs.size()
-                               ? inst.inputs[o]
-                               : inst.outputs[o - inst.inputs.size()];
-          const BufferDesc &buffer = rank.buffers[index];
-          if (!isFloatElementType(buffer.dtype))
-            continue;
-          if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
-            if (buffer.dtype != ElementType::F32)
-              return fail("buffer '", buffer.name, "' is ",
-                          elementTypeName(buffer.dtype),
-                          ", but this operand is an f32 scalar");
-            continue;
-          }
-          if (buffer.dtype != ElementType::F32 &&
-              buffer.dtype != ElementType::F64)
-            return fail("buffer '", buffer.name, "' is ",
-                        elementTypeName(buffer.dtype),
-                        ", but the CPU backend computes in f32 only");
-          if (!first) {
-            first = &buffer;
-          } else if (buffer.dtype != first->dtype) {
-            return fail("buffer '", buffer.name, "' is ",
-                        elementTypeName(buffer.dtype), ", but buffer '",
-                        first->name, "' is ", elementTypeName(first->dtype),
-                        "; the CPU backend computes an instruction in one "
-                        "float type");
-          }
-        }
+        Status operands = checkComputeOperands(
+            rank, inst, [&](const BufferDesc &buffer) -> Status {
+              if (buffer.dtype != ElementType::F32 &&
+                  buffer.dtype != ElementType::F64)
+                return errorf("buffer '", buffer.name, "' is ",
+                              elementTypeName(buffer.dtype),
+                              ", but the CPU backend computes in f32 only");
+              if (!first)
+                first = &buffer;
+              else if (buffer.dtype != first->dtype)
+                return errorf("buffer '", buffer.name, "' is ",
+                              elementTypeName(buffer.dtype), ", but buffer '",
+                              first->name, "' is ",
+                              elementTypeName(first->dtype),
+                              "; the CPU backend computes an instruction in "
+                              "one float type");
+              return Status::ok();
+            });
+        if (!operands)
+          return fail(operands.message());
       }
     }
     return Status::ok();

@@ -8,6 +8,7 @@
 
 #include "mlt/Runtime/Executor.h"
 #include "mlt/Runtime/Communicator.h"
+#include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <cstring>
@@ -18,6 +19,29 @@ using namespace mlt::rt;
 
 DeviceContext::~DeviceContext() = default;
 Backend::~Backend() = default;
+
+Status mlt::rt::checkComputeOperands(
+    const RankPlan &rank, const InstructionDesc &inst,
+    const std::function<Status(const BufferDesc &buffer)> &check) {
+  const size_t numOperands = inst.inputs.size() + inst.outputs.size();
+  for (size_t o = 0; o < numOperands; ++o) {
+    uint32_t index = o < inst.inputs.size()
+                         ? inst.inputs[o]
+                         : inst.outputs[o - inst.inputs.size()];
+    const BufferDesc &buffer = rank.buffers[index];
+    if (!isFloatElementType(buffer.dtype))
+      continue;
+    if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
+      if (buffer.dtype != ElementType::F32)
+        return errorf("buffer '", buffer.name, "' is ",
+                      elementTypeName(buffer.dtype),
+                      ", but this operand is an f32 scalar");
+      continue;
+    }
+    MLT_RETURN_IF_ERROR(check(buffer));
+  }
+  return Status::ok();
+}
 
 Executor::Executor(RankPlan rank, Backend &backend,
                    std::unique_ptr<DeviceContext> device)

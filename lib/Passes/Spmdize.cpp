@@ -65,7 +65,6 @@ private:
       if (!from.isPartialOver(axis.getValue()))
         return emitError(loc, "mlt-spmdize: cannot turn a value laid out as ")
                << from << " into the partial sum " << to;
-    auto type = cast<RankedTensorType>(v.getType());
     SmallVector<StringAttr> axes;
     for (unsigned d = 0; d < from.getRank(); ++d)
       axes.push_back(from.getAxis(d));
@@ -103,7 +102,6 @@ private:
                                    cur, axis, d);
         axes[d] = axis;
       }
-    (void)type;
     shardings[cur] = to;
     cache[{v, to}] = cur;
     return cur;

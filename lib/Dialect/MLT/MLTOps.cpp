@@ -534,7 +534,9 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
 }
 
 /// `#mlt.sharding<...>` in full (the stripped form `<...>` that ODS would
-/// print for the dialect's own attribute reads poorly), with no `: type`.
+/// print for the dialect's own attribute reads poorly). mlt.shard's format
+/// puts its type before the sharding, since the parser reads a `: type`
+/// right after an attribute as that attribute's type.
 static ParseResult parseSharding(OpAsmParser &parser, ShardingAttr &sharding) {
   Attribute attr;
   SMLoc loc = parser.getCurrentLocation();

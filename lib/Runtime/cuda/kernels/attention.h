@@ -40,6 +40,7 @@
 #include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/cpu/Attention.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -72,6 +73,22 @@ size_t attentionBwdScratchBytes(const AttentionShape &shape);
 rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
                               const float *dout, const float *q,
                               const float *k, const float *v, const float *out,
+                              const float *lse, const AttentionShape &shape,
+                              void *scratch, size_t scratchBytes,
+                              cudaStream_t stream);
+
+/// bf16 q, k, v, out, dout, dq, dk, dv (lse stays f32): the same semantics
+/// on tensor cores, bf16 inputs with f32 accumulation and softmax, each
+/// output rounded to bf16 once.
+rt::Status launchAttentionFwd(__nv_bfloat16 *out, float *lse,
+                              const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                              const __nv_bfloat16 *v,
+                              const AttentionShape &shape,
+                              cudaStream_t stream);
+rt::Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
+                              __nv_bfloat16 *dv, const __nv_bfloat16 *dout,
+                              const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                              const __nv_bfloat16 *v, const __nv_bfloat16 *out,
                               const float *lse, const AttentionShape &shape,
                               void *scratch, size_t scratchBytes,
                               cudaStream_t stream);

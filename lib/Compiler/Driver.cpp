@@ -2,9 +2,9 @@
 //
 // Part of mlt. The pipeline from a model (a `.mlir` file or an HF config) to
 // plan bytes: annotate the parallel layout (for several ranks), specialize
-// shapes, derive the backward pass, attach AdamW, clean up, propagate the
-// shardings and derive the per-rank program, lower to runtime launches, plan
-// memory, serialize. The same passes run one by one under mlt-opt.
+// shapes, pick the compute precision, derive the backward pass, attach AdamW,
+// clean up, propagate the shardings and derive the per-rank program, lower to
+// runtime launches, plan memory, serialize. The same passes run one by one under mlt-opt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,8 +72,10 @@ OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
     error = llvm::toString(config.takeError());
     return nullptr;
   }
+  // f32 parameters (the master weights) whatever the compute type:
+  // mlt-mixed-precision gives the forward pass its bf16 copies.
   mlt::LlamaBuildOptions build;
-  build.dtype = options.dtype;
+  build.dtype = "f32";
   auto module = mlt::buildLlamaModule(context, *config, build);
   if (!module) {
     error = llvm::toString(module.takeError());
@@ -116,6 +118,9 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   shapes.batch = options.microBatch;
   shapes.seqLen = options.seqLen;
   pm.addPass(createMLTSpecializeShapes(shapes));
+  MLTMixedPrecisionOptions precision;
+  precision.computeType = options.dtype;
+  pm.addPass(createMLTMixedPrecision(precision));
   MLTAutodiffOptions autodiff;
   autodiff.microbatches = options.microbatches;
   pm.addPass(createMLTAutodiff(autodiff));

@@ -95,6 +95,20 @@ public:
       if (failed(lowerFunction(func, abi)))
         return failure();
     }
+    // Mixed precision: the optimizer step ends by refreshing the compute
+    // copies, and a program of the same casts lets the runtime refresh them
+    // after it writes parameters.
+    if (!parameterCopies.empty()) {
+      // (The functions, which have the programs' names, are still there.)
+      rtir::ProgramOp step = programs.lookup(abi::kOptimizerStepProgram);
+      b.setInsertionPointToEnd(&step.getBody().front());
+      refreshParameterCopies(step.getLoc());
+      b.setInsertionPointToEnd(module.getBody());
+      auto refresh = rtir::ProgramOp::create(b, module.getLoc(),
+                                             abi::kRefreshCopiesProgram);
+      b.setInsertionPointToStart(&refresh.getBody().emplaceBlock());
+      refreshParameterCopies(module.getLoc());
+    }
     // The runtime runs micro_step this many times per step.
     auto step = module.lookupSymbol<func::FuncOp>(kPrograms[0].function);
     if (auto count = step->getAttrOfType<IntegerAttr>(
@@ -266,9 +280,65 @@ private:
   FlatSymbolRefAttr define(Value v) {
     FlatSymbolRefAttr ref = resultOutputs.lookup(v);
     if (!ref)
-      ref = temporary(v.getType());
+      ref = temporary(gradientOutputType(v).value_or(v.getType()));
     values[v] = ref;
     return ref;
+  }
+
+  /// For the gradient of a parameter that a kernel computes from bf16 (or
+  /// f16) operands and that only accumulates into the parameter's f32
+  /// gradient: f32, so that the kernel rounds its f32 accumulation once, into
+  /// the gradient, not to bf16 first (Kernels.def allows f32 outputs there).
+  std::optional<Type> gradientOutputType(Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !(type.getElementType().isBF16() ||
+                   type.getElementType().isF16()) ||
+        !v.hasOneUse())
+      return std::nullopt;
+    auto accumulate = dyn_cast<AccumulateGradOp>(*v.getUsers().begin());
+    Operation *producer = v.getDefiningOp();
+    bool gradientKernel =
+        isa_and_nonnull<MatmulOp, EmbeddingGradOp>(producer) ||
+        (isa_and_nonnull<RMSNormGradOp>(producer) &&
+         cast<RMSNormGradOp>(producer).getWeightGrad() == v);
+    if (!accumulate || !gradientKernel)
+      return std::nullopt;
+    auto param = module.lookupSymbol<ParamOp>(accumulate.getNameAttr());
+    if (!param || !param.getTensorType().getElementType().isF32())
+      return std::nullopt;
+    return Type(type.clone(param.getTensorType().getElementType()));
+  }
+
+  Type bufferType(FlatSymbolRefAttr ref) {
+    return module.lookupSymbol<rtir::BufferOp>(ref.getAttr()).getType();
+  }
+
+  /// The compute copy of `parameter` (a Parameter buffer) in `type`'s element
+  /// type, created on first use.
+  FlatSymbolRefAttr parameterCopy(FlatSymbolRefAttr parameter, Type type) {
+    auto param = module.lookupSymbol<rtir::BufferOp>(parameter.getAttr());
+    StringRef hf = *param.getParameter();
+    Type element = cast<RankedTensorType>(type).getElementType();
+    std::string name;
+    llvm::raw_string_ostream(name)
+        << abi::kParameterCopyPrefix << element << ":" << hf;
+    bool created = !buffers.count(name);
+    auto sharding = param->getAttrOfType<ArrayAttr>(
+        MLTDialect::getShardingAttrName());
+    FlatSymbolRefAttr copy =
+        buffer(name, rtir::BufferKind::parameter_copy,
+               param.getTensorType().clone(element), hf, false,
+               sharding ? cast<ShardingAttr>(sharding[0]) : ShardingAttr());
+    if (created)
+      parameterCopies.push_back({parameter, copy});
+    return copy;
+  }
+
+  /// Casts every parameter to its compute copies, at the builder's point.
+  void refreshParameterCopies(Location loc) {
+    for (auto [parameter, copy] : parameterCopies)
+      launch(loc, "cast", {parameter}, {copy},
+             {cast<RankedTensorType>(bufferType(copy)).getNumElements()});
   }
 
   SmallVector<FlatSymbolRefAttr> operandBuffers(Operation *op) {
@@ -317,6 +387,7 @@ private:
 
     b.setInsertionPointToEnd(module.getBody());
     auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.function);
+    programs[abi.function] = program;
     b.setInsertionPointToStart(&program.getBody().emplaceBlock());
     for (Operation &op : body.without_terminator())
       if (failed(lowerOp(&op)))
@@ -342,6 +413,10 @@ private:
   /// kernels computed, by its logits value, for the matching gradient.
   DenseMap<Value, FlatSymbolRefAttr> crossEntropyStats;
   int64_t nextTemporary = 0;
+  llvm::StringMap<rtir::ProgramOp> programs;
+  /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
+  SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>>
+      parameterCopies;
 };
 
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
@@ -371,6 +446,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (failed(ref))
           return failure();
         values[load.getResult()] = *ref;
+        // A load in another element type reads the compute copy.
+        if (load.getType() != bufferType(*ref))
+          values[load.getResult()] = parameterCopy(*ref, load.getType());
         return success();
       })
       .Case([&](LoadGradOp load) -> LogicalResult {
@@ -636,7 +714,9 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
   if (failed(vocabShard))
     return failure();
   MeshAxisRef axis = vocabShard->value_or(MeshAxisRef());
-  auto rowsType = RankedTensorType::get({rows}, elementTypeOf(c.getLogits()));
+  // Statistics in the loss's type: f32 (f64 for an f64 model) whatever the
+  // logits' (Kernels.def's element types).
+  auto rowsType = RankedTensorType::get({rows}, elementTypeOf(c.getResult()));
   FlatSymbolRefAttr partial = temporary(rowsType);
   FlatSymbolRefAttr target = temporary(rowsType);
   launch(loc, "cross_entropy_stats", operandBuffers(c), {partial, target},

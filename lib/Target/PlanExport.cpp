@@ -52,6 +52,8 @@ fb::BufferKind kindOf(rtir::BufferKind kind) {
     return fb::BufferKind::Gradient;
   case rtir::BufferKind::optimizer_state:
     return fb::BufferKind::OptimizerState;
+  case rtir::BufferKind::parameter_copy:
+    return fb::BufferKind::ParameterCopy;
   case rtir::BufferKind::input:
     return fb::BufferKind::Input;
   case rtir::BufferKind::output:

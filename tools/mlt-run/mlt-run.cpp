@@ -61,7 +61,9 @@ with the compiler, a .mlir model, an HF config.json, or a directory holding one
 Run:
   --device cpu|cuda          backend (default cpu); cuda needs a build with
                              MLT_ENABLE_CUDA and runs rank r on GPU r
-  --dtype fp32|bf16          training precision (default fp32; cpu: fp32 only)
+  --dtype fp32|bf16          compute precision (default fp32): bf16 computes
+                             on bf16 weight copies and activations, with f32
+                             master weights, gradients and AdamW moments
   --init-from PATH           initial weights: an HF checkpoint directory or a
                              .safetensors file, loaded by HF name (default: fresh
                              HF-style init, normal(0, 0.02) for matrices and
@@ -331,18 +333,12 @@ Status checkDevice(const Options &o) {
     Status status = probeCudaDevices(count);
     if (!status)
       return errorf("--device cuda: ", status.message());
-    if (o.dtype == "bf16")
-      return errorf("--dtype bf16 is not supported on the CUDA backend yet (it "
-                    "trains in fp32); use --dtype fp32");
     return Status::ok();
 #else
     return errorf("--device cuda: this mlt-run has no CUDA backend yet; use "
                   "--device cpu");
 #endif
   }
-  if (o.dtype == "bf16")
-    return errorf("--dtype bf16 is not supported on the CPU backend (it trains "
-                  "in fp32); use --dtype fp32");
   return Status::ok();
 }
 

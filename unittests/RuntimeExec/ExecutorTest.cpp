@@ -14,6 +14,7 @@
 #include "mlt/Runtime/Backend.h"
 #include "mlt/Runtime/Executor.h"
 #include "mlt/Runtime/cpu/Kernels.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -511,14 +512,80 @@ TEST(CpuBackendTest, KernelErrorNamesInstruction) {
   EXPECT_THAT(r.status().message(), HasSubstr("9"));
 }
 
-// Tests that the CPU backend rejects float types it does not compute in.
-TEST(CpuBackendTest, RejectsBF16Compute) {
-  Operand bf16{{4}, ElementType::BF16, {}, {}};
-  auto r = runOne(Kernel::Add, {bf16, bf16}, {f32({4})}, {4});
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.status().message(),
-            "program 'p' instruction 0 (add): buffer 'b0' is bf16, but the "
-            "CPU backend computes in f32 only");
+/// x rounded to bf16 and back (to nearest even).
+float roundBF16(float x) { return cpu::bf16ToFloat(cpu::floatToBF16(x)); }
+
+// Tests that a bf16 instruction computes as the GPU does: bf16 inputs widened
+// to f32, the f32 kernel, each bf16 output rounded once; that its f32
+// operands (a parameter gradient, softmax statistics) are taken as they are;
+// and that the other mixtures, and f16, are refused naming the buffers.
+TEST(CpuBackendTest, ComputesBF16AsWidenedF32) {
+  auto bf16 = [](std::vector<int64_t> shape, std::vector<float> values = {}) {
+    return Operand{std::move(shape), ElementType::BF16, std::move(values), {}};
+  };
+  std::mt19937 rng(21);
+  const int64_t n = 37;
+  std::vector<float> a = randomFloats(rng, n), b = randomFloats(rng, n);
+  for (float &x : a)
+    x = roundBF16(x);
+  for (float &x : b)
+    x = roundBF16(x);
+  ASSERT_RUN(sum, runOne(Kernel::Add, {bf16({n}, a), bf16({n}, b)},
+                         {bf16({n})}, {n}));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ((*sum)[2][i], roundBF16(a[i] + b[i])) << i;
+
+  // A bf16 gradient accumulates into an f32 one without rounding the sum.
+  std::vector<float> y = randomFloats(rng, n);
+  ASSERT_RUN(acc,
+             runOne(Kernel::Accumulate, {bf16({n}, a)}, {f32({n}, y)}, {n}));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ((*acc)[1][i], y[i] + a[i]) << i;
+
+  // A weight gradient from bf16 operands, written in f32: the f32 product of
+  // the widened inputs, not rounded to bf16.
+  const int64_t m = 3, k = 5, cols = 4;
+  std::vector<float> x = randomFloats(rng, m * k), w = randomFloats(rng, k * cols);
+  for (float &v : x)
+    v = roundBF16(v);
+  for (float &v : w)
+    v = roundBF16(v);
+  ASSERT_RUN(mm, runOne(Kernel::Matmul, {bf16({m, k}, x), bf16({k, cols}, w)},
+                        {f32({m, cols})}, {1, m, cols, k, 0, 0, 0}));
+  bool anyUnrounded = false;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      double want = 0;
+      for (int64_t l = 0; l < k; ++l)
+        want += double(x[i * k + l]) * double(w[l * cols + j]);
+      const float got = (*mm)[2][i * cols + j];
+      EXPECT_NEAR(got, want, 1e-5) << i << "," << j;
+      anyUnrounded |= got != roundBF16(got);
+    }
+  EXPECT_TRUE(anyUnrounded) << "the f32 gradient was rounded to bf16";
+
+  // Mixtures outside Kernels.def's element types are refused.
+  auto mixed = runOne(Kernel::Add, {bf16({n}), f32({n})}, {bf16({n})}, {n});
+  ASSERT_FALSE(mixed);
+  EXPECT_EQ(mixed.status().message(),
+            "program 'p' instruction 0 (add): buffer 'b1' is f32, but buffer "
+            "'b0' is bf16; an instruction computes in one float type");
+  auto wideGrad = runOne(Kernel::Accumulate, {f32({n})}, {bf16({n})}, {n});
+  ASSERT_FALSE(wideGrad);
+  EXPECT_EQ(wideGrad.status().message(),
+            "program 'p' instruction 0 (accumulate): buffer 'b1' is bf16, but "
+            "buffer 'b0' is f32; an instruction computes in one float type");
+  auto bf16Stats = runOne(Kernel::CrossEntropyFwd,
+                          {bf16({2, 8}), i32({2}, {1, 2})}, {bf16({})}, {2, 8});
+  ASSERT_FALSE(bf16Stats);
+  EXPECT_EQ(bf16Stats.status().message(),
+            "program 'p' instruction 0 (cross_entropy_fwd): buffer 'b2' is "
+            "bf16, but it holds f32 statistics (the instruction computes in "
+            "bf16)");
+  Operand f16{{4}, ElementType::F16, {}, {}};
+  auto half = runOne(Kernel::Add, {f16, f16}, {f16}, {4});
+  ASSERT_FALSE(half);
+  EXPECT_THAT(half.status().message(), HasSubstr("f16"));
 }
 
 // Tests that an instruction computes in f64 when its operands are f64, with
@@ -565,8 +632,7 @@ TEST(CpuBackendTest, ComputesInF64) {
   ASSERT_FALSE(mixed);
   EXPECT_EQ(mixed.status().message(),
             "program 'p' instruction 0 (add): buffer 'b1' is f64, but buffer "
-            "'b0' is f32; the CPU backend computes an instruction in one "
-            "float type");
+            "'b0' is f32; an instruction computes in one float type");
   auto wideScalar = runOne(Kernel::SumSquares, {f64({n})}, {f64({})}, {n});
   ASSERT_FALSE(wideScalar);
   EXPECT_EQ(wideScalar.status().message(),

@@ -151,13 +151,14 @@ TEST(PlanTest, WrongVersion) {
   plan.formatVersion = 7;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 7, this mlt-run reads version 2");
-  // Version 1 plans (no mesh, no blocks, no collectives) are rejected by
-  // name too: their fields mean the same, but a reader must not guess.
+      "plan.mltplan: plan format version 7, this mlt-run reads version 3");
+  // Older plans (version 1: no mesh, no blocks, no collectives; version 2:
+  // no parameter copies) are rejected by name too: their fields mean the
+  // same, but a reader must not guess.
   plan.formatVersion = 1;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 1, this mlt-run reads version 2");
+      "plan.mltplan: plan format version 1, this mlt-run reads version 3");
 }
 
 // Tests that a truncated or damaged file fails FlatBuffers' verifier.

@@ -24,7 +24,8 @@ struct CompileOptions {
   int64_t microBatch = 0;
   int64_t seqLen = 0;
   int64_t microbatches = 1;
-  /// Element type of parameters and activations ("f32"; "bf16" on CUDA).
+  /// The compute type (mlt-mixed-precision): "f32", or "bf16" for bf16
+  /// activations and weight copies on f32 master weights.
   std::string dtype = "f32";
   /// The layout (mlt-annotate-layout): tensor-parallel and data-parallel
   /// ranks, and whether the residual stream is split along the sequence

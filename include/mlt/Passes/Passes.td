@@ -75,6 +75,49 @@ def MLTSpecializeShapes : Pass<"mlt-specialize-shapes", "::mlir::ModuleOp"> {
   ];
 }
 
+def MLTMixedPrecision : Pass<"mlt-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "computes the forward pass in bf16 on f32 master weights";
+  let description = [{
+    Mixed-precision training as Megatron-LM trains in bf16: the parameters
+    stay f32 (the master weights, their gradients and AdamW moments, and what
+    checkpoints hold), while the model computes on bf16 copies of them and
+    keeps its activations in bf16; every kernel computes in f32 internally and
+    rounds each output once. The loss stays f32.
+
+    The pass gives every `mlt.load` of an f32 parameter in the function the
+    compute type (`mlt.load @w : tensor<...xbf16>` reads the parameter's
+    compute copy), then re-derives every result type below: ops with
+    InferTypeOpInterface re-infer, `mlt.reshape`, `mlt.transpose` and
+    `mlt.shard` take their operand's element type, `mlt.repeat` the types of
+    its inits; an explicit `mlt.cast` keeps the type it names.
+    Run before `mlt-autodiff`: the derived backward then computes in bf16
+    too, and the gradient of a bf16 load is an `mlt.accumulate_grad` of a
+    bf16 value into the parameter's f32 gradient, accumulated in f32.
+    `mlt-lower-to-runtime` gives each parameter one compute-copy buffer,
+    refreshed from the parameter after every optimizer step (and by the
+    runtime after it writes parameters).
+
+    Before:
+    ```mlir
+    %w = mlt.load @"model.layers.{}.mlp.up_proj.weight"[%layer] : tensor<176x64xf32>
+    %y = mlt.matmul %x, %w transpose_rhs : tensor<2x8x64xf32>, tensor<176x64xf32>
+    ```
+    After (`compute-type=bf16`):
+    ```mlir
+    %w = mlt.load @"model.layers.{}.mlp.up_proj.weight"[%layer] : tensor<176x64xbf16>
+    %y = mlt.matmul %x, %w transpose_rhs : tensor<2x8x64xbf16>, tensor<176x64xbf16>
+    ```
+    `compute-type=f32` leaves the program as it is (the fp32 mode).
+  }];
+  let options = [
+    Option<"computeType", "compute-type", "std::string", "\"bf16\"",
+           "element type of the compute copies and activations: bf16, f16 "
+           "or f32 (no change)">,
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the function to convert">
+  ];
+}
+
 def MLTAutodiff : Pass<"mlt-autodiff", "::mlir::ModuleOp"> {
   let summary = "derives the backward pass of the model's loss";
   let description = [{

@@ -7,6 +7,11 @@
 // reads and writes buffers by index (find them by name once); values are
 // converted between the host's float and the buffer's element type.
 //
+// Mixed-precision plans hold compute copies of the parameters
+// (ParameterCopy buffers). The executor keeps them equal to the parameters:
+// once the host writes a Parameter buffer, the next program run is preceded
+// by the plan's refresh_parameter_copies program (PlanFormat.h).
+//
 // For N ranks, a process creates N executors over one Backend, one per
 // thread (RankGroup.h does this); collectives reach the other ranks through
 // the communicator that the device context holds.
@@ -21,6 +26,7 @@
 #include "mlt/Runtime/Status.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,8 +61,10 @@ public:
   /// The index of the program named `name`; fails naming it when absent.
   StatusOr<size_t> findProgram(std::string_view name) const;
 
-  /// Runs program `index` to completion (synchronizing the device). A failing
-  /// launch is reported with the program, the instruction and its kernel.
+  /// Runs program `index` to completion (synchronizing the device), after
+  /// refreshing the compute copies if the host wrote parameters since the
+  /// last run. A failing launch is reported with the program, the
+  /// instruction and its kernel.
   Status run(size_t programIndex);
   Status run(std::string_view programName);
 
@@ -102,6 +110,10 @@ private:
   std::unique_ptr<DeviceContext> device_;
   uint8_t *arena_ = nullptr;
   std::vector<PreparedProgram> programs_;
+  /// The refresh_parameter_copies program, if the plan has one, and whether
+  /// the host wrote a Parameter buffer since it last ran.
+  std::optional<size_t> refreshProgram_;
+  bool copiesStale_ = false;
 };
 
 } // namespace mlt::rt

@@ -11,8 +11,12 @@
 #ifndef MLT_RUNTIME_KERNELINFO_H
 #define MLT_RUNTIME_KERNELINFO_H
 
+#include "mlt/Runtime/ElementType.h"
+
 #include <cstddef>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -74,6 +78,37 @@ inline bool allowsNoMeshAxis(Kernel kernel) {
 /// operands; adamw's grad_scale and hyper-parameters). Every backend checks
 /// them apart from the computed operands, which share one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
+
+/// The element type a float operand of an instruction may have, relative to
+/// the type C the instruction computes in (its first Compute operand's, or
+/// f32 when it has none), as Kernels.def's "Element types" says:
+enum class OperandPrecision : uint8_t {
+  /// C itself.
+  Compute,
+  /// f32 always (isFixedF32Scalar).
+  FixedF32,
+  /// Softmax and loss statistics: f64 when C is f64, else f32 (attention's
+  /// lse, cross-entropy's loss, dloss, lse, target and parts).
+  Statistic,
+  /// A parameter's gradient: C, or f32 when C is bf16 or f16 (matmul's c,
+  /// embedding_bwd(_vp)'s dtable, rms_norm_bwd's dw, accumulate's y).
+  Accumulator,
+};
+OperandPrecision operandPrecision(Kernel kernel, size_t numInputs,
+                                  size_t operand);
+
+/// The operand whose type an instruction computes in, given every operand's
+/// element type (inputs, then outputs): its first float Compute operand, or
+/// without one (cross_entropy_combine) its first float operand that is not a
+/// fixed f32 scalar; none when it has neither (the type is then f32).
+std::optional<size_t>
+computeOperandIndex(Kernel kernel, size_t numInputs,
+                    const std::vector<ElementType> &operandTypes);
+
+/// The element type `precision` asks for in an instruction computing in
+/// `compute`; for Accumulator, the type other than `compute` it also allows
+/// (`compute` itself when there is none).
+ElementType precisionType(OperandPrecision precision, ElementType compute);
 
 /// Whether `kernel` computes in no particular float type: cast converts
 /// between types, transpose and shard_slice move bytes of any type, and the

@@ -43,10 +43,11 @@ enum class BufferKind : uint8_t {
   Output = 4,
   Temporary = 5,
   Constant = 6,
+  ParameterCopy = 7,
 };
 
 /// "parameter", "gradient", "optimizer_state", "input", "output",
-/// "temporary", "constant".
+/// "temporary", "constant", "parameter_copy".
 const char *bufferKindName(BufferKind kind);
 
 /// One named range of a rank's arena.
@@ -58,7 +59,8 @@ struct BufferDesc {
   /// Byte offset in the arena and byte size (product(shape) * element size).
   uint64_t offset = 0;
   uint64_t bytes = 0;
-  /// The HF name, for Parameter, Gradient and OptimizerState buffers.
+  /// The HF name, for Parameter, Gradient, OptimizerState and
+  /// ParameterCopy buffers.
   std::string parameter;
   /// For Constant: the value of every element.
   double constantValue = 0.0;

@@ -20,8 +20,9 @@ namespace mlt::rt {
 /// the old version would misread a new plan (a field's meaning changes, a
 /// kernel's attributes change order); readers reject other versions by name.
 /// Version 2: the mesh, buffer blocks (full_shape, slice_offset) and the
-/// collective kernels.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+/// collective kernels. Version 3: ParameterCopy buffers and the
+/// refresh_parameter_copies program (mixed precision).
+inline constexpr uint32_t kPlanFormatVersion = 3;
 
 /// The FlatBuffers file identifier (bytes 4..7 of every plan file).
 inline constexpr const char *kPlanFileIdentifier = "MLTP";
@@ -55,8 +56,13 @@ inline constexpr uint64_t kPlanBufferAlignment = 256;
 /// buffers (which the runtime zeroes once per step) and writes "loss".
 inline constexpr const char *kMicroStepProgram = "micro_step";
 /// Global gradient norm (written to "grad_norm" before clipping), clipping,
-/// and the AdamW update of every parameter; runs once per step.
+/// and the AdamW update of every parameter; runs once per step. In a
+/// mixed-precision plan it ends by refreshing the ParameterCopy buffers.
 inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
+/// Mixed-precision plans only: casts every Parameter to its ParameterCopy
+/// buffer. The runtime runs it after writing parameters (initialization,
+/// checkpoint loading), before any other program reads the copies.
+inline constexpr const char *kRefreshCopiesProgram = "refresh_parameter_copies";
 
 //===----------------------------------------------------------------------===//
 // Buffers the runtime writes (kind Input) and reads (kind Output)
@@ -97,6 +103,8 @@ inline constexpr const char *kParameterPrefix = "param:";
 inline constexpr const char *kGradientPrefix = "grad:";
 inline constexpr const char *kExpAvgPrefix = "exp_avg:";
 inline constexpr const char *kExpAvgSqPrefix = "exp_avg_sq:";
+/// The compute copy of a parameter (ParameterCopy), e.g. "param_bf16:".
+inline constexpr const char *kParameterCopyPrefix = "param_";
 
 } // namespace mlt::rt
 

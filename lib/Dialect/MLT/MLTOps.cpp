@@ -68,12 +68,12 @@ StringRef LoadOp::getShortParamName(StringRef name) {
 
 LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParamReference(*this, symbolTable, getNameAttr(), getLayer(),
-                              getType());
+                              getType(), /*computeCopy=*/true);
 }
 
 LogicalResult mlt::detail::verifyParamReference(
     Operation *op, SymbolTableCollection &symbolTable, FlatSymbolRefAttr name,
-    Value layer, Type type) {
+    Value layer, Type type, bool computeCopy) {
   auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(op, name);
   if (!param)
     return op->emitOpError("reads parameter ")
@@ -91,7 +91,15 @@ LogicalResult mlt::detail::verifyParamReference(
     block = RankedTensorType::get(
         sharding.localShape(param.getTensorType().getShape(), mesh),
         param.getTensorType().getElementType());
-  if (param.getType() != type && block != type)
+  // A compute copy: the same shape in bf16 or f16, of an f32 parameter.
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  Type declared = param.getTensorType().getElementType();
+  Type compared = type;
+  if (computeCopy && tensorType && declared.isF32() &&
+      (tensorType.getElementType().isBF16() ||
+       tensorType.getElementType().isF16()))
+    compared = tensorType.clone(declared);
+  if (param.getType() != compared && block != compared)
     return op->emitOpError("type ")
            << type << " does not match parameter " << name << " of type "
            << param.getType()

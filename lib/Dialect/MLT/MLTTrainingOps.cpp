@@ -131,7 +131,7 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
 LogicalResult
 AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParamReference(*this, symbolTable, getNameAttr(), getLayer(),
-                              getValue().getType());
+                              getValue().getType(), /*computeCopy=*/true);
 }
 
 LogicalResult LoadGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {

@@ -108,11 +108,13 @@ FailureOr<SmallVector<int64_t>> mergeShapes(std::optional<Location> loc,
 
 /// Checks that `op` names a declared parameter whose type is `type`, with a
 /// layer index exactly when the parameter is per-layer (and in range when
-/// the index is known).
+/// the index is known). With `computeCopy` (mlt.load, mlt.accumulate_grad),
+/// `type` may instead have a narrower float element type (bf16 or f16 for an
+/// f32 parameter): the compute copy of a mixed-precision program.
 LogicalResult verifyParamReference(Operation *op,
                                    SymbolTableCollection &symbolTable,
                                    FlatSymbolRefAttr name, Value layer,
-                                   Type type);
+                                   Type type, bool computeCopy = false);
 
 } // namespace mlt::detail
 

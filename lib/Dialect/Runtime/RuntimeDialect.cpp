@@ -47,7 +47,8 @@ LogicalResult BufferOp::verify() {
     return emitOpError("must have a static shape, got ") << getType();
   bool stateful = getKind() == BufferKind::parameter ||
                   getKind() == BufferKind::gradient ||
-                  getKind() == BufferKind::optimizer_state;
+                  getKind() == BufferKind::optimizer_state ||
+                  getKind() == BufferKind::parameter_copy;
   if (stateful && !getParameter())
     return emitOpError("of kind '")
            << stringifyBufferKind(getKind()) << "' must name its parameter";

@@ -16,10 +16,13 @@
 // rank's coordinate on their mesh axis from the communicator's mesh and pass
 // the library the offset of the rank's shard.
 //
-// One instruction computes in one type: every float operand has it, except
-// the f32 scalars that the plan format fixes whatever the model's type (the
-// outputs of sum_squares, global_norm and clip_coefficient, and adamw's
-// clipping scale and hyper-parameters) and the operands of cast.
+// One instruction computes in one type, its operands' as Kernels.def's
+// "Element types" (KernelInfo.h's OperandPrecision) gives them. A bf16
+// instruction runs as the GPU computes it: its bf16 operands are widened to
+// f32, the f32 kernel runs, and each bf16 output is rounded once (to nearest
+// even); its f32 operands (statistics, scalars, f32 gradients) are used as
+// they are. So a mixed-precision plan trains on the CPU too, slowly, and its
+// numerics can be checked without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -189,6 +193,12 @@ private:
   };
   StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
 
+  /// Runs a bf16 instruction as the f32 kernel on widened copies of its bf16
+  /// operands, then rounds each bf16 output once.
+  Status launchWidened(const InstructionDesc &inst,
+                       const std::vector<BufferView> &inputs,
+                       const std::vector<BufferView> &outputs);
+
   /// Runs a kernel that computes in T (float or double).
   template <typename T>
   Status launchAs(const InstructionDesc &inst,
@@ -337,24 +347,53 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
   default:
     break;
   }
-  // The type of the first float operand that is not a fixed f32 scalar
-  // (checkSupported made every other one agree); f32 when all are fixed.
-  ElementType type = ElementType::F32;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (isFloatElementType(in[i].dtype) &&
-        !isFixedF32Scalar(inst.kernel, in.size(), i)) {
-      type = in[i].dtype;
-      break;
-    }
-  }
+  // The type the instruction computes in (checkSupported made the other
+  // operands agree with it).
+  std::vector<ElementType> types;
+  for (const std::vector<BufferView> *views : {&in, &out})
+    for (const BufferView &view : *views)
+      types.push_back(view.dtype);
+  std::optional<size_t> computed =
+      computeOperandIndex(inst.kernel, in.size(), types);
+  const ElementType type = computed ? types[*computed] : ElementType::F32;
   switch (type) {
   case ElementType::F32:
     return launchAs<float>(inst, in, out);
   case ElementType::F64:
     return launchAs<double>(inst, in, out);
+  case ElementType::BF16:
+    return launchWidened(inst, in, out);
   default:
     return errorf("the CPU backend cannot compute in ", elementTypeName(type));
   }
+}
+
+Status CpuDeviceContext::launchWidened(const InstructionDesc &inst,
+                                      const std::vector<BufferView> &in,
+                                      const std::vector<BufferView> &out) {
+  // Outputs are widened with their contents too: accumulate and the
+  // optimizer's kernels update them in place.
+  std::vector<std::vector<float>> staging;
+  auto widen = [&](const BufferView &view) {
+    if (view.dtype != ElementType::BF16)
+      return view;
+    std::vector<float> &wide = staging.emplace_back(view.numElements);
+    cpu::castBF16ToFloat(wide.data(), view.as<const uint16_t>(),
+                         view.numElements);
+    return BufferView{reinterpret_cast<uint8_t *>(wide.data()),
+                      ElementType::F32, view.numElements};
+  };
+  std::vector<BufferView> wideIn, wideOut;
+  for (const BufferView &view : in)
+    wideIn.push_back(widen(view));
+  for (const BufferView &view : out)
+    wideOut.push_back(widen(view));
+  MLT_RETURN_IF_ERROR(launchAs<float>(inst, wideIn, wideOut));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].dtype == ElementType::BF16)
+      cpu::castFloatToBF16(out[i].as<uint16_t>(), wideOut[i].as<const float>(),
+                           out[i].numElements);
+  return Status::ok();
 }
 
 template <typename T>
@@ -603,24 +642,15 @@ public:
           return errorf("program '", program.name, "' instruction ", i, " (",
                         kernelName(inst.kernel), "): ", message...);
         };
-        // The first computed operand sets the instruction's type.
-        const BufferDesc *first = nullptr;
         Status operands = checkComputeOperands(
             rank, inst, [&](const BufferDesc &buffer) -> Status {
               if (buffer.dtype != ElementType::F32 &&
-                  buffer.dtype != ElementType::F64)
+                  buffer.dtype != ElementType::F64 &&
+                  buffer.dtype != ElementType::BF16)
                 return errorf("buffer '", buffer.name, "' is ",
                               elementTypeName(buffer.dtype),
-                              ", but the CPU backend computes in f32 only");
-              if (!first)
-                first = &buffer;
-              else if (buffer.dtype != first->dtype)
-                return errorf("buffer '", buffer.name, "' is ",
-                              elementTypeName(buffer.dtype), ", but buffer '",
-                              first->name, "' is ",
-                              elementTypeName(first->dtype),
-                              "; the CPU backend computes an instruction in "
-                              "one float type");
+                              ", but the CPU backend computes in f32, f64 "
+                              "and bf16 only");
               return Status::ok();
             });
         if (!operands)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/PlanFormat.h"
 #include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
@@ -23,22 +24,55 @@ Backend::~Backend() = default;
 Status mlt::rt::checkComputeOperands(
     const RankPlan &rank, const InstructionDesc &inst,
     const std::function<Status(const BufferDesc &buffer)> &check) {
-  const size_t numOperands = inst.inputs.size() + inst.outputs.size();
+  const size_t numInputs = inst.inputs.size();
+  const size_t numOperands = numInputs + inst.outputs.size();
+  auto bufferOf = [&](size_t o) -> const BufferDesc & {
+    return rank.buffers[o < numInputs ? inst.inputs[o]
+                                      : inst.outputs[o - numInputs]];
+  };
+  // The compute type, which the backend checks.
+  std::vector<ElementType> types;
+  for (size_t o = 0; o < numOperands; ++o)
+    types.push_back(bufferOf(o).dtype);
+  std::optional<size_t> computed =
+      computeOperandIndex(inst.kernel, numInputs, types);
+  const BufferDesc *first = computed ? &bufferOf(*computed) : nullptr;
+  if (first)
+    MLT_RETURN_IF_ERROR(check(*first));
+  const ElementType compute = first ? first->dtype : ElementType::F32;
   for (size_t o = 0; o < numOperands; ++o) {
-    uint32_t index = o < inst.inputs.size()
-                         ? inst.inputs[o]
-                         : inst.outputs[o - inst.inputs.size()];
-    const BufferDesc &buffer = rank.buffers[index];
+    const BufferDesc &buffer = bufferOf(o);
     if (!isFloatElementType(buffer.dtype))
       continue;
-    if (isFixedF32Scalar(inst.kernel, inst.inputs.size(), o)) {
-      if (buffer.dtype != ElementType::F32)
-        return errorf("buffer '", buffer.name, "' is ",
-                      elementTypeName(buffer.dtype),
-                      ", but this operand is an f32 scalar");
+    const OperandPrecision precision =
+        operandPrecision(inst.kernel, numInputs, o);
+    const ElementType want = precisionType(precision, compute);
+    if (buffer.dtype == want ||
+        (precision == OperandPrecision::Accumulator &&
+         buffer.dtype == compute))
       continue;
+    switch (precision) {
+    case OperandPrecision::FixedF32:
+      return errorf("buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype),
+                    ", but this operand is an f32 scalar");
+    case OperandPrecision::Statistic:
+      return errorf("buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype), ", but it holds ",
+                    elementTypeName(want), " statistics (the instruction "
+                    "computes in ", elementTypeName(compute), ")");
+    case OperandPrecision::Compute:
+    case OperandPrecision::Accumulator:
+      break;
     }
-    MLT_RETURN_IF_ERROR(check(buffer));
+    std::string also;
+    if (precision == OperandPrecision::Accumulator && want != compute)
+      also = std::string(" (this gradient may also be ") +
+             elementTypeName(want) + ")";
+    return errorf("buffer '", buffer.name, "' is ",
+                  elementTypeName(buffer.dtype), ", but buffer '", first->name,
+                  "' is ", elementTypeName(compute),
+                  "; an instruction computes in one float type", also);
   }
   return Status::ok();
 }
@@ -128,6 +162,8 @@ void Executor::prepare() {
         p.outputs.push_back(view(index));
       prepared.instructions.push_back(std::move(p));
     }
+    if (program.name == kRefreshCopiesProgram)
+      refreshProgram_ = programs_.size();
     programs_.push_back(std::move(prepared));
   }
 }
@@ -146,6 +182,10 @@ StatusOr<size_t> Executor::findProgram(std::string_view name) const {
 }
 
 Status Executor::run(size_t programIndex) {
+  if (copiesStale_ && refreshProgram_ && programIndex != *refreshProgram_)
+    MLT_RETURN_IF_ERROR(run(*refreshProgram_));
+  if (refreshProgram_ && programIndex == *refreshProgram_)
+    copiesStale_ = false;
   const PreparedProgram &program = programs_.at(programIndex);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const PreparedInstruction &p = program.instructions[i];
@@ -172,6 +212,8 @@ Status Executor::writeRaw(size_t index, const void *data, uint64_t bytes) {
   if (bytes != buffer.bytes)
     return errorf("writing ", bytes, " bytes to buffer '", buffer.name, "' of ",
                   buffer.bytes, " bytes");
+  if (buffer.kind == BufferKind::Parameter)
+    copiesStale_ = true;
   return device_->copyToDevice(arena_ + buffer.offset, data, bytes);
 }
 
@@ -265,6 +307,8 @@ Status Executor::zeroBuffers(BufferKind kind) {
   for (size_t i = 0; i < rank_.buffers.size(); ++i)
     if (rank_.buffers[i].kind == kind)
       MLT_RETURN_IF_ERROR(device_->fill(view(i), 0.0));
+  if (kind == BufferKind::Parameter)
+    copiesStale_ = true;
   return Status::ok();
 }
 

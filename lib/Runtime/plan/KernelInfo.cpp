@@ -69,3 +69,71 @@ bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
     return false;
   }
 }
+
+OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
+                                           size_t operand) {
+  if (isFixedF32Scalar(kernel, numInputs, operand))
+    return OperandPrecision::FixedF32;
+  const bool output = operand >= numInputs;
+  const size_t index = output ? operand - numInputs : operand;
+  switch (kernel) {
+  case Kernel::AttentionFwd: // q, k, v -> out, lse
+    return output && index == 1 ? OperandPrecision::Statistic
+                                : OperandPrecision::Compute;
+  case Kernel::AttentionBwd: // dout, q, k, v, out, lse -> dq, dk, dv
+    return !output && index == 5 ? OperandPrecision::Statistic
+                                 : OperandPrecision::Compute;
+  case Kernel::CrossEntropyFwd:   // logits, labels -> loss
+  case Kernel::CrossEntropyStats: // logits, labels -> lse, target
+    return output ? OperandPrecision::Statistic : OperandPrecision::Compute;
+  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
+    return !output && index == 0 ? OperandPrecision::Statistic
+                                 : OperandPrecision::Compute;
+  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss
+    return OperandPrecision::Statistic;
+  case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
+    return !output && (index == 0 || index == 3) ? OperandPrecision::Statistic
+                                                 : OperandPrecision::Compute;
+  case Kernel::Matmul:       // a, b -> c
+  case Kernel::EmbeddingBwd: // ids, dout -> dtable
+  case Kernel::EmbeddingBwdVP:
+  case Kernel::Accumulate: // x -> y
+    return output ? OperandPrecision::Accumulator : OperandPrecision::Compute;
+  case Kernel::RMSNormBwd: // dy, x, w -> dx, dw
+    return output && index == 1 ? OperandPrecision::Accumulator
+                                : OperandPrecision::Compute;
+  default:
+    return OperandPrecision::Compute;
+  }
+}
+
+ElementType mlt::rt::precisionType(OperandPrecision precision,
+                                   ElementType compute) {
+  switch (precision) {
+  case OperandPrecision::Compute:
+    return compute;
+  case OperandPrecision::FixedF32:
+    return ElementType::F32;
+  case OperandPrecision::Statistic:
+    return compute == ElementType::F64 ? ElementType::F64 : ElementType::F32;
+  case OperandPrecision::Accumulator:
+    return compute == ElementType::BF16 || compute == ElementType::F16
+               ? ElementType::F32
+               : compute;
+  }
+  return compute;
+}
+
+std::optional<size_t>
+mlt::rt::computeOperandIndex(Kernel kernel, size_t numInputs,
+                             const std::vector<ElementType> &operandTypes) {
+  for (size_t o = 0; o < operandTypes.size(); ++o)
+    if (isFloatElementType(operandTypes[o]) &&
+        operandPrecision(kernel, numInputs, o) == OperandPrecision::Compute)
+      return o;
+  for (size_t o = 0; o < operandTypes.size(); ++o)
+    if (isFloatElementType(operandTypes[o]) &&
+        operandPrecision(kernel, numInputs, o) != OperandPrecision::FixedF32)
+      return o;
+  return std::nullopt;
+}

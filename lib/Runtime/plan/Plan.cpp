@@ -38,7 +38,9 @@ static_assert(
         uint8_t(BufferKind::Temporary) ==
             uint8_t(plan::BufferKind::Temporary) &&
         uint8_t(BufferKind::Constant) == uint8_t(plan::BufferKind::Constant) &&
-        plan::BufferKind::MAX == plan::BufferKind::Constant,
+        uint8_t(BufferKind::ParameterCopy) ==
+            uint8_t(plan::BufferKind::ParameterCopy) &&
+        plan::BufferKind::MAX == plan::BufferKind::ParameterCopy,
     "BufferKind and Plan.fbs's BufferKind differ");
 
 //===----------------------------------------------------------------------===//
@@ -61,6 +63,8 @@ const char *mlt::rt::bufferKindName(BufferKind kind) {
     return "temporary";
   case BufferKind::Constant:
     return "constant";
+  case BufferKind::ParameterCopy:
+    return "parameter_copy";
   }
   return "?";
 }

@@ -61,7 +61,8 @@ bool isPersistent(BufferKind kind) { return kind != BufferKind::Temporary; }
 
 bool isPerParameter(BufferKind kind) {
   return kind == BufferKind::Parameter || kind == BufferKind::Gradient ||
-         kind == BufferKind::OptimizerState;
+         kind == BufferKind::OptimizerState ||
+         kind == BufferKind::ParameterCopy;
 }
 
 /// "[0:8, 16:32] of [16, 32]": the block of a buffer, for messages.
@@ -768,7 +769,8 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
   }
   for (const BufferDesc &buffer : rank.buffers) {
     if (buffer.kind != BufferKind::Gradient &&
-        buffer.kind != BufferKind::OptimizerState)
+        buffer.kind != BufferKind::OptimizerState &&
+        buffer.kind != BufferKind::ParameterCopy)
       continue;
     auto it = parameters.find(buffer.parameter);
     if (it == parameters.end())
@@ -785,6 +787,15 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
       return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
                     "' holds the block ", formatBlock(buffer),
                     ", but its parameter holds ", formatBlock(parameter));
+    // A compute copy is the parameter narrowed to bf16 or f16.
+    if (buffer.kind == BufferKind::ParameterCopy &&
+        (parameter.dtype != ElementType::F32 ||
+         (buffer.dtype != ElementType::BF16 &&
+          buffer.dtype != ElementType::F16)))
+      return errorf("parameter_copy buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype), " of an ",
+                    elementTypeName(parameter.dtype),
+                    " parameter; expected bf16 or f16 of an f32 parameter");
   }
   return Status::ok();
 }

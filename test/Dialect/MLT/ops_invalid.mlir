@@ -286,10 +286,29 @@ func.func @load_func() -> tensor<64xf32> {
 
 // -----
 
-// Tests that mlt.load's result type must be the parameter's type.
+// Tests that mlt.load's result type must be the parameter's type, or its
+// compute copy's: the same shape, and bf16 or f16 only for f32 parameters.
 mlt.param @"model.norm.weight" : tensor<64xf32>
-func.func @load_wrong_type() -> tensor<64xbf16> {
-  // expected-error @+1 {{'mlt.load' op type 'tensor<64xbf16>' does not match parameter @model.norm.weight of type 'tensor<64xf32>'}}
+func.func @load_wrong_type() -> tensor<32xbf16> {
+  // expected-error @+1 {{'mlt.load' op type 'tensor<32xbf16>' does not match parameter @model.norm.weight of type 'tensor<64xf32>'}}
+  %w = mlt.load @model.norm.weight : tensor<32xbf16>
+  return %w : tensor<32xbf16>
+}
+
+// -----
+
+mlt.param @"model.norm.weight" : tensor<64xbf16>
+func.func @load_widened_copy() -> tensor<64xf32> {
+  // expected-error @+1 {{'mlt.load' op type 'tensor<64xf32>' does not match parameter @model.norm.weight of type 'tensor<64xbf16>'}}
+  %w = mlt.load @model.norm.weight : tensor<64xf32>
+  return %w : tensor<64xf32>
+}
+
+// -----
+
+mlt.param @"model.norm.weight" : tensor<64xf64>
+func.func @load_copy_of_f64() -> tensor<64xbf16> {
+  // expected-error @+1 {{'mlt.load' op type 'tensor<64xbf16>' does not match parameter @model.norm.weight of type 'tensor<64xf64>'}}
   %w = mlt.load @model.norm.weight : tensor<64xbf16>
   return %w : tensor<64xbf16>
 }

@@ -148,6 +148,23 @@ func.func @accumulate_grad(%dn: tensor<64xf32>, %dw: tensor<176x64xf32>) {
 
 // -----
 
+// Tests the state ops of a mixed-precision program: mlt.load reads the bf16
+// compute copy of an f32 parameter, and its bf16 gradient accumulates into
+// the f32 one.
+mlt.param @"model.norm.weight" : tensor<64xf32>
+// CHECK-LABEL: func.func @compute_copy
+func.func @compute_copy(%dn: tensor<64xbf16>) -> tensor<64xbf16> {
+  // CHECK: mlt.load @model.norm.weight : tensor<64xbf16>
+  // CHECK: mlt.accumulate_grad @model.norm.weight, %{{[^ ,:]+}} : tensor<64xbf16>
+  // GENERIC-LABEL: sym_name = "compute_copy"
+  // GENERIC: "mlt.load"() <{name = @model.norm.weight}> : () -> tensor<64xbf16>
+  %w = mlt.load @"model.norm.weight" : tensor<64xbf16>
+  mlt.accumulate_grad @"model.norm.weight", %dn : tensor<64xbf16>
+  return %w : tensor<64xbf16>
+}
+
+// -----
+
 // Tests that mlt.load_grad round-trips for a single parameter and for one
 // layer of a family.
 mlt.param @"model.embed_tokens.weight" : tensor<256x64xbf16>

@@ -35,7 +35,7 @@ mlt_rt.buffer @c constant : tensor<f32>
 // -----
 
 // Tests that a buffer's kind must be one of the runtime's.
-// expected-error @+1 {{custom op 'mlt_rt.buffer' expected string or keyword containing one of the following enum values for attribute 'kind' [parameter, gradient, optimizer_state, input, output, temporary, constant]}}
+// expected-error @+1 {{custom op 'mlt_rt.buffer' expected string or keyword containing one of the following enum values for attribute 'kind' [parameter, gradient, optimizer_state, input, output, temporary, constant, parameter_copy]}}
 mlt_rt.buffer @t0 scratch : tensor<64xf32>
 
 // -----

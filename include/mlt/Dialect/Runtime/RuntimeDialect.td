@@ -40,7 +40,8 @@ def MLTRT_BufferKind : I32EnumAttr<"BufferKind", "what a buffer holds", [
     I32EnumAttrCase<"input", 3>,
     I32EnumAttrCase<"output", 4>,
     I32EnumAttrCase<"temporary", 5>,
-    I32EnumAttrCase<"constant", 6>]> {
+    I32EnumAttrCase<"constant", 6>,
+    I32EnumAttrCase<"parameter_copy", 7>]> {
   let cppNamespace = "::mlt::rt_ir";
 }
 

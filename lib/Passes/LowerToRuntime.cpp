@@ -309,6 +309,32 @@ private:
     return Type(type.clone(param.getTensorType().getElementType()));
   }
 
+  /// The gradient buffer that `v` only accumulates into (its one use is an
+  /// mlt.accumulate_grad), when a kernel can add it there directly: the
+  /// gradient has v's type, or is f32 where v is bf16 or f16.
+  std::optional<FlatSymbolRefAttr> accumulatedGradient(Value v) {
+    if (!v.hasOneUse())
+      return std::nullopt;
+    auto accumulate = dyn_cast<AccumulateGradOp>(*v.getUsers().begin());
+    if (!accumulate)
+      return std::nullopt;
+    FailureOr<FlatSymbolRefAttr> grad =
+        stateBuffer(accumulate, abi::kGradientPrefix, accumulate.getNameAttr(),
+                    accumulate.getLayer());
+    if (failed(grad) || !*grad)
+      return std::nullopt;
+    auto valueType = cast<RankedTensorType>(v.getType());
+    auto gradType = cast<RankedTensorType>(bufferType(*grad));
+    if (gradType.getShape() != valueType.getShape())
+      return std::nullopt;
+    Type element = valueType.getElementType();
+    if (gradType.getElementType() != element &&
+        !(gradType.getElementType().isF32() &&
+          (element.isBF16() || element.isF16())))
+      return std::nullopt;
+    return *grad;
+  }
+
   Type bufferType(FlatSymbolRefAttr ref) {
     return module.lookupSymbol<rtir::BufferOp>(ref.getAttr()).getType();
   }
@@ -414,6 +440,8 @@ private:
   DenseMap<Value, FlatSymbolRefAttr> crossEntropyStats;
   int64_t nextTemporary = 0;
   llvm::StringMap<rtir::ProgramOp> programs;
+  /// Weight gradients that their kernel added into the gradient buffer.
+  DenseSet<Value> accumulatedInPlace;
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
   SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>>
       parameterCopies;
@@ -511,10 +539,22 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](MatmulOp m) -> LogicalResult {
         auto lhs = shapeOf(m.getLhs()), rhs = shapeOf(m.getRhs());
         bool tl = m.getTransposeLhs(), tr = m.getTransposeRhs();
+        // A weight gradient that only accumulates into its parameter's
+        // gradient is added there by the product itself.
+        StringRef kernel = "matmul";
+        FlatSymbolRefAttr result;
+        if (auto grad = accumulatedGradient(m.getResult())) {
+          kernel = "matmul_accumulate";
+          result = *grad;
+          values[m.getResult()] = result;
+          accumulatedInPlace.insert(m.getResult());
+        } else {
+          result = define(m.getResult());
+        }
         if (m.getContractBatch()) {
           // [b..., k, m]^T [b..., k, n]: one matmul over all b * k rows.
           int64_t cols = lhs.back(), n = rhs.back();
-          launch(loc, "matmul", operandBuffers(m), {define(m.getResult())},
+          launch(loc, kernel, operandBuffers(m), {result},
                  {1, cols, n, numElements(m.getLhs()) / cols, 1, 0, 0});
           return success();
         }
@@ -531,7 +571,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
           rows *= batch;
           batch = 1;
         }
-        launch(loc, "matmul", operandBuffers(m), {define(m.getResult())},
+        launch(loc, kernel, operandBuffers(m), {result},
                {batch, rows, n, k, tl, tr, bBatched});
         return success();
       })
@@ -639,6 +679,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp>(
           [&](Operation *collective) { return lowerCollective(collective); })
       .Case([&](AccumulateGradOp a) -> LogicalResult {
+        if (accumulatedInPlace.contains(a.getValue()))
+          return success(); // matmul_accumulate added it
         auto grad = stateBuffer(a, abi::kGradientPrefix, a.getNameAttr(), a.getLayer());
         if (failed(grad))
           return failure();

@@ -55,8 +55,7 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS]], @labels] -> [@loss] ints [8, 16]
 // CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@[[SEED]], @[[LOGITS]], @labels] -> [@[[DLOGITS:t[0-9]+]]] ints [8, 16]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS]], @"param:lm_head.weight"] -> [@[[DN:t[0-9]+]]] ints [1, 8, 8, 16, 0, 0, 0]
-// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS]], @[[N]]] -> [@[[DHEAD:t[0-9]+]]] ints [1, 16, 8, 8, 1, 0, 0]
-// CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DHEAD]]] -> [@"grad:lm_head.weight"] ints [128]
+// CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DLOGITS]], @[[N]]] -> [@"grad:lm_head.weight"] ints [1, 16, 8, 8, 1, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd" [@[[DN]], @[[H]], @"param:model.norm.weight"] -> [@[[DH:t[0-9]+]], @[[DW:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DW]]] -> [@"grad:model.norm.weight"] ints [8]
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]] -> [@[[DTABLE:t[0-9]+]]] ints [8, 16, 8]
@@ -180,10 +179,9 @@ module {
 // CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR1]], @[[KR1]], @[[V1]], @[[O1]], @[[LSE1]]] -> [@[[DQ1:t[0-9]+]], @[[DK1:t[0-9]+]], @{{t[0-9]+}}] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DK1]]] -> [@{{t[0-9]+}}] ints [2, 4, 1, 4, 1, 0] floats [1.000000e+04]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DQ1]]] -> [@{{t[0-9]+}}] ints [2, 4, 2, 4, 1, 0] floats [1.000000e+04]
-// CHECK: mlt_rt.launch "accumulate" [@{{t[0-9]+}}] -> [@"grad:model.layers.1.self_attn.q_proj.weight"] ints [64]
+// CHECK: mlt_rt.launch "matmul_accumulate" [@{{t[0-9]+}}, @{{t[0-9]+}}] -> [@"grad:model.layers.1.self_attn.q_proj.weight"] ints [1, 8, 8, 8, 1, 0, 0]
 // CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR0]], @[[KR0]], @[[V0]], @[[O0]], @[[LSE0]]] -> [@{{t[0-9]+}}, @{{t[0-9]+}}, @[[DV0:t[0-9]+]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
-// CHECK: mlt_rt.launch "matmul" [@[[DV0]], @[[H]]] -> [@[[DWV0:t[0-9]+]]] ints [1, 4, 8, 8, 1, 0, 0]
-// CHECK: mlt_rt.launch "accumulate" [@[[DWV0]]] -> [@"grad:model.layers.0.self_attn.v_proj.weight"] ints [32]
+// CHECK: mlt_rt.launch "matmul_accumulate" [@[[DV0]], @[[H]]] -> [@"grad:model.layers.0.self_attn.v_proj.weight"] ints [1, 4, 8, 8, 1, 0, 0]
 // CHECK: mlt_rt.launch "embedding_bwd"
 // CHECK: }
 // CHECK-NEXT: mlt_rt.program @optimizer_step {

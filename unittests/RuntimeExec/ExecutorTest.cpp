@@ -157,14 +157,17 @@ TEST(CpuBackendTest, Embedding) {
   EXPECT_LT(relDiff((*bwd)[2], expected), kSameTol);
 }
 
-// Tests matmul for every combination of transposes and batched/shared B
-// against plain loops.
+// Tests matmul (c overwritten) and matmul_accumulate (c += ...) for every
+// combination of transposes and batched/shared B against plain loops.
 TEST(CpuBackendTest, Matmul) {
   std::mt19937 rng(2);
   const int64_t batch = 3, m = 4, n = 5, k = 6;
+  for (int accumulate = 0; accumulate < 2; ++accumulate) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
       for (int bb = 0; bb < 2; ++bb) {
+        // matmul_accumulate adds into c's random contents.
+        std::vector<float> c = randomFloats(rng, batch * m * n);
         std::vector<float> a = randomFloats(rng, batch * m * k);
         std::vector<float> b = randomFloats(rng, (bb ? batch : 1) * k * n);
         std::vector<int64_t> aShape = ta ? std::vector<int64_t>{batch, k, m}
@@ -173,9 +176,11 @@ TEST(CpuBackendTest, Matmul) {
             tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
         if (bb)
           bShape.insert(bShape.begin(), batch);
-        ASSERT_RUN(r,
-                   runOne(Kernel::Matmul, {f32(aShape, a), f32(bShape, b)},
-                          {f32({batch, m, n})}, {batch, m, n, k, ta, tb, bb}));
+        ASSERT_RUN(r, runOne(accumulate ? Kernel::MatmulAccumulate
+                                        : Kernel::Matmul,
+                             {f32(aShape, a), f32(bShape, b)},
+                             {f32({batch, m, n}, c)},
+                             {batch, m, n, k, ta, tb, bb}));
         std::vector<double> expected(batch * m * n, 0.0);
         for (int64_t e = 0; e < batch; ++e)
           for (int64_t i = 0; i < m; ++i)
@@ -188,12 +193,15 @@ TEST(CpuBackendTest, Matmul) {
                 double bv = tb ? bm[j * k + p] : bm[p * n + j];
                 sum += av * bv;
               }
-              expected[e * m * n + i * n + j] = sum;
+              expected[e * m * n + i * n + j] =
+                  sum + (accumulate ? c[e * m * n + i * n + j] : 0.0);
             }
         EXPECT_LT(relDiff((*r)[2], expected), 1e-6)
-            << "ta " << ta << " tb " << tb << " bb " << bb;
+            << "accumulate " << accumulate << " ta " << ta << " tb " << tb
+            << " bb " << bb;
       }
     }
+  }
   }
 }
 

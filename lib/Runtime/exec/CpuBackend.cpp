@@ -415,9 +415,11 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     return cpu::embeddingBackward(f(out[0]), ids(in[0]), f(in[1]), a[0], a[1],
                                   a[2]);
 
-  case Kernel::Matmul: {
+  case Kernel::Matmul:
+  case Kernel::MatmulAccumulate: {
     const int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
     const bool transA = a[4], transB = a[5], bBatched = a[6];
+    const T beta = inst.kernel == Kernel::MatmulAccumulate ? T(1) : T(0);
     const int64_t lda = std::max<int64_t>(1, transA ? m : k);
     const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
     const int64_t ldc = std::max<int64_t>(1, n);
@@ -425,10 +427,10 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     // one large BLAS call instead of `batch` small ones.
     if (!bBatched && !transA && batch * m <= INT32_MAX)
       return cpu::gemm(false, transB, batch * m, n, k, T(1), f(in[0]), lda,
-                       f(in[1]), ldb, T(0), f(out[0]), ldc);
+                       f(in[1]), ldb, beta, f(out[0]), ldc);
     return cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), f(in[0]), lda,
                                    m * k, f(in[1]), ldb, bBatched ? k * n : 0,
-                                   T(0), f(out[0]), ldc, m * n, batch);
+                                   beta, f(out[0]), ldc, m * n, batch);
   }
 
   case Kernel::RMSNormFwd:

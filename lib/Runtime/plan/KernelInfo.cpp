@@ -95,6 +95,7 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
     return !output && (index == 0 || index == 3) ? OperandPrecision::Statistic
                                                  : OperandPrecision::Compute;
   case Kernel::Matmul:       // a, b -> c
+  case Kernel::MatmulAccumulate:
   case Kernel::EmbeddingBwd: // ids, dout -> dtable
   case Kernel::EmbeddingBwdVP:
   case Kernel::Accumulate: // x -> y

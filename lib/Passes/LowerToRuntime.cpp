@@ -95,14 +95,14 @@ public:
       if (failed(lowerFunction(func, abi)))
         return failure();
     }
-    // Mixed precision: the optimizer step ends by refreshing the compute
-    // copies, and a program of the same casts lets the runtime refresh them
-    // after it writes parameters.
+    // Mixed precision: adamw refreshes the compute copies of the parameters
+    // it updates (the optimizer step casts any other), and a program of casts
+    // lets the runtime refresh them all after it writes parameters.
     if (!parameterCopies.empty()) {
       // (The functions, which have the programs' names, are still there.)
       rtir::ProgramOp step = programs.lookup(abi::kOptimizerStepProgram);
       b.setInsertionPointToEnd(&step.getBody().front());
-      refreshParameterCopies(step.getLoc());
+      refreshParameterCopies(step.getLoc(), refreshedByOptimizer);
       b.setInsertionPointToEnd(module.getBody());
       auto refresh = rtir::ProgramOp::create(b, module.getLoc(),
                                              abi::kRefreshCopiesProgram);
@@ -360,11 +360,14 @@ private:
     return copy;
   }
 
-  /// Casts every parameter to its compute copies, at the builder's point.
-  void refreshParameterCopies(Location loc) {
+  /// Casts every parameter to its compute copies, at the builder's point,
+  /// except the copies in `skip`.
+  void refreshParameterCopies(Location loc,
+                              const DenseSet<StringAttr> &skip = {}) {
     for (auto [parameter, copy] : parameterCopies)
-      launch(loc, "cast", {parameter}, {copy},
-             {cast<RankedTensorType>(bufferType(copy)).getNumElements()});
+      if (!skip.contains(copy.getAttr()))
+        launch(loc, "cast", {parameter}, {copy},
+               {cast<RankedTensorType>(bufferType(copy)).getNumElements()});
   }
 
   SmallVector<FlatSymbolRefAttr> operandBuffers(Operation *op) {
@@ -440,6 +443,8 @@ private:
   DenseMap<Value, FlatSymbolRefAttr> crossEntropyStats;
   int64_t nextTemporary = 0;
   llvm::StringMap<rtir::ProgramOp> programs;
+  /// Compute copies that the optimizer's adamw launches refresh.
+  DenseSet<StringAttr> refreshedByOptimizer;
   /// Weight gradients that their kernel added into the gradient buffer.
   DenseSet<Value> accumulatedInPlace;
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
@@ -713,7 +718,17 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                        a.getBeta2(), a.getEps(), a.getWeightDecay(),
                        a.getStep()},
             [&](Value v) { return valueBuffer(v); });
-        launch(loc, "adamw", ins, {*param, *m, *v},
+        SmallVector<FlatSymbolRefAttr> outs = {*param, *m, *v};
+        // The compute copy is refreshed in the same pass.
+        for (auto [parameter, copy] : parameterCopies)
+          if (parameter == *param) {
+            outs.push_back(copy);
+            refreshedByOptimizer.insert(copy.getAttr());
+          }
+        if (outs.size() > 4)
+          return a.emitOpError("updates a parameter with several compute "
+                               "copies; adamw refreshes one");
+        launch(loc, "adamw", ins, outs,
                {numElements(a.getGrad()), a.getDecay()});
         return success();
       })

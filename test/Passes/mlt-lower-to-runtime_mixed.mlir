@@ -7,9 +7,9 @@
 // forward and backward read, activations are bf16 and the loss f32, the
 // weight gradients come out of their kernels in f32 (rms_norm_bwd's dw,
 // embedding_bwd) and accumulate into the f32 gradients, or are added there
-// by the product itself (matmul_accumulate, bf16 operands), the optimizer
-// step ends by casting every updated parameter to its copy after AdamW, and
-// refresh_parameter_copies does the same casts for the runtime.
+// by the product itself (matmul_accumulate, bf16 operands), AdamW writes each
+// updated parameter's copy in the same pass, and refresh_parameter_copies
+// casts every parameter to its copy for the runtime.
 // CHECK-DAG: mlt_rt.buffer @"param:model.embed_tokens.weight" parameter {decay, parameter = "model.embed_tokens.weight"} : tensor<16x8xf32>
 // CHECK-DAG: mlt_rt.buffer @"grad:model.embed_tokens.weight" gradient {parameter = "model.embed_tokens.weight"} : tensor<16x8xf32>
 // CHECK-DAG: mlt_rt.buffer @"exp_avg:model.norm.weight" optimizer_state {parameter = "model.norm.weight"} : tensor<8xf32>
@@ -35,10 +35,9 @@
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@t7] -> [@"grad:model.embed_tokens.weight"] ints [128]
 // CHECK-NEXT: }
 // CHECK-LABEL: mlt_rt.program @optimizer_step {
-// CHECK: mlt_rt.launch "adamw" {{.*}} -> [@"param:lm_head.weight", @"exp_avg:lm_head.weight", @"exp_avg_sq:lm_head.weight"]
-// CHECK-NEXT: mlt_rt.launch "cast" [@"param:model.embed_tokens.weight"] -> [@"param_bf16:model.embed_tokens.weight"] ints [128]
-// CHECK-NEXT: mlt_rt.launch "cast" [@"param:model.norm.weight"] -> [@"param_bf16:model.norm.weight"] ints [8]
-// CHECK-NEXT: mlt_rt.launch "cast" [@"param:lm_head.weight"] -> [@"param_bf16:lm_head.weight"] ints [128]
+// CHECK: mlt_rt.launch "adamw" {{.*}} -> [@"param:model.embed_tokens.weight", @"exp_avg:model.embed_tokens.weight", @"exp_avg_sq:model.embed_tokens.weight", @"param_bf16:model.embed_tokens.weight"] ints [128, 1]
+// CHECK-NEXT: mlt_rt.launch "adamw" {{.*}} -> [@"param:model.norm.weight", @"exp_avg:model.norm.weight", @"exp_avg_sq:model.norm.weight", @"param_bf16:model.norm.weight"] ints [8, 0]
+// CHECK-NEXT: mlt_rt.launch "adamw" {{.*}} -> [@"param:lm_head.weight", @"exp_avg:lm_head.weight", @"exp_avg_sq:lm_head.weight", @"param_bf16:lm_head.weight"] ints [128, 1]
 // CHECK-NEXT: }
 // CHECK-LABEL: mlt_rt.program @refresh_parameter_copies {
 // CHECK-NEXT: mlt_rt.launch "cast" [@"param:model.embed_tokens.weight"] -> [@"param_bf16:model.embed_tokens.weight"] ints [128]

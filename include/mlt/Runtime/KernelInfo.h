@@ -93,6 +93,8 @@ enum class OperandPrecision : uint8_t {
   /// A parameter's gradient: C, or f32 when C is bf16 or f16 (matmul's c,
   /// embedding_bwd(_vp)'s dtable, rms_norm_bwd's dw, accumulate's y).
   Accumulator,
+  /// A parameter's compute copy, bf16 or f16 (adamw's fourth output).
+  ComputeCopy,
 };
 OperandPrecision operandPrecision(Kernel kernel, size_t numInputs,
                                   size_t operand);

@@ -475,8 +475,13 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     scalars.eps = f(in[5]);
     scalars.weightDecay = f(in[6]);
     scalars.step = f(in[7]);
-    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
-                       a[1] != 0, errorSink(inst), s);
+    MLT_RETURN_IF_ERROR(launchAdamW(f(out[0]), f(out[1]), f(out[2]),
+                                    f(in[0]), a[0], scalars, a[1] != 0,
+                                    errorSink(inst), s));
+    if (out.size() == 4) // the updated parameter's compute copy
+      return launchCast(out[3].data, out[3].dtype, out[0].data, out[0].dtype,
+                        a[0], s);
+    return Status::ok();
   }
 
   // embedding.h

@@ -610,8 +610,12 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     const float step = scalar(in[7]);
     if (!(step >= 1.0f) || step > 9.0e15f)
       return errorf("step ", step, " is not a positive step number");
-    return cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad, n, params,
-                          std::llround(step), a[1] != 0);
+    MLT_RETURN_IF_ERROR(cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad,
+                                       n, params, std::llround(step),
+                                       a[1] != 0));
+    if (out.size() == 4) // the compute copy of the updated parameter
+      return cast(out[3], out[0], n);
+    return Status::ok();
   }
 
   case Kernel::Transpose:

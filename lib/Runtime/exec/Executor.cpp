@@ -52,6 +52,12 @@ Status mlt::rt::checkComputeOperands(
          buffer.dtype == compute))
       continue;
     switch (precision) {
+    case OperandPrecision::ComputeCopy:
+      if (buffer.dtype == ElementType::F16)
+        continue;
+      return errorf("buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype),
+                    ", but a compute copy is bf16 or f16");
     case OperandPrecision::FixedF32:
       return errorf("buffer '", buffer.name, "' is ",
                     elementTypeName(buffer.dtype),

@@ -103,6 +103,9 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::RMSNormBwd: // dy, x, w -> dx, dw
     return output && index == 1 ? OperandPrecision::Accumulator
                                 : OperandPrecision::Compute;
+  case Kernel::AdamW: // grad -> param, m, v[, copy]
+    return output && index == 3 ? OperandPrecision::ComputeCopy
+                                : OperandPrecision::Compute;
   default:
     return OperandPrecision::Compute;
   }
@@ -121,6 +124,8 @@ ElementType mlt::rt::precisionType(OperandPrecision precision,
     return compute == ElementType::BF16 || compute == ElementType::F16
                ? ElementType::F32
                : compute;
+  case OperandPrecision::ComputeCopy:
+    return ElementType::BF16;
   }
   return compute;
 }
@@ -134,7 +139,8 @@ mlt::rt::computeOperandIndex(Kernel kernel, size_t numInputs,
       return o;
   for (size_t o = 0; o < operandTypes.size(); ++o)
     if (isFloatElementType(operandTypes[o]) &&
-        operandPrecision(kernel, numInputs, o) != OperandPrecision::FixedF32)
+        operandPrecision(kernel, numInputs, o) != OperandPrecision::FixedF32 &&
+        operandPrecision(kernel, numInputs, o) != OperandPrecision::ComputeCopy)
       return o;
   return std::nullopt;
 }

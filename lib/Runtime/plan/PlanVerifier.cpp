@@ -378,7 +378,7 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     if (a[1] > 1)
       return errorf("decay must be 0 or 1, got ints ", formatInts(a));
     spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
-    spec.outputs = {a[0], a[0], a[0]};
+    spec.outputs.assign(inst.outputs.size(), a[0]);
     break;
   case Kernel::EmbeddingFwdVP: // ids, table -> out; tokens, vocab_local,
                                // hidden, axis
@@ -508,6 +508,11 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
       arity("float attributes", signature.floats, inst.floats.size()));
   if (inst.kernel == Kernel::GlobalNorm && inst.inputs.empty())
     return errorf("expects at least 1 input, has 0");
+  if (inst.kernel == Kernel::AdamW && inst.outputs.size() != 3 &&
+      inst.outputs.size() != 4)
+    return errorf("expects 3 outputs (param, m, v) or 4 (and the compute "
+                  "copy), has ",
+                  inst.outputs.size());
   if (inst.kernel == Kernel::Transpose && inst.ints.empty())
     return errorf("expects the rank as its first integer attribute");
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""mlt-run on one GPU beside the PyTorch reference, in one run, as one table.
+"""mlt-run beside the PyTorch reference, in one run, as one table.
 
-Runs `mlt-run --device cuda` on a plan (compiled on the build machine for a
-model shape of ../shared/bench/hf_llama_bench.py: same micro-batch and
-sequence length), then the reference (HF transformers, eager and/or
-torch.compile) for the same shape on the same GPU, and prints tokens/s,
-TFLOP/s, MFU (the reference's convention: its flops_per_token and peak),
-peak GPU memory, and mlt's ratio to each reference. Results also go to
-OUT/bench.json (OUT: --out, or $OUT, or the current directory).
+Runs `mlt-run --device cuda` on one or more plans (compiled on the build
+machine for a model shape of ../shared/bench/hf_llama_bench.py: same
+micro-batch and sequence length per GPU), then the reference (HF
+transformers, eager and/or torch.compile) for the first plan's shape on one
+GPU, and prints tokens/s, TFLOP/s, MFU (the reference's convention: its
+flops_per_token and peak, per GPU), peak GPU memory, and the first mlt row's
+ratio to each row. A plan of N ranks (e.g. dp=2) runs under
+`mpirun -np N` with NCCL_NVLS_ENABLE=0, one process per GPU; its tokens/s
+is the whole run's (rank 0's log), so its ratio to the one-GPU row is the
+scaling. Results also go to OUT/bench.json (OUT: --out, or $OUT, or the
+current directory).
 
-  gpu_bench.py --mlt-run bin/mlt-run --plan plans/tinyllama-b1-s2048.mltplan \\
+  gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-bf16-b4.mltplan \\
+      --plan plans/tl-bf16-b8-dp2.mltplan \\
       --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile
 
 mlt's tokens/s is the median over the steps after the first 3 (warm-up), from
@@ -43,13 +48,15 @@ def plan_shape(mlt_run, plan):
     text = subprocess.run([mlt_run, plan, "--print-plan"], capture_output=True, text=True, check=True).stdout
     model = re.search(r"vocab (\d+), max positions \d+, micro-batch (\d+) x seq (\d+), (\d+) micro-batch", text)
     arena = max(int(a) for a in re.findall(r"arena (\d+) bytes", text))
-    if not model:
-        sys.exit(f"gpu_bench: cannot read the model line of {plan}'s --print-plan")
+    world = re.search(r"world size (\d+)(?:, mesh (\S+))?", text)
+    if not model or not world:
+        sys.exit(f"gpu_bench: cannot read the header of {plan}'s --print-plan")
     vocab, mb, seq, micro = (int(g) for g in model.groups())
-    return dict(vocab=vocab, mb=mb, seq=seq, microbatches=micro, arena=arena)
+    return dict(vocab=vocab, mb=mb, seq=seq, microbatches=micro, arena=arena,
+                world=int(world.group(1)), mesh=world.group(2) or "")
 
 
-def run_mlt(args, shape, out):
+def run_mlt(args, plan, shape, out):
     tokens = os.path.join(out, "bench-tokens.bin")
     n = shape["mb"] * shape["microbatches"] * (shape["seq"] + 1) * (args.steps + 4)
     rng = random.Random(0)
@@ -69,9 +76,14 @@ def run_mlt(args, shape, out):
 
     poller = threading.Thread(target=poll)
     poller.start()
-    cmd = [args.mlt_run, args.plan, "--device", "cuda", "--data", tokens, "--steps", str(args.steps + 3),
+    cmd = [args.mlt_run, plan, "--device", "cuda", "--data", tokens, "--steps", str(args.steps + 3),
            "--lr", "1e-4", "--log-json", log]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if shape["world"] > 1:
+        env["NCCL_NVLS_ENABLE"] = "0"
+        cmd = ["mpirun", "--allow-run-as-root", "-np", str(shape["world"]), "-x", "NCCL_NVLS_ENABLE",
+               "-x", "LD_LIBRARY_PATH"] + cmd
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     done.set()
     poller.join()
     os.remove(tokens)
@@ -79,7 +91,9 @@ def run_mlt(args, shape, out):
         sys.exit(f"gpu_bench: mlt-run failed: {proc.stderr.strip() or proc.stdout.strip()}")
     steps = [json.loads(l) for l in open(log) if l.strip()]
     tps = statistics.median(s["tokens_per_s"] for s in steps[3:])
-    return dict(system="mlt", tokens_per_s=round(tps), peak_mem_gib=round((peak[0] - base) / 1024, 2),
+    name = "mlt" + (f" ({shape['mesh']}, {shape['world']} GPUs)" if shape["world"] > 1 else "")
+    return dict(system=name, tokens_per_s=round(tps), gpus=shape["world"],
+                peak_mem_gib=round((peak[0] - base) / 1024, 2),
                 predicted_gib=round(shape["arena"] / 2**30, 2), loss=steps[-1]["loss"],
                 summary=proc.stdout.splitlines()[0] if proc.stdout else "")
 
@@ -87,7 +101,8 @@ def run_mlt(args, shape, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mlt-run", required=True)
-    ap.add_argument("--plan", required=True)
+    ap.add_argument("--plan", required=True, action="append",
+                    help="a plan to run (repeatable); the first sets the reference's shape")
     ap.add_argument("--ref", required=True, help="path to hf_llama_bench.py")
     ap.add_argument("--config", default="llama-1b")
     ap.add_argument("--modes", default="eager,compile")
@@ -98,18 +113,27 @@ def main():
     spec = importlib.util.spec_from_file_location("hf_llama_bench", args.ref)
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)  # defines CONFIGS, flops_per_token, PEAK (imports torch)
-    shape = plan_shape(args.mlt_run, args.plan)
+    shapes = [plan_shape(args.mlt_run, plan) for plan in args.plan]
+    shape = shapes[0]
     config = ref.CONFIGS[args.config]
-    if config["vocab_size"] != shape["vocab"]:
-        sys.exit(f"gpu_bench: the plan's vocabulary ({shape['vocab']}) is not {args.config}'s ({config['vocab_size']})")
+    for s in shapes:
+        if config["vocab_size"] != s["vocab"] or s["seq"] != shape["seq"]:
+            sys.exit(f"gpu_bench: every plan must have {args.config}'s vocabulary ({config['vocab_size']}) "
+                     f"and the first plan's sequence length ({shape['seq']})")
     fpt = ref.flops_per_token(config, shape["seq"])
 
-    rows = [run_mlt(args, shape, args.out)]
-    rows[0].update(tflops=round(rows[0]["tokens_per_s"] * fpt / 1e12, 1),
-                   mfu=round(rows[0]["tokens_per_s"] * fpt / ref.PEAK, 3))
+    rows = []
+    for plan, s in zip(args.plan, shapes):
+        row = run_mlt(args, plan, s, args.out)
+        # TFLOP/s of the whole run; MFU per GPU.
+        row.update(tflops=round(row["tokens_per_s"] * fpt / 1e12, 1),
+                   mfu=round(row["tokens_per_s"] * fpt / ref.PEAK / s["world"], 3))
+        rows.append(row)
+    mlt_rows = len(rows)
     for mode in args.modes.split(","):
         proc = subprocess.run([sys.executable, args.ref, "--config", args.config, "--mode", mode,
-                               "--steps", str(args.steps), "--mb", str(shape["mb"] * shape["microbatches"]),
+                               "--steps", str(args.steps),
+                               "--mb", str(shape["mb"] * shape["microbatches"] // shape["world"]),
                                "--seq", str(shape["seq"])], capture_output=True, text=True)
         lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
         if proc.returncode != 0 or not lines:
@@ -121,15 +145,22 @@ def main():
     print(f"model {args.config}, micro-batch {shape['mb']} x {shape['microbatches']} x seq {shape['seq']}, "
           f"{fpt / 1e9:.2f} GFLOP/token, peak {ref.PEAK / 1e12:.1f} TFLOP/s")
     print(f"mlt: {mlt['summary']}")
-    print("| system | tokens/s | TFLOP/s | MFU | peak GPU memory (GiB) | mlt / this |")
+    # mlt rows after the first: their speed-up over it (the scaling of a
+    # multi-GPU plan); reference rows: the first mlt row's ratio to them.
+    print("| system | tokens/s | TFLOP/s | MFU (per GPU) | peak GPU memory (GiB, GPU 0) | ratio |")
     print("|---|---|---|---|---|---|")
-    for r in rows:
-        mem = (f"{r['peak_mem_gib']} measured, {r['predicted_gib']} predicted" if r is mlt
+    for i, r in enumerate(rows):
+        mem = (f"{r['peak_mem_gib']} measured, {r['predicted_gib']} predicted" if i < mlt_rows
                else f"{r['peak_mem_gib']}")
-        ratio = "" if r is mlt else f"{mlt['tokens_per_s'] / r['tokens_per_s']:.2f}x"
+        if i == 0:
+            ratio = ""
+        elif i < mlt_rows:
+            ratio = f"{r['tokens_per_s'] / mlt['tokens_per_s']:.2f}x the first"
+        else:
+            ratio = f"mlt {mlt['tokens_per_s'] / r['tokens_per_s']:.2f}x"
         print(f"| {r['system']} | {r['tokens_per_s']} | {r['tflops']} | {r['mfu']:.1%} | {mem} | {ratio} |")
     with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump(dict(config=args.config, shape=shape, flops_per_token=fpt, rows=rows), f, indent=1)
+        json.dump(dict(config=args.config, shapes=shapes, flops_per_token=fpt, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

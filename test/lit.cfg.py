@@ -18,5 +18,9 @@ config.substitutions.append(("%shared", config.shared_dir))
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%fixture_tools", os.path.join(config.test_source_root, "Training", "fixture_tools.py")))
 config.excludes.append("fixture_tools.py")
+# mlt-run built with the CUDA backend (--device cuda compiles for its GPU
+# architecture); no GPU is needed.
+if getattr(config, "mlt_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda-backend")
 if os.path.isdir(os.path.join(config.shared_dir, "fixtures")):
     config.available_features.add("shared-fixtures")

@@ -133,6 +133,9 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))
     return fail(options.model + ": compilation failed");
+  if (!options.target.empty())
+    (*module)->setAttr("mlt_rt.target",
+                       StringAttr::get(&context, options.target));
   if (failed(exportPlan(*module, planBytes)))
     return fail(options.model + ": plan export failed");
   return true;

@@ -257,12 +257,15 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
       axes.push_back(fb::CreateMeshAxis(
           fbb, fbb.CreateString(axis.getValue().str()), size));
+  auto target = module->getAttrOfType<StringAttr>("mlt_rt.target");
   auto plan = fb::CreatePlan(
       fbb, mlt::rt::kPlanFormatVersion, fbb.CreateString("mlt"), model,
       worldSize, fbb.CreateVector(ranks),
       mesh ? fbb.CreateVector(axes)
            : flatbuffers::Offset<
-                 flatbuffers::Vector<flatbuffers::Offset<fb::MeshAxis>>>());
+                 flatbuffers::Vector<flatbuffers::Offset<fb::MeshAxis>>>(),
+      target ? fbb.CreateString(target.getValue().str())
+             : flatbuffers::Offset<flatbuffers::String>());
   fbb.Finish(plan, mlt::rt::kPlanFileIdentifier);
   bytes.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                fbb.GetSize());

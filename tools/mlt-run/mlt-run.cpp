@@ -436,6 +436,12 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.microBatch = *o.batch / compile.microbatches;
   compile.seqLen = *o.seqLen;
   compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
+#ifdef MLT_HAVE_CUDA
+  // A plan compiled for the GPU names the architecture of this build's
+  // kernels; a plan for the CPU runs anywhere.
+  if (o.device == "cuda")
+    compile.target = MLT_CUDA_TARGET;
+#endif
   compile.tp = o.tp.value_or(1);
   compile.dp = o.dp.value_or(1);
   compile.sequenceParallel = o.sequenceParallel;

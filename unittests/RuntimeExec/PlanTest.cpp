@@ -51,6 +51,7 @@ InstructionDesc &firstMicroInstruction(Plan &plan) {
 // Tests that a plan round-trips through the file format unchanged.
 TEST(PlanTest, RoundTrip) {
   Plan plan = tinyPlan();
+  plan.target = "sm_90";
   ASSERT_TRUE(verifyPlan(plan).isOk()) << verifyPlan(plan).message();
   std::string bytes = serializePlan(plan);
   EXPECT_TRUE(hasPlanIdentifier(bytes.data(), bytes.size()));
@@ -60,6 +61,7 @@ TEST(PlanTest, RoundTrip) {
 
   EXPECT_EQ(parsed->formatVersion, kPlanFormatVersion);
   EXPECT_EQ(parsed->producer, plan.producer);
+  EXPECT_EQ(parsed->target, "sm_90");
   EXPECT_EQ(parsed->model.hfConfig, plan.model.hfConfig);
   EXPECT_EQ(parsed->model.vocabSize, plan.model.vocabSize);
   EXPECT_EQ(parsed->model.microBatch, plan.model.microBatch);

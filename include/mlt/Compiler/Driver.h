@@ -24,6 +24,9 @@ struct CompileOptions {
   int64_t microBatch = 0;
   int64_t seqLen = 0;
   int64_t microbatches = 1;
+  /// The GPU architecture the plan is for ("sm_90"), recorded in the plan
+  /// so that a device of another architecture refuses it; empty: any.
+  std::string target;
   /// The compute type (mlt-mixed-precision): "f32", or "bf16" for bf16
   /// activations and weight copies on f32 master weights.
   std::string dtype = "f32";

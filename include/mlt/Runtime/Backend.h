@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <string>
 #include <vector>
 
 namespace mlt::rt {
@@ -85,6 +86,10 @@ public:
 
   /// Waits until every queued call has finished.
   virtual Status synchronize() = 0;
+
+  /// The device's architecture as plans name it ("sm_90"); empty when any
+  /// plan suits it (the CPU). A plan compiled for another target is refused.
+  virtual std::string architecture() const { return ""; }
 };
 
 /// A kind of device.

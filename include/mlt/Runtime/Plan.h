@@ -147,6 +147,8 @@ struct Plan {
   /// The device mesh (Mesh.h's row-major order); collectives name an axis by
   /// its index here. Empty: a single rank, which launches no collectives.
   std::vector<MeshAxis> mesh;
+  /// The GPU architecture the plan was compiled for ("sm_90"); empty: any.
+  std::string target;
 };
 
 /// The plan's mesh as a Mesh; fails when the plan has no mesh (a single

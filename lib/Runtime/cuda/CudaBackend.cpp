@@ -134,6 +134,7 @@ public:
                 const std::vector<BufferView> &inputs,
                 const std::vector<BufferView> &outputs) override;
   Status synchronize() override;
+  std::string architecture() const override { return architecture_; }
 
 private:
   /// Makes the context's device current on the calling thread.
@@ -166,6 +167,8 @@ private:
   Status deviceError(const DeviceErrorRecord &record) const;
 
   int device_;
+  /// "sm_90": the device's compute capability, as plans name targets.
+  std::string architecture_;
   Communicator *communicator_;
   bool syncEachLaunch_ = false;
   cudaStream_t stream_ = nullptr;
@@ -201,6 +204,10 @@ CudaDeviceContext::~CudaDeviceContext() {
 
 Status CudaDeviceContext::init() {
   MLT_RETURN_IF_ERROR(activate());
+  cudaDeviceProp properties;
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, device_));
+  architecture_ = "sm_" + std::to_string(properties.major * 10 +
+                                         properties.minor);
   MLT_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void **>(&errorRecord_),

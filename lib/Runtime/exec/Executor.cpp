@@ -135,6 +135,14 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
       backend.createContext(RankInfo{rank.rank, plan.worldSize, communicator});
   if (!device)
     return device.takeStatus();
+  // Before the arena: a plan for another GPU is refused at once.
+  const std::string architecture = (*device)->architecture();
+  if (!plan.target.empty() && !architecture.empty() &&
+      plan.target != architecture)
+    return errorf("the plan was compiled for ", plan.target,
+                  " but this device is ", architecture,
+                  "; compile it for this GPU (mlt-run MODEL --device cuda "
+                  "--emit-plan FILE on a build of this architecture)");
   std::unique_ptr<Executor> executor(
       new Executor(rank, backend, std::move(*device)));
 

@@ -139,6 +139,7 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
   result.formatVersion = fb.format_version();
   result.producer = toString(fb.producer());
   result.worldSize = fb.world_size();
+  result.target = toString(fb.target());
   if (fb.mesh()) {
     for (const plan::MeshAxis *fbAxis : *fb.mesh()) {
       std::string name = fbAxis->name()->str();
@@ -344,9 +345,12 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           builder, builder.CreateString(axis.name), uint32_t(axis.size)));
     mesh = builder.CreateVector(axes);
   }
+  auto target = planValue.target.empty()
+                    ? flatbuffers::Offset<flatbuffers::String>()
+                    : builder.CreateString(planValue.target);
   auto root =
       plan::CreatePlan(builder, planValue.formatVersion, producer, modelInfo,
-                       planValue.worldSize, rankVector, mesh);
+                       planValue.worldSize, rankVector, mesh, target);
   plan::FinishPlanBuffer(builder, root);
   return std::string(reinterpret_cast<const char *>(builder.GetBufferPointer()),
                      builder.GetSize());

@@ -66,6 +66,8 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
      << " x seq " << model.seqLen << ", " << model.microbatches
      << " micro-batch(es) per step, hf_config " << model.hfConfig.size()
      << " bytes\n";
+  if (!plan.target.empty())
+    os << "target: " << plan.target << "\n";
 
   for (const RankPlan &rank : plan.ranks) {
     size_t nameWidth = 4;

@@ -86,9 +86,8 @@ TEST(CudaBackendTest, CheckSupportedNamesTheInstruction) {
                instruction(Kernel::Add, {0, 1}, {2}, {4})));
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
-            "program 'p' instruction 0 (add): buffer 'b1' is bf16, but the "
-            "CUDA backend computes in f32 only (bf16 comes later; f64 is "
-            "CPU-only)");
+            "program 'p' instruction 0 (add): buffer 'b1' is bf16, but buffer "
+            "'b0' is f32; an instruction computes in one float type");
 
   status = backend->checkSupported(rankWith(
       {ET::F32, ET::F32}, instruction(Kernel::AllReduceSum, {0}, {1}, {4, 0})));

@@ -15,6 +15,7 @@
 #include "kernels/cross_entropy.h"
 
 #include "mlt/Runtime/cpu/CrossEntropy.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>
 
@@ -293,6 +294,63 @@ TEST(CudaCrossEntropyTest, BadLabelIsReportedAndGivesNaN) {
   EXPECT_FALSE(std::isnan(lse[0]));
   EXPECT_TRUE(std::isnan(lse[1]));
   checkRecord(7);
+}
+
+// Mixed precision: bf16 logits (the LM head's output) with f32 statistics,
+// loss and dloss, and a bf16 gradient. Against the CPU float kernels on the
+// same (bf16) logits: the loss and the shard statistics as closely as in
+// f32, the gradient within its one bf16 rounding.
+TEST(CudaCrossEntropyTest, BF16LogitsMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(506);
+  for (const Shape &s : kShapes) {
+    SCOPED_TRACE(describe(s));
+    std::vector<float> logits =
+        randomVector<float>(rng, s.rows * s.vocab, -8.0, 8.0);
+    std::vector<uint16_t> bits(logits.size());
+    cpu::castFloatToBF16(bits.data(), logits.data(), int64_t(logits.size()));
+    cpu::castBF16ToFloat(logits.data(), bits.data(), int64_t(logits.size()));
+    auto labels = randomIds(rng, s.rows, int32_t(s.vocab));
+    const float dloss = 0.75f;
+    float refLoss = 0.f;
+    std::vector<float> lse(s.rows), refGrad(logits.size());
+    ASSERT_TRUE(cpu::crossEntropyForward<float>(&refLoss, lse.data(),
+                                                logits.data(), labels.data(),
+                                                s.rows, s.vocab, s.rows));
+    ASSERT_TRUE(cpu::crossEntropyBackward<float>(
+        refGrad.data(), logits.data(), lse.data(), labels.data(), dloss, s.rows,
+        s.vocab, s.rows));
+
+    DeviceBuffer<uint16_t> dLogits(bits.size()), dGrad(bits.size());
+    DeviceBuffer<float> dLoss(1), dDloss(1), dLse(s.rows), dTarget(s.rows);
+    DeviceBuffer<int32_t> dLabels(s.rows);
+    dLogits.upload(bits);
+    dLabels.upload(labels);
+    dDloss.upload({dloss});
+    auto bf = [](uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); };
+    const size_t scratchBytes = crossEntropyFwdScratchBytes(s.rows);
+    DeviceBuffer<char> scratch(scratchBytes);
+    ASSERT_TRUE(launchCrossEntropyFwd(
+        dLoss.get(), bf(dLogits.get()), dLabels.get(), s.rows, s.vocab, s.rows,
+        scratch.get(), scratchBytes, kNoErrors, 0));
+    EXPECT_NEAR(download1(dLoss), refLoss, kTol * std::abs(refLoss) + 1e-7);
+    ASSERT_TRUE(launchCrossEntropyBwd(bf(dGrad.get()), dDloss.get(),
+                                      bf(dLogits.get()), dLabels.get(), s.rows,
+                                      s.vocab, s.rows, kNoErrors, 0));
+    std::vector<float> grad(bits.size());
+    const std::vector<uint16_t> gradBits = dGrad.download();
+    cpu::castBF16ToFloat(grad.data(), gradBits.data(), int64_t(grad.size()));
+    EXPECT_LT(relError(grad, refGrad), 8e-3);
+    // The statistics of the whole vocabulary as one shard: lse and target.
+    ASSERT_TRUE(launchCrossEntropyStats(
+        dLse.get(), dTarget.get(), bf(dLogits.get()), dLabels.get(), s.rows,
+        s.vocab, 0, s.vocab, kNoErrors, 0));
+    EXPECT_LT(relError(dLse.download(), lse), kTol);
+    std::vector<float> target(s.rows);
+    for (int64_t r = 0; r < s.rows; ++r)
+      target[r] = logits[r * s.vocab + labels[r]];
+    EXPECT_EQ(dTarget.download(), target);
+  }
 }
 
 TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {

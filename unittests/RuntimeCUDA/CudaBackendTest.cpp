@@ -113,6 +113,29 @@ TEST(CudaBackendTest, CheckSupportedNamesTheInstruction) {
   EXPECT_EQ(status.message(),
             "program 'p' instruction 0 (sum_squares): buffer 'b1' is f64, but "
             "this operand is an f32 scalar");
+
+  // bf16 compute (mixed precision), with f32 weight gradients; f64 is
+  // CPU-only, and rms_norm_bwd's dw must be f32.
+  EXPECT_TRUE(backend->checkSupported(
+      rankWith({ET::BF16, ET::BF16, ET::BF16},
+               instruction(Kernel::Add, {0, 1}, {2}, {4}))));
+  EXPECT_TRUE(backend->checkSupported(
+      rankWith({ET::BF16, ET::BF16, ET::F32},
+               instruction(Kernel::MatmulAccumulate, {0, 1}, {2},
+                           {1, 2, 2, 1, 0, 0, 0}))));
+  status = backend->checkSupported(rankWith(
+      {ET::F64, ET::F64, ET::F64}, instruction(Kernel::Add, {0, 1}, {2}, {4})));
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "program 'p' instruction 0 (add): buffer 'b0' is f64, but the CUDA "
+            "backend computes in f32 and bf16 only (f64 is CPU-only)");
+  status = backend->checkSupported(
+      rankWith({ET::BF16, ET::BF16, ET::BF16, ET::BF16, ET::BF16},
+               instruction(Kernel::RMSNormBwd, {0, 1, 2}, {3, 4}, {1, 4})));
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "program 'p' instruction 0 (rms_norm_bwd): buffer 'b4' is bf16; "
+            "the CUDA backend writes this weight gradient in f32");
 }
 
 TEST(CudaBackendTest, ContextsNeedDevices) {

@@ -200,6 +200,13 @@ TEST(CudaElementwiseTest, BF16OpsRoundLikeTheCpu) {
       e = cf;
       cpu::accumulate(e.data(), af.data(), n);
       expectBF16Near(y.download(), toBF16(e), 0);
+
+      // A bf16 gradient into an f32 one: exact widening, one f32 add.
+      OffsetBuffer<float> yf(cf, offset);
+      ASSERT_TRUE(launchAccumulate(yf.get(), bf16(da.get()), n, 0));
+      e = cf;
+      cpu::accumulate(e.data(), af.data(), n);
+      EXPECT_EQ(yf.download(), e);
     }
   }
 }

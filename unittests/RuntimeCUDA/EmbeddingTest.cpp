@@ -13,6 +13,7 @@
 #include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/Embedding.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>
 
@@ -148,9 +149,79 @@ TEST(CudaEmbeddingTest, BadIdsAreReportedWithTheFirstPosition) {
   }
 }
 
+// A mixed-precision plan: a bf16 table copy (moved as it is) and a bf16 dout
+// summed into the f32 gradient. Widened to f32, the bf16 values are the
+// CPU's inputs, so both directions still match bit for bit.
+TEST(CudaEmbeddingTest, BF16MatchesTheCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(7);
+  for (const Shape &s : {Shape{7, 5, 3, 1, 0}, Shape{513, 300, 128, 1, 0},
+                         Shape{100, 64, 36, 2, 1}})
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(testing::Message()
+                   << "tokens " << s.tokens << " hidden " << s.hidden
+                   << " shard " << s.shard << " offset " << offset);
+      const int64_t vocabTotal = s.vocabShard * s.shards;
+      const int64_t vocabOffset = s.shard * s.vocabShard;
+      auto bf16 = [](const std::vector<float> &x) {
+        std::vector<uint16_t> bits(x.size());
+        cpu::castFloatToBF16(bits.data(), x.data(), int64_t(x.size()));
+        std::vector<float> widened(x.size());
+        cpu::castBF16ToFloat(widened.data(), bits.data(), int64_t(x.size()));
+        return std::make_pair(bits, widened);
+      };
+      const std::vector<int32_t> ids =
+          randomIds(rng, s.tokens, int32_t(vocabTotal));
+      const auto [tableBits, table] =
+          bf16(randomFloats(rng, s.vocabShard * s.hidden));
+      const auto [doutBits, dout] =
+          bf16(randomFloats(rng, s.tokens * s.hidden));
+      DeviceBuffer<int32_t> dids(s.tokens);
+      DeviceBuffer<uint16_t> dtable(tableBits.size() + offset),
+          dact(doutBits.size() + offset);
+      DeviceBuffer<float> dgrad(table.size() + offset);
+      dids.upload(ids);
+      dtable.upload(padFront(tableBits, offset));
+      auto bf = [](uint16_t *p) {
+        return reinterpret_cast<__nv_bfloat16 *>(p);
+      };
+
+      ASSERT_TRUE(launchEmbeddingForward(
+          bf(dact.get() + offset), dids.get(), bf(dtable.get() + offset),
+          s.tokens, s.vocabShard, s.hidden, vocabOffset, vocabTotal,
+          DeviceErrorSink{}, nullptr));
+      std::vector<float> expected(s.tokens * s.hidden);
+      ASSERT_TRUE(cpu::embeddingForwardShard(
+          expected.data(), ids.data(), table.data(), s.tokens, s.vocabShard,
+          s.hidden, vocabOffset, vocabTotal));
+      const std::vector<uint16_t> out = dact.download();
+      EXPECT_EQ(std::vector<uint16_t>(out.begin() + offset, out.end()),
+                bf16(expected).first);
+
+      dgrad.upload(padFront(randomFloats(rng, table.size()), offset));
+      dact.upload(padFront(doutBits, offset));
+      const size_t bytes =
+          embeddingBackwardScratchBytes(s.tokens, s.vocabShard);
+      DeviceBuffer<uint8_t> scratch(bytes);
+      ASSERT_TRUE(launchEmbeddingBackward(
+          dgrad.get() + offset, dids.get(), bf(dact.get() + offset), s.tokens,
+          s.vocabShard, s.hidden, vocabOffset, vocabTotal, scratch.get(), bytes,
+          DeviceErrorSink{}, nullptr));
+      std::vector<float> expectedGrad(table.size(), 0.0f);
+      ASSERT_TRUE(cpu::embeddingBackwardShard(
+          expectedGrad.data(), ids.data(), dout.data(), s.tokens, s.vocabShard,
+          s.hidden, vocabOffset, vocabTotal));
+      const std::vector<float> grad = dgrad.download();
+      EXPECT_EQ(std::vector<float>(grad.begin() + offset, grad.end()),
+                expectedGrad);
+    }
+}
+
 TEST(CudaEmbeddingTest, RejectsAShardOutsideTheVocabulary) {
-  rt::Status status = launchEmbeddingForward(nullptr, nullptr, nullptr, 4, 8, 2,
-                                             4, 10, DeviceErrorSink{}, nullptr);
+  rt::Status status =
+      launchEmbeddingForward(static_cast<float *>(nullptr), nullptr,
+                             static_cast<const float *>(nullptr), 4, 8, 2, 4,
+                             10, DeviceErrorSink{}, nullptr);
   ASSERT_FALSE(status);
   EXPECT_EQ(
       status.message(),

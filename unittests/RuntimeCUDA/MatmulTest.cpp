@@ -180,6 +180,41 @@ TEST(CudaMatmulTest, Bf16MatchesF32Reference) {
   });
 }
 
+// Tests the mixed-precision forms: bf16 operands into an f32 c (a weight
+// gradient), overwritten, and added into c's old contents in the epilogue
+// (matmul_accumulate, beta = 1), against the f32 product of the same bf16
+// inputs: no output rounding, so fp32 accumulation-order tolerance.
+TEST(CudaMatmulTest, Bf16IntoF32OverwritesAndAccumulates) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(23);
+  forEachShape([&](const MatmulShape &s) {
+    auto a = randomVector<float>(rng, sizeA(s));
+    auto b = randomVector<float>(rng, sizeB(s));
+    const std::vector<uint16_t> a16 = roundToBf16(a), b16 = roundToBf16(b);
+    const std::vector<float> product = cpuMatmul(s, a, b);
+    const std::vector<float> old = randomVector<float>(rng, sizeC(s));
+    DeviceBuffer<uint16_t> da(a16.size()), db(b16.size());
+    DeviceBuffer<float> dc(sizeC(s));
+    da.upload(a16);
+    db.upload(b16);
+    dc.upload(std::vector<float>(sizeC(s), std::nanf("")));
+    ASSERT_TRUE(runner->run(s, da.get(), db.get(), dc.get(),
+                            rt::ElementType::BF16, rt::ElementType::F32,
+                            nullptr, nullptr));
+    EXPECT_LT(relError(dc.download(), product), kF32Tol) << describe(s);
+    dc.upload(old);
+    ASSERT_TRUE(runner->run(s, da.get(), db.get(), dc.get(),
+                            rt::ElementType::BF16, rt::ElementType::F32,
+                            dc.get(), nullptr));
+    std::vector<float> sum(product.size());
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] = old[i] + product[i];
+    EXPECT_LT(relError(dc.download(), sum), kF32Tol) << describe(s);
+  });
+}
+
 // Tests that f32 is pure fp32, not TF32: (1 + 2^-20)^2 rounds to 1 + 2^-19
 // in fp32, but to 1 from TF32's 10-bit mantissas.
 TEST(CudaMatmulTest, F32IsNotTF32) {

@@ -142,6 +142,8 @@ struct AdamWCase {
   bool decay;
   float gradScale;
   float beta1;
+  /// Whether AdamW also writes the parameter's bf16 compute copy.
+  bool copy = false;
 };
 
 void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
@@ -151,6 +153,10 @@ void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
   const int64_t n = c.n, off = c.offset;
   std::vector<float> param = randomFloats(rng, n), m(n, 0.0f), v(n, 0.0f);
   DeviceBuffer<float> dp(n + off), dm(n + off), dv(n + off), dg(n + off);
+  // The compute copy (optional fourth output), poisoned so that an element
+  // the kernel misses shows.
+  DeviceBuffer<uint16_t> dcopy(n + off);
+  dcopy.upload(std::vector<uint16_t>(n + off, 0x7FC1));
   auto pad = [&](const std::vector<float> &x) { return padFront(x, off); };
   auto unpad = [&](const std::vector<float> &x) {
     return std::vector<float>(x.begin() + off, x.end());
@@ -171,9 +177,11 @@ void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
     scalars.buffer.upload({c.gradScale, float(params.lr), float(params.beta1),
                            float(params.beta2), float(params.eps),
                            float(params.weightDecay), float(step)});
-    ASSERT_TRUE(launchAdamW(dp.get() + off, dm.get() + off, dv.get() + off,
-                            dg.get() + off, n, scalars.pointers(), c.decay,
-                            DeviceErrorSink{}, nullptr));
+    ASSERT_TRUE(launchAdamW(
+        dp.get() + off, dm.get() + off, dv.get() + off, dg.get() + off, n,
+        scalars.pointers(), c.decay,
+        c.copy ? reinterpret_cast<__nv_bfloat16 *>(dcopy.get() + off) : nullptr,
+        DeviceErrorSink{}, nullptr));
     // CpuBackend.cpp: the gradient scaled in f32, then cpu::adamwStep.
     std::vector<float> scaled = grad;
     if (c.gradScale != 1.0f)
@@ -187,6 +195,15 @@ void checkAdamW(const AdamWCase &c, std::mt19937 &rng) {
     expectWithinUlps(unpad(dv.download()), v, 2);
     // The gradient is read only.
     EXPECT_EQ(unpad(dg.download()), grad);
+    if (c.copy) {
+      // The copy is the updated parameter rounded as `cast` rounds it.
+      std::vector<uint16_t> expected(n);
+      const std::vector<float> updated = unpad(dp.download());
+      cpu::castFloatToBF16(expected.data(), updated.data(), n);
+      const std::vector<uint16_t> copy = dcopy.download();
+      EXPECT_EQ(std::vector<uint16_t>(copy.begin() + off, copy.end()),
+                expected);
+    }
   }
 }
 
@@ -200,6 +217,10 @@ TEST(CudaOptimizerTest, AdamWMatchesTheCpu) {
   // Clipping, and beta1 < 0.5 (lerp's other branch).
   checkAdamW({1027, 0, true, 0.37f, 0.9f}, rng);
   checkAdamW({1027, 0, true, 1.0f, 0.3f}, rng);
+  // The bf16 compute copy in the same pass (vector path, and an odd offset:
+  // the scalar one).
+  for (int64_t offset : {0, 1})
+    checkAdamW({100003, offset, true, 1.0f, 0.9f, true}, rng);
 }
 
 TEST(CudaOptimizerTest, AdamWReportsAnInvalidStep) {
@@ -220,7 +241,7 @@ TEST(CudaOptimizerTest, AdamWReportsAnInvalidStep) {
   sink.record = record.get();
   sink.tag = 7;
   ASSERT_TRUE(launchAdamW(dp.get(), dm.get(), dv.get(), dg.get(), n,
-                          scalars.pointers(), true, sink, nullptr));
+                          scalars.pointers(), true, nullptr, sink, nullptr));
   const DeviceErrorRecord r = record.download()[0];
   EXPECT_EQ(r.owner, 7u);
   EXPECT_EQ(r.code, unsigned(kDeviceErrorInvalidStep));

@@ -204,7 +204,8 @@ TEST(CudaRMSNormTest, BF16MatchesCpuWithinRounding) {
     cpuBackward(dxRef, dwRef, dy, x, w, s.rows, s.dim);
 
     DeviceBuffer<uint16_t> dX(xb.size()), dW(wb.size()), dDy(dyb.size()),
-        dY(xb.size()), dDx(xb.size()), dDw(s.dim);
+        dY(xb.size()), dDx(xb.size());
+    DeviceBuffer<float> dDw(s.dim); // a parameter's gradient: f32
     dX.upload(xb);
     dW.upload(wb);
     dDy.upload(dyb);
@@ -213,7 +214,7 @@ TEST(CudaRMSNormTest, BF16MatchesCpuWithinRounding) {
                                  bf(dW.get()), s.rows, s.dim, kEps, 0));
     const size_t scratchBytes = rmsNormBwdScratchBytes(s.rows, s.dim);
     DeviceBuffer<char> scratch(scratchBytes);
-    ASSERT_TRUE(launchRmsNormBwd(bf(dDx.get()), bf(dDw.get()), bf(dDy.get()),
+    ASSERT_TRUE(launchRmsNormBwd(bf(dDx.get()), dDw.get(), bf(dDy.get()),
                                  bf(dX.get()), bf(dW.get()), s.rows, s.dim,
                                  kEps, scratch.get(), scratchBytes, 0));
     auto widen = [](const std::vector<uint16_t> &bits) {
@@ -225,7 +226,8 @@ TEST(CudaRMSNormTest, BF16MatchesCpuWithinRounding) {
     // rounds twice (x * rstd, then the weight product).
     EXPECT_LT(relError(widen(dY.download()), yRef), 1e-2);
     EXPECT_LT(relError(widen(dDx.download()), dxRef), 1e-2);
-    EXPECT_LT(relError(widen(dDw.download()), dwRef), 1e-2);
+    // dw is summed in f64 over f32 partials and rounded once to f32.
+    EXPECT_LT(relError(dDw.download(), dwRef), 1e-4);
   }
 }
 

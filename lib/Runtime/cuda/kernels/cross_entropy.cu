@@ -43,9 +43,9 @@ bool vectorizable(int64_t n, const void *a, const void *b = nullptr) {
 
 /// Launches rowStatsKernel (per-row loss or shard statistics).
 template <typename T>
-rt::Status launchRowStats(float *rowLoss, T *lse, T *target, const T *logits,
-                          const int32_t *labels, int64_t rows, int64_t n,
-                          int64_t labelOffset, int64_t vocabTotal,
+rt::Status launchRowStats(float *rowLoss, float *lse, float *target,
+                          const T *logits, const int32_t *labels, int64_t rows,
+                          int64_t n, int64_t labelOffset, int64_t vocabTotal,
                           DeviceErrorSink errors, cudaStream_t stream) {
   const bool vec = vectorizable<T>(n, logits);
   const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
@@ -62,8 +62,8 @@ rt::Status launchRowStats(float *rowLoss, T *lse, T *target, const T *logits,
 }
 
 template <typename T>
-rt::Status launchGradient(T *dlogits, const T *dloss, const T *logits,
-                          const int32_t *labels, const T *lse, int64_t rows,
+rt::Status launchGradient(T *dlogits, const float *dloss, const T *logits,
+                          const int32_t *labels, const float *lse, int64_t rows,
                           int64_t n, int64_t labelOffset, int64_t vocabTotal,
                           int64_t lossDivisor, DeviceErrorSink errors,
                           cudaStream_t stream) {
@@ -83,18 +83,11 @@ rt::Status launchGradient(T *dlogits, const T *dloss, const T *logits,
   return rt::Status::ok();
 }
 
-} // namespace
-
-size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
-  return rows > 0 ? size_t(rows) * sizeof(float) : 0;
-}
-
-rt::Status mlt::cuda::launchCrossEntropyFwd(float *loss, const float *logits,
-                                            const int32_t *labels, int64_t rows,
-                                            int64_t vocab, int64_t lossDivisor,
-                                            void *scratch, size_t scratchBytes,
-                                            DeviceErrorSink errors,
-                                            cudaStream_t stream) {
+template <typename T>
+rt::Status crossEntropyFwd(float *loss, const T *logits, const int32_t *labels,
+                           int64_t rows, int64_t vocab, int64_t lossDivisor,
+                           void *scratch, size_t scratchBytes,
+                           DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy", rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy", lossDivisor));
   const size_t needed = crossEntropyFwdScratchBytes(rows);
@@ -103,70 +96,110 @@ rt::Status mlt::cuda::launchCrossEntropyFwd(float *loss, const float *logits,
                       " bytes of scratch given, ", needed, " needed");
   float *rowLoss = static_cast<float *>(scratch);
   if (rows > 0)
-    MLT_RETURN_IF_ERROR(launchRowStats<float>(rowLoss, nullptr, nullptr,
-                                              logits, labels, rows, vocab, 0,
-                                              vocab, errors, stream));
+    MLT_RETURN_IF_ERROR(launchRowStats<T>(rowLoss, nullptr, nullptr, logits,
+                                          labels, rows, vocab, 0, vocab, errors,
+                                          stream));
   sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows,
                                                double(lossDivisor));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy (loss sum)");
   return rt::Status::ok();
 }
 
-rt::Status mlt::cuda::launchCrossEntropyBwd(float *dlogits, const float *dloss,
-                                            const float *logits,
-                                            const int32_t *labels, int64_t rows,
-                                            int64_t vocab, int64_t lossDivisor,
-                                            DeviceErrorSink errors,
-                                            cudaStream_t stream) {
+template <typename T>
+rt::Status crossEntropyBwd(T *dlogits, const float *dloss, const T *logits,
+                           const int32_t *labels, int64_t rows, int64_t vocab,
+                           int64_t lossDivisor, DeviceErrorSink errors,
+                           cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy backward", rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy backward", lossDivisor));
-  return launchGradient<float>(dlogits, dloss, logits, labels, nullptr, rows,
-                               vocab, 0, vocab, lossDivisor, errors, stream);
+  return launchGradient<T>(dlogits, dloss, logits, labels, nullptr, rows, vocab,
+                           0, vocab, lossDivisor, errors, stream);
 }
 
-rt::Status mlt::cuda::launchCrossEntropyStats(
-    float *lse, float *target, const float *logits, const int32_t *labels,
-    int64_t rows, int64_t vocabLocal, int64_t vocabOffset, int64_t vocabTotal,
-    DeviceErrorSink errors, cudaStream_t stream) {
+template <typename T>
+rt::Status crossEntropyStats(float *lse, float *target, const T *logits,
+                             const int32_t *labels, int64_t rows,
+                             int64_t vocabLocal, int64_t vocabOffset,
+                             int64_t vocabTotal, DeviceErrorSink errors,
+                             cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(cpu::checkVocabShard("cross_entropy_stats", vocabLocal,
                                            vocabOffset, vocabTotal));
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy_stats", rows, vocabLocal));
   if (rows == 0)
     return rt::Status::ok();
-  return launchRowStats<float>(nullptr, lse, target, logits, labels, rows,
-                               vocabLocal, vocabOffset, vocabTotal, errors,
-                               stream);
+  return launchRowStats<T>(nullptr, lse, target, logits, labels, rows,
+                           vocabLocal, vocabOffset, vocabTotal, errors, stream);
 }
 
-rt::Status mlt::cuda::launchCrossEntropyCombine(float *lse, float *loss,
-                                                const float *parts,
-                                                const float *target,
-                                                int64_t rows, int64_t numParts,
-                                                int64_t lossDivisor,
-                                                cudaStream_t stream) {
+template <typename T>
+rt::Status crossEntropyBwdStats(T *dlogits, const float *dloss, const T *logits,
+                                const int32_t *labels, const float *lse,
+                                int64_t rows, int64_t vocabLocal,
+                                int64_t vocabOffset, int64_t vocabTotal,
+                                int64_t lossDivisor, DeviceErrorSink errors,
+                                cudaStream_t stream) {
+  const char *kernel = "cross_entropy_stats backward";
+  MLT_RETURN_IF_ERROR(
+      cpu::checkVocabShard(kernel, vocabLocal, vocabOffset, vocabTotal));
+  MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocabLocal));
+  MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
+  return launchGradient<T>(dlogits, dloss, logits, labels, lse, rows,
+                           vocabLocal, vocabOffset, vocabTotal, lossDivisor,
+                           errors, stream);
+}
+
+} // namespace
+
+size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
+  return rows > 0 ? size_t(rows) * sizeof(float) : 0;
+}
+
+#define MLT_DEFINE_CROSS_ENTROPY(T)                                            \
+  rt::Status mlt::cuda::launchCrossEntropyFwd(                                 \
+      float *loss, const T *logits, const int32_t *labels, int64_t rows,       \
+      int64_t vocab, int64_t lossDivisor, void *scratch, size_t scratchBytes,  \
+      DeviceErrorSink errors, cudaStream_t stream) {                           \
+    return crossEntropyFwd(loss, logits, labels, rows, vocab, lossDivisor,     \
+                           scratch, scratchBytes, errors, stream);             \
+  }                                                                            \
+  rt::Status mlt::cuda::launchCrossEntropyBwd(                                 \
+      T *dlogits, const float *dloss, const T *logits, const int32_t *labels,  \
+      int64_t rows, int64_t vocab, int64_t lossDivisor,                        \
+      DeviceErrorSink errors, cudaStream_t stream) {                           \
+    return crossEntropyBwd(dlogits, dloss, logits, labels, rows, vocab,        \
+                           lossDivisor, errors, stream);                       \
+  }                                                                            \
+  rt::Status mlt::cuda::launchCrossEntropyStats(                               \
+      float *lse, float *target, const T *logits, const int32_t *labels,       \
+      int64_t rows, int64_t vocabLocal, int64_t vocabOffset,                   \
+      int64_t vocabTotal, DeviceErrorSink errors, cudaStream_t stream) {       \
+    return crossEntropyStats(lse, target, logits, labels, rows, vocabLocal,    \
+                             vocabOffset, vocabTotal, errors, stream);         \
+  }                                                                            \
+  rt::Status mlt::cuda::launchCrossEntropyBwdStats(                            \
+      T *dlogits, const float *dloss, const T *logits, const int32_t *labels,  \
+      const float *lse, int64_t rows, int64_t vocabLocal, int64_t vocabOffset, \
+      int64_t vocabTotal, int64_t lossDivisor, DeviceErrorSink errors,         \
+      cudaStream_t stream) {                                                   \
+    return crossEntropyBwdStats(dlogits, dloss, logits, labels, lse, rows,     \
+                                vocabLocal, vocabOffset, vocabTotal,           \
+                                lossDivisor, errors, stream);                  \
+  }
+MLT_DEFINE_CROSS_ENTROPY(float)
+MLT_DEFINE_CROSS_ENTROPY(__nv_bfloat16)
+#undef MLT_DEFINE_CROSS_ENTROPY
+
+rt::Status mlt::cuda::launchCrossEntropyCombine(
+    float *lse, float *loss, const float *parts, const float *target,
+    int64_t rows, int64_t numParts, int64_t lossDivisor, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy_combine", lossDivisor));
   if (numParts <= 0 && rows > 0)
     return rt::errorf("cross_entropy_combine: ", numParts,
                       " parts; at least one is needed");
   if (rows < 0)
     return rt::errorf("cross_entropy_combine: ", rows, " rows");
-  combineKernel<float><<<1, kSumThreads, 0, stream>>>(
-      lse, loss, parts, target, rows, numParts, double(lossDivisor));
+  combineKernel<<<1, kSumThreads, 0, stream>>>(lse, loss, parts, target, rows,
+                                               numParts, double(lossDivisor));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_combine");
   return rt::Status::ok();
-}
-
-rt::Status mlt::cuda::launchCrossEntropyBwdStats(
-    float *dlogits, const float *dloss, const float *logits,
-    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
-    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
-    DeviceErrorSink errors, cudaStream_t stream) {
-  const char *kernel = "cross_entropy_stats backward";
-  MLT_RETURN_IF_ERROR(
-      cpu::checkVocabShard(kernel, vocabLocal, vocabOffset, vocabTotal));
-  MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocabLocal));
-  MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
-  return launchGradient<float>(dlogits, dloss, logits, labels, lse, rows,
-                               vocabLocal, vocabOffset, vocabTotal,
-                               lossDivisor, errors, stream);
 }

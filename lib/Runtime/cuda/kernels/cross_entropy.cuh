@@ -6,7 +6,9 @@
 // Invariants:
 // - logits, dlogits are [rows, n] row-major (n = vocab, or vocab_local for a
 //   shard); labels are [rows] int32 global ids; lse, target, rowValues are
-//   [rows]; T is the logits' storage type, statistics are f32.
+//   [rows]; T is the logits' (and dlogits') storage type, f32 or bf16;
+//   statistics (lse, target, the loss, dloss, combine's parts) are f32
+//   always, as Kernels.def's "Element types" says.
 // - Row kernels: one block per row (blockIdx.x), blockDim.x a multiple of 32
 //   (at most 1024) chosen on the host from n only. Each thread owns the
 //   columns of its 16-byte packs i = threadIdx.x + k * blockDim.x (kVec:
@@ -140,7 +142,7 @@ __device__ __forceinline__ float rowLogSumExp(const T *x, int64_t n,
 /// labelOffset 0); with `lse`/`target`, the shard statistics
 /// (cross_entropy_stats). Labels outside [0, vocabTotal) give NaN.
 template <typename T, bool kVec>
-__global__ void rowStatsKernel(float *rowLoss, T *lseOut, T *targetOut,
+__global__ void rowStatsKernel(float *rowLoss, float *lseOut, float *targetOut,
                                const T *logits, const int32_t *labels,
                                int64_t n, int64_t labelOffset,
                                int64_t vocabTotal, DeviceErrorSink errors) {
@@ -160,8 +162,8 @@ __global__ void rowStatsKernel(float *rowLoss, T *lseOut, T *targetOut,
   if (rowLoss)
     rowLoss[row] = valid ? lse - target : NAN;
   if (lseOut) {
-    lseOut[row] = fromCompute<T>(valid ? lse : NAN);
-    targetOut[row] = fromCompute<T>(target);
+    lseOut[row] = valid ? lse : NAN;
+    targetOut[row] = target;
   }
 }
 
@@ -180,41 +182,42 @@ __global__ void sumRowsKernel(float *loss, const float *values, int64_t rows,
 /// cross_entropy_combine: one block of kSumThreads threads; per row (thread
 /// t: rows t, t + blockDim.x, ...) the lse over the parts in f64, as the CPU
 /// kernel; the loss sum in f64 in a fixed order.
-template <typename T>
-__global__ void combineKernel(T *lse, T *loss, const T *parts, const T *target,
-                              int64_t rows, int64_t numParts, double divisor) {
+__global__ void combineKernel(float *lse, float *loss, const float *parts,
+                              const float *target, int64_t rows,
+                              int64_t numParts, double divisor) {
   __shared__ double red[32];
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    double maxValue = double(toCompute(parts[r]));
+    double maxValue = double(parts[r]);
     for (int64_t g = 1; g < numParts; ++g)
-      maxValue = fmax(maxValue, double(toCompute(parts[g * rows + r])));
+      maxValue = fmax(maxValue, double(parts[g * rows + r]));
     double expSum = 0.0;
     for (int64_t g = 0; g < numParts; ++g)
-      expSum += exp(double(toCompute(parts[g * rows + r])) - maxValue);
+      expSum += exp(double(parts[g * rows + r]) - maxValue);
     const double rowLse = maxValue + log(expSum);
-    lse[r] = fromCompute<T>(float(rowLse));
-    sum += rowLse - double(toCompute(target[r]));
+    lse[r] = float(rowLse);
+    sum += rowLse - double(target[r]);
   }
   sum = blockSumDouble(sum, red);
   if (threadIdx.x == 0)
-    *loss = fromCompute<T>(float(sum / divisor));
+    *loss = float(sum / divisor);
 }
 
 /// Gradient rows: dx = (exp(x - lse) - onehot(label - labelOffset)) * dloss /
 /// divisor, with lse recomputed from the row when `lseIn` is null.
 template <typename T, bool kVec>
-__global__ void gradientKernel(T *dlogits, const T *dloss, const T *logits,
-                               const int32_t *labels, const T *lseIn, int64_t n,
-                               int64_t labelOffset, int64_t vocabTotal,
-                               double divisor, DeviceErrorSink errors) {
+__global__ void gradientKernel(T *dlogits, const float *dloss, const T *logits,
+                               const int32_t *labels, const float *lseIn,
+                               int64_t n, int64_t labelOffset,
+                               int64_t vocabTotal, double divisor,
+                               DeviceErrorSink errors) {
   __shared__ MaxSum red[32];
   const int64_t row = blockIdx.x;
   const T *x = logits + row * n;
   T *dx = dlogits + row * n;
   float lse;
   if (lseIn) {
-    lse = toCompute(lseIn[row]);
+    lse = lseIn[row];
   } else {
     lse = rowLogSumExp<T, kVec>(x, n, red);
   }
@@ -224,8 +227,7 @@ __global__ void gradientKernel(T *dlogits, const T *dloss, const T *logits,
   if (!valid && threadIdx.x == 0)
     reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
                       vocabTotal);
-  const float factor =
-      valid ? float(double(toCompute(*dloss)) / divisor) : NAN;
+  const float factor = valid ? float(double(*dloss) / divisor) : NAN;
   if constexpr (kVec) {
     constexpr int W = Pack<T>::kWidth;
     const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
@@ -236,8 +238,8 @@ __global__ void gradientKernel(T *dlogits, const T *dloss, const T *logits,
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const float prob = expf(toCompute(p.v[e]) - lse);
-        out.v[e] = fromCompute<T>(
-            (i * W + e == local ? prob - 1.f : prob) * factor);
+        out.v[e] =
+            fromCompute<T>((i * W + e == local ? prob - 1.f : prob) * factor);
       }
       dxp[i] = out;
     }

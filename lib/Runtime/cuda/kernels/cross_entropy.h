@@ -21,7 +21,9 @@
 // outside the buffers is read or written.
 //
 // `dloss` is a device pointer to the one-element loss gradient (the plan's
-// scalar buffer). Losses are f32 (or the logits' type) scalars.
+// scalar buffer). Logits and their gradient are f32 or bf16 (each launcher
+// has both forms); the loss, dloss and every statistic (lse, target, parts)
+// are f32 in both.
 //
 // Determinism: no atomics. Row statistics are one block per row with a fixed
 // reduction tree; the loss is the sum of the per-row losses (written to
@@ -59,6 +61,11 @@ rt::Status launchCrossEntropyFwd(float *loss, const float *logits,
                                  int64_t vocab, int64_t lossDivisor,
                                  void *scratch, size_t scratchBytes,
                                  DeviceErrorSink errors, cudaStream_t stream);
+rt::Status launchCrossEntropyFwd(float *loss, const __nv_bfloat16 *logits,
+                                 const int32_t *labels, int64_t rows,
+                                 int64_t vocab, int64_t lossDivisor,
+                                 void *scratch, size_t scratchBytes,
+                                 DeviceErrorSink errors, cudaStream_t stream);
 
 /// dlogits = (softmax(logits) - onehot(labels)) * *dloss / lossDivisor, the
 /// lse of each row recomputed. dlogits may alias logits.
@@ -67,6 +74,11 @@ rt::Status launchCrossEntropyBwd(float *dlogits, const float *dloss,
                                  int64_t rows, int64_t vocab,
                                  int64_t lossDivisor, DeviceErrorSink errors,
                                  cudaStream_t stream);
+rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
+                                 const __nv_bfloat16 *logits,
+                                 const int32_t *labels, int64_t rows,
+                                 int64_t vocab, int64_t lossDivisor,
+                                 DeviceErrorSink errors, cudaStream_t stream);
 
 /// Over one vocabulary shard [vocabOffset, vocabOffset + vocabLocal) of a
 /// vocabulary of vocabTotal entries (the backend passes vocabOffset =
@@ -78,6 +90,12 @@ rt::Status launchCrossEntropyStats(float *lse, float *target,
                                    int64_t rows, int64_t vocabLocal,
                                    int64_t vocabOffset, int64_t vocabTotal,
                                    DeviceErrorSink errors, cudaStream_t stream);
+rt::Status launchCrossEntropyStats(float *lse, float *target,
+                                   const __nv_bfloat16 *logits,
+                                   const int32_t *labels, int64_t rows,
+                                   int64_t vocabLocal, int64_t vocabOffset,
+                                   int64_t vocabTotal, DeviceErrorSink errors,
+                                   cudaStream_t stream);
 
 /// lse[r] = logsumexp over g of parts[g, r] (parts [numParts, rows]); *loss =
 /// sum_r (lse[r] - target[r]) / lossDivisor. One block, no scratch.
@@ -89,14 +107,16 @@ rt::Status launchCrossEntropyCombine(float *lse, float *loss,
 /// The shard's dlogits [rows, vocabLocal] = (exp(logits - lse[r]) -
 /// (labels[r] == vocabOffset + j)) * *dloss / lossDivisor, with `lse` the
 /// global one (combine's). dlogits may alias logits.
-rt::Status launchCrossEntropyBwdStats(float *dlogits, const float *dloss,
-                                      const float *logits,
-                                      const int32_t *labels, const float *lse,
-                                      int64_t rows, int64_t vocabLocal,
-                                      int64_t vocabOffset, int64_t vocabTotal,
-                                      int64_t lossDivisor,
-                                      DeviceErrorSink errors,
-                                      cudaStream_t stream);
+rt::Status launchCrossEntropyBwdStats(
+    float *dlogits, const float *dloss, const float *logits,
+    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
+    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
+    DeviceErrorSink errors, cudaStream_t stream);
+rt::Status launchCrossEntropyBwdStats(
+    __nv_bfloat16 *dlogits, const float *dloss, const __nv_bfloat16 *logits,
+    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
+    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
+    DeviceErrorSink errors, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

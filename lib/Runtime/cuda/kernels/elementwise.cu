@@ -244,6 +244,16 @@ void queueFill(void *data, int64_t n, U value, cudaStream_t stream) {
 MLT_DEFINE_ELEMENTWISE(float)
 MLT_DEFINE_ELEMENTWISE(__nv_bfloat16)
 
+rt::Status mlt::cuda::launchAccumulate(float *y, const __nv_bfloat16 *x,
+                                       int64_t n, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkCount("accumulate", n));
+  if (n == 0)
+    return rt::Status::ok();
+  accumulateWidenKernel<<<flatBlocks(n), kFlatThreads, 0, stream>>>(y, x, n);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("accumulate");
+  return rt::Status::ok();
+}
+
 rt::Status mlt::cuda::launchCast(void *out, rt::ElementType outType,
                                  const void *in, rt::ElementType inType,
                                  int64_t n, cudaStream_t stream) {

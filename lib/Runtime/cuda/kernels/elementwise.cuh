@@ -122,6 +122,14 @@ struct AccumulateOp {
   }
 };
 
+/// y (f32) += x (bf16, widened exactly): a bf16 gradient added into a
+/// parameter's f32 gradient. One element per iteration, grid-stride.
+__global__ void __launch_bounds__(kFlatThreads)
+    accumulateWidenKernel(float *y, const __nv_bfloat16 *x, int64_t n) {
+  for (int64_t i = globalThreadIndex(); i < n; i += globalThreadCount())
+    y[i] = rnAdd(y[i], toCompute(x[i]));
+}
+
 /// 1 / (1 + exp(-x)).
 template <typename C> __device__ __forceinline__ C sigmoidOf(C x) {
   return rnDiv(C(1), rnAdd(C(1), expOf(-x)));

@@ -48,6 +48,10 @@ rt::Status launchAccumulate(float *y, const float *x, int64_t n,
                             cudaStream_t stream);
 rt::Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t n,
                             cudaStream_t stream);
+/// y (f32) += x (bf16): a bf16 gradient into a parameter's f32 gradient
+/// (Kernels.def's accumulate with x bf16, y f32). Not in place.
+rt::Status launchAccumulate(float *y, const __nv_bfloat16 *x, int64_t n,
+                            cudaStream_t stream);
 
 /// out = silu(gate) * up.
 rt::Status launchSwiGLUForward(float *out, const float *gate, const float *up,

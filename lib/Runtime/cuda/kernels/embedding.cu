@@ -85,22 +85,27 @@ cudaError_t layoutScratch(BackwardScratch &s, void *base, int64_t tokens,
 
 } // namespace
 
-rt::Status mlt::cuda::launchEmbeddingForward(
-    float *out, const int32_t *ids, const float *table, int64_t tokens,
-    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
-    DeviceErrorSink errors, cudaStream_t stream) {
+namespace {
+
+template <typename T>
+rt::Status embeddingForward(T *out, const int32_t *ids, const T *table,
+                            int64_t tokens, int64_t vocabShard, int64_t hidden,
+                            int64_t vocabOffset, int64_t vocabTotal,
+                            DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding", tokens, vocabShard, hidden,
                                  vocabOffset, vocabTotal));
   if (tokens == 0 || hidden == 0)
     return rt::Status::ok();
-  const bool vector = hidden % 4 == 0 && isAligned16(out) && isAligned16(table);
+  const int64_t rowBytes = hidden * int64_t(sizeof(T));
+  const bool vector =
+      rowBytes % 16 == 0 && isAligned16(out) && isAligned16(table);
   if (vector)
-    embeddingForwardKernel<true>
-        <<<unsigned(tokens), rowThreads(hidden / 4), 0, stream>>>(
+    embeddingForwardKernel<T, true>
+        <<<unsigned(tokens), rowThreads(rowBytes / 16), 0, stream>>>(
             out, ids, table, hidden, vocabShard, vocabOffset, vocabTotal,
             errors);
   else
-    embeddingForwardKernel<false>
+    embeddingForwardKernel<T, false>
         <<<unsigned(tokens), rowThreads(hidden), 0, stream>>>(
             out, ids, table, hidden, vocabShard, vocabOffset, vocabTotal,
             errors);
@@ -108,21 +113,12 @@ rt::Status mlt::cuda::launchEmbeddingForward(
   return rt::Status::ok();
 }
 
-size_t mlt::cuda::embeddingBackwardScratchBytes(int64_t tokens,
-                                                int64_t vocabShard) {
-  if (tokens <= 0 || tokens > INT32_MAX || vocabShard < 0)
-    return 0;
-  BackwardScratch s;
-  if (layoutScratch(s, nullptr, tokens, vocabShard) != cudaSuccess)
-    return 0;
-  return s.total;
-}
-
-rt::Status mlt::cuda::launchEmbeddingBackward(
-    float *dtable, const int32_t *ids, const float *dout, int64_t tokens,
-    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
-    void *scratch, size_t scratchBytes, DeviceErrorSink errors,
-    cudaStream_t stream) {
+template <typename D>
+rt::Status embeddingBackward(float *dtable, const int32_t *ids, const D *dout,
+                             int64_t tokens, int64_t vocabShard, int64_t hidden,
+                             int64_t vocabOffset, int64_t vocabTotal,
+                             void *scratch, size_t scratchBytes,
+                             DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding backward", tokens, vocabShard,
                                  hidden, vocabOffset, vocabTotal));
   if (vocabShard == 0 || hidden == 0)
@@ -141,16 +137,65 @@ rt::Status mlt::cuda::launchEmbeddingBackward(
         s.sortStorage, s.sortBytes, s.keys, s.sortedKeys, s.positions,
         s.sortedPositions, int(tokens), 0, keyBits(vocabShard), stream));
   }
-  const bool vector =
-      hidden % 4 == 0 && isAligned16(dtable) && isAligned16(dout);
+  // Four dout elements per load: 16 bytes of f32 or 8 of bf16.
+  const bool vector = hidden % 4 == 0 && isAligned16(dtable) &&
+                      reinterpret_cast<uintptr_t>(dout) % (4 * sizeof(D)) == 0;
   if (vector)
-    embeddingRowsKernel<true>
+    embeddingRowsKernel<D, true>
         <<<unsigned(vocabShard), rowThreads(hidden / 4), 0, stream>>>(
             dtable, s.sortedKeys, s.sortedPositions, dout, tokens, hidden);
   else
-    embeddingRowsKernel<false>
+    embeddingRowsKernel<D, false>
         <<<unsigned(vocabShard), rowThreads(hidden), 0, stream>>>(
             dtable, s.sortedKeys, s.sortedPositions, dout, tokens, hidden);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("embedding backward (rows)");
   return rt::Status::ok();
+}
+
+} // namespace
+
+rt::Status mlt::cuda::launchEmbeddingForward(
+    float *out, const int32_t *ids, const float *table, int64_t tokens,
+    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
+    DeviceErrorSink errors, cudaStream_t stream) {
+  return embeddingForward(out, ids, table, tokens, vocabShard, hidden,
+                          vocabOffset, vocabTotal, errors, stream);
+}
+
+rt::Status mlt::cuda::launchEmbeddingForward(
+    __nv_bfloat16 *out, const int32_t *ids, const __nv_bfloat16 *table,
+    int64_t tokens, int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
+    int64_t vocabTotal, DeviceErrorSink errors, cudaStream_t stream) {
+  return embeddingForward(out, ids, table, tokens, vocabShard, hidden,
+                          vocabOffset, vocabTotal, errors, stream);
+}
+
+size_t mlt::cuda::embeddingBackwardScratchBytes(int64_t tokens,
+                                                int64_t vocabShard) {
+  if (tokens <= 0 || tokens > INT32_MAX || vocabShard < 0)
+    return 0;
+  BackwardScratch s;
+  if (layoutScratch(s, nullptr, tokens, vocabShard) != cudaSuccess)
+    return 0;
+  return s.total;
+}
+
+rt::Status mlt::cuda::launchEmbeddingBackward(
+    float *dtable, const int32_t *ids, const float *dout, int64_t tokens,
+    int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
+    void *scratch, size_t scratchBytes, DeviceErrorSink errors,
+    cudaStream_t stream) {
+  return embeddingBackward(dtable, ids, dout, tokens, vocabShard, hidden,
+                           vocabOffset, vocabTotal, scratch, scratchBytes,
+                           errors, stream);
+}
+
+rt::Status mlt::cuda::launchEmbeddingBackward(
+    float *dtable, const int32_t *ids, const __nv_bfloat16 *dout,
+    int64_t tokens, int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
+    int64_t vocabTotal, void *scratch, size_t scratchBytes,
+    DeviceErrorSink errors, cudaStream_t stream) {
+  return embeddingBackward(dtable, ids, dout, tokens, vocabShard, hidden,
+                           vocabOffset, vocabTotal, scratch, scratchBytes,
+                           errors, stream);
 }

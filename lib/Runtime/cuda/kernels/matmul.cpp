@@ -25,6 +25,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -43,14 +44,16 @@ namespace {
 /// the alignment of each operand (cuBLASLt's heuristic picks vectorized
 /// kernels only for aligned operands).
 struct PlanKey {
-  rt::ElementType dtype;
+  rt::ElementType dtype, outType;
   int64_t batch, m, n, k;
   bool transposeA, transposeB, bBatched;
+  /// Whether the product is added to an addend (beta = 1).
+  bool addend;
   uint32_t alignA, alignB, alignC;
 
   auto tie() const {
-    return std::tie(dtype, batch, m, n, k, transposeA, transposeB, bBatched,
-                    alignA, alignB, alignC);
+    return std::tie(dtype, outType, batch, m, n, k, transposeA, transposeB,
+                    bBatched, addend, alignA, alignB, alignC);
   }
   bool operator<(const PlanKey &other) const { return tie() < other.tie(); }
 };
@@ -59,7 +62,7 @@ struct PlanKey {
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   // The cuBLASLt operands: layoutA describes b, layoutB describes a, layoutC
-  // describes c (used for both C and D).
+  // describes c (used for both C, the addend, and D).
   cublasLtMatrixLayout_t layoutA = nullptr;
   cublasLtMatrixLayout_t layoutB = nullptr;
   cublasLtMatrixLayout_t layoutC = nullptr;
@@ -119,11 +122,13 @@ rt::Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
 std::string describe(const PlanKey &key) {
   std::ostringstream os;
   os << "matmul [" << key.batch << " x " << key.m << " x " << key.n << " x "
-     << key.k << "] (" << rt::elementTypeName(key.dtype)
+     << key.k << "] (" << rt::elementTypeName(key.dtype) << " -> "
+     << rt::elementTypeName(key.outType)
+     << (key.addend ? ", added to an addend" : "")
      << ", transpose_a = " << key.transposeA
-     << ", transpose_b = " << key.transposeB
-     << ", b_batched = " << key.bBatched << ", alignments " << key.alignA
-     << "/" << key.alignB << "/" << key.alignC << " bytes)";
+     << ", transpose_b = " << key.transposeB << ", b_batched = " << key.bBatched
+     << ", alignments " << key.alignA << "/" << key.alignB << "/" << key.alignC
+     << " bytes)";
   return os.str();
 }
 
@@ -159,8 +164,11 @@ rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
     return static_cast<const Plan *>(it->second.get());
 
   auto plan = std::make_unique<Plan>();
-  const cudaDataType_t type =
-      key.dtype == rt::ElementType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  auto cudaType = [](rt::ElementType t) {
+    return t == rt::ElementType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  };
+  const cudaDataType_t type = cudaType(key.dtype);
+  const cudaDataType_t outType = cudaType(key.outType);
   // Pure fp32 accumulation for both types (CUBLAS_COMPUTE_32F, never
   // CUBLAS_COMPUTE_32F_FAST_TF32): fp32 mode must match the CPU, and bf16
   // mode accumulates in fp32 like Megatron. alpha and beta are host floats.
@@ -172,10 +180,9 @@ rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-  // Epilogues go here: a fused bias, GELU, or the residual add of a
-  // projection (CUBLASLT_MATMUL_DESC_EPILOGUE and its pointers, or beta = 1
-  // with C the residual) would be set on the descriptor and be part of the
-  // key. None is used yet: every matmul is the plain product.
+  // An addend is beta = 1 with C the addend (c itself for
+  // matmul_accumulate): the sum happens in the epilogue, in f32, and is
+  // rounded once to D's type.
 
   const int64_t m = key.m, n = key.n, k = key.k;
   // A shared b under an untransposed a: one product of batch * m rows.
@@ -183,16 +190,16 @@ rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
   const int64_t rowsA = fold ? key.batch * m : m;
   const int64_t batch = fold ? 1 : key.batch;
   // cuBLASLt A <- b.
-  MLT_RETURN_IF_ERROR(makeLayout(
-      &plan->layoutA, type, key.transposeB ? k : n, key.transposeB ? n : k,
-      key.transposeB ? k : n, batch, key.bBatched ? k * n : 0));
+  MLT_RETURN_IF_ERROR(makeLayout(&plan->layoutA, type, key.transposeB ? k : n,
+                                 key.transposeB ? n : k, key.transposeB ? k : n,
+                                 batch, key.bBatched ? k * n : 0));
   // cuBLASLt B <- a.
   MLT_RETURN_IF_ERROR(makeLayout(
       &plan->layoutB, type, key.transposeA ? rowsA : k,
       key.transposeA ? k : rowsA, key.transposeA ? rowsA : k, batch, m * k));
   // cuBLASLt C = D <- c.
   MLT_RETURN_IF_ERROR(
-      makeLayout(&plan->layoutC, type, n, rowsA, n, batch, m * n));
+      makeLayout(&plan->layoutC, outType, n, rowsA, n, batch, m * n));
 
   cublasLtMatmulPreference_t preference = nullptr;
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&preference));
@@ -205,11 +212,11 @@ rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
       sizeof(workspaceBytes)));
   // cuBLASLt's A is b, its B is a; D is c like C.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t>
-      alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignB},
-                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignA},
-                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC},
-                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignB},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignA},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignC}};
   for (const auto &[attribute, bytes] : alignments)
     MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
         preference, attribute, &bytes, sizeof(bytes)));
@@ -259,9 +266,20 @@ size_t MatmulRunner::cachedShapes() const { return impl_->plans.size(); }
 rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
                              const void *b, void *c, rt::ElementType dtype,
                              cudaStream_t stream) {
+  return run(shape, a, b, c, dtype, dtype, nullptr, stream);
+}
+
+rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
+                             const void *b, void *c, rt::ElementType dtype,
+                             rt::ElementType outType, const void *addend,
+                             cudaStream_t stream) {
   if (dtype != rt::ElementType::F32 && dtype != rt::ElementType::BF16)
     return rt::errorf("matmul: element type ", rt::elementTypeName(dtype),
                       " is not supported on CUDA (f32 and bf16 are)");
+  if (outType != dtype && outType != rt::ElementType::F32)
+    return rt::errorf("matmul: ", rt::elementTypeName(dtype),
+                      " operands cannot produce ", rt::elementTypeName(outType),
+                      " (only ", rt::elementTypeName(dtype), " or f32)");
   const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
   if (batch < 0 || m < 0 || n < 0 || k < 0)
     return rt::errorf("matmul: negative size (batch = ", batch, ", m = ", m,
@@ -273,15 +291,22 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
   if (batch == 0 || m == 0 || n == 0)
     return rt::Status::ok();
   const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
+  const int64_t outBytes = static_cast<int64_t>(rt::elementSize(outType));
   if (k == 0) {
-    // The empty product: zeros (all-zero bytes in f32 and bf16).
-    MLT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(c, 0, batch * m * n * elementBytes, stream));
+    // The empty product: zeros (all-zero bytes in f32 and bf16), plus the
+    // addend.
+    const size_t bytes = size_t(batch * m * n * outBytes);
+    if (!addend)
+      MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(c, 0, bytes, stream));
+    else if (addend != c)
+      MLT_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(c, addend, bytes, cudaMemcpyDeviceToDevice, stream));
     return rt::Status::ok();
   }
 
   PlanKey key;
   key.dtype = dtype;
+  key.outType = outType;
   key.batch = batch;
   key.m = m;
   key.n = n;
@@ -289,28 +314,33 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
   key.transposeA = shape.transposeA;
   key.transposeB = shape.transposeB;
   key.bBatched = shape.bBatched;
+  key.addend = addend != nullptr;
   // Batch strides count in the alignment only when the products are strided
   // (a folded shared-b product is a single matrix).
   const bool strided =
       batch > 1 && !foldsBatch(batch, m, shape.transposeA, shape.bBatched);
   key.alignA = alignmentOf(a, strided ? m * k * elementBytes : 0);
-  key.alignB = alignmentOf(
-      b, strided && shape.bBatched ? k * n * elementBytes : 0);
-  key.alignC = alignmentOf(c, strided ? m * n * elementBytes : 0);
-  for (uint32_t alignment : {key.alignA, key.alignB, key.alignC})
-    if (alignment < elementBytes)
-      return rt::errorf("matmul: an operand is not aligned to its ",
-                        elementBytes, "-byte elements");
+  key.alignB =
+      alignmentOf(b, strided && shape.bBatched ? k * n * elementBytes : 0);
+  // C and D share one layout, so one alignment: the smaller of the two.
+  key.alignC = alignmentOf(c, strided ? m * n * outBytes : 0);
+  if (addend)
+    key.alignC = std::min(key.alignC,
+                          alignmentOf(addend, strided ? m * n * outBytes : 0));
+  if (key.alignA < elementBytes || key.alignB < elementBytes ||
+      key.alignC < outBytes)
+    return rt::errorf("matmul: an operand is not aligned to its element size");
 
   auto plan = impl_->getPlan(key);
   if (!plan)
     return plan.takeStatus();
   const Plan &p = **plan;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   cublasLtHandle_t handle = impl_->handle;
   void *workspace = impl_->workspace;
-  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      handle, p.desc, &alpha, b, p.layoutA, a, p.layoutB, &beta, c, p.layoutC,
-      c, p.layoutC, &p.algo, workspace, kWorkspaceBytes, stream));
+  MLT_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmul(handle, p.desc, &alpha, b, p.layoutA, a, p.layoutB, &beta,
+                     addend ? addend : c, p.layoutC, c, p.layoutC, &p.algo,
+                     workspace, kWorkspaceBytes, stream));
   return rt::Status::ok();
 }

@@ -31,11 +31,15 @@ namespace mlt::cuda {
 //   transposeB) at b + i * k * n, or at b itself for every i when !bBatched
 //   (a weight shared by every batch entry), and c[i] at c + i * m * n.
 // - c is overwritten (beta = 0): its old contents are never read, NaNs in it
-//   do not propagate. k = 0 writes zeros.
+//   do not propagate. k = 0 writes zeros. With an addend (beta = 1), c =
+//   product + addend, summed in f32 in the epilogue and rounded once: the
+//   addend is c itself for matmul_accumulate (a weight gradient added into
+//   its f32 gradient buffer), or another buffer of c's type and shape.
 // - Element types: f32 (a, b, c f32, CUBLAS_COMPUTE_32F: pure fp32, never
-//   TF32, the parity mode) and bf16 (a, b, c bf16, accumulated in fp32 by
-//   CUBLAS_COMPUTE_32F, Megatron-style bf16 training). f64 and the others are
-//   errors (the backend's checkSupported rejects f64 plans first).
+//   TF32, the parity mode) and bf16 (a, b bf16, c bf16 or f32, accumulated
+//   in fp32 by CUBLAS_COMPUTE_32F, Megatron-style bf16 training: f32 for
+//   weight gradients). f64 and the others are errors (the backend's
+//   checkSupported rejects f64 plans first).
 // - Pointers need only the alignment of their element type; cuBLASLt is told
 //   each pointer's actual alignment (part of the cache key), so arena offsets
 //   that are not 256-byte aligned get an algorithm that handles them.
@@ -76,6 +80,12 @@ public:
   /// an algorithm; later calls of that shape reuse them.
   rt::Status run(const MatmulShape &shape, const void *a, const void *b,
                  void *c, rt::ElementType dtype, cudaStream_t stream);
+  /// The general form: a and b of `dtype`, c of `outType` (dtype, or f32),
+  /// and c = product + addend when `addend` is not null (c itself, or a
+  /// buffer of c's type and shape that does not overlap it otherwise).
+  rt::Status run(const MatmulShape &shape, const void *a, const void *b,
+                 void *c, rt::ElementType dtype, rt::ElementType outType,
+                 const void *addend, cudaStream_t stream);
 
   /// Number of cached shapes (for tests: a second call of a shape adds none).
   size_t cachedShapes() const;

@@ -94,22 +94,24 @@ rt::Status mlt::cuda::launchClipCoefficient(float *out, const float *norm,
 rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
                                   const float *grad, int64_t n,
                                   const AdamWScalars &scalars,
-                                  bool applyWeightDecay, DeviceErrorSink errors,
-                                  cudaStream_t stream) {
+                                  bool applyWeightDecay, __nv_bfloat16 *copy,
+                                  DeviceErrorSink errors, cudaStream_t stream) {
   if (n < 0)
     return rt::errorf("adamw: negative element count ", n);
   if (n == 0)
     return rt::Status::ok();
+  // The vector path writes the copy four bf16 at a time (8 bytes).
   const bool aligned = isAligned16(param) && isAligned16(m) && isAligned16(v) &&
-                       isAligned16(grad);
+                       isAligned16(grad) &&
+                       reinterpret_cast<uintptr_t>(copy) % 8 == 0;
   if (aligned) {
     const int64_t packs = n / 4;
     adamwKernel<true>
         <<<flatBlocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(
-            param, m, v, grad, n, scalars, applyWeightDecay, errors);
+            param, m, v, grad, n, scalars, applyWeightDecay, copy, errors);
   } else {
     adamwKernel<false><<<flatBlocks(n), kFlatThreads, 0, stream>>>(
-        param, m, v, grad, n, scalars, applyWeightDecay, errors);
+        param, m, v, grad, n, scalars, applyWeightDecay, copy, errors);
   }
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw");
   return rt::Status::ok();

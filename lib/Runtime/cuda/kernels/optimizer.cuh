@@ -204,11 +204,14 @@ __device__ __forceinline__ void adamwElement(const AdamWDerived &d, float g,
   v = vNew;
 }
 
+/// With `copy` (may be null), the updated parameter rounded to bf16 is
+/// written there too: the compute copy of a mixed-precision plan, in the same
+/// pass as the update.
 template <bool kVector>
 __global__ void __launch_bounds__(kFlatThreads)
     adamwKernel(float *param, float *m, float *v, const float *grad, int64_t n,
                 AdamWScalars scalars, bool applyWeightDecay,
-                DeviceErrorSink errors) {
+                __nv_bfloat16 *copy, DeviceErrorSink errors) {
   __shared__ AdamWDerived shared;
   if (threadIdx.x == 0)
     shared = deriveAdamW(scalars, applyWeightDecay,
@@ -234,6 +237,13 @@ __global__ void __launch_bounds__(kFlatThreads)
       p4[i] = p;
       m4[i] = mm;
       v4[i] = vv;
+      if (copy) {
+        const uint2 bits = make_uint2(uint32_t(floatToBF16Bits(p.x)) |
+                                          uint32_t(floatToBF16Bits(p.y)) << 16,
+                                      uint32_t(floatToBF16Bits(p.z)) |
+                                          uint32_t(floatToBF16Bits(p.w)) << 16);
+        reinterpret_cast<uint2 *>(copy)[i] = bits;
+      }
     }
     scalarStart = packs * 4;
   }
@@ -244,6 +254,8 @@ __global__ void __launch_bounds__(kFlatThreads)
     param[i] = p;
     m[i] = mm;
     v[i] = vv;
+    if (copy)
+      copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "DeviceError.h"
 #include "mlt/Runtime/Status.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -66,10 +67,13 @@ struct AdamWScalars {
 /// (the gradient buffer is left as it is), PyTorch's order of operations,
 /// the scalars derived in double and rounded to f32. A step that is not a
 /// number >= 1 (up to 9e15) is reported to `errors` and nothing is updated.
+/// With `copy` (may be null: Kernels.def's optional fourth output), the
+/// updated parameter is also written there rounded to bf16 (as `cast`
+/// rounds), in the same pass: a mixed-precision plan's compute copy.
 rt::Status launchAdamW(float *param, float *m, float *v, const float *grad,
                        int64_t n, const AdamWScalars &scalars,
-                       bool applyWeightDecay, DeviceErrorSink errors,
-                       cudaStream_t stream);
+                       bool applyWeightDecay, __nv_bfloat16 *copy,
+                       DeviceErrorSink errors, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -46,8 +46,8 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   if (rows == 0)
     return rt::Status::ok();
   constexpr int W = Pack<T>::kWidth;
-  const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(y) &&
-                   isAligned16(weight);
+  const bool vec =
+      dim % W == 0 && isAligned16(x) && isAligned16(y) && isAligned16(weight);
   const int threads = rowBlockThreads(dim, vec, W);
   if (vec)
     rmsNormFwdKernel<T, true>
@@ -59,8 +59,8 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   return rt::Status::ok();
 }
 
-template <typename T>
-rt::Status backward(T *dx, T *dw, const T *dy, const T *x, const T *weight,
+template <typename T, typename G>
+rt::Status backward(T *dx, G *dw, const T *dy, const T *x, const T *weight,
                     int64_t rows, int64_t dim, double eps, void *scratch,
                     size_t scratchBytes, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("rms_norm_bwd", rows, dim));
@@ -69,7 +69,7 @@ rt::Status backward(T *dx, T *dw, const T *dy, const T *x, const T *weight,
   if (rows == 0) {
     // No rows: the sum over rows is zero (all-zero bits are 0 in f32 and bf16).
     MLT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(T), stream));
+        cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(G), stream));
     return rt::Status::ok();
   }
   const size_t needed = rmsNormBwdScratchBytes(rows, dim);
@@ -99,7 +99,7 @@ rt::Status backward(T *dx, T *dw, const T *dy, const T *x, const T *weight,
             dx, partial, dy, x, weight, rows, dim, split.rowsPerBlock, eps,
             accInShared);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
-  rmsNormBwdColumnsKernel<T>
+  rmsNormBwdColumnsKernel<G>
       <<<unsigned((dim + kFlatThreads - 1) / kFlatThreads), kFlatThreads, 0,
          stream>>>(dw, partial, split.blocks, dim);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (dw)");
@@ -138,11 +138,13 @@ rt::Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
                   stream);
 }
 
-rt::Status mlt::cuda::launchRmsNormBwd(
-    __nv_bfloat16 *dx, __nv_bfloat16 *dw, const __nv_bfloat16 *dy,
-    const __nv_bfloat16 *x, const __nv_bfloat16 *weight, int64_t rows,
-    int64_t dim, double eps, void *scratch, size_t scratchBytes,
-    cudaStream_t stream) {
+rt::Status mlt::cuda::launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
+                                       const __nv_bfloat16 *dy,
+                                       const __nv_bfloat16 *x,
+                                       const __nv_bfloat16 *weight,
+                                       int64_t rows, int64_t dim, double eps,
+                                       void *scratch, size_t scratchBytes,
+                                       cudaStream_t stream) {
   return backward(dx, dw, dy, x, weight, rows, dim, eps, scratch, scratchBytes,
                   stream);
 }

@@ -52,14 +52,16 @@ size_t rmsNormBwdScratchBytes(int64_t rows, int64_t dim);
 
 /// dx = rstd * (weight * dy - n * mean(weight * dy * n)), n = x * rstd, with
 /// rstd recomputed from x and eps; dw (overwritten) = sum over rows of dy * n,
-/// in a fixed order (deterministic). `dx` may alias `dy`. `scratch` holds at
+/// in a fixed order (deterministic), f32 in both variants (a parameter's
+/// gradient accumulates in f32: Kernels.def's "Element types"). `dx` may
+/// alias `dy`. `scratch` holds at
 /// least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte aligned, as
 /// cudaMalloc returns) that nothing else uses while this work runs.
 rt::Status launchRmsNormBwd(float *dx, float *dw, const float *dy,
                             const float *x, const float *weight, int64_t rows,
                             int64_t dim, double eps, void *scratch,
                             size_t scratchBytes, cudaStream_t stream);
-rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, __nv_bfloat16 *dw,
+rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
                             const __nv_bfloat16 *dy, const __nv_bfloat16 *x,
                             const __nv_bfloat16 *weight, int64_t rows,
                             int64_t dim, double eps, void *scratch,

@@ -16,6 +16,7 @@
 #include "mlt/Runtime/IO/TokenData.h"
 #include "mlt/Runtime/Parameters.h"
 #include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/Profile.h"
 #include "mlt/Runtime/RankGroup.h"
 #include "mlt/Runtime/Training.h"
 
@@ -115,6 +116,11 @@ Output:
                              DIR/model.safetensors (f32), replacing DIR atomically
   --dump-grads FILE          write the gradients of step 1 (summed over its
                              micro-batches, before clipping) as safetensors
+  --profile-step N           time every launch of step N on the device (rank
+                             0) and print where the step's time goes: per
+                             kernel, its share and the TFLOP/s or GB/s it
+                             reached, then the slowest instructions; take a
+                             step after the first (which sets up libraries)
   --print-plan               print the plan (buffers, programs) and exit
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit
@@ -145,6 +151,7 @@ struct Options {
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads;
   std::optional<int64_t> tp, dp;
+  std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
   bool printPlan = false;
   bool help = false;
@@ -232,6 +239,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--save-hf", str(o.saveHF)},
       {"--dump-grads", str(o.dumpGrads)},
       {"--emit-plan", str(o.emitPlan)},
+      {"--profile-step", integer(o.profileStep)},
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
@@ -298,6 +306,10 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--seq-len", o.seqLen, 1));
   MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, 1));
   MLT_RETURN_IF_ERROR(atLeast("--microbatches", o.microbatches, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--profile-step", o.profileStep, 1));
+  if (o.profileStep && o.steps && *o.profileStep > *o.steps)
+    return errorf("--profile-step ", *o.profileStep,
+                  " is after the last step (", *o.steps, ")");
   MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
   MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
@@ -446,9 +458,10 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.dp = o.dp.value_or(1);
   compile.sequenceParallel = o.sequenceParallel;
   if (compile.microBatch % compile.dp != 0)
-    return errorf("the micro-batch of ", compile.microBatch, " sequences (--batch ",
-                  *o.batch, " / --microbatches ", compile.microbatches,
-                  ") is not divisible by --dp ", compile.dp);
+    return errorf("the micro-batch of ", compile.microBatch,
+                  " sequences (--batch ", *o.batch, " / --microbatches ",
+                  compile.microbatches, ") is not divisible by --dp ",
+                  compile.dp);
   std::string error;
   if (!compileToPlan(compile, bytes, error))
     return Status::error(error);
@@ -520,6 +533,16 @@ std::string formatCount(int64_t value) {
 }
 
 /// ", ranks 4 (dp=2, tp=2)" for a plan with a mesh; "" without one.
+/// "fp32", or "bf16 (f32 master weights)" for a mixed-precision plan (one
+/// whose parameters have compute copies).
+std::string describePrecision(const Plan &plan) {
+  for (const BufferDesc &buffer : plan.ranks.front().buffers)
+    if (buffer.kind == BufferKind::ParameterCopy)
+      return std::string(elementTypeName(buffer.dtype)) +
+             " (f32 master weights)";
+  return "fp32";
+}
+
 std::string describeRanks(const Plan &plan) {
   if (plan.mesh.empty())
     return "";
@@ -600,17 +623,21 @@ Status train(const Options &o, const Plan &plan) {
   std::printf(
       "model %s: %s parameters, %" PRId64 " tokens/step (batch %" PRId64
       " x seq %" PRId64 ", %" PRId64 " micro-batch%s of %" PRId64
-      "), arena %.2f MiB%s%s, %s fp32, %" PRId64 " steps, data %s\n",
+      "), arena %.2f MiB%s%s, %s %s, %" PRId64 " steps, data %s\n",
       baseName(o.model).c_str(), formatCount(countParameters(plan)).c_str(),
       model.globalBatch() * model.seqLen, model.globalBatch(), model.seqLen,
       model.microbatches, model.microbatches == 1 ? "" : "es", model.microBatch,
       double(arenaBytes) / (1024.0 * 1024.0),
       plan.ranks.size() > 1 ? " per rank (largest)" : "",
       describeRanks(plan).c_str(), std::string(backend->name()).c_str(),
-      options.steps, baseName(dataPath).c_str());
+      describePrecision(plan).c_str(), options.steps,
+      baseName(dataPath).c_str());
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
+  Executor &profiled = (**ranks).executor(0);
+  if (o.profileStep == 1)
+    MLT_RETURN_IF_ERROR(profiled.beginProfile());
   Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
     std::printf("step %*" PRId64 "/%" PRId64
                 "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
@@ -629,6 +656,16 @@ Status train(const Options &o, const Plan &plan) {
       log.flush();
       if (!log)
         return errorf(o.logJson, ": write failed");
+    }
+    if (o.profileStep && m.step == *o.profileStep) {
+      StatusOr<std::vector<Executor::LaunchTime>> launches =
+          profiled.endProfile();
+      if (!launches)
+        return launches.takeStatus();
+      std::fputs(formatProfile(profiled.rankPlan(), *launches).c_str(), stdout);
+      std::fflush(stdout);
+    } else if (o.profileStep && m.step + 1 == *o.profileStep) {
+      MLT_RETURN_IF_ERROR(profiled.beginProfile());
     }
     if (m.step == 1 && !o.dumpGrads.empty()) {
       StatusOr<TensorMap> grads =

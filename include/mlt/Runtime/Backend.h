@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mlt::rt {
@@ -90,6 +90,15 @@ public:
   /// The device's architecture as plans name it ("sm_90"); empty when any
   /// plan suits it (the CPU). A plan compiled for another target is refused.
   virtual std::string architecture() const { return ""; }
+
+  /// Launch timing, for profiles (mlt-run --profile). Between begin and end,
+  /// the context measures the time each launch takes on the device (on CUDA:
+  /// events around it, so the order and overlap of the work are unchanged;
+  /// on the CPU, where a launch runs to completion, its wall time). `end`
+  /// waits for the launches and returns their milliseconds in launch order.
+  /// The default refuses: a backend that cannot time launches says so.
+  virtual Status beginLaunchTiming();
+  virtual StatusOr<std::vector<double>> endLaunchTiming();
 };
 
 /// A kind of device.

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mlt::rt {
@@ -89,6 +90,19 @@ public:
   /// Sets every Constant buffer to its value (done by create).
   Status fillConstants();
 
+  /// One launch of a profile: its program and instruction indices, and the
+  /// milliseconds it took on the device.
+  struct LaunchTime {
+    size_t program = 0;
+    size_t instruction = 0;
+    double milliseconds = 0.0;
+  };
+  /// Times every launch of the programs run from now on
+  /// (DeviceContext::beginLaunchTiming) until endProfile, which returns them
+  /// in launch order.
+  Status beginProfile();
+  StatusOr<std::vector<LaunchTime>> endProfile();
+
 private:
   struct PreparedInstruction {
     const InstructionDesc *inst;
@@ -114,6 +128,9 @@ private:
   /// the host wrote a Parameter buffer since it last ran.
   std::optional<size_t> refreshProgram_;
   bool copiesStale_ = false;
+  /// While profiling: the (program, instruction) of every launch.
+  bool profiling_ = false;
+  std::vector<std::pair<size_t, size_t>> profiled_;
 };
 
 } // namespace mlt::rt

@@ -154,6 +154,8 @@ public:
                 const std::vector<BufferView> &outputs) override;
   Status synchronize() override;
   std::string architecture() const override { return architecture_; }
+  Status beginLaunchTiming() override;
+  StatusOr<std::vector<double>> endLaunchTiming() override;
 
 private:
   /// Makes the context's device current on the calling thread.
@@ -204,6 +206,11 @@ private:
   /// kernel, for messages about faults.
   uint64_t launchesSinceSync_ = 0;
   Kernel lastKernel_ = Kernel::Add;
+  /// Launch timing: a start and an end event per launch since
+  /// beginLaunchTiming (a pool that only grows).
+  bool timing_ = false;
+  size_t timedLaunches_ = 0;
+  std::vector<cudaEvent_t> timingEvents_;
 };
 
 CudaDeviceContext::~CudaDeviceContext() {
@@ -211,6 +218,8 @@ CudaDeviceContext::~CudaDeviceContext() {
     return;
   if (stream_)
     (void)cudaStreamSynchronize(stream_);
+  for (cudaEvent_t event : timingEvents_)
+    (void)cudaEventDestroy(event);
   if (scratch_)
     (void)cudaFree(scratch_);
   if (errorRecord_)
@@ -319,10 +328,44 @@ Status CudaDeviceContext::launch(const InstructionDesc &inst,
   MLT_RETURN_IF_ERROR(activate());
   ++launchesSinceSync_;
   lastKernel_ = inst.kernel;
-  MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+  if (timing_) {
+    while (timingEvents_.size() < 2 * (timedLaunches_ + 1)) {
+      cudaEvent_t event;
+      MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));
+      timingEvents_.push_back(event);
+    }
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(timingEvents_[2 * timedLaunches_], stream_));
+    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(timingEvents_[2 * timedLaunches_ + 1], stream_));
+    ++timedLaunches_;
+  } else {
+    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+  }
   if (syncEachLaunch_)
     return synchronize();
   return Status::ok();
+}
+
+Status CudaDeviceContext::beginLaunchTiming() {
+  timing_ = true;
+  timedLaunches_ = 0;
+  return Status::ok();
+}
+
+StatusOr<std::vector<double>> CudaDeviceContext::endLaunchTiming() {
+  timing_ = false;
+  MLT_RETURN_IF_ERROR(synchronize());
+  std::vector<double> milliseconds(timedLaunches_);
+  for (size_t i = 0; i < timedLaunches_; ++i) {
+    float elapsed = 0.0f;
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(
+        &elapsed, timingEvents_[2 * i], timingEvents_[2 * i + 1]));
+    milliseconds[i] = elapsed;
+  }
+  timedLaunches_ = 0;
+  return milliseconds;
 }
 
 Status CudaDeviceContext::synchronize() {

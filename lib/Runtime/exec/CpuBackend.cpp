@@ -31,6 +31,7 @@
 #include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -171,7 +172,22 @@ public:
                 const std::vector<BufferView> &outputs) override;
   Status synchronize() override { return Status::ok(); }
 
+  // A launch runs to completion: its wall time is its time.
+  Status beginLaunchTiming() override {
+    timing_ = true;
+    launchTimes_.clear();
+    return Status::ok();
+  }
+  StatusOr<std::vector<double>> endLaunchTiming() override {
+    timing_ = false;
+    return std::move(launchTimes_);
+  }
+
 private:
+  /// Runs one instruction (launch, untimed).
+  Status run(const InstructionDesc &inst, const std::vector<BufferView> &in,
+             const std::vector<BufferView> &out);
+
   /// Runs a collective through the communicator.
   Status collective(const InstructionDesc &inst, const BufferView &in,
                     const BufferView &out);
@@ -223,6 +239,8 @@ private:
   std::vector<float> scratchF32_[2];
   std::vector<double> scratchF64_[2];
   Communicator *communicator_;
+  bool timing_ = false;
+  std::vector<double> launchTimes_;
 };
 
 Status CpuDeviceContext::collective(const InstructionDesc &inst,
@@ -314,6 +332,19 @@ Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
 Status CpuDeviceContext::launch(const InstructionDesc &inst,
                                 const std::vector<BufferView> &in,
                                 const std::vector<BufferView> &out) {
+  if (!timing_)
+    return run(inst, in, out);
+  const auto start = std::chrono::steady_clock::now();
+  Status status = run(inst, in, out);
+  launchTimes_.push_back(std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
+  return status;
+}
+
+Status CpuDeviceContext::run(const InstructionDesc &inst,
+                             const std::vector<BufferView> &in,
+                             const std::vector<BufferView> &out) {
   switch (inst.kernel) {
   case Kernel::Transpose: {
     const std::vector<int64_t> &a = inst.ints;
@@ -369,8 +400,8 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
 }
 
 Status CpuDeviceContext::launchWidened(const InstructionDesc &inst,
-                                      const std::vector<BufferView> &in,
-                                      const std::vector<BufferView> &out) {
+                                       const std::vector<BufferView> &in,
+                                       const std::vector<BufferView> &out) {
   // Outputs are widened with their contents too: accumulate and the
   // optimizer's kernels update them in place.
   std::vector<std::vector<float>> staging;
@@ -610,9 +641,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     const float step = scalar(in[7]);
     if (!(step >= 1.0f) || step > 9.0e15f)
       return errorf("step ", step, " is not a positive step number");
-    MLT_RETURN_IF_ERROR(cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad,
-                                       n, params, std::llround(step),
-                                       a[1] != 0));
+    MLT_RETURN_IF_ERROR(cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad, n,
+                                       params, std::llround(step), a[1] != 0));
     if (out.size() == 4) // the compute copy of the updated parameter
       return cast(out[3], out[0], n);
     return Status::ok();

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/PlanFormat.h"
 #include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/PlanFormat.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <cstring>
@@ -21,14 +21,22 @@ using namespace mlt::rt;
 DeviceContext::~DeviceContext() = default;
 Backend::~Backend() = default;
 
+Status DeviceContext::beginLaunchTiming() {
+  return errorf("this device cannot time its launches");
+}
+
+StatusOr<std::vector<double>> DeviceContext::endLaunchTiming() {
+  return errorf("this device cannot time its launches");
+}
+
 Status mlt::rt::checkComputeOperands(
     const RankPlan &rank, const InstructionDesc &inst,
     const std::function<Status(const BufferDesc &buffer)> &check) {
   const size_t numInputs = inst.inputs.size();
   const size_t numOperands = numInputs + inst.outputs.size();
   auto bufferOf = [&](size_t o) -> const BufferDesc & {
-    return rank.buffers[o < numInputs ? inst.inputs[o]
-                                      : inst.outputs[o - numInputs]];
+    return rank
+        .buffers[o < numInputs ? inst.inputs[o] : inst.outputs[o - numInputs]];
   };
   // The compute type, which the backend checks.
   std::vector<ElementType> types;
@@ -48,8 +56,7 @@ Status mlt::rt::checkComputeOperands(
         operandPrecision(inst.kernel, numInputs, o);
     const ElementType want = precisionType(precision, compute);
     if (buffer.dtype == want ||
-        (precision == OperandPrecision::Accumulator &&
-         buffer.dtype == compute))
+        (precision == OperandPrecision::Accumulator && buffer.dtype == compute))
       continue;
     switch (precision) {
     case OperandPrecision::ComputeCopy:
@@ -65,8 +72,10 @@ Status mlt::rt::checkComputeOperands(
     case OperandPrecision::Statistic:
       return errorf("buffer '", buffer.name, "' is ",
                     elementTypeName(buffer.dtype), ", but it holds ",
-                    elementTypeName(want), " statistics (the instruction "
-                    "computes in ", elementTypeName(compute), ")");
+                    elementTypeName(want),
+                    " statistics (the instruction "
+                    "computes in ",
+                    elementTypeName(compute), ")");
     case OperandPrecision::Compute:
     case OperandPrecision::Accumulator:
       break;
@@ -203,6 +212,8 @@ Status Executor::run(size_t programIndex) {
   const PreparedProgram &program = programs_.at(programIndex);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const PreparedInstruction &p = program.instructions[i];
+    if (profiling_)
+      profiled_.emplace_back(programIndex, i);
     Status status = device_->launch(*p.inst, p.inputs, p.outputs);
     if (!status) {
       std::ostringstream context;
@@ -212,6 +223,28 @@ Status Executor::run(size_t programIndex) {
     }
   }
   return device_->synchronize();
+}
+
+Status Executor::beginProfile() {
+  MLT_RETURN_IF_ERROR(device_->beginLaunchTiming());
+  profiling_ = true;
+  profiled_.clear();
+  return Status::ok();
+}
+
+StatusOr<std::vector<Executor::LaunchTime>> Executor::endProfile() {
+  profiling_ = false;
+  StatusOr<std::vector<double>> times = device_->endLaunchTiming();
+  if (!times)
+    return times.takeStatus();
+  if (times->size() != profiled_.size())
+    return errorf("the device timed ", times->size(), " launches of ",
+                  profiled_.size());
+  std::vector<LaunchTime> launches(profiled_.size());
+  for (size_t i = 0; i < launches.size(); ++i)
+    launches[i] = {profiled_[i].first, profiled_[i].second, (*times)[i]};
+  profiled_.clear();
+  return launches;
 }
 
 Status Executor::run(std::string_view programName) {

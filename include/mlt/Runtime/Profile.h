@@ -1,0 +1,48 @@
+//===- Profile.h - where a step's device time goes --------------*- C++ -*-===//
+//
+// Part of mlt. Turns the launch times of one optimizer step (Executor's
+// beginProfile / endProfile) into the report `mlt-run --profile` prints: the
+// time per kernel, the share of the step, and for each kernel the rate it
+// reached on the work it must do: TFLOP/s for the matrix kernels (matmul,
+// attention) and GB/s for the others, against the bytes of their operands
+// (each input read once and each output written once: the least traffic
+// the instruction can have). These are the figures to compare with the
+// device's two ceilings (its matrix rate and its memory bandwidth) when
+// deciding what to make faster.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_PROFILE_H
+#define MLT_RUNTIME_PROFILE_H
+
+#include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace mlt::rt {
+
+/// The work an instruction must do, from its kernel, ints and operands.
+struct InstructionWork {
+  /// Floating-point operations of its matrix products (matmul: 2 * batch *
+  /// m * n * k; attention forward: 4 * batch * q_heads * seq^2 * head_dim,
+  /// halved when causal, and 2.5 times that for the backward, the
+  /// convention of FlashAttention's papers); 0 for the other kernels.
+  double flops = 0.0;
+  /// Bytes of its operands: every input and output buffer once.
+  double bytes = 0.0;
+};
+InstructionWork instructionWork(const RankPlan &rank,
+                                const InstructionDesc &inst);
+
+/// The report of one step's launches (Executor::endProfile) on `rank`: a
+/// table per kernel (launches, milliseconds, share, rate), sorted by time,
+/// then the `topInstructions` slowest instructions with their shapes.
+std::string formatProfile(const RankPlan &rank,
+                          const std::vector<Executor::LaunchTime> &launches,
+                          size_t topInstructions = 12);
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_PROFILE_H

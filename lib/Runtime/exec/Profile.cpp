@@ -1,0 +1,146 @@
+//===- Profile.cpp - where a step's device time goes ----------------------===//
+//
+// Part of mlt. The per-kernel report of mlt-run --profile (Profile.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/Profile.h"
+#include "mlt/Runtime/KernelInfo.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+InstructionWork mlt::rt::instructionWork(const RankPlan &rank,
+                                         const InstructionDesc &inst) {
+  InstructionWork work;
+  for (uint32_t index : inst.inputs)
+    work.bytes += double(rank.buffers[index].bytes);
+  for (uint32_t index : inst.outputs)
+    work.bytes += double(rank.buffers[index].bytes);
+  const std::vector<int64_t> &a = inst.ints;
+  switch (inst.kernel) {
+  case Kernel::Matmul:
+  case Kernel::MatmulAccumulate: // batch, m, n, k, ...
+    work.flops =
+        2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(a[3]);
+    break;
+  case Kernel::AttentionFwd:
+  case Kernel::AttentionBwd: { // batch, seq, q_heads, kv_heads, head_dim,
+                               // causal
+    double forward = 4.0 * double(a[0]) * double(a[2]) * double(a[1]) *
+                     double(a[1]) * double(a[4]);
+    if (a[5] != 0)
+      forward /= 2.0;
+    work.flops = inst.kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
+    break;
+  }
+  default:
+    break;
+  }
+  return work;
+}
+
+namespace {
+
+/// "12.3 TFLOP/s" (or GFLOP/s) for matrix kernels, "1234.5 GB/s" for the
+/// others.
+std::string rateOf(const InstructionWork &work, double milliseconds) {
+  if (milliseconds <= 0.0)
+    return "";
+  char text[32];
+  const double perSecond = 1e3 / milliseconds;
+  if (work.flops > 0.0 && work.flops * perSecond >= 1e12)
+    std::snprintf(text, sizeof(text), "%.1f TFLOP/s",
+                  work.flops * perSecond / 1e12);
+  else if (work.flops > 0.0)
+    std::snprintf(text, sizeof(text), "%.1f GFLOP/s",
+                  work.flops * perSecond / 1e9);
+  else
+    std::snprintf(text, sizeof(text), "%.1f GB/s",
+                  work.bytes * perSecond / 1e9);
+  return text;
+}
+
+std::string join(const std::vector<int64_t> &values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text;
+}
+
+} // namespace
+
+std::string
+mlt::rt::formatProfile(const RankPlan &rank,
+                       const std::vector<Executor::LaunchTime> &launches,
+                       size_t topInstructions) {
+  struct Total {
+    size_t launches = 0;
+    double milliseconds = 0.0;
+    InstructionWork work;
+  };
+  std::map<std::string, Total> byKernel;
+  double total = 0.0;
+  for (const Executor::LaunchTime &launch : launches) {
+    const InstructionDesc &inst =
+        rank.programs[launch.program].instructions[launch.instruction];
+    Total &t = byKernel[std::string(kernelName(inst.kernel))];
+    ++t.launches;
+    t.milliseconds += launch.milliseconds;
+    const InstructionWork work = instructionWork(rank, inst);
+    t.work.flops += work.flops;
+    t.work.bytes += work.bytes;
+    total += launch.milliseconds;
+  }
+  std::vector<std::pair<std::string, Total>> rows(byKernel.begin(),
+                                                  byKernel.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &x, const auto &y) {
+    return x.second.milliseconds > y.second.milliseconds;
+  });
+
+  std::ostringstream os;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "profile: %zu launches, %.2f ms of device time (launches "
+                "timed one by one)\n",
+                launches.size(), total);
+  os << line;
+  std::snprintf(line, sizeof(line), "  %-24s %8s %10s %7s  %s\n", "kernel",
+                "launches", "ms", "share", "rate");
+  os << line;
+  for (const auto &[name, t] : rows) {
+    std::snprintf(line, sizeof(line), "  %-24s %8zu %10.3f %6.1f%%  %s\n",
+                  name.c_str(), t.launches, t.milliseconds,
+                  total > 0.0 ? 100.0 * t.milliseconds / total : 0.0,
+                  rateOf(t.work, t.milliseconds).c_str());
+    os << line;
+  }
+
+  std::vector<const Executor::LaunchTime *> slowest;
+  for (const Executor::LaunchTime &launch : launches)
+    slowest.push_back(&launch);
+  std::sort(slowest.begin(), slowest.end(), [](const auto *x, const auto *y) {
+    return x->milliseconds > y->milliseconds;
+  });
+  if (slowest.size() > topInstructions)
+    slowest.resize(topInstructions);
+  if (!slowest.empty())
+    os << "  slowest instructions:\n";
+  for (const Executor::LaunchTime *launch : slowest) {
+    const ProgramDesc &program = rank.programs[launch->program];
+    const InstructionDesc &inst = program.instructions[launch->instruction];
+    std::snprintf(
+        line, sizeof(line), "  %10.3f ms  %s %zu: %s ints [%s]  %s\n",
+        launch->milliseconds, program.name.c_str(), launch->instruction,
+        std::string(kernelName(inst.kernel)).c_str(), join(inst.ints).c_str(),
+        rateOf(instructionWork(rank, inst), launch->milliseconds).c_str());
+    os << line;
+  }
+  return os.str();
+}

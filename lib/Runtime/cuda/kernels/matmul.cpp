@@ -27,6 +27,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +36,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -67,6 +70,9 @@ struct Plan {
   cublasLtMatrixLayout_t layoutB = nullptr;
   cublasLtMatrixLayout_t layoutC = nullptr;
   cublasLtMatmulAlgo_t algo = {};
+  /// The heuristic's other usable algorithms, best guess first, until the
+  /// first run times them all and keeps the fastest in `algo`.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
 
   Plan() = default;
   Plan(const Plan &) = delete;
@@ -155,13 +161,24 @@ struct MatmulRunner::Impl {
       (void)cudaSetDevice(previous);
   }
 
-  rt::StatusOr<const Plan *> getPlan(const PlanKey &key);
+  /// Whether first runs time the heuristic's candidates (MLT_CUBLASLT_TUNE=1;
+  /// by default the heuristic's first choice is taken).
+  bool tune = false;
+
+  rt::StatusOr<Plan *> getPlan(const PlanKey &key);
+
+  /// Times each of plan's candidates on these operands (into `scratchOut`,
+  /// the product's shape in c's type, when c must not be written: it is the
+  /// addend), keeps the fastest in plan.algo, and clears the candidates.
+  rt::Status tunePlan(Plan &plan, const PlanKey &key, const void *a,
+                      const void *b, void *c, const void *addend,
+                      cudaStream_t stream);
 };
 
-rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
+rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
   auto it = plans.find(key);
   if (it != plans.end())
-    return static_cast<const Plan *>(it->second.get());
+    return it->second.get();
 
   auto plan = std::make_unique<Plan>();
   auto cudaType = [](rt::ElementType t) {
@@ -230,22 +247,83 @@ rt::StatusOr<const Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
   if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
     return rt::errorf("cublasLtMatmulAlgoGetHeuristic for ", describe(key),
                       ": ", cublasLtGetStatusString(status));
-  // The first result is cuBLASLt's best guess; take the first that ran its
-  // checks and fits the workspace.
-  const cublasLtMatmulHeuristicResult_t *chosen = nullptr;
+  // The first result is cuBLASLt's best guess: the algorithm until the first
+  // run has timed every result that ran its checks and fits the workspace.
   for (int i = 0; i < returned && status == CUBLAS_STATUS_SUCCESS; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS &&
-        results[i].workspaceSize <= kWorkspaceBytes) {
-      chosen = &results[i];
-      break;
-    }
-  if (!chosen)
+        results[i].workspaceSize <= kWorkspaceBytes)
+      plan->candidates.push_back(results[i].algo);
+  if (plan->candidates.empty())
     return rt::errorf("no cuBLASLt algorithm for ", describe(key));
-  plan->algo = chosen->algo;
+  plan->algo = plan->candidates.front();
+  if (!tune || plan->candidates.size() == 1)
+    plan->candidates.clear();
 
-  const Plan *result = plan.get();
+  Plan *result = plan.get();
   plans.emplace(key, std::move(plan));
   return result;
+}
+
+rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
+                                        const void *a, const void *b, void *c,
+                                        const void *addend,
+                                        cudaStream_t stream) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  std::swap(candidates, plan.candidates);
+  // Timing runs must not change c when it is also the addend (they would add
+  // the product several times): they write a scratch output instead.
+  void *out = c;
+  void *scratch = nullptr;
+  if (addend) {
+    const size_t bytes = size_t(key.batch * key.m * key.n) *
+                         rt::elementSize(key.outType);
+    if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return rt::Status::ok(); // no room to time: keep the heuristic's choice
+    }
+    out = scratch;
+  }
+  struct Cleanup {
+    void *scratch;
+    cudaEvent_t events[2] = {nullptr, nullptr};
+    ~Cleanup() {
+      for (cudaEvent_t event : events)
+        if (event)
+          (void)cudaEventDestroy(event);
+      if (scratch)
+        (void)cudaFree(scratch);
+    }
+  } cleanup{scratch};
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&cleanup.events[0]));
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&cleanup.events[1]));
+  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+  constexpr int kRuns = 3;
+  float best = 0.0f;
+  for (const cublasLtMatmulAlgo_t &algo : candidates) {
+    // One untimed run (caches, clocks), then kRuns timed ones. A candidate
+    // that fails to run is skipped.
+    bool ran = true;
+    for (int run = 0; run <= kRuns && ran; ++run) {
+      if (run == 1)
+        MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(cleanup.events[0], stream));
+      ran = cublasLtMatmul(handle, plan.desc, &alpha, b, plan.layoutA, a,
+                           plan.layoutB, &beta, out, plan.layoutC, out,
+                           plan.layoutC, &algo, workspace, kWorkspaceBytes,
+                           stream) == CUBLAS_STATUS_SUCCESS;
+    }
+    if (!ran)
+      continue;
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(cleanup.events[1], stream));
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(cleanup.events[1]));
+    float milliseconds = 0.0f;
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(
+        &milliseconds, cleanup.events[0], cleanup.events[1]));
+    if (best == 0.0f || milliseconds < best) {
+      best = milliseconds;
+      plan.algo = algo;
+    }
+  }
+  return rt::Status::ok();
 }
 
 MatmulRunner::MatmulRunner(std::unique_ptr<Impl> impl)
@@ -256,6 +334,8 @@ MatmulRunner::~MatmulRunner() = default;
 rt::StatusOr<std::unique_ptr<MatmulRunner>> MatmulRunner::create() {
   auto impl = std::make_unique<Impl>();
   MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&impl->device));
+  const char *tune = std::getenv("MLT_CUBLASLT_TUNE");
+  impl->tune = tune && *tune && std::strcmp(tune, "0") != 0;
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->workspace, kWorkspaceBytes));
   return std::unique_ptr<MatmulRunner>(new MatmulRunner(std::move(impl)));
@@ -334,6 +414,8 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
   auto plan = impl_->getPlan(key);
   if (!plan)
     return plan.takeStatus();
+  if (!(*plan)->candidates.empty())
+    MLT_RETURN_IF_ERROR(impl_->tunePlan(**plan, key, a, b, c, addend, stream));
   const Plan &p = **plan;
   const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   cublasLtHandle_t handle = impl_->handle;

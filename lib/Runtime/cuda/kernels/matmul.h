@@ -60,7 +60,13 @@ struct MatmulShape {
 
 /// Runs matmuls on one device through cuBLASLt. Owns a cuBLASLt handle, a
 /// 32 MiB workspace (cudaMalloc'd once, by `create`) and the per-shape cache
-/// of descriptors and algorithms. One per device context, used by one host
+/// of descriptors and algorithms. A shape's algorithm is the first of
+/// cuBLASLt's heuristic, a choice that depends only on the shape, the GPU and
+/// the library, so runs are bit-reproducible. With MLT_CUBLASLT_TUNE=1 the
+/// first run of a shape times each of the heuristic's (up to 8) proposals on
+/// its operands instead (one untimed and three timed products, waiting for
+/// the stream: the first step only) and keeps the fastest, which may differ
+/// from run to run when two are close. One per device context, used by one host
 /// thread at a time (not thread-safe); `run` must be called with the runner's
 /// device current, and calls on different streams must not overlap (they
 /// share the workspace).

@@ -140,8 +140,8 @@ private:
       b.setInsertionPointAfter(lastBuffer);
     else
       b.setInsertionPointToStart(module.getBody());
-    auto op = rtir::BufferOp::create(b, 
-        module.getLoc(), b.getStringAttr(name),
+    auto op = rtir::BufferOp::create(
+        b, module.getLoc(), b.getStringAttr(name),
         rtir::BufferKindAttr::get(b.getContext(), kind), TypeAttr::get(type),
         IntegerAttr(),
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
@@ -181,22 +181,22 @@ private:
       int64_t layers = param.getLayers().value_or(1);
       RankedTensorType global = param.getTensorType();
       bool decay = global.getRank() >= 2;
-      auto sharding = param->getAttrOfType<ShardingAttr>(
-          MLTDialect::getShardingAttrName());
+      auto sharding =
+          param->getAttrOfType<ShardingAttr>(MLTDialect::getShardingAttrName());
       RankedTensorType type = global;
       if (sharding) {
         if (std::optional<std::string> problem =
                 sharding.checkFits(global.getShape(), mesh))
           return param.emitOpError("has a sharding that does not fit: ")
                  << *problem;
-        type = RankedTensorType::get(
-            sharding.localShape(global.getShape(), mesh),
-            global.getElementType());
+        type =
+            RankedTensorType::get(sharding.localShape(global.getShape(), mesh),
+                                  global.getElementType());
       }
       for (int64_t layer = 0; layer < layers; ++layer) {
         std::string hf = param.getHFName(layer);
-        buffer(abi::kParameterPrefix + hf, rtir::BufferKind::parameter, type, hf,
-               decay, sharding);
+        buffer(abi::kParameterPrefix + hf, rtir::BufferKind::parameter, type,
+               hf, decay, sharding);
         buffer(abi::kGradientPrefix + hf, rtir::BufferKind::gradient, type, hf,
                false, sharding);
         buffer(abi::kExpAvgPrefix + hf, rtir::BufferKind::optimizer_state, type,
@@ -291,8 +291,8 @@ private:
   /// the gradient, not to bf16 first (Kernels.def allows f32 outputs there).
   std::optional<Type> gradientOutputType(Value v) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type || !(type.getElementType().isBF16() ||
-                   type.getElementType().isF16()) ||
+    if (!type ||
+        !(type.getElementType().isBF16() || type.getElementType().isF16()) ||
         !v.hasOneUse())
       return std::nullopt;
     auto accumulate = dyn_cast<AccumulateGradOp>(*v.getUsers().begin());
@@ -335,6 +335,23 @@ private:
     return *grad;
   }
 
+  /// When `v` (a product) is only added to a value that already has a
+  /// buffer here (it is computed before the product), the add and that
+  /// buffer: the product's kernel can add it in its epilogue (matmul_add).
+  std::optional<std::pair<AddOp, FlatSymbolRefAttr>> addedTo(Value v) {
+    if (!v.hasOneUse())
+      return std::nullopt;
+    auto add = dyn_cast<AddOp>(*v.getUsers().begin());
+    if (!add || add.getLhs() == add.getRhs())
+      return std::nullopt;
+    Value other = add.getLhs() == v ? add.getRhs() : add.getLhs();
+    FlatSymbolRefAttr addend = valueBuffer(other);
+    if (!addend || other.getType() != v.getType() ||
+        add.getResult().getType() != v.getType())
+      return std::nullopt;
+    return std::make_pair(add, addend);
+  }
+
   Type bufferType(FlatSymbolRefAttr ref) {
     return module.lookupSymbol<rtir::BufferOp>(ref.getAttr()).getType();
   }
@@ -349,8 +366,8 @@ private:
     llvm::raw_string_ostream(name)
         << abi::kParameterCopyPrefix << element << ":" << hf;
     bool created = !buffers.count(name);
-    auto sharding = param->getAttrOfType<ArrayAttr>(
-        MLTDialect::getShardingAttrName());
+    auto sharding =
+        param->getAttrOfType<ArrayAttr>(MLTDialect::getShardingAttrName());
     FlatSymbolRefAttr copy =
         buffer(name, rtir::BufferKind::parameter_copy,
                param.getTensorType().clone(element), hf, false,
@@ -411,8 +428,8 @@ private:
     Value result = ret.getOperand(0);
     while (isa_and_nonnull<ReshapeOp, ShardOp>(result.getDefiningOp()))
       result = result.getDefiningOp()->getOperand(0);
-    resultOutputs[result] = buffer(abi.resultBuffer, rtir::BufferKind::output,
-                                   result.getType());
+    resultOutputs[result] =
+        buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
 
     b.setInsertionPointToEnd(module.getBody());
     auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.function);
@@ -447,17 +464,17 @@ private:
   DenseSet<StringAttr> refreshedByOptimizer;
   /// Weight gradients that their kernel added into the gradient buffer.
   DenseSet<Value> accumulatedInPlace;
+  /// Adds that a product's matmul_add computed.
+  DenseSet<Operation *> addedByProduct;
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
-  SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>>
-      parameterCopies;
+  SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> parameterCopies;
 };
 
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
   // Index arithmetic only selects layers; state ops resolve it to names.
   if (op->getNumResults() > 0 && isMemoryEffectFree(op) &&
-      llvm::all_of(op->getResultTypes(),
-                   [](Type t) { return t.isIndex(); }))
+      llvm::all_of(op->getResultTypes(), [](Type t) { return t.isIndex(); }))
     return success();
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](arith::ConstantOp c) -> LogicalResult {
@@ -493,9 +510,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](HyperparameterOp h) -> LogicalResult {
-        values[h.getResult()] =
-            buffer(("hyper." + h.getHyperparameter()).str(),
-                   rtir::BufferKind::input, h.getType());
+        values[h.getResult()] = buffer(("hyper." + h.getHyperparameter()).str(),
+                                       rtir::BufferKind::input, h.getType());
         return success();
       })
       .Case([&](ReshapeOp r) -> LogicalResult {
@@ -515,10 +531,10 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (failed(vocab))
           return failure();
         if (*vocab) // This rank's rows of a table split along the vocabulary.
-          launch(loc, "embedding_fwd_vp", operandBuffers(e),
-                 {define(e.getResult())},
-                 {numElements(e.getIds()), table[0], table[1],
-                  (*vocab)->index});
+          launch(
+              loc, "embedding_fwd_vp", operandBuffers(e),
+              {define(e.getResult())},
+              {numElements(e.getIds()), table[0], table[1], (*vocab)->index});
         else
           launch(loc, "embedding_fwd", operandBuffers(e),
                  {define(e.getResult())},
@@ -531,10 +547,10 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (failed(vocab))
           return failure();
         if (*vocab)
-          launch(loc, "embedding_bwd_vp", operandBuffers(e),
-                 {define(e.getResult())},
-                 {numElements(e.getIds()), table[0], table[1],
-                  (*vocab)->index});
+          launch(
+              loc, "embedding_bwd_vp", operandBuffers(e),
+              {define(e.getResult())},
+              {numElements(e.getIds()), table[0], table[1], (*vocab)->index});
         else
           launch(loc, "embedding_bwd", operandBuffers(e),
                  {define(e.getResult())},
@@ -546,20 +562,29 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         bool tl = m.getTransposeLhs(), tr = m.getTransposeRhs();
         // A weight gradient that only accumulates into its parameter's
         // gradient is added there by the product itself.
+        // A product only added to a value computed before it (a residual,
+        // or another product of the same gradient) is added by the product's
+        // epilogue, and the add disappears.
         StringRef kernel = "matmul";
         FlatSymbolRefAttr result;
+        SmallVector<FlatSymbolRefAttr> ins = operandBuffers(m);
         if (auto grad = accumulatedGradient(m.getResult())) {
           kernel = "matmul_accumulate";
           result = *grad;
           values[m.getResult()] = result;
           accumulatedInPlace.insert(m.getResult());
+        } else if (auto sum = addedTo(m.getResult())) {
+          kernel = "matmul_add";
+          ins.push_back(sum->second);
+          result = define(sum->first.getResult());
+          addedByProduct.insert(sum->first);
         } else {
           result = define(m.getResult());
         }
         if (m.getContractBatch()) {
           // [b..., k, m]^T [b..., k, n]: one matmul over all b * k rows.
           int64_t cols = lhs.back(), n = rhs.back();
-          launch(loc, kernel, operandBuffers(m), {result},
+          launch(loc, kernel, ins, {result},
                  {1, cols, n, numElements(m.getLhs()) / cols, 1, 0, 0});
           return success();
         }
@@ -576,7 +601,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
           rows *= batch;
           batch = 1;
         }
-        launch(loc, kernel, operandBuffers(m), {result},
+        launch(loc, kernel, ins, {result},
                {batch, rows, n, k, tl, tr, bBatched});
         return success();
       })
@@ -656,6 +681,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](AddOp a) -> LogicalResult {
+        if (addedByProduct.contains(a))
+          return success(); // matmul_add computed it
         launch(loc, "add", operandBuffers(a), {define(a.getResult())},
                {numElements(a.getResult())});
         return success();
@@ -686,7 +713,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](AccumulateGradOp a) -> LogicalResult {
         if (accumulatedInPlace.contains(a.getValue()))
           return success(); // matmul_accumulate added it
-        auto grad = stateBuffer(a, abi::kGradientPrefix, a.getNameAttr(), a.getLayer());
+        auto grad =
+            stateBuffer(a, abi::kGradientPrefix, a.getNameAttr(), a.getLayer());
         if (failed(grad))
           return failure();
         launch(loc, "accumulate", {valueBuffer(a.getValue())}, {*grad},
@@ -708,9 +736,12 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](AdamWOp a) -> LogicalResult {
-        auto param = stateBuffer(a, abi::kParameterPrefix, a.getNameAttr(), a.getLayer());
-        auto m = stateBuffer(a, abi::kExpAvgPrefix, a.getNameAttr(), a.getLayer());
-        auto v = stateBuffer(a, abi::kExpAvgSqPrefix, a.getNameAttr(), a.getLayer());
+        auto param = stateBuffer(a, abi::kParameterPrefix, a.getNameAttr(),
+                                 a.getLayer());
+        auto m =
+            stateBuffer(a, abi::kExpAvgPrefix, a.getNameAttr(), a.getLayer());
+        auto v =
+            stateBuffer(a, abi::kExpAvgSqPrefix, a.getNameAttr(), a.getLayer());
         if (failed(param) || failed(m) || failed(v))
           return failure();
         SmallVector<FlatSymbolRefAttr> ins = llvm::map_to_vector(
@@ -780,16 +811,15 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
          {rows, vocab, axis.index});
   FlatSymbolRefAttr parts = partial;
   if (*vocabShard) {
-    parts = temporary(RankedTensorType::get({axis.size * rows},
-                                            rowsType.getElementType()));
+    parts = temporary(
+        RankedTensorType::get({axis.size * rows}, rowsType.getElementType()));
     launch(loc, "all_gather", {partial}, {parts}, {rows, axis.index});
     launch(loc, "all_reduce_sum", {target}, {target}, {rows, axis.index});
   }
   FlatSymbolRefAttr lse = temporary(rowsType);
   crossEntropyStats[c.getLogits()] = lse;
   launch(loc, "cross_entropy_combine", {parts, target},
-         {lse, define(c.getResult())},
-         {rows, axis.size, rowCountOf(c, rows)});
+         {lse, define(c.getResult())}, {rows, axis.size, rowCountOf(c, rows)});
   return success();
 }
 
@@ -845,12 +875,11 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     // A gradient buffer is reduced in place, so that after optimizer_step it
     // holds the complete gradient (Plan.fbs); unless a later op still reads
     // the partial sums, which then stay there.
-    bool inPlace =
-        isGradientBuffer(in) && !resultOutputs.count(result) &&
-        llvm::all_of(input.getUsers(), [&](Operation *user) {
-          return user == op || (user->getBlock() == op->getBlock() &&
-                                user->isBeforeInBlock(op));
-        });
+    bool inPlace = isGradientBuffer(in) && !resultOutputs.count(result) &&
+                   llvm::all_of(input.getUsers(), [&](Operation *user) {
+                     return user == op || (user->getBlock() == op->getBlock() &&
+                                           user->isBeforeInBlock(op));
+                   });
     FlatSymbolRefAttr out = inPlace ? in : define(result);
     values[result] = out;
     launch(loc, "all_reduce_sum", {in}, {out},
@@ -884,8 +913,8 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
   FlatSymbolRefAttr moved = temporary(
       RankedTensorType::get({from.size, from.outer, from.inner}, element));
   swapOuter(in, from.outer, from.size, from.inner, moved);
-  FlatSymbolRefAttr combined = temporary(
-      RankedTensorType::get({to.size, to.outer, to.inner}, element));
+  FlatSymbolRefAttr combined =
+      temporary(RankedTensorType::get({to.size, to.outer, to.inner}, element));
   launch(loc, kernel, {moved}, {combined}, {count, axis->index});
   swapOuter(combined, to.size, to.outer, to.inner, define(result));
   return success();

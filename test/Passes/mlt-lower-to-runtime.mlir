@@ -115,8 +115,7 @@ module {
 // CHECK-NEXT: mlt_rt.launch "add" [@[[DS1]], @[[DGATE]]] -> [@[[DS2:t[0-9]+]]] ints [32]
 // CHECK-NEXT: mlt_rt.launch "add" [@[[DS2]], @[[DUP]]] -> [@[[DS:t[0-9]+]]] ints [32]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DS]], @[[H]]] -> [@[[DH1:t[0-9]+]]] ints [2, 4, 8, 4, 0, 0, 1]
-// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DS]], @[[H]]] -> [@[[DH2:t[0-9]+]]] ints [2, 4, 8, 4, 1, 0, 1]
-// CHECK-NEXT: mlt_rt.launch "add" [@[[DH1]], @[[DH2]]] -> [@[[DH:t[0-9]+]]] ints [64]
+// CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[DS]], @[[H]], @[[DH1]]] -> [@[[DH:t[0-9]+]]] ints [2, 4, 8, 4, 1, 0, 1]
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]] -> [@[[DTABLE:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DTABLE]]] -> [@"grad:model.embed_tokens.weight"] ints [128]
 // CHECK-NEXT: }
@@ -186,3 +185,53 @@ module {
 // CHECK: }
 // CHECK-NEXT: mlt_rt.program @optimizer_step {
 // CHECK: mlt_rt.launch "adamw" [@"grad:model.layers.1.self_attn.k_proj.weight", {{.*}}] -> [@"param:model.layers.1.self_attn.k_proj.weight", @"exp_avg:model.layers.1.self_attn.k_proj.weight", @"exp_avg_sq:model.layers.1.self_attn.k_proj.weight"] ints [32, 1]
+
+// -----
+
+// Tests that a product only added to a value computed before it is added by
+// its own kernel (matmul_add, the value as the addend) and the add is gone:
+// the residual adds of the forward pass, and in the backward the sums of the
+// input gradients of two projections of one value. A product used twice, or
+// added to a value computed after it, keeps its add.
+module {
+  mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
+  mlt.param @"w.weight" : tensor<8x8xf32>
+  mlt.param @"v.weight" : tensor<8x8xf32>
+  mlt.param @"lm_head.weight" : tensor<16x8xf32>
+  func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) -> tensor<f32> {
+    %table = mlt.load @"model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = mlt.embedding %tokens, %table : tensor<?x?xi32>, tensor<16x8xf32>
+    %w = mlt.load @"w.weight" : tensor<8x8xf32>
+    %v = mlt.load @"v.weight" : tensor<8x8xf32>
+    %p = mlt.matmul %h, %w transpose_rhs : tensor<?x?x8xf32>, tensor<8x8xf32>
+    %q = mlt.matmul %h, %v transpose_rhs : tensor<?x?x8xf32>, tensor<8x8xf32>
+    %r = mlt.add %h, %p : tensor<?x?x8xf32>
+    %twice = mlt.add %q, %q : tensor<?x?x8xf32>
+    %s = mlt.silu %r : tensor<?x?x8xf32>
+    %late = mlt.add %twice, %s : tensor<?x?x8xf32>
+    %head = mlt.load @"lm_head.weight" : tensor<16x8xf32>
+    %logits = mlt.matmul %late, %head transpose_rhs : tensor<?x?x8xf32>, tensor<16x8xf32>
+    %loss = mlt.cross_entropy %logits, %labels : tensor<?x?x16xf32>, tensor<?x?xi32>
+    return %loss : tensor<f32>
+  }
+}
+// CHECK: mlt_rt.buffer @"param:w.weight"
+// CHECK: mlt_rt.program @micro_step {
+// CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]]
+// CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[H]], @"param:w.weight", @[[H]]] -> [@[[R:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:v.weight"] -> [@[[Q:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
+// CHECK-NEXT: mlt_rt.launch "add" [@[[Q]], @[[Q]]] -> [@[[TWICE:t[0-9]+]]] ints [64]
+// CHECK-NEXT: mlt_rt.launch "silu_fwd" [@[[R]]] -> [@[[S:t[0-9]+]]] ints [64]
+// CHECK-NEXT: mlt_rt.launch "add" [@[[TWICE]], @[[S]]] -> [@[[LATE:t[0-9]+]]] ints [64]
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[LATE]], @"param:lm_head.weight"]
+// CHECK: mlt_rt.launch "cross_entropy_bwd"
+// The gradient of %h sums the residual's (%r's gradient) and the two
+// products' input gradients, each product adding the sum so far.
+// CHECK: mlt_rt.launch "silu_bwd" [{{.*}}] -> [@[[DR:t[0-9]+]]]
+// CHECK-NEXT: mlt_rt.launch "add" [@[[DL:t[0-9]+]], @[[DL]]] -> [@[[DQ:t[0-9]+]]] ints [64]
+// CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[DQ]], @"param:v.weight", @[[DR]]] -> [@[[DH1:t[0-9]+]]] ints [1, 8, 8, 8, 0, 0, 0]
+// CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DQ]], @[[H]]] -> [@"grad:v.weight"]
+// CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[DR]], @"param:w.weight", @[[DH1]]] -> [@[[DH:t[0-9]+]]] ints [1, 8, 8, 8, 0, 0, 0]
+// CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DR]], @[[H]]] -> [@"grad:w.weight"]
+// CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]
+// CHECK: mlt_rt.program @optimizer_step

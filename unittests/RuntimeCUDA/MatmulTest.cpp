@@ -212,6 +212,22 @@ TEST(CudaMatmulTest, Bf16IntoF32OverwritesAndAccumulates) {
     for (size_t i = 0; i < sum.size(); ++i)
       sum[i] = old[i] + product[i];
     EXPECT_LT(relError(dc.download(), sum), kF32Tol) << describe(s);
+
+    // matmul_add in bf16: c = product + a separate bf16 addend (a residual),
+    // summed in f32 and rounded once.
+    std::vector<float> residual = randomVector<float>(rng, sizeC(s));
+    const std::vector<uint16_t> residual16 = roundToBf16(residual);
+    DeviceBuffer<uint16_t> dresidual(residual16.size()), dout(sizeC(s));
+    dresidual.upload(residual16);
+    dout.upload(std::vector<uint16_t>(sizeC(s), uint16_t(0x7FC0)));
+    ASSERT_TRUE(runner->run(s, da.get(), db.get(), dout.get(),
+                            rt::ElementType::BF16, rt::ElementType::BF16,
+                            dresidual.get(), nullptr));
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] = residual[i] + product[i];
+    EXPECT_LT(relError(widenBf16(dout.download()), sum), kBf16Tol)
+        << describe(s);
+    EXPECT_EQ(dresidual.download(), residual16); // the addend is read only
   });
 }
 

@@ -157,51 +157,58 @@ TEST(CpuBackendTest, Embedding) {
   EXPECT_LT(relDiff((*bwd)[2], expected), kSameTol);
 }
 
-// Tests matmul (c overwritten) and matmul_accumulate (c += ...) for every
-// combination of transposes and batched/shared B against plain loops.
+// Tests matmul (c overwritten), matmul_accumulate (c += ...) and matmul_add
+// (c = ... + addend) for every combination of transposes and batched/shared
+// B against plain loops.
 TEST(CpuBackendTest, Matmul) {
   std::mt19937 rng(2);
   const int64_t batch = 3, m = 4, n = 5, k = 6;
-  for (int accumulate = 0; accumulate < 2; ++accumulate) {
-  for (int ta = 0; ta < 2; ++ta) {
-    for (int tb = 0; tb < 2; ++tb) {
-      for (int bb = 0; bb < 2; ++bb) {
-        // matmul_accumulate adds into c's random contents.
-        std::vector<float> c = randomFloats(rng, batch * m * n);
-        std::vector<float> a = randomFloats(rng, batch * m * k);
-        std::vector<float> b = randomFloats(rng, (bb ? batch : 1) * k * n);
-        std::vector<int64_t> aShape = ta ? std::vector<int64_t>{batch, k, m}
-                                         : std::vector<int64_t>{batch, m, k};
-        std::vector<int64_t> bShape =
-            tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
-        if (bb)
-          bShape.insert(bShape.begin(), batch);
-        ASSERT_RUN(r, runOne(accumulate ? Kernel::MatmulAccumulate
-                                        : Kernel::Matmul,
-                             {f32(aShape, a), f32(bShape, b)},
-                             {f32({batch, m, n}, c)},
-                             {batch, m, n, k, ta, tb, bb}));
-        std::vector<double> expected(batch * m * n, 0.0);
-        for (int64_t e = 0; e < batch; ++e)
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double sum = 0;
-              for (int64_t p = 0; p < k; ++p) {
-                double av =
-                    ta ? a[e * m * k + p * m + i] : a[e * m * k + i * k + p];
-                const float *bm = b.data() + (bb ? e * k * n : 0);
-                double bv = tb ? bm[j * k + p] : bm[p * n + j];
-                sum += av * bv;
+  for (Kernel kernel :
+       {Kernel::Matmul, Kernel::MatmulAccumulate, Kernel::MatmulAdd}) {
+    const bool accumulate = kernel == Kernel::MatmulAccumulate;
+    const bool add = kernel == Kernel::MatmulAdd;
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (int bb = 0; bb < 2; ++bb) {
+          // matmul_accumulate adds into c's random contents; matmul_add adds
+          // the addend and overwrites c.
+          std::vector<float> c = randomFloats(rng, batch * m * n);
+          std::vector<float> addend = randomFloats(rng, batch * m * n);
+          std::vector<float> a = randomFloats(rng, batch * m * k);
+          std::vector<float> b = randomFloats(rng, (bb ? batch : 1) * k * n);
+          std::vector<int64_t> aShape = ta ? std::vector<int64_t>{batch, k, m}
+                                           : std::vector<int64_t>{batch, m, k};
+          std::vector<int64_t> bShape =
+              tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+          if (bb)
+            bShape.insert(bShape.begin(), batch);
+          std::vector<Operand> inputs = {f32(aShape, a), f32(bShape, b)};
+          if (add)
+            inputs.push_back(f32({batch, m, n}, addend));
+          ASSERT_RUN(r, runOne(kernel, inputs, {f32({batch, m, n}, c)},
+                               {batch, m, n, k, ta, tb, bb}));
+          std::vector<double> expected(batch * m * n, 0.0);
+          for (int64_t e = 0; e < batch; ++e)
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double sum = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  double av =
+                      ta ? a[e * m * k + p * m + i] : a[e * m * k + i * k + p];
+                  const float *bm = b.data() + (bb ? e * k * n : 0);
+                  double bv = tb ? bm[j * k + p] : bm[p * n + j];
+                  sum += av * bv;
+                }
+                expected[e * m * n + i * n + j] =
+                    sum + (accumulate ? c[e * m * n + i * n + j] : 0.0) +
+                    (add ? addend[e * m * n + i * n + j] : 0.0);
               }
-              expected[e * m * n + i * n + j] =
-                  sum + (accumulate ? c[e * m * n + i * n + j] : 0.0);
-            }
-        EXPECT_LT(relDiff((*r)[2], expected), 1e-6)
-            << "accumulate " << accumulate << " ta " << ta << " tb " << tb
-            << " bb " << bb;
+          EXPECT_LT(relDiff((*r)[inputs.size()], expected), 1e-6)
+              << kernelName(kernel) << " ta " << ta << " tb " << tb << " bb "
+              << bb;
+        }
       }
     }
-  }
   }
 }
 
@@ -538,8 +545,8 @@ TEST(CpuBackendTest, ComputesBF16AsWidenedF32) {
     x = roundBF16(x);
   for (float &x : b)
     x = roundBF16(x);
-  ASSERT_RUN(sum, runOne(Kernel::Add, {bf16({n}, a), bf16({n}, b)},
-                         {bf16({n})}, {n}));
+  ASSERT_RUN(
+      sum, runOne(Kernel::Add, {bf16({n}, a), bf16({n}, b)}, {bf16({n})}, {n}));
   for (int64_t i = 0; i < n; ++i)
     EXPECT_EQ((*sum)[2][i], roundBF16(a[i] + b[i])) << i;
 
@@ -553,7 +560,8 @@ TEST(CpuBackendTest, ComputesBF16AsWidenedF32) {
   // A weight gradient from bf16 operands, written in f32: the f32 product of
   // the widened inputs, not rounded to bf16.
   const int64_t m = 3, k = 5, cols = 4;
-  std::vector<float> x = randomFloats(rng, m * k), w = randomFloats(rng, k * cols);
+  std::vector<float> x = randomFloats(rng, m * k),
+                     w = randomFloats(rng, k * cols);
   for (float &v : x)
     v = roundBF16(v);
   for (float &v : w)

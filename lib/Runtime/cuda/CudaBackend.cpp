@@ -96,6 +96,7 @@ bool supportsKernel(Kernel kernel) {
   // matmul.h
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd:
     return true;
   default:
     return false;
@@ -541,14 +542,20 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                             position->coordinate, s);
   }
 
-  // matmul.h: a, b -> c (c += a b for matmul_accumulate, in the epilogue);
-  // ints batch, m, n, k, ta, tb, b_batched. c is the operands' type or f32.
+  // matmul.h: a, b -> c (c += a b for matmul_accumulate, c = a b + addend
+  // for matmul_add, in the epilogue); ints batch, m, n, k, ta, tb,
+  // b_batched. c is the operands' type or f32.
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd: {
+    const void *addend = inst.kernel == Kernel::MatmulAccumulate ? out[0].data
+                         : inst.kernel == Kernel::MatmulAdd      ? in[2].data
+                                                                 : nullptr;
     return matmul_->run(
         MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0, a[5] != 0, a[6] != 0},
-        in[0].data, in[1].data, out[0].data, in[0].dtype, out[0].dtype,
-        inst.kernel == Kernel::MatmulAccumulate ? out[0].data : nullptr, s);
+        in[0].data, in[1].data, out[0].data, in[0].dtype, out[0].dtype, addend,
+        s);
+  }
 
   // optimizer.h: f32 gradients, parameters, moments and scalars.
   case Kernel::SumSquares: {

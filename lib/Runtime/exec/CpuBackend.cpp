@@ -447,10 +447,14 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                   a[2]);
 
   case Kernel::Matmul:
-  case Kernel::MatmulAccumulate: {
+  case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd: {
     const int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
     const bool transA = a[4], transB = a[5], bBatched = a[6];
-    const T beta = inst.kernel == Kernel::MatmulAccumulate ? T(1) : T(0);
+    // matmul_add: c starts as the addend, and the product is added to it.
+    if (inst.kernel == Kernel::MatmulAdd && in[2].data != out[0].data)
+      std::memmove(out[0].data, in[2].data, out[0].bytes());
+    const T beta = inst.kernel == Kernel::Matmul ? T(0) : T(1);
     const int64_t lda = std::max<int64_t>(1, transA ? m : k);
     const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
     const int64_t ldc = std::max<int64_t>(1, n);

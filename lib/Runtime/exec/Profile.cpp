@@ -27,6 +27,7 @@ InstructionWork mlt::rt::instructionWork(const RankPlan &rank,
   switch (inst.kernel) {
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate: // batch, m, n, k, ...
+  case Kernel::MatmulAdd:
     work.flops =
         2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(a[3]);
     break;

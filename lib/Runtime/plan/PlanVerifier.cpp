@@ -271,8 +271,9 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.outputs = {product({a[1], a[2]})};
     spec.int32Operands = {0};
     break;
-  case Kernel::Matmul:             // batch, m, n, k, transpose_a, transpose_b,
-  case Kernel::MatmulAccumulate: { // b_batched
+  case Kernel::Matmul:           // batch, m, n, k, transpose_a, transpose_b,
+  case Kernel::MatmulAccumulate: // b_batched
+  case Kernel::MatmulAdd: {
     int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
     if (a[4] > 1 || a[5] > 1 || a[6] > 1)
       return errorf("transpose_a, transpose_b and b_batched must be 0 or 1, "
@@ -280,6 +281,8 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
                     formatInts(a));
     spec.inputs = {product({batch, m, k}), product({a[6] ? batch : 1, k, n})};
     spec.outputs = {product({batch, m, n})};
+    if (inst.kernel == Kernel::MatmulAdd) // the addend
+      spec.inputs.push_back(product({batch, m, n}));
     break;
   }
   case Kernel::RMSNormFwd: // x, w -> y; rows, dim

@@ -302,4 +302,59 @@ TEST(CudaBackendTest, KernelErrorsSurfaceAtSynchronize) {
   EXPECT_EQ(status.message(), "adamw: step 0 is not a positive step number");
 }
 
+// Capture and replay (CUDA graphs): captured launches do not run until
+// replayed, each replay runs them again on the buffers' current contents,
+// and a kernel in a replayed graph that reports an error is named as if it
+// had been launched directly.
+TEST(CudaBackendTest, CapturedLaunchesReplay) {
+  MLT_REQUIRE_CUDA();
+  Fixture f(1 << 16);
+  ASSERT_TRUE(f.arena);
+  if (!f.context->canCapture())
+    GTEST_SKIP() << "graphs are off (MLT_CUDA_GRAPHS=0)";
+  const BufferView x = f.view(0, ElementType::F32, 4);
+  const BufferView y = f.view(256, ElementType::F32, 4);
+  const BufferView ids = f.view(512, ElementType::I32, 2);
+  const BufferView table = f.view(768, ElementType::F32, 3 * 4);
+  const BufferView rows = f.view(1024, ElementType::F32, 2 * 4);
+  f.write<float>(x, {1, 2, 3, 4});
+  f.write<int32_t>(ids, {2, 0});
+  f.write<float>(table, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+
+  ASSERT_TRUE(f.context->beginCapture());
+  ASSERT_TRUE(f.context->launch(instruction(Kernel::Accumulate, {}, {}, {4}),
+                                {x}, {y}));
+  ASSERT_TRUE(
+      f.context->launch(instruction(Kernel::EmbeddingFwd, {}, {}, {2, 3, 4}),
+                        {ids, table}, {rows}));
+  StatusOr<size_t> graph = f.context->endCapture();
+  ASSERT_TRUE(graph) << graph.status().message();
+  EXPECT_EQ(f.read<float>(y), std::vector<float>(4, 0.0f)); // not run yet
+
+  for (int replay = 1; replay <= 3; ++replay) {
+    ASSERT_TRUE(f.context->replay(*graph));
+    EXPECT_EQ(f.read<float>(y),
+              (std::vector<float>{1.0f * replay, 2.0f * replay, 3.0f * replay,
+                                  4.0f * replay}));
+  }
+  EXPECT_EQ(f.read<float>(rows),
+            (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+
+  // A bad id in a replay is reported with its kernel, once.
+  f.write<int32_t>(ids, {1, 5});
+  ASSERT_TRUE(f.context->replay(*graph));
+  Status status = f.context->synchronize();
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "embedding_fwd: token id 5 at position 1 is "
+                              "outside the vocabulary [0, 3)");
+  EXPECT_TRUE(f.context->synchronize());
+
+  // A capture that cannot be completed is dropped, and launches run again.
+  ASSERT_TRUE(f.context->beginCapture());
+  f.context->abortCapture();
+  ASSERT_TRUE(f.context->launch(instruction(Kernel::Accumulate, {}, {}, {4}),
+                                {x}, {y}));
+  EXPECT_EQ(f.read<float>(y)[0], 5.0f);
+}
+
 } // namespace

@@ -99,6 +99,20 @@ public:
   /// The default refuses: a backend that cannot time launches says so.
   virtual Status beginLaunchTiming();
   virtual StatusOr<std::vector<double>> endLaunchTiming();
+
+  /// Capture (on CUDA: graphs). A device that can capture records the
+  /// launches between beginCapture and endCapture instead of running them,
+  /// and `replay` runs the recorded work again as one unit (its launch cost
+  /// paid once): the executor captures a program's second run (the first
+  /// has set up libraries and scratch memory) and replays it afterwards.
+  /// The launches' buffers must be the same each time, as a plan's are.
+  /// If a launch cannot be captured, endCapture fails and the caller runs
+  /// the launches directly; abortCapture drops a capture begun.
+  virtual bool canCapture() const { return false; }
+  virtual Status beginCapture();
+  virtual StatusOr<size_t> endCapture();
+  virtual void abortCapture() {}
+  virtual Status replay(size_t capture);
 };
 
 /// A kind of device.

@@ -69,6 +69,12 @@ public:
   Status run(size_t programIndex);
   Status run(std::string_view programName);
 
+  /// Whether programs are captured on their second run and replayed from
+  /// then on, where the device can capture (CUDA graphs, unless
+  /// MLT_CUDA_GRAPHS=0); on by default. The results are the same bits either
+  /// way: the same kernels run on the same buffers.
+  void setCapture(bool enabled) { captureEnabled_ = enabled; }
+
   /// Copies `bytes` raw bytes to or from a buffer; `bytes` must equal its size.
   Status writeRaw(size_t buffer, const void *data, uint64_t bytes);
   Status readRaw(size_t buffer, void *data, uint64_t bytes);
@@ -112,6 +118,12 @@ private:
   struct PreparedProgram {
     std::string name;
     std::vector<PreparedInstruction> instructions;
+    /// Runs so far; the capture of this program's launches
+    /// (DeviceContext::beginCapture), made on its second run; whether
+    /// capturing it failed (it then always runs launch by launch).
+    size_t runs = 0;
+    std::optional<size_t> capture;
+    bool captureFailed = false;
   };
 
   Executor(RankPlan rank, Backend &backend,
@@ -128,6 +140,11 @@ private:
   /// the host wrote a Parameter buffer since it last ran.
   std::optional<size_t> refreshProgram_;
   bool copiesStale_ = false;
+  /// Launches the instructions of `program` one by one (on a failure, the
+  /// error names the program, the instruction and its kernel).
+  Status launchAll(size_t programIndex);
+
+  bool captureEnabled_ = true;
   /// While profiling: the (program, instruction) of every launch.
   bool profiling_ = false;
   std::vector<std::pair<size_t, size_t>> profiled_;

@@ -138,6 +138,9 @@ public:
       : device_(device), communicator_(communicator) {
     const char *sync = std::getenv("MLT_CUDA_SYNC_EACH_LAUNCH");
     syncEachLaunch_ = sync && *sync && std::strcmp(sync, "0") != 0;
+    const char *graphs = std::getenv("MLT_CUDA_GRAPHS");
+    graphsAllowed_ =
+        !syncEachLaunch_ && !(graphs && std::strcmp(graphs, "0") == 0);
   }
   ~CudaDeviceContext() override;
 
@@ -157,6 +160,11 @@ public:
   std::string architecture() const override { return architecture_; }
   Status beginLaunchTiming() override;
   StatusOr<std::vector<double>> endLaunchTiming() override;
+  bool canCapture() const override { return graphsAllowed_; }
+  Status beginCapture() override;
+  StatusOr<size_t> endCapture() override;
+  void abortCapture() override;
+  Status replay(size_t capture) override;
 
 private:
   /// Makes the context's device current on the calling thread.
@@ -212,6 +220,28 @@ private:
   bool timing_ = false;
   size_t timedLaunches_ = 0;
   std::vector<cudaEvent_t> timingEvents_;
+
+  /// CUDA graphs (capture and replay). A captured launch that reports
+  /// errors gets the tag (graph + 1) << kGraphTagShift | (its index among
+  /// the graph's reporting launches + 1); launches outside graphs get their
+  /// index in reportingLaunches_ + 1, below 1 << kGraphTagShift.
+  static constexpr unsigned kGraphTagShift = 20;
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<Kernel> reporting;
+    uint64_t launches = 0;
+    Kernel last = Kernel::Add;
+  };
+  bool graphsAllowed_ = true;
+  bool capturing_ = false;
+  std::vector<Kernel> captureReporting_;
+  uint64_t launchesBeforeCapture_ = 0;
+  std::vector<Graph> graphs_;
+  /// Whether a replayed graph may have written the error record.
+  bool recordPending_ = false;
+  /// Scratch areas outgrown while graphs exist (which may use them): freed
+  /// with the context.
+  std::vector<void *> retiredScratch_;
 };
 
 CudaDeviceContext::~CudaDeviceContext() {
@@ -221,6 +251,10 @@ CudaDeviceContext::~CudaDeviceContext() {
     (void)cudaStreamSynchronize(stream_);
   for (cudaEvent_t event : timingEvents_)
     (void)cudaEventDestroy(event);
+  for (Graph &graph : graphs_)
+    (void)cudaGraphExecDestroy(graph.exec);
+  for (void *area : retiredScratch_)
+    (void)cudaFree(area);
   if (scratch_)
     (void)cudaFree(scratch_);
   if (errorRecord_)
@@ -369,9 +403,68 @@ StatusOr<std::vector<double>> CudaDeviceContext::endLaunchTiming() {
   return milliseconds;
 }
 
+Status CudaDeviceContext::beginCapture() {
+  MLT_RETURN_IF_ERROR(activate());
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+  captureReporting_.clear();
+  launchesBeforeCapture_ = launchesSinceSync_;
+  return Status::ok();
+}
+
+StatusOr<size_t> CudaDeviceContext::endCapture() {
+  MLT_RETURN_IF_ERROR(activate());
+  capturing_ = false;
+  Graph graph;
+  graph.reporting = std::move(captureReporting_);
+  captureReporting_.clear();
+  graph.launches = launchesSinceSync_ - launchesBeforeCapture_;
+  graph.last = lastKernel_;
+  launchesSinceSync_ = launchesBeforeCapture_;
+  cudaGraph_t captured = nullptr;
+  cudaError_t error = cudaStreamEndCapture(stream_, &captured);
+  if (error == cudaSuccess)
+    error = cudaGraphInstantiate(&graph.exec, captured, 0);
+  if (captured)
+    (void)cudaGraphDestroy(captured);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError(); // a failed capture is not sticky
+    return errorf("capturing a CUDA graph: ", cudaGetErrorString(error));
+  }
+  graphs_.push_back(std::move(graph));
+  return graphs_.size() - 1;
+}
+
+void CudaDeviceContext::abortCapture() {
+  if (!capturing_ || cudaSetDevice(device_) != cudaSuccess)
+    return;
+  capturing_ = false;
+  captureReporting_.clear();
+  launchesSinceSync_ = launchesBeforeCapture_;
+  cudaGraph_t captured = nullptr;
+  (void)cudaStreamEndCapture(stream_, &captured);
+  if (captured)
+    (void)cudaGraphDestroy(captured);
+  (void)cudaGetLastError();
+}
+
+Status CudaDeviceContext::replay(size_t capture) {
+  MLT_RETURN_IF_ERROR(activate());
+  if (capture >= graphs_.size())
+    return errorf("no captured graph ", capture);
+  const Graph &graph = graphs_[capture];
+  MLT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.exec, stream_));
+  launchesSinceSync_ += graph.launches;
+  if (graph.launches > 0)
+    lastKernel_ = graph.last;
+  recordPending_ |= !graph.reporting.empty();
+  return Status::ok();
+}
+
 Status CudaDeviceContext::synchronize() {
   MLT_RETURN_IF_ERROR(activate());
-  const bool readRecord = !reportingLaunches_.empty();
+  const bool readRecord = !reportingLaunches_.empty() || recordPending_;
   if (readRecord)
     MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(hostErrorRecord_, errorRecord_,
                                              sizeof(DeviceErrorRecord),
@@ -400,21 +493,34 @@ Status CudaDeviceContext::synchronize() {
     MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
   reportingLaunches_.clear();
+  recordPending_ = false;
   return status;
 }
 
 DeviceErrorSink CudaDeviceContext::errorSink(const InstructionDesc &inst) {
-  reportingLaunches_.push_back(inst.kernel);
   DeviceErrorSink sink;
   sink.record = errorRecord_;
-  sink.tag = unsigned(reportingLaunches_.size());
+  if (capturing_) {
+    captureReporting_.push_back(inst.kernel);
+    sink.tag = unsigned(graphs_.size() + 1) << kGraphTagShift |
+               unsigned(captureReporting_.size());
+  } else {
+    reportingLaunches_.push_back(inst.kernel);
+    sink.tag = unsigned(reportingLaunches_.size());
+  }
   return sink;
 }
 
 Status CudaDeviceContext::deviceError(const DeviceErrorRecord &record) const {
   std::string kernel = "a kernel";
-  if (record.owner >= 1 && record.owner <= reportingLaunches_.size())
-    kernel = std::string(kernelName(reportingLaunches_[record.owner - 1]));
+  const unsigned graph = record.owner >> kGraphTagShift;
+  const unsigned index = record.owner & ((1u << kGraphTagShift) - 1);
+  const std::vector<Kernel> *launches = graph == 0 ? &reportingLaunches_
+                                        : graph <= graphs_.size()
+                                            ? &graphs_[graph - 1].reporting
+                                            : nullptr;
+  if (launches && index >= 1 && index <= launches->size())
+    kernel = std::string(kernelName((*launches)[index - 1]));
   const unsigned long long packed = ~record.where;
   const long long position = (long long)(packed >> 32);
   const uint32_t value = uint32_t(packed & 0xFFFFFFFFu);
@@ -436,9 +542,15 @@ Status CudaDeviceContext::deviceError(const DeviceErrorRecord &record) const {
 StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
   if (bytes <= scratchBytes_)
     return scratch_;
+  if (capturing_)
+    return errorf("scratch memory cannot grow while a CUDA graph is captured");
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (scratch_) {
-    MLT_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+    // Captured graphs may still read the old area: keep it until the end.
+    if (graphs_.empty())
+      MLT_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+    else
+      retiredScratch_.push_back(scratch_);
     scratch_ = nullptr;
     scratchBytes_ = 0;
   }

@@ -29,6 +29,18 @@ StatusOr<std::vector<double>> DeviceContext::endLaunchTiming() {
   return errorf("this device cannot time its launches");
 }
 
+Status DeviceContext::beginCapture() {
+  return errorf("this device cannot capture launches");
+}
+
+StatusOr<size_t> DeviceContext::endCapture() {
+  return errorf("this device cannot capture launches");
+}
+
+Status DeviceContext::replay(size_t) {
+  return errorf("this device cannot capture launches");
+}
+
 Status mlt::rt::checkComputeOperands(
     const RankPlan &rank, const InstructionDesc &inst,
     const std::function<Status(const BufferDesc &buffer)> &check) {
@@ -209,6 +221,37 @@ Status Executor::run(size_t programIndex) {
     MLT_RETURN_IF_ERROR(run(*refreshProgram_));
   if (refreshProgram_ && programIndex == *refreshProgram_)
     copiesStale_ = false;
+  PreparedProgram &program = programs_.at(programIndex);
+  ++program.runs;
+  if (program.capture && !profiling_) {
+    MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
+    return device_->synchronize();
+  }
+  // The second run is captured (the first has set up the libraries' plans
+  // and the scratch memory, which a capture cannot allocate), then replayed
+  // to run it. A program that cannot be captured runs launch by launch.
+  if (captureEnabled_ && !profiling_ && program.runs == 2 &&
+      !program.captureFailed && device_->canCapture()) {
+    MLT_RETURN_IF_ERROR(device_->beginCapture());
+    Status launched = launchAll(programIndex);
+    StatusOr<size_t> capture =
+        launched ? device_->endCapture() : StatusOr<size_t>(launched);
+    if (capture) {
+      program.capture = *capture;
+      MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
+      return device_->synchronize();
+    }
+    // A failed endCapture has dropped the capture; failed launches leave it
+    // open.
+    if (!launched)
+      device_->abortCapture();
+    program.captureFailed = true;
+  }
+  MLT_RETURN_IF_ERROR(launchAll(programIndex));
+  return device_->synchronize();
+}
+
+Status Executor::launchAll(size_t programIndex) {
   const PreparedProgram &program = programs_.at(programIndex);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const PreparedInstruction &p = program.instructions[i];
@@ -222,7 +265,7 @@ Status Executor::run(size_t programIndex) {
       return std::move(status).withContext(context.str());
     }
   }
-  return device_->synchronize();
+  return Status::ok();
 }
 
 Status Executor::beginProfile() {

@@ -70,6 +70,16 @@ public:
   virtual Status copyToHost(void *host, const uint8_t *device,
                             uint64_t bytes) = 0;
 
+  /// Queues a copy of `bytes` of device memory to `host`, in order with the
+  /// launches, that has landed when the next synchronize returns: a read
+  /// that does not wait (`host` must stay valid until then). The default
+  /// copies at once, which is right for devices whose launches complete
+  /// when they return (the CPU).
+  virtual Status copyToHostAtSync(void *host, const uint8_t *device,
+                                  uint64_t bytes) {
+    return copyToHost(host, device, bytes);
+  }
+
   /// Sets every element of `buffer` to `value`, converted to its dtype.
   virtual Status fill(const BufferView &buffer, double value) = 0;
 

@@ -25,6 +25,7 @@
 #include "mlt/Runtime/Plan.h"
 #include "mlt/Runtime/Status.h"
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,12 +63,22 @@ public:
   /// The index of the program named `name`; fails naming it when absent.
   StatusOr<size_t> findProgram(std::string_view name) const;
 
-  /// Runs program `index` to completion (synchronizing the device), after
-  /// refreshing the compute copies if the host wrote parameters since the
-  /// last run. A failing launch is reported with the program, the
-  /// instruction and its kernel.
-  Status run(size_t programIndex);
+  /// Runs program `index` after refreshing the compute copies if the host
+  /// wrote parameters since the last run; with `wait`, to completion
+  /// (synchronizing the device), else only queued (a training step queues
+  /// its programs and waits once). A failing launch is reported with the
+  /// program, the instruction and its kernel.
+  Status run(size_t programIndex, bool wait = true);
   Status run(std::string_view programName);
+
+  /// Waits for the queued work, and completes the reads of
+  /// readScalarAtSync.
+  Status synchronize();
+
+  /// Reads a one-element float buffer without waiting: `*out` is set, by the
+  /// next synchronize, to the buffer's value at this point of the queued
+  /// work. `out` must stay valid until then.
+  Status readScalarAtSync(size_t buffer, double *out);
 
   /// Whether programs are captured on their second run and replayed from
   /// then on, where the device can capture (CUDA graphs, unless
@@ -145,6 +156,15 @@ private:
   Status launchAll(size_t programIndex);
 
   bool captureEnabled_ = true;
+  /// Reads queued by readScalarAtSync: the buffer's type, where its bytes
+  /// land, and where the value goes (a deque: the landing areas do not
+  /// move).
+  struct PendingRead {
+    ElementType dtype;
+    alignas(8) unsigned char bytes[8];
+    double *out;
+  };
+  std::deque<PendingRead> pendingReads_;
   /// While profiling: the (program, instruction) of every launch.
   bool profiling_ = false;
   std::vector<std::pair<size_t, size_t>> profiled_;

@@ -5,8 +5,10 @@
 // schedule), zeroes the gradients, runs `micro_step` once per micro-batch on
 // consecutive row blocks of the step's global batch, then `optimizer_step`,
 // and reports the mean micro-batch loss and the gradient norm before
-// clipping. The learning-rate schedule is one function, shared by the tool's
-// help text and the tests.
+// clipping. A step's work is queued whole and waited for once (the losses
+// and the norm are read as it completes): on a GPU no synchronization
+// interrupts a step. The learning-rate schedule is one function, shared by the
+// tool's help text and the tests.
 //
 // With several ranks (a RankGroup) every rank does all of that, on its own
 // thread: each reads its block of every micro-batch (its tokens and labels

@@ -43,6 +43,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -152,6 +153,8 @@ public:
   Status copyToDevice(uint8_t *device, const void *host,
                       uint64_t bytes) override;
   Status copyToHost(void *host, const uint8_t *device, uint64_t bytes) override;
+  Status copyToHostAtSync(void *host, const uint8_t *device,
+                          uint64_t bytes) override;
   Status fill(const BufferView &buffer, double value) override;
   Status launch(const InstructionDesc &inst,
                 const std::vector<BufferView> &inputs,
@@ -242,6 +245,17 @@ private:
   /// Scratch areas outgrown while graphs exist (which may use them): freed
   /// with the context.
   std::vector<void *> retiredScratch_;
+
+  /// Reads that land at the next synchronize (copyToHostAtSync): copied on
+  /// the stream into pinned staging, then to their destinations.
+  struct StagedRead {
+    void *host;
+    size_t offset, bytes;
+  };
+  static constexpr size_t kStagingBytes = 64 * 1024;
+  uint8_t *staging_ = nullptr; // pinned host memory, kStagingBytes
+  size_t stagingUsed_ = 0;
+  std::vector<StagedRead> stagedReads_;
 };
 
 CudaDeviceContext::~CudaDeviceContext() {
@@ -261,6 +275,8 @@ CudaDeviceContext::~CudaDeviceContext() {
     (void)cudaFree(errorRecord_);
   if (hostErrorRecord_)
     (void)cudaFreeHost(hostErrorRecord_);
+  if (staging_)
+    (void)cudaFreeHost(staging_);
   if (stream_)
     (void)cudaStreamDestroy(stream_);
 }
@@ -280,6 +296,8 @@ Status CudaDeviceContext::init() {
   MLT_CUDA_RETURN_IF_ERROR(cudaMallocHost(
       reinterpret_cast<void **>(&hostErrorRecord_), sizeof(DeviceErrorRecord)));
   std::memset(hostErrorRecord_, 0, sizeof(DeviceErrorRecord));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMallocHost(reinterpret_cast<void **>(&staging_), kStagingBytes));
   StatusOr<std::unique_ptr<MatmulRunner>> matmul = MatmulRunner::create();
   if (!matmul)
     return matmul.takeStatus();
@@ -348,6 +366,25 @@ Status CudaDeviceContext::copyToHost(void *host, const uint8_t *device,
   MLT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status CudaDeviceContext::copyToHostAtSync(void *host, const uint8_t *device,
+                                           uint64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  // Small reads (scalars) share the staging area; a larger one, or a full
+  // area, is an ordinary waiting copy.
+  const size_t offset = (stagingUsed_ + 15) & ~size_t(15);
+  if (bytes > kStagingBytes - std::min(offset, kStagingBytes)) {
+    MLT_RETURN_IF_ERROR(synchronize());
+    return copyToHost(host, device, bytes);
+  }
+  MLT_RETURN_IF_ERROR(activate());
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging_ + offset, device, bytes,
+                                           cudaMemcpyDeviceToHost, stream_));
+  stagedReads_.push_back({host, offset, size_t(bytes)});
+  stagingUsed_ = offset + bytes;
   return Status::ok();
 }
 
@@ -472,6 +509,11 @@ Status CudaDeviceContext::synchronize() {
   cudaError_t error = cudaStreamSynchronize(stream_);
   const uint64_t launches = launchesSinceSync_;
   launchesSinceSync_ = 0;
+  if (error == cudaSuccess)
+    for (const StagedRead &read : stagedReads_)
+      std::memcpy(read.host, staging_ + read.offset, read.bytes);
+  stagedReads_.clear();
+  stagingUsed_ = 0;
   if (error != cudaSuccess) {
     std::string where;
     if (launches > 0)

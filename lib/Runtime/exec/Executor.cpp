@@ -216,16 +216,16 @@ StatusOr<size_t> Executor::findProgram(std::string_view name) const {
   return errorf("the plan has no program '", name, "'");
 }
 
-Status Executor::run(size_t programIndex) {
+Status Executor::run(size_t programIndex, bool wait) {
   if (copiesStale_ && refreshProgram_ && programIndex != *refreshProgram_)
-    MLT_RETURN_IF_ERROR(run(*refreshProgram_));
+    MLT_RETURN_IF_ERROR(run(*refreshProgram_, /*wait=*/false));
   if (refreshProgram_ && programIndex == *refreshProgram_)
     copiesStale_ = false;
   PreparedProgram &program = programs_.at(programIndex);
   ++program.runs;
   if (program.capture && !profiling_) {
     MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
-    return device_->synchronize();
+    return wait ? synchronize() : Status::ok();
   }
   // The second run is captured (the first has set up the libraries' plans
   // and the scratch memory, which a capture cannot allocate), then replayed
@@ -239,7 +239,7 @@ Status Executor::run(size_t programIndex) {
     if (capture) {
       program.capture = *capture;
       MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
-      return device_->synchronize();
+      return wait ? synchronize() : Status::ok();
     }
     // A failed endCapture has dropped the capture; failed launches leave it
     // open.
@@ -248,7 +248,52 @@ Status Executor::run(size_t programIndex) {
     program.captureFailed = true;
   }
   MLT_RETURN_IF_ERROR(launchAll(programIndex));
-  return device_->synchronize();
+  return wait ? synchronize() : Status::ok();
+}
+
+Status Executor::synchronize() {
+  Status status = device_->synchronize();
+  if (status) {
+    for (const PendingRead &read : pendingReads_) {
+      switch (read.dtype) {
+      case ElementType::F64:
+        std::memcpy(read.out, read.bytes, sizeof(double));
+        break;
+      case ElementType::BF16: {
+        uint16_t bits;
+        std::memcpy(&bits, read.bytes, sizeof(bits));
+        float value;
+        cpu::castBF16ToFloat(&value, &bits, 1);
+        *read.out = value;
+        break;
+      }
+      default: { // f32 (readScalarAtSync checked)
+        float value;
+        std::memcpy(&value, read.bytes, sizeof(value));
+        *read.out = value;
+        break;
+      }
+      }
+    }
+  }
+  pendingReads_.clear();
+  return status;
+}
+
+Status Executor::readScalarAtSync(size_t index, double *out) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (buffer.numElements() != 1)
+    return errorf("buffer '", buffer.name, "' is not a scalar");
+  if (buffer.dtype != ElementType::F32 && buffer.dtype != ElementType::F64 &&
+      buffer.dtype != ElementType::BF16)
+    return errorf("buffer '", buffer.name, "' is ",
+                  elementTypeName(buffer.dtype),
+                  "; only f32, f64 and bf16 scalars can be read");
+  PendingRead &read = pendingReads_.emplace_back();
+  read.dtype = buffer.dtype;
+  read.out = out;
+  return device_->copyToHostAtSync(read.bytes, arena_ + buffer.offset,
+                                   buffer.bytes);
 }
 
 Status Executor::launchAll(size_t programIndex) {
@@ -312,7 +357,7 @@ Status Executor::readRaw(size_t index, void *data, uint64_t bytes) {
   if (bytes != buffer.bytes)
     return errorf("reading ", bytes, " bytes from buffer '", buffer.name,
                   "' of ", buffer.bytes, " bytes");
-  MLT_RETURN_IF_ERROR(device_->synchronize());
+  MLT_RETURN_IF_ERROR(synchronize());
   return device_->copyToHost(data, arena_ + buffer.offset, bytes);
 }
 

@@ -151,34 +151,33 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   };
   const bool readLoss =
       isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
+  // The whole step is queued, then waited for once: the inputs of micro-batch
+  // mb + 1 and the reads of each loss are ordered after micro-batch mb's
+  // work (no device synchronization inside a step).
   for (int64_t mb = 0; mb < model_.microbatches; ++mb) {
     MLT_RETURN_IF_ERROR(
         feed(rank.tokens, inputs_, rank.tokensBlock, rank.tokensStaging, mb));
     MLT_RETURN_IF_ERROR(
         feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
-    MLT_RETURN_IF_ERROR(executor.run(rank.microStep));
-    if (!readLoss)
-      continue;
-    StatusOr<double> loss = executor.readScalar(rank.loss);
-    if (!loss)
-      return loss.takeStatus();
-    rank.measuredLosses[mb] = *loss;
-    // Rank 0 stops the step (and, through the rank group, every rank).
-    if (isFirst && !std::isfinite(*loss))
-      return errorf("loss is ", std::isnan(*loss) ? "NaN" : "infinite",
-                    " at step ", step,
-                    model_.microbatches > 1
-                        ? " (micro-batch " + std::to_string(mb + 1) + ")"
-                        : std::string());
+    MLT_RETURN_IF_ERROR(executor.run(rank.microStep, /*wait=*/false));
+    if (readLoss)
+      MLT_RETURN_IF_ERROR(
+          executor.readScalarAtSync(rank.loss, &rank.measuredLosses[mb]));
   }
-
-  MLT_RETURN_IF_ERROR(executor.run(rank.optimizerStep));
-  if (readLoss) {
-    StatusOr<double> gradNorm = executor.readScalar(rank.gradNorm);
-    if (!gradNorm)
-      return gradNorm.takeStatus();
-    rank.measuredGradNorm = *gradNorm;
-  }
+  MLT_RETURN_IF_ERROR(executor.run(rank.optimizerStep, /*wait=*/false));
+  if (readLoss)
+    MLT_RETURN_IF_ERROR(
+        executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
+  MLT_RETURN_IF_ERROR(executor.synchronize());
+  // Rank 0 stops the run (and, through the rank group, every rank).
+  if (isFirst)
+    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
+      if (double loss = rank.measuredLosses[mb]; !std::isfinite(loss))
+        return errorf("loss is ", std::isnan(loss) ? "NaN" : "infinite",
+                      " at step ", step,
+                      model_.microbatches > 1
+                          ? " (micro-batch " + std::to_string(mb + 1) + ")"
+                          : std::string());
   return Status::ok();
 }
 

@@ -237,8 +237,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// delta[b, h, s] = dout[b, s, h, :] . out[b, s, h, :]; one warp per row,
-/// rows taken in a grid-stride loop.
-__global__ void attentionDeltaKernel(float *delta, const float *dout,
+/// rows taken in a grid-stride loop. (static: every includer gets its own.)
+static __global__ void attentionDeltaKernel(float *delta, const float *dout,
                                      const float *out, int64_t rows, int seq,
                                      int qHeads, int headDim) {
   const int lane = threadIdx.x & 31;
@@ -429,6 +429,986 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 #endif // __CUDACC__
+
+//===----------------------------------------------------------------------===//
+// bf16 tensor-core kernels
+//
+// The same FlashAttention-2 partitioning, with the tile products on tensor
+// cores: mma.sync.m16n8k16 (bf16 operands, f32 accumulators) fed by ldmatrix
+// from shared memory; tiles arrive through 16-byte cp.async, K/V (forward,
+// dq) or Q/dO (dk/dv) double-buffered so that the next tile loads while the
+// current one is multiplied.
+//
+// Invariants (in addition to the layouts above, with bf16 tensors and f32
+// lse / delta):
+// - headDim D is 64 or 128 exactly, a compile-time constant: a tile row is D
+//   bf16, D / 8 chunks of 16 bytes. Every tensor is 16-byte aligned and its
+//   rows (qHeads * D or kvHeads * D elements apart) therefore are too
+//   (checked on the host).
+// - Tiles in shared memory are [rows][D] bf16 with chunk c of row r stored at
+//   chunk position c ^ (r % 8) (tileOffset): the 8 rows that one ldmatrix
+//   phase reads at one logical chunk fall in 8 distinct bank groups, and so
+//   do the 16-byte cp.async writes. Rows past seq are zero-filled by cp.async
+//   (source size 0), so every value in a tile is finite.
+// - A block is kTcThreads = 128 threads, 4 warps. A warp owns MT slices of 16
+//   rows (MT = 1 or 2) of the block's own tile: query rows in the forward and
+//   the dq kernel (a block covers 64 * MT query rows), key rows in the dk/dv
+//   kernel (64 * MT keys). Everything a warp accumulates stays in its
+//   registers in the m16n8 accumulator layout: lane l holds rows l / 4 and
+//   l / 4 + 8 of each 16-row slice, columns 2 (l % 4) and 2 (l % 4) + 1 of
+//   each 8-column tile. Two adjacent 8-column accumulator tiles, rounded to
+//   bf16 pairs, are exactly the A operand of the next product (P V, P^T dO,
+//   dS^T Q, dS K), so probabilities never go through shared memory.
+// - Softmax in base 2: scores are multiplied by scale * log2(e) and
+//   exponentiated with ex2.approx; lse is stored in natural-log units,
+//   (m + log2(l)) * ln(2). Masked scores (key j > query i when causal,
+//   j >= seq) are -inf in the forward and their probabilities exactly 0 in
+//   the backward; only tiles that cross the diagonal or the sequence end are
+//   masked element by element. Causal blocks process the heaviest tiles
+//   first (blockIdx.x counts from the end) so that the tail of the grid is
+//   made of short blocks.
+// - Backward: delta = rowsum(dout * out) in f32 first (attentionDeltaTcKernel),
+//   then the dq kernel (per query tile, over key tiles) and the dk/dv kernel
+//   (per key tile, over the query tiles of `heads per part` query heads of
+//   the kv head's group). With parts > 1 the group's heads are split over
+//   `parts` blocks, each writing f32 partial dk/dv to scratch, and
+//   attentionDkDvReduceTcKernel sums the parts in index order. No atomics:
+//   results are bit-reproducible for a shape, on any device (parts is a
+//   function of the shape only).
+//===----------------------------------------------------------------------===//
+
+namespace tc {
+
+inline constexpr int kTcThreads = 128;
+inline constexpr int kTcWarps = kTcThreads / 32;
+
+/// Forward: D head dim, MT 16-row slices per warp (64 * MT query rows per
+/// block), BC keys per K/V tile, MINB blocks per multiprocessor asked of the
+/// register allocator.
+template <int D_, int MT_, int BC_, int MINB_> struct FwdConfig {
+  static constexpr int D = D_, MT = MT_, BC = BC_, MINB = MINB_;
+  static constexpr int BR = 16 * MT * kTcWarps;
+  static constexpr size_t kShared = size_t(BR + 4 * BC) * D * 2;
+};
+
+/// dq: as the forward (64 * MT query rows per block, BC keys per tile).
+template <int D_, int MT_, int BC_, int MINB_> struct DqConfig {
+  static constexpr int D = D_, MT = MT_, BC = BC_, MINB = MINB_;
+  static constexpr int BR = 16 * MT * kTcWarps;
+  static constexpr size_t kShared = size_t(2 * BR + 4 * BC) * D * 2;
+};
+
+/// dk/dv: 64 * MT keys per block, BR query rows per Q/dO tile; KEEPKV keeps
+/// the warp's K and V fragments in registers for the whole block instead of
+/// reading them from shared memory for every query tile.
+template <int D_, int MT_, int BR_, bool KEEPKV_, int MINB_>
+struct DkDvConfig {
+  static constexpr int D = D_, MT = MT_, BR = BR_, MINB = MINB_;
+  static constexpr bool KEEPKV = KEEPKV_;
+  static constexpr int BC = 16 * MT * kTcWarps;
+  static constexpr size_t kShared =
+      size_t(2 * BC + 4 * BR) * D * 2 + 4 * BR * sizeof(float);
+};
+
+#ifdef __CUDACC__
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][D]
+/// bf16 tile.
+template <int D>
+__device__ __forceinline__ uint32_t tileOffset(int row, int chunk) {
+  return uint32_t(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+/// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (the
+/// source is then not read).
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src,
+                                          bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+/// 4 bytes global -> shared; zero-filled when !valid.
+__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src,
+                                         bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/// Waits until at most N of this thread's committed groups are in flight.
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+               "[%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4],
+                                                uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+               "%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+/// c += a b for one m16n8k16 tile: a row-major 16x16 bf16, b column-major
+/// 16x8 bf16, c 16x8 f32.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, "
+               "%2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                 "r"(b1));
+}
+
+/// Two floats as a bf16 pair (lo in the low half), rounded to nearest even.
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/// 2^x on the special-function unit (relative error ~2^-22; 2^-inf = 0).
+__device__ __forceinline__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// The A fragments (16 rows x 16 columns) of rows row0.. of a tile, columns
+/// 16 ks.. (ldmatrix lanes 0-15 address rows 0-15 of chunk 2 ks, lanes 16-31
+/// the same rows of chunk 2 ks + 1). The same addressing with .trans yields
+/// the B fragments of two 8-column tiles of a [k][n] row-major tile.
+template <int D>
+__device__ __forceinline__ uint32_t fragAddrA(uint32_t tile, int row0,
+                                              int ks, int lane) {
+  return tile + tileOffset<D>(row0 + (lane & 15), 2 * ks + (lane >> 4));
+}
+/// The B fragments of two 8-column tiles (rows n0.. and n0 + 8.. of an
+/// [n][k] row-major tile), k columns 16 ks..: r[0], r[1] for rows n0..n0+7,
+/// r[2], r[3] for rows n0+8..n0+15.
+template <int D>
+__device__ __forceinline__ uint32_t fragAddrB(uint32_t tile, int n0, int ks,
+                                              int lane) {
+  return tile + tileOffset<D>(n0 + (lane & 7) + ((lane >> 4) << 3),
+                              2 * ks + ((lane >> 3) & 1));
+}
+
+/// Queues the cp.async of rows [row0, row0 + ROWS) of a [seq][rowStride]
+/// bf16 matrix (D columns from `src`) into a swizzled tile; rows >= seq are
+/// zero-filled.
+template <int D, int ROWS>
+__device__ __forceinline__ void loadTileAsync(uint32_t tile, const bf16 *src,
+                                              int64_t rowStride, int row0,
+                                              int seq) {
+  constexpr int kChunks = D / 8;
+  static_assert(ROWS * kChunks % kTcThreads == 0, "whole tile per pass");
+#pragma unroll
+  for (int i = 0; i < ROWS * kChunks / kTcThreads; ++i) {
+    const int e = threadIdx.x + i * kTcThreads;
+    const int r = e / kChunks, c = e % kChunks;
+    const bool valid = row0 + r < seq;
+    const bf16 *from = valid ? src + int64_t(row0 + r) * rowStride + c * 8 : src;
+    cpAsync16(tile + tileOffset<D>(r, c), from, valid);
+  }
+}
+
+/// Writes a warp's accumulator rows (slices of 16 rows from tile row
+/// warpRow0) as bf16 through the swizzled tile `stage` (rows of this warp
+/// only), then stores the rows below seq to dst (tile row r is global row
+/// tileRow0 + r) with 16-byte stores.
+template <int D, int MT>
+__device__ __forceinline__ void storeWarpRows(bf16 *dst, int64_t rowStride,
+                                              int tileRow0, int seq,
+                                              unsigned char *stage,
+                                              int warpRow0,
+                                              const float (&acc)[MT][D / 8][4]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r = warpRow0 + mt * 16 + lane / 4;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      *reinterpret_cast<uint32_t *>(stage + tileOffset<D>(r, nt) +
+                                    (lane % 4) * 4) =
+          packBf16(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<uint32_t *>(stage + tileOffset<D>(r + 8, nt) +
+                                    (lane % 4) * 4) =
+          packBf16(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+  __syncwarp();
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int e = lane; e < 16 * MT * kChunks; e += 32) {
+    const int r = warpRow0 + e / kChunks, c = e % kChunks;
+    if (tileRow0 + r < seq)
+      *reinterpret_cast<uint4 *>(dst + int64_t(tileRow0 + r) * rowStride +
+                                 c * 8) =
+          *reinterpret_cast<const uint4 *>(stage + tileOffset<D>(r, c));
+  }
+}
+
+/// Forward: one block per (query tile of Cfg::BR rows, query head, batch).
+template <class Cfg>
+__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
+    attentionFwdTcKernel(bf16 *__restrict__ out, float *__restrict__ lse,
+                         const bf16 *__restrict__ q,
+                         const bf16 *__restrict__ k,
+                         const bf16 *__restrict__ v, int seq, int qHeads,
+                         int kvHeads, bool causal, float scaleLog2) {
+  constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
+  constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
+  constexpr uint32_t kKVBytes = BC * D * 2;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = sharedAddress(smem);
+  const uint32_t sK = sQ + BR * D * 2, sV = sK + 2 * kKVBytes;
+
+  const int nQT = (seq + BR - 1) / BR;
+  const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int q0 = qt * BR, h = blockIdx.y, b = blockIdx.z;
+  const int g = h / (qHeads / kvHeads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t qStride = int64_t(qHeads) * D, kvStride = int64_t(kvHeads) * D;
+  const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * D;
+  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * D;
+  const bf16 *kBase = k + kvOffset, *vBase = v + kvOffset;
+
+  const int kEnd = causal ? min(seq, q0 + BR) : seq;
+  const int nKT = (kEnd + BC - 1) / BC;
+  loadTileAsync<D, BR>(sQ, q + qOffset, qStride, q0, seq);
+  loadTileAsync<D, BC>(sK, kBase, kvStride, 0, seq);
+  loadTileAsync<D, BC>(sV, vBase, kvStride, 0, seq);
+  cpAsyncCommit();
+
+  // This lane's rows: warpRow0 + 16 mt + lane / 4 (+ 8).
+  const int warpRow0 = warp * 16 * MT;
+  const int warpLast = q0 + warpRow0 + 16 * MT - 1;
+  float o[MT][OT][4];
+  float mRow[MT][2], lRow[MT][2];
+  uint32_t qf[MT][KS][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+      o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.f;
+    mRow[mt][0] = mRow[mt][1] = -INFINITY;
+    lRow[mt][0] = lRow[mt][1] = 0.f;
+  }
+
+  for (int kt = 0; kt < nKT; ++kt) {
+    const uint32_t bufOff = (kt & 1) * kKVBytes;
+    if (kt + 1 < nKT) {
+      loadTileAsync<D, BC>(sK + (bufOff ^ kKVBytes), kBase, kvStride,
+                           (kt + 1) * BC, seq);
+      loadTileAsync<D, BC>(sV + (bufOff ^ kKVBytes), vBase, kvStride,
+                           (kt + 1) * BC, seq);
+    }
+    cpAsyncCommit();
+    cpAsyncWait<1>(); // tile kt (and Q) have landed for this thread
+    __syncthreads();  // ... and for every thread
+    if (kt == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+          ldmatrixX4(qf[mt][ks],
+                     fragAddrA<D>(sQ, warpRow0 + 16 * mt, ks, lane));
+    }
+    const int k0 = kt * BC;
+    // Causal: the warp's rows all precede this key tile (only in the
+    // diagonal tiles of a block with more than BC rows).
+    if (!(causal && warpLast < k0)) {
+      const uint32_t tK = sK + bufOff, tV = sV + bufOff;
+      float s[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bk[4];
+          ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
+            mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
+          }
+        }
+      }
+      const bool mask =
+          k0 + BC > seq || (causal && k0 + BC - 1 > q0 + warpRow0);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int i0 = q0 + warpRow0 + 16 * mt + lane / 4;
+        float mx[2] = {mRow[mt][0], mRow[mt][1]};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mt][nt][e] * scaleLog2;
+            if (mask) {
+              const int j = k0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+              const int i = i0 + (e >> 1) * 8;
+              if (j >= seq || (causal && j > i))
+                x = -INFINITY;
+            }
+            s[mt][nt][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          // A row with nothing visible yet keeps m = -inf; subtracting 0
+          // keeps its (zero) probabilities and rescale factor NaN-free.
+          const float base = mx[r] == -INFINITY ? 0.f : mx[r];
+          const float alpha = fastExp2(mRow[mt][r] - base);
+          mRow[mt][r] = mx[r];
+          lRow[mt][r] *= alpha;
+#pragma unroll
+          for (int nt = 0; nt < OT; ++nt) {
+            o[mt][nt][2 * r] *= alpha;
+            o[mt][nt][2 * r + 1] *= alpha;
+          }
+          mx[r] = base;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float p = fastExp2(s[mt][nt][e] - mx[e >> 1]);
+            s[mt][nt][e] = p;
+            lRow[mt][e >> 1] += p;
+          }
+        }
+      }
+      // o += P V, P rounded to bf16 in registers.
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t bv[4];
+          ldmatrixX4Trans(bv, fragAddrA<D>(tV, 16 * kk, dp, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+            mma16816(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+          }
+        }
+      }
+    }
+    __syncthreads(); // buffer kt & 1 is refilled by the next iteration
+  }
+
+  // Normalize; lse in natural-log units. Every row saw at least key 0.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = lRow[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+#pragma unroll
+      for (int nt = 0; nt < OT; ++nt) {
+        o[mt][nt][2 * r] *= inv;
+        o[mt][nt][2 * r + 1] *= inv;
+      }
+      const int i = q0 + warpRow0 + 16 * mt + lane / 4 + 8 * r;
+      if (lane % 4 == 0 && i < seq)
+        lse[(int64_t(b) * qHeads + h) * seq + i] =
+            (mRow[mt][r] + log2f(l)) * 0.69314718055994531f;
+    }
+  }
+  // sQ's rows of this warp were read by this warp only (its fragments).
+  storeWarpRows<D, MT>(out + qOffset, qStride, q0, seq, smem, warpRow0, o);
+}
+
+/// delta[b, h, s] = dout[b, s, h, :] . out[b, s, h, :] in f32: D / 8 lanes
+/// per row, one 16-byte pack each. `rows` = batch * seq * qHeads, in memory
+/// order.
+template <int D>
+__global__ void __launch_bounds__(256)
+    attentionDeltaTcKernel(float *__restrict__ delta,
+                           const bf16 *__restrict__ dout,
+                           const bf16 *__restrict__ out, int64_t rows, int seq,
+                           int qHeads) {
+  constexpr int kLanes = D / 8;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t row = t / kLanes;
+  const int c = int(t % kLanes);
+  float sum = 0.f;
+  if (row < rows) {
+    const uint4 a = *reinterpret_cast<const uint4 *>(dout + row * D + c * 8);
+    const uint4 o = *reinterpret_cast<const uint4 *>(out + row * D + c * 8);
+    const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+    const __nv_bfloat162 *o2 = reinterpret_cast<const __nv_bfloat162 *>(&o);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __bfloat1622float2(a2[i]), y = __bfloat1622float2(o2[i]);
+      sum = fmaf(x.x, y.x, sum);
+      sum = fmaf(x.y, y.y, sum);
+    }
+  }
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (row < rows && c == 0) {
+    const int64_t bs = row / qHeads;
+    const int h = int(row % qHeads);
+    const int64_t bb = bs / seq, s = bs % seq;
+    delta[(bb * qHeads + h) * seq + s] = sum;
+  }
+}
+
+/// dq: one block per (query tile of Cfg::BR rows, query head, batch), over
+/// the key tiles: s = q k^T, dp = dout v^T, p = 2^(s scale log2e - lse
+/// log2e), ds = p (dp - delta), dq += ds k; dq *= scale at the end.
+template <class Cfg>
+__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
+    attentionBwdDqTcKernel(bf16 *__restrict__ dq,
+                           const bf16 *__restrict__ dout,
+                           const bf16 *__restrict__ q,
+                           const bf16 *__restrict__ k,
+                           const bf16 *__restrict__ v,
+                           const float *__restrict__ lse,
+                           const float *__restrict__ delta, int seq,
+                           int qHeads, int kvHeads, bool causal, float scale,
+                           float scaleLog2) {
+  constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
+  constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
+  constexpr uint32_t kKVBytes = BC * D * 2;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = sharedAddress(smem), sdO = sQ + BR * D * 2;
+  const uint32_t sK = sdO + BR * D * 2, sV = sK + 2 * kKVBytes;
+
+  const int nQT = (seq + BR - 1) / BR;
+  const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int q0 = qt * BR, h = blockIdx.y, b = blockIdx.z;
+  const int g = h / (qHeads / kvHeads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t qStride = int64_t(qHeads) * D, kvStride = int64_t(kvHeads) * D;
+  const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * D;
+  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * D;
+  const int64_t statRow = (int64_t(b) * qHeads + h) * seq;
+  const bf16 *kBase = k + kvOffset, *vBase = v + kvOffset;
+
+  const int kEnd = causal ? min(seq, q0 + BR) : seq;
+  const int nKT = (kEnd + BC - 1) / BC;
+  loadTileAsync<D, BR>(sQ, q + qOffset, qStride, q0, seq);
+  loadTileAsync<D, BR>(sdO, dout + qOffset, qStride, q0, seq);
+  loadTileAsync<D, BC>(sK, kBase, kvStride, 0, seq);
+  loadTileAsync<D, BC>(sV, vBase, kvStride, 0, seq);
+  cpAsyncCommit();
+
+  const int warpRow0 = warp * 16 * MT;
+  const int warpLast = q0 + warpRow0 + 16 * MT - 1;
+  // lse (in log2 units) and delta of this lane's rows; rows >= seq are
+  // masked below, their values unused.
+  float lse2[MT][2], dlt[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = q0 + warpRow0 + 16 * mt + lane / 4 + 8 * r;
+      lse2[mt][r] = i < seq ? lse[statRow + i] * kLog2e : 0.f;
+      dlt[mt][r] = i < seq ? delta[statRow + i] : 0.f;
+    }
+  float acc[MT][OT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+      acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+  uint32_t qf[MT][KS][4], gf[MT][KS][4];
+
+  for (int kt = 0; kt < nKT; ++kt) {
+    const uint32_t bufOff = (kt & 1) * kKVBytes;
+    if (kt + 1 < nKT) {
+      loadTileAsync<D, BC>(sK + (bufOff ^ kKVBytes), kBase, kvStride,
+                           (kt + 1) * BC, seq);
+      loadTileAsync<D, BC>(sV + (bufOff ^ kKVBytes), vBase, kvStride,
+                           (kt + 1) * BC, seq);
+    }
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    if (kt == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          ldmatrixX4(qf[mt][ks], fragAddrA<D>(sQ, warpRow0 + 16 * mt, ks, lane));
+          ldmatrixX4(gf[mt][ks],
+                     fragAddrA<D>(sdO, warpRow0 + 16 * mt, ks, lane));
+        }
+    }
+    const int k0 = kt * BC;
+    if (!(causal && warpLast < k0)) {
+      const uint32_t tK = sK + bufOff, tV = sV + bufOff;
+      float s[MT][NT][4], dp[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bk[4], bv[4];
+          ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
+          ldmatrixX4(bv, fragAddrB<D>(tV, 16 * np, ks, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
+            mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
+            mma16816(dp[mt][2 * np], gf[mt][ks], bv[0], bv[1]);
+            mma16816(dp[mt][2 * np + 1], gf[mt][ks], bv[2], bv[3]);
+          }
+        }
+      }
+      const bool mask =
+          k0 + BC > seq || (causal && k0 + BC - 1 > q0 + warpRow0);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int i0 = q0 + warpRow0 + 16 * mt + lane / 4;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float p = fastExp2(s[mt][nt][e] * scaleLog2 - lse2[mt][e >> 1]);
+            if (mask) {
+              const int j = k0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+              const int i = i0 + (e >> 1) * 8;
+              if (j >= seq || (causal && j > i))
+                p = 0.f;
+            }
+            dp[mt][nt][e] = p * (dp[mt][nt][e] - dlt[mt][e >> 1]);
+          }
+        }
+      }
+      // dq += ds k: k is the [key][d] row-major B operand (ldmatrix.trans).
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk) {
+        uint32_t da[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
+          da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
+          da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
+          da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dd = 0; dd < D / 16; ++dd) {
+          uint32_t bk[4];
+          ldmatrixX4Trans(bk, fragAddrA<D>(tK, 16 * kk, dd, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(acc[mt][2 * dd], da[mt], bk[0], bk[1]);
+            mma16816(acc[mt][2 * dd + 1], da[mt], bk[2], bk[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[mt][nt][e] *= scale;
+  storeWarpRows<D, MT>(dq + qOffset, qStride, q0, seq, smem, warpRow0, acc);
+}
+
+/// dk, dv: one block per (key tile of Cfg::BC keys, kv head * parts + part,
+/// batch), over heads [h0, h0 + heads per part) of the group and, for each,
+/// the query tiles that can see the key tile, in that order: s^T = k q^T,
+/// dp^T = v dout^T, p^T and ds^T as in the dq kernel, dv += p^T dout, dk +=
+/// ds^T q; dk *= scale at the end. parts == 1 writes bf16 dk/dv; otherwise
+/// f32 partials [parts][batch][seq][kvHeads][D] for the reduce kernel.
+template <class Cfg>
+__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
+    attentionBwdDkDvTcKernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv,
+                             float *__restrict__ dkPart,
+                             float *__restrict__ dvPart,
+                             const bf16 *__restrict__ dout,
+                             const bf16 *__restrict__ q,
+                             const bf16 *__restrict__ k,
+                             const bf16 *__restrict__ v,
+                             const float *__restrict__ lse,
+                             const float *__restrict__ delta, int seq,
+                             int qHeads, int kvHeads, int parts, bool causal,
+                             float scale, float scaleLog2) {
+  constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
+  constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
+  constexpr uint32_t kQBytes = BR * D * 2;
+  constexpr float kLog2e = 1.4426950408889634f;
+  static_assert(2 * BR <= kTcThreads, "one thread per lse / delta value");
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sK = sharedAddress(smem), sV = sK + BC * D * 2;
+  const uint32_t sQ = sV + BC * D * 2, sdO = sQ + 2 * kQBytes;
+  float *sStat = reinterpret_cast<float *>(smem + size_t(2 * BC) * D * 2 +
+                                           4 * size_t(kQBytes));
+  // sStat: [buffer][lse BR, delta BR].
+
+  const int nKT = (seq + BC - 1) / BC;
+  const int kt = causal ? nKT - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int k0 = kt * BC, b = blockIdx.z;
+  const int g = blockIdx.y / parts, part = blockIdx.y % parts;
+  const int group = qHeads / kvHeads, perPart = group / parts;
+  const int h0 = g * group + part * perPart;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t qStride = int64_t(qHeads) * D, kvStride = int64_t(kvHeads) * D;
+  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * D;
+
+  const int nQT = (seq + BR - 1) / BR;
+  const int qtStart = causal ? k0 / BR : 0;
+  const int perHead = nQT - qtStart;
+  const int nIter = perPart * perHead;
+
+  // Queues the Q, dO, lse and delta tiles of iteration `it` into buffer
+  // it & 1.
+  auto loadQueryTiles = [&](int it) {
+    const int h = h0 + it / perHead, q0 = (qtStart + it % perHead) * BR;
+    const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * D;
+    const uint32_t off = (it & 1) * kQBytes;
+    loadTileAsync<D, BR>(sQ + off, q + qOffset, qStride, q0, seq);
+    loadTileAsync<D, BR>(sdO + off, dout + qOffset, qStride, q0, seq);
+    const int t = threadIdx.x;
+    if (t < 2 * BR) {
+      const int r = t % BR;
+      const float *src = (t < BR ? lse : delta) + (int64_t(b) * qHeads + h) * seq;
+      const bool valid = q0 + r < seq;
+      cpAsync4(sharedAddress(sStat + (it & 1) * 2 * BR + t),
+               valid ? src + q0 + r : src, valid);
+    }
+  };
+
+  loadTileAsync<D, BC>(sK, k + kvOffset, kvStride, k0, seq);
+  loadTileAsync<D, BC>(sV, v + kvOffset, kvStride, k0, seq);
+  loadQueryTiles(0);
+  cpAsyncCommit();
+
+  const int warpKey0 = warp * 16 * MT;
+  const int warpFirst = k0 + warpKey0; // first key of this warp
+  float dkAcc[MT][OT][4], dvAcc[MT][OT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dkAcc[mt][nt][e] = dvAcc[mt][nt][e] = 0.f;
+  uint32_t kf[Cfg::KEEPKV ? MT : 1][KS][4], vf[Cfg::KEEPKV ? MT : 1][KS][4];
+
+  for (int it = 0; it < nIter; ++it) {
+    const uint32_t bufOff = (it & 1) * kQBytes;
+    if (it + 1 < nIter)
+      loadQueryTiles(it + 1);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    if (Cfg::KEEPKV && it == 0) {
+#pragma unroll
+      for (int mt = 0; mt < (Cfg::KEEPKV ? MT : 1); ++mt)
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          ldmatrixX4(kf[mt][ks], fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
+          ldmatrixX4(vf[mt][ks], fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
+        }
+    }
+    const int q0 = (qtStart + it % perHead) * BR;
+    // Causal: every query of the tile precedes every key of this warp.
+    if (!(causal && q0 + BR - 1 < warpFirst)) {
+      const uint32_t tQ = sQ + bufOff, tdO = sdO + bufOff;
+      const float *tLse = sStat + (it & 1) * 2 * BR, *tDelta = tLse + BR;
+      float s[MT][NT][4], dp[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        uint32_t ka[MT][4], va[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (Cfg::KEEPKV) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+              ka[mt][x] = kf[mt][ks][x];
+              va[mt][x] = vf[mt][ks][x];
+            }
+          } else {
+            ldmatrixX4(ka[mt], fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
+            ldmatrixX4(va[mt], fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bq[4], bg[4];
+          ldmatrixX4(bq, fragAddrB<D>(tQ, 16 * np, ks, lane));
+          ldmatrixX4(bg, fragAddrB<D>(tdO, 16 * np, ks, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(s[mt][2 * np], ka[mt], bq[0], bq[1]);
+            mma16816(s[mt][2 * np + 1], ka[mt], bq[2], bq[3]);
+            mma16816(dp[mt][2 * np], va[mt], bg[0], bg[1]);
+            mma16816(dp[mt][2 * np + 1], va[mt], bg[2], bg[3]);
+          }
+        }
+      }
+      const bool mask = q0 + BR > seq || k0 + BC > seq ||
+                        (causal && q0 < warpFirst + 16 * MT - 1);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int c = nt * 8 + 2 * (lane % 4);
+        const float2 l2 = *reinterpret_cast<const float2 *>(tLse + c);
+        const float2 d2 = *reinterpret_cast<const float2 *>(tDelta + c);
+        const float lc[2] = {l2.x * kLog2e, l2.y * kLog2e};
+        const float dc[2] = {d2.x, d2.y};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const int j0 = warpFirst + 16 * mt + lane / 4;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float p = fastExp2(s[mt][nt][e] * scaleLog2 - lc[e & 1]);
+            if (mask) {
+              const int i = q0 + c + (e & 1), j = j0 + (e >> 1) * 8;
+              if (i >= seq || j >= seq || (causal && j > i))
+                p = 0.f;
+            }
+            s[mt][nt][e] = p;
+            dp[mt][nt][e] = p * (dp[mt][nt][e] - dc[e & 1]);
+          }
+        }
+      }
+      // dv += p^T dout, dk += ds^T q: dout and q are [query][d] row-major B
+      // operands (ldmatrix.trans).
+#pragma unroll
+      for (int kk = 0; kk < BR / 16; ++kk) {
+        uint32_t pa[MT][4], da[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+          da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
+          da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
+          da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
+          da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dd = 0; dd < D / 16; ++dd) {
+          uint32_t bg[4], bq[4];
+          ldmatrixX4Trans(bg, fragAddrA<D>(tdO, 16 * kk, dd, lane));
+          ldmatrixX4Trans(bq, fragAddrA<D>(tQ, 16 * kk, dd, lane));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(dvAcc[mt][2 * dd], pa[mt], bg[0], bg[1]);
+            mma16816(dvAcc[mt][2 * dd + 1], pa[mt], bg[2], bg[3]);
+            mma16816(dkAcc[mt][2 * dd], da[mt], bq[0], bq[1]);
+            mma16816(dkAcc[mt][2 * dd + 1], da[mt], bq[2], bq[3]);
+          }
+        }
+      }
+    }
+    __syncthreads(); // buffer it & 1 is refilled by the next iteration
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dkAcc[mt][nt][e] *= scale;
+  if (parts == 1) {
+    // Stage through the K and V tiles (read by every warp: the loop's last
+    // barrier has passed, and each warp only touches its own rows).
+    storeWarpRows<D, MT>(dk + kvOffset, kvStride, k0, seq, smem, warpKey0,
+                         dkAcc);
+    storeWarpRows<D, MT>(dv + kvOffset, kvStride, k0, seq,
+                         smem + size_t(BC) * D * 2, warpKey0, dvAcc);
+    return;
+  }
+  const int64_t partOffset =
+      ((int64_t(part) * gridDim.z + b) * seq * kvHeads + g) * D;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = warpFirst + 16 * mt + lane / 4 + 8 * r;
+      if (j >= seq)
+        continue;
+      float *dkRow = dkPart + partOffset + int64_t(j) * kvStride;
+      float *dvRow = dvPart + partOffset + int64_t(j) * kvStride;
+#pragma unroll
+      for (int nt = 0; nt < OT; ++nt) {
+        const int d = nt * 8 + 2 * (lane % 4);
+        *reinterpret_cast<float2 *>(dkRow + d) =
+            make_float2(dkAcc[mt][nt][2 * r], dkAcc[mt][nt][2 * r + 1]);
+        *reinterpret_cast<float2 *>(dvRow + d) =
+            make_float2(dvAcc[mt][nt][2 * r], dvAcc[mt][nt][2 * r + 1]);
+      }
+    }
+}
+
+/// dk, dv = the sums over p < parts, in order, of the f32 partials (each
+/// [n] after the previous); n % 4 == 0. Grid-stride over packs of 4. D is
+/// the head dim (a template, like every kernel here, so that the header can
+/// be included by several translation units).
+template <int D>
+__global__ void __launch_bounds__(256)
+    attentionDkDvReduceTcKernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv,
+                                const float *__restrict__ dkPart,
+                                const float *__restrict__ dvPart, int64_t n,
+                                int parts) {
+  const int64_t packs = n / 4;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 a = reinterpret_cast<const float4 *>(dkPart)[i];
+    float4 c = reinterpret_cast<const float4 *>(dvPart)[i];
+    for (int p = 1; p < parts; ++p) {
+      const float4 x = reinterpret_cast<const float4 *>(dkPart + p * n)[i];
+      const float4 y = reinterpret_cast<const float4 *>(dvPart + p * n)[i];
+      a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w;
+      c.x += y.x, c.y += y.y, c.z += y.z, c.w += y.w;
+    }
+    const uint2 ka = make_uint2(packBf16(a.x, a.y), packBf16(a.z, a.w));
+    const uint2 va = make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
+    reinterpret_cast<uint2 *>(dk)[i] = ka;
+    reinterpret_cast<uint2 *>(dv)[i] = va;
+  }
+}
+
+/// Queues the bf16 forward with configuration Cfg (after raising the
+/// kernel's dynamic shared-memory limit). Shapes were checked by the caller.
+template <class Cfg>
+cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
+                           const bf16 *k, const bf16 *v, int batch, int seq,
+                           int qHeads, int kvHeads, bool causal, float scale,
+                           cudaStream_t stream) {
+  cudaError_t err = cudaFuncSetAttribute(
+      attentionFwdTcKernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(Cfg::kShared));
+  if (err != cudaSuccess)
+    return err;
+  const dim3 grid(unsigned((seq + Cfg::BR - 1) / Cfg::BR), unsigned(qHeads),
+                  unsigned(batch));
+  attentionFwdTcKernel<Cfg><<<grid, kTcThreads, Cfg::kShared, stream>>>(
+      out, lse, q, k, v, seq, qHeads, kvHeads, causal,
+      scale * 1.4426950408889634f);
+  return cudaGetLastError();
+}
+
+/// Queues the bf16 backward: delta into `delta` ([batch, qHeads, seq] f32),
+/// dq, then dk/dv over `parts` blocks per kv head (parts divides qHeads /
+/// kvHeads; with parts > 1, dkPart and dvPart each hold parts * batch * seq
+/// * kvHeads * D floats) and, then, their reduction. Returns the first
+/// launch error and the name of the kernel it came from.
+template <class DqCfg, class DkDvCfg>
+cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                            const bf16 *q, const bf16 *k, const bf16 *v,
+                            const bf16 *out, const float *lse, float *delta,
+                            float *dkPart, float *dvPart, int parts,
+                            int batch, int seq, int qHeads, int kvHeads,
+                            bool causal, float scale, cudaStream_t stream,
+                            const char **failed) {
+  static_assert(DqCfg::D == DkDvCfg::D, "one head dim");
+  constexpr int D = DqCfg::D;
+  const float scaleLog2 = scale * 1.4426950408889634f;
+  cudaError_t err = cudaSuccess;
+  auto check = [&](const char *name) {
+    if (err == cudaSuccess)
+      err = cudaGetLastError();
+    if (err != cudaSuccess)
+      *failed = name;
+    return err == cudaSuccess;
+  };
+
+  const int64_t rows = int64_t(batch) * seq * qHeads;
+  const int64_t deltaThreads = rows * (D / 8);
+  attentionDeltaTcKernel<D><<<unsigned((deltaThreads + 255) / 256), 256, 0,
+                              stream>>>(delta, dout, out, rows, seq, qHeads);
+  if (!check("attention_bwd (bf16 delta)"))
+    return err;
+
+  err = cudaFuncSetAttribute(attentionBwdDqTcKernel<DqCfg>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(DqCfg::kShared));
+  const dim3 dqGrid(unsigned((seq + DqCfg::BR - 1) / DqCfg::BR),
+                    unsigned(qHeads), unsigned(batch));
+  if (err == cudaSuccess)
+    attentionBwdDqTcKernel<DqCfg>
+        <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
+            dq, dout, q, k, v, lse, delta, seq, qHeads, kvHeads, causal,
+            scale, scaleLog2);
+  if (!check("attention_bwd (bf16 dq)"))
+    return err;
+
+  err = cudaFuncSetAttribute(attentionBwdDkDvTcKernel<DkDvCfg>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(DkDvCfg::kShared));
+  const dim3 dkdvGrid(unsigned((seq + DkDvCfg::BC - 1) / DkDvCfg::BC),
+                      unsigned(kvHeads * parts), unsigned(batch));
+  if (err == cudaSuccess)
+    attentionBwdDkDvTcKernel<DkDvCfg>
+        <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
+            dk, dv, dkPart, dvPart, dout, q, k, v, lse, delta, seq, qHeads,
+            kvHeads, parts, causal, scale, scaleLog2);
+  if (!check("attention_bwd (bf16 dk, dv)"))
+    return err;
+
+  if (parts > 1) {
+    const int64_t n = int64_t(batch) * seq * kvHeads * D;
+    const int64_t blocks = (n / 4 + 255) / 256;
+    attentionDkDvReduceTcKernel<D><<<unsigned(blocks < 65536 ? blocks : 65536),
+                                  256, 0, stream>>>(dk, dv, dkPart, dvPart, n,
+                                                    parts);
+    if (!check("attention_bwd (bf16 dk, dv reduction)"))
+      return err;
+  }
+  return cudaSuccess;
+}
+
+#endif // __CUDACC__
+
+} // namespace tc
 
 } // namespace mlt::cuda::attn
 

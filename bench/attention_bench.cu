@@ -148,14 +148,18 @@ struct Problem {
   Buf<bf16> q, k, v, out, dout, dq, dk, dv;
   Buf<float> lse;
   Buf<char> scratch;
+  Buf<float> dqAccum; // the atomic-dq variant's f32 dq
   std::vector<bf16> refOut, refDq, refDk, refDv;
   std::vector<float> refLse;
   explicit Problem(const Shape &s)
       : sh(s), q(s.qn()), k(s.kvn()), v(s.kvn()), out(s.qn()), dout(s.qn()),
         dq(s.qn()), dk(s.kvn()), dv(s.kvn()), lse(int64_t(s.b) * s.hq * s.s),
-        // Enough for any variant below: delta and 8 parts of dk/dv.
-        scratch(int64_t(s.b) * s.hq * s.s * 4 + 256 +
-                2 * 8 * s.kvn() * int64_t(sizeof(float))) {}
+        // Enough for any variant below: the statistics and 8 parts of dk/dv.
+        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float))),
+        dqAccum(s.qn()) {}
+  static int64_t statBytes(const Shape &s) {
+    return (2 * int64_t(s.b) * s.hq * s.s * 4 + 255) / 256 * 256;
+  }
 };
 
 void poison(Problem &P) {
@@ -188,19 +192,18 @@ template <class Cfg> void benchFwd(Problem &P, const char *name) {
 }
 
 template <class Dq, class DkDv>
-void benchBwd(Problem &P, int parts, const char *name) {
+void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   const Shape &s = P.sh;
   poison(P);
   char *base = P.scratch.p;
-  float *delta = reinterpret_cast<float *>(base);
-  float *dkPart = reinterpret_cast<float *>(
-      base + (int64_t(s.b) * s.hq * s.s * 4 + 255) / 256 * 256);
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + Problem::statBytes(s));
   float *dvPart = dkPart + int64_t(parts) * s.kvn();
   auto run = [&] {
     const char *failed = "";
     const cudaError_t err = tc::enqueueBackward<Dq, DkDv>(
         P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
-        delta, dkPart, dvPart, parts, s.b, s.s, s.hq, s.hkv, s.causal,
+        stats, dkPart, dvPart, parts, s.b, s.s, s.hq, s.hkv, s.causal,
         float(s.params().scale), 0, &failed);
     if (err != cudaSuccess) {
       std::fprintf(stderr, "%s: %s\n", failed, cudaGetErrorString(err));
@@ -219,6 +222,70 @@ void benchBwd(Problem &P, int parts, const char *name) {
                                normError(P.dv.host(), P.refDv)});
   char label[96];
   std::snprintf(label, sizeof label, "%s parts %d", name, parts);
+  report("bwd", label, medianMs(run), 2.5 * s.fwdFlops(), err);
+  if (!stages)
+    return;
+  // Each kernel alone (on the buffers the full run left behind).
+  const int64_t rows = int64_t(s.b) * s.s * s.hq;
+  const float scale = float(s.params().scale), scaleLog2 = scale * 1.4427f;
+  float *negLse2 = stats, *delta = stats + rows;
+  const double tDelta = medianMs([&] {
+    tc::attentionDeltaTcKernel<Dq::D>
+        <<<unsigned((rows * (Dq::D / 8) + 255) / 256), 256>>>(
+            delta, negLse2, P.dout.p, P.out.p, P.lse.p, rows, s.s, s.hq);
+  });
+  const double tDq = medianMs([&] {
+    tc::attentionBwdDqTcKernel<Dq>
+        <<<dim3((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b), tc::kTcThreads,
+           Dq::kShared>>>(P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta,
+                          s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
+  });
+  const double tDkDv = medianMs([&] {
+    tc::attentionBwdDkDvTcKernel<DkDv>
+        <<<dim3((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b),
+           tc::kTcThreads, DkDv::kShared>>>(P.dk.p, P.dv.p, dkPart, dvPart,
+                                            P.dout.p, P.q.p, P.k.p, P.v.p,
+                                            negLse2, delta, s.s, s.hq, s.hkv,
+                                            parts, s.causal, scale, scaleLog2);
+  });
+  const double tReduce = parts == 1 ? 0.0 : medianMs([&] {
+    tc::attentionDkDvReduceTcKernel<Dq::D>
+        <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
+  });
+  CHECK_CUDA(cudaGetLastError());
+  // dq does 3 of the backward's 7 products, dk/dv 4.
+  std::printf("       stages: delta %.3f  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
+              "(%.0f TFLOP/s)  reduce %.3f ms\n",
+              tDelta, tDq, 1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
+              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce);
+}
+
+/// The backward with dq from atomic reductions in the dk/dv kernel.
+template <class DkDv>
+void benchBwdAtomicDq(Problem &P, int parts, const char *name) {
+  const Shape &s = P.sh;
+  poison(P);
+  char *base = P.scratch.p;
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + Problem::statBytes(s));
+  float *dvPart = dkPart + int64_t(parts) * s.kvn();
+  auto run = [&] {
+    CHECK_CUDA(tc::enqueueBackwardAtomicDq<DkDv>(
+        P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
+        stats, dkPart, dvPart, P.dqAccum.p, parts, s.b, s.s, s.hq, s.hkv,
+        s.causal, float(s.params().scale), 0));
+  };
+  CHECK_CUDA(cudaMemcpy(P.out.p, P.refOut.data(), P.out.n * 2,
+                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(P.lse.p, P.refLse.data(), P.lse.n * 4,
+                        cudaMemcpyHostToDevice));
+  run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double err = std::max({normError(P.dq.host(), P.refDq),
+                               normError(P.dk.host(), P.refDk),
+                               normError(P.dv.host(), P.refDv)});
+  char label[96];
+  std::snprintf(label, sizeof label, "ATOMIC dq: %s parts %d", name, parts);
   report("bwd", label, medianMs(run), 2.5 * s.fwdFlops(), err);
 }
 
@@ -297,41 +364,48 @@ int main(int argc, char **argv) {
     benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "fwd MT1 BC64 minB4");
     benchFwd<FwdConfig<64, 1, 64, 3>>(*P, "fwd MT1 BC64 minB3");
     benchFwd<FwdConfig<64, 1, 128, 2>>(*P, "fwd MT1 BC128 minB2");
+    benchFwd<FwdConfig<64, 1, 128, 3>>(*P, "fwd MT1 BC128 minB3");
     benchFwd<FwdConfig<64, 2, 64, 2>>(*P, "fwd MT2 BC64 minB2");
-    benchFwd<FwdConfig<64, 2, 32, 3>>(*P, "fwd MT2 BC32 minB3");
+    benchFwd<FwdConfig<64, 2, 32, 2>>(*P, "fwd MT2 BC32 minB2");
     using Dq = DqConfig<64, 1, 64, 3>;
     using DkDv = DkDvConfig<64, 1, 64, true, 2>;
     for (int parts : {1, 2, 4, 8})
-      benchBwd<Dq, DkDv>(*P, parts, "dq MT1 BC64 m3 / dkdv MT1 BR64 keep m2");
-    benchBwd<DqConfig<64, 1, 64, 2>, DkDv>(*P, 2, "dq MT1 BC64 m2 / =");
-    benchBwd<DqConfig<64, 1, 32, 4>, DkDv>(*P, 2, "dq MT1 BC32 m4 / =");
-    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 2, "dq MT2 BC32 m2 / =");
-    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 2>>(*P, 2, "= / dkdv BR64 m2");
-    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 3>>(*P, 2, "= / dkdv BR64 m3");
-    benchBwd<Dq, DkDvConfig<64, 1, 32, true, 3>>(*P, 2,
-                                                 "= / dkdv BR32 keep m3");
-    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 2,
-                                                  "= / dkdv MT2 BR32 m2");
-    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 4,
-                                                  "= / dkdv MT2 BR32 m2");
+      benchBwd<Dq, DkDv>(*P, parts, "dq MT1 BC64 m3 / dkdv MT1 BR64 keep m2",
+                         true);
+    benchBwdAtomicDq<DkDv>(*P, 2, "dkdv MT1 BR64 keep m2");
+    benchBwdAtomicDq<DkDv>(*P, 4, "dkdv MT1 BR64 keep m2");
+    benchBwdAtomicDq<DkDvConfig<64, 1, 64, false, 2>>(*P, 2, "dkdv BR64 m2");
+    benchBwd<DqConfig<64, 1, 64, 2>, DkDv>(*P, 2, "dq MT1 BC64 m2 / =", true);
+    benchBwd<DqConfig<64, 1, 128, 2>, DkDv>(*P, 2, "dq MT1 BC128 m2 / =", true);
+    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 2, "dq MT2 BC32 m2 / =", true);
+    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 2>>(*P, 2, "= / dkdv BR64 m2",
+                                                  true);
+    benchBwd<Dq, DkDvConfig<64, 1, 128, false, 2>>(*P, 2, "= / dkdv BR128 m2",
+                                                   true);
+    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 2, "= / dkdv MT2 BR32 m2",
+                                                  true);
+    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 4, "= / dkdv MT2 BR32 m2",
+                                                  true);
     delete P;
   }
   {
     Problem *P = setUp({"LLaMA-7B", 1, 4096, 32, 32, 128, true});
     using namespace tc;
     benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "fwd MT1 BC64 minB2");
-    benchFwd<FwdConfig<128, 1, 32, 2>>(*P, "fwd MT1 BC32 minB2");
     benchFwd<FwdConfig<128, 1, 32, 3>>(*P, "fwd MT1 BC32 minB3");
-    benchFwd<FwdConfig<128, 2, 32, 1>>(*P, "fwd MT2 BC32 minB1");
+    benchFwd<FwdConfig<128, 1, 32, 2>>(*P, "fwd MT1 BC32 minB2");
+    benchFwd<FwdConfig<128, 1, 128, 1>>(*P, "fwd MT1 BC128 minB1");
     using Dq = DqConfig<128, 1, 64, 2>;
     using DkDv = DkDvConfig<128, 1, 32, false, 2>;
-    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR32 m2");
-    benchBwd<DqConfig<128, 1, 32, 2>, DkDv>(*P, 1, "dq MT1 BC32 m2 / =");
-    benchBwd<DqConfig<128, 1, 32, 3>, DkDv>(*P, 1, "dq MT1 BC32 m3 / =");
-    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "= / dkdv BR64 m1");
-    benchBwd<Dq, DkDvConfig<128, 1, 16, false, 2>>(*P, 1, "= / dkdv BR16 m2");
-    benchBwd<Dq, DkDvConfig<128, 2, 16, false, 1>>(*P, 1,
-                                                   "= / dkdv MT2 BR16 m1");
+    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR32 m2", true);
+    benchBwdAtomicDq<DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "dkdv BR64 m1");
+    benchBwd<DqConfig<128, 1, 32, 2>, DkDv>(*P, 1, "dq MT1 BC32 m2 / =", true);
+    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "= / dkdv BR64 m1",
+                                                   true);
+    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 2>>(*P, 1, "= / dkdv BR64 m2",
+                                                   true);
+    benchBwd<Dq, DkDvConfig<128, 1, 16, false, 2>>(*P, 1, "= / dkdv BR16 m2",
+                                                   true);
     delete P;
   }
   return 0;

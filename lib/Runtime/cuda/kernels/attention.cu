@@ -143,20 +143,21 @@ int64_t dkdvParts(const AttentionShape &p) {
   return group;
 }
 
-/// The backward's scratch, in order: delta (batch * qHeads * seq f32,
-/// rounded up to 256 bytes), then with parts > 1 the f32 partial dk and dv
-/// (parts * batch * seq * kvHeads * headDim each).
+/// The backward's scratch, in order: the row statistics (negLse2 and delta,
+/// batch * qHeads * seq f32 each, rounded up to 256 bytes), then with parts
+/// > 1 the f32 partial dk and dv (parts * batch * seq * kvHeads * headDim
+/// each).
 struct TcScratch {
-  size_t deltaBytes = 0, partFloats = 0;
+  size_t statBytes = 0, partFloats = 0;
   int64_t parts = 1;
-  size_t total() const { return deltaBytes + 2 * partFloats * sizeof(float); }
+  size_t total() const { return statBytes + 2 * partFloats * sizeof(float); }
 };
 TcScratch tcScratch(const AttentionShape &p) {
   TcScratch s;
-  s.deltaBytes = (size_t(p.batch) * size_t(p.qHeads) * size_t(p.seq) *
-                      sizeof(float) +
-                  255) /
-                 256 * 256;
+  s.statBytes = (2 * size_t(p.batch) * size_t(p.qHeads) * size_t(p.seq) *
+                     sizeof(float) +
+                 255) /
+                256 * 256;
   s.parts = dkdvParts(p);
   if (s.parts > 1)
     s.partFloats = size_t(s.parts) * size_t(p.batch) * size_t(p.seq) *
@@ -209,13 +210,13 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
       allowShared(tc::attentionBwdDkDvTcKernel<typename Tc::DkDv>,
                   Tc::DkDv::kShared, "attention_bwd (bf16 dk, dv)"));
   char *base = static_cast<char *>(scratch);
-  float *delta = reinterpret_cast<float *>(base);
-  float *dkPart = reinterpret_cast<float *>(base + layout.deltaBytes);
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes);
   float *dvPart = dkPart + layout.partFloats;
   const char *failed = "attention_bwd (bf16)";
   const cudaError_t err =
       tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv>(
-          dq, dk, dv, dout, q, k, v, out, lse, delta, dkPart, dvPart,
+          dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
           int(p.kvHeads), p.causal, float(p.scale), stream, &failed);
   if (err != cudaSuccess)

@@ -50,6 +50,7 @@
 #include "kernels/common.cuh"
 
 #include <cstddef>
+#include <type_traits>
 
 namespace mlt::cuda::attn {
 
@@ -481,6 +482,10 @@ namespace tc {
 
 inline constexpr int kTcThreads = 128;
 inline constexpr int kTcWarps = kTcThreads / 32;
+/// The forward moves a row's softmax base only when its max (log2 units)
+/// exceeds the base by more than this (FlashAttention-4's conditional
+/// rescaling): probabilities stay below 2^8, far from f32 / bf16 overflow.
+inline constexpr float kRescaleSlack = 8.f;
 
 /// Forward: D head dim, MT 16-row slices per warp (64 * MT query rows per
 /// block), BC keys per K/V tile, MINB blocks per multiprocessor asked of the
@@ -605,24 +610,41 @@ __device__ __forceinline__ uint32_t fragAddrB(uint32_t tile, int n0, int ks,
                               2 * ks + ((lane >> 3) & 1));
 }
 
-/// Queues the cp.async of rows [row0, row0 + ROWS) of a [seq][rowStride]
-/// bf16 matrix (D columns from `src`) into a swizzled tile; rows >= seq are
-/// zero-filled.
-template <int D, int ROWS>
-__device__ __forceinline__ void loadTileAsync(uint32_t tile, const bf16 *src,
-                                              int64_t rowStride, int row0,
-                                              int seq) {
-  constexpr int kChunks = D / 8;
-  static_assert(ROWS * kChunks % kTcThreads == 0, "whole tile per pass");
-#pragma unroll
-  for (int i = 0; i < ROWS * kChunks / kTcThreads; ++i) {
-    const int e = threadIdx.x + i * kTcThreads;
-    const int r = e / kChunks, c = e % kChunks;
-    const bool valid = row0 + r < seq;
-    const bf16 *from = valid ? src + int64_t(row0 + r) * rowStride + c * 8 : src;
-    cpAsync16(tile + tileOffset<D>(r, c), from, valid);
+/// One thread's share of copying [ROWS][D] bf16 tiles from a [seq][rowStride]
+/// matrix with cp.async: chunk c = tid % (D / 8) of rows r0 + i * kRowStep
+/// (r0 = tid / (D / 8)). kRowStep is a multiple of 8, so all those rows
+/// share one swizzle and their shared-memory offsets differ by constants:
+/// a tile costs a few integer instructions per 16-byte copy.
+template <int D, int ROWS> struct TileCopy {
+  static constexpr int kChunks = D / 8, kRowStep = kTcThreads / kChunks;
+  static constexpr int kIters = ROWS / kRowStep;
+  static_assert(ROWS % kRowStep == 0 && kRowStep % 8 == 0, "whole tiles");
+  int64_t rowStride, step;
+  int r0, srcOffset;
+  uint32_t dstOffset;
+
+  __device__ __forceinline__ explicit TileCopy(int64_t rowStride)
+      : rowStride(rowStride), step(kRowStep * rowStride) {
+    const int c = threadIdx.x % kChunks;
+    r0 = threadIdx.x / kChunks;
+    srcOffset = c * 8;
+    dstOffset = tileOffset<D>(r0, c);
   }
-}
+  /// Queues rows [row0, row0 + ROWS) of `base` into the swizzled `tile`;
+  /// rows >= seq are zero-filled (their source address, past the tensor, is
+  /// formed but never read: source size 0).
+  __device__ __forceinline__ void operator()(uint32_t tile, const bf16 *base,
+                                             int row0, int seq) const {
+    const bf16 *src = base + (int64_t(row0 + r0) * rowStride + srcOffset);
+    const int rowsLeft = seq - row0 - r0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      cpAsync16(tile + dstOffset + i * kRowStep * D * 2, src,
+                i * kRowStep < rowsLeft);
+      src += step;
+    }
+  }
+};
 
 /// Writes a warp's accumulator rows (slices of 16 rows from tile row
 /// warpRow0) as bf16 through the swizzled tile `stage` (rows of this warp
@@ -687,16 +709,23 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 
   const int kEnd = causal ? min(seq, q0 + BR) : seq;
   const int nKT = (kEnd + BC - 1) / BC;
-  loadTileAsync<D, BR>(sQ, q + qOffset, qStride, q0, seq);
-  loadTileAsync<D, BC>(sK, kBase, kvStride, 0, seq);
-  loadTileAsync<D, BC>(sV, vBase, kvStride, 0, seq);
+  const TileCopy<D, BR> copyQ(qStride);
+  const TileCopy<D, BC> copyKV(kvStride);
+  copyQ(sQ, q + qOffset, q0, seq);
+  copyKV(sK, kBase, 0, seq);
+  copyKV(sV, vBase, 0, seq);
   cpAsyncCommit();
 
-  // This lane's rows: warpRow0 + 16 mt + lane / 4 (+ 8).
+  // p = 2^(c s - m) with c = |scale| log2(e) and m a row's base (its max of
+  // c s, up to kRescaleSlack): each exponent is one FFMA. A negative scale
+  // negates q instead (exact in bf16); a zero one is a tiny c (no 0 * inf).
+  const bool negate = scaleLog2 < 0.f;
+  const float c = fmaxf(fabsf(scaleLog2), 1e-30f);
+  // This lane's rows: warpFirst + 16 mt + lane / 4 (+ 8).
   const int warpRow0 = warp * 16 * MT;
-  const int warpLast = q0 + warpRow0 + 16 * MT - 1;
-  float o[MT][OT][4];
-  float mRow[MT][2], lRow[MT][2];
+  const int warpFirst = q0 + warpRow0, warpLast = warpFirst + 16 * MT - 1;
+  // mRow: each row's base in units of c s (log2), lRow: its sum of p.
+  float o[MT][OT][4], mRow[MT][2], lRow[MT][2];
   uint32_t qf[MT][KS][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -707,13 +736,120 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     lRow[mt][0] = lRow[mt][1] = 0.f;
   }
 
+  // One key tile: s = q k^T, the online softmax, o += p v. MASK: some key of
+  // the tile is >= seq or, causal, after some row of this warp (the masked
+  // scores are -inf, their probabilities 0); otherwise no element is tested.
+  auto keyTile = [&](uint32_t tK, uint32_t tV, int k0, auto maskTag) {
+    constexpr bool MASK = decltype(maskTag)::value;
+    float s[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bk[4];
+        ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
+          mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (MASK) {
+        // Key k0 + jj is visible from row i iff k0 + jj <= limit(i).
+        const int i0 = warpFirst + 16 * mt + lane / 4;
+        const int limit[2] = {causal ? min(i0, seq - 1) : seq - 1,
+                              causal ? min(i0 + 8, seq - 1) : seq - 1};
+        const int j0 = k0 + 2 * (lane % 4);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (j0 + nt * 8 + (e & 1) > limit[e >> 1])
+              s[mt][nt][e] = -INFINITY;
+      }
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[mt][nt][2], s[mt][nt][3]));
+      }
+      bool grow = false;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        mx[r] *= c;
+        grow |= mx[r] > mRow[mt][r] + kRescaleSlack;
+      }
+      // The rows' bases move (and o, l are rescaled) only when some row's
+      // max exceeds its base by more than kRescaleSlack, warp-uniformly: the
+      // probabilities stay <= 2^kRescaleSlack, and most tiles skip the
+      // rescale. A row with nothing visible yet keeps the base -inf and only
+      // masked (zeroed) probabilities.
+      if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const bool up = mx[r] > mRow[mt][r] + kRescaleSlack;
+          const float alpha = up ? fastExp2(mRow[mt][r] - mx[r]) : 1.f;
+          mRow[mt][r] = up ? mx[r] : mRow[mt][r];
+          lRow[mt][r] *= alpha;
+#pragma unroll
+          for (int nt = 0; nt < OT; ++nt) {
+            o[mt][nt][2 * r] *= alpha;
+            o[mt][nt][2 * r + 1] *= alpha;
+          }
+        }
+      }
+      const float negBase[2] = {-mRow[mt][0], -mRow[mt][1]};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = fastExp2(fmaf(s[mt][nt][e], c, negBase[e >> 1]));
+          if constexpr (MASK)
+            p = s[mt][nt][e] == -INFINITY ? 0.f : p;
+          s[mt][nt][e] = p;
+          lRow[mt][e >> 1] += p;
+        }
+      }
+    }
+    // o += p v, p rounded to bf16 in registers.
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t bv[4];
+        ldmatrixX4Trans(bv, fragAddrA<D>(tV, 16 * kk, dp, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+          mma16816(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+        }
+      }
+    }
+  };
+
   for (int kt = 0; kt < nKT; ++kt) {
     const uint32_t bufOff = (kt & 1) * kKVBytes;
     if (kt + 1 < nKT) {
-      loadTileAsync<D, BC>(sK + (bufOff ^ kKVBytes), kBase, kvStride,
-                           (kt + 1) * BC, seq);
-      loadTileAsync<D, BC>(sV + (bufOff ^ kKVBytes), vBase, kvStride,
-                           (kt + 1) * BC, seq);
+      copyKV(sK + (bufOff ^ kKVBytes), kBase, (kt + 1) * BC, seq);
+      copyKV(sV + (bufOff ^ kKVBytes), vBase, (kt + 1) * BC, seq);
     }
     cpAsyncCommit();
     cpAsyncWait<1>(); // tile kt (and Q) have landed for this thread
@@ -722,104 +858,23 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
+        for (int ks = 0; ks < KS; ++ks) {
           ldmatrixX4(qf[mt][ks],
                      fragAddrA<D>(sQ, warpRow0 + 16 * mt, ks, lane));
+          if (negate)
+#pragma unroll
+            for (int x = 0; x < 4; ++x)
+              qf[mt][ks][x] ^= 0x80008000u;
+        }
     }
     const int k0 = kt * BC;
-    // Causal: the warp's rows all precede this key tile (only in the
-    // diagonal tiles of a block with more than BC rows).
+    // Causal: a warp whose rows all precede the tile skips it (only in the
+    // diagonal tiles of a block with more rows than BC).
     if (!(causal && warpLast < k0)) {
-      const uint32_t tK = sK + bufOff, tV = sV + bufOff;
-      float s[MT][NT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bk[4];
-          ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
-            mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
-          }
-        }
-      }
-      const bool mask =
-          k0 + BC > seq || (causal && k0 + BC - 1 > q0 + warpRow0);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int i0 = q0 + warpRow0 + 16 * mt + lane / 4;
-        float mx[2] = {mRow[mt][0], mRow[mt][1]};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = s[mt][nt][e] * scaleLog2;
-            if (mask) {
-              const int j = k0 + nt * 8 + 2 * (lane % 4) + (e & 1);
-              const int i = i0 + (e >> 1) * 8;
-              if (j >= seq || (causal && j > i))
-                x = -INFINITY;
-            }
-            s[mt][nt][e] = x;
-            mx[e >> 1] = fmaxf(mx[e >> 1], x);
-          }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          // A row with nothing visible yet keeps m = -inf; subtracting 0
-          // keeps its (zero) probabilities and rescale factor NaN-free.
-          const float base = mx[r] == -INFINITY ? 0.f : mx[r];
-          const float alpha = fastExp2(mRow[mt][r] - base);
-          mRow[mt][r] = mx[r];
-          lRow[mt][r] *= alpha;
-#pragma unroll
-          for (int nt = 0; nt < OT; ++nt) {
-            o[mt][nt][2 * r] *= alpha;
-            o[mt][nt][2 * r + 1] *= alpha;
-          }
-          mx[r] = base;
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float p = fastExp2(s[mt][nt][e] - mx[e >> 1]);
-            s[mt][nt][e] = p;
-            lRow[mt][e >> 1] += p;
-          }
-        }
-      }
-      // o += P V, P rounded to bf16 in registers.
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; ++kk) {
-        uint32_t pa[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t bv[4];
-          ldmatrixX4Trans(bv, fragAddrA<D>(tV, 16 * kk, dp, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
-            mma16816(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
-          }
-        }
-      }
+      if (k0 + BC > seq || (causal && k0 + BC - 1 > warpFirst))
+        keyTile(sK + bufOff, sV + bufOff, k0, std::true_type());
+      else
+        keyTile(sK + bufOff, sV + bufOff, k0, std::false_type());
     }
     __syncthreads(); // buffer kt & 1 is refilled by the next iteration
   }
@@ -838,7 +893,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
         o[mt][nt][2 * r] *= inv;
         o[mt][nt][2 * r + 1] *= inv;
       }
-      const int i = q0 + warpRow0 + 16 * mt + lane / 4 + 8 * r;
+      const int i = warpFirst + 16 * mt + lane / 4 + 8 * r;
       if (lane % 4 == 0 && i < seq)
         lse[(int64_t(b) * qHeads + h) * seq + i] =
             (mRow[mt][r] + log2f(l)) * 0.69314718055994531f;
@@ -848,15 +903,19 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   storeWarpRows<D, MT>(out + qOffset, qStride, q0, seq, smem, warpRow0, o);
 }
 
-/// delta[b, h, s] = dout[b, s, h, :] . out[b, s, h, :] in f32: D / 8 lanes
-/// per row, one 16-byte pack each. `rows` = batch * seq * qHeads, in memory
-/// order.
+/// The backward's per-row statistics: delta[b, h, s] = dout[b, s, h, :] .
+/// out[b, s, h, :] in f32 and negLse2[b, h, s] = -lse[b, h, s] log2(e) (the
+/// exponent offset of p, so that the dq and dk/dv kernels compute p with one
+/// FFMA). D / 8 lanes per row, one 16-byte pack each; `rows` = batch * seq *
+/// qHeads, in memory order.
 template <int D>
 __global__ void __launch_bounds__(256)
     attentionDeltaTcKernel(float *__restrict__ delta,
+                           float *__restrict__ negLse2,
                            const bf16 *__restrict__ dout,
-                           const bf16 *__restrict__ out, int64_t rows, int seq,
-                           int qHeads) {
+                           const bf16 *__restrict__ out,
+                           const float *__restrict__ lse, int64_t rows,
+                           int seq, int qHeads) {
   constexpr int kLanes = D / 8;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = t / kLanes;
@@ -881,13 +940,15 @@ __global__ void __launch_bounds__(256)
     const int64_t bs = row / qHeads;
     const int h = int(row % qHeads);
     const int64_t bb = bs / seq, s = bs % seq;
-    delta[(bb * qHeads + h) * seq + s] = sum;
+    const int64_t at = (bb * qHeads + h) * seq + s;
+    delta[at] = sum;
+    negLse2[at] = -lse[at] * 1.4426950408889634f;
   }
 }
 
 /// dq: one block per (query tile of Cfg::BR rows, query head, batch), over
-/// the key tiles: s = q k^T, dp = dout v^T, p = 2^(s scale log2e - lse
-/// log2e), ds = p (dp - delta), dq += ds k; dq *= scale at the end.
+/// the key tiles: s = q k^T, dp = dout v^T, p = 2^(s scale log2e + negLse2),
+/// ds = p (dp - delta), dq += ds k; dq *= scale at the end.
 template <class Cfg>
 __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     attentionBwdDqTcKernel(bf16 *__restrict__ dq,
@@ -895,14 +956,13 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                            const bf16 *__restrict__ q,
                            const bf16 *__restrict__ k,
                            const bf16 *__restrict__ v,
-                           const float *__restrict__ lse,
+                           const float *__restrict__ negLse2,
                            const float *__restrict__ delta, int seq,
                            int qHeads, int kvHeads, bool causal, float scale,
                            float scaleLog2) {
   constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
   constexpr uint32_t kKVBytes = BC * D * 2;
-  constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ = sharedAddress(smem), sdO = sQ + BR * D * 2;
   const uint32_t sK = sdO + BR * D * 2, sV = sK + 2 * kKVBytes;
@@ -920,23 +980,25 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 
   const int kEnd = causal ? min(seq, q0 + BR) : seq;
   const int nKT = (kEnd + BC - 1) / BC;
-  loadTileAsync<D, BR>(sQ, q + qOffset, qStride, q0, seq);
-  loadTileAsync<D, BR>(sdO, dout + qOffset, qStride, q0, seq);
-  loadTileAsync<D, BC>(sK, kBase, kvStride, 0, seq);
-  loadTileAsync<D, BC>(sV, vBase, kvStride, 0, seq);
+  const TileCopy<D, BR> copyQ(qStride);
+  const TileCopy<D, BC> copyKV(kvStride);
+  copyQ(sQ, q + qOffset, q0, seq);
+  copyQ(sdO, dout + qOffset, q0, seq);
+  copyKV(sK, kBase, 0, seq);
+  copyKV(sV, vBase, 0, seq);
   cpAsyncCommit();
 
   const int warpRow0 = warp * 16 * MT;
-  const int warpLast = q0 + warpRow0 + 16 * MT - 1;
-  // lse (in log2 units) and delta of this lane's rows; rows >= seq are
-  // masked below, their values unused.
-  float lse2[MT][2], dlt[MT][2];
+  const int warpFirst = q0 + warpRow0, warpLast = warpFirst + 16 * MT - 1;
+  // -lse (in log2 units) and delta of this lane's rows; rows >= seq are
+  // masked or never stored, their values unused.
+  float nl2[MT][2], dlt[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int i = q0 + warpRow0 + 16 * mt + lane / 4 + 8 * r;
-      lse2[mt][r] = i < seq ? lse[statRow + i] * kLog2e : 0.f;
+      const int i = warpFirst + 16 * mt + lane / 4 + 8 * r;
+      nl2[mt][r] = i < seq ? negLse2[statRow + i] : 0.f;
       dlt[mt][r] = i < seq ? delta[statRow + i] : 0.f;
     }
   float acc[MT][OT][4];
@@ -947,13 +1009,81 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
   uint32_t qf[MT][KS][4], gf[MT][KS][4];
 
+  // One key tile. MASK as in the forward: masked probabilities are 0.
+  auto keyTile = [&](uint32_t tK, uint32_t tV, int k0, auto maskTag) {
+    constexpr bool MASK = decltype(maskTag)::value;
+    float s[MT][NT][4], dp[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bk[4], bv[4];
+        ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
+        ldmatrixX4(bv, fragAddrB<D>(tV, 16 * np, ks, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
+          mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
+          mma16816(dp[mt][2 * np], gf[mt][ks], bv[0], bv[1]);
+          mma16816(dp[mt][2 * np + 1], gf[mt][ks], bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int i0 = warpFirst + 16 * mt + lane / 4;
+      const int limit[2] = {causal ? min(i0, seq - 1) : seq - 1,
+                            causal ? min(i0 + 8, seq - 1) : seq - 1};
+      const int j0 = k0 + 2 * (lane % 4);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p =
+              fastExp2(fmaf(s[mt][nt][e], scaleLog2, nl2[mt][e >> 1]));
+          if constexpr (MASK)
+            if (j0 + nt * 8 + (e & 1) > limit[e >> 1])
+              p = 0.f;
+          dp[mt][nt][e] = p * (dp[mt][nt][e] - dlt[mt][e >> 1]);
+        }
+      }
+    }
+    // dq += ds k: k is the [key][d] row-major B operand (ldmatrix.trans).
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t da[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
+        da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
+        da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
+        da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t bk[4];
+        ldmatrixX4Trans(bk, fragAddrA<D>(tK, 16 * kk, dd, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(acc[mt][2 * dd], da[mt], bk[0], bk[1]);
+          mma16816(acc[mt][2 * dd + 1], da[mt], bk[2], bk[3]);
+        }
+      }
+    }
+  };
+
   for (int kt = 0; kt < nKT; ++kt) {
     const uint32_t bufOff = (kt & 1) * kKVBytes;
     if (kt + 1 < nKT) {
-      loadTileAsync<D, BC>(sK + (bufOff ^ kKVBytes), kBase, kvStride,
-                           (kt + 1) * BC, seq);
-      loadTileAsync<D, BC>(sV + (bufOff ^ kKVBytes), vBase, kvStride,
-                           (kt + 1) * BC, seq);
+      copyKV(sK + (bufOff ^ kKVBytes), kBase, (kt + 1) * BC, seq);
+      copyKV(sV + (bufOff ^ kKVBytes), vBase, (kt + 1) * BC, seq);
     }
     cpAsyncCommit();
     cpAsyncWait<1>();
@@ -963,80 +1093,18 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
-          ldmatrixX4(qf[mt][ks], fragAddrA<D>(sQ, warpRow0 + 16 * mt, ks, lane));
+          ldmatrixX4(qf[mt][ks],
+                     fragAddrA<D>(sQ, warpRow0 + 16 * mt, ks, lane));
           ldmatrixX4(gf[mt][ks],
                      fragAddrA<D>(sdO, warpRow0 + 16 * mt, ks, lane));
         }
     }
     const int k0 = kt * BC;
     if (!(causal && warpLast < k0)) {
-      const uint32_t tK = sK + bufOff, tV = sV + bufOff;
-      float s[MT][NT][4], dp[MT][NT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s[mt][nt][e] = dp[mt][nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bk[4], bv[4];
-          ldmatrixX4(bk, fragAddrB<D>(tK, 16 * np, ks, lane));
-          ldmatrixX4(bv, fragAddrB<D>(tV, 16 * np, ks, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(s[mt][2 * np], qf[mt][ks], bk[0], bk[1]);
-            mma16816(s[mt][2 * np + 1], qf[mt][ks], bk[2], bk[3]);
-            mma16816(dp[mt][2 * np], gf[mt][ks], bv[0], bv[1]);
-            mma16816(dp[mt][2 * np + 1], gf[mt][ks], bv[2], bv[3]);
-          }
-        }
-      }
-      const bool mask =
-          k0 + BC > seq || (causal && k0 + BC - 1 > q0 + warpRow0);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int i0 = q0 + warpRow0 + 16 * mt + lane / 4;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float p = fastExp2(s[mt][nt][e] * scaleLog2 - lse2[mt][e >> 1]);
-            if (mask) {
-              const int j = k0 + nt * 8 + 2 * (lane % 4) + (e & 1);
-              const int i = i0 + (e >> 1) * 8;
-              if (j >= seq || (causal && j > i))
-                p = 0.f;
-            }
-            dp[mt][nt][e] = p * (dp[mt][nt][e] - dlt[mt][e >> 1]);
-          }
-        }
-      }
-      // dq += ds k: k is the [key][d] row-major B operand (ldmatrix.trans).
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; ++kk) {
-        uint32_t da[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
-          da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
-          da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
-          da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dd = 0; dd < D / 16; ++dd) {
-          uint32_t bk[4];
-          ldmatrixX4Trans(bk, fragAddrA<D>(tK, 16 * kk, dd, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(acc[mt][2 * dd], da[mt], bk[0], bk[1]);
-            mma16816(acc[mt][2 * dd + 1], da[mt], bk[2], bk[3]);
-          }
-        }
-      }
+      if (k0 + BC > seq || (causal && k0 + BC - 1 > warpFirst))
+        keyTile(sK + bufOff, sV + bufOff, k0, std::true_type());
+      else
+        keyTile(sK + bufOff, sV + bufOff, k0, std::false_type());
     }
     __syncthreads();
   }
@@ -1057,7 +1125,12 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 /// dp^T = v dout^T, p^T and ds^T as in the dq kernel, dv += p^T dout, dk +=
 /// ds^T q; dk *= scale at the end. parts == 1 writes bf16 dk/dv; otherwise
 /// f32 partials [parts][batch][seq][kvHeads][D] for the reduce kernel.
-template <class Cfg>
+/// ATOMIC_DQ (an alternative to the dq kernel, not bit-reproducible): ds^T
+/// also goes to shared memory, and after each query tile the block adds its
+/// keys' share of dq (ds k, unscaled) to dqAccum [batch, seq, qHeads, D] f32
+/// with atomic reductions; needs BR = 64 and Cfg::kShared + BC * BR * 2
+/// bytes of shared memory.
+template <class Cfg, bool ATOMIC_DQ = false>
 __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     attentionBwdDkDvTcKernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv,
                              float *__restrict__ dkPart,
@@ -1066,21 +1139,24 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                              const bf16 *__restrict__ q,
                              const bf16 *__restrict__ k,
                              const bf16 *__restrict__ v,
-                             const float *__restrict__ lse,
+                             const float *__restrict__ negLse2,
                              const float *__restrict__ delta, int seq,
                              int qHeads, int kvHeads, int parts, bool causal,
-                             float scale, float scaleLog2) {
+                             float scale, float scaleLog2,
+                             float *__restrict__ dqAccum = nullptr) {
   constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
   constexpr uint32_t kQBytes = BR * D * 2;
-  constexpr float kLog2e = 1.4426950408889634f;
-  static_assert(2 * BR <= kTcThreads, "one thread per lse / delta value");
+  static_assert(!ATOMIC_DQ || BR == 16 * kTcWarps, "a warp per 16 queries");
   extern __shared__ __align__(128) unsigned char smem[];
+  // ATOMIC_DQ: ds^T [BC keys][BR queries] bf16, after the statistics.
+  unsigned char *sdSBytes = smem + Cfg::kShared;
+  const uint32_t sdS = sharedAddress(sdSBytes);
   const uint32_t sK = sharedAddress(smem), sV = sK + BC * D * 2;
   const uint32_t sQ = sV + BC * D * 2, sdO = sQ + 2 * kQBytes;
+  // [buffer][negLse2 BR, delta BR]
   float *sStat = reinterpret_cast<float *>(smem + size_t(2 * BC) * D * 2 +
                                            4 * size_t(kQBytes));
-  // sStat: [buffer][lse BR, delta BR].
 
   const int nKT = (seq + BC - 1) / BC;
   const int kt = causal ? nKT - 1 - int(blockIdx.x) : int(blockIdx.x);
@@ -1091,32 +1167,43 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t qStride = int64_t(qHeads) * D, kvStride = int64_t(kvHeads) * D;
   const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * D;
+  // Head h's rows start at qBatch + h * D, its statistics at statBatch + h *
+  // seq.
+  const bf16 *qBatch = q + int64_t(b) * seq * qStride;
+  const bf16 *gBatch = dout + int64_t(b) * seq * qStride;
+  const float *lseBatch = negLse2 + int64_t(b) * qHeads * seq;
+  const float *deltaBatch = delta + int64_t(b) * qHeads * seq;
 
   const int nQT = (seq + BR - 1) / BR;
   const int qtStart = causal ? k0 / BR : 0;
-  const int perHead = nQT - qtStart;
-  const int nIter = perPart * perHead;
+  const int nIter = perPart * (nQT - qtStart);
+  const TileCopy<D, BC> copyKV(kvStride);
+  const TileCopy<D, BR> copyQ(qStride);
 
-  // Queues the Q, dO, lse and delta tiles of iteration `it` into buffer
-  // it & 1.
-  auto loadQueryTiles = [&](int it) {
-    const int h = h0 + it / perHead, q0 = (qtStart + it % perHead) * BR;
-    const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * D;
-    const uint32_t off = (it & 1) * kQBytes;
-    loadTileAsync<D, BR>(sQ + off, q + qOffset, qStride, q0, seq);
-    loadTileAsync<D, BR>(sdO + off, dout + qOffset, qStride, q0, seq);
-    const int t = threadIdx.x;
-    if (t < 2 * BR) {
+  // Queues the Q, dO, negLse2 and delta tiles of (head ldH, query tile ldQt)
+  // into buffer `buf`, then steps (ldH, ldQt) in iteration order.
+  int ldH = h0, ldQt = qtStart;
+  auto loadQueryTiles = [&](int buf) {
+    const int q0 = ldQt * BR;
+    const uint32_t off = buf * kQBytes;
+    copyQ(sQ + off, qBatch + ldH * D, q0, seq);
+    copyQ(sdO + off, gBatch + ldH * D, q0, seq);
+#pragma unroll
+    for (int t = threadIdx.x; t < 2 * BR; t += kTcThreads) {
       const int r = t % BR;
-      const float *src = (t < BR ? lse : delta) + (int64_t(b) * qHeads + h) * seq;
+      const float *src = (t < BR ? lseBatch : deltaBatch) + int64_t(ldH) * seq;
       const bool valid = q0 + r < seq;
-      cpAsync4(sharedAddress(sStat + (it & 1) * 2 * BR + t),
+      cpAsync4(sharedAddress(sStat + buf * 2 * BR + t),
                valid ? src + q0 + r : src, valid);
+    }
+    if (++ldQt == nQT) {
+      ldQt = qtStart;
+      ++ldH;
     }
   };
 
-  loadTileAsync<D, BC>(sK, k + kvOffset, kvStride, k0, seq);
-  loadTileAsync<D, BC>(sV, v + kvOffset, kvStride, k0, seq);
+  copyKV(sK, k + kvOffset, k0, seq);
+  copyKV(sV, v + kvOffset, k0, seq);
   loadQueryTiles(0);
   cpAsyncCommit();
 
@@ -1132,10 +1219,168 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
         dkAcc[mt][nt][e] = dvAcc[mt][nt][e] = 0.f;
   uint32_t kf[Cfg::KEEPKV ? MT : 1][KS][4], vf[Cfg::KEEPKV ? MT : 1][KS][4];
 
+  // One query tile. MASK: some query of the tile is >= seq or, causal,
+  // before some key of this warp, or some key is >= seq.
+  auto queryTile = [&](uint32_t tQ, uint32_t tdO, const float *tLse, int q0,
+                       auto maskTag) {
+    constexpr bool MASK = decltype(maskTag)::value;
+    const float *tDelta = tLse + BR;
+    float s[MT][NT][4], dp[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t ka[MT][4], va[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Cfg::KEEPKV) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            ka[mt][x] = kf[mt][ks][x];
+            va[mt][x] = vf[mt][ks][x];
+          }
+        } else {
+          ldmatrixX4(ka[mt], fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
+          ldmatrixX4(va[mt], fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bq[4], bg[4];
+        ldmatrixX4(bq, fragAddrB<D>(tQ, 16 * np, ks, lane));
+        ldmatrixX4(bg, fragAddrB<D>(tdO, 16 * np, ks, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(s[mt][2 * np], ka[mt], bq[0], bq[1]);
+          mma16816(s[mt][2 * np + 1], ka[mt], bq[2], bq[3]);
+          mma16816(dp[mt][2 * np], va[mt], bg[0], bg[1]);
+          mma16816(dp[mt][2 * np + 1], va[mt], bg[2], bg[3]);
+        }
+      }
+    }
+    // Query q0 + ii is visible from key j iff lo(j) <= q0 + ii < seq.
+    int lo[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = warpFirst + 16 * mt + lane / 4 + 8 * r;
+        lo[mt][r] = j >= seq ? seq : (causal ? j : 0);
+      }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int cc = nt * 8 + 2 * (lane % 4);
+      const float2 l2 = *reinterpret_cast<const float2 *>(tLse + cc);
+      const float2 d2 = *reinterpret_cast<const float2 *>(tDelta + cc);
+      const float negL[2] = {l2.x, l2.y};
+      const float dc[2] = {d2.x, d2.y};
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = fastExp2(fmaf(s[mt][nt][e], scaleLog2, negL[e & 1]));
+          if constexpr (MASK) {
+            const int i = q0 + cc + (e & 1);
+            if (i < lo[mt][e >> 1] || i >= seq)
+              p = 0.f;
+          }
+          s[mt][nt][e] = p;
+          dp[mt][nt][e] = p * (dp[mt][nt][e] - dc[e & 1]);
+        }
+      }
+    }
+    if constexpr (ATOMIC_DQ) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int r = warpKey0 + 16 * mt + lane / 4;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          *reinterpret_cast<uint32_t *>(sdSBytes + tileOffset<BR>(r, nt) +
+                                        (lane % 4) * 4) =
+              packBf16(dp[mt][nt][0], dp[mt][nt][1]);
+          *reinterpret_cast<uint32_t *>(sdSBytes + tileOffset<BR>(r + 8, nt) +
+                                        (lane % 4) * 4) =
+              packBf16(dp[mt][nt][2], dp[mt][nt][3]);
+        }
+      }
+    }
+    // dv += p^T dout, dk += ds^T q: dout and q are [query][d] row-major B
+    // operands (ldmatrix.trans).
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) {
+      uint32_t pa[MT][4], da[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
+        da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
+        da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
+        da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t bg[4], bq[4];
+        ldmatrixX4Trans(bg, fragAddrA<D>(tdO, 16 * kk, dd, lane));
+        ldmatrixX4Trans(bq, fragAddrA<D>(tQ, 16 * kk, dd, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(dvAcc[mt][2 * dd], pa[mt], bg[0], bg[1]);
+          mma16816(dvAcc[mt][2 * dd + 1], pa[mt], bg[2], bg[3]);
+          mma16816(dkAcc[mt][2 * dd], da[mt], bq[0], bq[1]);
+          mma16816(dkAcc[mt][2 * dd + 1], da[mt], bq[2], bq[3]);
+        }
+      }
+    }
+  };
+
+  // ATOMIC_DQ: dqAccum[query tile q0 of head h] += ds k over this block's
+  // keys, warp w taking queries 16 w.. of the tile (ds from shared memory).
+  auto addDq = [&](int q0, int h) {
+    float acc[OT][4];
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+      acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrixX4Trans(a, fragAddrB<BR>(sdS, 16 * kk, warp, lane));
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t bk[4];
+        ldmatrixX4Trans(bk, fragAddrA<D>(sK, 16 * kk, dd, lane));
+        mma16816(acc[2 * dd], a, bk[0], bk[1]);
+        mma16816(acc[2 * dd + 1], a, bk[2], bk[3]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = q0 + 16 * warp + lane / 4 + 8 * r;
+      if (i >= seq)
+        continue;
+      float *row = dqAccum + ((int64_t(b) * seq + i) * qHeads + h) * D +
+                   2 * (lane % 4);
+#pragma unroll
+      for (int nt = 0; nt < OT; ++nt)
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(
+                         row + nt * 8),
+                     "f"(acc[nt][2 * r]), "f"(acc[nt][2 * r + 1])
+                     : "memory");
+    }
+  };
+
+  int qt = qtStart, curH = h0; // the query tile and head of iteration it
   for (int it = 0; it < nIter; ++it) {
-    const uint32_t bufOff = (it & 1) * kQBytes;
+    const int buf = it & 1;
     if (it + 1 < nIter)
-      loadQueryTiles(it + 1);
+      loadQueryTiles(buf ^ 1);
     cpAsyncCommit();
     cpAsyncWait<1>();
     __syncthreads();
@@ -1144,108 +1389,38 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       for (int mt = 0; mt < (Cfg::KEEPKV ? MT : 1); ++mt)
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
-          ldmatrixX4(kf[mt][ks], fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
-          ldmatrixX4(vf[mt][ks], fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
+          ldmatrixX4(kf[mt][ks],
+                     fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
+          ldmatrixX4(vf[mt][ks],
+                     fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
         }
     }
-    const int q0 = (qtStart + it % perHead) * BR;
+    const int q0 = qt * BR;
     // Causal: every query of the tile precedes every key of this warp.
     if (!(causal && q0 + BR - 1 < warpFirst)) {
-      const uint32_t tQ = sQ + bufOff, tdO = sdO + bufOff;
-      const float *tLse = sStat + (it & 1) * 2 * BR, *tDelta = tLse + BR;
-      float s[MT][NT][4], dp[MT][NT][4];
+      const uint32_t tQ = sQ + buf * kQBytes, tdO = sdO + buf * kQBytes;
+      const float *tLse = sStat + buf * 2 * BR;
+      if (q0 + BR > seq || k0 + BC > seq ||
+          (causal && q0 < warpFirst + 16 * MT - 1))
+        queryTile(tQ, tdO, tLse, q0, std::true_type());
+      else
+        queryTile(tQ, tdO, tLse, q0, std::false_type());
+    } else if constexpr (ATOMIC_DQ) {
+      // This warp's keys contribute nothing: zero rows of ds^T.
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s[mt][nt][e] = dp[mt][nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        uint32_t ka[MT][4], va[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          if constexpr (Cfg::KEEPKV) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-              ka[mt][x] = kf[mt][ks][x];
-              va[mt][x] = vf[mt][ks][x];
-            }
-          } else {
-            ldmatrixX4(ka[mt], fragAddrA<D>(sK, warpKey0 + 16 * mt, ks, lane));
-            ldmatrixX4(va[mt], fragAddrA<D>(sV, warpKey0 + 16 * mt, ks, lane));
-          }
-        }
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bq[4], bg[4];
-          ldmatrixX4(bq, fragAddrB<D>(tQ, 16 * np, ks, lane));
-          ldmatrixX4(bg, fragAddrB<D>(tdO, 16 * np, ks, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(s[mt][2 * np], ka[mt], bq[0], bq[1]);
-            mma16816(s[mt][2 * np + 1], ka[mt], bq[2], bq[3]);
-            mma16816(dp[mt][2 * np], va[mt], bg[0], bg[1]);
-            mma16816(dp[mt][2 * np + 1], va[mt], bg[2], bg[3]);
-          }
-        }
+      for (int e = lane; e < 16 * MT * (BR / 8); e += 32) {
+        const int r = warpKey0 + e / (BR / 8), c = e % (BR / 8);
+        *reinterpret_cast<uint4 *>(sdSBytes + tileOffset<BR>(r, c)) =
+            make_uint4(0, 0, 0, 0);
       }
-      const bool mask = q0 + BR > seq || k0 + BC > seq ||
-                        (causal && q0 < warpFirst + 16 * MT - 1);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int c = nt * 8 + 2 * (lane % 4);
-        const float2 l2 = *reinterpret_cast<const float2 *>(tLse + c);
-        const float2 d2 = *reinterpret_cast<const float2 *>(tDelta + c);
-        const float lc[2] = {l2.x * kLog2e, l2.y * kLog2e};
-        const float dc[2] = {d2.x, d2.y};
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int j0 = warpFirst + 16 * mt + lane / 4;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float p = fastExp2(s[mt][nt][e] * scaleLog2 - lc[e & 1]);
-            if (mask) {
-              const int i = q0 + c + (e & 1), j = j0 + (e >> 1) * 8;
-              if (i >= seq || j >= seq || (causal && j > i))
-                p = 0.f;
-            }
-            s[mt][nt][e] = p;
-            dp[mt][nt][e] = p * (dp[mt][nt][e] - dc[e & 1]);
-          }
-        }
-      }
-      // dv += p^T dout, dk += ds^T q: dout and q are [query][d] row-major B
-      // operands (ldmatrix.trans).
-#pragma unroll
-      for (int kk = 0; kk < BR / 16; ++kk) {
-        uint32_t pa[MT][4], da[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          pa[mt][0] = packBf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][1] = packBf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][2] = packBf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][3] = packBf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-          da[mt][0] = packBf16(dp[mt][2 * kk][0], dp[mt][2 * kk][1]);
-          da[mt][1] = packBf16(dp[mt][2 * kk][2], dp[mt][2 * kk][3]);
-          da[mt][2] = packBf16(dp[mt][2 * kk + 1][0], dp[mt][2 * kk + 1][1]);
-          da[mt][3] = packBf16(dp[mt][2 * kk + 1][2], dp[mt][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dd = 0; dd < D / 16; ++dd) {
-          uint32_t bg[4], bq[4];
-          ldmatrixX4Trans(bg, fragAddrA<D>(tdO, 16 * kk, dd, lane));
-          ldmatrixX4Trans(bq, fragAddrA<D>(tQ, 16 * kk, dd, lane));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816(dvAcc[mt][2 * dd], pa[mt], bg[0], bg[1]);
-            mma16816(dvAcc[mt][2 * dd + 1], pa[mt], bg[2], bg[3]);
-            mma16816(dkAcc[mt][2 * dd], da[mt], bq[0], bq[1]);
-            mma16816(dkAcc[mt][2 * dd + 1], da[mt], bq[2], bq[3]);
-          }
-        }
-      }
+    }
+    if constexpr (ATOMIC_DQ) {
+      __syncthreads(); // every warp's ds^T rows are written
+      addDq(q0, curH);
+    }
+    if (++qt == nQT) {
+      qt = qtStart;
+      ++curH;
     }
     __syncthreads(); // buffer it & 1 is refilled by the next iteration
   }
@@ -1258,8 +1433,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       for (int e = 0; e < 4; ++e)
         dkAcc[mt][nt][e] *= scale;
   if (parts == 1) {
-    // Stage through the K and V tiles (read by every warp: the loop's last
-    // barrier has passed, and each warp only touches its own rows).
+    // Stage through the K and V tiles: each warp reads and writes only its
+    // own rows of them.
     storeWarpRows<D, MT>(dk + kvOffset, kvStride, k0, seq, smem, warpKey0,
                          dkAcc);
     storeWarpRows<D, MT>(dv + kvOffset, kvStride, k0, seq,
@@ -1316,6 +1491,20 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// dq = bf16(scale * dqAccum) for the ATOMIC_DQ backward; n % 4 == 0.
+template <int D>
+__global__ void __launch_bounds__(256)
+    attentionDqConvertTcKernel(bf16 *__restrict__ dq,
+                               const float *__restrict__ dqAccum, int64_t n,
+                               float scale) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 a = reinterpret_cast<const float4 *>(dqAccum)[i];
+    reinterpret_cast<uint2 *>(dq)[i] = make_uint2(
+        packBf16(a.x * scale, a.y * scale), packBf16(a.z * scale, a.w * scale));
+  }
+}
+
 /// Queues the bf16 forward with configuration Cfg (after raising the
 /// kernel's dynamic shared-memory limit). Shapes were checked by the caller.
 template <class Cfg>
@@ -1336,15 +1525,15 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
   return cudaGetLastError();
 }
 
-/// Queues the bf16 backward: delta into `delta` ([batch, qHeads, seq] f32),
-/// dq, then dk/dv over `parts` blocks per kv head (parts divides qHeads /
+/// Queues the bf16 backward: the statistics into `stats` (negLse2 then
+/// delta, each [batch, qHeads, seq] f32), dq, then dk/dv over `parts` blocks per kv head (parts divides qHeads /
 /// kvHeads; with parts > 1, dkPart and dvPart each hold parts * batch * seq
 /// * kvHeads * D floats) and, then, their reduction. Returns the first
 /// launch error and the name of the kernel it came from.
 template <class DqCfg, class DkDvCfg>
 cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             const bf16 *q, const bf16 *k, const bf16 *v,
-                            const bf16 *out, const float *lse, float *delta,
+                            const bf16 *out, const float *lse, float *stats,
                             float *dkPart, float *dvPart, int parts,
                             int batch, int seq, int qHeads, int kvHeads,
                             bool causal, float scale, cudaStream_t stream,
@@ -1362,9 +1551,11 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   };
 
   const int64_t rows = int64_t(batch) * seq * qHeads;
+  float *negLse2 = stats, *delta = stats + rows;
   const int64_t deltaThreads = rows * (D / 8);
   attentionDeltaTcKernel<D><<<unsigned((deltaThreads + 255) / 256), 256, 0,
-                              stream>>>(delta, dout, out, rows, seq, qHeads);
+                              stream>>>(delta, negLse2, dout, out, lse, rows,
+                                        seq, qHeads);
   if (!check("attention_bwd (bf16 delta)"))
     return err;
 
@@ -1376,7 +1567,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   if (err == cudaSuccess)
     attentionBwdDqTcKernel<DqCfg>
         <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
-            dq, dout, q, k, v, lse, delta, seq, qHeads, kvHeads, causal,
+            dq, dout, q, k, v, negLse2, delta, seq, qHeads, kvHeads, causal,
             scale, scaleLog2);
   if (!check("attention_bwd (bf16 dq)"))
     return err;
@@ -1389,7 +1580,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   if (err == cudaSuccess)
     attentionBwdDkDvTcKernel<DkDvCfg>
         <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
-            dk, dv, dkPart, dvPart, dout, q, k, v, lse, delta, seq, qHeads,
+            dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq, qHeads,
             kvHeads, parts, causal, scale, scaleLog2);
   if (!check("attention_bwd (bf16 dk, dv)"))
     return err;
@@ -1404,6 +1595,50 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       return err;
   }
   return cudaSuccess;
+}
+
+/// The backward with dq from atomic reductions in the dk/dv kernel
+/// (ATOMIC_DQ) instead of the dq kernel: not bit-reproducible, measured by
+/// bench/attention_bench.cu against enqueueBackward. dqAccum: batch * seq *
+/// qHeads * D floats, zeroed here.
+template <class DkDvCfg>
+cudaError_t enqueueBackwardAtomicDq(
+    bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+    const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+    float *stats, float *dkPart, float *dvPart, float *dqAccum, int parts,
+    int batch, int seq, int qHeads, int kvHeads, bool causal, float scale,
+    cudaStream_t stream) {
+  constexpr int D = DkDvCfg::D;
+  const float scaleLog2 = scale * 1.4426950408889634f;
+  const int64_t rows = int64_t(batch) * seq * qHeads;
+  float *negLse2 = stats, *delta = stats + rows;
+  cudaError_t err = cudaMemsetAsync(dqAccum, 0, rows * D * sizeof(float),
+                                    stream);
+  if (err != cudaSuccess)
+    return err;
+  attentionDeltaTcKernel<D><<<unsigned((rows * (D / 8) + 255) / 256), 256, 0,
+                              stream>>>(delta, negLse2, dout, out, lse, rows,
+                                        seq, qHeads);
+  const size_t shared =
+      DkDvCfg::kShared + size_t(DkDvCfg::BC) * DkDvCfg::BR * 2;
+  err = cudaFuncSetAttribute(attentionBwdDkDvTcKernel<DkDvCfg, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(shared));
+  if (err != cudaSuccess)
+    return err;
+  const dim3 grid(unsigned((seq + DkDvCfg::BC - 1) / DkDvCfg::BC),
+                  unsigned(kvHeads * parts), unsigned(batch));
+  attentionBwdDkDvTcKernel<DkDvCfg, true>
+      <<<grid, kTcThreads, shared, stream>>>(
+          dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq, qHeads,
+          kvHeads, parts, causal, scale, scaleLog2, dqAccum);
+  const int64_t n = int64_t(batch) * seq * kvHeads * D;
+  if (parts > 1)
+    attentionDkDvReduceTcKernel<D><<<4096, 256, 0, stream>>>(dk, dv, dkPart,
+                                                             dvPart, n, parts);
+  attentionDqConvertTcKernel<D>
+      <<<4096, 256, 0, stream>>>(dq, dqAccum, rows * D, scale);
+  return cudaGetLastError();
 }
 
 #endif // __CUDACC__

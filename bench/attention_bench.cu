@@ -362,27 +362,20 @@ int main(int argc, char **argv) {
     Problem *P = setUp({"TinyLlama", 4, 2048, 32, 4, 64, true});
     using namespace tc;
     benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "fwd MT1 BC64 minB4");
-    benchFwd<FwdConfig<64, 1, 64, 3>>(*P, "fwd MT1 BC64 minB3");
-    benchFwd<FwdConfig<64, 1, 128, 2>>(*P, "fwd MT1 BC128 minB2");
-    benchFwd<FwdConfig<64, 1, 128, 3>>(*P, "fwd MT1 BC128 minB3");
     benchFwd<FwdConfig<64, 2, 64, 2>>(*P, "fwd MT2 BC64 minB2");
-    benchFwd<FwdConfig<64, 2, 32, 2>>(*P, "fwd MT2 BC32 minB2");
+    benchFwd<FwdConfig<64, 1, 128, 3>>(*P, "fwd MT1 BC128 minB3");
     using Dq = DqConfig<64, 1, 64, 3>;
     using DkDv = DkDvConfig<64, 1, 64, true, 2>;
-    for (int parts : {1, 2, 4, 8})
+    for (int parts : {2, 4, 8})
       benchBwd<Dq, DkDv>(*P, parts, "dq MT1 BC64 m3 / dkdv MT1 BR64 keep m2",
                          true);
-    benchBwdAtomicDq<DkDv>(*P, 2, "dkdv MT1 BR64 keep m2");
     benchBwdAtomicDq<DkDv>(*P, 4, "dkdv MT1 BR64 keep m2");
-    benchBwdAtomicDq<DkDvConfig<64, 1, 64, false, 2>>(*P, 2, "dkdv BR64 m2");
-    benchBwd<DqConfig<64, 1, 64, 2>, DkDv>(*P, 2, "dq MT1 BC64 m2 / =", true);
-    benchBwd<DqConfig<64, 1, 128, 2>, DkDv>(*P, 2, "dq MT1 BC128 m2 / =", true);
-    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 2, "dq MT2 BC32 m2 / =", true);
-    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 2>>(*P, 2, "= / dkdv BR64 m2",
-                                                  true);
-    benchBwd<Dq, DkDvConfig<64, 1, 128, false, 2>>(*P, 2, "= / dkdv BR128 m2",
-                                                   true);
-    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 2, "= / dkdv MT2 BR32 m2",
+    benchBwdAtomicDq<DkDv>(*P, 8, "dkdv MT1 BR64 keep m2");
+    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 4, "dq MT2 BC32 m2 / =", true);
+    for (int parts : {4, 8})
+      benchBwd<Dq, DkDvConfig<64, 1, 32, false, 3>>(*P, parts,
+                                                    "= / dkdv BR32 m3", true);
+    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 3>>(*P, 4, "= / dkdv BR64 m3",
                                                   true);
     benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 4, "= / dkdv MT2 BR32 m2",
                                                   true);
@@ -392,20 +385,21 @@ int main(int argc, char **argv) {
     Problem *P = setUp({"LLaMA-7B", 1, 4096, 32, 32, 128, true});
     using namespace tc;
     benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "fwd MT1 BC64 minB2");
-    benchFwd<FwdConfig<128, 1, 32, 3>>(*P, "fwd MT1 BC32 minB3");
-    benchFwd<FwdConfig<128, 1, 32, 2>>(*P, "fwd MT1 BC32 minB2");
-    benchFwd<FwdConfig<128, 1, 128, 1>>(*P, "fwd MT1 BC128 minB1");
     using Dq = DqConfig<128, 1, 64, 2>;
-    using DkDv = DkDvConfig<128, 1, 32, false, 2>;
-    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR32 m2", true);
+    using DkDv = DkDvConfig<128, 1, 64, false, 2>;
+    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR64 m2", true);
     benchBwdAtomicDq<DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "dkdv BR64 m1");
-    benchBwd<DqConfig<128, 1, 32, 2>, DkDv>(*P, 1, "dq MT1 BC32 m2 / =", true);
+    benchBwd<Dq, DkDvConfig<128, 1, 32, false, 2>>(*P, 1, "= / dkdv BR32 m2",
+                                                   true);
     benchBwd<Dq, DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "= / dkdv BR64 m1",
                                                    true);
-    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 2>>(*P, 1, "= / dkdv BR64 m2",
-                                                   true);
-    benchBwd<Dq, DkDvConfig<128, 1, 16, false, 2>>(*P, 1, "= / dkdv BR16 m2",
-                                                   true);
+    delete P;
+  }
+  {
+    // A full (non-causal) MHA shape at head_dim 64, and TinyLlama at batch 1.
+    Problem *P = setUp({"full d64", 2, 2048, 16, 16, 64, false});
+    delete P;
+    P = setUp({"TinyLlama b1", 1, 2048, 32, 4, 64, true});
     delete P;
   }
   return 0;

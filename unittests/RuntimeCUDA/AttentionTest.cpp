@@ -43,6 +43,8 @@ constexpr double kBwdTol = 2e-5;
 struct Case {
   int64_t batch, seq, qHeads, kvHeads, headDim;
   bool causal;
+  /// The scores' scale; 0 stands for 1 / sqrt(headDim).
+  double scale = 0.0;
 
   /// Elements of q (and out, dout, dq), of k (v, dk, dv) and of lse.
   int64_t qSize() const { return batch * seq * qHeads * headDim; }
@@ -61,6 +63,8 @@ std::string describe(const Case &c) {
   os << "batch " << c.batch << " seq " << c.seq << " q_heads " << c.qHeads
      << " kv_heads " << c.kvHeads << " head_dim " << c.headDim
      << (c.causal ? " causal" : " full");
+  if (c.scale != 0.0)
+    os << " scale " << c.scale;
   return os.str();
 }
 
@@ -74,7 +78,7 @@ cpu::AttentionParams params(const Case &c) {
   p.kvHeads = c.kvHeads;
   p.headDim = c.headDim;
   p.causal = c.causal;
-  p.scale = 1.0 / std::sqrt(double(c.headDim));
+  p.scale = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(double(c.headDim));
   return p;
 }
 
@@ -268,17 +272,18 @@ template <typename T> void poison(DeviceBuffer<T> &buffer) {
 }
 
 constexpr Case kBf16Cases[] = {
-    {2, 100, 8, 2, 64, true},      // GQA, seq not a multiple of a tile
-    {2, 100, 8, 2, 64, false},     //
-    {1, 1, 4, 4, 64, true},        // one position, MHA
-    {2, 1, 4, 2, 128, false},      //
-    {1, 100, 4, 4, 128, true},     // MHA
-    {2, 77, 8, 2, 128, false},     //
-    {1, 300, 8, 1, 64, true},      // MQA, several tiles, dk/dv over 8 parts
-    {2, 256, 4, 4, 128, true},     // whole tiles, several of them
-    {1, 200, 4, 1, 128, false},    // MQA, dk/dv over 4 parts
-    {2, 50, 1024, 128, 64, false}, // dk/dv over 4 parts of 2 heads
-    {1, 70, 2048, 1024, 64, true}, // dk/dv unsplit, 2 heads per block
+    {2, 100, 8, 2, 64, true},       // GQA, seq not a multiple of a tile
+    {2, 100, 8, 2, 64, false},      //
+    {1, 1, 4, 4, 64, true},         // one position, MHA
+    {2, 1, 4, 2, 128, false},       //
+    {1, 100, 4, 4, 128, true},      // MHA
+    {2, 77, 8, 2, 128, false},      //
+    {1, 300, 8, 1, 64, true},       // MQA, several tiles, dk/dv over 8 parts
+    {2, 256, 4, 4, 128, true},      // whole tiles, several of them
+    {1, 200, 4, 1, 128, false},     // MQA, dk/dv over 4 parts
+    {2, 20, 2048, 256, 64, false},  // dk/dv over 4 parts of 2 heads
+    {1, 70, 2048, 1024, 64, true},  // dk/dv unsplit, 2 heads per block
+    {1, 130, 4, 2, 64, true, -0.3}, // a negative scale (q negated)
 };
 
 /// One case's bf16 inputs and the CPU kernels' results on them.

@@ -114,8 +114,9 @@ rt::Status backward(float *dq, float *dk, float *dv, const float *dout,
 // bf16 tensor-core path
 //===----------------------------------------------------------------------===//
 
-/// The configurations of the tensor-core kernels for head_dim 64 and 128
-/// (bench/attention_bench.cu measures the alternatives).
+/// The configurations of the tensor-core kernels for head_dim 64 and 128:
+/// the fastest of those bench/attention_bench.cu measured on an H100
+/// (bench/attention-notes.md, run 2).
 struct Tc64 {
   using Fwd = tc::FwdConfig<64, 1, 64, 4>;
   using Dq = tc::DqConfig<64, 1, 64, 3>;
@@ -124,7 +125,7 @@ struct Tc64 {
 struct Tc128 {
   using Fwd = tc::FwdConfig<128, 1, 64, 2>;
   using Dq = tc::DqConfig<128, 1, 64, 2>;
-  using DkDv = tc::DkDvConfig<128, 1, 32, false, 2>;
+  using DkDv = tc::DkDvConfig<128, 1, 64, false, 2>;
 };
 
 /// The dk/dv kernel splits a kv head's group of query heads over `parts`
@@ -132,7 +133,7 @@ struct Tc128 {
 /// balance the causal blocks' unequal work: the smallest divisor of the group
 /// that reaches kDkDvTargetBlocks blocks (or the whole group). A function of
 /// the shape only, so that results are the same on every device.
-constexpr int64_t kDkDvTargetBlocks = 1024;
+constexpr int64_t kDkDvTargetBlocks = 2048;
 int64_t dkdvParts(const AttentionShape &p) {
   const int64_t bc = p.headDim == 64 ? Tc64::DkDv::BC : Tc128::DkDv::BC;
   const int64_t base = (p.seq + bc - 1) / bc * p.kvHeads * p.batch;

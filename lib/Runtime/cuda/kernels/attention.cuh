@@ -2,12 +2,15 @@
 //
 // Part of mlt. Device code of the attention family (launchers in
 // attention.cu, declared in attention.h): FlashAttention-2's forward and
-// backward in f32 on CUDA cores, tiles in shared memory. The structure (the
+// backward, twice. First in f32 on CUDA cores, tiles in shared memory, for
+// any head_dim up to 128 (the invariants below). Then, in namespace tc, for
+// bf16 tensors on tensor cores (mma.sync, head_dim 64 and 128; the
+// invariants of that section follow its banner): the same structure (the
 // tiles, the online softmax, recomputing P from lse, the split of the
-// backward into a dq pass and a dk/dv pass) is the one a tensor-core version
-// keeps; only the tile products change.
+// backward into a dq pass and a dk/dv pass), with the tile products and the
+// softmax held in registers.
 //
-// Invariants:
+// Invariants of the f32 kernels:
 // - q, out, dout, dq are [batch, seq, qHeads, headDim]; k, v, dk, dv [batch,
 //   seq, kvHeads, headDim]; lse and delta [batch, qHeads, seq]; all f32.
 //   Query head h reads kv head h / (qHeads / kvHeads).
@@ -441,16 +444,18 @@ __global__ void __launch_bounds__(kThreads)
 // current one is multiplied.
 //
 // Invariants (in addition to the layouts above, with bf16 tensors and f32
-// lse / delta):
+// lse and statistics):
 // - headDim D is 64 or 128 exactly, a compile-time constant: a tile row is D
-//   bf16, D / 8 chunks of 16 bytes. Every tensor is 16-byte aligned and its
-//   rows (qHeads * D or kvHeads * D elements apart) therefore are too
+//   bf16, D / 8 chunks of 16 bytes. Every bf16 tensor is 16-byte aligned and
+//   its rows (qHeads * D or kvHeads * D elements apart) therefore are too
 //   (checked on the host).
 // - Tiles in shared memory are [rows][D] bf16 with chunk c of row r stored at
 //   chunk position c ^ (r % 8) (tileOffset): the 8 rows that one ldmatrix
 //   phase reads at one logical chunk fall in 8 distinct bank groups, and so
-//   do the 16-byte cp.async writes. Rows past seq are zero-filled by cp.async
-//   (source size 0), so every value in a tile is finite.
+//   do the 16-byte cp.async writes. A thread copies the same chunk of rows 8
+//   apart (TileCopy), so its addresses are computed once per block. Rows past
+//   seq are zero-filled by cp.async (source size 0), so every value in a
+//   tile is finite.
 // - A block is kTcThreads = 128 threads, 4 warps. A warp owns MT slices of 16
 //   rows (MT = 1 or 2) of the block's own tile: query rows in the forward and
 //   the dq kernel (a block covers 64 * MT query rows), key rows in the dk/dv
@@ -459,23 +464,31 @@ __global__ void __launch_bounds__(kThreads)
 //   l / 4 + 8 of each 16-row slice, columns 2 (l % 4) and 2 (l % 4) + 1 of
 //   each 8-column tile. Two adjacent 8-column accumulator tiles, rounded to
 //   bf16 pairs, are exactly the A operand of the next product (P V, P^T dO,
-//   dS^T Q, dS K), so probabilities never go through shared memory.
-// - Softmax in base 2: scores are multiplied by scale * log2(e) and
-//   exponentiated with ex2.approx; lse is stored in natural-log units,
-//   (m + log2(l)) * ln(2). Masked scores (key j > query i when causal,
-//   j >= seq) are -inf in the forward and their probabilities exactly 0 in
-//   the backward; only tiles that cross the diagonal or the sequence end are
-//   masked element by element. Causal blocks process the heaviest tiles
-//   first (blockIdx.x counts from the end) so that the tail of the grid is
-//   made of short blocks.
-// - Backward: delta = rowsum(dout * out) in f32 first (attentionDeltaTcKernel),
-//   then the dq kernel (per query tile, over key tiles) and the dk/dv kernel
-//   (per key tile, over the query tiles of `heads per part` query heads of
-//   the kv head's group). With parts > 1 the group's heads are split over
-//   `parts` blocks, each writing f32 partial dk/dv to scratch, and
-//   attentionDkDvReduceTcKernel sums the parts in index order. No atomics:
-//   results are bit-reproducible for a shape, on any device (parts is a
-//   function of the shape only).
+//   dS^T Q, dS K), so probabilities never go through shared memory. The
+//   other tile is double-buffered: the next one is in flight (cp.async)
+//   while the current one is multiplied; two barriers per step.
+// - Softmax in base 2: p = 2^(c s - m) with c = scale * log2(e) folded into
+//   one FFMA per score, ex2.approx for the power. The forward keeps per row
+//   a base m (its max of c s, moved only when the max exceeds it by more
+//   than kRescaleSlack, so p < 2^8 and most tiles skip rescaling o) and a
+//   sum l; lse = (m + log2(l)) ln(2), in natural-log units. The backward
+//   takes -lse log2(e) (negLse2) from the delta pass. Masked scores (key j >
+//   query i when causal, j >= seq) get probability exactly 0; only tiles
+//   that cross the diagonal or the sequence end test elements (a separate
+//   copy of the tile code). Causal blocks process the heaviest tiles first
+//   (blockIdx.x counts from the end) so that the tail of the grid is made of
+//   short blocks.
+// - Backward: attentionDeltaTcKernel writes delta = rowsum(dout * out) and
+//   negLse2 (f32, [batch, qHeads, seq] each); then the dq kernel (per query
+//   tile, over key tiles) and the dk/dv kernel (per key tile, over the query
+//   tiles of `heads per part` query heads of the kv head's group). With
+//   parts > 1 the group's heads are split over `parts` blocks, each writing
+//   f32 partial dk/dv to scratch, and attentionDkDvReduceTcKernel sums the
+//   parts in index order. No atomics: results are bit-reproducible for a
+//   shape, on any device (parts is a function of the shape only). The
+//   ATOMIC_DQ variant of the dk/dv kernel (dq by atomic reductions, no dq
+//   kernel) exists for comparison only (bench/attention-notes.md): it was
+//   slower.
 //===----------------------------------------------------------------------===//
 
 namespace tc {
@@ -1183,18 +1196,23 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   // Queues the Q, dO, negLse2 and delta tiles of (head ldH, query tile ldQt)
   // into buffer `buf`, then steps (ldH, ldQt) in iteration order.
   int ldH = h0, ldQt = qtStart;
+  const uint32_t statAddress = sharedAddress(sStat + threadIdx.x);
   auto loadQueryTiles = [&](int buf) {
     const int q0 = ldQt * BR;
     const uint32_t off = buf * kQBytes;
     copyQ(sQ + off, qBatch + ldH * D, q0, seq);
     copyQ(sdO + off, gBatch + ldH * D, q0, seq);
+    // 2 BR statistics, one per thread and pass (a compile-time count).
 #pragma unroll
-    for (int t = threadIdx.x; t < 2 * BR; t += kTcThreads) {
-      const int r = t % BR;
-      const float *src = (t < BR ? lseBatch : deltaBatch) + int64_t(ldH) * seq;
-      const bool valid = q0 + r < seq;
-      cpAsync4(sharedAddress(sStat + buf * 2 * BR + t),
-               valid ? src + q0 + r : src, valid);
+    for (int i = 0; i < (2 * BR + kTcThreads - 1) / kTcThreads; ++i) {
+      const int t = threadIdx.x + i * kTcThreads;
+      if (2 * BR % kTcThreads == 0 || t < 2 * BR) {
+        const int r = t % BR;
+        const float *src =
+            (t < BR ? lseBatch : deltaBatch) + int64_t(ldH) * seq + q0 + r;
+        cpAsync4(statAddress + (buf * 2 * BR + i * kTcThreads) * 4, src,
+                 q0 + r < seq);
+      }
     }
     if (++ldQt == nQT) {
       ldQt = qtStart;

@@ -1,11 +1,18 @@
 //===- AttentionTest.cpp - tests of the CUDA attention family -------------===//
 //
 // Part of mlt. Checks the CUDA flash attention forward and backward against
-// the CPU kernels of lib/Runtime/cpu on the same random inputs: head dims 16,
-// 64 and 128 (and 6 and 48, which use the next bucket and, for 6, the scalar
-// tile loads), sequences that are not multiples of any tile, multi-head
-// (hq/hkv = 1), grouped (2) and multi-query (4) layouts, causal and full;
-// bit-reproducibility of the backward, and the argument errors.
+// the CPU kernels of lib/Runtime/cpu on the same random inputs.
+// f32 kernels: head dims 16, 64 and 128 (and 6 and 48, which use the next
+// bucket and, for 6, the scalar tile loads), sequences that are not
+// multiples of any tile, multi-head (hq/hkv = 1), grouped (2) and
+// multi-query (4) layouts, causal and full; bit-reproducibility of the
+// backward, and the argument errors.
+// bf16 tensor-core kernels: head dims 64 and 128, the CPU kernels run on the
+// bf16-rounded inputs as reference, normwise (2-norm) errors within bf16
+// rounding; every output poisoned with NaN before the run; sequences of 1,
+// 100 and several tiles, MHA, GQA and MQA, causal and full, batch > 1, the
+// dk/dv kernel with its group split over blocks or not; bit-reproducibility
+// and the argument errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,10 +20,12 @@
 #include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/Attention.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 using namespace mlt;
@@ -34,6 +43,8 @@ constexpr double kBwdTol = 2e-5;
 struct Case {
   int64_t batch, seq, qHeads, kvHeads, headDim;
   bool causal;
+  /// The scores' scale; 0 stands for 1 / sqrt(headDim).
+  double scale = 0.0;
 
   /// Elements of q (and out, dout, dq), of k (v, dk, dv) and of lse.
   int64_t qSize() const { return batch * seq * qHeads * headDim; }
@@ -52,6 +63,8 @@ std::string describe(const Case &c) {
   os << "batch " << c.batch << " seq " << c.seq << " q_heads " << c.qHeads
      << " kv_heads " << c.kvHeads << " head_dim " << c.headDim
      << (c.causal ? " causal" : " full");
+  if (c.scale != 0.0)
+    os << " scale " << c.scale;
   return os.str();
 }
 
@@ -65,7 +78,7 @@ cpu::AttentionParams params(const Case &c) {
   p.kvHeads = c.kvHeads;
   p.headDim = c.headDim;
   p.causal = c.causal;
-  p.scale = 1.0 / std::sqrt(double(c.headDim));
+  p.scale = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(double(c.headDim));
   return p;
 }
 
@@ -207,6 +220,251 @@ TEST(CudaAttentionTest, BadArgumentsAreErrors) {
                          d.get(), d.get(), d.get(), shape, nullptr, 0, 0);
   ASSERT_FALSE(scratch);
   EXPECT_NE(scratch.message().find("scratch"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 tensor-core kernels
+//===----------------------------------------------------------------------===//
+
+/// Normwise tolerances of the bf16 kernels against the CPU kernels on the
+/// same bf16 inputs. out and the gradients are rounded to bf16 once (2^-9
+/// relative) and the products round p and ds to bf16 (the tensor-core
+/// operands), which adds a few 2^-9 of noise that partly averages out:
+/// expected errors are 2e-3 to 5e-3. lse is f32 from f32 dot products of
+/// exact bf16 products, so it stays near f32 rounding.
+constexpr double kBf16Tol = 1e-2;
+constexpr double kBf16LseTol = 1e-5;
+
+/// ||actual - expected||_2 / ||expected||_2, or infinity if `actual` has a
+/// non-finite element (a NaN poison that was never overwritten).
+double normError(const std::vector<float> &actual,
+                 const std::vector<float> &expected) {
+  double diff = 0.0, ref = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (!std::isfinite(actual[i]))
+      return INFINITY;
+    const double d = double(actual[i]) - double(expected[i]);
+    diff += d * d;
+    ref += double(expected[i]) * double(expected[i]);
+  }
+  return ref > 0.0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+}
+
+/// bf16 bits of `x` (rounded to nearest even), and `x` replaced by the
+/// values those bits hold.
+std::vector<uint16_t> roundToBf16(std::vector<float> &x) {
+  std::vector<uint16_t> bits(x.size());
+  cpu::castFloatToBF16(bits.data(), x.data(), int64_t(x.size()));
+  cpu::castBF16ToFloat(x.data(), bits.data(), int64_t(x.size()));
+  return bits;
+}
+std::vector<float> widen(const std::vector<uint16_t> &bits) {
+  std::vector<float> out(bits.size());
+  cpu::castBF16ToFloat(out.data(), bits.data(), int64_t(bits.size()));
+  return out;
+}
+__nv_bfloat16 *bf(uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
+
+/// Fills a device buffer with NaN (all bits set: a NaN in bf16 and f32).
+template <typename T> void poison(DeviceBuffer<T> &buffer) {
+  ASSERT_EQ(cudaMemset(buffer.get(), 0xFF, buffer.count * sizeof(T)),
+            cudaSuccess);
+}
+
+constexpr Case kBf16Cases[] = {
+    {2, 100, 8, 2, 64, true},       // GQA, seq not a multiple of a tile
+    {2, 100, 8, 2, 64, false},      //
+    {1, 1, 4, 4, 64, true},         // one position, MHA
+    {2, 1, 4, 2, 128, false},       //
+    {1, 100, 4, 4, 128, true},      // MHA
+    {2, 77, 8, 2, 128, false},      //
+    {1, 300, 8, 1, 64, true},       // MQA, several tiles, dk/dv over 8 parts
+    {2, 256, 4, 4, 128, true},      // whole tiles, several of them
+    {1, 200, 4, 1, 128, false},     // MQA, dk/dv over 4 parts
+    {2, 20, 2048, 256, 64, false},  // dk/dv over 4 parts of 2 heads
+    {1, 70, 2048, 1024, 64, true},  // dk/dv unsplit, 2 heads per block
+    {1, 130, 4, 2, 64, true, -0.3}, // a negative scale (q negated)
+};
+
+/// One case's bf16 inputs and the CPU kernels' results on them.
+struct Bf16Reference {
+  std::vector<uint16_t> q, k, v, dout, out; // bf16 bits; out from the CPU
+  std::vector<float> refOut, lse, dq, dk, dv;
+};
+
+void cpuBf16Reference(const Case &c, std::mt19937 &rng, Bf16Reference &r) {
+  const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+  std::vector<float> q = randomVector<float>(rng, qn, -2.0, 2.0);
+  std::vector<float> k = randomVector<float>(rng, kvn, -2.0, 2.0);
+  std::vector<float> v = randomVector<float>(rng, kvn);
+  std::vector<float> dout = randomVector<float>(rng, qn);
+  r.q = roundToBf16(q);
+  r.k = roundToBf16(k);
+  r.v = roundToBf16(v);
+  r.dout = roundToBf16(dout);
+  const cpu::AttentionParams p = params(c);
+  r.refOut.assign(qn, 0.f);
+  r.lse.assign(ln, 0.f);
+  ASSERT_TRUE(cpu::attentionForward<float>(r.refOut.data(), r.lse.data(),
+                                           q.data(), k.data(), v.data(), p));
+  // The backward's out is the bf16 tensor the GPU reads.
+  std::vector<float> out = r.refOut;
+  r.out = roundToBf16(out);
+  r.dq.assign(qn, 0.f);
+  r.dk.assign(kvn, 0.f);
+  r.dv.assign(kvn, 0.f);
+  ASSERT_TRUE(cpu::attentionBackward<float>(
+      r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(),
+      v.data(), out.data(), r.lse.data(), p));
+}
+
+TEST(CudaAttentionTest, Bf16ForwardAndBackwardMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(611);
+  double worst[5] = {0, 0, 0, 0, 0};
+  for (const Case &c : kBf16Cases) {
+    SCOPED_TRACE(describe(c));
+    const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+    Bf16Reference ref;
+    ASSERT_NO_FATAL_FAILURE(cpuBf16Reference(c, rng, ref));
+
+    const AttentionShape shape = params(c);
+    DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn),
+        dDq(qn), dDk(kvn), dDv(kvn);
+    DeviceBuffer<float> dLse(ln);
+    dQ.upload(ref.q);
+    dK.upload(ref.k);
+    dV.upload(ref.v);
+    dDout.upload(ref.dout);
+    ASSERT_NO_FATAL_FAILURE(poison(dOut));
+    ASSERT_NO_FATAL_FAILURE(poison(dLse));
+    ASSERT_TRUE(launchAttentionFwd(bf(dOut.get()), dLse.get(), bf(dQ.get()),
+                                   bf(dK.get()), bf(dV.get()), shape, 0));
+    const double outErr = normError(widen(dOut.download()), ref.refOut);
+    const double lseErr = normError(dLse.download(), ref.lse);
+    EXPECT_LT(outErr, kBf16Tol);
+    EXPECT_LT(lseErr, kBf16LseTol);
+
+    // The backward from the CPU's out (rounded) and lse, checked alone.
+    dOut.upload(ref.out);
+    dLse.upload(ref.lse);
+    const size_t scratchBytes = attentionBwdScratchBytes(shape);
+    DeviceBuffer<char> scratch(scratchBytes);
+    ASSERT_EQ(cudaMemset(scratch.get(), 0xFF, scratchBytes), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(poison(dDq));
+    ASSERT_NO_FATAL_FAILURE(poison(dDk));
+    ASSERT_NO_FATAL_FAILURE(poison(dDv));
+    ASSERT_TRUE(launchAttentionBwd(bf(dDq.get()), bf(dDk.get()), bf(dDv.get()),
+                                   bf(dDout.get()), bf(dQ.get()), bf(dK.get()),
+                                   bf(dV.get()), bf(dOut.get()), dLse.get(),
+                                   shape, scratch.get(), scratchBytes, 0));
+    const std::vector<uint16_t> dq = dDq.download(), dk = dDk.download(),
+                                dv = dDv.download();
+    const double dqErr = normError(widen(dq), ref.dq);
+    const double dkErr = normError(widen(dk), ref.dk);
+    const double dvErr = normError(widen(dv), ref.dv);
+    EXPECT_LT(dqErr, kBf16Tol);
+    EXPECT_LT(dkErr, kBf16Tol);
+    EXPECT_LT(dvErr, kBf16Tol);
+    const double errs[5] = {outErr, lseErr, dqErr, dkErr, dvErr};
+    for (int i = 0; i < 5; ++i)
+      worst[i] = std::max(worst[i], errs[i]);
+    std::printf("[ bf16     ] %-58s out %.2e lse %.2e dq %.2e dk %.2e dv "
+                "%.2e\n",
+                describe(c).c_str(), outErr, lseErr, dqErr, dkErr, dvErr);
+
+    // Bit-reproducible: no atomics, fixed summation orders.
+    ASSERT_NO_FATAL_FAILURE(poison(dDq));
+    ASSERT_NO_FATAL_FAILURE(poison(dDk));
+    ASSERT_NO_FATAL_FAILURE(poison(dDv));
+    ASSERT_TRUE(launchAttentionBwd(bf(dDq.get()), bf(dDk.get()), bf(dDv.get()),
+                                   bf(dDout.get()), bf(dQ.get()), bf(dK.get()),
+                                   bf(dV.get()), bf(dOut.get()), dLse.get(),
+                                   shape, scratch.get(), scratchBytes, 0));
+    EXPECT_EQ(dDq.download(), dq);
+    EXPECT_EQ(dDk.download(), dk);
+    EXPECT_EQ(dDv.download(), dv);
+  }
+  std::printf("[ bf16     ] worst: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+              worst[0], worst[1], worst[2], worst[3], worst[4]);
+}
+
+// The forward's own out and lse feed the backward (the training order), at a
+// TinyLlama-like layout (32 query heads, 4 kv heads, head_dim 64) with a
+// sequence that spans many tiles.
+TEST(CudaAttentionTest, Bf16ForwardThenBackwardMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(612);
+  const Case c{1, 333, 32, 4, 64, true};
+  const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+  Bf16Reference ref;
+  ASSERT_NO_FATAL_FAILURE(cpuBf16Reference(c, rng, ref));
+  const AttentionShape shape = params(c);
+  DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn), dDq(qn),
+      dDk(kvn), dDv(kvn);
+  DeviceBuffer<float> dLse(ln);
+  dQ.upload(ref.q);
+  dK.upload(ref.k);
+  dV.upload(ref.v);
+  dDout.upload(ref.dout);
+  ASSERT_NO_FATAL_FAILURE(poison(dOut));
+  ASSERT_NO_FATAL_FAILURE(poison(dLse));
+  ASSERT_NO_FATAL_FAILURE(poison(dDq));
+  ASSERT_NO_FATAL_FAILURE(poison(dDk));
+  ASSERT_NO_FATAL_FAILURE(poison(dDv));
+  ASSERT_TRUE(launchAttentionFwd(bf(dOut.get()), dLse.get(), bf(dQ.get()),
+                                 bf(dK.get()), bf(dV.get()), shape, 0));
+  const size_t scratchBytes = attentionBwdScratchBytes(shape);
+  DeviceBuffer<char> scratch(scratchBytes);
+  ASSERT_TRUE(launchAttentionBwd(bf(dDq.get()), bf(dDk.get()), bf(dDv.get()),
+                                 bf(dDout.get()), bf(dQ.get()), bf(dK.get()),
+                                 bf(dV.get()), bf(dOut.get()), dLse.get(),
+                                 shape, scratch.get(), scratchBytes, 0));
+  EXPECT_LT(normError(widen(dOut.download()), ref.refOut), kBf16Tol);
+  EXPECT_LT(normError(dLse.download(), ref.lse), kBf16LseTol);
+  EXPECT_LT(normError(widen(dDq.download()), ref.dq), kBf16Tol);
+  EXPECT_LT(normError(widen(dDk.download()), ref.dk), kBf16Tol);
+  EXPECT_LT(normError(widen(dDv.download()), ref.dv), kBf16Tol);
+}
+
+TEST(CudaAttentionTest, Bf16BadArgumentsAreErrors) {
+  MLT_REQUIRE_CUDA();
+  DeviceBuffer<uint16_t> d(1 << 16);
+  DeviceBuffer<float> f(1024);
+  __nv_bfloat16 *x = bf(d.get());
+  AttentionShape shape;
+  shape.batch = 1;
+  shape.seq = 4;
+  shape.qHeads = 2;
+  shape.kvHeads = 2;
+  shape.headDim = 96;
+  rt::Status dim = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
+  ASSERT_FALSE(dim);
+  EXPECT_NE(dim.message().find("head_dim 96"), std::string::npos)
+      << dim.message();
+  shape.headDim = 64;
+  rt::Status misaligned = launchAttentionFwd(x + 1, f.get(), x, x, x, shape, 0);
+  ASSERT_FALSE(misaligned);
+  EXPECT_NE(misaligned.message().find("16-byte aligned"), std::string::npos)
+      << misaligned.message();
+  shape.qHeads = 3;
+  rt::Status heads = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
+  ASSERT_FALSE(heads);
+  EXPECT_NE(heads.message().find("not a multiple"), std::string::npos)
+      << heads.message();
+  shape.qHeads = 2;
+  const size_t needed = attentionBwdScratchBytes(shape);
+  rt::Status scratch = launchAttentionBwd(x, x, x, x, x, x, x, x, f.get(),
+                                          shape, f.get(), needed - 1, 0);
+  ASSERT_FALSE(scratch);
+  EXPECT_NE(scratch.message().find("scratch"), std::string::npos)
+      << scratch.message();
+  rt::Status bwdAlign = launchAttentionBwd(x, x, x, x, x, x, x, x + 3, f.get(),
+                                           shape, f.get(), needed, 0);
+  ASSERT_FALSE(bwdAlign);
+  EXPECT_NE(bwdAlign.message().find("16-byte aligned"), std::string::npos)
+      << bwdAlign.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 } // namespace

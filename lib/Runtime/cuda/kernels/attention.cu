@@ -2,7 +2,9 @@
 //
 // Part of mlt. Host side of the attention family: the CPU kernels' argument
 // checks, the head-dim bucket, the shared-memory opt-in of the larger tiles
-// and the grids.
+// and the grids; for bf16, the tensor-core kernels' configurations (chosen by
+// measurement, bench/attention-notes.md), their alignment checks and the
+// layout of the backward's scratch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,6 +110,121 @@ rt::Status backward(float *dq, float *dk, float *dv, const float *dout,
   return rt::Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// bf16 tensor-core path
+//===----------------------------------------------------------------------===//
+
+/// The configurations of the tensor-core kernels for head_dim 64 and 128:
+/// the fastest of those bench/attention_bench.cu measured on an H100
+/// (bench/attention-notes.md, run 2).
+struct Tc64 {
+  using Fwd = tc::FwdConfig<64, 1, 64, 4>;
+  using Dq = tc::DqConfig<64, 1, 64, 3>;
+  using DkDv = tc::DkDvConfig<64, 1, 64, true, 2>;
+};
+struct Tc128 {
+  using Fwd = tc::FwdConfig<128, 1, 64, 2>;
+  using Dq = tc::DqConfig<128, 1, 64, 2>;
+  using DkDv = tc::DkDvConfig<128, 1, 64, false, 2>;
+};
+
+/// The dk/dv kernel splits a kv head's group of query heads over `parts`
+/// blocks when the grid would otherwise be too small to fill the device and
+/// balance the causal blocks' unequal work: the smallest divisor of the group
+/// that reaches kDkDvTargetBlocks blocks (or the whole group). A function of
+/// the shape only, so that results are the same on every device.
+constexpr int64_t kDkDvTargetBlocks = 2048;
+int64_t dkdvParts(const AttentionShape &p) {
+  const int64_t bc = p.headDim == 64 ? Tc64::DkDv::BC : Tc128::DkDv::BC;
+  const int64_t base = (p.seq + bc - 1) / bc * p.kvHeads * p.batch;
+  const int64_t group = p.qHeads / p.kvHeads;
+  for (int64_t parts = 1; parts < group; ++parts)
+    if (group % parts == 0 && base * parts >= kDkDvTargetBlocks)
+      return parts;
+  return group;
+}
+
+/// The backward's scratch, in order: the row statistics (negLse2 and delta,
+/// batch * qHeads * seq f32 each, rounded up to 256 bytes), then with parts
+/// > 1 the f32 partial dk and dv (parts * batch * seq * kvHeads * headDim
+/// each).
+struct TcScratch {
+  size_t statBytes = 0, partFloats = 0;
+  int64_t parts = 1;
+  size_t total() const { return statBytes + 2 * partFloats * sizeof(float); }
+};
+TcScratch tcScratch(const AttentionShape &p) {
+  TcScratch s;
+  s.statBytes = (2 * size_t(p.batch) * size_t(p.qHeads) * size_t(p.seq) *
+                     sizeof(float) +
+                 255) /
+                256 * 256;
+  s.parts = dkdvParts(p);
+  if (s.parts > 1)
+    s.partFloats = size_t(s.parts) * size_t(p.batch) * size_t(p.seq) *
+                   size_t(p.kvHeads) * size_t(p.headDim);
+  return s;
+}
+
+bool tcHeadDim(int64_t headDim) { return headDim == 64 || headDim == 128; }
+
+/// checkShape, then the tensor-core kernels' own limits: head_dim 64 or 128
+/// and every bf16 tensor 16-byte aligned (16-byte cp.async and stores).
+template <typename... Ptrs>
+rt::Status checkTc(const char *kernel, const AttentionShape &p,
+                   const Ptrs *...ptrs) {
+  MLT_RETURN_IF_ERROR(checkShape(kernel, p));
+  if (!tcHeadDim(p.headDim))
+    return rt::errorf(kernel, ": head_dim ", p.headDim,
+                      " is not supported by the bf16 tensor-core kernels "
+                      "(64 and 128 are)");
+  if (!allAligned16(ptrs...))
+    return rt::errorf(kernel,
+                      ": bf16 q, k, v, out (and the gradients) must be "
+                      "16-byte aligned");
+  return rt::Status::ok();
+}
+
+template <class Cfg>
+rt::Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
+                     const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                     const AttentionShape &p, cudaStream_t stream) {
+  // allowShared first: its error names the shortfall.
+  MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdTcKernel<Cfg>, Cfg::kShared,
+                                  "attention_fwd (bf16)"));
+  MLT_CUDA_RETURN_IF_ERROR(tc::enqueueForward<Cfg>(
+      out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
+      int(p.kvHeads), p.causal, float(p.scale), stream));
+  return rt::Status::ok();
+}
+
+template <class Tc>
+rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
+                      const __nv_bfloat16 *dout, const __nv_bfloat16 *q,
+                      const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                      const __nv_bfloat16 *out, const float *lse,
+                      void *scratch, const TcScratch &layout,
+                      const AttentionShape &p, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(allowShared(tc::attentionBwdDqTcKernel<typename Tc::Dq>,
+                                  Tc::Dq::kShared, "attention_bwd (bf16 dq)"));
+  MLT_RETURN_IF_ERROR(
+      allowShared(tc::attentionBwdDkDvTcKernel<typename Tc::DkDv>,
+                  Tc::DkDv::kShared, "attention_bwd (bf16 dk, dv)"));
+  char *base = static_cast<char *>(scratch);
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes);
+  float *dvPart = dkPart + layout.partFloats;
+  const char *failed = "attention_bwd (bf16)";
+  const cudaError_t err =
+      tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv>(
+          dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
+          int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
+          int(p.kvHeads), p.causal, float(p.scale), stream, &failed);
+  if (err != cudaSuccess)
+    return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
+  return rt::Status::ok();
+}
+
 } // namespace
 
 rt::Status mlt::cuda::launchAttentionFwd(float *out, float *lse,
@@ -124,8 +241,13 @@ rt::Status mlt::cuda::launchAttentionFwd(float *out, float *lse,
 }
 
 size_t mlt::cuda::attentionBwdScratchBytes(const AttentionShape &shape) {
-  if (shape.batch <= 0 || shape.seq <= 0 || shape.qHeads <= 0)
+  if (shape.batch <= 0 || shape.seq <= 0 || shape.qHeads <= 0 ||
+      shape.kvHeads <= 0 || shape.qHeads % shape.kvHeads != 0)
     return 0;
+  // The f32 kernels need delta only; the bf16 ones may need partial dk/dv
+  // too. One size serves both (the backend does not say which it runs).
+  if (tcHeadDim(shape.headDim))
+    return tcScratch(shape).total();
   return size_t(shape.batch) * size_t(shape.qHeads) * size_t(shape.seq) *
          sizeof(float);
 }
@@ -136,7 +258,9 @@ rt::Status mlt::cuda::launchAttentionBwd(
     const AttentionShape &shape, void *scratch, size_t scratchBytes,
     cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("attention backward", shape));
-  const size_t needed = attentionBwdScratchBytes(shape);
+  // delta only (attentionBwdScratchBytes may ask more, for the bf16 path).
+  const size_t needed = size_t(shape.batch) * size_t(shape.qHeads) *
+                        size_t(shape.seq) * sizeof(float);
   if (!scratch || scratchBytes < needed)
     return rt::errorf("attention backward: ", scratchBytes,
                       " bytes of scratch given, ", needed, " needed");
@@ -149,4 +273,38 @@ rt::Status mlt::cuda::launchAttentionBwd(
                         stream);
   return backward<128>(dq, dk, dv, dout, q, k, v, out, lse, delta, shape,
                        stream);
+}
+
+rt::Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
+                                         const __nv_bfloat16 *q,
+                                         const __nv_bfloat16 *k,
+                                         const __nv_bfloat16 *v,
+                                         const AttentionShape &shape,
+                                         cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
+  if (shape.headDim == 64)
+    return forwardTc<Tc64::Fwd>(out, lse, q, k, v, shape, stream);
+  return forwardTc<Tc128::Fwd>(out, lse, q, k, v, shape, stream);
+}
+
+rt::Status mlt::cuda::launchAttentionBwd(
+    __nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
+    const __nv_bfloat16 *dout, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+    const __nv_bfloat16 *v, const __nv_bfloat16 *out, const float *lse,
+    const AttentionShape &shape, void *scratch, size_t scratchBytes,
+    cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkTc("attention backward (bf16)", shape, dq, dk, dv,
+                              dout, q, k, v, out));
+  const TcScratch layout = tcScratch(shape);
+  if (!scratch || scratchBytes < layout.total())
+    return rt::errorf("attention backward (bf16): ", scratchBytes,
+                      " bytes of scratch given, ", layout.total(), " needed");
+  if (!isAligned16(scratch))
+    return rt::errorf("attention backward (bf16): scratch must be 16-byte "
+                      "aligned");
+  if (shape.headDim == 64)
+    return backwardTc<Tc64>(dq, dk, dv, dout, q, k, v, out, lse, scratch,
+                            layout, shape, stream);
+  return backwardTc<Tc128>(dq, dk, dv, dout, q, k, v, out, lse, scratch,
+                           layout, shape, stream);
 }

@@ -1,0 +1,406 @@
+//===- attention_bench.cu - timing of the bf16 attention kernels ----------===//
+//
+// Part of mlt. Times the bf16 tensor-core flash attention forward and
+// backward (kernels/attention.cuh) at the LLaMA training shapes: the
+// production launchers (launchAttentionFwd / launchAttentionBwd) and
+// alternative kernel configurations, each checked against the production
+// output (normwise error) before it is timed. CUDA events around each call,
+// warm-up, median of the repetitions. FLOPs count causal work as half of the
+// full product: forward 2 * 2 * b * h * s * s * d / 2, backward 2.5 times
+// that (the convention of the FlashAttention papers; the deterministic
+// backward actually recomputes s and dp in both kernels, 3.5 times).
+//
+// Usage: MLTAttentionBench [reps]   (results: bench/attention-notes.md)
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/attention.cuh"
+#include "kernels/attention.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::attn;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+#define CHECK_CUDA(call)                                                       \
+  do {                                                                         \
+    cudaError_t err_ = (call);                                                 \
+    if (err_ != cudaSuccess) {                                                 \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
+                   cudaGetErrorString(err_));                                  \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+#define CHECK_STATUS(expr)                                                     \
+  do {                                                                         \
+    rt::Status st_ = (expr);                                                   \
+    if (!st_) {                                                                \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                  \
+                   st_.message().c_str());                                     \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+/// x[i] = uniform in [lo, hi) from a hash of (seed, i), rounded to bf16.
+__global__ void fillUniform(bf16 *x, int64_t n, uint32_t seed, float lo,
+                            float hi) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 0x9E3779B1u ^ seed ^ uint32_t(i >> 32);
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    x[i] = __float2bfloat16(lo + (hi - lo) * (h >> 8) * (1.f / 16777216.f));
+  }
+}
+
+struct Shape {
+  const char *name;
+  int b, s, hq, hkv, d;
+  bool causal;
+  int64_t qn() const { return int64_t(b) * s * hq * d; }
+  int64_t kvn() const { return int64_t(b) * s * hkv * d; }
+  AttentionShape params() const {
+    AttentionShape p;
+    p.batch = b;
+    p.seq = s;
+    p.qHeads = hq;
+    p.kvHeads = hkv;
+    p.headDim = d;
+    p.causal = causal;
+    p.scale = 1.0 / std::sqrt(double(d));
+    return p;
+  }
+  double fwdFlops() const {
+    return 4.0 * b * hq * double(s) * s * d / (causal ? 2.0 : 1.0);
+  }
+};
+
+template <typename T> struct Buf {
+  T *p = nullptr;
+  int64_t n = 0;
+  explicit Buf(int64_t n) : n(n) { CHECK_CUDA(cudaMalloc(&p, n * sizeof(T))); }
+  ~Buf() { cudaFree(p); }
+  std::vector<T> host() const {
+    std::vector<T> h(n);
+    CHECK_CUDA(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+float toFloat(bf16 x) { return __bfloat162float(x); }
+float toFloat(float x) { return x; }
+
+/// ||a - b|| / ||b||; infinity when a has a non-finite element.
+template <typename T>
+double normError(const std::vector<T> &a, const std::vector<T> &b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = toFloat(a[i]), y = toFloat(b[i]);
+    if (!std::isfinite(x))
+      return INFINITY;
+    d += (x - y) * (x - y);
+    r += y * y;
+  }
+  return std::sqrt(d / r);
+}
+
+int gReps = 20;
+
+/// Median milliseconds of `f` over gReps timed calls after 3 warm-ups.
+template <class F> double medianMs(F &&f) {
+  for (int i = 0; i < 3; ++i)
+    f();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(gReps + 1);
+  for (auto &e : ev)
+    CHECK_CUDA(cudaEventCreate(&e));
+  CHECK_CUDA(cudaEventRecord(ev[0]));
+  for (int i = 0; i < gReps; ++i) {
+    f();
+    CHECK_CUDA(cudaEventRecord(ev[i + 1]));
+  }
+  CHECK_CUDA(cudaEventSynchronize(ev[gReps]));
+  std::vector<float> ms(gReps);
+  for (int i = 0; i < gReps; ++i)
+    CHECK_CUDA(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
+  for (auto &e : ev)
+    CHECK_CUDA(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  return ms[gReps / 2];
+}
+
+/// One shape's tensors and the production results to check variants with.
+struct Problem {
+  Shape sh;
+  Buf<bf16> q, k, v, out, dout, dq, dk, dv;
+  Buf<float> lse;
+  Buf<char> scratch;
+  Buf<float> dqAccum; // the atomic-dq variant's f32 dq
+  std::vector<bf16> refOut, refDq, refDk, refDv;
+  std::vector<float> refLse;
+  explicit Problem(const Shape &s)
+      : sh(s), q(s.qn()), k(s.kvn()), v(s.kvn()), out(s.qn()), dout(s.qn()),
+        dq(s.qn()), dk(s.kvn()), dv(s.kvn()), lse(int64_t(s.b) * s.hq * s.s),
+        // Enough for any variant below: the statistics and 8 parts of dk/dv.
+        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float))),
+        dqAccum(s.qn()) {}
+  static int64_t statBytes(const Shape &s) {
+    return (2 * int64_t(s.b) * s.hq * s.s * 4 + 255) / 256 * 256;
+  }
+};
+
+void poison(Problem &P) {
+  CHECK_CUDA(cudaMemset(P.out.p, 0xFF, P.out.n * 2));
+  CHECK_CUDA(cudaMemset(P.lse.p, 0xFF, P.lse.n * 4));
+  CHECK_CUDA(cudaMemset(P.dq.p, 0xFF, P.dq.n * 2));
+  CHECK_CUDA(cudaMemset(P.dk.p, 0xFF, P.dk.n * 2));
+  CHECK_CUDA(cudaMemset(P.dv.p, 0xFF, P.dv.n * 2));
+}
+
+void report(const char *what, const char *variant, double ms, double flops,
+            double err) {
+  std::printf("  %-4s %-44s %8.3f ms %7.1f TFLOP/s   err %.1e\n", what, variant,
+              ms, flops / ms * 1e-9, err);
+}
+
+template <class Cfg> void benchFwd(Problem &P, const char *name) {
+  const Shape &s = P.sh;
+  poison(P);
+  auto run = [&] {
+    CHECK_CUDA((tc::enqueueForward<Cfg>(P.out.p, P.lse.p, P.q.p, P.k.p, P.v.p,
+                                        s.b, s.s, s.hq, s.hkv, s.causal,
+                                        float(s.params().scale), 0)));
+  };
+  run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double err = std::max(normError(P.out.host(), P.refOut),
+                              normError(P.lse.host(), P.refLse));
+  report("fwd", name, medianMs(run), s.fwdFlops(), err);
+}
+
+template <class Dq, class DkDv>
+void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
+  const Shape &s = P.sh;
+  poison(P);
+  char *base = P.scratch.p;
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + Problem::statBytes(s));
+  float *dvPart = dkPart + int64_t(parts) * s.kvn();
+  auto run = [&] {
+    const char *failed = "";
+    const cudaError_t err = tc::enqueueBackward<Dq, DkDv>(
+        P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
+        stats, dkPart, dvPart, parts, s.b, s.s, s.hq, s.hkv, s.causal,
+        float(s.params().scale), 0, &failed);
+    if (err != cudaSuccess) {
+      std::fprintf(stderr, "%s: %s\n", failed, cudaGetErrorString(err));
+      std::exit(1);
+    }
+  };
+  // The forward's out and lse: the references (production forward).
+  CHECK_CUDA(cudaMemcpy(P.out.p, P.refOut.data(), P.out.n * 2,
+                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(P.lse.p, P.refLse.data(), P.lse.n * 4,
+                        cudaMemcpyHostToDevice));
+  run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double err = std::max({normError(P.dq.host(), P.refDq),
+                               normError(P.dk.host(), P.refDk),
+                               normError(P.dv.host(), P.refDv)});
+  char label[96];
+  std::snprintf(label, sizeof label, "%s parts %d", name, parts);
+  report("bwd", label, medianMs(run), 2.5 * s.fwdFlops(), err);
+  if (!stages)
+    return;
+  // Each kernel alone (on the buffers the full run left behind).
+  const int64_t rows = int64_t(s.b) * s.s * s.hq;
+  const float scale = float(s.params().scale), scaleLog2 = scale * 1.4427f;
+  float *negLse2 = stats, *delta = stats + rows;
+  const double tDelta = medianMs([&] {
+    tc::attentionDeltaTcKernel<Dq::D>
+        <<<unsigned((rows * (Dq::D / 8) + 255) / 256), 256>>>(
+            delta, negLse2, P.dout.p, P.out.p, P.lse.p, rows, s.s, s.hq);
+  });
+  const double tDq = medianMs([&] {
+    tc::attentionBwdDqTcKernel<Dq>
+        <<<dim3((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b), tc::kTcThreads,
+           Dq::kShared>>>(P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta,
+                          s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
+  });
+  const double tDkDv = medianMs([&] {
+    tc::attentionBwdDkDvTcKernel<DkDv>
+        <<<dim3((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b),
+           tc::kTcThreads, DkDv::kShared>>>(P.dk.p, P.dv.p, dkPart, dvPart,
+                                            P.dout.p, P.q.p, P.k.p, P.v.p,
+                                            negLse2, delta, s.s, s.hq, s.hkv,
+                                            parts, s.causal, scale, scaleLog2);
+  });
+  const double tReduce = parts == 1 ? 0.0 : medianMs([&] {
+    tc::attentionDkDvReduceTcKernel<Dq::D>
+        <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
+  });
+  CHECK_CUDA(cudaGetLastError());
+  // dq does 3 of the backward's 7 products, dk/dv 4.
+  std::printf("       stages: delta %.3f  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
+              "(%.0f TFLOP/s)  reduce %.3f ms\n",
+              tDelta, tDq, 1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
+              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce);
+}
+
+/// The backward with dq from atomic reductions in the dk/dv kernel.
+template <class DkDv>
+void benchBwdAtomicDq(Problem &P, int parts, const char *name) {
+  const Shape &s = P.sh;
+  poison(P);
+  char *base = P.scratch.p;
+  float *stats = reinterpret_cast<float *>(base);
+  float *dkPart = reinterpret_cast<float *>(base + Problem::statBytes(s));
+  float *dvPart = dkPart + int64_t(parts) * s.kvn();
+  auto run = [&] {
+    CHECK_CUDA(tc::enqueueBackwardAtomicDq<DkDv>(
+        P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
+        stats, dkPart, dvPart, P.dqAccum.p, parts, s.b, s.s, s.hq, s.hkv,
+        s.causal, float(s.params().scale), 0));
+  };
+  CHECK_CUDA(cudaMemcpy(P.out.p, P.refOut.data(), P.out.n * 2,
+                        cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(P.lse.p, P.refLse.data(), P.lse.n * 4,
+                        cudaMemcpyHostToDevice));
+  run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double err = std::max({normError(P.dq.host(), P.refDq),
+                               normError(P.dk.host(), P.refDk),
+                               normError(P.dv.host(), P.refDv)});
+  char label[96];
+  std::snprintf(label, sizeof label, "ATOMIC dq: %s parts %d", name, parts);
+  report("bwd", label, medianMs(run), 2.5 * s.fwdFlops(), err);
+}
+
+/// The production launchers: reference results for the variants, and their
+/// times (twice, for the spread).
+void benchProduction(Problem &P) {
+  const Shape &s = P.sh;
+  const AttentionShape p = s.params();
+  const size_t scratchBytes = attentionBwdScratchBytes(p);
+  if (scratchBytes > size_t(P.scratch.n)) {
+    std::fprintf(stderr, "scratch too small\n");
+    std::exit(1);
+  }
+  poison(P);
+  auto fwd = [&] {
+    CHECK_STATUS(
+        launchAttentionFwd(P.out.p, P.lse.p, P.q.p, P.k.p, P.v.p, p, 0));
+  };
+  auto bwd = [&] {
+    CHECK_STATUS(launchAttentionBwd(P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p,
+                                    P.k.p, P.v.p, P.out.p, P.lse.p, p,
+                                    P.scratch.p, scratchBytes, 0));
+  };
+  fwd();
+  bwd();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  P.refOut = P.out.host();
+  P.refLse = P.lse.host();
+  P.refDq = P.dq.host();
+  P.refDk = P.dk.host();
+  P.refDv = P.dv.host();
+  const double nonFinite =
+      std::max({normError(P.refOut, P.refOut), normError(P.refLse, P.refLse),
+                normError(P.refDq, P.refDq), normError(P.refDk, P.refDk),
+                normError(P.refDv, P.refDv)});
+  std::printf("  production outputs %s (scratch %.1f MiB)\n",
+              nonFinite == 0 ? "finite" : "NOT FINITE",
+              scratchBytes / 1048576.0);
+  for (int i = 0; i < 2; ++i) {
+    report("fwd", "production", medianMs(fwd), s.fwdFlops(), 0);
+    report("bwd", "production", medianMs(bwd), 2.5 * s.fwdFlops(), 0);
+  }
+  auto both = [&] {
+    fwd();
+    bwd();
+  };
+  report("f+b", "production", medianMs(both), 3.5 * s.fwdFlops(), 0);
+}
+
+Problem *setUp(const Shape &s) {
+  std::printf("\n%s: batch %d seq %d q_heads %d kv_heads %d head_dim %d %s\n",
+              s.name, s.b, s.s, s.hq, s.hkv, s.d, s.causal ? "causal" : "full");
+  auto *P = new Problem(s);
+  fillUniform<<<1024, 256>>>(P->q.p, P->q.n, 1, -2.f, 2.f);
+  fillUniform<<<1024, 256>>>(P->k.p, P->k.n, 2, -2.f, 2.f);
+  fillUniform<<<1024, 256>>>(P->v.p, P->v.n, 3, -1.f, 1.f);
+  fillUniform<<<1024, 256>>>(P->dout.p, P->dout.n, 4, -1.f, 1.f);
+  CHECK_CUDA(cudaGetLastError());
+  benchProduction(*P);
+  return P;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc > 1)
+    gReps = std::max(1, std::atoi(argv[1]));
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs; median of %d reps\n", prop.name,
+              prop.multiProcessorCount, gReps);
+
+  {
+    Problem *P = setUp({"TinyLlama", 4, 2048, 32, 4, 64, true});
+    using namespace tc;
+    benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "fwd MT1 BC64 minB4");
+    benchFwd<FwdConfig<64, 2, 64, 2>>(*P, "fwd MT2 BC64 minB2");
+    benchFwd<FwdConfig<64, 1, 128, 3>>(*P, "fwd MT1 BC128 minB3");
+    using Dq = DqConfig<64, 1, 64, 3>;
+    using DkDv = DkDvConfig<64, 1, 64, true, 2>;
+    for (int parts : {2, 4, 8})
+      benchBwd<Dq, DkDv>(*P, parts, "dq MT1 BC64 m3 / dkdv MT1 BR64 keep m2",
+                         true);
+    benchBwdAtomicDq<DkDv>(*P, 4, "dkdv MT1 BR64 keep m2");
+    benchBwdAtomicDq<DkDv>(*P, 8, "dkdv MT1 BR64 keep m2");
+    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 4, "dq MT2 BC32 m2 / =", true);
+    for (int parts : {4, 8})
+      benchBwd<Dq, DkDvConfig<64, 1, 32, false, 3>>(*P, parts,
+                                                    "= / dkdv BR32 m3", true);
+    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 3>>(*P, 4, "= / dkdv BR64 m3",
+                                                  true);
+    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 4, "= / dkdv MT2 BR32 m2",
+                                                  true);
+    delete P;
+  }
+  {
+    Problem *P = setUp({"LLaMA-7B", 1, 4096, 32, 32, 128, true});
+    using namespace tc;
+    benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "fwd MT1 BC64 minB2");
+    using Dq = DqConfig<128, 1, 64, 2>;
+    using DkDv = DkDvConfig<128, 1, 64, false, 2>;
+    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR64 m2", true);
+    benchBwdAtomicDq<DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "dkdv BR64 m1");
+    benchBwd<Dq, DkDvConfig<128, 1, 32, false, 2>>(*P, 1, "= / dkdv BR32 m2",
+                                                   true);
+    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "= / dkdv BR64 m1",
+                                                   true);
+    delete P;
+  }
+  {
+    // A full (non-causal) MHA shape at head_dim 64, and TinyLlama at batch 1.
+    Problem *P = setUp({"full d64", 2, 2048, 16, 16, 64, false});
+    delete P;
+    P = setUp({"TinyLlama b1", 1, 2048, 32, 4, 64, true});
+    delete P;
+  }
+  return 0;
+}

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The GPU suite: CUDA kernel tests and fp32 parity of `mlt-run --device cuda`
-# with the llama-ref-a fixture (HF transformers' training), on a machine with a
+# The GPU suite: CUDA kernel tests and fp32 and bf16 parity of `mlt-run --device
+# cuda` with the llama-ref-a fixture (HF transformers' training), on a machine with a
 # GPU but no LLVM.
 #
 #   scripts/gpu-suite.sh pack [DIR]   (build machine) runtime-only build with
@@ -32,8 +32,10 @@ if [[ "${1:-}" == pack ]]; then
   cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
   python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
   for mb in 1 2; do
-    "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches $mb \
-      --emit-plan "$dir"/plans/ref-a-mb$mb.mltplan
+    for dtype in fp32 bf16; do
+      "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches $mb \
+        --dtype $dtype --emit-plan "$dir"/plans/ref-a-$dtype-mb$mb.mltplan
+    done
   done
   cp "$0" "$dir"/gpu-suite.sh
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-suite.sh run"
@@ -52,11 +54,21 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out"/cuda-tests.log
 hyper="--lr 0.003 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --weight-decay 0.1 --clip-grad 1.0"
 for mb in 1 2; do
   echo "== mlt-run --device cuda, fp32, llama-ref-a, $mb micro-batch(es)"
-  ./bin/mlt-run plans/ref-a-mb$mb.mltplan --device cuda \
+  ./bin/mlt-run plans/ref-a-fp32-mb$mb.mltplan --device cuda \
     --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
     --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-mb$mb.jsonl \
     --save-hf /tmp/gpu-mb$mb --dump-grads /tmp/gpu-mb$mb.grads || status=1
   python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/gpu-mb$mb.jsonl \
     --weights /tmp/gpu-mb$mb --grads /tmp/gpu-mb$mb.grads || status=1
+done
+# bf16 mixed precision: every step's loss within 2e-2 of HF's (fp32 HF,
+# float64 reference), as on the CPU backend (test/Training/bf16-fixture.test).
+for mb in 1 2; do
+  echo "== mlt-run --device cuda, bf16, llama-ref-a, $mb micro-batch(es)"
+  ./bin/mlt-run plans/ref-a-bf16-mb$mb.mltplan --device cuda \
+    --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+    --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-bf16-mb$mb.jsonl || status=1
+  python3 tools/fixture_tools.py check-loss fixtures/llama-ref-a \
+    "$out"/gpu-bf16-mb$mb.jsonl 2e-2 || status=1
 done
 exit $status

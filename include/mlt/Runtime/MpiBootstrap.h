@@ -112,7 +112,9 @@ public:
     std::string message;
   };
   /// Collective, at the end of the run, on every rank (which must not be
-  /// stuck in a collective: once they may be, use `abort`).
+  /// stuck in a collective: once they may be, use `abort`). `local` is the
+  /// rank's result: its own failure, or the stop that the last `agree`
+  /// returned.
   StatusOr<Outcome> conclude(const Status &local);
 
   /// Ends every process of the job (MPI_Abort with `exitCode`; mpirun then

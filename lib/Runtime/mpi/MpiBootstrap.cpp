@@ -125,6 +125,7 @@ Status MpiSession::broadcast(void *data, size_t bytes, int root) {
 
 Status MpiSession::agree(const Status &local,
                          std::chrono::milliseconds timeout) {
+  stoppedForPeer_ = false;
   int failed = local ? 0 : 1;
   std::vector<int> all(size_t(size_), 0);
   if (timeout.count() == 0) {
@@ -164,6 +165,7 @@ Status MpiSession::agree(const Status &local,
 StatusOr<MpiSession::Outcome> MpiSession::conclude(const Status &local) {
   // Per rank: whether it failed, and whether the failure is its own.
   int mine[2] = {local ? 0 : 1, (!local && !stoppedForPeer_) ? 1 : 0};
+  stoppedForPeer_ = false;
   std::vector<int> all(2 * size_t(size_), 0);
   MLT_MPI_RETURN_IF_ERROR(
       MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD));

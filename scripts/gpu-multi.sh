@@ -125,6 +125,28 @@ if (( gpus >= 2 )); then
   grep -q "^mlt-run: error: rank 0: loss is NaN at step 1" "$out"/nan.log || fail "mid-run failure: no error line"
 else
   echo "SKIPPED: the 2-GPU runs (dp2 tp2 tp2sp dp2-mb2, mid-run failure): $gpus GPU visible"
+  # Two processes on the one GPU (a testing knob of mlt-run): NCCL refuses
+  # two ranks on one device at init, which must end every process with one
+  # line; should it accept them, the run must train like the 1-GPU run.
+  echo "== 2 processes sharing GPU 0 (MLT_TEST_SHARE_GPUS=1)"
+  set +e
+  MLT_TEST_SHARE_GPUS=1 timeout 150 $mpirun -x MLT_TEST_SHARE_GPUS --oversubscribe -np 2 \
+    ./bin/mlt-run plans/dp2.mltplan --device cuda --init-from fixtures/llama-ref-a/model.safetensors \
+    --data plans/tokens.u16 --no-shuffle --steps 6 $hyper --log-json "$out"/shared.jsonl \
+    --save-hf /tmp/mlt-shared --dump-grads /tmp/mlt-shared.grads > "$out"/shared.log 2>&1
+  code=$?
+  set -e
+  cat "$out"/shared.log
+  if [[ $code == 0 ]]; then
+    python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/shared.jsonl \
+      --weights /tmp/mlt-shared --grads /tmp/mlt-shared.grads || fail "shared: against the fixture"
+    same shared
+  elif [[ $code == 124 ]]; then
+    fail "2 processes on one GPU: hung"
+  else
+    lines=$(grep -c "^mlt-run: error: " "$out"/shared.log || true)
+    [[ $lines == 1 ]] && echo "ok: refused with one line, exit $code" || fail "2 processes on one GPU: $lines error lines"
+  fi
 fi
 
 expect_error() { # what, expected line (grep -E), command...

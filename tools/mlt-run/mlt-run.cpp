@@ -566,6 +566,8 @@ std::string describeRanks(const Plan &plan) {
 /// and MPI session, and, once created, its NCCL communicator.
 struct Distributed {
   MpiSession &session;
+  /// The CUDA device of this process: its node-local rank.
+  int device = 0;
   std::unique_ptr<CudaCommunicator> communicator;
 
   int rank() const { return session.rank(); }
@@ -655,7 +657,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     StatusOr<Mesh> mesh = planMesh(plan);
     MLT_RETURN_IF_ERROR(agree(mesh ? Status::ok() : mesh.takeStatus()));
     StatusOr<std::unique_ptr<CudaCommunicator>> communicator =
-        createNcclCommunicator(*mesh, session.rank(), session.localRank(), id);
+        createNcclCommunicator(*mesh, session.rank(), dist->device, id);
     if (communicator)
       dist->communicator = std::move(*communicator);
     status =
@@ -859,14 +861,23 @@ Status checkWorld(const Options &o, const Plan &plan, const Launch &launch) {
                 processes, " processes; start it with mpirun -np ", ranks);
 }
 
-/// One process per GPU: this node's processes each need a GPU.
-Status checkLocalDevices(const Launch &launch) {
+/// One process per GPU: this node's processes each need a GPU; `device`
+/// receives this process's (its node-local rank). For tests of the paths
+/// that only several processes take, MLT_TEST_SHARE_GPUS=1 lets processes
+/// share GPUs (process i on GPU i mod count), which NCCL itself may refuse.
+Status checkLocalDevices(const Launch &launch, int &device) {
 #ifdef MLT_HAVE_CUDA
   if (!launch.session)
     return Status::ok();
   int count = 0;
   MLT_RETURN_IF_ERROR(probeCudaDevices(count));
   const int local = launch.session->localSize();
+  device = launch.session->localRank();
+  const char *share = std::getenv("MLT_TEST_SHARE_GPUS");
+  if (share && std::strcmp(share, "1") == 0) {
+    device %= count;
+    return Status::ok();
+  }
   if (local > count)
     return errorf("mpirun started ", local, " processes on this node but ",
                   count == 1
@@ -875,6 +886,7 @@ Status checkLocalDevices(const Launch &launch) {
                   " visible; each process needs a GPU of its own");
 #else
   (void)launch;
+  (void)device;
 #endif
   return Status::ok();
 }
@@ -932,8 +944,8 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (!severalProcesses)
     return train(o, *plan, nullptr);
 #ifdef MLT_HAVE_CUDA
-  MLT_RETURN_IF_ERROR(checkLocalDevices(launch));
-  Distributed dist{*launch.session, nullptr};
+  Distributed dist{*launch.session, 0, nullptr};
+  MLT_RETURN_IF_ERROR(checkLocalDevices(launch, dist.device));
   return train(o, *plan, &dist);
 #else
   return errorf("this mlt-run has no CUDA backend");

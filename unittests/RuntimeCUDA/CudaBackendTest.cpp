@@ -90,9 +90,9 @@ TEST(CudaBackendTest, CheckSupportedNamesTheInstruction) {
             "'b0' is f32; an instruction computes in one float type");
 
   // Collectives go through NCCL (NcclCommunicatorTest.cpp).
-  EXPECT_TRUE(backend->checkSupported(rankWith(
-      {ET::F32, ET::F32},
-      instruction(Kernel::AllReduceSum, {0}, {1}, {4, 0}))));
+  EXPECT_TRUE(backend->checkSupported(
+      rankWith({ET::F32, ET::F32},
+               instruction(Kernel::AllReduceSum, {0}, {1}, {4, 0}))));
 
   status = backend->checkSupported(
       rankWith({ET::I32, ET::F32}, instruction(Kernel::Cast, {0}, {1}, {4})));

@@ -6,7 +6,8 @@
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
 #
 # The CUDA 13 toolkit (nvcc, cuBLASLt, NCCL) is not a Debian package; when nvcc
-# is found (PATH or /usr/local/cuda/bin) the CUDA backend is built, else skipped.
+# is found (PATH or /usr/local/cuda/bin) the CUDA backend is built (with NCCL
+# from the toolkit and Open MPI from Debian), else skipped.
 set -euo pipefail
 
 packages=(
@@ -20,6 +21,9 @@ packages=(
   flatbuffers-compiler libflatbuffers-dev
   # unit tests
   libgtest-dev
+  # MPI (Open MPI, with mpirun) starts runs of one process per GPU; built with
+  # the CUDA backend, and its error paths are tested without a GPU
+  libopenmpi-dev
 )
 
 missing=()

@@ -1,5 +1,6 @@
 # lit configuration of the mlt suite.
 import os
+import shutil
 import sys
 import lit.formats
 
@@ -24,3 +25,13 @@ if getattr(config, "mlt_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("cuda-backend")
 if os.path.isdir(os.path.join(config.shared_dir, "fixtures")):
     config.available_features.add("shared-fixtures")
+# mpirun (Open MPI) starts runs of one process per GPU; the error paths of
+# such runs are tested without a GPU. Open MPI refuses root unless told.
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
+    for name in ("HOME", "TMPDIR"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"

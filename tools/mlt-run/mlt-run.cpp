@@ -5,8 +5,12 @@
 // initializes or loads the weights, trains on a token file for --steps
 // optimizer steps, logs one line per step, and saves an HF checkpoint. A plan
 // of several ranks runs them as threads of this process (RankGroup), each on
-// its block of the data and of the weights. Every error is one line,
-// `mlt-run: error: <message>`, and exit status 1.
+// its block of the data and of the weights; on GPUs, as one process per GPU
+// started by mpirun, each running its own rank over NCCL (MpiBootstrap.h:
+// rank 0 prints, logs and saves; failures before the collectives start are
+// agreed by every process and reported once, failures after them abort the
+// job). Every error is one line, `mlt-run: error: <message>`, and exit
+// status 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +29,8 @@
 #endif
 #ifdef MLT_HAVE_CUDA
 #include "mlt/Runtime/CudaBackend.h"
+#include "mlt/Runtime/MpiBootstrap.h"
+#include "mlt/Runtime/NcclCommunicator.h"
 #endif
 
 #include <nlohmann/json.hpp>
@@ -61,7 +67,8 @@ with the compiler, a .mlir model, an HF config.json, or a directory holding one
 
 Run:
   --device cpu|cuda          backend (default cpu); cuda needs a build with
-                             MLT_ENABLE_CUDA and runs rank r on GPU r
+                             MLT_ENABLE_CUDA; a plan of N ranks runs on N
+                             GPUs as N processes: mpirun -np N mlt-run ...
   --dtype fp32|bf16          compute precision (default fp32): bf16 computes
                              on bf16 weight copies and activations, with f32
                              master weights, gradients and AdamW moments
@@ -129,9 +136,13 @@ Output:
 With a plan file, --batch, --seq-len and --microbatches default to the plan's
 and must agree with it when given (--batch is the global batch, whatever the
 plan's mesh). A plan of several ranks (a mesh such as dp=2,tp=2, laid out by
-the compiler for --dp 2 --tp 2) runs every rank as a thread of this process: each reads its block
-of every micro-batch and holds its block of each weight; --init-from, --save-hf
-and --dump-grads see whole tensors. One line per step goes to stdout:
+the compiler for --dp 2 --tp 2) runs every rank as a thread of this process
+with --device cpu, and as one process per GPU with --device cuda, started by
+  mpirun -np 4 mlt-run PLAN --device cuda ...
+(collectives over NCCL; the process of rank 0 prints, logs and saves). Each
+rank reads its block of every micro-batch and holds its block of each weight;
+--init-from, --save-hf and --dump-grads see whole tensors. One line per step
+goes to stdout:
   step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
 )";
 
@@ -550,7 +561,40 @@ std::string describeRanks(const Plan &plan) {
          describeMesh(plan) + ")";
 }
 
-Status train(const Options &o, const Plan &plan) {
+#ifdef MLT_HAVE_CUDA
+/// A run of one process per GPU (mpirun -np N, N > 1): this process's rank
+/// and MPI session, and, once created, its NCCL communicator.
+struct Distributed {
+  MpiSession &session;
+  /// The CUDA device of this process: its node-local rank.
+  int device = 0;
+  std::unique_ptr<CudaCommunicator> communicator;
+
+  int rank() const { return session.rank(); }
+  bool reports() const { return session.rank() == 0; }
+
+  /// The end of a rank that fails once collectives run: its peers may be
+  /// waiting for it inside a NCCL kernel, and NCCL cannot tell them. It
+  /// reports its failure, aborts its communicators and the whole job.
+  [[noreturn]] void fatal(const Status &status) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: error: rank %d: %s\n", rank(),
+                 status.message().c_str());
+    std::fflush(stderr);
+    if (communicator)
+      communicator->abort(status.message());
+    session.abort(1);
+  }
+};
+#else
+/// Runs of one process per GPU need the CUDA backend.
+struct Distributed {
+  bool reports() const { return true; }
+  [[noreturn]] void fatal(const Status &) { std::abort(); }
+};
+#endif
+
+Status train(const Options &o, const Plan &plan, Distributed *dist) {
   const ModelInfo &model = plan.model;
   uint64_t arenaBytes = 0; // the largest rank's
   for (const RankPlan &rank : plan.ranks)
@@ -565,11 +609,23 @@ Status train(const Options &o, const Plan &plan) {
       return errorf("--save-hf: the plan's HF config is not valid JSON");
   }
 
+  // With one process per GPU, every phase up to training ends with all
+  // processes agreeing on whether each succeeded (MpiBootstrap.h), so that a
+  // failure on one rank stops all of them before any waits for it.
+  // Rank 0's process prints, logs and saves; others only train.
+  const bool reports = !dist || dist->reports();
+  auto agree = [&](Status status) -> Status {
+#ifdef MLT_HAVE_CUDA
+    if (dist)
+      return dist->session.agree(status);
+#endif
+    return status;
+  };
+
   std::string dataPath = o.data.empty() ? defaultCorpusPath() : o.data;
   StatusOr<TokenDataset> data =
       TokenDataset::open(dataPath, model.seqLen, model.vocabSize);
-  if (!data)
-    return data.takeStatus();
+  MLT_RETURN_IF_ERROR(agree(data ? Status::ok() : data.takeStatus()));
 
 #ifdef MLT_HAVE_CUDA
   std::unique_ptr<Backend> backend =
@@ -577,29 +633,66 @@ Status train(const Options &o, const Plan &plan) {
 #else
   std::unique_ptr<Backend> backend = createCpuBackend();
 #endif
-  StatusOr<std::unique_ptr<RankGroup>> ranks =
-      RankGroup::create(plan, *backend);
-  if (!ranks)
-    return ranks.takeStatus();
+  StatusOr<std::unique_ptr<RankGroup>> ranks = errorf("no ranks were created");
+  if (!dist) {
+    ranks = RankGroup::create(plan, *backend);
+  } else {
+#ifdef MLT_HAVE_CUDA
+    // NCCL's unique id from rank 0, then every rank's communicators over
+    // the plan's mesh on its node-local GPU. A rank whose init fails while
+    // others wait inside it cannot agree with them: after a while it gives
+    // up and aborts the job.
+    MpiSession &session = dist->session;
+    NcclUniqueId id;
+    Status status = Status::ok();
+    if (session.rank() == 0) {
+      StatusOr<NcclUniqueId> created = createNcclUniqueId();
+      if (created)
+        id = *created;
+      else
+        status = created.takeStatus();
+    }
+    MLT_RETURN_IF_ERROR(agree(status));
+    MLT_RETURN_IF_ERROR(session.broadcast(id.bytes.data(), id.bytes.size(), 0));
+    StatusOr<Mesh> mesh = planMesh(plan);
+    MLT_RETURN_IF_ERROR(agree(mesh ? Status::ok() : mesh.takeStatus()));
+    StatusOr<std::unique_ptr<CudaCommunicator>> communicator =
+        createNcclCommunicator(*mesh, session.rank(), dist->device, id);
+    if (communicator)
+      dist->communicator = std::move(*communicator);
+    status =
+        session.agree(communicator ? Status::ok() : communicator.takeStatus(),
+                      std::chrono::seconds(60));
+    if (session.timedOut())
+      dist->fatal(status);
+    MLT_RETURN_IF_ERROR(status);
+    ranks = RankGroup::createForRank(plan, uint32_t(session.rank()), *backend,
+                                     dist->communicator.get());
+#endif
+  }
+  MLT_RETURN_IF_ERROR(agree(ranks ? Status::ok() : ranks.takeStatus()));
 
+  Status loaded = Status::ok();
   if (!o.initFrom.empty()) {
     StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
     if (!tensors)
-      return tensors.takeStatus();
-    Status status = loadParameters(**ranks, *tensors);
-    if (!status)
-      return std::move(status).withContext(o.initFrom);
+      loaded = tensors.takeStatus();
+    else
+      loaded = loadParameters(**ranks, *tensors).withContext(o.initFrom);
   } else {
-    MLT_RETURN_IF_ERROR(initializeParameters(**ranks, o.seed));
+    loaded = initializeParameters(**ranks, o.seed);
   }
+  MLT_RETURN_IF_ERROR(agree(loaded));
 
   std::ofstream log;
-  if (!o.logJson.empty()) {
+  Status logOpened = Status::ok();
+  if (!o.logJson.empty() && reports) {
     log.open(o.logJson, std::ios::trunc);
     if (!log)
-      return errorf(o.logJson, ": cannot write the JSON log (",
-                    std::strerror(errno), ")");
+      logOpened = errorf(o.logJson, ": cannot write the JSON log (",
+                         std::strerror(errno), ")");
   }
+  MLT_RETURN_IF_ERROR(agree(logOpened));
 
   TrainingOptions options;
   options.steps = *o.steps;
@@ -617,28 +710,54 @@ Status train(const Options &o, const Plan &plan) {
   options.seed = o.seed;
   StatusOr<std::unique_ptr<Trainer>> trainer =
       Trainer::create(**ranks, model, *data, options);
-  if (!trainer)
-    return trainer.takeStatus();
+  MLT_RETURN_IF_ERROR(agree(trainer ? Status::ok() : trainer.takeStatus()));
 
-  std::printf(
-      "model %s: %s parameters, %" PRId64 " tokens/step (batch %" PRId64
-      " x seq %" PRId64 ", %" PRId64 " micro-batch%s of %" PRId64
-      "), arena %.2f MiB%s%s, %s %s, %" PRId64 " steps, data %s\n",
-      baseName(o.model).c_str(), formatCount(countParameters(plan)).c_str(),
-      model.globalBatch() * model.seqLen, model.globalBatch(), model.seqLen,
-      model.microbatches, model.microbatches == 1 ? "" : "es", model.microBatch,
-      double(arenaBytes) / (1024.0 * 1024.0),
-      plan.ranks.size() > 1 ? " per rank (largest)" : "",
-      describeRanks(plan).c_str(), std::string(backend->name()).c_str(),
-      describePrecision(plan).c_str(), options.steps,
-      baseName(dataPath).c_str());
+  std::string processes;
+#ifdef MLT_HAVE_CUDA
+  if (dist)
+    processes = ", one process per GPU, NCCL " + ncclLibraryVersion();
+#endif
+  if (reports)
+    std::printf(
+        "model %s: %s parameters, %" PRId64 " tokens/step (batch %" PRId64
+        " x seq %" PRId64 ", %" PRId64 " micro-batch%s of %" PRId64
+        "), arena %.2f MiB%s%s%s, %s %s, %" PRId64 " steps, data %s\n",
+        baseName(o.model).c_str(), formatCount(countParameters(plan)).c_str(),
+        model.globalBatch() * model.seqLen, model.globalBatch(), model.seqLen,
+        model.microbatches, model.microbatches == 1 ? "" : "es",
+        model.microBatch, double(arenaBytes) / (1024.0 * 1024.0),
+        plan.ranks.size() > 1 ? " per rank (largest)" : "",
+        describeRanks(plan).c_str(), processes.c_str(),
+        std::string(backend->name()).c_str(), describePrecision(plan).c_str(),
+        options.steps, baseName(dataPath).c_str());
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
+  // The profile is of this process's first rank, and only the reporting
+  // process (rank 0's) takes one.
   Executor &profiled = (**ranks).executor(0);
-  if (o.profileStep == 1)
+  if (o.profileStep == 1 && reports)
     MLT_RETURN_IF_ERROR(profiled.beginProfile());
+  // Whole tensors of the parameters or gradients: on rank 0 (gathered from
+  // the other processes when there are some); empty on other processes.
+  auto wholeTensors = [&](BufferKind kind) -> StatusOr<TensorMap> {
+#ifdef MLT_HAVE_CUDA
+    if (dist)
+      return gatherParameterTensors(**ranks, plan, *dist->communicator, kind);
+#endif
+    return parameterTensors(**ranks, kind);
+  };
+
   Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
+    if (m.step == 1 && !o.dumpGrads.empty()) {
+      StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
+      if (!grads)
+        return grads.takeStatus();
+      if (reports)
+        MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
+    }
+    if (!reports)
+      return Status::ok();
     std::printf("step %*" PRId64 "/%" PRId64
                 "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
                 stepWidth, m.step, options.steps, m.loss, m.lr, m.gradNorm,
@@ -667,33 +786,120 @@ Status train(const Options &o, const Plan &plan) {
     } else if (o.profileStep && m.step + 1 == *o.profileStep) {
       MLT_RETURN_IF_ERROR(profiled.beginProfile());
     }
-    if (m.step == 1 && !o.dumpGrads.empty()) {
-      StatusOr<TensorMap> grads =
-          parameterTensors(**ranks, BufferKind::Gradient);
-      if (!grads)
-        return grads.takeStatus();
-      MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
-    }
     return Status::ok();
   });
-  if (!status)
-    return status;
+  // From here on the ranks are in collectives: a failing rank ends the job.
+  if (!status && dist)
+    dist->fatal(status);
+  MLT_RETURN_IF_ERROR(status);
 
   if (!o.saveHF.empty()) {
-    StatusOr<TensorMap> tensors = parameterTensors(**ranks);
+    StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
+    if (!tensors && dist)
+      dist->fatal(tensors.status());
     if (!tensors)
       return tensors.takeStatus();
-    MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
-    std::printf("saved %s (config.json, model.safetensors)\n",
-                o.saveHF.c_str());
+    // Only rank 0 writes; the processes agree on the result when they end.
+    if (reports) {
+      MLT_RETURN_IF_ERROR(
+          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
+      std::printf("saved %s (config.json, model.safetensors)\n",
+                  o.saveHF.c_str());
+    }
   }
   return Status::ok();
 }
 
-Status runTool(int argc, char **argv) {
+/// How this process was started: alone, or as one of the processes of a
+/// launcher (mpirun), with its MPI session when there are several.
+struct Launch {
+#ifdef MLT_HAVE_CUDA
+  LaunchEnvironment environment;
+  MpiSession *session = nullptr;
+  int worldSize() const { return environment.worldSize; }
+  bool launched() const { return environment.launched(); }
+#else
+  int worldSize() const { return 1; }
+  bool launched() const { return false; }
+#endif
+};
+
+/// "1 rank (no mesh)", "4 ranks (mesh dp=2, tp=2)".
+std::string describePlanRanks(const Plan &plan) {
+  const size_t ranks = plan.ranks.size();
+  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") +
+         (plan.mesh.empty() ? std::string(" (no mesh)")
+                            : " (mesh " + describeMesh(plan) + ")");
+}
+
+/// On GPUs, a plan of N ranks is N processes: the plan and the launcher
+/// must agree.
+Status checkWorld(const Options &o, const Plan &plan, const Launch &launch) {
+  if (o.device != "cuda")
+    return Status::ok();
+  const int ranks = int(plan.ranks.size());
+  const int processes = launch.worldSize();
+  if (ranks == processes)
+    return Status::ok();
+  if (!launch.launched())
+    return errorf("the plan has ", describePlanRanks(plan),
+                  "; with --device cuda each rank is a process of its own on "
+                  "its own GPU: start it with mpirun -np ",
+                  ranks, " mlt-run ", o.model,
+                  " --device cuda ... (or run its ranks as threads of one "
+                  "process with --device cpu)");
+  if (ranks == 1)
+    return errorf("the plan has ", describePlanRanks(plan),
+                  " but mpirun "
+                  "started ",
+                  processes,
+                  " processes; run it without mpirun "
+                  "(or with -np 1)");
+  return errorf("the plan has ", describePlanRanks(plan),
+                " but mpirun "
+                "started ",
+                processes, " processes; start it with mpirun -np ", ranks);
+}
+
+/// One process per GPU: this node's processes each need a GPU; `device`
+/// receives this process's (its node-local rank). For tests of the paths
+/// that only several processes take, MLT_TEST_SHARE_GPUS=1 lets processes
+/// share GPUs (process i on GPU i mod count), which NCCL itself may refuse.
+Status checkLocalDevices(const Launch &launch, int &device) {
+#ifdef MLT_HAVE_CUDA
+  if (!launch.session)
+    return Status::ok();
+  int count = 0;
+  MLT_RETURN_IF_ERROR(probeCudaDevices(count));
+  const int local = launch.session->localSize();
+  device = launch.session->localRank();
+  const char *share = std::getenv("MLT_TEST_SHARE_GPUS");
+  if (share && std::strcmp(share, "1") == 0) {
+    device %= count;
+    return Status::ok();
+  }
+  if (local > count)
+    return errorf("mpirun started ", local, " processes on this node but ",
+                  count == 1
+                      ? "only 1 CUDA device is"
+                      : "only " + std::to_string(count) + " CUDA devices are",
+                  " visible; each process needs a GPU of its own");
+#else
+  (void)launch;
+  (void)device;
+#endif
+  return Status::ok();
+}
+
+Status runTool(int argc, char **argv, const Launch &launch) {
   Options o;
   MLT_RETURN_IF_ERROR(parseArgs(argc, argv, o));
+  const bool severalProcesses = launch.worldSize() > 1;
   if (o.help) {
+#ifdef MLT_HAVE_CUDA
+    if (launch.environment.rank != 0)
+      return Status::ok();
+#endif
     std::fputs(kUsage, stdout);
     return Status::ok();
   }
@@ -702,11 +908,18 @@ Status runTool(int argc, char **argv) {
                   "config.json, or a directory holding one); see --help");
   MLT_RETURN_IF_ERROR(checkOptions(o));
   const bool trains = !o.printPlan && o.emitPlan.empty();
-  if (trains) {
-    MLT_RETURN_IF_ERROR(checkDevice(o));
-    if (!o.steps)
-      return errorf("missing --steps N (the number of optimizer steps)");
-  }
+  if (severalProcesses && !trains)
+    return errorf("mpirun started ", launch.worldSize(), " processes, but ",
+                  o.printPlan ? "--print-plan" : "--emit-plan",
+                  " does not train: run it without mpirun");
+  if (severalProcesses && o.device != "cuda")
+    return errorf("mpirun started ", launch.worldSize(),
+                  " processes, but --device ", o.device,
+                  " runs every rank of a plan as a thread of one "
+                  "process: run it without mpirun, or train on GPUs with "
+                  "--device cuda (one process per GPU)");
+  if (trains && !o.steps)
+    return errorf("missing --steps N (the number of optimizer steps)");
 
   std::string bytes;
   StatusOr<Plan> plan = obtainPlan(o, bytes);
@@ -724,16 +937,94 @@ Status runTool(int argc, char **argv) {
     }
     return Status::ok();
   }
-  return train(o, *plan);
+  // The plan against the launcher, then the devices: how to start a plan
+  // says more than a missing GPU.
+  MLT_RETURN_IF_ERROR(checkWorld(o, *plan, launch));
+  MLT_RETURN_IF_ERROR(checkDevice(o));
+  if (!severalProcesses)
+    return train(o, *plan, nullptr);
+#ifdef MLT_HAVE_CUDA
+  Distributed dist{*launch.session, 0, nullptr};
+  MLT_RETURN_IF_ERROR(checkLocalDevices(launch, dist.device));
+  return train(o, *plan, &dist);
+#else
+  return errorf("this mlt-run has no CUDA backend");
+#endif
 }
+
+/// Prints a failure as the tool's one line.
+void reportError(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "mlt-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+#ifdef MLT_HAVE_CUDA
+/// mpirun -np N with N > 1: MPI for the start and the end, and the run in
+/// between; the processes agree on the outcome, and one reports a failure.
+int runUnderLauncher(int argc, char **argv, const LaunchEnvironment &env) {
+  // NVLink multicast must stay off on the shared machines (before anything
+  // can initialize NCCL); the user's setting wins.
+  ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  StatusOr<std::unique_ptr<MpiSession>> session = MpiSession::init(argc, argv);
+  if (!session) {
+    reportError("rank " + std::to_string(env.rank) +
+                ": MPI init: " + session.status().message());
+    return 1;
+  }
+  Launch launch;
+  launch.environment = env;
+  launch.session = session->get();
+  Status status = Status::ok();
+  if ((*session)->size() != env.worldSize)
+    status = errorf("MPI has ", (*session)->size(), " processes, but ",
+                    env.launcher, " said ", env.worldSize);
+  else
+    status = runTool(argc, argv, launch);
+  StatusOr<MpiSession::Outcome> outcome = (*session)->conclude(status);
+  if (!outcome) {
+    reportError("rank " + std::to_string((*session)->rank()) + ": " +
+                outcome.status().message());
+    (*session)->abort(1);
+  }
+  if (outcome->reportHere)
+    reportError(outcome->message);
+  return outcome->failed ? 1 : 0;
+}
+#endif
 
 } // namespace
 
 int main(int argc, char **argv) {
-  Status status = runTool(argc, argv);
+  Launch launch;
+#ifdef MLT_HAVE_CUDA
+  // A process that a launcher started as one of several runs one rank of a
+  // plan on its GPU; one process (with or without a launcher) never touches
+  // MPI.
+  StatusOr<LaunchEnvironment> environment =
+      detectLaunch([](const char *name) { return std::getenv(name); });
+  if (!environment) {
+    reportError(environment.status().message());
+    return 1;
+  }
+  if (environment->worldSize > 1)
+    return runUnderLauncher(argc, argv, *environment);
+  launch.environment = *environment;
+#else
+  // Without the CUDA backend there is nothing to run per process: say so
+  // once.
+  if (const char *size = std::getenv("OMPI_COMM_WORLD_SIZE");
+      size && std::atoi(size) > 1) {
+    const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank || std::atoi(rank) == 0)
+      reportError("mpirun started several processes, but this mlt-run has no "
+                  "CUDA backend (one process per GPU); run it without mpirun");
+    return 1;
+  }
+#endif
+  Status status = runTool(argc, argv, launch);
   if (!status) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "mlt-run: error: %s\n", status.message().c_str());
+    reportError(status.message());
     return 1;
   }
   return 0;

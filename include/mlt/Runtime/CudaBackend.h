@@ -21,12 +21,15 @@ namespace mlt::rt {
 
 /// The CUDA backend. Each instruction computes in f32 (fp32 parity mode: no
 /// TF32); cast, transpose and shard_slice move any type. A context serves one
-/// rank on one device: a single-rank plan runs on device 0, a plan of N ranks
-/// run as threads of one process on devices 0..N-1 (rank r on device r), and
-/// fails to create its contexts when fewer devices are visible. Collectives
-/// (NCCL) are not supported yet: checkSupported rejects plans that launch
-/// them. Setting MLT_CUDA_SYNC_EACH_LAUNCH=1 synchronizes after every launch,
-/// so that a fault inside a kernel is reported against its instruction.
+/// rank on one device: a single-rank plan runs on device 0; a rank whose
+/// communicator is a CudaCommunicator (NcclCommunicator.h: one process per
+/// GPU, under mpirun) runs on that communicator's device, and its
+/// collectives go through NCCL on a communication stream; a plan of N ranks
+/// run as threads of one process runs rank r on device r (and fails to
+/// create its contexts when fewer devices are visible), but cannot launch
+/// collectives. Setting MLT_CUDA_SYNC_EACH_LAUNCH=1 synchronizes after every
+/// launch, so that a fault inside a kernel is reported against its
+/// instruction.
 std::unique_ptr<Backend> createCudaBackend();
 
 /// The number of CUDA devices this process sees; fails with one line, "no

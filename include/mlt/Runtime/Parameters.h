@@ -13,7 +13,8 @@
 // loading converts each checkpoint tensor once and does the same; snapshots
 // assemble whole tensors from the blocks, taking each block from the lowest
 // rank that holds it (replicas are equal, or, for gradients, made complete
-// per block by the plan).
+// per block by the plan). When the ranks are processes, the whole tensors
+// are gathered on rank 0's process through a RankTransport.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,7 @@
 #include "mlt/Runtime/IO/SafeTensors.h"
 #include "mlt/Runtime/Plan.h"
 #include "mlt/Runtime/RankGroup.h"
+#include "mlt/Runtime/RankTransport.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
@@ -93,6 +95,19 @@ StatusOr<TensorMap> parameterTensors(Executor &executor,
                                      BufferKind kind = BufferKind::Parameter);
 StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
                                      BufferKind kind = BufferKind::Parameter);
+
+/// parameterTensors for a run whose ranks are processes (one per GPU):
+/// every process calls it with its own ranks (`local`, e.g. a RankGroup
+/// created for one rank) and the whole `plan`. The process holding plan
+/// rank 0 gets the whole tensors; it receives each block that it does not
+/// hold from the lowest rank holding it, which sends it through
+/// `transport` (world ranks = plan ranks); the other processes send their
+/// blocks and get an empty map. Every process derives the same transfers
+/// from the plan, so the sends and receives pair up.
+StatusOr<TensorMap>
+gatherParameterTensors(RankGroup &local, const Plan &plan,
+                       RankTransport &transport,
+                       BufferKind kind = BufferKind::Parameter);
 
 } // namespace mlt::rt
 

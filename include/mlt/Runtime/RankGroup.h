@@ -20,9 +20,17 @@
 // one `parallel` call, and there is no pool to shut down, no lost wake-up and
 // no worker left behind by an error. A single-rank plan runs inline on the
 // calling thread, exactly as one Executor does. A CUDA backend runs one
-// process per GPU (a RankGroup of the process's own rank over a NCCL
-// communicator), so it needs no device-bound threads here either; should an
-// in-process multi-GPU runner want them, only `parallel`'s body changes.
+// process per GPU: each process holds a RankGroup of its own rank alone
+// (`createForRank`, over a NCCL communicator), which also runs inline, so
+// it needs no device-bound threads here either; should an in-process
+// multi-GPU runner want them, only `parallel`'s body changes.
+//
+// Local ranks. A group holds the executors of the ranks that live in this
+// process: all of the plan's (`create`), or one (`createForRank`). `size()`
+// and `executor(i)` index the local ones; executor(i).rankPlan().rank is the
+// plan rank. Code that walks the group (the Trainer, Parameters.h) works
+// either way; what needs every rank's data (whole tensors of a sharded
+// plan) must gather it from the other processes (gatherParameterTensors).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,15 +74,27 @@ public:
     return create(plan, backend, Options());
   }
 
+  /// Rank `rank` of `plan` alone, in a process of its own: verifies the
+  /// plan's structure and creates that rank's executor over `communicator`
+  /// (the rank's side of a world that spans processes, e.g. NCCL), which
+  /// must outlive the group. Failures of other ranks do not reach this
+  /// group: whoever owns the communicator aborts it.
+  static StatusOr<std::unique_ptr<RankGroup>>
+  createForRank(const Plan &plan, uint32_t rank, Backend &backend,
+                Communicator *communicator);
+
   ~RankGroup();
   RankGroup(const RankGroup &) = delete;
   RankGroup &operator=(const RankGroup &) = delete;
 
-  /// The number of ranks.
+  /// The number of ranks in this process.
   uint32_t size() const { return uint32_t(executors_.size()); }
-  /// The executor of rank `rank` (< size()). Between `parallel` calls the
-  /// calling thread may use any of them (e.g. to write inputs).
-  Executor &executor(uint32_t rank) const { return *executors_.at(rank); }
+  /// The number of ranks of the plan (size() unless created for one rank).
+  uint32_t planSize() const { return planSize_; }
+  /// The executor of local rank `index` (< size()): plan rank `index` when
+  /// the group holds every rank. Between `parallel` calls the calling thread
+  /// may use any of them (e.g. to write inputs).
+  Executor &executor(uint32_t index) const { return *executors_.at(index); }
   /// The plan's mesh; empty for a plan of one rank without one.
   const std::vector<MeshAxis> &mesh() const { return mesh_; }
 
@@ -94,6 +114,7 @@ private:
   RankGroup() = default;
 
   std::vector<MeshAxis> mesh_;
+  uint32_t planSize_ = 0;
   // Declared before the executors, so that it outlives their contexts, which
   // hold its communicators.
   std::unique_ptr<InProcessWorld> world_;

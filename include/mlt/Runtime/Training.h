@@ -17,6 +17,12 @@
 // gradient norm are replicated outputs: the trainer reports rank 0's, and
 // checks that the other ranks hold the same bits.
 //
+// With one process per GPU, each process's trainer drives its own rank (a
+// RankGroup created for that rank, or its executor), reading its blocks of
+// the same global batch. Only the process of plan rank 0 reads the loss and
+// the gradient norm (and stops on a non-finite one); the others' StepMetrics
+// hold zeros for them.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_TRAINING_H

@@ -9,8 +9,11 @@
 //   thread at every entry point, since a rank may be driven by a different
 //   thread on every call (RankGroup starts threads per call);
 // - one compute stream (non-blocking), where every launch, fill and copy is
-//   queued in program order; plans' other streams map onto it until
-//   collectives (NCCL, on a stream of their own) arrive;
+//   queued in program order; plans' other streams map onto it;
+// - with a CUDA communicator (one process per GPU, NcclCommunicator.h), the
+//   collectives' stream and events (Collectives.h): collectives run on a
+//   communication stream ordered against the compute stream by events, and
+//   waits poll so that a NCCL failure returns instead of hanging;
 // - the arena (allocate: cudaMalloc, zeroed);
 // - scratch memory for kernels that need some (reduction partials, the
 //   embedding backward's sort), grown on first use, which synchronizes: in
@@ -30,6 +33,7 @@
 #include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/KernelInfo.h"
 
+#include "Collectives.h"
 #include "CudaCheck.h"
 #include "DeviceError.h"
 #include "kernels/attention.h"
@@ -58,7 +62,8 @@ using namespace mlt::cuda;
 namespace {
 
 /// Whether the CUDA backend has a kernel for `kernel`. Collectives are not
-/// listed: they wait for NCCL, and checkSupported says so.
+/// listed: checkSupported lets them through, and launch sends them to the
+/// communicator (Collectives.h).
 bool supportsKernel(Kernel kernel) {
   switch (kernel) {
   // elementwise.h
@@ -163,13 +168,25 @@ public:
   std::string architecture() const override { return architecture_; }
   Status beginLaunchTiming() override;
   StatusOr<std::vector<double>> endLaunchTiming() override;
-  bool canCapture() const override { return graphsAllowed_; }
+  /// Not with collectives yet: NCCL can be captured (the event fork and
+  /// join of Collectives.h is the pattern capture needs), but that is to be
+  /// validated on several GPUs first.
+  bool canCapture() const override { return graphsAllowed_ && !collectives_; }
   Status beginCapture() override;
   StatusOr<size_t> endCapture() override;
   void abortCapture() override;
   Status replay(size_t capture) override;
 
 private:
+  /// Waits for the compute stream (Collectives.h: polling once collectives
+  /// run); `error` gets the stream's CUDA status.
+  Status waitCompute(cudaError_t &error) {
+    if (collectives_)
+      return collectives_->wait(stream_, error);
+    error = cudaStreamSynchronize(stream_);
+    return Status::ok();
+  }
+
   /// Makes the context's device current on the calling thread.
   Status activate() {
     MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -219,6 +236,8 @@ private:
   std::unique_ptr<MatmulRunner> matmul_;
   void *scratch_ = nullptr;
   size_t scratchBytes_ = 0;
+  /// The communication stream and events; null without a CUDA communicator.
+  std::unique_ptr<CudaCollectives> collectives_;
   DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
   DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
   /// The kernels of the launches given an error sink since the record was
@@ -312,6 +331,13 @@ Status CudaDeviceContext::init() {
   if (!matmul)
     return matmul.takeStatus();
   matmul_ = std::move(*matmul);
+  if (auto *cuda = dynamic_cast<CudaCommunicator *>(communicator_)) {
+    StatusOr<std::unique_ptr<CudaCollectives>> collectives =
+        CudaCollectives::create(*cuda);
+    if (!collectives)
+      return collectives.takeStatus();
+    collectives_ = std::move(*collectives);
+  }
   return Status::ok();
 }
 
@@ -375,8 +401,9 @@ Status CudaDeviceContext::copyToHost(void *host, const uint8_t *device,
   MLT_RETURN_IF_ERROR(activate());
   MLT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
-  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return Status::ok();
+  cudaError_t error = cudaSuccess;
+  MLT_RETURN_IF_ERROR(waitCompute(error));
+  return cudaStatus(error, "cudaStreamSynchronize");
 }
 
 Status CudaDeviceContext::copyToHostAtSync(void *host, const uint8_t *device,
@@ -516,7 +543,8 @@ Status CudaDeviceContext::synchronize() {
     MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(hostErrorRecord_, errorRecord_,
                                              sizeof(DeviceErrorRecord),
                                              cudaMemcpyDeviceToHost, stream_));
-  cudaError_t error = cudaStreamSynchronize(stream_);
+  cudaError_t error = cudaSuccess;
+  MLT_RETURN_IF_ERROR(waitCompute(error));
   const uint64_t launches = launchesSinceSync_;
   launchesSinceSync_ = 0;
   if (error == cudaSuccess)
@@ -596,7 +624,9 @@ StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
     return scratch_;
   if (capturing_)
     return errorf("scratch memory cannot grow while a CUDA graph is captured");
-  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  cudaError_t error = cudaSuccess;
+  MLT_RETURN_IF_ERROR(waitCompute(error));
+  MLT_RETURN_IF_ERROR(cudaStatus(error, "cudaStreamSynchronize"));
   if (scratch_) {
     // Captured graphs may still read the old area: keep it until the end.
     if (graphs_.empty())
@@ -972,6 +1002,12 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return launchCrossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
                                      a[0], a[1], a[2], s);
 
+  // Collectives.h: NCCL on the communication stream.
+  case Kernel::AllReduceSum:
+  case Kernel::ReduceScatterSum:
+  case Kernel::AllGather:
+    return launchCollective(collectives_.get(), inst, in[0], out[0], s);
+
   default:
     break;
   }
@@ -995,10 +1031,11 @@ public:
           return errorf("program '", program.name, "' instruction ", i, " (",
                         kernelName(inst.kernel), "): ", message...);
         };
+        // Collectives are type-free (NCCL sums f32, f64 and bf16, and the
+        // plan verifier checked the types); they need a NCCL communicator,
+        // which launch asks for (Collectives.h).
         if (isCollectiveKernel(inst.kernel))
-          return fail("the CUDA backend does not run collectives yet (they "
-                      "will go through NCCL); run plans of several ranks with "
-                      "--device cpu");
+          continue;
         if (!supportsKernel(inst.kernel))
           return fail("the CUDA backend has no kernel for it yet");
         if (inst.kernel == Kernel::Cast) {
@@ -1023,7 +1060,6 @@ public:
                         kMaxTransposeRank);
           continue;
         }
-        // Collectives were refused above.
         if (isTypeFreeKernel(inst.kernel))
           continue;
         Status operands = checkComputeOperands(
@@ -1049,14 +1085,19 @@ public:
   createContext(const RankInfo &rank) override {
     int count = 0;
     MLT_RETURN_IF_ERROR(probeCudaDevices(count));
-    int device = 0;
-    if (rank.worldSize > 1) {
+    // One process per GPU: the device the NCCL communicator was made on.
+    int device = communicatorDevice(rank);
+    if (device >= count)
+      return errorf("CUDA device ", device, " is not visible (",
+                    devicesAre(count), ")");
+    if (device < 0 && rank.worldSize > 1) {
       // Ranks as threads of this process: one device each.
       if (int64_t(rank.worldSize) > count)
         return errorf("the plan has ", rank.worldSize, " ranks but only ",
                       devicesAre(count), " visible");
       device = int(rank.rank);
     }
+    device = std::max(device, 0);
     cudaDeviceProp properties;
     MLT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, device));
     if (properties.major < 9)

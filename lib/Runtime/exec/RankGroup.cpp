@@ -26,6 +26,7 @@ RankGroup::create(const Plan &plan, Backend &backend, const Options &options) {
   MLT_RETURN_IF_ERROR(verifyPlanStructure(plan));
   std::unique_ptr<RankGroup> group(new RankGroup());
   group->mesh_ = plan.mesh;
+  group->planSize_ = uint32_t(plan.ranks.size());
   if (!plan.mesh.empty()) {
     StatusOr<Mesh> mesh = planMesh(plan);
     if (!mesh)
@@ -51,6 +52,24 @@ RankGroup::create(const Plan &plan, Backend &backend, const Options &options) {
                                           "rank " + std::to_string(rank));
     group->executors_.push_back(std::move(*executor));
   }
+  return group;
+}
+
+StatusOr<std::unique_ptr<RankGroup>>
+RankGroup::createForRank(const Plan &plan, uint32_t rank, Backend &backend,
+                         Communicator *communicator) {
+  MLT_RETURN_IF_ERROR(verifyPlanStructure(plan));
+  if (rank >= plan.ranks.size())
+    return errorf("the plan has no rank ", rank, " (it has ", plan.ranks.size(),
+                  ")");
+  std::unique_ptr<RankGroup> group(new RankGroup());
+  group->mesh_ = plan.mesh;
+  group->planSize_ = uint32_t(plan.ranks.size());
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(plan, rank, backend, communicator);
+  if (!executor)
+    return executor.takeStatus();
+  group->executors_.push_back(std::move(*executor));
   return group;
 }
 
@@ -106,15 +125,20 @@ RankGroup::parallel(const std::function<Status(Executor &executor)> &body) {
 
 Status RankGroup::run(std::string_view name) {
   std::vector<size_t> programs;
-  for (uint32_t rank = 0; rank < size(); ++rank) {
-    StatusOr<size_t> index = executors_[rank]->findProgram(name);
+  for (uint32_t local = 0; local < size(); ++local) {
+    StatusOr<size_t> index = executors_[local]->findProgram(name);
     if (!index)
-      return size() == 1 ? index.takeStatus()
-                         : index.takeStatus().withContext("rank " +
-                                                          std::to_string(rank));
+      return size() == 1
+                 ? index.takeStatus()
+                 : index.takeStatus().withContext(
+                       "rank " +
+                       std::to_string(executors_[local]->rankPlan().rank));
     programs.push_back(*index);
   }
   return parallel([&](Executor &executor) {
-    return executor.run(programs[executor.rankPlan().rank]);
+    for (uint32_t local = 0; local < size(); ++local)
+      if (executors_[local].get() == &executor)
+        return executor.run(programs[local]);
+    return errorf("an executor outside the group");
   });
 }

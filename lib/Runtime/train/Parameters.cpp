@@ -275,3 +275,112 @@ StatusOr<TensorMap> mlt::rt::parameterTensors(RankGroup &ranks,
                                               BufferKind kind) {
   return assemble(executorsOf(ranks), kind);
 }
+
+namespace {
+
+/// One block of a tensor on one rank of the plan.
+struct PlanHolder {
+  uint32_t rank;
+  const BufferDesc *buffer;
+
+  BlockLayout layout() const {
+    return BlockLayout{buffer->tensorShape(), buffer->blockOffset(),
+                       buffer->shape};
+  }
+};
+
+/// holdersOf over every rank of the plan, from its buffer descriptions.
+std::vector<std::pair<std::string, std::vector<PlanHolder>>>
+planHoldersOf(const Plan &plan, BufferKind kind) {
+  std::vector<std::pair<std::string, std::vector<PlanHolder>>> tensors;
+  std::map<std::string, size_t> index;
+  for (const RankPlan &rank : plan.ranks) {
+    for (const BufferDesc &buffer : rank.buffers) {
+      if (buffer.kind != kind)
+        continue;
+      const std::string &name =
+          kind == BufferKind::Parameter || kind == BufferKind::Gradient
+              ? buffer.parameter
+              : buffer.name;
+      auto [it, inserted] = index.emplace(name, tensors.size());
+      if (inserted)
+        tensors.push_back({name, {}});
+      tensors[it->second].second.push_back(PlanHolder{rank.rank, &buffer});
+    }
+  }
+  return tensors;
+}
+
+} // namespace
+
+StatusOr<TensorMap> mlt::rt::gatherParameterTensors(RankGroup &local,
+                                                    const Plan &plan,
+                                                    RankTransport &transport,
+                                                    BufferKind kind) {
+  // The executors of this process's ranks, by plan rank.
+  std::map<uint32_t, Executor *> executors;
+  for (uint32_t i = 0; i < local.size(); ++i)
+    executors[local.executor(i).rankPlan().rank] = &local.executor(i);
+  auto localBuffer = [&](const PlanHolder &holder) -> StatusOr<size_t> {
+    Executor *executor = executors.at(holder.rank);
+    return executor->findBuffer(holder.buffer->name);
+  };
+  const bool isRoot = executors.count(0) != 0;
+
+  TensorMap tensors;
+  for (const auto &[name, holders] : planHoldersOf(plan, kind)) {
+    const std::vector<int64_t> shape = holders.front().buffer->tensorShape();
+    int64_t total = 1;
+    for (int64_t dim : shape)
+      total *= dim;
+    std::vector<float> whole(isRoot ? size_t(total) : 0, 0.0f);
+    std::set<std::vector<int64_t>> taken; // block offsets already gathered
+    int64_t covered = 0;
+    for (const PlanHolder &holder : holders) {
+      const BlockLayout layout = holder.layout();
+      if (!taken.insert(layout.offset).second)
+        continue; // a replica of a block taken from a lower rank
+      const int64_t elements = holder.buffer->numElements();
+      covered += elements;
+      const bool holds = executors.count(holder.rank) != 0;
+      if (!holds && !isRoot)
+        continue; // between two other processes
+      std::vector<float> block;
+      if (holds) {
+        StatusOr<size_t> buffer = localBuffer(holder);
+        if (!buffer)
+          return buffer.takeStatus();
+        StatusOr<std::vector<float>> values =
+            executors.at(holder.rank)->readFloats(*buffer);
+        if (!values)
+          return values.takeStatus();
+        block = std::move(*values);
+        if (!isRoot) {
+          Status sent =
+              transport.send(0, block.data(), block.size() * sizeof(float));
+          if (!sent)
+            return std::move(sent).withContext("sending '" + name +
+                                               "' to rank 0");
+          continue;
+        }
+      } else {
+        block.resize(size_t(elements));
+        Status received = transport.receive(int(holder.rank), block.data(),
+                                            block.size() * sizeof(float));
+        if (!received)
+          return std::move(received).withContext("receiving '" + name +
+                                                 "' from rank " +
+                                                 std::to_string(holder.rank));
+      }
+      insertBlock(whole, layout, block);
+    }
+    if (!isRoot)
+      continue;
+    if (covered != total)
+      return errorf("'", name, "' of shape ", formatShape(shape),
+                    ": the ranks hold only ", covered, " of its ", total,
+                    " elements");
+    tensors[name] = Tensor::fromFloats(DType::F32, shape, whole);
+  }
+  return tensors;
+}

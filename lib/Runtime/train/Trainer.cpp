@@ -6,7 +6,9 @@
 // gradient of the mean loss), then optimizer_step. The host draws the step's
 // global batch once; then every rank runs the whole step on its own thread
 // (one RankGroup::parallel call per step), reading its block of each
-// micro-batch, and the plan's collectives keep the ranks in step.
+// micro-batch, and the plan's collectives keep the ranks in step. With one
+// process per GPU, each process trains its own rank the same way, and only
+// plan rank 0 reads the loss and the gradient norm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,7 +123,10 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   Executor &executor = *rank.executor;
-  const bool isFirst = &rank == &ranks_.front();
+  // Plan rank 0 reads the replicated outputs (and other local ranks, to
+  // check them). In a process that holds another rank alone (one process
+  // per GPU), nothing is read: rank 0's process reports.
+  const bool isFirst = executor.rankPlan().rank == 0;
   const OptimizerOptions &opt = options_.optimizer;
   const std::pair<size_t, double> hyper[] = {
       {rank.lr, lr},
@@ -218,7 +223,10 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
   data_.batch(step - 1, model_.globalBatch(), options_.shuffle, options_.seed,
               inputs_.data(), targets_.data());
   Status status = group_ ? group_->parallel([&](Executor &executor) {
-    return stepOnRank(ranks_[executor.rankPlan().rank], step, metrics.lr);
+    for (RankState &rank : ranks_)
+      if (rank.executor == &executor)
+        return stepOnRank(rank, step, metrics.lr);
+    return errorf("rank ", executor.rankPlan().rank, " is not trained here");
   })
                          : stepOnRank(ranks_.front(), step, metrics.lr);
   if (!status)

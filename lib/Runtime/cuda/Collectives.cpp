@@ -1,0 +1,108 @@
+//===- Collectives.cpp - a CUDA context's collectives over NCCL
+//------------===//
+//
+// Part of mlt. The communication stream and its events (Collectives.h): a
+// collective instruction becomes event record, stream wait, NCCL call, event
+// record, stream wait, all queued without the host waiting.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Collectives.h"
+
+#include "CudaCheck.h"
+
+#include "mlt/Runtime/KernelInfo.h"
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::cuda;
+
+StatusOr<std::unique_ptr<CudaCollectives>>
+CudaCollectives::create(CudaCommunicator &communicator) {
+  std::unique_ptr<CudaCollectives> collectives(
+      new CudaCollectives(communicator));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&collectives->stream_, cudaStreamNonBlocking));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&collectives->ready_, cudaEventDisableTiming));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&collectives->done_, cudaEventDisableTiming));
+  return collectives;
+}
+
+CudaCollectives::~CudaCollectives() {
+  // The context made its device current and waited for its compute stream,
+  // which waited for every collective; an aborted communicator has stopped
+  // the rest.
+  if (stream_)
+    (void)cudaStreamSynchronize(stream_);
+  if (ready_)
+    (void)cudaEventDestroy(ready_);
+  if (done_)
+    (void)cudaEventDestroy(done_);
+  if (stream_)
+    (void)cudaStreamDestroy(stream_);
+}
+
+Status CudaCollectives::launch(const InstructionDesc &inst,
+                               const BufferView &in, const BufferView &out,
+                               cudaStream_t compute) {
+  CollectiveCall call;
+  switch (inst.kernel) {
+  case Kernel::AllReduceSum:
+    call.kind = CollectiveKind::AllReduceSum;
+    break;
+  case Kernel::ReduceScatterSum:
+    call.kind = CollectiveKind::ReduceScatterSum;
+    break;
+  case Kernel::AllGather:
+    call.kind = CollectiveKind::AllGather;
+    break;
+  default:
+    return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
+  }
+  const Mesh &mesh = communicator_.mesh();
+  const int64_t axis = inst.ints[1];
+  if (axis < 0 || size_t(axis) >= mesh.numAxes())
+    return errorf("axis ", axis, " is not an axis of the mesh ",
+                  mesh.toString());
+  call.dtype = in.dtype;
+  call.count = size_t(inst.ints[0]);
+  call.in = in.data;
+  call.out = out.data;
+
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready_, 0));
+  MLT_RETURN_IF_ERROR(
+      communicator_.enqueue(mesh.axes()[size_t(axis)].name, call, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done_, 0));
+  launchedAny_ = true;
+  return Status::ok();
+}
+
+Status CudaCollectives::wait(cudaStream_t compute, cudaError_t &cudaResult) {
+  if (!launchedAny_) {
+    cudaResult = cudaStreamSynchronize(compute);
+    return Status::ok();
+  }
+  return communicator_.waitForStream(compute, cudaResult);
+}
+
+Status mlt::cuda::launchCollective(CudaCollectives *collectives,
+                                   const InstructionDesc &inst,
+                                   const BufferView &in, const BufferView &out,
+                                   cudaStream_t compute) {
+  if (!collectives)
+    return errorf("collectives on the CUDA backend go through NCCL, one "
+                  "process per GPU: start the plan's ranks with mpirun -np N "
+                  "mlt-run PLAN --device cuda (this rank's communicator is not "
+                  "a NCCL one)");
+  return collectives->launch(inst, in, out, compute);
+}
+
+int mlt::cuda::communicatorDevice(const RankInfo &rank) {
+  if (auto *cuda = dynamic_cast<CudaCommunicator *>(rank.communicator))
+    return cuda->device();
+  return -1;
+}

@@ -1,0 +1,95 @@
+//===- Collectives.h - a CUDA context's collectives over NCCL ---*- C++ -*-===//
+//
+// Part of mlt. What a CUDA device context adds to run collective
+// instructions (all_reduce_sum, reduce_scatter_sum, all_gather) when its
+// rank's communicator is a CudaCommunicator (NcclCommunicator.h): the
+// communication stream, the two events that order it against the compute
+// stream, and the wait that does not hang on a broken communicator.
+//
+// Ordering, for each collective, with no host synchronization:
+//
+//   compute stream:  ... k1  [record ready]              [wait done] k2 ...
+//                                  \                          ^
+//   comm stream:                  [wait ready] nccl(...) [record done]
+//
+// so the collective reads its input after every earlier launch wrote it,
+// and every later launch (which may read its output, or reuse its buffers:
+// the memory plan reuses arena space by lifetime) runs after it. The events
+// are reused: cudaStreamWaitEvent waits for the event's most recent record
+// at the time of the call, so each pair of calls orders exactly one
+// collective. Plans are one stream in program order today, so this
+// serializes compute and communication; the structure is what lets a plan
+// with explicit streams and tokens overlap them later (more streams, an
+// event per token).
+//
+// Waiting: `wait` is the context's cudaStreamSynchronize. Once a collective
+// has been queued it polls (CudaCommunicator::waitForStream), so an
+// asynchronous NCCL error (a peer gone) returns as a Status, with the
+// communicators aborted, instead of hanging the rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
+#define MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+namespace mlt::cuda {
+
+class CudaCollectives {
+public:
+  /// Creates the communication stream and the events on the current device
+  /// (the communicator's).
+  static rt::StatusOr<std::unique_ptr<CudaCollectives>>
+  create(rt::CudaCommunicator &communicator);
+  ~CudaCollectives();
+  CudaCollectives(const CudaCollectives &) = delete;
+  CudaCollectives &operator=(const CudaCollectives &) = delete;
+
+  rt::CudaCommunicator &communicator() const { return communicator_; }
+
+  /// Queues collective instruction `inst` (ints: count, axis) on the
+  /// communication stream, ordered after everything queued on `compute` so
+  /// far and before everything queued there later.
+  rt::Status launch(const rt::InstructionDesc &inst, const rt::BufferView &in,
+                    const rt::BufferView &out, cudaStream_t compute);
+
+  /// Waits for `compute` (which, by the ordering above, waits for every
+  /// collective queued before its last launch): plain cudaStreamSynchronize
+  /// until the first collective, then the communicator's polling wait.
+  /// `cudaResult` gets the stream's status; the Status reports NCCL.
+  rt::Status wait(cudaStream_t compute, cudaError_t &cudaResult);
+
+private:
+  explicit CudaCollectives(rt::CudaCommunicator &communicator)
+      : communicator_(communicator) {}
+
+  rt::CudaCommunicator &communicator_;
+  cudaStream_t stream_ = nullptr;
+  /// Recorded on the compute stream before a collective, and on the
+  /// communication stream after it.
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  bool launchedAny_ = false;
+};
+
+/// The collective cases of the CUDA context's launch switch: through
+/// `collectives` when the rank has a CUDA communicator; otherwise an error
+/// saying how to run collectives on GPUs (one process per GPU, mpirun).
+rt::Status launchCollective(CudaCollectives *collectives,
+                            const rt::InstructionDesc &inst,
+                            const rt::BufferView &in, const rt::BufferView &out,
+                            cudaStream_t compute);
+
+/// The device a rank's context runs on when its communicator is a
+/// CudaCommunicator (that communicator's device); -1 otherwise.
+int communicatorDevice(const rt::RankInfo &rank);
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H

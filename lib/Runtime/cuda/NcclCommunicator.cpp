@@ -1,0 +1,420 @@
+//===- NcclCommunicator.cpp - collectives between GPUs over NCCL ----------===//
+//
+// Part of mlt. The NCCL communicator of one rank (NcclCommunicator.h): a
+// world communicator, one communicator split from it per mesh axis, and a
+// stream of its own for the blocking calls (the base class's collectives,
+// the barrier, and the point-to-point copies of the RankTransport, which
+// stage through a device buffer in chunks). Every NCCL failure aborts all
+// of the rank's communicators before it is returned.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/NcclCommunicator.h"
+
+#include "CudaCheck.h"
+#include "NcclCheck.h"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::cuda;
+
+static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueId::bytes),
+              "NcclUniqueId must hold an ncclUniqueId");
+
+namespace {
+
+/// The largest piece a RankTransport call stages through device memory.
+constexpr size_t kTransportChunkBytes = size_t(64) << 20;
+
+/// The rank's communicator for one mesh axis.
+struct AxisComm {
+  std::string name;
+  ncclComm_t comm = nullptr;
+  int size = 1;
+  /// The rank's index in its group: its NCCL rank in `comm`.
+  int index = 0;
+};
+
+class NcclCommunicator final : public CudaCommunicator {
+public:
+  NcclCommunicator(Mesh mesh, int rank, int device)
+      : CudaCommunicator(std::move(mesh), rank, device) {}
+  ~NcclCommunicator() override;
+
+  /// Creates the communicators, the stream and the barrier's buffer.
+  Status init(const NcclUniqueId &id);
+
+  Status enqueue(std::string_view axis, const CollectiveCall &call,
+                 cudaStream_t stream) override;
+  Status checkAsyncErrors() override;
+  Status waitForStream(cudaStream_t stream, cudaError_t &cudaResult) override;
+  void abort(const std::string &message) override;
+  bool isAborted() const override { return aborted_; }
+
+  Status barrier() override;
+  Status send(int toRank, const void *data, size_t bytes) override;
+  Status receive(int fromRank, void *data, size_t bytes) override;
+
+protected:
+  Status collective(std::string_view axis, const CollectiveCall &call) override;
+
+private:
+  Status activate() {
+    MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device()));
+    return Status::ok();
+  }
+  /// Fails once aborted, with the abort's message.
+  Status checkUsable() const {
+    if (aborted_)
+      return errorf("collectives aborted: ", abortMessage_);
+    return Status::ok();
+  }
+  /// Aborts everything and returns `failure` (a failed NCCL call).
+  Status fail(Status failure) {
+    abort(failure.message());
+    return failure;
+  }
+  /// Waits for the own stream and turns a CUDA fault into a Status.
+  Status waitOwnStream(const char *what);
+  /// Checks a point-to-point peer and sizes the staging buffer.
+  Status prepareTransport(int peer, size_t bytes, const char *what);
+
+  ncclComm_t world_ = nullptr;
+  std::vector<AxisComm> axes_;
+  cudaStream_t stream_ = nullptr;
+  float *barrierValue_ = nullptr; // device memory, one float
+  void *staging_ = nullptr;       // device memory, for send and receive
+  size_t stagingBytes_ = 0;
+  bool aborted_ = false;
+  std::string abortMessage_;
+};
+
+NcclCommunicator::~NcclCommunicator() {
+  if (cudaSetDevice(device()) != cudaSuccess)
+    return;
+  if (stream_)
+    (void)cudaStreamSynchronize(stream_);
+  if (!aborted_) {
+    // The split communicators before the one they were split from.
+    for (AxisComm &axis : axes_)
+      if (axis.comm)
+        (void)ncclCommDestroy(axis.comm);
+    if (world_)
+      (void)ncclCommDestroy(world_);
+  }
+  if (staging_)
+    (void)cudaFree(staging_);
+  if (barrierValue_)
+    (void)cudaFree(barrierValue_);
+  if (stream_)
+    (void)cudaStreamDestroy(stream_);
+}
+
+Status NcclCommunicator::init(const NcclUniqueId &id) {
+  MLT_RETURN_IF_ERROR(activate());
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(reinterpret_cast<void **>(&barrierValue_), sizeof(float)));
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemset(barrierValue_, 0, sizeof(float)));
+
+  ncclUniqueId uniqueId;
+  std::memcpy(&uniqueId, id.bytes.data(), sizeof(uniqueId));
+  const int worldSize = mesh().worldSize();
+  Status status =
+      MLT_NCCL_STATUS(ncclCommInitRank(&world_, worldSize, uniqueId, rank()));
+  if (!status) {
+    world_ = nullptr;
+    return status;
+  }
+  for (const MeshAxis &meshAxis : mesh().axes()) {
+    StatusOr<MeshGroup> group = mesh().groupOf(rank(), meshAxis.name);
+    if (!group)
+      return fail(group.takeStatus());
+    AxisComm axis;
+    axis.name = meshAxis.name;
+    axis.size = group->size();
+    axis.index = group->index;
+    // Collective over the world communicator: every rank splits every axis,
+    // in the mesh's order.
+    status = MLT_NCCL_STATUS(ncclCommSplit(world_, group->ranks.front(),
+                                           group->index, &axis.comm, nullptr));
+    if (!status)
+      return fail(std::move(status).withContext("axis '" + axis.name + "'"));
+    axes_.push_back(axis);
+    int count = 0, userRank = 0;
+    status = MLT_NCCL_STATUS(ncclCommCount(axis.comm, &count));
+    if (status)
+      status = MLT_NCCL_STATUS(ncclCommUserRank(axis.comm, &userRank));
+    if (!status)
+      return fail(std::move(status));
+    if (count != axis.size || userRank != axis.index)
+      return fail(errorf("the NCCL communicator of axis '", axis.name, "' has ",
+                         count, " ranks and this rank at ", userRank,
+                         "; its group has ", axis.size,
+                         " ranks and this rank at ", axis.index));
+  }
+  return Status::ok();
+}
+
+Status NcclCommunicator::enqueue(std::string_view axisName,
+                                 const CollectiveCall &call,
+                                 cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  const AxisComm *axis = nullptr;
+  for (const AxisComm &candidate : axes_)
+    if (candidate.name == axisName)
+      axis = &candidate;
+  if (!axis)
+    return errorf("'", axisName, "' is not an axis of the mesh ",
+                  mesh().toString());
+  Status check = checkCollectiveCall(call, axis->size, axis->index);
+  if (!check)
+    return std::move(check).withContext(
+        std::string(collectiveKindName(call.kind)) + " over axis '" +
+        axis->name + "'");
+  if (call.count == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(activate());
+
+  // Sums in the element type (bf16 in NCCL's bf16 arithmetic); moves as
+  // bytes, whatever the type.
+  ncclDataType_t sumType = ncclFloat32;
+  switch (call.dtype) {
+  case ElementType::F32:
+    sumType = ncclFloat32;
+    break;
+  case ElementType::F64:
+    sumType = ncclFloat64;
+    break;
+  case ElementType::BF16:
+    sumType = ncclBfloat16;
+    break;
+  default:
+    break; // checkCollectiveCall refused sums of other types
+  }
+  const size_t bytes = call.count * call.elementBytes();
+  Status status = Status::ok();
+  switch (call.kind) {
+  case CollectiveKind::AllReduceSum:
+    status = MLT_NCCL_STATUS(ncclAllReduce(
+        call.in, call.out, call.count, sumType, ncclSum, axis->comm, stream));
+    break;
+  case CollectiveKind::ReduceScatterSum:
+    status = MLT_NCCL_STATUS(ncclReduceScatter(
+        call.in, call.out, call.count, sumType, ncclSum, axis->comm, stream));
+    break;
+  case CollectiveKind::AllGather:
+    status = MLT_NCCL_STATUS(
+        ncclAllGather(call.in, call.out, bytes, ncclUint8, axis->comm, stream));
+    break;
+  case CollectiveKind::Broadcast:
+    status = MLT_NCCL_STATUS(ncclBroadcast(call.in, call.out, bytes, ncclUint8,
+                                           call.root, axis->comm, stream));
+    break;
+  }
+  if (!status)
+    return fail(std::move(status).withContext(call.describe() + " over axis '" +
+                                              axis->name + "'"));
+  return Status::ok();
+}
+
+Status NcclCommunicator::checkAsyncErrors() {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  auto check = [&](ncclComm_t comm, const std::string &what) -> Status {
+    if (!comm)
+      return Status::ok();
+    ncclResult_t async = ncclSuccess;
+    MLT_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(comm, &async));
+    if (async == ncclSuccess || async == ncclInProgress)
+      return Status::ok();
+    std::string detail;
+    if (const char *last = ncclGetLastError(comm); last && *last)
+      detail = std::string(" (NCCL: ") + last + ")";
+    return errorf("NCCL reported an asynchronous error on ", what, ": ",
+                  ncclGetErrorString(async), detail);
+  };
+  for (const AxisComm &axis : axes_) {
+    Status status =
+        check(axis.comm, "the communicator of axis '" + axis.name + "'");
+    if (!status)
+      return fail(std::move(status));
+  }
+  Status status = check(world_, "the world communicator");
+  if (!status)
+    return fail(std::move(status));
+  return Status::ok();
+}
+
+Status NcclCommunicator::waitForStream(cudaStream_t stream,
+                                       cudaError_t &cudaResult) {
+  // Spin briefly (a short wait costs no latency), then back off to sleeps
+  // so that a long step does not burn a core.
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t query = cudaStreamQuery(stream);
+    if (query != cudaErrorNotReady) {
+      cudaResult = query;
+      return Status::ok();
+    }
+    Status health = checkAsyncErrors();
+    if (!health) {
+      cudaResult = cudaSuccess;
+      return health;
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited < std::chrono::microseconds(200))
+      std::this_thread::yield();
+    else if (waited < std::chrono::milliseconds(20))
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status NcclCommunicator::waitOwnStream(const char *what) {
+  cudaError_t result = cudaSuccess;
+  MLT_RETURN_IF_ERROR(waitForStream(stream_, result));
+  if (result != cudaSuccess)
+    return errorf(what, ": ", cudaGetErrorString(result));
+  return Status::ok();
+}
+
+void NcclCommunicator::abort(const std::string &message) {
+  if (aborted_)
+    return;
+  aborted_ = true;
+  abortMessage_ = message;
+  (void)cudaSetDevice(device());
+  for (AxisComm &axis : axes_) {
+    if (axis.comm)
+      (void)ncclCommAbort(axis.comm);
+    axis.comm = nullptr;
+  }
+  if (world_)
+    (void)ncclCommAbort(world_);
+  world_ = nullptr;
+}
+
+Status NcclCommunicator::collective(std::string_view axis,
+                                    const CollectiveCall &call) {
+  MLT_RETURN_IF_ERROR(enqueue(axis, call, stream_));
+  return waitOwnStream(collectiveKindName(call.kind));
+}
+
+Status NcclCommunicator::barrier() {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  MLT_RETURN_IF_ERROR(activate());
+  Status status = MLT_NCCL_STATUS(ncclAllReduce(
+      barrierValue_, barrierValue_, 1, ncclFloat32, ncclSum, world_, stream_));
+  if (!status)
+    return fail(std::move(status).withContext("barrier"));
+  return waitOwnStream("barrier");
+}
+
+Status NcclCommunicator::prepareTransport(int peer, size_t bytes,
+                                          const char *what) {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  if (peer < 0 || peer >= mesh().worldSize() || peer == rank())
+    return errorf(what, ": rank ", peer, " is not another rank of the ",
+                  mesh().worldSize());
+  MLT_RETURN_IF_ERROR(activate());
+  const size_t want = std::min(bytes, kTransportChunkBytes);
+  if (want > stagingBytes_) {
+    if (staging_) {
+      MLT_RETURN_IF_ERROR(waitOwnStream(what));
+      MLT_CUDA_RETURN_IF_ERROR(cudaFree(staging_));
+      staging_ = nullptr;
+      stagingBytes_ = 0;
+    }
+    MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, want));
+    stagingBytes_ = want;
+  }
+  return Status::ok();
+}
+
+Status NcclCommunicator::send(int toRank, const void *data, size_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(prepareTransport(toRank, bytes, "send"));
+  const auto *host = static_cast<const uint8_t *>(data);
+  for (size_t offset = 0; offset < bytes; offset += stagingBytes_) {
+    const size_t n = std::min(stagingBytes_, bytes - offset);
+    MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging_, host + offset, n,
+                                             cudaMemcpyHostToDevice, stream_));
+    Status status = MLT_NCCL_STATUS(
+        ncclSend(staging_, n, ncclUint8, toRank, world_, stream_));
+    if (!status)
+      return fail(std::move(status).withContext("send to rank " +
+                                                std::to_string(toRank)));
+    MLT_RETURN_IF_ERROR(waitOwnStream("send"));
+  }
+  return Status::ok();
+}
+
+Status NcclCommunicator::receive(int fromRank, void *data, size_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(prepareTransport(fromRank, bytes, "receive"));
+  auto *host = static_cast<uint8_t *>(data);
+  for (size_t offset = 0; offset < bytes; offset += stagingBytes_) {
+    const size_t n = std::min(stagingBytes_, bytes - offset);
+    Status status = MLT_NCCL_STATUS(
+        ncclRecv(staging_, n, ncclUint8, fromRank, world_, stream_));
+    if (!status)
+      return fail(std::move(status).withContext("receive from rank " +
+                                                std::to_string(fromRank)));
+    MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + offset, staging_, n,
+                                             cudaMemcpyDeviceToHost, stream_));
+    MLT_RETURN_IF_ERROR(waitOwnStream("receive"));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<NcclUniqueId> mlt::rt::createNcclUniqueId() {
+  ncclUniqueId id;
+  MLT_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  NcclUniqueId result;
+  std::memcpy(result.bytes.data(), &id, sizeof(id));
+  return result;
+}
+
+std::string mlt::rt::ncclLibraryVersion() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess)
+    return "unknown";
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+StatusOr<std::unique_ptr<CudaCommunicator>>
+mlt::rt::createNcclCommunicator(const Mesh &mesh, int rank, int device,
+                                const NcclUniqueId &id) {
+  if (rank < 0 || rank >= mesh.worldSize())
+    return errorf("rank ", rank, " is outside the mesh ", mesh.toString(),
+                  " of ", mesh.worldSize(), " ranks");
+  // NVLink multicast must stay off (see the header); the user's setting, if
+  // any, wins.
+  ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  auto communicator = std::make_unique<NcclCommunicator>(mesh, rank, device);
+  Status status = communicator->init(id);
+  if (!status)
+    return std::move(status).withContext(
+        "NCCL init (rank " + std::to_string(rank) + " of " +
+        std::to_string(mesh.worldSize()) + ", CUDA device " +
+        std::to_string(device) + ")");
+  return std::unique_ptr<CudaCommunicator>(std::move(communicator));
+}

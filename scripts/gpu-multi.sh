@@ -1,0 +1,179 @@
+#!/bin/bash
+# Several GPUs: `mlt-run --device cuda` as one process per GPU under mpirun,
+# collectives over NCCL, on a machine with GPUs but no LLVM. Trains the
+# llama-ref-a fixture with dp=2, tp=2, tp=2 + sequence parallelism and dp=2
+# with 2 micro-batches on 2 GPUs, checks each run against the fixture (HF
+# transformers) and against the 1-GPU run, and checks the error paths (a
+# plan of several ranks without mpirun, more processes than GPUs, a plan for
+# another world size, a rank failing mid-run). On a machine of one GPU the
+# 2-GPU runs are skipped, visibly, and the rest still runs.
+#
+#   scripts/gpu-multi.sh pack [DIR]   (build machine) runtime-only build with
+#                                     CUDA, NCCL and MPI, plans compiled by a
+#                                     compiler build's mlt-run ($MLT_COMPILE,
+#                                     default build/bin/mlt-run), fixture,
+#                                     tools, libraries -> DIR (default
+#                                     .carry-multi)
+#   DIR/gpu-multi.sh run              (GPU machine) runs everything; logs go
+#                                     to $OUT (or DIR/out); exit 1 on any
+#                                     failure
+#
+# mpirun is the GPU machine's Open MPI 4.1 (mlt-run links libmpi.so.40 and
+# uses MPI only to start and to end); NCCL_NVLS_ENABLE=0 is set for every
+# run, as these machines need.
+set -euo pipefail
+
+if [[ "${1:-}" == pack ]]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  dir=$(realpath -m "${2:-$root/.carry-multi}")
+  compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
+  fixture=$root/../shared/fixtures/llama-ref-a
+  test -d "$fixture" || { echo "gpu-multi: no fixture at $fixture" >&2; exit 1; }
+  test -x "$compile" || { echo "gpu-multi: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
+  rt=${MLT_RUNTIME_BUILD:-$root/build-runtime-cuda}
+  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null
+  ninja -C "$rt" mlt-run MLTRuntimeCUDATests
+  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,fixtures,tools/Inputs}
+  cp "$rt"/bin/mlt-run "$rt"/bin/MLTRuntimeCUDATests "$dir"/bin/
+  strip "$dir"/bin/*
+  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+    cp -L "$(ldd "$rt"/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" "$dir"/lib/
+  done
+  cp -r "$fixture" "$dir"/fixtures/
+  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
+  cp "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/Inputs/
+  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
+  python3 "$root"/test/Training/fixture_tools.py variant "$fixture"/model.safetensors \
+    "$dir"/plans/nan.safetensors nan model.norm.weight
+  compile_plan() { # name, layout flags...
+    local name=$1; shift
+    "$compile" "$fixture" --batch 4 --seq-len 32 --device cuda "$@" \
+      --emit-plan "$dir"/plans/$name.mltplan
+  }
+  compile_plan one --microbatches 1
+  compile_plan dp2 --microbatches 1 --dp 2
+  compile_plan tp2 --microbatches 1 --tp 2
+  compile_plan tp2sp --microbatches 1 --tp 2 --sequence-parallel
+  compile_plan dp2-mb2 --microbatches 2 --dp 2
+  compile_plan dp2tp2 --microbatches 1 --dp 2 --tp 2
+  cp "$0" "$dir"/gpu-multi.sh
+  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-multi.sh run"
+  exit 0
+fi
+
+[[ "${1:-}" == run ]] || { echo "usage: $0 pack [DIR] | run" >&2; exit 2; }
+cd "$(dirname "$0")"
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# mlt-run links Open MPI's libmpi.so.40: the machine's own, next to its mpirun.
+if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
+  mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
+fi
+gpus=$(nvidia-smi -L | wc -l)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
+echo "GPUs: $gpus; $(mpirun --version 2>&1 | head -1)"
+mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+./bin/MLTRuntimeCUDATests --gtest_filter='Nccl*:CudaBackend*' > "$out"/nccl-tests.log 2>&1 || fail "NCCL/CUDA backend tests"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  SKIPPED \] Nccl" "$out"/nccl-tests.log || true
+
+hyper="--lr 0.003 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --weight-decay 0.1 --clip-grad 1.0"
+train() { # name, launcher..., then mlt-run's plan
+  local name=$1; shift
+  "$@" --device cuda --init-from fixtures/llama-ref-a/model.safetensors \
+    --data plans/tokens.u16 --no-shuffle --steps 6 $hyper \
+    --log-json "$out"/$name.jsonl --save-hf /tmp/mlt-$name --dump-grads /tmp/mlt-$name.grads \
+    > "$out"/$name.log 2>&1 || { cat "$out"/$name.log; fail "$name: mlt-run"; return; }
+  cat "$out"/$name.log
+  python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/$name.jsonl \
+    --weights /tmp/mlt-$name --grads /tmp/mlt-$name.grads || fail "$name: against the fixture"
+}
+same() { # name: against the 1-GPU run (as test/Training/sharded-fixture.test)
+  python3 tools/Inputs/compare_runs.py 1e-5 "$out"/$1.jsonl "$out"/one.jsonl \
+    /tmp/mlt-$1.grads /tmp/mlt-one.grads || fail "$1: against the 1-GPU run"
+  python3 tools/Inputs/compare_runs.py --updates-from fixtures/llama-ref-a/model.safetensors 1e-3 \
+    "$out"/$1.jsonl "$out"/one.jsonl /tmp/mlt-$1/model.safetensors /tmp/mlt-one/model.safetensors \
+    || fail "$1: final weights against the 1-GPU run"
+}
+
+echo "== 1 GPU, no launcher"
+train one ./bin/mlt-run plans/one.mltplan
+echo "== 1 GPU, mpirun -np 1 (a run of one process: no MPI)"
+train one-np1 $mpirun -np 1 ./bin/mlt-run plans/one.mltplan
+cmp <(cut -d, -f1-3 "$out"/one.jsonl) <(cut -d, -f1-3 "$out"/one-np1.jsonl) \
+  && echo "ok: mpirun -np 1 gives the 1-GPU losses bit for bit" || fail "mpirun -np 1 differs"
+
+if (( gpus >= 2 )); then
+  for plan in dp2 tp2 tp2sp dp2-mb2; do
+    echo "== 2 GPUs, $plan: mpirun -np 2"
+    train $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
+    same $plan
+  done
+  echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
+  set +e
+  timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \
+    --init-from plans/nan.safetensors --data plans/tokens.u16 --steps 3 > "$out"/nan.log 2>&1
+  code=$?
+  set -e
+  cat "$out"/nan.log
+  [[ $code != 0 && $code != 124 ]] || fail "mid-run failure: exit $code (124: hung)"
+  grep -q "^mlt-run: error: rank 0: loss is NaN at step 1" "$out"/nan.log || fail "mid-run failure: no error line"
+else
+  echo "SKIPPED: the 2-GPU runs (dp2 tp2 tp2sp dp2-mb2, mid-run failure): $gpus GPU visible"
+  # Two processes on the one GPU (a testing knob of mlt-run): NCCL refuses
+  # two ranks on one device at init, which must end every process with one
+  # line; should it accept them, the run must train like the 1-GPU run.
+  echo "== 2 processes sharing GPU 0 (MLT_TEST_SHARE_GPUS=1)"
+  set +e
+  MLT_TEST_SHARE_GPUS=1 timeout 150 $mpirun -x MLT_TEST_SHARE_GPUS --oversubscribe -np 2 \
+    ./bin/mlt-run plans/dp2.mltplan --device cuda --init-from fixtures/llama-ref-a/model.safetensors \
+    --data plans/tokens.u16 --no-shuffle --steps 6 $hyper --log-json "$out"/shared.jsonl \
+    --save-hf /tmp/mlt-shared --dump-grads /tmp/mlt-shared.grads > "$out"/shared.log 2>&1
+  code=$?
+  set -e
+  cat "$out"/shared.log
+  if [[ $code == 0 ]]; then
+    python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/shared.jsonl \
+      --weights /tmp/mlt-shared --grads /tmp/mlt-shared.grads || fail "shared: against the fixture"
+    same shared
+  elif [[ $code == 124 ]]; then
+    fail "2 processes on one GPU: hung"
+  else
+    lines=$(grep -c "^mlt-run: error: " "$out"/shared.log || true)
+    [[ $lines == 1 ]] && echo "ok: refused with one line, exit $code" || fail "2 processes on one GPU: $lines error lines"
+  fi
+fi
+
+expect_error() { # what, expected line (grep -E), command...
+  local what=$1 line=$2; shift 2
+  set +e
+  timeout 120 "$@" > "$out"/error.log 2>&1
+  local code=$?
+  set -e
+  local lines
+  lines=$(grep -c "^mlt-run: error: " "$out"/error.log || true)
+  if [[ $code != 0 && $code != 124 && $lines == 1 ]] && grep -Eq "^mlt-run: error: $line" "$out"/error.log; then
+    echo "ok: $what: $(grep '^mlt-run: error: ' "$out"/error.log)"
+  else
+    cat "$out"/error.log
+    fail "$what (exit $code, $lines error lines)"
+  fi
+}
+echo "== error paths"
+expect_error "several ranks without mpirun" "the plan has 2 ranks \(mesh dp=2\); with --device cuda each rank is a process of its own" \
+  ./bin/mlt-run plans/dp2.mltplan --device cuda --steps 1 --data plans/tokens.u16
+expect_error "plan for another world size" "the plan has 2 ranks \(mesh dp=2\) but mpirun started 3 processes; start it with mpirun -np 2" \
+  $mpirun --oversubscribe -np 3 ./bin/mlt-run plans/dp2.mltplan --device cuda --steps 1 --data plans/tokens.u16
+expect_error "1-rank plan, 2 processes" "the plan has 1 rank \(no mesh\) but mpirun started 2 processes" \
+  $mpirun --oversubscribe -np 2 ./bin/mlt-run plans/one.mltplan --device cuda --steps 1 --data plans/tokens.u16
+if (( gpus < 4 )); then
+  if (( gpus == 1 )); then plan=dp2 n=2; else plan=dp2tp2 n=4; fi
+  expect_error "more processes than GPUs" "mpirun started $n processes on this node but only $gpus CUDA device" \
+    $mpirun --oversubscribe -np $n ./bin/mlt-run plans/$plan.mltplan --device cuda --steps 1 --data plans/tokens.u16
+fi
+exit $status

@@ -1,0 +1,361 @@
+//===- NcclCommunicatorTest.cpp - collectives over NCCL -------------------===//
+//
+// Part of mlt. The NCCL communicator (NcclCommunicator.h) and the CUDA
+// context's collectives (Collectives.h). With one GPU: a world of one rank
+// (over a two-axis mesh, so that the axis communicators are split), where
+// every collective is a copy, the argument checks, the abort, and the
+// context running compute -> collective -> compute in order on its two
+// streams. With two or more GPUs (skipped, visibly, with fewer): one thread
+// per GPU in this process, each with its own communicator, as the processes
+// of an mpirun would be, checking sums, chunks, gathers, broadcasts over
+// each axis of a mesh and point-to-point copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+
+#include "mlt/Runtime/CudaBackend.h"
+#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::cuda::test;
+
+namespace {
+
+int deviceCount() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+/// Rank `rank` of `mesh`'s communicators on device `device`.
+std::unique_ptr<CudaCommunicator> communicatorFor(const std::string &mesh,
+                                                  int rank, int device,
+                                                  const NcclUniqueId &id) {
+  StatusOr<Mesh> parsed = Mesh::parse(mesh);
+  EXPECT_TRUE(parsed) << parsed.status().message();
+  if (!parsed)
+    return nullptr;
+  StatusOr<std::unique_ptr<CudaCommunicator>> communicator =
+      createNcclCommunicator(*parsed, rank, device, id);
+  EXPECT_TRUE(communicator) << communicator.status().message();
+  return communicator ? std::move(*communicator) : nullptr;
+}
+
+std::unique_ptr<CudaCommunicator> singleRank() {
+  StatusOr<NcclUniqueId> id = createNcclUniqueId();
+  EXPECT_TRUE(id) << id.status().message();
+  return id ? communicatorFor("dp=1,tp=1", 0, 0, *id) : nullptr;
+}
+
+template <typename T> std::vector<T> sequence(size_t n, T start) {
+  std::vector<T> values(n);
+  for (size_t i = 0; i < n; ++i)
+    values[i] = T(start + T(i));
+  return values;
+}
+
+InstructionDesc instruction(Kernel kernel, std::vector<int64_t> ints) {
+  InstructionDesc inst;
+  inst.kernel = kernel;
+  inst.ints = std::move(ints);
+  return inst;
+}
+
+// Tests a world of one rank: every collective copies its input, in place or
+// not, on the communicator's own stream and on a stream of the caller's;
+// NVLS is off unless the user set it.
+TEST(NcclCommunicatorTest, OneRankCollectivesCopy) {
+  MLT_REQUIRE_CUDA();
+  std::unique_ptr<CudaCommunicator> comm = singleRank();
+  ASSERT_TRUE(comm);
+  EXPECT_EQ(comm->device(), 0);
+  EXPECT_EQ(comm->rank(), 0);
+  ASSERT_NE(std::getenv("NCCL_NVLS_ENABLE"), nullptr);
+  EXPECT_FALSE(ncclLibraryVersion().empty());
+
+  const size_t n = 1000;
+  const std::vector<float> values = sequence<float>(n, 1.0f);
+  DeviceBuffer<float> in(n), out(n);
+  in.upload(values);
+  for (const char *axis : {"dp", "tp"}) {
+    ASSERT_TRUE(
+        comm->allReduceSum(in.get(), out.get(), n, ElementType::F32, axis));
+    EXPECT_EQ(out.download(), values) << axis;
+  }
+  ASSERT_TRUE(
+      comm->reduceScatterSum(in.get(), in.get(), n, ElementType::F32, "tp"));
+  ASSERT_TRUE(comm->allGather(in.get(), out.get(), n, ElementType::F32, "dp"));
+  EXPECT_EQ(out.download(), values);
+  ASSERT_TRUE(comm->broadcast(in.get(), n, ElementType::F32, "tp", 0));
+  EXPECT_EQ(in.download(), values);
+
+  // bf16 sums, i32 moves.
+  std::vector<uint16_t> halves(n);
+  for (size_t i = 0; i < n; ++i)
+    halves[i] = mlt::cpu::floatToBF16(values[i] * 0.25f);
+  DeviceBuffer<uint16_t> h(n);
+  h.upload(halves);
+  ASSERT_TRUE(comm->allReduceSum(h.get(), h.get(), n, ElementType::BF16, "dp"));
+  EXPECT_EQ(h.download(), halves);
+  DeviceBuffer<int32_t> ids(n), gathered(n);
+  ids.upload(sequence<int32_t>(n, -5));
+  ASSERT_TRUE(
+      comm->allGather(ids.get(), gathered.get(), n, ElementType::I32, "tp"));
+  EXPECT_EQ(gathered.download(), sequence<int32_t>(n, -5));
+
+  // On a stream of the caller's, waited for by polling.
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(out.get(), 0, n * sizeof(float), stream),
+            cudaSuccess);
+  ASSERT_TRUE(
+      comm->enqueue("dp",
+                    CollectiveCall{CollectiveKind::AllReduceSum,
+                                   ElementType::F32, n, 0, in.get(), out.get()},
+                    stream));
+  cudaError_t result = cudaErrorUnknown;
+  ASSERT_TRUE(comm->waitForStream(stream, result));
+  EXPECT_EQ(result, cudaSuccess);
+  EXPECT_EQ(out.download(), values);
+  EXPECT_TRUE(comm->checkAsyncErrors());
+  EXPECT_TRUE(comm->barrier());
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// Tests the argument checks (each one line, the communicator still usable)
+// and that an abort fails every later call.
+TEST(NcclCommunicatorTest, ErrorsAndAbort) {
+  MLT_REQUIRE_CUDA();
+  std::unique_ptr<CudaCommunicator> comm = singleRank();
+  ASSERT_TRUE(comm);
+  DeviceBuffer<float> x(8);
+  DeviceBuffer<int32_t> ids(8);
+
+  Status status =
+      comm->allReduceSum(x.get(), x.get(), 8, ElementType::F32, "pp");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "'pp' is not an axis of the mesh dp=1,tp=1");
+  status = comm->allReduceSum(ids.get(), ids.get(), 8, ElementType::I32, "dp");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "all_reduce_sum over axis 'dp': all_reduce_sum "
+                              "cannot sum i32 (only f32, f64 and bf16)");
+  status = comm->broadcast(x.get(), 8, ElementType::F32, "tp", 1);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "broadcast over axis 'tp': broadcast root index "
+                              "1 is outside the group of 1 ranks");
+  float host[8] = {};
+  status = comm->send(0, host, sizeof(host));
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "send: rank 0 is not another rank of the 1");
+  EXPECT_TRUE(comm->allReduceSum(x.get(), x.get(), 8, ElementType::F32, "dp"));
+
+  comm->abort("rank 0 failed");
+  EXPECT_TRUE(comm->isAborted());
+  status = comm->allReduceSum(x.get(), x.get(), 8, ElementType::F32, "dp");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "collectives aborted: rank 0 failed");
+  EXPECT_FALSE(comm->checkAsyncErrors());
+  EXPECT_FALSE(comm->barrier());
+}
+
+// Tests the CUDA context with a NCCL communicator: collectives accepted by
+// checkSupported, run on the communication stream between two kernels of
+// the compute stream, in order (a large buffer, so that a missing event
+// would let the collective read the input before the add wrote it); and,
+// without one, the message that says how to run collectives.
+TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
+  MLT_REQUIRE_CUDA();
+  std::unique_ptr<CudaCommunicator> comm = singleRank();
+  ASSERT_TRUE(comm);
+  std::unique_ptr<Backend> backend = createCudaBackend();
+  StatusOr<std::unique_ptr<DeviceContext>> created =
+      backend->createContext(RankInfo{0, 1, comm.get()});
+  ASSERT_TRUE(created) << created.status().message();
+  DeviceContext &context = **created;
+
+  const int64_t n = int64_t(1) << 22;
+  const uint64_t bytes = uint64_t(n) * sizeof(float);
+  StatusOr<uint8_t *> arena = context.allocate(4 * bytes);
+  ASSERT_TRUE(arena) << arena.status().message();
+  auto view = [&](int i) {
+    return BufferView{*arena + i * bytes, ElementType::F32, n};
+  };
+  const BufferView a = view(0), b = view(1), sum = view(2), out = view(3);
+  std::vector<float> hostA(static_cast<size_t>(n)),
+      hostB(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    hostA[size_t(i)] = float(i % 1000);
+    hostB[size_t(i)] = 0.5f;
+  }
+  ASSERT_TRUE(context.copyToDevice(a.data, hostA.data(), bytes));
+  ASSERT_TRUE(context.copyToDevice(b.data, hostB.data(), bytes));
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(context.launch(instruction(Kernel::Add, {n}), {a, b}, {sum}));
+    ASSERT_TRUE(context.launch(instruction(Kernel::AllReduceSum, {n, 1}), {sum},
+                               {out}));
+    ASSERT_TRUE(context.launch(instruction(Kernel::Mul, {n}), {out, b}, {sum}));
+    ASSERT_TRUE(
+        context.launch(instruction(Kernel::AllGather, {n, 0}), {sum}, {a}));
+  }
+  ASSERT_TRUE(context.synchronize());
+  std::vector<float> result(static_cast<size_t>(n));
+  ASSERT_TRUE(context.copyToHost(result.data(), a.data, bytes));
+  for (int64_t i = 0; i < n; i += 4099) {
+    float expected = float(i % 1000);
+    for (int round = 0; round < 3; ++round)
+      expected = (expected + 0.5f) * 0.5f;
+    ASSERT_EQ(result[size_t(i)], expected) << "element " << i;
+  }
+  context.deallocate(*arena);
+
+  // checkSupported lets collectives through; without a NCCL communicator the
+  // launch says how to run them.
+  RankPlan rank;
+  rank.buffers = {BufferDesc{}, BufferDesc{}};
+  for (BufferDesc &buffer : rank.buffers) {
+    buffer.shape = {4};
+    buffer.bytes = 16;
+  }
+  rank.buffers[0].name = "x";
+  rank.buffers[1].name = "y";
+  rank.buffers[1].offset = 256;
+  rank.arenaBytes = 512;
+  InstructionDesc reduce = instruction(Kernel::AllReduceSum, {4, 0});
+  reduce.inputs = {0};
+  reduce.outputs = {1};
+  rank.programs.push_back(ProgramDesc{"p", {reduce}});
+  EXPECT_TRUE(backend->checkSupported(rank));
+  StatusOr<std::unique_ptr<DeviceContext>> plain =
+      backend->createContext(RankInfo{0, 1, nullptr});
+  ASSERT_TRUE(plain);
+  StatusOr<uint8_t *> small = (*plain)->allocate(512);
+  ASSERT_TRUE(small);
+  Status status =
+      (*plain)->launch(reduce, {BufferView{*small, ElementType::F32, 4}},
+                       {BufferView{*small + 256, ElementType::F32, 4}});
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("mpirun -np N"), std::string::npos)
+      << status.message();
+  (*plain)->deallocate(*small);
+}
+
+// Tests real collectives between GPUs: one thread per GPU (up to 8), each
+// with its own communicator over a mesh (dp=2 x tp=G/2 when G is even and
+// at least 4, else x=G), as the processes of an mpirun would have them.
+TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
+  const int gpus = std::min(deviceCount(), 8);
+  if (gpus < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, " << gpus << " visible";
+  const std::string mesh = gpus >= 4 && gpus % 2 == 0
+                               ? "dp=2,tp=" + std::to_string(gpus / 2)
+                               : "x=" + std::to_string(gpus);
+  StatusOr<Mesh> parsed = Mesh::parse(mesh);
+  ASSERT_TRUE(parsed);
+  StatusOr<NcclUniqueId> id = createNcclUniqueId();
+  ASSERT_TRUE(id) << id.status().message();
+
+  std::vector<std::unique_ptr<CudaCommunicator>> comms(
+      static_cast<size_t>(gpus));
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < gpus; ++r)
+      threads.emplace_back(
+          [&, r] { comms[size_t(r)] = communicatorFor(mesh, r, r, *id); });
+    for (std::thread &thread : threads)
+      thread.join();
+  }
+  for (const auto &comm : comms)
+    ASSERT_TRUE(comm);
+
+  const size_t n = 4096;
+  std::vector<std::string> failures(static_cast<size_t>(gpus));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < gpus; ++r) {
+    threads.emplace_back([&, r] {
+      auto fail = [&](const std::string &what) {
+        if (failures[size_t(r)].empty())
+          failures[size_t(r)] = what;
+      };
+      CudaCommunicator &comm = *comms[size_t(r)];
+      if (cudaSetDevice(r) != cudaSuccess)
+        return fail("cudaSetDevice");
+      for (const MeshAxis &axis : parsed->axes()) {
+        MeshGroup group = *parsed->groupOf(r, axis.name);
+        const size_t g = size_t(group.size());
+        // x_k[j] = (k + 1) * j for the group's k-th member.
+        DeviceBuffer<float> x(n * g), y(n * g);
+        std::vector<float> mine(n * g);
+        for (size_t j = 0; j < n * g; ++j)
+          mine[j] = float(group.index + 1) * float(j % 977);
+        x.upload(mine);
+        const float members = float(g * (g + 1) / 2);
+        if (!comm.allReduceSum(x.get(), y.get(), n * g, ElementType::F32,
+                               axis.name))
+          return fail("allReduceSum");
+        std::vector<float> sum = y.download();
+        for (size_t j = 0; j < n * g; ++j)
+          if (sum[j] != members * float(j % 977))
+            return fail("allReduceSum over " + axis.name + " element " +
+                        std::to_string(j));
+        if (!comm.reduceScatterSum(x.get(), y.get(), n, ElementType::F32,
+                                   axis.name))
+          return fail("reduceScatterSum");
+        sum = y.download();
+        for (size_t j = 0; j < n; ++j)
+          if (sum[j] != members * float((size_t(group.index) * n + j) % 977))
+            return fail("reduceScatterSum over " + axis.name);
+        if (!comm.allGather(x.get(), y.get(), n, ElementType::F32, axis.name))
+          return fail("allGather");
+        std::vector<float> all = y.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j)
+            if (all[k * n + j] != float(k + 1) * float(j % 977))
+              return fail("allGather over " + axis.name);
+        if (!comm.broadcast(x.get(), n, ElementType::F32, axis.name,
+                            int(g) - 1))
+          return fail("broadcast");
+        all = x.download();
+        for (size_t j = 0; j < n; ++j)
+          if (all[j] != float(g) * float(j % 977))
+            return fail("broadcast over " + axis.name);
+      }
+      // Point to point: every rank sends rank 0 its number.
+      if (r == 0) {
+        for (int from = 1; from < gpus; ++from) {
+          std::vector<int32_t> got(n);
+          if (!comm.receive(from, got.data(), n * sizeof(int32_t)))
+            return fail("receive");
+          if (got != std::vector<int32_t>(n, from))
+            return fail("receive from " + std::to_string(from));
+        }
+      } else {
+        std::vector<int32_t> sent(n, r);
+        if (!comm.send(0, sent.data(), n * sizeof(int32_t)))
+          return fail("send");
+      }
+      if (!comm.barrier())
+        return fail("barrier");
+    });
+  }
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int r = 0; r < gpus; ++r)
+    EXPECT_EQ(failures[size_t(r)], "") << "rank " << r << " of mesh " << mesh;
+  // Destroyed together, as the processes would end.
+  threads.clear();
+  for (int r = 0; r < gpus; ++r)
+    threads.emplace_back([&, r] { comms[size_t(r)].reset(); });
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+} // namespace

@@ -5,9 +5,16 @@
 #
 #   scripts/gpu-suite.sh pack [DIR]   (build machine) runtime-only build with
 #                                     CUDA, plans compiled by build/bin/mlt-run,
-#                                     fixture, libraries -> DIR (default .carry)
-#   DIR/gpu-suite.sh run              (GPU machine) runs everything; logs and
-#                                     metrics go to $OUT (or DIR/out)
+#                                     fixture, libraries, and the benchmark's
+#                                     plans and tools -> DIR (default .carry)
+#   DIR/gpu-suite.sh run              (GPU machine) runs the tests and the
+#                                     parity runs; logs and metrics go to
+#                                     $OUT (or DIR/out)
+#   DIR/gpu-suite.sh bench [STEPS]    (GPU machine) the issue-5 benchmark:
+#                                     bench/gpu_bench.py on the TinyLlama-1.1B
+#                                     shape (bf16, micro-batch 4 x 2048) beside
+#                                     HF transformers eager and torch.compile,
+#                                     then mlt-run --profile-step on it
 #
 # `pack` needs a compiler build in build/ (for mlt-run to compile the plans)
 # and ../shared/fixtures; the packed folder is self-contained (about 50 MiB,
@@ -37,17 +44,35 @@ if [[ "${1:-}" == pack ]]; then
         --dtype $dtype --emit-plan "$dir"/plans/ref-a-$dtype-mb$mb.mltplan
     done
   done
+  # The benchmark: the reference's llama-1b shape, its default micro-batch.
+  "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
+    --batch 4 --seq-len 2048 --emit-plan "$dir"/plans/tinyllama-bf16-b4.mltplan
+  cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
   cp "$0" "$dir"/gpu-suite.sh
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-suite.sh run"
   exit 0
 fi
 
-[[ "${1:-}" == run ]] || { echo "usage: $0 pack [DIR] | run" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS]" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
+
+if [[ "$1" == bench ]]; then
+  steps=${2:-10}
+  plan=plans/tinyllama-bf16-b4.mltplan
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
+    --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \
+    --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+  python3 -c 'import random, struct; r = random.Random(1); n = 4 * 2049 * 4
+open("/tmp/profile-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
+  ./bin/mlt-run $plan --device cuda --data /tmp/profile-tokens.u16 --steps 3 \
+    --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/profile.txt
+  exit 0
+fi
 status=0
 ./bin/MLTRuntimeCUDATests > "$out"/cuda-tests.log 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out"/cuda-tests.log

@@ -1,13 +1,16 @@
 //===- PlanMemory.cpp - arena offsets of the runtime buffers --------------===//
 //
 // Part of mlt. Implements mlt-plan-memory: persistent buffers first, then each
-// program's temporaries packed by their lifetimes.
+// program's temporaries packed by their lifetimes, an output written in place
+// of an input that dies at its instruction where the kernel allows it
+// (Kernels.def's "In place", KernelInfo.h's mayAlias).
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/MemoryPlan.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/KernelInfo.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTPLANMEMORY
@@ -24,6 +27,26 @@ uint64_t alignUp(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+/// A launch's operands as indices into the program's planned temporaries
+/// (-1: a persistent buffer).
+struct LaunchOperands {
+  rtir::LaunchOp launch;
+  SmallVector<int64_t> inputs, outputs;
+};
+
+/// Lays out the arena of a lowered module:
+///
+/// 1. persistent buffers one after another, in declaration order;
+/// 2. per program, each temporary's lifetime: the first to the last launch
+///    that names it;
+/// 3. with `in-place`, for each launch, the temporaries it writes first
+///    there get as candidates the temporaries it reads for the last time
+///    there, where the kernel may write that output over that input
+///    (mayAlias, at every input position the buffer takes) and the two have
+///    one element type and size;
+/// 4. the planner (MemoryPlan.h) packs the temporaries after the persistent
+///    buffers, its checker verifies the result, and the programs share that
+///    region (they run one at a time).
 class MLTPlanMemoryPass
     : public mlt::impl::MLTPlanMemoryBase<MLTPlanMemoryPass> {
 public:
@@ -57,13 +80,20 @@ public:
       SmallVector<rtir::BufferOp> order;
       DenseMap<Operation *, size_t> index;
       std::vector<BufferLifetime> lifetimes;
+      std::vector<LaunchOperands> launches;
       int64_t position = 0;
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
-        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        LaunchOperands &operands = launches.emplace_back();
+        operands.launch = launch;
+        for (auto [list, indices] :
+             {std::pair(launch.getInputs(), &operands.inputs),
+              std::pair(launch.getOutputs(), &operands.outputs)})
           for (Attribute ref : list) {
             auto it = temporaries.find(cast<FlatSymbolRefAttr>(ref).getValue());
-            if (it == temporaries.end())
+            if (it == temporaries.end()) {
+              indices->push_back(-1);
               continue;
+            }
             rtir::BufferOp buffer = it->second;
             auto [slot, inserted] = owner.try_emplace(buffer.getSymName(),
                                                       program.getSymName());
@@ -78,9 +108,12 @@ public:
               lifetimes.push_back({buffer.getByteSize(), position, position});
             }
             lifetimes[entry->second].lastUse = position;
+            indices->push_back(int64_t(entry->second));
           }
         ++position;
       }
+      if (inPlace)
+        addInPlaceCandidates(launches, order, lifetimes);
       MemoryPlan plan = planMemory(lifetimes, align);
       std::string why;
       if (!plan.verify(lifetimes, align, &why)) {
@@ -97,6 +130,42 @@ public:
         return signalPassFailure();
       }
     module->setAttr("mlt_rt.arena_bytes", b.getI64IntegerAttr(peak));
+  }
+
+private:
+  /// Step 3: the in-place candidates of every temporary.
+  static void addInPlaceCandidates(ArrayRef<LaunchOperands> launches,
+                                   ArrayRef<rtir::BufferOp> buffers,
+                                   std::vector<BufferLifetime> &lifetimes) {
+    for (auto [position, operands] : llvm::enumerate(launches)) {
+      rtir::LaunchOp launch = operands.launch;
+      const rt::KernelSignature *kernel =
+          rt::lookupKernel(launch.getKernel().str());
+      if (!kernel) // the launch's verifier has named it already
+        continue;
+      for (auto [output, written] : llvm::enumerate(operands.outputs)) {
+        if (written < 0 || lifetimes[written].firstUse != int64_t(position))
+          continue;
+        for (int64_t read : operands.inputs) {
+          if (read < 0 || read == written ||
+              lifetimes[read].lastUse != int64_t(position) ||
+              llvm::is_contained(operands.outputs, read) ||
+              llvm::is_contained(lifetimes[written].inPlaceOf, size_t(read)))
+            continue;
+          // The kernel must allow it at every position the buffer is read.
+          bool allowed = true;
+          for (auto [input, other] : llvm::enumerate(operands.inputs))
+            if (other == read)
+              allowed &= rt::mayAlias(kernel->kernel, output, input);
+          rtir::BufferOp donor = buffers[read], recipient = buffers[written];
+          RankedTensorType from = donor.getTensorType();
+          RankedTensorType to = recipient.getTensorType();
+          if (allowed && from.getElementType() == to.getElementType() &&
+              from.getNumElements() == to.getNumElements())
+            lifetimes[written].inPlaceOf.push_back(size_t(read));
+        }
+      }
+    }
   }
 };
 

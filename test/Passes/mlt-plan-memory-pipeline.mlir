@@ -6,9 +6,12 @@
 // (none is left without), the persistent buffers fill [0, 8192) in
 // declaration order with the temporaries after them, temporaries of disjoint
 // lifetimes reuse memory (the embedding's gradient @t7 takes the logits'
-// place; the head's gradient goes straight into its buffer),
-// and the arena is the persistent size plus the larger program's peak.
-// CHECK-LABEL: module attributes {mlt_rt.arena_bytes = 9728 : i64, mlt_rt.microbatches = 1 : i64}
+// place; the head's gradient goes straight into its buffer), outputs are
+// written over inputs that die where the kernel allows it (the logits'
+// gradient @t3 over the logits @t2, the norm's input gradient @t5 over its
+// output gradient @t4), and the arena is the persistent size plus the
+// larger program's peak.
+// CHECK-LABEL: module attributes {mlt_rt.arena_bytes = 9472 : i64, mlt_rt.microbatches = 1 : i64}
 // CHECK-NEXT: mlt_rt.buffer @"param:model.embed_tokens.weight" parameter offset 0 {{.*}} : tensor<16x8xf32>
 // CHECK-NEXT: mlt_rt.buffer @"grad:model.embed_tokens.weight" gradient offset 512 {{.*}} : tensor<16x8xf32>
 // CHECK-NEXT: mlt_rt.buffer @"exp_avg:model.embed_tokens.weight" optimizer_state offset 1024
@@ -20,6 +23,9 @@
 // CHECK-NEXT: mlt_rt.buffer @loss output offset 5632 : tensor<f32>
 // CHECK: mlt_rt.buffer @t2 temporary offset 8192 : tensor<2x4x16xf32>
 // CHECK-NEXT: mlt_rt.buffer @const{{[0-9]+}} constant offset 5888 {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT: mlt_rt.buffer @t3 temporary offset 8192 : tensor<2x4x16xf32>
+// CHECK-NEXT: mlt_rt.buffer @t4 temporary offset [[DY:[0-9]+]] : tensor<2x4x8xf32>
+// CHECK-NEXT: mlt_rt.buffer @t5 temporary offset [[DY]] : tensor<2x4x8xf32>
 // CHECK: mlt_rt.buffer @t7 temporary offset 8192 : tensor<16x8xf32>
 // CHECK: mlt_rt.buffer @hyper.step input offset 7936 : tensor<f32>
 // CHECK-NEXT: mlt_rt.buffer @t8 temporary offset 8192 : tensor<f32>

@@ -1,5 +1,8 @@
-// RUN: mlt-opt %s -split-input-file -mlt-plan-memory | FileCheck %s
-// RUN: mlt-opt %s -split-input-file -mlt-plan-memory="alignment=64" | FileCheck %s --check-prefix=ALIGN64
+// RUN: mlt-opt %s -split-input-file -mlt-plan-memory="in-place=false" | FileCheck %s
+// RUN: mlt-opt %s -split-input-file -mlt-plan-memory="alignment=64 in-place=false" | FileCheck %s --check-prefix=ALIGN64
+
+// The packing by lifetimes alone; outputs written in place of their inputs
+// are tested in mlt-plan-memory_in-place.mlir.
 
 // Tests that the persistent buffers (parameters, gradients, optimizer state,
 // inputs, outputs, constants) are laid out one after another in declaration

@@ -113,6 +113,29 @@ TEST(PlanTest, KernelTable) {
   }
 }
 
+// Tests the in-place pairs of Kernels.def (mayAlias): listed pairs only,
+// by output and input position, nothing past a kernel's arity.
+TEST(PlanTest, InPlaceTable) {
+  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwd, 0, 1));  // dlogits, logits
+  EXPECT_FALSE(mayAlias(Kernel::CrossEntropyBwd, 0, 0)); // dloss
+  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwdStats, 0, 1));
+  EXPECT_TRUE(mayAlias(Kernel::MatmulAdd, 0, 2)); // c, addend
+  EXPECT_FALSE(mayAlias(Kernel::MatmulAdd, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::Matmul, 0, 0));
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 1, 2));   // dup, up
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 2, 0));  // no third output
+  EXPECT_FALSE(mayAlias(Kernel::Add, 0, 2));        // no third input
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwd, 0, 0));  // dx, dy
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 1, 0)); // dw
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 0, 1)); // x
+  EXPECT_TRUE(mayAlias(Kernel::Rope, 0, 0));
+  EXPECT_TRUE(mayAlias(Kernel::AllReduceSum, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::AllGather, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::Accumulate, 0, 0)); // y accumulates
+  EXPECT_FALSE(mayAlias(Kernel::Cast, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::AdamW, 0, 0));
+}
+
 // Tests reading a plan file from disk, whatever its name.
 TEST(PlanTest, ReadPlanFile) {
   std::string path = ::testing::TempDir() + "mlt-plan-test-" +
@@ -262,6 +285,46 @@ TEST(PlanTest, Overlaps) {
       rank2.buffers[*rank2.findBuffer("param:lm_head.weight")].offset;
   EXPECT_THAT(parseError(plan), HasSubstr("temporary 'dg' at ["));
   EXPECT_THAT(parseError(plan), HasSubstr("overlaps parameter"));
+}
+
+// Tests that an instruction's output may share memory with another of its
+// operands only in place, as Kernels.def allows it (mayAlias): exactly over
+// an input the kernel may overwrite, never over another input, partly, or
+// over another output.
+TEST(PlanTest, InPlaceOutputs) {
+  auto moved = [](const char *name, const char *onto, uint64_t shift = 0) {
+    Plan plan = tinyPlan();
+    RankPlan &rank = rank0(plan);
+    rank.buffers[*rank.findBuffer(name)].offset =
+        rank.buffers[*rank.findBuffer(onto)].offset + shift;
+    return plan;
+  };
+  // cross_entropy_bwd's dlogits over its logits, rms_norm_bwd's dx over dy.
+  EXPECT_EQ(parseError(moved("dlogits", "logits")), "");
+  EXPECT_EQ(parseError(moved("dx", "dh")), "");
+  const std::string bwd =
+      "plan.mltplan: program 'micro_step' instruction 4 (cross_entropy_bwd): "
+      "output 0 'dlogits' at [";
+  std::string partly = parseError(moved("dlogits", "logits", 256));
+  EXPECT_THAT(partly, HasSubstr(bwd));
+  EXPECT_THAT(partly, HasSubstr("overlaps input 1 'logits' at ["));
+  EXPECT_THAT(partly, HasSubstr(", but not exactly (in place needs the same "
+                                "offset, size and element type)"));
+  // A matmul's output over its operand, a weight gradient over the input
+  // gradient's dy, and one output over another.
+  EXPECT_THAT(parseError(moved("dW", "dlogits")),
+              HasSubstr("instruction 5 (matmul): output 0 'dW' at ["));
+  EXPECT_THAT(parseError(moved("dW", "dlogits")),
+              HasSubstr("overlaps input 0 'dlogits' at ["));
+  EXPECT_THAT(parseError(moved("dW", "dlogits")),
+              HasSubstr(", which the kernel may not overwrite in place"));
+  EXPECT_THAT(parseError(moved("dg", "dh")), HasSubstr("output 1 'dg' at ["));
+  EXPECT_THAT(parseError(moved("dg", "dh")),
+              HasSubstr("which the kernel may not overwrite in place"));
+  EXPECT_THAT(parseError(moved("dg", "dx")),
+              HasSubstr("overlaps output 0 'dx' at ["));
+  EXPECT_THAT(parseError(moved("dg", "dx")),
+              HasSubstr("; outputs never share memory"));
 }
 
 // Tests that two buffers may not share a name.

@@ -364,10 +364,28 @@ def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {
     so they share the temporary region. Sets `offset` on every buffer and
     `mlt_rt.arena_bytes` on the module: the exact memory the runtime will
     allocate. Offsets are aligned to `alignment` bytes.
+
+    In place (`in-place`, on by default): a temporary that a launch writes
+    first may take the offset of a temporary that the launch reads for the
+    last time, where the kernel overwrites that input element for element
+    (Kernels.def's "In place", `mayAlias` in KernelInfo.h, which the plan
+    verifier checks too) and the two have one element type and size. The
+    logits then make room for their gradient, a residual for the sum that
+    `matmul_add` writes over it, a map's input for its output:
+
+    ```mlir
+    mlt_rt.buffer @logits temporary offset 1024 : tensor<4x32x256xbf16>
+    mlt_rt.buffer @dlogits temporary offset 1024 : tensor<4x32x256xbf16>
+    ...
+    mlt_rt.launch "cross_entropy_bwd" [@dloss, @logits, @labels] -> [@dlogits] ints [128, 256]
+    ```
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", "256",
-           "byte alignment of every buffer">
+           "byte alignment of every buffer">,
+    Option<"inPlace", "in-place", "bool", "true",
+           "let an output take the memory of an input that dies at its "
+           "launch, where the kernel allows it">
   ];
 }
 

@@ -3,8 +3,10 @@
 // Part of mlt. Turns the X-macro list of Kernels.def into an enum and a table
 // of signatures (name, number of inputs, outputs, integer and float
 // attributes), which the plan verifier checks every instruction against and
-// the backends switch over. Adding a kernel to Kernels.def adds it here; a
-// backend's switch then fails to compile with -Wswitch until it handles it.
+// the backends switch over, and the per-kernel facts that the compiler and
+// the runtime must agree on (operand precisions, in-place outputs). Adding a
+// kernel to Kernels.def adds it here; a backend's switch then fails to compile
+// with -Wswitch until it handles it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +80,17 @@ inline bool allowsNoMeshAxis(Kernel kernel) {
 /// operands; adamw's grad_scale and hyper-parameters). Every backend checks
 /// them apart from the computed operands, which share one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
+
+/// Whether output `output` of `kernel` may occupy the memory of its input
+/// `input` (positions among the outputs and among the inputs), the kernel
+/// then overwriting that input element for element as it computes: the two
+/// buffers are the same range (offset and size) of one element type.
+/// Kernels.def's "In place" lists the pairs and why both backends keep
+/// them; the memory planner (mlt-plan-memory) places an output on such an
+/// input when the input dies at the instruction, and the plan verifier
+/// refuses every other overlap between an instruction's outputs and its
+/// other operands.
+bool mayAlias(Kernel kernel, size_t output, size_t input);
 
 /// The element type a float operand of an instruction may have, relative to
 /// the type C the instruction computes in (its first Compute operand's, or

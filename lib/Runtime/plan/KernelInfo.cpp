@@ -1,8 +1,9 @@
 //===- KernelInfo.cpp - the kernel list as C++ values ---------------------===//
 //
 // Part of mlt. The signature table generated from Kernels.def, which
-// integer attribute of a kernel names a mesh axis, and which operands are
-// the optimizer's fixed f32 scalars.
+// integer attribute of a kernel names a mesh axis, which operands are the
+// optimizer's fixed f32 scalars, and which outputs may be written in place
+// of an input.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +66,39 @@ bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
     return true;
   case Kernel::AdamW:
     return operand >= 1 && operand < numInputs; // grad_scale, hyper-parameters
+  default:
+    return false;
+  }
+}
+
+bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
+  const KernelSignature &signature = kernelSignature(kernel);
+  if ((signature.outputs >= 0 && output >= size_t(signature.outputs)) ||
+      (signature.inputs >= 0 && input >= size_t(signature.inputs)))
+    return false;
+  switch (kernel) {
+  // Maps: each element of every output is computed from the same element of
+  // the inputs, all read before any is written.
+  case Kernel::Add:
+  case Kernel::Mul:
+  case Kernel::SwiGLUFwd:
+  case Kernel::SwiGLUBwd:
+  case Kernel::SiLUFwd:
+  case Kernel::SiLUBwd:
+    return true;
+  // Rope: a pair's halves are read before either is written. RMSNorm: a
+  // row is read before it is written (dx over dy in the backward). The
+  // communicator sums in place.
+  case Kernel::Rope:         // x -> y
+  case Kernel::RMSNormFwd:   // x, w -> y
+  case Kernel::RMSNormBwd:   // dy, x, w -> dx, dw
+  case Kernel::AllReduceSum: // x -> y
+    return output == 0 && input == 0;
+  case Kernel::CrossEntropyBwd:      // dloss, logits, labels -> dlogits
+  case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
+    return output == 0 && input == 1;
+  case Kernel::MatmulAdd: // a, b, addend -> c: the epilogue adds c = addend
+    return output == 0 && input == 2;
   default:
     return false;
   }

@@ -4,12 +4,13 @@
 // ranks agree, that buffers fit the arena and their shapes and blocks fit
 // their tensors, that persistent buffers do not overlap, that every
 // instruction names real buffers, has its kernel's arity and operands as
-// large as its attributes say, that collectives and the kernels of sharded
-// programs name a mesh axis, that collectives match across the ranks of each
-// group, and that the plan provides what the training loop reads and writes,
-// with every parameter element held by some rank. After these checks no
-// instruction can touch memory outside its operands' ranges, so the backends
-// do not re-check sizes.
+// large as its attributes say, that its outputs overlap no other operand
+// except in place where the kernel allows it (KernelInfo.h's mayAlias),
+// that collectives and the kernels of sharded programs name a mesh axis, that
+// collectives match across the ranks of each group, and that the plan provides
+// what the training loop reads and writes, with every parameter element held by
+// some rank. After these checks no instruction can touch memory outside its
+// operands' ranges, so the backends do not re-check sizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -495,6 +496,53 @@ Status verifyCollective(const RankPlan &rank, const InstructionDesc &inst,
                 " is index ", index, " of its group)");
 }
 
+/// An instruction's outputs share no byte with its other operands, except
+/// an output exactly over an input that the kernel may overwrite in place
+/// (mayAlias: the same offset, size and element type). Collectives have
+/// their own in-place forms (verifyCollective).
+Status verifyOperandOverlaps(const RankPlan &rank,
+                             const InstructionDesc &inst) {
+  const size_t numInputs = inst.inputs.size();
+  auto describe = [&](size_t operand) {
+    const bool output = operand >= numInputs;
+    const size_t index = output ? operand - numInputs : operand;
+    const BufferDesc &buffer =
+        rank.buffers[output ? inst.outputs[index] : inst.inputs[index]];
+    std::ostringstream os;
+    os << (output ? "output " : "input ") << index << " '" << buffer.name
+       << "' at [" << buffer.offset << ", " << buffer.offset + buffer.bytes
+       << ")";
+    return os.str();
+  };
+  for (size_t o = 0; o < inst.outputs.size(); ++o) {
+    const BufferDesc &out = rank.buffers[inst.outputs[o]];
+    // Every input, then the outputs before this one.
+    for (size_t operand = 0; operand < numInputs + o; ++operand) {
+      const bool isInput = operand < numInputs;
+      const BufferDesc &other =
+          rank.buffers[isInput ? inst.inputs[operand]
+                               : inst.outputs[operand - numInputs]];
+      if (out.bytes == 0 || other.bytes == 0 ||
+          out.offset >= other.offset + other.bytes ||
+          other.offset >= out.offset + out.bytes)
+        continue;
+      const bool exact = out.offset == other.offset &&
+                         out.bytes == other.bytes && out.dtype == other.dtype;
+      if (isInput && exact && mayAlias(inst.kernel, o, operand))
+        continue;
+      const char *why =
+          !isInput ? "; outputs never share memory"
+          : mayAlias(inst.kernel, o, operand)
+              ? ", but not exactly (in place needs the same offset, size "
+                "and element type)"
+              : ", which the kernel may not overwrite in place";
+      return errorf(describe(numInputs + o), " overlaps ", describe(operand),
+                    why);
+    }
+  }
+  return Status::ok();
+}
+
 Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
                          const std::vector<MeshAxis> &mesh) {
   const KernelSignature &signature = kernelSignature(inst.kernel);
@@ -570,7 +618,7 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
   }
   if (isCollectiveKernel(inst.kernel))
     return verifyCollective(rank, inst, mesh);
-  return Status::ok();
+  return verifyOperandOverlaps(rank, inst);
 }
 
 } // namespace

@@ -3,8 +3,10 @@
 // Part of mlt. The pipeline from a model (a `.mlir` file or an HF config) to
 // plan bytes: annotate the parallel layout (for several ranks), specialize
 // shapes, pick the compute precision, derive the backward pass, attach AdamW,
-// clean up, propagate the shardings and derive the per-rank program, lower to
-// runtime launches, plan memory, serialize. The same passes run one by one under mlt-opt.
+// clean up, propagate the shardings and derive the per-rank program,
+// recompute the chosen activations in the backward pass, lower to runtime
+// launches, plan memory, serialize. The same passes run one by one under
+// mlt-opt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +131,13 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   // Without a mesh (one rank) both leave the program as it is.
   pm.addPass(createMLTPropagateShardings());
   pm.addPass(createMLTSpmdize());
+  // On the per-rank program, after the last CSE (which would merge each
+  // clone back into its forward op).
+  if (!options.recompute.empty()) {
+    MLTRecomputeActivationsOptions recompute;
+    recompute.ops.assign(options.recompute.begin(), options.recompute.end());
+    pm.addPass(createMLTRecomputeActivations(recompute));
+  }
   pm.addPass(createMLTLowerToRuntime());
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))

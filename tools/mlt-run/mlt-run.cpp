@@ -72,6 +72,13 @@ Run:
   --dtype fp32|bf16          compute precision (default fp32): bf16 computes
                              on bf16 weight copies and activations, with f32
                              master weights, gradients and AdamW moments
+  --recompute none|OPS       forward ops whose results the backward pass
+                             computes again instead of keeping them from the
+                             forward pass, comma-separated (default none):
+                             swiglu keeps one MLP-wide activation less per
+                             layer for one elementwise kernel per layer in
+                             the backward; the same results, bit for bit;
+                             when compiling only
   --init-from PATH           initial weights: an HF checkpoint directory or a
                              .safetensors file, loaded by HF name (default: fresh
                              HF-style init, normal(0, 0.02) for matrices and
@@ -150,6 +157,8 @@ struct Options {
   std::string model;
   std::string device = "cpu";
   std::string dtype = "fp32";
+  /// mlt-recompute-activations' op kinds, by full name; empty: none.
+  std::vector<std::string> recompute;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -190,6 +199,31 @@ Status parseDouble(const std::string &flag, const std::string &text,
   return Status::ok();
 }
 
+/// The op kinds of --recompute: "none", or comma-separated kinds, each
+/// named with or without its dialect ("swiglu" or "mlt.swiglu"). Whether
+/// each is an op that can be recomputed is the compiler's to say.
+Status parseRecompute(const std::string &flag, const std::string &text,
+                      std::vector<std::string> &kinds) {
+  kinds.clear();
+  if (text == "none")
+    return Status::ok();
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(',', begin);
+    std::string kind = text.substr(
+        begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (kind.empty() || kind == "none")
+      return errorf(flag,
+                    ": expected none or comma-separated op kinds (such "
+                    "as swiglu), got '",
+                    text, "'");
+    kinds.push_back(kind.find('.') == std::string::npos ? "mlt." + kind : kind);
+    if (end == std::string::npos)
+      return Status::ok();
+    begin = end + 1;
+  }
+}
+
 Status parseArgs(int argc, char **argv, Options &o) {
   using Setter =
       std::function<Status(const std::string &, const std::string &)>;
@@ -220,6 +254,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
   const std::map<std::string, Setter> valued = {
       {"--device", str(o.device)},
       {"--dtype", str(o.dtype)},
+      {"--recompute",
+       [&o](const std::string &flag, const std::string &v) {
+         return parseRecompute(flag, v, o.recompute);
+       }},
       {"--init-from", str(o.initFrom)},
       {"--seed",
        [&o](const std::string &flag, const std::string &v) {
@@ -445,6 +483,10 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
       return errorf("--sequence-parallel: ", o.model,
                     " is a plan file, whose layout was fixed when it was "
                     "compiled; pass it when compiling the model");
+    if (!o.recompute.empty())
+      return errorf("--recompute: ", o.model,
+                    " is a plan file, whose programs were fixed when it was "
+                    "compiled; pass it when compiling the model");
     return readPlanFile(o.model, &bytes);
   }
 
@@ -468,6 +510,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.tp = o.tp.value_or(1);
   compile.dp = o.dp.value_or(1);
   compile.sequenceParallel = o.sequenceParallel;
+  compile.recompute = o.recompute;
   if (compile.microBatch % compile.dp != 0)
     return errorf("the micro-batch of ", compile.microBatch,
                   " sequences (--batch ", *o.batch, " / --microbatches ",

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlt {
 
@@ -36,6 +37,10 @@ struct CompileOptions {
   /// is the global micro-batch, which the data-parallel ranks share.
   int64_t tp = 1, dp = 1;
   bool sequenceParallel = false;
+  /// Forward op kinds recomputed in the backward pass instead of kept
+  /// (mlt-recompute-activations), by full name ("mlt.swiglu"); none when
+  /// empty.
+  std::vector<std::string> recompute;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false

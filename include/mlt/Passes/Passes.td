@@ -196,6 +196,76 @@ def MLTAttachOptimizer : Pass<"mlt-attach-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect"];
 }
 
+def MLTRecomputeActivations : Pass<"mlt-recompute-activations", "::mlir::ModuleOp"> {
+  let summary = "recomputes chosen forward values in the backward pass instead of keeping them";
+  let description = [{
+    Selective activation recomputation, as Megatron-LM's "selective"
+    recompute: a forward value that the backward pass reads (an activation
+    saved for a gradient) is computed again right before its first backward
+    use, from operands that the backward pass keeps anyway, instead of being
+    kept from the forward pass to the backward pass. The forward value then
+    dies after its forward uses, and mlt-plan-memory reuses its memory while
+    the rest of the forward pass and the backward pass up to that point run.
+    The ops to recompute are named by kind (`ops`); recomputed results are
+    bit for bit the forward ones (the same kernel on the same operands).
+
+    Algorithm, for each program function (`@micro_step`):
+
+    1. the backward pass is every `mlt.cross_entropy_grad` (the loss's
+       gradient, where mlt-autodiff starts it) and every op that uses a value
+       computed in the backward pass;
+    2. from last to first, each forward op of a named kind whose results the
+       backward pass reads is recomputed when its forward uses all come
+       before its first backward use and each of its operands is live there
+       (used at or after it, or never a temporary: a function argument, or
+       the result of an op that reads no tensor, such as `mlt.load`); the
+       uses of an `mlt.reshape` or `mlt.shard` of a value count as the
+       value's (the lowering gives them its buffer);
+    3. it is cloned right before its first backward use, marked
+       `mlt.recomputed`, and the clone replaces it in every backward use.
+
+    Going from last to first lets a recomputed op's operand be recomputed
+    too (name both kinds): the operand's first backward use is then the
+    clone. `mlt.swiglu` is the case the option exists for: its operands
+    (gate and up) are kept for `mlt.swiglu_grad`, so recomputing its result
+    (kept only for the down projection's weight gradient) costs one
+    elementwise kernel per layer and saves one activation of the MLP's
+    width per layer.
+
+    Run it after mlt-autodiff and after the last CSE (which would merge the
+    clone back into the forward op); mlt-run runs it after mlt-spmdize, on
+    the per-rank program, just before mlt-lower-to-runtime.
+
+    Before (`ops=mlt.swiglu`):
+    ```mlir
+    %h = mlt.swiglu %gate, %up : tensor<4x32x176xf32>
+    %y = mlt.matmul %h, %wdown transpose_rhs : tensor<4x32x176xf32>, tensor<64x176xf32>
+    ...
+    %dh = mlt.matmul %dy, %wdown : tensor<4x32x64xf32>, tensor<64x176xf32>
+    %dwdown = mlt.matmul %dy, %h transpose_lhs contract_batch : tensor<4x32x64xf32>, tensor<4x32x176xf32>
+    %dgate, %dup = mlt.swiglu_grad %dh, %gate, %up : tensor<4x32x176xf32>
+    ```
+    After:
+    ```mlir
+    %h = mlt.swiglu %gate, %up : tensor<4x32x176xf32>
+    %y = mlt.matmul %h, %wdown transpose_rhs : tensor<4x32x176xf32>, tensor<64x176xf32>
+    ...
+    %dh = mlt.matmul %dy, %wdown : tensor<4x32x64xf32>, tensor<64x176xf32>
+    %h2 = mlt.swiglu %gate, %up {mlt.recomputed} : tensor<4x32x176xf32>
+    %dwdown = mlt.matmul %dy, %h2 transpose_lhs contract_batch : tensor<4x32x64xf32>, tensor<4x32x176xf32>
+    %dgate, %dup = mlt.swiglu_grad %dh, %gate, %up : tensor<4x32x176xf32>
+    ```
+    A name in `ops` that is not an op, or not a forward op of the mlt
+    dialect (one with a gradient rule), is an error.
+  }];
+  let options = [
+    ListOption<"ops", "ops", "std::string",
+               "forward op kinds to recompute in the backward pass, by "
+               "name (mlt.swiglu)">
+  ];
+  let dependentDialects = ["::mlt::MLTDialect"];
+}
+
 def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
   let summary = "annotates a LLaMA model with Megatron's tensor, sequence and data parallel layout";
   let description = [{

@@ -73,6 +73,12 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a positive integer";
     return success();
   }
+  if (attr.getName() == getRecomputedAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << getRecomputedAttrName() << "' must be a unit attribute";
+    return success();
+  }
   if (attr.getName() != getModelAttrName())
     return op->emitError() << "unknown mlt attribute '" << attr.getName().getValue()
                            << "'";

@@ -283,3 +283,16 @@ func.func @adamw(%gw: tensor<176x64xf32>, %gn: tensor<64xf32>, %scale: tensor<f3
 func.func @micro_step() attributes {mlt.microbatches = 8 : i64} {
   return
 }
+
+// -----
+
+// Tests that the `mlt.recomputed` marker of mlt-recompute-activations
+// round-trips on a forward op.
+// CHECK-LABEL: func.func @recomputed
+// CHECK: mlt.swiglu %{{.*}}, %{{.*}} {mlt.recomputed} : tensor<4xf32>
+// GENERIC-LABEL: sym_name = "recomputed"
+// GENERIC: "mlt.swiglu"(%{{.*}}, %{{.*}}) {mlt.recomputed} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+func.func @recomputed(%g: tensor<4xf32>, %u: tensor<4xf32>) -> tensor<4xf32> {
+  %s = mlt.swiglu %g, %u {mlt.recomputed} : tensor<4xf32>
+  return %s : tensor<4xf32>
+}

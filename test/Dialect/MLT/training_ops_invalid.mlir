@@ -473,3 +473,17 @@ func.func @micro_step_negative() attributes {mlt.microbatches = -4 : i64} {
 func.func @micro_step_string() attributes {mlt.microbatches = "4"} {
   return
 }
+
+//===----------------------------------------------------------------------===//
+// mlt.recomputed
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that `mlt.recomputed` (set by mlt-recompute-activations) is a unit
+// attribute, not a value.
+func.func @recomputed_value(%g: tensor<4xf32>, %u: tensor<4xf32>) {
+  // expected-error @+1 {{'mlt.recomputed' must be a unit attribute}}
+  %s = mlt.swiglu %g, %u {mlt.recomputed = true} : tensor<4xf32>
+  return
+}

@@ -59,6 +59,10 @@ def MLT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getVocabShardAttrName() { return "mlt.vocab_shard"; }
     /// On per-rank cross-entropies: the global number of rows the mean is over.
     static constexpr ::llvm::StringLiteral getRowCountAttrName() { return "mlt.row_count"; }
+    /// Unit attribute on a forward op that mlt-recompute-activations cloned
+    /// into the backward pass, where it recomputes a value that the forward
+    /// pass no longer keeps.
+    static constexpr ::llvm::StringLiteral getRecomputedAttrName() { return "mlt.recomputed"; }
   private:
     void registerAttributes();
   public:

@@ -464,7 +464,8 @@ private:
   DenseSet<StringAttr> refreshedByOptimizer;
   /// Weight gradients that their kernel added into the gradient buffer.
   DenseSet<Value> accumulatedInPlace;
-  /// Adds that a product's matmul_add computed.
+  /// Adds that a kernel computed with its own output (matmul_add,
+  /// rms_norm_bwd_add).
   DenseSet<Operation *> addedByProduct;
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
   SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> parameterCopies;
@@ -614,8 +615,20 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](RMSNormGradOp r) -> LogicalResult {
         int64_t dim = shapeOf(r.getInput()).back();
-        launch(loc, "rms_norm_bwd", operandBuffers(r),
-               {define(r.getInputGrad()), define(r.getWeightGrad())},
+        // An input gradient only added to a gradient computed before it (the
+        // residual stream's) gets the sum from the kernel itself.
+        SmallVector<FlatSymbolRefAttr> ins = operandBuffers(r);
+        StringRef kernel = "rms_norm_bwd";
+        FlatSymbolRefAttr dx;
+        if (auto sum = addedTo(r.getInputGrad())) {
+          kernel = "rms_norm_bwd_add";
+          ins.push_back(sum->second);
+          dx = define(sum->first.getResult());
+          addedByProduct.insert(sum->first);
+        } else {
+          dx = define(r.getInputGrad());
+        }
+        launch(loc, kernel, ins, {dx, define(r.getWeightGrad())},
                {numElements(r.getInput()) / dim, dim},
                {r.getEpsilon().convertToDouble()});
         return success();
@@ -682,7 +695,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](AddOp a) -> LogicalResult {
         if (addedByProduct.contains(a))
-          return success(); // matmul_add computed it
+          return success(); // matmul_add or rms_norm_bwd_add computed it
         launch(loc, "add", operandBuffers(a), {define(a.getResult())},
                {numElements(a.getResult())});
         return success();

@@ -235,3 +235,35 @@ module {
 // CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DR]], @[[H]]] -> [@"grad:w.weight"]
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]
 // CHECK: mlt_rt.program @optimizer_step
+
+// -----
+
+// Tests that a norm's input gradient only added to a gradient computed before
+// it (the residual stream's, here the skip connection's) is summed by the
+// norm's backward kernel (rms_norm_bwd_add), and the add is gone.
+module {
+  mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
+  mlt.param @"norm.weight" : tensor<8xf32>
+  mlt.param @"lm_head.weight" : tensor<16x8xf32>
+  func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) -> tensor<f32> {
+    %table = mlt.load @"model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = mlt.embedding %tokens, %table : tensor<?x?xi32>, tensor<16x8xf32>
+    %w = mlt.load @"norm.weight" : tensor<8xf32>
+    %n = mlt.rms_norm %h, %w eps = 1.0e-05 : tensor<?x?x8xf32>, tensor<8xf32>
+    %s = mlt.silu %n : tensor<?x?x8xf32>
+    %r = mlt.add %h, %s : tensor<?x?x8xf32>
+    %head = mlt.load @"lm_head.weight" : tensor<16x8xf32>
+    %logits = mlt.matmul %r, %head transpose_rhs : tensor<?x?x8xf32>, tensor<16x8xf32>
+    %loss = mlt.cross_entropy %logits, %labels : tensor<?x?x16xf32>, tensor<?x?xi32>
+    return %loss : tensor<f32>
+  }
+}
+// CHECK: mlt_rt.buffer @"param:norm.weight"
+// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.launch "cross_entropy_bwd"
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS:t[0-9]+]], @"param:lm_head.weight"] -> [@[[DR:t[0-9]+]]]
+// CHECK: mlt_rt.launch "silu_bwd" [@[[DR]], @{{t[0-9]+}}] -> [@[[DN:t[0-9]+]]]
+// CHECK-NEXT: mlt_rt.launch "rms_norm_bwd_add" [@[[DN]], @{{t[0-9]+}}, @"param:norm.weight", @[[DR]]] -> [@[[DH:t[0-9]+]], @[[DW:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
+// CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DW]]] -> [@"grad:norm.weight"]
+// CHECK-NOT: "add"
+// CHECK: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]

@@ -4,16 +4,24 @@
 // optimizer.cu, declared in optimizer.h).
 //
 // Invariants:
-// - sumSquaresKernel: grid of B blocks (B a function of n only, at most
-//   kSumSquaresMaxBlocks) of kReduceThreads threads. Thread t of block b sums
-//   x[i]^2 in double over its elements (with kVector, the 16-byte packs
-//   b * threads + t + k * B * threads, every pointer 16-byte aligned, then
-//   the n % 4 tail elements one per thread; else single elements), then the
-//   block sums its threads' values in a fixed tree (warp shuffles, then the
-//   warps in order). With B == 1 the block writes float(sum) to the output;
-//   otherwise it writes its double partial to partials[b], and
-//   sumPartialsKernel (one block) sums partials[0..B) in a fixed tree and
-//   writes float(sum). No atomics: the result is the same bits every run.
+// - sumSquaresKernel: grid of B blocks (B = ceil(n / kSumSquaresBlockElems)
+//   clamped to [1, kSumSquaresMaxBlocks]: a function of n only) of
+//   kReduceThreads threads. Thread t of block b sums x[i]^2 in double over its
+//   elements (with kVector, the 16-byte packs b * threads + t + k * B *
+//   threads in increasing k, loaded kSumSquaresUnroll at a time, every
+//   pointer 16-byte aligned, then the n % 4 tail elements one per thread;
+//   else single elements), then the block sums its threads' values in a
+//   fixed tree (warp shuffles, then the warps in order). With B == 1 the
+//   block writes float(sum) to the output. Otherwise it writes its double
+//   partial to partials[b] and takes a ticket from the arrival counter
+//   (after a fence); the block that arrives last sums partials[0..B) in a
+//   fixed tree (thread t the partials t + k * threads in order, then the
+//   block tree), writes float(sum) and sets the counter back to zero. Which
+//   block arrives last depends on timing, the order of the sums does not:
+//   the result is the same bits every run.
+// - The arrival counter (sumSquaresArrivals, one per device) is zero
+//   between launches: launches on one device must not overlap in time (the
+//   CUDA backend queues every launch on its one compute stream).
 // - globalNormKernel: one block; thread k loads part k of its batch (at most
 //   kGlobalNormBatch device pointers, passed by value), then thread 0 sums
 //   them in order in double, after the running sum of earlier batches
@@ -39,10 +47,29 @@ namespace mlt::cuda {
 
 inline constexpr int kReduceThreads = 256;
 inline constexpr int kSumSquaresMaxBlocks = 1024;
+/// 16-byte loads a sum_squares thread issues before it uses them.
+inline constexpr int kSumSquaresUnroll = 4;
+/// Elements per block of sum_squares below which fewer blocks are launched:
+/// one unrolled round of loads per thread.
+inline constexpr int64_t kSumSquaresBlockElems =
+    int64_t(kReduceThreads) * 4 * kSumSquaresUnroll;
 inline constexpr int kGlobalNormBatch = 256;
 
+/// The number of blocks of sum_squares for n elements (a function of n only).
+inline int sumSquaresBlocks(int64_t n) {
+  const int64_t blocks =
+      (n + kSumSquaresBlockElems - 1) / kSumSquaresBlockElems;
+  return int(blocks < 1 ? 1
+                        : (blocks > kSumSquaresMaxBlocks ? kSumSquaresMaxBlocks
+                                                         : blocks));
+}
+
+/// The arrival counter of multi-block sum_squares launches (header comment).
+static __device__ unsigned int sumSquaresArrivals = 0;
+
 /// The sum of `value` over the block, in a fixed order; valid in thread 0.
-/// Every thread of the block must call it.
+/// Every thread of the block must call it; calls must be separated by a
+/// barrier (the shared partial sums are reused).
 __device__ __forceinline__ double blockSum(double value) {
   __shared__ double warpSums[kReduceThreads / 32];
 #pragma unroll
@@ -59,6 +86,13 @@ __device__ __forceinline__ double blockSum(double value) {
   return sum;
 }
 
+__device__ __forceinline__ double addSquares(double sum, float4 v) {
+  sum = fma(double(v.x), double(v.x), sum);
+  sum = fma(double(v.y), double(v.y), sum);
+  sum = fma(double(v.z), double(v.z), sum);
+  return fma(double(v.w), double(v.w), sum);
+}
+
 template <bool kVector>
 __global__ void __launch_bounds__(kReduceThreads)
     sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
@@ -69,34 +103,47 @@ __global__ void __launch_bounds__(kReduceThreads)
   if constexpr (kVector) {
     const int64_t packs = n / 4;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
-    for (int64_t p = thread; p < packs; p += stride) {
-      const float4 v = x4[p];
-      sum = fma(double(v.x), double(v.x), sum);
-      sum = fma(double(v.y), double(v.y), sum);
-      sum = fma(double(v.z), double(v.z), sum);
-      sum = fma(double(v.w), double(v.w), sum);
+    int64_t p = thread;
+    for (; p + (kSumSquaresUnroll - 1) * stride < packs;
+         p += kSumSquaresUnroll * stride) {
+      float4 v[kSumSquaresUnroll];
+#pragma unroll
+      for (int u = 0; u < kSumSquaresUnroll; ++u)
+        v[u] = x4[p + u * stride];
+#pragma unroll
+      for (int u = 0; u < kSumSquaresUnroll; ++u)
+        sum = addSquares(sum, v[u]);
     }
+    for (; p < packs; p += stride)
+      sum = addSquares(sum, x4[p]);
     scalarStart = packs * 4;
   }
   for (int64_t i = scalarStart + thread; i < n; i += stride)
     sum = fma(double(x[i]), double(x[i]), sum);
   sum = blockSum(sum);
-  if (threadIdx.x == 0) {
-    if (gridDim.x == 1)
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0)
       *out = float(sum);
-    else
-      partials[blockIdx.x] = sum;
+    return;
   }
-}
-
-__global__ void __launch_bounds__(kReduceThreads)
-    sumPartialsKernel(float *out, const double *partials, int count) {
-  double sum = 0.0;
-  for (int i = threadIdx.x; i < count; i += kReduceThreads)
-    sum += partials[i];
-  sum = blockSum(sum);
-  if (threadIdx.x == 0)
-    *out = float(sum);
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sum;
+    __threadfence();
+    last = atomicAdd(&sumSquaresArrivals, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last)
+    return;
+  __threadfence();
+  double total = 0.0;
+  for (int i = threadIdx.x; i < int(gridDim.x); i += kReduceThreads)
+    total += __ldcg(partials + i);
+  total = blockSum(total);
+  if (threadIdx.x == 0) {
+    *out = float(total);
+    sumSquaresArrivals = 0;
+  }
 }
 
 /// One batch of global_norm's parts.
@@ -109,7 +156,7 @@ struct GlobalNormBatch {
   bool last;
 };
 
-__global__ void __launch_bounds__(kGlobalNormBatch)
+static __global__ void __launch_bounds__(kGlobalNormBatch)
     globalNormKernel(float *out, double *running, GlobalNormBatch batch) {
   __shared__ float values[kGlobalNormBatch];
   if (int(threadIdx.x) < batch.count)
@@ -126,8 +173,8 @@ __global__ void __launch_bounds__(kGlobalNormBatch)
     *running = sum;
 }
 
-__global__ void clipCoefficientKernel(float *out, const float *norm,
-                                      const float *maxNorm) {
+static __global__ void clipCoefficientKernel(float *out, const float *norm,
+                                             const float *maxNorm) {
   const float max = *maxNorm;
   float coefficient = 1.0f;
   if (max != 0.0f) {

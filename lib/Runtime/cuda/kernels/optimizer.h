@@ -27,11 +27,13 @@ namespace mlt::cuda {
 /// The device scratch launchSumSquares needs for n elements (at most 8 KiB).
 size_t sumSquaresScratchBytes(int64_t n);
 
-/// *out = float(sum_i double(x[i])^2), accumulated in double as the CPU does.
-/// Deterministic: the decomposition depends on n only, and partial sums are
-/// combined in a fixed order (no atomics). `scratch` holds
+/// *out = float(sum_i double(x[i])^2), accumulated in double as the CPU does,
+/// in one kernel. Deterministic: the decomposition depends on n only, and
+/// partial sums are combined in a fixed order (a device-wide arrival counter
+/// picks the block that combines them, not the order). `scratch` holds
 /// sumSquaresScratchBytes(n) bytes (8-byte aligned) and may be null when
-/// that is 0.
+/// that is 0. Launches on one device must not run at the same time (they
+/// share the counter): the CUDA backend's single compute stream orders them.
 rt::Status launchSumSquares(float *out, const float *x, int64_t n,
                             void *scratch, cudaStream_t stream);
 

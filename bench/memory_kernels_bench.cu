@@ -283,7 +283,7 @@ struct Gradients {
       scratchBytes = std::max(scratchBytes, sumSquaresScratchBytes(n));
     }
     all = std::make_unique<Buf<float>>(total, 4, -1e-2f, 1e-2f);
-    // Room for the variants' partials too.
+    // Room for the variants' partials too (up to 2048 blocks).
     scratch = std::make_unique<Buf<char>>(int64_t(64) << 10, 5);
     (void)scratchBytes;
   }
@@ -324,23 +324,97 @@ void sumSquaresBench(Gradients &g) {
 // Alternative configurations of the new kernels
 //===----------------------------------------------------------------------===//
 
-template <int kRowsPerIter> void fwdVariant() {
+/// Ceilings: a 16-byte copy, a 16-byte read of two tensors and write of one
+/// (the backward's mix), and a 16-byte read-only sum, on 32 MiB tensors.
+__global__ void copyKernel(float4 *out, const float4 *in, int64_t n4) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[i];
+}
+__global__ void read2Write1Kernel(float4 *out, const float4 *a, const float4 *b,
+                                  int64_t n4) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 x = a[i], y = b[i];
+    out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+  }
+}
+__global__ void readKernel(float *out, const float4 *in, int64_t n4) {
+  float s = 0.f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 x = in[i];
+    s += x.x + x.y + x.z + x.w;
+  }
+  if (s == 12345.f)
+    *out = s;
+}
+
+void ceilings() {
+  const int64_t n = kRows * kDim / 2; // floats: 32 MiB
+  const int64_t n4 = n / 4;
+  Buf<float> a0(n, 301), a1(n, 302), b0(n, 303), b1(n, 304), c0(n, 305),
+      c1(n, 306), sink(1, 307);
+  for (int blocks : {1056, 2112, 4224}) {
+    double ms = graphMs(10, [&](int k, cudaStream_t s) {
+      copyKernel<<<blocks, 256, 0, s>>>(
+          reinterpret_cast<float4 *>(k % 2 ? c1.p : c0.p),
+          reinterpret_cast<const float4 *>(k % 2 ? a1.p : a0.p), n4);
+      CHECK_CUDA(cudaGetLastError());
+    });
+    report("  ceiling copy 32 MiB, " + std::to_string(blocks) + " blocks", ms,
+           2.0 * n * 4, 0);
+  }
+  double ms = graphMs(10, [&](int k, cudaStream_t s) {
+    read2Write1Kernel<<<2112, 256, 0, s>>>(
+        reinterpret_cast<float4 *>(k % 2 ? c1.p : c0.p),
+        reinterpret_cast<const float4 *>(k % 2 ? a1.p : a0.p),
+        reinterpret_cast<const float4 *>(k % 2 ? b1.p : b0.p), n4);
+    CHECK_CUDA(cudaGetLastError());
+  });
+  report("  ceiling read 2 x 32 MiB + write 32 MiB", ms, 3.0 * n * 4, 0);
+  ms = graphMs(10, [&](int k, cudaStream_t s) {
+    readKernel<<<2112, 256, 0, s>>>(
+        sink.p, reinterpret_cast<const float4 *>(k % 2 ? a1.p : a0.p), n4);
+    CHECK_CUDA(cudaGetLastError());
+  });
+  report("  ceiling read 32 MiB", ms, 1.0 * n * 4, 0);
+}
+
+/// The cached forward with `threadsPerRow` threads of kPacks packs per row,
+/// teams of them in blocks of `blockThreads`; `pdl`: launched as the
+/// launcher does (programmatic dependent launch), else plainly.
+template <int kPacks, int kRowsPerTeam>
+void fwdVariant(int threadsPerRow, int blockThreads, bool pdl = true) {
   const int64_t n = kRows * kDim;
   Buf<bf16> x0(n, 11, -2.f, 2.f), x1(n, 12, -2.f, 2.f), y0(n, 13), y1(n, 14),
       w(kDim, 15, 0.5f, 1.5f);
+  const int teams = blockThreads / threadsPerRow;
+  const int64_t blocks = kRows / (int64_t(teams) * kRowsPerTeam);
+  const size_t shared = rmsnorm::fwdCachedSharedBytes(teams, kRowsPerTeam);
+  auto kernel = rmsnorm::rmsNormFwdCachedKernel<bf16, kPacks, kRowsPerTeam>;
   const double ms = graphMs(10, [&](int k, cudaStream_t s) {
-    rmsnorm::rmsNormFwdCachedKernel<bf16, 1, kRowsPerIter>
-        <<<unsigned(kRows / kRowsPerIter), 256, 0, s>>>(
-            k % 2 ? y1.p : y0.p, nullptr, k % 2 ? x1.p : x0.p, w.p, kRows, kDim,
-            kEps);
+    bf16 *y = k % 2 ? y1.p : y0.p;
+    const bf16 *x = k % 2 ? x1.p : x0.p;
+    if (pdl)
+      CHECK_CUDA(launchDependent(kernel, dim3(unsigned(blocks)),
+                                 dim3(blockThreads), shared, s, y, nullptr, x,
+                                 w.p, kRows, kDim, kEps, threadsPerRow));
+    else
+      kernel<<<unsigned(blocks), blockThreads, shared, s>>>(
+          y, nullptr, x, w.p, kRows, kDim, kEps, threadsPerRow);
     CHECK_CUDA(cudaGetLastError());
   });
-  report("  variant fwd rows/block " + std::to_string(kRowsPerIter), ms,
-         2.0 * n * 2, 0);
+  report("  fwd " + std::to_string(threadsPerRow) + " thr x " +
+             std::to_string(kPacks) + " packs/row, " +
+             std::to_string(kRowsPerTeam) + " rows/team, block " +
+             std::to_string(blockThreads) + (pdl ? "" : ", no PDL"),
+         ms, 2.0 * n * 2, 0);
 }
 
-template <int kRowsPerIter>
-void bwdVariant(int64_t maxBlocks, bool withAddend) {
+template <int kPacks, int kRowsPerTeam>
+void bwdVariant(int threadsPerRow, int blockThreads, int64_t maxBlocks,
+                bool withAddend) {
   const int64_t n = kRows * kDim;
   Buf<bf16> x0(n, 21, -2.f, 2.f), x1(n, 22, -2.f, 2.f), g0(n, 23), g1(n, 24),
       a0(n, 25), a1(n, 26), d0(n, 27), d1(n, 28), w(kDim, 29, 0.5f, 1.5f);
@@ -348,33 +422,49 @@ void bwdVariant(int64_t maxBlocks, bool withAddend) {
   Buf<float> partial(maxBlocks * kDim, 31);
   const int64_t rowsPerBlock = (kRows + maxBlocks - 1) / maxBlocks;
   const int64_t blocks = (kRows + rowsPerBlock - 1) / rowsPerBlock;
+  const int teams = blockThreads / threadsPerRow;
+  const size_t shared =
+      rmsnorm::bwdCachedSharedBytes(teams, kRowsPerTeam, kDim);
+  auto rowsKernel =
+      withAddend
+          ? rmsnorm::rmsNormBwdCachedKernel<bf16, kPacks, kRowsPerTeam, true>
+          : rmsnorm::rmsNormBwdCachedKernel<bf16, kPacks, kRowsPerTeam, false>;
   const double ms = graphMs(10, [&](int k, cudaStream_t s) {
     const bool odd = k % 2;
-    if (withAddend)
-      rmsnorm::rmsNormBwdCachedKernel<bf16, 1, kRowsPerIter, true>
-          <<<unsigned(blocks), 256, 0, s>>>(
-              odd ? d1.p : d0.p, partial.p, odd ? g1.p : g0.p,
-              odd ? x1.p : x0.p, w.p, odd ? a1.p : a0.p, kRows, kDim,
-              rowsPerBlock, kEps);
-    else
-      rmsnorm::rmsNormBwdCachedKernel<bf16, 1, kRowsPerIter, false>
-          <<<unsigned(blocks), 256, 0, s>>>(
-              odd ? d1.p : d0.p, partial.p, odd ? g1.p : g0.p,
-              odd ? x1.p : x0.p, w.p, nullptr, kRows, kDim, rowsPerBlock, kEps);
-    CHECK_CUDA(cudaGetLastError());
-    rmsnorm::rmsNormBwdColumnsKernel<float>
-        <<<unsigned(kDim / rmsnorm::kColumnTile),
-           rmsnorm::kColumnTile * rmsnorm::kColumnSlices, 0, s>>>(
-            dw.p, partial.p, blocks, kDim);
-    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(launchDependent(rowsKernel, dim3(unsigned(blocks)),
+                               dim3(blockThreads), shared, s, odd ? d1.p : d0.p,
+                               partial.p, odd ? g1.p : g0.p, odd ? x1.p : x0.p,
+                               w.p, withAddend ? (odd ? a1.p : a0.p) : nullptr,
+                               kRows, kDim, rowsPerBlock, kEps, threadsPerRow));
+    CHECK_CUDA(
+        launchDependent(rmsnorm::rmsNormBwdColumnsKernel<float>,
+                        dim3(unsigned(kDim / rmsnorm::kColumnTile)),
+                        dim3(rmsnorm::kColumnTile * rmsnorm::kColumnSlices), 0,
+                        s, dw.p, partial.p, blocks, kDim));
   });
-  report("  variant bwd" + std::string(withAddend ? "_add" : "") + " blocks " +
-             std::to_string(blocks) + " rows/iter " +
-             std::to_string(kRowsPerIter),
+  report("  bwd" + std::string(withAddend ? "_add " : " ") +
+             std::to_string(threadsPerRow) + " thr x " +
+             std::to_string(kPacks) + " packs/row, " +
+             std::to_string(kRowsPerTeam) + " rows/team, block " +
+             std::to_string(blockThreads) + ", " + std::to_string(blocks) +
+             " blocks",
          ms, (withAddend ? 4.0 : 3.0) * n * 2, 0);
 }
 
-template <int kUnitsPerThread> void ropeVariant(int64_t heads, int sets) {
+void columnsAlone() {
+  Buf<float> dw(kDim, 32), p0(512 * kDim, 33), p1(512 * kDim, 34);
+  const double ms = graphMs(10, [&](int k, cudaStream_t s) {
+    CHECK_CUDA(
+        launchDependent(rmsnorm::rmsNormBwdColumnsKernel<float>,
+                        dim3(unsigned(kDim / rmsnorm::kColumnTile)),
+                        dim3(rmsnorm::kColumnTile * rmsnorm::kColumnSlices), 0,
+                        s, dw.p, k % 2 ? p1.p : p0.p, int64_t(512), kDim));
+  });
+  report("  bwd dw columns alone, 512 partial rows", ms, 512.0 * kDim * 4, 0);
+}
+
+template <int kUnitsPerThread, int kBlockThreads>
+void ropeVariant(int64_t heads, int sets, bool pdl = true) {
   const int64_t n = kBatch * kSeq * heads * kHeadDim;
   std::vector<std::unique_ptr<Buf<bf16>>> in, out;
   for (int k = 0; k < sets; ++k) {
@@ -383,64 +473,108 @@ template <int kUnitsPerThread> void ropeVariant(int64_t heads, int sets) {
   }
   const rope::Geometry g =
       rope::makeGeometry(kBatch, kSeq, heads, kHeadDim, 0, kTheta, false, 8,
-                         int64_t(rope::kThreads) * kUnitsPerThread);
+                         int64_t(kBlockThreads) * kUnitsPerThread);
   rope::InvFreqs freqs{};
   for (int i = 0; i < kHeadDim / 2; ++i)
     freqs.v[i] = std::pow(kTheta, -double(2 * i) / double(kHeadDim));
+  auto kernel = rope::ropeKernel<bf16, 8, kUnitsPerThread, kBlockThreads>;
   const double ms = graphMs(2 * sets, [&](int k, cudaStream_t s) {
-    rope::ropeKernel<bf16, 8, kUnitsPerThread>
-        <<<unsigned(g.blocks), rope::kThreads, rope::tableBytes(g), s>>>(
-            out[k % sets]->p, in[k % sets]->p, g, freqs);
+    if (pdl)
+      CHECK_CUDA(launchDependent(kernel, dim3(unsigned(g.blocks)),
+                                 dim3(kBlockThreads), rope::tableBytes(g), s,
+                                 out[k % sets]->p, in[k % sets]->p, g, freqs));
+    else
+      kernel<<<unsigned(g.blocks), kBlockThreads, rope::tableBytes(g), s>>>(
+          out[k % sets]->p, in[k % sets]->p, g, freqs);
     CHECK_CUDA(cudaGetLastError());
   });
-  report("  variant rope heads " + std::to_string(heads) + " units/thread " +
-             std::to_string(kUnitsPerThread) + " (" + std::to_string(g.blocks) +
-             " blocks)",
+  report("  rope heads " + std::to_string(heads) + ", " +
+             std::to_string(kUnitsPerThread) + " units x " +
+             std::to_string(kBlockThreads) + " thr (" +
+             std::to_string(g.blocks) + " blocks)" + (pdl ? "" : ", no PDL"),
          ms, 2.0 * n * 2, 0);
 }
 
-void sumSquaresVariant(Gradients &g, int blocksBig) {
-  // The gradients of 2^22 elements and more with a fixed block count.
+/// The 201 gradients with `blocksFor(n)` blocks each, launched plainly or
+/// with programmatic dependent launch.
+void sumSquaresVariant(Gradients &g, const std::string &name, bool pdl,
+                       const std::function<int(int64_t)> &blocksFor) {
   double bytes = 0;
-  std::vector<int> members;
-  for (size_t k = 0; k < g.sizes.size(); ++k)
-    if (g.sizes[k] >= (int64_t(1) << 22)) {
-      members.push_back(int(k));
-      bytes += 4.0 * g.sizes[k];
-    }
-  const double ms = graphMs(int(members.size()), [&](int k, cudaStream_t s) {
-    const int t = members[k];
-    sumSquaresKernel<true><<<blocksBig, kReduceThreads, 0, s>>>(
-        g.out.p + t, reinterpret_cast<double *>(g.scratch->p), g.tensor(t),
-        g.sizes[t]);
+  for (int64_t n : g.sizes)
+    bytes += 4.0 * n;
+  const double ms = graphMs(int(g.sizes.size()), [&](int k, cudaStream_t s) {
+    const int blocks = blocksFor(g.sizes[k]);
+    double *partials = reinterpret_cast<double *>(g.scratch->p);
+    if (pdl)
+      CHECK_CUDA(launchDependent(sumSquaresKernel<true>, dim3(blocks),
+                                 dim3(kReduceThreads), 0, s, g.out.p + k,
+                                 partials, g.tensor(k), g.sizes[k]));
+    else
+      sumSquaresKernel<true><<<blocks, kReduceThreads, 0, s>>>(
+          g.out.p + k, partials, g.tensor(k), g.sizes[k]);
     CHECK_CUDA(cudaGetLastError());
   });
-  report("  variant sum_squares n >= 2^22, " + std::to_string(blocksBig) +
-             " blocks (all " + std::to_string(members.size()) + ")",
-         ms * members.size(), bytes, 0);
+  report("  sum_squares all 201, " + name, ms * g.sizes.size(), bytes, 0);
 }
 
 void variants(Gradients &g) {
-  std::printf("\nVariants (direct kernel launches):\n");
-  fwdVariant<1>();
-  fwdVariant<2>();
-  fwdVariant<4>();
-  fwdVariant<8>();
-  for (int64_t maxBlocks : {256, 512, 1024}) {
-    bwdVariant<2>(maxBlocks, false);
-    bwdVariant<4>(maxBlocks, false);
-    bwdVariant<8>(maxBlocks, false);
+  std::printf("\nCeilings and variants (direct kernel launches):\n");
+  ceilings();
+  // Forward: the row layouts (threads x packs), block sizes, rows per team.
+  fwdVariant<1, 1>(256, 256);
+  fwdVariant<1, 1>(256, 256, false);
+  fwdVariant<1, 2>(256, 256);
+  fwdVariant<1, 1>(256, 512);
+  fwdVariant<2, 1>(128, 128);
+  fwdVariant<2, 1>(128, 256);
+  fwdVariant<2, 1>(128, 512);
+  fwdVariant<2, 2>(128, 256);
+  fwdVariant<4, 1>(64, 64);
+  fwdVariant<4, 1>(64, 256);
+  fwdVariant<4, 1>(64, 512);
+  fwdVariant<8, 1>(32, 256);
+  // Backward: the same layouts, block sizes and block counts.
+  for (int64_t maxBlocks : {256, 512}) {
+    for (int blockThreads : {256, 512}) {
+      bwdVariant<1, 2>(256, blockThreads, maxBlocks, false);
+      bwdVariant<1, 1>(256, blockThreads, maxBlocks, false);
+      bwdVariant<2, 1>(128, blockThreads, maxBlocks, false);
+      bwdVariant<2, 2>(128, blockThreads, maxBlocks, false);
+      bwdVariant<4, 1>(64, blockThreads, maxBlocks, false);
+    }
   }
-  bwdVariant<4>(512, true);
-  bwdVariant<8>(512, true);
-  ropeVariant<2>(kQHeads, 2);
-  ropeVariant<4>(kQHeads, 2);
-  ropeVariant<8>(kQHeads, 2);
-  ropeVariant<2>(kKvHeads, 12);
-  ropeVariant<4>(kKvHeads, 12);
-  ropeVariant<8>(kKvHeads, 12);
-  for (int blocks : {528, 1024, 2048, 4096})
-    sumSquaresVariant(g, blocks);
+  bwdVariant<1, 2>(256, 256, 512, true);
+  bwdVariant<1, 2>(256, 512, 512, true);
+  bwdVariant<2, 1>(128, 256, 512, true);
+  bwdVariant<2, 1>(128, 512, 512, true);
+  bwdVariant<2, 1>(128, 512, 256, true);
+  bwdVariant<4, 1>(64, 512, 512, true);
+  columnsAlone();
+  // Rope: units per thread and block sizes, query and key shapes.
+  for (int64_t heads : {kQHeads, kKvHeads}) {
+    const int sets = heads == kQHeads ? 2 : 12;
+    ropeVariant<1, 128>(heads, sets);
+    ropeVariant<2, 128>(heads, sets);
+    ropeVariant<2, 128>(heads, sets, false);
+    ropeVariant<4, 128>(heads, sets);
+    ropeVariant<1, 256>(heads, sets);
+    ropeVariant<2, 256>(heads, sets);
+    ropeVariant<2, 64>(heads, sets);
+    ropeVariant<4, 64>(heads, sets);
+  }
+  // sum_squares: programmatic dependent launch or not, block counts.
+  sumSquaresVariant(g, "launcher's blocks, no PDL", false, sumSquaresBlocks);
+  sumSquaresVariant(g, "launcher's blocks, PDL", true, sumSquaresBlocks);
+  for (int cap : {528, 2048})
+    sumSquaresVariant(g, "cap " + std::to_string(cap) + ", PDL", true,
+                      [cap](int64_t n) {
+                        const int64_t b = (n + 4095) / 4096;
+                        return int(b < 1 ? 1 : (b > cap ? cap : b));
+                      });
+  sumSquaresVariant(g, "8192 elements per block, PDL", true, [](int64_t n) {
+    const int64_t b = (n + 8191) / 8192;
+    return int(b < 1 ? 1 : (b > 1024 ? 1024 : b));
+  });
 }
 
 #endif // MLT_BENCH_OLD_API

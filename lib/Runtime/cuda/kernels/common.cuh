@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace mlt::cuda {
 
@@ -68,6 +69,38 @@ inline int rowBlockThreads(int64_t n, bool vec, int width) {
 }
 
 #ifdef __CUDACC__
+
+/// Programmatic dependent launch (sm_90): a kernel queued with
+/// launchDependent may start while the kernel before it on the stream
+/// finishes. It must call waitForPredecessors() before it touches global
+/// memory (it returns once every earlier kernel on the stream has completed
+/// and its writes are visible), so only the launch latency overlaps; and it
+/// may call allowDependents() to let the next such kernel start early.
+__device__ __forceinline__ void waitForPredecessors() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void allowDependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/// Queues kernel<<<grid, block, shared, stream>>>(args...) with programmatic
+/// stream serialization allowed (see waitForPredecessors).
+template <typename... Params, typename... Args>
+cudaError_t launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block,
+                            size_t shared, cudaStream_t stream,
+                            Args &&...args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 
 __device__ __forceinline__ int64_t globalThreadIndex() {
   return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

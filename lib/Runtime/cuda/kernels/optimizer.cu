@@ -30,11 +30,13 @@ rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
     return rt::errorf("sum_squares: no scratch memory for ", blocks,
                       " partial sums");
   if (isAligned16(x))
-    sumSquaresKernel<true>
-        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<true>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   else
-    sumSquaresKernel<false>
-        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<false>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares");
   return rt::Status::ok();
 }

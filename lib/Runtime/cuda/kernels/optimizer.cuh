@@ -98,6 +98,8 @@ __global__ void __launch_bounds__(kReduceThreads)
     sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
   const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
+  waitForPredecessors();
+  allowDependents();
   double sum = 0.0;
   int64_t scalarStart = 0;
   if constexpr (kVector) {

@@ -39,28 +39,21 @@ rt::Status checkShape(const char *kernel, int64_t rows, int64_t dim) {
   return rt::Status::ok();
 }
 
-/// Packs per thread of the cached kernels for rows of `dim` elements, `threads`
-/// threads per row: 1, 2 or 4, or 0 where the generic kernels run (no
-/// 16-byte path, or a row longer than kMaxCachedPacks packs per thread).
-int cachedPacks(int64_t dim, bool vec, int width, int threads) {
-  if (!vec)
-    return 0;
-  const int64_t perThread = (dim / width + threads - 1) / threads;
-  for (int k = 1; k <= kMaxCachedPacks; k *= 2)
-    if (perThread <= k)
-      return k;
-  return 0;
-}
-
+/// The cached forward: teams of layout.threads threads, kFwdBlockThreads
+/// threads per block.
 template <typename T, int kPacks>
 rt::Status forwardCached(T *y, float *rstd, const T *x, const T *weight,
-                         int64_t rows, int64_t dim, double eps, int threads,
-                         cudaStream_t stream) {
-  constexpr int kRows = kFwdRowPacks / kPacks > 1 ? kFwdRowPacks / kPacks : 1;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  rmsNormFwdCachedKernel<T, kPacks, kRows>
-      <<<unsigned(blocks), threads, 0, stream>>>(y, rstd, x, weight, rows, dim,
-                                                 eps);
+                         int64_t rows, int64_t dim, double eps,
+                         const RowLayout &layout, cudaStream_t stream) {
+  constexpr int kRows = rowsPerTeam(kFwdRowPacks, kPacks);
+  const int teams = teamsPerBlock(layout, kFwdBlockThreads);
+  const int64_t rowsPerBlock = int64_t(teams) * kRows;
+  const int64_t blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
+  MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+      rmsNormFwdCachedKernel<T, kPacks, kRows>, dim3(unsigned(blocks)),
+      dim3(unsigned(teams * layout.threads)),
+      fwdCachedSharedBytes(teams, kRows), stream, y, rstd, x, weight, rows, dim,
+      eps, layout.threads));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
   return rt::Status::ok();
 }
@@ -74,46 +67,61 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   constexpr int W = Pack<T>::kWidth;
   const bool vec =
       dim % W == 0 && isAligned16(x) && isAligned16(y) && isAligned16(weight);
-  const int threads = rowBlockThreads(dim, vec, W);
-  switch (cachedPacks(dim, vec, W, threads)) {
+  const RowLayout layout = cachedLayout(dim, vec, W, kPreferredPacks);
+  switch (layout.packs) {
   case 1:
-    return forwardCached<T, 1>(y, rstd, x, weight, rows, dim, eps, threads,
+    return forwardCached<T, 1>(y, rstd, x, weight, rows, dim, eps, layout,
                                stream);
   case 2:
-    return forwardCached<T, 2>(y, rstd, x, weight, rows, dim, eps, threads,
+    return forwardCached<T, 2>(y, rstd, x, weight, rows, dim, eps, layout,
                                stream);
   case 4:
-    return forwardCached<T, 4>(y, rstd, x, weight, rows, dim, eps, threads,
+    return forwardCached<T, 4>(y, rstd, x, weight, rows, dim, eps, layout,
                                stream);
   default:
     break;
   }
+  const int threads = rowBlockThreads(dim, vec, W);
   if (vec)
-    rmsNormFwdKernel<T, true>
-        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormFwdKernel<T, true>, dim3(unsigned(rows)), dim3(threads), 0,
+        stream, y, rstd, x, weight, dim, eps));
   else
-    rmsNormFwdKernel<T, false>
-        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormFwdKernel<T, false>, dim3(unsigned(rows)), dim3(threads), 0,
+        stream, y, rstd, x, weight, dim, eps));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
   return rt::Status::ok();
+}
+
+/// The teams per block of the cached backward: kBwdBlockThreads threads, as
+/// many as leave room to combine their dw sums in 48 KiB of shared memory.
+int bwdTeams(const RowLayout &layout, int rowsPerTeam, int64_t dim) {
+  int teams = teamsPerBlock(layout, kBwdBlockThreads);
+  while (teams > 1 && bwdCachedSharedBytes(teams, rowsPerTeam, dim) > 48 * 1024)
+    --teams;
+  return teams;
 }
 
 template <typename T, int kPacks>
 rt::Status backwardCached(T *dx, float *partial, const T *dy, const T *x,
                           const T *weight, const T *addend, int64_t rows,
                           int64_t dim, double eps, const BwdSplit &split,
-                          int threads, cudaStream_t stream) {
-  constexpr int kRows = kBwdRowPacks / kPacks > 1 ? kBwdRowPacks / kPacks : 1;
+                          const RowLayout &layout, cudaStream_t stream) {
+  constexpr int kRows = rowsPerTeam(kBwdRowPacks, kPacks);
+  const int teams = bwdTeams(layout, kRows, dim);
+  const dim3 grid(unsigned(split.blocks)), block(teams * layout.threads);
+  const size_t shared = bwdCachedSharedBytes(teams, kRows, dim);
   if (addend)
-    rmsNormBwdCachedKernel<T, kPacks, kRows, true>
-        <<<unsigned(split.blocks), threads, 0, stream>>>(
-            dx, partial, dy, x, weight, addend, rows, dim, split.rowsPerBlock,
-            eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormBwdCachedKernel<T, kPacks, kRows, true>, grid, block, shared,
+        stream, dx, partial, dy, x, weight, addend, rows, dim,
+        split.rowsPerBlock, eps, layout.threads));
   else
-    rmsNormBwdCachedKernel<T, kPacks, kRows, false>
-        <<<unsigned(split.blocks), threads, 0, stream>>>(
-            dx, partial, dy, x, weight, nullptr, rows, dim, split.rowsPerBlock,
-            eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormBwdCachedKernel<T, kPacks, kRows, false>, grid, block, shared,
+        stream, dx, partial, dy, x, weight, addend, rows, dim,
+        split.rowsPerBlock, eps, layout.threads));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
   return rt::Status::ok();
 }
@@ -142,42 +150,43 @@ rt::Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
   const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(dy) &&
                    isAligned16(dx) && isAligned16(weight) &&
                    (!addend || isAligned16(addend));
-  const int threads = rowBlockThreads(dim, vec, W);
-  const int packs = cachedPacks(dim, vec, W, threads);
-  if (packs == 1) {
+  const RowLayout layout = cachedLayout(dim, vec, W, kPreferredPacks);
+  if (layout.packs == 1) {
     MLT_RETURN_IF_ERROR(
         (backwardCached<T, 1>(dx, partial, dy, x, weight, addend, rows, dim,
-                              eps, split, threads, stream)));
-  } else if (packs == 2) {
+                              eps, split, layout, stream)));
+  } else if (layout.packs == 2) {
     MLT_RETURN_IF_ERROR(
         (backwardCached<T, 2>(dx, partial, dy, x, weight, addend, rows, dim,
-                              eps, split, threads, stream)));
-  } else if (packs == 4) {
+                              eps, split, layout, stream)));
+  } else if (layout.packs == 4) {
     MLT_RETURN_IF_ERROR(
         (backwardCached<T, 4>(dx, partial, dy, x, weight, addend, rows, dim,
-                              eps, split, threads, stream)));
+                              eps, split, layout, stream)));
   } else {
     // The per-block dw accumulator lives in shared memory when it fits the
     // default 48 KiB (no opt-in needed), else in the block's partial row.
+    const int threads = rowBlockThreads(dim, vec, W);
     const size_t accBytes = size_t(dim) * sizeof(float);
     const bool accInShared = accBytes <= 48 * 1024;
     const size_t shared = accInShared ? accBytes : 0;
     if (vec)
-      rmsNormBwdRowsKernel<T, true>
-          <<<unsigned(split.blocks), threads, shared, stream>>>(
-              dx, partial, dy, x, weight, addend, rows, dim, split.rowsPerBlock,
-              eps, accInShared);
+      MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+          rmsNormBwdRowsKernel<T, true>, dim3(unsigned(split.blocks)),
+          dim3(threads), shared, stream, dx, partial, dy, x, weight, addend,
+          rows, dim, split.rowsPerBlock, eps, accInShared));
     else
-      rmsNormBwdRowsKernel<T, false>
-          <<<unsigned(split.blocks), threads, shared, stream>>>(
-              dx, partial, dy, x, weight, addend, rows, dim, split.rowsPerBlock,
-              eps, accInShared);
+      MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+          rmsNormBwdRowsKernel<T, false>, dim3(unsigned(split.blocks)),
+          dim3(threads), shared, stream, dx, partial, dy, x, weight, addend,
+          rows, dim, split.rowsPerBlock, eps, accInShared));
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
   }
   const int64_t columnBlocks = (dim + kColumnTile - 1) / kColumnTile;
-  rmsNormBwdColumnsKernel<float>
-      <<<unsigned(columnBlocks), kColumnTile * kColumnSlices, 0, stream>>>(
-          dw, partial, split.blocks, dim);
+  MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+      rmsNormBwdColumnsKernel<float>, dim3(unsigned(columnBlocks)),
+      dim3(kColumnTile * kColumnSlices), 0, stream, dw, partial, split.blocks,
+      dim));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (dw)");
   return rt::Status::ok();
 }

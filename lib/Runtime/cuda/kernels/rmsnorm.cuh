@@ -56,16 +56,65 @@ namespace mlt::cuda::rmsnorm {
 /// The backward splits the rows into at most this many chunks (blocks): each
 /// block writes one partial dw row, so fewer blocks move fewer partial bytes.
 inline constexpr int64_t kMaxBwdBlocks = 512;
-/// The cached kernels hold at most this many packs of a row per thread.
+/// The cached kernels hold at most this many packs of a row per thread, in
+/// blocks of at most kMaxBlockThreads threads made of at most kMaxTeams
+/// teams.
 inline constexpr int kMaxCachedPacks = 4;
-/// Rows the cached kernels keep in flight per thread, in packs: kRows =
-/// max(1, kCachedRowPacks / kPacks).
-inline constexpr int kFwdRowPacks = 4;
-inline constexpr int kBwdRowPacks = 4;
+inline constexpr int kMaxBlockThreads = 512;
+inline constexpr int kMaxTeams = 8;
+/// The layout the launchers choose: packs per thread aimed at, threads per
+/// block, and rows a team holds at once, in packs per thread (a team holds
+/// max(1, k*RowPacks / kPacks) rows).
+inline constexpr int kPreferredPacks = 2;
+inline constexpr int kFwdBlockThreads = 256;
+inline constexpr int kBwdBlockThreads = 512;
+inline constexpr int kFwdRowPacks = 1;
+inline constexpr int kBwdRowPacks = 2;
+constexpr int rowsPerTeam(int rowPacks, int packs) {
+  return rowPacks / packs > 1 ? rowPacks / packs : 1;
+}
 /// The column reduction: blocks of 32 columns x kColumnSlices runs of the
 /// partial rows.
 inline constexpr int kColumnTile = 32;
 inline constexpr int kColumnSlices = 32;
+
+/// The row layout of the cached kernels: a row is spread over a team of
+/// `threads` threads (whole warps, consecutive in the block), `packs` packs
+/// per thread; packs == 0 where the generic kernels run.
+struct RowLayout {
+  int packs = 0;
+  int threads = 0;
+};
+
+/// The layout for rows of `dim` elements (16-byte packs of `width` when
+/// `vec`): ceil(dim / width / preferredPacks) threads rounded up to whole
+/// warps (between 32 and kMaxBlockThreads), then the fewest packs per thread
+/// (1, 2 or 4) that cover the row. A function of the shape only.
+inline RowLayout cachedLayout(int64_t dim, bool vec, int width,
+                              int preferredPacks) {
+  RowLayout layout;
+  if (!vec)
+    return layout;
+  const int64_t packs = dim / width;
+  int64_t threads = (packs + preferredPacks - 1) / preferredPacks;
+  threads = (threads + 31) / 32 * 32;
+  threads = threads < 32
+                ? 32
+                : (threads > kMaxBlockThreads ? kMaxBlockThreads : threads);
+  for (int k = 1; k <= kMaxCachedPacks; k *= 2)
+    if (k * threads >= packs) {
+      layout.packs = k;
+      layout.threads = int(threads);
+      return layout;
+    }
+  return layout;
+}
+
+/// Teams per block of at most `blockThreads` threads (at least one team).
+inline int teamsPerBlock(const RowLayout &layout, int blockThreads) {
+  const int teams = blockThreads / layout.threads;
+  return teams < 1 ? 1 : (teams > kMaxTeams ? kMaxTeams : teams);
+}
 
 #ifdef __CUDACC__
 
@@ -82,26 +131,43 @@ __device__ __forceinline__ float2 warpSum(float2 v) {
   return v;
 }
 
-/// The sums of v[0..N) over the block, returned to every thread, each in the
-/// same fixed order (warp butterfly, then the warps' sums by a second
-/// butterfly). `red` is N * 32 V of shared memory, reusable when it returns.
+/// A barrier of the `threads` threads of team `team`: the block's barrier
+/// when the team is the block, else named barrier 1 + team.
+__device__ __forceinline__ void teamSync(int team, int threads) {
+  if (threads == int(blockDim.x))
+    __syncthreads();
+  else
+    asm volatile("bar.sync %0, %1;" ::"r"(team + 1), "r"(threads) : "memory");
+}
+
+/// The sums of v[0..N) over a team (thread `tid` of `threads`), returned to
+/// each of its threads, each in the same fixed order (warp butterfly, then
+/// the warps' sums by a second butterfly). `red` is the team's N * 32 V of
+/// shared memory, reusable when it returns.
 template <typename V, int N>
-__device__ __forceinline__ void blockSums(V (&v)[N], V *red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+__device__ __forceinline__ void teamSums(V (&v)[N], V *red, int tid,
+                                         int threads, int team) {
+  const int lane = tid & 31, warp = tid >> 5;
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     v[r] = warpSum(v[r]);
     if (lane == 0)
       red[r * 32 + warp] = v[r];
   }
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
+  teamSync(team, threads);
+  const int warps = threads >> 5;
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     v[r] = lane < warps ? red[r * 32 + lane] : V{};
     v[r] = warpSum(v[r]);
   }
-  __syncthreads();
+  teamSync(team, threads);
+}
+
+/// teamSums over the whole block.
+template <typename V, int N>
+__device__ __forceinline__ void blockSums(V (&v)[N], V *red) {
+  teamSums(v, red, int(threadIdx.x), int(blockDim.x), 0);
 }
 
 __device__ __forceinline__ float rmsRstd(float sumSq, int64_t dim, double eps) {
@@ -120,29 +186,42 @@ __device__ __forceinline__ float bwdDx(float rs, float w, float g, float n,
 // Cached kernels (kVec, at most kMaxCachedPacks packs per thread)
 //===----------------------------------------------------------------------===//
 
-/// Rows [blockIdx.x * kRows, + kRows): y = weight * T(x * rstd).
+/// Dynamic shared memory of rmsNormFwdCachedKernel.
+inline size_t fwdCachedSharedBytes(int teams, int rowsPerTeam) {
+  return size_t(teams) * rowsPerTeam * 32 * sizeof(float);
+}
+
+/// Teams of `threadsPerRow` threads; team t of block b normalizes rows
+/// [(b * teams + t) * kRows, + kRows): y = weight * T(x * rstd). Dynamic
+/// shared memory: fwdCachedSharedBytes.
 template <typename T, int kPacks, int kRows>
-__global__ void rmsNormFwdCachedKernel(T *y, float *rstd, const T *x,
-                                       const T *weight, int64_t rows,
-                                       int64_t dim, double eps) {
-  __shared__ float red[kRows * 32];
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    rmsNormFwdCachedKernel(T *y, float *rstd, const T *x, const T *weight,
+                           int64_t rows, int64_t dim, double eps,
+                           int threadsPerRow) {
+  extern __shared__ float fwdRed[]; // [teams][kRows * 32]
   constexpr int W = Pack<T>::kWidth;
   const int64_t packs = dim / W;
-  const int64_t row0 = int64_t(blockIdx.x) * kRows;
+  const int team = int(threadIdx.x) / threadsPerRow;
+  const int tid = int(threadIdx.x) % threadsPerRow;
+  const int teams = int(blockDim.x) / threadsPerRow;
+  const int64_t row0 = (int64_t(blockIdx.x) * teams + team) * kRows;
   const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
   const Pack<T> *wp = reinterpret_cast<const Pack<T> *>(weight);
+  waitForPredecessors();
+  allowDependents();
   Pack<T> xv[kRows][kPacks], wv[kPacks];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
-      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      const int64_t i = tid + int64_t(k) * threadsPerRow;
       if (row0 + r < rows && i < packs)
         xv[r][k] = xp[(row0 + r) * packs + i];
     }
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const int64_t i = tid + int64_t(k) * threadsPerRow;
     if (i < packs)
       wv[k] = wp[i];
   }
@@ -152,7 +231,7 @@ __global__ void rmsNormFwdCachedKernel(T *y, float *rstd, const T *x,
     sumSq[r] = 0.f;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
-      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      const int64_t i = tid + int64_t(k) * threadsPerRow;
       if (row0 + r < rows && i < packs)
 #pragma unroll
         for (int e = 0; e < W; ++e) {
@@ -161,19 +240,19 @@ __global__ void rmsNormFwdCachedKernel(T *y, float *rstd, const T *x,
         }
     }
   }
-  blockSums(sumSq, red);
+  teamSums(sumSq, fwdRed + team * kRows * 32, tid, threadsPerRow, team);
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = row0 + r;
     if (row >= rows)
       break;
     const float rs = rmsRstd(sumSq[r], dim, eps);
-    if (rstd && threadIdx.x == 0)
+    if (rstd && tid == 0)
       rstd[row] = rs;
     Pack<T> *yp = reinterpret_cast<Pack<T> *>(y + row * dim);
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
-      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      const int64_t i = tid + int64_t(k) * threadsPerRow;
       if (i < packs) {
         float out[W];
 #pragma unroll
@@ -187,45 +266,62 @@ __global__ void rmsNormFwdCachedKernel(T *y, float *rstd, const T *x,
   }
 }
 
-/// Rows [blockIdx.x * rowsPerBlock, + rowsPerBlock), kRows at a time: dx of
-/// each row and the chunk's partial dw into partial[blockIdx.x, :]. With
-/// kAdd, dx += addend (which may alias dy or dx).
+/// Dynamic shared memory of rmsNormBwdCachedKernel: the teams' reduction
+/// slots, then (teams - 1) dw rows to combine the teams' sums.
+inline size_t bwdCachedSharedBytes(int teams, int rowsPerTeam, int64_t dim) {
+  return size_t(teams) * rowsPerTeam * 32 * sizeof(float2) +
+         size_t(teams - 1) * size_t(dim) * sizeof(float);
+}
+
+/// Block b handles rows [b * rowsPerBlock, + rowsPerBlock): team t of its
+/// teams (of `threadsPerRow` threads) the groups of kRows rows from rBegin +
+/// t * kRows, every teams * kRows rows, each thread accumulating dy * n of
+/// its columns in registers over its rows in order; then the teams' sums are
+/// added in team order and written to partial[b, :]. dx of each row is
+/// written as it is computed; with kAdd, dx += addend (which may alias dy or
+/// dx). Dynamic shared memory: bwdCachedSharedBytes.
 template <typename T, int kPacks, int kRows, bool kAdd>
-__global__ void
-rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
-                       const T *weight, const T *addend, int64_t rows,
-                       int64_t dim, int64_t rowsPerBlock, double eps) {
-  __shared__ float2 red[kRows * 32];
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
+                           const T *weight, const T *addend, int64_t rows,
+                           int64_t dim, int64_t rowsPerBlock, double eps,
+                           int threadsPerRow) {
+  extern __shared__ float2 bwdShared[];
   constexpr int W = Pack<T>::kWidth;
   const int64_t packs = dim / W;
+  const int team = int(threadIdx.x) / threadsPerRow;
+  const int tid = int(threadIdx.x) % threadsPerRow;
+  const int teams = int(blockDim.x) / threadsPerRow;
+  float2 *red = bwdShared + team * kRows * 32;
+  float *combine = reinterpret_cast<float *>(bwdShared + teams * kRows * 32);
   const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(x);
   const Pack<T> *gp = reinterpret_cast<const Pack<T> *>(dy);
   const Pack<T> *ap = reinterpret_cast<const Pack<T> *>(addend);
   const Pack<T> *wp = reinterpret_cast<const Pack<T> *>(weight);
   Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dx);
-  float w[kPacks][W], acc[kPacks][W];
+  waitForPredecessors();
+  allowDependents();
+  Pack<T> wv[kPacks];
+  float acc[kPacks][W];
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-    Pack<T> wv{};
-    if (i < packs)
-      wv = wp[i];
+    const int64_t i = tid + int64_t(k) * threadsPerRow;
+    wv[k] = i < packs ? wp[i] : Pack<T>{};
 #pragma unroll
-    for (int e = 0; e < W; ++e) {
-      w[k][e] = toCompute(wv.v[e]);
+    for (int e = 0; e < W; ++e)
       acc[k][e] = 0.f;
-    }
   }
   const int64_t rBegin = int64_t(blockIdx.x) * rowsPerBlock;
   const int64_t rEnd = min(rows, rBegin + rowsPerBlock);
-  for (int64_t r0 = rBegin; r0 < rEnd; r0 += kRows) {
+  for (int64_t r0 = rBegin + int64_t(team) * kRows; r0 < rEnd;
+       r0 += int64_t(teams) * kRows) {
     Pack<T> xv[kRows][kPacks], gv[kRows][kPacks],
         av[kAdd ? kRows : 1][kAdd ? kPacks : 1];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
-        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        const int64_t i = tid + int64_t(k) * threadsPerRow;
         if (r0 + r < rEnd && i < packs) {
           const int64_t at = (r0 + r) * packs + i;
           xv[r][k] = xp[at];
@@ -240,18 +336,18 @@ rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
       stats[r] = make_float2(0.f, 0.f);
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
-        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        const int64_t i = tid + int64_t(k) * threadsPerRow;
         if (r0 + r < rEnd && i < packs)
 #pragma unroll
           for (int e = 0; e < W; ++e) {
             const float xe = toCompute(xv[r][k].v[e]);
             stats[r].x = fmaf(xe, xe, stats[r].x);
-            stats[r].y =
-                fmaf(w[k][e] * toCompute(gv[r][k].v[e]), xe, stats[r].y);
+            stats[r].y = fmaf(toCompute(wv[k].v[e]) * toCompute(gv[r][k].v[e]),
+                              xe, stats[r].y);
           }
       }
     }
-    blockSums(stats, red);
+    teamSums(stats, red, tid, threadsPerRow, team);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (r0 + r >= rEnd)
@@ -260,14 +356,14 @@ rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
       const float meanDot = rs * stats[r].y / float(dim);
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
-        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        const int64_t i = tid + int64_t(k) * threadsPerRow;
         if (i < packs) {
           float out[W];
 #pragma unroll
           for (int e = 0; e < W; ++e) {
             const float n = toCompute(xv[r][k].v[e]) * rs;
             const float g = toCompute(gv[r][k].v[e]);
-            out[e] = bwdDx(rs, w[k][e], g, n, meanDot);
+            out[e] = bwdDx(rs, toCompute(wv[k].v[e]), g, n, meanDot);
             if constexpr (kAdd)
               out[e] = rnAdd(out[e], toCompute(av[r][k].v[e]));
             acc[k][e] = fmaf(g, n, acc[k][e]);
@@ -277,11 +373,49 @@ rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
       }
     }
   }
-  // The block's dw sums: W floats (16 or 32 bytes) per pack.
+  // The teams' sums, added in team order; W floats (16 or 32 bytes) per
+  // pack.
+  if (teams > 1) {
+    __syncthreads();
+    if (team > 0) {
+      float4 *mine = reinterpret_cast<float4 *>(combine + (team - 1) * dim);
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+        const int64_t i = tid + int64_t(k) * threadsPerRow;
+        if (i < packs)
+#pragma unroll
+          for (int q = 0; q < W / 4; ++q)
+            mine[i * (W / 4) + q] =
+                make_float4(acc[k][4 * q], acc[k][4 * q + 1], acc[k][4 * q + 2],
+                            acc[k][4 * q + 3]);
+      }
+    }
+    __syncthreads();
+    if (team == 0)
+      for (int t = 1; t < teams; ++t) {
+        const float4 *theirs =
+            reinterpret_cast<const float4 *>(combine + (t - 1) * dim);
+#pragma unroll
+        for (int k = 0; k < kPacks; ++k) {
+          const int64_t i = tid + int64_t(k) * threadsPerRow;
+          if (i < packs)
+#pragma unroll
+            for (int q = 0; q < W / 4; ++q) {
+              const float4 v = theirs[i * (W / 4) + q];
+              acc[k][4 * q] += v.x;
+              acc[k][4 * q + 1] += v.y;
+              acc[k][4 * q + 2] += v.z;
+              acc[k][4 * q + 3] += v.w;
+            }
+        }
+      }
+  }
+  if (team != 0)
+    return;
   float4 *out = reinterpret_cast<float4 *>(partial + int64_t(blockIdx.x) * dim);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const int64_t i = tid + int64_t(k) * threadsPerRow;
     if (i < packs)
 #pragma unroll
       for (int q = 0; q < W / 4; ++q)
@@ -304,6 +438,8 @@ __global__ void rmsNormFwdKernel(T *y, float *rstd, const T *x, const T *weight,
   const int64_t row = blockIdx.x;
   const T *xr = x + row * dim;
   T *yr = y + row * dim;
+  waitForPredecessors();
+  allowDependents();
   float sumSq[1] = {0.f};
   if constexpr (kVec) {
     const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(xr);
@@ -363,6 +499,8 @@ __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
   constexpr int W = Pack<T>::kWidth;
   float *outRow = partial + int64_t(blockIdx.x) * dim;
   float *acc = accInShared ? sharedAcc : outRow;
+  waitForPredecessors();
+  allowDependents();
   // Each thread zeroes, accumulates and writes back only its own columns.
   if constexpr (kVec) {
     for (int64_t i = threadIdx.x; i < dim / W; i += blockDim.x)
@@ -472,6 +610,8 @@ __global__ void __launch_bounds__(kColumnTile *kColumnSlices)
   const int64_t perRun = (blocks + kColumnSlices - 1) / kColumnSlices;
   const int64_t bBegin = min(blocks, s * perRun);
   const int64_t bEnd = min(blocks, bBegin + perRun);
+  waitForPredecessors();
+  allowDependents();
   double sum = 0.0;
   if (j < dim) {
     int64_t b = bBegin;

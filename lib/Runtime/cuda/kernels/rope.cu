@@ -57,11 +57,13 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
       freqs.v[i] = std::pow(theta, -double(2 * i) / double(headDim));
   const size_t shared = tableBytes(g);
   if (vec)
-    ropeKernel<T, W, kUnits>
-        <<<unsigned(g.blocks), kThreads, shared, stream>>>(y, x, g, freqs);
+    MLT_CUDA_RETURN_IF_ERROR(
+        launchDependent(ropeKernel<T, W, kUnits>, dim3(unsigned(g.blocks)),
+                        dim3(kThreads), shared, stream, y, x, g, freqs));
   else
-    ropeKernel<T, 1, kUnits>
-        <<<unsigned(g.blocks), kThreads, shared, stream>>>(y, x, g, freqs);
+    MLT_CUDA_RETURN_IF_ERROR(
+        launchDependent(ropeKernel<T, 1, kUnits>, dim3(unsigned(g.blocks)),
+                        dim3(kThreads), shared, stream, y, x, g, freqs));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
   return rt::Status::ok();
 }

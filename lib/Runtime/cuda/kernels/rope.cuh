@@ -41,9 +41,9 @@
 
 namespace mlt::cuda::rope {
 
+/// Threads per block, and units a thread keeps in flight (two loads each).
 inline constexpr int kThreads = 128;
-/// Units a thread keeps in flight (two loads each).
-inline constexpr int kUnits = 4;
+inline constexpr int kUnits = 2;
 /// The largest half head dim whose inverse frequencies travel by value.
 inline constexpr int kMaxHalf = 256;
 
@@ -128,8 +128,8 @@ __device__ __forceinline__ Vec<T, kW> vecFromCompute(const float (&out)[kW]) {
   return v;
 }
 
-template <typename T, int kW, int kUnitsPerThread>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, int kW, int kUnitsPerThread, int kBlockThreads = kThreads>
+__global__ void __launch_bounds__(kBlockThreads)
     ropeKernel(T *y, const T *x, const Geometry g,
                const __grid_constant__ InvFreqs freqs) {
   extern __shared__ float trig[]; // cos[positions][half], sin[positions][half]
@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t rowElems = g.heads * g.headDim;
   float *cosv = trig, *sinv = trig + g.positions * half;
 
+  waitForPredecessors();
+  allowDependents();
   V lo[kUnitsPerThread], hi[kUnitsPerThread];
   int64_t offset[kUnitsPerThread];
   uint32_t trigAt[kUnitsPerThread];

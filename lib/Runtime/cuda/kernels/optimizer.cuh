@@ -13,15 +13,21 @@
 //   else single elements), then the block sums its threads' values in a
 //   fixed tree (warp shuffles, then the warps in order). With B == 1 the
 //   block writes float(sum) to the output. Otherwise it writes its double
-//   partial to partials[b] and takes a ticket from the arrival counter
-//   (after a fence); the block that arrives last sums partials[0..B) in a
-//   fixed tree (thread t the partials t + k * threads in order, then the
-//   block tree), writes float(sum) and sets the counter back to zero. Which
-//   block arrives last depends on timing, the order of the sums does not:
-//   the result is the same bits every run.
+//   partial to partials[b], and the partials are summed in a fixed tree
+//   (thread t the partials t + k * threads in order, then the block tree)
+//   and written as float(sum): with B <= kSumSquaresMaxLastBlock, by the
+//   block of this launch that arrives last at the arrival counter (each
+//   block takes a ticket after a fence; the last one reads the partials and
+//   sets the counter back to zero); with more blocks, by sumPartialsKernel
+//   (one block) launched after it, since that many arrivals on one counter
+//   cost more than a launch. Which block arrives last depends on timing, the
+//   order of the sums does not: the result is the same bits every run.
 // - The arrival counter (sumSquaresArrivals, one per device) is zero
 //   between launches: launches on one device must not overlap in time (the
 //   CUDA backend queues every launch on its one compute stream).
+// - Every kernel of the family that the launchers queue with
+//   launchDependent waits for its predecessors before it touches memory
+//   (common.cuh).
 // - globalNormKernel: one block; thread k loads part k of its batch (at most
 //   kGlobalNormBatch device pointers, passed by value), then thread 0 sums
 //   them in order in double, after the running sum of earlier batches
@@ -53,6 +59,8 @@ inline constexpr int kSumSquaresUnroll = 4;
 /// one unrolled round of loads per thread.
 inline constexpr int64_t kSumSquaresBlockElems =
     int64_t(kReduceThreads) * 4 * kSumSquaresUnroll;
+/// The most blocks whose partial sums the launch's last block combines.
+inline constexpr int kSumSquaresMaxLastBlock = 256;
 inline constexpr int kGlobalNormBatch = 256;
 
 /// The number of blocks of sum_squares for n elements (a function of n only).
@@ -93,9 +101,12 @@ __device__ __forceinline__ double addSquares(double sum, float4 v) {
   return fma(double(v.w), double(v.w), sum);
 }
 
+/// With `lastBlockCombines` false and more than one block, only the
+/// partials are written (sumPartialsKernel combines them).
 template <bool kVector>
 __global__ void __launch_bounds__(kReduceThreads)
-    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
+    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n,
+                     bool lastBlockCombines) {
   const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
   waitForPredecessors();
@@ -128,6 +139,11 @@ __global__ void __launch_bounds__(kReduceThreads)
       *out = float(sum);
     return;
   }
+  if (!lastBlockCombines) {
+    if (threadIdx.x == 0)
+      partials[blockIdx.x] = sum;
+    return;
+  }
   __shared__ bool last;
   if (threadIdx.x == 0) {
     partials[blockIdx.x] = sum;
@@ -146,6 +162,19 @@ __global__ void __launch_bounds__(kReduceThreads)
     *out = float(total);
     sumSquaresArrivals = 0;
   }
+}
+
+/// One block: *out = float(the fixed-tree sum of partials[0..count)).
+static __global__ void __launch_bounds__(kReduceThreads)
+    sumPartialsKernel(float *out, const double *partials, int count) {
+  waitForPredecessors();
+  allowDependents();
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < count; i += kReduceThreads)
+    sum += partials[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    *out = float(sum);
 }
 
 /// One batch of global_norm's parts.

@@ -55,7 +55,7 @@ namespace mlt::cuda::rmsnorm {
 
 /// The backward splits the rows into at most this many chunks (blocks): each
 /// block writes one partial dw row, so fewer blocks move fewer partial bytes.
-inline constexpr int64_t kMaxBwdBlocks = 512;
+inline constexpr int64_t kMaxBwdBlocks = 256;
 /// The cached kernels hold at most this many packs of a row per thread, in
 /// blocks of at most kMaxBlockThreads threads made of at most kMaxTeams
 /// teams.
@@ -67,9 +67,9 @@ inline constexpr int kMaxTeams = 8;
 /// max(1, k*RowPacks / kPacks) rows).
 inline constexpr int kPreferredPacks = 2;
 inline constexpr int kFwdBlockThreads = 256;
-inline constexpr int kBwdBlockThreads = 512;
+inline constexpr int kBwdBlockThreads = 256;
 inline constexpr int kFwdRowPacks = 1;
-inline constexpr int kBwdRowPacks = 2;
+inline constexpr int kBwdRowPacks = 4;
 constexpr int rowsPerTeam(int rowPacks, int packs) {
   return rowPacks / packs > 1 ? rowPacks / packs : 1;
 }

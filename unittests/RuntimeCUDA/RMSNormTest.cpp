@@ -312,11 +312,12 @@ __nv_bfloat16 *asBF16(uint16_t *p) {
 }
 
 // bf16 storage at dims that take each kernel: the cached kernels with 1, 2
-// and 4 packs per thread (2048, 8192, 16384 columns; 2056: a partly idle
-// last warp), the generic 16-byte kernel (20480), the scalar one (100, and
-// pointers one element past a 16-byte boundary), with rows that leave the
-// last group of rows of a block short (700, 1100 rows). Within bf16
-// rounding of the CPU float kernels, with and without an addend (aliasing
+// and 4 packs per thread (64 columns: 8 teams of one warp per block; 2048:
+// teams of 128 threads, as LLaMA's rows; 8192: one team of 512; 16384; 2056:
+// a partly idle last warp), the generic 16-byte kernel (20480), the scalar
+// one (100, and pointers one element past a 16-byte boundary), with rows
+// that leave the last group of rows of a block short (700, 1100 rows). Within
+// bf16 rounding of the CPU float kernels, with and without an addend (aliasing
 // dy), in place, and the same bits on a second run.
 TEST(CudaRMSNormTest, BF16PathsMatchCpu) {
   MLT_REQUIRE_CUDA();

@@ -6,43 +6,49 @@
 // Invariants:
 // - x, y, dy, dx, addend are [rows, dim] row-major; weight, dw are [dim]; T
 //   is the storage type (float or bf16), every computation is in f32.
-// - A block works on whole rows; blockDim.x is a multiple of 32 (at most
-//   512), chosen on the host from dim only (rowBlockThreads). Each thread
-//   owns the same columns in every row: with kVec, the 16-byte packs i =
-//   threadIdx.x + k * blockDim.x (kVec needs dim % Pack<T>::kWidth == 0 and
-//   16-byte aligned x, y, dy, dx, addend, weight, which the host checks);
-//   without, the columns j = threadIdx.x + k * blockDim.x.
-// - Two kernel shapes per pass, one chosen on the host from the shape only:
-//   the cached kernels (kVec rows of at most kMaxCachedPacks packs per
-//   thread) load kRows rows' packs into registers at once, reduce the rows'
-//   statistics together and write from the registers (one read of every
-//   input); the generic kernels loop over any row length and read the row
-//   twice. Both sum each thread's columns in increasing k (and element)
-//   order, so for a given shape the forward and the backward compute the same
-//   rstd bits.
+// - A row is spread over a team of threads (whole, consecutive warps) that
+//   owns the same columns in every row. Two kernel shapes per pass, one
+//   chosen on the host from the shape and the pointers' alignment only:
+//   * cached kernels (16-byte packs: dim % Pack<T>::kWidth == 0 and x, y,
+//     dy, dx, addend, weight 16-byte aligned, checked on the host): the
+//     layout is cachedLayout(dim): `threads` per row (<= kMaxBlockThreads),
+//     thread t owning the packs i = t + k * threads, k < kPacks <=
+//     kMaxCachedPacks. A block is teamsPerBlock teams (team j: threads [j *
+//     threads, (j + 1) * threads), synchronized by named barrier 1 + j, or
+//     the block barrier when the block is one team); a team loads kRows
+//     rows' packs into registers at once, reduces their statistics together
+//     and writes from the registers (one read of every input).
+//   * generic kernels (any dim and alignment): one team per block of
+//     rowBlockThreads(dim) threads, thread t owning the packs (or, without
+//     16-byte access, the columns) t + k * blockDim.x; the row is read twice.
+//   Both sum each thread's columns in increasing k (and element) order, so
+//   for one shape and alignment the forward and the backward compute the
+//   same rstd bits.
 // - Row statistics (sum of x^2, and sum of w * dy * x in the backward) are
-//   per-thread f32 sums, then a warp butterfly and a sum over warps in warp
-//   order: a fixed order, so results are bit-reproducible run to run.
-//   rstd = float(1 / sqrt(double(sumSq) / dim + eps)), rounded to f32 as the
-//   CPU kernel rounds it to T.
+//   per-thread f32 sums, then a warp butterfly and a sum over the team's
+//   warps by a second butterfly: a fixed order, so results are
+//   bit-reproducible run to run. rstd = float(1 / sqrt(double(sumSq) / dim +
+//   eps)), rounded to f32 as the CPU kernel rounds it to T.
 // - Forward: y = weight * T(x * rstd) (HF rounds x * rstd to the input type
-//   before scaling by the weight). One block per row (generic) or per kRows
-//   consecutive rows (cached). y may alias x: each thread reads its elements
-//   of the row before any thread writes (the block reduction synchronizes),
-//   and writes only what it read.
+//   before scaling by the weight). y may alias x: each thread reads its
+//   elements of a row before any thread of its team writes (the team
+//   reduction synchronizes), and writes only what it read.
 // - Backward: dx = rstd * (w * dy - n * meanDot) [+ addend, one f32 add, the
 //   result rounded once], n = x * rstd, meanDot = rstd * sum(w * dy * x) /
 //   dim (= mean(w * dy * n)); dx may alias dy and addend may alias dy or dx
-//   for the same reason as above. One block per contiguous chunk of
-//   rowsPerBlock rows. dw: each thread accumulates sum over its block's rows
-//   (in row order) of dy * n for its columns in f32 (registers in the cached
-//   kernel; a per-block accumulator row in the generic one: shared memory
-//   when dim floats fit, else its own row of the scratch) and writes the
-//   block's sums to row blockIdx.x of `partial` [blocks, dim]; a second
-//   kernel (rmsNormBwdColumnsKernel) sums each column's partials in f64 in a
-//   fixed tree (kColumnSlices contiguous runs of blocks, each in block order,
-//   then the runs in order) and rounds once. No atomics: the result depends
-//   on the shape only.
+//   for the same reason. Block b handles rows [b * rowsPerBlock, +
+//   rowsPerBlock) (at most kMaxBwdBlocks blocks). dw: each thread accumulates
+//   dy * n of its columns over its team's rows in row order in f32 (registers
+//   in the cached kernel, the teams' sums then added in team order; a per-block
+//   accumulator row in the generic one: shared memory when dim floats fit,
+//   else its own row of the scratch) and the block writes its sums to row b
+//   of `partial` [blocks, dim]; rmsNormBwdColumnsKernel sums each column's
+//   partials in f64 in a fixed tree (kColumnSlices contiguous runs of
+//   blocks, each in block order, then the runs in order) and rounds once. No
+//   atomics: the result depends on the shape only.
+// - Every kernel waits for its predecessors (waitForPredecessors, common.cuh)
+//   before it touches memory: the launchers queue them with launchDependent
+//   (programmatic dependent launch), which overlaps only their launch.
 //
 //===----------------------------------------------------------------------===//
 

@@ -501,28 +501,26 @@ void ropeVariant(int64_t heads, int sets, bool pdl = true) {
          ms, 2.0 * n * 2, 0);
 }
 
-/// The 201 gradients with `blocksFor(n)` blocks each, the partials combined
-/// by the last block up to `maxLastBlock` blocks, else by sumPartialsKernel;
-/// launched plainly or with programmatic dependent launch.
+/// The 201 gradients with `blocksFor(n)` blocks each (then
+/// sumPartialsKernel where there are several), launched plainly or with
+/// programmatic dependent launch.
 void sumSquaresVariant(Gradients &g, const std::string &name, bool pdl,
-                       int maxLastBlock,
                        const std::function<int(int64_t)> &blocksFor) {
   double bytes = 0;
   for (int64_t n : g.sizes)
     bytes += 4.0 * n;
   const double ms = graphMs(int(g.sizes.size()), [&](int k, cudaStream_t s) {
     const int blocks = blocksFor(g.sizes[k]);
-    const bool last = blocks <= maxLastBlock;
     double *partials = reinterpret_cast<double *>(g.scratch->p);
     if (pdl)
       CHECK_CUDA(launchDependent(sumSquaresKernel<true>, dim3(blocks),
                                  dim3(kReduceThreads), 0, s, g.out.p + k,
-                                 partials, g.tensor(k), g.sizes[k], last));
+                                 partials, g.tensor(k), g.sizes[k]));
     else
       sumSquaresKernel<true><<<blocks, kReduceThreads, 0, s>>>(
-          g.out.p + k, partials, g.tensor(k), g.sizes[k], last);
+          g.out.p + k, partials, g.tensor(k), g.sizes[k]);
     CHECK_CUDA(cudaGetLastError());
-    if (!last) {
+    if (blocks > 1) {
       if (pdl)
         CHECK_CUDA(launchDependent(
             sumPartialsKernel, dim3(1), dim3(kReduceThreads), 0, s, g.out.p + k,
@@ -563,26 +561,20 @@ void variants(Gradients &g) {
   for (int64_t heads : {kQHeads, kKvHeads}) {
     const int sets = heads == kQHeads ? 2 : 12;
     ropeVariant<1, 128>(heads, sets);
+    ropeVariant<1, 128>(heads, sets, false);
     ropeVariant<2, 128>(heads, sets);
-    ropeVariant<2, 128>(heads, sets, false);
     ropeVariant<4, 128>(heads, sets);
     ropeVariant<1, 256>(heads, sets);
     ropeVariant<2, 256>(heads, sets);
     ropeVariant<2, 64>(heads, sets);
     ropeVariant<4, 64>(heads, sets);
   }
-  // sum_squares: who combines the partials, programmatic dependent launch or
-  // not, block counts.
-  sumSquaresVariant(g, "launcher's, no PDL", false, kSumSquaresMaxLastBlock,
-                    sumSquaresBlocks);
-  sumSquaresVariant(g, "launcher's (PDL)", true, kSumSquaresMaxLastBlock,
-                    sumSquaresBlocks);
-  sumSquaresVariant(g, "last block always, PDL", true, 1 << 30,
-                    sumSquaresBlocks);
-  sumSquaresVariant(g, "second kernel always, PDL", true, 1, sumSquaresBlocks);
+  // sum_squares: programmatic dependent launch or not, block counts.
+  sumSquaresVariant(g, "launcher's, no PDL", false, sumSquaresBlocks);
+  sumSquaresVariant(g, "launcher's (PDL)", true, sumSquaresBlocks);
   for (int cap : {528, 2048})
     sumSquaresVariant(g, "cap " + std::to_string(cap) + ", PDL", true,
-                      kSumSquaresMaxLastBlock, [cap](int64_t n) {
+                      [cap](int64_t n) {
                         const int64_t b = (n + 4095) / 4096;
                         return int(b < 1 ? 1 : (b > cap ? cap : b));
                       });

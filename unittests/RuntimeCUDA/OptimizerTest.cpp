@@ -75,11 +75,10 @@ TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
   }
 }
 
-// Multi-block launches pick the block that combines the partial sums with a
-// device-wide arrival counter, which each launch leaves at zero: launches of
-// different block counts queued back to back, then the same queue captured
-// in a CUDA graph and replayed twice, all give the CPU's sums, the same bits
-// every time.
+// Launches of one block and of two kernels (per-block partials, then their
+// sum; all with programmatic dependent launch) queued back to back, sharing
+// one scratch area, then the same queue captured in a CUDA graph and
+// replayed twice: the CPU's sums, the same bits every time.
 TEST(CudaOptimizerTest, SumSquaresBackToBackAndInAGraph) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(6);

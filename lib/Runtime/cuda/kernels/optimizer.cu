@@ -1,8 +1,8 @@
 //===- optimizer.cu - optimizer CUDA kernels (launchers) ------------------===//
 //
 // Part of mlt. Host launchers of optimizer.cuh: sum_squares (optimizer.cuh's
-// sumSquaresBlocks; one kernel up to kSumSquaresMaxLastBlock blocks, else a
-// second that combines the partials), the batching of global_norm's pointers,
+// sumSquaresBlocks; one kernel for one block, else a second that combines
+// the partials), the batching of global_norm's pointers,
 // and the choice of AdamW's vector path.
 //
 //===----------------------------------------------------------------------===//
@@ -30,17 +30,16 @@ rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
   if (blocks > 1 && !partials)
     return rt::errorf("sum_squares: no scratch memory for ", blocks,
                       " partial sums");
-  const bool lastBlockCombines = blocks <= kSumSquaresMaxLastBlock;
   if (isAligned16(x))
-    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
-        sumSquaresKernel<true>, dim3(blocks), dim3(kReduceThreads), 0, stream,
-        out, partials, x, n, lastBlockCombines));
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<true>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   else
-    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
-        sumSquaresKernel<false>, dim3(blocks), dim3(kReduceThreads), 0, stream,
-        out, partials, x, n, lastBlockCombines));
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<false>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares");
-  if (!lastBlockCombines) {
+  if (blocks > 1) {
     MLT_CUDA_RETURN_IF_ERROR(launchDependent(
         sumPartialsKernel, dim3(1), dim3(kReduceThreads), 0, stream, out,
         static_cast<const double *>(partials), blocks));

@@ -12,19 +12,14 @@
 //   pointer 16-byte aligned, then the n % 4 tail elements one per thread;
 //   else single elements), then the block sums its threads' values in a
 //   fixed tree (warp shuffles, then the warps in order). With B == 1 the
-//   block writes float(sum) to the output. Otherwise it writes its double
-//   partial to partials[b], and the partials are summed in a fixed tree
-//   (thread t the partials t + k * threads in order, then the block tree)
-//   and written as float(sum): with B <= kSumSquaresMaxLastBlock, by the
-//   block of this launch that arrives last at the arrival counter (each
-//   block takes a ticket after a fence; the last one reads the partials and
-//   sets the counter back to zero); with more blocks, by sumPartialsKernel
-//   (one block) launched after it, since that many arrivals on one counter
-//   cost more than a launch. Which block arrives last depends on timing, the
-//   order of the sums does not: the result is the same bits every run.
-// - The arrival counter (sumSquaresArrivals, one per device) is zero
-//   between launches: launches on one device must not overlap in time (the
-//   CUDA backend queues every launch on its one compute stream).
+//   block writes float(sum) to the output; otherwise it writes its double
+//   partial to partials[b], and sumPartialsKernel (one block, queued after
+//   it) sums partials[0..B) in a fixed tree (thread t the partials t + k *
+//   threads in order, then the block tree) and writes float(sum). No
+//   atomics: the result is the same bits every run. (A variant where the
+//   last block to arrive at an atomic counter combined the partials, in one
+//   kernel, measured slower over the 201 gradients of a step: 1.92 against
+//   1.90 ms; bench/memory-kernels-notes.md.)
 // - Every kernel of the family that the launchers queue with
 //   launchDependent waits for its predecessors before it touches memory
 //   (common.cuh).
@@ -59,8 +54,6 @@ inline constexpr int kSumSquaresUnroll = 4;
 /// one unrolled round of loads per thread.
 inline constexpr int64_t kSumSquaresBlockElems =
     int64_t(kReduceThreads) * 4 * kSumSquaresUnroll;
-/// The most blocks whose partial sums the launch's last block combines.
-inline constexpr int kSumSquaresMaxLastBlock = 256;
 inline constexpr int kGlobalNormBatch = 256;
 
 /// The number of blocks of sum_squares for n elements (a function of n only).
@@ -71,9 +64,6 @@ inline int sumSquaresBlocks(int64_t n) {
                         : (blocks > kSumSquaresMaxBlocks ? kSumSquaresMaxBlocks
                                                          : blocks));
 }
-
-/// The arrival counter of multi-block sum_squares launches (header comment).
-static __device__ unsigned int sumSquaresArrivals = 0;
 
 /// The sum of `value` over the block, in a fixed order; valid in thread 0.
 /// Every thread of the block must call it; calls must be separated by a
@@ -101,12 +91,9 @@ __device__ __forceinline__ double addSquares(double sum, float4 v) {
   return fma(double(v.w), double(v.w), sum);
 }
 
-/// With `lastBlockCombines` false and more than one block, only the
-/// partials are written (sumPartialsKernel combines them).
 template <bool kVector>
 __global__ void __launch_bounds__(kReduceThreads)
-    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n,
-                     bool lastBlockCombines) {
+    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
   const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
   waitForPredecessors();
@@ -134,33 +121,11 @@ __global__ void __launch_bounds__(kReduceThreads)
   for (int64_t i = scalarStart + thread; i < n; i += stride)
     sum = fma(double(x[i]), double(x[i]), sum);
   sum = blockSum(sum);
-  if (gridDim.x == 1) {
-    if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    if (gridDim.x == 1)
       *out = float(sum);
-    return;
-  }
-  if (!lastBlockCombines) {
-    if (threadIdx.x == 0)
+    else
       partials[blockIdx.x] = sum;
-    return;
-  }
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    partials[blockIdx.x] = sum;
-    __threadfence();
-    last = atomicAdd(&sumSquaresArrivals, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last)
-    return;
-  __threadfence();
-  double total = 0.0;
-  for (int i = threadIdx.x; i < int(gridDim.x); i += kReduceThreads)
-    total += __ldcg(partials + i);
-  total = blockSum(total);
-  if (threadIdx.x == 0) {
-    *out = float(total);
-    sumSquaresArrivals = 0;
   }
 }
 

@@ -6,10 +6,10 @@
 // Invariants:
 // - x, y are [batch, seq, heads, headDim], headDim even, half = headDim / 2;
 //   T is the storage type (float or bf16).
-// - Block (blockIdx.x, blockIdx.y) rotates the `positions` sequence indices
-//   from s0 = blockIdx.x * positions and the `batches` batch entries from b0
-//   = blockIdx.y * batches (fewer at the ends), every head: a function of the
-//   shape only (rope.cu), never of the device.
+// - Block b rotates the `positions` sequence indices from s0 = (b %
+//   positionBlocks) * positions and the `batches` batch entries from b0 = (b
+//   / positionBlocks) * batches (fewer at the ends), every head: a function
+//   of the shape only (makeGeometry), never of the device.
 // - Its threads compute those positions' half cos/sin pairs into shared
 //   memory (dynamic, 2 * positions * half floats) exactly as the CPU kernel
 //   does: inv_freq = pow(theta, -2i / headDim) (on the host with the CPU's
@@ -28,6 +28,9 @@
 //   units t + j * blockDim.x of its block, reads both halves of a unit before
 //   writing either, and no two threads touch the same element: y may equal
 //   x.
+// - The kernel waits for its predecessors (waitForPredecessors, common.cuh)
+//   before it touches memory: the launcher queues it with launchDependent
+//   (programmatic dependent launch), which overlaps only its launch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,9 +44,10 @@
 
 namespace mlt::cuda::rope {
 
-/// Threads per block, and units a thread keeps in flight (two loads each).
+/// Threads per block, and units a thread keeps in flight (two loads each):
+/// the fastest of the configurations bench/memory_kernels_bench.cu times.
 inline constexpr int kThreads = 128;
-inline constexpr int kUnits = 2;
+inline constexpr int kUnits = 1;
 /// The largest half head dim whose inverse frequencies travel by value.
 inline constexpr int kMaxHalf = 256;
 

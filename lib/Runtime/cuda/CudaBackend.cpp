@@ -904,14 +904,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return partials.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
-      MLT_RETURN_IF_ERROR(
-          launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
-                           in[1].as<const T>(), in[2].as<const T>(), a[0], a[1],
-                           inst.floats[0], *partials, bytes, s));
-      if (inst.kernel == Kernel::RMSNormBwd)
-        return Status::ok();
-      return launchAccumulate(out[0].as<T>(), in[3].as<const T>(), a[0] * a[1],
-                              s);
+      const T *addend =
+          inst.kernel == Kernel::RMSNormBwdAdd ? in[3].as<const T>() : nullptr;
+      return launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
+                              in[1].as<const T>(), in[2].as<const T>(), addend,
+                              a[0], a[1], inst.floats[0], *partials, bytes, s);
     });
   }
 

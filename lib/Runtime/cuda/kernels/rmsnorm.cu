@@ -232,24 +232,3 @@ rt::Status mlt::cuda::launchRmsNormBwd(
   return backward(dx, dw, dy, x, weight, addend, rows, dim, eps, scratch,
                   scratchBytes, stream);
 }
-
-rt::Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
-                                       const float *x, const float *weight,
-                                       int64_t rows, int64_t dim, double eps,
-                                       void *scratch, size_t scratchBytes,
-                                       cudaStream_t stream) {
-  return backward(dx, dw, dy, x, weight, static_cast<const float *>(nullptr),
-                  rows, dim, eps, scratch, scratchBytes, stream);
-}
-
-rt::Status mlt::cuda::launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
-                                       const __nv_bfloat16 *dy,
-                                       const __nv_bfloat16 *x,
-                                       const __nv_bfloat16 *weight,
-                                       int64_t rows, int64_t dim, double eps,
-                                       void *scratch, size_t scratchBytes,
-                                       cudaStream_t stream) {
-  return backward(dx, dw, dy, x, weight,
-                  static_cast<const __nv_bfloat16 *>(nullptr), rows, dim, eps,
-                  scratch, scratchBytes, stream);
-}

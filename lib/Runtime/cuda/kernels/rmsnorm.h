@@ -74,18 +74,6 @@ rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
                             int64_t dim, double eps, void *scratch,
                             size_t scratchBytes, cudaStream_t stream);
 
-/// The launchers above without an addend, for callers written before it
-/// (CudaBackend.cpp until it passes one): the same as addend = nullptr.
-rt::Status launchRmsNormBwd(float *dx, float *dw, const float *dy,
-                            const float *x, const float *weight, int64_t rows,
-                            int64_t dim, double eps, void *scratch,
-                            size_t scratchBytes, cudaStream_t stream);
-rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
-                            const __nv_bfloat16 *dy, const __nv_bfloat16 *x,
-                            const __nv_bfloat16 *weight, int64_t rows,
-                            int64_t dim, double eps, void *scratch,
-                            size_t scratchBytes, cudaStream_t stream);
-
 } // namespace mlt::cuda
 
 #endif // MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H

@@ -30,15 +30,23 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// The training program's interface with the runtime: each program's result
-/// lands in an output buffer of this name.
+/// The training program's interface with the runtime: the function a program
+/// is lowered from, the program's name, the output buffer its result lands
+/// in, and whether it writes the gradients rather than adding to them (the
+/// step's first micro-batch: no zeroing pass, and products into gradients
+/// that do not read them).
 struct ProgramABI {
   StringRef function;
+  StringRef program;
   StringRef resultBuffer;
+  bool writesGradients = false;
 };
 constexpr ProgramABI kPrograms[] = {
-    {abi::kMicroStepProgram, abi::kLossOutput},
-    {abi::kOptimizerStepProgram, abi::kGradNormOutput}};
+    {abi::kMicroStepProgram, abi::kMicroStepProgram, abi::kLossOutput},
+    {abi::kMicroStepProgram, abi::kMicroStepFirstProgram, abi::kLossOutput,
+     /*writesGradients=*/true},
+    {abi::kOptimizerStepProgram, abi::kOptimizerStepProgram,
+     abi::kGradNormOutput}};
 
 int64_t numElements(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
@@ -109,6 +117,15 @@ public:
       b.setInsertionPointToStart(&refresh.getBody().emplaceBlock());
       refreshParameterCopies(module.getLoc());
     }
+    // micro_step_first must write every gradient (the runtime then zeroes
+    // none); a program that leaves one unwritten is dropped, and the runtime
+    // zeroes the gradients and runs micro_step for every micro-batch.
+    if (rtir::ProgramOp first = programs.lookup(abi::kMicroStepFirstProgram))
+      if (llvm::any_of(kinds, [&](const auto &entry) {
+            return entry.second == rtir::BufferKind::gradient &&
+                   !writtenGradients.contains(entry.first);
+          }))
+        dropProgram(first);
     // The runtime runs micro_step this many times per step.
     auto step = module.lookupSymbol<func::FuncOp>(kPrograms[0].function);
     if (auto count = step->getAttrOfType<IntegerAttr>(
@@ -398,8 +415,17 @@ private:
   LogicalResult lowerCrossEntropyGrad(CrossEntropyGradOp op);
 
   LogicalResult lowerFunction(func::FuncOp func, const ProgramABI &abi) {
+    // A function may be lowered into several programs: nothing is shared
+    // between them but the named buffers.
     values.clear();
     resultOutputs.clear();
+    attentionStats.clear();
+    crossEntropyStats.clear();
+    accumulatedInPlace.clear();
+    addedByProduct.clear();
+    writesGradients = abi.writesGradients;
+    if (writesGradients)
+      writtenGradients.clear();
     Block &body = func.getBody().front();
     for (BlockArgument arg : body.getArguments()) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -432,8 +458,8 @@ private:
         buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
 
     b.setInsertionPointToEnd(module.getBody());
-    auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.function);
-    programs[abi.function] = program;
+    auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.program);
+    programs[abi.program] = program;
     b.setInsertionPointToStart(&program.getBody().emplaceBlock());
     for (Operation &op : body.without_terminator())
       if (failed(lowerOp(&op)))
@@ -464,8 +490,72 @@ private:
   DenseSet<StringAttr> refreshedByOptimizer;
   /// Weight gradients that their kernel added into the gradient buffer.
   DenseSet<Value> accumulatedInPlace;
-  /// Adds that a product's matmul_add computed.
+  /// Adds that a kernel computed with its own output (matmul_add,
+  /// rms_norm_bwd_add).
   DenseSet<Operation *> addedByProduct;
+  /// The Constant buffer of each constant op.
+  DenseMap<Operation *, FlatSymbolRefAttr> constants;
+  /// Whether the program being lowered writes the gradients (the first
+  /// micro-batch's), and the gradient buffers it has written so far: the
+  /// first contribution to each overwrites it, later ones add.
+  bool writesGradients = false;
+  DenseSet<StringAttr> writtenGradients;
+  /// Whether this contribution to `grad` overwrites it (see above), noting
+  /// that it is written.
+  bool overwrites(FlatSymbolRefAttr grad) {
+    return writesGradients && writtenGradients.insert(grad.getAttr()).second;
+  }
+
+  /// The buffer a kernel's output `v` goes to: in micro_step_first, when `v`
+  /// is a weight gradient that only goes into its parameter's gradient, of
+  /// that buffer's type, and the first contribution to it, the gradient
+  /// buffer itself (written by the kernel, no copy); else a new temporary.
+  FlatSymbolRefAttr defineOrWriteGradient(Value v) {
+    if (writesGradients && v.hasOneUse())
+      if (auto accumulate = dyn_cast<AccumulateGradOp>(*v.getUsers().begin())) {
+        FailureOr<FlatSymbolRefAttr> grad =
+            stateBuffer(accumulate, abi::kGradientPrefix,
+                        accumulate.getNameAttr(), accumulate.getLayer());
+        if (succeeded(grad) && *grad &&
+            bufferType(*grad) == gradientOutputType(v).value_or(v.getType()) &&
+            overwrites(*grad)) {
+          values[v] = *grad;
+          accumulatedInPlace.insert(v);
+          return *grad;
+        }
+      }
+    return define(v);
+  }
+
+  /// Erases `program` and the temporaries and constants only it uses.
+  void dropProgram(rtir::ProgramOp program) {
+    auto used = [](rtir::ProgramOp p, DenseSet<StringAttr> &names) {
+      p.walk([&](rtir::LaunchOp launch) {
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list)
+            names.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
+      });
+    };
+    DenseSet<StringAttr> mine, others;
+    used(program, mine);
+    programs.erase(program.getSymName());
+    program.erase();
+    for (auto &entry : programs)
+      used(entry.second, others);
+    for (StringAttr name : mine) {
+      auto buffer = module.lookupSymbol<rtir::BufferOp>(name);
+      if (buffer && !others.contains(name) &&
+          (buffer.getKind() == rtir::BufferKind::temporary ||
+           buffer.getKind() == rtir::BufferKind::constant)) {
+        buffers.erase(name.getValue());
+        kinds.erase(name);
+        if (buffer == lastBuffer)
+          lastBuffer = {};
+        buffer.erase();
+      }
+    }
+  }
+
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
   SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> parameterCopies;
 };
@@ -482,12 +572,18 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         auto type = dyn_cast<RankedTensorType>(c.getType());
         if (!splat || !type || !isa<FloatType>(type.getElementType()))
           return c.emitOpError("only float splat constants reach the runtime");
+        // A function lowered into several programs shares its constants.
+        if (FlatSymbolRefAttr ref = constants.lookup(c)) {
+          values[c.getResult()] = ref;
+          return success();
+        }
         std::string name = ("const" + Twine(buffers.size())).str();
         FlatSymbolRefAttr ref = buffer(name, rtir::BufferKind::constant, type);
         module.lookupSymbol<rtir::BufferOp>(ref.getAttr())
             .setValueAttr(b.getF64FloatAttr(
                 splat.getSplatValue<APFloat>().convertToDouble()));
         values[c.getResult()] = ref;
+        constants[c] = ref;
         return success();
       })
       .Case([&](LoadOp load) -> LogicalResult {
@@ -546,14 +642,13 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         FailureOr<std::optional<MeshAxisRef>> vocab = vocabAxis(e);
         if (failed(vocab))
           return failure();
+        FlatSymbolRefAttr dtable = defineOrWriteGradient(e.getResult());
         if (*vocab)
           launch(
-              loc, "embedding_bwd_vp", operandBuffers(e),
-              {define(e.getResult())},
+              loc, "embedding_bwd_vp", operandBuffers(e), {dtable},
               {numElements(e.getIds()), table[0], table[1], (*vocab)->index});
         else
-          launch(loc, "embedding_bwd", operandBuffers(e),
-                 {define(e.getResult())},
+          launch(loc, "embedding_bwd", operandBuffers(e), {dtable},
                  {numElements(e.getIds()), table[0], table[1]});
         return success();
       })
@@ -569,7 +664,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         FlatSymbolRefAttr result;
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(m);
         if (auto grad = accumulatedGradient(m.getResult())) {
-          kernel = "matmul_accumulate";
+          kernel = overwrites(*grad) ? "matmul" : "matmul_accumulate";
           result = *grad;
           values[m.getResult()] = result;
           accumulatedInPlace.insert(m.getResult());
@@ -614,8 +709,20 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](RMSNormGradOp r) -> LogicalResult {
         int64_t dim = shapeOf(r.getInput()).back();
-        launch(loc, "rms_norm_bwd", operandBuffers(r),
-               {define(r.getInputGrad()), define(r.getWeightGrad())},
+        // An input gradient only added to a gradient computed before it (the
+        // residual stream's) gets the sum from the kernel itself.
+        SmallVector<FlatSymbolRefAttr> ins = operandBuffers(r);
+        StringRef kernel = "rms_norm_bwd";
+        FlatSymbolRefAttr dx;
+        if (auto sum = addedTo(r.getInputGrad())) {
+          kernel = "rms_norm_bwd_add";
+          ins.push_back(sum->second);
+          dx = define(sum->first.getResult());
+          addedByProduct.insert(sum->first);
+        } else {
+          dx = define(r.getInputGrad());
+        }
+        launch(loc, kernel, ins, {dx, defineOrWriteGradient(r.getWeightGrad())},
                {numElements(r.getInput()) / dim, dim},
                {r.getEpsilon().convertToDouble()});
         return success();
@@ -682,7 +789,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](AddOp a) -> LogicalResult {
         if (addedByProduct.contains(a))
-          return success(); // matmul_add computed it
+          return success(); // matmul_add or rms_norm_bwd_add computed it
         launch(loc, "add", operandBuffers(a), {define(a.getResult())},
                {numElements(a.getResult())});
         return success();
@@ -717,7 +824,10 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
             stateBuffer(a, abi::kGradientPrefix, a.getNameAttr(), a.getLayer());
         if (failed(grad))
           return failure();
-        launch(loc, "accumulate", {valueBuffer(a.getValue())}, {*grad},
+        // The first contribution in micro_step_first is copied (and widened
+        // to f32 from bf16), the others added.
+        launch(loc, overwrites(*grad) ? "cast" : "accumulate",
+               {valueBuffer(a.getValue())}, {*grad},
                {numElements(a.getValue())});
         return success();
       })

@@ -6,8 +6,9 @@
 // norm, head) gives four state buffers per parameter named after it (`decay`
 // on the matrices only), the token, label and hyper-parameter inputs, the
 // loss and gradient-norm outputs, the loss seed as a constant, and exactly
-// this launch order in both programs; and that the module keeps its model
-// attribute and gains the number of micro-batches.
+// this launch order in each program (micro_step, micro_step_first,
+// optimizer_step); and that the module keeps its model attribute and gains
+// the number of micro-batches.
 module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, intermediate_size = 12, num_layers = 1, num_heads = 2, num_kv_heads = 1, head_dim = 4, max_position_embeddings = 32, rms_norm_eps = 1.0e-05, rope_theta = 1.0e+04, tie_word_embeddings = false>} {
   mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
   mlt.param @"model.norm.weight" : tensor<8xf32>
@@ -60,6 +61,20 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DW]]] -> [@"grad:model.norm.weight"] ints [8]
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]] -> [@[[DTABLE:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DTABLE]]] -> [@"grad:model.embed_tokens.weight"] ints [128]
+// CHECK-NEXT: }
+// The first micro-batch's program writes each gradient where micro_step adds
+// to it: the head's by a plain product, the norm's and the embedding's by
+// their kernels directly, with temporaries and a loss seed of its own.
+// CHECK-NEXT: mlt_rt.program @micro_step_first {
+// CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H1:t[0-9]+]]] ints [8, 16, 8]
+// CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[H1]], @"param:model.norm.weight"] -> [@[[N1:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[N1]], @"param:lm_head.weight"] -> [@[[LOGITS1:t[0-9]+]]] ints [1, 8, 16, 8, 0, 1, 0]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS1]], @labels] -> [@loss] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@{{const[0-9]+}}, @[[LOGITS1]], @labels] -> [@[[DLOGITS1:t[0-9]+]]] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS1]], @"param:lm_head.weight"] -> [@[[DN1:t[0-9]+]]] ints [1, 8, 8, 16, 0, 0, 0]
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS1]], @[[N1]]] -> [@"grad:lm_head.weight"] ints [1, 16, 8, 8, 1, 0, 0]
+// CHECK-NEXT: mlt_rt.launch "rms_norm_bwd" [@[[DN1]], @[[H1]], @"param:model.norm.weight"] -> [@[[DH1:t[0-9]+]], @"grad:model.norm.weight"] ints [8, 8] floats [1.000000e-05]
+// CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH1]]] -> [@"grad:model.embed_tokens.weight"] ints [8, 16, 8]
 // CHECK-NEXT: }
 // CHECK-NEXT: mlt_rt.program @optimizer_step {
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@"grad:model.embed_tokens.weight"] -> [@[[S0:t[0-9]+]]] ints [128]
@@ -183,7 +198,7 @@ module {
 // CHECK: mlt_rt.launch "matmul_accumulate" [@[[DV0]], @[[H]]] -> [@"grad:model.layers.0.self_attn.v_proj.weight"] ints [1, 4, 8, 8, 1, 0, 0]
 // CHECK: mlt_rt.launch "embedding_bwd"
 // CHECK: }
-// CHECK-NEXT: mlt_rt.program @optimizer_step {
+// CHECK: mlt_rt.program @optimizer_step {
 // CHECK: mlt_rt.launch "adamw" [@"grad:model.layers.1.self_attn.k_proj.weight", {{.*}}] -> [@"param:model.layers.1.self_attn.k_proj.weight", @"exp_avg:model.layers.1.self_attn.k_proj.weight", @"exp_avg_sq:model.layers.1.self_attn.k_proj.weight"] ints [32, 1]
 
 // -----
@@ -235,3 +250,35 @@ module {
 // CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DR]], @[[H]]] -> [@"grad:w.weight"]
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]
 // CHECK: mlt_rt.program @optimizer_step
+
+// -----
+
+// Tests that a norm's input gradient only added to a gradient computed before
+// it (the residual stream's, here the skip connection's) is summed by the
+// norm's backward kernel (rms_norm_bwd_add), and the add is gone.
+module {
+  mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
+  mlt.param @"norm.weight" : tensor<8xf32>
+  mlt.param @"lm_head.weight" : tensor<16x8xf32>
+  func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) -> tensor<f32> {
+    %table = mlt.load @"model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = mlt.embedding %tokens, %table : tensor<?x?xi32>, tensor<16x8xf32>
+    %w = mlt.load @"norm.weight" : tensor<8xf32>
+    %n = mlt.rms_norm %h, %w eps = 1.0e-05 : tensor<?x?x8xf32>, tensor<8xf32>
+    %s = mlt.silu %n : tensor<?x?x8xf32>
+    %r = mlt.add %h, %s : tensor<?x?x8xf32>
+    %head = mlt.load @"lm_head.weight" : tensor<16x8xf32>
+    %logits = mlt.matmul %r, %head transpose_rhs : tensor<?x?x8xf32>, tensor<16x8xf32>
+    %loss = mlt.cross_entropy %logits, %labels : tensor<?x?x16xf32>, tensor<?x?xi32>
+    return %loss : tensor<f32>
+  }
+}
+// CHECK: mlt_rt.buffer @"param:norm.weight"
+// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.launch "cross_entropy_bwd"
+// CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS:t[0-9]+]], @"param:lm_head.weight"] -> [@[[DR:t[0-9]+]]]
+// CHECK: mlt_rt.launch "silu_bwd" [@[[DR]], @{{t[0-9]+}}] -> [@[[DN:t[0-9]+]]]
+// CHECK-NEXT: mlt_rt.launch "rms_norm_bwd_add" [@[[DN]], @{{t[0-9]+}}, @"param:norm.weight", @[[DR]]] -> [@[[DH:t[0-9]+]], @[[DW:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
+// CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DW]]] -> [@"grad:norm.weight"]
+// CHECK-NOT: "add"
+// CHECK: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]

@@ -133,8 +133,9 @@ Output:
   --profile-step N           time every launch of step N on the device (rank
                              0) and print where the step's time goes: per
                              kernel, its share and the TFLOP/s or GB/s it
-                             reached, then the slowest instructions; take a
-                             step after the first (which sets up libraries)
+                             reached, then the instruction shapes that took
+                             longest; take a step after the first (which sets
+                             up libraries)
   --print-plan               print the plan (buffers, programs) and exit
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 
 using namespace mlt;
@@ -51,8 +52,9 @@ void expectWithinUlps(const std::vector<float> &actual,
 TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(1);
-  for (int64_t n : {int64_t(0), int64_t(1), int64_t(5), int64_t(4096),
-                    int64_t(4097), int64_t(65539), int64_t(5000011)}) {
+  for (int64_t n :
+       {int64_t(0), int64_t(1), int64_t(5), int64_t(4096), int64_t(4097),
+        int64_t(16384), int64_t(65539), int64_t(4194307), int64_t(5000011)}) {
     for (int64_t offset : {0, 1}) {
       SCOPED_TRACE(testing::Message() << "n " << n << " offset " << offset);
       std::vector<float> x = randomFloats(rng, n, -3.0f, 3.0f);
@@ -70,6 +72,62 @@ TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
           << result[0] << " vs " << expected;
       EXPECT_EQ(std::memcmp(&result[0], &result[1], sizeof(float)), 0);
     }
+  }
+}
+
+// Launches of one block and of two kernels (per-block partials, then their
+// sum; all with programmatic dependent launch) queued back to back, sharing
+// one scratch area, then the same queue captured in a CUDA graph and
+// replayed twice: the CPU's sums, the same bits every time.
+TEST(CudaOptimizerTest, SumSquaresBackToBackAndInAGraph) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(6);
+  const std::vector<int64_t> sizes = {2048,   1 << 20, 2048, 524288, 4097,
+                                      300001, 2048,    8,    6000000};
+  std::vector<std::vector<float>> hosts;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> inputs;
+  size_t scratchBytes = 0;
+  for (int64_t n : sizes) {
+    hosts.push_back(randomFloats(rng, n, -2.0f, 2.0f));
+    inputs.push_back(std::make_unique<DeviceBuffer<float>>(size_t(n)));
+    inputs.back()->upload(hosts.back());
+    scratchBytes = std::max(scratchBytes, sumSquaresScratchBytes(n));
+  }
+  const size_t count = sizes.size();
+  DeviceBuffer<double> scratch(scratchBytes / 8 + 1);
+  DeviceBuffer<float> out(3 * count);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  auto queue = [&](float *outs) {
+    for (size_t k = 0; k < count; ++k)
+      ASSERT_TRUE(launchSumSquares(outs + k, inputs[k]->get(), sizes[k],
+                                   scratch.get(), stream));
+  };
+  queue(out.get());
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  queue(out.get() + count);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<float> first = out.download();
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<float> second = out.download();
+  (void)cudaGraphExecDestroy(exec);
+  (void)cudaGraphDestroy(graph);
+  (void)cudaStreamDestroy(stream);
+  for (size_t k = 0; k < count; ++k) {
+    SCOPED_TRACE(testing::Message() << "n " << sizes[k]);
+    const float expected = float(cpu::sumOfSquares(hosts[k].data(), sizes[k]));
+    EXPECT_LE(ulpDistance(first[k], expected), 1)
+        << first[k] << " vs " << expected;
+    EXPECT_EQ(std::memcmp(&first[k], &first[count + k], sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(&first[k], &second[count + k], sizeof(float)), 0);
   }
 }
 

@@ -3,9 +3,11 @@
 // Part of mlt. Checks the CUDA RMSNorm forward and backward against the CPU
 // kernels of lib/Runtime/cpu on the same random inputs, as the CPU backend
 // drives them (rstd recomputed, dw overwritten): odd dims (scalar path),
-// dims that allow 16-byte packs, rows beyond one backward block's share,
-// a dim whose dw accumulator does not fit shared memory, misaligned
-// pointers, in-place use, zero rows, bit-reproducibility and bf16 storage.
+// dims that allow 16-byte packs (the cached kernels with 1, 2 and 4 packs per
+// thread, and the generic ones past them), rows beyond one backward block's
+// share, a dim whose dw accumulator does not fit shared memory, misaligned
+// pointers, in-place use, zero rows, bit-reproducibility, bf16 storage, and
+// the backward's addend (rms_norm_bwd_add), aliased to dx and dy too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,16 +112,16 @@ TEST(CudaRMSNormTest, BackwardMatchesCpu) {
     const size_t scratchBytes = rmsNormBwdScratchBytes(s.rows, s.dim);
     DeviceBuffer<char> scratch(scratchBytes);
     ASSERT_TRUE(launchRmsNormBwd(dDx.get(), dDw.get(), dDy.get(), dX.get(),
-                                 dW.get(), s.rows, s.dim, kEps, scratch.get(),
-                                 scratchBytes, 0));
+                                 dW.get(), nullptr, s.rows, s.dim, kEps,
+                                 scratch.get(), scratchBytes, 0));
     const std::vector<float> dx = dDx.download(), dw = dDw.download();
     EXPECT_LT(relError(dx, dxRef), kTol);
     EXPECT_LT(relError(dw, dwRef), kTol);
 
     // Again, in place (dx aliases dy): bit-identical results.
     ASSERT_TRUE(launchRmsNormBwd(dDy.get(), dDw.get(), dDy.get(), dX.get(),
-                                 dW.get(), s.rows, s.dim, kEps, scratch.get(),
-                                 scratchBytes, 0));
+                                 dW.get(), nullptr, s.rows, s.dim, kEps,
+                                 scratch.get(), scratchBytes, 0));
     EXPECT_EQ(dDy.download(), dx);
     EXPECT_EQ(dDw.download(), dw);
   }
@@ -151,8 +153,8 @@ TEST(CudaRMSNormTest, MisalignedPointersMatchCpu) {
   const size_t scratchBytes = rmsNormBwdScratchBytes(rows, dim);
   DeviceBuffer<char> scratch(scratchBytes);
   ASSERT_TRUE(launchRmsNormBwd(dDx.get() + 1, dDw.get() + 1, dDy.get() + 1,
-                               dX.get() + 1, dW.get() + 1, rows, dim, kEps,
-                               scratch.get(), scratchBytes, 0));
+                               dX.get() + 1, dW.get() + 1, nullptr, rows, dim,
+                               kEps, scratch.get(), scratchBytes, 0));
   const std::vector<float> y = dY.download(), dx = dDx.download(),
                            dw = dDw.download();
   EXPECT_LT(relError(std::vector<float>(y.begin() + 1, y.end()), yRef), kTol);
@@ -170,11 +172,12 @@ TEST(CudaRMSNormTest, EdgeCasesAndErrors) {
   dDw.upload(std::vector<float>(5, 3.f));
   EXPECT_EQ(rmsNormBwdScratchBytes(0, 5), 0u);
   ASSERT_TRUE(launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(),
-                               dW.get(), 0, 5, kEps, nullptr, 0, 0));
+                               dW.get(), nullptr, 0, 5, kEps, nullptr, 0, 0));
   EXPECT_EQ(dDw.download(), std::vector<float>(5, 0.f));
 
-  rt::Status status = launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(),
-                                       dW.get(), 2, 5, kEps, nullptr, 0, 0);
+  rt::Status status =
+      launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(), dW.get(),
+                       nullptr, 2, 5, kEps, nullptr, 0, 0);
   ASSERT_FALSE(status);
   EXPECT_NE(status.message().find("scratch"), std::string::npos)
       << status.message();
@@ -215,8 +218,8 @@ TEST(CudaRMSNormTest, BF16MatchesCpuWithinRounding) {
     const size_t scratchBytes = rmsNormBwdScratchBytes(s.rows, s.dim);
     DeviceBuffer<char> scratch(scratchBytes);
     ASSERT_TRUE(launchRmsNormBwd(bf(dDx.get()), dDw.get(), bf(dDy.get()),
-                                 bf(dX.get()), bf(dW.get()), s.rows, s.dim,
-                                 kEps, scratch.get(), scratchBytes, 0));
+                                 bf(dX.get()), bf(dW.get()), nullptr, s.rows,
+                                 s.dim, kEps, scratch.get(), scratchBytes, 0));
     auto widen = [](const std::vector<uint16_t> &bits) {
       std::vector<float> out(bits.size());
       cpu::castBF16ToFloat(out.data(), bits.data(), int64_t(bits.size()));
@@ -228,6 +231,164 @@ TEST(CudaRMSNormTest, BF16MatchesCpuWithinRounding) {
     EXPECT_LT(relError(widen(dDx.download()), dxRef), 1e-2);
     // dw is summed in f64 over f32 partials and rounded once to f32.
     EXPECT_LT(relError(dDw.download(), dwRef), 1e-4);
+  }
+}
+
+// rms_norm_bwd_add: dx = the backward's dx + addend in one f32 add, so in f32
+// the result is bit for bit the unfused dx plus the addend. The addend may
+// alias dx, dy, or both.
+TEST(CudaRMSNormTest, BackwardWithAddendMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(305);
+  for (const Shape &s : kShapes) {
+    if (s.dim == 1) // see BackwardMatchesCpu
+      continue;
+    SCOPED_TRACE(describe(s));
+    const int64_t n = s.rows * s.dim;
+    auto x = randomVector<float>(rng, n, -2.0, 2.0);
+    auto w = randomVector<float>(rng, s.dim, 0.5, 1.5);
+    auto dy = randomVector<float>(rng, n);
+    auto addend = randomVector<float>(rng, n);
+    std::vector<float> dxRef, dwRef;
+    cpuBackward(dxRef, dwRef, dy, x, w, s.rows, s.dim);
+    std::vector<float> dxAddRef(n);
+    for (int64_t i = 0; i < n; ++i)
+      dxAddRef[i] = dxRef[i] + addend[i];
+
+    DeviceBuffer<float> dX(n), dW(s.dim), dDy(n), dA(n), dDx(n), dDw(s.dim);
+    dX.upload(x);
+    dW.upload(w);
+    dDy.upload(dy);
+    dA.upload(addend);
+    const size_t scratchBytes = rmsNormBwdScratchBytes(s.rows, s.dim);
+    DeviceBuffer<char> scratch(scratchBytes);
+    auto run = [&](float *dx, const float *g, const float *a) {
+      ASSERT_TRUE(launchRmsNormBwd(dx, dDw.get(), g, dX.get(), dW.get(), a,
+                                   s.rows, s.dim, kEps, scratch.get(),
+                                   scratchBytes, 0));
+    };
+    run(dDx.get(), dDy.get(), nullptr);
+    const std::vector<float> dx0 = dDx.download(), dw0 = dDw.download();
+    run(dDx.get(), dDy.get(), dA.get());
+    const std::vector<float> dx1 = dDx.download();
+    EXPECT_LT(relError(dx1, dxAddRef), kTol);
+    EXPECT_EQ(dDw.download(), dw0);
+    std::vector<float> expected(n), expectedDy(n);
+    for (int64_t i = 0; i < n; ++i) {
+      expected[i] = dx0[i] + addend[i];
+      expectedDy[i] = dx0[i] + dy[i];
+    }
+    EXPECT_EQ(dx1, expected);
+
+    // The addend in dx's buffer (accumulating into dx).
+    dDx.upload(addend);
+    run(dDx.get(), dDy.get(), dDx.get());
+    EXPECT_EQ(dDx.download(), expected);
+    // The addend is dy.
+    run(dDx.get(), dDy.get(), dDy.get());
+    EXPECT_EQ(dDx.download(), expectedDy);
+    // dx, dy and the addend are one buffer.
+    run(dDy.get(), dDy.get(), dDy.get());
+    EXPECT_EQ(dDy.download(), expectedDy);
+    EXPECT_EQ(dDw.download(), dw0);
+  }
+}
+
+/// A vector of floats rounded to bf16: the bits and their values.
+std::pair<std::vector<uint16_t>, std::vector<float>>
+roundToBF16(std::vector<float> v) {
+  std::vector<uint16_t> bits(v.size());
+  cpu::castFloatToBF16(bits.data(), v.data(), int64_t(v.size()));
+  cpu::castBF16ToFloat(v.data(), bits.data(), int64_t(v.size()));
+  return {bits, v};
+}
+std::vector<float> widenBF16(const std::vector<uint16_t> &bits) {
+  std::vector<float> out(bits.size());
+  cpu::castBF16ToFloat(out.data(), bits.data(), int64_t(bits.size()));
+  return out;
+}
+__nv_bfloat16 *asBF16(uint16_t *p) {
+  return reinterpret_cast<__nv_bfloat16 *>(p);
+}
+
+// bf16 storage at dims that take each kernel: the cached kernels with 1, 2
+// and 4 packs per thread (64 columns: 8 teams of one warp per block; 2048:
+// teams of 128 threads, as LLaMA's rows; 8192: one team of 512; 16384; 2056:
+// a partly idle last warp), the generic 16-byte kernel (20480), the scalar
+// one (100, and pointers one element past a 16-byte boundary), with rows
+// that leave the last group of rows of a block short (700, 1100 rows). Within
+// bf16 rounding of the CPU float kernels, with and without an addend (aliasing
+// dy), in place, and the same bits on a second run.
+TEST(CudaRMSNormTest, BF16PathsMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(306);
+  struct Case {
+    int64_t rows, dim, offset;
+  };
+  for (const Case &c : {Case{700, 64, 0}, Case{1100, 2048, 0},
+                        Case{33, 2056, 0}, Case{9, 8192, 0}, Case{5, 16384, 0},
+                        Case{3, 20480, 0}, Case{6, 100, 0}, Case{4, 2048, 1}}) {
+    SCOPED_TRACE(describe(Shape{c.rows, c.dim}) + " offset " +
+                 std::to_string(c.offset));
+    const int64_t n = c.rows * c.dim;
+    auto [xb, x] = roundToBF16(randomVector<float>(rng, n, -2.0, 2.0));
+    auto [wb, w] = roundToBF16(randomVector<float>(rng, c.dim, 0.5, 1.5));
+    auto [dyb, dy] = roundToBF16(randomVector<float>(rng, n));
+    auto [ab, a] = roundToBF16(randomVector<float>(rng, n));
+    std::vector<float> yRef(n), rstdRef(c.rows), dxRef, dwRef;
+    cpu::rmsnormForward<float>(yRef.data(), rstdRef.data(), x.data(), w.data(),
+                               c.rows, c.dim, kEps);
+    cpuBackward(dxRef, dwRef, dy, x, w, c.rows, c.dim);
+    std::vector<float> dxAddRef(n), dxDyRef(n);
+    for (int64_t i = 0; i < n; ++i) {
+      dxAddRef[i] = dxRef[i] + a[i];
+      dxDyRef[i] = dxRef[i] + dy[i];
+    }
+
+    OffsetBuffer<uint16_t> dX(xb, c.offset), dW(wb, c.offset),
+        dDy(dyb, c.offset), dA(ab, c.offset), dY(xb, c.offset),
+        dDx(xb, c.offset);
+    DeviceBuffer<float> dDw(c.dim);
+    const size_t scratchBytes = rmsNormBwdScratchBytes(c.rows, c.dim);
+    DeviceBuffer<char> scratch(scratchBytes);
+
+    ASSERT_TRUE(launchRmsNormFwd(asBF16(dY.get()), nullptr, asBF16(dX.get()),
+                                 asBF16(dW.get()), c.rows, c.dim, kEps, 0));
+    const std::vector<uint16_t> y = dY.download();
+    // bf16 keeps 8 significant bits: 2^-8 relative per rounding, and y
+    // rounds twice (x * rstd, then the weight product).
+    EXPECT_LT(relError(widenBF16(y), yRef), 1e-2);
+
+    auto backward = [&](uint16_t *dx, uint16_t *g, uint16_t *add) {
+      ASSERT_TRUE(launchRmsNormBwd(asBF16(dx), dDw.get(), asBF16(g),
+                                   asBF16(dX.get()), asBF16(dW.get()),
+                                   add ? asBF16(add) : nullptr, c.rows, c.dim,
+                                   kEps, scratch.get(), scratchBytes, 0));
+    };
+    backward(dDx.get(), dDy.get(), nullptr);
+    const std::vector<uint16_t> dx = dDx.download();
+    const std::vector<float> dw = dDw.download();
+    EXPECT_LT(relError(widenBF16(dx), dxRef), 1e-2);
+    // dw is summed in f64 over f32 partials and rounded once to f32.
+    EXPECT_LT(relError(dw, dwRef), 1e-4);
+    backward(dDx.get(), dDy.get(), nullptr);
+    EXPECT_EQ(dDx.download(), dx);
+    EXPECT_EQ(dDw.download(), dw);
+
+    backward(dDx.get(), dDy.get(), dA.get());
+    EXPECT_LT(relError(widenBF16(dDx.download()), dxAddRef), 1e-2);
+    EXPECT_EQ(dDw.download(), dw);
+    backward(dDx.get(), dDy.get(), dDy.get());
+    const std::vector<uint16_t> dxDy = dDx.download();
+    EXPECT_LT(relError(widenBF16(dxDy), dxDyRef), 1e-2);
+    // In place over dy, dy also the addend: the same bits.
+    backward(dDy.get(), dDy.get(), dDy.get());
+    EXPECT_EQ(dDy.download(), dxDy);
+
+    // The forward in place: the same bits.
+    ASSERT_TRUE(launchRmsNormFwd(asBF16(dX.get()), nullptr, asBF16(dX.get()),
+                                 asBF16(dW.get()), c.rows, c.dim, kEps, 0));
+    EXPECT_EQ(dX.download(), y);
   }
 }
 

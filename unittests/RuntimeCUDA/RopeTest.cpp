@@ -3,7 +3,9 @@
 // Part of mlt. Checks the CUDA rotary embedding against the CPU kernels of
 // lib/Runtime/cpu on the same random inputs: forward and inverse, position
 // offsets, head dims whose half is and is not a multiple of the pack width,
-// in-place use, misaligned pointers, bf16 storage and the argument errors.
+// the block decompositions (positions and batch entries per block), in-place
+// use, misaligned pointers, bf16 storage (bit for bit against its rounding
+// on the CPU) and the argument errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 using namespace mlt;
@@ -31,9 +34,17 @@ constexpr double kTol = 1e-6;
 struct Shape {
   int64_t batch, seq, heads, headDim, offset;
 };
+// Besides small odd shapes: blocks of several batch entries and positions
+// (4 heads of 64, as LLaMA's keys), one position of a whole batch (32 heads),
+// batch entries split over blocks (300 of them), a head vector longer than a
+// block's share (40 heads of 128: one position of one entry per block), and a
+// half head dim past the frequencies passed by value (520: pow on the
+// device).
 constexpr Shape kShapes[] = {
-    {2, 5, 3, 8, 0}, {1, 7, 2, 6, 3},   {2, 3, 4, 128, 0},   {1, 9, 3, 64, 100},
-    {3, 4, 1, 2, 0}, {1, 33, 5, 10, 7}, {2, 17, 4, 16, 2048}};
+    {2, 5, 3, 8, 0},      {1, 7, 2, 6, 3},    {2, 3, 4, 128, 0},
+    {1, 9, 3, 64, 100},   {3, 4, 1, 2, 0},    {1, 33, 5, 10, 7},
+    {2, 17, 4, 16, 2048}, {4, 40, 4, 64, 3},  {2, 64, 32, 64, 0},
+    {300, 2, 1, 8, 0},    {2, 3, 40, 128, 5}, {1, 3, 2, 520, 1}};
 
 std::string describe(const Shape &s) {
   std::ostringstream os;
@@ -134,6 +145,77 @@ TEST(CudaRopeTest, BF16MatchesCpuWithinRounding) {
     std::vector<float> y(n);
     cpu::castBF16ToFloat(y.data(), yb.data(), n);
     EXPECT_LT(relError(y, ref), 2e-2);
+  }
+}
+
+/// The bf16 rotation as the kernel defines it, on the CPU: cos and sin in
+/// f64 (inv_freq by std::pow, as cpu/Rope.cpp), rounded to f32 then bf16,
+/// and every product, sum and difference rounded to bf16.
+std::vector<uint16_t> bf16Reference(const std::vector<uint16_t> &x,
+                                    const Shape &s, bool inverse) {
+  const int64_t half = s.headDim / 2;
+  auto bf = [](float v) { return cpu::bf16ToFloat(cpu::floatToBF16(v)); };
+  std::vector<uint16_t> y(x.size());
+  std::vector<float> cosv(half), sinv(half);
+  for (int64_t t = 0; t < s.seq; ++t) {
+    const double pos = double(t + s.offset);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle =
+          pos * std::pow(kTheta, -double(2 * i) / double(s.headDim));
+      cosv[i] = bf(float(std::cos(angle)));
+      sinv[i] = bf(float((inverse ? -1.0 : 1.0) * std::sin(angle)));
+    }
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t base = ((b * s.seq + t) * s.heads + h) * s.headDim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float lo = cpu::bf16ToFloat(x[base + i]),
+                      hi = cpu::bf16ToFloat(x[base + i + half]);
+          y[base + i] = cpu::floatToBF16(bf(lo * cosv[i]) - bf(hi * sinv[i]));
+          y[base + i + half] =
+              cpu::floatToBF16(bf(hi * cosv[i]) + bf(lo * sinv[i]));
+        }
+      }
+  }
+  return y;
+}
+
+// bf16 bit for bit against that definition (HF's bf16 rotation): the 16-byte
+// and the scalar path, forward and inverse, at LLaMA's query and key shapes.
+// Only a last bit of the f64 cos/sin (CUDA's libm against glibc's) could
+// differ, and it would have to straddle two roundings to show.
+TEST(CudaRopeTest, BF16IsTheRoundedRotationBitForBit) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(405);
+  for (const Shape &s : {Shape{4, 64, 32, 64, 0}, Shape{4, 64, 4, 64, 9},
+                         Shape{2, 5, 3, 6, 2}, Shape{3, 7, 2, 16, 0}}) {
+    for (bool inverse : {false, true}) {
+      SCOPED_TRACE(describe(s) + (inverse ? " inverse" : " forward"));
+      const int64_t n = s.batch * s.seq * s.heads * s.headDim;
+      std::vector<float> xf = randomVector<float>(rng, n, -4.0, 4.0);
+      std::vector<uint16_t> xb(n);
+      cpu::castFloatToBF16(xb.data(), xf.data(), n);
+      DeviceBuffer<uint16_t> dX(n), dY(n);
+      dX.upload(xb);
+      ASSERT_TRUE(launchRope(reinterpret_cast<__nv_bfloat16 *>(dY.get()),
+                             reinterpret_cast<__nv_bfloat16 *>(dX.get()),
+                             s.batch, s.seq, s.heads, s.headDim, inverse,
+                             s.offset, kTheta, 0));
+      const std::vector<uint16_t> y = dY.download();
+      const std::vector<uint16_t> ref = bf16Reference(xb, s, inverse);
+      int64_t mismatches = 0, first = -1;
+      for (int64_t i = 0; i < n; ++i)
+        if (y[i] != ref[i] && mismatches++ == 0)
+          first = i;
+      EXPECT_EQ(mismatches, 0)
+          << "first at " << first << ": " << y[first] << " vs " << ref[first];
+      // In place: the same bits.
+      ASSERT_TRUE(launchRope(reinterpret_cast<__nv_bfloat16 *>(dX.get()),
+                             reinterpret_cast<__nv_bfloat16 *>(dX.get()),
+                             s.batch, s.seq, s.heads, s.headDim, inverse,
+                             s.offset, kTheta, 0));
+      EXPECT_EQ(dX.download(), y);
+    }
   }
 }
 

@@ -212,8 +212,8 @@ TEST(CpuBackendTest, Matmul) {
   }
 }
 
-// Tests rms_norm_fwd, and that rms_norm_bwd overwrites dw (not accumulates)
-// with the rstd recomputed as the forward computes it.
+// Tests rms_norm_fwd, that rms_norm_bwd overwrites dw (not accumulates)
+// with the rstd recomputed as the forward computes it, and rms_norm_bwd_add.
 TEST(CpuBackendTest, RMSNorm) {
   std::mt19937 rng(3);
   const int64_t rows = 6, dim = 8;
@@ -239,6 +239,18 @@ TEST(CpuBackendTest, RMSNorm) {
                     {f32({rows, dim}), f32({dim})}, {rows, dim}, {eps}));
   EXPECT_EQ((*bwd)[3], dx);
   EXPECT_EQ((*bwd)[4], dw);
+
+  // rms_norm_bwd_add: dx plus the addend (the residual gradient), dw as is.
+  std::vector<float> addend = randomFloats(rng, rows * dim);
+  ASSERT_RUN(add, runOne(Kernel::RMSNormBwdAdd,
+                         {f32({rows, dim}, dy), f32({rows, dim}, x),
+                          f32({dim}, w), f32({rows, dim}, addend)},
+                         {f32({rows, dim}), f32({dim})}, {rows, dim}, {eps}));
+  std::vector<float> sum(rows * dim);
+  for (int64_t i = 0; i < rows * dim; ++i)
+    sum[i] = dx[i] + addend[i];
+  EXPECT_EQ((*add)[4], sum);
+  EXPECT_EQ((*add)[5], dw);
 }
 
 // Tests rope forward and inverse (the backward) with a position offset.

@@ -55,6 +55,13 @@ inline constexpr uint64_t kPlanBufferAlignment = 256;
 /// Forward and backward of one micro-batch; accumulates into the Gradient
 /// buffers (which the runtime zeroes once per step) and writes "loss".
 inline constexpr const char *kMicroStepProgram = "micro_step";
+/// Optional: micro_step for the step's first micro-batch, which writes every
+/// Gradient buffer instead of adding to it. When a plan has it, the runtime
+/// zeroes no gradients and runs it for micro-batch 0 (micro_step for the
+/// others): a pass over the gradients saved, and the weight-gradient
+/// products do not read them. A runtime that does not know it zeroes and
+/// runs micro_step, with the same result.
+inline constexpr const char *kMicroStepFirstProgram = "micro_step_first";
 /// Global gradient norm (written to "grad_norm" before clipping), clipping,
 /// and the AdamW update of every parameter; runs once per step. In a
 /// mixed-precision plan it ends by refreshing the ParameterCopy buffers.

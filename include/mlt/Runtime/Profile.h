@@ -38,10 +38,11 @@ InstructionWork instructionWork(const RankPlan &rank,
 
 /// The report of one step's launches (Executor::endProfile) on `rank`: a
 /// table per kernel (launches, milliseconds, share, rate), sorted by time,
-/// then the `topInstructions` slowest instructions with their shapes.
+/// then the `topShapes` instruction shapes (kernel and ints: the same work)
+/// that took the most time, each with its count, time and rate.
 std::string formatProfile(const RankPlan &rank,
                           const std::vector<Executor::LaunchTime> &launches,
-                          size_t topInstructions = 12);
+                          size_t topShapes = 16);
 
 } // namespace mlt::rt
 

@@ -2,7 +2,9 @@
 //
 // Part of mlt. A Trainer drives a plan's two programs through optimizer
 // steps: for step s it writes the hyper-parameters (the learning rate from the
-// schedule), zeroes the gradients, runs `micro_step` once per micro-batch on
+// schedule), zeroes the gradients (or, when the plan has `micro_step_first`,
+// runs that for the first micro-batch instead: it writes them), runs
+// `micro_step` once per micro-batch on
 // consecutive row blocks of the step's global batch, then `optimizer_step`,
 // and reports the mean micro-batch loss and the gradient norm before
 // clipping. A step's work is queued whole and waited for once (the losses
@@ -38,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace mlt::rt {
@@ -134,6 +137,9 @@ private:
   struct RankState {
     Executor *executor = nullptr;
     size_t microStep = 0, optimizerStep = 0;
+    /// The plan's micro_step_first, which writes the gradients (then none
+    /// are zeroed), if it has one.
+    std::optional<size_t> microStepFirst;
     size_t tokens = 0, labels = 0, loss = 0, gradNorm = 0;
     size_t lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0,
            maxGradNorm = 0, stepNumber = 0;

@@ -90,6 +90,7 @@ bool supportsKernel(Kernel kernel) {
   // rmsnorm.h, rope.h, attention.h
   case Kernel::RMSNormFwd:
   case Kernel::RMSNormBwd:
+  case Kernel::RMSNormBwdAdd:
   case Kernel::Rope:
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd:
@@ -127,7 +128,8 @@ std::string devicesAre(int count) {
 Status checkGradientOutputs(const RankPlan &rank, const InstructionDesc &inst) {
   const bool f32Only = inst.kernel == Kernel::EmbeddingBwd ||
                        inst.kernel == Kernel::EmbeddingBwdVP ||
-                       inst.kernel == Kernel::RMSNormBwd;
+                       inst.kernel == Kernel::RMSNormBwd ||
+                       inst.kernel == Kernel::RMSNormBwdAdd;
   if (!f32Only)
     return Status::ok();
   const BufferDesc &gradient = rank.buffers[inst.outputs.back()];
@@ -894,16 +896,19 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                               in[1].as<const T>(), a[0], a[1], inst.floats[0],
                               s);
     });
-  case Kernel::RMSNormBwd: { // dy, x, w -> dx, dw; rows, dim; eps
+  case Kernel::RMSNormBwd:      // dy, x, w -> dx, dw; rows, dim; eps
+  case Kernel::RMSNormBwdAdd: { // dy, x, w, addend -> dx, dw
     const size_t bytes = rmsNormBwdScratchBytes(a[0], a[1]);
     StatusOr<void *> partials = scratch(bytes);
     if (!partials)
       return partials.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
+      const T *addend =
+          inst.kernel == Kernel::RMSNormBwdAdd ? in[3].as<const T>() : nullptr;
       return launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
-                              in[1].as<const T>(), in[2].as<const T>(), a[0],
-                              a[1], inst.floats[0], *partials, bytes, s);
+                              in[1].as<const T>(), in[2].as<const T>(), addend,
+                              a[0], a[1], inst.floats[0], *partials, bytes, s);
     });
   }
 

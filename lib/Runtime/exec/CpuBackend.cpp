@@ -473,16 +473,27 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                         a[0], a[1], inst.floats[0]);
     return Status::ok();
 
-  case Kernel::RMSNormBwd: {
-    // dy, x, w -> dx, dw. Recompute rstd exactly as the forward did (its
-    // output goes to scratch), and overwrite dw where the library adds.
+  case Kernel::RMSNormBwd:
+  case Kernel::RMSNormBwdAdd: {
+    // dy, x, w[, addend] -> dx, dw. Recompute rstd exactly as the forward
+    // did (its output goes to scratch), and overwrite dw where the library
+    // adds; rms_norm_bwd_add then adds the addend to dx.
     const int64_t rows = a[0], dim = a[1];
     T *rstd = scratch<T>(0, rows);
     cpu::rmsnormForward(scratch<T>(1, rows * dim), rstd, f(in[1]), f(in[2]),
                         rows, dim, inst.floats[0]);
     cpu::zero(f(out[1]), dim);
-    cpu::rmsnormBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
-                         rstd, rows, dim);
+    if (inst.kernel == Kernel::RMSNormBwd) {
+      cpu::rmsnormBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+                           rstd, rows, dim);
+      return Status::ok();
+    }
+    // Into scratch first (the forward's output there is no longer needed):
+    // the addend may share dx's memory.
+    T *dx = scratch<T>(1, rows * dim);
+    cpu::rmsnormBackward(dx, f(out[1]), f(in[0]), f(in[1]), f(in[2]), rstd,
+                         rows, dim);
+    cpu::add(f(out[0]), dx, f(in[3]), rows * dim);
     return Status::ok();
   }
 

@@ -80,7 +80,7 @@ std::string join(const std::vector<int64_t> &values) {
 std::string
 mlt::rt::formatProfile(const RankPlan &rank,
                        const std::vector<Executor::LaunchTime> &launches,
-                       size_t topInstructions) {
+                       size_t topShapes) {
   struct Total {
     size_t launches = 0;
     double milliseconds = 0.0;
@@ -123,24 +123,42 @@ mlt::rt::formatProfile(const RankPlan &rank,
     os << line;
   }
 
-  std::vector<const Executor::LaunchTime *> slowest;
-  for (const Executor::LaunchTime &launch : launches)
-    slowest.push_back(&launch);
-  std::sort(slowest.begin(), slowest.end(), [](const auto *x, const auto *y) {
+  // The same kernel with the same ints does the same work: group them, so
+  // that each shape shows its count, time and rate once.
+  struct Group {
+    const InstructionDesc *inst = nullptr;
+    size_t launches = 0;
+    double milliseconds = 0.0;
+  };
+  std::map<std::pair<Kernel, std::vector<int64_t>>, Group> byShape;
+  for (const Executor::LaunchTime &launch : launches) {
+    const InstructionDesc &inst =
+        rank.programs[launch.program].instructions[launch.instruction];
+    Group &group = byShape[{inst.kernel, inst.ints}];
+    group.inst = &inst;
+    ++group.launches;
+    group.milliseconds += launch.milliseconds;
+  }
+  std::vector<const Group *> groups;
+  for (const auto &[key, group] : byShape)
+    groups.push_back(&group);
+  std::sort(groups.begin(), groups.end(), [](const Group *x, const Group *y) {
     return x->milliseconds > y->milliseconds;
   });
-  if (slowest.size() > topInstructions)
-    slowest.resize(topInstructions);
-  if (!slowest.empty())
-    os << "  slowest instructions:\n";
-  for (const Executor::LaunchTime *launch : slowest) {
-    const ProgramDesc &program = rank.programs[launch->program];
-    const InstructionDesc &inst = program.instructions[launch->instruction];
-    std::snprintf(
-        line, sizeof(line), "  %10.3f ms  %s %zu: %s ints [%s]  %s\n",
-        launch->milliseconds, program.name.c_str(), launch->instruction,
-        std::string(kernelName(inst.kernel)).c_str(), join(inst.ints).c_str(),
-        rateOf(instructionWork(rank, inst), launch->milliseconds).c_str());
+  if (groups.size() > topShapes)
+    groups.resize(topShapes);
+  if (!groups.empty()) {
+    std::snprintf(line, sizeof(line), "  %-48s %8s %10s %9s  %s\n",
+                  "by shape: kernel ints", "launches", "ms", "ms each", "rate");
+    os << line;
+  }
+  for (const Group *group : groups) {
+    const std::string shape = std::string(kernelName(group->inst->kernel)) +
+                              " [" + join(group->inst->ints) + "]";
+    const double each = group->milliseconds / double(group->launches);
+    std::snprintf(line, sizeof(line), "  %-48s %8zu %10.3f %9.4f  %s\n",
+                  shape.c_str(), group->launches, group->milliseconds, each,
+                  rateOf(instructionWork(rank, *group->inst), each).c_str());
     os << line;
   }
   return os.str();

@@ -128,13 +128,14 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
     return !output && (index == 0 || index == 3) ? OperandPrecision::Statistic
                                                  : OperandPrecision::Compute;
-  case Kernel::Matmul:       // a, b -> c
+  case Kernel::Matmul: // a, b -> c
   case Kernel::MatmulAccumulate:
   case Kernel::EmbeddingBwd: // ids, dout -> dtable
   case Kernel::EmbeddingBwdVP:
   case Kernel::Accumulate: // x -> y
     return output ? OperandPrecision::Accumulator : OperandPrecision::Compute;
-  case Kernel::RMSNormBwd: // dy, x, w -> dx, dw
+  case Kernel::RMSNormBwd:    // dy, x, w -> dx, dw
+  case Kernel::RMSNormBwdAdd: // dy, x, w, addend -> dx, dw
     return output && index == 1 ? OperandPrecision::Accumulator
                                 : OperandPrecision::Compute;
   case Kernel::AdamW: // grad -> param, m, v[, copy]

@@ -294,6 +294,11 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.inputs = {product({a[0], a[1]}), product({a[0], a[1]}), a[1]};
     spec.outputs = {product({a[0], a[1]}), a[1]};
     break;
+  case Kernel::RMSNormBwdAdd: // dy, x, w, addend -> dx, dw
+    spec.inputs = {product({a[0], a[1]}), product({a[0], a[1]}), a[1],
+                   product({a[0], a[1]})};
+    spec.outputs = {product({a[0], a[1]}), a[1]};
+    break;
   case Kernel::Rope: // batch, seq, heads, head_dim, inverse, offset
     if (a[4] > 1)
       return errorf("inverse must be 0 or 1, got ints ", formatInts(a));

@@ -107,6 +107,8 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
                  : std::move(status).withContext("rank " + std::to_string(r));
     state.microStep = *micro;
     state.optimizerStep = *optimizer;
+    if (StatusOr<size_t> first = executor.findProgram(kMicroStepFirstProgram))
+      state.microStepFirst = *first;
     if (!state.tokensBlock.isWhole())
       state.tokensStaging.resize(executor.buffer(state.tokens).numElements());
     if (!state.labelsBlock.isWhole())
@@ -139,7 +141,9 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   };
   for (const auto &[index, value] : hyper)
     MLT_RETURN_IF_ERROR(executor.writeScalar(index, value));
-  MLT_RETURN_IF_ERROR(executor.zeroBuffers(BufferKind::Gradient));
+  // A plan whose first micro-batch writes the gradients needs no zeroing.
+  if (!rank.microStepFirst)
+    MLT_RETURN_IF_ERROR(executor.zeroBuffers(BufferKind::Gradient));
 
   // Writes this rank's block of micro-batch `mb` of `batch` into `buffer`.
   const size_t microBatchElements = size_t(model_.microBatch * model_.seqLen);
@@ -164,7 +168,9 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
         feed(rank.tokens, inputs_, rank.tokensBlock, rank.tokensStaging, mb));
     MLT_RETURN_IF_ERROR(
         feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
-    MLT_RETURN_IF_ERROR(executor.run(rank.microStep, /*wait=*/false));
+    const size_t program =
+        mb == 0 && rank.microStepFirst ? *rank.microStepFirst : rank.microStep;
+    MLT_RETURN_IF_ERROR(executor.run(program, /*wait=*/false));
     if (readLoss)
       MLT_RETURN_IF_ERROR(
           executor.readScalarAtSync(rank.loss, &rank.measuredLosses[mb]));

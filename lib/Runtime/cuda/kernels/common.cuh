@@ -11,7 +11,9 @@
 //   only when it is 16-byte aligned (isAligned16); every caller checks this
 //   on the host and keeps a scalar path for the rest.
 // - floatToBF16Bits is cpu::floatToBF16 (VectorOps.h) bit for bit: round to
-//   nearest, ties to even, infinities kept, every NaN to 0x7FC0.
+//   nearest, ties to even, infinities kept, every NaN to 0x7FC0;
+//   floatToBF16BitsCvt, floatsToBF16x2Bits and packFromCompute give the same
+//   bits through the hardware conversion (cvt.rn.bf16.f32) plus the NaN fix.
 // - The rn* helpers are single IEEE operations (__fmul_rn, ...): nvcc never
 //   contracts them into an FMA, so an expression written with them rounds
 //   like the same expression on the CPU (which has no FMA contraction).
@@ -25,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace mlt::cuda {
 
@@ -67,6 +70,38 @@ inline int rowBlockThreads(int64_t n, bool vec, int width) {
 
 #ifdef __CUDACC__
 
+/// Programmatic dependent launch (sm_90): a kernel queued with
+/// launchDependent may start while the kernel before it on the stream
+/// finishes. It must call waitForPredecessors() before it touches global
+/// memory (it returns once every earlier kernel on the stream has completed
+/// and its writes are visible), so only the launch latency overlaps; and it
+/// may call allowDependents() to let the next such kernel start early.
+__device__ __forceinline__ void waitForPredecessors() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void allowDependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/// Queues kernel<<<grid, block, shared, stream>>>(args...) with programmatic
+/// stream serialization allowed (see waitForPredecessors).
+template <typename... Params, typename... Args>
+cudaError_t launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block,
+                            size_t shared, cudaStream_t stream,
+                            Args &&...args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 __device__ __forceinline__ int64_t globalThreadIndex() {
   return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -106,6 +141,59 @@ template <> __device__ __forceinline__ double fromCompute<double>(double x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 fromCompute<__nv_bfloat16>(float x) {
   return __ushort_as_bfloat16(floatToBF16Bits(x));
+}
+
+/// floatToBF16Bits through the hardware conversion (cvt.rn.bf16.f32, round to
+/// nearest even, as floatToBF16Bits rounds), every NaN mapped to 0x7FC0: the
+/// same bits for every input, in fewer instructions.
+__device__ __forceinline__ uint16_t floatToBF16BitsCvt(float value) {
+  return value != value ? uint16_t(0x7FC0)
+                        : __bfloat16_as_ushort(__float2bfloat16_rn(value));
+}
+/// Two floats as floatToBF16BitsCvt rounds them, `lo` in the low half (the
+/// lower address): one conversion instruction for both.
+__device__ __forceinline__ uint32_t floatsToBF16x2Bits(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits = uint32_t(__bfloat16_as_ushort(pair.x)) |
+                  uint32_t(__bfloat16_as_ushort(pair.y)) << 16;
+  if (lo != lo)
+    bits = (bits & 0xFFFF0000u) | 0x7FC0u;
+  if (hi != hi)
+    bits = (bits & 0x0000FFFFu) | 0x7FC00000u;
+  return bits;
+}
+
+/// `x` rounded to T and widened back to float: the value a T intermediate
+/// holds. For bf16 a NaN stays a NaN but may change payload, so use it for
+/// intermediates and round stored values with fromCompute or packFromCompute.
+template <typename T> __device__ __forceinline__ float roundTo(float x);
+template <> __device__ __forceinline__ float roundTo<float>(float x) {
+  return x;
+}
+template <> __device__ __forceinline__ float roundTo<__nv_bfloat16>(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/// A Pack<T> of computed values, each rounded to T as fromCompute<T> rounds
+/// it (the same bits; bf16 through floatsToBF16x2Bits).
+template <typename T>
+__device__ __forceinline__ Pack<T>
+packFromCompute(const float (&v)[Pack<T>::kWidth]) {
+  Pack<T> out;
+#pragma unroll
+  for (int e = 0; e < Pack<T>::kWidth; ++e)
+    out.v[e] = fromCompute<T>(v[e]);
+  return out;
+}
+template <>
+__device__ __forceinline__ Pack<__nv_bfloat16>
+packFromCompute<__nv_bfloat16>(const float (&v)[8]) {
+  Pack<__nv_bfloat16> out;
+  uint32_t *words = reinterpret_cast<uint32_t *>(out.v);
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    words[e] = floatsToBF16x2Bits(v[2 * e], v[2 * e + 1]);
+  return out;
 }
 
 /// IEEE operations that nvcc does not contract into FMAs.

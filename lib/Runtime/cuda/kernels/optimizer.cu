@@ -1,8 +1,9 @@
 //===- optimizer.cu - optimizer CUDA kernels (launchers) ------------------===//
 //
-// Part of mlt. Host launchers of optimizer.cuh: the reduction geometry of
-// sum_squares, the batching of global_norm's pointers, and the choice of
-// AdamW's vector path.
+// Part of mlt. Host launchers of optimizer.cuh: sum_squares (optimizer.cuh's
+// sumSquaresBlocks; one kernel for one block, else a second that combines
+// the partials), the batching of global_norm's pointers,
+// and the choice of AdamW's vector path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,23 +15,6 @@
 
 using namespace mlt;
 using namespace mlt::cuda;
-
-namespace {
-
-/// Elements per thread that make a block worth launching: below 16 per
-/// thread the blocks would mostly wait on their launch.
-constexpr int64_t kSumSquaresElementsPerBlock = int64_t(kReduceThreads) * 16;
-
-/// The number of blocks of sum_squares for n elements (a function of n only).
-int sumSquaresBlocks(int64_t n) {
-  const int64_t blocks =
-      (n + kSumSquaresElementsPerBlock - 1) / kSumSquaresElementsPerBlock;
-  return int(blocks < 1 ? 1
-                        : (blocks > kSumSquaresMaxBlocks ? kSumSquaresMaxBlocks
-                                                         : blocks));
-}
-
-} // namespace
 
 size_t mlt::cuda::sumSquaresScratchBytes(int64_t n) {
   const int blocks = sumSquaresBlocks(n);
@@ -47,14 +31,18 @@ rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
     return rt::errorf("sum_squares: no scratch memory for ", blocks,
                       " partial sums");
   if (isAligned16(x))
-    sumSquaresKernel<true>
-        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<true>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   else
-    sumSquaresKernel<false>
-        <<<blocks, kReduceThreads, 0, stream>>>(out, partials, x, n);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<false>,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, out, partials, x, n));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares");
   if (blocks > 1) {
-    sumPartialsKernel<<<1, kReduceThreads, 0, stream>>>(out, partials, blocks);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        sumPartialsKernel, dim3(1), dim3(kReduceThreads), 0, stream, out,
+        static_cast<const double *>(partials), blocks));
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares (partials)");
   }
   return rt::Status::ok();

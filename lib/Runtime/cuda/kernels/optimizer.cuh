@@ -4,16 +4,25 @@
 // optimizer.cu, declared in optimizer.h).
 //
 // Invariants:
-// - sumSquaresKernel: grid of B blocks (B a function of n only, at most
-//   kSumSquaresMaxBlocks) of kReduceThreads threads. Thread t of block b sums
-//   x[i]^2 in double over its elements (with kVector, the 16-byte packs
-//   b * threads + t + k * B * threads, every pointer 16-byte aligned, then
-//   the n % 4 tail elements one per thread; else single elements), then the
-//   block sums its threads' values in a fixed tree (warp shuffles, then the
-//   warps in order). With B == 1 the block writes float(sum) to the output;
-//   otherwise it writes its double partial to partials[b], and
-//   sumPartialsKernel (one block) sums partials[0..B) in a fixed tree and
-//   writes float(sum). No atomics: the result is the same bits every run.
+// - sumSquaresKernel: grid of B blocks (B = ceil(n / kSumSquaresBlockElems)
+//   clamped to [1, kSumSquaresMaxBlocks]: a function of n only) of
+//   kReduceThreads threads. Thread t of block b sums x[i]^2 in double over its
+//   elements (with kVector, the 16-byte packs b * threads + t + k * B *
+//   threads in increasing k, loaded kSumSquaresUnroll at a time, every
+//   pointer 16-byte aligned, then the n % 4 tail elements one per thread;
+//   else single elements), then the block sums its threads' values in a
+//   fixed tree (warp shuffles, then the warps in order). With B == 1 the
+//   block writes float(sum) to the output; otherwise it writes its double
+//   partial to partials[b], and sumPartialsKernel (one block, queued after
+//   it) sums partials[0..B) in a fixed tree (thread t the partials t + k *
+//   threads in order, then the block tree) and writes float(sum). No
+//   atomics: the result is the same bits every run. (A variant where the
+//   last block to arrive at an atomic counter combined the partials, in one
+//   kernel, measured slower over the 201 gradients of a step: 1.92 against
+//   1.90 ms; bench/memory-kernels-notes.md.)
+// - Every kernel of the family that the launchers queue with
+//   launchDependent waits for its predecessors before it touches memory
+//   (common.cuh).
 // - globalNormKernel: one block; thread k loads part k of its batch (at most
 //   kGlobalNormBatch device pointers, passed by value), then thread 0 sums
 //   them in order in double, after the running sum of earlier batches
@@ -39,10 +48,26 @@ namespace mlt::cuda {
 
 inline constexpr int kReduceThreads = 256;
 inline constexpr int kSumSquaresMaxBlocks = 1024;
+/// 16-byte loads a sum_squares thread issues before it uses them.
+inline constexpr int kSumSquaresUnroll = 4;
+/// Elements per block of sum_squares below which fewer blocks are launched:
+/// one unrolled round of loads per thread.
+inline constexpr int64_t kSumSquaresBlockElems =
+    int64_t(kReduceThreads) * 4 * kSumSquaresUnroll;
 inline constexpr int kGlobalNormBatch = 256;
 
+/// The number of blocks of sum_squares for n elements (a function of n only).
+inline int sumSquaresBlocks(int64_t n) {
+  const int64_t blocks =
+      (n + kSumSquaresBlockElems - 1) / kSumSquaresBlockElems;
+  return int(blocks < 1 ? 1
+                        : (blocks > kSumSquaresMaxBlocks ? kSumSquaresMaxBlocks
+                                                         : blocks));
+}
+
 /// The sum of `value` over the block, in a fixed order; valid in thread 0.
-/// Every thread of the block must call it.
+/// Every thread of the block must call it; calls must be separated by a
+/// barrier (the shared partial sums are reused).
 __device__ __forceinline__ double blockSum(double value) {
   __shared__ double warpSums[kReduceThreads / 32];
 #pragma unroll
@@ -59,23 +84,38 @@ __device__ __forceinline__ double blockSum(double value) {
   return sum;
 }
 
+__device__ __forceinline__ double addSquares(double sum, float4 v) {
+  sum = fma(double(v.x), double(v.x), sum);
+  sum = fma(double(v.y), double(v.y), sum);
+  sum = fma(double(v.z), double(v.z), sum);
+  return fma(double(v.w), double(v.w), sum);
+}
+
 template <bool kVector>
 __global__ void __launch_bounds__(kReduceThreads)
     sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
   const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
+  waitForPredecessors();
+  allowDependents();
   double sum = 0.0;
   int64_t scalarStart = 0;
   if constexpr (kVector) {
     const int64_t packs = n / 4;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
-    for (int64_t p = thread; p < packs; p += stride) {
-      const float4 v = x4[p];
-      sum = fma(double(v.x), double(v.x), sum);
-      sum = fma(double(v.y), double(v.y), sum);
-      sum = fma(double(v.z), double(v.z), sum);
-      sum = fma(double(v.w), double(v.w), sum);
+    int64_t p = thread;
+    for (; p + (kSumSquaresUnroll - 1) * stride < packs;
+         p += kSumSquaresUnroll * stride) {
+      float4 v[kSumSquaresUnroll];
+#pragma unroll
+      for (int u = 0; u < kSumSquaresUnroll; ++u)
+        v[u] = x4[p + u * stride];
+#pragma unroll
+      for (int u = 0; u < kSumSquaresUnroll; ++u)
+        sum = addSquares(sum, v[u]);
     }
+    for (; p < packs; p += stride)
+      sum = addSquares(sum, x4[p]);
     scalarStart = packs * 4;
   }
   for (int64_t i = scalarStart + thread; i < n; i += stride)
@@ -89,8 +129,11 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-__global__ void __launch_bounds__(kReduceThreads)
+/// One block: *out = float(the fixed-tree sum of partials[0..count)).
+static __global__ void __launch_bounds__(kReduceThreads)
     sumPartialsKernel(float *out, const double *partials, int count) {
+  waitForPredecessors();
+  allowDependents();
   double sum = 0.0;
   for (int i = threadIdx.x; i < count; i += kReduceThreads)
     sum += partials[i];
@@ -109,7 +152,7 @@ struct GlobalNormBatch {
   bool last;
 };
 
-__global__ void __launch_bounds__(kGlobalNormBatch)
+static __global__ void __launch_bounds__(kGlobalNormBatch)
     globalNormKernel(float *out, double *running, GlobalNormBatch batch) {
   __shared__ float values[kGlobalNormBatch];
   if (int(threadIdx.x) < batch.count)
@@ -126,8 +169,8 @@ __global__ void __launch_bounds__(kGlobalNormBatch)
     *running = sum;
 }
 
-__global__ void clipCoefficientKernel(float *out, const float *norm,
-                                      const float *maxNorm) {
+static __global__ void clipCoefficientKernel(float *out, const float *norm,
+                                             const float *maxNorm) {
   const float max = *maxNorm;
   float coefficient = 1.0f;
   if (max != 0.0f) {

@@ -27,11 +27,12 @@ namespace mlt::cuda {
 /// The device scratch launchSumSquares needs for n elements (at most 8 KiB).
 size_t sumSquaresScratchBytes(int64_t n);
 
-/// *out = float(sum_i double(x[i])^2), accumulated in double as the CPU does.
-/// Deterministic: the decomposition depends on n only, and partial sums are
-/// combined in a fixed order (no atomics). `scratch` holds
-/// sumSquaresScratchBytes(n) bytes (8-byte aligned) and may be null when
-/// that is 0.
+/// *out = float(sum_i double(x[i])^2), accumulated in double as the CPU does:
+/// one kernel up to 4096 elements, else one that writes per-block partial
+/// sums and one that combines them. Deterministic: the decomposition depends
+/// on n only, and partial sums are combined in a fixed order (no atomics).
+/// `scratch` holds sumSquaresScratchBytes(n) bytes (8-byte aligned) and may
+/// be null when that is 0.
 rt::Status launchSumSquares(float *out, const float *x, int64_t n,
                             void *scratch, cudaStream_t stream);
 

@@ -2,8 +2,8 @@
 //
 // Part of mlt. Host side of the rmsnorm family: argument checks, the launch
 // geometry (a function of the shape only, so every device computes the same
-// sums in the same order) and the choice between the 16-byte and the scalar
-// path.
+// sums in the same order) and the choice between the cached kernels (16-byte
+// packs, rows held in registers), the generic 16-byte and the scalar path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +39,25 @@ rt::Status checkShape(const char *kernel, int64_t rows, int64_t dim) {
   return rt::Status::ok();
 }
 
+/// The cached forward: teams of layout.threads threads, kFwdBlockThreads
+/// threads per block.
+template <typename T, int kPacks>
+rt::Status forwardCached(T *y, float *rstd, const T *x, const T *weight,
+                         int64_t rows, int64_t dim, double eps,
+                         const RowLayout &layout, cudaStream_t stream) {
+  constexpr int kRows = rowsPerTeam(kFwdRowPacks, kPacks);
+  const int teams = teamsPerBlock(layout, kFwdBlockThreads);
+  const int64_t rowsPerBlock = int64_t(teams) * kRows;
+  const int64_t blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
+  MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+      rmsNormFwdCachedKernel<T, kPacks, kRows>, dim3(unsigned(blocks)),
+      dim3(unsigned(teams * layout.threads)),
+      fwdCachedSharedBytes(teams, kRows), stream, y, rstd, x, weight, rows, dim,
+      eps, layout.threads));
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
+  return rt::Status::ok();
+}
+
 template <typename T>
 rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
                    int64_t dim, double eps, cudaStream_t stream) {
@@ -48,28 +67,76 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   constexpr int W = Pack<T>::kWidth;
   const bool vec =
       dim % W == 0 && isAligned16(x) && isAligned16(y) && isAligned16(weight);
+  const RowLayout layout = cachedLayout(dim, vec, W, kPreferredPacks);
+  switch (layout.packs) {
+  case 1:
+    return forwardCached<T, 1>(y, rstd, x, weight, rows, dim, eps, layout,
+                               stream);
+  case 2:
+    return forwardCached<T, 2>(y, rstd, x, weight, rows, dim, eps, layout,
+                               stream);
+  case 4:
+    return forwardCached<T, 4>(y, rstd, x, weight, rows, dim, eps, layout,
+                               stream);
+  default:
+    break;
+  }
   const int threads = rowBlockThreads(dim, vec, W);
   if (vec)
-    rmsNormFwdKernel<T, true>
-        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormFwdKernel<T, true>, dim3(unsigned(rows)), dim3(threads), 0,
+        stream, y, rstd, x, weight, dim, eps));
   else
-    rmsNormFwdKernel<T, false>
-        <<<unsigned(rows), threads, 0, stream>>>(y, rstd, x, weight, dim, eps);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormFwdKernel<T, false>, dim3(unsigned(rows)), dim3(threads), 0,
+        stream, y, rstd, x, weight, dim, eps));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
   return rt::Status::ok();
 }
 
-template <typename T, typename G>
-rt::Status backward(T *dx, G *dw, const T *dy, const T *x, const T *weight,
-                    int64_t rows, int64_t dim, double eps, void *scratch,
-                    size_t scratchBytes, cudaStream_t stream) {
+/// The teams per block of the cached backward: kBwdBlockThreads threads, as
+/// many as leave room to combine their dw sums in 48 KiB of shared memory.
+int bwdTeams(const RowLayout &layout, int rowsPerTeam, int64_t dim) {
+  int teams = teamsPerBlock(layout, kBwdBlockThreads);
+  while (teams > 1 && bwdCachedSharedBytes(teams, rowsPerTeam, dim) > 48 * 1024)
+    --teams;
+  return teams;
+}
+
+template <typename T, int kPacks>
+rt::Status backwardCached(T *dx, float *partial, const T *dy, const T *x,
+                          const T *weight, const T *addend, int64_t rows,
+                          int64_t dim, double eps, const BwdSplit &split,
+                          const RowLayout &layout, cudaStream_t stream) {
+  constexpr int kRows = rowsPerTeam(kBwdRowPacks, kPacks);
+  const int teams = bwdTeams(layout, kRows, dim);
+  const dim3 grid(unsigned(split.blocks)), block(teams * layout.threads);
+  const size_t shared = bwdCachedSharedBytes(teams, kRows, dim);
+  if (addend)
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormBwdCachedKernel<T, kPacks, kRows, true>, grid, block, shared,
+        stream, dx, partial, dy, x, weight, addend, rows, dim,
+        split.rowsPerBlock, eps, layout.threads));
+  else
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        rmsNormBwdCachedKernel<T, kPacks, kRows, false>, grid, block, shared,
+        stream, dx, partial, dy, x, weight, addend, rows, dim,
+        split.rowsPerBlock, eps, layout.threads));
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
+                    const T *addend, int64_t rows, int64_t dim, double eps,
+                    void *scratch, size_t scratchBytes, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("rms_norm_bwd", rows, dim));
   if (dim == 0)
     return rt::Status::ok();
   if (rows == 0) {
-    // No rows: the sum over rows is zero (all-zero bits are 0 in f32 and bf16).
+    // No rows: the sum over rows is zero (all-zero bits are 0.0f).
     MLT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(G), stream));
+        cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(float), stream));
     return rt::Status::ok();
   }
   const size_t needed = rmsNormBwdScratchBytes(rows, dim);
@@ -81,27 +148,45 @@ rt::Status backward(T *dx, G *dw, const T *dy, const T *x, const T *weight,
 
   constexpr int W = Pack<T>::kWidth;
   const bool vec = dim % W == 0 && isAligned16(x) && isAligned16(dy) &&
-                   isAligned16(dx) && isAligned16(weight);
-  const int threads = rowBlockThreads(dim, vec, W);
-  // The per-block dw accumulator lives in shared memory when it fits the
-  // default 48 KiB (no opt-in needed), else in the block's partial row.
-  const size_t accBytes = size_t(dim) * sizeof(float);
-  const bool accInShared = accBytes <= 48 * 1024;
-  const size_t shared = accInShared ? accBytes : 0;
-  if (vec)
-    rmsNormBwdRowsKernel<T, true>
-        <<<unsigned(split.blocks), threads, shared, stream>>>(
-            dx, partial, dy, x, weight, rows, dim, split.rowsPerBlock, eps,
-            accInShared);
-  else
-    rmsNormBwdRowsKernel<T, false>
-        <<<unsigned(split.blocks), threads, shared, stream>>>(
-            dx, partial, dy, x, weight, rows, dim, split.rowsPerBlock, eps,
-            accInShared);
-  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
-  rmsNormBwdColumnsKernel<G>
-      <<<unsigned((dim + kFlatThreads - 1) / kFlatThreads), kFlatThreads, 0,
-         stream>>>(dw, partial, split.blocks, dim);
+                   isAligned16(dx) && isAligned16(weight) &&
+                   (!addend || isAligned16(addend));
+  const RowLayout layout = cachedLayout(dim, vec, W, kPreferredPacks);
+  if (layout.packs == 1) {
+    MLT_RETURN_IF_ERROR(
+        (backwardCached<T, 1>(dx, partial, dy, x, weight, addend, rows, dim,
+                              eps, split, layout, stream)));
+  } else if (layout.packs == 2) {
+    MLT_RETURN_IF_ERROR(
+        (backwardCached<T, 2>(dx, partial, dy, x, weight, addend, rows, dim,
+                              eps, split, layout, stream)));
+  } else if (layout.packs == 4) {
+    MLT_RETURN_IF_ERROR(
+        (backwardCached<T, 4>(dx, partial, dy, x, weight, addend, rows, dim,
+                              eps, split, layout, stream)));
+  } else {
+    // The per-block dw accumulator lives in shared memory when it fits the
+    // default 48 KiB (no opt-in needed), else in the block's partial row.
+    const int threads = rowBlockThreads(dim, vec, W);
+    const size_t accBytes = size_t(dim) * sizeof(float);
+    const bool accInShared = accBytes <= 48 * 1024;
+    const size_t shared = accInShared ? accBytes : 0;
+    if (vec)
+      MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+          rmsNormBwdRowsKernel<T, true>, dim3(unsigned(split.blocks)),
+          dim3(threads), shared, stream, dx, partial, dy, x, weight, addend,
+          rows, dim, split.rowsPerBlock, eps, accInShared));
+    else
+      MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+          rmsNormBwdRowsKernel<T, false>, dim3(unsigned(split.blocks)),
+          dim3(threads), shared, stream, dx, partial, dy, x, weight, addend,
+          rows, dim, split.rowsPerBlock, eps, accInShared));
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
+  }
+  const int64_t columnBlocks = (dim + kColumnTile - 1) / kColumnTile;
+  MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+      rmsNormBwdColumnsKernel<float>, dim3(unsigned(columnBlocks)),
+      dim3(kColumnTile * kColumnSlices), 0, stream, dw, partial, split.blocks,
+      dim));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (dw)");
   return rt::Status::ok();
 }
@@ -131,20 +216,19 @@ rt::Status mlt::cuda::launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
 
 rt::Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
                                        const float *x, const float *weight,
-                                       int64_t rows, int64_t dim, double eps,
-                                       void *scratch, size_t scratchBytes,
+                                       const float *addend, int64_t rows,
+                                       int64_t dim, double eps, void *scratch,
+                                       size_t scratchBytes,
                                        cudaStream_t stream) {
-  return backward(dx, dw, dy, x, weight, rows, dim, eps, scratch, scratchBytes,
-                  stream);
+  return backward(dx, dw, dy, x, weight, addend, rows, dim, eps, scratch,
+                  scratchBytes, stream);
 }
 
-rt::Status mlt::cuda::launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
-                                       const __nv_bfloat16 *dy,
-                                       const __nv_bfloat16 *x,
-                                       const __nv_bfloat16 *weight,
-                                       int64_t rows, int64_t dim, double eps,
-                                       void *scratch, size_t scratchBytes,
-                                       cudaStream_t stream) {
-  return backward(dx, dw, dy, x, weight, rows, dim, eps, scratch, scratchBytes,
-                  stream);
+rt::Status mlt::cuda::launchRmsNormBwd(
+    __nv_bfloat16 *dx, float *dw, const __nv_bfloat16 *dy,
+    const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
+    const __nv_bfloat16 *addend, int64_t rows, int64_t dim, double eps,
+    void *scratch, size_t scratchBytes, cudaStream_t stream) {
+  return backward(dx, dw, dy, x, weight, addend, rows, dim, eps, scratch,
+                  scratchBytes, stream);
 }

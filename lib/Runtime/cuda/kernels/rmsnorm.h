@@ -1,10 +1,12 @@
 //===- rmsnorm.h - RMS normalization CUDA kernels (host side) ---*- C++ -*-===//
 //
 // Part of mlt. Host launchers of the rmsnorm family (rmsnorm.cuh): forward
-// and backward of `mlt.rms_norm` (Kernels.def rms_norm_fwd, rms_norm_bwd),
-// with the semantics of the CPU kernels (lib/Runtime/cpu/RMSNorm.cpp) as the
-// CPU backend drives them: the plan keeps no rstd, so the backward recomputes
-// it exactly as the forward does, and the backward OVERWRITES dw.
+// and backward of `mlt.rms_norm` (Kernels.def rms_norm_fwd, rms_norm_bwd,
+// rms_norm_bwd_add), with the semantics of the CPU kernels
+// (lib/Runtime/cpu/RMSNorm.cpp) as the CPU backend drives them: the plan
+// keeps no rstd, so the backward recomputes it exactly as the forward does,
+// and the backward OVERWRITES dw; rms_norm_bwd_add adds the residual
+// gradient to dx as it is written.
 //
 // Each launcher queues its work on `stream` and returns; argument errors are
 // returned before anything is queued, launch errors right after the launch.
@@ -12,7 +14,7 @@
 // Scratch memory: the backward's weight gradient is a sum over rows, made
 // deterministic (no atomics) by two kernels: the first writes one partial
 // sum per block of rows into `scratch` ([blocks, dim] f32), the second sums
-// the partials of each column in block order. `rmsNormBwdScratchBytes(rows,
+// the partials of each column in a fixed order. `rmsNormBwdScratchBytes(rows,
 // dim)` is the size it needs, a function of the shape only; the caller owns
 // the memory (the CUDA backend's device context allocates one scratch area
 // per context lazily with cudaMalloc, grown to the largest request, and
@@ -50,20 +52,25 @@ rt::Status launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
 /// none).
 size_t rmsNormBwdScratchBytes(int64_t rows, int64_t dim);
 
-/// dx = rstd * (weight * dy - n * mean(weight * dy * n)), n = x * rstd, with
-/// rstd recomputed from x and eps; dw (overwritten) = sum over rows of dy * n,
-/// in a fixed order (deterministic), f32 in both variants (a parameter's
-/// gradient accumulates in f32: Kernels.def's "Element types"). `dx` may
-/// alias `dy`. `scratch` holds at
-/// least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte aligned, as
-/// cudaMalloc returns) that nothing else uses while this work runs.
+/// dx = rstd * (weight * dy - n * mean(weight * dy * n)) [+ addend], n = x *
+/// rstd, with rstd recomputed from x and eps; dw (overwritten) = sum over rows
+/// of dy * n, in a fixed order (deterministic), f32 in both variants (a
+/// parameter's gradient accumulates in f32: Kernels.def's "Element types").
+/// `addend` ([rows, dim], may be null: Kernels.def's rms_norm_bwd_add) is
+/// added to dx in the same pass, in f32, the sum rounded once to T. `dx` may
+/// alias `dy`; `addend` may alias `dy` or `dx` (element for element).
+/// `scratch` holds at least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte
+/// aligned, as cudaMalloc returns) that nothing else uses while this work
+/// runs.
 rt::Status launchRmsNormBwd(float *dx, float *dw, const float *dy,
-                            const float *x, const float *weight, int64_t rows,
-                            int64_t dim, double eps, void *scratch,
-                            size_t scratchBytes, cudaStream_t stream);
+                            const float *x, const float *weight,
+                            const float *addend, int64_t rows, int64_t dim,
+                            double eps, void *scratch, size_t scratchBytes,
+                            cudaStream_t stream);
 rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
                             const __nv_bfloat16 *dy, const __nv_bfloat16 *x,
-                            const __nv_bfloat16 *weight, int64_t rows,
+                            const __nv_bfloat16 *weight,
+                            const __nv_bfloat16 *addend, int64_t rows,
                             int64_t dim, double eps, void *scratch,
                             size_t scratchBytes, cudaStream_t stream);
 

@@ -1,8 +1,9 @@
 //===- rope.cu - rotary position embedding CUDA launcher ------------------===//
 //
 // Part of mlt. Host side of the rope family: the CPU kernel's argument
-// checks, one block per token, and the choice between the 16-byte and the
-// scalar path.
+// checks, the block decomposition (rope.cuh's makeGeometry), the inverse
+// frequencies as the CPU computes them, and the choice between the 16-byte
+// and the scalar path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,8 @@
 
 #include "CudaCheck.h"
 #include "kernels/rope.cuh"
+
+#include <cmath>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -33,22 +36,34 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
   const int64_t tokens = batch * seq;
   if (tokens == 0 || heads == 0)
     return rt::Status::ok();
-  if (tokens > INT32_MAX)
-    return rt::errorf(kernel, ": ", tokens, " tokens are more than one grid "
-                                            "holds");
   const int64_t half = headDim / 2;
-  const size_t shared = 2 * size_t(half) * sizeof(float);
-  if (shared > 48 * 1024)
+  if (half > 6144)
     return rt::errorf(kernel, ": head_dim ", headDim, " is too large");
+  if (heads > INT32_MAX / headDim)
+    return rt::errorf(kernel, ": ", heads, " heads of ", headDim,
+                      " elements are more than one token may hold");
   constexpr int W = Pack<T>::kWidth;
   const bool vec = half % W == 0 && isAligned16(x) && isAligned16(y);
-  const double direction = inverse ? -1.0 : 1.0;
+  const Geometry g =
+      makeGeometry(batch, seq, heads, headDim, positionOffset, theta, inverse,
+                   vec ? W : 1, int64_t(kThreads) * kUnits);
+  if (g.blocks > INT32_MAX)
+    return rt::errorf(kernel, ": ", g.blocks,
+                      " blocks are more than one grid holds");
+  // The CPU kernel's inverse frequencies, bit for bit (the same std::pow).
+  InvFreqs freqs{};
+  if (g.hostFreqs)
+    for (int64_t i = 0; i < half; ++i)
+      freqs.v[i] = std::pow(theta, -double(2 * i) / double(headDim));
+  const size_t shared = tableBytes(g);
   if (vec)
-    ropeKernel<T, true><<<unsigned(tokens), kThreads, shared, stream>>>(
-        y, x, seq, heads, headDim, positionOffset, theta, direction);
+    MLT_CUDA_RETURN_IF_ERROR(
+        launchDependent(ropeKernel<T, W, kUnits>, dim3(unsigned(g.blocks)),
+                        dim3(kThreads), shared, stream, y, x, g, freqs));
   else
-    ropeKernel<T, false><<<unsigned(tokens), kThreads, shared, stream>>>(
-        y, x, seq, heads, headDim, positionOffset, theta, direction);
+    MLT_CUDA_RETURN_IF_ERROR(
+        launchDependent(ropeKernel<T, 1, kUnits>, dim3(unsigned(g.blocks)),
+                        dim3(kThreads), shared, stream, y, x, g, freqs));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
   return rt::Status::ok();
 }

@@ -6,20 +6,31 @@
 // Invariants:
 // - x, y are [batch, seq, heads, headDim], headDim even, half = headDim / 2;
 //   T is the storage type (float or bf16).
-// - One block per token t = b * seq + s (blockIdx.x): its threads first
-//   compute the token's half cos/sin pairs into shared memory (dynamic, 2 *
-//   half floats) exactly as the CPU kernel does: inv_freq = pow(theta, -2i /
-//   headDim), angle = (s + positionOffset) * inv_freq, cos and sin in f64,
-//   rounded to T (sin negated for the inverse rotation); then rotate every
-//   head of the token.
+// - Block b rotates the `positions` sequence indices from s0 = (b %
+//   positionBlocks) * positions and the `batches` batch entries from b0 = (b
+//   / positionBlocks) * batches (fewer at the ends), every head: a function
+//   of the shape only (makeGeometry), never of the device.
+// - Its threads compute those positions' half cos/sin pairs into shared
+//   memory (dynamic, 2 * positions * half floats) exactly as the CPU kernel
+//   does: inv_freq = pow(theta, -2i / headDim) (on the host with the CPU's
+//   std::pow, passed by value, when half <= kMaxHalf; else pow on the
+//   device), angle = (s + positionOffset) * inv_freq, cos and sin in f64,
+//   rounded to T (sin negated for the inverse rotation). Each thread first
+//   loads its first kUnits units (below), so the loads are in flight while
+//   the table is computed.
 // - The rotation is in T, every operation rounded to T as the CPU kernel's
 //   `lo * cos - hi * sin` (no FMA contraction: rn* / explicit rounding):
 //     y[i]      = x[i] * cos - x[i + half] * sin
 //     y[i+half] = x[i + half] * cos + x[i] * sin
-// - Each thread owns pairs (i, i + half) of one head: with kVec, Pack<T>-wide
-//   runs of i (needs half % Pack<T>::kWidth == 0 and 16-byte aligned x and y,
-//   checked on the host), else single i. It reads both halves before writing
-//   either, and no two threads touch the same element: y may equal x.
+// - A unit is kW consecutive pairs (i, i + half) of one head (kW =
+//   Pack<T>::kWidth on the 16-byte path, which needs half % kW == 0 and
+//   16-byte aligned x and y, checked on the host; else 1). Thread t owns the
+//   units t + j * blockDim.x of its block, reads both halves of a unit before
+//   writing either, and no two threads touch the same element: y may equal
+//   x.
+// - The kernel waits for its predecessors (waitForPredecessors, common.cuh)
+//   before it touches memory: the launcher queues it with launchDependent
+//   (programmatic dependent launch), which overlaps only its launch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,68 +39,179 @@
 
 #include "kernels/common.cuh"
 
+#include <cstddef>
+#include <type_traits>
+
 namespace mlt::cuda::rope {
 
+/// Threads per block, and units a thread keeps in flight (two loads each):
+/// the fastest of the configurations bench/memory_kernels_bench.cu times.
 inline constexpr int kThreads = 128;
+inline constexpr int kUnits = 1;
+/// The largest half head dim whose inverse frequencies travel by value.
+inline constexpr int kMaxHalf = 256;
+
+/// The inverse frequencies pow(theta, -2i / headDim), i < half, computed on
+/// the host (the first min(half, kMaxHalf) entries are meaningful).
+struct InvFreqs {
+  double v[kMaxHalf];
+};
+
+/// The launch's shape and its block decomposition.
+struct Geometry {
+  int64_t batch = 0, seq = 0, heads = 0, headDim = 0, positionOffset = 0;
+  /// Sequence indices and batch entries per block, and the blocks along the
+  /// sequence (the grid is positionBlocks * ceil(batch / batches) blocks,
+  /// position blocks fastest).
+  int64_t positions = 1, batches = 1, positionBlocks = 1, blocks = 1;
+  double theta = 0.0, direction = 1.0;
+  /// Whether InvFreqs holds the frequencies (half <= kMaxHalf).
+  bool hostFreqs = false;
+};
+
+/// The decomposition for units of `width` pairs and about `targetUnits`
+/// units per block: whole batch entries of one position first, then more
+/// positions, as long as the block's cos/sin table fits 48 KiB. A function of
+/// the shape only. Needs heads * headDim <= INT32_MAX and half <= 6144 (the
+/// launcher checks).
+inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
+                             int64_t headDim, int64_t positionOffset,
+                             double theta, bool inverse, int width,
+                             int64_t targetUnits) {
+  Geometry g;
+  g.batch = batch;
+  g.seq = seq;
+  g.heads = heads;
+  g.headDim = headDim;
+  g.positionOffset = positionOffset;
+  g.theta = theta;
+  g.direction = inverse ? -1.0 : 1.0;
+  const int64_t half = headDim / 2;
+  g.hostFreqs = half <= kMaxHalf;
+  const int64_t perEntry = heads * (half / width); // units of one (b, s)
+  auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+  };
+  g.batches = clamp(targetUnits / perEntry, 1, batch);
+  g.positions = clamp(targetUnits / (perEntry * g.batches), 1, seq);
+  g.positions = clamp(g.positions, 1, 6144 / half);
+  g.positionBlocks = (seq + g.positions - 1) / g.positions;
+  g.blocks = g.positionBlocks * ((batch + g.batches - 1) / g.batches);
+  return g;
+}
+
+/// The dynamic shared memory of a block: its cos and sin table.
+inline size_t tableBytes(const Geometry &g) {
+  return 2 * size_t(g.positions) * size_t(g.headDim / 2) * sizeof(float);
+}
 
 #ifdef __CUDACC__
 
+/// kW consecutive elements of T, loaded or stored with one instruction.
+template <typename T, int kW> struct alignas(sizeof(T) * kW) Vec { T v[kW]; };
+
 /// a * b and a + b (a - b) rounded to T, as T arithmetic on the CPU rounds.
 template <typename T> __device__ __forceinline__ float mulT(float a, float b) {
-  return toCompute(fromCompute<T>(rnMul(a, b)));
-}
-template <typename T> __device__ __forceinline__ T addT(float a, float b) {
-  return fromCompute<T>(rnAdd(a, b));
-}
-template <typename T> __device__ __forceinline__ T subT(float a, float b) {
-  return fromCompute<T>(rnSub(a, b));
+  return roundTo<T>(rnMul(a, b));
 }
 
-template <typename T, bool kVec>
-__global__ void ropeKernel(T *y, const T *x, int64_t seq, int64_t heads,
-                           int64_t headDim, int64_t positionOffset,
-                           double theta, double direction) {
-  extern __shared__ float trig[]; // cos[half], sin[half]
-  const int64_t half = headDim / 2;
-  float *cosv = trig, *sinv = trig + half;
-  const int64_t token = blockIdx.x;
-  const double pos = double(token % seq + positionOffset);
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const double invFreq = pow(theta, -double(2 * i) / double(headDim));
-    const double angle = pos * invFreq;
-    cosv[i] = toCompute(fromCompute<T>(float(cos(angle))));
-    sinv[i] = toCompute(fromCompute<T>(float(direction * sin(angle))));
+/// `out` rounded to T, kW elements (bf16 pairs through one conversion).
+template <typename T, int kW>
+__device__ __forceinline__ Vec<T, kW> vecFromCompute(const float (&out)[kW]) {
+  Vec<T, kW> v;
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && kW % 2 == 0) {
+    uint32_t *words = reinterpret_cast<uint32_t *>(v.v);
+#pragma unroll
+    for (int e = 0; e < kW / 2; ++e)
+      words[e] = floatsToBF16x2Bits(out[2 * e], out[2 * e + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kW; ++e)
+      v.v[e] = fromCompute<T>(out[e]);
+  }
+  return v;
+}
+
+template <typename T, int kW, int kUnitsPerThread, int kBlockThreads = kThreads>
+__global__ void __launch_bounds__(kBlockThreads)
+    ropeKernel(T *y, const T *x, const Geometry g,
+               const __grid_constant__ InvFreqs freqs) {
+  extern __shared__ float trig[]; // cos[positions][half], sin[positions][half]
+  using V = Vec<T, kW>;
+  const int64_t half = g.headDim / 2;
+  const int64_t s0 = int64_t(blockIdx.x % g.positionBlocks) * g.positions;
+  const int64_t b0 = int64_t(blockIdx.x / g.positionBlocks) * g.batches;
+  const uint32_t nPos = uint32_t(min(g.positions, g.seq - s0));
+  const uint32_t nBatch = uint32_t(min(g.batches, g.batch - b0));
+  const uint32_t heads = uint32_t(g.heads);
+  const uint32_t vecsPerHalf = uint32_t(half / kW);
+  // Units of one batch entry: nPos * heads head vectors of vecsPerHalf units;
+  // a block holds fewer than 2^31 (the launcher checks).
+  const uint32_t unitsPerBatch = nPos * heads * vecsPerHalf;
+  const uint32_t units = nBatch * unitsPerBatch;
+  const int64_t rowElems = g.heads * g.headDim;
+  float *cosv = trig, *sinv = trig + g.positions * half;
+
+  waitForPredecessors();
+  allowDependents();
+  V lo[kUnitsPerThread], hi[kUnitsPerThread];
+  int64_t offset[kUnitsPerThread];
+  uint32_t trigAt[kUnitsPerThread];
+  // Loads the units first + j * blockDim.x: the element offset of each
+  // unit's low half, its trig index, and both halves.
+  auto load = [&](uint32_t first) {
+#pragma unroll
+    for (int j = 0; j < kUnitsPerThread; ++j) {
+      const uint32_t u = first + uint32_t(j) * blockDim.x;
+      if (u < units) {
+        const uint32_t b = u / unitsPerBatch, rem = u % unitsPerBatch;
+        const uint32_t vector = rem / vecsPerHalf, k = rem % vecsPerHalf;
+        offset[j] = ((b0 + b) * g.seq + s0) * rowElems +
+                    int64_t(vector) * g.headDim + int64_t(k) * kW;
+        trigAt[j] = (vector / heads) * uint32_t(half) + k * kW;
+        lo[j] = *reinterpret_cast<const V *>(x + offset[j]);
+        hi[j] = *reinterpret_cast<const V *>(x + offset[j] + half);
+      }
+    }
+  };
+  load(threadIdx.x);
+
+  for (uint32_t q = threadIdx.x; q < nPos * uint32_t(half); q += blockDim.x) {
+    const uint32_t p = q / uint32_t(half), i = q % uint32_t(half);
+    const double invFreq =
+        g.hostFreqs ? freqs.v[i]
+                    : pow(g.theta, -double(2 * i) / double(g.headDim));
+    const double angle =
+        __dmul_rn(double(s0 + int64_t(p) + g.positionOffset), invFreq);
+    double s, c;
+    sincos(angle, &s, &c);
+    cosv[q] = roundTo<T>(float(c));
+    sinv[q] = roundTo<T>(float(__dmul_rn(g.direction, s)));
   }
   __syncthreads();
-  const int64_t base = token * heads * headDim;
-  if constexpr (kVec) {
-    constexpr int W = Pack<T>::kWidth;
-    const int64_t packsPerHalf = half / W;
-    for (int64_t u = threadIdx.x; u < heads * packsPerHalf; u += blockDim.x) {
-      const int64_t h = u / packsPerHalf, i0 = (u % packsPerHalf) * W;
-      const int64_t lo = base + h * headDim + i0;
-      const Pack<T> a = *reinterpret_cast<const Pack<T> *>(x + lo);
-      const Pack<T> b = *reinterpret_cast<const Pack<T> *>(x + lo + half);
-      Pack<T> outLo, outHi;
+
+  for (uint32_t first = threadIdx.x; first < units;
+       first += uint32_t(kUnitsPerThread) * blockDim.x) {
 #pragma unroll
-      for (int e = 0; e < W; ++e) {
-        const float c = cosv[i0 + e], s = sinv[i0 + e];
-        const float l = toCompute(a.v[e]), hv = toCompute(b.v[e]);
-        outLo.v[e] = subT<T>(mulT<T>(l, c), mulT<T>(hv, s));
-        outHi.v[e] = addT<T>(mulT<T>(hv, c), mulT<T>(l, s));
+    for (int j = 0; j < kUnitsPerThread; ++j) {
+      const uint32_t u = first + uint32_t(j) * blockDim.x;
+      if (u < units) {
+        float outLo[kW], outHi[kW];
+#pragma unroll
+        for (int e = 0; e < kW; ++e) {
+          const float c = cosv[trigAt[j] + e], s = sinv[trigAt[j] + e];
+          const float l = toCompute(lo[j].v[e]), h = toCompute(hi[j].v[e]);
+          outLo[e] = rnSub(mulT<T>(l, c), mulT<T>(h, s));
+          outHi[e] = rnAdd(mulT<T>(h, c), mulT<T>(l, s));
+        }
+        *reinterpret_cast<V *>(y + offset[j]) = vecFromCompute<T, kW>(outLo);
+        *reinterpret_cast<V *>(y + offset[j] + half) =
+            vecFromCompute<T, kW>(outHi);
       }
-      *reinterpret_cast<Pack<T> *>(y + lo) = outLo;
-      *reinterpret_cast<Pack<T> *>(y + lo + half) = outHi;
     }
-  } else {
-    for (int64_t u = threadIdx.x; u < heads * half; u += blockDim.x) {
-      const int64_t h = u / half, i = u % half;
-      const int64_t lo = base + h * headDim + i;
-      const float c = cosv[i], s = sinv[i];
-      const float l = toCompute(x[lo]), hv = toCompute(x[lo + half]);
-      y[lo] = subT<T>(mulT<T>(l, c), mulT<T>(hv, s));
-      y[lo + half] = addT<T>(mulT<T>(hv, c), mulT<T>(l, s));
-    }
+    const uint32_t next = first + uint32_t(kUnitsPerThread) * blockDim.x;
+    if (next < units)
+      load(next);
   }
 }
 

@@ -7,7 +7,8 @@
 // with i + head_dim/2 and rotates by pos * theta^(-2i/head_dim), pos = s +
 // position_offset; `inverse` rotates by minus the angle (the backward).
 // Queues its work on `stream`; argument errors (odd or non-positive head_dim,
-// theta <= 0, negative sizes) are returned before anything is queued.
+// theta <= 0, negative sizes, head_dim over 12288, heads * head_dim over
+// INT32_MAX) are returned before anything is queued.
 //
 //===----------------------------------------------------------------------===//
 

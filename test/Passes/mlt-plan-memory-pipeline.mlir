@@ -29,7 +29,7 @@
 // CHECK: mlt_rt.buffer @t7 temporary offset 8192 : tensor<16x8xf32>
 // micro_step_first's temporaries are planned like micro_step's, in the same
 // space (the programs never run at once), and it shares the loss seed.
-// CHECK: mlt_rt.buffer @t8 temporary offset 9216 : tensor<2x4x8xf32>
+// CHECK: mlt_rt.buffer @t8 temporary offset 8704 : tensor<2x4x8xf32>
 // CHECK-NOT: constant
 // CHECK: mlt_rt.buffer @hyper.step input offset 7936 : tensor<f32>
 // CHECK-NEXT: mlt_rt.buffer @t14 temporary offset 8192 : tensor<f32>

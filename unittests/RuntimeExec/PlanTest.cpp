@@ -128,6 +128,10 @@ TEST(PlanTest, InPlaceTable) {
   EXPECT_TRUE(mayAlias(Kernel::RMSNormBwd, 0, 0));  // dx, dy
   EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 1, 0)); // dw
   EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 0, 1)); // x
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 0, 0));  // dx, dy
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 0, 3));  // dx, addend
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 0, 1)); // x
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 1, 3)); // dw
   EXPECT_TRUE(mayAlias(Kernel::Rope, 0, 0));
   EXPECT_TRUE(mayAlias(Kernel::AllReduceSum, 0, 0));
   EXPECT_FALSE(mayAlias(Kernel::AllGather, 0, 0));

@@ -94,6 +94,8 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
   case Kernel::RMSNormBwd:   // dy, x, w -> dx, dw
   case Kernel::AllReduceSum: // x -> y
     return output == 0 && input == 0;
+  case Kernel::RMSNormBwdAdd: // dy, x, w, addend -> dx, dw
+    return output == 0 && (input == 0 || input == 3);
   case Kernel::CrossEntropyBwd:      // dloss, logits, labels -> dlogits
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
     return output == 0 && input == 1;

@@ -12,8 +12,9 @@
 #                                     $OUT (or DIR/out)
 #   DIR/gpu-suite.sh bench [STEPS]    (GPU machine) the issue-5 benchmark:
 #                                     bench/gpu_bench.py on the TinyLlama-1.1B
-#                                     shape (bf16, micro-batch 4 x 2048) beside
-#                                     HF transformers eager and torch.compile,
+#                                     shape (bf16, micro-batch 4 x 2048; also
+#                                     with --recompute swiglu) beside HF
+#                                     transformers eager and torch.compile,
 #                                     then mlt-run --profile-step on it
 #
 # `pack` needs a compiler build in build/ (for mlt-run to compile the plans)
@@ -47,6 +48,9 @@ if [[ "${1:-}" == pack ]]; then
   # The benchmark: the reference's llama-1b shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --emit-plan "$dir"/plans/tinyllama-bf16-b4.mltplan
+  "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
+    --batch 4 --seq-len 2048 --recompute swiglu \
+    --emit-plan "$dir"/plans/tinyllama-bf16-b4-recompute.mltplan
   cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
   cp "$0" "$dir"/gpu-suite.sh
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-suite.sh run"
@@ -65,6 +69,7 @@ if [[ "$1" == bench ]]; then
   steps=${2:-10}
   plan=plans/tinyllama-bf16-b4.mltplan
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
+    --plan plans/tinyllama-bf16-b4-recompute.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \
     --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
   python3 -c 'import random, struct; r = random.Random(1); n = 4 * 2049 * 4

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchUtil.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/attention.h"
 
@@ -27,44 +28,11 @@
 
 using namespace mlt;
 using namespace mlt::cuda;
+using mlt::bench::fillUniform;
 using namespace mlt::cuda::attn;
 using bf16 = __nv_bfloat16;
 
 namespace {
-
-#define CHECK_CUDA(call)                                                       \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess) {                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-#define CHECK_STATUS(expr)                                                     \
-  do {                                                                         \
-    rt::Status st_ = (expr);                                                   \
-    if (!st_) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                  \
-                   st_.message().c_str());                                     \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-/// x[i] = uniform in [lo, hi) from a hash of (seed, i), rounded to bf16.
-__global__ void fillUniform(bf16 *x, int64_t n, uint32_t seed, float lo,
-                            float hi) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 0x9E3779B1u ^ seed ^ uint32_t(i >> 32);
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    x[i] = __float2bfloat16(lo + (hi - lo) * (h >> 8) * (1.f / 16777216.f));
-  }
-}
 
 struct Shape {
   const char *name;

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchUtil.cuh"
 #include "kernels/optimizer.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -44,44 +45,10 @@
 
 using namespace mlt;
 using namespace mlt::cuda;
+using mlt::bench::fillUniform;
 using bf16 = __nv_bfloat16;
 
 namespace {
-
-#define CHECK_CUDA(call)                                                       \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess) {                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
-                   cudaGetErrorString(err_));                                  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-#define CHECK_STATUS(expr)                                                     \
-  do {                                                                         \
-    rt::Status st_ = (expr);                                                   \
-    if (!st_) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                  \
-                   st_.message().c_str());                                     \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-/// x[i] = uniform in [lo, hi) from a hash of (seed, i).
-template <typename T>
-__global__ void fillUniform(T *x, int64_t n, uint32_t seed, float lo,
-                            float hi) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 0x9E3779B1u ^ seed ^ uint32_t(i >> 32);
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    x[i] = T(lo + (hi - lo) * (h >> 8) * (1.f / 16777216.f));
-  }
-}
 
 template <typename T> struct Buf {
   T *p = nullptr;

@@ -31,18 +31,10 @@ if [[ "${1:-}" == pack ]]; then
   test -d "$fixture" || { echo "gpu-multi: no fixture at $fixture" >&2; exit 1; }
   test -x "$compile" || { echo "gpu-multi: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
   rt=${MLT_RUNTIME_BUILD:-$root/build-runtime-cuda}
-  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$rt" mlt-run MLTRuntimeCUDATests
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,fixtures,tools/Inputs}
-  cp "$rt"/bin/mlt-run "$rt"/bin/MLTRuntimeCUDATests "$dir"/bin/
-  strip "$dir"/bin/*
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$rt"/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" "$dir"/lib/
-  done
-  cp -r "$fixture" "$dir"/fixtures/
-  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_runtime "$root" "$rt" "$dir" "$fixture"
+  mkdir -p "$dir"/tools/Inputs
   cp "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/Inputs/
-  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
   python3 "$root"/test/Training/fixture_tools.py variant "$fixture"/model.safetensors \
     "$dir"/plans/nan.safetensors nan model.norm.weight
   compile_plan() { # name, layout flags...

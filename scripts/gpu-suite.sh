@@ -27,18 +27,8 @@ if [[ "${1:-}" == pack ]]; then
   dir=$(realpath -m "${2:-$root/.carry}")
   fixture=$root/../shared/fixtures/llama-ref-a
   test -d "$fixture" || { echo "gpu-suite: no fixture at $fixture" >&2; exit 1; }
-  rt=$root/build-runtime-cuda
-  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$rt" mlt-run MLTRuntimeCUDATests
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,fixtures,tools}
-  cp "$rt"/bin/mlt-run "$rt"/bin/MLTRuntimeCUDATests "$dir"/bin/
-  strip "$dir"/bin/*
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$rt"/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" "$dir"/lib/
-  done
-  cp -r "$fixture" "$dir"/fixtures/
-  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
-  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_runtime "$root" "$root"/build-runtime-cuda "$dir" "$fixture"
   for mb in 1 2; do
     for dtype in fp32 bf16; do
       "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches $mb \

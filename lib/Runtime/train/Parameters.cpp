@@ -124,6 +124,15 @@ struct Holders {
   std::vector<Holder> holders;
 };
 
+/// The tensor a buffer holds a block of: its parameter's HF name for
+/// parameters and gradients (the names checkpoints use), else its own name.
+const std::string &tensorNameOf(const BufferDesc &buffer) {
+  return buffer.kind == BufferKind::Parameter ||
+                 buffer.kind == BufferKind::Gradient
+             ? buffer.parameter
+             : buffer.name;
+}
+
 /// The buffers of `kind` of `executors` (in rank order), grouped by tensor:
 /// by HF name for parameters and gradients, by buffer name for other kinds;
 /// tensors in order of first appearance.
@@ -137,10 +146,7 @@ std::vector<Holders> holdersOf(const std::vector<Executor *> &executors,
       const BufferDesc &buffer = rank.buffers[i];
       if (buffer.kind != kind)
         continue;
-      const std::string &name =
-          kind == BufferKind::Parameter || kind == BufferKind::Gradient
-              ? buffer.parameter
-              : buffer.name;
+      const std::string &name = tensorNameOf(buffer);
       auto [it, inserted] = index.emplace(name, tensors.size());
       if (inserted)
         tensors.push_back(Holders{name, buffer.tensorShape(), {}});
@@ -298,10 +304,7 @@ planHoldersOf(const Plan &plan, BufferKind kind) {
     for (const BufferDesc &buffer : rank.buffers) {
       if (buffer.kind != kind)
         continue;
-      const std::string &name =
-          kind == BufferKind::Parameter || kind == BufferKind::Gradient
-              ? buffer.parameter
-              : buffer.name;
+      const std::string &name = tensorNameOf(buffer);
       auto [it, inserted] = index.emplace(name, tensors.size());
       if (inserted)
         tensors.push_back({name, {}});

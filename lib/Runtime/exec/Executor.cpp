@@ -424,18 +424,10 @@ Status Executor::writeScalar(size_t index, double value) {
 }
 
 StatusOr<double> Executor::readScalar(size_t index) {
-  const BufferDesc &buffer = rank_.buffers.at(index);
-  if (buffer.numElements() != 1)
-    return errorf("buffer '", buffer.name, "' is not a scalar");
-  if (buffer.dtype == ElementType::F64) {
-    double value;
-    MLT_RETURN_IF_ERROR(readRaw(index, &value, sizeof(double)));
-    return value;
-  }
-  StatusOr<std::vector<float>> values = readFloats(index);
-  if (!values)
-    return values.takeStatus();
-  return double((*values)[0]);
+  double value = 0.0;
+  MLT_RETURN_IF_ERROR(readScalarAtSync(index, &value));
+  MLT_RETURN_IF_ERROR(synchronize());
+  return value;
 }
 
 Status Executor::zeroBuffers(BufferKind kind) {

@@ -139,6 +139,11 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     pm.addPass(createMLTRecomputeActivations(recompute));
   }
   pm.addPass(createMLTLowerToRuntime());
+  if (options.overlapGradReduce) {
+    MLTScheduleOverlapOptions overlap;
+    overlap.bucketBytes = options.gradBucketBytes;
+    pm.addPass(createMLTScheduleOverlap(overlap));
+  }
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))
     return fail(options.model + ": compilation failed");

@@ -289,7 +289,10 @@ private:
     rtir::LaunchOp::create(b, loc, b.getStringAttr(kernel),
                            b.getArrayAttr(inAttrs), b.getArrayAttr(outAttrs),
                            b.getDenseI64ArrayAttr(ints),
-                           b.getDenseF64ArrayAttr(floats));
+                           b.getDenseF64ArrayAttr(floats),
+                           /*stream=*/IntegerAttr(),
+                           /*waits=*/b.getDenseI64ArrayAttr({}),
+                           /*token=*/IntegerAttr());
   }
 
   /// The buffer for result `v`: the program's output buffer if `v` is

@@ -12,6 +12,8 @@
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/KernelInfo.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace mlt {
 #define GEN_PASS_DEF_MLTPLANMEMORY
 #include "mlt/Passes/Passes.h.inc"
@@ -38,7 +40,8 @@ struct LaunchOperands {
 ///
 /// 1. persistent buffers one after another, in declaration order;
 /// 2. per program, each temporary's lifetime: the first to the last launch
-///    that names it;
+///    that names it, or to the program's end if a launch on a stream other
+///    than 0 names it (it may run until the streams join there);
 /// 3. with `in-place`, for each launch, the temporaries it writes first
 ///    there get as candidates the temporaries it reads for the last time
 ///    there, where the kernel may write that output over that input
@@ -81,6 +84,7 @@ public:
       DenseMap<Operation *, size_t> index;
       std::vector<BufferLifetime> lifetimes;
       std::vector<LaunchOperands> launches;
+      llvm::SmallSetVector<size_t, 8> sideStreamBuffers;
       int64_t position = 0;
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
         LaunchOperands &operands = launches.emplace_back();
@@ -109,9 +113,15 @@ public:
             }
             lifetimes[entry->second].lastUse = position;
             indices->push_back(int64_t(entry->second));
+            if (launch.getStreamIndex() != 0)
+              sideStreamBuffers.insert(entry->second);
           }
         ++position;
       }
+      // A launch on another stream may run until the program's end, where
+      // the streams join: what it touches lives until then.
+      for (size_t buffer : sideStreamBuffers)
+        lifetimes[buffer].lastUse = std::max<int64_t>(position - 1, 0);
       if (inPlace)
         addInPlaceCandidates(launches, order, lifetimes);
       MemoryPlan plan = planMemory(lifetimes, align);

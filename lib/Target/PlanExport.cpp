@@ -233,8 +233,13 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
       auto outputs = indices(launch.getOutputs());
       auto ints = fbb.CreateVector(launch.getInts().vec());
       auto floats = fbb.CreateVector(launch.getFloats().vec());
-      instructions.push_back(fb::CreateInstruction(fbb, kernel, inputs, outputs,
-                                                   ints, floats, /*stream=*/0));
+      std::vector<uint32_t> tokens(launch.getWaits().begin(),
+                                   launch.getWaits().end());
+      auto waits = fbb.CreateVector(tokens);
+      instructions.push_back(fb::CreateInstruction(
+          fbb, kernel, inputs, outputs, ints, floats,
+          uint8_t(launch.getStreamIndex()), waits,
+          int32_t(launch.getToken().value_or(-1))));
     }
     auto name = fbb.CreateString(program.getSymName().str());
     programs.push_back(

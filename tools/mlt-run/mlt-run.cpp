@@ -106,6 +106,16 @@ so with a plan file --tp and --dp must match its mesh):
   --sequence-parallel        also split the residual stream (norms, residual
                              adds) along the sequence over the --tp ranks;
                              needs --tp 2 or more; when compiling only
+  --overlap-grad-reduce on|off
+                             on (default): the --dp ranks all-reduce each
+                             bucket of gradients as soon as the last
+                             micro-batch's backward pass has finished it,
+                             on a stream of its own, under the rest of the
+                             backward; off: all after the backward, in the
+                             optimizer step; when compiling only
+  --grad-bucket-mb N         gradients per all-reduce with overlap: a bucket
+                             closes at N MiB or more (default 32; 0: one
+                             all-reduce per gradient); when compiling only
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
@@ -160,6 +170,8 @@ struct Options {
   std::string dtype = "fp32";
   /// mlt-recompute-activations' op kinds, by full name; empty: none.
   std::vector<std::string> recompute;
+  std::optional<bool> overlapGradReduce;
+  std::optional<int64_t> gradBucketMiB;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -258,6 +270,22 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--recompute",
        [&o](const std::string &flag, const std::string &v) {
          return parseRecompute(flag, v, o.recompute);
+       }},
+      {"--overlap-grad-reduce",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "on" && v != "off")
+           return errorf(flag, ": expected on or off, got '", v, "'");
+         o.overlapGradReduce = v == "on";
+         return Status::ok();
+       }},
+      {"--grad-bucket-mb",
+       [&o](const std::string &flag, const std::string &v) {
+         int64_t value = 0;
+         MLT_RETURN_IF_ERROR(parseInt(flag, v, value));
+         if (value < 0 || value > (int64_t(1) << 20))
+           return errorf(flag, ": expected 0 to 1048576 MiB, got ", v);
+         o.gradBucketMiB = value;
+         return Status::ok();
        }},
       {"--init-from", str(o.initFrom)},
       {"--seed",
@@ -484,10 +512,14 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
       return errorf("--sequence-parallel: ", o.model,
                     " is a plan file, whose layout was fixed when it was "
                     "compiled; pass it when compiling the model");
-    if (!o.recompute.empty())
-      return errorf("--recompute: ", o.model,
-                    " is a plan file, whose programs were fixed when it was "
-                    "compiled; pass it when compiling the model");
+    for (auto [flag, given] :
+         {std::pair{"--recompute", !o.recompute.empty()},
+          std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
+          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()}})
+      if (given)
+        return errorf(flag, ": ", o.model,
+                      " is a plan file, whose programs were fixed when it was "
+                      "compiled; pass it when compiling the model");
     return readPlanFile(o.model, &bytes);
   }
 
@@ -512,6 +544,9 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.dp = o.dp.value_or(1);
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
+  compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
+  if (o.gradBucketMiB)
+    compile.gradBucketBytes = *o.gradBucketMiB << 20;
   if (compile.microBatch % compile.dp != 0)
     return errorf("the micro-batch of ", compile.microBatch,
                   " sequences (--batch ", *o.batch, " / --microbatches ",

@@ -180,14 +180,14 @@ TEST(PlanTest, WrongVersion) {
   plan.formatVersion = 7;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 7, this mlt-run reads version 3");
+      "plan.mltplan: plan format version 7, this mlt-run reads version 4");
   // Older plans (version 1: no mesh, no blocks, no collectives; version 2:
   // no parameter copies) are rejected by name too: their fields mean the
   // same, but a reader must not guess.
   plan.formatVersion = 1;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 1, this mlt-run reads version 3");
+      "plan.mltplan: plan format version 1, this mlt-run reads version 4");
 }
 
 // Tests that a truncated or damaged file fails FlatBuffers' verifier.
@@ -329,6 +329,78 @@ TEST(PlanTest, InPlaceOutputs) {
               HasSubstr("overlaps output 0 'dx' at ["));
   EXPECT_THAT(parseError(moved("dg", "dx")),
               HasSubstr("; outputs never share memory"));
+}
+
+// Tests streams and tokens: they round-trip; a launch on another stream
+// must be ordered by tokens against every launch that touches its bytes
+// (one of them writing); tokens are signalled once, before their waits; and
+// streams stay below kPlanMaxStreams.
+TEST(PlanTest, StreamsAndTokens) {
+  // micro_step: 5 matmul (dlogits, h) -> dW, 6 accumulate dW -> grad:W,
+  // 7 matmul (dlogits, W) -> dh (TestPlans.h).
+  auto withSideAccumulate = [](bool ordered) {
+    Plan plan = tinyPlan();
+    RankPlan &rank = rank0(plan);
+    std::vector<InstructionDesc> &insts = rank.programs[0].instructions;
+    EXPECT_EQ(insts[6].kernel, Kernel::Accumulate);
+    insts[6].stream = 1;
+    if (ordered) {
+      insts[5].token = 0;
+      insts[6].waits = {0};
+      insts[6].token = 1;
+    }
+    return plan;
+  };
+  Plan ordered = withSideAccumulate(true);
+  EXPECT_EQ(parseError(ordered), "");
+  std::string bytes = serializePlan(ordered);
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "p");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  const InstructionDesc &side = parsed->ranks[0].programs[0].instructions[6];
+  EXPECT_EQ(side.stream, 1);
+  EXPECT_EQ(side.waits, std::vector<uint32_t>{0});
+  EXPECT_EQ(side.token, 1);
+  EXPECT_EQ(parsed->ranks[0].programs[0].instructions[5].token, 0);
+  EXPECT_EQ(parsed->ranks[0].programs[0].instructions[7].token, -1);
+
+  // Without the token, matmul's write of dW races the accumulate's read.
+  EXPECT_THAT(
+      parseError(withSideAccumulate(false)),
+      HasSubstr("program 'micro_step': instruction 5 (matmul, stream 0) and "
+                "instruction 6 (accumulate, stream 1) touch the same bytes "
+                "('dW' and 'dW'), one writing them, but no token orders "
+                "them"));
+  // A later compute launch that writes what the side launch reads races it
+  // too: the accumulate's gradient, written by stream 0 afterwards.
+  Plan late = withSideAccumulate(true);
+  InstructionDesc rewrite = late.ranks[0].programs[0].instructions[6];
+  rewrite.stream = 0;
+  rewrite.waits.clear();
+  rewrite.token = -1;
+  late.ranks[0].programs[0].instructions.push_back(rewrite);
+  EXPECT_THAT(parseError(late),
+              HasSubstr("instruction 6 (accumulate, stream 1) and instruction "
+                        "12 (accumulate, stream 0) touch the same bytes"));
+  // Waiting for the side stream's token orders them.
+  late.ranks[0].programs[0].instructions.back().waits = {1};
+  EXPECT_EQ(parseError(late), "");
+
+  Plan unknown = withSideAccumulate(true);
+  unknown.ranks[0].programs[0].instructions[6].waits = {5};
+  EXPECT_THAT(parseError(unknown),
+              HasSubstr("program 'micro_step' instruction 6 (accumulate) "
+                        "waits for token 5, which no earlier instruction "
+                        "signals"));
+  Plan twice = withSideAccumulate(true);
+  twice.ranks[0].programs[0].instructions[7].token = 0;
+  EXPECT_THAT(parseError(twice),
+              HasSubstr("instruction 7 (matmul) signals token 0, which "
+                        "instruction 5 signals already"));
+  Plan stream = withSideAccumulate(true);
+  stream.ranks[0].programs[0].instructions[6].stream = 8;
+  EXPECT_THAT(parseError(stream),
+              HasSubstr("instruction 6 (accumulate) runs on stream 8; "
+                        "streams are 0..7"));
 }
 
 // Tests that two buffers may not share a name.

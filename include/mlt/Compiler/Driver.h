@@ -41,6 +41,11 @@ struct CompileOptions {
   /// (mlt-recompute-activations), by full name ("mlt.swiglu"); none when
   /// empty.
   std::vector<std::string> recompute;
+  /// mlt-schedule-overlap: reduce the data-parallel gradients under the last
+  /// micro-batch's backward pass, in buckets of at least gradBucketBytes (0:
+  /// one per gradient), rather than after it in the optimizer step.
+  bool overlapGradReduce = true;
+  int64_t gradBucketBytes = int64_t(32) << 20;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false

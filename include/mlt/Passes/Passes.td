@@ -422,6 +422,44 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 
+def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
+  let summary = "reduces the gradients under the backward pass, on a stream of their own";
+  let description = [{
+    Moves the reductions of the gradients over the ranks that share them
+    (data parallelism: the `all_reduce_sum` of a gradient buffer in place
+    with which a lowered `@optimizer_step` starts, before anything else
+    there touches that buffer) out of the optimizer step and into the
+    backward pass of the step's last micro-batch, where they overlap the
+    backward of the layers below:
+
+    - `@micro_step_last` is a copy of `@micro_step` (with temporaries of its
+      own), and `@micro_step_only` of `@micro_step_first` where the module
+      has one (PlanFormat.h: the runtime runs them for the last and for a
+      single micro-batch);
+    - there, each gradient's reduction goes right after the last launch that
+      touches the gradient, on stream 1 (kGradientReduceStream), grouped in
+      buckets of at least `bucket-bytes` in the order they become ready: the
+      bucket's first reduction waits for the token that its last-ready
+      gradient's last launch signals, the others follow on the stream;
+    - the optimizer step no longer reduces them.
+
+    Every launch on the compute stream keeps its order, so the sums are the
+    same bits; only their time changes. Without such reductions (one rank,
+    or tensor parallelism alone) the module is unchanged.
+
+    After (`@micro_step_last`):
+    ```mlir
+    mlt_rt.launch "matmul" [@t40, @t12] -> [@"grad:model.layers.1.mlp.down_proj.weight"] ints [...] token 0
+    mlt_rt.launch "all_reduce_sum" [@"grad:model.layers.1.mlp.down_proj.weight"] -> [@"grad:model.layers.1.mlp.down_proj.weight"] ints [45056, 0] stream 1 waits [0]
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "33554432",
+           "close a bucket of reductions once it holds this many bytes of "
+           "gradients (0: every gradient is a bucket of its own)">
+  ];
+}
+
 def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {
   let summary = "gives every runtime buffer its arena offset";
   let description = [{

@@ -94,6 +94,17 @@ public:
                         const std::vector<BufferView> &inputs,
                         const std::vector<BufferView> &outputs) = 0;
 
+  /// A program's bounds: the executor calls beginProgram before a program's
+  /// first launch and endProgram after its last (also when a launch failed).
+  /// Launches on the plan's streams other than 0 start after everything
+  /// queued before beginProgram, and everything queued after endProgram
+  /// starts after them (on CUDA: the streams are forked from the compute
+  /// stream and joined back); in between, tokens order them (Plan.fbs). The
+  /// default does nothing, which is right for devices that run every launch
+  /// to completion in program order (the CPU).
+  virtual Status beginProgram(const ProgramDesc &) { return Status::ok(); }
+  virtual Status endProgram(const ProgramDesc &) { return Status::ok(); }
+
   /// Waits until every queued call has finished.
   virtual Status synchronize() = 0;
 

@@ -98,8 +98,12 @@ struct InstructionDesc {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   /// The stream it goes to (0: compute). The CPU backend runs everything in
-  /// program order and ignores it.
+  /// program order, which the tokens make a valid order, and ignores it.
   uint8_t stream = 0;
+  /// Tokens it starts after (signalled by earlier instructions of its
+  /// program), and the token it signals when done (-1: none).
+  std::vector<uint32_t> waits;
+  int32_t token = -1;
 };
 
 /// An ordered list of launches run as one unit.
@@ -190,8 +194,10 @@ std::string serializePlan(const Plan &plan);
 /// its Kernels.def arity, buffer indices in range, operands of the element
 /// counts its integer attributes imply, and i32 ids and labels; collectives
 /// on an axis of `mesh` (the plan's), with the sizes its group implies and
-/// input and output disjoint or in place. Without a mesh, a rank may launch
-/// no collective.
+/// input and output disjoint or in place; streams below kPlanMaxStreams,
+/// each token signalled once, before the instructions that wait for it, and
+/// instructions of different streams that touch a common byte (one writing
+/// it) ordered by tokens. Without a mesh, a rank may launch no collective.
 Status verifyRank(const RankPlan &rank, const std::vector<MeshAxis> &mesh = {});
 
 /// The mesh (axes named as Mesh::create requires, world_size their product,

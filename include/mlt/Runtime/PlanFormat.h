@@ -21,8 +21,20 @@ namespace mlt::rt {
 /// kernel's attributes change order); readers reject other versions by name.
 /// Version 2: the mesh, buffer blocks (full_shape, slice_offset) and the
 /// collective kernels. Version 3: ParameterCopy buffers and the
-/// refresh_parameter_copies program (mixed precision).
-inline constexpr uint32_t kPlanFormatVersion = 3;
+/// refresh_parameter_copies program (mixed precision). Version 4: streams
+/// and tokens (an instruction's waits and token), and the micro_step_last
+/// and micro_step_only programs (gradient reductions under the backward
+/// pass).
+inline constexpr uint32_t kPlanFormatVersion = 4;
+
+/// Streams an instruction may name: 0 is the compute stream; the others run
+/// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the
+/// data-parallel gradient reductions on kGradientReduceStream.
+inline constexpr unsigned kPlanMaxStreams = 8;
+inline constexpr unsigned kGradientReduceStream = 1;
+/// Tokens a program may signal: 0..kPlanMaxTokens - 1 (one event each on
+/// CUDA).
+inline constexpr unsigned kPlanMaxTokens = 1u << 16;
 
 /// The FlatBuffers file identifier (bytes 4..7 of every plan file).
 inline constexpr const char *kPlanFileIdentifier = "MLTP";
@@ -62,6 +74,17 @@ inline constexpr const char *kMicroStepProgram = "micro_step";
 /// products do not read them. A runtime that does not know it zeroes and
 /// runs micro_step, with the same result.
 inline constexpr const char *kMicroStepFirstProgram = "micro_step_first";
+/// Optional, together: micro_step for the step's last micro-batch
+/// (micro_step_last) and for a step of one micro-batch (micro_step_only, the
+/// last that is also the first: it writes the gradients), which also reduce
+/// the gradients over the ranks that share them (all-reduces on the gradient
+/// reduction stream, each started once the backward pass has finished its
+/// gradient), so that optimizer_step does not. A plan has both (or
+/// micro_step_last alone, when it has no micro_step_first; then a step of
+/// one micro-batch zeroes the gradients and runs micro_step_last), and the
+/// runtime must run them: their reductions are not in optimizer_step.
+inline constexpr const char *kMicroStepLastProgram = "micro_step_last";
+inline constexpr const char *kMicroStepOnlyProgram = "micro_step_only";
 /// Global gradient norm (written to "grad_norm" before clipping), clipping,
 /// and the AdamW update of every parameter; runs once per step. In a
 /// mixed-precision plan it ends by refreshing the ParameterCopy buffers.

@@ -1,11 +1,13 @@
 //===- Training.h - the training loop over an executor ----------*- C++ -*-===//
 //
-// Part of mlt. A Trainer drives a plan's two programs through optimizer
-// steps: for step s it writes the hyper-parameters (the learning rate from the
+// Part of mlt. A Trainer drives a plan's programs through optimizer steps:
+// for step s it writes the hyper-parameters (the learning rate from the
 // schedule), zeroes the gradients (or, when the plan has `micro_step_first`,
 // runs that for the first micro-batch instead: it writes them), runs
-// `micro_step` once per micro-batch on
-// consecutive row blocks of the step's global batch, then `optimizer_step`,
+// `micro_step` once per micro-batch on consecutive row blocks of the step's
+// global batch (`micro_step_last` for the last, `micro_step_only` for a
+// single one, where the plan has them: they also reduce the gradients over
+// the ranks, under the backward pass), then `optimizer_step`,
 // and reports the mean micro-batch loss and the gradient norm before
 // clipping. A step's work is queued whole and waited for once (the losses
 // and the norm are read as it completes): on a GPU no synchronization
@@ -138,8 +140,16 @@ private:
     Executor *executor = nullptr;
     size_t microStep = 0, optimizerStep = 0;
     /// The plan's micro_step_first, which writes the gradients (then none
-    /// are zeroed), if it has one.
-    std::optional<size_t> microStepFirst;
+    /// are zeroed), micro_step_last and micro_step_only, which also reduce
+    /// them (PlanFormat.h), where it has them.
+    std::optional<size_t> microStepFirst, microStepLast, microStepOnly;
+
+    /// The program that runs micro-batch `mb` of `count`: micro_step_only
+    /// for the only one, micro_step_last for the last, micro_step_first for
+    /// the first, where the plan has them; micro_step otherwise. When it is
+    /// micro_step or micro_step_last for mb 0, the gradients are zeroed
+    /// first.
+    size_t programFor(int64_t mb, int64_t count) const;
     size_t tokens = 0, labels = 0, loss = 0, gradNorm = 0;
     size_t lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0,
            maxGradNorm = 0, stepNumber = 0;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -13,6 +14,8 @@
 
 using namespace mlir;
 using namespace mlt::rt_ir;
+using mlt::rt::kPlanMaxStreams;
+using mlt::rt::kPlanMaxTokens;
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.cpp.inc"
 #include "mlt/Dialect/Runtime/RuntimeEnums.cpp.inc"
@@ -76,6 +79,33 @@ LogicalResult LaunchOp::verify() {
                               getInts().size())) ||
                  failed(check("float attributes", sig->floats,
                               getFloats().size())));
+}
+
+LogicalResult ProgramOp::verify() {
+  // Tokens: each signalled once, by a launch before every launch that waits
+  // for it (so program order is a valid order of the launches).
+  llvm::SmallDenseSet<int64_t> signalled;
+  for (LaunchOp launch : getBody().getOps<LaunchOp>()) {
+    int64_t stream = launch.getStreamIndex();
+    if (stream < 0 || stream >= int64_t(kPlanMaxStreams))
+      return launch.emitOpError("runs on stream ")
+             << stream << "; streams are 0.." << kPlanMaxStreams - 1;
+    for (int64_t token : launch.getWaits())
+      if (!signalled.contains(token))
+        return launch.emitOpError("waits for token ")
+               << token << ", which no earlier launch of @" << getSymName()
+               << " signals";
+    if (std::optional<int64_t> token = launch.getToken()) {
+      if (*token < 0 || *token >= int64_t(kPlanMaxTokens))
+        return launch.emitOpError("signals token ")
+               << *token << "; tokens are 0.." << kPlanMaxTokens - 1;
+      if (!signalled.insert(*token).second)
+        return launch.emitOpError("signals token ")
+               << *token << ", which an earlier launch of @" << getSymName()
+               << " signals";
+    }
+  }
+  return success();
 }
 
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {

@@ -47,6 +47,17 @@ CudaCollectives::~CudaCollectives() {
 Status CudaCollectives::launch(const InstructionDesc &inst,
                                const BufferView &in, const BufferView &out,
                                cudaStream_t compute) {
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready_, 0));
+  MLT_RETURN_IF_ERROR(launchOn(inst, in, out, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done_, 0));
+  return Status::ok();
+}
+
+Status CudaCollectives::launchOn(const InstructionDesc &inst,
+                                 const BufferView &in, const BufferView &out,
+                                 cudaStream_t stream) {
   CollectiveCall call;
   switch (inst.kernel) {
   case Kernel::AllReduceSum:
@@ -71,12 +82,8 @@ Status CudaCollectives::launch(const InstructionDesc &inst,
   call.in = in.data;
   call.out = out.data;
 
-  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
-  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready_, 0));
   MLT_RETURN_IF_ERROR(
-      communicator_.enqueue(mesh.axes()[size_t(axis)].name, call, stream_));
-  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
-  MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done_, 0));
+      communicator_.enqueue(mesh.axes()[size_t(axis)].name, call, stream));
   launchedAny_ = true;
   return Status::ok();
 }
@@ -92,13 +99,14 @@ Status CudaCollectives::wait(cudaStream_t compute, cudaError_t &cudaResult) {
 Status mlt::cuda::launchCollective(CudaCollectives *collectives,
                                    const InstructionDesc &inst,
                                    const BufferView &in, const BufferView &out,
-                                   cudaStream_t compute) {
+                                   cudaStream_t compute, cudaStream_t side) {
   if (!collectives)
     return errorf("collectives on the CUDA backend go through NCCL, one "
                   "process per GPU: start the plan's ranks with mpirun -np N "
                   "mlt-run PLAN --device cuda (this rank's communicator is not "
                   "a NCCL one)");
-  return collectives->launch(inst, in, out, compute);
+  return side ? collectives->launchOn(inst, in, out, side)
+              : collectives->launch(inst, in, out, compute);
 }
 
 int mlt::cuda::communicatorDevice(const RankInfo &rank) {

@@ -17,10 +17,11 @@
 // the memory plan reuses arena space by lifetime) runs after it. The events
 // are reused: cudaStreamWaitEvent waits for the event's most recent record
 // at the time of the call, so each pair of calls orders exactly one
-// collective. Plans are one stream in program order today, so this
-// serializes compute and communication; the structure is what lets a plan
-// with explicit streams and tokens overlap them later (more streams, an
-// event per token).
+// collective. This serializes compute and communication: it is how the
+// collectives of the plan's stream 0 run. A collective on another plan
+// stream goes straight to that stream (launchOn), which the plan's tokens
+// order against the compute stream (CudaBackend.cpp), so that it overlaps
+// the compute launches that do not depend on it.
 //
 // Waiting: `wait` is the context's cudaStreamSynchronize. Once a collective
 // has been queued it polls (CudaCommunicator::waitForStream), so an
@@ -60,6 +61,11 @@ public:
   rt::Status launch(const rt::InstructionDesc &inst, const rt::BufferView &in,
                     const rt::BufferView &out, cudaStream_t compute);
 
+  /// Queues collective instruction `inst` on `stream`, ordered only by that
+  /// stream (the caller orders it against the others).
+  rt::Status launchOn(const rt::InstructionDesc &inst, const rt::BufferView &in,
+                      const rt::BufferView &out, cudaStream_t stream);
+
   /// Waits for `compute` (which, by the ordering above, waits for every
   /// collective queued before its last launch): plain cudaStreamSynchronize
   /// until the first collective, then the communicator's polling wait.
@@ -79,12 +85,14 @@ private:
 };
 
 /// The collective cases of the CUDA context's launch switch: through
-/// `collectives` when the rank has a CUDA communicator; otherwise an error
-/// saying how to run collectives on GPUs (one process per GPU, mpirun).
+/// `collectives` when the rank has a CUDA communicator (on `side`, a plan
+/// stream, when given; else ordered against `compute` by events); otherwise
+/// an error saying how to run collectives on GPUs (one process per GPU,
+/// mpirun).
 rt::Status launchCollective(CudaCollectives *collectives,
                             const rt::InstructionDesc &inst,
                             const rt::BufferView &in, const rt::BufferView &out,
-                            cudaStream_t compute);
+                            cudaStream_t compute, cudaStream_t side = nullptr);
 
 /// The device a rank's context runs on when its communicator is a
 /// CudaCommunicator (that communicator's device); -1 otherwise.

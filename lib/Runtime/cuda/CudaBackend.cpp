@@ -8,12 +8,19 @@
 //   whose ranks run as threads of this process), made current on the calling
 //   thread at every entry point, since a rank may be driven by a different
 //   thread on every call (RankGroup starts threads per call);
-// - one compute stream (non-blocking), where every launch, fill and copy is
-//   queued in program order; plans' other streams map onto it;
+// - one compute stream (non-blocking), where every fill and copy, and every
+//   launch of the plan's stream 0, is queued in program order;
+// - the plan's other streams (Plan.fbs), created on first use: a program
+//   forks them from the compute stream at its start (beginProgram) and joins
+//   them back at its end (endProgram), and its tokens are events, recorded
+//   after the signalling launch and waited for before each waiting one. Only
+//   collectives run there (kernels share the context's scratch memory and
+//   cuBLASLt workspace, which are ordered by the compute stream alone);
 // - with a CUDA communicator (one process per GPU, NcclCommunicator.h), the
-//   collectives' stream and events (Collectives.h): collectives run on a
-//   communication stream ordered against the compute stream by events, and
-//   waits poll so that a NCCL failure returns instead of hanging;
+//   collectives' stream and events (Collectives.h): stream-0 collectives run
+//   on a communication stream ordered against the compute stream by events,
+//   the others on their plan stream, and waits poll so that a NCCL failure
+//   returns instead of hanging;
 // - the arena (allocate: cudaMalloc, zeroed);
 // - scratch memory for kernels that need some (reduction partials, the
 //   embedding backward's sort), grown on first use, which synchronizes: in
@@ -32,6 +39,7 @@
 #include "mlt/Runtime/CudaBackend.h"
 #include "mlt/Runtime/Communicator.h"
 #include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/PlanFormat.h"
 
 #include "Collectives.h"
 #include "CudaCheck.h"
@@ -48,6 +56,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +158,7 @@ public:
     const char *graphs = std::getenv("MLT_CUDA_GRAPHS");
     graphsAllowed_ =
         !syncEachLaunch_ && !(graphs && std::strcmp(graphs, "0") == 0);
+    graphsWithCollectives_ = graphs && std::strcmp(graphs, "all") == 0;
   }
   ~CudaDeviceContext() override;
 
@@ -166,14 +176,19 @@ public:
   Status launch(const InstructionDesc &inst,
                 const std::vector<BufferView> &inputs,
                 const std::vector<BufferView> &outputs) override;
+  Status beginProgram(const ProgramDesc &program) override;
+  Status endProgram(const ProgramDesc &program) override;
   Status synchronize() override;
   std::string architecture() const override { return architecture_; }
   Status beginLaunchTiming() override;
   StatusOr<std::vector<double>> endLaunchTiming() override;
-  /// Not with collectives yet: NCCL can be captured (the event fork and
-  /// join of Collectives.h is the pattern capture needs), but that is to be
-  /// validated on several GPUs first.
-  bool canCapture() const override { return graphsAllowed_ && !collectives_; }
+  /// With collectives only under MLT_CUDA_GRAPHS=all: NCCL can be captured
+  /// (the event fork and join of Collectives.h and of the plan's streams is
+  /// the pattern capture needs), and a one-rank communicator is (the CUDA
+  /// tests), but capture across several GPUs is still to be measured.
+  bool canCapture() const override {
+    return graphsAllowed_ && (!collectives_ || graphsWithCollectives_);
+  }
   Status beginCapture() override;
   StatusOr<size_t> endCapture() override;
   void abortCapture() override;
@@ -195,9 +210,14 @@ private:
     return Status::ok();
   }
 
+  /// Runs `inst` on stream `s` (the compute stream, or for a collective
+  /// the plan stream it names).
   Status launchKernel(const InstructionDesc &inst,
                       const std::vector<BufferView> &in,
-                      const std::vector<BufferView> &out);
+                      const std::vector<BufferView> &out, cudaStream_t s);
+
+  /// The event of token `token`, created on first use.
+  StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
 
   /// The rank's place on mesh axis `axis` (as in CpuBackend.cpp):
   /// coordinate 0 of 1 for axis -1.
@@ -234,6 +254,14 @@ private:
   Communicator *communicator_;
   bool syncEachLaunch_ = false;
   cudaStream_t stream_ = nullptr;
+  /// The plan's streams other than 0 (index 0 unused), created on first use;
+  /// which of them the running program uses, the event that forks them from
+  /// the compute stream, those that join them back, and the tokens' events.
+  std::array<cudaStream_t, kPlanMaxStreams> planStreams_{};
+  std::array<bool, kPlanMaxStreams> streamOpen_{};
+  cudaEvent_t forkEvent_ = nullptr;
+  std::array<cudaEvent_t, kPlanMaxStreams> joinEvents_{};
+  std::vector<cudaEvent_t> tokenEvents_;
   /// cuBLASLt handle, workspace and per-shape matmul plans.
   std::unique_ptr<MatmulRunner> matmul_;
   void *scratch_ = nullptr;
@@ -267,6 +295,7 @@ private:
     Kernel last = Kernel::Add;
   };
   bool graphsAllowed_ = true;
+  bool graphsWithCollectives_ = false;
   bool capturing_ = false;
   std::vector<Kernel> captureReporting_;
   uint64_t launchesBeforeCapture_ = 0;
@@ -296,6 +325,19 @@ CudaDeviceContext::~CudaDeviceContext() {
     (void)cudaStreamSynchronize(stream_);
   for (cudaEvent_t event : timingEvents_)
     (void)cudaEventDestroy(event);
+  for (cudaEvent_t event : tokenEvents_)
+    if (event)
+      (void)cudaEventDestroy(event);
+  for (cudaEvent_t event : joinEvents_)
+    if (event)
+      (void)cudaEventDestroy(event);
+  if (forkEvent_)
+    (void)cudaEventDestroy(forkEvent_);
+  for (cudaStream_t side : planStreams_)
+    if (side) {
+      (void)cudaStreamSynchronize(side);
+      (void)cudaStreamDestroy(side);
+    }
   for (Graph &graph : graphs_)
     (void)cudaGraphExecDestroy(graph.exec);
   for (void *area : retiredScratch_)
@@ -433,10 +475,79 @@ Status CudaDeviceContext::fill(const BufferView &buffer, double value) {
                     stream_);
 }
 
+StatusOr<cudaEvent_t> CudaDeviceContext::tokenEvent(uint32_t token) {
+  if (token >= tokenEvents_.size())
+    tokenEvents_.resize(size_t(token) + 1, nullptr);
+  if (!tokenEvents_[token])
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&tokenEvents_[token],
+                                                      cudaEventDisableTiming));
+  return tokenEvents_[token];
+}
+
+Status CudaDeviceContext::beginProgram(const ProgramDesc &program) {
+  std::array<bool, kPlanMaxStreams> used{};
+  for (const InstructionDesc &inst : program.instructions)
+    if (inst.stream != 0 && inst.stream < kPlanMaxStreams)
+      used[inst.stream] = true;
+  if (std::find(used.begin(), used.end(), true) == used.end())
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(activate());
+  if (!forkEvent_)
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&forkEvent_, cudaEventDisableTiming));
+  MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(forkEvent_, stream_));
+  for (unsigned index = 1; index < kPlanMaxStreams; ++index) {
+    if (!used[index])
+      continue;
+    if (!planStreams_[index]) {
+      MLT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(
+          &planStreams_[index], cudaStreamNonBlocking));
+      MLT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
+          &joinEvents_[index], cudaEventDisableTiming));
+    }
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaStreamWaitEvent(planStreams_[index], forkEvent_, 0));
+    streamOpen_[index] = true;
+  }
+  return Status::ok();
+}
+
+Status CudaDeviceContext::endProgram(const ProgramDesc &) {
+  Status status = Status::ok();
+  for (unsigned index = 1; index < kPlanMaxStreams; ++index) {
+    if (!streamOpen_[index])
+      continue;
+    streamOpen_[index] = false;
+    // Every stream is joined, even after a failure (a capture must end with
+    // its streams joined to be dropped cleanly).
+    for (cudaError_t error :
+         {cudaEventRecord(joinEvents_[index], planStreams_[index]),
+          cudaStreamWaitEvent(stream_, joinEvents_[index], 0)})
+      if (error != cudaSuccess && status)
+        status = cudaStatus(error, "joining a plan stream");
+  }
+  return status;
+}
+
 Status CudaDeviceContext::launch(const InstructionDesc &inst,
                                  const std::vector<BufferView> &in,
                                  const std::vector<BufferView> &out) {
   MLT_RETURN_IF_ERROR(activate());
+  cudaStream_t s = stream_;
+  if (inst.stream != 0) {
+    if (inst.stream >= kPlanMaxStreams || !streamOpen_[inst.stream])
+      return errorf("stream ", unsigned(inst.stream),
+                    " is not open: a launch on a stream other than 0 must "
+                    "come between beginProgram and endProgram of a program "
+                    "that names it");
+    s = planStreams_[inst.stream];
+  }
+  for (uint32_t token : inst.waits) {
+    StatusOr<cudaEvent_t> event = tokenEvent(token);
+    if (!event)
+      return event.takeStatus();
+    MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s, *event, 0));
+  }
   ++launchesSinceSync_;
   lastKernel_ = inst.kernel;
   if (timing_) {
@@ -446,15 +557,21 @@ Status CudaDeviceContext::launch(const InstructionDesc &inst,
       timingEvents_.push_back(event);
     }
     MLT_CUDA_RETURN_IF_ERROR(
-        cudaEventRecord(timingEvents_[2 * timedLaunches_], stream_));
-    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+        cudaEventRecord(timingEvents_[2 * timedLaunches_], s));
+    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out, s));
     MLT_CUDA_RETURN_IF_ERROR(
-        cudaEventRecord(timingEvents_[2 * timedLaunches_ + 1], stream_));
+        cudaEventRecord(timingEvents_[2 * timedLaunches_ + 1], s));
     ++timedLaunches_;
   } else {
-    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out));
+    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out, s));
   }
-  if (syncEachLaunch_)
+  if (inst.token >= 0) {
+    StatusOr<cudaEvent_t> event = tokenEvent(uint32_t(inst.token));
+    if (!event)
+      return event.takeStatus();
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(*event, s));
+  }
+  if (syncEachLaunch_ && inst.stream == 0)
     return synchronize();
   return Status::ok();
 }
@@ -738,10 +855,10 @@ template <typename Fn> Status withComputeType(ElementType type, Fn &&fn) {
 
 Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                        const std::vector<BufferView> &in,
-                                       const std::vector<BufferView> &out) {
+                                       const std::vector<BufferView> &out,
+                                       cudaStream_t s) {
   const std::vector<int64_t> &a = inst.ints;
   auto f = [](const BufferView &b) { return b.as<float>(); };
-  cudaStream_t s = stream_;
 
   switch (inst.kernel) {
   // elementwise.h: every operand in the compute type, except accumulate's y,
@@ -1007,11 +1124,13 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return launchCrossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
                                      a[0], a[1], a[2], s);
 
-  // Collectives.h: NCCL on the communication stream.
+  // Collectives.h: NCCL on the communication stream (stream 0), or on the
+  // plan stream the instruction names, which its tokens order.
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
-    return launchCollective(collectives_.get(), inst, in[0], out[0], s);
+    return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
+                            s == stream_ ? nullptr : s);
 
   default:
     break;
@@ -1041,6 +1160,11 @@ public:
         // which launch asks for (Collectives.h).
         if (isCollectiveKernel(inst.kernel))
           continue;
+        if (inst.stream != 0)
+          return fail("runs on stream ", unsigned(inst.stream),
+                      "; the CUDA backend runs only collectives on streams "
+                      "other than 0 (kernels share the compute stream's "
+                      "scratch memory and matrix-product workspace)");
         if (!supportsKernel(inst.kernel))
           return fail("the CUDA backend has no kernel for it yet");
         if (inst.kernel == Kernel::Cast) {

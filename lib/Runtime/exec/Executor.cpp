@@ -298,19 +298,23 @@ Status Executor::readScalarAtSync(size_t index, double *out) {
 
 Status Executor::launchAll(size_t programIndex) {
   const PreparedProgram &program = programs_.at(programIndex);
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
+  const ProgramDesc &desc = rank_.programs.at(programIndex);
+  MLT_RETURN_IF_ERROR(device_->beginProgram(desc));
+  Status status = Status::ok();
+  for (size_t i = 0; i < program.instructions.size() && status; ++i) {
     const PreparedInstruction &p = program.instructions[i];
     if (profiling_)
       profiled_.emplace_back(programIndex, i);
-    Status status = device_->launch(*p.inst, p.inputs, p.outputs);
+    status = device_->launch(*p.inst, p.inputs, p.outputs);
     if (!status) {
       std::ostringstream context;
       context << "program '" << program.name << "' instruction " << i << " ("
               << kernelName(p.inst->kernel) << ")";
-      return std::move(status).withContext(context.str());
+      status = std::move(status).withContext(context.str());
     }
   }
-  return Status::ok();
+  Status ended = device_->endProgram(desc);
+  return status ? ended : status;
 }
 
 Status Executor::beginProfile() {

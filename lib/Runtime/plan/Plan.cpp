@@ -207,6 +207,8 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
             inst.ints = toVector(fbInst->ints());
             inst.floats = toVector(fbInst->floats());
             inst.stream = fbInst->stream();
+            inst.waits = toVector(fbInst->waits());
+            inst.token = fbInst->token();
             program.instructions.push_back(std::move(inst));
             ++index;
           }
@@ -317,8 +319,10 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
         auto outputs = builder.CreateVector(inst.outputs);
         auto ints = builder.CreateVector(inst.ints);
         auto floats = builder.CreateVector(inst.floats);
-        instructions.push_back(plan::CreateInstruction(
-            builder, kernel, inputs, outputs, ints, floats, inst.stream));
+        auto waits = builder.CreateVector(inst.waits);
+        instructions.push_back(
+            plan::CreateInstruction(builder, kernel, inputs, outputs, ints,
+                                    floats, inst.stream, waits, inst.token));
       }
       auto name = builder.CreateString(program.name);
       programs.push_back(plan::CreateProgram(

@@ -118,6 +118,10 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
           os << " axis " << plan.mesh[inst.ints[axis]].name;
         if (inst.stream != 0)
           os << " stream " << unsigned(inst.stream);
+        if (!inst.waits.empty())
+          os << " waits " << formatList(inst.waits);
+        if (inst.token >= 0)
+          os << " token " << inst.token;
         os << "\n";
       }
     }

@@ -7,7 +7,9 @@
 // large as its attributes say, that its outputs overlap no other operand
 // except in place where the kernel allows it (KernelInfo.h's mayAlias),
 // that collectives and the kernels of sharded programs name a mesh axis, that
-// collectives match across the ranks of each group, and that the plan provides
+// collectives match across the ranks of each group, that launches on
+// different streams which touch the same bytes (one of them writing) are
+// ordered by tokens, and that the plan provides
 // what the training loop reads and writes, with every parameter element held by
 // some rank. After these checks no instruction can touch memory outside its
 // operands' ranges, so the backends do not re-check sizes.
@@ -19,6 +21,7 @@
 #include "mlt/Runtime/PlanFormat.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -626,6 +629,108 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
   return verifyOperandOverlaps(rank, inst);
 }
 
+/// A program's streams and tokens: every stream below kPlanMaxStreams, every
+/// token signalled once and before any instruction waits for it, and no race:
+/// two instructions on different streams that touch a common byte, one of
+/// them writing it, must be ordered by the tokens (one happens before the
+/// other). Program order within a stream, and the waits, give the order; it
+/// is tracked with a vector clock per instruction.
+Status verifyStreams(const RankPlan &rank, const ProgramDesc &program) {
+  using Clock = std::array<uint32_t, kPlanMaxStreams>;
+  const std::vector<InstructionDesc> &insts = program.instructions;
+  std::vector<Clock> clocks(insts.size());
+  std::array<Clock, kPlanMaxStreams> streamClock{};
+  std::unordered_map<uint32_t, size_t> signaller; // token -> instruction
+  bool sideStreams = false;
+  for (size_t i = 0; i < insts.size(); ++i) {
+    const InstructionDesc &inst = insts[i];
+    auto fail = [&](auto &&...args) {
+      return errorf("program '", program.name, "' instruction ", i, " (",
+                    kernelName(inst.kernel), ") ", args...);
+    };
+    if (inst.stream >= kPlanMaxStreams)
+      return fail("runs on stream ", unsigned(inst.stream), "; streams are 0..",
+                  kPlanMaxStreams - 1);
+    sideStreams |= inst.stream != 0;
+    Clock clock = streamClock[inst.stream];
+    for (uint32_t token : inst.waits) {
+      auto it = signaller.find(token);
+      if (it == signaller.end())
+        return fail("waits for token ", token,
+                    ", which no earlier instruction signals");
+      for (unsigned s = 0; s < kPlanMaxStreams; ++s)
+        clock[s] = std::max(clock[s], clocks[it->second][s]);
+    }
+    ++clock[inst.stream];
+    clocks[i] = clock;
+    streamClock[inst.stream] = clock;
+    if (inst.token >= 0) {
+      if (uint32_t(inst.token) >= kPlanMaxTokens)
+        return fail("signals token ", inst.token, "; tokens are 0..",
+                    kPlanMaxTokens - 1);
+      if (!signaller.emplace(uint32_t(inst.token), i).second)
+        return fail("signals token ", inst.token, ", which instruction ",
+                    signaller[uint32_t(inst.token)], " signals already");
+    } else if (inst.token != -1) {
+      return fail("signals token ", inst.token, " (-1 is none)");
+    }
+  }
+  if (!sideStreams)
+    return Status::ok();
+
+  auto before = [&](size_t a, size_t b) {
+    const unsigned stream = insts[a].stream;
+    return clocks[b][stream] >= clocks[a][stream];
+  };
+  struct Range {
+    uint64_t begin, end;
+    bool written;
+    uint32_t buffer;
+  };
+  auto rangesOf = [&](const InstructionDesc &inst) {
+    std::vector<Range> ranges;
+    for (bool written : {false, true})
+      for (uint32_t index : written ? inst.outputs : inst.inputs) {
+        const BufferDesc &b = rank.buffers[index];
+        if (b.bytes)
+          ranges.push_back({b.offset, b.offset + b.bytes, written, index});
+      }
+    return ranges;
+  };
+  std::vector<std::vector<Range>> ranges;
+  ranges.reserve(insts.size());
+  for (const InstructionDesc &inst : insts)
+    ranges.push_back(rangesOf(inst));
+  // Each pair with a side-stream instruction in it, once.
+  for (size_t j = 0; j < insts.size(); ++j) {
+    if (insts[j].stream == 0)
+      continue;
+    for (size_t i = 0; i < insts.size(); ++i) {
+      if (insts[i].stream == insts[j].stream || (insts[i].stream != 0 && i > j))
+        continue;
+      const size_t first = std::min(i, j), second = std::max(i, j);
+      if (before(first, second))
+        continue;
+      for (const Range &x : ranges[i])
+        for (const Range &y : ranges[j]) {
+          if (!(x.written || y.written) || x.begin >= y.end ||
+              y.begin >= x.end)
+            continue;
+          return errorf(
+              "program '", program.name, "': instruction ", first, " (",
+              kernelName(insts[first].kernel), ", stream ",
+              unsigned(insts[first].stream), ") and instruction ", second,
+              " (", kernelName(insts[second].kernel), ", stream ",
+              unsigned(insts[second].stream), ") touch the same bytes ('",
+              rank.buffers[first == i ? x.buffer : y.buffer].name, "' and '",
+              rank.buffers[first == i ? y.buffer : x.buffer].name,
+              "'), one writing them, but no token orders them");
+        }
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -653,6 +758,7 @@ Status mlt::rt::verifyRank(const RankPlan &rank,
         return std::move(status).withContext(context.str());
       }
     }
+    MLT_RETURN_IF_ERROR(verifyStreams(rank, program));
   }
   return Status::ok();
 }
@@ -771,6 +877,12 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
   for (const char *program : {kMicroStepProgram, kOptimizerStepProgram})
     if (!rank.findProgram(program))
       return errorf("the plan has no program '", program, "'");
+  // micro_step_only reduces the gradients of a step of one micro-batch; a
+  // step of several needs micro_step_last to reduce them.
+  if (rank.findProgram(kMicroStepOnlyProgram) &&
+      !rank.findProgram(kMicroStepLastProgram))
+    return errorf("the plan has a program '", kMicroStepOnlyProgram,
+                  "' but no '", kMicroStepLastProgram, "'");
 
   // `dtype`, or also `altDtype` when given.
   auto require = [&](const char *name, BufferKind kind, ElementType dtype,

@@ -107,8 +107,12 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
                  : std::move(status).withContext("rank " + std::to_string(r));
     state.microStep = *micro;
     state.optimizerStep = *optimizer;
-    if (StatusOr<size_t> first = executor.findProgram(kMicroStepFirstProgram))
-      state.microStepFirst = *first;
+    for (auto [name, slot] :
+         {std::pair{kMicroStepFirstProgram, &state.microStepFirst},
+          std::pair{kMicroStepLastProgram, &state.microStepLast},
+          std::pair{kMicroStepOnlyProgram, &state.microStepOnly}})
+      if (StatusOr<size_t> program = executor.findProgram(name))
+        *slot = *program;
     if (!state.tokensBlock.isWhole())
       state.tokensStaging.resize(executor.buffer(state.tokens).numElements());
     if (!state.labelsBlock.isWhole())
@@ -121,6 +125,17 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
   trainer->inputs_.resize(tokens);
   trainer->targets_.resize(tokens);
   return trainer;
+}
+
+size_t Trainer::RankState::programFor(int64_t mb, int64_t count) const {
+  const bool first = mb == 0, last = mb == count - 1;
+  if (first && last && microStepOnly)
+    return *microStepOnly;
+  if (last && microStepLast)
+    return *microStepLast; // adds to gradients zeroed before the step
+  if (first && microStepFirst)
+    return *microStepFirst;
+  return microStep;
 }
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
@@ -142,7 +157,9 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   for (const auto &[index, value] : hyper)
     MLT_RETURN_IF_ERROR(executor.writeScalar(index, value));
   // A plan whose first micro-batch writes the gradients needs no zeroing.
-  if (!rank.microStepFirst)
+  const int64_t microbatches = model_.microbatches;
+  const size_t first = rank.programFor(0, microbatches);
+  if (first == rank.microStep || first == rank.microStepLast)
     MLT_RETURN_IF_ERROR(executor.zeroBuffers(BufferKind::Gradient));
 
   // Writes this rank's block of micro-batch `mb` of `batch` into `buffer`.
@@ -163,14 +180,13 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   // The whole step is queued, then waited for once: the inputs of micro-batch
   // mb + 1 and the reads of each loss are ordered after micro-batch mb's
   // work (no device synchronization inside a step).
-  for (int64_t mb = 0; mb < model_.microbatches; ++mb) {
+  for (int64_t mb = 0; mb < microbatches; ++mb) {
     MLT_RETURN_IF_ERROR(
         feed(rank.tokens, inputs_, rank.tokensBlock, rank.tokensStaging, mb));
     MLT_RETURN_IF_ERROR(
         feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
-    const size_t program =
-        mb == 0 && rank.microStepFirst ? *rank.microStepFirst : rank.microStep;
-    MLT_RETURN_IF_ERROR(executor.run(program, /*wait=*/false));
+    MLT_RETURN_IF_ERROR(
+        executor.run(rank.programFor(mb, microbatches), /*wait=*/false));
     if (readLoss)
       MLT_RETURN_IF_ERROR(
           executor.readScalarAtSync(rank.loss, &rank.measuredLosses[mb]));

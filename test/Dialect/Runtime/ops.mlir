@@ -51,8 +51,8 @@ mlt_rt.buffer @t1 temporary offset 1024 : tensor<4x32x64xf32>
 // CHECK-NEXT: }
 // GENERIC-LABEL: "builtin.module"
 // GENERIC: "mlt_rt.program"() <{sym_name = "micro_step"}> ({
-// GENERIC-NEXT: "mlt_rt.launch"() <{floats = array<f64: 1.000000e-05>, inputs = [@x, @w], ints = array<i64: 8, 4>, kernel = "rms_norm_fwd", outputs = [@y]}> : () -> ()
-// GENERIC: "mlt_rt.launch"() <{floats = array<f64>, inputs = [@s0, @s1, @s0], ints = array<i64>, kernel = "global_norm", outputs = [@n]}> : () -> ()
+// GENERIC-NEXT: "mlt_rt.launch"() <{floats = array<f64: 1.000000e-05>, inputs = [@x, @w], ints = array<i64: 8, 4>, kernel = "rms_norm_fwd", outputs = [@y], waits = array<i64>}> : () -> ()
+// GENERIC: "mlt_rt.launch"() <{floats = array<f64>, inputs = [@s0, @s1, @s0], ints = array<i64>, kernel = "global_norm", outputs = [@n], waits = array<i64>}> : () -> ()
 // GENERIC: "mlt_rt.program"() <{sym_name = "optimizer_step"}> ({
 // GENERIC: }) {mlt_rt.arena_bytes = 4096 : i64, mlt_rt.microbatches = 2 : i64} : () -> ()
 module attributes {mlt_rt.arena_bytes = 4096 : i64, mlt_rt.microbatches = 2 : i64} {
@@ -71,6 +71,29 @@ module attributes {mlt_rt.arena_bytes = 4096 : i64, mlt_rt.microbatches = 2 : i6
     mlt_rt.launch "clip_coefficient" [@n, @s1] -> [@s1]
   }
   mlt_rt.program @optimizer_step {
+  }
+}
+
+// -----
+
+// Tests that streams, waits and tokens round-trip, and that no stream and no
+// waits print as nothing.
+// CHECK-LABEL: mlt_rt.program @micro_step_last {
+// CHECK-NEXT: mlt_rt.launch "add" [@a, @a] -> [@g] ints [4] token 0
+// CHECK-NEXT: mlt_rt.launch "add" [@a, @a] -> [@b] ints [4] stream 0 token 1
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@g] -> [@g] ints [4, 0] stream 1 waits [0, 1] token 2
+// CHECK-NEXT: mlt_rt.launch "add" [@a, @b] -> [@c] ints [4]{{$}}
+// CHECK-NEXT: }
+module {
+  mlt_rt.buffer @a input : tensor<4xf32>
+  mlt_rt.buffer @b temporary : tensor<4xf32>
+  mlt_rt.buffer @c output : tensor<4xf32>
+  mlt_rt.buffer @g gradient {parameter = "w"} : tensor<4xf32>
+  mlt_rt.program @micro_step_last {
+    mlt_rt.launch "add" [@a, @a] -> [@g] ints [4] token 0
+    mlt_rt.launch "add" [@a, @a] -> [@b] ints [4] stream 0 token 1
+    mlt_rt.launch "all_reduce_sum" [@g] -> [@g] ints [4, 0] stream 1 waits [0, 1] token 2
+    mlt_rt.launch "add" [@a, @b] -> [@c] ints [4] waits []
   }
 }
 

@@ -173,3 +173,43 @@ func.func @f() {
   }
   return
 }
+
+// -----
+
+// Tests that a stream must be one the runtime has (0..7).
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op runs on stream 8; streams are 0..7}}
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] stream 8
+}
+
+// -----
+
+// Tests that a launch may wait only for a token an earlier launch signals:
+// program order must be a valid order of the launches.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.buffer @b temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op waits for token 0, which no earlier launch of @p signals}}
+  mlt_rt.launch "add" [@a, @a] -> [@b] ints [4] stream 1 waits [0]
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] token 0
+}
+
+// -----
+
+// Tests that a token is signalled once in a program.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] token 3
+  // expected-error @+1 {{'mlt_rt.launch' op signals token 3, which an earlier launch of @p signals}}
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] token 3
+}
+
+// -----
+
+// Tests that tokens are non-negative.
+mlt_rt.buffer @a temporary : tensor<4xf32>
+mlt_rt.program @p {
+  // expected-error @+1 {{'mlt_rt.launch' op signals token -1; tokens are 0..65535}}
+  mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] token -1
+}

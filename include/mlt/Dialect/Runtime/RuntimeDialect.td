@@ -83,8 +83,18 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
     NoRegionArguments]> {
   let summary = "an ordered list of launches that the runtime runs as one unit";
   let description = [{
-    A program runs from its first launch to its last, in order. A training
-    step runs `micro_step` once per micro-batch and then `optimizer_step`.
+    A program runs from its first launch to its last. A training step runs
+    `micro_step` once per micro-batch (`micro_step_first` for the first,
+    `micro_step_last` for the last, `micro_step_only` for a step of one,
+    where the plan has them) and then `optimizer_step`.
+
+    Launches go to streams (`stream`, 0 by default: the compute stream).
+    Each stream runs its launches in program order; across streams, a launch
+    starts after the launches whose `token`s it `waits` for. A program starts
+    after everything before it and ends when every stream has run its
+    launches, so program order is always one valid order of the launches
+    (the CPU backend runs them so). The verifier requires every token to be
+    signalled once, by a launch before any that waits for it.
 
     Example:
     ```mlir
@@ -96,6 +106,7 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
   let arguments = (ins SymbolNameAttr:$sym_name);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
 }
 
 def MLTRT_LaunchOp : MLTRT_Op<"launch", [
@@ -107,17 +118,33 @@ def MLTRT_LaunchOp : MLTRT_Op<"launch", [
     the order Kernels.def gives. The kernel's arity is checked against
     Kernels.def.
 
+    `stream` names the stream it runs on (absent: 0, the compute stream),
+    `waits` the tokens it starts after, and `token` the token it signals when
+    it is done (ProgramOp says how they order launches).
+
     Example:
     ```mlir
     mlt_rt.launch "rms_norm_fwd" [@t0, @"param:model.norm.weight"] -> [@t1] ints [128, 64] floats [1.0e-05]
+    mlt_rt.launch "matmul" [@t7, @t8] -> [@"grad:w"] ints [64, 64, 128, 1, 0] token 3
+    mlt_rt.launch "all_reduce_sum" [@"grad:w"] -> [@"grad:w"] ints [4096, 0] stream 1 waits [3]
     ```
   }];
   let arguments = (ins StrAttr:$kernel, SymbolRefArrayAttr:$inputs,
                        SymbolRefArrayAttr:$outputs,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
-                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats);
+                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats,
+                       OptionalAttr<I64Attr>:$stream,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$waits,
+                       OptionalAttr<I64Attr>:$token);
   let assemblyFormat = [{
-    $kernel $inputs `->` $outputs (`ints` $ints^)? (`floats` $floats^)? attr-dict
+    $kernel $inputs `->` $outputs (`ints` $ints^)? (`floats` $floats^)?
+    (`stream` $stream^)? (`waits` $waits^)? (`token` $token^)? attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// The stream the launch runs on (0: compute).
+    int64_t getStreamIndex() {
+      return getStream() ? *getStream() : 0;
+    }
   }];
   let hasVerifier = 1;
 }

@@ -1,0 +1,241 @@
+//===- ScheduleOverlap.cpp - gradient reductions under the backward pass --===//
+//
+// Part of mlt. Implements mlt-schedule-overlap (Passes.td): the optimizer
+// step's leading in-place all-reduces of gradient buffers move into copies
+// of the micro-step programs for the step's last micro-batch, each bucket of
+// them on the gradient-reduction stream right after its gradients are done,
+// ordered by a token.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/PlanFormat.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTSCHEDULEOVERLAP
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+namespace rtir = mlt::rt_ir;
+namespace abi = mlt::rt;
+
+namespace {
+
+StringRef symbolOf(Attribute ref) {
+  return cast<FlatSymbolRefAttr>(ref).getValue();
+}
+
+/// The gradient that `launch` reduces in place over a mesh axis, if it is
+/// such a reduction.
+std::optional<StringRef>
+reducedGradient(rtir::LaunchOp launch,
+                const llvm::StringMap<rtir::BufferOp> &buffers) {
+  if (launch.getKernel() != "all_reduce_sum" || launch.getInputs().size() != 1 ||
+      launch.getOutputs().size() != 1 ||
+      symbolOf(launch.getInputs()[0]) != symbolOf(launch.getOutputs()[0]))
+    return std::nullopt;
+  StringRef name = symbolOf(launch.getInputs()[0]);
+  rtir::BufferOp buffer = buffers.lookup(name);
+  if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
+    return std::nullopt;
+  return name;
+}
+
+class Scheduler {
+public:
+  Scheduler(ModuleOp module, int64_t bucketBytes)
+      : module(module), b(module.getContext()), bucketBytes(bucketBytes) {}
+
+  LogicalResult run() {
+    auto optimizer =
+        module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
+    auto micro = module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepProgram);
+    if (!optimizer || !micro)
+      return success();
+    for (const char *name : {abi::kMicroStepLastProgram,
+                             abi::kMicroStepOnlyProgram})
+      if (module.lookupSymbol(name))
+        return module.emitError("mlt-schedule-overlap: the module has @")
+               << name << " already";
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+      StringRef name = buffer.getSymName();
+      unsigned n;
+      if (name.consume_front("t") && !name.getAsInteger(10, n))
+        nextTemporary = std::max(nextTemporary, n + 1);
+    }
+
+    // The optimizer step's reductions of whole gradients, before anything
+    // else there touches them.
+    SmallVector<rtir::LaunchOp> reductions;
+    llvm::DenseSet<StringRef> touched;
+    for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {
+      std::optional<StringRef> gradient = reducedGradient(launch, buffers);
+      if (gradient && !touched.contains(*gradient) &&
+          launch.getStreamIndex() == 0 && launch.getWaits().empty() &&
+          !launch.getToken())
+        reductions.push_back(launch);
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list)
+          touched.insert(symbolOf(ref));
+    }
+    if (reductions.empty())
+      return success();
+
+    auto first =
+        module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepFirstProgram);
+    for (auto [source, name] :
+         {std::pair{micro, abi::kMicroStepLastProgram},
+          std::pair{first, abi::kMicroStepOnlyProgram}}) {
+      if (!source)
+        continue;
+      rtir::ProgramOp copy = cloneProgram(source, name);
+      schedule(copy, reductions);
+    }
+    for (rtir::LaunchOp reduction : reductions)
+      reduction.erase();
+    return success();
+  }
+
+private:
+  /// A copy of `source` named `name`, right after it, whose temporaries are
+  /// copies of source's (each program owns its temporaries).
+  rtir::ProgramOp cloneProgram(rtir::ProgramOp source, StringRef name) {
+    b.setInsertionPointAfter(source);
+    auto copy = rtir::ProgramOp::create(b, source.getLoc(), name);
+    Block &body = copy.getBody().emplaceBlock();
+    llvm::StringMap<FlatSymbolRefAttr> renamed;
+    auto rename = [&](ArrayAttr refs) {
+      SmallVector<Attribute> out;
+      for (Attribute ref : refs) {
+        auto it = buffers.find(symbolOf(ref));
+        if (it == buffers.end() ||
+            it->second.getKind() != rtir::BufferKind::temporary) {
+          out.push_back(ref);
+          continue;
+        }
+        FlatSymbolRefAttr &fresh = renamed[symbolOf(ref)];
+        if (!fresh) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointAfter(lastBuffer);
+          auto clone = cast<rtir::BufferOp>(b.clone(*it->second));
+          clone.setSymName(("t" + Twine(nextTemporary++)).str());
+          lastBuffer = clone;
+          fresh = FlatSymbolRefAttr::get(clone.getSymNameAttr());
+        }
+        out.push_back(fresh);
+      }
+      return b.getArrayAttr(out);
+    };
+    b.setInsertionPointToEnd(&body);
+    for (auto launch : source.getBody().getOps<rtir::LaunchOp>()) {
+      auto clone = cast<rtir::LaunchOp>(b.clone(*launch));
+      clone.setInputsAttr(rename(launch.getInputs()));
+      clone.setOutputsAttr(rename(launch.getOutputs()));
+    }
+    return copy;
+  }
+
+  /// Puts a copy of each reduction into `program` after the last launch
+  /// that touches its gradient, in buckets, on the gradient stream.
+  void schedule(rtir::ProgramOp program, ArrayRef<rtir::LaunchOp> reductions) {
+    SmallVector<rtir::LaunchOp> launches(
+        program.getBody().getOps<rtir::LaunchOp>());
+    llvm::StringMap<int64_t> lastTouch;
+    int64_t nextToken = 0;
+    for (auto [position, launch] : llvm::enumerate(launches)) {
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list)
+          lastTouch[symbolOf(ref)] = int64_t(position);
+      if (std::optional<int64_t> token = launch.getToken())
+        nextToken = std::max(nextToken, *token + 1);
+    }
+    // Each reduction where its gradient is ready (-1: never touched here,
+    // ready at the program's start), in that order; ties keep the optimizer
+    // step's order.
+    struct Ready {
+      int64_t position;
+      rtir::LaunchOp reduction;
+    };
+    SmallVector<Ready> order;
+    for (rtir::LaunchOp reduction : reductions) {
+      auto it = lastTouch.find(symbolOf(reduction.getInputs()[0]));
+      order.push_back({it == lastTouch.end() ? -1 : it->second, reduction});
+    }
+    llvm::stable_sort(order, [](const Ready &x, const Ready &y) {
+      return x.position < y.position;
+    });
+
+    // Buckets, each placed after its last-ready gradient's last launch.
+    const int64_t stream = abi::kGradientReduceStream;
+    Block &body = program.getBody().front();
+    Operation *previousAnchor = nullptr, *insertAfter = nullptr;
+    for (size_t begin = 0; begin < order.size();) {
+      size_t end = begin;
+      int64_t bytes = 0;
+      while (end < order.size() && (end == begin || bytes < bucketBytes)) {
+        rtir::BufferOp gradient =
+            buffers.lookup(symbolOf(order[end].reduction.getInputs()[0]));
+        bytes += int64_t(gradient.getByteSize());
+        ++end;
+      }
+      const int64_t position = order[end - 1].position;
+      rtir::LaunchOp anchor = position >= 0 ? launches[position] : nullptr;
+      std::optional<int64_t> token;
+      if (anchor) {
+        if (!anchor.getToken())
+          anchor.setTokenAttr(b.getI64IntegerAttr(nextToken++));
+        token = anchor.getToken();
+      }
+      // After the anchor, and after the reductions placed there already.
+      if (anchor != previousAnchor || !insertAfter)
+        insertAfter = anchor;
+      previousAnchor = anchor;
+      if (insertAfter)
+        b.setInsertionPointAfter(insertAfter);
+      else
+        b.setInsertionPointToStart(&body);
+      for (size_t i = begin; i < end; ++i) {
+        auto copy = cast<rtir::LaunchOp>(b.clone(*order[i].reduction));
+        copy.setStreamAttr(b.getI64IntegerAttr(stream));
+        if (i == begin && token)
+          copy.setWaits({*token});
+        insertAfter = copy;
+      }
+      begin = end;
+    }
+  }
+
+  ModuleOp module;
+  OpBuilder b;
+  int64_t bucketBytes;
+  llvm::StringMap<rtir::BufferOp> buffers;
+  Operation *lastBuffer = nullptr;
+  unsigned nextTemporary = 0;
+};
+
+class MLTScheduleOverlapPass
+    : public mlt::impl::MLTScheduleOverlapBase<MLTScheduleOverlapPass> {
+public:
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (bucketBytes < 0) {
+      getOperation().emitError("mlt-schedule-overlap: bucket-bytes must be "
+                               "non-negative, got ")
+          << static_cast<int64_t>(bucketBytes);
+      return signalPassFailure();
+    }
+    if (failed(Scheduler(getOperation(), bucketBytes).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

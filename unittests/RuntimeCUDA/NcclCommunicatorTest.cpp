@@ -248,6 +248,124 @@ TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
   (*plain)->deallocate(*small);
 }
 
+// Tests the plan's streams on a context: a collective on stream 1 that waits
+// for the token of the launch that writes its input runs after it (its
+// output is that launch's result, not the poison written before), beside a
+// compute launch that does not depend on it, and the program's end joins
+// it; the same launches captured as a CUDA graph (as MLT_CUDA_GRAPHS=all
+// lets a rank with collectives do) and replayed give the same results on
+// new inputs; a side-stream launch outside a program is refused; and
+// checkSupported lets only collectives run on streams other than 0.
+TEST(NcclCommunicatorTest, CollectivesOnAPlanStream) {
+  MLT_REQUIRE_CUDA();
+  std::unique_ptr<CudaCommunicator> comm = singleRank();
+  ASSERT_TRUE(comm);
+  std::unique_ptr<Backend> backend = createCudaBackend();
+  StatusOr<std::unique_ptr<DeviceContext>> created =
+      backend->createContext(RankInfo{0, 1, comm.get()});
+  ASSERT_TRUE(created) << created.status().message();
+  DeviceContext &context = **created;
+
+  const int64_t n = int64_t(1) << 22;
+  const uint64_t bytes = uint64_t(n) * sizeof(float);
+  StatusOr<uint8_t *> arena = context.allocate(5 * bytes);
+  ASSERT_TRUE(arena) << arena.status().message();
+  auto view = [&](int i) {
+    return BufferView{*arena + i * bytes, ElementType::F32, n};
+  };
+  const BufferView a = view(0), b = view(1), sum = view(2), out = view(3),
+                   product = view(4);
+  ProgramDesc program{"micro_step_last", {}};
+  InstructionDesc add = instruction(Kernel::Add, {n});
+  add.token = 0;
+  InstructionDesc reduce = instruction(Kernel::AllReduceSum, {n, 1});
+  reduce.stream = 1;
+  reduce.waits = {0};
+  InstructionDesc mul = instruction(Kernel::Mul, {n});
+  program.instructions = {add, reduce, mul};
+  auto runProgram = [&]() -> Status {
+    MLT_RETURN_IF_ERROR(context.beginProgram(program));
+    MLT_RETURN_IF_ERROR(context.launch(add, {a, b}, {sum}));
+    MLT_RETURN_IF_ERROR(context.launch(reduce, {sum}, {out}));
+    MLT_RETURN_IF_ERROR(context.launch(mul, {a, b}, {product}));
+    return context.endProgram(program);
+  };
+
+  std::mt19937 rng(7);
+  std::vector<float> hostA, hostB, result(static_cast<size_t>(n));
+  auto check = [&](const char *what) {
+    ASSERT_TRUE(context.synchronize());
+    ASSERT_TRUE(context.copyToHost(result.data(), out.data, bytes));
+    for (int64_t i = 0; i < n; i += 997)
+      ASSERT_EQ(result[size_t(i)], hostA[size_t(i)] + hostB[size_t(i)])
+          << what << ", element " << i;
+    ASSERT_TRUE(context.copyToHost(result.data(), product.data, bytes));
+    for (int64_t i = 0; i < n; i += 997)
+      ASSERT_EQ(result[size_t(i)], hostA[size_t(i)] * hostB[size_t(i)])
+          << what << ", element " << i;
+  };
+  auto freshInputs = [&]() {
+    hostA = randomFloats(rng, n);
+    hostB = randomFloats(rng, n);
+    ASSERT_TRUE(context.copyToDevice(a.data, hostA.data(), bytes));
+    ASSERT_TRUE(context.copyToDevice(b.data, hostB.data(), bytes));
+    ASSERT_TRUE(context.fill(sum, -1.0));
+    ASSERT_TRUE(context.fill(out, -2.0));
+  };
+
+  for (int round = 0; round < 2; ++round) {
+    freshInputs();
+    ASSERT_TRUE(runProgram());
+    check("launched");
+  }
+  ASSERT_TRUE(context.beginCapture());
+  Status captured = runProgram();
+  ASSERT_TRUE(captured) << captured.message();
+  StatusOr<size_t> graph = context.endCapture();
+  ASSERT_TRUE(graph) << graph.status().message();
+  for (int round = 0; round < 2; ++round) {
+    freshInputs();
+    ASSERT_TRUE(context.replay(*graph));
+    check("replayed");
+  }
+
+  Status outside = context.launch(reduce, {sum}, {out});
+  ASSERT_FALSE(outside);
+  EXPECT_NE(outside.message().find("stream 1 is not open"), std::string::npos)
+      << outside.message();
+  ASSERT_TRUE(context.synchronize());
+  context.deallocate(*arena);
+
+  RankPlan rank;
+  rank.buffers = {BufferDesc{}, BufferDesc{}};
+  for (BufferDesc &buffer : rank.buffers) {
+    buffer.shape = {4};
+    buffer.bytes = 16;
+  }
+  rank.buffers[0].name = "x";
+  rank.buffers[1].name = "y";
+  rank.buffers[1].offset = 256;
+  rank.arenaBytes = 512;
+  InstructionDesc sideReduce = instruction(Kernel::AllReduceSum, {4, 0});
+  sideReduce.inputs = {0};
+  sideReduce.outputs = {1};
+  sideReduce.stream = 1;
+  rank.programs.push_back(ProgramDesc{"p", {sideReduce}});
+  EXPECT_TRUE(backend->checkSupported(rank));
+  InstructionDesc sideCast = instruction(Kernel::Cast, {4});
+  sideCast.inputs = {0};
+  sideCast.outputs = {1};
+  sideCast.stream = 2;
+  rank.programs[0].instructions = {sideCast};
+  Status refused = backend->checkSupported(rank);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.message(),
+            "program 'p' instruction 0 (cast): runs on stream 2; the CUDA "
+            "backend runs only collectives on streams other than 0 (kernels "
+            "share the compute stream's scratch memory and matrix-product "
+            "workspace)");
+}
+
 // Tests real collectives between GPUs: one thread per GPU (up to 8), each
 // with its own communicator over a mesh (dp=2 x tp=G/2 when G is even and
 // at least 4, else x=G), as the processes of an mpirun would have them.

@@ -81,8 +81,10 @@ def run_mlt(args, plan, shape, out):
     env = dict(os.environ)
     if shape["world"] > 1:
         env["NCCL_NVLS_ENABLE"] = "0"
+        # mlt-run's own settings (MLT_CUDA_GRAPHS, ...) reach every rank.
+        forwarded = [arg for key in sorted(env) if key.startswith("MLT_") for arg in ("-x", key)]
         cmd = ["mpirun", "--allow-run-as-root", "-np", str(shape["world"]), "-x", "NCCL_NVLS_ENABLE",
-               "-x", "LD_LIBRARY_PATH"] + cmd
+               "-x", "LD_LIBRARY_PATH"] + forwarded + cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     done.set()
     poller.join()
@@ -105,7 +107,8 @@ def main():
                     help="a plan to run (repeatable); the first sets the reference's shape")
     ap.add_argument("--ref", required=True, help="path to hf_llama_bench.py")
     ap.add_argument("--config", default="llama-1b")
-    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--modes", default="eager,compile",
+                    help="the reference's modes, comma-separated; empty: none")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
@@ -130,7 +133,7 @@ def main():
                    mfu=round(row["tokens_per_s"] * fpt / ref.PEAK / s["world"], 3))
         rows.append(row)
     mlt_rows = len(rows)
-    for mode in args.modes.split(","):
+    for mode in filter(None, args.modes.split(",")):
         proc = subprocess.run([sys.executable, args.ref, "--config", args.config, "--mode", mode,
                                "--steps", str(args.steps),
                                "--mb", str(shape["mb"] * shape["microbatches"] // shape["world"]),

@@ -17,6 +17,14 @@
 #   DIR/gpu-multi.sh run              (GPU machine) runs everything; logs go
 #                                     to $OUT (or DIR/out); exit 1 on any
 #                                     failure
+#   DIR/gpu-multi.sh bench [STEPS]    (GPU machine, 2 GPUs) TinyLlama-1.1B
+#                                     (bf16, micro-batch 4 x 2048 per GPU):
+#                                     1 GPU, dp=2 with the gradient
+#                                     all-reduces under the backward pass
+#                                     (the default), dp=2 with them after it
+#                                     (--overlap-grad-reduce off), the first
+#                                     again with CUDA graphs around NCCL
+#                                     (MLT_CUDA_GRAPHS=all), and tp=2
 #
 # mpirun is the GPU machine's Open MPI 4.1 (mlt-run links libmpi.so.40 and
 # uses MPI only to start and to end); NCCL_NVLS_ENABLE=0 is set for every
@@ -48,12 +56,25 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan tp2sp --microbatches 1 --tp 2 --sequence-parallel
   compile_plan dp2-mb2 --microbatches 2 --dp 2
   compile_plan dp2tp2 --microbatches 1 --dp 2 --tp 2
+  compile_plan dp2-after --microbatches 1 --dp 2 --overlap-grad-reduce off
+  compile_plan dp2-mb2-after --microbatches 2 --dp 2 --overlap-grad-reduce off
+  tinyllama() { # name, flags...
+    local name=$1; shift
+    "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
+      --device cuda "$@" --emit-plan "$dir"/plans/$name.mltplan
+  }
+  tinyllama tl-b4 --batch 4
+  tinyllama tl-b8-dp2 --batch 8 --dp 2
+  tinyllama tl-b8-dp2-after --batch 8 --dp 2 --overlap-grad-reduce off
+  tinyllama tl-b4-tp2 --batch 4 --tp 2
+  cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
   cp "$0" "$dir"/gpu-multi.sh
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-multi.sh run"
   exit 0
 fi
 
-[[ "${1:-}" == run ]] || { echo "usage: $0 pack [DIR] | run" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS]" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -63,6 +84,20 @@ export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
   mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
+fi
+if [[ "$1" == bench ]]; then
+  steps=${2:-10}
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-b4.mltplan \
+    --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-after.mltplan \
+    --plan plans/tl-b4-tp2.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
+    --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+  echo "== dp=2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
+  mkdir -p "$out"/graphs
+  MLT_CUDA_GRAPHS=all python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
+    --plan plans/tl-b4.mltplan --plan plans/tl-b8-dp2.mltplan \
+    --ref tools/hf_llama_bench.py --config llama-1b --modes '' --steps "$steps" \
+    --out "$out"/graphs 2>&1 | tee "$out"/bench-graphs.txt
+  exit 0
 fi
 gpus=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
@@ -101,11 +136,19 @@ cmp <(cut -d, -f1-3 "$out"/one.jsonl) <(cut -d, -f1-3 "$out"/one-np1.jsonl) \
   && echo "ok: mpirun -np 1 gives the 1-GPU losses bit for bit" || fail "mpirun -np 1 differs"
 
 if (( gpus >= 2 )); then
-  for plan in dp2 tp2 tp2sp dp2-mb2; do
+  for plan in dp2 dp2-after tp2 tp2sp dp2-mb2 dp2-mb2-after; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     train $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     same $plan
   done
+  for plan in dp2 dp2-mb2; do
+    cmp <(cut -d, -f1-3 "$out"/$plan.jsonl) <(cut -d, -f1-3 "$out"/$plan-after.jsonl) \
+      && echo "ok: $plan: the all-reduces under the backward give the losses of those after it, bit for bit" \
+      || fail "$plan: overlapped and serial gradient all-reduces differ"
+  done
+  echo "== 2 GPUs, dp2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
+  MLT_CUDA_GRAPHS=all train dp2-graphs $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
+  same dp2-graphs
   echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
   set +e
   timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \

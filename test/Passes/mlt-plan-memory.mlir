@@ -133,3 +133,34 @@ mlt_rt.program @micro_step {
 }
 mlt_rt.program @optimizer_step {
 }
+
+// -----
+
+// Tests that a temporary that a launch on another stream reads lives until
+// the program's end, where the streams join: @b, read on stream 1 by the
+// second launch, does not share memory with @c, which the compute stream
+// writes afterwards (on one stream it would: @c2 takes @b2's place).
+// CHECK-LABEL: mlt_rt.buffer @x3 input offset 0 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @b temporary offset 256 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @y3 temporary offset 512 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @c temporary offset 768 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @b2 temporary offset 256 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @y4 temporary offset 512 : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @c2 temporary offset 256 : tensor<64xf32>
+mlt_rt.buffer @x3 input : tensor<64xf32>
+mlt_rt.buffer @b temporary : tensor<64xf32>
+mlt_rt.buffer @y3 temporary : tensor<64xf32>
+mlt_rt.buffer @c temporary : tensor<64xf32>
+mlt_rt.buffer @b2 temporary : tensor<64xf32>
+mlt_rt.buffer @y4 temporary : tensor<64xf32>
+mlt_rt.buffer @c2 temporary : tensor<64xf32>
+mlt_rt.program @micro_step {
+  mlt_rt.launch "silu_fwd" [@x3] -> [@b] ints [64] token 0
+  mlt_rt.launch "all_reduce_sum" [@b] -> [@y3] ints [64, 0] stream 1 waits [0]
+  mlt_rt.launch "silu_fwd" [@x3] -> [@c] ints [64]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "silu_fwd" [@x3] -> [@b2] ints [64]
+  mlt_rt.launch "all_reduce_sum" [@b2] -> [@y4] ints [64, 0]
+  mlt_rt.launch "silu_fwd" [@x3] -> [@c2] ints [64]
+}

@@ -55,6 +55,47 @@ std::unique_ptr<CudaCommunicator> singleRank() {
   return id ? communicatorFor("dp=1,tp=1", 0, 0, *id) : nullptr;
 }
 
+/// A CUDA context over a one-rank communicator, with what it needs alive;
+/// a null context (and a test failure) if either cannot be created.
+struct OneRankContext {
+  std::unique_ptr<CudaCommunicator> comm;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<DeviceContext> context;
+};
+
+OneRankContext oneRankContext() {
+  OneRankContext one;
+  one.comm = singleRank();
+  if (!one.comm)
+    return one;
+  one.backend = createCudaBackend();
+  StatusOr<std::unique_ptr<DeviceContext>> created =
+      one.backend->createContext(RankInfo{0, 1, one.comm.get()});
+  EXPECT_TRUE(created) << created.status().message();
+  if (created)
+    one.context = std::move(*created);
+  return one;
+}
+
+/// A rank of two f32 buffers of 4 elements, x and y, whose one program "p"
+/// runs `inst` from x to y.
+RankPlan twoBufferRank(InstructionDesc inst) {
+  RankPlan rank;
+  rank.buffers = {BufferDesc{}, BufferDesc{}};
+  for (BufferDesc &buffer : rank.buffers) {
+    buffer.shape = {4};
+    buffer.bytes = 16;
+  }
+  rank.buffers[0].name = "x";
+  rank.buffers[1].name = "y";
+  rank.buffers[1].offset = 256;
+  rank.arenaBytes = 512;
+  inst.inputs = {0};
+  inst.outputs = {1};
+  rank.programs.push_back(ProgramDesc{"p", {std::move(inst)}});
+  return rank;
+}
+
 template <typename T> std::vector<T> sequence(size_t n, T start) {
   std::vector<T> values(n);
   for (size_t i = 0; i < n; ++i)
@@ -174,13 +215,10 @@ TEST(NcclCommunicatorTest, ErrorsAndAbort) {
 // without one, the message that says how to run collectives.
 TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
   MLT_REQUIRE_CUDA();
-  std::unique_ptr<CudaCommunicator> comm = singleRank();
-  ASSERT_TRUE(comm);
-  std::unique_ptr<Backend> backend = createCudaBackend();
-  StatusOr<std::unique_ptr<DeviceContext>> created =
-      backend->createContext(RankInfo{0, 1, comm.get()});
-  ASSERT_TRUE(created) << created.status().message();
-  DeviceContext &context = **created;
+  OneRankContext one = oneRankContext();
+  ASSERT_TRUE(one.context);
+  Backend &backend = *one.backend;
+  DeviceContext &context = *one.context;
 
   const int64_t n = int64_t(1) << 22;
   const uint64_t bytes = uint64_t(n) * sizeof(float);
@@ -219,23 +257,10 @@ TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
 
   // checkSupported lets collectives through; without a NCCL communicator the
   // launch says how to run them.
-  RankPlan rank;
-  rank.buffers = {BufferDesc{}, BufferDesc{}};
-  for (BufferDesc &buffer : rank.buffers) {
-    buffer.shape = {4};
-    buffer.bytes = 16;
-  }
-  rank.buffers[0].name = "x";
-  rank.buffers[1].name = "y";
-  rank.buffers[1].offset = 256;
-  rank.arenaBytes = 512;
   InstructionDesc reduce = instruction(Kernel::AllReduceSum, {4, 0});
-  reduce.inputs = {0};
-  reduce.outputs = {1};
-  rank.programs.push_back(ProgramDesc{"p", {reduce}});
-  EXPECT_TRUE(backend->checkSupported(rank));
+  EXPECT_TRUE(backend.checkSupported(twoBufferRank(reduce)));
   StatusOr<std::unique_ptr<DeviceContext>> plain =
-      backend->createContext(RankInfo{0, 1, nullptr});
+      backend.createContext(RankInfo{0, 1, nullptr});
   ASSERT_TRUE(plain);
   StatusOr<uint8_t *> small = (*plain)->allocate(512);
   ASSERT_TRUE(small);
@@ -258,13 +283,10 @@ TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
 // checkSupported lets only collectives run on streams other than 0.
 TEST(NcclCommunicatorTest, CollectivesOnAPlanStream) {
   MLT_REQUIRE_CUDA();
-  std::unique_ptr<CudaCommunicator> comm = singleRank();
-  ASSERT_TRUE(comm);
-  std::unique_ptr<Backend> backend = createCudaBackend();
-  StatusOr<std::unique_ptr<DeviceContext>> created =
-      backend->createContext(RankInfo{0, 1, comm.get()});
-  ASSERT_TRUE(created) << created.status().message();
-  DeviceContext &context = **created;
+  OneRankContext one = oneRankContext();
+  ASSERT_TRUE(one.context);
+  Backend &backend = *one.backend;
+  DeviceContext &context = *one.context;
 
   const int64_t n = int64_t(1) << 22;
   const uint64_t bytes = uint64_t(n) * sizeof(float);
@@ -336,28 +358,12 @@ TEST(NcclCommunicatorTest, CollectivesOnAPlanStream) {
   ASSERT_TRUE(context.synchronize());
   context.deallocate(*arena);
 
-  RankPlan rank;
-  rank.buffers = {BufferDesc{}, BufferDesc{}};
-  for (BufferDesc &buffer : rank.buffers) {
-    buffer.shape = {4};
-    buffer.bytes = 16;
-  }
-  rank.buffers[0].name = "x";
-  rank.buffers[1].name = "y";
-  rank.buffers[1].offset = 256;
-  rank.arenaBytes = 512;
   InstructionDesc sideReduce = instruction(Kernel::AllReduceSum, {4, 0});
-  sideReduce.inputs = {0};
-  sideReduce.outputs = {1};
   sideReduce.stream = 1;
-  rank.programs.push_back(ProgramDesc{"p", {sideReduce}});
-  EXPECT_TRUE(backend->checkSupported(rank));
+  EXPECT_TRUE(backend.checkSupported(twoBufferRank(sideReduce)));
   InstructionDesc sideCast = instruction(Kernel::Cast, {4});
-  sideCast.inputs = {0};
-  sideCast.outputs = {1};
   sideCast.stream = 2;
-  rank.programs[0].instructions = {sideCast};
-  Status refused = backend->checkSupported(rank);
+  Status refused = backend.checkSupported(twoBufferRank(sideCast));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.message(),
             "program 'p' instruction 0 (cast): runs on stream 2; the CUDA "

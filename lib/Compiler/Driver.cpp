@@ -139,6 +139,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     pm.addPass(createMLTRecomputeActivations(recompute));
   }
   pm.addPass(createMLTLowerToRuntime());
+  pm.addPass(createMLTMultiTensor());
   if (options.overlapGradReduce) {
     MLTScheduleOverlapOptions overlap;
     overlap.bucketBytes = options.gradBucketBytes;

@@ -49,6 +49,19 @@ void expectWithinUlps(const std::vector<float> &actual,
         << "element " << i << ": " << actual[i] << " vs " << expected[i];
 }
 
+/// The same bits in every element (the first difference named).
+template <typename T>
+void expectSameBits(const std::vector<T> &actual,
+                    const std::vector<T> &expected, const char *what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (std::memcmp(&actual[i], &expected[i], sizeof(T)) != 0) {
+      ADD_FAILURE() << what << " element " << i << ": " << actual[i]
+                    << " vs " << expected[i];
+      return;
+    }
+}
+
 TEST(CudaOptimizerTest, SumSquaresMatchesTheCpuAndRepeats) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(1);
@@ -279,6 +292,84 @@ TEST(CudaOptimizerTest, AdamWMatchesTheCpu) {
   // the scalar one).
   for (int64_t offset : {0, 1})
     checkAdamW({100003, offset, true, 1.0f, 0.9f, true}, rng);
+}
+
+// Tests that adamw_multi gives every tensor launchAdamW's bits: 70 tensors
+// (three kernels of at most 32), of sizes from 1 to several chunks, one
+// empty, some at an odd offset (the scalar path), weight decay on some,
+// with and without compute copies, over three steps with clipping.
+TEST(CudaOptimizerTest, AdamWMultiIsAdamWBitForBit) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(11);
+  const int64_t sizes[] = {1, 5, 4096, 100003, 8192, 8193, 0, 65536 * 3 + 7};
+  struct Tensor {
+    int64_t n, offset;
+    bool decay;
+  };
+  std::vector<Tensor> tensors;
+  int64_t total = 0;
+  for (int t = 0; t < 70; ++t) {
+    Tensor x{sizes[t % 8], t % 5 == 3 ? 1 : 0, t % 3 != 0};
+    tensors.push_back(x);
+    total += x.n + x.offset + 64;
+  }
+  for (bool copies : {false, true}) {
+    SCOPED_TRACE(copies ? "with copies" : "without copies");
+    // Two of each state, one updated by adamw and one by adamw_multi.
+    const std::vector<float> param = randomFloats(rng, total);
+    const std::vector<float> m = randomFloats(rng, total, -0.01f, 0.01f);
+    const std::vector<float> v = randomFloats(rng, total, 0.0f, 1e-4f);
+    DeviceBuffer<float> p1(total), p2(total), m1(total), m2(total), v1(total),
+        v2(total), g(total);
+    DeviceBuffer<uint16_t> c1(total), c2(total);
+    for (DeviceBuffer<float> *b : {&p1, &p2})
+      b->upload(param);
+    for (DeviceBuffer<float> *b : {&m1, &m2})
+      b->upload(m);
+    for (DeviceBuffer<float> *b : {&v1, &v2})
+      b->upload(v);
+    for (DeviceBuffer<uint16_t> *b : {&c1, &c2})
+      b->upload(std::vector<uint16_t>(total, 0x7FC1));
+    DeviceScalars scalars;
+    for (int64_t step = 1; step <= 3; ++step) {
+      g.upload(randomFloats(rng, total, -0.1f, 0.1f));
+      scalars.buffer.upload(
+          {step == 2 ? 0.37f : 1.0f, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+           float(step)});
+      std::vector<AdamWTensor> multi;
+      int64_t at = 0;
+      for (const Tensor &x : tensors) {
+        const int64_t o = at + x.offset;
+        auto copy = [&](DeviceBuffer<uint16_t> &c) {
+          return copies ? reinterpret_cast<__nv_bfloat16 *>(c.get() + o)
+                        : nullptr;
+        };
+        ASSERT_TRUE(launchAdamW(p1.get() + o, m1.get() + o, v1.get() + o,
+                                g.get() + o, x.n, scalars.pointers(), x.decay,
+                                copy(c1), DeviceErrorSink{}, nullptr));
+        AdamWTensor t;
+        t.param = p2.get() + o;
+        t.m = m2.get() + o;
+        t.v = v2.get() + o;
+        t.grad = g.get() + o;
+        t.copy = copy(c2);
+        t.n = x.n;
+        t.decay = x.decay;
+        multi.push_back(t);
+        at += x.n + x.offset + 64;
+      }
+      ASSERT_TRUE(launchAdamWMulti(multi.data(), multi.size(),
+                                   scalars.pointers(), DeviceErrorSink{},
+                                   nullptr));
+      SCOPED_TRACE(testing::Message() << "step " << step);
+      expectSameBits(p2.download(), p1.download(), "param");
+      expectSameBits(m2.download(), m1.download(), "m");
+      expectSameBits(v2.download(), v1.download(), "v");
+      expectSameBits(c2.download(), c1.download(), "copy");
+    }
+    // Something was updated (the parameters moved).
+    EXPECT_NE(p2.download(), param);
+  }
 }
 
 TEST(CudaOptimizerTest, AdamWReportsAnInvalidStep) {

@@ -403,6 +403,62 @@ TEST(PlanTest, StreamsAndTokens) {
                         "streams are 0..7"));
 }
 
+// Tests adamw_multi's operands: the tiny plan's three adamw launches as one
+// (gradients, the scalars; params, ms, vs; n and decay per tensor) passes,
+// and the verifier names a wrong output count, integer count, decay flag or
+// element count.
+TEST(PlanTest, AdamWMulti) {
+  auto multiPlan = []() {
+    Plan plan = tinyPlan();
+    std::vector<InstructionDesc> &insts = rank0(plan).programs.back().instructions;
+    std::vector<InstructionDesc> adamw;
+    for (const InstructionDesc &inst : insts)
+      if (inst.kernel == Kernel::AdamW)
+        adamw.push_back(inst);
+    EXPECT_EQ(adamw.size(), 3u);
+    InstructionDesc multi;
+    multi.kernel = Kernel::AdamWMulti;
+    for (const InstructionDesc &one : adamw) {
+      multi.inputs.push_back(one.inputs[0]);
+      multi.ints.insert(multi.ints.end(), one.ints.begin(), one.ints.end());
+    }
+    multi.inputs.insert(multi.inputs.end(), adamw[0].inputs.begin() + 1,
+                        adamw[0].inputs.end());
+    for (size_t o = 0; o < 3; ++o)
+      for (const InstructionDesc &one : adamw)
+        multi.outputs.push_back(one.outputs[o]);
+    insts.erase(std::remove_if(insts.begin(), insts.end(),
+                               [](const InstructionDesc &inst) {
+                                 return inst.kernel == Kernel::AdamW;
+                               }),
+                insts.end());
+    insts.push_back(multi);
+    return plan;
+  };
+  EXPECT_EQ(parseError(multiPlan()), "");
+  auto broken = [&](auto &&change) {
+    Plan plan = multiPlan();
+    change(rank0(plan).programs.back().instructions.back());
+    return parseError(plan);
+  };
+  EXPECT_THAT(broken([](InstructionDesc &i) { i.outputs.pop_back(); }),
+              HasSubstr("(adamw_multi): expects 9 outputs (the parameters, m "
+                        "and v of 3 tensors) or 12 (and their compute "
+                        "copies), has 8"));
+  EXPECT_THAT(broken([](InstructionDesc &i) { i.ints.pop_back(); }),
+              HasSubstr("expects 6 integer attributes (n and decay of 3 "
+                        "tensors), has 5"));
+  EXPECT_THAT(broken([](InstructionDesc &i) { i.ints[3] = 2; }),
+              HasSubstr("tensor 1's decay must be 0 or 1"));
+  EXPECT_THAT(broken([](InstructionDesc &i) { i.ints[0] += 1; }),
+              HasSubstr("input 0 'grad:"));
+  EXPECT_THAT(broken([](InstructionDesc &i) {
+                i.inputs.erase(i.inputs.begin(), i.inputs.begin() + 3);
+              }),
+              HasSubstr("expects K gradients and 7 scalars (K >= 1), has 7 "
+                        "inputs"));
+}
+
 // Tests that two buffers may not share a name.
 TEST(PlanTest, DuplicateBufferName) {
   Plan plan = tinyPlan();

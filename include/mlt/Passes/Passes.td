@@ -422,6 +422,29 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 
+def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
+  let summary = "groups per-parameter adamw launches into multi-tensor launches";
+  let description = [{
+    Replaces each run of consecutive `adamw` launches of a program that share
+    their seven scalar operands (grad_scale and the hyper-parameters) and
+    all refresh a compute copy or none, on the compute stream with no tokens,
+    by one `adamw_multi` launch of all their tensors (Kernels.def). The CUDA
+    backend runs it as a few kernels instead of one per parameter (201 for
+    TinyLlama), each tensor getting `adamw`'s results bit for bit; so does
+    the CPU backend.
+
+    Before:
+    ```mlir
+    mlt_rt.launch "adamw" [@"grad:a", @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [64, 1]
+    mlt_rt.launch "adamw" [@"grad:b", @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@"param:b", @"exp_avg:b", @"exp_avg_sq:b"] ints [8, 0]
+    ```
+    After:
+    ```mlir
+    mlt_rt.launch "adamw_multi" [@"grad:a", @"grad:b", @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@"param:a", @"param:b", @"exp_avg:a", @"exp_avg:b", @"exp_avg_sq:a", @"exp_avg_sq:b"] ints [64, 1, 8, 0]
+    ```
+  }];
+}
+
 def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   let summary = "reduces the gradients under the backward pass, on a stream of their own";
   let description = [{

@@ -81,6 +81,10 @@ inline bool allowsNoMeshAxis(Kernel kernel) {
 /// them apart from the computed operands, which share one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
 
+/// adamw_multi's trailing scalar inputs (grad_scale, lr, beta1, beta2, eps,
+/// weight_decay, step): an instruction of K tensors has K + this many inputs.
+inline constexpr size_t kAdamWScalarInputs = 7;
+
 /// Whether output `output` of `kernel` may occupy the memory of its input
 /// `input` (positions among the outputs and among the inputs), the kernel
 /// then overwriting that input element for element as it computes: the two

@@ -91,6 +91,7 @@ bool supportsKernel(Kernel kernel) {
   case Kernel::GlobalNorm:
   case Kernel::ClipCoefficient:
   case Kernel::AdamW:
+  case Kernel::AdamWMulti:
   // embedding.h
   case Kernel::EmbeddingFwd:
   case Kernel::EmbeddingBwd:
@@ -963,6 +964,33 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
         out.size() == 4 ? out[3].as<__nv_bfloat16>() : nullptr;
     return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
                        a[1] != 0, copy, errorSink(inst), s);
+  }
+  case Kernel::AdamWMulti: {
+    // grads, then adamw's seven scalars -> params, ms, vs[, copies]; ints:
+    // n and decay per tensor.
+    const size_t k = in.size() - kAdamWScalarInputs;
+    const bool copies = out.size() == 4 * k;
+    AdamWScalars scalars;
+    scalars.gradScale = f(in[k]);
+    scalars.lr = f(in[k + 1]);
+    scalars.beta1 = f(in[k + 2]);
+    scalars.beta2 = f(in[k + 3]);
+    scalars.eps = f(in[k + 4]);
+    scalars.weightDecay = f(in[k + 5]);
+    scalars.step = f(in[k + 6]);
+    std::vector<AdamWTensor> tensors(k);
+    for (size_t t = 0; t < k; ++t) {
+      AdamWTensor &x = tensors[t];
+      x.param = f(out[t]);
+      x.m = f(out[k + t]);
+      x.v = f(out[2 * k + t]);
+      x.grad = f(in[t]);
+      x.copy = copies ? out[3 * k + t].as<__nv_bfloat16>() : nullptr;
+      x.n = a[2 * t];
+      x.decay = a[2 * t + 1] != 0;
+    }
+    return launchAdamWMulti(tensors.data(), tensors.size(), scalars,
+                            errorSink(inst), s);
   }
 
   // embedding.h

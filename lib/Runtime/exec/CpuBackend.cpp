@@ -663,6 +663,24 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     return Status::ok();
   }
 
+  case Kernel::AdamWMulti: {
+    // Each tensor as an adamw instruction of its own: the same bits.
+    const size_t k = in.size() - kAdamWScalarInputs;
+    const bool copies = out.size() == 4 * k;
+    InstructionDesc one;
+    one.kernel = Kernel::AdamW;
+    for (size_t t = 0; t < k; ++t) {
+      one.ints = {a[2 * t], a[2 * t + 1]};
+      std::vector<BufferView> ins = {in[t]};
+      ins.insert(ins.end(), in.begin() + k, in.end());
+      std::vector<BufferView> outs = {out[t], out[k + t], out[2 * k + t]};
+      if (copies)
+        outs.push_back(out[3 * k + t]);
+      MLT_RETURN_IF_ERROR(launchAs<T>(one, ins, outs));
+    }
+    return Status::ok();
+  }
+
   case Kernel::Transpose:
   case Kernel::Cast:
   case Kernel::ShardSlice:

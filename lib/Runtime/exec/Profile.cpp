@@ -68,10 +68,15 @@ std::string rateOf(const InstructionWork &work, double milliseconds) {
   return text;
 }
 
+/// The values, comma-separated; past the first 12 (a multi-tensor
+/// launch's), "..." and their count.
 std::string join(const std::vector<int64_t> &values) {
+  constexpr size_t kShown = 12;
   std::string text;
-  for (size_t i = 0; i < values.size(); ++i)
+  for (size_t i = 0; i < values.size() && i < kShown; ++i)
     text += (i ? ", " : "") + std::to_string(values[i]);
+  if (values.size() > kShown)
+    text += ", ... (" + std::to_string(values.size()) + " values)";
   return text;
 }
 

@@ -66,6 +66,8 @@ bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
     return true;
   case Kernel::AdamW:
     return operand >= 1 && operand < numInputs; // grad_scale, hyper-parameters
+  case Kernel::AdamWMulti: // grads, then grad_scale and hyper-parameters
+    return operand + kAdamWScalarInputs >= numInputs && operand < numInputs;
   default:
     return false;
   }
@@ -143,6 +145,11 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::AdamW: // grad -> param, m, v[, copy]
     return output && index == 3 ? OperandPrecision::ComputeCopy
                                 : OperandPrecision::Compute;
+  case Kernel::AdamWMulti: // grads -> params, ms, vs[, copies]
+    return output && numInputs >= kAdamWScalarInputs &&
+                   index >= 3 * (numInputs - kAdamWScalarInputs)
+               ? OperandPrecision::ComputeCopy
+               : OperandPrecision::Compute;
   default:
     return OperandPrecision::Compute;
   }

@@ -392,6 +392,19 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
     spec.outputs.assign(inst.outputs.size(), a[0]);
     break;
+  case Kernel::AdamWMulti: { // grads, 7 scalars -> params, ms, vs[, copies]
+    const size_t k = numInputs - kAdamWScalarInputs;
+    for (size_t t = 0; t < k; ++t) {
+      if (a[2 * t + 1] > 1)
+        return errorf("tensor ", t, "'s decay must be 0 or 1, got ints ",
+                      formatInts(a));
+      spec.inputs.push_back(a[2 * t]);
+    }
+    spec.inputs.resize(numInputs, 1);
+    for (size_t o = 0; o < inst.outputs.size(); ++o)
+      spec.outputs.push_back(a[2 * (o % k)]);
+    break;
+  }
   case Kernel::EmbeddingFwdVP: // ids, table -> out; tokens, vocab_local,
                                // hidden, axis
     spec.inputs = {a[0], product({a[1], a[2]})};
@@ -572,6 +585,19 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
     return errorf("expects 3 outputs (param, m, v) or 4 (and the compute "
                   "copy), has ",
                   inst.outputs.size());
+  if (inst.kernel == Kernel::AdamWMulti) {
+    if (inst.inputs.size() <= kAdamWScalarInputs)
+      return errorf("expects K gradients and ", kAdamWScalarInputs,
+                    " scalars (K >= 1), has ", inst.inputs.size(), " inputs");
+    const size_t k = inst.inputs.size() - kAdamWScalarInputs;
+    if (inst.outputs.size() != 3 * k && inst.outputs.size() != 4 * k)
+      return errorf("expects ", 3 * k, " outputs (the parameters, m and v of ",
+                    k, " tensors) or ", 4 * k, " (and their compute copies), has ",
+                    inst.outputs.size());
+    if (inst.ints.size() != 2 * k)
+      return errorf("expects ", 2 * k, " integer attributes (n and decay of ", k,
+                    " tensors), has ", inst.ints.size());
+  }
   if (inst.kernel == Kernel::Transpose && inst.ints.empty())
     return errorf("expects the rank as its first integer attribute");
 

@@ -104,3 +104,35 @@ rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw");
   return rt::Status::ok();
 }
+
+rt::Status mlt::cuda::launchAdamWMulti(const AdamWTensor *tensors,
+                                       size_t count,
+                                       const AdamWScalars &scalars,
+                                       DeviceErrorSink errors,
+                                       cudaStream_t stream) {
+  for (size_t t = 0; t < count;) {
+    AdamWBatch batch{};
+    for (; t < count && batch.count < kAdamWMultiTensors; ++t) {
+      const AdamWTensor &x = tensors[t];
+      if (x.n < 0)
+        return rt::errorf("adamw_multi: tensor ", t,
+                          " has a negative element count ", x.n);
+      if (x.n == 0)
+        continue;
+      AdamWBatchTensor &b = batch.tensors[batch.count++];
+      b = AdamWBatchTensor{x.param, x.m,      x.v,    x.grad, x.copy,
+                           x.n,     batch.chunks, x.decay, false};
+      b.vector = isAligned16(x.param) && isAligned16(x.m) &&
+                 isAligned16(x.v) && isAligned16(x.grad) &&
+                 reinterpret_cast<uintptr_t>(x.copy) % 8 == 0;
+      batch.chunks += (x.n + kAdamWChunk - 1) / kAdamWChunk;
+    }
+    if (batch.count == 0)
+      continue;
+    const int64_t blocks = std::min(batch.chunks, kAdamWMultiMaxBlocks);
+    adamwMultiKernel<<<unsigned(blocks), kFlatThreads, 0, stream>>>(
+        batch, scalars, errors);
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw_multi");
+  }
+  return rt::Status::ok();
+}

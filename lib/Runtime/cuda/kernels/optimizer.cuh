@@ -35,6 +35,13 @@
 //   Thread 0 of each block derives the scalars (double, as cpu/AdamW.cpp,
 //   with IEEE operations nvcc does not contract) into shared memory; the
 //   per-element update is cpu/AdamW.cpp's expression in rn* operations.
+// - adamwMultiKernel: the tensors of one batch (at most kAdamWMultiTensors)
+//   cut into chunks of kAdamWChunk elements, numbered tensor after tensor;
+//   block b updates chunks b, b + gridDim.x, ... (the tensor of a chunk is
+//   the last whose firstChunk is at most it), each element by adamwElement
+//   as adamwKernel does (16-byte packs when the tensor's pointers allow,
+//   then the tail), so every tensor gets adamw's bits. Thread 0 derives the
+//   scalars once per block, with and without weight decay.
 //
 //===----------------------------------------------------------------------===//
 
@@ -299,6 +306,89 @@ __global__ void __launch_bounds__(kFlatThreads)
     v[i] = vv;
     if (copy)
       copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
+  }
+}
+
+/// Tensors per adamw_multi kernel (the batch goes by value: 32 tensors are
+/// 2 KiB of parameters), elements per chunk, and the most blocks.
+inline constexpr int kAdamWMultiTensors = 32;
+inline constexpr int64_t kAdamWChunk = int64_t(kFlatThreads) * 4 * 8;
+inline constexpr int64_t kAdamWMultiMaxBlocks = 8192;
+
+struct AdamWBatchTensor {
+  float *param, *m, *v;
+  const float *grad;
+  __nv_bfloat16 *copy;
+  int64_t n;
+  /// The index of the tensor's first chunk in the batch.
+  int64_t firstChunk;
+  bool decay;
+  /// 16-byte packs (param, m, v, grad 16-byte aligned; copy 8-byte).
+  bool vector;
+};
+
+struct AdamWBatch {
+  AdamWBatchTensor tensors[kAdamWMultiTensors];
+  int count;
+  int64_t chunks;
+};
+
+__global__ void __launch_bounds__(kFlatThreads)
+    adamwMultiKernel(AdamWBatch batch, AdamWScalars scalars,
+                     DeviceErrorSink errors) {
+  __shared__ AdamWDerived shared[2]; // [0] without weight decay, [1] with
+  if (threadIdx.x == 0) {
+    shared[1] = deriveAdamW(scalars, /*applyWeightDecay=*/true,
+                            blockIdx.x == 0 ? errors : DeviceErrorSink{});
+    shared[0] = shared[1];
+    shared[0].decay = false;
+  }
+  __syncthreads();
+  if (!shared[1].valid)
+    return;
+  for (int64_t c = blockIdx.x; c < batch.chunks; c += gridDim.x) {
+    int t = 0;
+    while (t + 1 < batch.count && batch.tensors[t + 1].firstChunk <= c)
+      ++t;
+    const AdamWBatchTensor &x = batch.tensors[t];
+    const AdamWDerived &d = shared[x.decay ? 1 : 0];
+    const int64_t begin = (c - x.firstChunk) * kAdamWChunk;
+    const int64_t end = begin + kAdamWChunk < x.n ? begin + kAdamWChunk : x.n;
+    int64_t scalarStart = begin;
+    if (x.vector) {
+      float4 *p4 = reinterpret_cast<float4 *>(x.param);
+      float4 *m4 = reinterpret_cast<float4 *>(x.m);
+      float4 *v4 = reinterpret_cast<float4 *>(x.v);
+      const float4 *g4 = reinterpret_cast<const float4 *>(x.grad);
+      const int64_t packEnd = end / 4; // begin is a multiple of 4
+      for (int64_t i = begin / 4 + threadIdx.x; i < packEnd; i += blockDim.x) {
+        const float4 g = g4[i];
+        float4 p = p4[i], mm = m4[i], vv = v4[i];
+        adamwElement(d, g.x, p.x, mm.x, vv.x);
+        adamwElement(d, g.y, p.y, mm.y, vv.y);
+        adamwElement(d, g.z, p.z, mm.z, vv.z);
+        adamwElement(d, g.w, p.w, mm.w, vv.w);
+        p4[i] = p;
+        m4[i] = mm;
+        v4[i] = vv;
+        if (x.copy)
+          reinterpret_cast<uint2 *>(x.copy)[i] =
+              make_uint2(uint32_t(floatToBF16Bits(p.x)) |
+                             uint32_t(floatToBF16Bits(p.y)) << 16,
+                         uint32_t(floatToBF16Bits(p.z)) |
+                             uint32_t(floatToBF16Bits(p.w)) << 16);
+      }
+      scalarStart = packEnd * 4;
+    }
+    for (int64_t i = scalarStart + threadIdx.x; i < end; i += blockDim.x) {
+      float p = x.param[i], mm = x.m[i], vv = x.v[i];
+      adamwElement(d, x.grad[i], p, mm, vv);
+      x.param[i] = p;
+      x.m[i] = mm;
+      x.v[i] = vv;
+      if (x.copy)
+        x.copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
+    }
   }
 }
 

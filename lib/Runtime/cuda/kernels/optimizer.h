@@ -76,6 +76,23 @@ rt::Status launchAdamW(float *param, float *m, float *v, const float *grad,
                        bool applyWeightDecay, __nv_bfloat16 *copy,
                        DeviceErrorSink errors, cudaStream_t stream);
 
+/// One tensor of a multi-tensor AdamW update.
+struct AdamWTensor {
+  float *param = nullptr, *m = nullptr, *v = nullptr;
+  const float *grad = nullptr;
+  /// The compute copy, or null.
+  __nv_bfloat16 *copy = nullptr;
+  int64_t n = 0;
+  bool decay = false;
+};
+
+/// launchAdamW for every tensor (the same bits per tensor) with the same
+/// scalars, in a few kernels: one per kAdamWMultiTensors tensors
+/// (optimizer.cuh), each splitting its tensors into chunks over its blocks.
+rt::Status launchAdamWMulti(const AdamWTensor *tensors, size_t count,
+                            const AdamWScalars &scalars,
+                            DeviceErrorSink errors, cudaStream_t stream);
+
 } // namespace mlt::cuda
 
 #endif // MLT_LIB_RUNTIME_CUDA_KERNELS_OPTIMIZER_H

@@ -1,0 +1,88 @@
+//===- MultiTensor.cpp - multi-tensor optimizer launches ------------------===//
+//
+// Part of mlt. Implements mlt-multi-tensor (Passes.td): runs of adamw
+// launches with the same scalars become one adamw_multi launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/KernelInfo.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTMULTITENSOR
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+namespace rtir = mlt::rt_ir;
+
+namespace {
+
+/// Whether `launch` can join a group led by `first`: both plain adamw
+/// launches on the compute stream, no tokens, the same scalar operands and
+/// the same number of outputs (a compute copy or none).
+bool groupable(rtir::LaunchOp launch, rtir::LaunchOp first) {
+  if (launch.getKernel() != "adamw" || launch.getStreamIndex() != 0 ||
+      !launch.getWaits().empty() || launch.getToken() ||
+      launch.getInputs().size() != 1 + rt::kAdamWScalarInputs)
+    return false;
+  return !first ||
+         (launch.getOutputs().size() == first.getOutputs().size() &&
+          launch.getInputs().getValue().drop_front() ==
+              first.getInputs().getValue().drop_front());
+}
+
+/// One adamw_multi launch in place of `group` (at least two launches).
+void replaceGroup(MutableArrayRef<rtir::LaunchOp> group) {
+  rtir::LaunchOp first = group.front();
+  const size_t perTensor = first.getOutputs().size();
+  SmallVector<Attribute> inputs, outputs(perTensor * group.size());
+  SmallVector<int64_t> ints;
+  for (auto [t, member] : llvm::enumerate(group)) {
+    rtir::LaunchOp launch = member;
+    inputs.push_back(launch.getInputs()[0]);
+    // Outputs grouped by kind: every param, every m, every v, every copy.
+    for (size_t o = 0; o < perTensor; ++o)
+      outputs[o * group.size() + t] = launch.getOutputs()[o];
+    llvm::append_range(ints, launch.getInts());
+  }
+  llvm::append_range(inputs, first.getInputs().getValue().drop_front());
+  OpBuilder b(first);
+  rtir::LaunchOp::create(b, first.getLoc(), b.getStringAttr("adamw_multi"),
+                         b.getArrayAttr(inputs), b.getArrayAttr(outputs),
+                         b.getDenseI64ArrayAttr(ints),
+                         b.getDenseF64ArrayAttr({}), /*stream=*/IntegerAttr(),
+                         /*waits=*/b.getDenseI64ArrayAttr({}),
+                         /*token=*/IntegerAttr());
+  for (rtir::LaunchOp member : group)
+    member.erase();
+}
+
+class MLTMultiTensorPass
+    : public mlt::impl::MLTMultiTensorBase<MLTMultiTensorPass> {
+public:
+  void runOnOperation() override {
+    for (rtir::ProgramOp program :
+         getOperation().getOps<rtir::ProgramOp>()) {
+      SmallVector<SmallVector<rtir::LaunchOp>> groups(1);
+      for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
+        SmallVector<rtir::LaunchOp> &group = groups.back();
+        if (groupable(launch, group.empty() ? nullptr : group.front())) {
+          group.push_back(launch);
+          continue;
+        }
+        if (!group.empty())
+          groups.emplace_back();
+        if (groupable(launch, nullptr))
+          groups.back().push_back(launch);
+      }
+      for (MutableArrayRef<rtir::LaunchOp> group : groups)
+        if (group.size() >= 2)
+          replaceGroup(group);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,55 @@
+// RUN: mlt-opt %s -split-input-file -mlt-multi-tensor | FileCheck %s
+
+// Tests that consecutive adamw launches with the same scalars become one
+// adamw_multi of their tensors (gradients, then the scalars; outputs grouped
+// by kind; n and decay per tensor), with and without compute copies; that
+// a launch with other scalars, another output count, a token, or another
+// kernel in between starts a new group; and that a group of one stays adamw.
+// CHECK-LABEL: mlt_rt.program @optimizer_step {
+// CHECK-NEXT: mlt_rt.launch "adamw_multi" [@ga, @gb, @gc, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pa, @pb, @pc, @ma, @mb, @mc, @va, @vb, @vc] ints [16, 1, 4, 0, 16, 1]{{$}}
+// CHECK-NEXT: mlt_rt.launch "adamw" [@gd, @c, @lr2, @b1, @b2, @eps, @wd, @step] -> [@pd, @md, @vd] ints [16, 1]{{$}}
+// CHECK-NEXT: mlt_rt.launch "sum_squares"
+// CHECK-NEXT: mlt_rt.launch "adamw_multi" [@ga, @gb, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pa, @pb, @ma, @mb, @va, @vb, @ca, @cb] ints [16, 1, 4, 0]{{$}}
+// CHECK-NEXT: mlt_rt.launch "adamw" [@gc, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pc, @mc, @vc] ints [16, 1]{{$}}
+// CHECK-NEXT: mlt_rt.launch "adamw" [@gd, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pd, @md, @vd] ints [16, 1] token 0
+// CHECK-NEXT: }
+module {
+  mlt_rt.buffer @ga gradient {parameter = "a"} : tensor<16xf32>
+  mlt_rt.buffer @gb gradient {parameter = "b"} : tensor<4xf32>
+  mlt_rt.buffer @gc gradient {parameter = "c"} : tensor<16xf32>
+  mlt_rt.buffer @gd gradient {parameter = "d"} : tensor<16xf32>
+  mlt_rt.buffer @pa parameter {parameter = "a"} : tensor<16xf32>
+  mlt_rt.buffer @pb parameter {parameter = "b"} : tensor<4xf32>
+  mlt_rt.buffer @pc parameter {parameter = "c"} : tensor<16xf32>
+  mlt_rt.buffer @pd parameter {parameter = "d"} : tensor<16xf32>
+  mlt_rt.buffer @ma optimizer_state {parameter = "a"} : tensor<16xf32>
+  mlt_rt.buffer @mb optimizer_state {parameter = "b"} : tensor<4xf32>
+  mlt_rt.buffer @mc optimizer_state {parameter = "c"} : tensor<16xf32>
+  mlt_rt.buffer @md optimizer_state {parameter = "d"} : tensor<16xf32>
+  mlt_rt.buffer @va optimizer_state {parameter = "a"} : tensor<16xf32>
+  mlt_rt.buffer @vb optimizer_state {parameter = "b"} : tensor<4xf32>
+  mlt_rt.buffer @vc optimizer_state {parameter = "c"} : tensor<16xf32>
+  mlt_rt.buffer @vd optimizer_state {parameter = "d"} : tensor<16xf32>
+  mlt_rt.buffer @ca parameter_copy {parameter = "a"} : tensor<16xbf16>
+  mlt_rt.buffer @cb parameter_copy {parameter = "b"} : tensor<4xbf16>
+  mlt_rt.buffer @c input : tensor<f32>
+  mlt_rt.buffer @lr input : tensor<f32>
+  mlt_rt.buffer @lr2 input : tensor<f32>
+  mlt_rt.buffer @b1 input : tensor<f32>
+  mlt_rt.buffer @b2 input : tensor<f32>
+  mlt_rt.buffer @eps input : tensor<f32>
+  mlt_rt.buffer @wd input : tensor<f32>
+  mlt_rt.buffer @step input : tensor<f32>
+  mlt_rt.buffer @s temporary : tensor<f32>
+  mlt_rt.program @optimizer_step {
+    mlt_rt.launch "adamw" [@ga, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pa, @ma, @va] ints [16, 1]
+    mlt_rt.launch "adamw" [@gb, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pb, @mb, @vb] ints [4, 0]
+    mlt_rt.launch "adamw" [@gc, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pc, @mc, @vc] ints [16, 1]
+    mlt_rt.launch "adamw" [@gd, @c, @lr2, @b1, @b2, @eps, @wd, @step] -> [@pd, @md, @vd] ints [16, 1]
+    mlt_rt.launch "sum_squares" [@ga] -> [@s] ints [16]
+    mlt_rt.launch "adamw" [@ga, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pa, @ma, @va, @ca] ints [16, 1]
+    mlt_rt.launch "adamw" [@gb, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pb, @mb, @vb, @cb] ints [4, 0]
+    mlt_rt.launch "adamw" [@gc, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pc, @mc, @vc] ints [16, 1]
+    mlt_rt.launch "adamw" [@gd, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pd, @md, @vd] ints [16, 1] token 0
+  }
+}

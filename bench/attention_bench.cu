@@ -123,11 +123,20 @@ struct Problem {
   explicit Problem(const Shape &s)
       : sh(s), q(s.qn()), k(s.kvn()), v(s.kvn()), out(s.qn()), dout(s.qn()),
         dq(s.qn()), dk(s.kvn()), dv(s.kvn()), lse(int64_t(s.b) * s.hq * s.s),
-        // Enough for any variant below: the statistics and 8 parts of dk/dv.
-        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float))),
+        // Enough for any variant below: the statistics, 8 parts of dk/dv
+        // and the part counters.
+        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float)) +
+                counterBytes(s)),
         dqAccum(s.qn()) {}
   static int64_t statBytes(const Shape &s) {
     return (2 * int64_t(s.b) * s.hq * s.s * 4 + 255) / 256 * 256;
+  }
+  static int64_t counterBytes(const Shape &s) {
+    return int64_t(s.b) * s.hkv * ((s.s + 63) / 64) * 4;
+  }
+  int *counters() {
+    return reinterpret_cast<int *>(scratch.p + statBytes(sh) +
+                                   2 * 8 * sh.kvn() * int64_t(sizeof(float)));
   }
 };
 
@@ -161,6 +170,13 @@ void benchFwd(Problem &P, const char *name) {
   report("fwd", name, medianMs(run), s.fwdFlops(), err);
 }
 
+template <class Dq, bool WG> constexpr bool fusedDq() {
+  if constexpr (WG)
+    return Dq::FUSED;
+  else
+    return false;
+}
+
 template <class Dq, class DkDv, bool WG = false>
 void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   const Shape &s = P.sh;
@@ -174,7 +190,7 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
     const cudaError_t err = tc::enqueueBackward<Dq, DkDv, WG>(
         P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
         stats, dkPart, dvPart, parts, s.b, s.s, s.hq, s.hkv, s.causal,
-        float(s.params().scale), 0, &failed);
+        float(s.params().scale), 0, &failed, P.counters());
     if (err != cudaSuccess) {
       std::fprintf(stderr, "%s: %s\n", failed, cudaGetErrorString(err));
       std::exit(1);
@@ -208,38 +224,49 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   const double tDq = medianMs([&] {
     if constexpr (WG)
       tc::attentionBwdDqWgKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
-          P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta, s.s, s.hq,
-          s.hkv, s.causal, scale, scaleLog2);
+          P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p, negLse2,
+          delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
     else
       tc::attentionBwdDqTcKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta, s.s, s.hq,
           s.hkv, s.causal, scale, scaleLog2);
   });
   const dim3 dkdvGrid((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b);
+  bool reduceInKernel = false;
   const double tDkDv = medianMs([&] {
-    if constexpr (WG)
+    if constexpr (WG) {
+      // The in-kernel reduction needs zeroed counters (the dq kernel's job).
+      if (DkDv::REDUCE) {
+        reduceInKernel = parts > 1;
+        CHECK_CUDA(cudaMemsetAsync(P.counters(), 0, Problem::counterBytes(s)));
+      }
       tc::attentionBwdDkDvWgKernel<DkDv>
           <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
               P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
               negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
-              scaleLog2);
-    else
+              scaleLog2, P.counters());
+    } else {
       tc::attentionBwdDkDvTcKernel<DkDv>
           <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
               P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
               negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
               scaleLog2);
+    }
   });
-  const double tReduce = parts == 1 ? 0.0 : medianMs([&] {
+  const double tReduce = parts == 1 || reduceInKernel ? 0.0 : medianMs([&] {
     tc::attentionDkDvReduceTcKernel<Dq::D>
         <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
   });
   CHECK_CUDA(cudaGetLastError());
-  // dq does 3 of the backward's 7 products, dk/dv 4.
-  std::printf("       stages: delta %.3f  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
-              "(%.0f TFLOP/s)  reduce %.3f ms\n",
-              tDelta, tDq, 1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
-              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce);
+  // dq does 3 of the backward's 7 products, dk/dv 4. A fused dq kernel
+  // computes the statistics itself (delta is then not run), an in-kernel
+  // reduction is part of dk/dv (including a counter memset).
+  std::printf("       stages: delta %.3f%s  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
+              "(%.0f TFLOP/s)  reduce %.3f ms%s\n",
+              tDelta, fusedDq<Dq, WG>() ? " (not run)" : "", tDq,
+              1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
+              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce,
+              reduceInKernel ? " (in dk/dv)" : "");
 }
 
 /// The backward with dq from atomic reductions in the dk/dv kernel.
@@ -367,14 +394,12 @@ int main(int argc, char **argv) {
         *P, 4, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
     using WDq = WgDqConfig<64, 64, 2>;
     using WDkDv = WgDkDvConfig<64, 64, 2>;
-    for (int parts : {2, 4, 8})
-      benchBwd<WDq, WDkDv, true>(*P, parts, "wgmma dq BC64 m2 / dkdv BR64 m2",
+    benchBwd<WgDqConfig<64, 64, 2, false>, WgDkDvConfig<64, 64, 2, false>, true>(
+        *P, 4, "wgmma v4 (delta and reduce kernels)", true);
+    for (int parts : {1, 2, 4, 8})
+      benchBwd<WDq, WDkDv, true>(*P, parts, "wgmma fused dq m2 / reduce dkdv m2",
                                  true);
-    benchBwd<WgDqConfig<64, 64, 3>, WDkDv, true>(*P, 4, "wgmma dq m3 / =",
-                                                 true);
-    benchBwd<WgDqConfig<64, 128, 1>, WDkDv, true>(*P, 4, "wgmma dq BC128 m1 / =",
-                                                  true);
-    benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, 4, "= / wgmma dkdv BR128 m1",
+    benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, 4, "= / dkdv BR128 m1",
                                                   true);
     delete P;
   }
@@ -386,10 +411,10 @@ int main(int argc, char **argv) {
     benchFwd<WgFwdConfig<128, 128, 1>, true>(*P, "wgmma fwd BC128 minB1");
     benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
         *P, 1, "mma.sync dq BC64 m2 / dkdv BR64 m2", true);
+    benchBwd<WgDqConfig<128, 64, 1, false>, WgDkDvConfig<128, 64, 1, false>,
+             true>(*P, 1, "wgmma v4 (delta kernel)", true);
     benchBwd<WgDqConfig<128, 64, 1>, WgDkDvConfig<128, 64, 1>, true>(
-        *P, 1, "wgmma dq BC64 m1 / dkdv BR64 m1", true);
-    benchBwd<WgDqConfig<128, 64, 2>, WgDkDvConfig<128, 64, 2>, true>(
-        *P, 1, "wgmma dq BC64 m2 / dkdv BR64 m2", true);
+        *P, 1, "wgmma fused dq BC64 m1 / dkdv BR64 m1", true);
     delete P;
   }
   {

@@ -181,13 +181,16 @@ int64_t dkdvParts(const AttentionShape &p) {
 }
 
 /// The backward's scratch, in order: the row statistics (negLse2 and delta,
-/// batch * qHeads * seq f32 each, rounded up to 256 bytes), then with parts
-/// > 1 the f32 partial dk and dv (parts * batch * seq * kvHeads * headDim
-/// each).
+/// batch * qHeads * seq f32 each, rounded up to 256 bytes), the wgmma dk/dv
+/// kernel's part counters (batch * kvHeads * ceil(seq / 64) ints, rounded up
+/// to 256 bytes), then with parts > 1 the f32 partial dk and dv (parts *
+/// batch * seq * kvHeads * headDim each).
 struct TcScratch {
-  size_t statBytes = 0, partFloats = 0;
+  size_t statBytes = 0, counterBytes = 0, partFloats = 0;
   int64_t parts = 1;
-  size_t total() const { return statBytes + 2 * partFloats * sizeof(float); }
+  size_t total() const {
+    return statBytes + counterBytes + 2 * partFloats * sizeof(float);
+  }
 };
 TcScratch tcScratch(const AttentionShape &p) {
   TcScratch s;
@@ -195,6 +198,10 @@ TcScratch tcScratch(const AttentionShape &p) {
                      sizeof(float) +
                  255) /
                 256 * 256;
+  s.counterBytes = (size_t(p.batch) * size_t(p.kvHeads) *
+                        size_t((p.seq + 63) / 64) * sizeof(int) +
+                    255) /
+                   256 * 256;
   s.parts = dkdvParts(p);
   if (s.parts > 1)
     s.partFloats = size_t(s.parts) * size_t(p.batch) * size_t(p.seq) *
@@ -263,14 +270,17 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
   }
   char *base = static_cast<char *>(scratch);
   float *stats = reinterpret_cast<float *>(base);
-  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes);
+  int *counters = reinterpret_cast<int *>(base + layout.statBytes);
+  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes +
+                                            layout.counterBytes);
   float *dvPart = dkPart + layout.partFloats;
   const char *failed = "attention_bwd (bf16)";
   const cudaError_t err =
       tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv, WG>(
           dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
-          int(p.kvHeads), p.causal, float(p.scale), stream, &failed);
+          int(p.kvHeads), p.causal, float(p.scale), stream, &failed,
+          counters);
   if (err != cudaSuccess)
     return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
   return rt::Status::ok();

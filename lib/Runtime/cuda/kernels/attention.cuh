@@ -1582,14 +1582,27 @@ template <int D_, int BC_, int MINB_> struct WgFwdConfig {
 };
 
 /// dq on wgmma: 64 query rows per block, BC keys per K/V tile.
-template <int D_, int BC_, int MINB_> struct WgDqConfig {
+/// FUSED: the kernel computes its rows' statistics itself (delta from its
+/// dout and out tiles, negLse2 from lse) and writes them for the dk/dv
+/// kernel, in place of attentionDeltaTcKernel, and zeroes the dk/dv
+/// kernel's part counters; it then also reads an out tile.
+template <int D_, int BC_, int MINB_, bool FUSED_ = true> struct WgDqConfig {
   static constexpr int D = D_, BC = BC_, MINB = MINB_, BR = 64;
-  static constexpr size_t kShared = size_t(2 * BR + 4 * BC) * D * 2 + 1024;
+  static constexpr bool FUSED = FUSED_;
+  static constexpr size_t kShared =
+      size_t((FUSED ? 3 : 2) * BR + 4 * BC) * D * 2 +
+      (FUSED ? 2 * BR * sizeof(float) : 0) + 1024;
 };
 
-/// dk/dv on wgmma: 64 keys per block, BR query rows per Q/dO tile.
-template <int D_, int BR_, int MINB_> struct WgDkDvConfig {
+/// dk/dv on wgmma: 64 keys per block, BR query rows per Q/dO tile. REDUCE:
+/// with parts > 1, the last of a key tile's part blocks to finish sums the
+/// f32 partials (in part order) into bf16 dk and dv, in place of
+/// attentionDkDvReduceTcKernel; needs the part counters zeroed (by a FUSED
+/// dq kernel).
+template <int D_, int BR_, int MINB_, bool REDUCE_ = true>
+struct WgDkDvConfig {
   static constexpr int D = D_, BR = BR_, MINB = MINB_, BC = 64;
+  static constexpr bool REDUCE = REDUCE_;
   static constexpr size_t kShared =
       size_t(2 * BC + 4 * BR) * D * 2 + 4 * BR * sizeof(float) + 1024;
 };
@@ -1924,8 +1937,11 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                            const bf16 *__restrict__ q,
                            const bf16 *__restrict__ k,
                            const bf16 *__restrict__ v,
-                           const float *__restrict__ negLse2,
-                           const float *__restrict__ delta, int seq,
+                           const bf16 *__restrict__ out,
+                           const float *__restrict__ lse,
+                           float *__restrict__ negLse2,
+                           float *__restrict__ delta,
+                           int *__restrict__ partCounters, int seq,
                            int qHeads, int kvHeads, bool causal, float scale,
                            float scaleLog2) {
 #if MLT_ATTN_WGMMA
@@ -1937,6 +1953,10 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   const WgShared shared(wgSmem);
   const uint32_t sQ = shared.addr, sdO = sQ + BR * D * 2;
   const uint32_t sK = sdO + BR * D * 2, sV = sK + 2 * kKVBytes;
+  // FUSED: the out tile, then [negLse2 BR, delta BR] f32.
+  const uint32_t sO = sV + 2 * kKVBytes;
+  float *sStat =
+      reinterpret_cast<float *>(shared.ptr + (sO - shared.addr) + BR * D * 2);
 
   const int nQT = (seq + BR - 1) / BR;
   const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
@@ -1957,16 +1977,70 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   copyQ(sdO, dout + qOffset, q0, seq);
   copyKV(sK, kBase, 0, seq);
   copyKV(sV, vBase, 0, seq);
+  if constexpr (Cfg::FUSED)
+    copyQ(sO, out + qOffset, q0, seq);
   cpAsyncCommit();
 
   const int warpRow0 = warp * 16;
   const int warpFirst = q0 + warpRow0;
   float nl2[2], dlt[2];
+  if constexpr (Cfg::FUSED) {
+    static_assert(kTcThreads == 2 * BR, "two threads per row");
+    // The key tiles of the dk/dv kernel are as many as the query tiles
+    // here (both 64 rows): blocks of the first kvHeads heads zero them.
+    if (threadIdx.x == 0 && h < kvHeads)
+      partCounters[(int64_t(b) * kvHeads + h) * nQT + qt] = 0;
+    // delta of row r = threadIdx.x / 2 from half the row per thread: the
+    // tiles in shared memory, zero past seq.
+    cpAsyncWait<0>();
+    __syncthreads();
+    const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+    float sum = 0.f;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = warpFirst + lane / 4 + 8 * r;
-    nl2[r] = i < seq ? negLse2[statRow + i] : 0.f;
-    dlt[r] = i < seq ? delta[statRow + i] : 0.f;
+    for (int cc = 0; cc < D / 16; ++cc) {
+      const uint32_t off = wgTileOffset<BR>(r, half * (D / 16) + cc);
+      uint4 a, o;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w)
+                   : "r"(sdO + off));
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w)
+                   : "r"(sO + off));
+      const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
+      const __nv_bfloat162 *o2 = reinterpret_cast<const __nv_bfloat162 *>(&o);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const float2 fa = __bfloat1622float2(a2[x]);
+        const float2 fo = __bfloat1622float2(o2[x]);
+        sum = fmaf(fa.x, fo.x, sum);
+        sum = fmaf(fa.y, fo.y, sum);
+      }
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if (half == 0) {
+      const int i = q0 + r;
+      const float nl = i < seq ? -lse[statRow + i] * 1.4426950408889634f : 0.f;
+      sStat[r] = nl;
+      sStat[BR + r] = sum;
+      if (i < seq) {
+        negLse2[statRow + i] = nl;
+        delta[statRow + i] = sum;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int tr = warpRow0 + lane / 4 + 8 * rr;
+      nl2[rr] = sStat[tr];
+      dlt[rr] = sStat[BR + tr];
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = warpFirst + lane / 4 + 8 * r;
+      nl2[r] = i < seq ? negLse2[statRow + i] : 0.f;
+      dlt[r] = i < seq ? delta[statRow + i] : 0.f;
+    }
   }
   float acc[1][OT][4];
 #pragma unroll
@@ -2095,7 +2169,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                              const float *__restrict__ negLse2,
                              const float *__restrict__ delta, int seq,
                              int qHeads, int kvHeads, int parts, bool causal,
-                             float scale, float scaleLog2) {
+                             float scale, float scaleLog2,
+                             int *__restrict__ partCounters) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
@@ -2315,6 +2390,44 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
           make_float2(dvAcc[0][nt][2 * r], dvAcc[0][nt][2 * r + 1]);
     }
   }
+  if constexpr (Cfg::REDUCE) {
+    // The last part block of this key tile to arrive sums every part's
+    // partials, in part order (the result does not depend on which block
+    // is last), from L2 (.cg: the other blocks' stores are not in this
+    // SM's L1).
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      last = atomicAdd(partCounters + (int64_t(b) * kvHeads + g) * nKT + kt,
+                       1) == parts - 1;
+    __syncthreads();
+    if (!last)
+      return;
+    __threadfence();
+    const int64_t partStride = int64_t(gridDim.z) * seq * kvStride;
+    constexpr int kPacks = D / 4; // float4 per row
+    for (int e = threadIdx.x; e < BC * kPacks; e += kTcThreads) {
+      const int j = k0 + e / kPacks, d = (e % kPacks) * 4;
+      if (j >= seq)
+        break; // rows only grow with e
+      const int64_t at = kvOffset + int64_t(j) * kvStride + d;
+      float4 a = __ldcg(reinterpret_cast<const float4 *>(dkPart + at));
+      float4 c = __ldcg(reinterpret_cast<const float4 *>(dvPart + at));
+      for (int p = 1; p < parts; ++p) {
+        const float4 x = __ldcg(
+            reinterpret_cast<const float4 *>(dkPart + p * partStride + at));
+        const float4 y = __ldcg(
+            reinterpret_cast<const float4 *>(dvPart + p * partStride + at));
+        a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w;
+        c.x += y.x, c.y += y.y, c.z += y.z, c.w += y.w;
+      }
+      *reinterpret_cast<uint2 *>(dk + at) =
+          make_uint2(packBf16(a.x, a.y), packBf16(a.z, a.w));
+      *reinterpret_cast<uint2 *>(dv + at) =
+          make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
+    }
+  }
 #else
   __trap();
 #endif
@@ -2346,10 +2459,15 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
 }
 
 /// Queues the bf16 backward: the statistics into `stats` (negLse2 then
-/// delta, each [batch, qHeads, seq] f32), dq, then dk/dv over `parts` blocks per kv head (parts divides qHeads /
-/// kvHeads; with parts > 1, dkPart and dvPart each hold parts * batch * seq
-/// * kvHeads * D floats) and, then, their reduction. Returns the first
-/// launch error and the name of the kernel it came from.
+/// delta, each [batch, qHeads, seq] f32), dq, then dk/dv over `parts`
+/// blocks per kv head (parts divides qHeads / kvHeads; with parts > 1,
+/// dkPart and dvPart each hold parts * batch * seq * kvHeads * D floats)
+/// and, then, their reduction. WG: the wgmma kernels; with a FUSED dq
+/// configuration the dq kernel computes the statistics (no delta kernel),
+/// with a REDUCE dk/dv one the dk/dv kernel reduces the parts itself
+/// (partCounters: batch * kvHeads * ceil(seq / 64) ints, zeroed by the dq
+/// kernel). Returns the first launch error and the name of the kernel it
+/// came from.
 template <class DqCfg, class DkDvCfg, bool WG = false>
 cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             const bf16 *q, const bf16 *k, const bf16 *v,
@@ -2357,8 +2475,21 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             float *dkPart, float *dvPart, int parts,
                             int batch, int seq, int qHeads, int kvHeads,
                             bool causal, float scale, cudaStream_t stream,
-                            const char **failed) {
+                            const char **failed, int *partCounters = nullptr) {
   static_assert(DqCfg::D == DkDvCfg::D, "one head dim");
+  constexpr bool kFused = [] {
+    if constexpr (WG)
+      return DqCfg::FUSED;
+    else
+      return false;
+  }();
+  constexpr bool kReduce = [] {
+    if constexpr (WG)
+      return DkDvCfg::REDUCE;
+    else
+      return false;
+  }();
+  static_assert(!kReduce || kFused, "the fused dq kernel zeroes the counters");
   constexpr int D = DqCfg::D;
   const float scaleLog2 = scale * 1.4426950408889634f;
   cudaError_t err = cudaSuccess;
@@ -2372,28 +2503,36 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
 
   const int64_t rows = int64_t(batch) * seq * qHeads;
   float *negLse2 = stats, *delta = stats + rows;
-  const int64_t deltaThreads = rows * (D / 8);
-  attentionDeltaTcKernel<D><<<unsigned((deltaThreads + 255) / 256), 256, 0,
-                              stream>>>(delta, negLse2, dout, out, lse, rows,
-                                        seq, qHeads);
-  if (!check("attention_bwd (bf16 delta)"))
-    return err;
+  if (!kFused) {
+    const int64_t deltaThreads = rows * (D / 8);
+    attentionDeltaTcKernel<D><<<unsigned((deltaThreads + 255) / 256), 256, 0,
+                                stream>>>(delta, negLse2, dout, out, lse, rows,
+                                          seq, qHeads);
+    if (!check("attention_bwd (bf16 delta)"))
+      return err;
+  }
 
-  auto *dqKernel = [] {
-    if constexpr (WG)
-      return attentionBwdDqWgKernel<DqCfg>;
-    else
-      return attentionBwdDqTcKernel<DqCfg>;
-  }();
-  err = cudaFuncSetAttribute(dqKernel,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(DqCfg::kShared));
   const dim3 dqGrid(unsigned((seq + DqCfg::BR - 1) / DqCfg::BR),
                     unsigned(qHeads), unsigned(batch));
-  if (err == cudaSuccess)
-    dqKernel<<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
-            dq, dout, q, k, v, negLse2, delta, seq, qHeads, kvHeads, causal,
-            scale, scaleLog2);
+  if constexpr (WG) {
+    err = cudaFuncSetAttribute(attentionBwdDqWgKernel<DqCfg>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(DqCfg::kShared));
+    if (err == cudaSuccess)
+      attentionBwdDqWgKernel<DqCfg>
+          <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
+              dq, dout, q, k, v, out, lse, negLse2, delta, partCounters, seq,
+              qHeads, kvHeads, causal, scale, scaleLog2);
+  } else {
+    err = cudaFuncSetAttribute(attentionBwdDqTcKernel<DqCfg>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(DqCfg::kShared));
+    if (err == cudaSuccess)
+      attentionBwdDqTcKernel<DqCfg>
+          <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
+              dq, dout, q, k, v, negLse2, delta, seq, qHeads, kvHeads, causal,
+              scale, scaleLog2);
+  }
   if (!check("attention_bwd (bf16 dq)"))
     return err;
 
@@ -2407,7 +2546,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDkDvWgKernel<DkDvCfg>
           <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq,
-              qHeads, kvHeads, parts, causal, scale, scaleLog2);
+              qHeads, kvHeads, parts, causal, scale, scaleLog2, partCounters);
   } else {
     err = cudaFuncSetAttribute(attentionBwdDkDvTcKernel<DkDvCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -2421,7 +2560,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   if (!check("attention_bwd (bf16 dk, dv)"))
     return err;
 
-  if (parts > 1) {
+  if (parts > 1 && !kReduce) {
     const int64_t n = int64_t(batch) * seq * kvHeads * D;
     const int64_t blocks = (n / 4 + 255) / 256;
     attentionDkDvReduceTcKernel<D><<<unsigned(blocks < 65536 ? blocks : 65536),

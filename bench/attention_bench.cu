@@ -387,34 +387,39 @@ int main(int argc, char **argv) {
     Problem *P = setUp({"TinyLlama", 4, 2048, 32, 4, 64, true});
     using namespace tc;
     benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "mma.sync fwd MT1 BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 4>, true>(*P, "wgmma fwd BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 3>, true>(*P, "wgmma fwd BC64 minB3");
-    benchFwd<WgFwdConfig<64, 128, 2>, true>(*P, "wgmma fwd BC128 minB2");
+    benchFwd<WgFwdConfig<64, 64, 4, false>, true>(*P, "wgmma fwd BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 4, true>, true>(*P, "wgmma fwd pipe BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 3, true>, true>(*P, "wgmma fwd pipe BC64 minB3");
+    benchFwd<WgFwdConfig<64, 128, 2, true>, true>(*P,
+                                                  "wgmma fwd pipe BC128 minB2");
     benchBwd<DqConfig<64, 1, 64, 3>, DkDvConfig<64, 1, 64, true, 2>>(
         *P, 4, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
     using WDq = WgDqConfig<64, 64, 2>;
     using WDkDv = WgDkDvConfig<64, 64, 2>;
     benchBwd<WgDqConfig<64, 64, 2, false>, WgDkDvConfig<64, 64, 2, false>, true>(
         *P, 4, "wgmma v4 (delta and reduce kernels)", true);
-    for (int parts : {1, 2, 4, 8})
-      benchBwd<WDq, WDkDv, true>(*P, parts, "wgmma fused dq m2 / reduce dkdv m2",
-                                 true);
-    benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, 4, "= / dkdv BR128 m1",
-                                                  true);
+    benchBwd<WDq, WDkDv, true>(*P, 4, "wgmma fused dq m2 / reduce dkdv m2",
+                               true);
+    for (int parts : {2, 4, 8})
+      benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, parts,
+                                                    "= / dkdv BR128 m1", true);
+    benchBwd<WgDqConfig<64, 128, 1>, WgDkDvConfig<64, 128, 1>, true>(
+        *P, 4, "dq BC128 m1 / dkdv BR128 m1", true);
     delete P;
   }
   {
     Problem *P = setUp({"LLaMA-7B", 1, 4096, 32, 32, 128, true});
     using namespace tc;
     benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "mma.sync fwd MT1 BC64 minB2");
-    benchFwd<WgFwdConfig<128, 64, 2>, true>(*P, "wgmma fwd BC64 minB2");
-    benchFwd<WgFwdConfig<128, 128, 1>, true>(*P, "wgmma fwd BC128 minB1");
+    benchFwd<WgFwdConfig<128, 64, 2, false>, true>(*P, "wgmma fwd BC64 minB2");
+    benchFwd<WgFwdConfig<128, 64, 2, true>, true>(*P, "wgmma fwd pipe BC64 minB2");
+    benchFwd<WgFwdConfig<128, 64, 1, true>, true>(*P, "wgmma fwd pipe BC64 minB1");
     benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
         *P, 1, "mma.sync dq BC64 m2 / dkdv BR64 m2", true);
     benchBwd<WgDqConfig<128, 64, 1, false>, WgDkDvConfig<128, 64, 1, false>,
              true>(*P, 1, "wgmma v4 (delta kernel)", true);
-    benchBwd<WgDqConfig<128, 64, 1>, WgDkDvConfig<128, 64, 1>, true>(
-        *P, 1, "wgmma fused dq BC64 m1 / dkdv BR64 m1", true);
+    benchBwd<WgDqConfig<128, 64, 2, false>, WgDkDvConfig<128, 64, 2, false>,
+             true>(*P, 1, "wgmma v4, minB 2", true);
     delete P;
   }
   {

@@ -131,16 +131,20 @@ struct Tc128 {
 /// The wgmma (sm_90a) kernels' configurations, and for each head dim
 /// whether the launchers use them where they can run (the faster measured
 /// of the two families, bench/attention-notes.md).
+/// At head_dim 128 the dq kernel's own statistics pass (FUSED) costs more
+/// than the delta kernel it replaces (its extra out tile leaves one block
+/// per multiprocessor instead of two), and LLaMA-style shapes (as many kv
+/// heads as query heads) need no parts to reduce.
 struct Wg64 {
-  using Fwd = tc::WgFwdConfig<64, 64, 4>;
+  using Fwd = tc::WgFwdConfig<64, 64, 4, false>;
   using Dq = tc::WgDqConfig<64, 64, 2>;
-  using DkDv = tc::WgDkDvConfig<64, 64, 2>;
+  using DkDv = tc::WgDkDvConfig<64, 128, 1>;
   static constexpr bool kFwd = true, kBwd = true;
 };
 struct Wg128 {
-  using Fwd = tc::WgFwdConfig<128, 64, 2>;
-  using Dq = tc::WgDqConfig<128, 64, 1>;
-  using DkDv = tc::WgDkDvConfig<128, 64, 1>;
+  using Fwd = tc::WgFwdConfig<128, 64, 2, false>;
+  using Dq = tc::WgDqConfig<128, 64, 1, false>;
+  using DkDv = tc::WgDkDvConfig<128, 64, 1, false>;
   static constexpr bool kFwd = true, kBwd = true;
 };
 static_assert(Wg64::DkDv::BC == Tc64::DkDv::BC &&

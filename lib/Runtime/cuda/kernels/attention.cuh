@@ -1575,8 +1575,13 @@ __global__ void __launch_bounds__(256)
 
 /// Forward on wgmma: 64 query rows per block, BC keys per K/V tile (64 or
 /// 128).
-template <int D_, int BC_, int MINB_> struct WgFwdConfig {
+/// PIPE: the softmax of key tile j overlaps the product p v of tile j - 1
+/// (issued after s of tile j, waited for after the softmax; v lags k by one
+/// tile in the double buffers), as FlashAttention-3 does within a
+/// warpgroup.
+template <int D_, int BC_, int MINB_, bool PIPE_ = true> struct WgFwdConfig {
   static constexpr int D = D_, BC = BC_, MINB = MINB_, BR = 64;
+  static constexpr bool PIPE = PIPE_;
   /// The tiles, plus 1024 bytes to align them.
   static constexpr size_t kShared = size_t(BR + 4 * BC) * D * 2 + 1024;
 };
@@ -1650,9 +1655,17 @@ __device__ __forceinline__ void wgCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
+/// Waits until at most N of this warpgroup's committed wgmma groups are
+/// pending (the older ones complete).
 __device__ __forceinline__ void wgWait() {
 #if MLT_ATTN_WGMMA
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+/// As wgWait, leaving the newest group pending.
+__device__ __forceinline__ void wgWait1() {
+#if MLT_ATTN_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 #endif
 }
 /// Orders this thread's ordinary (and cp.async) shared-memory writes before
@@ -1771,8 +1784,6 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   const TileCopy<D, BC, true> copyKV(kvStride);
   copyQ(sQ, q + qOffset, q0, seq);
   copyKV(sK, kBase, 0, seq);
-  copyKV(sV, vBase, 0, seq);
-  cpAsyncCommit();
 
   const bool negate = scaleLog2 < 0.f;
   const float c = fmaxf(fabsf(scaleLog2), 1e-30f);
@@ -1786,10 +1797,15 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   mRow[0] = mRow[1] = -INFINITY;
   lRow[0] = lRow[1] = 0.f;
 
-  auto keyTile = [&](uint32_t tK, uint32_t tV, int k0, auto maskTag) {
-    constexpr bool MASK = decltype(maskTag)::value;
-    float s[NT][4];
-    const uint64_t dK = wgDesc(tK), dV = wgDesc(tV);
+  // The scores (then probabilities) of the current tile, o's rescale
+  // factors for it, and the previous tile's probabilities as bf16 A
+  // fragments.
+  float s[NT][4], alpha[2];
+  uint32_t pa[BC / 16][4];
+
+  // s = q k^T for the key tile at tK: issued and committed, not waited for.
+  auto issueS = [&](float (&s)[NT][4], uint32_t tK) {
+    const uint64_t dK = wgDesc(tK);
     wgFence();
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
@@ -1798,8 +1814,26 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
         wgmmaRS<0>(cols64(s, nb), qf[ks], dK + wgKOff<BC>(64 * nb, ks),
                    ks > 0);
     wgCommit();
-    wgWait();
-    wgKeep(s);
+  };
+  // o += p v for the value tile at tV, p packed in pa: issued and
+  // committed. o must not be touched until it completes.
+  auto issuePV = [&](uint32_t (&pa)[BC / 16][4], uint32_t tV) {
+    const uint64_t dV = wgDesc(tV);
+    wgFence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        wgmmaRS<1>(cols64(o[0], cb), pa[kk], dV + wgMnOff<BC>(kk, cb), true);
+    wgCommit();
+  };
+  // The online softmax of the tile's scores s (replaced by p): moves the
+  // rows' bases (lRow rescaled) and returns, warp-uniformly, whether o must
+  // be scaled by alpha (per row half) before it takes this tile's p v.
+  // (s and alpha are captured: cicc 13.0 crashes on a generic lambda with
+  // array-reference parameters.)
+  auto softmax = [&](int k0, auto maskTag) -> bool {
+    constexpr bool MASK = decltype(maskTag)::value;
     if constexpr (MASK) {
       const int i0 = warpFirst + lane / 4;
       const int limit[2] = {causal ? min(i0, seq - 1) : seq - 1,
@@ -1826,18 +1860,15 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       mx[r] *= c;
       grow |= mx[r] > mRow[r] + kRescaleSlack;
     }
-    if (__any_sync(0xffffffffu, grow)) {
+    const bool rescale = __any_sync(0xffffffffu, grow);
+    alpha[0] = alpha[1] = 1.f;
+    if (rescale) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const bool up = mx[r] > mRow[r] + kRescaleSlack;
-        const float alpha = up ? fastExp2(mRow[r] - mx[r]) : 1.f;
+        alpha[r] = up ? fastExp2(mRow[r] - mx[r]) : 1.f;
         mRow[r] = up ? mx[r] : mRow[r];
-        lRow[r] *= alpha;
-#pragma unroll
-        for (int nt = 0; nt < OT; ++nt) {
-          o[0][nt][2 * r] *= alpha;
-          o[0][nt][2 * r + 1] *= alpha;
-        }
+        lRow[r] *= alpha[r];
       }
     }
     const float negBase[2] = {-mRow[0], -mRow[1]};
@@ -1852,7 +1883,16 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
         lRow[e >> 1] += p;
       }
     }
-    uint32_t pa[BC / 16][4];
+    return rescale;
+  };
+  auto scaleO = [&](float (&alpha)[2]) {
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[0][nt][e] *= alpha[e >> 1];
+  };
+  auto pack = [&](uint32_t (&pa)[BC / 16][4], float (&s)[NT][4]) {
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) {
       pa[kk][0] = packBf16(s[2 * kk][0], s[2 * kk][1]);
@@ -1860,46 +1900,99 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       pa[kk][2] = packBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pa[kk][3] = packBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
-    wgFence();
+  };
+  auto loadQ = [&] {
 #pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk)
+    for (int ks = 0; ks < KS; ++ks) {
+      ldmatrixX4(qf[ks], sQ + wgTileOffset<BR>(warpRow0 + (lane & 15),
+                                               2 * ks + (lane >> 4)));
+      if (negate)
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        wgmmaRS<1>(cols64(o[0], cb), pa[kk], dV + wgMnOff<BC>(kk, cb), true);
-    wgCommit();
-    wgWait();
-    wgKeep(o[0]);
+        for (int x = 0; x < 4; ++x)
+          qf[ks][x] ^= 0x80008000u;
+    }
+  };
+  // Block-uniform (wgmma): masks in every tile that crosses the block's
+  // diagonal or the sequence end.
+  auto needsMask = [&](int k0) {
+    return k0 + BC > seq || (causal && k0 + BC - 1 > q0);
   };
 
-  for (int kt = 0; kt < nKT; ++kt) {
-    const uint32_t bufOff = (kt & 1) * kKVBytes;
-    if (kt + 1 < nKT) {
-      copyKV(sK + (bufOff ^ kKVBytes), kBase, (kt + 1) * BC, seq);
-      copyKV(sV + (bufOff ^ kKVBytes), vBase, (kt + 1) * BC, seq);
-    }
+  if constexpr (!Cfg::PIPE) {
+    copyKV(sV, vBase, 0, seq);
     cpAsyncCommit();
-    cpAsyncWait<1>();
-    fenceProxyAsync();
-    __syncthreads();
-    if (kt == 0) {
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        ldmatrixX4(qf[ks], sQ + wgTileOffset<BR>(warpRow0 + (lane & 15),
-                                                 2 * ks + (lane >> 4)));
-        if (negate)
-#pragma unroll
-          for (int x = 0; x < 4; ++x)
-            qf[ks][x] ^= 0x80008000u;
+    for (int kt = 0; kt < nKT; ++kt) {
+      const uint32_t bufOff = (kt & 1) * kKVBytes;
+      if (kt + 1 < nKT) {
+        copyKV(sK + (bufOff ^ kKVBytes), kBase, (kt + 1) * BC, seq);
+        copyKV(sV + (bufOff ^ kKVBytes), vBase, (kt + 1) * BC, seq);
       }
+      cpAsyncCommit();
+      cpAsyncWait<1>();
+      fenceProxyAsync();
+      __syncthreads();
+      if (kt == 0)
+        loadQ();
+      const int k0 = kt * BC;
+      issueS(s, sK + bufOff);
+      wgWait();
+      wgKeep(s);
+      bool rescale;
+      if (needsMask(k0))
+        rescale = softmax(k0, std::true_type());
+      else
+        rescale = softmax(k0, std::false_type());
+      if (rescale)
+        scaleO(alpha);
+      pack(pa, s);
+      issuePV(pa, sV + bufOff);
+      wgWait();
+      wgKeep(o[0]);
+      __syncthreads();
     }
-    const int k0 = kt * BC;
-    // Block-uniform (wgmma): masks in every tile that crosses the block's
-    // diagonal or the sequence end.
-    if (k0 + BC > seq || (causal && k0 + BC - 1 > q0))
-      keyTile(sK + bufOff, sV + bufOff, k0, std::true_type());
-    else
-      keyTile(sK + bufOff, sV + bufOff, k0, std::false_type());
-    __syncthreads();
+  } else {
+    // Iteration j: s of key tile j (K buffer j % 2), then p v of tile j - 1
+    // (V buffer (j - 1) % 2); the loads of iteration j bring k tile j + 1
+    // and v tile j, so that iteration j + 1 finds both.
+    cpAsyncCommit(); // q and k tile 0 (no v yet)
+    for (int j = 0; j <= nKT; ++j) {
+      if (j + 1 < nKT)
+        copyKV(sK + ((j + 1) & 1) * kKVBytes, kBase, (j + 1) * BC, seq);
+      if (j < nKT)
+        copyKV(sV + (j & 1) * kKVBytes, vBase, j * BC, seq);
+      cpAsyncCommit();
+      cpAsyncWait<1>();
+      fenceProxyAsync();
+      __syncthreads();
+      if (j == 0)
+        loadQ();
+      if (j < nKT) {
+        const int k0 = j * BC;
+        issueS(s, sK + (j & 1) * kKVBytes);
+        if (j > 0) {
+          issuePV(pa, sV + ((j - 1) & 1) * kKVBytes);
+          wgWait1(); // s complete, p v may still run
+        } else {
+          wgWait();
+        }
+        wgKeep(s);
+        bool rescale;
+        if (needsMask(k0))
+          rescale = softmax(k0, std::true_type());
+        else
+          rescale = softmax(k0, std::false_type());
+        wgWait(); // p v of tile j - 1: o and pa are free
+        wgKeep(o[0]);
+        if (rescale)
+          scaleO(alpha);
+        pack(pa, s);
+      } else {
+        issuePV(pa, sV + ((j - 1) & 1) * kKVBytes);
+        wgWait();
+        wgKeep(o[0]);
+      }
+      __syncthreads();
+    }
   }
 
 #pragma unroll

@@ -128,19 +128,22 @@ struct Tc128 {
   using DkDv = tc::DkDvConfig<128, 1, 64, false, 2>;
 };
 
-/// The wgmma (sm_90a) kernels' configurations, and for each head dim
-/// whether the launchers use them where they can run (the faster measured
-/// of the two families, bench/attention-notes.md).
-/// At head_dim 128 the dq kernel's own statistics pass (FUSED) costs more
-/// than the delta kernel it replaces (its extra out tile leaves one block
-/// per multiprocessor instead of two), and LLaMA-style shapes (as many kv
-/// heads as query heads) need no parts to reduce.
+/// The wgmma (sm_90a) kernels' configurations, the fastest measured
+/// (bench/attention-notes.md, v5), and for each head dim whether the
+/// launchers use them where they can run (kFwd, kBwd: they are faster than
+/// the mma.sync kernels at both head dims). The forward without the
+/// in-warpgroup overlap (PIPE), which measured slower with 4 blocks per
+/// multiprocessor.
 struct Wg64 {
   using Fwd = tc::WgFwdConfig<64, 64, 4, false>;
   using Dq = tc::WgDqConfig<64, 64, 2>;
   using DkDv = tc::WgDkDvConfig<64, 128, 1>;
   static constexpr bool kFwd = true, kBwd = true;
 };
+/// At head_dim 128 the dq kernel's own statistics pass (FUSED) costs more
+/// than the delta kernel it replaces (its extra out tile leaves one block
+/// per multiprocessor instead of two), and LLaMA-style shapes (as many kv
+/// heads as query heads) have no parts to reduce.
 struct Wg128 {
   using Fwd = tc::WgFwdConfig<128, 64, 2, false>;
   using Dq = tc::WgDqConfig<128, 64, 1, false>;

@@ -1563,12 +1563,19 @@ __global__ void __launch_bounds__(256)
 //   dout, ds^T q). Each instruction reads one 64-column block (N = 64).
 // - Tiles still arrive through cp.async, double-buffered; each thread
 //   fences its writes to the async proxy (fence.proxy.async) before the
-//   barrier that hands the tile to wgmma. Every wgmma group is waited for
-//   (wait_group 0) before its accumulators are read and before the barrier
+//   barrier that hands the tile to wgmma. Every wgmma group is complete
+//   (wait_group) before its accumulators are read and before the barrier
 //   that lets the next cp.async overwrite its operands.
 // - Control flow around wgmma is uniform over the block (every thread of
 //   the warpgroup issues the same instructions): whether a tile needs masks
 //   is decided per block, not per warp.
+// - Backward at head_dim 64 (FUSED / REDUCE configurations): the dq kernel
+//   computes delta and negLse2 of its rows itself (from its dout and out
+//   tiles) and writes them for the dk/dv kernel, so no delta kernel runs;
+//   with parts > 1 each dk/dv block writes its f32 partials, and the last
+//   of a key tile's part blocks to arrive (a counter per key tile, zeroed
+//   by the dq kernel) sums all parts in part order: the sum does not
+//   depend on which block came last, so results stay bit-reproducible.
 // Results are bit-reproducible like those of the mma.sync kernels (same
 // fixed orders, no atomics), but not bit-identical to them.
 //===----------------------------------------------------------------------===//

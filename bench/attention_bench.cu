@@ -388,10 +388,14 @@ int main(int argc, char **argv) {
     using namespace tc;
     benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "mma.sync fwd MT1 BC64 minB4");
     benchFwd<WgFwdConfig<64, 64, 4, false>, true>(*P, "wgmma fwd BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(*P, "= poly 1 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(*P, "= poly 2 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(*P, "= poly 3 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 4>, true>(*P, "= poly 4 of 8");
     benchFwd<WgFwdConfig<64, 64, 4, true>, true>(*P, "wgmma fwd pipe BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 3, true>, true>(*P, "wgmma fwd pipe BC64 minB3");
-    benchFwd<WgFwdConfig<64, 128, 2, true>, true>(*P,
-                                                  "wgmma fwd pipe BC128 minB2");
+    benchFwd<WgFwdConfig<64, 64, 4, true, 2>, true>(*P, "= poly 2 of 8");
+    benchFwd<WgFwdConfig<64, 128, 2, false, 4>, true>(
+        *P, "wgmma fwd BC128 minB2 poly 4 of 16");
     benchBwd<DqConfig<64, 1, 64, 3>, DkDvConfig<64, 1, 64, true, 2>>(
         *P, 4, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
     using WDq = WgDqConfig<64, 64, 2>;
@@ -412,8 +416,9 @@ int main(int argc, char **argv) {
     using namespace tc;
     benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "mma.sync fwd MT1 BC64 minB2");
     benchFwd<WgFwdConfig<128, 64, 2, false>, true>(*P, "wgmma fwd BC64 minB2");
+    benchFwd<WgFwdConfig<128, 64, 2, false, 1>, true>(*P, "= poly 1 of 8");
+    benchFwd<WgFwdConfig<128, 64, 2, false, 2>, true>(*P, "= poly 2 of 8");
     benchFwd<WgFwdConfig<128, 64, 2, true>, true>(*P, "wgmma fwd pipe BC64 minB2");
-    benchFwd<WgFwdConfig<128, 64, 1, true>, true>(*P, "wgmma fwd pipe BC64 minB1");
     benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
         *P, 1, "mma.sync dq BC64 m2 / dkdv BR64 m2", true);
     benchBwd<WgDqConfig<128, 64, 1, false>, WgDkDvConfig<128, 64, 1, false>,

@@ -135,7 +135,7 @@ struct Tc128 {
 /// in-warpgroup overlap (PIPE), which measured slower with 4 blocks per
 /// multiprocessor.
 struct Wg64 {
-  using Fwd = tc::WgFwdConfig<64, 64, 4, false>;
+  using Fwd = tc::WgFwdConfig<64, 64, 4, false, 2>;
   using Dq = tc::WgDqConfig<64, 64, 2>;
   using DkDv = tc::WgDkDvConfig<64, 128, 1>;
   static constexpr bool kFwd = true, kBwd = true;

@@ -616,6 +616,22 @@ __device__ __forceinline__ float fastExp2(float x) {
   return y;
 }
 
+/// 2^x on the FMA and integer pipes: n = round(x) by the 1.5 * 2^23 trick
+/// (the sum's low mantissa bits hold n), 2^(x - n) by a cubic (relative
+/// error 1.1e-4 on [-0.5, 0.5], far below bf16's 2^-9), and n added to the
+/// exponent field. x is clamped at -125 (2^-125 stands for anything
+/// smaller: the probabilities it computes are at most 2^-125 of the row's
+/// largest, which is at least 2^-8).
+__device__ __forceinline__ float exp2Poly(float x) {
+  x = fmaxf(x, -125.f);
+  const float j = x + 12582912.f;
+  const float f = x - (j - 12582912.f);
+  const float p =
+      fmaf(fmaf(fmaf(0.0550047643f, f, 0.242200166f), f, 0.693282127f), f,
+           1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(j) << 23));
+}
+
 /// The A fragments (16 rows x 16 columns) of rows row0.. of a tile, columns
 /// 16 ks.. (ldmatrix lanes 0-15 address rows 0-15 of chunk 2 ks, lanes 16-31
 /// the same rows of chunk 2 ks + 1). The same addressing with .trans yields
@@ -1585,10 +1601,15 @@ __global__ void __launch_bounds__(256)
 /// PIPE: the softmax of key tile j overlaps the product p v of tile j - 1
 /// (issued after s of tile j, waited for after the softmax; v lags k by one
 /// tile in the double buffers), as FlashAttention-3 does within a
-/// warpgroup.
-template <int D_, int BC_, int MINB_, bool PIPE_ = true> struct WgFwdConfig {
+/// warpgroup. POLY: the exponentials of the last POLY of the tile's BC / 8
+/// key columns tiles are computed on the FMA pipes (exp2Poly) instead of
+/// the special-function unit, which at head_dim 64 needs as long per tile
+/// as the tensor cores (FlashAttention-4's offload).
+template <int D_, int BC_, int MINB_, bool PIPE_ = false, int POLY_ = 0>
+struct WgFwdConfig {
   static constexpr int D = D_, BC = BC_, MINB = MINB_, BR = 64;
   static constexpr bool PIPE = PIPE_;
+  static constexpr int POLY = POLY_;
   /// The tiles, plus 1024 bytes to align them.
   static constexpr size_t kShared = size_t(BR + 4 * BC) * D * 2 + 1024;
 };
@@ -1883,7 +1904,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float p = fastExp2(fmaf(s[nt][e], c, negBase[e >> 1]));
+        const float x = fmaf(s[nt][e], c, negBase[e >> 1]);
+        float p = nt >= NT - Cfg::POLY ? exp2Poly(x) : fastExp2(x);
         if constexpr (MASK)
           p = s[nt][e] == -INFINITY ? 0.f : p;
         s[nt][e] = p;

@@ -132,10 +132,10 @@ struct Tc128 {
 /// (bench/attention-notes.md, v5), and for each head dim whether the
 /// launchers use them where they can run (kFwd, kBwd: they are faster than
 /// the mma.sync kernels at both head dims). The forward without the
-/// in-warpgroup overlap (PIPE), which measured slower with 4 blocks per
-/// multiprocessor.
+/// in-warpgroup overlap (PIPE) and without polynomial exponentials (POLY):
+/// both measured slower with 4 blocks per multiprocessor.
 struct Wg64 {
-  using Fwd = tc::WgFwdConfig<64, 64, 4, false, 2>;
+  using Fwd = tc::WgFwdConfig<64, 64, 4, false, 0>;
   using Dq = tc::WgDqConfig<64, 64, 2>;
   using DkDv = tc::WgDkDvConfig<64, 128, 1>;
   static constexpr bool kFwd = true, kBwd = true;

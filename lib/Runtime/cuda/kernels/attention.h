@@ -21,8 +21,8 @@
 // Two implementations: f32 tensors on CUDA cores (the parity mode; any
 // head_dim up to 128, not tuned), and bf16 tensors on tensor cores (bf16
 // operands, f32 accumulation and softmax): on Hopper (compute capability
-// 9.0, in a build for sm_90a, the default) with wgmma, about 360 TFLOP/s
-// forward and 280 backward at TinyLlama's shape on an H100; elsewhere with
+// 9.0, in a build for sm_90a, the default) with wgmma, about 350 TFLOP/s
+// forward and 300 backward at TinyLlama's shape on an H100; elsewhere with
 // mma.sync.m16n8k16, about 270 and 190 (bench/attention-notes.md). With
 // wgmma the dq kernel also computes the row statistics and the dk/dv kernel
 // reduces its own parts (no separate kernels).

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 using namespace mlt;
@@ -122,11 +123,20 @@ struct Problem {
   explicit Problem(const Shape &s)
       : sh(s), q(s.qn()), k(s.kvn()), v(s.kvn()), out(s.qn()), dout(s.qn()),
         dq(s.qn()), dk(s.kvn()), dv(s.kvn()), lse(int64_t(s.b) * s.hq * s.s),
-        // Enough for any variant below: the statistics and 8 parts of dk/dv.
-        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float))),
+        // Enough for any variant below: the statistics, 8 parts of dk/dv
+        // and the part counters.
+        scratch(statBytes(s) + 2 * 8 * s.kvn() * int64_t(sizeof(float)) +
+                counterBytes(s)),
         dqAccum(s.qn()) {}
   static int64_t statBytes(const Shape &s) {
     return (2 * int64_t(s.b) * s.hq * s.s * 4 + 255) / 256 * 256;
+  }
+  static int64_t counterBytes(const Shape &s) {
+    return int64_t(s.b) * s.hkv * ((s.s + 63) / 64) * 4;
+  }
+  int *counters() {
+    return reinterpret_cast<int *>(scratch.p + statBytes(sh) +
+                                   2 * 8 * sh.kvn() * int64_t(sizeof(float)));
   }
 };
 
@@ -144,11 +154,12 @@ void report(const char *what, const char *variant, double ms, double flops,
               ms, flops / ms * 1e-9, err);
 }
 
-template <class Cfg> void benchFwd(Problem &P, const char *name) {
+template <class Cfg, bool WG = false>
+void benchFwd(Problem &P, const char *name) {
   const Shape &s = P.sh;
   poison(P);
   auto run = [&] {
-    CHECK_CUDA((tc::enqueueForward<Cfg>(P.out.p, P.lse.p, P.q.p, P.k.p, P.v.p,
+    CHECK_CUDA((tc::enqueueForward<Cfg, WG>(P.out.p, P.lse.p, P.q.p, P.k.p, P.v.p,
                                         s.b, s.s, s.hq, s.hkv, s.causal,
                                         float(s.params().scale), 0)));
   };
@@ -159,7 +170,14 @@ template <class Cfg> void benchFwd(Problem &P, const char *name) {
   report("fwd", name, medianMs(run), s.fwdFlops(), err);
 }
 
-template <class Dq, class DkDv>
+template <class Dq, bool WG> constexpr bool fusedDq() {
+  if constexpr (WG)
+    return Dq::FUSED;
+  else
+    return false;
+}
+
+template <class Dq, class DkDv, bool WG = false>
 void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   const Shape &s = P.sh;
   poison(P);
@@ -169,10 +187,10 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   float *dvPart = dkPart + int64_t(parts) * s.kvn();
   auto run = [&] {
     const char *failed = "";
-    const cudaError_t err = tc::enqueueBackward<Dq, DkDv>(
+    const cudaError_t err = tc::enqueueBackward<Dq, DkDv, WG>(
         P.dq.p, P.dk.p, P.dv.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p,
         stats, dkPart, dvPart, parts, s.b, s.s, s.hq, s.hkv, s.causal,
-        float(s.params().scale), 0, &failed);
+        float(s.params().scale), 0, &failed, P.counters());
     if (err != cudaSuccess) {
       std::fprintf(stderr, "%s: %s\n", failed, cudaGetErrorString(err));
       std::exit(1);
@@ -202,30 +220,53 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
         <<<unsigned((rows * (Dq::D / 8) + 255) / 256), 256>>>(
             delta, negLse2, P.dout.p, P.out.p, P.lse.p, rows, s.s, s.hq);
   });
+  const dim3 dqGrid((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b);
   const double tDq = medianMs([&] {
-    tc::attentionBwdDqTcKernel<Dq>
-        <<<dim3((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b), tc::kTcThreads,
-           Dq::kShared>>>(P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta,
-                          s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
+    if constexpr (WG)
+      tc::attentionBwdDqWgKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
+          P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p, negLse2,
+          delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
+    else
+      tc::attentionBwdDqTcKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
+          P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta, s.s, s.hq,
+          s.hkv, s.causal, scale, scaleLog2);
   });
+  const dim3 dkdvGrid((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b);
+  bool reduceInKernel = false;
   const double tDkDv = medianMs([&] {
-    tc::attentionBwdDkDvTcKernel<DkDv>
-        <<<dim3((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b),
-           tc::kTcThreads, DkDv::kShared>>>(P.dk.p, P.dv.p, dkPart, dvPart,
-                                            P.dout.p, P.q.p, P.k.p, P.v.p,
-                                            negLse2, delta, s.s, s.hq, s.hkv,
-                                            parts, s.causal, scale, scaleLog2);
+    if constexpr (WG) {
+      // The in-kernel reduction needs zeroed counters (the dq kernel's job).
+      if (DkDv::REDUCE) {
+        reduceInKernel = parts > 1;
+        CHECK_CUDA(cudaMemsetAsync(P.counters(), 0, Problem::counterBytes(s)));
+      }
+      tc::attentionBwdDkDvWgKernel<DkDv>
+          <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
+              P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
+              negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
+              scaleLog2, P.counters());
+    } else {
+      tc::attentionBwdDkDvTcKernel<DkDv>
+          <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
+              P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
+              negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
+              scaleLog2);
+    }
   });
-  const double tReduce = parts == 1 ? 0.0 : medianMs([&] {
+  const double tReduce = parts == 1 || reduceInKernel ? 0.0 : medianMs([&] {
     tc::attentionDkDvReduceTcKernel<Dq::D>
         <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
   });
   CHECK_CUDA(cudaGetLastError());
-  // dq does 3 of the backward's 7 products, dk/dv 4.
-  std::printf("       stages: delta %.3f  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
-              "(%.0f TFLOP/s)  reduce %.3f ms\n",
-              tDelta, tDq, 1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
-              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce);
+  // dq does 3 of the backward's 7 products, dk/dv 4. A fused dq kernel
+  // computes the statistics itself (delta is then not run), an in-kernel
+  // reduction is part of dk/dv (including a counter memset).
+  std::printf("       stages: delta %.3f%s  dq %.3f (%.0f TFLOP/s)  dk/dv %.3f "
+              "(%.0f TFLOP/s)  reduce %.3f ms%s\n",
+              tDelta, fusedDq<Dq, WG>() ? " (not run)" : "", tDq,
+              1.5 * s.fwdFlops() / tDq * 1e-9, tDkDv,
+              2.0 * s.fwdFlops() / tDkDv * 1e-9, tReduce,
+              reduceInKernel ? " (in dk/dv)" : "");
 }
 
 /// The backward with dq from atomic reductions in the dk/dv kernel.
@@ -289,8 +330,22 @@ void benchProduction(Problem &P) {
       std::max({normError(P.refOut, P.refOut), normError(P.refLse, P.refLse),
                 normError(P.refDq, P.refDq), normError(P.refDk, P.refDk),
                 normError(P.refDv, P.refDv)});
-  std::printf("  production outputs %s (scratch %.1f MiB)\n",
+  // Bit-reproducible: a second backward (and forward) gives the same bits.
+  poison(P);
+  fwd();
+  bwd();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  auto same = [](const auto &a, const auto &b) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  const bool reproducible = same(P.out.host(), P.refOut) &&
+                            same(P.lse.host(), P.refLse) &&
+                            same(P.dq.host(), P.refDq) &&
+                            same(P.dk.host(), P.refDk) &&
+                            same(P.dv.host(), P.refDv);
+  std::printf("  production outputs %s, second run %s (scratch %.1f MiB)\n",
               nonFinite == 0 ? "finite" : "NOT FINITE",
+              reproducible ? "bit-identical" : "DIFFERENT",
               scratchBytes / 1048576.0);
   for (int i = 0; i < 2; ++i) {
     report("fwd", "production", medianMs(fwd), s.fwdFlops(), 0);
@@ -326,41 +381,50 @@ int main(int argc, char **argv) {
   std::printf("device: %s, %d SMs; median of %d reps\n", prop.name,
               prop.multiProcessorCount, gReps);
 
+  // The production launchers first (setUp), then the mma.sync kernels'
+  // production configurations and the wgmma ones, all in this one run.
   {
     Problem *P = setUp({"TinyLlama", 4, 2048, 32, 4, 64, true});
     using namespace tc;
-    benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "fwd MT1 BC64 minB4");
-    benchFwd<FwdConfig<64, 2, 64, 2>>(*P, "fwd MT2 BC64 minB2");
-    benchFwd<FwdConfig<64, 1, 128, 3>>(*P, "fwd MT1 BC128 minB3");
-    using Dq = DqConfig<64, 1, 64, 3>;
-    using DkDv = DkDvConfig<64, 1, 64, true, 2>;
+    benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "mma.sync fwd MT1 BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 4, false>, true>(*P, "wgmma fwd BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(*P, "= poly 1 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(*P, "= poly 2 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(*P, "= poly 3 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, false, 4>, true>(*P, "= poly 4 of 8");
+    benchFwd<WgFwdConfig<64, 64, 4, true>, true>(*P, "wgmma fwd pipe BC64 minB4");
+    benchFwd<WgFwdConfig<64, 64, 4, true, 2>, true>(*P, "= poly 2 of 8");
+    benchFwd<WgFwdConfig<64, 128, 2, false, 4>, true>(
+        *P, "wgmma fwd BC128 minB2 poly 4 of 16");
+    benchBwd<DqConfig<64, 1, 64, 3>, DkDvConfig<64, 1, 64, true, 2>>(
+        *P, 4, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
+    using WDq = WgDqConfig<64, 64, 2>;
+    using WDkDv = WgDkDvConfig<64, 64, 2>;
+    benchBwd<WgDqConfig<64, 64, 2, false>, WgDkDvConfig<64, 64, 2, false>, true>(
+        *P, 4, "wgmma v4 (delta and reduce kernels)", true);
+    benchBwd<WDq, WDkDv, true>(*P, 4, "wgmma fused dq m2 / reduce dkdv m2",
+                               true);
     for (int parts : {2, 4, 8})
-      benchBwd<Dq, DkDv>(*P, parts, "dq MT1 BC64 m3 / dkdv MT1 BR64 keep m2",
-                         true);
-    benchBwdAtomicDq<DkDv>(*P, 4, "dkdv MT1 BR64 keep m2");
-    benchBwdAtomicDq<DkDv>(*P, 8, "dkdv MT1 BR64 keep m2");
-    benchBwd<DqConfig<64, 2, 32, 2>, DkDv>(*P, 4, "dq MT2 BC32 m2 / =", true);
-    for (int parts : {4, 8})
-      benchBwd<Dq, DkDvConfig<64, 1, 32, false, 3>>(*P, parts,
-                                                    "= / dkdv BR32 m3", true);
-    benchBwd<Dq, DkDvConfig<64, 1, 64, false, 3>>(*P, 4, "= / dkdv BR64 m3",
-                                                  true);
-    benchBwd<Dq, DkDvConfig<64, 2, 32, false, 2>>(*P, 4, "= / dkdv MT2 BR32 m2",
-                                                  true);
+      benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, parts,
+                                                    "= / dkdv BR128 m1", true);
+    benchBwd<WgDqConfig<64, 128, 1>, WgDkDvConfig<64, 128, 1>, true>(
+        *P, 4, "dq BC128 m1 / dkdv BR128 m1", true);
     delete P;
   }
   {
     Problem *P = setUp({"LLaMA-7B", 1, 4096, 32, 32, 128, true});
     using namespace tc;
-    benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "fwd MT1 BC64 minB2");
-    using Dq = DqConfig<128, 1, 64, 2>;
-    using DkDv = DkDvConfig<128, 1, 64, false, 2>;
-    benchBwd<Dq, DkDv>(*P, 1, "dq MT1 BC64 m2 / dkdv MT1 BR64 m2", true);
-    benchBwdAtomicDq<DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "dkdv BR64 m1");
-    benchBwd<Dq, DkDvConfig<128, 1, 32, false, 2>>(*P, 1, "= / dkdv BR32 m2",
-                                                   true);
-    benchBwd<Dq, DkDvConfig<128, 1, 64, false, 1>>(*P, 1, "= / dkdv BR64 m1",
-                                                   true);
+    benchFwd<FwdConfig<128, 1, 64, 2>>(*P, "mma.sync fwd MT1 BC64 minB2");
+    benchFwd<WgFwdConfig<128, 64, 2, false>, true>(*P, "wgmma fwd BC64 minB2");
+    benchFwd<WgFwdConfig<128, 64, 2, false, 1>, true>(*P, "= poly 1 of 8");
+    benchFwd<WgFwdConfig<128, 64, 2, false, 2>, true>(*P, "= poly 2 of 8");
+    benchFwd<WgFwdConfig<128, 64, 2, true>, true>(*P, "wgmma fwd pipe BC64 minB2");
+    benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
+        *P, 1, "mma.sync dq BC64 m2 / dkdv BR64 m2", true);
+    benchBwd<WgDqConfig<128, 64, 1, false>, WgDkDvConfig<128, 64, 1, false>,
+             true>(*P, 1, "wgmma v4 (delta kernel)", true);
+    benchBwd<WgDqConfig<128, 64, 2, false>, WgDkDvConfig<128, 64, 2, false>,
+             true>(*P, 1, "wgmma v4, minB 2", true);
     delete P;
   }
   {

@@ -128,6 +128,49 @@ struct Tc128 {
   using DkDv = tc::DkDvConfig<128, 1, 64, false, 2>;
 };
 
+/// The wgmma (sm_90a) kernels' configurations, the fastest measured
+/// (bench/attention-notes.md, v5), and for each head dim whether the
+/// launchers use them where they can run (kFwd, kBwd: they are faster than
+/// the mma.sync kernels at both head dims). The forward without the
+/// in-warpgroup overlap (PIPE) and without polynomial exponentials (POLY):
+/// both measured slower with 4 blocks per multiprocessor.
+struct Wg64 {
+  using Fwd = tc::WgFwdConfig<64, 64, 4, false, 0>;
+  using Dq = tc::WgDqConfig<64, 64, 2>;
+  using DkDv = tc::WgDkDvConfig<64, 128, 1>;
+  static constexpr bool kFwd = true, kBwd = true;
+};
+/// At head_dim 128 the dq kernel's own statistics pass (FUSED) costs more
+/// than the delta kernel it replaces (its extra out tile leaves one block
+/// per multiprocessor instead of two), and LLaMA-style shapes (as many kv
+/// heads as query heads) have no parts to reduce.
+struct Wg128 {
+  using Fwd = tc::WgFwdConfig<128, 64, 2, false>;
+  using Dq = tc::WgDqConfig<128, 64, 1, false>;
+  using DkDv = tc::WgDkDvConfig<128, 64, 1, false>;
+  static constexpr bool kFwd = true, kBwd = true;
+};
+static_assert(Wg64::DkDv::BC == Tc64::DkDv::BC &&
+                  Wg128::DkDv::BC == Tc128::DkDv::BC,
+              "dkdvParts serves both families");
+
+/// Whether the wgmma kernels can run on the current device: the library was
+/// built for sm_90a (MLT_CUDA_WGMMA, set by the CMake build) and the device
+/// is compute capability 9.0 (the only one sm_90a code runs on).
+rt::Status wgmmaUsable(bool &usable) {
+  usable = false;
+#if MLT_CUDA_WGMMA
+  int device = 0, major = 0, minor = 0;
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  MLT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &major, cudaDevAttrComputeCapabilityMajor, device));
+  MLT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &minor, cudaDevAttrComputeCapabilityMinor, device));
+  usable = major == 9 && minor == 0;
+#endif
+  return rt::Status::ok();
+}
+
 /// The dk/dv kernel splits a kv head's group of query heads over `parts`
 /// blocks when the grid would otherwise be too small to fill the device and
 /// balance the causal blocks' unequal work: the smallest divisor of the group
@@ -145,13 +188,16 @@ int64_t dkdvParts(const AttentionShape &p) {
 }
 
 /// The backward's scratch, in order: the row statistics (negLse2 and delta,
-/// batch * qHeads * seq f32 each, rounded up to 256 bytes), then with parts
-/// > 1 the f32 partial dk and dv (parts * batch * seq * kvHeads * headDim
-/// each).
+/// batch * qHeads * seq f32 each, rounded up to 256 bytes), the wgmma dk/dv
+/// kernel's part counters (batch * kvHeads * ceil(seq / 64) ints, rounded up
+/// to 256 bytes), then with parts > 1 the f32 partial dk and dv (parts *
+/// batch * seq * kvHeads * headDim each).
 struct TcScratch {
-  size_t statBytes = 0, partFloats = 0;
+  size_t statBytes = 0, counterBytes = 0, partFloats = 0;
   int64_t parts = 1;
-  size_t total() const { return statBytes + 2 * partFloats * sizeof(float); }
+  size_t total() const {
+    return statBytes + counterBytes + 2 * partFloats * sizeof(float);
+  }
 };
 TcScratch tcScratch(const AttentionShape &p) {
   TcScratch s;
@@ -159,6 +205,10 @@ TcScratch tcScratch(const AttentionShape &p) {
                      sizeof(float) +
                  255) /
                 256 * 256;
+  s.counterBytes = (size_t(p.batch) * size_t(p.kvHeads) *
+                        size_t((p.seq + 63) / 64) * sizeof(int) +
+                    255) /
+                   256 * 256;
   s.parts = dkdvParts(p);
   if (s.parts > 1)
     s.partFloats = size_t(s.parts) * size_t(p.batch) * size_t(p.seq) *
@@ -185,41 +235,59 @@ rt::Status checkTc(const char *kernel, const AttentionShape &p,
   return rt::Status::ok();
 }
 
-template <class Cfg>
+template <class Cfg, bool WG>
 rt::Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
                      const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                      const AttentionShape &p, cudaStream_t stream) {
   // allowShared first: its error names the shortfall.
-  MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdTcKernel<Cfg>, Cfg::kShared,
-                                  "attention_fwd (bf16)"));
-  MLT_CUDA_RETURN_IF_ERROR(tc::enqueueForward<Cfg>(
+  if constexpr (WG)
+    MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdWgKernel<Cfg>,
+                                    Cfg::kShared, "attention_fwd (bf16)"));
+  else
+    MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdTcKernel<Cfg>,
+                                    Cfg::kShared, "attention_fwd (bf16)"));
+  const cudaError_t err = tc::enqueueForward<Cfg, WG>(
       out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
-      int(p.kvHeads), p.causal, float(p.scale), stream));
+      int(p.kvHeads), p.causal, float(p.scale), stream);
+  MLT_CUDA_RETURN_IF_ERROR(err);
   return rt::Status::ok();
 }
 
-template <class Tc>
+template <class Tc, bool WG>
 rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
                       const __nv_bfloat16 *dout, const __nv_bfloat16 *q,
                       const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                       const __nv_bfloat16 *out, const float *lse,
                       void *scratch, const TcScratch &layout,
                       const AttentionShape &p, cudaStream_t stream) {
-  MLT_RETURN_IF_ERROR(allowShared(tc::attentionBwdDqTcKernel<typename Tc::Dq>,
-                                  Tc::Dq::kShared, "attention_bwd (bf16 dq)"));
-  MLT_RETURN_IF_ERROR(
-      allowShared(tc::attentionBwdDkDvTcKernel<typename Tc::DkDv>,
-                  Tc::DkDv::kShared, "attention_bwd (bf16 dk, dv)"));
+  if constexpr (WG) {
+    MLT_RETURN_IF_ERROR(
+        allowShared(tc::attentionBwdDqWgKernel<typename Tc::Dq>,
+                    Tc::Dq::kShared, "attention_bwd (bf16 dq)"));
+    MLT_RETURN_IF_ERROR(
+        allowShared(tc::attentionBwdDkDvWgKernel<typename Tc::DkDv>,
+                    Tc::DkDv::kShared, "attention_bwd (bf16 dk, dv)"));
+  } else {
+    MLT_RETURN_IF_ERROR(
+        allowShared(tc::attentionBwdDqTcKernel<typename Tc::Dq>,
+                    Tc::Dq::kShared, "attention_bwd (bf16 dq)"));
+    MLT_RETURN_IF_ERROR(
+        allowShared(tc::attentionBwdDkDvTcKernel<typename Tc::DkDv>,
+                    Tc::DkDv::kShared, "attention_bwd (bf16 dk, dv)"));
+  }
   char *base = static_cast<char *>(scratch);
   float *stats = reinterpret_cast<float *>(base);
-  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes);
+  int *counters = reinterpret_cast<int *>(base + layout.statBytes);
+  float *dkPart = reinterpret_cast<float *>(base + layout.statBytes +
+                                            layout.counterBytes);
   float *dvPart = dkPart + layout.partFloats;
   const char *failed = "attention_bwd (bf16)";
   const cudaError_t err =
-      tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv>(
+      tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv, WG>(
           dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
-          int(p.kvHeads), p.causal, float(p.scale), stream, &failed);
+          int(p.kvHeads), p.causal, float(p.scale), stream, &failed,
+          counters);
   if (err != cudaSuccess)
     return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
   return rt::Status::ok();
@@ -282,9 +350,15 @@ rt::Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
                                          const AttentionShape &shape,
                                          cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
+  bool wg = false;
+  MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
   if (shape.headDim == 64)
-    return forwardTc<Tc64::Fwd>(out, lse, q, k, v, shape, stream);
-  return forwardTc<Tc128::Fwd>(out, lse, q, k, v, shape, stream);
+    return wg && Wg64::kFwd
+               ? forwardTc<Wg64::Fwd, true>(out, lse, q, k, v, shape, stream)
+               : forwardTc<Tc64::Fwd, false>(out, lse, q, k, v, shape, stream);
+  return wg && Wg128::kFwd
+             ? forwardTc<Wg128::Fwd, true>(out, lse, q, k, v, shape, stream)
+             : forwardTc<Tc128::Fwd, false>(out, lse, q, k, v, shape, stream);
 }
 
 rt::Status mlt::cuda::launchAttentionBwd(
@@ -302,9 +376,17 @@ rt::Status mlt::cuda::launchAttentionBwd(
   if (!isAligned16(scratch))
     return rt::errorf("attention backward (bf16): scratch must be 16-byte "
                       "aligned");
+  bool wg = false;
+  MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
   if (shape.headDim == 64)
-    return backwardTc<Tc64>(dq, dk, dv, dout, q, k, v, out, lse, scratch,
-                            layout, shape, stream);
-  return backwardTc<Tc128>(dq, dk, dv, dout, q, k, v, out, lse, scratch,
-                           layout, shape, stream);
+    return wg && Wg64::kBwd
+               ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out, lse,
+                                        scratch, layout, shape, stream)
+               : backwardTc<Tc64, false>(dq, dk, dv, dout, q, k, v, out, lse,
+                                         scratch, layout, shape, stream);
+  return wg && Wg128::kBwd
+             ? backwardTc<Wg128, true>(dq, dk, dv, dout, q, k, v, out, lse,
+                                       scratch, layout, shape, stream)
+             : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out, lse,
+                                        scratch, layout, shape, stream);
 }

@@ -19,10 +19,13 @@
 // and their query tiles, in a fixed order). No atomics anywhere: results are
 // bit-reproducible.
 // Two implementations: f32 tensors on CUDA cores (the parity mode; any
-// head_dim up to 128, not tuned), and bf16 tensors on tensor cores
-// (mma.sync.m16n8k16, bf16 operands, f32 accumulation and softmax; about
-// 270 TFLOP/s forward and 190 backward at TinyLlama's shape on an H100,
-// bench/attention-notes.md).
+// head_dim up to 128, not tuned), and bf16 tensors on tensor cores (bf16
+// operands, f32 accumulation and softmax): on Hopper (compute capability
+// 9.0, in a build for sm_90a, the default) with wgmma, about 350 TFLOP/s
+// forward and 300 backward at TinyLlama's shape on an H100; elsewhere with
+// mma.sync.m16n8k16, about 270 and 190 (bench/attention-notes.md). With
+// wgmma the dq kernel also computes the row statistics and the dk/dv kernel
+// reduces its own parts (no separate kernels).
 //
 // Limits: f32: headDim in [1, 128] (tiles are compiled for 32, 64 and 128
 // and a smaller head_dim uses the next size up). bf16: headDim 64 or 128
@@ -36,8 +39,9 @@
 // allocates one scratch area per context lazily with cudaMalloc, grown to
 // the largest request (launches on one stream reuse it safely: they run in
 // order). The f32 kernels use delta (one f32 per query row); the bf16 ones
-// two f32 per query row (delta and the lse in base 2) and, when the dk/dv
-// kernel splits a group of query heads over several blocks (GQA shapes with
+// two f32 per query row (delta and the lse in base 2), an int per (batch,
+// kv head, 64-key tile) (the wgmma dk/dv kernel's part counters) and, when
+// the dk/dv kernel splits a group of query heads over several blocks (GQA shapes with
 // few kv heads, e.g. TinyLlama: 4 parts), f32 partial dk and dv, parts *
 // batch * seq * kvHeads * headDim floats each (TinyLlama, batch 4 at seq
 // 2048: 34 MiB in all). One size serves both, as the backend's call does not

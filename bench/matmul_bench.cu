@@ -1,0 +1,638 @@
+//===- matmul_bench.cu - cuBLASLt configurations of the step's matmuls ----===//
+//
+// Part of mlt. Times every matmul shape of a TinyLlama-1.1B training step
+// (bf16 activations, f32 weight gradients, micro-batch 4 x 2048 tokens: the
+// plan's micro_step_first and micro_step programs) through the runtime's
+// MatmulRunner ("rt") and through alternative cuBLASLt configurations of the
+// same product, in one run:
+//   hN      the column-major formulation the runtime uses (C^T = op(B)^T
+//           op(A)^T), the heuristic's N-th proposal (up to 16 asked for);
+//   rowN    the row-major formulation (CUBLASLT_ORDER_ROW layouts, cuBLASLt's
+//           A = a, B = b, D = c: C = op(A) op(B) with M = m, N = n), the
+//           heuristic's N-th proposal;
+//   wsX     the heuristic's first proposal when offered X MiB of workspace;
+//   h0-skS  the first proposal with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = S
+//           (only where cublasLtMatmulAlgoCheck accepts it);
+//   h0-bf16 f32-output products (without an addend) computed with a bf16
+//           output (the cost of the f32 weight gradient; checked loosely).
+// Every variant accumulates in fp32 (CUBLAS_COMPUTE_32F, no fast
+// accumulation). Each variant's output is compared with h0's (relative L2
+// difference; different algorithms sum in different orders) and h0 with an
+// fp64 dot product at 512 sampled elements. Inputs are random in [-1, 1),
+// never zeros. Each timing replays a CUDA graph of `perGraph` launches
+// (gaps between launches count, as in the step's graph) after 3 warm-ups,
+// `reps` times, and takes the median per launch; h0 is timed twice to show
+// the noise. The summary weighs each shape by its launches in one step of
+// one micro-batch (micro_step_first).
+//
+// Usage: MLTMatmulBench [reps] [filter]   (results: bench/matmul-notes.md)
+//
+//===----------------------------------------------------------------------===//
+
+#include "BenchUtil.cuh"
+#include "kernels/matmul.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace mlt;
+using mlt::bench::fillUniform;
+using bf16 = __nv_bfloat16;
+
+#define CHECK_CUBLAS(call)                                                     \
+  do {                                                                         \
+    cublasStatus_t st_ = (call);                                               \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                        \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
+                   cublasLtGetStatusString(st_));                              \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+namespace {
+
+/// One matmul of the step: Kernels.def's ints, the output type, whether an
+/// addend is added (a separate bf16 buffer for matmul_add, c itself for
+/// matmul_accumulate), and its launches per program.
+struct Case {
+  const char *name;
+  int64_t m, n, k;
+  bool transposeA, transposeB;
+  bool f32Out;
+  enum { None, Separate, Self } addend;
+  int first, later; // launches in micro_step_first, micro_step
+};
+
+// From `mlt-run models/llama/tinyllama-1.1b.mlir --dtype bf16 --batch 4
+// --seq-len 2048 --print-plan` (bench/matmul-notes.md).
+const Case kCases[] = {
+    // Forward (x W^T) and input gradients (dy W), bf16 outputs.
+    {"fwd q/o 8192x2048x2048 NT", 8192, 2048, 2048, 0, 1, 0, Case::None, 22, 22},
+    {"fwd q/o +add", 8192, 2048, 2048, 0, 1, 0, Case::Separate, 22, 22},
+    {"fwd k/v 8192x256x2048 NT", 8192, 256, 2048, 0, 1, 0, Case::None, 44, 44},
+    {"fwd gate/up 8192x5632x2048", 8192, 5632, 2048, 0, 1, 0, Case::None, 44, 44},
+    {"fwd down +add 8192x2048x5632", 8192, 2048, 5632, 0, 1, 0, Case::Separate, 22, 22},
+    {"fwd lm_head 8192x32000x2048", 8192, 32000, 2048, 0, 1, 0, Case::None, 1, 1},
+    {"dx 8192x2048x2048 NN", 8192, 2048, 2048, 0, 0, 0, Case::None, 22, 22},
+    {"dx 8192x2048x2048 +add", 8192, 2048, 2048, 0, 0, 0, Case::Separate, 22, 22},
+    {"dx k/v 8192x2048x256", 8192, 2048, 256, 0, 0, 0, Case::None, 22, 22},
+    {"dx k/v 8192x2048x256 +add", 8192, 2048, 256, 0, 0, 0, Case::Separate, 22, 22},
+    {"dx down 8192x5632x2048", 8192, 5632, 2048, 0, 0, 0, Case::None, 22, 22},
+    {"dx gate/up 8192x2048x5632", 8192, 2048, 5632, 0, 0, 0, Case::None, 22, 22},
+    {"dx gate/up +add", 8192, 2048, 5632, 0, 0, 0, Case::Separate, 22, 22},
+    {"dx lm_head 8192x2048x32000", 8192, 2048, 32000, 0, 0, 0, Case::None, 1, 1},
+    // Weight gradients (dy^T x, K = 8192 tokens), f32 outputs.
+    {"dW q/o 2048x2048x8192", 2048, 2048, 8192, 1, 0, 1, Case::None, 44, 0},
+    {"dW q/o acc", 2048, 2048, 8192, 1, 0, 1, Case::Self, 0, 44},
+    {"dW k/v 256x2048x8192", 256, 2048, 8192, 1, 0, 1, Case::None, 44, 0},
+    {"dW k/v acc", 256, 2048, 8192, 1, 0, 1, Case::Self, 0, 44},
+    {"dW gate/up 5632x2048x8192", 5632, 2048, 8192, 1, 0, 1, Case::None, 44, 0},
+    {"dW gate/up acc", 5632, 2048, 8192, 1, 0, 1, Case::Self, 0, 44},
+    {"dW down 2048x5632x8192", 2048, 5632, 8192, 1, 0, 1, Case::None, 22, 0},
+    {"dW down acc", 2048, 5632, 8192, 1, 0, 1, Case::Self, 0, 22},
+    {"dW lm_head 32000x2048x8192", 32000, 2048, 8192, 1, 0, 1, Case::None, 1, 0},
+    {"dW lm_head acc", 32000, 2048, 8192, 1, 0, 1, Case::Self, 0, 1},
+};
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+struct DevBuf {
+  void *p = nullptr;
+  explicit DevBuf(size_t bytes) { CHECK_CUDA(cudaMalloc(&p, bytes)); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf &) = delete;
+  DevBuf &operator=(const DevBuf &) = delete;
+};
+
+/// A complete cuBLASLt configuration of one product: descriptors, algorithm,
+/// workspace size, and which pointer plays cuBLASLt's A and B.
+struct Config {
+  std::string name;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool swapped = true; // cuBLASLt A <- b (the runtime's formulation)
+  bool bf16Out = false;
+  bool shared = false; // descriptors owned by another Config
+};
+
+void destroy(Config &c) {
+  if (c.shared)
+    return;
+  if (c.la) cublasLtMatrixLayoutDestroy(c.la);
+  if (c.lb) cublasLtMatrixLayoutDestroy(c.lb);
+  if (c.lc) cublasLtMatrixLayoutDestroy(c.lc);
+  if (c.desc) cublasLtMatmulDescDestroy(c.desc);
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols,
+                              int64_t ld, bool rowOrder) {
+  cublasLtMatrixLayout_t l;
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+  if (rowOrder) {
+    const int32_t order = CUBLASLT_ORDER_ROW;
+    CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof(order)));
+  }
+  return l;
+}
+
+/// The descriptors of one formulation: `swapped` is the runtime's
+/// column-major C^T = op(b)^T op(a)^T, otherwise row-major C = op(a) op(b).
+void describe(Config &c, const Case &cs, bool swapped, bool bf16Out) {
+  c.swapped = swapped;
+  c.bf16Out = bf16Out;
+  const int64_t m = cs.m, n = cs.n, k = cs.k;
+  CHECK_CUBLAS(cublasLtMatmulDescCreate(&c.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cudaDataType_t outT = (cs.f32Out && !bf16Out) ? CUDA_R_32F : CUDA_R_16BF;
+  cublasOperation_t opA, opB;
+  if (swapped) {
+    opA = cs.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    opB = cs.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    c.la = layout(CUDA_R_16BF, cs.transposeB ? k : n, cs.transposeB ? n : k,
+                  cs.transposeB ? k : n, false);
+    c.lb = layout(CUDA_R_16BF, cs.transposeA ? m : k, cs.transposeA ? k : m,
+                  cs.transposeA ? m : k, false);
+    c.lc = layout(outT, n, m, n, false);
+  } else {
+    // Row-major: a is [m, k] (ld k) or, transposed, stored [k, m] (ld m).
+    opA = cs.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    opB = cs.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    c.la = layout(CUDA_R_16BF, cs.transposeA ? k : m, cs.transposeA ? m : k,
+                  cs.transposeA ? m : k, true);
+    c.lb = layout(CUDA_R_16BF, cs.transposeB ? n : k, cs.transposeB ? k : n,
+                  cs.transposeB ? k : n, true);
+    c.lc = layout(outT, m, n, n, true);
+  }
+  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(
+      c.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(
+      c.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+}
+
+/// The heuristic's proposals (at most `want`) that fit `workspace` bytes.
+std::vector<cublasLtMatmulAlgo_t> proposals(cublasLtHandle_t handle,
+                                            const Config &c, size_t workspace,
+                                            int want) {
+  cublasLtMatmulPreference_t pref;
+  CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace;
+  CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(want);
+  int returned = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle, c.desc, c.la, c.lb, c.lc, c.lc, pref, want, results.data(),
+      &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  std::vector<cublasLtMatmulAlgo_t> out;
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return out;
+  for (int i = 0; i < returned; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+        results[i].workspaceSize <= workspace)
+      out.push_back(results[i].algo);
+  return out;
+}
+
+std::string algoString(const cublasLtMatmulAlgo_t &algo) {
+  int32_t id = -1, splitK = -1;
+  uint32_t tile = 0, stages = 0, swizzle = 0, reduction = 0, custom = 0;
+  uint16_t cluster = 0;
+  size_t w;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id,
+                                       sizeof(id), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
+                                       &tile, sizeof(tile), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                       &stages, sizeof(stages), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                       &splitK, sizeof(splitK), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(
+      &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+      sizeof(reduction), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+                                       &swizzle, sizeof(swizzle), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(
+      &algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &w);
+  cublasLtMatmulAlgoConfigGetAttribute(
+      &algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
+      &w);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                "algo %d tile %u stages %u splitK %d red %u swz %u custom %u "
+                "cluster %u",
+                id, tile, stages, splitK, reduction, swizzle, custom, cluster);
+  return buf;
+}
+
+/// fp64 dot products at sampled elements of c = op(a) op(b) (+ addend0).
+__global__ void sampleReference(const bf16 *a, const bf16 *b,
+                                const void *addend0, bool addendF32,
+                                int64_t m, int64_t n, int64_t k, bool tA,
+                                bool tB, const int64_t *idx, double *out,
+                                int samples) {
+  const int s = blockIdx.x;
+  if (s >= samples)
+    return;
+  const int64_t i = idx[s] / n, j = idx[s] % n;
+  double acc = 0;
+  for (int64_t p = threadIdx.x; p < k; p += blockDim.x) {
+    const double x = __bfloat162float(tA ? a[p * m + i] : a[i * k + p]);
+    const double y = __bfloat162float(tB ? b[j * k + p] : b[p * n + j]);
+    acc += x * y;
+  }
+  __shared__ double partial[256];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w)
+      partial[threadIdx.x] += partial[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double add = 0;
+    if (addend0)
+      add = addendF32 ? double(static_cast<const float *>(addend0)[idx[s]])
+                      : double(__bfloat162float(
+                            static_cast<const bf16 *>(addend0)[idx[s]]));
+    out[s] = partial[0] + add;
+  }
+}
+
+std::vector<double> toHost(const void *p, int64_t count, bool f32) {
+  std::vector<double> out(count);
+  if (f32) {
+    std::vector<float> h(count);
+    CHECK_CUDA(cudaMemcpy(h.data(), p, count * 4, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = h[i];
+  } else {
+    std::vector<bf16> h(count);
+    CHECK_CUDA(cudaMemcpy(h.data(), p, count * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = __bfloat162float(h[i]);
+  }
+  return out;
+}
+
+double relL2(const std::vector<double> &x, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = x[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return std::isfinite(num) ? std::sqrt(num / den) : INFINITY;
+}
+
+int gReps = 15;
+constexpr int kPerGraph = 8;
+
+/// Median milliseconds per launch of `launch`, replayed as a graph.
+double timeMs(const std::function<void(cudaStream_t)> &launch,
+              cudaStream_t stream) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kPerGraph; ++i)
+    launch(stream);
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i)
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> ms;
+  for (int r = 0; r < gReps; ++r) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t / kPerGraph);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Row {
+  std::string variant, algo;
+  double ms = 0, diff = 0;
+  bool ok = true;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc > 1)
+    gReps = std::max(3, std::atoi(argv[1]));
+  const char *filter = argc > 2 ? argv[2] : nullptr;
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs, cuBLASLt %zu, reps %d, %d launches/graph\n",
+              prop.name, prop.multiProcessorCount, cublasLtGetVersion(), gReps,
+              kPerGraph);
+  cublasLtHandle_t handle;
+  CHECK_CUBLAS(cublasLtCreate(&handle));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t kMaxWorkspace = 128 * kMiB;
+  DevBuf workspace(kMaxWorkspace);
+  auto created = cuda::MatmulRunner::create();
+  if (!created) {
+    std::fprintf(stderr, "%s\n", created.status().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<cuda::MatmulRunner> runner = std::move(*created);
+
+  // Largest operands: 32000 x 8192 bf16 each; outputs up to 32000 x 8192.
+  const int64_t kMaxElems = int64_t(32000) * 8192;
+  DevBuf a(kMaxElems * 2), b(kMaxElems * 2), addend(kMaxElems * 4),
+      c(kMaxElems * 4), ref(kMaxElems * 4), initial(kMaxElems * 4);
+  fillUniform<<<4096, 256>>>(static_cast<bf16 *>(a.p), kMaxElems, 11u, -1.f, 1.f);
+  fillUniform<<<4096, 256>>>(static_cast<bf16 *>(b.p), kMaxElems, 23u, -1.f, 1.f);
+  CHECK_CUDA(cudaGetLastError());
+  constexpr int kSamples = 512;
+  DevBuf sampleIdx(kSamples * 8), sampleOut(kSamples * 8);
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  // Clocks up: a second of large products before the first timing.
+  {
+    Config warm;
+    const Case big{"warm", 8192, 8192, 8192, 0, 1, 0, Case::None, 0, 0};
+    describe(warm, big, true, false);
+    auto algos = proposals(handle, warm, 32 * kMiB, 1);
+    const float one = 1, zero = 0;
+    for (int i = 0; i < 700; ++i)
+      CHECK_CUBLAS(cublasLtMatmul(handle, warm.desc, &one, b.p, warm.la, a.p,
+                                  warm.lb, &zero, c.p, warm.lc, c.p, warm.lc,
+                                  &algos[0], workspace.p, 32 * kMiB, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    destroy(warm);
+  }
+
+  double stepRt = 0, stepBest = 0;
+  bool allOk = true;
+  std::vector<std::string> summary;
+  for (const Case &cs : kCases) {
+    if (filter && !std::strstr(cs.name, filter))
+      continue;
+    const int64_t outElems = cs.m * cs.n;
+    const bool f32 = cs.f32Out;
+    const size_t outBytes = size_t(outElems) * (f32 ? 4 : 2);
+    // Fresh random addend and initial output for this case.
+    const uint32_t seed = uint32_t(cs.m * 31 + cs.n * 7 + cs.k);
+    if (f32)
+      fillUniform<<<4096, 256>>>(static_cast<float *>(initial.p), outElems,
+                                 seed, -4.f, 4.f);
+    else
+      fillUniform<<<4096, 256>>>(static_cast<bf16 *>(initial.p), outElems, seed,
+                                 -4.f, 4.f);
+    if (f32)
+      fillUniform<<<4096, 256>>>(static_cast<float *>(addend.p), outElems,
+                                 seed + 1, -4.f, 4.f);
+    else
+      fillUniform<<<4096, 256>>>(static_cast<bf16 *>(addend.p), outElems,
+                                 seed + 1, -4.f, 4.f);
+    CHECK_CUDA(cudaGetLastError());
+    // The addend pointer of a run writing `out`: c itself (accumulate) or
+    // the separate buffer.
+    auto addendFor = [&](void *out) -> const void * {
+      return cs.addend == Case::Self       ? out
+             : cs.addend == Case::Separate ? addend.p
+                                           : nullptr;
+    };
+    // Resets c before a checked run (accumulate reads it).
+    auto reset = [&]() {
+      CHECK_CUDA(cudaMemcpyAsync(c.p, initial.p, outBytes,
+                                 cudaMemcpyDeviceToDevice, stream));
+    };
+
+    // Sampled fp64 reference (the addend is the initial c for accumulate).
+    std::vector<int64_t> idx(kSamples);
+    for (int s = 0; s < kSamples; ++s)
+      idx[s] = (int64_t(s) * 2654435761ll + seed) % outElems;
+    CHECK_CUDA(cudaMemcpy(sampleIdx.p, idx.data(), kSamples * 8,
+                          cudaMemcpyHostToDevice));
+    sampleReference<<<kSamples, 256, 0, stream>>>(
+        static_cast<bf16 *>(a.p), static_cast<bf16 *>(b.p),
+        cs.addend == Case::Self ? initial.p : addendFor(c.p), f32, cs.m, cs.n,
+        cs.k, cs.transposeA, cs.transposeB,
+        static_cast<int64_t *>(sampleIdx.p), static_cast<double *>(sampleOut.p),
+        kSamples);
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<double> sampled(kSamples);
+    CHECK_CUDA(cudaMemcpy(sampled.data(), sampleOut.p, kSamples * 8,
+                          cudaMemcpyDeviceToHost));
+
+    std::vector<Row> rows;
+    std::vector<double> h0Out;
+    // A variant: `run(out, stream)` queues one product into out.
+    auto measure = [&](const std::string &variant, const std::string &algo,
+                       const std::function<bool(void *, cudaStream_t)> &run,
+                       bool interchangeable) {
+      // Checked run into c (poisoned first: NaN bytes).
+      reset();
+      if (cs.addend != Case::Self)
+        CHECK_CUDA(cudaMemsetAsync(c.p, 0xFF, outBytes, stream));
+      if (!run(c.p, stream)) {
+        std::printf("    %-10s not runnable (%s)\n", variant.c_str(),
+                    algo.c_str());
+        return;
+      }
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaGetLastError());
+      // A bf16-output variant of an f32 product is compared in f32 terms.
+      const bool outF32 = f32 && variant.find("bf16") == std::string::npos;
+      std::vector<double> out = toHost(c.p, outElems, outF32);
+      Row row{variant, algo};
+      if (h0Out.empty()) {
+        h0Out = out;
+        // h0 against the fp64 samples.
+        std::vector<double> at(kSamples);
+        for (int s = 0; s < kSamples; ++s)
+          at[s] = out[idx[s]];
+        row.diff = relL2(at, sampled);
+        row.ok = row.diff < (f32 ? 1e-5 : 1e-2);
+      } else {
+        row.diff = relL2(out, h0Out);
+        const double tol = (!interchangeable || !outF32) ? 1e-2 : 1e-5;
+        row.ok = row.diff < tol;
+      }
+      // Timing (accumulate keeps adding into c: same work each time).
+      row.ms = timeMs([&](cudaStream_t s) { (void)run(c.p, s); }, stream);
+      rows.push_back(row);
+    };
+
+    auto lt = [&](Config &cfg, const cublasLtMatmulAlgo_t &algo) {
+      return [&, algo](void *out, cudaStream_t s) {
+        const float one = 1.0f;
+        const void *add = addendFor(out);
+        const float beta = add ? 1.0f : 0.0f;
+        const void *A = cfg.swapped ? b.p : a.p;
+        const void *B = cfg.swapped ? a.p : b.p;
+        return cublasLtMatmul(handle, cfg.desc, &one, A, cfg.la, B, cfg.lb,
+                              &beta, add ? add : out, cfg.lc, out, cfg.lc,
+                              &algo, workspace.p, cfg.workspace,
+                              s) == CUBLAS_STATUS_SUCCESS;
+      };
+    };
+
+    // rt: the runtime's MatmulRunner.
+    cuda::MatmulShape shape;
+    shape.m = cs.m;
+    shape.n = cs.n;
+    shape.k = cs.k;
+    shape.transposeA = cs.transposeA;
+    shape.transposeB = cs.transposeB;
+    const rt::ElementType outType =
+        f32 ? rt::ElementType::F32 : rt::ElementType::BF16;
+
+    // Column-major (runtime) formulation, proposals 0..15.
+    Config col;
+    col.workspace = 32 * kMiB;
+    describe(col, cs, true, false);
+    auto colAlgos = proposals(handle, col, col.workspace, 16);
+    if (colAlgos.empty()) {
+      std::printf("%s: no proposals\n", cs.name);
+      allOk = false;
+      continue;
+    }
+    measure("h0", algoString(colAlgos[0]), lt(col, colAlgos[0]), true);
+    measure("rt", "MatmulRunner",
+            [&](void *out, cudaStream_t s) {
+              return runner
+                  ->run(shape, a.p, b.p, out, rt::ElementType::BF16, outType,
+                        addendFor(out), s)
+                  .isOk();
+            },
+            true);
+    measure("h0-again", algoString(colAlgos[0]), lt(col, colAlgos[0]), true);
+    for (size_t i = 1; i < colAlgos.size(); ++i)
+      measure("h" + std::to_string(i), algoString(colAlgos[i]),
+              lt(col, colAlgos[i]), true);
+
+    // Row-major formulation.
+    Config row;
+    row.workspace = 32 * kMiB;
+    describe(row, cs, false, false);
+    auto rowAlgos = proposals(handle, row, row.workspace, 16);
+    if (rowAlgos.empty())
+      std::printf("    row-major: no proposals\n");
+    for (size_t i = 0; i < rowAlgos.size(); ++i)
+      measure("row" + std::to_string(i), algoString(rowAlgos[i]),
+              lt(row, rowAlgos[i]), true);
+
+    // Workspace sizes: the first proposal under each limit.
+    std::vector<Config> wsConfigs(3);
+    const size_t wsMiB[] = {0, 4, 128};
+    for (int w = 0; w < 3; ++w) {
+      Config &cfg = wsConfigs[w];
+      cfg = col;
+      cfg.shared = true;
+      cfg.workspace = wsMiB[w] * kMiB;
+      auto algos = proposals(handle, cfg, cfg.workspace, 1);
+      if (!algos.empty())
+        measure("ws" + std::to_string(wsMiB[w]), algoString(algos[0]),
+                lt(cfg, algos[0]), true);
+    }
+
+    // Split-K on the first proposal, where the output is under two waves
+    // of 128 x 128 tiles.
+    if ((cs.m / 128) * (cs.n / 128) < 2 * prop.multiProcessorCount) {
+      for (int32_t splits : {2, 4, 8}) {
+        cublasLtMatmulAlgo_t algo = colAlgos[0];
+        CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(
+            &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)));
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoCheck(handle, col.desc, col.la, col.lb, col.lc,
+                                    col.lc, &algo, &check) !=
+                CUBLAS_STATUS_SUCCESS ||
+            check.workspaceSize > col.workspace) {
+          std::printf("    h0-sk%d rejected by cublasLtMatmulAlgoCheck\n",
+                      splits);
+          continue;
+        }
+        measure("h0-sk" + std::to_string(splits), algoString(algo),
+                lt(col, algo), true);
+      }
+    }
+
+    // The bf16-output cost of an f32 product (not interchangeable).
+    Config half;
+    half.workspace = 32 * kMiB;
+    if (f32 && cs.addend == Case::None) {
+      describe(half, cs, true, true);
+      auto algos = proposals(handle, half, half.workspace, 1);
+      if (!algos.empty())
+        measure("h0-bf16", algoString(algos[0]), lt(half, algos[0]), false);
+    }
+
+    // Report.
+    const double gflop = 2.0 * cs.m * cs.n * cs.k * 1e-9;
+    std::printf("%s [m %lld n %lld k %lld tA %d tB %d %s%s] x%d first, x%d "
+                "later\n",
+                cs.name, (long long)cs.m, (long long)cs.n, (long long)cs.k,
+                cs.transposeA, cs.transposeB, f32 ? "f32 out" : "bf16 out",
+                cs.addend == Case::Self       ? ", += c"
+                : cs.addend == Case::Separate ? ", + addend"
+                                              : "",
+                cs.first, cs.later);
+    double rtMs = 0, bestMs = 1e30;
+    std::string bestName;
+    for (const Row &r : rows) {
+      std::printf("    %-10s %8.4f ms %6.1f TFLOP/s  diff %.2e %s  %s\n",
+                  r.variant.c_str(), r.ms, gflop / r.ms, r.diff,
+                  r.ok ? "ok" : "MISMATCH", r.algo.c_str());
+      allOk = allOk && r.ok;
+      if (r.variant == "rt")
+        rtMs = r.ms;
+      if (r.variant.find("bf16") == std::string::npos && r.ms < bestMs) {
+        bestMs = r.ms;
+        bestName = r.variant;
+      }
+    }
+    stepRt += cs.first * rtMs;
+    stepBest += cs.first * bestMs;
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%-30s x%-3d rt %7.4f ms (%5.1f)  best %-9s %7.4f ms (%5.1f)"
+                  "  step %+6.3f ms",
+                  cs.name, cs.first, rtMs, gflop / rtMs, bestName.c_str(),
+                  bestMs, gflop / bestMs, cs.first * (bestMs - rtMs));
+    summary.push_back(line);
+    destroy(col);
+    destroy(row);
+    if (half.desc)
+      destroy(half);
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  std::printf("\nsummary (TFLOP/s in parentheses; step = micro_step_first "
+              "launches x (best - rt)):\n");
+  for (const std::string &s : summary)
+    std::printf("  %s\n", s.c_str());
+  std::printf("micro_step_first matmuls: rt %.2f ms, best per shape %.2f ms\n",
+              stepRt, stepBest);
+  std::printf("%s\n", allOk ? "all variants agree" : "MISMATCHES (see above)");
+  cublasLtDestroy(handle);
+  return allOk ? 0 : 1;
+}

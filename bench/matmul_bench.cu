@@ -5,12 +5,16 @@
 // plan's micro_step_first and micro_step programs) through the runtime's
 // MatmulRunner ("rt") and through alternative cuBLASLt configurations of the
 // same product, in one run:
+//   rt      the runtime's MatmulRunner (its choice of algorithm);
 //   hN      the column-major formulation the runtime uses (C^T = op(B)^T
-//           op(A)^T), the heuristic's N-th proposal (up to 16 asked for);
-//   rowN    the row-major formulation (CUBLASLT_ORDER_ROW layouts, cuBLASLt's
+//           op(A)^T), the heuristic's N-th proposal (it returns up to 8) when
+//           offered the 32 MiB workspace: h0 is the runtime's choice before
+//           bench/matmul-notes.md;
+//   row0    the row-major formulation (CUBLASLT_ORDER_ROW layouts, cuBLASLt's
 //           A = a, B = b, D = c: C = op(A) op(B) with M = m, N = n), the
-//           heuristic's N-th proposal;
+//           heuristic's first proposal;
 //   wsX     the heuristic's first proposal when offered X MiB of workspace;
+//   ws0-hN  its N-th proposal when offered none;
 //   h0-skS  the first proposal with CUBLASLT_ALGO_CONFIG_SPLITK_NUM = S
 //           (only where cublasLtMatmulAlgoCheck accepts it);
 //   h0-bf16 f32-output products (without an addend) computed with a bf16
@@ -19,9 +23,11 @@
 // accumulation). Each variant's output is compared with h0's (relative L2
 // difference; different algorithms sum in different orders) and h0 with an
 // fp64 dot product at 512 sampled elements. Inputs are random in [-1, 1),
-// never zeros. Each timing replays a CUDA graph of `perGraph` launches
-// (gaps between launches count, as in the step's graph) after 3 warm-ups,
-// `reps` times, and takes the median per launch; h0 is timed twice to show
+// never zeros. Each variant is captured as a CUDA graph of `kPerGraph`
+// launches (gaps between launches count, as in the step's graph; "nodes" is
+// the graph nodes one launch adds); the graphs of a shape are replayed
+// interleaved, one replay of each per round, 3 warm-up rounds then `reps`
+// rounds, and the median per launch is reported; h0 is timed twice to show
 // the noise. The summary weighs each shape by its launches in one step of
 // one micro-batch (micro_step_first).
 //
@@ -272,6 +278,37 @@ __global__ void sampleReference(const bf16 *a, const bf16 *b,
   }
 }
 
+__global__ void roundToBf16(const float *x, bf16 *y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16(x[i]);
+}
+
+/// sums[0] += sum (x - ref)^2, sums[1] += sum ref^2, over n elements of
+/// type f32 (or bf16); a NaN in x makes sums[0] NaN.
+__global__ void diffSums(const void *x, const void *ref, int64_t n, bool f32,
+                         double *sums) {
+  double d2 = 0, r2 = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const double xv = f32 ? static_cast<const float *>(x)[i]
+                          : __bfloat162float(static_cast<const bf16 *>(x)[i]);
+    const double rv =
+        f32 ? static_cast<const float *>(ref)[i]
+            : __bfloat162float(static_cast<const bf16 *>(ref)[i]);
+    d2 += (xv - rv) * (xv - rv);
+    r2 += rv * rv;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    d2 += __shfl_down_sync(0xffffffffu, d2, offset);
+    r2 += __shfl_down_sync(0xffffffffu, r2, offset);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(&sums[0], d2);
+    atomicAdd(&sums[1], r2);
+  }
+}
+
 std::vector<double> toHost(const void *p, int64_t count, bool f32) {
   std::vector<double> out(count);
   if (f32) {
@@ -301,44 +338,61 @@ double relL2(const std::vector<double> &x, const std::vector<double> &ref) {
 int gReps = 15;
 constexpr int kPerGraph = 8;
 
-/// Median milliseconds per launch of `launch`, replayed as a graph.
-double timeMs(const std::function<void(cudaStream_t)> &launch,
-              cudaStream_t stream) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
+/// One variant of a case: its check and its graph of kPerGraph launches.
+struct Row {
+  std::string variant, algo;
+  double diff = 0;
+  bool ok = true;
+  size_t nodesPerLaunch = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<double> ms;
+  double median() const {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[sorted.size() / 2];
+  }
+};
+
+/// Captures kPerGraph launches of `launch` into row's graph and counts the
+/// nodes one launch adds (a cuBLASLt call may queue more than its kernel).
+void capture(Row &row, const std::function<void(cudaStream_t)> &launch,
+             cudaStream_t stream) {
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < kPerGraph; ++i)
     launch(stream);
-  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaStreamEndCapture(stream, &row.graph));
+  size_t nodes = 0;
+  CHECK_CUDA(cudaGraphGetNodes(row.graph, nullptr, &nodes));
+  row.nodesPerLaunch = nodes / kPerGraph;
+  CHECK_CUDA(cudaGraphInstantiate(&row.exec, row.graph, 0));
+}
+
+/// Times every row's graph, interleaved (one replay of each row per round,
+/// so that clock and temperature drift reach every variant alike), after 3
+/// warm-up rounds; row.ms gets the milliseconds per launch of each round.
+void timeInterleaved(std::vector<Row> &rows, cudaStream_t stream) {
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i)
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> ms;
-  for (int r = 0; r < gReps; ++r) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float t;
-    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t / kPerGraph);
-  }
+  for (int r = -3; r < gReps; ++r)
+    for (Row &row : rows) {
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      CHECK_CUDA(cudaGraphLaunch(row.exec, stream));
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float t;
+      CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+      if (r >= 0)
+        row.ms.push_back(t / kPerGraph);
+    }
   CHECK_CUDA(cudaEventDestroy(start));
   CHECK_CUDA(cudaEventDestroy(stop));
-  CHECK_CUDA(cudaGraphExecDestroy(exec));
-  CHECK_CUDA(cudaGraphDestroy(graph));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  for (Row &row : rows) {
+    CHECK_CUDA(cudaGraphExecDestroy(row.exec));
+    CHECK_CUDA(cudaGraphDestroy(row.graph));
+  }
 }
-
-struct Row {
-  std::string variant, algo;
-  double ms = 0, diff = 0;
-  bool ok = true;
-};
 
 } // namespace
 
@@ -367,12 +421,13 @@ int main(int argc, char **argv) {
   // Largest operands: 32000 x 8192 bf16 each; outputs up to 32000 x 8192.
   const int64_t kMaxElems = int64_t(32000) * 8192;
   DevBuf a(kMaxElems * 2), b(kMaxElems * 2), addend(kMaxElems * 4),
-      c(kMaxElems * 4), ref(kMaxElems * 4), initial(kMaxElems * 4);
+      c(kMaxElems * 4), ref(kMaxElems * 4), initial(kMaxElems * 4),
+      rounded(kMaxElems * 2);
   fillUniform<<<4096, 256>>>(static_cast<bf16 *>(a.p), kMaxElems, 11u, -1.f, 1.f);
   fillUniform<<<4096, 256>>>(static_cast<bf16 *>(b.p), kMaxElems, 23u, -1.f, 1.f);
   CHECK_CUDA(cudaGetLastError());
   constexpr int kSamples = 512;
-  DevBuf sampleIdx(kSamples * 8), sampleOut(kSamples * 8);
+  DevBuf sampleIdx(kSamples * 8), sampleOut(kSamples * 8), sums(16);
   CHECK_CUDA(cudaDeviceSynchronize());
 
   // Clocks up: a second of large products before the first timing.
@@ -414,6 +469,7 @@ int main(int argc, char **argv) {
       fillUniform<<<4096, 256>>>(static_cast<bf16 *>(addend.p), outElems,
                                  seed + 1, -4.f, 4.f);
     CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize()); // the fills ran on stream 0
     // The addend pointer of a run writing `out`: c itself (accumulate) or
     // the separate buffer.
     auto addendFor = [&](void *out) -> const void * {
@@ -441,11 +497,12 @@ int main(int argc, char **argv) {
         kSamples);
     CHECK_CUDA(cudaGetLastError());
     std::vector<double> sampled(kSamples);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
     CHECK_CUDA(cudaMemcpy(sampled.data(), sampleOut.p, kSamples * 8,
                           cudaMemcpyDeviceToHost));
 
     std::vector<Row> rows;
-    std::vector<double> h0Out;
+    bool haveH0 = false;
     // A variant: `run(out, stream)` queues one product into out.
     auto measure = [&](const std::string &variant, const std::string &algo,
                        const std::function<bool(void *, cudaStream_t)> &run,
@@ -463,24 +520,43 @@ int main(int argc, char **argv) {
       CHECK_CUDA(cudaGetLastError());
       // A bf16-output variant of an f32 product is compared in f32 terms.
       const bool outF32 = f32 && variant.find("bf16") == std::string::npos;
-      std::vector<double> out = toHost(c.p, outElems, outF32);
       Row row{variant, algo};
-      if (h0Out.empty()) {
-        h0Out = out;
-        // h0 against the fp64 samples.
+      if (!haveH0) {
+        // h0 against the fp64 samples, then kept in `ref`.
+        const size_t elementBytes = outF32 ? 4 : 2;
         std::vector<double> at(kSamples);
         for (int s = 0; s < kSamples; ++s)
-          at[s] = out[idx[s]];
+          at[s] = toHost(static_cast<char *>(c.p) + idx[s] * elementBytes, 1,
+                         outF32)[0];
         row.diff = relL2(at, sampled);
         row.ok = row.diff < (f32 ? 1e-5 : 1e-2);
+        CHECK_CUDA(cudaMemcpy(ref.p, c.p, outBytes, cudaMemcpyDeviceToDevice));
+        haveH0 = true;
       } else {
-        row.diff = relL2(out, h0Out);
+        // A bf16 output of an f32 product: h0 rounded to bf16 first.
+        const void *against = ref.p;
+        if (!outF32 && f32) {
+          roundToBf16<<<4096, 256, 0, stream>>>(
+              static_cast<const float *>(ref.p), static_cast<bf16 *>(rounded.p),
+              outElems);
+          CHECK_CUDA(cudaGetLastError());
+          against = rounded.p;
+        }
+        CHECK_CUDA(cudaMemsetAsync(sums.p, 0, 16, stream));
+        diffSums<<<1024, 256, 0, stream>>>(c.p, against, outElems, outF32,
+                                           static_cast<double *>(sums.p));
+        CHECK_CUDA(cudaGetLastError());
+        double h[2];
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        CHECK_CUDA(cudaMemcpy(h, sums.p, 16, cudaMemcpyDeviceToHost));
+        row.diff = std::isfinite(h[0]) ? std::sqrt(h[0] / h[1]) : INFINITY;
         const double tol = (!interchangeable || !outF32) ? 1e-2 : 1e-5;
         row.ok = row.diff < tol;
       }
-      // Timing (accumulate keeps adding into c: same work each time).
-      row.ms = timeMs([&](cudaStream_t s) { (void)run(c.p, s); }, stream);
-      rows.push_back(row);
+      // Timed later, interleaved (accumulate keeps adding into c: the same
+      // work each time).
+      capture(row, [&](cudaStream_t s) { (void)run(c.p, s); }, stream);
+      rows.push_back(std::move(row));
     };
 
     auto lt = [&](Config &cfg, const cublasLtMatmulAlgo_t &algo) {
@@ -538,9 +614,10 @@ int main(int argc, char **argv) {
     auto rowAlgos = proposals(handle, row, row.workspace, 16);
     if (rowAlgos.empty())
       std::printf("    row-major: no proposals\n");
-    for (size_t i = 0; i < rowAlgos.size(); ++i)
-      measure("row" + std::to_string(i), algoString(rowAlgos[i]),
-              lt(row, rowAlgos[i]), true);
+    // (Its proposals are the column-major ones in the same order, timed
+    // alike in the first run: bench/matmul-notes.md; the first is kept.)
+    if (!rowAlgos.empty())
+      measure("row0", algoString(rowAlgos[0]), lt(row, rowAlgos[0]), true);
 
     // Workspace sizes: the first proposal under each limit.
     std::vector<Config> wsConfigs(3);
@@ -555,6 +632,20 @@ int main(int argc, char **argv) {
         measure("ws" + std::to_string(wsMiB[w]), algoString(algos[0]),
                 lt(cfg, algos[0]), true);
     }
+
+    // The proposals for no workspace at all; the first also launched with
+    // the 32 MiB workspace offered (ws0@32), and h0 with none (h0@0): is the
+    // difference the algorithm or the workspace at launch?
+    Config none = col;
+    none.shared = true;
+    none.workspace = 0;
+    auto noneAlgos = proposals(handle, none, 0, 8);
+    if (!noneAlgos.empty())
+      measure("ws0@32", algoString(noneAlgos[0]), lt(col, noneAlgos[0]), true);
+    measure("h0@0", algoString(colAlgos[0]), lt(none, colAlgos[0]), true);
+    for (size_t i = 1; i < noneAlgos.size(); ++i)
+      measure("ws0-h" + std::to_string(i), algoString(noneAlgos[i]),
+              lt(none, noneAlgos[i]), true);
 
     // Split-K on the first proposal, where the output is under two waves
     // of 128 x 128 tiles.
@@ -587,6 +678,8 @@ int main(int argc, char **argv) {
         measure("h0-bf16", algoString(algos[0]), lt(half, algos[0]), false);
     }
 
+    timeInterleaved(rows, stream);
+
     // Report.
     const double gflop = 2.0 * cs.m * cs.n * cs.k * 1e-9;
     std::printf("%s [m %lld n %lld k %lld tA %d tB %d %s%s] x%d first, x%d "
@@ -600,14 +693,16 @@ int main(int argc, char **argv) {
     double rtMs = 0, bestMs = 1e30;
     std::string bestName;
     for (const Row &r : rows) {
-      std::printf("    %-10s %8.4f ms %6.1f TFLOP/s  diff %.2e %s  %s\n",
-                  r.variant.c_str(), r.ms, gflop / r.ms, r.diff,
+      const double ms = r.median();
+      std::printf("    %-10s %8.4f ms %6.1f TFLOP/s  nodes %zu  diff %.2e %s  "
+                  "%s\n",
+                  r.variant.c_str(), ms, gflop / ms, r.nodesPerLaunch, r.diff,
                   r.ok ? "ok" : "MISMATCH", r.algo.c_str());
       allOk = allOk && r.ok;
       if (r.variant == "rt")
-        rtMs = r.ms;
-      if (r.variant.find("bf16") == std::string::npos && r.ms < bestMs) {
-        bestMs = r.ms;
+        rtMs = ms;
+      if (r.variant.find("bf16") == std::string::npos && ms < bestMs) {
+        bestMs = ms;
         bestName = r.variant;
       }
     }

@@ -15,7 +15,7 @@
 // every input read once and every output written once; the device-to-device
 // copy (read + write) is the ceiling.
 //
-// Usage: MLTMemoryKernelsBench [reps]   (results:
+// Usage: MLTMemoryKernelsBench [reps] [sum_squares]   (results:
 // bench/memory-kernels-notes.md) Built with -DMLT_BENCH_OLD_API against the
 // launchers before the addend (rms_norm_bwd without one), it times the
 // production launchers only: the "before" column of the notes.
@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -268,6 +269,41 @@ void sumSquaresBench(Gradients &g) {
   });
   report("sum_squares f32, the 201 gradients (total per step)",
          ms * sizes.size(), bytes, 0);
+#ifndef MLT_BENCH_OLD_API
+  // The same sums in one sum_squares_multi call (what mlt-lower-to-runtime
+  // now emits): checked bit for bit against the 201 launches.
+  {
+    std::vector<const float *> xs;
+    std::vector<float *> outs;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      xs.push_back(g.tensor(k));
+      outs.push_back(g.out.p + k);
+    }
+    Buf<char> multiScratch(int64_t(sumSquaresMultiScratchBytes(
+                               sizes.data(), int64_t(sizes.size()))) +
+                               8,
+                           6);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> single(sizes.size()), multi(sizes.size());
+    CHECK_CUDA(cudaMemcpy(single.data(), g.out.p, sizes.size() * 4,
+                          cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemset(g.out.p, 0xFF, sizes.size() * 4));
+    const double multiMs = graphMs(1, [&](int, cudaStream_t s) {
+      CHECK_STATUS(launchSumSquaresMulti(outs.data(), xs.data(), sizes.data(),
+                                         int64_t(sizes.size()),
+                                         multiScratch.p, s));
+    });
+    CHECK_CUDA(cudaMemcpy(multi.data(), g.out.p, sizes.size() * 4,
+                          cudaMemcpyDeviceToHost));
+    const bool same =
+        std::memcmp(single.data(), multi.data(), sizes.size() * 4) == 0;
+    report(std::string("sum_squares_multi, the 201 gradients (") +
+               (same ? "same bits" : "MISMATCH") + ")",
+           multiMs, bytes, 0);
+    if (!same)
+      std::exit(1);
+  }
+#endif
   // Each size class alone.
   for (int64_t cls : {int64_t(2048), int64_t(256 * 2048), int64_t(2048 * 2048),
                       int64_t(5632 * 2048), int64_t(32000 * 2048)}) {
@@ -563,15 +599,22 @@ int main(int argc, char **argv) {
 #else
   std::printf("launchers: after\n\n");
 #endif
+  // A second argument "sum_squares" times the copy ceiling and sum_squares
+  // alone.
+  const bool onlySumSquares =
+      argc > 2 && std::string(argv[2]) == "sum_squares";
   copyCeiling();
-  rmsNormBench();
-  ropeBench();
+  if (!onlySumSquares) {
+    rmsNormBench();
+    ropeBench();
+  }
   {
     Gradients g;
     CHECK_CUDA(cudaDeviceSynchronize());
     sumSquaresBench(g);
 #ifndef MLT_BENCH_OLD_API
-    variants(g);
+    if (!onlySumSquares)
+      variants(g);
 #endif
   }
   CHECK_CUDA(cudaDeviceSynchronize());

@@ -61,8 +61,10 @@ struct MatmulShape {
 /// Runs matmuls on one device through cuBLASLt. Owns a cuBLASLt handle, a
 /// 32 MiB workspace (cudaMalloc'd once, by `create`) and the per-shape cache
 /// of descriptors and algorithms. A shape's algorithm is the first of
-/// cuBLASLt's heuristic, a choice that depends only on the shape, the GPU and
-/// the library, so runs are bit-reproducible. With MLT_CUBLASLT_TUNE=1 the
+/// cuBLASLt's heuristic asked for algorithms that need no workspace (faster
+/// on the H100, bench/matmul-notes.md), or, when it proposes none, for ones
+/// that fit the workspace: a choice that depends only on the shape, the GPU
+/// and the library, so runs are bit-reproducible. With MLT_CUBLASLT_TUNE=1 the
 /// first run of a shape times each of the heuristic's (up to 8) proposals on
 /// its operands instead (one untimed and three timed products, waiting for
 /// the stream: the first step only) and keeps the fastest, which may differ

@@ -83,6 +83,32 @@ TYPED_TEST(VectorOpsTest, SumOfSquaresAccumulatesInDouble) {
   EXPECT_NEAR(got, double(expected), double(expected) * n * 0x1p-53);
 }
 
+// Tests that sumsOfSquares (the sum_squares_multi kernel) gives each tensor
+// the float of its sumOfSquares, bit for bit, on random tensors of several
+// sizes (an empty one included), and writes every output.
+TYPED_TEST(VectorOpsTest, SumsOfSquaresMatchOneTensorAtATime) {
+  using T = TypeParam;
+  std::mt19937 rng(94);
+  const std::vector<int64_t> sizes = {1, 0, 7, 4096, 4097, 100003, 3};
+  std::vector<std::vector<T>> tensors;
+  std::vector<const T *> xs;
+  for (int64_t n : sizes) {
+    tensors.push_back(randomVector<T>(rng, n, -3.0, 3.0));
+    xs.push_back(tensors.back().data());
+  }
+  std::vector<float> sums(sizes.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float *> out;
+  for (float &sum : sums)
+    out.push_back(&sum);
+  sumsOfSquares<T>(out.data(), xs.data(), sizes.data(), sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const float expected = float(sumOfSquares<T>(xs[k], sizes[k]));
+    EXPECT_EQ(sums[k], expected) << "tensor " << k << " of " << sizes[k];
+  }
+  EXPECT_EQ(sums[1], 0.0f);
+  EXPECT_GT(sums[5], 0.0f);
+}
+
 // Tests float <-> double conversion.
 TEST(VectorOpsConvertTest, FloatDoubleRoundTrip) {
   std::mt19937 rng(93);

@@ -1,7 +1,8 @@
 //===- OptimizerTest.cpp - the optimizer CUDA kernels vs the CPU ----------===//
 //
-// Part of mlt. sum_squares, global_norm, clip_coefficient and AdamW on the
-// GPU against the CPU backend's computations on the same random inputs.
+// Part of mlt. sum_squares(_multi), global_norm, clip_coefficient and AdamW
+// on the GPU against the CPU backend's computations on the same random
+// inputs.
 // global_norm and clip_coefficient follow the CPU's order exactly and are
 // compared bit for bit. sum_squares sums in double in another order, so its
 // f32 result may differ by the last bit; it must be the same bits on every
@@ -142,6 +143,105 @@ TEST(CudaOptimizerTest, SumSquaresBackToBackAndInAGraph) {
     EXPECT_EQ(std::memcmp(&first[k], &first[count + k], sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(&first[k], &second[count + k], sizeof(float)), 0);
   }
+}
+
+// sum_squares_multi over 250 random tensors in one arena (three batches of
+// the kernel; sizes from empty through one and many blocks to 6M elements,
+// some not 16-byte aligned), into NaN-poisoned outputs: each sum the same
+// bits as launchSumSquares gives for its tensor alone, within 1 ulp of the
+// CPU's, and the same bits again when the launch is captured in a CUDA graph
+// and replayed.
+TEST(CudaOptimizerTest, SumSquaresMultiIsSumSquaresPerTensor) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(12);
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < 250; ++k) {
+    const int kind = k % 10;
+    sizes.push_back(kind < 5   ? int64_t(rng() % 5000)          // one block
+                    : kind < 9 ? int64_t(4097 + rng() % 300000) // several
+                               : int64_t((1 << 20) + rng() % 5000000));
+  }
+  sizes[3] = 0;
+  sizes[7] = 4096;
+  sizes[250 - 1] = 6000000;
+  // One arena, tensors one after another; every 7th starts one float past
+  // a 16-byte boundary.
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    total = (total + 3) / 4 * 4 + (k % 7 == 6 ? 1 : 0);
+    offsets.push_back(total);
+    total += sizes[k];
+  }
+  std::vector<float> arena = randomFloats(rng, total, -2.0f, 2.0f);
+  DeviceBuffer<float> dArena{size_t(total)};
+  dArena.upload(arena);
+  const size_t count = sizes.size();
+  std::vector<const float *> xs;
+  for (size_t k = 0; k < count; ++k)
+    xs.push_back(dArena.get() + offsets[k]);
+
+  DeviceBuffer<float> out(3 * count); // multi, multi in a graph, one by one
+  out.upload(std::vector<float>(3 * count, std::nanf("")));
+  std::vector<float *> multiOut, graphOut;
+  for (size_t k = 0; k < count; ++k) {
+    multiOut.push_back(out.get() + k);
+    graphOut.push_back(out.get() + count + k);
+  }
+  const size_t scratchBytes =
+      sumSquaresMultiScratchBytes(sizes.data(), int64_t(count));
+  size_t singleScratch = 0;
+  for (int64_t n : sizes)
+    singleScratch = std::max(singleScratch, sumSquaresScratchBytes(n));
+  EXPECT_LE(scratchBytes, size_t(112 * 1024 * 8));
+  DeviceBuffer<double> scratch(std::max(scratchBytes, singleScratch) / 8 + 1);
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_TRUE(launchSumSquaresMulti(multiOut.data(), xs.data(), sizes.data(),
+                                    int64_t(count), scratch.get(), stream));
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t k = 0; k < count; ++k)
+    ASSERT_TRUE(launchSumSquares(out.get() + 2 * count + k, xs[k], sizes[k],
+                                 scratch.get(), stream));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  ASSERT_TRUE(launchSumSquaresMulti(graphOut.data(), xs.data(), sizes.data(),
+                                    int64_t(count), scratch.get(), stream));
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  (void)cudaGraphExecDestroy(exec);
+  (void)cudaGraphDestroy(graph);
+  (void)cudaStreamDestroy(stream);
+  const std::vector<float> result = out.download();
+  for (size_t k = 0; k < count; ++k) {
+    SCOPED_TRACE(testing::Message()
+                 << "tensor " << k << " n " << sizes[k] << " offset "
+                 << offsets[k]);
+    const float multi = result[k], graphed = result[count + k],
+                single = result[2 * count + k];
+    ASSERT_FALSE(std::isnan(multi));
+    EXPECT_EQ(std::memcmp(&multi, &single, sizeof(float)), 0)
+        << multi << " vs " << single;
+    EXPECT_EQ(std::memcmp(&multi, &graphed, sizeof(float)), 0);
+    const float expected =
+        float(cpu::sumOfSquares(arena.data() + offsets[k], sizes[k]));
+    EXPECT_LE(ulpDistance(multi, expected), 1) << multi << " vs " << expected;
+  }
+  // Errors: a negative size, and partial sums without scratch.
+  int64_t negative = -1;
+  float *first = out.get();
+  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data(), &negative, 1,
+                                     scratch.get(), nullptr));
+  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data() + count - 1,
+                                     sizes.data() + count - 1, 1, nullptr,
+                                     nullptr));
 }
 
 TEST(CudaOptimizerTest, GlobalNormSumsInOrder) {

@@ -470,11 +470,30 @@ TEST(CpuBackendTest, CrossEntropyStats) {
                         "[0, 7)"));
 }
 
-// Tests sum_squares, global_norm and clip_coefficient.
+// Tests sum_squares, sum_squares_multi, global_norm and clip_coefficient.
 TEST(CpuBackendTest, NormAndClipping) {
   std::vector<float> x = {1, -2, 3, 0.5f};
   ASSERT_RUN(ss, runOne(Kernel::SumSquares, {f32({4}, x)}, {f32({})}, {4}));
   EXPECT_FLOAT_EQ((*ss)[1][0], 14.25f);
+
+  // sum_squares_multi: the sums of squares of its inputs, in order.
+  ASSERT_RUN(multi, runOne(Kernel::SumSquaresMulti,
+                           {f32({4}, x), f32({2}, {2, -0.25f}), f32({1}, {-3})},
+                           {f32({}), f32({}), f32({})}, {4, 2, 1}));
+  EXPECT_FLOAT_EQ((*multi)[3][0], 14.25f);
+  EXPECT_FLOAT_EQ((*multi)[4][0], 4.0625f);
+  EXPECT_FLOAT_EQ((*multi)[5][0], 9.0f);
+  // The verifier asks for as many outputs and sizes as inputs.
+  auto mismatched = runOne(Kernel::SumSquaresMulti,
+                           {f32({4}, x), f32({1}, {-3})}, {f32({})}, {4, 1});
+  ASSERT_FALSE(mismatched);
+  EXPECT_THAT(mismatched.status().message(),
+              HasSubstr("expects N >= 1 inputs, N outputs and N integer "
+                        "attributes, has 2, 1 and 2"));
+  auto wrongSize = runOne(Kernel::SumSquaresMulti,
+                          {f32({4}, x), f32({1}, {-3})},
+                          {f32({}), f32({})}, {4, 2});
+  ASSERT_FALSE(wrongSize);
 
   ASSERT_RUN(norm, runOne(Kernel::GlobalNorm,
                           {f32({}, {9}), f32({}, {16}), f32({}, {0})},

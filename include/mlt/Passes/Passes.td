@@ -404,7 +404,10 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
       fresh temporary; `mlt.reshape` names its operand's buffer (row-major
       data does not move); `mlt.attention` also writes its softmax statistics,
       which the matching `mlt.attention_grad` reads;
-    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient.
+    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient;
+    - consecutive `mlt.sum_squares` (the gradient norm's, one per gradient)
+      become one `sum_squares_multi` launch: the same sums, one pass over
+      all the gradients instead of a launch per gradient.
 
     Everything else is erased; the module keeps its `mlt.model` attribute.
 

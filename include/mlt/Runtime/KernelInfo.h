@@ -76,9 +76,10 @@ inline bool allowsNoMeshAxis(Kernel kernel) {
 /// Whether operand `operand` (inputs first, then outputs) of `kernel`, an
 /// instruction with `numInputs` inputs, is one of the optimizer's f32
 /// scalars: the plan format fixes them to f32 whatever float type the model
-/// computes in (sum_squares' sum; global_norm's and clip_coefficient's
-/// operands; adamw's grad_scale and hyper-parameters). Every backend checks
-/// them apart from the computed operands, which share one type.
+/// computes in (sum_squares' sum, sum_squares_multi's sums; global_norm's
+/// and clip_coefficient's operands; adamw's grad_scale and hyper-parameters).
+/// Every backend checks them apart from the computed operands, which share
+/// one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
 
 /// adamw_multi's trailing scalar inputs (grad_scale, lr, beta1, beta2, eps,

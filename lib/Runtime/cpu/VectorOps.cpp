@@ -44,6 +44,13 @@ template <typename T> double mlt::cpu::sumOfSquares(const T *x, int64_t n) {
   return sum;
 }
 
+template <typename T>
+void mlt::cpu::sumsOfSquares(float *const *out, const T *const *xs,
+                             const int64_t *ns, size_t count) {
+  for (size_t k = 0; k < count; ++k)
+    *out[k] = float(sumOfSquares(xs[k], ns[k]));
+}
+
 template <typename Src, typename Dst>
 void mlt::cpu::convert(Dst *out, const Src *in, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -66,7 +73,9 @@ void mlt::cpu::castBF16ToFloat(float *out, const uint16_t *in, int64_t n) {
   template void mlt::cpu::axpy<T>(T *, const T *, int64_t, T);                 \
   template void mlt::cpu::accumulate<T>(T *, const T *, int64_t);              \
   template void mlt::cpu::scale<T>(T *, int64_t, T);                           \
-  template double mlt::cpu::sumOfSquares<T>(const T *, int64_t);
+  template double mlt::cpu::sumOfSquares<T>(const T *, int64_t);             \
+  template void mlt::cpu::sumsOfSquares<T>(float *const *, const T *const *,  \
+                                           const int64_t *, size_t);
 MLT_INSTANTIATE_VECTOROPS(float)
 MLT_INSTANTIATE_VECTOROPS(double)
 template void mlt::cpu::convert<float, double>(double *, const float *,

@@ -88,6 +88,7 @@ bool supportsKernel(Kernel kernel) {
   case Kernel::ShardSlice:
   // optimizer.h
   case Kernel::SumSquares:
+  case Kernel::SumSquaresMulti:
   case Kernel::GlobalNorm:
   case Kernel::ClipCoefficient:
   case Kernel::AdamW:
@@ -935,6 +936,21 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     if (!partials)
       return partials.takeStatus();
     return launchSumSquares(f(out[0]), f(in[0]), a[0], *partials, s);
+  }
+  case Kernel::SumSquaresMulti: {
+    // x_k -> s_k; ints n_k.
+    std::vector<const float *> xs;
+    std::vector<float *> sums;
+    for (const BufferView &x : in)
+      xs.push_back(x.as<const float>());
+    for (const BufferView &sum : out)
+      sums.push_back(f(sum));
+    StatusOr<void *> partials =
+        scratch(sumSquaresMultiScratchBytes(a.data(), int64_t(a.size())));
+    if (!partials)
+      return partials.takeStatus();
+    return launchSumSquaresMulti(sums.data(), xs.data(), a.data(),
+                                 int64_t(xs.size()), *partials, s);
   }
   case Kernel::GlobalNorm: {
     std::vector<const float *> parts;

@@ -613,6 +613,18 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     *out[0].as<float>() = float(cpu::sumOfSquares(f(in[0]), a[0]));
     return Status::ok();
 
+  case Kernel::SumSquaresMulti: {
+    // x0..x(N-1) -> s0..s(N-1); ints: n0..n(N-1).
+    std::vector<const T *> xs;
+    std::vector<float *> sums;
+    for (const BufferView &x : in)
+      xs.push_back(f(x));
+    for (const BufferView &sum : out)
+      sums.push_back(sum.as<float>());
+    cpu::sumsOfSquares(sums.data(), xs.data(), a.data(), xs.size());
+    return Status::ok();
+  }
+
   case Kernel::GlobalNorm: {
     double sum = 0.0;
     for (const BufferView &part : in)

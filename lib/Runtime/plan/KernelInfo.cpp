@@ -61,6 +61,8 @@ bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
   switch (kernel) {
   case Kernel::SumSquares:
     return operand == numInputs; // the sum, not the tensor
+  case Kernel::SumSquaresMulti:
+    return operand >= numInputs; // the sums
   case Kernel::GlobalNorm:
   case Kernel::ClipCoefficient:
     return true;

@@ -379,6 +379,10 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     spec.inputs = {a[0]};
     spec.outputs = {1};
     break;
+  case Kernel::SumSquaresMulti: // x_k -> s_k; ints n_k
+    spec.inputs = a;
+    spec.outputs.assign(numInputs, 1);
+    break;
   case Kernel::GlobalNorm:
     spec.inputs.assign(numInputs, 1);
     spec.outputs = {1};
@@ -580,6 +584,13 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
       arity("float attributes", signature.floats, inst.floats.size()));
   if (inst.kernel == Kernel::GlobalNorm && inst.inputs.empty())
     return errorf("expects at least 1 input, has 0");
+  if (inst.kernel == Kernel::SumSquaresMulti &&
+      (inst.inputs.empty() || inst.outputs.size() != inst.inputs.size() ||
+       inst.ints.size() != inst.inputs.size()))
+    return errorf("expects N >= 1 inputs, N outputs and N integer attributes, "
+                  "has ",
+                  inst.inputs.size(), ", ", inst.outputs.size(), " and ",
+                  inst.ints.size());
   if (inst.kernel == Kernel::AdamW && inst.outputs.size() != 3 &&
       inst.outputs.size() != 4)
     return errorf("expects 3 outputs (param, m, v) or 4 (and the compute "

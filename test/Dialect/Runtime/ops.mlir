@@ -44,6 +44,7 @@ mlt_rt.buffer @t1 temporary offset 1024 : tensor<4x32x64xf32>
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@x, @w] -> [@y] ints [8, 4] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "transpose" [@y] -> [@yt] ints [2, 8, 4, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@y] -> [@s0] ints [32]
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@y, @w] -> [@s0, @n] ints [32, 4]
 // CHECK-NEXT: mlt_rt.launch "global_norm" [@s0, @s1, @s0] -> [@n]
 // CHECK-NEXT: mlt_rt.launch "clip_coefficient" [@n, @s1] -> [@s1]
 // CHECK-NEXT: }
@@ -67,6 +68,7 @@ module attributes {mlt_rt.arena_bytes = 4096 : i64, mlt_rt.microbatches = 2 : i6
     mlt_rt.launch "rms_norm_fwd" [@x, @w] -> [@y] ints [8, 4] floats [1.0e-05]
     mlt_rt.launch "transpose" [@y] -> [@yt] ints [2, 8, 4, 1, 0]
     mlt_rt.launch "sum_squares" [@y] -> [@s0] ints [32]
+    mlt_rt.launch "sum_squares_multi" [@y, @w] -> [@s0, @n] ints [32, 4]
     mlt_rt.launch "global_norm" [@s0, @s1, @s0] -> [@n]
     mlt_rt.launch "clip_coefficient" [@n, @s1] -> [@s1]
   }

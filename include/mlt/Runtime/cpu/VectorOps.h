@@ -49,6 +49,12 @@ template <typename T> void scale(T *x, int64_t n, T alpha);
 /// sum_i x[i]^2, accumulated in double.
 template <typename T> double sumOfSquares(const T *x, int64_t n);
 
+/// out[k] = float(sumOfSquares(xs[k], ns[k])) for k < count: the
+/// sum_squares_multi kernel, the same numbers as count sumOfSquares calls.
+template <typename T>
+void sumsOfSquares(float *const *out, const T *const *xs, const int64_t *ns,
+                   size_t count);
+
 /// out[i] = Dst(in[i]) between float and double (rounds to nearest when
 /// narrowing). Instantiated for (float, double) and (double, float).
 template <typename Src, typename Dst>

@@ -2,7 +2,8 @@
 //
 // Part of mlt. Host launchers of optimizer.cuh: sum_squares (optimizer.cuh's
 // sumSquaresBlocks; one kernel for one block, else a second that combines
-// the partials), the batching of global_norm's pointers,
+// the partials), sum_squares_multi (the same per tensor, batches of tensors
+// in one grid), the batching of global_norm's pointers,
 // and the choice of AdamW's vector path.
 //
 //===----------------------------------------------------------------------===//
@@ -44,6 +45,80 @@ rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
         sumPartialsKernel, dim3(1), dim3(kReduceThreads), 0, stream, out,
         static_cast<const double *>(partials), blocks));
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares (partials)");
+  }
+  return rt::Status::ok();
+}
+
+namespace {
+
+/// The partial sums one batch of sum_squares_multi writes: those of its
+/// tensors with more than one block.
+size_t multiBatchPartials(const int64_t *ns, int64_t count) {
+  size_t partials = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    const int blocks = sumSquaresBlocks(ns[k]);
+    if (blocks > 1)
+      partials += size_t(blocks);
+  }
+  return partials;
+}
+
+} // namespace
+
+size_t mlt::cuda::sumSquaresMultiScratchBytes(const int64_t *ns,
+                                              int64_t count) {
+  // Batches run one after another on the stream and reuse the scratch.
+  size_t most = 0;
+  for (int64_t done = 0; done < count; done += kSumSquaresMultiBatch)
+    most = std::max(most,
+                    multiBatchPartials(ns + done,
+                                       std::min<int64_t>(count - done,
+                                                         kSumSquaresMultiBatch)));
+  return most * sizeof(double);
+}
+
+rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
+                                            const float *const *xs,
+                                            const int64_t *ns, int64_t count,
+                                            void *scratch,
+                                            cudaStream_t stream) {
+  if (count < 0)
+    return rt::errorf("sum_squares_multi: negative count ", count);
+  for (int64_t k = 0; k < count; ++k)
+    if (ns[k] < 0)
+      return rt::errorf("sum_squares_multi: negative element count ", ns[k],
+                        " of tensor ", k);
+  double *partials = static_cast<double *>(scratch);
+  for (int64_t done = 0; done < count; done += kSumSquaresMultiBatch) {
+    SumSquaresMultiBatch batch{};
+    batch.count = int(std::min<int64_t>(count - done, kSumSquaresMultiBatch));
+    int blocks = 0, partialCount = 0;
+    for (int k = 0; k < batch.count; ++k) {
+      batch.x[k] = xs[done + k];
+      batch.out[k] = out[done + k];
+      batch.n[k] = ns[done + k];
+      batch.vector[k] = isAligned16(xs[done + k]);
+      batch.firstBlock[k] = blocks;
+      batch.firstPartial[k] = partialCount;
+      const int tensorBlocks = sumSquaresBlocks(ns[done + k]);
+      blocks += tensorBlocks;
+      if (tensorBlocks > 1)
+        partialCount += tensorBlocks;
+    }
+    batch.firstBlock[batch.count] = blocks;
+    if (partialCount > 0 && !partials)
+      return rt::errorf("sum_squares_multi: no scratch memory for ",
+                        partialCount, " partial sums");
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresMultiKernel,
+                                             dim3(blocks), dim3(kReduceThreads),
+                                             0, stream, partials, batch));
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares_multi");
+    if (partialCount > 0) {
+      MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+          sumPartialsMultiKernel, dim3(batch.count), dim3(kReduceThreads), 0,
+          stream, static_cast<const double *>(partials), batch));
+      MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares_multi (partials)");
+    }
   }
   return rt::Status::ok();
 }

@@ -20,6 +20,18 @@
 //   last block to arrive at an atomic counter combined the partials, in one
 //   kernel, measured slower over the 201 gradients of a step: 1.92 against
 //   1.90 ms; bench/memory-kernels-notes.md.)
+// - sumSquaresMultiKernel: sum_squares over up to kSumSquaresMultiBatch
+//   tensors in one grid (a batch, passed by value). Tensor k owns blocks
+//   [firstBlock[k], firstBlock[k + 1]) of the grid, B_k =
+//   sumSquaresBlocks(n_k) of them, and block firstBlock[k] + b computes what
+//   block b of sumSquaresKernel computes for that tensor alone (the same
+//   elements per thread in the same order, the vector path exactly when x_k
+//   is 16-byte aligned, the same block tree); with B_k == 1 it writes
+//   float(sum) to out_k, else its double partial to
+//   partials[firstPartial[k] + b]. sumPartialsMultiKernel (block k, queued
+//   after it) then combines tensor k's partials as sumPartialsKernel does
+//   (blocks of tensors with B_k == 1 return at once). Each sum is therefore
+//   the same bits as launchSumSquares gives, and no atomics.
 // - Every kernel of the family that the launchers queue with
 //   launchDependent waits for its predecessors before it touches memory
 //   (common.cuh).
@@ -98,13 +110,13 @@ __device__ __forceinline__ double addSquares(double sum, float4 v) {
   return fma(double(v.w), double(v.w), sum);
 }
 
+/// The sum of squares of x[0..n) by block `block` of `blocks` (threads
+/// kReduceThreads), in sumSquaresKernel's order; valid in thread 0.
 template <bool kVector>
-__global__ void __launch_bounds__(kReduceThreads)
-    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
-  const int64_t thread = int64_t(blockIdx.x) * kReduceThreads + threadIdx.x;
-  const int64_t stride = int64_t(gridDim.x) * kReduceThreads;
-  waitForPredecessors();
-  allowDependents();
+__device__ __forceinline__ double blockSumOfSquares(const float *x, int64_t n,
+                                                    int block, int blocks) {
+  const int64_t thread = int64_t(block) * kReduceThreads + threadIdx.x;
+  const int64_t stride = int64_t(blocks) * kReduceThreads;
   double sum = 0.0;
   int64_t scalarStart = 0;
   if constexpr (kVector) {
@@ -127,7 +139,16 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
   for (int64_t i = scalarStart + thread; i < n; i += stride)
     sum = fma(double(x[i]), double(x[i]), sum);
-  sum = blockSum(sum);
+  return blockSum(sum);
+}
+
+template <bool kVector>
+__global__ void __launch_bounds__(kReduceThreads)
+    sumSquaresKernel(float *out, double *partials, const float *x, int64_t n) {
+  waitForPredecessors();
+  allowDependents();
+  const double sum =
+      blockSumOfSquares<kVector>(x, n, int(blockIdx.x), int(gridDim.x));
   if (threadIdx.x == 0) {
     if (gridDim.x == 1)
       *out = float(sum);
@@ -147,6 +168,73 @@ static __global__ void __launch_bounds__(kReduceThreads)
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     *out = float(sum);
+}
+
+/// Tensors of one sum_squares_multi grid: kSumSquaresMultiBatch keeps the
+/// batch (passed by value) under the 4 KiB of a kernel's parameters.
+inline constexpr int kSumSquaresMultiBatch = 112;
+struct SumSquaresMultiBatch {
+  const float *x[kSumSquaresMultiBatch];
+  float *out[kSumSquaresMultiBatch];
+  int64_t n[kSumSquaresMultiBatch];
+  /// Tensor k's blocks: [firstBlock[k], firstBlock[k + 1]).
+  int firstBlock[kSumSquaresMultiBatch + 1];
+  /// Where tensor k's partials start (unused when it has one block).
+  int firstPartial[kSumSquaresMultiBatch];
+  /// Whether x[k] is 16-byte aligned (sumSquaresKernel<true>'s order).
+  bool vector[kSumSquaresMultiBatch];
+  int count;
+};
+static_assert(sizeof(SumSquaresMultiBatch) + sizeof(void *) <= 4096,
+              "a kernel's parameters hold at most 4 KiB");
+
+static __global__ void __launch_bounds__(kReduceThreads)
+    sumSquaresMultiKernel(double *partials, SumSquaresMultiBatch batch) {
+  // The tensor whose blocks hold this one: the last k with firstBlock[k] <=
+  // blockIdx.x (binary search over the batch's prefix).
+  const int block = int(blockIdx.x);
+  int lo = 0, hi = batch.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.firstBlock[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int k = lo;
+  const int local = block - batch.firstBlock[k];
+  const int blocks = batch.firstBlock[k + 1] - batch.firstBlock[k];
+  const float *x = batch.x[k];
+  waitForPredecessors();
+  allowDependents();
+  const double sum =
+      batch.vector[k]
+          ? blockSumOfSquares<true>(x, batch.n[k], local, blocks)
+          : blockSumOfSquares<false>(x, batch.n[k], local, blocks);
+  if (threadIdx.x == 0) {
+    if (blocks == 1)
+      *batch.out[k] = float(sum);
+    else
+      partials[batch.firstPartial[k] + local] = sum;
+  }
+}
+
+/// Block k: tensor k's partials combined as sumPartialsKernel does.
+static __global__ void __launch_bounds__(kReduceThreads)
+    sumPartialsMultiKernel(const double *partials, SumSquaresMultiBatch batch) {
+  const int k = int(blockIdx.x);
+  const int count = batch.firstBlock[k + 1] - batch.firstBlock[k];
+  waitForPredecessors();
+  allowDependents();
+  if (count == 1)
+    return;
+  const double *mine = partials + batch.firstPartial[k];
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < count; i += kReduceThreads)
+    sum += mine[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    *batch.out[k] = float(sum);
 }
 
 /// One batch of global_norm's parts.

@@ -36,6 +36,23 @@ size_t sumSquaresScratchBytes(int64_t n);
 rt::Status launchSumSquares(float *out, const float *x, int64_t n,
                             void *scratch, cudaStream_t stream);
 
+/// The device scratch launchSumSquaresMulti needs for tensors of ns[0..count)
+/// elements (8 bytes per partial sum of one batch of tensors; at most
+/// 112 * 1024 * 8 bytes).
+size_t sumSquaresMultiScratchBytes(const int64_t *ns, int64_t count);
+
+/// *out[k] = float(sum_i double(xs[k][i])^2) for k < count, each the same
+/// bits launchSumSquares(out[k], xs[k], ns[k]) gives, in two kernels per
+/// batch of up to 112 tensors (one that reads every tensor, one that combines
+/// the partial sums of those with several blocks) instead of up to two per
+/// tensor. `out`, `xs` and `ns` are host arrays of `count` entries, read
+/// before the call returns; `scratch` holds
+/// sumSquaresMultiScratchBytes(ns, count) bytes (8-byte aligned) and may be
+/// null when that is 0.
+rt::Status launchSumSquaresMulti(float *const *out, const float *const *xs,
+                                 const int64_t *ns, int64_t count,
+                                 void *scratch, cudaStream_t stream);
+
 /// The device scratch launchGlobalNorm needs (8 bytes).
 inline constexpr size_t kGlobalNormScratchBytes = 8;
 

@@ -11,11 +11,17 @@
 # (default .carry-gemm): MLTRuntimeCUDATests, MLTMatmulBench,
 # MLTMemoryKernelsBench, lib/ (OpenBLAS for the tests), and optionally
 # bin-before/mlt-run + plans/before.mltplan and bin-after/mlt-run +
-# plans/after.mltplan. STEPS (default 12) steps per run. Logs go to $OUT.
+# plans/after.mltplan (or all of these in $C/pack.tar.xz). STEPS (default
+# 12) steps per run. Logs go to $OUT.
 #
 # ===----------------------------------------------------------------------=== #
 
 C=${C:-.carry-gemm}
+# A carry folder near the 64 MiB limit ships its files as pack.tar.xz.
+if [ -f "$C/pack.tar.xz" ]; then
+  mkdir -p /tmp/carry-unpacked && tar -xJf "$C/pack.tar.xz" -C /tmp/carry-unpacked
+  C=/tmp/carry-unpacked
+fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/$C/lib:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -260,10 +260,12 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
         usable.push_back(results[i].algo);
     return usable;
   };
-  // Proposals that need no workspace first: on the H100 the first of them
-  // is the 32 MiB query's first kernel configuration, yet each product runs
-  // ~1.6 us faster (bench/matmul-notes.md); the workspace remains for
-  // shapes that no workspace-free algorithm handles.
+  // Proposals that need no workspace first, launched without one: on the
+  // H100 the first of them has the 32 MiB query's first kernel
+  // configuration, but a call offered a workspace queues a second node
+  // before the kernel for most shapes, 1.5-2.3 us per product
+  // (bench/matmul-notes.md). The workspace remains for shapes that no
+  // workspace-free algorithm handles.
   for (uint64_t workspaceBytes : {uint64_t(0), uint64_t(kWorkspaceBytes)}) {
     auto proposals = propose(workspaceBytes);
     if (!proposals)

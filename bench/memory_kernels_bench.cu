@@ -270,7 +270,7 @@ void sumSquaresBench(Gradients &g) {
   report("sum_squares f32, the 201 gradients (total per step)",
          ms * sizes.size(), bytes, 0);
 #ifndef MLT_BENCH_OLD_API
-  // The same sums in one sum_squares_multi call (what mlt-lower-to-runtime
+  // The same sums in one sum_squares_multi call (what mlt-multi-tensor
   // now emits): checked bit for bit against the 201 launches.
   {
     std::vector<const float *> xs;

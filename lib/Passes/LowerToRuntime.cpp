@@ -469,57 +469,9 @@ private:
         return failure();
     if (values.lookup(result) != resultOutputs.lookup(result))
       return ret.emitOpError("returns a value that no kernel computes");
-    fuseSumSquares(program);
     return success();
   }
 
-  /// Replaces each run of two or more consecutive `sum_squares` launches of
-  /// `program` (the gradient norm's, one per gradient) by one
-  /// `sum_squares_multi` launch with their inputs, outputs and sizes in
-  /// order: the same sums (Kernels.def), in one pass over the gradients
-  /// instead of a launch (or two) per gradient. Nothing runs between the
-  /// launches of a run, so the order of every other launch is kept. A run
-  /// holds gradients of one element type (an instruction computes in one).
-  void fuseSumSquares(rtir::ProgramOp program) {
-    SmallVector<rtir::LaunchOp> run;
-    Type runType;
-    auto flush = [&] {
-      if (run.size() >= 2) {
-        SmallVector<Attribute> ins, outs;
-        SmallVector<int64_t> sizes;
-        for (rtir::LaunchOp launch : run) {
-          llvm::append_range(ins, launch.getInputs());
-          llvm::append_range(outs, launch.getOutputs());
-          llvm::append_range(sizes, launch.getInts());
-        }
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(run.front());
-        rtir::LaunchOp::create(b, run.front().getLoc(),
-                               b.getStringAttr("sum_squares_multi"),
-                               b.getArrayAttr(ins), b.getArrayAttr(outs),
-                               b.getDenseI64ArrayAttr(sizes),
-                               b.getDenseF64ArrayAttr({}));
-        for (rtir::LaunchOp launch : run)
-          launch.erase();
-      }
-      run.clear();
-    };
-    for (Operation &op :
-         llvm::make_early_inc_range(program.getBody().front())) {
-      auto launch = dyn_cast<rtir::LaunchOp>(&op);
-      if (!launch || launch.getKernel() != "sum_squares") {
-        flush();
-        continue;
-      }
-      Type type = getElementTypeOrSelf(
-          bufferType(cast<FlatSymbolRefAttr>(launch.getInputs()[0])));
-      if (type != runType)
-        flush();
-      runType = type;
-      run.push_back(launch);
-    }
-    flush();
-  }
 
   ModuleOp module;
   OpBuilder b;

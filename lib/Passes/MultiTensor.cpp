@@ -1,13 +1,16 @@
 //===- MultiTensor.cpp - multi-tensor optimizer launches ------------------===//
 //
 // Part of mlt. Implements mlt-multi-tensor (Passes.td): runs of adamw
-// launches with the same scalars become one adamw_multi launch.
+// launches with the same scalars become one adamw_multi launch, runs of
+// sum_squares launches over one element type one sum_squares_multi launch.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/KernelInfo.h"
+
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTMULTITENSOR
@@ -32,6 +35,55 @@ bool groupable(rtir::LaunchOp launch, rtir::LaunchOp first) {
          (launch.getOutputs().size() == first.getOutputs().size() &&
           launch.getInputs().getValue().drop_front() ==
               first.getInputs().getValue().drop_front());
+}
+
+/// The element type of the buffer `ref` names (null if it names none).
+Type elementTypeOf(Operation *from, Attribute ref) {
+  auto buffer = SymbolTable::lookupNearestSymbolFrom<rtir::BufferOp>(
+      from, cast<FlatSymbolRefAttr>(ref));
+  return buffer ? buffer.getTensorType().getElementType() : Type();
+}
+
+/// Whether `launch` can join a group of sum_squares led by `first`: both on
+/// the compute stream with no tokens, their inputs of one element type (a
+/// launch computes in one).
+bool groupableSumSquares(rtir::LaunchOp launch, rtir::LaunchOp first) {
+  if (launch.getKernel() != "sum_squares" || launch.getStreamIndex() != 0 ||
+      !launch.getWaits().empty() || launch.getToken())
+    return false;
+  return !first || elementTypeOf(launch, launch.getInputs()[0]) ==
+                       elementTypeOf(first, first.getInputs()[0]);
+}
+
+/// Whether `launch` can join the group led by `first` (any group when
+/// `first` is null: whether it can start one).
+bool groupableAny(rtir::LaunchOp launch, rtir::LaunchOp first) {
+  if (first && first.getKernel() != launch.getKernel())
+    return false;
+  return groupable(launch, first) || groupableSumSquares(launch, first);
+}
+
+/// One sum_squares_multi launch in place of `group` (at least two
+/// launches): their inputs, outputs and sizes in order.
+void replaceSumSquaresGroup(MutableArrayRef<rtir::LaunchOp> group) {
+  rtir::LaunchOp first = group.front();
+  SmallVector<Attribute> inputs, outputs;
+  SmallVector<int64_t> ints;
+  for (rtir::LaunchOp launch : group) {
+    llvm::append_range(inputs, launch.getInputs());
+    llvm::append_range(outputs, launch.getOutputs());
+    llvm::append_range(ints, launch.getInts());
+  }
+  OpBuilder b(first);
+  rtir::LaunchOp::create(b, first.getLoc(),
+                         b.getStringAttr("sum_squares_multi"),
+                         b.getArrayAttr(inputs), b.getArrayAttr(outputs),
+                         b.getDenseI64ArrayAttr(ints),
+                         b.getDenseF64ArrayAttr({}), /*stream=*/IntegerAttr(),
+                         /*waits=*/b.getDenseI64ArrayAttr({}),
+                         /*token=*/IntegerAttr());
+  for (rtir::LaunchOp member : group)
+    member.erase();
 }
 
 /// One adamw_multi launch in place of `group` (at least two launches).
@@ -69,18 +121,23 @@ public:
       SmallVector<SmallVector<rtir::LaunchOp>> groups(1);
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
         SmallVector<rtir::LaunchOp> &group = groups.back();
-        if (groupable(launch, group.empty() ? nullptr : group.front())) {
+        if (groupableAny(launch, group.empty() ? nullptr : group.front())) {
           group.push_back(launch);
           continue;
         }
         if (!group.empty())
           groups.emplace_back();
-        if (groupable(launch, nullptr))
+        if (groupableAny(launch, nullptr))
           groups.back().push_back(launch);
       }
-      for (MutableArrayRef<rtir::LaunchOp> group : groups)
-        if (group.size() >= 2)
+      for (MutableArrayRef<rtir::LaunchOp> group : groups) {
+        if (group.size() < 2)
+          continue;
+        if (group.front().getKernel() == "sum_squares")
+          replaceSumSquaresGroup(group);
+        else
           replaceGroup(group);
+      }
     }
   }
 };

@@ -7,9 +7,8 @@
 // on the matrices only), the token, label and hyper-parameter inputs, the
 // loss and gradient-norm outputs, the loss seed as a constant, and exactly
 // this launch order in each program (micro_step, micro_step_first,
-// optimizer_step, whose consecutive sum_squares become one
-// sum_squares_multi); and that the module keeps its model attribute and
-// gains the number of micro-batches.
+// optimizer_step); and that the module keeps its model attribute and gains
+// the number of micro-batches.
 module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, intermediate_size = 12, num_layers = 1, num_heads = 2, num_kv_heads = 1, head_dim = 4, max_position_embeddings = 32, rms_norm_eps = 1.0e-05, rope_theta = 1.0e+04, tie_word_embeddings = false>} {
   mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
   mlt.param @"model.norm.weight" : tensor<8xf32>
@@ -78,7 +77,9 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-NEXT: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH1]]] -> [@"grad:model.embed_tokens.weight"] ints [8, 16, 8]
 // CHECK-NEXT: }
 // CHECK-NEXT: mlt_rt.program @optimizer_step {
-// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@"grad:model.embed_tokens.weight", @"grad:model.norm.weight", @"grad:lm_head.weight"] -> [@[[S0:t[0-9]+]], @[[S1:t[0-9]+]], @[[S2:t[0-9]+]]] ints [128, 8, 128]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@"grad:model.embed_tokens.weight"] -> [@[[S0:t[0-9]+]]] ints [128]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@"grad:model.norm.weight"] -> [@[[S1:t[0-9]+]]] ints [8]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@"grad:lm_head.weight"] -> [@[[S2:t[0-9]+]]] ints [128]
 // CHECK-NEXT: mlt_rt.launch "global_norm" [@[[S0]], @[[S1]], @[[S2]]] -> [@grad_norm]
 // CHECK-NEXT: mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@[[COEF:t[0-9]+]]]
 // CHECK-NEXT: mlt_rt.launch "adamw" [@"grad:model.embed_tokens.weight", @[[COEF]], @hyper.lr, @hyper.beta1, @hyper.beta2, @hyper.eps, @hyper.weight_decay, @hyper.step] -> [@"param:model.embed_tokens.weight", @"exp_avg:model.embed_tokens.weight", @"exp_avg_sq:model.embed_tokens.weight"] ints [128, 1]

@@ -53,3 +53,50 @@ module {
     mlt_rt.launch "adamw" [@gd, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pd, @md, @vd] ints [16, 1] token 0
   }
 }
+
+// -----
+
+// Tests that consecutive sum_squares become one sum_squares_multi with their
+// inputs, outputs and sizes in order; that a run ends where the inputs'
+// element type changes (a launch computes in one type), at another launch in
+// between, and at a launch on another stream or with tokens; and that a run
+// of one stays sum_squares.
+// CHECK-LABEL: mlt_rt.program @optimizer_step {
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@a, @b] -> [@sa, @sb] ints [4, 8]{{$}}
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@c, @d] -> [@sc, @sd] ints [3, 5]{{$}}
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@e] -> [@se] ints [6]{{$}}
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@se] -> [@re] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@f, @a] -> [@sf, @sa] ints [7, 4]{{$}}
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@b] -> [@sb] ints [8] token 0
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@e] -> [@se] ints [6] stream 1 waits [0]
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sa, @sb, @sc, @sd, @re, @sf] -> [@n]
+// CHECK-NEXT: }
+module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
+  mlt_rt.buffer @a gradient {parameter = "a"} : tensor<4xf32>
+  mlt_rt.buffer @b gradient {parameter = "b"} : tensor<2x4xf32>
+  mlt_rt.buffer @c gradient {parameter = "c"} : tensor<3xf64>
+  mlt_rt.buffer @d gradient {parameter = "d"} : tensor<5xf64>
+  mlt_rt.buffer @e gradient {parameter = "e"} : tensor<6xf32>
+  mlt_rt.buffer @f gradient {parameter = "f"} : tensor<7xf32>
+  mlt_rt.buffer @sa temporary : tensor<f32>
+  mlt_rt.buffer @sb temporary : tensor<f32>
+  mlt_rt.buffer @sc temporary : tensor<f32>
+  mlt_rt.buffer @sd temporary : tensor<f32>
+  mlt_rt.buffer @se temporary : tensor<f32>
+  mlt_rt.buffer @re temporary : tensor<f32>
+  mlt_rt.buffer @sf temporary : tensor<f32>
+  mlt_rt.buffer @n output : tensor<f32>
+  mlt_rt.program @optimizer_step {
+    mlt_rt.launch "sum_squares" [@a] -> [@sa] ints [4]
+    mlt_rt.launch "sum_squares" [@b] -> [@sb] ints [8]
+    mlt_rt.launch "sum_squares" [@c] -> [@sc] ints [3]
+    mlt_rt.launch "sum_squares" [@d] -> [@sd] ints [5]
+    mlt_rt.launch "sum_squares" [@e] -> [@se] ints [6]
+    mlt_rt.launch "all_reduce_sum" [@se] -> [@re] ints [1, 0]
+    mlt_rt.launch "sum_squares" [@f] -> [@sf] ints [7]
+    mlt_rt.launch "sum_squares" [@a] -> [@sa] ints [4]
+    mlt_rt.launch "sum_squares" [@b] -> [@sb] ints [8] token 0
+    mlt_rt.launch "sum_squares" [@e] -> [@se] ints [6] stream 1 waits [0]
+    mlt_rt.launch "global_norm" [@sa, @sb, @sc, @sd, @re, @sf] -> [@n]
+  }
+}

@@ -404,10 +404,7 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
       fresh temporary; `mlt.reshape` names its operand's buffer (row-major
       data does not move); `mlt.attention` also writes its softmax statistics,
       which the matching `mlt.attention_grad` reads;
-    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient;
-    - consecutive `mlt.sum_squares` (the gradient norm's, one per gradient)
-      become one `sum_squares_multi` launch: the same sums, one pass over
-      all the gradients instead of a launch per gradient.
+    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient.
 
     Everything else is erased; the module keeps its `mlt.model` attribute.
 
@@ -426,7 +423,7 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
 }
 
 def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
-  let summary = "groups per-parameter adamw launches into multi-tensor launches";
+  let summary = "groups per-parameter adamw and sum_squares launches into multi-tensor launches";
   let description = [{
     Replaces each run of consecutive `adamw` launches of a program that share
     their seven scalar operands (grad_scale and the hyper-parameters) and
@@ -436,6 +433,13 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
     TinyLlama), each tensor getting `adamw`'s results bit for bit; so does
     the CPU backend.
 
+    Likewise each run of consecutive `sum_squares` launches (the gradient
+    norm's, one per gradient) whose inputs have one element type, on the
+    compute stream with no tokens, becomes one `sum_squares_multi` launch
+    with their inputs, outputs and sizes in order: the same sums bit for
+    bit, in one pass over the gradients (two kernels per 112 tensors on the
+    CUDA backend instead of up to two per tensor).
+
     Before:
     ```mlir
     mlt_rt.launch "adamw" [@"grad:a", @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [64, 1]
@@ -444,6 +448,15 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
     After:
     ```mlir
     mlt_rt.launch "adamw_multi" [@"grad:a", @"grad:b", @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@"param:a", @"param:b", @"exp_avg:a", @"exp_avg:b", @"exp_avg_sq:a", @"exp_avg_sq:b"] ints [64, 1, 8, 0]
+    ```
+    and
+    ```mlir
+    mlt_rt.launch "sum_squares" [@"grad:a"] -> [@s0] ints [64]
+    mlt_rt.launch "sum_squares" [@"grad:b"] -> [@s1] ints [8]
+    ```
+    becomes
+    ```mlir
+    mlt_rt.launch "sum_squares_multi" [@"grad:a", @"grad:b"] -> [@s0, @s1] ints [64, 8]
     ```
   }];
 }

@@ -421,7 +421,7 @@ struct AdamWBatch {
   int64_t chunks;
 };
 
-__global__ void __launch_bounds__(kFlatThreads)
+static __global__ void __launch_bounds__(kFlatThreads)
     adamwMultiKernel(AdamWBatch batch, AdamWScalars scalars,
                      DeviceErrorSink errors) {
   __shared__ AdamWDerived shared[2]; // [0] without weight decay, [1] with

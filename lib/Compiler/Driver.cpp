@@ -139,12 +139,14 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     pm.addPass(createMLTRecomputeActivations(recompute));
   }
   pm.addPass(createMLTLowerToRuntime());
-  pm.addPass(createMLTMultiTensor());
   if (options.overlapGradReduce) {
     MLTScheduleOverlapOptions overlap;
     overlap.bucketBytes = options.gradBucketBytes;
     pm.addPass(createMLTScheduleOverlap(overlap));
   }
+  // After the overlap scheduling, which takes the gradient all-reduces out
+  // of the optimizer step: its sums of squares are then consecutive.
+  pm.addPass(createMLTMultiTensor());
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))
     return fail(options.model + ": compilation failed");

@@ -82,6 +82,79 @@ struct MeshAxisRef {
   int64_t size = 1;
 };
 
+StringRef symbolOf(Attribute ref) {
+  return cast<FlatSymbolRefAttr>(ref).getValue();
+}
+
+/// A SwiGLU recomputed in the backward pass (mlt-recompute-activations) runs
+/// in the pass of its gradient: `swiglu_fwd (g, u) -> h` followed by
+/// `swiglu_bwd (dy, g, u) -> (dg, du)` of the same g and u, where dy is
+/// ready before the first and nothing between them writes dy, g or u or
+/// touches dg or du, becomes `swiglu_bwd (dy, g, u) -> (dg, du, h)` in the
+/// first's place: g and u are read once, not twice (the same bits: the
+/// kernel computes both with the separate kernels' operations). The
+/// forward pass's swiglu_fwd never qualifies: its dy comes later.
+void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
+  SmallVector<rtir::LaunchOp> launches(
+      program.getBody().getOps<rtir::LaunchOp>());
+  auto writes = [](rtir::LaunchOp launch, StringRef name) {
+    return llvm::any_of(launch.getOutputs(),
+                        [&](Attribute ref) { return symbolOf(ref) == name; });
+  };
+  auto touches = [&](rtir::LaunchOp launch, StringRef name) {
+    return writes(launch, name) ||
+           llvm::any_of(launch.getInputs(), [&](Attribute ref) {
+             return symbolOf(ref) == name;
+           });
+  };
+  for (size_t i = 0; i < launches.size(); ++i) {
+    rtir::LaunchOp forward = launches[i];
+    if (!forward || forward.getKernel() != "swiglu_fwd")
+      continue;
+    StringRef gate = symbolOf(forward.getInputs()[0]);
+    StringRef up = symbolOf(forward.getInputs()[1]);
+    for (size_t j = i + 1; j < launches.size(); ++j) {
+      rtir::LaunchOp backward = launches[j];
+      if (!backward)
+        continue;
+      const bool match = backward.getKernel() == "swiglu_bwd" &&
+                         backward.getOutputs().size() == 2 &&
+                         symbolOf(backward.getInputs()[1]) == gate &&
+                         symbolOf(backward.getInputs()[2]) == up;
+      if (!match) {
+        if (writes(backward, gate) || writes(backward, up))
+          break;
+        continue;
+      }
+      StringRef dy = symbolOf(backward.getInputs()[0]);
+      auto between = llvm::ArrayRef(launches).slice(i + 1, j - i - 1);
+      const bool dyReady =
+          llvm::none_of(llvm::ArrayRef(launches).drop_front(i),
+                        [&](rtir::LaunchOp l) {
+                          return l && l != backward && writes(l, dy);
+                        }) &&
+          llvm::any_of(llvm::ArrayRef(launches).take_front(i),
+                       [&](rtir::LaunchOp l) { return l && writes(l, dy); });
+      const bool clear = llvm::none_of(between, [&](rtir::LaunchOp l) {
+        return l && (writes(l, dy) ||
+                     llvm::any_of(backward.getOutputs(), [&](Attribute ref) {
+                       return touches(l, symbolOf(ref));
+                     }));
+      });
+      if (dyReady && clear) {
+        SmallVector<Attribute> outputs(backward.getOutputs().getValue());
+        outputs.push_back(forward.getOutputs()[0]);
+        forward.setKernel("swiglu_bwd");
+        forward.setInputsAttr(backward.getInputs());
+        forward.setOutputsAttr(ArrayAttr::get(program.getContext(), outputs));
+        backward.erase();
+        launches[j] = nullptr;
+      }
+      break;
+    }
+  }
+}
+
 /// Lowers one module; keeps the buffers it created by name and the buffer
 /// that holds each SSA value.
 class RuntimeLowering {
@@ -117,6 +190,8 @@ public:
       b.setInsertionPointToStart(&refresh.getBody().emplaceBlock());
       refreshParameterCopies(module.getLoc());
     }
+    for (auto &entry : programs)
+      fuseRecomputedSwiGLU(entry.second);
     // micro_step_first must write every gradient (the runtime then zeroes
     // none); a program that leaves one unwritten is dropped, and the runtime
     // zeroes the gradients and runs micro_step for every micro-batch.

@@ -122,6 +122,24 @@ TEST(ElementwiseGradTest, BackwardsMatchFiniteDifferences) {
                          kN);
   EXPECT_EQ(dgateInPlace, da);
   EXPECT_EQ(dup, db);
+
+  // With the forward's output too (the SwiGLU recomputed in its gradient's
+  // pass): dgate and dup unchanged, out swigluForward's, bit for bit, also
+  // with every output over an input (dgate over gate, dup over up, out over
+  // dout).
+  std::vector<double> dgate3(kN), dup3(kN), out3(kN), forward(kN);
+  swigluBackward<double>(dgate3.data(), dup3.data(), g.data(), a.data(),
+                         b.data(), kN, out3.data());
+  swigluForward<double>(forward.data(), a.data(), b.data(), kN);
+  EXPECT_EQ(dgate3, da);
+  EXPECT_EQ(dup3, db);
+  EXPECT_EQ(out3, forward);
+  auto gate = a, up = b, dout = g;
+  swigluBackward<double>(gate.data(), up.data(), dout.data(), gate.data(),
+                         up.data(), kN, dout.data());
+  EXPECT_EQ(gate, da);
+  EXPECT_EQ(up, db);
+  EXPECT_EQ(dout, forward);
 }
 
 // Tests that float backwards agree with double ones on the same inputs.

@@ -123,7 +123,8 @@ TEST(PlanTest, InPlaceTable) {
   EXPECT_FALSE(mayAlias(Kernel::MatmulAdd, 0, 0));
   EXPECT_FALSE(mayAlias(Kernel::Matmul, 0, 0));
   EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 1, 2));   // dup, up
-  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 2, 0));  // no third output
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 2, 0));   // the forward's y, dy
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 3, 0));  // no fourth output
   EXPECT_FALSE(mayAlias(Kernel::Add, 0, 2));        // no third input
   EXPECT_TRUE(mayAlias(Kernel::RMSNormBwd, 0, 0));  // dx, dy
   EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 1, 0)); // dw

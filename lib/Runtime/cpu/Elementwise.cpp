@@ -31,13 +31,15 @@ void mlt::cpu::swigluForward(T *out, const T *gate, const T *up, int64_t n) {
 
 template <typename T>
 void mlt::cpu::swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
-                              const T *up, int64_t n) {
+                              const T *up, int64_t n, T *out) {
   for (int64_t i = 0; i < n; ++i) {
     const T g = gate[i], u = up[i], dy = dout[i];
     const T s = sigmoid(g);
     const T silu = g * s;
     dgate[i] = dy * u * (s * (T(1) + g * (T(1) - s)));
     dup[i] = dy * silu;
+    if (out) // swigluForward's expression
+      out[i] = g / (T(1) + std::exp(-g)) * u;
   }
 }
 
@@ -84,7 +86,7 @@ void mlt::cpu::mulBackward(T *da, T *db, const T *dout, const T *a, const T *b,
   template void mlt::cpu::swigluForward<T>(T *, const T *, const T *,          \
                                            int64_t);                           \
   template void mlt::cpu::swigluBackward<T>(T *, T *, const T *, const T *,    \
-                                            const T *, int64_t);               \
+                                            const T *, int64_t, T *);          \
   template void mlt::cpu::siluForward<T>(T *, const T *, int64_t);             \
   template void mlt::cpu::siluBackward<T>(T *, const T *, const T *, int64_t); \
   template void mlt::cpu::add<T>(T *, const T *, const T *, int64_t);          \

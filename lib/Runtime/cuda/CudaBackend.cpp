@@ -883,7 +883,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
         return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), a[0], s);
       case Kernel::SwiGLUBwd:
         return launchSwiGLUBackward(t(out[0]), t(out[1]), t(in[0]), t(in[1]),
-                                    t(in[2]), a[0], s);
+                                    t(in[2]), a[0], s,
+                                    out.size() == 3 ? t(out[2]) : nullptr);
       case Kernel::SiLUFwd:
         return launchSiLUForward(t(out[0]), t(in[0]), a[0], s);
       default:

@@ -527,7 +527,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     return Status::ok();
   case Kernel::SwiGLUBwd:
     cpu::swigluBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
-                        a[0]);
+                        a[0], out.size() == 3 ? f(out[2]) : nullptr);
     return Status::ok();
   case Kernel::SiLUFwd:
     cpu::siluForward(f(out[0]), f(in[0]), a[0]);

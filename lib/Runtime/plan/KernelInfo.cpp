@@ -86,10 +86,11 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
   case Kernel::Add:
   case Kernel::Mul:
   case Kernel::SwiGLUFwd:
-  case Kernel::SwiGLUBwd:
   case Kernel::SiLUFwd:
   case Kernel::SiLUBwd:
     return true;
+  case Kernel::SwiGLUBwd: // dgate, dup[, y]: any over any input
+    return output < 3;
   // Rope: a pair's halves are read before either is written. RMSNorm: a
   // row is read before it is written (dx over dy in the backward). The
   // communicator sums in place.

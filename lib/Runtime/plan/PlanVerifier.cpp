@@ -328,7 +328,7 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
     all(a[0], 2, 1);
     break;
   case Kernel::SwiGLUBwd:
-    all(a[0], 3, 2);
+    all(a[0], 3, inst.outputs.size());
     break;
   case Kernel::SiLUFwd:
     all(a[0], 1, 1);
@@ -595,6 +595,11 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
       inst.outputs.size() != 4)
     return errorf("expects 3 outputs (param, m, v) or 4 (and the compute "
                   "copy), has ",
+                  inst.outputs.size());
+  if (inst.kernel == Kernel::SwiGLUBwd && inst.outputs.size() != 2 &&
+      inst.outputs.size() != 3)
+    return errorf("expects 2 outputs (dgate, dup) or 3 (and the forward's "
+                  "output), has ",
                   inst.outputs.size());
   if (inst.kernel == Kernel::AdamWMulti) {
     if (inst.inputs.size() <= kAdamWScalarInputs)

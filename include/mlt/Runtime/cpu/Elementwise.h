@@ -33,10 +33,13 @@ namespace mlt::cpu {
 template <typename T>
 void swigluForward(T *out, const T *gate, const T *up, int64_t n);
 
-/// dgate = dout * up * silu'(gate); dup = dout * silu(gate).
+/// dgate = dout * up * silu'(gate); dup = dout * silu(gate); with `out`,
+/// also swigluForward's out, bit for bit (the forward recomputed in the same
+/// pass). Each element's inputs are read before its outputs are written, so
+/// any output may be any input.
 template <typename T>
 void swigluBackward(T *dgate, T *dup, const T *dout, const T *gate, const T *up,
-                    int64_t n);
+                    int64_t n, T *out = nullptr);
 
 /// out = x * sigmoid(x).
 template <typename T> void siluForward(T *out, const T *x, int64_t n);

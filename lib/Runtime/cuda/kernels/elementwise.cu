@@ -88,12 +88,16 @@ rt::Status swigluForward(T *out, const T *gate, const T *up, int64_t n,
 
 template <typename T>
 rt::Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
-                          const T *up, int64_t n, cudaStream_t s) {
+                          const T *up, int64_t n, cudaStream_t s, T *out) {
   MLT_RETURN_IF_ERROR(checkCount("swiglu_bwd", n));
   if (n == 0)
     return rt::Status::ok();
-  queueMap(MapArgs<T, 3, 2>{{dout, gate, up}, {dgate, dup}}, n,
-           SwiGLUBackwardOp{}, s);
+  if (out)
+    queueMap(MapArgs<T, 3, 3>{{dout, gate, up}, {dgate, dup, out}}, n,
+             SwiGLUBackwardForwardOp{}, s);
+  else
+    queueMap(MapArgs<T, 3, 2>{{dout, gate, up}, {dgate, dup}}, n,
+             SwiGLUBackwardOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_bwd");
   return rt::Status::ok();
 }
@@ -228,10 +232,10 @@ void queueFill(void *data, int64_t n, U value, cudaStream_t stream) {
       T *out, const T *gate, const T *up, int64_t n, cudaStream_t stream) {    \
     return swigluForward(out, gate, up, n, stream);                            \
   }                                                                            \
-  rt::Status mlt::cuda::launchSwiGLUBackward(T *dgate, T *dup, const T *dout,  \
-                                             const T *gate, const T *up,       \
-                                             int64_t n, cudaStream_t stream) { \
-    return swigluBackward(dgate, dup, dout, gate, up, n, stream);              \
+  rt::Status mlt::cuda::launchSwiGLUBackward(                                  \
+      T *dgate, T *dup, const T *dout, const T *gate, const T *up, int64_t n,  \
+      cudaStream_t stream, T *out) {                                           \
+    return swigluBackward(dgate, dup, dout, gate, up, n, stream, out);         \
   }                                                                            \
   rt::Status mlt::cuda::launchSiLUForward(T *out, const T *x, int64_t n,       \
                                           cudaStream_t stream) {               \

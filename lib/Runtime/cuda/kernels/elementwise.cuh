@@ -158,6 +158,19 @@ struct SwiGLUBackwardOp {
   }
 };
 
+/// (dout, gate, up) -> (dgate, dup, out): SwiGLUBackwardOp's and
+/// SwiGLUForwardOp's results, the same operations (one exponential).
+struct SwiGLUBackwardForwardOp {
+  template <typename C> __device__ void operator()(const C *x, C *y) const {
+    const C dy = x[0], g = x[1], u = x[2];
+    const C onePlusExp = rnAdd(C(1), expOf(-g));
+    const C s = rnDiv(C(1), onePlusExp); // sigmoidOf(g)
+    y[0] = rnMul(rnMul(dy, u), siluDerivative(g, s));
+    y[1] = rnMul(dy, rnMul(g, s));
+    y[2] = rnMul(rnDiv(g, onePlusExp), u);
+  }
+};
+
 /// x -> x / (1 + exp(-x)).
 struct SiLUForwardOp {
   template <typename C> __device__ void operator()(const C *x, C *y) const {

@@ -60,15 +60,18 @@ rt::Status launchSwiGLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *gate,
                                const __nv_bfloat16 *up, int64_t n,
                                cudaStream_t stream);
 
-/// dgate = dout * up * silu'(gate); dup = dout * silu(gate).
+/// dgate = dout * up * silu'(gate); dup = dout * silu(gate); with `out`
+/// (may be null), also launchSwiGLUForward's out, the same bits, in the same
+/// pass.
 rt::Status launchSwiGLUBackward(float *dgate, float *dup, const float *dout,
                                 const float *gate, const float *up, int64_t n,
-                                cudaStream_t stream);
+                                cudaStream_t stream, float *out = nullptr);
 rt::Status launchSwiGLUBackward(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
                                 const __nv_bfloat16 *dout,
                                 const __nv_bfloat16 *gate,
                                 const __nv_bfloat16 *up, int64_t n,
-                                cudaStream_t stream);
+                                cudaStream_t stream,
+                                __nv_bfloat16 *out = nullptr);
 
 /// out = x * sigmoid(x).
 rt::Status launchSiLUForward(float *out, const float *x, int64_t n,

@@ -77,6 +77,20 @@ OneRankContext oneRankContext() {
   return one;
 }
 
+/// `count` f32 buffers of n elements, one after another in one allocation
+/// of `context` (freed by deallocating the first's data); none (and a test
+/// failure) if it cannot allocate.
+std::vector<BufferView> allocateViews(DeviceContext &context, int count,
+                                      int64_t n) {
+  const uint64_t bytes = uint64_t(n) * sizeof(float);
+  StatusOr<uint8_t *> arena = context.allocate(uint64_t(count) * bytes);
+  EXPECT_TRUE(arena) << arena.status().message();
+  std::vector<BufferView> views;
+  for (int i = 0; arena && i < count; ++i)
+    views.push_back(BufferView{*arena + i * bytes, ElementType::F32, n});
+  return views;
+}
+
 /// A rank of two f32 buffers of 4 elements, x and y, whose one program "p"
 /// runs `inst` from x to y.
 RankPlan twoBufferRank(InstructionDesc inst) {
@@ -222,12 +236,9 @@ TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
 
   const int64_t n = int64_t(1) << 22;
   const uint64_t bytes = uint64_t(n) * sizeof(float);
-  StatusOr<uint8_t *> arena = context.allocate(4 * bytes);
-  ASSERT_TRUE(arena) << arena.status().message();
-  auto view = [&](int i) {
-    return BufferView{*arena + i * bytes, ElementType::F32, n};
-  };
-  const BufferView a = view(0), b = view(1), sum = view(2), out = view(3);
+  const std::vector<BufferView> views = allocateViews(context, 4, n);
+  ASSERT_EQ(views.size(), 4u);
+  const BufferView a = views[0], b = views[1], sum = views[2], out = views[3];
   std::vector<float> hostA(static_cast<size_t>(n)),
       hostB(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -253,7 +264,7 @@ TEST(NcclCommunicatorTest, ContextOrdersComputeAndCollectives) {
       expected = (expected + 0.5f) * 0.5f;
     ASSERT_EQ(result[size_t(i)], expected) << "element " << i;
   }
-  context.deallocate(*arena);
+  context.deallocate(views[0].data);
 
   // checkSupported lets collectives through; without a NCCL communicator the
   // launch says how to run them.
@@ -290,13 +301,10 @@ TEST(NcclCommunicatorTest, CollectivesOnAPlanStream) {
 
   const int64_t n = int64_t(1) << 22;
   const uint64_t bytes = uint64_t(n) * sizeof(float);
-  StatusOr<uint8_t *> arena = context.allocate(5 * bytes);
-  ASSERT_TRUE(arena) << arena.status().message();
-  auto view = [&](int i) {
-    return BufferView{*arena + i * bytes, ElementType::F32, n};
-  };
-  const BufferView a = view(0), b = view(1), sum = view(2), out = view(3),
-                   product = view(4);
+  const std::vector<BufferView> views = allocateViews(context, 5, n);
+  ASSERT_EQ(views.size(), 5u);
+  const BufferView a = views[0], b = views[1], sum = views[2], out = views[3],
+                   product = views[4];
   ProgramDesc program{"micro_step_last", {}};
   InstructionDesc add = instruction(Kernel::Add, {n});
   add.token = 0;
@@ -356,7 +364,7 @@ TEST(NcclCommunicatorTest, CollectivesOnAPlanStream) {
   EXPECT_NE(outside.message().find("stream 1 is not open"), std::string::npos)
       << outside.message();
   ASSERT_TRUE(context.synchronize());
-  context.deallocate(*arena);
+  context.deallocate(views[0].data);
 
   InstructionDesc sideReduce = instruction(Kernel::AllReduceSum, {4, 0});
   sideReduce.stream = 1;

@@ -342,6 +342,46 @@ __device__ __forceinline__ void adamwElement(const AdamWDerived &d, float g,
   v = vNew;
 }
 
+/// Pack i (4 elements) of a 16-byte-aligned tensor, and of its compute copy
+/// (8-byte aligned) when `copy` is not null.
+__device__ __forceinline__ void adamwPack(const AdamWDerived &d, int64_t i,
+                                          float *param, float *m, float *v,
+                                          const float *grad,
+                                          __nv_bfloat16 *copy) {
+  float4 *p4 = reinterpret_cast<float4 *>(param);
+  float4 *m4 = reinterpret_cast<float4 *>(m);
+  float4 *v4 = reinterpret_cast<float4 *>(v);
+  const float4 g = reinterpret_cast<const float4 *>(grad)[i];
+  float4 p = p4[i], mm = m4[i], vv = v4[i];
+  adamwElement(d, g.x, p.x, mm.x, vv.x);
+  adamwElement(d, g.y, p.y, mm.y, vv.y);
+  adamwElement(d, g.z, p.z, mm.z, vv.z);
+  adamwElement(d, g.w, p.w, mm.w, vv.w);
+  p4[i] = p;
+  m4[i] = mm;
+  v4[i] = vv;
+  if (copy)
+    reinterpret_cast<uint2 *>(copy)[i] =
+        make_uint2(uint32_t(floatToBF16Bits(p.x)) |
+                       uint32_t(floatToBF16Bits(p.y)) << 16,
+                   uint32_t(floatToBF16Bits(p.z)) |
+                       uint32_t(floatToBF16Bits(p.w)) << 16);
+}
+
+/// Element i, and its compute copy when `copy` is not null.
+__device__ __forceinline__ void adamwOne(const AdamWDerived &d, int64_t i,
+                                         float *param, float *m, float *v,
+                                         const float *grad,
+                                         __nv_bfloat16 *copy) {
+  float p = param[i], mm = m[i], vv = v[i];
+  adamwElement(d, grad[i], p, mm, vv);
+  param[i] = p;
+  m[i] = mm;
+  v[i] = vv;
+  if (copy)
+    copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
+}
+
 /// With `copy` (may be null), the updated parameter rounded to bf16 is
 /// written there too: the compute copy of a mixed-precision plan, in the same
 /// pass as the update.
@@ -361,40 +401,13 @@ __global__ void __launch_bounds__(kFlatThreads)
   int64_t scalarStart = 0;
   if constexpr (kVector) {
     const int64_t packs = n / 4;
-    float4 *p4 = reinterpret_cast<float4 *>(param);
-    float4 *m4 = reinterpret_cast<float4 *>(m);
-    float4 *v4 = reinterpret_cast<float4 *>(v);
-    const float4 *g4 = reinterpret_cast<const float4 *>(grad);
-    for (int64_t i = globalThreadIndex(); i < packs; i += globalThreadCount()) {
-      const float4 g = g4[i];
-      float4 p = p4[i], mm = m4[i], vv = v4[i];
-      adamwElement(d, g.x, p.x, mm.x, vv.x);
-      adamwElement(d, g.y, p.y, mm.y, vv.y);
-      adamwElement(d, g.z, p.z, mm.z, vv.z);
-      adamwElement(d, g.w, p.w, mm.w, vv.w);
-      p4[i] = p;
-      m4[i] = mm;
-      v4[i] = vv;
-      if (copy) {
-        const uint2 bits = make_uint2(uint32_t(floatToBF16Bits(p.x)) |
-                                          uint32_t(floatToBF16Bits(p.y)) << 16,
-                                      uint32_t(floatToBF16Bits(p.z)) |
-                                          uint32_t(floatToBF16Bits(p.w)) << 16);
-        reinterpret_cast<uint2 *>(copy)[i] = bits;
-      }
-    }
+    for (int64_t i = globalThreadIndex(); i < packs; i += globalThreadCount())
+      adamwPack(d, i, param, m, v, grad, copy);
     scalarStart = packs * 4;
   }
   for (int64_t i = scalarStart + globalThreadIndex(); i < n;
-       i += globalThreadCount()) {
-    float p = param[i], mm = m[i], vv = v[i];
-    adamwElement(d, grad[i], p, mm, vv);
-    param[i] = p;
-    m[i] = mm;
-    v[i] = vv;
-    if (copy)
-      copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
-  }
+       i += globalThreadCount())
+    adamwOne(d, i, param, m, v, grad, copy);
 }
 
 /// Tensors per adamw_multi kernel (the batch goes by value: 32 tensors are
@@ -444,39 +457,13 @@ static __global__ void __launch_bounds__(kFlatThreads)
     const int64_t end = begin + kAdamWChunk < x.n ? begin + kAdamWChunk : x.n;
     int64_t scalarStart = begin;
     if (x.vector) {
-      float4 *p4 = reinterpret_cast<float4 *>(x.param);
-      float4 *m4 = reinterpret_cast<float4 *>(x.m);
-      float4 *v4 = reinterpret_cast<float4 *>(x.v);
-      const float4 *g4 = reinterpret_cast<const float4 *>(x.grad);
       const int64_t packEnd = end / 4; // begin is a multiple of 4
-      for (int64_t i = begin / 4 + threadIdx.x; i < packEnd; i += blockDim.x) {
-        const float4 g = g4[i];
-        float4 p = p4[i], mm = m4[i], vv = v4[i];
-        adamwElement(d, g.x, p.x, mm.x, vv.x);
-        adamwElement(d, g.y, p.y, mm.y, vv.y);
-        adamwElement(d, g.z, p.z, mm.z, vv.z);
-        adamwElement(d, g.w, p.w, mm.w, vv.w);
-        p4[i] = p;
-        m4[i] = mm;
-        v4[i] = vv;
-        if (x.copy)
-          reinterpret_cast<uint2 *>(x.copy)[i] =
-              make_uint2(uint32_t(floatToBF16Bits(p.x)) |
-                             uint32_t(floatToBF16Bits(p.y)) << 16,
-                         uint32_t(floatToBF16Bits(p.z)) |
-                             uint32_t(floatToBF16Bits(p.w)) << 16);
-      }
+      for (int64_t i = begin / 4 + threadIdx.x; i < packEnd; i += blockDim.x)
+        adamwPack(d, i, x.param, x.m, x.v, x.grad, x.copy);
       scalarStart = packEnd * 4;
     }
-    for (int64_t i = scalarStart + threadIdx.x; i < end; i += blockDim.x) {
-      float p = x.param[i], mm = x.m[i], vv = x.v[i];
-      adamwElement(d, x.grad[i], p, mm, vv);
-      x.param[i] = p;
-      x.m[i] = mm;
-      x.v[i] = vv;
-      if (x.copy)
-        x.copy[i] = __ushort_as_bfloat16(floatToBF16Bits(p));
-    }
+    for (int64_t i = scalarStart + threadIdx.x; i < end; i += blockDim.x)
+      adamwOne(d, i, x.param, x.m, x.v, x.grad, x.copy);
   }
 }
 

@@ -67,9 +67,7 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2 --batch 8 --dp 2
   tinyllama tl-b8-dp2-after --batch 8 --dp 2 --overlap-grad-reduce off
   tinyllama tl-b4-tp2 --batch 4 --tp 2
-  cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
-  cp "$0" "$dir"/gpu-multi.sh
-  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-multi.sh run"
+  finish_pack "$root" "$dir" "$0"
   exit 0
 fi
 

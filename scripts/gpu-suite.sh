@@ -41,9 +41,7 @@ if [[ "${1:-}" == pack ]]; then
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --recompute swiglu \
     --emit-plan "$dir"/plans/tinyllama-bf16-b4-recompute.mltplan
-  cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
-  cp "$0" "$dir"/gpu-suite.sh
-  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-suite.sh run"
+  finish_pack "$root" "$dir" "$0"
   exit 0
 fi
 

@@ -82,10 +82,6 @@ struct MeshAxisRef {
   int64_t size = 1;
 };
 
-StringRef symbolOf(Attribute ref) {
-  return cast<FlatSymbolRefAttr>(ref).getValue();
-}
-
 /// A SwiGLU recomputed in the backward pass (mlt-recompute-activations) runs
 /// in the pass of its gradient: `swiglu_fwd (g, u) -> h` followed by
 /// `swiglu_bwd (dy, g, u) -> (dg, du)` of the same g and u, where dy is
@@ -99,34 +95,34 @@ void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
       program.getBody().getOps<rtir::LaunchOp>());
   auto writes = [](rtir::LaunchOp launch, StringRef name) {
     return llvm::any_of(launch.getOutputs(),
-                        [&](Attribute ref) { return symbolOf(ref) == name; });
+                        [&](Attribute ref) { return rtir::bufferName(ref) == name; });
   };
   auto touches = [&](rtir::LaunchOp launch, StringRef name) {
     return writes(launch, name) ||
            llvm::any_of(launch.getInputs(), [&](Attribute ref) {
-             return symbolOf(ref) == name;
+             return rtir::bufferName(ref) == name;
            });
   };
   for (size_t i = 0; i < launches.size(); ++i) {
     rtir::LaunchOp forward = launches[i];
     if (!forward || forward.getKernel() != "swiglu_fwd")
       continue;
-    StringRef gate = symbolOf(forward.getInputs()[0]);
-    StringRef up = symbolOf(forward.getInputs()[1]);
+    StringRef gate = rtir::bufferName(forward.getInputs()[0]);
+    StringRef up = rtir::bufferName(forward.getInputs()[1]);
     for (size_t j = i + 1; j < launches.size(); ++j) {
       rtir::LaunchOp backward = launches[j];
       if (!backward)
         continue;
       const bool match = backward.getKernel() == "swiglu_bwd" &&
                          backward.getOutputs().size() == 2 &&
-                         symbolOf(backward.getInputs()[1]) == gate &&
-                         symbolOf(backward.getInputs()[2]) == up;
+                         rtir::bufferName(backward.getInputs()[1]) == gate &&
+                         rtir::bufferName(backward.getInputs()[2]) == up;
       if (!match) {
         if (writes(backward, gate) || writes(backward, up))
           break;
         continue;
       }
-      StringRef dy = symbolOf(backward.getInputs()[0]);
+      StringRef dy = rtir::bufferName(backward.getInputs()[0]);
       auto between = llvm::ArrayRef(launches).slice(i + 1, j - i - 1);
       const bool dyReady =
           llvm::none_of(llvm::ArrayRef(launches).drop_front(i),
@@ -138,7 +134,7 @@ void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
       const bool clear = llvm::none_of(between, [&](rtir::LaunchOp l) {
         return l && (writes(l, dy) ||
                      llvm::any_of(backward.getOutputs(), [&](Attribute ref) {
-                       return touches(l, symbolOf(ref));
+                       return touches(l, rtir::bufferName(ref));
                      }));
       });
       if (dyReady && clear) {
@@ -361,13 +357,7 @@ private:
               ArrayRef<double> floats = {}) {
     SmallVector<Attribute> inAttrs(ins.begin(), ins.end());
     SmallVector<Attribute> outAttrs(outs.begin(), outs.end());
-    rtir::LaunchOp::create(b, loc, b.getStringAttr(kernel),
-                           b.getArrayAttr(inAttrs), b.getArrayAttr(outAttrs),
-                           b.getDenseI64ArrayAttr(ints),
-                           b.getDenseF64ArrayAttr(floats),
-                           /*stream=*/IntegerAttr(),
-                           /*waits=*/b.getDenseI64ArrayAttr({}),
-                           /*token=*/IntegerAttr());
+    rtir::LaunchOp::create(b, loc, kernel, inAttrs, outAttrs, ints, floats);
   }
 
   /// The buffer for result `v`: the program's output buffer if `v` is

@@ -27,8 +27,7 @@ namespace {
 /// launches on the compute stream, no tokens, the same scalar operands and
 /// the same number of outputs (a compute copy or none).
 bool groupable(rtir::LaunchOp launch, rtir::LaunchOp first) {
-  if (launch.getKernel() != "adamw" || launch.getStreamIndex() != 0 ||
-      !launch.getWaits().empty() || launch.getToken() ||
+  if (launch.getKernel() != "adamw" || !launch.isPlain() ||
       launch.getInputs().size() != 1 + rt::kAdamWScalarInputs)
     return false;
   return !first ||
@@ -48,8 +47,7 @@ Type elementTypeOf(Operation *from, Attribute ref) {
 /// the compute stream with no tokens, their inputs of one element type (a
 /// launch computes in one).
 bool groupableSumSquares(rtir::LaunchOp launch, rtir::LaunchOp first) {
-  if (launch.getKernel() != "sum_squares" || launch.getStreamIndex() != 0 ||
-      !launch.getWaits().empty() || launch.getToken())
+  if (launch.getKernel() != "sum_squares" || !launch.isPlain())
     return false;
   return !first || elementTypeOf(launch, launch.getInputs()[0]) ==
                        elementTypeOf(first, first.getInputs()[0]);
@@ -63,10 +61,20 @@ bool groupableAny(rtir::LaunchOp launch, rtir::LaunchOp first) {
   return groupable(launch, first) || groupableSumSquares(launch, first);
 }
 
+/// One launch of `kernel` in place of the launches of `group`, at the first.
+void replaceWith(MutableArrayRef<rtir::LaunchOp> group, StringRef kernel,
+                 ArrayRef<Attribute> inputs, ArrayRef<Attribute> outputs,
+                 ArrayRef<int64_t> ints) {
+  OpBuilder b(group.front());
+  rtir::LaunchOp::create(b, group.front().getLoc(), kernel, inputs, outputs,
+                         ints);
+  for (rtir::LaunchOp member : group)
+    member.erase();
+}
+
 /// One sum_squares_multi launch in place of `group` (at least two
 /// launches): their inputs, outputs and sizes in order.
 void replaceSumSquaresGroup(MutableArrayRef<rtir::LaunchOp> group) {
-  rtir::LaunchOp first = group.front();
   SmallVector<Attribute> inputs, outputs;
   SmallVector<int64_t> ints;
   for (rtir::LaunchOp launch : group) {
@@ -74,16 +82,7 @@ void replaceSumSquaresGroup(MutableArrayRef<rtir::LaunchOp> group) {
     llvm::append_range(outputs, launch.getOutputs());
     llvm::append_range(ints, launch.getInts());
   }
-  OpBuilder b(first);
-  rtir::LaunchOp::create(b, first.getLoc(),
-                         b.getStringAttr("sum_squares_multi"),
-                         b.getArrayAttr(inputs), b.getArrayAttr(outputs),
-                         b.getDenseI64ArrayAttr(ints),
-                         b.getDenseF64ArrayAttr({}), /*stream=*/IntegerAttr(),
-                         /*waits=*/b.getDenseI64ArrayAttr({}),
-                         /*token=*/IntegerAttr());
-  for (rtir::LaunchOp member : group)
-    member.erase();
+  replaceWith(group, "sum_squares_multi", inputs, outputs, ints);
 }
 
 /// One adamw_multi launch in place of `group` (at least two launches).
@@ -101,15 +100,7 @@ void replaceGroup(MutableArrayRef<rtir::LaunchOp> group) {
     llvm::append_range(ints, launch.getInts());
   }
   llvm::append_range(inputs, first.getInputs().getValue().drop_front());
-  OpBuilder b(first);
-  rtir::LaunchOp::create(b, first.getLoc(), b.getStringAttr("adamw_multi"),
-                         b.getArrayAttr(inputs), b.getArrayAttr(outputs),
-                         b.getDenseI64ArrayAttr(ints),
-                         b.getDenseF64ArrayAttr({}), /*stream=*/IntegerAttr(),
-                         /*waits=*/b.getDenseI64ArrayAttr({}),
-                         /*token=*/IntegerAttr());
-  for (rtir::LaunchOp member : group)
-    member.erase();
+  replaceWith(group, "adamw_multi", inputs, outputs, ints);
 }
 
 class MLTMultiTensorPass

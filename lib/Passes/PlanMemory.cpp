@@ -93,7 +93,7 @@ public:
              {std::pair(launch.getInputs(), &operands.inputs),
               std::pair(launch.getOutputs(), &operands.outputs)})
           for (Attribute ref : list) {
-            auto it = temporaries.find(cast<FlatSymbolRefAttr>(ref).getValue());
+            auto it = temporaries.find(rtir::bufferName(ref));
             if (it == temporaries.end()) {
               indices->push_back(-1);
               continue;

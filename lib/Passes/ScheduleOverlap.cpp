@@ -27,10 +27,6 @@ namespace abi = mlt::rt;
 
 namespace {
 
-StringRef symbolOf(Attribute ref) {
-  return cast<FlatSymbolRefAttr>(ref).getValue();
-}
-
 /// The gradient that `launch` reduces in place over a mesh axis, if it is
 /// such a reduction.
 std::optional<StringRef>
@@ -38,9 +34,9 @@ reducedGradient(rtir::LaunchOp launch,
                 const llvm::StringMap<rtir::BufferOp> &buffers) {
   if (launch.getKernel() != "all_reduce_sum" || launch.getInputs().size() != 1 ||
       launch.getOutputs().size() != 1 ||
-      symbolOf(launch.getInputs()[0]) != symbolOf(launch.getOutputs()[0]))
+      rtir::bufferName(launch.getInputs()[0]) != rtir::bufferName(launch.getOutputs()[0]))
     return std::nullopt;
-  StringRef name = symbolOf(launch.getInputs()[0]);
+  StringRef name = rtir::bufferName(launch.getInputs()[0]);
   rtir::BufferOp buffer = buffers.lookup(name);
   if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
     return std::nullopt;
@@ -78,13 +74,11 @@ public:
     llvm::DenseSet<StringRef> touched;
     for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {
       std::optional<StringRef> gradient = reducedGradient(launch, buffers);
-      if (gradient && !touched.contains(*gradient) &&
-          launch.getStreamIndex() == 0 && launch.getWaits().empty() &&
-          !launch.getToken())
+      if (gradient && !touched.contains(*gradient) && launch.isPlain())
         reductions.push_back(launch);
       for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
         for (Attribute ref : list)
-          touched.insert(symbolOf(ref));
+          touched.insert(rtir::bufferName(ref));
     }
     if (reductions.empty())
       return success();
@@ -115,13 +109,13 @@ private:
     auto rename = [&](ArrayAttr refs) {
       SmallVector<Attribute> out;
       for (Attribute ref : refs) {
-        auto it = buffers.find(symbolOf(ref));
+        auto it = buffers.find(rtir::bufferName(ref));
         if (it == buffers.end() ||
             it->second.getKind() != rtir::BufferKind::temporary) {
           out.push_back(ref);
           continue;
         }
-        FlatSymbolRefAttr &fresh = renamed[symbolOf(ref)];
+        FlatSymbolRefAttr &fresh = renamed[rtir::bufferName(ref)];
         if (!fresh) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointAfter(lastBuffer);
@@ -153,7 +147,7 @@ private:
     for (auto [position, launch] : llvm::enumerate(launches)) {
       for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
         for (Attribute ref : list)
-          lastTouch[symbolOf(ref)] = int64_t(position);
+          lastTouch[rtir::bufferName(ref)] = int64_t(position);
       if (std::optional<int64_t> token = launch.getToken())
         nextToken = std::max(nextToken, *token + 1);
     }
@@ -166,7 +160,7 @@ private:
     };
     SmallVector<Ready> order;
     for (rtir::LaunchOp reduction : reductions) {
-      auto it = lastTouch.find(symbolOf(reduction.getInputs()[0]));
+      auto it = lastTouch.find(rtir::bufferName(reduction.getInputs()[0]));
       order.push_back({it == lastTouch.end() ? -1 : it->second, reduction});
     }
     llvm::stable_sort(order, [](const Ready &x, const Ready &y) {
@@ -182,7 +176,7 @@ private:
       int64_t bytes = 0;
       while (end < order.size() && (end == begin || bytes < bucketBytes)) {
         rtir::BufferOp gradient =
-            buffers.lookup(symbolOf(order[end].reduction.getInputs()[0]));
+            buffers.lookup(rtir::bufferName(order[end].reduction.getInputs()[0]));
         bytes += int64_t(gradient.getByteSize());
         ++end;
       }

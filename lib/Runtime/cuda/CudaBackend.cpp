@@ -840,6 +840,21 @@ CudaDeviceContext::axisPosition(int64_t axis) const {
   return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
 }
 
+/// adamw's seven f32 scalars (grad_scale, lr, beta1, beta2, eps,
+/// weight_decay, step), inputs first..first + 6 of an instruction.
+AdamWScalars adamwScalars(const std::vector<BufferView> &in, size_t first) {
+  auto f = [&](size_t i) { return in[first + i].as<const float>(); };
+  AdamWScalars scalars;
+  scalars.gradScale = f(0);
+  scalars.lr = f(1);
+  scalars.beta1 = f(2);
+  scalars.beta2 = f(3);
+  scalars.eps = f(4);
+  scalars.weightDecay = f(5);
+  scalars.step = f(6);
+  return scalars;
+}
+
 /// Calls `fn` with a value of the C++ type the kernels use for `type`
 /// (float for f32, __nv_bfloat16 for bf16); checkSupported has refused every
 /// other compute type.
@@ -969,14 +984,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::AdamW: {
     // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step -> param,
     // m, v (in place)[, the bf16 compute copy]; ints: n, decay.
-    AdamWScalars scalars;
-    scalars.gradScale = f(in[1]);
-    scalars.lr = f(in[2]);
-    scalars.beta1 = f(in[3]);
-    scalars.beta2 = f(in[4]);
-    scalars.eps = f(in[5]);
-    scalars.weightDecay = f(in[6]);
-    scalars.step = f(in[7]);
+    const AdamWScalars scalars = adamwScalars(in, 1);
     __nv_bfloat16 *copy =
         out.size() == 4 ? out[3].as<__nv_bfloat16>() : nullptr;
     return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
@@ -987,14 +995,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     // n and decay per tensor.
     const size_t k = in.size() - kAdamWScalarInputs;
     const bool copies = out.size() == 4 * k;
-    AdamWScalars scalars;
-    scalars.gradScale = f(in[k]);
-    scalars.lr = f(in[k + 1]);
-    scalars.beta1 = f(in[k + 2]);
-    scalars.beta2 = f(in[k + 3]);
-    scalars.eps = f(in[k + 4]);
-    scalars.weightDecay = f(in[k + 5]);
-    scalars.step = f(in[k + 6]);
+    const AdamWScalars scalars = adamwScalars(in, k);
     std::vector<AdamWTensor> tensors(k);
     for (size_t t = 0; t < k; ++t) {
       AdamWTensor &x = tensors[t];

@@ -31,6 +31,12 @@ struct KernelSignature {
 /// The signature of `name`, or null if Kernels.def has no such kernel.
 const KernelSignature *lookupKernel(llvm::StringRef name);
 
+/// The name of the buffer that a launch's operand `ref` (a flat symbol
+/// reference) names.
+inline llvm::StringRef bufferName(mlir::Attribute ref) {
+  return llvm::cast<mlir::FlatSymbolRefAttr>(ref).getValue();
+}
+
 } // namespace mlt::rt_ir
 
 #endif // MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_H

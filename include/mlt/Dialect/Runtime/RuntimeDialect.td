@@ -140,10 +140,29 @@ def MLTRT_LaunchOp : MLTRT_Op<"launch", [
     $kernel $inputs `->` $outputs (`ints` $ints^)? (`floats` $floats^)?
     (`stream` $stream^)? (`waits` $waits^)? (`token` $token^)? attr-dict
   }];
+  let builders = [
+    // A launch on the compute stream, with no waits and no token.
+    OpBuilder<(ins "::llvm::StringRef":$kernel,
+                   "::llvm::ArrayRef<::mlir::Attribute>":$inputs,
+                   "::llvm::ArrayRef<::mlir::Attribute>":$outputs,
+                   "::llvm::ArrayRef<int64_t>":$ints,
+                   CArg<"::llvm::ArrayRef<double>", "{}">:$floats), [{
+      build($_builder, $_state, $_builder.getStringAttr(kernel),
+            $_builder.getArrayAttr(inputs), $_builder.getArrayAttr(outputs),
+            $_builder.getDenseI64ArrayAttr(ints),
+            $_builder.getDenseF64ArrayAttr(floats), ::mlir::IntegerAttr(),
+            $_builder.getDenseI64ArrayAttr({}), ::mlir::IntegerAttr());
+    }]>
+  ];
   let extraClassDeclaration = [{
     /// The stream the launch runs on (0: compute).
     int64_t getStreamIndex() {
       return getStream() ? *getStream() : 0;
+    }
+    /// On the compute stream, with no waits and no token: ordered by
+    /// program order alone.
+    bool isPlain() {
+      return getStreamIndex() == 0 && getWaits().empty() && !getToken();
     }
   }];
   let hasVerifier = 1;

@@ -1,16 +1,13 @@
 //===- Driver.cpp - compile a model into a plan, in process ---------------===//
 //
-// Part of mlt. The pipeline from a model (a `.mlir` file or an HF config) to
-// plan bytes: annotate the parallel layout (for several ranks), specialize
-// shapes, pick the compute precision, derive the backward pass, attach AdamW,
-// clean up, propagate the shardings and derive the per-rank program,
-// recompute the chosen activations in the backward pass, lower to runtime
-// launches, plan memory, serialize. The same passes run one by one under
-// mlt-opt.
+// Part of mlt. From a model (a `.mlir` file or an HF config) to plan bytes:
+// load it, run the training pipeline (Pipeline.h, the one mlt-opt registers
+// as mlt-train-pipeline), serialize.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Compiler/Driver.h"
+#include "mlt/Compiler/Pipeline.h"
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
@@ -108,46 +105,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                               : error);
 
   PassManager pm(&context);
-  if (options.tp * options.dp > 1 || options.sequenceParallel) {
-    MLTAnnotateLayoutOptions layout;
-    layout.tp = options.tp;
-    layout.dp = options.dp;
-    layout.sequenceParallel = options.sequenceParallel;
-    pm.addPass(createMLTAnnotateLayout(layout));
-  }
-  // The global micro-batch: mlt-spmdize gives each rank its share.
-  MLTSpecializeShapesOptions shapes;
-  shapes.batch = options.microBatch;
-  shapes.seqLen = options.seqLen;
-  pm.addPass(createMLTSpecializeShapes(shapes));
-  MLTMixedPrecisionOptions precision;
-  precision.computeType = options.dtype;
-  pm.addPass(createMLTMixedPrecision(precision));
-  MLTAutodiffOptions autodiff;
-  autodiff.microbatches = options.microbatches;
-  pm.addPass(createMLTAutodiff(autodiff));
-  pm.addPass(createMLTAttachOptimizer());
-  pm.addPass(createCSEPass());
-  // Without a mesh (one rank) both leave the program as it is.
-  pm.addPass(createMLTPropagateShardings());
-  pm.addPass(createMLTSpmdize());
-  // On the per-rank program, after the last CSE (which would merge each
-  // clone back into its forward op).
-  if (!options.recompute.empty()) {
-    MLTRecomputeActivationsOptions recompute;
-    recompute.ops.assign(options.recompute.begin(), options.recompute.end());
-    pm.addPass(createMLTRecomputeActivations(recompute));
-  }
-  pm.addPass(createMLTLowerToRuntime());
-  if (options.overlapGradReduce) {
-    MLTScheduleOverlapOptions overlap;
-    overlap.bucketBytes = options.gradBucketBytes;
-    pm.addPass(createMLTScheduleOverlap(overlap));
-  }
-  // After the overlap scheduling, which takes the gradient all-reduces out
-  // of the optimizer step: its sums of squares are then consecutive.
-  pm.addPass(createMLTMultiTensor());
-  pm.addPass(createMLTPlanMemory());
+  buildTrainPipeline(pm, options);
   if (failed(pm.run(*module)))
     return fail(options.model + ": compilation failed");
   if (!options.target.empty())

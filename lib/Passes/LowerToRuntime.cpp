@@ -231,7 +231,7 @@ private:
     auto op = rtir::BufferOp::create(
         b, module.getLoc(), b.getStringAttr(name),
         rtir::BufferKindAttr::get(b.getContext(), kind), TypeAttr::get(type),
-        IntegerAttr(),
+        /*per_microbatch=*/IntegerAttr(), /*offset=*/IntegerAttr(),
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
         decay ? b.getUnitAttr() : UnitAttr(), FloatAttr());
     if (sharding)
@@ -513,6 +513,14 @@ private:
       values[arg] = buffer(name, rtir::BufferKind::input, arg.getType(), {},
                            false, sharding);
     }
+    // The micro-batch program's inputs and loss have a copy per micro-batch
+    // of the step (the step's call of micro-batch k touches copy k).
+    if (auto count = func->getAttrOfType<IntegerAttr>(
+            MLTDialect::getMicrobatchesAttrName()))
+      for (StringRef name : {abi::kTokensInput, abi::kLabelsInput})
+        if (FlatSymbolRefAttr ref = buffers.lookup(name))
+          module.lookupSymbol<rtir::BufferOp>(ref.getAttr())
+              .setPerMicrobatchAttr(count);
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     if (ret.getNumOperands() != 1)
       return func.emitError("mlt-lower-to-runtime: @")
@@ -524,6 +532,10 @@ private:
       result = result.getDefiningOp()->getOperand(0);
     resultOutputs[result] =
         buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
+    if (auto count = func->getAttrOfType<IntegerAttr>(
+            MLTDialect::getMicrobatchesAttrName()))
+      module.lookupSymbol<rtir::BufferOp>(resultOutputs[result].getAttr())
+          .setPerMicrobatchAttr(count);
 
     b.setInsertionPointToEnd(module.getBody());
     auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.program);

@@ -74,7 +74,7 @@ public:
         continue;
       }
       buffer.setOffsetAttr(b.getI64IntegerAttr(persistentEnd));
-      persistentEnd = alignUp(persistentEnd + buffer.getByteSize(), align);
+      persistentEnd = alignUp(persistentEnd + buffer.getExtentBytes(), align);
     }
 
     uint64_t peak = persistentEnd;

@@ -1,8 +1,8 @@
 //===- ScheduleOverlap.cpp - gradient reductions under the backward pass --===//
 //
 // Part of mlt. Implements mlt-schedule-overlap (Passes.td): the optimizer
-// step's leading in-place all-reduces of gradient buffers move into copies
-// of the micro-step programs for the step's last micro-batch, each bucket of
+// step's leading in-place all-reduces of gradient buffers move into a copy
+// of the body that the step calls for its last micro-batch, each bucket of
 // them on the gradient-reduction stream right after its gradients are done,
 // ordered by a token.
 //
@@ -51,14 +51,37 @@ public:
   LogicalResult run() {
     auto optimizer =
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
-    auto micro = module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepProgram);
-    if (!optimizer || !micro)
+    if (!optimizer)
       return success();
     for (const char *name : {abi::kMicroStepLastProgram,
                              abi::kMicroStepOnlyProgram})
       if (module.lookupSymbol(name))
         return module.emitError("mlt-schedule-overlap: the module has @")
                << name << " already";
+    // The step's call of its last micro-batch (the last call with one).
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    if (steps.size() != 1)
+      return module.emitError("mlt-schedule-overlap: expected one "
+                              "mlt_rt.step (run mlt-schedule-pipeline "
+                              "first), found ")
+             << steps.size();
+    rtir::CallOp last;
+    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+      if (call.getMicrobatchAttr())
+        last = call;
+    if (!last)
+      return success();
+    auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
+    StringRef copyName;
+    if (body.getSymName() == abi::kMicroStepProgram)
+      copyName = abi::kMicroStepLastProgram;
+    else if (body.getSymName() == abi::kMicroStepFirstProgram)
+      copyName = abi::kMicroStepOnlyProgram;
+    else
+      return module.emitError("mlt-schedule-overlap: the step's last "
+                              "micro-batch calls @")
+             << body.getSymName() << ", expected @" << abi::kMicroStepProgram
+             << " or @" << abi::kMicroStepFirstProgram;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       buffers[buffer.getSymName()] = buffer;
       lastBuffer = buffer;
@@ -83,18 +106,13 @@ public:
     if (reductions.empty())
       return success();
 
-    auto first =
-        module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepFirstProgram);
-    for (auto [source, name] :
-         {std::pair{micro, abi::kMicroStepLastProgram},
-          std::pair{first, abi::kMicroStepOnlyProgram}}) {
-      if (!source)
-        continue;
-      rtir::ProgramOp copy = cloneProgram(source, name);
-      schedule(copy, reductions);
-    }
+    rtir::ProgramOp copy = cloneProgram(body, copyName);
+    schedule(copy, reductions);
+    last.setProgramAttr(FlatSymbolRefAttr::get(copy.getSymNameAttr()));
     for (rtir::LaunchOp reduction : reductions)
       reduction.erase();
+    // A step of one micro-batch no longer calls its original body.
+    eraseUncalledPrograms(module);
     return success();
   }
 

@@ -4,7 +4,7 @@
 // declaration order (launches refer to them by index), programs in order.
 // A module with an `mlt.mesh` holds the program that every rank runs: the
 // plan gets the mesh and one rank entry per rank, all with the same
-// programs, arena and buffers, except that a buffer whose `mlt.sharding`
+// programs, step, arena and buffers (the tables written once and shared), except that a buffer whose `mlt.sharding`
 // splits a dimension holds on each rank that rank's block of the global
 // tensor (full_shape, slice_offset).
 //
@@ -199,7 +199,8 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
           fbb, name, kindOf(buffer.getKind()), *dtype, shape,
           *buffer.getOffset(), buffer.getByteSize(), parameter,
           buffer.getValue() ? buffer.getValue()->convertToDouble() : 0.0,
-          buffer.getDecay(), fullShape, sliceOffset);
+          buffer.getDecay(), fullShape, sliceOffset,
+          uint32_t(buffer.getCopies()));
     };
     bufferIndex[buffer.getSymName()] = buffers[0].size();
     if (!isBlock) {
@@ -216,6 +217,7 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   }
 
   std::vector<flatbuffers::Offset<fb::Program>> programs;
+  llvm::StringMap<uint32_t> programIndex;
   int64_t microbatches = 1;
   if (auto attr = module->getAttrOfType<IntegerAttr>("mlt_rt.microbatches"))
     microbatches = attr.getInt();
@@ -242,9 +244,30 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
           int32_t(launch.getToken().value_or(-1))));
     }
     auto name = fbb.CreateString(program.getSymName().str());
+    programIndex[program.getSymName()] = programs.size();
     programs.push_back(
         fb::CreateProgram(fbb, name, fbb.CreateVector(instructions)));
   }
+
+  // The step: every rank runs the same calls (one SPMD program).
+  SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+  if (steps.size() != 1)
+    return module.emitError("plan export: expected one mlt_rt.step (run "
+                            "mlt-schedule-pipeline), found ")
+           << steps.size();
+  std::vector<flatbuffers::Offset<fb::Call>> calls;
+  for (rtir::CallOp call : steps.front().getBody().getOps<rtir::CallOp>()) {
+    std::vector<fb::WorkItem> work;
+    for (const WorkItem &item : call.getWorkItems())
+      work.emplace_back(fb::WorkKind(item.kind), uint32_t(item.microbatch),
+                        uint32_t(item.chunk));
+    IntegerAttr microbatch = call.getMicrobatchAttr();
+    calls.push_back(fb::CreateCall(
+        fbb, programIndex.lookup(call.getProgram()),
+        microbatch ? int32_t(microbatch.getInt()) : -1,
+        fbb.CreateVectorOfStructs(work)));
+  }
+  auto step = fbb.CreateVector(calls);
 
   LlamaConfig llama = LlamaConfig::fromAttr(config);
   auto model = fb::CreateModelInfo(
@@ -256,7 +279,7 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   for (int64_t rank = 0; rank < worldSize; ++rank)
     ranks.push_back(fb::CreateRank(fbb, rank, arena.getInt(),
                                    fbb.CreateVector(buffers[rank]),
-                                   programTables));
+                                   programTables, step));
   std::vector<flatbuffers::Offset<fb::MeshAxis>> axes;
   if (mesh)
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Compiler/Pipeline.h"
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
@@ -20,6 +21,7 @@ int main(int argc, char **argv) {
   registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   mlt::registerMLTPasses();
+  mlt::registerTrainPipeline();
   // Generic clean-ups that are useful between mlt passes.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

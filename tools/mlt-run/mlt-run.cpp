@@ -116,6 +116,13 @@ so with a plan file --tp and --dp must match its mesh):
   --grad-bucket-mb N         gradients per all-reduce with overlap: a bucket
                              closes at N MiB or more (default 32; 0: one
                              all-reduce per gradient); when compiling only
+  --schedule 1f1b|gpipe      the order of the micro-batches' forward and
+                             backward passes in a step (default 1f1b: each
+                             forward followed by its backward, so one
+                             micro-batch's activations are kept at a time;
+                             gpipe, all forwards first, needs pipeline
+                             stages with more than one micro-batch); when
+                             compiling only; --print-schedule shows it
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
@@ -146,7 +153,9 @@ Output:
                              reached, then the instruction shapes that took
                              longest; take a step after the first (which sets
                              up libraries)
-  --print-plan               print the plan (buffers, programs) and exit
+  --print-plan               print the plan (buffers, programs, step) and exit
+  --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
+                             F1.0 B1.0 ...") and exit
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit
   --help                     this text
@@ -172,6 +181,7 @@ struct Options {
   std::vector<std::string> recompute;
   std::optional<bool> overlapGradReduce;
   std::optional<int64_t> gradBucketMiB;
+  std::optional<std::string> schedule;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -187,6 +197,7 @@ struct Options {
   std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
   bool printPlan = false;
+  bool printSchedule = false;
   bool help = false;
 };
 
@@ -278,6 +289,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
          o.overlapGradReduce = v == "on";
          return Status::ok();
        }},
+      {"--schedule",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "1f1b" && v != "gpipe")
+           return errorf(flag, " ", v, ": expected 1f1b or gpipe");
+         o.schedule = v;
+         return Status::ok();
+       }},
       {"--grad-bucket-mb",
        [&o](const std::string &flag, const std::string &v) {
          int64_t value = 0;
@@ -323,6 +341,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--no-shuffle", nullptr},
       {"--sequence-parallel", &o.sequenceParallel},
       {"--print-plan", &o.printPlan},
+      {"--print-schedule", &o.printSchedule},
       {"--help", &o.help},
       {"-h", &o.help},
   };
@@ -515,7 +534,8 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
     for (auto [flag, given] :
          {std::pair{"--recompute", !o.recompute.empty()},
           std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
-          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()}})
+          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
+          std::pair{"--schedule", o.schedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
                       " is a plan file, whose programs were fixed when it was "
@@ -545,6 +565,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
+  compile.schedule = o.schedule.value_or("1f1b");
   if (o.gradBucketMiB)
     compile.gradBucketBytes = *o.gradBucketMiB << 20;
   if (compile.microBatch % compile.dp != 0)
@@ -986,10 +1007,12 @@ Status runTool(int argc, char **argv, const Launch &launch) {
     return errorf("missing MODEL_OR_PLAN (a plan file, a .mlir model, a "
                   "config.json, or a directory holding one); see --help");
   MLT_RETURN_IF_ERROR(checkOptions(o));
-  const bool trains = !o.printPlan && o.emitPlan.empty();
+  const bool trains = !o.printPlan && !o.printSchedule && o.emitPlan.empty();
   if (severalProcesses && !trains)
     return errorf("mpirun started ", launch.worldSize(), " processes, but ",
-                  o.printPlan ? "--print-plan" : "--emit-plan",
+                  o.printPlan       ? "--print-plan"
+                  : o.printSchedule ? "--print-schedule"
+                                    : "--emit-plan",
                   " does not train: run it without mpirun");
   if (severalProcesses && o.device != "cuda")
     return errorf("mpirun started ", launch.worldSize(),
@@ -1009,9 +1032,12 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (!trains) {
     if (!o.emitPlan.empty())
       MLT_RETURN_IF_ERROR(writeFileAtomically(o.emitPlan, bytes));
-    if (o.printPlan) {
+    if (o.printPlan || o.printSchedule) {
       std::ostringstream text;
-      printPlan(*plan, text);
+      if (o.printPlan)
+        printPlan(*plan, text);
+      if (o.printSchedule)
+        printSchedule(*plan, text);
       std::fputs(text.str().c_str(), stdout);
     }
     return Status::ok();

@@ -17,17 +17,15 @@
 
 namespace mlt {
 
-/// What a training plan is compiled for.
-struct CompileOptions {
-  /// A `.mlir` model, an HF `config.json`, or a directory holding one.
-  std::string model;
+/// How a training program is compiled: the one set of options of the pass
+/// pipeline (buildTrainPipeline in Pipeline.h), which `mlt-run` fills from
+/// its flags and `mlt-opt --mlt-train-pipeline="..."` from its pipeline
+/// options. Plain values, so that the runtime-side tool can include it.
+struct TrainOptions {
   /// Sequences per micro-batch, tokens per sequence, micro-batches per step.
   int64_t microBatch = 0;
   int64_t seqLen = 0;
   int64_t microbatches = 1;
-  /// The GPU architecture the plan is for ("sm_90"), recorded in the plan
-  /// so that a device of another architecture refuses it; empty: any.
-  std::string target;
   /// The compute type (mlt-mixed-precision): "f32", or "bf16" for bf16
   /// activations and weight copies on f32 master weights.
   std::string dtype = "f32";
@@ -37,6 +35,9 @@ struct CompileOptions {
   /// is the global micro-batch, which the data-parallel ranks share.
   int64_t tp = 1, dp = 1;
   bool sequenceParallel = false;
+  /// The order of the micro-batches' passes in the step
+  /// (mlt-schedule-pipeline): "1f1b" or "gpipe".
+  std::string schedule = "1f1b";
   /// Forward op kinds recomputed in the backward pass instead of kept
   /// (mlt-recompute-activations), by full name ("mlt.swiglu"); none when
   /// empty.
@@ -46,6 +47,15 @@ struct CompileOptions {
   /// one per gradient), rather than after it in the optimizer step.
   bool overlapGradReduce = true;
   int64_t gradBucketBytes = int64_t(32) << 20;
+};
+
+/// What a training plan is compiled from and for.
+struct CompileOptions : TrainOptions {
+  /// A `.mlir` model, an HF `config.json`, or a directory holding one.
+  std::string model;
+  /// The GPU architecture the plan is for ("sm_90"), recorded in the plan
+  /// so that a device of another architecture refuses it; empty: any.
+  std::string target;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false

@@ -29,6 +29,11 @@ void unrollRepeats(mlir::Operation *root);
 /// `mlt.repeat` (a model's `@forward` is the input of mlt-autodiff).
 llvm::SmallVector<mlir::func::FuncOp> programFunctions(mlir::ModuleOp module);
 
+/// Erases the `mlt_rt.program`s that no `mlt_rt.step` calls (but
+/// refresh_parameter_copies, which the runtime runs itself), and the
+/// temporaries and constants that only they touched.
+void eraseUncalledPrograms(mlir::ModuleOp module);
+
 } // namespace mlt
 
 #endif // MLT_PASSES_PASSES_H

@@ -461,6 +461,47 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
   }];
 }
 
+def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
+  let summary = "makes the training step: the schedule of the bodies' calls";
+  let description = [{
+    Builds `mlt_rt.step @step`, the one program the runtime runs per
+    training step, from the lowered bodies (`@micro_step`,
+    `@micro_step_first`, `@optimizer_step`) and the step's micro-batch count
+    (`mlt_rt.microbatches`, 1 when absent):
+
+    1. the schedule of `schedule` (PipelineSchedule.h: `1f1b`, `gpipe`) for
+       the module's stages and micro-batches: one stage until pipeline
+       partitioning splits the model, so `F0.0 B0.0 F1.0 B1.0 ...`;
+    2. each forward with the backward right after it on its stage becomes
+       one call of the micro-batch's fused forward-backward body, naming
+       both items: `@micro_step_first` for micro-batch 0 (it writes the
+       gradients), `@micro_step` for the others; where the module has no
+       `@micro_step_first`, the step first zeroes the gradients (a program
+       `@zero_gradients` of `fill` launches) and every micro-batch calls
+       `@micro_step`;
+    3. the step ends with a call of `@optimizer_step`.
+
+    A schedule that separates a micro-batch's forward from its backward
+    (`gpipe` with several micro-batches) needs separate forward and backward
+    bodies, which pipeline partitioning will create; until then it is an
+    error naming the first such item.
+
+    After (`microbatches=3`):
+    ```mlir
+    mlt_rt.step @step {
+      mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+      mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+      mlt_rt.call @micro_step microbatch 2 work [F2.0, B2.0]
+      mlt_rt.call @optimizer_step
+    }
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "the order of the micro-batches' passes: 1f1b or gpipe">
+  ];
+}
+
 def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   let summary = "reduces the gradients under the backward pass, on a stream of their own";
   let description = [{
@@ -471,10 +512,10 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
     backward pass of the step's last micro-batch, where they overlap the
     backward of the layers below:
 
-    - `@micro_step_last` is a copy of `@micro_step` (with temporaries of its
-      own), and `@micro_step_only` of `@micro_step_first` where the module
-      has one (PlanFormat.h: the runtime runs them for the last and for a
-      single micro-batch);
+    - the step's (`mlt_rt.step`) call of the last micro-batch calls a copy
+      of its body instead, with temporaries of its own: `@micro_step_last`
+      of `@micro_step`, or `@micro_step_only` of `@micro_step_first` in a
+      step of one micro-batch;
     - there, each gradient's reduction goes right after the last launch that
       touches the gradient, on stream 1 (kGradientReduceStream), grouped in
       buckets of at least `bucket-bytes` in the order they become ready: the

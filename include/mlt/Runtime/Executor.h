@@ -26,6 +26,7 @@
 #include "mlt/Runtime/Status.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,11 +64,17 @@ public:
   /// The index of the program named `name`; fails naming it when absent.
   StatusOr<size_t> findProgram(std::string_view name) const;
 
-  /// Runs program `index` after refreshing the compute copies if the host
-  /// wrote parameters since the last run; with `wait`, to completion
-  /// (synchronizing the device), else only queued (a training step queues
-  /// its programs and waits once). A failing launch is reported with the
-  /// program, the instruction and its kernel.
+  /// Runs the plan's training step: its calls in order, each program with
+  /// the copies of its call's micro-batch, after refreshing the compute
+  /// copies if the host wrote parameters since the last run; with `wait`, to
+  /// completion (synchronizing the device), else only queued. A failing
+  /// launch is reported with the call, the program, the instruction and its
+  /// kernel. On a device that captures, the whole step becomes one graph on
+  /// its second run, replayed from then on.
+  Status runStep(bool wait = true);
+
+  /// Runs program `index` alone, as a call without a micro-batch (tests,
+  /// and refresh_parameter_copies); otherwise as runStep.
   Status run(size_t programIndex, bool wait = true);
   Status run(std::string_view programName);
 
@@ -75,10 +82,10 @@ public:
   /// readScalarAtSync.
   Status synchronize();
 
-  /// Reads a one-element float buffer without waiting: `*out` is set, by the
-  /// next synchronize, to the buffer's value at this point of the queued
-  /// work. `out` must stay valid until then.
-  Status readScalarAtSync(size_t buffer, double *out);
+  /// Reads a one-element float buffer (its copy `copy`) without waiting:
+  /// `*out` is set, by the next synchronize, to the buffer's value at this
+  /// point of the queued work. `out` must stay valid until then.
+  Status readScalarAtSync(size_t buffer, double *out, uint32_t copy = 0);
 
   /// Whether programs are captured on their second run and replayed from
   /// then on, where the device can capture (CUDA graphs, unless
@@ -86,9 +93,13 @@ public:
   /// way: the same kernels run on the same buffers.
   void setCapture(bool enabled) { captureEnabled_ = enabled; }
 
-  /// Copies `bytes` raw bytes to or from a buffer; `bytes` must equal its size.
-  Status writeRaw(size_t buffer, const void *data, uint64_t bytes);
-  Status readRaw(size_t buffer, void *data, uint64_t bytes);
+  /// Copies `bytes` raw bytes to or from copy `copy` of a buffer (the
+  /// micro-batch's, for buffers with a copy per micro-batch); `bytes` must
+  /// equal its size.
+  Status writeRaw(size_t buffer, const void *data, uint64_t bytes,
+                  uint32_t copy = 0);
+  Status readRaw(size_t buffer, void *data, uint64_t bytes,
+                 uint32_t copy = 0);
 
   /// Writes `count` floats (the buffer's element count), converted to its
   /// element type: f32, f64, or bf16 (rounded to nearest even).
@@ -114,6 +125,8 @@ public:
     size_t instruction = 0;
     double milliseconds = 0.0;
   };
+  /// Programs and the step are captured (DeviceContext::beginCapture) on
+  /// their second run and replayed from then on.
   /// Times every launch of the programs run from now on
   /// (DeviceContext::beginLaunchTiming) until endProfile, which returns them
   /// in launch order.
@@ -123,24 +136,40 @@ public:
 private:
   struct PreparedInstruction {
     const InstructionDesc *inst;
+    /// Views of copy 0 of every operand.
     std::vector<BufferView> inputs;
     std::vector<BufferView> outputs;
+    /// The operands of buffers with a copy per micro-batch: whether an
+    /// output, the position, and the bytes from one copy to the next.
+    struct Copied {
+      bool output;
+      uint32_t position;
+      uint64_t stride;
+    };
+    std::vector<Copied> copied;
   };
-  struct PreparedProgram {
-    std::string name;
-    std::vector<PreparedInstruction> instructions;
-    /// Runs so far; the capture of this program's launches
-    /// (DeviceContext::beginCapture), made on its second run; whether
-    /// capturing it failed (it then always runs launch by launch).
+  /// Runs so far of a program or of the step; the capture of its launches
+  /// (DeviceContext::beginCapture), made on its second run; whether
+  /// capturing it failed (it then always runs launch by launch).
+  struct Replay {
     size_t runs = 0;
     std::optional<size_t> capture;
     bool captureFailed = false;
   };
+  struct PreparedProgram {
+    std::string name;
+    std::vector<PreparedInstruction> instructions;
+    Replay replay;
+  };
 
   Executor(RankPlan rank, Backend &backend,
            std::unique_ptr<DeviceContext> device);
-  BufferView view(size_t index) const;
+  BufferView view(size_t index, uint32_t copy = 0) const;
   void prepare();
+  /// Refreshes stale compute copies (unless `program` is the refresh), then
+  /// runs `launch` through `replay`'s capture as run and runStep describe.
+  Status runReplayed(Replay &replay, std::optional<size_t> program,
+                     const std::function<Status()> &launch, bool wait);
 
   RankPlan rank_;
   Backend &backend_;
@@ -151,9 +180,12 @@ private:
   /// the host wrote a Parameter buffer since it last ran.
   std::optional<size_t> refreshProgram_;
   bool copiesStale_ = false;
-  /// Launches the instructions of `program` one by one (on a failure, the
-  /// error names the program, the instruction and its kernel).
-  Status launchAll(size_t programIndex);
+  /// Launches the instructions of `program` one by one, with the copies of
+  /// micro-batch `microbatch` (-1: none), between the device's
+  /// beginProgram and endProgram (on a failure, the error names the
+  /// program, the instruction and its kernel).
+  Status launchAll(size_t programIndex, int32_t microbatch = -1);
+  Replay stepReplay_;
 
   bool captureEnabled_ = true;
   /// Reads queued by readScalarAtSync: the buffer's type, where its bytes

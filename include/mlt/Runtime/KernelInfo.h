@@ -131,11 +131,13 @@ computeOperandIndex(Kernel kernel, size_t numInputs,
 ElementType precisionType(OperandPrecision precision, ElementType compute);
 
 /// Whether `kernel` computes in no particular float type: cast converts
-/// between types, transpose and shard_slice move bytes of any type, and the
+/// between types, fill writes any float type, transpose and shard_slice move
+/// bytes of any type, and the
 /// collectives move or sum (in the communicator) the types the plan verifier
 /// allows them. A backend checks these kernels' types on their own terms.
 inline bool isTypeFreeKernel(Kernel kernel) {
-  return kernel == Kernel::Cast || kernel == Kernel::Transpose ||
+  return kernel == Kernel::Cast || kernel == Kernel::Fill ||
+         kernel == Kernel::Transpose ||
          kernel == Kernel::ShardSlice || isCollectiveKernel(kernel);
 }
 

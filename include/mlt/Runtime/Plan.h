@@ -72,6 +72,20 @@ struct BufferDesc {
   /// per-parameter buffers and the tokens/labels inputs may be blocks.
   std::vector<int64_t> fullShape;
   std::vector<int64_t> sliceOffset;
+  /// Copies, one per micro-batch of the step (tokens, labels, loss): a launch
+  /// in a call of micro-batch k touches copy k, at offset + k *
+  /// copyStride(). `shape` and `bytes` are one copy's. 1: a plain buffer.
+  uint32_t copies = 1;
+
+  /// Bytes from one copy to the next: `bytes` rounded up to the plan's
+  /// buffer alignment.
+  uint64_t copyStride() const;
+  /// The bytes of the arena the buffer spans, every copy included.
+  uint64_t extentBytes() const;
+  /// Where copy `copy` starts in the arena.
+  uint64_t copyOffset(uint32_t copy) const {
+    return offset + uint64_t(copy) * copyStride();
+  }
 
   /// The product of `shape` (1 for a scalar). Only meaningful for a verified
   /// plan, where it cannot overflow.
@@ -112,12 +126,43 @@ struct ProgramDesc {
   std::vector<InstructionDesc> instructions;
 };
 
+/// What a schedule item does (Plan.fbs's WorkKind; the compiler's
+/// PipelineSchedule.h has the same values).
+enum class WorkKind : uint8_t { Forward = 0, Backward = 1, WeightGradient = 2 };
+
+/// One item of a rank's schedule: `F3.0` is the forward pass of micro-batch
+/// 3 through model chunk 0.
+struct WorkItem {
+  WorkKind kind = WorkKind::Forward;
+  uint32_t microbatch = 0;
+  uint32_t chunk = 0;
+  /// "F3.0".
+  std::string str() const;
+};
+
+/// One call of a rank's step: a program run with the buffers of one
+/// micro-batch (or of none), doing some items of the schedule.
+struct CallDesc {
+  /// Index into the rank's programs.
+  uint32_t program = 0;
+  /// The micro-batch whose copies its launches touch; -1: none.
+  int32_t microbatch = -1;
+  std::vector<WorkItem> work;
+};
+
 /// Everything one rank holds and runs.
 struct RankPlan {
   uint32_t rank = 0;
   uint64_t arenaBytes = 0;
   std::vector<BufferDesc> buffers;
   std::vector<ProgramDesc> programs;
+  /// The training step: the calls the runtime makes, in order, each after
+  /// the previous one has ended on every stream.
+  std::vector<CallDesc> step;
+
+  /// The schedule the step does: every call's work, in order ("F0.0 B0.0
+  /// F1.0 B1.0").
+  std::string scheduleString() const;
 
   /// The index of the buffer named `name`, if any.
   std::optional<size_t> findBuffer(std::string_view name) const;
@@ -207,10 +252,12 @@ Status verifyRank(const RankPlan &rank, const std::vector<MeshAxis> &mesh = {});
 /// count) on that axis in the same order.
 Status verifyPlanStructure(const Plan &plan);
 
-/// The training contract of PlanFormat.h, on every rank: the programs
-/// micro_step and optimizer_step, the inputs tokens and labels (i32 blocks of
-/// [micro_batch, seq_len]) and the hyper.* f32 scalars, the outputs loss (an
-/// f32 or f64 scalar) and grad_norm (f32 scalar), and parameter, gradient and
+/// The training contract of PlanFormat.h, on every rank: a step of calls
+/// that covers every micro-batch (each call's program in range, a call
+/// without a micro-batch touching no buffer with copies), the inputs tokens
+/// and labels (i32 blocks of [micro_batch, seq_len], a copy per
+/// micro-batch) and the hyper.* f32 scalars, the outputs loss (an f32 or
+/// f64 scalar, a copy per micro-batch) and grad_norm (f32 scalar), and parameter, gradient and
 /// optimizer-state buffers that name their parameter, a gradient or state
 /// holding the same block as its parameter. Across ranks: each parameter has
 /// one full shape, dtype and decay; its distinct blocks are disjoint, and
@@ -227,9 +274,14 @@ Status verifyPlan(const Plan &plan);
 
 /// Writes `plan` readably: the model info and the mesh, then per rank the
 /// arena size, the buffers (index, name, kind, dtype, shape, offset, bytes,
-/// the block) and the programs (each instruction's kernel, buffer names, ints
-/// and floats, a collective's axis by name).
+/// the block, the copies), the programs (each instruction's kernel, buffer
+/// names, ints and floats, a collective's axis by name) and the step (each
+/// call's program, micro-batch and work).
 void printPlan(const Plan &plan, std::ostream &os);
+
+/// Writes the schedule of every rank's step, one line per rank:
+/// "rank 0: F0.0 B0.0 F1.0 B1.0".
+void printSchedule(const Plan &plan, std::ostream &os);
 
 } // namespace mlt::rt
 

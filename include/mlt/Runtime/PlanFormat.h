@@ -44,64 +44,64 @@ inline constexpr const char *kPlanFileIdentifier = "MLTP";
 inline constexpr uint64_t kPlanBufferAlignment = 256;
 
 //===----------------------------------------------------------------------===//
-// Several ranks
+// The training step
 //
-// A plan laid out over a mesh gives every rank the whole contract below (both
-// programs, every input and output), and the runtime drives all ranks alike:
-// each step it writes every rank's hyper-parameters, zeroes every rank's
-// gradients, feeds each rank its block of every micro-batch (the tokens and
-// labels buffers' full_shape and slice_offset, out of the global batch a
-// single-rank run reads), runs micro_step per micro-batch and then
-// optimizer_step on all ranks at once. The plan's collectives do the rest:
-// "loss" and "grad_norm" must come out replicated (the global values, bit for
-// bit on every rank; the runtime reads rank 0's and checks the others), and
-// each Gradient buffer must hold the complete gradient of its block by the end
-// of optimizer_step. Parameters are whole tensors outside the runtime: it
-// writes each rank its block of them and assembles them from the blocks.
+// Each rank's `step` is the whole of one optimizer step, as the compiler
+// scheduled it: every micro-batch's forward and backward passes, the
+// gradient reductions, the gradient norm, clipping and the AdamW update,
+// as calls of the rank's programs. The runtime's part of a step is:
+// write the hyper-parameters and the rank's block of every micro-batch's
+// tokens and labels (copy k of the "tokens" and "labels" buffers holds
+// micro-batch k), run the step, and read each micro-batch's loss (copy k
+// of "loss") and the gradient norm. It never zeroes a buffer or chooses a
+// program: gradients start each step however the step's first call leaves
+// them (it writes them, or the step zeroes them first).
+//
+// A plan laid out over a mesh gives every rank that contract: "loss" and
+// "grad_norm" must come out replicated (the global values, bit for bit on
+// every rank; the runtime reads rank 0's and checks the others), and each
+// Gradient buffer must hold the complete gradient of its block by the end
+// of the step. Parameters are whole tensors outside the runtime: it writes
+// each rank its block of them and assembles them from the blocks.
 //===----------------------------------------------------------------------===//
 
 //===----------------------------------------------------------------------===//
 // Programs
 //===----------------------------------------------------------------------===//
 
-/// Forward and backward of one micro-batch; accumulates into the Gradient
-/// buffers (which the runtime zeroes once per step) and writes "loss".
-inline constexpr const char *kMicroStepProgram = "micro_step";
-/// Optional: micro_step for the step's first micro-batch, which writes every
-/// Gradient buffer instead of adding to it. When a plan has it, the runtime
-/// zeroes no gradients and runs it for micro-batch 0 (micro_step for the
-/// others): a pass over the gradients saved, and the weight-gradient
-/// products do not read them. A runtime that does not know it zeroes and
-/// runs micro_step, with the same result.
-inline constexpr const char *kMicroStepFirstProgram = "micro_step_first";
-/// Optional, together: micro_step for the step's last micro-batch
-/// (micro_step_last) and for a step of one micro-batch (micro_step_only, the
-/// last that is also the first: it writes the gradients), which also reduce
-/// the gradients over the ranks that share them (all-reduces on the gradient
-/// reduction stream, each started once the backward pass has finished its
-/// gradient), so that optimizer_step does not. A plan has both (or
-/// micro_step_last alone, when it has no micro_step_first; then a step of
-/// one micro-batch zeroes the gradients and runs micro_step_last), and the
-/// runtime must run them: their reductions are not in optimizer_step.
-inline constexpr const char *kMicroStepLastProgram = "micro_step_last";
-inline constexpr const char *kMicroStepOnlyProgram = "micro_step_only";
-/// Global gradient norm (written to "grad_norm" before clipping), clipping,
-/// and the AdamW update of every parameter; runs once per step. In a
-/// mixed-precision plan it ends by refreshing the ParameterCopy buffers.
-inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
 /// Mixed-precision plans only: casts every Parameter to its ParameterCopy
 /// buffer. The runtime runs it after writing parameters (initialization,
-/// checkpoint loading), before any other program reads the copies.
+/// checkpoint loading), before any other program reads the copies. The one
+/// program the runtime runs by name.
 inline constexpr const char *kRefreshCopiesProgram = "refresh_parameter_copies";
+
+/// The bodies that mlt's compiler gives the step to call (names for people,
+/// tests and the compiler's passes; the runtime only runs them through the
+/// step): the forward and backward pass of one micro-batch, accumulating
+/// into the Gradient buffers and writing its copy of "loss"; its variant
+/// for the step's first micro-batch, which writes every Gradient buffer
+/// instead of adding to it; the variants for the last micro-batch (and for
+/// the only one of a step of one), which also reduce the gradients over the
+/// ranks that share them, under the backward pass (mlt-schedule-overlap);
+/// zeroing of the gradients, for steps whose first call does not write them;
+/// and the optimizer update: global gradient norm (written to "grad_norm"
+/// before clipping), clipping and AdamW, refreshing the ParameterCopy
+/// buffers in a mixed-precision plan.
+inline constexpr const char *kMicroStepProgram = "micro_step";
+inline constexpr const char *kMicroStepFirstProgram = "micro_step_first";
+inline constexpr const char *kMicroStepLastProgram = "micro_step_last";
+inline constexpr const char *kMicroStepOnlyProgram = "micro_step_only";
+inline constexpr const char *kZeroGradientsProgram = "zero_gradients";
+inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
 
 //===----------------------------------------------------------------------===//
 // Buffers the runtime writes (kind Input) and reads (kind Output)
 //===----------------------------------------------------------------------===//
 
-/// [micro_batch, seq_len] i32 token ids and next-token labels: the global
-/// micro-batch, or the block of it that the rank reads (rows for data
-/// parallelism, columns for sequence parallelism), given by the buffer's
-/// full_shape and slice_offset.
+/// [micro_batch, seq_len] i32 token ids and next-token labels, one copy per
+/// micro-batch of the step: the global micro-batch, or the block of it that
+/// the rank reads (rows for data parallelism, columns for sequence
+/// parallelism), given by the buffer's full_shape and slice_offset.
 inline constexpr const char *kTokensInput = "tokens";
 inline constexpr const char *kLabelsInput = "labels";
 
@@ -116,9 +116,10 @@ inline constexpr const char *kHyperMaxGradNorm = "hyper.max_grad_norm";
 /// The 1-based number of this optimizer step, as a float.
 inline constexpr const char *kHyperStep = "hyper.step";
 
-/// The scalar loss of one micro-batch (mean over its tokens): f32, or f64 for
-/// an f64 model. With several ranks it is the loss of the global micro-batch,
-/// replicated: bit-identical on every rank (the runtime reads rank 0's).
+/// The scalar loss of each micro-batch (mean over its tokens; a copy per
+/// micro-batch): f32, or f64 for an f64 model. With several ranks it is the
+/// loss of the global micro-batch, replicated: bit-identical on every rank
+/// (the runtime reads rank 0's).
 inline constexpr const char *kLossOutput = "loss";
 /// The f32 scalar global gradient norm, before clipping; replicated like the
 /// loss.

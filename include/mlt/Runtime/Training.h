@@ -1,18 +1,17 @@
 //===- Training.h - the training loop over an executor ----------*- C++ -*-===//
 //
-// Part of mlt. A Trainer drives a plan's programs through optimizer steps:
-// for step s it writes the hyper-parameters (the learning rate from the
-// schedule), zeroes the gradients (or, when the plan has `micro_step_first`,
-// runs that for the first micro-batch instead: it writes them), runs
-// `micro_step` once per micro-batch on consecutive row blocks of the step's
-// global batch (`micro_step_last` for the last, `micro_step_only` for a
-// single one, where the plan has them: they also reduce the gradients over
-// the ranks, under the backward pass), then `optimizer_step`,
-// and reports the mean micro-batch loss and the gradient norm before
-// clipping. A step's work is queued whole and waited for once (the losses
-// and the norm are read as it completes): on a GPU no synchronization
-// interrupts a step. The learning-rate schedule is one function, shared by the
-// tool's help text and the tests.
+// Part of mlt. A Trainer drives a plan's training step through optimizer
+// steps: for step s it writes the hyper-parameters (the learning rate from
+// the schedule) and the step's tokens and labels (micro-batch k, from
+// consecutive row blocks of the step's global batch, into copy k of the
+// inputs), runs the plan's step, and reports the mean micro-batch loss
+// (copy k of "loss" is micro-batch k's) and the gradient norm before
+// clipping. Which programs run, in which order, and how gradients start
+// and accumulate is the plan's (the compiler's) to say: the trainer knows
+// no program. A step's work is queued whole and waited for once (the
+// losses and the norm are read as it completes): on a GPU no
+// synchronization interrupts a step. The learning-rate schedule is one
+// function, shared by the tool's help text and the tests.
 //
 // With several ranks (a RankGroup) every rank does all of that, on its own
 // thread: each reads its block of every micro-batch (its tokens and labels
@@ -109,8 +108,8 @@ struct StepMetrics {
 
 class Trainer {
 public:
-  /// Binds the plan's named inputs, outputs and programs
-  /// (verifyTrainingContract has checked they exist). `executor` and `data`
+  /// Binds the plan's named inputs and outputs (verifyTrainingContract has
+  /// checked they exist). `executor` and `data`
   /// must outlive the trainer; `data` must have the plan's sequence length.
   static StatusOr<std::unique_ptr<Trainer>>
   create(Executor &executor, const ModelInfo &model, TokenDataset &data,
@@ -138,18 +137,6 @@ private:
   /// it measured in the current step.
   struct RankState {
     Executor *executor = nullptr;
-    size_t microStep = 0, optimizerStep = 0;
-    /// The plan's micro_step_first, which writes the gradients (then none
-    /// are zeroed), micro_step_last and micro_step_only, which also reduce
-    /// them (PlanFormat.h), where it has them.
-    std::optional<size_t> microStepFirst, microStepLast, microStepOnly;
-
-    /// The program that runs micro-batch `mb` of `count`: micro_step_only
-    /// for the only one, micro_step_last for the last, micro_step_first for
-    /// the first, where the plan has them; micro_step otherwise. When it is
-    /// micro_step or micro_step_last for mb 0, the gradients are zeroed
-    /// first.
-    size_t programFor(int64_t mb, int64_t count) const;
     size_t tokens = 0, labels = 0, loss = 0, gradNorm = 0;
     size_t lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0,
            maxGradNorm = 0, stepNumber = 0;

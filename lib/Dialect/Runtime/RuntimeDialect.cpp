@@ -11,11 +11,50 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <tuple>
 
 using namespace mlir;
 using namespace mlt::rt_ir;
 using mlt::rt::kPlanMaxStreams;
 using mlt::rt::kPlanMaxTokens;
+
+namespace {
+
+/// `work` of mlt_rt.call: `[F0.0, B0.0]`, stored as (kind, micro-batch,
+/// chunk) triples.
+ParseResult parseWork(OpAsmParser &parser, DenseI64ArrayAttr &work) {
+  SmallVector<int64_t> triples;
+  auto parseItem = [&]() -> ParseResult {
+    std::string text;
+    SMLoc loc = parser.getCurrentLocation();
+    // `F0.0` lexes as one bare identifier.
+    if (parser.parseKeywordOrString(&text))
+      return failure();
+    std::optional<mlt::WorkItem> item = mlt::WorkItem::parse(text);
+    if (!item)
+      return parser.emitError(loc, "expected a work item such as F0.0, got '")
+             << text << "'";
+    triples.append({int64_t(item->kind), item->microbatch, item->chunk});
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseItem))
+    return failure();
+  work = DenseI64ArrayAttr::get(parser.getContext(), triples);
+  return success();
+}
+
+void printWork(OpAsmPrinter &printer, CallOp op, DenseI64ArrayAttr work) {
+  printer << "[";
+  llvm::interleaveComma(op.getWorkItems(), printer,
+                        [&](const mlt::WorkItem &item) {
+                          printer << item.str();
+                        });
+  printer << "]";
+}
+
+} // namespace
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.cpp.inc"
 #include "mlt/Dialect/Runtime/RuntimeEnums.cpp.inc"
@@ -45,9 +84,27 @@ uint64_t BufferOp::getByteSize() {
   return static_cast<uint64_t>(type.getNumElements()) * ((bits + 7) / 8);
 }
 
+uint64_t BufferOp::getExtentBytes() {
+  const uint64_t stride =
+      (getByteSize() + mlt::rt::kPlanBufferAlignment - 1) /
+      mlt::rt::kPlanBufferAlignment * mlt::rt::kPlanBufferAlignment;
+  return getCopies() > 1 ? stride * uint64_t(getCopies() - 1) + getByteSize()
+                         : getByteSize();
+}
+
 LogicalResult BufferOp::verify() {
   if (!getTensorType().hasStaticShape())
     return emitOpError("must have a static shape, got ") << getType();
+  if (IntegerAttr copies = getPerMicrobatchAttr()) {
+    if (copies.getInt() < 1)
+      return emitOpError("per_microbatch must be at least 1, got ")
+             << copies.getInt();
+    if (getKind() != BufferKind::input && getKind() != BufferKind::output &&
+        getKind() != BufferKind::temporary)
+      return emitOpError("of kind '")
+             << stringifyBufferKind(getKind())
+             << "' cannot have a copy per micro-batch";
+  }
   bool stateful = getKind() == BufferKind::parameter ||
                   getKind() == BufferKind::gradient ||
                   getKind() == BufferKind::optimizer_state ||
@@ -116,6 +173,73 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
           !symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, symbol))
         return emitOpError("uses ") << ref << ", which is not a buffer";
     }
+  return success();
+}
+
+SmallVector<mlt::WorkItem> CallOp::getWorkItems() {
+  SmallVector<mlt::WorkItem> items;
+  ArrayRef<int64_t> work = getWork();
+  for (size_t i = 0; i + 2 < work.size(); i += 3)
+    items.push_back(mlt::WorkItem{mlt::WorkKind(work[i]), work[i + 1],
+                                  work[i + 2]});
+  return items;
+}
+
+SmallVector<int64_t> CallOp::encodeWork(ArrayRef<mlt::WorkItem> items) {
+  SmallVector<int64_t> work;
+  for (const mlt::WorkItem &item : items)
+    work.append({int64_t(item.kind), item.microbatch, item.chunk});
+  return work;
+}
+
+LogicalResult CallOp::verify() {
+  ArrayRef<int64_t> work = getWork();
+  if (work.size() % 3 != 0)
+    return emitOpError("work must be (kind, micro-batch, chunk) triples");
+  std::optional<int64_t> microbatch;
+  if (IntegerAttr attr = getMicrobatchAttr())
+    microbatch = attr.getInt();
+  if (microbatch && *microbatch < 0)
+    return emitOpError("micro-batch must be non-negative, got ") << *microbatch;
+  for (size_t i = 0; i < work.size(); i += 3) {
+    if (work[i] < 0 || work[i] > int64_t(mlt::WorkKind::WeightGradient) ||
+        work[i + 1] < 0 || work[i + 2] < 0)
+      return emitOpError("has a malformed work item");
+    if (!microbatch || work[i + 1] != *microbatch)
+      return emitOpError("does ")
+             << mlt::WorkItem{mlt::WorkKind(work[i]), work[i + 1], work[i + 2]}
+                    .str()
+             << ", which is not work of the call's micro-batch";
+  }
+  return success();
+}
+
+LogicalResult
+CallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!symbolTable.lookupNearestSymbolFrom<ProgramOp>(*this, getProgramAttr()))
+    return emitOpError("calls @")
+           << getProgram() << ", which is not an mlt_rt.program";
+  return success();
+}
+
+LogicalResult StepOp::verify() {
+  // Each item of the schedule once, a backward after its forward.
+  llvm::DenseSet<std::tuple<int64_t, int64_t, int64_t>> seen;
+  for (CallOp call : getBody().getOps<CallOp>())
+    for (const mlt::WorkItem &item : call.getWorkItems()) {
+      if (!seen.insert({int64_t(item.kind), item.microbatch, item.chunk})
+               .second)
+        return call.emitOpError("does ")
+               << item.str() << ", which an earlier call of the step does";
+      if (item.kind != mlt::WorkKind::Forward &&
+          !seen.contains({int64_t(mlt::WorkKind::Forward), item.microbatch,
+                          item.chunk}))
+        return call.emitOpError("does ")
+               << item.str() << " before the step does its forward";
+    }
+  for (Operation &op : getBody().front())
+    if (!isa<CallOp>(op))
+      return op.emitOpError("is not an mlt_rt.call; a step holds calls only");
   return success();
 }
 

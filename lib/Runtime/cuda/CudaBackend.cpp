@@ -84,6 +84,7 @@ bool supportsKernel(Kernel kernel) {
   case Kernel::SiLUFwd:
   case Kernel::SiLUBwd:
   case Kernel::Cast:
+  case Kernel::Fill:
   case Kernel::Transpose:
   case Kernel::ShardSlice:
   // optimizer.h
@@ -914,6 +915,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       using T = decltype(tag);
       return launchAccumulate(out[0].as<T>(), in[0].as<const T>(), a[0], s);
     });
+  case Kernel::Fill:
+    return launchFill(out[0].data, out[0].dtype, a[0], inst.floats[0], s);
   case Kernel::Cast:
     return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype, a[0],
                       s);

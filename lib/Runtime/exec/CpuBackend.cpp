@@ -358,6 +358,8 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   }
   case Kernel::Cast:
     return cast(out[0], in[0], inst.ints[0]);
+  case Kernel::Fill:
+    return fill(out[0], inst.floats[0]);
   case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
     const std::vector<int64_t> &a = inst.ints;
     StatusOr<AxisPosition> position = axisPosition(a[3]);
@@ -695,6 +697,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::Transpose:
   case Kernel::Cast:
+  case Kernel::Fill:
   case Kernel::ShardSlice:
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:

@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -179,9 +180,10 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   return executor;
 }
 
-BufferView Executor::view(size_t index) const {
+BufferView Executor::view(size_t index, uint32_t copy) const {
   const BufferDesc &buffer = rank_.buffers[index];
-  return BufferView{arena_ + buffer.offset, buffer.dtype, buffer.numElements()};
+  return BufferView{arena_ + buffer.copyOffset(copy), buffer.dtype,
+                    buffer.numElements()};
 }
 
 void Executor::prepare() {
@@ -190,11 +192,17 @@ void Executor::prepare() {
     PreparedProgram prepared;
     prepared.name = program.name;
     for (const InstructionDesc &inst : program.instructions) {
-      PreparedInstruction p{&inst, {}, {}};
-      for (uint32_t index : inst.inputs)
-        p.inputs.push_back(view(index));
-      for (uint32_t index : inst.outputs)
-        p.outputs.push_back(view(index));
+      PreparedInstruction p{&inst, {}, {}, {}};
+      for (auto [output, list, views] :
+           {std::tuple(false, &inst.inputs, &p.inputs),
+            std::tuple(true, &inst.outputs, &p.outputs)})
+        for (uint32_t index : *list) {
+          const BufferDesc &buffer = rank_.buffers[index];
+          if (buffer.copies > 1)
+            p.copied.push_back({output, uint32_t(views->size()),
+                                buffer.copyStride()});
+          views->push_back(view(index));
+        }
       prepared.instructions.push_back(std::move(p));
     }
     if (program.name == kRefreshCopiesProgram)
@@ -216,39 +224,65 @@ StatusOr<size_t> Executor::findProgram(std::string_view name) const {
   return errorf("the plan has no program '", name, "'");
 }
 
-Status Executor::run(size_t programIndex, bool wait) {
-  if (copiesStale_ && refreshProgram_ && programIndex != *refreshProgram_)
+Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
+                              const std::function<Status()> &launch,
+                              bool wait) {
+  if (copiesStale_ && refreshProgram_ && program != refreshProgram_)
     MLT_RETURN_IF_ERROR(run(*refreshProgram_, /*wait=*/false));
-  if (refreshProgram_ && programIndex == *refreshProgram_)
+  if (refreshProgram_ && program == refreshProgram_)
     copiesStale_ = false;
-  PreparedProgram &program = programs_.at(programIndex);
-  ++program.runs;
-  if (program.capture && !profiling_) {
-    MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
+  ++replay.runs;
+  if (replay.capture && !profiling_) {
+    MLT_RETURN_IF_ERROR(device_->replay(*replay.capture));
     return wait ? synchronize() : Status::ok();
   }
   // The second run is captured (the first has set up the libraries' plans
   // and the scratch memory, which a capture cannot allocate), then replayed
-  // to run it. A program that cannot be captured runs launch by launch.
-  if (captureEnabled_ && !profiling_ && program.runs == 2 &&
-      !program.captureFailed && device_->canCapture()) {
+  // to run it. What cannot be captured runs launch by launch.
+  if (captureEnabled_ && !profiling_ && replay.runs == 2 &&
+      !replay.captureFailed && device_->canCapture()) {
     MLT_RETURN_IF_ERROR(device_->beginCapture());
-    Status launched = launchAll(programIndex);
+    Status launched = launch();
     StatusOr<size_t> capture =
         launched ? device_->endCapture() : StatusOr<size_t>(launched);
     if (capture) {
-      program.capture = *capture;
-      MLT_RETURN_IF_ERROR(device_->replay(*program.capture));
+      replay.capture = *capture;
+      MLT_RETURN_IF_ERROR(device_->replay(*replay.capture));
       return wait ? synchronize() : Status::ok();
     }
     // A failed endCapture has dropped the capture; failed launches leave it
     // open.
     if (!launched)
       device_->abortCapture();
-    program.captureFailed = true;
+    replay.captureFailed = true;
   }
-  MLT_RETURN_IF_ERROR(launchAll(programIndex));
+  MLT_RETURN_IF_ERROR(launch());
   return wait ? synchronize() : Status::ok();
+}
+
+Status Executor::run(size_t programIndex, bool wait) {
+  PreparedProgram &program = programs_.at(programIndex);
+  return runReplayed(
+      program.replay, programIndex,
+      [&] { return launchAll(programIndex); }, wait);
+}
+
+Status Executor::runStep(bool wait) {
+  if (rank_.step.empty())
+    return errorf("the plan has no step");
+  return runReplayed(
+      stepReplay_, std::nullopt,
+      [&]() -> Status {
+        for (size_t c = 0; c < rank_.step.size(); ++c) {
+          const CallDesc &call = rank_.step[c];
+          Status status = launchAll(call.program, call.microbatch);
+          if (!status)
+            return std::move(status).withContext("step call " +
+                                                 std::to_string(c));
+        }
+        return Status::ok();
+      },
+      wait);
 }
 
 Status Executor::synchronize() {
@@ -280,7 +314,7 @@ Status Executor::synchronize() {
   return status;
 }
 
-Status Executor::readScalarAtSync(size_t index, double *out) {
+Status Executor::readScalarAtSync(size_t index, double *out, uint32_t copy) {
   const BufferDesc &buffer = rank_.buffers.at(index);
   if (buffer.numElements() != 1)
     return errorf("buffer '", buffer.name, "' is not a scalar");
@@ -292,20 +326,37 @@ Status Executor::readScalarAtSync(size_t index, double *out) {
   PendingRead &read = pendingReads_.emplace_back();
   read.dtype = buffer.dtype;
   read.out = out;
-  return device_->copyToHostAtSync(read.bytes, arena_ + buffer.offset,
+  if (copy >= buffer.copies)
+    return errorf("buffer '", buffer.name, "' has no copy ", copy);
+  return device_->copyToHostAtSync(read.bytes, arena_ + buffer.copyOffset(copy),
                                    buffer.bytes);
 }
 
-Status Executor::launchAll(size_t programIndex) {
+Status Executor::launchAll(size_t programIndex, int32_t microbatch) {
   const PreparedProgram &program = programs_.at(programIndex);
   const ProgramDesc &desc = rank_.programs.at(programIndex);
   MLT_RETURN_IF_ERROR(device_->beginProgram(desc));
   Status status = Status::ok();
+  // Operands of buffers with a copy per micro-batch move to the call's copy
+  // (the plan verifier proved it in range; copy 0 without a micro-batch).
+  std::vector<BufferView> inputs, outputs;
+  const uint64_t copy = microbatch > 0 ? uint64_t(microbatch) : 0;
   for (size_t i = 0; i < program.instructions.size() && status; ++i) {
     const PreparedInstruction &p = program.instructions[i];
     if (profiling_)
       profiled_.emplace_back(programIndex, i);
-    status = device_->launch(*p.inst, p.inputs, p.outputs);
+    if (p.copied.empty() || copy == 0) {
+      status = device_->launch(*p.inst, p.inputs, p.outputs);
+    } else {
+      inputs = p.inputs;
+      outputs = p.outputs;
+      for (const PreparedInstruction::Copied &operand : p.copied) {
+        BufferView &view =
+            (operand.output ? outputs : inputs)[operand.position];
+        view.data += copy * operand.stride;
+      }
+      status = device_->launch(*p.inst, inputs, outputs);
+    }
     if (!status) {
       std::ostringstream context;
       context << "program '" << program.name << "' instruction " << i << " ("
@@ -346,23 +397,29 @@ Status Executor::run(std::string_view programName) {
   return run(*index);
 }
 
-Status Executor::writeRaw(size_t index, const void *data, uint64_t bytes) {
+Status Executor::writeRaw(size_t index, const void *data, uint64_t bytes,
+                          uint32_t copy) {
   const BufferDesc &buffer = rank_.buffers.at(index);
   if (bytes != buffer.bytes)
     return errorf("writing ", bytes, " bytes to buffer '", buffer.name, "' of ",
                   buffer.bytes, " bytes");
+  if (copy >= buffer.copies)
+    return errorf("buffer '", buffer.name, "' has no copy ", copy);
   if (buffer.kind == BufferKind::Parameter)
     copiesStale_ = true;
-  return device_->copyToDevice(arena_ + buffer.offset, data, bytes);
+  return device_->copyToDevice(arena_ + buffer.copyOffset(copy), data, bytes);
 }
 
-Status Executor::readRaw(size_t index, void *data, uint64_t bytes) {
+Status Executor::readRaw(size_t index, void *data, uint64_t bytes,
+                         uint32_t copy) {
   const BufferDesc &buffer = rank_.buffers.at(index);
   if (bytes != buffer.bytes)
     return errorf("reading ", bytes, " bytes from buffer '", buffer.name,
                   "' of ", buffer.bytes, " bytes");
+  if (copy >= buffer.copies)
+    return errorf("buffer '", buffer.name, "' has no copy ", copy);
   MLT_RETURN_IF_ERROR(synchronize());
-  return device_->copyToHost(data, arena_ + buffer.offset, bytes);
+  return device_->copyToHost(data, arena_ + buffer.copyOffset(copy), bytes);
 }
 
 Status Executor::writeFloats(size_t index, const float *values, int64_t count) {

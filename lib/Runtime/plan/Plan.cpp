@@ -42,6 +42,13 @@ static_assert(
             uint8_t(plan::BufferKind::ParameterCopy) &&
         plan::BufferKind::MAX == plan::BufferKind::ParameterCopy,
     "BufferKind and Plan.fbs's BufferKind differ");
+static_assert(uint8_t(WorkKind::Forward) == uint8_t(plan::WorkKind::Forward) &&
+                  uint8_t(WorkKind::Backward) ==
+                      uint8_t(plan::WorkKind::Backward) &&
+                  uint8_t(WorkKind::WeightGradient) ==
+                      uint8_t(plan::WorkKind::WeightGradient) &&
+                  plan::WorkKind::MAX == plan::WorkKind::WeightGradient,
+              "WorkKind and Plan.fbs's WorkKind differ");
 
 //===----------------------------------------------------------------------===//
 // Small helpers of Plan.h
@@ -67,6 +74,33 @@ const char *mlt::rt::bufferKindName(BufferKind kind) {
     return "parameter_copy";
   }
   return "?";
+}
+
+uint64_t BufferDesc::copyStride() const {
+  return (bytes + kPlanBufferAlignment - 1) / kPlanBufferAlignment *
+         kPlanBufferAlignment;
+}
+
+uint64_t BufferDesc::extentBytes() const {
+  return copies > 1 ? copyStride() * (copies - 1) + bytes : bytes;
+}
+
+std::string WorkItem::str() const {
+  const char letter = kind == WorkKind::Forward    ? 'F'
+                      : kind == WorkKind::Backward ? 'B'
+                                                   : 'W';
+  return letter + std::to_string(microbatch) + "." + std::to_string(chunk);
+}
+
+std::string RankPlan::scheduleString() const {
+  std::string text;
+  for (const CallDesc &call : step)
+    for (const WorkItem &item : call.work) {
+      if (!text.empty())
+        text += ' ';
+      text += item.str();
+    }
+  return text;
 }
 
 int64_t BufferDesc::numElements() const {
@@ -184,6 +218,7 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
         buffer.decay = fbBuffer->decay();
         buffer.fullShape = toVector(fbBuffer->full_shape());
         buffer.sliceOffset = toVector(fbBuffer->slice_offset());
+        buffer.copies = fbBuffer->copies();
         rank.buffers.push_back(std::move(buffer));
       }
     }
@@ -214,6 +249,25 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
           }
         }
         rank.programs.push_back(std::move(program));
+      }
+    }
+    if (fbRank->step()) {
+      for (const plan::Call *fbCall : *fbRank->step()) {
+        CallDesc call;
+        call.program = fbCall->program();
+        call.microbatch = fbCall->microbatch();
+        if (fbCall->work())
+          for (const plan::WorkItem *fbItem : *fbCall->work()) {
+            auto kind = static_cast<uint8_t>(fbItem->kind());
+            if (kind > static_cast<uint8_t>(plan::WorkKind::MAX))
+              return errorf("step call ", rank.step.size(),
+                            " has a work item of unknown kind ",
+                            unsigned(kind));
+            call.work.push_back(WorkItem{static_cast<WorkKind>(kind),
+                                         fbItem->microbatch(),
+                                         fbItem->chunk()});
+          }
+        rank.step.push_back(std::move(call));
       }
     }
     result.ranks.push_back(std::move(rank));
@@ -307,7 +361,7 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           builder, name, static_cast<plan::BufferKind>(buffer.kind),
           static_cast<plan::DType>(buffer.dtype), shape, buffer.offset,
           buffer.bytes, parameter, buffer.constantValue, buffer.decay,
-          fullShape, sliceOffset));
+          fullShape, sliceOffset, buffer.copies));
     }
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const ProgramDesc &program : rank.programs) {
@@ -328,9 +382,19 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
       programs.push_back(plan::CreateProgram(
           builder, name, builder.CreateVector(instructions)));
     }
+    std::vector<flatbuffers::Offset<plan::Call>> calls;
+    for (const CallDesc &call : rank.step) {
+      std::vector<plan::WorkItem> work;
+      for (const WorkItem &item : call.work)
+        work.emplace_back(static_cast<plan::WorkKind>(item.kind),
+                          item.microbatch, item.chunk);
+      calls.push_back(plan::CreateCall(builder, call.program, call.microbatch,
+                                       builder.CreateVectorOfStructs(work)));
+    }
     ranks.push_back(plan::CreateRank(builder, rank.rank, rank.arenaBytes,
                                      builder.CreateVector(buffers),
-                                     builder.CreateVector(programs)));
+                                     builder.CreateVector(programs),
+                                     builder.CreateVector(calls)));
   }
 
   const ModelInfo &model = planValue.model;

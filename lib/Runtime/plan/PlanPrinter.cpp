@@ -75,7 +75,8 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
       nameWidth = std::max(nameWidth, buffer.name.size());
     os << "\nrank " << rank.rank << ": arena " << rank.arenaBytes << " bytes ("
        << formatMiB(rank.arenaBytes) << "), " << rank.buffers.size()
-       << " buffers, " << rank.programs.size() << " programs\n";
+       << " buffers, " << rank.programs.size() << " programs, a step of "
+       << rank.step.size() << " calls\n";
     os << "buffers:\n";
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
       const BufferDesc &buffer = rank.buffers[i];
@@ -90,6 +91,9 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
         os << " (decay)";
       if (buffer.kind == BufferKind::Constant)
         os << "  value " << buffer.constantValue;
+      if (buffer.copies > 1)
+        os << "  x" << buffer.copies << " (a copy per micro-batch, stride "
+           << buffer.copyStride() << ")";
       if (buffer.isBlock() &&
           buffer.sliceOffset.size() == buffer.shape.size()) {
         os << "  block [";
@@ -125,5 +129,26 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
         os << "\n";
       }
     }
+    os << "step (" << rank.step.size() << " calls):\n";
+    for (size_t c = 0; c < rank.step.size(); ++c) {
+      const CallDesc &call = rank.step[c];
+      os << "  " << std::setw(4) << c << ": "
+         << (call.program < rank.programs.size()
+                 ? rank.programs[call.program].name
+                 : "#" + std::to_string(call.program));
+      if (call.microbatch >= 0)
+        os << " microbatch " << call.microbatch;
+      if (!call.work.empty()) {
+        os << " work";
+        for (const WorkItem &item : call.work)
+          os << ' ' << item.str();
+      }
+      os << "\n";
+    }
   }
+}
+
+void mlt::rt::printSchedule(const Plan &plan, std::ostream &os) {
+  for (const RankPlan &rank : plan.ranks)
+    os << "rank " << rank.rank << ": " << rank.scheduleString() << "\n";
 }

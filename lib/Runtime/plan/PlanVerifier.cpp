@@ -146,12 +146,23 @@ Status verifyBuffers(const RankPlan &rank) {
     if (buffer.offset % kPlanBufferAlignment != 0)
       return errorf("buffer '", buffer.name, "' at offset ", buffer.offset,
                     " is not aligned to ", kPlanBufferAlignment, " bytes");
-    uint64_t end;
-    if (__builtin_add_overflow(buffer.offset, buffer.bytes, &end) ||
+    if (buffer.copies == 0)
+      return errorf("buffer '", buffer.name, "' has 0 copies");
+    if (buffer.copies > 1 && buffer.kind != BufferKind::Input &&
+        buffer.kind != BufferKind::Output)
+      return errorf("buffer '", buffer.name, "' is a ",
+                    bufferKindName(buffer.kind), " buffer with ",
+                    buffer.copies,
+                    " copies; only inputs and outputs have a copy per "
+                    "micro-batch");
+    uint64_t extent, end;
+    if (__builtin_mul_overflow(buffer.copyStride(), uint64_t(buffer.copies),
+                               &extent) ||
+        __builtin_add_overflow(buffer.offset, buffer.extentBytes(), &end) ||
         end > rank.arenaBytes)
       return errorf("buffer '", buffer.name, "' ends at byte ",
-                    buffer.offset + buffer.bytes, ", past the arena of ",
-                    rank.arenaBytes, " bytes");
+                    buffer.offset + buffer.extentBytes(),
+                    ", past the arena of ", rank.arenaBytes, " bytes");
     MLT_RETURN_IF_ERROR(verifyBlock(buffer));
   }
 
@@ -170,12 +181,13 @@ Status verifyBuffers(const RankPlan &rank) {
   for (size_t i = 1; i < persistent.size(); ++i) {
     const BufferDesc &prev = *persistent[i - 1];
     const BufferDesc &cur = *persistent[i];
-    if (cur.offset < prev.offset + prev.bytes)
+    if (cur.offset < prev.offset + prev.extentBytes())
       return errorf("buffers '", prev.name, "' and '", cur.name,
                     "' overlap in the arena (", bufferKindName(prev.kind),
-                    " at [", prev.offset, ", ", prev.offset + prev.bytes, "), ",
+                    " at [", prev.offset, ", ",
+                    prev.offset + prev.extentBytes(), "), ",
                     bufferKindName(cur.kind), " at [", cur.offset, ", ",
-                    cur.offset + cur.bytes, "))");
+                    cur.offset + cur.extentBytes(), "))");
   }
   for (const BufferDesc &buffer : rank.buffers) {
     if (isPersistent(buffer.kind) || buffer.bytes == 0)
@@ -185,12 +197,13 @@ Status verifyBuffers(const RankPlan &rank) {
     auto it =
         std::upper_bound(persistent.begin(), persistent.end(), buffer.offset,
                          [](uint64_t offset, const BufferDesc *p) {
-                           return offset < p->offset + p->bytes;
+                           return offset < p->offset + p->extentBytes();
                          });
     if (it == persistent.end() || (*it)->offset >= end)
       continue;
     const BufferDesc &other = **it;
-    if (other.offset == buffer.offset && other.bytes == buffer.bytes)
+    if (other.offset == buffer.offset && other.bytes == buffer.bytes &&
+        other.copies == 1)
       continue;
     return errorf("temporary '", buffer.name, "' at [", buffer.offset, ", ",
                   end, ") overlaps ", bufferKindName(other.kind), " '",
@@ -363,6 +376,10 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
   }
   case Kernel::Cast:
     all(a[0], 1, 1);
+    spec.anyFloatDTypes = true;
+    break;
+  case Kernel::Fill:
+    all(a[0], 0, 1);
     spec.anyFloatDTypes = true;
     break;
   case Kernel::CrossEntropyFwd: // logits, labels -> loss; rows, vocab
@@ -779,6 +796,49 @@ Status verifyStreams(const RankPlan &rank, const ProgramDesc &program) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// The step's calls: programs in range, and a call's micro-batch below the
+/// copies of every buffer its program touches (a call without one touches
+/// none with copies), so that no copy outside a buffer is ever resolved.
+Status verifyStep(const RankPlan &rank) {
+  for (size_t c = 0; c < rank.step.size(); ++c) {
+    const CallDesc &call = rank.step[c];
+    auto fail = [&](auto &&...parts) {
+      return errorf("step call ", c, ": ", parts...);
+    };
+    if (call.program >= rank.programs.size())
+      return fail("program index ", call.program, " out of range (",
+                  rank.programs.size(), " programs)");
+    const ProgramDesc &program = rank.programs[call.program];
+    if (call.microbatch < -1)
+      return fail("micro-batch ", call.microbatch);
+    for (const WorkItem &item : call.work)
+      if (call.microbatch < 0 || item.microbatch != uint32_t(call.microbatch))
+        return fail("does ", item.str(),
+                    ", which is not work of the call's micro-batch");
+    for (const InstructionDesc &inst : program.instructions)
+      for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
+        for (uint32_t index : *list) {
+          const BufferDesc &buffer = rank.buffers[index];
+          if (buffer.copies == 1)
+            continue;
+          if (call.microbatch < 0)
+            return fail("program '", program.name, "' touches buffer '",
+                        buffer.name,
+                        "', which has a copy per micro-batch, but the call "
+                        "has no micro-batch");
+          if (uint32_t(call.microbatch) >= buffer.copies)
+            return fail("micro-batch ", call.microbatch, " of buffer '",
+                        buffer.name, "', which has ", buffer.copies,
+                        " copies");
+        }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status mlt::rt::verifyRank(const RankPlan &rank,
                            const std::vector<MeshAxis> &mesh) {
   // The collectives' checks divide by the axis sizes.
@@ -802,7 +862,7 @@ Status mlt::rt::verifyRank(const RankPlan &rank,
     }
     MLT_RETURN_IF_ERROR(verifyStreams(rank, program));
   }
-  return Status::ok();
+  return verifyStep(rank);
 }
 
 namespace {
@@ -820,26 +880,39 @@ CollectiveCall collectiveCall(const RankPlan &rank,
   return call;
 }
 
-/// The collectives that `rank`'s program `name` launches on `axis`.
+/// The name under which the verifier reports the step's collectives.
+constexpr const char *kStepUnit = "step";
+
+/// The collectives that `rank` launches on `axis` when it runs `unit`: its
+/// step (every call's program, in order), or its program of that name.
 std::vector<CollectiveCall>
-collectivesOn(const RankPlan &rank, const std::string &name, size_t axis) {
+collectivesOn(const RankPlan &rank, const std::string &unit, size_t axis) {
   std::vector<CollectiveCall> calls;
-  if (const ProgramDesc *program = rank.findProgram(name))
-    for (const InstructionDesc &inst : program->instructions)
+  auto add = [&](const ProgramDesc &program) {
+    for (const InstructionDesc &inst : program.instructions)
       if (isCollectiveKernel(inst.kernel) && size_t(inst.ints[1]) == axis)
         calls.push_back(collectiveCall(rank, inst));
+  };
+  if (unit == kStepUnit) {
+    for (const CallDesc &call : rank.step)
+      add(rank.programs[call.program]);
+  } else if (const ProgramDesc *program = rank.findProgram(unit)) {
+    add(*program);
+  }
   return calls;
 }
 
-/// In every program, the members of each group launch the same collectives
-/// on its axis in the same order, so that none waits for a call that never
-/// comes or meets a different one (the communicator would fail both at run
-/// time; this names them before anything runs).
+/// In the step, and in every program the runtime may run alone, the members
+/// of each group launch the same collectives on its axis in the same order,
+/// so that none waits for a call that never comes or meets a different one
+/// (the communicator would fail both at run time; this names them before
+/// anything runs).
 Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
-  std::set<std::string> programs;
+  std::set<std::string> programs = {kStepUnit};
   for (const RankPlan &rank : plan.ranks)
     for (const ProgramDesc &program : rank.programs)
-      programs.insert(program.name);
+      if (program.name == kRefreshCopiesProgram)
+        programs.insert(program.name);
   for (size_t axis = 0; axis < mesh.numAxes(); ++axis) {
     const std::string &axisName = mesh.axes()[axis].name;
     for (int leader = 0; leader < mesh.worldSize(); ++leader) {
@@ -855,7 +928,8 @@ Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
               collectivesOn(plan.ranks[member], program, axis);
           auto prefix = [&] {
             std::ostringstream os;
-            os << "program '" << program << "': ranks " << leader << " and "
+            os << (program == kStepUnit ? "the step" : "program '" + program + "'")
+               << ": ranks " << leader << " and "
                << member << " launch different collectives on axis '"
                << axisName << "': ";
             return os.str();
@@ -916,15 +990,24 @@ Status mlt::rt::verifyPlanStructure(const Plan &plan) {
 namespace {
 
 Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
-  for (const char *program : {kMicroStepProgram, kOptimizerStepProgram})
-    if (!rank.findProgram(program))
-      return errorf("the plan has no program '", program, "'");
-  // micro_step_only reduces the gradients of a step of one micro-batch; a
-  // step of several needs micro_step_last to reduce them.
-  if (rank.findProgram(kMicroStepOnlyProgram) &&
-      !rank.findProgram(kMicroStepLastProgram))
-    return errorf("the plan has a program '", kMicroStepOnlyProgram,
-                  "' but no '", kMicroStepLastProgram, "'");
+  // A step that runs every micro-batch (the calls' micro-batches cover
+  // 0..microbatches-1, none beyond).
+  if (rank.step.empty())
+    return errorf("the plan has no step (a plan of format version ",
+                  kPlanFormatVersion, " lists each rank's calls)");
+  std::vector<bool> covered(size_t(model.microbatches), false);
+  for (size_t c = 0; c < rank.step.size(); ++c) {
+    const int32_t mb = rank.step[c].microbatch;
+    if (mb >= model.microbatches)
+      return errorf("step call ", c, " runs micro-batch ", mb,
+                    ", but a step has ", model.microbatches);
+    if (mb >= 0)
+      covered[size_t(mb)] = true;
+  }
+  for (size_t mb = 0; mb < covered.size(); ++mb)
+    if (!covered[mb])
+      return errorf("the step runs no call of micro-batch ", mb, " (of ",
+                    model.microbatches, ")");
 
   // `dtype`, or also `altDtype` when given.
   auto require = [&](const char *name, BufferKind kind, ElementType dtype,
@@ -965,6 +1048,20 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
   // float64 model (gradient checks).
   MLT_RETURN_IF_ERROR(require(kLossOutput, BufferKind::Output, ElementType::F32,
                               nullptr, ElementType::F64));
+  // A copy of the tokens, labels and loss per micro-batch; one of the rest.
+  for (const BufferDesc &buffer : rank.buffers) {
+    const bool perMicrobatch = buffer.name == kTokensInput ||
+                               buffer.name == kLabelsInput ||
+                               buffer.name == kLossOutput;
+    if (perMicrobatch && buffer.copies != uint32_t(model.microbatches))
+      return errorf("buffer '", buffer.name, "' has ", buffer.copies,
+                    " copies, but a step has ", model.microbatches,
+                    " micro-batches (a copy each)");
+    if (!perMicrobatch && buffer.copies != 1 && buffer.kind != BufferKind::Temporary)
+      return errorf("buffer '", buffer.name, "' has ", buffer.copies,
+                    " copies; of the inputs and outputs only tokens, labels "
+                    "and loss have a copy per micro-batch");
+  }
   MLT_RETURN_IF_ERROR(
       require(kGradNormOutput, BufferKind::Output, ElementType::F32, nullptr));
 

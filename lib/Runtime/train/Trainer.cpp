@@ -1,14 +1,15 @@
 //===- Trainer.cpp - the training loop over the ranks of a plan -----------===//
 //
-// Part of mlt. One optimizer step: hyper-parameters, zeroed gradients,
-// micro_step per micro-batch (accumulating gradients; the compiler seeds each
-// micro-batch's loss gradient with 1 / microbatches, so the sum is the
-// gradient of the mean loss), then optimizer_step. The host draws the step's
-// global batch once; then every rank runs the whole step on its own thread
-// (one RankGroup::parallel call per step), reading its block of each
-// micro-batch, and the plan's collectives keep the ranks in step. With one
-// process per GPU, each process trains its own rank the same way, and only
-// plan rank 0 reads the loss and the gradient norm.
+// Part of mlt. One optimizer step: hyper-parameters, this step's tokens and
+// labels (a copy per micro-batch), the plan's step, the losses and the
+// gradient norm. The compiler decided everything else, gradient
+// accumulation included (it seeds each micro-batch's loss gradient with
+// 1 / microbatches, so the sum is the gradient of the mean loss). The host
+// draws the step's global batch once; then every rank runs the whole step
+// on its own thread (one RankGroup::parallel call per step), reading its
+// block of each micro-batch, and the plan's collectives keep the ranks in
+// step. With one process per GPU, each process trains its own rank the same
+// way, and only plan rank 0 reads the loss and the gradient norm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,12 +82,6 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
       }
       *binding.index = *index;
     }
-    StatusOr<size_t> micro = executor.findProgram(kMicroStepProgram);
-    StatusOr<size_t> optimizer = executor.findProgram(kOptimizerStepProgram);
-    if (status && !micro)
-      status = micro.takeStatus();
-    if (status && !optimizer)
-      status = optimizer.takeStatus();
     // The blocks the plan verifier checked against [micro_batch, seq_len].
     for (auto [index, block] : {std::pair{state.tokens, &state.tokensBlock},
                                 std::pair{state.labels, &state.labelsBlock}}) {
@@ -105,14 +100,6 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
       return executors.size() == 1
                  ? status
                  : std::move(status).withContext("rank " + std::to_string(r));
-    state.microStep = *micro;
-    state.optimizerStep = *optimizer;
-    for (auto [name, slot] :
-         {std::pair{kMicroStepFirstProgram, &state.microStepFirst},
-          std::pair{kMicroStepLastProgram, &state.microStepLast},
-          std::pair{kMicroStepOnlyProgram, &state.microStepOnly}})
-      if (StatusOr<size_t> program = executor.findProgram(name))
-        *slot = *program;
     if (!state.tokensBlock.isWhole())
       state.tokensStaging.resize(executor.buffer(state.tokens).numElements());
     if (!state.labelsBlock.isWhole())
@@ -125,17 +112,6 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
   trainer->inputs_.resize(tokens);
   trainer->targets_.resize(tokens);
   return trainer;
-}
-
-size_t Trainer::RankState::programFor(int64_t mb, int64_t count) const {
-  const bool first = mb == 0, last = mb == count - 1;
-  if (first && last && microStepOnly)
-    return *microStepOnly;
-  if (last && microStepLast)
-    return *microStepLast; // adds to gradients zeroed before the step
-  if (first && microStepFirst)
-    return *microStepFirst;
-  return microStep;
 }
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
@@ -156,13 +132,9 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   };
   for (const auto &[index, value] : hyper)
     MLT_RETURN_IF_ERROR(executor.writeScalar(index, value));
-  // A plan whose first micro-batch writes the gradients needs no zeroing.
+  // This rank's block of every micro-batch, each into its copy of the
+  // inputs.
   const int64_t microbatches = model_.microbatches;
-  const size_t first = rank.programFor(0, microbatches);
-  if (first == rank.microStep || first == rank.microStepLast)
-    MLT_RETURN_IF_ERROR(executor.zeroBuffers(BufferKind::Gradient));
-
-  // Writes this rank's block of micro-batch `mb` of `batch` into `buffer`.
   const size_t microBatchElements = size_t(model_.microBatch * model_.seqLen);
   auto feed = [&](size_t buffer, const std::vector<int32_t> &batch,
                   const BlockLayout &block, std::vector<int32_t> &staging,
@@ -170,31 +142,30 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
     const int32_t *microBatch = batch.data() + mb * microBatchElements;
     if (block.isWhole())
       return executor.writeRaw(buffer, microBatch,
-                               microBatchElements * sizeof(int32_t));
+                               microBatchElements * sizeof(int32_t),
+                               uint32_t(mb));
     extractBlock(microBatch, block, sizeof(int32_t), staging.data());
     return executor.writeRaw(buffer, staging.data(),
-                             staging.size() * sizeof(int32_t));
+                             staging.size() * sizeof(int32_t), uint32_t(mb));
   };
-  const bool readLoss =
-      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
-  // The whole step is queued, then waited for once: the inputs of micro-batch
-  // mb + 1 and the reads of each loss are ordered after micro-batch mb's
-  // work (no device synchronization inside a step).
   for (int64_t mb = 0; mb < microbatches; ++mb) {
     MLT_RETURN_IF_ERROR(
         feed(rank.tokens, inputs_, rank.tokensBlock, rank.tokensStaging, mb));
     MLT_RETURN_IF_ERROR(
         feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
-    MLT_RETURN_IF_ERROR(
-        executor.run(rank.programFor(mb, microbatches), /*wait=*/false));
-    if (readLoss)
-      MLT_RETURN_IF_ERROR(
-          executor.readScalarAtSync(rank.loss, &rank.measuredLosses[mb]));
   }
-  MLT_RETURN_IF_ERROR(executor.run(rank.optimizerStep, /*wait=*/false));
-  if (readLoss)
+  // The step is queued whole, its outputs read as it completes, and waited
+  // for once (no device synchronization inside a step).
+  MLT_RETURN_IF_ERROR(executor.runStep(/*wait=*/false));
+  const bool readLoss =
+      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
+  if (readLoss) {
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
+          rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
     MLT_RETURN_IF_ERROR(
         executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
+  }
   MLT_RETURN_IF_ERROR(executor.synchronize());
   // Rank 0 stops the run (and, through the rank group, every rank).
   if (isFirst)

@@ -13,6 +13,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlt/Analysis/PipelineSchedule.h"
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h.inc"
 #include "mlt/Dialect/Runtime/RuntimeEnums.h.inc"

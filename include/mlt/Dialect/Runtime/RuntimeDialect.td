@@ -55,26 +55,43 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
     every element. `mlt-lower-to-runtime` creates it; `mlt-plan-memory` sets
     `offset`, in bytes.
 
+    A buffer with `per_microbatch N` holds one copy of its type for each of
+    the step's N micro-batches (the tokens, labels and loss of each): a
+    launch in a call of micro-batch k (`mlt_rt.call ... microbatch k`)
+    touches copy k. Copy k starts `k * align(bytes, 256)` bytes after
+    `offset` (PlanFormat.h's kPlanBufferAlignment).
+
     Example:
     ```mlir
     mlt_rt.buffer @"param:model.norm.weight" parameter offset 0 {parameter = "model.norm.weight"} : tensor<64xf32>
+    mlt_rt.buffer @tokens input per_microbatch 4 : tensor<2x128xi32>
     mlt_rt.buffer @t12 temporary : tensor<4x32x64xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, MLTRT_BufferKind:$kind,
                        TypeAttrOf<RankedTensorOf<[AnySignlessInteger, AnyFloat]>>:$type,
+                       OptionalAttr<I64Attr>:$per_microbatch,
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<StrAttr>:$parameter,
                        UnitAttr:$decay,
                        OptionalAttr<F64Attr>:$value);
-  let assemblyFormat = "$sym_name $kind (`offset` $offset^)? attr-dict `:` $type";
+  let assemblyFormat = [{
+    $sym_name $kind (`per_microbatch` $per_microbatch^)? (`offset` $offset^)?
+    attr-dict `:` $type
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
-    /// Size in bytes: elements times the element size.
+    /// Size in bytes of one copy: elements times the element size.
     uint64_t getByteSize();
+    /// Copies: the micro-batches of `per_microbatch`, else 1.
+    int64_t getCopies() {
+      return getPerMicrobatchAttr() ? getPerMicrobatchAttr().getInt() : 1;
+    }
+    /// The bytes of the arena the buffer spans, all copies included.
+    uint64_t getExtentBytes();
   }];
 }
 
@@ -83,10 +100,12 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
     NoRegionArguments]> {
   let summary = "an ordered list of launches that the runtime runs as one unit";
   let description = [{
-    A program runs from its first launch to its last. A training step runs
-    `micro_step` once per micro-batch (`micro_step_first` for the first,
-    `micro_step_last` for the last, `micro_step_only` for a step of one,
-    where the plan has them) and then `optimizer_step`.
+    A program runs from its first launch to its last. Programs are the
+    bodies that a training step (`mlt_rt.step`) calls: `micro_step` (the
+    forward and backward pass of one micro-batch), its variants for the
+    step's first and last micro-batch, and `optimizer_step`; and
+    `refresh_parameter_copies`, which the runtime runs on its own after it
+    writes parameters.
 
     Launches go to streams (`stream`, 0 by default: the compute stream).
     Each stream runs its launches in program order; across streams, a launch
@@ -166,6 +185,78 @@ def MLTRT_LaunchOp : MLTRT_Op<"launch", [
     }
   }];
   let hasVerifier = 1;
+}
+
+def MLTRT_StepOp : MLTRT_Op<"step", [
+    Symbol, HasParent<"::mlir::ModuleOp">, NoTerminator, SingleBlock,
+    NoRegionArguments]> {
+  let summary = "a whole training step: the schedule of calls of programs";
+  let description = [{
+    The one program the runtime runs per training step, on every rank:
+    an ordered list of `mlt_rt.call`s, each running a program (a body) for
+    one micro-batch of the step or for none (the optimizer update). The
+    order is the compiler's: the runtime writes the step's inputs, runs the
+    step and reads its outputs, and never chooses a program itself. Each
+    call names the work of the schedule it does (`F3.0`: the forward pass
+    of micro-batch 3 through model chunk 0; PipelineSchedule.h), so the
+    schedule is data in the IR, printed here and by `mlt-run
+    --print-schedule`.
+
+    A call starts after the previous one has ended on every stream, so
+    program order stays a valid order of all launches of the step; its
+    programs' tokens are its own. The CUDA runtime captures the whole step
+    as one graph.
+
+    `mlt-schedule-pipeline` creates it from the lowered bodies;
+    `mlt-schedule-overlap` retargets the call of the last micro-batch to a
+    copy of its body that also reduces the gradients; the plan exporter
+    writes it as each rank's step.
+
+    Example:
+    ```mlir
+    mlt_rt.step @step {
+      mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+      mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+      mlt_rt.call @optimizer_step
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def MLTRT_CallOp : MLTRT_Op<"call", [
+    HasParent<"StepOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a program for one micro-batch of the step";
+  let description = [{
+    Runs the launches of `program`. With `microbatch k`, every buffer with
+    `per_microbatch` that they touch is taken at copy k (the tokens of
+    micro-batch k, its loss); without, they may touch none. `work` lists
+    the schedule's items that the call does, in order (`F<mb>.<chunk>`,
+    `B..`, `W..`); each item's micro-batch is the call's.
+
+    Example:
+    ```mlir
+    mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$program,
+                       OptionalAttr<I64Attr>:$microbatch,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$work);
+  let assemblyFormat = [{
+    $program (`microbatch` $microbatch^)? (`work` custom<Work>($work)^)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The work items, decoded from `work` (kind, micro-batch, chunk
+    /// triples).
+    ::llvm::SmallVector<::mlt::WorkItem> getWorkItems();
+    static ::llvm::SmallVector<int64_t>
+    encodeWork(::llvm::ArrayRef<::mlt::WorkItem> items);
+  }];
 }
 
 #endif // MLT_DIALECT_RUNTIME_RUNTIMEDIALECT_TD

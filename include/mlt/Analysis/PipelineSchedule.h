@@ -1,0 +1,109 @@
+//===- PipelineSchedule.h - the order of a step's micro-batch work -*- C++ -*-===//
+//
+// Part of mlt. A training step's schedule as data: for every pipeline stage
+// (a rank of the pipeline axis), the ordered list of the work it does, each
+// item the forward (F), backward (B) or weight-gradient (W) pass of one
+// micro-batch through one model chunk, written `F<mb>.<chunk>`. With one
+// stage the schedule is the gradient-accumulation loop
+// `F0.0 B0.0 F1.0 B1.0 ...`. The compiler turns a schedule into each rank's
+// step program (mlt-schedule-pipeline), tests pin schedules down as text,
+// and `mlt-run --print-schedule` prints them. Plain C++: no MLIR, no runtime.
+//
+// Every builder is checked by `verify`, which replays the schedule with the
+// data dependencies between stages (a stage's forward of a micro-batch needs
+// the previous stage's, its backward the next stage's backward and its own
+// forward) and fails on a missing or repeated item, on work out of order
+// within a stage, and on a deadlock: a point where no stage can go on.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_ANALYSIS_PIPELINESCHEDULE_H
+#define MLT_ANALYSIS_PIPELINESCHEDULE_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlt {
+
+/// The passes a schedule item runs.
+enum class WorkKind : uint8_t {
+  /// The forward pass of a micro-batch through a chunk.
+  Forward = 0,
+  /// Its backward pass (input gradients, and weight gradients unless a
+  /// separate WeightGradient item computes them).
+  Backward = 1,
+  /// Weight gradients alone (zero-bubble schedules).
+  WeightGradient = 2,
+};
+
+/// 'F', 'B' or 'W'.
+char workKindLetter(WorkKind kind);
+
+/// One item of a stage's schedule: `F3.0` is the forward pass of
+/// micro-batch 3 through model chunk 0.
+struct WorkItem {
+  WorkKind kind = WorkKind::Forward;
+  int64_t microbatch = 0;
+  int64_t chunk = 0;
+
+  bool operator==(const WorkItem &other) const {
+    return kind == other.kind && microbatch == other.microbatch &&
+           chunk == other.chunk;
+  }
+  /// "F3.0".
+  std::string str() const;
+  /// Parses "F3.0" (kinds F, B, W); nullopt when malformed.
+  static std::optional<WorkItem> parse(std::string_view text);
+};
+
+/// The schedules the compiler knows (`--schedule`).
+enum class ScheduleKind : uint8_t {
+  /// One forward and one backward in turn after a warm-up of forwards:
+  /// stage s of P starts with min(P - s - 1, M) forwards, then alternates
+  /// F and B, and ends with the remaining backwards (Megatron-Core's
+  /// non-interleaved schedule). With one stage: F0 B0 F1 B1 ...
+  OneFOneB,
+  /// All forwards, then all backwards (GPipe): every stage keeps the
+  /// activations of all M micro-batches.
+  GPipe,
+};
+
+/// "1f1b", "gpipe".
+const char *scheduleKindName(ScheduleKind kind);
+/// The kind named `name`, if any.
+std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
+
+/// The work of every stage, in order.
+struct PipelineSchedule {
+  int64_t stages = 1;
+  int64_t microbatches = 1;
+  int64_t chunks = 1;
+  /// stageWork[s]: stage s's items, in the order it runs them.
+  std::vector<std::vector<WorkItem>> stageWork;
+
+  /// Checks the schedule (see the file comment); every forward and backward
+  /// of every (micro-batch, chunk) exactly once per stage, no W items unless
+  /// `splitWeightGradients`. On failure `why` says what is wrong first.
+  bool verify(std::string *why = nullptr,
+              bool splitWeightGradients = false) const;
+
+  /// The most micro-batches whose forward has run and whose backward has
+  /// not, at any point of stage `stage`'s schedule: the activation sets the
+  /// stage keeps at once.
+  int64_t maxInFlight(int64_t stage) const;
+
+  /// Stage `stage`'s work, e.g. "F0.0 B0.0 F1.0 B1.0".
+  std::string stageString(int64_t stage) const;
+};
+
+/// The schedule of `kind` for `stages` stages of one chunk each and
+/// `microbatches` micro-batches (both at least 1).
+PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,
+                               int64_t microbatches);
+
+} // namespace mlt
+
+#endif // MLT_ANALYSIS_PIPELINESCHEDULE_H

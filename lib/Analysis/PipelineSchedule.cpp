@@ -1,0 +1,228 @@
+//===- PipelineSchedule.cpp - the order of a step's micro-batch work ------===//
+//
+// Part of mlt. The schedule builders (GPipe, the simplest valid order, and
+// 1F1B) and the checker that replays a schedule against the dependencies
+// between stages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/PipelineSchedule.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+using namespace mlt;
+
+char mlt::workKindLetter(WorkKind kind) {
+  switch (kind) {
+  case WorkKind::Forward:
+    return 'F';
+  case WorkKind::Backward:
+    return 'B';
+  case WorkKind::WeightGradient:
+    return 'W';
+  }
+  return '?';
+}
+
+std::string WorkItem::str() const {
+  return workKindLetter(kind) + std::to_string(microbatch) + "." +
+         std::to_string(chunk);
+}
+
+std::optional<WorkItem> WorkItem::parse(std::string_view text) {
+  if (text.size() < 4)
+    return std::nullopt;
+  WorkItem item;
+  switch (text[0]) {
+  case 'F':
+    item.kind = WorkKind::Forward;
+    break;
+  case 'B':
+    item.kind = WorkKind::Backward;
+    break;
+  case 'W':
+    item.kind = WorkKind::WeightGradient;
+    break;
+  default:
+    return std::nullopt;
+  }
+  const char *begin = text.data() + 1, *end = text.data() + text.size();
+  auto [dot, ec] = std::from_chars(begin, end, item.microbatch);
+  if (ec != std::errc() || dot == begin || dot == end || *dot != '.' ||
+      item.microbatch < 0)
+    return std::nullopt;
+  auto [last, ec2] = std::from_chars(dot + 1, end, item.chunk);
+  if (ec2 != std::errc() || last != end || last == dot + 1 || item.chunk < 0)
+    return std::nullopt;
+  return item;
+}
+
+const char *mlt::scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  }
+  return "?";
+}
+
+std::optional<ScheduleKind> mlt::parseScheduleKind(std::string_view name) {
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe})
+    if (name == scheduleKindName(kind))
+      return kind;
+  return std::nullopt;
+}
+
+PipelineSchedule mlt::buildSchedule(ScheduleKind kind, int64_t stages,
+                                    int64_t microbatches) {
+  PipelineSchedule schedule;
+  schedule.stages = stages;
+  schedule.microbatches = microbatches;
+  schedule.stageWork.resize(size_t(stages));
+  auto F = [](int64_t mb) { return WorkItem{WorkKind::Forward, mb, 0}; };
+  auto B = [](int64_t mb) { return WorkItem{WorkKind::Backward, mb, 0}; };
+  for (int64_t s = 0; s < stages; ++s) {
+    std::vector<WorkItem> &work = schedule.stageWork[size_t(s)];
+    // GPipe keeps every micro-batch in flight; 1F1B at most the warm-up's
+    // plus one.
+    const int64_t warmup = kind == ScheduleKind::GPipe
+                               ? microbatches
+                               : std::min(stages - s - 1, microbatches);
+    int64_t forwards = 0, backwards = 0;
+    for (; forwards < warmup; ++forwards)
+      work.push_back(F(forwards));
+    // Steady state: one forward, one backward.
+    for (; forwards < microbatches; ++forwards, ++backwards) {
+      work.push_back(F(forwards));
+      work.push_back(B(backwards));
+    }
+    for (; backwards < microbatches; ++backwards)
+      work.push_back(B(backwards));
+  }
+  return schedule;
+}
+
+namespace {
+
+/// A (kind, micro-batch, chunk) key for sets and maps.
+using ItemKey = std::tuple<int, int64_t, int64_t>;
+ItemKey keyOf(const WorkItem &item) {
+  return {int(item.kind), item.microbatch, item.chunk};
+}
+
+} // namespace
+
+bool PipelineSchedule::verify(std::string *why,
+                              bool splitWeightGradients) const {
+  auto fail = [&](const std::string &message) {
+    if (why)
+      *why = message;
+    return false;
+  };
+  if (stages < 1 || microbatches < 1 || chunks < 1)
+    return fail("stages, micro-batches and chunks must be at least 1");
+  if (int64_t(stageWork.size()) != stages)
+    return fail("the schedule lists " + std::to_string(stageWork.size()) +
+                " stages, expected " + std::to_string(stages));
+  // Every stage: each item once, in range, B after F, W after B.
+  for (int64_t s = 0; s < stages; ++s) {
+    std::set<ItemKey> seen;
+    const std::string where = "stage " + std::to_string(s) + ": ";
+    for (const WorkItem &item : stageWork[size_t(s)]) {
+      if (item.microbatch >= microbatches || item.chunk >= chunks)
+        return fail(where + item.str() + " is out of range (" +
+                    std::to_string(microbatches) + " micro-batches, " +
+                    std::to_string(chunks) + " chunks)");
+      if (item.kind == WorkKind::WeightGradient && !splitWeightGradients)
+        return fail(where + item.str() +
+                    ": this schedule does not split weight gradients");
+      if (!seen.insert(keyOf(item)).second)
+        return fail(where + item.str() + " appears twice");
+      auto before = [&](WorkKind kind) {
+        return seen.count(
+            keyOf(WorkItem{kind, item.microbatch, item.chunk}));
+      };
+      if (item.kind == WorkKind::Backward && !before(WorkKind::Forward))
+        return fail(where + item.str() + " comes before its forward");
+      if (item.kind == WorkKind::WeightGradient && !before(WorkKind::Backward))
+        return fail(where + item.str() + " comes before its backward");
+    }
+    const size_t expected = size_t(microbatches * chunks) *
+                            (splitWeightGradients ? 3 : 2);
+    if (seen.size() != expected)
+      return fail(where + "has " + std::to_string(seen.size()) +
+                  " items, expected " + std::to_string(expected));
+  }
+  // Replay: a stage runs its next item once the items it depends on (on
+  // other stages) have run. Chunks are virtual stages c * stages + s.
+  const int64_t virtualStages = stages * chunks;
+  std::set<std::tuple<int, int64_t, int64_t>> done; // kind, mb, virtual stage
+  auto virtualStage = [&](int64_t s, int64_t chunk) {
+    return chunk * stages + s;
+  };
+  std::vector<size_t> next(size_t(stages), 0);
+  size_t remaining = 0;
+  for (const auto &work : stageWork)
+    remaining += work.size();
+  while (remaining) {
+    bool progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const auto &work = stageWork[size_t(s)];
+      while (next[size_t(s)] < work.size()) {
+        const WorkItem &item = work[next[size_t(s)]];
+        const int64_t v = virtualStage(s, item.chunk);
+        bool ready = true;
+        if (item.kind == WorkKind::Forward && v > 0)
+          ready = done.count({int(WorkKind::Forward), item.microbatch, v - 1});
+        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
+          ready =
+              done.count({int(WorkKind::Backward), item.microbatch, v + 1});
+        if (!ready)
+          break;
+        done.insert({int(item.kind), item.microbatch, v});
+        ++next[size_t(s)];
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::ostringstream os;
+      os << "deadlock: no stage can go on (";
+      for (int64_t s = 0; s < stages; ++s) {
+        const auto &work = stageWork[size_t(s)];
+        os << (s ? ", " : "") << "stage " << s << " waits at "
+           << (next[size_t(s)] < work.size() ? work[next[size_t(s)]].str()
+                                             : std::string("its end"));
+      }
+      return fail(os.str() + ")");
+    }
+  }
+  return true;
+}
+
+int64_t PipelineSchedule::maxInFlight(int64_t stage) const {
+  int64_t live = 0, most = 0;
+  for (const WorkItem &item : stageWork.at(size_t(stage))) {
+    if (item.kind == WorkKind::Forward)
+      most = std::max(most, ++live);
+    else if (item.kind == WorkKind::Backward)
+      --live;
+  }
+  return most;
+}
+
+std::string PipelineSchedule::stageString(int64_t stage) const {
+  std::string text;
+  for (const WorkItem &item : stageWork.at(size_t(stage))) {
+    if (!text.empty())
+      text += ' ';
+    text += item.str();
+  }
+  return text;
+}

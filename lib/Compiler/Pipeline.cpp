@@ -1,0 +1,131 @@
+//===- Pipeline.cpp - the pass pipeline from a model to a plan ------------===//
+//
+// Part of mlt. buildTrainPipeline, and its registration as mlt-opt's
+// `mlt-train-pipeline`, whose options are TrainOptions' fields by their
+// mlt-run names.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Compiler/Pipeline.h"
+
+#include "mlt/Passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void mlt::buildTrainPipeline(OpPassManager &pm, const TrainOptions &options) {
+  if (options.tp * options.dp > 1 || options.sequenceParallel) {
+    MLTAnnotateLayoutOptions layout;
+    layout.tp = options.tp;
+    layout.dp = options.dp;
+    layout.sequenceParallel = options.sequenceParallel;
+    pm.addPass(createMLTAnnotateLayout(layout));
+  }
+  // The global micro-batch: mlt-spmdize gives each rank its share.
+  MLTSpecializeShapesOptions shapes;
+  shapes.batch = options.microBatch;
+  shapes.seqLen = options.seqLen;
+  pm.addPass(createMLTSpecializeShapes(shapes));
+  MLTMixedPrecisionOptions precision;
+  precision.computeType = options.dtype;
+  pm.addPass(createMLTMixedPrecision(precision));
+  MLTAutodiffOptions autodiff;
+  autodiff.microbatches = options.microbatches;
+  pm.addPass(createMLTAutodiff(autodiff));
+  pm.addPass(createMLTAttachOptimizer());
+  pm.addPass(createCSEPass());
+  // Without a mesh (one rank) both leave the program as it is.
+  pm.addPass(createMLTPropagateShardings());
+  pm.addPass(createMLTSpmdize());
+  // On the per-rank program, after the last CSE (which would merge each
+  // clone back into its forward op).
+  if (!options.recompute.empty()) {
+    MLTRecomputeActivationsOptions recompute;
+    recompute.ops.assign(options.recompute.begin(), options.recompute.end());
+    pm.addPass(createMLTRecomputeActivations(recompute));
+  }
+  pm.addPass(createMLTLowerToRuntime());
+  MLTSchedulePipelineOptions schedule;
+  schedule.schedule = options.schedule;
+  pm.addPass(createMLTSchedulePipeline(schedule));
+  if (options.overlapGradReduce) {
+    MLTScheduleOverlapOptions overlap;
+    overlap.bucketBytes = options.gradBucketBytes;
+    pm.addPass(createMLTScheduleOverlap(overlap));
+  }
+  // After the overlap scheduling, which takes the gradient all-reduces out
+  // of the optimizer step: its sums of squares are then consecutive.
+  pm.addPass(createMLTMultiTensor());
+  pm.addPass(createMLTPlanMemory());
+}
+
+namespace {
+
+/// TrainOptions as pipeline options, named as mlt-run's flags.
+struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> batch{*this, "batch",
+                        llvm::cl::desc("sequences per micro-batch (global)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> seqLen{*this, "seq-len",
+                         llvm::cl::desc("tokens per sequence"),
+                         llvm::cl::init(0)};
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("micro-batches per step"),
+                               llvm::cl::init(1)};
+  Option<std::string> dtype{*this, "dtype",
+                            llvm::cl::desc("compute type: f32 or bf16"),
+                            llvm::cl::init("f32")};
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"),
+                     llvm::cl::init(1)};
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"),
+                     llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("split the residual stream along the sequence over tp"),
+      llvm::cl::init(false)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("1f1b or gpipe"),
+                               llvm::cl::init("1f1b")};
+  ListOption<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("forward ops recomputed in the backward pass "
+                     "(mlt.swiglu, ...)")};
+  Option<bool> overlapGradReduce{
+      *this, "overlap-grad-reduce",
+      llvm::cl::desc("reduce data-parallel gradients under the backward"),
+      llvm::cl::init(true)};
+  Option<int64_t> gradBucketBytes{
+      *this, "grad-bucket-bytes",
+      llvm::cl::desc("bytes of gradients per reduction bucket"),
+      llvm::cl::init(int64_t(32) << 20)};
+
+  mlt::TrainOptions toTrainOptions() const {
+    mlt::TrainOptions options;
+    options.microBatch = batch;
+    options.seqLen = seqLen;
+    options.microbatches = microbatches;
+    options.dtype = dtype;
+    options.tp = tp;
+    options.dp = dp;
+    options.sequenceParallel = sequenceParallel;
+    options.schedule = schedule;
+    options.recompute.assign(recompute.begin(), recompute.end());
+    options.overlapGradReduce = overlapGradReduce;
+    options.gradBucketBytes = gradBucketBytes;
+    return options;
+  }
+};
+
+} // namespace
+
+void mlt::registerTrainPipeline() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "mlt-train-pipeline",
+      "compiles a model (forward pass and loss) into a lowered, scheduled, "
+      "memory-planned plan module, as mlt-run does",
+      [](OpPassManager &pm, const TrainPipelineOptions &options) {
+        buildTrainPipeline(pm, options.toTrainOptions());
+      });
+}

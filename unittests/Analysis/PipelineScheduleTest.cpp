@@ -1,0 +1,117 @@
+//===- PipelineScheduleTest.cpp - tests of the step schedules -------------===//
+//
+// Part of mlt. The builders against Megatron-Core's orders written out by
+// hand, the checker on every builder over a range of shapes, and the
+// checker's refusals (missing, repeated and misordered items, deadlocks).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/PipelineSchedule.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlt;
+
+namespace {
+
+PipelineSchedule fromStrings(int64_t microbatches,
+                             const std::vector<std::string> &stages) {
+  PipelineSchedule schedule;
+  schedule.stages = int64_t(stages.size());
+  schedule.microbatches = microbatches;
+  for (const std::string &text : stages) {
+    std::vector<WorkItem> &work = schedule.stageWork.emplace_back();
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find(' ', start);
+      if (end == std::string::npos)
+        end = text.size();
+      std::optional<WorkItem> item =
+          WorkItem::parse(std::string_view(text).substr(start, end - start));
+      EXPECT_TRUE(item) << text.substr(start, end - start);
+      if (item)
+        work.push_back(*item);
+      start = end + 1;
+    }
+  }
+  return schedule;
+}
+
+TEST(PipelineSchedule, OneStageIsTheAccumulationLoop) {
+  PipelineSchedule schedule = buildSchedule(ScheduleKind::OneFOneB, 1, 3);
+  EXPECT_EQ(schedule.stageString(0), "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0");
+  EXPECT_EQ(schedule.maxInFlight(0), 1);
+  std::string why;
+  EXPECT_TRUE(schedule.verify(&why)) << why;
+}
+
+TEST(PipelineSchedule, OneFOneBWarmsUpByStage) {
+  // Megatron-Core's non-interleaved schedule: stage s warms up with
+  // min(P - s - 1, M) forwards.
+  PipelineSchedule schedule = buildSchedule(ScheduleKind::OneFOneB, 4, 6);
+  EXPECT_EQ(schedule.stageString(0),
+            "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 B3.0 B4.0 B5.0");
+  EXPECT_EQ(schedule.stageString(3),
+            "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 F4.0 B4.0 F5.0 B5.0");
+  EXPECT_EQ(schedule.maxInFlight(0), 4);
+  EXPECT_EQ(schedule.maxInFlight(3), 1);
+  // Fewer micro-batches than stages: the warm-up is cut at M.
+  PipelineSchedule short_ = buildSchedule(ScheduleKind::OneFOneB, 4, 2);
+  EXPECT_EQ(short_.stageString(0), "F0.0 F1.0 B0.0 B1.0");
+}
+
+TEST(PipelineSchedule, GPipeKeepsEveryMicroBatch) {
+  PipelineSchedule schedule = buildSchedule(ScheduleKind::GPipe, 2, 3);
+  EXPECT_EQ(schedule.stageString(1), "F0.0 F1.0 F2.0 B0.0 B1.0 B2.0");
+  EXPECT_EQ(schedule.maxInFlight(1), 3);
+}
+
+TEST(PipelineSchedule, EveryBuilderVerifies) {
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe})
+    for (int64_t stages = 1; stages <= 8; ++stages)
+      for (int64_t microbatches = 1; microbatches <= 17; ++microbatches) {
+        PipelineSchedule schedule = buildSchedule(kind, stages, microbatches);
+        std::string why;
+        EXPECT_TRUE(schedule.verify(&why))
+            << scheduleKindName(kind) << " P=" << stages
+            << " M=" << microbatches << ": " << why;
+        // 1F1B never keeps more than the stages after it plus one.
+        if (kind == ScheduleKind::OneFOneB)
+          for (int64_t s = 0; s < stages; ++s)
+            EXPECT_LE(schedule.maxInFlight(s),
+                      std::min(stages - s, microbatches));
+      }
+}
+
+TEST(PipelineSchedule, RefusesBrokenSchedules) {
+  std::string why;
+  EXPECT_FALSE(fromStrings(2, {"F0.0 B0.0 F1.0"}).verify(&why));
+  EXPECT_EQ(why, "stage 0: has 3 items, expected 4");
+  EXPECT_FALSE(fromStrings(1, {"F0.0 F0.0 B0.0"}).verify(&why));
+  EXPECT_EQ(why, "stage 0: F0.0 appears twice");
+  EXPECT_FALSE(fromStrings(1, {"B0.0 F0.0"}).verify(&why));
+  EXPECT_EQ(why, "stage 0: B0.0 comes before its forward");
+  EXPECT_FALSE(fromStrings(1, {"F0.0 B0.0 F1.0 B1.0"}).verify(&why));
+  EXPECT_EQ(why, "stage 0: F1.0 is out of range (1 micro-batches, 1 chunks)");
+  EXPECT_FALSE(fromStrings(1, {"F0.0 W0.0 B0.0"}).verify(&why));
+  EXPECT_EQ(why, "stage 0: W0.0: this schedule does not split weight "
+                 "gradients");
+  // Stage 1 waits for F1 from stage 0, which waits for B0 from stage 1.
+  EXPECT_FALSE(
+      fromStrings(2, {"F0.0 B0.0 F1.0 B1.0", "F1.0 F0.0 B0.0 B1.0"})
+          .verify(&why));
+  EXPECT_EQ(why, "deadlock: no stage can go on (stage 0 waits at B0.0, "
+                 "stage 1 waits at F1.0)");
+}
+
+TEST(PipelineSchedule, ParsesItems) {
+  EXPECT_EQ(WorkItem::parse("B12.3"),
+            (WorkItem{WorkKind::Backward, 12, 3}));
+  for (const char *bad : {"", "F", "F1", "F1.", "X1.0", "F.0", "F1.0x",
+                          "F-1.0", "F1.-2"})
+    EXPECT_FALSE(WorkItem::parse(bad)) << bad;
+  EXPECT_EQ(parseScheduleKind("gpipe"), ScheduleKind::GPipe);
+  EXPECT_FALSE(parseScheduleKind("interleaved"));
+}
+
+} // namespace

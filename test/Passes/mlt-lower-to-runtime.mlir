@@ -37,9 +37,9 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-NEXT: mlt_rt.buffer @"grad:lm_head.weight" gradient {parameter = "lm_head.weight"} : tensor<16x8xf32>
 // CHECK-NEXT: mlt_rt.buffer @"exp_avg:lm_head.weight" optimizer_state {parameter = "lm_head.weight"} : tensor<16x8xf32>
 // CHECK-NEXT: mlt_rt.buffer @"exp_avg_sq:lm_head.weight" optimizer_state {parameter = "lm_head.weight"} : tensor<16x8xf32>
-// CHECK-NEXT: mlt_rt.buffer @tokens input : tensor<2x4xi32>
-// CHECK-NEXT: mlt_rt.buffer @labels input : tensor<2x4xi32>
-// CHECK-NEXT: mlt_rt.buffer @loss output : tensor<f32>
+// CHECK-NEXT: mlt_rt.buffer @tokens input per_microbatch 2 : tensor<2x4xi32>
+// CHECK-NEXT: mlt_rt.buffer @labels input per_microbatch 2 : tensor<2x4xi32>
+// CHECK-NEXT: mlt_rt.buffer @loss output per_microbatch 2 : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @[[SEED:const[0-9]+]] constant {value = 5.000000e-01 : f64} : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @grad_norm output : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @hyper.lr input : tensor<f32>

@@ -16,7 +16,7 @@
 // CHECK-DAG: mlt_rt.buffer @"param_bf16:model.embed_tokens.weight" parameter_copy {parameter = "model.embed_tokens.weight"} : tensor<16x8xbf16>
 // CHECK-DAG: mlt_rt.buffer @"param_bf16:model.norm.weight" parameter_copy {parameter = "model.norm.weight"} : tensor<8xbf16>
 // CHECK-DAG: mlt_rt.buffer @"param_bf16:lm_head.weight" parameter_copy {parameter = "lm_head.weight"} : tensor<16x8xbf16>
-// CHECK-DAG: mlt_rt.buffer @loss output : tensor<f32>
+// CHECK-DAG: mlt_rt.buffer @loss output per_microbatch 2 : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @t0 temporary : tensor<2x4x8xbf16>
 // CHECK-DAG: mlt_rt.buffer @t2 temporary : tensor<2x4x16xbf16>
 // CHECK-DAG: mlt_rt.buffer @t6 temporary : tensor<8xf32>

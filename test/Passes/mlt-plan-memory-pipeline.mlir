@@ -18,9 +18,9 @@
 // CHECK-NEXT: mlt_rt.buffer @"exp_avg_sq:model.embed_tokens.weight" optimizer_state offset 1536
 // CHECK-NEXT: mlt_rt.buffer @"param:model.norm.weight" parameter offset 2048 {{.*}} : tensor<8xf32>
 // CHECK-NEXT: mlt_rt.buffer @"grad:model.norm.weight" gradient offset 2304
-// CHECK: mlt_rt.buffer @tokens input offset 5120 : tensor<2x4xi32>
-// CHECK-NEXT: mlt_rt.buffer @labels input offset 5376 : tensor<2x4xi32>
-// CHECK-NEXT: mlt_rt.buffer @loss output offset 5632 : tensor<f32>
+// CHECK: mlt_rt.buffer @tokens input per_microbatch 1 offset 5120 : tensor<2x4xi32>
+// CHECK-NEXT: mlt_rt.buffer @labels input per_microbatch 1 offset 5376 : tensor<2x4xi32>
+// CHECK-NEXT: mlt_rt.buffer @loss output per_microbatch 1 offset 5632 : tensor<f32>
 // CHECK: mlt_rt.buffer @t2 temporary offset 8192 : tensor<2x4x16xf32>
 // CHECK-NEXT: mlt_rt.buffer @const{{[0-9]+}} constant offset 5888 {value = 1.000000e+00 : f64} : tensor<f32>
 // CHECK-NEXT: mlt_rt.buffer @t3 temporary offset 8192 : tensor<2x4x16xf32>

@@ -16,3 +16,33 @@ module {
     mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
   }
 }
+
+// -----
+
+// Tests that the step must be there: the pass retargets its last call.
+// expected-error @+1 {{mlt-schedule-overlap: expected one mlt_rt.step (run mlt-schedule-pipeline first), found 0}}
+module {
+  mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<16xf32>
+  mlt_rt.program @micro_step {
+  }
+  mlt_rt.program @optimizer_step {
+    mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
+  }
+}
+
+// -----
+
+// Tests that a last micro-batch whose body is not a micro-step is refused.
+// expected-error @+1 {{mlt-schedule-overlap: the step's last micro-batch calls @other, expected @micro_step or @micro_step_first}}
+module {
+  mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<16xf32>
+  mlt_rt.program @other {
+  }
+  mlt_rt.program @optimizer_step {
+    mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
+  }
+  mlt_rt.step @step {
+    mlt_rt.call @other microbatch 0 work [F0.0, B0.0]
+    mlt_rt.call @optimizer_step
+  }
+}

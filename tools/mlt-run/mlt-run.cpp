@@ -181,7 +181,7 @@ struct Options {
   std::vector<std::string> recompute;
   std::optional<bool> overlapGradReduce;
   std::optional<int64_t> gradBucketMiB;
-  std::optional<std::string> schedule;
+  std::optional<std::string> pipelineSchedule;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -293,7 +293,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
        [&o](const std::string &flag, const std::string &v) {
          if (v != "1f1b" && v != "gpipe")
            return errorf(flag, " ", v, ": expected 1f1b or gpipe");
-         o.schedule = v;
+         o.pipelineSchedule = v;
          return Status::ok();
        }},
       {"--grad-bucket-mb",
@@ -535,7 +535,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
          {std::pair{"--recompute", !o.recompute.empty()},
           std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
           std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
-          std::pair{"--schedule", o.schedule.has_value()}})
+          std::pair{"--schedule", o.pipelineSchedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
                       " is a plan file, whose programs were fixed when it was "
@@ -565,7 +565,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
-  compile.schedule = o.schedule.value_or("1f1b");
+  compile.schedule = o.pipelineSchedule.value_or("1f1b");
   if (o.gradBucketMiB)
     compile.gradBucketBytes = *o.gradBucketMiB << 20;
   if (compile.microBatch % compile.dp != 0)

@@ -156,6 +156,7 @@ bool compile(const std::string &source, std::string &planBytes,
   pm.addPass(createMLTAttachOptimizer());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createMLTLowerToRuntime());
+  pm.addPass(createMLTSchedulePipeline());
   pm.addPass(createMLTPlanMemory());
   if (failed(pm.run(*module)))
     return false;
@@ -233,7 +234,11 @@ protected:
     StatusOr<size_t> tokensIndex = exec.findBuffer(kTokensInput);
     StatusOr<size_t> labelsIndex = exec.findBuffer(kLabelsInput);
     StatusOr<size_t> lossIndex = exec.findBuffer(kLossOutput);
-    StatusOr<size_t> microStep = exec.findProgram(kMicroStepProgram);
+    // The step's body of its one micro-batch: micro_step_first (which
+    // writes the gradients), or micro_step where the lowering has none.
+    StatusOr<size_t> microStep = exec.findProgram(kMicroStepFirstProgram);
+    if (!microStep)
+      microStep = exec.findProgram(kMicroStepProgram);
     ASSERT_TRUE(tokensIndex && labelsIndex && lossIndex && microStep);
     ASSERT_OK(exec.writeRaw(*tokensIndex, ids.data(), ids.size() * 4));
     ASSERT_OK(exec.writeRaw(*labelsIndex, labels.data(), labels.size() * 4));

@@ -40,6 +40,14 @@ Plan tinyPlan() { return buildTinyPlan(TinyModel()); }
 
 RankPlan &rank0(Plan &plan) { return plan.ranks[0]; }
 
+ProgramDesc &optimizerStep(RankPlan &rank) {
+  for (ProgramDesc &program : rank.programs)
+    if (program.name == kOptimizerStepProgram)
+      return program;
+  ADD_FAILURE() << "no optimizer_step";
+  return rank.programs.back();
+}
+
 InstructionDesc &firstMicroInstruction(Plan &plan) {
   for (ProgramDesc &program : rank0(plan).programs)
     if (program.name == kMicroStepProgram)
@@ -181,14 +189,14 @@ TEST(PlanTest, WrongVersion) {
   plan.formatVersion = 7;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 7, this mlt-run reads version 4");
+      "plan.mltplan: plan format version 7, this mlt-run reads version 5");
   // Older plans (version 1: no mesh, no blocks, no collectives; version 2:
   // no parameter copies) are rejected by name too: their fields mean the
   // same, but a reader must not guess.
   plan.formatVersion = 1;
   EXPECT_EQ(
       parseError(plan),
-      "plan.mltplan: plan format version 1, this mlt-run reads version 4");
+      "plan.mltplan: plan format version 1, this mlt-run reads version 5");
 }
 
 // Tests that a truncated or damaged file fails FlatBuffers' verifier.
@@ -411,7 +419,8 @@ TEST(PlanTest, StreamsAndTokens) {
 TEST(PlanTest, AdamWMulti) {
   auto multiPlan = []() {
     Plan plan = tinyPlan();
-    std::vector<InstructionDesc> &insts = rank0(plan).programs.back().instructions;
+    std::vector<InstructionDesc> &insts =
+        optimizerStep(rank0(plan)).instructions;
     std::vector<InstructionDesc> adamw;
     for (const InstructionDesc &inst : insts)
       if (inst.kernel == Kernel::AdamW)
@@ -439,7 +448,7 @@ TEST(PlanTest, AdamWMulti) {
   EXPECT_EQ(parseError(multiPlan()), "");
   auto broken = [&](auto &&change) {
     Plan plan = multiPlan();
-    change(rank0(plan).programs.back().instructions.back());
+    change(optimizerStep(rank0(plan)).instructions.back());
     return parseError(plan);
   };
   EXPECT_THAT(broken([](InstructionDesc &i) { i.outputs.pop_back(); }),
@@ -527,12 +536,50 @@ TEST(PlanTest, TransposeAttributes) {
               HasSubstr("expects 1 + 2 * rank = 5 integer attributes"));
 }
 
-// Tests that the training programs, inputs and outputs must be there.
+// Tests that the step, the training inputs and outputs must be there: a
+// step that covers every micro-batch, calls of programs that exist, buffers
+// with a copy per micro-batch only touched by calls of one in range.
 TEST(PlanTest, TrainingContract) {
   Plan plan = tinyPlan();
-  rank0(plan).programs.pop_back();
+  rank0(plan).step.clear();
   EXPECT_EQ(parseError(plan),
-            "plan.mltplan: the plan has no program 'optimizer_step'");
+            "plan.mltplan: the plan has no step (a plan of format version 5 "
+            "lists each rank's calls)");
+
+  plan = tinyPlan();
+  rank0(plan).step.back().program = 7;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: step call 2: program index 7 out "
+                              "of range (3 programs)");
+
+  // A call of micro_step without a micro-batch, or beyond the copies.
+  TinyModel two;
+  two.microbatches = 2;
+  plan = buildTinyPlan(two);
+  rank0(plan).step[1].microbatch = -1;
+  rank0(plan).step[1].work.clear();
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: step call 1: program 'micro_step' touches buffer "
+            "'tokens', which has a copy per micro-batch, but the call has no "
+            "micro-batch");
+  plan = buildTinyPlan(two);
+  rank0(plan).step[2].microbatch = 2;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: step call 2: does F1.0, which is "
+                              "not work of the call's micro-batch");
+  rank0(plan).step[2].work.clear();
+  EXPECT_EQ(parseError(plan), "plan.mltplan: step call 2: micro-batch 2 of "
+                              "buffer 'tokens', which has 2 copies");
+  plan = buildTinyPlan(two);
+  rank0(plan).step[2].microbatch = 0;
+  rank0(plan).step[2].work.clear();
+  EXPECT_EQ(parseError(plan), "plan.mltplan: the step runs no call of "
+                              "micro-batch 1 (of 2)");
+  plan = buildTinyPlan(two);
+  rank0(plan).buffers[*rank0(plan).findBuffer("labels")].copies = 1;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: buffer 'labels' has 1 copies, "
+                              "but a step has 2 micro-batches (a copy each)");
+  plan = buildTinyPlan(two);
+  rank0(plan).buffers[*rank0(plan).findBuffer("loss")].copies = 9;
+  EXPECT_THAT(parseError(plan), HasSubstr("buffer 'loss' ends at byte "));
 
   plan = tinyPlan();
   rank0(plan).buffers[*rank0(plan).findBuffer("hyper.lr")].name = "hyper.lrr";

@@ -153,7 +153,53 @@ public:
     plan.model = model;
     plan.worldSize = 1;
     plan.ranks.push_back(rankPlan(0));
+    addTrainingStep(plan.ranks.back(), model.microbatches);
     return plan;
+  }
+
+  /// Makes a rank with the programs micro_step and optimizer_step a
+  /// training rank as the compiler makes one (a rank without them is left
+  /// alone): a copy of tokens, labels and loss per micro-batch (moved to
+  /// the end of the arena), a program zero_gradients of fill launches, and
+  /// the step: zero_gradients, micro_step for each micro-batch, then
+  /// optimizer_step.
+  static void addTrainingStep(RankPlan &rank, int64_t microbatches) {
+    auto index = [&](const char *name) -> std::optional<uint32_t> {
+      for (uint32_t i = 0; i < rank.programs.size(); ++i)
+        if (rank.programs[i].name == name)
+          return i;
+      return std::nullopt;
+    };
+    std::optional<uint32_t> micro = index(kMicroStepProgram);
+    std::optional<uint32_t> optimizer = index(kOptimizerStepProgram);
+    if (!micro || !optimizer || !rank.step.empty())
+      return;
+    for (const char *name : {kTokensInput, kLabelsInput, kLossOutput})
+      if (std::optional<size_t> b = rank.findBuffer(name);
+          b && microbatches > 1) {
+        BufferDesc &buffer = rank.buffers[*b];
+        buffer.copies = uint32_t(microbatches);
+        buffer.offset = rank.arenaBytes;
+        rank.arenaBytes += buffer.copyStride() * buffer.copies;
+      }
+    ProgramDesc zero{kZeroGradientsProgram, {}};
+    for (uint32_t i = 0; i < rank.buffers.size(); ++i)
+      if (rank.buffers[i].kind == BufferKind::Gradient) {
+        InstructionDesc fill;
+        fill.kernel = Kernel::Fill;
+        fill.outputs = {i};
+        fill.ints = {rank.buffers[i].numElements()};
+        fill.floats = {0.0};
+        zero.instructions.push_back(fill);
+      }
+    rank.programs.push_back(zero);
+    rank.step.push_back(CallDesc{uint32_t(rank.programs.size() - 1), -1, {}});
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      rank.step.push_back(
+          CallDesc{*micro, int32_t(mb),
+                   {WorkItem{WorkKind::Forward, uint32_t(mb), 0},
+                    WorkItem{WorkKind::Backward, uint32_t(mb), 0}}});
+    rank.step.push_back(CallDesc{*optimizer, -1, {}});
   }
 
   /// What was built, as rank `rank` of a plan.
@@ -181,8 +227,10 @@ inline Plan multiRankPlan(const ModelInfo &model, std::vector<MeshAxis> mesh,
   plan.model = model;
   plan.worldSize = uint32_t(builders.size());
   plan.mesh = std::move(mesh);
-  for (uint32_t r = 0; r < builders.size(); ++r)
+  for (uint32_t r = 0; r < builders.size(); ++r) {
     plan.ranks.push_back(builders[r].rankPlan(r));
+    PlanBuilder::addTrainingStep(plan.ranks.back(), model.microbatches);
+  }
   return plan;
 }
 

@@ -24,8 +24,10 @@ namespace mlt::rt {
 /// refresh_parameter_copies program (mixed precision). Version 4: streams
 /// and tokens (an instruction's waits and token), and the micro_step_last
 /// and micro_step_only programs (gradient reductions under the backward
-/// pass).
-inline constexpr uint32_t kPlanFormatVersion = 4;
+/// pass). Version 5: the training step as the unit, each rank's `step` of
+/// calls, and buffers with a copy per micro-batch (tokens, labels, loss);
+/// the runtime runs no program by name but refresh_parameter_copies.
+inline constexpr uint32_t kPlanFormatVersion = 5;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

@@ -880,46 +880,47 @@ CollectiveCall collectiveCall(const RankPlan &rank,
   return call;
 }
 
-/// The name under which the verifier reports the step's collectives.
-constexpr const char *kStepUnit = "step";
-
-/// The collectives that `rank` launches on `axis` when it runs `unit`: its
-/// step (every call's program, in order), or its program of that name.
+/// The collectives that `rank` launches on `axis` when it runs its program
+/// named `unit`, or (`unit` null) its step: every call's program, in order.
 std::vector<CollectiveCall>
-collectivesOn(const RankPlan &rank, const std::string &unit, size_t axis) {
+collectivesOn(const RankPlan &rank, const std::string *unit, size_t axis) {
   std::vector<CollectiveCall> calls;
   auto add = [&](const ProgramDesc &program) {
     for (const InstructionDesc &inst : program.instructions)
       if (isCollectiveKernel(inst.kernel) && size_t(inst.ints[1]) == axis)
         calls.push_back(collectiveCall(rank, inst));
   };
-  if (unit == kStepUnit) {
+  if (!unit) {
     for (const CallDesc &call : rank.step)
       add(rank.programs[call.program]);
-  } else if (const ProgramDesc *program = rank.findProgram(unit)) {
+  } else if (const ProgramDesc *program = rank.findProgram(*unit)) {
     add(*program);
   }
   return calls;
 }
 
-/// In the step, and in every program the runtime may run alone, the members
-/// of each group launch the same collectives on its axis in the same order,
-/// so that none waits for a call that never comes or meets a different one
-/// (the communicator would fail both at run time; this names them before
-/// anything runs).
+/// In every program (which the runtime may run alone) and in the step, the
+/// members of each group launch the same collectives on its axis in the
+/// same order, so that none waits for a call that never comes or meets a
+/// different one (the communicator would fail both at run time; this names
+/// them before anything runs).
 Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
-  std::set<std::string> programs = {kStepUnit};
+  std::set<std::string> programs;
   for (const RankPlan &rank : plan.ranks)
     for (const ProgramDesc &program : rank.programs)
-      if (program.name == kRefreshCopiesProgram)
-        programs.insert(program.name);
+      programs.insert(program.name);
+  // The step (null) last: a program that differs is named first.
+  std::vector<const std::string *> units;
+  for (const std::string &program : programs)
+    units.push_back(&program);
+  units.push_back(nullptr);
   for (size_t axis = 0; axis < mesh.numAxes(); ++axis) {
     const std::string &axisName = mesh.axes()[axis].name;
     for (int leader = 0; leader < mesh.worldSize(); ++leader) {
       MeshGroup group = *mesh.groupOf(leader, axisName);
       if (group.index != 0 || group.size() == 1)
         continue;
-      for (const std::string &program : programs) {
+      for (const std::string *program : units) {
         std::vector<CollectiveCall> first =
             collectivesOn(plan.ranks[leader], program, axis);
         for (int k = 1; k < group.size(); ++k) {
@@ -928,7 +929,7 @@ Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
               collectivesOn(plan.ranks[member], program, axis);
           auto prefix = [&] {
             std::ostringstream os;
-            os << (program == kStepUnit ? "the step" : "program '" + program + "'")
+            os << (program ? "program '" + *program + "'" : "the step")
                << ": ranks " << leader << " and "
                << member << " launch different collectives on axis '"
                << axisName << "': ";

@@ -13,7 +13,8 @@
 #   DIR/gpu-suite.sh bench [STEPS]    (GPU machine) the issue-5 benchmark:
 #                                     bench/gpu_bench.py on the TinyLlama-1.1B
 #                                     shape (bf16, micro-batch 4 x 2048; also
-#                                     with --recompute swiglu) beside HF
+#                                     with --recompute swiglu, and batch 16
+#                                     as 4 micro-batches) beside HF
 #                                     transformers eager and torch.compile,
 #                                     then mlt-run --profile-step on it
 #
@@ -41,6 +42,10 @@ if [[ "${1:-}" == pack ]]; then
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --recompute swiglu \
     --emit-plan "$dir"/plans/tinyllama-bf16-b4-recompute.mltplan
+  # The same micro-batch, four per step: one step program of four calls.
+  "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
+    --batch 16 --microbatches 4 --seq-len 2048 \
+    --emit-plan "$dir"/plans/tinyllama-bf16-b16-mb4.mltplan
   finish_pack "$root" "$dir" "$0"
   exit 0
 fi
@@ -58,6 +63,7 @@ if [[ "$1" == bench ]]; then
   plan=plans/tinyllama-bf16-b4.mltplan
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
     --plan plans/tinyllama-bf16-b4-recompute.mltplan \
+    --plan plans/tinyllama-bf16-b16-mb4.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \
     --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
   python3 -c 'import random, struct; r = random.Random(1); n = 4 * 2049 * 4

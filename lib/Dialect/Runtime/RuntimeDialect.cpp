@@ -99,11 +99,13 @@ LogicalResult BufferOp::verify() {
     if (copies.getInt() < 1)
       return emitOpError("per_microbatch must be at least 1, got ")
              << copies.getInt();
-    if (getKind() != BufferKind::input && getKind() != BufferKind::output &&
-        getKind() != BufferKind::temporary)
+    // Carried activations (a copy per in-flight micro-batch) come with
+    // separate forward and backward bodies.
+    if (getKind() != BufferKind::input && getKind() != BufferKind::output)
       return emitOpError("of kind '")
              << stringifyBufferKind(getKind())
-             << "' cannot have a copy per micro-batch";
+             << "' cannot have a copy per micro-batch (only inputs and "
+                "outputs do)";
   }
   bool stateful = getKind() == BufferKind::parameter ||
                   getKind() == BufferKind::gradient ||

@@ -213,3 +213,70 @@ mlt_rt.program @p {
   // expected-error @+1 {{'mlt_rt.launch' op signals token -1; tokens are 0..65535}}
   mlt_rt.launch "add" [@a, @a] -> [@a] ints [4] token -1
 }
+
+//===----------------------------------------------------------------------===//
+// Copies per micro-batch, mlt_rt.step and mlt_rt.call
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that only inputs and outputs have a copy per micro-batch.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'temporary' cannot have a copy per micro-batch (only inputs and outputs do)}}
+mlt_rt.buffer @t0 temporary per_microbatch 2 : tensor<4xf32>
+
+// -----
+
+// Tests that a buffer has at least one copy.
+// expected-error @+1 {{'mlt_rt.buffer' op per_microbatch must be at least 1, got 0}}
+mlt_rt.buffer @tokens input per_microbatch 0 : tensor<4xi32>
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  // Tests that a call names a program.
+  // expected-error @+1 {{'mlt_rt.call' op calls @nothing, which is not an mlt_rt.program}}
+  mlt_rt.call @nothing microbatch 0
+}
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  // Tests that a call's work is work of its micro-batch.
+  // expected-error @+1 {{'mlt_rt.call' op does F1.0, which is not work of the call's micro-batch}}
+  mlt_rt.call @body microbatch 0 work [F0.0, F1.0]
+}
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  // Tests that a work item is written F<mb>.<chunk>.
+  // expected-error @+1 {{expected a work item such as F0.0, got 'X0.0'}}
+  mlt_rt.call @body microbatch 0 work [X0.0]
+}
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  mlt_rt.call @body microbatch 0 work [F0.0]
+  // Tests that the step does each item once.
+  // expected-error @+1 {{'mlt_rt.call' op does F0.0, which an earlier call of the step does}}
+  mlt_rt.call @body microbatch 0 work [F0.0]
+}
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  // Tests that a backward comes after its forward.
+  // expected-error @+1 {{'mlt_rt.call' op does B0.0 before the step does its forward}}
+  mlt_rt.call @body microbatch 0 work [B0.0, F0.0]
+}

@@ -6,7 +6,7 @@
 // optimizer steps, logs one line per step, and saves an HF checkpoint. A plan
 // of several ranks runs them as threads of this process (RankGroup), each on
 // its block of the data and of the weights; on GPUs, as one process per GPU
-// started by mpirun, each running its own rank over NCCL (MpiBootstrap.h:
+// started by mpirun, each running its own rank over NCCL (Distributed.h:
 // rank 0 prints, logs and saves; failures before the collectives start are
 // agreed by every process and reported once, failures after them abort the
 // job). Every error is one line, `mlt-run: error: <message>`, and exit
@@ -29,6 +29,7 @@
 #endif
 #ifdef MLT_HAVE_CUDA
 #include "mlt/Runtime/CudaBackend.h"
+#include "mlt/Runtime/Distributed.h"
 #include "mlt/Runtime/MpiBootstrap.h"
 #include "mlt/Runtime/NcclCommunicator.h"
 #endif
@@ -662,28 +663,18 @@ std::string describeRanks(const Plan &plan) {
 }
 
 #ifdef MLT_HAVE_CUDA
-/// A run of one process per GPU (mpirun -np N, N > 1): this process's rank
-/// and MPI session, and, once created, its NCCL communicator.
-struct Distributed {
-  MpiSession &session;
-  /// The CUDA device of this process: its node-local rank.
-  int device = 0;
-  std::unique_ptr<CudaCommunicator> communicator;
-
-  int rank() const { return session.rank(); }
-  bool reports() const { return session.rank() == 0; }
-
-  /// The end of a rank that fails once collectives run: its peers may be
-  /// waiting for it inside a NCCL kernel, and NCCL cannot tell them. It
-  /// reports its failure, aborts its communicators and the whole job.
+/// A run of one process per GPU (mpirun -np N, N > 1): this process's rank,
+/// MPI session and NCCL communicator (Distributed.h), and how the tool ends
+/// the job when a rank fails once collectives run.
+struct Distributed : DistributedProcess {
+  /// Reports the rank's failure, then aborts its communicators and the
+  /// whole job (its peers may be waiting for it inside a NCCL kernel).
   [[noreturn]] void fatal(const Status &status) {
     std::fflush(stdout);
     std::fprintf(stderr, "mlt-run: error: rank %d: %s\n", rank(),
                  status.message().c_str());
     std::fflush(stderr);
-    if (communicator)
-      communicator->abort(status.message());
-    session.abort(1);
+    abort(status, 1);
   }
 };
 #else
@@ -738,35 +729,14 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     ranks = RankGroup::create(plan, *backend);
   } else {
 #ifdef MLT_HAVE_CUDA
-    // NCCL's unique id from rank 0, then every rank's communicators over
-    // the plan's mesh on its node-local GPU. A rank whose init fails while
-    // others wait inside it cannot agree with them: after a while it gives
-    // up and aborts the job.
-    MpiSession &session = dist->session;
-    NcclUniqueId id;
-    Status status = Status::ok();
-    if (session.rank() == 0) {
-      StatusOr<NcclUniqueId> created = createNcclUniqueId();
-      if (created)
-        id = *created;
-      else
-        status = created.takeStatus();
-    }
-    MLT_RETURN_IF_ERROR(agree(status));
-    MLT_RETURN_IF_ERROR(session.broadcast(id.bytes.data(), id.bytes.size(), 0));
-    StatusOr<Mesh> mesh = planMesh(plan);
-    MLT_RETURN_IF_ERROR(agree(mesh ? Status::ok() : mesh.takeStatus()));
-    StatusOr<std::unique_ptr<CudaCommunicator>> communicator =
-        createNcclCommunicator(*mesh, session.rank(), dist->device, id);
-    if (communicator)
-      dist->communicator = std::move(*communicator);
-    status =
-        session.agree(communicator ? Status::ok() : communicator.takeStatus(),
-                      std::chrono::seconds(60));
-    if (session.timedOut())
+    // Every rank's communicators over the plan's mesh on its node-local GPU
+    // (Distributed.h). A rank whose init fails while others wait inside it
+    // cannot agree with them: after a while it gives up and aborts the job.
+    Status status = dist->connect(plan);
+    if (dist->session.timedOut())
       dist->fatal(status);
     MLT_RETURN_IF_ERROR(status);
-    ranks = RankGroup::createForRank(plan, uint32_t(session.rank()), *backend,
+    ranks = RankGroup::createForRank(plan, uint32_t(dist->rank()), *backend,
                                      dist->communicator.get());
 #endif
   }
@@ -961,36 +931,6 @@ Status checkWorld(const Options &o, const Plan &plan, const Launch &launch) {
                 processes, " processes; start it with mpirun -np ", ranks);
 }
 
-/// One process per GPU: this node's processes each need a GPU; `device`
-/// receives this process's (its node-local rank). For tests of the paths
-/// that only several processes take, MLT_TEST_SHARE_GPUS=1 lets processes
-/// share GPUs (process i on GPU i mod count), which NCCL itself may refuse.
-Status checkLocalDevices(const Launch &launch, int &device) {
-#ifdef MLT_HAVE_CUDA
-  if (!launch.session)
-    return Status::ok();
-  int count = 0;
-  MLT_RETURN_IF_ERROR(probeCudaDevices(count));
-  const int local = launch.session->localSize();
-  device = launch.session->localRank();
-  const char *share = std::getenv("MLT_TEST_SHARE_GPUS");
-  if (share && std::strcmp(share, "1") == 0) {
-    device %= count;
-    return Status::ok();
-  }
-  if (local > count)
-    return errorf("mpirun started ", local, " processes on this node but ",
-                  count == 1
-                      ? "only 1 CUDA device is"
-                      : "only " + std::to_string(count) + " CUDA devices are",
-                  " visible; each process needs a GPU of its own");
-#else
-  (void)launch;
-  (void)device;
-#endif
-  return Status::ok();
-}
-
 Status runTool(int argc, char **argv, const Launch &launch) {
   Options o;
   MLT_RETURN_IF_ERROR(parseArgs(argc, argv, o));
@@ -1049,8 +989,10 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (!severalProcesses)
     return train(o, *plan, nullptr);
 #ifdef MLT_HAVE_CUDA
-  Distributed dist{*launch.session, 0, nullptr};
-  MLT_RETURN_IF_ERROR(checkLocalDevices(launch, dist.device));
+  StatusOr<int> device = localDevice(*launch.session);
+  if (!device)
+    return device.takeStatus();
+  Distributed dist{{*launch.session, *device, nullptr}};
   return train(o, *plan, &dist);
 #else
   return errorf("this mlt-run has no CUDA backend");
@@ -1068,10 +1010,7 @@ void reportError(const std::string &message) {
 /// mpirun -np N with N > 1: MPI for the start and the end, and the run in
 /// between; the processes agree on the outcome, and one reports a failure.
 int runUnderLauncher(int argc, char **argv, const LaunchEnvironment &env) {
-  // NVLink multicast must stay off on the shared machines (before anything
-  // can initialize NCCL); the user's setting wins.
-  ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  StatusOr<std::unique_ptr<MpiSession>> session = MpiSession::init(argc, argv);
+  StatusOr<std::unique_ptr<MpiSession>> session = startMpi(argc, argv);
   if (!session) {
     reportError("rank " + std::to_string(env.rank) +
                 ": MPI init: " + session.status().message());
@@ -1080,11 +1019,8 @@ int runUnderLauncher(int argc, char **argv, const LaunchEnvironment &env) {
   Launch launch;
   launch.environment = env;
   launch.session = session->get();
-  Status status = Status::ok();
-  if ((*session)->size() != env.worldSize)
-    status = errorf("MPI has ", (*session)->size(), " processes, but ",
-                    env.launcher, " said ", env.worldSize);
-  else
+  Status status = checkMpiWorld(**session, env);
+  if (status)
     status = runTool(argc, argv, launch);
   StatusOr<MpiSession::Outcome> outcome = (*session)->conclude(status);
   if (!outcome) {

@@ -20,7 +20,7 @@
 // collective. This serializes compute and communication: it is how the
 // collectives of the plan's stream 0 run. A collective on another plan
 // stream goes straight to that stream (launchOn), which the plan's tokens
-// order against the compute stream (CudaBackend.cpp), so that it overlaps
+// order against the compute stream (CudaContext.cpp), so that it overlaps
 // the compute launches that do not depend on it.
 //
 // Waiting: `wait` is the context's cudaStreamSynchronize. Once a collective

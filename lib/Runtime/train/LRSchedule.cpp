@@ -1,7 +1,8 @@
-//===- Schedule.cpp - the learning-rate schedule --------------------------===//
+//===- LRSchedule.cpp - the learning-rate schedule ------------------------===//
 //
 // Part of mlt. Linear warmup, then constant or cosine decay to min_lr at the
-// last step (see Training.h for the formula).
+// last step (see Training.h for the formula). The learning rate's schedule
+// only: not a pipeline schedule (the order of micro-batches over stages).
 //
 //===----------------------------------------------------------------------===//
 

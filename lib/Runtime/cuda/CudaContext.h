@@ -1,0 +1,250 @@
+//===- CudaContext.h - one rank's CUDA device context -----------*- C++ -*-===//
+//
+// Part of mlt. The CUDA backend's device context, one per rank (made by
+// createContext, CudaBackend.cpp): the rank's device state, which every
+// DeviceContext entry point works on, and the launch of a plan instruction
+// as a kernel launch. Its definitions follow that seam: CudaContext.cpp
+// (streams, events, graph capture and replay, memory, copies, timing,
+// errors) and CudaDispatch.cpp (the switch from a kernel to its family's
+// launcher).
+//
+// A context is one rank's device state:
+//
+// - the device (device 0 for a single rank; device r for rank r of a plan
+//   whose ranks run as threads of this process), made current on the calling
+//   thread at every entry point, since a rank may be driven by a different
+//   thread on every call (RankGroup starts threads per call);
+// - one compute stream (non-blocking), where every fill and copy, and every
+//   launch of the plan's stream 0, is queued in program order;
+// - the plan's other streams (Plan.fbs), created on first use: a program
+//   forks them from the compute stream at its start (beginProgram) and joins
+//   them back at its end (endProgram), and its tokens are events, recorded
+//   after the signalling launch and waited for before each waiting one. Only
+//   collectives run there (kernels share the context's scratch memory and
+//   cuBLASLt workspace, which are ordered by the compute stream alone);
+// - with a CUDA communicator (one process per GPU, NcclCommunicator.h), the
+//   collectives' stream and events (Collectives.h): stream-0 collectives run
+//   on a communication stream ordered against the compute stream by events,
+//   the others on their plan stream, and waits poll so that a NCCL failure
+//   returns instead of hanging;
+// - the arena (allocate: cudaMalloc, zeroed);
+// - scratch memory for kernels that need some (reduction partials, the
+//   embedding backward's sort), grown on first use, which synchronizes: in
+//   the first step only, since a plan's sizes repeat;
+// - the device error record (DeviceError.h), through which kernels that
+//   check their data report, read back at synchronize.
+//
+// Launches never synchronize: `synchronize` is the only wait (plus copies to
+// the host), and it turns asynchronous kernel faults and the error record
+// into a Status.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
+#define MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
+
+#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/Communicator.h"
+#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/PlanFormat.h"
+
+#include "Collectives.h"
+#include "CudaCheck.h"
+#include "DeviceError.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlt::cuda {
+
+/// Whether the CUDA backend has a kernel for `kernel` (CudaDispatch.cpp,
+/// beside the switch that launches them). Collectives are not listed:
+/// checkSupported lets them through, and launch sends them to the
+/// communicator (Collectives.h).
+bool supportsKernel(rt::Kernel kernel);
+
+/// One rank's device state (this file's opening). The members that launch
+/// kernels (launchKernel, attentionThroughF32) are in CudaDispatch.cpp, the
+/// rest in CudaContext.cpp.
+class CudaDeviceContext final : public rt::DeviceContext {
+public:
+  CudaDeviceContext(int device, rt::Communicator *communicator)
+      : device_(device), communicator_(communicator) {
+    const char *sync = std::getenv("MLT_CUDA_SYNC_EACH_LAUNCH");
+    syncEachLaunch_ = sync && *sync && std::strcmp(sync, "0") != 0;
+    const char *graphs = std::getenv("MLT_CUDA_GRAPHS");
+    graphsAllowed_ =
+        !syncEachLaunch_ && !(graphs && std::strcmp(graphs, "0") == 0);
+    graphsWithCollectives_ = graphs && std::strcmp(graphs, "all") == 0;
+  }
+  ~CudaDeviceContext() override;
+
+  /// Creates the stream and the error record on the device.
+  rt::Status init();
+
+  rt::StatusOr<uint8_t *> allocate(uint64_t bytes) override;
+  void deallocate(uint8_t *memory) override;
+  rt::Status copyToDevice(uint8_t *device, const void *host,
+                          uint64_t bytes) override;
+  rt::Status copyToHost(void *host, const uint8_t *device,
+                        uint64_t bytes) override;
+  rt::Status copyToHostAtSync(void *host, const uint8_t *device,
+                              uint64_t bytes) override;
+  rt::Status fill(const rt::BufferView &buffer, double value) override;
+  rt::Status launch(const rt::InstructionDesc &inst,
+                    const std::vector<rt::BufferView> &inputs,
+                    const std::vector<rt::BufferView> &outputs) override;
+  rt::Status beginProgram(const rt::ProgramDesc &program) override;
+  rt::Status endProgram(const rt::ProgramDesc &program) override;
+  rt::Status synchronize() override;
+  std::string architecture() const override { return architecture_; }
+  rt::Status beginLaunchTiming() override;
+  rt::StatusOr<std::vector<double>> endLaunchTiming() override;
+  /// With collectives only under MLT_CUDA_GRAPHS=all: NCCL can be captured
+  /// (the event fork and join of Collectives.h and of the plan's streams is
+  /// the pattern capture needs), and a one-rank communicator is (the CUDA
+  /// tests), but capture across several GPUs is still to be measured.
+  bool canCapture() const override {
+    return graphsAllowed_ && (!collectives_ || graphsWithCollectives_);
+  }
+  rt::Status beginCapture() override;
+  rt::StatusOr<size_t> endCapture() override;
+  void abortCapture() override;
+  rt::Status replay(size_t capture) override;
+
+private:
+  /// Waits for the compute stream (Collectives.h: polling once collectives
+  /// run); `error` gets the stream's CUDA status.
+  rt::Status waitCompute(cudaError_t &error) {
+    if (collectives_)
+      return collectives_->wait(stream_, error);
+    error = cudaStreamSynchronize(stream_);
+    return rt::Status::ok();
+  }
+
+  /// Makes the context's device current on the calling thread.
+  rt::Status activate() {
+    MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return rt::Status::ok();
+  }
+
+  /// Runs `inst` on stream `s` (the compute stream, or for a collective
+  /// the plan stream it names).
+  rt::Status launchKernel(const rt::InstructionDesc &inst,
+                          const std::vector<rt::BufferView> &in,
+                          const std::vector<rt::BufferView> &out,
+                          cudaStream_t s);
+
+  /// The event of token `token`, created on first use.
+  rt::StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
+
+  /// The rank's place on mesh axis `axis` (as in CpuBackend.cpp):
+  /// coordinate 0 of 1 for axis -1.
+  struct AxisPosition {
+    int64_t coordinate = 0;
+    int64_t size = 1;
+  };
+  rt::StatusOr<AxisPosition> axisPosition(int64_t axis) const;
+
+  /// At least `bytes` of device scratch memory, valid until the next call;
+  /// used by one launch at a time on the compute stream. Growing it waits for
+  /// the stream (earlier launches may still read the old area).
+  rt::StatusOr<void *> scratch(size_t bytes);
+
+  /// bf16 attention at a head_dim the tensor-core kernels are not built for
+  /// (they take 64 and 128): the operands widened to f32 in scratch, the f32
+  /// kernels, the outputs rounded back to bf16. Slower and more memory, but
+  /// the same semantics (probabilities in f32 rather than bf16: closer to
+  /// the CPU backend's); the small models of tests use it.
+  rt::Status attentionThroughF32(const rt::InstructionDesc &inst,
+                                 const std::vector<rt::BufferView> &in,
+                                 const std::vector<rt::BufferView> &out,
+                                 const AttentionShape &shape);
+
+  /// The error sink of a launch of `inst` that checks its data.
+  DeviceErrorSink errorSink(const rt::InstructionDesc &inst);
+
+  /// The record's report as one line.
+  rt::Status deviceError(const DeviceErrorRecord &record) const;
+
+  int device_;
+  /// "sm_90": the device's compute capability, as plans name targets.
+  std::string architecture_;
+  rt::Communicator *communicator_;
+  bool syncEachLaunch_ = false;
+  cudaStream_t stream_ = nullptr;
+  /// The plan's streams other than 0 (index 0 unused), created on first use;
+  /// which of them the running program uses, the event that forks them from
+  /// the compute stream, those that join them back, and the tokens' events.
+  std::array<cudaStream_t, rt::kPlanMaxStreams> planStreams_{};
+  std::array<bool, rt::kPlanMaxStreams> streamOpen_{};
+  cudaEvent_t forkEvent_ = nullptr;
+  std::array<cudaEvent_t, rt::kPlanMaxStreams> joinEvents_{};
+  std::vector<cudaEvent_t> tokenEvents_;
+  /// cuBLASLt handle, workspace and per-shape matmul plans.
+  std::unique_ptr<MatmulRunner> matmul_;
+  void *scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
+  /// The communication stream and events; null without a CUDA communicator.
+  std::unique_ptr<CudaCollectives> collectives_;
+  DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
+  DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
+  /// The kernels of the launches given an error sink since the record was
+  /// last read; launch i has tag i + 1.
+  std::vector<rt::Kernel> reportingLaunches_;
+  /// Launches queued since the last synchronization, and the last one's
+  /// kernel, for messages about faults.
+  uint64_t launchesSinceSync_ = 0;
+  rt::Kernel lastKernel_ = rt::Kernel::Add;
+  /// Launch timing: a start and an end event per launch since
+  /// beginLaunchTiming (a pool that only grows).
+  bool timing_ = false;
+  size_t timedLaunches_ = 0;
+  std::vector<cudaEvent_t> timingEvents_;
+
+  /// CUDA graphs (capture and replay). A captured launch that reports
+  /// errors gets the tag (graph + 1) << kGraphTagShift | (its index among
+  /// the graph's reporting launches + 1); launches outside graphs get their
+  /// index in reportingLaunches_ + 1, below 1 << kGraphTagShift.
+  static constexpr unsigned kGraphTagShift = 20;
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<rt::Kernel> reporting;
+    uint64_t launches = 0;
+    rt::Kernel last = rt::Kernel::Add;
+  };
+  bool graphsAllowed_ = true;
+  bool graphsWithCollectives_ = false;
+  bool capturing_ = false;
+  std::vector<rt::Kernel> captureReporting_;
+  uint64_t launchesBeforeCapture_ = 0;
+  std::vector<Graph> graphs_;
+  /// Whether a replayed graph may have written the error record.
+  bool recordPending_ = false;
+  /// Scratch areas outgrown while graphs exist (which may use them): freed
+  /// with the context.
+  std::vector<void *> retiredScratch_;
+
+  /// Reads that land at the next synchronize (copyToHostAtSync): copied on
+  /// the stream into pinned staging, then to their destinations.
+  struct StagedRead {
+    void *host;
+    size_t offset, bytes;
+  };
+  static constexpr size_t kStagingBytes = 64 * 1024;
+  uint8_t *staging_ = nullptr; // pinned host memory, kStagingBytes
+  size_t stagingUsed_ = 0;
+  std::vector<StagedRead> stagedReads_;
+};
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H

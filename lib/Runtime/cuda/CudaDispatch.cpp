@@ -1,0 +1,483 @@
+//===- CudaDispatch.cpp - from a kernel to its CUDA launcher --------------===//
+//
+// Part of mlt. The CUDA device context's launch switch (CudaContext.h): from
+// an instruction's kernel to its family's launcher (kernels/<family>.h),
+// with the operands, integer attributes and scratch memory that Kernels.def
+// and the launcher ask for; `supportsKernel` lists the kernels that have
+// one. The context's `launch` (CudaContext.cpp) has already chosen the
+// stream, waited for the instruction's tokens and started its timing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaContext.h"
+
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/optimizer.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::rt;
+using namespace mlt::cuda;
+
+bool mlt::cuda::supportsKernel(Kernel kernel) {
+  switch (kernel) {
+  // elementwise.h
+  case Kernel::Add:
+  case Kernel::Mul:
+  case Kernel::Accumulate:
+  case Kernel::SwiGLUFwd:
+  case Kernel::SwiGLUBwd:
+  case Kernel::SiLUFwd:
+  case Kernel::SiLUBwd:
+  case Kernel::Cast:
+  case Kernel::Fill:
+  case Kernel::Transpose:
+  case Kernel::ShardSlice:
+  // optimizer.h
+  case Kernel::SumSquares:
+  case Kernel::SumSquaresMulti:
+  case Kernel::GlobalNorm:
+  case Kernel::ClipCoefficient:
+  case Kernel::AdamW:
+  case Kernel::AdamWMulti:
+  // embedding.h
+  case Kernel::EmbeddingFwd:
+  case Kernel::EmbeddingBwd:
+  case Kernel::EmbeddingFwdVP:
+  case Kernel::EmbeddingBwdVP:
+  // rmsnorm.h, rope.h, attention.h
+  case Kernel::RMSNormFwd:
+  case Kernel::RMSNormBwd:
+  case Kernel::RMSNormBwdAdd:
+  case Kernel::Rope:
+  case Kernel::AttentionFwd:
+  case Kernel::AttentionBwd:
+  // cross_entropy.h
+  case Kernel::CrossEntropyFwd:
+  case Kernel::CrossEntropyBwd:
+  case Kernel::CrossEntropyStats:
+  case Kernel::CrossEntropyCombine:
+  case Kernel::CrossEntropyBwdStats:
+  // matmul.h
+  case Kernel::Matmul:
+  case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd:
+    return true;
+  default:
+    return false;
+  }
+}
+
+Status CudaDeviceContext::attentionThroughF32(
+    const InstructionDesc &inst, const std::vector<BufferView> &in,
+    const std::vector<BufferView> &out, const AttentionShape &shape) {
+  const bool forward = inst.kernel == Kernel::AttentionFwd;
+  // The bf16 operands (lse is f32 already), inputs then outputs, each with
+  // an f32 copy in scratch after the f32 kernels' own scratch.
+  std::vector<const BufferView *> wide;
+  for (const BufferView &view : in)
+    if (view.dtype == ElementType::BF16)
+      wide.push_back(&view);
+  const size_t firstOutput = wide.size();
+  for (const BufferView &view : out)
+    if (view.dtype == ElementType::BF16)
+      wide.push_back(&view);
+  auto align = [](size_t bytes) { return (bytes + 255) & ~size_t(255); };
+  const size_t kernelBytes =
+      forward ? 0 : align(attentionBwdScratchBytes(shape));
+  size_t total = kernelBytes;
+  std::vector<size_t> offsets;
+  for (const BufferView *view : wide) {
+    offsets.push_back(total);
+    total += align(size_t(view->numElements) * sizeof(float));
+  }
+  StatusOr<void *> area = scratch(total);
+  if (!area)
+    return area.takeStatus();
+  uint8_t *base = static_cast<uint8_t *>(*area);
+  auto wideOf = [&](size_t i) {
+    return reinterpret_cast<float *>(base + offsets[i]);
+  };
+  for (size_t i = 0; i < firstOutput; ++i)
+    MLT_RETURN_IF_ERROR(launchCast(wideOf(i), ElementType::F32, wide[i]->data,
+                                   ElementType::BF16, wide[i]->numElements,
+                                   stream_));
+  // Operands in Kernels.def's order, f32 (lse is the f32 buffer itself).
+  size_t next = 0;
+  auto operand = [&](const BufferView &view) {
+    return view.dtype == ElementType::BF16 ? wideOf(next++) : view.as<float>();
+  };
+  std::vector<float *> ins, outs;
+  for (const BufferView &view : in)
+    ins.push_back(operand(view));
+  for (const BufferView &view : out)
+    outs.push_back(operand(view));
+  if (forward)
+    MLT_RETURN_IF_ERROR(launchAttentionFwd(outs[0], outs[1], ins[0], ins[1],
+                                           ins[2], shape, stream_));
+  else
+    MLT_RETURN_IF_ERROR(launchAttentionBwd(
+        outs[0], outs[1], outs[2], ins[0], ins[1], ins[2], ins[3], ins[4],
+        ins[5], shape, base, kernelBytes, stream_));
+  for (size_t i = firstOutput; i < wide.size(); ++i)
+    MLT_RETURN_IF_ERROR(launchCast(wide[i]->data, ElementType::BF16, wideOf(i),
+                                   ElementType::F32, wide[i]->numElements,
+                                   stream_));
+  return Status::ok();
+}
+
+namespace {
+
+/// adamw's seven f32 scalars (grad_scale, lr, beta1, beta2, eps,
+/// weight_decay, step), inputs first..first + 6 of an instruction.
+AdamWScalars adamwScalars(const std::vector<BufferView> &in, size_t first) {
+  auto f = [&](size_t i) { return in[first + i].as<const float>(); };
+  AdamWScalars scalars;
+  scalars.gradScale = f(0);
+  scalars.lr = f(1);
+  scalars.beta1 = f(2);
+  scalars.beta2 = f(3);
+  scalars.eps = f(4);
+  scalars.weightDecay = f(5);
+  scalars.step = f(6);
+  return scalars;
+}
+
+/// Calls `fn` with a value of the C++ type the kernels use for `type`
+/// (float for f32, __nv_bfloat16 for bf16); checkSupported has refused every
+/// other compute type.
+template <typename Fn> Status withComputeType(ElementType type, Fn &&fn) {
+  switch (type) {
+  case ElementType::F32:
+    return fn(float{});
+  case ElementType::BF16:
+    return fn(__nv_bfloat16{});
+  default:
+    return errorf("the CUDA backend does not compute in ",
+                  elementTypeName(type));
+  }
+}
+
+} // namespace
+
+Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
+                                       const std::vector<BufferView> &in,
+                                       const std::vector<BufferView> &out,
+                                       cudaStream_t s) {
+  const std::vector<int64_t> &a = inst.ints;
+  auto f = [](const BufferView &b) { return b.as<float>(); };
+
+  switch (inst.kernel) {
+  // elementwise.h: every operand in the compute type, except accumulate's y,
+  // which may be an f32 gradient of a bf16 x.
+  case Kernel::Add:
+  case Kernel::Mul:
+  case Kernel::SwiGLUFwd:
+  case Kernel::SwiGLUBwd:
+  case Kernel::SiLUFwd:
+  case Kernel::SiLUBwd:
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      auto t = [](const BufferView &b) { return b.as<T>(); };
+      switch (inst.kernel) {
+      case Kernel::Add:
+        return launchAdd(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+      case Kernel::Mul:
+        return launchMul(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+      case Kernel::SwiGLUFwd:
+        return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+      case Kernel::SwiGLUBwd:
+        return launchSwiGLUBackward(t(out[0]), t(out[1]), t(in[0]), t(in[1]),
+                                    t(in[2]), a[0], s,
+                                    out.size() == 3 ? t(out[2]) : nullptr);
+      case Kernel::SiLUFwd:
+        return launchSiLUForward(t(out[0]), t(in[0]), a[0], s);
+      default:
+        return launchSiLUBackward(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+      }
+    });
+  case Kernel::Accumulate:
+    if (in[0].dtype == ElementType::BF16 && out[0].dtype == ElementType::F32)
+      return launchAccumulate(f(out[0]), in[0].as<const __nv_bfloat16>(), a[0],
+                              s);
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchAccumulate(out[0].as<T>(), in[0].as<const T>(), a[0], s);
+    });
+  case Kernel::Fill:
+    return launchFill(out[0].data, out[0].dtype, a[0], inst.floats[0], s);
+  case Kernel::Cast:
+    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype, a[0],
+                      s);
+  case Kernel::Transpose: {
+    const int64_t rank = a[0];
+    return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
+                           a.data() + 1, a.data() + 1 + rank, rank, s);
+  }
+  case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
+    StatusOr<AxisPosition> position = axisPosition(a[3]);
+    if (!position)
+      return position.takeStatus();
+    return launchShardSlice(out[0].data, in[0].data, elementSize(in[0].dtype),
+                            a[0], a[1], a[2], position->size,
+                            position->coordinate, s);
+  }
+
+  // matmul.h: a, b -> c (c += a b for matmul_accumulate, c = a b + addend
+  // for matmul_add, in the epilogue); ints batch, m, n, k, ta, tb,
+  // b_batched. c is the operands' type or f32.
+  case Kernel::Matmul:
+  case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd: {
+    const void *addend = inst.kernel == Kernel::MatmulAccumulate ? out[0].data
+                         : inst.kernel == Kernel::MatmulAdd      ? in[2].data
+                                                                 : nullptr;
+    return matmul_->run(
+        MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0, a[5] != 0, a[6] != 0},
+        in[0].data, in[1].data, out[0].data, in[0].dtype, out[0].dtype, addend,
+        s);
+  }
+
+  // optimizer.h: f32 gradients, parameters, moments and scalars.
+  case Kernel::SumSquares: {
+    StatusOr<void *> partials = scratch(sumSquaresScratchBytes(a[0]));
+    if (!partials)
+      return partials.takeStatus();
+    return launchSumSquares(f(out[0]), f(in[0]), a[0], *partials, s);
+  }
+  case Kernel::SumSquaresMulti: {
+    // x_k -> s_k; ints n_k.
+    std::vector<const float *> xs;
+    std::vector<float *> sums;
+    for (const BufferView &x : in)
+      xs.push_back(x.as<const float>());
+    for (const BufferView &sum : out)
+      sums.push_back(f(sum));
+    StatusOr<void *> partials =
+        scratch(sumSquaresMultiScratchBytes(a.data(), int64_t(a.size())));
+    if (!partials)
+      return partials.takeStatus();
+    return launchSumSquaresMulti(sums.data(), xs.data(), a.data(),
+                                 int64_t(xs.size()), *partials, s);
+  }
+  case Kernel::GlobalNorm: {
+    std::vector<const float *> parts;
+    parts.reserve(in.size());
+    for (const BufferView &part : in)
+      parts.push_back(part.as<const float>());
+    StatusOr<void *> running = scratch(kGlobalNormScratchBytes);
+    if (!running)
+      return running.takeStatus();
+    return launchGlobalNorm(f(out[0]), parts.data(), int64_t(parts.size()),
+                            *running, s);
+  }
+  case Kernel::ClipCoefficient:
+    return launchClipCoefficient(f(out[0]), f(in[0]), f(in[1]), s);
+  case Kernel::AdamW: {
+    // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step -> param,
+    // m, v (in place)[, the bf16 compute copy]; ints: n, decay.
+    const AdamWScalars scalars = adamwScalars(in, 1);
+    __nv_bfloat16 *copy =
+        out.size() == 4 ? out[3].as<__nv_bfloat16>() : nullptr;
+    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
+                       a[1] != 0, copy, errorSink(inst), s);
+  }
+  case Kernel::AdamWMulti: {
+    // grads, then adamw's seven scalars -> params, ms, vs[, copies]; ints:
+    // n and decay per tensor.
+    const size_t k = in.size() - kAdamWScalarInputs;
+    const bool copies = out.size() == 4 * k;
+    const AdamWScalars scalars = adamwScalars(in, k);
+    std::vector<AdamWTensor> tensors(k);
+    for (size_t t = 0; t < k; ++t) {
+      AdamWTensor &x = tensors[t];
+      x.param = f(out[t]);
+      x.m = f(out[k + t]);
+      x.v = f(out[2 * k + t]);
+      x.grad = f(in[t]);
+      x.copy = copies ? out[3 * k + t].as<__nv_bfloat16>() : nullptr;
+      x.n = a[2 * t];
+      x.decay = a[2 * t + 1] != 0;
+    }
+    return launchAdamWMulti(tensors.data(), tensors.size(), scalars,
+                            errorSink(inst), s);
+  }
+
+  // embedding.h
+  case Kernel::EmbeddingFwd:
+  case Kernel::EmbeddingBwd:
+  case Kernel::EmbeddingFwdVP:
+  case Kernel::EmbeddingBwdVP: {
+    // ids, table -> out or ids, dout -> dtable (f32); ints: tokens, vocab
+    // (local), hidden[, axis]. A sharded rank holds rows from coordinate *
+    // vocab_local.
+    const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
+    int64_t offset = 0, total = vocabLocal;
+    if (inst.kernel == Kernel::EmbeddingFwdVP ||
+        inst.kernel == Kernel::EmbeddingBwdVP) {
+      StatusOr<AxisPosition> position = axisPosition(a[3]);
+      if (!position)
+        return position.takeStatus();
+      offset = position->coordinate * vocabLocal;
+      total = position->size * vocabLocal;
+    }
+    const int32_t *ids = in[0].as<const int32_t>();
+    const bool forward = inst.kernel == Kernel::EmbeddingFwd ||
+                         inst.kernel == Kernel::EmbeddingFwdVP;
+    const size_t bytes =
+        forward ? 0 : embeddingBackwardScratchBytes(tokens, vocabLocal);
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return area.takeStatus();
+    return withComputeType(in[1].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      if (forward)
+        return launchEmbeddingForward(out[0].as<T>(), ids, in[1].as<const T>(),
+                                      tokens, vocabLocal, hidden, offset, total,
+                                      errorSink(inst), s);
+      return launchEmbeddingBackward(f(out[0]), ids, in[1].as<const T>(),
+                                     tokens, vocabLocal, hidden, offset, total,
+                                     *area, bytes, errorSink(inst), s);
+    });
+  }
+
+  // rmsnorm.h: the plan keeps no rstd (the backward recomputes it), and
+  // rms_norm_bwd overwrites dw, which is f32 (a parameter's gradient) for
+  // bf16 activations.
+  case Kernel::RMSNormFwd: // x, w -> y; rows, dim; eps
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchRmsNormFwd(out[0].as<T>(), nullptr, in[0].as<const T>(),
+                              in[1].as<const T>(), a[0], a[1], inst.floats[0],
+                              s);
+    });
+  case Kernel::RMSNormBwd:      // dy, x, w -> dx, dw; rows, dim; eps
+  case Kernel::RMSNormBwdAdd: { // dy, x, w, addend -> dx, dw
+    const size_t bytes = rmsNormBwdScratchBytes(a[0], a[1]);
+    StatusOr<void *> partials = scratch(bytes);
+    if (!partials)
+      return partials.takeStatus();
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *addend =
+          inst.kernel == Kernel::RMSNormBwdAdd ? in[3].as<const T>() : nullptr;
+      return launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
+                              in[1].as<const T>(), in[2].as<const T>(), addend,
+                              a[0], a[1], inst.floats[0], *partials, bytes, s);
+    });
+  }
+
+  // rope.h: x -> y; batch, seq, heads, head_dim, inverse, position_offset;
+  // theta.
+  case Kernel::Rope:
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchRope(out[0].as<T>(), in[0].as<const T>(), a[0], a[1], a[2],
+                        a[3], a[4] != 0, a[5], inst.floats[0], s);
+    });
+
+  // attention.h: ints batch, seq, q_heads, kv_heads, head_dim, causal;
+  // floats scale. lse is f32 for both compute types.
+  case Kernel::AttentionFwd:   // q, k, v -> out, lse
+  case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
+    AttentionShape shape;
+    shape.batch = a[0];
+    shape.seq = a[1];
+    shape.qHeads = a[2];
+    shape.kvHeads = a[3];
+    shape.headDim = a[4];
+    shape.causal = a[5] != 0;
+    shape.scale = inst.floats[0];
+    const bool forward = inst.kernel == Kernel::AttentionFwd;
+    if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
+        shape.headDim != 128)
+      return attentionThroughF32(inst, in, out, shape);
+    const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return area.takeStatus();
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      auto t = [](const BufferView &b) { return b.as<T>(); };
+      if (forward)
+        return launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]), t(in[1]),
+                                  t(in[2]), shape, s);
+      return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
+                                t(in[1]), t(in[2]), t(in[3]), t(in[4]),
+                                f(in[5]), shape, *area, bytes, s);
+    });
+  }
+
+  // cross_entropy.h: logits and dlogits in the compute type, statistics,
+  // loss and dloss f32; labels are checked on the device (errorSink). The
+  // plan keeps no lse between cross_entropy_fwd and cross_entropy_bwd: the
+  // backward recomputes it.
+  case Kernel::CrossEntropyFwd: { // logits, labels -> loss; rows, vocab
+    const size_t bytes = crossEntropyFwdScratchBytes(a[0]);
+    StatusOr<void *> rowLosses = scratch(bytes);
+    if (!rowLosses)
+      return rowLosses.takeStatus();
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchCrossEntropyFwd(f(out[0]), in[0].as<const T>(),
+                                   in[1].as<const int32_t>(), a[0], a[1], a[0],
+                                   *rowLosses, bytes, errorSink(inst), s);
+    });
+  }
+  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
+    return withComputeType(in[1].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchCrossEntropyBwd(
+          out[0].as<T>(), f(in[0]), in[1].as<const T>(),
+          in[2].as<const int32_t>(), a[0], a[1], a[0], errorSink(inst), s);
+    });
+  case Kernel::CrossEntropyStats:      // logits, labels -> lse, target
+  case Kernel::CrossEntropyBwdStats: { // dloss, logits, labels, lse -> dlogits
+    // ints: rows, vocab_local, axis[, row_count]. The rank holds columns from
+    // coordinate * vocab_local of G * vocab_local.
+    const int64_t rows = a[0], vocabLocal = a[1];
+    StatusOr<AxisPosition> position = axisPosition(a[2]);
+    if (!position)
+      return position.takeStatus();
+    const int64_t offset = position->coordinate * vocabLocal;
+    const int64_t total = position->size * vocabLocal;
+    if (inst.kernel == Kernel::CrossEntropyStats)
+      return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+        using T = decltype(tag);
+        return launchCrossEntropyStats(
+            f(out[0]), f(out[1]), in[0].as<const T>(),
+            in[1].as<const int32_t>(), rows, vocabLocal, offset, total,
+            errorSink(inst), s);
+      });
+    return withComputeType(in[1].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchCrossEntropyBwdStats(
+          out[0].as<T>(), f(in[0]), in[1].as<const T>(),
+          in[2].as<const int32_t>(), f(in[3]), rows, vocabLocal, offset, total,
+          a[3], errorSink(inst), s);
+    });
+  }
+  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss; rows, G,
+                                    // row_count
+    return launchCrossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
+                                     a[0], a[1], a[2], s);
+
+  // Collectives.h: NCCL on the communication stream (stream 0), or on the
+  // plan stream the instruction names, which its tokens order.
+  case Kernel::AllReduceSum:
+  case Kernel::ReduceScatterSum:
+  case Kernel::AllGather:
+    return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
+                            s == stream_ ? nullptr : s);
+
+  default:
+    break;
+  }
+  return errorf("kernel '", kernelName(inst.kernel),
+                "' has no CUDA implementation yet");
+}

@@ -64,10 +64,13 @@ LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
 
   OpBuilder b(ret);
   DenseMap<Value, Value> adjoint;
-  adjoint[loss] = arith::ConstantOp::create(b, 
-      loss.getLoc(), DenseElementsAttr::get(
-                         lossType, b.getFloatAttr(lossType.getElementType(),
-                                                  seedValue)));
+  auto seed = arith::ConstantOp::create(
+      b, loss.getLoc(),
+      DenseElementsAttr::get(
+          lossType, b.getFloatAttr(lossType.getElementType(), seedValue)));
+  // The backward pass starts where the seed is first used.
+  seed->setAttr(MLTDialect::getLossSeedAttrName(), b.getUnitAttr());
+  adjoint[loss] = seed;
 
   for (Operation *op : llvm::reverse(forward)) {
     SmallVector<Value> resultGrads;

@@ -188,6 +188,21 @@ public:
     }
     for (auto &entry : programs)
       fuseRecomputedSwiGLU(entry.second);
+    // Where each micro-step's backward pass starts: at its first launch that
+    // reads the loss-gradient seed (mlt-autodiff appends the backward pass
+    // after the forward pass and the loss, and no fusion moves a launch
+    // across that point).
+    for (StringRef name : {abi::kMicroStepProgram, abi::kMicroStepFirstProgram})
+      if (rtir::ProgramOp program = programs.lookup(name))
+        for (auto [index, launch] :
+             llvm::enumerate(program.getBody().getOps<rtir::LaunchOp>()))
+          if (llvm::any_of(launch.getInputs(), [&](Attribute ref) {
+                return lossSeeds.contains(
+                    cast<FlatSymbolRefAttr>(ref).getAttr());
+              })) {
+            program.setBackwardStartAttr(b.getI64IntegerAttr(int64_t(index)));
+            break;
+          }
     // micro_step_first must write every gradient (the runtime then zeroes
     // none); a program that leaves one unwritten is dropped, and the runtime
     // zeroes the gradients and runs micro_step for every micro-batch.
@@ -231,7 +246,8 @@ private:
     auto op = rtir::BufferOp::create(
         b, module.getLoc(), b.getStringAttr(name),
         rtir::BufferKindAttr::get(b.getContext(), kind), TypeAttr::get(type),
-        /*per_microbatch=*/IntegerAttr(), /*offset=*/IntegerAttr(),
+        /*per_microbatch=*/IntegerAttr(), /*per_slot=*/IntegerAttr(),
+        /*offset=*/IntegerAttr(),
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
         decay ? b.getUnitAttr() : UnitAttr(), FloatAttr());
     if (sharding)
@@ -576,6 +592,8 @@ private:
   DenseSet<Operation *> addedByProduct;
   /// The Constant buffer of each constant op.
   DenseMap<Operation *, FlatSymbolRefAttr> constants;
+  /// The Constant buffers of loss-gradient seeds (mlt.loss_seed).
+  DenseSet<StringAttr> lossSeeds;
   /// Whether the program being lowered writes the gradients (the first
   /// micro-batch's), and the gradient buffers it has written so far: the
   /// first contribution to each overwrites it, later ones add.
@@ -665,6 +683,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                 splat.getSplatValue<APFloat>().convertToDouble()));
         values[c.getResult()] = ref;
         constants[c] = ref;
+        if (c->hasAttr(MLTDialect::getLossSeedAttrName()))
+          lossSeeds.insert(ref.getAttr());
         return success();
       })
       .Case([&](LoadOp load) -> LogicalResult {

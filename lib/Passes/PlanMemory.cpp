@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/MemoryPlan.h"
+#include "mlt/Analysis/StepMemoryPlan.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/KernelInfo.h"
@@ -36,6 +37,15 @@ struct LaunchOperands {
   SmallVector<int64_t> inputs, outputs;
 };
 
+/// A program's temporaries, their offsets in the program's region, and the
+/// region's size.
+struct Region {
+  rtir::ProgramOp program;
+  SmallVector<rtir::BufferOp> buffers;
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+
 /// Lays out the arena of a lowered module:
 ///
 /// 1. persistent buffers one after another, in declaration order;
@@ -47,9 +57,15 @@ struct LaunchOperands {
 ///    there, where the kernel may write that output over that input
 ///    (mayAlias, at every input position the buffer takes) and the two have
 ///    one element type and size;
-/// 4. the planner (MemoryPlan.h) packs the temporaries after the persistent
-///    buffers, its checker verifies the result, and the programs share that
-///    region (they run one at a time).
+/// 4. the planner (MemoryPlan.h) packs each program's temporaries into a
+///    region of its own, and its checker verifies the result;
+/// 5. without temporaries kept from one call of the step to another (a copy
+///    per slot), the programs share one region after the persistent
+///    buffers (they run one at a time); with them, the regions and the kept
+///    temporaries are blocks live in sets of the step's calls (a region in
+///    its program's calls, a kept temporary from the first to the last call
+///    of each micro-batch that touches it), placed by StepMemoryPlan.h's
+///    planner and checked.
 class MLTPlanMemoryPass
     : public mlt::impl::MLTPlanMemoryBase<MLTPlanMemoryPass> {
 public:
@@ -67,10 +83,15 @@ public:
 
     uint64_t persistentEnd = 0;
     llvm::StringMap<rtir::BufferOp> temporaries;
+    // Kept from a forward call to a backward call: planned across the step.
+    SmallVector<rtir::BufferOp> kept;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       if (buffer.getKind() == rtir::BufferKind::temporary) {
         buffer.removeOffsetAttr(); // planned below, from this module's launches
-        temporaries[buffer.getSymName()] = buffer;
+        if (buffer.getPerSlotAttr())
+          kept.push_back(buffer);
+        else
+          temporaries[buffer.getSymName()] = buffer;
         continue;
       }
       buffer.setOffsetAttr(b.getI64IntegerAttr(persistentEnd));
@@ -79,6 +100,7 @@ public:
 
     uint64_t peak = persistentEnd;
     llvm::StringMap<StringRef> owner; // temporary -> the program that uses it
+    SmallVector<Region> regions;
     for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>()) {
       SmallVector<rtir::BufferOp> order;
       DenseMap<Operation *, size_t> index;
@@ -101,6 +123,7 @@ public:
             rtir::BufferOp buffer = it->second;
             auto [slot, inserted] = owner.try_emplace(buffer.getSymName(),
                                                       program.getSymName());
+            (void)inserted;
             if (slot->second != program.getSymName()) {
               buffer.emitOpError("is a temporary of both @")
                   << slot->second << " and @" << program.getSymName();
@@ -130,16 +153,122 @@ public:
         program.emitOpError("memory plan is invalid: ") << why;
         return signalPassFailure();
       }
-      for (auto [buffer, offset] : llvm::zip(order, plan.offsets))
-        buffer.setOffsetAttr(b.getI64IntegerAttr(persistentEnd + offset));
-      peak = std::max(peak, persistentEnd + plan.peakBytes);
+      regions.push_back({program, order, plan.offsets, plan.peakBytes});
     }
     for (auto &entry : temporaries)
       if (!owner.count(entry.first())) {
         entry.second.emitOpError("is declared but no launch uses it");
         return signalPassFailure();
       }
+    // The programs run one at a time: without kept temporaries they share
+    // one region; with them, the step's plan places each region.
+    std::vector<uint64_t> regionOffsets(regions.size(), 0);
+    uint64_t regionsPeak = 0;
+    for (const Region &region : regions)
+      regionsPeak = std::max(regionsPeak, region.bytes);
+    if (!kept.empty()) {
+      FailureOr<uint64_t> stepPeak =
+          planAcrossStep(regions, kept, align, regionOffsets);
+      if (failed(stepPeak))
+        return signalPassFailure();
+      regionsPeak = *stepPeak;
+    }
+    for (auto [region, base] : llvm::zip(regions, regionOffsets))
+      for (auto [buffer, offset] : llvm::zip(region.buffers, region.offsets))
+        buffer.setOffsetAttr(
+            b.getI64IntegerAttr(persistentEnd + base + offset));
+    for (rtir::BufferOp buffer : kept)
+      buffer.setOffsetAttr(b.getI64IntegerAttr(
+          persistentEnd + uint64_t(buffer.getOffsetAttr().getInt())));
+    peak = std::max(peak, persistentEnd + regionsPeak);
     module->setAttr("mlt_rt.arena_bytes", b.getI64IntegerAttr(peak));
+  }
+
+private:
+  /// Step 5 with kept temporaries: the regions and the kept temporaries as
+  /// blocks live in sets of the step's calls, placed by planStepMemory.
+  /// Sets `regionOffsets` (parallel to `regions`) and each kept buffer's
+  /// offset, relative to the end of the persistent buffers, and returns the
+  /// peak of that part of the arena.
+  FailureOr<uint64_t> planAcrossStep(ArrayRef<Region> regions,
+                                     MutableArrayRef<rtir::BufferOp> kept,
+                                     uint64_t align,
+                                     std::vector<uint64_t> &regionOffsets) {
+    ModuleOp module = getOperation();
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    if (steps.size() != 1)
+      return module.emitError("mlt-plan-memory: temporaries kept across "
+                              "calls need one mlt_rt.step, found ")
+             << steps.size();
+    SmallVector<rtir::CallOp> calls(
+        steps.front().getBody().getOps<rtir::CallOp>());
+    // Which kept buffers each program touches.
+    DenseMap<StringAttr, size_t> keptIndex;
+    for (size_t i = 0; i < kept.size(); ++i)
+      keptIndex[kept[i].getSymNameAttr()] = i;
+    DenseMap<StringAttr, SmallVector<size_t>> touches;
+    for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>()) {
+      llvm::SmallSetVector<size_t, 8> set;
+      for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list) {
+            auto it = keptIndex.find(cast<FlatSymbolRefAttr>(ref).getAttr());
+            if (it != keptIndex.end())
+              set.insert(it->second);
+          }
+      touches[program.getSymNameAttr()] = SmallVector<size_t>(set.begin(),
+                                                              set.end());
+    }
+    std::vector<StepBlock> blocks;
+    // Regions: live in their program's calls; a program the step does not
+    // call runs alone, after it.
+    int64_t alone = int64_t(calls.size());
+    for (const Region &region : regions) {
+      StepBlock block{region.bytes, {}};
+      StringRef name = rtir::ProgramOp(region.program).getSymName();
+      for (auto [c, call] : llvm::enumerate(calls))
+        if (call.getProgram() == name)
+          block.live.push_back({int64_t(c), int64_t(c)});
+      if (block.live.empty())
+        block.live.push_back({alone, alone}), ++alone;
+      block.normalize();
+      blocks.push_back(std::move(block));
+    }
+    // Kept buffers: from the first to the last call of a micro-batch that
+    // touches them, for each micro-batch.
+    const size_t firstKept = blocks.size();
+    for (rtir::BufferOp &buffer : kept)
+      blocks.push_back({buffer.getExtentBytes(), {}});
+    DenseMap<std::pair<size_t, int64_t>, CallSpan> spans;
+    for (auto [c, call] : llvm::enumerate(calls)) {
+      IntegerAttr mb = call.getMicrobatchAttr();
+      for (size_t k : touches.lookup(call.getProgramAttr().getAttr())) {
+        if (!mb || !call.getSlotAttr())
+          return call.emitOpError("touches @")
+                 << kept[k].getSymName()
+                 << ", which is kept per slot, but has no micro-batch or slot";
+        auto [it, fresh] = spans.try_emplace({k, mb.getInt()},
+                                             CallSpan{int64_t(c), int64_t(c)});
+        it->second.last = int64_t(c);
+      }
+    }
+    for (auto &[key, span] : spans)
+      blocks[firstKept + key.first].live.push_back(span);
+    for (StepBlock &block : blocks)
+      block.normalize();
+    StepMemoryPlan plan = planStepMemory(blocks, align);
+    std::string why;
+    if (!plan.verify(blocks, align, &why))
+      return module.emitError("mlt-plan-memory: the step's memory plan is "
+                              "invalid: ")
+             << why;
+    Builder b(module.getContext());
+    for (size_t i = 0; i < regions.size(); ++i)
+      regionOffsets[i] = plan.offsets[i];
+    for (size_t i = 0; i < kept.size(); ++i)
+      kept[i].setOffsetAttr(
+          b.getI64IntegerAttr(int64_t(plan.offsets[firstKept + i])));
+    return plan.peakBytes;
   }
 
 private:

@@ -53,8 +53,9 @@ public:
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
     if (!optimizer)
       return success();
-    for (const char *name : {abi::kMicroStepLastProgram,
-                             abi::kMicroStepOnlyProgram})
+    for (const char *name :
+         {abi::kMicroStepLastProgram, abi::kMicroStepOnlyProgram,
+          abi::kBackwardLastProgram, abi::kBackwardOnlyProgram})
       if (module.lookupSymbol(name))
         return module.emitError("mlt-schedule-overlap: the module has @")
                << name << " already";
@@ -72,16 +73,22 @@ public:
     if (!last)
       return success();
     auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
+    // The copy's name: the body's for the last (or the only) micro-batch.
+    static constexpr std::pair<const char *, const char *> kCopies[] = {
+        {abi::kMicroStepProgram, abi::kMicroStepLastProgram},
+        {abi::kMicroStepFirstProgram, abi::kMicroStepOnlyProgram},
+        {abi::kBackwardProgram, abi::kBackwardLastProgram},
+        {abi::kBackwardFirstProgram, abi::kBackwardOnlyProgram}};
     StringRef copyName;
-    if (body.getSymName() == abi::kMicroStepProgram)
-      copyName = abi::kMicroStepLastProgram;
-    else if (body.getSymName() == abi::kMicroStepFirstProgram)
-      copyName = abi::kMicroStepOnlyProgram;
-    else
+    for (auto [from, to] : kCopies)
+      if (body.getSymName() == from)
+        copyName = to;
+    if (copyName.empty())
       return module.emitError("mlt-schedule-overlap: the step's last "
                               "micro-batch calls @")
              << body.getSymName() << ", expected @" << abi::kMicroStepProgram
-             << " or @" << abi::kMicroStepFirstProgram;
+             << ", @" << abi::kMicroStepFirstProgram << ", @"
+             << abi::kBackwardProgram << " or @" << abi::kBackwardFirstProgram;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       buffers[buffer.getSymName()] = buffer;
       lastBuffer = buffer;
@@ -118,7 +125,8 @@ public:
 
 private:
   /// A copy of `source` named `name`, right after it, whose temporaries are
-  /// copies of source's (each program owns its temporaries).
+  /// copies of source's (each program owns its temporaries), but for those
+  /// kept from a forward call, which it reads as source does.
   rtir::ProgramOp cloneProgram(rtir::ProgramOp source, StringRef name) {
     b.setInsertionPointAfter(source);
     auto copy = rtir::ProgramOp::create(b, source.getLoc(), name);
@@ -127,9 +135,12 @@ private:
     auto rename = [&](ArrayAttr refs) {
       SmallVector<Attribute> out;
       for (Attribute ref : refs) {
+        // Temporaries kept from a forward call (a copy per slot) are the
+        // forward's: the copy reads them as the source does.
         auto it = buffers.find(rtir::bufferName(ref));
         if (it == buffers.end() ||
-            it->second.getKind() != rtir::BufferKind::temporary) {
+            it->second.getKind() != rtir::BufferKind::temporary ||
+            it->second.getPerSlotAttr()) {
           out.push_back(ref);
           continue;
         }

@@ -200,7 +200,8 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
           *buffer.getOffset(), buffer.getByteSize(), parameter,
           buffer.getValue() ? buffer.getValue()->convertToDouble() : 0.0,
           buffer.getDecay(), fullShape, sliceOffset,
-          uint32_t(buffer.getCopies()));
+          uint32_t(buffer.getCopies()),
+          buffer.getPerSlot() ? fb::CopyIndex::Slot : fb::CopyIndex::MicroBatch);
     };
     bufferIndex[buffer.getSymName()] = buffers[0].size();
     if (!isBlock) {
@@ -262,10 +263,11 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
       work.emplace_back(fb::WorkKind(item.kind), uint32_t(item.microbatch),
                         uint32_t(item.chunk));
     IntegerAttr microbatch = call.getMicrobatchAttr();
+    IntegerAttr slot = call.getSlotAttr();
     calls.push_back(fb::CreateCall(
         fbb, programIndex.lookup(call.getProgram()),
         microbatch ? int32_t(microbatch.getInt()) : -1,
-        fbb.CreateVectorOfStructs(work)));
+        fbb.CreateVectorOfStructs(work), slot ? int32_t(slot.getInt()) : -1));
   }
   auto step = fbb.CreateVector(calls);
 

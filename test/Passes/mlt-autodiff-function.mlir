@@ -11,7 +11,7 @@
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: (%[[X:[^ ,:]+]]: tensor<2x4x8xf64>, %[[LABELS:[^ ,:]+]]: tensor<2x4xi32>) -> tensor<f64>
 // CHECK-SAME: attributes {mlt.microbatches = 3 : i64}
-// CHECK: %[[SEED:[^ ,:]+]] = arith.constant dense<0.33333333333333331> : tensor<f64>
+// CHECK: %[[SEED:[^ ,:]+]] = arith.constant {mlt.loss_seed} dense<0.33333333333333331> : tensor<f64>
 // CHECK: mlt.cross_entropy_grad %[[SEED]], %[[X]], %[[LABELS]] : tensor<f64>, tensor<2x4x8xf64>, tensor<2x4xi32>
 func.func @forward() {
   return

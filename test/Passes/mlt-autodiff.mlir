@@ -18,7 +18,7 @@ module {
   // CHECK: %[[W:[^ ,:]+]] = mlt.load @lm_head.weight : tensor<16x8xf32>
   // CHECK: %[[LOGITS:[^ ,:]+]] = mlt.matmul %[[X]], %[[W]] transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32>
   // CHECK: %[[LOSS:[^ ,:]+]] = mlt.cross_entropy %[[LOGITS]], %[[LABELS]]
-  // CHECK: %[[SEED:[^ ,:]+]] = arith.constant dense<2.500000e-01> : tensor<f32>
+  // CHECK: %[[SEED:[^ ,:]+]] = arith.constant {mlt.loss_seed} dense<2.500000e-01> : tensor<f32>
   // CHECK: %[[DLOGITS:[^ ,:]+]] = mlt.cross_entropy_grad %[[SEED]], %[[LOGITS]], %[[LABELS]] : tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>
   // CHECK: mlt.matmul %[[DLOGITS]], %[[W]] : tensor<2x4x16xf32>, tensor<16x8xf32>
   // CHECK-NOT: mlt.reshape
@@ -27,7 +27,7 @@ module {
   // CHECK: return %[[LOSS]] : tensor<f32>
   // DEFAULT-LABEL: func.func @micro_step
   // DEFAULT-SAME: attributes {mlt.microbatches = 1 : i64}
-  // DEFAULT: arith.constant dense<1.000000e+00> : tensor<f32>
+  // DEFAULT: arith.constant {mlt.loss_seed} dense<1.000000e+00> : tensor<f32>
   func.func @forward(%x: tensor<2x4x8xf32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
     %w = mlt.load @"lm_head.weight" : tensor<16x8xf32>
     %logits = mlt.matmul %x, %w transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32>

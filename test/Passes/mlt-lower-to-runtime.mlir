@@ -49,7 +49,7 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-DAG: mlt_rt.buffer @hyper.weight_decay input : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @hyper.max_grad_norm input : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @hyper.step input : tensor<f32>
-// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.program @micro_step backward_start 4 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[H]], @"param:model.norm.weight"] -> [@[[N:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[N]], @"param:lm_head.weight"] -> [@[[LOGITS:t[0-9]+]]] ints [1, 8, 16, 8, 0, 1, 0]
@@ -65,7 +65,7 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // The first micro-batch's program writes each gradient where micro_step adds
 // to it: the head's by a plain product, the norm's and the embedding's by
 // their kernels directly, with temporaries and a loss seed of its own.
-// CHECK-NEXT: mlt_rt.program @micro_step_first {
+// CHECK-NEXT: mlt_rt.program @micro_step_first backward_start 4 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H1:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[H1]], @"param:model.norm.weight"] -> [@[[N1:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[N1]], @"param:lm_head.weight"] -> [@[[LOGITS1:t[0-9]+]]] ints [1, 8, 16, 8, 0, 1, 0]
@@ -111,7 +111,7 @@ module {
 }
 // CHECK-LABEL: module attributes {mlt_rt.microbatches = 2 : i64} {
 // CHECK: mlt_rt.buffer @[[SEED:const[0-9]+]] constant {value = 5.000000e-01 : f64} : tensor<f32>
-// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.program @micro_step backward_start 8 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @[[H]]] -> [@[[S:t[0-9]+]]] ints [2, 4, 4, 8, 0, 1, 1]
 // CHECK-NEXT: mlt_rt.launch "swiglu_fwd" [@[[S]], @[[S]]] -> [@[[G:t[0-9]+]]] ints [32]
@@ -179,7 +179,7 @@ module {
 // CHECK: mlt_rt.buffer @"grad:model.layers.1.self_attn.v_proj.weight" gradient {parameter = "model.layers.1.self_attn.v_proj.weight"} : tensor<4x8xf32>
 // CHECK: mlt_rt.buffer @[[LSE0:t[0-9]+]] temporary : tensor<2x2x4xf32>
 // CHECK: mlt_rt.buffer @[[LSE1:t[0-9]+]] temporary : tensor<2x2x4xf32>
-// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.program @micro_step backward_start 17 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.q_proj.weight"] -> [@[[Q0:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.k_proj.weight"] -> [@[[K0:t[0-9]+]]] ints [1, 8, 4, 8, 0, 1, 0]
@@ -231,7 +231,7 @@ module {
   }
 }
 // CHECK: mlt_rt.buffer @"param:w.weight"
-// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.program @micro_step backward_start 8 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]]
 // CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[H]], @"param:w.weight", @[[H]]] -> [@[[R:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:v.weight"] -> [@[[Q:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
@@ -274,7 +274,7 @@ module {
   }
 }
 // CHECK: mlt_rt.buffer @"param:norm.weight"
-// CHECK: mlt_rt.program @micro_step {
+// CHECK: mlt_rt.program @micro_step backward_start 6 {
 // CHECK: mlt_rt.launch "cross_entropy_bwd"
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS:t[0-9]+]], @"param:lm_head.weight"] -> [@[[DR:t[0-9]+]]]
 // CHECK: mlt_rt.launch "silu_bwd" [@[[DR]], @{{t[0-9]+}}] -> [@[[DN:t[0-9]+]]]

@@ -23,3 +23,4 @@ module {
     mlt_rt.call @micro_step microbatch 0 work [F0.0, B0.0]
   }
 }
+

@@ -121,9 +121,10 @@ so with a plan file --tp and --dp must match its mesh):
                              backward passes in a step (default 1f1b: each
                              forward followed by its backward, so one
                              micro-batch's activations are kept at a time;
-                             gpipe, all forwards first, needs pipeline
-                             stages with more than one micro-batch); when
-                             compiling only; --print-schedule shows it
+                             gpipe: all forwards first, every micro-batch's
+                             activations kept, the same results in more
+                             memory); when compiling only; --print-schedule
+                             shows it
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)

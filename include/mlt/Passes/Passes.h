@@ -31,7 +31,7 @@ llvm::SmallVector<mlir::func::FuncOp> programFunctions(mlir::ModuleOp module);
 
 /// Erases the `mlt_rt.program`s that no `mlt_rt.step` calls (but
 /// refresh_parameter_copies, which the runtime runs itself), and the
-/// temporaries and constants that only they touched.
+/// temporaries and constants that no remaining program touches.
 void eraseUncalledPrograms(mlir::ModuleOp module);
 
 } // namespace mlt

@@ -482,9 +482,18 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
     3. the step ends with a call of `@optimizer_step`.
 
     A schedule that separates a micro-batch's forward from its backward
-    (`gpipe` with several micro-batches) needs separate forward and backward
-    bodies, which pipeline partitioning will create; until then it is an
-    error naming the first such item.
+    (`gpipe` with several micro-batches; pipeline stages) splits each
+    micro-step body where its backward starts (`backward_start`, which
+    mlt-lower-to-runtime records) into `@forward` and `@backward` (and
+    `@backward_first`, which reads `@forward`'s temporaries); the
+    temporaries both halves touch are the activations kept from a
+    micro-batch's forward call to its backward call, and get a copy per
+    slot (`per_slot S`): a micro-batch takes the lowest free slot at its
+    forward and gives it back at its backward, so S is the number of
+    micro-batches the schedule keeps in flight, and mlt-plan-memory plans
+    exactly S sets of them. Every launch is the same as in the fused
+    bodies, in the same order per micro-batch: the results are the same
+    bits.
 
     After (`microbatches=3`):
     ```mlir
@@ -492,6 +501,18 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
       mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
       mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
       mlt_rt.call @micro_step microbatch 2 work [F2.0, B2.0]
+      mlt_rt.call @optimizer_step
+    }
+    ```
+
+    ```mlir
+    // schedule=gpipe, microbatches=2
+    mlt_rt.buffer @t57 temporary per_slot 2 : tensor<4x32x128xf32>
+    mlt_rt.step @step {
+      mlt_rt.call @forward microbatch 0 slot 0 work [F0.0]
+      mlt_rt.call @forward microbatch 1 slot 1 work [F1.0]
+      mlt_rt.call @backward_first microbatch 0 slot 0 work [B0.0]
+      mlt_rt.call @backward microbatch 1 slot 1 work [B1.0]
       mlt_rt.call @optimizer_step
     }
     ```
@@ -549,7 +570,14 @@ def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {
     planned from their lifetimes (first to last launch that touches them) by
     the greedy-by-size planner of `mlt/Analysis/MemoryPlan.h`, so temporaries
     that are never alive together share memory. Programs run one at a time,
-    so they share the temporary region. Sets `offset` on every buffer and
+    so they share the temporary region. When the step keeps temporaries
+    from one call to a later one (`per_slot`: a forward body's activations
+    for its backward body), the programs' regions and the kept temporaries
+    are planned across the step by `mlt/Analysis/StepMemoryPlan.h`: a
+    region is live in its program's calls, a kept temporary from the first
+    to the last call of each micro-batch that touches it, and blocks live
+    in a common call do not overlap, so a schedule that keeps k
+    micro-batches in flight pays for k sets and plain accumulation for one. Sets `offset` on every buffer and
     `mlt_rt.arena_bytes` on the module: the exact memory the runtime will
     allocate. Offsets are aligned to `alignment` bytes.
 

@@ -139,12 +139,14 @@ private:
     /// Views of copy 0 of every operand.
     std::vector<BufferView> inputs;
     std::vector<BufferView> outputs;
-    /// The operands of buffers with a copy per micro-batch: whether an
-    /// output, the position, and the bytes from one copy to the next.
+    /// The operands of buffers with a copy per micro-batch or per slot:
+    /// whether an output, the position, the bytes from one copy to the
+    /// next, and whether the call's slot (else its micro-batch) picks it.
     struct Copied {
       bool output;
       uint32_t position;
       uint64_t stride;
+      bool bySlot;
     };
     std::vector<Copied> copied;
   };
@@ -181,10 +183,11 @@ private:
   std::optional<size_t> refreshProgram_;
   bool copiesStale_ = false;
   /// Launches the instructions of `program` one by one, with the copies of
-  /// micro-batch `microbatch` (-1: none), between the device's
-  /// beginProgram and endProgram (on a failure, the error names the
-  /// program, the instruction and its kernel).
-  Status launchAll(size_t programIndex, int32_t microbatch = -1);
+  /// micro-batch `microbatch` and slot `slot` (-1: none), between the
+  /// device's beginProgram and endProgram (on a failure, the error names
+  /// the program, the instruction and its kernel).
+  Status launchAll(size_t programIndex, int32_t microbatch = -1,
+                   int32_t slot = -1);
   Replay stepReplay_;
 
   bool captureEnabled_ = true;

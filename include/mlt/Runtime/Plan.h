@@ -50,6 +50,10 @@ enum class BufferKind : uint8_t {
 /// "temporary", "constant", "parameter_copy".
 const char *bufferKindName(BufferKind kind);
 
+/// What selects the copy of a buffer with several; the values are
+/// Plan.fbs's `CopyIndex`.
+enum class CopyIndex : uint8_t { MicroBatch = 0, Slot = 1 };
+
 /// One named range of a rank's arena.
 struct BufferDesc {
   std::string name;
@@ -72,10 +76,13 @@ struct BufferDesc {
   /// per-parameter buffers and the tokens/labels inputs may be blocks.
   std::vector<int64_t> fullShape;
   std::vector<int64_t> sliceOffset;
-  /// Copies, one per micro-batch of the step (tokens, labels, loss): a launch
-  /// in a call of micro-batch k touches copy k, at offset + k *
-  /// copyStride(). `shape` and `bytes` are one copy's. 1: a plain buffer.
+  /// Copies, one per micro-batch of the step (tokens, labels, loss) or one
+  /// per slot (`copyIndex`; an activation a forward body keeps for its
+  /// backward body, per micro-batch in flight): a launch in a call of
+  /// micro-batch (slot) k touches copy k, at offset + k * copyStride().
+  /// `shape` and `bytes` are one copy's. 1: a plain buffer.
   uint32_t copies = 1;
+  CopyIndex copyIndex = CopyIndex::MicroBatch;
 
   /// Bytes from one copy to the next: `bytes` rounded up to the plan's
   /// buffer alignment.
@@ -145,9 +152,15 @@ struct WorkItem {
 struct CallDesc {
   /// Index into the rank's programs.
   uint32_t program = 0;
-  /// The micro-batch whose copies its launches touch; -1: none.
+  /// The micro-batch and the slot whose copies its launches touch; -1:
+  /// none.
   int32_t microbatch = -1;
   std::vector<WorkItem> work;
+  int32_t slot = -1;
+
+  /// The copy of `buffer` that the call's launches touch (the plan
+  /// verifier has checked it exists); 0 for a buffer of one copy.
+  uint32_t copyOf(const BufferDesc &buffer) const;
 };
 
 /// Everything one rank holds and runs.

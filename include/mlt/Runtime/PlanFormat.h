@@ -94,6 +94,16 @@ inline constexpr const char *kMicroStepFirstProgram = "micro_step_first";
 inline constexpr const char *kMicroStepLastProgram = "micro_step_last";
 inline constexpr const char *kMicroStepOnlyProgram = "micro_step_only";
 inline constexpr const char *kZeroGradientsProgram = "zero_gradients";
+/// Where a schedule separates a micro-batch's forward from its backward
+/// (GPipe; pipeline stages), micro_step split in two: the forward pass and
+/// loss, and the backward pass (its variants for the first, last and only
+/// micro-batch named as micro_step's), which reads the activations that
+/// the forward left in buffers with a copy per slot.
+inline constexpr const char *kForwardProgram = "forward";
+inline constexpr const char *kBackwardProgram = "backward";
+inline constexpr const char *kBackwardFirstProgram = "backward_first";
+inline constexpr const char *kBackwardLastProgram = "backward_last";
+inline constexpr const char *kBackwardOnlyProgram = "backward_only";
 inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
 
 //===----------------------------------------------------------------------===//

@@ -73,10 +73,11 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a positive integer";
     return success();
   }
-  if (attr.getName() == getRecomputedAttrName()) {
+  if (attr.getName() == getRecomputedAttrName() ||
+      attr.getName() == getLossSeedAttrName()) {
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError()
-             << "'" << getRecomputedAttrName() << "' must be a unit attribute";
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be a unit attribute";
     return success();
   }
   if (attr.getName() != getModelAttrName())

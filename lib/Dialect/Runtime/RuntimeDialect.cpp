@@ -95,6 +95,18 @@ uint64_t BufferOp::getExtentBytes() {
 LogicalResult BufferOp::verify() {
   if (!getTensorType().hasStaticShape())
     return emitOpError("must have a static shape, got ") << getType();
+  if (getPerSlotAttr()) {
+    if (getPerMicrobatchAttr())
+      return emitOpError("has a copy per micro-batch and per slot; one or "
+                         "the other");
+    if (getPerSlotAttr().getInt() < 1)
+      return emitOpError("per_slot must be at least 1, got ")
+             << getPerSlotAttr().getInt();
+    if (getKind() != BufferKind::temporary)
+      return emitOpError("of kind '")
+             << stringifyBufferKind(getKind())
+             << "' cannot have a copy per slot (only temporaries do)";
+  }
   if (IntegerAttr copies = getPerMicrobatchAttr()) {
     if (copies.getInt() < 1)
       return emitOpError("per_microbatch must be at least 1, got ")
@@ -203,6 +215,9 @@ LogicalResult CallOp::verify() {
     microbatch = attr.getInt();
   if (microbatch && *microbatch < 0)
     return emitOpError("micro-batch must be non-negative, got ") << *microbatch;
+  if (getSlotAttr() && getSlotAttr().getInt() < 0)
+    return emitOpError("slot must be non-negative, got ")
+           << getSlotAttr().getInt();
   for (size_t i = 0; i < work.size(); i += 3) {
     if (work[i] < 0 || work[i] > int64_t(mlt::WorkKind::WeightGradient) ||
         work[i + 1] < 0 || work[i + 2] < 0)

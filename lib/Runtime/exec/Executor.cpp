@@ -200,7 +200,8 @@ void Executor::prepare() {
           const BufferDesc &buffer = rank_.buffers[index];
           if (buffer.copies > 1)
             p.copied.push_back({output, uint32_t(views->size()),
-                                buffer.copyStride()});
+                                buffer.copyStride(),
+                                buffer.copyIndex == CopyIndex::Slot});
           views->push_back(view(index));
         }
       prepared.instructions.push_back(std::move(p));
@@ -275,7 +276,8 @@ Status Executor::runStep(bool wait) {
       [&]() -> Status {
         for (size_t c = 0; c < rank_.step.size(); ++c) {
           const CallDesc &call = rank_.step[c];
-          Status status = launchAll(call.program, call.microbatch);
+          Status status =
+              launchAll(call.program, call.microbatch, call.slot);
           if (!status)
             return std::move(status).withContext("step call " +
                                                  std::to_string(c));
@@ -332,20 +334,22 @@ Status Executor::readScalarAtSync(size_t index, double *out, uint32_t copy) {
                                    buffer.bytes);
 }
 
-Status Executor::launchAll(size_t programIndex, int32_t microbatch) {
+Status Executor::launchAll(size_t programIndex, int32_t microbatch,
+                           int32_t slot) {
   const PreparedProgram &program = programs_.at(programIndex);
   const ProgramDesc &desc = rank_.programs.at(programIndex);
   MLT_RETURN_IF_ERROR(device_->beginProgram(desc));
   Status status = Status::ok();
-  // Operands of buffers with a copy per micro-batch move to the call's copy
-  // (the plan verifier proved it in range; copy 0 without a micro-batch).
+  // Operands of buffers with a copy per micro-batch or slot move to the
+  // call's copy (the plan verifier proved it in range; copy 0 without one).
   std::vector<BufferView> inputs, outputs;
-  const uint64_t copy = microbatch > 0 ? uint64_t(microbatch) : 0;
+  const uint64_t mbCopy = microbatch > 0 ? uint64_t(microbatch) : 0;
+  const uint64_t slotCopy = slot > 0 ? uint64_t(slot) : 0;
   for (size_t i = 0; i < program.instructions.size() && status; ++i) {
     const PreparedInstruction &p = program.instructions[i];
     if (profiling_)
       profiled_.emplace_back(programIndex, i);
-    if (p.copied.empty() || copy == 0) {
+    if (p.copied.empty() || (mbCopy == 0 && slotCopy == 0)) {
       status = device_->launch(*p.inst, p.inputs, p.outputs);
     } else {
       inputs = p.inputs;
@@ -353,7 +357,7 @@ Status Executor::launchAll(size_t programIndex, int32_t microbatch) {
       for (const PreparedInstruction::Copied &operand : p.copied) {
         BufferView &view =
             (operand.output ? outputs : inputs)[operand.position];
-        view.data += copy * operand.stride;
+        view.data += (operand.bySlot ? slotCopy : mbCopy) * operand.stride;
       }
       status = device_->launch(*p.inst, inputs, outputs);
     }

@@ -42,6 +42,11 @@ static_assert(
             uint8_t(plan::BufferKind::ParameterCopy) &&
         plan::BufferKind::MAX == plan::BufferKind::ParameterCopy,
     "BufferKind and Plan.fbs's BufferKind differ");
+static_assert(uint8_t(CopyIndex::MicroBatch) ==
+                      uint8_t(plan::CopyIndex::MicroBatch) &&
+                  uint8_t(CopyIndex::Slot) == uint8_t(plan::CopyIndex::Slot) &&
+                  plan::CopyIndex::MAX == plan::CopyIndex::Slot,
+              "CopyIndex and Plan.fbs's CopyIndex differ");
 static_assert(uint8_t(WorkKind::Forward) == uint8_t(plan::WorkKind::Forward) &&
                   uint8_t(WorkKind::Backward) ==
                       uint8_t(plan::WorkKind::Backward) &&
@@ -83,6 +88,14 @@ uint64_t BufferDesc::copyStride() const {
 
 uint64_t BufferDesc::extentBytes() const {
   return copies > 1 ? copyStride() * (copies - 1) + bytes : bytes;
+}
+
+uint32_t CallDesc::copyOf(const BufferDesc &buffer) const {
+  if (buffer.copies == 1)
+    return 0;
+  const int32_t index =
+      buffer.copyIndex == CopyIndex::Slot ? slot : microbatch;
+  return index > 0 ? uint32_t(index) : 0;
 }
 
 std::string WorkItem::str() const {
@@ -219,6 +232,11 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
         buffer.fullShape = toVector(fbBuffer->full_shape());
         buffer.sliceOffset = toVector(fbBuffer->slice_offset());
         buffer.copies = fbBuffer->copies();
+        auto copyIndex = static_cast<uint8_t>(fbBuffer->copy_index());
+        if (copyIndex > static_cast<uint8_t>(plan::CopyIndex::MAX))
+          return errorf("buffer '", buffer.name, "' has unknown copy index ",
+                        unsigned(copyIndex));
+        buffer.copyIndex = static_cast<CopyIndex>(copyIndex);
         rank.buffers.push_back(std::move(buffer));
       }
     }
@@ -256,6 +274,7 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
         CallDesc call;
         call.program = fbCall->program();
         call.microbatch = fbCall->microbatch();
+        call.slot = fbCall->slot();
         if (fbCall->work())
           for (const plan::WorkItem *fbItem : *fbCall->work()) {
             auto kind = static_cast<uint8_t>(fbItem->kind());
@@ -361,7 +380,8 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           builder, name, static_cast<plan::BufferKind>(buffer.kind),
           static_cast<plan::DType>(buffer.dtype), shape, buffer.offset,
           buffer.bytes, parameter, buffer.constantValue, buffer.decay,
-          fullShape, sliceOffset, buffer.copies));
+          fullShape, sliceOffset, buffer.copies,
+          static_cast<plan::CopyIndex>(buffer.copyIndex)));
     }
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const ProgramDesc &program : rank.programs) {
@@ -389,7 +409,8 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
         work.emplace_back(static_cast<plan::WorkKind>(item.kind),
                           item.microbatch, item.chunk);
       calls.push_back(plan::CreateCall(builder, call.program, call.microbatch,
-                                       builder.CreateVectorOfStructs(work)));
+                                       builder.CreateVectorOfStructs(work),
+                                       call.slot));
     }
     ranks.push_back(plan::CreateRank(builder, rank.rank, rank.arenaBytes,
                                      builder.CreateVector(buffers),

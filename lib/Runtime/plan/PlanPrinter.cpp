@@ -92,7 +92,9 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
       if (buffer.kind == BufferKind::Constant)
         os << "  value " << buffer.constantValue;
       if (buffer.copies > 1)
-        os << "  x" << buffer.copies << " (a copy per micro-batch, stride "
+        os << "  x" << buffer.copies << " (a copy per "
+           << (buffer.copyIndex == CopyIndex::Slot ? "slot" : "micro-batch")
+           << ", stride "
            << buffer.copyStride() << ")";
       if (buffer.isBlock() &&
           buffer.sliceOffset.size() == buffer.shape.size()) {
@@ -138,6 +140,8 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
                  : "#" + std::to_string(call.program));
       if (call.microbatch >= 0)
         os << " microbatch " << call.microbatch;
+      if (call.slot >= 0)
+        os << " slot " << call.slot;
       if (!call.work.empty()) {
         os << " work";
         for (const WorkItem &item : call.work)

@@ -148,13 +148,19 @@ Status verifyBuffers(const RankPlan &rank) {
                     " is not aligned to ", kPlanBufferAlignment, " bytes");
     if (buffer.copies == 0)
       return errorf("buffer '", buffer.name, "' has 0 copies");
-    if (buffer.copies > 1 && buffer.kind != BufferKind::Input &&
-        buffer.kind != BufferKind::Output)
+    if (buffer.copies > 1 && buffer.copyIndex == CopyIndex::MicroBatch &&
+        buffer.kind != BufferKind::Input && buffer.kind != BufferKind::Output)
       return errorf("buffer '", buffer.name, "' is a ",
                     bufferKindName(buffer.kind), " buffer with ",
                     buffer.copies,
                     " copies; only inputs and outputs have a copy per "
                     "micro-batch");
+    if (buffer.copies > 1 && buffer.copyIndex == CopyIndex::Slot &&
+        buffer.kind != BufferKind::Temporary)
+      return errorf("buffer '", buffer.name, "' is a ",
+                    bufferKindName(buffer.kind), " buffer with ",
+                    buffer.copies,
+                    " copies; only temporaries have a copy per slot");
     uint64_t extent, end;
     if (__builtin_mul_overflow(buffer.copyStride(), uint64_t(buffer.copies),
                                &extent) ||
@@ -813,6 +819,8 @@ Status verifyStep(const RankPlan &rank) {
     const ProgramDesc &program = rank.programs[call.program];
     if (call.microbatch < -1)
       return fail("micro-batch ", call.microbatch);
+    if (call.slot < -1)
+      return fail("slot ", call.slot);
     for (const WorkItem &item : call.work)
       if (call.microbatch < 0 || item.microbatch != uint32_t(call.microbatch))
         return fail("does ", item.str(),
@@ -823,15 +831,16 @@ Status verifyStep(const RankPlan &rank) {
           const BufferDesc &buffer = rank.buffers[index];
           if (buffer.copies == 1)
             continue;
-          if (call.microbatch < 0)
+          const bool bySlot = buffer.copyIndex == CopyIndex::Slot;
+          const char *what = bySlot ? "slot" : "micro-batch";
+          const int32_t copy = bySlot ? call.slot : call.microbatch;
+          if (copy < 0)
             return fail("program '", program.name, "' touches buffer '",
-                        buffer.name,
-                        "', which has a copy per micro-batch, but the call "
-                        "has no micro-batch");
-          if (uint32_t(call.microbatch) >= buffer.copies)
-            return fail("micro-batch ", call.microbatch, " of buffer '",
-                        buffer.name, "', which has ", buffer.copies,
-                        " copies");
+                        buffer.name, "', which has a copy per ", what,
+                        ", but the call has no ", what);
+          if (uint32_t(copy) >= buffer.copies)
+            return fail(what, " ", copy, " of buffer '", buffer.name,
+                        "', which has ", buffer.copies, " copies");
         }
   }
   return Status::ok();

@@ -63,6 +63,11 @@ def MLT_Dialect : Dialect {
     /// into the backward pass, where it recomputes a value that the forward
     /// pass no longer keeps.
     static constexpr ::llvm::StringLiteral getRecomputedAttrName() { return "mlt.recomputed"; }
+    /// Unit attribute on the constant with which mlt-autodiff seeds the
+    /// loss's gradient: the backward pass starts at its first use, which
+    /// is where mlt-lower-to-runtime records that a micro-step's backward
+    /// launches begin (and mlt-schedule-pipeline may split it there).
+    static constexpr ::llvm::StringLiteral getLossSeedAttrName() { return "mlt.loss_seed"; }
   private:
     void registerAttributes();
   public:

@@ -58,8 +58,12 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
     A buffer with `per_microbatch N` holds one copy of its type for each of
     the step's N micro-batches (the tokens, labels and loss of each): a
     launch in a call of micro-batch k (`mlt_rt.call ... microbatch k`)
-    touches copy k. Copy k starts `k * align(bytes, 256)` bytes after
-    `offset` (PlanFormat.h's kPlanBufferAlignment).
+    touches copy k. A temporary with `per_slot S` is an activation that a
+    forward body leaves for its backward body, one copy for each of the S
+    micro-batches the schedule keeps in flight at once: a launch in a call
+    of slot s (`mlt_rt.call ... slot s`) touches copy s. Copy k starts
+    `k * align(bytes, 256)` bytes after `offset` (PlanFormat.h's
+    kPlanBufferAlignment).
 
     Example:
     ```mlir
@@ -71,13 +75,14 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
   let arguments = (ins SymbolNameAttr:$sym_name, MLTRT_BufferKind:$kind,
                        TypeAttrOf<RankedTensorOf<[AnySignlessInteger, AnyFloat]>>:$type,
                        OptionalAttr<I64Attr>:$per_microbatch,
+                       OptionalAttr<I64Attr>:$per_slot,
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<StrAttr>:$parameter,
                        UnitAttr:$decay,
                        OptionalAttr<F64Attr>:$value);
   let assemblyFormat = [{
-    $sym_name $kind (`per_microbatch` $per_microbatch^)? (`offset` $offset^)?
-    attr-dict `:` $type
+    $sym_name $kind (`per_microbatch` $per_microbatch^)?
+    (`per_slot` $per_slot^)? (`offset` $offset^)? attr-dict `:` $type
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -86,9 +91,12 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
     }
     /// Size in bytes of one copy: elements times the element size.
     uint64_t getByteSize();
-    /// Copies: the micro-batches of `per_microbatch`, else 1.
+    /// Copies: the micro-batches of `per_microbatch`, the slots of
+    /// `per_slot`, else 1.
     int64_t getCopies() {
-      return getPerMicrobatchAttr() ? getPerMicrobatchAttr().getInt() : 1;
+      if (getPerMicrobatchAttr())
+        return getPerMicrobatchAttr().getInt();
+      return getPerSlotAttr() ? getPerSlotAttr().getInt() : 1;
     }
     /// The bytes of the arena the buffer spans, all copies included.
     uint64_t getExtentBytes();
@@ -107,6 +115,13 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
     `refresh_parameter_copies`, which the runtime runs on its own after it
     writes parameters.
 
+    A micro-step body (the forward and backward pass of a micro-batch) may
+    record `backward_start k`: its launches from the k-th on are the
+    backward pass (mlt-lower-to-runtime sets it at the first launch that
+    reads the loss-gradient seed); mlt-schedule-pipeline splits the body
+    there when a schedule separates a micro-batch's forward from its
+    backward.
+
     Launches go to streams (`stream`, 0 by default: the compute stream).
     Each stream runs its launches in program order; across streams, a launch
     starts after the launches whose `token`s it `waits` for. A program starts
@@ -122,10 +137,18 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name);
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       OptionalAttr<I64Attr>:$backward_start);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let assemblyFormat = [{
+    $sym_name (`backward_start` $backward_start^)? attr-dict-with-keyword $body
+  }];
   let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$name), [{
+      build($_builder, $_state, name, ::mlir::IntegerAttr());
+    }]>
+  ];
 }
 
 def MLTRT_LaunchOp : MLTRT_Op<"launch", [
@@ -233,21 +256,26 @@ def MLTRT_CallOp : MLTRT_Op<"call", [
   let description = [{
     Runs the launches of `program`. With `microbatch k`, every buffer with
     `per_microbatch` that they touch is taken at copy k (the tokens of
-    micro-batch k, its loss); without, they may touch none. `work` lists
-    the schedule's items that the call does, in order (`F<mb>.<chunk>`,
-    `B..`, `W..`); each item's micro-batch is the call's.
+    micro-batch k, its loss); without, they may touch none. Likewise `slot
+    s` picks copy s of every `per_slot` buffer (the activations a forward
+    body keeps for its backward body: the forward and the backward call of
+    a micro-batch name the same slot). `work` lists the schedule's items
+    that the call does, in order (`F<mb>.<chunk>`, `B..`, `W..`); each
+    item's micro-batch is the call's.
 
     Example:
     ```mlir
     mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+    mlt_rt.call @forward microbatch 2 slot 0 work [F2.0]
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$program,
                        OptionalAttr<I64Attr>:$microbatch,
+                       OptionalAttr<I64Attr>:$slot,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$work);
   let assemblyFormat = [{
-    $program (`microbatch` $microbatch^)? (`work` custom<Work>($work)^)?
-    attr-dict
+    $program (`microbatch` $microbatch^)? (`slot` $slot^)?
+    (`work` custom<Work>($work)^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -581,6 +581,32 @@ TEST(PlanTest, TrainingContract) {
   rank0(plan).buffers[*rank0(plan).findBuffer("loss")].copies = 9;
   EXPECT_THAT(parseError(plan), HasSubstr("buffer 'loss' ends at byte "));
 
+  // A temporary kept per slot: its calls must name a slot in range.
+  plan = buildTinyPlan(two);
+  BufferDesc &h = rank0(plan).buffers[*rank0(plan).findBuffer("h")];
+  h.copies = 2;
+  h.copyIndex = CopyIndex::Slot;
+  rank0(plan).arenaBytes += h.copyStride();
+  EXPECT_EQ(parseError(plan),
+            "plan.mltplan: step call 1: program 'micro_step' touches buffer "
+            "'h', which has a copy per slot, but the call has no slot");
+  rank0(plan).step[1].slot = 0;
+  rank0(plan).step[2].slot = 2;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: step call 2: slot 2 of buffer "
+                              "'h', which has 2 copies");
+  rank0(plan).step[2].slot = 1;
+  EXPECT_EQ(parseError(plan), "");
+  rank0(plan).buffers[*rank0(plan).findBuffer("tokens")].copyIndex =
+      CopyIndex::Slot;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: buffer 'tokens' (input) has 2 "
+                              "copies per slot; only temporaries have them");
+  rank0(plan).buffers[*rank0(plan).findBuffer("tokens")].copyIndex =
+      CopyIndex::MicroBatch;
+  h.copyIndex = CopyIndex::MicroBatch;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: buffer 'h' (temporary) has 2 "
+                              "copies per micro-batch; only inputs and "
+                              "outputs have them");
+
   plan = tinyPlan();
   rank0(plan).buffers[*rank0(plan).findBuffer("hyper.lr")].name = "hyper.lrr";
   EXPECT_EQ(parseError(plan),

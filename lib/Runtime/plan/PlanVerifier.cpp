@@ -150,17 +150,15 @@ Status verifyBuffers(const RankPlan &rank) {
       return errorf("buffer '", buffer.name, "' has 0 copies");
     if (buffer.copies > 1 && buffer.copyIndex == CopyIndex::MicroBatch &&
         buffer.kind != BufferKind::Input && buffer.kind != BufferKind::Output)
-      return errorf("buffer '", buffer.name, "' is a ",
-                    bufferKindName(buffer.kind), " buffer with ",
-                    buffer.copies,
-                    " copies; only inputs and outputs have a copy per "
-                    "micro-batch");
+      return errorf("buffer '", buffer.name, "' (",
+                    bufferKindName(buffer.kind), ") has ", buffer.copies,
+                    " copies per micro-batch; only inputs and outputs have "
+                    "them");
     if (buffer.copies > 1 && buffer.copyIndex == CopyIndex::Slot &&
         buffer.kind != BufferKind::Temporary)
-      return errorf("buffer '", buffer.name, "' is a ",
-                    bufferKindName(buffer.kind), " buffer with ",
-                    buffer.copies,
-                    " copies; only temporaries have a copy per slot");
+      return errorf("buffer '", buffer.name, "' (",
+                    bufferKindName(buffer.kind), ") has ", buffer.copies,
+                    " copies per slot; only temporaries have them");
     uint64_t extent, end;
     if (__builtin_mul_overflow(buffer.copyStride(), uint64_t(buffer.copies),
                                &extent) ||

@@ -8,8 +8,8 @@
 #                                     fixture, libraries, and the benchmark's
 #                                     plans and tools -> DIR (default .carry)
 #   DIR/gpu-suite.sh run              (GPU machine) runs the tests and the
-#                                     parity runs; logs and metrics go to
-#                                     $OUT (or DIR/out)
+#                                     parity runs (1F1B and GPipe); logs and
+#                                     metrics go to $OUT (or DIR/out)
 #   DIR/gpu-suite.sh bench [STEPS]    (GPU machine) the issue-5 benchmark:
 #                                     bench/gpu_bench.py on the TinyLlama-1.1B
 #                                     shape (bf16, micro-batch 4 x 2048; also
@@ -35,6 +35,11 @@ if [[ "${1:-}" == pack ]]; then
       "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches $mb \
         --dtype $dtype --emit-plan "$dir"/plans/ref-a-$dtype-mb$mb.mltplan
     done
+  done
+  # GPipe: forward and backward bodies, activations kept per slot.
+  for dtype in fp32 bf16; do
+    "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches 2 \
+      --dtype $dtype --schedule gpipe --emit-plan "$dir"/plans/ref-a-$dtype-mb2-gpipe.mltplan
   done
   # The benchmark: the reference's llama-1b shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
@@ -94,5 +99,20 @@ for mb in 1 2; do
     --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-bf16-mb$mb.jsonl || status=1
   python3 tools/fixture_tools.py check-loss fixtures/llama-ref-a \
     "$out"/gpu-bf16-mb$mb.jsonl 2e-2 || status=1
+done
+# GPipe (--schedule gpipe, 2 micro-batches): the same launches per
+# micro-batch as 1F1B in split bodies, so the same bits as the runs above.
+for dtype in fp32 bf16; do
+  echo "== mlt-run --device cuda, $dtype, llama-ref-a, 2 micro-batches, gpipe"
+  ./bin/mlt-run plans/ref-a-$dtype-mb2-gpipe.mltplan --device cuda \
+    --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+    --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-$dtype-gpipe.jsonl || status=1
+  base="$out"/gpu-mb2.jsonl
+  [[ $dtype == bf16 ]] && base="$out"/gpu-bf16-mb2.jsonl
+  if cmp <(cut -d, -f1-2 "$base") <(cut -d, -f1-2 "$out"/gpu-$dtype-gpipe.jsonl); then
+    echo "ok: $dtype gpipe gives the 1F1B losses and gradient norms bit for bit"
+  else
+    echo "FAIL: $dtype gpipe differs from 1F1B"; status=1
+  fi
 done
 exit $status

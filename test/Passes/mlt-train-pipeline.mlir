@@ -1,0 +1,46 @@
+// RUN: mlt-opt %S/../../models/llama/tiny.mlir \
+// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=3 dp=2 dtype=bf16" \
+// RUN:   | FileCheck %s
+// RUN: mlt-opt %S/../../models/llama/tiny.mlir \
+// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=2 schedule=gpipe recompute=mlt.swiglu overlap-grad-reduce=false" \
+// RUN:   | FileCheck %s --check-prefix=GPIPE
+// RUN: not mlt-opt %S/../../models/llama/tiny.mlir \
+// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 schedule=interleaved" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BAD
+
+// Tests that mlt-opt's mlt-train-pipeline compiles a model as mlt-run does:
+// the options (mlt-run's flag names) reach the passes, and the result is
+// the lowered, scheduled, memory-planned module the plan exporter writes:
+// a mesh of two data-parallel ranks, bf16 copies of the parameters, the
+// inputs and the loss with a copy per micro-batch, and a step whose last
+// micro-batch reduces the gradients under its backward pass.
+// CHECK: module attributes {mlt.mesh = #mlt.mesh<dp = 2>, {{.*}}mlt_rt.arena_bytes =
+// CHECK-DAG: mlt_rt.buffer @"param_bf16:model.embed_tokens.weight" parameter_copy
+// CHECK-DAG: mlt_rt.buffer @tokens input per_microbatch 3 offset
+// CHECK-DAG: mlt_rt.buffer @loss output per_microbatch 3 offset
+// CHECK: mlt_rt.program @micro_step_last {
+// CHECK: mlt_rt.launch "all_reduce_sum" {{.*}} stream 1 waits
+// CHECK: mlt_rt.launch "adamw_multi"
+// CHECK: mlt_rt.step @step {
+// CHECK-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+// CHECK-NEXT: mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+// CHECK-NEXT: mlt_rt.call @micro_step_last microbatch 2 work [F2.0, B2.0]
+// CHECK-NEXT: mlt_rt.call @optimizer_step
+// CHECK-NEXT: }
+
+// With schedule=gpipe the bodies are split and the activations between
+// them kept per slot; with recompute=mlt.swiglu the backward's swiglu_bwd
+// also recomputes the forward's output; without the overlap the optimizer step reduces
+// nothing here (one rank).
+// GPIPE-DAG: temporary per_slot 2 offset
+// GPIPE-DAG: mlt_rt.program @forward {
+// GPIPE: mlt_rt.launch "swiglu_fwd"
+// GPIPE: mlt_rt.program @backward {
+// GPIPE: mlt_rt.launch "swiglu_bwd" [{{.*}}] -> [{{[^,]*}}, {{[^,]*}}, {{[^,]*}}]
+// GPIPE: mlt_rt.step @step {
+// GPIPE-NEXT: mlt_rt.call @forward microbatch 0 slot 0 work [F0.0]
+// GPIPE-NEXT: mlt_rt.call @forward microbatch 1 slot 1 work [F1.0]
+// GPIPE-NEXT: mlt_rt.call @backward_first microbatch 0 slot 0 work [B0.0]
+// GPIPE-NEXT: mlt_rt.call @backward microbatch 1 slot 1 work [B1.0]
+
+// BAD: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b or gpipe)

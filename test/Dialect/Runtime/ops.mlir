@@ -161,22 +161,27 @@ mlt_rt.program @all_kernels {
 
 // -----
 
-// Tests that buffers with a copy per micro-batch and a step of calls
-// round-trip: each call's program, micro-batch and work items (F, B and W
-// items, several chunks), and a call without a micro-batch.
+// Tests that buffers with a copy per micro-batch or per slot, a body's
+// backward start, and a step of calls round-trip: each call's program,
+// micro-batch, slot and work items (F, B and W items, several chunks), and
+// a call without a micro-batch.
 // CHECK-LABEL: mlt_rt.buffer @tokens input per_microbatch 3 : tensor<2x8xi32>
 // CHECK: mlt_rt.buffer @loss output per_microbatch 3 offset 512 : tensor<f32>
+// CHECK: mlt_rt.buffer @act temporary per_slot 2 offset 1024 : tensor<2x8xf32>
+// CHECK: mlt_rt.program @body backward_start 0 {
 // CHECK: mlt_rt.step @step {
 // CHECK-NEXT: mlt_rt.call @body microbatch 0 work [F0.0, B0.0]
 // CHECK-NEXT: mlt_rt.call @body microbatch 1 work [F1.0, F1.1, B1.1, W1.1]
 // CHECK-NEXT: mlt_rt.call @body microbatch 2{{$}}
+// CHECK-NEXT: mlt_rt.call @body microbatch 2 slot 1 work [F2.0]
 // CHECK-NEXT: mlt_rt.call @update{{$}}
 // CHECK-NEXT: }
 // GENERIC-LABEL: "mlt_rt.step"() <{sym_name = "step"}>
 // GENERIC: "mlt_rt.call"() <{microbatch = 0 : i64, program = @body, work = array<i64: 0, 0, 0, 1, 0, 0>}> : () -> ()
 mlt_rt.buffer @tokens input per_microbatch 3 : tensor<2x8xi32>
 mlt_rt.buffer @loss output per_microbatch 3 offset 512 : tensor<f32>
-mlt_rt.program @body {
+mlt_rt.buffer @act temporary per_slot 2 offset 1024 : tensor<2x8xf32>
+mlt_rt.program @body backward_start 0 {
 }
 mlt_rt.program @update {
 }
@@ -184,5 +189,6 @@ mlt_rt.step @step {
   mlt_rt.call @body microbatch 0 work [F0.0, B0.0]
   mlt_rt.call @body microbatch 1 work [F1.0, F1.1, B1.1, W1.1]
   mlt_rt.call @body microbatch 2
+  mlt_rt.call @body microbatch 2 slot 1 work [F2.0]
   mlt_rt.call @update
 }

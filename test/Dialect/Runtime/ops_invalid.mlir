@@ -280,3 +280,25 @@ mlt_rt.step @step {
   // expected-error @+1 {{'mlt_rt.call' op does B0.0 before the step does its forward}}
   mlt_rt.call @body microbatch 0 work [B0.0, F0.0]
 }
+
+// -----
+
+// Tests that only temporaries have a copy per slot.
+// expected-error @+1 {{'mlt_rt.buffer' op of kind 'input' cannot have a copy per slot (only temporaries do)}}
+mlt_rt.buffer @x input per_slot 2 : tensor<4xf32>
+
+// -----
+
+// Tests that a buffer's copies are per micro-batch or per slot, not both.
+// expected-error @+1 {{'mlt_rt.buffer' op has a copy per micro-batch and per slot; one or the other}}
+mlt_rt.buffer @t temporary per_microbatch 2 per_slot 2 : tensor<4xf32>
+
+// -----
+
+mlt_rt.program @body {
+}
+mlt_rt.step @step {
+  // Tests that a slot is non-negative.
+  // expected-error @+1 {{'mlt_rt.call' op slot must be non-negative, got -1}}
+  mlt_rt.call @body microbatch 0 slot -1
+}

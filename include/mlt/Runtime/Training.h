@@ -133,7 +133,7 @@ public:
   const TrainingOptions &options() const { return options_; }
 
 private:
-  /// One rank's buffers and programs, where its inputs come from, and what
+  /// One rank's input and output buffers, where its inputs come from, and what
   /// it measured in the current step.
   struct RankState {
     Executor *executor = nullptr;

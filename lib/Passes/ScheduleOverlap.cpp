@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Analysis/GradientBuckets.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/PlanFormat.h"
@@ -114,7 +115,8 @@ public:
       return success();
 
     rtir::ProgramOp copy = cloneProgram(body, copyName);
-    schedule(copy, reductions);
+    if (failed(schedule(copy, reductions)))
+      return failure();
     last.setProgramAttr(FlatSymbolRefAttr::get(copy.getSymNameAttr()));
     for (rtir::LaunchOp reduction : reductions)
       reduction.erase();
@@ -167,8 +169,10 @@ private:
   }
 
   /// Puts a copy of each reduction into `program` after the last launch
-  /// that touches its gradient, in buckets, on the gradient stream.
-  void schedule(rtir::ProgramOp program, ArrayRef<rtir::LaunchOp> reductions) {
+  /// that touches its gradient, in the buckets of planGradientBuckets, on
+  /// the gradient stream.
+  LogicalResult schedule(rtir::ProgramOp program,
+                         ArrayRef<rtir::LaunchOp> reductions) {
     SmallVector<rtir::LaunchOp> launches(
         program.getBody().getOps<rtir::LaunchOp>());
     llvm::StringMap<int64_t> lastTouch;
@@ -180,37 +184,30 @@ private:
       if (std::optional<int64_t> token = launch.getToken())
         nextToken = std::max(nextToken, *token + 1);
     }
-    // Each reduction where its gradient is ready (-1: never touched here,
-    // ready at the program's start), in that order; ties keep the optimizer
-    // step's order.
-    struct Ready {
-      int64_t position;
-      rtir::LaunchOp reduction;
-    };
-    SmallVector<Ready> order;
+    // Where each gradient is ready (-1: never touched here, ready at the
+    // program's start) and its size, in the optimizer step's order.
+    std::vector<GradientReduction> ready;
     for (rtir::LaunchOp reduction : reductions) {
-      auto it = lastTouch.find(rtir::bufferName(reduction.getInputs()[0]));
-      order.push_back({it == lastTouch.end() ? -1 : it->second, reduction});
+      StringRef gradient = rtir::bufferName(reduction.getInputs()[0]);
+      auto it = lastTouch.find(gradient);
+      ready.push_back({it == lastTouch.end() ? -1 : it->second,
+                       buffers.lookup(gradient).getByteSize()});
     }
-    llvm::stable_sort(order, [](const Ready &x, const Ready &y) {
-      return x.position < y.position;
-    });
+    // The pass refused a negative size.
+    const uint64_t size = uint64_t(bucketBytes);
+    BucketPlan plan = planGradientBuckets(ready, size);
+    std::string why;
+    if (!plan.verify(ready, size, &why))
+      return program.emitOpError("gradient bucket plan is invalid: ") << why;
 
-    // Buckets, each placed after its last-ready gradient's last launch.
+    // Each bucket after its anchor, the launch where its last member is
+    // ready, waiting for the token that launch signals.
     const int64_t stream = abi::kGradientReduceStream;
     Block &body = program.getBody().front();
     Operation *previousAnchor = nullptr, *insertAfter = nullptr;
-    for (size_t begin = 0; begin < order.size();) {
-      size_t end = begin;
-      int64_t bytes = 0;
-      while (end < order.size() && (end == begin || bytes < bucketBytes)) {
-        rtir::BufferOp gradient =
-            buffers.lookup(rtir::bufferName(order[end].reduction.getInputs()[0]));
-        bytes += int64_t(gradient.getByteSize());
-        ++end;
-      }
-      const int64_t position = order[end - 1].position;
-      rtir::LaunchOp anchor = position >= 0 ? launches[position] : nullptr;
+    for (const GradientBucket &bucket : plan.buckets) {
+      rtir::LaunchOp anchor =
+          bucket.anchor >= 0 ? launches[bucket.anchor] : nullptr;
       std::optional<int64_t> token;
       if (anchor) {
         if (!anchor.getToken())
@@ -225,15 +222,15 @@ private:
         b.setInsertionPointAfter(insertAfter);
       else
         b.setInsertionPointToStart(&body);
-      for (size_t i = begin; i < end; ++i) {
-        auto copy = cast<rtir::LaunchOp>(b.clone(*order[i].reduction));
+      for (auto [i, member] : llvm::enumerate(bucket.members)) {
+        auto copy = cast<rtir::LaunchOp>(b.clone(*reductions[member]));
         copy.setStreamAttr(b.getI64IntegerAttr(stream));
-        if (i == begin && token)
+        if (i == 0 && token)
           copy.setWaits({*token});
         insertAfter = copy;
       }
-      begin = end;
     }
+    return success();
   }
 
   ModuleOp module;
@@ -244,6 +241,24 @@ private:
   unsigned nextTemporary = 0;
 };
 
+/// Moves the optimizer step's gradient reductions under the backward pass:
+/// 1. the reductions: the optimizer step's plain in-place `all_reduce_sum`s
+///    of gradient buffers, each before anything else there touches its
+///    gradient;
+/// 2. the body the step calls for its last micro-batch is copied, with
+///    temporaries of its own (@micro_step_last of @micro_step,
+///    @micro_step_only of @micro_step_first), and the step calls the copy;
+/// 3. in the copy, each gradient is ready after the last launch that
+///    touches it (at the start if none does);
+/// 4. the planner (GradientBuckets.h) groups the reductions in readiness
+///    order into buckets of at least `bucket-bytes`, each anchored at the
+///    launch where its last member is ready, and its checker verifies them;
+/// 5. each bucket goes after its anchor (and after the buckets placed there
+///    already) on the gradient stream, its first reduction waiting for the
+///    token the anchor signals (given a fresh one if it has none); a bucket
+///    ready at the start goes first, with no wait;
+/// 6. the reductions leave the optimizer step, and a body no longer called
+///    is erased.
 class MLTScheduleOverlapPass
     : public mlt::impl::MLTScheduleOverlapBase<MLTScheduleOverlapPass> {
 public:

@@ -539,9 +539,11 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
       step of one micro-batch;
     - there, each gradient's reduction goes right after the last launch that
       touches the gradient, on stream 1 (kGradientReduceStream), grouped in
-      buckets of at least `bucket-bytes` in the order they become ready: the
-      bucket's first reduction waits for the token that its last-ready
-      gradient's last launch signals, the others follow on the stream;
+      buckets of at least `bucket-bytes` in the order they become ready (the
+      planner of `mlt/Analysis/GradientBuckets.h`, whose checker verifies
+      the plan): the bucket's first reduction waits for the token that its
+      last-ready gradient's last launch signals, the others follow on the
+      stream;
     - the optimizer step no longer reduces them.
 
     Every launch on the compute stream keeps its order, so the sums are the

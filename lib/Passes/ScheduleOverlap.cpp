@@ -93,10 +93,6 @@ public:
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       buffers[buffer.getSymName()] = buffer;
       lastBuffer = buffer;
-      StringRef name = buffer.getSymName();
-      unsigned n;
-      if (name.consume_front("t") && !name.getAsInteger(10, n))
-        nextTemporary = std::max(nextTemporary, n + 1);
     }
 
     // The optimizer step's reductions of whole gradients, before anything
@@ -151,7 +147,14 @@ private:
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointAfter(lastBuffer);
           auto clone = cast<rtir::BufferOp>(b.clone(*it->second));
-          clone.setSymName(("t" + Twine(nextTemporary++)).str());
+          // The source's name qualified by the copy's ("t7.micro_step_last"),
+          // unique among the module's buffers.
+          std::string unique = (it->second.getSymName() + "." + name).str();
+          for (unsigned n = 1; buffers.count(unique); ++n)
+            unique =
+                (it->second.getSymName() + "." + name + "." + Twine(n)).str();
+          clone.setSymName(unique);
+          buffers[clone.getSymName()] = clone;
           lastBuffer = clone;
           fresh = FlatSymbolRefAttr::get(clone.getSymNameAttr());
         }
@@ -238,7 +241,6 @@ private:
   int64_t bucketBytes;
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;
-  unsigned nextTemporary = 0;
 };
 
 /// Moves the optimizer step's gradient reductions under the backward pass:

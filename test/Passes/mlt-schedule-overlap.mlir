@@ -13,8 +13,7 @@
 // sum_squares first) stays there; the other programs keep their launches.
 // CHECK-LABEL: mlt_rt.buffer @t1 temporary : tensor<16xf32>
 // CHECK: mlt_rt.buffer @s1 temporary : tensor<f32>
-// CHECK-NEXT: mlt_rt.buffer @t2 temporary : tensor<16xf32>
-// CHECK-NOT: @t3
+// CHECK-NEXT: mlt_rt.buffer @t0.micro_step_last temporary : tensor<16xf32>
 // CHECK: mlt_rt.program @micro_step {
 // CHECK-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t0] ints [16]{{$}}
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@t0] -> [@"grad:b"] ints [16]{{$}}
@@ -23,11 +22,11 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: mlt_rt.program @micro_step_last {
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:d"] -> [@"grad:d"] ints [16, 0] stream 1{{$}}
-// CHECK-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t2] ints [16]{{$}}
-// CHECK-NEXT: mlt_rt.launch "accumulate" [@t2] -> [@"grad:b"] ints [16] token 0
+// CHECK-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t0.micro_step_last] ints [16]{{$}}
+// CHECK-NEXT: mlt_rt.launch "accumulate" [@t0.micro_step_last] -> [@"grad:b"] ints [16] token 0
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:b"] -> [@"grad:b"] ints [16, 0] stream 1 waits [0]
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@x] -> [@"grad:a"] ints [16]{{$}}
-// CHECK-NEXT: mlt_rt.launch "accumulate" [@t2] -> [@"grad:a"] ints [16] token 1
+// CHECK-NEXT: mlt_rt.launch "accumulate" [@t0.micro_step_last] -> [@"grad:a"] ints [16] token 1
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0] stream 1 waits [1]
 // CHECK-NEXT: }
 // CHECK-NEXT: mlt_rt.program @micro_step_first {
@@ -50,10 +49,10 @@
 // With the default buckets (32 MiB) the three gradients are one bucket,
 // after the last of them is ready; grad:d is ready first.
 // BUCKET: mlt_rt.program @micro_step_last {
-// BUCKET-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t2] ints [16]{{$}}
-// BUCKET-NEXT: mlt_rt.launch "accumulate" [@t2] -> [@"grad:b"] ints [16]{{$}}
+// BUCKET-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t0.micro_step_last] ints [16]{{$}}
+// BUCKET-NEXT: mlt_rt.launch "accumulate" [@t0.micro_step_last] -> [@"grad:b"] ints [16]{{$}}
 // BUCKET-NEXT: mlt_rt.launch "accumulate" [@x] -> [@"grad:a"] ints [16]{{$}}
-// BUCKET-NEXT: mlt_rt.launch "accumulate" [@t2] -> [@"grad:a"] ints [16] token 0
+// BUCKET-NEXT: mlt_rt.launch "accumulate" [@t0.micro_step_last] -> [@"grad:a"] ints [16] token 0
 // BUCKET-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:d"] -> [@"grad:d"] ints [16, 0] stream 1 waits [0]
 // BUCKET-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:b"] -> [@"grad:b"] ints [16, 0] stream 1{{$}}
 // BUCKET-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0] stream 1{{$}}
@@ -64,7 +63,7 @@
 // SMALL: mlt_rt.program @micro_step_last {
 // SMALL-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:d"] -> [@"grad:d"] ints [16, 0] stream 1{{$}}
 // SMALL-NEXT: mlt_rt.launch "add"
-// SMALL-NEXT: mlt_rt.launch "accumulate" [@t2] -> [@"grad:b"] ints [16] token 0
+// SMALL-NEXT: mlt_rt.launch "accumulate" [@t0.micro_step_last] -> [@"grad:b"] ints [16] token 0
 // SMALL-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:b"] -> [@"grad:b"] ints [16, 0] stream 1 waits [0]
 mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<16xf32>
 mlt_rt.buffer @"grad:b" gradient {parameter = "b"} : tensor<16xf32>
@@ -110,13 +109,13 @@ mlt_rt.step @step {
 // CHECK-LABEL: mlt_rt.buffer @"grad:a"
 // CHECK-NOT: @t0
 // CHECK-NOT: @t1
-// CHECK: mlt_rt.buffer @t2 temporary : tensor<16xf32>
+// CHECK: mlt_rt.buffer @t1.micro_step_only temporary : tensor<16xf32>
 // CHECK-NOT: mlt_rt.program @micro_step {
 // CHECK-NOT: mlt_rt.program @micro_step_first {
 // CHECK: mlt_rt.program @micro_step_only {
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:d"] -> [@"grad:d"] ints [16, 0] stream 1{{$}}
-// CHECK-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t2] ints [16]{{$}}
-// CHECK-NEXT: mlt_rt.launch "cast" [@t2] -> [@"grad:b"] ints [16] token 0
+// CHECK-NEXT: mlt_rt.launch "add" [@x, @x] -> [@t1.micro_step_only] ints [16]{{$}}
+// CHECK-NEXT: mlt_rt.launch "cast" [@t1.micro_step_only] -> [@"grad:b"] ints [16] token 0
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:b"] -> [@"grad:b"] ints [16, 0] stream 1 waits [0]
 // CHECK-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16] token 1
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0] stream 1 waits [1]

@@ -9,17 +9,18 @@
 
 #include "mlt/Analysis/MemoryPlan.h"
 
+#include "FirstFit.h"
+
 #include <algorithm>
 #include <numeric>
 #include <sstream>
 
 using namespace mlt;
 
-namespace {
+using mlt::analysis::alignUp;
+using mlt::analysis::firstFit;
 
-uint64_t alignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+namespace {
 
 /// Whether two buffers need memory of their own at some instant: both hold
 /// bytes and their lifetimes overlap.
@@ -106,13 +107,7 @@ MemoryPlan placeGreedy(const std::vector<BufferLifetime> &lifetimes,
     for (size_t j : placed)
       if (lifetimes[j].overlaps(buffer) && lifetimes[j].bytes)
         busy.push_back({plan.offsets[j], plan.offsets[j] + lifetimes[j].bytes});
-    std::sort(busy.begin(), busy.end());
-    uint64_t candidate = 0;
-    for (auto [begin, end] : busy) {
-      if (candidate + buffer.bytes <= begin)
-        break;
-      candidate = std::max(candidate, alignUp(end, alignment));
-    }
+    const uint64_t candidate = firstFit(busy, buffer.bytes, alignment);
     plan.offsets[i] = candidate;
     plan.peakBytes =
         std::max(plan.peakBytes, alignUp(candidate + buffer.bytes, alignment));

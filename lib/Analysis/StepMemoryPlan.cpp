@@ -7,17 +7,18 @@
 
 #include "mlt/Analysis/StepMemoryPlan.h"
 
+#include "FirstFit.h"
+
 #include <algorithm>
 #include <numeric>
 #include <sstream>
 
 using namespace mlt;
 
-namespace {
+using mlt::analysis::alignUp;
+using mlt::analysis::firstFit;
 
-uint64_t alignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+namespace {
 
 bool needSpace(const StepBlock &a, const StepBlock &b) {
   return a.bytes && b.bytes && a.liveTogether(b);
@@ -116,13 +117,7 @@ StepMemoryPlan mlt::planStepMemory(const std::vector<StepBlock> &blocks,
     for (size_t j : placed)
       if (needSpace(blocks[j], block))
         busy.push_back({plan.offsets[j], plan.offsets[j] + blocks[j].bytes});
-    std::sort(busy.begin(), busy.end());
-    uint64_t candidate = 0;
-    for (auto [begin, end] : busy) {
-      if (candidate + block.bytes <= begin)
-        break;
-      candidate = std::max(candidate, alignUp(end, alignment));
-    }
+    const uint64_t candidate = firstFit(busy, block.bytes, alignment);
     plan.offsets[i] = candidate;
     plan.peakBytes =
         std::max(plan.peakBytes, alignUp(candidate + block.bytes, alignment));

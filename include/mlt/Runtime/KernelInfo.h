@@ -376,6 +376,8 @@ struct CollectiveAttrs {
   int64_t axis;
 };
 CollectiveAttrs collectiveAttrs(const InstructionDesc &inst);
+/// The ints of `kernel`, a collective, with `collective`'s count and axis.
+std::vector<int64_t> collectiveInts(Kernel kernel, CollectiveAttrs collective);
 
 //===----------------------------------------------------------------------===//
 // What the attributes imply (each kernel's Rule, KernelInfo.cpp)

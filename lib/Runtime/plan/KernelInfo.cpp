@@ -531,6 +531,28 @@ CollectiveAttrs mlt::rt::collectiveAttrs(const InstructionDesc &inst) {
   }
 }
 
+std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
+                                             CollectiveAttrs collective) {
+  switch (kernel) {
+  case Kernel::ReduceScatterSum: {
+    using A = attrs::ReduceScatterSum;
+    return kernelInts<A>(
+        {{A::n_out, collective.count}, {A::axis, collective.axis}});
+  }
+  case Kernel::AllGather: {
+    using A = attrs::AllGather;
+    return kernelInts<A>(
+        {{A::n_in, collective.count}, {A::axis, collective.axis}});
+  }
+  default: {
+    assert(kernel == Kernel::AllReduceSum && "not a collective");
+    using A = attrs::AllReduceSum;
+    return kernelInts<A>(
+        {{A::n, collective.count}, {A::axis, collective.axis}});
+  }
+  }
+}
+
 bool mlt::rt::isIdOperand(Kernel kernel, size_t operand) {
   switch (kernel) {
   case Kernel::EmbeddingFwd: // ids, table -> out

@@ -13,6 +13,7 @@
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/PlanFormat.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -376,6 +377,30 @@ private:
     rtir::LaunchOp::create(b, loc, kernel, inAttrs, outAttrs, ints, floats);
   }
 
+  /// A launch of `kernel`, whose attributes are named as those of K (an
+  /// rt::attrs struct, Kernels.def), given by name in any order; the table
+  /// puts them in the plan's order.
+  template <typename K>
+  void launch(
+      Location loc, rt::Kernel kernel, ArrayRef<FlatSymbolRefAttr> ins,
+      ArrayRef<FlatSymbolRefAttr> outs,
+      std::initializer_list<std::pair<typename K::Int, int64_t>> ints,
+      std::initializer_list<std::pair<typename K::Float, double>> floats = {}) {
+    assert(rt::sameAttributes(kernel, K::kernel) &&
+           "the kernel names its attributes otherwise");
+    launch(loc, StringRef(rt::kernelName(kernel)), ins, outs,
+           rt::kernelInts<K>(ints), rt::kernelFloats<K>(floats));
+  }
+  /// A launch of K's own kernel.
+  template <typename K>
+  void launch(
+      Location loc, ArrayRef<FlatSymbolRefAttr> ins,
+      ArrayRef<FlatSymbolRefAttr> outs,
+      std::initializer_list<std::pair<typename K::Int, int64_t>> ints,
+      std::initializer_list<std::pair<typename K::Float, double>> floats = {}) {
+    launch<K>(loc, K::kernel, ins, outs, ints, floats);
+  }
+
   /// The buffer for result `v`: the program's output buffer if `v` is
   /// returned, a new temporary otherwise.
   FlatSymbolRefAttr define(Value v) {
@@ -482,10 +507,13 @@ private:
   /// except the copies in `skip`.
   void refreshParameterCopies(Location loc,
                               const DenseSet<StringAttr> &skip = {}) {
+    using A = rt::attrs::Cast;
     for (auto [parameter, copy] : parameterCopies)
       if (!skip.contains(copy.getAttr()))
-        launch(loc, "cast", {parameter}, {copy},
-               {cast<RankedTensorType>(bufferType(copy)).getNumElements()});
+        launch<A>(
+            loc, {parameter}, {copy},
+            {{A::n,
+              cast<RankedTensorType>(bufferType(copy)).getNumElements()}});
   }
 
   SmallVector<FlatSymbolRefAttr> operandBuffers(Operation *op) {
@@ -727,15 +755,20 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         FailureOr<std::optional<MeshAxisRef>> vocab = vocabAxis(e);
         if (failed(vocab))
           return failure();
-        if (*vocab) // This rank's rows of a table split along the vocabulary.
-          launch(
-              loc, "embedding_fwd_vp", operandBuffers(e),
-              {define(e.getResult())},
-              {numElements(e.getIds()), table[0], table[1], (*vocab)->index});
-        else
-          launch(loc, "embedding_fwd", operandBuffers(e),
-                 {define(e.getResult())},
-                 {numElements(e.getIds()), table[0], table[1]});
+        if (*vocab) { // This rank's rows of a table split along the vocabulary.
+          using A = rt::attrs::EmbeddingFwdVP;
+          launch<A>(loc, operandBuffers(e), {define(e.getResult())},
+                    {{A::tokens, numElements(e.getIds())},
+                     {A::vocab_local, table[0]},
+                     {A::hidden, table[1]},
+                     {A::axis, (*vocab)->index}});
+        } else {
+          using A = rt::attrs::EmbeddingFwd;
+          launch<A>(loc, operandBuffers(e), {define(e.getResult())},
+                    {{A::tokens, numElements(e.getIds())},
+                     {A::vocab, table[0]},
+                     {A::hidden, table[1]}});
+        }
         return success();
       })
       .Case([&](EmbeddingGradOp e) -> LogicalResult {
@@ -744,13 +777,20 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (failed(vocab))
           return failure();
         FlatSymbolRefAttr dtable = defineOrWriteGradient(e.getResult());
-        if (*vocab)
-          launch(
-              loc, "embedding_bwd_vp", operandBuffers(e), {dtable},
-              {numElements(e.getIds()), table[0], table[1], (*vocab)->index});
-        else
-          launch(loc, "embedding_bwd", operandBuffers(e), {dtable},
-                 {numElements(e.getIds()), table[0], table[1]});
+        if (*vocab) {
+          using A = rt::attrs::EmbeddingBwdVP;
+          launch<A>(loc, operandBuffers(e), {dtable},
+                    {{A::tokens, numElements(e.getIds())},
+                     {A::vocab_local, table[0]},
+                     {A::hidden, table[1]},
+                     {A::axis, (*vocab)->index}});
+        } else {
+          using A = rt::attrs::EmbeddingBwd;
+          launch<A>(loc, operandBuffers(e), {dtable},
+                    {{A::tokens, numElements(e.getIds())},
+                     {A::vocab, table[0]},
+                     {A::hidden, table[1]}});
+        }
         return success();
       })
       .Case([&](MatmulOp m) -> LogicalResult {
@@ -761,16 +801,18 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         // A product only added to a value computed before it (a residual,
         // or another product of the same gradient) is added by the product's
         // epilogue, and the add disappears.
-        StringRef kernel = "matmul";
+        using A = rt::attrs::Matmul;
+        rt::Kernel kernel = rt::Kernel::Matmul;
         FlatSymbolRefAttr result;
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(m);
         if (auto grad = accumulatedGradient(m.getResult())) {
-          kernel = overwrites(*grad) ? "matmul" : "matmul_accumulate";
+          kernel = overwrites(*grad) ? rt::Kernel::Matmul
+                                     : rt::Kernel::MatmulAccumulate;
           result = *grad;
           values[m.getResult()] = result;
           accumulatedInPlace.insert(m.getResult());
         } else if (auto sum = addedTo(m.getResult())) {
-          kernel = "matmul_add";
+          kernel = rt::Kernel::MatmulAdd;
           ins.push_back(sum->second);
           result = define(sum->first.getResult());
           addedByProduct.insert(sum->first);
@@ -780,8 +822,14 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (m.getContractBatch()) {
           // [b..., k, m]^T [b..., k, n]: one matmul over all b * k rows.
           int64_t cols = lhs.back(), n = rhs.back();
-          launch(loc, kernel, ins, {result},
-                 {1, cols, n, numElements(m.getLhs()) / cols, 1, 0, 0});
+          launch<A>(loc, kernel, ins, {result},
+                    {{A::batch, 1},
+                     {A::m, cols},
+                     {A::n, n},
+                     {A::k, numElements(m.getLhs()) / cols},
+                     {A::transpose_a, 1},
+                     {A::transpose_b, 0},
+                     {A::b_batched, 0}});
           return success();
         }
         int64_t rank = lhs.size();
@@ -797,42 +845,57 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
           rows *= batch;
           batch = 1;
         }
-        launch(loc, kernel, ins, {result},
-               {batch, rows, n, k, tl, tr, bBatched});
+        launch<A>(loc, kernel, ins, {result},
+                  {{A::batch, batch},
+                   {A::m, rows},
+                   {A::n, n},
+                   {A::k, k},
+                   {A::transpose_a, tl},
+                   {A::transpose_b, tr},
+                   {A::b_batched, bBatched}});
         return success();
       })
       .Case([&](RMSNormOp r) -> LogicalResult {
+        using A = rt::attrs::RMSNormFwd;
         int64_t dim = shapeOf(r.getInput()).back();
-        launch(loc, "rms_norm_fwd", operandBuffers(r), {define(r.getResult())},
-               {numElements(r.getInput()) / dim, dim},
-               {r.getEpsilon().convertToDouble()});
+        launch<A>(loc, operandBuffers(r), {define(r.getResult())},
+                  {{A::rows, numElements(r.getInput()) / dim}, {A::dim, dim}},
+                  {{A::eps, r.getEpsilon().convertToDouble()}});
         return success();
       })
       .Case([&](RMSNormGradOp r) -> LogicalResult {
         int64_t dim = shapeOf(r.getInput()).back();
         // An input gradient only added to a gradient computed before it (the
         // residual stream's) gets the sum from the kernel itself.
+        using A = rt::attrs::RMSNormBwd;
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(r);
-        StringRef kernel = "rms_norm_bwd";
+        rt::Kernel kernel = rt::Kernel::RMSNormBwd;
         FlatSymbolRefAttr dx;
         if (auto sum = addedTo(r.getInputGrad())) {
-          kernel = "rms_norm_bwd_add";
+          kernel = rt::Kernel::RMSNormBwdAdd;
           ins.push_back(sum->second);
           dx = define(sum->first.getResult());
           addedByProduct.insert(sum->first);
         } else {
           dx = define(r.getInputGrad());
         }
-        launch(loc, kernel, ins, {dx, defineOrWriteGradient(r.getWeightGrad())},
-               {numElements(r.getInput()) / dim, dim},
-               {r.getEpsilon().convertToDouble()});
+        launch<A>(loc, kernel, ins,
+                  {dx, defineOrWriteGradient(r.getWeightGrad())},
+                  {{A::rows, numElements(r.getInput()) / dim}, {A::dim, dim}},
+                  {{A::eps, r.getEpsilon().convertToDouble()}});
         return success();
       })
       .Case([&](RopeOp r) -> LogicalResult {
+        using A = rt::attrs::Rope;
         auto s = shapeOf(r.getInput());
-        launch(loc, "rope", operandBuffers(r), {define(r.getResult())},
-               {s[0], s[1], s[2], s[3], r.getInverse(), /*offset=*/0},
-               {r.getTheta().convertToDouble()});
+        launch<A>(loc, operandBuffers(r), {define(r.getResult())},
+                  {{A::batch, s[0]},
+                   {A::seq, s[1]},
+                   {A::heads, s[2]},
+                   {A::head_dim, s[3]},
+                   {A::inverse, r.getInverse()},
+                   {A::position_offset, 0}},
+                  {{A::theta, r.getTheta().convertToDouble()}});
         return success();
       })
       .Case([&](AttentionOp a) -> LogicalResult {
@@ -846,10 +909,15 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
             {q[0], q[2], q[1]}, qElement.isF64() ? qElement : b.getF32Type());
         FlatSymbolRefAttr lse = temporary(stats);
         attentionStats[a.getResult()] = lse;
-        launch(loc, "attention_fwd", operandBuffers(a),
-               {define(a.getResult()), lse},
-               {q[0], q[1], q[2], k[2], q[3], a.getCausal()},
-               {a.getScale().convertToDouble()});
+        using A = rt::attrs::AttentionFwd;
+        launch<A>(loc, operandBuffers(a), {define(a.getResult()), lse},
+                  {{A::batch, q[0]},
+                   {A::seq, q[1]},
+                   {A::q_heads, q[2]},
+                   {A::kv_heads, k[2]},
+                   {A::head_dim, q[3]},
+                   {A::causal, a.getCausal()}},
+                  {{A::scale, a.getScale().convertToDouble()}});
         return success();
       })
       .Case([&](AttentionGradOp a) -> LogicalResult {
@@ -860,58 +928,67 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(a);
         ins.push_back(lse);
-        launch(loc, "attention_bwd", ins,
-               {define(a.getQueryGrad()), define(a.getKeyGrad()),
-                define(a.getValueGrad())},
-               {q[0], q[1], q[2], k[2], q[3], a.getCausal()},
-               {a.getScale().convertToDouble()});
+        using A = rt::attrs::AttentionBwd;
+        launch<A>(loc, ins,
+                  {define(a.getQueryGrad()), define(a.getKeyGrad()),
+                   define(a.getValueGrad())},
+                  {{A::batch, q[0]},
+                   {A::seq, q[1]},
+                   {A::q_heads, q[2]},
+                   {A::kv_heads, k[2]},
+                   {A::head_dim, q[3]},
+                   {A::causal, a.getCausal()}},
+                  {{A::scale, a.getScale().convertToDouble()}});
         return success();
       })
       .Case([&](SwiGLUOp s) -> LogicalResult {
-        launch(loc, "swiglu_fwd", operandBuffers(s), {define(s.getResult())},
-               {numElements(s.getResult())});
+        using A = rt::attrs::SwiGLUFwd;
+        launch<A>(loc, operandBuffers(s), {define(s.getResult())},
+                  {{A::n, numElements(s.getResult())}});
         return success();
       })
       .Case([&](SwiGLUGradOp s) -> LogicalResult {
-        launch(loc, "swiglu_bwd", operandBuffers(s),
-               {define(s.getGateGrad()), define(s.getUpGrad())},
-               {numElements(s.getGrad())});
+        using A = rt::attrs::SwiGLUBwd;
+        launch<A>(loc, operandBuffers(s),
+                  {define(s.getGateGrad()), define(s.getUpGrad())},
+                  {{A::n, numElements(s.getGrad())}});
         return success();
       })
       .Case([&](SiLUOp s) -> LogicalResult {
-        launch(loc, "silu_fwd", operandBuffers(s), {define(s.getResult())},
-               {numElements(s.getResult())});
+        using A = rt::attrs::SiLUFwd;
+        launch<A>(loc, operandBuffers(s), {define(s.getResult())},
+                  {{A::n, numElements(s.getResult())}});
         return success();
       })
       .Case([&](SiLUGradOp s) -> LogicalResult {
-        launch(loc, "silu_bwd", operandBuffers(s), {define(s.getResult())},
-               {numElements(s.getResult())});
+        using A = rt::attrs::SiLUBwd;
+        launch<A>(loc, operandBuffers(s), {define(s.getResult())},
+                  {{A::n, numElements(s.getResult())}});
         return success();
       })
       .Case([&](AddOp a) -> LogicalResult {
         if (addedByProduct.contains(a))
           return success(); // matmul_add or rms_norm_bwd_add computed it
-        launch(loc, "add", operandBuffers(a), {define(a.getResult())},
-               {numElements(a.getResult())});
+        using A = rt::attrs::Add;
+        launch<A>(loc, operandBuffers(a), {define(a.getResult())},
+                  {{A::n, numElements(a.getResult())}});
         return success();
       })
       .Case([&](MulOp m) -> LogicalResult {
-        launch(loc, "mul", operandBuffers(m), {define(m.getResult())},
-               {numElements(m.getResult())});
+        using A = rt::attrs::Mul;
+        launch<A>(loc, operandBuffers(m), {define(m.getResult())},
+                  {{A::n, numElements(m.getResult())}});
         return success();
       })
       .Case([&](TransposeOp t) -> LogicalResult {
-        auto shape = shapeOf(t.getInput());
-        SmallVector<int64_t> ints{static_cast<int64_t>(shape.size())};
-        llvm::append_range(ints, shape);
-        llvm::append_range(ints, t.getPermutation());
         launch(loc, "transpose", operandBuffers(t), {define(t.getResult())},
-               ints);
+               rt::transposeInts(shapeOf(t.getInput()), t.getPermutation()));
         return success();
       })
       .Case([&](CastOp c) -> LogicalResult {
-        launch(loc, "cast", operandBuffers(c), {define(c.getResult())},
-               {numElements(c.getResult())});
+        using A = rt::attrs::Cast;
+        launch<A>(loc, operandBuffers(c), {define(c.getResult())},
+                  {{A::n, numElements(c.getResult())}});
         return success();
       })
       .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
@@ -927,23 +1004,27 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
           return failure();
         // The first contribution in micro_step_first is copied (and widened
         // to f32 from bf16), the others added.
-        launch(loc, overwrites(*grad) ? "cast" : "accumulate",
-               {valueBuffer(a.getValue())}, {*grad},
-               {numElements(a.getValue())});
+        using A = rt::attrs::Accumulate;
+        launch<A>(loc,
+                  overwrites(*grad) ? rt::Kernel::Cast : rt::Kernel::Accumulate,
+                  {valueBuffer(a.getValue())}, {*grad},
+                  {{A::n, numElements(a.getValue())}});
         return success();
       })
       .Case([&](SumSquaresOp s) -> LogicalResult {
-        launch(loc, "sum_squares", operandBuffers(s), {define(s.getResult())},
-               {numElements(s.getInput())});
+        using A = rt::attrs::SumSquares;
+        launch<A>(loc, operandBuffers(s), {define(s.getResult())},
+                  {{A::n, numElements(s.getInput())}});
         return success();
       })
       .Case([&](GlobalNormOp g) -> LogicalResult {
-        launch(loc, "global_norm", operandBuffers(g), {define(g.getResult())});
+        launch<rt::attrs::GlobalNorm>(loc, operandBuffers(g),
+                                      {define(g.getResult())}, {});
         return success();
       })
       .Case([&](ClipCoefficientOp c) -> LogicalResult {
-        launch(loc, "clip_coefficient", operandBuffers(c),
-               {define(c.getResult())});
+        launch<rt::attrs::ClipCoefficient>(loc, operandBuffers(c),
+                                           {define(c.getResult())}, {});
         return success();
       })
       .Case([&](AdamWOp a) -> LogicalResult {
@@ -970,8 +1051,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         if (outs.size() > 4)
           return a.emitOpError("updates a parameter with several compute "
                                "copies; adamw refreshes one");
-        launch(loc, "adamw", ins, outs,
-               {numElements(a.getGrad()), a.getDecay()});
+        using A = rt::attrs::AdamW;
+        launch<A>(loc, ins, outs,
+                  {{A::n, numElements(a.getGrad())}, {A::decay, a.getDecay()}});
         return success();
       })
       .Default([&](Operation *other) {
@@ -1001,8 +1083,9 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
   int64_t vocab = shapeOf(c.getLogits()).back();
   int64_t rows = numElements(c.getLogits()) / vocab;
   if (!isSplitCrossEntropy(c)) {
-    launch(loc, "cross_entropy_fwd", operandBuffers(c), {define(c.getResult())},
-           {rows, vocab});
+    using A = rt::attrs::CrossEntropyFwd;
+    launch<A>(loc, operandBuffers(c), {define(c.getResult())},
+              {{A::rows, rows}, {A::vocab, vocab}});
     return success();
   }
   // Each rank's statistics of its logits block; with the vocabulary split,
@@ -1018,19 +1101,29 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
   auto rowsType = RankedTensorType::get({rows}, elementTypeOf(c.getResult()));
   FlatSymbolRefAttr partial = temporary(rowsType);
   FlatSymbolRefAttr target = temporary(rowsType);
-  launch(loc, "cross_entropy_stats", operandBuffers(c), {partial, target},
-         {rows, vocab, axis.index});
+  using Stats = rt::attrs::CrossEntropyStats;
+  launch<Stats>(loc, operandBuffers(c), {partial, target},
+                {{Stats::rows, rows},
+                 {Stats::vocab_local, vocab},
+                 {Stats::axis, axis.index}});
   FlatSymbolRefAttr parts = partial;
   if (*vocabShard) {
     parts = temporary(
         RankedTensorType::get({axis.size * rows}, rowsType.getElementType()));
-    launch(loc, "all_gather", {partial}, {parts}, {rows, axis.index});
-    launch(loc, "all_reduce_sum", {target}, {target}, {rows, axis.index});
+    using Gather = rt::attrs::AllGather;
+    using Sum = rt::attrs::AllReduceSum;
+    launch<Gather>(loc, {partial}, {parts},
+                   {{Gather::n_in, rows}, {Gather::axis, axis.index}});
+    launch<Sum>(loc, {target}, {target},
+                {{Sum::n, rows}, {Sum::axis, axis.index}});
   }
   FlatSymbolRefAttr lse = temporary(rowsType);
   crossEntropyStats[c.getLogits()] = lse;
-  launch(loc, "cross_entropy_combine", {parts, target},
-         {lse, define(c.getResult())}, {rows, axis.size, rowCountOf(c, rows)});
+  using Combine = rt::attrs::CrossEntropyCombine;
+  launch<Combine>(loc, {parts, target}, {lse, define(c.getResult())},
+                  {{Combine::rows, rows},
+                   {Combine::num_parts, axis.size},
+                   {Combine::row_count, rowCountOf(c, rows)}});
   return success();
 }
 
@@ -1039,8 +1132,9 @@ LogicalResult RuntimeLowering::lowerCrossEntropyGrad(CrossEntropyGradOp c) {
   int64_t vocab = shapeOf(c.getLogits()).back();
   int64_t rows = numElements(c.getLogits()) / vocab;
   if (!isSplitCrossEntropy(c)) {
-    launch(loc, "cross_entropy_bwd", operandBuffers(c), {define(c.getResult())},
-           {rows, vocab});
+    using A = rt::attrs::CrossEntropyBwd;
+    launch<A>(loc, operandBuffers(c), {define(c.getResult())},
+              {{A::rows, rows}, {A::vocab, vocab}});
     return success();
   }
   FailureOr<std::optional<MeshAxisRef>> vocabShard = vocabAxis(c);
@@ -1052,9 +1146,12 @@ LogicalResult RuntimeLowering::lowerCrossEntropyGrad(CrossEntropyGradOp c) {
                          "mlt.cross_entropy of this program computed");
   SmallVector<FlatSymbolRefAttr> ins = operandBuffers(c);
   ins.push_back(lse);
-  launch(loc, "cross_entropy_bwd_stats", ins, {define(c.getResult())},
-         {rows, vocab, vocabShard->value_or(MeshAxisRef()).index,
-          rowCountOf(c, rows)});
+  using A = rt::attrs::CrossEntropyBwdStats;
+  launch<A>(loc, ins, {define(c.getResult())},
+            {{A::rows, rows},
+             {A::vocab_local, vocab},
+             {A::axis, vocabShard->value_or(MeshAxisRef()).index},
+             {A::row_count, rowCountOf(c, rows)}});
   return success();
 }
 
@@ -1093,40 +1190,49 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
                    });
     FlatSymbolRefAttr out = inPlace ? in : define(result);
     values[result] = out;
-    launch(loc, "all_reduce_sum", {in}, {out},
-           {numElements(input), axis->index});
+    using A = rt::attrs::AllReduceSum;
+    launch<A>(loc, {in}, {out},
+              {{A::n, numElements(input)}, {A::axis, axis->index}});
     return success();
   }
 
   if (isa<ShardSliceOp>(op)) {
+    using A = rt::attrs::ShardSlice;
     DimSplit block = splitAround(shapeOf(result), dim);
-    launch(loc, "shard_slice", {in}, {define(result)},
-           {block.outer, block.size, block.inner, axis->index});
+    launch<A>(loc, {in}, {define(result)},
+              {{A::outer, block.outer},
+               {A::n, block.size},
+               {A::inner, block.inner},
+               {A::axis, axis->index}});
     return success();
   }
 
   bool gather = isa<AllGatherOp>(op);
-  StringRef kernel = gather ? "all_gather" : "reduce_scatter_sum";
+  rt::Kernel kernel =
+      gather ? rt::Kernel::AllGather : rt::Kernel::ReduceScatterSum;
   // all_gather counts its input, reduce_scatter_sum its output.
-  int64_t count = gather ? numElements(input) : numElements(result);
+  std::vector<int64_t> ints = rt::collectiveInts(
+      kernel, {gather ? numElements(input) : numElements(result), axis->index});
   DimSplit from = splitAround(shapeOf(input), dim);
   DimSplit to = splitAround(shapeOf(result), dim);
   if (from.outer == 1) {
-    launch(loc, kernel, {in}, {define(result)}, {count, axis->index});
+    launch(loc, rt::kernelName(kernel), {in}, {define(result)}, ints);
     return success();
   }
   // [outer, n, inner] <-> [n, outer, inner].
   Type element = elementTypeOf(input);
   auto swapOuter = [&](FlatSymbolRefAttr x, int64_t a, int64_t b, int64_t c,
                        FlatSymbolRefAttr y) {
-    launch(loc, "transpose", {x}, {y}, {3, a, b, c, 1, 0, 2});
+    launch(loc, "transpose", {x}, {y},
+           rt::transposeInts(std::array<int64_t, 3>{a, b, c},
+                             std::array<int64_t, 3>{1, 0, 2}));
   };
   FlatSymbolRefAttr moved = temporary(
       RankedTensorType::get({from.size, from.outer, from.inner}, element));
   swapOuter(in, from.outer, from.size, from.inner, moved);
   FlatSymbolRefAttr combined =
       temporary(RankedTensorType::get({to.size, to.outer, to.inner}, element));
-  launch(loc, kernel, {moved}, {combined}, {count, axis->index});
+  launch(loc, rt::kernelName(kernel), {moved}, {combined}, ints);
   swapOuter(combined, to.size, to.outer, to.inner, define(result));
   return success();
 }

@@ -23,6 +23,13 @@ namespace rtir = mlt::rt_ir;
 
 namespace {
 
+// A multi-tensor launch's ints are its members' lists, one after another
+// (Kernels.def's MLT_PER_TENSOR).
+static_assert(rt::kernelSignature(rt::Kernel::AdamWMulti).intNames ==
+              rt::kernelSignature(rt::Kernel::AdamW).intNames);
+static_assert(rt::kernelSignature(rt::Kernel::SumSquaresMulti).intNames ==
+              rt::kernelSignature(rt::Kernel::SumSquares).intNames);
+
 /// Whether `launch` can join a group led by `first`: both plain adamw
 /// launches on the compute stream, no tokens, the same scalar operands and
 /// the same number of outputs (a compute copy or none).

@@ -11,6 +11,7 @@
 #include "mlt/Analysis/PipelineSchedule.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/PlanFormat.h"
 
 namespace mlt {
@@ -36,12 +37,14 @@ rtir::ProgramOp createZeroGradients(ModuleOp module, OpBuilder &b) {
   auto program =
       rtir::ProgramOp::create(b, module.getLoc(), abi::kZeroGradientsProgram);
   b.setInsertionPointToStart(&program.getBody().emplaceBlock());
+  using A = rt::attrs::Fill;
   for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
     if (buffer.getKind() == rtir::BufferKind::gradient)
       rtir::LaunchOp::create(
-          b, module.getLoc(), "fill", {},
+          b, module.getLoc(), rt::kernelName(A::kernel), {},
           {FlatSymbolRefAttr::get(buffer.getSymNameAttr())},
-          {buffer.getTensorType().getNumElements()}, {0.0});
+          rt::kernelInts<A>({{A::n, buffer.getTensorType().getNumElements()}}),
+          rt::kernelFloats<A>({{A::value, 0.0}}));
   return program;
 }
 

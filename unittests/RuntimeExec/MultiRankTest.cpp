@@ -915,8 +915,8 @@ TEST_F(ShardedKernelTest, VerifierChecksAxesAndSizes) {
       "has 8 elements, but the kernel's ints [4, 3, 8] need 12");
   EXPECT_EQ(
       verify(Kernel::CrossEntropyCombine, {{0}, {4}}, {{4}, {}}, {4, 0, 8}),
-      "program 'p' instruction 0 (cross_entropy_combine): the number of "
-      "parts and row_count must be positive, got ints [4, 0, 8]");
+      "program 'p' instruction 0 (cross_entropy_combine): num_parts and "
+      "row_count must be positive, got ints [4, 0, 8]");
 
   // A rank that reads its coordinate needs its communicator; with axis -1 it
   // reads none.

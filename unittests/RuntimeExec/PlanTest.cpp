@@ -489,7 +489,7 @@ TEST(PlanTest, WrongArity) {
   firstMicroInstruction(plan).ints.pop_back();
   EXPECT_EQ(parseError(plan),
             "plan.mltplan: program 'micro_step' instruction 0 (embedding_fwd): "
-            "expects 3 integer attributes, has 2");
+            "expects 3 integer attributes (tokens, vocab, hidden), has 2");
 }
 
 // Tests that buffer indices must be in range.

@@ -1,11 +1,13 @@
 //===- RuntimeDialect.cpp - the lowered, runtime-level dialect ------------===//
 //
-// Part of mlt. Verifiers of the `mlt_rt` ops; kernel arities come from the
-// runtime's Kernels.def, the list the runtime itself dispatches on.
+// Part of mlt. Verifiers of the `mlt_rt` ops; kernel arities and attribute
+// names come from the runtime's kernel table (Kernels.def, KernelInfo.h), the
+// one the runtime itself verifies plans against and dispatches on.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Runtime/KernelInfo.h"
 #include "mlt/Runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
@@ -66,18 +68,6 @@ void MLTRTDialect::initialize() {
       >();
 }
 
-const KernelSignature *mlt::rt_ir::lookupKernel(StringRef name) {
-  static const KernelSignature kernels[] = {
-#define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
-  {Name, Inputs, Outputs, Ints, Floats},
-#include "mlt/Runtime/Kernels.def"
-  };
-  for (const KernelSignature &k : kernels)
-    if (k.name == name)
-      return &k;
-  return nullptr;
-}
-
 uint64_t BufferOp::getByteSize() {
   RankedTensorType type = getTensorType();
   uint64_t bits = type.getElementTypeBitWidth();
@@ -134,22 +124,29 @@ LogicalResult BufferOp::verify() {
 }
 
 LogicalResult LaunchOp::verify() {
-  const KernelSignature *sig = lookupKernel(getKernel());
+  const mlt::rt::KernelSignature *sig =
+      mlt::rt::lookupKernel(std::string_view(getKernel()));
   if (!sig)
     return emitOpError("unknown kernel '") << getKernel() << "'";
-  auto check = [&](StringRef what, int want, size_t got) -> LogicalResult {
-    if (want >= 0 && static_cast<size_t>(want) != got)
-      return emitOpError("kernel '")
-             << getKernel() << "' takes " << want << " " << what << ", got "
-             << got;
-    return success();
+  // Attribute counts name the attributes (Kernels.def's names).
+  auto check = [&](StringRef what, int want, size_t got,
+                   const mlt::rt::AttributeNames *names) -> LogicalResult {
+    if (want < 0 || static_cast<size_t>(want) == got)
+      return success();
+    InFlightDiagnostic diag = emitOpError("kernel '")
+                              << getKernel() << "' takes " << want << " "
+                              << what;
+    if (names && !names->empty())
+      diag << " (" << names->str() << ")";
+    return diag << ", got " << got;
   };
-  return failure(failed(check("inputs", sig->inputs, getInputs().size())) ||
-                 failed(check("outputs", sig->outputs, getOutputs().size())) ||
-                 failed(check("integer attributes", sig->ints,
-                              getInts().size())) ||
-                 failed(check("float attributes", sig->floats,
-                              getFloats().size())));
+  return failure(
+      failed(check("inputs", sig->inputs, getInputs().size(), nullptr)) ||
+      failed(check("outputs", sig->outputs, getOutputs().size(), nullptr)) ||
+      failed(check("integer attributes", sig->ints, getInts().size(),
+                   &sig->intNames)) ||
+      failed(check("float attributes", sig->floats, getFloats().size(),
+                   &sig->floatNames)));
 }
 
 LogicalResult ProgramOp::verify() {

@@ -73,12 +73,13 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }
   const Mesh &mesh = communicator_.mesh();
-  const int64_t axis = inst.ints[1];
+  const CollectiveAttrs collective = collectiveAttrs(inst);
+  const int64_t axis = collective.axis;
   if (axis < 0 || size_t(axis) >= mesh.numAxes())
     return errorf("axis ", axis, " is not an axis of the mesh ",
                   mesh.toString());
   call.dtype = in.dtype;
-  call.count = size_t(inst.ints[0]);
+  call.count = size_t(collective.count);
   call.in = in.data;
   call.out = out.data;
 

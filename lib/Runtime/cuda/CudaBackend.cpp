@@ -98,9 +98,9 @@ public:
           continue;
         }
         if (inst.kernel == Kernel::Transpose) {
-          const int64_t r = inst.ints[0];
-          const int64_t merged = mergedTransposeRank(
-              inst.ints.data() + 1, inst.ints.data() + 1 + r, r);
+          const TransposeAttrs dims = transposeAttrs(inst.ints);
+          const int64_t merged =
+              mergedTransposeRank(dims.shape, dims.perm, dims.rank);
           if (merged > kMaxTransposeRank)
             return fail(merged,
                         " dimensions once unit dimensions are dropped "

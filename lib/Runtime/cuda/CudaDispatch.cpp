@@ -169,7 +169,6 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                        const std::vector<BufferView> &in,
                                        const std::vector<BufferView> &out,
                                        cudaStream_t s) {
-  const std::vector<int64_t> &a = inst.ints;
   auto f = [](const BufferView &b) { return b.as<float>(); };
 
   switch (inst.kernel) {
@@ -180,89 +179,105 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::SwiGLUFwd:
   case Kernel::SwiGLUBwd:
   case Kernel::SiLUFwd:
-  case Kernel::SiLUBwd:
+  case Kernel::SiLUBwd: {
+    // The maps' one attribute, their element count, is named alike.
+    const int64_t n = KernelAttrs<attrs::Add>(inst)[attrs::Add::n];
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       auto t = [](const BufferView &b) { return b.as<T>(); };
       switch (inst.kernel) {
       case Kernel::Add:
-        return launchAdd(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+        return launchAdd(t(out[0]), t(in[0]), t(in[1]), n, s);
       case Kernel::Mul:
-        return launchMul(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+        return launchMul(t(out[0]), t(in[0]), t(in[1]), n, s);
       case Kernel::SwiGLUFwd:
-        return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+        return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), n, s);
       case Kernel::SwiGLUBwd:
         return launchSwiGLUBackward(t(out[0]), t(out[1]), t(in[0]), t(in[1]),
-                                    t(in[2]), a[0], s,
+                                    t(in[2]), n, s,
                                     out.size() == 3 ? t(out[2]) : nullptr);
       case Kernel::SiLUFwd:
-        return launchSiLUForward(t(out[0]), t(in[0]), a[0], s);
+        return launchSiLUForward(t(out[0]), t(in[0]), n, s);
       default:
-        return launchSiLUBackward(t(out[0]), t(in[0]), t(in[1]), a[0], s);
+        return launchSiLUBackward(t(out[0]), t(in[0]), t(in[1]), n, s);
       }
     });
-  case Kernel::Accumulate:
+  }
+  case Kernel::Accumulate: {
+    const int64_t n =
+        KernelAttrs<attrs::Accumulate>(inst)[attrs::Accumulate::n];
     if (in[0].dtype == ElementType::BF16 && out[0].dtype == ElementType::F32)
-      return launchAccumulate(f(out[0]), in[0].as<const __nv_bfloat16>(), a[0],
-                              s);
+      return launchAccumulate(f(out[0]), in[0].as<const __nv_bfloat16>(), n, s);
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
-      return launchAccumulate(out[0].as<T>(), in[0].as<const T>(), a[0], s);
+      return launchAccumulate(out[0].as<T>(), in[0].as<const T>(), n, s);
     });
-  case Kernel::Fill:
-    return launchFill(out[0].data, out[0].dtype, a[0], inst.floats[0], s);
-  case Kernel::Cast:
-    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype, a[0],
-                      s);
-  case Kernel::Transpose: {
-    const int64_t rank = a[0];
-    return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
-                           a.data() + 1, a.data() + 1 + rank, rank, s);
   }
-  case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
-    StatusOr<AxisPosition> position = axisPosition(a[3]);
+  case Kernel::Fill: {
+    using A = attrs::Fill;
+    const KernelAttrs<A> a(inst);
+    return launchFill(out[0].data, out[0].dtype, a[A::n], a[A::value], s);
+  }
+  case Kernel::Cast:
+    return launchCast(out[0].data, out[0].dtype, in[0].data, in[0].dtype,
+                      KernelAttrs<attrs::Cast>(inst)[attrs::Cast::n], s);
+  case Kernel::Transpose: {
+    const TransposeAttrs dims = transposeAttrs(inst.ints);
+    return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
+                           dims.shape, dims.perm, dims.rank, s);
+  }
+  case Kernel::ShardSlice: { // x -> y
+    using A = attrs::ShardSlice;
+    const KernelAttrs<A> a(inst);
+    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
     if (!position)
       return position.takeStatus();
     return launchShardSlice(out[0].data, in[0].data, elementSize(in[0].dtype),
-                            a[0], a[1], a[2], position->size,
+                            a[A::outer], a[A::n], a[A::inner], position->size,
                             position->coordinate, s);
   }
 
   // matmul.h: a, b -> c (c += a b for matmul_accumulate, c = a b + addend
-  // for matmul_add, in the epilogue); ints batch, m, n, k, ta, tb,
-  // b_batched. c is the operands' type or f32.
+  // for matmul_add, in the epilogue). c is the operands' type or f32.
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
   case Kernel::MatmulAdd: {
+    using A = attrs::Matmul;
+    const KernelAttrs<A> a(inst);
     const void *addend = inst.kernel == Kernel::MatmulAccumulate ? out[0].data
                          : inst.kernel == Kernel::MatmulAdd      ? in[2].data
                                                                  : nullptr;
-    return matmul_->run(
-        MatmulShape{a[0], a[1], a[2], a[3], a[4] != 0, a[5] != 0, a[6] != 0},
-        in[0].data, in[1].data, out[0].data, in[0].dtype, out[0].dtype, addend,
-        s);
+    return matmul_->run(MatmulShape{a[A::batch], a[A::m], a[A::n], a[A::k],
+                                    a[A::transpose_a] != 0,
+                                    a[A::transpose_b] != 0,
+                                    a[A::b_batched] != 0},
+                        in[0].data, in[1].data, out[0].data, in[0].dtype,
+                        out[0].dtype, addend, s);
   }
 
   // optimizer.h: f32 gradients, parameters, moments and scalars.
   case Kernel::SumSquares: {
-    StatusOr<void *> partials = scratch(sumSquaresScratchBytes(a[0]));
+    const int64_t n =
+        KernelAttrs<attrs::SumSquares>(inst)[attrs::SumSquares::n];
+    StatusOr<void *> partials = scratch(sumSquaresScratchBytes(n));
     if (!partials)
       return partials.takeStatus();
-    return launchSumSquares(f(out[0]), f(in[0]), a[0], *partials, s);
+    return launchSumSquares(f(out[0]), f(in[0]), n, *partials, s);
   }
   case Kernel::SumSquaresMulti: {
-    // x_k -> s_k; ints n_k.
+    // x_k -> s_k; the ints are every tensor's n_k.
+    const std::vector<int64_t> &counts = inst.ints;
     std::vector<const float *> xs;
     std::vector<float *> sums;
     for (const BufferView &x : in)
       xs.push_back(x.as<const float>());
     for (const BufferView &sum : out)
       sums.push_back(f(sum));
-    StatusOr<void *> partials =
-        scratch(sumSquaresMultiScratchBytes(a.data(), int64_t(a.size())));
+    StatusOr<void *> partials = scratch(
+        sumSquaresMultiScratchBytes(counts.data(), int64_t(counts.size())));
     if (!partials)
       return partials.takeStatus();
-    return launchSumSquaresMulti(sums.data(), xs.data(), a.data(),
+    return launchSumSquaresMulti(sums.data(), xs.data(), counts.data(),
                                  int64_t(xs.size()), *partials, s);
   }
   case Kernel::GlobalNorm: {
@@ -280,16 +295,20 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return launchClipCoefficient(f(out[0]), f(in[0]), f(in[1]), s);
   case Kernel::AdamW: {
     // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step -> param,
-    // m, v (in place)[, the bf16 compute copy]; ints: n, decay.
+    // m, v (in place)[, the bf16 compute copy].
+    using A = attrs::AdamW;
+    const KernelAttrs<A> a(inst);
     const AdamWScalars scalars = adamwScalars(in, 1);
     __nv_bfloat16 *copy =
         out.size() == 4 ? out[3].as<__nv_bfloat16>() : nullptr;
-    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[0], scalars,
-                       a[1] != 0, copy, errorSink(inst), s);
+    return launchAdamW(f(out[0]), f(out[1]), f(out[2]), f(in[0]), a[A::n],
+                       scalars, a[A::decay] != 0, copy, errorSink(inst), s);
   }
   case Kernel::AdamWMulti: {
-    // grads, then adamw's seven scalars -> params, ms, vs[, copies]; ints:
-    // n and decay per tensor.
+    // grads, then adamw's seven scalars -> params, ms, vs[, copies]; n and
+    // decay per tensor.
+    using A = attrs::AdamWMulti;
+    const KernelAttrs<A> a(inst);
     const size_t k = in.size() - kAdamWScalarInputs;
     const bool copies = out.size() == 4 * k;
     const AdamWScalars scalars = adamwScalars(in, k);
@@ -301,8 +320,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       x.v = f(out[2 * k + t]);
       x.grad = f(in[t]);
       x.copy = copies ? out[3 * k + t].as<__nv_bfloat16>() : nullptr;
-      x.n = a[2 * t];
-      x.decay = a[2 * t + 1] != 0;
+      x.n = a(t, A::n);
+      x.decay = a(t, A::decay) != 0;
     }
     return launchAdamWMulti(tensors.data(), tensors.size(), scalars,
                             errorSink(inst), s);
@@ -313,18 +332,27 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::EmbeddingBwd:
   case Kernel::EmbeddingFwdVP:
   case Kernel::EmbeddingBwdVP: {
-    // ids, table -> out or ids, dout -> dtable (f32); ints: tokens, vocab
-    // (local), hidden[, axis]. A sharded rank holds rows from coordinate *
-    // vocab_local.
-    const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
-    int64_t offset = 0, total = vocabLocal;
+    // ids, table -> out or ids, dout -> dtable (f32). A sharded rank holds
+    // rows from coordinate * vocab_local.
+    int64_t tokens, vocabLocal, hidden, offset = 0, total;
     if (inst.kernel == Kernel::EmbeddingFwdVP ||
         inst.kernel == Kernel::EmbeddingBwdVP) {
-      StatusOr<AxisPosition> position = axisPosition(a[3]);
+      using A = attrs::EmbeddingFwdVP;
+      const KernelAttrs<A> a(inst);
+      tokens = a[A::tokens];
+      vocabLocal = a[A::vocab_local];
+      hidden = a[A::hidden];
+      StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
       if (!position)
         return position.takeStatus();
       offset = position->coordinate * vocabLocal;
       total = position->size * vocabLocal;
+    } else {
+      using A = attrs::EmbeddingFwd;
+      const KernelAttrs<A> a(inst);
+      tokens = a[A::tokens];
+      vocabLocal = total = a[A::vocab];
+      hidden = a[A::hidden];
     }
     const int32_t *ids = in[0].as<const int32_t>();
     const bool forward = inst.kernel == Kernel::EmbeddingFwd ||
@@ -349,16 +377,21 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   // rmsnorm.h: the plan keeps no rstd (the backward recomputes it), and
   // rms_norm_bwd overwrites dw, which is f32 (a parameter's gradient) for
   // bf16 activations.
-  case Kernel::RMSNormFwd: // x, w -> y; rows, dim; eps
+  case Kernel::RMSNormFwd: { // x, w -> y
+    using A = attrs::RMSNormFwd;
+    const KernelAttrs<A> a(inst);
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchRmsNormFwd(out[0].as<T>(), nullptr, in[0].as<const T>(),
-                              in[1].as<const T>(), a[0], a[1], inst.floats[0],
-                              s);
+                              in[1].as<const T>(), a[A::rows], a[A::dim],
+                              a[A::eps], s);
     });
-  case Kernel::RMSNormBwd:      // dy, x, w -> dx, dw; rows, dim; eps
+  }
+  case Kernel::RMSNormBwd:      // dy, x, w -> dx, dw
   case Kernel::RMSNormBwdAdd: { // dy, x, w, addend -> dx, dw
-    const size_t bytes = rmsNormBwdScratchBytes(a[0], a[1]);
+    using A = attrs::RMSNormBwd;
+    const KernelAttrs<A> a(inst);
+    const size_t bytes = rmsNormBwdScratchBytes(a[A::rows], a[A::dim]);
     StatusOr<void *> partials = scratch(bytes);
     if (!partials)
       return partials.takeStatus();
@@ -368,31 +401,37 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
           inst.kernel == Kernel::RMSNormBwdAdd ? in[3].as<const T>() : nullptr;
       return launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
                               in[1].as<const T>(), in[2].as<const T>(), addend,
-                              a[0], a[1], inst.floats[0], *partials, bytes, s);
+                              a[A::rows], a[A::dim], a[A::eps], *partials,
+                              bytes, s);
     });
   }
 
-  // rope.h: x -> y; batch, seq, heads, head_dim, inverse, position_offset;
-  // theta.
-  case Kernel::Rope:
+  // rope.h: x -> y.
+  case Kernel::Rope: {
+    using A = attrs::Rope;
+    const KernelAttrs<A> a(inst);
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
-      return launchRope(out[0].as<T>(), in[0].as<const T>(), a[0], a[1], a[2],
-                        a[3], a[4] != 0, a[5], inst.floats[0], s);
+      return launchRope(out[0].as<T>(), in[0].as<const T>(), a[A::batch],
+                        a[A::seq], a[A::heads], a[A::head_dim],
+                        a[A::inverse] != 0, a[A::position_offset], a[A::theta],
+                        s);
     });
+  }
 
-  // attention.h: ints batch, seq, q_heads, kv_heads, head_dim, causal;
-  // floats scale. lse is f32 for both compute types.
+  // attention.h: lse is f32 for both compute types.
   case Kernel::AttentionFwd:   // q, k, v -> out, lse
   case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
+    using A = attrs::AttentionFwd;
+    const KernelAttrs<A> a(inst);
     AttentionShape shape;
-    shape.batch = a[0];
-    shape.seq = a[1];
-    shape.qHeads = a[2];
-    shape.kvHeads = a[3];
-    shape.headDim = a[4];
-    shape.causal = a[5] != 0;
-    shape.scale = inst.floats[0];
+    shape.batch = a[A::batch];
+    shape.seq = a[A::seq];
+    shape.qHeads = a[A::q_heads];
+    shape.kvHeads = a[A::kv_heads];
+    shape.headDim = a[A::head_dim];
+    shape.causal = a[A::causal] != 0;
+    shape.scale = a[A::scale];
     const bool forward = inst.kernel == Kernel::AttentionFwd;
     if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
         shape.headDim != 128)
@@ -417,55 +456,75 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   // loss and dloss f32; labels are checked on the device (errorSink). The
   // plan keeps no lse between cross_entropy_fwd and cross_entropy_bwd: the
   // backward recomputes it.
-  case Kernel::CrossEntropyFwd: { // logits, labels -> loss; rows, vocab
-    const size_t bytes = crossEntropyFwdScratchBytes(a[0]);
+  case Kernel::CrossEntropyFwd: { // logits, labels -> loss
+    using A = attrs::CrossEntropyFwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab];
+    const size_t bytes = crossEntropyFwdScratchBytes(rows);
     StatusOr<void *> rowLosses = scratch(bytes);
     if (!rowLosses)
       return rowLosses.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyFwd(f(out[0]), in[0].as<const T>(),
-                                   in[1].as<const int32_t>(), a[0], a[1], a[0],
+                                   in[1].as<const int32_t>(), rows, vocab, rows,
                                    *rowLosses, bytes, errorSink(inst), s);
     });
   }
-  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
+  case Kernel::CrossEntropyBwd: { // dloss, logits, labels -> dlogits
+    using A = attrs::CrossEntropyBwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab];
     return withComputeType(in[1].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyBwd(
           out[0].as<T>(), f(in[0]), in[1].as<const T>(),
-          in[2].as<const int32_t>(), a[0], a[1], a[0], errorSink(inst), s);
+          in[2].as<const int32_t>(), rows, vocab, rows, errorSink(inst), s);
     });
-  case Kernel::CrossEntropyStats:      // logits, labels -> lse, target
-  case Kernel::CrossEntropyBwdStats: { // dloss, logits, labels, lse -> dlogits
-    // ints: rows, vocab_local, axis[, row_count]. The rank holds columns from
-    // coordinate * vocab_local of G * vocab_local.
-    const int64_t rows = a[0], vocabLocal = a[1];
-    StatusOr<AxisPosition> position = axisPosition(a[2]);
+  }
+  case Kernel::CrossEntropyStats: { // logits, labels -> lse, target
+    // The rank holds columns from coordinate * vocab_local of G *
+    // vocab_local.
+    using A = attrs::CrossEntropyStats;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
+    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
     if (!position)
       return position.takeStatus();
     const int64_t offset = position->coordinate * vocabLocal;
     const int64_t total = position->size * vocabLocal;
-    if (inst.kernel == Kernel::CrossEntropyStats)
-      return withComputeType(in[0].dtype, [&](auto tag) -> Status {
-        using T = decltype(tag);
-        return launchCrossEntropyStats(
-            f(out[0]), f(out[1]), in[0].as<const T>(),
-            in[1].as<const int32_t>(), rows, vocabLocal, offset, total,
-            errorSink(inst), s);
-      });
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchCrossEntropyStats(
+          f(out[0]), f(out[1]), in[0].as<const T>(), in[1].as<const int32_t>(),
+          rows, vocabLocal, offset, total, errorSink(inst), s);
+    });
+  }
+  case Kernel::CrossEntropyBwdStats: { // dloss, logits, labels, lse -> dlogits
+    // The rank's columns as cross_entropy_stats'.
+    using A = attrs::CrossEntropyBwdStats;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
+    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
+    if (!position)
+      return position.takeStatus();
+    const int64_t offset = position->coordinate * vocabLocal;
+    const int64_t total = position->size * vocabLocal;
     return withComputeType(in[1].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyBwdStats(
           out[0].as<T>(), f(in[0]), in[1].as<const T>(),
           in[2].as<const int32_t>(), f(in[3]), rows, vocabLocal, offset, total,
-          a[3], errorSink(inst), s);
+          a[A::row_count], errorSink(inst), s);
     });
   }
-  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss; rows, G,
-                                    // row_count
+  case Kernel::CrossEntropyCombine: { // parts, target -> lse, loss
+    using A = attrs::CrossEntropyCombine;
+    const KernelAttrs<A> a(inst);
     return launchCrossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
-                                     a[0], a[1], a[2], s);
+                                     a[A::rows], a[A::num_parts],
+                                     a[A::row_count], s);
+  }
 
   // Collectives.h: NCCL on the communication stream (stream 0), or on the
   // plan stream the instruction names, which its tokens order.

@@ -248,12 +248,13 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
                                     const BufferView &out) {
   if (!communicator_)
     return errorf("this rank has no communicator");
-  const size_t count = size_t(inst.ints[0]);
+  const CollectiveAttrs collective = collectiveAttrs(inst);
+  const size_t count = size_t(collective.count);
   const std::vector<MeshAxis> &axes = communicator_->mesh().axes();
-  if (inst.ints[1] < 0 || size_t(inst.ints[1]) >= axes.size())
-    return errorf("axis ", inst.ints[1], " is not an axis of the mesh ",
+  if (collective.axis < 0 || size_t(collective.axis) >= axes.size())
+    return errorf("axis ", collective.axis, " is not an axis of the mesh ",
                   communicator_->mesh().toString());
-  const std::string &axis = axes[inst.ints[1]].name;
+  const std::string &axis = axes[collective.axis].name;
   switch (inst.kernel) {
   case Kernel::AllReduceSum:
     return communicator_->allReduceSum(in.data, out.data, count, in.dtype,
@@ -347,30 +348,30 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
                              const std::vector<BufferView> &out) {
   switch (inst.kernel) {
   case Kernel::Transpose: {
-    const std::vector<int64_t> &a = inst.ints;
-    const int64_t rank = a[0];
-    std::vector<int64_t> shape(a.begin() + 1, a.begin() + 1 + rank);
-    std::vector<int64_t> perm(a.begin() + 1 + rank, a.end());
+    const TransposeAttrs dims = transposeAttrs(inst.ints);
+    std::vector<int64_t> shape(dims.shape, dims.shape + dims.rank);
+    std::vector<int64_t> perm(dims.perm, dims.perm + dims.rank);
     if (out[0].data == in[0].data)
       return errorf("transpose cannot run in place");
     transpose(out[0].data, in[0].data, elementSize(in[0].dtype), shape, perm);
     return Status::ok();
   }
   case Kernel::Cast:
-    return cast(out[0], in[0], inst.ints[0]);
+    return cast(out[0], in[0], KernelAttrs<attrs::Cast>(inst)[attrs::Cast::n]);
   case Kernel::Fill:
-    return fill(out[0], inst.floats[0]);
-  case Kernel::ShardSlice: { // x -> y; outer, n, inner, axis
-    const std::vector<int64_t> &a = inst.ints;
-    StatusOr<AxisPosition> position = axisPosition(a[3]);
+    return fill(out[0], KernelAttrs<attrs::Fill>(inst)[attrs::Fill::value]);
+  case Kernel::ShardSlice: { // x -> y
+    using A = attrs::ShardSlice;
+    const KernelAttrs<A> a(inst);
+    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
     if (!position)
       return position.takeStatus();
     if (out[0].bytes() > 0 && out[0].data < in[0].data + in[0].bytes() &&
         in[0].data < out[0].data + out[0].bytes())
       return errorf("shard_slice cannot run in place (its input and output "
                     "overlap)");
-    shardSlice(out[0].data, in[0].data, elementSize(in[0].dtype), a[0], a[1],
-               a[2], position->size, position->coordinate);
+    shardSlice(out[0].data, in[0].data, elementSize(in[0].dtype), a[A::outer],
+               a[A::n], a[A::inner], position->size, position->coordinate);
     return Status::ok();
   }
   case Kernel::AllReduceSum:
@@ -433,26 +434,33 @@ template <typename T>
 Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                   const std::vector<BufferView> &in,
                                   const std::vector<BufferView> &out) {
-  const std::vector<int64_t> &a = inst.ints;
   auto f = [](const BufferView &b) { return b.as<T>(); };
   auto ids = [](const BufferView &b) { return b.as<const int32_t>(); };
 
   switch (inst.kernel) {
   case Kernel::EmbeddingFwd:
-    return cpu::embeddingForward(f(out[0]), ids(in[0]), f(in[1]), a[0], a[1],
-                                 a[2]);
-
-  case Kernel::EmbeddingBwd:
+  case Kernel::EmbeddingBwd: {
+    using A = attrs::EmbeddingFwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t tokens = a[A::tokens], vocab = a[A::vocab],
+                  hidden = a[A::hidden];
+    if (inst.kernel == Kernel::EmbeddingFwd)
+      return cpu::embeddingForward(f(out[0]), ids(in[0]), f(in[1]), tokens,
+                                   vocab, hidden);
     // The plan wants dtable overwritten; the library scatter-adds.
-    cpu::zero(f(out[0]), a[1] * a[2]);
-    return cpu::embeddingBackward(f(out[0]), ids(in[0]), f(in[1]), a[0], a[1],
-                                  a[2]);
+    cpu::zero(f(out[0]), vocab * hidden);
+    return cpu::embeddingBackward(f(out[0]), ids(in[0]), f(in[1]), tokens,
+                                  vocab, hidden);
+  }
 
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
   case Kernel::MatmulAdd: {
-    const int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
-    const bool transA = a[4], transB = a[5], bBatched = a[6];
+    using A = attrs::Matmul;
+    const KernelAttrs<A> a(inst);
+    const int64_t batch = a[A::batch], m = a[A::m], n = a[A::n], k = a[A::k];
+    const bool transA = a[A::transpose_a], transB = a[A::transpose_b],
+               bBatched = a[A::b_batched];
     // matmul_add: c starts as the addend, and the product is added to it.
     if (inst.kernel == Kernel::MatmulAdd && in[2].data != out[0].data)
       std::memmove(out[0].data, in[2].data, out[0].bytes());
@@ -470,20 +478,25 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                    beta, f(out[0]), ldc, m * n, batch);
   }
 
-  case Kernel::RMSNormFwd:
-    cpu::rmsnormForward(f(out[0]), scratch<T>(0, a[0]), f(in[0]), f(in[1]),
-                        a[0], a[1], inst.floats[0]);
+  case Kernel::RMSNormFwd: {
+    using A = attrs::RMSNormFwd;
+    const KernelAttrs<A> a(inst);
+    cpu::rmsnormForward(f(out[0]), scratch<T>(0, a[A::rows]), f(in[0]),
+                        f(in[1]), a[A::rows], a[A::dim], a[A::eps]);
     return Status::ok();
+  }
 
   case Kernel::RMSNormBwd:
   case Kernel::RMSNormBwdAdd: {
     // dy, x, w[, addend] -> dx, dw. Recompute rstd exactly as the forward
     // did (its output goes to scratch), and overwrite dw where the library
     // adds; rms_norm_bwd_add then adds the addend to dx.
-    const int64_t rows = a[0], dim = a[1];
+    using A = attrs::RMSNormBwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], dim = a[A::dim];
     T *rstd = scratch<T>(0, rows);
     cpu::rmsnormForward(scratch<T>(1, rows * dim), rstd, f(in[1]), f(in[2]),
-                        rows, dim, inst.floats[0]);
+                        rows, dim, a[A::eps]);
     cpu::zero(f(out[1]), dim);
     if (inst.kernel == Kernel::RMSNormBwd) {
       cpu::rmsnormBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
@@ -499,23 +512,30 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     return Status::ok();
   }
 
-  case Kernel::Rope:
-    if (a[4])
-      return cpu::ropeBackward(f(out[0]), f(in[0]), a[0], a[1], a[2], a[3],
-                               inst.floats[0], a[5]);
-    return cpu::ropeForward(f(out[0]), f(in[0]), a[0], a[1], a[2], a[3],
-                            inst.floats[0], a[5]);
+  case Kernel::Rope: {
+    using A = attrs::Rope;
+    const KernelAttrs<A> a(inst);
+    if (a[A::inverse])
+      return cpu::ropeBackward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
+                               a[A::heads], a[A::head_dim], a[A::theta],
+                               a[A::position_offset]);
+    return cpu::ropeForward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
+                            a[A::heads], a[A::head_dim], a[A::theta],
+                            a[A::position_offset]);
+  }
 
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd: {
+    using A = attrs::AttentionFwd;
+    const KernelAttrs<A> a(inst);
     cpu::AttentionParams params;
-    params.batch = a[0];
-    params.seq = a[1];
-    params.qHeads = a[2];
-    params.kvHeads = a[3];
-    params.headDim = a[4];
-    params.causal = a[5] != 0;
-    params.scale = inst.floats[0];
+    params.batch = a[A::batch];
+    params.seq = a[A::seq];
+    params.qHeads = a[A::q_heads];
+    params.kvHeads = a[A::kv_heads];
+    params.headDim = a[A::head_dim];
+    params.causal = a[A::causal] != 0;
+    params.scale = a[A::scale];
     if (inst.kernel == Kernel::AttentionFwd)
       return cpu::attentionForward(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
                                    f(in[2]), params);
@@ -525,37 +545,50 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   }
 
   case Kernel::SwiGLUFwd:
-    cpu::swigluForward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    cpu::swigluForward(
+        f(out[0]), f(in[0]), f(in[1]),
+        KernelAttrs<attrs::SwiGLUFwd>(inst)[attrs::SwiGLUFwd::n]);
     return Status::ok();
   case Kernel::SwiGLUBwd:
-    cpu::swigluBackward(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
-                        a[0], out.size() == 3 ? f(out[2]) : nullptr);
+    cpu::swigluBackward(
+        f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+        KernelAttrs<attrs::SwiGLUBwd>(inst)[attrs::SwiGLUBwd::n],
+        out.size() == 3 ? f(out[2]) : nullptr);
     return Status::ok();
   case Kernel::SiLUFwd:
-    cpu::siluForward(f(out[0]), f(in[0]), a[0]);
+    cpu::siluForward(f(out[0]), f(in[0]),
+                     KernelAttrs<attrs::SiLUFwd>(inst)[attrs::SiLUFwd::n]);
     return Status::ok();
   case Kernel::SiLUBwd:
-    cpu::siluBackward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    cpu::siluBackward(f(out[0]), f(in[0]), f(in[1]),
+                      KernelAttrs<attrs::SiLUBwd>(inst)[attrs::SiLUBwd::n]);
     return Status::ok();
   case Kernel::Add:
-    cpu::add(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    cpu::add(f(out[0]), f(in[0]), f(in[1]),
+             KernelAttrs<attrs::Add>(inst)[attrs::Add::n]);
     return Status::ok();
   case Kernel::Mul:
-    cpu::mulForward(f(out[0]), f(in[0]), f(in[1]), a[0]);
+    cpu::mulForward(f(out[0]), f(in[0]), f(in[1]),
+                    KernelAttrs<attrs::Mul>(inst)[attrs::Mul::n]);
     return Status::ok();
   case Kernel::Accumulate:
-    cpu::accumulate(f(out[0]), f(in[0]), a[0]);
+    cpu::accumulate(f(out[0]), f(in[0]),
+                    KernelAttrs<attrs::Accumulate>(inst)[attrs::Accumulate::n]);
     return Status::ok();
 
   case Kernel::CrossEntropyFwd: {
-    const int64_t rows = a[0], vocab = a[1];
+    using A = attrs::CrossEntropyFwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab];
     return cpu::crossEntropyForward(f(out[0]), scratch<T>(0, rows), f(in[0]),
                                     ids(in[1]), rows, vocab, rows);
   }
 
   case Kernel::CrossEntropyBwd: {
     // dloss, logits, labels -> dlogits; the forward's lse is recomputed.
-    const int64_t rows = a[0], vocab = a[1];
+    using A = attrs::CrossEntropyBwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab];
     T *lse = scratch<T>(0, rows);
     T unusedLoss;
     MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(
@@ -566,10 +599,13 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::EmbeddingFwdVP:
   case Kernel::EmbeddingBwdVP: {
-    // ids, table -> out or ids, dout -> dtable; ints: tokens, vocab_local,
-    // hidden, axis. The rank holds table rows from coordinate * vocab_local.
-    const int64_t tokens = a[0], vocabLocal = a[1], hidden = a[2];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[3]);
+    // ids, table -> out or ids, dout -> dtable. The rank holds table rows
+    // from coordinate * vocab_local.
+    using A = attrs::EmbeddingFwdVP;
+    const KernelAttrs<A> a(inst);
+    const int64_t tokens = a[A::tokens], vocabLocal = a[A::vocab_local],
+                  hidden = a[A::hidden];
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     if (inst.kernel == Kernel::EmbeddingFwdVP)
@@ -584,9 +620,11 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   }
 
   case Kernel::CrossEntropyStats: {
-    // logits, labels -> lse, target; ints: rows, vocab_local, axis.
-    const int64_t rows = a[0], vocabLocal = a[1];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[2]);
+    // logits, labels -> lse, target.
+    using A = attrs::CrossEntropyStats;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     return cpu::crossEntropyStats(f(out[0]), f(out[1]), f(in[0]), ids(in[1]),
@@ -594,36 +632,42 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                   shard->total);
   }
 
-  case Kernel::CrossEntropyCombine:
-    // parts, target -> lse, loss; ints: rows, G, row_count.
+  case Kernel::CrossEntropyCombine: {
+    // parts, target -> lse, loss.
+    using A = attrs::CrossEntropyCombine;
+    const KernelAttrs<A> a(inst);
     return cpu::crossEntropyCombine(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
-                                    a[0], a[1], a[2]);
+                                    a[A::rows], a[A::num_parts],
+                                    a[A::row_count]);
+  }
 
   case Kernel::CrossEntropyBwdStats: {
-    // dloss, logits, labels, lse -> dlogits; ints: rows, vocab_local, axis,
-    // row_count.
-    const int64_t rows = a[0], vocabLocal = a[1];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[2]);
+    // dloss, logits, labels, lse -> dlogits.
+    using A = attrs::CrossEntropyBwdStats;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     return cpu::crossEntropyStatsBackward(
         f(out[0]), f(in[1]), f(in[3]), ids(in[2]), *f(in[0]), rows, vocabLocal,
-        shard->offset, shard->total, a[3]);
+        shard->offset, shard->total, a[A::row_count]);
   }
 
   case Kernel::SumSquares:
-    *out[0].as<float>() = float(cpu::sumOfSquares(f(in[0]), a[0]));
+    *out[0].as<float>() = float(cpu::sumOfSquares(
+        f(in[0]), KernelAttrs<attrs::SumSquares>(inst)[attrs::SumSquares::n]));
     return Status::ok();
 
   case Kernel::SumSquaresMulti: {
-    // x0..x(N-1) -> s0..s(N-1); ints: n0..n(N-1).
+    // x0..x(N-1) -> s0..s(N-1); the ints are n0..n(N-1), one per tensor.
     std::vector<const T *> xs;
     std::vector<float *> sums;
     for (const BufferView &x : in)
       xs.push_back(f(x));
     for (const BufferView &sum : out)
       sums.push_back(sum.as<float>());
-    cpu::sumsOfSquares(sums.data(), xs.data(), a.data(), xs.size());
+    cpu::sumsOfSquares(sums.data(), xs.data(), inst.ints.data(), xs.size());
     return Status::ok();
   }
 
@@ -648,9 +692,10 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::AdamW: {
     // grad, grad_scale, lr, beta1, beta2, eps, weight_decay, step
-    //   -> param, m, v (in place); ints: n, decay. The scalars are f32
-    //   whatever T is.
-    const int64_t n = a[0];
+    //   -> param, m, v (in place). The scalars are f32 whatever T is.
+    using A = attrs::AdamW;
+    const KernelAttrs<A> a(inst);
+    const int64_t n = a[A::n];
     const float gradScale = scalar(in[1]);
     const T *grad = f(in[0]);
     if (gradScale != 1.0f) {
@@ -671,7 +716,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     if (!(step >= 1.0f) || step > 9.0e15f)
       return errorf("step ", step, " is not a positive step number");
     MLT_RETURN_IF_ERROR(cpu::adamwStep(f(out[0]), f(out[1]), f(out[2]), grad, n,
-                                       params, std::llround(step), a[1] != 0));
+                                       params, std::llround(step),
+                                       a[A::decay] != 0));
     if (out.size() == 4) // the compute copy of the updated parameter
       return cast(out[3], out[0], n);
     return Status::ok();
@@ -679,12 +725,16 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::AdamWMulti: {
     // Each tensor as an adamw instruction of its own: the same bits.
+    using A = attrs::AdamWMulti;
+    using One = attrs::AdamW;
+    const KernelAttrs<A> a(inst);
     const size_t k = in.size() - kAdamWScalarInputs;
     const bool copies = out.size() == 4 * k;
     InstructionDesc one;
     one.kernel = Kernel::AdamW;
     for (size_t t = 0; t < k; ++t) {
-      one.ints = {a[2 * t], a[2 * t + 1]};
+      one.ints =
+          kernelInts<One>({{One::n, a(t, A::n)}, {One::decay, a(t, A::decay)}});
       std::vector<BufferView> ins = {in[t]};
       ins.insert(ins.end(), in.begin() + k, in.end());
       std::vector<BufferView> outs = {out[t], out[k + t], out[2 * k + t]};

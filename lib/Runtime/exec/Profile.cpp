@@ -23,27 +23,9 @@ InstructionWork mlt::rt::instructionWork(const RankPlan &rank,
     work.bytes += double(rank.buffers[index].bytes);
   for (uint32_t index : inst.outputs)
     work.bytes += double(rank.buffers[index].bytes);
-  const std::vector<int64_t> &a = inst.ints;
-  switch (inst.kernel) {
-  case Kernel::Matmul:
-  case Kernel::MatmulAccumulate: // batch, m, n, k, ...
-  case Kernel::MatmulAdd:
-    work.flops =
-        2.0 * double(a[0]) * double(a[1]) * double(a[2]) * double(a[3]);
-    break;
-  case Kernel::AttentionFwd:
-  case Kernel::AttentionBwd: { // batch, seq, q_heads, kv_heads, head_dim,
-                               // causal
-    double forward = 4.0 * double(a[0]) * double(a[2]) * double(a[1]) *
-                     double(a[1]) * double(a[4]);
-    if (a[5] != 0)
-      forward /= 2.0;
-    work.flops = inst.kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
-    break;
-  }
-  default:
-    break;
-  }
+  // The FLOPs of the kernels that arithmetic bounds, as their rules count
+  // them (KernelInfo.h); the others' rate is their bytes'.
+  work.flops = kernelFlops(inst);
   return work;
 }
 

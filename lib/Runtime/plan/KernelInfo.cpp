@@ -1,58 +1,573 @@
-//===- KernelInfo.cpp - the kernel list as C++ values ---------------------===//
+//===- KernelInfo.cpp - the kernel table as C++ values --------------------===//
 //
-// Part of mlt. The signature table generated from Kernels.def, which
-// integer attribute of a kernel names a mesh axis, which operands are the
-// optimizer's fixed f32 scalars, and which outputs may be written in place
-// of an input.
+// Part of mlt. Each kernel's rule: what its attributes, named in
+// Kernels.def, imply (the element counts of its operands, their ranges, its
+// FLOPs); then which operands are ids or the optimizer's fixed f32 scalars,
+// their precisions, and which outputs may be written in place of an input.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/Plan.h"
 
-#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
 
 using namespace mlt::rt;
 
+[[noreturn]] void mlt::rt::detail::badAttributeList(Kernel kernel,
+                                                    std::string_view name,
+                                                    const char *what) {
+  std::fprintf(stderr, "mlt: %.*s's attribute '%.*s' %s\n",
+               int(kernelName(kernel).size()), kernelName(kernel).data(),
+               int(name.size()), name.data(), what);
+  std::abort();
+}
+
+//===----------------------------------------------------------------------===//
+// Rules
+//===----------------------------------------------------------------------===//
+
 namespace {
-const KernelSignature kSignatures[] = {
+
+/// The product of `factors`, or -1 on overflow (or a negative factor).
+int64_t product(std::initializer_list<int64_t> factors) {
+  int64_t result = 1;
+  for (int64_t factor : factors)
+    if (factor < 0 || __builtin_mul_overflow(result, factor, &result))
+      return -1;
+  return result;
+}
+
+std::string formatInts(const std::vector<int64_t> &values) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << ']';
+  return os.str();
+}
+
+/// What every rule reads: the instruction, its attributes by the names of K
+/// (a rule derives from this, so it names them unqualified: `a[rows]`), and
+/// the size of its mesh axis. A rule defines
+///   OperandCounts counts() const   every operand's element count,
+/// and where the defaults do not hold,
+///   Status check() const           ranges beyond "not negative" (none),
+///   double flops() const           (0: a kernel bound by memory traffic).
+template <typename K> struct RuleBase : K {
+  RuleBase(const InstructionDesc &inst, int64_t groupSize)
+      : inst(inst), a(inst), groupSize(groupSize) {}
+
+  Status check() const { return Status::ok(); }
+  double flops() const { return 0.0; }
+
+  /// Fails unless every attribute of `names` is 0 or 1.
+  Status flags(std::initializer_list<typename K::Int> names) const {
+    for (typename K::Int name : names)
+      if (a[name] > 1)
+        return errorf(join(names), " must be 0 or 1, got ints ",
+                      formatInts(inst.ints));
+    return Status::ok();
+  }
+  /// Fails unless every attribute of `names` is positive.
+  Status positive(std::initializer_list<typename K::Int> names) const {
+    for (typename K::Int name : names)
+      if (a[name] < 1)
+        return errorf(join(names), " must be positive, got ints ",
+                      formatInts(inst.ints));
+    return Status::ok();
+  }
+  /// `n` copies of `count` as the inputs and `m` as the outputs.
+  static OperandCounts all(int64_t count, size_t n, size_t m) {
+    return {std::vector<int64_t>(n, count), std::vector<int64_t>(m, count)};
+  }
+
+  const InstructionDesc &inst;
+  const KernelAttrs<K> a;
+  const int64_t groupSize;
+
+private:
+  /// "a", "a and b", "a, b and c".
+  static std::string join(std::initializer_list<typename K::Int> names) {
+    const AttributeNames &listed = kernelSignature(K::kernel).intNames;
+    std::string text;
+    size_t i = 0;
+    for (typename K::Int name : names) {
+      if (i)
+        text += i + 1 == names.size() ? " and " : ", ";
+      text += listed[name];
+      ++i;
+    }
+    return text;
+  }
+};
+
+/// The rule of kernel K; every kernel of Kernels.def has one below (the
+/// table at the end does not compile without it). Comments give the operands
+/// with their shapes, as Kernels.def does.
+template <typename K> struct Rule;
+
+template <> struct Rule<attrs::EmbeddingFwd> : RuleBase<attrs::EmbeddingFwd> {
+  using RuleBase::RuleBase;
+  // ids [tokens], table [vocab, hidden] -> out [tokens, hidden]
+  OperandCounts counts() const {
+    return {{a[tokens], product({a[vocab], a[hidden]})},
+            {product({a[tokens], a[hidden]})}};
+  }
+};
+
+template <> struct Rule<attrs::EmbeddingBwd> : RuleBase<attrs::EmbeddingBwd> {
+  using RuleBase::RuleBase;
+  // ids [tokens], dout [tokens, hidden] -> dtable [vocab, hidden]
+  OperandCounts counts() const {
+    return {{a[tokens], product({a[tokens], a[hidden]})},
+            {product({a[vocab], a[hidden]})}};
+  }
+};
+
+/// matmul, matmul_accumulate and matmul_add.
+struct MatmulRule : RuleBase<attrs::Matmul> {
+  using RuleBase::RuleBase;
+  Status check() const { return flags({transpose_a, transpose_b, b_batched}); }
+  // a [batch, m, k], b [batch or 1, k, n](, addend [batch, m, n])
+  //   -> c [batch, m, n]
+  OperandCounts counts() const {
+    OperandCounts counts{{product({a[batch], a[m], a[k]}),
+                          product({a[b_batched] ? a[batch] : 1, a[k], a[n]})},
+                         {product({a[batch], a[m], a[n]})}};
+    if (inst.kernel == Kernel::MatmulAdd)
+      counts.inputs.push_back(counts.outputs[0]);
+    return counts;
+  }
+  double flops() const {
+    return 2.0 * double(a[batch]) * double(a[m]) * double(a[n]) * double(a[k]);
+  }
+};
+template <> struct Rule<attrs::Matmul> : MatmulRule {
+  using MatmulRule::MatmulRule;
+};
+template <> struct Rule<attrs::MatmulAccumulate> : MatmulRule {
+  using MatmulRule::MatmulRule;
+};
+template <> struct Rule<attrs::MatmulAdd> : MatmulRule {
+  using MatmulRule::MatmulRule;
+};
+
+template <> struct Rule<attrs::RMSNormFwd> : RuleBase<attrs::RMSNormFwd> {
+  using RuleBase::RuleBase;
+  // x [rows, dim], w [dim] -> y [rows, dim]
+  OperandCounts counts() const {
+    const int64_t x = product({a[rows], a[dim]});
+    return {{x, a[dim]}, {x}};
+  }
+};
+
+/// rms_norm_bwd and rms_norm_bwd_add.
+struct RMSNormBwdRule : RuleBase<attrs::RMSNormBwd> {
+  using RuleBase::RuleBase;
+  // dy, x [rows, dim], w [dim](, addend [rows, dim]) -> dx [rows, dim],
+  // dw [dim]
+  OperandCounts counts() const {
+    const int64_t x = product({a[rows], a[dim]});
+    OperandCounts counts{{x, x, a[dim]}, {x, a[dim]}};
+    if (inst.kernel == Kernel::RMSNormBwdAdd)
+      counts.inputs.push_back(x);
+    return counts;
+  }
+};
+template <> struct Rule<attrs::RMSNormBwd> : RMSNormBwdRule {
+  using RMSNormBwdRule::RMSNormBwdRule;
+};
+template <> struct Rule<attrs::RMSNormBwdAdd> : RMSNormBwdRule {
+  using RMSNormBwdRule::RMSNormBwdRule;
+};
+
+template <> struct Rule<attrs::Rope> : RuleBase<attrs::Rope> {
+  using RuleBase::RuleBase;
+  Status check() const { return flags({inverse}); }
+  // x [batch, seq, heads, head_dim] -> y, the same
+  OperandCounts counts() const {
+    return all(product({a[batch], a[seq], a[heads], a[head_dim]}), 1, 1);
+  }
+};
+
+/// attention_fwd and attention_bwd.
+struct AttentionRule : RuleBase<attrs::AttentionFwd> {
+  using RuleBase::RuleBase;
+  Status check() const { return flags({causal}); }
+  // q, out, dout, dq [batch, seq, q_heads, head_dim]; k, v, dk, dv [batch,
+  // seq, kv_heads, head_dim]; lse [batch, q_heads, seq]
+  OperandCounts counts() const {
+    const int64_t q = product({a[batch], a[seq], a[q_heads], a[head_dim]});
+    const int64_t kv = product({a[batch], a[seq], a[kv_heads], a[head_dim]});
+    const int64_t lse = product({a[batch], a[q_heads], a[seq]});
+    if (inst.kernel == Kernel::AttentionFwd) // q, k, v -> out, lse
+      return {{q, kv, kv}, {q, lse}};
+    // dout, q, k, v, out, lse -> dq, dk, dv
+    return {{q, q, kv, kv, q, lse}, {q, kv, kv}};
+  }
+  // The forward's two products (scores and the weighted sum of values) over
+  // every query and key, half of them under a causal mask; the backward's
+  // five products are 2.5 times that.
+  double flops() const {
+    double forward = 4.0 * double(a[batch]) * double(a[q_heads]) *
+                     double(a[seq]) * double(a[seq]) * double(a[head_dim]);
+    if (a[causal] != 0)
+      forward /= 2.0;
+    return inst.kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
+  }
+};
+template <> struct Rule<attrs::AttentionFwd> : AttentionRule {
+  using AttentionRule::AttentionRule;
+};
+template <> struct Rule<attrs::AttentionBwd> : AttentionRule {
+  using AttentionRule::AttentionRule;
+};
+
+template <> struct Rule<attrs::SwiGLUFwd> : RuleBase<attrs::SwiGLUFwd> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 2, 1); } // gate, up -> y
+};
+
+template <> struct Rule<attrs::SwiGLUBwd> : RuleBase<attrs::SwiGLUBwd> {
+  using RuleBase::RuleBase;
+  // dy, gate, up -> dgate, dup[, y]
+  OperandCounts counts() const { return all(a[n], 3, inst.outputs.size()); }
+};
+
+template <> struct Rule<attrs::SiLUFwd> : RuleBase<attrs::SiLUFwd> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 1, 1); } // x -> y
+};
+
+template <> struct Rule<attrs::SiLUBwd> : RuleBase<attrs::SiLUBwd> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 2, 1); } // dy, x -> dx
+};
+
+template <> struct Rule<attrs::Add> : RuleBase<attrs::Add> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 2, 1); } // a, b -> y
+};
+
+template <> struct Rule<attrs::Mul> : RuleBase<attrs::Mul> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 2, 1); } // a, b -> y
+};
+
+template <> struct Rule<attrs::Accumulate> : RuleBase<attrs::Accumulate> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 1, 1); } // x -> y
+};
+
+template <> struct Rule<attrs::Transpose> : RuleBase<attrs::Transpose> {
+  using RuleBase::RuleBase;
+  // rank, then the shape and the permutation, rank values each.
+  Status check() const {
+    const int64_t r = a[rank];
+    if (inst.ints.size() != size_t(1 + 2 * r))
+      return errorf("expects 1 + 2 * rank = ", 1 + 2 * r,
+                    " integer attributes for rank ", r, ", has ",
+                    inst.ints.size());
+    const TransposeAttrs dims = transposeAttrs(inst.ints);
+    std::set<int64_t> seen;
+    for (int64_t i = 0; i < r; ++i)
+      if (dims.perm[i] >= r || !seen.insert(dims.perm[i]).second)
+        return errorf(
+            "perm ", formatInts(std::vector<int64_t>(dims.perm, dims.perm + r)),
+            " is not a permutation of 0..", r - 1);
+    return Status::ok();
+  }
+  // x [shape] -> y [shape permuted]
+  OperandCounts counts() const {
+    const TransposeAttrs dims = transposeAttrs(inst.ints);
+    int64_t elements = 1;
+    for (int64_t i = 0; i < dims.rank; ++i)
+      elements = product({elements, dims.shape[i]});
+    return all(elements, 1, 1);
+  }
+};
+
+template <> struct Rule<attrs::Cast> : RuleBase<attrs::Cast> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 1, 1); } // x -> y
+};
+
+template <> struct Rule<attrs::Fill> : RuleBase<attrs::Fill> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 0, 1); } // -> y
+};
+
+template <>
+struct Rule<attrs::CrossEntropyFwd> : RuleBase<attrs::CrossEntropyFwd> {
+  using RuleBase::RuleBase;
+  // logits [rows, vocab], labels [rows] -> loss
+  OperandCounts counts() const {
+    return {{product({a[rows], a[vocab]}), a[rows]}, {1}};
+  }
+};
+
+template <>
+struct Rule<attrs::CrossEntropyBwd> : RuleBase<attrs::CrossEntropyBwd> {
+  using RuleBase::RuleBase;
+  // dloss, logits [rows, vocab], labels [rows] -> dlogits [rows, vocab]
+  OperandCounts counts() const {
+    const int64_t logits = product({a[rows], a[vocab]});
+    return {{1, logits, a[rows]}, {logits}};
+  }
+};
+
+template <> struct Rule<attrs::SumSquares> : RuleBase<attrs::SumSquares> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return {{a[n]}, {1}}; } // x -> sum
+};
+
+template <>
+struct Rule<attrs::SumSquaresMulti> : RuleBase<attrs::SumSquaresMulti> {
+  using RuleBase::RuleBase;
+  // x_t [n_t] -> s_t, for each tensor t
+  OperandCounts counts() const {
+    OperandCounts counts;
+    for (size_t t = 0; t < a.tensors(); ++t)
+      counts.inputs.push_back(a(t, n));
+    counts.outputs.assign(inst.inputs.size(), 1);
+    return counts;
+  }
+};
+
+template <> struct Rule<attrs::GlobalNorm> : RuleBase<attrs::GlobalNorm> {
+  using RuleBase::RuleBase;
+  // s_0, s_1, ... -> norm
+  OperandCounts counts() const {
+    return {std::vector<int64_t>(inst.inputs.size(), 1), {1}};
+  }
+};
+
+template <>
+struct Rule<attrs::ClipCoefficient> : RuleBase<attrs::ClipCoefficient> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(1, 2, 1); } // norm, max -> coef
+};
+
+template <> struct Rule<attrs::AdamW> : RuleBase<attrs::AdamW> {
+  using RuleBase::RuleBase;
+  Status check() const { return flags({decay}); }
+  // grad [n], seven scalars -> param, m, v[, copy] [n]
+  OperandCounts counts() const {
+    OperandCounts counts = all(a[n], 1, inst.outputs.size());
+    counts.inputs.resize(1 + kAdamWScalarInputs, 1);
+    return counts;
+  }
+};
+
+template <> struct Rule<attrs::AdamWMulti> : RuleBase<attrs::AdamWMulti> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    for (size_t t = 0; t < tensors(); ++t)
+      if (a(t, decay) > 1)
+        return errorf("tensor ", t, "'s decay must be 0 or 1, got ints ",
+                      formatInts(inst.ints));
+    return Status::ok();
+  }
+  // grad_t [n_t] for each tensor t, seven scalars -> param_t, m_t, v_t[,
+  // copy_t] [n_t], outputs grouped by kind
+  OperandCounts counts() const {
+    OperandCounts counts;
+    for (size_t t = 0; t < tensors(); ++t)
+      counts.inputs.push_back(a(t, n));
+    counts.inputs.resize(inst.inputs.size(), 1);
+    for (size_t o = 0; o < inst.outputs.size(); ++o)
+      counts.outputs.push_back(a(o % tensors(), n));
+    return counts;
+  }
+  /// K, from the inputs (the plan verifier has checked the ints: 2 K).
+  size_t tensors() const { return inst.inputs.size() - kAdamWScalarInputs; }
+};
+
+template <>
+struct Rule<attrs::EmbeddingFwdVP> : RuleBase<attrs::EmbeddingFwdVP> {
+  using RuleBase::RuleBase;
+  // ids [tokens], table [vocab_local, hidden] -> out [tokens, hidden]
+  OperandCounts counts() const {
+    return {{a[tokens], product({a[vocab_local], a[hidden]})},
+            {product({a[tokens], a[hidden]})}};
+  }
+};
+
+template <>
+struct Rule<attrs::EmbeddingBwdVP> : RuleBase<attrs::EmbeddingBwdVP> {
+  using RuleBase::RuleBase;
+  // ids [tokens], dout [tokens, hidden] -> dtable [vocab_local, hidden]
+  OperandCounts counts() const {
+    return {{a[tokens], product({a[tokens], a[hidden]})},
+            {product({a[vocab_local], a[hidden]})}};
+  }
+};
+
+template <>
+struct Rule<attrs::CrossEntropyStats> : RuleBase<attrs::CrossEntropyStats> {
+  using RuleBase::RuleBase;
+  // logits [rows, vocab_local], labels [rows] -> lse [rows], target [rows]
+  OperandCounts counts() const {
+    return {{product({a[rows], a[vocab_local]}), a[rows]}, {a[rows], a[rows]}};
+  }
+};
+
+template <>
+struct Rule<attrs::CrossEntropyCombine> : RuleBase<attrs::CrossEntropyCombine> {
+  using RuleBase::RuleBase;
+  Status check() const { return positive({num_parts, row_count}); }
+  // parts [num_parts, rows], target [rows] -> lse [rows], loss
+  OperandCounts counts() const {
+    return {{product({a[num_parts], a[rows]}), a[rows]}, {a[rows], 1}};
+  }
+};
+
+template <>
+struct Rule<attrs::CrossEntropyBwdStats>
+    : RuleBase<attrs::CrossEntropyBwdStats> {
+  using RuleBase::RuleBase;
+  Status check() const { return positive({row_count}); }
+  // dloss, logits [rows, vocab_local], labels [rows], lse [rows]
+  //   -> dlogits [rows, vocab_local]
+  OperandCounts counts() const {
+    const int64_t logits = product({a[rows], a[vocab_local]});
+    return {{1, logits, a[rows], a[rows]}, {logits}};
+  }
+};
+
+template <> struct Rule<attrs::ShardSlice> : RuleBase<attrs::ShardSlice> {
+  using RuleBase::RuleBase;
+  // x [outer, G * n, inner] -> y [outer, n, inner]
+  OperandCounts counts() const {
+    return {{product({a[outer], groupSize, a[n], a[inner]})},
+            {product({a[outer], a[n], a[inner]})}};
+  }
+};
+
+template <> struct Rule<attrs::AllReduceSum> : RuleBase<attrs::AllReduceSum> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return all(a[n], 1, 1); } // x [n] -> y [n]
+};
+
+template <>
+struct Rule<attrs::ReduceScatterSum> : RuleBase<attrs::ReduceScatterSum> {
+  using RuleBase::RuleBase;
+  // x [G * n_out] -> y [n_out]
+  OperandCounts counts() const {
+    return {{product({a[n_out], groupSize})}, {a[n_out]}};
+  }
+};
+
+template <> struct Rule<attrs::AllGather> : RuleBase<attrs::AllGather> {
+  using RuleBase::RuleBase;
+  // x [n_in] -> y [G * n_in]
+  OperandCounts counts() const {
+    return {{a[n_in]}, {product({a[n_in], groupSize})}};
+  }
+};
+
+template <typename K>
+StatusOr<OperandCounts> countsOf(const InstructionDesc &inst,
+                                 int64_t groupSize) {
+  const Rule<K> rule(inst, groupSize);
+  MLT_RETURN_IF_ERROR(rule.check());
+  return rule.counts();
+}
+
+template <typename K> double flopsOf(const InstructionDesc &inst) {
+  return Rule<K>(inst, 1).flops();
+}
+
+/// Every kernel's rule, in the order of the Kernel enum.
+struct RuleEntry {
+  StatusOr<OperandCounts> (*counts)(const InstructionDesc &, int64_t);
+  double (*flops)(const InstructionDesc &);
+};
+constexpr RuleEntry kRules[] = {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
-  {Kernel::Enum, Name, Inputs, Outputs, Ints, Floats},
+  {&countsOf<attrs::Enum>, &flopsOf<attrs::Enum>},
 #include "mlt/Runtime/Kernels.def"
 };
+static_assert(std::size(kRules) == numKernels());
+
 } // namespace
 
-size_t mlt::rt::numKernels() {
-  return sizeof(kSignatures) / sizeof(kSignatures[0]);
+StatusOr<OperandCounts> mlt::rt::operandCounts(const InstructionDesc &inst,
+                                               int64_t groupSize) {
+  return kRules[size_t(inst.kernel)].counts(inst, groupSize);
 }
 
-const KernelSignature &mlt::rt::kernelSignature(Kernel kernel) {
-  size_t index = static_cast<size_t>(kernel);
-  assert(index < numKernels() && "kernel out of range");
-  return kSignatures[index];
+double mlt::rt::kernelFlops(const InstructionDesc &inst) {
+  return kRules[size_t(inst.kernel)].flops(inst);
 }
 
-const KernelSignature *mlt::rt::lookupKernel(std::string_view name) {
-  // About thirty kernels: a linear scan is as fast as a map here, and plans
-  // resolve names once when they are loaded.
-  for (const KernelSignature &signature : kSignatures)
-    if (signature.name == name)
-      return &signature;
-  return nullptr;
+//===----------------------------------------------------------------------===//
+// Kernel families, operands and in-place outputs
+//===----------------------------------------------------------------------===//
+
+CollectiveAttrs mlt::rt::collectiveAttrs(const InstructionDesc &inst) {
+  switch (inst.kernel) {
+  case Kernel::ReduceScatterSum: {
+    using A = attrs::ReduceScatterSum;
+    const KernelAttrs<A> a(inst);
+    return {a[A::n_out], a[A::axis]};
+  }
+  case Kernel::AllGather: {
+    using A = attrs::AllGather;
+    const KernelAttrs<A> a(inst);
+    return {a[A::n_in], a[A::axis]};
+  }
+  default: {
+    assert(inst.kernel == Kernel::AllReduceSum && "not a collective");
+    using A = attrs::AllReduceSum;
+    const KernelAttrs<A> a(inst);
+    return {a[A::n], a[A::axis]};
+  }
+  }
 }
 
-int mlt::rt::meshAxisAttribute(Kernel kernel) {
-  if (isCollectiveKernel(kernel))
-    return 1;
+std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
+                                             CollectiveAttrs collective) {
   switch (kernel) {
-  case Kernel::EmbeddingFwdVP: // tokens, vocab_local, hidden, axis
+  case Kernel::ReduceScatterSum: {
+    using A = attrs::ReduceScatterSum;
+    return kernelInts<A>(
+        {{A::n_out, collective.count}, {A::axis, collective.axis}});
+  }
+  case Kernel::AllGather: {
+    using A = attrs::AllGather;
+    return kernelInts<A>(
+        {{A::n_in, collective.count}, {A::axis, collective.axis}});
+  }
+  default: {
+    assert(kernel == Kernel::AllReduceSum && "not a collective");
+    using A = attrs::AllReduceSum;
+    return kernelInts<A>(
+        {{A::n, collective.count}, {A::axis, collective.axis}});
+  }
+  }
+}
+
+bool mlt::rt::isIdOperand(Kernel kernel, size_t operand) {
+  switch (kernel) {
+  case Kernel::EmbeddingFwd: // ids, table -> out
+  case Kernel::EmbeddingBwd: // ids, dout -> dtable
+  case Kernel::EmbeddingFwdVP:
   case Kernel::EmbeddingBwdVP:
-  case Kernel::ShardSlice: // outer, n, inner, axis
-    return 3;
-  case Kernel::CrossEntropyStats:    // rows, vocab_local, axis
-  case Kernel::CrossEntropyBwdStats: // rows, vocab_local, axis, row_count
-    return 2;
+    return operand == 0;
+  case Kernel::CrossEntropyFwd:   // logits, labels -> loss
+  case Kernel::CrossEntropyStats: // logits, labels -> lse, target
+    return operand == 1;
+  case Kernel::CrossEntropyBwd:      // dloss, logits, labels -> dlogits
+  case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
+    return operand == 2;
   default:
-    return -1;
+    return false;
   }
 }
 

@@ -41,17 +41,6 @@ std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
   return result;
 }
 
-std::optional<int64_t> checkedProduct(std::initializer_list<int64_t> factors) {
-  int64_t result = 1;
-  for (int64_t factor : factors) {
-    std::optional<int64_t> next = checkedMul(result, factor);
-    if (!next)
-      return std::nullopt;
-    result = *next;
-  }
-  return result;
-}
-
 std::string formatInts(const std::vector<int64_t> &values) {
   std::ostringstream os;
   os << '[';
@@ -254,8 +243,10 @@ StatusOr<int64_t> meshAxisSize(Kernel kernel, int64_t axis,
                 orNone ? ", or -1 for none)" : ")");
 }
 
-/// Fills `spec` from the instruction's ints (whose count is already checked).
-Status operandSpec(const InstructionDesc &inst, size_t numInputs,
+/// Fills `spec` from the instruction's ints (whose count is already checked):
+/// the element counts its kernel's rule gives (KernelInfo.cpp), and the
+/// element types the kernel takes.
+Status operandSpec(const InstructionDesc &inst,
                    const std::vector<MeshAxis> &mesh, OperandSpec &spec) {
   const std::vector<int64_t> &a = inst.ints;
   // Every attribute is a size, count or flag, except `axis`, which indexes
@@ -272,219 +263,20 @@ Status operandSpec(const InstructionDesc &inst, size_t numInputs,
       return size.takeStatus();
     groupSize = *size;
   }
-  auto product = [&](std::initializer_list<int64_t> factors) -> int64_t {
-    std::optional<int64_t> result = checkedProduct(factors);
-    return result ? *result : -1;
-  };
-  auto all = [&](int64_t n, size_t ins, size_t outs) {
-    spec.inputs.assign(ins, n);
-    spec.outputs.assign(outs, n);
-  };
+  StatusOr<OperandCounts> counts = operandCounts(inst, groupSize);
+  if (!counts)
+    return counts.takeStatus();
+  spec.inputs = std::move(counts->inputs);
+  spec.outputs = std::move(counts->outputs);
+  for (size_t i = 0; i < spec.inputs.size() + spec.outputs.size(); ++i)
+    if (isIdOperand(inst.kernel, i))
+      spec.int32Operands.push_back(i);
+  spec.anyMatchingDType = inst.kernel == Kernel::Transpose ||
+                          inst.kernel == Kernel::ShardSlice ||
+                          isCollectiveKernel(inst.kernel);
+  spec.anyFloatDTypes =
+      inst.kernel == Kernel::Cast || inst.kernel == Kernel::Fill;
 
-  switch (inst.kernel) {
-  case Kernel::EmbeddingFwd: // ids, table -> out; tokens, vocab, hidden
-    spec.inputs = {a[0], product({a[1], a[2]})};
-    spec.outputs = {product({a[0], a[2]})};
-    spec.int32Operands = {0};
-    break;
-  case Kernel::EmbeddingBwd: // ids, dout -> dtable
-    spec.inputs = {a[0], product({a[0], a[2]})};
-    spec.outputs = {product({a[1], a[2]})};
-    spec.int32Operands = {0};
-    break;
-  case Kernel::Matmul:           // batch, m, n, k, transpose_a, transpose_b,
-  case Kernel::MatmulAccumulate: // b_batched
-  case Kernel::MatmulAdd: {
-    int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
-    if (a[4] > 1 || a[5] > 1 || a[6] > 1)
-      return errorf("transpose_a, transpose_b and b_batched must be 0 or 1, "
-                    "got ints ",
-                    formatInts(a));
-    spec.inputs = {product({batch, m, k}), product({a[6] ? batch : 1, k, n})};
-    spec.outputs = {product({batch, m, n})};
-    if (inst.kernel == Kernel::MatmulAdd) // the addend
-      spec.inputs.push_back(product({batch, m, n}));
-    break;
-  }
-  case Kernel::RMSNormFwd: // x, w -> y; rows, dim
-    spec.inputs = {product({a[0], a[1]}), a[1]};
-    spec.outputs = {product({a[0], a[1]})};
-    break;
-  case Kernel::RMSNormBwd: // dy, x, w -> dx, dw
-    spec.inputs = {product({a[0], a[1]}), product({a[0], a[1]}), a[1]};
-    spec.outputs = {product({a[0], a[1]}), a[1]};
-    break;
-  case Kernel::RMSNormBwdAdd: // dy, x, w, addend -> dx, dw
-    spec.inputs = {product({a[0], a[1]}), product({a[0], a[1]}), a[1],
-                   product({a[0], a[1]})};
-    spec.outputs = {product({a[0], a[1]}), a[1]};
-    break;
-  case Kernel::Rope: // batch, seq, heads, head_dim, inverse, offset
-    if (a[4] > 1)
-      return errorf("inverse must be 0 or 1, got ints ", formatInts(a));
-    all(product({a[0], a[1], a[2], a[3]}), 1, 1);
-    break;
-  case Kernel::AttentionFwd:
-  case Kernel::AttentionBwd: { // batch, seq, q_heads, kv_heads, head_dim,
-                               // causal
-    if (a[5] > 1)
-      return errorf("causal must be 0 or 1, got ints ", formatInts(a));
-    int64_t q = product({a[0], a[1], a[2], a[4]});
-    int64_t kv = product({a[0], a[1], a[3], a[4]});
-    int64_t lse = product({a[0], a[2], a[1]});
-    if (inst.kernel == Kernel::AttentionFwd) {
-      spec.inputs = {q, kv, kv};
-      spec.outputs = {q, lse};
-    } else {
-      spec.inputs = {q, q, kv, kv, q, lse};
-      spec.outputs = {q, kv, kv};
-    }
-    break;
-  }
-  case Kernel::SwiGLUFwd:
-    all(a[0], 2, 1);
-    break;
-  case Kernel::SwiGLUBwd:
-    all(a[0], 3, inst.outputs.size());
-    break;
-  case Kernel::SiLUFwd:
-    all(a[0], 1, 1);
-    break;
-  case Kernel::SiLUBwd:
-  case Kernel::Add:
-  case Kernel::Mul:
-    all(a[0], 2, 1);
-    break;
-  case Kernel::Accumulate:
-    all(a[0], 1, 1);
-    break;
-  case Kernel::Transpose: { // rank, shape[rank], perm[rank]
-    int64_t rank = a[0];
-    if (a.size() != size_t(1 + 2 * rank))
-      return errorf("expects 1 + 2 * rank = ", 1 + 2 * rank,
-                    " integer attributes for rank ", rank, ", has ", a.size());
-    std::set<int64_t> seen;
-    int64_t n = 1;
-    for (int64_t i = 0; i < rank; ++i) {
-      n = n < 0 ? n : product({n, a[1 + i]});
-      int64_t p = a[1 + rank + i];
-      if (p >= rank || !seen.insert(p).second)
-        return errorf(
-            "perm ",
-            formatInts(std::vector<int64_t>(a.begin() + 1 + rank, a.end())),
-            " is not a permutation of 0..", rank - 1);
-    }
-    all(n, 1, 1);
-    spec.anyMatchingDType = true;
-    break;
-  }
-  case Kernel::Cast:
-    all(a[0], 1, 1);
-    spec.anyFloatDTypes = true;
-    break;
-  case Kernel::Fill:
-    all(a[0], 0, 1);
-    spec.anyFloatDTypes = true;
-    break;
-  case Kernel::CrossEntropyFwd: // logits, labels -> loss; rows, vocab
-    spec.inputs = {product({a[0], a[1]}), a[0]};
-    spec.outputs = {1};
-    spec.int32Operands = {1};
-    break;
-  case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
-    spec.inputs = {1, product({a[0], a[1]}), a[0]};
-    spec.outputs = {product({a[0], a[1]})};
-    spec.int32Operands = {2};
-    break;
-  case Kernel::SumSquares:
-    spec.inputs = {a[0]};
-    spec.outputs = {1};
-    break;
-  case Kernel::SumSquaresMulti: // x_k -> s_k; ints n_k
-    spec.inputs = a;
-    spec.outputs.assign(numInputs, 1);
-    break;
-  case Kernel::GlobalNorm:
-    spec.inputs.assign(numInputs, 1);
-    spec.outputs = {1};
-    break;
-  case Kernel::ClipCoefficient:
-    all(1, 2, 1);
-    break;
-  case Kernel::AdamW: // grad, grad_scale, lr, beta1, beta2, eps, wd, step
-    if (a[1] > 1)
-      return errorf("decay must be 0 or 1, got ints ", formatInts(a));
-    spec.inputs = {a[0], 1, 1, 1, 1, 1, 1, 1};
-    spec.outputs.assign(inst.outputs.size(), a[0]);
-    break;
-  case Kernel::AdamWMulti: { // grads, 7 scalars -> params, ms, vs[, copies]
-    const size_t k = numInputs - kAdamWScalarInputs;
-    for (size_t t = 0; t < k; ++t) {
-      if (a[2 * t + 1] > 1)
-        return errorf("tensor ", t, "'s decay must be 0 or 1, got ints ",
-                      formatInts(a));
-      spec.inputs.push_back(a[2 * t]);
-    }
-    spec.inputs.resize(numInputs, 1);
-    for (size_t o = 0; o < inst.outputs.size(); ++o)
-      spec.outputs.push_back(a[2 * (o % k)]);
-    break;
-  }
-  case Kernel::EmbeddingFwdVP: // ids, table -> out; tokens, vocab_local,
-                               // hidden, axis
-    spec.inputs = {a[0], product({a[1], a[2]})};
-    spec.outputs = {product({a[0], a[2]})};
-    spec.int32Operands = {0};
-    break;
-  case Kernel::EmbeddingBwdVP: // ids, dout -> dtable
-    spec.inputs = {a[0], product({a[0], a[2]})};
-    spec.outputs = {product({a[1], a[2]})};
-    spec.int32Operands = {0};
-    break;
-  case Kernel::CrossEntropyStats: // logits, labels -> lse, target; rows,
-                                  // vocab_local, axis
-    spec.inputs = {product({a[0], a[1]}), a[0]};
-    spec.outputs = {a[0], a[0]};
-    spec.int32Operands = {1};
-    break;
-  case Kernel::CrossEntropyCombine: // parts, target -> lse, loss; rows, G,
-                                    // row_count
-    if (a[1] < 1 || a[2] < 1)
-      return errorf("the number of parts and row_count must be positive, "
-                    "got ints ",
-                    formatInts(a));
-    spec.inputs = {product({a[1], a[0]}), a[0]};
-    spec.outputs = {a[0], 1};
-    break;
-  case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits;
-                                     // rows, vocab_local, axis, row_count
-    if (a[3] < 1)
-      return errorf("row_count must be positive, got ints ", formatInts(a));
-    spec.inputs = {1, product({a[0], a[1]}), a[0], a[0]};
-    spec.outputs = {product({a[0], a[1]})};
-    spec.int32Operands = {2};
-    break;
-  case Kernel::ShardSlice: // x -> y; outer, n, inner, axis
-    spec.inputs = {product({a[0], groupSize, a[1], a[2]})};
-    spec.outputs = {product({a[0], a[1], a[2]})};
-    spec.anyMatchingDType = true;
-    break;
-  case Kernel::AllReduceSum: // x -> y; n, axis
-  case Kernel::ReduceScatterSum:
-  case Kernel::AllGather: {
-    if (inst.kernel == Kernel::AllReduceSum) {
-      all(a[0], 1, 1);
-    } else if (inst.kernel == Kernel::ReduceScatterSum) {
-      spec.inputs = {product({a[0], groupSize})};
-      spec.outputs = {a[0]};
-    } else {
-      spec.inputs = {a[0]};
-      spec.outputs = {product({a[0], groupSize})};
-    }
-    spec.anyMatchingDType = true;
-    break;
-  }
-  }
   for (int64_t count : spec.inputs)
     if (count < 0)
       return errorf("integer attributes ", formatInts(a), " overflow");
@@ -517,8 +309,10 @@ Status verifyCollective(const RankPlan &rank, const InstructionDesc &inst,
   if (in.bytes == 0 || out.bytes == 0 || in.offset >= out.offset + out.bytes ||
       out.offset >= in.offset + in.bytes)
     return Status::ok();
-  const uint64_t chunkBytes = uint64_t(inst.ints[0]) * elementSize(in.dtype);
-  const uint64_t index = meshCoordinate(mesh, rank.rank, inst.ints[1]);
+  const CollectiveAttrs collective = collectiveAttrs(inst);
+  const uint64_t chunkBytes =
+      uint64_t(collective.count) * elementSize(in.dtype);
+  const uint64_t index = meshCoordinate(mesh, rank.rank, collective.axis);
   bool inPlace = false;
   switch (inst.kernel) {
   case Kernel::AllReduceSum:
@@ -592,17 +386,21 @@ Status verifyOperandOverlaps(const RankPlan &rank,
 Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
                          const std::vector<MeshAxis> &mesh) {
   const KernelSignature &signature = kernelSignature(inst.kernel);
-  auto arity = [](const char *what, int expected, size_t actual) -> Status {
+  // Attribute counts name the attributes (Kernels.def's names).
+  auto arity = [](const char *what, int expected, size_t actual,
+                  const AttributeNames *names = nullptr) -> Status {
     if (expected < 0 || size_t(expected) == actual)
       return Status::ok();
-    return errorf("expects ", expected, " ", what, ", has ", actual);
+    const std::string listed =
+        names && !names->empty() ? " (" + names->str() + ")" : "";
+    return errorf("expects ", expected, " ", what, listed, ", has ", actual);
   };
   MLT_RETURN_IF_ERROR(arity("inputs", signature.inputs, inst.inputs.size()));
   MLT_RETURN_IF_ERROR(arity("outputs", signature.outputs, inst.outputs.size()));
-  MLT_RETURN_IF_ERROR(
-      arity("integer attributes", signature.ints, inst.ints.size()));
-  MLT_RETURN_IF_ERROR(
-      arity("float attributes", signature.floats, inst.floats.size()));
+  MLT_RETURN_IF_ERROR(arity("integer attributes", signature.ints,
+                            inst.ints.size(), &signature.intNames));
+  MLT_RETURN_IF_ERROR(arity("float attributes", signature.floats,
+                            inst.floats.size(), &signature.floatNames));
   if (inst.kernel == Kernel::GlobalNorm && inst.inputs.empty())
     return errorf("expects at least 1 input, has 0");
   if (inst.kernel == Kernel::SumSquaresMulti &&
@@ -657,7 +455,7 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
                     ", but the rank has ", rank.buffers.size(), " buffers");
 
   OperandSpec spec;
-  MLT_RETURN_IF_ERROR(operandSpec(inst, inst.inputs.size(), mesh, spec));
+  MLT_RETURN_IF_ERROR(operandSpec(inst, mesh, spec));
   for (size_t i = 0; i < numOperands; ++i) {
     const BufferDesc &buffer = rank.buffers[operand(i)];
     int64_t expected = i < inst.inputs.size()
@@ -883,7 +681,7 @@ CollectiveCall collectiveCall(const RankPlan &rank,
                   ? CollectiveKind::ReduceScatterSum
                   : CollectiveKind::AllGather;
   call.dtype = rank.buffers[inst.inputs[0]].dtype;
-  call.count = size_t(inst.ints[0]);
+  call.count = size_t(collectiveAttrs(inst).count);
   return call;
 }
 
@@ -894,7 +692,8 @@ collectivesOn(const RankPlan &rank, const std::string *unit, size_t axis) {
   std::vector<CollectiveCall> calls;
   auto add = [&](const ProgramDesc &program) {
     for (const InstructionDesc &inst : program.instructions)
-      if (isCollectiveKernel(inst.kernel) && size_t(inst.ints[1]) == axis)
+      if (isCollectiveKernel(inst.kernel) &&
+          size_t(collectiveAttrs(inst).axis) == axis)
         calls.push_back(collectiveCall(rank, inst));
   };
   if (!unit) {

@@ -86,10 +86,11 @@ mlt_rt.program @p {
 
 // -----
 
-// Tests that a launch needs the kernel's number of integer attributes.
+// Tests that a launch needs the kernel's number of integer attributes, and
+// that the error names them.
 mlt_rt.buffer @a temporary : tensor<4xf32>
 mlt_rt.program @p {
-  // expected-error @+1 {{'mlt_rt.launch' op kernel 'matmul' takes 7 integer attributes, got 6}}
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'matmul' takes 7 integer attributes (batch, m, n, k, transpose_a, transpose_b, b_batched), got 6}}
   mlt_rt.launch "matmul" [@a, @a] -> [@a] ints [1, 2, 2, 2, 0, 0]
 }
 
@@ -107,7 +108,7 @@ mlt_rt.program @p {
 // Tests that a launch needs the kernel's number of float attributes.
 mlt_rt.buffer @a temporary : tensor<4xf32>
 mlt_rt.program @p {
-  // expected-error @+1 {{'mlt_rt.launch' op kernel 'rms_norm_fwd' takes 1 float attributes, got 0}}
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'rms_norm_fwd' takes 1 float attributes (eps), got 0}}
   mlt_rt.launch "rms_norm_fwd" [@a, @a] -> [@a] ints [1, 4]
 }
 

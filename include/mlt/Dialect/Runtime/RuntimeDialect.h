@@ -23,15 +23,6 @@
 
 namespace mlt::rt_ir {
 
-/// Arity of a kernel as Kernels.def states it (-1: any number).
-struct KernelSignature {
-  llvm::StringRef name;
-  int inputs, outputs, ints, floats;
-};
-
-/// The signature of `name`, or null if Kernels.def has no such kernel.
-const KernelSignature *lookupKernel(llvm::StringRef name);
-
 /// The name of the buffer that a launch's operand `ref` (a flat symbol
 /// reference) names.
 inline llvm::StringRef bufferName(mlir::Attribute ref) {

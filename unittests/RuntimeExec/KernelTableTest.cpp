@@ -1,0 +1,292 @@
+//===- KernelTableTest.cpp - the kernel table of Kernels.def --------------===//
+//
+// Part of mlt. The table that names every kernel's attributes (Kernels.def,
+// KernelInfo.h) and the rules that say what they imply (KernelInfo.cpp):
+// names and arity agree, every kernel's rule gives one count per operand of
+// its arity, the counts, ranges and FLOPs of hand-computed cases, and lists
+// built by name come out in the table's order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/Plan.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <array>
+
+using namespace mlt::rt;
+using ::testing::ElementsAre;
+
+namespace {
+
+// Positions are the names' order in Kernels.def, checked at compile time.
+static_assert(attrs::Matmul::k == 3);
+static_assert(attrs::Rope::position_offset == 5);
+static_assert(attrs::RMSNormFwd::eps == 0);
+static_assert(kernelSignature(Kernel::Matmul).intNames[attrs::Matmul::k] ==
+              "k");
+static_assert(meshAxisAttribute(Kernel::ShardSlice) == attrs::ShardSlice::axis);
+static_assert(sameAttributes(Kernel::Matmul, Kernel::MatmulAdd));
+static_assert(!sameAttributes(Kernel::EmbeddingFwd, Kernel::EmbeddingFwdVP));
+
+/// An instruction of `kernel` with `inputs` and `outputs` operands (buffer
+/// indices do not matter to the rules) and the given attributes.
+InstructionDesc instruction(Kernel kernel, size_t inputs, size_t outputs,
+                            std::vector<int64_t> ints,
+                            std::vector<double> floats = {}) {
+  InstructionDesc inst;
+  inst.kernel = kernel;
+  inst.inputs.assign(inputs, 0);
+  inst.outputs.assign(outputs, 0);
+  inst.ints = std::move(ints);
+  inst.floats = std::move(floats);
+  return inst;
+}
+
+/// operandCounts of `inst` on a mesh axis of `groupSize`, which must succeed.
+OperandCounts counts(const InstructionDesc &inst, int64_t groupSize = 1) {
+  StatusOr<OperandCounts> result = operandCounts(inst, groupSize);
+  EXPECT_TRUE(result.isOk()) << result.status().message();
+  return result ? *result : OperandCounts();
+}
+
+/// operandCounts' error for `inst` ("" if it succeeds).
+std::string countsError(const InstructionDesc &inst) {
+  StatusOr<OperandCounts> result = operandCounts(inst, 1);
+  return result ? std::string() : result.status().message();
+}
+
+// Tests that the table is in the enum's order, that a kernel's number of
+// integer and float attributes is the number of names it gives (any number
+// for the variadic layouts), and that `axis` is the only mesh axis.
+TEST(KernelTableTest, NamesMatchArity) {
+  ASSERT_EQ(numKernels(), std::size(kKernelSignatures));
+  for (size_t i = 0; i < numKernels(); ++i) {
+    const KernelSignature &signature = kernelSignature(Kernel(i));
+    SCOPED_TRACE(std::string(signature.name));
+    EXPECT_EQ(signature.kernel, Kernel(i));
+    if (signature.intLayout == IntLayout::Fixed)
+      EXPECT_EQ(signature.ints, int(signature.intNames.size()));
+    else
+      EXPECT_EQ(signature.ints, -1);
+    EXPECT_EQ(signature.floats, int(signature.floatNames.size()));
+    EXPECT_EQ(meshAxisAttribute(signature.kernel),
+              signature.intNames.find("axis"));
+  }
+  const KernelSignature &matmul = kernelSignature(Kernel::Matmul);
+  EXPECT_EQ(matmul.intNames.str(),
+            "batch, m, n, k, transpose_a, transpose_b, b_batched");
+  EXPECT_EQ(kernelSignature(Kernel::Fill).floatNames.str(), "value");
+  EXPECT_EQ(kernelSignature(Kernel::AdamWMulti).intLayout,
+            IntLayout::PerTensor);
+  EXPECT_EQ(kernelSignature(Kernel::AdamWMulti).intNames.str(), "n, decay");
+  EXPECT_EQ(kernelSignature(Kernel::Transpose).intLayout, IntLayout::Variadic);
+  EXPECT_TRUE(kernelSignature(Kernel::GlobalNorm).intNames.empty());
+
+  // The kernels that read a mesh coordinate, and where.
+  EXPECT_EQ(meshAxisAttribute(Kernel::AllReduceSum), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::ReduceScatterSum), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::AllGather), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::EmbeddingFwdVP), 3);
+  EXPECT_EQ(meshAxisAttribute(Kernel::EmbeddingBwdVP), 3);
+  EXPECT_EQ(meshAxisAttribute(Kernel::CrossEntropyStats), 2);
+  EXPECT_EQ(meshAxisAttribute(Kernel::CrossEntropyBwdStats), 2);
+  EXPECT_EQ(meshAxisAttribute(Kernel::ShardSlice), 3);
+  EXPECT_EQ(meshAxisAttribute(Kernel::Matmul), -1);
+}
+
+// Tests that every kernel's rule gives one element count per operand for an
+// instruction of its arity (the variadic ones at a size of their own).
+TEST(KernelTableTest, EveryRuleCoversItsOperands) {
+  for (size_t i = 0; i < numKernels(); ++i) {
+    const KernelSignature &signature = kernelSignature(Kernel(i));
+    SCOPED_TRACE(std::string(signature.name));
+    size_t inputs = signature.inputs >= 0 ? size_t(signature.inputs) : 3;
+    size_t outputs = signature.outputs >= 0 ? size_t(signature.outputs) : 3;
+    std::vector<int64_t> ints(std::max(signature.ints, 0), 1);
+    switch (signature.kernel) {
+    case Kernel::Transpose: // rank 2: shape [1, 1], perm [1, 0]
+      ints = {2, 1, 1, 1, 0};
+      break;
+    case Kernel::SumSquaresMulti: // 3 tensors
+      ints = {1, 1, 1};
+      break;
+    case Kernel::AdamW:      // param, m, v
+    case Kernel::AdamWMulti: // 2 tensors: 2 grads and 7 scalars -> 6
+      inputs = signature.kernel == Kernel::AdamW ? 8 : 2 + kAdamWScalarInputs;
+      outputs = signature.kernel == Kernel::AdamW ? 3 : 6;
+      ints = signature.kernel == Kernel::AdamW
+                 ? std::vector<int64_t>{1, 1}
+                 : std::vector<int64_t>{1, 1, 1, 0};
+      break;
+    case Kernel::SwiGLUBwd: // dgate, dup
+      outputs = 2;
+      break;
+    default:
+      break;
+    }
+    const OperandCounts c =
+        counts(instruction(signature.kernel, inputs, outputs, ints,
+                           std::vector<double>(size_t(signature.floats), 1.0)));
+    EXPECT_EQ(c.inputs.size(), inputs);
+    EXPECT_EQ(c.outputs.size(), outputs);
+  }
+}
+
+// Tests element counts against hand-computed cases.
+TEST(KernelTableTest, OperandCounts) {
+  // a [2, 3, 5], b [5, 4] shared -> c [2, 3, 4]; and b [2, 5, 4] batched.
+  OperandCounts c =
+      counts(instruction(Kernel::Matmul, 2, 1, {2, 3, 4, 5, 0, 0, 0}));
+  EXPECT_THAT(c.inputs, ElementsAre(30, 20));
+  EXPECT_THAT(c.outputs, ElementsAre(24));
+  c = counts(instruction(Kernel::MatmulAdd, 3, 1, {2, 3, 4, 5, 0, 1, 1}));
+  EXPECT_THAT(c.inputs, ElementsAre(30, 40, 24));
+  EXPECT_THAT(c.outputs, ElementsAre(24));
+
+  // q [2, 8, 4, 16], k and v [2, 8, 1, 16], lse [2, 4, 8].
+  const std::vector<int64_t> attention = {2, 8, 4, 1, 16, 1};
+  c = counts(instruction(Kernel::AttentionFwd, 3, 2, attention, {0.25}));
+  EXPECT_THAT(c.inputs, ElementsAre(1024, 256, 256));
+  EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
+  c = counts(instruction(Kernel::AttentionBwd, 6, 3, attention, {0.25}));
+  EXPECT_THAT(c.inputs, ElementsAre(1024, 1024, 256, 256, 1024, 64));
+  EXPECT_THAT(c.outputs, ElementsAre(1024, 256, 256));
+
+  c = counts(instruction(Kernel::RMSNormBwdAdd, 4, 2, {3, 8}, {1e-5}));
+  EXPECT_THAT(c.inputs, ElementsAre(24, 24, 8, 24));
+  EXPECT_THAT(c.outputs, ElementsAre(24, 8));
+
+  c = counts(instruction(Kernel::EmbeddingBwdVP, 2, 1, {6, 10, 4, 0}));
+  EXPECT_THAT(c.inputs, ElementsAre(6, 24));
+  EXPECT_THAT(c.outputs, ElementsAre(40));
+
+  c = counts(instruction(Kernel::CrossEntropyCombine, 2, 2, {5, 2, 10}));
+  EXPECT_THAT(c.inputs, ElementsAre(10, 5));
+  EXPECT_THAT(c.outputs, ElementsAre(5, 1));
+
+  // The moves on an axis of 4: x [2, 4 * 3, 5] -> y [2, 3, 5].
+  c = counts(instruction(Kernel::ShardSlice, 1, 1, {2, 3, 5, 0}), 4);
+  EXPECT_THAT(c.inputs, ElementsAre(120));
+  EXPECT_THAT(c.outputs, ElementsAre(30));
+  c = counts(instruction(Kernel::ReduceScatterSum, 1, 1, {6, 0}), 4);
+  EXPECT_THAT(c.inputs, ElementsAre(24));
+  EXPECT_THAT(c.outputs, ElementsAre(6));
+  c = counts(instruction(Kernel::AllGather, 1, 1, {6, 0}), 4);
+  EXPECT_THAT(c.inputs, ElementsAre(6));
+  EXPECT_THAT(c.outputs, ElementsAre(24));
+
+  // x [2, 3, 4] -> y [4, 2, 3].
+  c = counts(instruction(Kernel::Transpose, 1, 1, {3, 2, 3, 4, 2, 0, 1}));
+  EXPECT_THAT(c.inputs, ElementsAre(24));
+
+  // Two tensors of 64 and 8 elements, with compute copies.
+  c = counts(instruction(Kernel::AdamWMulti, 2 + kAdamWScalarInputs, 8,
+                         {64, 1, 8, 0}));
+  EXPECT_THAT(c.inputs, ElementsAre(64, 8, 1, 1, 1, 1, 1, 1, 1));
+  EXPECT_THAT(c.outputs, ElementsAre(64, 8, 64, 8, 64, 8, 64, 8));
+  c = counts(instruction(Kernel::SumSquaresMulti, 3, 3, {64, 8, 2}));
+  EXPECT_THAT(c.inputs, ElementsAre(64, 8, 2));
+  EXPECT_THAT(c.outputs, ElementsAre(1, 1, 1));
+
+  // An overflowing count is -1.
+  c = counts(instruction(Kernel::RMSNormFwd, 2, 1,
+                         {int64_t(1) << 40, int64_t(1) << 40}, {1e-5}));
+  EXPECT_EQ(c.inputs[0], -1);
+}
+
+// Tests that the rules name the attributes out of their range.
+TEST(KernelTableTest, AttributeRanges) {
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Matmul, 2, 1, {1, 2, 2, 2, 0, 2, 0})),
+      "transpose_a, transpose_b and b_batched must be 0 or 1, got ints "
+      "[1, 2, 2, 2, 0, 2, 0]");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 3, 0}, {1e4})),
+      "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0]");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::CrossEntropyCombine, 2, 2, {4, 2, 0})),
+      "num_parts and row_count must be positive, got ints [4, 2, 0]");
+  EXPECT_EQ(countsError(instruction(Kernel::AdamWMulti, 2 + kAdamWScalarInputs,
+                                    6, {4, 1, 4, 2})),
+            "tensor 1's decay must be 0 or 1, got ints [4, 1, 4, 2]");
+  EXPECT_EQ(countsError(instruction(Kernel::Transpose, 1, 1, {2, 2, 3, 0, 0})),
+            "perm [0, 0] is not a permutation of 0..1");
+  EXPECT_EQ(countsError(instruction(Kernel::Transpose, 1, 1, {2, 2, 3, 1})),
+            "expects 1 + 2 * rank = 5 integer attributes for rank 2, has 4");
+}
+
+// Tests the FLOPs: a multiply-add is 2; attention's backward is 2.5 times
+// its forward, a causal mask halves both; the other kernels count none.
+TEST(KernelTableTest, Flops) {
+  EXPECT_EQ(kernelFlops(instruction(Kernel::MatmulAccumulate, 2, 1,
+                                    {2, 3, 4, 5, 0, 0, 0})),
+            2.0 * 2 * 3 * 4 * 5);
+  const double full = 4.0 * 2 * 4 * 8 * 8 * 16; // batch, q_heads, seq^2, d
+  EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionFwd, 3, 2,
+                                    {2, 8, 4, 1, 16, 0}, {0.25})),
+            full);
+  EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionBwd, 6, 3,
+                                    {2, 8, 4, 1, 16, 1}, {0.25})),
+            2.5 * full / 2);
+  EXPECT_EQ(kernelFlops(instruction(Kernel::Add, 2, 1, {1024})), 0.0);
+  EXPECT_EQ(kernelFlops(instruction(Kernel::AllReduceSum, 1, 1, {1024, 0})),
+            0.0);
+}
+
+// Tests reading and building attribute lists by name.
+TEST(KernelTableTest, AttributesByName) {
+  using A = attrs::Rope;
+  // Given in any order, listed in the table's.
+  const std::vector<int64_t> ints = kernelInts<A>({{A::inverse, 1},
+                                                   {A::batch, 2},
+                                                   {A::position_offset, 7},
+                                                   {A::seq, 3},
+                                                   {A::heads, 4},
+                                                   {A::head_dim, 8}});
+  EXPECT_THAT(ints, ElementsAre(2, 3, 4, 8, 1, 7));
+  const InstructionDesc rope =
+      instruction(Kernel::Rope, 1, 1, ints, kernelFloats<A>({{A::theta, 1e4}}));
+  const KernelAttrs<A> a(rope);
+  EXPECT_EQ(a[A::head_dim], 8);
+  EXPECT_EQ(a[A::position_offset], 7);
+  EXPECT_EQ(a[A::theta], 1e4);
+
+  // Multi-tensor lists, tensor by tensor.
+  const InstructionDesc multi =
+      instruction(Kernel::AdamWMulti, 2 + kAdamWScalarInputs, 6, {64, 1, 8, 0});
+  const KernelAttrs<attrs::AdamWMulti> m(multi);
+  EXPECT_EQ(m.tensors(), 2u);
+  EXPECT_EQ(m(1, attrs::AdamWMulti::n), 8);
+  EXPECT_EQ(m(0, attrs::AdamWMulti::decay), 1);
+
+  // transpose's lists after its rank.
+  const std::vector<int64_t> transpose = transposeInts(
+      std::array<int64_t, 3>{2, 3, 4}, std::vector<int64_t>{2, 0, 1});
+  EXPECT_THAT(transpose, ElementsAre(3, 2, 3, 4, 2, 0, 1));
+  const TransposeAttrs dims = transposeAttrs(transpose);
+  EXPECT_EQ(dims.rank, 3);
+  EXPECT_EQ(dims.shape[2], 4);
+  EXPECT_EQ(dims.perm[0], 2);
+
+  // A collective's count and axis, whatever the kernel calls its count.
+  const CollectiveAttrs gather =
+      collectiveAttrs(instruction(Kernel::AllGather, 1, 1, {6, 1}));
+  EXPECT_EQ(gather.count, 6);
+  EXPECT_EQ(gather.axis, 1);
+}
+
+// Tests that a list built by name without every attribute, or with one twice,
+// stops the process (a bug in the compiler, not a plan to write).
+TEST(KernelTableDeathTest, IncompleteAttributeList) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  using A = attrs::RMSNormFwd;
+  EXPECT_DEATH(kernelInts<A>({{A::rows, 4}}),
+               "rms_norm_fwd's attribute 'dim' missing");
+  EXPECT_DEATH(kernelInts<A>({{A::rows, 4}, {A::rows, 4}, {A::dim, 8}}),
+               "rms_norm_fwd's attribute 'rows' given twice");
+}
+
+} // namespace

@@ -8,7 +8,7 @@
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
 
 #include "mlir/IR/SymbolTable.h"
 

@@ -11,7 +11,7 @@
 #include "mlt/Analysis/GradientBuckets.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

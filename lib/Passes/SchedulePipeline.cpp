@@ -11,8 +11,8 @@
 #include "mlt/Analysis/PipelineSchedule.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTSCHEDULEPIPELINE

@@ -15,8 +15,8 @@
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
-#include "mlt/Runtime/PlanFormat.h"
-#include "mlt/Runtime/Plan_generated.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/plan/Plan_generated.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"

@@ -14,24 +14,24 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/IO/SafeTensors.h"
-#include "mlt/Runtime/IO/TokenData.h"
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/Profile.h"
-#include "mlt/Runtime/RankGroup.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/exec/Profile.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/train/Training.h"
 
 #ifdef MLT_HAVE_COMPILER
 #include "mlt/Compiler/Driver.h"
 #endif
 #ifdef MLT_HAVE_CUDA
-#include "mlt/Runtime/CudaBackend.h"
-#include "mlt/Runtime/Distributed.h"
-#include "mlt/Runtime/MpiBootstrap.h"
-#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/mpi/Distributed.h"
+#include "mlt/Runtime/mpi/MpiBootstrap.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 #endif
 
 #include <nlohmann/json.hpp>

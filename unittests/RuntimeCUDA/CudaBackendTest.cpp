@@ -10,7 +10,7 @@
 
 #include "CudaTestUtil.h"
 
-#include "mlt/Runtime/CudaBackend.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
 
 #include <gtest/gtest.h>
 

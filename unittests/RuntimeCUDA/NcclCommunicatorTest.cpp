@@ -14,9 +14,9 @@
 
 #include "CudaTestUtil.h"
 
-#include "mlt/Runtime/CudaBackend.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>

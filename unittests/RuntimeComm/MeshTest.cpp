@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/comm/Mesh.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Executor.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/Plan.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

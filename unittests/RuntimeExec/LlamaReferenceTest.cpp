@@ -12,11 +12,11 @@
 #include "LlamaTestPlan.h"
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/IO/SafeTensors.h"
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include "gtest/gtest.h"
 

@@ -17,13 +17,13 @@
 
 #include "../Runtime/KernelTestUtil.h"
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Blocks.h"
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/InProcessComm.h"
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/RankGroup.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/comm/InProcessComm.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/train/Training.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 
 #include "gmock/gmock.h"

@@ -9,9 +9,9 @@
 
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/PlanFormat.h"
-#include "mlt/Runtime/Plan_generated.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/plan/Plan_generated.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

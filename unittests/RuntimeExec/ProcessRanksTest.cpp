@@ -15,12 +15,12 @@
 
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/InProcessComm.h"
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/RankGroup.h"
-#include "mlt/Runtime/RankTransport.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/comm/InProcessComm.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/comm/RankTransport.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

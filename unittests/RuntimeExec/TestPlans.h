@@ -13,8 +13,8 @@
 #ifndef MLT_UNITTESTS_RUNTIMEEXEC_TESTPLANS_H
 #define MLT_UNITTESTS_RUNTIMEEXEC_TESTPLANS_H
 
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include <cstdio>
 #include <cstdlib>

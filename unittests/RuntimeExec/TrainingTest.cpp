@@ -9,10 +9,10 @@
 
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

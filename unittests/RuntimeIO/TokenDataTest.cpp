@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/IO/TokenData.h"
+#include "mlt/Runtime/io/TokenData.h"
 
 #include "TestUtil.h"
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/MpiBootstrap.h"
+#include "mlt/Runtime/mpi/MpiBootstrap.h"
 
 #include <gtest/gtest.h>
 

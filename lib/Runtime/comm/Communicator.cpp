@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Communicator.h"
+#include "mlt/Runtime/comm/Communicator.h"
 
 #include <cstdint>
 #include <limits>

@@ -36,7 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/InProcessComm.h"
+#include "mlt/Runtime/comm/InProcessComm.h"
 
 #include "mlt/Runtime/cpu/VectorOps.h"
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/comm/Mesh.h"
 
 #include <climits>
 #include <set>

@@ -33,8 +33,8 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
 #define MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cuda_runtime.h>

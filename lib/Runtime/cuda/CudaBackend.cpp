@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/CudaBackend.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include "Collectives.h"
 #include "CudaCheck.h"

@@ -43,10 +43,10 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
 #define MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include "Collectives.h"
 #include "CudaCheck.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/NcclCommunicator.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 
 #include "CudaCheck.h"
 #include "NcclCheck.h"

@@ -26,9 +26,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
 #include "mlt/Runtime/cpu/Kernels.h"
 
 #include <chrono>

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <cstring>

@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Profile.h"
-#include "mlt/Runtime/KernelInfo.h"
+#include "mlt/Runtime/exec/Profile.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
 
 #include <algorithm>
 #include <cstdio>

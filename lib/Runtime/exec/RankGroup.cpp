@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/RankGroup.h"
-#include "mlt/Runtime/InProcessComm.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/comm/InProcessComm.h"
 
 #include <exception>
 #include <mutex>

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/IO/SafeTensors.h"
+#include "mlt/Runtime/io/SafeTensors.h"
 
 #include <nlohmann/json.hpp>
 

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/Random.h"
-#include "mlt/Runtime/IO/TokenData.h"
+#include "mlt/Runtime/io/TokenData.h"
 
 #include <cassert>
 #include <cerrno>

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Distributed.h"
-#include "mlt/Runtime/CudaBackend.h"
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/mpi/Distributed.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/comm/Mesh.h"
 
 #include <chrono>
 #include <cstdlib>

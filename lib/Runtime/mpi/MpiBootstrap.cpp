@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/MpiBootstrap.h"
+#include "mlt/Runtime/mpi/MpiBootstrap.h"
 
 #include <mpi.h>
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Blocks.h"
+#include "mlt/Runtime/plan/Blocks.h"
 
 #include <cstring>
 

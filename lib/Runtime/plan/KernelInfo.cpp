@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/plan/Plan.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -491,7 +491,7 @@ struct RuleEntry {
 constexpr RuleEntry kRules[] = {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
   {&countsOf<attrs::Enum>, &flopsOf<attrs::Enum>},
-#include "mlt/Runtime/Kernels.def"
+#include "mlt/Runtime/plan/Kernels.def"
 };
 static_assert(std::size(kRules) == numKernels());
 

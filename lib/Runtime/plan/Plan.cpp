@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/PlanFormat.h"
-#include "mlt/Runtime/Plan_generated.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/plan/Plan_generated.h"
 
 #include <cstring>
 #include <fstream>

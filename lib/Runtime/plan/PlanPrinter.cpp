@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/plan/Plan.h"
 
 #include <iomanip>
 #include <ostream>

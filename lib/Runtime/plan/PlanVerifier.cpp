@@ -16,9 +16,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/PlanFormat.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include <algorithm>
 #include <array>

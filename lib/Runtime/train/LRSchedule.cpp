@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include <cmath>
 

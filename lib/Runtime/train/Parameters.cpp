@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Parameters.h"
-#include "mlt/Runtime/Blocks.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/plan/Blocks.h"
 #include "mlt/Runtime/Random.h"
 
 #include <cmath>

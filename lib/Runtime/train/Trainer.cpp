@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/PlanFormat.h"
-#include "mlt/Runtime/Training.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include <chrono>
 #include <cmath>

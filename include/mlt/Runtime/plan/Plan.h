@@ -20,8 +20,8 @@
 #define MLT_RUNTIME_PLAN_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/KernelInfo.h"
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstddef>

@@ -38,7 +38,7 @@ struct InstructionDesc;
 /// One enumerator per kernel of Kernels.def, in its order.
 enum class Kernel {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats) Enum,
-#include "mlt/Runtime/Kernels.def"
+#include "mlt/Runtime/plan/Kernels.def"
 };
 
 //===----------------------------------------------------------------------===//
@@ -197,7 +197,7 @@ constexpr AttributeNames AttributeNames::parse(std::string_view list) {
 inline constexpr KernelSignature kKernelSignatures[] = {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
   detail::makeSignature(Kernel::Enum, Name, Inputs, Outputs, #Ints, #Floats),
-#include "mlt/Runtime/Kernels.def"
+#include "mlt/Runtime/plan/Kernels.def"
 };
 
 /// The number of kernels in Kernels.def.
@@ -254,7 +254,7 @@ namespace attrs {
     enum Int : size_t { MLT_ATTRIBUTE_NAMES Ints };                            \
     enum Float : size_t { MLT_ATTRIBUTE_NAMES Floats };                        \
   };
-#include "mlt/Runtime/Kernels.def"
+#include "mlt/Runtime/plan/Kernels.def"
 #undef MLT_ATTRIBUTE_NAMES
 } // namespace attrs
 

@@ -19,8 +19,8 @@
 #ifndef MLT_RUNTIME_INPROCESSCOMM_H
 #define MLT_RUNTIME_INPROCESSCOMM_H
 
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/Status.h"
 
 #include <chrono>

@@ -54,7 +54,7 @@
 #ifndef MLT_RUNTIME_COMMUNICATOR_H
 #define MLT_RUNTIME_COMMUNICATOR_H
 
-#include "mlt/Runtime/Mesh.h"
+#include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/ElementType.h"
 #include "mlt/Runtime/Status.h"
 

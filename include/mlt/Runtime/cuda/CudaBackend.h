@@ -13,7 +13,7 @@
 #ifndef MLT_RUNTIME_CUDABACKEND_H
 #define MLT_RUNTIME_CUDABACKEND_H
 
-#include "mlt/Runtime/Backend.h"
+#include "mlt/Runtime/exec/Backend.h"
 
 #include <memory>
 

@@ -21,11 +21,11 @@
 #ifndef MLT_RUNTIME_PARAMETERS_H
 #define MLT_RUNTIME_PARAMETERS_H
 
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/IO/SafeTensors.h"
-#include "mlt/Runtime/Plan.h"
-#include "mlt/Runtime/RankGroup.h"
-#include "mlt/Runtime/RankTransport.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/comm/RankTransport.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>

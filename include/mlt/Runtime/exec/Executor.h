@@ -21,8 +21,8 @@
 #ifndef MLT_RUNTIME_EXECUTOR_H
 #define MLT_RUNTIME_EXECUTOR_H
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/Status.h"
 
 #include <deque>

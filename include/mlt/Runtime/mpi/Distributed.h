@@ -26,9 +26,9 @@
 #ifndef MLT_RUNTIME_DISTRIBUTED_H
 #define MLT_RUNTIME_DISTRIBUTED_H
 
-#include "mlt/Runtime/MpiBootstrap.h"
-#include "mlt/Runtime/NcclCommunicator.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/mpi/MpiBootstrap.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/Status.h"
 
 #include <memory>

@@ -15,7 +15,7 @@
 #ifndef MLT_RUNTIME_BACKEND_H
 #define MLT_RUNTIME_BACKEND_H
 
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>

@@ -37,9 +37,9 @@
 #ifndef MLT_RUNTIME_RANKGROUP_H
 #define MLT_RUNTIME_RANKGROUP_H
 
-#include "mlt/Runtime/Backend.h"
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/Status.h"
 
 #include <chrono>

@@ -15,8 +15,8 @@
 #ifndef MLT_RUNTIME_PROFILE_H
 #define MLT_RUNTIME_PROFILE_H
 
-#include "mlt/Runtime/Executor.h"
-#include "mlt/Runtime/Plan.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/plan/Plan.h"
 
 #include <string>
 #include <vector>

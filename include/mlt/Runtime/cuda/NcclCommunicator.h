@@ -56,8 +56,8 @@
 #ifndef MLT_RUNTIME_NCCLCOMMUNICATOR_H
 #define MLT_RUNTIME_NCCLCOMMUNICATOR_H
 
-#include "mlt/Runtime/Communicator.h"
-#include "mlt/Runtime/RankTransport.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/comm/RankTransport.h"
 
 #include <cuda_runtime_api.h>
 

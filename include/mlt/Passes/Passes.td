@@ -404,7 +404,12 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
       fresh temporary; `mlt.reshape` names its operand's buffer (row-major
       data does not move); `mlt.attention` also writes its softmax statistics,
       which the matching `mlt.attention_grad` reads;
-    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient.
+    - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient;
+    - with `mlt.microbatches` N on `@micro_step`, the tokens, labels and loss
+      get a copy per micro-batch (`per_microbatch N`), and each micro-step
+      body records where its backward pass starts (`backward_start`: its
+      first launch that reads the constant `mlt-autodiff` marked
+      `mlt.loss_seed`), where mlt-schedule-pipeline may split it.
 
     Everything else is erased; the module keeps its `mlt.model` attribute.
 

@@ -90,14 +90,6 @@ uint64_t BufferDesc::extentBytes() const {
   return copies > 1 ? copyStride() * (copies - 1) + bytes : bytes;
 }
 
-uint32_t CallDesc::copyOf(const BufferDesc &buffer) const {
-  if (buffer.copies == 1)
-    return 0;
-  const int32_t index =
-      buffer.copyIndex == CopyIndex::Slot ? slot : microbatch;
-  return index > 0 ? uint32_t(index) : 0;
-}
-
 std::string WorkItem::str() const {
   const char letter = kind == WorkKind::Forward    ? 'F'
                       : kind == WorkKind::Backward ? 'B'

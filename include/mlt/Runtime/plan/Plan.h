@@ -157,10 +157,6 @@ struct CallDesc {
   int32_t microbatch = -1;
   std::vector<WorkItem> work;
   int32_t slot = -1;
-
-  /// The copy of `buffer` that the call's launches touch (the plan
-  /// verifier has checked it exists); 0 for a buffer of one copy.
-  uint32_t copyOf(const BufferDesc &buffer) const;
 };
 
 /// Everything one rank holds and runs.

@@ -179,6 +179,11 @@ private:
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!s || !type)
         continue;
+      if (std::optional<std::string> problem =
+              s.checkFits(type.getShape(), mesh))
+        return func.emitError("mlt-spmdize: argument #")
+               << arg.getArgNumber() << " has a sharding that does not fit: "
+               << *problem;
       shardings[arg] = s;
       arg.setType(RankedTensorType::get(s.localShape(type.getShape(), mesh),
                                         type.getElementType()));
@@ -191,6 +196,27 @@ private:
           MLTDialect::getOperandShardingsAttrName());
       auto produced =
           op->getAttrOfType<ArrayAttr>(MLTDialect::getShardingAttrName());
+      // The annotations come from mlt-propagate-shardings, or by hand: one
+      // sharding per operand and per result, each fitting its value.
+      if (required && required.size() != op->getNumOperands())
+        return op->emitOpError("has ")
+               << required.size() << " entries in '"
+               << MLTDialect::getOperandShardingsAttrName() << "' for "
+               << op->getNumOperands() << " operands";
+      if (produced) {
+        if (produced.size() != op->getNumResults())
+          return op->emitOpError("has ")
+                 << produced.size() << " entries in '"
+                 << MLTDialect::getShardingAttrName() << "' for "
+                 << op->getNumResults() << " results";
+        for (auto [result, s] : llvm::zip(op->getResults(), produced))
+          if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+            if (std::optional<std::string> problem =
+                    cast<ShardingAttr>(s).checkFits(type.getShape(), mesh))
+              return op->emitOpError("has a result sharding that does not "
+                                     "fit: ")
+                     << *problem;
+      }
       if (required) {
         for (auto [i, want] : llvm::enumerate(required)) {
           FailureOr<Value> v = reshard(op->getLoc(), op->getOperand(i),

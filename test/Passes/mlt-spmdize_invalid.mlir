@@ -25,3 +25,48 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
     return
   }
 }
+
+// -----
+
+// Tests that a hand-written annotation with more operand shardings than
+// operands is refused, not followed past the operands.
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  func.func @too_many(%x: tensor<4x8xf32> {mlt.sharding = #mlt.sharding<[dp, -]>}) {
+    // expected-error @+1 {{'mlt.add' op has 3 entries in 'mlt.operand_shardings' for 2 operands}}
+    %y = mlt.add %x, %x {mlt.operand_shardings = [#mlt.sharding<[dp, -]>, #mlt.sharding<[dp, -]>, #mlt.sharding<[dp, -]>], mlt.sharding = [#mlt.sharding<[dp, -]>]} : tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that a result sharding must fit its value: 5 rows do not split
+// over 2 ranks.
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  func.func @does_not_divide(%x: tensor<5x8xf32>) {
+    // expected-error @+1 {{'mlt.add' op has a result sharding that does not fit: }}
+    %y = mlt.add %x, %x {mlt.sharding = [#mlt.sharding<[dp, -]>]} : tensor<5x8xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that an argument's sharding must fit it.
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  // expected-error @+1 {{mlt-spmdize: argument #0 has a sharding that does not fit: }}
+  func.func @bad_argument(%x: tensor<5x8xf32> {mlt.sharding = #mlt.sharding<[dp, -]>}) {
+    return
+  }
+}
+
+// -----
+
+// Tests that an op has one result sharding per result.
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+  func.func @results(%x: tensor<4x8xf32>) {
+    // expected-error @+1 {{'mlt.add' op has 2 entries in 'mlt.sharding' for 1 results}}
+    %y = mlt.add %x, %x {mlt.sharding = [#mlt.sharding<[-, -]>, #mlt.sharding<[-, -]>]} : tensor<4x8xf32>
+    return
+  }
+}

@@ -483,3 +483,12 @@ CudaDeviceContext::axisPosition(int64_t axis) const {
     return coordinates.takeStatus();
   return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
 }
+
+StatusOr<CudaDeviceContext::VocabShard>
+CudaDeviceContext::vocabShard(int64_t vocabLocal, int64_t axis) const {
+  StatusOr<AxisPosition> position = axisPosition(axis);
+  if (!position)
+    return position.takeStatus();
+  return VocabShard{position->coordinate * vocabLocal,
+                    position->size * vocabLocal};
+}

@@ -154,6 +154,15 @@ private:
   };
   rt::StatusOr<AxisPosition> axisPosition(int64_t axis) const;
 
+  /// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
+  /// rank, that this rank holds: [offset, offset + vocabLocal) of [0, total)
+  /// (as in CpuBackend.cpp).
+  struct VocabShard {
+    int64_t offset = 0;
+    int64_t total = 0;
+  };
+  rt::StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
+
   /// At least `bytes` of device scratch memory, valid until the next call;
   /// used by one launch at a time on the compute stream. Growing it waits for
   /// the stream (earlier launches may still read the old area).

@@ -342,11 +342,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       tokens = a[A::tokens];
       vocabLocal = a[A::vocab_local];
       hidden = a[A::hidden];
-      StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
-      if (!position)
-        return position.takeStatus();
-      offset = position->coordinate * vocabLocal;
-      total = position->size * vocabLocal;
+      StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+      if (!shard)
+        return shard.takeStatus();
+      offset = shard->offset;
+      total = shard->total;
     } else {
       using A = attrs::EmbeddingFwd;
       const KernelAttrs<A> a(inst);
@@ -488,11 +488,10 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
-    if (!position)
-      return position.takeStatus();
-    const int64_t offset = position->coordinate * vocabLocal;
-    const int64_t total = position->size * vocabLocal;
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    if (!shard)
+      return shard.takeStatus();
+    const int64_t offset = shard->offset, total = shard->total;
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyStats(
@@ -505,11 +504,10 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyBwdStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
-    if (!position)
-      return position.takeStatus();
-    const int64_t offset = position->coordinate * vocabLocal;
-    const int64_t total = position->size * vocabLocal;
+    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    if (!shard)
+      return shard.takeStatus();
+    const int64_t offset = shard->offset, total = shard->total;
     return withComputeType(in[1].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyBwdStats(

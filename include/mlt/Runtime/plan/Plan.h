@@ -54,6 +54,20 @@ const char *bufferKindName(BufferKind kind);
 /// Plan.fbs's `CopyIndex`.
 enum class CopyIndex : uint8_t { MicroBatch = 0, Slot = 1 };
 
+/// A range of one parameter held by a buffer (Plan.fbs's Segment): the
+/// buffer's elements [offset, offset + count) are elements [begin, begin +
+/// count) of the parameter's block (fullShape, sliceOffset, blockShape;
+/// all empty: the whole tensor), flattened row-major.
+struct SegmentDesc {
+  std::string parameter;
+  std::vector<int64_t> fullShape;
+  std::vector<int64_t> sliceOffset;
+  std::vector<int64_t> blockShape;
+  int64_t begin = 0;
+  int64_t count = 0;
+  int64_t offset = 0;
+};
+
 /// One named range of a rank's arena.
 struct BufferDesc {
   std::string name;
@@ -83,6 +97,15 @@ struct BufferDesc {
   /// `shape` and `bytes` are one copy's. 1: a plain buffer.
   uint32_t copies = 1;
   CopyIndex copyIndex = CopyIndex::MicroBatch;
+  /// A view: the index of the buffer whose bytes contain this one's (not
+  /// itself a view); -1: none. A view may overlap its base and the base's
+  /// other views.
+  int32_t viewOf = -1;
+  /// Ranges of several parameters (Parameter, Gradient and OptimizerState
+  /// buffers with no `parameter`), in increasing offset; elements outside
+  /// them are zero padding. Where a parameter has segments in buffers of a
+  /// kind, they hold that kind's state of it (not the buffers naming it).
+  std::vector<SegmentDesc> segments;
 
   /// Bytes from one copy to the next: `bytes` rounded up to the plan's
   /// buffer alignment.

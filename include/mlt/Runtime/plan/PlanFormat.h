@@ -27,7 +27,9 @@ namespace mlt::rt {
 /// pass). Version 5: the training step as the unit, each rank's `step` of
 /// calls, and buffers with a copy per micro-batch (tokens, labels, loss);
 /// the runtime runs no program by name but refresh_parameter_copies.
-inline constexpr uint32_t kPlanFormatVersion = 5;
+/// Version 6: views (view_of) and segments (the partitioned optimizer's
+/// flat buffers).
+inline constexpr uint32_t kPlanFormatVersion = 6;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

@@ -113,9 +113,26 @@ LogicalResult BufferOp::verify() {
                   getKind() == BufferKind::gradient ||
                   getKind() == BufferKind::optimizer_state ||
                   getKind() == BufferKind::parameter_copy;
-  if (stateful && !getParameter())
+  // Flat buffers (a bucket, a rank's slice of one) name no parameter.
+  if (stateful && !getParameter() && !getShardAttr() && !getView() &&
+      !getBucket())
     return emitOpError("of kind '")
            << stringifyBufferKind(getKind()) << "' must name its parameter";
+  if (getViewOffsetAttr() && (!getView() || getShardAttr()))
+    return emitOpError("has a view_offset but is no view at a fixed place");
+  if (getViewOffsetAttr() && getViewOffsetAttr().getInt() < 0)
+    return emitOpError("view_offset must be non-negative");
+  if ((getView() || getShardAttr()) && getCopies() != 1)
+    return emitOpError("is a view or a slice and has several copies");
+  if (getLayoutAttr() && (!getShardAttr() || getView()))
+    return emitOpError("names a layout but is no slice stored apart (it "
+                       "needs a shard axis and no view)");
+  if (getShardAttr() && !getView() && !getLayoutAttr())
+    return emitOpError("is a slice (shard) of no flat buffer: it needs a "
+                       "view or a layout");
+  if (getOwns() && (!getShardAttr() || getParameter()))
+    return emitOpError("owns ranges of parameters, so it must be a slice "
+                       "(shard) that names no parameter");
   if (getKind() == BufferKind::constant && !getValue())
     return emitOpError("of kind 'constant' needs a value");
   if (getOffsetAttr() && getOffsetAttr().getInt() < 0)
@@ -172,6 +189,32 @@ LogicalResult ProgramOp::verify() {
                << *token << ", which an earlier launch of @" << getSymName()
                << " signals";
     }
+  }
+  return success();
+}
+
+LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  for (FlatSymbolRefAttr ref : {getViewAttr(), getLayoutAttr()}) {
+    if (!ref)
+      continue;
+    auto base = symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, ref);
+    if (!base)
+      return emitOpError("names ") << ref << ", which is not a buffer";
+    if (!base.getBucket())
+      return emitOpError("lies in ") << ref << ", which is no bucket";
+    if (base.getTensorType().getElementType() !=
+        getTensorType().getElementType() && ref == getViewAttr())
+      return emitOpError("is a view of ")
+             << ref << " of another element type";
+    int64_t elements = getTensorType().getNumElements();
+    int64_t baseElements = base.getTensorType().getNumElements();
+    int64_t start = getViewOffsetAttr() ? getViewOffsetAttr().getInt() : 0;
+    if (start + elements > baseElements ||
+        (getShardAttr() && baseElements % elements != 0))
+      return emitOpError("of ")
+             << elements << " elements does not fit " << ref << " of "
+             << baseElements << (getShardAttr() ? " as one of equal slices"
+                                                : " at its offset");
   }
   return success();
 }

@@ -45,7 +45,8 @@ def MLTRT_BufferKind : I32EnumAttr<"BufferKind", "what a buffer holds", [
   let cppNamespace = "::mlt::rt_ir";
 }
 
-def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a named range of the arena";
   let description = [{
     Declares a buffer of the given tensor type. Parameters, gradients and
@@ -65,9 +66,28 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
     `k * align(bytes, 256)` bytes after `offset` (PlanFormat.h's
     kPlanBufferAlignment).
 
+    Flat buffers (mlt-partition-optimizer, ZeRO). A buffer with `view` is
+    a name for bytes inside another buffer (its base, which is no view):
+    `view_offset` elements after the base's start, e.g. a parameter's
+    gradient inside its bucket's flat buffer. A buffer with `shard = "dp"`
+    of n elements holds, on the rank of coordinate c on mesh axis dp, the
+    elements [c * n, (c + 1) * n) of a flat buffer's layout: of its base
+    when it is a view (then it lies there: the rank's slice of a bucket, a
+    rank-dependent place that the plan export resolves per rank), else of
+    the buffer `layout` names (a master-weight or moment slice stored
+    apart). The layout's views that name a parameter say which ranges of
+    which parameters the slice covers; with `owns` the slice holds those
+    ranges' state (parameters, reduced gradients, moments), which the plan
+    file lists as its segments, and the buffer names no parameter. A flat
+    buffer that views lie in is marked `bucket`.
+
     Example:
     ```mlir
     mlt_rt.buffer @"param:model.norm.weight" parameter offset 0 {parameter = "model.norm.weight"} : tensor<64xf32>
+    mlt_rt.buffer @"grad_bucket.0" gradient {bucket} : tensor<512xf32>
+    mlt_rt.buffer @"grad:model.norm.weight" gradient {parameter = "model.norm.weight", view = @"grad_bucket.0", view_offset = 128} : tensor<64xf32>
+    mlt_rt.buffer @"grad_shard.0" gradient {owns, shard = "dp", view = @"grad_bucket.0"} : tensor<256xf32>
+    mlt_rt.buffer @"exp_avg_shard.0" optimizer_state {layout = @"grad_bucket.0", owns, shard = "dp"} : tensor<256xf32>
     mlt_rt.buffer @tokens input per_microbatch 4 : tensor<2x128xi32>
     mlt_rt.buffer @t12 temporary : tensor<4x32x64xf32>
     ```
@@ -79,7 +99,13 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<StrAttr>:$parameter,
                        UnitAttr:$decay,
-                       OptionalAttr<F64Attr>:$value);
+                       OptionalAttr<F64Attr>:$value,
+                       OptionalAttr<FlatSymbolRefAttr>:$view,
+                       OptionalAttr<I64Attr>:$view_offset,
+                       OptionalAttr<StrAttr>:$shard,
+                       OptionalAttr<FlatSymbolRefAttr>:$layout,
+                       UnitAttr:$owns,
+                       UnitAttr:$bucket);
   let assemblyFormat = [{
     $sym_name $kind (`per_microbatch` $per_microbatch^)?
     (`per_slot` $per_slot^)? (`offset` $offset^)? attr-dict `:` $type
@@ -100,6 +126,13 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">]>
     }
     /// The bytes of the arena the buffer spans, all copies included.
     uint64_t getExtentBytes();
+    /// The flat buffer whose layout a slice (`shard`) covers: its base when
+    /// it is a view, else `layout`; null for other buffers.
+    ::mlir::FlatSymbolRefAttr getLayoutSource() {
+      if (!getShardAttr())
+        return nullptr;
+      return getViewAttr() ? getViewAttr() : getLayoutAttr();
+    }
   }];
 }
 

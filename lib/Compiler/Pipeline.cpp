@@ -50,6 +50,12 @@ void mlt::buildTrainPipeline(OpPassManager &pm, const TrainOptions &options) {
   MLTSchedulePipelineOptions schedule;
   schedule.schedule = options.schedule;
   pm.addPass(createMLTSchedulePipeline(schedule));
+  if (options.zero > 0) {
+    MLTPartitionOptimizerOptions partition;
+    partition.zero = options.zero;
+    partition.bucketBytes = options.gradBucketBytes;
+    pm.addPass(createMLTPartitionOptimizer(partition));
+  }
   if (options.overlapGradReduce) {
     MLTScheduleOverlapOptions overlap;
     overlap.bucketBytes = options.gradBucketBytes;
@@ -100,6 +106,11 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       *this, "grad-bucket-bytes",
       llvm::cl::desc("bytes of gradients per reduction bucket"),
       llvm::cl::init(int64_t(32) << 20)};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("ZeRO stage: 0, or 1 (optimizer state partitioned "
+                     "over dp)"),
+      llvm::cl::init(0)};
 
   mlt::TrainOptions toTrainOptions() const {
     mlt::TrainOptions options;
@@ -114,6 +125,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.recompute.assign(recompute.begin(), recompute.end());
     options.overlapGradReduce = overlapGradReduce;
     options.gradBucketBytes = gradBucketBytes;
+    options.zero = zero;
     return options;
   }
 };

@@ -250,7 +250,10 @@ private:
         /*per_microbatch=*/IntegerAttr(), /*per_slot=*/IntegerAttr(),
         /*offset=*/IntegerAttr(),
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
-        decay ? b.getUnitAttr() : UnitAttr(), FloatAttr());
+        decay ? b.getUnitAttr() : UnitAttr(), FloatAttr(),
+        /*view=*/FlatSymbolRefAttr(), /*view_offset=*/IntegerAttr(),
+        /*shard=*/StringAttr(), /*layout=*/FlatSymbolRefAttr(),
+        /*owns=*/UnitAttr(), /*bucket=*/UnitAttr());
     if (sharding)
       op->setAttr(MLTDialect::getShardingAttrName(),
                   bufferShardingAttr(sharding));

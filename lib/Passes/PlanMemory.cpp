@@ -48,7 +48,10 @@ struct Region {
 
 /// Lays out the arena of a lowered module:
 ///
-/// 1. persistent buffers one after another, in declaration order;
+/// 1. persistent buffers one after another, in declaration order, but
+///    views, which lie in their bases (`view_offset` elements in, or at the
+///    base's start for a rank's slice, which the plan export moves to each
+///    rank's place);
 /// 2. per program, each temporary's lifetime: the first to the last launch
 ///    that names it, or to the program's end if a launch on a stream other
 ///    than 0 names it (it may run until the streams join there);
@@ -94,8 +97,34 @@ public:
           temporaries[buffer.getSymName()] = buffer;
         continue;
       }
+      if (buffer.getView())
+        continue; // placed in its base below
       buffer.setOffsetAttr(b.getI64IntegerAttr(persistentEnd));
       persistentEnd = alignUp(persistentEnd + buffer.getExtentBytes(), align);
+    }
+    // A view lies in its base: `view_offset` elements in, or for a rank's
+    // slice (`shard`) at the base's start, the place of coordinate 0 (the
+    // plan export adds each rank's).
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      FlatSymbolRefAttr view = buffer.getViewAttr();
+      if (!view)
+        continue;
+      auto base = module.lookupSymbol<rtir::BufferOp>(view);
+      if (!base || !base.getOffsetAttr() ||
+          base.getKind() == rtir::BufferKind::temporary) {
+        buffer.emitOpError("is a view of ")
+            << view << ", which is no persistent buffer";
+        return signalPassFailure();
+      }
+      const uint64_t elementBytes =
+          buffer.getByteSize() / std::max<int64_t>(
+                                     1, buffer.getTensorType().getNumElements());
+      const uint64_t start =
+          buffer.getViewOffsetAttr()
+              ? uint64_t(buffer.getViewOffsetAttr().getInt()) * elementBytes
+              : 0;
+      buffer.setOffsetAttr(b.getI64IntegerAttr(
+          int64_t(uint64_t(base.getOffsetAttr().getInt()) + start)));
     }
 
     uint64_t peak = persistentEnd;

@@ -1,7 +1,8 @@
 //===- ScheduleOverlap.cpp - gradient reductions under the backward pass --===//
 //
 // Part of mlt. Implements mlt-schedule-overlap (Passes.td): the optimizer
-// step's leading in-place all-reduces of gradient buffers move into a copy
+// step's leading reductions of gradients (in-place all-reduces, or
+// reduce-scatters of flat gradient buckets) move into a copy
 // of the body that the step calls for its last micro-batch, each bucket of
 // them on the gradient-reduction stream right after its gradients are done,
 // ordered by a token.
@@ -28,20 +29,27 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// The gradient that `launch` reduces in place over a mesh axis, if it is
-/// such a reduction.
+/// The gradient buffer that `launch` reduces over a mesh axis, if it is
+/// such a reduction: an in-place all_reduce_sum of a gradient, or the
+/// reduce_scatter_sum of a flat gradient bucket into a rank's slice of it
+/// (mlt-partition-optimizer's).
 std::optional<StringRef>
 reducedGradient(rtir::LaunchOp launch,
                 const llvm::StringMap<rtir::BufferOp> &buffers) {
-  if (launch.getKernel() != "all_reduce_sum" || launch.getInputs().size() != 1 ||
-      launch.getOutputs().size() != 1 ||
-      rtir::bufferName(launch.getInputs()[0]) != rtir::bufferName(launch.getOutputs()[0]))
+  if (launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
     return std::nullopt;
   StringRef name = rtir::bufferName(launch.getInputs()[0]);
   rtir::BufferOp buffer = buffers.lookup(name);
   if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
     return std::nullopt;
-  return name;
+  StringRef output = rtir::bufferName(launch.getOutputs()[0]);
+  if (launch.getKernel() == "all_reduce_sum" && output == name)
+    return name;
+  rtir::BufferOp slice = buffers.lookup(output);
+  if (launch.getKernel() == "reduce_scatter_sum" && buffer.getBucket() &&
+      slice && slice.getView() == name && slice.getShardAttr())
+    return name;
+  return std::nullopt;
 }
 
 class Scheduler {
@@ -187,14 +195,25 @@ private:
       if (std::optional<int64_t> token = launch.getToken())
         nextToken = std::max(nextToken, *token + 1);
     }
+    // The views of each flat bucket: a bucket is ready once all are.
+    llvm::StringMap<SmallVector<StringRef>> views;
+    for (auto &entry : buffers)
+      if (FlatSymbolRefAttr base = entry.second.getViewAttr())
+        views[base.getValue()].push_back(entry.first());
     // Where each gradient is ready (-1: never touched here, ready at the
     // program's start) and its size, in the optimizer step's order.
     std::vector<GradientReduction> ready;
     for (rtir::LaunchOp reduction : reductions) {
       StringRef gradient = rtir::bufferName(reduction.getInputs()[0]);
-      auto it = lastTouch.find(gradient);
-      ready.push_back({it == lastTouch.end() ? -1 : it->second,
-                       buffers.lookup(gradient).getByteSize()});
+      int64_t readyAfter = -1;
+      auto touch = [&](StringRef name) {
+        if (auto it = lastTouch.find(name); it != lastTouch.end())
+          readyAfter = std::max(readyAfter, it->second);
+      };
+      touch(gradient);
+      for (StringRef view : views.lookup(gradient))
+        touch(view);
+      ready.push_back({readyAfter, buffers.lookup(gradient).getByteSize()});
     }
     // The pass refused a negative size.
     const uint64_t size = uint64_t(bucketBytes);
@@ -245,13 +264,15 @@ private:
 
 /// Moves the optimizer step's gradient reductions under the backward pass:
 /// 1. the reductions: the optimizer step's plain in-place `all_reduce_sum`s
-///    of gradient buffers, each before anything else there touches its
-///    gradient;
+///    of gradient buffers and `reduce_scatter_sum`s of flat gradient
+///    buckets into a rank's slice (mlt-partition-optimizer), each before
+///    anything else there touches its gradient;
 /// 2. the body the step calls for its last micro-batch is copied, with
 ///    temporaries of its own (@micro_step_last of @micro_step,
 ///    @micro_step_only of @micro_step_first), and the step calls the copy;
 /// 3. in the copy, each gradient is ready after the last launch that
-///    touches it (at the start if none does);
+///    touches it (a bucket, after the last that touches one of its views;
+///    at the start if none does);
 /// 4. the planner (GradientBuckets.h) groups the reductions in readiness
 ///    order into buckets of at least `bucket-bytes`, each anchored at the
 ///    launch where its last member is ready, and its checker verifies them;

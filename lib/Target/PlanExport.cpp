@@ -4,9 +4,12 @@
 // declaration order (launches refer to them by index), programs in order.
 // A module with an `mlt.mesh` holds the program that every rank runs: the
 // plan gets the mesh and one rank entry per rank, all with the same
-// programs, step, arena and buffers (the tables written once and shared), except that a buffer whose `mlt.sharding`
-// splits a dimension holds on each rank that rank's block of the global
-// tensor (full_shape, slice_offset).
+// programs, step, arena and buffers (the tables written once and shared),
+// except that a buffer whose `mlt.sharding` splits a dimension holds on each
+// rank that rank's block of the global tensor (full_shape, slice_offset),
+// and a rank's slice of a flat bucket (`shard`) lies at that rank's place
+// in the bucket (a view) and lists the ranges of parameters it owns there
+// (segments, each of the rank's block of its parameter).
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +108,20 @@ TensorBlock blockOf(ArrayRef<int64_t> shape, ShardingAttr sharding, MeshAttr mes
   return block;
 }
 
+/// One range of a parameter that a rank's slice of a flat bucket covers.
+struct SliceSegment {
+  StringRef parameter;
+  TensorBlock block;          // of the parameter, on the rank
+  std::vector<int64_t> shape; // the block's shape
+  int64_t begin, count, offset;
+};
+
+/// The views of a flat bucket that name a parameter, in offset order.
+struct BucketMember {
+  rtir::BufferOp view;
+  int64_t offset, elements;
+};
+
 } // namespace
 
 std::string mlt::hfConfigJson(const LlamaConfig &c) {
@@ -147,6 +164,20 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
 
   flatbuffers::FlatBufferBuilder fbb;
   llvm::StringMap<uint32_t> bufferIndex;
+  // Views name their base by index, and flat buckets list their members.
+  llvm::StringMap<std::vector<BucketMember>> bucketMembers;
+  for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+    bufferIndex[buffer.getSymName()] = bufferIndex.size();
+    if (FlatSymbolRefAttr base = buffer.getViewAttr();
+        base && buffer.getParameter() && !buffer.getShardAttr())
+      bucketMembers[base.getValue()].push_back(
+          {buffer, buffer.getViewOffsetAttr().getInt(),
+           buffer.getTensorType().getNumElements()});
+  }
+  for (auto &entry : bucketMembers)
+    llvm::sort(entry.second, [](const BucketMember &a, const BucketMember &b) {
+      return a.offset < b.offset;
+    });
   // Per rank, its buffer tables; those that are not blocks are shared.
   std::vector<std::vector<flatbuffers::Offset<fb::Buffer>>> buffers(worldSize);
   int64_t microBatch = 0, seqLen = 0;
@@ -191,30 +222,91 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
     auto parameter = buffer.getParameter()
                          ? fbb.CreateString(buffer.getParameter()->str())
                          : flatbuffers::Offset<flatbuffers::String>();
-    auto create = [&](flatbuffers::Offset<flatbuffers::Vector<int64_t>>
-                          fullShape,
-                      flatbuffers::Offset<flatbuffers::Vector<int64_t>>
-                          sliceOffset) {
+    int32_t viewOf = -1;
+    if (FlatSymbolRefAttr base = buffer.getViewAttr()) {
+      auto it = bufferIndex.find(base.getValue());
+      if (it == bufferIndex.end())
+        return buffer.emitOpError("is a view of ") << base << ", no buffer";
+      viewOf = int32_t(it->second);
+    }
+    // A rank's slice of a flat bucket: its coordinate on the slice's axis.
+    int64_t sliceAxis = -1;
+    if (StringAttr axis = buffer.getShardAttr()) {
+      sliceAxis = mesh ? mesh.axisIndex(axis.getValue()) : -1;
+      if (sliceAxis < 0)
+        return buffer.emitOpError("is a slice over '")
+               << axis.getValue() << "', which is not an axis of the mesh";
+      auto source = module.lookupSymbol<rtir::BufferOp>(
+          buffer.getLayoutSource());
+      if (!source ||
+          source.getTensorType().getNumElements() !=
+              type.getNumElements() * mesh.getSizes()[sliceAxis])
+        return buffer.emitOpError("is not one of ")
+               << mesh.getSizes()[sliceAxis] << " equal slices of "
+               << buffer.getLayoutSource();
+    }
+    const bool perRank = isBlock || sliceAxis >= 0;
+    auto create = [&](int64_t rank) {
+      flatbuffers::Offset<flatbuffers::Vector<int64_t>> fullShape, sliceOffset;
+      if (isBlock) {
+        TensorBlock block = blockOf(type.getShape(), *sharding, mesh, rank);
+        fullShape = fbb.CreateVector(block.fullShape);
+        sliceOffset = fbb.CreateVector(block.sliceOffset);
+      }
+      uint64_t offset = *buffer.getOffset();
+      std::vector<flatbuffers::Offset<fb::Segment>> segments;
+      if (sliceAxis >= 0) {
+        const int64_t elements = type.getNumElements();
+        const int64_t start = mesh.coordinate(rank, sliceAxis) * elements;
+        if (buffer.getViewAttr())
+          offset += uint64_t(start) * (buffer.getByteSize() / elements);
+        if (buffer.getOwns())
+          for (BucketMember member :
+               bucketMembers.lookup(buffer.getLayoutSource().getValue())) {
+            const int64_t first = std::max(start, member.offset);
+            const int64_t end = std::min(start + elements,
+                                         member.offset + member.elements);
+            if (first >= end)
+              continue;
+            RankedTensorType memberType = member.view.getTensorType();
+            FailureOr<ShardingAttr> memberSharding =
+                bufferSharding(member.view);
+            TensorBlock block;
+            if (succeeded(memberSharding) && *memberSharding)
+              block = blockOf(memberType.getShape(), *memberSharding, mesh,
+                              rank);
+            auto none = flatbuffers::Offset<flatbuffers::Vector<int64_t>>();
+            segments.push_back(fb::CreateSegment(
+                fbb, fbb.CreateString(member.view.getParameter()->str()),
+                block.fullShape.empty() ? none
+                                        : fbb.CreateVector(block.fullShape),
+                block.sliceOffset.empty()
+                    ? none
+                    : fbb.CreateVector(block.sliceOffset),
+                block.fullShape.empty()
+                    ? none
+                    : fbb.CreateVector(memberType.getShape().vec()),
+                uint64_t(first - member.offset), uint64_t(end - first),
+                uint64_t(first - start)));
+          }
+      }
       return fb::CreateBuffer(
-          fbb, name, kindOf(buffer.getKind()), *dtype, shape,
-          *buffer.getOffset(), buffer.getByteSize(), parameter,
+          fbb, name, kindOf(buffer.getKind()), *dtype, shape, offset,
+          buffer.getByteSize(), parameter,
           buffer.getValue() ? buffer.getValue()->convertToDouble() : 0.0,
           buffer.getDecay(), fullShape, sliceOffset,
           uint32_t(buffer.getCopies()),
-          buffer.getPerSlot() ? fb::CopyIndex::Slot : fb::CopyIndex::MicroBatch);
+          buffer.getPerSlot() ? fb::CopyIndex::Slot : fb::CopyIndex::MicroBatch,
+          viewOf, segments.empty() ? 0 : fbb.CreateVector(segments));
     };
-    bufferIndex[buffer.getSymName()] = buffers[0].size();
-    if (!isBlock) {
-      auto table = create(0, 0);
+    if (!perRank) {
+      auto table = create(0);
       for (auto &rankBuffers : buffers)
         rankBuffers.push_back(table);
       continue;
     }
-    for (int64_t rank = 0; rank < worldSize; ++rank) {
-      TensorBlock block = blockOf(type.getShape(), *sharding, mesh, rank);
-      buffers[rank].push_back(create(fbb.CreateVector(block.fullShape),
-                                     fbb.CreateVector(block.sliceOffset)));
-    }
+    for (int64_t rank = 0; rank < worldSize; ++rank)
+      buffers[rank].push_back(create(rank));
   }
 
   std::vector<flatbuffers::Offset<fb::Program>> programs;

@@ -117,6 +117,14 @@ so with a plan file --tp and --dp must match its mesh):
   --grad-bucket-mb N         gradients per all-reduce with overlap: a bucket
                              closes at N MiB or more (default 32; 0: one
                              all-reduce per gradient); when compiling only
+  --zero 0|1                 the optimizer state per data-parallel rank:
+                             0 (default) every rank keeps all of it; 1
+                             (ZeRO-1, Megatron's distributed optimizer)
+                             gradients and parameters in flat buckets
+                             (--grad-bucket-mb), each rank keeps the AdamW
+                             moments and f32 master weights of its 1/dp
+                             slice of each, gradients reduce-scattered and
+                             parameters all-gathered; needs --dp 2 or more
   --schedule 1f1b|gpipe      the order of the micro-batches' forward and
                              backward passes in a step (default 1f1b: each
                              forward followed by its backward, so one
@@ -184,6 +192,7 @@ struct Options {
   std::optional<bool> overlapGradReduce;
   std::optional<int64_t> gradBucketMiB;
   std::optional<std::string> pipelineSchedule;
+  std::optional<int64_t> zero;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -296,6 +305,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
          if (v != "1f1b" && v != "gpipe")
            return errorf(flag, " ", v, ": expected 1f1b or gpipe");
          o.pipelineSchedule = v;
+         return Status::ok();
+       }},
+      {"--zero",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "0" && v != "1")
+           return errorf(flag, ": expected 0 or 1, got '", v, "'");
+         o.zero = v == "1";
          return Status::ok();
        }},
       {"--grad-bucket-mb",
@@ -415,6 +431,9 @@ Status checkOptions(const Options &o) {
   if (o.sequenceParallel && o.tp.value_or(1) < 2)
     return errorf("--sequence-parallel splits the sequence over the "
                   "tensor-parallel ranks and needs --tp 2 or more");
+  if (o.zero.value_or(0) > 0 && o.dp && *o.dp < 2)
+    return errorf("--zero ", *o.zero, " partitions the optimizer state over "
+                  "the data-parallel ranks and needs --dp 2 or more");
   auto nonNegative = [](const char *flag, double value) -> Status {
     if (value < 0)
       return errorf(flag, " must not be negative, got ", value);
@@ -568,6 +587,10 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
   compile.schedule = o.pipelineSchedule.value_or("1f1b");
+  compile.zero = o.zero.value_or(0);
+  if (compile.zero > 0 && compile.dp < 2)
+    return errorf("--zero ", compile.zero, " partitions the optimizer state "
+                  "over the data-parallel ranks and needs --dp 2 or more");
   if (o.gradBucketMiB)
     compile.gradBucketBytes = *o.gradBucketMiB << 20;
   if (compile.microBatch % compile.dp != 0)
@@ -628,6 +651,20 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
                     plan.mesh.empty() ? std::string("none, one rank")
                                       : describeMesh(plan),
                     ")");
+  if (o.zero) {
+    // A plan with a partitioned optimizer holds ranges of parameters in
+    // flat slices (segments).
+    int64_t zero = 0;
+    for (const BufferDesc &buffer : plan.ranks.front().buffers)
+      if (!buffer.segments.empty())
+        zero = 1;
+    if (*o.zero != zero)
+      return errorf("--zero ", *o.zero, ": the plan was compiled with --zero ",
+                    zero, zero ? " (its optimizer state partitioned over dp)"
+                               : " (every rank keeps the whole optimizer "
+                                 "state)",
+                    "; compile the model with --zero ", *o.zero);
+  }
   if (model.seqLen > model.maxPositionEmbeddings)
     return errorf("--seq-len ", model.seqLen,
                   " exceeds the model's max_position_embeddings ",

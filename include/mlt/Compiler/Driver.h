@@ -47,6 +47,10 @@ struct TrainOptions {
   /// one per gradient), rather than after it in the optimizer step.
   bool overlapGradReduce = true;
   int64_t gradBucketBytes = int64_t(32) << 20;
+  /// mlt-partition-optimizer: the ZeRO stage, 0 (every data-parallel rank
+  /// keeps the whole optimizer state) or 1 (each keeps its slice of flat
+  /// buckets of gradBucketBytes).
+  int64_t zero = 0;
 };
 
 /// What a training plan is compiled from and for.

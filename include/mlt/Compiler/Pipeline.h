@@ -4,8 +4,8 @@
 // in order: `mlt-run` compiles with it (Driver.cpp), and `mlt-opt` registers
 // it as `--mlt-train-pipeline="tp=2 dp=2 microbatches=4 ..."` so that every
 // stage of a compilation can be inspected with `--mlir-print-ir-after-all`.
-// The options are Driver.h's TrainOptions; pipeline parallelism, schedules
-// and optimizer partitioning join them there.
+// The options are Driver.h's TrainOptions; pipeline parallelism joins them
+// there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +23,9 @@ namespace mlt {
 /// plan exporter: annotate the layout (several ranks), specialize shapes,
 /// pick the compute precision, derive the backward pass, attach AdamW, clean
 /// up, propagate the shardings and derive the per-rank program, recompute
-/// the chosen activations, lower to launches, schedule the step, overlap
-/// the gradient reductions, group the optimizer's launches, plan memory.
+/// the chosen activations, lower to launches, schedule the step, partition
+/// the optimizer state (ZeRO), overlap the gradient reductions, group the
+/// optimizer's launches, plan memory.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainOptions &options);
 
 /// Registers `mlt-train-pipeline` with mlt-opt's pass registry.

@@ -528,13 +528,71 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> {
+  let summary = "partitions the optimizer state over the data-parallel ranks (ZeRO-1)";
+  let description = [{
+    With `zero=1`, each data-parallel rank keeps the AdamW state (moments,
+    and the f32 master weights of a bf16 plan) of a 1/dp slice of the
+    parameters only, as Megatron's distributed optimizer does:
+
+    - the gradients of parameters treated alike (the same weight decay and
+      the same mesh axes the parameter is split over) are laid out in flat
+      buckets (`mlt/Analysis/FlatBuckets.h`: in the order the last
+      micro-batch's backward pass finishes them, closed at `bucket-bytes`,
+      each member aligned to 128 elements, each bucket padded to a
+      multiple of 128 x dp); each gradient becomes a view of its bucket
+      (`view`, `view_offset`), and so do the parameters the forward pass
+      reads (the f32 parameters, or the bf16 copies of a mixed-precision
+      plan);
+    - rank c owns the c-th 1/dp of every bucket, cutting through
+      parameters where it falls: its slice of the gradient bucket (a view,
+      `shard = "dp"`), its AdamW moments and (bf16) its master weights
+      (slices stored apart, `layout`), which `owns` the ranges of the
+      parameters they cover (the plan's segments, from which mlt-run
+      initializes, loads and saves whole tensors);
+    - the optimizer step reduce-scatters each gradient bucket into the
+      rank's slice (replacing the data-parallel all-reduces;
+      mlt-schedule-overlap moves them under the backward pass), computes
+      the gradient norm from the slices (summed over dp and the axes each
+      group is split over), updates the slices with one AdamW launch each,
+      and all-gathers each updated parameter bucket;
+      `refresh_parameter_copies` casts the master slices and all-gathers.
+
+    Persistent state per parameter, bf16: 2 (copy) + 4 (gradient) + 12/dp
+    bytes (master, moments) instead of 18; f32: 8 + 8/dp instead of 16.
+    `zero=0` leaves the module unchanged. Runs after mlt-schedule-pipeline
+    (the readiness order comes from the step's last micro-batch) and before
+    mlt-schedule-overlap.
+
+    After (`@optimizer_step`, one bucket):
+    ```mlir
+    mlt_rt.launch "reduce_scatter_sum" [@"grad_bucket.0"] -> [@"grad_shard.0"] ints [4096, 0]
+    mlt_rt.launch "sum_squares" [@"grad_shard.0"] -> [@"sum_squares.0"] ints [4096]
+    mlt_rt.launch "all_reduce_sum" [@"sum_squares.0"] -> [@"sum_squares.0"] ints [1, 0]
+    mlt_rt.launch "global_norm" [@"sum_squares.0"] -> [@grad_norm]
+    mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@clip_coefficient]
+    mlt_rt.launch "adamw" [@"grad_shard.0", @clip_coefficient, @hyper.lr, ...] -> [@"param_shard.0", @"exp_avg_shard.0", @"exp_avg_sq_shard.0"] ints [4096, 1]
+    mlt_rt.launch "all_gather" [@"param_shard.0"] -> [@"param_bucket.0"] ints [4096, 0]
+    ```
+  }];
+  let options = [
+    Option<"zero", "zero", "int64_t", "0",
+           "the ZeRO stage: 0 (every rank keeps the whole optimizer state) "
+           "or 1 (optimizer state partitioned over dp)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "33554432",
+           "close a flat bucket once it holds this many bytes of gradients">
+  ];
+}
+
 def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   let summary = "reduces the gradients under the backward pass, on a stream of their own";
   let description = [{
     Moves the reductions of the gradients over the ranks that share them
     (data parallelism: the `all_reduce_sum` of a gradient buffer in place
     with which a lowered `@optimizer_step` starts, before anything else
-    there touches that buffer) out of the optimizer step and into the
+    there touches that buffer; or with a partitioned optimizer the
+    `reduce_scatter_sum` of a flat gradient bucket into the rank's slice,
+    ready once all the gradients viewing the bucket are) out of the optimizer step and into the
     backward pass of the step's last micro-batch, where they overlap the
     backward of the layers below:
 

@@ -1,0 +1,528 @@
+//===- PartitionOptimizer.cpp - ZeRO-1 over the data-parallel ranks -------===//
+//
+// Part of mlt. Implements mlt-partition-optimizer (Passes.td): gradients and
+// parameters laid out in flat buckets (FlatBuckets.h), each data-parallel
+// rank keeping the AdamW state of its slice of every bucket, the optimizer
+// step rebuilt over the slices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/FlatBuckets.h"
+#include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTPARTITIONOPTIMIZER
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+namespace rtir = mlt::rt_ir;
+namespace abi = mlt::rt;
+
+namespace {
+
+/// Every member and slice of a bucket starts at a multiple of this many
+/// elements (512 bytes of f32, 256 of bf16: the plan's buffer alignment).
+constexpr uint64_t kAlignment = 128;
+/// The data-parallel mesh axis.
+constexpr llvm::StringLiteral kDataAxis = "dp";
+
+/// One parameter as the optimizer step updates it: its adamw launch's
+/// operands.
+struct Parameter {
+  rtir::BufferOp grad, param, expAvg, expAvgSq, copy; // copy: bf16, or null
+  int64_t elements = 0;
+  bool decay = false;
+  /// The mesh axes the parameter is split over (sorted).
+  SmallVector<StringRef> axes;
+};
+
+/// The buffers of one flat bucket.
+struct Bucket {
+  const FlatBucket *layout = nullptr;
+  bool decay = false;
+  SmallVector<StringRef> axes;
+  rtir::BufferOp gradBucket, gradShard;
+  /// The parameters the forward pass reads (f32, or the bf16 copies) and
+  /// the rank's slice of them; the f32 master slice (the same buffer as
+  /// readShard without copies).
+  rtir::BufferOp readBucket, readShard, master;
+  rtir::BufferOp expAvg, expAvgSq;
+};
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, int64_t bucketBytes)
+      : module(module), b(module.getContext()), bucketBytes(bucketBytes) {}
+
+  LogicalResult run() {
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    dataAxis = mesh ? mesh.axisIndex(kDataAxis) : -1;
+    if (dataAxis < 0 || mesh.getSizes()[dataAxis] < 2)
+      return module.emitError("mlt-partition-optimizer: zero=1 partitions "
+                              "the optimizer over data-parallel ranks, but "
+                              "the module has no mesh axis '")
+             << kDataAxis << "' of size 2 or more";
+    ranks = mesh.getSizes()[dataAxis];
+    optimizer = module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
+    if (!optimizer)
+      return module.emitError("mlt-partition-optimizer: the module has no @")
+             << abi::kOptimizerStepProgram;
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+      if (buffer.getView() || buffer.getShardAttr())
+        return buffer.emitOpError(
+            "is a view or a slice already: the optimizer is partitioned");
+    }
+    if (failed(readOptimizerStep()) || failed(planBuckets()))
+      return failure();
+    createBuffers();
+    rebuildOptimizerStep();
+    if (failed(rebuildRefresh()))
+      return failure();
+    return eraseReplaced();
+  }
+
+private:
+  rtir::BufferOp bufferOf(Attribute ref) {
+    return buffers.lookup(rtir::bufferName(ref));
+  }
+
+  /// Reads the per-parameter optimizer step: its adamw launches (one per
+  /// parameter), its data-parallel gradient all-reduces (dropped), its
+  /// other gradient all-reduces (kept), and the hyper-parameter and norm
+  /// buffers the rebuilt step uses.
+  LogicalResult readOptimizerStep() {
+    for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {
+      StringRef kernel = launch.getKernel();
+      if (kernel == "adamw") {
+        if (launch.getInputs().size() != 8 || launch.getOutputs().size() < 3)
+          return launch.emitOpError("is an adamw launch of unexpected arity");
+        Parameter p;
+        p.grad = bufferOf(launch.getInputs()[0]);
+        p.param = bufferOf(launch.getOutputs()[0]);
+        p.expAvg = bufferOf(launch.getOutputs()[1]);
+        p.expAvgSq = bufferOf(launch.getOutputs()[2]);
+        if (launch.getOutputs().size() > 3)
+          p.copy = bufferOf(launch.getOutputs()[3]);
+        p.elements = launch.getInts()[0];
+        p.decay = launch.getInts()[1] != 0;
+        if (!p.grad || p.grad.getKind() != rtir::BufferKind::gradient ||
+            !p.grad.getTensorType().getElementType().isF32() ||
+            p.grad.getTensorType().getNumElements() != p.elements)
+          return launch.emitOpError(
+              "updates from no f32 gradient buffer of its size");
+        Attribute sharding = p.param->getAttr(MLTDialect::getShardingAttrName());
+        if (auto list = dyn_cast_or_null<ArrayAttr>(sharding);
+            list && list.size() == 1)
+          sharding = list[0];
+        if (auto attr = dyn_cast_or_null<ShardingAttr>(sharding))
+          for (unsigned d = 0; d < attr.getRank(); ++d)
+            if (StringAttr axis = attr.getAxis(d))
+              p.axes.push_back(axis.getValue());
+        llvm::sort(p.axes);
+        if (llvm::is_contained(p.axes, kDataAxis))
+          return launch.emitOpError("updates a parameter split over '")
+                 << kDataAxis << "' already";
+        hyper.assign(launch.getInputs().begin() + 1, launch.getInputs().end());
+        parameters.push_back(std::move(p));
+        continue;
+      }
+      if (kernel == "all_reduce_sum" &&
+          rtir::bufferName(launch.getInputs()[0]) ==
+              rtir::bufferName(launch.getOutputs()[0])) {
+        rtir::BufferOp buffer = bufferOf(launch.getInputs()[0]);
+        if (buffer && buffer.getKind() == rtir::BufferKind::gradient) {
+          if (launch.getInts()[1] != dataAxis)
+            kept.push_back(launch);
+          continue;
+        }
+      }
+      if (kernel == "global_norm") {
+        gradNorm = launch.getOutputs()[0];
+        continue;
+      }
+      if (kernel == "clip_coefficient") {
+        maxNorm = launch.getInputs()[1];
+        continue;
+      }
+      // The per-parameter gradient norm, rebuilt over the slices.
+      if (kernel == "sum_squares" || kernel == "add" ||
+          kernel == "all_reduce_sum")
+        continue;
+      return launch.emitOpError("mlt-partition-optimizer: @")
+             << abi::kOptimizerStepProgram
+             << " launches a kernel it does not know how to partition";
+    }
+    if (parameters.empty() || !gradNorm || !maxNorm)
+      return optimizer.emitOpError("has no adamw launches, gradient norm or "
+                                   "clipping to partition");
+    bool copies = bool(parameters.front().copy);
+    for (const Parameter &p : parameters)
+      if (bool(p.copy) != copies)
+        return optimizer.emitOpError("updates some parameters' compute "
+                                     "copies and not others'");
+    return success();
+  }
+
+  /// Where each gradient is ready in the body of the step's last
+  /// micro-batch, and the flat buckets.
+  LogicalResult planBuckets() {
+    llvm::StringMap<int64_t> lastTouch;
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    if (steps.size() != 1)
+      return module.emitError("mlt-partition-optimizer: expected one "
+                              "mlt_rt.step (run mlt-schedule-pipeline "
+                              "first), found ")
+             << steps.size();
+    rtir::CallOp last;
+    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+      if (call.getMicrobatchAttr())
+        last = call;
+    if (last) {
+      auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
+      for (auto [position, launch] :
+           llvm::enumerate(body.getBody().getOps<rtir::LaunchOp>()))
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list)
+            lastTouch[rtir::bufferName(ref)] = int64_t(position);
+    }
+    std::map<std::pair<bool, SmallVector<StringRef>>, unsigned> groups;
+    for (Parameter &p : parameters) {
+      auto [it, inserted] =
+          groups.try_emplace({p.decay, p.axes}, unsigned(groups.size()));
+      auto touch = lastTouch.find(p.grad.getSymName());
+      members.push_back({touch == lastTouch.end() ? -1 : touch->second,
+                         uint64_t(p.elements), p.grad.getByteSize(),
+                         it->second});
+    }
+    FlatBucketOptions options{uint64_t(bucketBytes), uint64_t(ranks),
+                              kAlignment};
+    plan = planFlatBuckets(members, options);
+    std::string why;
+    if (!plan.verify(members, options, &why))
+      return optimizer.emitOpError("flat bucket plan is invalid: ") << why;
+    return success();
+  }
+
+  rtir::BufferOp createBuffer(StringRef name, rtir::BufferKind kind,
+                              RankedTensorType type) {
+    std::string unique = name.str();
+    for (unsigned n = 1; buffers.count(unique); ++n)
+      unique = (name + "." + Twine(n)).str();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(lastBuffer);
+    OperationState state(module.getLoc(), rtir::BufferOp::getOperationName());
+    rtir::BufferOp::Properties &props =
+        state.getOrAddProperties<rtir::BufferOp::Properties>();
+    props.sym_name = b.getStringAttr(unique);
+    props.kind = rtir::BufferKindAttr::get(b.getContext(), kind);
+    props.type = TypeAttr::get(type);
+    auto buffer = cast<rtir::BufferOp>(b.create(state));
+    buffers[buffer.getSymName()] = buffer;
+    lastBuffer = buffer;
+    return buffer;
+  }
+
+  RankedTensorType flatType(int64_t elements, Type element) {
+    return RankedTensorType::get({elements}, element);
+  }
+
+  /// Turns `buffer` into a view of `base` at `offset` elements.
+  void makeView(rtir::BufferOp buffer, rtir::BufferOp base, uint64_t offset) {
+    buffer.setViewAttr(FlatSymbolRefAttr::get(base.getSymNameAttr()));
+    buffer.setViewOffsetAttr(b.getI64IntegerAttr(int64_t(offset)));
+  }
+
+  /// A rank's slice of `bucket`: a view of it, or stored apart.
+  rtir::BufferOp createSlice(StringRef name, rtir::BufferKind kind,
+                             Type element, rtir::BufferOp bucket, bool view,
+                             bool owns) {
+    const int64_t elements = bucket.getTensorType().getNumElements() / ranks;
+    rtir::BufferOp slice = createBuffer(name, kind, flatType(elements, element));
+    auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
+    if (view)
+      slice.setViewAttr(ref);
+    else
+      slice.setLayoutAttr(ref);
+    slice.setShardAttr(b.getStringAttr(kDataAxis));
+    if (owns)
+      slice.setOwnsAttr(b.getUnitAttr());
+    return slice;
+  }
+
+  void createBuffers() {
+    const bool copies = bool(parameters.front().copy);
+    Type f32 = b.getF32Type();
+    for (auto [k, layout] : llvm::enumerate(plan.buckets)) {
+      Bucket bucket;
+      bucket.layout = &layout;
+      Parameter &first = parameters[layout.members.front()];
+      bucket.decay = first.decay;
+      bucket.axes = first.axes;
+      const std::string index = std::to_string(k);
+      const int64_t elements = int64_t(layout.elements);
+      auto flat = [&](StringRef name, rtir::BufferKind kind, Type element) {
+        rtir::BufferOp buffer =
+            createBuffer(name, kind, flatType(elements, element));
+        buffer.setBucketAttr(b.getUnitAttr());
+        return buffer;
+      };
+      bucket.gradBucket =
+          flat("grad_bucket." + index, rtir::BufferKind::gradient, f32);
+      Type readType =
+          copies ? first.copy.getTensorType().getElementType() : Type(f32);
+      bucket.readBucket = flat((copies ? "param_copy_bucket." : "param_bucket.") +
+                                   index,
+                               copies ? rtir::BufferKind::parameter_copy
+                                      : rtir::BufferKind::parameter,
+                               readType);
+      for (auto [member, offset] :
+           llvm::zip(layout.members, layout.offsets)) {
+        Parameter &p = parameters[member];
+        makeView(p.grad, bucket.gradBucket, offset);
+        makeView(copies ? p.copy : p.param, bucket.readBucket, offset);
+      }
+      bucket.gradShard =
+          createSlice("grad_shard." + index, rtir::BufferKind::gradient, f32,
+                      bucket.gradBucket, /*view=*/true, /*owns=*/true);
+      bucket.readShard = createSlice(
+          (copies ? "param_copy_shard." : "param_shard.") + index,
+          copies ? rtir::BufferKind::parameter_copy
+                 : rtir::BufferKind::parameter,
+          readType, bucket.readBucket, /*view=*/true, /*owns=*/false);
+      // The f32 master weights: the read slice itself in fp32 (the
+      // per-parameter views hold the parameters); apart in bf16, owning.
+      bucket.master = copies ? createSlice("param_shard." + index,
+                                           rtir::BufferKind::parameter, f32,
+                                           bucket.gradBucket, /*view=*/false,
+                                           /*owns=*/true)
+                             : bucket.readShard;
+      if (bucket.decay)
+        bucket.master.setDecayAttr(b.getUnitAttr());
+      bucket.expAvg = createSlice("exp_avg_shard." + index,
+                                  rtir::BufferKind::optimizer_state, f32,
+                                  bucket.gradBucket, false, true);
+      bucket.expAvgSq = createSlice("exp_avg_sq_shard." + index,
+                                    rtir::BufferKind::optimizer_state, f32,
+                                    bucket.gradBucket, false, true);
+      flatBuckets.push_back(bucket);
+    }
+  }
+
+  rtir::BufferOp scalar(StringRef name) {
+    return createBuffer(name, rtir::BufferKind::temporary,
+                        RankedTensorType::get({}, b.getF32Type()));
+  }
+
+  static FlatSymbolRefAttr ref(rtir::BufferOp buffer) {
+    return FlatSymbolRefAttr::get(buffer.getSymNameAttr());
+  }
+
+  /// The optimizer step over the slices: reduce-scatters, the kept
+  /// reductions, the gradient norm, clipping, AdamW, all-gathers.
+  void rebuildOptimizerStep() {
+    Block &body = optimizer.getBody().front();
+    SmallVector<Operation *> old;
+    for (Operation &op : body)
+      if (!llvm::is_contained(kept, dyn_cast<rtir::LaunchOp>(&op)))
+        old.push_back(&op);
+    b.setInsertionPointToStart(&body);
+    for (Bucket &bucket : flatBuckets)
+      rtir::LaunchOp::create(
+          b, optimizer.getLoc(), "reduce_scatter_sum",
+          {ref(bucket.gradBucket)}, {ref(bucket.gradShard)},
+          {bucket.gradShard.getTensorType().getNumElements(), dataAxis});
+    // The kept reductions (over other axes) stay next, as they were.
+    if (!kept.empty())
+      b.setInsertionPointAfter(kept.back());
+    // The sum of squares of each group: its slices' sums, added in bucket
+    // order, summed over dp and the axes the group is split over.
+    std::map<unsigned, SmallVector<Bucket *>> groups;
+    for (Bucket &bucket : flatBuckets)
+      groups[bucket.layout->group].push_back(&bucket);
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    SmallVector<Attribute> sums;
+    for (auto &[group, members] : groups) {
+      rtir::BufferOp total;
+      for (Bucket *bucket : members) {
+        rtir::BufferOp sum = scalar("sum_squares." +
+                                    bucket->gradShard.getSymName().str());
+        rtir::LaunchOp::create(
+            b, optimizer.getLoc(), "sum_squares", {ref(bucket->gradShard)},
+            {ref(sum)}, {bucket->gradShard.getTensorType().getNumElements()});
+        if (total) {
+          rtir::BufferOp next =
+              scalar("sum_squares.group" + std::to_string(group));
+          rtir::LaunchOp::create(b, optimizer.getLoc(), "add",
+                                 {ref(total), ref(sum)}, {ref(next)}, {1});
+          sum = next;
+        }
+        total = sum;
+      }
+      rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                             {ref(total)}, {ref(total)}, {1, dataAxis});
+      for (StringRef axis : members.front()->axes)
+        rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                               {ref(total)}, {ref(total)},
+                               {1, mesh.axisIndex(axis)});
+      sums.push_back(ref(total));
+    }
+    rtir::LaunchOp::create(b, optimizer.getLoc(), "global_norm", sums,
+                           {gradNorm}, {});
+    rtir::BufferOp clip = scalar("clip_coefficient");
+    rtir::LaunchOp::create(b, optimizer.getLoc(), "clip_coefficient",
+                           {gradNorm, maxNorm}, {ref(clip)}, {});
+    SmallVector<Attribute> hyperRefs(hyper.begin(), hyper.end());
+    hyperRefs.front() = ref(clip);
+    for (Bucket &bucket : flatBuckets) {
+      SmallVector<Attribute> inputs{ref(bucket.gradShard)};
+      inputs.append(hyperRefs.begin(), hyperRefs.end());
+      SmallVector<Attribute> outputs{ref(bucket.master), ref(bucket.expAvg),
+                                     ref(bucket.expAvgSq)};
+      if (bucket.master != bucket.readShard)
+        outputs.push_back(ref(bucket.readShard));
+      rtir::LaunchOp::create(
+          b, optimizer.getLoc(), "adamw", inputs, outputs,
+          {bucket.gradShard.getTensorType().getNumElements(),
+           int64_t(bucket.decay)});
+    }
+    for (Bucket &bucket : flatBuckets)
+      rtir::LaunchOp::create(
+          b, optimizer.getLoc(), "all_gather", {ref(bucket.readShard)},
+          {ref(bucket.readBucket)},
+          {bucket.readShard.getTensorType().getNumElements(), dataAxis});
+    for (Operation *op : old)
+      op->erase();
+  }
+
+  /// refresh_parameter_copies (bf16): each master slice cast to its copy
+  /// slice, and the copy buckets all-gathered.
+  LogicalResult rebuildRefresh() {
+    auto refresh =
+        module.lookupSymbol<rtir::ProgramOp>(abi::kRefreshCopiesProgram);
+    if (!refresh)
+      return success();
+    Block &body = refresh.getBody().front();
+    for (auto launch : llvm::make_early_inc_range(body.getOps<rtir::LaunchOp>())) {
+      if (launch.getKernel() != "cast")
+        return launch.emitOpError("mlt-partition-optimizer: @")
+               << abi::kRefreshCopiesProgram << " launches a kernel other "
+               << "than cast";
+      launch.erase();
+    }
+    b.setInsertionPointToEnd(&body);
+    for (Bucket &bucket : flatBuckets) {
+      if (bucket.master == bucket.readShard)
+        continue;
+      rtir::LaunchOp::create(b, refresh.getLoc(), "cast", {ref(bucket.master)},
+                             {ref(bucket.readShard)},
+                             {bucket.master.getTensorType().getNumElements()});
+    }
+    for (Bucket &bucket : flatBuckets)
+      if (bucket.master != bucket.readShard)
+        rtir::LaunchOp::create(
+            b, refresh.getLoc(), "all_gather", {ref(bucket.readShard)},
+            {ref(bucket.readBucket)},
+            {bucket.readShard.getTensorType().getNumElements(), dataAxis});
+    return success();
+  }
+
+  /// Erases the per-parameter buffers the slices replace (moments, and the
+  /// f32 parameters of a bf16 plan) and the optimizer step's old
+  /// temporaries; one still used elsewhere is an error.
+  LogicalResult eraseReplaced() {
+    llvm::DenseSet<StringRef> used;
+    for (auto program : module.getOps<rtir::ProgramOp>())
+      for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list)
+            used.insert(rtir::bufferName(ref));
+    const bool copies = bool(parameters.front().copy);
+    for (const Parameter &p : parameters)
+      for (rtir::BufferOp buffer :
+           {p.expAvg, p.expAvgSq, copies ? p.param : rtir::BufferOp()}) {
+        if (!buffer)
+          continue;
+        if (used.contains(buffer.getSymName()))
+          return buffer.emitOpError("is still used, but the partitioned "
+                                    "optimizer keeps it only in slices");
+        buffers.erase(buffer.getSymName());
+        buffer.erase();
+      }
+    for (auto buffer : llvm::make_early_inc_range(module.getOps<rtir::BufferOp>()))
+      if (buffer.getKind() == rtir::BufferKind::temporary &&
+          !used.contains(buffer.getSymName())) {
+        buffers.erase(buffer.getSymName());
+        buffer.erase();
+      }
+    return success();
+  }
+
+  ModuleOp module;
+  OpBuilder b;
+  int64_t bucketBytes;
+  int64_t dataAxis = -1, ranks = 1;
+  rtir::ProgramOp optimizer;
+  llvm::StringMap<rtir::BufferOp> buffers;
+  Operation *lastBuffer = nullptr;
+  std::vector<Parameter> parameters;
+  SmallVector<rtir::LaunchOp> kept;
+  SmallVector<Attribute> hyper; // adamw's inputs after the gradient
+  Attribute gradNorm, maxNorm;
+  std::vector<FlatMember> members;
+  FlatBucketPlan plan;
+  std::vector<Bucket> flatBuckets;
+};
+
+/// Partitions the optimizer state over the data-parallel ranks (zero=1):
+/// 1. reads the optimizer step: each adamw launch names a parameter's
+///    gradient, parameter, moments and (bf16) compute copy; the gradient
+///    all-reduces over dp go, those over other axes stay;
+/// 2. each gradient's readiness in the step's last micro-batch, its group
+///    (weight decay, the axes it is split over), and the flat buckets
+///    (FlatBuckets.h, verified);
+/// 3. per bucket: the gradient bucket with each gradient a view of it, the
+///    bucket of what the forward pass reads with its parameters (or copies)
+///    as views, the rank's slices (gradient and read slices as views; the
+///    moments, and the bf16 master weights, apart, owning their ranges);
+/// 4. the optimizer step rebuilt over the slices; refresh_parameter_copies
+///    too;
+/// 5. the replaced per-parameter buffers erased (an error if still used).
+class MLTPartitionOptimizerPass
+    : public mlt::impl::MLTPartitionOptimizerBase<MLTPartitionOptimizerPass> {
+public:
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (zero != 0 && zero != 1) {
+      getOperation().emitError("mlt-partition-optimizer: zero must be 0 or "
+                               "1, got ")
+          << static_cast<int64_t>(zero);
+      return signalPassFailure();
+    }
+    if (bucketBytes < 0) {
+      getOperation().emitError("mlt-partition-optimizer: bucket-bytes must "
+                               "be non-negative, got ")
+          << static_cast<int64_t>(bucketBytes);
+      return signalPassFailure();
+    }
+    if (zero == 0)
+      return;
+    if (failed(Partitioner(getOperation(), bucketBytes).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,191 @@
+// RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=1 bucket-bytes=1000" | FileCheck %s
+// RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=0" | FileCheck %s --check-prefix=ZERO0
+
+// Tests ZeRO-1 over dp = 3 on sizes that 3 does not divide. The gradients
+// become views of flat buckets in the order the backward pass finishes them
+// (v, then w, then a); v and w (weight decay) share a bucket, closed once it
+// holds 1000 bytes; a (no decay) is a group of its own. Members start at
+// multiples of 128 elements (v at 0, w at 128, after v's 63) and each
+// bucket is padded to a multiple of 3 x 128 (v and w end at 448: 768; a at
+// 100: 384), so every rank's slice is 256 (128) elements. The parameters
+// (fp32: what the forward pass reads) are views of buckets laid out alike;
+// the rank's slices: the gradient's and the parameters' as views (shard
+// "dp"), the moments apart (layout); the gradient and moment slices own
+// their ranges. The per-parameter moments go.
+// CHECK-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 3>}
+// CHECK-NEXT: mlt_rt.buffer @"param:a" parameter {parameter = "a", view = @param_bucket.1, view_offset = 0 : i64} : tensor<100xf32>
+// CHECK-NEXT: mlt_rt.buffer @"grad:a" gradient {parameter = "a", view = @grad_bucket.1, view_offset = 0 : i64} : tensor<100xf32>
+// CHECK-NEXT: mlt_rt.buffer @"param:w" parameter {decay, parameter = "w", view = @param_bucket.0, view_offset = 128 : i64} : tensor<16x20xf32>
+// CHECK-NEXT: mlt_rt.buffer @"grad:w" gradient {parameter = "w", view = @grad_bucket.0, view_offset = 128 : i64} : tensor<16x20xf32>
+// CHECK-NEXT: mlt_rt.buffer @"param:v" parameter {decay, parameter = "v", view = @param_bucket.0, view_offset = 0 : i64} : tensor<7x9xf32>
+// CHECK-NEXT: mlt_rt.buffer @"grad:v" gradient {parameter = "v", view = @grad_bucket.0, view_offset = 0 : i64} : tensor<7x9xf32>
+// CHECK-NOT: exp_avg:
+// CHECK: mlt_rt.buffer @grad_bucket.0 gradient {bucket} : tensor<768xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_bucket.0 parameter {bucket} : tensor<768xf32>
+// CHECK-NEXT: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {decay, shard = "dp", view = @param_bucket.0} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @exp_avg_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @exp_avg_sq_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @grad_bucket.1 gradient {bucket} : tensor<384xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_bucket.1 parameter {bucket} : tensor<384xf32>
+// CHECK-NEXT: mlt_rt.buffer @grad_shard.1 gradient {owns, shard = "dp", view = @grad_bucket.1} : tensor<128xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.1 parameter {shard = "dp", view = @param_bucket.1} : tensor<128xf32>
+// CHECK-NOT: @s0
+// The optimizer step: each bucket reduce-scattered into the rank's slice;
+// the norm from the slices, each group's sum over dp; one adamw per slice;
+// each updated parameter bucket all-gathered from the slices.
+// CHECK: mlt_rt.program @micro_step_first {
+// CHECK: mlt_rt.program @optimizer_step {
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [256, 0]
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.1] -> [@sum_squares.grad_shard.1] ints [128]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.0] -> [@sum_squares.grad_shard.0] ints [256]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.0] -> [@sum_squares.grad_shard.0] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sum_squares.grad_shard.1, @sum_squares.grad_shard.0] -> [@grad_norm]
+// CHECK-NEXT: mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@clip_coefficient]
+// CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.0, @clip_coefficient, @hyper.lr, @hyper.beta1, @hyper.beta2, @hyper.eps, @hyper.weight_decay, @hyper.step] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0] ints [256, 1]
+// CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.1, @clip_coefficient, {{.*}}] -> [@param_shard.1, @exp_avg_shard.1, @exp_avg_sq_shard.1] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.0] -> [@param_bucket.0] ints [256, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.1] -> [@param_bucket.1] ints [128, 0]
+// CHECK-NEXT: }
+
+// zero=0 leaves the module as it is.
+// ZERO0-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 3>}
+// ZERO0-NEXT: mlt_rt.buffer @"param:a" parameter {parameter = "a"} : tensor<100xf32>
+// ZERO0: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [100, 0]
+module attributes {mlt.mesh = #mlt.mesh<dp = 3>} {
+mlt_rt.buffer @"param:a" parameter {parameter = "a"} : tensor<100xf32>
+mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<100xf32>
+mlt_rt.buffer @"exp_avg:a" optimizer_state {parameter = "a"} : tensor<100xf32>
+mlt_rt.buffer @"exp_avg_sq:a" optimizer_state {parameter = "a"} : tensor<100xf32>
+mlt_rt.buffer @"param:w" parameter {decay, parameter = "w"} : tensor<16x20xf32>
+mlt_rt.buffer @"grad:w" gradient {parameter = "w"} : tensor<16x20xf32>
+mlt_rt.buffer @"exp_avg:w" optimizer_state {parameter = "w"} : tensor<16x20xf32>
+mlt_rt.buffer @"exp_avg_sq:w" optimizer_state {parameter = "w"} : tensor<16x20xf32>
+mlt_rt.buffer @"param:v" parameter {decay, parameter = "v"} : tensor<7x9xf32>
+mlt_rt.buffer @"grad:v" gradient {parameter = "v"} : tensor<7x9xf32>
+mlt_rt.buffer @"exp_avg:v" optimizer_state {parameter = "v"} : tensor<7x9xf32>
+mlt_rt.buffer @"exp_avg_sq:v" optimizer_state {parameter = "v"} : tensor<7x9xf32>
+mlt_rt.buffer @x input : tensor<320xf32>
+mlt_rt.buffer @"hyper.lr" input : tensor<f32>
+mlt_rt.buffer @"hyper.beta1" input : tensor<f32>
+mlt_rt.buffer @"hyper.beta2" input : tensor<f32>
+mlt_rt.buffer @"hyper.eps" input : tensor<f32>
+mlt_rt.buffer @"hyper.weight_decay" input : tensor<f32>
+mlt_rt.buffer @"hyper.step" input : tensor<f32>
+mlt_rt.buffer @"hyper.max_grad_norm" input : tensor<f32>
+mlt_rt.buffer @grad_norm output : tensor<f32>
+mlt_rt.buffer @s0 temporary : tensor<f32>
+mlt_rt.buffer @s1 temporary : tensor<f32>
+mlt_rt.buffer @s2 temporary : tensor<f32>
+mlt_rt.buffer @c temporary : tensor<f32>
+mlt_rt.program @micro_step_first {
+  mlt_rt.launch "cast" [@x] -> [@"grad:v"] ints [63]
+  mlt_rt.launch "cast" [@x] -> [@"grad:w"] ints [320]
+  mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [100]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [100, 0]
+  mlt_rt.launch "sum_squares" [@"grad:a"] -> [@s0] ints [100]
+  mlt_rt.launch "all_reduce_sum" [@"grad:w"] -> [@"grad:w"] ints [320, 0]
+  mlt_rt.launch "sum_squares" [@"grad:w"] -> [@s1] ints [320]
+  mlt_rt.launch "all_reduce_sum" [@"grad:v"] -> [@"grad:v"] ints [63, 0]
+  mlt_rt.launch "sum_squares" [@"grad:v"] -> [@s2] ints [63]
+  mlt_rt.launch "global_norm" [@s0, @s1, @s2] -> [@grad_norm]
+  mlt_rt.launch "clip_coefficient" [@grad_norm, @"hyper.max_grad_norm"] -> [@c]
+  mlt_rt.launch "adamw" [@"grad:a", @c, @"hyper.lr", @"hyper.beta1", @"hyper.beta2", @"hyper.eps", @"hyper.weight_decay", @"hyper.step"] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [100, 0]
+  mlt_rt.launch "adamw" [@"grad:w", @c, @"hyper.lr", @"hyper.beta1", @"hyper.beta2", @"hyper.eps", @"hyper.weight_decay", @"hyper.step"] -> [@"param:w", @"exp_avg:w", @"exp_avg_sq:w"] ints [320, 1]
+  mlt_rt.launch "adamw" [@"grad:v", @c, @"hyper.lr", @"hyper.beta1", @"hyper.beta2", @"hyper.eps", @"hyper.weight_decay", @"hyper.step"] -> [@"param:v", @"exp_avg:v", @"exp_avg_sq:v"] ints [63, 1]
+}
+mlt_rt.step @step {
+  mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+  mlt_rt.call @optimizer_step
+}
+}
+
+// -----
+
+// Tests a mixed-precision plan on a 2 x 2 mesh: the bf16 copies the forward
+// pass reads are the views of the read buckets; the f32 master weights live
+// only as slices (param_shard, owning their ranges); adamw writes the bf16
+// slice too, which is all-gathered; refresh_parameter_copies casts the master
+// slices and all-gathers. The all-reduce over tp (axis 1) of a norm weight's
+// gradient stays; the one over dp goes. A parameter split over tp is summed
+// over dp and tp.
+// CHECK-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>}
+// CHECK-NEXT: mlt_rt.buffer @"grad:n" gradient {parameter = "n", view = @grad_bucket.0, view_offset = 0 : i64} : tensor<64xf32>
+// CHECK-NEXT: mlt_rt.buffer @"param_bf16:n" parameter_copy {parameter = "n", view = @param_copy_bucket.0, view_offset = 0 : i64} : tensor<64xbf16>
+// CHECK-NEXT: mlt_rt.buffer @"grad:w" gradient {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w", view = @grad_bucket.1, view_offset = 0 : i64} : tensor<8x8xf32>
+// CHECK-NEXT: mlt_rt.buffer @"param_bf16:w" parameter_copy {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w", view = @param_copy_bucket.1, view_offset = 0 : i64} : tensor<8x8xbf16>
+// CHECK-NOT: @"param:
+// CHECK: mlt_rt.buffer @grad_bucket.0 gradient {bucket} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_copy_bucket.0 parameter_copy {bucket} : tensor<256xbf16>
+// CHECK-NEXT: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<128xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_copy_shard.0 parameter_copy {shard = "dp", view = @param_copy_bucket.0} : tensor<128xbf16>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<128xf32>
+// CHECK: mlt_rt.program @optimizer_step {
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.0]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.0] -> [@sum_squares.grad_shard.0] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.1]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 1]
+// CHECK-NEXT: mlt_rt.launch "global_norm"
+// CHECK-NEXT: mlt_rt.launch "clip_coefficient"
+// CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.0, {{.*}}] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0, @param_copy_shard.0] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.1, {{.*}}] -> [@param_shard.1, @exp_avg_shard.1, @exp_avg_sq_shard.1, @param_copy_shard.1] ints [128, 1]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0]
+// CHECK-NEXT: }
+// CHECK-NEXT: mlt_rt.program @refresh_parameter_copies {
+// CHECK-NEXT: mlt_rt.launch "cast" [@param_shard.0] -> [@param_copy_shard.0] ints [128]
+// CHECK-NEXT: mlt_rt.launch "cast" [@param_shard.1] -> [@param_copy_shard.1] ints [128]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0]
+// CHECK-NEXT: }
+module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
+mlt_rt.buffer @"param:n" parameter {parameter = "n"} : tensor<64xf32>
+mlt_rt.buffer @"grad:n" gradient {parameter = "n"} : tensor<64xf32>
+mlt_rt.buffer @"exp_avg:n" optimizer_state {parameter = "n"} : tensor<64xf32>
+mlt_rt.buffer @"exp_avg_sq:n" optimizer_state {parameter = "n"} : tensor<64xf32>
+mlt_rt.buffer @"param_bf16:n" parameter_copy {parameter = "n"} : tensor<64xbf16>
+mlt_rt.buffer @"param:w" parameter {decay, mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w"} : tensor<8x8xf32>
+mlt_rt.buffer @"grad:w" gradient {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w"} : tensor<8x8xf32>
+mlt_rt.buffer @"exp_avg:w" optimizer_state {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w"} : tensor<8x8xf32>
+mlt_rt.buffer @"exp_avg_sq:w" optimizer_state {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w"} : tensor<8x8xf32>
+mlt_rt.buffer @"param_bf16:w" parameter_copy {mlt.sharding = [#mlt.sharding<[tp, -]>], parameter = "w"} : tensor<8x8xbf16>
+mlt_rt.buffer @x input : tensor<64xbf16>
+mlt_rt.buffer @"hyper.lr" input : tensor<f32>
+mlt_rt.buffer @"hyper.max_grad_norm" input : tensor<f32>
+mlt_rt.buffer @grad_norm output : tensor<f32>
+mlt_rt.buffer @s0 temporary : tensor<f32>
+mlt_rt.buffer @s1 temporary : tensor<f32>
+mlt_rt.buffer @c temporary : tensor<f32>
+mlt_rt.program @micro_step_first {
+  mlt_rt.launch "cast" [@x] -> [@"grad:n"] ints [64]
+  mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"] ints [1, 8, 8, 8, 0, 0, 0]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 0]
+  mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
+  mlt_rt.launch "sum_squares" [@"grad:n"] -> [@s0] ints [64]
+  mlt_rt.launch "all_reduce_sum" [@"grad:w"] -> [@"grad:w"] ints [64, 0]
+  mlt_rt.launch "sum_squares" [@"grad:w"] -> [@s1] ints [64]
+  mlt_rt.launch "all_reduce_sum" [@s1] -> [@s1] ints [1, 1]
+  mlt_rt.launch "global_norm" [@s0, @s1] -> [@grad_norm]
+  mlt_rt.launch "clip_coefficient" [@grad_norm, @"hyper.max_grad_norm"] -> [@c]
+  mlt_rt.launch "adamw" [@"grad:n", @c, @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr"] -> [@"param:n", @"exp_avg:n", @"exp_avg_sq:n", @"param_bf16:n"] ints [64, 0]
+  mlt_rt.launch "adamw" [@"grad:w", @c, @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr"] -> [@"param:w", @"exp_avg:w", @"exp_avg_sq:w", @"param_bf16:w"] ints [64, 1]
+}
+mlt_rt.program @refresh_parameter_copies {
+  mlt_rt.launch "cast" [@"param:n"] -> [@"param_bf16:n"] ints [64]
+  mlt_rt.launch "cast" [@"param:w"] -> [@"param_bf16:w"] ints [64]
+}
+mlt_rt.step @step {
+  mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+  mlt_rt.call @optimizer_step
+}
+}

@@ -213,7 +213,8 @@ LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
         (getShardAttr() && baseElements % elements != 0))
       return emitOpError("of ")
              << elements << " elements does not fit " << ref << " of "
-             << baseElements << (getShardAttr() ? " as one of equal slices"
+             << baseElements << " elements"
+             << (getShardAttr() ? " as one of equal slices"
                                                 : " at its offset");
   }
   return success();

@@ -303,3 +303,57 @@ mlt_rt.step @step {
   // expected-error @+1 {{'mlt_rt.call' op slot must be non-negative, got -1}}
   mlt_rt.call @body microbatch 0 slot -1
 }
+
+// -----
+
+// A bucket's member needs no parameter only as a view; a plain gradient
+// must name its parameter.
+// expected-error @+1 {{of kind 'gradient' must name its parameter}}
+mlt_rt.buffer @g gradient : tensor<16xf32>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{of 128 elements does not fit @b of 256 elements at its offset}}
+mlt_rt.buffer @v gradient {parameter = "a", view = @b, view_offset = 200} : tensor<128xf32>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{of 100 elements does not fit @b of 256 elements as one of equal slices}}
+mlt_rt.buffer @s gradient {owns, shard = "dp", view = @b} : tensor<100xf32>
+
+// -----
+
+mlt_rt.buffer @t temporary : tensor<256xf32>
+// expected-error @+1 {{lies in @t, which is no bucket}}
+mlt_rt.buffer @v gradient {parameter = "a", view = @t, view_offset = 0} : tensor<16xf32>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{is a view of @b of another element type}}
+mlt_rt.buffer @v parameter_copy {parameter = "a", view = @b, view_offset = 0} : tensor<16xbf16>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{owns ranges of parameters, so it must be a slice (shard) that names no parameter}}
+mlt_rt.buffer @v gradient {owns, parameter = "a", view = @b, view_offset = 0} : tensor<16xf32>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{names a layout but is no slice stored apart}}
+mlt_rt.buffer @m optimizer_state {layout = @b, parameter = "a"} : tensor<128xf32>
+
+// -----
+
+// expected-error @+1 {{is a slice (shard) of no flat buffer: it needs a view or a layout}}
+mlt_rt.buffer @m optimizer_state {owns, shard = "dp"} : tensor<128xf32>
+
+// -----
+
+mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
+// expected-error @+1 {{has a view_offset but is no view at a fixed place}}
+mlt_rt.buffer @s gradient {owns, shard = "dp", view = @b, view_offset = 0} : tensor<128xf32>

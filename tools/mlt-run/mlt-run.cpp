@@ -20,6 +20,7 @@
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/plan/MemoryReport.h"
 #include "mlt/Runtime/exec/Profile.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/train/Training.h"
@@ -166,6 +167,11 @@ Output:
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
                              F1.0 B1.0 ...") and exit
+  --report-memory            print each rank's memory before anything runs
+                             (exact: the arena is planned): parameters,
+                             compute copies, gradients, optimizer state, in
+                             MiB and bytes per parameter, and the
+                             activations' planned peak; and exit
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit
   --help                     this text
@@ -209,6 +215,7 @@ struct Options {
   bool sequenceParallel = false;
   bool printPlan = false;
   bool printSchedule = false;
+  bool reportMemory = false;
   bool help = false;
 };
 
@@ -360,6 +367,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--sequence-parallel", &o.sequenceParallel},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
+      {"--report-memory", &o.reportMemory},
       {"--help", &o.help},
       {"-h", &o.help},
   };
@@ -985,11 +993,13 @@ Status runTool(int argc, char **argv, const Launch &launch) {
     return errorf("missing MODEL_OR_PLAN (a plan file, a .mlir model, a "
                   "config.json, or a directory holding one); see --help");
   MLT_RETURN_IF_ERROR(checkOptions(o));
-  const bool trains = !o.printPlan && !o.printSchedule && o.emitPlan.empty();
+  const bool trains = !o.printPlan && !o.printSchedule && !o.reportMemory &&
+                      o.emitPlan.empty();
   if (severalProcesses && !trains)
     return errorf("mpirun started ", launch.worldSize(), " processes, but ",
                   o.printPlan       ? "--print-plan"
                   : o.printSchedule ? "--print-schedule"
+                  : o.reportMemory  ? "--report-memory"
                                     : "--emit-plan",
                   " does not train: run it without mpirun");
   if (severalProcesses && o.device != "cuda")
@@ -1010,12 +1020,14 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (!trains) {
     if (!o.emitPlan.empty())
       MLT_RETURN_IF_ERROR(writeFileAtomically(o.emitPlan, bytes));
-    if (o.printPlan || o.printSchedule) {
+    if (o.printPlan || o.printSchedule || o.reportMemory) {
       std::ostringstream text;
       if (o.printPlan)
         printPlan(*plan, text);
       if (o.printSchedule)
         printSchedule(*plan, text);
+      if (o.reportMemory)
+        printMemoryReport(*plan, text);
       std::fputs(text.str().c_str(), stdout);
     }
     return Status::ok();

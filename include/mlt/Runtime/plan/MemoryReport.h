@@ -1,0 +1,57 @@
+//===- MemoryReport.h - a rank's memory by what it holds --------*- C++ -*-===//
+//
+// Part of mlt. The exact memory of each rank of a plan, before anything
+// runs: the arena is planned, so its size is the rank's peak, and its
+// persistent buffers say what the state costs (parameters, their compute
+// copies, gradients, optimizer state), per parameter too, which shows what
+// a layout (data parallelism with a partitioned optimizer, ZeRO) saves.
+// `mlt-run --report-memory` prints it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_PLAN_MEMORYREPORT_H
+#define MLT_RUNTIME_PLAN_MEMORYREPORT_H
+
+#include "mlt/Runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <iosfwd>
+
+namespace mlt::rt {
+
+/// Bytes of one rank's arena by what they hold. Views share their base's
+/// bytes and count once (in the base).
+struct RankMemory {
+  /// Parameters (the f32 master weights, whole or a slice), their compute
+  /// copies (bf16), gradients and optimizer state (AdamW moments).
+  uint64_t parameters = 0, parameterCopies = 0, gradients = 0,
+           optimizerState = 0;
+  /// Inputs, outputs and constants.
+  uint64_t io = 0;
+  /// The rest of the arena: activations and temporaries (planned by
+  /// lifetime, so this is their peak, alignment included).
+  uint64_t temporaries = 0;
+  uint64_t arena = 0;
+  /// Elements of the parameters the rank's forward pass reads (its blocks
+  /// of them): what "per parameter" divides by.
+  int64_t parameterElements = 0;
+
+  /// Persistent bytes per parameter element: parameters, copies, gradients
+  /// and optimizer state over parameterElements (0 without parameters).
+  double persistentBytesPerParameter() const;
+  bool operator==(const RankMemory &other) const;
+};
+
+RankMemory rankMemory(const RankPlan &rank);
+
+/// Writes the report: each distinct RankMemory once, with the ranks it is
+/// of, in MiB and bytes per parameter, e.g.
+///   memory per rank (ranks 0-1):
+///     parameters        1.53 MiB   2.00 B/param (f32 master weights)
+///     ...
+///     arena            20.63 MiB   (the rank's peak)
+void printMemoryReport(const Plan &plan, std::ostream &os);
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_PLAN_MEMORYREPORT_H

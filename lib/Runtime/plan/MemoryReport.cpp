@@ -1,0 +1,149 @@
+//===- MemoryReport.cpp - a rank's memory by what it holds ----------------===//
+//
+// Part of mlt. Sums a rank's buffers by kind (views counted in their base),
+// and prints the sums of each group of alike ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/plan/MemoryReport.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::rt;
+
+double RankMemory::persistentBytesPerParameter() const {
+  if (parameterElements == 0)
+    return 0.0;
+  return double(parameters + parameterCopies + gradients + optimizerState) /
+         double(parameterElements);
+}
+
+bool RankMemory::operator==(const RankMemory &other) const {
+  return parameters == other.parameters &&
+         parameterCopies == other.parameterCopies &&
+         gradients == other.gradients &&
+         optimizerState == other.optimizerState && io == other.io &&
+         temporaries == other.temporaries && arena == other.arena &&
+         parameterElements == other.parameterElements;
+}
+
+RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
+  RankMemory memory;
+  memory.arena = rank.arenaBytes;
+  uint64_t persistent = 0;
+  int64_t parameterElements = 0, copyElements = 0;
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (!buffer.parameter.empty() && buffer.kind == BufferKind::Parameter)
+      parameterElements += buffer.numElements();
+    if (!buffer.parameter.empty() && buffer.kind == BufferKind::ParameterCopy)
+      copyElements += buffer.numElements();
+    if (buffer.viewOf >= 0 || buffer.kind == BufferKind::Temporary)
+      continue;
+    const uint64_t bytes = buffer.extentBytes();
+    persistent += bytes;
+    switch (buffer.kind) {
+    case BufferKind::Parameter:
+      memory.parameters += bytes;
+      break;
+    case BufferKind::ParameterCopy:
+      memory.parameterCopies += bytes;
+      break;
+    case BufferKind::Gradient:
+      memory.gradients += bytes;
+      break;
+    case BufferKind::OptimizerState:
+      memory.optimizerState += bytes;
+      break;
+    default:
+      memory.io += bytes;
+      break;
+    }
+  }
+  // The forward pass reads the copies where there are any.
+  memory.parameterElements = copyElements ? copyElements : parameterElements;
+  memory.temporaries = memory.arena > persistent ? memory.arena - persistent : 0;
+  return memory;
+}
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%10.2f MiB", double(bytes) / 1048576.0);
+  return text;
+}
+
+std::string perParameter(uint64_t bytes, int64_t elements) {
+  if (elements == 0)
+    return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%7.2f B/param", double(bytes) / elements);
+  return text;
+}
+
+/// "0-3", "0, 2" or "5": the ranks of a group.
+std::string rankList(const std::vector<uint32_t> &ranks) {
+  bool contiguous = true;
+  for (size_t i = 1; i < ranks.size(); ++i)
+    contiguous = contiguous && ranks[i] == ranks[i - 1] + 1;
+  if (ranks.size() > 1 && contiguous)
+    return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+} // namespace
+
+void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
+  std::vector<std::pair<RankMemory, std::vector<uint32_t>>> groups;
+  for (const RankPlan &rank : plan.ranks) {
+    RankMemory memory = rankMemory(rank);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto &g) { return g.first == memory; });
+    if (it == groups.end())
+      groups.push_back({memory, {rank.rank}});
+    else
+      it->second.push_back(rank.rank);
+  }
+  for (const auto &[memory, ranks] : groups) {
+    os << "memory per rank (" << (ranks.size() == 1 ? "rank " : "ranks ")
+       << rankList(ranks) << "), "
+       << memory.parameterElements << " parameter elements:\n";
+    const int64_t n = memory.parameterElements;
+    auto line = [&](const char *what, uint64_t bytes, const char *note,
+                    bool perParam = true) {
+      std::string text = std::string("  ") + what + mib(bytes) + "  " +
+                         (perParam ? perParameter(bytes, n)
+                                   : std::string(14, ' ')) +
+                         (note[0] ? "  " : "") + note;
+      text.erase(text.find_last_not_of(' ') + 1);
+      os << text << "\n";
+    };
+    line("parameters         ", memory.parameters, "(f32 master weights)");
+    if (memory.parameterCopies)
+      line("parameter copies   ", memory.parameterCopies,
+           "(the compute type's, which the forward pass reads)");
+    line("gradients          ", memory.gradients, "");
+    line("optimizer state    ", memory.optimizerState, "(AdamW moments)");
+    char total[64];
+    std::snprintf(total, sizeof total, "%.2f B/param",
+                  memory.persistentBytesPerParameter());
+    os << "  persistent state   "
+       << mib(memory.parameters + memory.parameterCopies + memory.gradients +
+              memory.optimizerState)
+       << "  " << std::string(14 - std::min<size_t>(14, std::string(total).size()), ' ')
+       << total << "\n";
+    line("inputs and outputs ", memory.io, "", false);
+    line("activations, temps ", memory.temporaries, "(their planned peak)",
+         false);
+    os << "  arena              " << mib(memory.arena)
+       << "  (the rank's peak: allocated once)\n";
+  }
+}

@@ -56,9 +56,12 @@ void mlt::buildTrainPipeline(OpPassManager &pm, const TrainOptions &options) {
     partition.bucketBytes = options.gradBucketBytes;
     pm.addPass(createMLTPartitionOptimizer(partition));
   }
-  if (options.overlapGradReduce) {
+  if (options.overlapGradReduce ||
+      (options.zero > 0 && options.overlapParamGather)) {
     MLTScheduleOverlapOptions overlap;
     overlap.bucketBytes = options.gradBucketBytes;
+    overlap.overlapGradReduce = options.overlapGradReduce;
+    overlap.overlapParamGather = options.overlapParamGather;
     pm.addPass(createMLTScheduleOverlap(overlap));
   }
   // After the overlap scheduling, which takes the gradient all-reduces out
@@ -106,6 +109,11 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       *this, "grad-bucket-bytes",
       llvm::cl::desc("bytes of gradients per reduction bucket"),
       llvm::cl::init(int64_t(32) << 20)};
+  Option<bool> overlapParamGather{
+      *this, "overlap-param-gather",
+      llvm::cl::desc("with zero=1, all-gather parameters under the next "
+                     "step's forward"),
+      llvm::cl::init(true)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("ZeRO stage: 0, or 1 (optimizer state partitioned "
@@ -126,6 +134,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.overlapGradReduce = overlapGradReduce;
     options.gradBucketBytes = gradBucketBytes;
     options.zero = zero;
+    options.overlapParamGather = overlapParamGather;
     return options;
   }
 };

@@ -297,13 +297,17 @@ private:
       bucket.gradShard =
           createSlice("grad_shard." + index, rtir::BufferKind::gradient, f32,
                       bucket.gradBucket, /*view=*/true, /*owns=*/true);
+      // In fp32 the read slice is the master weights' slice, which owns its
+      // ranges: the per-parameter views elsewhere in the bucket may be
+      // stale until the all-gather (mlt-schedule-overlap moves it to the
+      // next step's first forward).
       bucket.readShard = createSlice(
           (copies ? "param_copy_shard." : "param_shard.") + index,
           copies ? rtir::BufferKind::parameter_copy
                  : rtir::BufferKind::parameter,
-          readType, bucket.readBucket, /*view=*/true, /*owns=*/false);
-      // The f32 master weights: the read slice itself in fp32 (the
-      // per-parameter views hold the parameters); apart in bf16, owning.
+          readType, bucket.readBucket, /*view=*/true, /*owns=*/!copies);
+      // The f32 master weights: the read slice itself in fp32; apart in
+      // bf16.
       bucket.master = copies ? createSlice("param_shard." + index,
                                            rtir::BufferKind::parameter, f32,
                                            bucket.gradBucket, /*view=*/false,
@@ -407,13 +411,19 @@ private:
       op->erase();
   }
 
-  /// refresh_parameter_copies (bf16): each master slice cast to its copy
-  /// slice, and the copy buckets all-gathered.
+  /// refresh_parameter_copies, which the runtime runs after it writes
+  /// parameters (into the owning slices): each bf16 master slice cast to
+  /// its copy slice, and every read bucket all-gathered (in fp32 too, where
+  /// the program is new).
   LogicalResult rebuildRefresh() {
     auto refresh =
         module.lookupSymbol<rtir::ProgramOp>(abi::kRefreshCopiesProgram);
-    if (!refresh)
-      return success();
+    if (!refresh) {
+      b.setInsertionPointAfter(optimizer);
+      refresh = rtir::ProgramOp::create(b, optimizer.getLoc(),
+                                        abi::kRefreshCopiesProgram);
+      refresh.getBody().emplaceBlock();
+    }
     Block &body = refresh.getBody().front();
     for (auto launch : llvm::make_early_inc_range(body.getOps<rtir::LaunchOp>())) {
       if (launch.getKernel() != "cast")
@@ -431,8 +441,7 @@ private:
                              {bucket.master.getTensorType().getNumElements()});
     }
     for (Bucket &bucket : flatBuckets)
-      if (bucket.master != bucket.readShard)
-        rtir::LaunchOp::create(
+      rtir::LaunchOp::create(
             b, refresh.getLoc(), "all_gather", {ref(bucket.readShard)},
             {ref(bucket.readBucket)},
             {bucket.readShard.getTensorType().getNumElements(), dataAxis});

@@ -52,12 +52,45 @@ reducedGradient(rtir::LaunchOp launch,
   return std::nullopt;
 }
 
+/// Whether `launch` all-gathers a rank's slice of a flat parameter bucket
+/// back into the bucket (mlt-partition-optimizer's), and if so the bucket.
+std::optional<StringRef>
+gatheredBucket(rtir::LaunchOp launch,
+               const llvm::StringMap<rtir::BufferOp> &buffers) {
+  if (launch.getKernel() != "all_gather" || launch.getInputs().size() != 1 ||
+      launch.getOutputs().size() != 1)
+    return std::nullopt;
+  StringRef name = rtir::bufferName(launch.getOutputs()[0]);
+  rtir::BufferOp bucket = buffers.lookup(name);
+  rtir::BufferOp slice = buffers.lookup(rtir::bufferName(launch.getInputs()[0]));
+  if (!bucket || !bucket.getBucket() || !slice || slice.getView() != name ||
+      !slice.getShardAttr())
+    return std::nullopt;
+  return name;
+}
+
 class Scheduler {
 public:
-  Scheduler(ModuleOp module, int64_t bucketBytes)
-      : module(module), b(module.getContext()), bucketBytes(bucketBytes) {}
+  Scheduler(ModuleOp module, int64_t bucketBytes, bool gradients,
+            bool parameters)
+      : module(module), b(module.getContext()), bucketBytes(bucketBytes),
+        gradients(gradients), parameters(parameters) {}
 
   LogicalResult run() {
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+    }
+    if (gradients && failed(scheduleReductions()))
+      return failure();
+    if (parameters && failed(scheduleGathers()))
+      return failure();
+    return success();
+  }
+
+private:
+  /// The gradient reductions under the last micro-batch's backward pass.
+  LogicalResult scheduleReductions() {
     auto optimizer =
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
     if (!optimizer)
@@ -98,11 +131,6 @@ public:
              << body.getSymName() << ", expected @" << abi::kMicroStepProgram
              << ", @" << abi::kMicroStepFirstProgram << ", @"
              << abi::kBackwardProgram << " or @" << abi::kBackwardFirstProgram;
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymName()] = buffer;
-      lastBuffer = buffer;
-    }
-
     // The optimizer step's reductions of whole gradients, before anything
     // else there touches them.
     SmallVector<rtir::LaunchOp> reductions;
@@ -129,7 +157,105 @@ public:
     return success();
   }
 
-private:
+  /// The all-gathers of updated parameter buckets, from the end of the
+  /// optimizer step to the start of the next step's first micro-batch
+  /// (the forward pass of micro-batch 0), each on the parameter stream,
+  /// and the first launch there that touches a bucket waiting for its
+  /// gather's token.
+  LogicalResult scheduleGathers() {
+    auto optimizer =
+        module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
+    if (!optimizer)
+      return success();
+    // The trailing gathers: nothing after one touches its bucket or slice.
+    SmallVector<rtir::LaunchOp> gathers;
+    llvm::DenseSet<StringRef> touchedLater;
+    SmallVector<rtir::LaunchOp> launches(
+        optimizer.getBody().getOps<rtir::LaunchOp>());
+    for (rtir::LaunchOp launch : llvm::reverse(launches)) {
+      std::optional<StringRef> bucket = gatheredBucket(launch, buffers);
+      if (bucket && launch.isPlain() && !touchedLater.contains(*bucket) &&
+          !touchedLater.contains(rtir::bufferName(launch.getInputs()[0])))
+        gathers.insert(gathers.begin(), launch);
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list)
+          touchedLater.insert(rtir::bufferName(ref));
+    }
+    if (gathers.empty())
+      return success();
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    if (steps.size() != 1)
+      return module.emitError("mlt-schedule-overlap: expected one "
+                              "mlt_rt.step (run mlt-schedule-pipeline "
+                              "first), found ")
+             << steps.size();
+    rtir::CallOp first;
+    unsigned calls = 0;
+    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+      if (call.getMicrobatchAttr() && !first)
+        first = call;
+    if (!first)
+      return success();
+    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+      calls += call.getProgram() == first.getProgram();
+    auto body = module.lookupSymbol<rtir::ProgramOp>(first.getProgramAttr());
+    // A body that other calls run too gets a copy of its own.
+    if (calls > 1) {
+      std::string name = (body.getSymName() + "_gather").str();
+      if (module.lookupSymbol(name))
+        return module.emitError("mlt-schedule-overlap: the module has @")
+               << name << " already";
+      body = cloneProgram(body, name);
+      first.setProgramAttr(FlatSymbolRefAttr::get(body.getSymNameAttr()));
+    }
+
+    // Where each bucket (or a view of it) is first touched in the body.
+    llvm::StringMap<StringRef> baseOf;
+    for (auto &entry : buffers)
+      if (FlatSymbolRefAttr base = entry.second.getViewAttr())
+        baseOf[entry.first()] = base.getValue();
+    SmallVector<rtir::LaunchOp> bodyLaunches(
+        body.getBody().getOps<rtir::LaunchOp>());
+    llvm::StringMap<int64_t> firstUse;
+    int64_t nextToken = 0;
+    for (auto [position, launch] : llvm::enumerate(bodyLaunches)) {
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list) {
+          StringRef name = rtir::bufferName(ref);
+          StringRef bucket = baseOf.lookup(name);
+          firstUse.try_emplace(bucket.empty() ? name : bucket,
+                               int64_t(position));
+        }
+      if (std::optional<int64_t> token = launch.getToken())
+        nextToken = std::max(nextToken, *token + 1);
+    }
+    // Gathered in the order the body needs them; those it never touches
+    // last (the body's end joins every stream).
+    auto needed = [&](rtir::LaunchOp gather) {
+      auto it = firstUse.find(rtir::bufferName(gather.getOutputs()[0]));
+      return it == firstUse.end() ? int64_t(bodyLaunches.size()) : it->second;
+    };
+    llvm::stable_sort(gathers, [&](rtir::LaunchOp a, rtir::LaunchOp b) {
+      return needed(a) < needed(b);
+    });
+    Block &block = body.getBody().front();
+    b.setInsertionPointToStart(&block);
+    for (rtir::LaunchOp gather : gathers) {
+      auto copy = cast<rtir::LaunchOp>(b.clone(*gather));
+      copy.setStreamAttr(b.getI64IntegerAttr(abi::kParameterGatherStream));
+      int64_t position = needed(gather);
+      if (position < int64_t(bodyLaunches.size())) {
+        copy.setTokenAttr(b.getI64IntegerAttr(nextToken));
+        rtir::LaunchOp user = bodyLaunches[position];
+        SmallVector<int64_t> waits(user.getWaits());
+        waits.push_back(nextToken++);
+        user.setWaits(waits);
+      }
+      gather.erase();
+    }
+    return success();
+  }
+
   /// A copy of `source` named `name`, right after it, whose temporaries are
   /// copies of source's (each program owns its temporaries), but for those
   /// kept from a forward call, which it reads as source does.
@@ -258,6 +384,7 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t bucketBytes;
+  bool gradients, parameters;
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;
 };
@@ -294,7 +421,9 @@ public:
           << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
-    if (failed(Scheduler(getOperation(), bucketBytes).run()))
+    if (failed(Scheduler(getOperation(), bucketBytes, overlapGradReduce,
+                         overlapParamGather)
+                   .run()))
       signalPassFailure();
   }
 };

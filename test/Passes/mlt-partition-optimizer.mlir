@@ -10,8 +10,8 @@
 // 100: 384), so every rank's slice is 256 (128) elements. The parameters
 // (fp32: what the forward pass reads) are views of buckets laid out alike;
 // the rank's slices: the gradient's and the parameters' as views (shard
-// "dp"), the moments apart (layout); the gradient and moment slices own
-// their ranges. The per-parameter moments go.
+// "dp"), the moments apart (layout); all own their ranges (the parameters'
+// slice is the master weights' here). The per-parameter moments go.
 // CHECK-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 3>}
 // CHECK-NEXT: mlt_rt.buffer @"param:a" parameter {parameter = "a", view = @param_bucket.1, view_offset = 0 : i64} : tensor<100xf32>
 // CHECK-NEXT: mlt_rt.buffer @"grad:a" gradient {parameter = "a", view = @grad_bucket.1, view_offset = 0 : i64} : tensor<100xf32>
@@ -23,13 +23,13 @@
 // CHECK: mlt_rt.buffer @grad_bucket.0 gradient {bucket} : tensor<768xf32>
 // CHECK-NEXT: mlt_rt.buffer @param_bucket.0 parameter {bucket} : tensor<768xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<256xf32>
-// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {decay, shard = "dp", view = @param_bucket.0} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {decay, owns, shard = "dp", view = @param_bucket.0} : tensor<256xf32>
 // CHECK-NEXT: mlt_rt.buffer @exp_avg_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
 // CHECK-NEXT: mlt_rt.buffer @exp_avg_sq_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_bucket.1 gradient {bucket} : tensor<384xf32>
 // CHECK-NEXT: mlt_rt.buffer @param_bucket.1 parameter {bucket} : tensor<384xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_shard.1 gradient {owns, shard = "dp", view = @grad_bucket.1} : tensor<128xf32>
-// CHECK-NEXT: mlt_rt.buffer @param_shard.1 parameter {shard = "dp", view = @param_bucket.1} : tensor<128xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.1 parameter {owns, shard = "dp", view = @param_bucket.1} : tensor<128xf32>
 // CHECK-NOT: @s0
 // The optimizer step: each bucket reduce-scattered into the rank's slice;
 // the norm from the slices, each group's sum over dp; one adamw per slice;
@@ -46,6 +46,12 @@
 // CHECK-NEXT: mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@clip_coefficient]
 // CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.0, @clip_coefficient, @hyper.lr, @hyper.beta1, @hyper.beta2, @hyper.eps, @hyper.weight_decay, @hyper.step] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0] ints [256, 1]
 // CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.1, @clip_coefficient, {{.*}}] -> [@param_shard.1, @exp_avg_shard.1, @exp_avg_sq_shard.1] ints [128, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.0] -> [@param_bucket.0] ints [256, 0]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.1] -> [@param_bucket.1] ints [128, 0]
+// CHECK-NEXT: }
+// The runtime runs refresh_parameter_copies after it writes parameters
+// (into the slices, which own them): here it all-gathers them.
+// CHECK-NEXT: mlt_rt.program @refresh_parameter_copies {
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.0] -> [@param_bucket.0] ints [256, 0]
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_shard.1] -> [@param_bucket.1] ints [128, 0]
 // CHECK-NEXT: }

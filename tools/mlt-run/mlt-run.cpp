@@ -126,6 +126,12 @@ so with a plan file --tp and --dp must match its mesh):
                              moments and f32 master weights of its 1/dp
                              slice of each, gradients reduce-scattered and
                              parameters all-gathered; needs --dp 2 or more
+  --overlap-param-gather on|off
+                             with --zero 1: on (default) each bucket of
+                             updated parameters is all-gathered under the
+                             next step's forward pass, each layer waiting
+                             only for its own; off: at the end of the
+                             optimizer step; when compiling only
   --schedule 1f1b|gpipe      the order of the micro-batches' forward and
                              backward passes in a step (default 1f1b: each
                              forward followed by its backward, so one
@@ -199,6 +205,7 @@ struct Options {
   std::optional<int64_t> gradBucketMiB;
   std::optional<std::string> pipelineSchedule;
   std::optional<int64_t> zero;
+  std::optional<bool> overlapParamGather;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -312,6 +319,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
          if (v != "1f1b" && v != "gpipe")
            return errorf(flag, " ", v, ": expected 1f1b or gpipe");
          o.pipelineSchedule = v;
+         return Status::ok();
+       }},
+      {"--overlap-param-gather",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "on" && v != "off")
+           return errorf(flag, ": expected on or off, got '", v, "'");
+         o.overlapParamGather = v == "on";
          return Status::ok();
        }},
       {"--zero",
@@ -564,6 +578,8 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
          {std::pair{"--recompute", !o.recompute.empty()},
           std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
           std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
+          std::pair{"--overlap-param-gather",
+                    o.overlapParamGather.has_value()},
           std::pair{"--schedule", o.pipelineSchedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
@@ -596,6 +612,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
   compile.schedule = o.pipelineSchedule.value_or("1f1b");
   compile.zero = o.zero.value_or(0);
+  compile.overlapParamGather = o.overlapParamGather.value_or(true);
   if (compile.zero > 0 && compile.dp < 2)
     return errorf("--zero ", compile.zero, " partitions the optimizer state "
                   "over the data-parallel ranks and needs --dp 2 or more");

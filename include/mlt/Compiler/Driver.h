@@ -51,6 +51,10 @@ struct TrainOptions {
   /// keeps the whole optimizer state) or 1 (each keeps its slice of flat
   /// buckets of gradBucketBytes).
   int64_t zero = 0;
+  /// mlt-schedule-overlap, with zero > 0: all-gather the updated parameter
+  /// buckets under the next step's first forward pass rather than at the
+  /// end of the optimizer step.
+  bool overlapParamGather = true;
 };
 
 /// What a training plan is compiled from and for.

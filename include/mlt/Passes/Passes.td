@@ -609,6 +609,19 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
       stream;
     - the optimizer step no longer reduces them.
 
+    With a partitioned optimizer (mlt-partition-optimizer), the all-gathers
+    of updated parameter buckets with which `@optimizer_step` ends move to
+    the start of the body of the next step's first micro-batch (a copy of
+    it, `<body>_gather`, if other calls run it too), on stream 2
+    (kParameterGatherStream), in the order the body first touches the
+    buckets, each signalling a token that the first launch touching its
+    bucket (or a view of it) waits for, so each layer waits only for its
+    own bucket, as Megatron's `--overlap-param-gather` does; the plan
+    verifier's race check proves no launch reads a bucket before its
+    gather. The runtime's refresh_parameter_copies, run after it writes
+    parameters, gathers them too, so the first step's forward reads whole
+    parameters.
+
     Every launch on the compute stream keeps its order, so the sums are the
     same bits; only their time changes. Without such reductions (one rank,
     or tensor parallelism alone) the module is unchanged.
@@ -622,7 +635,12 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "33554432",
            "close a bucket of reductions once it holds this many bytes of "
-           "gradients (0: every gradient is a bucket of its own)">
+           "gradients (0: every gradient is a bucket of its own)">,
+    Option<"overlapGradReduce", "grad-reduce", "bool", "true",
+           "move the gradient reductions under the backward pass">,
+    Option<"overlapParamGather", "param-gather", "bool", "true",
+           "move a partitioned optimizer's parameter all-gathers under the "
+           "next step's first forward pass">
   ];
 }
 

@@ -36,6 +36,9 @@ inline constexpr uint32_t kPlanFormatVersion = 6;
 /// data-parallel gradient reductions on kGradientReduceStream.
 inline constexpr unsigned kPlanMaxStreams = 8;
 inline constexpr unsigned kGradientReduceStream = 1;
+/// The stream of the partitioned optimizer's parameter all-gathers, under
+/// the next step's first forward pass.
+inline constexpr unsigned kParameterGatherStream = 2;
 /// Tokens a program may signal: 0..kPlanMaxTokens - 1 (one event each on
 /// CUDA).
 inline constexpr unsigned kPlanMaxTokens = 1u << 16;

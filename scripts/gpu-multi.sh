@@ -58,6 +58,10 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan dp2tp2 --microbatches 1 --dp 2 --tp 2
   compile_plan dp2-after --microbatches 1 --dp 2 --overlap-grad-reduce off
   compile_plan dp2-mb2-after --microbatches 2 --dp 2 --overlap-grad-reduce off
+  compile_plan dp2-z1 --microbatches 1 --dp 2 --zero 1
+  compile_plan dp2-mb2-z1 --microbatches 2 --dp 2 --zero 1
+  compile_plan dp2-z1-after --microbatches 1 --dp 2 --zero 1 \
+    --overlap-grad-reduce off --overlap-param-gather off
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -67,6 +71,10 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2 --batch 8 --dp 2
   tinyllama tl-b8-dp2-after --batch 8 --dp 2 --overlap-grad-reduce off
   tinyllama tl-b4-tp2 --batch 4 --tp 2
+  tinyllama tl-b8-dp2-z1 --batch 8 --dp 2 --zero 1
+  tinyllama tl-b8-dp2-z1-after --batch 8 --dp 2 --zero 1 \
+    --overlap-grad-reduce off --overlap-param-gather off
+  tinyllama tl-b8-dp2-z1-noparam --batch 8 --dp 2 --zero 1 --overlap-param-gather off
   finish_pack "$root" "$dir" "$0"
   exit 0
 fi
@@ -87,12 +95,13 @@ if [[ "$1" == bench ]]; then
   steps=${2:-10}
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-b4.mltplan \
     --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-after.mltplan \
-    --plan plans/tl-b4-tp2.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
+    --plan plans/tl-b4-tp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
+    --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
     --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
   echo "== dp=2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
   mkdir -p "$out"/graphs
   MLT_CUDA_GRAPHS=all python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
-    --plan plans/tl-b4.mltplan --plan plans/tl-b8-dp2.mltplan \
+    --plan plans/tl-b4.mltplan --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes '' --steps "$steps" \
     --out "$out"/graphs 2>&1 | tee "$out"/bench-graphs.txt
   exit 0
@@ -134,7 +143,7 @@ cmp <(cut -d, -f1-3 "$out"/one.jsonl) <(cut -d, -f1-3 "$out"/one-np1.jsonl) \
   && echo "ok: mpirun -np 1 gives the 1-GPU losses bit for bit" || fail "mpirun -np 1 differs"
 
 if (( gpus >= 2 )); then
-  for plan in dp2 dp2-after tp2 tp2sp dp2-mb2 dp2-mb2-after; do
+  for plan in dp2 dp2-after tp2 tp2sp dp2-mb2 dp2-mb2-after dp2-z1 dp2-mb2-z1 dp2-z1-after; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     train $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     same $plan
@@ -144,6 +153,12 @@ if (( gpus >= 2 )); then
       && echo "ok: $plan: the all-reduces under the backward give the losses of those after it, bit for bit" \
       || fail "$plan: overlapped and serial gradient all-reduces differ"
   done
+  cmp <(cut -d, -f1-3 "$out"/dp2-z1.jsonl) <(cut -d, -f1-3 "$out"/dp2-z1-after.jsonl) \
+    && echo "ok: dp2-z1: reduce-scatters and all-gathers overlapped give the losses of both after, bit for bit" \
+    || fail "dp2-z1: overlapped and serial ZeRO collectives differ"
+  echo "== 2 GPUs, dp2-z1 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
+  MLT_CUDA_GRAPHS=all train dp2-z1-graphs $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2-z1.mltplan
+  same dp2-z1-graphs
   echo "== 2 GPUs, dp2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
   MLT_CUDA_GRAPHS=all train dp2-graphs $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
   same dp2-graphs

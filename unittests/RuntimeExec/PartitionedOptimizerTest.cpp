@@ -515,7 +515,7 @@ protected:
     for (size_t i = 0; i < tokens.size(); ++i)
       tokens[i] = uint16_t(i % 16);
     for (size_t i = 0; i < tokens.size(); i += 37)
-      tokens[i] = uint16_t((i * 7) % 20);
+      tokens[i] = uint16_t((i * 7) % 16);
     writeTokenFile(path("tokens.u16"), tokens);
     backend_ = createCpuBackend();
   }
@@ -535,7 +535,8 @@ protected:
     if (!group)
       return result;
     EXPECT_TRUE(initializeParameters(**group, 5));
-    auto data = TokenDataset::open(path("tokens.u16"), plan.model.seqLen, 20);
+    auto data = TokenDataset::open(path("tokens.u16"), plan.model.seqLen,
+                                   plan.model.vocabSize);
     EXPECT_TRUE(data) << data.status().message();
     TrainingOptions o;
     o.steps = steps;
@@ -784,6 +785,71 @@ TEST_F(ZeroTrainingTest, MixedPrecisionTrainsOverRanks) {
         << "step " << s + 1;
   expectTensors(three.gradients, one.gradients, 1e-5, "step-1 gradient");
   expectTensors(three.weights, one.weights, 1e-5, "final weight");
+}
+
+// Tests segments of blocks: the tensor-parallel blocks of the MLP plan
+// (column blocks of down_proj, row blocks of up_proj, on dp x tp = 2 x 2
+// ranks, so every block is held on two ranks) held by segments of flat
+// buffers instead of buffers naming their parameter. The plan computes
+// the same bytes, so it trains bit for bit as the plan it came from; and
+// initialization writes each segment its range of its block, which
+// assembling reads back.
+TEST_F(ZeroTrainingTest, SegmentsOfBlocks) {
+  MlpModel m;
+  m.dp = 2;
+  m.tp = 2;
+  const Plan plain = buildMlpPlan(m);
+  const Plan segmented = withParameterSegments(plain, {kMlpUp, kMlpDown});
+  ASSERT_EQ(parseError(segmented), "");
+  EXPECT_EQ(countParameters(segmented), countParameters(plain));
+  EXPECT_EQ(countParameters(segmented.ranks[3]),
+            countParameters(plain.ranks[3]));
+
+  auto group = RankGroup::create(segmented, *backend_);
+  ASSERT_TRUE(group) << group.status().message();
+  ASSERT_TRUE(initializeParameters(**group, 7));
+  // Rank 3 (tp 1) holds columns 6..11 of down_proj [8, 12], elements
+  // [0, 24) and [24, 48) of that block.
+  Executor &rank3 = (*group)->executor(3);
+  std::vector<float> down = initialParameterValues(kMlpDown, {8, 12}, 7);
+  std::vector<float> block;
+  for (int row = 0; row < 8; ++row)
+    for (int col = 6; col < 12; ++col)
+      block.push_back(down[row * 12 + col]);
+  EXPECT_EQ(*rank3.readFloats(*rank3.findBuffer(
+                std::string("@param_block:") + kMlpDown)),
+            block);
+  auto whole = parameterTensors(**group);
+  ASSERT_TRUE(whole) << whole.status().message();
+  for (const ExpectedTensor &p : planParameters(plain))
+    EXPECT_EQ(*toFloat32(p.name, whole->at(p.name)),
+              initialParameterValues(p.name, p.shape, 7))
+        << p.name;
+
+  Run a = train(segmented, 3, 1.0), b = train(plain, 3, 1.0);
+  ASSERT_EQ(a.steps.size(), 3u);
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(a.steps[s].loss, b.steps[s].loss);
+    EXPECT_EQ(a.steps[s].gradNorm, b.steps[s].gradNorm);
+  }
+  expectTensors(a.gradients, b.gradients, 0, "step-1 gradient");
+  expectTensors(a.weights, b.weights, 0, "final weight");
+
+  // A replica's range that differs from the other's overlaps it.
+  Plan overlapping = segmented;
+  BufferDesc &replica = buffer(overlapping, 3,
+                               std::string("@param_block:") + kMlpDown);
+  replica.segments[0].count += 1;
+  replica.segments[1].begin += 1;
+  replica.segments[1].offset += 1;
+  replica.segments[1].count -= 1;
+  EXPECT_EQ(parseError(overlapping),
+            "plan.mltplan: parameter 'model.mlp.down_proj.weight' has the "
+            "ranges [0, 24) in segment 0 of "
+            "'@param_block:model.mlp.down_proj.weight' on rank 1 and [0, 25) "
+            "in segment 0 of '@param_block:model.mlp.down_proj.weight' on "
+            "rank 3 of its block [0:8, 6:12] of [8, 12], which overlap "
+            "without being the same range");
 }
 
 } // namespace

@@ -618,6 +618,44 @@ inline Plan buildTinyZeroPlan(const TinyModel &m, bool bf16 = false) {
   return multiRankPlan(model, {{"dp", int(dp)}}, ranks);
 }
 
+/// `plan` with the parameter buffers of `parameters` turned into flat
+/// buffers of segments: each keeps its bytes (and so the plan computes the
+/// same), names no parameter and holds its block (e.g. a tensor-parallel
+/// block of buildMlpPlan) as two segments, elements [0, n/2) and [n/2, n)
+/// of the block. Its gradients and moments keep naming the parameter. The
+/// segments of a block held on several ranks (data-parallel replicas) are
+/// replicas too.
+inline Plan withParameterSegments(Plan plan,
+                                  const std::vector<std::string> &parameters) {
+  for (RankPlan &rank : plan.ranks)
+    for (BufferDesc &buffer : rank.buffers) {
+      if (buffer.kind != BufferKind::Parameter ||
+          std::find(parameters.begin(), parameters.end(), buffer.parameter) ==
+              parameters.end())
+        continue;
+      const int64_t n = buffer.numElements();
+      SegmentDesc first;
+      first.parameter = buffer.parameter;
+      if (buffer.isBlock()) {
+        first.fullShape = buffer.fullShape;
+        first.sliceOffset = buffer.sliceOffset;
+        first.blockShape = buffer.shape;
+      }
+      first.begin = 0;
+      first.count = n / 2;
+      first.offset = 0;
+      SegmentDesc second = first;
+      second.begin = second.offset = n / 2;
+      second.count = n - n / 2;
+      buffer.segments = {first, second};
+      buffer.name = "@param_block:" + buffer.parameter;
+      buffer.parameter.clear();
+      buffer.fullShape.clear();
+      buffer.sliceOffset.clear();
+    }
+  return plan;
+}
+
 /// The shape and layout of the model of buildMlpPlan.
 struct MlpModel {
   int64_t vocab = 16;

@@ -186,17 +186,17 @@ TEST(PlanTest, BadIdentifier) {
 // Tests that another format version is reported as such.
 TEST(PlanTest, WrongVersion) {
   Plan plan = tinyPlan();
-  plan.formatVersion = 7;
-  EXPECT_EQ(
-      parseError(plan),
-      "plan.mltplan: plan format version 7, this mlt-run reads version 5");
+  const std::string reads =
+      ", this mlt-run reads version " + std::to_string(kPlanFormatVersion);
+  plan.formatVersion = kPlanFormatVersion + 1;
+  EXPECT_EQ(parseError(plan), "plan.mltplan: plan format version " +
+                                  std::to_string(kPlanFormatVersion + 1) +
+                                  reads);
   // Older plans (version 1: no mesh, no blocks, no collectives; version 2:
   // no parameter copies) are rejected by name too: their fields mean the
   // same, but a reader must not guess.
   plan.formatVersion = 1;
-  EXPECT_EQ(
-      parseError(plan),
-      "plan.mltplan: plan format version 1, this mlt-run reads version 5");
+  EXPECT_EQ(parseError(plan), "plan.mltplan: plan format version 1" + reads);
 }
 
 // Tests that a truncated or damaged file fails FlatBuffers' verifier.
@@ -543,8 +543,8 @@ TEST(PlanTest, TrainingContract) {
   Plan plan = tinyPlan();
   rank0(plan).step.clear();
   EXPECT_EQ(parseError(plan),
-            "plan.mltplan: the plan has no step (a plan of format version 5 "
-            "lists each rank's calls)");
+            "plan.mltplan: the plan has no step (a plan of format version " +
+                std::to_string(kPlanFormatVersion) + " lists each rank's calls)");
 
   plan = tinyPlan();
   rank0(plan).step.back().program = 7;

@@ -246,6 +246,29 @@ TEST_F(ProcessRanksTest, TrainLikeOneProcess) {
   }
 }
 
+// Tests plans whose parameters, gradients and moments are held by segments
+// (ZeRO-1 over 3 ranks in f32 and bf16, slices cutting through the
+// parameters; the MLP's tensor-parallel blocks as segments, replicated
+// over dp): each process initializes its slices, and rank 0 gathers whole
+// tensors range by range; the run is the one-process run, bit for bit.
+TEST_F(ProcessRanksTest, SegmentsTrainLikeOneProcess) {
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "ZeRO-1 bf16" : "ZeRO-1 f32");
+    TinyModel model;
+    model.hidden = 20;
+    model.microBatch = 6;
+    model.dp = 3;
+    Plan plan = buildTinyZeroPlan(model, bf16);
+    expectSameRun(trainApart(plan, 3), trainTogether(plan, 3));
+  }
+  SCOPED_TRACE("tensor-parallel blocks as segments");
+  MlpModel model;
+  model.dp = 2;
+  model.tp = 2;
+  Plan plan = withParameterSegments(buildMlpPlan(model), {kMlpUp, kMlpDown});
+  expectSameRun(trainApart(plan, 3), trainTogether(plan, 3));
+}
+
 // Tests a group created for one rank: the rank must exist, and one
 // process's rank alone cannot assemble a sharded tensor by itself.
 TEST_F(ProcessRanksTest, GroupOfOneRank) {

@@ -16,8 +16,10 @@
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +46,26 @@ public:
     buffer.constantValue = constant;
     next_ += (buffer.bytes + kPlanBufferAlignment - 1) / kPlanBufferAlignment *
              kPlanBufferAlignment;
+    rank_.buffers.push_back(buffer);
+    return uint32_t(rank_.buffers.size() - 1);
+  }
+
+  /// A view of buffer `base` (which `add` placed), `elementOffset` elements
+  /// into it; the builder's next offset does not move.
+  uint32_t view(const std::string &name, BufferKind kind, uint32_t base,
+                int64_t elementOffset, std::vector<int64_t> shape,
+                const std::string &parameter = "", bool decay = false) {
+    const BufferDesc &of = rank_.buffers[base];
+    BufferDesc buffer;
+    buffer.name = name;
+    buffer.kind = kind;
+    buffer.dtype = of.dtype;
+    buffer.shape = std::move(shape);
+    buffer.bytes = uint64_t(buffer.numElements()) * elementSize(of.dtype);
+    buffer.offset = of.offset + uint64_t(elementOffset) * elementSize(of.dtype);
+    buffer.parameter = parameter;
+    buffer.decay = decay;
+    buffer.viewOf = int32_t(base);
     rank_.buffers.push_back(buffer);
     return uint32_t(rank_.buffers.size() - 1);
   }
@@ -253,6 +275,65 @@ inline const char *kTinyEmbedding = "model.embed_tokens.weight";
 inline const char *kTinyNorm = "model.norm.weight";
 inline const char *kTinyHead = "lm_head.weight";
 
+/// The buffers of the tiny model's three parameters (or of their compute
+/// copies): the embedding E, the norm weight g and the head W.
+struct TinyParameters {
+  uint32_t E, g, W;
+};
+
+/// micro_step of buildTinyPlan (on the rank's block of `rows` tokens),
+/// reading the parameters `params` and accumulating into `grads`; with
+/// `activations` bf16, the activations and their gradients are bf16 (the
+/// parameters then are the bf16 compute copies), the weight gradients f32.
+inline void launchTinyMicroStep(PlanBuilder &b, const TinyModel &m,
+                                int64_t rows, TinyParameters params,
+                                TinyParameters grads,
+                                ElementType activations = ElementType::F32) {
+  const int64_t dp = m.dp, V = m.vocab, H = m.hidden;
+  const uint32_t E = params.E, g = params.g, W = params.W;
+  const ElementType act = activations;
+  uint32_t seed = b.add("dloss", BufferKind::Constant, {}, ElementType::F32,
+                        "", false, 1.0 / double(m.microbatches * dp));
+  uint32_t x = b.temp("x", {rows, H}, act), h = b.temp("h", {rows, H}, act);
+  uint32_t logits = b.temp("logits", {rows, V}, act);
+  uint32_t dlogits = b.temp("dlogits", {rows, V}, act);
+  uint32_t dW = b.temp("dW", {V, H}), dh = b.temp("dh", {rows, H}, act);
+  uint32_t dx = b.temp("dx", {rows, H}, act), dg = b.temp("dg", {H});
+  uint32_t dE = b.temp("dE", {V, H});
+  const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
+  const std::vector<double> eps = {1e-5};
+
+  const char *micro = kMicroStepProgram;
+  b.launch(micro, Kernel::EmbeddingFwd, {tokens, E}, {x}, {rows, V, H});
+  b.launch(micro, Kernel::RMSNormFwd, {x, g}, {h}, {rows, H}, eps);
+  b.launch(micro, Kernel::Matmul, {h, W}, {logits}, {1, rows, V, H, 0, 1, 0});
+  if (dp == 1) {
+    b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels},
+             {b[kLossOutput]}, {rows, V});
+  } else {
+    // The mean over the global micro-batch: the ranks' means, averaged.
+    uint32_t local = b.temp("loss.local", {});
+    uint32_t sum = b.temp("loss.sum", {});
+    uint32_t scale = b.add("loss.scale", BufferKind::Constant, {},
+                           ElementType::F32, "", false, 1.0 / double(dp));
+    b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels}, {local},
+             {rows, V});
+    b.launch(micro, Kernel::AllReduceSum, {local}, {sum}, {1, 0});
+    b.launch(micro, Kernel::Mul, {sum, scale}, {b[kLossOutput]}, {1});
+  }
+  b.launch(micro, Kernel::CrossEntropyBwd, {seed, logits, labels}, {dlogits},
+           {rows, V});
+  b.launch(micro, Kernel::Matmul, {dlogits, h}, {dW},
+           {1, V, H, rows, 1, 0, 0});
+  b.launch(micro, Kernel::Accumulate, {dW}, {grads.W}, {V * H});
+  b.launch(micro, Kernel::Matmul, {dlogits, W}, {dh},
+           {1, rows, H, V, 0, 0, 0});
+  b.launch(micro, Kernel::RMSNormBwd, {dh, x, g}, {dx, dg}, {rows, H}, eps);
+  b.launch(micro, Kernel::Accumulate, {dg}, {grads.g}, {H});
+  b.launch(micro, Kernel::EmbeddingBwd, {tokens, dx}, {dE}, {rows, V, H});
+  b.launch(micro, Kernel::Accumulate, {dE}, {grads.E}, {V * H});
+}
+
 /// A complete training plan of a tiny model:
 ///   x = embedding(tokens, E); h = rms_norm(x, g); logits = h W^T;
 ///   loss = cross_entropy(logits, labels)
@@ -285,46 +366,7 @@ inline Plan buildTinyPlan(const TinyModel &m) {
     uint32_t E = b.param(kTinyEmbedding, {V, H}, true);
     uint32_t g = b.param(kTinyNorm, {H}, false);
     uint32_t W = b.param(kTinyHead, {V, H}, true);
-    uint32_t seed = b.add("dloss", BufferKind::Constant, {}, ElementType::F32,
-                          "", false, 1.0 / double(m.microbatches * dp));
-    uint32_t x = b.temp("x", {rows, H}), h = b.temp("h", {rows, H});
-    uint32_t logits = b.temp("logits", {rows, V});
-    uint32_t dlogits = b.temp("dlogits", {rows, V});
-    uint32_t dW = b.temp("dW", {V, H}), dh = b.temp("dh", {rows, H});
-    uint32_t dx = b.temp("dx", {rows, H}), dg = b.temp("dg", {H});
-    uint32_t dE = b.temp("dE", {V, H});
-    const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
-    const std::vector<double> eps = {1e-5};
-
-    const char *micro = kMicroStepProgram;
-    b.launch(micro, Kernel::EmbeddingFwd, {tokens, E}, {x}, {rows, V, H});
-    b.launch(micro, Kernel::RMSNormFwd, {x, g}, {h}, {rows, H}, eps);
-    b.launch(micro, Kernel::Matmul, {h, W}, {logits}, {1, rows, V, H, 0, 1, 0});
-    if (dp == 1) {
-      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels},
-               {b[kLossOutput]}, {rows, V});
-    } else {
-      // The mean over the global micro-batch: the ranks' means, averaged.
-      uint32_t local = b.temp("loss.local", {});
-      uint32_t sum = b.temp("loss.sum", {});
-      uint32_t scale = b.add("loss.scale", BufferKind::Constant, {},
-                             ElementType::F32, "", false, 1.0 / double(dp));
-      b.launch(micro, Kernel::CrossEntropyFwd, {logits, labels}, {local},
-               {rows, V});
-      b.launch(micro, Kernel::AllReduceSum, {local}, {sum}, {1, 0});
-      b.launch(micro, Kernel::Mul, {sum, scale}, {b[kLossOutput]}, {1});
-    }
-    b.launch(micro, Kernel::CrossEntropyBwd, {seed, logits, labels}, {dlogits},
-             {rows, V});
-    b.launch(micro, Kernel::Matmul, {dlogits, h}, {dW},
-             {1, V, H, rows, 1, 0, 0});
-    b.launch(micro, Kernel::Accumulate, {dW}, {W + 1}, {V * H});
-    b.launch(micro, Kernel::Matmul, {dlogits, W}, {dh},
-             {1, rows, H, V, 0, 0, 0});
-    b.launch(micro, Kernel::RMSNormBwd, {dh, x, g}, {dx, dg}, {rows, H}, eps);
-    b.launch(micro, Kernel::Accumulate, {dg}, {g + 1}, {H});
-    b.launch(micro, Kernel::EmbeddingBwd, {tokens, dx}, {dE}, {rows, V, H});
-    b.launch(micro, Kernel::Accumulate, {dE}, {E + 1}, {V * H});
+    launchTinyMicroStep(b, m, rows, {E, g, W}, {E + 1, g + 1, W + 1});
 
     const char *opt = kOptimizerStepProgram;
     if (dp > 1)
@@ -353,6 +395,265 @@ inline Plan buildTinyPlan(const TinyModel &m) {
     return ranks[0].plan(model);
   return multiRankPlan(model, {{m.splitSequence ? "sp" : "dp", int(dp)}},
                        ranks);
+}
+
+/// The layout of one flat bucket of a partitioned optimizer: its
+/// parameters' element ranges (each starting at a multiple of `align`
+/// elements, so that every view is aligned in the arena), the size of each
+/// rank's slice (a multiple of `align`) and the bucket's size, `dp` slices.
+struct BucketLayout {
+  std::vector<std::string> parameters;
+  std::vector<int64_t> begin, count;
+  int64_t slice = 0;
+  int64_t size = 0;
+
+  BucketLayout(std::vector<std::pair<std::string, int64_t>> tensors,
+               int64_t dp, int64_t align) {
+    int64_t end = 0;
+    for (const auto &[name, elements] : tensors) {
+      parameters.push_back(name);
+      begin.push_back(end);
+      count.push_back(elements);
+      end += (elements + align - 1) / align * align;
+    }
+    slice = ((end + dp - 1) / dp + align - 1) / align * align;
+    size = slice * dp;
+  }
+
+  /// The segments of rank `rank`'s slice: where it cuts through the
+  /// parameters, each a range of one whole tensor.
+  std::vector<SegmentDesc> segments(int64_t rank) const {
+    std::vector<SegmentDesc> result;
+    const int64_t lo = rank * slice, hi = lo + slice;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const int64_t from = std::max(lo, begin[i]);
+      const int64_t to = std::min(hi, begin[i] + count[i]);
+      if (from >= to)
+        continue;
+      SegmentDesc segment;
+      segment.parameter = parameters[i];
+      segment.begin = from - begin[i];
+      segment.count = to - from;
+      segment.offset = from - lo;
+      result.push_back(segment);
+    }
+    return result;
+  }
+};
+
+/// The tiny model of buildTinyPlan with a partitioned optimizer (ZeRO-1)
+/// over dp ranks, as the compiler lays one out. The parameters lie in two
+/// flat buckets, by decay ({E, W} and {g}); each bucket has a flat gradient
+/// buffer whose per-parameter gradients `grad:X` are views, and each rank
+/// owns slice r of every bucket: a view of the gradient bucket at
+/// r * slice (segments: the ranges of the parameters it cuts), the AdamW
+/// moments of that slice (buffers of their own, with the same segments),
+/// and the parameters of that slice:
+///  - f32 (`bf16` false): a view of the bucket of parameters, whose
+///    per-parameter views `param:X` the micro-step reads;
+///  - bf16: the f32 master weights of the slice, a buffer of its own (no
+///    parameter buffer names a parameter), and a bf16 bucket of compute
+///    copies with views `param_bf16:X` that the micro-step reads, with bf16
+///    activations; refresh_parameter_copies casts the slice into the
+///    rank's slice of the copies and all-gathers them.
+/// optimizer_step, per bucket: reduce_scatter_sum of the gradients into the
+/// slice (in place), the sum of squares of the slice, all-reduced; then the
+/// global norm and clipping; AdamW on each slice; and an in-place
+/// all_gather of the updated slice (of the compute copies in bf16) into
+/// the bucket. With dp = 1 there are no collectives (the slice is the
+/// bucket). m.microBatch must be a multiple of dp.
+inline Plan buildTinyZeroPlan(const TinyModel &m, bool bf16 = false) {
+  const int64_t dp = m.dp;
+  const int64_t blockRows = m.microBatch / dp;
+  const int64_t rows = blockRows * m.seqLen, V = m.vocab, H = m.hidden;
+  // 128 elements: 256 bytes of bf16 (512 of f32), the arena's alignment.
+  const int64_t align = 128;
+  const std::vector<BucketLayout> buckets = {
+      BucketLayout({{kTinyEmbedding, V * H}, {kTinyHead, V * H}}, dp, align),
+      BucketLayout({{kTinyNorm, H}}, dp, align)};
+  const std::vector<bool> bucketDecay = {true, false};
+  auto shapeOf = [&](const std::string &name) {
+    return name == kTinyNorm ? std::vector<int64_t>{H}
+                             : std::vector<int64_t>{V, H};
+  };
+  const ElementType act = bf16 ? ElementType::BF16 : ElementType::F32;
+
+  std::vector<PlanBuilder> ranks(static_cast<size_t>(dp));
+  for (int64_t r = 0; r < dp; ++r) {
+    PlanBuilder &b = ranks[size_t(r)];
+    b.trainingIO(blockRows, m.seqLen);
+    if (dp > 1)
+      for (const char *name : {kTokensInput, kLabelsInput})
+        b.block(b[name], {m.microBatch, m.seqLen}, {r * blockRows, 0});
+
+    struct Bucket {
+      uint32_t params = 0;      // the f32 parameters, or the bf16 copies
+      uint32_t paramSlice = 0;  // the f32 parameters of the slice
+      uint32_t copySlice = 0;   // bf16: the copies of the slice
+      uint32_t gradSlice = 0, expAvg = 0, expAvgSq = 0, grads = 0;
+    };
+    std::vector<Bucket> flat(buckets.size());
+    std::map<std::string, uint32_t> paramOf, gradOf;
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const BucketLayout &layout = buckets[k];
+      const std::string suffix = "." + std::to_string(k);
+      const bool decay = bucketDecay[k];
+      const std::vector<SegmentDesc> segments = layout.segments(r);
+      Bucket &bucket = flat[k];
+      const int64_t sliceAt = r * layout.slice;
+      if (!bf16) {
+        bucket.params = b.add("@param_bucket" + suffix, BufferKind::Parameter,
+                              {layout.size}, ElementType::F32, "", decay);
+        for (size_t i = 0; i < layout.parameters.size(); ++i) {
+          const std::string &name = layout.parameters[i];
+          paramOf[name] =
+              b.view(kParameterPrefix + name, BufferKind::Parameter,
+                     bucket.params, layout.begin[i], shapeOf(name), name,
+                     decay);
+        }
+        bucket.paramSlice =
+            b.view("@param_slice" + suffix, BufferKind::Parameter,
+                   bucket.params, sliceAt, {layout.slice}, "", decay);
+      } else {
+        bucket.params = b.add("@param_bf16_bucket" + suffix,
+                              BufferKind::ParameterCopy, {layout.size},
+                              ElementType::BF16);
+        for (size_t i = 0; i < layout.parameters.size(); ++i) {
+          const std::string &name = layout.parameters[i];
+          paramOf[name] = b.view("param_bf16:" + name,
+                                 BufferKind::ParameterCopy, bucket.params,
+                                 layout.begin[i], shapeOf(name), name);
+        }
+        bucket.copySlice = b.view("@param_bf16_slice" + suffix,
+                                  BufferKind::ParameterCopy, bucket.params,
+                                  sliceAt, {layout.slice});
+        bucket.paramSlice =
+            b.add("@param_slice" + suffix, BufferKind::Parameter,
+                  {layout.slice}, ElementType::F32, "", decay);
+      }
+      b.rank().buffers[bucket.paramSlice].segments = segments;
+      bucket.grads = b.add("@grad_bucket" + suffix, BufferKind::Gradient,
+                           {layout.size});
+      for (size_t i = 0; i < layout.parameters.size(); ++i) {
+        const std::string &name = layout.parameters[i];
+        gradOf[name] = b.view(kGradientPrefix + name, BufferKind::Gradient,
+                              bucket.grads, layout.begin[i], shapeOf(name),
+                              name);
+      }
+      bucket.gradSlice = b.view("@grad_slice" + suffix, BufferKind::Gradient,
+                                bucket.grads, sliceAt, {layout.slice});
+      bucket.expAvg = b.add("@exp_avg_slice" + suffix,
+                            BufferKind::OptimizerState, {layout.slice});
+      bucket.expAvgSq = b.add("@exp_avg_sq_slice" + suffix,
+                              BufferKind::OptimizerState, {layout.slice});
+      for (uint32_t index : {bucket.gradSlice, bucket.expAvg, bucket.expAvgSq})
+        b.rank().buffers[index].segments = segments;
+    }
+
+    launchTinyMicroStep(
+        b, m, rows, {paramOf[kTinyEmbedding], paramOf[kTinyNorm],
+                     paramOf[kTinyHead]},
+        {gradOf[kTinyEmbedding], gradOf[kTinyNorm], gradOf[kTinyHead]}, act);
+
+    const char *opt = kOptimizerStepProgram;
+    std::vector<uint32_t> squares;
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const int64_t slice = buckets[k].slice;
+      const std::string suffix = "." + std::to_string(k);
+      if (dp > 1)
+        b.launch(opt, Kernel::ReduceScatterSum, {flat[k].grads},
+                 {flat[k].gradSlice}, {slice, 0});
+      uint32_t square = b.temp("sumsq" + suffix, {});
+      b.launch(opt, Kernel::SumSquares, {flat[k].gradSlice}, {square},
+               {slice});
+      if (dp > 1) {
+        uint32_t total = b.temp("sumsq.total" + suffix, {});
+        b.launch(opt, Kernel::AllReduceSum, {square}, {total}, {1, 0});
+        square = total;
+      }
+      squares.push_back(square);
+    }
+    uint32_t coef = b.temp("clip_coef", {});
+    b.launch(opt, Kernel::GlobalNorm, squares, {b[kGradNormOutput]});
+    b.launch(opt, Kernel::ClipCoefficient,
+             {b[kGradNormOutput], b[kHyperMaxGradNorm]}, {coef});
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const Bucket &bucket = flat[k];
+      const int64_t slice = buckets[k].slice;
+      std::vector<uint32_t> outputs = {bucket.paramSlice, bucket.expAvg,
+                                       bucket.expAvgSq};
+      if (bf16)
+        outputs.push_back(bucket.copySlice);
+      b.launch(opt, Kernel::AdamW,
+               {bucket.gradSlice, coef, b[kHyperLR], b[kHyperBeta1],
+                b[kHyperBeta2], b[kHyperEps], b[kHyperWeightDecay],
+                b[kHyperStep]},
+               outputs, {slice, bucketDecay[k] ? 1 : 0});
+      const uint32_t gathered = bf16 ? bucket.copySlice : bucket.paramSlice;
+      if (dp > 1)
+        b.launch(opt, Kernel::AllGather, {gathered}, {bucket.params},
+                 {slice, 0});
+    }
+    if (bf16)
+      for (size_t k = 0; k < buckets.size(); ++k) {
+        const int64_t slice = buckets[k].slice;
+        b.launch(kRefreshCopiesProgram, Kernel::Cast, {flat[k].paramSlice},
+                 {flat[k].copySlice}, {slice});
+        if (dp > 1)
+          b.launch(kRefreshCopiesProgram, Kernel::AllGather,
+                   {flat[k].copySlice}, {flat[k].params}, {slice, 0});
+      }
+  }
+
+  ModelInfo model;
+  model.hfConfig =
+      "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(V) + "}";
+  model.vocabSize = V;
+  model.maxPositionEmbeddings = 64;
+  model.microBatch = m.microBatch;
+  model.seqLen = m.seqLen;
+  model.microbatches = m.microbatches;
+  if (dp == 1)
+    return ranks[0].plan(model);
+  return multiRankPlan(model, {{"dp", int(dp)}}, ranks);
+}
+
+/// `plan` with the parameter buffers of `parameters` turned into flat
+/// buffers of segments: each keeps its bytes (and so the plan computes the
+/// same), names no parameter and holds its block (e.g. a tensor-parallel
+/// block of buildMlpPlan) as two segments, elements [0, n/2) and [n/2, n)
+/// of the block. Its gradients and moments keep naming the parameter. The
+/// segments of a block held on several ranks (data-parallel replicas) are
+/// replicas too.
+inline Plan withParameterSegments(Plan plan,
+                                  const std::vector<std::string> &parameters) {
+  for (RankPlan &rank : plan.ranks)
+    for (BufferDesc &buffer : rank.buffers) {
+      if (buffer.kind != BufferKind::Parameter ||
+          std::find(parameters.begin(), parameters.end(), buffer.parameter) ==
+              parameters.end())
+        continue;
+      const int64_t n = buffer.numElements();
+      SegmentDesc first;
+      first.parameter = buffer.parameter;
+      if (buffer.isBlock()) {
+        first.fullShape = buffer.fullShape;
+        first.sliceOffset = buffer.sliceOffset;
+        first.blockShape = buffer.shape;
+      }
+      first.begin = 0;
+      first.count = n / 2;
+      first.offset = 0;
+      SegmentDesc second = first;
+      second.begin = second.offset = n / 2;
+      second.count = n - n / 2;
+      buffer.segments = {first, second};
+      buffer.name = "@param_block:" + buffer.parameter;
+      buffer.parameter.clear();
+      buffer.fullShape.clear();
+      buffer.sliceOffset.clear();
+    }
+  return plan;
 }
 
 /// The shape and layout of the model of buildMlpPlan.

@@ -229,6 +229,28 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
           return errorf("buffer '", buffer.name, "' has unknown copy index ",
                         unsigned(copyIndex));
         buffer.copyIndex = static_cast<CopyIndex>(copyIndex);
+        buffer.viewOf = fbBuffer->view_of();
+        if (fbBuffer->segments()) {
+          for (const plan::Segment *fbSegment : *fbBuffer->segments()) {
+            SegmentDesc segment;
+            segment.parameter = fbSegment->parameter()->str();
+            segment.fullShape = toVector(fbSegment->full_shape());
+            segment.sliceOffset = toVector(fbSegment->slice_offset());
+            segment.blockShape = toVector(fbSegment->block_shape());
+            // Unsigned in the file; the verifier's arithmetic is signed.
+            constexpr uint64_t limit = std::numeric_limits<int64_t>::max();
+            if (fbSegment->begin() > limit || fbSegment->count() > limit ||
+                fbSegment->offset() > limit)
+              return errorf("buffer '", buffer.name, "' segment ",
+                            buffer.segments.size(), " of '",
+                            segment.parameter,
+                            "' has a begin, count or offset of 2^63 or more");
+            segment.begin = int64_t(fbSegment->begin());
+            segment.count = int64_t(fbSegment->count());
+            segment.offset = int64_t(fbSegment->offset());
+            buffer.segments.push_back(std::move(segment));
+          }
+        }
         rank.buffers.push_back(std::move(buffer));
       }
     }
@@ -368,12 +390,35 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           buffer.sliceOffset.empty()
               ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>()
               : builder.CreateVector(buffer.sliceOffset);
+      flatbuffers::Offset<
+          flatbuffers::Vector<flatbuffers::Offset<plan::Segment>>>
+          segments;
+      if (!buffer.segments.empty()) {
+        auto optionalVector = [&](const std::vector<int64_t> &values) {
+          return values.empty()
+                     ? flatbuffers::Offset<flatbuffers::Vector<int64_t>>()
+                     : builder.CreateVector(values);
+        };
+        std::vector<flatbuffers::Offset<plan::Segment>> entries;
+        for (const SegmentDesc &segment : buffer.segments) {
+          auto segmentParameter = builder.CreateString(segment.parameter);
+          auto segmentFull = optionalVector(segment.fullShape);
+          auto segmentOffset = optionalVector(segment.sliceOffset);
+          auto segmentShape = optionalVector(segment.blockShape);
+          entries.push_back(plan::CreateSegment(
+              builder, segmentParameter, segmentFull, segmentOffset,
+              segmentShape, uint64_t(segment.begin), uint64_t(segment.count),
+              uint64_t(segment.offset)));
+        }
+        segments = builder.CreateVector(entries);
+      }
       buffers.push_back(plan::CreateBuffer(
           builder, name, static_cast<plan::BufferKind>(buffer.kind),
           static_cast<plan::DType>(buffer.dtype), shape, buffer.offset,
           buffer.bytes, parameter, buffer.constantValue, buffer.decay,
           fullShape, sliceOffset, buffer.copies,
-          static_cast<plan::CopyIndex>(buffer.copyIndex)));
+          static_cast<plan::CopyIndex>(buffer.copyIndex), buffer.viewOf,
+          segments));
     }
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const ProgramDesc &program : rank.programs) {

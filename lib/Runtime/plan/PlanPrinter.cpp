@@ -49,6 +49,30 @@ std::string bufferRefs(const RankPlan &rank,
   return result;
 }
 
+/// "model.norm.weight[0:64)@0, lm_head.weight{[0:6, 0:8] of [12, 8]}[0:48)@64":
+/// each segment's parameter, its block when it has one, the range of the
+/// block's elements it holds, and where that range starts in the buffer.
+std::string formatSegments(const std::vector<SegmentDesc> &segments) {
+  std::ostringstream os;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const SegmentDesc &segment = segments[i];
+    os << (i ? ", " : "") << segment.parameter;
+    if (!segment.fullShape.empty() || !segment.sliceOffset.empty() ||
+        !segment.blockShape.empty()) {
+      os << "{[";
+      for (size_t d = 0; d < segment.sliceOffset.size(); ++d) {
+        os << (d ? ", " : "") << segment.sliceOffset[d] << ':';
+        if (d < segment.blockShape.size())
+          os << segment.sliceOffset[d] + segment.blockShape[d];
+      }
+      os << "] of " << formatList(segment.fullShape) << '}';
+    }
+    os << '[' << segment.begin << ':' << segment.begin + segment.count << ")@"
+       << segment.offset;
+  }
+  return os.str();
+}
+
 } // namespace
 
 void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
@@ -104,6 +128,13 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
              << buffer.sliceOffset[d] + buffer.shape[d];
         os << "] of " << formatList(buffer.fullShape);
       }
+      if (buffer.viewOf >= 0)
+        os << "  view of "
+           << (size_t(buffer.viewOf) < rank.buffers.size()
+                   ? rank.buffers[buffer.viewOf].name
+                   : "#" + std::to_string(buffer.viewOf));
+      if (!buffer.segments.empty())
+        os << "  segments: " << formatSegments(buffer.segments);
       os << "\n";
     }
     for (const ProgramDesc &program : rank.programs) {

@@ -2,17 +2,22 @@
 //
 // Part of mlt. What FlatBuffers' verifier cannot know: that the mesh and the
 // ranks agree, that buffers fit the arena and their shapes and blocks fit
-// their tensors, that persistent buffers do not overlap, that every
-// instruction names real buffers, has its kernel's arity and operands as
-// large as its attributes say, that its outputs overlap no other operand
-// except in place where the kernel allows it (KernelInfo.h's mayAlias),
-// that collectives and the kernels of sharded programs name a mesh axis, that
-// collectives match across the ranks of each group, that launches on
-// different streams which touch the same bytes (one of them writing) are
-// ordered by tokens, and that the plan provides
-// what the training loop reads and writes, with every parameter element held by
-// some rank. After these checks no instruction can touch memory outside its
-// operands' ranges, so the backends do not re-check sizes.
+// their tensors, that views lie inside their bases and segments inside
+// their buffers and blocks, that persistent buffers do not overlap (but
+// for a view with its base and the base's other views: one storage under
+// several names), that every instruction names real buffers, has its
+// kernel's arity and operands as large as its attributes say, that its
+// outputs overlap no other operand except in place where the kernel allows
+// it (KernelInfo.h's mayAlias), that collectives and the kernels of
+// sharded programs name a mesh axis, that collectives match across the
+// ranks of each group, that launches on different streams which touch the
+// same bytes (one of them writing; a view and its base share bytes) are
+// ordered by tokens, and that the plan provides what the training loop
+// reads and writes, with every parameter element held by some rank: by
+// the blocks of the buffers naming it or, where it has segments in
+// parameter buffers, by those segments. After these checks no instruction
+// can touch memory outside its operands' ranges, so the backends do not
+// re-check sizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +110,162 @@ Status verifyBlock(const BufferDesc &buffer) {
   return Status::ok();
 }
 
+/// Whether a segment declares its block (else it is of the whole tensor).
+bool hasBlock(const SegmentDesc &segment) {
+  return !segment.fullShape.empty() || !segment.sliceOffset.empty() ||
+         !segment.blockShape.empty();
+}
+
+/// "[0:6, 0:8] of [12, 8]", or "the whole tensor": a segment's block, for
+/// messages.
+std::string formatSegmentBlock(const SegmentDesc &segment) {
+  if (!hasBlock(segment))
+    return "the whole tensor";
+  std::ostringstream os;
+  os << '[';
+  for (size_t d = 0;
+       d < segment.blockShape.size() && d < segment.sliceOffset.size(); ++d)
+    os << (d ? ", " : "") << segment.sliceOffset[d] << ':'
+       << segment.sliceOffset[d] + segment.blockShape[d];
+  os << "] of " << formatInts(segment.fullShape);
+  return os.str();
+}
+
+/// Segments (Plan.fbs) are declared only on parameter, gradient and
+/// optimizer-state buffers that name no parameter and are no block; each
+/// names a parameter and holds count > 0 elements inside the buffer, after
+/// the previous segment, from a range of a block that lies inside its
+/// tensor. (A segment of the whole tensor is checked against the tensor's
+/// shape by the training contract, which knows it.)
+Status verifySegments(const BufferDesc &buffer) {
+  if (buffer.segments.empty())
+    return Status::ok();
+  if (buffer.kind != BufferKind::Parameter &&
+      buffer.kind != BufferKind::Gradient &&
+      buffer.kind != BufferKind::OptimizerState)
+    return errorf("buffer '", buffer.name, "' (", bufferKindName(buffer.kind),
+                  ") has segments; only parameter, gradient and "
+                  "optimizer-state buffers may");
+  if (!buffer.parameter.empty())
+    return errorf("buffer '", buffer.name, "' has segments but names "
+                  "parameter '", buffer.parameter,
+                  "' (a buffer holds one parameter or segments of several)");
+  if (!buffer.fullShape.empty() || !buffer.sliceOffset.empty())
+    return errorf("buffer '", buffer.name, "' has segments but is a block of "
+                  "a larger tensor (segments give their own blocks)");
+  const int64_t elements = buffer.numElements();
+  int64_t previousEnd = 0;
+  for (size_t i = 0; i < buffer.segments.size(); ++i) {
+    const SegmentDesc &segment = buffer.segments[i];
+    auto fail = [&](auto &&...parts) {
+      return errorf("buffer '", buffer.name, "' segment ", i, " ('",
+                    segment.parameter, "') ", parts...);
+    };
+    if (segment.parameter.empty())
+      return errorf("buffer '", buffer.name, "' segment ", i,
+                    " names no parameter");
+    if (segment.count <= 0)
+      return fail("has count ", segment.count,
+                  " (a segment holds at least one element)");
+    int64_t end;
+    if (segment.offset < 0 ||
+        __builtin_add_overflow(segment.offset, segment.count, &end) ||
+        end > elements)
+      return fail("at elements [", segment.offset, ", ",
+                  uint64_t(segment.offset) + uint64_t(segment.count),
+                  ") lies outside the buffer's ", elements, " elements");
+    if (i > 0 && segment.offset < previousEnd)
+      return fail("at elements [", segment.offset, ", ", end,
+                  ") starts before segment ", i - 1, " ends at ", previousEnd,
+                  " (segments are in increasing offset and disjoint)");
+    previousEnd = end;
+
+    int64_t blockElements = -1; // the whole tensor: not known here
+    if (hasBlock(segment)) {
+      const size_t rank = segment.fullShape.size();
+      if (rank == 0 || segment.sliceOffset.size() != rank ||
+          segment.blockShape.size() != rank)
+        return fail("has full_shape ", formatInts(segment.fullShape),
+                    ", slice_offset ", formatInts(segment.sliceOffset),
+                    " and block_shape ", formatInts(segment.blockShape),
+                    "; the three are empty (the whole tensor) or of one "
+                    "rank");
+      blockElements = 1;
+      int64_t tensorElements = 1;
+      for (size_t d = 0; d < rank; ++d) {
+        std::optional<int64_t> block =
+            checkedMul(blockElements, segment.blockShape[d]);
+        std::optional<int64_t> tensor =
+            checkedMul(tensorElements, segment.fullShape[d]);
+        if (!block || !tensor)
+          return fail("has a bad block: full_shape ",
+                      formatInts(segment.fullShape), ", block_shape ",
+                      formatInts(segment.blockShape));
+        blockElements = *block;
+        tensorElements = *tensor;
+        if (segment.sliceOffset[d] < 0 ||
+            segment.sliceOffset[d] >
+                segment.fullShape[d] - segment.blockShape[d])
+          return fail("holds the block ", formatSegmentBlock(segment),
+                      ", out of bounds in dimension ", d);
+      }
+    }
+    int64_t rangeEnd;
+    if (segment.begin < 0 ||
+        __builtin_add_overflow(segment.begin, segment.count, &rangeEnd) ||
+        (blockElements >= 0 && rangeEnd > blockElements))
+      return fail("holds elements [", segment.begin, ", ",
+                  uint64_t(segment.begin) + uint64_t(segment.count), ") of ",
+                  formatSegmentBlock(segment),
+                  blockElements >= 0
+                      ? ", which has " + std::to_string(blockElements) +
+                            " elements"
+                      : std::string());
+  }
+  return Status::ok();
+}
+
+/// Views (Plan.fbs): each inside a base that is another buffer, not itself
+/// a view, of the same element type, both with one copy; a persistent view
+/// has a persistent base (a temporary's range is reused once it is dead).
+Status verifyViews(const RankPlan &rank) {
+  for (size_t i = 0; i < rank.buffers.size(); ++i) {
+    const BufferDesc &view = rank.buffers[i];
+    if (view.viewOf == -1)
+      continue;
+    if (view.viewOf < 0 || size_t(view.viewOf) >= rank.buffers.size())
+      return errorf("buffer '", view.name, "' is a view of buffer index ",
+                    view.viewOf, ", but the rank has ", rank.buffers.size(),
+                    " buffers");
+    if (size_t(view.viewOf) == i)
+      return errorf("buffer '", view.name, "' is a view of itself");
+    const BufferDesc &base = rank.buffers[size_t(view.viewOf)];
+    if (base.viewOf != -1)
+      return errorf("buffer '", view.name, "' is a view of '", base.name,
+                    "', which is itself a view (a view's base is not)");
+    if (view.copies != 1 || base.copies != 1)
+      return errorf("view '", view.name, "' has ", view.copies,
+                    " copies and its base '", base.name, "' ", base.copies,
+                    "; both must have one");
+    if (view.dtype != base.dtype)
+      return errorf("view '", view.name, "' is ",
+                    elementTypeName(view.dtype), " but its base '", base.name,
+                    "' is ", elementTypeName(base.dtype),
+                    " (a view has its base's element type)");
+    if (view.offset < base.offset ||
+        view.offset + view.bytes > base.offset + base.bytes)
+      return errorf("view '", view.name, "' at [", view.offset, ", ",
+                    view.offset + view.bytes, ") is not inside its base '",
+                    base.name, "' at [", base.offset, ", ",
+                    base.offset + base.bytes, ")");
+    if (isPersistent(view.kind) && !isPersistent(base.kind))
+      return errorf("view '", view.name, "' (", bufferKindName(view.kind),
+                    ") is persistent, but its base '", base.name,
+                    "' is a temporary");
+  }
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Buffers
 //===----------------------------------------------------------------------===//
@@ -157,16 +318,28 @@ Status verifyBuffers(const RankPlan &rank) {
                     buffer.offset + buffer.extentBytes(),
                     ", past the arena of ", rank.arenaBytes, " bytes");
     MLT_RETURN_IF_ERROR(verifyBlock(buffer));
+    MLT_RETURN_IF_ERROR(verifySegments(buffer));
   }
+  MLT_RETURN_IF_ERROR(verifyViews(rank));
 
   // Persistent buffers live for the whole run: none may share bytes with
-  // another buffer. Temporaries may share with each other (the memory planner
-  // reuses dead ranges) and may alias a persistent buffer only exactly (a
-  // view with another shape).
-  std::vector<const BufferDesc *> persistent;
-  for (const BufferDesc &buffer : rank.buffers)
-    if (isPersistent(buffer.kind) && buffer.bytes > 0)
+  // another buffer, except a view with its base and with the base's other
+  // views (one storage under several names; each view lies inside its base,
+  // so checking the bases, the persistent buffers that are no views, covers
+  // them). Temporaries may share with each other (the memory planner reuses
+  // dead ranges) and may alias a persistent buffer only exactly (a view
+  // with another shape), unless they are declared views themselves.
+  std::vector<const BufferDesc *> persistent; // the bases and lone buffers
+  std::unordered_map<const BufferDesc *, std::vector<const BufferDesc *>>
+      viewsOf;
+  for (const BufferDesc &buffer : rank.buffers) {
+    if (!isPersistent(buffer.kind) || buffer.bytes == 0)
+      continue;
+    if (buffer.viewOf == -1)
       persistent.push_back(&buffer);
+    else
+      viewsOf[&rank.buffers[size_t(buffer.viewOf)]].push_back(&buffer);
+  }
   std::sort(persistent.begin(), persistent.end(),
             [](const BufferDesc *a, const BufferDesc *b) {
               return a->offset < b->offset;
@@ -183,7 +356,7 @@ Status verifyBuffers(const RankPlan &rank) {
                     cur.offset + cur.extentBytes(), "))");
   }
   for (const BufferDesc &buffer : rank.buffers) {
-    if (isPersistent(buffer.kind) || buffer.bytes == 0)
+    if (isPersistent(buffer.kind) || buffer.bytes == 0 || buffer.viewOf != -1)
       continue;
     uint64_t end = buffer.offset + buffer.bytes;
     // The first persistent buffer that ends after this one starts.
@@ -195,8 +368,18 @@ Status verifyBuffers(const RankPlan &rank) {
     if (it == persistent.end() || (*it)->offset >= end)
       continue;
     const BufferDesc &other = **it;
-    if (other.offset == buffer.offset && other.bytes == buffer.bytes &&
-        other.copies == 1)
+    // Exactly over it or over one of its views (which lie inside it, so
+    // the temporary then overlaps no other persistent buffer).
+    auto exactly = [&](const BufferDesc &p) {
+      return p.offset == buffer.offset && p.bytes == buffer.bytes &&
+             p.copies == 1;
+    };
+    if (exactly(other))
+      continue;
+    auto views = viewsOf.find(&other);
+    if (views != viewsOf.end() &&
+        std::any_of(views->second.begin(), views->second.end(),
+                    [&](const BufferDesc *view) { return exactly(*view); }))
       continue;
     return errorf("temporary '", buffer.name, "' at [", buffer.offset, ", ",
                   end, ") overlaps ", bufferKindName(other.kind), " '",
@@ -796,7 +979,58 @@ Status mlt::rt::verifyPlanStructure(const Plan &plan) {
 
 namespace {
 
-Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
+/// For each parameter held by segments of parameter buffers (on any
+/// rank), those segments.
+using SegmentHolders = std::map<std::string, std::vector<const SegmentDesc *>>;
+
+/// A compute copy is its parameter narrowed to bf16 or f16.
+Status verifyCopyType(const BufferDesc &copy, ElementType parameterType) {
+  if (parameterType == ElementType::F32 &&
+      (copy.dtype == ElementType::BF16 || copy.dtype == ElementType::F16))
+    return Status::ok();
+  return errorf("parameter_copy buffer '", copy.name, "' is ",
+                elementTypeName(copy.dtype), " of an ",
+                elementTypeName(parameterType),
+                " parameter; expected bf16 or f16 of an f32 parameter");
+}
+
+/// A gradient, state or compute copy naming a parameter that segments hold
+/// (no parameter buffer names it on this rank, as in a mixed-precision plan
+/// whose f32 master weights exist only as each rank's slices): it holds
+/// the block that some segment of the parameter is a range of (a buffer
+/// that is no block: a segment of the whole tensor), and a compute copy is
+/// of the segments' type, f32.
+Status verifyAgainstSegments(const BufferDesc &buffer,
+                             const std::vector<const SegmentDesc *> &held,
+                             const std::map<std::string, ElementType> &dtype) {
+  const std::vector<int64_t> offset = buffer.blockOffset();
+  for (const SegmentDesc *segment : held) {
+    const bool same =
+        hasBlock(*segment)
+            ? segment->fullShape == buffer.tensorShape() &&
+                  segment->sliceOffset == offset &&
+                  segment->blockShape == buffer.shape
+            : buffer.shape == buffer.tensorShape() &&
+                  std::all_of(offset.begin(), offset.end(),
+                              [](int64_t o) { return o == 0; });
+    if (same) {
+      if (buffer.kind == BufferKind::ParameterCopy)
+        return verifyCopyType(buffer, dtype.at(buffer.parameter));
+      return Status::ok();
+    }
+  }
+  return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
+                "' holds the block ", formatBlock(buffer),
+                ", but the segments holding its parameter are of ",
+                formatSegmentBlock(*held.front()),
+                held.size() > 1 ? " (and others)" : "");
+}
+
+Status verifyRankContract(const ModelInfo &model, const RankPlan &rank,
+                          const SegmentHolders &segmentHeld,
+                          const std::map<std::string, ElementType>
+                              &segmentDtype,
+                          const std::set<std::string> &segmentedNames) {
   // A step that runs every micro-batch (the calls' micro-batches cover
   // 0..microbatches-1, none beyond).
   if (rank.step.empty())
@@ -872,31 +1106,62 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
   MLT_RETURN_IF_ERROR(
       require(kGradNormOutput, BufferKind::Output, ElementType::F32, nullptr));
 
-  // Per-parameter buffers: each names its parameter; gradients and states
-  // belong to a parameter of the same shape.
+  // Per-parameter buffers: each names its parameter, except the flat
+  // buffers of a partitioned optimizer: those with segments, views, the
+  // bases of views, and a rank's slice that is padding alone (a buffer of
+  // the same name has segments on another rank: the last ranks' slices of
+  // a small bucket). Gradients, states and compute copies belong to a
+  // parameter, of its shape and block.
+  std::vector<bool> isBase(rank.buffers.size(), false);
+  for (const BufferDesc &buffer : rank.buffers)
+    if (buffer.viewOf >= 0 && size_t(buffer.viewOf) < rank.buffers.size())
+      isBase[size_t(buffer.viewOf)] = true;
+  auto isFlat = [&](size_t index) {
+    const BufferDesc &buffer = rank.buffers[index];
+    return !buffer.segments.empty() || buffer.viewOf != -1 || isBase[index] ||
+           segmentedNames.count(buffer.name);
+  };
   std::map<std::string, const BufferDesc *> parameters;
-  for (const BufferDesc &buffer : rank.buffers) {
+  for (size_t i = 0; i < rank.buffers.size(); ++i) {
+    const BufferDesc &buffer = rank.buffers[i];
     if (buffer.kind != BufferKind::Parameter)
       continue;
-    if (buffer.parameter.empty())
-      return errorf("parameter buffer '", buffer.name,
-                    "' does not name its parameter");
     if (!isFloatElementType(buffer.dtype))
       return errorf("parameter buffer '", buffer.name, "' is ",
                     elementTypeName(buffer.dtype), ", expected a float type");
+    if (buffer.parameter.empty()) {
+      if (isFlat(i))
+        continue;
+      return errorf("parameter buffer '", buffer.name,
+                    "' does not name its parameter");
+    }
     if (!parameters.emplace(buffer.parameter, &buffer).second)
       return errorf("two parameter buffers hold '", buffer.parameter, "'");
   }
-  for (const BufferDesc &buffer : rank.buffers) {
+  for (size_t i = 0; i < rank.buffers.size(); ++i) {
+    const BufferDesc &buffer = rank.buffers[i];
     if (buffer.kind != BufferKind::Gradient &&
         buffer.kind != BufferKind::OptimizerState &&
         buffer.kind != BufferKind::ParameterCopy)
       continue;
-    auto it = parameters.find(buffer.parameter);
-    if (it == parameters.end())
+    if (buffer.parameter.empty()) {
+      if (isFlat(i))
+        continue;
       return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
-                    "' names parameter '", buffer.parameter,
-                    "', which has no parameter buffer");
+                    "' does not name its parameter");
+    }
+    auto it = parameters.find(buffer.parameter);
+    if (it == parameters.end()) {
+      auto held = segmentHeld.find(buffer.parameter);
+      if (held == segmentHeld.end())
+        return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
+                      "' names parameter '", buffer.parameter,
+                      "', which has no parameter buffer on this rank and no "
+                      "parameter segments");
+      MLT_RETURN_IF_ERROR(
+          verifyAgainstSegments(buffer, held->second, segmentDtype));
+      continue;
+    }
     const BufferDesc &parameter = *it->second;
     if (parameter.shape != buffer.shape)
       return errorf(bufferKindName(buffer.kind), " buffer '", buffer.name,
@@ -908,106 +1173,300 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank) {
                     "' holds the block ", formatBlock(buffer),
                     ", but its parameter holds ", formatBlock(parameter));
     // A compute copy is the parameter narrowed to bf16 or f16.
-    if (buffer.kind == BufferKind::ParameterCopy &&
-        (parameter.dtype != ElementType::F32 ||
-         (buffer.dtype != ElementType::BF16 &&
-          buffer.dtype != ElementType::F16)))
-      return errorf("parameter_copy buffer '", buffer.name, "' is ",
-                    elementTypeName(buffer.dtype), " of an ",
-                    elementTypeName(parameter.dtype),
-                    " parameter; expected bf16 or f16 of an f32 parameter");
+    if (buffer.kind == BufferKind::ParameterCopy)
+      MLT_RETURN_IF_ERROR(verifyCopyType(buffer, parameter.dtype));
   }
   return Status::ok();
 }
 
-/// Across ranks, each parameter has one full shape, dtype and decay, and its
-/// blocks are replicas or disjoint and together cover the whole tensor (so
-/// that assembling it from the blocks, lowest rank first, is well defined).
+/// One place a parameter is described: a buffer naming it, or segment
+/// `segment` of a buffer (-1: none), on `rank`.
+struct Source {
+  uint32_t rank = 0;
+  const BufferDesc *buffer = nullptr;
+  int segment = -1;
+
+  /// "on rank 1", or "in segment 0 of '@param_slice.0' on rank 1".
+  std::string where() const {
+    if (segment < 0)
+      return "on rank " + std::to_string(rank);
+    return "in segment " + std::to_string(segment) + " of '" + buffer->name +
+           "' on rank " + std::to_string(rank);
+  }
+  const SegmentDesc &segmentDesc() const {
+    return buffer->segments[size_t(segment)];
+  }
+};
+
+/// Everything the plan says of one parameter.
+struct ParameterFacts {
+  /// The first source of its full shape, and that shape.
+  std::optional<Source> shapeFrom;
+  std::vector<int64_t> fullShape;
+  /// The first parameter buffer (naming it, or with a segment of it): the
+  /// dtype and decay every other must have.
+  std::optional<Source> typeFrom;
+  /// Parameter buffers naming it, and segments of it in parameter buffers:
+  /// the segments hold it when there are any, else the buffers.
+  std::vector<Source> named;
+  std::vector<Source> segments;
+};
+
+/// A box [offset, offset + shape) of a tensor.
+struct Box {
+  std::vector<int64_t> offset;
+  std::vector<int64_t> shape;
+
+  int64_t elements() const {
+    int64_t count = 1;
+    for (int64_t dim : shape)
+      count *= dim;
+    return count;
+  }
+  bool overlaps(const Box &other) const {
+    if (elements() == 0 || other.elements() == 0)
+      return false;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (offset[d] >= other.offset[d] + other.shape[d] ||
+          other.offset[d] >= offset[d] + shape[d])
+        return false;
+    return true;
+  }
+  /// "[0:6, 0:8] of [12, 8]".
+  std::string str(const std::vector<int64_t> &fullShape) const {
+    std::ostringstream os;
+    os << '[';
+    for (size_t d = 0; d < shape.size(); ++d)
+      os << (d ? ", " : "") << offset[d] << ':' << offset[d] + shape[d];
+    os << "] of " << formatInts(fullShape);
+    return os.str();
+  }
+};
+
+/// A parameter held by blocks of the buffers naming it: distinct blocks
+/// (by offset; replicas on several ranks count once) disjoint, together
+/// covering every element.
+Status verifyBlockCoverage(const std::string &name,
+                           const ParameterFacts &facts) {
+  std::map<std::vector<int64_t>, Source> blocks; // by offset, lowest rank
+  for (const Source &source : facts.named) {
+    auto [block, inserted] =
+        blocks.emplace(source.buffer->blockOffset(), source);
+    if (!inserted && block->second.buffer->shape != source.buffer->shape)
+      return errorf("parameter '", name, "' has the blocks ",
+                    formatBlock(*block->second.buffer), " ",
+                    block->second.where(), " and ", formatBlock(*source.buffer),
+                    " ", source.where(),
+                    ", which overlap without being the same block");
+  }
+  std::vector<Source> seen;
+  int64_t covered = 0;
+  for (const auto &entry : blocks) {
+    const BufferDesc &block = *entry.second.buffer;
+    const Box box{block.blockOffset(), block.shape};
+    for (const Source &other : seen)
+      if (box.overlaps(Box{other.buffer->blockOffset(), other.buffer->shape}))
+        return errorf("parameter '", name, "' has the blocks ",
+                      formatBlock(*other.buffer), " ", other.where(),
+                      " and ", formatBlock(block), " ",
+                      entry.second.where(),
+                      ", which overlap without being the same block");
+    seen.push_back(entry.second);
+    covered += block.numElements();
+  }
+  // Disjoint blocks inside the tensor cover it iff their sizes add up.
+  const Box whole{{}, facts.fullShape};
+  if (covered != whole.elements())
+    return errorf("parameter '", name, "' of shape ",
+                  formatInts(facts.fullShape),
+                  " is not covered by the ranks' blocks: they hold ", covered,
+                  " of its ", whole.elements(),
+                  " elements (some element is held by no rank)");
+  return Status::ok();
+}
+
+/// A parameter held by segments: distinct blocks disjoint; in each block,
+/// distinct ranges (replicas on several ranks count once) disjoint; all of
+/// them together covering every element of the tensor.
+Status verifySegmentCoverage(const std::string &name,
+                             const ParameterFacts &facts) {
+  if (!facts.shapeFrom)
+    return errorf("parameter '", name, "' is held by segments of the whole "
+                  "tensor (", facts.segments.front().where(),
+                  "), but no buffer names it and no segment gives its shape");
+  const std::vector<int64_t> &fullShape = facts.fullShape;
+  const int64_t total = Box{{}, fullShape}.elements();
+  struct Range {
+    int64_t count;
+    Source source;
+  };
+  struct Block {
+    Box box;
+    Source source;
+    std::map<int64_t, Range> ranges; // by begin
+  };
+  std::map<std::vector<int64_t>, Block> blocks; // by offset
+  int64_t covered = 0;
+  for (const Source &source : facts.segments) {
+    const SegmentDesc &segment = source.segmentDesc();
+    const Box box = hasBlock(segment)
+                        ? Box{segment.sliceOffset, segment.blockShape}
+                        : Box{std::vector<int64_t>(fullShape.size(), 0),
+                              fullShape};
+    const int64_t begin = segment.begin, end = begin + segment.count;
+    if (end > box.elements())
+      return errorf("rank ", source.rank, ": buffer '", source.buffer->name,
+                    "' segment ", source.segment, " ('", name,
+                    "') holds elements [", begin, ", ", end, ") of ",
+                    formatSegmentBlock(segment), ", which has ",
+                    box.elements(), " elements");
+    auto [found, inserted] =
+        blocks.emplace(box.offset, Block{box, source, {}});
+    Block &block = found->second;
+    if (!inserted && block.box.shape != box.shape)
+      return errorf("parameter '", name, "' has the blocks ",
+                    block.box.str(fullShape), " ", block.source.where(),
+                    " and ", box.str(fullShape), " ", source.where(),
+                    ", which overlap without being the same block");
+    if (inserted)
+      for (const auto &other : blocks)
+        if (&other.second != &block && other.second.box.overlaps(box))
+          return errorf("parameter '", name, "' has the blocks ",
+                        other.second.box.str(fullShape), " ",
+                        other.second.source.where(), " and ",
+                        box.str(fullShape), " ", source.where(),
+                        ", which overlap without being the same block");
+    // The range: a replica of one already seen, or disjoint from all.
+    auto overlapError = [&](int64_t otherBegin, const Range &other) {
+      return errorf("parameter '", name, "' has the ranges [", otherBegin,
+                    ", ", otherBegin + other.count, ") ",
+                    other.source.where(), " and [", begin, ", ", end, ") ",
+                    source.where(), " of its block ", box.str(fullShape),
+                    ", which overlap without being the same range");
+    };
+    auto next = block.ranges.lower_bound(begin);
+    if (next != block.ranges.end() && next->first == begin) {
+      if (next->second.count == segment.count)
+        continue; // a replica
+      return overlapError(next->first, next->second);
+    }
+    if (next != block.ranges.end() && next->first < end)
+      return overlapError(next->first, next->second);
+    if (next != block.ranges.begin()) {
+      auto previous = std::prev(next);
+      if (previous->first + previous->second.count > begin)
+        return overlapError(previous->first, previous->second);
+    }
+    block.ranges.emplace(begin, Range{segment.count, source});
+    covered += segment.count;
+  }
+  if (covered != total)
+    return errorf("parameter '", name, "' of shape ", formatInts(fullShape),
+                  " is not covered by the ranks' segments: they hold ",
+                  covered, " of its ", total,
+                  " elements (some element is held by no rank)");
+  return Status::ok();
+}
+
+/// Across ranks, each parameter has one full shape (from every buffer
+/// naming it and every segment with a block), one dtype and one decay
+/// (from the parameter buffers naming it and those with segments of it);
+/// every segment of a gradient or optimizer state is of a parameter; and
+/// the holders of each parameter (its segments where it has any, else the
+/// buffers naming it) cover it, as verifySegmentCoverage and
+/// verifyBlockCoverage say (so that assembling it, lowest rank first, is
+/// well defined).
 Status verifyParameterCoverage(const Plan &plan) {
-  struct Holder {
-    const BufferDesc *buffer;
-    uint32_t rank;
-  };
-  struct Holding {
-    Holder first;
-    /// The distinct blocks (by offset), each with the lowest rank holding it.
-    std::map<std::vector<int64_t>, Holder> blocks;
-  };
-  std::map<std::string, Holding> parameters;
+  std::map<std::string, ParameterFacts> parameters;
   std::vector<std::string> order;
+  auto factsOf = [&](const std::string &name) -> ParameterFacts & {
+    auto [it, inserted] = parameters.try_emplace(name);
+    if (inserted)
+      order.push_back(name);
+    return it->second;
+  };
+  auto differ = [](const std::string &name, const char *what,
+                   const Source &first, const std::string &there,
+                   const Source &source, const std::string &here) {
+    return errorf("parameter '", name, "' has ", what, " ", there, " ",
+                  first.where(), " but ", here, " ", source.where());
+  };
+  auto shapeSource = [&](const std::string &name, ParameterFacts &facts,
+                         const std::vector<int64_t> &shape,
+                         const Source &source) -> Status {
+    if (!facts.shapeFrom) {
+      facts.shapeFrom = source;
+      facts.fullShape = shape;
+    } else if (facts.fullShape != shape) {
+      return differ(name, "full shape", *facts.shapeFrom,
+                    formatInts(facts.fullShape), source, formatInts(shape));
+    }
+    return Status::ok();
+  };
+  auto typeSource = [&](const std::string &name, ParameterFacts &facts,
+                        const Source &source) -> Status {
+    if (!facts.typeFrom) {
+      facts.typeFrom = source;
+      return Status::ok();
+    }
+    const BufferDesc &first = *facts.typeFrom->buffer;
+    const BufferDesc &buffer = *source.buffer;
+    if (first.dtype != buffer.dtype)
+      return differ(name, "dtype", *facts.typeFrom,
+                    elementTypeName(first.dtype), source,
+                    elementTypeName(buffer.dtype));
+    if (first.decay != buffer.decay)
+      return differ(name, "decay", *facts.typeFrom, first.decay ? "on" : "off",
+                    source, buffer.decay ? "on" : "off");
+    return Status::ok();
+  };
+
+  std::vector<Source> stateSegments; // of gradients and optimizer states
   for (const RankPlan &rank : plan.ranks) {
     for (const BufferDesc &buffer : rank.buffers) {
-      if (buffer.kind != BufferKind::Parameter)
-        continue;
-      auto found = parameters.find(buffer.parameter);
-      if (found == parameters.end()) {
-        found = parameters
-                    .emplace(buffer.parameter,
-                             Holding{Holder{&buffer, rank.rank}, {}})
-                    .first;
-        order.push_back(buffer.parameter);
+      if (isPerParameter(buffer.kind) && !buffer.parameter.empty()) {
+        const Source source{rank.rank, &buffer, -1};
+        ParameterFacts &facts = factsOf(buffer.parameter);
+        MLT_RETURN_IF_ERROR(shapeSource(buffer.parameter, facts,
+                                        buffer.tensorShape(), source));
+        if (buffer.kind == BufferKind::Parameter) {
+          MLT_RETURN_IF_ERROR(typeSource(buffer.parameter, facts, source));
+          facts.named.push_back(source);
+        }
       }
-      Holding &holding = found->second;
-      const BufferDesc &first = *holding.first.buffer;
-      auto differ = [&](const char *what, const std::string &there,
-                        const std::string &here) {
-        return errorf("parameter '", buffer.parameter, "' has ", what, " ",
-                      there, " on rank ", holding.first.rank, " but ", here,
-                      " on rank ", rank.rank);
-      };
-      if (first.tensorShape() != buffer.tensorShape())
-        return differ("full shape", formatInts(first.tensorShape()),
-                      formatInts(buffer.tensorShape()));
-      if (first.dtype != buffer.dtype)
-        return differ("dtype", elementTypeName(first.dtype),
-                      elementTypeName(buffer.dtype));
-      if (first.decay != buffer.decay)
-        return differ("decay", first.decay ? "on" : "off",
-                      buffer.decay ? "on" : "off");
-      auto [block, inserted] = holding.blocks.emplace(
-          buffer.blockOffset(), Holder{&buffer, rank.rank});
-      if (!inserted && block->second.buffer->shape != buffer.shape)
-        return errorf("parameter '", buffer.parameter, "' has the blocks ",
-                      formatBlock(*block->second.buffer), " on rank ",
-                      block->second.rank, " and ", formatBlock(buffer),
-                      " on rank ", rank.rank,
-                      ", which overlap without being the same block");
+      for (size_t i = 0; i < buffer.segments.size(); ++i) {
+        const SegmentDesc &segment = buffer.segments[i];
+        const Source source{rank.rank, &buffer, int(i)};
+        ParameterFacts &facts = factsOf(segment.parameter);
+        if (hasBlock(segment))
+          MLT_RETURN_IF_ERROR(shapeSource(segment.parameter, facts,
+                                          segment.fullShape, source));
+        if (buffer.kind == BufferKind::Parameter) {
+          MLT_RETURN_IF_ERROR(typeSource(segment.parameter, facts, source));
+          facts.segments.push_back(source);
+        } else {
+          stateSegments.push_back(source);
+        }
+      }
     }
   }
+  for (const Source &source : stateSegments) {
+    const ParameterFacts &facts =
+        parameters.at(source.segmentDesc().parameter);
+    if (facts.named.empty() && facts.segments.empty())
+      return errorf("rank ", source.rank, ": ",
+                    bufferKindName(source.buffer->kind), " buffer '",
+                    source.buffer->name, "' segment ", source.segment,
+                    " names parameter '", source.segmentDesc().parameter,
+                    "', which has no parameter buffer and no parameter "
+                    "segments");
+  }
   for (const std::string &name : order) {
-    const Holding &holding = parameters.at(name);
-    std::vector<Holder> seen;
-    int64_t covered = 0;
-    for (const auto &entry : holding.blocks) {
-      const Holder &holder = entry.second;
-      const BufferDesc &block = *holder.buffer;
-      for (const Holder &other : seen) {
-        std::vector<int64_t> a = block.blockOffset();
-        std::vector<int64_t> b = other.buffer->blockOffset();
-        bool overlap =
-            block.numElements() > 0 && other.buffer->numElements() > 0;
-        for (size_t d = 0; d < block.shape.size() && overlap; ++d)
-          overlap = a[d] < b[d] + other.buffer->shape[d] &&
-                    b[d] < a[d] + block.shape[d];
-        if (overlap)
-          return errorf("parameter '", name, "' has the blocks ",
-                        formatBlock(*other.buffer), " on rank ", other.rank,
-                        " and ", formatBlock(block), " on rank ", holder.rank,
-                        ", which overlap without being the same block");
-      }
-      seen.push_back(holder);
-      covered += block.numElements();
-    }
-    // Disjoint blocks inside the tensor cover it iff their sizes add up.
-    int64_t total = 1;
-    for (int64_t dim : holding.first.buffer->tensorShape())
-      total *= dim;
-    if (covered != total)
-      return errorf("parameter '", name, "' of shape ",
-                    formatInts(holding.first.buffer->tensorShape()),
-                    " is not covered by the ranks' blocks: they hold ", covered,
-                    " of its ", total,
-                    " elements (some element is held by no rank)");
+    const ParameterFacts &facts = parameters.at(name);
+    if (!facts.segments.empty())
+      MLT_RETURN_IF_ERROR(verifySegmentCoverage(name, facts));
+    else if (!facts.named.empty())
+      MLT_RETURN_IF_ERROR(verifyBlockCoverage(name, facts));
   }
   return Status::ok();
 }
@@ -1030,8 +1489,25 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
   MLT_RETURN_IF_ERROR(positive("microbatches", model.microbatches));
   if (!checkedMul(model.microBatch, model.microbatches))
     return errorf("the plan's model info has a global batch that overflows");
+  // Parameters held by segments, which may have no parameter buffer
+  // naming them on a rank that has their gradients or compute copies.
+  // And the names of the buffers with segments on some rank.
+  SegmentHolders segmentHeld;
+  std::map<std::string, ElementType> segmentDtype;
+  std::set<std::string> segmentedNames;
+  for (const RankPlan &rank : plan.ranks)
+    for (const BufferDesc &buffer : rank.buffers) {
+      if (!buffer.segments.empty())
+        segmentedNames.insert(buffer.name);
+      if (buffer.kind == BufferKind::Parameter)
+        for (const SegmentDesc &segment : buffer.segments) {
+          segmentHeld[segment.parameter].push_back(&segment);
+          segmentDtype.emplace(segment.parameter, buffer.dtype);
+        }
+    }
   for (const RankPlan &rank : plan.ranks) {
-    Status status = verifyRankContract(model, rank);
+    Status status = verifyRankContract(model, rank, segmentHeld, segmentDtype,
+                                       segmentedNames);
     if (!status)
       return plan.ranks.size() == 1 ? status
                                     : std::move(status).withContext(

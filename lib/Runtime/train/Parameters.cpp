@@ -2,8 +2,10 @@
 //
 // Part of mlt. Initialization, loading and snapshots of a plan's parameters,
 // over one executor or every rank of a group: each whole tensor is made (or
-// converted) once and cut into the blocks the ranks hold, or assembled from
-// them.
+// converted) once and cut into the blocks and segments the ranks hold, or
+// assembled from them. Assembling first derives from the plan the pieces
+// to read (each block or segment range once, the coverage checked), then
+// reads each buffer once for all its pieces.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +13,11 @@
 #include "mlt/Runtime/plan/Blocks.h"
 #include "mlt/Runtime/Random.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace mlt;
@@ -50,40 +55,119 @@ uint64_t hashName(const std::string &name) {
 
 } // namespace
 
-std::vector<ExpectedTensor> mlt::rt::planParameters(const RankPlan &rank) {
+namespace {
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+bool isPerParameter(BufferKind kind) {
+  return kind == BufferKind::Parameter || kind == BufferKind::Gradient ||
+         kind == BufferKind::OptimizerState ||
+         kind == BufferKind::ParameterCopy;
+}
+
+/// Whether a segment declares its block (else it is of the whole tensor).
+bool hasBlock(const SegmentDesc &segment) {
+  return !segment.fullShape.empty() || !segment.sliceOffset.empty() ||
+         !segment.blockShape.empty();
+}
+
+/// The block that `segment` holds a range of, in a tensor of `fullShape`
+/// (which a segment without block fields does not give).
+BlockLayout segmentLayout(const SegmentDesc &segment,
+                          const std::vector<int64_t> &fullShape) {
+  if (hasBlock(segment))
+    return BlockLayout{segment.fullShape, segment.sliceOffset,
+                       segment.blockShape};
+  return BlockLayout{fullShape, std::vector<int64_t>(fullShape.size(), 0),
+                     fullShape};
+}
+
+/// The whole shapes of the parameters, as the buffers of `ranks` give them:
+/// every per-parameter buffer naming one (its tensor shape) and every
+/// segment with a block (its full shape). A verified plan gives each
+/// parameter one.
+std::map<std::string, std::vector<int64_t>>
+parameterShapes(const std::vector<const RankPlan *> &ranks) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const RankPlan *rank : ranks)
+    for (const BufferDesc &buffer : rank->buffers) {
+      if (isPerParameter(buffer.kind) && !buffer.parameter.empty())
+        shapes.emplace(buffer.parameter, buffer.tensorShape());
+      for (const SegmentDesc &segment : buffer.segments)
+        if (hasBlock(segment))
+          shapes.emplace(segment.parameter, segment.fullShape);
+    }
+  return shapes;
+}
+
+/// The parameters that `ranks` have, each once, in order of first
+/// appearance: named by a parameter or compute-copy buffer, or held by a
+/// segment of a parameter buffer; with whole shapes (empty where no buffer
+/// of `ranks` gives one, which a verified plan's ranks together always do).
+std::vector<ExpectedTensor>
+parametersOf(const std::vector<const RankPlan *> &ranks) {
+  const std::map<std::string, std::vector<int64_t>> shapes =
+      parameterShapes(ranks);
   std::vector<ExpectedTensor> parameters;
-  for (const BufferDesc &buffer : rank.buffers)
-    if (buffer.kind == BufferKind::Parameter)
-      parameters.push_back({buffer.parameter, buffer.tensorShape()});
+  std::set<std::string> seen;
+  auto add = [&](const std::string &name) {
+    if (!seen.insert(name).second)
+      return;
+    auto shape = shapes.find(name);
+    parameters.push_back(
+        {name, shape == shapes.end() ? std::vector<int64_t>() : shape->second});
+  };
+  for (const RankPlan *rank : ranks)
+    for (const BufferDesc &buffer : rank->buffers) {
+      if ((buffer.kind == BufferKind::Parameter ||
+           buffer.kind == BufferKind::ParameterCopy) &&
+          !buffer.parameter.empty())
+        add(buffer.parameter);
+      if (buffer.kind == BufferKind::Parameter)
+        for (const SegmentDesc &segment : buffer.segments)
+          add(segment.parameter);
+    }
   return parameters;
+}
+
+} // namespace
+
+std::vector<ExpectedTensor> mlt::rt::planParameters(const RankPlan &rank) {
+  return parametersOf({&rank});
 }
 
 std::vector<ExpectedTensor> mlt::rt::planParameters(const Plan &plan) {
-  std::vector<ExpectedTensor> parameters;
-  std::set<std::string> seen;
+  std::vector<const RankPlan *> ranks;
   for (const RankPlan &rank : plan.ranks)
-    for (ExpectedTensor &parameter : planParameters(rank))
-      if (seen.insert(parameter.name).second)
-        parameters.push_back(std::move(parameter));
-  return parameters;
+    ranks.push_back(&rank);
+  return parametersOf(ranks);
 }
 
 int64_t mlt::rt::countParameters(const RankPlan &rank) {
+  std::set<std::string> segmented;
   int64_t count = 0;
   for (const BufferDesc &buffer : rank.buffers)
     if (buffer.kind == BufferKind::Parameter)
+      for (const SegmentDesc &segment : buffer.segments) {
+        segmented.insert(segment.parameter);
+        count += segment.count;
+      }
+  for (const BufferDesc &buffer : rank.buffers)
+    if (buffer.kind == BufferKind::Parameter && !buffer.parameter.empty() &&
+        !segmented.count(buffer.parameter))
       count += buffer.numElements();
   return count;
 }
 
 int64_t mlt::rt::countParameters(const Plan &plan) {
   int64_t count = 0;
-  for (const ExpectedTensor &parameter : planParameters(plan)) {
-    int64_t elements = 1;
-    for (int64_t dim : parameter.shape)
-      elements *= dim;
-    count += elements;
-  }
+  for (const ExpectedTensor &parameter : planParameters(plan))
+    count += elementsOf(parameter.shape);
   return count;
 }
 
@@ -105,23 +189,37 @@ mlt::rt::initialParameterValues(const std::string &name,
 
 namespace {
 
-/// One buffer of one rank.
-struct Holder {
-  Executor *executor;
-  size_t buffer;
+//===----------------------------------------------------------------------===//
+// Holders
+//===----------------------------------------------------------------------===//
 
-  const BufferDesc &desc() const { return executor->buffer(buffer); }
-  BlockLayout layout() const {
-    const BufferDesc &d = desc();
-    return BlockLayout{d.tensorShape(), d.blockOffset(), d.shape};
+/// A place holding part of a tensor: buffer `buffer` of plan rank `rank`
+/// (a block of the tensor, `layout`), or its segment `segment` (elements
+/// [begin, begin + count) of the block `layout`, at element `offset` of the
+/// buffer).
+struct Piece {
+  uint32_t rank = 0;
+  size_t buffer = 0;
+  const BufferDesc *desc = nullptr;
+  int segment = -1;
+  BlockLayout layout;
+  int64_t begin = 0, count = 0, offset = 0;
+
+  bool isSegment() const { return segment >= 0; }
+  /// "rank 1", or "segment 0 of '@param_slice.0' on rank 1".
+  std::string where() const {
+    if (!isSegment())
+      return "rank " + std::to_string(rank);
+    return "segment " + std::to_string(segment) + " of '" + desc->name +
+           "' on rank " + std::to_string(rank);
   }
 };
 
-/// A tensor and every buffer (on any rank) holding a block of it.
-struct Holders {
+/// A tensor and the pieces that hold it.
+struct TensorPieces {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<Holder> holders;
+  std::vector<Piece> pieces;
 };
 
 /// The tensor a buffer holds a block of: its parameter's HF name for
@@ -133,111 +231,394 @@ const std::string &tensorNameOf(const BufferDesc &buffer) {
              : buffer.name;
 }
 
-/// The buffers of `kind` of `executors` (in rank order), grouped by tensor:
-/// by HF name for parameters and gradients, by buffer name for other kinds;
-/// tensors in order of first appearance.
-std::vector<Holders> holdersOf(const std::vector<Executor *> &executors,
-                               BufferKind kind) {
-  std::vector<Holders> tensors;
+/// The tensors of `kind` that `ranks` hold (in rank order; tensors in
+/// order of first appearance), by the holder rule of Plan.fbs: where a
+/// parameter has segments in buffers of `kind` (parameters, gradients,
+/// optimizer states) on any of `ranks`, those segments hold it, and the
+/// buffers of `kind` naming it do not; else the buffers naming it do.
+/// Parameters and gradients are named by HF name; other kinds by buffer
+/// name, and the segments of an optimizer state's buffer as
+/// "<buffer>[<parameter>]". Flat buffers that name no parameter and have no
+/// segments (the buckets that views lie in) hold no tensor.
+StatusOr<std::vector<TensorPieces>>
+piecesOf(const std::vector<const RankPlan *> &ranks, BufferKind kind) {
+  const bool perParameter = kind == BufferKind::Parameter ||
+                            kind == BufferKind::Gradient ||
+                            kind == BufferKind::OptimizerState;
+  std::set<std::string> segmented;
+  for (const RankPlan *rank : ranks)
+    for (const BufferDesc &buffer : rank->buffers)
+      if (buffer.kind == kind)
+        for (const SegmentDesc &segment : buffer.segments)
+          segmented.insert(segment.parameter);
+  const std::map<std::string, std::vector<int64_t>> shapes =
+      parameterShapes(ranks);
+
+  std::vector<TensorPieces> tensors;
   std::map<std::string, size_t> index;
-  for (Executor *executor : executors) {
-    const RankPlan &rank = executor->rankPlan();
-    for (size_t i = 0; i < rank.buffers.size(); ++i) {
-      const BufferDesc &buffer = rank.buffers[i];
+  auto tensorOf = [&](const std::string &name,
+                      const std::vector<int64_t> &shape) -> TensorPieces & {
+    auto [it, inserted] = index.emplace(name, tensors.size());
+    if (inserted)
+      tensors.push_back(TensorPieces{name, shape, {}});
+    return tensors[it->second];
+  };
+  for (const RankPlan *rank : ranks) {
+    for (size_t i = 0; i < rank->buffers.size(); ++i) {
+      const BufferDesc &buffer = rank->buffers[i];
       if (buffer.kind != kind)
         continue;
-      const std::string &name = tensorNameOf(buffer);
-      auto [it, inserted] = index.emplace(name, tensors.size());
-      if (inserted)
-        tensors.push_back(Holders{name, buffer.tensorShape(), {}});
-      tensors[it->second].holders.push_back(Holder{executor, i});
+      if (!perParameter) {
+        tensorOf(buffer.name, buffer.tensorShape())
+            .pieces.push_back(Piece{rank->rank, i, &buffer, -1,
+                                    BlockLayout{buffer.tensorShape(),
+                                                buffer.blockOffset(),
+                                                buffer.shape},
+                                    0, buffer.numElements(), 0});
+        continue;
+      }
+      for (size_t s = 0; s < buffer.segments.size(); ++s) {
+        const SegmentDesc &segment = buffer.segments[s];
+        std::vector<int64_t> shape;
+        if (hasBlock(segment)) {
+          shape = segment.fullShape;
+        } else if (auto found = shapes.find(segment.parameter);
+                   found != shapes.end()) {
+          shape = found->second;
+        } else {
+          return errorf("'", segment.parameter, "': segment ", s, " of '",
+                        buffer.name, "' on rank ", rank->rank,
+                        " is of the whole tensor, but no buffer gives its "
+                        "shape");
+        }
+        Piece piece{rank->rank,    i,
+                    &buffer,       int(s),
+                    segmentLayout(segment, shape),
+                    segment.begin, segment.count,
+                    segment.offset};
+        if (piece.begin + piece.count > elementsOf(piece.layout.shape))
+          return errorf("'", segment.parameter, "': ", piece.where(),
+                        " holds elements [", piece.begin, ", ",
+                        piece.begin + piece.count, ") of a block of ",
+                        elementsOf(piece.layout.shape));
+        const std::string name =
+            kind == BufferKind::OptimizerState
+                ? buffer.name + "[" + segment.parameter + "]"
+                : segment.parameter;
+        tensorOf(name, shape).pieces.push_back(std::move(piece));
+      }
+      if (!buffer.segments.empty() || buffer.parameter.empty() ||
+          segmented.count(buffer.parameter))
+        continue;
+      tensorOf(tensorNameOf(buffer), buffer.tensorShape())
+          .pieces.push_back(Piece{rank->rank, i, &buffer, -1,
+                                  BlockLayout{buffer.tensorShape(),
+                                              buffer.blockOffset(),
+                                              buffer.shape},
+                                  0, buffer.numElements(), 0});
     }
   }
   return tensors;
 }
 
-/// Writes each holder its block of the whole tensor `values`.
-Status writeBlocks(const Holders &tensor, const std::vector<float> &values) {
-  for (const Holder &holder : tensor.holders) {
-    BlockLayout layout = holder.layout();
-    if (layout.isWhole()) {
-      MLT_RETURN_IF_ERROR(holder.executor->writeFloats(
-          holder.buffer, values.data(), int64_t(values.size())));
-      continue;
+/// piecesOf with every replica left out (a block, or a range of a block,
+/// taken from the lowest rank holding it), after checking that the rest
+/// cover each tensor: the pieces to read to assemble whole tensors.
+StatusOr<std::vector<TensorPieces>>
+distinctPiecesOf(const std::vector<const RankPlan *> &ranks,
+                 BufferKind kind) {
+  StatusOr<std::vector<TensorPieces>> tensors = piecesOf(ranks, kind);
+  if (!tensors)
+    return tensors;
+  for (TensorPieces &tensor : *tensors) {
+    std::vector<Piece> distinct;
+    std::set<std::vector<int64_t>> blocks; // offsets of the blocks taken
+    // Ranges taken of each block, by begin: (end, piece).
+    std::map<std::vector<int64_t>, std::map<int64_t, const Piece *>> ranges;
+    int64_t covered = 0;
+    for (const Piece &piece : tensor.pieces) {
+      if (!piece.isSegment()) {
+        if (!blocks.insert(piece.layout.offset).second)
+          continue; // a replica of a block taken from a lower rank
+      } else {
+        std::map<int64_t, const Piece *> &taken = ranges[piece.layout.offset];
+        auto next = taken.lower_bound(piece.begin);
+        if (next != taken.end() && next->first == piece.begin &&
+            next->second->count == piece.count &&
+            next->second->layout.shape == piece.layout.shape)
+          continue; // a replica of a range taken from a lower rank
+        const Piece *other = nullptr;
+        if (next != taken.end() && next->first < piece.begin + piece.count)
+          other = next->second;
+        if (next != taken.begin() &&
+            std::prev(next)->first + std::prev(next)->second->count >
+                piece.begin)
+          other = std::prev(next)->second;
+        if (other)
+          return errorf("'", tensor.name, "' of shape ",
+                        formatShape(tensor.shape), ": ", other->where(),
+                        " holds elements [", other->begin, ", ",
+                        other->begin + other->count, ") and ", piece.where(),
+                        " elements [", piece.begin, ", ",
+                        piece.begin + piece.count,
+                        ") of one block, which overlap");
+        taken.emplace(piece.begin, &piece);
+      }
+      covered += piece.count;
+      distinct.push_back(piece);
     }
-    std::vector<float> block = extractBlock(values, layout);
-    MLT_RETURN_IF_ERROR(holder.executor->writeFloats(
-        holder.buffer, block.data(), int64_t(block.size())));
+    const int64_t total = elementsOf(tensor.shape);
+    if (covered != total)
+      return errorf("'", tensor.name, "' of shape ", formatShape(tensor.shape),
+                    ": the ranks hold only ", covered, " of its ", total,
+                    " elements");
+    tensor.pieces = std::move(distinct);
   }
-  return Status::ok();
+  return tensors;
 }
 
-Status zeroOptimizerStates(const std::vector<Executor *> &executors) {
+/// A tensor being assembled from pieces: a block goes straight into it; the
+/// ranges of a block that is not the whole tensor are gathered in a block
+/// of their own first, inserted by finish.
+class Assembly {
+public:
+  explicit Assembly(const std::vector<int64_t> &shape)
+      : whole_(size_t(elementsOf(shape)), 0.0f) {}
+
+  /// `values`: the piece's elements (its block, or its range).
+  void place(const Piece &piece, const float *values) {
+    if (!piece.isSegment()) {
+      insertBlock(whole_.data(), piece.layout, sizeof(float), values);
+      return;
+    }
+    if (piece.layout.isWhole()) {
+      std::copy(values, values + piece.count, whole_.begin() + piece.begin);
+      return;
+    }
+    auto [it, inserted] = partial_.try_emplace(piece.layout.offset);
+    if (inserted) {
+      layouts_.emplace(piece.layout.offset, piece.layout);
+      it->second.assign(size_t(elementsOf(piece.layout.shape)), 0.0f);
+    }
+    std::copy(values, values + piece.count, it->second.begin() + piece.begin);
+  }
+
+  std::vector<float> finish() {
+    for (const auto &[offset, block] : partial_)
+      insertBlock(whole_, layouts_.at(offset), block);
+    return std::move(whole_);
+  }
+
+private:
+  std::vector<float> whole_;
+  std::map<std::vector<int64_t>, std::vector<float>> partial_;
+  std::map<std::vector<int64_t>, BlockLayout> layouts_;
+};
+
+/// Reads each buffer once for the pieces that need it, and lets it go
+/// after the last of them (a flat buffer holds pieces of many tensors).
+class BufferReads {
+public:
+  void expect(const Piece &piece) { ++remaining_[key(piece)]; }
+
+  /// The piece's elements, read from `executor` (its rank's).
+  StatusOr<std::vector<float>> take(Executor &executor, size_t buffer,
+                                    const Piece &piece) {
+    auto k = key(piece);
+    auto cached = cache_.find(k);
+    if (cached == cache_.end()) {
+      StatusOr<std::vector<float>> values = executor.readFloats(buffer);
+      if (!values)
+        return values.takeStatus();
+      cached = cache_.emplace(k, std::move(*values)).first;
+    }
+    std::vector<float> result;
+    if (piece.isSegment())
+      result.assign(cached->second.begin() + piece.offset,
+                    cached->second.begin() + piece.offset + piece.count);
+    if (--remaining_[k] == 0) {
+      if (!piece.isSegment())
+        result = std::move(cached->second);
+      cache_.erase(cached);
+    } else if (!piece.isSegment()) {
+      result = cached->second;
+    }
+    return result;
+  }
+
+private:
+  static std::pair<uint32_t, size_t> key(const Piece &piece) {
+    return {piece.rank, piece.buffer};
+  }
+  std::map<std::pair<uint32_t, size_t>, int> remaining_;
+  std::map<std::pair<uint32_t, size_t>, std::vector<float>> cache_;
+};
+
+std::vector<const RankPlan *>
+rankPlansOf(const std::vector<Executor *> &executors) {
+  std::vector<const RankPlan *> ranks;
+  for (Executor *executor : executors)
+    ranks.push_back(&executor->rankPlan());
+  return ranks;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing parameters
+//===----------------------------------------------------------------------===//
+
+/// Writes every parameter of `parameters` (whole values from `valuesOf`)
+/// into the executors' parameter buffers: each buffer naming it gets its
+/// block (the holders, and where segments hold it the buffers naming it
+/// too, with the values an all-gather of the segments would leave there);
+/// each buffer with segments is written once, whole, when the last of its
+/// parameters is known: each segment its range of its parameter's block,
+/// zero elsewhere (the padding). Then zeroes the optimizer states.
+Status writeParameters(
+    const std::vector<Executor *> &executors,
+    const std::vector<ExpectedTensor> &parameters,
+    const std::function<StatusOr<std::vector<float>>(const ExpectedTensor &)>
+        &valuesOf) {
+  struct Staged {
+    Executor *executor;
+    size_t buffer;
+    std::vector<float> values;
+    size_t pending;
+  };
+  std::vector<Staged> staged;
+  std::map<std::string, std::vector<std::pair<size_t, const SegmentDesc *>>>
+      segmentsOf; // parameter -> (staged index, segment)
+  std::map<std::string, std::vector<std::pair<Executor *, size_t>>> namedBy;
+  for (Executor *executor : executors) {
+    const RankPlan &rank = executor->rankPlan();
+    for (size_t i = 0; i < rank.buffers.size(); ++i) {
+      const BufferDesc &buffer = rank.buffers[i];
+      if (buffer.kind != BufferKind::Parameter)
+        continue;
+      if (!buffer.parameter.empty())
+        namedBy[buffer.parameter].push_back({executor, i});
+      if (buffer.segments.empty())
+        continue;
+      staged.push_back(Staged{executor, i,
+                              std::vector<float>(size_t(buffer.numElements())),
+                              buffer.segments.size()});
+      for (const SegmentDesc &segment : buffer.segments)
+        segmentsOf[segment.parameter].push_back({staged.size() - 1, &segment});
+    }
+  }
+
+  for (const ExpectedTensor &parameter : parameters) {
+    StatusOr<std::vector<float>> values = valuesOf(parameter);
+    if (!values)
+      return values.takeStatus();
+    for (auto [executor, index] : namedBy[parameter.name]) {
+      const BufferDesc &buffer = executor->buffer(index);
+      BlockLayout layout{buffer.tensorShape(), buffer.blockOffset(),
+                         buffer.shape};
+      if (layout.isWhole()) {
+        MLT_RETURN_IF_ERROR(executor->writeFloats(index, values->data(),
+                                                  int64_t(values->size())));
+        continue;
+      }
+      std::vector<float> block = extractBlock(*values, layout);
+      MLT_RETURN_IF_ERROR(
+          executor->writeFloats(index, block.data(), int64_t(block.size())));
+    }
+    std::map<std::vector<int64_t>, std::vector<float>> blocks; // by offset
+    for (auto [which, segment] : segmentsOf[parameter.name]) {
+      Staged &target = staged[which];
+      const BlockLayout layout = segmentLayout(*segment, parameter.shape);
+      const std::vector<float> *block = &*values;
+      if (!layout.isWhole()) {
+        auto [it, inserted] = blocks.try_emplace(layout.offset);
+        if (inserted)
+          it->second = extractBlock(*values, layout);
+        block = &it->second;
+      }
+      if (segment->begin + segment->count > int64_t(block->size()))
+        return errorf("'", parameter.name, "' of shape ",
+                      formatShape(parameter.shape), ": a segment of '",
+                      target.executor->buffer(target.buffer).name,
+                      "' holds elements [", segment->begin, ", ",
+                      segment->begin + segment->count, ") of a block of ",
+                      block->size());
+      std::copy(block->begin() + segment->begin,
+                block->begin() + segment->begin + segment->count,
+                target.values.begin() + segment->offset);
+      if (--target.pending == 0) {
+        MLT_RETURN_IF_ERROR(target.executor->writeFloats(
+            target.buffer, target.values.data(),
+            int64_t(target.values.size())));
+        target.values = std::vector<float>();
+      }
+    }
+  }
+  // parametersOf lists every parameter a segment holds, so every staged
+  // buffer is written by now.
   for (Executor *executor : executors)
     MLT_RETURN_IF_ERROR(executor->zeroBuffers(BufferKind::OptimizerState));
   return Status::ok();
 }
 
 Status initialize(const std::vector<Executor *> &executors, uint64_t seed) {
-  for (const Holders &tensor : holdersOf(executors, BufferKind::Parameter))
-    MLT_RETURN_IF_ERROR(writeBlocks(
-        tensor, initialParameterValues(tensor.name, tensor.shape, seed)));
-  return zeroOptimizerStates(executors);
+  return writeParameters(
+      executors, parametersOf(rankPlansOf(executors)),
+      [&](const ExpectedTensor &parameter) -> StatusOr<std::vector<float>> {
+        return initialParameterValues(parameter.name, parameter.shape, seed);
+      });
 }
 
 Status load(const std::vector<Executor *> &executors,
-            const std::vector<ExpectedTensor> &expected,
             const TensorMap &tensors) {
+  const std::vector<ExpectedTensor> expected =
+      parametersOf(rankPlansOf(executors));
   MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
-  for (const Holders &tensor : holdersOf(executors, BufferKind::Parameter)) {
-    StatusOr<std::vector<float>> values =
-        toFloat32(tensor.name, tensors.at(tensor.name));
-    if (!values)
-      return values.takeStatus();
-    MLT_RETURN_IF_ERROR(writeBlocks(tensor, *values));
-  }
-  return zeroOptimizerStates(executors);
+  return writeParameters(
+      executors, expected,
+      [&](const ExpectedTensor &parameter) -> StatusOr<std::vector<float>> {
+        return toFloat32(parameter.name, tensors.at(parameter.name));
+      });
 }
 
 StatusOr<TensorMap> assemble(const std::vector<Executor *> &executors,
                              BufferKind kind) {
-  TensorMap tensors;
-  for (const Holders &tensor : holdersOf(executors, kind)) {
-    const Holder &first = tensor.holders.front();
-    if (tensor.holders.size() == 1 && first.layout().isWhole()) {
+  StatusOr<std::vector<TensorPieces>> tensors =
+      distinctPiecesOf(rankPlansOf(executors), kind);
+  if (!tensors)
+    return tensors.takeStatus();
+  std::map<uint32_t, Executor *> byRank;
+  for (Executor *executor : executors)
+    byRank[executor->rankPlan().rank] = executor;
+  BufferReads reads;
+  for (const TensorPieces &tensor : *tensors)
+    for (const Piece &piece : tensor.pieces)
+      reads.expect(piece);
+
+  TensorMap result;
+  for (const TensorPieces &tensor : *tensors) {
+    const Piece &first = tensor.pieces.front();
+    if (tensor.pieces.size() == 1 && !first.isSegment() &&
+        first.layout.isWhole()) {
       // The one-rank case, without a copy.
       StatusOr<std::vector<float>> values =
-          first.executor->readFloats(first.buffer);
+          reads.take(*byRank.at(first.rank), first.buffer, first);
       if (!values)
         return values.takeStatus();
-      tensors[tensor.name] =
+      result[tensor.name] =
           Tensor::fromFloats(DType::F32, tensor.shape, *values);
       continue;
     }
-    int64_t total = 1;
-    for (int64_t dim : tensor.shape)
-      total *= dim;
-    std::vector<float> whole(size_t(total), 0.0f);
-    std::set<std::vector<int64_t>> taken; // block offsets already copied
-    int64_t covered = 0;
-    for (const Holder &holder : tensor.holders) {
-      BlockLayout layout = holder.layout();
-      if (!taken.insert(layout.offset).second)
-        continue; // a replica of a block taken from a lower rank
-      StatusOr<std::vector<float>> block =
-          holder.executor->readFloats(holder.buffer);
-      if (!block)
-        return block.takeStatus();
-      insertBlock(whole, layout, *block);
-      covered += int64_t(block->size());
+    Assembly whole(tensor.shape);
+    for (const Piece &piece : tensor.pieces) {
+      StatusOr<std::vector<float>> values =
+          reads.take(*byRank.at(piece.rank), piece.buffer, piece);
+      if (!values)
+        return values.takeStatus();
+      whole.place(piece, values->data());
     }
-    if (covered != total)
-      return errorf("'", tensor.name, "' of shape ", formatShape(tensor.shape),
-                    ": the ranks hold only ", covered, " of its ", total,
-                    " elements");
-    tensors[tensor.name] = Tensor::fromFloats(DType::F32, tensor.shape, whole);
+    result[tensor.name] =
+        Tensor::fromFloats(DType::F32, tensor.shape, whole.finish());
   }
-  return tensors;
+  return result;
 }
 
 std::vector<Executor *> executorsOf(RankGroup &ranks) {
@@ -258,18 +639,11 @@ Status mlt::rt::initializeParameters(RankGroup &ranks, uint64_t seed) {
 }
 
 Status mlt::rt::loadParameters(Executor &executor, const TensorMap &tensors) {
-  return load({&executor}, planParameters(executor.rankPlan()), tensors);
+  return load({&executor}, tensors);
 }
 
 Status mlt::rt::loadParameters(RankGroup &ranks, const TensorMap &tensors) {
-  std::vector<Executor *> executors = executorsOf(ranks);
-  std::vector<ExpectedTensor> expected;
-  std::set<std::string> seen;
-  for (Executor *executor : executors)
-    for (ExpectedTensor &parameter : planParameters(executor->rankPlan()))
-      if (seen.insert(parameter.name).second)
-        expected.push_back(std::move(parameter));
-  return load(executors, expected, tensors);
+  return load(executorsOf(ranks), tensors);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,
@@ -282,108 +656,74 @@ StatusOr<TensorMap> mlt::rt::parameterTensors(RankGroup &ranks,
   return assemble(executorsOf(ranks), kind);
 }
 
-namespace {
-
-/// One block of a tensor on one rank of the plan.
-struct PlanHolder {
-  uint32_t rank;
-  const BufferDesc *buffer;
-
-  BlockLayout layout() const {
-    return BlockLayout{buffer->tensorShape(), buffer->blockOffset(),
-                       buffer->shape};
-  }
-};
-
-/// holdersOf over every rank of the plan, from its buffer descriptions.
-std::vector<std::pair<std::string, std::vector<PlanHolder>>>
-planHoldersOf(const Plan &plan, BufferKind kind) {
-  std::vector<std::pair<std::string, std::vector<PlanHolder>>> tensors;
-  std::map<std::string, size_t> index;
-  for (const RankPlan &rank : plan.ranks) {
-    for (const BufferDesc &buffer : rank.buffers) {
-      if (buffer.kind != kind)
-        continue;
-      const std::string &name = tensorNameOf(buffer);
-      auto [it, inserted] = index.emplace(name, tensors.size());
-      if (inserted)
-        tensors.push_back({name, {}});
-      tensors[it->second].second.push_back(PlanHolder{rank.rank, &buffer});
-    }
-  }
-  return tensors;
-}
-
-} // namespace
-
 StatusOr<TensorMap> mlt::rt::gatherParameterTensors(RankGroup &local,
                                                     const Plan &plan,
                                                     RankTransport &transport,
                                                     BufferKind kind) {
+  // Every process derives the same pieces from the whole plan (and fails
+  // alike, before any transfer, where they do not cover a tensor).
+  std::vector<const RankPlan *> ranks;
+  for (const RankPlan &rank : plan.ranks)
+    ranks.push_back(&rank);
+  StatusOr<std::vector<TensorPieces>> tensors = distinctPiecesOf(ranks, kind);
+  if (!tensors)
+    return tensors.takeStatus();
+
   // The executors of this process's ranks, by plan rank.
   std::map<uint32_t, Executor *> executors;
   for (uint32_t i = 0; i < local.size(); ++i)
     executors[local.executor(i).rankPlan().rank] = &local.executor(i);
-  auto localBuffer = [&](const PlanHolder &holder) -> StatusOr<size_t> {
-    Executor *executor = executors.at(holder.rank);
-    return executor->findBuffer(holder.buffer->name);
-  };
   const bool isRoot = executors.count(0) != 0;
+  BufferReads reads;
+  for (const TensorPieces &tensor : *tensors)
+    for (const Piece &piece : tensor.pieces)
+      if (executors.count(piece.rank))
+        reads.expect(piece);
 
-  TensorMap tensors;
-  for (const auto &[name, holders] : planHoldersOf(plan, kind)) {
-    const std::vector<int64_t> shape = holders.front().buffer->tensorShape();
-    int64_t total = 1;
-    for (int64_t dim : shape)
-      total *= dim;
-    std::vector<float> whole(isRoot ? size_t(total) : 0, 0.0f);
-    std::set<std::vector<int64_t>> taken; // block offsets already gathered
-    int64_t covered = 0;
-    for (const PlanHolder &holder : holders) {
-      const BlockLayout layout = holder.layout();
-      if (!taken.insert(layout.offset).second)
-        continue; // a replica of a block taken from a lower rank
-      const int64_t elements = holder.buffer->numElements();
-      covered += elements;
-      const bool holds = executors.count(holder.rank) != 0;
+  TensorMap result;
+  for (const TensorPieces &tensor : *tensors) {
+    std::optional<Assembly> whole;
+    if (isRoot)
+      whole.emplace(tensor.shape);
+    for (const Piece &piece : tensor.pieces) {
+      const bool holds = executors.count(piece.rank) != 0;
       if (!holds && !isRoot)
         continue; // between two other processes
-      std::vector<float> block;
+      std::vector<float> values;
       if (holds) {
-        StatusOr<size_t> buffer = localBuffer(holder);
+        Executor &executor = *executors.at(piece.rank);
+        // The executor's rank is the plan's, but find the buffer by name
+        // all the same: `plan` is the caller's.
+        StatusOr<size_t> buffer = executor.findBuffer(piece.desc->name);
         if (!buffer)
           return buffer.takeStatus();
-        StatusOr<std::vector<float>> values =
-            executors.at(holder.rank)->readFloats(*buffer);
-        if (!values)
-          return values.takeStatus();
-        block = std::move(*values);
+        StatusOr<std::vector<float>> read =
+            reads.take(executor, *buffer, piece);
+        if (!read)
+          return read.takeStatus();
+        values = std::move(*read);
         if (!isRoot) {
           Status sent =
-              transport.send(0, block.data(), block.size() * sizeof(float));
+              transport.send(0, values.data(), values.size() * sizeof(float));
           if (!sent)
-            return std::move(sent).withContext("sending '" + name +
+            return std::move(sent).withContext("sending '" + tensor.name +
                                                "' to rank 0");
           continue;
         }
       } else {
-        block.resize(size_t(elements));
-        Status received = transport.receive(int(holder.rank), block.data(),
-                                            block.size() * sizeof(float));
+        values.resize(size_t(piece.count));
+        Status received = transport.receive(int(piece.rank), values.data(),
+                                            values.size() * sizeof(float));
         if (!received)
-          return std::move(received).withContext("receiving '" + name +
-                                                 "' from rank " +
-                                                 std::to_string(holder.rank));
+          return std::move(received).withContext(
+              "receiving '" + tensor.name + "' from rank " +
+              std::to_string(piece.rank));
       }
-      insertBlock(whole, layout, block);
+      whole->place(piece, values.data());
     }
-    if (!isRoot)
-      continue;
-    if (covered != total)
-      return errorf("'", name, "' of shape ", formatShape(shape),
-                    ": the ranks hold only ", covered, " of its ", total,
-                    " elements");
-    tensors[name] = Tensor::fromFloats(DType::F32, shape, whole);
+    if (isRoot)
+      result[tensor.name] =
+          Tensor::fromFloats(DType::F32, tensor.shape, whole->finish());
   }
-  return tensors;
+  return result;
 }

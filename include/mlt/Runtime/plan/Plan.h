@@ -99,7 +99,8 @@ struct BufferDesc {
   CopyIndex copyIndex = CopyIndex::MicroBatch;
   /// A view: the index of the buffer whose bytes contain this one's (not
   /// itself a view); -1: none. A view may overlap its base and the base's
-  /// other views.
+  /// other views. It is aligned as every buffer is (kPlanBufferAlignment),
+  /// has its base's element type, and both have one copy.
   int32_t viewOf = -1;
   /// Ranges of several parameters (Parameter, Gradient and OptimizerState
   /// buffers with no `parameter`), in increasing offset; elements outside
@@ -266,8 +267,16 @@ std::string serializePlan(const Plan &plan);
 /// The checks that make a rank safe to execute: every buffer named uniquely,
 /// aligned, inside the arena, with bytes == product(shape) * element size;
 /// a block (fullShape, sliceOffset) of shape's rank and inside its tensor;
-/// persistent buffers (all but temporaries) disjoint from every other buffer
-/// (a temporary may only alias one exactly, as a view); every instruction with
+/// a view (viewOf) of another buffer that is no view, of its element type,
+/// inside it, both with one copy, and persistent only over a persistent
+/// base; segments only on parameter, gradient and optimizer-state buffers
+/// that name no parameter and are no block, each of a named parameter, of
+/// count > 0, inside the buffer after the previous one, of a block (all
+/// three fields empty, or of one rank inside full_shape) whose elements
+/// hold its range; persistent buffers (all but temporaries) disjoint from
+/// every other buffer, but for a view with its base and the base's other
+/// views (a temporary may only alias one exactly, as a view, unless it is
+/// a declared view); every instruction with
 /// its Kernels.def arity, buffer indices in range, operands of the element
 /// counts its integer attributes imply, and i32 ids and labels; collectives
 /// on an axis of `mesh` (the plan's), with the sizes its group implies and
@@ -290,10 +299,21 @@ Status verifyPlanStructure(const Plan &plan);
 /// and labels (i32 blocks of [micro_batch, seq_len], a copy per
 /// micro-batch) and the hyper.* f32 scalars, the outputs loss (an f32 or
 /// f64 scalar, a copy per micro-batch) and grad_norm (f32 scalar), and parameter, gradient and
-/// optimizer-state buffers that name their parameter, a gradient or state
-/// holding the same block as its parameter. Across ranks: each parameter has
-/// one full shape, dtype and decay; its distinct blocks are disjoint, and
-/// together cover every element. Also checks the model info (positive sizes).
+/// optimizer-state buffers that name their parameter (or are flat: with
+/// segments, views, bases of views, or a slice of padding alone, which a
+/// buffer of its name has segments on another rank), a gradient, state or
+/// compute copy holding the same block as its parameter's buffer on the
+/// rank, or, for a parameter held only by segments, a block that its
+/// segments are of. Across ranks: each parameter has one full shape (from
+/// every buffer naming it and every segment with a block), dtype and decay
+/// (of the parameter buffers naming it or with segments of it; a segmented
+/// buffer's decay is its segments'); segments of gradients and states are
+/// of parameters; and its holders cover every element: where it has
+/// segments in parameter buffers, their distinct (block, range) pairs
+/// (replicas on several ranks count once; blocks disjoint unless equal,
+/// ranges of one block disjoint unless equal), else the distinct blocks of
+/// the parameter buffers naming it, disjoint. Also checks the model info
+/// (positive sizes).
 Status verifyTrainingContract(const Plan &plan);
 
 /// Everything: the format version, verifyPlanStructure and
@@ -306,7 +326,9 @@ Status verifyPlan(const Plan &plan);
 
 /// Writes `plan` readably: the model info and the mesh, then per rank the
 /// arena size, the buffers (index, name, kind, dtype, shape, offset, bytes,
-/// the block, the copies), the programs (each instruction's kernel, buffer
+/// the block, the copies, "view of <base>", the segments as
+/// "<parameter>[begin:end)@offset", with "{<block>}" after the parameter
+/// when the segment has one), the programs (each instruction's kernel, buffer
 /// names, ints and floats, a collective's axis by name) and the step (each
 /// call's program, micro-batch and work).
 void printPlan(const Plan &plan, std::ostream &os);

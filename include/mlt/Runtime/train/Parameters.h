@@ -16,6 +16,19 @@
 // per block by the plan). When the ranks are processes, the whole tensors
 // are gathered on rank 0's process through a RankTransport.
 //
+// A partitioned optimizer (ZeRO) holds parameters in segments instead
+// (BufferDesc::segments: ranges of several parameters' blocks in one flat
+// buffer, a rank's slice of a bucket). The holder rule of Plan.fbs decides
+// where a tensor of a kind is: where a parameter has segments in buffers of
+// that kind (parameters, gradients, optimizer states) on any rank, the
+// segments hold it and the buffers of that kind naming it do not (those are
+// per-parameter views: of the gradients, the rank's local, unreduced ones);
+// else the buffers naming it do. Writing a buffer with segments writes it
+// whole, once: each segment its range of its parameter's block, zero in the
+// padding. Reading takes each distinct (block, range) once, from the lowest
+// rank holding it. A slice of padding alone (no segments) is never written:
+// it stays as the arena started, zero.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_PARAMETERS_H
@@ -51,14 +64,20 @@ private:
   double spare_ = 0.0;
 };
 
-/// The parameters that `rank` holds (HF names and whole shapes), in buffer
-/// order.
+/// The parameters that `rank` has (HF names and whole shapes), in buffer
+/// order: named by a parameter or compute-copy buffer, or held by a
+/// segment of a parameter buffer. A parameter held only by segments of the
+/// whole tensor takes its shape from the rank's other buffers naming it
+/// (its gradient, its compute copy); where the rank has none, the shape is
+/// empty, and planParameters(plan) knows it.
 std::vector<ExpectedTensor> planParameters(const RankPlan &rank);
 /// The parameters of the model: of every rank, each once (in order of first
 /// appearance, rank 0 first), with whole shapes.
 std::vector<ExpectedTensor> planParameters(const Plan &plan);
 
-/// Total elements of the parameter buffers of `rank` (its blocks).
+/// Total elements of the parameters that `rank` holds: the segments of its
+/// parameter buffers, and the blocks of its parameter buffers naming a
+/// parameter that none of its segments holds.
 int64_t countParameters(const RankPlan &rank);
 /// Total elements of the model's parameters (each whole, once).
 int64_t countParameters(const Plan &plan);
@@ -74,8 +93,10 @@ std::vector<float> initialParameterValues(const std::string &name,
                                           uint64_t seed, double stddev = 0.02);
 
 /// Writes initialParameterValues (of each parameter's whole shape, each
-/// buffer getting its block) into every Parameter buffer and zeroes the
-/// optimizer states, of one executor or of every rank.
+/// buffer getting its block) into every Parameter buffer naming a
+/// parameter and every Parameter buffer with segments (each segment its
+/// range, zero padding), and zeroes the optimizer states, of one executor
+/// or of every rank.
 Status initializeParameters(Executor &executor, uint64_t seed);
 Status initializeParameters(RankGroup &ranks, uint64_t seed);
 
@@ -86,11 +107,15 @@ Status initializeParameters(RankGroup &ranks, uint64_t seed);
 Status loadParameters(Executor &executor, const TensorMap &tensors);
 Status loadParameters(RankGroup &ranks, const TensorMap &tensors);
 
-/// The buffers of `kind` as whole F32 tensors, assembled from the blocks
-/// (each from the lowest rank holding it): parameters and gradients by HF
-/// name, for writeCheckpointDir and for dumping gradients; other kinds by
-/// buffer name. Fails when the blocks do not cover a tensor (one executor of
-/// a sharded plan).
+/// The tensors of `kind` as whole F32 tensors, assembled from their
+/// holders (the holder rule above; each block or range from the lowest rank
+/// holding it): parameters and gradients by HF name, for writeCheckpointDir
+/// and for dumping gradients; other kinds by buffer name, and an optimizer
+/// state's segments as "<buffer>[<parameter>]". Fails when the holders do
+/// not cover a tensor (one executor of a sharded plan), or overlap. The
+/// holder rule sees only the given ranks: one executor of a plan whose
+/// other ranks hold a parameter's segments fails to cover it, or (if no
+/// segment of it is on this rank) takes the buffers naming it.
 StatusOr<TensorMap> parameterTensors(Executor &executor,
                                      BufferKind kind = BufferKind::Parameter);
 StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
@@ -102,8 +127,10 @@ StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
 /// rank 0 gets the whole tensors; it receives each block that it does not
 /// hold from the lowest rank holding it, which sends it through
 /// `transport` (world ranks = plan ranks); the other processes send their
-/// blocks and get an empty map. Every process derives the same transfers
-/// from the plan, so the sends and receives pair up.
+/// blocks and get an empty map. A segment is sent as its range alone. Every
+/// process derives the same transfers from the whole plan (and the same
+/// verdict where the holders do not cover a tensor, before any transfer),
+/// so the sends and receives pair up.
 StatusOr<TensorMap>
 gatherParameterTensors(RankGroup &local, const Plan &plan,
                        RankTransport &transport,

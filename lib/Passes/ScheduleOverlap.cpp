@@ -167,6 +167,12 @@ private:
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
     if (!optimizer)
       return success();
+    // The reductions' scheduling may have erased buffers with programs.
+    buffers.clear();
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+    }
     // The trailing gathers: nothing after one touches its bucket or slice.
     SmallVector<rtir::LaunchOp> gathers;
     llvm::DenseSet<StringRef> touchedLater;

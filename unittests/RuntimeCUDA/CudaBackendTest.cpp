@@ -239,6 +239,26 @@ TEST(CudaBackendTest, ArenaCopiesFillAndLaunch) {
   EXPECT_EQ(f.read<uint16_t>(h)[0], 0x3FC0); // 1.5 in bf16
 }
 
+// Tests that every arena starts zeroed, also in memory that a previous
+// arena left dirty (cudaMalloc hands freed memory back as it was): the
+// padding of flat buffers is never written by kernels and must read zero.
+TEST(CudaBackendTest, ArenaStartsZeroedOverDirtyMemory) {
+  MLT_REQUIRE_CUDA();
+  const uint64_t bytes = 1 << 20;
+  const int64_t floats = int64_t(bytes / sizeof(float));
+  Fixture f(bytes);
+  ASSERT_TRUE(f.arena);
+  ASSERT_TRUE(f.context->fill(f.view(0, ElementType::F32, floats), 7.0));
+  ASSERT_TRUE(f.context->synchronize());
+  f.context->deallocate(f.arena);
+  f.arena = nullptr;
+  StatusOr<uint8_t *> again = f.context->allocate(bytes);
+  ASSERT_TRUE(again) << again.status().message();
+  f.arena = *again;
+  EXPECT_EQ(f.read<float>(f.view(0, ElementType::F32, floats)),
+            std::vector<float>(size_t(floats), 0.0f));
+}
+
 TEST(CudaBackendTest, GradientNormThroughTheSwitch) {
   MLT_REQUIRE_CUDA();
   Fixture f(1 << 16);

@@ -7,8 +7,8 @@
 // context running compute -> collective -> compute in order on its two
 // streams. With two or more GPUs (skipped, visibly, with fewer): one thread
 // per GPU in this process, each with its own communicator, as the processes
-// of an mpirun would be, checking sums, chunks, gathers, broadcasts over
-// each axis of a mesh and point-to-point copies.
+// of an mpirun would be, checking sums, chunks, gathers (out of place and
+// in place), broadcasts over each axis of a mesh and point-to-point copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -452,6 +452,40 @@ TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
           for (size_t j = 0; j < n; ++j)
             if (all[k * n + j] != float(k + 1) * float(j % 977))
               return fail("allGather over " + axis.name);
+        // In place, as a partitioned optimizer chains them on one bucket
+        // (NCCL's in-place conditions: recvbuff = sendbuff + index * n for
+        // the reduce-scatter, sendbuff = recvbuff + index * n for the
+        // all-gather): the sum lands in this rank's chunk, the other
+        // chunks stay; then every rank's chunk, changed, is gathered.
+        float *chunk = x.get() + size_t(group.index) * n;
+        if (!comm.reduceScatterSum(x.get(), chunk, n, ElementType::F32,
+                                   axis.name))
+          return fail("reduceScatterSum in place");
+        all = x.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j) {
+            const size_t e = k * n + j;
+            const float want = k == size_t(group.index)
+                                   ? members * float(e % 977)
+                                   : mine[e];
+            if (all[e] != want)
+              return fail("reduceScatterSum in place over " + axis.name +
+                          " element " + std::to_string(e));
+          }
+        std::vector<float> changed(n);
+        for (size_t j = 0; j < n; ++j)
+          changed[j] = -float(group.index + 1) - float(j % 31);
+        if (cudaMemcpy(chunk, changed.data(), n * sizeof(float),
+                       cudaMemcpyHostToDevice) != cudaSuccess)
+          return fail("cudaMemcpy");
+        if (!comm.allGather(chunk, x.get(), n, ElementType::F32, axis.name))
+          return fail("allGather in place");
+        all = x.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j)
+            if (all[k * n + j] != -float(k + 1) - float(j % 31))
+              return fail("allGather in place over " + axis.name);
+        x.upload(mine);
         if (!comm.broadcast(x.get(), n, ElementType::F32, axis.name,
                             int(g) - 1))
           return fail("broadcast");

@@ -8,7 +8,8 @@
 // that sums in group order; thousands of small collectives in a row (barrier
 // reuse); mismatched calls and bad arguments failing on every rank of the
 // group with the same message; abort and timeout waking blocked ranks; a
-// world of one rank.
+// world of one rank; the in-place reduce-scatter and all-gather chained on
+// one bucket, as a partitioned optimizer uses them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -350,6 +351,76 @@ TEST(InProcessCommTest, SumsInGroupOrder) {
     });
     for (int rank = 0; rank < 3; ++rank)
       EXPECT_EQ(results[rank], expected) << "round " << round;
+  }
+}
+
+// Tests the in-place forms as a partitioned optimizer (ZeRO) chains them on
+// one flat bucket per rank, over groups of 2 and 3 ranks, many rounds of
+// fresh random data (so that a race between a rank writing its chunk and a
+// peer reading it would show): reduce_scatter_sum from the bucket into the
+// rank's own chunk of it (output = bucket + index * count) leaves the sum
+// there, bit for bit the serial reference, and the other chunks as they
+// were; then, the chunk updated, all_gather from it into the bucket
+// (input = bucket + index * count) leaves every rank's chunk in place.
+TEST(InProcessCommTest, InPlaceReduceScatterThenAllGather) {
+  for (const char *spec : {"dp=2", "dp=3"}) {
+    std::unique_ptr<InProcessWorld> world = makeWorld(spec);
+    const int size = world->mesh().worldSize();
+    for (ElementType type :
+         {ElementType::F32, ElementType::BF16, ElementType::F64})
+      for (size_t count : {size_t(1), size_t(7), size_t(2500)}) {
+        const size_t chunk = count * bytesOf(type);
+        for (int round = 0; round < 8; ++round) {
+          const uint64_t seed = 7777 * round + 31 * count + uint64_t(type);
+          auto bucketOf = [&](int rank) {
+            return randomElements(type, count * size, seed + 101 * rank);
+          };
+          // What each rank's chunk becomes between the two collectives.
+          auto updatedChunk = [&](int rank) {
+            return randomElements(type, count, seed + 977 + 101 * rank);
+          };
+          std::vector<Bytes> reduced(size), gathered(size);
+          std::vector<std::string> errors(size);
+          runRanks(*world, [&](int rank, Communicator &comm) {
+            Bytes bucket = bucketOf(rank);
+            uint8_t *mine = bucket.data() + rank * chunk;
+            Status status =
+                comm.reduceScatterSum(bucket.data(), mine, count, type, "dp");
+            reduced[rank] = bucket;
+            if (status) {
+              Bytes update = updatedChunk(rank);
+              std::memcpy(mine, update.data(), chunk);
+              status = comm.allGather(mine, bucket.data(), count, type, "dp");
+            }
+            gathered[rank] = bucket;
+            if (!status)
+              errors[rank] = status.message();
+          });
+          for (int rank = 0; rank < size; ++rank) {
+            SCOPED_TRACE(std::string(spec) + " " + elementTypeName(type) +
+                         " count " + std::to_string(count) + " round " +
+                         std::to_string(round) + " rank " +
+                         std::to_string(rank));
+            ASSERT_EQ(errors[rank], "");
+            std::vector<Bytes> buckets;
+            std::vector<const uint8_t *> chunks;
+            for (int peer = 0; peer < size; ++peer)
+              buckets.push_back(bucketOf(peer));
+            for (const Bytes &b : buckets)
+              chunks.push_back(b.data() + rank * chunk);
+            Bytes expected = buckets[rank];
+            Bytes sum = referenceSum(type, chunks, count);
+            std::copy(sum.begin(), sum.end(), expected.begin() + rank * chunk);
+            EXPECT_EQ(reduced[rank], expected) << "after reduce_scatter_sum";
+            Bytes all;
+            for (int peer = 0; peer < size; ++peer) {
+              Bytes update = updatedChunk(peer);
+              all.insert(all.end(), update.begin(), update.end());
+            }
+            EXPECT_EQ(gathered[rank], all) << "after all_gather";
+          }
+        }
+      }
   }
 }
 

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace mlt;
@@ -721,6 +722,45 @@ TEST(ExecutorTest, BuffersAndConstants) {
   EXPECT_EQ((*exec)->findProgram("nope").status().message(),
             "the plan has no program 'nope'");
   ASSERT_TRUE((*exec)->run("p"));
+}
+
+// Tests that an executor's arena starts zeroed, whatever the memory held
+// before (the padding of flat buffers is never written by kernels and must
+// read zero): a first executor fills its buffers with NaN and goes; a
+// second of the same plan, likely handed the same memory, reads zeros.
+TEST(ExecutorTest, ArenaStartsZeroed) {
+  Plan plan = buildTinyZeroPlan([] {
+    TinyModel m;
+    m.vocab = 20;
+    m.hidden = 16;
+    return m;
+  }());
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto isConstant = [&](size_t i) {
+    return plan.ranks[0].buffers[i].kind == BufferKind::Constant;
+  };
+  auto isFloat = [&](size_t i) {
+    return isFloatElementType(plan.ranks[0].buffers[i].dtype);
+  };
+  {
+    ASSERT_RUN(dirty, Executor::create(plan, 0, *backend));
+    for (size_t i = 0; i < plan.ranks[0].buffers.size(); ++i)
+      if (isFloat(i)) {
+        std::vector<float> junk(size_t((*dirty)->buffer(i).numElements()),
+                                nan);
+        ASSERT_TRUE(
+            (*dirty)->writeFloats(i, junk.data(), int64_t(junk.size())));
+      }
+  }
+  ASSERT_RUN(fresh, Executor::create(plan, 0, *backend));
+  for (size_t i = 0; i < plan.ranks[0].buffers.size(); ++i) {
+    if (!isFloat(i) || isConstant(i))
+      continue;
+    ASSERT_RUN(values, (*fresh)->readFloats(i));
+    EXPECT_EQ(*values, std::vector<float>(values->size(), 0.0f))
+        << (*fresh)->buffer(i).name;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,16 +1,17 @@
 //===- MakeTestPlan.cpp - write the test plans as plan files --------------===//
 //
 // Part of mlt. mlt-make-test-plan writes the hand-built plans of the runtime
-// tests (the tiny model and the tensor-parallel MLP model of TestPlans.h, the
-// LLaMA of LlamaTestPlan.h in the shape of the llama-ref-a fixture) as plan
-// files, so that mlt-run can be exercised, and tested with lit, in a build
-// without the compiler:
+// tests (the tiny model, its ZeRO-1 layouts in f32 and bf16 and the
+// tensor-parallel MLP model of TestPlans.h, the LLaMA of LlamaTestPlan.h in
+// the shape of the llama-ref-a fixture) as plan files, so that mlt-run can
+// be exercised, and tested with lit, in a build without the compiler:
 //
-//   mlt-make-test-plan tiny|mlp|llama-ref OUT [--micro-batch N] [--seq-len N]
-//                      [--microbatches N] [--hf-config FILE]
-//                      [--dp N] [--tp N]
+//   mlt-make-test-plan tiny|tiny-zero|tiny-zero-bf16|mlp|llama-ref OUT
+//                      [--micro-batch N] [--seq-len N] [--microbatches N]
+//                      [--hf-config FILE] [--dp N] [--tp N]
 //
-// --dp splits the micro-batch rows over ranks (tiny, mlp); --tp splits the
+// --dp splits the micro-batch rows over ranks (tiny, tiny-zero*, mlp; the
+// ZeRO-1 plans also partition the optimizer over them); --tp splits the
 // MLP (mlp only).
 //
 //===----------------------------------------------------------------------===//
@@ -57,11 +58,13 @@ std::string llamaConfig(const LlamaShape &c) {
 
 int main(int argc, char **argv) {
   if (argc < 3)
-    return fail("usage: mlt-make-test-plan tiny|mlp|llama-ref OUT "
+    return fail("usage: mlt-make-test-plan "
+                "tiny|tiny-zero|tiny-zero-bf16|mlp|llama-ref OUT "
                 "[--micro-batch N] [--seq-len N] [--microbatches N] "
                 "[--hf-config FILE] [--dp N] [--tp N]");
   std::string kind = argv[1], out = argv[2], configFile;
-  int64_t microBatch = kind == "tiny" ? 2 : 4;
+  const bool zero = kind == "tiny-zero" || kind == "tiny-zero-bf16";
+  int64_t microBatch = kind == "tiny" ? 2 : zero ? 6 : 4;
   int64_t seqLen = kind == "llama-ref" ? 32 : 4;
   int64_t microbatches = 1, dp = 1, tp = 1;
   for (int i = 3; i < argc; ++i) {
@@ -93,7 +96,7 @@ int main(int argc, char **argv) {
   if (microBatch % dp != 0)
     return fail("--micro-batch " + std::to_string(microBatch) +
                 " is not divisible by --dp " + std::to_string(dp));
-  if ((kind != "tiny" && kind != "mlp" && dp != 1) ||
+  if ((kind != "tiny" && !zero && kind != "mlp" && dp != 1) ||
       (kind != "mlp" && tp != 1))
     return fail("the " + kind + " plan takes no --dp/--tp");
 
@@ -105,6 +108,17 @@ int main(int argc, char **argv) {
     model.microbatches = microbatches;
     model.dp = dp;
     plan = buildTinyPlan(model);
+  } else if (zero) {
+    // The ZeRO-1 layout of TestPlans.h, with a vocabulary of 20 and a hidden
+    // size of 16, so that slices cut through the parameters.
+    TinyModel model;
+    model.vocab = 20;
+    model.hidden = 16;
+    model.microBatch = microBatch;
+    model.seqLen = seqLen;
+    model.microbatches = microbatches;
+    model.dp = dp;
+    plan = buildTinyZeroPlan(model, kind == "tiny-zero-bf16");
   } else if (kind == "mlp") {
     MlpModel model;
     model.microBatch = microBatch;
@@ -121,7 +135,8 @@ int main(int argc, char **argv) {
     shape.hfConfig = llamaConfig(shape);
     plan = buildLlamaPlan(shape, microBatch, seqLen, microbatches);
   } else {
-    return fail("unknown plan '" + kind + "' (tiny, mlp or llama-ref)");
+    return fail("unknown plan '" + kind +
+                "' (tiny, tiny-zero, tiny-zero-bf16, mlp or llama-ref)");
   }
   if (!configFile.empty()) {
     std::ifstream in(configFile, std::ios::binary);

@@ -247,6 +247,48 @@ TEST(ZeroPlanTest, ViewOverlaps) {
                                           "'@grad_bucket.0' at ["));
 }
 
+// Tests that the race check sees through names: a launch on a side stream
+// that accumulates into W's gradient (a view) and a later compute launch
+// that reads the gradient bucket touch the same bytes, and must be ordered
+// by a token.
+TEST(ZeroPlanTest, RacesThroughViews) {
+  Plan plan = buildTinyZeroPlan(zeroModel(2));
+  RankPlan &rank = plan.ranks[1];
+  ProgramDesc &micro = rank.programs[0];
+  ASSERT_EQ(micro.name, kMicroStepProgram);
+  const uint32_t gradW = uint32_t(*rank.findBuffer("grad:lm_head.weight"));
+  size_t accumulate = 0;
+  while (micro.instructions[accumulate].kernel != Kernel::Accumulate ||
+         micro.instructions[accumulate].outputs[0] != gradW)
+    ++accumulate;
+  // It waits for the matmul that computes dW.
+  micro.instructions[accumulate - 1].token = 1;
+  micro.instructions[accumulate].stream = 1;
+  micro.instructions[accumulate].waits = {1};
+  micro.instructions[accumulate].token = 0;
+  // The sum of squares of the whole bucket, into a scalar of its own.
+  BufferDesc scalar = rank.buffers[*rank.findBuffer("sumsq.0")];
+  scalar.name = "bucket.sumsq";
+  scalar.offset = rank.arenaBytes;
+  rank.arenaBytes += 256;
+  rank.buffers.push_back(scalar);
+  InstructionDesc square;
+  square.kernel = Kernel::SumSquares;
+  square.inputs = {uint32_t(*rank.findBuffer("@grad_bucket.0"))};
+  square.outputs = {uint32_t(rank.buffers.size() - 1)};
+  square.ints = {768};
+  micro.instructions.push_back(square);
+  const std::string race =
+      "plan.mltplan: rank 1: program 'micro_step': instruction " +
+      std::to_string(accumulate) + " (accumulate, stream 1) and instruction " +
+      std::to_string(micro.instructions.size() - 1) +
+      " (sum_squares, stream 0) touch the same bytes ('grad:lm_head.weight' "
+      "and '@grad_bucket.0'), one writing them, but no token orders them";
+  EXPECT_EQ(parseError(plan), race);
+  micro.instructions.back().waits = {0};
+  EXPECT_EQ(parseError(plan), "");
+}
+
 // Tests the checks of a buffer's segments on their own: where segments may
 // be, and each segment's parameter, count, place in the buffer, order,
 // block and range.
@@ -726,6 +768,33 @@ TEST_F(ZeroTrainingTest, LoadThroughSegments) {
               "'lm_head.weight' of shape [20, 16]: the ranks hold only 192 "
               "of its 320 elements");
   }
+}
+
+// Tests that assembling checks the holders the verifier leaves alone (it
+// checks the coverage of parameters, not of gradients): segments of one
+// gradient that overlap, or leave a hole, are named.
+TEST_F(ZeroTrainingTest, GradientSegmentsAreChecked) {
+  Plan plan = buildTinyZeroPlan(zeroModel(3));
+  buffer(plan, 1, "@grad_slice.0").segments[0].begin = 200;
+  auto group = RankGroup::create(plan, *backend_);
+  ASSERT_TRUE(group) << group.status().message();
+  auto grads = parameterTensors(**group, BufferKind::Gradient);
+  ASSERT_FALSE(grads);
+  EXPECT_EQ(grads.status().message(),
+            "'model.embed_tokens.weight' of shape [20, 16]: segment 0 of "
+            "'@grad_slice.0' on rank 0 holds elements [0, 256) and segment 0 "
+            "of '@grad_slice.0' on rank 1 elements [200, 264) of one block, "
+            "which overlap");
+
+  plan = buildTinyZeroPlan(zeroModel(3));
+  buffer(plan, 2, "@grad_slice.0").segments.clear();
+  group = RankGroup::create(plan, *backend_);
+  ASSERT_TRUE(group) << group.status().message();
+  grads = parameterTensors(**group, BufferKind::Gradient);
+  ASSERT_FALSE(grads);
+  EXPECT_EQ(grads.status().message(),
+            "'lm_head.weight' of shape [20, 16]: the ranks hold only 128 of "
+            "its 320 elements");
 }
 
 // Tests training: the f32 ZeRO-1 plan over 3 ranks trains as the

@@ -333,7 +333,7 @@ distinctPiecesOf(const std::vector<const RankPlan *> &ranks,
   for (TensorPieces &tensor : *tensors) {
     std::vector<Piece> distinct;
     std::set<std::vector<int64_t>> blocks; // offsets of the blocks taken
-    // Ranges taken of each block, by begin: (end, piece).
+    // The ranges taken of each block (by its offset), by begin.
     std::map<std::vector<int64_t>, std::map<int64_t, const Piece *>> ranges;
     int64_t covered = 0;
     for (const Piece &piece : tensor.pieces) {
@@ -342,10 +342,15 @@ distinctPiecesOf(const std::vector<const RankPlan *> &ranks,
           continue; // a replica of a block taken from a lower rank
       } else {
         std::map<int64_t, const Piece *> &taken = ranges[piece.layout.offset];
+        if (!taken.empty() &&
+            taken.begin()->second->layout.shape != piece.layout.shape)
+          return errorf("'", tensor.name, "' of shape ",
+                        formatShape(tensor.shape), ": ",
+                        taken.begin()->second->where(), " and ", piece.where(),
+                        " are of blocks at one offset with different shapes");
         auto next = taken.lower_bound(piece.begin);
         if (next != taken.end() && next->first == piece.begin &&
-            next->second->count == piece.count &&
-            next->second->layout.shape == piece.layout.shape)
+            next->second->count == piece.count)
           continue; // a replica of a range taken from a lower rank
         const Piece *other = nullptr;
         if (next != taken.end() && next->first < piece.begin + piece.count)

@@ -59,7 +59,11 @@ class DeviceContext {
 public:
   virtual ~DeviceContext();
 
-  /// Allocates `bytes` of zeroed device memory (the rank's arena).
+  /// Allocates `bytes` of zeroed device memory (the rank's arena). Zeroed
+  /// here, once, by every backend (the CPU's calloc, CUDA's memset): the
+  /// padding of flat buffers (Plan.fbs's segments) is never written by a
+  /// kernel and must read zero, and runs are reproducible even if a plan
+  /// reads a buffer before writing it.
   virtual StatusOr<uint8_t *> allocate(uint64_t bytes) = 0;
   /// Frees memory from `allocate`.
   virtual void deallocate(uint8_t *memory) = 0;

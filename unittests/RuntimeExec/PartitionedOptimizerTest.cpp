@@ -770,6 +770,26 @@ TEST_F(ZeroTrainingTest, LoadThroughSegments) {
   }
 }
 
+// Tests a rank that holds no parameter at all (over 4 ranks, rank 3's
+// slices are padding alone): initialization writes nothing there, yet it
+// must refresh its compute copies with the others, since the refresh
+// all-gathers; and the run is the one-rank run's.
+TEST_F(ZeroTrainingTest, RankHoldingNoParameter) {
+  TinyModel four = zeroModel(4);
+  four.microBatch = 8;
+  Plan plan = buildTinyZeroPlan(four, true);
+  for (const BufferDesc &b : plan.ranks[3].buffers)
+    EXPECT_TRUE(b.segments.empty()) << b.name;
+  TinyModel one = zeroModel(1);
+  one.microBatch = 8;
+  Run a = train(plan, 3, 1.0), b = train(buildTinyZeroPlan(one, true), 3, 1.0);
+  ASSERT_EQ(a.steps.size(), 3u);
+  ASSERT_EQ(b.steps.size(), 3u);
+  for (size_t s = 0; s < 3; ++s)
+    EXPECT_NEAR(a.steps[s].loss, b.steps[s].loss, 1e-5 * b.steps[s].loss);
+  expectTensors(a.weights, b.weights, 1e-5, "final weight");
+}
+
 // Tests that assembling checks the holders the verifier leaves alone (it
 // checks the coverage of parameters, not of gradients): segments of one
 // gradient that overlap, or leave a hole, are named.

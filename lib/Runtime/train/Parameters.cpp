@@ -558,9 +558,12 @@ Status writeParameters(
     }
   }
   // parametersOf lists every parameter a segment holds, so every staged
-  // buffer is written by now.
-  for (Executor *executor : executors)
+  // buffer is written by now. Every rank refreshes its compute copies, also
+  // one that holds no parameter: the refresh all-gathers the ranks' slices.
+  for (Executor *executor : executors) {
+    executor->markParametersWritten();
     MLT_RETURN_IF_ERROR(executor->zeroBuffers(BufferKind::OptimizerState));
+  }
   return Status::ok();
 }
 

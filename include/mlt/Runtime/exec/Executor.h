@@ -118,6 +118,13 @@ public:
   /// Sets every Constant buffer to its value (done by create).
   Status fillConstants();
 
+  /// Marks the compute copies stale, as a write of a Parameter buffer does:
+  /// refresh_parameter_copies runs before the next program. For a rank the
+  /// host wrote no parameter of while it wrote the other ranks' (under a
+  /// partitioned optimizer a rank may hold none): its refresh all-gathers
+  /// with theirs, so every rank must run it.
+  void markParametersWritten() { copiesStale_ = true; }
+
   /// One launch of a profile: its program and instruction indices, and the
   /// milliseconds it took on the device.
   struct LaunchTime {

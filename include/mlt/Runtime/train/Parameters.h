@@ -96,7 +96,9 @@ std::vector<float> initialParameterValues(const std::string &name,
 /// buffer getting its block) into every Parameter buffer naming a
 /// parameter and every Parameter buffer with segments (each segment its
 /// range, zero padding), and zeroes the optimizer states, of one executor
-/// or of every rank.
+/// or of every rank. Every executor refreshes its compute copies before its
+/// next program (Executor::markParametersWritten), also one that holds no
+/// parameter, since the refresh may all-gather across the ranks.
 Status initializeParameters(Executor &executor, uint64_t seed);
 Status initializeParameters(RankGroup &ranks, uint64_t seed);
 

@@ -1,9 +1,11 @@
-//===- PartitionOptimizer.cpp - ZeRO-1 over the data-parallel ranks -------===//
+//===- PartitionOptimizer.cpp - ZeRO over the data-parallel ranks ---------===//
 //
 // Part of mlt. Implements mlt-partition-optimizer (Passes.td): gradients and
 // parameters laid out in flat buckets (FlatBuckets.h), each data-parallel
-// rank keeping the AdamW state of its slice of every bucket, the optimizer
-// step rebuilt over the slices.
+// rank keeping the AdamW state of its slice of every bucket (ZeRO-1), and
+// with ZeRO-2 the gradients of its slice only, each micro-batch's
+// reduce-scattered as its body ends; the optimizer step rebuilt over the
+// slices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +55,9 @@ struct Bucket {
   bool decay = false;
   SmallVector<StringRef> axes;
   rtir::BufferOp gradBucket, gradShard;
+  /// ZeRO-2: a micro-batch's reduce-scattered slice, before it is added
+  /// into gradShard.
+  rtir::BufferOp gradSlice;
   /// The parameters the forward pass reads (f32, or the bf16 copies) and
   /// the rank's slice of them; the f32 master slice (the same buffer as
   /// readShard without copies).
@@ -62,16 +67,17 @@ struct Bucket {
 
 class Partitioner {
 public:
-  Partitioner(ModuleOp module, int64_t bucketBytes)
-      : module(module), b(module.getContext()), bucketBytes(bucketBytes) {}
+  Partitioner(ModuleOp module, int64_t stage, int64_t bucketBytes)
+      : module(module), b(module.getContext()), stage(stage),
+        bucketBytes(bucketBytes) {}
 
   LogicalResult run() {
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
     dataAxis = mesh ? mesh.axisIndex(kDataAxis) : -1;
     if (dataAxis < 0 || mesh.getSizes()[dataAxis] < 2)
-      return module.emitError("mlt-partition-optimizer: zero=1 partitions "
-                              "the optimizer over data-parallel ranks, but "
-                              "the module has no mesh axis '")
+      return module.emitError("mlt-partition-optimizer: zero=")
+             << stage << " partitions the optimizer over data-parallel "
+             << "ranks, but the module has no mesh axis '"
              << kDataAxis << "' of size 2 or more";
     ranks = mesh.getSizes()[dataAxis];
     optimizer = module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
@@ -90,6 +96,8 @@ public:
     createBuffers();
     rebuildOptimizerStep();
     if (failed(rebuildRefresh()))
+      return failure();
+    if (stage == 2 && failed(reduceEveryMicroBatch()))
       return failure();
     return eraseReplaced();
   }
@@ -279,8 +287,13 @@ private:
         buffer.setBucketAttr(b.getUnitAttr());
         return buffer;
       };
+      // ZeRO-2: each micro-batch's gradients are a temporary of its body,
+      // reduce-scattered into the rank's slice at once.
       bucket.gradBucket =
-          flat("grad_bucket." + index, rtir::BufferKind::gradient, f32);
+          flat("grad_bucket." + index,
+               stage == 2 ? rtir::BufferKind::temporary
+                          : rtir::BufferKind::gradient,
+               f32);
       Type readType =
           copies ? first.copy.getTensorType().getElementType() : Type(f32);
       bucket.readBucket = flat((copies ? "param_copy_bucket." : "param_bucket.") +
@@ -292,11 +305,27 @@ private:
            llvm::zip(layout.members, layout.offsets)) {
         Parameter &p = parameters[member];
         makeView(p.grad, bucket.gradBucket, offset);
+        if (stage == 2) {
+          p.grad.setKind(rtir::BufferKind::temporary);
+          p.grad.removeParameterAttr();
+          p.grad->removeAttr(MLTDialect::getShardingAttrName());
+        }
         makeView(copies ? p.copy : p.param, bucket.readBucket, offset);
       }
+      // The slices' ranges: the layout of the bucket the forward pass reads
+      // (its views name the parameters, in every stage).
       bucket.gradShard =
-          createSlice("grad_shard." + index, rtir::BufferKind::gradient, f32,
-                      bucket.gradBucket, /*view=*/true, /*owns=*/true);
+          stage == 2
+              ? createSlice("grad_shard." + index, rtir::BufferKind::gradient,
+                            f32, bucket.readBucket, /*view=*/false,
+                            /*owns=*/true)
+              : createSlice("grad_shard." + index, rtir::BufferKind::gradient,
+                            f32, bucket.gradBucket, /*view=*/true,
+                            /*owns=*/true);
+      if (stage == 2)
+        bucket.gradSlice = createBuffer(
+            "grad_slice." + index, rtir::BufferKind::temporary,
+            flatType(int64_t(layout.elements) / ranks, f32));
       // In fp32 the read slice is the master weights' slice, which owns its
       // ranges: the per-parameter views elsewhere in the bucket may be
       // stale until the all-gather (mlt-schedule-overlap moves it to the
@@ -310,17 +339,17 @@ private:
       // bf16.
       bucket.master = copies ? createSlice("param_shard." + index,
                                            rtir::BufferKind::parameter, f32,
-                                           bucket.gradBucket, /*view=*/false,
+                                           bucket.readBucket, /*view=*/false,
                                            /*owns=*/true)
                              : bucket.readShard;
       if (bucket.decay)
         bucket.master.setDecayAttr(b.getUnitAttr());
       bucket.expAvg = createSlice("exp_avg_shard." + index,
                                   rtir::BufferKind::optimizer_state, f32,
-                                  bucket.gradBucket, false, true);
+                                  bucket.readBucket, false, true);
       bucket.expAvgSq = createSlice("exp_avg_sq_shard." + index,
                                     rtir::BufferKind::optimizer_state, f32,
-                                    bucket.gradBucket, false, true);
+                                    bucket.readBucket, false, true);
       flatBuckets.push_back(bucket);
     }
   }
@@ -344,12 +373,14 @@ private:
         old.push_back(&op);
     b.setInsertionPointToStart(&body);
     for (Bucket &bucket : flatBuckets)
-      rtir::LaunchOp::create(
+      if (stage == 1)
+        rtir::LaunchOp::create(
           b, optimizer.getLoc(), "reduce_scatter_sum",
           {ref(bucket.gradBucket)}, {ref(bucket.gradShard)},
           {bucket.gradShard.getTensorType().getNumElements(), dataAxis});
-    // The kept reductions (over other axes) stay next, as they were.
-    if (!kept.empty())
+    // The kept reductions (over other axes) stay next, as they were (with
+    // ZeRO-2 they move into the micro-batches' bodies).
+    if (!kept.empty() && stage != 2)
       b.setInsertionPointAfter(kept.back());
     // The sum of squares of each group: its slices' sums, added in bucket
     // order, summed over dp and the axes the group is split over.
@@ -448,6 +479,129 @@ private:
     return success();
   }
 
+  /// ZeRO-2: every micro-batch's call runs the body that writes its
+  /// gradients (rather than adding them up), which ends by reducing them
+  /// (the reductions over other axes the optimizer step had, then each
+  /// bucket reduce-scattered into a temporary slice and added into the
+  /// rank's gradient slice); the step starts by zeroing the slices.
+  LogicalResult reduceEveryMicroBatch() {
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    rtir::StepOp step = steps.front();
+    static constexpr std::pair<const char *, const char *> kWriting[] = {
+        {abi::kMicroStepProgram, abi::kMicroStepFirstProgram},
+        {abi::kBackwardProgram, abi::kBackwardFirstProgram}};
+    rtir::ProgramOp writer;
+    for (auto call : step.getBody().getOps<rtir::CallOp>()) {
+      if (!call.getMicrobatchAttr())
+        continue;
+      StringRef name = call.getProgram();
+      for (auto [accumulating, writing] : kWriting)
+        if (name == accumulating)
+          name = writing;
+      if (name != abi::kMicroStepFirstProgram &&
+          name != abi::kBackwardFirstProgram)
+        continue; // a forward body
+      auto body = module.lookupSymbol<rtir::ProgramOp>(name);
+      if (!body)
+        return call.emitOpError("mlt-partition-optimizer: zero=2 needs @")
+               << name << ", the body that writes the gradients";
+      writer = body;
+      call.setProgramAttr(FlatSymbolRefAttr::get(body.getSymNameAttr()));
+    }
+    if (!writer)
+      return step.emitOpError("mlt-partition-optimizer: zero=2 found no "
+                              "call of a body that writes the gradients");
+    // Each bucket's padding is zeroed before the body first touches the
+    // bucket: a temporary's bytes hold other values outside its lifetime,
+    // and the reduce-scatter sums the padding into the slices (whose sums
+    // of squares and AdamW read it).
+    llvm::DenseSet<StringRef> members;
+    for (Bucket &bucket : flatBuckets) {
+      members.clear();
+      members.insert(bucket.gradBucket.getSymName());
+      for (size_t member : bucket.layout->members)
+        members.insert(parameters[member].grad.getSymName());
+      rtir::LaunchOp first;
+      for (auto launch : writer.getBody().getOps<rtir::LaunchOp>()) {
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list)
+            if (!first && members.contains(rtir::bufferName(ref)))
+              first = launch;
+        if (first)
+          break;
+      }
+      if (!first)
+        return writer.emitOpError("never touches the gradients of bucket ")
+               << bucket.gradBucket.getSymName();
+      // The gaps: after each member up to the next one, and the tail.
+      SmallVector<std::pair<uint64_t, uint64_t>> gaps;
+      const FlatBucket &layout = *bucket.layout;
+      for (size_t i = 0; i < layout.members.size(); ++i) {
+        uint64_t end = layout.offsets[i] +
+                       uint64_t(parameters[layout.members[i]].elements);
+        uint64_t next = i + 1 < layout.members.size() ? layout.offsets[i + 1]
+                                                      : layout.elements;
+        if (next > end)
+          gaps.push_back({end, next - end});
+      }
+      b.setInsertionPoint(first);
+      for (auto [start, length] : gaps) {
+        rtir::BufferOp gap = createBuffer(
+            (bucket.gradBucket.getSymName() + ".padding").str(),
+            rtir::BufferKind::temporary,
+            flatType(int64_t(length), b.getF32Type()));
+        makeView(gap, bucket.gradBucket, start);
+        b.setInsertionPoint(first);
+        rtir::LaunchOp::create(b, writer.getLoc(), "fill", {}, {ref(gap)},
+                               {int64_t(length)}, {0.0});
+      }
+    }
+    // The body ends by reducing its micro-batch's gradients.
+    b.setInsertionPointToEnd(&writer.getBody().front());
+    for (rtir::LaunchOp launch : kept) {
+      launch->moveBefore(&writer.getBody().front(),
+                         writer.getBody().front().end());
+    }
+    for (Bucket &bucket : flatBuckets) {
+      const int64_t n = bucket.gradShard.getTensorType().getNumElements();
+      rtir::LaunchOp::create(b, writer.getLoc(), "reduce_scatter_sum",
+                             {ref(bucket.gradBucket)}, {ref(bucket.gradSlice)},
+                             {n, dataAxis});
+      rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
+                             {ref(bucket.gradSlice)}, {ref(bucket.gradShard)},
+                             {n});
+    }
+    // The step zeroes the gradient slices first.
+    auto zero =
+        module.lookupSymbol<rtir::ProgramOp>(abi::kZeroGradientsProgram);
+    if (zero) {
+      zero.getBody().front().clear();
+    } else {
+      b.setInsertionPointAfter(optimizer);
+      zero = rtir::ProgramOp::create(b, optimizer.getLoc(),
+                                     abi::kZeroGradientsProgram);
+      zero.getBody().emplaceBlock();
+    }
+    b.setInsertionPointToEnd(&zero.getBody().front());
+    for (Bucket &bucket : flatBuckets)
+      rtir::LaunchOp::create(
+          b, zero.getLoc(), "fill", {}, {ref(bucket.gradShard)},
+          {bucket.gradShard.getTensorType().getNumElements()}, {0.0});
+    Block &calls = step.getBody().front();
+    auto first = calls.getOps<rtir::CallOp>().begin();
+    if (first == calls.getOps<rtir::CallOp>().end() ||
+        (*first).getProgram() != abi::kZeroGradientsProgram) {
+      b.setInsertionPointToStart(&calls);
+      rtir::CallOp::create(b, step.getLoc(),
+                           FlatSymbolRefAttr::get(zero.getSymNameAttr()),
+                           IntegerAttr(), IntegerAttr(),
+                           b.getDenseI64ArrayAttr({}));
+    }
+    kept.clear();
+    eraseUncalledPrograms(module);
+    return success();
+  }
+
   /// Erases the per-parameter buffers the slices replace (moments, and the
   /// f32 parameters of a bf16 plan) and the optimizer step's old
   /// temporaries; one still used elsewhere is an error.
@@ -481,7 +635,7 @@ private:
 
   ModuleOp module;
   OpBuilder b;
-  int64_t bucketBytes;
+  int64_t stage, bucketBytes;
   int64_t dataAxis = -1, ranks = 1;
   rtir::ProgramOp optimizer;
   llvm::StringMap<rtir::BufferOp> buffers;
@@ -495,7 +649,8 @@ private:
   std::vector<Bucket> flatBuckets;
 };
 
-/// Partitions the optimizer state over the data-parallel ranks (zero=1):
+/// Partitions the optimizer state over the data-parallel ranks (zero=1,
+/// and with zero=2 step 6):
 /// 1. reads the optimizer step: each adamw launch names a parameter's
 ///    gradient, parameter, moments and (bf16) compute copy; the gradient
 ///    all-reduces over dp go, those over other axes stay;
@@ -508,16 +663,21 @@ private:
 ///    moments, and the bf16 master weights, apart, owning their ranges);
 /// 4. the optimizer step rebuilt over the slices; refresh_parameter_copies
 ///    too;
-/// 5. the replaced per-parameter buffers erased (an error if still used).
+/// 5. the replaced per-parameter buffers erased (an error if still used);
+/// 6. zero=2: every micro-batch's call runs the body that writes the
+///    gradients (now temporaries, views of temporary buckets), which zeroes
+///    each bucket's padding first and ends with the reductions over other
+///    axes and each bucket reduce-scattered and added into the rank's
+///    gradient slice; the step zeroes those slices first.
 class MLTPartitionOptimizerPass
     : public mlt::impl::MLTPartitionOptimizerBase<MLTPartitionOptimizerPass> {
 public:
   using Base::Base;
 
   void runOnOperation() override {
-    if (zero != 0 && zero != 1) {
-      getOperation().emitError("mlt-partition-optimizer: zero must be 0 or "
-                               "1, got ")
+    if (zero < 0 || zero > 2) {
+      getOperation().emitError("mlt-partition-optimizer: zero must be 0, 1 "
+                               "or 2, got ")
           << static_cast<int64_t>(zero);
       return signalPassFailure();
     }
@@ -529,7 +689,7 @@ public:
     }
     if (zero == 0)
       return;
-    if (failed(Partitioner(getOperation(), bucketBytes).run()))
+    if (failed(Partitioner(getOperation(), zero, bucketBytes).run()))
       signalPassFailure();
   }
 };

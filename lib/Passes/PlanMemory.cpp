@@ -88,9 +88,16 @@ public:
     llvm::StringMap<rtir::BufferOp> temporaries;
     // Kept from a forward call to a backward call: planned across the step.
     SmallVector<rtir::BufferOp> kept;
+    // Temporaries that are views of a temporary base (a per-micro-batch
+    // gradient inside its flat bucket): planned as their base.
+    llvm::StringMap<rtir::BufferOp> temporaryViews;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       if (buffer.getKind() == rtir::BufferKind::temporary) {
         buffer.removeOffsetAttr(); // planned below, from this module's launches
+        if (buffer.getView()) {
+          temporaryViews[buffer.getSymName()] = buffer;
+          continue;
+        }
         if (buffer.getPerSlotAttr())
           kept.push_back(buffer);
         else
@@ -105,9 +112,17 @@ public:
     // A view lies in its base: `view_offset` elements in, or for a rank's
     // slice (`shard`) at the base's start, the place of coordinate 0 (the
     // plan export adds each rank's).
+    auto viewStart = [](rtir::BufferOp buffer) -> uint64_t {
+      const uint64_t elementBytes =
+          buffer.getByteSize() / std::max<int64_t>(
+                                     1, buffer.getTensorType().getNumElements());
+      return buffer.getViewOffsetAttr()
+                 ? uint64_t(buffer.getViewOffsetAttr().getInt()) * elementBytes
+                 : 0;
+    };
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       FlatSymbolRefAttr view = buffer.getViewAttr();
-      if (!view)
+      if (!view || buffer.getKind() == rtir::BufferKind::temporary)
         continue;
       auto base = module.lookupSymbol<rtir::BufferOp>(view);
       if (!base || !base.getOffsetAttr() ||
@@ -116,15 +131,20 @@ public:
             << view << ", which is no persistent buffer";
         return signalPassFailure();
       }
-      const uint64_t elementBytes =
-          buffer.getByteSize() / std::max<int64_t>(
-                                     1, buffer.getTensorType().getNumElements());
-      const uint64_t start =
-          buffer.getViewOffsetAttr()
-              ? uint64_t(buffer.getViewOffsetAttr().getInt()) * elementBytes
-              : 0;
       buffer.setOffsetAttr(b.getI64IntegerAttr(
-          int64_t(uint64_t(base.getOffsetAttr().getInt()) + start)));
+          int64_t(uint64_t(base.getOffsetAttr().getInt()) + viewStart(buffer))));
+    }
+    // The base each temporary view is planned as.
+    llvm::StringMap<rtir::BufferOp> viewBase;
+    for (auto &entry : temporaryViews) {
+      auto base = temporaries.lookup(entry.second.getViewAttr().getValue());
+      if (!base || !base.getBucket()) {
+        entry.second.emitOpError("is a view of ")
+            << entry.second.getViewAttr()
+            << ", which is no temporary bucket of a program";
+        return signalPassFailure();
+      }
+      viewBase[entry.first()] = base;
     }
 
     uint64_t peak = persistentEnd;
@@ -144,7 +164,10 @@ public:
              {std::pair(launch.getInputs(), &operands.inputs),
               std::pair(launch.getOutputs(), &operands.outputs)})
           for (Attribute ref : list) {
-            auto it = temporaries.find(rtir::bufferName(ref));
+            StringRef name = rtir::bufferName(ref);
+            if (rtir::BufferOp base = viewBase.lookup(name))
+              name = base.getSymName();
+            auto it = temporaries.find(name);
             if (it == temporaries.end()) {
               indices->push_back(-1);
               continue;
@@ -176,6 +199,14 @@ public:
         lifetimes[buffer].lastUse = std::max<int64_t>(position - 1, 0);
       if (inPlace)
         addInPlaceCandidates(launches, order, lifetimes);
+      // A bucket is written through its views, element by element of
+      // different kernels: it takes no other buffer's place, nor gives its.
+      for (auto [i, buffer] : llvm::enumerate(order))
+        if (buffer.getBucket())
+          lifetimes[i].inPlaceOf.clear();
+      for (auto [i, lifetime] : llvm::enumerate(lifetimes))
+        llvm::erase_if(lifetime.inPlaceOf,
+                       [&](size_t donor) { return order[donor].getBucket(); });
       MemoryPlan plan = planMemory(lifetimes, align);
       std::string why;
       if (!plan.verify(lifetimes, align, &why)) {
@@ -209,6 +240,11 @@ public:
     for (rtir::BufferOp buffer : kept)
       buffer.setOffsetAttr(b.getI64IntegerAttr(
           persistentEnd + uint64_t(buffer.getOffsetAttr().getInt())));
+    for (auto &entry : viewBase)
+      temporaryViews.lookup(entry.first())
+          .setOffsetAttr(b.getI64IntegerAttr(
+              entry.second.getOffsetAttr().getInt() +
+              int64_t(viewStart(temporaryViews.lookup(entry.first())))));
     peak = std::max(peak, persistentEnd + regionsPeak);
     module->setAttr("mlt_rt.arena_bytes", b.getI64IntegerAttr(peak));
   }

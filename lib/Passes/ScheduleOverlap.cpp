@@ -81,7 +81,8 @@ public:
       buffers[buffer.getSymName()] = buffer;
       lastBuffer = buffer;
     }
-    if (gradients && failed(scheduleReductions()))
+    if (gradients &&
+        (failed(scheduleReductions()) || failed(scheduleBodyReductions())))
       return failure();
     if (parameters && failed(scheduleGathers()))
       return failure();
@@ -89,6 +90,16 @@ public:
   }
 
 private:
+  /// The module's buffers by name, read again (a scheduling step may have
+  /// erased some with the programs it made uncalled).
+  void refreshBuffers() {
+    buffers.clear();
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+      buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+    }
+  }
+
   /// The gradient reductions under the last micro-batch's backward pass.
   LogicalResult scheduleReductions() {
     auto optimizer =
@@ -157,6 +168,75 @@ private:
     return success();
   }
 
+  /// ZeRO-2's reductions, with which the body of each micro-batch ends
+  /// (mlt-partition-optimizer): the in-place all-reduces of gradients over
+  /// other axes and each bucket's reduce-scatter move under the body's
+  /// backward pass, as the optimizer step's do under the last
+  /// micro-batch's; the accumulate of each reduce-scattered slice into the
+  /// rank's gradient slice stays at the body's end, on the compute stream,
+  /// waiting for its reduce-scatter's token.
+  LogicalResult scheduleBodyReductions() {
+    refreshBuffers();
+    for (rtir::ProgramOp program :
+         llvm::make_early_inc_range(module.getOps<rtir::ProgramOp>())) {
+      if (program.getSymName() == abi::kOptimizerStepProgram)
+        continue;
+      SmallVector<rtir::LaunchOp> launches(
+          program.getBody().getOps<rtir::LaunchOp>());
+      // The trailing run of plain reductions and accumulates of slices.
+      SmallVector<rtir::LaunchOp> reductions;
+      llvm::DenseMap<Operation *, SmallVector<rtir::LaunchOp>> followers;
+      size_t start = launches.size();
+      while (start > 0) {
+        rtir::LaunchOp launch = launches[start - 1];
+        if (!launch.isPlain())
+          break;
+        if (launch.getKernel() == "accumulate" && start >= 2 &&
+            launches[start - 2].getKernel() == "reduce_scatter_sum" &&
+            rtir::bufferName(launches[start - 2].getOutputs()[0]) ==
+                rtir::bufferName(launch.getInputs()[0])) {
+          start -= 2;
+          continue;
+        }
+        if (launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
+          break;
+        StringRef input = rtir::bufferName(launch.getInputs()[0]);
+        rtir::BufferOp buffer = buffers.lookup(input);
+        bool inPlace = launch.getKernel() == "all_reduce_sum" && buffer &&
+                       input == rtir::bufferName(launch.getOutputs()[0]) &&
+                       buffer.getView();
+        if (!inPlace)
+          break;
+        --start;
+      }
+      for (size_t i = start; i < launches.size(); ++i) {
+        rtir::LaunchOp launch = launches[i];
+        if (launch.getKernel() == "accumulate") {
+          followers[launches[i - 1]].push_back(launch);
+          continue;
+        }
+        rtir::BufferOp bucket =
+            buffers.lookup(rtir::bufferName(launch.getInputs()[0]));
+        if (launch.getKernel() == "reduce_scatter_sum" &&
+            !(bucket && bucket.getBucket()))
+          break; // not ZeRO-2's
+        reductions.push_back(launch);
+      }
+      if (llvm::none_of(reductions, [](rtir::LaunchOp launch) {
+            return launch.getKernel() == "reduce_scatter_sum";
+          }))
+        continue;
+      if (failed(schedule(program, reductions, followers)))
+        return failure();
+      for (rtir::LaunchOp reduction : reductions) {
+        for (rtir::LaunchOp follower : followers.lookup(reduction))
+          follower.erase();
+        reduction.erase();
+      }
+    }
+    return success();
+  }
+
   /// The all-gathers of updated parameter buckets, from the end of the
   /// optimizer step to the start of the next step's first micro-batch
   /// (the forward pass of micro-batch 0), each on the parameter stream,
@@ -168,11 +248,7 @@ private:
     if (!optimizer)
       return success();
     // The reductions' scheduling may have erased buffers with programs.
-    buffers.clear();
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymName()] = buffer;
-      lastBuffer = buffer;
-    }
+    refreshBuffers();
     // The trailing gathers: nothing after one touches its bucket or slice.
     SmallVector<rtir::LaunchOp> gathers;
     llvm::DenseSet<StringRef> touchedLater;
@@ -308,22 +384,47 @@ private:
       clone.setInputsAttr(rename(launch.getInputs()));
       clone.setOutputsAttr(rename(launch.getOutputs()));
     }
+    // A copied temporary that is a view (a gradient in its micro-batch's
+    // bucket) lies in the copy of its base.
+    SmallVector<std::pair<StringRef, FlatSymbolRefAttr>> copies(
+        llvm::map_range(renamed, [](auto &entry) {
+          return std::make_pair(entry.first(), entry.second);
+        }));
+    for (auto [original, fresh] : copies) {
+      rtir::BufferOp clone = buffers.lookup(fresh.getValue());
+      FlatSymbolRefAttr base = clone ? clone.getViewAttr() : nullptr;
+      if (!base)
+        continue;
+      ArrayAttr baseCopy = rename(b.getArrayAttr({base}));
+      clone.setViewAttr(cast<FlatSymbolRefAttr>(baseCopy[0]));
+    }
     return copy;
   }
 
   /// Puts a copy of each reduction into `program` after the last launch
   /// that touches its gradient, in the buckets of planGradientBuckets, on
   /// the gradient stream.
-  LogicalResult schedule(rtir::ProgramOp program,
-                         ArrayRef<rtir::LaunchOp> reductions) {
+  LogicalResult schedule(
+      rtir::ProgramOp program, ArrayRef<rtir::LaunchOp> reductions,
+      const llvm::DenseMap<Operation *, SmallVector<rtir::LaunchOp>>
+          &followers = {}) {
     SmallVector<rtir::LaunchOp> launches(
         program.getBody().getOps<rtir::LaunchOp>());
+    // The reductions and their followers, when they are the program's own
+    // (ZeRO-2's at its end), are what moves: they touch nothing before.
+    llvm::DenseSet<Operation *> moving;
+    for (rtir::LaunchOp reduction : reductions) {
+      moving.insert(reduction);
+      for (rtir::LaunchOp follower : followers.lookup(reduction))
+        moving.insert(follower);
+    }
     llvm::StringMap<int64_t> lastTouch;
     int64_t nextToken = 0;
     for (auto [position, launch] : llvm::enumerate(launches)) {
-      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
-        for (Attribute ref : list)
-          lastTouch[rtir::bufferName(ref)] = int64_t(position);
+      if (!moving.contains(launch))
+        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : list)
+            lastTouch[rtir::bufferName(ref)] = int64_t(position);
       if (std::optional<int64_t> token = launch.getToken())
         nextToken = std::max(nextToken, *token + 1);
     }
@@ -382,6 +483,21 @@ private:
         if (i == 0 && token)
           copy.setWaits({*token});
         insertAfter = copy;
+        // A reduction's followers (the accumulate of its slice) stay on
+        // the compute stream (kernels share its scratch memory), at the
+        // program's end, each waiting for its reduction's token.
+        SmallVector<rtir::LaunchOp> after = followers.lookup(reductions[member]);
+        if (after.empty())
+          continue;
+        if (!copy.getToken())
+          copy.setTokenAttr(b.getI64IntegerAttr(nextToken++));
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToEnd(&body);
+        for (auto [j, follower] : llvm::enumerate(after)) {
+          auto next = cast<rtir::LaunchOp>(b.clone(*follower));
+          if (j == 0)
+            next.setWaits({*copy.getToken()});
+        }
       }
     }
     return success();

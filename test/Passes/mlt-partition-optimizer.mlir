@@ -1,5 +1,7 @@
 // RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=1 bucket-bytes=1000" | FileCheck %s
 // RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=0" | FileCheck %s --check-prefix=ZERO0
+// RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=2 bucket-bytes=1000" | FileCheck %s --check-prefix=ZERO2
+// RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=2 bucket-bytes=1000" -mlt-schedule-overlap | FileCheck %s --check-prefix=OVERLAP2
 
 // Tests ZeRO-1 over dp = 3 on sizes that 3 does not divide. The gradients
 // become views of flat buckets in the order the backward pass finishes them
@@ -24,8 +26,8 @@
 // CHECK-NEXT: mlt_rt.buffer @param_bucket.0 parameter {bucket} : tensor<768xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<256xf32>
 // CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {decay, owns, shard = "dp", view = @param_bucket.0} : tensor<256xf32>
-// CHECK-NEXT: mlt_rt.buffer @exp_avg_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
-// CHECK-NEXT: mlt_rt.buffer @exp_avg_sq_shard.0 optimizer_state {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @exp_avg_shard.0 optimizer_state {layout = @param_bucket.0, owns, shard = "dp"} : tensor<256xf32>
+// CHECK-NEXT: mlt_rt.buffer @exp_avg_sq_shard.0 optimizer_state {layout = @param_bucket.0, owns, shard = "dp"} : tensor<256xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_bucket.1 gradient {bucket} : tensor<384xf32>
 // CHECK-NEXT: mlt_rt.buffer @param_bucket.1 parameter {bucket} : tensor<384xf32>
 // CHECK-NEXT: mlt_rt.buffer @grad_shard.1 gradient {owns, shard = "dp", view = @grad_bucket.1} : tensor<128xf32>
@@ -129,7 +131,7 @@ mlt_rt.step @step {
 // CHECK-NEXT: mlt_rt.buffer @param_copy_bucket.0 parameter_copy {bucket} : tensor<256xbf16>
 // CHECK-NEXT: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<128xf32>
 // CHECK-NEXT: mlt_rt.buffer @param_copy_shard.0 parameter_copy {shard = "dp", view = @param_copy_bucket.0} : tensor<128xbf16>
-// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {layout = @grad_bucket.0, owns, shard = "dp"} : tensor<128xf32>
+// CHECK-NEXT: mlt_rt.buffer @param_shard.0 parameter {layout = @param_copy_bucket.0, owns, shard = "dp"} : tensor<128xf32>
 // CHECK: mlt_rt.program @optimizer_step {
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
@@ -152,6 +154,64 @@ mlt_rt.step @step {
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0]
 // CHECK-NEXT: }
+// ZeRO-2 (the same mesh): the gradients are temporaries of the body, a view
+// of a temporary bucket each, whose padding the body zeroes before it
+// first touches the bucket; the body ends with the all-reduce over tp it
+// took from the optimizer step, then reduce-scatters each bucket into a
+// temporary slice and adds it into the rank's gradient slice (stored
+// apart, owning its ranges); the step zeroes those first. The optimizer
+// step reduces nothing.
+// ZERO2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>}
+
+// Then mlt-schedule-overlap moves the body's reductions under its backward
+// pass on stream 1 (the all-reduce of grad:n over tp after its last write,
+// each reduce-scatter signalling a token), and the accumulates stay on the
+// compute stream at the body's end, each waiting for its reduce-scatter;
+// the parameter all-gathers go to the body's start on stream 2.
+// OVERLAP2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>}
+// OVERLAP2: mlt_rt.program @micro_step_first {
+// OVERLAP2-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0] stream 2 token [[G:[0-9]+]]
+// OVERLAP2-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [128, 0] stream 2{{$}}
+// OVERLAP2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding]
+// OVERLAP2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:n"] ints [64]{{$}}
+// OVERLAP2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.1.padding]
+// OVERLAP2-NEXT: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"] ints [1, 8, 8, 8, 0, 0, 0] waits [[[G]]] token [[W:[0-9]+]]
+// OVERLAP2-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1] stream 1 waits [[[W]]]
+// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0] stream 1 token [[R0:[0-9]+]]
+// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_slice.1] ints [128, 0] stream 1 token [[R1:[0-9]+]]
+// OVERLAP2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128] waits [[[R0]]]
+// OVERLAP2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.1] -> [@grad_shard.1] ints [128] waits [[[R1]]]
+// OVERLAP2-NEXT: }
+// ZERO2-NEXT: mlt_rt.buffer @"grad:n" temporary {view = @grad_bucket.0, view_offset = 0 : i64} : tensor<64xf32>
+// ZERO2-NEXT: mlt_rt.buffer @"param_bf16:n" parameter_copy
+// ZERO2-NEXT: mlt_rt.buffer @"grad:w" temporary {view = @grad_bucket.1, view_offset = 0 : i64} : tensor<8x8xf32>
+// ZERO2: mlt_rt.buffer @grad_bucket.0 temporary {bucket} : tensor<256xf32>
+// ZERO2-NEXT: mlt_rt.buffer @param_copy_bucket.0 parameter_copy {bucket} : tensor<256xbf16>
+// ZERO2-NEXT: mlt_rt.buffer @grad_shard.0 gradient {layout = @param_copy_bucket.0, owns, shard = "dp"} : tensor<128xf32>
+// ZERO2-NEXT: mlt_rt.buffer @grad_slice.0 temporary : tensor<128xf32>
+// ZERO2: mlt_rt.buffer @grad_bucket.0.padding temporary {view = @grad_bucket.0, view_offset = 64 : i64} : tensor<192xf32>
+// ZERO2-NEXT: mlt_rt.buffer @grad_bucket.1.padding temporary {view = @grad_bucket.1, view_offset = 64 : i64} : tensor<192xf32>
+// ZERO2: mlt_rt.program @micro_step_first {
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [192] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:n"] ints [64]
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.1.padding] ints [192] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"]
+// ZERO2-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
+// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0]
+// ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128]
+// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_slice.1] ints [128, 0]
+// ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.1] -> [@grad_shard.1] ints [128]
+// ZERO2-NEXT: }
+// ZERO2-NEXT: mlt_rt.program @optimizer_step {
+// ZERO2-NOT: reduce_scatter_sum
+// ZERO2: mlt_rt.program @zero_gradients {
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_shard.0] ints [128] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_shard.1] ints [128] floats [0.000000e+00]
+// ZERO2-NEXT: }
+// ZERO2: mlt_rt.step @step {
+// ZERO2-NEXT: mlt_rt.call @zero_gradients
+// ZERO2-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+// ZERO2-NEXT: mlt_rt.call @optimizer_step
 module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
 mlt_rt.buffer @"param:n" parameter {parameter = "n"} : tensor<64xf32>
 mlt_rt.buffer @"grad:n" gradient {parameter = "n"} : tensor<64xf32>

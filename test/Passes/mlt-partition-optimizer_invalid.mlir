@@ -1,8 +1,8 @@
 // RUN: mlt-opt %s -split-input-file -verify-diagnostics -mlt-partition-optimizer="zero=1"
-// RUN: not mlt-opt %s -mlt-partition-optimizer="zero=2" 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not mlt-opt %s -mlt-partition-optimizer="zero=3" 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not mlt-opt %s -mlt-partition-optimizer="zero=1 bucket-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BYTES
 
-// STAGE: mlt-partition-optimizer: zero must be 0 or 1, got 2
+// STAGE: mlt-partition-optimizer: zero must be 0, 1 or 2, got 3
 // BYTES: mlt-partition-optimizer: bucket-bytes must be non-negative, got -1
 
 // Tests that a module without data-parallel ranks is refused.

@@ -118,14 +118,19 @@ so with a plan file --tp and --dp must match its mesh):
   --grad-bucket-mb N         gradients per all-reduce with overlap: a bucket
                              closes at N MiB or more (default 32; 0: one
                              all-reduce per gradient); when compiling only
-  --zero 0|1                 the optimizer state per data-parallel rank:
+  --zero 0|1|2               the optimizer state per data-parallel rank:
                              0 (default) every rank keeps all of it; 1
                              (ZeRO-1, Megatron's distributed optimizer)
                              gradients and parameters in flat buckets
                              (--grad-bucket-mb), each rank keeps the AdamW
                              moments and f32 master weights of its 1/dp
                              slice of each, gradients reduce-scattered and
-                             parameters all-gathered; needs --dp 2 or more
+                             parameters all-gathered; 2 (ZeRO-2, as
+                             Megatron-LLaMA's overlapped distributed
+                             optimizer) also the gradients: each
+                             micro-batch's are reduce-scattered into the
+                             rank's slice as its backward pass finishes
+                             them; needs --dp 2 or more
   --overlap-param-gather on|off
                              with --zero 1: on (default) each bucket of
                              updated parameters is all-gathered under the
@@ -330,9 +335,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
        }},
       {"--zero",
        [&o](const std::string &flag, const std::string &v) {
-         if (v != "0" && v != "1")
-           return errorf(flag, ": expected 0 or 1, got '", v, "'");
-         o.zero = v == "1";
+         if (v != "0" && v != "1" && v != "2")
+           return errorf(flag, ": expected 0, 1 or 2, got '", v, "'");
+         o.zero = v[0] - '0';
          return Status::ok();
        }},
       {"--grad-bucket-mb",
@@ -678,11 +683,15 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
                     ")");
   if (o.zero) {
     // A plan with a partitioned optimizer holds ranges of parameters in
-    // flat slices (segments).
+    // flat slices (segments); with ZeRO-2 its gradient slices are stored
+    // apart (with ZeRO-1 they are views of whole gradient buckets).
     int64_t zero = 0;
     for (const BufferDesc &buffer : plan.ranks.front().buffers)
       if (!buffer.segments.empty())
-        zero = 1;
+        zero = std::max<int64_t>(
+            zero, buffer.kind == BufferKind::Gradient && buffer.viewOf < 0
+                      ? 2
+                      : 1);
     if (*o.zero != zero)
       return errorf("--zero ", *o.zero, ": the plan was compiled with --zero ",
                     zero, zero ? " (its optimizer state partitioned over dp)"

@@ -529,7 +529,7 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
 }
 
 def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> {
-  let summary = "partitions the optimizer state over the data-parallel ranks (ZeRO-1)";
+  let summary = "partitions the optimizer state (ZeRO-1) and the gradients (ZeRO-2) over the data-parallel ranks";
   let description = [{
     With `zero=1`, each data-parallel rank keeps the AdamW state (moments,
     and the f32 master weights of a bf16 plan) of a 1/dp slice of the
@@ -558,9 +558,22 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
       and all-gathers each updated parameter bucket;
       `refresh_parameter_copies` casts the master slices and all-gathers.
 
+    With `zero=2` the gradients are partitioned too (Megatron-LLaMA's
+    overlapped distributed optimizer): each gradient is a view of a
+    temporary bucket of the body that computes a micro-batch's gradients
+    (every micro-batch's call runs the body that writes them, rather than
+    the one that adds them up); the body zeroes each bucket's padding before
+    it first touches the bucket, and ends by reduce-scattering each bucket
+    into a temporary slice that it adds into the rank's gradient slice (a
+    persistent buffer of its own, owning its ranges), after the reductions
+    over other axes (sequence-parallel norm weights over tp) that the
+    optimizer step had; the step starts by zeroing the gradient slices
+    (`zero_gradients`), and its optimizer step reduces nothing.
+
     Persistent state per parameter, bf16: 2 (copy) + 4 (gradient) + 12/dp
-    bytes (master, moments) instead of 18; f32: 8 + 8/dp instead of 16.
-    `zero=0` leaves the module unchanged. Runs after mlt-schedule-pipeline
+    bytes (master, moments) at zero=1, 2 + 16/dp at zero=2, instead of 18;
+    f32: 8 + 8/dp and 4 + 12/dp instead of 16. `zero=0` leaves the module
+    unchanged. Runs after mlt-schedule-pipeline
     (the readiness order comes from the step's last micro-batch) and before
     mlt-schedule-overlap.
 
@@ -577,8 +590,8 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
   }];
   let options = [
     Option<"zero", "zero", "int64_t", "0",
-           "the ZeRO stage: 0 (every rank keeps the whole optimizer state) "
-           "or 1 (optimizer state partitioned over dp)">,
+           "the ZeRO stage: 0 (every rank keeps the whole optimizer state), "
+           "1 (optimizer state partitioned over dp) or 2 (gradients too)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "33554432",
            "close a flat bucket once it holds this many bytes of gradients">
   ];
@@ -608,6 +621,14 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
       last-ready gradient's last launch signals, the others follow on the
       stream;
     - the optimizer step no longer reduces them.
+
+    With ZeRO-2, the reductions with which each micro-batch's body ends
+    (the in-place all-reduces of gradient views over other axes, the
+    reduce-scatters of its gradient buckets) move under that body's backward
+    pass on stream 1 likewise, each reduce-scatter signalling a token; the
+    accumulate of its slice into the rank's gradient slice stays at the
+    body's end on the compute stream (the CUDA backend runs kernels other
+    than collectives on stream 0 only), waiting for that token.
 
     With a partitioned optimizer (mlt-partition-optimizer), the all-gathers
     of updated parameter buckets with which `@optimizer_step` ends move to

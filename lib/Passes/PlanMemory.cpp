@@ -53,8 +53,12 @@ struct Region {
 ///    base's start for a rank's slice, which the plan export moves to each
 ///    rank's place);
 /// 2. per program, each temporary's lifetime: the first to the last launch
-///    that names it, or to the program's end if a launch on a stream other
-///    than 0 names it (it may run until the streams join there);
+///    that names it, and if a launch on a stream other than 0 names it, to
+///    the first compute-stream launch that waits for a token that stream
+///    signals at or after it (when temporaries meet one side stream only),
+///    else to the program's end, where the streams join; and from right
+///    after the last compute-stream launch that its stream has waited for
+///    (the launches between may run beside it);
 /// 3. with `in-place`, for each launch, the temporaries it writes first
 ///    there get as candidates the temporaries it reads for the last time
 ///    there, where the kernel may write that output over that input
@@ -155,9 +159,26 @@ public:
       DenseMap<Operation *, size_t> index;
       std::vector<BufferLifetime> lifetimes;
       std::vector<LaunchOperands> launches;
-      llvm::SmallSetVector<size_t, 8> sideStreamBuffers;
+      // Each use of a temporary on a stream other than 0: the buffer, the
+      // launch's position and its stream.
+      SmallVector<std::tuple<size_t, int64_t, int64_t>> sideStreamUses;
+      // Per side stream, the latest compute-stream launch it has waited for
+      // so far: what comes after that there may run beside it.
+      DenseMap<int64_t, int64_t> waitedFor;
+      DenseMap<size_t, int64_t> sideStreamFrom;
+      // The position and stream of the launch that signals each token, and
+      // each compute-stream launch's waits.
+      DenseMap<int64_t, std::pair<int64_t, int64_t>> signals;
+      SmallVector<std::pair<int64_t, SmallVector<int64_t>>> computeWaits;
       int64_t position = 0;
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
+        if (int64_t stream = launch.getStreamIndex(); stream != 0) {
+          auto [floor, fresh] = waitedFor.try_emplace(stream, -1);
+          for (int64_t token : launch.getWaits())
+            if (auto it = signals.find(token);
+                it != signals.end() && it->second.second == 0)
+              floor->second = std::max(floor->second, it->second.first);
+        }
         LaunchOperands &operands = launches.emplace_back();
         operands.launch = launch;
         for (auto [list, indices] :
@@ -188,15 +209,53 @@ public:
             }
             lifetimes[entry->second].lastUse = position;
             indices->push_back(int64_t(entry->second));
-            if (launch.getStreamIndex() != 0)
-              sideStreamBuffers.insert(entry->second);
+            if (launch.getStreamIndex() != 0) {
+              sideStreamUses.push_back(
+                  {entry->second, position, launch.getStreamIndex()});
+              // It may start right after the last compute-stream launch
+              // its stream waited for: it lives from there.
+              int64_t from = waitedFor.lookup(launch.getStreamIndex()) + 1;
+              auto [it, fresh] = sideStreamFrom.try_emplace(entry->second, from);
+              it->second = std::min(it->second, from);
+            }
           }
+        if (std::optional<int64_t> token = launch.getToken())
+          signals[*token] = {position, launch.getStreamIndex()};
+        if (launch.getStreamIndex() == 0 && !launch.getWaits().empty())
+          computeWaits.push_back(
+              {position, SmallVector<int64_t>(launch.getWaits())});
         ++position;
       }
-      // A launch on another stream may run until the program's end, where
-      // the streams join: what it touches lives until then.
-      for (size_t buffer : sideStreamBuffers)
-        lifetimes[buffer].lastUse = std::max<int64_t>(position - 1, 0);
+      // A launch on another stream may run until the compute stream waits
+      // for it: until the first compute-stream launch that waits for a
+      // token its stream signals at or after it (its join), or else the
+      // program's end, where the streams join. The join frees the buffer
+      // only when every launch that could reuse its bytes is ordered after
+      // it: those of the compute stream after the join, and of the same
+      // stream; so only when temporaries meet one stream besides 0.
+      llvm::SmallSetVector<int64_t, 2> sideStreams;
+      for (auto [buffer, at, stream] : sideStreamUses)
+        sideStreams.insert(stream);
+      for (auto [buffer, at, stream] : sideStreamUses) {
+        int64_t until = std::max<int64_t>(position - 1, 0);
+        if (sideStreams.size() == 1)
+          for (auto &[waiter, waits] : computeWaits) {
+            if (waiter <= at)
+              continue;
+            bool joins = llvm::any_of(waits, [&](int64_t token) {
+              auto it = signals.find(token);
+              return it != signals.end() && it->second.second == stream &&
+                     it->second.first >= at;
+            });
+            if (joins) {
+              until = waiter;
+              break;
+            }
+          }
+        lifetimes[buffer].lastUse = std::max(lifetimes[buffer].lastUse, until);
+      }
+      for (auto [buffer, from] : sideStreamFrom)
+        lifetimes[buffer].firstUse = std::min(lifetimes[buffer].firstUse, from);
       if (inPlace)
         addInPlaceCandidates(launches, order, lifetimes);
       // A bucket is written through its views, element by element of

@@ -460,6 +460,9 @@ private:
     const int64_t stream = abi::kGradientReduceStream;
     Block &body = program.getBody().front();
     Operation *previousAnchor = nullptr, *insertAfter = nullptr;
+    SmallVector<PendingFollower> pendingFollowers;
+    llvm::DenseSet<Operation *> followerOps;
+    size_t index = 0;
     for (const GradientBucket &bucket : plan.buckets) {
       rtir::LaunchOp anchor =
           bucket.anchor >= 0 ? launches[bucket.anchor] : nullptr;
@@ -483,25 +486,52 @@ private:
         if (i == 0 && token)
           copy.setWaits({*token});
         insertAfter = copy;
-        // A reduction's followers (the accumulate of its slice) stay on
-        // the compute stream (kernels share its scratch memory), at the
-        // program's end, each waiting for its reduction's token.
-        SmallVector<rtir::LaunchOp> after = followers.lookup(reductions[member]);
-        if (after.empty())
+        if (followers.lookup(reductions[member]).empty())
           continue;
         if (!copy.getToken())
           copy.setTokenAttr(b.getI64IntegerAttr(nextToken++));
-        OpBuilder::InsertionGuard guard(b);
+        pendingFollowers.push_back({index, copy, reductions[member]});
+      }
+      ++index;
+    }
+    // A reduction's followers (the accumulate of its slice) stay on the
+    // compute stream (kernels share its scratch memory), waiting for its
+    // token: after the anchor of the bucket kFollowerLag buckets later (by
+    // when the reduction has long finished, so the wait costs nothing and
+    // what the reduction read is free from there), else at the end.
+    for (auto [bucket, reduction, original] : pendingFollowers) {
+      // The anchor kFollowerLag buckets on, or the first after it that is
+      // later than this bucket's (its reductions follow this one's anchor).
+      rtir::LaunchOp anchor;
+      for (size_t later = bucket + kFollowerLag;
+           later < plan.buckets.size() && !anchor; ++later)
+        if (plan.buckets[later].anchor > plan.buckets[bucket].anchor)
+          anchor = launches[plan.buckets[later].anchor];
+      if (anchor)
+        b.setInsertionPointAfter(anchor);
+      else
         b.setInsertionPointToEnd(&body);
-        for (auto [j, follower] : llvm::enumerate(after)) {
-          auto next = cast<rtir::LaunchOp>(b.clone(*follower));
-          if (j == 0)
-            next.setWaits({*copy.getToken()});
-        }
+      // After the followers placed there already.
+      Operation *at = anchor ? anchor.getOperation() : nullptr;
+      while (at && at->getNextNode() && followerOps.contains(at->getNextNode()))
+        at = at->getNextNode();
+      if (at)
+        b.setInsertionPointAfter(at);
+      for (auto [j, follower] : llvm::enumerate(followers.lookup(original))) {
+        auto next = cast<rtir::LaunchOp>(b.clone(*follower));
+        followerOps.insert(next);
+        if (j == 0)
+          next.setWaits({*reduction.getToken()});
       }
     }
     return success();
   }
+  struct PendingFollower {
+    size_t bucket;
+    rtir::LaunchOp reduction, original;
+  };
+  /// Buckets between a reduction and its followers.
+  static constexpr size_t kFollowerLag = 2;
 
   ModuleOp module;
   OpBuilder b;

@@ -62,6 +62,8 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan dp2-mb2-z1 --microbatches 2 --dp 2 --zero 1
   compile_plan dp2-z1-after --microbatches 1 --dp 2 --zero 1 \
     --overlap-grad-reduce off --overlap-param-gather off
+  compile_plan dp2-z2 --microbatches 1 --dp 2 --zero 2
+  compile_plan dp2-mb2-z2 --microbatches 2 --dp 2 --zero 2
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -75,12 +77,18 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2-z1-after --batch 8 --dp 2 --zero 1 \
     --overlap-grad-reduce off --overlap-param-gather off
   tinyllama tl-b8-dp2-z1-noparam --batch 8 --dp 2 --zero 1 --overlap-param-gather off
+  tinyllama tl-b8-dp2-z2 --batch 8 --dp 2 --zero 2
+  # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
+  # of 1 x 2048 per GPU.
+  "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
+    --device cuda --batch 2 --dp 2 --zero 2 --emit-plan "$dir"/plans/l7-b2-dp2-z2.mltplan
+  cp "$root"/../shared/bench/torch_dist_bench.py "$dir"/tools/
   finish_pack "$root" "$dir" "$0"
   exit 0
 fi
 
-[[ "${1:-}" == run || "${1:-}" == bench ]] ||
-  { echo "usage: $0 pack [DIR] | run | bench [STEPS]" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == bench7b ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | bench7b [STEPS]" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -91,12 +99,27 @@ if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
   mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
 fi
+if [[ "$1" == bench7b ]]; then
+  # LLaMA-2-7B, 1 x 2048 per GPU: mlt with ZeRO-2 beside PyTorch FSDP2 (the
+  # torchtitan way), one call.
+  steps=${2:-10}
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/l7-b2-dp2-z2.mltplan \
+    --ref tools/hf_llama_bench.py --config llama-7b --modes '' --steps "$steps" \
+    --out "$out" 2>&1 | tee "$out"/bench7b.txt
+  for flags in "" "--compile"; do
+    echo "== PyTorch FSDP2 $flags"
+    timeout 300 torchrun --nproc-per-node 2 tools/torch_dist_bench.py --wrap fsdp \
+      --config llama-7b --seq 2048 --mb 1 --steps "$steps" $flags 2>&1 | tail -2
+  done
+  exit 0
+fi
 if [[ "$1" == bench ]]; then
   steps=${2:-10}
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-b4.mltplan \
     --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-after.mltplan \
     --plan plans/tl-b4-tp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
-    --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
+    --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan \
+    --plan plans/tl-b8-dp2-z2.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
     --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
   echo "== dp=2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
   mkdir -p "$out"/graphs
@@ -143,7 +166,7 @@ cmp <(cut -d, -f1-3 "$out"/one.jsonl) <(cut -d, -f1-3 "$out"/one-np1.jsonl) \
   && echo "ok: mpirun -np 1 gives the 1-GPU losses bit for bit" || fail "mpirun -np 1 differs"
 
 if (( gpus >= 2 )); then
-  for plan in dp2 dp2-after tp2 tp2sp dp2-mb2 dp2-mb2-after dp2-z1 dp2-mb2-z1 dp2-z1-after; do
+  for plan in dp2 dp2-after tp2 tp2sp dp2-mb2 dp2-mb2-after dp2-z1 dp2-mb2-z1 dp2-z1-after dp2-z2 dp2-mb2-z2; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     train $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     same $plan

@@ -90,6 +90,17 @@ public:
   }
 
 private:
+  /// The module's one mlt_rt.step.
+  FailureOr<rtir::StepOp> theStep() {
+    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
+    if (steps.size() != 1)
+      return module.emitError("mlt-schedule-overlap: expected one "
+                              "mlt_rt.step (run mlt-schedule-pipeline "
+                              "first), found ")
+             << steps.size();
+    return steps.front();
+  }
+
   /// The module's buffers by name, read again (a scheduling step may have
   /// erased some with the programs it made uncalled).
   void refreshBuffers() {
@@ -113,14 +124,11 @@ private:
         return module.emitError("mlt-schedule-overlap: the module has @")
                << name << " already";
     // The step's call of its last micro-batch (the last call with one).
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    if (steps.size() != 1)
-      return module.emitError("mlt-schedule-overlap: expected one "
-                              "mlt_rt.step (run mlt-schedule-pipeline "
-                              "first), found ")
-             << steps.size();
+    FailureOr<rtir::StepOp> step = theStep();
+    if (failed(step))
+      return failure();
     rtir::CallOp last;
-    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+    for (auto call : step->getBody().getOps<rtir::CallOp>())
       if (call.getMicrobatchAttr())
         last = call;
     if (!last)
@@ -265,20 +273,17 @@ private:
     }
     if (gathers.empty())
       return success();
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    if (steps.size() != 1)
-      return module.emitError("mlt-schedule-overlap: expected one "
-                              "mlt_rt.step (run mlt-schedule-pipeline "
-                              "first), found ")
-             << steps.size();
+    FailureOr<rtir::StepOp> step = theStep();
+    if (failed(step))
+      return failure();
     rtir::CallOp first;
     unsigned calls = 0;
-    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+    for (auto call : step->getBody().getOps<rtir::CallOp>())
       if (call.getMicrobatchAttr() && !first)
         first = call;
     if (!first)
       return success();
-    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+    for (auto call : step->getBody().getOps<rtir::CallOp>())
       calls += call.getProgram() == first.getProgram();
     auto body = module.lookupSymbol<rtir::ProgramOp>(first.getProgramAttr());
     // A body that other calls run too gets a copy of its own.

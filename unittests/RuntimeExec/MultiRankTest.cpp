@@ -1037,12 +1037,7 @@ class MultiRankTrainingTest : public ScratchDirTest {
 protected:
   void SetUp() override {
     ScratchDirTest::SetUp();
-    std::vector<uint16_t> tokens(800);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      tokens[i] = uint16_t(i % 16);
-    for (size_t i = 0; i < tokens.size(); i += 37)
-      tokens[i] = uint16_t((i * 7) % 16);
-    writeTokenFile(path("tokens.u16"), tokens);
+    writeLearnableTokens(path("tokens.u16"));
     backend_ = createCpuBackend();
   }
 

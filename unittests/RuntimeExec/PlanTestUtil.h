@@ -37,6 +37,18 @@ inline void writeTokenFile(const std::string &path,
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 
+/// Writes the training tests' token file: token i is i % 16 with a few
+/// irregularities, so the next token is mostly a function of the current
+/// one, which the tiny model can learn.
+inline void writeLearnableTokens(const std::string &path) {
+  std::vector<uint16_t> tokens(800);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = uint16_t(i % 16);
+  for (size_t i = 0; i < tokens.size(); i += 37)
+    tokens[i] = uint16_t((i * 7) % 16);
+  writeTokenFile(path, tokens);
+}
+
 /// Normwise relative difference max|a - b| / max|b| (0 when both are 0).
 template <typename A, typename B>
 double relDiff(const std::vector<A> &a, const std::vector<B> &b) {

@@ -149,14 +149,7 @@ class TrainerTest : public ScratchDirTest {
 protected:
   void SetUp() override {
     ScratchDirTest::SetUp();
-    // Token i is i % 16 with a few irregularities: the next token is mostly
-    // a function of the current one, which the tiny model can learn.
-    std::vector<uint16_t> tokens(800);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      tokens[i] = uint16_t(i % 16);
-    for (size_t i = 0; i < tokens.size(); i += 37)
-      tokens[i] = uint16_t((i * 7) % 16);
-    writeTokenFile(path("tokens.u16"), tokens);
+    writeLearnableTokens(path("tokens.u16"));
     backend_ = createCpuBackend();
   }
 

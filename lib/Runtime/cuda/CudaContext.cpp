@@ -204,8 +204,14 @@ Status CudaDeviceContext::beginProgram(const ProgramDesc &program) {
     if (!used[index])
       continue;
     if (!planStreams_[index]) {
-      MLT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(
-          &planStreams_[index], cudaStreamNonBlocking));
+      // The highest priority: the collectives there need few SMs, but when
+      // the compute stream's kernels hold them all a collective would wait
+      // for them to drain, which serializes the overlap the plan asks for.
+      int least = 0, greatest = 0;
+      MLT_CUDA_RETURN_IF_ERROR(
+          cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      MLT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(
+          &planStreams_[index], cudaStreamNonBlocking, greatest));
       MLT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
           &joinEvents_[index], cudaEventDisableTiming));
     }

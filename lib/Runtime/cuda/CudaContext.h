@@ -21,7 +21,10 @@
 //   them back at its end (endProgram), and its tokens are events, recorded
 //   after the signalling launch and waited for before each waiting one. Only
 //   collectives run there (kernels share the context's scratch memory and
-//   cuBLASLt workspace, which are ordered by the compute stream alone);
+//   cuBLASLt workspace, which are ordered by the compute stream alone), on
+//   streams of the highest priority, so that their few thread blocks are
+//   scheduled as soon as SMs free up rather than after the compute stream's
+//   queued kernels;
 // - with a CUDA communicator (one process per GPU, NcclCommunicator.h), the
 //   collectives' stream and events (Collectives.h): stream-0 collectives run
 //   on a communication stream ordered against the compute stream by events,

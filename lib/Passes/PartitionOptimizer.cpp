@@ -483,7 +483,9 @@ private:
   /// gradients (rather than adding them up), which ends by reducing them
   /// (the reductions over other axes the optimizer step had, then each
   /// bucket reduce-scattered into a temporary slice and added into the
-  /// rank's gradient slice); the step starts by zeroing the slices.
+  /// rank's gradient slice); the step starts by zeroing the slices. In a
+  /// step of one micro-batch the reduce-scatters write the gradient slices
+  /// themselves.
   LogicalResult reduceEveryMicroBatch() {
     SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
     rtir::StepOp step = steps.front();
@@ -511,6 +513,12 @@ private:
     if (!writer)
       return step.emitOpError("mlt-partition-optimizer: zero=2 found no "
                               "call of a body that writes the gradients");
+    // A step of one micro-batch reduce-scatters straight into the gradient
+    // slices: nothing to add to, nothing to zero.
+    unsigned writes = 0;
+    for (auto call : step.getBody().getOps<rtir::CallOp>())
+      writes += call.getProgram() == writer.getSymName();
+    const bool once = writes == 1;
     // Each bucket's padding is zeroed before the body first touches the
     // bucket: a temporary's bytes hold other values outside its lifetime,
     // and the reduce-scatter sums the padding into the slices (whose sums
@@ -564,12 +572,22 @@ private:
     }
     for (Bucket &bucket : flatBuckets) {
       const int64_t n = bucket.gradShard.getTensorType().getNumElements();
-      rtir::LaunchOp::create(b, writer.getLoc(), "reduce_scatter_sum",
-                             {ref(bucket.gradBucket)}, {ref(bucket.gradSlice)},
-                             {n, dataAxis});
-      rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
-                             {ref(bucket.gradSlice)}, {ref(bucket.gradShard)},
-                             {n});
+      rtir::LaunchOp::create(
+          b, writer.getLoc(), "reduce_scatter_sum", {ref(bucket.gradBucket)},
+          {ref(once ? bucket.gradShard : bucket.gradSlice)}, {n, dataAxis});
+      if (!once)
+        rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
+                               {ref(bucket.gradSlice)},
+                               {ref(bucket.gradShard)}, {n});
+    }
+    kept.clear();
+    if (once) {
+      for (auto call : llvm::make_early_inc_range(
+               step.getBody().getOps<rtir::CallOp>()))
+        if (call.getProgram() == abi::kZeroGradientsProgram)
+          call.erase();
+      eraseUncalledPrograms(module);
+      return success();
     }
     // The step zeroes the gradient slices first.
     auto zero =
@@ -597,7 +615,6 @@ private:
                            IntegerAttr(), IntegerAttr(),
                            b.getDenseI64ArrayAttr({}));
     }
-    kept.clear();
     eraseUncalledPrograms(module);
     return success();
   }

@@ -213,7 +213,9 @@ private:
         bool inPlace = launch.getKernel() == "all_reduce_sum" && buffer &&
                        input == rtir::bufferName(launch.getOutputs()[0]) &&
                        buffer.getView();
-        if (!inPlace)
+        bool scatter = launch.getKernel() == "reduce_scatter_sum" && buffer &&
+                       buffer.getBucket();
+        if (!inPlace && !scatter)
           break;
         --start;
       }
@@ -491,7 +493,13 @@ private:
         if (i == 0 && token)
           copy.setWaits({*token});
         insertAfter = copy;
-        if (followers.lookup(reductions[member]).empty())
+        // What a reduction of a temporary (ZeRO-2's bucket of a
+        // micro-batch's gradients) reads is free once the compute stream
+        // has waited for it; and its followers run on the compute stream.
+        rtir::BufferOp input =
+            buffers.lookup(rtir::bufferName(copy.getInputs()[0]));
+        bool joins = input && input.getKind() == rtir::BufferKind::temporary;
+        if (followers.lookup(reductions[member]).empty() && !joins)
           continue;
         if (!copy.getToken())
           copy.setTokenAttr(b.getI64IntegerAttr(nextToken++));
@@ -503,7 +511,9 @@ private:
     // compute stream (kernels share its scratch memory), waiting for its
     // token: after the anchor of the bucket kFollowerLag buckets later (by
     // when the reduction has long finished, so the wait costs nothing and
-    // what the reduction read is free from there), else at the end.
+    // what the reduction read is free from there), else at the end. A
+    // reduction of a temporary without followers is waited for by that
+    // anchor itself.
     for (auto [bucket, reduction, original] : pendingFollowers) {
       // The anchor kFollowerLag buckets on, or the first after it that is
       // later than this bucket's (its reductions follow this one's anchor).
@@ -512,6 +522,16 @@ private:
            later < plan.buckets.size() && !anchor; ++later)
         if (plan.buckets[later].anchor > plan.buckets[bucket].anchor)
           anchor = launches[plan.buckets[later].anchor];
+      SmallVector<rtir::LaunchOp> after = followers.lookup(original);
+      if (after.empty()) {
+        // Joined by the later anchor itself (none: the program's end).
+        if (anchor) {
+          SmallVector<int64_t> waits(anchor.getWaits());
+          waits.push_back(*reduction.getToken());
+          anchor.setWaits(waits);
+        }
+        continue;
+      }
       if (anchor)
         b.setInsertionPointAfter(anchor);
       else
@@ -522,7 +542,7 @@ private:
         at = at->getNextNode();
       if (at)
         b.setInsertionPointAfter(at);
-      for (auto [j, follower] : llvm::enumerate(followers.lookup(original))) {
+      for (auto [j, follower] : llvm::enumerate(after)) {
         auto next = cast<rtir::LaunchOp>(b.clone(*follower));
         followerOps.insert(next);
         if (j == 0)

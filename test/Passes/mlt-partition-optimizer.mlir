@@ -154,20 +154,40 @@ mlt_rt.step @step {
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0]
 // CHECK-NEXT: }
-// ZeRO-2 (the same mesh): the gradients are temporaries of the body, a view
-// of a temporary bucket each, whose padding the body zeroes before it
-// first touches the bucket; the body ends with the all-reduce over tp it
-// took from the optimizer step, then reduce-scatters each bucket into a
-// temporary slice and adds it into the rank's gradient slice (stored
-// apart, owning its ranges); the step zeroes those first. The optimizer
-// step reduces nothing.
+// ZeRO-2 (the same mesh; one micro-batch): the gradients are temporaries of
+// the body, a view of a temporary bucket each, whose padding the body zeroes
+// before it first touches the bucket; the body ends with the all-reduce over
+// tp it took from the optimizer step, then reduce-scatters each bucket
+// straight into the rank's gradient slice (a buffer of its own, owning its
+// ranges). The optimizer step reduces nothing.
 // ZERO2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>}
+// ZERO2-NEXT: mlt_rt.buffer @"grad:n" temporary {view = @grad_bucket.0, view_offset = 0 : i64} : tensor<64xf32>
+// ZERO2-NEXT: mlt_rt.buffer @"param_bf16:n" parameter_copy
+// ZERO2-NEXT: mlt_rt.buffer @"grad:w" temporary {view = @grad_bucket.1, view_offset = 0 : i64} : tensor<8x8xf32>
+// ZERO2: mlt_rt.buffer @grad_bucket.0 temporary {bucket} : tensor<256xf32>
+// ZERO2-NEXT: mlt_rt.buffer @param_copy_bucket.0 parameter_copy {bucket} : tensor<256xbf16>
+// ZERO2-NEXT: mlt_rt.buffer @grad_shard.0 gradient {layout = @param_copy_bucket.0, owns, shard = "dp"} : tensor<128xf32>
+// ZERO2-NOT: grad_slice
+// ZERO2: mlt_rt.buffer @grad_bucket.0.padding temporary {view = @grad_bucket.0, view_offset = 64 : i64} : tensor<192xf32>
+// ZERO2-NEXT: mlt_rt.buffer @grad_bucket.1.padding temporary {view = @grad_bucket.1, view_offset = 64 : i64} : tensor<192xf32>
+// ZERO2: mlt_rt.program @micro_step_first {
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [192] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:n"] ints [64]
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.1.padding] ints [192] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"]
+// ZERO2-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
+// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
+// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
+// ZERO2-NEXT: }
+// ZERO2-NEXT: mlt_rt.program @optimizer_step {
+// ZERO2-NOT: reduce_scatter_sum
+// ZERO2: mlt_rt.step @step {
+// ZERO2-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+// ZERO2-NEXT: mlt_rt.call @optimizer_step
 
 // Then mlt-schedule-overlap moves the body's reductions under its backward
-// pass on stream 1 (the all-reduce of grad:n over tp after its last write,
-// each reduce-scatter signalling a token), and the accumulates stay on the
-// compute stream at the body's end, each waiting for its reduce-scatter;
-// the parameter all-gathers go to the body's start on stream 2.
+// pass on stream 1 (the all-reduce of grad:n over tp after its last write),
+// and the parameter all-gathers to the body's start on stream 2.
 // OVERLAP2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>}
 // OVERLAP2: mlt_rt.program @micro_step_first {
 // OVERLAP2-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [128, 0] stream 2 token [[G:[0-9]+]]
@@ -177,41 +197,9 @@ mlt_rt.step @step {
 // OVERLAP2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.1.padding]
 // OVERLAP2-NEXT: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"] ints [1, 8, 8, 8, 0, 0, 0] waits [[[G]]] token [[W:[0-9]+]]
 // OVERLAP2-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1] stream 1 waits [[[W]]]
-// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0] stream 1 token [[R0:[0-9]+]]
-// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_slice.1] ints [128, 0] stream 1 token [[R1:[0-9]+]]
-// OVERLAP2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128] waits [[[R0]]]
-// OVERLAP2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.1] -> [@grad_shard.1] ints [128] waits [[[R1]]]
+// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0] stream 1
+// OVERLAP2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0] stream 1
 // OVERLAP2-NEXT: }
-// ZERO2-NEXT: mlt_rt.buffer @"grad:n" temporary {view = @grad_bucket.0, view_offset = 0 : i64} : tensor<64xf32>
-// ZERO2-NEXT: mlt_rt.buffer @"param_bf16:n" parameter_copy
-// ZERO2-NEXT: mlt_rt.buffer @"grad:w" temporary {view = @grad_bucket.1, view_offset = 0 : i64} : tensor<8x8xf32>
-// ZERO2: mlt_rt.buffer @grad_bucket.0 temporary {bucket} : tensor<256xf32>
-// ZERO2-NEXT: mlt_rt.buffer @param_copy_bucket.0 parameter_copy {bucket} : tensor<256xbf16>
-// ZERO2-NEXT: mlt_rt.buffer @grad_shard.0 gradient {layout = @param_copy_bucket.0, owns, shard = "dp"} : tensor<128xf32>
-// ZERO2-NEXT: mlt_rt.buffer @grad_slice.0 temporary : tensor<128xf32>
-// ZERO2: mlt_rt.buffer @grad_bucket.0.padding temporary {view = @grad_bucket.0, view_offset = 64 : i64} : tensor<192xf32>
-// ZERO2-NEXT: mlt_rt.buffer @grad_bucket.1.padding temporary {view = @grad_bucket.1, view_offset = 64 : i64} : tensor<192xf32>
-// ZERO2: mlt_rt.program @micro_step_first {
-// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [192] floats [0.000000e+00]
-// ZERO2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:n"] ints [64]
-// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.1.padding] ints [192] floats [0.000000e+00]
-// ZERO2-NEXT: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"]
-// ZERO2-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
-// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0]
-// ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128]
-// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_slice.1] ints [128, 0]
-// ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.1] -> [@grad_shard.1] ints [128]
-// ZERO2-NEXT: }
-// ZERO2-NEXT: mlt_rt.program @optimizer_step {
-// ZERO2-NOT: reduce_scatter_sum
-// ZERO2: mlt_rt.program @zero_gradients {
-// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_shard.0] ints [128] floats [0.000000e+00]
-// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_shard.1] ints [128] floats [0.000000e+00]
-// ZERO2-NEXT: }
-// ZERO2: mlt_rt.step @step {
-// ZERO2-NEXT: mlt_rt.call @zero_gradients
-// ZERO2-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
-// ZERO2-NEXT: mlt_rt.call @optimizer_step
 module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
 mlt_rt.buffer @"param:n" parameter {parameter = "n"} : tensor<64xf32>
 mlt_rt.buffer @"grad:n" gradient {parameter = "n"} : tensor<64xf32>
@@ -252,6 +240,59 @@ mlt_rt.program @refresh_parameter_copies {
 }
 mlt_rt.step @step {
   mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+  mlt_rt.call @optimizer_step
+}
+}
+
+// -----
+
+// ZeRO-2 with two micro-batches: both calls run the body that writes the
+// gradients; it reduce-scatters each bucket into a temporary slice and adds
+// that into the rank's gradient slice, which the step zeroes first.
+// ZERO2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2>}
+// ZERO2: mlt_rt.buffer @grad_shard.0 gradient {layout = @param_bucket.0, owns, shard = "dp"} : tensor<128xf32>
+// ZERO2-NEXT: mlt_rt.buffer @grad_slice.0 temporary : tensor<128xf32>
+// ZERO2: mlt_rt.program @micro_step_first {
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [240] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16]
+// ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0]
+// ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128]
+// ZERO2-NEXT: }
+// ZERO2-NOT: mlt_rt.program @micro_step {
+// ZERO2: mlt_rt.program @zero_gradients {
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_shard.0] ints [128] floats [0.000000e+00]
+// ZERO2-NEXT: }
+// ZERO2: mlt_rt.step @step {
+// ZERO2-NEXT: mlt_rt.call @zero_gradients
+// ZERO2-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+// ZERO2-NEXT: mlt_rt.call @micro_step_first microbatch 1 work [F1.0, B1.0]
+// ZERO2-NEXT: mlt_rt.call @optimizer_step
+module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
+mlt_rt.buffer @"param:a" parameter {decay, parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg_sq:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @x input : tensor<16xf32>
+mlt_rt.buffer @"hyper.lr" input : tensor<f32>
+mlt_rt.buffer @grad_norm output : tensor<f32>
+mlt_rt.buffer @s temporary : tensor<f32>
+mlt_rt.buffer @c temporary : tensor<f32>
+mlt_rt.program @micro_step_first {
+  mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16]
+}
+mlt_rt.program @micro_step {
+  mlt_rt.launch "accumulate" [@x] -> [@"grad:a"] ints [16]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
+  mlt_rt.launch "sum_squares" [@"grad:a"] -> [@s] ints [16]
+  mlt_rt.launch "global_norm" [@s] -> [@grad_norm]
+  mlt_rt.launch "clip_coefficient" [@grad_norm, @"hyper.lr"] -> [@c]
+  mlt_rt.launch "adamw" [@"grad:a", @c, @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr"] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [16, 1]
+}
+mlt_rt.step @step {
+  mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+  mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
   mlt_rt.call @optimizer_step
 }
 }

@@ -54,8 +54,9 @@ struct Region {
 ///    rank's place);
 /// 2. per program, each temporary's lifetime: the first to the last launch
 ///    that names it, and if a launch on a stream other than 0 names it, to
-///    the first compute-stream launch that waits for a token that stream
-///    signals at or after it (when temporaries meet one side stream only),
+///    just before the first compute-stream launch that waits for a token
+///    that stream signals at or after it (when temporaries meet one side
+///    stream only),
 ///    else to the program's end, where the streams join; and from right
 ///    after the last compute-stream launch that its stream has waited for
 ///    (the launches between may run beside it);
@@ -248,7 +249,9 @@ public:
                      it->second.first >= at;
             });
             if (joins) {
-              until = waiter;
+              // The waiter starts after it: what the waiter writes may
+              // take its bytes.
+              until = waiter - 1;
               break;
             }
           }

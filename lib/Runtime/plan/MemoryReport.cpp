@@ -101,6 +101,34 @@ std::string rankList(const std::vector<uint32_t> &ranks) {
 
 } // namespace
 
+namespace {
+
+/// "ZeRO-2 over dp=4: ...", or "" for a plan whose optimizer state is whole
+/// on every rank. A partitioned plan holds parameter ranges in slices
+/// (segments); with ZeRO-2 its gradient slices are stored apart rather than
+/// viewing whole gradient buckets.
+std::string partitionLine(const Plan &plan) {
+  int stage = 0;
+  for (const BufferDesc &buffer : plan.ranks.front().buffers)
+    if (!buffer.segments.empty())
+      stage = std::max(
+          stage, buffer.kind == BufferKind::Gradient && buffer.viewOf < 0 ? 2
+                                                                           : 1);
+  if (stage == 0)
+    return "";
+  uint32_t dp = 1;
+  for (const MeshAxis &axis : plan.mesh)
+    if (axis.name == "dp")
+      dp = axis.size;
+  return "  ZeRO-" + std::to_string(stage) + " over dp=" + std::to_string(dp) +
+         ": each rank keeps 1/" + std::to_string(dp) +
+         (stage == 2 ? " of the master weights, moments and gradients"
+                     : " of the master weights and moments") +
+         "\n";
+}
+
+} // namespace
+
 void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
   std::vector<std::pair<RankMemory, std::vector<uint32_t>>> groups;
   for (const RankPlan &rank : plan.ranks) {
@@ -140,6 +168,7 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
               memory.optimizerState)
        << "  " << std::string(14 - std::min<size_t>(14, std::string(total).size()), ' ')
        << total << "\n";
+    os << partitionLine(plan);
     line("inputs and outputs ", memory.io, "", false);
     line("activations, temps ", memory.temporaries, "(their planned peak)",
          false);

@@ -47,13 +47,6 @@ using ::testing::StartsWith;
 
 namespace {
 
-/// The error message of parsing `plan` after serializing it ("" if it parses).
-std::string parseError(const Plan &plan) {
-  std::string bytes = serializePlan(plan);
-  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
-  return parsed ? std::string() : parsed.status().message();
-}
-
 MlpModel mlp(int64_t dp, int64_t tp) {
   MlpModel m;
   m.dp = dp;

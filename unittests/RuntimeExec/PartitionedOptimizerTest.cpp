@@ -38,13 +38,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-/// The error message of parsing `plan` after serializing it ("" if it parses).
-std::string parseError(const Plan &plan) {
-  std::string bytes = serializePlan(plan);
-  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
-  return parsed ? std::string() : parsed.status().message();
-}
-
 /// The tiny model with a vocabulary of 20 and a hidden size of 16: the
 /// embedding and the head have 320 elements each, so that with 128-element
 /// alignment the decay bucket has padding inside (after E) and, over three

@@ -29,13 +29,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-/// The error message of parsing `plan` after serializing it ("" if it parses).
-std::string parseError(const Plan &plan) {
-  std::string bytes = serializePlan(plan);
-  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
-  return parsed ? std::string() : parsed.status().message();
-}
-
 Plan tinyPlan() { return buildTinyPlan(TinyModel()); }
 
 RankPlan &rank0(Plan &plan) { return plan.ranks[0]; }

@@ -28,6 +28,14 @@ namespace mlt::rt::testing {
 
 using ::mlt::testing::ScratchDirTest;
 
+/// The error message of parsing `plan` after serializing it ("" if it
+/// parses).
+inline std::string parseError(const Plan &plan) {
+  std::string bytes = serializePlan(plan);
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
+  return parsed ? std::string() : parsed.status().message();
+}
+
 /// Writes `tokens` as a little-endian .u16 token file.
 inline void writeTokenFile(const std::string &path,
                            const std::vector<uint16_t> &tokens) {

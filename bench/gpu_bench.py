@@ -83,8 +83,11 @@ def run_mlt(args, plan, shape, out):
         env["NCCL_NVLS_ENABLE"] = "0"
         # mlt-run's own settings (MLT_CUDA_GRAPHS, ...) reach every rank.
         forwarded = [arg for key in sorted(env) if key.startswith("MLT_") for arg in ("-x", key)]
-        cmd = ["mpirun", "--allow-run-as-root", "-np", str(shape["world"]), "-x", "NCCL_NVLS_ENABLE",
-               "-x", "LD_LIBRARY_PATH"] + forwarded + cmd
+        # --bind-to none: Open MPI binds each of two processes to one core,
+        # which would leave mlt-run's threads (the initial parameter values,
+        # made a tensor per thread) one core to share.
+        cmd = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", str(shape["world"]),
+               "-x", "NCCL_NVLS_ENABLE", "-x", "LD_LIBRARY_PATH"] + forwarded + cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     done.set()
     poller.join()

@@ -261,7 +261,7 @@ StatusOr<Plan> readPlanFile(const std::string &path,
 std::string serializePlan(const Plan &plan);
 
 //===----------------------------------------------------------------------===//
-// Verification (PlanVerifier.cpp)
+// Verification (PlanVerifier.cpp, TrainingContract.cpp)
 //===----------------------------------------------------------------------===//
 
 /// The checks that make a rank safe to execute: every buffer named uniquely,

@@ -1,0 +1,83 @@
+//===- VerifierSupport.h - what the plan's checks share ---------*- C++ -*-===//
+//
+// Part of mlt. Small helpers of PlanVerifier.cpp (the structure of a plan)
+// and TrainingContract.cpp (what the training loop needs of it): checked
+// arithmetic, buffer kinds, and the forms messages print shapes and blocks
+// in. Private to the plan library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
+#define MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
+
+#include "mlt/Runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mlt::rt::verifier {
+
+/// a * b, or nothing on overflow (or a negative factor).
+inline std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
+  int64_t result;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &result))
+    return std::nullopt;
+  return result;
+}
+
+inline std::string formatInts(const std::vector<int64_t> &values) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << ']';
+  return os.str();
+}
+
+inline bool isPersistent(BufferKind kind) { return kind != BufferKind::Temporary; }
+
+inline bool isPerParameter(BufferKind kind) {
+  return kind == BufferKind::Parameter || kind == BufferKind::Gradient ||
+         kind == BufferKind::OptimizerState ||
+         kind == BufferKind::ParameterCopy;
+}
+
+/// "[0:8, 16:32] of [16, 32]": the block of a buffer, for messages.
+inline std::string formatBlock(const BufferDesc &buffer) {
+  std::ostringstream os;
+  std::vector<int64_t> offset = buffer.blockOffset();
+  os << '[';
+  for (size_t d = 0; d < buffer.shape.size(); ++d)
+    os << (d ? ", " : "") << offset[d] << ':' << offset[d] + buffer.shape[d];
+  os << "] of " << formatInts(buffer.tensorShape());
+  return os.str();
+}
+
+
+/// Whether a segment declares its block (else it is of the whole tensor).
+inline bool hasBlock(const SegmentDesc &segment) {
+  return !segment.fullShape.empty() || !segment.sliceOffset.empty() ||
+         !segment.blockShape.empty();
+}
+
+/// "[0:6, 0:8] of [12, 8]", or "the whole tensor": a segment's block, for
+/// messages.
+inline std::string formatSegmentBlock(const SegmentDesc &segment) {
+  if (!hasBlock(segment))
+    return "the whole tensor";
+  std::ostringstream os;
+  os << '[';
+  for (size_t d = 0;
+       d < segment.blockShape.size() && d < segment.sliceOffset.size(); ++d)
+    os << (d ? ", " : "") << segment.sliceOffset[d] << ':'
+       << segment.sliceOffset[d] + segment.blockShape[d];
+  os << "] of " << formatInts(segment.fullShape);
+  return os.str();
+}
+
+} // namespace mlt::rt::verifier
+
+#endif // MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H

@@ -88,7 +88,13 @@ def run_mlt(args, plan, shape, out):
         # made a tensor per thread) one core to share.
         cmd = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", str(shape["world"]),
                "-x", "NCCL_NVLS_ENABLE", "-x", "LD_LIBRARY_PATH"] + forwarded + cmd
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # mlt-run's output goes to files in `out` as it runs, so that a run that
+    # is stopped (a machine's time limit) still shows how far it got.
+    stem = os.path.join(out, os.path.splitext(os.path.basename(plan))[0])
+    with open(stem + ".out", "w") as stdout, open(stem + ".err", "w") as stderr:
+        returncode = subprocess.run(cmd, stdout=stdout, stderr=stderr, text=True, env=env).returncode
+    proc = subprocess.CompletedProcess(cmd, returncode, open(stem + ".out").read(),
+                                       open(stem + ".err").read())
     done.set()
     poller.join()
     os.remove(tokens)

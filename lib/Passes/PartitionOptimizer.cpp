@@ -131,11 +131,8 @@ private:
             p.grad.getTensorType().getNumElements() != p.elements)
           return launch.emitOpError(
               "updates from no f32 gradient buffer of its size");
-        Attribute sharding = p.param->getAttr(MLTDialect::getShardingAttrName());
-        if (auto list = dyn_cast_or_null<ArrayAttr>(sharding);
-            list && list.size() == 1)
-          sharding = list[0];
-        if (auto attr = dyn_cast_or_null<ShardingAttr>(sharding))
+        if (auto attr = ShardingAttr::ofSingleResult(
+                p.param->getAttr(MLTDialect::getShardingAttrName())))
           for (unsigned d = 0; d < attr.getRank(); ++d)
             if (StringAttr axis = attr.getAxis(d))
               p.axes.push_back(axis.getValue());

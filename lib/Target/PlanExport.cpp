@@ -76,9 +76,7 @@ FailureOr<ShardingAttr> bufferSharding(rtir::BufferOp buffer) {
   Attribute attr = buffer->getAttr(MLTDialect::getShardingAttrName());
   if (!attr)
     return ShardingAttr();
-  if (auto list = dyn_cast<ArrayAttr>(attr); list && list.size() == 1)
-    attr = list[0];
-  auto sharding = dyn_cast<ShardingAttr>(attr);
+  ShardingAttr sharding = ShardingAttr::ofSingleResult(attr);
   if (!sharding || sharding.getRank() != buffer.getTensorType().getRank())
     return buffer.emitOpError("has an '")
            << MLTDialect::getShardingAttrName()

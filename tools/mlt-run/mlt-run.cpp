@@ -682,16 +682,7 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
                                       : describeMesh(plan),
                     ")");
   if (o.zero) {
-    // A plan with a partitioned optimizer holds ranges of parameters in
-    // flat slices (segments); with ZeRO-2 its gradient slices are stored
-    // apart (with ZeRO-1 they are views of whole gradient buckets).
-    int64_t zero = 0;
-    for (const BufferDesc &buffer : plan.ranks.front().buffers)
-      if (!buffer.segments.empty())
-        zero = std::max<int64_t>(
-            zero, buffer.kind == BufferKind::Gradient && buffer.viewOf < 0
-                      ? 2
-                      : 1);
+    const int64_t zero = zeroStage(plan);
     if (*o.zero != zero)
       return errorf("--zero ", *o.zero, ": the plan was compiled with --zero ",
                     zero, zero ? " (its optimizer state partitioned over dp)"

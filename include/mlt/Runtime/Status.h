@@ -10,10 +10,12 @@
 #define MLT_RUNTIME_STATUS_H
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -52,6 +54,16 @@ Status errorf(const Parts &...parts) {
   std::ostringstream os;
   (os << ... << parts);
   return Status::error(os.str());
+}
+
+/// "[2, 3, 4]": a shape or a list of integers, as messages print them.
+inline std::string formatInts(const std::vector<int64_t> &values) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << ']';
+  return os.str();
 }
 
 /// A value, or the Status that explains why there is none.

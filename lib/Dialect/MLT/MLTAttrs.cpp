@@ -264,6 +264,12 @@ ShardingAttr ShardingAttr::getReplicated(MLIRContext *context, unsigned rank) {
   return ShardingAttr::get(context, dims, {});
 }
 
+ShardingAttr ShardingAttr::ofSingleResult(Attribute attr) {
+  if (auto list = dyn_cast_or_null<ArrayAttr>(attr); list && list.size() == 1)
+    attr = list[0];
+  return dyn_cast_or_null<ShardingAttr>(attr);
+}
+
 std::optional<std::string> ShardingAttr::checkFits(ArrayRef<int64_t> shape,
                                                    MeshAttr mesh) const {
   std::string text;

@@ -80,12 +80,7 @@ bool isFloatDType(DType dtype) {
 }
 
 std::string formatShape(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
+  return formatInts(shape);
 }
 
 //===----------------------------------------------------------------------===//

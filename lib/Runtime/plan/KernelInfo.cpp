@@ -42,15 +42,6 @@ int64_t product(std::initializer_list<int64_t> factors) {
   return result;
 }
 
-std::string formatInts(const std::vector<int64_t> &values) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << values[i];
-  os << ']';
-  return os.str();
-}
-
 /// What every rule reads: the instruction, its attributes by the names of K
 /// (a rule derives from this, so it names them unqualified: `a[rows]`), and
 /// the size of its mesh axis. A rule defines

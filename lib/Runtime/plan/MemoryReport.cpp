@@ -99,21 +99,10 @@ std::string rankList(const std::vector<uint32_t> &ranks) {
   return text;
 }
 
-} // namespace
-
-namespace {
-
 /// "ZeRO-2 over dp=4: ...", or "" for a plan whose optimizer state is whole
-/// on every rank. A partitioned plan holds parameter ranges in slices
-/// (segments); with ZeRO-2 its gradient slices are stored apart rather than
-/// viewing whole gradient buckets.
+/// on every rank.
 std::string partitionLine(const Plan &plan) {
-  int stage = 0;
-  for (const BufferDesc &buffer : plan.ranks.front().buffers)
-    if (!buffer.segments.empty())
-      stage = std::max(
-          stage, buffer.kind == BufferKind::Gradient && buffer.viewOf < 0 ? 2
-                                                                           : 1);
+  const int stage = zeroStage(plan);
   if (stage == 0)
     return "";
   uint32_t dp = 1;
@@ -128,6 +117,16 @@ std::string partitionLine(const Plan &plan) {
 }
 
 } // namespace
+
+int mlt::rt::zeroStage(const Plan &plan) {
+  int stage = 0;
+  for (const BufferDesc &buffer : plan.ranks.front().buffers)
+    if (!buffer.segments.empty())
+      stage = std::max(
+          stage, buffer.kind == BufferKind::Gradient && buffer.viewOf < 0 ? 2
+                                                                           : 1);
+  return stage;
+}
 
 void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
   std::vector<std::pair<RankMemory, std::vector<uint32_t>>> groups;

@@ -28,15 +28,6 @@ inline std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
   return result;
 }
 
-inline std::string formatInts(const std::vector<int64_t> &values) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << values[i];
-  os << ']';
-  return os.str();
-}
-
 inline bool isPersistent(BufferKind kind) { return kind != BufferKind::Temporary; }
 
 inline bool isPerParameter(BufferKind kind) {

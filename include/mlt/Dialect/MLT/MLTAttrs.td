@@ -124,6 +124,11 @@ def MLT_ShardingAttr : MLT_Attr<"Sharding", "sharding"> {
     bool isFullyReplicated() const;
     /// Every rank holds the whole value: no split dimension, no partial axis.
     static ShardingAttr getReplicated(::mlir::MLIRContext *context, unsigned rank);
+    /// The sharding an op of one result carries as `mlt.sharding`: `attr`
+    /// itself, or the one element of an array (the form the attribute
+    /// verifier accepts on any op, as mlt-lower-to-runtime writes it on
+    /// buffers); null for anything else, or no attribute.
+    static ShardingAttr ofSingleResult(::mlir::Attribute attr);
     /// Checks this sharding against a tensor type and a mesh: axes in the
     /// mesh, each dimension divisible by its axis. Returns the failure text.
     std::optional<std::string> checkFits(::mlir::ArrayRef<int64_t> shape,

@@ -44,6 +44,12 @@ struct RankMemory {
 
 RankMemory rankMemory(const RankPlan &rank);
 
+/// The ZeRO stage a plan was compiled with: 0, every rank keeps the whole
+/// optimizer state; 1, its parameter ranges are held in slices (segments);
+/// 2, also the gradients' slices are stored apart rather than viewing
+/// whole gradient buckets.
+int zeroStage(const Plan &plan);
+
 /// Writes the report: each distinct RankMemory once, with the ranks it is
 /// of, in MiB and bytes per parameter, e.g.
 ///   memory per rank (ranks 0-1):

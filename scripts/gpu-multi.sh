@@ -22,9 +22,13 @@
 #                                     1 GPU, dp=2 with the gradient
 #                                     all-reduces under the backward pass
 #                                     (the default), dp=2 with them after it
-#                                     (--overlap-grad-reduce off), the first
-#                                     again with CUDA graphs around NCCL
-#                                     (MLT_CUDA_GRAPHS=all), and tp=2
+#                                     (--overlap-grad-reduce off), tp=2,
+#                                     ZeRO 1 and 2 with the overlaps on and
+#                                     off, HF eager; then again without CUDA
+#                                     graphs around NCCL
+#                                     (MLT_CUDA_GRAPHS=compute)
+#   DIR/gpu-multi.sh profile          (GPU machine, 2 GPUs) where a step's
+#                                     time goes (--profile-step, --trace)
 #
 # mpirun is the GPU machine's Open MPI 4.1 (mlt-run links libmpi.so.40 and
 # uses MPI only to start and to end); NCCL_NVLS_ENABLE=0 is set for every
@@ -87,8 +91,8 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == bench7b ]] ||
-  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | bench7b [STEPS]" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == bench7b || "${1:-}" == profile ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | bench7b [STEPS] | profile" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -113,6 +117,36 @@ if [[ "$1" == bench7b ]]; then
   done
   exit 0
 fi
+if [[ "$1" == profile ]]; then
+  # Where the time of a step goes, per rank and per stream: mlt-run
+  # --profile-step 4 --trace on TinyLlama at 1 GPU and dp=2 (ZeRO 0, 1, 2),
+  # each profile in OUT/NAME.profile.txt and its Perfetto trace in
+  # OUT/NAME.trace.json. Extra environment for every run: PROFILE_ENV
+  # ("MLT_MATMUL_SM_MARGIN=16"), whose runs are named with a suffix
+  # (PROFILE_SUFFIX).
+  python3 - "$out"/tl-tokens.u16 <<'PY'
+import random, struct, sys
+random.seed(0)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<%dH" % (1 << 20), *(random.randrange(32000) for _ in range(1 << 20))))
+PY
+  suffix=${PROFILE_SUFFIX:-}
+  mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+  for plan in ${PROFILE_PLANS:-tl-b4 tl-b8-dp2 tl-b8-dp2-z1 tl-b8-dp2-z2}; do
+    world=$(./bin/mlt-run plans/$plan.mltplan --print-plan | sed -n 's/.*world size \([0-9]*\).*/\1/p' | head -1)
+    args=(./bin/mlt-run plans/$plan.mltplan --device cuda --data "$out"/tl-tokens.u16
+      --steps 5 --profile-step 4 --trace "$out"/$plan$suffix.trace.json)
+    echo "== $plan$suffix (${world:-1} ranks) ${PROFILE_ENV:-}"
+    if [[ "${world:-1}" -gt 1 ]]; then
+      env ${PROFILE_ENV:-} $mpirun $(for v in ${PROFILE_ENV:-}; do echo -x "${v%%=*}"; done) \
+        -np "$world" "${args[@]}" > "$out"/$plan$suffix.profile.txt 2>&1 || echo "FAIL: $plan"
+    else
+      env ${PROFILE_ENV:-} "${args[@]}" > "$out"/$plan$suffix.profile.txt 2>&1 || echo "FAIL: $plan"
+    fi
+    grep -E '^(step|timeline|  stream)' "$out"/$plan$suffix.profile.txt | head -12
+  done
+  exit 0
+fi
 if [[ "$1" == bench ]]; then
   steps=${2:-10}
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-b4.mltplan \
@@ -121,12 +155,13 @@ if [[ "$1" == bench ]]; then
     --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan \
     --plan plans/tl-b8-dp2-z2.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
     --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
-  echo "== dp=2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
-  mkdir -p "$out"/graphs
-  MLT_CUDA_GRAPHS=all python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
+  echo "== dp=2 without CUDA graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
+  mkdir -p "$out"/nographs
+  MLT_CUDA_GRAPHS=compute python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
     --plan plans/tl-b4.mltplan --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
+    --plan plans/tl-b8-dp2-z2.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes '' --steps "$steps" \
-    --out "$out"/graphs 2>&1 | tee "$out"/bench-graphs.txt
+    --out "$out"/nographs 2>&1 | tee "$out"/bench-nographs.txt
   exit 0
 fi
 gpus=$(nvidia-smi -L | wc -l)
@@ -179,12 +214,14 @@ if (( gpus >= 2 )); then
   cmp <(cut -d, -f1-3 "$out"/dp2-z1.jsonl) <(cut -d, -f1-3 "$out"/dp2-z1-after.jsonl) \
     && echo "ok: dp2-z1: reduce-scatters and all-gathers overlapped give the losses of both after, bit for bit" \
     || fail "dp2-z1: overlapped and serial ZeRO collectives differ"
-  echo "== 2 GPUs, dp2-z1 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
-  MLT_CUDA_GRAPHS=all train dp2-z1-graphs $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2-z1.mltplan
-  same dp2-z1-graphs
-  echo "== 2 GPUs, dp2 with CUDA graphs around NCCL (MLT_CUDA_GRAPHS=all)"
-  MLT_CUDA_GRAPHS=all train dp2-graphs $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
-  same dp2-graphs
+  # The runs above capture NCCL in CUDA graphs (the default); these launch
+  # the programs with collectives one by one.
+  echo "== 2 GPUs, dp2-z1 without graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
+  MLT_CUDA_GRAPHS=compute train dp2-z1-nograph $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2-z1.mltplan
+  same dp2-z1-nograph
+  echo "== 2 GPUs, dp2 without graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
+  MLT_CUDA_GRAPHS=compute train dp2-nograph $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
+  same dp2-nograph
   echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
   set +e
   timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \

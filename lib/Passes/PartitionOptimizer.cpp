@@ -379,37 +379,53 @@ private:
     // ZeRO-2 they move into the micro-batches' bodies).
     if (!kept.empty() && stage != 2)
       b.setInsertionPointAfter(kept.back());
-    // The sum of squares of each group: its slices' sums, added in bucket
-    // order, summed over dp and the axes the group is split over.
+    // The sums of squares of the slices in one vector, groups one after
+    // another, each slice's sum a view of it (an aligned element: one every
+    // kPlanBufferAlignment bytes, the rest zeros): the launches are one run
+    // that mlt-multi-tensor makes one, and one all-reduce over dp sums them
+    // all; a group split over more axes is summed over those too (a view of
+    // its range). global_norm adds them.
     std::map<unsigned, SmallVector<Bucket *>> groups;
     for (Bucket &bucket : flatBuckets)
       groups[bucket.layout->group].push_back(&bucket);
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    constexpr int64_t stride = int64_t(rt::kPlanBufferAlignment / sizeof(float));
+    const int64_t vectorSize = int64_t(flatBuckets.size()) * stride;
+    rtir::BufferOp sumsOfSquares =
+        createBuffer("sum_squares.slices", rtir::BufferKind::temporary,
+                     flatType(vectorSize, b.getF32Type()));
+    sumsOfSquares.setBucketAttr(b.getUnitAttr());
+    rtir::LaunchOp::create(b, optimizer.getLoc(), "fill", {},
+                           {ref(sumsOfSquares)}, {vectorSize}, {0.0});
     SmallVector<Attribute> sums;
-    for (auto &[group, members] : groups) {
-      rtir::BufferOp total;
+    for (auto &[group, members] : groups)
       for (Bucket *bucket : members) {
         rtir::BufferOp sum = scalar("sum_squares." +
                                     bucket->gradShard.getSymName().str());
+        makeView(sum, sumsOfSquares, uint64_t(int64_t(sums.size()) * stride));
         rtir::LaunchOp::create(
             b, optimizer.getLoc(), "sum_squares", {ref(bucket->gradShard)},
             {ref(sum)}, {bucket->gradShard.getTensorType().getNumElements()});
-        if (total) {
-          rtir::BufferOp next =
-              scalar("sum_squares.group" + std::to_string(group));
-          rtir::LaunchOp::create(b, optimizer.getLoc(), "add",
-                                 {ref(total), ref(sum)}, {ref(next)}, {1});
-          sum = next;
-        }
-        total = sum;
+        sums.push_back(ref(sum));
       }
-      rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
-                             {ref(total)}, {ref(total)}, {1, dataAxis});
-      for (StringRef axis : members.front()->axes)
-        rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
-                               {ref(total)}, {ref(total)},
-                               {1, mesh.axisIndex(axis)});
-      sums.push_back(ref(total));
+    rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                           {ref(sumsOfSquares)}, {ref(sumsOfSquares)},
+                           {vectorSize, dataAxis});
+    int64_t first = 0;
+    for (auto &[group, members] : groups) {
+      const int64_t count = int64_t(members.size()) * stride;
+      if (!members.front()->axes.empty()) {
+        rtir::BufferOp range =
+            createBuffer("sum_squares.group" + std::to_string(group),
+                         rtir::BufferKind::temporary,
+                         flatType(count, b.getF32Type()));
+        makeView(range, sumsOfSquares, uint64_t(first));
+        for (StringRef axis : members.front()->axes)
+          rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                                 {ref(range)}, {ref(range)},
+                                 {count, mesh.axisIndex(axis)});
+      }
+      first += count;
     }
     rtir::LaunchOp::create(b, optimizer.getLoc(), "global_norm", sums,
                            {gradNorm}, {});

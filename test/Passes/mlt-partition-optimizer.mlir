@@ -40,10 +40,12 @@
 // CHECK: mlt_rt.program @optimizer_step {
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [256, 0]
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
+// The slices' sums of squares: aligned elements of one vector of zeros,
+// summed over dp by one all-reduce.
+// CHECK-NEXT: mlt_rt.launch "fill" [] -> [@sum_squares.slices] ints [128] floats [0.000000e+00]
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.1] -> [@sum_squares.grad_shard.1] ints [128]
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 0]
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.0] -> [@sum_squares.grad_shard.0] ints [256]
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.0] -> [@sum_squares.grad_shard.0] ints [1, 0]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.slices] -> [@sum_squares.slices] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "global_norm" [@sum_squares.grad_shard.1, @sum_squares.grad_shard.0] -> [@grad_norm]
 // CHECK-NEXT: mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@clip_coefficient]
 // CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.0, @clip_coefficient, @hyper.lr, @hyper.beta1, @hyper.beta2, @hyper.eps, @hyper.weight_decay, @hyper.step] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0] ints [256, 1]
@@ -136,11 +138,12 @@ mlt_rt.step @step {
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.1] -> [@grad_shard.1] ints [128, 0]
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]
+// CHECK-NEXT: mlt_rt.launch "fill"
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.0]
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.0] -> [@sum_squares.grad_shard.0] ints [1, 0]
 // CHECK-NEXT: mlt_rt.launch "sum_squares" [@grad_shard.1]
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 0]
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.grad_shard.1] -> [@sum_squares.grad_shard.1] ints [1, 1]
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.slices] -> [@sum_squares.slices] ints [128, 0]
+// The group split over tp (its range of the vector) is summed over tp too.
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.group1] -> [@sum_squares.group1] ints [64, 1]
 // CHECK-NEXT: mlt_rt.launch "global_norm"
 // CHECK-NEXT: mlt_rt.launch "clip_coefficient"
 // CHECK-NEXT: mlt_rt.launch "adamw" [@grad_shard.0, {{.*}}] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0, @param_copy_shard.0] ints [128, 0]

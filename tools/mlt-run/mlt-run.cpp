@@ -22,6 +22,7 @@
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/MemoryReport.h"
 #include "mlt/Runtime/exec/Profile.h"
+#include "mlt/Runtime/exec/Trace.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/train/Training.h"
 
@@ -44,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -175,6 +177,12 @@ Output:
                              reached, then the instruction shapes that took
                              longest; take a step after the first (which sets
                              up libraries)
+  --trace FILE               write the measured timeline of one step (the
+                             --profile-step one, else step 2, or 1 when there
+                             is one) as a Chrome/Perfetto trace: every rank a
+                             process, every stream a thread, every launch an
+                             event with its kernel, program and rate; open it
+                             at ui.perfetto.dev
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
                              F1.0 B1.0 ...") and exit
@@ -221,7 +229,7 @@ struct Options {
   std::string schedule = "constant";
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
-  std::string logJson, saveHF, emitPlan, dumpGrads;
+  std::string logJson, saveHF, emitPlan, dumpGrads, trace;
   std::optional<int64_t> tp, dp;
   std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
@@ -380,6 +388,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--dump-grads", str(o.dumpGrads)},
       {"--emit-plan", str(o.emitPlan)},
       {"--profile-step", integer(o.profileStep)},
+      {"--trace", str(o.trace)},
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
@@ -545,6 +554,21 @@ StatusOr<InputKind> classifyInput(const std::string &path) {
   if (endsWith(path, ".mlir") || endsWith(path, ".json"))
     return InputKind::Model;
   return InputKind::Plan;
+}
+
+/// Fails when `path` could not be written later (its folder missing or
+/// read-only, or a folder in its place), before the work that writes it.
+Status checkWritable(const std::string &path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    return errorf(path, ": cannot write (a directory is in its place)");
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out)
+    return errorf(path, ": cannot write (", std::strerror(errno), ")");
+  out.close();
+  std::remove(temporary.c_str());
+  return Status::ok();
 }
 
 /// Writes `bytes` to `path` through a temporary file renamed over it.
@@ -826,6 +850,9 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                          std::strerror(errno), ")");
   }
   MLT_RETURN_IF_ERROR(agree(logOpened));
+  // Fail before training, not after it, when the trace cannot be written.
+  MLT_RETURN_IF_ERROR(
+      agree(o.trace.empty() || !reports ? Status::ok() : checkWritable(o.trace)));
 
   TrainingOptions options;
   options.steps = *o.steps;
@@ -866,11 +893,76 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
-  // The profile is of this process's first rank, and only the reporting
-  // process (rank 0's) takes one.
-  Executor &profiled = (**ranks).executor(0);
-  if (o.profileStep == 1 && reports)
-    MLT_RETURN_IF_ERROR(profiled.beginProfile());
+  // A profile (--profile-step) is of this process's first rank, and only the
+  // reporting process (rank 0's) takes one; a trace (--trace) is of every
+  // rank, in every process.
+  const int64_t profiledStep =
+      o.profileStep ? *o.profileStep : std::min<int64_t>(2, options.steps);
+  std::vector<Executor *> profiled;
+  if (!o.trace.empty()) {
+    for (uint32_t i = 0; i < (**ranks).size(); ++i)
+      profiled.push_back(&(**ranks).executor(i));
+  } else if (o.profileStep && reports) {
+    profiled.push_back(&(**ranks).executor(0));
+  }
+  auto beginProfiles = [&]() -> Status {
+    for (Executor *executor : profiled)
+      MLT_RETURN_IF_ERROR(executor->beginProfile());
+    return Status::ok();
+  };
+  auto endProfiles = [&]() -> Status {
+    std::string events;
+    for (Executor *executor : profiled) {
+      StatusOr<std::vector<Executor::LaunchTime>> launches =
+          executor->endProfile();
+      if (!launches)
+        return launches.takeStatus();
+      if (o.profileStep && reports && executor == profiled.front())
+        std::fputs(formatProfile(executor->rankPlan(), *launches).c_str(),
+                   stdout);
+      if (!o.trace.empty()) {
+        std::string rank = traceEvents(executor->rankPlan(), *launches);
+        events += events.empty() ? rank : "\n" + rank;
+      }
+    }
+    std::fflush(stdout);
+    if (o.trace.empty())
+      return Status::ok();
+    // One array of events per process, rank 0's process writing them all.
+    std::vector<std::string> processes;
+#ifdef MLT_HAVE_CUDA
+    if (dist) {
+      StatusOr<std::vector<std::string>> gathered =
+          dist->session.gather(events, 0);
+      if (!gathered)
+        return gathered.takeStatus();
+      processes = std::move(*gathered);
+    }
+#endif
+    if (!dist) {
+      // In-process ranks: one array each.
+      size_t begin = 0;
+      while (begin <= events.size()) {
+        size_t end = events.find('\n', begin);
+        if (end == std::string::npos)
+          end = events.size();
+        processes.push_back(events.substr(begin, end - begin));
+        begin = end + 1;
+      }
+    }
+    if (!reports)
+      return Status::ok();
+    StatusOr<std::string> text = formatTrace(processes);
+    if (!text)
+      return text.takeStatus();
+    MLT_RETURN_IF_ERROR(writeFileAtomically(o.trace, *text));
+    std::printf("trace of step %" PRId64 " written to %s\n", profiledStep,
+                o.trace.c_str());
+    std::fflush(stdout);
+    return Status::ok();
+  };
+  if (!profiled.empty() && profiledStep == 1)
+    MLT_RETURN_IF_ERROR(beginProfiles());
   // Whole tensors of the parameters or gradients: on rank 0 (gathered from
   // the other processes when there are some); empty on other processes.
   auto wholeTensors = [&](BufferKind kind) -> StatusOr<TensorMap> {
@@ -880,17 +972,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
 #endif
     return parameterTensors(**ranks, kind);
   };
-
-  Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
-    if (m.step == 1 && !o.dumpGrads.empty()) {
-      StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
-      if (!grads)
-        return grads.takeStatus();
-      if (reports)
-        MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
-    }
-    if (!reports)
-      return Status::ok();
+  auto reportStep = [&](const StepMetrics &m) -> Status {
     std::printf("step %*" PRId64 "/%" PRId64
                 "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
                 stepWidth, m.step, options.steps, m.loss, m.lr, m.gradNorm,
@@ -909,16 +991,23 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       if (!log)
         return errorf(o.logJson, ": write failed");
     }
-    if (o.profileStep && m.step == *o.profileStep) {
-      StatusOr<std::vector<Executor::LaunchTime>> launches =
-          profiled.endProfile();
-      if (!launches)
-        return launches.takeStatus();
-      std::fputs(formatProfile(profiled.rankPlan(), *launches).c_str(), stdout);
-      std::fflush(stdout);
-    } else if (o.profileStep && m.step + 1 == *o.profileStep) {
-      MLT_RETURN_IF_ERROR(profiled.beginProfile());
+    return Status::ok();
+  };
+  Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
+    if (m.step == 1 && !o.dumpGrads.empty()) {
+      StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
+      if (!grads)
+        return grads.takeStatus();
+      if (reports)
+        MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
     }
+    if (reports)
+      MLT_RETURN_IF_ERROR(reportStep(m));
+    // Every process takes part in a trace (the events are gathered).
+    if (!profiled.empty() && m.step == profiledStep)
+      return endProfiles();
+    if (!profiled.empty() && m.step + 1 == profiledStep)
+      return beginProfiles();
     return Status::ok();
   });
   // From here on the ranks are in collectives: a failing rank ends the job.

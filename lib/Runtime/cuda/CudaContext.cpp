@@ -292,18 +292,22 @@ Status CudaDeviceContext::beginLaunchTiming() {
   return Status::ok();
 }
 
-StatusOr<std::vector<double>> CudaDeviceContext::endLaunchTiming() {
+StatusOr<std::vector<DeviceContext::LaunchTiming>>
+CudaDeviceContext::endLaunchTiming() {
   timing_ = false;
   MLT_RETURN_IF_ERROR(synchronize());
-  std::vector<double> milliseconds(timedLaunches_);
+  std::vector<LaunchTiming> launches(timedLaunches_);
   for (size_t i = 0; i < timedLaunches_; ++i) {
-    float elapsed = 0.0f;
+    // Events of one device compare across its streams.
+    float start = 0.0f, elapsed = 0.0f;
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&start, timingEvents_[0], timingEvents_[2 * i]));
     MLT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(
         &elapsed, timingEvents_[2 * i], timingEvents_[2 * i + 1]));
-    milliseconds[i] = elapsed;
+    launches[i] = {start, elapsed};
   }
   timedLaunches_ = 0;
-  return milliseconds;
+  return launches;
 }
 
 Status CudaDeviceContext::beginCapture() {

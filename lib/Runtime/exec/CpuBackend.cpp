@@ -176,9 +176,10 @@ public:
   Status beginLaunchTiming() override {
     timing_ = true;
     launchTimes_.clear();
+    timingOrigin_ = std::chrono::steady_clock::now();
     return Status::ok();
   }
-  StatusOr<std::vector<double>> endLaunchTiming() override {
+  StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override {
     timing_ = false;
     return std::move(launchTimes_);
   }
@@ -240,7 +241,8 @@ private:
   std::vector<double> scratchF64_[2];
   Communicator *communicator_;
   bool timing_ = false;
-  std::vector<double> launchTimes_;
+  std::vector<LaunchTiming> launchTimes_;
+  std::chrono::steady_clock::time_point timingOrigin_;
 };
 
 Status CpuDeviceContext::collective(const InstructionDesc &inst,
@@ -335,11 +337,14 @@ Status CpuDeviceContext::launch(const InstructionDesc &inst,
                                 const std::vector<BufferView> &out) {
   if (!timing_)
     return run(inst, in, out);
+  using Milliseconds = std::chrono::duration<double, std::milli>;
   const auto start = std::chrono::steady_clock::now();
+  if (launchTimes_.empty())
+    timingOrigin_ = start;
   Status status = run(inst, in, out);
-  launchTimes_.push_back(std::chrono::duration<double, std::milli>(
-                             std::chrono::steady_clock::now() - start)
-                             .count());
+  launchTimes_.push_back(
+      {Milliseconds(start - timingOrigin_).count(),
+       Milliseconds(std::chrono::steady_clock::now() - start).count()});
   return status;
 }
 

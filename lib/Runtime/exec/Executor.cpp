@@ -26,7 +26,8 @@ Status DeviceContext::beginLaunchTiming() {
   return errorf("this device cannot time its launches");
 }
 
-StatusOr<std::vector<double>> DeviceContext::endLaunchTiming() {
+StatusOr<std::vector<DeviceContext::LaunchTiming>>
+DeviceContext::endLaunchTiming() {
   return errorf("this device cannot time its launches");
 }
 
@@ -381,7 +382,8 @@ Status Executor::beginProfile() {
 
 StatusOr<std::vector<Executor::LaunchTime>> Executor::endProfile() {
   profiling_ = false;
-  StatusOr<std::vector<double>> times = device_->endLaunchTiming();
+  StatusOr<std::vector<DeviceContext::LaunchTiming>> times =
+      device_->endLaunchTiming();
   if (!times)
     return times.takeStatus();
   if (times->size() != profiled_.size())
@@ -389,7 +391,8 @@ StatusOr<std::vector<Executor::LaunchTime>> Executor::endProfile() {
                   profiled_.size());
   std::vector<LaunchTime> launches(profiled_.size());
   for (size_t i = 0; i < launches.size(); ++i)
-    launches[i] = {profiled_[i].first, profiled_[i].second, (*times)[i]};
+    launches[i] = {profiled_[i].first, profiled_[i].second,
+                   (*times)[i].start, (*times)[i].milliseconds};
   profiled_.clear();
   return launches;
 }

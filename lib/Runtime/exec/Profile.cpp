@@ -31,9 +31,10 @@ InstructionWork mlt::rt::instructionWork(const RankPlan &rank,
 
 namespace {
 
-/// "12.3 TFLOP/s" (or GFLOP/s) for matrix kernels, "1234.5 GB/s" for the
-/// others.
-std::string rateOf(const InstructionWork &work, double milliseconds) {
+} // namespace
+
+std::string mlt::rt::formatRate(const InstructionWork &work,
+                                double milliseconds) {
   if (milliseconds <= 0.0)
     return "";
   char text[32];
@@ -48,6 +49,48 @@ std::string rateOf(const InstructionWork &work, double milliseconds) {
     std::snprintf(text, sizeof(text), "%.1f GB/s",
                   work.bytes * perSecond / 1e9);
   return text;
+}
+
+namespace {
+
+/// Time intervals [begin, end) in milliseconds, sorted and disjoint.
+using Intervals = std::vector<std::pair<double, double>>;
+
+/// The union of `intervals`, sorted and merged.
+Intervals merged(Intervals intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  Intervals out;
+  for (const auto &[begin, end] : intervals) {
+    if (!out.empty() && begin <= out.back().second)
+      out.back().second = std::max(out.back().second, end);
+    else
+      out.emplace_back(begin, end);
+  }
+  return out;
+}
+
+double length(const Intervals &intervals) {
+  double total = 0.0;
+  for (const auto &[begin, end] : intervals)
+    total += end - begin;
+  return total;
+}
+
+/// The time `a` and `b` (each merged) have in common.
+double overlap(const Intervals &a, const Intervals &b) {
+  double total = 0.0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double begin = std::max(a[i].first, b[j].first);
+    const double end = std::min(a[i].second, b[j].second);
+    if (end > begin)
+      total += end - begin;
+    if (a[i].second < b[j].second)
+      ++i;
+    else
+      ++j;
+  }
+  return total;
 }
 
 /// The values, comma-separated; past the first 12 (a multi-tensor
@@ -86,6 +129,24 @@ mlt::rt::formatProfile(const RankPlan &rank,
     t.work.bytes += work.bytes;
     total += launch.milliseconds;
   }
+  // The timeline: each stream's busy time, and the side streams' time
+  // beside the compute stream's launches (overlapped) or alone (exposed,
+  // unless the compute stream had nothing to do).
+  std::map<uint32_t, Intervals> byStream;
+  double first = 0.0, last = 0.0;
+  for (const Executor::LaunchTime &launch : launches) {
+    const uint32_t stream =
+        rank.programs[launch.program].instructions[launch.instruction].stream;
+    const double end = launch.start + launch.milliseconds;
+    if (byStream.empty() || launch.start < first)
+      first = launch.start;
+    if (byStream.empty() || end > last)
+      last = end;
+    byStream[stream].emplace_back(launch.start, end);
+  }
+  for (auto &[stream, intervals] : byStream)
+    intervals = merged(std::move(intervals));
+
   std::vector<std::pair<std::string, Total>> rows(byKernel.begin(),
                                                   byKernel.end());
   std::sort(rows.begin(), rows.end(), [](const auto &x, const auto &y) {
@@ -99,6 +160,25 @@ mlt::rt::formatProfile(const RankPlan &rank,
                 "timed one by one)\n",
                 launches.size(), total);
   os << line;
+  if (!byStream.empty()) {
+    const Intervals &compute = byStream.count(0) ? byStream[0] : Intervals();
+    std::snprintf(line, sizeof(line),
+                  "timeline: %.2f ms from the first launch's start to the "
+                  "last's end; stream 0 busy %.2f ms\n",
+                  last - first, length(compute));
+    os << line;
+    for (const auto &[stream, intervals] : byStream) {
+      if (stream == 0)
+        continue;
+      const double busy = length(intervals);
+      const double beside = overlap(intervals, compute);
+      std::snprintf(line, sizeof(line),
+                    "  stream %u busy %.2f ms: %.2f beside stream 0's "
+                    "launches, %.2f alone\n",
+                    stream, busy, beside, busy - beside);
+      os << line;
+    }
+  }
   std::snprintf(line, sizeof(line), "  %-24s %8s %10s %7s  %s\n", "kernel",
                 "launches", "ms", "share", "rate");
   os << line;
@@ -106,7 +186,7 @@ mlt::rt::formatProfile(const RankPlan &rank,
     std::snprintf(line, sizeof(line), "  %-24s %8zu %10.3f %6.1f%%  %s\n",
                   name.c_str(), t.launches, t.milliseconds,
                   total > 0.0 ? 100.0 * t.milliseconds / total : 0.0,
-                  rateOf(t.work, t.milliseconds).c_str());
+                  formatRate(t.work, t.milliseconds).c_str());
     os << line;
   }
 
@@ -145,7 +225,7 @@ mlt::rt::formatProfile(const RankPlan &rank,
     const double each = group->milliseconds / double(group->launches);
     std::snprintf(line, sizeof(line), "  %-48s %8zu %10.3f %9.4f  %s\n",
                   shape.c_str(), group->launches, group->milliseconds, each,
-                  rateOf(instructionWork(rank, *group->inst), each).c_str());
+                  formatRate(instructionWork(rank, *group->inst), each).c_str());
     os << line;
   }
   return os.str();

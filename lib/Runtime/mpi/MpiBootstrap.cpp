@@ -123,6 +123,33 @@ Status MpiSession::broadcast(void *data, size_t bytes, int root) {
   return Status::ok();
 }
 
+StatusOr<std::vector<std::string>>
+MpiSession::gather(const std::string &local, int root) {
+  if (local.size() > size_t(INT_MAX))
+    return errorf("MPI_Gatherv of ", local.size(), " bytes: too large");
+  const int bytes = int(local.size());
+  const bool isRoot = rank_ == root;
+  std::vector<int> sizes(isRoot ? size_t(size_) : 0);
+  MLT_MPI_RETURN_IF_ERROR(MPI_Gather(&bytes, 1, MPI_INT, sizes.data(), 1,
+                                     MPI_INT, root, MPI_COMM_WORLD));
+  std::vector<int> offsets(sizes.size());
+  size_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = int(total);
+    total += size_t(sizes[i]);
+    if (total > size_t(INT_MAX))
+      return errorf("MPI_Gatherv of ", total, " bytes: too large");
+  }
+  std::string all(total, '\0');
+  MLT_MPI_RETURN_IF_ERROR(MPI_Gatherv(local.data(), bytes, MPI_BYTE,
+                                      all.data(), sizes.data(), offsets.data(),
+                                      MPI_BYTE, root, MPI_COMM_WORLD));
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    parts.push_back(all.substr(size_t(offsets[i]), size_t(sizes[i])));
+  return parts;
+}
+
 Status MpiSession::agree(const Status &local,
                          std::chrono::milliseconds timeout) {
   stoppedForPeer_ = false;

@@ -116,14 +116,20 @@ public:
   /// plan suits it (the CPU). A plan compiled for another target is refused.
   virtual std::string architecture() const { return ""; }
 
-  /// Launch timing, for profiles (mlt-run --profile). Between begin and end,
-  /// the context measures the time each launch takes on the device (on CUDA:
-  /// events around it, so the order and overlap of the work are unchanged;
-  /// on the CPU, where a launch runs to completion, its wall time). `end`
-  /// waits for the launches and returns their milliseconds in launch order.
-  /// The default refuses: a backend that cannot time launches says so.
+  /// Launch timing, for profiles and traces (mlt-run --profile-step,
+  /// --trace). Between begin and end, the context measures when each launch
+  /// starts and how long it takes on the device (on CUDA: events around it
+  /// on its stream, so the order and overlap of the work are unchanged; on
+  /// the CPU, where a launch runs to completion, its wall time). `end` waits
+  /// for the launches and returns them in launch order, each start in
+  /// milliseconds from the first timed launch's start. The default refuses:
+  /// a backend that cannot time launches says so.
+  struct LaunchTiming {
+    double start = 0.0;
+    double milliseconds = 0.0;
+  };
   virtual Status beginLaunchTiming();
-  virtual StatusOr<std::vector<double>> endLaunchTiming();
+  virtual StatusOr<std::vector<LaunchTiming>> endLaunchTiming();
 
   /// Capture (on CUDA: graphs). A device that can capture records the
   /// launches between beginCapture and endCapture instead of running them,

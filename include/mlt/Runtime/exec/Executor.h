@@ -125,11 +125,13 @@ public:
   /// with theirs, so every rank must run it.
   void markParametersWritten() { copiesStale_ = true; }
 
-  /// One launch of a profile: its program and instruction indices, and the
+  /// One launch of a profile: its program and instruction indices, when it
+  /// started (milliseconds from the profile's first launch) and the
   /// milliseconds it took on the device.
   struct LaunchTime {
     size_t program = 0;
     size_t instruction = 0;
+    double start = 0.0;
     double milliseconds = 0.0;
   };
   /// Programs and the step are captured (DeviceContext::beginCapture) on

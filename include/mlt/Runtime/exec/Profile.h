@@ -36,6 +36,10 @@ struct InstructionWork {
 InstructionWork instructionWork(const RankPlan &rank,
                                 const InstructionDesc &inst);
 
+/// The rate `work` done in `milliseconds` is: "12.3 TFLOP/s" (or GFLOP/s)
+/// for matrix kernels, "1234.5 GB/s" for the others; empty for no time.
+std::string formatRate(const InstructionWork &work, double milliseconds);
+
 /// The report of one step's launches (Executor::endProfile) on `rank`: a
 /// table per kernel (launches, milliseconds, share, rate), sorted by time,
 /// then the `topShapes` instruction shapes (kernel and ints: the same work)

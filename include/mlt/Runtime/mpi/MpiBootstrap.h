@@ -40,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -85,6 +86,11 @@ public:
 
   /// Copies `bytes` at `data` on rank `root` into `data` on every rank.
   Status broadcast(void *data, size_t bytes, int root);
+
+  /// Every rank's `local` bytes, in rank order, on rank `root`; an empty
+  /// list on the others. Collective: every rank must call it.
+  StatusOr<std::vector<std::string>> gather(const std::string &local,
+                                            int root);
 
   /// Every rank passes its own status; each learns whether all succeeded.
   /// Returns ok when every rank's status was ok, the rank's own failure

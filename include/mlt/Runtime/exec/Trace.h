@@ -1,0 +1,43 @@
+//===- Trace.h - a step's measured timeline as a Perfetto trace -*- C++ -*-===//
+//
+// Part of mlt. The file `mlt-run --trace FILE` writes: the launches of one
+// profiled step (Executor::beginProfile / endProfile), every rank a process
+// of its own and every stream a thread of it, in the Chrome trace event
+// format that Perfetto (ui.perfetto.dev) and chrome://tracing open. Each
+// launch is a complete event named by its kernel, with its program, its
+// instruction index, its ints and the rate it reached (Profile.h) as
+// arguments; times are microseconds from the rank's first launch of the
+// step (ranks in other processes have clocks of their own: their tracks
+// line up at the step's start, not to the microsecond).
+//
+// A process makes the events of its ranks (traceEvents), rank 0's process
+// gathers them and writes one file (formatTrace).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_TRACE_H
+#define MLT_RUNTIME_TRACE_H
+
+#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/plan/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace mlt::rt {
+
+/// The trace events of `rank`'s profiled `launches` (a JSON array, as
+/// text): a process named "rank R", a thread per stream, a complete event
+/// per launch.
+std::string traceEvents(const RankPlan &rank,
+                        const std::vector<Executor::LaunchTime> &launches);
+
+/// The trace file of every rank's events (traceEvents' arrays): one JSON
+/// object with their events in one "traceEvents" list. Fails on text that is
+/// not an array of events (a gathered message cut short).
+StatusOr<std::string> formatTrace(const std::vector<std::string> &rankEvents);
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_TRACE_H

@@ -82,6 +82,8 @@ if [[ "${1:-}" == pack ]]; then
     --overlap-grad-reduce off --overlap-param-gather off
   tinyllama tl-b8-dp2-z1-noparam --batch 8 --dp 2 --zero 1 --overlap-param-gather off
   tinyllama tl-b8-dp2-z2 --batch 8 --dp 2 --zero 2
+  tinyllama tl-b8-dp2-z2-after --batch 8 --dp 2 --zero 2 \
+    --overlap-grad-reduce off --overlap-param-gather off
   # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
   # of 1 x 2048 per GPU.
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
@@ -153,8 +155,8 @@ if [[ "$1" == bench ]]; then
     --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-after.mltplan \
     --plan plans/tl-b4-tp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
     --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan \
-    --plan plans/tl-b8-dp2-z2.mltplan --ref tools/hf_llama_bench.py --config llama-1b \
-    --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+    --plan plans/tl-b8-dp2-z2.mltplan --plan plans/tl-b8-dp2-z2-after.mltplan \
+    --ref tools/hf_llama_bench.py --config llama-1b --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
   echo "== dp=2 without CUDA graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
   mkdir -p "$out"/nographs
   MLT_CUDA_GRAPHS=compute python3 tools/gpu_bench.py --mlt-run bin/mlt-run \

@@ -68,6 +68,12 @@ if [[ "${1:-}" == pack ]]; then
     --overlap-grad-reduce off --overlap-param-gather off
   compile_plan dp2-z2 --microbatches 1 --dp 2 --zero 2
   compile_plan dp2-mb2-z2 --microbatches 2 --dp 2 --zero 2
+  # bf16: ZeRO-2 with the gradients reduced in f32 and in bf16.
+  compile_plan dp2-z2-bf16 --microbatches 1 --dp 2 --zero 2 --dtype bf16
+  compile_plan dp2-z2-bf16r --microbatches 1 --dp 2 --zero 2 --dtype bf16 \
+    --grad-reduce-dtype bf16
+  compile_plan dp2-mb2-z2-bf16r --microbatches 2 --dp 2 --zero 2 --dtype bf16 \
+    --grad-reduce-dtype bf16
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -84,10 +90,14 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2-z2 --batch 8 --dp 2 --zero 2
   tinyllama tl-b8-dp2-z2-after --batch 8 --dp 2 --zero 2 \
     --overlap-grad-reduce off --overlap-param-gather off
+  tinyllama tl-b8-dp2-z2-bf16r --batch 8 --dp 2 --zero 2 --grad-reduce-dtype bf16
   # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
   # of 1 x 2048 per GPU.
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
     --device cuda --batch 2 --dp 2 --zero 2 --emit-plan "$dir"/plans/l7-b2-dp2-z2.mltplan
+  "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
+    --device cuda --batch 2 --dp 2 --zero 2 --grad-reduce-dtype bf16 \
+    --emit-plan "$dir"/plans/l7-b2-dp2-z2-bf16r.mltplan
   cp "$root"/../shared/bench/torch_dist_bench.py "$dir"/tools/
   finish_pack "$root" "$dir" "$0"
   exit 0
@@ -110,9 +120,11 @@ if [[ "$1" == bench7b ]]; then
   # torchtitan way), one call.
   steps=${2:-10}
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/l7-b2-dp2-z2.mltplan \
+    --plan plans/l7-b2-dp2-z2-bf16r.mltplan \
     --ref tools/hf_llama_bench.py --config llama-7b --modes '' --steps "$steps" \
     --out "$out" 2>&1 | tee "$out"/bench7b.txt
-  for flags in "" "--compile"; do
+  # FSDP_FLAGS: the FSDP2 runs ("" eager, "--compile"), both by default.
+  for flags in ${FSDP_FLAGS-"" "--compile"}; do
     echo "== PyTorch FSDP2 $flags"
     timeout 300 torchrun --nproc-per-node 2 tools/torch_dist_bench.py --wrap fsdp \
       --config llama-7b --seq 2048 --mb 1 --steps "$steps" $flags 2>&1 | tail -2
@@ -151,12 +163,14 @@ PY
 fi
 if [[ "$1" == bench ]]; then
   steps=${2:-10}
+  # BENCH_PLANS: the plans after tl-b4 (the 1-GPU run every ratio is to).
+  plans=${BENCH_PLANS:-tl-b8-dp2 tl-b8-dp2-after tl-b4-tp2 tl-b8-dp2-z1 tl-b8-dp2-z1-noparam
+    tl-b8-dp2-z1-after tl-b8-dp2-z2 tl-b8-dp2-z2-after tl-b8-dp2-z2-bf16r}
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-b4.mltplan \
-    --plan plans/tl-b8-dp2.mltplan --plan plans/tl-b8-dp2-after.mltplan \
-    --plan plans/tl-b4-tp2.mltplan --plan plans/tl-b8-dp2-z1.mltplan \
-    --plan plans/tl-b8-dp2-z1-noparam.mltplan --plan plans/tl-b8-dp2-z1-after.mltplan \
-    --plan plans/tl-b8-dp2-z2.mltplan --plan plans/tl-b8-dp2-z2-after.mltplan \
-    --ref tools/hf_llama_bench.py --config llama-1b --modes eager --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+    $(for p in $plans; do echo --plan plans/$p.mltplan; done) \
+    --ref tools/hf_llama_bench.py --config llama-1b --modes "${BENCH_MODES-eager}" \
+    --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+  [[ -n "${BENCH_PLANS:-}" ]] && exit 0
   echo "== dp=2 without CUDA graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
   mkdir -p "$out"/nographs
   MLT_CUDA_GRAPHS=compute python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
@@ -224,6 +238,19 @@ if (( gpus >= 2 )); then
   echo "== 2 GPUs, dp2 without graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
   MLT_CUDA_GRAPHS=compute train dp2-nograph $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
   same dp2-nograph
+  # bf16 ZeRO-2, the gradients reduced in f32 and in bf16: HF's losses at
+  # bf16's tolerance, and the two reductions within 1e-2 of each other.
+  for plan in dp2-z2-bf16 dp2-z2-bf16r dp2-mb2-z2-bf16r; do
+    echo "== 2 GPUs, $plan (bf16): mpirun -np 2"
+    $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan --device cuda \
+      --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+      --no-shuffle --steps 6 $hyper --log-json "$out"/$plan.jsonl > "$out"/$plan.log 2>&1 \
+      || { cat "$out"/$plan.log; fail "$plan: mlt-run"; continue; }
+    python3 tools/fixture_tools.py check-loss fixtures/llama-ref-a "$out"/$plan.jsonl 2e-2 \
+      || fail "$plan: against the fixture"
+  done
+  python3 tools/Inputs/compare_runs.py 1e-2 "$out"/dp2-z2-bf16r.jsonl "$out"/dp2-z2-bf16.jsonl \
+    || fail "dp2-z2-bf16r: against the f32 reduction"
   echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
   set +e
   timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \

@@ -54,6 +54,7 @@ void mlt::buildTrainPipeline(OpPassManager &pm, const TrainOptions &options) {
     MLTPartitionOptimizerOptions partition;
     partition.zero = options.zero;
     partition.bucketBytes = options.gradBucketBytes;
+    partition.gradReduceDtype = options.gradReduceDtype;
     pm.addPass(createMLTPartitionOptimizer(partition));
   }
   if (options.overlapGradReduce ||
@@ -116,9 +117,13 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init(true)};
   Option<int64_t> zero{
       *this, "zero",
-      llvm::cl::desc("ZeRO stage: 0, or 1 (optimizer state partitioned "
-                     "over dp)"),
+      llvm::cl::desc("ZeRO stage: 0, 1 (optimizer state partitioned over "
+                     "dp) or 2 (gradients too)"),
       llvm::cl::init(0)};
+  Option<std::string> gradReduceDtype{
+      *this, "grad-reduce-dtype",
+      llvm::cl::desc("with zero=2: reduce-scatter gradients in f32 or bf16"),
+      llvm::cl::init("f32")};
 
   mlt::TrainOptions toTrainOptions() const {
     mlt::TrainOptions options;
@@ -135,6 +140,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.gradBucketBytes = gradBucketBytes;
     options.zero = zero;
     options.overlapParamGather = overlapParamGather;
+    options.gradReduceDtype = gradReduceDtype;
     return options;
   }
 };

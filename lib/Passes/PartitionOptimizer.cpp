@@ -47,6 +47,10 @@ struct Parameter {
   bool decay = false;
   /// The mesh axes the parameter is split over (sorted).
   SmallVector<StringRef> axes;
+  /// ZeRO-2 with gradients reduced in bf16: the body computes this
+  /// gradient in bf16 (its only writer a matrix product, which rounds its
+  /// f32 sums once).
+  bool halfGradient = false;
 };
 
 /// The buffers of one flat bucket.
@@ -56,8 +60,11 @@ struct Bucket {
   SmallVector<StringRef> axes;
   rtir::BufferOp gradBucket, gradShard;
   /// ZeRO-2: a micro-batch's reduce-scattered slice, before it is added
-  /// into gradShard.
+  /// into gradShard (or, in bf16, widened into it).
   rtir::BufferOp gradSlice;
+  /// The gradient bucket's and slice's element type: f32, or bf16 when its
+  /// gradients are reduced in bf16.
+  Type gradType;
   /// The parameters the forward pass reads (f32, or the bf16 copies) and
   /// the rank's slice of them; the f32 master slice (the same buffer as
   /// readShard without copies).
@@ -67,9 +74,10 @@ struct Bucket {
 
 class Partitioner {
 public:
-  Partitioner(ModuleOp module, int64_t stage, int64_t bucketBytes)
+  Partitioner(ModuleOp module, int64_t stage, int64_t bucketBytes,
+              bool reduceInBF16)
       : module(module), b(module.getContext()), stage(stage),
-        bucketBytes(bucketBytes) {}
+        bucketBytes(bucketBytes), reduceInBF16(reduceInBF16) {}
 
   LogicalResult run() {
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
@@ -178,7 +186,50 @@ private:
       if (bool(p.copy) != copies)
         return optimizer.emitOpError("updates some parameters' compute "
                                      "copies and not others'");
+    if (reduceInBF16 && !copies)
+      return optimizer.emitOpError("mlt-partition-optimizer: "
+                                   "grad-reduce-dtype=bf16 needs a plan that "
+                                   "computes in bf16");
     return success();
+  }
+
+  /// The body that writes a micro-batch's gradients (which ZeRO-2 runs for
+  /// every micro-batch), or null.
+  rtir::ProgramOp writingBody() {
+    for (const char *name :
+         {abi::kMicroStepFirstProgram, abi::kBackwardFirstProgram})
+      if (auto body = module.lookupSymbol<rtir::ProgramOp>(name))
+        return body;
+    return {};
+  }
+
+  /// grad-reduce-dtype=bf16: marks the gradients the writing body may
+  /// compute in bf16: those it only writes, each with one plain matrix
+  /// product (the norm weights' and the embedding's, summed over rows in
+  /// f32 by their kernels, stay f32, as does a gradient the body reads).
+  void markHalfGradients() {
+    rtir::ProgramOp body = writingBody();
+    if (!body)
+      return;
+    llvm::StringMap<size_t> index;
+    for (auto [i, p] : llvm::enumerate(parameters))
+      index[p.grad.getSymName()] = i;
+    std::vector<int> writes(parameters.size(), 0);
+    std::vector<bool> other(parameters.size(), false);
+    for (auto launch : body.getBody().getOps<rtir::LaunchOp>()) {
+      for (Attribute ref : launch.getInputs())
+        if (auto it = index.find(rtir::bufferName(ref)); it != index.end())
+          other[it->second] = true;
+      for (Attribute ref : launch.getOutputs())
+        if (auto it = index.find(rtir::bufferName(ref)); it != index.end()) {
+          if (launch.getKernel() == "matmul" && launch.isPlain())
+            ++writes[it->second];
+          else
+            other[it->second] = true;
+        }
+    }
+    for (auto [i, p] : llvm::enumerate(parameters))
+      p.halfGradient = writes[i] == 1 && !other[i];
   }
 
   /// Where each gradient is ready in the body of the step's last
@@ -203,13 +254,17 @@ private:
           for (Attribute ref : list)
             lastTouch[rtir::bufferName(ref)] = int64_t(position);
     }
-    std::map<std::pair<bool, SmallVector<StringRef>>, unsigned> groups;
+    if (reduceInBF16)
+      markHalfGradients();
+    // A group: one weight decay, one set of split axes, one gradient type.
+    std::map<std::tuple<bool, SmallVector<StringRef>, bool>, unsigned> groups;
     for (Parameter &p : parameters) {
-      auto [it, inserted] =
-          groups.try_emplace({p.decay, p.axes}, unsigned(groups.size()));
+      auto [it, inserted] = groups.try_emplace(
+          {p.decay, p.axes, p.halfGradient}, unsigned(groups.size()));
       auto touch = lastTouch.find(p.grad.getSymName());
       members.push_back({touch == lastTouch.end() ? -1 : touch->second,
-                         uint64_t(p.elements), p.grad.getByteSize(),
+                         uint64_t(p.elements),
+                         p.grad.getByteSize() / (p.halfGradient ? 2 : 1),
                          it->second});
     }
     FlatBucketOptions options{uint64_t(bucketBytes), uint64_t(ranks),
@@ -285,12 +340,14 @@ private:
         return buffer;
       };
       // ZeRO-2: each micro-batch's gradients are a temporary of its body,
-      // reduce-scattered into the rank's slice at once.
+      // reduce-scattered into the rank's slice at once (in bf16 when the
+      // body computes them in bf16).
+      bucket.gradType = first.halfGradient ? b.getBF16Type() : f32;
       bucket.gradBucket =
           flat("grad_bucket." + index,
                stage == 2 ? rtir::BufferKind::temporary
                           : rtir::BufferKind::gradient,
-               f32);
+               bucket.gradType);
       Type readType =
           copies ? first.copy.getTensorType().getElementType() : Type(f32);
       bucket.readBucket = flat((copies ? "param_copy_bucket." : "param_bucket.") +
@@ -302,6 +359,9 @@ private:
            llvm::zip(layout.members, layout.offsets)) {
         Parameter &p = parameters[member];
         makeView(p.grad, bucket.gradBucket, offset);
+        if (p.halfGradient)
+          p.grad.setTypeAttr(TypeAttr::get(
+              p.grad.getTensorType().clone(bucket.gradType)));
         if (stage == 2) {
           p.grad.setKind(rtir::BufferKind::temporary);
           p.grad.removeParameterAttr();
@@ -322,7 +382,7 @@ private:
       if (stage == 2)
         bucket.gradSlice = createBuffer(
             "grad_slice." + index, rtir::BufferKind::temporary,
-            flatType(int64_t(layout.elements) / ranks, f32));
+            flatType(int64_t(layout.elements) / ranks, bucket.gradType));
       // In fp32 the read slice is the master weights' slice, which owns its
       // ranges: the per-parameter views elsewhere in the bucket may be
       // stale until the all-gather (mlt-schedule-overlap moves it to the
@@ -570,7 +630,7 @@ private:
         rtir::BufferOp gap = createBuffer(
             (bucket.gradBucket.getSymName() + ".padding").str(),
             rtir::BufferKind::temporary,
-            flatType(int64_t(length), b.getF32Type()));
+            flatType(int64_t(length), bucket.gradType));
         makeView(gap, bucket.gradBucket, start);
         b.setInsertionPoint(first);
         rtir::LaunchOp::create(b, writer.getLoc(), "fill", {}, {ref(gap)},
@@ -583,13 +643,18 @@ private:
       launch->moveBefore(&writer.getBody().front(),
                          writer.getBody().front().end());
     }
+    // A bf16 slice is widened into the gradient slice (cast) with one
+    // micro-batch, added into it otherwise.
     for (Bucket &bucket : flatBuckets) {
       const int64_t n = bucket.gradShard.getTensorType().getNumElements();
+      const bool half = !bucket.gradType.isF32();
       rtir::LaunchOp::create(
           b, writer.getLoc(), "reduce_scatter_sum", {ref(bucket.gradBucket)},
-          {ref(once ? bucket.gradShard : bucket.gradSlice)}, {n, dataAxis});
-      if (!once)
-        rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
+          {ref(once && !half ? bucket.gradShard : bucket.gradSlice)},
+          {n, dataAxis});
+      if (!once || half)
+        rtir::LaunchOp::create(b, writer.getLoc(),
+                               once ? "cast" : "accumulate",
                                {ref(bucket.gradSlice)},
                                {ref(bucket.gradShard)}, {n});
     }
@@ -666,6 +731,7 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t stage, bucketBytes;
+  bool reduceInBF16;
   int64_t dataAxis = -1, ranks = 1;
   rtir::ProgramOp optimizer;
   llvm::StringMap<rtir::BufferOp> buffers;
@@ -717,9 +783,23 @@ public:
           << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
+    if (gradReduceDtype != "f32" && gradReduceDtype != "bf16") {
+      getOperation().emitError("mlt-partition-optimizer: grad-reduce-dtype "
+                               "must be f32 or bf16, got '")
+          << gradReduceDtype << "'";
+      return signalPassFailure();
+    }
+    const bool bf16 = gradReduceDtype == "bf16";
+    if (bf16 && zero != 2) {
+      getOperation().emitError("mlt-partition-optimizer: grad-reduce-dtype="
+                               "bf16 reduces each micro-batch's gradients, "
+                               "which zero=2 does; got zero=")
+          << static_cast<int64_t>(zero);
+      return signalPassFailure();
+    }
     if (zero == 0)
       return;
-    if (failed(Partitioner(getOperation(), zero, bucketBytes).run()))
+    if (failed(Partitioner(getOperation(), zero, bucketBytes, bf16).run()))
       signalPassFailure();
   }
 };

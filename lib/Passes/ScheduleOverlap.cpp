@@ -69,6 +69,12 @@ gatheredBucket(rtir::LaunchOp launch,
   return name;
 }
 
+/// Whether `launch` takes a reduce-scattered ZeRO-2 slice into the rank's
+/// gradient slice: adds it (accumulate) or, in bf16, widens it (cast).
+bool isSliceFollower(rtir::LaunchOp launch) {
+  return launch.getKernel() == "accumulate" || launch.getKernel() == "cast";
+}
+
 class Scheduler {
 public:
   Scheduler(ModuleOp module, int64_t bucketBytes, bool gradients,
@@ -180,9 +186,10 @@ private:
   /// (mlt-partition-optimizer): the in-place all-reduces of gradients over
   /// other axes and each bucket's reduce-scatter move under the body's
   /// backward pass, as the optimizer step's do under the last
-  /// micro-batch's; the accumulate of each reduce-scattered slice into the
-  /// rank's gradient slice stays at the body's end, on the compute stream,
-  /// waiting for its reduce-scatter's token.
+  /// micro-batch's; the accumulate (or, for a bf16 slice of a step's one
+  /// micro-batch, the cast) of each reduce-scattered slice into the rank's
+  /// gradient slice stays at the body's end, on the compute stream, waiting
+  /// for its reduce-scatter's token.
   LogicalResult scheduleBodyReductions() {
     refreshBuffers();
     for (rtir::ProgramOp program :
@@ -199,7 +206,7 @@ private:
         rtir::LaunchOp launch = launches[start - 1];
         if (!launch.isPlain())
           break;
-        if (launch.getKernel() == "accumulate" && start >= 2 &&
+        if (isSliceFollower(launch) && start >= 2 &&
             launches[start - 2].getKernel() == "reduce_scatter_sum" &&
             rtir::bufferName(launches[start - 2].getOutputs()[0]) ==
                 rtir::bufferName(launch.getInputs()[0])) {
@@ -221,7 +228,7 @@ private:
       }
       for (size_t i = start; i < launches.size(); ++i) {
         rtir::LaunchOp launch = launches[i];
-        if (launch.getKernel() == "accumulate") {
+        if (isSliceFollower(launch)) {
           followers[launches[i - 1]].push_back(launch);
           continue;
         }
@@ -414,7 +421,8 @@ private:
   LogicalResult schedule(
       rtir::ProgramOp program, ArrayRef<rtir::LaunchOp> reductions,
       const llvm::DenseMap<Operation *, SmallVector<rtir::LaunchOp>>
-          &followers = {}) {
+          &followers = llvm::DenseMap<Operation *,
+                                      SmallVector<rtir::LaunchOp>>()) {
     SmallVector<rtir::LaunchOp> launches(
         program.getBody().getOps<rtir::LaunchOp>());
     // The reductions and their followers, when they are the program's own
@@ -546,7 +554,7 @@ private:
         auto next = cast<rtir::LaunchOp>(b.clone(*follower));
         followerOps.insert(next);
         if (j == 0)
-          next.setWaits({*reduction.getToken()});
+          next.setWaits({int64_t(*reduction.getToken())});
       }
     }
     return success();

@@ -1,9 +1,13 @@
 // RUN: mlt-opt %s -split-input-file -verify-diagnostics -mlt-partition-optimizer="zero=1"
 // RUN: not mlt-opt %s -mlt-partition-optimizer="zero=3" 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not mlt-opt %s -mlt-partition-optimizer="zero=1 bucket-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BYTES
+// RUN: not mlt-opt %s -mlt-partition-optimizer="zero=2 grad-reduce-dtype=f16" 2>&1 | FileCheck %s --check-prefix=REDUCE-TYPE
+// RUN: not mlt-opt %s -mlt-partition-optimizer="zero=1 grad-reduce-dtype=bf16" 2>&1 | FileCheck %s --check-prefix=REDUCE-STAGE
 
 // STAGE: mlt-partition-optimizer: zero must be 0, 1 or 2, got 3
 // BYTES: mlt-partition-optimizer: bucket-bytes must be non-negative, got -1
+// REDUCE-TYPE: mlt-partition-optimizer: grad-reduce-dtype must be f32 or bf16, got 'f16'
+// REDUCE-STAGE: mlt-partition-optimizer: grad-reduce-dtype=bf16 reduces each micro-batch's gradients, which zero=2 does; got zero=1
 
 // Tests that a module without data-parallel ranks is refused.
 // expected-error @+1 {{mlt-partition-optimizer: zero=1 partitions the optimizer over data-parallel ranks, but the module has no mesh axis 'dp' of size 2 or more}}

@@ -133,6 +133,13 @@ so with a plan file --tp and --dp must match its mesh):
                              micro-batch's are reduce-scattered into the
                              rank's slice as its backward pass finishes
                              them; needs --dp 2 or more
+  --grad-reduce-dtype f32|bf16
+                             with --zero 2 and --dtype bf16: bf16 computes
+                             the matrix products' weight gradients in bf16
+                             and reduce-scatters them in bf16 (half the
+                             bytes; FSDP2's reduce_dtype), adding them into
+                             the f32 gradient slices; f32 (default) keeps
+                             every gradient f32; when compiling only
   --overlap-param-gather on|off
                              with --zero 1: on (default) each bucket of
                              updated parameters is all-gathered under the
@@ -219,6 +226,7 @@ struct Options {
   std::optional<std::string> pipelineSchedule;
   std::optional<int64_t> zero;
   std::optional<bool> overlapParamGather;
+  std::optional<std::string> gradReduceDtype;
   std::string initFrom;
   uint64_t seed = 1234;
   std::string data;
@@ -339,6 +347,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
          if (v != "on" && v != "off")
            return errorf(flag, ": expected on or off, got '", v, "'");
          o.overlapParamGather = v == "on";
+         return Status::ok();
+       }},
+      {"--grad-reduce-dtype",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "f32" && v != "bf16")
+           return errorf(flag, ": expected f32 or bf16, got '", v, "'");
+         o.gradReduceDtype = v;
          return Status::ok();
        }},
       {"--zero",
@@ -609,6 +624,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
           std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
           std::pair{"--overlap-param-gather",
                     o.overlapParamGather.has_value()},
+          std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
           std::pair{"--schedule", o.pipelineSchedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
@@ -642,9 +658,15 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.schedule = o.pipelineSchedule.value_or("1f1b");
   compile.zero = o.zero.value_or(0);
   compile.overlapParamGather = o.overlapParamGather.value_or(true);
+  compile.gradReduceDtype = o.gradReduceDtype.value_or("f32");
   if (compile.zero > 0 && compile.dp < 2)
     return errorf("--zero ", compile.zero, " partitions the optimizer state "
                   "over the data-parallel ranks and needs --dp 2 or more");
+  if (compile.gradReduceDtype == "bf16" &&
+      (compile.zero != 2 || compile.dtype != "bf16"))
+    return errorf("--grad-reduce-dtype bf16 reduce-scatters each "
+                  "micro-batch's bf16 gradients and needs --zero 2 and "
+                  "--dtype bf16");
   if (o.gradBucketMiB)
     compile.gradBucketBytes = *o.gradBucketMiB << 20;
   if (compile.microBatch % compile.dp != 0)

@@ -55,6 +55,10 @@ struct TrainOptions {
   /// buckets under the next step's first forward pass rather than at the
   /// end of the optimizer step.
   bool overlapParamGather = true;
+  /// mlt-partition-optimizer, with zero == 2: the type gradients are
+  /// reduce-scattered in, "f32" or "bf16" (the matrix products' gradients
+  /// computed in bf16 and reduced in bf16).
+  std::string gradReduceDtype = "f32";
 };
 
 /// What a training plan is compiled from and for.

@@ -570,6 +570,14 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
     optimizer step had; the step starts by zeroing the gradient slices
     (`zero_gradients`), and its optimizer step reduces nothing.
 
+    With `grad-reduce-dtype=bf16` (zero=2, bf16 plans; FSDP2's
+    `reduce_dtype`), the gradients a single matrix product writes are
+    computed in bf16 (the product's f32 sums rounded once), kept in bf16
+    buckets (groups never mix types) and reduce-scattered in bf16 (half the
+    bytes of f32), then widened (one micro-batch: `cast`) or added
+    (`accumulate`) into the f32 gradient slices; the norm weights' and the
+    embedding's gradients stay f32.
+
     Persistent state per parameter, bf16: 2 (copy) + 4 (gradient) + 12/dp
     bytes (master, moments) at zero=1, 2 + 16/dp at zero=2, instead of 18;
     f32: 8 + 8/dp and 4 + 12/dp instead of 16. `zero=0` leaves the module
@@ -593,7 +601,11 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
            "the ZeRO stage: 0 (every rank keeps the whole optimizer state), "
            "1 (optimizer state partitioned over dp) or 2 (gradients too)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "33554432",
-           "close a flat bucket once it holds this many bytes of gradients">
+           "close a flat bucket once it holds this many bytes of gradients">,
+    Option<"gradReduceDtype", "grad-reduce-dtype", "std::string", "\"f32\"",
+           "the type zero=2 reduce-scatters gradients in: f32, or bf16 (the "
+           "matrix products' gradients computed and reduced in bf16, "
+           "added into the f32 slices)">
   ];
 }
 

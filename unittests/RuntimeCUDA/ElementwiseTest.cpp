@@ -294,6 +294,19 @@ TEST(CudaElementwiseTest, CastsMatchTheCpu) {
     cpu::castBF16ToFloat(widened.data(), bits.data(), n);
     std::vector<float> back = df.download();
     EXPECT_EQ(std::memcmp(back.data(), widened.data(), n * sizeof(float)), 0);
+    // Pointers off their packs' alignment (an element in): the same bits,
+    // element by element.
+    if (n > 1) {
+      ASSERT_TRUE(launchCast(dbf.get() + 1, rt::ElementType::BF16,
+                             dx.get() + 1, rt::ElementType::F32, n - 1,
+                             nullptr));
+      EXPECT_EQ(dbf.download(), bits);
+      ASSERT_TRUE(launchCast(df.get() + 1, rt::ElementType::F32, dbf.get() + 1,
+                             rt::ElementType::BF16, n - 1, nullptr));
+      back = df.download();
+      EXPECT_EQ(std::memcmp(back.data(), widened.data(), n * sizeof(float)),
+                0);
+    }
 
     // f32 -> f64 -> f32 (exact both ways), f64 -> bf16 through f32.
     ASSERT_TRUE(launchCast(dd.get(), rt::ElementType::F64, dx.get(),

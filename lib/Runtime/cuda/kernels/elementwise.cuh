@@ -21,7 +21,9 @@
 //   and accumulate, and to within expf's ulp for the SiLU family (CUDA's
 //   expf is within 2 ulp, glibc's within 1).
 // - castKernel converts element by element, through float (f64 <-> f32 by
-//   rounding to nearest, bf16 as common.cuh rounds), as CpuBackend.cpp's cast.
+//   rounding to nearest, bf16 as common.cuh rounds), as CpuBackend.cpp's cast;
+//   castPackKernel the same, 8 elements a load and a store when both
+//   pointers are aligned to them.
 // - transposeKernel: one thread per output element (coalesced writes); the
 //   input offset comes from the output index through the merged shape (at
 //   most kMaxTransposeRank dimensions). Reads are coalesced when the
@@ -219,6 +221,36 @@ template <typename In, typename Out>
 __global__ void __launch_bounds__(kFlatThreads)
     castKernel(Out *out, const In *in, int64_t n) {
   for (int64_t i = globalThreadIndex(); i < n; i += globalThreadCount())
+    out[i] = Narrow<Out>::from(widen(in[i]));
+}
+
+/// kCastPack elements of T, loaded or stored as one aligned unit (16 bytes
+/// of bf16, 32 of f32: vector loads and stores).
+inline constexpr int kCastPack = 8;
+template <typename T> struct alignas(kCastPack * sizeof(T)) CastPack {
+  T v[kCastPack];
+};
+
+/// castKernel by packs: thread t converts packs t, t + stride, ... (both
+/// pointers aligned to their pack, checked by the launcher), then the
+/// n % kCastPack tail one element per thread; each element as castKernel
+/// converts it.
+template <typename In, typename Out>
+__global__ void __launch_bounds__(kFlatThreads)
+    castPackKernel(Out *out, const In *in, int64_t n) {
+  const int64_t packs = n / kCastPack;
+  const auto *x = reinterpret_cast<const CastPack<In> *>(in);
+  auto *y = reinterpret_cast<CastPack<Out> *>(out);
+  for (int64_t p = globalThreadIndex(); p < packs; p += globalThreadCount()) {
+    const CastPack<In> a = x[p];
+    CastPack<Out> b;
+#pragma unroll
+    for (int j = 0; j < kCastPack; ++j)
+      b.v[j] = Narrow<Out>::from(widen(a.v[j]));
+    y[p] = b;
+  }
+  for (int64_t i = packs * kCastPack + globalThreadIndex(); i < n;
+       i += globalThreadCount())
     out[i] = Narrow<Out>::from(widen(in[i]));
 }
 

@@ -24,11 +24,20 @@
 #                                     (the default), dp=2 with them after it
 #                                     (--overlap-grad-reduce off), tp=2,
 #                                     ZeRO 1 and 2 with the overlaps on and
-#                                     off, HF eager; then again without CUDA
-#                                     graphs around NCCL
-#                                     (MLT_CUDA_GRAPHS=compute)
+#                                     off, ZeRO 2 reducing in bf16, HF
+#                                     eager; then again without CUDA graphs
+#                                     around NCCL (MLT_CUDA_GRAPHS=compute).
+#                                     BENCH_PLANS="tl-b8-dp2-z2 ..." runs
+#                                     those beside tl-b4 only, BENCH_MODES=
+#                                     without HF
+#   DIR/gpu-multi.sh bench7b [STEPS]  (GPU machine, 2 GPUs) LLaMA-2-7B, 1 x
+#                                     2048 per GPU, ZeRO 2 (reducing in f32
+#                                     and in bf16), then PyTorch FSDP2
+#                                     (FSDP_MODES, default "eager compile")
 #   DIR/gpu-multi.sh profile          (GPU machine, 2 GPUs) where a step's
-#                                     time goes (--profile-step, --trace)
+#                                     time goes (--profile-step, --trace):
+#                                     PROFILE_PLANS, PROFILE_ENV,
+#                                     PROFILE_SUFFIX (see the mode)
 #
 # mpirun is the GPU machine's Open MPI 4.1 (mlt-run links libmpi.so.40 and
 # uses MPI only to start and to end); NCCL_NVLS_ENABLE=0 is set for every
@@ -123,8 +132,10 @@ if [[ "$1" == bench7b ]]; then
     --plan plans/l7-b2-dp2-z2-bf16r.mltplan \
     --ref tools/hf_llama_bench.py --config llama-7b --modes '' --steps "$steps" \
     --out "$out" 2>&1 | tee "$out"/bench7b.txt
-  # FSDP_FLAGS: the FSDP2 runs ("" eager, "--compile"), both by default.
-  for flags in ${FSDP_FLAGS-"" "--compile"}; do
+  # FSDP_MODES: the FSDP2 runs, "eager compile" by default ("" for none).
+  for mode in ${FSDP_MODES-eager compile}; do
+    flags=
+    [[ "$mode" == compile ]] && flags=--compile
     echo "== PyTorch FSDP2 $flags"
     timeout 300 torchrun --nproc-per-node 2 tools/torch_dist_bench.py --wrap fsdp \
       --config llama-7b --seq 2048 --mb 1 --steps "$steps" $flags 2>&1 | tail -2

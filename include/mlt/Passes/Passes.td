@@ -553,9 +553,11 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
     - the optimizer step reduce-scatters each gradient bucket into the
       rank's slice (replacing the data-parallel all-reduces;
       mlt-schedule-overlap moves them under the backward pass), computes
-      the gradient norm from the slices (summed over dp and the axes each
-      group is split over), updates the slices with one AdamW launch each,
-      and all-gathers each updated parameter bucket;
+      the gradient norm from the slices (each slice's sum of squares an
+      aligned element of one vector, summed over dp by one all-reduce and
+      over the axes a group is split over by one more per axis), updates
+      the slices with one AdamW launch each, and all-gathers each updated
+      parameter bucket;
       `refresh_parameter_copies` casts the master slices and all-gathers.
 
     With `zero=2` the gradients are partitioned too (Megatron-LLaMA's
@@ -588,9 +590,10 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
     After (`@optimizer_step`, one bucket):
     ```mlir
     mlt_rt.launch "reduce_scatter_sum" [@"grad_bucket.0"] -> [@"grad_shard.0"] ints [4096, 0]
-    mlt_rt.launch "sum_squares" [@"grad_shard.0"] -> [@"sum_squares.0"] ints [4096]
-    mlt_rt.launch "all_reduce_sum" [@"sum_squares.0"] -> [@"sum_squares.0"] ints [1, 0]
-    mlt_rt.launch "global_norm" [@"sum_squares.0"] -> [@grad_norm]
+    mlt_rt.launch "fill" [] -> [@"sum_squares.slices"] ints [64] floats [0.0]
+    mlt_rt.launch "sum_squares" [@"grad_shard.0"] -> [@"sum_squares.grad_shard.0"] ints [4096]
+    mlt_rt.launch "all_reduce_sum" [@"sum_squares.slices"] -> [@"sum_squares.slices"] ints [64, 0]
+    mlt_rt.launch "global_norm" [@"sum_squares.grad_shard.0"] -> [@grad_norm]
     mlt_rt.launch "clip_coefficient" [@grad_norm, @hyper.max_grad_norm] -> [@clip_coefficient]
     mlt_rt.launch "adamw" [@"grad_shard.0", @clip_coefficient, @hyper.lr, ...] -> [@"param_shard.0", @"exp_avg_shard.0", @"exp_avg_sq_shard.0"] ints [4096, 1]
     mlt_rt.launch "all_gather" [@"param_shard.0"] -> [@"param_bucket.0"] ints [4096, 0]

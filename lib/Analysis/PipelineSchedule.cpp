@@ -108,6 +108,78 @@ PipelineSchedule mlt::buildSchedule(ScheduleKind kind, int64_t stages,
   return schedule;
 }
 
+std::optional<PipelineSchedule>
+mlt::buildInterleavedSchedule(int64_t stages, int64_t chunks,
+                              int64_t microbatches, int64_t groupSize,
+                              std::string *why) {
+  auto refuse = [&](const std::string &message) {
+    if (why)
+      *why = message;
+    return std::nullopt;
+  };
+  if (stages < 2)
+    return refuse("the interleaved schedule needs 2 or more pipeline "
+                  "stages, got " + std::to_string(stages));
+  if (chunks < 2)
+    return refuse("the interleaved schedule needs 2 or more model chunks "
+                  "per stage, got " + std::to_string(chunks));
+  if (microbatches < 1)
+    return refuse("the interleaved schedule needs 1 or more micro-batches");
+  const int64_t group = groupSize ? groupSize : stages;
+  if (group < stages || group > microbatches)
+    return refuse("the micro-batches a chunk runs in a row (" +
+                  std::to_string(group) + ") must be at least the stages (" +
+                  std::to_string(stages) + ") and at most the micro-batches (" +
+                  std::to_string(microbatches) + ")");
+  const int64_t last = microbatches % group;
+  if (last > 0 && last < stages)
+    return refuse("the last group of micro-batches (" +
+                  std::to_string(microbatches) + " % " +
+                  std::to_string(group) + " = " + std::to_string(last) +
+                  ") must be empty or at least the stages (" +
+                  std::to_string(stages) +
+                  "): a shorter one stalls the pipeline");
+
+  // The forward order of (micro-batch, chunk), the same on every rank.
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (int64_t first = 0; first < microbatches; first += group) {
+    // The last group takes what is left.
+    const int64_t stop = std::min(first + group, microbatches);
+    for (int64_t chunk = 0; chunk < chunks; ++chunk)
+      for (int64_t mb = first; mb < stop; ++mb)
+        order.emplace_back(mb, chunk);
+  }
+  const int64_t total = int64_t(order.size());
+
+  PipelineSchedule schedule;
+  schedule.stages = stages;
+  schedule.microbatches = microbatches;
+  schedule.chunks = chunks;
+  schedule.stageWork.resize(size_t(stages));
+  auto forward = [&](int64_t k) {
+    return WorkItem{WorkKind::Forward, order[size_t(k)].first,
+                    order[size_t(k)].second};
+  };
+  auto backward = [&](int64_t k) {
+    return WorkItem{WorkKind::Backward, order[size_t(k)].first,
+                    chunks - 1 - order[size_t(k)].second};
+  };
+  for (int64_t r = 0; r < stages; ++r) {
+    std::vector<WorkItem> &work = schedule.stageWork[size_t(r)];
+    const int64_t warmup =
+        std::min(total, (stages - r - 1) * 2 + (chunks - 1) * group);
+    for (int64_t k = 0; k < warmup; ++k)
+      work.push_back(forward(k));
+    for (int64_t k = 0; k + warmup < total; ++k) {
+      work.push_back(forward(k + warmup));
+      work.push_back(backward(k));
+    }
+    for (int64_t k = total - warmup; k < total; ++k)
+      work.push_back(backward(k));
+  }
+  return schedule;
+}
+
 namespace {
 
 /// A (kind, micro-batch, chunk) key for sets and maps.

@@ -83,6 +83,95 @@ TEST(PipelineSchedule, EveryBuilderVerifies) {
       }
 }
 
+TEST(PipelineSchedule, InterleavedFollowsMegatronCore) {
+  // P=2, V=2, M=4, groups of P: the forward order (0,0) (1,0) (0,1) (1,1)
+  // (2,0) (3,0) (2,1) (3,1) on both ranks; rank 0 warms up with
+  // (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4 forwards, rank 1 with 2; backwards
+  // run the chunks last to first.
+  std::string why;
+  std::optional<PipelineSchedule> schedule =
+      buildInterleavedSchedule(2, 2, 4, 0, &why);
+  ASSERT_TRUE(schedule) << why;
+  EXPECT_EQ(schedule->chunks, 2);
+  EXPECT_EQ(schedule->stageString(0),
+            "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 "
+            "B2.1 B3.1 B2.0 B3.0");
+  EXPECT_EQ(schedule->stageString(1),
+            "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 "
+            "F3.1 B3.1 B2.0 B3.0");
+  EXPECT_TRUE(schedule->verify(&why)) << why;
+  EXPECT_EQ(schedule->maxInFlight(0), 5);
+  EXPECT_EQ(schedule->maxInFlight(1), 3);
+
+  // Megatron's own example, PP2 with groups of 3, M=5, VP2: the
+  // micro-batches 0 1 2 0 1 2 3 4 3 4 of chunks 0 0 0 1 1 1 0 0 1 1. Rank 1
+  // warms up with (2 - 1) * 0 + 1 * 3 = 3 forwards.
+  schedule = buildInterleavedSchedule(2, 2, 5, 3, &why);
+  ASSERT_TRUE(schedule) << why;
+  EXPECT_EQ(schedule->stageString(1),
+            "F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 F3.0 B0.0 F4.0 "
+            "B1.0 F3.1 B2.0 F4.1 B3.1 B4.1 B3.0 B4.0");
+  EXPECT_TRUE(schedule->verify(&why)) << why;
+
+  // Fewer micro-batches than the warm-up: all forwards, then all backwards.
+  schedule = buildInterleavedSchedule(4, 2, 4, 0, &why);
+  ASSERT_TRUE(schedule) << why;
+  EXPECT_EQ(schedule->stageString(0),
+            "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 B0.1 B1.1 B2.1 B3.1 "
+            "B0.0 B1.0 B2.0 B3.0");
+  EXPECT_TRUE(schedule->verify(&why)) << why;
+}
+
+TEST(PipelineSchedule, InterleavedVerifiesWhereverMegatronRunsIt) {
+  for (int64_t stages = 2; stages <= 6; ++stages)
+    for (int64_t chunks = 2; chunks <= 4; ++chunks)
+      for (int64_t microbatches = 1; microbatches <= 16; ++microbatches)
+        for (int64_t group = stages; group <= microbatches; ++group) {
+          const int64_t last = microbatches % group;
+          std::string why;
+          std::optional<PipelineSchedule> schedule =
+              buildInterleavedSchedule(stages, chunks, microbatches, group,
+                                       &why);
+          const bool accepted = last == 0 || last >= stages;
+          ASSERT_EQ(bool(schedule), accepted)
+              << "P=" << stages << " V=" << chunks << " M=" << microbatches
+              << " G=" << group << ": " << why;
+          if (!schedule)
+            continue;
+          EXPECT_TRUE(schedule->verify(&why))
+              << "P=" << stages << " V=" << chunks << " M=" << microbatches
+              << " G=" << group << ": " << why;
+          // A rank keeps its warm-up's activations plus one.
+          for (int64_t r = 0; r < stages; ++r)
+            EXPECT_LE(schedule->maxInFlight(r),
+                      std::min(microbatches * chunks,
+                               (stages - r - 1) * 2 + (chunks - 1) * group +
+                                   1));
+        }
+}
+
+TEST(PipelineSchedule, InterleavedRefusesWhatMegatronRefuses) {
+  std::string why;
+  EXPECT_FALSE(buildInterleavedSchedule(1, 2, 4, 0, &why));
+  EXPECT_EQ(why, "the interleaved schedule needs 2 or more pipeline stages, "
+                 "got 1");
+  EXPECT_FALSE(buildInterleavedSchedule(2, 1, 4, 0, &why));
+  EXPECT_EQ(why, "the interleaved schedule needs 2 or more model chunks per "
+                 "stage, got 1");
+  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 3, 0, &why));
+  EXPECT_EQ(why, "the micro-batches a chunk runs in a row (4) must be at "
+                 "least the stages (4) and at most the micro-batches (3)");
+  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 8, 2, &why));
+  EXPECT_EQ(why, "the micro-batches a chunk runs in a row (2) must be at "
+                 "least the stages (4) and at most the micro-batches (8)");
+  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 9, 0, &why));
+  EXPECT_EQ(why, "the last group of micro-batches (9 % 4 = 1) must be empty "
+                 "or at least the stages (4): a shorter one stalls the "
+                 "pipeline");
+  // A last group of at least P is accepted.
+  EXPECT_TRUE(buildInterleavedSchedule(4, 2, 12, 8, &why)) << why;
+}
+
 TEST(PipelineSchedule, RefusesBrokenSchedules) {
   std::string why;
   EXPECT_FALSE(fromStrings(2, {"F0.0 B0.0 F1.0"}).verify(&why));

@@ -104,6 +104,25 @@ struct PipelineSchedule {
 PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,
                                int64_t microbatches);
 
+/// Megatron-Core's interleaved 1F1B for `stages` ranks of `chunks` model
+/// chunks each (chunk c of rank r is virtual stage c * stages + r) and
+/// `microbatches` micro-batches, taken in groups of `groupSize` (Megatron's
+/// microbatch_group_size_per_vp_stage; 0: `stages`):
+/// - the forward order, the same on every rank: for each group of
+///   micro-batches (the last takes what is left), chunk 0 of each, then
+///   chunk 1, ...; the backward order the same with chunk c run as chunk
+///   chunks - 1 - c;
+/// - rank r first runs (stages - r - 1) * 2 + (chunks - 1) * groupSize
+///   forwards (all of them if fewer), then alternates a forward and a
+///   backward, and ends with the backwards left.
+/// Refuses, with the constraint in `why`, what Megatron refuses: fewer than
+/// 2 stages or 2 chunks (Megatron then runs the non-interleaved schedule),
+/// a group size outside [stages, microbatches], and a last group of fewer
+/// than `stages` micro-batches (microbatches % groupSize in 1..stages-1).
+std::optional<PipelineSchedule>
+buildInterleavedSchedule(int64_t stages, int64_t chunks, int64_t microbatches,
+                         int64_t groupSize, std::string *why = nullptr);
+
 } // namespace mlt
 
 #endif // MLT_ANALYSIS_PIPELINESCHEDULE_H

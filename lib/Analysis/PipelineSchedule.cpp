@@ -279,14 +279,79 @@ bool PipelineSchedule::verify(std::string *why,
 }
 
 int64_t PipelineSchedule::maxInFlight(int64_t stage) const {
+  const std::vector<WorkItem> &work = stageWork.at(size_t(stage));
+  const bool split = std::any_of(work.begin(), work.end(), [](const WorkItem &i) {
+    return i.kind == WorkKind::WeightGradient;
+  });
+  const WorkKind frees = split ? WorkKind::WeightGradient : WorkKind::Backward;
   int64_t live = 0, most = 0;
-  for (const WorkItem &item : stageWork.at(size_t(stage))) {
+  for (const WorkItem &item : work) {
     if (item.kind == WorkKind::Forward)
       most = std::max(most, ++live);
-    else if (item.kind == WorkKind::Backward)
+    else if (item.kind == frees)
       --live;
   }
   return most;
+}
+
+double PipelineSchedule::Timing::bubble() const {
+  double total = 0.0;
+  for (double stage : idle)
+    total += stage;
+  return span > 0.0 && !idle.empty() ? total / (span * double(idle.size()))
+                                     : 0.0;
+}
+
+PipelineSchedule::Timing
+PipelineSchedule::simulate(double forward, double backward,
+                           double weightGradient) const {
+  // Each item's end, by (kind, micro-batch, virtual stage); stages advance
+  // in turns, each running its next items while their inputs have ended.
+  const int64_t virtualStages = stages * chunks;
+  std::map<std::tuple<int, int64_t, int64_t>, double> end;
+  std::vector<size_t> next(size_t(stages), 0);
+  std::vector<double> clock(size_t(stages), 0.0), busy(size_t(stages), 0.0);
+  size_t remaining = 0;
+  for (const auto &work : stageWork)
+    remaining += work.size();
+  while (remaining) {
+    bool progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const auto &work = stageWork[size_t(s)];
+      while (next[size_t(s)] < work.size()) {
+        const WorkItem &item = work[next[size_t(s)]];
+        const int64_t v = item.chunk * stages + s;
+        double ready = clock[size_t(s)];
+        std::optional<std::tuple<int, int64_t, int64_t>> input;
+        if (item.kind == WorkKind::Forward && v > 0)
+          input = {int(WorkKind::Forward), item.microbatch, v - 1};
+        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
+          input = {int(WorkKind::Backward), item.microbatch, v + 1};
+        if (input) {
+          auto it = end.find(*input);
+          if (it == end.end())
+            break;
+          ready = std::max(ready, it->second);
+        }
+        const double cost = item.kind == WorkKind::Forward    ? forward
+                            : item.kind == WorkKind::Backward ? backward
+                                                              : weightGradient;
+        clock[size_t(s)] = ready + cost;
+        busy[size_t(s)] += cost;
+        end[{int(item.kind), item.microbatch, v}] = clock[size_t(s)];
+        ++next[size_t(s)];
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed)
+      break; // a schedule that does not verify
+  }
+  Timing timing;
+  timing.span = *std::max_element(clock.begin(), clock.end());
+  for (int64_t s = 0; s < stages; ++s)
+    timing.idle.push_back(timing.span - busy[size_t(s)]);
+  return timing;
 }
 
 std::string PipelineSchedule::stageString(int64_t stage) const {

@@ -172,6 +172,42 @@ TEST(PipelineSchedule, InterleavedRefusesWhatMegatronRefuses) {
   EXPECT_TRUE(buildInterleavedSchedule(4, 2, 12, 8, &why)) << why;
 }
 
+TEST(PipelineSchedule, SimulationGivesTheTextbookBubbles) {
+  // P = 4, M = 8, a backward twice a forward: 1F1B and GPipe both take
+  // (M + P - 1) (F + B) = 33, each stage idle (P - 1) (F + B) = 9, the
+  // bubble (P - 1) / (M + P - 1).
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+    PipelineSchedule::Timing timing =
+        buildSchedule(kind, 4, 8).simulate(1.0, 2.0);
+    EXPECT_DOUBLE_EQ(timing.span, 33.0) << scheduleKindName(kind);
+    EXPECT_EQ(timing.idle, std::vector<double>(4, 9.0));
+    EXPECT_DOUBLE_EQ(timing.bubble(), 3.0 / 11.0);
+  }
+  // Interleaving V chunks (each a V-th of the work) divides the idle time
+  // by V: 24 of work and 9 / 2 (V = 2) or 9 / 4 (V = 4) idle.
+  std::optional<PipelineSchedule> two = buildInterleavedSchedule(4, 2, 8, 0);
+  ASSERT_TRUE(two);
+  EXPECT_DOUBLE_EQ(two->simulate(0.5, 1.0).span, 28.5);
+  EXPECT_EQ(two->simulate(0.5, 1.0).idle, std::vector<double>(4, 4.5));
+  std::optional<PipelineSchedule> four = buildInterleavedSchedule(4, 4, 8, 0);
+  ASSERT_TRUE(four);
+  EXPECT_DOUBLE_EQ(four->simulate(0.25, 0.5).span, 26.25);
+  // One stage never waits.
+  EXPECT_DOUBLE_EQ(
+      buildSchedule(ScheduleKind::OneFOneB, 1, 5).simulate(1.0, 2.0).bubble(),
+      0.0);
+}
+
+TEST(PipelineSchedule, WeightGradientsHoldActivationsInFlight) {
+  // With W items an activation set lives until its W.
+  PipelineSchedule split =
+      fromStrings(3, {"F0.0 F1.0 B0.0 F2.0 W0.0 B1.0 W1.0 B2.0 W2.0"});
+  std::string why;
+  EXPECT_TRUE(split.verify(&why, /*splitWeightGradients=*/true)) << why;
+  EXPECT_EQ(split.maxInFlight(0), 3);
+  EXPECT_DOUBLE_EQ(split.simulate(1.0, 1.0, 1.0).span, 9.0);
+}
+
 TEST(PipelineSchedule, RefusesBrokenSchedules) {
   std::string why;
   EXPECT_FALSE(fromStrings(2, {"F0.0 B0.0 F1.0"}).verify(&why));

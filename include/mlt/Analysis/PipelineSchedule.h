@@ -91,9 +91,24 @@ struct PipelineSchedule {
               bool splitWeightGradients = false) const;
 
   /// The most micro-batches whose forward has run and whose backward has
-  /// not, at any point of stage `stage`'s schedule: the activation sets the
-  /// stage keeps at once.
+  /// not (with weight-gradient items: whose W has not, since W reads the
+  /// activations too), at any point of stage `stage`'s schedule: the
+  /// activation sets the stage keeps at once.
   int64_t maxInFlight(int64_t stage) const;
+
+  /// The schedule run with each item taking the time its kind costs (a B
+  /// with its weight gradients when the schedule has no W items, so pass
+  /// backward = B + W then) and starting as soon as its stage is free and
+  /// the items it depends on have ended: the step's span and each stage's
+  /// idle time within it. Assumes a schedule that verifies.
+  struct Timing {
+    double span = 0.0;
+    std::vector<double> idle;
+    /// The idle share of the stages' time: sum(idle) / (stages * span).
+    double bubble() const;
+  };
+  Timing simulate(double forward, double backward,
+                  double weightGradient = 0.0) const;
 
   /// Stage `stage`'s work, e.g. "F0.0 B0.0 F1.0 B1.0".
   std::string stageString(int64_t stage) const;

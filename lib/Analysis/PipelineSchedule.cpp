@@ -180,6 +180,57 @@ mlt::buildInterleavedSchedule(int64_t stages, int64_t chunks,
   return schedule;
 }
 
+PipelineSchedule mlt::buildZeroBubbleH1Schedule(int64_t stages,
+                                                int64_t microbatches) {
+  PipelineSchedule schedule;
+  schedule.stages = stages;
+  schedule.microbatches = microbatches;
+  schedule.stageWork.resize(size_t(stages));
+  // The slot after which each stage's F and B of each micro-batch has
+  // ended (-1: not run), and each stage's counts.
+  std::vector<std::vector<int64_t>> forwardEnd(
+      size_t(stages), std::vector<int64_t>(size_t(microbatches), -1));
+  std::vector<std::vector<int64_t>> backwardEnd = forwardEnd;
+  std::vector<int64_t> forwards(size_t(stages), 0),
+      backwards(size_t(stages), 0), weights(size_t(stages), 0);
+  int64_t left = 3 * stages * microbatches;
+  for (int64_t slot = 0; left > 0; ++slot) {
+    for (int64_t s = 0; s < stages; ++s) {
+      const size_t i = size_t(s);
+      // An item run in slot t has ended for slots after t.
+      auto ended = [&](int64_t at) { return at >= 0 && at <= slot; };
+      const int64_t b = backwards[i], f = forwards[i], w = weights[i];
+      const bool weightReady = w < b && ended(backwardEnd[i][size_t(w)]);
+      const bool backwardReady =
+          b < f && ended(forwardEnd[i][size_t(b)]) &&
+          (s + 1 == stages || ended(backwardEnd[i + 1][size_t(b)]));
+      const bool forwardReady =
+          f < microbatches && f - b < stages - s &&
+          (s == 0 || ended(forwardEnd[i - 1][size_t(f)]));
+      std::vector<WorkItem> &work = schedule.stageWork[i];
+      if (weightReady && b - w > stages - 1) {
+        work.push_back({WorkKind::WeightGradient, w, 0});
+        ++weights[i];
+      } else if (backwardReady) {
+        work.push_back({WorkKind::Backward, b, 0});
+        backwardEnd[i][size_t(b)] = slot + 1;
+        ++backwards[i];
+      } else if (forwardReady) {
+        work.push_back({WorkKind::Forward, f, 0});
+        forwardEnd[i][size_t(f)] = slot + 1;
+        ++forwards[i];
+      } else if (weightReady) {
+        work.push_back({WorkKind::WeightGradient, w, 0});
+        ++weights[i];
+      } else {
+        continue; // idle in this slot
+      }
+      --left;
+    }
+  }
+  return schedule;
+}
+
 namespace {
 
 /// A (kind, micro-batch, chunk) key for sets and maps.

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace mlt;
 
 namespace {
@@ -206,6 +208,61 @@ TEST(PipelineSchedule, WeightGradientsHoldActivationsInFlight) {
   EXPECT_TRUE(split.verify(&why, /*splitWeightGradients=*/true)) << why;
   EXPECT_EQ(split.maxInFlight(0), 3);
   EXPECT_DOUBLE_EQ(split.simulate(1.0, 1.0, 1.0).span, 9.0);
+}
+
+/// The most micro-batches stage `stage` has run the forward of and not
+/// the backward (B) of: 1F1B's activation sets.
+int64_t awaitingBackward(const PipelineSchedule &schedule, int64_t stage) {
+  int64_t live = 0, most = 0;
+  for (const WorkItem &item : schedule.stageWork[size_t(stage)]) {
+    if (item.kind == WorkKind::Forward)
+      most = std::max(most, ++live);
+    else if (item.kind == WorkKind::Backward)
+      --live;
+  }
+  return most;
+}
+
+TEST(PipelineSchedule, ZeroBubbleH1CutsTheBubbleToAThird) {
+  PipelineSchedule schedule = buildZeroBubbleH1Schedule(4, 8);
+  std::string why;
+  EXPECT_TRUE(schedule.verify(&why, /*splitWeightGradients=*/true)) << why;
+  // The last stage runs B as soon as it can and leaves its W for the end,
+  // where the earlier stages' B still come back up the pipeline.
+  EXPECT_EQ(schedule.stageString(3),
+            "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 W0.0 F4.0 B4.0 W1.0 "
+            "F5.0 B5.0 W2.0 F6.0 B6.0 W3.0 F7.0 B7.0 W4.0 W5.0 W6.0 W7.0");
+  // Unit costs: 3M + P - 1 = 27 slots, each stage idle P - 1 = 3; 1F1B
+  // (B and W fused) idles 3 (P - 1) = 9 of 33.
+  PipelineSchedule::Timing timing = schedule.simulate(1.0, 1.0, 1.0);
+  EXPECT_DOUBLE_EQ(timing.span, 27.0);
+  EXPECT_EQ(timing.idle, std::vector<double>(4, 3.0));
+  EXPECT_EQ(buildSchedule(ScheduleKind::OneFOneB, 4, 8)
+                .simulate(1.0, 2.0)
+                .idle,
+            std::vector<double>(4, 9.0));
+
+  for (int64_t stages = 1; stages <= 8; ++stages)
+    for (int64_t microbatches = 1; microbatches <= 24; ++microbatches) {
+      PipelineSchedule zb = buildZeroBubbleH1Schedule(stages, microbatches);
+      ASSERT_TRUE(zb.verify(&why, true))
+          << "P=" << stages << " M=" << microbatches << ": " << why;
+      const PipelineSchedule::Timing t = zb.simulate(1.0, 1.0, 1.0);
+      const PipelineSchedule::Timing fused =
+          buildSchedule(ScheduleKind::OneFOneB, stages, microbatches)
+              .simulate(1.0, 2.0);
+      if (microbatches >= stages)
+        EXPECT_DOUBLE_EQ(t.span, double(3 * microbatches + stages - 1))
+            << "P=" << stages << " M=" << microbatches;
+      EXPECT_LE(t.span, fused.span);
+      for (int64_t s = 0; s < stages; ++s) {
+        // 1F1B's activation sets between F and B, and at most P - 1
+        // micro-batches more awaiting their W.
+        EXPECT_LE(awaitingBackward(zb, s),
+                  std::min(stages - s, microbatches));
+        EXPECT_LE(zb.maxInFlight(s), awaitingBackward(zb, s) + stages - 1);
+      }
+    }
 }
 
 TEST(PipelineSchedule, RefusesBrokenSchedules) {

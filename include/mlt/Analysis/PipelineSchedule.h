@@ -138,6 +138,21 @@ std::optional<PipelineSchedule>
 buildInterleavedSchedule(int64_t stages, int64_t chunks, int64_t microbatches,
                          int64_t groupSize, std::string *why = nullptr);
 
+/// ZB-H1, the first handcrafted schedule of the zero-bubble paper (Qi et
+/// al., ICLR 2024): the backward split into B (input gradients, on the
+/// critical path between stages) and W (weight gradients, deferred into the
+/// bubbles). Built by running the stages in unit time slots (F, B and W of
+/// equal cost, as the paper's handcrafted schedules assume), each stage s
+/// taking at each slot the first of: the oldest W when more than P - 1 are
+/// due; the next B whose later stage's B has ended; the next F whose
+/// earlier stage's F has ended, while fewer than P - s micro-batches
+/// await their B (1F1B's activation sets); the oldest W due. With M >= P
+/// the step takes 3M + P - 1 slots, each stage idle P - 1 of them: a third
+/// of 1F1B's 3 (P - 1) (its B and W fused, 2 slots); the W-pending
+/// micro-batches (at most P - 1) keep what their W reads.
+PipelineSchedule buildZeroBubbleH1Schedule(int64_t stages,
+                                           int64_t microbatches);
+
 } // namespace mlt
 
 #endif // MLT_ANALYSIS_PIPELINESCHEDULE_H

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -239,6 +240,51 @@ ItemKey keyOf(const WorkItem &item) {
   return {int(item.kind), item.microbatch, item.chunk};
 }
 
+/// An item as the stages see it: (kind, micro-batch, virtual stage), chunk
+/// c of stage s being virtual stage c * stages + s.
+using StageKey = std::tuple<int, int64_t, int64_t>;
+
+/// Replays `schedule`: in turns, each stage runs its next items while the
+/// item each depends on has run (a forward the previous virtual stage's
+/// forward of its micro-batch, a backward the next one's backward; W items
+/// nothing on other stages), calling `run` (if any) with the stage, the
+/// item, its key and the key of the item it waited for. Returns where each
+/// stage stopped: the sizes of their lists when the replay finished, less
+/// where no stage could go on.
+std::vector<size_t>
+replay(const PipelineSchedule &schedule,
+       const std::function<void(int64_t, const WorkItem &, const StageKey &,
+                                const std::optional<StageKey> &)> &run) {
+  const int64_t stages = schedule.stages;
+  const int64_t virtualStages = stages * schedule.chunks;
+  std::set<StageKey> done;
+  std::vector<size_t> next(size_t(stages), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const auto &work = schedule.stageWork[size_t(s)];
+      while (next[size_t(s)] < work.size()) {
+        const WorkItem &item = work[next[size_t(s)]];
+        const int64_t v = item.chunk * stages + s;
+        std::optional<StageKey> input;
+        if (item.kind == WorkKind::Forward && v > 0)
+          input = StageKey{int(WorkKind::Forward), item.microbatch, v - 1};
+        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
+          input = StageKey{int(WorkKind::Backward), item.microbatch, v + 1};
+        if (input && !done.count(*input))
+          break;
+        const StageKey key{int(item.kind), item.microbatch, v};
+        if (run)
+          run(s, item, key, input);
+        done.insert(key);
+        ++next[size_t(s)];
+        progressed = true;
+      }
+    }
+  }
+  return next;
+}
+
 } // namespace
 
 bool PipelineSchedule::verify(std::string *why,
@@ -282,49 +328,21 @@ bool PipelineSchedule::verify(std::string *why,
       return fail(where + "has " + std::to_string(seen.size()) +
                   " items, expected " + std::to_string(expected));
   }
-  // Replay: a stage runs its next item once the items it depends on (on
-  // other stages) have run. Chunks are virtual stages c * stages + s.
-  const int64_t virtualStages = stages * chunks;
-  std::set<std::tuple<int, int64_t, int64_t>> done; // kind, mb, virtual stage
-  auto virtualStage = [&](int64_t s, int64_t chunk) {
-    return chunk * stages + s;
-  };
-  std::vector<size_t> next(size_t(stages), 0);
-  size_t remaining = 0;
-  for (const auto &work : stageWork)
-    remaining += work.size();
-  while (remaining) {
-    bool progressed = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      const auto &work = stageWork[size_t(s)];
-      while (next[size_t(s)] < work.size()) {
-        const WorkItem &item = work[next[size_t(s)]];
-        const int64_t v = virtualStage(s, item.chunk);
-        bool ready = true;
-        if (item.kind == WorkKind::Forward && v > 0)
-          ready = done.count({int(WorkKind::Forward), item.microbatch, v - 1});
-        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
-          ready =
-              done.count({int(WorkKind::Backward), item.microbatch, v + 1});
-        if (!ready)
-          break;
-        done.insert({int(item.kind), item.microbatch, v});
-        ++next[size_t(s)];
-        --remaining;
-        progressed = true;
-      }
+  // Replay: a stage runs its next item once the item it depends on (on
+  // another stage) has run.
+  std::vector<size_t> next = replay(*this, nullptr);
+  for (int64_t s = 0; s < stages; ++s) {
+    if (next[size_t(s)] == stageWork[size_t(s)].size())
+      continue;
+    std::ostringstream os;
+    os << "deadlock: no stage can go on (";
+    for (int64_t t = 0; t < stages; ++t) {
+      const auto &work = stageWork[size_t(t)];
+      os << (t ? ", " : "") << "stage " << t << " waits at "
+         << (next[size_t(t)] < work.size() ? work[next[size_t(t)]].str()
+                                           : std::string("its end"));
     }
-    if (!progressed) {
-      std::ostringstream os;
-      os << "deadlock: no stage can go on (";
-      for (int64_t s = 0; s < stages; ++s) {
-        const auto &work = stageWork[size_t(s)];
-        os << (s ? ", " : "") << "stage " << s << " waits at "
-           << (next[size_t(s)] < work.size() ? work[next[size_t(s)]].str()
-                                             : std::string("its end"));
-      }
-      return fail(os.str() + ")");
-    }
+    return fail(os.str() + ")");
   }
   return true;
 }
@@ -356,48 +374,21 @@ double PipelineSchedule::Timing::bubble() const {
 PipelineSchedule::Timing
 PipelineSchedule::simulate(double forward, double backward,
                            double weightGradient) const {
-  // Each item's end, by (kind, micro-batch, virtual stage); stages advance
-  // in turns, each running its next items while their inputs have ended.
-  const int64_t virtualStages = stages * chunks;
-  std::map<std::tuple<int, int64_t, int64_t>, double> end;
-  std::vector<size_t> next(size_t(stages), 0);
+  // Each item's end, by (kind, micro-batch, virtual stage): it starts when
+  // its stage is free and the item it depends on has ended.
+  std::map<StageKey, double> end;
   std::vector<double> clock(size_t(stages), 0.0), busy(size_t(stages), 0.0);
-  size_t remaining = 0;
-  for (const auto &work : stageWork)
-    remaining += work.size();
-  while (remaining) {
-    bool progressed = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      const auto &work = stageWork[size_t(s)];
-      while (next[size_t(s)] < work.size()) {
-        const WorkItem &item = work[next[size_t(s)]];
-        const int64_t v = item.chunk * stages + s;
-        double ready = clock[size_t(s)];
-        std::optional<std::tuple<int, int64_t, int64_t>> input;
-        if (item.kind == WorkKind::Forward && v > 0)
-          input = {int(WorkKind::Forward), item.microbatch, v - 1};
-        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
-          input = {int(WorkKind::Backward), item.microbatch, v + 1};
-        if (input) {
-          auto it = end.find(*input);
-          if (it == end.end())
-            break;
-          ready = std::max(ready, it->second);
-        }
-        const double cost = item.kind == WorkKind::Forward    ? forward
-                            : item.kind == WorkKind::Backward ? backward
-                                                              : weightGradient;
-        clock[size_t(s)] = ready + cost;
-        busy[size_t(s)] += cost;
-        end[{int(item.kind), item.microbatch, v}] = clock[size_t(s)];
-        ++next[size_t(s)];
-        --remaining;
-        progressed = true;
-      }
-    }
-    if (!progressed)
-      break; // a schedule that does not verify
-  }
+  replay(*this, [&](int64_t s, const WorkItem &item, const StageKey &key,
+                    const std::optional<StageKey> &input) {
+    const double ready =
+        input ? std::max(clock[size_t(s)], end.at(*input)) : clock[size_t(s)];
+    const double cost = item.kind == WorkKind::Forward    ? forward
+                        : item.kind == WorkKind::Backward ? backward
+                                                          : weightGradient;
+    clock[size_t(s)] = ready + cost;
+    busy[size_t(s)] += cost;
+    end[key] = clock[size_t(s)];
+  });
   Timing timing;
   timing.span = *std::max_element(clock.begin(), clock.end());
   for (int64_t s = 0; s < stages; ++s)

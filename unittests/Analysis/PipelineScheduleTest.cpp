@@ -153,23 +153,32 @@ TEST(PipelineSchedule, InterleavedVerifiesWhereverMegatronRunsIt) {
 }
 
 TEST(PipelineSchedule, InterleavedRefusesWhatMegatronRefuses) {
+  struct Refused {
+    int64_t stages, chunks, microbatches, group;
+    const char *why;
+  };
+  for (const Refused &r : std::vector<Refused>{
+           {1, 2, 4, 0,
+            "the interleaved schedule needs 2 or more pipeline stages, got "
+            "1"},
+           {2, 1, 4, 0,
+            "the interleaved schedule needs 2 or more model chunks per "
+            "stage, got 1"},
+           {4, 2, 3, 0,
+            "the micro-batches a chunk runs in a row (4) must be at least "
+            "the stages (4) and at most the micro-batches (3)"},
+           {4, 2, 8, 2,
+            "the micro-batches a chunk runs in a row (2) must be at least "
+            "the stages (4) and at most the micro-batches (8)"},
+           {4, 2, 9, 0,
+            "the last group of micro-batches (9 % 4 = 1) must be empty or "
+            "at least the stages (4): a shorter one stalls the pipeline"}}) {
+    std::string why;
+    EXPECT_FALSE(buildInterleavedSchedule(r.stages, r.chunks, r.microbatches,
+                                          r.group, &why));
+    EXPECT_EQ(why, r.why);
+  }
   std::string why;
-  EXPECT_FALSE(buildInterleavedSchedule(1, 2, 4, 0, &why));
-  EXPECT_EQ(why, "the interleaved schedule needs 2 or more pipeline stages, "
-                 "got 1");
-  EXPECT_FALSE(buildInterleavedSchedule(2, 1, 4, 0, &why));
-  EXPECT_EQ(why, "the interleaved schedule needs 2 or more model chunks per "
-                 "stage, got 1");
-  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 3, 0, &why));
-  EXPECT_EQ(why, "the micro-batches a chunk runs in a row (4) must be at "
-                 "least the stages (4) and at most the micro-batches (3)");
-  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 8, 2, &why));
-  EXPECT_EQ(why, "the micro-batches a chunk runs in a row (2) must be at "
-                 "least the stages (4) and at most the micro-batches (8)");
-  EXPECT_FALSE(buildInterleavedSchedule(4, 2, 9, 0, &why));
-  EXPECT_EQ(why, "the last group of micro-batches (9 % 4 = 1) must be empty "
-                 "or at least the stages (4): a shorter one stalls the "
-                 "pipeline");
   // A last group of at least P is accepted.
   EXPECT_TRUE(buildInterleavedSchedule(4, 2, 12, 8, &why)) << why;
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanTestUtil.h"
+#include "TrainingTestUtil.h"
 
 #include "../Runtime/KernelTestUtil.h"
 
@@ -1034,42 +1035,12 @@ protected:
     backend_ = createCpuBackend();
   }
 
-  /// A run of `plan` for `steps` steps from the weights of seed 5.
-  struct Run {
-    std::vector<StepMetrics> steps;
-    /// The gradients of step 1, and the weights at the end.
-    TensorMap gradients, weights;
-  };
+  using Run = TrainedRun;
 
+  /// A run of `plan` for `steps` steps from the weights of seed 5.
   Run train(const Plan &plan, int64_t steps) {
-    Run result;
-    auto group = RankGroup::create(plan, *backend_);
-    EXPECT_TRUE(group) << group.status().message();
-    if (!group)
-      return result;
-    EXPECT_TRUE(initializeParameters(**group, 5));
-    auto data = TokenDataset::open(path("tokens.u16"), plan.model.seqLen, 16);
-    EXPECT_TRUE(data) << data.status().message();
-    auto trainer = Trainer::create(**group, plan.model, *data, options(steps));
-    EXPECT_TRUE(trainer) << trainer.status().message();
-    if (!trainer)
-      return result;
-    Status status = (*trainer)->run([&](const StepMetrics &m) {
-      result.steps.push_back(m);
-      if (m.step == 1) {
-        auto grads = parameterTensors(**group, BufferKind::Gradient);
-        if (!grads)
-          return grads.takeStatus();
-        result.gradients = std::move(*grads);
-      }
-      return Status::ok();
-    });
-    EXPECT_TRUE(status) << status.message();
-    auto weights = parameterTensors(**group);
-    EXPECT_TRUE(weights) << weights.status().message();
-    if (weights)
-      result.weights = std::move(*weights);
-    return result;
+    return trainRanks(plan, *backend_, path("tokens.u16"), 16,
+                      options(steps));
   }
 
   static TrainingOptions options(int64_t steps) {
@@ -1097,20 +1068,10 @@ protected:
           << "step " << s + 1;
       EXPECT_EQ(sharded.steps[s].tokens, single.steps[s].tokens);
     }
-    auto compare = [&](const TensorMap &actual, const TensorMap &expected,
-                       const char *what) {
-      ASSERT_EQ(actual.size(), expected.size()) << what;
-      for (const auto &[name, tensor] : expected) {
-        ASSERT_TRUE(actual.count(name)) << what << " " << name;
-        EXPECT_EQ(actual.at(name).shape, tensor.shape) << what << " " << name;
-        EXPECT_LT(relDiff(*toFloat32(name, actual.at(name)),
-                          *toFloat32(name, tensor)),
-                  tolerance)
-            << what << " " << name;
-      }
-    };
-    compare(sharded.gradients, single.gradients, "step-1 gradient");
-    compare(sharded.weights, single.weights, "final weight");
+    expectTensorsNear(sharded.gradients, single.gradients, tolerance,
+                      "step-1 gradient");
+    expectTensorsNear(sharded.weights, single.weights, tolerance,
+                      "final weight");
   }
 
   std::unique_ptr<Backend> backend_;

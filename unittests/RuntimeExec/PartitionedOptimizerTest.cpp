@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanTestUtil.h"
+#include "TrainingTestUtil.h"
 
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
@@ -550,74 +551,32 @@ protected:
     backend_ = createCpuBackend();
   }
 
-  struct Run {
-    std::vector<StepMetrics> steps;
-    /// The gradients of step 1 (and rank 0's gradient buffer of the head,
-    /// as the executor holds it), and the weights at the end.
-    TensorMap gradients, weights;
+  /// A run (TrainedRun), with rank 0's gradient buffer of the head at step
+  /// 1, as the executor holds it.
+  struct Run : TrainedRun {
     std::vector<float> rank0HeadGradient;
   };
 
   Run train(const Plan &plan, int64_t steps, double maxGradNorm) {
-    Run result;
-    auto group = RankGroup::create(plan, *backend_);
-    EXPECT_TRUE(group) << group.status().message();
-    if (!group)
-      return result;
-    EXPECT_TRUE(initializeParameters(**group, 5));
-    auto data = TokenDataset::open(path("tokens.u16"), plan.model.seqLen,
-                                   plan.model.vocabSize);
-    EXPECT_TRUE(data) << data.status().message();
     TrainingOptions o;
     o.steps = steps;
     o.schedule.lr = 0.02;
     o.optimizer.weightDecay = 0.01;
     o.optimizer.maxGradNorm = maxGradNorm;
     o.seed = 3;
-    auto trainer = Trainer::create(**group, plan.model, *data, o);
-    EXPECT_TRUE(trainer) << trainer.status().message();
-    if (!trainer)
-      return result;
-    Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
-      result.steps.push_back(m);
-      if (m.step != 1)
-        return Status::ok();
-      auto grads = parameterTensors(**group, BufferKind::Gradient);
-      if (!grads)
-        return grads.takeStatus();
-      result.gradients = std::move(*grads);
-      Executor &rank0 = (*group)->executor(0);
-      auto head = rank0.readFloats(
-          *rank0.findBuffer(std::string(kGradientPrefix) + kTinyHead));
-      if (!head)
-        return head.takeStatus();
-      result.rank0HeadGradient = std::move(*head);
-      return Status::ok();
-    });
-    EXPECT_TRUE(status) << status.message();
-    auto weights = parameterTensors(**group);
-    EXPECT_TRUE(weights) << weights.status().message();
-    if (weights)
-      result.weights = std::move(*weights);
+    Run result;
+    static_cast<TrainedRun &>(result) = trainRanks(
+        plan, *backend_, path("tokens.u16"), plan.model.vocabSize, o,
+        [&](RankGroup &group) -> Status {
+          Executor &rank0 = group.executor(0);
+          auto head = rank0.readFloats(
+              *rank0.findBuffer(std::string(kGradientPrefix) + kTinyHead));
+          if (!head)
+            return head.takeStatus();
+          result.rank0HeadGradient = std::move(*head);
+          return Status::ok();
+        });
     return result;
-  }
-
-  /// Every tensor of `actual` within `tolerance` (normwise relative) of
-  /// `expected`'s; 0: bit for bit.
-  static void expectTensors(const TensorMap &actual, const TensorMap &expected,
-                            double tolerance, const char *what) {
-    ASSERT_EQ(actual.size(), expected.size()) << what;
-    for (const auto &[name, tensor] : expected) {
-      ASSERT_TRUE(actual.count(name)) << what << " " << name;
-      EXPECT_EQ(actual.at(name).shape, tensor.shape) << what << " " << name;
-      if (tolerance == 0)
-        EXPECT_EQ(actual.at(name).bytes, tensor.bytes) << what << " " << name;
-      else
-        EXPECT_LT(relDiff(*toFloat32(name, actual.at(name)),
-                          *toFloat32(name, tensor)),
-                  tolerance)
-            << what << " " << name;
-    }
   }
 
   std::unique_ptr<Backend> backend_;
@@ -775,7 +734,7 @@ TEST_F(ZeroTrainingTest, RankHoldingNoParameter) {
   ASSERT_EQ(b.steps.size(), 3u);
   for (size_t s = 0; s < 3; ++s)
     EXPECT_NEAR(a.steps[s].loss, b.steps[s].loss, 1e-5 * b.steps[s].loss);
-  expectTensors(a.weights, b.weights, 1e-5, "final weight");
+  expectTensorsNear(a.weights, b.weights, 1e-5, "final weight");
 }
 
 // Tests that assembling checks the holders the verifier leaves alone (it
@@ -826,8 +785,8 @@ TEST_F(ZeroTrainingTest, TrainsLikeReplicatedDataParallel) {
                   1e-6 * b.steps[s].gradNorm)
           << "step " << s + 1;
     }
-    expectTensors(a.gradients, b.gradients, 0, "step-1 gradient");
-    expectTensors(a.weights, b.weights, 0, "final weight");
+    expectTensorsNear(a.gradients, b.gradients, 0, "step-1 gradient");
+    expectTensorsNear(a.weights, b.weights, 0, "final weight");
     // Rank 0's view of W's gradient is its local part, not the sum.
     EXPECT_NE(a.rank0HeadGradient,
               *toFloat32(kTinyHead, a.gradients.at(kTinyHead)));
@@ -838,7 +797,7 @@ TEST_F(ZeroTrainingTest, TrainsLikeReplicatedDataParallel) {
     for (size_t s = 0; s < 4; ++s)
       EXPECT_NEAR(c.steps[s].loss, d.steps[s].loss, 1e-6 * d.steps[s].loss);
     EXPECT_GT(c.steps[0].gradNorm, 0.5) << "clipping must be active";
-    expectTensors(c.weights, d.weights, 1e-6, "clipped final weight");
+    expectTensorsNear(c.weights, d.weights, 1e-6, "clipped final weight");
   }
 }
 
@@ -860,8 +819,8 @@ TEST_F(ZeroTrainingTest, MixedPrecisionTrainsOverRanks) {
     EXPECT_NEAR(three.steps[s].loss, one.steps[s].loss,
                 1e-5 * one.steps[s].loss)
         << "step " << s + 1;
-  expectTensors(three.gradients, one.gradients, 1e-5, "step-1 gradient");
-  expectTensors(three.weights, one.weights, 1e-5, "final weight");
+  expectTensorsNear(three.gradients, one.gradients, 1e-5, "step-1 gradient");
+  expectTensorsNear(three.weights, one.weights, 1e-5, "final weight");
 }
 
 // Tests segments of blocks: the tensor-parallel blocks of the MLP plan
@@ -909,8 +868,8 @@ TEST_F(ZeroTrainingTest, SegmentsOfBlocks) {
     EXPECT_EQ(a.steps[s].loss, b.steps[s].loss);
     EXPECT_EQ(a.steps[s].gradNorm, b.steps[s].gradNorm);
   }
-  expectTensors(a.gradients, b.gradients, 0, "step-1 gradient");
-  expectTensors(a.weights, b.weights, 0, "final weight");
+  expectTensorsNear(a.gradients, b.gradients, 0, "step-1 gradient");
+  expectTensorsNear(a.weights, b.weights, 0, "final weight");
 
   // A replica's range that differs from the other's overlaps it.
   Plan overlapping = segmented;

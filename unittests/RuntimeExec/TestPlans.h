@@ -256,6 +256,20 @@ inline Plan multiRankPlan(const ModelInfo &model, std::vector<MeshAxis> mesh,
   return plan;
 }
 
+/// The model description of a test plan of shape `m` (a TinyModel or an
+/// MlpModel: its vocabulary and micro-batches).
+template <typename Shape> ModelInfo testModelInfo(const Shape &m) {
+  ModelInfo model;
+  model.hfConfig = "{\"model_type\": \"llama\", \"vocab_size\": " +
+                   std::to_string(m.vocab) + "}";
+  model.vocabSize = m.vocab;
+  model.maxPositionEmbeddings = 64;
+  model.microBatch = m.microBatch;
+  model.seqLen = m.seqLen;
+  model.microbatches = m.microbatches;
+  return model;
+}
+
 /// The shape of the tiny training model of buildTinyPlan; `dp` ranks split
 /// each micro-batch's rows (microBatch must be a multiple of dp), or with
 /// `splitSequence` its columns (seqLen must be).
@@ -383,14 +397,7 @@ inline Plan buildTinyPlan(const TinyModel &m) {
     b.launchClipAndAdamW(opt, squares, {E, g, W});
   }
 
-  ModelInfo model;
-  model.hfConfig =
-      "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(V) + "}";
-  model.vocabSize = V;
-  model.maxPositionEmbeddings = 64;
-  model.microBatch = m.microBatch;
-  model.seqLen = m.seqLen;
-  model.microbatches = m.microbatches;
+  const ModelInfo model = testModelInfo(m);
   if (dp == 1)
     return ranks[0].plan(model);
   return multiRankPlan(model, {{m.splitSequence ? "sp" : "dp", int(dp)}},
@@ -605,14 +612,7 @@ inline Plan buildTinyZeroPlan(const TinyModel &m, bool bf16 = false) {
       }
   }
 
-  ModelInfo model;
-  model.hfConfig =
-      "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(V) + "}";
-  model.vocabSize = V;
-  model.maxPositionEmbeddings = 64;
-  model.microBatch = m.microBatch;
-  model.seqLen = m.seqLen;
-  model.microbatches = m.microbatches;
+  const ModelInfo model = testModelInfo(m);
   if (dp == 1)
     return ranks[0].plan(model);
   return multiRankPlan(model, {{"dp", int(dp)}}, ranks);
@@ -809,14 +809,7 @@ inline Plan buildMlpPlan(const MlpModel &m) {
     b.launchClipAndAdamW(opt, squares, params);
   }
 
-  ModelInfo model;
-  model.hfConfig =
-      "{\"model_type\": \"llama\", \"vocab_size\": " + std::to_string(V) + "}";
-  model.vocabSize = V;
-  model.maxPositionEmbeddings = 64;
-  model.microBatch = m.microBatch;
-  model.seqLen = m.seqLen;
-  model.microbatches = m.microbatches;
+  const ModelInfo model = testModelInfo(m);
   if (mesh.empty())
     return ranks[0].plan(model);
   return multiRankPlan(model, mesh, ranks);

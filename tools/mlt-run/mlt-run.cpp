@@ -933,7 +933,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     return Status::ok();
   };
   auto endProfiles = [&]() -> Status {
-    std::string events;
+    // Each local rank's trace events (a JSON array each).
+    std::vector<std::string> events;
     for (Executor *executor : profiled) {
       StatusOr<std::vector<Executor::LaunchTime>> launches =
           executor->endProfile();
@@ -942,39 +943,25 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       if (o.profileStep && reports && executor == profiled.front())
         std::fputs(formatProfile(executor->rankPlan(), *launches).c_str(),
                    stdout);
-      if (!o.trace.empty()) {
-        std::string rank = traceEvents(executor->rankPlan(), *launches);
-        events += events.empty() ? rank : "\n" + rank;
-      }
+      if (!o.trace.empty())
+        events.push_back(traceEvents(executor->rankPlan(), *launches));
     }
     std::fflush(stdout);
     if (o.trace.empty())
       return Status::ok();
-    // One array of events per process, rank 0's process writing them all.
-    std::vector<std::string> processes;
 #ifdef MLT_HAVE_CUDA
+    // One process per rank: rank 0's process gathers the others' events.
     if (dist) {
       StatusOr<std::vector<std::string>> gathered =
-          dist->session.gather(events, 0);
+          dist->session.gather(events.at(0), 0);
       if (!gathered)
         return gathered.takeStatus();
-      processes = std::move(*gathered);
+      events = std::move(*gathered);
     }
 #endif
-    if (!dist) {
-      // In-process ranks: one array each.
-      size_t begin = 0;
-      while (begin <= events.size()) {
-        size_t end = events.find('\n', begin);
-        if (end == std::string::npos)
-          end = events.size();
-        processes.push_back(events.substr(begin, end - begin));
-        begin = end + 1;
-      }
-    }
     if (!reports)
       return Status::ok();
-    StatusOr<std::string> text = formatTrace(processes);
+    StatusOr<std::string> text = formatTrace(events);
     if (!text)
       return text.takeStatus();
     MLT_RETURN_IF_ERROR(writeFileAtomically(o.trace, *text));

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -133,15 +134,14 @@ mlt::rt::formatProfile(const RankPlan &rank,
   // beside the compute stream's launches (overlapped) or alone (exposed,
   // unless the compute stream had nothing to do).
   std::map<uint32_t, Intervals> byStream;
-  double first = 0.0, last = 0.0;
+  double first = std::numeric_limits<double>::infinity();
+  double last = -first;
   for (const Executor::LaunchTime &launch : launches) {
     const uint32_t stream =
         rank.programs[launch.program].instructions[launch.instruction].stream;
     const double end = launch.start + launch.milliseconds;
-    if (byStream.empty() || launch.start < first)
-      first = launch.start;
-    if (byStream.empty() || end > last)
-      last = end;
+    first = std::min(first, launch.start);
+    last = std::max(last, end);
     byStream[stream].emplace_back(launch.start, end);
   }
   for (auto &[stream, intervals] : byStream)

@@ -1,18 +1,21 @@
 //===- NcclCommunicatorTest.cpp - collectives over NCCL -------------------===//
 //
 // Part of mlt. The NCCL communicator (NcclCommunicator.h) and the CUDA
-// context's collectives (Collectives.h). With one GPU: a world of one rank
-// (over a two-axis mesh, so that the axis communicators are split), where
-// every collective is a copy, the argument checks, the abort, and the
+// context's collectives (Collectives.h). With one GPU:
+// a world of one rank (over a two-axis mesh, so that the axis communicators
+// are split), where every collective is a copy and an exchange sends to and
+// receives from the rank itself, the argument checks, the abort, and the
 // context running compute -> collective -> compute in order on its two
 // streams. With two or more GPUs (skipped, visibly, with fewer): one thread
-// per GPU in this process, each with its own communicator, as the processes
-// of an mpirun would be, checking sums, chunks, gathers (out of place and
-// in place), broadcasts over each axis of a mesh and point-to-point copies.
+// per GPU in this process, each with its own communicator, as the
+// processes of an mpirun would be, checking sums, chunks, gathers (out of
+// place and in place), broadcasts over each axis of a mesh, point-to-point
+// copies, and exchanges with both neighbours on each axis in one group.
+// The contexts' transfer groups: NcclExchangeTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaTestUtil.h"
+#include "NcclTestUtil.h"
 
 #include "mlt/Runtime/cuda/CudaBackend.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
@@ -29,100 +32,6 @@ using namespace mlt::rt;
 using namespace mlt::cuda::test;
 
 namespace {
-
-int deviceCount() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-/// Rank `rank` of `mesh`'s communicators on device `device`.
-std::unique_ptr<CudaCommunicator> communicatorFor(const std::string &mesh,
-                                                  int rank, int device,
-                                                  const NcclUniqueId &id) {
-  StatusOr<Mesh> parsed = Mesh::parse(mesh);
-  EXPECT_TRUE(parsed) << parsed.status().message();
-  if (!parsed)
-    return nullptr;
-  StatusOr<std::unique_ptr<CudaCommunicator>> communicator =
-      createNcclCommunicator(*parsed, rank, device, id);
-  EXPECT_TRUE(communicator) << communicator.status().message();
-  return communicator ? std::move(*communicator) : nullptr;
-}
-
-std::unique_ptr<CudaCommunicator> singleRank() {
-  StatusOr<NcclUniqueId> id = createNcclUniqueId();
-  EXPECT_TRUE(id) << id.status().message();
-  return id ? communicatorFor("dp=1,tp=1", 0, 0, *id) : nullptr;
-}
-
-/// A CUDA context over a one-rank communicator, with what it needs alive;
-/// a null context (and a test failure) if either cannot be created.
-struct OneRankContext {
-  std::unique_ptr<CudaCommunicator> comm;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<DeviceContext> context;
-};
-
-OneRankContext oneRankContext() {
-  OneRankContext one;
-  one.comm = singleRank();
-  if (!one.comm)
-    return one;
-  one.backend = createCudaBackend();
-  StatusOr<std::unique_ptr<DeviceContext>> created =
-      one.backend->createContext(RankInfo{0, 1, one.comm.get()});
-  EXPECT_TRUE(created) << created.status().message();
-  if (created)
-    one.context = std::move(*created);
-  return one;
-}
-
-/// `count` f32 buffers of n elements, one after another in one allocation
-/// of `context` (freed by deallocating the first's data); none (and a test
-/// failure) if it cannot allocate.
-std::vector<BufferView> allocateViews(DeviceContext &context, int count,
-                                      int64_t n) {
-  const uint64_t bytes = uint64_t(n) * sizeof(float);
-  StatusOr<uint8_t *> arena = context.allocate(uint64_t(count) * bytes);
-  EXPECT_TRUE(arena) << arena.status().message();
-  std::vector<BufferView> views;
-  for (int i = 0; arena && i < count; ++i)
-    views.push_back(BufferView{*arena + i * bytes, ElementType::F32, n});
-  return views;
-}
-
-/// A rank of two f32 buffers of 4 elements, x and y, whose one program "p"
-/// runs `inst` from x to y.
-RankPlan twoBufferRank(InstructionDesc inst) {
-  RankPlan rank;
-  rank.buffers = {BufferDesc{}, BufferDesc{}};
-  for (BufferDesc &buffer : rank.buffers) {
-    buffer.shape = {4};
-    buffer.bytes = 16;
-  }
-  rank.buffers[0].name = "x";
-  rank.buffers[1].name = "y";
-  rank.buffers[1].offset = 256;
-  rank.arenaBytes = 512;
-  inst.inputs = {0};
-  inst.outputs = {1};
-  rank.programs.push_back(ProgramDesc{"p", {std::move(inst)}});
-  return rank;
-}
-
-template <typename T> std::vector<T> sequence(size_t n, T start) {
-  std::vector<T> values(n);
-  for (size_t i = 0; i < n; ++i)
-    values[i] = T(start + T(i));
-  return values;
-}
-
-InstructionDesc instruction(Kernel kernel, std::vector<int64_t> ints) {
-  InstructionDesc inst;
-  inst.kernel = kernel;
-  inst.ints = std::move(ints);
-  return inst;
-}
 
 // Tests a world of one rank: every collective copies its input, in place or
 // not, on the communicator's own stream and on a stream of the caller's;
@@ -181,6 +90,25 @@ TEST(NcclCommunicatorTest, OneRankCollectivesCopy) {
   ASSERT_TRUE(comm->waitForStream(stream, result));
   EXPECT_EQ(result, cudaSuccess);
   EXPECT_EQ(out.download(), values);
+
+  // An exchange with itself (index 0 of each axis): one group of a send and
+  // a receive, blocking and queued on the caller's stream; i32 as bytes.
+  DeviceBuffer<int32_t> received(n);
+  ASSERT_TRUE(comm->exchange(
+      "tp", {sendTo(0, ElementType::I32, n, ids.get()),
+             receiveFrom(0, ElementType::I32, n, received.get())}));
+  EXPECT_EQ(received.download(), sequence<int32_t>(n, -5));
+  ASSERT_EQ(cudaMemsetAsync(out.get(), 0, n * sizeof(float), stream),
+            cudaSuccess);
+  ASSERT_TRUE(
+      comm->enqueueExchange("dp",
+                            {receiveFrom(0, ElementType::F32, n, out.get()),
+                             sendTo(0, ElementType::F32, n, in.get())},
+                            stream));
+  ASSERT_TRUE(comm->waitForStream(stream, result));
+  EXPECT_EQ(result, cudaSuccess);
+  EXPECT_EQ(out.download(), values);
+
   EXPECT_TRUE(comm->checkAsyncErrors());
   EXPECT_TRUE(comm->barrier());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
@@ -207,6 +135,18 @@ TEST(NcclCommunicatorTest, ErrorsAndAbort) {
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(), "broadcast over axis 'tp': broadcast root index "
                               "1 is outside the group of 1 ranks");
+  status = comm->exchange("dp", {sendTo(1, ElementType::F32, 8, x.get())});
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "exchange over axis 'dp': transfer #0 (send of 8 f32 to index 1): "
+            "index 1 is outside the group of 1 ranks");
+  status = comm->exchange("dp", {sendTo(0, ElementType::F32, 8, x.get()),
+                                 receiveFrom(0, ElementType::F32, 8, x.get())});
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "exchange over axis 'dp': transfer #1 (receive of 8 f32 from "
+            "index 0) writes bytes that transfer #0 (send of 8 f32 to index "
+            "0) touches; the transfers of an exchange are not ordered");
   float host[8] = {};
   status = comm->send(0, host, sizeof(host));
   ASSERT_FALSE(status);
@@ -493,6 +433,46 @@ TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
         for (size_t j = 0; j < n; ++j)
           if (all[j] != float(g) * float(j % 977))
             return fail("broadcast over " + axis.name);
+      }
+      // Exchanges: on each axis, one group sending this rank's numbers to
+      // both neighbours in the group and receiving theirs, twice.
+      for (const MeshAxis &axis : parsed->axes()) {
+        MeshGroup group = *parsed->groupOf(r, axis.name);
+        for (int round = 0; round < 2; ++round) {
+          std::vector<int> neighbours;
+          for (int index : {group.index - 1, group.index + 1})
+            if (index >= 0 && index < group.size())
+              neighbours.push_back(index);
+          auto value = [&](int from, int to, size_t j) {
+            return int32_t(from * 100000 + to * 1000 + round * 100 +
+                           int(j % 97));
+          };
+          std::vector<std::unique_ptr<DeviceBuffer<int32_t>>> out, in;
+          std::vector<PointToPoint> transfers;
+          for (int index : neighbours) {
+            const int peer = group.ranks[size_t(index)];
+            std::vector<int32_t> mine(n);
+            for (size_t j = 0; j < n; ++j)
+              mine[j] = value(r, peer, j);
+            out.push_back(std::make_unique<DeviceBuffer<int32_t>>(n));
+            out.back()->upload(mine);
+            in.push_back(std::make_unique<DeviceBuffer<int32_t>>(n));
+            transfers.push_back(
+                sendTo(index, ElementType::I32, n, out.back()->get()));
+            transfers.push_back(
+                receiveFrom(index, ElementType::I32, n, in.back()->get()));
+          }
+          if (!comm.exchange(axis.name, transfers))
+            return fail("exchange over " + axis.name);
+          for (size_t k = 0; k < neighbours.size(); ++k) {
+            const int peer = group.ranks[size_t(neighbours[k])];
+            const std::vector<int32_t> got = in[k]->download();
+            for (size_t j = 0; j < n; ++j)
+              if (got[j] != value(peer, r, j))
+                return fail("exchange over " + axis.name + " from rank " +
+                            std::to_string(peer));
+          }
+        }
       }
       // Point to point: every rank sends rank 0 its number.
       if (r == 0) {

@@ -60,7 +60,8 @@ std::string countsError(const InstructionDesc &inst) {
 
 // Tests that the table is in the enum's order, that a kernel's number of
 // integer and float attributes is the number of names it gives (any number
-// for the variadic layouts), and that `axis` is the only mesh axis.
+// for the variadic layouts), that `axis` is the only mesh axis, and that it
+// and the transfers' `shift` are the only attributes that may be negative.
 TEST(KernelTableTest, NamesMatchArity) {
   ASSERT_EQ(numKernels(), std::size(kKernelSignatures));
   for (size_t i = 0; i < numKernels(); ++i) {
@@ -94,7 +95,29 @@ TEST(KernelTableTest, NamesMatchArity) {
   EXPECT_EQ(meshAxisAttribute(Kernel::CrossEntropyStats), 2);
   EXPECT_EQ(meshAxisAttribute(Kernel::CrossEntropyBwdStats), 2);
   EXPECT_EQ(meshAxisAttribute(Kernel::ShardSlice), 3);
+  EXPECT_EQ(meshAxisAttribute(Kernel::Send), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::Recv), 1);
   EXPECT_EQ(meshAxisAttribute(Kernel::Matmul), -1);
+
+  // The attributes that may be negative: every `axis` and the transfers'
+  // `shift`, nothing else (nor past a kernel's names).
+  for (size_t i = 0; i < numKernels(); ++i) {
+    const KernelSignature &signature = kernelSignature(Kernel(i));
+    for (size_t a = 0; a < signature.intNames.size(); ++a)
+      EXPECT_EQ(isSignedAttribute(signature.kernel, a),
+                signature.intNames[a] == "axis" ||
+                    (isTransferKernel(signature.kernel) &&
+                     signature.intNames[a] == "shift"))
+          << signature.name << " " << signature.intNames[a];
+  }
+  EXPECT_TRUE(isSignedAttribute(Kernel::Send, attrs::Send::shift));
+  EXPECT_FALSE(isSignedAttribute(Kernel::Send, attrs::Send::n));
+  EXPECT_FALSE(isSignedAttribute(Kernel::Send, 3));
+  EXPECT_FALSE(isSignedAttribute(Kernel::AdamWMulti, 2));
+  EXPECT_TRUE(isTransferKernel(Kernel::Recv));
+  EXPECT_FALSE(isTransferKernel(Kernel::AllGather));
+  EXPECT_FALSE(isCollectiveKernel(Kernel::Send));
+  EXPECT_TRUE(isTypeFreeKernel(Kernel::Send));
 }
 
 // Tests that every kernel's rule gives one element count per operand for an
@@ -177,6 +200,13 @@ TEST(KernelTableTest, OperandCounts) {
   c = counts(instruction(Kernel::AllGather, 1, 1, {6, 0}), 4);
   EXPECT_THAT(c.inputs, ElementsAre(6));
   EXPECT_THAT(c.outputs, ElementsAre(24));
+  // A send's only operand is its input, a receive's its output.
+  c = counts(instruction(Kernel::Send, 1, 0, {6, 0, -1}), 4);
+  EXPECT_THAT(c.inputs, ElementsAre(6));
+  EXPECT_TRUE(c.outputs.empty());
+  c = counts(instruction(Kernel::Recv, 0, 1, {6, 0, 1}), 4);
+  EXPECT_TRUE(c.inputs.empty());
+  EXPECT_THAT(c.outputs, ElementsAre(6));
 
   // x [2, 3, 4] -> y [4, 2, 3].
   c = counts(instruction(Kernel::Transpose, 1, 1, {3, 2, 3, 4, 2, 0, 1}));
@@ -216,6 +246,9 @@ TEST(KernelTableTest, AttributeRanges) {
             "perm [0, 0] is not a permutation of 0..1");
   EXPECT_EQ(countsError(instruction(Kernel::Transpose, 1, 1, {2, 2, 3, 1})),
             "expects 1 + 2 * rank = 5 integer attributes for rank 2, has 4");
+  EXPECT_EQ(countsError(instruction(Kernel::Recv, 0, 1, {6, 0, 0})),
+            "shift must not be 0 (a rank does not send to itself), got ints "
+            "[6, 0, 0]");
 }
 
 // Tests the FLOPs: a multiply-add is 2; attention's backward is 2.5 times
@@ -276,6 +309,18 @@ TEST(KernelTableTest, AttributesByName) {
       collectiveAttrs(instruction(Kernel::AllGather, 1, 1, {6, 1}));
   EXPECT_EQ(gather.count, 6);
   EXPECT_EQ(gather.axis, 1);
+
+  // A transfer's, the same names in send and recv.
+  const std::vector<int64_t> transfer =
+      transferInts(Kernel::Recv, TransferAttrs{6, 1, -1});
+  EXPECT_THAT(transfer, ElementsAre(6, 1, -1));
+  for (Kernel kernel : {Kernel::Send, Kernel::Recv}) {
+    const TransferAttrs back = transferAttrs(instruction(
+        kernel, kernel == Kernel::Send, kernel == Kernel::Recv, transfer));
+    EXPECT_EQ(back.count, 6);
+    EXPECT_EQ(back.axis, 1);
+    EXPECT_EQ(back.shift, -1);
+  }
 }
 
 // Tests that a list built by name without every attribute, or with one twice,

@@ -1,15 +1,17 @@
 //===- Communicator.cpp - collectives over mesh axes ----------------------===//
 //
 // Part of mlt. What every backend shares: the names of the collectives, the
-// description of a call for messages, and the checks of one rank's
-// arguments (the rules at the top of Communicator.h).
+// description of a call or a transfer for messages, and the checks of one
+// rank's arguments (the rules at the top of Communicator.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/comm/Communicator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 using namespace mlt::rt;
 
@@ -127,5 +129,62 @@ Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
   }
   if (overlap(in, inBytes, out, outBytes))
     return errorf(name, " input and output overlap without being in place");
+  return Status::ok();
+}
+
+std::string PointToPoint::describe() const {
+  const bool send = kind == TransferKind::Send;
+  return std::string(send ? "send" : "receive") + " of " +
+         std::to_string(count) + " " + elementTypeName(dtype) +
+         (send ? " to index " : " from index ") + std::to_string(peer);
+}
+
+Status mlt::rt::checkExchange(const std::vector<PointToPoint> &transfers,
+                              int groupSize) {
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const PointToPoint &transfer = transfers[i];
+    auto fail = [&](auto &&...parts) {
+      return errorf("transfer #", i, " (", transfer.describe(),
+                    "): ", parts...);
+    };
+    if (transfer.peer < 0 || transfer.peer >= groupSize)
+      return fail("index ", transfer.peer, " is outside the group of ",
+                  groupSize, " ranks");
+    const size_t elementBytes = elementSize(transfer.dtype);
+    if (elementBytes == 0)
+      return fail("unknown element type ", static_cast<int>(transfer.dtype));
+    if (transfer.count > std::numeric_limits<size_t>::max() / elementBytes)
+      return fail("the size overflows the address space");
+    if (transfer.count != 0 && transfer.buffer == nullptr)
+      return fail("the buffer is null with a count of ", transfer.count);
+  }
+  // The transfers of one exchange run in no order: a receive's buffer may
+  // share no byte with another transfer's. Sorted by address, each buffer
+  // is compared with those that start before it ends.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < transfers.size(); ++i)
+    if (transfers[i].bytes() != 0)
+      order.push_back(i);
+  auto begin = [&](size_t i) {
+    return reinterpret_cast<uintptr_t>(transfers[i].buffer);
+  };
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return begin(a) < begin(b); });
+  for (size_t x = 0; x < order.size(); ++x)
+    for (size_t y = x + 1;
+         y < order.size() &&
+         begin(order[y]) < begin(order[x]) + transfers[order[x]].bytes();
+         ++y) {
+      size_t i = std::min(order[x], order[y]), j = std::max(order[x], order[y]);
+      if (transfers[j].kind == TransferKind::Receive)
+        std::swap(i, j);
+      if (transfers[i].kind != TransferKind::Receive)
+        continue;
+      return errorf("transfer #", i, " (", transfers[i].describe(),
+                    ") writes bytes that transfer #", j, " (",
+                    transfers[j].describe(),
+                    ") touches; the transfers of an exchange are not "
+                    "ordered");
+    }
   return Status::ok();
 }

@@ -27,12 +27,25 @@
 // rank writes only its own output, and only where no peer reads in the same
 // phase, which is also what makes the in-place forms safe.
 //
-// Abort: a flag, then a wake-up of every group. A rank waiting at a barrier
-// returns the abort error, but only once no rank of its group is in a data
-// phase (the group's `busy` count), since such a rank may be reading its
-// buffers; data phases never block, so that wait is short. A rank arriving
-// after the abort does not join the barrier, so a barrier either completes
-// for every rank or for none.
+// Point to point: buffered sends. An exchange first posts its sends, each
+// copied into a message appended to the mailbox of its (source,
+// destination) pair of world ranks, then takes, for each of its receives,
+// the next message of the mailbox from that receive's source (the k-th send
+// of a pair always meets the k-th receive), checks count and type, and
+// finally waits until every message it posted has been taken. The bytes of
+// a taken message are copied into the receive's buffer after the mailboxes'
+// lock is released: a taken message belongs to its receiver, and the
+// sender's buffer was let go when the message was posted. One mutex and
+// condition variable serve every mailbox (exchanges are few and short next
+// to the copies).
+//
+// Abort: a flag, then a wake-up of every group and of the mailboxes. A rank
+// waiting at a barrier returns the abort error, but only once no rank of its
+// group is in a data phase (the group's `busy` count), since such a rank may
+// be reading its buffers; data phases never block, so that wait is short. A
+// rank arriving after the abort does not join the barrier, so a barrier
+// either completes for every rank or for none. A rank waiting in an exchange
+// returns at once: no peer touches its buffers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +57,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -171,6 +186,22 @@ void copyBytes(void *dst, const void *src, size_t n) {
     std::memcpy(dst, src, n);
 }
 
+/// A posted send: its bytes, copied from the sender's buffer when it was
+/// posted, and what became of it (guarded by the world's mailbox mutex).
+struct Message {
+  /// World ranks, and the message's number among the sends of that pair.
+  int source = 0;
+  int destination = 0;
+  uint64_t number = 0;
+  ElementType dtype = ElementType::F32;
+  size_t count = 0;
+  std::vector<uint8_t> bytes;
+  /// Set by the receiver that took it, with why it refused it (its count
+  /// or type differs); `error` empty: delivered.
+  bool taken = false;
+  std::string error;
+};
+
 class InProcessCommunicator;
 
 } // namespace
@@ -202,6 +233,12 @@ struct InProcessWorld::Impl {
   std::atomic<bool> aborted{false};
   mutable std::mutex abortMutex;
   std::string abortMessage; // guarded by abortMutex; set once
+
+  /// Point to point: the messages posted and not yet taken, per (source,
+  /// destination) pair of world ranks, in order; guarded by mailMutex.
+  std::mutex mailMutex;
+  std::condition_variable mail;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> mailboxes;
 };
 
 namespace {
@@ -214,6 +251,8 @@ public:
         wholeMesh_(wholeMesh) {}
 
   Status barrier() override;
+  Status exchange(std::string_view axis,
+                  const std::vector<PointToPoint> &transfers) override;
 
 protected:
   Status collective(std::string_view axis, const CollectiveCall &call) override;
@@ -226,6 +265,13 @@ private:
   /// One membership per mesh axis, in the mesh's order.
   std::vector<Membership> axes_;
   Membership wholeMesh_;
+  /// Point to point, per world rank: the sends posted to it and the
+  /// receives posted from it so far; and the exchanges so far.
+  std::vector<uint64_t> sentTo_ =
+      std::vector<uint64_t>(size_t(mesh().worldSize()), 0);
+  std::vector<uint64_t> receivedFrom_ =
+      std::vector<uint64_t>(size_t(mesh().worldSize()), 0);
+  uint64_t exchanges_ = 0;
 };
 
 } // namespace
@@ -337,6 +383,8 @@ void InProcessWorld::Impl::abort(const std::string &message) {
     std::lock_guard<std::mutex> lock(group->mutex);
     group->wake.notify_all();
   }
+  std::lock_guard<std::mutex> lock(mailMutex);
+  mail.notify_all();
 }
 
 Status InProcessWorld::Impl::abortedError() const {
@@ -460,6 +508,152 @@ Status InProcessCommunicator::runInGroup(Membership &member,
   }
   return world_.arrive(group, me, nullptr, /*fromDataPhase=*/true,
                        /*dataPhaseFollows=*/false, what, number);
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+Status
+InProcessCommunicator::exchange(std::string_view axis,
+                                const std::vector<PointToPoint> &transfers) {
+  if (world_.aborted.load())
+    return world_.abortedError();
+  std::optional<size_t> a = mesh().findAxis(axis);
+  if (!a)
+    return errorf("exchange: mesh ", mesh().toString(), " has no axis '", axis,
+                  "'");
+  const Group &group = *axes_[*a].group;
+  const uint64_t number = exchanges_++;
+  auto where = [&] {
+    return "exchange #" + std::to_string(number) + " on " + group.name;
+  };
+  MLT_RETURN_IF_ERROR(
+      checkExchange(transfers, group.size())
+          .withContext(where() + ": rank " + std::to_string(rank())));
+  if (transfers.empty())
+    return Status::ok();
+
+  // The messages of the sends, and the receives with the number each has
+  // among the receives from its source.
+  std::vector<std::shared_ptr<Message>> sends;
+  struct Receive {
+    size_t transfer;
+    int source;
+    uint64_t number;
+    std::shared_ptr<Message> message; // once taken
+  };
+  std::vector<Receive> receives;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const PointToPoint &transfer = transfers[i];
+    const int peer = group.ranks[size_t(transfer.peer)];
+    if (transfer.kind == TransferKind::Receive) {
+      receives.push_back({i, peer, receivedFrom_[size_t(peer)]++, nullptr});
+      continue;
+    }
+    auto message = std::make_shared<Message>();
+    message->source = rank();
+    message->destination = peer;
+    message->number = sentTo_[size_t(peer)]++;
+    message->dtype = transfer.dtype;
+    message->count = transfer.count;
+    const auto *data = static_cast<const uint8_t *>(transfer.buffer);
+    message->bytes.assign(data, data + transfer.bytes());
+    sends.push_back(std::move(message));
+  }
+
+  std::unique_lock<std::mutex> lock(world_.mailMutex);
+  for (const std::shared_ptr<Message> &message : sends)
+    world_.mailboxes[{message->source, message->destination}].push_back(
+        message);
+  world_.mail.notify_all();
+  // Takes what has arrived for the receives (from one source in order) and
+  // says whether the exchange is complete.
+  auto progress = [&] {
+    bool took = false, complete = true;
+    for (Receive &receive : receives) {
+      if (receive.message)
+        continue;
+      std::deque<std::shared_ptr<Message>> &box =
+          world_.mailboxes[{receive.source, rank()}];
+      if (box.empty() || box.front()->number != receive.number) {
+        complete = false;
+        continue;
+      }
+      receive.message = std::move(box.front());
+      box.pop_front();
+      Message &message = *receive.message;
+      message.taken = true;
+      took = true;
+      const PointToPoint &transfer = transfers[receive.transfer];
+      if (message.count != transfer.count || message.dtype != transfer.dtype)
+        message.error = "mismatched transfer on " + group.name + ": rank " +
+                        std::to_string(message.source) + "'s send #" +
+                        std::to_string(message.number) + " to rank " +
+                        std::to_string(rank()) + " is " +
+                        std::to_string(message.count) + " " +
+                        elementTypeName(message.dtype) + ", rank " +
+                        std::to_string(rank()) + "'s receive #" +
+                        std::to_string(receive.number) + " from rank " +
+                        std::to_string(message.source) + " is " +
+                        std::to_string(transfer.count) + " " +
+                        elementTypeName(transfer.dtype);
+    }
+    if (took)
+      world_.mail.notify_all();
+    for (const std::shared_ptr<Message> &message : sends)
+      complete &= message->taken;
+    return complete;
+  };
+  const auto deadline =
+      std::chrono::steady_clock::now() + world_.options.timeout;
+  while (!progress()) {
+    if (world_.aborted.load()) {
+      lock.unlock();
+      return world_.abortedError();
+    }
+    if (world_.options.timeout.count() == 0) {
+      world_.mail.wait(lock);
+      continue;
+    }
+    if (world_.mail.wait_until(lock, deadline) != std::cv_status::timeout ||
+        progress())
+      continue;
+    // What it still waits for: the first few transfers.
+    std::string waiting;
+    size_t listed = 0;
+    for (const Receive &receive : receives)
+      if (!receive.message && listed++ < 4)
+        waiting += std::string(waiting.empty() ? "" : ", ") + "receive #" +
+                   std::to_string(receive.number) + " from rank " +
+                   std::to_string(receive.source);
+    for (const std::shared_ptr<Message> &message : sends)
+      if (!message->taken && listed++ < 4)
+        waiting += std::string(waiting.empty() ? "" : ", ") + "send #" +
+                   std::to_string(message->number) + " to rank " +
+                   std::to_string(message->destination) + " (not received)";
+    lock.unlock();
+    world_.abort("rank " + std::to_string(rank()) + " waited over " +
+                 std::to_string(world_.options.timeout.count()) + " ms in " +
+                 where() + " for " + waiting);
+    return world_.abortedError();
+  }
+  lock.unlock();
+
+  // The messages taken are this rank's alone now.
+  for (const Receive &receive : receives)
+    if (receive.message->error.empty())
+      copyBytes(transfers[receive.transfer].buffer,
+                receive.message->bytes.data(), receive.message->bytes.size());
+  // The first failure in the order of the transfers.
+  for (size_t i = 0, s = 0, r = 0; i < transfers.size(); ++i) {
+    const std::string &error = transfers[i].kind == TransferKind::Send
+                                   ? sends[s++]->error
+                                   : receives[r++].message->error;
+    if (!error.empty())
+      return Status::error(error);
+  }
+  return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//

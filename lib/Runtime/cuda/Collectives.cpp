@@ -89,6 +89,14 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
   return Status::ok();
 }
 
+Status CudaCollectives::exchange(std::string_view axis,
+                                 const std::vector<PointToPoint> &transfers,
+                                 cudaStream_t compute) {
+  MLT_RETURN_IF_ERROR(communicator_.enqueueExchange(axis, transfers, compute));
+  launchedAny_ = true;
+  return Status::ok();
+}
+
 Status CudaCollectives::wait(cudaStream_t compute, cudaError_t &cudaResult) {
   if (!launchedAny_) {
     cudaResult = cudaStreamSynchronize(compute);
@@ -108,6 +116,18 @@ Status mlt::cuda::launchCollective(CudaCollectives *collectives,
                   "a NCCL one)");
   return side ? collectives->launchOn(inst, in, out, side)
               : collectives->launch(inst, in, out, compute);
+}
+
+Status mlt::cuda::launchExchange(CudaCollectives *collectives,
+                                 std::string_view axis,
+                                 const std::vector<PointToPoint> &transfers,
+                                 cudaStream_t compute) {
+  if (!collectives)
+    return errorf("sends and receives on the CUDA backend go through NCCL, "
+                  "one process per GPU: start the plan's ranks with mpirun -np "
+                  "N mlt-run PLAN --device cuda (this rank's communicator is "
+                  "not a NCCL one)");
+  return collectives->exchange(axis, transfers, compute);
 }
 
 int mlt::cuda::communicatorDevice(const RankInfo &rank) {

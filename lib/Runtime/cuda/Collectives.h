@@ -1,10 +1,11 @@
 //===- Collectives.h - a CUDA context's collectives over NCCL ---*- C++ -*-===//
 //
 // Part of mlt. What a CUDA device context adds to run collective
-// instructions (all_reduce_sum, reduce_scatter_sum, all_gather) when its
-// rank's communicator is a CudaCommunicator (NcclCommunicator.h): the
-// communication stream, the two events that order it against the compute
-// stream, and the wait that does not hang on a broken communicator.
+// instructions (all_reduce_sum, reduce_scatter_sum, all_gather) and transfer
+// groups (send, recv) when its rank's communicator is a CudaCommunicator
+// (NcclCommunicator.h): the communication stream, the two events that order
+// it against the compute stream, and the wait that does not hang on a
+// broken communicator.
 //
 // Ordering, for each collective, with no host synchronization:
 //
@@ -23,6 +24,12 @@
 // order against the compute stream (CudaContext.cpp), so that it overlaps
 // the compute launches that do not depend on it.
 //
+// Transfer groups go on the compute stream itself, as one NCCL group
+// (CudaCommunicator::enqueueExchange): pipeline stages have nothing to
+// overlap them with inside a transfer call (a transfer program runs nothing
+// else), and on one stream they need no events, inside a graph capture or
+// not.
+//
 // Waiting: `wait` is the context's cudaStreamSynchronize. Once a collective
 // has been queued it polls (CudaCommunicator::waitForStream), so an
 // asynchronous NCCL error (a peer gone) returns as a Status, with the
@@ -40,6 +47,8 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string_view>
+#include <vector>
 
 namespace mlt::cuda {
 
@@ -65,6 +74,12 @@ public:
   /// stream (the caller orders it against the others).
   rt::Status launchOn(const rt::InstructionDesc &inst, const rt::BufferView &in,
                       const rt::BufferView &out, cudaStream_t stream);
+
+  /// Queues a transfer group over mesh axis `axis` on `compute`, in order
+  /// with its launches.
+  rt::Status exchange(std::string_view axis,
+                      const std::vector<rt::PointToPoint> &transfers,
+                      cudaStream_t compute);
 
   /// Waits for `compute` (which, by the ordering above, waits for every
   /// collective queued before its last launch): plain cudaStreamSynchronize
@@ -93,6 +108,13 @@ rt::Status launchCollective(CudaCollectives *collectives,
                             const rt::InstructionDesc &inst,
                             const rt::BufferView &in, const rt::BufferView &out,
                             cudaStream_t compute, cudaStream_t side = nullptr);
+
+/// A transfer group on the CUDA context: through `collectives` when the rank
+/// has a CUDA communicator, on `compute`; otherwise an error saying how to
+/// run transfers on GPUs.
+rt::Status launchExchange(CudaCollectives *collectives, std::string_view axis,
+                          const std::vector<rt::PointToPoint> &transfers,
+                          cudaStream_t compute);
 
 /// The device a rank's context runs on when its communicator is a
 /// CudaCommunicator (that communicator's device); -1 otherwise.

@@ -75,10 +75,11 @@ public:
           return errorf("program '", program.name, "' instruction ", i, " (",
                         kernelName(inst.kernel), "): ", message...);
         };
-        // Collectives are type-free (NCCL sums f32, f64 and bf16, and the
-        // plan verifier checked the types); they need a NCCL communicator,
-        // which launch asks for (Collectives.h).
-        if (isCollectiveKernel(inst.kernel))
+        // Collectives and transfers are type-free (NCCL sums f32, f64 and
+        // bf16, and the plan verifier checked the types; transfers move
+        // bytes); they need a NCCL communicator, which launch and exchange
+        // ask for (Collectives.h).
+        if (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel))
           continue;
         if (inst.stream != 0)
           return fail("runs on stream ", unsigned(inst.stream),

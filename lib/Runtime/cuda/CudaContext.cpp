@@ -260,21 +260,9 @@ Status CudaDeviceContext::launch(const InstructionDesc &inst,
   }
   ++launchesSinceSync_;
   lastKernel_ = inst.kernel;
-  if (timing_) {
-    while (timingEvents_.size() < 2 * (timedLaunches_ + 1)) {
-      cudaEvent_t event;
-      MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));
-      timingEvents_.push_back(event);
-    }
-    MLT_CUDA_RETURN_IF_ERROR(
-        cudaEventRecord(timingEvents_[2 * timedLaunches_], s));
-    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out, s));
-    MLT_CUDA_RETURN_IF_ERROR(
-        cudaEventRecord(timingEvents_[2 * timedLaunches_ + 1], s));
-    ++timedLaunches_;
-  } else {
-    MLT_RETURN_IF_ERROR(launchKernel(inst, in, out, s));
-  }
+  MLT_RETURN_IF_ERROR(beginTimed(s));
+  MLT_RETURN_IF_ERROR(launchKernel(inst, in, out, s));
+  MLT_RETURN_IF_ERROR(endTimed(s));
   if (inst.token >= 0) {
     StatusOr<cudaEvent_t> event = tokenEvent(uint32_t(inst.token));
     if (!event)
@@ -283,6 +271,44 @@ Status CudaDeviceContext::launch(const InstructionDesc &inst,
   }
   if (syncEachLaunch_ && inst.stream == 0)
     return synchronize();
+  return Status::ok();
+}
+
+Status CudaDeviceContext::exchange(std::string_view axis,
+                                   const std::vector<PointToPoint> &transfers) {
+  MLT_RETURN_IF_ERROR(activate());
+  ++launchesSinceSync_;
+  lastKernel_ = transfers.empty() || transfers[0].kind == TransferKind::Send
+                    ? Kernel::Send
+                    : Kernel::Recv;
+  MLT_RETURN_IF_ERROR(beginTimed(stream_));
+  MLT_RETURN_IF_ERROR(
+      launchExchange(collectives_.get(), axis, transfers, stream_));
+  MLT_RETURN_IF_ERROR(endTimed(stream_));
+  if (syncEachLaunch_)
+    return synchronize();
+  return Status::ok();
+}
+
+Status CudaDeviceContext::beginTimed(cudaStream_t s) {
+  if (!timing_)
+    return Status::ok();
+  while (timingEvents_.size() < 2 * (timedLaunches_ + 1)) {
+    cudaEvent_t event;
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));
+    timingEvents_.push_back(event);
+  }
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(timingEvents_[2 * timedLaunches_], s));
+  return Status::ok();
+}
+
+Status CudaDeviceContext::endTimed(cudaStream_t s) {
+  if (!timing_)
+    return Status::ok();
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(timingEvents_[2 * timedLaunches_ + 1], s));
+  ++timedLaunches_;
   return Status::ok();
 }
 

@@ -28,8 +28,8 @@
 // - with a CUDA communicator (one process per GPU, NcclCommunicator.h), the
 //   collectives' stream and events (Collectives.h): stream-0 collectives run
 //   on a communication stream ordered against the compute stream by events,
-//   the others on their plan stream, and waits poll so that a NCCL failure
-//   returns instead of hanging;
+//   the others on their plan stream, transfer groups on the compute stream,
+//   and waits poll so that a NCCL failure returns instead of hanging;
 // - the arena (allocate: cudaMalloc, zeroed);
 // - scratch memory for kernels that need some (reduction partials, the
 //   embedding backward's sort), grown on first use, which synchronizes: in
@@ -69,9 +69,9 @@
 namespace mlt::cuda {
 
 /// Whether the CUDA backend has a kernel for `kernel` (CudaDispatch.cpp,
-/// beside the switch that launches them). Collectives are not listed:
-/// checkSupported lets them through, and launch sends them to the
-/// communicator (Collectives.h).
+/// beside the switch that launches them). Collectives and transfers are not
+/// listed: checkSupported lets them through, and launch (exchange, for the
+/// transfers) sends them to the communicator (Collectives.h).
 bool supportsKernel(rt::Kernel kernel);
 
 /// One rank's device state (this file's opening). The members that launch
@@ -105,6 +105,8 @@ public:
   rt::Status launch(const rt::InstructionDesc &inst,
                     const std::vector<rt::BufferView> &inputs,
                     const std::vector<rt::BufferView> &outputs) override;
+  rt::Status exchange(std::string_view axis,
+                      const std::vector<rt::PointToPoint> &transfers) override;
   rt::Status beginProgram(const rt::ProgramDesc &program) override;
   rt::Status endProgram(const rt::ProgramDesc &program) override;
   rt::Status synchronize() override;
@@ -138,6 +140,11 @@ private:
     MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     return rt::Status::ok();
   }
+
+  /// Starts the timing of a launch or exchange on stream `s` (while timing
+  /// is on), and ends it.
+  rt::Status beginTimed(cudaStream_t s);
+  rt::Status endTimed(cudaStream_t s);
 
   /// Runs `inst` on stream `s` (the compute stream, or for a collective
   /// the plan stream it names).

@@ -532,6 +532,13 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
                             s == stream_ ? nullptr : s);
 
+  // Transfers run as groups, through exchange (Collectives.h).
+  case Kernel::Send:
+  case Kernel::Recv:
+    return errorf(kernelName(inst.kernel),
+                  " runs in a transfer group (DeviceContext::exchange), not "
+                  "as a launch");
+
   default:
     break;
   }

@@ -2,10 +2,10 @@
 //
 // Part of mlt. The NCCL communicator of one rank (NcclCommunicator.h): a
 // world communicator, one communicator split from it per mesh axis, and a
-// stream of its own for the blocking calls (the base class's collectives,
-// the barrier, and the point-to-point copies of the RankTransport, which
-// stage through a device buffer in chunks). Every NCCL failure aborts all
-// of the rank's communicators before it is returned.
+// stream of its own for the blocking calls (the base class's collectives
+// and exchanges, the barrier, and the point-to-point copies of the
+// RankTransport, which stage through a device buffer in chunks). Every NCCL
+// failure aborts all of the rank's communicators before it is returned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +55,11 @@ public:
 
   Status enqueue(std::string_view axis, const CollectiveCall &call,
                  cudaStream_t stream) override;
+  Status enqueueExchange(std::string_view axis,
+                         const std::vector<PointToPoint> &transfers,
+                         cudaStream_t stream) override;
+  Status exchange(std::string_view axis,
+                  const std::vector<PointToPoint> &transfers) override;
   Status checkAsyncErrors() override;
   Status waitForStream(cudaStream_t stream, cudaError_t &cudaResult) override;
   void abort(const std::string &message) override;
@@ -87,6 +92,8 @@ private:
   Status waitOwnStream(const char *what);
   /// Checks a point-to-point peer and sizes the staging buffer.
   Status prepareTransport(int peer, size_t bytes, const char *what);
+  /// The communicator of the axis named `name`, or an error naming it.
+  StatusOr<const AxisComm *> findAxis(std::string_view name) const;
 
   ncclComm_t world_ = nullptr;
   std::vector<AxisComm> axes_;
@@ -166,17 +173,22 @@ Status NcclCommunicator::init(const NcclUniqueId &id) {
   return Status::ok();
 }
 
+StatusOr<const AxisComm *>
+NcclCommunicator::findAxis(std::string_view name) const {
+  for (const AxisComm &candidate : axes_)
+    if (candidate.name == name)
+      return &candidate;
+  return errorf("'", name, "' is not an axis of the mesh ", mesh().toString());
+}
+
 Status NcclCommunicator::enqueue(std::string_view axisName,
                                  const CollectiveCall &call,
                                  cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkUsable());
-  const AxisComm *axis = nullptr;
-  for (const AxisComm &candidate : axes_)
-    if (candidate.name == axisName)
-      axis = &candidate;
-  if (!axis)
-    return errorf("'", axisName, "' is not an axis of the mesh ",
-                  mesh().toString());
+  StatusOr<const AxisComm *> found = findAxis(axisName);
+  if (!found)
+    return found.takeStatus();
+  const AxisComm *axis = *found;
   Status check = checkCollectiveCall(call, axis->size, axis->index);
   if (!check)
     return std::move(check).withContext(
@@ -226,6 +238,56 @@ Status NcclCommunicator::enqueue(std::string_view axisName,
     return fail(std::move(status).withContext(call.describe() + " over axis '" +
                                               axis->name + "'"));
   return Status::ok();
+}
+
+Status
+NcclCommunicator::enqueueExchange(std::string_view axisName,
+                                  const std::vector<PointToPoint> &transfers,
+                                  cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  StatusOr<const AxisComm *> found = findAxis(axisName);
+  if (!found)
+    return found.takeStatus();
+  const AxisComm *axis = *found;
+  MLT_RETURN_IF_ERROR(
+      checkExchange(transfers, axis->size)
+          .withContext("exchange over axis '" + axis->name + "'"));
+  MLT_RETURN_IF_ERROR(activate());
+  // One group: NCCL posts every send and receive together. A failure inside
+  // the group still ends it (ncclGroupEnd), so that NCCL's group state is
+  // left clean, and then aborts.
+  Status status = MLT_NCCL_STATUS(ncclGroupStart());
+  if (!status)
+    return fail(std::move(status).withContext("exchange over axis '" +
+                                              axis->name + "'"));
+  for (size_t i = 0; i < transfers.size() && status; ++i) {
+    const PointToPoint &transfer = transfers[i];
+    if (transfer.count == 0)
+      continue;
+    status = transfer.kind == TransferKind::Send
+                 ? MLT_NCCL_STATUS(ncclSend(transfer.buffer, transfer.bytes(),
+                                            ncclUint8, transfer.peer,
+                                            axis->comm, stream))
+                 : MLT_NCCL_STATUS(ncclRecv(transfer.buffer, transfer.bytes(),
+                                            ncclUint8, transfer.peer,
+                                            axis->comm, stream));
+    if (!status)
+      status = std::move(status).withContext("transfer #" + std::to_string(i) +
+                                             " (" + transfer.describe() + ")");
+  }
+  Status ended = MLT_NCCL_STATUS(ncclGroupEnd());
+  if (status)
+    status = std::move(ended);
+  if (!status)
+    return fail(std::move(status).withContext("exchange over axis '" +
+                                              axis->name + "'"));
+  return Status::ok();
+}
+
+Status NcclCommunicator::exchange(std::string_view axis,
+                                  const std::vector<PointToPoint> &transfers) {
+  MLT_RETURN_IF_ERROR(enqueueExchange(axis, transfers, stream_));
+  return waitOwnStream("exchange");
 }
 
 Status NcclCommunicator::checkAsyncErrors() {

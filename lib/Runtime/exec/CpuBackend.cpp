@@ -11,10 +11,10 @@
 // AdamW, and the small kernels that are one loop here (transpose, cast,
 // shard_slice, the gradient norm). Scratch memory belongs to the rank's
 // context, never to the backend, so ranks on threads share nothing.
-// Collectives are calls on the rank's communicator, which return when the
-// group's result is in place; the kernels of sharded programs read the
-// rank's coordinate on their mesh axis from the communicator's mesh and pass
-// the library the offset of the rank's shard.
+// Collectives and transfer groups are calls on the rank's communicator,
+// which return when the group's result is in place; the kernels of sharded
+// programs read the rank's coordinate on their mesh axis from the
+// communicator's mesh and pass the library the offset of the rank's shard.
 //
 // One instruction computes in one type, its operands' as Kernels.def's
 // "Element types" (KernelInfo.h's OperandPrecision) gives them. A bf16
@@ -170,6 +170,8 @@ public:
   Status launch(const InstructionDesc &inst,
                 const std::vector<BufferView> &inputs,
                 const std::vector<BufferView> &outputs) override;
+  Status exchange(std::string_view axis,
+                  const std::vector<PointToPoint> &transfers) override;
   Status synchronize() override { return Status::ok(); }
 
   // A launch runs to completion: its wall time is its time.
@@ -188,6 +190,10 @@ private:
   /// Runs one instruction (launch, untimed).
   Status run(const InstructionDesc &inst, const std::vector<BufferView> &in,
              const std::vector<BufferView> &out);
+
+  /// Runs `work` (a launch or an exchange), timed while timing is on: it
+  /// runs to completion, so its wall time is its time.
+  template <typename Work> Status timed(Work &&work);
 
   /// Runs a collective through the communicator.
   Status collective(const InstructionDesc &inst, const BufferView &in,
@@ -332,20 +338,31 @@ Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
                 " buffers");
 }
 
-Status CpuDeviceContext::launch(const InstructionDesc &inst,
-                                const std::vector<BufferView> &in,
-                                const std::vector<BufferView> &out) {
+template <typename Work> Status CpuDeviceContext::timed(Work &&work) {
   if (!timing_)
-    return run(inst, in, out);
+    return work();
   using Milliseconds = std::chrono::duration<double, std::milli>;
   const auto start = std::chrono::steady_clock::now();
   if (launchTimes_.empty())
     timingOrigin_ = start;
-  Status status = run(inst, in, out);
+  Status status = work();
   launchTimes_.push_back(
       {Milliseconds(start - timingOrigin_).count(),
        Milliseconds(std::chrono::steady_clock::now() - start).count()});
   return status;
+}
+
+Status CpuDeviceContext::launch(const InstructionDesc &inst,
+                                const std::vector<BufferView> &in,
+                                const std::vector<BufferView> &out) {
+  return timed([&] { return run(inst, in, out); });
+}
+
+Status CpuDeviceContext::exchange(std::string_view axis,
+                                  const std::vector<PointToPoint> &transfers) {
+  if (!communicator_)
+    return errorf("this rank has no communicator");
+  return timed([&] { return communicator_->exchange(axis, transfers); });
 }
 
 Status CpuDeviceContext::run(const InstructionDesc &inst,
@@ -383,6 +400,11 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
     return collective(inst, in[0], out[0]);
+  case Kernel::Send:
+  case Kernel::Recv:
+    return errorf(kernelName(inst.kernel),
+                  " runs in a transfer group (DeviceContext::exchange), not "
+                  "as a launch");
   default:
     break;
   }
@@ -757,7 +779,9 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
-    break; // type-free, handled by launch
+  case Kernel::Send:
+  case Kernel::Recv:
+    break; // type-free, handled by launch or exchange
   }
   return errorf("kernel '", kernelName(inst.kernel),
                 "' has no CPU implementation");

@@ -1,8 +1,9 @@
 //===- Executor.cpp - runs one rank's programs ----------------------------===//
 //
 // Part of mlt. Creation verifies, allocates and resolves; running is a loop
-// of launches. Host-side reads and writes stage through a host vector and the
-// device context's copies, so the same code serves device memory later.
+// of launches, and of exchanges for the transfer groups. Host-side reads and
+// writes stage through a host vector and the device context's copies, so
+// the same code serves device memory later.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,11 @@ using namespace mlt::rt;
 
 DeviceContext::~DeviceContext() = default;
 Backend::~Backend() = default;
+
+Status DeviceContext::exchange(std::string_view,
+                               const std::vector<PointToPoint> &) {
+  return errorf("this device cannot run sends and receives");
+}
 
 Status DeviceContext::beginLaunchTiming() {
   return errorf("this device cannot time its launches");
@@ -106,9 +112,10 @@ Status mlt::rt::checkComputeOperands(
   return Status::ok();
 }
 
-Executor::Executor(RankPlan rank, Backend &backend,
+Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
-    : rank_(std::move(rank)), backend_(backend), device_(std::move(device)) {}
+    : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),
+      device_(std::move(device)) {}
 
 Executor::~Executor() {
   if (arena_) {
@@ -127,12 +134,14 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   MLT_RETURN_IF_ERROR(verifyRank(rank, plan.mesh));
   MLT_RETURN_IF_ERROR(backend.checkSupported(rank));
 
-  // Collectives, and the kernels of sharded programs that read the rank's
-  // coordinate on a mesh axis, need the rank's communicator.
-  bool launchesCollectives = false, readsMeshCoordinate = false;
+  // Collectives, transfers, and the kernels of sharded programs that read
+  // the rank's coordinate on a mesh axis, need the rank's communicator.
+  bool launchesCollectives = false, launchesTransfers = false,
+       readsMeshCoordinate = false;
   for (const ProgramDesc &program : rank.programs) {
     for (const InstructionDesc &inst : program.instructions) {
       launchesCollectives |= isCollectiveKernel(inst.kernel);
+      launchesTransfers |= isTransferKernel(inst.kernel);
       const int axis = meshAxisAttribute(inst.kernel);
       readsMeshCoordinate |= axis >= 0 && inst.ints[axis] != -1;
     }
@@ -148,6 +157,9 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   } else if (launchesCollectives) {
     return errorf("rank ", rankIndex,
                   " launches collectives but has no communicator");
+  } else if (launchesTransfers) {
+    return errorf("rank ", rankIndex,
+                  " sends or receives but has no communicator");
   } else if (readsMeshCoordinate) {
     return errorf("rank ", rankIndex,
                   " launches kernels that read its mesh coordinate but has no "
@@ -167,7 +179,11 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
                   "; compile it for this GPU (mlt-run MODEL --device cuda "
                   "--emit-plan FILE on a build of this architecture)");
   std::unique_ptr<Executor> executor(
-      new Executor(rank, backend, std::move(*device)));
+      new Executor(rank, plan.mesh, backend, std::move(*device)));
+  // verifyRank checked the mesh, and the rank is in it.
+  std::vector<int> coordinates;
+  if (!plan.mesh.empty())
+    coordinates = *Mesh::create(plan.mesh)->coordinates(int(rankIndex));
 
   StatusOr<uint8_t *> arena =
       executor->device_->allocate(std::max<uint64_t>(rank.arenaBytes, 1));
@@ -176,7 +192,7 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
         .withContext("allocating the arena of " +
                      std::to_string(rank.arenaBytes) + " bytes");
   executor->arena_ = *arena;
-  executor->prepare();
+  executor->prepare(coordinates);
   MLT_RETURN_IF_ERROR(executor->fillConstants());
   return executor;
 }
@@ -187,13 +203,14 @@ BufferView Executor::view(size_t index, uint32_t copy) const {
                     buffer.numElements()};
 }
 
-void Executor::prepare() {
+void Executor::prepare(const std::vector<int> &coordinates) {
   programs_.clear();
   for (const ProgramDesc &program : rank_.programs) {
     PreparedProgram prepared;
     prepared.name = program.name;
+    prepared.transfers = isTransferProgram(program);
     for (const InstructionDesc &inst : program.instructions) {
-      PreparedInstruction p{&inst, {}, {}, {}};
+      PreparedInstruction p{&inst, {}, {}, {}, {}, {}};
       for (auto [output, list, views] :
            {std::tuple(false, &inst.inputs, &p.inputs),
             std::tuple(true, &inst.outputs, &p.outputs)})
@@ -205,6 +222,19 @@ void Executor::prepare() {
                                 buffer.copyIndex == CopyIndex::Slot});
           views->push_back(view(index));
         }
+      if (isTransferKernel(inst.kernel)) {
+        // The peer's index in the group on the axis is its coordinate there
+        // (verifyRank kept it inside the axis).
+        const TransferAttrs attrs = transferAttrs(inst);
+        const bool send = inst.kernel == Kernel::Send;
+        const BufferView &buffer = send ? p.inputs[0] : p.outputs[0];
+        p.axis = size_t(attrs.axis);
+        p.transfer.kind = send ? TransferKind::Send : TransferKind::Receive;
+        p.transfer.peer = coordinates[p.axis] + int(attrs.shift);
+        p.transfer.dtype = buffer.dtype;
+        p.transfer.count = size_t(attrs.count);
+        p.transfer.buffer = buffer.data;
+      }
       prepared.instructions.push_back(std::move(p));
     }
     if (program.name == kRefreshCopiesProgram)
@@ -266,7 +296,11 @@ Status Executor::run(size_t programIndex, bool wait) {
   PreparedProgram &program = programs_.at(programIndex);
   return runReplayed(
       program.replay, programIndex,
-      [&] { return launchAll(programIndex); }, wait);
+      [&] {
+        return program.transfers ? runTransferGroup({{programIndex, -1, -1}})
+                                 : launchAll(programIndex);
+      },
+      wait);
 }
 
 Status Executor::runStep(bool wait) {
@@ -275,13 +309,29 @@ Status Executor::runStep(bool wait) {
   return runReplayed(
       stepReplay_, std::nullopt,
       [&]() -> Status {
-        for (size_t c = 0; c < rank_.step.size(); ++c) {
+        for (size_t c = 0; c < rank_.step.size();) {
           const CallDesc &call = rank_.step[c];
-          Status status =
-              launchAll(call.program, call.microbatch, call.slot);
+          if (!programs_[call.program].transfers) {
+            Status status = launchAll(call.program, call.microbatch, call.slot);
+            if (!status)
+              return std::move(status).withContext("step call " +
+                                                   std::to_string(c));
+            ++c;
+            continue;
+          }
+          // A transfer group: this call and the transfer calls after it.
+          std::vector<TransferCall> group;
+          const size_t first = c;
+          for (; c < rank_.step.size() &&
+                 programs_[rank_.step[c].program].transfers;
+               ++c)
+            group.push_back({rank_.step[c].program, rank_.step[c].microbatch,
+                             rank_.step[c].slot});
+          Status status = runTransferGroup(group);
           if (!status)
-            return std::move(status).withContext("step call " +
-                                                 std::to_string(c));
+            return std::move(status).withContext(
+                "step calls " + std::to_string(first) + ".." +
+                std::to_string(c - 1) + " (a transfer group)");
         }
         return Status::ok();
       },
@@ -335,31 +385,66 @@ Status Executor::readScalarAtSync(size_t index, double *out, uint32_t copy) {
                                    buffer.bytes);
 }
 
+void Executor::resolveCopies(const PreparedInstruction &p, int32_t microbatch,
+                             int32_t slot, std::vector<BufferView> &inputs,
+                             std::vector<BufferView> &outputs) const {
+  // Operands of buffers with a copy per micro-batch or slot move to the
+  // call's copy (the plan verifier proved it in range; copy 0 without one).
+  const uint64_t mbCopy = microbatch > 0 ? uint64_t(microbatch) : 0;
+  const uint64_t slotCopy = slot > 0 ? uint64_t(slot) : 0;
+  inputs = p.inputs;
+  outputs = p.outputs;
+  if (mbCopy == 0 && slotCopy == 0)
+    return;
+  for (const PreparedInstruction::Copied &operand : p.copied) {
+    BufferView &view = (operand.output ? outputs : inputs)[operand.position];
+    view.data += (operand.bySlot ? slotCopy : mbCopy) * operand.stride;
+  }
+}
+
+Status Executor::runTransferGroup(const std::vector<TransferCall> &calls) {
+  std::vector<PointToPoint> transfers;
+  std::vector<std::pair<size_t, size_t>> launches;
+  std::vector<BufferView> inputs, outputs;
+  std::optional<size_t> axis;
+  for (const TransferCall &call : calls) {
+    const PreparedProgram &program = programs_.at(call.program);
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const PreparedInstruction &p = program.instructions[i];
+      PointToPoint transfer = p.transfer;
+      if (!p.copied.empty()) {
+        resolveCopies(p, call.microbatch, call.slot, inputs, outputs);
+        transfer.buffer =
+            (transfer.kind == TransferKind::Send ? inputs[0] : outputs[0]).data;
+      }
+      transfers.push_back(transfer);
+      launches.emplace_back(call.program, i);
+      // One axis per group (verifyRank).
+      axis = p.axis;
+    }
+  }
+  if (!axis)
+    return Status::ok();
+  if (profiling_)
+    profiled_.push_back(std::move(launches));
+  return device_->exchange(mesh_.at(*axis).name, transfers);
+}
+
 Status Executor::launchAll(size_t programIndex, int32_t microbatch,
                            int32_t slot) {
   const PreparedProgram &program = programs_.at(programIndex);
   const ProgramDesc &desc = rank_.programs.at(programIndex);
   MLT_RETURN_IF_ERROR(device_->beginProgram(desc));
   Status status = Status::ok();
-  // Operands of buffers with a copy per micro-batch or slot move to the
-  // call's copy (the plan verifier proved it in range; copy 0 without one).
   std::vector<BufferView> inputs, outputs;
-  const uint64_t mbCopy = microbatch > 0 ? uint64_t(microbatch) : 0;
-  const uint64_t slotCopy = slot > 0 ? uint64_t(slot) : 0;
   for (size_t i = 0; i < program.instructions.size() && status; ++i) {
     const PreparedInstruction &p = program.instructions[i];
     if (profiling_)
-      profiled_.emplace_back(programIndex, i);
-    if (p.copied.empty() || (mbCopy == 0 && slotCopy == 0)) {
+      profiled_.push_back({{programIndex, i}});
+    if (p.copied.empty() || (microbatch <= 0 && slot <= 0)) {
       status = device_->launch(*p.inst, p.inputs, p.outputs);
     } else {
-      inputs = p.inputs;
-      outputs = p.outputs;
-      for (const PreparedInstruction::Copied &operand : p.copied) {
-        BufferView &view =
-            (operand.output ? outputs : inputs)[operand.position];
-        view.data += (operand.bySlot ? slotCopy : mbCopy) * operand.stride;
-      }
+      resolveCopies(p, microbatch, slot, inputs, outputs);
       status = device_->launch(*p.inst, inputs, outputs);
     }
     if (!status) {
@@ -389,10 +474,12 @@ StatusOr<std::vector<Executor::LaunchTime>> Executor::endProfile() {
   if (times->size() != profiled_.size())
     return errorf("the device timed ", times->size(), " launches of ",
                   profiled_.size());
-  std::vector<LaunchTime> launches(profiled_.size());
-  for (size_t i = 0; i < launches.size(); ++i)
-    launches[i] = {profiled_[i].first, profiled_[i].second,
-                   (*times)[i].start, (*times)[i].milliseconds};
+  // A transfer group's sends and receives share its exchange's time.
+  std::vector<LaunchTime> launches;
+  for (size_t i = 0; i < profiled_.size(); ++i)
+    for (const auto &[program, instruction] : profiled_[i])
+      launches.push_back(
+          {program, instruction, (*times)[i].start, (*times)[i].milliseconds});
   profiled_.clear();
   return launches;
 }

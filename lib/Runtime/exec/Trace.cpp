@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -58,7 +59,10 @@ mlt::rt::traceEvents(const RankPlan &rank,
     const ProgramDesc &program = rank.programs[launch.program];
     const InstructionDesc &inst = program.instructions[launch.instruction];
     streams.insert(inst.stream);
-    if (!isCollectiveKernel(inst.kernel))
+    const char *category = isCollectiveKernel(inst.kernel) ? "collective"
+                           : isTransferKernel(inst.kernel) ? "transfer"
+                                                           : "compute";
+    if (std::string_view(category) == "compute")
       computeStreams.insert(inst.stream);
     nlohmann::json args = {{"program", program.name},
                            {"instruction", launch.instruction},
@@ -69,8 +73,7 @@ mlt::rt::traceEvents(const RankPlan &rank,
       args["rate"] = rate;
     events.push_back({{"ph", "X"},
                       {"name", std::string(kernelName(inst.kernel))},
-                      {"cat", isCollectiveKernel(inst.kernel) ? "collective"
-                                                              : "compute"},
+                      {"cat", category},
                       {"pid", pid},
                       {"tid", inst.stream},
                       {"ts", (launch.start - origin) * 1e3},

@@ -462,6 +462,28 @@ template <> struct Rule<attrs::AllGather> : RuleBase<attrs::AllGather> {
   }
 };
 
+/// send and recv: one operand of n elements, the input of a send, the
+/// output of a receive.
+struct TransferRule : RuleBase<attrs::Send> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    if (a[shift] == 0)
+      return errorf("shift must not be 0 (a rank does not send to itself), "
+                    "got ints ",
+                    formatInts(inst.ints));
+    return Status::ok();
+  }
+  OperandCounts counts() const {
+    return inst.kernel == Kernel::Send ? all(a[n], 1, 0) : all(a[n], 0, 1);
+  }
+};
+template <> struct Rule<attrs::Send> : TransferRule {
+  using TransferRule::TransferRule;
+};
+template <> struct Rule<attrs::Recv> : TransferRule {
+  using TransferRule::TransferRule;
+};
+
 template <typename K>
 StatusOr<OperandCounts> countsOf(const InstructionDesc &inst,
                                  int64_t groupSize) {
@@ -542,6 +564,24 @@ std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
         {{A::n, collective.count}, {A::axis, collective.axis}});
   }
   }
+}
+
+TransferAttrs mlt::rt::transferAttrs(const InstructionDesc &inst) {
+  assert(isTransferKernel(inst.kernel) && "not a transfer");
+  using A = attrs::Send; // recv names its attributes alike
+  const KernelAttrs<A> a(inst);
+  return {a[A::n], a[A::axis], a[A::shift]};
+}
+
+std::vector<int64_t> mlt::rt::transferInts(Kernel kernel,
+                                           TransferAttrs transfer) {
+  assert(isTransferKernel(kernel) && "not a transfer");
+  static_assert(sameAttributes(Kernel::Send, Kernel::Recv));
+  (void)kernel;
+  using A = attrs::Send;
+  return kernelInts<A>({{A::n, transfer.count},
+                        {A::axis, transfer.axis},
+                        {A::shift, transfer.shift}});
 }
 
 bool mlt::rt::isIdOperand(Kernel kernel, size_t operand) {

@@ -97,6 +97,29 @@ std::string WorkItem::str() const {
   return letter + std::to_string(microbatch) + "." + std::to_string(chunk);
 }
 
+bool mlt::rt::isTransferProgram(const ProgramDesc &program) {
+  for (const InstructionDesc &inst : program.instructions)
+    if (isTransferKernel(inst.kernel))
+      return true;
+  return false;
+}
+
+std::vector<TransferGroup> mlt::rt::transferGroups(const RankPlan &rank) {
+  std::vector<bool> transfers;
+  for (const ProgramDesc &program : rank.programs)
+    transfers.push_back(isTransferProgram(program));
+  std::vector<TransferGroup> groups;
+  for (size_t c = 0; c < rank.step.size(); ++c) {
+    if (!transfers[rank.step[c].program])
+      continue;
+    if (!groups.empty() && groups.back().end == c)
+      ++groups.back().end;
+    else
+      groups.push_back({c, c + 1});
+  }
+  return groups;
+}
+
 std::string RankPlan::scheduleString() const {
   std::string text;
   for (const CallDesc &call : step)

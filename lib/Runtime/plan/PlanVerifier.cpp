@@ -12,9 +12,10 @@
 // sharded programs name a mesh axis, that collectives match across the
 // ranks of each group, that launches on different streams which touch the
 // same bytes (one of them writing; a view and its base share bytes) are
-// ordered by tokens; and verifyPlan, which adds the training contract
-// (TrainingContract.cpp: what the training loop reads and writes, every
-// parameter element held by some rank). After these checks no instruction
+// ordered by tokens, that sends and receives are well formed, matched and
+// free of deadlock (TransferCheck.cpp); and verifyPlan, which adds the training
+// contract (TrainingContract.cpp: what the training loop reads and writes,
+// every parameter element held by some rank). After these checks no instruction
 // can touch memory outside its operands' ranges, so the backends do not
 // re-check sizes.
 //
@@ -23,6 +24,7 @@
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/plan/TransferCheck.h"
 
 #include "VerifierSupport.h"
 
@@ -378,10 +380,11 @@ Status operandSpec(const InstructionDesc &inst,
                    const std::vector<MeshAxis> &mesh, OperandSpec &spec) {
   const std::vector<int64_t> &a = inst.ints;
   // Every attribute is a size, count or flag, except `axis`, which indexes
-  // the mesh (or is -1 where the kernel allows no axis).
+  // the mesh (or is -1 where the kernel allows no axis), and a transfer's
+  // `shift`, a signed step along it.
   const int axisAttribute = meshAxisAttribute(inst.kernel);
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] < 0 && int(i) != axisAttribute)
+    if (a[i] < 0 && !isSignedAttribute(inst.kernel, i))
       return errorf("integer attributes must not be negative, got ",
                     formatInts(a));
   int64_t groupSize = 1;
@@ -399,9 +402,9 @@ Status operandSpec(const InstructionDesc &inst,
   for (size_t i = 0; i < spec.inputs.size() + spec.outputs.size(); ++i)
     if (isIdOperand(inst.kernel, i))
       spec.int32Operands.push_back(i);
-  spec.anyMatchingDType = inst.kernel == Kernel::Transpose ||
-                          inst.kernel == Kernel::ShardSlice ||
-                          isCollectiveKernel(inst.kernel);
+  spec.anyMatchingDType =
+      inst.kernel == Kernel::Transpose || inst.kernel == Kernel::ShardSlice ||
+      isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel);
   spec.anyFloatDTypes =
       inst.kernel == Kernel::Cast || inst.kernel == Kernel::Fill;
 
@@ -412,16 +415,6 @@ Status operandSpec(const InstructionDesc &inst,
     if (count < 0)
       return errorf("integer attributes ", formatInts(a), " overflow");
   return Status::ok();
-}
-
-/// The coordinate of `rank` on mesh axis `axis` (Mesh.h's row-major order):
-/// its index in the axis's groups.
-int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
-                       size_t axis) {
-  int64_t stride = 1;
-  for (size_t a = mesh.size(); a-- > axis + 1;)
-    stride *= mesh[a].size;
-  return (int64_t(rank) / stride) % mesh[axis].size;
 }
 
 /// A collective's types and the overlap of its input and output (the
@@ -795,23 +788,11 @@ Status mlt::rt::verifyRank(const RankPlan &rank,
     }
     MLT_RETURN_IF_ERROR(verifyStreams(rank, program));
   }
-  return verifyStep(rank);
+  MLT_RETURN_IF_ERROR(verifyStep(rank));
+  return verifyRankTransfers(rank, mesh);
 }
 
 namespace {
-
-/// One collective as the members of its group must agree on it.
-CollectiveCall collectiveCall(const RankPlan &rank,
-                              const InstructionDesc &inst) {
-  CollectiveCall call;
-  call.kind = inst.kernel == Kernel::AllReduceSum ? CollectiveKind::AllReduceSum
-              : inst.kernel == Kernel::ReduceScatterSum
-                  ? CollectiveKind::ReduceScatterSum
-                  : CollectiveKind::AllGather;
-  call.dtype = rank.buffers[inst.inputs[0]].dtype;
-  call.count = size_t(collectiveAttrs(inst).count);
-  return call;
-}
 
 /// The collectives that `rank` launches on `axis` when it runs its program
 /// named `unit`, or (`unit` null) its step: every call's program, in order.
@@ -917,8 +898,10 @@ Status mlt::rt::verifyPlanStructure(const Plan &plan) {
                  ? status
                  : std::move(status).withContext("rank " + std::to_string(i));
   }
-  if (mesh)
+  if (mesh) {
     MLT_RETURN_IF_ERROR(verifyCollectivesMatch(plan, *mesh));
+    MLT_RETURN_IF_ERROR(verifyTransfers(plan, *mesh));
+  }
   return Status::ok();
 }
 

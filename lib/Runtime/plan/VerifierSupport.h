@@ -1,15 +1,17 @@
 //===- VerifierSupport.h - what the plan's checks share ---------*- C++ -*-===//
 //
-// Part of mlt. Small helpers of PlanVerifier.cpp (the structure of a plan)
-// and TrainingContract.cpp (what the training loop needs of it): checked
-// arithmetic, buffer kinds, and the forms messages print shapes and blocks
-// in. Private to the plan library.
+// Part of mlt. Small helpers of PlanVerifier.cpp (the structure of a plan),
+// TransferCheck.cpp (its sends and receives) and TrainingContract.cpp (what
+// the training loop needs of it): checked arithmetic, buffer kinds, mesh
+// coordinates, collectives as their groups agree on them, and the forms
+// messages print shapes and blocks in. Private to the plan library.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
 #define MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
 
+#include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -34,6 +36,35 @@ inline bool isPerParameter(BufferKind kind) {
   return kind == BufferKind::Parameter || kind == BufferKind::Gradient ||
          kind == BufferKind::OptimizerState ||
          kind == BufferKind::ParameterCopy;
+}
+
+/// The stride of mesh axis `axis` in world ranks (Mesh.h's row-major
+/// order): the product of the sizes of the axes after it.
+inline int64_t meshStride(const std::vector<MeshAxis> &mesh, size_t axis) {
+  int64_t stride = 1;
+  for (size_t a = mesh.size(); a-- > axis + 1;)
+    stride *= mesh[a].size;
+  return stride;
+}
+
+/// The coordinate of `rank` on mesh axis `axis`: its index in the axis's
+/// groups.
+inline int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
+                              size_t axis) {
+  return (int64_t(rank) / meshStride(mesh, axis)) % mesh[axis].size;
+}
+
+/// One collective launch as the members of its group must agree on it.
+inline CollectiveCall collectiveCall(const RankPlan &rank,
+                                     const InstructionDesc &inst) {
+  CollectiveCall call;
+  call.kind = inst.kernel == Kernel::AllReduceSum ? CollectiveKind::AllReduceSum
+              : inst.kernel == Kernel::ReduceScatterSum
+                  ? CollectiveKind::ReduceScatterSum
+                  : CollectiveKind::AllGather;
+  call.dtype = rank.buffers[inst.inputs[0]].dtype;
+  call.count = size_t(collectiveAttrs(inst).count);
+  return call;
 }
 
 /// "[0:8, 16:32] of [16, 32]": the block of a buffer, for messages.

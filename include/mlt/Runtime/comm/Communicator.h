@@ -2,9 +2,11 @@
 //
 // Part of mlt. A `Communicator` is one rank's handle on the collectives of a
 // run laid out on a `Mesh`: all-reduce, reduce-scatter, all-gather and
-// broadcast over one named mesh axis, and a barrier over the whole mesh. The
-// in-process implementation (InProcessComm.h) runs N ranks as N threads; a
-// NCCL one (one communicator per axis group) will implement the same class.
+// broadcast over one named mesh axis, a barrier over the whole mesh, and
+// point-to-point exchanges (sends and receives between members of an axis
+// group, which pipeline stages use). The in-process implementation
+// (InProcessComm.h) runs N ranks as N threads; the NCCL one
+// (NcclCommunicator.h, one communicator per axis group) one process per GPU.
 //
 // Invariants, for every implementation:
 //
@@ -49,6 +51,38 @@
 //   blocked waiting for it return that error instead of hanging; after an
 //   abort every call fails.
 //
+// Point to point. `exchange(axis, transfers)` posts a group of sends and
+// receives between this rank and members of its group on `axis`, each peer
+// named by its index in that group:
+//
+// - Who calls. Any rank of the group, with any transfers (a plan's transfer
+//   group, Kernels.def); only the peers named take part, each from its own
+//   thread or process, in its own exchange calls.
+// - Matching. Each send to peer p matches, in order, the next receive from
+//   this rank that p posts: the k-th send from rank a to rank b over the
+//   communicator's life is b's k-th receive from a. Both have the same count
+//   and element type (any type: bytes are moved).
+// - Blocking. The transfers of one call are posted together, in no order
+//   among themselves, and the call returns when all have completed: a
+//   receive once its matching send has been posted and its bytes have
+//   landed, a send once its matching receive has been posted. So a group
+//   with a send to each neighbour and a receive from each cannot deadlock,
+//   while two ranks that each wait to receive from the other in a call
+//   before the one that holds their send do (the plan verifier proves a
+//   step free of such cycles, TransferCheck.h). In process the bytes leave
+//   the send buffer when it is posted. A device communicator also queues an
+//   exchange on a stream and returns (CudaCommunicator::enqueueExchange);
+//   the calls here wait for it.
+// - Buffers. A null buffer is allowed only with a count of 0; a receive's
+//   buffer overlaps no other buffer of its call.
+// - Errors. A peer outside the group, an unknown axis or a bad argument
+//   fails the call on this rank alone, before anything is posted. A send and
+//   its matching receive that differ in count or type fail on both ranks,
+//   each message naming both sides; the other transfers of both calls
+//   complete, and the communicator stays usable (in process; NCCL cannot
+//   see such a mismatch, which the plan verifier rules out). A rank blocked
+//   in an exchange returns the abort's error once the world is aborted.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_COMMUNICATOR_H
@@ -62,6 +96,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -105,6 +140,33 @@ struct CollectiveCall {
 /// of `groupSize`; the error names the problem, not the rank or the axis.
 Status checkCollectiveCall(const CollectiveCall &call, int groupSize,
                            int index);
+
+/// Whether a point-to-point transfer sends or receives.
+enum class TransferKind : uint8_t { Send, Receive };
+
+/// One send or receive of an exchange (see "Point to point" above).
+struct PointToPoint {
+  TransferKind kind = TransferKind::Send;
+  /// The peer: its index in this rank's group on the exchange's axis
+  /// (Mesh::groupOf).
+  int peer = 0;
+  ElementType dtype = ElementType::F32;
+  size_t count = 0;
+  /// `count` elements of `dtype`: read by a send, written by a receive.
+  void *buffer = nullptr;
+
+  /// count times the element size.
+  size_t bytes() const { return count * elementSize(dtype); }
+  /// "send of 4096 f32 to index 1", "receive of 8 i32 from index 0".
+  std::string describe() const;
+};
+
+/// Checks the transfers of one exchange on an axis of `groupSize` ranks:
+/// every peer inside the group, known element types, sizes that fit in
+/// memory, a buffer unless the count is 0, and no receive's buffer
+/// overlapping another transfer's. The error names the problem (and the
+/// transfer, by its position), not the rank or the axis.
+Status checkExchange(const std::vector<PointToPoint> &transfers, int groupSize);
 
 /// One rank's collectives; see the invariants at the top of this file.
 class Communicator {
@@ -152,6 +214,12 @@ public:
 
   /// Returns once every rank of the mesh has called barrier.
   virtual Status barrier() = 0;
+
+  /// Posts `transfers`, sends and receives between this rank and members of
+  /// its group on `axis`, together, and returns once all have completed
+  /// (see "Point to point" above). An empty exchange returns at once.
+  virtual Status exchange(std::string_view axis,
+                          const std::vector<PointToPoint> &transfers) = 0;
 
 protected:
   Communicator(Mesh mesh, int rank) : mesh_(std::move(mesh)), rank_(rank) {}

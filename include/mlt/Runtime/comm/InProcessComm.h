@@ -2,10 +2,13 @@
 //
 // Part of mlt. An `InProcessWorld` runs the ranks of a mesh as threads of one
 // process: it owns the shared state of every group (one per axis group, plus
-// the whole mesh for `barrier`) and hands each thread the Communicator of its
-// rank. The collectives read and write the other ranks' buffers directly, so
-// they are exact (no staging), and they keep every invariant of
-// Communicator.h, determinism and mismatch detection included.
+// the whole mesh for `barrier`) and the mailboxes of the point-to-point
+// exchanges, and hands each thread the Communicator of its rank. The
+// collectives read and write the other ranks' buffers directly, so they are
+// exact (no staging); an exchange's sends are copied into their receiver's
+// mailbox when posted (buffered), its receives copied out of it. Both keep
+// every invariant of Communicator.h, determinism and mismatch detection
+// included.
 //
 // Use: create the world, start one thread per rank, each calling
 // `communicator(rank)` and then its collectives; join the threads before
@@ -32,8 +35,9 @@ namespace mlt::rt {
 class InProcessWorld {
 public:
   struct Options {
-    /// How long a rank waits in one collective for the rest of its group
-    /// before it aborts the world, naming the ranks that did not arrive (a
+    /// How long a rank waits in one collective for the rest of its group,
+    /// or in one exchange for its peers, before it aborts the world, naming
+    /// the ranks that did not arrive or the transfers not matched (a
     /// deadlock or a rank that stopped without aborting). Zero waits
     /// forever.
     std::chrono::milliseconds timeout{0};

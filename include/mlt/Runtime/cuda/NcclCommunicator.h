@@ -3,7 +3,8 @@
 // Part of mlt. The Communicator of a rank that is a process of its own on
 // one GPU (started by mpirun, one process per GPU): NCCL communicators over
 // the plan's mesh, created once per process and handed to the rank's
-// Executor, whose CUDA device context sends its collectives through it.
+// Executor, whose CUDA device context sends its collectives and its
+// transfer groups (sends and receives) through it.
 //
 // Communicators. One world communicator (ncclCommInitRank over every rank,
 // from one ncclUniqueId that rank 0 creates and the launcher distributes)
@@ -23,9 +24,10 @@
 // compute stream and a communication stream, and before each collective it
 // records an event on the compute stream for the communication stream to
 // wait on, after it one on the communication stream for the compute stream
-// to wait on (lib/Runtime/cuda/Collectives.h). This class owns only the NCCL
-// communicators and queues on whatever stream it is given. The base class's
-// blocking calls (allReduceSum, ..., barrier) run on a stream of the
+// to wait on (lib/Runtime/cuda/Collectives.h); a transfer group it queues
+// on the compute stream itself (`enqueueExchange`). This class owns only
+// the NCCL communicators and queues on whatever stream it is given. The base
+// class's blocking calls (allReduceSum, ..., barrier) run on a stream of the
 // communicator's own and return when the collective has finished; they
 // order nothing against other streams, so their buffers must be ready
 // (tests and host tools synchronize first).
@@ -41,6 +43,17 @@
 // NCCL does not tell the peers: a rank that stops must also end its peers'
 // processes (the launcher does: mpirun kills the job when one process calls
 // MPI_Abort; see MpiBootstrap.h).
+//
+// Point to point. `enqueueExchange` queues one group of sends and receives
+// as ncclGroupStart, one ncclSend or ncclRecv per transfer (bytes, as
+// ncclUint8) on the axis communicator, the peer by its NCCL rank there (its
+// index in the group), and ncclGroupEnd: NCCL posts them together, which is
+// Communicator.h's "Blocking" (a send to and a receive from each neighbour
+// in one group cannot deadlock), and matches the sends and receives of a
+// pair of ranks in order. NCCL cannot tell a count or type mismatch (a
+// larger receive waits, a smaller one is an error or truncates): the plan
+// verifier proves matching. Stream capture records the group as graph
+// nodes, as it does the collectives.
 //
 // Determinism. NCCL chooses its own reduction order, so sums match the
 // in-process communicator's (group-order) sums only up to rounding; every
@@ -64,6 +77,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -82,6 +96,14 @@ public:
   /// to catch: NCCL cannot see them). A count of 0 queues nothing.
   virtual Status enqueue(std::string_view axis, const CollectiveCall &call,
                          cudaStream_t stream) = 0;
+
+  /// Queues `transfers`, a point-to-point group over `axis` (device memory),
+  /// on `stream` as one NCCL group (see "Point to point" above) and returns
+  /// without waiting. Checks them as checkExchange does; transfers of count
+  /// 0 queue nothing.
+  virtual Status enqueueExchange(std::string_view axis,
+                                 const std::vector<PointToPoint> &transfers,
+                                 cudaStream_t stream) = 0;
 
   /// Ok while every communicator is healthy; otherwise aborts them all and
   /// fails with NCCL's asynchronous error ("NCCL: remote process exited or

@@ -15,8 +15,9 @@
 #ifndef MLT_RUNTIME_BACKEND_H
 #define MLT_RUNTIME_BACKEND_H
 
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/plan/Plan.h"
 
 #include <cstdint>
 #include <functional>
@@ -37,8 +38,6 @@ struct BufferView {
   template <typename T> T *as() const { return reinterpret_cast<T *>(data); }
   uint64_t bytes() const { return uint64_t(numElements) * elementSize(dtype); }
 };
-
-class Communicator;
 
 /// Which rank a context serves, of how many, and how it reaches the others.
 struct RankInfo {
@@ -98,6 +97,18 @@ public:
                         const std::vector<BufferView> &inputs,
                         const std::vector<BufferView> &outputs) = 0;
 
+  /// Runs one transfer group (Kernels.def's "Transfers"): `transfers`, the
+  /// sends and receives of its calls' launches in order, their buffers
+  /// resolved, all over mesh axis `axis` (its name), through the context's
+  /// communicator (Communicator::exchange), in order with the launches
+  /// around it: on the CPU it returns when the group has completed; on CUDA
+  /// it is queued on the compute stream as one NCCL group. The executor
+  /// calls this, never `launch`, for sends and receives; it counts as one
+  /// launch for launch timing. The default refuses: a device without a
+  /// communicator's exchange says so.
+  virtual Status exchange(std::string_view axis,
+                          const std::vector<PointToPoint> &transfers);
+
   /// A program's bounds: the executor calls beginProgram before a program's
   /// first launch and endProgram after its last (also when a launch failed).
   /// Launches on the plan's streams other than 0 start after everything
@@ -118,11 +129,11 @@ public:
 
   /// Launch timing, for profiles and traces (mlt-run --profile-step,
   /// --trace). Between begin and end, the context measures when each launch
-  /// starts and how long it takes on the device (on CUDA: events around it
-  /// on its stream, so the order and overlap of the work are unchanged; on
-  /// the CPU, where a launch runs to completion, its wall time). `end` waits
-  /// for the launches and returns them in launch order, each start in
-  /// milliseconds from the first timed launch's start. The default refuses:
+  /// (and each exchange) starts and how long it takes on the device (on CUDA:
+  /// events around it on its stream, so the order and overlap of the work are
+  /// unchanged; on the CPU, where a launch runs to completion, its wall time).
+  /// `end` waits for the launches and returns them in launch order, each start
+  /// in milliseconds from the first timed launch's start. The default refuses:
   /// a backend that cannot time launches says so.
   struct LaunchTiming {
     double start = 0.0;
@@ -177,8 +188,9 @@ Status checkComputeOperands(
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
 /// in f32 or f64 (each instruction in the type of its float operands; bf16
-/// only as storage, through `cast`), in program order; collectives through
-/// the rank's communicator, which blocks until the group is done. Matrix
+/// only as storage, through `cast`), in program order; collectives and
+/// transfer groups through the rank's communicator, which blocks until the
+/// group is done. Matrix
 /// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
 std::unique_ptr<Backend> createCpuBackend();
 

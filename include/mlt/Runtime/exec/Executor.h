@@ -16,6 +16,15 @@
 // thread (RankGroup.h does this); collectives reach the other ranks through
 // the communicator that the device context holds.
 //
+// Transfers. The step's transfer groups (Kernels.def's "Transfers": maximal
+// runs of consecutive calls of transfer programs) run as one exchange each:
+// the executor gathers the sends and receives of the group's calls, in
+// order, each with its buffer at the copy its call's micro-batch and slot
+// select and its peer as an index in the rank's group on its axis, and
+// hands them to the device context's `exchange` at once (the communicator
+// then posts them together). A transfer program run alone (`run`) is a
+// group of its own.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_EXECUTOR_H
@@ -43,7 +52,8 @@ public:
   /// `backend`, allocates and zeroes its arena, and fills its Constant
   /// buffers. `communicator` is the rank's side of the collectives: needed
   /// when the rank launches any, or a kernel that reads its coordinate on a
-  /// mesh axis, and then over the plan's mesh as rank `rankIndex`. `backend`
+  /// mesh axis, or any send or receive, and then over the plan's mesh as rank
+  /// `rankIndex`. `backend`
   /// and `communicator` must outlive the executor; the plan need not (the
   /// executor keeps its rank's part).
   static StatusOr<std::unique_ptr<Executor>>
@@ -65,7 +75,8 @@ public:
   StatusOr<size_t> findProgram(std::string_view name) const;
 
   /// Runs the plan's training step: its calls in order, each program with
-  /// the copies of its call's micro-batch, after refreshing the compute
+  /// the copies of its call's micro-batch, each transfer group as one
+  /// exchange (see "Transfers" above), after refreshing the compute
   /// copies if the host wrote parameters since the last run; with `wait`, to
   /// completion (synchronizing the device), else only queued. A failing
   /// launch is reported with the call, the program, the instruction and its
@@ -74,7 +85,8 @@ public:
   Status runStep(bool wait = true);
 
   /// Runs program `index` alone, as a call without a micro-batch (tests,
-  /// and refresh_parameter_copies); otherwise as runStep.
+  /// and refresh_parameter_copies; a transfer program as a group of its
+  /// own); otherwise as runStep.
   Status run(size_t programIndex, bool wait = true);
   Status run(std::string_view programName);
 
@@ -127,7 +139,9 @@ public:
 
   /// One launch of a profile: its program and instruction indices, when it
   /// started (milliseconds from the profile's first launch) and the
-  /// milliseconds it took on the device.
+  /// milliseconds it took on the device. The sends and receives of a
+  /// transfer group, which run as one exchange, each have the group's
+  /// start and time.
   struct LaunchTime {
     size_t program = 0;
     size_t instruction = 0;
@@ -148,6 +162,10 @@ private:
     /// Views of copy 0 of every operand.
     std::vector<BufferView> inputs;
     std::vector<BufferView> outputs;
+    /// A send or a receive: its transfer (the buffer at copy 0, the peer's
+    /// index in the rank's group on the axis), and the axis.
+    PointToPoint transfer;
+    size_t axis = 0;
     /// The operands of buffers with a copy per micro-batch or per slot:
     /// whether an output, the position, the bytes from one copy to the
     /// next, and whether the call's slot (else its micro-batch) picks it.
@@ -171,18 +189,30 @@ private:
     std::string name;
     std::vector<PreparedInstruction> instructions;
     Replay replay;
+    /// Whether it is a transfer program (isTransferProgram).
+    bool transfers = false;
+  };
+  /// One call of a transfer group: its program, micro-batch and slot.
+  struct TransferCall {
+    size_t program;
+    int32_t microbatch;
+    int32_t slot;
   };
 
-  Executor(RankPlan rank, Backend &backend,
+  Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
            std::unique_ptr<DeviceContext> device);
   BufferView view(size_t index, uint32_t copy = 0) const;
-  void prepare();
+  /// Resolves every operand; `coordinates` are the rank's on the mesh
+  /// (empty without one), which place the transfers' peers.
+  void prepare(const std::vector<int> &coordinates);
   /// Refreshes stale compute copies (unless `program` is the refresh), then
   /// runs `launch` through `replay`'s capture as run and runStep describe.
   Status runReplayed(Replay &replay, std::optional<size_t> program,
                      const std::function<Status()> &launch, bool wait);
 
   RankPlan rank_;
+  /// The plan's mesh (empty without one): the transfers name its axes.
+  std::vector<MeshAxis> mesh_;
   Backend &backend_;
   std::unique_ptr<DeviceContext> device_;
   uint8_t *arena_ = nullptr;
@@ -197,6 +227,14 @@ private:
   /// the program, the instruction and its kernel).
   Status launchAll(size_t programIndex, int32_t microbatch = -1,
                    int32_t slot = -1);
+  /// Runs the transfers of `calls`, one transfer group, as one exchange.
+  Status runTransferGroup(const std::vector<TransferCall> &calls);
+  /// `p`'s operands moved to the copies of micro-batch `microbatch` and
+  /// slot `slot` (in `inputs` and `outputs`; p's own views where it has no
+  /// operand with copies, or both are -1 or 0).
+  void resolveCopies(const PreparedInstruction &p, int32_t microbatch,
+                     int32_t slot, std::vector<BufferView> &inputs,
+                     std::vector<BufferView> &outputs) const;
   Replay stepReplay_;
 
   bool captureEnabled_ = true;
@@ -209,9 +247,10 @@ private:
     double *out;
   };
   std::deque<PendingRead> pendingReads_;
-  /// While profiling: the (program, instruction) of every launch.
+  /// While profiling: the (program, instruction) of every launch, per
+  /// timed unit of the device (a launch, or an exchange: its transfers).
   bool profiling_ = false;
-  std::vector<std::pair<size_t, size_t>> profiled_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> profiled_;
 };
 
 } // namespace mlt::rt

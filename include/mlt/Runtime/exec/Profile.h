@@ -6,8 +6,11 @@
 // reached on the work it must do: TFLOP/s for the matrix kernels (matmul,
 // attention) and GB/s for the others, against the bytes of their operands
 // (each input read once and each output written once: the least traffic
-// the instruction can have). These are the figures to compare with the
-// device's two ceilings (its matrix rate and its memory bandwidth) when
+// the instruction can have). Sends and receives show as kernels too: those
+// of one transfer group ran as one exchange and each has its time, so
+// their rows say how long the transfers were in flight, and the rate of a
+// transfer is its bytes over that time. These are the figures to compare with
+// the device's two ceilings (its matrix rate and its memory bandwidth) when
 // deciding what to make faster.
 //
 //===----------------------------------------------------------------------===//

@@ -56,11 +56,12 @@ class InProcessWorld;
 class RankGroup {
 public:
   struct Options {
-    /// How long a rank waits in one collective for the rest of its group
-    /// before it aborts the world (InProcessWorld::Options::timeout); zero
-    /// waits forever. A failing rank aborts the world anyway, and the plan
-    /// verifier checks that the ranks' collectives match, so this only
-    /// guards against a plan whose ranks wait for each other across axes.
+    /// How long a rank waits in one collective for the rest of its group,
+    /// or in one transfer group for its peers, before it aborts the world
+    /// (InProcessWorld::Options::timeout); zero waits forever. A failing
+    /// rank aborts the world anyway, and the plan verifier checks that the
+    /// ranks' collectives and transfers match and cannot deadlock, so this
+    /// only guards against a bug.
     std::chrono::milliseconds collectiveTimeout{0};
   };
 

@@ -4,11 +4,13 @@
 // profiled step (Executor::beginProfile / endProfile), every rank a process
 // of its own and every stream a thread of it, in the Chrome trace event
 // format that Perfetto (ui.perfetto.dev) and chrome://tracing open. Each
-// launch is a complete event named by its kernel, with its program, its
-// instruction index, its ints and the rate it reached (Profile.h) as
-// arguments; times are microseconds from the rank's first launch of the
-// step (ranks in other processes have clocks of their own: their tracks
-// line up at the step's start, not to the microsecond).
+// launch is a complete event named by its kernel, in the category
+// "compute", "collective" or "transfer" (a send or receive: those of one
+// transfer group share its time), with its program, its instruction index,
+// its ints and the rate it reached (Profile.h) as arguments; times are
+// microseconds from the rank's first launch of the step (ranks in other
+// processes have clocks of their own: their tracks line up at the step's start,
+// not to the microsecond).
 //
 // A process makes the events of its ranks (traceEvents), rank 0's process
 // gathers them and writes one file (formatTrace).

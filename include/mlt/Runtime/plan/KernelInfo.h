@@ -379,6 +379,18 @@ CollectiveAttrs collectiveAttrs(const InstructionDesc &inst);
 /// The ints of `kernel`, a collective, with `collective`'s count and axis.
 std::vector<int64_t> collectiveInts(Kernel kernel, CollectiveAttrs collective);
 
+/// A send's or receive's element count, mesh axis and shift (the peer's
+/// coordinate on the axis minus this rank's; never 0): the same names in
+/// both kernels.
+struct TransferAttrs {
+  int64_t count;
+  int64_t axis;
+  int64_t shift;
+};
+TransferAttrs transferAttrs(const InstructionDesc &inst);
+/// The ints of `kernel`, a send or a receive, with `transfer`'s attributes.
+std::vector<int64_t> transferInts(Kernel kernel, TransferAttrs transfer);
+
 //===----------------------------------------------------------------------===//
 // What the attributes imply (each kernel's Rule, KernelInfo.cpp)
 //===----------------------------------------------------------------------===//
@@ -391,10 +403,11 @@ struct OperandCounts {
 
 /// The element counts that the attributes of `inst` give its operands, its
 /// kernel's Rule; `groupSize` is the size of its mesh axis (1 without one).
-/// Expects the arity checked and no attribute negative but `axis` (the plan
-/// verifier checks both first). Fails, naming the attributes, on one out
-/// of its range (a flag other than 0 or 1, a count that must be positive, a
-/// transpose's permutation); a count that overflows int64_t is -1.
+/// Expects the arity checked and no attribute negative but the signed ones
+/// (isSignedAttribute; the plan verifier checks both first). Fails, naming the
+/// attributes, on one out of its range (a flag other than 0 or 1, a count that
+/// must be positive, a transpose's permutation); a count that overflows int64_t
+/// is -1.
 StatusOr<OperandCounts> operandCounts(const InstructionDesc &inst,
                                       int64_t groupSize);
 
@@ -419,10 +432,27 @@ constexpr bool isCollectiveKernel(Kernel kernel) {
 
 /// The position of `kernel`'s `axis` integer attribute (an index into the
 /// plan's mesh, see Kernels.def), or -1 when the kernel runs on no mesh
-/// axis: the collectives, and the kernels of sharded programs, which read the
-/// rank's coordinate on that axis, have one.
+/// axis: the collectives, the transfers, and the kernels of sharded
+/// programs, which read the rank's coordinate on that axis, have one.
 constexpr int meshAxisAttribute(Kernel kernel) {
   return kernelSignature(kernel).intNames.find("axis");
+}
+
+/// Whether `kernel` is a point-to-point transfer (send, recv): it runs
+/// through the rank's communicator in a transfer group (Kernels.def's
+/// "Transfers"), and its ints are (count, axis, shift).
+constexpr bool isTransferKernel(Kernel kernel) {
+  return kernel == Kernel::Send || kernel == Kernel::Recv;
+}
+
+/// Whether integer attribute `position` of `kernel` may be negative: `axis`
+/// (-1: no axis, where the kernel allows it) and the transfers' `shift`.
+/// Every other attribute Kernels.def names is a size, count or flag.
+constexpr bool isSignedAttribute(Kernel kernel, size_t position) {
+  const AttributeNames &names = kernelSignature(kernel).intNames;
+  return kernelSignature(kernel).intLayout == IntLayout::Fixed &&
+         position < names.size() &&
+         (names[position] == "axis" || names[position] == "shift");
 }
 
 /// Whether `kernel`'s `axis` may be -1 (no axis: coordinate 0 of 1, the
@@ -495,13 +525,14 @@ ElementType precisionType(OperandPrecision precision, ElementType compute);
 
 /// Whether `kernel` computes in no particular float type: cast converts
 /// between types, fill writes any float type, transpose and shard_slice move
-/// bytes of any type, and the
+/// bytes of any type, the
 /// collectives move or sum (in the communicator) the types the plan verifier
-/// allows them. A backend checks these kernels' types on their own terms.
+/// allows them, and the transfers move bytes of any type. A backend checks
+/// these kernels' types on their own terms.
 inline bool isTypeFreeKernel(Kernel kernel) {
   return kernel == Kernel::Cast || kernel == Kernel::Fill ||
-         kernel == Kernel::Transpose ||
-         kernel == Kernel::ShardSlice || isCollectiveKernel(kernel);
+         kernel == Kernel::Transpose || kernel == Kernel::ShardSlice ||
+         isCollectiveKernel(kernel) || isTransferKernel(kernel);
 }
 
 } // namespace mlt::rt

@@ -7,7 +7,8 @@
 // then the semantic checks of PlanVerifier.cpp (the mesh and the ranks, every
 // buffer inside the arena and sized by its shape, every block inside its
 // tensor, every instruction's buffer indices, arity and operand sizes, the
-// collectives matching across ranks, the training contract of PlanFormat.h).
+// collectives matching across ranks, the sends and receives matched and free
+// of deadlock (TransferCheck.h), the training contract of PlanFormat.h).
 // A plan that passes cannot make the executor read or write outside its
 // arena. Each failure is one line naming the problem.
 //
@@ -117,6 +118,14 @@ struct BufferDesc {
   uint64_t copyOffset(uint32_t copy) const {
     return offset + uint64_t(copy) * copyStride();
   }
+  /// The copy that a launch in a call of micro-batch `microbatch` and slot
+  /// `slot` (-1: none) touches: the one its copy index picks, copy 0 for a
+  /// plain buffer or a call without that index (as the executor resolves
+  /// them; verifyStep keeps it below `copies`).
+  uint32_t copyFor(int32_t microbatch, int32_t slot) const {
+    const int32_t copy = copyIndex == CopyIndex::Slot ? slot : microbatch;
+    return copies > 1 && copy > 0 ? uint32_t(copy) : 0;
+  }
 
   /// The product of `shape` (1 for a scalar). Only meaningful for a verified
   /// plan, where it cannot overflow.
@@ -172,7 +181,9 @@ struct WorkItem {
 };
 
 /// One call of a rank's step: a program run with the buffers of one
-/// micro-batch (or of none), doing some items of the schedule.
+/// micro-batch (or of none), doing some items of the schedule. A call of a
+/// transfer program (isTransferProgram) is a transfer call; consecutive
+/// ones form a transfer group (transferGroups, Kernels.def's "Transfers").
 struct CallDesc {
   /// Index into the rank's programs.
   uint32_t program = 0;
@@ -202,6 +213,20 @@ struct RankPlan {
   /// The program named `name`, or nullptr.
   const ProgramDesc *findProgram(std::string_view name) const;
 };
+
+/// Whether `program` launches a send or a receive: a transfer program
+/// (Kernels.def's "Transfers"; verifyRank checks that it then launches
+/// nothing else).
+bool isTransferProgram(const ProgramDesc &program);
+
+/// The calls [begin, end) of one transfer group of a rank's step.
+struct TransferGroup {
+  size_t begin = 0;
+  size_t end = 0;
+};
+/// The transfer groups of `rank`'s step, in order: each maximal run of
+/// consecutive calls of transfer programs (programs in range: verifyStep).
+std::vector<TransferGroup> transferGroups(const RankPlan &rank);
 
 /// The model and run shape that the plan was compiled for.
 struct ModelInfo {
@@ -283,14 +308,20 @@ std::string serializePlan(const Plan &plan);
 /// input and output disjoint or in place; streams below kPlanMaxStreams,
 /// each token signalled once, before the instructions that wait for it, and
 /// instructions of different streams that touch a common byte (one writing
-/// it) ordered by tokens. Without a mesh, a rank may launch no collective.
+/// it) ordered by tokens; sends and receives with their peer inside their
+/// axis, in transfer programs of transfers alone, on stream 0, and no
+/// transfer of a transfer group writing what another touches
+/// (verifyRankTransfers, TransferCheck.h). Without a mesh, a rank may
+/// launch no collective and no transfer.
 Status verifyRank(const RankPlan &rank, const std::vector<MeshAxis> &mesh = {});
 
 /// The mesh (axes named as Mesh::create requires, world_size their product,
 /// or 1 without a mesh), ranks numbered 0..world_size-1 in order, verifyRank
 /// for every rank, and collectives that match across ranks: in every program,
 /// the members of each axis group launch the same collectives (kind, type,
-/// count) on that axis in the same order.
+/// count) on that axis in the same order; and the step's sends and receives
+/// matched per ordered pair of ranks, and the step free of deadlock
+/// (verifyTransfers, TransferCheck.h).
 Status verifyPlanStructure(const Plan &plan);
 
 /// The training contract of PlanFormat.h, on every rank: a step of calls
@@ -315,6 +346,10 @@ Status verifyPlanStructure(const Plan &plan);
 /// the parameter buffers naming it, disjoint. Also checks the model info
 /// (positive sizes).
 Status verifyTrainingContract(const Plan &plan);
+
+/// The plan rank that reports the loss: the lowest that computes it (rank
+/// 0, unless pipeline stages put the loss on the last stage's ranks).
+uint32_t reportingRank(const Plan &plan);
 
 /// Everything: the format version, verifyPlanStructure and
 /// verifyTrainingContract.

@@ -15,22 +15,33 @@
 
 using namespace mlir;
 
-void mlt::buildTrainPipeline(OpPassManager &pm, const TrainOptions &options) {
-  if (options.tp * options.dp > 1 || options.sequenceParallel) {
+void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
+  if (options.pp * options.tp * options.dp > 1 || options.sequenceParallel) {
     MLTAnnotateLayoutOptions layout;
+    layout.pp = options.pp;
     layout.tp = options.tp;
     layout.dp = options.dp;
     layout.sequenceParallel = options.sequenceParallel;
-    pm.addPass(createMLTAnnotateLayout(layout));
+    top.addPass(createMLTAnnotateLayout(layout));
   }
   // The global micro-batch: mlt-spmdize gives each rank its share.
   MLTSpecializeShapesOptions shapes;
   shapes.batch = options.microBatch;
   shapes.seqLen = options.seqLen;
-  pm.addPass(createMLTSpecializeShapes(shapes));
+  top.addPass(createMLTSpecializeShapes(shapes));
   MLTMixedPrecisionOptions precision;
   precision.computeType = options.dtype;
-  pm.addPass(createMLTMixedPrecision(precision));
+  top.addPass(createMLTMixedPrecision(precision));
+  // Pipeline stages: the rest runs on each stage's module.
+  OpPassManager *stagePm = &top;
+  if (options.pp > 1) {
+    MLTPartitionPipelineOptions partition;
+    partition.layers.assign(options.ppLayers.begin(), options.ppLayers.end());
+    partition.print = options.printStageSplit;
+    top.addPass(createMLTPartitionPipeline(partition));
+    stagePm = &top.nest<ModuleOp>();
+  }
+  OpPassManager &pm = *stagePm;
   MLTAutodiffOptions autodiff;
   autodiff.microbatches = options.microbatches;
   pm.addPass(createMLTAutodiff(autodiff));
@@ -91,6 +102,11 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
                      llvm::cl::init(1)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"),
                      llvm::cl::init(1)};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("pipeline stages"),
+                     llvm::cl::init(1)};
+  ListOption<int64_t> ppLayers{
+      *this, "pp-layers",
+      llvm::cl::desc("the layers of each pipeline stage (default: balanced)")};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("split the residual stream along the sequence over tp"),
@@ -134,6 +150,8 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.tp = tp;
     options.dp = dp;
     options.sequenceParallel = sequenceParallel;
+    options.pp = pp;
+    options.ppLayers.assign(ppLayers.begin(), ppLayers.end());
     options.schedule = schedule;
     options.recompute.assign(recompute.begin(), recompute.end());
     options.overlapGradReduce = overlapGradReduce;

@@ -391,14 +391,15 @@ private:
 
   void param(llvm::StringRef name, ArrayRef<int64_t> shape) {
     ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
-                      /*layers=*/nullptr);
+                      /*layers=*/nullptr, /*first_layer=*/nullptr);
     paramTypes[name] = tensor(shape);
   }
 
   void layerParam(llvm::StringRef suffix, ArrayRef<int64_t> shape) {
     std::string name = layerName(suffix);
     ParamOp::create(b, loc, b.getStringAttr(name), TypeAttr::get(tensor(shape)),
-                      b.getI64IntegerAttr(c.numLayers));
+                      b.getI64IntegerAttr(c.numLayers),
+                      /*first_layer=*/nullptr);
     paramTypes[name] = tensor(shape);
   }
 

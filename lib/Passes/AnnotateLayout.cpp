@@ -23,6 +23,7 @@ namespace {
 constexpr llvm::StringLiteral kForward = "forward";
 constexpr llvm::StringLiteral kTensorAxis = "tp";
 constexpr llvm::StringLiteral kDataAxis = "dp";
+constexpr llvm::StringLiteral kPipelineAxis = "pp";
 
 /// How a weight matrix of a LLaMA layer is split over `tp` ([out, in] as in
 /// HF checkpoints): the dimension split, or -1 for whole.
@@ -63,19 +64,22 @@ public:
 private:
   LogicalResult annotate(ModuleOp module) {
     MLIRContext *context = module.getContext();
-    if (tp < 1 || dp < 1)
-      return module.emitError("mlt-annotate-layout: tp and dp must be at "
-                              "least 1, got tp=")
-             << static_cast<int64_t>(tp) << " dp=" << static_cast<int64_t>(dp);
+    if (tp < 1 || dp < 1 || pp < 1)
+      return module.emitError("mlt-annotate-layout: pp, tp and dp must be at "
+                              "least 1, got pp=")
+             << static_cast<int64_t>(pp) << " tp=" << static_cast<int64_t>(tp)
+             << " dp=" << static_cast<int64_t>(dp);
     if (sequenceParallel && tp == 1)
       return module.emitError("mlt-annotate-layout: sequence-parallel splits "
                               "the sequence over tp and needs tp > 1");
     // Axes of size 1 are left out; tp last, so that tensor-parallel ranks
-    // are adjacent.
+    // are adjacent, and pp first, so that a pipeline stage's ranks are.
     SmallVector<StringAttr> axes;
     SmallVector<int64_t> sizes;
-    for (auto [axis, size] : {std::pair<StringRef, int64_t>(kDataAxis, dp),
-                              std::pair<StringRef, int64_t>(kTensorAxis, tp)})
+    for (auto [axis, size] :
+         {std::pair<StringRef, int64_t>(kPipelineAxis, pp),
+          std::pair<StringRef, int64_t>(kDataAxis, dp),
+          std::pair<StringRef, int64_t>(kTensorAxis, tp)})
       if (size > 1) {
         axes.push_back(StringAttr::get(context, axis));
         sizes.push_back(size);

@@ -61,8 +61,8 @@ public:
     SmallVector<ParamSlot> slots;
     SmallVector<Value> sums;
     for (ParamOp param : params) {
-      int64_t layers = param.getLayers().value_or(1);
-      for (int64_t layer = 0; layer < layers; ++layer) {
+      for (int64_t layer = param.getLayerBegin(); layer < param.getLayerEnd();
+           ++layer) {
         Value index = param.isPerLayer()
                           ? arith::ConstantIndexOp::create(b, loc, layer)
                                 .getResult()

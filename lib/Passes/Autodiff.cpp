@@ -28,18 +28,26 @@ bool isDifferentiable(Value value) {
 }
 
 /// Reverse-mode differentiation of the straight-line body of `func`, whose
-/// only result is the scalar loss. The backward ops go before the return.
+/// only result is the scalar loss, or (a pipeline stage before the last)
+/// which returns nothing and sends its output on (`mlt.send`). The backward
+/// ops go before the return. Its roots are the loss, seeded with
+/// `seedValue`, and the ops without results that have a gradient rule (a
+/// send, whose rule receives the sent value's gradient).
 LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
                             double seedValue) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  if (ret.getNumOperands() != 1)
+  bool sends = !func.getOps<SendOp>().empty();
+  if (ret.getNumOperands() > 1 || (ret.getNumOperands() == 0 && !sends))
     return func.emitError("mlt-autodiff: @")
-           << sourceName << " must return exactly the loss";
-  Value loss = ret.getOperand(0);
-  auto lossType = dyn_cast<RankedTensorType>(loss.getType());
-  if (!lossType || lossType.getRank() != 0 ||
-      !isa<FloatType>(lossType.getElementType()))
+           << sourceName
+           << " must return exactly the loss (or, as a pipeline stage before "
+              "the last, nothing and send its output with mlt.send)";
+  Value loss = ret.getNumOperands() ? ret.getOperand(0) : Value();
+  auto lossType = loss ? dyn_cast<RankedTensorType>(loss.getType())
+                       : RankedTensorType();
+  if (loss && (!lossType || lossType.getRank() != 0 ||
+               !isa<FloatType>(lossType.getElementType())))
     return func.emitError("mlt-autodiff: the loss must be a float scalar "
                           "tensor, got ")
            << loss.getType();
@@ -64,17 +72,21 @@ LogicalResult differentiate(func::FuncOp func, StringRef sourceName,
 
   OpBuilder b(ret);
   DenseMap<Value, Value> adjoint;
-  auto seed = arith::ConstantOp::create(
-      b, loss.getLoc(),
-      DenseElementsAttr::get(
-          lossType, b.getFloatAttr(lossType.getElementType(), seedValue)));
-  // The backward pass starts where the seed is first used.
-  seed->setAttr(MLTDialect::getLossSeedAttrName(), b.getUnitAttr());
-  adjoint[loss] = seed;
+  if (loss) {
+    auto seed = arith::ConstantOp::create(
+        b, loss.getLoc(),
+        DenseElementsAttr::get(
+            lossType, b.getFloatAttr(lossType.getElementType(), seedValue)));
+    // The backward pass starts where the seed is first used (a received
+    // gradient's receive is marked so by its rule).
+    seed->setAttr(MLTDialect::getLossSeedAttrName(), b.getUnitAttr());
+    adjoint[loss] = seed;
+  }
 
   for (Operation *op : llvm::reverse(forward)) {
     SmallVector<Value> resultGrads;
-    bool reachesLoss = false;
+    bool reachesLoss =
+        op->getNumResults() == 0 && isa<GradientOpInterface>(op);
     for (Value r : op->getResults()) {
       resultGrads.push_back(adjoint.lookup(r));
       reachesLoss |= resultGrads.back() != nullptr;

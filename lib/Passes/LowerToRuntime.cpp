@@ -190,17 +190,19 @@ public:
     for (auto &entry : programs)
       fuseRecomputedSwiGLU(entry.second);
     // Where each micro-step's backward pass starts: at its first launch that
-    // reads the loss-gradient seed (mlt-autodiff appends the backward pass
-    // after the forward pass and the loss, and no fusion moves a launch
-    // across that point).
+    // reads the loss-gradient seed, or receives the gradient of what a
+    // pipeline stage sent (mlt-autodiff appends the backward pass after the
+    // forward pass and the loss, and no fusion moves a launch across that
+    // point).
+    auto isSeed = [&](Attribute ref) {
+      return lossSeeds.contains(cast<FlatSymbolRefAttr>(ref).getAttr());
+    };
     for (StringRef name : {abi::kMicroStepProgram, abi::kMicroStepFirstProgram})
       if (rtir::ProgramOp program = programs.lookup(name))
         for (auto [index, launch] :
              llvm::enumerate(program.getBody().getOps<rtir::LaunchOp>()))
-          if (llvm::any_of(launch.getInputs(), [&](Attribute ref) {
-                return lossSeeds.contains(
-                    cast<FlatSymbolRefAttr>(ref).getAttr());
-              })) {
+          if (llvm::any_of(launch.getInputs(), isSeed) ||
+              llvm::any_of(launch.getOutputs(), isSeed)) {
             program.setBackwardStartAttr(b.getI64IntegerAttr(int64_t(index)));
             break;
           }
@@ -286,7 +288,6 @@ private:
   /// module's mesh) gets buffers of the block one rank holds.
   LogicalResult createStateBuffers() {
     for (ParamOp param : module.getOps<ParamOp>()) {
-      int64_t layers = param.getLayers().value_or(1);
       RankedTensorType global = param.getTensorType();
       bool decay = global.getRank() >= 2;
       auto sharding =
@@ -301,7 +302,8 @@ private:
             RankedTensorType::get(sharding.localShape(global.getShape(), mesh),
                                   global.getElementType());
       }
-      for (int64_t layer = 0; layer < layers; ++layer) {
+      for (int64_t layer = param.getLayerBegin(); layer < param.getLayerEnd();
+           ++layer) {
         std::string hf = param.getHFName(layer);
         buffer(abi::kParameterPrefix + hf, rtir::BufferKind::parameter, type,
                hf, decay, sharding);
@@ -569,20 +571,29 @@ private:
           module.lookupSymbol<rtir::BufferOp>(ref.getAttr())
               .setPerMicrobatchAttr(count);
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (ret.getNumOperands() != 1)
+    // A pipeline stage before the last computes no loss: it sends its
+    // output on.
+    const bool noResult = ret.getNumOperands() == 0 &&
+                          abi.resultBuffer == abi::kLossOutput &&
+                          !func.getOps<SendOp>().empty();
+    if (ret.getNumOperands() != 1 && !noResult)
       return func.emitError("mlt-lower-to-runtime: @")
              << func.getSymName() << " must return one value";
-    // The kernel that computes the result writes the output buffer directly;
-    // reshapes and sharding constraints in between only rename it.
-    Value result = ret.getOperand(0);
-    while (isa_and_nonnull<ReshapeOp, ShardOp>(result.getDefiningOp()))
-      result = result.getDefiningOp()->getOperand(0);
-    resultOutputs[result] =
-        buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
-    if (auto count = func->getAttrOfType<IntegerAttr>(
-            MLTDialect::getMicrobatchesAttrName()))
-      module.lookupSymbol<rtir::BufferOp>(resultOutputs[result].getAttr())
-          .setPerMicrobatchAttr(count);
+    Value result;
+    if (!noResult) {
+      // The kernel that computes the result writes the output buffer
+      // directly; reshapes and sharding constraints in between only rename
+      // it.
+      result = ret.getOperand(0);
+      while (isa_and_nonnull<ReshapeOp, ShardOp>(result.getDefiningOp()))
+        result = result.getDefiningOp()->getOperand(0);
+      resultOutputs[result] =
+          buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
+      if (auto count = func->getAttrOfType<IntegerAttr>(
+              MLTDialect::getMicrobatchesAttrName()))
+        module.lookupSymbol<rtir::BufferOp>(resultOutputs[result].getAttr())
+            .setPerMicrobatchAttr(count);
+    }
 
     b.setInsertionPointToEnd(module.getBody());
     auto program = rtir::ProgramOp::create(b, func.getLoc(), abi.program);
@@ -591,7 +602,7 @@ private:
     for (Operation &op : body.without_terminator())
       if (failed(lowerOp(&op)))
         return failure();
-    if (values.lookup(result) != resultOutputs.lookup(result))
+    if (result && values.lookup(result) != resultOutputs.lookup(result))
       return ret.emitOpError("returns a value that no kernel computes");
     return success();
   }
@@ -998,6 +1009,32 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
       .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp>(
           [&](Operation *collective) { return lowerCollective(collective); })
+      .Case([&](SendOp send) -> LogicalResult {
+        FailureOr<MeshAxisRef> axis = meshAxis(send, send.getAxis());
+        if (failed(axis))
+          return failure();
+        using A = rt::attrs::Send;
+        launch<A>(loc, {valueBuffer(send.getInput())}, {},
+                  {{A::n, numElements(send.getInput())},
+                   {A::axis, axis->index},
+                   {A::shift, send.getShiftAttr().getInt()}});
+        return success();
+      })
+      .Case([&](RecvOp recv) -> LogicalResult {
+        FailureOr<MeshAxisRef> axis = meshAxis(recv, recv.getAxis());
+        if (failed(axis))
+          return failure();
+        FlatSymbolRefAttr out = define(recv.getResult());
+        // A received gradient seeds the stage's backward pass.
+        if (recv->hasAttr(MLTDialect::getLossSeedAttrName()))
+          lossSeeds.insert(out.getAttr());
+        using A = rt::attrs::Recv;
+        launch<A>(loc, {}, {out},
+                  {{A::n, numElements(recv.getResult())},
+                   {A::axis, axis->index},
+                   {A::shift, recv.getShiftAttr().getInt()}});
+        return success();
+      })
       .Case([&](AccumulateGradOp a) -> LogicalResult {
         if (accumulatedInPlace.contains(a.getValue()))
           return success(); // matmul_accumulate added it

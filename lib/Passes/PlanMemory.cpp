@@ -346,6 +346,30 @@ private:
       touches[program.getSymNameAttr()] = SmallVector<size_t>(set.begin(),
                                                               set.end());
     }
+    // The calls each call runs beside: a run of consecutive transfer calls
+    // (programs of sends and receives alone) is one group, its transfers
+    // posted together (Kernels.def), so what one of them touches is live
+    // during all of them.
+    std::vector<CallSpan> beside(calls.size());
+    auto isTransferCall = [&](rtir::CallOp call) {
+      auto program =
+          module.lookupSymbol<rtir::ProgramOp>(call.getProgramAttr());
+      auto launches = program.getBody().getOps<rtir::LaunchOp>();
+      return !launches.empty() &&
+             llvm::all_of(launches, [](rtir::LaunchOp launch) {
+               return launch.getKernel() == "send" ||
+                      launch.getKernel() == "recv";
+             });
+    };
+    for (size_t c = 0; c < calls.size();) {
+      size_t end = c + 1;
+      if (isTransferCall(calls[c]))
+        while (end < calls.size() && isTransferCall(calls[end]))
+          ++end;
+      for (size_t k = c; k < end; ++k)
+        beside[k] = {int64_t(c), int64_t(end - 1)};
+      c = end;
+    }
     std::vector<StepBlock> blocks;
     // Regions: live in their program's calls; a program the step does not
     // call runs alone, after it.
@@ -355,14 +379,14 @@ private:
       StringRef name = rtir::ProgramOp(region.program).getSymName();
       for (auto [c, call] : llvm::enumerate(calls))
         if (call.getProgram() == name)
-          block.live.push_back({int64_t(c), int64_t(c)});
+          block.live.push_back(beside[c]);
       if (block.live.empty())
         block.live.push_back({alone, alone}), ++alone;
       block.normalize();
       blocks.push_back(std::move(block));
     }
     // Kept buffers: from the first to the last call of a micro-batch that
-    // touches them, for each micro-batch.
+    // touches them (with the transfers beside them), for each micro-batch.
     const size_t firstKept = blocks.size();
     for (rtir::BufferOp &buffer : kept)
       blocks.push_back({buffer.getExtentBytes(), {}});
@@ -374,9 +398,8 @@ private:
           return call.emitOpError("touches @")
                  << kept[k].getSymName()
                  << ", which is kept per slot, but has no micro-batch or slot";
-        auto [it, fresh] = spans.try_emplace({k, mb.getInt()},
-                                             CallSpan{int64_t(c), int64_t(c)});
-        it->second.last = int64_t(c);
+        auto [it, fresh] = spans.try_emplace({k, mb.getInt()}, beside[c]);
+        it->second.last = beside[c].last;
       }
     }
     for (auto &[key, span] : spans)

@@ -160,6 +160,12 @@ private:
     return key;
   }
 
+  /// The layout of a pipeline transfer's value: the one it declares, else
+  /// whole on every rank.
+  ShardingAttr transferLayout(Value v, ShardingAttr layout) {
+    return layout ? layout : replicated(v);
+  }
+
   LogicalResult seedFunction(func::FuncOp func) {
     for (BlockArgument arg : func.getArguments()) {
       auto sharding = func.getArgAttrOfType<ShardingAttr>(
@@ -187,6 +193,10 @@ private:
           return shard.emitOpError("sharding does not fit: ") << *error,
                  WalkResult::interrupt();
         seed(shard.getResult(), shard.getSharding(), kUser);
+      } else if (auto send = dyn_cast<SendOp>(op)) {
+        seed(send.getInput(), transferLayout(send.getInput(), send.getLayoutAttr()), kUser);
+      } else if (auto recv = dyn_cast<RecvOp>(op)) {
+        seed(recv.getResult(), transferLayout(recv.getResult(), recv.getLayoutAttr()), kUser);
       }
       return WalkResult::advance();
     });
@@ -341,6 +351,14 @@ private:
       ShardingAttr out = makeSharding(axes, want.getPartial());
       results.push_back(out);
       operands.push_back(out);
+    } else if (auto send = dyn_cast<SendOp>(op)) {
+      // A pipeline transfer moves the block each rank holds, laid out as
+      // both ends declare.
+      operands.push_back(
+          transferLayout(send.getInput(), send.getLayoutAttr()));
+    } else if (auto recv = dyn_cast<RecvOp>(op)) {
+      results.push_back(
+          transferLayout(recv.getResult(), recv.getLayoutAttr()));
     } else if (isa<GlobalNormOp>(op)) {
       // Partial squared norms are summed by the partitioner before the norm.
       for (Value v : op->getOperands())

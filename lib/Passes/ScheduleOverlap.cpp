@@ -129,13 +129,14 @@ private:
       if (module.lookupSymbol(name))
         return module.emitError("mlt-schedule-overlap: the module has @")
                << name << " already";
-    // The step's call of its last micro-batch (the last call with one).
+    // The step's call of its last micro-batch (the last call with one that
+    // computes: a pipeline stage's transfers come after it).
     FailureOr<rtir::StepOp> step = theStep();
     if (failed(step))
       return failure();
     rtir::CallOp last;
     for (auto call : step->getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr())
+      if (call.getMicrobatchAttr() && !call.getWorkItems().empty())
         last = call;
     if (!last)
       return success();

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/PipelineSchedule.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
@@ -94,6 +95,47 @@ rtir::ProgramOp moveLaunches(rtir::ProgramOp source, size_t begin, size_t end,
   for (size_t i = begin; i < end; ++i)
     launches[i]->moveBefore(&body, body.end());
   return program;
+}
+
+/// The transfers a body's calls are wrapped in (pipeline stages): the
+/// receives its launches need first, the sends of what they leave.
+struct Transfers {
+  rtir::ProgramOp recv, send;
+};
+
+bool isTransfer(rtir::LaunchOp launch) {
+  return launch.getKernel() == "send" || launch.getKernel() == "recv";
+}
+
+/// Moves `body`'s send and recv launches into programs of their own, put
+/// after it: `<body>_recv` (the receives) and `<body>_send` (the sends);
+/// null where it has none. A stage's body receives at its start (the
+/// hidden state, or in a backward pass the gradient of what the forward
+/// sent) and sends at its end, so running the receives before the body and
+/// the sends after it runs the same launches on the same buffers; a
+/// separate call lets the step group a send with the next receive, as a
+/// pipeline schedule needs to be deadlock-free with blocking transfers.
+Transfers extractTransfers(rtir::ProgramOp body, OpBuilder &b) {
+  Transfers out;
+  Operation *after = body;
+  for (auto [kind, slot] : {std::pair<StringRef, rtir::ProgramOp *>(
+                                "recv", &out.recv),
+                            {"send", &out.send}}) {
+    SmallVector<rtir::LaunchOp> moved;
+    for (auto launch : body.getBody().getOps<rtir::LaunchOp>())
+      if (launch.getKernel() == kind)
+        moved.push_back(launch);
+    if (moved.empty())
+      continue;
+    b.setInsertionPointAfter(after);
+    *slot = rtir::ProgramOp::create(b, body.getLoc(),
+                                    (body.getSymName() + "_" + kind).str());
+    Block &block = (*slot).getBody().emplaceBlock();
+    for (rtir::LaunchOp launch : moved)
+      launch->moveBefore(&block, block.end());
+    after = *slot;
+  }
+  return out;
 }
 
 /// The temporaries among `refs`.
@@ -211,13 +253,31 @@ public:
     if (microbatches < 1)
       return fail("the module has " + Twine(microbatches) + " micro-batches");
 
-    PipelineSchedule plan = buildSchedule(*kind, /*stages=*/1, microbatches);
+    // A pipeline stage (mlt-partition-pipeline) runs its share of the
+    // schedule of all stages.
+    int64_t stage = 0, stages = 1;
+    if (auto attr =
+            module->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName())) {
+      auto mesh =
+          module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+      int64_t axis = mesh ? mesh.axisIndex("pp") : -1;
+      stage = attr.getInt();
+      stages = axis < 0 ? 0 : mesh.getSizes()[axis];
+      if (stage >= stages)
+        return fail("the module is stage " + Twine(stage) +
+                    " but its mesh has " + Twine(stages) +
+                    " pipeline stages (axis 'pp')");
+    }
+    PipelineSchedule plan = buildSchedule(*kind, stages, microbatches);
     std::string why;
     if (!plan.verify(&why))
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
-    const std::vector<WorkItem> &work = plan.stageWork.front();
-    bool fused = true;
+    const std::vector<WorkItem> &work = plan.stageWork[size_t(stage)];
+    // A pipeline stage's fused body receives first and sends last only on
+    // the last stage (the others send their output, then receive its
+    // gradient): elsewhere the bodies are split, even where F and B meet.
+    bool fused = stages == 1 || stage == stages - 1;
     for (size_t i = 0; i < work.size(); i += 2)
       fused &= work[i].kind == WorkKind::Forward && i + 1 < work.size() &&
                work[i + 1] == WorkItem{WorkKind::Backward, work[i].microbatch,
@@ -230,12 +290,26 @@ public:
     SmallVector<Call> calls;
     if (zero)
       calls.push_back({zero, std::nullopt, std::nullopt, {}});
-    if (fused) {
+    if (fused && stages == 1) {
       for (size_t i = 0; i < work.size(); i += 2)
         calls.push_back({work[i].microbatch == 0 && first ? first : micro,
                          work[i].microbatch, std::nullopt,
                          {work[i], work[i + 1]}});
-    } else if (failed(splitBodies(module, micro, first, work, calls, b))) {
+    } else if (fused) {
+      // A pipeline's last stage under 1F1B: each micro-batch's fused body
+      // between its transfers, in slot 0.
+      Transfers microTransfers = extractTransfers(micro, b);
+      Transfers firstTransfers =
+          first ? extractTransfers(first, b) : Transfers{};
+      for (size_t i = 0; i < work.size(); i += 2) {
+        const bool isFirst = work[i].microbatch == 0 && first;
+        addCalls(isFirst ? first : micro,
+                 isFirst ? firstTransfers : microTransfers,
+                 work[i].microbatch, 0, {work[i], work[i + 1]}, calls);
+      }
+      keepAcrossCalls(module, calls, 1, b);
+    } else if (failed(splitBodies(module, micro, first, work, stages > 1,
+                                  calls, b))) {
       return signalPassFailure();
     }
     calls.push_back({optimizer, std::nullopt, std::nullopt, {}});
@@ -266,7 +340,8 @@ private:
   /// call per item of `work`.
   LogicalResult splitBodies(ModuleOp module, rtir::ProgramOp micro,
                             rtir::ProgramOp first, ArrayRef<WorkItem> work,
-                            SmallVectorImpl<Call> &calls, OpBuilder &b) {
+                            bool transfers, SmallVectorImpl<Call> &calls,
+                            OpBuilder &b) {
     auto startOf = [&](rtir::ProgramOp program) -> FailureOr<size_t> {
       if (!program.getBackwardStartAttr())
         return module.emitError("mlt-schedule-pipeline: the ")
@@ -280,12 +355,10 @@ private:
     if (failed(microStart))
       return failure();
     DenseSet<StringAttr> temporaries;
-    DenseMap<StringAttr, rtir::BufferOp> buffers;
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymNameAttr()] = buffer;
+
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
       if (buffer.getKind() == rtir::BufferKind::temporary)
         temporaries.insert(buffer.getSymNameAttr());
-    }
     const size_t microEnd = llvm::range_size(micro.getBody().getOps());
     // The backward half first: moving the forward half renumbers the rest.
     rtir::ProgramOp backward = moveLaunches(micro, *microStart, microEnd,
@@ -317,19 +390,14 @@ private:
     micro.erase();
     if (first)
       first.erase();
-
-    // The temporaries kept from the forward to the backward call.
-    DenseSet<StringAttr> forwardTemps, backwardTemps;
-    for (rtir::ProgramOp program : {forward, backward, backwardFirst}) {
-      if (!program)
-        continue;
-      DenseSet<StringAttr> &into =
-          program == forward ? forwardTemps : backwardTemps;
-      for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
-        addTemporaries(launch.getInputs(), temporaries, into);
-        addTemporaries(launch.getOutputs(), temporaries, into);
-      }
+    Transfers forwardTransfers, backwardTransfers, backwardFirstTransfers;
+    if (transfers) {
+      forwardTransfers = extractTransfers(forward, b);
+      backwardTransfers = extractTransfers(backward, b);
+      if (backwardFirst)
+        backwardFirstTransfers = extractTransfers(backwardFirst, b);
     }
+
     // Slots: the lowest free one at each forward, back at its backward.
     std::vector<bool> busy;
     DenseMap<int64_t, int64_t> slotOf;
@@ -343,21 +411,70 @@ private:
           busy.push_back(false);
         busy[slot] = true;
         slotOf[item.microbatch] = int64_t(slot);
-        calls.push_back({forward, item.microbatch, int64_t(slot), {item}});
+        addCalls(forward, forwardTransfers, item.microbatch, int64_t(slot),
+                 {item}, calls);
         continue;
       }
       const int64_t slot = slotOf.lookup(item.microbatch);
       busy[size_t(slot)] = false;
-      calls.push_back({firstBackward && backwardFirst ? backwardFirst
-                                                      : backward,
-                       item.microbatch, slot, {item}});
+      const bool isFirst = firstBackward && backwardFirst;
+      addCalls(isFirst ? backwardFirst : backward,
+               isFirst ? backwardFirstTransfers : backwardTransfers,
+               item.microbatch, slot, {item}, calls);
       firstBackward = false;
     }
-    const int64_t slots = int64_t(busy.size());
-    for (StringAttr name : forwardTemps)
-      if (backwardTemps.contains(name))
-        buffers[name].setPerSlotAttr(b.getI64IntegerAttr(slots));
+    keepAcrossCalls(module, calls, int64_t(busy.size()), b);
     return success();
+  }
+
+  /// The calls of `body` for micro-batch `microbatch` in `slot`: its
+  /// receives, itself, its sends.
+  static void addCalls(rtir::ProgramOp body, const Transfers &transfers,
+                       int64_t microbatch, int64_t slot,
+                       ArrayRef<WorkItem> work, SmallVectorImpl<Call> &calls) {
+    if (transfers.recv)
+      calls.push_back({transfers.recv, microbatch, slot, {}});
+    calls.push_back({body, microbatch, slot, SmallVector<WorkItem>(work)});
+    if (transfers.send)
+      calls.push_back({transfers.send, microbatch, slot, {}});
+  }
+
+  /// Gives a copy per slot (`slots` of them) to each temporary that the
+  /// programs of two different micro-batch calls touch: what a forward call
+  /// leaves for its backward call, what a receive leaves for its body, what
+  /// a body leaves for its send. The first micro-batch's variants of a body
+  /// (`backward_first`, `micro_step_first` and their transfers) count as
+  /// the body: they are its alternative, never called with it for one
+  /// micro-batch.
+  static void keepAcrossCalls(ModuleOp module, ArrayRef<Call> calls,
+                              int64_t slots, OpBuilder &b) {
+    DenseMap<StringAttr, rtir::BufferOp> temporaries;
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
+      if (buffer.getKind() == rtir::BufferKind::temporary)
+        temporaries[buffer.getSymNameAttr()] = buffer;
+    DenseMap<StringAttr, std::string> toucher;
+    DenseSet<StringAttr> kept, seenPrograms;
+    for (const Call &call : calls) {
+      rtir::ProgramOp program = call.program;
+      if (!call.microbatch ||
+          !seenPrograms.insert(program.getSymNameAttr()).second)
+        continue;
+      std::string role = program.getSymName().str();
+      if (size_t at = role.find("_first"); at != std::string::npos)
+        role.erase(at, 6);
+      for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+        for (ArrayAttr refs : {launch.getInputs(), launch.getOutputs()})
+          for (Attribute ref : refs) {
+            StringAttr name = cast<FlatSymbolRefAttr>(ref).getAttr();
+            if (!temporaries.count(name))
+              continue;
+            auto [it, inserted] = toucher.try_emplace(name, role);
+            if (!inserted && it->second != role)
+              kept.insert(name);
+          }
+    }
+    for (StringAttr name : kept)
+      temporaries[name].setPerSlotAttr(b.getI64IntegerAttr(slots));
   }
 };
 

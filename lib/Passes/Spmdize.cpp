@@ -22,6 +22,8 @@ using namespace mlt;
 
 namespace {
 
+constexpr llvm::StringLiteral kPipelineAxis = "pp";
+
 class Partitioner {
 public:
   Partitioner(ModuleOp module, MeshAttr mesh)
@@ -165,6 +167,16 @@ private:
       for (StringAttr axis : partial)
         sum = AllReduceOp::create(b, norm.getLoc(), sum, axis);
       whole.push_back(sum);
+    }
+    // A pipeline stage holds its own parameters: the stages' sums add up.
+    if (module->hasAttr(MLTDialect::getStageAttrName()) &&
+        mesh.axisIndex(kPipelineAxis) >= 0 && !whole.empty()) {
+      Value sum = whole.front();
+      for (Value v : llvm::drop_begin(whole))
+        sum = AddOp::create(b, norm.getLoc(), sum, v);
+      whole.assign({AllReduceOp::create(b, norm.getLoc(), sum,
+                                        b.getStringAttr(kPipelineAxis))
+                        .getResult()});
     }
     norm->setOperands(whole);
   }

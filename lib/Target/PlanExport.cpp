@@ -2,8 +2,10 @@
 //
 // Part of mlt. One table of the plan per op of the lowered module: buffers in
 // declaration order (launches refer to them by index), programs in order.
-// A module with an `mlt.mesh` holds the program that every rank runs: the
-// plan gets the mesh and one rank entry per rank, all with the same
+// A module with an `mlt.mesh` holds the program that every rank runs (or,
+// split into pipeline stages, nested modules, each the program of the
+// ranks of its stage): the plan gets the mesh and one rank entry per rank,
+// all of a stage with the same
 // programs, step, arena and buffers (the tables written once and shared),
 // except that a buffer whose `mlt.sharding` splits a dimension holds on each
 // rank that rank's block of the global tensor (full_shape, slice_offset),
@@ -147,20 +149,26 @@ std::string mlt::hfConfigJson(const LlamaConfig &c) {
   return text;
 }
 
-LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
-  auto config = module->getAttrOfType<LlamaConfigAttr>(
-      MLTDialect::getModelAttrName());
-  if (!config)
-    return module.emitError("plan export: the module has no '")
-           << MLTDialect::getModelAttrName() << "' configuration";
+namespace {
+
+/// The run shape the plan's ModelInfo records, from the stages' buffers.
+struct RunShape {
+  int64_t microBatch = 0, seqLen = 0, microbatches = 1;
+};
+
+/// The rank tables of the ranks in `ranks` (their indices in `rankTables`),
+/// which all run `module`'s programs: the whole plan's module, or one
+/// pipeline stage's.
+LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
+                          ArrayRef<int64_t> ranks,
+                          flatbuffers::FlatBufferBuilder &fbb,
+                          std::vector<flatbuffers::Offset<fb::Rank>> &rankTables,
+                          RunShape &shape) {
   auto arena = module->getAttrOfType<IntegerAttr>("mlt_rt.arena_bytes");
   if (!arena)
     return module.emitError("plan export: no arena size; run mlt-plan-memory");
-
-  auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
-  const int64_t worldSize = mesh ? mesh.numRanks() : 1;
-
-  flatbuffers::FlatBufferBuilder fbb;
+  const int64_t worldSize = int64_t(rankTables.size());
+  int64_t &microBatch = shape.microBatch, &seqLen = shape.seqLen;
   llvm::StringMap<uint32_t> bufferIndex;
   // Views name their base by index, and flat buckets list their members.
   llvm::StringMap<std::vector<BucketMember>> bucketMembers;
@@ -178,7 +186,6 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
     });
   // Per rank, its buffer tables; those that are not blocks are shared.
   std::vector<std::vector<flatbuffers::Offset<fb::Buffer>>> buffers(worldSize);
-  int64_t microBatch = 0, seqLen = 0;
   for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
     if (!buffer.getOffset())
       return buffer.emitOpError("has no offset; run mlt-plan-memory");
@@ -298,20 +305,19 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
           viewOf, segments.empty() ? 0 : fbb.CreateVector(segments));
     };
     if (!perRank) {
-      auto table = create(0);
-      for (auto &rankBuffers : buffers)
-        rankBuffers.push_back(table);
+      auto table = create(ranks.front());
+      for (int64_t rank : ranks)
+        buffers[rank].push_back(table);
       continue;
     }
-    for (int64_t rank = 0; rank < worldSize; ++rank)
+    for (int64_t rank : ranks)
       buffers[rank].push_back(create(rank));
   }
 
   std::vector<flatbuffers::Offset<fb::Program>> programs;
   llvm::StringMap<uint32_t> programIndex;
-  int64_t microbatches = 1;
   if (auto attr = module->getAttrOfType<IntegerAttr>("mlt_rt.microbatches"))
-    microbatches = attr.getInt();
+    shape.microbatches = attr.getInt();
   for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>()) {
     std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
     for (rtir::LaunchOp launch : program.getBody().getOps<rtir::LaunchOp>()) {
@@ -360,18 +366,68 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
         fbb.CreateVectorOfStructs(work), slot ? int32_t(slot.getInt()) : -1));
   }
   auto step = fbb.CreateVector(calls);
+  // Every rank runs the same programs in an arena of the same layout.
+  auto programTables = fbb.CreateVector(programs);
+  for (int64_t rank : ranks)
+    rankTables[rank] =
+        fb::CreateRank(fbb, uint32_t(rank), arena.getInt(),
+                       fbb.CreateVector(buffers[rank]), programTables, step);
+  return success();
+}
+
+} // namespace
+
+LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
+  auto config = module->getAttrOfType<LlamaConfigAttr>(
+      MLTDialect::getModelAttrName());
+  if (!config)
+    return module.emitError("plan export: the module has no '")
+           << MLTDialect::getModelAttrName() << "' configuration";
+  auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+  const int64_t worldSize = mesh ? mesh.numRanks() : 1;
+
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Rank>> rankTables(worldSize);
+  RunShape shape;
+  // A pipeline's stages (mlt-partition-pipeline): each nested module is the
+  // program of the ranks whose coordinate on `pp` is its stage.
+  SmallVector<ModuleOp> stages(module.getOps<ModuleOp>());
+  if (stages.empty()) {
+    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, worldSize));
+    if (failed(exportRanks(module, mesh, all, fbb, rankTables, shape)))
+      return failure();
+  } else {
+    int64_t axis = mesh ? mesh.axisIndex("pp") : -1;
+    if (axis < 0 || int64_t(stages.size()) != mesh.getSizes()[axis])
+      return module.emitError("plan export: the module has ")
+             << stages.size()
+             << " stage modules, but its mesh's axis 'pp' has "
+             << (axis < 0 ? 0 : mesh.getSizes()[axis]) << " stages";
+    for (ModuleOp stage : stages) {
+      auto index =
+          stage->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName());
+      if (!index)
+        return stage.emitError("plan export: a nested module without '")
+               << MLTDialect::getStageAttrName() << "'";
+      SmallVector<int64_t> ranks;
+      for (int64_t rank = 0; rank < worldSize; ++rank)
+        if (mesh.coordinate(rank, axis) == index.getInt())
+          ranks.push_back(rank);
+      RunShape stageShape;
+      if (failed(
+              exportRanks(stage, mesh, ranks, fbb, rankTables, stageShape)))
+        return failure();
+      if (index.getInt() == 0)
+        shape = stageShape;
+    }
+  }
 
   LlamaConfig llama = LlamaConfig::fromAttr(config);
   auto model = fb::CreateModelInfo(
       fbb, fbb.CreateString(hfConfigJson(llama)), llama.vocabSize,
-      llama.maxPositionEmbeddings, microBatch, seqLen, microbatches);
-  // Every rank runs the same programs in an arena of the same layout.
-  auto programTables = fbb.CreateVector(programs);
-  std::vector<flatbuffers::Offset<fb::Rank>> ranks;
-  for (int64_t rank = 0; rank < worldSize; ++rank)
-    ranks.push_back(fb::CreateRank(fbb, rank, arena.getInt(),
-                                   fbb.CreateVector(buffers[rank]),
-                                   programTables, step));
+      llama.maxPositionEmbeddings, shape.microBatch, shape.seqLen,
+      shape.microbatches);
+  std::vector<flatbuffers::Offset<fb::Rank>> &ranks = rankTables;
   std::vector<flatbuffers::Offset<fb::MeshAxis>> axes;
   if (mesh)
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))

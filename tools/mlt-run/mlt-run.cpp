@@ -99,8 +99,15 @@ Data:
                              --batch must be divisible by it
   --steps N                  optimizer steps
 
-Layout (tp * dp ranks, run as threads of this process; compiled into the plan,
-so with a plan file --tp and --dp must match its mesh):
+Layout (pp * dp * tp ranks, run as threads of this process; compiled into
+the plan, so with a plan file --pp, --tp and --dp must match its mesh):
+  --pp N                     pipeline stages (default 1): the decoder layers
+                             split into N stages, balanced by predicted time
+                             (the embedding on the first, the norm, LM head
+                             and loss on the last); the split is printed
+  --pp-layers A,B,...        the layers of each stage, by hand (one count per
+                             stage, summing to the model's layers); when
+                             compiling only
   --tp N                     tensor-parallel ranks (default 1): attention heads,
                              MLP features and the vocabulary (embedding, LM
                              head, loss) split over N ranks, Megatron-style
@@ -238,7 +245,9 @@ struct Options {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
-  std::optional<int64_t> tp, dp;
+  std::optional<int64_t> tp, dp, pp;
+  /// --pp-layers: the layers of each pipeline stage; empty: balanced.
+  std::vector<int64_t> ppLayers;
   std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
   bool printPlan = false;
@@ -267,6 +276,29 @@ Status parseDouble(const std::string &flag, const std::string &text,
     return errorf(flag, ": expected a number, got '", text, "'");
   out = value;
   return Status::ok();
+}
+
+/// --pp-layers: comma-separated positive layer counts, one per stage.
+Status parseLayerCounts(const std::string &flag, const std::string &text,
+                        std::vector<int64_t> &counts) {
+  counts.clear();
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(',', begin);
+    std::string item = text.substr(
+        begin, end == std::string::npos ? std::string::npos : end - begin);
+    char *stop = nullptr;
+    long long value = item.empty() ? 0 : std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || value < 1)
+      return errorf(flag,
+                    ": expected comma-separated layer counts of at least 1 "
+                    "(such as 5,6,6,5), got '",
+                    text, "'");
+    counts.push_back(value);
+    if (end == std::string::npos)
+      return Status::ok();
+    begin = end + 1;
+  }
 }
 
 /// The op kinds of --recompute: "none", or comma-separated kinds, each
@@ -324,6 +356,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
   const std::map<std::string, Setter> valued = {
       {"--device", str(o.device)},
       {"--dtype", str(o.dtype)},
+      {"--pp-layers",
+       [&o](const std::string &flag, const std::string &v) {
+         return parseLayerCounts(flag, v, o.ppLayers);
+       }},
       {"--recompute",
        [&o](const std::string &flag, const std::string &v) {
          return parseRecompute(flag, v, o.recompute);
@@ -389,6 +425,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--microbatches", integer(o.microbatches)},
       {"--tp", integer(o.tp)},
       {"--dp", integer(o.dp)},
+      {"--pp", integer(o.pp)},
       {"--lr", number(o.lr)},
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
@@ -479,6 +516,11 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
   MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--pp", o.pp, 1));
+  if (!o.ppLayers.empty() && int64_t(o.ppLayers.size()) != o.pp.value_or(1))
+    return errorf("--pp-layers gives ", o.ppLayers.size(),
+                  o.ppLayers.size() == 1 ? " stage" : " stages",
+                  ", --pp is ", o.pp.value_or(1));
   if (o.sequenceParallel && o.tp.value_or(1) < 2)
     return errorf("--sequence-parallel splits the sequence over the "
                   "tensor-parallel ranks and needs --tp 2 or more");
@@ -625,6 +667,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
           std::pair{"--overlap-param-gather",
                     o.overlapParamGather.has_value()},
           std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
+          std::pair{"--pp-layers", !o.ppLayers.empty()},
           std::pair{"--schedule", o.pipelineSchedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
@@ -652,6 +695,9 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
 #endif
   compile.tp = o.tp.value_or(1);
   compile.dp = o.dp.value_or(1);
+  compile.pp = o.pp.value_or(1);
+  compile.ppLayers = o.ppLayers;
+  compile.printStageSplit = compile.pp > 1;
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
@@ -720,7 +766,8 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
   for (auto [flag, axis, value] :
        {std::tuple<const char *, const char *, std::optional<int64_t>>{
             "--tp", "tp", o.tp},
-        {"--dp", "dp", o.dp}})
+        {"--dp", "dp", o.dp},
+        {"--pp", "pp", o.pp}})
     if (value && *value != axisSize(axis))
       return errorf(flag, " ", *value, " differs from the plan's ", axis, " ",
                     axisSize(axis), " (its mesh: ",
@@ -890,6 +937,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   options.optimizer.maxGradNorm = o.clipGrad;
   options.shuffle = o.shuffle;
   options.seed = o.seed;
+  options.reportingRank = reportingRank(plan);
   StatusOr<std::unique_ptr<Trainer>> trainer =
       Trainer::create(**ranks, model, *data, options);
   MLT_RETURN_IF_ERROR(agree(trainer ? Status::ok() : trainer.takeStatus()));

@@ -96,7 +96,8 @@ TEST_F(MLTOpsTest, ParamBuiltInCpp) {
   startFunc({});
   b.setInsertionPointToStart(module->getBody());
   auto param = ParamOp::create(b, loc, "model.layers.{}.self_attn.o_proj.weight",
-                               tensor({64, 64}), b.getI64IntegerAttr(80));
+                               tensor({64, 64}), b.getI64IntegerAttr(80),
+                               /*first_layer=*/nullptr);
   EXPECT_EQ(param.getHFName(79), "model.layers.79.self_attn.o_proj.weight");
   b.setInsertionPointToEnd(
       &module->lookupSymbol<func::FuncOp>("f").getBody().front());

@@ -35,6 +35,13 @@ struct TrainOptions {
   /// is the global micro-batch, which the data-parallel ranks share.
   int64_t tp = 1, dp = 1;
   bool sequenceParallel = false;
+  /// Pipeline stages (mlt-partition-pipeline): the plan has pp * dp * tp
+  /// ranks, stage s on the ranks whose coordinate on `pp` is s. ppLayers:
+  /// the layers of each stage; empty: balanced by predicted time.
+  int64_t pp = 1;
+  std::vector<int64_t> ppLayers;
+  /// Print the stage split with each stage's predicted share (stderr).
+  bool printStageSplit = false;
   /// The order of the micro-batches' passes in the step
   /// (mlt-schedule-pipeline): "1f1b" or "gpipe".
   std::string schedule = "1f1b";

@@ -135,6 +135,12 @@ def MLTAutodiff : Pass<"mlt-autodiff", "::mlir::ModuleOp"> {
     4. `mlt.load`'s rule accumulates into the parameter's gradient buffer
        (`mlt.accumulate_grad`).
 
+    A pipeline stage (mlt-partition-pipeline) has more roots, or none but
+    them: each `mlt.send`, whose rule receives the sent value's gradient
+    from the next stage (`mlt.recv ... shift 1`, marked as the seed is:
+    the stage's backward starts there); a received value's gradient is sent
+    back (`mlt.send ... shift -1`). A stage before the last returns no loss.
+
     An op that needs a gradient and has no rule is an error naming it. Shapes
     must be static (run `mlt-specialize-shapes` first).
 
@@ -272,8 +278,10 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
     Writes the handful of annotations from which mlt-propagate-shardings
     derives Megatron-LM's layout, as a user could write them by hand:
 
-    - the mesh `mlt.mesh = #mlt.mesh<dp = D, tp = T>` (axes of size 1 left
-      out; `tp` last, so tensor-parallel ranks are adjacent);
+    - the mesh `mlt.mesh = #mlt.mesh<pp = P, dp = D, tp = T>` (axes of size
+      1 left out; `tp` last, so tensor-parallel ranks are adjacent, and `pp`
+      first, so a stage's ranks are; mlt-partition-pipeline splits the
+      model along `pp`);
     - tensor parallelism (`tp` > 1): column-parallel q/k/v and gate/up
       projections (`[tp, -]`: output features split), row-parallel o and down
       projections (`[-, tp]`: input features split), the embedding table and
@@ -297,10 +305,73 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
+    Option<"pp", "pp", "int64_t", "1", "pipeline stages (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
     Option<"dp", "dp", "int64_t", "1", "data-parallel ranks">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "split the residual stream along the sequence over tp">
+  ];
+}
+
+def MLTPartitionPipeline : Pass<"mlt-partition-pipeline", "::mlir::ModuleOp"> {
+  let summary = "splits a model into pipeline stages, one nested module each";
+  let description = [{
+    Splits `@forward`'s decoder layers (its `mlt.repeat`) into `P` stages,
+    `P` the size of the module's mesh axis `pp` (mlt-annotate-layout's
+    `pp=`), and puts each stage in a nested module `@stage<s>` (attribute
+    `mlt.stage = s`) with the module's attributes, the parameters it uses
+    (a per-layer family with its range: `layers 8 from 4`) and its own
+    `@forward`:
+
+    - stage 0 runs the embedding and its layers and sends the hidden state
+      on (`mlt.send %h to "pp" shift 1`), returning nothing;
+    - a middle stage receives the hidden state (`mlt.recv from "pp" shift
+      -1`), runs its layers and sends;
+    - the last stage receives, runs its layers, the final norm, the LM head
+      and the loss, and returns the loss.
+
+    Every stage keeps the function's arguments (tokens and labels), so every
+    rank's plan has the same inputs. The transfers carry the residual
+    stream's layout over the other axes (the batch over `dp`, and the
+    sequence over `tp` when the residual stream is constrained so: sequence
+    parallelism). The passes after it run on each stage module (the
+    pipeline nests them): mlt-autodiff derives each stage's backward pass,
+    receiving the gradient of what it sent and sending back the gradient of
+    what it received.
+
+    The split (`StagePartition.h`): `layers=5,6,6,5` sets it (checked: one
+    count per stage, each at least 1, summing to the model's layers); else
+    it balances each stage's predicted time, a layer's and the LM head's
+    counted by their FLOPs (forward and backward), the embedding's as none.
+    The split is printed to the log with each stage's share when `print`
+    is set (mlt-run prints it on every compile with `pp` > 1).
+
+    After (`pp=2` on a 4-layer model):
+    ```mlir
+    module attributes {mlt.mesh = #mlt.mesh<pp = 2>, ...} {
+      module @stage0 attributes {mlt.stage = 0 : i64, mlt.mesh = #mlt.mesh<pp = 2>, ...} {
+        mlt.param @model.embed_tokens.weight : tensor<256x64xf32>
+        mlt.param @"model.layers.{}.input_layernorm.weight" layers 2 : tensor<64xf32>
+        func.func @forward(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) {
+          ...
+          %h = mlt.repeat %layer = 0 to 2 iter_args(...) ...
+          mlt.send %h to "pp" shift 1 : tensor<4x32x64xf32>
+          return
+        }
+      }
+      module @stage1 attributes {mlt.stage = 1 : i64, ...} {
+        mlt.param @"model.layers.{}.input_layernorm.weight" layers 4 from 2 : tensor<64xf32>
+        ...
+        func.func @forward(...) -> tensor<f32> {
+          %h = mlt.recv from "pp" shift -1 : tensor<4x32x64xf32>
+          %0 = mlt.repeat %layer = 2 to 4 iter_args(%x = %h) ...
+    ```
+  }];
+  let options = [
+    ListOption<"layers", "layers", "int64_t",
+               "the layers of each stage (default: balanced by predicted time)">,
+    Option<"print", "print", "bool", "false",
+           "print the split and each stage's predicted share to stderr">
   ];
 }
 

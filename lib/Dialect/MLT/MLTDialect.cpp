@@ -80,6 +80,13 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a unit attribute";
     return success();
   }
+  if (attr.getName() == getStageAttrName()) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !stage || stage.getValue().getSExtValue() < 0)
+      return op->emitError() << "'" << getStageAttrName()
+                             << "' must be a non-negative integer on a module";
+    return success();
+  }
   if (attr.getName() != getModelAttrName())
     return op->emitError() << "unknown mlt attribute '" << attr.getName().getValue()
                            << "'";

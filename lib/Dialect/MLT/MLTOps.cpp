@@ -45,6 +45,11 @@ LogicalResult ParamOp::verify() {
     return emitOpError("name '")
            << name << "' holds a layer placeholder '" << kLayerPlaceholder
            << "' but the parameter has no 'layers' count";
+  if (getFirstLayer() && !isPerLayer())
+    return emitOpError("gives a first layer ('from') but is not per-layer");
+  if (getFirstLayer() && *getFirstLayer() >= *getLayers())
+    return emitOpError("declares layers ")
+           << *getFirstLayer() << " to " << *getLayers() - 1 << ", none";
   if (!getTensorType().hasStaticShape())
     return emitOpError("must have a static shape, got ") << getType();
   return success();
@@ -69,6 +74,14 @@ StringRef LoadOp::getShortParamName(StringRef name) {
 LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParamReference(*this, symbolTable, getNameAttr(), getLayer(),
                               getType(), /*computeCopy=*/true);
+}
+
+/// "4 layers", "layers 4 to 7".
+static std::string describeLayers(ParamOp param) {
+  if (param.getLayerBegin() == 0)
+    return std::to_string(param.getLayerEnd()) + " layers";
+  return "layers " + std::to_string(param.getLayerBegin()) + " to " +
+         std::to_string(param.getLayerEnd() - 1);
 }
 
 LogicalResult mlt::detail::verifyParamReference(
@@ -116,18 +129,24 @@ LogicalResult mlt::detail::verifyParamReference(
   if (auto arg = dyn_cast_or_null<BlockArgument>(layer)) {
     auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
     if (repeat && arg == repeat.getLayerIndex() &&
-        repeat.getUpper() > *param.getLayers())
+        (int64_t(repeat.getUpper()) > param.getLayerEnd() ||
+         int64_t(repeat.getLower()) < param.getLayerBegin()))
       return op->emitOpError("reads layer ")
-             << repeat.getUpper() - 1 << " of parameter " << name
-             << ", which declares only " << *param.getLayers() << " layers";
+             << (int64_t(repeat.getUpper()) > param.getLayerEnd()
+                     ? repeat.getUpper() - 1
+                     : repeat.getLower())
+             << " of parameter " << name << ", which declares "
+             << (param.getLayerBegin() == 0 ? "only " : "")
+             << describeLayers(param);
   }
   // A constant index (unrolled layers) must name an existing layer.
   if (auto index = layer ? layer.getDefiningOp<arith::ConstantIndexOp>()
                          : nullptr;
-      index && (index.value() < 0 || index.value() >= *param.getLayers()))
+      index && (index.value() < param.getLayerBegin() ||
+                index.value() >= param.getLayerEnd()))
     return op->emitOpError("reads layer ")
            << index.value() << " of parameter " << name << ", which declares "
-           << *param.getLayers() << " layers";
+           << describeLayers(param);
   return success();
 }
 

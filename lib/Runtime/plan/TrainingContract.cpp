@@ -137,8 +137,20 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank,
         require(name, BufferKind::Input, ElementType::F32, nullptr));
   // The loss has the type of mlt.cross_entropy's result: f32, or f64 for a
   // float64 model (gradient checks).
-  MLT_RETURN_IF_ERROR(require(kLossOutput, BufferKind::Output, ElementType::F32,
-                              nullptr, ElementType::F64));
+  // A pipeline stage before the last computes no loss: it sends its output
+  // on (verifyTrainingContract requires the loss of some rank).
+  const bool sends = std::any_of(
+      rank.programs.begin(), rank.programs.end(),
+      [](const ProgramDesc &program) {
+        return std::any_of(program.instructions.begin(),
+                           program.instructions.end(),
+                           [](const InstructionDesc &inst) {
+                             return inst.kernel == Kernel::Send;
+                           });
+      });
+  if (!sends || rank.findBuffer(kLossOutput))
+    MLT_RETURN_IF_ERROR(require(kLossOutput, BufferKind::Output,
+                                ElementType::F32, nullptr, ElementType::F64));
   // A copy of the tokens, labels and loss per micro-batch; one of the rest.
   for (const BufferDesc &buffer : rank.buffers) {
     const bool perMicrobatch = buffer.name == kTokensInput ||
@@ -539,6 +551,12 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
   MLT_RETURN_IF_ERROR(positive("microbatches", model.microbatches));
   if (!checkedMul(model.microBatch, model.microbatches))
     return errorf("the plan's model info has a global batch that overflows");
+  if (std::none_of(plan.ranks.begin(), plan.ranks.end(),
+                   [](const RankPlan &rank) {
+                     return rank.findBuffer(kLossOutput).has_value();
+                   }))
+    return errorf("no rank of the plan computes the loss (an output buffer '",
+                  kLossOutput, "')");
   // Parameters held by segments, which may have no parameter buffer
   // naming them on a rank that has their gradients or compute copies.
   // And the names of the buffers with segments on some rank.
@@ -566,3 +584,10 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
   return verifyParameterCoverage(plan);
 }
 
+
+uint32_t mlt::rt::reportingRank(const Plan &plan) {
+  for (const RankPlan &rank : plan.ranks)
+    if (rank.findBuffer(kLossOutput))
+      return rank.rank;
+  return 0;
+}

@@ -76,6 +76,12 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
     Status status = Status::ok();
     for (const Binding &binding : buffers) {
       StatusOr<size_t> index = executor.findBuffer(binding.name);
+      // (The plan verifier let a pipeline stage that sends its output on
+      // have no loss.)
+      if (!index && binding.index == &state.loss) {
+        state.hasLoss = false;
+        continue;
+      }
       if (!index) {
         status = index.takeStatus();
         break;
@@ -108,6 +114,14 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
     trainer->ranks_.push_back(std::move(state));
   }
 
+  for (size_t r = 0; r < trainer->ranks_.size(); ++r)
+    if (trainer->ranks_[r].executor->rankPlan().rank ==
+        options.reportingRank) {
+      if (!trainer->ranks_[r].hasLoss)
+        return errorf("rank ", options.reportingRank,
+                      " reports the loss, but computes none");
+      trainer->reporter_ = r;
+    }
   const size_t tokens = size_t(model.globalBatch() * model.seqLen);
   trainer->inputs_.resize(tokens);
   trainer->targets_.resize(tokens);
@@ -116,10 +130,10 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   Executor &executor = *rank.executor;
-  // Plan rank 0 reads the replicated outputs (and other local ranks, to
-  // check them). In a process that holds another rank alone (one process
-  // per GPU), nothing is read: rank 0's process reports.
-  const bool isFirst = executor.rankPlan().rank == 0;
+  // The reporting rank reads the replicated outputs (and other local
+  // ranks, to check them). In a process that holds another rank alone (one
+  // process per GPU), nothing is read: rank 0's process reports.
+  const bool isFirst = executor.rankPlan().rank == options_.reportingRank;
   const OptimizerOptions &opt = options_.optimizer;
   const std::pair<size_t, double> hyper[] = {
       {rank.lr, lr},
@@ -160,7 +174,7 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   const bool readLoss =
       isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
   if (readLoss) {
-    for (int64_t mb = 0; mb < microbatches; ++mb)
+    for (int64_t mb = 0; mb < microbatches && rank.hasLoss; ++mb)
       MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
           rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
     MLT_RETURN_IF_ERROR(
@@ -183,18 +197,22 @@ Status Trainer::checkReplicated(int64_t step) const {
   auto same = [](double a, double b) {
     return std::memcmp(&a, &b, sizeof(double)) == 0;
   };
-  auto differ = [&](const std::string &what, uint32_t rank, double here,
+  const RankState &first = ranks_[reporter_];
+  auto differ = [&](const std::string &what, uint32_t r, double here,
                     double there) {
     std::ostringstream os;
     os << std::setprecision(17) << what << " at step " << step
-       << " differs between ranks: rank 0 has " << there << ", rank " << rank
-       << " has " << here << " (the plan must compute it replicated)";
+       << " differs between ranks: rank "
+       << first.executor->rankPlan().rank << " has " << there << ", rank "
+       << ranks_[r].executor->rankPlan().rank << " has " << here
+       << " (the plan must compute it replicated)";
     return Status::error(os.str());
   };
-  const RankState &first = ranks_.front();
-  for (uint32_t r = 1; r < ranks_.size(); ++r) {
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
     const RankState &rank = ranks_[r];
-    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
+    if (&rank == &first)
+      continue;
+    for (int64_t mb = 0; mb < model_.microbatches && rank.hasLoss; ++mb)
       if (!same(rank.measuredLosses[mb], first.measuredLosses[mb]))
         return differ(model_.microbatches > 1
                           ? "the loss of micro-batch " + std::to_string(mb + 1)
@@ -225,7 +243,7 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
   if (!status)
     return status;
 
-  const RankState &first = ranks_.front();
+  const RankState &first = ranks_[reporter_];
   double lossSum = 0.0;
   for (double loss : first.measuredLosses)
     lossSum += loss;

@@ -199,9 +199,67 @@ func.func @unsigned_layer(%a: tensor<4xf32>) {
 
 // Tests that the dialect rejects discardable attributes it does not define.
 func.func @unknown_attr(%a: tensor<4xf32>) {
-  // expected-error @+1 {{unknown mlt attribute 'mlt.stage'}}
+  // expected-error @+1 {{unknown mlt attribute 'mlt.pipeline'}}
+  %s = mlt.add %a, %a {mlt.pipeline = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a pipeline stage's number belongs on a module.
+func.func @stage_attr(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'mlt.stage' must be a non-negative integer on a module}}
   %s = mlt.add %a, %a {mlt.stage = 0 : i64} : tensor<4xf32>
   return
+}
+
+// -----
+
+// Tests that a family's first layer comes before its end.
+// expected-error @+1 {{declares layers 2 to 1, none}}
+mlt.param @"model.layers.{}.w" layers 2 from 2 : tensor<4xf32>
+
+// -----
+
+// Tests that a stage's family is read within its layers.
+mlt.param @"model.layers.{}.w" layers 4 from 2 : tensor<4xf32>
+func.func @outside_stage() -> tensor<4xf32> {
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{reads layer 1 of parameter @"model.layers.{}.w", which declares layers 2 to 3}}
+  %w = mlt.load @"model.layers.{}.w"[%c1] : tensor<4xf32>
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+// Tests the pipeline transfers' checks: an axis of the mesh, a shift
+// within it, a layout that does not split the axis it moves along.
+module attributes {mlt.mesh = #mlt.mesh<pp = 2>} {
+  func.func @transfers(%h: tensor<2x4xf32>) {
+    // expected-error @+1 {{'dp' is not an axis of the mesh}}
+    mlt.send %h to "dp" shift 1 : tensor<2x4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<pp = 2>} {
+  func.func @transfers(%h: tensor<2x4xf32>) {
+    // expected-error @+1 {{shift 2 must be nonzero and smaller in magnitude than the size of axis 'pp' (2)}}
+    mlt.send %h to "pp" shift 2 : tensor<2x4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<pp = 2, dp = 2>} {
+  func.func @transfers() -> tensor<2x4xf32> {
+    // expected-error @+1 {{splits a dimension over 'pp', the axis it moves along}}
+    %h = mlt.recv from "pp" shift -1 : tensor<2x4xf32> layout #mlt.sharding<[pp, -]>
+    return %h : tensor<2x4xf32>
+  }
 }
 
 //===----------------------------------------------------------------------===//

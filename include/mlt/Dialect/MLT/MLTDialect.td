@@ -64,10 +64,14 @@ def MLT_Dialect : Dialect {
     /// pass no longer keeps.
     static constexpr ::llvm::StringLiteral getRecomputedAttrName() { return "mlt.recomputed"; }
     /// Unit attribute on the constant with which mlt-autodiff seeds the
-    /// loss's gradient: the backward pass starts at its first use, which
+    /// loss's gradient (and on a pipeline stage's receive of the gradient
+    /// of what it sent): the backward pass starts at its first use, which
     /// is where mlt-lower-to-runtime records that a micro-step's backward
     /// launches begin (and mlt-schedule-pipeline may split it there).
     static constexpr ::llvm::StringLiteral getLossSeedAttrName() { return "mlt.loss_seed"; }
+    /// On a nested module that mlt-partition-pipeline made: the pipeline
+    /// stage it holds (its ranks' coordinate on the mesh axis `pp`).
+    static constexpr ::llvm::StringLiteral getStageAttrName() { return "mlt.stage"; }
   private:
     void registerAttributes();
   public:

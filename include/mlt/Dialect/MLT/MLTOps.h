@@ -27,6 +27,12 @@ struct TrainingStateResource
     : public mlir::SideEffects::Resource::Base<TrainingStateResource> {
   llvm::StringRef getName() final { return "mlt.training_state"; }
 };
+/// What pipeline transfers (mlt.send, mlt.recv) move between ranks: they
+/// keep their order and are never removed.
+struct TransferResource
+    : public mlir::SideEffects::Resource::Base<TransferResource> {
+  llvm::StringRef getName() final { return "mlt.transfers"; }
+};
 } // namespace mlt
 
 #define GET_OP_CLASSES

@@ -71,18 +71,24 @@ def MLT_ParamOp : MLT_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     With `layers N` it declares N parameters of the same shape, one per decoder
     layer; the name then holds `{}` where the layer index goes, and
     `model.layers.{}.mlp.up_proj.weight` stands for `model.layers.0.mlp.up_proj.weight`
-    to `model.layers.(N-1).mlp.up_proj.weight`.
+    to `model.layers.(N-1).mlp.up_proj.weight`. With `layers N from K` it
+    declares layers K to N-1 only (a pipeline stage's share of the family,
+    which `mlt-partition-pipeline` gives each stage; the names keep the
+    model's layer numbers).
 
     Example:
     ```mlir
     mlt.param @"model.embed_tokens.weight" : tensor<256x64xf32>
     mlt.param @"model.layers.{}.self_attn.q_proj.weight" layers 2 : tensor<64x64xf32>
+    mlt.param @"model.layers.{}.mlp.up_proj.weight" layers 8 from 4 : tensor<176x64xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<MLT_FloatTensor>:$type,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$layers);
-  let assemblyFormat = "$sym_name (`layers` $layers^)? attr-dict `:` $type";
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$layers,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$first_layer);
+  let assemblyFormat =
+      "$sym_name (`layers` $layers^)? (`from` $first_layer^)? attr-dict `:` $type";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The tensor type of one parameter (of one layer, for a family).
@@ -91,6 +97,9 @@ def MLT_ParamOp : MLT_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     }
     /// Whether this declares one parameter per layer.
     bool isPerLayer() { return getLayers().has_value(); }
+    /// The layers declared, [begin, end): [0, 1) for a plain parameter.
+    int64_t getLayerBegin() { return getFirstLayer().value_or(0); }
+    int64_t getLayerEnd() { return getLayers().value_or(1); }
     /// The Hugging Face name of the parameter of `layer` (ignored unless per-layer).
     std::string getHFName(int64_t layer = 0);
   }];
@@ -458,5 +467,6 @@ def MLT_CrossEntropyOp : MLT_InferredOp<"cross_entropy", [MLT_Differentiable]> {
 
 include "mlt/Dialect/MLT/MLTTrainingOps.td"
 include "mlt/Dialect/MLT/MLTShardingOps.td"
+include "mlt/Dialect/MLT/MLTPipelineOps.td"
 
 #endif // MLT_DIALECT_MLT_MLTOPS_TD

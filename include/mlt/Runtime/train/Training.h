@@ -90,6 +90,10 @@ struct TrainingOptions {
   /// plan promises. One scalar read per rank and program; off saves those
   /// reads (device synchronizations on a GPU) on ranks other than 0.
   bool checkReplicatedOutputs = true;
+  /// The plan rank that reads and reports the loss and the gradient norm:
+  /// rank 0, or under pipeline parallelism the first rank of the last
+  /// stage, which computes the loss (reportingRank(plan) in Plan.h).
+  uint32_t reportingRank = 0;
 };
 
 /// What one optimizer step measured.
@@ -138,6 +142,9 @@ private:
   struct RankState {
     Executor *executor = nullptr;
     size_t tokens = 0, labels = 0, loss = 0, gradNorm = 0;
+    /// Whether the rank computes the loss (a pipeline stage before the
+    /// last does not).
+    bool hasLoss = true;
     size_t lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0,
            maxGradNorm = 0, stepNumber = 0;
     /// The blocks of the [microBatch, seqLen] micro-batch that the tokens and
@@ -170,6 +177,9 @@ private:
   TokenDataset &data_;
   TrainingOptions options_;
   std::vector<RankState> ranks_;
+  /// The entry of ranks_ of options.reportingRank (the first entry where
+  /// this process does not hold that rank).
+  size_t reporter_ = 0;
 
   /// The step's global batch, [globalBatch, seqLen] each.
   std::vector<int32_t> inputs_, targets_;

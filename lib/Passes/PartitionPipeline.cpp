@@ -1,0 +1,228 @@
+//===- PartitionPipeline.cpp - a model split into pipeline stages ---------===//
+//
+// Part of mlt. Implements mlt-partition-pipeline (Passes.td): the decoder
+// layers of `@forward` split into the stages of the mesh axis `pp`, each
+// stage a nested module with its parameters and its forward pass, joined to
+// its neighbours by mlt.send / mlt.recv. The split comes from
+// StagePartition.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/StagePartition.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTPARTITIONPIPELINE
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+
+namespace {
+
+constexpr llvm::StringLiteral kForward = "forward";
+constexpr llvm::StringLiteral kPipelineAxis = "pp";
+constexpr llvm::StringLiteral kDataAxis = "dp";
+
+/// The predicted cost of the model's parts for one token, forward and
+/// backward (3x the forward's FLOPs): a decoder layer's products and
+/// attention, and the LM head's product. The embedding is a gather and
+/// counts nothing. (A FLOP count until the cost model of
+/// lib/Analysis predicts times.)
+StageCosts flopCosts(LlamaConfigAttr config, int64_t seqLen) {
+  const double h = double(config.getHiddenSize());
+  const double heads = double(config.getNumHeads());
+  const double kvHeads = double(config.getNumKvHeads());
+  const double d = double(config.getHeadDim());
+  const double ffn = double(config.getIntermediateSize());
+  // q, k, v, o and the three MLP products; causal attention's two products
+  // over half the sequence on average.
+  const double products =
+      2.0 * h * (heads * d + 2.0 * kvHeads * d + heads * d) + 6.0 * h * ffn;
+  const double attention = 2.0 * 2.0 * heads * d * double(seqLen) / 2.0;
+  StageCosts costs;
+  costs.layers.assign(size_t(config.getNumLayers()),
+                      3.0 * (products + attention));
+  costs.last = 3.0 * 2.0 * h * double(config.getVocabSize());
+  return costs;
+}
+
+/// Erases the ops of `block` that nothing uses and that have no effects
+/// (what the stage does not compute), last to first.
+void eraseDead(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (op.use_empty() && isMemoryEffectFree(&op) &&
+        !op.hasTrait<OpTrait::IsTerminator>())
+      op.erase();
+}
+
+class MLTPartitionPipelinePass
+    : public mlt::impl::MLTPartitionPipelineBase<MLTPartitionPipelinePass> {
+public:
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fail = [&](const Twine &message) {
+      module.emitError("mlt-partition-pipeline: ") << message;
+      signalPassFailure();
+    };
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    int64_t axis = mesh ? mesh.axisIndex(kPipelineAxis) : -1;
+    if (axis < 0)
+      return fail("the module's mesh has no axis 'pp' (run "
+                  "mlt-annotate-layout with pp > 1)");
+    const int64_t stages = mesh.getSizes()[axis];
+    auto forward = module.lookupSymbol<func::FuncOp>(kForward);
+    if (!forward)
+      return fail("no function @forward to split");
+    auto config =
+        module->getAttrOfType<LlamaConfigAttr>(MLTDialect::getModelAttrName());
+    if (!config)
+      return fail("the module has no model configuration ('mlt.model')");
+    SmallVector<RepeatOp> repeats(forward.getOps<RepeatOp>());
+    if (repeats.size() != 1 || repeats.front().getNumResults() != 1 ||
+        repeats.front().getInits().size() != 1)
+      return fail("@forward must run its decoder layers as one mlt.repeat "
+                  "carrying the hidden state");
+    RepeatOp repeat = repeats.front();
+    const int64_t first = int64_t(repeat.getLower());
+    const int64_t numLayers = int64_t(repeat.getUpper()) - first;
+    auto hidden = dyn_cast<RankedTensorType>(repeat.getResult(0).getType());
+    if (!hidden || !hidden.hasStaticShape())
+      return fail("the hidden state must have a static shape (run "
+                  "mlt-specialize-shapes first)");
+
+    // The split.
+    std::vector<int64_t> split(layers.begin(), layers.end());
+    std::string why;
+    StageCosts costs = flopCosts(config, hidden.getRank() > 1
+                                             ? hidden.getDimSize(1)
+                                             : 1);
+    costs.layers.resize(size_t(numLayers), costs.layers.front());
+    if (!split.empty()) {
+      if (!checkStageLayers(split, numLayers, stages, /*chunks=*/1, &why))
+        return fail(why);
+    } else {
+      StageSplit balanced = balanceStages(costs, stages, 1, &why);
+      if (balanced.layers.empty())
+        return fail(why);
+      split = balanced.layers;
+    }
+    if (print) {
+      std::vector<double> times = stageTimes(costs, split);
+      double total = 0.0;
+      for (double t : times)
+        total += t;
+      llvm::errs() << "pipeline split of " << numLayers << " layers over "
+                   << stages << " stages (predicted share of the step's "
+                   << "compute):\n";
+      int64_t lo = first;
+      for (int64_t s = 0; s < stages; ++s) {
+        const int64_t last = lo + split[size_t(s)] - 1;
+        llvm::errs() << "  stage " << s << ": "
+                     << (last == lo ? "layer " : "layers ") << lo;
+        if (last > lo)
+          llvm::errs() << "-" << last;
+        llvm::errs()
+                     << (s == 0 ? " + embedding" : "")
+                     << (s == stages - 1 ? " + norm, LM head, loss" : "")
+                     << llvm::format(", %.1f%%\n",
+                                     100.0 * times[size_t(s)] / total);
+        lo += split[size_t(s)];
+      }
+    }
+
+    // The boundary's layout over the other axes: the residual stream's.
+    SmallVector<StringAttr> boundaryAxes(
+        hidden.getRank(),
+        StringAttr::get(&getContext(), ShardingAttr::kReplicated));
+    if (mesh.axisIndex(kDataAxis) >= 0)
+      boundaryAxes[0] = StringAttr::get(&getContext(), kDataAxis);
+    if (auto shard = repeat.getInits()[0].getDefiningOp<ShardOp>())
+      for (unsigned d = 1; d < shard.getSharding().getRank(); ++d)
+        if (StringAttr a = shard.getSharding().getAxis(d))
+          boundaryAxes[d] = a;
+    auto layout = ShardingAttr::get(&getContext(), boundaryAxes, {});
+
+    OpBuilder b(&getContext());
+    SmallVector<Operation *> original;
+    for (Operation &op : module.getBody()->getOperations())
+      original.push_back(&op);
+    b.setInsertionPointToEnd(module.getBody());
+    int64_t lo = first;
+    for (int64_t s = 0; s < stages; ++s) {
+      const int64_t hi = lo + split[size_t(s)];
+      auto stage = ModuleOp::create(b, module.getLoc(),
+                                    ("stage" + Twine(s)).str());
+      for (NamedAttribute attr : module->getAttrs())
+        if (attr.getName() != SymbolTable::getSymbolAttrName())
+          stage->setAttr(attr.getName(), attr.getValue());
+      stage->setAttr(MLTDialect::getStageAttrName(), b.getI64IntegerAttr(s));
+      if (failed(buildStage(stage, forward, s, stages, lo, hi, layout)))
+        return signalPassFailure();
+      lo = hi;
+    }
+    for (Operation *op : original)
+      op->erase();
+  }
+
+private:
+  /// Stage `s`'s module: its forward pass over layers [lo, hi) and the
+  /// parameters it reads.
+  LogicalResult buildStage(ModuleOp stage, func::FuncOp source, int64_t s,
+                           int64_t stages, int64_t lo, int64_t hi,
+                           ShardingAttr layout) {
+    OpBuilder b(&getContext());
+    b.setInsertionPointToEnd(stage.getBody());
+    auto func = cast<func::FuncOp>(b.clone(*source));
+    Block &body = func.getBody().front();
+    RepeatOp repeat = *func.getOps<RepeatOp>().begin();
+    repeat.setLower(uint64_t(lo));
+    repeat.setUpper(uint64_t(hi));
+    auto axis = b.getStringAttr(kPipelineAxis);
+    Value hidden = repeat.getResult(0);
+    if (s > 0) {
+      b.setInsertionPoint(repeat);
+      auto recv = RecvOp::create(b, repeat.getLoc(), hidden.getType(), axis,
+                                 b.getI64IntegerAttr(-1), layout);
+      repeat->setOperand(0, recv);
+    }
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (s + 1 < stages) {
+      b.setInsertionPoint(ret);
+      SendOp::create(b, repeat.getLoc(), hidden, axis, b.getI64IntegerAttr(1),
+                     layout);
+      func::ReturnOp::create(b, ret.getLoc());
+      ret.erase();
+      func.setType(b.getFunctionType(func.getArgumentTypes(), {}));
+    }
+    eraseDead(body);
+
+    // The parameters it reads, per-layer families cut to [lo, hi).
+    llvm::StringSet<llvm::MallocAllocator> used;
+    func.walk([&](LoadOp load) { used.insert(load.getName()); });
+    b.setInsertionPointToStart(stage.getBody());
+    auto parent = stage->getParentOfType<ModuleOp>();
+    for (ParamOp param : parent.getOps<ParamOp>()) {
+      if (!used.contains(param.getSymName()))
+        continue;
+      auto copy = cast<ParamOp>(b.clone(*param));
+      if (copy.isPerLayer()) {
+        copy.setLayers(hi);
+        if (lo > 0)
+          copy.setFirstLayer(lo);
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -244,8 +244,8 @@ private:
              << steps.size();
     rtir::CallOp last;
     for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr())
-        last = call;
+      if (call.getMicrobatchAttr() && !call.getWorkItems().empty())
+        last = call; // (a pipeline stage's sends come after it)
     if (last) {
       auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
       for (auto [position, launch] :
@@ -487,6 +487,20 @@ private:
       }
       first += count;
     }
+    // A pipeline stage holds its own parameters: the stages' sums add up
+    // (one scalar per stage, all-reduced over pp).
+    const int64_t pipelineAxis = mesh ? mesh.axisIndex("pp") : -1;
+    if (pipelineAxis >= 0 && module->hasAttr(MLTDialect::getStageAttrName())) {
+      rtir::BufferOp total = scalar("sum_squares.stage");
+      rtir::LaunchOp::create(b, optimizer.getLoc(), "fill", {}, {ref(total)},
+                             {1}, {0.0});
+      for (Attribute sum : sums)
+        rtir::LaunchOp::create(b, optimizer.getLoc(), "add",
+                               {ref(total), sum}, {ref(total)}, {1});
+      rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                             {ref(total)}, {ref(total)}, {1, pipelineAxis});
+      sums.assign({ref(total)});
+    }
     rtir::LaunchOp::create(b, optimizer.getLoc(), "global_norm", sums,
                            {gradNorm}, {});
     rtir::BufferOp clip = scalar("clip_coefficient");
@@ -569,6 +583,23 @@ private:
     for (auto call : step.getBody().getOps<rtir::CallOp>()) {
       if (!call.getMicrobatchAttr())
         continue;
+      if (call.getWorkItems().empty()) {
+        // A pipeline stage's transfers around a body (`backward_recv`):
+        // those of the writing body, which has temporaries of its own.
+        for (auto [accumulating, writing] : kWriting)
+          for (StringRef suffix : {"_recv", "_send"})
+            if (call.getProgram() == (Twine(accumulating) + suffix).str()) {
+              std::string name = (Twine(writing) + suffix).str();
+              if (!module.lookupSymbol(name))
+                return call.emitOpError("mlt-partition-optimizer: zero=2 "
+                                        "needs @")
+                       << name << ", the transfers of the body that writes "
+                       << "the gradients";
+              call.setProgramAttr(FlatSymbolRefAttr::get(
+                  StringAttr::get(module.getContext(), name)));
+            }
+        continue;
+      }
       StringRef name = call.getProgram();
       for (auto [accumulating, writing] : kWriting)
         if (name == accumulating)

@@ -289,8 +289,8 @@ private:
     rtir::CallOp first;
     unsigned calls = 0;
     for (auto call : step->getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr() && !first)
-        first = call;
+      if (call.getMicrobatchAttr() && !call.getWorkItems().empty() && !first)
+        first = call; // (a pipeline stage's receives come before it)
     if (!first)
       return success();
     for (auto call : step->getBody().getOps<rtir::CallOp>())

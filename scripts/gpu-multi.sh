@@ -2,7 +2,8 @@
 # Several GPUs: `mlt-run --device cuda` as one process per GPU under mpirun,
 # collectives over NCCL, on a machine with GPUs but no LLVM. Trains the
 # llama-ref-a fixture with dp=2, tp=2, tp=2 + sequence parallelism and dp=2
-# with 2 micro-batches on 2 GPUs, checks each run against the fixture (HF
+# with 2 micro-batches on 2 GPUs, and llama-ref-c with pp=2 (1F1B with 2
+# and 4 micro-batches, GPipe), checks each run against the fixture (HF
 # transformers) and against the 1-GPU run, and checks the error paths (a
 # plan of several ranks without mpirun, more processes than GPUs, a plan for
 # another world size, a rank failing mid-run). On a machine of one GPU the
@@ -83,6 +84,21 @@ if [[ "${1:-}" == pack ]]; then
     --grad-reduce-dtype bf16
   compile_plan dp2-mb2-z2-bf16r --microbatches 2 --dp 2 --zero 2 --dtype bf16 \
     --grad-reduce-dtype bf16
+  # Pipelines: llama-ref-c (8 layers), pp=2 under 1F1B and GPipe, and the
+  # 1-GPU runs of the same micro-batches.
+  fixture_c=$root/../shared/fixtures/llama-ref-c
+  cp -r "$fixture_c" "$dir"/fixtures/
+  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture_c" "$dir"/plans/tokens-c.u16
+  compile_plan_c() { # name, layout flags...
+    local name=$1; shift
+    "$compile" "$fixture_c" --batch 8 --seq-len 32 --device cuda "$@" \
+      --emit-plan "$dir"/plans/$name.mltplan 2>/dev/null
+  }
+  compile_plan_c c-one-m2 --microbatches 2
+  compile_plan_c c-one-m4 --microbatches 4
+  compile_plan_c c-pp2-m2 --microbatches 2 --pp 2
+  compile_plan_c c-pp2-m4 --microbatches 4 --pp 2
+  compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -100,6 +116,8 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2-z2-after --batch 8 --dp 2 --zero 2 \
     --overlap-grad-reduce off --overlap-param-gather off
   tinyllama tl-b8-dp2-z2-bf16r --batch 8 --dp 2 --zero 2 --grad-reduce-dtype bf16
+  # pp=2: 8 micro-batches of 4 x 2048 per step (1F1B).
+  tinyllama tl-b32-pp2 --batch 32 --microbatches 8 --pp 2 2>/dev/null
   # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
   # of 1 x 2048 per GPU.
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
@@ -262,6 +280,29 @@ if (( gpus >= 2 )); then
   done
   python3 tools/Inputs/compare_runs.py 1e-2 "$out"/dp2-z2-bf16r.jsonl "$out"/dp2-z2-bf16.jsonl \
     || fail "dp2-z2-bf16r: against the f32 reduction"
+  # Pipelines: llama-ref-c at pp=2 against its fixture and against the
+  # 1-GPU run of the same micro-batches (the loss sent from the last stage
+  # to rank 0, which reports).
+  trainc() { # name, launcher..., then mlt-run's plan
+    local name=$1; shift
+    "$@" --device cuda --init-from fixtures/llama-ref-c/model.safetensors \
+      --data plans/tokens-c.u16 --no-shuffle --steps 6 $hyper \
+      --log-json "$out"/$name.jsonl --save-hf /tmp/mlt-$name --dump-grads /tmp/mlt-$name.grads \
+      > "$out"/$name.log 2>&1 || { cat "$out"/$name.log; fail "$name: mlt-run"; return; }
+    cat "$out"/$name.log
+    python3 tools/fixture_tools.py check fixtures/llama-ref-c "$out"/$name.jsonl \
+      --weights /tmp/mlt-$name --grads /tmp/mlt-$name.grads || fail "$name: against the fixture"
+  }
+  echo "== 1 GPU, llama-ref-c, 2 and 4 micro-batches"
+  trainc c-one-m2 ./bin/mlt-run plans/c-one-m2.mltplan
+  trainc c-one-m4 ./bin/mlt-run plans/c-one-m4.mltplan
+  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe; do
+    echo "== 2 GPUs, $plan: mpirun -np 2"
+    trainc $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
+    one=c-one-m2; [[ $plan == *m4* ]] && one=c-one-m4
+    python3 tools/Inputs/compare_runs.py 1e-5 "$out"/$plan.jsonl "$out"/$one.jsonl \
+      /tmp/mlt-$plan.grads /tmp/mlt-$one.grads || fail "$plan: against the 1-GPU run"
+  done
   echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
   set +e
   timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Compiler/Driver.h"
+#include "mlt/Analysis/PipelineSchedule.h"
 #include "mlt/Compiler/Pipeline.h"
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
@@ -21,6 +22,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -113,5 +115,19 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                        StringAttr::get(&context, options.target));
   if (failed(exportPlan(*module, planBytes)))
     return fail(options.model + ": plan export failed");
+  if (options.printStageSplit) {
+    // The schedule's own bubble: stages of equal time, a backward pass
+    // twice a forward's (the split above says how equal they are).
+    std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
+    if (kind) {
+      PipelineSchedule schedule =
+          buildSchedule(*kind, options.pp, options.microbatches);
+      llvm::errs() << llvm::format(
+          "predicted bubble of the %s schedule with %lld micro-batches: "
+          "%.1f%% (equal stages, backward = 2 x forward)\n",
+          scheduleKindName(*kind), (long long)options.microbatches,
+          100.0 * schedule.simulate(1.0, 2.0).bubble());
+    }
+  }
   return true;
 }

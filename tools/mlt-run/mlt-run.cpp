@@ -904,7 +904,9 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     if (!tensors)
       loaded = tensors.takeStatus();
     else
-      loaded = loadParameters(**ranks, *tensors).withContext(o.initFrom);
+      loaded = (dist ? loadParameters(**ranks, plan, *tensors)
+                     : loadParameters(**ranks, *tensors))
+                   .withContext(o.initFrom);
   } else {
     loaded = initializeParameters(**ranks, o.seed);
   }
@@ -1050,7 +1052,20 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     return Status::ok();
   };
-  Status status = (*trainer)->run([&](const StepMetrics &m) -> Status {
+  Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
+    StepMetrics m = measured;
+#ifdef MLT_HAVE_CUDA
+    // Under pipeline parallelism the loss is the last stage's: its first
+    // rank's process sends it to rank 0's, which reports.
+    if (dist && options.reportingRank != 0) {
+      if (dist->rank() == int(options.reportingRank))
+        MLT_RETURN_IF_ERROR(
+            dist->communicator->send(0, &m.loss, sizeof(m.loss)));
+      else if (reports)
+        MLT_RETURN_IF_ERROR(dist->communicator->receive(
+            int(options.reportingRank), &m.loss, sizeof(m.loss)));
+    }
+#endif
     if (m.step == 1 && !o.dumpGrads.empty()) {
       StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
       if (!grads)

@@ -593,11 +593,21 @@ Status initialize(const std::vector<Executor *> &executors, uint64_t seed) {
       });
 }
 
-Status load(const std::vector<Executor *> &executors,
-            const TensorMap &tensors) {
+/// `plan`: the whole plan, of which `executors` hold some ranks (one
+/// process per GPU): the checkpoint must hold exactly its parameters, though
+/// these ranks need only theirs (a pipeline stage's).
+Status load(const std::vector<Executor *> &executors, const TensorMap &tensors,
+            const Plan *plan = nullptr) {
   const std::vector<ExpectedTensor> expected =
       parametersOf(rankPlansOf(executors));
-  MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  if (plan) {
+    std::vector<const RankPlan *> all;
+    for (const RankPlan &rank : plan->ranks)
+      all.push_back(&rank);
+    MLT_RETURN_IF_ERROR(checkTensors(tensors, parametersOf(all)));
+  } else {
+    MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  }
   return writeParameters(
       executors, expected,
       [&](const ExpectedTensor &parameter) -> StatusOr<std::vector<float>> {
@@ -670,6 +680,11 @@ Status mlt::rt::loadParameters(Executor &executor, const TensorMap &tensors) {
 
 Status mlt::rt::loadParameters(RankGroup &ranks, const TensorMap &tensors) {
   return load(executorsOf(ranks), tensors);
+}
+
+Status mlt::rt::loadParameters(RankGroup &local, const Plan &plan,
+                               const TensorMap &tensors) {
+  return load(executorsOf(local), tensors, &plan);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,

@@ -171,10 +171,12 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   // The step is queued whole, its outputs read as it completes, and waited
   // for once (no device synchronization inside a step).
   MLT_RETURN_IF_ERROR(executor.runStep(/*wait=*/false));
+  // Rank 0 reads the gradient norm (every rank has it) where another
+  // rank reports the loss: the process holding rank 0 reports the step.
   const bool readLoss =
       isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
-  if (readLoss) {
-    for (int64_t mb = 0; mb < microbatches && rank.hasLoss; ++mb)
+  if (readLoss || executor.rankPlan().rank == 0) {
+    for (int64_t mb = 0; mb < microbatches && rank.hasLoss && readLoss; ++mb)
       MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
           rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
     MLT_RETURN_IF_ERROR(

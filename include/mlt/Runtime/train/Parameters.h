@@ -108,6 +108,11 @@ Status initializeParameters(RankGroup &ranks, uint64_t seed);
 /// optimizer states.
 Status loadParameters(Executor &executor, const TensorMap &tensors);
 Status loadParameters(RankGroup &ranks, const TensorMap &tensors);
+/// The same for a process that holds some ranks (`local`) of `plan` (one
+/// process per GPU): the tensors must be exactly the whole plan's
+/// parameters; the local ranks take theirs (a pipeline stage's).
+Status loadParameters(RankGroup &local, const Plan &plan,
+                      const TensorMap &tensors);
 
 /// The tensors of `kind` as whole F32 tensors, assembled from their
 /// holders (the holder rule above; each block or range from the lowest rank

@@ -20,6 +20,7 @@
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
 
@@ -445,5 +446,13 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   fbb.Finish(plan, mlt::rt::kPlanFileIdentifier);
   bytes.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                fbb.GetSize());
+  // The runtime's checks, before anything runs: every buffer, launch and
+  // call, the collectives and transfers matched across ranks, a step that
+  // cannot deadlock (the runtime checks again when it loads the plan).
+  mlt::rt::StatusOr<mlt::rt::Plan> parsed =
+      mlt::rt::parsePlan(bytes.data(), bytes.size(), "the plan");
+  if (!parsed) // (the location alone: the module is the whole plan)
+    return emitError(module.getLoc(), "plan export: ")
+           << parsed.status().message();
   return success();
 }

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
 
 #include <iomanip>
 #include <ostream>
@@ -183,7 +185,63 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
   }
 }
 
+namespace {
+
+/// A rank's transfer groups, each in braces: `F2.0>1` sends what F2.0
+/// computed to rank 1 (the work item of the compute call before it with
+/// the same micro-batch), `B0.0<1` receives from rank 1 what B0.0 needs
+/// (the next such call's item). Empty when the rank has no transfers.
+std::string transfersString(const Plan &plan, const Mesh *mesh,
+                            const RankPlan &rank) {
+  auto itemNear = [&](size_t call, int64_t microbatch, bool before) {
+    for (size_t c = call; before ? c-- > 0 : ++c < rank.step.size();)
+      if (rank.step[c].microbatch == microbatch && !rank.step[c].work.empty())
+        return before ? rank.step[c].work.back().str()
+                      : rank.step[c].work.front().str();
+    return std::string("?");
+  };
+  std::string text;
+  for (const TransferGroup &group : transferGroups(rank)) {
+    text += text.empty() ? "{" : " {";
+    bool first = true;
+    for (size_t c = group.begin; c < group.end; ++c) {
+      const CallDesc &call = rank.step[c];
+      for (const InstructionDesc &inst :
+           rank.programs[call.program].instructions) {
+        const bool send = inst.kernel == Kernel::Send;
+        TransferAttrs attrs = transferAttrs(inst);
+        std::string peer = "?";
+        if (mesh && attrs.axis >= 0 && size_t(attrs.axis) < plan.mesh.size()) {
+          StatusOr<std::vector<int>> coords = mesh->coordinates(int(rank.rank));
+          if (coords) {
+            (*coords)[size_t(attrs.axis)] += int(attrs.shift);
+            if (StatusOr<int> at = mesh->rankAt(*coords))
+              peer = std::to_string(*at);
+          }
+        }
+        text += (first ? "" : " ") +
+                itemNear(c, call.microbatch, /*before=*/send) +
+                (send ? ">" : "<") + peer;
+        first = false;
+      }
+    }
+    text += "}";
+  }
+  return text;
+}
+
+} // namespace
+
 void mlt::rt::printSchedule(const Plan &plan, std::ostream &os) {
-  for (const RankPlan &rank : plan.ranks)
+  std::optional<Mesh> mesh;
+  if (!plan.mesh.empty())
+    if (StatusOr<Mesh> created = Mesh::create(plan.mesh))
+      mesh = std::move(*created);
+  for (const RankPlan &rank : plan.ranks) {
     os << "rank " << rank.rank << ": " << rank.scheduleString() << "\n";
+    std::string transfers =
+        transfersString(plan, mesh ? &*mesh : nullptr, rank);
+    if (!transfers.empty())
+      os << "rank " << rank.rank << " transfers: " << transfers << "\n";
+  }
 }

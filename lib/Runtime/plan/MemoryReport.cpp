@@ -29,7 +29,8 @@ bool RankMemory::operator==(const RankMemory &other) const {
          gradients == other.gradients &&
          optimizerState == other.optimizerState && io == other.io &&
          temporaries == other.temporaries && arena == other.arena &&
-         parameterElements == other.parameterElements;
+         parameterElements == other.parameterElements &&
+         inFlight == other.inFlight;
 }
 
 RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
@@ -42,6 +43,9 @@ RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
       parameterElements += buffer.numElements();
     if (!buffer.parameter.empty() && buffer.kind == BufferKind::ParameterCopy)
       copyElements += buffer.numElements();
+    if (buffer.kind == BufferKind::Temporary &&
+        buffer.copyIndex == CopyIndex::Slot)
+      memory.inFlight = std::max(memory.inFlight, buffer.copies);
     if (buffer.viewOf >= 0 || buffer.kind == BufferKind::Temporary)
       continue;
     const uint64_t bytes = buffer.extentBytes();
@@ -169,8 +173,14 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
        << total << "\n";
     os << partitionLine(plan);
     line("inputs and outputs ", memory.io, "", false);
-    line("activations, temps ", memory.temporaries, "(their planned peak)",
-         false);
+    const std::string kept =
+        memory.inFlight == 0
+            ? std::string("(their planned peak)")
+            : "(their planned peak; the activations of " +
+                  std::to_string(memory.inFlight) +
+                  (memory.inFlight == 1 ? " micro-batch" : " micro-batches") +
+                  " kept at once)";
+    line("activations, temps ", memory.temporaries, kept.c_str(), false);
     os << "  arena              " << mib(memory.arena)
        << "  (the rank's peak: allocated once)\n";
   }

@@ -32,6 +32,10 @@ struct RankMemory {
   /// lifetime, so this is their peak, alignment included).
   uint64_t temporaries = 0;
   uint64_t arena = 0;
+  /// The micro-batches whose activations the rank keeps at once (the
+  /// copies of its buffers kept per slot: a pipeline stage's in-flight
+  /// micro-batches); 0 when it keeps none from one call to another.
+  uint32_t inFlight = 0;
   /// Elements of the parameters the rank's forward pass reads (its blocks
   /// of them): what "per parameter" divides by.
   int64_t parameterElements = 0;

@@ -69,12 +69,19 @@ const char *mlt::scheduleKindName(ScheduleKind kind) {
     return "1f1b";
   case ScheduleKind::GPipe:
     return "gpipe";
+  case ScheduleKind::ZeroBubbleH1:
+    return "zb-h1";
   }
   return "?";
 }
 
+bool mlt::splitsWeightGradients(ScheduleKind kind) {
+  return kind == ScheduleKind::ZeroBubbleH1;
+}
+
 std::optional<ScheduleKind> mlt::parseScheduleKind(std::string_view name) {
-  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe})
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                            ScheduleKind::ZeroBubbleH1})
     if (name == scheduleKindName(kind))
       return kind;
   return std::nullopt;
@@ -82,6 +89,8 @@ std::optional<ScheduleKind> mlt::parseScheduleKind(std::string_view name) {
 
 PipelineSchedule mlt::buildSchedule(ScheduleKind kind, int64_t stages,
                                     int64_t microbatches) {
+  if (kind == ScheduleKind::ZeroBubbleH1)
+    return buildZeroBubbleH1Schedule(stages, microbatches);
   PipelineSchedule schedule;
   schedule.stages = stages;
   schedule.microbatches = microbatches;

@@ -124,9 +124,14 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
           buildSchedule(*kind, options.pp, options.microbatches);
       llvm::errs() << llvm::format(
           "predicted bubble of the %s schedule with %lld micro-batches: "
-          "%.1f%% (equal stages, backward = 2 x forward)\n",
+          "%.1f%% (equal stages, %s)\n",
           scheduleKindName(*kind), (long long)options.microbatches,
-          100.0 * schedule.simulate(1.0, 2.0).bubble());
+          100.0 * (splitsWeightGradients(*kind)
+                       ? schedule.simulate(1.0, 1.0, 1.0)
+                       : schedule.simulate(1.0, 2.0))
+                      .bubble(),
+          splitsWeightGradients(*kind) ? "F = B = W"
+                                       : "backward = 2 x forward");
     }
   }
   return true;

@@ -112,7 +112,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("split the residual stream along the sequence over tp"),
       llvm::cl::init(false)};
   Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("1f1b or gpipe"),
+                               llvm::cl::desc("1f1b, gpipe or zb-h1"),
                                llvm::cl::init("1f1b")};
   ListOption<std::string> recompute{
       *this, "recompute",

@@ -141,22 +141,6 @@ private:
     if (!last)
       return success();
     auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
-    // The copy's name: the body's for the last (or the only) micro-batch.
-    static constexpr std::pair<const char *, const char *> kCopies[] = {
-        {abi::kMicroStepProgram, abi::kMicroStepLastProgram},
-        {abi::kMicroStepFirstProgram, abi::kMicroStepOnlyProgram},
-        {abi::kBackwardProgram, abi::kBackwardLastProgram},
-        {abi::kBackwardFirstProgram, abi::kBackwardOnlyProgram}};
-    StringRef copyName;
-    for (auto [from, to] : kCopies)
-      if (body.getSymName() == from)
-        copyName = to;
-    if (copyName.empty())
-      return module.emitError("mlt-schedule-overlap: the step's last "
-                              "micro-batch calls @")
-             << body.getSymName() << ", expected @" << abi::kMicroStepProgram
-             << ", @" << abi::kMicroStepFirstProgram << ", @"
-             << abi::kBackwardProgram << " or @" << abi::kBackwardFirstProgram;
     // The optimizer step's reductions of whole gradients, before anything
     // else there touches them.
     SmallVector<rtir::LaunchOp> reductions;
@@ -171,6 +155,25 @@ private:
     }
     if (reductions.empty())
       return success();
+    // The copy's name: the body's for the last (or the only) micro-batch.
+    static constexpr std::pair<const char *, const char *> kCopies[] = {
+        {abi::kMicroStepProgram, abi::kMicroStepLastProgram},
+        {abi::kMicroStepFirstProgram, abi::kMicroStepOnlyProgram},
+        {abi::kBackwardProgram, abi::kBackwardLastProgram},
+        {abi::kBackwardFirstProgram, abi::kBackwardOnlyProgram},
+        {abi::kBackwardWeightProgram, abi::kBackwardWeightLastProgram},
+        {abi::kBackwardWeightFirstProgram, abi::kBackwardWeightOnlyProgram}};
+    StringRef copyName;
+    for (auto [from, to] : kCopies)
+      if (body.getSymName() == from)
+        copyName = to;
+    if (copyName.empty())
+      return module.emitError("mlt-schedule-overlap: the step's last "
+                              "micro-batch calls @")
+             << body.getSymName() << ", expected @" << abi::kMicroStepProgram
+             << ", @" << abi::kMicroStepFirstProgram << ", @"
+             << abi::kBackwardProgram << ", @" << abi::kBackwardFirstProgram
+             << " or their weight-gradient passes";
 
     rtir::ProgramOp copy = cloneProgram(body, copyName);
     if (failed(schedule(copy, reductions)))

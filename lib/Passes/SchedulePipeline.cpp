@@ -235,7 +235,7 @@ public:
     };
     std::optional<ScheduleKind> kind = parseScheduleKind(schedule);
     if (!kind)
-      return fail("unknown schedule '" + schedule + "' (1f1b or gpipe)");
+      return fail("unknown schedule '" + schedule + "' (1f1b, gpipe or zb-h1)");
     if (module.lookupSymbol(kStepName))
       return fail("the module has a @" + kStepName + " already");
     auto micro = module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepProgram);
@@ -270,14 +270,15 @@ public:
     }
     PipelineSchedule plan = buildSchedule(*kind, stages, microbatches);
     std::string why;
-    if (!plan.verify(&why))
+    if (!plan.verify(&why, splitsWeightGradients(*kind)))
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
     const std::vector<WorkItem> &work = plan.stageWork[size_t(stage)];
     // A pipeline stage's fused body receives first and sends last only on
     // the last stage (the others send their output, then receive its
     // gradient): elsewhere the bodies are split, even where F and B meet.
-    bool fused = stages == 1 || stage == stages - 1;
+    bool fused = (stages == 1 || stage == stages - 1) &&
+                 !splitsWeightGradients(*kind);
     for (size_t i = 0; i < work.size(); i += 2)
       fused &= work[i].kind == WorkKind::Forward && i + 1 < work.size() &&
                work[i + 1] == WorkItem{WorkKind::Backward, work[i].microbatch,
@@ -390,6 +391,16 @@ private:
     micro.erase();
     if (first)
       first.erase();
+    // Zero-bubble schedules: the weight gradients (W) apart from the rest
+    // of the backward pass (B).
+    rtir::ProgramOp weight, weightFirst;
+    if (llvm::any_of(work, [](const WorkItem &item) {
+          return item.kind == WorkKind::WeightGradient;
+        })) {
+      weight = splitWeightGradients(module, backward, b);
+      if (backwardFirst)
+        weightFirst = splitWeightGradients(module, backwardFirst, b);
+    }
     Transfers forwardTransfers, backwardTransfers, backwardFirstTransfers;
     if (transfers) {
       forwardTransfers = extractTransfers(forward, b);
@@ -398,11 +409,21 @@ private:
         backwardFirstTransfers = extractTransfers(backwardFirst, b);
     }
 
-    // Slots: the lowest free one at each forward, back at its backward.
+    // Slots: the lowest free one at each forward, back at its backward
+    // (at its weight-gradient pass, where there is one).
     std::vector<bool> busy;
     DenseMap<int64_t, int64_t> slotOf;
-    bool firstBackward = true;
+    bool firstBackward = true, firstWeight = true;
     for (const WorkItem &item : work) {
+      if (item.kind == WorkKind::WeightGradient) {
+        const int64_t slot = slotOf.lookup(item.microbatch);
+        busy[size_t(slot)] = false;
+        const bool isFirst = firstWeight && weightFirst;
+        addCalls(isFirst ? weightFirst : weight, Transfers{}, item.microbatch,
+                 slot, {item}, calls);
+        firstWeight = false;
+        continue;
+      }
       if (item.kind == WorkKind::Forward) {
         size_t slot = 0;
         while (slot < busy.size() && busy[slot])
@@ -416,7 +437,8 @@ private:
         continue;
       }
       const int64_t slot = slotOf.lookup(item.microbatch);
-      busy[size_t(slot)] = false;
+      if (!weight)
+        busy[size_t(slot)] = false;
       const bool isFirst = firstBackward && backwardFirst;
       addCalls(isFirst ? backwardFirst : backward,
                isFirst ? backwardFirstTransfers : backwardTransfers,
@@ -425,6 +447,34 @@ private:
     }
     keepAcrossCalls(module, calls, int64_t(busy.size()), b);
     return success();
+  }
+
+  /// Moves the launches of `backward` that only write gradient buffers
+  /// (the weight-gradient products, the accumulations into gradients) into
+  /// a program `<backward>_weight` put after it, and returns it. Nothing
+  /// else reads what they write, so the rest (B: the input gradients, what
+  /// the previous stage waits for) runs first and they later (W).
+  static rtir::ProgramOp splitWeightGradients(ModuleOp module,
+                                              rtir::ProgramOp backward,
+                                              OpBuilder &b) {
+    DenseSet<StringAttr> gradients;
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
+      if (buffer.getKind() == rtir::BufferKind::gradient)
+        gradients.insert(buffer.getSymNameAttr());
+    SmallVector<rtir::LaunchOp> moved;
+    for (auto launch : backward.getBody().getOps<rtir::LaunchOp>())
+      if (!launch.getOutputs().empty() &&
+          llvm::all_of(launch.getOutputs(), [&](Attribute ref) {
+            return gradients.contains(cast<FlatSymbolRefAttr>(ref).getAttr());
+          }))
+        moved.push_back(launch);
+    b.setInsertionPointAfter(backward);
+    auto program = rtir::ProgramOp::create(
+        b, backward.getLoc(), (backward.getSymName() + "_weight").str());
+    Block &block = program.getBody().emplaceBlock();
+    for (rtir::LaunchOp launch : moved)
+      launch->moveBefore(&block, block.end());
+    return program;
   }
 
   /// The calls of `body` for micro-batch `microbatch` in `slot`: its

@@ -1,7 +1,7 @@
 // RUN: mlt-opt %s -split-input-file -verify-diagnostics -mlt-schedule-pipeline
 // RUN: not mlt-opt %s -split-input-file -mlt-schedule-pipeline="schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=OPTION
 
-// OPTION: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b or gpipe)
+// OPTION: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b, gpipe or zb-h1)
 
 // Tests that the bodies must be there (the pass runs after the lowering).
 // expected-error @+1 {{mlt-schedule-pipeline: needs the programs @micro_step and @optimizer_step (run mlt-lower-to-runtime first)}}

@@ -43,4 +43,4 @@
 // GPIPE-NEXT: mlt_rt.call @backward_first microbatch 0 slot 0 work [B0.0]
 // GPIPE-NEXT: mlt_rt.call @backward microbatch 1 slot 1 work [B1.0]
 
-// BAD: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b or gpipe)
+// BAD: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b, gpipe or zb-h1)

@@ -153,14 +153,18 @@ the plan, so with a plan file --pp, --tp and --dp must match its mesh):
                              next step's forward pass, each layer waiting
                              only for its own; off: at the end of the
                              optimizer step; when compiling only
-  --schedule 1f1b|gpipe      the order of the micro-batches' forward and
-                             backward passes in a step (default 1f1b: each
-                             forward followed by its backward, so one
-                             micro-batch's activations are kept at a time;
-                             gpipe: all forwards first, every micro-batch's
-                             activations kept, the same results in more
-                             memory); when compiling only; --print-schedule
-                             shows it
+  --schedule 1f1b|gpipe|zb-h1
+                             the order of the micro-batches' forward and
+                             backward passes in a step (default 1f1b:
+                             Megatron-Core's, one forward and one backward
+                             in turn after a warm-up of P - s - 1 forwards
+                             on stage s of P; gpipe: all forwards first,
+                             every micro-batch's activations kept, the same
+                             results in more memory; zb-h1: the zero-bubble
+                             paper's, each backward split into B (input
+                             gradients) and W (weight gradients), W deferred
+                             into the bubbles); when compiling only;
+                             --print-schedule shows it
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
@@ -373,8 +377,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
        }},
       {"--schedule",
        [&o](const std::string &flag, const std::string &v) {
-         if (v != "1f1b" && v != "gpipe")
-           return errorf(flag, " ", v, ": expected 1f1b or gpipe");
+         if (v != "1f1b" && v != "gpipe" && v != "zb-h1")
+           return errorf(flag, " ", v, ": expected 1f1b, gpipe or zb-h1");
          o.pipelineSchedule = v;
          return Status::ok();
        }},
@@ -708,6 +712,10 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   if (compile.zero > 0 && compile.dp < 2)
     return errorf("--zero ", compile.zero, " partitions the optimizer state "
                   "over the data-parallel ranks and needs --dp 2 or more");
+  if (compile.zero == 2 && compile.schedule == "zb-h1")
+    return errorf("--schedule zb-h1 with --zero 2: ZeRO-2 reduce-scatters "
+                  "each micro-batch's gradients where its backward pass "
+                  "ends, which zb-h1 splits in two; use --zero 1 or 1f1b");
   if (compile.gradReduceDtype == "bf16" &&
       (compile.zero != 2 || compile.dtype != "bf16"))
     return errorf("--grad-reduce-dtype bf16 reduce-scatters each "

@@ -69,10 +69,15 @@ enum class ScheduleKind : uint8_t {
   /// All forwards, then all backwards (GPipe): every stage keeps the
   /// activations of all M micro-batches.
   GPipe,
+  /// ZB-H1 (buildZeroBubbleH1Schedule): the backward split into B and W,
+  /// W deferred into the bubbles.
+  ZeroBubbleH1,
 };
 
-/// "1f1b", "gpipe".
+/// "1f1b", "gpipe", "zb-h1".
 const char *scheduleKindName(ScheduleKind kind);
+/// Whether the schedules of `kind` split the backward pass into B and W.
+bool splitsWeightGradients(ScheduleKind kind);
 /// The kind named `name`, if any.
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 

@@ -571,6 +571,22 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
     bodies, in the same order per micro-batch: the results are the same
     bits.
 
+    A pipeline stage's module (`mlt.stage = s`, mlt-partition-pipeline)
+    takes stage s's share of the schedule of all stages (the mesh's `pp`).
+    Its bodies' sends and receives move into programs of their own
+    (`forward_send`, `backward_recv`, ...), called with the body's
+    micro-batch and slot: the receives before the body, the sends after it,
+    so that adjacent transfer calls form one group (a send after an item
+    paired with the next item's receive, as Megatron's
+    `send_forward_recv_backward`), which is what keeps blocking transfers
+    from deadlocking. Only the last stage keeps fused bodies (it receives
+    first and sends last). Every temporary that the calls of two programs
+    touch (a body and its transfers, a forward and its backward) gets a
+    copy per slot. `zb-h1` also splits each backward body into B (the
+    rest) and W (`backward_weight`: the launches that only write weight
+    gradients), called for the schedule's W items; a micro-batch's slot is
+    then freed at its W.
+
     After (`microbatches=3`):
     ```mlir
     mlt_rt.step @step {
@@ -595,7 +611,7 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "the order of the micro-batches' passes: 1f1b or gpipe">
+           "the order of the micro-batches' passes: 1f1b, gpipe or zb-h1">
   ];
 }
 

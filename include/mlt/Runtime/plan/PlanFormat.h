@@ -109,6 +109,16 @@ inline constexpr const char *kBackwardProgram = "backward";
 inline constexpr const char *kBackwardFirstProgram = "backward_first";
 inline constexpr const char *kBackwardLastProgram = "backward_last";
 inline constexpr const char *kBackwardOnlyProgram = "backward_only";
+/// Under a zero-bubble schedule (zb-h1) the backward pass split again: B
+/// (`backward`, the input gradients) and W (`backward_weight`, the
+/// launches that only write weight gradients), with the same variants.
+inline constexpr const char *kBackwardWeightProgram = "backward_weight";
+inline constexpr const char *kBackwardWeightFirstProgram =
+    "backward_first_weight";
+inline constexpr const char *kBackwardWeightLastProgram =
+    "backward_weight_last";
+inline constexpr const char *kBackwardWeightOnlyProgram =
+    "backward_weight_only";
 inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
 
 //===----------------------------------------------------------------------===//

@@ -33,7 +33,7 @@ module {
 // -----
 
 // Tests that a last micro-batch whose body is not a micro-step is refused.
-// expected-error @+1 {{mlt-schedule-overlap: the step's last micro-batch calls @other, expected @micro_step, @micro_step_first, @backward or @backward_first}}
+// expected-error @+1 {{mlt-schedule-overlap: the step's last micro-batch calls @other, expected @micro_step, @micro_step_first, @backward, @backward_first or their weight-gradient passes}}
 module {
   mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<16xf32>
   mlt_rt.program @other {

@@ -106,6 +106,17 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     return fail(error.empty() ? options.model + ": cannot parse the model"
                               : error);
 
+  // Tied embeddings across pipeline stages are summed over pp in the
+  // optimizer step, which ZeRO's partitioned step does not do yet.
+  if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
+          MLTDialect::getModelAttrName());
+      config && config.getTieWordEmbeddings() && options.pp > 1 &&
+      options.zero > 0) {
+    error = options.model + ": tied embeddings (tie_word_embeddings) across "
+                            "pipeline stages do not compose with --zero yet; "
+                            "use --zero 0 or --pp 1";
+    return false;
+  }
   PassManager pm(&context);
   buildTrainPipeline(pm, options);
   if (failed(pm.run(*module)))

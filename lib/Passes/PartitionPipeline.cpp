@@ -170,11 +170,57 @@ public:
         return signalPassFailure();
       lo = hi;
     }
+    markTied(module);
     for (Operation *op : original)
       op->erase();
   }
 
 private:
+  /// A parameter that several stages read (tied embeddings: the first
+  /// stage's embedding, the last's LM head) gets `mlt.tied` on each copy,
+  /// naming the first such stage (the one whose gradient norm counts it);
+  /// the stages between, which do not hold it, list it in
+  /// `mlt.tied_zeros` to join the sum of its gradient over pp with zeros.
+  void markTied(ModuleOp module) {
+    SmallVector<ModuleOp> stages(module.getOps<ModuleOp>());
+    llvm::StringMap<SmallVector<ParamOp>> holders;
+    for (ModuleOp stage : stages)
+      for (ParamOp param : stage.getOps<ParamOp>())
+        if (!param.isPerLayer()) // (a family's stages hold other layers)
+          holders[param.getSymName()].push_back(param);
+    Builder b(&getContext());
+    SmallVector<std::pair<std::string, ParamOp>> tied;
+    for (auto &entry : holders)
+      if (entry.second.size() > 1)
+        tied.push_back({entry.first().str(), entry.second.front()});
+    llvm::sort(tied, [](auto &x, auto &y) { return x.first < y.first; });
+    for (ModuleOp stage : stages) {
+      SmallVector<Attribute> zeros;
+      for (auto &[name, first] : tied) {
+        SmallVector<ParamOp> &copies = holders[name];
+        auto firstStage = first->getParentOfType<ModuleOp>()
+                              ->getAttrOfType<IntegerAttr>(
+                                  MLTDialect::getStageAttrName());
+        bool holds = false;
+        for (ParamOp copy : copies)
+          if (copy->getParentOfType<ModuleOp>() == stage) {
+            copy->setAttr(MLTDialect::getTiedAttrName(), firstStage);
+            holds = true;
+          }
+        if (holds)
+          continue;
+        Attribute sharding =
+            first->getAttr(MLTDialect::getShardingAttrName());
+        zeros.push_back(b.getArrayAttr(
+            {b.getStringAttr(name), TypeAttr::get(first.getType()),
+             sharding ? sharding : Attribute(b.getUnitAttr())}));
+      }
+      if (!zeros.empty())
+        stage->setAttr(MLTDialect::getTiedZerosAttrName(),
+                       b.getArrayAttr(zeros));
+    }
+  }
+
   /// Stage `s`'s module: its forward pass over layers [lo, hi) and the
   /// parameters it reads.
   LogicalResult buildStage(ModuleOp stage, func::FuncOp source, int64_t s,

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/GradientBuckets.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
@@ -142,11 +143,19 @@ private:
       return success();
     auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
     // The optimizer step's reductions of whole gradients, before anything
-    // else there touches them.
+    // else there touches them; not those over the pipeline axis (a tied
+    // parameter's, between stages whose last backward passes come at
+    // different points of the step: they stay where every stage issues
+    // them in one order).
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    const int64_t pipelineAxis = mesh ? mesh.axisIndex("pp") : -1;
     SmallVector<rtir::LaunchOp> reductions;
     llvm::DenseSet<StringRef> touched;
     for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {
       std::optional<StringRef> gradient = reducedGradient(launch, buffers);
+      if (gradient && pipelineAxis >= 0 &&
+          launch.getInts().size() == 2 && launch.getInts()[1] == pipelineAxis)
+        gradient = std::nullopt;
       if (gradient && !touched.contains(*gradient) && launch.isPlain())
         reductions.push_back(launch);
       for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})

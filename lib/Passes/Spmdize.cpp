@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <map>
+
 namespace mlt {
 #define GEN_PASS_DEF_MLTSPMDIZE
 #include "mlt/Passes/Passes.h.inc"
@@ -35,6 +37,8 @@ public:
     for (func::FuncOp func : programFunctions(module))
       if (failed(partition(func)))
         return failure();
+    if (auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer_step"))
+      tieStages(optimizer);
     return success();
   }
 
@@ -151,7 +155,12 @@ private:
   void reduceNormOperands(GlobalNormOp norm) {
     SmallVector<Value> whole;
     SmallVector<std::pair<ArrayRef<StringAttr>, Value>> groups;
+    SmallVector<Operation *> uncounted;
     for (Value v : norm.getSums()) {
+      if (!countsInNorm(v)) {
+        uncounted.push_back(v.getDefiningOp());
+        continue;
+      }
       ArrayRef<StringAttr> partial = shardingOf(v).getPartial();
       if (partial.empty()) {
         whole.push_back(v);
@@ -179,8 +188,82 @@ private:
                         .getResult()});
     }
     norm->setOperands(whole);
+    for (Operation *op : uncounted)
+      if (op && op->use_empty())
+        op->erase();
   }
 
+  /// The tied parameter (mlt.tied) whose gradient `load` reads, if any.
+  ParamOp tiedParam(LoadGradOp load) {
+    auto param = module.lookupSymbol<ParamOp>(load.getNameAttr());
+    return param && param->hasAttr(MLTDialect::getTiedAttrName()) ? param
+                                                                   : ParamOp();
+  }
+
+  /// Whether the sum of squares `v` counts in this rank's gradient norm:
+  /// a tied parameter's only on the stage its `mlt.tied` names.
+  bool countsInNorm(Value v) {
+    auto sum = v.getDefiningOp<SumSquaresOp>();
+    // (through the reductions that made it whole)
+    Value input = sum ? sum.getInput() : Value();
+    while (auto reduce = input ? input.getDefiningOp<AllReduceOp>()
+                               : AllReduceOp())
+      input = reduce.getInput();
+    auto load = input ? input.getDefiningOp<LoadGradOp>() : LoadGradOp();
+    ParamOp param = load ? tiedParam(load) : ParamOp();
+    auto stage =
+        module->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName());
+    return !param || !stage ||
+           param->getAttrOfType<IntegerAttr>(MLTDialect::getTiedAttrName())
+                   .getInt() == stage.getInt();
+  }
+
+public:
+  /// The optimizer step of a pipeline stage starts by summing the gradients
+  /// of tied parameters over pp (in place: every holder's copy then has the
+  /// sum, added in group order, so the copies update alike), the stages
+  /// between joining with zeros; one all-reduce per tied parameter, in the
+  /// order of their names on every stage.
+  void tieStages(func::FuncOp optimizer) {
+    if (!module->hasAttr(MLTDialect::getStageAttrName()) ||
+        mesh.axisIndex(kPipelineAxis) < 0)
+      return;
+    Block &body = optimizer.getBody().front();
+    std::map<std::string, Operation *> entries; // by name: a load or a zero
+    for (LoadGradOp load : llvm::to_vector(body.getOps<LoadGradOp>()))
+      if (tiedParam(load))
+        entries[load.getName().str()] = load;
+    auto zeros = module->getAttrOfType<ArrayAttr>(
+        MLTDialect::getTiedZerosAttrName());
+    for (Attribute entry :
+         zeros ? zeros.getValue() : ArrayRef<Attribute>()) {
+      auto triple = cast<ArrayAttr>(entry);
+      auto type = cast<RankedTensorType>(cast<TypeAttr>(triple[1]).getValue());
+      if (auto sharding = dyn_cast<ShardingAttr>(triple[2]))
+        type = RankedTensorType::get(
+            sharding.localShape(type.getShape(), mesh), type.getElementType());
+      b.setInsertionPointToStart(&body);
+      entries[cast<StringAttr>(triple[0]).str()] = arith::ConstantOp::create(
+          b, optimizer.getLoc(),
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 0.0)));
+    }
+    Operation *after = nullptr;
+    for (auto &[name, op] : entries) {
+      if (after)
+        op->moveAfter(after);
+      else
+        op->moveBefore(&body.front());
+      b.setInsertionPointAfter(op);
+      Value value = op->getResult(0);
+      auto sum = AllReduceOp::create(b, op->getLoc(), value,
+                                     b.getStringAttr(kPipelineAxis));
+      value.replaceAllUsesExcept(sum.getResult(), sum);
+      after = sum;
+    }
+  }
+
+private:
   LogicalResult partition(func::FuncOp func) {
     shardings.clear();
     cache.clear();

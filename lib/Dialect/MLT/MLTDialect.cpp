@@ -80,6 +80,29 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a unit attribute";
     return success();
   }
+  if (attr.getName() == getTiedAttrName()) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ParamOp>(op) || !stage || stage.getValue().getSExtValue() < 0)
+      return op->emitError() << "'" << getTiedAttrName()
+                             << "' must be a stage number on an mlt.param";
+    return success();
+  }
+  if (attr.getName() == getTiedZerosAttrName()) {
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    bool ok = list && isa<ModuleOp>(op);
+    for (Attribute entry : ok ? list.getValue() : ArrayRef<Attribute>()) {
+      auto triple = dyn_cast<ArrayAttr>(entry);
+      ok &= triple && triple.size() == 3 && isa<StringAttr>(triple[0]) &&
+            isa<TypeAttr>(triple[1]) &&
+            isa<RankedTensorType>(cast<TypeAttr>(triple[1]).getValue()) &&
+            isa<ShardingAttr, UnitAttr>(triple[2]);
+    }
+    if (!ok)
+      return op->emitError() << "'" << getTiedZerosAttrName()
+                             << "' must be a list of [name, tensor type, "
+                                "sharding or unit] on a module";
+    return success();
+  }
   if (attr.getName() == getStageAttrName()) {
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !stage || stage.getValue().getSExtValue() < 0)

@@ -72,6 +72,16 @@ def MLT_Dialect : Dialect {
     /// On a nested module that mlt-partition-pipeline made: the pipeline
     /// stage it holds (its ranks' coordinate on the mesh axis `pp`).
     static constexpr ::llvm::StringLiteral getStageAttrName() { return "mlt.stage"; }
+    /// On a parameter that several pipeline stages use (tied embeddings:
+    /// the first stage's embedding, the last's LM head): the stage whose
+    /// gradient norm counts it. The stages holding it sum its gradient
+    /// over `pp` before the update (mlt-spmdize), so their copies stay
+    /// bit-identical.
+    static constexpr ::llvm::StringLiteral getTiedAttrName() { return "mlt.tied"; }
+    /// On a stage module between the holders of tied parameters: each
+    /// one's name, type and sharding (`[name, type, sharding or unit]`),
+    /// for which the stage joins the sum over `pp` with zeros.
+    static constexpr ::llvm::StringLiteral getTiedZerosAttrName() { return "mlt.tied_zeros"; }
   private:
     void registerAttributes();
   public:

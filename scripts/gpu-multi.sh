@@ -3,7 +3,7 @@
 # collectives over NCCL, on a machine with GPUs but no LLVM. Trains the
 # llama-ref-a fixture with dp=2, tp=2, tp=2 + sequence parallelism and dp=2
 # with 2 micro-batches on 2 GPUs, and llama-ref-c with pp=2 (1F1B with 2
-# and 4 micro-batches, GPipe), checks each run against the fixture (HF
+# and 4 micro-batches, GPipe, ZB-H1), checks each run against the fixture (HF
 # transformers) and against the 1-GPU run, and checks the error paths (a
 # plan of several ranks without mpirun, more processes than GPUs, a plan for
 # another world size, a rank failing mid-run). On a machine of one GPU the
@@ -99,6 +99,7 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan_c c-pp2-m2 --microbatches 2 --pp 2
   compile_plan_c c-pp2-m4 --microbatches 4 --pp 2
   compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
+  compile_plan_c c-pp2-m4-zb --microbatches 4 --pp 2 --schedule zb-h1
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -118,6 +119,7 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2-z2-bf16r --batch 8 --dp 2 --zero 2 --grad-reduce-dtype bf16
   # pp=2: 8 micro-batches of 4 x 2048 per step (1F1B).
   tinyllama tl-b32-pp2 --batch 32 --microbatches 8 --pp 2 2>/dev/null
+  tinyllama tl-b32-pp2-zb --batch 32 --microbatches 8 --pp 2 --schedule zb-h1 2>/dev/null
   # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
   # of 1 x 2048 per GPU.
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
@@ -296,7 +298,7 @@ if (( gpus >= 2 )); then
   echo "== 1 GPU, llama-ref-c, 2 and 4 micro-batches"
   trainc c-one-m2 ./bin/mlt-run plans/c-one-m2.mltplan
   trainc c-one-m4 ./bin/mlt-run plans/c-one-m4.mltplan
-  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe; do
+  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe c-pp2-m4-zb; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     trainc $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     one=c-one-m2; [[ $plan == *m4* ]] && one=c-one-m4

@@ -110,7 +110,8 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   // optimizer step, which ZeRO's partitioned step does not do yet.
   if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
           MLTDialect::getModelAttrName());
-      config && config.getTieWordEmbeddings() && options.pp > 1 &&
+      config && config.getTieWordEmbeddings() &&
+      config.getTieWordEmbeddings().getValue() && options.pp > 1 &&
       options.zero > 0) {
     error = options.model + ": tied embeddings (tie_word_embeddings) across "
                             "pipeline stages do not compose with --zero yet; "

@@ -7,6 +7,8 @@
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 
+#include "ShapeRules.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
@@ -15,18 +17,7 @@ using namespace mlt;
 namespace {
 
 template <typename OpT> FailureOr<int64_t> transferAxisSize(OpT op) {
-  auto module = op->template getParentOfType<ModuleOp>();
-  auto mesh = module ? module->template getAttrOfType<MeshAttr>(
-                           MLTDialect::getMeshAttrName())
-                     : MeshAttr();
-  if (!mesh)
-    return op.emitOpError("runs along mesh axis '")
-           << op.getAxis() << "' but the module has no mlt.mesh";
-  int64_t index = mesh.axisIndex(op.getAxis());
-  if (index < 0)
-    return op.emitOpError("'") << op.getAxis()
-                               << "' is not an axis of the mesh " << mesh;
-  return mesh.getSizes()[index];
+  return mlt::detail::meshAxisSize(op, op.getAxis());
 }
 
 template <typename OpT>

@@ -8,6 +8,8 @@
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 
+#include "ShapeRules.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
@@ -375,17 +377,21 @@ LogicalResult verifyCollective(OpT op, std::optional<int64_t> dim,
 }
 
 template <typename OpT> FailureOr<int64_t> axisSizeOf(OpT op) {
-  MeshAttr mesh = meshOf(op);
-  if (!mesh)
-    return op.emitOpError("runs over mesh axis '")
-           << op.getAxis() << "' but the module has no mlt.mesh";
-  int64_t index = mesh.axisIndex(op.getAxis());
-  if (index < 0)
-    return op.emitOpError("'") << op.getAxis()
-                               << "' is not an axis of the mesh " << mesh;
-  return mesh.getSizes()[index];
+  return mlt::detail::meshAxisSize(op, op.getAxis());
 }
 } // namespace
+
+FailureOr<int64_t> mlt::detail::meshAxisSize(Operation *op, StringRef axis) {
+  MeshAttr mesh = meshOf(op);
+  if (!mesh)
+    return op->emitOpError("runs over mesh axis '")
+           << axis << "' but the module has no mlt.mesh";
+  int64_t index = mesh.axisIndex(axis);
+  if (index < 0)
+    return op->emitOpError("'") << axis << "' is not an axis of the mesh "
+                                << mesh;
+  return mesh.getSizes()[index];
+}
 
 #define MLT_COLLECTIVE(Op, Dim, Grows)                                          \
   FailureOr<int64_t> Op::getAxisSize() { return axisSizeOf(*this); }            \

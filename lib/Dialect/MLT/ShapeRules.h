@@ -116,6 +116,11 @@ LogicalResult verifyParamReference(Operation *op,
                                    FlatSymbolRefAttr name, Value layer,
                                    Type type, bool computeCopy = false);
 
+/// The size of mesh axis `axis` of the module around `op` (a collective
+/// runs over it, a transfer along it), or failure with a diagnostic on `op`
+/// when the module has no mesh or the mesh no such axis.
+FailureOr<int64_t> meshAxisSize(Operation *op, StringRef axis);
+
 } // namespace mlt::detail
 
 #endif // MLT_LIB_DIALECT_MLT_SHAPERULES_H

@@ -382,7 +382,8 @@ double PipelineSchedule::Timing::bubble() const {
 
 PipelineSchedule::Timing
 PipelineSchedule::simulate(double forward, double backward,
-                           double weightGradient) const {
+                           double weightGradient,
+                           const std::vector<double> &stageScale) const {
   // Each item's end, by (kind, micro-batch, virtual stage): it starts when
   // its stage is free and the item it depends on has ended.
   std::map<StageKey, double> end;
@@ -391,9 +392,10 @@ PipelineSchedule::simulate(double forward, double backward,
                     const std::optional<StageKey> &input) {
     const double ready =
         input ? std::max(clock[size_t(s)], end.at(*input)) : clock[size_t(s)];
-    const double cost = item.kind == WorkKind::Forward    ? forward
-                        : item.kind == WorkKind::Backward ? backward
-                                                          : weightGradient;
+    const double cost = (item.kind == WorkKind::Forward    ? forward
+                         : item.kind == WorkKind::Backward ? backward
+                                                           : weightGradient) *
+                        (stageScale.empty() ? 1.0 : stageScale.at(size_t(s)));
     clock[size_t(s)] = ready + cost;
     busy[size_t(s)] += cost;
     end[key] = clock[size_t(s)];

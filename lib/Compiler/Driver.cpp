@@ -128,20 +128,34 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   if (failed(exportPlan(*module, planBytes)))
     return fail(options.model + ": plan export failed");
   if (options.printStageSplit) {
-    // The schedule's own bubble: stages of equal time, a backward pass
-    // twice a forward's (the split above says how equal they are).
+    // The schedule's bubble with the split's stage times and with equal
+    // stages (a backward twice a forward; zb-h1: F = B = W).
     std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
+    auto costs = (*module)->getAttrOfType<DenseF64ArrayAttr>(
+        MLTDialect::getStageCostsAttrName());
     if (kind) {
       PipelineSchedule schedule =
           buildSchedule(*kind, options.pp, options.microbatches);
+      auto bubble = [&](const std::vector<double> &scale) {
+        return 100.0 * (splitsWeightGradients(*kind)
+                            ? schedule.simulate(1.0, 1.0, 1.0, scale)
+                            : schedule.simulate(1.0, 2.0, 0.0, scale))
+                           .bubble();
+      };
+      std::vector<double> scale;
+      if (costs && int64_t(costs.size()) == options.pp) {
+        double mean = 0.0;
+        for (double cost : costs.asArrayRef())
+          mean += cost / double(costs.size());
+        for (double cost : costs.asArrayRef())
+          scale.push_back(mean > 0 ? cost / mean : 1.0);
+      }
       llvm::errs() << llvm::format(
           "predicted bubble of the %s schedule with %lld micro-batches: "
-          "%.1f%% (equal stages, %s)\n",
+          "%.1f%% with the split's stage times, %.1f%% with equal stages "
+          "(%s)\n",
           scheduleKindName(*kind), (long long)options.microbatches,
-          100.0 * (splitsWeightGradients(*kind)
-                       ? schedule.simulate(1.0, 1.0, 1.0)
-                       : schedule.simulate(1.0, 2.0))
-                      .bubble(),
+          bubble(scale), bubble({}),
           splitsWeightGradients(*kind) ? "F = B = W"
                                        : "backward = 2 x forward");
     }

@@ -116,6 +116,9 @@ public:
         return fail(why);
       split = balanced.layers;
     }
+    module->setAttr(MLTDialect::getStageCostsAttrName(),
+                    DenseF64ArrayAttr::get(&getContext(),
+                                           stageTimes(costs, split)));
     if (print) {
       std::vector<double> times = stageTimes(costs, split);
       double total = 0.0;

@@ -209,6 +209,24 @@ TEST(PipelineSchedule, SimulationGivesTheTextbookBubbles) {
       0.0);
 }
 
+TEST(PipelineSchedule, SimulationOfUnequalStages) {
+  // P = 2, M = 4, stage 1 twice as slow (F 2, B 4 there): it paces the
+  // pipeline, waiting only for stage 0's first forward (1) while stage 0
+  // waits for its backwards; stage 0 ends with B3 (2) after stage 1's
+  // B3 ends at 25: a span of 27, idle 27 - 12 and 27 - 24.
+  PipelineSchedule::Timing timing =
+      buildSchedule(ScheduleKind::OneFOneB, 2, 4).simulate(1.0, 2.0, 0.0,
+                                                           {1.0, 2.0});
+  EXPECT_DOUBLE_EQ(timing.span, 27.0);
+  EXPECT_EQ(timing.idle, (std::vector<double>{15.0, 3.0}));
+  EXPECT_DOUBLE_EQ(timing.bubble(), 18.0 / 54.0);
+  // Equal scales are the plain simulation.
+  EXPECT_DOUBLE_EQ(buildSchedule(ScheduleKind::OneFOneB, 4, 8)
+                       .simulate(1.0, 2.0, 0.0, {1.0, 1.0, 1.0, 1.0})
+                       .span,
+                   33.0);
+}
+
 TEST(PipelineSchedule, WeightGradientsHoldActivationsInFlight) {
   // With W items an activation set lives until its W.
   PipelineSchedule split =

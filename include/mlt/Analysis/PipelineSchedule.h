@@ -112,8 +112,10 @@ struct PipelineSchedule {
     /// The idle share of the stages' time: sum(idle) / (stages * span).
     double bubble() const;
   };
-  Timing simulate(double forward, double backward,
-                  double weightGradient = 0.0) const;
+  /// `stageScale`: each stage's items take that many times their kind's
+  /// cost (unequal stages); empty: all 1.
+  Timing simulate(double forward, double backward, double weightGradient = 0.0,
+                  const std::vector<double> &stageScale = {}) const;
 
   /// Stage `stage`'s work, e.g. "F0.0 B0.0 F1.0 B1.0".
   std::string stageString(int64_t stage) const;

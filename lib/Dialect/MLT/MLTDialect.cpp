@@ -80,6 +80,12 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a unit attribute";
     return success();
   }
+  if (attr.getName() == getStageCostsAttrName()) {
+    if (!isa<ModuleOp>(op) || !isa<DenseF64ArrayAttr>(attr.getValue()))
+      return op->emitError() << "'" << getStageCostsAttrName()
+                             << "' must be an array<f64> on a module";
+    return success();
+  }
   if (attr.getName() == getTiedAttrName()) {
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ParamOp>(op) || !stage || stage.getValue().getSExtValue() < 0)

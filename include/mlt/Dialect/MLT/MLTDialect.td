@@ -78,6 +78,10 @@ def MLT_Dialect : Dialect {
     /// over `pp` before the update (mlt-spmdize), so their copies stay
     /// bit-identical.
     static constexpr ::llvm::StringLiteral getTiedAttrName() { return "mlt.tied"; }
+    /// On a module split into pipeline stages: each stage's predicted time
+    /// (relative: its layers', embedding's and head's FLOPs), which the
+    /// split balanced and a bubble prediction weighs the stages by.
+    static constexpr ::llvm::StringLiteral getStageCostsAttrName() { return "mlt.stage_costs"; }
     /// On a stage module between the holders of tied parameters: each
     /// one's name, type and sharding (`[name, type, sharding or unit]`),
     /// for which the stage joins the sum over `pp` with zeros.

@@ -116,9 +116,6 @@ public:
         return fail(why);
       split = balanced.layers;
     }
-    module->setAttr(MLTDialect::getStageCostsAttrName(),
-                    DenseF64ArrayAttr::get(&getContext(),
-                                           stageTimes(costs, split)));
     if (print) {
       std::vector<double> times = stageTimes(costs, split);
       double total = 0.0;
@@ -176,6 +173,10 @@ public:
     markTied(module);
     for (Operation *op : original)
       op->erase();
+    // (on the whole module only: the stages copied its attributes above)
+    module->setAttr(MLTDialect::getStageCostsAttrName(),
+                    DenseF64ArrayAttr::get(&getContext(),
+                                           stageTimes(costs, split)));
   }
 
 private:

@@ -23,7 +23,8 @@ namespace {
 constexpr llvm::StringLiteral kForward = "forward";
 constexpr llvm::StringLiteral kTensorAxis = "tp";
 constexpr llvm::StringLiteral kDataAxis = "dp";
-constexpr llvm::StringLiteral kPipelineAxis = "pp";
+constexpr llvm::StringLiteral kPipelineAxis =
+    MLTDialect::getPipelineAxisName();
 
 /// How a weight matrix of a LLaMA layer is split over `tp` ([out, in] as in
 /// HF checkpoints): the dimension split, or -1 for whole.

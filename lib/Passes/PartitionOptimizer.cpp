@@ -489,7 +489,7 @@ private:
     }
     // A pipeline stage holds its own parameters: the stages' sums add up
     // (one scalar per stage, all-reduced over pp).
-    const int64_t pipelineAxis = mesh ? mesh.axisIndex("pp") : -1;
+    const int64_t pipelineAxis = mesh ? mesh.axisIndex(MLTDialect::getPipelineAxisName()) : -1;
     if (pipelineAxis >= 0 && module->hasAttr(MLTDialect::getStageAttrName())) {
       rtir::BufferOp total = scalar("sum_squares.stage");
       rtir::LaunchOp::create(b, optimizer.getLoc(), "fill", {}, {ref(total)},

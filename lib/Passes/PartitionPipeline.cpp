@@ -28,7 +28,8 @@ using namespace mlt;
 namespace {
 
 constexpr llvm::StringLiteral kForward = "forward";
-constexpr llvm::StringLiteral kPipelineAxis = "pp";
+constexpr llvm::StringLiteral kPipelineAxis =
+    MLTDialect::getPipelineAxisName();
 constexpr llvm::StringLiteral kDataAxis = "dp";
 
 /// The predicted cost of the model's parts for one token, forward and

@@ -148,7 +148,7 @@ private:
     // different points of the step: they stay where every stage issues
     // them in one order).
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
-    const int64_t pipelineAxis = mesh ? mesh.axisIndex("pp") : -1;
+    const int64_t pipelineAxis = mesh ? mesh.axisIndex(MLTDialect::getPipelineAxisName()) : -1;
     SmallVector<rtir::LaunchOp> reductions;
     llvm::DenseSet<StringRef> touched;
     for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {

@@ -260,7 +260,7 @@ public:
             module->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName())) {
       auto mesh =
           module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
-      int64_t axis = mesh ? mesh.axisIndex("pp") : -1;
+      int64_t axis = mesh ? mesh.axisIndex(MLTDialect::getPipelineAxisName()) : -1;
       stage = attr.getInt();
       stages = axis < 0 ? 0 : mesh.getSizes()[axis];
       if (stage >= stages)

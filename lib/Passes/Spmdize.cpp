@@ -24,7 +24,8 @@ using namespace mlt;
 
 namespace {
 
-constexpr llvm::StringLiteral kPipelineAxis = "pp";
+constexpr llvm::StringLiteral kPipelineAxis =
+    MLTDialect::getPipelineAxisName();
 
 class Partitioner {
 public:

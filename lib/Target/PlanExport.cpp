@@ -398,7 +398,7 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
     if (failed(exportRanks(module, mesh, all, fbb, rankTables, shape)))
       return failure();
   } else {
-    int64_t axis = mesh ? mesh.axisIndex("pp") : -1;
+    int64_t axis = mesh ? mesh.axisIndex(MLTDialect::getPipelineAxisName()) : -1;
     if (axis < 0 || int64_t(stages.size()) != mesh.getSizes()[axis])
       return module.emitError("plan export: the module has ")
              << stages.size()

@@ -94,6 +94,8 @@ private:
   Status prepareTransport(int peer, size_t bytes, const char *what);
   /// The communicator of the axis named `name`, or an error naming it.
   StatusOr<const AxisComm *> findAxis(std::string_view name) const;
+  /// findAxis, after checking that this communicator can still be used.
+  StatusOr<const AxisComm *> usableAxis(std::string_view name) const;
 
   ncclComm_t world_ = nullptr;
   std::vector<AxisComm> axes_;
@@ -181,11 +183,16 @@ NcclCommunicator::findAxis(std::string_view name) const {
   return errorf("'", name, "' is not an axis of the mesh ", mesh().toString());
 }
 
+StatusOr<const AxisComm *>
+NcclCommunicator::usableAxis(std::string_view name) const {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  return findAxis(name);
+}
+
 Status NcclCommunicator::enqueue(std::string_view axisName,
                                  const CollectiveCall &call,
                                  cudaStream_t stream) {
-  MLT_RETURN_IF_ERROR(checkUsable());
-  StatusOr<const AxisComm *> found = findAxis(axisName);
+  StatusOr<const AxisComm *> found = usableAxis(axisName);
   if (!found)
     return found.takeStatus();
   const AxisComm *axis = *found;
@@ -244,8 +251,7 @@ Status
 NcclCommunicator::enqueueExchange(std::string_view axisName,
                                   const std::vector<PointToPoint> &transfers,
                                   cudaStream_t stream) {
-  MLT_RETURN_IF_ERROR(checkUsable());
-  StatusOr<const AxisComm *> found = findAxis(axisName);
+  StatusOr<const AxisComm *> found = usableAxis(axisName);
   if (!found)
     return found.takeStatus();
   const AxisComm *axis = *found;

@@ -72,6 +72,8 @@ def MLT_Dialect : Dialect {
     /// On a nested module that mlt-partition-pipeline made: the pipeline
     /// stage it holds (its ranks' coordinate on the mesh axis `pp`).
     static constexpr ::llvm::StringLiteral getStageAttrName() { return "mlt.stage"; }
+    /// The mesh axis of pipeline stages (mlt-annotate-layout puts it first).
+    static constexpr ::llvm::StringLiteral getPipelineAxisName() { return "pp"; }
     /// On a parameter that several pipeline stages use (tied embeddings:
     /// the first stage's embedding, the last's LM head): the stage whose
     /// gradient norm counts it. The stages holding it sum its gradient

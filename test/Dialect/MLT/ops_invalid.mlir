@@ -1078,3 +1078,24 @@ func.func @cross_entropy_result_type(%logits: tensor<?x?x256xf32>, %labels: tens
   %l = "mlt.cross_entropy"(%logits, %labels) : (tensor<?x?x256xf32>, tensor<?x?xi64>) -> tensor<f64>
   return
 }
+
+// -----
+
+// Tests that the pipeline attributes are where they belong.
+// expected-error @+1 {{'mlt.tied' must be a stage number on an mlt.param}}
+module attributes {mlt.tied = 0 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'mlt.tied_zeros' must be a list of [name, tensor type, sharding or unit] on a module}}
+module attributes {mlt.tied_zeros = ["model.embed_tokens.weight"]} {}
+
+// -----
+
+// expected-error @+1 {{'mlt.stage_costs' must be an array<f64> on a module}}
+module attributes {mlt.stage_costs = [1.0, 2.0]} {}
+
+// -----
+
+// A valid tied-zeros list parses.
+module attributes {mlt.tied_zeros = [["model.embed_tokens.weight", tensor<256x128xf32>, unit]]} {}

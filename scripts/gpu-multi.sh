@@ -100,6 +100,16 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan_c c-pp2-m4 --microbatches 4 --pp 2
   compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
   compile_plan_c c-pp2-m4-zb --microbatches 4 --pp 2 --schedule zb-h1
+  # Tied embeddings across two stages: the tiny config with
+  # tie_word_embeddings, on random bytes.
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['tie_word_embeddings']=True; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$root"/models/llama/configs/tiny.json "$dir"/plans/tied.json
+  python3 -c "import random,struct,sys; random.seed(1); open(sys.argv[1],'wb').write(struct.pack('<65536H', *(random.randrange(256) for _ in range(65536))))" \
+    "$dir"/plans/tied-tokens.u16
+  for pp in 1 2; do
+    "$compile" "$dir"/plans/tied.json --batch 8 --seq-len 32 --microbatches 2 --pp $pp \
+      --device cuda --emit-plan "$dir"/plans/tied-pp$pp.mltplan 2>/dev/null
+  done
   tinyllama() { # name, flags...
     local name=$1; shift
     "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --seq-len 2048 \
@@ -305,6 +315,16 @@ if (( gpus >= 2 )); then
     python3 tools/Inputs/compare_runs.py 1e-5 "$out"/$plan.jsonl "$out"/$one.jsonl \
       /tmp/mlt-$plan.grads /tmp/mlt-$one.grads || fail "$plan: against the 1-GPU run"
   done
+  echo "== 2 GPUs, tied embeddings at pp=2 against 1 GPU"
+  for pp in 1 2; do
+    launcher=; [[ $pp == 2 ]] && launcher="$mpirun -np 2"
+    $launcher ./bin/mlt-run plans/tied-pp$pp.mltplan --device cuda --data plans/tied-tokens.u16 \
+      --no-shuffle --steps 6 $hyper --log-json "$out"/tied-pp$pp.jsonl --save-hf /tmp/mlt-tied-pp$pp \
+      > "$out"/tied-pp$pp.log 2>&1 || { cat "$out"/tied-pp$pp.log; fail "tied-pp$pp: mlt-run"; }
+  done
+  python3 tools/Inputs/compare_runs.py 1e-4 "$out"/tied-pp2.jsonl "$out"/tied-pp1.jsonl \
+    /tmp/mlt-tied-pp2/model.safetensors /tmp/mlt-tied-pp1/model.safetensors \
+    || fail "tied-pp2: against the 1-GPU run"
   echo "== a rank failing mid-run (NaN loss at step 1, seen by rank 0): the job ends"
   set +e
   timeout 120 $mpirun -np 2 ./bin/mlt-run plans/dp2.mltplan --device cuda \

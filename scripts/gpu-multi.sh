@@ -18,6 +18,10 @@
 #   DIR/gpu-multi.sh run              (GPU machine) runs everything; logs go
 #                                     to $OUT (or DIR/out); exit 1 on any
 #                                     failure
+#   DIR/gpu-multi.sh four             (GPU machine, 4 GPUs) llama-ref-c at
+#                                     pp 4 (1F1B, ZB-H1), pp 2 x dp 2 and
+#                                     pp 2 x tp 2 against the fixture and
+#                                     the 1-GPU run
 #   DIR/gpu-multi.sh bench [STEPS]    (GPU machine, 2 GPUs) TinyLlama-1.1B
 #                                     (bf16, micro-batch 4 x 2048 per GPU):
 #                                     1 GPU, dp=2 with the gradient
@@ -100,6 +104,12 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan_c c-pp2-m4 --microbatches 4 --pp 2
   compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
   compile_plan_c c-pp2-m4-zb --microbatches 4 --pp 2 --schedule zb-h1
+  # Four GPUs (mode four): pp 4, pp 2 x dp 2, pp 2 x tp 2, ZB-H1 at pp 4.
+  compile_plan_c c-one-m8 --microbatches 8
+  compile_plan_c c-pp4-m8 --microbatches 8 --pp 4
+  compile_plan_c c-pp4-m8-zb --microbatches 8 --pp 4 --schedule zb-h1
+  compile_plan_c c-pp2-dp2-m4 --microbatches 4 --pp 2 --dp 2
+  compile_plan_c c-pp2-tp2-m4 --microbatches 4 --pp 2 --tp 2
   # Tied embeddings across two stages: the tiny config with
   # tie_word_embeddings, on random bytes.
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['tie_word_embeddings']=True; json.dump(c, open(sys.argv[2], 'w'))" \
@@ -142,8 +152,8 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == bench7b || "${1:-}" == profile ]] ||
-  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | bench7b [STEPS] | profile" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == bench7b || "${1:-}" == profile || "${1:-}" == four ]] ||
+  { echo "usage: $0 pack [DIR] | run | four | bench [STEPS] | bench7b [STEPS] | profile" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -201,6 +211,29 @@ PY
     grep -E '^(step|timeline|  stream)' "$out"/$plan$suffix.profile.txt | head -12
   done
   exit 0
+fi
+if [[ "$1" == four ]]; then
+  # Four GPUs: llama-ref-c's pipelines of four ranks against the fixture
+  # and the 1-GPU run of the same micro-batches.
+  mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+  hyper="--lr 0.003 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --weight-decay 0.1 --clip-grad 1.0"
+  status=0
+  for plan in c-one-m4 c-one-m8 c-pp4-m8 c-pp4-m8-zb c-pp2-dp2-m4 c-pp2-tp2-m4; do
+    launcher=; [[ $plan != c-one-* ]] && launcher="$mpirun -np 4"
+    echo "== $plan"
+    $launcher ./bin/mlt-run plans/$plan.mltplan --device cuda \
+      --init-from fixtures/llama-ref-c/model.safetensors --data plans/tokens-c.u16 --no-shuffle \
+      --steps 6 $hyper --log-json "$out"/$plan.jsonl --save-hf /tmp/mlt-$plan \
+      --dump-grads /tmp/mlt-$plan.grads > "$out"/$plan.log 2>&1 \
+      || { cat "$out"/$plan.log; echo "FAIL: $plan: mlt-run"; status=1; continue; }
+    python3 tools/fixture_tools.py check fixtures/llama-ref-c "$out"/$plan.jsonl \
+      --weights /tmp/mlt-$plan --grads /tmp/mlt-$plan.grads || { echo "FAIL: $plan: fixture"; status=1; }
+    [[ $plan == c-one-* ]] && continue
+    one=c-one-m4; [[ $plan == *m8* ]] && one=c-one-m8
+    python3 tools/Inputs/compare_runs.py 1e-4 "$out"/$plan.jsonl "$out"/$one.jsonl \
+      /tmp/mlt-$plan.grads /tmp/mlt-$one.grads || { echo "FAIL: $plan: against $one"; status=1; }
+  done
+  exit $status
 fi
 if [[ "$1" == bench ]]; then
   steps=${2:-10}

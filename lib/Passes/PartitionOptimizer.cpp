@@ -244,7 +244,7 @@ private:
              << steps.size();
     rtir::CallOp last;
     for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr() && !call.getWorkItems().empty())
+      if (call.getMicrobatchAttr() && call.hasWork())
         last = call; // (a pipeline stage's sends come after it)
     if (last) {
       auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
@@ -583,7 +583,7 @@ private:
     for (auto call : step.getBody().getOps<rtir::CallOp>()) {
       if (!call.getMicrobatchAttr())
         continue;
-      if (call.getWorkItems().empty()) {
+      if (!call.hasWork()) {
         // A pipeline stage's transfers around a body (`backward_recv`):
         // those of the writing body, which has temporaries of its own.
         for (auto [accumulating, writing] : kWriting)

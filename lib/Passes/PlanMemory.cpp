@@ -352,14 +352,8 @@ private:
     // during all of them.
     std::vector<CallSpan> beside(calls.size());
     auto isTransferCall = [&](rtir::CallOp call) {
-      auto program =
-          module.lookupSymbol<rtir::ProgramOp>(call.getProgramAttr());
-      auto launches = program.getBody().getOps<rtir::LaunchOp>();
-      return !launches.empty() &&
-             llvm::all_of(launches, [](rtir::LaunchOp launch) {
-               return launch.getKernel() == "send" ||
-                      launch.getKernel() == "recv";
-             });
+      return module.lookupSymbol<rtir::ProgramOp>(call.getProgramAttr())
+          .isTransferProgram();
     };
     for (size_t c = 0; c < calls.size();) {
       size_t end = c + 1;

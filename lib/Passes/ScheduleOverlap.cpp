@@ -137,7 +137,7 @@ private:
       return failure();
     rtir::CallOp last;
     for (auto call : step->getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr() && !call.getWorkItems().empty())
+      if (call.getMicrobatchAttr() && call.hasWork())
         last = call;
     if (!last)
       return success();
@@ -301,7 +301,7 @@ private:
     rtir::CallOp first;
     unsigned calls = 0;
     for (auto call : step->getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr() && !call.getWorkItems().empty() && !first)
+      if (call.getMicrobatchAttr() && call.hasWork() && !first)
         first = call; // (a pipeline stage's receives come before it)
     if (!first)
       return success();

@@ -97,15 +97,29 @@ rtir::ProgramOp moveLaunches(rtir::ProgramOp source, size_t begin, size_t end,
   return program;
 }
 
+/// The launches of `source` that `moves` selects, moved in order into a new
+/// program `name` put after `after`.
+rtir::ProgramOp
+moveMatchingLaunches(rtir::ProgramOp source,
+                     llvm::function_ref<bool(rtir::LaunchOp)> moves,
+                     StringRef name, Operation *after, OpBuilder &b) {
+  SmallVector<rtir::LaunchOp> moved;
+  for (auto launch : source.getBody().getOps<rtir::LaunchOp>())
+    if (moves(launch))
+      moved.push_back(launch);
+  b.setInsertionPointAfter(after);
+  auto program = rtir::ProgramOp::create(b, source.getLoc(), name);
+  Block &block = program.getBody().emplaceBlock();
+  for (rtir::LaunchOp launch : moved)
+    launch->moveBefore(&block, block.end());
+  return program;
+}
+
 /// The transfers a body's calls are wrapped in (pipeline stages): the
 /// receives its launches need first, the sends of what they leave.
 struct Transfers {
   rtir::ProgramOp recv, send;
 };
-
-bool isTransfer(rtir::LaunchOp launch) {
-  return launch.getKernel() == "send" || launch.getKernel() == "recv";
-}
 
 /// Moves `body`'s send and recv launches into programs of their own, put
 /// after it: `<body>_recv` (the receives) and `<body>_send` (the sends);
@@ -121,29 +135,17 @@ Transfers extractTransfers(rtir::ProgramOp body, OpBuilder &b) {
   for (auto [kind, slot] : {std::pair<StringRef, rtir::ProgramOp *>(
                                 "recv", &out.recv),
                             {"send", &out.send}}) {
-    SmallVector<rtir::LaunchOp> moved;
-    for (auto launch : body.getBody().getOps<rtir::LaunchOp>())
-      if (launch.getKernel() == kind)
-        moved.push_back(launch);
-    if (moved.empty())
+    auto isKind = [&](rtir::LaunchOp launch) {
+      return launch.getKernel() == kind;
+    };
+    if (llvm::none_of(body.getBody().getOps<rtir::LaunchOp>(), isKind))
       continue;
-    b.setInsertionPointAfter(after);
-    *slot = rtir::ProgramOp::create(b, body.getLoc(),
-                                    (body.getSymName() + "_" + kind).str());
-    Block &block = (*slot).getBody().emplaceBlock();
-    for (rtir::LaunchOp launch : moved)
-      launch->moveBefore(&block, block.end());
+    *slot = moveMatchingLaunches(body, isKind,
+                                 (body.getSymName() + "_" + kind).str(), after,
+                                 b);
     after = *slot;
   }
   return out;
-}
-
-/// The temporaries among `refs`.
-void addTemporaries(ArrayAttr refs, const DenseSet<StringAttr> &temporaries,
-                    DenseSet<StringAttr> &out) {
-  for (Attribute ref : refs)
-    if (temporaries.contains(cast<FlatSymbolRefAttr>(ref).getAttr()))
-      out.insert(cast<FlatSymbolRefAttr>(ref).getAttr());
 }
 
 /// When `first`'s launches before `count` are `micro`'s with other
@@ -461,20 +463,16 @@ private:
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
       if (buffer.getKind() == rtir::BufferKind::gradient)
         gradients.insert(buffer.getSymNameAttr());
-    SmallVector<rtir::LaunchOp> moved;
-    for (auto launch : backward.getBody().getOps<rtir::LaunchOp>())
-      if (!launch.getOutputs().empty() &&
-          llvm::all_of(launch.getOutputs(), [&](Attribute ref) {
-            return gradients.contains(cast<FlatSymbolRefAttr>(ref).getAttr());
-          }))
-        moved.push_back(launch);
-    b.setInsertionPointAfter(backward);
-    auto program = rtir::ProgramOp::create(
-        b, backward.getLoc(), (backward.getSymName() + "_weight").str());
-    Block &block = program.getBody().emplaceBlock();
-    for (rtir::LaunchOp launch : moved)
-      launch->moveBefore(&block, block.end());
-    return program;
+    return moveMatchingLaunches(
+        backward,
+        [&](rtir::LaunchOp launch) {
+          return !launch.getOutputs().empty() &&
+                 llvm::all_of(launch.getOutputs(), [&](Attribute ref) {
+                   return gradients.contains(
+                       cast<FlatSymbolRefAttr>(ref).getAttr());
+                 });
+        },
+        (backward.getSymName() + "_weight").str(), backward, b);
   }
 
   /// The calls of `body` for micro-batch `microbatch` in `slot`: its

@@ -303,3 +303,17 @@ LogicalResult StepOp::verify() {
 
 #define GET_OP_CLASSES
 #include "mlt/Dialect/Runtime/RuntimeOps.cpp.inc"
+
+bool LaunchOp::isTransfer() {
+  const mlt::rt::KernelSignature *kernel =
+      mlt::rt::lookupKernel(getKernel().str());
+  return kernel && mlt::rt::isTransferKernel(kernel->kernel);
+}
+
+bool ProgramOp::isTransferProgram() {
+  auto launches = getBody().getOps<LaunchOp>();
+  return !launches.empty() &&
+         llvm::all_of(launches, [](LaunchOp launch) {
+           return launch.isTransfer();
+         });
+}

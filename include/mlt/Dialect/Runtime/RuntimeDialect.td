@@ -182,6 +182,12 @@ def MLTRT_ProgramOp : MLTRT_Op<"program", [
       build($_builder, $_state, name, ::mlir::IntegerAttr());
     }]>
   ];
+  let extraClassDeclaration = [{
+    /// Whether it launches sends and receives alone (at least one): a
+    /// pipeline stage's transfer program, whose adjacent calls in a step
+    /// form one group (Kernels.def's "Transfers").
+    bool isTransferProgram();
+  }];
 }
 
 def MLTRT_LaunchOp : MLTRT_Op<"launch", [
@@ -239,6 +245,8 @@ def MLTRT_LaunchOp : MLTRT_Op<"launch", [
     bool isPlain() {
       return getStreamIndex() == 0 && getWaits().empty() && !getToken();
     }
+    /// A send or a receive (KernelInfo.h's isTransferKernel).
+    bool isTransfer();
   }];
   let hasVerifier = 1;
 }
@@ -317,6 +325,9 @@ def MLTRT_CallOp : MLTRT_Op<"call", [
     ::llvm::SmallVector<::mlt::WorkItem> getWorkItems();
     static ::llvm::SmallVector<int64_t>
     encodeWork(::llvm::ArrayRef<::mlt::WorkItem> items);
+    /// Whether the call does schedule items (a body's call; not a
+    /// transfer's, the zeroing's or the optimizer step's).
+    bool hasWork() { return !getWork().empty(); }
   }];
 }
 

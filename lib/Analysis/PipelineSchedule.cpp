@@ -9,6 +9,7 @@
 #include "mlt/Analysis/PipelineSchedule.h"
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -71,6 +72,8 @@ const char *mlt::scheduleKindName(ScheduleKind kind) {
     return "gpipe";
   case ScheduleKind::ZeroBubbleH1:
     return "zb-h1";
+  case ScheduleKind::Interleaved:
+    return "interleaved";
   }
   return "?";
 }
@@ -81,16 +84,44 @@ bool mlt::splitsWeightGradients(ScheduleKind kind) {
 
 std::optional<ScheduleKind> mlt::parseScheduleKind(std::string_view name) {
   for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
-                            ScheduleKind::ZeroBubbleH1})
+                            ScheduleKind::ZeroBubbleH1,
+                            ScheduleKind::Interleaved})
     if (name == scheduleKindName(kind))
       return kind;
   return std::nullopt;
+}
+
+std::optional<PipelineSchedule>
+mlt::buildStageSchedule(ScheduleKind kind, int64_t stages, int64_t chunks,
+                        int64_t microbatches, int64_t groupSize,
+                        std::string *why) {
+  if (kind == ScheduleKind::Interleaved)
+    return buildInterleavedSchedule(stages, chunks, microbatches, groupSize,
+                                    why);
+  if (chunks != 1) {
+    if (why)
+      *why = std::string("the ") + scheduleKindName(kind) +
+             " schedule runs one model chunk per stage, not " +
+             std::to_string(chunks) + "; stages of several chunks need the "
+             "interleaved schedule";
+    return std::nullopt;
+  }
+  if (groupSize != 0) {
+    if (why)
+      *why = std::string("a group size of micro-batches per chunk is the "
+                         "interleaved schedule's, not the ") +
+             scheduleKindName(kind) + " schedule's";
+    return std::nullopt;
+  }
+  return buildSchedule(kind, stages, microbatches);
 }
 
 PipelineSchedule mlt::buildSchedule(ScheduleKind kind, int64_t stages,
                                     int64_t microbatches) {
   if (kind == ScheduleKind::ZeroBubbleH1)
     return buildZeroBubbleH1Schedule(stages, microbatches);
+  assert(kind != ScheduleKind::Interleaved &&
+         "the interleaved schedule has chunks: buildStageSchedule");
   PipelineSchedule schedule;
   schedule.stages = stages;
   schedule.microbatches = microbatches;
@@ -395,7 +426,10 @@ PipelineSchedule::simulate(double forward, double backward,
     const double cost = (item.kind == WorkKind::Forward    ? forward
                          : item.kind == WorkKind::Backward ? backward
                                                            : weightGradient) *
-                        (stageScale.empty() ? 1.0 : stageScale.at(size_t(s)));
+                        (stageScale.empty() ? 1.0
+                         : stageScale.size() == size_t(stages)
+                             ? stageScale.at(size_t(s))
+                             : stageScale.at(size_t(item.chunk * stages + s)));
     clock[size_t(s)] = ready + cost;
     busy[size_t(s)] += cost;
     end[key] = clock[size_t(s)];

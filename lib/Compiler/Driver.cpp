@@ -118,6 +118,18 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                             "use --zero 0 or --pp 1";
     return false;
   }
+  // A schedule the stages cannot run, said before compiling them.
+  std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
+  if (options.pp > 1 && kind &&
+      !buildStageSchedule(*kind, options.pp, options.vp, options.microbatches,
+                          options.ppGroupSize, &error)) {
+    error = "--pp " + std::to_string(options.pp) +
+            (options.vp > 1 ? " --vp " + std::to_string(options.vp) : "") +
+            " with " + std::to_string(options.microbatches) +
+            (options.microbatches == 1 ? " micro-batch: " : " micro-batches: ") +
+            error;
+    return false;
+  }
   PassManager pm(&context);
   buildTrainPipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -130,12 +142,12 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   if (options.printStageSplit) {
     // The schedule's bubble with the split's stage times and with equal
     // stages (a backward twice a forward; zb-h1: F = B = W).
-    std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
     auto costs = (*module)->getAttrOfType<DenseF64ArrayAttr>(
         MLTDialect::getStageCostsAttrName());
     if (kind) {
       PipelineSchedule schedule =
-          buildSchedule(*kind, options.pp, options.microbatches);
+          *buildStageSchedule(*kind, options.pp, options.vp,
+                              options.microbatches, options.ppGroupSize);
       auto bubble = [&](const std::vector<double> &scale) {
         return 100.0 * (splitsWeightGradients(*kind)
                             ? schedule.simulate(1.0, 1.0, 1.0, scale)
@@ -143,7 +155,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                            .bubble();
       };
       std::vector<double> scale;
-      if (costs && int64_t(costs.size()) == options.pp) {
+      if (costs && int64_t(costs.size()) == options.pp * options.vp) {
         double mean = 0.0;
         for (double cost : costs.asArrayRef())
           mean += cost / double(costs.size());

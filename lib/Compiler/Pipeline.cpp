@@ -15,6 +15,36 @@
 
 using namespace mlir;
 
+/// The passes on a lowered stage (or the whole model): the step's schedule,
+/// ZeRO, the overlap, the optimizer's grouped launches, memory.
+static void addStepPasses(OpPassManager &pm,
+                          const mlt::TrainOptions &options) {
+  using namespace mlt;
+  MLTSchedulePipelineOptions schedule;
+  schedule.schedule = options.schedule;
+  schedule.groupSize = options.ppGroupSize;
+  pm.addPass(createMLTSchedulePipeline(schedule));
+  if (options.zero > 0) {
+    MLTPartitionOptimizerOptions partition;
+    partition.zero = options.zero;
+    partition.bucketBytes = options.gradBucketBytes;
+    partition.gradReduceDtype = options.gradReduceDtype;
+    pm.addPass(createMLTPartitionOptimizer(partition));
+  }
+  if (options.overlapGradReduce ||
+      (options.zero > 0 && options.overlapParamGather)) {
+    MLTScheduleOverlapOptions overlap;
+    overlap.bucketBytes = options.gradBucketBytes;
+    overlap.overlapGradReduce = options.overlapGradReduce;
+    overlap.overlapParamGather = options.overlapParamGather;
+    pm.addPass(createMLTScheduleOverlap(overlap));
+  }
+  // After the overlap scheduling, which takes the gradient all-reduces out
+  // of the optimizer step: its sums of squares are then consecutive.
+  pm.addPass(createMLTMultiTensor());
+  pm.addPass(createMLTPlanMemory());
+}
+
 void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
   if (options.pp * options.tp * options.dp > 1 || options.sequenceParallel) {
     MLTAnnotateLayoutOptions layout;
@@ -38,6 +68,7 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     MLTPartitionPipelineOptions partition;
     partition.layers.assign(options.ppLayers.begin(), options.ppLayers.end());
     partition.print = options.printStageSplit;
+    partition.chunks = options.vp;
     top.addPass(createMLTPartitionPipeline(partition));
     stagePm = &top.nest<ModuleOp>();
   }
@@ -58,28 +89,14 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     pm.addPass(createMLTRecomputeActivations(recompute));
   }
   pm.addPass(createMLTLowerToRuntime());
-  MLTSchedulePipelineOptions schedule;
-  schedule.schedule = options.schedule;
-  pm.addPass(createMLTSchedulePipeline(schedule));
-  if (options.zero > 0) {
-    MLTPartitionOptimizerOptions partition;
-    partition.zero = options.zero;
-    partition.bucketBytes = options.gradBucketBytes;
-    partition.gradReduceDtype = options.gradReduceDtype;
-    pm.addPass(createMLTPartitionOptimizer(partition));
+  // Interleaved: each stage's model chunks, compiled apart so far, become
+  // one module per stage; the rest runs on those.
+  if (options.pp > 1 && options.vp > 1) {
+    top.addPass(createMLTMergeChunks());
+    addStepPasses(top.nest<ModuleOp>(), options);
+    return;
   }
-  if (options.overlapGradReduce ||
-      (options.zero > 0 && options.overlapParamGather)) {
-    MLTScheduleOverlapOptions overlap;
-    overlap.bucketBytes = options.gradBucketBytes;
-    overlap.overlapGradReduce = options.overlapGradReduce;
-    overlap.overlapParamGather = options.overlapParamGather;
-    pm.addPass(createMLTScheduleOverlap(overlap));
-  }
-  // After the overlap scheduling, which takes the gradient all-reduces out
-  // of the optimizer step: its sums of squares are then consecutive.
-  pm.addPass(createMLTMultiTensor());
-  pm.addPass(createMLTPlanMemory());
+  addStepPasses(pm, options);
 }
 
 namespace {
@@ -107,12 +124,22 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
   ListOption<int64_t> ppLayers{
       *this, "pp-layers",
       llvm::cl::desc("the layers of each pipeline stage (default: balanced)")};
+  Option<int64_t> vp{*this, "vp",
+                     llvm::cl::desc("model chunks per pipeline stage "
+                                    "(interleaved schedule)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> ppGroupSize{
+      *this, "pp-group-size",
+      llvm::cl::desc("interleaved: micro-batches a chunk runs in a row "
+                     "(0: pp)"),
+      llvm::cl::init(0)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",
       llvm::cl::desc("split the residual stream along the sequence over tp"),
       llvm::cl::init(false)};
   Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("1f1b, gpipe or zb-h1"),
+                               llvm::cl::desc("1f1b, gpipe, zb-h1 or "
+                                              "interleaved"),
                                llvm::cl::init("1f1b")};
   ListOption<std::string> recompute{
       *this, "recompute",
@@ -152,6 +179,8 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.sequenceParallel = sequenceParallel;
     options.pp = pp;
     options.ppLayers.assign(ppLayers.begin(), ppLayers.end());
+    options.vp = vp;
+    options.ppGroupSize = ppGroupSize;
     options.schedule = schedule;
     options.recompute.assign(recompute.begin(), recompute.end());
     options.overlapGradReduce = overlapGradReduce;

@@ -81,6 +81,9 @@ public:
       return fail("the module's mesh has no axis 'pp' (run "
                   "mlt-annotate-layout with pp > 1)");
     const int64_t stages = mesh.getSizes()[axis];
+    if (chunks < 1)
+      return fail("chunks must be at least 1, got " + Twine(int64_t(chunks)));
+    const int64_t virtualStages = stages * chunks;
     auto forward = module.lookupSymbol<func::FuncOp>(kForward);
     if (!forward)
       return fail("no function @forward to split");
@@ -109,10 +112,10 @@ public:
                                              : 1);
     costs.layers.resize(size_t(numLayers), costs.layers.front());
     if (!split.empty()) {
-      if (!checkStageLayers(split, numLayers, stages, /*chunks=*/1, &why))
+      if (!checkStageLayers(split, numLayers, stages, chunks, &why))
         return fail(why);
     } else {
-      StageSplit balanced = balanceStages(costs, stages, 1, &why);
+      StageSplit balanced = balanceStages(costs, stages, chunks, &why);
       if (balanced.layers.empty())
         return fail(why);
       split = balanced.layers;
@@ -123,21 +126,26 @@ public:
       for (double t : times)
         total += t;
       llvm::errs() << "pipeline split of " << numLayers << " layers over "
-                   << stages << " stages (predicted share of the step's "
-                   << "compute):\n";
+                   << stages << " stages";
+      if (chunks > 1)
+        llvm::errs() << " of " << chunks << " chunks (virtual stage c * "
+                     << stages << " + s)";
+      llvm::errs() << " (predicted share of the step's compute):\n";
       int64_t lo = first;
-      for (int64_t s = 0; s < stages; ++s) {
-        const int64_t last = lo + split[size_t(s)] - 1;
-        llvm::errs() << "  stage " << s << ": "
-                     << (last == lo ? "layer " : "layers ") << lo;
+      for (int64_t v = 0; v < virtualStages; ++v) {
+        const int64_t last = lo + split[size_t(v)] - 1;
+        llvm::errs() << "  stage " << v % stages;
+        if (chunks > 1)
+          llvm::errs() << " chunk " << v / stages;
+        llvm::errs() << ": " << (last == lo ? "layer " : "layers ") << lo;
         if (last > lo)
           llvm::errs() << "-" << last;
-        llvm::errs()
-                     << (s == 0 ? " + embedding" : "")
-                     << (s == stages - 1 ? " + norm, LM head, loss" : "")
+        llvm::errs() << (v == 0 ? " + embedding" : "")
+                     << (v == virtualStages - 1 ? " + norm, LM head, loss"
+                                                : "")
                      << llvm::format(", %.1f%%\n",
-                                     100.0 * times[size_t(s)] / total);
-        lo += split[size_t(s)];
+                                     100.0 * times[size_t(v)] / total);
+        lo += split[size_t(v)];
       }
     }
 
@@ -159,15 +167,22 @@ public:
       original.push_back(&op);
     b.setInsertionPointToEnd(module.getBody());
     int64_t lo = first;
-    for (int64_t s = 0; s < stages; ++s) {
-      const int64_t hi = lo + split[size_t(s)];
-      auto stage = ModuleOp::create(b, module.getLoc(),
-                                    ("stage" + Twine(s)).str());
+    for (int64_t v = 0; v < virtualStages; ++v) {
+      const int64_t hi = lo + split[size_t(v)];
+      const int64_t s = v % stages, c = v / stages;
+      auto stage = ModuleOp::create(
+          b, module.getLoc(),
+          (chunks > 1 ? "stage" + Twine(s) + "_chunk" + Twine(c)
+                      : "stage" + Twine(s))
+              .str());
       for (NamedAttribute attr : module->getAttrs())
         if (attr.getName() != SymbolTable::getSymbolAttrName())
           stage->setAttr(attr.getName(), attr.getValue());
       stage->setAttr(MLTDialect::getStageAttrName(), b.getI64IntegerAttr(s));
-      if (failed(buildStage(stage, forward, s, stages, lo, hi, layout)))
+      if (chunks > 1)
+        stage->setAttr(MLTDialect::getChunkAttrName(), b.getI64IntegerAttr(c));
+      if (failed(buildStage(stage, forward, v, stages, virtualStages, lo, hi,
+                            layout)))
         return signalPassFailure();
       lo = hi;
     }
@@ -199,6 +214,10 @@ private:
       if (entry.second.size() > 1)
         tied.push_back({entry.first().str(), entry.second.front()});
     llvm::sort(tied, [](auto &x, auto &y) { return x.first < y.first; });
+    auto stageOf = [](Operation *op) {
+      return op->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName())
+          .getInt();
+    };
     for (ModuleOp stage : stages) {
       SmallVector<Attribute> zeros;
       for (auto &[name, first] : tied) {
@@ -206,13 +225,20 @@ private:
         auto firstStage = first->getParentOfType<ModuleOp>()
                               ->getAttrOfType<IntegerAttr>(
                                   MLTDialect::getStageAttrName());
-        bool holds = false;
-        for (ParamOp copy : copies)
-          if (copy->getParentOfType<ModuleOp>() == stage) {
+        bool holds = false, rankHolds = false;
+        for (ParamOp copy : copies) {
+          auto holder = copy->getParentOfType<ModuleOp>();
+          if (holder == stage) {
             copy->setAttr(MLTDialect::getTiedAttrName(), firstStage);
             holds = true;
           }
-        if (holds)
+          rankHolds |= stageOf(holder) == stageOf(stage);
+        }
+        // Interleaved: a stage's ranks join once, with the chunk that holds
+        // the parameter, or else with their first chunk.
+        auto chunk =
+            stage->getAttrOfType<IntegerAttr>(MLTDialect::getChunkAttrName());
+        if (holds || rankHolds || (chunk && chunk.getInt() != 0))
           continue;
         Attribute sharding =
             first->getAttr(MLTDialect::getShardingAttrName());
@@ -226,11 +252,15 @@ private:
     }
   }
 
-  /// Stage `s`'s module: its forward pass over layers [lo, hi) and the
-  /// parameters it reads.
-  LogicalResult buildStage(ModuleOp stage, func::FuncOp source, int64_t s,
-                           int64_t stages, int64_t lo, int64_t hi,
-                           ShardingAttr layout) {
+  /// Virtual stage `v`'s module: its forward pass over layers [lo, hi) and
+  /// the parameters it reads. Its ranks are stage v % stages on `pp`: the
+  /// previous virtual stage is one rank back, or the last rank for the
+  /// first stage's chunks after the first (interleaved), and the next one
+  /// rank on, or the first rank.
+  LogicalResult buildStage(ModuleOp stage, func::FuncOp source, int64_t v,
+                           int64_t stages, int64_t virtualStages, int64_t lo,
+                           int64_t hi, ShardingAttr layout) {
+    const int64_t s = v % stages;
     OpBuilder b(&getContext());
     b.setInsertionPointToEnd(stage.getBody());
     auto func = cast<func::FuncOp>(b.clone(*source));
@@ -240,16 +270,18 @@ private:
     repeat.setUpper(uint64_t(hi));
     auto axis = b.getStringAttr(kPipelineAxis);
     Value hidden = repeat.getResult(0);
-    if (s > 0) {
+    if (v > 0) {
       b.setInsertionPoint(repeat);
       auto recv = RecvOp::create(b, repeat.getLoc(), hidden.getType(), axis,
-                                 b.getI64IntegerAttr(-1), layout);
+                                 b.getI64IntegerAttr(s > 0 ? -1 : stages - 1),
+                                 layout);
       repeat->setOperand(0, recv);
     }
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (s + 1 < stages) {
+    if (v + 1 < virtualStages) {
       b.setInsertionPoint(ret);
-      SendOp::create(b, repeat.getLoc(), hidden, axis, b.getI64IntegerAttr(1),
+      SendOp::create(b, repeat.getLoc(), hidden, axis,
+                     b.getI64IntegerAttr(s + 1 < stages ? 1 : 1 - stages),
                      layout);
       func::ReturnOp::create(b, ret.getLoc());
       ret.erase();

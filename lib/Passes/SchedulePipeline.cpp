@@ -237,18 +237,36 @@ public:
     };
     std::optional<ScheduleKind> kind = parseScheduleKind(schedule);
     if (!kind)
-      return fail("unknown schedule '" + schedule + "' (1f1b, gpipe or zb-h1)");
+      return fail("unknown schedule '" + schedule +
+                  "' (1f1b, gpipe, zb-h1 or interleaved)");
     if (module.lookupSymbol(kStepName))
       return fail("the module has a @" + kStepName + " already");
-    auto micro = module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepProgram);
+    // An interleaved stage (mlt-merge-chunks) holds its chunks' bodies as
+    // `c<chunk>.micro_step`, ...
+    int64_t chunks = 1;
+    if (auto attr =
+            module->getAttrOfType<IntegerAttr>(MLTDialect::getChunksAttrName()))
+      chunks = attr.getInt();
+    SmallVector<Bodies> bodies;
+    for (int64_t c = 0; c < chunks; ++c) {
+      Bodies chunk;
+      chunk.prefix = chunks > 1 ? "c" + std::to_string(c) + "." : "";
+      chunk.micro = module.lookupSymbol<rtir::ProgramOp>(
+          chunk.prefix + abi::kMicroStepProgram);
+      chunk.first = module.lookupSymbol<rtir::ProgramOp>(
+          chunk.prefix + abi::kMicroStepFirstProgram);
+      if (!chunk.micro)
+        return fail("needs the program @" + chunk.prefix +
+                    abi::kMicroStepProgram +
+                    " (run mlt-lower-to-runtime first)");
+      bodies.push_back(chunk);
+    }
     auto optimizer =
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
-    if (!micro || !optimizer)
-      return fail(Twine("needs the programs @") + abi::kMicroStepProgram +
-                  " and @" + abi::kOptimizerStepProgram +
+    if (!optimizer)
+      return fail(Twine("needs the program @") + abi::kOptimizerStepProgram +
                   " (run mlt-lower-to-runtime first)");
-    auto first =
-        module.lookupSymbol<rtir::ProgramOp>(abi::kMicroStepFirstProgram);
+    rtir::ProgramOp micro = bodies.front().micro, first = bodies.front().first;
     int64_t microbatches = 1;
     if (auto attr = module->getAttrOfType<IntegerAttr>("mlt_rt.microbatches"))
       microbatches = attr.getInt();
@@ -270,17 +288,20 @@ public:
                     " but its mesh has " + Twine(stages) +
                     " pipeline stages (axis 'pp')");
     }
-    PipelineSchedule plan = buildSchedule(*kind, stages, microbatches);
     std::string why;
-    if (!plan.verify(&why, splitsWeightGradients(*kind)))
+    std::optional<PipelineSchedule> plan = buildStageSchedule(
+        *kind, stages, chunks, microbatches, groupSize, &why);
+    if (!plan)
+      return fail(why);
+    if (!plan->verify(&why, splitsWeightGradients(*kind)))
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
-    const std::vector<WorkItem> &work = plan.stageWork[size_t(stage)];
+    const std::vector<WorkItem> &work = plan->stageWork[size_t(stage)];
     // A pipeline stage's fused body receives first and sends last only on
     // the last stage (the others send their output, then receive its
     // gradient): elsewhere the bodies are split, even where F and B meet.
     bool fused = (stages == 1 || stage == stages - 1) &&
-                 !splitsWeightGradients(*kind);
+                 !splitsWeightGradients(*kind) && chunks == 1;
     for (size_t i = 0; i < work.size(); i += 2)
       fused &= work[i].kind == WorkKind::Forward && i + 1 < work.size() &&
                work[i + 1] == WorkItem{WorkKind::Backward, work[i].microbatch,
@@ -288,7 +309,7 @@ public:
 
     OpBuilder b(module.getContext());
     rtir::ProgramOp zero;
-    if (!first)
+    if (llvm::any_of(bodies, [](const Bodies &chunk) { return !chunk.first; }))
       zero = createZeroGradients(module, b);
     SmallVector<Call> calls;
     if (zero)
@@ -311,8 +332,9 @@ public:
                  work[i].microbatch, 0, {work[i], work[i + 1]}, calls);
       }
       keepAcrossCalls(module, calls, 1, b);
-    } else if (failed(splitBodies(module, micro, first, work, stages > 1,
-                                  calls, b))) {
+    } else if (failed(splitBodies(module, bodies, work, stages > 1,
+                                  *kind == ScheduleKind::Interleaved, calls,
+                                  b))) {
       return signalPassFailure();
     }
     calls.push_back({optimizer, std::nullopt, std::nullopt, {}});
@@ -339,12 +361,123 @@ private:
     SmallVector<WorkItem> work;
   };
 
-  /// Step 3: the split bodies, the kept temporaries' copies per slot, and a
-  /// call per item of `work`.
-  LogicalResult splitBodies(ModuleOp module, rtir::ProgramOp micro,
-                            rtir::ProgramOp first, ArrayRef<WorkItem> work,
-                            bool transfers, SmallVectorImpl<Call> &calls,
-                            OpBuilder &b) {
+  /// A model chunk's bodies: the lowered micro-step (and its variant for
+  /// the first micro-batch), then the halves they are split into.
+  struct Bodies {
+    /// "" with one chunk; else `c<chunk>.`, which its programs' names
+    /// start with.
+    std::string prefix;
+    rtir::ProgramOp micro, first;
+    rtir::ProgramOp forward, backward, backwardFirst, weight, weightFirst;
+    Transfers forwardTransfers, backwardTransfers, backwardFirstTransfers;
+  };
+
+  /// Step 3: the split bodies of each chunk, the kept temporaries' copies
+  /// per slot, and a call per item of `work`. Each chunk has its own
+  /// temporaries, so its own slots.
+  LogicalResult splitBodies(ModuleOp module, MutableArrayRef<Bodies> chunks,
+                            ArrayRef<WorkItem> work, bool transfers,
+                            bool pairSteadyState,
+                            SmallVectorImpl<Call> &calls, OpBuilder &b) {
+    DenseSet<StringAttr> temporaries;
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
+      if (buffer.getKind() == rtir::BufferKind::temporary)
+        temporaries.insert(buffer.getSymNameAttr());
+    const bool splitWeights = llvm::any_of(work, [](const WorkItem &item) {
+      return item.kind == WorkKind::WeightGradient;
+    });
+    for (Bodies &chunk : chunks)
+      if (failed(splitChunk(module, chunk, temporaries, splitWeights,
+                            transfers, b)))
+        return failure();
+
+    // Slots: the lowest free one of its chunk at each forward, back at its
+    // backward (at its weight-gradient pass, where there is one).
+    struct Slots {
+      std::vector<bool> busy;
+      DenseMap<int64_t, int64_t> of;
+      bool firstBackward = true, firstWeight = true;
+      SmallVector<Call> calls;
+    };
+    std::vector<Slots> slots(chunks.size());
+    // Each item's calls: its receives, its body, its sends.
+    SmallVector<SmallVector<Call, 3>, 0> items;
+    for (const WorkItem &item : work) {
+      Bodies &chunk = chunks[size_t(item.chunk)];
+      Slots &pool = slots[size_t(item.chunk)];
+      SmallVector<Call, 3> &itemCalls = items.emplace_back();
+      if (item.kind == WorkKind::WeightGradient) {
+        const int64_t slot = pool.of.lookup(item.microbatch);
+        pool.busy[size_t(slot)] = false;
+        const bool isFirst = pool.firstWeight && chunk.weightFirst;
+        addCalls(isFirst ? chunk.weightFirst : chunk.weight, Transfers{},
+                 item.microbatch, slot, {item}, itemCalls);
+        pool.firstWeight = false;
+      } else if (item.kind == WorkKind::Forward) {
+        size_t slot = 0;
+        while (slot < pool.busy.size() && pool.busy[slot])
+          ++slot;
+        if (slot == pool.busy.size())
+          pool.busy.push_back(false);
+        pool.busy[slot] = true;
+        pool.of[item.microbatch] = int64_t(slot);
+        addCalls(chunk.forward, chunk.forwardTransfers, item.microbatch,
+                 int64_t(slot), {item}, itemCalls);
+      } else {
+        const int64_t slot = pool.of.lookup(item.microbatch);
+        if (!chunk.weight)
+          pool.busy[size_t(slot)] = false;
+        const bool isFirst = pool.firstBackward && chunk.backwardFirst;
+        addCalls(isFirst ? chunk.backwardFirst : chunk.backward,
+                 isFirst ? chunk.backwardFirstTransfers
+                         : chunk.backwardTransfers,
+                 item.microbatch, slot, {item}, itemCalls);
+        pool.firstBackward = false;
+      }
+      pool.calls.append(itemCalls.begin(), itemCalls.end());
+    }
+    // The calls, by segments of items: each segment's receives, its
+    // bodies, its sends, so that a segment's sends and the next one's
+    // receives form one transfer group. A segment is one item, or, with
+    // `pairSteadyState`, a forward and the backward right after it (the
+    // interleaved schedule's steady state, which Megatron-Core runs as
+    // forward, backward, then one group sending both outputs and receiving
+    // the next pair's inputs: with transfers around every item instead,
+    // its ranks can wait on each other in a cycle).
+    for (size_t i = 0; i < items.size();) {
+      size_t end = i + 1;
+      if (pairSteadyState && end < items.size() &&
+          work[i].kind == WorkKind::Forward &&
+          work[end].kind == WorkKind::Backward)
+        ++end;
+      auto isBody = [](const Call &call) { return !call.work.empty(); };
+      for (size_t k = i; k < end; ++k)
+        for (Call &call : items[k]) {
+          if (isBody(call))
+            break;
+          calls.push_back(call);
+        }
+      for (size_t k = i; k < end; ++k)
+        for (Call &call : items[k])
+          if (isBody(call))
+            calls.push_back(call);
+      for (size_t k = i; k < end; ++k) {
+        auto body = llvm::find_if(items[k], isBody);
+        calls.append(std::next(body), items[k].end());
+      }
+      i = end;
+    }
+    for (Slots &pool : slots)
+      keepAcrossCalls(module, pool.calls, int64_t(pool.busy.size()), b);
+    return success();
+  }
+
+  /// Splits `chunk`'s micro-step bodies where their backward starts (and,
+  /// with `splitWeights`, their backward again into B and W), and moves
+  /// their transfers into programs of their own when `transfers`.
+  LogicalResult splitChunk(ModuleOp module, Bodies &chunk,
+                           const DenseSet<StringAttr> &temporaries,
+                           bool splitWeights, bool transfers, OpBuilder &b) {
     auto startOf = [&](rtir::ProgramOp program) -> FailureOr<size_t> {
       if (!program.getBackwardStartAttr())
         return module.emitError("mlt-schedule-pipeline: the ")
@@ -354,21 +487,17 @@ private:
                << " does not say where its backward pass starts";
       return size_t(program.getBackwardStartAttr().getInt());
     };
+    rtir::ProgramOp micro = chunk.micro, first = chunk.first;
     FailureOr<size_t> microStart = startOf(micro);
     if (failed(microStart))
       return failure();
-    DenseSet<StringAttr> temporaries;
-
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
-      if (buffer.getKind() == rtir::BufferKind::temporary)
-        temporaries.insert(buffer.getSymNameAttr());
     const size_t microEnd = llvm::range_size(micro.getBody().getOps());
+    auto named = [&](StringRef name) { return chunk.prefix + name.str(); };
     // The backward half first: moving the forward half renumbers the rest.
-    rtir::ProgramOp backward = moveLaunches(micro, *microStart, microEnd,
-                                            abi::kBackwardProgram, micro, b);
-    rtir::ProgramOp forward = moveLaunches(micro, 0, *microStart,
-                                           abi::kForwardProgram, micro, b);
-    rtir::ProgramOp backwardFirst;
+    chunk.backward = moveLaunches(micro, *microStart, microEnd,
+                                  named(abi::kBackwardProgram), micro, b);
+    chunk.forward = moveLaunches(micro, 0, *microStart,
+                                 named(abi::kForwardProgram), micro, b);
     if (first) {
       FailureOr<size_t> firstStart = startOf(first);
       if (failed(firstStart))
@@ -378,76 +507,38 @@ private:
       // temporaries.
       std::optional<DenseMap<StringAttr, StringAttr>> renamed;
       if (*firstStart == *microStart)
-        renamed = matchForward(forward, first, *firstStart, temporaries);
+        renamed =
+            matchForward(chunk.forward, first, *firstStart, temporaries);
       if (!renamed)
         return module.emitError("mlt-schedule-pipeline: the forward pass of "
                                 "@")
                << first.getSymName() << " is not @" << micro.getSymName()
                << "'s";
       const size_t firstEnd = llvm::range_size(first.getBody().getOps());
-      backwardFirst =
+      chunk.backwardFirst =
           moveLaunches(first, *firstStart, firstEnd,
-                       abi::kBackwardFirstProgram, backward, b);
-      renameOperands(backwardFirst, *renamed, b);
+                       named(abi::kBackwardFirstProgram), chunk.backward, b);
+      renameOperands(chunk.backwardFirst, *renamed, b);
     }
     micro.erase();
     if (first)
       first.erase();
+    chunk.micro = chunk.first = nullptr;
     // Zero-bubble schedules: the weight gradients (W) apart from the rest
     // of the backward pass (B).
-    rtir::ProgramOp weight, weightFirst;
-    if (llvm::any_of(work, [](const WorkItem &item) {
-          return item.kind == WorkKind::WeightGradient;
-        })) {
-      weight = splitWeightGradients(module, backward, b);
-      if (backwardFirst)
-        weightFirst = splitWeightGradients(module, backwardFirst, b);
+    if (splitWeights) {
+      chunk.weight = splitWeightGradients(module, chunk.backward, b);
+      if (chunk.backwardFirst)
+        chunk.weightFirst =
+            splitWeightGradients(module, chunk.backwardFirst, b);
     }
-    Transfers forwardTransfers, backwardTransfers, backwardFirstTransfers;
     if (transfers) {
-      forwardTransfers = extractTransfers(forward, b);
-      backwardTransfers = extractTransfers(backward, b);
-      if (backwardFirst)
-        backwardFirstTransfers = extractTransfers(backwardFirst, b);
+      chunk.forwardTransfers = extractTransfers(chunk.forward, b);
+      chunk.backwardTransfers = extractTransfers(chunk.backward, b);
+      if (chunk.backwardFirst)
+        chunk.backwardFirstTransfers =
+            extractTransfers(chunk.backwardFirst, b);
     }
-
-    // Slots: the lowest free one at each forward, back at its backward
-    // (at its weight-gradient pass, where there is one).
-    std::vector<bool> busy;
-    DenseMap<int64_t, int64_t> slotOf;
-    bool firstBackward = true, firstWeight = true;
-    for (const WorkItem &item : work) {
-      if (item.kind == WorkKind::WeightGradient) {
-        const int64_t slot = slotOf.lookup(item.microbatch);
-        busy[size_t(slot)] = false;
-        const bool isFirst = firstWeight && weightFirst;
-        addCalls(isFirst ? weightFirst : weight, Transfers{}, item.microbatch,
-                 slot, {item}, calls);
-        firstWeight = false;
-        continue;
-      }
-      if (item.kind == WorkKind::Forward) {
-        size_t slot = 0;
-        while (slot < busy.size() && busy[slot])
-          ++slot;
-        if (slot == busy.size())
-          busy.push_back(false);
-        busy[slot] = true;
-        slotOf[item.microbatch] = int64_t(slot);
-        addCalls(forward, forwardTransfers, item.microbatch, int64_t(slot),
-                 {item}, calls);
-        continue;
-      }
-      const int64_t slot = slotOf.lookup(item.microbatch);
-      if (!weight)
-        busy[size_t(slot)] = false;
-      const bool isFirst = firstBackward && backwardFirst;
-      addCalls(isFirst ? backwardFirst : backward,
-               isFirst ? backwardFirstTransfers : backwardTransfers,
-               item.microbatch, slot, {item}, calls);
-      firstBackward = false;
-    }
-    keepAcrossCalls(module, calls, int64_t(busy.size()), b);
     return success();
   }
 

@@ -106,7 +106,18 @@ the plan, so with a plan file --pp, --tp and --dp must match its mesh):
                              (the embedding on the first, the norm, LM head
                              and loss on the last); the split is printed
   --pp-layers A,B,...        the layers of each stage, by hand (one count per
-                             stage, summing to the model's layers); when
+                             stage, or per virtual stage with --vp, summing
+                             to the model's layers); when compiling only
+  --vp N                     model chunks per pipeline stage (default 1):
+                             the layers split into pp * vp virtual stages,
+                             chunk c of stage s holding virtual stage
+                             c * pp + s (Megatron's interleaving); needs
+                             --pp 2 or more, runs the interleaved schedule;
+                             when compiling only
+  --pp-group-size N          with --vp: the micro-batches each chunk runs in
+                             a row (Megatron's
+                             microbatch_group_size_per_vp_stage; default
+                             --pp, between --pp and --microbatches); when
                              compiling only
   --tp N                     tensor-parallel ranks (default 1): attention heads,
                              MLP features and the vocabulary (embedding, LM
@@ -153,7 +164,7 @@ the plan, so with a plan file --pp, --tp and --dp must match its mesh):
                              next step's forward pass, each layer waiting
                              only for its own; off: at the end of the
                              optimizer step; when compiling only
-  --schedule 1f1b|gpipe|zb-h1
+  --schedule 1f1b|gpipe|zb-h1|interleaved
                              the order of the micro-batches' forward and
                              backward passes in a step (default 1f1b:
                              Megatron-Core's, one forward and one backward
@@ -163,8 +174,10 @@ the plan, so with a plan file --pp, --tp and --dp must match its mesh):
                              results in more memory; zb-h1: the zero-bubble
                              paper's, each backward split into B (input
                              gradients) and W (weight gradients), W deferred
-                             into the bubbles); when compiling only;
-                             --print-schedule shows it
+                             into the bubbles; interleaved, the default and
+                             only choice with --vp: Megatron-Core's
+                             interleaved 1F1B over the stages' chunks); when
+                             compiling only; --print-schedule shows it
 
 Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
@@ -249,7 +262,7 @@ struct Options {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
-  std::optional<int64_t> tp, dp, pp;
+  std::optional<int64_t> tp, dp, pp, vp, ppGroupSize;
   /// --pp-layers: the layers of each pipeline stage; empty: balanced.
   std::vector<int64_t> ppLayers;
   std::optional<int64_t> profileStep;
@@ -377,8 +390,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
        }},
       {"--schedule",
        [&o](const std::string &flag, const std::string &v) {
-         if (v != "1f1b" && v != "gpipe" && v != "zb-h1")
-           return errorf(flag, " ", v, ": expected 1f1b, gpipe or zb-h1");
+         if (v != "1f1b" && v != "gpipe" && v != "zb-h1" &&
+             v != "interleaved")
+           return errorf(flag, " ", v,
+                         ": expected 1f1b, gpipe, zb-h1 or interleaved");
          o.pipelineSchedule = v;
          return Status::ok();
        }},
@@ -430,6 +445,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--tp", integer(o.tp)},
       {"--dp", integer(o.dp)},
       {"--pp", integer(o.pp)},
+      {"--vp", integer(o.vp)},
+      {"--pp-group-size", integer(o.ppGroupSize)},
       {"--lr", number(o.lr)},
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
@@ -521,10 +538,35 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--pp", o.pp, 1));
-  if (!o.ppLayers.empty() && int64_t(o.ppLayers.size()) != o.pp.value_or(1))
+  MLT_RETURN_IF_ERROR(atLeast("--vp", o.vp, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--pp-group-size", o.ppGroupSize, 1));
+  if (o.vp.value_or(1) > 1 && o.pp.value_or(1) < 2)
+    return errorf("--vp ", *o.vp, " interleaves model chunks over pipeline "
+                  "stages and needs --pp 2 or more");
+  if (o.ppGroupSize && o.vp.value_or(1) < 2)
+    return errorf("--pp-group-size sets the interleaved schedule's "
+                  "micro-batches per chunk and needs --vp 2 or more");
+  if (o.vp.value_or(1) > 1 && o.pipelineSchedule &&
+      *o.pipelineSchedule != "interleaved")
+    return errorf("--schedule ", *o.pipelineSchedule, " with --vp ", *o.vp,
+                  ": stages of several model chunks run the interleaved "
+                  "schedule (--schedule interleaved, the default with --vp)");
+  if (o.pipelineSchedule && *o.pipelineSchedule == "interleaved" &&
+      o.vp.value_or(1) < 2)
+    return errorf("--schedule interleaved runs stages of several model "
+                  "chunks and needs --vp 2 or more (and --pp 2 or more)");
+  if (!o.ppLayers.empty() &&
+      int64_t(o.ppLayers.size()) != o.pp.value_or(1) * o.vp.value_or(1)) {
+    if (o.vp.value_or(1) > 1)
+      return errorf("--pp-layers gives ", o.ppLayers.size(),
+                    o.ppLayers.size() == 1 ? " virtual stage" :
+                                             " virtual stages",
+                    ", --pp ", o.pp.value_or(1), " x --vp ", *o.vp, " is ",
+                    o.pp.value_or(1) * *o.vp);
     return errorf("--pp-layers gives ", o.ppLayers.size(),
                   o.ppLayers.size() == 1 ? " stage" : " stages",
                   ", --pp is ", o.pp.value_or(1));
+  }
   if (o.sequenceParallel && o.tp.value_or(1) < 2)
     return errorf("--sequence-parallel splits the sequence over the "
                   "tensor-parallel ranks and needs --tp 2 or more");
@@ -672,6 +714,8 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
                     o.overlapParamGather.has_value()},
           std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
           std::pair{"--pp-layers", !o.ppLayers.empty()},
+          std::pair{"--vp", o.vp.has_value()},
+          std::pair{"--pp-group-size", o.ppGroupSize.has_value()},
           std::pair{"--schedule", o.pipelineSchedule.has_value()}})
       if (given)
         return errorf(flag, ": ", o.model,
@@ -701,11 +745,14 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.dp = o.dp.value_or(1);
   compile.pp = o.pp.value_or(1);
   compile.ppLayers = o.ppLayers;
+  compile.vp = o.vp.value_or(1);
+  compile.ppGroupSize = o.ppGroupSize.value_or(0);
   compile.printStageSplit = compile.pp > 1;
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
-  compile.schedule = o.pipelineSchedule.value_or("1f1b");
+  compile.schedule =
+      o.pipelineSchedule.value_or(compile.vp > 1 ? "interleaved" : "1f1b");
   compile.zero = o.zero.value_or(0);
   compile.overlapParamGather = o.overlapParamGather.value_or(true);
   compile.gradReduceDtype = o.gradReduceDtype.value_or("f32");

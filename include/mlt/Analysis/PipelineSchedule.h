@@ -72,9 +72,12 @@ enum class ScheduleKind : uint8_t {
   /// ZB-H1 (buildZeroBubbleH1Schedule): the backward split into B and W,
   /// W deferred into the bubbles.
   ZeroBubbleH1,
+  /// Megatron-Core's interleaved 1F1B over stages of several model chunks
+  /// (buildInterleavedSchedule).
+  Interleaved,
 };
 
-/// "1f1b", "gpipe", "zb-h1".
+/// "1f1b", "gpipe", "zb-h1", "interleaved".
 const char *scheduleKindName(ScheduleKind kind);
 /// Whether the schedules of `kind` split the backward pass into B and W.
 bool splitsWeightGradients(ScheduleKind kind);
@@ -113,7 +116,8 @@ struct PipelineSchedule {
     double bubble() const;
   };
   /// `stageScale`: each stage's items take that many times their kind's
-  /// cost (unequal stages); empty: all 1.
+  /// cost (unequal stages); one entry per stage, or per virtual stage
+  /// (chunk c of stage s: entry c * stages + s); empty: all 1.
   Timing simulate(double forward, double backward, double weightGradient = 0.0,
                   const std::vector<double> &stageScale = {}) const;
 
@@ -121,8 +125,8 @@ struct PipelineSchedule {
   std::string stageString(int64_t stage) const;
 };
 
-/// The schedule of `kind` for `stages` stages of one chunk each and
-/// `microbatches` micro-batches (both at least 1).
+/// The schedule of `kind` (not `interleaved`) for `stages` stages of one
+/// chunk each and `microbatches` micro-batches (both at least 1).
 PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,
                                int64_t microbatches);
 
@@ -144,6 +148,16 @@ PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,
 std::optional<PipelineSchedule>
 buildInterleavedSchedule(int64_t stages, int64_t chunks, int64_t microbatches,
                          int64_t groupSize, std::string *why = nullptr);
+
+/// The schedule of `kind` for `stages` stages of `chunks` model chunks each
+/// (more than 1 only for `interleaved`, which needs more than 1), taking
+/// `groupSize` micro-batches in a row per chunk (interleaved only; 0: the
+/// stages). Refuses, with the constraint in `why`, a chunk count the kind
+/// does not run and whatever buildInterleavedSchedule refuses.
+std::optional<PipelineSchedule>
+buildStageSchedule(ScheduleKind kind, int64_t stages, int64_t chunks,
+                   int64_t microbatches, int64_t groupSize = 0,
+                   std::string *why = nullptr);
 
 /// ZB-H1, the first handcrafted schedule of the zero-bubble paper (Qi et
 /// al., ICLR 2024): the backward split into B (input gradients, on the

@@ -40,10 +40,18 @@ struct TrainOptions {
   /// the layers of each stage; empty: balanced by predicted time.
   int64_t pp = 1;
   std::vector<int64_t> ppLayers;
+  /// Model chunks per pipeline stage (interleaved schedules): the layers
+  /// split into pp * vp virtual stages, chunk c of stage s holding virtual
+  /// stage c * pp + s (ppLayers then gives one count per virtual stage).
+  /// ppGroupSize: the micro-batches a chunk runs in a row (Megatron's
+  /// microbatch_group_size_per_vp_stage); 0: pp.
+  int64_t vp = 1;
+  int64_t ppGroupSize = 0;
   /// Print the stage split with each stage's predicted share (stderr).
   bool printStageSplit = false;
   /// The order of the micro-batches' passes in the step
-  /// (mlt-schedule-pipeline): "1f1b" or "gpipe".
+  /// (mlt-schedule-pipeline): "1f1b", "gpipe", "zb-h1" or, with vp > 1,
+  /// "interleaved".
   std::string schedule = "1f1b";
   /// Forward op kinds recomputed in the backward pass instead of kept
   /// (mlt-recompute-activations), by full name ("mlt.swiglu"); none when

@@ -369,10 +369,42 @@ def MLTPartitionPipeline : Pass<"mlt-partition-pipeline", "::mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"layers", "layers", "int64_t",
-               "the layers of each stage (default: balanced by predicted time)">,
+               "the layers of each (virtual) stage (default: balanced by "
+               "predicted time)">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "model chunks per stage (interleaved schedules)">,
     Option<"print", "print", "bool", "false",
            "print the split and each stage's predicted share to stderr">
   ];
+}
+
+def MLTMergeChunks : Pass<"mlt-merge-chunks", "::mlir::ModuleOp"> {
+  let summary = "merges each interleaved stage's lowered model chunks into one module";
+  let description = [{
+    With an interleaved pipeline (mlt-partition-pipeline `chunks=V`), the
+    passes up to mlt-lower-to-runtime compile each virtual stage on its own
+    (its module has `mlt.stage = s` and `mlt.chunk = c`); a stage's ranks
+    run all V. This pass merges the V lowered modules of each stage into
+    one module `@stage<s>` (`mlt.chunks = V`), which the passes after it
+    (the step's schedule, ZeRO, the overlap, memory planning) see as one
+    rank's program:
+
+    - each chunk's bodies and temporaries are renamed `c<c>.`
+      (`@c1.micro_step`, `@c1.t57`); the other buffers (parameters,
+      gradients, optimizer state: each layer's names differ from chunk to
+      chunk; the step's inputs and outputs and the hyperparameters: the
+      same in every chunk) are kept once, and two chunks declaring one
+      name differently are an error;
+    - the optimizer step is one: every chunk's sums of squared gradients,
+      added in chunk order, then one all-reduce of the sum over `pp`, the
+      norm and the clipping coefficient (chunk 0's launches), then every
+      chunk's updates, all with that coefficient; so the norm is the whole
+      model's, as without chunks;
+    - the refreshes of bf16 parameter copies are one program.
+
+    The merged module keeps the step's micro-batch count; mlt-schedule-
+    pipeline then interleaves the chunks' bodies (`interleaved`).
+  }];
 }
 
 def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> {
@@ -611,7 +643,11 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "the order of the micro-batches' passes: 1f1b, gpipe or zb-h1">
+           "the order of the micro-batches' passes: 1f1b, gpipe, zb-h1 or "
+           "interleaved (stages of several model chunks)">,
+    Option<"groupSize", "group-size", "int64_t", "0",
+           "interleaved: the micro-batches a chunk runs in a row (0: the "
+           "stages)">
   ];
 }
 

@@ -109,11 +109,19 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                                 "sharding or unit] on a module";
     return success();
   }
-  if (attr.getName() == getStageAttrName()) {
+  if (attr.getName() == getStageAttrName() ||
+      attr.getName() == getChunkAttrName()) {
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !stage || stage.getValue().getSExtValue() < 0)
-      return op->emitError() << "'" << getStageAttrName()
+      return op->emitError() << "'" << attr.getName().getValue()
                              << "' must be a non-negative integer on a module";
+    return success();
+  }
+  if (attr.getName() == getChunksAttrName()) {
+    auto chunks = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !chunks || chunks.getValue().getSExtValue() < 2)
+      return op->emitError() << "'" << getChunksAttrName()
+                             << "' must be an integer of 2 or more on a module";
     return success();
   }
   if (attr.getName() != getModelAttrName())

@@ -72,6 +72,15 @@ def MLT_Dialect : Dialect {
     /// On a nested module that mlt-partition-pipeline made: the pipeline
     /// stage it holds (its ranks' coordinate on the mesh axis `pp`).
     static constexpr ::llvm::StringLiteral getStageAttrName() { return "mlt.stage"; }
+    /// On a nested module of an interleaved pipeline (mlt-partition-pipeline
+    /// with `chunks` > 1): the model chunk it holds, c, of its stage's
+    /// ranks, which hold virtual stage c * P + s; mlt-merge-chunks merges a
+    /// stage's chunk modules into one.
+    static constexpr ::llvm::StringLiteral getChunkAttrName() { return "mlt.chunk"; }
+    /// On a stage module of an interleaved pipeline after mlt-merge-chunks:
+    /// the model chunks it holds, whose programs and temporaries are named
+    /// `c<chunk>.` (`c1.micro_step`, `c1.t5`).
+    static constexpr ::llvm::StringLiteral getChunksAttrName() { return "mlt.chunks"; }
     /// The mesh axis of pipeline stages (mlt-annotate-layout puts it first).
     static constexpr ::llvm::StringLiteral getPipelineAxisName() { return "pp"; }
     /// On a parameter that several pipeline stages use (tied embeddings:

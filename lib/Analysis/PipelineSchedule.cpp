@@ -135,6 +135,8 @@ PipelineSchedule mlt::buildSchedule(ScheduleKind kind, int64_t stages,
     const int64_t warmup = kind == ScheduleKind::GPipe
                                ? microbatches
                                : std::min(stages - s - 1, microbatches);
+    if (kind == ScheduleKind::OneFOneB)
+      schedule.warmup.push_back(warmup);
     int64_t forwards = 0, backwards = 0;
     for (; forwards < warmup; ++forwards)
       work.push_back(F(forwards));
@@ -209,6 +211,7 @@ mlt::buildInterleavedSchedule(int64_t stages, int64_t chunks,
     std::vector<WorkItem> &work = schedule.stageWork[size_t(r)];
     const int64_t warmup =
         std::min(total, (stages - r - 1) * 2 + (chunks - 1) * group);
+    schedule.warmup.push_back(warmup);
     for (int64_t k = 0; k < warmup; ++k)
       work.push_back(forward(k));
     for (int64_t k = 0; k + warmup < total; ++k) {

@@ -332,9 +332,12 @@ public:
                  work[i].microbatch, 0, {work[i], work[i + 1]}, calls);
       }
       keepAcrossCalls(module, calls, 1, b);
-    } else if (failed(splitBodies(module, bodies, work, stages > 1,
-                                  *kind == ScheduleKind::Interleaved, calls,
-                                  b))) {
+    } else if (failed(splitBodies(
+                   module, bodies, work, stages > 1,
+                   *kind == ScheduleKind::Interleaved
+                       ? std::optional(plan->warmup.at(size_t(stage)))
+                       : std::nullopt,
+                   calls, b))) {
       return signalPassFailure();
     }
     calls.push_back({optimizer, std::nullopt, std::nullopt, {}});
@@ -377,7 +380,7 @@ private:
   /// temporaries, so its own slots.
   LogicalResult splitBodies(ModuleOp module, MutableArrayRef<Bodies> chunks,
                             ArrayRef<WorkItem> work, bool transfers,
-                            bool pairSteadyState,
+                            std::optional<int64_t> pairedFrom,
                             SmallVectorImpl<Call> &calls, OpBuilder &b) {
     DenseSet<StringAttr> temporaries;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
@@ -438,15 +441,15 @@ private:
     }
     // The calls, by segments of items: each segment's receives, its
     // bodies, its sends, so that a segment's sends and the next one's
-    // receives form one transfer group. A segment is one item, or, with
-    // `pairSteadyState`, a forward and the backward right after it (the
-    // interleaved schedule's steady state, which Megatron-Core runs as
-    // forward, backward, then one group sending both outputs and receiving
-    // the next pair's inputs: with transfers around every item instead,
-    // its ranks can wait on each other in a cycle).
+    // receives form one transfer group. A segment is one item, or, in the
+    // steady state after `pairedFrom` items (the interleaved schedule's
+    // warm-up), a forward and the backward after it: Megatron-Core runs
+    // each such pair as forward, backward, then one group sending both
+    // outputs and receiving the next pair's inputs; with transfers around
+    // every item instead, its ranks can wait on each other in a cycle.
     for (size_t i = 0; i < items.size();) {
       size_t end = i + 1;
-      if (pairSteadyState && end < items.size() &&
+      if (pairedFrom && i >= size_t(*pairedFrom) && end < items.size() &&
           work[i].kind == WorkKind::Forward &&
           work[end].kind == WorkKind::Backward)
         ++end;

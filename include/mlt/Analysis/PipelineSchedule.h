@@ -91,6 +91,10 @@ struct PipelineSchedule {
   int64_t chunks = 1;
   /// stageWork[s]: stage s's items, in the order it runs them.
   std::vector<std::vector<WorkItem>> stageWork;
+  /// warmup[s]: for the schedules with a steady state of one forward and
+  /// one backward in turn (1f1b, interleaved), the forwards stage s runs
+  /// before it (all of them when it has none); empty for the others.
+  std::vector<int64_t> warmup;
 
   /// Checks the schedule (see the file comment); every forward and backward
   /// of every (micro-batch, chunk) exactly once per stage, no W items unless

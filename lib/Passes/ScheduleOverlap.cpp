@@ -130,18 +130,9 @@ private:
       if (module.lookupSymbol(name))
         return module.emitError("mlt-schedule-overlap: the module has @")
                << name << " already";
-    // The step's call of its last micro-batch (the last call with one that
-    // computes: a pipeline stage's transfers come after it).
     FailureOr<rtir::StepOp> step = theStep();
     if (failed(step))
       return failure();
-    rtir::CallOp last;
-    for (auto call : step->getBody().getOps<rtir::CallOp>())
-      if (call.getMicrobatchAttr() && call.hasWork())
-        last = call;
-    if (!last)
-      return success();
-    auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
     // The optimizer step's reductions of whole gradients, before anything
     // else there touches them; not those over the pipeline axis (a tied
     // parameter's, between stages whose last backward passes come at
@@ -164,6 +155,51 @@ private:
     }
     if (reductions.empty())
       return success();
+    // An interleaved stage (mlt-merge-chunks): each chunk's reductions go
+    // under its own last backward pass, its programs named `c<chunk>.`.
+    int64_t chunks = 1;
+    if (auto attr =
+            module->getAttrOfType<IntegerAttr>(MLTDialect::getChunksAttrName()))
+      chunks = attr.getInt();
+    for (int64_t c = 0; c < chunks; ++c) {
+      const std::string prefix =
+          chunks > 1 ? "c" + std::to_string(c) + "." : "";
+      // The gradients the chunk's programs write.
+      llvm::DenseSet<StringRef> written;
+      for (auto program : module.getOps<rtir::ProgramOp>())
+        if (program.getSymName().starts_with(prefix) &&
+            program.getSymName() != abi::kOptimizerStepProgram)
+          program.walk([&](rtir::LaunchOp launch) {
+            for (Attribute ref : launch.getOutputs())
+              written.insert(rtir::bufferName(ref));
+          });
+      SmallVector<rtir::LaunchOp> mine;
+      for (rtir::LaunchOp launch : reductions)
+        if (written.contains(rtir::bufferName(launch.getInputs()[0])))
+          mine.push_back(launch);
+      // The step's call of the chunk's last micro-batch (the last call with
+      // one that computes: a pipeline stage's transfers come after it).
+      rtir::CallOp last;
+      for (auto call : step->getBody().getOps<rtir::CallOp>())
+        if (call.getMicrobatchAttr() && call.hasWork() &&
+            call.getProgram().starts_with(prefix))
+          last = call;
+      if (!last || mine.empty())
+        continue;
+      if (failed(reduceUnder(last, prefix, mine)))
+        return failure();
+    }
+    // A step of one micro-batch no longer calls its original body.
+    eraseUncalledPrograms(module);
+    return success();
+  }
+
+  /// Moves `reductions` (taken from the optimizer step) under the backward
+  /// pass of a copy of the body that `last` calls, named for the last
+  /// micro-batch (`prefix` + `backward_last`, ...), which `last` then calls.
+  LogicalResult reduceUnder(rtir::CallOp last, StringRef prefix,
+                            ArrayRef<rtir::LaunchOp> reductions) {
+    auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
     // The copy's name: the body's for the last (or the only) micro-batch.
     static constexpr std::pair<const char *, const char *> kCopies[] = {
         {abi::kMicroStepProgram, abi::kMicroStepLastProgram},
@@ -172,16 +208,18 @@ private:
         {abi::kBackwardFirstProgram, abi::kBackwardOnlyProgram},
         {abi::kBackwardWeightProgram, abi::kBackwardWeightLastProgram},
         {abi::kBackwardWeightFirstProgram, abi::kBackwardWeightOnlyProgram}};
-    StringRef copyName;
+    std::string copyName;
     for (auto [from, to] : kCopies)
-      if (body.getSymName() == from)
-        copyName = to;
+      if (body.getSymName() == (prefix + from).str())
+        copyName = (prefix + to).str();
     if (copyName.empty())
       return module.emitError("mlt-schedule-overlap: the step's last "
                               "micro-batch calls @")
-             << body.getSymName() << ", expected @" << abi::kMicroStepProgram
-             << ", @" << abi::kMicroStepFirstProgram << ", @"
-             << abi::kBackwardProgram << ", @" << abi::kBackwardFirstProgram
+             << body.getSymName() << ", expected @" << prefix
+             << abi::kMicroStepProgram << ", @" << prefix
+             << abi::kMicroStepFirstProgram << ", @" << prefix
+             << abi::kBackwardProgram << ", @" << prefix
+             << abi::kBackwardFirstProgram
              << " or their weight-gradient passes";
 
     rtir::ProgramOp copy = cloneProgram(body, copyName);
@@ -190,8 +228,6 @@ private:
     last.setProgramAttr(FlatSymbolRefAttr::get(copy.getSymNameAttr()));
     for (rtir::LaunchOp reduction : reductions)
       reduction.erase();
-    // A step of one micro-batch no longer calls its original body.
-    eraseUncalledPrograms(module);
     return success();
   }
 

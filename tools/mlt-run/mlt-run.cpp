@@ -759,6 +759,11 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   if (compile.zero > 0 && compile.dp < 2)
     return errorf("--zero ", compile.zero, " partitions the optimizer state "
                   "over the data-parallel ranks and needs --dp 2 or more");
+  if (compile.zero == 2 && compile.vp > 1)
+    return errorf("--zero 2 with --vp ", compile.vp, ": ZeRO-2 reduce-"
+                  "scatters each micro-batch's gradients at the end of its "
+                  "backward pass, which does not follow an interleaved "
+                  "stage's chunks yet; use --zero 1");
   if (compile.zero == 2 && compile.schedule == "zb-h1")
     return errorf("--schedule zb-h1 with --zero 2: ZeRO-2 reduce-scatters "
                   "each micro-batch's gradients where its backward pass "

@@ -8,7 +8,9 @@
 #include "mlt/Runtime/plan/MemoryReport.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@ bool RankMemory::operator==(const RankMemory &other) const {
 RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
   RankMemory memory;
   memory.arena = rank.arenaBytes;
+  std::map<std::string, uint32_t> chunkSlots;
   uint64_t persistent = 0;
   int64_t parameterElements = 0, copyElements = 0;
   for (const BufferDesc &buffer : rank.buffers) {
@@ -44,8 +47,16 @@ RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
     if (!buffer.parameter.empty() && buffer.kind == BufferKind::ParameterCopy)
       copyElements += buffer.numElements();
     if (buffer.kind == BufferKind::Temporary &&
-        buffer.copyIndex == CopyIndex::Slot)
-      memory.inFlight = std::max(memory.inFlight, buffer.copies);
+        buffer.copyIndex == CopyIndex::Slot) {
+      // An interleaved stage's chunks (temporaries named `c<chunk>.`) each
+      // have slots of their own.
+      std::string chunk;
+      if (buffer.name.size() > 2 && buffer.name[0] == 'c' &&
+          std::isdigit(static_cast<unsigned char>(buffer.name[1])))
+        chunk = buffer.name.substr(0, buffer.name.find('.'));
+      uint32_t &most = chunkSlots[chunk];
+      most = std::max(most, buffer.copies);
+    }
     if (buffer.viewOf >= 0 || buffer.kind == BufferKind::Temporary)
       continue;
     const uint64_t bytes = buffer.extentBytes();
@@ -71,6 +82,9 @@ RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
   // The forward pass reads the copies where there are any.
   memory.parameterElements = copyElements ? copyElements : parameterElements;
   memory.temporaries = memory.arena > persistent ? memory.arena - persistent : 0;
+  for (const auto &[chunk, slots] : chunkSlots)
+    memory.inFlight += slots;
+  memory.chunks = uint32_t(chunkSlots.size());
   return memory;
 }
 
@@ -178,7 +192,9 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
             ? std::string("(their planned peak)")
             : "(their planned peak; the activations of " +
                   std::to_string(memory.inFlight) +
-                  (memory.inFlight == 1 ? " micro-batch" : " micro-batches") +
+                  (memory.chunks > 1 ? " (micro-batch, chunk) pairs"
+                   : memory.inFlight == 1 ? " micro-batch"
+                                          : " micro-batches") +
                   " kept at once)";
     line("activations, temps ", memory.temporaries, kept.c_str(), false);
     os << "  arena              " << mib(memory.arena)

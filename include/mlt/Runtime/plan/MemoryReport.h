@@ -34,8 +34,12 @@ struct RankMemory {
   uint64_t arena = 0;
   /// The micro-batches whose activations the rank keeps at once (the
   /// copies of its buffers kept per slot: a pipeline stage's in-flight
+  /// micro-batches; on an interleaved stage, whose chunks' temporaries
+  /// are named `c<chunk>.`, the sum over its chunks of their in-flight
   /// micro-batches); 0 when it keeps none from one call to another.
   uint32_t inFlight = 0;
+  /// The model chunks whose slots inFlight counts (1 unless interleaved).
+  uint32_t chunks = 0;
   /// Elements of the parameters the rank's forward pass reads (its blocks
   /// of them): what "per parameter" divides by.
   int64_t parameterElements = 0;

@@ -104,6 +104,7 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan_c c-pp2-m4 --microbatches 4 --pp 2
   compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
   compile_plan_c c-pp2-m4-zb --microbatches 4 --pp 2 --schedule zb-h1
+  compile_plan_c c-pp2-vp2-m4 --microbatches 4 --pp 2 --vp 2
   # Four GPUs (mode four): pp 4, pp 2 x dp 2, pp 2 x tp 2, ZB-H1 at pp 4.
   compile_plan_c c-one-m8 --microbatches 8
   compile_plan_c c-pp4-m8 --microbatches 8 --pp 4
@@ -140,6 +141,7 @@ if [[ "${1:-}" == pack ]]; then
   # pp=2: 8 micro-batches of 4 x 2048 per step (1F1B).
   tinyllama tl-b32-pp2 --batch 32 --microbatches 8 --pp 2 2>/dev/null
   tinyllama tl-b32-pp2-zb --batch 32 --microbatches 8 --pp 2 --schedule zb-h1 2>/dev/null
+  tinyllama tl-b32-pp2-vp2 --batch 32 --microbatches 8 --pp 2 --vp 2 2>/dev/null
   # LLaMA-2-7B on two GPUs: ZeRO-2 (10 bytes per parameter) and a micro-batch
   # of 1 x 2048 per GPU.
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
@@ -341,7 +343,7 @@ if (( gpus >= 2 )); then
   echo "== 1 GPU, llama-ref-c, 2 and 4 micro-batches"
   trainc c-one-m2 ./bin/mlt-run plans/c-one-m2.mltplan
   trainc c-one-m4 ./bin/mlt-run plans/c-one-m4.mltplan
-  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe c-pp2-m4-zb; do
+  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe c-pp2-m4-zb c-pp2-vp2-m4; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     trainc $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     one=c-one-m2; [[ $plan == *m4* ]] && one=c-one-m4

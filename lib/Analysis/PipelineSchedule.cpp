@@ -453,3 +453,184 @@ std::string PipelineSchedule::stageString(int64_t stage) const {
   }
   return text;
 }
+
+namespace {
+
+/// Whether `item` at virtual stage `v` of `virtualStages` receives an input
+/// from another virtual stage, and whether it sends an output to one.
+bool receivesInput(const WorkItem &item, int64_t v, int64_t virtualStages) {
+  return (item.kind == WorkKind::Forward && v > 0) ||
+         (item.kind == WorkKind::Backward && v + 1 < virtualStages);
+}
+bool sendsOutput(const WorkItem &item, int64_t v, int64_t virtualStages) {
+  return (item.kind == WorkKind::Forward && v + 1 < virtualStages) ||
+         (item.kind == WorkKind::Backward && v > 0);
+}
+
+/// One transfer: the item producing it and the item consuming it, each as
+/// (stage, index in its work).
+struct Flow {
+  int64_t fromStage, fromItem, toStage, toItem;
+};
+
+/// Every transfer of `schedule`, in stage and item order of the producers.
+std::vector<Flow> flowsOf(const PipelineSchedule &schedule) {
+  const int64_t stages = schedule.stages;
+  const int64_t virtualStages = stages * schedule.chunks;
+  // Each (kind, micro-batch, virtual stage): its stage and index.
+  std::map<StageKey, std::pair<int64_t, int64_t>> where;
+  for (int64_t s = 0; s < stages; ++s)
+    for (size_t i = 0; i < schedule.stageWork[size_t(s)].size(); ++i) {
+      const WorkItem &item = schedule.stageWork[size_t(s)][i];
+      where[{int(item.kind), item.microbatch, item.chunk * stages + s}] = {
+          s, int64_t(i)};
+    }
+  std::vector<Flow> flows;
+  for (int64_t s = 0; s < stages; ++s)
+    for (size_t i = 0; i < schedule.stageWork[size_t(s)].size(); ++i) {
+      const WorkItem &item = schedule.stageWork[size_t(s)][i];
+      const int64_t v = item.chunk * stages + s;
+      if (!sendsOutput(item, v, virtualStages))
+        continue;
+      const int64_t to = item.kind == WorkKind::Forward ? v + 1 : v - 1;
+      auto [toStage, toItem] =
+          where.at({int(item.kind), item.microbatch, to});
+      flows.push_back({s, int64_t(i), toStage, toItem});
+    }
+  return flows;
+}
+
+} // namespace
+
+std::optional<TransferPlacement>
+mlt::placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
+                    std::string *why) {
+  const int64_t stages = schedule.stages;
+  TransferPlacement placement;
+  placement.posts.resize(size_t(stages));
+  for (int64_t s = 0; s < stages; ++s)
+    placement.posts[size_t(s)].resize(schedule.stageWork[size_t(s)].size() +
+                                      1);
+  const std::vector<Flow> flows = flowsOf(schedule);
+  if (rule == TransferRule::Adjacent) {
+    // Sends (after their items) first, then receives (before theirs).
+    for (const Flow &flow : flows)
+      placement.posts[size_t(flow.fromStage)][size_t(flow.fromItem + 1)]
+          .push_back({true, flow.fromItem});
+    std::vector<Flow> byConsumer = flows;
+    std::sort(byConsumer.begin(), byConsumer.end(),
+              [](const Flow &a, const Flow &b) {
+                return std::tie(a.toStage, a.toItem) <
+                       std::tie(b.toStage, b.toItem);
+              });
+    for (const Flow &flow : byConsumer)
+      placement.posts[size_t(flow.toStage)][size_t(flow.toItem)].push_back(
+          {false, flow.toItem});
+    return placement;
+  }
+
+  // 1. Segments: each stage's items by segment, and each item's segment.
+  std::vector<std::vector<int64_t>> segmentStart(static_cast<size_t>(stages));
+  std::vector<std::vector<int64_t>> segmentOf(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s) {
+    const std::vector<WorkItem> &work = schedule.stageWork[size_t(s)];
+    const int64_t warmup = s < int64_t(schedule.warmup.size())
+                               ? schedule.warmup[size_t(s)]
+                               : int64_t(work.size());
+    for (size_t i = 0; i < work.size(); ++i) {
+      const bool pairsWithPrevious =
+          i > 0 && int64_t(i) - 1 >= warmup &&
+          work[i - 1].kind == WorkKind::Forward &&
+          work[i].kind == WorkKind::Backward &&
+          (segmentStart[size_t(s)].back() == int64_t(i) - 1);
+      if (!pairsWithPrevious)
+        segmentStart[size_t(s)].push_back(int64_t(i));
+      segmentOf[size_t(s)].push_back(
+          int64_t(segmentStart[size_t(s)].size()) - 1);
+    }
+  }
+  // 2. Start times: a segment starts once its stage's previous segment
+  // and the segments producing its inputs have ended.
+  std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> inputs(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s)
+    inputs[size_t(s)].resize(segmentStart[size_t(s)].size());
+  for (const Flow &flow : flows)
+    inputs[size_t(flow.toStage)]
+          [size_t(segmentOf[size_t(flow.toStage)][size_t(flow.toItem)])]
+              .push_back({flow.fromStage,
+                          segmentOf[size_t(flow.fromStage)]
+                                   [size_t(flow.fromItem)]});
+  std::vector<std::vector<int64_t>> start(static_cast<size_t>(stages));
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      std::vector<int64_t> &times = start[size_t(s)];
+      while (times.size() < segmentStart[size_t(s)].size()) {
+        int64_t at = times.empty() ? 0 : times.back() + 1;
+        bool ready = true;
+        for (auto [from, segment] : inputs[size_t(s)][times.size()]) {
+          if (int64_t(start[size_t(from)].size()) <= segment) {
+            ready = false;
+            break;
+          }
+          at = std::max(at, start[size_t(from)][size_t(segment)] + 1);
+        }
+        if (!ready)
+          break;
+        times.push_back(at);
+        progressed = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    if (start[size_t(s)].size() != segmentStart[size_t(s)].size()) {
+      if (why)
+        *why = "the schedule's segments wait on each other (stage " +
+               std::to_string(s) + " at its item " +
+               std::to_string(segmentStart[size_t(s)][start[size_t(s)].size()]) +
+               ")";
+      return std::nullopt;
+    }
+  // 3. Each transfer at the receiver's boundary before its consumer and the
+  // sender's boundary open at that consumer's start, sorted by round.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
+  std::vector<std::vector<std::vector<std::pair<Key, TransferPost>>>> keyed(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s)
+    keyed[size_t(s)].resize(placement.posts[size_t(s)].size());
+  for (const Flow &flow : flows) {
+    const int64_t segment =
+        segmentOf[size_t(flow.toStage)][size_t(flow.toItem)];
+    const int64_t round = start[size_t(flow.toStage)][size_t(segment)];
+    const Key key{round, flow.fromStage, flow.fromItem, flow.toStage,
+                  flow.toItem};
+    keyed[size_t(flow.toStage)]
+         [size_t(segmentStart[size_t(flow.toStage)][size_t(segment)])]
+             .push_back({key, {false, flow.toItem}});
+    // The sender's boundary open at `round`: before its first segment
+    // starting at or after it (after its last segment if none does).
+    const std::vector<int64_t> &times = start[size_t(flow.fromStage)];
+    const size_t k = size_t(std::lower_bound(times.begin(), times.end(),
+                                             round) -
+                            times.begin());
+    const int64_t boundary =
+        k < times.size()
+            ? segmentStart[size_t(flow.fromStage)][k]
+            : int64_t(schedule.stageWork[size_t(flow.fromStage)].size());
+    assert(boundary > flow.fromItem && "a send before its producer");
+    keyed[size_t(flow.fromStage)][size_t(boundary)].push_back(
+        {key, {true, flow.fromItem}});
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    for (size_t k = 0; k < keyed[size_t(s)].size(); ++k) {
+      auto &posts = keyed[size_t(s)][k];
+      // Sends first (as the adjacent placement), each kind by round.
+      std::stable_sort(posts.begin(), posts.end(),
+                       [](const auto &a, const auto &b) {
+                         return std::tuple(!a.second.send, a.first) <
+                                std::tuple(!b.second.send, b.first);
+                       });
+      for (auto &[key, post] : posts)
+        placement.posts[size_t(s)][k].push_back(post);
+    }
+  return placement;
+}

@@ -137,10 +137,11 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       *this, "sequence-parallel",
       llvm::cl::desc("split the residual stream along the sequence over tp"),
       llvm::cl::init(false)};
-  Option<std::string> schedule{*this, "schedule",
-                               llvm::cl::desc("1f1b, gpipe, zb-h1 or "
-                                              "interleaved"),
-                               llvm::cl::init("1f1b")};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("1f1b, gpipe, zb-h1 or interleaved (default: 1f1b, "
+                     "interleaved with vp > 1)"),
+      llvm::cl::init("")};
   ListOption<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("forward ops recomputed in the backward pass "
@@ -181,7 +182,9 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.ppLayers.assign(ppLayers.begin(), ppLayers.end());
     options.vp = vp;
     options.ppGroupSize = ppGroupSize;
-    options.schedule = schedule;
+    options.schedule = !schedule.empty() ? std::string(schedule)
+                       : vp > 1              ? "interleaved"
+                                             : "1f1b";
     options.recompute.assign(recompute.begin(), recompute.end());
     options.overlapGradReduce = overlapGradReduce;
     options.gradBucketBytes = gradBucketBytes;

@@ -173,9 +173,12 @@ private:
             for (Attribute ref : launch.getOutputs())
               written.insert(rtir::bufferName(ref));
           });
+      // (With one chunk, every reduction: one of a gradient that nothing
+      // writes goes at the start of the copy.)
       SmallVector<rtir::LaunchOp> mine;
       for (rtir::LaunchOp launch : reductions)
-        if (written.contains(rtir::bufferName(launch.getInputs()[0])))
+        if (chunks == 1 ||
+            written.contains(rtir::bufferName(launch.getInputs()[0])))
           mine.push_back(launch);
       // The step's call of the chunk's last micro-batch (the last call with
       // one that computes: a pipeline stage's transfers come after it).

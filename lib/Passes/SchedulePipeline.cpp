@@ -297,6 +297,16 @@ public:
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
     const std::vector<WorkItem> &work = plan->stageWork[size_t(stage)];
+    // Where the stage posts its transfers (placeTransfers): the interleaved
+    // schedule's by rounds, the others' each next to its item.
+    std::optional<TransferPlacement> placement = placeTransfers(
+        *plan,
+        *kind == ScheduleKind::Interleaved ? TransferRule::TimeRounds
+                                           : TransferRule::Adjacent,
+        &why);
+    if (!placement)
+      return fail("the " + Twine(scheduleKindName(*kind)) +
+                  " schedule's transfers cannot be placed: " + why);
     // A pipeline stage's fused body receives first and sends last only on
     // the last stage (the others send their output, then receive its
     // gradient): elsewhere the bodies are split, even where F and B meet.
@@ -332,12 +342,9 @@ public:
                  work[i].microbatch, 0, {work[i], work[i + 1]}, calls);
       }
       keepAcrossCalls(module, calls, 1, b);
-    } else if (failed(splitBodies(
-                   module, bodies, work, stages > 1,
-                   *kind == ScheduleKind::Interleaved
-                       ? std::optional(plan->warmup.at(size_t(stage)))
-                       : std::nullopt,
-                   calls, b))) {
+    } else if (failed(splitBodies(module, bodies, work, stages > 1,
+                                  placement->posts[size_t(stage)], calls,
+                                  b))) {
       return signalPassFailure();
     }
     calls.push_back({optimizer, std::nullopt, std::nullopt, {}});
@@ -380,7 +387,7 @@ private:
   /// temporaries, so its own slots.
   LogicalResult splitBodies(ModuleOp module, MutableArrayRef<Bodies> chunks,
                             ArrayRef<WorkItem> work, bool transfers,
-                            std::optional<int64_t> pairedFrom,
+                            ArrayRef<std::vector<TransferPost>> posts,
                             SmallVectorImpl<Call> &calls, OpBuilder &b) {
     DenseSet<StringAttr> temporaries;
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
@@ -394,8 +401,10 @@ private:
                             transfers, b)))
         return failure();
 
-    // Slots: the lowest free one of its chunk at each forward, back at its
-    // backward (at its weight-gradient pass, where there is one).
+    // Slots: the lowest free one of its chunk at each forward (at its
+    // receive, where it has one), back at its backward (at its
+    // weight-gradient pass, where there is one; at the send of its output
+    // where that is posted later than right after it).
     struct Slots {
       std::vector<bool> busy;
       DenseMap<int64_t, int64_t> of;
@@ -403,72 +412,102 @@ private:
       SmallVector<Call> calls;
     };
     std::vector<Slots> slots(chunks.size());
-    // Each item's calls: its receives, its body, its sends.
-    SmallVector<SmallVector<Call, 3>, 0> items;
-    for (const WorkItem &item : work) {
+    auto take = [&](const WorkItem &item) {
+      Slots &pool = slots[size_t(item.chunk)];
+      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
+        return it->second;
+      size_t slot = 0;
+      while (slot < pool.busy.size() && pool.busy[slot])
+        ++slot;
+      if (slot == pool.busy.size())
+        pool.busy.push_back(false);
+      pool.busy[slot] = true;
+      pool.of[item.microbatch] = int64_t(slot);
+      return int64_t(slot);
+    };
+    auto give = [&](const WorkItem &item) {
+      Slots &pool = slots[size_t(item.chunk)];
+      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
+      pool.of.erase(item.microbatch);
+    };
+    // Each chunk's first backward (which calls backward_first), each item's
+    // slot, and where each item's output is sent.
+    std::vector<int64_t> firstBackwardOf(chunks.size(), -1);
+    for (size_t k = 0; k < work.size(); ++k)
+      if (work[k].kind == WorkKind::Backward &&
+          firstBackwardOf[size_t(work[k].chunk)] < 0)
+        firstBackwardOf[size_t(work[k].chunk)] = int64_t(k);
+    DenseMap<int64_t, int64_t> itemSlot;
+    DenseMap<int64_t, size_t> sentAt;
+    for (size_t k = 0; k < posts.size(); ++k)
+      for (const TransferPost &post : posts[k])
+        if (post.send)
+          sentAt[post.item] = k;
+    auto emit = [&](const WorkItem &item, Call call) {
+      calls.push_back(call);
+      slots[size_t(item.chunk)].calls.push_back(call);
+    };
+    auto transferOf = [&](const WorkItem &item, bool send, int64_t index)
+        -> FailureOr<rtir::ProgramOp> {
+      Bodies &chunk = chunks[size_t(item.chunk)];
+      const bool isFirst = item.kind == WorkKind::Backward &&
+                           chunk.backwardFirst &&
+                           index == firstBackwardOf[size_t(item.chunk)];
+      const Transfers &transfers =
+          item.kind == WorkKind::Forward ? chunk.forwardTransfers
+          : isFirst                      ? chunk.backwardFirstTransfers
+                                         : chunk.backwardTransfers;
+      rtir::ProgramOp program = send ? transfers.send : transfers.recv;
+      if (!program)
+        return module.emitError("mlt-schedule-pipeline: the schedule ")
+               << (send ? "sends the output of " : "receives the input of ")
+               << item.str() << ", whose body has no "
+               << (send ? "send" : "receive");
+      return program;
+    };
+    for (size_t k = 0; k < posts.size(); ++k) {
+      SmallVector<WorkItem> freed;
+      for (const TransferPost &post : posts[k]) {
+        const WorkItem &item = work[size_t(post.item)];
+        FailureOr<rtir::ProgramOp> program =
+            transferOf(item, post.send, post.item);
+        if (failed(program))
+          return failure();
+        const int64_t slot =
+            post.send ? itemSlot.lookup(post.item) : take(item);
+        itemSlot[post.item] = slot;
+        emit(item, {*program, item.microbatch, slot, {}});
+        if (post.send && item.kind == WorkKind::Backward &&
+            !chunks[size_t(item.chunk)].weight &&
+            size_t(post.item) + 1 != k)
+          freed.push_back(item);
+      }
+      for (const WorkItem &item : freed)
+        give(item);
+      if (k == work.size())
+        break;
+      const WorkItem &item = work[k];
       Bodies &chunk = chunks[size_t(item.chunk)];
       Slots &pool = slots[size_t(item.chunk)];
-      SmallVector<Call, 3> &itemCalls = items.emplace_back();
+      const int64_t slot = take(item);
+      itemSlot[int64_t(k)] = slot;
       if (item.kind == WorkKind::WeightGradient) {
-        const int64_t slot = pool.of.lookup(item.microbatch);
-        pool.busy[size_t(slot)] = false;
         const bool isFirst = pool.firstWeight && chunk.weightFirst;
-        addCalls(isFirst ? chunk.weightFirst : chunk.weight, Transfers{},
-                 item.microbatch, slot, {item}, itemCalls);
+        emit(item, {isFirst ? chunk.weightFirst : chunk.weight,
+                    item.microbatch, slot, {item}});
         pool.firstWeight = false;
+        give(item);
       } else if (item.kind == WorkKind::Forward) {
-        size_t slot = 0;
-        while (slot < pool.busy.size() && pool.busy[slot])
-          ++slot;
-        if (slot == pool.busy.size())
-          pool.busy.push_back(false);
-        pool.busy[slot] = true;
-        pool.of[item.microbatch] = int64_t(slot);
-        addCalls(chunk.forward, chunk.forwardTransfers, item.microbatch,
-                 int64_t(slot), {item}, itemCalls);
+        emit(item, {chunk.forward, item.microbatch, slot, {item}});
       } else {
-        const int64_t slot = pool.of.lookup(item.microbatch);
-        if (!chunk.weight)
-          pool.busy[size_t(slot)] = false;
         const bool isFirst = pool.firstBackward && chunk.backwardFirst;
-        addCalls(isFirst ? chunk.backwardFirst : chunk.backward,
-                 isFirst ? chunk.backwardFirstTransfers
-                         : chunk.backwardTransfers,
-                 item.microbatch, slot, {item}, itemCalls);
+        emit(item, {isFirst ? chunk.backwardFirst : chunk.backward,
+                    item.microbatch, slot, {item}});
         pool.firstBackward = false;
+        auto sent = sentAt.find(int64_t(k));
+        if (!chunk.weight && (sent == sentAt.end() || sent->second == k + 1))
+          give(item);
       }
-      pool.calls.append(itemCalls.begin(), itemCalls.end());
-    }
-    // The calls, by segments of items: each segment's receives, its
-    // bodies, its sends, so that a segment's sends and the next one's
-    // receives form one transfer group. A segment is one item, or, in the
-    // steady state after `pairedFrom` items (the interleaved schedule's
-    // warm-up), a forward and the backward after it: Megatron-Core runs
-    // each such pair as forward, backward, then one group sending both
-    // outputs and receiving the next pair's inputs; with transfers around
-    // every item instead, its ranks can wait on each other in a cycle.
-    for (size_t i = 0; i < items.size();) {
-      size_t end = i + 1;
-      if (pairedFrom && i >= size_t(*pairedFrom) && end < items.size() &&
-          work[i].kind == WorkKind::Forward &&
-          work[end].kind == WorkKind::Backward)
-        ++end;
-      auto isBody = [](const Call &call) { return !call.work.empty(); };
-      for (size_t k = i; k < end; ++k)
-        for (Call &call : items[k]) {
-          if (isBody(call))
-            break;
-          calls.push_back(call);
-        }
-      for (size_t k = i; k < end; ++k)
-        for (Call &call : items[k])
-          if (isBody(call))
-            calls.push_back(call);
-      for (size_t k = i; k < end; ++k) {
-        auto body = llvm::find_if(items[k], isBody);
-        calls.append(std::next(body), items[k].end());
-      }
-      i = end;
     }
     for (Slots &pool : slots)
       keepAcrossCalls(module, pool.calls, int64_t(pool.busy.size()), b);

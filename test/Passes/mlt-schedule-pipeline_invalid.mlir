@@ -1,10 +1,10 @@
 // RUN: mlt-opt %s -split-input-file -verify-diagnostics -mlt-schedule-pipeline
-// RUN: not mlt-opt %s -split-input-file -mlt-schedule-pipeline="schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: not mlt-opt %s -split-input-file -mlt-schedule-pipeline="schedule=1f2b" 2>&1 | FileCheck %s --check-prefix=OPTION
 
-// OPTION: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b, gpipe or zb-h1)
+// OPTION: mlt-schedule-pipeline: unknown schedule '1f2b' (1f1b, gpipe, zb-h1 or interleaved)
 
 // Tests that the bodies must be there (the pass runs after the lowering).
-// expected-error @+1 {{mlt-schedule-pipeline: needs the programs @micro_step and @optimizer_step (run mlt-lower-to-runtime first)}}
+// expected-error @+1 {{mlt-schedule-pipeline: needs the program @optimizer_step (run mlt-lower-to-runtime first)}}
 module {
   mlt_rt.program @micro_step {
   }

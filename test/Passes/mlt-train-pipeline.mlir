@@ -7,6 +7,9 @@
 // RUN: not mlt-opt %S/../../models/llama/tiny.mlir \
 // RUN:   --mlt-train-pipeline="batch=4 seq-len=16 schedule=interleaved" 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BAD
+// RUN: mlt-opt %S/../../models/llama/tiny.mlir \
+// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=2 pp=2 vp=2" \
+// RUN:   | FileCheck %s --check-prefix=VP
 
 // Tests that mlt-opt's mlt-train-pipeline compiles a model as mlt-run does:
 // the options (mlt-run's flag names) reach the passes, and the result is
@@ -43,4 +46,18 @@
 // GPIPE-NEXT: mlt_rt.call @backward_first microbatch 0 slot 0 work [B0.0]
 // GPIPE-NEXT: mlt_rt.call @backward microbatch 1 slot 1 work [B1.0]
 
-// BAD: mlt-schedule-pipeline: unknown schedule 'interleaved' (1f1b, gpipe or zb-h1)
+// A schedule for stages of several model chunks, on one stage of one.
+// BAD: mlt-schedule-pipeline: the interleaved schedule needs 2 or more pipeline stages, got 1
+
+// pp=2 vp=2: each stage one module of two chunks (mlt-merge-chunks),
+// whose programs are named by chunk, under the interleaved schedule by
+// default (both micro-batches through chunk 0, then through chunk 1).
+// VP: module @stage0 attributes {{{.*}}mlt.chunks = 2 : i64
+// VP: mlt_rt.step @step {
+// VP-NEXT: mlt_rt.call @c0.forward microbatch 0 slot 0 work [F0.0]
+// VP-NEXT: mlt_rt.call @c0.forward_send microbatch 0 slot 0
+// VP-NEXT: mlt_rt.call @c0.forward microbatch 1 slot 1 work [F1.0]
+// VP-NEXT: mlt_rt.call @c0.forward_send microbatch 1 slot 1
+// VP-NEXT: mlt_rt.call @c1.forward_recv microbatch 0 slot 0
+// VP-NEXT: mlt_rt.call @c1.forward microbatch 0 slot 0 work [F0.1]
+// VP: module @stage1 attributes {{{.*}}mlt.chunks = 2 : i64

@@ -129,6 +129,68 @@ struct PipelineSchedule {
   std::string stageString(int64_t stage) const;
 };
 
+/// A transfer a stage posts between two of its items: the receive of the
+/// input of its item `item` (an index into its stageWork), or the send of
+/// that item's output. A forward at virtual stage v receives from v - 1
+/// (none at v = 0) and sends to v + 1 (none at the last); a backward the
+/// other way; a weight-gradient item neither.
+struct TransferPost {
+  bool send = false;
+  int64_t item = 0;
+  bool operator==(const TransferPost &other) const {
+    return send == other.send && item == other.item;
+  }
+};
+
+/// How a schedule's transfers are placed between its items.
+enum class TransferRule : uint8_t {
+  /// Each item's receive right before it, its send right after it: a send
+  /// and the next item's receive form one group (Megatron-Core's
+  /// send_forward_recv_backward; deadlock-free for 1f1b, gpipe, zb-h1).
+  Adjacent,
+  /// The interleaved schedule's: see placeTransfers.
+  TimeRounds,
+};
+
+/// Where each stage posts its transfers: posts[s][k] is what stage s posts
+/// before its item k (k = its item count: after its last one), in order;
+/// the posts at one place form one transfer group, which completes when
+/// every peer has posted the group holding the matching transfer
+/// (rendezvous: NCCL's grouped send/recv without buffering).
+struct TransferPlacement {
+  std::vector<std::vector<std::vector<TransferPost>>> posts;
+};
+
+/// The transfers of `schedule` placed by `rule`. TimeRounds (for the
+/// interleaved schedule, whose adjacent placement can deadlock or cross its
+/// transfers once a chunk runs more micro-batches in a row than there are
+/// stages):
+/// 1. each stage's items are cut into segments: one item each, except in
+///    the steady state (after `warmup`) a forward and the backward after
+///    it, which Megatron-Core runs back to back with their transfers in
+///    one group after them;
+/// 2. every segment is given a start time, segments taking one unit: the
+///    later of its stage's previous segment's end and the ends of the
+///    segments producing its inputs; a stage's boundary before segment k
+///    is open from the end of segment k - 1 to the start of segment k, so
+///    at each time each stage is at one boundary;
+/// 3. each transfer's receive goes at the boundary before its consuming
+///    segment, whose start time T is the transfer's round, and its send at
+///    the sender's boundary open at time T (after its producer, which ended
+///    by T); each boundary's sends, then its receives, are sorted by (T,
+///    producer, consumer), so every pair of stages meets its transfers in
+///    one order.
+/// No stage can then wait forever: a stuck stage whose boundary closes
+/// first waits on a transfer of a round T no later than that close, posted
+/// by a peer at a boundary closing before T, which closes earlier still.
+/// With one micro-batch group per chunk of P micro-batches (Megatron's
+/// default) it places every transfer as Megatron-Core's interleaved
+/// schedule does. Nullopt, with the reason in `why`, for a schedule whose
+/// segments depend on each other in a cycle.
+std::optional<TransferPlacement> placeTransfers(const PipelineSchedule &schedule,
+                                                TransferRule rule,
+                                                std::string *why = nullptr);
+
 /// The schedule of `kind` (not `interleaved`) for `stages` stages of one
 /// chunk each and `microbatches` micro-batches (both at least 1).
 PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,

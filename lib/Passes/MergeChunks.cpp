@@ -236,6 +236,14 @@ private:
     mergeOptimizers(merged, programs, tails, b);
     for (auto &[chunk, nested] : chunks)
       nested.erase();
+    // Buffers first, in order, as mlt-lower-to-runtime leaves them.
+    auto programsOf = merged.getOps<rtir::ProgramOp>();
+    if (!programsOf.empty()) {
+      Operation *firstProgram = *programsOf.begin();
+      for (auto buffer : llvm::to_vector(merged.getOps<rtir::BufferOp>()))
+        if (firstProgram->isBeforeInBlock(buffer))
+          buffer->moveBefore(firstProgram);
+    }
     return success();
   }
 

@@ -105,6 +105,8 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan_c c-pp2-m4-gpipe --microbatches 4 --pp 2 --schedule gpipe
   compile_plan_c c-pp2-m4-zb --microbatches 4 --pp 2 --schedule zb-h1
   compile_plan_c c-pp2-vp2-m4 --microbatches 4 --pp 2 --vp 2
+  # Groups of 4 micro-batches per chunk: sends placed later than their items.
+  compile_plan_c c-pp2-vp2-g4-m8 --microbatches 8 --pp 2 --vp 2 --pp-group-size 4
   # Four GPUs (mode four): pp 4, pp 2 x dp 2, pp 2 x tp 2, ZB-H1 at pp 4.
   compile_plan_c c-one-m8 --microbatches 8
   compile_plan_c c-pp4-m8 --microbatches 8 --pp 4
@@ -340,13 +342,14 @@ if (( gpus >= 2 )); then
     python3 tools/fixture_tools.py check fixtures/llama-ref-c "$out"/$name.jsonl \
       --weights /tmp/mlt-$name --grads /tmp/mlt-$name.grads || fail "$name: against the fixture"
   }
-  echo "== 1 GPU, llama-ref-c, 2 and 4 micro-batches"
+  echo "== 1 GPU, llama-ref-c, 2, 4 and 8 micro-batches"
   trainc c-one-m2 ./bin/mlt-run plans/c-one-m2.mltplan
   trainc c-one-m4 ./bin/mlt-run plans/c-one-m4.mltplan
-  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe c-pp2-m4-zb c-pp2-vp2-m4; do
+  trainc c-one-m8 ./bin/mlt-run plans/c-one-m8.mltplan
+  for plan in c-pp2-m2 c-pp2-m4 c-pp2-m4-gpipe c-pp2-m4-zb c-pp2-vp2-m4 c-pp2-vp2-g4-m8; do
     echo "== 2 GPUs, $plan: mpirun -np 2"
     trainc $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
-    one=c-one-m2; [[ $plan == *m4* ]] && one=c-one-m4
+    one=c-one-m2; [[ $plan == *m4* ]] && one=c-one-m4; [[ $plan == *m8 ]] && one=c-one-m8
     python3 tools/Inputs/compare_runs.py 1e-5 "$out"/$plan.jsonl "$out"/$one.jsonl \
       /tmp/mlt-$plan.grads /tmp/mlt-$one.grads || fail "$plan: against the 1-GPU run"
   done

@@ -339,8 +339,15 @@ def MLTPartitionPipeline : Pass<"mlt-partition-pipeline", "::mlir::ModuleOp"> {
     receiving the gradient of what it sent and sending back the gradient of
     what it received.
 
+    With `chunks=V` (interleaving) the layers split into P x V virtual
+    stages, chunk c of stage s holding virtual stage c * P + s (Megatron's
+    assignment), each a module `@stage<s>_chunk<c>` (`mlt.stage = s`,
+    `mlt.chunk = c`): the transfers go to the next virtual stage, one rank
+    on or from the last rank back to the first (`shift 1 - P`), and
+    mlt-merge-chunks later merges each stage's chunks into one module.
+
     The split (`StagePartition.h`): `layers=5,6,6,5` sets it (checked: one
-    count per stage, each at least 1, summing to the model's layers); else
+    count per (virtual) stage, each at least 1, summing to the model's layers); else
     it balances each stage's predicted time, a layer's and the LM head's
     counted by their FLOPs (forward and backward), the embedding's as none.
     The split is printed to the log with each stage's share when `print`
@@ -618,6 +625,15 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
     rest) and W (`backward_weight`: the launches that only write weight
     gradients), called for the schedule's W items; a micro-batch's slot is
     then freed at its W.
+
+    An interleaved stage (mlt-merge-chunks, `mlt.chunks = V`, `schedule =
+    interleaved`, `group-size`: Megatron's
+    microbatch_group_size_per_vp_stage) takes its share of Megatron-Core's
+    interleaved 1F1B over the chunks' bodies (`c<c>.forward`, ...), each
+    chunk with slots of its own. Where the transfer calls go comes from
+    `placeTransfers` (PipelineSchedule.h): next to their items for the
+    other schedules, by rounds for the interleaved one, which keeps a
+    backward's slot until its send when that comes later.
 
     After (`microbatches=3`):
     ```mlir

@@ -23,6 +23,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -171,6 +172,23 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
           splitsWeightGradients(*kind) ? "F = B = W"
                                        : "backward = 2 x forward");
     }
+    // Each stage's memory: its ranks' planned arena (exact, as
+    // --report-memory details it).
+    std::string memory;
+    for (ModuleOp stage : module->getOps<ModuleOp>()) {
+      auto index =
+          stage->getAttrOfType<IntegerAttr>(MLTDialect::getStageAttrName());
+      auto arena = stage->getAttrOfType<IntegerAttr>("mlt_rt.arena_bytes");
+      if (!index || !arena)
+        continue;
+      memory += llvm::formatv("{0}stage {1} {2:f1} MiB", memory.empty() ? "" : ", ",
+                              index.getInt(),
+                              double(arena.getInt()) / double(1 << 20))
+                    .str();
+    }
+    if (!memory.empty())
+      llvm::errs() << "planned memory per rank (its arena): " << memory
+                   << "\n";
   }
   return true;
 }

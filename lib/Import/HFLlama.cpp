@@ -307,6 +307,14 @@ llvm::Expected<LlamaConfig> mlt::readHFLlamaConfig(llvm::StringRef path) {
   llvm::SmallString<256> file(path);
   if (llvm::sys::fs::is_directory(file))
     llvm::sys::path::append(file, "config.json");
+  // Not a file (a FIFO would block the read): say what it is.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(file, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file)
+    return configError(file, status.type() ==
+                                     llvm::sys::fs::file_type::fifo_file
+                                 ? "is a FIFO (named pipe), not a file"
+                                 : "is not a regular file");
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
   if (!buffer)

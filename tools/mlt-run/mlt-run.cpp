@@ -16,6 +16,7 @@
 
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Parameters.h"
@@ -347,7 +348,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
   using Setter =
       std::function<Status(const std::string &, const std::string &)>;
   auto str = [](std::string &field) -> Setter {
-    return [&field](const std::string &, const std::string &v) {
+    return [&field](const std::string &flag, const std::string &v) {
+      if (v.empty())
+        return errorf(flag, ": expected a value, got an empty one");
       field = v;
       return Status::ok();
     };
@@ -580,7 +583,10 @@ Status checkOptions(const Options &o) {
   };
   MLT_RETURN_IF_ERROR(nonNegative("--lr", o.lr));
   MLT_RETURN_IF_ERROR(nonNegative("--min-lr", o.minLR));
-  MLT_RETURN_IF_ERROR(nonNegative("--adam-eps", o.eps));
+  if (!(o.eps > 0))
+    return errorf("--adam-eps must be positive (AdamW divides by the root "
+                  "of the second moment plus it, which starts at 0), got ",
+                  o.eps);
   MLT_RETURN_IF_ERROR(nonNegative("--weight-decay", o.weightDecay));
   MLT_RETURN_IF_ERROR(nonNegative("--clip-grad", o.clipGrad));
   for (auto [flag, beta] :
@@ -591,6 +597,55 @@ Status checkOptions(const Options &o) {
   if (o.batch && o.microbatches && *o.batch % *o.microbatches != 0)
     return errorf("--batch ", *o.batch, " is not divisible by --microbatches ",
                   *o.microbatches);
+  return Status::ok();
+}
+
+/// The paths, before anything is compiled or trained: the inputs (the
+/// model, --data, --init-from) are files (a FIFO would block, a device
+/// would be read forever), the outputs (--log-json, --dump-grads,
+/// --emit-plan, --trace, and --save-hf's directory) have their directory
+/// and nothing in their place that writing them would replace (a device
+/// node, a symbolic link), and no output is an input or another output.
+Status checkPaths(const Options &o) {
+  struct Input {
+    const char *flag;
+    const std::string &path;
+  };
+  std::vector<Input> inputs = {{"MODEL_OR_PLAN", o.model}};
+  if (!o.data.empty()) {
+    MLT_RETURN_IF_ERROR(checkInputPath(o.data).withContext("--data"));
+    inputs.push_back({"--data", o.data});
+  }
+  if (!o.initFrom.empty()) {
+    MLT_RETURN_IF_ERROR(checkInputPath(o.initFrom, /*directoryToo=*/true)
+                            .withContext("--init-from"));
+    inputs.push_back({"--init-from", o.initFrom});
+  }
+  struct Output {
+    const char *flag;
+    const std::string &path;
+    bool directory;
+  };
+  std::vector<Output> outputs;
+  for (Output output : {Output{"--log-json", o.logJson, false},
+                        Output{"--dump-grads", o.dumpGrads, false},
+                        Output{"--emit-plan", o.emitPlan, false},
+                        Output{"--trace", o.trace, false},
+                        Output{"--save-hf", o.saveHF, true}}) {
+    if (output.path.empty())
+      continue;
+    MLT_RETURN_IF_ERROR(checkOutputPath(output.path, output.directory)
+                            .withContext(output.flag));
+    for (const Input &input : inputs)
+      if (sameFile(output.path, input.path) && !output.directory)
+        return errorf(output.flag, ": ", output.path, " is the ", input.flag,
+                      " file; writing it would destroy the input");
+    for (const Output &other : outputs)
+      if (other.path == output.path || sameFile(other.path, output.path))
+        return errorf(output.flag, " and ", other.flag, " name one file, ",
+                      output.path);
+    outputs.push_back(output);
+  }
   return Status::ok();
 }
 
@@ -640,6 +695,7 @@ enum class InputKind { Plan, Model };
 StatusOr<InputKind> classifyInput(const std::string &path) {
   if (!exists(path))
     return errorf(path, ": no such file or directory");
+  MLT_RETURN_IF_ERROR(checkInputPath(path, /*directoryToo=*/true));
   if (isDirectory(path)) {
     if (!exists(path + "/config.json"))
       return errorf(path, ": a directory without config.json (expected a "
@@ -1231,6 +1287,7 @@ Status runTool(int argc, char **argv, const Launch &launch) {
     return errorf("missing MODEL_OR_PLAN (a plan file, a .mlir model, a "
                   "config.json, or a directory holding one); see --help");
   MLT_RETURN_IF_ERROR(checkOptions(o));
+  MLT_RETURN_IF_ERROR(checkPaths(o));
   const bool trains = !o.printPlan && !o.printSchedule && !o.reportMemory &&
                       o.emitPlan.empty();
   if (severalProcesses && !trains)

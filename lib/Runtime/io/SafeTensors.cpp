@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/io/FileKind.h"
 
 #include <nlohmann/json.hpp>
 
@@ -434,14 +435,16 @@ StatusOr<Entry> parseEntry(const std::string &name, const json &value,
 StatusOr<TensorMap>
 readSafeTensorsImpl(const std::string &path,
                     std::map<std::string, std::string> *metadata) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
+  // until a writer comes; reads of a regular file ignore it)
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
     return errorf("cannot open: ", errnoText());
   struct stat st;
   if (::fstat(fd.get(), &st) != 0)
     return errorf("cannot stat: ", errnoText());
-  if (!S_ISREG(st.st_mode))
-    return errorf("not a regular file");
+  if (std::optional<std::string> kind = nonRegularKind(st))
+    return errorf("is ", *kind, ", not a file");
   uint64_t fileSize = uint64_t(st.st_size);
   if (fileSize < 8)
     return errorf("file has ", fileSize,
@@ -522,12 +525,16 @@ readSafeTensorsImpl(const std::string &path,
 
 /// Reads a JSON file; errors are prefixed by the caller.
 StatusOr<json> readJsonFile(const fs::path &path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
+  // until a writer comes; reads of a regular file ignore it)
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
     return errorf("cannot open: ", errnoText());
   struct stat st;
   if (::fstat(fd.get(), &st) != 0)
     return errorf("cannot stat: ", errnoText());
+  if (std::optional<std::string> kind = nonRegularKind(st))
+    return errorf("is ", *kind, ", not a file");
   std::string text(size_t(st.st_size), '\0');
   MLT_RETURN_IF_ERROR(readAt(fd.get(), reinterpret_cast<uint8_t *>(text.data()),
                              text.size(), 0, path.string()));

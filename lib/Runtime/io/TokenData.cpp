@@ -12,6 +12,7 @@
 
 #include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/io/FileKind.h"
 
 #include <cassert>
 #include <cerrno>
@@ -113,7 +114,9 @@ StatusOr<TokenDataset> TokenDataset::open(const std::string &path,
   if (vocab <= 0)
     return errorf(path, ": vocab size must be positive, got ", vocab);
 
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // (O_NONBLOCK: a FIFO opens at once, to be refused below, rather than
+  // blocking until a writer comes; reads of a regular file ignore it)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return errorf(path, ": cannot open token file: ", std::strerror(errno));
   struct stat st;
@@ -122,9 +125,9 @@ StatusOr<TokenDataset> TokenDataset::open(const std::string &path,
     ::close(fd);
     return errorf(path, ": cannot stat token file: ", std::strerror(error));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (std::optional<std::string> kind = nonRegularKind(st)) {
     ::close(fd);
-    return errorf(path, ": token file is not a regular file");
+    return errorf(path, ": the token file is ", *kind, ", not a file");
   }
   uint64_t size = uint64_t(st.st_size);
   if (size == 0) {

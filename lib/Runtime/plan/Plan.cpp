@@ -10,6 +10,7 @@
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
+#include "mlt/Runtime/io/FileKind.h"
 
 #include <cstring>
 #include <fstream>
@@ -375,6 +376,8 @@ StatusOr<Plan> mlt::rt::parsePlan(const void *data, size_t size,
 
 StatusOr<Plan> mlt::rt::readPlanFile(const std::string &path,
                                      std::string *bytes) {
+  // (a FIFO would block the open)
+  MLT_RETURN_IF_ERROR(checkInputPath(path));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return errorf(path, ": cannot open the plan file");

@@ -1,0 +1,108 @@
+//===- FileKind.h - what a path names, before it is opened ------*- C++ -*-===//
+//
+// Part of mlt. The checks every reader and writer of the runtime and the
+// tools make before they open a path, so that what is not a file fails
+// with one line naming what it is instead of blocking or doing harm: a
+// FIFO given as an input blocks forever in open(), a device node or a
+// symbolic link given as an output would be replaced, an output that is
+// an input (a log written onto the data) destroys it. Header-only, plain
+// POSIX: the plan library, the IO library and the tools include it
+// without linking anything new.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUNTIME_IO_FILEKIND_H
+#define MLT_RUNTIME_IO_FILEKIND_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+
+namespace mlt::rt {
+
+/// "a FIFO (named pipe)", "a directory", ... for what is not a regular
+/// file; nullopt for a regular file.
+inline std::optional<std::string> nonRegularKind(const struct stat &st) {
+  if (S_ISREG(st.st_mode))
+    return std::nullopt;
+  if (S_ISDIR(st.st_mode))
+    return "a directory";
+  if (S_ISFIFO(st.st_mode))
+    return "a FIFO (named pipe)";
+  if (S_ISSOCK(st.st_mode))
+    return "a socket";
+  if (S_ISCHR(st.st_mode))
+    return "a character device";
+  if (S_ISBLK(st.st_mode))
+    return "a block device";
+  if (S_ISLNK(st.st_mode))
+    return "a symbolic link";
+  return "not a regular file";
+}
+
+/// Why `path` cannot be read as a file (through symbolic links), in words
+/// that follow the path: "does not exist", "is a FIFO (named pipe), not a
+/// file", "is a symbolic link loop"; ok for a regular file. A directory is
+/// accepted where `directoryToo`.
+inline Status checkInputPath(const std::string &path,
+                             bool directoryToo = false) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT)
+      return errorf(path, ": does not exist");
+    if (error == ELOOP)
+      return errorf(path, ": is a symbolic link loop");
+    return errorf(path, ": cannot be read: ", std::strerror(error));
+  }
+  if (directoryToo && S_ISDIR(st.st_mode))
+    return Status::ok();
+  if (std::optional<std::string> kind = nonRegularKind(st))
+    return errorf(path, ": is ", *kind, ", not a file");
+  return Status::ok();
+}
+
+/// Why `path` cannot be written as a new file (`directory`: a new
+/// directory) that replaces what is there: ok where nothing is there or a
+/// regular file (a directory) is; else what is in the way (a device node,
+/// a FIFO, a symbolic link, which the write would replace rather than
+/// write through) or a parent directory that does not exist.
+inline Status checkOutputPath(const std::string &path,
+                              bool directory = false) {
+  if (path.empty())
+    return errorf("an empty path");
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    const bool fits = directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
+    if (!fits) {
+      std::optional<std::string> kind = nonRegularKind(st);
+      return errorf(path, ": is ", kind ? *kind : std::string("a file"),
+                    ", which writing ",
+                    directory ? "a directory" : "a file",
+                    " there would replace");
+    }
+    return Status::ok();
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return errorf(path, ": the directory ", parent, " does not exist");
+  return Status::ok();
+}
+
+/// Whether two existing paths name one file (through symbolic links).
+inline bool sameFile(const std::string &a, const std::string &b) {
+  struct stat x, y;
+  return ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 &&
+         x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+} // namespace mlt::rt
+
+#endif // MLT_RUNTIME_IO_FILEKIND_H

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Import/HFLlama.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
@@ -142,6 +143,24 @@ llvm::Error LlamaConfig::verify() const {
     if (value <= 0)
       return invalidConfig(
           llvm::formatv("{0} must be positive, got {1}", name, value));
+  // Far beyond any LLaMA (LLaMA-3-405B: 126 layers, hidden 16384, a
+  // vocabulary of 128256), and small enough that no size below overflows
+  // or takes the compiler hours: what is past them is a typo or an attack.
+  std::pair<const char *, int64_t> bounded[][2] = {
+      {{"vocab_size", vocabSize}, {"", int64_t(1) << 22}},
+      {{"hidden_size", hiddenSize}, {"", int64_t(1) << 17}},
+      {{"intermediate_size", intermediateSize}, {"", int64_t(1) << 19}},
+      {{"num_hidden_layers", numLayers}, {"", 4096}},
+      {{"num_attention_heads", numHeads}, {"", 4096}},
+      {{"num_key_value_heads", numKvHeads}, {"", 4096}},
+      {{"head_dim", headDim}, {"", 4096}},
+      {{"max_position_embeddings", maxPositionEmbeddings},
+       {"", int64_t(1) << 24}}};
+  for (auto &[field, limit] : bounded)
+    if (field.second > limit.second)
+      return invalidConfig(llvm::formatv(
+          "{0} is {1}, beyond the {2} mlt accepts", field.first,
+          field.second, limit.second));
   if (numHeads % numKvHeads != 0)
     return invalidConfig(
         llvm::formatv("num_attention_heads ({0}) must be a multiple of "
@@ -196,6 +215,11 @@ LlamaConfig LlamaConfig::fromAttr(LlamaConfigAttr attr) {
 
 llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
                                                     llvm::StringRef source) {
+  // (LLVM's parser recurses per level: a text nested 40,000 deep would
+  // overflow the stack)
+  if (std::optional<size_t> at = rt::jsonTooDeepAt(
+          std::string_view(json.data(), json.size())))
+    return configError(source, "not a config: " + rt::jsonTooDeepMessage(*at));
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return configError(source, "not valid JSON: " +

@@ -10,6 +10,7 @@
 
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Runtime/io/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -465,6 +466,8 @@ readSafeTensorsImpl(const std::string &path,
                              headerSize, 8, path));
   json header;
   try {
+    if (std::optional<size_t> at = jsonTooDeepAt(headerText))
+      return errorf("the header ", jsonTooDeepMessage(*at));
     header = json::parse(headerText);
   } catch (const json::exception &e) {
     return errorf("header is not valid JSON: ", e.what());
@@ -539,6 +542,8 @@ StatusOr<json> readJsonFile(const fs::path &path) {
   MLT_RETURN_IF_ERROR(readAt(fd.get(), reinterpret_cast<uint8_t *>(text.data()),
                              text.size(), 0, path.string()));
   try {
+    if (std::optional<size_t> at = jsonTooDeepAt(text))
+      return errorf("not valid JSON: it ", jsonTooDeepMessage(*at));
     return json::parse(text);
   } catch (const json::exception &e) {
     return errorf("not valid JSON: ", e.what());

@@ -401,10 +401,10 @@ private:
                              : bucket.readShard;
       if (bucket.decay)
         bucket.master.setDecayAttr(b.getUnitAttr());
-      bucket.expAvg = createSlice("exp_avg_shard." + index,
+      bucket.expAvg = createSlice(abi::kExpAvgShardPrefix + index,
                                   rtir::BufferKind::optimizer_state, f32,
                                   bucket.readBucket, false, true);
-      bucket.expAvgSq = createSlice("exp_avg_sq_shard." + index,
+      bucket.expAvgSq = createSlice(abi::kExpAvgSqShardPrefix + index,
                                     rtir::BufferKind::optimizer_state, f32,
                                     bucket.readBucket, false, true);
       flatBuckets.push_back(bucket);

@@ -19,6 +19,7 @@
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/train/Checkpoint.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/MemoryReport.h"
@@ -201,6 +202,21 @@ Output:
                              tokens_per_s, step_time_s, tokens
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR atomically
+  --save-checkpoint DIR      write training checkpoints under DIR, each in
+                             DIR/step-NNNNNN (the f32 master weights as an
+                             HF checkpoint, AdamW's moments, the step and the
+                             data order), DIR/latest naming the newest; each
+                             written whole before it is named, so a killed
+                             run leaves the last one loadable
+  --save-every N             with --save-checkpoint: every N steps (and at
+                             the end; default: at the end only)
+  --keep-last K              with --save-checkpoint: keep the newest K
+                             checkpoints (default: all)
+  --resume DIR               go on from the checkpoint DIR (a --save-checkpoint
+                             directory: its latest; or one step-NNNNNN): its
+                             weights, moments and step, whatever layout saved
+                             it; --steps stays the run's total, so a run of
+                             --steps 6 resumed at step 3 runs steps 4 to 6
   --dump-grads FILE          write the gradients of step 1 (summed over its
                              micro-batches, before clipping) as safetensors
   --profile-step N           time every launch of step N on the device (rank
@@ -263,6 +279,8 @@ struct Options {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
+  std::string saveCheckpoint, resume;
+  std::optional<int64_t> saveEvery, keepLast;
   std::optional<int64_t> tp, dp, pp, vp, ppGroupSize;
   /// --pp-layers: the layers of each pipeline stage; empty: balanced.
   std::vector<int64_t> ppLayers;
@@ -461,6 +479,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--clip-grad", number(o.clipGrad)},
       {"--log-json", str(o.logJson)},
       {"--save-hf", str(o.saveHF)},
+      {"--save-checkpoint", str(o.saveCheckpoint)},
+      {"--resume", str(o.resume)},
+      {"--save-every", integer(o.saveEvery)},
+      {"--keep-last", integer(o.keepLast)},
       {"--dump-grads", str(o.dumpGrads)},
       {"--emit-plan", str(o.emitPlan)},
       {"--profile-step", integer(o.profileStep)},
@@ -542,6 +564,16 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--pp", o.pp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--vp", o.vp, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--save-every", o.saveEvery, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--keep-last", o.keepLast, 1));
+  for (auto [flag, given] : {std::pair{"--save-every", o.saveEvery.has_value()},
+                             std::pair{"--keep-last", o.keepLast.has_value()}})
+    if (given && o.saveCheckpoint.empty())
+      return errorf(flag, " sets how --save-checkpoint saves; pass "
+                          "--save-checkpoint DIR");
+  if (!o.resume.empty() && !o.initFrom.empty())
+    return errorf("--resume takes the weights from its checkpoint; "
+                  "--init-from would replace them");
   MLT_RETURN_IF_ERROR(atLeast("--pp-group-size", o.ppGroupSize, 1));
   if (o.vp.value_or(1) > 1 && o.pp.value_or(1) < 2)
     return errorf("--vp ", *o.vp, " interleaves model chunks over pipeline "
@@ -621,6 +653,11 @@ Status checkPaths(const Options &o) {
                             .withContext("--init-from"));
     inputs.push_back({"--init-from", o.initFrom});
   }
+  if (!o.resume.empty()) {
+    MLT_RETURN_IF_ERROR(checkInputPath(o.resume, /*directoryToo=*/true)
+                            .withContext("--resume"));
+    inputs.push_back({"--resume", o.resume});
+  }
   struct Output {
     const char *flag;
     const std::string &path;
@@ -631,7 +668,8 @@ Status checkPaths(const Options &o) {
                         Output{"--dump-grads", o.dumpGrads, false},
                         Output{"--emit-plan", o.emitPlan, false},
                         Output{"--trace", o.trace, false},
-                        Output{"--save-hf", o.saveHF, true}}) {
+                        Output{"--save-hf", o.saveHF, true},
+                        Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
     if (output.path.empty())
       continue;
     MLT_RETURN_IF_ERROR(checkOutputPath(output.path, output.directory)
@@ -963,6 +1001,14 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   for (const RankPlan &rank : plan.ranks)
     arenaBytes = std::max(arenaBytes, rank.arenaBytes);
 
+  if ((!o.saveCheckpoint.empty() || !o.resume.empty()) && dist)
+    return errorf(!o.resume.empty() ? "--resume" : "--save-checkpoint",
+                  " with one process per GPU (mpirun) is not supported yet: "
+                  "checkpoints are written and read by runs whose ranks are "
+                  "one process's (any layout on the CPU, one GPU)");
+  if (!o.saveCheckpoint.empty() && model.hfConfig.empty())
+    return errorf("--save-checkpoint: the plan carries no HF config.json to "
+                  "save with the weights");
   if (!o.saveHF.empty()) {
     // Fail before training, not after it, when the checkpoint cannot be saved.
     if (model.hfConfig.empty())
@@ -1027,6 +1073,42 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     loaded = initializeParameters(**ranks, o.seed);
   }
   MLT_RETURN_IF_ERROR(agree(loaded));
+  // --resume: the checkpoint's weights and moments, in this plan's layout.
+  int64_t resumedStep = 0;
+  if (!o.resume.empty()) {
+    StatusOr<TrainingCheckpoint> checkpoint = loadTrainingCheckpoint(o.resume);
+    if (!checkpoint)
+      return checkpoint.takeStatus().withContext("--resume");
+    if (!model.hfConfig.empty() &&
+        nlohmann::json::parse(checkpoint->config, nullptr, false) !=
+            nlohmann::json::parse(model.hfConfig, nullptr, false))
+      return errorf("--resume ", o.resume, ": the checkpoint is of another "
+                    "model (its config.json differs from the plan's)");
+    if (checkpoint->seed != o.seed || checkpoint->shuffle != o.shuffle)
+      return errorf("--resume ", o.resume, ": the checkpoint's data order is ",
+                    checkpoint->shuffle ? "shuffled with --seed " +
+                                              std::to_string(checkpoint->seed)
+                                        : std::string("--no-shuffle"),
+                    ", this run's ",
+                    o.shuffle ? "shuffled with --seed " + std::to_string(o.seed)
+                              : std::string("--no-shuffle"),
+                    "; pass the same to go on with the same data");
+    if (checkpoint->step >= *o.steps)
+      return errorf("--resume ", o.resume, ": the checkpoint is at step ",
+                    checkpoint->step, ", --steps is ", *o.steps,
+                    ": nothing left to train");
+    MLT_RETURN_IF_ERROR(loadParameters(**ranks, checkpoint->parameters)
+                            .withContext("--resume " + o.resume));
+    MLT_RETURN_IF_ERROR(
+        loadOptimizerState(**ranks, checkpoint->optimizerState)
+            .withContext("--resume " + o.resume));
+    resumedStep = checkpoint->step;
+    std::printf("resumed from %s at step %" PRId64 "%s\n", o.resume.c_str(),
+                resumedStep,
+                checkpoint->layout.empty()
+                    ? " (saved by one rank)"
+                    : (" (saved by " + checkpoint->layout + ")").c_str());
+  }
 
   std::ofstream log;
   Status logOpened = Status::ok();
@@ -1055,6 +1137,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   options.optimizer.maxGradNorm = o.clipGrad;
   options.shuffle = o.shuffle;
   options.seed = o.seed;
+  options.firstStep = resumedStep + 1;
   options.reportingRank = reportingRank(plan);
   StatusOr<std::unique_ptr<Trainer>> trainer =
       Trainer::create(**ranks, model, *data, options);
@@ -1191,6 +1274,30 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     if (reports)
       MLT_RETURN_IF_ERROR(reportStep(m));
+    if (!o.saveCheckpoint.empty() &&
+        (m.step == options.steps ||
+         (o.saveEvery && m.step % *o.saveEvery == 0))) {
+      TrainingCheckpoint checkpoint;
+      checkpoint.step = m.step;
+      checkpoint.seed = o.seed;
+      checkpoint.shuffle = o.shuffle;
+      checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
+      checkpoint.config = model.hfConfig;
+      StatusOr<TensorMap> parameters = parameterTensors(**ranks);
+      if (!parameters)
+        return parameters.takeStatus();
+      StatusOr<TensorMap> moments = optimizerStateTensors(**ranks);
+      if (!moments)
+        return moments.takeStatus();
+      checkpoint.parameters = std::move(*parameters);
+      checkpoint.optimizerState = std::move(*moments);
+      StatusOr<std::string> saved = saveTrainingCheckpoint(
+          o.saveCheckpoint, checkpoint, o.keepLast.value_or(0));
+      if (!saved)
+        return saved.takeStatus().withContext("--save-checkpoint");
+      std::printf("saved checkpoint %s\n", saved->c_str());
+      std::fflush(stdout);
+    }
     // Every process takes part in a trace (the events are gathered).
     if (!profiled.empty() && m.step == profiledStep)
       return endProfiles();

@@ -778,7 +778,8 @@ Status writeSafeTensors(const std::string &path, const TensorMap &tensors,
 }
 
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors) {
+                          const TensorMap &tensors,
+                          const std::vector<CheckpointFile> &more) {
   fs::path target = withoutTrailingSlash(dir);
   if (target.empty() || target == "/" || target.filename() == "." ||
       target.filename() == "..")
@@ -810,26 +811,42 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
     return status;
   };
 
-  {
-    std::string configPath = (temporary / "config.json").string();
-    FileDescriptor fd(::open(configPath.c_str(),
-                             O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  // A text file, flushed to the disk.
+  auto writeText = [&](const std::string &name,
+                       const std::string &text) -> Status {
+    std::string path = (temporary / name).string();
+    FileDescriptor fd(
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
     if (fd.get() < 0)
-      return failWith(errorf(configPath, ": cannot create: ", errnoText()));
-    Status written =
-        writeAll(fd.get(), reinterpret_cast<const uint8_t *>(configJson.data()),
-                 configJson.size(), configPath);
+      return errorf(path, ": cannot create: ", errnoText());
+    Status written = writeAll(
+        fd.get(), reinterpret_cast<const uint8_t *>(text.data()), text.size(),
+        path);
     if (written.isOk() && ::fsync(fd.get()) != 0)
-      written = errorf(configPath, ": fsync failed: ", errnoText());
+      written = errorf(path, ": fsync failed: ", errnoText());
     if (written.isOk() && fd.close() != 0)
-      written = errorf(configPath, ": close failed: ", errnoText());
-    if (!written.isOk())
-      return failWith(std::move(written));
-  }
+      written = errorf(path, ": close failed: ", errnoText());
+    return written;
+  };
+  if (Status written = writeText("config.json", configJson); !written.isOk())
+    return failWith(std::move(written));
   Status weights =
       writeSafeTensors((temporary / "model.safetensors").string(), tensors);
   if (!weights.isOk())
     return failWith(std::move(weights).withContext(dir));
+  for (const CheckpointFile &file : more) {
+    if (file.name.empty() || file.name.find('/') != std::string::npos ||
+        file.name == "config.json" || file.name == "model.safetensors")
+      return failWith(errorf(dir, ": '", file.name,
+                             "' cannot be a file of the checkpoint"));
+    Status written =
+        file.tensors
+            ? writeSafeTensors((temporary / file.name).string(), *file.tensors)
+                  .withContext(dir)
+            : writeText(file.name, file.text);
+    if (!written.isOk())
+      return failWith(std::move(written));
+  }
   syncDirectory(temporary);
 
   if (!replacing) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Blocks.h"
 #include "mlt/Runtime/Random.h"
 
@@ -472,18 +473,49 @@ rankPlansOf(const std::vector<Executor *> &executors) {
 // Writing parameters
 //===----------------------------------------------------------------------===//
 
-/// Writes every parameter of `parameters` (whole values from `valuesOf`)
-/// into the executors' parameter buffers: each buffer naming it gets its
-/// block (the holders, and where segments hold it the buffers naming it
-/// too, with the values an all-gather of the segments would leave there);
-/// each buffer with segments is written once, whole, when the last of its
-/// parameters is known: each segment its range of its parameter's block,
-/// zero elsewhere (the padding). Then zeroes the optimizer states.
+/// The moment an optimizer-state buffer holds ("exp_avg" or "exp_avg_sq",
+/// by its name: a parameter's own or a partitioned optimizer's slice),
+/// or nullopt.
+std::optional<std::string> momentOf(const BufferDesc &buffer) {
+  auto startsWith = [&](const char *prefix) {
+    return buffer.name.rfind(prefix, 0) == 0;
+  };
+  if (startsWith(kExpAvgSqPrefix) || startsWith(kExpAvgSqShardPrefix))
+    return std::string("exp_avg_sq");
+  if (startsWith(kExpAvgPrefix) || startsWith(kExpAvgShardPrefix))
+    return std::string("exp_avg");
+  return std::nullopt;
+}
+
+/// The name a buffer of `kind` holds (a block or segment of) parameter
+/// `parameter` under: its HF name for parameters, "<moment>:<HF name>" for
+/// optimizer states; nullopt for a buffer of no moment.
+std::optional<std::string> stateName(const BufferDesc &buffer,
+                                     const std::string &parameter,
+                                     BufferKind kind) {
+  if (kind != BufferKind::OptimizerState)
+    return parameter;
+  std::optional<std::string> moment = momentOf(buffer);
+  if (!moment)
+    return std::nullopt;
+  return *moment + ":" + parameter;
+}
+
+/// Writes every tensor of `parameters` (whole values from `valuesOf`) into
+/// the executors' buffers of `kind`, named as stateName names them (the
+/// parameters, or the optimizer states' moments): each buffer naming it
+/// gets its block (the holders, and where segments hold it the buffers
+/// naming it too, with the values an all-gather of the segments would
+/// leave there); each buffer with segments is written once, whole, when
+/// the last of its tensors is known: each segment its range of its
+/// tensor's block, zero elsewhere (the padding). Writing the parameters
+/// then zeroes the optimizer states.
 Status writeParameters(
     const std::vector<Executor *> &executors,
     const std::vector<ExpectedTensor> &parameters,
     const std::function<StatusOr<std::vector<float>>(const ExpectedTensor &)>
-        &valuesOf) {
+        &valuesOf,
+    BufferKind kind = BufferKind::Parameter) {
   struct Staged {
     Executor *executor;
     size_t buffer;
@@ -498,17 +530,20 @@ Status writeParameters(
     const RankPlan &rank = executor->rankPlan();
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
       const BufferDesc &buffer = rank.buffers[i];
-      if (buffer.kind != BufferKind::Parameter)
+      if (buffer.kind != kind)
         continue;
       if (!buffer.parameter.empty())
-        namedBy[buffer.parameter].push_back({executor, i});
-      if (buffer.segments.empty())
+        if (std::optional<std::string> name =
+                stateName(buffer, buffer.parameter, kind))
+          namedBy[*name].push_back({executor, i});
+      if (buffer.segments.empty() || !stateName(buffer, "", kind))
         continue;
       staged.push_back(Staged{executor, i,
                               std::vector<float>(size_t(buffer.numElements())),
                               buffer.segments.size()});
       for (const SegmentDesc &segment : buffer.segments)
-        segmentsOf[segment.parameter].push_back({staged.size() - 1, &segment});
+        segmentsOf[*stateName(buffer, segment.parameter, kind)].push_back(
+            {staged.size() - 1, &segment});
     }
   }
 
@@ -578,6 +613,8 @@ Status writeParameters(
   // parametersOf lists every parameter a segment holds, so every staged
   // buffer is written by now. Every rank refreshes its compute copies, also
   // one that holds no parameter: the refresh all-gathers the ranks' slices.
+  if (kind != BufferKind::Parameter)
+    return Status::ok();
   for (Executor *executor : executors) {
     executor->markParametersWritten();
     MLT_RETURN_IF_ERROR(executor->zeroBuffers(BufferKind::OptimizerState));
@@ -613,6 +650,32 @@ Status load(const std::vector<Executor *> &executors, const TensorMap &tensors,
       [&](const ExpectedTensor &parameter) -> StatusOr<std::vector<float>> {
         return toFloat32(parameter.name, tensors.at(parameter.name));
       });
+}
+
+/// The optimizer states the executors' parameters have, named as
+/// stateName names them ("exp_avg:<HF name>", "exp_avg_sq:<HF name>"), with
+/// the parameters' whole shapes.
+std::vector<ExpectedTensor>
+optimizerStatesOf(const std::vector<Executor *> &executors) {
+  std::vector<ExpectedTensor> states;
+  for (const char *moment : {"exp_avg", "exp_avg_sq"})
+    for (const ExpectedTensor &parameter :
+         parametersOf(rankPlansOf(executors)))
+      states.push_back(
+          {std::string(moment) + ":" + parameter.name, parameter.shape});
+  return states;
+}
+
+Status loadStates(const std::vector<Executor *> &executors,
+                  const TensorMap &tensors) {
+  const std::vector<ExpectedTensor> expected = optimizerStatesOf(executors);
+  MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  return writeParameters(
+      executors, expected,
+      [&](const ExpectedTensor &state) -> StatusOr<std::vector<float>> {
+        return toFloat32(state.name, tensors.at(state.name));
+      },
+      BufferKind::OptimizerState);
 }
 
 StatusOr<TensorMap> assemble(const std::vector<Executor *> &executors,
@@ -685,6 +748,49 @@ Status mlt::rt::loadParameters(RankGroup &ranks, const TensorMap &tensors) {
 Status mlt::rt::loadParameters(RankGroup &local, const Plan &plan,
                                const TensorMap &tensors) {
   return load(executorsOf(local), tensors, &plan);
+}
+
+StatusOr<TensorMap> mlt::rt::optimizerStateTensors(RankGroup &ranks) {
+  const std::vector<Executor *> executors = executorsOf(ranks);
+  StatusOr<TensorMap> assembled =
+      assemble(executors, BufferKind::OptimizerState);
+  if (!assembled)
+    return assembled;
+  // By moment and HF name: "exp_avg:<name>" buffers keep theirs, the
+  // segments of a slice "exp_avg_shard.3[<name>]" take their moment's.
+  std::map<std::string, const BufferDesc *> buffers;
+  for (Executor *executor : executors)
+    for (const BufferDesc &buffer : executor->rankPlan().buffers)
+      buffers.emplace(buffer.name, &buffer);
+  TensorMap states;
+  for (auto &[name, tensor] : *assembled) {
+    std::string key = name;
+    if (size_t open = name.find('['); open != std::string::npos &&
+                                      name.back() == ']') {
+      const std::string buffer = name.substr(0, open);
+      const std::string parameter =
+          name.substr(open + 1, name.size() - open - 2);
+      std::optional<std::string> state =
+          buffers.count(buffer)
+              ? stateName(*buffers.at(buffer), parameter,
+                          BufferKind::OptimizerState)
+              : std::nullopt;
+      if (!state)
+        return errorf("optimizer state '", name, "': not a moment of AdamW");
+      key = *state;
+    } else if (!buffers.count(name) ||
+               !momentOf(*buffers.at(name))) {
+      return errorf("optimizer state '", name, "': not a moment of AdamW");
+    }
+    if (!states.emplace(key, std::move(tensor)).second)
+      return errorf("optimizer state '", key, "' is held twice");
+  }
+  return states;
+}
+
+Status mlt::rt::loadOptimizerState(RankGroup &ranks,
+                                   const TensorMap &tensors) {
+  return loadStates(executorsOf(ranks), tensors);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,

@@ -268,7 +268,7 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
 }
 
 Status Trainer::run(const std::function<Status(const StepMetrics &)> &onStep) {
-  for (int64_t s = 1; s <= options_.steps; ++s) {
+  for (int64_t s = options_.firstStep; s <= options_.steps; ++s) {
     StatusOr<StepMetrics> metrics = step(s);
     if (!metrics)
       return metrics.takeStatus();

@@ -130,8 +130,18 @@ writeSafeTensors(const std::string &path, const TensorMap &tensors,
 /// are written into a temporary sibling directory that then takes the place
 /// of `dir` (an existing `dir` is replaced only once the new one is complete).
 /// On any error `dir` is left as it was and the temporary directory removed.
+/// A file `writeCheckpointDir` writes beside the weights: `tensors` as a
+/// .safetensors file, or (null `tensors`) `text`.
+struct CheckpointFile {
+  std::string name;
+  const TensorMap *tensors = nullptr;
+  std::string text;
+};
+/// `more`: other files of the directory (a training checkpoint's optimizer
+/// state and trainer state), written into it before it takes `dir`'s place.
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors);
+                          const TensorMap &tensors,
+                          const std::vector<CheckpointFile> &more = {});
 
 /// Formats a shape as `[2, 3]` for messages.
 std::string formatShape(const std::vector<int64_t> &shape);

@@ -161,6 +161,11 @@ inline constexpr const char *kParameterPrefix = "param:";
 inline constexpr const char *kGradientPrefix = "grad:";
 inline constexpr const char *kExpAvgPrefix = "exp_avg:";
 inline constexpr const char *kExpAvgSqPrefix = "exp_avg_sq:";
+/// A partitioned optimizer's (ZeRO's) slices of the moments of a bucket of
+/// parameters, followed by the bucket's number: "exp_avg_shard.3" (their
+/// segments name the parameters).
+inline constexpr const char *kExpAvgShardPrefix = "exp_avg_shard.";
+inline constexpr const char *kExpAvgSqShardPrefix = "exp_avg_sq_shard.";
 /// The compute copy of a parameter (ParameterCopy), e.g. "param_bf16:".
 inline constexpr const char *kParameterCopyPrefix = "param_";
 

@@ -128,6 +128,18 @@ StatusOr<TensorMap> parameterTensors(Executor &executor,
 StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
                                      BufferKind kind = BufferKind::Parameter);
 
+/// AdamW's moments of every parameter as whole F32 tensors, named
+/// "exp_avg:<HF name>" and "exp_avg_sq:<HF name>", assembled from their
+/// holders whatever the layout (a parameter's own buffers, blocks of them
+/// under tensor parallelism, a partitioned optimizer's segments): with the
+/// parameters, what a checkpoint holds to continue training.
+StatusOr<TensorMap> optimizerStateTensors(RankGroup &ranks);
+/// Writes such tensors (exactly the moments of the ranks' parameters,
+/// whole shapes, any float dtype) into the ranks' optimizer-state buffers,
+/// each holder its block or segment: a checkpoint of one layout resumed at
+/// another. Call it after loadParameters, which zeroes them.
+Status loadOptimizerState(RankGroup &ranks, const TensorMap &tensors);
+
 /// parameterTensors for a run whose ranks are processes (one per GPU):
 /// every process calls it with its own ranks (`local`, e.g. a RankGroup
 /// created for one rank) and the whole `plan`. The process holding plan

@@ -79,7 +79,11 @@ struct OptimizerOptions {
 };
 
 struct TrainingOptions {
+  /// The run's steps: run() takes firstStep..steps (a resumed run starts
+  /// after its checkpoint's step, with the data, learning rate and AdamW
+  /// step count of its own step numbers).
   int64_t steps = 1;
+  int64_t firstStep = 1;
   LRSchedule schedule;
   OptimizerOptions optimizer;
   /// Visit the samples in a seeded permutation per epoch (else in file order).
@@ -130,8 +134,8 @@ public:
   /// ...", and so is a non-finite loss, which rank 0 detects).
   StatusOr<StepMetrics> step(int64_t step);
 
-  /// Runs steps 1..options.steps, calling `onStep` after each; stops at the
-  /// first error, of a step or of `onStep`.
+  /// Runs steps options.firstStep..options.steps, calling `onStep` after
+  /// each; stops at the first error, of a step or of `onStep`.
   Status run(const std::function<Status(const StepMetrics &)> &onStep);
 
   const TrainingOptions &options() const { return options_; }

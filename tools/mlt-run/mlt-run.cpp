@@ -1084,7 +1084,9 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
             nlohmann::json::parse(model.hfConfig, nullptr, false))
       return errorf("--resume ", o.resume, ": the checkpoint is of another "
                     "model (its config.json differs from the plan's)");
-    if (checkpoint->seed != o.seed || checkpoint->shuffle != o.shuffle)
+    // (without shuffling the seed orders nothing)
+    if (checkpoint->shuffle != o.shuffle ||
+        (o.shuffle && checkpoint->seed != o.seed))
       return errorf("--resume ", o.resume, ": the checkpoint's data order is ",
                     checkpoint->shuffle ? "shuffled with --seed " +
                                               std::to_string(checkpoint->seed)

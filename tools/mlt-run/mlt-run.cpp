@@ -41,6 +41,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -995,6 +997,28 @@ struct Distributed {
 };
 #endif
 
+/// The signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP), or 0.
+std::atomic<int> stopSignal{0};
+
+extern "C" void askToStop(int signal) {
+  stopSignal.store(signal);
+  // A second one ends the process at once.
+  std::signal(signal, SIG_DFL);
+}
+
+/// "SIGTERM" for messages.
+const char *signalName(int signal) {
+  switch (signal) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP";
+  }
+  return "a signal";
+}
+
 Status train(const Options &o, const Plan &plan, Distributed *dist) {
   const ModelInfo &model = plan.model;
   uint64_t arenaBytes = 0; // the largest rank's
@@ -1253,6 +1277,15 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     return Status::ok();
   };
+  // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP: the current step
+  // ends, a checkpoint is written (with --save-checkpoint), and the run
+  // stops with a line saying so. (One process per GPU: the launcher's
+  // signals end the job as before.)
+  int64_t stoppedAfter = 0;
+  std::string stoppedCheckpoint;
+  if (!dist)
+    for (int signal : {SIGINT, SIGTERM, SIGHUP})
+      std::signal(signal, askToStop);
   Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
     StepMetrics m = measured;
 #ifdef MLT_HAVE_CUDA
@@ -1276,8 +1309,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     if (reports)
       MLT_RETURN_IF_ERROR(reportStep(m));
+    // A checkpoint every --save-every steps, at the end, and where a signal
+    // stops the run.
+    const bool stopping = stopSignal.load() && m.step < options.steps;
     if (!o.saveCheckpoint.empty() &&
-        (m.step == options.steps ||
+        (stopping || m.step == options.steps ||
          (o.saveEvery && m.step % *o.saveEvery == 0))) {
       TrainingCheckpoint checkpoint;
       checkpoint.step = m.step;
@@ -1299,6 +1335,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
         return saved.takeStatus().withContext("--save-checkpoint");
       std::printf("saved checkpoint %s\n", saved->c_str());
       std::fflush(stdout);
+      stoppedCheckpoint = *saved;
+    }
+    if (stopping) {
+      stoppedAfter = m.step;
+      return errorf("stopped by ", signalName(stopSignal.load()));
     }
     // Every process takes part in a trace (the events are gathered).
     if (!profiled.empty() && m.step == profiledStep)
@@ -1310,6 +1351,15 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist)
     dist->fatal(status);
+  if (!status && stoppedAfter > 0) {
+    std::printf("stopped by %s after step %" PRId64 " of %" PRId64 "; %s\n",
+                signalName(stopSignal.load()), stoppedAfter, options.steps,
+                !stoppedCheckpoint.empty()
+                    ? ("go on with --resume " + o.saveCheckpoint).c_str()
+                    : "nothing saved (no --save-checkpoint)");
+    std::fflush(stdout);
+    return Status::ok();
+  }
   MLT_RETURN_IF_ERROR(status);
 
   if (!o.saveHF.empty()) {

@@ -155,8 +155,15 @@ mlt::rt::saveTrainingCheckpoint(const std::string &root,
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + size_t(keepLast) < steps.size(); ++i)
       if (steps[i].second != dir) {
+        // Renamed away first, in one step, so that a process killed while
+        // removing it leaves a temporary (removed by a later save) rather
+        // than a checkpoint with files missing.
+        const fs::path doomed =
+            rootPath / ("." + steps[i].second.filename().string() + ".tmp-" +
+                        std::to_string(::getpid()) + "-removed");
         std::error_code ignored;
-        fs::remove_all(steps[i].second, ignored);
+        if (std::rename(steps[i].second.c_str(), doomed.c_str()) == 0)
+          fs::remove_all(doomed, ignored);
       }
   }
   return dir.string();

@@ -24,8 +24,10 @@
 // Atomic: a checkpoint is written into a temporary directory, flushed, and
 // renamed into place (writeCheckpointDir); `latest` is replaced last, by a
 // rename. A process killed at any moment leaves `latest` naming a complete
-// checkpoint, and no directory that looks complete but is not; saving
-// removes the temporary directories that killed processes left behind.
+// checkpoint, and no directory that looks complete but is not (an old
+// checkpoint that --keep-last drops is renamed to a temporary name before
+// it is removed); saving removes the temporary directories that killed
+// processes left behind.
 //
 //===----------------------------------------------------------------------===//
 

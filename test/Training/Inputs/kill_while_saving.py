@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Kills a run that saves a checkpoint every step, at random moments, and
+checks after each kill that the checkpoints left are whole.
+
+  kill_while_saving.py KILLS SEED DIR -- MLT-RUN-COMMAND...
+
+The command (an mlt-run training with --save-checkpoint DIR --save-every 1)
+is started KILLS times, each killed with SIGKILL after a random delay (from
+SEED), each start resuming from DIR once it holds a checkpoint. After every
+kill: each DIR/step-* directory holds config.json, model.safetensors,
+optimizer.safetensors and trainer.json; DIR/latest, if there, names one of
+them; and the command resumes from DIR for one more step (mlt-run reads
+the checkpoint whole, so a torn file fails it). Prints one line; exits 1 on
+a failure. Standard library only.
+"""
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+FILES = {"config.json", "model.safetensors", "optimizer.safetensors",
+         "trainer.json"}
+
+
+def check(directory):
+    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    steps = [n for n in names if n.startswith("step-")]
+    for name in steps:
+        held = set(os.listdir(os.path.join(directory, name)))
+        if held != FILES:
+            return f"{name} holds {sorted(held)}"
+    latest = os.path.join(directory, "latest")
+    if os.path.exists(latest):
+        named = open(latest).read().strip()
+        if named not in steps:
+            return f"latest names {named}, which is not there"
+    return None
+
+
+def latest_step(directory):
+    latest = os.path.join(directory, "latest")
+    if not os.path.exists(latest):
+        return None
+    return int(open(latest).read().strip()[len("step-"):])
+
+
+def main(argv):
+    if len(argv) < 6 or argv[4] != "--":
+        print(__doc__)
+        return 2
+    kills, seed, directory = int(argv[1]), int(argv[2]), argv[3]
+    command = argv[5:]
+    rng = random.Random(seed)
+    for kill in range(kills):
+        step = latest_step(directory)
+        run = command + (["--resume", directory] if step else [])
+        process = subprocess.Popen(run, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.2, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        problem = check(directory)
+        if problem:
+            print(f"FAIL: after kill {kill + 1}: {problem}")
+            return 1
+        step = latest_step(directory)
+        if step is None:
+            continue
+        steps = command.index("--steps")
+        resumed = list(command)
+        resumed[steps + 1] = str(step + 1)
+        saving = ("--save-checkpoint", "--save-every", "--keep-last")
+        resumed = [a for i, a in enumerate(resumed)
+                   if a not in saving and (i == 0 or resumed[i - 1] not in saving)]
+        result = subprocess.run(resumed + ["--resume", directory],
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        if result.returncode != 0:
+            print(f"FAIL: after kill {kill + 1}, resuming from step {step}: "
+                  f"{result.stderr.strip()}")
+            return 1
+    step = latest_step(directory)
+    print(f"ok: {kills} kills while saving, every checkpoint whole, the "
+          f"latest resumable (step {step})" if step else
+          f"FAIL: no checkpoint after {kills} kills")
+    return 0 if step else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

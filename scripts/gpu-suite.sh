@@ -41,6 +41,9 @@ if [[ "${1:-}" == pack ]]; then
     "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches 2 \
       --dtype $dtype --schedule gpipe --emit-plan "$dir"/plans/ref-a-$dtype-mb2-gpipe.mltplan
   done
+  # Checkpoints: compare_resumed.py (beside fixture_tools.py, which it uses).
+  mkdir -p "$dir"/tools/Inputs
+  cp "$root"/test/Training/Inputs/compare_resumed.py "$dir"/tools/Inputs/
   # The benchmark: the reference's llama-1b shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --emit-plan "$dir"/plans/tinyllama-bf16-b4.mltplan
@@ -75,6 +78,19 @@ if [[ "$1" == bench ]]; then
 open("/tmp/profile-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
   ./bin/mlt-run $plan --device cuda --data /tmp/profile-tokens.u16 --steps 3 \
     --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/profile.txt
+  # A 1.1B training checkpoint: 2 steps with and without saving one, and
+  # resuming from it for one more; the differences are the save and the load.
+  rm -rf /tmp/tl-ckpt
+  for run in plain save resume; do
+    flags=
+    [[ $run == save ]] && flags="--save-checkpoint /tmp/tl-ckpt"
+    [[ $run == resume ]] && flags="--resume /tmp/tl-ckpt --steps 3"
+    start=$(date +%s.%N)
+    ./bin/mlt-run $plan --device cuda --data /tmp/profile-tokens.u16 --steps 2 \
+      --lr 1e-4 $flags > "$out"/ckpt-$run.txt 2>&1 || echo "FAIL: checkpoint $run"
+    echo "checkpoint timing: $run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s"
+  done
+  du -sb /tmp/tl-ckpt/step-000002 | sed 's/^/checkpoint bytes: /'
   exit 0
 fi
 status=0
@@ -114,5 +130,22 @@ for dtype in fp32 bf16; do
   else
     echo "FAIL: $dtype gpipe differs from 1F1B"; status=1
   fi
+done
+# Checkpoints on one GPU: 6 steps saving at 3 and 6, and the run resumed
+# from step 3: the same bits in steps 4 to 6 and in the final weights.
+for dtype in fp32 bf16; do
+  echo "== mlt-run --device cuda, $dtype, llama-ref-a, resumed from a checkpoint"
+  rm -rf /tmp/ckpt-$dtype
+  ./bin/mlt-run plans/ref-a-$dtype-mb2.mltplan --device cuda \
+    --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+    --no-shuffle --steps 6 $hyper --save-checkpoint /tmp/ckpt-$dtype --save-every 3 \
+    --log-json "$out"/ckpt-$dtype-full.jsonl --save-hf /tmp/ckpt-$dtype-full > /dev/null || status=1
+  ./bin/mlt-run plans/ref-a-$dtype-mb2.mltplan --device cuda --data plans/tokens.u16 \
+    --no-shuffle --steps 6 $hyper --resume /tmp/ckpt-$dtype/step-000003 \
+    --log-json "$out"/ckpt-$dtype-resumed.jsonl --save-hf /tmp/ckpt-$dtype-resumed > /dev/null || status=1
+  python3 tools/Inputs/compare_resumed.py 0 "$out"/ckpt-$dtype-full.jsonl \
+    "$out"/ckpt-$dtype-resumed.jsonl || status=1
+  cmp /tmp/ckpt-$dtype-full/model.safetensors /tmp/ckpt-$dtype-resumed/model.safetensors \
+    && echo "ok: the same final weights, byte for byte" || status=1
 done
 exit $status

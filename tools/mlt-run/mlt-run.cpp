@@ -1093,7 +1093,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       loaded = (dist ? loadParameters(**ranks, plan, *tensors)
                      : loadParameters(**ranks, *tensors))
                    .withContext(o.initFrom);
-  } else {
+  } else if (o.resume.empty()) { // (--resume loads them below)
     loaded = initializeParameters(**ranks, o.seed);
   }
   MLT_RETURN_IF_ERROR(agree(loaded));

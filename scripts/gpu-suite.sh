@@ -41,9 +41,11 @@ if [[ "${1:-}" == pack ]]; then
     "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches 2 \
       --dtype $dtype --schedule gpipe --emit-plan "$dir"/plans/ref-a-$dtype-mb2-gpipe.mltplan
   done
-  # Checkpoints: compare_resumed.py (beside fixture_tools.py, which it uses).
+  # Checkpoints: compare_resumed.py (beside compare_runs.py, and below
+  # fixture_tools.py, which it uses).
   mkdir -p "$dir"/tools/Inputs
-  cp "$root"/test/Training/Inputs/compare_resumed.py "$dir"/tools/Inputs/
+  cp "$root"/test/Training/Inputs/compare_resumed.py \
+    "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/Inputs/
   # The benchmark: the reference's llama-1b shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --emit-plan "$dir"/plans/tinyllama-bf16-b4.mltplan

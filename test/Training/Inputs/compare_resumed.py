@@ -8,9 +8,9 @@ Checks that RESUMED's steps are FULL's last steps, by number (a run of
 --steps 6 resumed at step 3 logs steps 4, 5 and 6), each loss and
 grad_norm within TOL relative (TOL 0: the same bits), and that each pair of
 safetensors files holds the same tensors with values within TOL normwise
-relative (max |a - b| / max |a|; 0: the same bits), or with --updates-from
-relative to what training changed, |a - b| / |a - init| in L2 norm per
-tensor (as compare_runs.py and the fixtures' README measure final weights).
+relative (0: the same bits), or with --updates-from relative to what
+training changed, as compare_runs.py measures them (its
+compare_tensor_files, against FULL's weights: the first of each pair).
 Prints one line per check; exits 1 on any failure. Standard library only.
 """
 import json
@@ -18,7 +18,9 @@ import sys
 
 sys.path.insert(0, __import__("os").path.join(
     __import__("os").path.dirname(__file__), ".."))
-from fixture_tools import diff_norm, read_safetensors  # noqa: E402
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from compare_runs import compare_tensor_files  # noqa: E402
+from fixture_tools import read_safetensors  # noqa: E402
 
 
 def main(argv):
@@ -51,30 +53,7 @@ def main(argv):
         print(f"FAIL: steps {steps[0]}-{steps[-1]}: loss and grad_norm differ "
               f"by {worst:.1e} relative, more than {tol:g}")
     for a_path, b_path in zip(argv[4::2], argv[5::2]):
-        a, b = read_safetensors(a_path), read_safetensors(b_path)
-        if sorted(a) != sorted(b):
-            print(f"FAIL: {a_path} and {b_path} hold other tensors")
-            ok = False
-            continue
-        worst = 0.0
-        for name in a:
-            (shape_a, x), (shape_b, y) = a[name], b[name]
-            if shape_a != shape_b:
-                print(f"FAIL: {name} has shape {shape_a} and {shape_b}")
-                ok = False
-                continue
-            if init is not None:
-                num, den = diff_norm(x, y), diff_norm(x, init[name][1])
-            else:
-                num = max((abs(p - q) for p, q in zip(x, y)), default=0.0)
-                den = max((abs(q) for q in x), default=0.0)
-            worst = max(worst, num / den if den else num)
-        if worst <= tol:
-            print(f"ok: {len(a)} tensors {what} (worst {worst:.1e})")
-        else:
-            ok = False
-            print(f"FAIL: {len(a)} tensors: differ by {worst:.1e}, more than "
-                  f"{tol:g}")
+        ok &= compare_tensor_files(b_path, a_path, tol, init, what)
     return 0 if ok else 1
 
 

@@ -42,29 +42,37 @@ def main(argv):
     print(f"{'ok' if worst <= tol else 'FAIL'}: {len(logs[0])} steps, "
           f"loss and grad_norm within {tol:g} (worst {worst:.1e})")
     for path_a, path_b in zip(argv[4::2], argv[5::2]):
-        a, b = read_safetensors(path_a), read_safetensors(path_b)
-        if sorted(a) != sorted(b):
-            print(f"FAIL: {path_a} and {path_b} hold different tensors")
+        ok &= compare_tensor_files(path_a, path_b, tol, init)
+    return 0 if ok else 1
+
+
+def compare_tensor_files(path_a, path_b, tol, init=None, what=None):
+    """Prints whether two safetensors files hold the same tensors with
+    values within `tol` (see the module comment; `init`: the initial
+    weights, to measure against what training changed; `what`: the words
+    for the tolerance); returns whether they do."""
+    a, b = read_safetensors(path_a), read_safetensors(path_b)
+    if sorted(a) != sorted(b):
+        print(f"FAIL: {path_a} and {path_b} hold different tensors")
+        return False
+    ok, worst = True, 0.0
+    for name in a:
+        if a[name][0] != b[name][0]:
+            print(f"FAIL: {name} has shape {a[name][0]} and {b[name][0]}")
             ok = False
             continue
-        worst = 0.0
-        for name in a:
-            if a[name][0] != b[name][0]:
-                print(f"FAIL: {name} has shape {a[name][0]} and {b[name][0]}")
-                ok = False
-                continue
-            if init is not None:
-                num = diff_norm(a[name][1], b[name][1])
-                den = diff_norm(b[name][1], init[name][1])
-            else:
-                num = max((abs(x - y) for x, y in zip(a[name][1], b[name][1])),
-                          default=0.0)
-                den = max((abs(y) for y in b[name][1]), default=0.0)
-            worst = max(worst, num / den if den else num)
-        ok &= worst <= tol
-        print(f"{'ok' if worst <= tol else 'FAIL'}: {len(a)} tensors within "
-              f"{tol:g} (worst {worst:.1e})")
-    return 0 if ok else 1
+        if init is not None:
+            num = diff_norm(a[name][1], b[name][1])
+            den = diff_norm(b[name][1], init[name][1])
+        else:
+            num = max((abs(x - y) for x, y in zip(a[name][1], b[name][1])),
+                      default=0.0)
+            den = max((abs(y) for y in b[name][1]), default=0.0)
+        worst = max(worst, num / den if den else num)
+    ok &= worst <= tol
+    print(f"{'ok' if worst <= tol else 'FAIL'}: {len(a)} tensors "
+          f"{what or f'within {tol:g}'} (worst {worst:.1e})")
+    return ok
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ if [[ "${1:-}" == pack ]]; then
   source "$root"/scripts/gpu-pack-common.sh
   pack_runtime "$root" "$rt" "$dir" "$fixture"
   mkdir -p "$dir"/tools/Inputs
-  cp "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/Inputs/
+  cp "$root"/test/Training/Inputs/compare_runs.py \
+    "$root"/test/Training/Inputs/compare_resumed.py "$dir"/tools/Inputs/
   python3 "$root"/test/Training/fixture_tools.py variant "$fixture"/model.safetensors \
     "$dir"/plans/nan.safetensors nan model.norm.weight
   compile_plan() { # name, layout flags...
@@ -316,6 +317,33 @@ if (( gpus >= 2 )); then
   echo "== 2 GPUs, dp2 without graphs around NCCL (MLT_CUDA_GRAPHS=compute)"
   MLT_CUDA_GRAPHS=compute train dp2-nograph $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
   same dp2-nograph
+  # Checkpoints of two processes: dp=2 and ZeRO-2 saved every 3 steps
+  # (gathered on rank 0's process, which writes), resumed from step 3 by
+  # two processes (the same bits) and by one GPU (another layout: within
+  # 1e-5 of the dp=2 run that never stopped).
+  for plan in dp2 dp2-mb2-z2; do
+    echo "== 2 GPUs, $plan: checkpoint at step 3, resumed"
+    rm -rf /tmp/ckpt-$plan
+    $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan --device cuda \
+      --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+      --no-shuffle --steps 6 $hyper --save-checkpoint /tmp/ckpt-$plan --save-every 3 \
+      --log-json "$out"/ckpt-$plan-full.jsonl --save-hf /tmp/ckpt-$plan-full \
+      > "$out"/ckpt-$plan.log 2>&1 || { cat "$out"/ckpt-$plan.log; fail "$plan: saving"; continue; }
+    $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan --device cuda --data plans/tokens.u16 \
+      --no-shuffle --steps 6 $hyper --resume /tmp/ckpt-$plan/step-000003 \
+      --log-json "$out"/ckpt-$plan-resumed.jsonl --save-hf /tmp/ckpt-$plan-resumed \
+      > "$out"/ckpt-$plan-resumed.log 2>&1 || { cat "$out"/ckpt-$plan-resumed.log; fail "$plan: resuming"; continue; }
+    python3 tools/Inputs/compare_resumed.py 0 "$out"/ckpt-$plan-full.jsonl \
+      "$out"/ckpt-$plan-resumed.jsonl || fail "$plan: resumed run differs"
+    cmp /tmp/ckpt-$plan-full/model.safetensors /tmp/ckpt-$plan-resumed/model.safetensors \
+      && echo "ok: $plan: the same final weights, byte for byte" || fail "$plan: final weights differ"
+    ./bin/mlt-run plans/one.mltplan --device cuda --data plans/tokens.u16 \
+      --no-shuffle --steps 6 $hyper --resume /tmp/ckpt-$plan/step-000003 \
+      --log-json "$out"/ckpt-$plan-one.jsonl > "$out"/ckpt-$plan-one.log 2>&1 \
+      || { cat "$out"/ckpt-$plan-one.log; fail "$plan: resuming on one GPU"; continue; }
+    python3 tools/Inputs/compare_resumed.py 1e-5 "$out"/ckpt-$plan-full.jsonl \
+      "$out"/ckpt-$plan-one.jsonl || fail "$plan: resumed on one GPU"
+  done
   # bf16 ZeRO-2, the gradients reduced in f32 and in bf16: HF's losses at
   # bf16's tolerance, and the two reductions within 1e-2 of each other.
   for plan in dp2-z2-bf16 dp2-z2-bf16r dp2-mb2-z2-bf16r; do

@@ -1025,11 +1025,6 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   for (const RankPlan &rank : plan.ranks)
     arenaBytes = std::max(arenaBytes, rank.arenaBytes);
 
-  if ((!o.saveCheckpoint.empty() || !o.resume.empty()) && dist)
-    return errorf(!o.resume.empty() ? "--resume" : "--save-checkpoint",
-                  " with one process per GPU (mpirun) is not supported yet: "
-                  "checkpoints are written and read by runs whose ranks are "
-                  "one process's (any layout on the CPU, one GPU)");
   if (!o.saveCheckpoint.empty() && model.hfConfig.empty())
     return errorf("--save-checkpoint: the plan carries no HF config.json to "
                   "save with the weights");
@@ -1123,17 +1118,24 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       return errorf("--resume ", o.resume, ": the checkpoint is at step ",
                     checkpoint->step, ", --steps is ", *o.steps,
                     ": nothing left to train");
-    MLT_RETURN_IF_ERROR(loadParameters(**ranks, checkpoint->parameters)
-                            .withContext("--resume " + o.resume));
+    // (With one process per GPU, every process reads the checkpoint and
+    // its ranks take theirs.)
+    Status resumed =
+        dist ? loadParameters(**ranks, plan, checkpoint->parameters)
+             : loadParameters(**ranks, checkpoint->parameters);
+    if (resumed)
+      resumed = dist ? loadOptimizerState(**ranks, plan,
+                                          checkpoint->optimizerState)
+                     : loadOptimizerState(**ranks, checkpoint->optimizerState);
     MLT_RETURN_IF_ERROR(
-        loadOptimizerState(**ranks, checkpoint->optimizerState)
-            .withContext("--resume " + o.resume));
+        agree(std::move(resumed).withContext("--resume " + o.resume)));
     resumedStep = checkpoint->step;
-    std::printf("resumed from %s at step %" PRId64 "%s\n", o.resume.c_str(),
-                resumedStep,
-                checkpoint->layout.empty()
-                    ? " (saved by one rank)"
-                    : (" (saved by " + checkpoint->layout + ")").c_str());
+    if (reports)
+      std::printf("resumed from %s at step %" PRId64 "%s\n", o.resume.c_str(),
+                  resumedStep,
+                  checkpoint->layout.empty()
+                      ? " (saved by one rank)"
+                      : (" (saved by " + checkpoint->layout + ")").c_str());
   }
 
   std::ofstream log;
@@ -1321,20 +1323,32 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       checkpoint.shuffle = o.shuffle;
       checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
       checkpoint.config = model.hfConfig;
-      StatusOr<TensorMap> parameters = parameterTensors(**ranks);
+      // (With one process per GPU, gathered on rank 0's, which writes.)
+      StatusOr<TensorMap> parameters = wholeTensors(BufferKind::Parameter);
       if (!parameters)
         return parameters.takeStatus();
+#ifdef MLT_HAVE_CUDA
+      StatusOr<TensorMap> moments =
+          dist ? gatherOptimizerStateTensors(**ranks, plan, *dist->communicator)
+               : optimizerStateTensors(**ranks);
+#else
       StatusOr<TensorMap> moments = optimizerStateTensors(**ranks);
+#endif
       if (!moments)
         return moments.takeStatus();
       checkpoint.parameters = std::move(*parameters);
       checkpoint.optimizerState = std::move(*moments);
-      StatusOr<std::string> saved = saveTrainingCheckpoint(
-          o.saveCheckpoint, checkpoint, o.keepLast.value_or(0));
-      if (!saved)
-        return saved.takeStatus().withContext("--save-checkpoint");
-      std::printf("saved checkpoint %s\n", saved->c_str());
-      std::fflush(stdout);
+      StatusOr<std::string> saved = std::string();
+      if (reports)
+        saved = saveTrainingCheckpoint(o.saveCheckpoint, checkpoint,
+                                       o.keepLast.value_or(0));
+      MLT_RETURN_IF_ERROR(agree(saved ? Status::ok()
+                                      : saved.takeStatus().withContext(
+                                            "--save-checkpoint")));
+      if (reports) {
+        std::printf("saved checkpoint %s\n", saved->c_str());
+        std::fflush(stdout);
+      }
       stoppedCheckpoint = *saved;
     }
     if (stopping) {

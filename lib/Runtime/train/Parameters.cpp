@@ -667,9 +667,19 @@ optimizerStatesOf(const std::vector<Executor *> &executors) {
 }
 
 Status loadStates(const std::vector<Executor *> &executors,
-                  const TensorMap &tensors) {
+                  const TensorMap &tensors, const Plan *plan = nullptr) {
   const std::vector<ExpectedTensor> expected = optimizerStatesOf(executors);
-  MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  if (plan) {
+    // The whole plan's states (these ranks need only theirs).
+    std::vector<ExpectedTensor> all;
+    for (const char *moment : {"exp_avg", "exp_avg_sq"})
+      for (const ExpectedTensor &parameter : planParameters(*plan))
+        all.push_back(
+            {std::string(moment) + ":" + parameter.name, parameter.shape});
+    MLT_RETURN_IF_ERROR(checkTensors(tensors, all));
+  } else {
+    MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
+  }
   return writeParameters(
       executors, expected,
       [&](const ExpectedTensor &state) -> StatusOr<std::vector<float>> {
@@ -750,20 +760,21 @@ Status mlt::rt::loadParameters(RankGroup &local, const Plan &plan,
   return load(executorsOf(local), tensors, &plan);
 }
 
-StatusOr<TensorMap> mlt::rt::optimizerStateTensors(RankGroup &ranks) {
-  const std::vector<Executor *> executors = executorsOf(ranks);
-  StatusOr<TensorMap> assembled =
-      assemble(executors, BufferKind::OptimizerState);
-  if (!assembled)
-    return assembled;
-  // By moment and HF name: "exp_avg:<name>" buffers keep theirs, the
-  // segments of a slice "exp_avg_shard.3[<name>]" take their moment's.
+namespace {
+
+/// Assembled optimizer states (by buffer name, "<slice>[<parameter>]" for
+/// a slice's segments) by moment and HF name: "exp_avg:<name>" buffers keep
+/// theirs, the segments of a slice "exp_avg_shard.3[<name>]" take their
+/// moment's. `ranks`: the plans whose buffers name them.
+StatusOr<TensorMap>
+statesByParameter(TensorMap assembled,
+                  const std::vector<const RankPlan *> &ranks) {
   std::map<std::string, const BufferDesc *> buffers;
-  for (Executor *executor : executors)
-    for (const BufferDesc &buffer : executor->rankPlan().buffers)
+  for (const RankPlan *rank : ranks)
+    for (const BufferDesc &buffer : rank->buffers)
       buffers.emplace(buffer.name, &buffer);
   TensorMap states;
-  for (auto &[name, tensor] : *assembled) {
+  for (auto &[name, tensor] : assembled) {
     std::string key = name;
     if (size_t open = name.find('['); open != std::string::npos &&
                                       name.back() == ']') {
@@ -778,8 +789,7 @@ StatusOr<TensorMap> mlt::rt::optimizerStateTensors(RankGroup &ranks) {
       if (!state)
         return errorf("optimizer state '", name, "': not a moment of AdamW");
       key = *state;
-    } else if (!buffers.count(name) ||
-               !momentOf(*buffers.at(name))) {
+    } else if (!buffers.count(name) || !momentOf(*buffers.at(name))) {
       return errorf("optimizer state '", name, "': not a moment of AdamW");
     }
     if (!states.emplace(key, std::move(tensor)).second)
@@ -788,9 +798,42 @@ StatusOr<TensorMap> mlt::rt::optimizerStateTensors(RankGroup &ranks) {
   return states;
 }
 
+std::vector<const RankPlan *> rankPlansOf(const Plan &plan) {
+  std::vector<const RankPlan *> ranks;
+  for (const RankPlan &rank : plan.ranks)
+    ranks.push_back(&rank);
+  return ranks;
+}
+
+} // namespace
+
+StatusOr<TensorMap> mlt::rt::optimizerStateTensors(RankGroup &ranks) {
+  const std::vector<Executor *> executors = executorsOf(ranks);
+  StatusOr<TensorMap> assembled =
+      assemble(executors, BufferKind::OptimizerState);
+  if (!assembled)
+    return assembled;
+  return statesByParameter(std::move(*assembled), rankPlansOf(executors));
+}
+
+StatusOr<TensorMap>
+mlt::rt::gatherOptimizerStateTensors(RankGroup &local, const Plan &plan,
+                                     RankTransport &transport) {
+  StatusOr<TensorMap> assembled = gatherParameterTensors(
+      local, plan, transport, BufferKind::OptimizerState);
+  if (!assembled)
+    return assembled;
+  return statesByParameter(std::move(*assembled), rankPlansOf(plan));
+}
+
 Status mlt::rt::loadOptimizerState(RankGroup &ranks,
                                    const TensorMap &tensors) {
   return loadStates(executorsOf(ranks), tensors);
+}
+
+Status mlt::rt::loadOptimizerState(RankGroup &local, const Plan &plan,
+                                   const TensorMap &tensors) {
+  return loadStates(executorsOf(local), tensors, &plan);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,

@@ -139,6 +139,15 @@ StatusOr<TensorMap> optimizerStateTensors(RankGroup &ranks);
 /// each holder its block or segment: a checkpoint of one layout resumed at
 /// another. Call it after loadParameters, which zeroes them.
 Status loadOptimizerState(RankGroup &ranks, const TensorMap &tensors);
+/// The same for runs whose ranks are processes (one per GPU), as
+/// gatherParameterTensors and loadParameters(local, plan, ...): the moments
+/// assembled on the process of plan rank 0 (empty on the others), and
+/// each process's ranks taking theirs from the whole plan's moments.
+StatusOr<TensorMap> gatherOptimizerStateTensors(RankGroup &local,
+                                                const Plan &plan,
+                                                RankTransport &transport);
+Status loadOptimizerState(RankGroup &local, const Plan &plan,
+                          const TensorMap &tensors);
 
 /// parameterTensors for a run whose ranks are processes (one per GPU):
 /// every process calls it with its own ranks (`local`, e.g. a RankGroup

@@ -160,7 +160,7 @@ TEST(PlanTest, ReadPlanFile) {
 
   StatusOr<Plan> missing = readPlanFile(path);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.status().message(), path + ": cannot open the plan file");
+  EXPECT_EQ(missing.status().message(), path + ": does not exist");
 }
 
 // Tests that files that are not plans are rejected by their identifier.

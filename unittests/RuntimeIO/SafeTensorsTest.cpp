@@ -440,7 +440,27 @@ TEST_F(SafeTensorsTest, CheckpointPathForms) {
                         "model.safetensors.index.json"));
   // A path that does not exist.
   EXPECT_THAT(errorOf(readCheckpoint(path("nowhere"))),
-              HasSubstr("no such file or directory"));
+              HasSubstr("nowhere: does not exist"));
+}
+
+// Tests that an index's shard that is not a file says what it is rather
+// than that it does not exist.
+TEST_F(SafeTensorsTest, ShardsThatAreNotFilesSayWhatTheyAre) {
+  std::filesystem::create_directory(path("sharded"));
+  std::ofstream(path("sharded/model.safetensors.index.json"))
+      << R"({"weight_map": {"a": "dir.safetensors", "b": "loop.safetensors"}})";
+  std::filesystem::create_directory(path("sharded/dir.safetensors"));
+  EXPECT_THAT(errorOf(readCheckpoint(path("sharded"))),
+              HasSubstr("shard file 'dir.safetensors' (listed for tensor "
+                        "'a'): " + path("sharded/dir.safetensors") +
+                        ": is a directory, not a file"));
+  std::filesystem::remove(path("sharded/dir.safetensors"));
+  std::filesystem::create_symlink("loop.safetensors",
+                                  path("sharded/loop.safetensors"));
+  std::ofstream(path("sharded/model.safetensors.index.json"))
+      << R"({"weight_map": {"b": "loop.safetensors"}})";
+  EXPECT_THAT(errorOf(readCheckpoint(path("sharded"))),
+              HasSubstr(": is a symbolic link loop"));
 }
 
 //===----------------------------------------------------------------------===//

@@ -573,10 +573,11 @@ StatusOr<TensorMap> readShardedCheckpoint(const fs::path &dir,
   TensorMap tensors;
   for (auto &[shard, names] : namesByShard) {
     fs::path shardPath = dir / shard;
-    std::error_code ec;
-    if (!fs::is_regular_file(shardPath, ec))
+    // What is wrong with it, in words: missing, a directory, a symbolic
+    // link loop, a FIFO.
+    if (Status problem = checkInputPath(shardPath.string()); !problem.isOk())
       return errorf(where, ": shard file '", shard, "' (listed for tensor '",
-                    names.front(), "') does not exist in ", dir.string());
+                    names.front(), "'): ", problem.message());
     StatusOr<TensorMap> shardTensors = readSafeTensors(shardPath.string());
     if (!shardTensors)
       return shardTensors.takeStatus();
@@ -604,10 +605,10 @@ readSafeTensors(const std::string &path,
 StatusOr<TensorMap> readCheckpoint(const std::string &path) {
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
-  if (!fs::exists(status))
-    return errorf(path, ": no such file or directory");
-  if (!fs::is_directory(status))
+  if (!fs::is_directory(status)) {
+    MLT_RETURN_IF_ERROR(checkInputPath(path));
     return readSafeTensors(path);
+  }
 
   // Like HF transformers, a single model.safetensors wins over an index.
   fs::path dir(path);

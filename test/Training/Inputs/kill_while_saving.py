@@ -5,8 +5,9 @@ checks after each kill that the checkpoints left are whole.
   kill_while_saving.py KILLS SEED DIR -- MLT-RUN-COMMAND...
 
 The command (an mlt-run training with --save-checkpoint DIR --save-every 1)
-is started KILLS times, each killed with SIGKILL after a random delay (from
-SEED), each start resuming from DIR once it holds a checkpoint. After every
+is started KILLS times, each killed with SIGKILL a random delay (from SEED)
+after its first step, each start resuming from DIR once it holds a
+checkpoint. After every
 kill: each DIR/step-* directory holds config.json, model.safetensors,
 optimizer.safetensors and trainer.json; DIR/latest, if there, names one of
 them; and the command resumes from DIR for one more step (mlt-run reads
@@ -56,11 +57,16 @@ def main(argv):
     for kill in range(kills):
         step = latest_step(directory)
         run = command + (["--resume", directory] if step else [])
-        process = subprocess.Popen(run, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.2, 1.5))
+        process = subprocess.Popen(run, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        # Once it trains (compiling first may take a while on a busy
+        # machine), at a random moment.
+        for line in process.stdout:
+            if line.startswith("step"):
+                break
+        time.sleep(rng.uniform(0.0, 1.0))
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        process.communicate()
         problem = check(directory)
         if problem:
             print(f"FAIL: after kill {kill + 1}: {problem}")

@@ -4,7 +4,8 @@
   term_and_resume.py DELAY DIR -- MLT-RUN-COMMAND...
 
 Starts the command (an mlt-run training with --save-checkpoint DIR and a
-large --steps), sends it SIGTERM after DELAY seconds, and prints the last
+large --steps), sends it SIGTERM DELAY seconds after its first step, and
+prints the last
 line it printed and its exit status; then runs it again with --resume DIR
 and --steps one past the step it stopped after, and prints that run's first
 line and its exit status. Standard library only.
@@ -22,9 +23,16 @@ def main(argv):
         return 2
     delay, directory, command = float(argv[1]), argv[2], argv[4:]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    # Once it trains (compiling the model first may take a while on a busy
+    # machine), a little longer.
+    out = []
+    for line in process.stdout:
+        out.append(line.rstrip("\n"))
+        if line.startswith("step"):
+            break
     time.sleep(delay)
     process.send_signal(signal.SIGTERM)
-    out = process.communicate()[0].strip().splitlines()
+    out += process.communicate()[0].strip().splitlines()
     print(out[-1] if out else "(nothing printed)")
     print(f"exit {process.returncode}")
     match = re.search(r"after step (\d+)", out[-1] if out else "")

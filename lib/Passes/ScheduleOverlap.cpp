@@ -161,13 +161,21 @@ private:
     if (auto attr =
             module->getAttrOfType<IntegerAttr>(MLTDialect::getChunksAttrName()))
       chunks = attr.getInt();
+    // Each chunk's reductions and the call of its last micro-batch, all
+    // found before any moves (moving erases the optimizer step's launches).
+    struct Chunk {
+      std::string prefix;
+      rtir::CallOp last;
+      SmallVector<rtir::LaunchOp> reductions;
+    };
+    SmallVector<Chunk> perChunk;
     for (int64_t c = 0; c < chunks; ++c) {
-      const std::string prefix =
-          chunks > 1 ? "c" + std::to_string(c) + "." : "";
+      Chunk &chunk = perChunk.emplace_back();
+      chunk.prefix = chunks > 1 ? "c" + std::to_string(c) + "." : "";
       // The gradients the chunk's programs write.
       llvm::DenseSet<StringRef> written;
       for (auto program : module.getOps<rtir::ProgramOp>())
-        if (program.getSymName().starts_with(prefix) &&
+        if (program.getSymName().starts_with(chunk.prefix) &&
             program.getSymName() != abi::kOptimizerStepProgram)
           program.walk([&](rtir::LaunchOp launch) {
             for (Attribute ref : launch.getOutputs())
@@ -175,23 +183,21 @@ private:
           });
       // (With one chunk, every reduction: one of a gradient that nothing
       // writes goes at the start of the copy.)
-      SmallVector<rtir::LaunchOp> mine;
       for (rtir::LaunchOp launch : reductions)
         if (chunks == 1 ||
             written.contains(rtir::bufferName(launch.getInputs()[0])))
-          mine.push_back(launch);
+          chunk.reductions.push_back(launch);
       // The step's call of the chunk's last micro-batch (the last call with
       // one that computes: a pipeline stage's transfers come after it).
-      rtir::CallOp last;
       for (auto call : step->getBody().getOps<rtir::CallOp>())
         if (call.getMicrobatchAttr() && call.hasWork() &&
-            call.getProgram().starts_with(prefix))
-          last = call;
-      if (!last || mine.empty())
-        continue;
-      if (failed(reduceUnder(last, prefix, mine)))
-        return failure();
+            call.getProgram().starts_with(chunk.prefix))
+          chunk.last = call;
     }
+    for (Chunk &chunk : perChunk)
+      if (chunk.last && !chunk.reductions.empty() &&
+          failed(reduceUnder(chunk.last, chunk.prefix, chunk.reductions)))
+        return failure();
     // A step of one micro-batch no longer calls its original body.
     eraseUncalledPrograms(module);
     return success();

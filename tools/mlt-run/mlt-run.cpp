@@ -209,7 +209,9 @@ Output:
                              HF checkpoint, AdamW's moments, the step and the
                              data order), DIR/latest naming the newest; each
                              written whole before it is named, so a killed
-                             run leaves the last one loadable
+                             run leaves the last one loadable; SIGINT,
+                             SIGTERM or SIGHUP end the current step, write
+                             one and stop (exit 0)
   --save-every N             with --save-checkpoint: every N steps (and at
                              the end; default: at the end only)
   --keep-last K              with --save-checkpoint: keep the newest K

@@ -19,21 +19,17 @@ import sys
 sys.path.insert(0, __import__("os").path.join(
     __import__("os").path.dirname(__file__), ".."))
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from compare_runs import compare_tensor_files  # noqa: E402
-from fixture_tools import read_safetensors  # noqa: E402
+from compare_runs import compare_tensor_files, parse_arguments  # noqa: E402
 
 
 def main(argv):
-    init = None
-    if len(argv) > 2 and argv[1] == "--updates-from":
-        init = read_safetensors(argv[2])
-        argv = argv[:1] + argv[3:]
-    if len(argv) < 4 or len(argv) % 2 != 0:
+    parsed = parse_arguments(argv)
+    if parsed is None:
         print(__doc__)
         return 2
-    tol = float(argv[1])
+    init, tol, rest = parsed
     full, resumed = ([json.loads(l) for l in open(p) if l.strip()]
-                     for p in argv[2:4])
+                     for p in rest[:2])
     ok = True
     steps = [line["step"] for line in resumed]
     if not resumed or steps != [line["step"] for line in full[-len(resumed):]]:
@@ -52,7 +48,7 @@ def main(argv):
         ok = False
         print(f"FAIL: steps {steps[0]}-{steps[-1]}: loss and grad_norm differ "
               f"by {worst:.1e} relative, more than {tol:g}")
-    for a_path, b_path in zip(argv[4::2], argv[5::2]):
+    for a_path, b_path in zip(rest[2::2], rest[3::2]):
         ok &= compare_tensor_files(b_path, a_path, tol, init, what)
     return 0 if ok else 1
 

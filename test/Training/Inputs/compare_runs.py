@@ -20,17 +20,26 @@ sys.path.insert(0, __import__("os").path.join(
 from fixture_tools import diff_norm, read_safetensors  # noqa: E402
 
 
-def main(argv):
+def parse_arguments(argv):
+    """(initial weights or None, TOL, the rest) of a command line
+    `[--updates-from INIT] TOL LOG LOG [A B]...`; None when malformed."""
     init = None
     if len(argv) > 2 and argv[1] == "--updates-from":
         init = read_safetensors(argv[2])
         argv = argv[:1] + argv[3:]
     if len(argv) < 4 or len(argv) % 2 != 0:
+        return None
+    return init, float(argv[1]), argv[2:]
+
+
+def main(argv):
+    parsed = parse_arguments(argv)
+    if parsed is None:
         print(__doc__)
         return 2
-    tol = float(argv[1])
+    init, tol, rest = parsed
     ok = True
-    logs = [[json.loads(l) for l in open(p) if l.strip()] for p in argv[2:4]]
+    logs = [[json.loads(l) for l in open(p) if l.strip()] for p in rest[:2]]
     if len(logs[0]) != len(logs[1]):
         print(f"FAIL: {len(logs[0])} steps against {len(logs[1])}")
         return 1
@@ -41,7 +50,7 @@ def main(argv):
     ok &= worst <= tol
     print(f"{'ok' if worst <= tol else 'FAIL'}: {len(logs[0])} steps, "
           f"loss and grad_norm within {tol:g} (worst {worst:.1e})")
-    for path_a, path_b in zip(argv[4::2], argv[5::2]):
+    for path_a, path_b in zip(rest[2::2], rest[3::2]):
         ok &= compare_tensor_files(path_a, path_b, tol, init)
     return 0 if ok else 1
 

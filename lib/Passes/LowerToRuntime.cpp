@@ -262,6 +262,7 @@ private:
     lastBuffer = op;
     auto ref = FlatSymbolRefAttr::get(op.getSymNameAttr());
     buffers[name] = ref;
+    bufferOps[ref.getAttr()] = op;
     kinds[ref.getAttr()] = kind;
     return ref;
   }
@@ -347,7 +348,7 @@ private:
   /// The HF name of the parameter tensor that a state op names.
   FailureOr<std::string> parameterName(Operation *op, FlatSymbolRefAttr name,
                                        Value layer) {
-    auto param = module.lookupSymbol<ParamOp>(name.getAttr());
+    auto param = paramOf(name.getAttr());
     if (!param)
       return op->emitOpError("names no parameter");
     if (!layer)
@@ -434,7 +435,7 @@ private:
          cast<RMSNormGradOp>(producer).getWeightGrad() == v);
     if (!accumulate || !gradientKernel)
       return std::nullopt;
-    auto param = module.lookupSymbol<ParamOp>(accumulate.getNameAttr());
+    auto param = paramOf(accumulate.getNameAttr().getAttr());
     if (!param || !param.getTensorType().getElementType().isF32())
       return std::nullopt;
     return Type(type.clone(param.getTensorType().getElementType()));
@@ -484,13 +485,13 @@ private:
   }
 
   Type bufferType(FlatSymbolRefAttr ref) {
-    return module.lookupSymbol<rtir::BufferOp>(ref.getAttr()).getType();
+    return bufferOpOf(ref.getAttr()).getType();
   }
 
   /// The compute copy of `parameter` (a Parameter buffer) in `type`'s element
   /// type, created on first use.
   FlatSymbolRefAttr parameterCopy(FlatSymbolRefAttr parameter, Type type) {
-    auto param = module.lookupSymbol<rtir::BufferOp>(parameter.getAttr());
+    auto param = bufferOpOf(parameter.getAttr());
     StringRef hf = *param.getParameter();
     Type element = cast<RankedTensorType>(type).getElementType();
     std::string name;
@@ -568,8 +569,7 @@ private:
             MLTDialect::getMicrobatchesAttrName()))
       for (StringRef name : {abi::kTokensInput, abi::kLabelsInput})
         if (FlatSymbolRefAttr ref = buffers.lookup(name))
-          module.lookupSymbol<rtir::BufferOp>(ref.getAttr())
-              .setPerMicrobatchAttr(count);
+          bufferOpOf(ref.getAttr()).setPerMicrobatchAttr(count);
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     // A pipeline stage before the last computes no loss: it sends its
     // output on.
@@ -591,7 +591,7 @@ private:
           buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
       if (auto count = func->getAttrOfType<IntegerAttr>(
               MLTDialect::getMicrobatchesAttrName()))
-        module.lookupSymbol<rtir::BufferOp>(resultOutputs[result].getAttr())
+        bufferOpOf(resultOutputs[result].getAttr())
             .setPerMicrobatchAttr(count);
     }
 
@@ -614,6 +614,21 @@ private:
   MeshAttr mesh;
   rtir::BufferOp lastBuffer;
   llvm::StringMap<FlatSymbolRefAttr> buffers;
+  /// The buffers and parameters by name (the module's symbol lookups are
+  /// linear scans: looking up each of a 1000-layer model's buffers that way
+  /// made lowering quadratic in the layers).
+  DenseMap<StringAttr, rtir::BufferOp> bufferOps;
+  DenseMap<StringAttr, ParamOp> paramOps;
+
+  rtir::BufferOp bufferOpOf(StringAttr name) const {
+    return bufferOps.lookup(name);
+  }
+  ParamOp paramOf(StringAttr name) {
+    if (paramOps.empty())
+      for (ParamOp param : module.getOps<ParamOp>())
+        paramOps[param.getSymNameAttr()] = param;
+    return paramOps.lookup(name);
+  }
   /// The kind of each buffer, by name.
   DenseMap<StringAttr, rtir::BufferKind> kinds;
   DenseMap<Value, FlatSymbolRefAttr> values;
@@ -684,11 +699,12 @@ private:
     for (auto &entry : programs)
       used(entry.second, others);
     for (StringAttr name : mine) {
-      auto buffer = module.lookupSymbol<rtir::BufferOp>(name);
+      auto buffer = bufferOpOf(name);
       if (buffer && !others.contains(name) &&
           (buffer.getKind() == rtir::BufferKind::temporary ||
            buffer.getKind() == rtir::BufferKind::constant)) {
         buffers.erase(name.getValue());
+        bufferOps.erase(name);
         kinds.erase(name);
         if (buffer == lastBuffer)
           lastBuffer = {};
@@ -720,7 +736,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         }
         std::string name = ("const" + Twine(buffers.size())).str();
         FlatSymbolRefAttr ref = buffer(name, rtir::BufferKind::constant, type);
-        module.lookupSymbol<rtir::BufferOp>(ref.getAttr())
+        bufferOpOf(ref.getAttr())
             .setValueAttr(b.getF64FloatAttr(
                 splat.getSplatValue<APFloat>().convertToDouble()));
         values[c.getResult()] = ref;

@@ -119,11 +119,15 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                             "use --zero 0 or --pp 1";
     return false;
   }
-  // A schedule the stages cannot run, said before compiling them.
+  // A schedule the stages cannot run, said before compiling them (and the
+  // schedule kept for the predicted bubble).
   std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
-  if (options.pp > 1 && kind &&
-      !buildStageSchedule(*kind, options.pp, options.vp, options.microbatches,
-                          options.ppGroupSize, &error)) {
+  std::optional<PipelineSchedule> schedule;
+  if (options.pp > 1 && kind)
+    schedule = buildStageSchedule(*kind, options.pp, options.vp,
+                                  options.microbatches, options.ppGroupSize,
+                                  &error);
+  if (options.pp > 1 && kind && !schedule) {
     error = "--pp " + std::to_string(options.pp) +
             (options.vp > 1 ? " --vp " + std::to_string(options.vp) : "") +
             " with " + std::to_string(options.microbatches) +
@@ -145,14 +149,11 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     // stages (a backward twice a forward; zb-h1: F = B = W).
     auto costs = (*module)->getAttrOfType<DenseF64ArrayAttr>(
         MLTDialect::getStageCostsAttrName());
-    if (kind) {
-      PipelineSchedule schedule =
-          *buildStageSchedule(*kind, options.pp, options.vp,
-                              options.microbatches, options.ppGroupSize);
+    if (schedule) {
       auto bubble = [&](const std::vector<double> &scale) {
         return 100.0 * (splitsWeightGradients(*kind)
-                            ? schedule.simulate(1.0, 1.0, 1.0, scale)
-                            : schedule.simulate(1.0, 2.0, 0.0, scale))
+                            ? schedule->simulate(1.0, 1.0, 1.0, scale)
+                            : schedule->simulate(1.0, 2.0, 0.0, scale))
                            .bubble();
       };
       std::vector<double> scale;

@@ -28,18 +28,6 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// `refs` with each name that `renamed` maps replaced.
-ArrayAttr renameRefs(ArrayAttr refs,
-                     const DenseMap<StringAttr, StringAttr> &renamed) {
-  SmallVector<Attribute> out;
-  for (Attribute ref : refs) {
-    auto it = renamed.find(cast<FlatSymbolRefAttr>(ref).getAttr());
-    out.push_back(it == renamed.end() ? ref
-                                      : FlatSymbolRefAttr::get(it->second));
-  }
-  return ArrayAttr::get(refs.getContext(), out);
-}
-
 /// Whether two buffers of one name, from two chunks, are one buffer (the
 /// step's inputs and outputs, the hyperparameters): the same attributes.
 bool sameBuffer(rtir::BufferOp a, rtir::BufferOp b) {
@@ -201,10 +189,7 @@ private:
         if (!program)
           return op.emitError("mlt-merge-chunks: a lowered chunk module "
                               "holds only buffers and programs");
-        for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
-          launch.setInputsAttr(renameRefs(launch.getInputs(), renamed));
-          launch.setOutputsAttr(renameRefs(launch.getOutputs(), renamed));
-        }
+        renameLaunchOperands(program, renamed);
         if (program.getSymName() == abi::kOptimizerStepProgram) {
           FailureOr<NormTail> tail = splitAtNorm(program);
           if (failed(tail))
@@ -295,14 +280,14 @@ private:
         b.getArrayAttr({FlatSymbolRefAttr::get(sum)}));
     for (rtir::LaunchOp launch : head.tail)
       launch->moveBefore(&block, block.end());
+    for (NormTail &tail : tails)
+      for (rtir::LaunchOp launch : tail.after)
+        launch->moveBefore(&block, block.end());
+    // The updates all read chunk 0's coefficient.
     DenseMap<StringAttr, StringAttr> coefficient;
     for (NormTail &tail : tails)
       coefficient[tail.coefficient] = head.coefficient;
-    for (NormTail &tail : tails)
-      for (rtir::LaunchOp launch : tail.after) {
-        launch.setInputsAttr(renameRefs(launch.getInputs(), coefficient));
-        launch->moveBefore(&block, block.end());
-      }
+    renameLaunchOperands(program, coefficient);
     for (rtir::ProgramOp optimizer : optimizers)
       optimizer.erase();
     // The other chunks' norm launches read and write buffers nothing else

@@ -15,6 +15,8 @@
 #include "mlt/Runtime/plan/KernelInfo.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 
+#include <map>
+
 namespace mlt {
 #define GEN_PASS_DEF_MLTSCHEDULEPIPELINE
 #include "mlt/Passes/Passes.h.inc"
@@ -79,6 +81,24 @@ void mlt::eraseUncalledPrograms(ModuleOp module) {
          buffer.getKind() == rtir::BufferKind::constant) &&
         !used.contains(buffer.getSymNameAttr()))
       buffer.erase();
+}
+
+void mlt::renameLaunchOperands(rtir::ProgramOp program,
+                               const DenseMap<StringAttr, StringAttr> &renamed) {
+  Builder b(program.getContext());
+  auto rename = [&](ArrayAttr refs) {
+    SmallVector<Attribute> out;
+    for (Attribute ref : refs) {
+      auto it = renamed.find(cast<FlatSymbolRefAttr>(ref).getAttr());
+      out.push_back(it == renamed.end() ? ref
+                                        : FlatSymbolRefAttr::get(it->second));
+    }
+    return b.getArrayAttr(out);
+  };
+  for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
+    launch.setInputsAttr(rename(launch.getInputs()));
+    launch.setOutputsAttr(rename(launch.getOutputs()));
+  }
 }
 
 namespace {
@@ -186,26 +206,6 @@ matchForward(rtir::ProgramOp micro, rtir::ProgramOp first, size_t count,
       }
   }
   return renamed;
-}
-
-/// Renames the temporaries of `program`'s launches by `renamed`.
-void renameOperands(rtir::ProgramOp program,
-                    const DenseMap<StringAttr, StringAttr> &renamed,
-                    OpBuilder &b) {
-  auto rename = [&](ArrayAttr refs) {
-    SmallVector<Attribute> out;
-    for (Attribute ref : refs) {
-      StringAttr name = cast<FlatSymbolRefAttr>(ref).getAttr();
-      auto it = renamed.find(name);
-      out.push_back(it == renamed.end() ? ref
-                                        : FlatSymbolRefAttr::get(it->second));
-    }
-    return b.getArrayAttr(out);
-  };
-  for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
-    launch.setInputsAttr(rename(launch.getInputs()));
-    launch.setOutputsAttr(rename(launch.getOutputs()));
-  }
 }
 
 /// Algorithm:
@@ -408,7 +408,6 @@ private:
     struct Slots {
       std::vector<bool> busy;
       DenseMap<int64_t, int64_t> of;
-      bool firstBackward = true, firstWeight = true;
       SmallVector<Call> calls;
     };
     std::vector<Slots> slots(chunks.size());
@@ -430,13 +429,15 @@ private:
       pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
       pool.of.erase(item.microbatch);
     };
-    // Each chunk's first backward (which calls backward_first), each item's
-    // slot, and where each item's output is sent.
-    std::vector<int64_t> firstBackwardOf(chunks.size(), -1);
+    // Each chunk's first backward and weight-gradient items (which call the
+    // `_first` bodies, where there are some), each item's slot, and where
+    // each item's output is sent.
+    std::map<std::pair<WorkKind, int64_t>, size_t> firstOf;
     for (size_t k = 0; k < work.size(); ++k)
-      if (work[k].kind == WorkKind::Backward &&
-          firstBackwardOf[size_t(work[k].chunk)] < 0)
-        firstBackwardOf[size_t(work[k].chunk)] = int64_t(k);
+      firstOf.try_emplace({work[k].kind, work[k].chunk}, k);
+    auto isFirst = [&](size_t k) {
+      return firstOf.at({work[k].kind, work[k].chunk}) == k;
+    };
     DenseMap<int64_t, int64_t> itemSlot;
     DenseMap<int64_t, size_t> sentAt;
     for (size_t k = 0; k < posts.size(); ++k)
@@ -450,13 +451,11 @@ private:
     auto transferOf = [&](const WorkItem &item, bool send, int64_t index)
         -> FailureOr<rtir::ProgramOp> {
       Bodies &chunk = chunks[size_t(item.chunk)];
-      const bool isFirst = item.kind == WorkKind::Backward &&
-                           chunk.backwardFirst &&
-                           index == firstBackwardOf[size_t(item.chunk)];
       const Transfers &transfers =
           item.kind == WorkKind::Forward ? chunk.forwardTransfers
-          : isFirst                      ? chunk.backwardFirstTransfers
-                                         : chunk.backwardTransfers;
+          : chunk.backwardFirst && isFirst(size_t(index))
+              ? chunk.backwardFirstTransfers
+              : chunk.backwardTransfers;
       rtir::ProgramOp program = send ? transfers.send : transfers.recv;
       if (!program)
         return module.emitError("mlt-schedule-pipeline: the schedule ")
@@ -488,22 +487,19 @@ private:
         break;
       const WorkItem &item = work[k];
       Bodies &chunk = chunks[size_t(item.chunk)];
-      Slots &pool = slots[size_t(item.chunk)];
       const int64_t slot = take(item);
       itemSlot[int64_t(k)] = slot;
       if (item.kind == WorkKind::WeightGradient) {
-        const bool isFirst = pool.firstWeight && chunk.weightFirst;
-        emit(item, {isFirst ? chunk.weightFirst : chunk.weight,
+        emit(item, {chunk.weightFirst && isFirst(k) ? chunk.weightFirst
+                                                    : chunk.weight,
                     item.microbatch, slot, {item}});
-        pool.firstWeight = false;
         give(item);
       } else if (item.kind == WorkKind::Forward) {
         emit(item, {chunk.forward, item.microbatch, slot, {item}});
       } else {
-        const bool isFirst = pool.firstBackward && chunk.backwardFirst;
-        emit(item, {isFirst ? chunk.backwardFirst : chunk.backward,
+        emit(item, {chunk.backwardFirst && isFirst(k) ? chunk.backwardFirst
+                                                      : chunk.backward,
                     item.microbatch, slot, {item}});
-        pool.firstBackward = false;
         auto sent = sentAt.find(int64_t(k));
         if (!chunk.weight && (sent == sentAt.end() || sent->second == k + 1))
           give(item);
@@ -560,7 +556,7 @@ private:
       chunk.backwardFirst =
           moveLaunches(first, *firstStart, firstEnd,
                        named(abi::kBackwardFirstProgram), chunk.backward, b);
-      renameOperands(chunk.backwardFirst, *renamed, b);
+      renameLaunchOperands(chunk.backwardFirst, *renamed);
     }
     micro.erase();
     if (first)

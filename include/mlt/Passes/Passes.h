@@ -11,6 +11,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlt::rt_ir {
+class ProgramOp;
+} // namespace mlt::rt_ir
 
 namespace mlt {
 
@@ -33,6 +38,12 @@ llvm::SmallVector<mlir::func::FuncOp> programFunctions(mlir::ModuleOp module);
 /// refresh_parameter_copies, which the runtime runs itself), and the
 /// temporaries and constants that no remaining program touches.
 void eraseUncalledPrograms(mlir::ModuleOp module);
+
+/// Renames the buffers that `program`'s launches read and write by
+/// `renamed` (the others stay).
+void renameLaunchOperands(
+    mlt::rt_ir::ProgramOp program,
+    const llvm::DenseMap<mlir::StringAttr, mlir::StringAttr> &renamed);
 
 } // namespace mlt
 

@@ -652,15 +652,13 @@ Status load(const std::vector<Executor *> &executors, const TensorMap &tensors,
       });
 }
 
-/// The optimizer states the executors' parameters have, named as
-/// stateName names them ("exp_avg:<HF name>", "exp_avg_sq:<HF name>"), with
-/// the parameters' whole shapes.
+/// The optimizer states of `parameters`, named as stateName names them
+/// ("exp_avg:<HF name>", "exp_avg_sq:<HF name>"), with their whole shapes.
 std::vector<ExpectedTensor>
-optimizerStatesOf(const std::vector<Executor *> &executors) {
+optimizerStatesOf(const std::vector<ExpectedTensor> &parameters) {
   std::vector<ExpectedTensor> states;
   for (const char *moment : {"exp_avg", "exp_avg_sq"})
-    for (const ExpectedTensor &parameter :
-         parametersOf(rankPlansOf(executors)))
+    for (const ExpectedTensor &parameter : parameters)
       states.push_back(
           {std::string(moment) + ":" + parameter.name, parameter.shape});
   return states;
@@ -668,18 +666,11 @@ optimizerStatesOf(const std::vector<Executor *> &executors) {
 
 Status loadStates(const std::vector<Executor *> &executors,
                   const TensorMap &tensors, const Plan *plan = nullptr) {
-  const std::vector<ExpectedTensor> expected = optimizerStatesOf(executors);
-  if (plan) {
-    // The whole plan's states (these ranks need only theirs).
-    std::vector<ExpectedTensor> all;
-    for (const char *moment : {"exp_avg", "exp_avg_sq"})
-      for (const ExpectedTensor &parameter : planParameters(*plan))
-        all.push_back(
-            {std::string(moment) + ":" + parameter.name, parameter.shape});
-    MLT_RETURN_IF_ERROR(checkTensors(tensors, all));
-  } else {
-    MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
-  }
+  const std::vector<ExpectedTensor> expected =
+      optimizerStatesOf(parametersOf(rankPlansOf(executors)));
+  // With a plan, the whole plan's states (these ranks need only theirs).
+  MLT_RETURN_IF_ERROR(checkTensors(
+      tensors, plan ? optimizerStatesOf(planParameters(*plan)) : expected));
   return writeParameters(
       executors, expected,
       [&](const ExpectedTensor &state) -> StatusOr<std::vector<float>> {

@@ -1021,6 +1021,60 @@ const char *signalName(int signal) {
   return "a signal";
 }
 
+/// Writes a training checkpoint of `plan`'s state in `ranks` under `root`:
+/// rank 0's process begins and commits it, and in between every process
+/// writes its ranks' shards, all at once. Returns the checkpoint's
+/// directory (on every process).
+StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
+                                     const Plan &plan,
+                                     const TrainingCheckpoint &state,
+                                     int64_t keepLast, Distributed *dist) {
+#ifdef MLT_HAVE_CUDA
+  if (dist) {
+    auto agree = [&](Status status) {
+      return dist->session.agree(status).withContext("--save-checkpoint");
+    };
+    std::string dir;
+    Status begun = Status::ok();
+    if (dist->reports()) {
+      StatusOr<std::string> made = beginCheckpoint(root, state.step);
+      if (made)
+        dir = std::move(*made);
+      else
+        begun = made.takeStatus();
+    }
+    MLT_RETURN_IF_ERROR(agree(begun));
+    // The temporary directory's name, from rank 0's process.
+    uint64_t length = dir.size();
+    MLT_RETURN_IF_ERROR(dist->session.broadcast(&length, sizeof(length), 0));
+    dir.resize(size_t(length));
+    MLT_RETURN_IF_ERROR(dist->session.broadcast(dir.data(), dir.size(), 0));
+    StatusOr<uint64_t> written = writeCheckpointShards(ranks, plan, dir);
+    Status shards = agree(written ? Status::ok() : written.takeStatus());
+    if (!shards && dist->reports())
+      abandonCheckpoint(dir);
+    MLT_RETURN_IF_ERROR(shards);
+    StatusOr<std::string> saved =
+        dist->reports()
+            ? commitCheckpoint(root, dir, plan, state, keepLast)
+            : StatusOr<std::string>(
+                  (std::filesystem::path(root) / checkpointDirName(state.step))
+                      .string());
+    if (!saved && dist->reports())
+      abandonCheckpoint(dir);
+    MLT_RETURN_IF_ERROR(agree(saved ? Status::ok() : saved.status()));
+    return saved;
+  }
+#else
+  (void)dist;
+#endif
+  StatusOr<std::string> saved =
+      saveTrainingCheckpoint(root, ranks, plan, state, keepLast);
+  if (!saved)
+    return saved.takeStatus().withContext("--save-checkpoint");
+  return saved;
+}
+
 Status train(const Options &o, const Plan &plan, Distributed *dist) {
   const ModelInfo &model = plan.model;
   uint64_t arenaBytes = 0; // the largest rank's
@@ -1081,14 +1135,30 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   }
   MLT_RETURN_IF_ERROR(agree(ranks ? Status::ok() : ranks.takeStatus()));
 
+  // Each process's ranks take theirs from a source of the whole plan's
+  // tensors (one process per GPU: every process reads it).
+  auto loadFrom = [&](const TensorSource &source, bool moments) -> Status {
+    if (moments)
+      return dist ? loadOptimizerState(**ranks, plan, source)
+                  : loadOptimizerState(**ranks, source);
+    return dist ? loadParameters(**ranks, plan, source)
+                : loadParameters(**ranks, source);
+  };
   Status loaded = Status::ok();
-  if (!o.initFrom.empty()) {
+  if (!o.initFrom.empty() && isTrainingCheckpoint(o.initFrom)) {
+    // A training checkpoint's weights (not its moments or step): whatever
+    // layout saved it.
+    StatusOr<std::unique_ptr<CheckpointReader>> checkpoint =
+        CheckpointReader::open(o.initFrom);
+    loaded = checkpoint ? loadFrom((*checkpoint)->parameters(), false)
+                              .withContext(o.initFrom)
+                        : checkpoint.takeStatus();
+  } else if (!o.initFrom.empty()) {
     StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
     if (!tensors)
       loaded = tensors.takeStatus();
     else
-      loaded = (dist ? loadParameters(**ranks, plan, *tensors)
-                     : loadParameters(**ranks, *tensors))
+      loaded = loadFrom(TensorMapSource(*tensors), false)
                    .withContext(o.initFrom);
   } else if (o.resume.empty()) { // (--resume loads them below)
     loaded = initializeParameters(**ranks, o.seed);
@@ -1097,9 +1167,12 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   // --resume: the checkpoint's weights and moments, in this plan's layout.
   int64_t resumedStep = 0;
   if (!o.resume.empty()) {
-    StatusOr<TrainingCheckpoint> checkpoint = loadTrainingCheckpoint(o.resume);
-    if (!checkpoint)
-      return checkpoint.takeStatus().withContext("--resume");
+    StatusOr<std::unique_ptr<CheckpointReader>> reader =
+        CheckpointReader::open(o.resume);
+    MLT_RETURN_IF_ERROR(agree(reader ? Status::ok()
+                                     : reader.takeStatus().withContext(
+                                           "--resume")));
+    const TrainingCheckpoint *checkpoint = &(*reader)->state();
     if (!model.hfConfig.empty() &&
         nlohmann::json::parse(checkpoint->config, nullptr, false) !=
             nlohmann::json::parse(model.hfConfig, nullptr, false))
@@ -1122,13 +1195,9 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                     ": nothing left to train");
     // (With one process per GPU, every process reads the checkpoint and
     // its ranks take theirs.)
-    Status resumed =
-        dist ? loadParameters(**ranks, plan, checkpoint->parameters)
-             : loadParameters(**ranks, checkpoint->parameters);
+    Status resumed = loadFrom((*reader)->parameters(), false);
     if (resumed)
-      resumed = dist ? loadOptimizerState(**ranks, plan,
-                                          checkpoint->optimizerState)
-                     : loadOptimizerState(**ranks, checkpoint->optimizerState);
+      resumed = loadFrom((*reader)->optimizerState(), true);
     MLT_RETURN_IF_ERROR(
         agree(std::move(resumed).withContext("--resume " + o.resume)));
     resumedStep = checkpoint->step;
@@ -1325,28 +1394,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       checkpoint.shuffle = o.shuffle;
       checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
       checkpoint.config = model.hfConfig;
-      // (With one process per GPU, gathered on rank 0's, which writes.)
-      StatusOr<TensorMap> parameters = wholeTensors(BufferKind::Parameter);
-      if (!parameters)
-        return parameters.takeStatus();
-#ifdef MLT_HAVE_CUDA
-      StatusOr<TensorMap> moments =
-          dist ? gatherOptimizerStateTensors(**ranks, plan, *dist->communicator)
-               : optimizerStateTensors(**ranks);
-#else
-      StatusOr<TensorMap> moments = optimizerStateTensors(**ranks);
-#endif
-      if (!moments)
-        return moments.takeStatus();
-      checkpoint.parameters = std::move(*parameters);
-      checkpoint.optimizerState = std::move(*moments);
-      StatusOr<std::string> saved = std::string();
-      if (reports)
-        saved = saveTrainingCheckpoint(o.saveCheckpoint, checkpoint,
-                                       o.keepLast.value_or(0));
-      MLT_RETURN_IF_ERROR(agree(saved ? Status::ok()
-                                      : saved.takeStatus().withContext(
-                                            "--save-checkpoint")));
+      StatusOr<std::string> saved =
+          saveCheckpoint(o.saveCheckpoint, **ranks, plan, checkpoint,
+                         o.keepLast.value_or(0), dist);
+      if (!saved)
+        return saved.takeStatus();
       if (reports) {
         std::printf("saved checkpoint %s\n", saved->c_str());
         std::fflush(stdout);

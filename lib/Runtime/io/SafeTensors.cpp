@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -433,9 +434,12 @@ StatusOr<Entry> parseEntry(const std::string &name, const json &value,
   return entry;
 }
 
-StatusOr<TensorMap>
-readSafeTensorsImpl(const std::string &path,
-                    std::map<std::string, std::string> *metadata) {
+/// Opens and validates `path`'s header (see SafeTensorsFile::open); errors
+/// are prefixed by the caller.
+Status openSafeTensors(const std::string &path, int &fdOut,
+                       uint64_t &dataStartOut,
+                       std::map<std::string, SafeTensorsFile::Info> &infos,
+                       std::map<std::string, std::string> *metadata) {
   // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
   // until a writer comes; reads of a regular file ignore it)
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
@@ -511,19 +515,16 @@ readSafeTensorsImpl(const std::string &path,
     previous = &entry;
   }
 
-  TensorMap tensors;
-  for (Entry &entry : entries) {
-    Tensor tensor;
-    tensor.dtype = entry.dtype;
-    tensor.shape = std::move(entry.shape);
-    tensor.bytes.resize(entry.end - entry.begin);
-    Status read = readAt(fd.get(), tensor.bytes.data(), tensor.bytes.size(),
-                         dataStart + entry.begin, path);
-    if (!read.isOk())
-      return errorf("tensor '", entry.name, "': ", read.message());
-    tensors.emplace(entry.name, std::move(tensor));
-  }
-  return tensors;
+  infos.clear();
+  for (Entry &entry : entries)
+    infos.emplace(entry.name, SafeTensorsFile::Info{entry.dtype,
+                                                    std::move(entry.shape),
+                                                    entry.begin, entry.end});
+  dataStartOut = dataStart;
+  fdOut = ::dup(fd.get());
+  if (fdOut < 0)
+    return errorf("cannot keep open: ", errnoText());
+  return Status::ok();
 }
 
 /// Reads a JSON file; errors are prefixed by the caller.
@@ -593,13 +594,69 @@ StatusOr<TensorMap> readShardedCheckpoint(const fs::path &dir,
 }
 } // namespace
 
+StatusOr<SafeTensorsFile>
+SafeTensorsFile::open(const std::string &path,
+                      std::map<std::string, std::string> *metadata) {
+  SafeTensorsFile file;
+  file.path_ = path;
+  Status opened =
+      openSafeTensors(path, file.fd_, file.dataStart_, file.tensors_, metadata);
+  if (!opened)
+    return std::move(opened).withContext(path);
+  return file;
+}
+
+SafeTensorsFile::SafeTensorsFile(SafeTensorsFile &&other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)),
+      dataStart_(other.dataStart_), tensors_(std::move(other.tensors_)) {}
+
+SafeTensorsFile &SafeTensorsFile::operator=(SafeTensorsFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    dataStart_ = other.dataStart_;
+    tensors_ = std::move(other.tensors_);
+  }
+  return *this;
+}
+
+SafeTensorsFile::~SafeTensorsFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+StatusOr<Tensor> SafeTensorsFile::read(const std::string &name) const {
+  auto found = tensors_.find(name);
+  if (found == tensors_.end())
+    return errorf(path_, ": no tensor '", name, "'");
+  const Info &info = found->second;
+  Tensor tensor;
+  tensor.dtype = info.dtype;
+  tensor.shape = info.shape;
+  tensor.bytes.resize(info.end - info.begin);
+  Status read = readAt(fd_, tensor.bytes.data(), tensor.bytes.size(),
+                       dataStart_ + info.begin, path_);
+  if (!read)
+    return errorf(path_, ": tensor '", name, "': ", read.message());
+  return tensor;
+}
+
 StatusOr<TensorMap>
 readSafeTensors(const std::string &path,
                 std::map<std::string, std::string> *metadata) {
-  StatusOr<TensorMap> result = readSafeTensorsImpl(path, metadata);
-  if (!result)
-    return result.takeStatus().withContext(path);
-  return result;
+  StatusOr<SafeTensorsFile> file = SafeTensorsFile::open(path, metadata);
+  if (!file)
+    return file.takeStatus();
+  TensorMap tensors;
+  for (const auto &[name, info] : file->tensors()) {
+    StatusOr<Tensor> tensor = file->read(name);
+    if (!tensor)
+      return tensor.takeStatus();
+    tensors.emplace(name, std::move(*tensor));
+  }
+  return tensors;
 }
 
 StatusOr<TensorMap> readCheckpoint(const std::string &path) {
@@ -629,6 +686,17 @@ StatusOr<TensorMap> readCheckpoint(const std::string &path) {
 
 Status checkTensors(const TensorMap &tensors,
                     const std::vector<ExpectedTensor> &expected) {
+  std::vector<ExpectedTensor> present;
+  for (const auto &[name, tensor] : tensors)
+    present.push_back({name, tensor.shape});
+  return checkTensors(present, expected);
+}
+
+Status checkTensors(const std::vector<ExpectedTensor> &present,
+                    const std::vector<ExpectedTensor> &expected) {
+  std::map<std::string, std::vector<int64_t>> tensors;
+  for (const ExpectedTensor &tensor : present)
+    tensors.emplace(tensor.name, tensor.shape);
   const ExpectedTensor *firstMissing = nullptr, *firstMisshapen = nullptr;
   size_t numMissing = 0, numMisshapen = 0;
   std::set<std::string> expectedNames;
@@ -638,7 +706,7 @@ Status checkTensors(const TensorMap &tensors,
     if (it == tensors.end()) {
       if (!numMissing++)
         firstMissing = &e;
-    } else if (it->second.shape != e.shape) {
+    } else if (it->second != e.shape) {
       if (!numMisshapen++)
         firstMisshapen = &e;
     }
@@ -669,7 +737,7 @@ Status checkTensors(const TensorMap &tensors,
   }
   if (numMisshapen) {
     os << separator << "tensor '" << firstMisshapen->name << "' has shape "
-       << formatShape(tensors.at(firstMisshapen->name).shape) << ", expected "
+       << formatShape(tensors.at(firstMisshapen->name)) << ", expected "
        << formatShape(firstMisshapen->shape);
     more(numMisshapen);
   }
@@ -778,82 +846,41 @@ Status writeSafeTensors(const std::string &path, const TensorMap &tensors,
   return Status::ok();
 }
 
-Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors,
-                          const std::vector<CheckpointFile> &more) {
-  fs::path target = withoutTrailingSlash(dir);
-  if (target.empty() || target == "/" || target.filename() == "." ||
-      target.filename() == "..")
-    return errorf("'", dir, "' cannot be a checkpoint directory");
-  if (!json::accept(configJson))
-    return errorf(dir, ": config.json text is not valid JSON");
+Status writeDurably(const std::string &path, const std::string &text) {
+  FileDescriptor fd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (fd.get() < 0)
+    return errorf(path, ": cannot create: ", errnoText());
+  Status written =
+      writeAll(fd.get(), reinterpret_cast<const uint8_t *>(text.data()),
+               text.size(), path);
+  if (written.isOk() && ::fsync(fd.get()) != 0)
+    written = errorf(path, ": fsync failed: ", errnoText());
+  if (written.isOk() && fd.close() != 0)
+    written = errorf(path, ": close failed: ", errnoText());
+  return written;
+}
 
+void syncDirectory(const std::string &dir) { syncDirectory(fs::path(dir)); }
+
+Status placeDirectory(const std::string &temporary, const std::string &dir) {
+  fs::path target = withoutTrailingSlash(dir);
+  fs::path parent = target.parent_path();
   std::error_code ec;
   fs::file_status targetStatus = fs::symlink_status(target, ec);
-  bool replacing = fs::exists(targetStatus);
   // A symbolic link is not followed: swapping it out would replace the link,
   // not the checkpoint it points to.
   if (fs::is_symlink(targetStatus))
     return errorf(dir, ": is a symbolic link; not replacing it");
+  const bool replacing = fs::exists(targetStatus);
   if (replacing && !fs::is_directory(targetStatus))
     return errorf(dir, ": exists and is not a directory; not replacing it");
-
-  fs::path parent = target.parent_path();
-  std::string base = target.filename().string();
-  fs::path temporary = parent / ("." + base + ".tmp-" + uniqueSuffix());
-  if (::mkdir(temporary.c_str(), 0777) != 0)
-    return errorf(dir, ": cannot create the temporary directory ",
-                  temporary.string(), ": ", errnoText());
-
-  // From here on, every failure removes the temporary directory.
-  auto failWith = [&](Status status) {
-    std::error_code ignored;
-    fs::remove_all(temporary, ignored);
-    return status;
-  };
-
-  // A text file, flushed to the disk.
-  auto writeText = [&](const std::string &name,
-                       const std::string &text) -> Status {
-    std::string path = (temporary / name).string();
-    FileDescriptor fd(
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-    if (fd.get() < 0)
-      return errorf(path, ": cannot create: ", errnoText());
-    Status written = writeAll(
-        fd.get(), reinterpret_cast<const uint8_t *>(text.data()), text.size(),
-        path);
-    if (written.isOk() && ::fsync(fd.get()) != 0)
-      written = errorf(path, ": fsync failed: ", errnoText());
-    if (written.isOk() && fd.close() != 0)
-      written = errorf(path, ": close failed: ", errnoText());
-    return written;
-  };
-  if (Status written = writeText("config.json", configJson); !written.isOk())
-    return failWith(std::move(written));
-  Status weights =
-      writeSafeTensors((temporary / "model.safetensors").string(), tensors);
-  if (!weights.isOk())
-    return failWith(std::move(weights).withContext(dir));
-  for (const CheckpointFile &file : more) {
-    if (file.name.empty() || file.name.find('/') != std::string::npos ||
-        file.name == "config.json" || file.name == "model.safetensors")
-      return failWith(errorf(dir, ": '", file.name,
-                             "' cannot be a file of the checkpoint"));
-    Status written =
-        file.tensors
-            ? writeSafeTensors((temporary / file.name).string(), *file.tensors)
-                  .withContext(dir)
-            : writeText(file.name, file.text);
-    if (!written.isOk())
-      return failWith(std::move(written));
-  }
-  syncDirectory(temporary);
+  syncDirectory(fs::path(temporary));
 
   if (!replacing) {
     if (::rename(temporary.c_str(), target.c_str()) != 0)
-      return failWith(errorf(dir, ": cannot rename ", temporary.string(),
-                             " into place: ", errnoText()));
+      return errorf(dir, ": cannot rename ", temporary, " into place: ",
+                    errnoText());
     syncDirectory(parent);
     return Status::ok();
   }
@@ -869,24 +896,65 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
     return Status::ok();
   }
   if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-    return failWith(errorf(dir, ": cannot swap in ", temporary.string(), ": ",
-                           errnoText()));
+    return errorf(dir, ": cannot swap in ", temporary, ": ", errnoText());
 #endif
   // Without an atomic exchange (older kernels, some file systems), move the
   // old directory aside first; `dir` is missing only between the renames.
-  fs::path old = parent / ("." + base + ".old-" + uniqueSuffix());
+  fs::path old = parent / ("." + target.filename().string() + ".old-" +
+                           uniqueSuffix());
   if (::rename(target.c_str(), old.c_str()) != 0)
-    return failWith(
-        errorf(dir, ": cannot move the old checkpoint aside: ", errnoText()));
+    return errorf(dir, ": cannot move the old directory aside: ", errnoText());
   if (::rename(temporary.c_str(), target.c_str()) != 0) {
-    Status status = errorf(dir, ": cannot rename ", temporary.string(),
-                           " into place: ", errnoText());
+    Status status = errorf(dir, ": cannot rename ", temporary, " into place: ",
+                           errnoText());
     (void)::rename(old.c_str(), target.c_str());
-    return failWith(std::move(status));
+    return status;
   }
   syncDirectory(parent);
   std::error_code ignored;
   fs::remove_all(old, ignored);
+  return Status::ok();
+}
+
+Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
+                          const TensorMap &tensors) {
+  fs::path target = withoutTrailingSlash(dir);
+  if (target.empty() || target == "/" || target.filename() == "." ||
+      target.filename() == "..")
+    return errorf("'", dir, "' cannot be a checkpoint directory");
+  if (!json::accept(configJson))
+    return errorf(dir, ": config.json text is not valid JSON");
+
+  std::error_code ec;
+  fs::file_status targetStatus = fs::symlink_status(target, ec);
+  if (fs::is_symlink(targetStatus))
+    return errorf(dir, ": is a symbolic link; not replacing it");
+  if (fs::exists(targetStatus) && !fs::is_directory(targetStatus))
+    return errorf(dir, ": exists and is not a directory; not replacing it");
+
+  fs::path parent = target.parent_path();
+  fs::path temporary =
+      parent / ("." + target.filename().string() + ".tmp-" + uniqueSuffix());
+  if (::mkdir(temporary.c_str(), 0777) != 0)
+    return errorf(dir, ": cannot create the temporary directory ",
+                  temporary.string(), ": ", errnoText());
+
+  // From here on, every failure removes the temporary directory.
+  auto failWith = [&](Status status) {
+    std::error_code ignored;
+    fs::remove_all(temporary, ignored);
+    return status;
+  };
+  if (Status written =
+          writeDurably((temporary / "config.json").string(), configJson);
+      !written.isOk())
+    return failWith(std::move(written));
+  Status weights =
+      writeSafeTensors((temporary / "model.safetensors").string(), tensors);
+  if (!weights.isOk())
+    return failWith(std::move(weights).withContext(dir));
+  if (Status placed = placeDirectory(temporary.string(), dir); !placed.isOk())
+    return failWith(std::move(placed));
   return Status::ok();
 }
 

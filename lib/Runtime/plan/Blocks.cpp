@@ -10,7 +10,9 @@
 
 #include "mlt/Runtime/plan/Blocks.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 using namespace mlt::rt;
 
@@ -92,4 +94,47 @@ void mlt::rt::insertBlock(void *full, const BlockLayout &layout,
     std::memcpy(to + fullElement * elementBytes,
                 from + blockElement * elementBytes, elements * elementBytes);
   });
+}
+
+namespace {
+int64_t elementsOfShape(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+} // namespace
+
+mlt::rt::BlockAssembly::BlockAssembly(const std::vector<int64_t> &shape)
+    : whole_(size_t(elementsOfShape(shape)), 0.0f) {}
+
+void mlt::rt::BlockAssembly::placeBlock(const BlockLayout &layout,
+                                        const float *values) {
+  insertBlock(whole_.data(), layout, sizeof(float), values);
+}
+
+void mlt::rt::BlockAssembly::placeRange(const BlockLayout &layout,
+                                        int64_t begin, int64_t count,
+                                        const float *values) {
+  if (layout.isWhole()) {
+    std::copy(values, values + count, whole_.begin() + begin);
+    return;
+  }
+  auto block = std::find_if(partial_.begin(), partial_.end(),
+                            [&](const auto &entry) {
+                              return entry.first.offset == layout.offset;
+                            });
+  if (block == partial_.end()) {
+    partial_.emplace_back(
+        layout, std::vector<float>(size_t(elementsOfShape(layout.shape)), 0.0f));
+    block = std::prev(partial_.end());
+  }
+  std::copy(values, values + count, block->second.begin() + begin);
+}
+
+std::vector<float> mlt::rt::BlockAssembly::finish() {
+  for (const auto &[layout, block] : partial_)
+    insertBlock(whole_, layout, block);
+  partial_.clear();
+  return std::move(whole_);
 }

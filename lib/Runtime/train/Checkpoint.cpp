@@ -8,6 +8,8 @@
 
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/plan/PlanFormat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,8 +20,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <random>
 #include <signal.h>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlt;
@@ -30,13 +35,19 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char *kFormat = "mlt-training-checkpoint";
-constexpr int kVersion = 1;
+/// 1: whole tensors in model.safetensors and optimizer.safetensors; 2:
+/// every rank's shard and an index.
+constexpr int kVersion = 2;
 constexpr const char *kLatest = "latest";
-constexpr const char *kOptimizerFile = "optimizer.safetensors";
+constexpr const char *kIndexFile = "index.json";
 constexpr const char *kTrainerFile = "trainer.json";
+constexpr const char *kConfigFile = "config.json";
 /// Files a checkpoint's small texts may not exceed (a corrupt or hostile
-/// one is refused before it is read whole).
-constexpr uintmax_t kMaxTextBytes = uintmax_t(1) << 24;
+/// one is refused before it is read whole); an index of a large model on
+/// thousands of ranks stays well below.
+constexpr uintmax_t kMaxTextBytes = uintmax_t(1) << 28;
+/// Shards kept open between reads; beyond, each read opens its shard.
+constexpr size_t kMaxOpenShards = 256;
 
 /// The step of a checkpoint directory's name ("step-000006": 6), or -1.
 int64_t stepOfName(const std::string &name) {
@@ -88,25 +99,92 @@ StatusOr<std::string> readText(const fs::path &path) {
   return text.str();
 }
 
-/// Replaces `path` with `text` through a temporary file and a rename.
+/// Replaces `path` with `text` through a flushed temporary file and a
+/// rename.
 Status replaceText(const fs::path &path, const std::string &text) {
   const fs::path temporary =
       path.parent_path() /
       ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      return errorf(temporary.string(), ": cannot write: ",
-                    std::strerror(errno));
-  }
+  std::error_code ignored;
+  fs::remove(temporary, ignored);
+  MLT_RETURN_IF_ERROR(writeDurably(temporary.string(), text));
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());
     return errorf(path.string(), ": cannot replace: ", std::strerror(error));
   }
+  syncDirectory(path.parent_path().string());
   return Status::ok();
+}
+
+/// Whether a checkpoint tensor is one of AdamW's moments.
+bool isMoment(const std::string &name) {
+  return name.rfind(kExpAvgPrefix, 0) == 0 ||
+         name.rfind(kExpAvgSqPrefix, 0) == 0;
+}
+
+/// The checkpoint directory `path` names: itself, or the one its `latest`
+/// names.
+StatusOr<fs::path> checkpointDirOf(const std::string &path) {
+  fs::path dir(path);
+  std::error_code error;
+  if (!fs::is_directory(dir, error))
+    return errorf(path, ": not a checkpoint directory (",
+                  fs::exists(dir, error) ? "not a directory" : "does not exist",
+                  ")");
+  if (!fs::exists(dir / kLatest, error))
+    return dir;
+  StatusOr<std::string> latest = readText(dir / kLatest);
+  if (!latest)
+    return latest.takeStatus();
+  std::string name = *latest;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
+    name.pop_back();
+  if (stepOfName(name) < 0)
+    return errorf((dir / kLatest).string(), ": names '", name,
+                  "', not a checkpoint (step-NNNNNN)");
+  if (!fs::is_directory(dir / name, error))
+    return errorf((dir / kLatest).string(), ": names ", name,
+                  ", which does not exist");
+  return dir / name;
+}
+
+StatusOr<TrainingCheckpoint> readTrainerState(const fs::path &dir,
+                                              const std::string &path) {
+  const fs::path trainerPath = dir / kTrainerFile;
+  std::error_code error;
+  if (!fs::exists(trainerPath, error))
+    return errorf(path, ": not a training checkpoint (no ", kTrainerFile,
+                  "; an HF checkpoint is read with --init-from)");
+  StatusOr<std::string> text = readText(trainerPath);
+  if (!text)
+    return text.takeStatus();
+  if (std::optional<size_t> at = jsonTooDeepAt(*text))
+    return errorf(trainerPath.string(), ": ", jsonTooDeepMessage(*at));
+  TrainingCheckpoint state;
+  try {
+    const json trainer = json::parse(*text);
+    if (!trainer.is_object() || trainer.value("format", "") != kFormat)
+      return errorf(trainerPath.string(), ": not an mlt training checkpoint");
+    if (trainer.value("version", 0) != kVersion)
+      return errorf(trainerPath.string(), ": format version ",
+                    trainer.value("version", 0), ", this mlt reads ",
+                    kVersion);
+    state.step = trainer.at("step").get<int64_t>();
+    state.seed = trainer.at("seed").get<uint64_t>();
+    state.shuffle = trainer.at("shuffle").get<bool>();
+    state.layout = trainer.value("layout", "");
+  } catch (const json::exception &e) {
+    return errorf(trainerPath.string(), ": ", e.what());
+  }
+  if (state.step < 1)
+    return errorf(trainerPath.string(), ": step ", state.step,
+                  " (a checkpoint holds a step of 1 or more)");
+  StatusOr<std::string> config = readText(dir / kConfigFile);
+  if (!config)
+    return config.takeStatus();
+  state.config = std::move(*config);
+  return state;
 }
 
 } // namespace
@@ -117,10 +195,12 @@ std::string mlt::rt::checkpointDirName(int64_t step) {
   return name;
 }
 
-StatusOr<std::string>
-mlt::rt::saveTrainingCheckpoint(const std::string &root,
-                                const TrainingCheckpoint &checkpoint,
-                                int64_t keepLast) {
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
+
+StatusOr<std::string> mlt::rt::beginCheckpoint(const std::string &root,
+                                               int64_t step) {
   const fs::path rootPath(root);
   std::error_code error;
   if (!fs::is_directory(rootPath, error)) {
@@ -129,22 +209,116 @@ mlt::rt::saveTrainingCheckpoint(const std::string &root,
       return errorf(root, ": cannot create the directory: ", error.message());
   }
   removeStaleTemporaries(rootPath);
+  std::random_device random;
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), "%ld-%08x", long(::getpid()),
+                unsigned(random()));
+  const fs::path dir =
+      rootPath / ("." + checkpointDirName(step) + ".tmp-" + suffix);
+  if (!fs::create_directory(dir, error))
+    return errorf(dir.string(), ": cannot create: ",
+                  error ? error.message() : std::string("it exists"));
+  return dir.string();
+}
 
-  const std::string name = checkpointDirName(checkpoint.step);
-  const fs::path dir = rootPath / name;
-  json trainer = {{"format", kFormat},
-                  {"version", kVersion},
-                  {"step", checkpoint.step},
-                  {"seed", checkpoint.seed},
-                  {"shuffle", checkpoint.shuffle},
-                  {"layout", checkpoint.layout}};
-  MLT_RETURN_IF_ERROR(writeCheckpointDir(
-      dir.string(), checkpoint.config, checkpoint.parameters,
-      {CheckpointFile{kOptimizerFile, &checkpoint.optimizerState, ""},
-       CheckpointFile{kTrainerFile, nullptr, trainer.dump(2) + "\n"}}));
+StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
+                                                  const Plan &plan,
+                                                  const std::string &dir) {
+  StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan);
+  if (!pieces)
+    return pieces.takeStatus();
+  std::vector<std::string> keys;
+  (void)checkpointIndexOf(*pieces, &keys);
+
+  // Each local rank's pieces, read from its buffers (in turn: a device is
+  // read by one thread), then written by a thread per rank.
+  std::vector<std::pair<uint32_t, TensorMap>> shards;
+  for (uint32_t i = 0; i < local.size(); ++i) {
+    Executor &executor = local.executor(i);
+    const uint32_t rank = executor.rankPlan().rank;
+    std::vector<const SavedPiece *> mine;
+    std::vector<const std::string *> mineKeys;
+    for (size_t p = 0; p < pieces->size(); ++p)
+      if ((*pieces)[p].rank == rank) {
+        mine.push_back(&(*pieces)[p]);
+        mineKeys.push_back(&keys[p]);
+      }
+    if (mine.empty())
+      continue; // (a replica of data other ranks write)
+    StatusOr<std::vector<std::vector<float>>> values =
+        readPieces(executor, mine);
+    if (!values)
+      return values.takeStatus().withContext("rank " + std::to_string(rank));
+    TensorMap shard;
+    for (size_t p = 0; p < mine.size(); ++p) {
+      std::vector<int64_t> shape =
+          mine[p]->isRange ? std::vector<int64_t>{mine[p]->count}
+                           : mine[p]->layout.shape;
+      shard.emplace(*mineKeys[p], Tensor::fromFloats(DType::F32,
+                                                     std::move(shape),
+                                                     (*values)[p]));
+      std::vector<float>().swap((*values)[p]);
+    }
+    shards.emplace_back(rank, std::move(shard));
+  }
+
+  std::vector<Status> written(shards.size(), Status::ok());
+  std::vector<std::thread> writers;
+  for (size_t i = 0; i < shards.size(); ++i)
+    writers.emplace_back([&, i] {
+      written[i] = writeSafeTensors(
+          (fs::path(dir) / shardFileName(shards[i].first)).string(),
+          shards[i].second);
+    });
+  for (std::thread &writer : writers)
+    writer.join();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    MLT_RETURN_IF_ERROR(written[i]);
+    std::error_code error;
+    bytes += fs::file_size(fs::path(dir) / shardFileName(shards[i].first),
+                           error);
+  }
+  return bytes;
+}
+
+StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
+                                                const std::string &dir,
+                                                const Plan &plan,
+                                                const TrainingCheckpoint &state,
+                                                int64_t keepLast) {
+  StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan);
+  if (!pieces)
+    return pieces.takeStatus();
+  CheckpointIndex index = checkpointIndexOf(*pieces);
+  for (CheckpointIndex::File &file : index.files) {
+    std::error_code error;
+    file.bytes = fs::file_size(fs::path(dir) / file.name, error);
+    if (error)
+      return errorf(dir, ": shard ", file.name,
+                    " was not written: ", error.message());
+  }
+  if (!json::accept(state.config))
+    return errorf(dir, ": the model's config.json text is not valid JSON");
+  const json trainer = {{"format", kFormat},       {"version", kVersion},
+                        {"step", state.step},      {"seed", state.seed},
+                        {"shuffle", state.shuffle}, {"layout", state.layout},
+                        {"ranks", plan.ranks.size()}};
+  const fs::path tmp(dir);
+  MLT_RETURN_IF_ERROR(
+      writeDurably((tmp / kIndexFile).string(), index.toJson()));
+  MLT_RETURN_IF_ERROR(writeDurably((tmp / kConfigFile).string(), state.config));
+  MLT_RETURN_IF_ERROR(
+      writeDurably((tmp / kTrainerFile).string(), trainer.dump(2) + "\n"));
+
+  const fs::path rootPath(root);
+  const std::string name = checkpointDirName(state.step);
+  const fs::path final = rootPath / name;
+  MLT_RETURN_IF_ERROR(placeDirectory(dir, final.string()));
   MLT_RETURN_IF_ERROR(replaceText(rootPath / kLatest, name + "\n"));
 
   if (keepLast > 0) {
+    std::error_code error;
     std::vector<std::pair<int64_t, fs::path>> steps;
     for (const fs::directory_entry &entry :
          fs::directory_iterator(rootPath, error)) {
@@ -154,7 +328,7 @@ mlt::rt::saveTrainingCheckpoint(const std::string &root,
     }
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + size_t(keepLast) < steps.size(); ++i)
-      if (steps[i].second != dir) {
+      if (steps[i].second != final) {
         // Renamed away first, in one step, so that a process killed while
         // removing it leaves a temporary (removed by a later save) rather
         // than a checkpoint with files missing.
@@ -166,72 +340,206 @@ mlt::rt::saveTrainingCheckpoint(const std::string &root,
           fs::remove_all(doomed, ignored);
       }
   }
-  return dir.string();
+  return final.string();
 }
 
-StatusOr<TrainingCheckpoint>
-mlt::rt::loadTrainingCheckpoint(const std::string &path) {
-  fs::path dir(path);
-  std::error_code error;
-  if (!fs::is_directory(dir, error))
-    return errorf(path, ": not a checkpoint directory (",
-                  fs::exists(dir, error) ? "not a directory" : "does not exist",
-                  ")");
-  if (fs::exists(dir / kLatest, error)) {
-    StatusOr<std::string> latest = readText(dir / kLatest);
-    if (!latest)
-      return latest.takeStatus();
-    std::string name = *latest;
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
-      name.pop_back();
-    if (stepOfName(name) < 0)
-      return errorf((dir / kLatest).string(), ": names '", name,
-                    "', not a checkpoint (step-NNNNNN)");
-    dir /= name;
-    if (!fs::is_directory(dir, error))
-      return errorf((fs::path(path) / kLatest).string(), ": names ", name,
-                    ", which does not exist");
+void mlt::rt::abandonCheckpoint(const std::string &dir) {
+  std::error_code ignored;
+  if (!dir.empty())
+    fs::remove_all(dir, ignored);
+}
+
+StatusOr<std::string>
+mlt::rt::saveTrainingCheckpoint(const std::string &root, RankGroup &ranks,
+                                const Plan &plan,
+                                const TrainingCheckpoint &state,
+                                int64_t keepLast) {
+  StatusOr<std::string> dir = beginCheckpoint(root, state.step);
+  if (!dir)
+    return dir;
+  StatusOr<uint64_t> written = writeCheckpointShards(ranks, plan, *dir);
+  StatusOr<std::string> saved =
+      written ? commitCheckpoint(root, *dir, plan, state, keepLast)
+              : StatusOr<std::string>(written.takeStatus());
+  if (!saved)
+    abandonCheckpoint(*dir);
+  return saved;
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+/// The shards of an opened checkpoint, each opened once its header has
+/// been checked against the index.
+class CheckpointReader::Shards {
+public:
+  Shards(fs::path dir, const CheckpointIndex &index)
+      : dir_(std::move(dir)), index_(index), open_(index.files.size()) {}
+
+  /// Checks every shard: present, of the index's size, holding each of its
+  /// pieces as F32 of the piece's shape.
+  Status check() {
+    std::vector<std::vector<const CheckpointIndex::Piece *>> byFile(
+        index_.files.size());
+    for (const CheckpointIndex::Tensor &tensor : index_.tensors)
+      for (const CheckpointIndex::Piece &piece : tensor.pieces)
+        byFile[piece.file].push_back(&piece);
+    for (size_t f = 0; f < index_.files.size(); ++f) {
+      const CheckpointIndex::File &file = index_.files[f];
+      const fs::path path = dir_ / file.name;
+      if (Status problem = checkInputPath(path.string()); !problem.isOk())
+        return errorf((dir_ / kIndexFile).string(), ": shard '", file.name,
+                      "': ", problem.message());
+      std::error_code error;
+      const uintmax_t bytes = fs::file_size(path, error);
+      if (!error && bytes != file.bytes)
+        return errorf(path.string(), ": ", bytes, " bytes, the index says ",
+                      file.bytes, " (truncated or changed since it was saved)");
+      StatusOr<SafeTensorsFile> shard = SafeTensorsFile::open(path.string());
+      if (!shard)
+        return shard.takeStatus();
+      for (const CheckpointIndex::Piece *piece : byFile[f]) {
+        auto found = shard->tensors().find(piece->key);
+        if (found == shard->tensors().end())
+          return errorf(path.string(), ": no tensor '", piece->key,
+                        "', which the index places there");
+        if (found->second.dtype != DType::F32 ||
+            found->second.shape != piece->storedShape())
+          return errorf(path.string(), ": tensor '", piece->key, "' is ",
+                        dtypeName(found->second.dtype), " ",
+                        formatShape(found->second.shape),
+                        ", the index says F32 ",
+                        formatShape(piece->storedShape()));
+      }
+      if (index_.files.size() <= kMaxOpenShards)
+        open_[f] = std::make_unique<SafeTensorsFile>(std::move(*shard));
+    }
+    return Status::ok();
   }
-  const fs::path trainerPath = dir / kTrainerFile;
-  if (!fs::exists(trainerPath, error))
-    return errorf(path, ": not a training checkpoint (no ", kTrainerFile,
-                  "; an HF checkpoint is read with --init-from)");
-  StatusOr<std::string> text = readText(trainerPath);
+
+  /// The values of `piece`.
+  StatusOr<std::vector<float>> read(const CheckpointIndex::Piece &piece) {
+    std::unique_ptr<SafeTensorsFile> opened;
+    const SafeTensorsFile *file = open_[piece.file].get();
+    if (!file) {
+      StatusOr<SafeTensorsFile> shard = SafeTensorsFile::open(
+          (dir_ / index_.files[piece.file].name).string());
+      if (!shard)
+        return shard.takeStatus();
+      opened = std::make_unique<SafeTensorsFile>(std::move(*shard));
+      file = opened.get();
+    }
+    StatusOr<Tensor> tensor = file->read(piece.key);
+    if (!tensor)
+      return tensor.takeStatus();
+    if (tensor->dtype != DType::F32 || tensor->shape != piece.storedShape())
+      return errorf(file->path(), ": tensor '", piece.key,
+                    "' changed since the checkpoint was opened");
+    return toFloat32(piece.key, *tensor);
+  }
+
+private:
+  fs::path dir_;
+  const CheckpointIndex &index_;
+  std::vector<std::unique_ptr<SafeTensorsFile>> open_;
+};
+
+/// The parameters or the moments of an opened checkpoint.
+class CheckpointReader::Source : public TensorSource {
+public:
+  Source(const CheckpointIndex &index, Shards &shards, bool moments)
+      : index_(index), shards_(shards) {
+    for (size_t i = 0; i < index.tensors.size(); ++i)
+      if (isMoment(index.tensors[i].name) == moments)
+        tensors_.emplace(index.tensors[i].name, i);
+  }
+
+  std::vector<ExpectedTensor> tensors() const override {
+    std::vector<ExpectedTensor> present;
+    for (const auto &[name, i] : tensors_)
+      present.push_back({name, index_.tensors[i].shape});
+    return present;
+  }
+
+  StatusOr<std::vector<float>> values(const std::string &name) const override {
+    auto found = tensors_.find(name);
+    if (found == tensors_.end())
+      return errorf("the checkpoint has no tensor '", name, "'");
+    const CheckpointIndex::Tensor &tensor = index_.tensors[found->second];
+    if (tensor.pieces.size() == 1 && tensor.pieces[0].layout.isWhole() &&
+        !tensor.pieces[0].isRange)
+      return shards_.read(tensor.pieces[0]);
+    BlockAssembly whole(tensor.shape);
+    for (const CheckpointIndex::Piece &piece : tensor.pieces) {
+      StatusOr<std::vector<float>> values = shards_.read(piece);
+      if (!values)
+        return values.takeStatus();
+      if (piece.isRange)
+        whole.placeRange(piece.layout, piece.begin, piece.count,
+                         values->data());
+      else
+        whole.placeBlock(piece.layout, values->data());
+    }
+    return whole.finish();
+  }
+
+private:
+  const CheckpointIndex &index_;
+  Shards &shards_;
+  std::map<std::string, size_t> tensors_;
+};
+
+CheckpointReader::~CheckpointReader() = default;
+
+StatusOr<std::unique_ptr<CheckpointReader>>
+CheckpointReader::open(const std::string &path) {
+  StatusOr<fs::path> dir = checkpointDirOf(path);
+  if (!dir)
+    return dir.takeStatus();
+  StatusOr<TrainingCheckpoint> state = readTrainerState(*dir, path);
+  if (!state)
+    return state.takeStatus();
+  const fs::path indexPath = *dir / kIndexFile;
+  StatusOr<std::string> text = readText(indexPath);
   if (!text)
     return text.takeStatus();
-  if (std::optional<size_t> at = jsonTooDeepAt(*text))
-    return errorf(trainerPath.string(), ": ", jsonTooDeepMessage(*at));
-  TrainingCheckpoint checkpoint;
-  try {
-    const json trainer = json::parse(*text);
-    if (!trainer.is_object() || trainer.value("format", "") != kFormat)
-      return errorf(trainerPath.string(), ": not an mlt training checkpoint");
-    if (trainer.value("version", 0) != kVersion)
-      return errorf(trainerPath.string(), ": format version ",
-                    trainer.value("version", 0), ", this mlt reads ",
-                    kVersion);
-    checkpoint.step = trainer.at("step").get<int64_t>();
-    checkpoint.seed = trainer.at("seed").get<uint64_t>();
-    checkpoint.shuffle = trainer.at("shuffle").get<bool>();
-    checkpoint.layout = trainer.value("layout", "");
-  } catch (const json::exception &e) {
-    return errorf(trainerPath.string(), ": ", e.what());
-  }
-  if (checkpoint.step < 1)
-    return errorf(trainerPath.string(), ": step ", checkpoint.step,
-                  " (a checkpoint holds a step of 1 or more)");
-  StatusOr<std::string> config = readText(dir / "config.json");
-  if (!config)
-    return config.takeStatus();
-  checkpoint.config = std::move(*config);
-  for (auto [file, tensors] :
-       {std::pair{"model.safetensors", &checkpoint.parameters},
-        std::pair{kOptimizerFile, &checkpoint.optimizerState}}) {
-    const fs::path tensorPath = dir / file;
-    StatusOr<TensorMap> read = readSafeTensors(tensorPath.string());
-    if (!read)
-      return read.takeStatus().withContext(tensorPath.string());
-    *tensors = std::move(*read);
-  }
-  return checkpoint;
+  StatusOr<CheckpointIndex> index = parseCheckpointIndex(*text);
+  if (!index)
+    return index.takeStatus().withContext(indexPath.string());
+
+  std::unique_ptr<CheckpointReader> reader(new CheckpointReader());
+  reader->directory_ = dir->string();
+  reader->state_ = std::move(*state);
+  reader->index_ = std::move(*index);
+  reader->shards_ = std::make_unique<Shards>(*dir, reader->index_);
+  MLT_RETURN_IF_ERROR(reader->shards_->check());
+  reader->parameters_ =
+      std::make_unique<Source>(reader->index_, *reader->shards_, false);
+  reader->optimizerState_ =
+      std::make_unique<Source>(reader->index_, *reader->shards_, true);
+  return reader;
+}
+
+const TensorSource &CheckpointReader::parameters() const {
+  return *parameters_;
+}
+
+const TensorSource &CheckpointReader::optimizerState() const {
+  return *optimizerState_;
+}
+
+uint64_t CheckpointReader::shardBytes() const {
+  uint64_t bytes = 0;
+  for (const CheckpointIndex::File &file : index_.files)
+    bytes += file.bytes;
+  return bytes;
+}
+
+bool mlt::rt::isTrainingCheckpoint(const std::string &path) {
+  std::error_code error;
+  const fs::path dir(path);
+  return fs::is_directory(dir, error) &&
+         (fs::exists(dir / kLatest, error) ||
+          fs::exists(dir / kTrainerFile, error));
 }

@@ -384,42 +384,23 @@ distinctPiecesOf(const std::vector<const RankPlan *> &ranks,
   return tensors;
 }
 
-/// A tensor being assembled from pieces: a block goes straight into it; the
-/// ranges of a block that is not the whole tensor are gathered in a block
-/// of their own first, inserted by finish.
+/// A tensor being assembled from pieces (BlockAssembly).
 class Assembly {
 public:
-  explicit Assembly(const std::vector<int64_t> &shape)
-      : whole_(size_t(elementsOf(shape)), 0.0f) {}
+  explicit Assembly(const std::vector<int64_t> &shape) : whole_(shape) {}
 
   /// `values`: the piece's elements (its block, or its range).
   void place(const Piece &piece, const float *values) {
-    if (!piece.isSegment()) {
-      insertBlock(whole_.data(), piece.layout, sizeof(float), values);
-      return;
-    }
-    if (piece.layout.isWhole()) {
-      std::copy(values, values + piece.count, whole_.begin() + piece.begin);
-      return;
-    }
-    auto [it, inserted] = partial_.try_emplace(piece.layout.offset);
-    if (inserted) {
-      layouts_.emplace(piece.layout.offset, piece.layout);
-      it->second.assign(size_t(elementsOf(piece.layout.shape)), 0.0f);
-    }
-    std::copy(values, values + piece.count, it->second.begin() + piece.begin);
+    if (piece.isSegment())
+      whole_.placeRange(piece.layout, piece.begin, piece.count, values);
+    else
+      whole_.placeBlock(piece.layout, values);
   }
 
-  std::vector<float> finish() {
-    for (const auto &[offset, block] : partial_)
-      insertBlock(whole_, layouts_.at(offset), block);
-    return std::move(whole_);
-  }
+  std::vector<float> finish() { return whole_.finish(); }
 
 private:
-  std::vector<float> whole_;
-  std::map<std::vector<int64_t>, std::vector<float>> partial_;
-  std::map<std::vector<int64_t>, BlockLayout> layouts_;
+  BlockAssembly whole_;
 };
 
 /// Reads each buffer once for the pieces that need it, and lets it go
@@ -631,24 +612,18 @@ Status initialize(const std::vector<Executor *> &executors, uint64_t seed) {
 }
 
 /// `plan`: the whole plan, of which `executors` hold some ranks (one
-/// process per GPU): the checkpoint must hold exactly its parameters, though
+/// process per GPU): the source must hold exactly its parameters, though
 /// these ranks need only theirs (a pipeline stage's).
-Status load(const std::vector<Executor *> &executors, const TensorMap &tensors,
-            const Plan *plan = nullptr) {
+Status load(const std::vector<Executor *> &executors,
+            const TensorSource &source, const Plan *plan = nullptr) {
   const std::vector<ExpectedTensor> expected =
       parametersOf(rankPlansOf(executors));
-  if (plan) {
-    std::vector<const RankPlan *> all;
-    for (const RankPlan &rank : plan->ranks)
-      all.push_back(&rank);
-    MLT_RETURN_IF_ERROR(checkTensors(tensors, parametersOf(all)));
-  } else {
-    MLT_RETURN_IF_ERROR(checkTensors(tensors, expected));
-  }
+  MLT_RETURN_IF_ERROR(checkTensors(
+      source.tensors(), plan ? planParameters(*plan) : expected));
   return writeParameters(
       executors, expected,
       [&](const ExpectedTensor &parameter) -> StatusOr<std::vector<float>> {
-        return toFloat32(parameter.name, tensors.at(parameter.name));
+        return source.values(parameter.name);
       });
 }
 
@@ -665,16 +640,17 @@ optimizerStatesOf(const std::vector<ExpectedTensor> &parameters) {
 }
 
 Status loadStates(const std::vector<Executor *> &executors,
-                  const TensorMap &tensors, const Plan *plan = nullptr) {
+                  const TensorSource &source, const Plan *plan = nullptr) {
   const std::vector<ExpectedTensor> expected =
       optimizerStatesOf(parametersOf(rankPlansOf(executors)));
   // With a plan, the whole plan's states (these ranks need only theirs).
   MLT_RETURN_IF_ERROR(checkTensors(
-      tensors, plan ? optimizerStatesOf(planParameters(*plan)) : expected));
+      source.tensors(),
+      plan ? optimizerStatesOf(planParameters(*plan)) : expected));
   return writeParameters(
       executors, expected,
       [&](const ExpectedTensor &state) -> StatusOr<std::vector<float>> {
-        return toFloat32(state.name, tensors.at(state.name));
+        return source.values(state.name);
       },
       BufferKind::OptimizerState);
 }
@@ -738,53 +714,93 @@ Status mlt::rt::initializeParameters(RankGroup &ranks, uint64_t seed) {
   return initialize(executorsOf(ranks), seed);
 }
 
+std::vector<ExpectedTensor> mlt::rt::TensorMapSource::tensors() const {
+  std::vector<ExpectedTensor> present;
+  for (const auto &[name, tensor] : tensors_)
+    present.push_back({name, tensor.shape});
+  return present;
+}
+
+StatusOr<std::vector<float>>
+mlt::rt::TensorMapSource::values(const std::string &name) const {
+  auto found = tensors_.find(name);
+  if (found == tensors_.end())
+    return errorf("no tensor '", name, "'");
+  return toFloat32(name, found->second);
+}
+
 Status mlt::rt::loadParameters(Executor &executor, const TensorMap &tensors) {
-  return load({&executor}, tensors);
+  return load({&executor}, TensorMapSource(tensors));
 }
 
 Status mlt::rt::loadParameters(RankGroup &ranks, const TensorMap &tensors) {
-  return load(executorsOf(ranks), tensors);
+  return load(executorsOf(ranks), TensorMapSource(tensors));
 }
 
 Status mlt::rt::loadParameters(RankGroup &local, const Plan &plan,
                                const TensorMap &tensors) {
-  return load(executorsOf(local), tensors, &plan);
+  return load(executorsOf(local), TensorMapSource(tensors), &plan);
+}
+
+Status mlt::rt::loadParameters(RankGroup &ranks, const TensorSource &source) {
+  return load(executorsOf(ranks), source);
+}
+
+Status mlt::rt::loadParameters(RankGroup &local, const Plan &plan,
+                               const TensorSource &source) {
+  return load(executorsOf(local), source, &plan);
 }
 
 namespace {
 
-/// Assembled optimizer states (by buffer name, "<slice>[<parameter>]" for
-/// a slice's segments) by moment and HF name: "exp_avg:<name>" buffers keep
-/// theirs, the segments of a slice "exp_avg_shard.3[<name>]" take their
-/// moment's. `ranks`: the plans whose buffers name them.
-StatusOr<TensorMap>
-statesByParameter(TensorMap assembled,
-                  const std::vector<const RankPlan *> &ranks) {
+/// The buffers of `ranks` by name.
+std::map<std::string, const BufferDesc *>
+buffersByName(const std::vector<const RankPlan *> &ranks) {
   std::map<std::string, const BufferDesc *> buffers;
   for (const RankPlan *rank : ranks)
     for (const BufferDesc &buffer : rank->buffers)
       buffers.emplace(buffer.name, &buffer);
+  return buffers;
+}
+
+/// The moment and HF name ("exp_avg:<name>") of an optimizer state that
+/// piecesOf names by buffer ("<slice>[<parameter>]" for a slice's
+/// segments): "exp_avg:<name>" buffers keep theirs, the segments of a slice
+/// "exp_avg_shard.3[<name>]" take their moment's.
+StatusOr<std::string>
+momentTensorName(const std::string &name,
+                 const std::map<std::string, const BufferDesc *> &buffers) {
+  if (size_t open = name.find('[');
+      open != std::string::npos && name.back() == ']') {
+    const std::string buffer = name.substr(0, open);
+    const std::string parameter = name.substr(open + 1, name.size() - open - 2);
+    std::optional<std::string> state =
+        buffers.count(buffer) ? stateName(*buffers.at(buffer), parameter,
+                                          BufferKind::OptimizerState)
+                              : std::nullopt;
+    if (!state)
+      return errorf("optimizer state '", name, "': not a moment of AdamW");
+    return *state;
+  }
+  if (!buffers.count(name) || !momentOf(*buffers.at(name)))
+    return errorf("optimizer state '", name, "': not a moment of AdamW");
+  return name;
+}
+
+/// Assembled optimizer states (by buffer name) by moment and HF name.
+/// `ranks`: the plans whose buffers name them.
+StatusOr<TensorMap>
+statesByParameter(TensorMap assembled,
+                  const std::vector<const RankPlan *> &ranks) {
+  const std::map<std::string, const BufferDesc *> buffers =
+      buffersByName(ranks);
   TensorMap states;
   for (auto &[name, tensor] : assembled) {
-    std::string key = name;
-    if (size_t open = name.find('['); open != std::string::npos &&
-                                      name.back() == ']') {
-      const std::string buffer = name.substr(0, open);
-      const std::string parameter =
-          name.substr(open + 1, name.size() - open - 2);
-      std::optional<std::string> state =
-          buffers.count(buffer)
-              ? stateName(*buffers.at(buffer), parameter,
-                          BufferKind::OptimizerState)
-              : std::nullopt;
-      if (!state)
-        return errorf("optimizer state '", name, "': not a moment of AdamW");
-      key = *state;
-    } else if (!buffers.count(name) || !momentOf(*buffers.at(name))) {
-      return errorf("optimizer state '", name, "': not a moment of AdamW");
-    }
-    if (!states.emplace(key, std::move(tensor)).second)
-      return errorf("optimizer state '", key, "' is held twice");
+    StatusOr<std::string> key = momentTensorName(name, buffers);
+    if (!key)
+      return key.takeStatus();
+    if (!states.emplace(*key, std::move(tensor)).second)
+      return errorf("optimizer state '", *key, "' is held twice");
   }
   return states;
 }
@@ -819,12 +835,22 @@ mlt::rt::gatherOptimizerStateTensors(RankGroup &local, const Plan &plan,
 
 Status mlt::rt::loadOptimizerState(RankGroup &ranks,
                                    const TensorMap &tensors) {
-  return loadStates(executorsOf(ranks), tensors);
+  return loadStates(executorsOf(ranks), TensorMapSource(tensors));
 }
 
 Status mlt::rt::loadOptimizerState(RankGroup &local, const Plan &plan,
                                    const TensorMap &tensors) {
-  return loadStates(executorsOf(local), tensors, &plan);
+  return loadStates(executorsOf(local), TensorMapSource(tensors), &plan);
+}
+
+Status mlt::rt::loadOptimizerState(RankGroup &ranks,
+                                   const TensorSource &source) {
+  return loadStates(executorsOf(ranks), source);
+}
+
+Status mlt::rt::loadOptimizerState(RankGroup &local, const Plan &plan,
+                                   const TensorSource &source) {
+  return loadStates(executorsOf(local), source, &plan);
 }
 
 StatusOr<TensorMap> mlt::rt::parameterTensors(Executor &executor,
@@ -907,4 +933,81 @@ StatusOr<TensorMap> mlt::rt::gatherParameterTensors(RankGroup &local,
           Tensor::fromFloats(DType::F32, tensor.shape, whole->finish());
   }
   return result;
+}
+
+StatusOr<std::vector<SavedPiece>> mlt::rt::checkpointPieces(const Plan &plan) {
+  const std::vector<const RankPlan *> ranks = rankPlansOf(plan);
+  const std::map<std::string, const BufferDesc *> buffers =
+      buffersByName(ranks);
+  std::vector<SavedPiece> saved;
+  std::set<std::string> names;
+  for (BufferKind kind : {BufferKind::Parameter, BufferKind::OptimizerState}) {
+    StatusOr<std::vector<TensorPieces>> tensors = distinctPiecesOf(ranks, kind);
+    if (!tensors)
+      return tensors.takeStatus();
+    for (const TensorPieces &tensor : *tensors) {
+      std::string name = tensor.name;
+      if (kind == BufferKind::OptimizerState) {
+        StatusOr<std::string> moment = momentTensorName(name, buffers);
+        if (!moment)
+          return moment.takeStatus();
+        name = std::move(*moment);
+      }
+      if (!names.insert(name).second)
+        return errorf("'", name, "' is held twice");
+      for (const Piece &piece : tensor.pieces) {
+        SavedPiece out;
+        out.tensor = name;
+        out.layout = piece.layout;
+        out.begin = piece.begin;
+        out.count = piece.count;
+        out.isRange = piece.isSegment() &&
+                      !(piece.begin == 0 &&
+                        piece.count == elementsOf(piece.layout.shape));
+        out.rank = piece.rank;
+        out.buffer = piece.desc->name;
+        out.bufferOffset = piece.offset;
+        saved.push_back(std::move(out));
+      }
+    }
+  }
+  std::stable_sort(saved.begin(), saved.end(),
+                   [](const SavedPiece &a, const SavedPiece &b) {
+                     return a.rank < b.rank;
+                   });
+  return saved;
+}
+
+StatusOr<std::vector<std::vector<float>>>
+mlt::rt::readPieces(Executor &executor,
+                    const std::vector<const SavedPiece *> &pieces) {
+  // Each buffer read once: a flat buffer holds pieces of many tensors.
+  std::map<std::string, std::vector<size_t>> byBuffer;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    byBuffer[pieces[i]->buffer].push_back(i);
+  std::vector<std::vector<float>> values(pieces.size());
+  for (const auto &[name, indices] : byBuffer) {
+    StatusOr<size_t> buffer = executor.findBuffer(name);
+    if (!buffer)
+      return buffer.takeStatus();
+    StatusOr<std::vector<float>> all = executor.readFloats(*buffer);
+    if (!all)
+      return all.takeStatus();
+    for (size_t i : indices) {
+      const SavedPiece &piece = *pieces[i];
+      if (piece.bufferOffset < 0 ||
+          piece.bufferOffset + piece.count > int64_t(all->size()))
+        return errorf("'", piece.tensor, "': elements [", piece.bufferOffset,
+                      ", ", piece.bufferOffset + piece.count, ") of '", name,
+                      "', which holds ", all->size());
+      if (indices.size() == 1 && piece.bufferOffset == 0 &&
+          piece.count == int64_t(all->size())) {
+        values[i] = std::move(*all);
+        break;
+      }
+      values[i].assign(all->begin() + piece.bufferOffset,
+                       all->begin() + piece.bufferOffset + piece.count);
+    }
+  }
+  return values;
 }

@@ -8,12 +8,14 @@ The command (an mlt-run training with --save-checkpoint DIR --save-every 1)
 is started KILLS times, each killed with SIGKILL a random delay (from SEED)
 after its first step, each start resuming from DIR once it holds a
 checkpoint. After every
-kill: each DIR/step-* directory holds config.json, model.safetensors,
-optimizer.safetensors and trainer.json; DIR/latest, if there, names one of
-them; and the command resumes from DIR for one more step (mlt-run reads
-the checkpoint whole, so a torn file fails it). Prints one line; exits 1 on
+kill: each DIR/step-* directory holds config.json, index.json, trainer.json
+and the shards the index lists (rank-*.safetensors, of the sizes it says);
+DIR/latest, if there, names one of them; and the command resumes from DIR
+for one more step (mlt-run checks every shard before it reads, so a torn
+file fails it). Prints one line; exits 1 on
 a failure. Standard library only.
 """
+import json
 import os
 import random
 import signal
@@ -21,17 +23,24 @@ import subprocess
 import sys
 import time
 
-FILES = {"config.json", "model.safetensors", "optimizer.safetensors",
-         "trainer.json"}
+FILES = {"config.json", "index.json", "trainer.json"}
 
 
 def check(directory):
     names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
     steps = [n for n in names if n.startswith("step-")]
     for name in steps:
-        held = set(os.listdir(os.path.join(directory, name)))
-        if held != FILES:
+        path = os.path.join(directory, name)
+        held = set(os.listdir(path))
+        if not FILES <= held:
             return f"{name} holds {sorted(held)}"
+        shards = json.load(open(os.path.join(path, "index.json")))["files"]
+        if held != FILES | {f["name"] for f in shards}:
+            return f"{name} holds {sorted(held)}, its index lists {shards}"
+        for f in shards:
+            size = os.path.getsize(os.path.join(path, f["name"]))
+            if size != f["bytes"]:
+                return f"{name}/{f['name']} is {size} bytes, not {f['bytes']}"
     latest = os.path.join(directory, "latest")
     if os.path.exists(latest):
         named = open(latest).read().strip()

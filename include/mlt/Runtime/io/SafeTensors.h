@@ -96,6 +96,44 @@ StatusOr<TensorMap>
 readSafeTensors(const std::string &path,
                 std::map<std::string, std::string> *metadata = nullptr);
 
+/// One `.safetensors` file open for reading its tensors one at a time: the
+/// header is read and validated as readSafeTensors validates it, and each
+/// tensor's bytes are read when asked for (a checkpoint's shards are read
+/// by many processes, each for the pieces its ranks hold).
+class SafeTensorsFile {
+public:
+  /// A tensor's dtype, shape and byte range in the data section.
+  struct Info {
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    uint64_t begin = 0, end = 0;
+  };
+
+  /// Opens `path` and validates its header; errors name the file.
+  static StatusOr<SafeTensorsFile>
+  open(const std::string &path,
+       std::map<std::string, std::string> *metadata = nullptr);
+
+  SafeTensorsFile(SafeTensorsFile &&other) noexcept;
+  SafeTensorsFile &operator=(SafeTensorsFile &&other) noexcept;
+  SafeTensorsFile(const SafeTensorsFile &) = delete;
+  SafeTensorsFile &operator=(const SafeTensorsFile &) = delete;
+  ~SafeTensorsFile();
+
+  const std::string &path() const { return path_; }
+  /// The file's tensors by name.
+  const std::map<std::string, Info> &tensors() const { return tensors_; }
+  /// Reads tensor `name`; errors name the file and the tensor.
+  StatusOr<Tensor> read(const std::string &name) const;
+
+private:
+  SafeTensorsFile() = default;
+  int fd_ = -1;
+  std::string path_;
+  uint64_t dataStart_ = 0;
+  std::map<std::string, Info> tensors_;
+};
+
 /// Reads the weights of an HF checkpoint: `path` may be a `.safetensors` file,
 /// or a directory holding `model.safetensors` or a sharded
 /// `model.safetensors.index.json` (`{"weight_map": {name: file}}`), in which
@@ -115,6 +153,10 @@ struct ExpectedTensor {
 /// shapes), whichever occur, with counts of the rest.
 Status checkTensors(const TensorMap &tensors,
                     const std::vector<ExpectedTensor> &expected);
+/// The same for the names and shapes of tensors held elsewhere (a
+/// checkpoint's index).
+Status checkTensors(const std::vector<ExpectedTensor> &present,
+                    const std::vector<ExpectedTensor> &expected);
 
 /// Writes `tensors` as a `.safetensors` file: a compact JSON header with
 /// `"__metadata__": {"format": "pt"}` (plus `metadata`), padded with spaces to
@@ -128,20 +170,25 @@ writeSafeTensors(const std::string &path, const TensorMap &tensors,
 /// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
 /// `configJson` text, which must be valid JSON) and `model.safetensors`. Both
 /// are written into a temporary sibling directory that then takes the place
-/// of `dir` (an existing `dir` is replaced only once the new one is complete).
-/// On any error `dir` is left as it was and the temporary directory removed.
-/// A file `writeCheckpointDir` writes beside the weights: `tensors` as a
-/// .safetensors file, or (null `tensors`) `text`.
-struct CheckpointFile {
-  std::string name;
-  const TensorMap *tensors = nullptr;
-  std::string text;
-};
-/// `more`: other files of the directory (a training checkpoint's optimizer
-/// state and trainer state), written into it before it takes `dir`'s place.
+/// of `dir` (placeDirectory). On any error `dir` is left as it was and the
+/// temporary directory removed.
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors,
-                          const std::vector<CheckpointFile> &more = {});
+                          const TensorMap &tensors);
+
+/// Creates the file `path` (which must not exist) holding `text`, flushed to
+/// the disk.
+Status writeDurably(const std::string &path, const std::string &text);
+
+/// Flushes a directory's entries (the effect of a rename) to disk; best
+/// effort, since not every file system supports it.
+void syncDirectory(const std::string &dir);
+
+/// Makes the complete directory `temporary` (a sibling of `dir`) take the
+/// place of `dir`: renamed into place, or, where `dir` exists, swapped in
+/// one step (renameat2's RENAME_EXCHANGE, where the file system has it) and
+/// the old one removed, so that `dir` always names a complete directory. A
+/// symbolic link or a file at `dir` is not replaced.
+Status placeDirectory(const std::string &temporary, const std::string &dir);
 
 /// Formats a shape as `[2, 3]` for messages.
 std::string formatShape(const std::vector<int64_t> &shape);

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace mlt::rt {
@@ -57,6 +58,29 @@ void insertBlock(std::vector<T> &full, const BlockLayout &layout,
                  const std::vector<T> &block) {
   insertBlock(full.data(), layout, sizeof(T), block.data());
 }
+
+/// A whole f32 tensor assembled from pieces that each hold a block of it,
+/// or a range of a block (its row-major elements [begin, begin + count)):
+/// the ranks' blocks of a sharded parameter, a partitioned optimizer's
+/// slices, a checkpoint's shards. Ranges are gathered in a block of their
+/// own, inserted by finish(). Elements no piece holds stay zero.
+class BlockAssembly {
+public:
+  explicit BlockAssembly(const std::vector<int64_t> &shape);
+
+  /// Places a block (`values`: the block's elements).
+  void placeBlock(const BlockLayout &layout, const float *values);
+  /// Places elements [begin, begin + count) of the block `layout`.
+  void placeRange(const BlockLayout &layout, int64_t begin, int64_t count,
+                  const float *values);
+  /// The whole tensor.
+  std::vector<float> finish();
+
+private:
+  std::vector<float> whole_;
+  /// The blocks being filled by ranges, by offset, with their layouts.
+  std::vector<std::pair<BlockLayout, std::vector<float>>> partial_;
+};
 
 } // namespace mlt::rt
 

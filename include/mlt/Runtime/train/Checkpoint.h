@@ -1,17 +1,19 @@
 //===- Checkpoint.h - training checkpoints that resume ----------*- C++ -*-===//
 //
 // Part of mlt. A training checkpoint holds everything a run needs to go on
-// as if it had never stopped, in whole tensors by HF name, so that it does
-// not depend on the layout it was saved from: a checkpoint of tp 2 x dp 2
-// with ZeRO-2 resumes at one rank, and one of one rank at pp 2.
+// as if it had never stopped. Every rank writes the pieces it holds into a
+// shard of its own, in parallel, so nothing is gathered on one rank; an
+// index names each whole tensor's pieces (CheckpointIndex.h), so the
+// checkpoint does not depend on the layout it was saved from: one of tp 2 x
+// dp 2 with ZeRO-2 resumes at one rank, and one of one rank at pp 2.
 //
 //   ROOT/                      --save-checkpoint ROOT
 //     step-000006/             one checkpoint, named by its step
 //       config.json            the model's HF config
-//       model.safetensors      the f32 master weights (HF names): the
-//                              directory is an HF checkpoint as well
-//       optimizer.safetensors  AdamW's moments, "exp_avg:<HF name>" and
-//                              "exp_avg_sq:<HF name>"
+//       index.json             each tensor's shape and pieces
+//       rank-00000.safetensors the pieces rank 0 holds: f32 master weights
+//       rank-00001.safetensors (HF names) and AdamW's moments
+//       ...                    ("exp_avg:<HF name>", "exp_avg_sq:<HF name>")
 //       trainer.json           the step, the data order (seed, shuffle),
 //                              the layout it was saved from
 //     latest                   the name of the newest complete checkpoint
@@ -21,13 +23,21 @@
 // seeded permutation's), so these are all the state there is: a resumed
 // run computes the same bits as one that never stopped.
 //
-// Atomic: a checkpoint is written into a temporary directory, flushed, and
-// renamed into place (writeCheckpointDir); `latest` is replaced last, by a
-// rename. A process killed at any moment leaves `latest` naming a complete
-// checkpoint, and no directory that looks complete but is not (an old
-// checkpoint that --keep-last drops is renamed to a temporary name before
-// it is removed); saving removes the temporary directories that killed
-// processes left behind.
+// Saving is three phases, so that processes (one per GPU) can share it:
+// rank 0's process begins (a temporary directory), every process writes its
+// ranks' shards, and once all are written rank 0's commits: index, config
+// and trainer state, everything flushed, the directory renamed into place,
+// `latest` replaced last, by a rename. A process killed at any moment
+// leaves `latest` naming a complete checkpoint, and no directory that looks
+// complete but is not (an old checkpoint that --keep-last drops is renamed
+// to a temporary name before it is removed); beginning a save removes the
+// temporary directories that killed processes left behind.
+//
+// Loading reads the index and every shard's header first, proving that the
+// checkpoint is whole (each listed shard present, of the size the index
+// says, holding each piece as F32 of its shape) before anything is read
+// into the ranks; then each tensor is assembled from its pieces when a
+// rank needs it, one at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,14 +45,18 @@
 #define MLT_RUNTIME_TRAIN_CHECKPOINT_H
 
 #include "mlt/Runtime/Status.h"
-#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Runtime/train/CheckpointIndex.h"
+#include "mlt/Runtime/train/Parameters.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mlt::rt {
 
-/// A training checkpoint's contents.
+/// A training checkpoint's state besides its tensors.
 struct TrainingCheckpoint {
   /// The last optimizer step it holds the result of (1-based).
   int64_t step = 0;
@@ -55,26 +69,79 @@ struct TrainingCheckpoint {
   std::string layout;
   /// The model's HF config.json text.
   std::string config;
-  /// The f32 master weights by HF name, and the moments
-  /// ("exp_avg:<name>", "exp_avg_sq:<name>").
-  TensorMap parameters, optimizerState;
 };
 
 /// "step-000006": the directory of the checkpoint of step `step`.
 std::string checkpointDirName(int64_t step);
 
-/// Writes `checkpoint` as ROOT/step-NNNNNN (see the file comment; ROOT is
-/// created if missing, its parent must exist), then points ROOT/latest at
-/// it; with `keepLast` > 0 removes the older checkpoints beyond the newest
+/// Saving, phase 1 (one process, rank 0's): creates ROOT if missing (its
+/// parent must exist), removes the temporary directories of killed saves,
+/// and creates the temporary directory the checkpoint of `step` is written
+/// into. Returns its path.
+StatusOr<std::string> beginCheckpoint(const std::string &root, int64_t step);
+
+/// Saving, phase 2 (every process): writes the shards of this process's
+/// ranks `local` of `plan` into `dir`, each rank's on a thread of its own,
+/// each flushed to disk. Returns the bytes written.
+StatusOr<uint64_t> writeCheckpointShards(RankGroup &local, const Plan &plan,
+                                         const std::string &dir);
+
+/// Saving, phase 3 (rank 0's process, once every shard is written): writes
+/// the index (with each shard's size), config.json and trainer.json into
+/// `dir`, renames it to ROOT/step-NNNNNN, points ROOT/latest at it, and
+/// with `keepLast` > 0 removes the older checkpoints beyond the newest
 /// `keepLast`. Returns the checkpoint's directory.
+StatusOr<std::string> commitCheckpoint(const std::string &root,
+                                       const std::string &dir,
+                                       const Plan &plan,
+                                       const TrainingCheckpoint &state,
+                                       int64_t keepLast = 0);
+
+/// Removes a save's temporary directory after a failure.
+void abandonCheckpoint(const std::string &dir);
+
+/// The three phases in one process whose ranks are the whole plan's.
 StatusOr<std::string> saveTrainingCheckpoint(const std::string &root,
-                                             const TrainingCheckpoint &checkpoint,
+                                             RankGroup &ranks, const Plan &plan,
+                                             const TrainingCheckpoint &state,
                                              int64_t keepLast = 0);
 
-/// Reads the checkpoint `path` names: a ROOT (its `latest`), or one
-/// checkpoint's directory. Each failure is one line naming the file and
-/// what is wrong with it (a missing or truncated file, another format).
-StatusOr<TrainingCheckpoint> loadTrainingCheckpoint(const std::string &path);
+/// An opened training checkpoint: its state, and its tensors as sources
+/// that assemble each whole tensor from its pieces when asked.
+class CheckpointReader {
+public:
+  /// Opens the checkpoint `path` names: a ROOT (its `latest`), or one
+  /// checkpoint's directory; checks it whole (see the file comment). Each
+  /// failure is one line naming the file and what is wrong with it.
+  static StatusOr<std::unique_ptr<CheckpointReader>>
+  open(const std::string &path);
+
+  ~CheckpointReader();
+
+  /// The checkpoint's directory (ROOT/step-NNNNNN).
+  const std::string &directory() const { return directory_; }
+  const TrainingCheckpoint &state() const { return state_; }
+  const CheckpointIndex &index() const { return index_; }
+  /// The parameters by HF name, and AdamW's moments.
+  const TensorSource &parameters() const;
+  const TensorSource &optimizerState() const;
+  /// The bytes of its shards.
+  uint64_t shardBytes() const;
+
+private:
+  CheckpointReader() = default;
+  class Shards;
+  class Source;
+  std::string directory_;
+  TrainingCheckpoint state_;
+  CheckpointIndex index_;
+  std::unique_ptr<Shards> shards_;
+  std::unique_ptr<Source> parameters_, optimizerState_;
+};
+
+/// Whether `path` is a training checkpoint (a ROOT with `latest`, or a
+/// directory with trainer.json), as opposed to an HF checkpoint.
+bool isTrainingCheckpoint(const std::string &path);
 
 } // namespace mlt::rt
 

@@ -36,6 +36,7 @@
 
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/plan/Blocks.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/comm/RankTransport.h"
@@ -63,6 +64,60 @@ private:
   bool hasSpare_ = false;
   double spare_ = 0.0;
 };
+
+/// Whole tensors by name from wherever they are kept: a TensorMap in
+/// memory, or a training checkpoint's shards, read a tensor at a time (so
+/// that a process holds one whole tensor at a time, not the model).
+class TensorSource {
+public:
+  virtual ~TensorSource() = default;
+  /// The names and whole shapes of the tensors it holds.
+  virtual std::vector<ExpectedTensor> tensors() const = 0;
+  /// Tensor `name`'s values as floats (any float dtype converted).
+  virtual StatusOr<std::vector<float>>
+  values(const std::string &name) const = 0;
+};
+
+/// A TensorSource over tensors in memory (which it does not own).
+class TensorMapSource : public TensorSource {
+public:
+  explicit TensorMapSource(const TensorMap &tensors) : tensors_(tensors) {}
+  std::vector<ExpectedTensor> tensors() const override;
+  StatusOr<std::vector<float>> values(const std::string &name) const override;
+
+private:
+  const TensorMap &tensors_;
+};
+
+/// A piece of a whole tensor as a checkpoint stores it, and where a plan
+/// holds it.
+struct SavedPiece {
+  /// The tensor: a parameter's HF name, or one of AdamW's moments of it,
+  /// "exp_avg:<HF name>" or "exp_avg_sq:<HF name>".
+  std::string tensor;
+  /// Its block of the tensor (layout.fullShape is the tensor's shape) and
+  /// which of the block's row-major elements it holds: [begin, begin +
+  /// count), the whole block unless `isRange`.
+  BlockLayout layout;
+  bool isRange = false;
+  int64_t begin = 0, count = 0;
+  /// The plan rank that holds it, the buffer, and the piece's first
+  /// element there.
+  uint32_t rank = 0;
+  std::string buffer;
+  int64_t bufferOffset = 0;
+};
+
+/// What a checkpoint of `plan` holds: the pieces of the parameters and of
+/// AdamW's moments, every block or range once (from the lowest rank holding
+/// it; replicas are equal), together covering each tensor exactly, in
+/// plan-rank order. Every process derives the same list from the plan.
+StatusOr<std::vector<SavedPiece>> checkpointPieces(const Plan &plan);
+
+/// The values of `pieces`, all held by `executor`'s rank, each buffer read
+/// once.
+StatusOr<std::vector<std::vector<float>>>
+readPieces(Executor &executor, const std::vector<const SavedPiece *> &pieces);
 
 /// The parameters that `rank` has (HF names and whole shapes), in buffer
 /// order: named by a parameter or compute-copy buffer, or held by a
@@ -128,6 +183,13 @@ StatusOr<TensorMap> parameterTensors(Executor &executor,
 StatusOr<TensorMap> parameterTensors(RankGroup &ranks,
                                      BufferKind kind = BufferKind::Parameter);
 
+/// loadParameters from a TensorSource (a checkpoint's shards), a tensor at
+/// a time: of every rank of `ranks`, or (with `plan`) of this process's
+/// ranks `local`, the source holding exactly the whole plan's parameters.
+Status loadParameters(RankGroup &ranks, const TensorSource &source);
+Status loadParameters(RankGroup &local, const Plan &plan,
+                      const TensorSource &source);
+
 /// AdamW's moments of every parameter as whole F32 tensors, named
 /// "exp_avg:<HF name>" and "exp_avg_sq:<HF name>", assembled from their
 /// holders whatever the layout (a parameter's own buffers, blocks of them
@@ -148,6 +210,10 @@ StatusOr<TensorMap> gatherOptimizerStateTensors(RankGroup &local,
                                                 RankTransport &transport);
 Status loadOptimizerState(RankGroup &local, const Plan &plan,
                           const TensorMap &tensors);
+/// loadOptimizerState from a TensorSource (a checkpoint's shards).
+Status loadOptimizerState(RankGroup &ranks, const TensorSource &source);
+Status loadOptimizerState(RankGroup &local, const Plan &plan,
+                          const TensorSource &source);
 
 /// parameterTensors for a run whose ranks are processes (one per GPU):
 /// every process calls it with its own ranks (`local`, e.g. a RankGroup

@@ -1,0 +1,201 @@
+//===- mlt-checkpoint.cpp - training checkpoints, inspected and converted -===//
+//
+// Part of mlt. What `mlt-run --save-checkpoint` writes, for the user:
+//
+//   mlt-checkpoint info CHECKPOINT           the step, the layout it was
+//                                            saved from, its shards and
+//                                            tensors, checked whole
+//   mlt-checkpoint to-hf CHECKPOINT OUT      an HF checkpoint (config.json,
+//        [--dtype f32|bf16]                  model.safetensors) of its
+//                                            weights
+//
+// CHECKPOINT is a --save-checkpoint ROOT (its latest checkpoint) or one
+// checkpoint's directory. Whatever layout saved it, the weights come out
+// whole, under their HF names.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/train/Checkpoint.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace mlt::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kUsage =
+    "usage: mlt-checkpoint info CHECKPOINT\n"
+    "       mlt-checkpoint to-hf CHECKPOINT OUT [--dtype f32|bf16]\n"
+    "\n"
+    "CHECKPOINT is a directory mlt-run --save-checkpoint wrote (its latest\n"
+    "checkpoint) or one checkpoint in it (ROOT/step-NNNNNN).\n"
+    "\n"
+    "  info   prints the step, the layout that saved it, its shards and\n"
+    "         its tensors, after checking that every shard is whole\n"
+    "  to-hf  writes OUT as an HF checkpoint (config.json and\n"
+    "         model.safetensors) of the checkpoint's weights, whole tensors\n"
+    "         under HF names whatever layout saved them, in f32 (default)\n"
+    "         or bf16; OUT must not exist, or be an HF checkpoint, which is\n"
+    "         replaced once the new one is complete\n";
+
+int fail(const Status &status) {
+  std::fprintf(stderr, "mlt-checkpoint: error: %s\n",
+               status.message().c_str());
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "mlt-checkpoint: error: %s (see mlt-checkpoint --help)\n",
+               message.c_str());
+  return 2;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (uint64_t(1) << 30))
+    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1 << 30));
+  else if (bytes >= (uint64_t(1) << 20))
+    std::snprintf(text, sizeof(text), "%.2f MiB", double(bytes) / (1 << 20));
+  else
+    std::snprintf(text, sizeof(text), "%" PRIu64 " bytes", bytes);
+  return text;
+}
+
+std::string savedBy(const TrainingCheckpoint &state) {
+  return state.layout.empty() ? "one rank" : state.layout;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+int info(const std::string &path) {
+  StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      CheckpointReader::open(path);
+  if (!reader)
+    return fail(reader.status());
+  const CheckpointReader &checkpoint = **reader;
+  const CheckpointIndex &index = checkpoint.index();
+  std::printf("%s: step %" PRId64 ", saved by %s\n",
+              checkpoint.directory().c_str(), checkpoint.state().step,
+              savedBy(checkpoint.state()).c_str());
+  int64_t parameters = 0;
+  size_t parameterTensors = 0;
+  for (const ExpectedTensor &tensor : checkpoint.parameters().tensors()) {
+    parameters += elementsOf(tensor.shape);
+    ++parameterTensors;
+  }
+  std::printf("  %zu parameters (%" PRId64 " elements) and %zu moments, "
+              "f32, in %zu pieces\n",
+              parameterTensors, parameters,
+              checkpoint.optimizerState().tensors().size(), [&] {
+                size_t pieces = 0;
+                for (const CheckpointIndex::Tensor &tensor : index.tensors)
+                  pieces += tensor.pieces.size();
+                return pieces;
+              }());
+  std::printf("  %zu shards, %s:\n", index.files.size(),
+              formatBytes(checkpoint.shardBytes()).c_str());
+  for (const CheckpointIndex::File &file : index.files)
+    std::printf("    %s  %s\n", file.name.c_str(),
+                formatBytes(file.bytes).c_str());
+  return 0;
+}
+
+int toHF(const std::string &path, const std::string &out,
+         const std::string &dtypeName) {
+  DType dtype = DType::F32;
+  if (dtypeName == "bf16")
+    dtype = DType::BF16;
+  else if (dtypeName != "f32")
+    return usageError("--dtype is '" + dtypeName + "'; use f32 or bf16");
+  // OUT: new, or an HF checkpoint to replace (never another directory, nor
+  // the training checkpoint itself).
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(out, error))) {
+    if (!fs::is_directory(out, error) ||
+        !fs::exists(fs::path(out) / "config.json", error) ||
+        !fs::exists(fs::path(out) / "model.safetensors", error))
+      return fail(errorf(out, ": exists and is not an HF checkpoint; not ",
+                         "replacing it"));
+  } else if (Status problem = checkOutputPath(out, /*directory=*/true);
+             !problem.isOk()) {
+    return fail(problem);
+  }
+
+  StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      CheckpointReader::open(path);
+  if (!reader)
+    return fail(reader.status());
+  const CheckpointReader &checkpoint = **reader;
+  TensorMap tensors;
+  for (const ExpectedTensor &tensor : checkpoint.parameters().tensors()) {
+    StatusOr<std::vector<float>> values =
+        checkpoint.parameters().values(tensor.name);
+    if (!values)
+      return fail(values.status());
+    tensors.emplace(tensor.name,
+                    Tensor::fromFloats(dtype, tensor.shape, *values));
+  }
+  if (Status written =
+          writeCheckpointDir(out, checkpoint.state().config, tensors);
+      !written.isOk())
+    return fail(written);
+  std::printf("wrote %s (config.json, model.safetensors): %zu tensors from "
+              "step %" PRId64 " (saved by %s)\n",
+              out.c_str(), tensors.size(), checkpoint.state().step,
+              savedBy(checkpoint.state()).c_str());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty())
+    return usageError("no command given");
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::string dtype = "f32";
+  std::vector<std::string> positional;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--dtype") {
+      if (i + 1 == args.size())
+        return usageError("--dtype needs a value (f32 or bf16)");
+      dtype = args[++i];
+    } else if (args[i].rfind("--dtype=", 0) == 0) {
+      dtype = args[i].substr(8);
+    } else if (args[i].size() > 1 && args[i][0] == '-') {
+      return usageError("unknown option '" + args[i] + "'");
+    } else {
+      positional.push_back(args[i]);
+    }
+  }
+  for (const std::string &arg : positional)
+    if (arg.empty())
+      return usageError("an empty path");
+  if (args[0] == "info") {
+    if (positional.size() != 1)
+      return usageError("info takes one CHECKPOINT");
+    return info(positional[0]);
+  }
+  if (args[0] == "to-hf") {
+    if (positional.size() != 2)
+      return usageError("to-hf takes CHECKPOINT and OUT");
+    return toHF(positional[0], positional[1], dtype);
+  }
+  return usageError("unknown command '" + args[0] + "'; use info or to-hf");
+}

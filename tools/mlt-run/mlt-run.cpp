@@ -87,8 +87,9 @@ Run:
                              layer for one elementwise kernel per layer in
                              the backward; the same results, bit for bit;
                              when compiling only
-  --init-from PATH           initial weights: an HF checkpoint directory or a
-                             .safetensors file, loaded by HF name (default: fresh
+  --init-from PATH           initial weights: an HF checkpoint directory, a
+                             .safetensors file, or a training checkpoint (its
+                             weights alone), loaded by HF name (default: fresh
                              HF-style init, normal(0, 0.02) for matrices and
                              embeddings, 1 for norm weights)
   --seed N                   seeds the init and the data order (default 1234)
@@ -205,11 +206,13 @@ Output:
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR atomically
   --save-checkpoint DIR      write training checkpoints under DIR, each in
-                             DIR/step-NNNNNN (the f32 master weights as an
-                             HF checkpoint, AdamW's moments, the step and the
-                             data order), DIR/latest naming the newest; each
+                             DIR/step-NNNNNN (the f32 master weights and
+                             AdamW's moments, every rank writing its own
+                             part, with an index; the step and the data
+                             order), DIR/latest naming the newest; each
                              written whole before it is named, so a killed
-                             run leaves the last one loadable; SIGINT,
+                             run leaves the last one loadable (mlt-checkpoint
+                             to-hf turns one into an HF checkpoint); SIGINT,
                              SIGTERM or SIGHUP end the current step, write
                              one and stop (exit 0)
   --save-every N             with --save-checkpoint: every N steps (and at

@@ -318,7 +318,7 @@ if (( gpus >= 2 )); then
   MLT_CUDA_GRAPHS=compute train dp2-nograph $mpirun -x MLT_CUDA_GRAPHS -np 2 ./bin/mlt-run plans/dp2.mltplan
   same dp2-nograph
   # Checkpoints of two processes: dp=2 and ZeRO-2 saved every 3 steps
-  # (gathered on rank 0's process, which writes), resumed from step 3 by
+  # (each process writing its rank's shard), resumed from step 3 by
   # two processes (the same bits) and by one GPU (another layout: within
   # 1e-5 of the dp=2 run that never stopped).
   for plan in dp2 dp2-mb2-z2; do
@@ -343,6 +343,33 @@ if (( gpus >= 2 )); then
       || { cat "$out"/ckpt-$plan-one.log; fail "$plan: resuming on one GPU"; continue; }
     python3 tools/Inputs/compare_resumed.py 1e-5 "$out"/ckpt-$plan-full.jsonl \
       "$out"/ckpt-$plan-one.jsonl || fail "$plan: resumed on one GPU"
+    echo "$plan: step-000003 holds $(ls /tmp/ckpt-$plan/step-000003 | tr '\n' ' ')"
+  done
+  # A signal stops every process after the same step, with a checkpoint:
+  # SIGTERM to mpirun (a scheduler's time limit), and to one rank's process
+  # alone; each run then resumes.
+  for target in mpirun rank1; do
+    echo "== 2 GPUs, dp2-mb2-z2: SIGTERM to $target while training"
+    rm -rf /tmp/term-$target
+    $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \
+      --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
+      --steps 100000 $hyper --save-checkpoint /tmp/term-$target \
+      > "$out"/term-$target.log 2>&1 &
+    launcher=$!
+    for _ in $(seq 600); do grep -q "^step *20/" "$out"/term-$target.log && break; sleep 0.1; done
+    if [[ $target == mpirun ]]; then
+      kill -TERM $launcher
+    else
+      kill -TERM "$(pgrep -f 'mlt-run plans/dp2-mb2-z2' | sort -n | tail -1)"
+    fi
+    wait $launcher; echo "exit $?"
+    tail -3 "$out"/term-$target.log
+    ls /tmp/term-$target 2>/dev/null | tr '\n' ' '; echo
+    saved=$(sed -n 's/^step-0*//p' /tmp/term-$target/latest 2>/dev/null)
+    $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \
+      --data plans/tokens.u16 --steps $(( ${saved:-0} + 1 )) $hyper \
+      --resume /tmp/term-$target 2>&1 | grep -E "resumed|error" \
+      || fail "$target: resuming after SIGTERM"
   done
   # bf16 ZeRO-2, the gradients reduced in f32 and in bf16: HF's losses at
   # bf16's tolerance, and the two reductions within 1e-2 of each other.

@@ -1355,13 +1355,13 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   };
   // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP: the current step
   // ends, a checkpoint is written (with --save-checkpoint), and the run
-  // stops with a line saying so. (One process per GPU: the launcher's
-  // signals end the job as before.)
+  // stops with a line saying so. With one process per GPU, a signal that
+  // reaches any process stops them all after the same step: they agree on
+  // it after every step.
   int64_t stoppedAfter = 0;
   std::string stoppedCheckpoint;
-  if (!dist)
-    for (int signal : {SIGINT, SIGTERM, SIGHUP})
-      std::signal(signal, askToStop);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal, askToStop);
   Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
     StepMetrics m = measured;
 #ifdef MLT_HAVE_CUDA
@@ -1387,6 +1387,15 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       MLT_RETURN_IF_ERROR(reportStep(m));
     // A checkpoint every --save-every steps, at the end, and where a signal
     // stops the run.
+#ifdef MLT_HAVE_CUDA
+    if (dist) {
+      StatusOr<int> anyStop = dist->session.maxOf(stopSignal.load());
+      if (!anyStop)
+        return anyStop.takeStatus();
+      if (*anyStop && !stopSignal.load())
+        stopSignal.store(*anyStop);
+    }
+#endif
     const bool stopping = stopSignal.load() && m.step < options.steps;
     if (!o.saveCheckpoint.empty() &&
         (stopping || m.step == options.steps ||
@@ -1420,9 +1429,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     return Status::ok();
   });
   // From here on the ranks are in collectives: a failing rank ends the job.
-  if (!status && dist)
+  if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);
   if (!status && stoppedAfter > 0) {
+    if (!reports)
+      return Status::ok();
     std::printf("stopped by %s after step %" PRId64 " of %" PRId64 "; %s\n",
                 signalName(stopSignal.load()), stoppedAfter, options.steps,
                 !stoppedCheckpoint.empty()

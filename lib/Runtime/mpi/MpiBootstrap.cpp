@@ -123,6 +123,13 @@ Status MpiSession::broadcast(void *data, size_t bytes, int root) {
   return Status::ok();
 }
 
+StatusOr<int> MpiSession::maxOf(int local) {
+  int largest = local;
+  MLT_MPI_RETURN_IF_ERROR(
+      MPI_Allreduce(&local, &largest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  return largest;
+}
+
 StatusOr<std::vector<std::string>>
 MpiSession::gather(const std::string &local, int root) {
   if (local.size() > size_t(INT_MAX))

@@ -87,6 +87,10 @@ public:
   /// Copies `bytes` at `data` on rank `root` into `data` on every rank.
   Status broadcast(void *data, size_t bytes, int root);
 
+  /// The largest of every rank's `local`, on every rank (whether any rank
+  /// was asked to stop, and by which signal). Collective.
+  StatusOr<int> maxOf(int local);
+
   /// Every rank's `local` bytes, in rank order, on rank `root`; an empty
   /// list on the others. Collective: every rank must call it.
   StatusOr<std::vector<std::string>> gather(const std::string &local,

@@ -205,6 +205,8 @@ Output:
                              tokens_per_s, step_time_s, tokens
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR atomically
+  --save-hf-every N          with --save-hf: also every N steps (DIR replaced
+                             each time, atomically)
   --save-checkpoint DIR      write training checkpoints under DIR, each in
                              DIR/step-NNNNNN (the f32 master weights and
                              AdamW's moments, every rank writing its own
@@ -287,7 +289,7 @@ struct Options {
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
   std::string saveCheckpoint, resume;
-  std::optional<int64_t> saveEvery, keepLast;
+  std::optional<int64_t> saveEvery, keepLast, saveHFEvery;
   std::optional<int64_t> tp, dp, pp, vp, ppGroupSize;
   /// --pp-layers: the layers of each pipeline stage; empty: balanced.
   std::vector<int64_t> ppLayers;
@@ -489,6 +491,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--save-checkpoint", str(o.saveCheckpoint)},
       {"--resume", str(o.resume)},
       {"--save-every", integer(o.saveEvery)},
+      {"--save-hf-every", integer(o.saveHFEvery)},
       {"--keep-last", integer(o.keepLast)},
       {"--dump-grads", str(o.dumpGrads)},
       {"--emit-plan", str(o.emitPlan)},
@@ -573,6 +576,10 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--vp", o.vp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--save-every", o.saveEvery, 1));
   MLT_RETURN_IF_ERROR(atLeast("--keep-last", o.keepLast, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--save-hf-every", o.saveHFEvery, 1));
+  if (o.saveHFEvery && o.saveHF.empty())
+    return errorf("--save-hf-every sets how often --save-hf saves; pass "
+                  "--save-hf DIR");
   for (auto [flag, given] : {std::pair{"--save-every", o.saveEvery.has_value()},
                              std::pair{"--keep-last", o.keepLast.has_value()}})
     if (given && o.saveCheckpoint.empty())
@@ -1416,6 +1423,23 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
         std::fflush(stdout);
       }
       stoppedCheckpoint = *saved;
+    }
+    // --save-hf-every: the weights as an HF checkpoint (the end's is
+    // written below, after the last step).
+    if (o.saveHFEvery && m.step % *o.saveHFEvery == 0 &&
+        m.step < options.steps) {
+      StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
+      if (!tensors)
+        return tensors.takeStatus();
+      if (reports) {
+        MLT_RETURN_IF_ERROR(
+            writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
+                .withContext("--save-hf"));
+        std::printf("saved %s (config.json, model.safetensors) at step %" PRId64
+                    "\n",
+                    o.saveHF.c_str(), m.step);
+        std::fflush(stdout);
+      }
     }
     if (stopping) {
       stoppedAfter = m.step;

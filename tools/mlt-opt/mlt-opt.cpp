@@ -10,6 +10,8 @@
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 
+#include "mlt/Runtime/io/FileKind.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -17,6 +19,11 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  if (mlt::rt::Status paths = mlt::rt::checkToolArguments(argc, argv);
+      !paths.isOk()) {
+    llvm::errs() << "mlt-opt: error: " << paths.message() << "\n";
+    return 1;
+  }
   mlir::DialectRegistry registry;
   registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();

@@ -11,6 +11,7 @@
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
 #include "mlt/Target/PlanExport.h"
+#include "mlt/Runtime/io/FileKind.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -77,6 +78,11 @@ static void registerExportPlan() {
 }
 
 int main(int argc, char **argv) {
+  if (mlt::rt::Status paths = mlt::rt::checkToolArguments(argc, argv);
+      !paths.isOk()) {
+    llvm::errs() << "mlt-translate: error: " << paths.message() << "\n";
+    return 1;
+  }
   registerImportHFLlama();
   registerExportPlan();
   return failed(mlirTranslateMain(argc, argv, "mlt translations\n")) ? 1 : 0;

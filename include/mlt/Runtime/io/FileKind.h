@@ -96,6 +96,34 @@ inline Status checkOutputPath(const std::string &path,
   return Status::ok();
 }
 
+/// For the MLIR tools (mlt-opt, mlt-translate), before MLIR's own main
+/// opens anything: an argument that names an existing path that is not a
+/// regular file (a FIFO, whose open would block forever; a directory; a
+/// device) is refused, as is an output (`-o PATH`, `-o=PATH`) that is a
+/// FIFO, a device or a directory. Paths that do not exist are left to the
+/// tool's own message; `-` is standard input or output.
+inline Status checkToolArguments(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::optional<std::string> output;
+    if ((arg == "-o" || arg == "--o") && i + 1 < argc)
+      output = argv[++i];
+    else if (arg.rfind("-o=", 0) == 0 || arg.rfind("--o=", 0) == 0)
+      output = arg.substr(arg.find('=') + 1);
+    const std::string path = output ? *output : arg;
+    if (path.empty() || path == "-" || (!output && path[0] == '-'))
+      continue;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      continue;
+    if (output && (S_ISREG(st.st_mode) || path == "/dev/null"))
+      continue;
+    if (std::optional<std::string> kind = nonRegularKind(st))
+      return errorf(path, ": is ", *kind, ", not a file");
+  }
+  return Status::ok();
+}
+
 /// Whether two existing paths name one file (through symbolic links).
 inline bool sameFile(const std::string &a, const std::string &b) {
   struct stat x, y;

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -916,6 +917,28 @@ Status placeDirectory(const std::string &temporary, const std::string &dir) {
   return Status::ok();
 }
 
+void removeStaleTemporaries(const std::string &dir, const std::string &prefix) {
+  std::error_code error;
+  for (const fs::directory_entry &entry :
+       fs::directory_iterator(dir.empty() ? "." : dir, error)) {
+    const std::string name = entry.path().filename().string();
+    size_t at = std::string::npos;
+    for (const char *mark : {".tmp-", ".old-"})
+      if (at == std::string::npos)
+        at = name.find(mark, prefix.empty() ? 0 : prefix.size() - 1);
+    if (name.rfind(prefix, 0) != 0 || name.empty() || name[0] != '.' ||
+        at == std::string::npos)
+      continue;
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid <= 0 || pid == long(::getpid()))
+      continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH)
+      continue; // alive (or not ours to ask about)
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const TensorMap &tensors) {
   fs::path target = withoutTrailingSlash(dir);
@@ -933,6 +956,8 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
     return errorf(dir, ": exists and is not a directory; not replacing it");
 
   fs::path parent = target.parent_path();
+  // What a killed write of this directory left behind.
+  removeStaleTemporaries(parent.string(), "." + target.filename().string() + ".");
   fs::path temporary =
       parent / ("." + target.filename().string() + ".tmp-" + uniqueSuffix());
   if (::mkdir(temporary.c_str(), 0777) != 0)

@@ -62,25 +62,6 @@ int64_t stepOfName(const std::string &name) {
   return step;
 }
 
-/// Removes the temporary entries under `root` (".<name>.tmp-<pid>-...")
-/// whose writing process is gone: what a killed save left behind.
-void removeStaleTemporaries(const fs::path &root) {
-  std::error_code error;
-  for (const fs::directory_entry &entry : fs::directory_iterator(root, error)) {
-    const std::string name = entry.path().filename().string();
-    const size_t at = name.find(".tmp-");
-    if (name.empty() || name[0] != '.' || at == std::string::npos)
-      continue;
-    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
-    if (pid <= 0 || pid == long(::getpid()))
-      continue;
-    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH)
-      continue; // alive (or not ours to ask about)
-    std::error_code ignored;
-    fs::remove_all(entry.path(), ignored);
-  }
-}
-
 /// A small text file of a checkpoint, read whole after checking it is one.
 StatusOr<std::string> readText(const fs::path &path) {
   MLT_RETURN_IF_ERROR(checkInputPath(path.string()));
@@ -208,7 +189,7 @@ StatusOr<std::string> mlt::rt::beginCheckpoint(const std::string &root,
     if (!fs::create_directory(rootPath, error) && error)
       return errorf(root, ": cannot create the directory: ", error.message());
   }
-  removeStaleTemporaries(rootPath);
+  removeStaleTemporaries(root);
   std::random_device random;
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), "%ld-%08x", long(::getpid()),

@@ -183,6 +183,13 @@ Status writeDurably(const std::string &path, const std::string &text);
 /// effort, since not every file system supports it.
 void syncDirectory(const std::string &dir);
 
+/// Removes the temporary entries in `dir` whose names start with `prefix`
+/// (".<name>.tmp-<pid>-..." and ".<name>.old-<pid>-...", as the writers
+/// here name them) and whose writing process is gone: what a killed write
+/// left behind. A living process's are left alone.
+void removeStaleTemporaries(const std::string &dir,
+                            const std::string &prefix = ".");
+
 /// Makes the complete directory `temporary` (a sibling of `dir`) take the
 /// place of `dir`: renamed into place, or, where `dir` exists, swapped in
 /// one step (renameat2's RENAME_EXCHANGE, where the file system has it) and

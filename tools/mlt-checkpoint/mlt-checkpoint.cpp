@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/train/Checkpoint.h"
@@ -56,17 +57,6 @@ int usageError(const std::string &message) {
   std::fprintf(stderr, "mlt-checkpoint: error: %s (see mlt-checkpoint --help)\n",
                message.c_str());
   return 2;
-}
-
-std::string formatBytes(uint64_t bytes) {
-  char text[32];
-  if (bytes >= (uint64_t(1) << 30))
-    std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1 << 30));
-  else if (bytes >= (uint64_t(1) << 20))
-    std::snprintf(text, sizeof(text), "%.2f MiB", double(bytes) / (1 << 20));
-  else
-    std::snprintf(text, sizeof(text), "%" PRIu64 " bytes", bytes);
-  return text;
 }
 
 std::string savedBy(const TrainingCheckpoint &state) {
@@ -139,22 +129,26 @@ int toHF(const std::string &path, const std::string &out,
   if (!reader)
     return fail(reader.status());
   const CheckpointReader &checkpoint = **reader;
-  TensorMap tensors;
-  for (const ExpectedTensor &tensor : checkpoint.parameters().tensors()) {
-    StatusOr<std::vector<float>> values =
-        checkpoint.parameters().values(tensor.name);
-    if (!values)
-      return fail(values.status());
-    tensors.emplace(tensor.name,
-                    Tensor::fromFloats(dtype, tensor.shape, *values));
-  }
-  if (Status written =
-          writeCheckpointDir(out, checkpoint.state().config, tensors);
-      !written.isOk())
+  // One whole tensor in memory at a time, whatever the model's size.
+  std::vector<TensorSpec> specs;
+  for (const ExpectedTensor &tensor : checkpoint.parameters().tensors())
+    specs.push_back({tensor.name, dtype, tensor.shape});
+  Tensor current;
+  Status written = writeCheckpointDir(
+      out, checkpoint.state().config, specs,
+      [&](size_t i) -> StatusOr<ByteView> {
+        StatusOr<std::vector<float>> values =
+            checkpoint.parameters().values(specs[i].name);
+        if (!values)
+          return values.takeStatus();
+        current = Tensor::fromFloats(dtype, specs[i].shape, *values);
+        return ByteView{current.bytes.data(), current.bytes.size()};
+      });
+  if (!written.isOk())
     return fail(written);
   std::printf("wrote %s (config.json, model.safetensors): %zu tensors from "
               "step %" PRId64 " (saved by %s)\n",
-              out.c_str(), tensors.size(), checkpoint.state().step,
+              out.c_str(), specs.size(), checkpoint.state().step,
               savedBy(checkpoint.state()).c_str());
   return 0;
 }

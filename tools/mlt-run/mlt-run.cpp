@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/io/FileKind.h"
@@ -1333,11 +1334,26 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   // Whole tensors of the parameters or gradients: on rank 0 (gathered from
   // the other processes when there are some); empty on other processes.
   auto wholeTensors = [&](BufferKind kind) -> StatusOr<TensorMap> {
+    try {
 #ifdef MLT_HAVE_CUDA
-    if (dist)
-      return gatherParameterTensors(**ranks, plan, *dist->communicator, kind);
+      if (dist)
+        return gatherParameterTensors(**ranks, plan, *dist->communicator,
+                                      kind);
 #endif
-    return parameterTensors(**ranks, kind);
+      return parameterTensors(**ranks, kind);
+    } catch (const std::bad_alloc &) {
+      // The whole model in f32 on one process: more than the host has.
+      return errorf("out of host memory assembling the whole ",
+                    kind == BufferKind::Parameter ? "weights" : "gradients",
+                    " (", formatBytes(uint64_t(countParameters(plan)) * 4),
+                    " of f32) on one process",
+                    o.saveCheckpoint.empty()
+                        ? ""
+                        : "; the training checkpoint under " +
+                              o.saveCheckpoint +
+                              " holds them (mlt-checkpoint to-hf writes an "
+                              "HF checkpoint a tensor at a time)");
+    }
   };
   auto reportStep = [&](const StepMetrics &m) -> Status {
     std::printf("step %*" PRId64 "/%" PRId64

@@ -750,10 +750,10 @@ Status checkTensors(const std::vector<ExpectedTensor> &present,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Builds the padded header (without the length field) and checks that every
-/// tensor's bytes match its shape.
+/// Builds the padded header (without the length field) of tensors in the
+/// order of `specs`.
 StatusOr<std::string>
-buildHeader(const TensorMap &tensors,
+buildHeader(const std::vector<TensorSpec> &specs,
             const std::map<std::string, std::string> &metadata) {
   json header = json::object();
   json meta = json::object();
@@ -763,22 +763,21 @@ buildHeader(const TensorMap &tensors,
   header["__metadata__"] = std::move(meta);
 
   uint64_t offset = 0;
-  for (const auto &[name, tensor] : tensors) {
-    if (name == "__metadata__")
+  for (const TensorSpec &spec : specs) {
+    if (spec.name == "__metadata__")
       return errorf("a tensor may not be named '__metadata__'");
-    for (int64_t d : tensor.shape)
+    if (header.contains(spec.name))
+      return errorf("tensor '", spec.name, "' is given twice");
+    for (int64_t d : spec.shape)
       if (d < 0)
-        return errorf("tensor '", name, "' has a negative dimension in shape ",
-                      formatShape(tensor.shape));
-    size_t expectedBytes = elementCount(tensor.shape) * dtypeSize(tensor.dtype);
-    if (tensor.bytes.size() != expectedBytes)
-      return errorf("tensor '", name, "' holds ", tensor.bytes.size(),
-                    " bytes, but shape ", formatShape(tensor.shape), " of ",
-                    dtypeName(tensor.dtype), " needs ", expectedBytes);
-    header[name] = {{"dtype", dtypeName(tensor.dtype)},
-                    {"shape", tensor.shape},
-                    {"data_offsets", {offset, offset + tensor.bytes.size()}}};
-    offset += tensor.bytes.size();
+        return errorf("tensor '", spec.name,
+                      "' has a negative dimension in shape ",
+                      formatShape(spec.shape));
+    const uint64_t bytes = spec.numBytes();
+    header[spec.name] = {{"dtype", dtypeName(spec.dtype)},
+                         {"shape", spec.shape},
+                         {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
 
   std::string text;
@@ -793,9 +792,11 @@ buildHeader(const TensorMap &tensors,
   return text;
 }
 
-/// Writes `tensors` to a new file at `path`; the file must not exist.
+/// Writes the tensors of `specs`, each's bytes from `bytesOf` in turn, to a
+/// new file at `path`; the file must not exist.
 Status writeNewFile(const std::string &path, const std::string &header,
-                    const TensorMap &tensors) {
+                    const std::vector<TensorSpec> &specs,
+                    const TensorBytes &bytesOf) {
   FileDescriptor fd(
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
   if (fd.get() < 0)
@@ -806,11 +807,17 @@ Status writeNewFile(const std::string &path, const std::string &header,
   MLT_RETURN_IF_ERROR(writeAll(fd.get(),
                                reinterpret_cast<const uint8_t *>(header.data()),
                                header.size(), path));
-  for (const auto &[name, tensor] : tensors) {
-    Status written =
-        writeAll(fd.get(), tensor.bytes.data(), tensor.bytes.size(), path);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    StatusOr<ByteView> bytes = bytesOf(i);
+    if (!bytes)
+      return bytes.takeStatus().withContext("tensor '" + specs[i].name + "'");
+    if (bytes->size != specs[i].numBytes())
+      return errorf("tensor '", specs[i].name, "' holds ", bytes->size,
+                    " bytes, but shape ", formatShape(specs[i].shape), " of ",
+                    dtypeName(specs[i].dtype), " needs ", specs[i].numBytes());
+    Status written = writeAll(fd.get(), bytes->data, bytes->size, path);
     if (!written.isOk())
-      return std::move(written).withContext("tensor '" + name + "'");
+      return std::move(written).withContext("tensor '" + specs[i].name + "'");
   }
   // Data must be on disk before the rename makes the file visible.
   if (::fsync(fd.get()) != 0)
@@ -818,6 +825,14 @@ Status writeNewFile(const std::string &path, const std::string &header,
   if (fd.close() != 0)
     return errorf(path, ": close failed: ", errnoText());
   return Status::ok();
+}
+
+/// The specs of `tensors`, in name order.
+std::vector<TensorSpec> specsOf(const TensorMap &tensors) {
+  std::vector<TensorSpec> specs;
+  for (const auto &[name, tensor] : tensors)
+    specs.push_back({name, tensor.dtype, tensor.shape});
+  return specs;
 }
 
 /// Removes trailing slashes so that `filename()` names the last component.
@@ -828,14 +843,43 @@ fs::path withoutTrailingSlash(std::string path) {
 }
 } // namespace
 
+uint64_t TensorSpec::numBytes() const {
+  return uint64_t(elementCount(shape)) * dtypeSize(dtype);
+}
+
 Status writeSafeTensors(const std::string &path, const TensorMap &tensors,
                         const std::map<std::string, std::string> &metadata) {
-  StatusOr<std::string> header = buildHeader(tensors, metadata);
+  // (Each tensor's bytes are checked against its shape before any is
+  // written: a mismatch leaves no file.)
+  for (const auto &[name, tensor] : tensors)
+    if (tensor.bytes.size() !=
+        elementCount(tensor.shape) * dtypeSize(tensor.dtype))
+      return errorf("tensor '", name, "' holds ", tensor.bytes.size(),
+                    " bytes, but shape ", formatShape(tensor.shape), " of ",
+                    dtypeName(tensor.dtype), " needs ",
+                    elementCount(tensor.shape) * dtypeSize(tensor.dtype))
+          .withContext(path);
+  std::vector<const Tensor *> ordered;
+  for (const auto &[name, tensor] : tensors)
+    ordered.push_back(&tensor);
+  return writeSafeTensors(
+      path, specsOf(tensors),
+      [&](size_t i) -> StatusOr<ByteView> {
+        return ByteView{ordered[i]->bytes.data(), ordered[i]->bytes.size()};
+      },
+      metadata);
+}
+
+Status writeSafeTensors(const std::string &path,
+                        const std::vector<TensorSpec> &specs,
+                        const TensorBytes &bytesOf,
+                        const std::map<std::string, std::string> &metadata) {
+  StatusOr<std::string> header = buildHeader(specs, metadata);
   if (!header)
     return header.takeStatus().withContext(path);
 
   std::string temporary = path + ".tmp-" + uniqueSuffix();
-  Status written = writeNewFile(temporary, *header, tensors);
+  Status written = writeNewFile(temporary, *header, specs, bytesOf);
   if (written.isOk() && ::rename(temporary.c_str(), path.c_str()) != 0)
     written =
         errorf("cannot rename ", temporary, " to ", path, ": ", errnoText());
@@ -941,6 +985,18 @@ void removeStaleTemporaries(const std::string &dir, const std::string &prefix) {
 
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const TensorMap &tensors) {
+  std::vector<const Tensor *> ordered;
+  for (const auto &[name, tensor] : tensors)
+    ordered.push_back(&tensor);
+  return writeCheckpointDir(
+      dir, configJson, specsOf(tensors), [&](size_t i) -> StatusOr<ByteView> {
+        return ByteView{ordered[i]->bytes.data(), ordered[i]->bytes.size()};
+      });
+}
+
+Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
+                          const std::vector<TensorSpec> &specs,
+                          const TensorBytes &bytesOf) {
   fs::path target = withoutTrailingSlash(dir);
   if (target.empty() || target == "/" || target.filename() == "." ||
       target.filename() == "..")
@@ -974,8 +1030,8 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
           writeDurably((temporary / "config.json").string(), configJson);
       !written.isOk())
     return failWith(std::move(written));
-  Status weights =
-      writeSafeTensors((temporary / "model.safetensors").string(), tensors);
+  Status weights = writeSafeTensors(
+      (temporary / "model.safetensors").string(), specs, bytesOf);
   if (!weights.isOk())
     return failWith(std::move(weights).withContext(dir));
   if (Status placed = placeDirectory(temporary.string(), dir); !placed.isOk())

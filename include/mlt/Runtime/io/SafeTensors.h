@@ -18,6 +18,7 @@
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -167,6 +168,30 @@ Status
 writeSafeTensors(const std::string &path, const TensorMap &tensors,
                  const std::map<std::string, std::string> &metadata = {});
 
+/// A tensor's name, dtype and shape: what a file's header says of it.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t numBytes() const;
+};
+/// Bytes the caller keeps alive until the next call for them.
+struct ByteView {
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+};
+/// Tensor i's bytes, asked for when its turn to be written comes.
+using TensorBytes = std::function<StatusOr<ByteView>(size_t)>;
+
+/// writeSafeTensors of tensors produced one at a time: `specs` fix the
+/// header (in their order), `bytesOf(i)` gives tensor i's bytes when they
+/// are written, so that one tensor at a time is in memory (an HF checkpoint
+/// of a model larger than the host's memory).
+Status writeSafeTensors(const std::string &path,
+                        const std::vector<TensorSpec> &specs,
+                        const TensorBytes &bytesOf,
+                        const std::map<std::string, std::string> &metadata = {});
+
 /// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
 /// `configJson` text, which must be valid JSON) and `model.safetensors`. Both
 /// are written into a temporary sibling directory that then takes the place
@@ -174,6 +199,10 @@ writeSafeTensors(const std::string &path, const TensorMap &tensors,
 /// temporary directory removed.
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const TensorMap &tensors);
+/// The same of tensors produced one at a time (writeSafeTensors above).
+Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
+                          const std::vector<TensorSpec> &specs,
+                          const TensorBytes &bytesOf);
 
 /// Creates the file `path` (which must not exist) holding `text`, flushed to
 /// the disk.

@@ -212,17 +212,27 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
   (void)checkpointIndexOf(*pieces, &keys);
 
   // Each local rank's pieces, read from its buffers (in turn: a device is
-  // read by one thread), then written by a thread per rank.
-  std::vector<std::pair<uint32_t, TensorMap>> shards;
+  // read by one thread), then written by a thread per rank, straight from
+  // the values read.
+  struct Shard {
+    uint32_t rank;
+    std::vector<TensorSpec> specs;
+    std::vector<std::vector<float>> values;
+  };
+  std::vector<Shard> shards;
   for (uint32_t i = 0; i < local.size(); ++i) {
     Executor &executor = local.executor(i);
     const uint32_t rank = executor.rankPlan().rank;
     std::vector<const SavedPiece *> mine;
-    std::vector<const std::string *> mineKeys;
+    Shard shard{rank, {}, {}};
     for (size_t p = 0; p < pieces->size(); ++p)
       if ((*pieces)[p].rank == rank) {
-        mine.push_back(&(*pieces)[p]);
-        mineKeys.push_back(&keys[p]);
+        const SavedPiece &piece = (*pieces)[p];
+        mine.push_back(&piece);
+        shard.specs.push_back(
+            {keys[p], DType::F32,
+             piece.isRange ? std::vector<int64_t>{piece.count}
+                           : piece.layout.shape});
       }
     if (mine.empty())
       continue; // (a replica of data other ranks write)
@@ -230,26 +240,22 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
         readPieces(executor, mine);
     if (!values)
       return values.takeStatus().withContext("rank " + std::to_string(rank));
-    TensorMap shard;
-    for (size_t p = 0; p < mine.size(); ++p) {
-      std::vector<int64_t> shape =
-          mine[p]->isRange ? std::vector<int64_t>{mine[p]->count}
-                           : mine[p]->layout.shape;
-      shard.emplace(*mineKeys[p], Tensor::fromFloats(DType::F32,
-                                                     std::move(shape),
-                                                     (*values)[p]));
-      std::vector<float>().swap((*values)[p]);
-    }
-    shards.emplace_back(rank, std::move(shard));
+    shard.values = std::move(*values);
+    shards.push_back(std::move(shard));
   }
 
   std::vector<Status> written(shards.size(), Status::ok());
   std::vector<std::thread> writers;
   for (size_t i = 0; i < shards.size(); ++i)
     writers.emplace_back([&, i] {
+      const Shard &shard = shards[i];
       written[i] = writeSafeTensors(
-          (fs::path(dir) / shardFileName(shards[i].first)).string(),
-          shards[i].second);
+          (fs::path(dir) / shardFileName(shard.rank)).string(), shard.specs,
+          [&](size_t p) -> StatusOr<ByteView> {
+            return ByteView{
+                reinterpret_cast<const uint8_t *>(shard.values[p].data()),
+                shard.values[p].size() * sizeof(float)};
+          });
     });
   for (std::thread &writer : writers)
     writer.join();
@@ -257,7 +263,7 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
   for (size_t i = 0; i < shards.size(); ++i) {
     MLT_RETURN_IF_ERROR(written[i]);
     std::error_code error;
-    bytes += fs::file_size(fs::path(dir) / shardFileName(shards[i].first),
+    bytes += fs::file_size(fs::path(dir) / shardFileName(shards[i].rank),
                            error);
   }
   return bytes;

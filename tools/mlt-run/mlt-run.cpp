@@ -17,6 +17,7 @@
 #include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
@@ -43,6 +44,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cerrno>
 #include <cinttypes>
@@ -96,9 +98,22 @@ Run:
   --seed N                   seeds the init and the data order (default 1234)
 
 Data:
-  --data FILE                .u16/.u32 token ids or .txt bytes (default: the
-                             bundled corpus data/kjv-genesis-exodus.txt)
-  --no-shuffle               visit the samples in file order
+  --data DATASET             the training data (default: the bundled corpus
+                             data/kjv-genesis-exodus.txt): a Megatron indexed
+                             dataset (PREFIX.bin + PREFIX.idx, as mlt-tokenize
+                             writes them), named PREFIX, PREFIX.idx or
+                             PREFIX.bin; or a raw token file: .u16/.u32
+                             little-endian token ids, .txt bytes (vocab 256)
+  --data W1 DATASET1 W2 DATASET2 ...
+                             a blend: each sample from one dataset, in the
+                             proportions of the weights (normalized), as
+                             Megatron's BlendedDataset assigns them; each
+                             dataset goes through its own epochs
+  --no-shuffle               visit the samples in file order (indexed
+                             datasets: documents in file order too)
+  --allow-data-change        with --resume: go on from a checkpoint trained
+                             on other data (checked by default: datasets,
+                             weights, token counts, index hashes)
   --batch N                  sequences per optimizer step (global batch)
   --seq-len N                tokens per sequence
   --microbatches N           micro-batches per step, accumulated (default 1);
@@ -280,8 +295,10 @@ struct Options {
   std::optional<std::string> gradReduceDtype;
   std::string initFrom;
   uint64_t seed = 1234;
-  std::string data;
+  /// --data: the datasets and their weights; empty: the bundled corpus.
+  std::vector<DataSourceSpec> data;
   bool shuffle = true;
+  bool allowDataChange = false;
   std::optional<int64_t> batch, seqLen, steps, microbatches;
   double lr = 3e-4, minLR = 0.0;
   int64_t warmup = 0;
@@ -468,7 +485,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
          o.seed = uint64_t(value);
          return Status::ok();
        }},
-      {"--data", str(o.data)},
       {"--batch", integer(o.batch)},
       {"--seq-len", integer(o.seqLen)},
       {"--steps", integer(o.steps)},
@@ -501,6 +517,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
+      {"--allow-data-change", &o.allowDataChange},
       {"--sequence-parallel", &o.sequenceParallel},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
@@ -532,6 +549,33 @@ Status parseArgs(int argc, char **argv, Options &o) {
         o.shuffle = false;
       else
         *it->second = true;
+      continue;
+    }
+    if (name == "--data") {
+      // One dataset, or weights and datasets (--data 0.7 a 0.3 b): after a
+      // first value that is a weight, values are taken while they pair up,
+      // a path after each weight and a weight after each path.
+      if (!hasValue) {
+        if (i + 1 >= argc)
+          return errorf(name, " needs a value");
+        value = argv[++i];
+      }
+      std::vector<std::string> values = {value};
+      if (isDataWeight(value))
+        while (i + 1 < argc) {
+          const std::string next = argv[i + 1];
+          const bool wantsPath = values.size() % 2 == 1;
+          if (wantsPath ? next.size() > 1 && next[0] == '-'
+                        : !isDataWeight(next))
+            break;
+          values.push_back(next);
+          ++i;
+        }
+      StatusOr<std::vector<DataSourceSpec>> sources =
+          parseDataArguments(values);
+      if (!sources)
+        return sources.takeStatus().withContext(name);
+      o.data = std::move(*sources);
       continue;
     }
     auto it = valued.find(name);
@@ -589,6 +633,9 @@ Status checkOptions(const Options &o) {
   if (!o.resume.empty() && !o.initFrom.empty())
     return errorf("--resume takes the weights from its checkpoint; "
                   "--init-from would replace them");
+  if (o.allowDataChange && o.resume.empty())
+    return errorf("--allow-data-change sets what --resume accepts; pass "
+                  "--resume DIR");
   MLT_RETURN_IF_ERROR(atLeast("--pp-group-size", o.ppGroupSize, 1));
   if (o.vp.value_or(1) > 1 && o.pp.value_or(1) < 2)
     return errorf("--vp ", *o.vp, " interleaves model chunks over pipeline "
@@ -656,12 +703,15 @@ Status checkOptions(const Options &o) {
 Status checkPaths(const Options &o) {
   struct Input {
     const char *flag;
-    const std::string &path;
+    std::string path;
   };
   std::vector<Input> inputs = {{"MODEL_OR_PLAN", o.model}};
-  if (!o.data.empty()) {
-    MLT_RETURN_IF_ERROR(checkInputPath(o.data).withContext("--data"));
-    inputs.push_back({"--data", o.data});
+  for (const DataSourceSpec &source : o.data) {
+    StatusOr<ResolvedDataPath> resolved = resolveDataPath(source.path);
+    if (!resolved)
+      return resolved.takeStatus().withContext("--data");
+    for (const std::string &file : resolved->files)
+      inputs.push_back({"--data", file});
   }
   if (!o.initFrom.empty()) {
     MLT_RETURN_IF_ERROR(checkInputPath(o.initFrom, /*directoryToo=*/true)
@@ -1117,9 +1167,27 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     return status;
   };
 
-  std::string dataPath = o.data.empty() ? defaultCorpusPath() : o.data;
-  StatusOr<TokenDataset> data =
-      TokenDataset::open(dataPath, model.seqLen, model.vocabSize);
+  // The data, every token id checked; a check of more than a few seconds
+  // (a large indexed dataset) says how far it is, every few seconds.
+  const auto openStart = std::chrono::steady_clock::now();
+  double lastProgress = 0;
+  auto progress = [&](const std::string &file, uint64_t done, uint64_t total) {
+    const double elapsed = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - openStart)
+                               .count();
+    if (!reports || elapsed < 2 || (elapsed - lastProgress < 5 && done < total))
+      return;
+    lastProgress = elapsed;
+    std::fprintf(stderr,
+                 "mlt-run: checking the token ids of %s: %.0f%% of %.2f GiB, "
+                 "%.0f s\n",
+                 file.c_str(), 100.0 * double(done) / double(total),
+                 double(total) / double(1ull << 30), elapsed);
+  };
+  StatusOr<OpenedData> data = openTrainingData(
+      o.data.empty() ? std::vector<DataSourceSpec>{{1.0, defaultCorpusPath()}}
+                     : o.data,
+      model.seqLen, model.vocabSize, progress);
   MLT_RETURN_IF_ERROR(agree(data ? Status::ok() : data.takeStatus()));
 
 #ifdef MLT_HAVE_CUDA
@@ -1200,6 +1268,18 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                     o.shuffle ? "shuffled with --seed " + std::to_string(o.seed)
                               : std::string("--no-shuffle"),
                     "; pass the same to go on with the same data");
+    // (checkpoints that predate the data's description are not checked)
+    if (!checkpoint->data.empty()) {
+      Status same = checkSameData(checkpoint->data, data->description);
+      if (!same && !o.allowDataChange)
+        return errorf(
+            "--resume ", o.resume,
+            ": the checkpoint was trained on other data: ", same.message(),
+            "; pass its --data, or --allow-data-change to go on with this "
+            "data");
+      if (!same && reports)
+        std::printf("note: --allow-data-change: %s\n", same.message().c_str());
+    }
     if (checkpoint->step >= *o.steps)
       return errorf("--resume ", o.resume, ": the checkpoint is at step ",
                     checkpoint->step, ", --steps is ", *o.steps,
@@ -1250,7 +1330,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   options.firstStep = resumedStep + 1;
   options.reportingRank = reportingRank(plan);
   StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::create(**ranks, model, *data, options);
+      Trainer::create(**ranks, model, *data->data, options);
   MLT_RETURN_IF_ERROR(agree(trainer ? Status::ok() : trainer.takeStatus()));
 
   std::string processes;
@@ -1270,7 +1350,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
         plan.ranks.size() > 1 ? " per rank (largest)" : "",
         describeRanks(plan).c_str(), processes.c_str(),
         std::string(backend->name()).c_str(), describePrecision(plan).c_str(),
-        options.steps, baseName(dataPath).c_str());
+        options.steps, data->summary.c_str());
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
@@ -1427,6 +1507,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       checkpoint.step = m.step;
       checkpoint.seed = o.seed;
       checkpoint.shuffle = o.shuffle;
+      checkpoint.data = data->description;
       checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
       checkpoint.config = model.hfConfig;
       StatusOr<std::string> saved =

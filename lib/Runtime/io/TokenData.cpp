@@ -230,11 +230,9 @@ int64_t TokenDataset::sampleIndex(int64_t step, int64_t row, int64_t batchSize,
   return cachedOrder_[size_t(indexInEpoch)];
 }
 
-void TokenDataset::batch(int64_t step, int64_t batchSize, bool shuffle,
-                         uint64_t seed, int32_t *inputs, int32_t *labels) {
-  for (int64_t row = 0; row < batchSize; ++row)
-    sample(sampleIndex(step, row, batchSize, shuffle, seed),
-           inputs + row * seqLen_, labels + row * seqLen_);
+void TokenDataset::sampleAt(int64_t position, bool shuffle, uint64_t seed,
+                            int32_t *inputs, int32_t *labels) {
+  sample(sampleIndex(position, 0, 1, shuffle, seed), inputs, labels);
 }
 
 } // namespace mlt::rt

@@ -155,6 +155,8 @@ StatusOr<TrainingCheckpoint> readTrainerState(const fs::path &dir,
     state.seed = trainer.at("seed").get<uint64_t>();
     state.shuffle = trainer.at("shuffle").get<bool>();
     state.layout = trainer.value("layout", "");
+    if (trainer.contains("data"))
+      state.data = trainer.at("data").dump();
   } catch (const json::exception &e) {
     return errorf(trainerPath.string(), ": ", e.what());
   }
@@ -287,10 +289,12 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
   }
   if (!json::accept(state.config))
     return errorf(dir, ": the model's config.json text is not valid JSON");
-  const json trainer = {{"format", kFormat},       {"version", kVersion},
-                        {"step", state.step},      {"seed", state.seed},
-                        {"shuffle", state.shuffle}, {"layout", state.layout},
-                        {"ranks", plan.ranks.size()}};
+  json trainer = {{"format", kFormat},        {"version", kVersion},
+                  {"step", state.step},       {"seed", state.seed},
+                  {"shuffle", state.shuffle}, {"layout", state.layout},
+                  {"ranks", plan.ranks.size()}};
+  if (!state.data.empty())
+    trainer["data"] = json::parse(state.data);
   const fs::path tmp(dir);
   MLT_RETURN_IF_ERROR(
       writeDurably((tmp / kIndexFile).string(), index.toJson()));

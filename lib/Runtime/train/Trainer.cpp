@@ -26,13 +26,13 @@ using namespace mlt;
 using namespace mlt::rt;
 
 StatusOr<std::unique_ptr<Trainer>>
-Trainer::create(Executor &executor, const ModelInfo &model, TokenDataset &data,
+Trainer::create(Executor &executor, const ModelInfo &model, TrainingData &data,
                 const TrainingOptions &options) {
   return create(nullptr, {&executor}, model, data, options);
 }
 
 StatusOr<std::unique_ptr<Trainer>>
-Trainer::create(RankGroup &ranks, const ModelInfo &model, TokenDataset &data,
+Trainer::create(RankGroup &ranks, const ModelInfo &model, TrainingData &data,
                 const TrainingOptions &options) {
   std::vector<Executor *> executors;
   for (uint32_t rank = 0; rank < ranks.size(); ++rank)
@@ -42,7 +42,7 @@ Trainer::create(RankGroup &ranks, const ModelInfo &model, TokenDataset &data,
 
 StatusOr<std::unique_ptr<Trainer>>
 Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
-                const ModelInfo &model, TokenDataset &data,
+                const ModelInfo &model, TrainingData &data,
                 const TrainingOptions &options) {
   if (data.seqLen() != model.seqLen)
     return errorf("the data is cut into sequences of ", data.seqLen(),

@@ -16,6 +16,7 @@
 #define MLT_RUNTIME_IO_TOKENDATA_H
 
 #include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/io/TrainingData.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,8 +38,8 @@ std::vector<int64_t> shuffledOrder(int64_t numSamples, uint64_t seed,
                                    uint64_t epoch);
 
 /// A read-only token stream (the file is memory-mapped once) and the batches
-/// cut from it.
-class TokenDataset {
+/// cut from it (TrainingData::batch).
+class TokenDataset : public TrainingData {
 public:
   /// Opens `path` (`.u16`, `.u32` or `.txt`) for samples of `seqLen` + 1
   /// tokens. Fails, naming the file, when it is missing, empty, truncated (its
@@ -51,13 +52,13 @@ public:
   TokenDataset &operator=(TokenDataset &&other) noexcept;
   TokenDataset(const TokenDataset &) = delete;
   TokenDataset &operator=(const TokenDataset &) = delete;
-  ~TokenDataset();
+  ~TokenDataset() override;
 
   /// Tokens in the file.
   int64_t numTokens() const { return numTokens_; }
   /// Whole samples of seqLen + 1 tokens; a shorter tail is never used.
   int64_t numSamples() const { return numTokens_ / (seqLen_ + 1); }
-  int64_t seqLen() const { return seqLen_; }
+  int64_t seqLen() const override { return seqLen_; }
   /// Token id at position `i` of the stream.
   int32_t token(int64_t i) const;
 
@@ -71,11 +72,11 @@ public:
   int64_t sampleIndex(int64_t step, int64_t row, int64_t batchSize,
                       bool shuffle, uint64_t seed);
 
-  /// Fills `inputs` and `labels`, each [batchSize, seqLen] row-major, with the
-  /// samples of step `step`. Not thread-safe: it caches the current epoch's
+  /// The sample at position `position` of the visiting order (that of
+  /// sampleIndex). Not thread-safe: it caches the current epoch's
   /// permutation.
-  void batch(int64_t step, int64_t batchSize, bool shuffle, uint64_t seed,
-             int32_t *inputs, int32_t *labels);
+  void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
+                int32_t *labels) override;
 
 private:
   TokenDataset() = default;

@@ -15,7 +15,8 @@
 //       rank-00001.safetensors (HF names) and AdamW's moments
 //       ...                    ("exp_avg:<HF name>", "exp_avg_sq:<HF name>")
 //       trainer.json           the step, the data order (seed, shuffle),
-//                              the layout it was saved from
+//                              the data (DataBlend.h's description), the
+//                              layout it was saved from
 //     latest                   the name of the newest complete checkpoint
 //
 // The learning rate and AdamW's step count are functions of the step, and
@@ -64,6 +65,10 @@ struct TrainingCheckpoint {
   /// it shuffles.
   uint64_t seed = 0;
   bool shuffle = true;
+  /// The data it was trained on, as openTrainingData describes it (JSON
+  /// text: datasets, weights, token counts); empty in checkpoints that
+  /// predate it.
+  std::string data;
   /// The layout it was saved from ("dp=2, tp=2"; "" for one rank), for
   /// messages.
   std::string layout;

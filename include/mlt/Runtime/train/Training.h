@@ -120,12 +120,12 @@ public:
   /// checked they exist). `executor` and `data`
   /// must outlive the trainer; `data` must have the plan's sequence length.
   static StatusOr<std::unique_ptr<Trainer>>
-  create(Executor &executor, const ModelInfo &model, TokenDataset &data,
+  create(Executor &executor, const ModelInfo &model, TrainingData &data,
          const TrainingOptions &options);
 
   /// The same over every rank of `ranks`, which must outlive the trainer.
   static StatusOr<std::unique_ptr<Trainer>>
-  create(RankGroup &ranks, const ModelInfo &model, TokenDataset &data,
+  create(RankGroup &ranks, const ModelInfo &model, TrainingData &data,
          const TrainingOptions &options);
 
   /// Runs optimizer step `step` (1-based; the data of step index step - 1).
@@ -161,13 +161,13 @@ private:
     double measuredGradNorm = 0.0;
   };
 
-  Trainer(RankGroup *group, const ModelInfo &model, TokenDataset &data,
+  Trainer(RankGroup *group, const ModelInfo &model, TrainingData &data,
           const TrainingOptions &options)
       : group_(group), model_(model), data_(data), options_(options) {}
 
   static StatusOr<std::unique_ptr<Trainer>>
   create(RankGroup *group, const std::vector<Executor *> &executors,
-         const ModelInfo &model, TokenDataset &data,
+         const ModelInfo &model, TrainingData &data,
          const TrainingOptions &options);
 
   /// One rank's part of step `step`.
@@ -178,7 +178,7 @@ private:
   /// Null when training one executor alone (ranks_ has one entry).
   RankGroup *group_;
   ModelInfo model_;
-  TokenDataset &data_;
+  TrainingData &data_;
   TrainingOptions options_;
   std::vector<RankState> ranks_;
   /// The entry of ranks_ of options.reportingRank (the first entry where

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything mlt needs to build and test on Debian 12 (bookworm), with
-# apt-get only. Idempotent: packages already installed are not touched, and
-# nothing is downloaded when all are present.
+# Installs everything mlt needs to build and test on Debian 12 (bookworm): the
+# Debian packages with apt-get, and the Python packages of mlt-tokenize
+# (scripts/requirements.txt, pinned) with `python3 -m pip` for the python3 on
+# PATH. Idempotent: packages already installed are not touched, and nothing is
+# downloaded when all are present.
 #
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
 #
@@ -33,18 +35,56 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages are installed"
-  exit 0
-fi
-
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: run as root (missing: ${missing[*]})" >&2; exit 1; }
   sudo=sudo
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+else
+  if [ -n "$sudo" ] && ! command -v sudo >/dev/null; then
+    echo "install-deps: run as root (missing: ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Python packages: skipped when python3 imports each at its pinned version.
+requirements="$(dirname "$0")/requirements.txt"
+if python3 - "$requirements" <<'PY'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, pinned = line.split("==")
+    try:
+        if version(name) != pinned:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  echo "install-deps: the Python packages are installed ($(python3 -c 'import sys; print(sys.executable)'))"
+else
+  echo "install-deps: installing the Python packages of $requirements"
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "install-deps: python3 has no pip; installing python3-pip"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -q
+    $sudo apt-get install -y -q --no-install-recommends python3-pip
+  fi
+  # A Debian python3 is "externally managed" (PEP 668): pip installs into it
+  # only when told to, which is what this machine-wide setup wants.
+  pip_flags=(-q --disable-pip-version-check --root-user-action=ignore)
+  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ]; then
+    pip_flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${pip_flags[@]}" -r "$requirements"
+fi
 echo "install-deps: done"

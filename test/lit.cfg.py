@@ -17,6 +17,8 @@ config.substitutions.append(("%mlt_src", config.mlt_source_dir))
 config.substitutions.append(("%models", os.path.join(config.mlt_source_dir, "models", "llama")))
 config.substitutions.append(("%shared", config.shared_dir))
 config.substitutions.append(("%python", sys.executable))
+# (the Python with sentencepiece and tokenizers: tests that train tokenizers)
+config.substitutions.append(("%mlt_python", config.mlt_python))
 config.substitutions.append(("%fixture_tools", os.path.join(config.test_source_root, "Training", "fixture_tools.py")))
 config.excludes.append("fixture_tools.py")
 # mlt-run built with the CUDA backend (--device cuda compiles for its GPU

@@ -198,8 +198,13 @@ def check_outputs(prefix, force, inputs):
             st = os.lstat(output)
         except FileNotFoundError:
             continue
+        try:  # (through a link: a link to an input is that input)
+            target = os.stat(output)
+        except OSError:
+            target = st
         for name, input_st in inputs:
-            if (st.st_dev, st.st_ino) == (input_st.st_dev, input_st.st_ino):
+            if (target.st_dev, target.st_ino) == (input_st.st_dev,
+                                                  input_st.st_ino):
                 raise Failure(f"--output-prefix: {output} is the input "
                               f"{name}; writing it would destroy the input")
         if not stat.S_ISREG(st.st_mode):

@@ -346,10 +346,10 @@ if (( gpus >= 2 )); then
     echo "$plan: step-000003 holds $(ls /tmp/ckpt-$plan/step-000003 | tr '\n' ' ')"
   done
   # A signal stops every process after the same step, with a checkpoint:
-  # SIGTERM to mpirun (a scheduler's time limit), and to one rank's process
-  # alone; each run then resumes.
+  # SIGUSR1 to mpirun (which forwards it; its SIGTERM kills the ranks), and
+  # SIGTERM to one rank's process alone; each run then resumes.
   for target in mpirun rank1; do
-    echo "== 2 GPUs, dp2-mb2-z2: SIGTERM to $target while training"
+    echo "== 2 GPUs, dp2-mb2-z2: a signal to $target while training"
     rm -rf /tmp/term-$target
     $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \
       --init-from fixtures/llama-ref-a/model.safetensors --data plans/tokens.u16 \
@@ -358,18 +358,18 @@ if (( gpus >= 2 )); then
     launcher=$!
     for _ in $(seq 600); do grep -q "^step *20/" "$out"/term-$target.log && break; sleep 0.1; done
     if [[ $target == mpirun ]]; then
-      kill -TERM $launcher
+      kill -USR1 $launcher
     else
       kill -TERM "$(pgrep -f 'mlt-run plans/dp2-mb2-z2' | sort -n | tail -1)"
     fi
-    wait $launcher; echo "exit $?"
+    code=0; wait $launcher || code=$?; echo "exit $code"
     tail -3 "$out"/term-$target.log
     ls /tmp/term-$target 2>/dev/null | tr '\n' ' '; echo
     saved=$(sed -n 's/^step-0*//p' /tmp/term-$target/latest 2>/dev/null)
     $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \
       --data plans/tokens.u16 --steps $(( ${saved:-0} + 1 )) $hyper \
       --resume /tmp/term-$target 2>&1 | grep -E "resumed|error" \
-      || fail "$target: resuming after SIGTERM"
+      || fail "$target: resuming after the signal"
   done
   # bf16 ZeRO-2, the gradients reduced in f32 and in bf16: HF's losses at
   # bf16's tolerance, and the two reductions within 1e-2 of each other.

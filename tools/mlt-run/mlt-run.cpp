@@ -231,8 +231,11 @@ Output:
                              written whole before it is named, so a killed
                              run leaves the last one loadable (mlt-checkpoint
                              to-hf turns one into an HF checkpoint); SIGINT,
-                             SIGTERM or SIGHUP end the current step, write
-                             one and stop (exit 0)
+                             SIGTERM, SIGHUP or SIGUSR1 end the current
+                             step, write one and stop (exit 0); under
+                             mpirun, send SIGUSR1 to mpirun (it forwards
+                             it; its SIGTERM kills the ranks too soon) or
+                             SIGTERM to the ranks
   --save-every N             with --save-checkpoint: every N steps (and at
                              the end; default: at the end only)
   --keep-last K              with --save-checkpoint: keep the newest K
@@ -1060,7 +1063,8 @@ struct Distributed {
 };
 #endif
 
-/// The signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP), or 0.
+/// The signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP,
+/// SIGUSR1), or 0.
 std::atomic<int> stopSignal{0};
 
 extern "C" void askToStop(int signal) {
@@ -1078,6 +1082,8 @@ const char *signalName(int signal) {
     return "SIGTERM";
   case SIGHUP:
     return "SIGHUP";
+  case SIGUSR1:
+    return "SIGUSR1";
   }
   return "a signal";
 }
@@ -1456,14 +1462,16 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     return Status::ok();
   };
-  // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP: the current step
-  // ends, a checkpoint is written (with --save-checkpoint), and the run
-  // stops with a line saying so. With one process per GPU, a signal that
-  // reaches any process stops them all after the same step: they agree on
-  // it after every step.
+  // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP, SIGUSR1: the
+  // current step ends, a checkpoint is written (with --save-checkpoint),
+  // and the run stops with a line saying so. With one process per GPU, a
+  // signal that reaches any process stops them all after the same step:
+  // they agree on it after every step. (Open MPI's mpirun forwards SIGUSR1
+  // to every process; its SIGTERM kills them within seconds, too soon for a
+  // checkpoint of a large model.)
   int64_t stoppedAfter = 0;
   std::string stoppedCheckpoint;
-  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
     std::signal(signal, askToStop);
   Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
     StepMetrics m = measured;

@@ -205,7 +205,8 @@ void ropeBench() {
     double ms = graphMs(10, [&](int k, cudaStream_t s) {
       const int i = k % kQSets;
       CHECK_STATUS(launchRope(qOut[i]->p, qIn[i]->p, kBatch, kSeq, kQHeads,
-                              kHeadDim, inverse, 0, kTheta, s));
+                              kHeadDim, inverse, 0, kTheta, rt::RopeScaling(),
+                              s));
     });
     report(std::string("rope bf16 q [4,2048,32,64] ") +
                (inverse ? "inverse" : "forward"),
@@ -213,7 +214,8 @@ void ropeBench() {
     ms = graphMs(24, [&](int k, cudaStream_t s) {
       const int i = k % kKSets;
       CHECK_STATUS(launchRope(kOut[i]->p, kIn[i]->p, kBatch, kSeq, kKvHeads,
-                              kHeadDim, inverse, 0, kTheta, s));
+                              kHeadDim, inverse, 0, kTheta, rt::RopeScaling(),
+                              s));
     });
     report(std::string("rope bf16 k [4,2048,4,64] ") +
                (inverse ? "inverse" : "forward"),

@@ -76,6 +76,20 @@ public:
     return *number;
   }
 
+  /// A finite number field that must be present; `why` ends the message of
+  /// a missing one.
+  llvm::Expected<double> number(llvm::StringRef key, llvm::StringRef why) {
+    const llvm::json::Value *value = object.get(key);
+    if (!value || value->kind() == llvm::json::Value::Null)
+      return configError(source, "missing field '" + key + "' (" + why + ")");
+    std::optional<double> number = value->getAsNumber();
+    if (!number || !std::isfinite(*number))
+      return configError(source, "field '" + key +
+                                     "' must be a finite number, got " +
+                                     describe(*value));
+    return *number;
+  }
+
   llvm::Expected<bool> boolean(llvm::StringRef key, bool fallback) {
     const llvm::json::Value *value = object.get(key);
     if (!value || value->kind() == llvm::json::Value::Null)
@@ -172,6 +186,8 @@ llvm::Error LlamaConfig::verify() const {
                       headDim));
   if (!(rmsNormEps > 0.0) || !(ropeTheta > 0.0))
     return invalidConfig("rms_norm_eps and rope_theta must be positive");
+  if (rt::Status status = rt::checkRopeScaling(ropeScaling); !status)
+    return invalidConfig(status.message());
   return llvm::Error::success();
 }
 
@@ -190,7 +206,9 @@ LlamaConfigAttr LlamaConfig::toAttr(MLIRContext *context) const {
   return LlamaConfigAttr::get(
       context, vocabSize, hiddenSize, intermediateSize, numLayers, numHeads,
       numKvHeads, headDim, maxPositionEmbeddings, b.getF64FloatAttr(rmsNormEps),
-      b.getF64FloatAttr(ropeTheta), b.getBoolAttr(tieWordEmbeddings));
+      b.getF64FloatAttr(ropeTheta), b.getBoolAttr(tieWordEmbeddings),
+      ropeScaling.isScaled() ? Llama3RopeScalingAttr::get(context, ropeScaling)
+                             : Llama3RopeScalingAttr());
 }
 
 LlamaConfig LlamaConfig::fromAttr(LlamaConfigAttr attr) {
@@ -206,6 +224,8 @@ LlamaConfig LlamaConfig::fromAttr(LlamaConfigAttr attr) {
   c.rmsNormEps = attr.getRmsNormEps().getValueAsDouble();
   c.ropeTheta = attr.getRopeTheta().getValueAsDouble();
   c.tieWordEmbeddings = attr.getTieWordEmbeddings().getValue();
+  if (Llama3RopeScalingAttr scaling = attr.getRopeScaling())
+    c.ropeScaling = scaling.toRopeScaling();
   return c;
 }
 
@@ -289,10 +309,14 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
                              read.boolean("tie_word_embeddings", false)))
     return std::move(e);
 
-  // The rotary base: transformers 5 nests it in `rope_parameters`, older
-  // configs have `rope_theta` and maybe `rope_scaling`.
+  // The rotary base and scaling: transformers 5 nests both in
+  // `rope_parameters`, older configs have `rope_theta` and maybe
+  // `rope_scaling`.
   if (llvm::Error e = assign(c.ropeTheta, read.positiveNumber("rope_theta", 1e4)))
     return std::move(e);
+  // The object that named the scaling kind first, to refuse a second that
+  // names another.
+  std::optional<std::string> scalingFrom;
   for (llvm::StringRef key : {"rope_parameters", "rope_scaling"}) {
     const llvm::json::Value *value = object->get(key);
     if (!value || value->kind() == llvm::json::Value::Null)
@@ -313,13 +337,60 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
         return legacy.takeError();
       *type = *legacy;
     }
-    if (!type->empty() && *type != "default")
-      return configError(source, "field '" + key + ".rope_type' is '" + *type +
-                                     "'; only 'default' rotary embeddings are "
-                                     "supported");
+    if (!type->empty() && *type != "default" && *type != "llama3")
+      return configError(
+          source, "field '" + key + ".rope_type' is '" + *type +
+                      "'; only 'default' and 'llama3' rotary embeddings are "
+                      "supported (linear, dynamic, yarn and longrope scale "
+                      "the frequencies otherwise, or the attention too)");
     if (llvm::Error e = assign(c.ropeTheta, readRope.positiveNumber(
                                                 "rope_theta", c.ropeTheta)))
       return std::move(e);
+    if (type->empty())
+      continue;
+    rt::RopeScaling scaling;
+    if (*type == "llama3") {
+      llvm::StringRef why = "llama3 rope scaling needs it";
+      scaling.kind = rt::RopeScalingKind::Llama3;
+      if (llvm::Error e =
+              assign(scaling.factor, readRope.number("factor", why)))
+        return std::move(e);
+      if (llvm::Error e = assign(scaling.lowFreqFactor,
+                                 readRope.number("low_freq_factor", why)))
+        return std::move(e);
+      if (llvm::Error e = assign(scaling.highFreqFactor,
+                                 readRope.number("high_freq_factor", why)))
+        return std::move(e);
+      // As transformers 5 reads it: a top-level
+      // original_max_position_embeddings comes first, then the one here,
+      // then max_position_embeddings.
+      llvm::Expected<int64_t> topLevel =
+          read.positiveInt("original_max_position_embeddings", int64_t(0));
+      if (!topLevel)
+        return topLevel.takeError();
+      llvm::Expected<int64_t> original =
+          readRope.positiveInt("original_max_position_embeddings",
+                               *topLevel ? *topLevel : c.maxPositionEmbeddings);
+      if (!original)
+        return original.takeError();
+      if (*topLevel && *original != *topLevel)
+        return configError(
+            source,
+            llvm::formatv("field '{0}.original_max_position_embeddings' is "
+                          "{1}, but the top-level "
+                          "'original_max_position_embeddings' is {2}",
+                          key, *original, *topLevel)
+                .str());
+      scaling.originalMaxPositionEmbeddings = *original;
+      if (rt::Status status = rt::checkRopeScaling(scaling); !status)
+        return configError(source, key + ": " + status.message());
+    }
+    if (scalingFrom && scaling != c.ropeScaling)
+      return configError(source, "fields '" + *scalingFrom + "' and '" + key +
+                                     "' describe different rotary "
+                                     "embeddings");
+    scalingFrom = key.str();
+    c.ropeScaling = scaling;
   }
 
   if (llvm::Error e = c.verify())
@@ -469,8 +540,14 @@ private:
     Value k = linear(n, layerLoad("self_attn.k_proj.weight", layer));
     Value v = linear(n, layerLoad("self_attn.v_proj.weight", layer));
     FloatAttr theta = b.getF64FloatAttr(c.ropeTheta);
-    Value qr = RopeOp::create(b, loc, splitHeads(q, c.numHeads), theta);
-    Value kr = RopeOp::create(b, loc, splitHeads(k, c.numKvHeads), theta);
+    Llama3RopeScalingAttr scaling =
+        c.ropeScaling.isScaled()
+            ? Llama3RopeScalingAttr::get(b.getContext(), c.ropeScaling)
+            : Llama3RopeScalingAttr();
+    Value qr =
+        RopeOp::create(b, loc, splitHeads(q, c.numHeads), theta, scaling);
+    Value kr =
+        RopeOp::create(b, loc, splitHeads(k, c.numKvHeads), theta, scaling);
     Value attn = AttentionOp::create(b, 
         loc, qr, kr, splitHeads(v, c.numKvHeads), /*causal=*/b.getUnitAttr(),
         b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(c.headDim))));

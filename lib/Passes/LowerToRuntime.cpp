@@ -918,14 +918,21 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](RopeOp r) -> LogicalResult {
         using A = rt::attrs::Rope;
         auto s = shapeOf(r.getInput());
+        const rt::RopeScaling scaling = r.getRopeScaling();
         launch<A>(loc, operandBuffers(r), {define(r.getResult())},
                   {{A::batch, s[0]},
                    {A::seq, s[1]},
                    {A::heads, s[2]},
                    {A::head_dim, s[3]},
                    {A::inverse, r.getInverse()},
-                   {A::position_offset, 0}},
-                  {{A::theta, r.getTheta().convertToDouble()}});
+                   {A::position_offset, 0},
+                   {A::scaling, int64_t(scaling.kind)},
+                   {A::original_max_position_embeddings,
+                    scaling.originalMaxPositionEmbeddings}},
+                  {{A::theta, r.getTheta().convertToDouble()},
+                   {A::factor, scaling.factor},
+                   {A::low_freq_factor, scaling.lowFreqFactor},
+                   {A::high_freq_factor, scaling.highFreqFactor}});
         return success();
       })
       .Case([&](AttentionOp a) -> LogicalResult {

@@ -144,6 +144,16 @@ std::string mlt::hfConfigJson(const LlamaConfig &c) {
       {"attention_bias", false},
       {"mlp_bias", false},
       {"torch_dtype", "float32"}};
+  // As transformers 4 wrote it (transformers 5 reads it too, into its
+  // rope_parameters, with the top-level rope_theta).
+  if (c.ropeScaling.kind == rt::RopeScalingKind::Llama3)
+    config["rope_scaling"] =
+        llvm::json::Object{{"rope_type", "llama3"},
+                           {"factor", c.ropeScaling.factor},
+                           {"low_freq_factor", c.ropeScaling.lowFreqFactor},
+                           {"high_freq_factor", c.ropeScaling.highFreqFactor},
+                           {"original_max_position_embeddings",
+                            c.ropeScaling.originalMaxPositionEmbeddings}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";

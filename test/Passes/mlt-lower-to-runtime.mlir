@@ -141,7 +141,10 @@ module {
 // with the layer index, projections against shared weights with the batch
 // folded into the rows, attention_fwd writing its output and softmax
 // statistics ([batch, heads, seq] float32) and each layer's attention_bwd
-// reading that layer's output and statistics, and rope and its inverse.
+// reading that layer's output and statistics, and rope and its inverse: the
+// query's unscaled, the key's with Llama 3.1's rotary scaling (no model
+// mixes them; the test does, to see both sets of attributes), which the
+// inverse rotation of its gradient keeps.
 module {
   mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
   mlt.param @"model.layers.{}.self_attn.q_proj.weight" layers 2 : tensor<8x8xf32>
@@ -161,7 +164,7 @@ module {
       %k4 = mlt.reshape %k : tensor<?x?x4xf32> -> tensor<?x?x1x4xf32>
       %v4 = mlt.reshape %v : tensor<?x?x4xf32> -> tensor<?x?x1x4xf32>
       %qr = mlt.rope %q4 theta = 1.0e+04 : tensor<?x?x2x4xf32>
-      %kr = mlt.rope %k4 theta = 1.0e+04 : tensor<?x?x1x4xf32>
+      %kr = mlt.rope %k4 theta = 1.0e+04 scaling = <factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 32> : tensor<?x?x1x4xf32>
       %o = mlt.attention %qr, %kr, %v4 causal scale = 0.5 : tensor<?x?x2x4xf32>, tensor<?x?x1x4xf32>, tensor<?x?x1x4xf32>
       %o3 = mlt.reshape %o : tensor<?x?x2x4xf32> -> tensor<?x?x8xf32>
       %y = mlt.add %x, %o3 : tensor<?x?x8xf32>
@@ -184,15 +187,15 @@ module {
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.q_proj.weight"] -> [@[[Q0:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.k_proj.weight"] -> [@[[K0:t[0-9]+]]] ints [1, 8, 4, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.v_proj.weight"] -> [@[[V0:t[0-9]+]]] ints [1, 8, 4, 8, 0, 1, 0]
-// CHECK-NEXT: mlt_rt.launch "rope" [@[[Q0]]] -> [@[[QR0:t[0-9]+]]] ints [2, 4, 2, 4, 0, 0] floats [1.000000e+04]
-// CHECK-NEXT: mlt_rt.launch "rope" [@[[K0]]] -> [@[[KR0:t[0-9]+]]] ints [2, 4, 1, 4, 0, 0] floats [1.000000e+04]
+// CHECK-NEXT: mlt_rt.launch "rope" [@[[Q0]]] -> [@[[QR0:t[0-9]+]]] ints [2, 4, 2, 4, 0, 0, 0, 0] floats [1.000000e+04, 0.000000e+00, 0.000000e+00, 0.000000e+00]
+// CHECK-NEXT: mlt_rt.launch "rope" [@[[K0]]] -> [@[[KR0:t[0-9]+]]] ints [2, 4, 1, 4, 0, 0, 1, 32] floats [1.000000e+04, 8.000000e+00, 1.000000e+00, 4.000000e+00]
 // CHECK-NEXT: mlt_rt.launch "attention_fwd" [@[[QR0]], @[[KR0]], @[[V0]]] -> [@[[O0:t[0-9]+]], @[[LSE0]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "add" [@[[H]], @[[O0]]] -> [@[[Y0:t[0-9]+]]] ints [64]
 // CHECK: mlt_rt.launch "attention_fwd" [@[[QR1:t[0-9]+]], @[[KR1:t[0-9]+]], @[[V1:t[0-9]+]]] -> [@[[O1:t[0-9]+]], @[[LSE1]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK: mlt_rt.launch "cross_entropy_fwd"
 // CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR1]], @[[KR1]], @[[V1]], @[[O1]], @[[LSE1]]] -> [@[[DQ1:t[0-9]+]], @[[DK1:t[0-9]+]], @{{t[0-9]+}}] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
-// CHECK-NEXT: mlt_rt.launch "rope" [@[[DK1]]] -> [@{{t[0-9]+}}] ints [2, 4, 1, 4, 1, 0] floats [1.000000e+04]
-// CHECK-NEXT: mlt_rt.launch "rope" [@[[DQ1]]] -> [@{{t[0-9]+}}] ints [2, 4, 2, 4, 1, 0] floats [1.000000e+04]
+// CHECK-NEXT: mlt_rt.launch "rope" [@[[DK1]]] -> [@{{t[0-9]+}}] ints [2, 4, 1, 4, 1, 0, 1, 32] floats [1.000000e+04, 8.000000e+00, 1.000000e+00, 4.000000e+00]
+// CHECK-NEXT: mlt_rt.launch "rope" [@[[DQ1]]] -> [@{{t[0-9]+}}] ints [2, 4, 2, 4, 1, 0, 0, 0] floats [1.000000e+04, 0.000000e+00, 0.000000e+00, 0.000000e+00]
 // CHECK: mlt_rt.launch "matmul_accumulate" [@{{t[0-9]+}}, @{{t[0-9]+}}] -> [@"grad:model.layers.1.self_attn.q_proj.weight"] ints [1, 8, 8, 8, 1, 0, 0]
 // CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR0]], @[[KR0]], @[[V0]], @[[O0]], @[[LSE0]]] -> [@{{t[0-9]+}}, @{{t[0-9]+}}, @[[DV0:t[0-9]+]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK: mlt_rt.launch "matmul_accumulate" [@[[DV0]], @[[H]]] -> [@"grad:model.layers.0.self_attn.v_proj.weight"] ints [1, 4, 8, 8, 1, 0, 0]

@@ -100,6 +100,26 @@ void expectSameConfig(const LlamaConfig &a, const LlamaConfig &b) {
   EXPECT_EQ(a.rmsNormEps, b.rmsNormEps);
   EXPECT_EQ(a.ropeTheta, b.ropeTheta);
   EXPECT_EQ(a.tieWordEmbeddings, b.tieWordEmbeddings);
+  EXPECT_EQ(a.ropeScaling, b.ropeScaling);
+}
+
+/// Llama-3.1-8B's rope_scaling, as its config.json spells it.
+llvm::json::Object llama3Scaling() {
+  return llvm::json::Object{{"factor", 8.0},
+                            {"high_freq_factor", 4.0},
+                            {"low_freq_factor", 1.0},
+                            {"original_max_position_embeddings", 8192},
+                            {"rope_type", "llama3"}};
+}
+
+/// llama3Scaling() with `key` set to `value` (erased when null).
+llvm::json::Object llama3With(const char *key, llvm::json::Value value) {
+  llvm::json::Object scaling = llama3Scaling();
+  if (value.kind() == llvm::json::Value::Null)
+    scaling.erase(key);
+  else
+    scaling[key] = std::move(value);
+  return scaling;
 }
 
 LlamaConfig makeConfig(int64_t hidden, int64_t layers, int64_t heads,
@@ -234,6 +254,71 @@ TEST(ParseHFLlamaConfig, AcceptsDefaultRopeAndNoBiases) {
   object["attention_bias"] = false;
   object["mlp_bias"] = false;
   EXPECT_EQ(parseOk(std::move(object)).numLayers, 2);
+}
+
+TEST(ParseHFLlamaConfig, Llama3RopeScaling) {
+  // transformers 4: rope_scaling beside a top-level rope_theta.
+  llvm::json::Object object = tinyConfig();
+  object["rope_theta"] = 500000.0;
+  object["max_position_embeddings"] = 131072;
+  object["rope_scaling"] = llama3Scaling();
+  LlamaConfig c = parseOk(std::move(object));
+  EXPECT_DOUBLE_EQ(c.ropeTheta, 500000.0);
+  EXPECT_EQ(c.ropeScaling, rt::RopeScaling::llama3(8.0, 1.0, 4.0, 8192));
+
+  // transformers 5: everything in rope_parameters; integers for the factors.
+  object = tinyConfig();
+  object.erase("rope_theta");
+  object.erase("rope_scaling");
+  llvm::json::Object parameters = llama3With("factor", 32);
+  parameters["rope_theta"] = 500000.0;
+  object["rope_parameters"] = std::move(parameters);
+  c = parseOk(std::move(object));
+  EXPECT_DOUBLE_EQ(c.ropeTheta, 500000.0);
+  EXPECT_EQ(c.ropeScaling, rt::RopeScaling::llama3(32.0, 1.0, 4.0, 8192));
+
+  // The legacy `type` key; both objects when they agree.
+  object = tinyConfig();
+  llvm::json::Object legacy = llama3Scaling();
+  legacy.erase("rope_type");
+  legacy["type"] = "llama3";
+  object["rope_scaling"] = std::move(legacy);
+  object["rope_parameters"] = llama3Scaling();
+  EXPECT_EQ(parseOk(std::move(object)).ropeScaling,
+            rt::RopeScaling::llama3(8.0, 1.0, 4.0, 8192));
+}
+
+TEST(ParseHFLlamaConfig, Llama3OriginalContextAsTransformersFiveReadsIt) {
+  // Absent: max_position_embeddings (transformers 5's standardization).
+  llvm::json::Object object = tinyConfig();
+  object["max_position_embeddings"] = 4096;
+  object["rope_scaling"] =
+      llama3With("original_max_position_embeddings", nullptr);
+  EXPECT_EQ(
+      parseOk(std::move(object)).ropeScaling.originalMaxPositionEmbeddings,
+      4096);
+  // Absent, with a top-level one (as Phi-3 keeps it): that one.
+  object = tinyConfig();
+  object["original_max_position_embeddings"] = 2048;
+  object["rope_scaling"] =
+      llama3With("original_max_position_embeddings", nullptr);
+  EXPECT_EQ(
+      parseOk(std::move(object)).ropeScaling.originalMaxPositionEmbeddings,
+      2048);
+  // Both, equal: fine.
+  object = tinyConfig();
+  object["original_max_position_embeddings"] = 8192;
+  object["rope_scaling"] = llama3Scaling();
+  EXPECT_EQ(
+      parseOk(std::move(object)).ropeScaling.originalMaxPositionEmbeddings,
+      8192);
+}
+
+TEST(ParseHFLlamaConfig, DefaultRopeIsUnscaled) {
+  llvm::json::Object object = tinyConfig();
+  object["rope_parameters"] =
+      llvm::json::Object{{"rope_type", "default"}, {"rope_theta", 1e4}};
+  EXPECT_FALSE(parseOk(std::move(object)).ropeScaling.isScaled());
 }
 
 TEST(ParseHFLlamaConfig, SharedFixture) {
@@ -402,28 +487,73 @@ const BadConfig kBadConfigs[] = {
     {"more_kv_heads_than_heads",
      set("num_key_value_heads", 8),
      {"num_attention_heads (4) must be a multiple of num_key_value_heads (8)"}},
-    {"odd_head_dim",
-     set("head_dim", 15),
-     {"head_dim (15) must be even"}},
+    {"odd_head_dim", set("head_dim", 15), {"head_dim (15) must be even"}},
     {"odd_derived_head_dim",
      [](llvm::json::Object &o) {
        o["hidden_size"] = 60;
        o["num_key_value_heads"] = 4;
      },
      {"head_dim (15) must be even"}},
+    // Llama 3.1's rotary scaling: every field present and in range.
+    {"llama3_missing_factor",
+     set("rope_scaling", llama3With("factor", nullptr)),
+     {"rope_scaling: missing field 'factor'", "llama3"}},
+    {"llama3_missing_low_freq_factor",
+     set("rope_scaling", llama3With("low_freq_factor", nullptr)),
+     {"rope_scaling: missing field 'low_freq_factor'"}},
+    {"llama3_missing_high_freq_factor",
+     set("rope_parameters", llama3With("high_freq_factor", nullptr)),
+     {"rope_parameters: missing field 'high_freq_factor'"}},
+    {"llama3_string_factor",
+     set("rope_scaling", llama3With("factor", "8")),
+     {"rope_scaling: field 'factor' must be a finite number", "\"8\""}},
+    {"llama3_factor_below_one",
+     set("rope_scaling", llama3With("factor", 0.5)),
+     {"rope_scaling: llama3 rope scaling: factor must be at least 1, got 0.5"}},
+    {"llama3_zero_low_freq_factor",
+     set("rope_scaling", llama3With("low_freq_factor", 0.0)),
+     {"low_freq_factor must be positive, got 0"}},
+    {"llama3_high_not_above_low",
+     set("rope_scaling", llama3With("high_freq_factor", 1.0)),
+     {"high_freq_factor (1) must be greater than low_freq_factor (1)"}},
+    {"llama3_zero_original",
+     set("rope_scaling", llama3With("original_max_position_embeddings", 0)),
+     {"rope_scaling: field 'original_max_position_embeddings' must be "
+      "positive, got 0"}},
+    {"llama3_fractional_original",
+     set("rope_scaling",
+         llama3With("original_max_position_embeddings", 8192.5)),
+     {"field 'original_max_position_embeddings' must be an integer"}},
+    {"llama3_original_disagrees_with_top_level",
+     [](llvm::json::Object &o) {
+       o["original_max_position_embeddings"] = 4096;
+       o["rope_scaling"] = llama3Scaling();
+     },
+     {"field 'rope_scaling.original_max_position_embeddings' is 8192, but "
+      "the top-level 'original_max_position_embeddings' is 4096"}},
+    {"llama3_objects_disagree",
+     [](llvm::json::Object &o) {
+       o["rope_parameters"] = llama3Scaling();
+       o["rope_scaling"] = llama3With("factor", 32.0);
+     },
+     {"fields 'rope_parameters' and 'rope_scaling' describe different rotary "
+      "embeddings"}},
+    {"llama3_and_default_disagree",
+     [](llvm::json::Object &o) {
+       o["rope_parameters"] = llvm::json::Object{{"rope_type", "default"}};
+       o["rope_scaling"] = llama3Scaling();
+     },
+     {"describe different rotary embeddings"}},
     // Features the model IR does not express.
-    {"llama3_rope_scaling",
-     set("rope_scaling", llvm::json::Object{{"rope_type", "llama3"},
-                                            {"factor", 8.0}}),
-     {"rope_scaling.rope_type", "'llama3'"}},
     {"legacy_linear_rope_scaling",
-     set("rope_scaling", llvm::json::Object{{"type", "linear"},
-                                            {"factor", 2.0}}),
-     {"rope_scaling", "'linear'"}},
-    {"llama3_rope_parameters",
-     set("rope_parameters", llvm::json::Object{{"rope_type", "llama3"},
+     set("rope_scaling",
+         llvm::json::Object{{"type", "linear"}, {"factor", 2.0}}),
+     {"rope_scaling", "'linear'", "only 'default' and 'llama3'"}},
+    {"yarn_rope_parameters",
+     set("rope_parameters", llvm::json::Object{{"rope_type", "yarn"},
+                                               {"factor", 4.0},
                                                {"rope_theta", 500000.0}}),
-     {"rope_parameters.rope_type", "'llama3'"}},
+     {"rope_parameters.rope_type", "'yarn'"}},
     {"attention_bias",
      set("attention_bias", true),
      {"field 'attention_bias' is true"}},
@@ -528,6 +658,7 @@ TEST(LlamaConfig, AttrRoundTrip) {
   c.rmsNormEps = 1e-5;
   c.ropeTheta = 500000.0;
   c.tieWordEmbeddings = true;
+  c.ropeScaling = rt::RopeScaling::llama3(32.0, 1.0, 4.0, 8192);
   MLIRContext context;
   context.getOrLoadDialect<MLTDialect>();
   LlamaConfigAttr attr = c.toAttr(&context);
@@ -734,6 +865,7 @@ TEST_F(BuildLlamaModuleTest, ModelAttrRoundTrip) {
   config.ropeTheta = 500000.0;
   config.maxPositionEmbeddings = 8192;
   config.tieWordEmbeddings = true;
+  config.ropeScaling = rt::RopeScaling::llama3(8.0, 1.0, 4.0, 2048);
   OwningOpRef<ModuleOp> module = build();
   ASSERT_TRUE(module);
   auto attr = (*module)->getAttrOfType<LlamaConfigAttr>(
@@ -752,6 +884,23 @@ TEST_F(BuildLlamaModuleTest, ModelAttrRoundTrip) {
       MLTDialect::getModelAttrName());
   ASSERT_TRUE(reparsedAttr);
   expectSameConfig(LlamaConfig::fromAttr(reparsedAttr), config);
+}
+
+// Tests that every rotation carries the config's scaling, and none without.
+TEST_F(BuildLlamaModuleTest, RopesCarryTheScaling) {
+  for (const rt::RopeScaling &scaling :
+       {rt::RopeScaling(), rt::RopeScaling::llama3(8.0, 1.0, 4.0, 2048)}) {
+    config.ropeScaling = scaling;
+    OwningOpRef<ModuleOp> module = build();
+    ASSERT_TRUE(module);
+    int ropes = 0;
+    module->walk([&](RopeOp rope) {
+      ++ropes;
+      EXPECT_EQ(rope.getRopeScaling(), scaling);
+      EXPECT_EQ(bool(rope.getScalingAttr()), scaling.isScaled());
+    });
+    EXPECT_EQ(ropes, 2); // queries and keys, in the layer written once
+  }
 }
 
 TEST_F(BuildLlamaModuleTest, BF16) {

@@ -5,7 +5,7 @@
 // offsets, head dims whose half is and is not a multiple of the pack width,
 // the block decompositions (positions and batch entries per block), in-place
 // use, misaligned pointers, bf16 storage (bit for bit against its rounding
-// on the CPU) and the argument errors.
+// on the CPU), Llama 3.1's rotary scaling and the argument errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +54,7 @@ std::string describe(const Shape &s) {
 }
 
 constexpr double kTheta = 10000.0;
+const rt::RopeScaling kNone;
 
 TEST(CudaRopeTest, MatchesCpuForwardAndInverse) {
   MLT_REQUIRE_CUDA();
@@ -75,13 +76,53 @@ TEST(CudaRopeTest, MatchesCpuForwardAndInverse) {
       DeviceBuffer<float> dX(n), dY(n);
       dX.upload(x);
       ASSERT_TRUE(launchRope(dY.get(), dX.get(), s.batch, s.seq, s.heads,
-                             s.headDim, inverse, s.offset, kTheta, 0));
+                             s.headDim, inverse, s.offset, kTheta, kNone, 0));
       const std::vector<float> y = dY.download();
       EXPECT_LT(relError(y, ref), kTol);
       // In place: the same bits.
       ASSERT_TRUE(launchRope(dX.get(), dX.get(), s.batch, s.seq, s.heads,
-                             s.headDim, inverse, s.offset, kTheta, 0));
+                             s.headDim, inverse, s.offset, kTheta, kNone, 0));
       EXPECT_EQ(dX.download(), y);
+    }
+  }
+}
+
+// Llama 3.1's rotary scaling: the CUDA kernel against the CPU kernel (one
+// inverse-frequency function, RopeFrequencies.h, for both), forward and
+// inverse, at every shape above: the half head dims within the table passed
+// by value and past it (520: the function on the device). Theta 1e4 with an
+// original context of 64 (wavelengths kept below 16, scaled above 64) takes
+// every branch of the formula at head dims of 6 and more; and the result
+// differs from the unscaled one, so a scaling lost on the way would fail.
+TEST(CudaRopeTest, Llama3ScalingMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(406);
+  const rt::RopeScaling llama3 = rt::RopeScaling::llama3(8.0, 1.0, 4.0, 64);
+  for (const Shape &s : kShapes) {
+    for (bool inverse : {false, true}) {
+      SCOPED_TRACE(describe(s) + (inverse ? " inverse" : " forward"));
+      const int64_t n = s.batch * s.seq * s.heads * s.headDim;
+      auto x = randomVector<float>(rng, n, -2.0, 2.0);
+      std::vector<float> ref(n);
+      if (inverse)
+        ASSERT_TRUE(cpu::ropeBackward<float>(ref.data(), x.data(), s.batch,
+                                             s.seq, s.heads, s.headDim, kTheta,
+                                             s.offset, llama3));
+      else
+        ASSERT_TRUE(cpu::ropeForward<float>(ref.data(), x.data(), s.batch,
+                                            s.seq, s.heads, s.headDim, kTheta,
+                                            s.offset, llama3));
+      DeviceBuffer<float> dX(n), dY(n);
+      dX.upload(x);
+      ASSERT_TRUE(launchRope(dY.get(), dX.get(), s.batch, s.seq, s.heads,
+                             s.headDim, inverse, s.offset, kTheta, llama3, 0));
+      const std::vector<float> y = dY.download();
+      EXPECT_LT(relError(y, ref), kTol);
+      if (s.headDim >= 6) {
+        ASSERT_TRUE(launchRope(dY.get(), dX.get(), s.batch, s.seq, s.heads,
+                               s.headDim, inverse, s.offset, kTheta, kNone, 0));
+        EXPECT_GT(relError(dY.download(), ref), 1e-3);
+      }
     }
   }
 }
@@ -96,9 +137,9 @@ TEST(CudaRopeTest, InverseUndoesForward) {
   DeviceBuffer<float> d(n);
   d.upload(x);
   ASSERT_TRUE(launchRope(d.get(), d.get(), batch, seq, heads, headDim, false, 5,
-                         kTheta, 0));
+                         kTheta, kNone, 0));
   ASSERT_TRUE(launchRope(d.get(), d.get(), batch, seq, heads, headDim, true, 5,
-                         kTheta, 0));
+                         kTheta, kNone, 0));
   EXPECT_LT(relError(d.download(), x), 1e-6);
 }
 
@@ -115,7 +156,7 @@ TEST(CudaRopeTest, MisalignedPointersMatchCpu) {
   DeviceBuffer<float> dX(n + 1), dY(n + 1);
   dX.upload(padFront(x, 1));
   ASSERT_TRUE(launchRope(dY.get() + 1, dX.get() + 1, batch, seq, heads, headDim,
-                         false, 1, kTheta, 0));
+                         false, 1, kTheta, kNone, 0));
   const std::vector<float> y = dY.download();
   EXPECT_LT(relError(std::vector<float>(y.begin() + 1, y.end()), ref), kTol);
 }
@@ -140,7 +181,7 @@ TEST(CudaRopeTest, BF16MatchesCpuWithinRounding) {
     dX.upload(xb);
     ASSERT_TRUE(launchRope(reinterpret_cast<__nv_bfloat16 *>(dY.get()),
                            reinterpret_cast<__nv_bfloat16 *>(dX.get()), batch,
-                           seq, heads, headDim, false, 0, kTheta, 0));
+                           seq, heads, headDim, false, 0, kTheta, kNone, 0));
     const std::vector<uint16_t> yb = dY.download();
     std::vector<float> y(n);
     cpu::castBF16ToFloat(y.data(), yb.data(), n);
@@ -200,7 +241,7 @@ TEST(CudaRopeTest, BF16IsTheRoundedRotationBitForBit) {
       ASSERT_TRUE(launchRope(reinterpret_cast<__nv_bfloat16 *>(dY.get()),
                              reinterpret_cast<__nv_bfloat16 *>(dX.get()),
                              s.batch, s.seq, s.heads, s.headDim, inverse,
-                             s.offset, kTheta, 0));
+                             s.offset, kTheta, kNone, 0));
       const std::vector<uint16_t> y = dY.download();
       const std::vector<uint16_t> ref = bf16Reference(xb, s, inverse);
       int64_t mismatches = 0, first = -1;
@@ -213,7 +254,7 @@ TEST(CudaRopeTest, BF16IsTheRoundedRotationBitForBit) {
       ASSERT_TRUE(launchRope(reinterpret_cast<__nv_bfloat16 *>(dX.get()),
                              reinterpret_cast<__nv_bfloat16 *>(dX.get()),
                              s.batch, s.seq, s.heads, s.headDim, inverse,
-                             s.offset, kTheta, 0));
+                             s.offset, kTheta, kNone, 0));
       EXPECT_EQ(dX.download(), y);
     }
   }
@@ -223,16 +264,24 @@ TEST(CudaRopeTest, BadArgumentsAreErrors) {
   MLT_REQUIRE_CUDA();
   DeviceBuffer<float> d(64);
   rt::Status odd =
-      launchRope(d.get(), d.get(), 1, 2, 2, 5, false, 0, kTheta, 0);
+      launchRope(d.get(), d.get(), 1, 2, 2, 5, false, 0, kTheta, kNone, 0);
   ASSERT_FALSE(odd);
   EXPECT_NE(odd.message().find("head_dim 5"), std::string::npos)
       << odd.message();
-  rt::Status theta = launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, 0.0, 0);
+  rt::Status theta =
+      launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, 0.0, kNone, 0);
   ASSERT_FALSE(theta);
   EXPECT_NE(theta.message().find("theta"), std::string::npos)
       << theta.message();
+  rt::Status scaling =
+      launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, kTheta,
+                 rt::RopeScaling::llama3(8.0, 4.0, 1.0, 8192), 0);
+  ASSERT_FALSE(scaling);
+  EXPECT_NE(scaling.message().find("high_freq_factor"), std::string::npos)
+      << scaling.message();
   // Nothing to rotate is fine.
-  EXPECT_TRUE(launchRope(d.get(), d.get(), 0, 2, 2, 4, false, 0, kTheta, 0));
+  EXPECT_TRUE(
+      launchRope(d.get(), d.get(), 0, 2, 2, 4, false, 0, kTheta, kNone, 0));
 }
 
 } // namespace

@@ -254,25 +254,38 @@ TEST(CpuBackendTest, RMSNorm) {
   EXPECT_EQ((*add)[5], dw);
 }
 
-// Tests rope forward and inverse (the backward) with a position offset.
+// Tests rope forward and inverse (the backward) with a position offset,
+// unscaled and with llama3 scaling (the attributes reach the kernel).
 TEST(CpuBackendTest, Rope) {
   std::mt19937 rng(4);
-  const int64_t B = 2, S = 5, Hd = 3, D = 4, offset = 7;
+  const int64_t B = 2, S = 5, Hd = 3, D = 8, offset = 7;
   const double theta = 10000.0;
   std::vector<float> x = randomFloats(rng, B * S * Hd * D);
-  for (int inverse = 0; inverse < 2; ++inverse) {
-    std::vector<float> expected(x.size());
-    if (inverse)
-      ASSERT_TRUE(cpu::ropeBackward(expected.data(), x.data(), B, S, Hd, D,
-                                    theta, offset));
-    else
-      ASSERT_TRUE(cpu::ropeForward(expected.data(), x.data(), B, S, Hd, D,
-                                   theta, offset));
-    ASSERT_RUN(r, runOne(Kernel::Rope, {f32({B, S, Hd, D}, x)},
-                         {f32({B, S, Hd, D})}, {B, S, Hd, D, inverse, offset},
-                         {theta}));
-    EXPECT_EQ((*r)[1], expected) << "inverse " << inverse;
+  std::vector<std::vector<float>> forwards;
+  for (const rt::RopeScaling &scaling :
+       {rt::RopeScaling(), rt::RopeScaling::llama3(8.0, 1.0, 4.0, 32)}) {
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      std::vector<float> expected(x.size());
+      if (inverse)
+        ASSERT_TRUE(cpu::ropeBackward(expected.data(), x.data(), B, S, Hd, D,
+                                      theta, offset, scaling));
+      else
+        ASSERT_TRUE(cpu::ropeForward(expected.data(), x.data(), B, S, Hd, D,
+                                     theta, offset, scaling));
+      ASSERT_RUN(r, runOne(Kernel::Rope, {f32({B, S, Hd, D}, x)},
+                           {f32({B, S, Hd, D})},
+                           {B, S, Hd, D, inverse, offset, int64_t(scaling.kind),
+                            scaling.originalMaxPositionEmbeddings},
+                           {theta, scaling.factor, scaling.lowFreqFactor,
+                            scaling.highFreqFactor}));
+      EXPECT_EQ((*r)[1], expected)
+          << "inverse " << inverse << " scaled " << scaling.isScaled();
+      if (!inverse)
+        forwards.push_back(expected);
+    }
   }
+  // The scaling changes the rotation (all but the highest frequency here).
+  EXPECT_NE(forwards[0], forwards[1]);
 }
 
 // Tests attention_fwd (out and lse) and attention_bwd with grouped heads.

@@ -129,6 +129,7 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     size_t inputs = signature.inputs >= 0 ? size_t(signature.inputs) : 3;
     size_t outputs = signature.outputs >= 0 ? size_t(signature.outputs) : 3;
     std::vector<int64_t> ints(std::max(signature.ints, 0), 1);
+    std::vector<double> floats(size_t(signature.floats), 1.0);
     switch (signature.kernel) {
     case Kernel::Transpose: // rank 2: shape [1, 1], perm [1, 0]
       ints = {2, 1, 1, 1, 0};
@@ -147,12 +148,14 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     case Kernel::SwiGLUBwd: // dgate, dup
       outputs = 2;
       break;
+    case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low
+      floats = {1e4, 8.0, 1.0, 4.0};
+      break;
     default:
       break;
     }
     const OperandCounts c =
-        counts(instruction(signature.kernel, inputs, outputs, ints,
-                           std::vector<double>(size_t(signature.floats), 1.0)));
+        counts(instruction(signature.kernel, inputs, outputs, ints, floats));
     EXPECT_EQ(c.inputs.size(), inputs);
     EXPECT_EQ(c.outputs.size(), outputs);
   }
@@ -233,9 +236,33 @@ TEST(KernelTableTest, AttributeRanges) {
       countsError(instruction(Kernel::Matmul, 2, 1, {1, 2, 2, 2, 0, 2, 0})),
       "transpose_a, transpose_b and b_batched must be 0 or 1, got ints "
       "[1, 2, 2, 2, 0, 2, 0]");
+  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
+                                    {1, 2, 1, 4, 3, 0, 0, 0}, {1e4, 0, 0, 0})),
+            "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0, 0, 0]");
+  // Rotary scaling: a known kind, its attributes in range (named as HF's
+  // config.json names them), and none of them set without one.
+  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
+                                    {1, 2, 1, 4, 0, 0, 2, 0}, {1e4, 0, 0, 0})),
+            "unknown rope scaling kind 2 (0: none, 1: llama3)");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 3, 0}, {1e4})),
-      "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0]");
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192},
+                              {5e5, 8, 4, 1})),
+      "llama3 rope scaling: high_freq_factor (1) must be greater than "
+      "low_freq_factor (4)");
+  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
+                                    {1, 2, 1, 4, 0, 0, 1, 0}, {5e5, 8, 1, 4})),
+            "llama3 rope scaling: original_max_position_embeddings must be "
+            "positive, got 0");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 0, 8192},
+                              {1e4, 0, 0, 0})),
+      "rope scaling of kind none has factor 0, low_freq_factor 0, "
+      "high_freq_factor 0, original_max_position_embeddings 8192; all "
+      "must be 0");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192},
+                              {5e5, 32, 1, 4})),
+      "");
   EXPECT_EQ(
       countsError(instruction(Kernel::CrossEntropyCombine, 2, 2, {4, 2, 0})),
       "num_parts and row_count must be positive, got ints [4, 2, 0]");
@@ -273,19 +300,28 @@ TEST(KernelTableTest, Flops) {
 TEST(KernelTableTest, AttributesByName) {
   using A = attrs::Rope;
   // Given in any order, listed in the table's.
-  const std::vector<int64_t> ints = kernelInts<A>({{A::inverse, 1},
-                                                   {A::batch, 2},
-                                                   {A::position_offset, 7},
-                                                   {A::seq, 3},
-                                                   {A::heads, 4},
-                                                   {A::head_dim, 8}});
-  EXPECT_THAT(ints, ElementsAre(2, 3, 4, 8, 1, 7));
+  const std::vector<int64_t> ints =
+      kernelInts<A>({{A::inverse, 1},
+                     {A::batch, 2},
+                     {A::position_offset, 7},
+                     {A::original_max_position_embeddings, 8192},
+                     {A::seq, 3},
+                     {A::scaling, 1},
+                     {A::heads, 4},
+                     {A::head_dim, 8}});
+  EXPECT_THAT(ints, ElementsAre(2, 3, 4, 8, 1, 7, 1, 8192));
   const InstructionDesc rope =
-      instruction(Kernel::Rope, 1, 1, ints, kernelFloats<A>({{A::theta, 1e4}}));
+      instruction(Kernel::Rope, 1, 1, ints,
+                  kernelFloats<A>({{A::high_freq_factor, 4.0},
+                                   {A::theta, 5e5},
+                                   {A::factor, 32.0},
+                                   {A::low_freq_factor, 1.0}}));
+  EXPECT_THAT(rope.floats, ElementsAre(5e5, 32.0, 1.0, 4.0));
   const KernelAttrs<A> a(rope);
   EXPECT_EQ(a[A::head_dim], 8);
   EXPECT_EQ(a[A::position_offset], 7);
-  EXPECT_EQ(a[A::theta], 1e4);
+  EXPECT_EQ(a[A::theta], 5e5);
+  EXPECT_EQ(ropeScaling(a), RopeScaling::llama3(32.0, 1.0, 4.0, 8192));
 
   // Multi-tensor lists, tensor by tensor.
   const InstructionDesc multi =

@@ -45,7 +45,8 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
   const int64_t B = microBatch, S = seqLen, rows = B * S;
   const int64_t D = c.hidden, V = c.vocab, I = c.intermediate;
   const int64_t qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
-  const std::vector<double> eps = {c.eps}, theta = {c.theta};
+  // Unscaled rope: scaling 0 and its attributes 0 (Kernels.def).
+  const std::vector<double> eps = {c.eps}, theta = {c.theta, 0, 0, 0};
   const std::vector<double> scale = {1.0 / std::sqrt(double(c.headDim))};
   const uint32_t tokens = b[kTokensInput], labels = b[kLabelsInput];
   const char *fwd = kMicroStepProgram;
@@ -128,11 +129,11 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
     uint32_t k = linear(s.h, L.k, kvDim, D, "k");
     s.v = linear(s.h, L.v, kvDim, D, "v");
     s.qr = temp("q.rope", {B, S, c.heads, c.headDim});
-    b.launch(fwd, Kernel::Rope, {q}, {s.qr}, {B, S, c.heads, c.headDim, 0, 0},
-             theta);
+    b.launch(fwd, Kernel::Rope, {q}, {s.qr},
+             {B, S, c.heads, c.headDim, 0, 0, 0, 0}, theta);
     s.kr = temp("k.rope", {B, S, c.kvHeads, c.headDim});
-    b.launch(fwd, Kernel::Rope, {k}, {s.kr}, {B, S, c.kvHeads, c.headDim, 0, 0},
-             theta);
+    b.launch(fwd, Kernel::Rope, {k}, {s.kr},
+             {B, S, c.kvHeads, c.headDim, 0, 0, 0, 0}, theta);
     s.attn = temp("attn", {rows, qDim});
     s.lse = temp("lse", {B, c.heads, S});
     b.launch(fwd, Kernel::AttentionFwd, {s.qr, s.kr, s.v}, {s.attn, s.lse},
@@ -191,10 +192,10 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
     b.launch(fwd, Kernel::AttentionBwd, {dattn, s.qr, s.kr, s.v, s.attn, s.lse},
              {dqr, dkr, dv}, attnInts, scale);
     uint32_t dq = temp("dq", {rows, qDim}), dk = temp("dk", {rows, kvDim});
-    b.launch(fwd, Kernel::Rope, {dqr}, {dq}, {B, S, c.heads, c.headDim, 1, 0},
-             theta);
-    b.launch(fwd, Kernel::Rope, {dkr}, {dk}, {B, S, c.kvHeads, c.headDim, 1, 0},
-             theta);
+    b.launch(fwd, Kernel::Rope, {dqr}, {dq},
+             {B, S, c.heads, c.headDim, 1, 0, 0, 0}, theta);
+    b.launch(fwd, Kernel::Rope, {dkr}, {dk},
+             {B, S, c.kvHeads, c.headDim, 1, 0, 0, 0}, theta);
     uint32_t dhq = linearBwd(dq, s.h, L.q, qDim, D, "q");
     uint32_t dhk = linearBwd(dk, s.h, L.k, kvDim, D, "k");
     uint32_t dhv = linearBwd(dv, s.h, L.v, kvDim, D, "v");

@@ -11,6 +11,7 @@
 #define MLT_IMPORT_HFLLAMA_H
 
 #include "mlt/Dialect/MLT/MLTAttrs.h"
+#include "mlt/Runtime/RopeFrequencies.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -34,6 +35,8 @@ struct LlamaConfig {
   double rmsNormEps = 1e-6;
   double ropeTheta = 10000.0;
   bool tieWordEmbeddings = false;
+  /// The rotary scaling (`rope_type: "llama3"`), or none.
+  rt::RopeScaling ropeScaling;
 
   /// Checks what the IR builder relies on; the error names the field.
   llvm::Error verify() const;
@@ -46,10 +49,13 @@ struct LlamaConfig {
 };
 
 /// Parses the text of an HF `config.json`. Accepts both spellings of the rotary
-/// base (`rope_theta`, and transformers 5's `rope_parameters.rope_theta`);
-/// rejects features the model IR does not express (biases, rope scaling,
-/// activations other than SiLU) with an error naming the field. `source` names
-/// the file in messages.
+/// base and scaling (`rope_theta` and `rope_scaling`, and transformers 5's
+/// `rope_parameters`), with the scaling `rope_type` "default" or "llama3"
+/// (factor, low_freq_factor, high_freq_factor,
+/// original_max_position_embeddings, the last defaulting as transformers 5
+/// does); rejects features the model IR does not express (biases, other rope
+/// scalings, activations other than SiLU) with an error naming the field.
+/// `source` names the file in messages.
 llvm::Expected<LlamaConfig> parseHFLlamaConfig(llvm::StringRef json,
                                                llvm::StringRef source);
 

@@ -25,12 +25,56 @@ void MLTDialect::registerAttributes() {
       >();
 }
 
+//===----------------------------------------------------------------------===//
+// Llama3RopeScalingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              FloatAttr factor, FloatAttr lowFreqFactor,
+                              FloatAttr highFreqFactor,
+                              int64_t originalMaxPositionEmbeddings) {
+  if (!factor || !lowFreqFactor || !highFreqFactor)
+    return emitError() << "factor, low_freq_factor and high_freq_factor "
+                          "must be floats";
+  // The runtime's check, so that a module the verifier accepts lowers to a
+  // plan the plan verifier accepts.
+  rt::Status status = rt::checkRopeScaling(rt::RopeScaling::llama3(
+      factor.getValueAsDouble(), lowFreqFactor.getValueAsDouble(),
+      highFreqFactor.getValueAsDouble(), originalMaxPositionEmbeddings));
+  if (!status)
+    return emitError() << status.message();
+  return success();
+}
+
+rt::RopeScaling Llama3RopeScalingAttr::toRopeScaling() const {
+  return rt::RopeScaling::llama3(getFactor().getValueAsDouble(),
+                                 getLowFreqFactor().getValueAsDouble(),
+                                 getHighFreqFactor().getValueAsDouble(),
+                                 getOriginalMaxPositionEmbeddings());
+}
+
+Llama3RopeScalingAttr
+Llama3RopeScalingAttr::get(MLIRContext *context,
+                           const rt::RopeScaling &scaling) {
+  assert(scaling.kind == rt::RopeScalingKind::Llama3 && "not a llama3 scaling");
+  Builder b(context);
+  return get(context, b.getF64FloatAttr(scaling.factor),
+             b.getF64FloatAttr(scaling.lowFreqFactor),
+             b.getF64FloatAttr(scaling.highFreqFactor),
+             scaling.originalMaxPositionEmbeddings);
+}
+
+//===----------------------------------------------------------------------===//
+// LlamaConfigAttr
+//===----------------------------------------------------------------------===//
+
 LogicalResult LlamaConfigAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t vocabSize,
     int64_t hiddenSize, int64_t intermediateSize, int64_t numLayers,
     int64_t numHeads, int64_t numKvHeads, int64_t headDim,
     int64_t maxPositionEmbeddings, FloatAttr rmsNormEps, FloatAttr ropeTheta,
-    BoolAttr tieWordEmbeddings) {
+    BoolAttr tieWordEmbeddings, Llama3RopeScalingAttr /*ropeScaling*/) {
   std::pair<StringRef, int64_t> positives[] = {
       {"vocab_size", vocabSize},
       {"hidden_size", hiddenSize},

@@ -108,8 +108,8 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 // A rotation is orthogonal: its adjoint rotates by the opposite angle.
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(RopeOp::create(b, 
-      getLoc(), resultGrads[0], getThetaAttr(),
+  operandGrads.push_back(RopeOp::create(
+      b, getLoc(), resultGrads[0], getThetaAttr(), getScalingAttr(),
       getInverse() ? nullptr : b.getUnitAttr()));
   return success();
 }

@@ -411,6 +411,12 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+rt::RopeScaling RopeOp::getRopeScaling() {
+  if (Llama3RopeScalingAttr scaling = getScalingAttr())
+    return scaling.toRopeScaling();
+  return {};
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//

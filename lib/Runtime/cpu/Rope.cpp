@@ -1,7 +1,8 @@
 //===- Rope.cpp - CPU rotary position embedding kernels -------------------===//
 //
 // Part of mlt. Rotates each (i, i + headDim/2) pair of every head vector by
-// its position's angle. cos and sin depend on the position and i only, so
+// its position's angle (the inverse frequencies, scaled or not, from
+// RopeFrequencies.h). cos and sin depend on the position and i only, so
 // they are computed once per sequence index and reused for every batch entry
 // and head: headDim/2 trigonometric pairs per position instead of per element.
 //
@@ -21,16 +22,13 @@ namespace {
 template <typename T>
 rt::Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
                   int64_t seq, int64_t heads, int64_t headDim, double theta,
-                  int64_t positionOffset, double direction) {
-  if (headDim <= 0 || headDim % 2 != 0)
-    return rt::errorf(kernel, ": head_dim ", headDim,
-                      " must be positive and even");
-  if (!(theta > 0.0))
-    return rt::errorf(kernel, ": theta ", theta, " must be positive");
+                  const rt::RopeScaling &scaling, int64_t positionOffset,
+                  double direction) {
+  MLT_RETURN_IF_ERROR(
+      rt::checkRopeFrequencies(kernel, theta, headDim, scaling));
   const int64_t half = headDim / 2;
-  std::vector<double> invFreq(half);
-  for (int64_t i = 0; i < half; ++i)
-    invFreq[i] = std::pow(theta, -double(2 * i) / double(headDim));
+  const std::vector<double> invFreq =
+      rt::ropeInverseFrequencies(theta, headDim, scaling);
   std::vector<T> cosv(half), sinv(half);
   for (int64_t s = 0; s < seq; ++s) {
     const double pos = double(s + positionOffset);
@@ -61,23 +59,27 @@ rt::Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
 template <typename T>
 rt::Status mlt::cpu::ropeForward(T *out, const T *in, int64_t batch,
                                  int64_t seq, int64_t heads, int64_t headDim,
-                                 double theta, int64_t positionOffset) {
-  return rotate("rope", out, in, batch, seq, heads, headDim, theta,
+                                 double theta, int64_t positionOffset,
+                                 const rt::RopeScaling &scaling) {
+  return rotate("rope", out, in, batch, seq, heads, headDim, theta, scaling,
                 positionOffset, 1.0);
 }
 
 template <typename T>
 rt::Status mlt::cpu::ropeBackward(T *din, const T *dout, int64_t batch,
                                   int64_t seq, int64_t heads, int64_t headDim,
-                                  double theta, int64_t positionOffset) {
+                                  double theta, int64_t positionOffset,
+                                  const rt::RopeScaling &scaling) {
   return rotate("rope backward", din, dout, batch, seq, heads, headDim, theta,
-                positionOffset, -1.0);
+                scaling, positionOffset, -1.0);
 }
 
 #define MLT_INSTANTIATE_ROPE(T)                                                \
   template rt::Status mlt::cpu::ropeForward<T>(                                \
-      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t);    \
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t,     \
+      const rt::RopeScaling &);                                                \
   template rt::Status mlt::cpu::ropeBackward<T>(                               \
-      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t);
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t,     \
+      const rt::RopeScaling &);
 MLT_INSTANTIATE_ROPE(float)
 MLT_INSTANTIATE_ROPE(double)

@@ -415,7 +415,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return launchRope(out[0].as<T>(), in[0].as<const T>(), a[A::batch],
                         a[A::seq], a[A::heads], a[A::head_dim],
                         a[A::inverse] != 0, a[A::position_offset], a[A::theta],
-                        s);
+                        ropeScaling(a), s);
     });
   }
 

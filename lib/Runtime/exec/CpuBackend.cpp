@@ -545,10 +545,10 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     if (a[A::inverse])
       return cpu::ropeBackward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
                                a[A::heads], a[A::head_dim], a[A::theta],
-                               a[A::position_offset]);
+                               a[A::position_offset], ropeScaling(a));
     return cpu::ropeForward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
                             a[A::heads], a[A::head_dim], a[A::theta],
-                            a[A::position_offset]);
+                            a[A::position_offset], ropeScaling(a));
   }
 
   case Kernel::AttentionFwd:

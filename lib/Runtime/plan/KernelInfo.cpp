@@ -179,7 +179,10 @@ template <> struct Rule<attrs::RMSNormBwdAdd> : RMSNormBwdRule {
 
 template <> struct Rule<attrs::Rope> : RuleBase<attrs::Rope> {
   using RuleBase::RuleBase;
-  Status check() const { return flags({inverse}); }
+  Status check() const {
+    MLT_RETURN_IF_ERROR(flags({inverse}));
+    return checkRopeScaling(ropeScaling(a));
+  }
   // x [batch, seq, heads, head_dim] -> y, the same
   OperandCounts counts() const {
     return all(product({a[batch], a[seq], a[heads], a[head_dim]}), 1, 1);

@@ -29,6 +29,24 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 32000, hidden_size = 4096
 
 // -----
 
+// Tests that Llama 3.1's rotary scaling round-trips in the model
+// configuration, every field kept.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: rope_theta = 5.000000e+05 : f64, tie_word_embeddings = true,
+// CHECK-SAME: rope_scaling = <factor = 3.200000e+01 : f64,
+// CHECK-SAME: low_freq_factor = 1.000000e+00 : f64,
+// CHECK-SAME: high_freq_factor = 4.000000e+00 : f64,
+// CHECK-SAME: original_max_position_embeddings = 8192>>
+module attributes {mlt.model = #mlt.llama<vocab_size = 128256, hidden_size = 2048,
+    intermediate_size = 8192, num_layers = 16, num_heads = 32, num_kv_heads = 8,
+    head_dim = 64, max_position_embeddings = 131072, rms_norm_eps = 1.0e-05,
+    rope_theta = 5.0e+05, tie_word_embeddings = true,
+    rope_scaling = #mlt.llama3_rope_scaling<factor = 32.0, low_freq_factor = 1.0,
+        high_freq_factor = 4.0, original_max_position_embeddings = 8192>>} {
+}
+
+// -----
+
 // Tests that a single parameter and a per-layer family round-trip, with and
 // without `layers`. Names that are valid identifiers print unquoted.
 // CHECK-LABEL: module
@@ -248,6 +266,26 @@ func.func @rope(%q: tensor<?x?x4x16xf32>) -> tensor<?x?x4x16xf32> {
   // GENERIC: "mlt.rope"(%{{.*}}) <{theta = 1.000000e+04 : f64}> : (tensor<?x?x4x16xf32>) -> tensor<?x?x4x16xf32>
   %r = mlt.rope %q theta = 1.0e+04 : tensor<?x?x4x16xf32>
   return %r : tensor<?x?x4x16xf32>
+}
+
+// -----
+
+// Tests that mlt.rope round-trips its rotary scaling, with and without
+// `inverse`.
+// CHECK-LABEL: func.func @rope_llama3
+// CHECK-SAME: (%[[Q:[^ ,:]+]]: tensor<?x?x8x64xf32>)
+func.func @rope_llama3(%q: tensor<?x?x8x64xf32>) -> tensor<?x?x8x64xf32> {
+  // CHECK: %[[R:[^ ,:]+]] = mlt.rope %[[Q]] theta = 5.000000e+05 scaling = <factor = 8.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, high_freq_factor = 4.000000e+00 : f64, original_max_position_embeddings = 8192> : tensor<?x?x8x64xf32>
+  // CHECK: %[[B:[^ ,:]+]] = mlt.rope %[[R]] theta = 5.000000e+05 scaling = <factor = 8.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, high_freq_factor = 4.000000e+00 : f64, original_max_position_embeddings = 8192> inverse : tensor<?x?x8x64xf32>
+  // CHECK: return %[[B]] : tensor<?x?x8x64xf32>
+  // GENERIC-LABEL: sym_name = "rope_llama3"
+  // GENERIC: "mlt.rope"(%{{.*}}) <{scaling = #mlt.llama3_rope_scaling<factor = 8.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, high_freq_factor = 4.000000e+00 : f64, original_max_position_embeddings = 8192>, theta = 5.000000e+05 : f64}>
+  %r = mlt.rope %q theta = 5.0e+05 scaling = <factor = 8.0, low_freq_factor = 1.0,
+      high_freq_factor = 4.0, original_max_position_embeddings = 8192> : tensor<?x?x8x64xf32>
+  %b = mlt.rope %r theta = 5.0e+05 scaling = #mlt.llama3_rope_scaling<factor = 8.0,
+      low_freq_factor = 1.0, high_freq_factor = 4.0,
+      original_max_position_embeddings = 8192> inverse : tensor<?x?x8x64xf32>
+  return %b : tensor<?x?x8x64xf32>
 }
 
 // -----

@@ -128,6 +128,62 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
 
 // -----
 
+// Tests that Llama 3.1's rotary scaling rejects a factor below 1, by the
+// runtime's check (a module that verifies lowers to a plan that verifies); the
+// attribute's error comes first, then its parser's.
+// expected-error @+6 {{llama3 rope scaling: factor must be at least 1, got 0.5}}
+// expected-error @+5 {{failed to parse MLT_LlamaConfigAttr parameter 'rope_scaling'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false,
+    rope_scaling = #mlt.llama3_rope_scaling<factor = 0.5, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192>>} {
+}
+
+// -----
+
+// Tests that Llama 3.1's rotary scaling rejects a non-positive low_freq_factor,
+// by the runtime's check (a module that verifies lowers to a plan that
+// verifies); the attribute's error comes first, then its parser's.
+// expected-error @+6 {{llama3 rope scaling: low_freq_factor must be positive, got 0}}
+// expected-error @+5 {{failed to parse MLT_LlamaConfigAttr parameter 'rope_scaling'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false,
+    rope_scaling = #mlt.llama3_rope_scaling<factor = 8.0, low_freq_factor = 0.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192>>} {
+}
+
+// -----
+
+// Tests that Llama 3.1's rotary scaling rejects a high_freq_factor not above
+// low_freq_factor, by the runtime's check (a module that verifies lowers to a
+// plan that verifies); the attribute's error comes first, then its parser's.
+// expected-error @+6 {{llama3 rope scaling: high_freq_factor (1) must be greater than low_freq_factor (4)}}
+// expected-error @+5 {{failed to parse MLT_LlamaConfigAttr parameter 'rope_scaling'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false,
+    rope_scaling = #mlt.llama3_rope_scaling<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, original_max_position_embeddings = 8192>>} {
+}
+
+// -----
+
+// Tests that Llama 3.1's rotary scaling rejects a non-positive original
+// context, by the runtime's check (a module that verifies lowers to a plan that
+// verifies); the attribute's error comes first, then its parser's.
+// expected-error @+6 {{llama3 rope scaling: original_max_position_embeddings must be positive, got 0}}
+// expected-error @+5 {{failed to parse MLT_LlamaConfigAttr parameter 'rope_scaling'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false,
+    rope_scaling = #mlt.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 0>>} {
+}
+
+// -----
+
 // Tests that the model configuration's float parameters must be written as
 // floats: an integer rope_theta is a parse error.
 // expected-error @+5 {{invalid kind of attribute specified}}
@@ -770,6 +826,16 @@ func.func @rope_theta(%x: tensor<?x?x4x16xf32>) {
   // expected-error @+1 {{'mlt.rope' op attribute 'theta' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %r = mlt.rope %x theta = -1.0e+04 : tensor<?x?x4x16xf32>
   return
+}
+
+// -----
+
+// Tests that rope's rotary scaling is checked where the op uses it.
+func.func @rope_bad_scaling(%x: tensor<?x?x4x16xf32>) -> tensor<?x?x4x16xf32> {
+  // expected-error @+1 {{llama3 rope scaling: factor must be at least 1, got 0}}
+  %r = mlt.rope %x theta = 1.0e+04 scaling = <factor = 0.0, low_freq_factor = 1.0,
+      high_freq_factor = 4.0, original_max_position_embeddings = 8192> : tensor<?x?x4x16xf32>
+  return %r : tensor<?x?x4x16xf32>
 }
 
 // -----

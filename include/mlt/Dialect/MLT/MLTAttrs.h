@@ -1,6 +1,7 @@
 //===- MLTAttrs.h - mlt attributes ------------------------------*- C++ -*-===//
 //
-// Part of mlt. Attributes of the `mlt` dialect (the model configuration).
+// Part of mlt. Attributes of the `mlt` dialect (the model configuration, the
+// rotary scaling, meshes and shardings).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,8 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
+
+#include "mlt/Runtime/RopeFrequencies.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "mlt/Dialect/MLT/MLTAttrs.h.inc"

@@ -16,6 +16,53 @@ class MLT_Attr<string name, string attrMnemonic, list<Trait> traits = []>
   let mnemonic = attrMnemonic;
 }
 
+def MLT_Llama3RopeScalingAttr
+    : MLT_Attr<"Llama3RopeScaling", "llama3_rope_scaling"> {
+  let summary = "Llama 3.1's rotary scaling (HF rope_type \"llama3\")";
+  let description = [{
+    How the inverse frequencies of a rotary embedding are rescaled for a
+    longer context, as Hugging Face's `rope_type: "llama3"` does (Llama 3.1,
+    3.2). With `wavelen = 2 pi / inv_freq` and `original =
+    original_max_position_embeddings`: a frequency of wavelength below
+    `original / high_freq_factor` is kept, one above `original /
+    low_freq_factor` is divided by `factor`, and those between are
+    interpolated smoothly (`mlt/Runtime/RopeFrequencies.h` holds the formula
+    that the kernels compute).
+
+    The HF importer creates it from `rope_scaling` / `rope_parameters`, for
+    the module's `#mlt.llama` config (which `--save-hf` writes back) and for
+    every `mlt.rope` of the model; `mlt-autodiff` copies it onto the inverse
+    rotations, and `mlt-lower-to-runtime` writes it into the rope kernel's
+    attributes.
+
+    Checked as the runtime checks it: `factor` >= 1, 0 < `low_freq_factor`
+    < `high_freq_factor`, `original_max_position_embeddings` > 0.
+
+    Example (Llama-3.2-1B's):
+    ```mlir
+    #mlt.llama3_rope_scaling<factor = 3.200000e+01 : f64,
+        low_freq_factor = 1.000000e+00 : f64,
+        high_freq_factor = 4.000000e+00 : f64,
+        original_max_position_embeddings = 8192>
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::FloatAttr":$factor,
+    "::mlir::FloatAttr":$low_freq_factor,
+    "::mlir::FloatAttr":$high_freq_factor,
+    "int64_t":$original_max_position_embeddings
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The scaling as the runtime's kernels take it.
+    ::mlt::rt::RopeScaling toRopeScaling() const;
+    /// The attribute of a llama3 `scaling` (checked by the verifier).
+    static Llama3RopeScalingAttr get(::mlir::MLIRContext *context,
+                                     const ::mlt::rt::RopeScaling &scaling);
+  }];
+}
+
 def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
   let summary = "hyper-parameters of a LLaMA model, as in a Hugging Face config.json";
   let description = [{
@@ -23,7 +70,9 @@ def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
     from `config.json` and places it on the module as `mlt.model`; tools read it
     to check run settings (the maximum sequence length) and to write
     `config.json` back when saving a checkpoint. The ops of the model carry the
-    values they need themselves (`eps`, `theta`), so passes never look it up.
+    values they need themselves (`eps`, `theta`, the rotary `scaling`), so
+    passes never look it up. `rope_scaling` is absent for unscaled rotary
+    embeddings, else a `#mlt.llama3_rope_scaling`.
 
     Example:
     ```mlir
@@ -45,7 +94,8 @@ def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
     "int64_t":$max_position_embeddings,
     "::mlir::FloatAttr":$rms_norm_eps,
     "::mlir::FloatAttr":$rope_theta,
-    "::mlir::BoolAttr":$tie_word_embeddings
+    "::mlir::BoolAttr":$tie_word_embeddings,
+    OptionalParameter<"Llama3RopeScalingAttr">:$rope_scaling
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -282,20 +282,33 @@ def MLT_RopeOp : MLT_InferredOp<"rope", [MLT_Differentiable]> {
     position along `seq` (position `s` for index `s`), with frequencies
     `theta^(-2i/head_dim)`, pairing element `i` with `i + head_dim/2` (the
     "rotate half" convention of Hugging Face LLaMA). `head_dim` must be even.
+    With `scaling` (Llama 3.1's rotary scaling, `#mlt.llama3_rope_scaling`)
+    the frequencies are rescaled as HF's `rope_type: "llama3"` does.
     With `inverse` it rotates by the opposite angle: the adjoint, which
-    `mlt-autodiff` creates as the gradient of a rotation.
+    `mlt-autodiff` creates as the gradient of a rotation (with the same
+    `theta` and `scaling`). `mlt-lower-to-runtime` turns it into the `rope`
+    kernel, the scaling into that kernel's attributes.
 
     Example:
     ```mlir
     %qr = mlt.rope %q theta = 1.0e+04 : tensor<?x?x4x16xf32>
+    %kr = mlt.rope %k theta = 5.0e+05 scaling = <factor = 3.2e+01 : f64,
+        low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64,
+        original_max_position_embeddings = 8192> : tensor<?x?x8x64xf32>
     ```
   }];
   let arguments = (ins MLT_FloatTensor:$input,
                        ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$theta,
+                       OptionalAttr<MLT_Llama3RopeScalingAttr>:$scaling,
                        UnitAttr:$inverse);
   let results = (outs MLT_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `theta` `=` $theta (`inverse` $inverse^)? attr-dict `:` type($input)
+    $input `theta` `=` $theta (`scaling` `=` $scaling^)? (`inverse` $inverse^)?
+    attr-dict `:` type($input)
+  }];
+  let extraClassDeclaration = [{
+    /// The rotary scaling as the kernels take it (kind none without one).
+    ::mlt::rt::RopeScaling getRopeScaling();
   }];
 }
 

@@ -9,6 +9,7 @@
 #ifndef MLT_RUNTIME_CPU_ROPE_H
 #define MLT_RUNTIME_CPU_ROPE_H
 
+#include "mlt/Runtime/RopeFrequencies.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
@@ -22,7 +23,9 @@ namespace mlt::cpu {
 // - Tensors are [batch, seq, heads, headDim]; headDim is even (an odd one is
 //   an error, reported before anything is written).
 // - Element i < headDim/2 pairs with element i + headDim/2 and the pair
-//   rotates by `angle = pos * theta^(-2i/headDim)`:
+//   rotates by `angle = pos * inv_freq[i]`, inv_freq[i] = theta^(-2i/headDim)
+//   scaled by `scaling` (rt::ropeInverseFrequency, RopeFrequencies.h: the
+//   formula the CUDA kernel shares):
 //     out[i]      = x[i] * cos(angle) - x[i + half] * sin(angle)
 //     out[i+half] = x[i + half] * cos(angle) + x[i] * sin(angle)
 //   where `pos = s + positionOffset` for sequence index s. The offset lets a
@@ -36,16 +39,19 @@ namespace mlt::cpu {
 //===----------------------------------------------------------------------===//
 
 /// Rotates every head vector of `in` by its position; `out` may equal `in`.
+/// A bad `scaling` (rt::checkRopeScaling) is an error, as an odd headDim.
 template <typename T>
 rt::Status ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
                        int64_t heads, int64_t headDim, double theta,
-                       int64_t positionOffset);
+                       int64_t positionOffset,
+                       const rt::RopeScaling &scaling = {});
 
 /// din = rotation of `dout` by the negative angles; `din` may equal `dout`.
 template <typename T>
 rt::Status ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
                         int64_t heads, int64_t headDim, double theta,
-                        int64_t positionOffset);
+                        int64_t positionOffset,
+                        const rt::RopeScaling &scaling = {});
 
 } // namespace mlt::cpu
 

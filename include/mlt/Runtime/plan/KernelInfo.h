@@ -17,6 +17,7 @@
 #define MLT_RUNTIME_KERNELINFO_H
 
 #include "mlt/Runtime/ElementType.h"
+#include "mlt/Runtime/RopeFrequencies.h"
 #include "mlt/Runtime/Status.h"
 
 #include <array>
@@ -366,6 +367,21 @@ std::vector<int64_t> transposeInts(const Shape &shape, const Perm &perm) {
   ints.insert(ints.end(), std::begin(shape), std::end(shape));
   ints.insert(ints.end(), std::begin(perm), std::end(perm));
   return ints;
+}
+
+/// The rotary scaling of a rope instruction's attributes (`a`, a
+/// KernelAttrs<attrs::Rope>), for the kernels: the attributes are the
+/// fields' names (Kernels.def). The rope rule checks them (checkRopeScaling).
+inline RopeScaling ropeScaling(const KernelAttrs<attrs::Rope> &a) {
+  using A = attrs::Rope;
+  RopeScaling scaling;
+  scaling.kind = RopeScalingKind(a[A::scaling]);
+  scaling.factor = a[A::factor];
+  scaling.lowFreqFactor = a[A::low_freq_factor];
+  scaling.highFreqFactor = a[A::high_freq_factor];
+  scaling.originalMaxPositionEmbeddings =
+      a[A::original_max_position_embeddings];
+  return scaling;
 }
 
 /// A collective's element count (all_reduce_sum's n, reduce_scatter_sum's

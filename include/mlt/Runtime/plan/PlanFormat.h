@@ -28,8 +28,10 @@ namespace mlt::rt {
 /// calls, and buffers with a copy per micro-batch (tokens, labels, loss);
 /// the runtime runs no program by name but refresh_parameter_copies.
 /// Version 6: views (view_of) and segments (the partitioned optimizer's
-/// flat buffers).
-inline constexpr uint32_t kPlanFormatVersion = 6;
+/// flat buffers). Version 7: rope's rotary scaling attributes (scaling,
+/// original_max_position_embeddings; factor, low_freq_factor,
+/// high_freq_factor).
+inline constexpr uint32_t kPlanFormatVersion = 7;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

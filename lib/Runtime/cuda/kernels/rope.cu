@@ -2,8 +2,9 @@
 //
 // Part of mlt. Host side of the rope family: the CPU kernel's argument
 // checks, the block decomposition (rope.cuh's makeGeometry), the inverse
-// frequencies as the CPU computes them, and the choice between the 16-byte
-// and the scalar path.
+// frequencies as the CPU computes them (rt::ropeInverseFrequencies, one
+// function for both), and the choice between the 16-byte and the scalar
+// path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +24,11 @@ namespace {
 template <typename T>
 rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
                   int64_t headDim, bool inverse, int64_t positionOffset,
-                  double theta, cudaStream_t stream) {
+                  double theta, const rt::RopeScaling &scaling,
+                  cudaStream_t stream) {
   const char *kernel = inverse ? "rope backward" : "rope";
-  if (headDim <= 0 || headDim % 2 != 0)
-    return rt::errorf(kernel, ": head_dim ", headDim,
-                      " must be positive and even");
-  if (!(theta > 0.0))
-    return rt::errorf(kernel, ": theta ", theta, " must be positive");
+  MLT_RETURN_IF_ERROR(
+      rt::checkRopeFrequencies(kernel, theta, headDim, scaling));
   if (batch < 0 || seq < 0 || heads < 0)
     return rt::errorf(kernel, ": bad shape [", batch, ", ", seq, ", ", heads,
                       ", ", headDim, "]");
@@ -45,16 +44,16 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
   constexpr int W = Pack<T>::kWidth;
   const bool vec = half % W == 0 && isAligned16(x) && isAligned16(y);
   const Geometry g =
-      makeGeometry(batch, seq, heads, headDim, positionOffset, theta, inverse,
-                   vec ? W : 1, int64_t(kThreads) * kUnits);
+      makeGeometry(batch, seq, heads, headDim, positionOffset, theta, scaling,
+                   inverse, vec ? W : 1, int64_t(kThreads) * kUnits);
   if (g.blocks > INT32_MAX)
     return rt::errorf(kernel, ": ", g.blocks,
                       " blocks are more than one grid holds");
-  // The CPU kernel's inverse frequencies, bit for bit (the same std::pow).
+  // The CPU kernel's inverse frequencies, bit for bit (the same function).
   InvFreqs freqs{};
   if (g.hostFreqs)
     for (int64_t i = 0; i < half; ++i)
-      freqs.v[i] = std::pow(theta, -double(2 * i) / double(headDim));
+      freqs.v[i] = rt::ropeInverseFrequency(theta, headDim, scaling, i);
   const size_t shared = tableBytes(g);
   if (vec)
     MLT_CUDA_RETURN_IF_ERROR(
@@ -73,16 +72,18 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
 rt::Status mlt::cuda::launchRope(float *y, const float *x, int64_t batch,
                                  int64_t seq, int64_t heads, int64_t headDim,
                                  bool inverse, int64_t positionOffset,
-                                 double theta, cudaStream_t stream) {
+                                 double theta, const rt::RopeScaling &scaling,
+                                 cudaStream_t stream) {
   return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
-                theta, stream);
+                theta, scaling, stream);
 }
 
 rt::Status mlt::cuda::launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x,
                                  int64_t batch, int64_t seq, int64_t heads,
                                  int64_t headDim, bool inverse,
                                  int64_t positionOffset, double theta,
+                                 const rt::RopeScaling &scaling,
                                  cudaStream_t stream) {
   return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
-                theta, stream);
+                theta, scaling, stream);
 }

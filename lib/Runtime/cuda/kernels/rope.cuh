@@ -12,10 +12,12 @@
 //   of the shape only (makeGeometry), never of the device.
 // - Its threads compute those positions' half cos/sin pairs into shared
 //   memory (dynamic, 2 * positions * half floats) exactly as the CPU kernel
-//   does: inv_freq = pow(theta, -2i / headDim) (on the host with the CPU's
-//   std::pow, passed by value, when half <= kMaxHalf; else pow on the
-//   device), angle = (s + positionOffset) * inv_freq, cos and sin in f64,
-//   rounded to T (sin negated for the inverse rotation). Each thread first
+//   does: inv_freq = rt::ropeInverseFrequency (RopeFrequencies.h: theta^(-2i
+//   / headDim), scaled by the geometry's rope scaling; computed on the host
+//   by the CPU's function and passed by value when half <= kMaxHalf, else
+//   by the same function on the device), angle = (s + positionOffset) *
+//   inv_freq, cos and sin in f64, rounded to T (sin negated for the inverse
+//   rotation). Each thread first
 //   loads its first kUnits units (below), so the loads are in flight while
 //   the table is computed.
 // - The rotation is in T, every operation rounded to T as the CPU kernel's
@@ -39,6 +41,8 @@
 
 #include "kernels/common.cuh"
 
+#include "mlt/Runtime/RopeFrequencies.h"
+
 #include <cstddef>
 #include <type_traits>
 
@@ -51,8 +55,8 @@ inline constexpr int kUnits = 1;
 /// The largest half head dim whose inverse frequencies travel by value.
 inline constexpr int kMaxHalf = 256;
 
-/// The inverse frequencies pow(theta, -2i / headDim), i < half, computed on
-/// the host (the first min(half, kMaxHalf) entries are meaningful).
+/// The inverse frequencies rt::ropeInverseFrequency(i), i < half, computed
+/// on the host (the first min(half, kMaxHalf) entries are meaningful).
 struct InvFreqs {
   double v[kMaxHalf];
 };
@@ -65,6 +69,7 @@ struct Geometry {
   /// position blocks fastest).
   int64_t positions = 1, batches = 1, positionBlocks = 1, blocks = 1;
   double theta = 0.0, direction = 1.0;
+  rt::RopeScaling scaling;
   /// Whether InvFreqs holds the frequencies (half <= kMaxHalf).
   bool hostFreqs = false;
 };
@@ -76,8 +81,8 @@ struct Geometry {
 /// launcher checks).
 inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
                              int64_t headDim, int64_t positionOffset,
-                             double theta, bool inverse, int width,
-                             int64_t targetUnits) {
+                             double theta, const rt::RopeScaling &scaling,
+                             bool inverse, int width, int64_t targetUnits) {
   Geometry g;
   g.batch = batch;
   g.seq = seq;
@@ -85,6 +90,7 @@ inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
   g.headDim = headDim;
   g.positionOffset = positionOffset;
   g.theta = theta;
+  g.scaling = scaling;
   g.direction = inverse ? -1.0 : 1.0;
   const int64_t half = headDim / 2;
   g.hostFreqs = half <= kMaxHalf;
@@ -179,8 +185,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (uint32_t q = threadIdx.x; q < nPos * uint32_t(half); q += blockDim.x) {
     const uint32_t p = q / uint32_t(half), i = q % uint32_t(half);
     const double invFreq =
-        g.hostFreqs ? freqs.v[i]
-                    : pow(g.theta, -double(2 * i) / double(g.headDim));
+        g.hostFreqs
+            ? freqs.v[i]
+            : rt::ropeInverseFrequency(g.theta, g.headDim, g.scaling, i);
     const double angle =
         __dmul_rn(double(s0 + int64_t(p) + g.positionOffset), invFreq);
     double s, c;

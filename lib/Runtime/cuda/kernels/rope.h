@@ -1,20 +1,25 @@
 //===- rope.h - rotary position embedding CUDA kernels (host) ---*- C++ -*-===//
 //
 // Part of mlt. Host launcher of the rope family (rope.cuh): Kernels.def's
-// `rope` (ints batch, seq, heads, head_dim, inverse, position_offset; float
-// theta), Hugging Face LLaMA's "rotate half" convention, with the semantics
-// of the CPU kernel (lib/Runtime/cpu/Rope.cpp): element i < head_dim/2 pairs
-// with i + head_dim/2 and rotates by pos * theta^(-2i/head_dim), pos = s +
-// position_offset; `inverse` rotates by minus the angle (the backward).
-// Queues its work on `stream`; argument errors (odd or non-positive head_dim,
-// theta <= 0, negative sizes, head_dim over 12288, heads * head_dim over
-// INT32_MAX) are returned before anything is queued.
+// `rope` (ints batch, seq, heads, head_dim, inverse, position_offset,
+// scaling, original_max_position_embeddings; floats theta, factor,
+// low_freq_factor, high_freq_factor), Hugging Face LLaMA's "rotate half"
+// convention, with the semantics of the CPU kernel
+// (lib/Runtime/cpu/Rope.cpp): element i < head_dim/2 pairs with i +
+// head_dim/2 and rotates by pos * inv_freq[i], pos = s + position_offset,
+// inv_freq[i] = theta^(-2i/head_dim) scaled by `scaling`
+// (rt::ropeInverseFrequency, the CPU kernel's formula); `inverse` rotates by
+// minus the angle (the backward). Queues its work on `stream`; argument
+// errors (odd or non-positive head_dim, theta <= 0, a bad scaling, negative
+// sizes, head_dim over 12288, heads * head_dim over INT32_MAX) are returned
+// before anything is queued.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 
+#include "mlt/Runtime/RopeFrequencies.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cuda_bf16.h>
@@ -30,11 +35,11 @@ namespace mlt::cuda {
 rt::Status launchRope(float *y, const float *x, int64_t batch, int64_t seq,
                       int64_t heads, int64_t headDim, bool inverse,
                       int64_t positionOffset, double theta,
-                      cudaStream_t stream);
+                      const rt::RopeScaling &scaling, cudaStream_t stream);
 rt::Status launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t batch,
                       int64_t seq, int64_t heads, int64_t headDim, bool inverse,
                       int64_t positionOffset, double theta,
-                      cudaStream_t stream);
+                      const rt::RopeScaling &scaling, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

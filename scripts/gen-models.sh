@@ -15,6 +15,8 @@ declare -A about=(
   [tinyllama-1.1b]="TinyLlama-1.1B (TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T)"
   [llama-2-7b]="LLaMA-2-7B (meta-llama/Llama-2-7b-hf)"
   [llama-3-8b]="LLaMA-3-8B (meta-llama/Meta-Llama-3-8B)"
+  [llama-3.1-8b]="Llama-3.1-8B (meta-llama/Llama-3.1-8B; llama3 rope scaling)"
+  [llama-3.2-1b]="Llama-3.2-1B (meta-llama/Llama-3.2-1B; llama3 rope scaling, tied)"
   [llama-2-70b]="LLaMA-2-70B (meta-llama/Llama-2-70b-hf)"
 )
 for config in "$root"/models/llama/configs/*.json; do

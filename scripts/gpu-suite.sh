@@ -1,7 +1,8 @@
 #!/bin/bash
 # The GPU suite: CUDA kernel tests and fp32 and bf16 parity of `mlt-run --device
-# cuda` with the llama-ref-a fixture (HF transformers' training), on a machine with a
-# GPU but no LLVM.
+# cuda` with the llama-ref-a fixture (HF transformers' training; and fp32 with
+# test/Fixtures/llama-ref-d, llama3 rotary scaling, once it is made), on a
+# machine with a GPU but no LLVM.
 #
 #   scripts/gpu-suite.sh pack [DIR]   (build machine) runtime-only build with
 #                                     CUDA, plans compiled by build/bin/mlt-run,
@@ -41,6 +42,16 @@ if [[ "${1:-}" == pack ]]; then
     "$root"/build/bin/mlt-run "$fixture" --batch 4 --seq-len 32 --microbatches 2 \
       --dtype $dtype --schedule gpipe --emit-plan "$dir"/plans/ref-a-$dtype-mb2-gpipe.mltplan
   done
+  # llama-ref-d (llama3 rotary scaling, tied embeddings), once made
+  # (test/Fixtures/README.md): fp32 against HF.
+  ref_d=$root/test/Fixtures/llama-ref-d
+  if [[ -f $ref_d/train.json ]]; then
+    cp -r "$ref_d" "$dir"/fixtures/
+    python3 "$root"/test/Training/fixture_tools.py tokens "$ref_d" \
+      "$dir"/plans/ref-d-tokens.u16
+    "$root"/build/bin/mlt-run "$ref_d" --batch 4 --seq-len 32 \
+      --emit-plan "$dir"/plans/ref-d-fp32.mltplan
+  fi
   # Checkpoints: compare_resumed.py (beside compare_runs.py, and below
   # fixture_tools.py, which it uses).
   mkdir -p "$dir"/tools/Inputs
@@ -108,6 +119,17 @@ for mb in 1 2; do
   python3 tools/fixture_tools.py check fixtures/llama-ref-a "$out"/gpu-mb$mb.jsonl \
     --weights /tmp/gpu-mb$mb --grads /tmp/gpu-mb$mb.grads || status=1
 done
+# llama-ref-d: Llama 3.1's rotary scaling (the CUDA rope's scaled
+# frequencies) and tied embeddings, fp32 against HF, when packed.
+if [[ -f plans/ref-d-fp32.mltplan ]]; then
+  echo "== mlt-run --device cuda, fp32, llama-ref-d (llama3 rope scaling, tied)"
+  ./bin/mlt-run plans/ref-d-fp32.mltplan --device cuda \
+    --init-from fixtures/llama-ref-d/model.safetensors --data plans/ref-d-tokens.u16 \
+    --no-shuffle --steps 6 $hyper --log-json "$out"/gpu-ref-d.jsonl \
+    --save-hf /tmp/gpu-ref-d --dump-grads /tmp/gpu-ref-d.grads || status=1
+  python3 tools/fixture_tools.py check fixtures/llama-ref-d "$out"/gpu-ref-d.jsonl \
+    --weights /tmp/gpu-ref-d --grads /tmp/gpu-ref-d.grads || status=1
+fi
 # bf16 mixed precision: every step's loss within 2e-2 of HF's (fp32 HF,
 # float64 reference), as on the CPU backend (test/Training/bf16-fixture.test).
 for mb in 1 2; do

@@ -21,6 +21,14 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%mlt_python", config.mlt_python))
 config.substitutions.append(("%fixture_tools", os.path.join(config.test_source_root, "Training", "fixture_tools.py")))
 config.excludes.append("fixture_tools.py")
+# test/Fixtures holds HF reference fixtures made for this repository (their
+# config.json and train.json are data, not tests); a test that replays one
+# requires the feature "fixture-<name>", present once its files are there.
+config.excludes.append("Fixtures")
+config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "Fixtures")))
+for name in ("llama-ref-d",):
+    if os.path.isfile(os.path.join(config.test_source_root, "Fixtures", name, "train.json")):
+        config.available_features.add("fixture-" + name)
 # mlt-run built with the CUDA backend (--device cuda compiles for its GPU
 # architecture); no GPU is needed.
 if getattr(config, "mlt_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):

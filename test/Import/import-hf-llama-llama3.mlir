@@ -4,7 +4,9 @@
 // embeddings, as Llama-3.2-1B's), the scaling in the model configuration and
 // on the rotation of the queries and of the keys; that it round-trips
 // through mlt-opt; that the inverse rotations of the backward pass (both
-// layers unrolled) carry it too; and that the rope kernels of the lowered plan get it as attributes.
+// layers unrolled) carry it too; that the rope kernels of the lowered plan
+// get it as attributes; and that the config.json --save-hf writes imports to
+// the same module (the scaling written back as rope_scaling).
 
 // RUN: mlt-translate --import-hf-llama %S/Inputs/llama3.json | FileCheck %s --check-prefix=V4
 // RUN: mlt-translate --import-hf-llama %S/Inputs/llama3.json | mlt-opt | FileCheck %s --check-prefix=V4
@@ -12,6 +14,10 @@
 // RUN: mlt-translate --import-hf-llama %S/Inputs/llama3-v5.json | mlt-opt -mlt-specialize-shapes="batch=2 seq-len=8" -mlt-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: mlt-run %S/Inputs/llama3-v5.json --batch 2 --seq-len 8 --emit-plan %t.mltplan > /dev/null
 // RUN: mlt-run %t.mltplan --print-plan | FileCheck %s --check-prefix=PLAN
+// RUN: rm -rf %t.hf && mlt-run %t.mltplan --steps 1 --save-hf %t.hf > /dev/null
+// RUN: FileCheck %s --check-prefix=SAVED < %t.hf/config.json
+// RUN: mlt-translate --import-hf-llama %t.hf/config.json > %t.saved.mlir
+// RUN: mlt-translate --import-hf-llama %S/Inputs/llama3-v5.json | diff %t.saved.mlir -
 
 // V4: module attributes {mlt.model = #mlt.llama<vocab_size = 256, {{.*}}, max_position_embeddings = 131072, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_word_embeddings = false, rope_scaling = <factor = 8.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, high_freq_factor = 4.000000e+00 : f64, original_max_position_embeddings = 8192>>}
 // V4: mlt.param @lm_head.weight
@@ -37,3 +43,13 @@
 // PLAN: rope ({{.*}}) -> ({{.*}}) ints [2, 8, 2, 16, 0, 0, 1, 8192] floats [500000, 32, 1, 4]
 // PLAN: rope ({{.*}}) -> ({{.*}}) ints [2, 8, 2, 16, 1, 0, 1, 8192] floats [500000, 32, 1, 4]
 // PLAN: rope ({{.*}}) -> ({{.*}}) ints [2, 8, 4, 16, 1, 0, 1, 8192] floats [500000, 32, 1, 4]
+
+// SAVED:      "rope_scaling": {
+// SAVED-NEXT:   "factor": 32,
+// SAVED-NEXT:   "high_freq_factor": 4,
+// SAVED-NEXT:   "low_freq_factor": 1,
+// SAVED-NEXT:   "original_max_position_embeddings": 8192,
+// SAVED-NEXT:   "rope_type": "llama3"
+// SAVED-NEXT: },
+// SAVED-NEXT: "rope_theta": 500000,
+// SAVED-NEXT: "tie_word_embeddings": true,

@@ -482,12 +482,13 @@ void ropeVariant(int64_t heads, int sets, bool pdl = true) {
     in.push_back(std::make_unique<Buf<bf16>>(n, 200 + k, -2.f, 2.f));
     out.push_back(std::make_unique<Buf<bf16>>(n, 220 + k));
   }
+  const rt::RopeScaling unscaled;
   const rope::Geometry g =
-      rope::makeGeometry(kBatch, kSeq, heads, kHeadDim, 0, kTheta, false, 8,
-                         int64_t(kBlockThreads) * kUnitsPerThread);
+      rope::makeGeometry(kBatch, kSeq, heads, kHeadDim, 0, kTheta, unscaled,
+                         false, 8, int64_t(kBlockThreads) * kUnitsPerThread);
   rope::InvFreqs freqs{};
   for (int i = 0; i < kHeadDim / 2; ++i)
-    freqs.v[i] = std::pow(kTheta, -double(2 * i) / double(kHeadDim));
+    freqs.v[i] = rt::ropeInverseFrequency(kTheta, kHeadDim, unscaled, i);
   auto kernel = rope::ropeKernel<bf16, 8, kUnitsPerThread, kBlockThreads>;
   const double ms = graphMs(2 * sets, [&](int k, cudaStream_t s) {
     if (pdl)

@@ -498,11 +498,17 @@ TEST_F(GradientCheckTest, RMSNorm) {
 
 /// Rotary embedding of a [batch, seq, 4 heads, head_dim 4] tensor, forward or
 /// inverse (the inverse is what autodiff emits as rope's gradient; its own
-/// rule must flip back).
-std::string ropeModule(bool inverse) {
+/// rule must flip back); `scaled`: with Llama 3.1's scaling, which at theta
+/// 10 and an original context of 16 smooths the first frequency (wavelength
+/// 6.3, between 16 / 4 and 16) and scales the second (19.9).
+std::string ropeModule(bool inverse, bool scaled = false) {
   std::string params = "  mlt.param @q : tensor<2x3x4x4xf64>\n";
   std::string body = std::string("    %q = mlt.load @q : tensor<2x3x4x4xf64>\n"
                                  "    %r = mlt.rope %q theta = 1.0e+01") +
+                     (scaled ? " scaling = <factor = 8.0, low_freq_factor = "
+                               "1.0, high_freq_factor = 4.0, "
+                               "original_max_position_embeddings = 16>"
+                             : "") +
                      (inverse ? " inverse" : "") +
                      " : tensor<2x3x4x4xf64>\n"
                      "    %y = mlt.reshape %r : tensor<2x3x4x4xf64> -> "
@@ -513,6 +519,10 @@ std::string ropeModule(bool inverse) {
 // Tests mlt.rope (seq 3, 4 heads): its gradient rotates back.
 TEST_F(GradientCheckTest, Rope) { check(ropeModule(false)); }
 TEST_F(GradientCheckTest, RopeInverse) { check(ropeModule(true)); }
+TEST_F(GradientCheckTest, RopeLlama3Scaling) { check(ropeModule(false, true)); }
+TEST_F(GradientCheckTest, RopeLlama3ScalingInverse) {
+  check(ropeModule(true, true));
+}
 
 /// Attention of q [batch, seq, 4, 4] over k, v [batch, seq, kvHeads, 4].
 std::string attentionModule(bool causal, int64_t kvHeads) {

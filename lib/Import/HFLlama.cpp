@@ -341,8 +341,7 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
       return configError(
           source, "field '" + key + ".rope_type' is '" + *type +
                       "'; only 'default' and 'llama3' rotary embeddings are "
-                      "supported (linear, dynamic, yarn and longrope scale "
-                      "the frequencies otherwise, or the attention too)");
+                      "supported");
     if (llvm::Error e = assign(c.ropeTheta, readRope.positiveNumber(
                                                 "rope_theta", c.ropeTheta)))
       return std::move(e);

@@ -17,7 +17,7 @@
 // KV: mlt-translate: error: {{.*}}bad-kv-heads.json: num_attention_heads (4) must be a multiple of num_key_value_heads (3)
 
 // RUN: not mlt-translate --import-hf-llama %S/Inputs/bad-rope.json 2>&1 | FileCheck %s --check-prefix=ROPE --implicit-check-not={{.}}
-// ROPE: mlt-translate: error: {{.*}}bad-rope.json: field 'rope_scaling.rope_type' is 'yarn'; only 'default' and 'llama3' rotary embeddings are supported (linear, dynamic, yarn and longrope scale the frequencies otherwise, or the attention too)
+// ROPE: mlt-translate: error: {{.*}}bad-rope.json: field 'rope_scaling.rope_type' is 'yarn'; only 'default' and 'llama3' rotary embeddings are supported
 
 // Llama 3.1's rotary scaling: each field checked, named with its object.
 

@@ -204,8 +204,8 @@ TEST_F(MLTOpsTest, EmbeddingNormRope) {
   auto norm = RMSNormOp::create(b, loc, embedding, entry->getArgument(2),
                                 b.getF64FloatAttr(1e-5));
   EXPECT_EQ(norm.getType(), embedding.getType());
-  auto rope =
-      RopeOp::create(b, loc, entry->getArgument(3), b.getF64FloatAttr(1e4));
+  auto rope = RopeOp::create(b, loc, entry->getArgument(3),
+                             b.getF64FloatAttr(1e4), Llama3RopeScalingAttr());
   EXPECT_EQ(rope.getType(), tensor({kDyn, kDyn, 4, 16}, b.getBF16Type()));
   finishAndVerify();
 }

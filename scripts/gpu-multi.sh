@@ -346,9 +346,10 @@ if (( gpus >= 2 )); then
     echo "$plan: step-000003 holds $(ls /tmp/ckpt-$plan/step-000003 | tr '\n' ' ')"
   done
   # A signal stops every process after the same step, with a checkpoint:
-  # SIGUSR1 to mpirun (which forwards it; its SIGTERM kills the ranks), and
-  # SIGTERM to one rank's process alone; each run then resumes.
-  for target in mpirun rank1; do
+  # SIGTERM to every rank (as srun sends it), and to one rank's process
+  # alone; each run then resumes. (Not to mpirun: Open MPI kills the ranks
+  # on SIGTERM and did not pass SIGUSR1 on.)
+  for target in ranks rank1; do
     echo "== 2 GPUs, dp2-mb2-z2: a signal to $target while training"
     rm -rf /tmp/term-$target
     $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \
@@ -357,13 +358,15 @@ if (( gpus >= 2 )); then
       > "$out"/term-$target.log 2>&1 &
     launcher=$!
     for _ in $(seq 600); do grep -q "^step *20/" "$out"/term-$target.log && break; sleep 0.1; done
-    if [[ $target == mpirun ]]; then
-      kill -USR1 $launcher
+    if [[ $target == ranks ]]; then
+      pkill -TERM -P $launcher
     else
       kill -TERM "$(pgrep -f 'mlt-run plans/dp2-mb2-z2' | sort -n | tail -1)"
     fi
     code=0; wait $launcher || code=$?; echo "exit $code"
     tail -3 "$out"/term-$target.log
+    grep -q "^stopped by SIGTERM after step" "$out"/term-$target.log \
+      || fail "$target: SIGTERM did not stop the run with a checkpoint"
     ls /tmp/term-$target 2>/dev/null | tr '\n' ' '; echo
     saved=$(sed -n 's/^step-0*//p' /tmp/term-$target/latest 2>/dev/null)
     $mpirun -np 2 ./bin/mlt-run plans/dp2-mb2-z2.mltplan --device cuda \

@@ -233,9 +233,8 @@ Output:
                              to-hf turns one into an HF checkpoint); SIGINT,
                              SIGTERM, SIGHUP or SIGUSR1 end the current
                              step, write one and stop (exit 0); under
-                             mpirun, send SIGUSR1 to mpirun (it forwards
-                             it; its SIGTERM kills the ranks too soon) or
-                             SIGTERM to the ranks
+                             mpirun, signal the ranks, not mpirun (whose
+                             SIGTERM kills them at once)
   --save-every N             with --save-checkpoint: every N steps (and at
                              the end; default: at the end only)
   --keep-last K              with --save-checkpoint: keep the newest K
@@ -1466,9 +1465,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   // current step ends, a checkpoint is written (with --save-checkpoint),
   // and the run stops with a line saying so. With one process per GPU, a
   // signal that reaches any process stops them all after the same step:
-  // they agree on it after every step. (Open MPI's mpirun forwards SIGUSR1
-  // to every process; its SIGTERM kills them within seconds, too soon for a
-  // checkpoint of a large model.)
+  // they agree on it after every step. (Open MPI's mpirun answers SIGTERM
+  // by killing them at once: the ranks are to be signalled.)
   int64_t stoppedAfter = 0;
   std::string stoppedCheckpoint;
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})

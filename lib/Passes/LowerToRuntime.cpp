@@ -19,6 +19,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+#include <set>
+
 namespace mlt {
 #define GEN_PASS_DEF_MLTLOWERTORUNTIME
 #include "mlt/Passes/Passes.h.inc"
@@ -83,6 +86,66 @@ struct MeshAxisRef {
   int64_t size = 1;
 };
 
+/// Where a program's launches read and write each buffer, by position, kept
+/// up to date as launches are rewritten and erased: what fuseRecomputedSwiGLU
+/// asks of a stretch of the program is then a lookup, not a scan of it (one
+/// scan per SwiGLU made the fusion quadratic in the layers).
+class LaunchUses {
+public:
+  explicit LaunchUses(ArrayRef<rtir::LaunchOp> launches) {
+    for (auto [position, launch] : llvm::enumerate(launches))
+      add(position, launch);
+  }
+
+  /// Records `launch` at `position` (after a rewrite of it).
+  void add(size_t position, rtir::LaunchOp launch) {
+    for (Attribute ref : launch.getInputs())
+      readers[rtir::bufferName(ref)].insert(position);
+    for (Attribute ref : launch.getOutputs())
+      writers[rtir::bufferName(ref)].insert(position);
+  }
+  /// Forgets `launch` at `position` (before it is rewritten or erased).
+  void remove(size_t position, rtir::LaunchOp launch) {
+    for (Attribute ref : launch.getInputs())
+      readers[rtir::bufferName(ref)].erase(position);
+    for (Attribute ref : launch.getOutputs())
+      writers[rtir::bufferName(ref)].erase(position);
+  }
+
+  /// The first position after `after` that writes `name`, or SIZE_MAX.
+  size_t firstWriteAfter(StringRef name, size_t after) const {
+    return firstIn(writers, name, after + 1, SIZE_MAX);
+  }
+  /// Whether a launch in [begin, end) writes `name`.
+  bool writtenIn(StringRef name, size_t begin, size_t end) const {
+    return firstIn(writers, name, begin, end) != SIZE_MAX;
+  }
+  /// Whether a launch in [begin, end) reads or writes `name`.
+  bool touchedIn(StringRef name, size_t begin, size_t end) const {
+    return writtenIn(name, begin, end) ||
+           firstIn(readers, name, begin, end) != SIZE_MAX;
+  }
+  /// The positions that write `name`, in order.
+  const std::set<size_t> &writes(StringRef name) const {
+    static const std::set<size_t> none;
+    auto it = writers.find(name);
+    return it == writers.end() ? none : it->second;
+  }
+
+private:
+  static size_t firstIn(const llvm::StringMap<std::set<size_t>> &uses,
+                        StringRef name, size_t begin, size_t end) {
+    auto it = uses.find(name);
+    if (it == uses.end())
+      return SIZE_MAX;
+    auto position = it->second.lower_bound(begin);
+    return position != it->second.end() && *position < end ? *position
+                                                            : SIZE_MAX;
+  }
+
+  llvm::StringMap<std::set<size_t>> readers, writers;
+};
+
 /// A SwiGLU recomputed in the backward pass (mlt-recompute-activations) runs
 /// in the pass of its gradient: `swiglu_fwd (g, u) -> h` followed by
 /// `swiglu_bwd (dy, g, u) -> (dg, du)` of the same g and u, where dy is
@@ -91,64 +154,71 @@ struct MeshAxisRef {
 /// first's place: g and u are read once, not twice (the same bits: the
 /// kernel computes both with the separate kernels' operations). The
 /// forward pass's swiglu_fwd never qualifies: its dy comes later.
+///
+/// For each swiglu_fwd in order: the first later launch that is a
+/// swiglu_bwd of its g and u, or writes g or u; if it is such a swiglu_bwd,
+/// the two fuse when dy is written before the swiglu_fwd and by no launch
+/// from it on but that swiglu_bwd, and no launch between them writes dy or
+/// touches dg or du. Every question is answered from LaunchUses and an index
+/// of the swiglu_bwd launches by (g, u), both updated by each fusion.
 void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
   SmallVector<rtir::LaunchOp> launches(
       program.getBody().getOps<rtir::LaunchOp>());
-  auto writes = [](rtir::LaunchOp launch, StringRef name) {
-    return llvm::any_of(launch.getOutputs(),
-                        [&](Attribute ref) { return rtir::bufferName(ref) == name; });
+  LaunchUses uses(launches);
+  // The positions of the swiglu_bwd launches (two outputs) by (g, u).
+  std::map<std::pair<StringRef, StringRef>, std::set<size_t>> backwards;
+  auto operandsOf = [](rtir::LaunchOp backward) {
+    return std::pair(rtir::bufferName(backward.getInputs()[1]),
+                     rtir::bufferName(backward.getInputs()[2]));
   };
-  auto touches = [&](rtir::LaunchOp launch, StringRef name) {
-    return writes(launch, name) ||
-           llvm::any_of(launch.getInputs(), [&](Attribute ref) {
-             return rtir::bufferName(ref) == name;
-           });
-  };
+  for (auto [position, launch] : llvm::enumerate(launches))
+    if (launch.getKernel() == "swiglu_bwd" && launch.getOutputs().size() == 2)
+      backwards[operandsOf(launch)].insert(position);
+
   for (size_t i = 0; i < launches.size(); ++i) {
     rtir::LaunchOp forward = launches[i];
     if (!forward || forward.getKernel() != "swiglu_fwd")
       continue;
     StringRef gate = rtir::bufferName(forward.getInputs()[0]);
     StringRef up = rtir::bufferName(forward.getInputs()[1]);
-    for (size_t j = i + 1; j < launches.size(); ++j) {
-      rtir::LaunchOp backward = launches[j];
-      if (!backward)
-        continue;
-      const bool match = backward.getKernel() == "swiglu_bwd" &&
-                         backward.getOutputs().size() == 2 &&
-                         rtir::bufferName(backward.getInputs()[1]) == gate &&
-                         rtir::bufferName(backward.getInputs()[2]) == up;
-      if (!match) {
-        if (writes(backward, gate) || writes(backward, up))
-          break;
-        continue;
-      }
-      StringRef dy = rtir::bufferName(backward.getInputs()[0]);
-      auto between = llvm::ArrayRef(launches).slice(i + 1, j - i - 1);
-      const bool dyReady =
-          llvm::none_of(llvm::ArrayRef(launches).drop_front(i),
-                        [&](rtir::LaunchOp l) {
-                          return l && l != backward && writes(l, dy);
-                        }) &&
-          llvm::any_of(llvm::ArrayRef(launches).take_front(i),
-                       [&](rtir::LaunchOp l) { return l && writes(l, dy); });
-      const bool clear = llvm::none_of(between, [&](rtir::LaunchOp l) {
-        return l && (writes(l, dy) ||
-                     llvm::any_of(backward.getOutputs(), [&](Attribute ref) {
-                       return touches(l, rtir::bufferName(ref));
-                     }));
-      });
-      if (dyReady && clear) {
-        SmallVector<Attribute> outputs(backward.getOutputs().getValue());
-        outputs.push_back(forward.getOutputs()[0]);
-        forward.setKernel("swiglu_bwd");
-        forward.setInputsAttr(backward.getInputs());
-        forward.setOutputsAttr(ArrayAttr::get(program.getContext(), outputs));
-        backward.erase();
-        launches[j] = nullptr;
-      }
-      break;
-    }
+    auto candidates = backwards.find({gate, up});
+    if (candidates == backwards.end())
+      continue;
+    auto next = candidates->second.upper_bound(i);
+    if (next == candidates->second.end())
+      continue;
+    const size_t j = *next;
+    // A write of g or u before it ends the search (at j itself the match
+    // counts first).
+    if (std::min(uses.firstWriteAfter(gate, i), uses.firstWriteAfter(up, i)) <
+        j)
+      continue;
+    rtir::LaunchOp backward = launches[j];
+    StringRef dy = rtir::bufferName(backward.getInputs()[0]);
+    const std::set<size_t> &dyWrites = uses.writes(dy);
+    auto fromForward = dyWrites.lower_bound(i);
+    const bool dyReady =
+        dyWrites.begin() != fromForward &&
+        (fromForward == dyWrites.end() ||
+         (*fromForward == j && std::next(fromForward) == dyWrites.end()));
+    const bool clear =
+        !uses.writtenIn(dy, i + 1, j) &&
+        llvm::none_of(backward.getOutputs(), [&](Attribute ref) {
+          return uses.touchedIn(rtir::bufferName(ref), i + 1, j);
+        });
+    if (!dyReady || !clear)
+      continue;
+    uses.remove(i, forward);
+    uses.remove(j, backward);
+    candidates->second.erase(next);
+    SmallVector<Attribute> outputs(backward.getOutputs().getValue());
+    outputs.push_back(forward.getOutputs()[0]);
+    forward.setKernel("swiglu_bwd");
+    forward.setInputsAttr(backward.getInputs());
+    forward.setOutputsAttr(ArrayAttr::get(program.getContext(), outputs));
+    uses.add(i, forward);
+    backward.erase();
+    launches[j] = nullptr;
   }
 }
 
@@ -504,8 +574,10 @@ private:
         buffer(name, rtir::BufferKind::parameter_copy,
                param.getTensorType().clone(element), hf, false,
                sharding ? cast<ShardingAttr>(sharding[0]) : ShardingAttr());
-    if (created)
+    if (created) {
       parameterCopies.push_back({parameter, copy});
+      copiesOf[parameter.getAttr()].push_back(copy);
+    }
     return copy;
   }
 
@@ -715,6 +787,8 @@ private:
 
   /// Each (Parameter, ParameterCopy) buffer pair, in creation order.
   SmallVector<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> parameterCopies;
+  /// The same, by parameter: its copies in creation order.
+  DenseMap<StringAttr, SmallVector<FlatSymbolRefAttr, 1>> copiesOf;
 };
 
 LogicalResult RuntimeLowering::lowerOp(Operation *op) {
@@ -1106,11 +1180,10 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
             [&](Value v) { return valueBuffer(v); });
         SmallVector<FlatSymbolRefAttr> outs = {*param, *m, *v};
         // The compute copy is refreshed in the same pass.
-        for (auto [parameter, copy] : parameterCopies)
-          if (parameter == *param) {
-            outs.push_back(copy);
-            refreshedByOptimizer.insert(copy.getAttr());
-          }
+        for (FlatSymbolRefAttr copy : copiesOf.lookup(param->getAttr())) {
+          outs.push_back(copy);
+          refreshedByOptimizer.insert(copy.getAttr());
+        }
         if (outs.size() > 4)
           return a.emitOpError("updates a parameter with several compute "
                                "copies; adamw refreshes one");

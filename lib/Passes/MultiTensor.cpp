@@ -43,29 +43,34 @@ bool groupable(rtir::LaunchOp launch, rtir::LaunchOp first) {
               first.getInputs().getValue().drop_front());
 }
 
-/// The element type of the buffer `ref` names (null if it names none).
-Type elementTypeOf(Operation *from, Attribute ref) {
-  auto buffer = SymbolTable::lookupNearestSymbolFrom<rtir::BufferOp>(
-      from, cast<FlatSymbolRefAttr>(ref));
+/// The element type of the buffer `ref` names (null if it names none), from
+/// the module's symbol table (built once: a lookup from the launch would
+/// scan the module's ops, for every sum_squares of every layer).
+Type elementTypeOf(const SymbolTable &buffers, Attribute ref) {
+  auto buffer = buffers.lookup<rtir::BufferOp>(
+      cast<FlatSymbolRefAttr>(ref).getAttr());
   return buffer ? buffer.getTensorType().getElementType() : Type();
 }
 
 /// Whether `launch` can join a group of sum_squares led by `first`: both on
 /// the compute stream with no tokens, their inputs of one element type (a
 /// launch computes in one).
-bool groupableSumSquares(rtir::LaunchOp launch, rtir::LaunchOp first) {
+bool groupableSumSquares(const SymbolTable &buffers, rtir::LaunchOp launch,
+                         rtir::LaunchOp first) {
   if (launch.getKernel() != "sum_squares" || !launch.isPlain())
     return false;
-  return !first || elementTypeOf(launch, launch.getInputs()[0]) ==
-                       elementTypeOf(first, first.getInputs()[0]);
+  return !first || elementTypeOf(buffers, launch.getInputs()[0]) ==
+                       elementTypeOf(buffers, first.getInputs()[0]);
 }
 
 /// Whether `launch` can join the group led by `first` (any group when
 /// `first` is null: whether it can start one).
-bool groupableAny(rtir::LaunchOp launch, rtir::LaunchOp first) {
+bool groupableAny(const SymbolTable &buffers, rtir::LaunchOp launch,
+                  rtir::LaunchOp first) {
   if (first && first.getKernel() != launch.getKernel())
     return false;
-  return groupable(launch, first) || groupableSumSquares(launch, first);
+  return groupable(launch, first) ||
+         groupableSumSquares(buffers, launch, first);
 }
 
 /// One launch of `kernel` in place of the launches of `group`, at the first.
@@ -114,18 +119,21 @@ class MLTMultiTensorPass
     : public mlt::impl::MLTMultiTensorBase<MLTMultiTensorPass> {
 public:
   void runOnOperation() override {
+    // The pass adds and erases launches only: the buffers stay as they are.
+    SymbolTable buffers(getOperation());
     for (rtir::ProgramOp program :
          getOperation().getOps<rtir::ProgramOp>()) {
       SmallVector<SmallVector<rtir::LaunchOp>> groups(1);
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
         SmallVector<rtir::LaunchOp> &group = groups.back();
-        if (groupableAny(launch, group.empty() ? nullptr : group.front())) {
+        if (groupableAny(buffers, launch,
+                         group.empty() ? nullptr : group.front())) {
           group.push_back(launch);
           continue;
         }
         if (!group.empty())
           groups.emplace_back();
-        if (groupableAny(launch, nullptr))
+        if (groupableAny(buffers, launch, nullptr))
           groups.back().push_back(launch);
       }
       for (MutableArrayRef<rtir::LaunchOp> group : groups) {

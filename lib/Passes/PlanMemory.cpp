@@ -125,11 +125,13 @@ public:
                  ? uint64_t(buffer.getViewOffsetAttr().getInt()) * elementBytes
                  : 0;
     };
+    // Built once: the module's own lookups scan its ops.
+    SymbolTable symbols(module);
     for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       FlatSymbolRefAttr view = buffer.getViewAttr();
       if (!view || buffer.getKind() == rtir::BufferKind::temporary)
         continue;
-      auto base = module.lookupSymbol<rtir::BufferOp>(view);
+      auto base = symbols.lookup<rtir::BufferOp>(view.getAttr());
       if (!base || !base.getOffsetAttr() ||
           base.getKind() == rtir::BufferKind::temporary) {
         buffer.emitOpError("is a view of ")
@@ -290,7 +292,7 @@ public:
       regionsPeak = std::max(regionsPeak, region.bytes);
     if (!kept.empty()) {
       FailureOr<uint64_t> stepPeak =
-          planAcrossStep(regions, kept, align, regionOffsets);
+          planAcrossStep(symbols, regions, kept, align, regionOffsets);
       if (failed(stepPeak))
         return signalPassFailure();
       regionsPeak = *stepPeak;
@@ -317,7 +319,8 @@ private:
   /// Sets `regionOffsets` (parallel to `regions`) and each kept buffer's
   /// offset, relative to the end of the persistent buffers, and returns the
   /// peak of that part of the arena.
-  FailureOr<uint64_t> planAcrossStep(ArrayRef<Region> regions,
+  FailureOr<uint64_t> planAcrossStep(const SymbolTable &symbols,
+                                     ArrayRef<Region> regions,
                                      MutableArrayRef<rtir::BufferOp> kept,
                                      uint64_t align,
                                      std::vector<uint64_t> &regionOffsets) {
@@ -352,7 +355,7 @@ private:
     // during all of them.
     std::vector<CallSpan> beside(calls.size());
     auto isTransferCall = [&](rtir::CallOp call) {
-      return module.lookupSymbol<rtir::ProgramOp>(call.getProgramAttr())
+      return symbols.lookup<rtir::ProgramOp>(call.getProgramAttr().getAttr())
           .isTransferProgram();
     };
     for (size_t c = 0; c < calls.size();) {

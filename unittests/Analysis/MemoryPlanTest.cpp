@@ -2,7 +2,8 @@
 //
 // Part of mlt. The greedy planner against the naive one and the checker, on
 // hand-made and random lifetimes, with and without outputs that may take
-// over the memory of a dying input (in place).
+// over the memory of a dying input (in place); the indexed planner, the
+// sweeping checker and the chain choice against their quadratic references.
 //
 //===----------------------------------------------------------------------===//
 
@@ -215,6 +216,157 @@ TEST(MemoryPlan, RandomInPlaceCandidatesAreValidAndNoWorseThanNaive) {
     }
     EXPECT_GE(plan.peakBytes, maxLive);
   }
+}
+
+/// Random lifetimes over `instructions` instructions, some of them empty
+/// (0 bytes) or live at one instruction only, with in-place candidates,
+/// mostly ones that may be taken over, of sizes that share one range often
+/// (a few sizes, so that equal ones tie and stack).
+std::vector<BufferLifetime> randomLifetimes(std::mt19937 &rng, int n,
+                                            int64_t instructions) {
+  std::vector<BufferLifetime> lifetimes;
+  const uint64_t sizes[] = {0, 4, 256, 300, 1024, 4096, 5000};
+  for (int i = 0; i < n; ++i) {
+    int64_t first = rng() % instructions;
+    int64_t length = rng() % 4 == 0 ? 0 : int64_t(rng() % 12);
+    lifetimes.push_back({sizes[rng() % 7], first, first + length});
+  }
+  for (int i = 0; i < n; ++i)
+    for (int c = rng() % 3; c > 0; --c) {
+      size_t donor = rng() % n;
+      // Mostly a donor that dies where i is first written.
+      for (int tries = 0; tries < 8 && lifetimes[donor].lastUse !=
+                                           lifetimes[i].firstUse;
+           ++tries)
+        donor = rng() % n;
+      lifetimes[i].inPlaceOf.push_back(donor);
+    }
+  return lifetimes;
+}
+
+TEST(MemoryPlan, IndexedPlannerPlacesAsTheScan) {
+  std::mt19937 rng(20261126);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + int(rng() % (trial < 250 ? 80 : 2000));
+    std::vector<BufferLifetime> lifetimes =
+        randomLifetimes(rng, n, 1 + int64_t(rng() % (2 * n)));
+    EXPECT_EQ(chooseInPlace(lifetimes), chooseInPlaceByPairs(lifetimes));
+    for (uint64_t alignment : {uint64_t(1), uint64_t(256)}) {
+      MemoryPlan fast = planMemory(lifetimes, alignment);
+      MemoryPlan scan = planMemoryByScan(lifetimes, alignment);
+      ASSERT_EQ(fast.offsets, scan.offsets) << "trial " << trial;
+      ASSERT_EQ(fast.peakBytes, scan.peakBytes) << "trial " << trial;
+      std::string why;
+      ASSERT_TRUE(fast.verify(lifetimes, alignment, &why)) << why;
+    }
+  }
+}
+
+TEST(MemoryPlan, LongChainsAreChosenAsByPairs) {
+  // One output after another taking over the last (a running sum): a chain
+  // of hundreds, which chooseInPlaceByPairs compares pair by pair; beside
+  // it, buffers live at one instruction only and empty ones that ask for
+  // the chain's members or for each other where the chain meets them.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<BufferLifetime> lifetimes = {{256, 0, 1}};
+    for (int i = 1; i < 600; ++i) {
+      int64_t first = lifetimes.back().lastUse;
+      lifetimes.push_back({256, first, first + 1 + int64_t(rng() % 3)});
+      if (rng() % 4 == 0)
+        lifetimes.back().inPlaceOf.push_back(rng() % i);
+      lifetimes.back().inPlaceOf.push_back(size_t(i - 1));
+    }
+    const size_t chain = lifetimes.size();
+    for (int i = 0; i < 300; ++i) {
+      size_t member = rng() % chain;
+      int64_t t = rng() % 2 ? lifetimes[member].lastUse
+                            : lifetimes[member].firstUse;
+      uint64_t bytes = rng() % 3 == 0 ? 0 : 256;
+      lifetimes.push_back({bytes, t, t, {member, rng() % lifetimes.size()}});
+    }
+    std::vector<int64_t> donorOf = chooseInPlace(lifetimes);
+    EXPECT_EQ(donorOf, chooseInPlaceByPairs(lifetimes));
+    size_t longest = 0;
+    for (size_t tail = 0; tail < lifetimes.size(); ++tail) {
+      size_t length = 1;
+      for (int64_t m = donorOf[tail]; m >= 0; m = donorOf[m])
+        ++length;
+      longest = std::max(longest, length);
+    }
+    EXPECT_GT(longest, 100u);
+    MemoryPlan plan = planMemory(lifetimes, 256);
+    EXPECT_EQ(plan.offsets, planMemoryByScan(lifetimes, 256).offsets);
+    std::string why;
+    EXPECT_TRUE(plan.verify(lifetimes, 256, &why)) << why;
+  }
+}
+
+TEST(MemoryPlan, SweepingCheckerAgreesWithAllPairs) {
+  // Valid plans, and the same plans with one buffer moved (often onto
+  // another's offset, where only a donor and its recipient may be): the
+  // checker accepts exactly what verifyAllPairs accepts, and names the
+  // same failure.
+  std::mt19937 rng(1126);
+  int refused = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int n = 1 + int(rng() % 60);
+    std::vector<BufferLifetime> lifetimes =
+        randomLifetimes(rng, n, 1 + int64_t(rng() % (2 * n)));
+    MemoryPlan plan = planMemory(lifetimes, 256);
+    if (trial % 3 != 0) {
+      size_t moved = rng() % n;
+      plan.offsets[moved] = rng() % 2 == 0
+                                ? plan.offsets[rng() % n]
+                                : plan.offsets[moved] + 256 * (rng() % 5);
+      if (rng() % 10 == 0)
+        plan.offsets[moved] += 128;
+      if (rng() % 10 == 0)
+        plan.peakBytes -= 256;
+    }
+    std::string why, reference;
+    const bool valid = plan.verify(lifetimes, 256, &why);
+    ASSERT_EQ(valid, plan.verifyAllPairs(lifetimes, 256, &reference))
+        << "trial " << trial << ": " << reference;
+    EXPECT_EQ(why, reference);
+    refused += !valid;
+  }
+  EXPECT_GT(refused, 100); // the perturbations do break plans
+}
+
+TEST(MemoryPlan, LifetimesOutsideTheContractTakeTheReferences) {
+  // A lifetime that ends before it begins: no program has one, but the
+  // planner, the choice and the checker answer as their references do.
+  std::vector<BufferLifetime> lifetimes = {
+      {512, 5, 3}, {512, 2, 6}, {512, 4, 4, {0}}, {256, 3, 8, {1}}};
+  EXPECT_EQ(chooseInPlace(lifetimes), chooseInPlaceByPairs(lifetimes));
+  MemoryPlan plan = planMemory(lifetimes, 256);
+  EXPECT_EQ(plan.offsets, planMemoryByScan(lifetimes, 256).offsets);
+  std::string why, reference;
+  EXPECT_EQ(plan.verify(lifetimes, 256, &why),
+            plan.verifyAllPairs(lifetimes, 256, &reference));
+  EXPECT_EQ(why, reference);
+}
+
+TEST(MemoryPlan, ManyActivationsPlanInLinearishTime) {
+  // The shape of a deep model's training program: each layer's activations
+  // live from its forward to its backward (nested lifetimes, all live
+  // together at the turn), and many small scalars live together at the
+  // end; 20,000 buffers, placed as the scan would place them.
+  const int layers = 2000;
+  std::vector<BufferLifetime> lifetimes;
+  for (int l = 0; l < layers; ++l)
+    for (int k = 0; k < 4; ++k)
+      lifetimes.push_back({uint64_t(k == 0 ? 90112 : 32768), 4 * l + k,
+                           int64_t(16 * layers) - 4 * l - k});
+  for (int i = 0; i < 12000; ++i)
+    lifetimes.push_back({4, 16 * layers + 1, 16 * layers + 2});
+  MemoryPlan plan = planMemory(lifetimes, 256);
+  std::string why;
+  ASSERT_TRUE(plan.verify(lifetimes, 256, &why)) << why;
+  EXPECT_EQ(plan.peakBytes, uint64_t(layers) * (90112 + 3 * 32768));
+  // The scalars stack once the activations are gone.
+  EXPECT_EQ(plan.offsets.back(), 11999u * 256u);
 }
 
 } // namespace

@@ -118,4 +118,58 @@ TEST(StepMemoryPlan, RandomBlocksBeatOrMatchTheNaivePlan) {
   }
 }
 
+TEST(StepMemoryPlan, IndexedPlannerAndSweepingCheckerAgreeWithTheScans) {
+  // Random normalized blocks (some empty, some never live): the planner
+  // places as the scan does; plans with a block moved are accepted and
+  // refused, with the same words, as by verifyAllPairs.
+  std::mt19937_64 rng(26112026);
+  int refused = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int calls = 1 + int(rng() % 60);
+    std::vector<StepBlock> blocks(1 + rng() % (trial < 350 ? 40 : 1500));
+    for (StepBlock &b : blocks) {
+      b.bytes = rng() % 8 == 0 ? 0 : 1 + rng() % 5000;
+      for (int s = int(rng() % 5); s > 0; --s) {
+        int64_t first = int64_t(rng() % calls);
+        b.live.push_back({first, std::min<int64_t>(calls - 1,
+                                                   first + rng() % 7)});
+      }
+      b.normalize();
+    }
+    StepMemoryPlan plan = planStepMemory(blocks, 256);
+    StepMemoryPlan scan = planStepMemoryByScan(blocks, 256);
+    ASSERT_EQ(plan.offsets, scan.offsets) << "trial " << trial;
+    ASSERT_EQ(plan.peakBytes, scan.peakBytes) << "trial " << trial;
+    if (trial % 3 != 0) {
+      size_t moved = rng() % blocks.size();
+      plan.offsets[moved] = rng() % 2 == 0
+                                ? plan.offsets[rng() % blocks.size()]
+                                : plan.offsets[moved] + 256 * (rng() % 5);
+      if (rng() % 10 == 0)
+        plan.offsets[moved] += 128;
+    }
+    std::string why, reference;
+    const bool valid = plan.verify(blocks, 256, &why);
+    ASSERT_EQ(valid, plan.verifyAllPairs(blocks, 256, &reference))
+        << "trial " << trial << ": " << reference;
+    EXPECT_EQ(why, reference);
+    refused += !valid;
+  }
+  EXPECT_GT(refused, 50);
+}
+
+TEST(StepMemoryPlan, BlocksNotNormalizedTakeTheScan) {
+  // Spans out of order, overlapping and touching: outside the planner's
+  // contract, answered as the scan and verifyAllPairs answer.
+  std::vector<StepBlock> blocks = {StepBlock{512, {{5, 9}, {0, 2}}},
+                                   StepBlock{512, {{1, 3}, {3, 4}}},
+                                   StepBlock{256, {{2, 6}}}};
+  StepMemoryPlan plan = planStepMemory(blocks, 256);
+  EXPECT_EQ(plan.offsets, planStepMemoryByScan(blocks, 256).offsets);
+  std::string why, reference;
+  EXPECT_EQ(plan.verify(blocks, 256, &why),
+            plan.verifyAllPairs(blocks, 256, &reference));
+  EXPECT_EQ(why, reference);
+}
+
 } // namespace

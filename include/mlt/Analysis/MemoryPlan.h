@@ -53,9 +53,17 @@ struct MemoryPlan {
   /// every buffer inside the peak, and no two overlapping in both time and
   /// space, except a buffer at the very offset of a donor it may take over
   /// (BufferLifetime::mayTakeOver). On failure `why` names the first
-  /// offending pair.
+  /// offending pair. A sweep over the buffers by first use, O(n log n); a
+  /// plan it refuses is checked again by verifyAllPairs, which names the
+  /// pair.
   bool verify(const std::vector<BufferLifetime> &lifetimes, uint64_t alignment,
               std::string *why = nullptr) const;
+
+  /// The reference checker: the same checks, buffer by buffer (the first
+  /// that fails named, a pair as "buffers j and i", j < i), every pair of
+  /// buffers compared; O(n^2).
+  bool verifyAllPairs(const std::vector<BufferLifetime> &lifetimes,
+                      uint64_t alignment, std::string *why = nullptr) const;
 };
 
 /// Which buffers share memory in place: for each buffer, the buffer whose
@@ -64,9 +72,17 @@ struct MemoryPlan {
 /// range, so every buffer of a chain must be allowed to share it with every
 /// other one it is live with. Candidates are tried by recipient in order of
 /// first use (then index), and each recipient's in order of preference; a
-/// candidate that would break a chain's rule is skipped.
+/// candidate that would break a chain's rule is skipped. A chain's rule is
+/// checked at the one instant where its members can meet another chain's
+/// (the donor's last use), O(n log n) in all.
 std::vector<int64_t>
 chooseInPlace(const std::vector<BufferLifetime> &lifetimes);
+
+/// The same choice, each chain's rule checked on every pair of members of
+/// the two chains (O(n^2) for long chains): the reference chooseInPlace is
+/// tested against.
+std::vector<int64_t>
+chooseInPlaceByPairs(const std::vector<BufferLifetime> &lifetimes);
 
 /// The reference planner: every buffer gets its own range (no reuse), except
 /// that a chain of in-place buffers (chooseInPlace) shares one range.
@@ -75,11 +91,19 @@ MemoryPlan planMemoryNaive(const std::vector<BufferLifetime> &lifetimes,
 
 /// Greedy by size: the chains of in-place buffers (chooseInPlace), each as
 /// one buffer as large as its largest member and live from its first to its
-/// last use, from largest to smallest, each at the lowest aligned offset
-/// where it fits beside the already placed ones whose lifetimes overlap its
-/// own.
+/// last use, from largest to smallest (ties by first use, then index), each
+/// at the lowest aligned offset where it fits beside the already placed
+/// ones whose lifetimes overlap its own. The placed ranges are indexed by
+/// time (a segment tree over the instructions), so a placement does not
+/// look at every placed buffer: O(n log n) for n buffers, times the ranges
+/// a placement moves past.
 MemoryPlan planMemory(const std::vector<BufferLifetime> &lifetimes,
                       uint64_t alignment);
+
+/// The same plan as planMemory, each placement made from a scan of every
+/// placed buffer (O(n^2)): the reference planMemory is tested against.
+MemoryPlan planMemoryByScan(const std::vector<BufferLifetime> &lifetimes,
+                            uint64_t alignment);
 
 } // namespace mlt
 

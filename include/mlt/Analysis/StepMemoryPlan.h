@@ -49,9 +49,17 @@ struct StepMemoryPlan {
 
   /// One aligned offset per block, every block inside the peak, and no two
   /// blocks live in a common call overlapping in memory. On failure `why`
-  /// names the first offending pair.
+  /// names the first offending pair. A sweep over the blocks' spans by
+  /// first call, O(s log s) for s spans of normalized blocks; a plan it
+  /// refuses (or blocks not normalized) is checked by verifyAllPairs.
   bool verify(const std::vector<StepBlock> &blocks, uint64_t alignment,
               std::string *why = nullptr) const;
+
+  /// The reference checker: the same checks block by block (the first that
+  /// fails named, a pair as "blocks j and i", j < i), every pair of blocks
+  /// compared; O(n^2).
+  bool verifyAllPairs(const std::vector<StepBlock> &blocks,
+                      uint64_t alignment, std::string *why = nullptr) const;
 };
 
 /// The reference: every block its own range, in order.
@@ -61,8 +69,16 @@ StepMemoryPlan planStepMemoryNaive(const std::vector<StepBlock> &blocks,
 /// Greedy by size: from the largest block to the smallest (ties by first
 /// call, then index), each at the lowest aligned offset where it fits
 /// beside the placed blocks it is live with. The blocks must be normalized.
+/// The placed blocks' ranges are indexed by call (a segment tree), so a
+/// placement does not look at every placed block.
 StepMemoryPlan planStepMemory(const std::vector<StepBlock> &blocks,
                               uint64_t alignment);
+
+/// The same plan as planStepMemory, each placement made from a scan of
+/// every placed block (O(n^2)): the reference planStepMemory is tested
+/// against.
+StepMemoryPlan planStepMemoryByScan(const std::vector<StepBlock> &blocks,
+                                    uint64_t alignment);
 
 } // namespace mlt
 

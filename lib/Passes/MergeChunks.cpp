@@ -221,13 +221,16 @@ private:
     mergeOptimizers(merged, programs, tails, b);
     for (auto &[chunk, nested] : chunks)
       nested.erase();
-    // Buffers first, in order, as mlt-lower-to-runtime leaves them.
-    auto programsOf = merged.getOps<rtir::ProgramOp>();
-    if (!programsOf.empty()) {
-      Operation *firstProgram = *programsOf.begin();
-      for (auto buffer : llvm::to_vector(merged.getOps<rtir::BufferOp>()))
-        if (firstProgram->isBeforeInBlock(buffer))
-          buffer->moveBefore(firstProgram);
+    // Buffers first, in order, as mlt-lower-to-runtime leaves them: those
+    // after the first program move before it. (In one walk: a move
+    // invalidates the block's op order, which isBeforeInBlock would then
+    // recompute for every buffer.)
+    Operation *firstProgram = nullptr;
+    for (Operation &op : llvm::make_early_inc_range(*body)) {
+      if (!firstProgram && isa<rtir::ProgramOp>(op))
+        firstProgram = &op;
+      else if (firstProgram && isa<rtir::BufferOp>(op))
+        op.moveBefore(firstProgram);
     }
     return success();
   }

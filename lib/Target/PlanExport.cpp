@@ -181,10 +181,13 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
   const int64_t worldSize = int64_t(rankTables.size());
   int64_t &microBatch = shape.microBatch, &seqLen = shape.seqLen;
   llvm::StringMap<uint32_t> bufferIndex;
+  // (The module's own symbol lookups scan its ops.)
+  llvm::StringMap<rtir::BufferOp> bufferOps;
   // Views name their base by index, and flat buckets list their members.
   llvm::StringMap<std::vector<BucketMember>> bucketMembers;
   for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
     bufferIndex[buffer.getSymName()] = bufferIndex.size();
+    bufferOps[buffer.getSymName()] = buffer;
     if (FlatSymbolRefAttr base = buffer.getViewAttr();
         base && buffer.getParameter() && !buffer.getShardAttr())
       bucketMembers[base.getValue()].push_back(
@@ -252,8 +255,8 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
       if (sliceAxis < 0)
         return buffer.emitOpError("is a slice over '")
                << axis.getValue() << "', which is not an axis of the mesh";
-      auto source = module.lookupSymbol<rtir::BufferOp>(
-          buffer.getLayoutSource());
+      rtir::BufferOp source =
+          bufferOps.lookup(buffer.getLayoutSource().getValue());
       if (!source ||
           source.getTensorType().getNumElements() !=
               type.getNumElements() * mesh.getSizes()[sliceAxis])

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <unistd.h>
@@ -331,6 +332,72 @@ TEST(PlanTest, InPlaceOutputs) {
               HasSubstr("overlaps output 0 'dx' at ["));
   EXPECT_THAT(parseError(moved("dg", "dx")),
               HasSubstr("; outputs never share memory"));
+}
+
+// Tests that a launch of many operands, whose overlaps are checked by
+// offset rather than pair by pair (a deep model's multi-tensor launches have
+// tens of thousands), is judged as one of a few operands: inputs may share
+// bytes; an output may share none with another output, nor with an input
+// it may not overwrite; the first offending pair is named.
+TEST(PlanTest, ManyOperandOverlaps) {
+  constexpr int kTensors = 20;
+  auto withSumSquaresMulti = [](auto &&place) {
+    Plan plan = tinyPlan();
+    RankPlan &rank = rank0(plan);
+    auto temporary = [&](const std::string &name, std::vector<int64_t> shape) {
+      BufferDesc buffer;
+      buffer.name = name;
+      buffer.kind = BufferKind::Temporary;
+      buffer.shape = std::move(shape);
+      buffer.bytes = uint64_t(buffer.numElements()) * 4;
+      buffer.offset = rank.arenaBytes;
+      rank.arenaBytes += (buffer.bytes + kPlanBufferAlignment - 1) /
+                         kPlanBufferAlignment * kPlanBufferAlignment;
+      rank.buffers.push_back(buffer);
+      return uint32_t(rank.buffers.size() - 1);
+    };
+    InstructionDesc multi;
+    multi.kernel = Kernel::SumSquaresMulti;
+    for (int i = 0; i < kTensors; ++i) {
+      multi.inputs.push_back(temporary("x" + std::to_string(i), {128}));
+      multi.ints.push_back(128);
+    }
+    for (int i = 0; i < kTensors; ++i)
+      multi.outputs.push_back(temporary("s" + std::to_string(i), {}));
+    auto at = [&](const char *name) -> BufferDesc & {
+      return rank.buffers[*rank.findBuffer(name)];
+    };
+    place(at);
+    std::vector<InstructionDesc> &insts = optimizerStep(rank).instructions;
+    insts.insert(insts.begin(), multi);
+    return parseError(plan);
+  };
+  using At = std::function<BufferDesc &(const char *)>;
+  EXPECT_EQ(withSumSquaresMulti([](At) {}), "");
+  EXPECT_EQ(withSumSquaresMulti([](At at) {
+              at("x3").offset = at("x1").offset;
+              at("x4").offset = at("x1").offset + 256;
+            }),
+            "");
+  std::string outputs = withSumSquaresMulti([](At at) {
+    at("s5").offset = at("s2").offset;
+    at("s9").offset = at("s1").offset;
+  });
+  EXPECT_THAT(outputs, HasSubstr("instruction 0 (sum_squares_multi): output 5 "
+                                 "'s5' at ["));
+  EXPECT_THAT(outputs, HasSubstr("overlaps output 2 's2' at ["));
+  EXPECT_THAT(outputs, HasSubstr("; outputs never share memory"));
+  std::string inputs = withSumSquaresMulti([](At at) {
+    at("s0").offset = at("x7").offset;
+    at("s3").offset = at("x2").offset;
+  });
+  EXPECT_THAT(inputs, HasSubstr("output 0 's0' at ["));
+  EXPECT_THAT(inputs, HasSubstr("overlaps input 7 'x7' at ["));
+  EXPECT_THAT(inputs, HasSubstr("which the kernel may not overwrite in place"));
+  std::string within = withSumSquaresMulti(
+      [](At at) { at("s6").offset = at("x8").offset + 256; });
+  EXPECT_THAT(within, HasSubstr("output 6 's6' at ["));
+  EXPECT_THAT(within, HasSubstr("overlaps input 8 'x8' at ["));
 }
 
 // Tests streams and tokens: they round-trip; a launch on another stream

@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <random>
 #include <sstream>
 
 #include <unistd.h>
@@ -470,6 +472,86 @@ TEST(PlanTest, StreamsAndTokens) {
   EXPECT_THAT(parseError(stream),
               HasSubstr("instruction 6 (accumulate) runs on stream 8; "
                         "streams are 0..7"));
+}
+
+// Tests the race check on random streams and tokens over the tiny plan's
+// micro_step against the definition, pair by pair: two instructions on
+// different streams race when one writes a byte the other touches and no
+// chain of program order on a stream and waits for tokens orders them.
+TEST(PlanTest, RandomStreamsRaceAsDefined) {
+  std::mt19937 rng(20261126);
+  int races = 0, trials = 400;
+  for (int trial = 0; trial < trials; ++trial) {
+    Plan plan = tinyPlan();
+    RankPlan &rank = rank0(plan);
+    std::vector<InstructionDesc> &insts = rank.programs[0].instructions;
+    // Mostly waits for the other streams' latest tokens, which order
+    // most pairs; sometimes an older one, or none.
+    const unsigned streams = 2 + rng() % 2;
+    std::array<int32_t, kPlanMaxStreams> latest;
+    latest.fill(-1);
+    int32_t tokens = 0;
+    for (InstructionDesc &inst : insts) {
+      inst.stream = rng() % streams;
+      inst.waits.clear();
+      for (unsigned other = 0; other < streams; ++other)
+        if (other != inst.stream && latest[other] >= 0 && rng() % 8 != 0)
+          inst.waits.push_back(uint32_t(latest[other]) -
+                               (latest[other] > 0 && rng() % 6 == 0));
+      inst.token = -1;
+      if (rng() % 5 != 0)
+        latest[inst.stream] = inst.token = tokens++;
+    }
+    // The definition: vector clocks, then every pair.
+    using Clock = std::array<uint32_t, kPlanMaxStreams>;
+    std::vector<Clock> clocks(insts.size());
+    std::array<Clock, kPlanMaxStreams> streamClock{};
+    std::map<uint32_t, size_t> signaller;
+    for (size_t i = 0; i < insts.size(); ++i) {
+      Clock clock = streamClock[insts[i].stream];
+      for (uint32_t token : insts[i].waits)
+        for (unsigned s = 0; s < kPlanMaxStreams; ++s)
+          clock[s] = std::max(clock[s], clocks[signaller.at(token)][s]);
+      ++clock[insts[i].stream];
+      clocks[i] = streamClock[insts[i].stream] = clock;
+      if (insts[i].token >= 0)
+        signaller[uint32_t(insts[i].token)] = i;
+    }
+    auto touches = [&](const InstructionDesc &a, const InstructionDesc &b) {
+      auto overlap = [&](uint32_t x, uint32_t y) {
+        const BufferDesc &p = rank.buffers[x], &q = rank.buffers[y];
+        return p.bytes && q.bytes && p.offset < q.offset + q.bytes &&
+               q.offset < p.offset + p.bytes;
+      };
+      for (uint32_t w : a.outputs) {
+        for (uint32_t x : b.inputs)
+          if (overlap(w, x))
+            return true;
+        for (uint32_t x : b.outputs)
+          if (overlap(w, x))
+            return true;
+      }
+      for (uint32_t w : b.outputs)
+        for (uint32_t x : a.inputs)
+          if (overlap(w, x))
+            return true;
+      return false;
+    };
+    bool race = false;
+    for (size_t j = 0; j < insts.size(); ++j)
+      for (size_t i = 0; i < j; ++i)
+        race |= insts[i].stream != insts[j].stream &&
+                clocks[j][insts[i].stream] < clocks[i][insts[i].stream] &&
+                touches(insts[i], insts[j]);
+    const std::string error = parseError(plan);
+    EXPECT_EQ(error.find("no token orders them") != std::string::npos, race)
+        << "trial " << trial << ": " << error;
+    if (!race)
+      EXPECT_EQ(error, "") << "trial " << trial;
+    races += race;
+  }
+  EXPECT_GT(races, trials / 10);
+  EXPECT_LT(races, trials * 9 / 10);
 }
 
 // Tests adamw_multi's operands: the tiny plan's three adamw launches as one

@@ -670,12 +670,76 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
   return verifyOperandOverlaps(rank, inst);
 }
 
+/// For each byte range of the arena, the latest instruction of one stream
+/// (by its number there, from 1) that touched a byte of it: a segment tree
+/// over the offsets where operands begin and end. Numbers only grow, so
+/// touching a range takes the maximum.
+class LatestTouch {
+public:
+  /// `points`: every offset at which a range touched or asked about begins
+  /// or ends, sorted and distinct.
+  explicit LatestTouch(const std::vector<uint64_t> &points)
+      : points(points), segments(std::max<size_t>(points.size(), 2) - 1),
+        latest(4 * segments, 0), whole(4 * segments, 0) {}
+
+  void touch(uint64_t begin, uint64_t end, uint32_t number) {
+    update(1, 0, segments, slot(begin), slot(end), number);
+  }
+  /// The latest number that touched a byte of [begin, end); 0: none.
+  uint32_t latestIn(uint64_t begin, uint64_t end) const {
+    return query(1, 0, segments, slot(begin), slot(end));
+  }
+
+private:
+  size_t slot(uint64_t offset) const {
+    return size_t(std::lower_bound(points.begin(), points.end(), offset) -
+                  points.begin());
+  }
+  void update(size_t node, size_t lo, size_t hi, size_t begin, size_t end,
+              uint32_t number) {
+    if (end <= lo || hi <= begin)
+      return;
+    latest[node] = std::max(latest[node], number);
+    if (begin <= lo && hi <= end) {
+      whole[node] = std::max(whole[node], number);
+      return;
+    }
+    const size_t mid = lo + (hi - lo) / 2;
+    update(2 * node, lo, mid, begin, end, number);
+    update(2 * node + 1, mid, hi, begin, end, number);
+  }
+  uint32_t query(size_t node, size_t lo, size_t hi, size_t begin,
+                 size_t end) const {
+    if (end <= lo || hi <= begin)
+      return 0;
+    if (begin <= lo && hi <= end)
+      return latest[node];
+    const size_t mid = lo + (hi - lo) / 2;
+    return std::max({whole[node], query(2 * node, lo, mid, begin, end),
+                     query(2 * node + 1, mid, hi, begin, end)});
+  }
+
+  const std::vector<uint64_t> &points;
+  size_t segments;
+  /// The latest number over some byte of a node's range, and over all of it.
+  std::vector<uint32_t> latest, whole;
+};
+
 /// A program's streams and tokens: every stream below kPlanMaxStreams, every
 /// token signalled once and before any instruction waits for it, and no race:
 /// two instructions on different streams that touch a common byte, one of
 /// them writing it, must be ordered by the tokens (one happens before the
 /// other). Program order within a stream, and the waits, give the order; it
 /// is tracked with a vector clock per instruction.
+///
+/// An instruction is ordered after the first c instructions of another
+/// stream (c its clock's entry for it) and after none of the rest that come
+/// before it: so it races with an earlier one of that stream exactly when
+/// the latest earlier one there that touches its bytes (writes them, if it
+/// only reads) is numbered above c. Asked of LatestTouch trees in program
+/// order, that is O(n log n); the pairs are compared one by one (O(n^2) for
+/// a program with a reduction per gradient on a side stream) only to name
+/// a race there is.
 Status verifyStreams(const RankPlan &rank, const ProgramDesc &program) {
   using Clock = std::array<uint32_t, kPlanMaxStreams>;
   const std::vector<InstructionDesc> &insts = program.instructions;
@@ -742,7 +806,46 @@ Status verifyStreams(const RankPlan &rank, const ProgramDesc &program) {
   ranges.reserve(insts.size());
   for (const InstructionDesc &inst : insts)
     ranges.push_back(rangesOf(inst));
-  // Each pair with a side-stream instruction in it, once.
+  std::vector<uint64_t> points;
+  for (const std::vector<Range> &list : ranges)
+    for (const Range &range : list)
+      points.insert(points.end(), {range.begin, range.end});
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  // Per stream, the latest of its instructions so far to touch each byte,
+  // and to write it (made for the streams in use).
+  std::array<std::optional<LatestTouch>, kPlanMaxStreams> touched, written;
+  std::array<uint32_t, kPlanMaxStreams> count{};
+  bool race = false;
+  for (size_t i = 0; i < insts.size() && !race; ++i) {
+    const unsigned stream = insts[i].stream;
+    for (unsigned other = 0; other < kPlanMaxStreams && !race; ++other) {
+      if (other == stream || count[other] <= clocks[i][other])
+        continue; // every earlier instruction there is ordered before it
+      for (const Range &range : ranges[i]) {
+        const LatestTouch &earlier =
+            range.written ? *touched[other] : *written[other];
+        if (earlier.latestIn(range.begin, range.end) > clocks[i][other]) {
+          race = true;
+          break;
+        }
+      }
+    }
+    if (!touched[stream]) {
+      touched[stream].emplace(points);
+      written[stream].emplace(points);
+    }
+    ++count[stream];
+    for (const Range &range : ranges[i]) {
+      touched[stream]->touch(range.begin, range.end, count[stream]);
+      if (range.written)
+        written[stream]->touch(range.begin, range.end, count[stream]);
+    }
+  }
+  if (!race)
+    return Status::ok();
+  // Each pair with a side-stream instruction in it, once: the first race
+  // named.
   for (size_t j = 0; j < insts.size(); ++j) {
     if (insts[j].stream == 0)
       continue;

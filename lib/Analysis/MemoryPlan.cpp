@@ -135,7 +135,7 @@ bool hasInvertedLifetime(const std::vector<BufferLifetime> &lifetimes) {
 }
 
 /// The same placement, the ranges live with each buffer found in a
-/// PlacedRanges over the lifetimes' instructions: O(n log n) for n buffers
+/// PlacedRanges over the lifetimes' instructions: O(n log^2 n) for n buffers
 /// (times the ranges a query moves past), where the scan is O(n^2).
 MemoryPlan placeGreedy(const std::vector<BufferLifetime> &lifetimes,
                        uint64_t alignment) {

@@ -95,7 +95,7 @@ MemoryPlan planMemoryNaive(const std::vector<BufferLifetime> &lifetimes,
 /// at the lowest aligned offset where it fits beside the already placed
 /// ones whose lifetimes overlap its own. The placed ranges are indexed by
 /// time (a segment tree over the instructions), so a placement does not
-/// look at every placed buffer: O(n log n) for n buffers, times the ranges
+/// look at every placed buffer: O(n log^2 n) for n buffers, times the ranges
 /// a placement moves past.
 MemoryPlan planMemory(const std::vector<BufferLifetime> &lifetimes,
                       uint64_t alignment);

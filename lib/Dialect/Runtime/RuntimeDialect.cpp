@@ -221,11 +221,15 @@ LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  // The table the buffers are in, found once for all operands (a
+  // multi-tensor launch has thousands).
+  Operation *buffers = SymbolTable::getNearestSymbolTable(*this);
   for (ArrayAttr list : {getInputs(), getOutputs()})
     for (Attribute ref : list) {
       auto symbol = dyn_cast<FlatSymbolRefAttr>(ref);
-      if (!symbol ||
-          !symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, symbol))
+      if (!symbol || !buffers ||
+          !isa_and_nonnull<BufferOp>(
+              symbolTable.lookupSymbolIn(buffers, symbol.getAttr())))
         return emitOpError("uses ") << ref << ", which is not a buffer";
     }
   return success();

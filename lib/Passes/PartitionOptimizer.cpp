@@ -627,21 +627,25 @@ private:
     // bucket: a temporary's bytes hold other values outside its lifetime,
     // and the reduce-scatter sums the padding into the slices (whose sums
     // of squares and AdamW read it).
-    llvm::DenseSet<StringRef> members;
+    // The body's first launch to touch each buffer, found in one walk (the
+    // fills put in below touch only the buckets' padding).
+    llvm::StringMap<std::pair<size_t, rtir::LaunchOp>> firstTouch;
+    for (auto [position, launch] :
+         llvm::enumerate(writer.getBody().getOps<rtir::LaunchOp>()))
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list)
+          firstTouch.try_emplace(rtir::bufferName(ref), position, launch);
     for (Bucket &bucket : flatBuckets) {
-      members.clear();
-      members.insert(bucket.gradBucket.getSymName());
-      for (size_t member : bucket.layout->members)
-        members.insert(parameters[member].grad.getSymName());
       rtir::LaunchOp first;
-      for (auto launch : writer.getBody().getOps<rtir::LaunchOp>()) {
-        for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
-          for (Attribute ref : list)
-            if (!first && members.contains(rtir::bufferName(ref)))
-              first = launch;
-        if (first)
-          break;
-      }
+      size_t firstPosition = SIZE_MAX;
+      auto touchedFirst = [&](StringRef name) {
+        auto it = firstTouch.find(name);
+        if (it != firstTouch.end() && it->second.first < firstPosition)
+          std::tie(firstPosition, first) = it->second;
+      };
+      touchedFirst(bucket.gradBucket.getSymName());
+      for (size_t member : bucket.layout->members)
+        touchedFirst(parameters[member].grad.getSymName());
       if (!first)
         return writer.emitOpError("never touches the gradients of bucket ")
                << bucket.gradBucket.getSymName();

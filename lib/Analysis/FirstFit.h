@@ -62,8 +62,8 @@ public:
 
   /// The first range that ends after `at` (disjoint ranges end in the order
   /// they begin), or null.
-  const std::pair<const uint64_t, uint64_t> *firstEndingAfter(
-      uint64_t at) const {
+  const std::pair<const uint64_t, uint64_t> *
+  firstEndingAfter(uint64_t at) const {
     auto it = ranges.upper_bound(at);
     if (it != ranges.begin() && std::prev(it)->second > at)
       --it;
@@ -152,8 +152,8 @@ private:
       add(2 * node + 1, mid, hi, first, last, begin, end);
   }
 
-  void collect(size_t node, int64_t lo, int64_t hi, int64_t first,
-               int64_t last, std::vector<const RangeUnion *> &unions) const {
+  void collect(size_t node, int64_t lo, int64_t hi, int64_t first, int64_t last,
+               std::vector<const RangeUnion *> &unions) const {
     const Node &here = nodes[node];
     if (first <= lo && hi - 1 <= last) {
       if (!here.meeting.empty())

@@ -127,11 +127,13 @@ MemoryPlan placeGreedyByScan(const std::vector<BufferLifetime> &lifetimes,
   return plan;
 }
 
+/// Whether a lifetime ends before it begins: outside what the indexed
+/// planner, the sweeping checker and chooseInPlace's argument assume (no
+/// program has one), so they hand such lifetimes to their references.
 bool hasInvertedLifetime(const std::vector<BufferLifetime> &lifetimes) {
-  return std::any_of(lifetimes.begin(), lifetimes.end(),
-                     [](const BufferLifetime &b) {
-                       return b.lastUse < b.firstUse;
-                     });
+  return std::any_of(
+      lifetimes.begin(), lifetimes.end(),
+      [](const BufferLifetime &b) { return b.lastUse < b.firstUse; });
 }
 
 /// The same placement, the ranges live with each buffer found in a
@@ -153,8 +155,7 @@ MemoryPlan placeGreedy(const std::vector<BufferLifetime> &lifetimes,
   for (size_t i : greedyOrder(lifetimes)) {
     const BufferLifetime &buffer = lifetimes[i];
     const int64_t first = slot(buffer.firstUse), last = slot(buffer.lastUse);
-    const uint64_t candidate =
-        placed.firstFit({{first, last}}, buffer.bytes);
+    const uint64_t candidate = placed.firstFit({{first, last}}, buffer.bytes);
     plan.offsets[i] = candidate;
     plan.peakBytes =
         std::max(plan.peakBytes, alignUp(candidate + buffer.bytes, alignment));
@@ -171,6 +172,8 @@ bool BufferLifetime::mayTakeOver(size_t donorIndex,
          std::find(inPlaceOf.begin(), inPlaceOf.end(), donorIndex) !=
              inPlaceOf.end();
 }
+
+namespace {
 
 /// Whether `plan` passes every check of MemoryPlan::verifyAllPairs, in
 /// O(n log n) (n buffers; given firstUse <= lastUse, and as many offsets as
@@ -198,7 +201,7 @@ bool validBySweep(const MemoryPlan &plan,
     return lifetimes[a].firstUse < lifetimes[b].firstUse;
   });
   std::map<uint64_t, std::vector<size_t>> live; // by offset
-  using Ending = std::pair<int64_t, size_t>;     // (lastUse, buffer)
+  using Ending = std::pair<int64_t, size_t>;    // (lastUse, buffer)
   std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ends;
   auto extent = [&](const std::vector<size_t> &group) {
     uint64_t end = 0;
@@ -236,6 +239,8 @@ bool validBySweep(const MemoryPlan &plan,
   }
   return true;
 }
+
+} // namespace
 
 bool MemoryPlan::verifyAllPairs(const std::vector<BufferLifetime> &lifetimes,
                                 uint64_t alignment, std::string *why) const {
@@ -419,9 +424,8 @@ MemoryPlan mlt::planMemoryNaive(const std::vector<BufferLifetime> &lifetimes,
                       lifetimes.size());
 }
 
-MemoryPlan
-mlt::planMemoryByScan(const std::vector<BufferLifetime> &lifetimes,
-                      uint64_t alignment) {
+MemoryPlan mlt::planMemoryByScan(const std::vector<BufferLifetime> &lifetimes,
+                                 uint64_t alignment) {
   Chains chains = buildChains(lifetimes);
   return expandChains(chains, placeGreedyByScan(chains.lifetimes, alignment),
                       lifetimes.size());

@@ -78,10 +78,10 @@ bool validBySweep(const StepMemoryPlan &plan,
       for (const CallSpan &span : blocks[i].live)
         spans.push_back({span.first, span.last, i});
   }
-  std::stable_sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
-    return a.first < b.first;
-  });
-  std::map<uint64_t, uint64_t> live; // offset -> end
+  std::stable_sort(
+      spans.begin(), spans.end(),
+      [](const Span &a, const Span &b) { return a.first < b.first; });
+  std::map<uint64_t, uint64_t> live;         // offset -> end
   using Ending = std::pair<int64_t, size_t>; // (last call, block)
   std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ends;
   for (const Span &span : spans) {

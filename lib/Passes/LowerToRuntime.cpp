@@ -140,7 +140,7 @@ private:
       return SIZE_MAX;
     auto position = it->second.lower_bound(begin);
     return position != it->second.end() && *position < end ? *position
-                                                            : SIZE_MAX;
+                                                           : SIZE_MAX;
   }
 
   llvm::StringMap<std::set<size_t>> readers, writers;
@@ -201,11 +201,10 @@ void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
         dyWrites.begin() != fromForward &&
         (fromForward == dyWrites.end() ||
          (*fromForward == j && std::next(fromForward) == dyWrites.end()));
-    const bool clear =
-        !uses.writtenIn(dy, i + 1, j) &&
-        llvm::none_of(backward.getOutputs(), [&](Attribute ref) {
-          return uses.touchedIn(rtir::bufferName(ref), i + 1, j);
-        });
+    const bool clear = !uses.writtenIn(dy, i + 1, j) &&
+                       llvm::none_of(backward.getOutputs(), [&](Attribute ref) {
+                         return uses.touchedIn(rtir::bufferName(ref), i + 1, j);
+                       });
     if (!dyReady || !clear)
       continue;
     uses.remove(i, forward);

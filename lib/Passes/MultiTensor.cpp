@@ -47,8 +47,8 @@ bool groupable(rtir::LaunchOp launch, rtir::LaunchOp first) {
 /// the module's symbol table (built once: a lookup from the launch would
 /// scan the module's ops, for every sum_squares of every layer).
 Type elementTypeOf(const SymbolTable &buffers, Attribute ref) {
-  auto buffer = buffers.lookup<rtir::BufferOp>(
-      cast<FlatSymbolRefAttr>(ref).getAttr());
+  auto buffer =
+      buffers.lookup<rtir::BufferOp>(cast<FlatSymbolRefAttr>(ref).getAttr());
   return buffer ? buffer.getTensorType().getElementType() : Type();
 }
 

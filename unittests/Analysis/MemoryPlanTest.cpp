@@ -235,8 +235,8 @@ std::vector<BufferLifetime> randomLifetimes(std::mt19937 &rng, int n,
     for (int c = rng() % 3; c > 0; --c) {
       size_t donor = rng() % n;
       // Mostly a donor that dies where i is first written.
-      for (int tries = 0; tries < 8 && lifetimes[donor].lastUse !=
-                                           lifetimes[i].firstUse;
+      for (int tries = 0;
+           tries < 8 && lifetimes[donor].lastUse != lifetimes[i].firstUse;
            ++tries)
         donor = rng() % n;
       lifetimes[i].inPlaceOf.push_back(donor);
@@ -280,8 +280,8 @@ TEST(MemoryPlan, LongChainsAreChosenAsByPairs) {
     const size_t chain = lifetimes.size();
     for (int i = 0; i < 300; ++i) {
       size_t member = rng() % chain;
-      int64_t t = rng() % 2 ? lifetimes[member].lastUse
-                            : lifetimes[member].firstUse;
+      int64_t t =
+          rng() % 2 ? lifetimes[member].lastUse : lifetimes[member].firstUse;
       uint64_t bytes = rng() % 3 == 0 ? 0 : 256;
       lifetimes.push_back({bytes, t, t, {member, rng() % lifetimes.size()}});
     }

@@ -131,8 +131,8 @@ TEST(StepMemoryPlan, IndexedPlannerAndSweepingCheckerAgreeWithTheScans) {
       b.bytes = rng() % 8 == 0 ? 0 : 1 + rng() % 5000;
       for (int s = int(rng() % 5); s > 0; --s) {
         int64_t first = int64_t(rng() % calls);
-        b.live.push_back({first, std::min<int64_t>(calls - 1,
-                                                   first + rng() % 7)});
+        b.live.push_back(
+            {first, std::min<int64_t>(calls - 1, first + rng() % 7)});
       }
       b.normalize();
     }

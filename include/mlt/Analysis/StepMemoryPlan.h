@@ -58,8 +58,8 @@ struct StepMemoryPlan {
   /// The reference checker: the same checks block by block (the first that
   /// fails named, a pair as "blocks j and i", j < i), every pair of blocks
   /// compared; O(n^2).
-  bool verifyAllPairs(const std::vector<StepBlock> &blocks,
-                      uint64_t alignment, std::string *why = nullptr) const;
+  bool verifyAllPairs(const std::vector<StepBlock> &blocks, uint64_t alignment,
+                      std::string *why = nullptr) const;
 };
 
 /// The reference: every block its own range, in order.

@@ -475,10 +475,9 @@ bool overlapsOnlyInPlace(const RankPlan &rank, const InstructionDesc &inst) {
       if (buffer.bytes)
         operands.push_back({buffer.offset, buffer.offset + buffer.bytes, i});
     }
-    std::sort(operands.begin(), operands.end(),
-              [](const Operand &a, const Operand &b) {
-                return a.begin < b.begin;
-              });
+    std::sort(
+        operands.begin(), operands.end(),
+        [](const Operand &a, const Operand &b) { return a.begin < b.begin; });
     return operands;
   };
   const std::vector<Operand> outputs = ranges(inst.outputs);
@@ -492,12 +491,12 @@ bool overlapsOnlyInPlace(const RankPlan &rank, const InstructionDesc &inst) {
     reach[k] = std::max(k ? reach[k - 1] : 0, inputs[k].end);
   for (const Operand &output : outputs) {
     const BufferDesc &out = rank.buffers[inst.outputs[output.index]];
-    size_t k = size_t(
-        std::lower_bound(inputs.begin(), inputs.end(), output.begin,
-                         [](const Operand &input, uint64_t offset) {
-                           return input.begin < offset;
-                         }) -
-        inputs.begin());
+    size_t k =
+        size_t(std::lower_bound(inputs.begin(), inputs.end(), output.begin,
+                                [](const Operand &input, uint64_t offset) {
+                                  return input.begin < offset;
+                                }) -
+               inputs.begin());
     if (k > 0 && reach[k - 1] > output.begin)
       return false; // an input from below reaches into it
     for (; k < inputs.size() && inputs[k].begin < output.end; ++k) {

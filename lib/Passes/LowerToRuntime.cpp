@@ -17,6 +17,7 @@
 #include "mlt/Runtime/plan/PlanFormat.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
@@ -86,13 +87,17 @@ struct MeshAxisRef {
   int64_t size = 1;
 };
 
-/// Where a program's launches read and write each buffer, by position, kept
-/// up to date as launches are rewritten and erased: what fuseRecomputedSwiGLU
-/// asks of a stretch of the program is then a lookup, not a scan of it (one
-/// scan per SwiGLU made the fusion quadratic in the layers).
+/// Where a program's launches read and write each of some buffers, by
+/// position, kept up to date as launches are rewritten and erased: what
+/// fuseRecomputedSwiGLU asks of a stretch of the program is then a lookup,
+/// not a scan of it (one scan per SwiGLU made the fusion quadratic in the
+/// layers). It asks only about the operands of swiglu_bwd launches, so
+/// only those buffers are tracked.
 class LaunchUses {
 public:
-  explicit LaunchUses(ArrayRef<rtir::LaunchOp> launches) {
+  LaunchUses(ArrayRef<rtir::LaunchOp> launches,
+             const llvm::StringSet<> &tracked)
+      : tracked(tracked) {
     for (auto [position, launch] : llvm::enumerate(launches))
       add(position, launch);
   }
@@ -100,16 +105,20 @@ public:
   /// Records `launch` at `position` (after a rewrite of it).
   void add(size_t position, rtir::LaunchOp launch) {
     for (Attribute ref : launch.getInputs())
-      readers[rtir::bufferName(ref)].insert(position);
+      if (tracked.contains(rtir::bufferName(ref)))
+        readers[rtir::bufferName(ref)].insert(position);
     for (Attribute ref : launch.getOutputs())
-      writers[rtir::bufferName(ref)].insert(position);
+      if (tracked.contains(rtir::bufferName(ref)))
+        writers[rtir::bufferName(ref)].insert(position);
   }
   /// Forgets `launch` at `position` (before it is rewritten or erased).
   void remove(size_t position, rtir::LaunchOp launch) {
     for (Attribute ref : launch.getInputs())
-      readers[rtir::bufferName(ref)].erase(position);
+      if (tracked.contains(rtir::bufferName(ref)))
+        readers[rtir::bufferName(ref)].erase(position);
     for (Attribute ref : launch.getOutputs())
-      writers[rtir::bufferName(ref)].erase(position);
+      if (tracked.contains(rtir::bufferName(ref)))
+        writers[rtir::bufferName(ref)].erase(position);
   }
 
   /// The first position after `after` that writes `name`, or SIZE_MAX.
@@ -143,6 +152,7 @@ private:
                                                            : SIZE_MAX;
   }
 
+  const llvm::StringSet<> &tracked;
   llvm::StringMap<std::set<size_t>> readers, writers;
 };
 
@@ -164,16 +174,24 @@ private:
 void fuseRecomputedSwiGLU(rtir::ProgramOp program) {
   SmallVector<rtir::LaunchOp> launches(
       program.getBody().getOps<rtir::LaunchOp>());
-  LaunchUses uses(launches);
-  // The positions of the swiglu_bwd launches (two outputs) by (g, u).
+  // The positions of the swiglu_bwd launches (two outputs) by (g, u), and
+  // the buffers they name: all that the fusion asks about.
   std::map<std::pair<StringRef, StringRef>, std::set<size_t>> backwards;
+  llvm::StringSet<> operands;
   auto operandsOf = [](rtir::LaunchOp backward) {
     return std::pair(rtir::bufferName(backward.getInputs()[1]),
                      rtir::bufferName(backward.getInputs()[2]));
   };
   for (auto [position, launch] : llvm::enumerate(launches))
-    if (launch.getKernel() == "swiglu_bwd" && launch.getOutputs().size() == 2)
+    if (launch.getKernel() == "swiglu_bwd" && launch.getOutputs().size() == 2) {
       backwards[operandsOf(launch)].insert(position);
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        for (Attribute ref : list)
+          operands.insert(rtir::bufferName(ref));
+    }
+  if (backwards.empty())
+    return;
+  LaunchUses uses(launches, operands);
 
   for (size_t i = 0; i < launches.size(); ++i) {
     rtir::LaunchOp forward = launches[i];

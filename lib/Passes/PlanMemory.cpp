@@ -419,7 +419,10 @@ private:
   }
 
 private:
-  /// Step 3: the in-place candidates of every temporary.
+  /// Step 3: the in-place candidates of every temporary. Per launch, the
+  /// temporaries it reads for the last time (and does not write) are found
+  /// first: a multi-tensor launch has thousands of outputs and inputs, but
+  /// none of the one kind among the other.
   static void addInPlaceCandidates(ArrayRef<LaunchOperands> launches,
                                    ArrayRef<rtir::BufferOp> buffers,
                                    std::vector<BufferLifetime> &lifetimes) {
@@ -429,26 +432,40 @@ private:
           rt::lookupKernel(launch.getKernel().str());
       if (!kernel) // the launch's verifier has named it already
         continue;
-      for (auto [output, written] : llvm::enumerate(operands.outputs)) {
-        if (written < 0 || lifetimes[written].firstUse != int64_t(position))
+      llvm::SmallDenseSet<int64_t, 4> written(operands.outputs.begin(),
+                                              operands.outputs.end());
+      // Each dying input, in the order of its first read, with the input
+      // positions that read it.
+      SmallVector<std::pair<int64_t, SmallVector<size_t, 2>>, 4> dying;
+      llvm::SmallDenseMap<int64_t, size_t, 4> dyingIndex;
+      for (auto [input, read] : llvm::enumerate(operands.inputs)) {
+        if (read < 0 || lifetimes[read].lastUse != int64_t(position) ||
+            written.contains(read))
           continue;
-        for (int64_t read : operands.inputs) {
-          if (read < 0 || read == written ||
-              lifetimes[read].lastUse != int64_t(position) ||
-              llvm::is_contained(operands.outputs, read) ||
-              llvm::is_contained(lifetimes[written].inPlaceOf, size_t(read)))
+        auto [it, fresh] = dyingIndex.try_emplace(read, dying.size());
+        if (fresh)
+          dying.push_back({read, {}});
+        dying[it->second].second.push_back(input);
+      }
+      if (dying.empty())
+        continue;
+      for (auto [output, recipient] : llvm::enumerate(operands.outputs)) {
+        if (recipient < 0 || lifetimes[recipient].firstUse != int64_t(position))
+          continue;
+        for (const auto &[read, inputs] : dying) {
+          // (An output listed twice takes each donor once.)
+          if (llvm::is_contained(lifetimes[recipient].inPlaceOf, size_t(read)))
             continue;
           // The kernel must allow it at every position the buffer is read.
-          bool allowed = true;
-          for (auto [input, other] : llvm::enumerate(operands.inputs))
-            if (other == read)
-              allowed &= rt::mayAlias(kernel->kernel, output, input);
-          rtir::BufferOp donor = buffers[read], recipient = buffers[written];
-          RankedTensorType from = donor.getTensorType();
-          RankedTensorType to = recipient.getTensorType();
-          if (allowed && from.getElementType() == to.getElementType() &&
-              from.getNumElements() == to.getNumElements())
-            lifetimes[written].inPlaceOf.push_back(size_t(read));
+          bool allowed = llvm::all_of(inputs, [&](size_t input) {
+            return rt::mayAlias(kernel->kernel, output, input);
+          });
+          rtir::BufferOp donor = buffers[read], to = buffers[recipient];
+          RankedTensorType fromType = donor.getTensorType();
+          RankedTensorType toType = to.getTensorType();
+          if (allowed && fromType.getElementType() == toType.getElementType() &&
+              fromType.getNumElements() == toType.getNumElements())
+            lifetimes[recipient].inPlaceOf.push_back(size_t(read));
         }
       }
     }

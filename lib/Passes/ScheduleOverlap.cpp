@@ -36,17 +36,19 @@ namespace {
 /// (mlt-partition-optimizer's).
 std::optional<StringRef>
 reducedGradient(rtir::LaunchOp launch,
-                const llvm::StringMap<rtir::BufferOp> &buffers) {
-  if (launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
+                function_ref<rtir::BufferOp(StringRef)> buffers) {
+  if ((launch.getKernel() != "all_reduce_sum" &&
+       launch.getKernel() != "reduce_scatter_sum") ||
+      launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
     return std::nullopt;
   StringRef name = rtir::bufferName(launch.getInputs()[0]);
-  rtir::BufferOp buffer = buffers.lookup(name);
+  rtir::BufferOp buffer = buffers(name);
   if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
     return std::nullopt;
   StringRef output = rtir::bufferName(launch.getOutputs()[0]);
   if (launch.getKernel() == "all_reduce_sum" && output == name)
     return name;
-  rtir::BufferOp slice = buffers.lookup(output);
+  rtir::BufferOp slice = buffers(output);
   if (launch.getKernel() == "reduce_scatter_sum" && buffer.getBucket() &&
       slice && slice.getView() == name && slice.getShardAttr())
     return name;
@@ -57,13 +59,13 @@ reducedGradient(rtir::LaunchOp launch,
 /// back into the bucket (mlt-partition-optimizer's), and if so the bucket.
 std::optional<StringRef>
 gatheredBucket(rtir::LaunchOp launch,
-               const llvm::StringMap<rtir::BufferOp> &buffers) {
+               function_ref<rtir::BufferOp(StringRef)> buffers) {
   if (launch.getKernel() != "all_gather" || launch.getInputs().size() != 1 ||
       launch.getOutputs().size() != 1)
     return std::nullopt;
   StringRef name = rtir::bufferName(launch.getOutputs()[0]);
-  rtir::BufferOp bucket = buffers.lookup(name);
-  rtir::BufferOp slice = buffers.lookup(rtir::bufferName(launch.getInputs()[0]));
+  rtir::BufferOp bucket = buffers(name);
+  rtir::BufferOp slice = buffers(rtir::bufferName(launch.getInputs()[0]));
   if (!bucket || !bucket.getBucket() || !slice || slice.getView() != name ||
       !slice.getShardAttr())
     return std::nullopt;
@@ -84,10 +86,6 @@ public:
         gradients(gradients), parameters(parameters) {}
 
   LogicalResult run() {
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymName()] = buffer;
-      lastBuffer = buffer;
-    }
     if (gradients &&
         (failed(scheduleReductions()) || failed(scheduleBodyReductions())))
       return failure();
@@ -108,15 +106,26 @@ private:
     return steps.front();
   }
 
-  /// The module's buffers by name, read again (a scheduling step may have
-  /// erased some with the programs it made uncalled).
-  void refreshBuffers() {
-    buffers.clear();
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymName()] = buffer;
-      lastBuffer = buffer;
+  /// The module's buffers by name, and the last of them: read on first use
+  /// (a module without collectives to move never needs them), and again
+  /// after refreshBuffers.
+  llvm::StringMap<rtir::BufferOp> &bufferMap() {
+    if (stale) {
+      buffers.clear();
+      for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
+        buffers[buffer.getSymName()] = buffer;
+        lastBuffer = buffer;
+      }
+      stale = false;
     }
+    return buffers;
   }
+  rtir::BufferOp bufferNamed(StringRef name) {
+    return bufferMap().lookup(name);
+  }
+  /// Reads the buffers again when next needed (a scheduling step may have
+  /// erased some with the programs it made uncalled).
+  void refreshBuffers() { stale = true; }
 
   /// The gradient reductions under the last micro-batch's backward pass.
   LogicalResult scheduleReductions() {
@@ -143,7 +152,8 @@ private:
     SmallVector<rtir::LaunchOp> reductions;
     llvm::DenseSet<StringRef> touched;
     for (auto launch : optimizer.getBody().getOps<rtir::LaunchOp>()) {
-      std::optional<StringRef> gradient = reducedGradient(launch, buffers);
+      std::optional<StringRef> gradient = reducedGradient(
+          launch, [&](StringRef name) { return bufferNamed(name); });
       if (gradient && pipelineAxis >= 0 &&
           launch.getInts().size() == 2 && launch.getInts()[1] == pipelineAxis)
         gradient = std::nullopt;
@@ -271,10 +281,12 @@ private:
           start -= 2;
           continue;
         }
-        if (launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
+        if ((launch.getKernel() != "all_reduce_sum" &&
+             launch.getKernel() != "reduce_scatter_sum") ||
+            launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
           break;
         StringRef input = rtir::bufferName(launch.getInputs()[0]);
-        rtir::BufferOp buffer = buffers.lookup(input);
+        rtir::BufferOp buffer = bufferNamed(input);
         bool inPlace = launch.getKernel() == "all_reduce_sum" && buffer &&
                        input == rtir::bufferName(launch.getOutputs()[0]) &&
                        buffer.getView();
@@ -291,7 +303,7 @@ private:
           continue;
         }
         rtir::BufferOp bucket =
-            buffers.lookup(rtir::bufferName(launch.getInputs()[0]));
+            bufferNamed(rtir::bufferName(launch.getInputs()[0]));
         if (launch.getKernel() == "reduce_scatter_sum" &&
             !(bucket && bucket.getBucket()))
           break; // not ZeRO-2's
@@ -330,7 +342,8 @@ private:
     SmallVector<rtir::LaunchOp> launches(
         optimizer.getBody().getOps<rtir::LaunchOp>());
     for (rtir::LaunchOp launch : llvm::reverse(launches)) {
-      std::optional<StringRef> bucket = gatheredBucket(launch, buffers);
+      std::optional<StringRef> bucket = gatheredBucket(
+          launch, [&](StringRef name) { return bufferNamed(name); });
       if (bucket && launch.isPlain() && !touchedLater.contains(*bucket) &&
           !touchedLater.contains(rtir::bufferName(launch.getInputs()[0])))
         gathers.insert(gathers.begin(), launch);
@@ -365,7 +378,7 @@ private:
 
     // Where each bucket (or a view of it) is first touched in the body.
     llvm::StringMap<StringRef> baseOf;
-    for (auto &entry : buffers)
+    for (auto &entry : bufferMap())
       if (FlatSymbolRefAttr base = entry.second.getViewAttr())
         baseOf[entry.first()] = base.getValue();
     SmallVector<rtir::LaunchOp> bodyLaunches(
@@ -414,6 +427,7 @@ private:
   /// copies of source's (each program owns its temporaries), but for those
   /// kept from a forward call, which it reads as source does.
   rtir::ProgramOp cloneProgram(rtir::ProgramOp source, StringRef name) {
+    llvm::StringMap<rtir::BufferOp> &buffers = bufferMap(); // and lastBuffer
     b.setInsertionPointAfter(source);
     auto copy = rtir::ProgramOp::create(b, source.getLoc(), name);
     Block &body = copy.getBody().emplaceBlock();
@@ -463,7 +477,7 @@ private:
           return std::make_pair(entry.first(), entry.second);
         }));
     for (auto [original, fresh] : copies) {
-      rtir::BufferOp clone = buffers.lookup(fresh.getValue());
+      rtir::BufferOp clone = bufferNamed(fresh.getValue());
       FlatSymbolRefAttr base = clone ? clone.getViewAttr() : nullptr;
       if (!base)
         continue;
@@ -503,7 +517,7 @@ private:
     }
     // The views of each flat bucket: a bucket is ready once all are.
     llvm::StringMap<SmallVector<StringRef>> views;
-    for (auto &entry : buffers)
+    for (auto &entry : bufferMap())
       if (FlatSymbolRefAttr base = entry.second.getViewAttr())
         views[base.getValue()].push_back(entry.first());
     // Where each gradient is ready (-1: never touched here, ready at the
@@ -519,7 +533,7 @@ private:
       touch(gradient);
       for (StringRef view : views.lookup(gradient))
         touch(view);
-      ready.push_back({readyAfter, buffers.lookup(gradient).getByteSize()});
+      ready.push_back({readyAfter, bufferNamed(gradient).getByteSize()});
     }
     // The pass refused a negative size.
     const uint64_t size = uint64_t(bucketBytes);
@@ -563,7 +577,7 @@ private:
         // micro-batch's gradients) reads is free once the compute stream
         // has waited for it; and its followers run on the compute stream.
         rtir::BufferOp input =
-            buffers.lookup(rtir::bufferName(copy.getInputs()[0]));
+            bufferNamed(rtir::bufferName(copy.getInputs()[0]));
         bool joins = input && input.getKind() == rtir::BufferKind::temporary;
         if (followers.lookup(reductions[member]).empty() && !joins)
           continue;
@@ -628,8 +642,10 @@ private:
   OpBuilder b;
   int64_t bucketBytes;
   bool gradients, parameters;
+  /// Read through bufferMap and bufferNamed.
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;
+  bool stale = true;
 };
 
 /// Moves the optimizer step's gradient reductions under the backward pass:

@@ -98,7 +98,7 @@ public:
       return signalPassFailure();
     }
     if (compute.isF32())
-      return;
+      return markAllAnalysesPreserved(); // nothing to change
 
     WalkResult result = func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (op == func)

@@ -516,9 +516,10 @@ public:
       if (annotated) {
         module.emitError("mlt-propagate-shardings: the module has shardings "
                          "but no mesh; add mlt.mesh = #mlt.mesh<...>");
-        signalPassFailure();
+        return signalPassFailure();
       }
-      return;
+      // Nothing changed: the pass manager need not verify the module again.
+      return markAllAnalysesPreserved();
     }
     if (failed(Propagator(module, mesh).run()))
       signalPassFailure();

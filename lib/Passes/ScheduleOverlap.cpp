@@ -94,6 +94,10 @@ public:
     return success();
   }
 
+  /// Whether run() changed the module (nothing to move leaves it as it
+  /// was).
+  bool changedModule() const { return changed; }
+
 private:
   /// The module's one mlt_rt.step.
   FailureOr<rtir::StepOp> theStep() {
@@ -209,6 +213,7 @@ private:
           failed(reduceUnder(chunk.last, chunk.prefix, chunk.reductions)))
         return failure();
     // A step of one micro-batch no longer calls its original body.
+    changed = true; // (erasing may change it too)
     eraseUncalledPrograms(module);
     return success();
   }
@@ -218,6 +223,7 @@ private:
   /// micro-batch (`prefix` + `backward_last`, ...), which `last` then calls.
   LogicalResult reduceUnder(rtir::CallOp last, StringRef prefix,
                             ArrayRef<rtir::LaunchOp> reductions) {
+    changed = true;
     auto body = module.lookupSymbol<rtir::ProgramOp>(last.getProgramAttr());
     // The copy's name: the body's for the last (or the only) micro-batch.
     static constexpr std::pair<const char *, const char *> kCopies[] = {
@@ -313,6 +319,7 @@ private:
             return launch.getKernel() == "reduce_scatter_sum";
           }))
         continue;
+      changed = true;
       if (failed(schedule(program, reductions, followers)))
         return failure();
       for (rtir::LaunchOp reduction : reductions) {
@@ -363,6 +370,7 @@ private:
         first = call; // (a pipeline stage's receives come before it)
     if (!first)
       return success();
+    changed = true;
     for (auto call : step->getBody().getOps<rtir::CallOp>())
       calls += call.getProgram() == first.getProgram();
     auto body = module.lookupSymbol<rtir::ProgramOp>(first.getProgramAttr());
@@ -646,6 +654,7 @@ private:
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;
   bool stale = true;
+  bool changed = false;
 };
 
 /// Moves the optimizer step's gradient reductions under the backward pass:
@@ -680,10 +689,13 @@ public:
           << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
-    if (failed(Scheduler(getOperation(), bucketBytes, overlapGradReduce,
-                         overlapParamGather)
-                   .run()))
-      signalPassFailure();
+    Scheduler scheduler(getOperation(), bucketBytes, overlapGradReduce,
+                        overlapParamGather);
+    if (failed(scheduler.run()))
+      return signalPassFailure();
+    // Nothing moved: the pass manager need not verify the module again.
+    if (!scheduler.changedModule())
+      markAllAnalysesPreserved();
   }
 };
 

@@ -361,8 +361,10 @@ public:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    // One rank: the program is its own per-rank program, unchanged (the
+    // pass manager need not verify it again).
     if (!mesh)
-      return; // One rank: the program is its own per-rank program.
+      return markAllAnalysesPreserved();
     if (failed(Partitioner(module, mesh).run()))
       signalPassFailure();
   }

@@ -89,7 +89,7 @@ OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
 } // namespace
 
 bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
-                        std::string &error) {
+                        std::string &error, rt::Plan *plan) {
   DialectRegistry registry;
   registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect,
                   func::FuncDialect, arith::ArithDialect>();
@@ -142,7 +142,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   if (!options.target.empty())
     (*module)->setAttr("mlt_rt.target",
                        StringAttr::get(&context, options.target));
-  if (failed(exportPlan(*module, planBytes)))
+  if (failed(exportPlan(*module, planBytes, plan)))
     return fail(options.model + ": plan export failed");
   if (options.printStageSplit) {
     // The schedule's bubble with the split's stage times and with equal

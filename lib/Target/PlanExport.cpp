@@ -391,7 +391,8 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
 
 } // namespace
 
-LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
+LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
+                              mlt::rt::Plan *parsedPlan) {
   auto config = module->getAttrOfType<LlamaConfigAttr>(
       MLTDialect::getModelAttrName());
   if (!config)
@@ -467,5 +468,7 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes) {
   if (!parsed) // (the location alone: the module is the whole plan)
     return emitError(module.getLoc(), "plan export: ")
            << parsed.status().message();
+  if (parsedPlan)
+    *parsedPlan = std::move(*parsed);
   return success();
 }

@@ -942,9 +942,12 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
                   compile.microbatches, ") is not divisible by --dp ",
                   compile.dp);
   std::string error;
-  if (!compileToPlan(compile, bytes, error))
+  // The plan as the exporter read it back, with the checks a plan file
+  // gets when it is loaded (parsePlan): the same bytes need no second read.
+  Plan plan;
+  if (!compileToPlan(compile, bytes, error, &plan))
     return Status::error(error);
-  return parsePlan(bytes.data(), bytes.size(), o.model + " (compiled plan)");
+  return plan;
 #else
   return errorf(o.model, ": this mlt-run was built without the compiler "
                          "(MLT_ENABLE_COMPILER=OFF); compile the model to a "

@@ -16,6 +16,9 @@
 #include <vector>
 
 namespace mlt {
+namespace rt {
+struct Plan;
+} // namespace rt
 
 /// How a training program is compiled: the one set of options of the pass
 /// pipeline (buildTrainPipeline in Pipeline.h), which `mlt-run` fills from
@@ -87,9 +90,10 @@ struct CompileOptions : TrainOptions {
 
 /// Compiles `options.model` into a serialized plan. On failure returns false
 /// and sets `error` to one line naming the problem (diagnostics of the IR
-/// carry their file location).
+/// carry their file location). The exporter reads the plan back with the
+/// runtime's checks (parsePlan); that plan goes into `plan` when given.
 bool compileToPlan(const CompileOptions &options, std::string &planBytes,
-                   std::string &error);
+                   std::string &error, rt::Plan *plan = nullptr);
 
 } // namespace mlt
 

@@ -13,11 +13,17 @@
 #include <string>
 
 namespace mlt {
+namespace rt {
+struct Plan;
+} // namespace rt
 
 /// Writes the plan of `module` into `bytes`. Fails with a diagnostic on the
 /// module when it is not ready (a buffer without an offset, no arena size,
-/// no model configuration).
-mlir::LogicalResult exportPlan(mlir::ModuleOp module, std::string &bytes);
+/// no model configuration) or when the runtime's checks (parsePlan) refuse
+/// the plan. The plan those checks read goes into `parsed` when given, so
+/// that a caller about to run it need not read and check it again.
+mlir::LogicalResult exportPlan(mlir::ModuleOp module, std::string &bytes,
+                               rt::Plan *parsed = nullptr);
 
 /// The HF `config.json` text of a model configuration.
 std::string hfConfigJson(const struct LlamaConfig &config);

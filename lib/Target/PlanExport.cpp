@@ -460,6 +460,8 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
   fbb.Finish(plan, mlt::rt::kPlanFileIdentifier);
   bytes.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                fbb.GetSize());
+  // The checksum over everything written (the runtime checks it first).
+  mlt::rt::appendPlanChecksum(bytes);
   // The runtime's checks, before anything runs: every buffer, launch and
   // call, the collectives and transfers matched across ranks, a step that
   // cannot deadlock (the runtime checks again when it loads the plan).

@@ -9,6 +9,7 @@
 
 #include "PlanTestUtil.h"
 
+#include "mlt/Runtime/Checksum.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
@@ -195,25 +196,70 @@ TEST(PlanTest, WrongVersion) {
   EXPECT_EQ(parseError(plan), "plan.mltplan: plan format version 1" + reads);
 }
 
-// Tests that a truncated or damaged file fails FlatBuffers' verifier.
+// Tests that a truncated or damaged file is refused by its checksum before
+// anything else is read, and that damage behind a forged checksum fails
+// FlatBuffers' verifier.
 TEST(PlanTest, Corrupt) {
   std::string bytes = serializePlan(tinyPlan());
   std::string truncated = bytes.substr(0, bytes.size() / 2);
   StatusOr<Plan> parsed =
       parsePlan(truncated.data(), truncated.size(), "plan.mltplan");
   ASSERT_FALSE(parsed);
-  EXPECT_THAT(parsed.status().message(),
-              HasSubstr("plan.mltplan: corrupt plan"));
+  EXPECT_EQ(parsed.status().message(),
+            "plan.mltplan: corrupt plan (it does not end with its checksum: "
+            "truncated, or damaged at the end)");
 
-  // A root offset pointing past the end.
-  std::string bad = bytes;
+  // One flipped bit anywhere in the content.
+  std::string flipped = bytes;
+  flipped[flipped.size() / 3] ^= 0x10;
+  parsed = parsePlan(flipped.data(), flipped.size(), "plan.mltplan");
+  ASSERT_FALSE(parsed);
+  EXPECT_THAT(parsed.status().message(),
+              ::testing::StartsWith("plan.mltplan: checksum mismatch (the "
+                                    "file changed after it was written: its "
+                                    "content's CRC-32 is 0x"));
+
+  // A root offset pointing past the end, sealed with a matching checksum.
+  std::string bad = bytes.substr(0, bytes.size() - kPlanTrailerBytes);
   bad[0] = '\xff';
   bad[1] = '\xff';
   bad[2] = '\xff';
   bad[3] = '\x7f';
+  appendPlanChecksum(bad);
   parsed = parsePlan(bad.data(), bad.size(), "plan.mltplan");
   ASSERT_FALSE(parsed);
   EXPECT_THAT(parsed.status().message(), HasSubstr("corrupt plan"));
+}
+
+// Tests the checksum trailer: the CRC-32 of zlib (its check value), what
+// serializePlan appends, and that readPlanTrailer tells a matching trailer
+// from a damaged one and from none.
+TEST(PlanTest, ChecksumTrailer) {
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32("", 0), 0u);
+  // Continuing from a prefix's CRC gives the whole's.
+  EXPECT_EQ(crc32("6789", 4, crc32("12345", 5)), 0xCBF43926u);
+
+  const std::string bytes = serializePlan(tinyPlan());
+  std::optional<PlanTrailer> trailer =
+      readPlanTrailer(bytes.data(), bytes.size());
+  ASSERT_TRUE(trailer);
+  EXPECT_TRUE(trailer->matches());
+  EXPECT_EQ(trailer->contentSize, bytes.size() - kPlanTrailerBytes);
+  EXPECT_EQ(bytes.substr(trailer->contentSize, 4), kPlanChecksumMagic);
+
+  std::string damaged = bytes;
+  damaged[damaged.size() - 1] ^= 1; // the stored checksum itself
+  trailer = readPlanTrailer(damaged.data(), damaged.size());
+  ASSERT_TRUE(trailer);
+  EXPECT_FALSE(trailer->matches());
+  EXPECT_FALSE(readPlanTrailer(bytes.data(), bytes.size() - 1));
+  EXPECT_FALSE(readPlanTrailer("MLTC", 3));
+
+  // The layer below the checksum reads the content alone.
+  StatusOr<Plan> content = parsePlanContent(
+      bytes.data(), bytes.size() - kPlanTrailerBytes, "plan.mltplan");
+  EXPECT_TRUE(content) << content.status().message();
 }
 
 // Tests that a plan read from an unaligned address still parses.
@@ -236,8 +282,10 @@ TEST(PlanTest, UnknownKernel) {
   auto root =
       plan::CreatePlanDirect(fbb, kPlanFormatVersion, "test", model, 1, &ranks);
   plan::FinishPlanBuffer(fbb, root);
-  StatusOr<Plan> parsed =
-      parsePlan(fbb.GetBufferPointer(), fbb.GetSize(), "plan.mltplan");
+  std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                    fbb.GetSize());
+  appendPlanChecksum(bytes);
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "plan.mltplan");
   ASSERT_FALSE(parsed);
   EXPECT_EQ(parsed.status().message(),
             "plan.mltplan: program 'micro_step' instruction 0: unknown kernel "

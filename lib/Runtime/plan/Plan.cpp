@@ -1,19 +1,22 @@
 //===- Plan.cpp - reading and writing plan files --------------------------===//
 //
 // Part of mlt. The only code that touches the FlatBuffers form of a plan:
-// parsePlan checks the identifier and version, runs FlatBuffers' verifier and
-// decodes into Plan.h's plain structs (rejecting unknown enum values and kernel
-// names); serializePlan does the reverse with the FlatBuffers builder.
+// parsePlan checks the identifier, the checksum trailer and the version,
+// runs FlatBuffers' verifier and decodes into Plan.h's plain structs
+// (rejecting unknown enum values and kernel names); serializePlan does the
+// reverse with the FlatBuffers builder and seals the result.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
+#include "mlt/Runtime/Checksum.h"
 #include "mlt/Runtime/io/FileKind.h"
 
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -334,8 +337,64 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
 
 } // namespace
 
+std::optional<PlanTrailer> mlt::rt::readPlanTrailer(const void *data,
+                                                   size_t size) {
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  if (size < kPlanTrailerBytes ||
+      std::memcmp(bytes + size - kPlanTrailerBytes, kPlanChecksumMagic, 4) != 0)
+    return std::nullopt;
+  PlanTrailer trailer;
+  trailer.contentSize = size - kPlanTrailerBytes;
+  const uint8_t *stored = bytes + size - 4;
+  trailer.stored = uint32_t(stored[0]) | uint32_t(stored[1]) << 8 |
+                   uint32_t(stored[2]) << 16 | uint32_t(stored[3]) << 24;
+  trailer.computed = crc32(bytes, trailer.contentSize);
+  return trailer;
+}
+
+void mlt::rt::appendPlanChecksum(std::string &bytes) {
+  const uint32_t crc = crc32(bytes.data(), bytes.size());
+  bytes.append(kPlanChecksumMagic, 4);
+  for (int shift = 0; shift < 32; shift += 8)
+    bytes.push_back(char((crc >> shift) & 0xFF));
+}
+
+namespace {
+std::string hex32(uint32_t value) {
+  std::ostringstream os;
+  os << "0x" << std::hex << std::setw(8) << std::setfill('0') << value;
+  return os.str();
+}
+} // namespace
+
 StatusOr<Plan> mlt::rt::parsePlan(const void *data, size_t size,
                                   const std::string &source) {
+  if (!hasPlanIdentifier(data, size))
+    return errorf(source, ": not an mlt plan (bad file identifier)");
+  std::optional<PlanTrailer> trailer = readPlanTrailer(data, size);
+  if (!trailer) {
+    // A plan of a version before the trailer is named by its version.
+    std::vector<uint64_t> aligned((size + 7) / 8);
+    std::memcpy(aligned.data(), data, size);
+    std::optional<uint32_t> version = readFormatVersion(
+        reinterpret_cast<const uint8_t *>(aligned.data()), size);
+    if (version && *version != kPlanFormatVersion)
+      return errorf(source, ": plan format version ", *version,
+                    ", this mlt-run reads version ", kPlanFormatVersion);
+    return errorf(source, ": corrupt plan (it does not end with its "
+                          "checksum: truncated, or damaged at the end)");
+  }
+  if (!trailer->matches())
+    return errorf(source,
+                  ": checksum mismatch (the file changed after it was "
+                  "written: its content's CRC-32 is ",
+                  hex32(trailer->computed), ", the plan's trailer says ",
+                  hex32(trailer->stored), ")");
+  return parsePlanContent(data, trailer->contentSize, source);
+}
+
+StatusOr<Plan> mlt::rt::parsePlanContent(const void *data, size_t size,
+                                         const std::string &source) {
   if (!hasPlanIdentifier(data, size))
     return errorf(source, ": not an mlt plan (bad file identifier)");
 
@@ -504,6 +563,8 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
       plan::CreatePlan(builder, planValue.formatVersion, producer, modelInfo,
                        planValue.worldSize, rankVector, mesh, target);
   plan::FinishPlanBuffer(builder, root);
-  return std::string(reinterpret_cast<const char *>(builder.GetBufferPointer()),
-                     builder.GetSize());
+  std::string bytes(reinterpret_cast<const char *>(builder.GetBufferPointer()),
+                    builder.GetSize());
+  appendPlanChecksum(bytes);
+  return bytes;
 }

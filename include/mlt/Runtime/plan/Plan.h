@@ -2,7 +2,8 @@
 //
 // Part of mlt. A plan (Plan.fbs) decoded into plain C++ values, and the
 // functions that read, verify, write and print one. Reading goes in order:
-// the file identifier, the format version, FlatBuffers' verifier (every
+// the file identifier, the checksum over the whole content (PlanFormat.h's
+// trailer), the format version, FlatBuffers' verifier (every
 // offset inside the file), decoding (every enum value and kernel name known),
 // then the semantic checks of PlanVerifier.cpp (the mesh and the ranks, every
 // buffer inside the arena and sized by its shape, every block inside its
@@ -270,19 +271,48 @@ StatusOr<Mesh> planMesh(const Plan &plan);
 /// file identifier "MLTP" (how tools tell a plan from a model by content).
 bool hasPlanIdentifier(const void *data, size_t size);
 
-/// Reads a serialized plan and verifies it completely (verifyPlan). Errors
-/// are one line prefixed with `source` (the file name, for messages), e.g.
-/// "plan.mltplan: plan format version 7, this mlt-run reads version 2".
+/// The checksum trailer at the end of a plan file (PlanFormat.h's
+/// kPlanChecksumMagic): the size of the content before it, the CRC-32 the
+/// trailer holds and the one of that content.
+struct PlanTrailer {
+  size_t contentSize = 0;
+  uint32_t stored = 0;
+  uint32_t computed = 0;
+  bool matches() const { return stored == computed; }
+};
+
+/// The trailer `data` ends with, or nullopt when it ends with none (a plan
+/// of a version before 7, or a truncated file).
+std::optional<PlanTrailer> readPlanTrailer(const void *data, size_t size);
+
+/// Seals a serialized plan (a Plan FlatBuffer): appends the checksum
+/// trailer over `bytes`. What every plan writer does last.
+void appendPlanChecksum(std::string &bytes);
+
+/// Reads a serialized plan and verifies it completely: the identifier, the
+/// checksum trailer (before anything else: "checksum mismatch"), then the
+/// content as parsePlanContent does. Errors are one line prefixed with
+/// `source` (the file name, for messages), e.g. "plan.mltplan: plan format
+/// version 7, this mlt-run reads version 2".
 StatusOr<Plan> parsePlan(const void *data, size_t size,
                          const std::string &source);
+
+/// The layer below parsePlan's checksum: reads `size` bytes of a plan's
+/// content (the FlatBuffer, without the trailer) in order: the format
+/// version, FlatBuffers' verifier, decoding, then verifyPlan. For the
+/// fuzzer, which reaches the semantic checks without forging checksums, and
+/// for parsePlan once the checksum matches.
+StatusOr<Plan> parsePlanContent(const void *data, size_t size,
+                                const std::string &source);
 
 /// Reads the file at `path` (any name: plans are recognized by content) and
 /// parses it; the file's bytes are returned in `bytes` when given.
 StatusOr<Plan> readPlanFile(const std::string &path,
                             std::string *bytes = nullptr);
 
-/// Serializes `plan` as a plan file (with the identifier). Writes what it is
-/// given, the format version included: verify first if it matters.
+/// Serializes `plan` as a plan file (with the identifier and the checksum
+/// trailer). Writes what it is given, the format version included: verify
+/// first if it matters.
 std::string serializePlan(const Plan &plan);
 
 //===----------------------------------------------------------------------===//
@@ -344,7 +374,14 @@ Status verifyPlanStructure(const Plan &plan);
 /// (replicas on several ranks count once; blocks disjoint unless equal,
 /// ranges of one block disjoint unless equal), else the distinct blocks of
 /// the parameter buffers naming it, disjoint. Also checks the model info
-/// (positive sizes).
+/// (positive sizes; no more micro-batches than a rank's step has calls),
+/// the optimizer's launches (each tensor's gradient, parameter, moments and
+/// compute copy of one parameter, with its weight decay, reading the
+/// hyper.* inputs), and the plan's HF config against the plan
+/// (ModelConfig.h: a JSON object whose vocab_size and
+/// max_position_embeddings are the model info's; a whole LLaMA's exactly
+/// the plan's parameters, and its launches causal attention and the
+/// config's head_dim, rope_theta and rms_norm_eps).
 Status verifyTrainingContract(const Plan &plan);
 
 /// The plan rank that reports the loss: the lowest that computes it (rank

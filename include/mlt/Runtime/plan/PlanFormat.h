@@ -30,8 +30,8 @@ namespace mlt::rt {
 /// Version 6: views (view_of) and segments (the partitioned optimizer's
 /// flat buffers). Version 7: rope's rotary scaling attributes (scaling,
 /// original_max_position_embeddings; factor, low_freq_factor,
-/// high_freq_factor).
-inline constexpr uint32_t kPlanFormatVersion = 7;
+/// high_freq_factor). Version 8: the checksum trailer (below).
+inline constexpr uint32_t kPlanFormatVersion = 8;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the
@@ -47,6 +47,16 @@ inline constexpr unsigned kPlanMaxTokens = 1u << 16;
 
 /// The FlatBuffers file identifier (bytes 4..7 of every plan file).
 inline constexpr const char *kPlanFileIdentifier = "MLTP";
+
+/// A plan file is the FlatBuffer (Plan.fbs) followed by a trailer of
+/// kPlanTrailerBytes: these 4 bytes, then the CRC-32 (Checksum.h) of every
+/// byte before the trailer, little-endian. The loader checks it before it
+/// reads anything else, so that a flipped byte (which could turn causal
+/// attention off, redirect an optimizer output or change the number of
+/// micro-batches and still pass every semantic check) is reported as the
+/// damage it is. Writers append it last (appendPlanChecksum).
+inline constexpr const char *kPlanChecksumMagic = "MLTC";
+inline constexpr unsigned kPlanTrailerBytes = 8;
 
 /// Every buffer's arena offset is a multiple of this (so that any element
 /// type, and CUDA's vectorized loads, are aligned).

@@ -107,6 +107,16 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     return fail(error.empty() ? options.model + ": cannot parse the model"
                               : error);
 
+  // Positions past the model's are refused before anything is compiled
+  // (the plan's contract refuses them too, after).
+  if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
+          MLTDialect::getModelAttrName());
+      config && options.seqLen > config.getMaxPositionEmbeddings()) {
+    error = "--seq-len " + std::to_string(options.seqLen) +
+            " exceeds the model's max_position_embeddings " +
+            std::to_string(config.getMaxPositionEmbeddings());
+    return false;
+  }
   // Tied embeddings across pipeline stages are summed over pp in the
   // optimizer step, which ZeRO's partitioned step does not do yet.
   if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(

@@ -5,8 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Runtime/plan/ModelConfig.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 
@@ -157,24 +158,13 @@ llvm::Error LlamaConfig::verify() const {
     if (value <= 0)
       return invalidConfig(
           llvm::formatv("{0} must be positive, got {1}", name, value));
-  // Far beyond any LLaMA (LLaMA-3-405B: 126 layers, hidden 16384, a
-  // vocabulary of 128256), and small enough that no size below overflows
-  // or takes the compiler hours: what is past them is a typo or an attack.
-  std::pair<const char *, int64_t> bounded[][2] = {
-      {{"vocab_size", vocabSize}, {"", int64_t(1) << 22}},
-      {{"hidden_size", hiddenSize}, {"", int64_t(1) << 17}},
-      {{"intermediate_size", intermediateSize}, {"", int64_t(1) << 19}},
-      {{"num_hidden_layers", numLayers}, {"", 4096}},
-      {{"num_attention_heads", numHeads}, {"", 4096}},
-      {{"num_key_value_heads", numKvHeads}, {"", 4096}},
-      {{"head_dim", headDim}, {"", 4096}},
-      {{"max_position_embeddings", maxPositionEmbeddings},
-       {"", int64_t(1) << 24}}};
-  for (auto &[field, limit] : bounded)
-    if (field.second > limit.second)
-      return invalidConfig(llvm::formatv(
-          "{0} is {1}, beyond the {2} mlt accepts", field.first,
-          field.second, limit.second));
+  // Bounded as the runtime bounds a plan's config (ModelConfig.h): what is
+  // past them is a typo or an attack.
+  for (auto [name, value] : positives)
+    if (value > rt::llamaLimit(name))
+      return invalidConfig(llvm::formatv("{0} is {1}, beyond the {2} mlt "
+                                         "accepts",
+                                         name, value, rt::llamaLimit(name)));
   if (numHeads % numKvHeads != 0)
     return invalidConfig(
         llvm::formatv("num_attention_heads ({0}) must be a multiple of "

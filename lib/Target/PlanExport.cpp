@@ -20,12 +20,15 @@
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Runtime/plan/ModelConfig.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <set>
 
 using namespace mlir;
 using namespace mlt;
@@ -389,6 +392,28 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
   return success();
 }
 
+/// Whether the parameters that `module`'s buffers (and its stages') name
+/// are exactly those of the LLaMA `config` describes.
+bool isLlamaOf(ModuleOp module, const LlamaConfig &config) {
+  rt::LlamaShape shape;
+  shape.vocabSize = config.vocabSize;
+  shape.hiddenSize = config.hiddenSize;
+  shape.intermediateSize = config.intermediateSize;
+  shape.numLayers = config.numLayers;
+  shape.numHeads = config.numHeads;
+  shape.numKvHeads = config.numKvHeads;
+  shape.headDim = config.headDim;
+  shape.tieWordEmbeddings = config.tieWordEmbeddings;
+  std::set<std::string> expected, held;
+  for (const auto &parameter : rt::llamaParameters(shape))
+    expected.insert(parameter.first);
+  module.walk([&](rtir::BufferOp buffer) {
+    if (std::optional<StringRef> parameter = buffer.getParameter())
+      held.insert(parameter->str());
+  });
+  return held == expected;
+}
+
 } // namespace
 
 LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
@@ -438,8 +463,13 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
   }
 
   LlamaConfig llama = LlamaConfig::fromAttr(config);
+  // The config.json that checkpoints write beside the weights, which the
+  // runtime holds to the plan's parameters: only where it describes them
+  // (a test's toy module with a LLaMA's config carries none).
+  const bool describesParameters = isLlamaOf(module, llama);
   auto model = fb::CreateModelInfo(
-      fbb, fbb.CreateString(hfConfigJson(llama)), llama.vocabSize,
+      fbb, fbb.CreateString(describesParameters ? hfConfigJson(llama) : ""),
+      llama.vocabSize,
       llama.maxPositionEmbeddings, shape.microBatch, shape.seqLen,
       shape.microbatches);
   std::vector<flatbuffers::Offset<fb::Rank>> &ranks = rankTables;

@@ -2,25 +2,30 @@
 //
 // Part of mlt. verifyTrainingContract (Plan.h): per rank, the step covers
 // every micro-batch and the buffers the runtime writes and reads are there
-// with their kinds, types and shapes (PlanFormat.h's contract); across ranks,
-// every parameter has one shape, type and weight decay, and its elements are
-// held exactly: by the blocks of the buffers naming it, or where segments of
-// parameter buffers hold it (a partitioned optimizer's slices), by those
-// segments, replicas counted once.
+// with their kinds, types and shapes (PlanFormat.h's contract), and the
+// optimizer's launches update what they say; across ranks, every parameter
+// has one shape, type and weight decay, and its elements are held exactly:
+// by the blocks of the buffers naming it, or where segments of parameter
+// buffers hold it (a partitioned optimizer's slices), by those segments,
+// replicas counted once; and the plan's HF config.json describes the model
+// the plan trains (ModelConfig.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/plan/ModelConfig.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 
 #include "VerifierSupport.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace mlt;
@@ -76,6 +81,191 @@ Status verifyAgainstSegments(const BufferDesc &buffer,
                 held.size() > 1 ? " (and others)" : "");
 }
 
+/// What a per-parameter buffer holds, as ranges of parameters' blocks: a
+/// buffer naming its parameter one range (the whole of its block), a flat
+/// buffer its segments; adjacent ranges of one block merged, and a block
+/// that is the whole tensor written as none, so that two buffers holding
+/// the same elements in the same places compare equal however they say so.
+std::vector<SegmentDesc> heldRanges(const BufferDesc &buffer) {
+  std::vector<SegmentDesc> ranges;
+  if (!buffer.parameter.empty()) {
+    SegmentDesc whole;
+    whole.parameter = buffer.parameter;
+    if (buffer.isBlock()) {
+      whole.fullShape = buffer.fullShape;
+      whole.sliceOffset = buffer.sliceOffset;
+      whole.blockShape = buffer.shape;
+    }
+    whole.count = buffer.numElements();
+    ranges.push_back(std::move(whole));
+  } else {
+    ranges = buffer.segments;
+  }
+  std::vector<SegmentDesc> merged;
+  for (SegmentDesc &range : ranges) {
+    if (hasBlock(range) && range.blockShape == range.fullShape &&
+        std::all_of(range.sliceOffset.begin(), range.sliceOffset.end(),
+                    [](int64_t o) { return o == 0; })) {
+      range.fullShape.clear();
+      range.sliceOffset.clear();
+      range.blockShape.clear();
+    }
+    if (!merged.empty()) {
+      SegmentDesc &last = merged.back();
+      if (last.parameter == range.parameter &&
+          last.fullShape == range.fullShape &&
+          last.sliceOffset == range.sliceOffset &&
+          last.blockShape == range.blockShape &&
+          last.begin + last.count == range.begin &&
+          last.offset + last.count == range.offset) {
+        last.count += range.count;
+        continue;
+      }
+    }
+    merged.push_back(std::move(range));
+  }
+  return merged;
+}
+
+/// Whether two buffers hold the same elements of the same parameters in
+/// the same places (heldRanges).
+bool holdSame(const BufferDesc &a, const BufferDesc &b) {
+  const std::vector<SegmentDesc> x = heldRanges(a), y = heldRanges(b);
+  if (x.size() != y.size())
+    return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].parameter != y[i].parameter || x[i].fullShape != y[i].fullShape ||
+        x[i].sliceOffset != y[i].sliceOffset ||
+        x[i].blockShape != y[i].blockShape || x[i].begin != y[i].begin ||
+        x[i].count != y[i].count || x[i].offset != y[i].offset)
+      return false;
+  return true;
+}
+
+/// Whether `copy`, a compute copy that names no parameter and has no
+/// segments (a partitioned optimizer's slice of a bf16 bucket, which the
+/// launch fills from `param`'s segments), lies where those segments' copies
+/// do: a view of the bucket whose per-parameter views (the copies the
+/// forward pass reads) put each segment's first element at the segment's
+/// place in the slice.
+bool copiesSegments(const RankPlan &rank, const BufferDesc &copy,
+                    const BufferDesc &param) {
+  if (copy.viewOf < 0)
+    return param.segments.empty();
+  const uint64_t element = elementSize(copy.dtype);
+  for (const SegmentDesc &segment : param.segments) {
+    const bool found = std::any_of(
+        rank.buffers.begin(), rank.buffers.end(), [&](const BufferDesc &b) {
+          return b.kind == BufferKind::ParameterCopy &&
+                 b.parameter == segment.parameter && b.viewOf == copy.viewOf &&
+                 b.offset + uint64_t(segment.begin) * element ==
+                     copy.offset + uint64_t(segment.offset) * element;
+        });
+    if (!found)
+      return false;
+  }
+  return true;
+}
+
+/// "parameter 'w'", or "segments of 'w' and 2 more", for messages.
+std::string holding(const BufferDesc &buffer) {
+  if (!buffer.parameter.empty())
+    return "parameter '" + buffer.parameter + "'";
+  if (buffer.segments.empty())
+    return "no parameter";
+  std::string text = "segments of '" + buffer.segments.front().parameter + "'";
+  if (buffer.segments.size() > 1)
+    text += " and " + std::to_string(buffer.segments.size() - 1) + " more";
+  return text;
+}
+
+/// The optimizer's launches (adamw, adamw_multi) update what they say they
+/// do: tensor t's gradient input is a gradient buffer, its outputs a
+/// parameter buffer, two distinct optimizer-state buffers (m, v) and, if
+/// any, a compute copy, all holding one parameter's data (holdSame; a flat
+/// compute copy at its segments' places, copiesSegments) with the
+/// parameter buffer's weight decay; the six hyper-parameter inputs are the
+/// plan's hyper.* inputs in their order; and no parameter buffer is updated
+/// twice in a program. A launch whose output was redirected (to another
+/// parameter's moments, to a gradient) passes every structural check and
+/// trains on with wrong numbers: this names it.
+Status verifyOptimizerLaunches(const RankPlan &rank) {
+  static constexpr const char *kHyperInputs[] = {
+      kHyperLR, kHyperBeta1, kHyperBeta2, kHyperEps, kHyperWeightDecay,
+      kHyperStep};
+  for (const ProgramDesc &program : rank.programs) {
+    std::set<uint32_t> updated;
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const InstructionDesc &inst = program.instructions[i];
+      if (inst.kernel != Kernel::AdamW && inst.kernel != Kernel::AdamWMulti)
+        continue;
+      auto fail = [&](auto &&...parts) {
+        return errorf("program '", program.name, "' instruction ", i, " (",
+                      kernelName(inst.kernel), ") ", parts...);
+      };
+      const size_t tensors = inst.inputs.size() - kAdamWScalarInputs;
+      const size_t outputsPerTensor = inst.outputs.size() / tensors;
+      for (size_t h = 0; h < std::size(kHyperInputs); ++h) {
+        const BufferDesc &input =
+            rank.buffers[inst.inputs[tensors + 1 + h]];
+        if (input.name != kHyperInputs[h] || input.kind != BufferKind::Input)
+          return fail("reads '", input.name, "' as its ", kHyperInputs[h],
+                      " (input ", tensors + 1 + h, ")");
+      }
+      auto decayOf = [&](size_t t) {
+        return inst.ints[t * 2 + 1] != 0; // (n, decay) per tensor
+      };
+      for (size_t t = 0; t < tensors; ++t) {
+        const BufferDesc &grad = rank.buffers[inst.inputs[t]];
+        const uint32_t paramIndex = inst.outputs[t];
+        const BufferDesc &param = rank.buffers[paramIndex];
+        const BufferDesc &m = rank.buffers[inst.outputs[tensors + t]];
+        const BufferDesc &v = rank.buffers[inst.outputs[2 * tensors + t]];
+        struct Role {
+          const BufferDesc &buffer;
+          const char *role;
+          BufferKind kind;
+        };
+        std::vector<Role> roles = {
+            {grad, "gradient", BufferKind::Gradient},
+            {param, "parameter", BufferKind::Parameter},
+            {m, "first moment", BufferKind::OptimizerState},
+            {v, "second moment", BufferKind::OptimizerState}};
+        if (outputsPerTensor == 4)
+          roles.push_back({rank.buffers[inst.outputs[3 * tensors + t]],
+                           "compute copy", BufferKind::ParameterCopy});
+        for (const Role &role : roles) {
+          if (role.buffer.kind != role.kind)
+            return fail("tensor ", t, ": its ", role.role, " '",
+                        role.buffer.name, "' is a ",
+                        bufferKindName(role.buffer.kind), " buffer, not a ",
+                        bufferKindName(role.kind), " buffer");
+          const bool flatCopy = role.kind == BufferKind::ParameterCopy &&
+                                role.buffer.parameter.empty() &&
+                                role.buffer.segments.empty();
+          if (flatCopy ? !copiesSegments(rank, role.buffer, param)
+                       : !holdSame(role.buffer, param))
+            return fail("tensor ", t, ": its ", role.role, " '",
+                        role.buffer.name, "' holds ", holding(role.buffer),
+                        ", but its parameter '", param.name, "' holds ",
+                        holding(param));
+        }
+        if (&m == &v)
+          return fail("tensor ", t, ": '", m.name,
+                      "' is both its moments");
+        if (decayOf(t) != param.decay)
+          return fail("tensor ", t, ": applies weight decay ",
+                      decayOf(t) ? "on" : "off", ", but its parameter '",
+                      param.name, "' has it ", param.decay ? "on" : "off");
+        if (!updated.insert(paramIndex).second)
+          return fail("updates parameter buffer '", param.name,
+                      "', which an earlier launch of the program updates");
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Status verifyRankContract(const ModelInfo &model, const RankPlan &rank,
                           const SegmentHolders &segmentHeld,
                           const std::map<std::string, ElementType>
@@ -86,6 +276,14 @@ Status verifyRankContract(const ModelInfo &model, const RankPlan &rank,
   if (rank.step.empty())
     return errorf("the plan has no step (a plan of format version ",
                   kPlanFormatVersion, " lists each rank's calls)");
+  // (before anything is sized by the model info's count: a step needs a
+  // call per micro-batch, so a count past the calls, which a damaged or
+  // hostile plan may claim, is refused instead of allocated)
+  if (uint64_t(model.microbatches) > rank.step.size())
+    return errorf("the plan's model info has ", model.microbatches,
+                  " micro-batches per step, but the step has ",
+                  rank.step.size(),
+                  " calls (each micro-batch needs one at least)");
   std::vector<bool> covered(size_t(model.microbatches), false);
   for (size_t c = 0; c < rank.step.size(); ++c) {
     const int32_t mb = rank.step[c].microbatch;
@@ -438,7 +636,8 @@ Status verifySegmentCoverage(const std::string &name,
 /// buffers naming it) cover it, as verifySegmentCoverage and
 /// verifyBlockCoverage say (so that assembling it, lowest rank first, is
 /// well defined).
-Status verifyParameterCoverage(const Plan &plan) {
+Status verifyParameterCoverage(
+    const Plan &plan, std::map<std::string, std::vector<int64_t>> &shapes) {
   std::map<std::string, ParameterFacts> parameters;
   std::vector<std::string> order;
   auto factsOf = [&](const std::string &name) -> ParameterFacts & {
@@ -529,7 +728,126 @@ Status verifyParameterCoverage(const Plan &plan) {
       MLT_RETURN_IF_ERROR(verifySegmentCoverage(name, facts));
     else if (!facts.named.empty())
       MLT_RETURN_IF_ERROR(verifyBlockCoverage(name, facts));
+    if (facts.shapeFrom)
+      shapes[name] = facts.fullShape;
   }
+  return Status::ok();
+}
+
+/// Floats of a launch that the config fixes, compared as a model's text may
+/// round them (an .mlir file printed with six digits): what differs by more
+/// is another model.
+bool closeTo(double value, double expected) {
+  return std::fabs(value - expected) <= 1e-5 * std::fabs(expected);
+}
+
+/// The plan's config.json (when it has one) agrees with the plan: it is a
+/// JSON object (parsePlanConfig's rules), its vocab_size and
+/// max_position_embeddings are the model info's, and where it gives a
+/// whole LLaMA, the plan's parameters (`shapes`: each one's full shape) are
+/// exactly that LLaMA's, and its launches compute that LLaMA: causal
+/// attention of its head_dim and 1/sqrt(head_dim) scale, rotary embeddings
+/// of its rope_theta, RMS norms of its rms_norm_eps. Checkpoints and
+/// --save-hf write the config beside the weights, and nothing else tells
+/// a reader what the weights are.
+Status verifyModelConfig(
+    const Plan &plan,
+    const std::map<std::string, std::vector<int64_t>> &shapes) {
+  const ModelInfo &model = plan.model;
+  if (model.hfConfig.empty())
+    return Status::ok();
+  StatusOr<PlanConfig> parsed = parsePlanConfig(model.hfConfig);
+  if (!parsed)
+    return parsed.takeStatus().withContext("the plan's hf_config");
+  const PlanConfig &config = *parsed;
+  for (auto [name, given, info] :
+       {std::tuple{"vocab_size", config.vocabSize, model.vocabSize},
+        std::tuple{"max_position_embeddings", config.maxPositionEmbeddings,
+                   model.maxPositionEmbeddings}})
+    if (given && *given != info)
+      return errorf("the plan's hf_config has ", name, " ", *given,
+                    ", but its model info has ", info);
+  if (!config.llama)
+    return Status::ok();
+  const LlamaShape &llama = *config.llama;
+
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (auto &[name, shape] : llamaParameters(llama))
+    expected.emplace(name, shape);
+  for (const auto &[name, shape] : expected) {
+    auto held = shapes.find(name);
+    if (held == shapes.end())
+      return errorf("the plan's hf_config describes parameter '", name,
+                    "' of shape ", formatInts(shape),
+                    ", which the plan does not hold");
+    if (held->second != shape)
+      return errorf("parameter '", name, "' has shape ",
+                    formatInts(held->second), ", but the plan's hf_config "
+                    "says ", formatInts(shape));
+  }
+  for (const auto &[name, shape] : shapes)
+    if (!expected.count(name))
+      return errorf("the plan holds parameter '", name, "' of shape ",
+                    formatInts(shape), ", which its hf_config (a LLaMA of ",
+                    llama.numLayers, " layers",
+                    llama.tieWordEmbeddings ? ", tied embeddings" : "",
+                    ") does not describe");
+
+  const double scale = 1.0 / std::sqrt(double(llama.headDim));
+  for (const RankPlan &rank : plan.ranks)
+    for (const ProgramDesc &program : rank.programs)
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        auto fail = [&](auto &&...parts) {
+          return errorf("rank ", rank.rank, ": program '", program.name,
+                        "' instruction ", i, " (", kernelName(inst.kernel),
+                        ") ", parts...);
+        };
+        switch (inst.kernel) {
+        case Kernel::AttentionFwd:
+        case Kernel::AttentionBwd: {
+          using A = attrs::AttentionFwd; // attention_bwd's are alike
+          const KernelAttrs<A> a(inst);
+          if (a[A::causal] != 1)
+            return fail("is not causal, but the plan's hf_config is a "
+                        "LLaMA, a causal language model");
+          if (a[A::head_dim] != llama.headDim)
+            return fail("has head_dim ", a[A::head_dim],
+                        ", but the plan's hf_config has ", llama.headDim);
+          if (!closeTo(a[A::scale], scale))
+            return fail("has scale ", a[A::scale],
+                        ", but the plan's hf_config's head_dim ",
+                        llama.headDim, " gives 1/sqrt(", llama.headDim,
+                        ") = ", scale);
+          break;
+        }
+        case Kernel::Rope: {
+          using A = attrs::Rope;
+          const KernelAttrs<A> a(inst);
+          if (a[A::head_dim] != llama.headDim)
+            return fail("has head_dim ", a[A::head_dim],
+                        ", but the plan's hf_config has ", llama.headDim);
+          if (!closeTo(a[A::theta], llama.ropeTheta))
+            return fail("has theta ", a[A::theta],
+                        ", but the plan's hf_config has rope_theta ",
+                        llama.ropeTheta);
+          break;
+        }
+        case Kernel::RMSNormFwd:
+        case Kernel::RMSNormBwd:
+        case Kernel::RMSNormBwdAdd: {
+          using A = attrs::RMSNormFwd; // the backward's are alike
+          const KernelAttrs<A> a(inst);
+          if (!closeTo(a[A::eps], llama.rmsNormEps))
+            return fail("has eps ", a[A::eps],
+                        ", but the plan's hf_config has rms_norm_eps ",
+                        llama.rmsNormEps);
+          break;
+        }
+        default:
+          break;
+        }
+      }
   return Status::ok();
 }
 
@@ -551,6 +869,10 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
   MLT_RETURN_IF_ERROR(positive("microbatches", model.microbatches));
   if (!checkedMul(model.microBatch, model.microbatches))
     return errorf("the plan's model info has a global batch that overflows");
+  if (model.seqLen > model.maxPositionEmbeddings)
+    return errorf("the plan's model info has seq_len ", model.seqLen,
+                  ", beyond its max_position_embeddings ",
+                  model.maxPositionEmbeddings);
   if (std::none_of(plan.ranks.begin(), plan.ranks.end(),
                    [](const RankPlan &rank) {
                      return rank.findBuffer(kLossOutput).has_value();
@@ -581,7 +903,18 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
                                     : std::move(status).withContext(
                                           "rank " + std::to_string(rank.rank));
   }
-  return verifyParameterCoverage(plan);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  MLT_RETURN_IF_ERROR(verifyParameterCoverage(plan, shapes));
+  // (once every parameter is known to be held whole: what the optimizer's
+  // launches update is then compared with that)
+  for (const RankPlan &rank : plan.ranks) {
+    Status status = verifyOptimizerLaunches(rank);
+    if (!status)
+      return plan.ranks.size() == 1 ? status
+                                    : std::move(status).withContext(
+                                          "rank " + std::to_string(rank.rank));
+  }
+  return verifyModelConfig(plan, shapes);
 }
 
 

@@ -504,6 +504,52 @@ TEST_F(SafeTensorsErrorTest, HeaderLengthPastTheEnd) {
   EXPECT_THAT(errorFor(bytes), HasSubstr("exceeds"));
 }
 
+// Tests that a header claimed to be gigabytes long (a sparse file can back
+// the claim without the disk space) is refused before it is allocated.
+TEST_F(SafeTensorsErrorTest, HeaderLengthBeyondTheLimit) {
+  std::string file = path("sparse.safetensors");
+  const uint64_t claimed = kMaxSafeTensorsHeaderBytes + 1;
+  std::string bytes(8, '\0');
+  std::memcpy(bytes.data(), &claimed, 8);
+  writeBytes(file, bytes);
+  ASSERT_EQ(::truncate(file.c_str(), off_t(claimed + 16)), 0);
+  EXPECT_EQ(errorOf(readSafeTensors(file)),
+            file + ": header length 100000001 is beyond the 100000000 bytes "
+                   "of header this reader accepts");
+}
+
+// Tests that the reader of bytes in memory reads what the file reader
+// reads, and fails as it does, naming its source.
+TEST_F(SafeTensorsTest, ParsesBytesInMemory) {
+  TensorMap tensors = sampleTensors();
+  std::string file = path("t.safetensors");
+  ASSERT_OK(writeSafeTensors(file, tensors, {{"step", "3"}}));
+  const std::string bytes = readBytes(file);
+  std::map<std::string, std::string> metadata;
+  StatusOr<TensorMap> parsed = parseSafeTensors(bytes, "memory", &metadata);
+  ASSERT_OK(parsed);
+  EXPECT_EQ(metadata.at("step"), "3");
+  StatusOr<TensorMap> read = readSafeTensors(file);
+  ASSERT_OK(read);
+  ASSERT_EQ(parsed->size(), read->size());
+  for (const auto &[name, tensor] : *read) {
+    SCOPED_TRACE(name);
+    const Tensor &other = parsed->at(name);
+    EXPECT_EQ(other.dtype, tensor.dtype);
+    EXPECT_EQ(other.shape, tensor.shape);
+    EXPECT_EQ(other.bytes, tensor.bytes);
+  }
+  // A truncated file: the same message after the source's name.
+  const std::string cut = bytes.substr(0, bytes.size() - 1);
+  writeBytes(file, cut);
+  const std::string fromFile = errorOf(readSafeTensors(file));
+  ASSERT_THAT(fromFile, ::testing::StartsWith(file + ": tensor '"));
+  EXPECT_EQ(errorOf(parseSafeTensors(cut, "memory")),
+            "memory" + fromFile.substr(file.size()));
+  EXPECT_THAT(errorOf(parseSafeTensors("abc", "memory")),
+              ::testing::StartsWith("memory: file has 3 bytes, too short"));
+}
+
 TEST_F(SafeTensorsErrorTest, BadJson) {
   EXPECT_THAT(errorForHeader("{\"w\": {\"dtype\": \"F32\","),
               HasSubstr("header is not valid JSON"));

@@ -435,40 +435,13 @@ StatusOr<Entry> parseEntry(const std::string &name, const json &value,
   return entry;
 }
 
-/// Opens and validates `path`'s header (see SafeTensorsFile::open); errors
-/// are prefixed by the caller.
-Status openSafeTensors(const std::string &path, int &fdOut,
-                       uint64_t &dataStartOut,
-                       std::map<std::string, SafeTensorsFile::Info> &infos,
-                       std::map<std::string, std::string> *metadata) {
-  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
-  // until a writer comes; reads of a regular file ignore it)
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0)
-    return errorf("cannot open: ", errnoText());
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return errorf("cannot stat: ", errnoText());
-  if (std::optional<std::string> kind = nonRegularKind(st))
-    return errorf("is ", *kind, ", not a file");
-  uint64_t fileSize = uint64_t(st.st_size);
-  if (fileSize < 8)
-    return errorf("file has ", fileSize,
-                  " bytes, too short for the 8-byte header length");
-
-  uint8_t lengthBytes[8];
-  MLT_RETURN_IF_ERROR(readAt(fd.get(), lengthBytes, 8, 0, path));
-  uint64_t headerSize = load<uint64_t>(lengthBytes);
-  if (headerSize > fileSize - 8)
-    return errorf("header length ", headerSize, " exceeds the ", fileSize - 8,
-                  " bytes after the length field");
-  uint64_t dataStart = 8 + headerSize;
-  uint64_t dataSize = fileSize - dataStart;
-
-  std::string headerText(headerSize, '\0');
-  MLT_RETURN_IF_ERROR(readAt(fd.get(),
-                             reinterpret_cast<uint8_t *>(headerText.data()),
-                             headerSize, 8, path));
+/// The header's tensors, validated against a data section of `dataSize`
+/// bytes (each range inside it, sized by its shape, none overlapping
+/// another); fills `metadata` (if given). Errors are prefixed by the
+/// caller.
+StatusOr<std::map<std::string, SafeTensorsFile::Info>>
+parseHeader(const std::string &headerText, uint64_t dataSize,
+            std::map<std::string, std::string> *metadata) {
   json header;
   try {
     if (std::optional<size_t> at = jsonTooDeepAt(headerText))
@@ -516,11 +489,68 @@ Status openSafeTensors(const std::string &path, int &fdOut,
     previous = &entry;
   }
 
-  infos.clear();
+  std::map<std::string, SafeTensorsFile::Info> infos;
   for (Entry &entry : entries)
     infos.emplace(entry.name, SafeTensorsFile::Info{entry.dtype,
                                                     std::move(entry.shape),
                                                     entry.begin, entry.end});
+  return infos;
+}
+
+/// The header's length (the file's first 8 bytes, `lengthBytes`), checked
+/// against the `fileSize` bytes of the file.
+StatusOr<uint64_t> headerLength(const uint8_t *lengthBytes,
+                                uint64_t fileSize) {
+  if (fileSize < 8)
+    return errorf("file has ", fileSize,
+                  " bytes, too short for the 8-byte header length");
+  const uint64_t headerSize = load<uint64_t>(lengthBytes);
+  if (headerSize > fileSize - 8)
+    return errorf("header length ", headerSize, " exceeds the ", fileSize - 8,
+                  " bytes after the length field");
+  // (the text is read into memory whole: a header of gigabytes, which a
+  // sparse file can claim, is refused before it is allocated)
+  if (headerSize > kMaxSafeTensorsHeaderBytes)
+    return errorf("header length ", headerSize, " is beyond the ",
+                  kMaxSafeTensorsHeaderBytes,
+                  " bytes of header this reader accepts");
+  return headerSize;
+}
+
+/// Opens and validates `path`'s header (see SafeTensorsFile::open); errors
+/// are prefixed by the caller.
+Status openSafeTensors(const std::string &path, int &fdOut,
+                       uint64_t &dataStartOut,
+                       std::map<std::string, SafeTensorsFile::Info> &infos,
+                       std::map<std::string, std::string> *metadata) {
+  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
+  // until a writer comes; reads of a regular file ignore it)
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0)
+    return errorf("cannot open: ", errnoText());
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return errorf("cannot stat: ", errnoText());
+  if (std::optional<std::string> kind = nonRegularKind(st))
+    return errorf("is ", *kind, ", not a file");
+  const uint64_t fileSize = uint64_t(st.st_size);
+
+  uint8_t lengthBytes[8] = {};
+  if (fileSize >= 8)
+    MLT_RETURN_IF_ERROR(readAt(fd.get(), lengthBytes, 8, 0, path));
+  StatusOr<uint64_t> headerSize = headerLength(lengthBytes, fileSize);
+  if (!headerSize)
+    return headerSize.takeStatus();
+  const uint64_t dataStart = 8 + *headerSize;
+  std::string headerText(*headerSize, '\0');
+  MLT_RETURN_IF_ERROR(readAt(fd.get(),
+                             reinterpret_cast<uint8_t *>(headerText.data()),
+                             *headerSize, 8, path));
+  StatusOr<std::map<std::string, SafeTensorsFile::Info>> parsed =
+      parseHeader(headerText, fileSize - dataStart, metadata);
+  if (!parsed)
+    return parsed.takeStatus();
+  infos = std::move(*parsed);
   dataStartOut = dataStart;
   fdOut = ::dup(fd.get());
   if (fdOut < 0)
@@ -656,6 +686,31 @@ readSafeTensors(const std::string &path,
     if (!tensor)
       return tensor.takeStatus();
     tensors.emplace(name, std::move(*tensor));
+  }
+  return tensors;
+}
+
+StatusOr<TensorMap>
+parseSafeTensors(std::string_view bytes, const std::string &source,
+                 std::map<std::string, std::string> *metadata) {
+  const auto *data = reinterpret_cast<const uint8_t *>(bytes.data());
+  StatusOr<uint64_t> headerSize = headerLength(data, bytes.size());
+  if (!headerSize)
+    return headerSize.takeStatus().withContext(source);
+  const uint64_t dataStart = 8 + *headerSize;
+  StatusOr<std::map<std::string, SafeTensorsFile::Info>> infos =
+      parseHeader(std::string(bytes.substr(8, *headerSize)),
+                  bytes.size() - dataStart, metadata);
+  if (!infos)
+    return infos.takeStatus().withContext(source);
+  TensorMap tensors;
+  for (auto &[name, info] : *infos) {
+    Tensor tensor;
+    tensor.dtype = info.dtype;
+    tensor.shape = std::move(info.shape);
+    tensor.bytes.assign(data + dataStart + info.begin,
+                        data + dataStart + info.end);
+    tensors.emplace(name, std::move(tensor));
   }
   return tensors;
 }

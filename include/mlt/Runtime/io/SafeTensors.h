@@ -135,6 +135,18 @@ private:
   std::map<std::string, Info> tensors_;
 };
 
+/// The largest header readSafeTensors accepts: the header is read into
+/// memory whole, and a real one holds about 100 bytes per tensor (a 405B
+/// model's few thousand tensors, some 300 KB). The Rust `safetensors`
+/// crate refuses headers past the same 100 MB.
+inline constexpr uint64_t kMaxSafeTensorsHeaderBytes = 100'000'000;
+
+/// readSafeTensors of a file's bytes held in memory: the same checks and
+/// messages, prefixed with `source`.
+StatusOr<TensorMap>
+parseSafeTensors(std::string_view bytes, const std::string &source,
+                 std::map<std::string, std::string> *metadata = nullptr);
+
 /// Reads the weights of an HF checkpoint: `path` may be a `.safetensors` file,
 /// or a directory holding `model.safetensors` or a sharded
 /// `model.safetensors.index.json` (`{"weight_map": {name: file}}`), in which

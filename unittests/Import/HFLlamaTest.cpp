@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Target/PlanExport.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 
@@ -782,6 +784,28 @@ TEST_F(BuildLlamaModuleTest, DeclaresHFParameters) {
         << param.getSymName().str();
   });
   EXPECT_EQ(perLayer, 9);
+}
+
+// Tests that the runtime's list of a LLaMA's parameters (ModelConfig.h, which
+// a plan's hf_config is held to) is the builder's, tied or not, and that the
+// runtime reads the config.json the exporter writes as the importer does.
+TEST_F(BuildLlamaModuleTest, RuntimeListsTheSameParameters) {
+  for (bool tied : {false, true}) {
+    config.tieWordEmbeddings = tied;
+    OwningOpRef<ModuleOp> module = build();
+    ASSERT_TRUE(module);
+    rt::StatusOr<rt::PlanConfig> read = rt::parsePlanConfig(hfConfigJson(config));
+    ASSERT_TRUE(read) << read.status().message();
+    ASSERT_TRUE(read->llama);
+    EXPECT_EQ(read->vocabSize, config.vocabSize);
+    EXPECT_EQ(read->maxPositionEmbeddings, config.maxPositionEmbeddings);
+    EXPECT_EQ(read->llama->headDim, config.headDim);
+    EXPECT_EQ(read->llama->tieWordEmbeddings, tied);
+    std::map<std::string, std::vector<int64_t>> listed;
+    for (auto &[name, shape] : rt::llamaParameters(*read->llama))
+      listed[name] = shape;
+    EXPECT_EQ(listed, params(*module)) << (tied ? "tied" : "untied");
+  }
 }
 
 TEST_F(BuildLlamaModuleTest, ExplicitHeadDim) {

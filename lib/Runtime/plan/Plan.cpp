@@ -19,6 +19,7 @@
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -174,11 +175,22 @@ bool mlt::rt::hasPlanIdentifier(const void *data, size_t size) {
 
 namespace {
 
+/// A vector of scalars, copied out byte for byte: FlatBuffers' verifier
+/// aligns a vector to its 4-byte length, not to its elements, so in a
+/// damaged file a vector of 8-byte values may start 4 bytes off, where
+/// FlatBuffers' own reads (a load through a misaligned pointer) would be
+/// undefined behaviour.
 template <typename T>
 std::vector<T> toVector(const flatbuffers::Vector<T> *vector) {
+  static_assert(std::is_scalar_v<T> && flatbuffers::is_scalar<T>::value &&
+                    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "copies little-endian scalars as they are");
   if (!vector)
     return {};
-  return std::vector<T>(vector->begin(), vector->end());
+  std::vector<T> values(vector->size());
+  if (!values.empty())
+    std::memcpy(values.data(), vector->Data(), values.size() * sizeof(T));
+  return values;
 }
 
 std::string toString(const flatbuffers::String *string) {

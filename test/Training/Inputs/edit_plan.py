@@ -10,8 +10,8 @@ so that what mlt-run reports is the semantic check behind the checksum
 (--keep-checksum keeps the old trailer: what a damaged file looks like).
 Each edit rewrites a value where it lies, so the file keeps its layout:
 
-  flip:OFFSET                     XOR byte OFFSET of the content (negative:
-                                  from its end)
+  flip:OFFSET[:MASK]              XOR byte OFFSET of the content (negative:
+                                  from its end) with MASK (default 0xff)
   truncate:SIZE                   keep the first SIZE bytes (no trailer)
   version:N                       the plan's format_version
   microbatches:N                  the model info's micro-batches per step
@@ -106,8 +106,8 @@ def edit(plan, spec):
     kind, _, rest = spec.partition(":")
     root = plan.root()
     if kind == "flip":
-        at = int(rest)
-        plan.data[at] ^= 0xFF
+        at, _, mask = rest.partition(":")
+        plan.data[int(at)] ^= int(mask, 0) if mask else 0xFF
     elif kind == "truncate":
         del plan.data[int(rest):]
     elif kind == "version":

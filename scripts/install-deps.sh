@@ -26,6 +26,9 @@ packages=(
   # MPI (Open MPI, with mpirun) starts runs of one process per GPU; built with
   # the CUDA backend, and its error paths are tested without a GPU
   libopenmpi-dev
+  # CI's sanitized build and fuzzers (MLT_SANITIZE, MLT_ENABLE_FUZZERS): clang
+  # with its AddressSanitizer, UBSan and libFuzzer runtimes, llvm-symbolizer
+  clang-22 libclang-rt-22-dev llvm-22
 )
 
 missing=()

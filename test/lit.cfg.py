@@ -45,3 +45,8 @@ if shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"
+# A sanitized build (MLT_SANITIZE): its programs carry their sanitizers'
+# options (lib/Support/SanitizerOptions.cpp); tests that cannot run under
+# the sanitizers' slowdown or shadow memory say "UNSUPPORTED: sanitizer".
+if getattr(config, "mlt_sanitize", ""):
+    config.available_features.add("sanitizer")

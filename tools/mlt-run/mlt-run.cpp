@@ -17,6 +17,7 @@
 #include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/exec/HostMemory.h"
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
@@ -1144,6 +1145,24 @@ StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
   return saved;
 }
 
+/// What a run holds in host memory besides what it reads and writes a
+/// tensor at a time: on the CPU, the arenas of its ranks (every rank is in
+/// this process) and OpenBLAS's buffers.
+std::vector<HostMemoryUse> hostMemoryUses(const Options &o, const Plan &plan) {
+  if (o.device == "cuda")
+    return {};
+  uint64_t arenas = 0;
+  for (const RankPlan &rank : plan.ranks) // (saturating: sizes may be absurd)
+    arenas = arenas + rank.arenaBytes < arenas ? UINT64_MAX
+                                               : arenas + rank.arenaBytes;
+  return {{plan.ranks.size() == 1
+               ? std::string("the arena")
+               : "the arenas of " + std::to_string(plan.ranks.size()) +
+                     " ranks",
+           arenas},
+          cpuBackendHostMemory()};
+}
+
 Status train(const Options &o, const Plan &plan, Distributed *dist) {
   const ModelInfo &model = plan.model;
   uint64_t arenaBytes = 0; // the largest rank's
@@ -1197,6 +1216,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                      : o.data,
       model.seqLen, model.vocabSize, progress);
   MLT_RETURN_IF_ERROR(agree(data ? Status::ok() : data.takeStatus()));
+
+  // Host memory, before the arenas take theirs (see HostMemory.h for what
+  // running short does instead of failing; the data is mapped, and counts
+  // against an address-space limit by now).
+  MLT_RETURN_IF_ERROR(agree(checkHostMemory(hostMemoryUses(o, plan))));
 
 #ifdef MLT_HAVE_CUDA
   std::unique_ptr<Backend> backend =
@@ -1782,7 +1806,11 @@ int main(int argc, char **argv) {
   Status status = runTool(argc, argv, launch);
   if (!status) {
     reportError(status.message());
-    return 1;
+    // (without the exit handlers: OpenBLAS's joins its threads, and one that
+    // could not allocate its buffer, memory being short, retries for ever;
+    // whatever the run wrote is complete or removed by now)
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
   return 0;
 }

@@ -105,3 +105,12 @@ mlt::cpu::gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
       const T *, int64_t, int64_t, T, T *, int64_t, int64_t, int64_t);
 MLT_INSTANTIATE_GEMM(float)
 MLT_INSTANTIATE_GEMM(double)
+
+int mlt::cpu::gemmThreads() { return std::max(1, openblas_get_num_threads()); }
+
+uint64_t mlt::cpu::gemmWorkspaceBytes() {
+  // (the 134,221,824 bytes a worker of Debian's OpenBLAS 0.3.21 asks malloc
+  // for; other builds' buffers are as large or smaller)
+  constexpr uint64_t kBufferBytes = (uint64_t(128) << 20) + 4096;
+  return uint64_t(gemmThreads()) * kBufferBytes;
+}

@@ -832,6 +832,12 @@ public:
 
 } // namespace
 
+HostMemoryUse mlt::rt::cpuBackendHostMemory() {
+  return {"OpenBLAS's buffers (" + std::to_string(cpu::gemmThreads()) +
+              " threads)",
+          cpu::gemmWorkspaceBytes()};
+}
+
 std::unique_ptr<Backend> mlt::rt::createCpuBackend() {
   return std::make_unique<CpuBackend>();
 }

@@ -190,7 +190,8 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   if (!arena)
     return std::move(arena.takeStatus())
         .withContext("allocating the arena of " +
-                     std::to_string(rank.arenaBytes) + " bytes");
+                     std::to_string(rank.arenaBytes) + " bytes (" +
+                     formatBytes(rank.arenaBytes) + ")");
   executor->arena_ = *arena;
   executor->prepare(coordinates);
   MLT_RETURN_IF_ERROR(executor->fillConstants());

@@ -56,6 +56,15 @@ rt::Status gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
                               int64_t strideB, T beta, T *c, int64_t ldc,
                               int64_t strideC, int64_t batchCount);
 
+/// The threads of OpenBLAS's pool (OPENBLAS_NUM_THREADS, or the cores).
+int gemmThreads();
+
+/// The host memory OpenBLAS takes besides the operands: a GEMM buffer for
+/// each thread of its pool (its BUFFER_SIZE, 128 MiB on x86-64, and a page),
+/// which a thread allocates when it first works, and retries for ever when
+/// the allocation fails.
+uint64_t gemmWorkspaceBytes();
+
 } // namespace mlt::cpu
 
 #endif // MLT_RUNTIME_CPU_GEMM_H

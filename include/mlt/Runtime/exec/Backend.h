@@ -16,6 +16,7 @@
 #define MLT_RUNTIME_BACKEND_H
 
 #include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/exec/HostMemory.h"
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/plan/Plan.h"
 
@@ -193,6 +194,10 @@ Status checkComputeOperands(
 /// group is done. Matrix
 /// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
 std::unique_ptr<Backend> createCpuBackend();
+
+/// What the CPU backend holds in host memory besides the arenas:
+/// OpenBLAS's GEMM buffers, one per thread of its pool.
+HostMemoryUse cpuBackendHostMemory();
 
 } // namespace mlt::rt
 

@@ -4,14 +4,16 @@
 // what readHFLlamaConfig and mlt-run MODEL_DIR do with the file's text).
 // A config that imports must build its model (buildLlamaModule: the module
 // verifies), and survive a round trip through the config.json that plans
-// carry and --save-hf writes (hfConfigJson): read again, it is the same
-// config. Any crash, hang (a deep or long text), leak, undefined behaviour
+// carry and --save-hf writes (hfConfigJson): read again, by the importer and
+// by the runtime's reader of a plan's config (ModelConfig.h), it is the same
+// model. Any crash, hang (a deep or long text), leak, undefined behaviour
 // or allocation past -malloc_limit_mb is a bug in the importer.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Runtime/plan/ModelConfig.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,6 +38,7 @@ bool same(const LlamaConfig &a, const LlamaConfig &b) {
          a.numKvHeads == b.numKvHeads && a.headDim == b.headDim &&
          a.maxPositionEmbeddings == b.maxPositionEmbeddings &&
          a.rmsNormEps == b.rmsNormEps && a.ropeTheta == b.ropeTheta &&
+         a.ropeScaling == b.ropeScaling &&
          a.tieWordEmbeddings == b.tieWordEmbeddings;
 }
 
@@ -82,6 +85,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!same(*config, *reread))
     fail("the config.json written for an imported config imports as "
          "another config:",
+         written);
+
+  // The runtime's reader of a plan's config (ModelConfig.h) reads that
+  // config.json as the importer does.
+  rt::StatusOr<rt::PlanConfig> plan = rt::parsePlanConfig(written);
+  if (!plan || !plan->llama)
+    fail("the runtime does not read the config.json written for an "
+         "imported config as a LLaMA:",
+         (plan ? std::string("no whole LLaMA") : plan.status().message()) +
+             "\n" + written);
+  const rt::LlamaShape &l = *plan->llama;
+  if (l.vocabSize != config->vocabSize || l.hiddenSize != config->hiddenSize ||
+      l.intermediateSize != config->intermediateSize ||
+      l.numLayers != config->numLayers || l.numHeads != config->numHeads ||
+      l.numKvHeads != config->numKvHeads || l.headDim != config->headDim ||
+      l.tieWordEmbeddings != config->tieWordEmbeddings ||
+      l.rmsNormEps != config->rmsNormEps || l.ropeTheta != config->ropeTheta ||
+      l.ropeScaling != config->ropeScaling ||
+      plan->maxPositionEmbeddings != config->maxPositionEmbeddings)
+    fail("the runtime reads the config.json written for an imported config "
+         "as another model:",
          written);
   return 0;
 }

@@ -86,6 +86,89 @@ private:
 
 } // namespace
 
+namespace {
+
+/// rope_scaling / rope_parameters (the importer's rules, HFLlama.cpp): the
+/// rotary base they may give over `theta`, and the scaling.
+Status readRope(const json &config, const Fields &top,
+                std::optional<int64_t> maxPositions, double &theta,
+                RopeScaling &scaling) {
+  std::optional<std::string> scalingFrom;
+  for (const char *key : {"rope_parameters", "rope_scaling"}) {
+    if (!top.has(key))
+      continue;
+    const json &rope = config.at(key);
+    if (!rope.is_object())
+      return errorf("field '", key, "' must be an object");
+    auto text = [&](const char *field) -> StatusOr<std::string> {
+      auto it = rope.find(field);
+      if (it == rope.end() || it->is_null())
+        return std::string();
+      if (!it->is_string())
+        return errorf("field '", key, ".", field, "' must be a string, got ",
+                      describe(*it));
+      return it->get<std::string>();
+    };
+    StatusOr<std::string> type = text("rope_type");
+    if (type && type->empty())
+      type = text("type"); // the old spelling
+    if (!type)
+      return type.takeStatus();
+    if (!type->empty() && *type != "default" && *type != "llama3")
+      return errorf("field '", key, ".rope_type' is '", *type,
+                    "'; only 'default' and 'llama3' rotary embeddings are "
+                    "supported");
+    const Fields fields(rope);
+    StatusOr<double> ropeTheta = fields.positive("rope_theta", theta);
+    if (!ropeTheta)
+      return ropeTheta.takeStatus().withContext(key);
+    theta = *ropeTheta;
+    if (type->empty())
+      continue;
+    RopeScaling read;
+    if (*type == "llama3") {
+      auto number = [&](const char *field) -> StatusOr<double> {
+        auto it = rope.find(field);
+        if (it == rope.end() || !it->is_number())
+          return errorf("field '", key, ".", field,
+                        "' must be a number (llama3 rope scaling needs it)");
+        return it->get<double>();
+      };
+      StatusOr<double> factor = number("factor");
+      StatusOr<double> low = number("low_freq_factor");
+      StatusOr<double> high = number("high_freq_factor");
+      for (StatusOr<double> *value : {&factor, &low, &high})
+        if (!*value)
+          return value->takeStatus();
+      StatusOr<std::optional<int64_t>> topLevel =
+          top.size("original_max_position_embeddings");
+      StatusOr<std::optional<int64_t>> inner =
+          fields.size("original_max_position_embeddings");
+      if (!topLevel)
+        return topLevel.takeStatus();
+      if (!inner)
+        return inner.takeStatus().withContext(key);
+      if (*topLevel && *inner && **inner != **topLevel)
+        return errorf("field '", key, ".original_max_position_embeddings' is ",
+                      **inner, ", but the top-level "
+                      "'original_max_position_embeddings' is ", **topLevel);
+      const std::optional<int64_t> original =
+          *topLevel ? *topLevel : *inner ? *inner : maxPositions;
+      read = RopeScaling::llama3(*factor, *low, *high, original.value_or(0));
+      if (Status status = checkRopeScaling(read); !status)
+        return std::move(status).withContext(key);
+    }
+    if (scalingFrom && read != scaling)
+      return errorf("fields '", *scalingFrom, "' and '", key,
+                    "' describe different rotary embeddings");
+    scalingFrom = key;
+    scaling = read;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 StatusOr<PlanConfig> mlt::rt::parsePlanConfig(std::string_view text) {
   if (std::optional<size_t> at = jsonTooDeepAt(text))
     return errorf(jsonTooDeepMessage(*at));
@@ -118,6 +201,10 @@ StatusOr<PlanConfig> mlt::rt::parsePlanConfig(std::string_view text) {
   StatusOr<bool> tied = fields.boolean("tie_word_embeddings", false);
   if (!tied)
     return tied.takeStatus();
+  double ropeTheta = *theta;
+  RopeScaling scaling;
+  MLT_RETURN_IF_ERROR(readRope(object, fields, sizeOf("max_position_embeddings"),
+                               ropeTheta, scaling));
 
   PlanConfig config;
   config.vocabSize = sizeOf("vocab_size");
@@ -154,7 +241,8 @@ StatusOr<PlanConfig> mlt::rt::parsePlanConfig(std::string_view text) {
                   ") must be even for rotary embeddings");
   llama.tieWordEmbeddings = *tied;
   llama.rmsNormEps = *eps;
-  llama.ropeTheta = *theta;
+  llama.ropeTheta = ropeTheta;
+  llama.ropeScaling = scaling;
   config.llama = llama;
   return config;
 }

@@ -747,7 +747,7 @@ bool closeTo(double value, double expected) {
 /// whole LLaMA, the plan's parameters (`shapes`: each one's full shape) are
 /// exactly that LLaMA's, and its launches compute that LLaMA: causal
 /// attention of its head_dim and 1/sqrt(head_dim) scale, rotary embeddings
-/// of its rope_theta, RMS norms of its rms_norm_eps. Checkpoints and
+/// of its rope_theta and rotary scaling, RMS norms of its rms_norm_eps. Checkpoints and
 /// --save-hf write the config beside the weights, and nothing else tells
 /// a reader what the weights are.
 Status verifyModelConfig(
@@ -831,6 +831,19 @@ Status verifyModelConfig(
             return fail("has theta ", a[A::theta],
                         ", but the plan's hf_config has rope_theta ",
                         llama.ropeTheta);
+          const RopeScaling scaling = ropeScaling(a);
+          const RopeScaling &want = llama.ropeScaling;
+          if (scaling.kind != want.kind ||
+              scaling.originalMaxPositionEmbeddings !=
+                  want.originalMaxPositionEmbeddings ||
+              (want.isScaled() &&
+               (!closeTo(scaling.factor, want.factor) ||
+                !closeTo(scaling.lowFreqFactor, want.lowFreqFactor) ||
+                !closeTo(scaling.highFreqFactor, want.highFreqFactor))))
+            return fail("scales its frequencies otherwise than the plan's "
+                        "hf_config (",
+                        want.isScaled() ? "llama3 rope scaling" : "none",
+                        ") says");
           break;
         }
         case Kernel::RMSNormFwd:

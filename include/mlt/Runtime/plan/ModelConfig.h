@@ -14,6 +14,7 @@
 #ifndef MLT_RUNTIME_PLAN_MODELCONFIG_H
 #define MLT_RUNTIME_PLAN_MODELCONFIG_H
 
+#include "mlt/Runtime/RopeFrequencies.h"
 #include "mlt/Runtime/Status.h"
 
 #include <cstdint>
@@ -63,9 +64,13 @@ struct LlamaShape {
   int64_t numKvHeads = 0;
   int64_t headDim = 0;
   bool tieWordEmbeddings = false;
-  /// rms_norm_eps and rope_theta (HF's defaults when absent).
+  /// rms_norm_eps and rope_theta (HF's defaults when absent; rope_theta
+  /// as rope_parameters may give it).
   double rmsNormEps = 1e-6;
   double ropeTheta = 1e4;
+  /// The rotary scaling of rope_scaling or rope_parameters (rope_type
+  /// "llama3"), or none.
+  RopeScaling ropeScaling;
 };
 
 /// What a plan's config.json says, as far as the runtime checks it.
@@ -84,7 +89,11 @@ struct PlanConfig {
 /// Reads a plan's config.json text: a JSON object that nests at most
 /// kMaxJsonDepth levels; the LLaMA fields it has positive integers within
 /// kLlamaLimits (null: absent), rms_norm_eps and rope_theta positive
-/// numbers, tie_word_embeddings a boolean; of a whole LLaMA,
+/// numbers, tie_word_embeddings a boolean, rope_scaling and
+/// rope_parameters objects whose rope_type (or legacy type) is "default" or
+/// "llama3" with the scaling's fields (checkRopeScaling; the two objects,
+/// when both are given, of one scaling), read as the HF importer reads
+/// them; of a whole LLaMA,
 /// num_attention_heads a multiple of num_key_value_heads, an even head_dim,
 /// and hidden_size divisible by num_attention_heads when head_dim is
 /// absent (the importer's rules). Errors are one line naming the field.

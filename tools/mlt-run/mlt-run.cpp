@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Prediction.h"
+#include "mlt/Analysis/StepReport.h"
 #include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
@@ -67,6 +69,7 @@
 
 using namespace mlt;
 using namespace mlt::rt;
+using namespace mlt::tool;
 
 namespace {
 
@@ -259,6 +262,27 @@ Output:
                              process, every stream a thread, every launch an
                              event with its kernel, program and rate; open it
                              at ui.perfetto.dev
+  --calibration FILE         price the plan's launches by FILE (written by
+                             --calibrate) rather than the calibration built
+                             in for the run's device (calibration/h100.json
+                             for an H100); with one, a run states its
+                             predicted step time before training and the
+                             measured one after, and --trace draws the
+                             prediction beside the measured step
+  --calibrate FILE           measure this device: time every launch of one
+                             step (as --trace) on every rank, take each
+                             kernel class's time against its work, fit the
+                             launch gap so that the step predicted from them
+                             takes the measured step's time, and write (or
+                             merge into, for the same device) the
+                             calibration FILE; needs --steps 3 or more
+  --report                   print, before anything runs, each rank's
+                             memory (as --report-memory) and the predicted
+                             step: its time and tokens/s, and per rank the
+                             compute by kernel, the communication and how
+                             much of it no compute hides, and the idle time;
+                             from --calibration, else the calibration built
+                             in for --device; and exit
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
                              F1.0 B1.0 ...") and exit
@@ -319,6 +343,8 @@ struct Options {
   bool printPlan = false;
   bool printSchedule = false;
   bool reportMemory = false;
+  bool report = false;
+  std::string calibration, calibrate;
   bool help = false;
 };
 
@@ -517,6 +543,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--emit-plan", str(o.emitPlan)},
       {"--profile-step", integer(o.profileStep)},
       {"--trace", str(o.trace)},
+      {"--calibration", str(o.calibration)},
+      {"--calibrate", str(o.calibrate)},
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
@@ -525,6 +553,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
       {"--report-memory", &o.reportMemory},
+      {"--report", &o.report},
       {"--help", &o.help},
       {"-h", &o.help},
   };
@@ -633,6 +662,13 @@ Status checkOptions(const Options &o) {
     if (given && o.saveCheckpoint.empty())
       return errorf(flag, " sets how --save-checkpoint saves; pass "
                           "--save-checkpoint DIR");
+  if (!o.calibrate.empty() && o.steps && *o.steps < 3)
+    return errorf("--calibrate needs --steps 3 or more (one step to set up, "
+                  "one profiled, and the others to measure the step time), "
+                  "got ", *o.steps);
+  if (!o.calibrate.empty() && !o.calibration.empty())
+    return errorf("--calibrate measures this device's calibration; "
+                  "--calibration would price the run by another");
   if (!o.resume.empty() && !o.initFrom.empty())
     return errorf("--resume takes the weights from its checkpoint; "
                   "--init-from would replace them");
@@ -726,6 +762,11 @@ Status checkPaths(const Options &o) {
                             .withContext("--resume"));
     inputs.push_back({"--resume", o.resume});
   }
+  if (!o.calibration.empty()) {
+    MLT_RETURN_IF_ERROR(checkInputPath(o.calibration, /*directoryToo=*/false)
+                            .withContext("--calibration"));
+    inputs.push_back({"--calibration", o.calibration});
+  }
   struct Output {
     const char *flag;
     const std::string &path;
@@ -736,6 +777,7 @@ Status checkPaths(const Options &o) {
                         Output{"--dump-grads", o.dumpGrads, false},
                         Output{"--emit-plan", o.emitPlan, false},
                         Output{"--trace", o.trace, false},
+                        Output{"--calibrate", o.calibrate, false},
                         Output{"--save-hf", o.saveHF, true},
                         Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
     if (output.path.empty())
@@ -1246,6 +1288,39 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   }
   MLT_RETURN_IF_ERROR(agree(ranks ? Status::ok() : ranks.takeStatus()));
 
+  // The calibration that prices this run's launches (--calibration, or the
+  // one built in for this device), and the step it predicts; none while
+  // --calibrate measures the device.
+  const std::string deviceName = (**ranks).executor(0).device().deviceName();
+  std::optional<ChosenCalibration> calibration;
+  std::optional<Prediction> prediction;
+  // --calibrate: its file writable and, when there is one, of this device
+  // (rank 0's process writes it; every process agrees).
+  if (!o.calibrate.empty()) {
+    Status target = Status::ok();
+    if (reports)
+      target = checkCalibrationTarget(o.calibrate,
+                                      std::string(backend->name()), deviceName);
+    if (target && reports)
+      target = checkWritable(o.calibrate);
+    MLT_RETURN_IF_ERROR(agree(target));
+  }
+  if (o.calibrate.empty()) {
+    StatusOr<std::optional<ChosenCalibration>> found = chooseCalibration(
+        o.calibration, std::string(backend->name()), deviceName);
+    Status chosen = found ? Status::ok() : found.takeStatus();
+    if (chosen && *found) {
+      StatusOr<Prediction> predicted = predictStep(plan, (*found)->calibration);
+      if (!predicted) {
+        chosen = predicted.takeStatus();
+      } else {
+        calibration = std::move(**found);
+        prediction = std::move(*predicted);
+      }
+    }
+    MLT_RETURN_IF_ERROR(agree(chosen));
+  }
+
   // Each process's ranks take theirs from a source of the whole plan's
   // tensors (one process per GPU: every process reads it).
   auto loadFrom = [&](const TensorSource &source, bool moments) -> Status {
@@ -1383,6 +1458,11 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
         describeRanks(plan).c_str(), processes.c_str(),
         std::string(backend->name()).c_str(), describePrecision(plan).c_str(),
         options.steps, data->summary.c_str());
+  if (reports && prediction)
+    std::printf("predicted step %.2f ms, %.0f tokens/s (calibration: %s)\n",
+                prediction->timeline.seconds() * 1e3,
+                cost::tokensPerStep(plan) / prediction->timeline.seconds(),
+                calibration->source.c_str());
   std::fflush(stdout);
 
   const int stepWidth = std::max<int>(4, std::to_string(options.steps).size());
@@ -1392,7 +1472,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   const int64_t profiledStep =
       o.profileStep ? *o.profileStep : std::min<int64_t>(2, options.steps);
   std::vector<Executor *> profiled;
-  if (!o.trace.empty()) {
+  if (!o.trace.empty() || !o.calibrate.empty()) {
     for (uint32_t i = 0; i < (**ranks).size(); ++i)
       profiled.push_back(&(**ranks).executor(i));
   } else if (o.profileStep && reports) {
@@ -1403,9 +1483,12 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
       MLT_RETURN_IF_ERROR(executor->beginProfile());
     return Status::ok();
   };
+  // --calibrate: the profiled step's launches of every rank, measured
+  // (rank 0's process).
+  std::optional<cost::Calibration> measuredCalibration;
   auto endProfiles = [&]() -> Status {
-    // Each local rank's trace events (a JSON array each).
-    std::vector<std::string> events;
+    // Each local rank's trace events (a JSON array each) and launches.
+    std::vector<std::string> events, launchTexts;
     for (Executor *executor : profiled) {
       StatusOr<std::vector<Executor::LaunchTime>> launches =
           executor->endProfile();
@@ -1416,22 +1499,47 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                    stdout);
       if (!o.trace.empty())
         events.push_back(traceEvents(executor->rankPlan(), *launches));
+      if (!o.calibrate.empty())
+        launchTexts.push_back(
+            launchesToText(executor->rankPlan().rank, *launches));
     }
     std::fflush(stdout);
-    if (o.trace.empty())
-      return Status::ok();
 #ifdef MLT_HAVE_CUDA
-    // One process per rank: rank 0's process gathers the others' events.
+    // One process per rank: rank 0's process gathers the others' events
+    // and launches.
     if (dist) {
-      StatusOr<std::vector<std::string>> gathered =
-          dist->session.gather(events.at(0), 0);
-      if (!gathered)
-        return gathered.takeStatus();
-      events = std::move(*gathered);
+      for (std::vector<std::string> *texts : {&events, &launchTexts}) {
+        if (texts->empty())
+          continue;
+        StatusOr<std::vector<std::string>> gathered =
+            dist->session.gather(texts->at(0), 0);
+        if (!gathered)
+          return gathered.takeStatus();
+        *texts = std::move(*gathered);
+      }
     }
 #endif
     if (!reports)
       return Status::ok();
+    if (!o.calibrate.empty()) {
+      std::vector<std::vector<cost::MeasuredLaunch>> measured(
+          plan.ranks.size());
+      for (const std::string &text : launchTexts)
+        MLT_RETURN_IF_ERROR(launchesFromText(text, measured));
+      StatusOr<cost::Calibration> measuredHere = cost::measureCalibration(
+          plan, measured, deviceName, std::string(backend->name()));
+      if (!measuredHere)
+        return measuredHere.takeStatus().withContext("--calibrate");
+      measuredCalibration = std::move(*measuredHere);
+    }
+    if (o.trace.empty())
+      return Status::ok();
+    // The prediction's tracks below the measured ones.
+    if (prediction)
+      for (const RankPlan &rank : plan.ranks)
+        events.push_back(predictedTraceEvents(
+            rank, asLaunchTimes(prediction->timeline.ranks[rank.rank]),
+            plan.worldSize));
     StatusOr<std::string> text = formatTrace(events);
     if (!text)
       return text.takeStatus();
@@ -1467,7 +1575,10 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                               "HF checkpoint a tensor at a time)");
     }
   };
+  // Each reported step's time, to compare with the prediction.
+  std::vector<std::pair<int64_t, double>> stepTimes;
   auto reportStep = [&](const StepMetrics &m) -> Status {
+    stepTimes.emplace_back(m.step, m.seconds);
     std::printf("step %*" PRId64 "/%" PRId64
                 "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
                 stepWidth, m.step, options.steps, m.loss, m.lr, m.gradNorm,
@@ -1598,6 +1709,32 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   }
   MLT_RETURN_IF_ERROR(status);
 
+  // The measured step: the median over the steps but the run's first
+  // (which sets libraries up and captures graphs) and the profiled one.
+  std::vector<double> measuredSteps;
+  for (const auto &[step, seconds] : stepTimes)
+    if (step != options.firstStep && !(!profiled.empty() && step == profiledStep))
+      measuredSteps.push_back(seconds);
+  if (reports && prediction && !measuredSteps.empty()) {
+    const double measured = medianOf(measuredSteps);
+    const double predicted = prediction->timeline.seconds();
+    std::printf("step time: measured %.2f ms (the median of %zu steps), "
+                "predicted %.2f ms (%+.1f%%)\n",
+                measured * 1e3, measuredSteps.size(), predicted * 1e3,
+                100.0 * (predicted - measured) / measured);
+    std::fflush(stdout);
+  }
+  if (reports && !o.calibrate.empty()) {
+    if (!measuredCalibration || measuredSteps.empty())
+      return errorf("--calibrate: no step was profiled, or none measured "
+                    "besides the first and the profiled one (steps ",
+                    options.firstStep, " to ", options.steps, ", step ",
+                    profiledStep, " profiled)");
+    MLT_RETURN_IF_ERROR(finishCalibration(plan, std::move(*measuredCalibration),
+                                          medianOf(measuredSteps), o.calibrate,
+                                          writeFileAtomically));
+  }
+
   if (!o.saveHF.empty()) {
     StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
     if (!tensors && dist)
@@ -1684,12 +1821,13 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   MLT_RETURN_IF_ERROR(checkOptions(o));
   MLT_RETURN_IF_ERROR(checkPaths(o));
   const bool trains = !o.printPlan && !o.printSchedule && !o.reportMemory &&
-                      o.emitPlan.empty();
+                      !o.report && o.emitPlan.empty();
   if (severalProcesses && !trains)
     return errorf("mpirun started ", launch.worldSize(), " processes, but ",
                   o.printPlan       ? "--print-plan"
                   : o.printSchedule ? "--print-schedule"
                   : o.reportMemory  ? "--report-memory"
+                  : o.report        ? "--report"
                                     : "--emit-plan",
                   " does not train: run it without mpirun");
   if (severalProcesses && o.device != "cuda")
@@ -1710,14 +1848,37 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (!trains) {
     if (!o.emitPlan.empty())
       MLT_RETURN_IF_ERROR(writeFileAtomically(o.emitPlan, bytes));
-    if (o.printPlan || o.printSchedule || o.reportMemory) {
+    // --report: the prediction needs a calibration, found before anything
+    // is printed.
+    std::optional<ChosenCalibration> calibration;
+    if (o.report) {
+      StatusOr<std::optional<ChosenCalibration>> chosen =
+          chooseCalibration(o.calibration, o.device, "");
+      if (!chosen)
+        return chosen.takeStatus();
+      if (!*chosen)
+        return errorf("--report: no calibration is built in for --device ",
+                      o.device, ": pass --calibration FILE (mlt-run "
+                      "--calibrate FILE measures one on the device)");
+      calibration = std::move(**chosen);
+    }
+    if (o.printPlan || o.printSchedule || o.reportMemory || o.report) {
       std::ostringstream text;
       if (o.printPlan)
         printPlan(*plan, text);
       if (o.printSchedule)
         printSchedule(*plan, text);
-      if (o.reportMemory)
+      if (o.reportMemory || o.report)
         printMemoryReport(*plan, text);
+      if (calibration) {
+        StatusOr<Prediction> prediction =
+            predictStep(*plan, calibration->calibration);
+        if (!prediction)
+          return prediction.takeStatus();
+        text << cost::formatStepPrediction(*plan, prediction->timeline,
+                                           prediction->costs,
+                                           calibration->source);
+      }
       std::fputs(text.str().c_str(), stdout);
     }
     return Status::ok();

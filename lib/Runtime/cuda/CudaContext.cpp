@@ -64,6 +64,7 @@ Status CudaDeviceContext::init() {
   MLT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, device_));
   architecture_ =
       "sm_" + std::to_string(properties.major * 10 + properties.minor);
+  deviceName_ = properties.name;
   MLT_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void **>(&errorRecord_),

@@ -111,6 +111,7 @@ public:
   rt::Status endProgram(const rt::ProgramDesc &program) override;
   rt::Status synchronize() override;
   std::string architecture() const override { return architecture_; }
+  std::string deviceName() const override { return deviceName_; }
   rt::Status beginLaunchTiming() override;
   rt::StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
   /// Programs with collectives too, unless MLT_CUDA_GRAPHS=compute: NCCL is
@@ -197,6 +198,7 @@ private:
   int device_;
   /// "sm_90": the device's compute capability, as plans name targets.
   std::string architecture_;
+  std::string deviceName_;
   rt::Communicator *communicator_;
   bool syncEachLaunch_ = false;
   cudaStream_t stream_ = nullptr;

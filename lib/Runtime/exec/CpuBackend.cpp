@@ -154,6 +154,7 @@ public:
     return static_cast<uint8_t *>(memory);
   }
   void deallocate(uint8_t *memory) override { std::free(memory); }
+  std::string deviceName() const override { return "cpu"; }
 
   Status copyToDevice(uint8_t *device, const void *host,
                       uint64_t bytes) override {

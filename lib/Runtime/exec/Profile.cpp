@@ -17,23 +17,6 @@
 using namespace mlt;
 using namespace mlt::rt;
 
-InstructionWork mlt::rt::instructionWork(const RankPlan &rank,
-                                         const InstructionDesc &inst) {
-  InstructionWork work;
-  for (uint32_t index : inst.inputs)
-    work.bytes += double(rank.buffers[index].bytes);
-  for (uint32_t index : inst.outputs)
-    work.bytes += double(rank.buffers[index].bytes);
-  // The FLOPs of the kernels that arithmetic bounds, as their rules count
-  // them (KernelInfo.h); the others' rate is their bytes'.
-  work.flops = kernelFlops(inst);
-  return work;
-}
-
-namespace {
-
-} // namespace
-
 std::string mlt::rt::formatRate(const InstructionWork &work,
                                 double milliseconds) {
   if (milliseconds <= 0.0)

@@ -37,19 +37,13 @@ nlohmann::json metadata(const char *name, int64_t pid, int64_t tid,
           {"args", {{"name", value}}}};
 }
 
-} // namespace
-
-std::string
-mlt::rt::traceEvents(const RankPlan &rank,
-                     const std::vector<Executor::LaunchTime> &launches) {
-  const int64_t pid = rank.rank;
-  double origin = 0.0;
-  for (size_t i = 0; i < launches.size(); ++i)
-    origin = i == 0 ? launches[i].start : std::min(origin, launches[i].start);
-
+/// The events of `launches` on `rank` in process `pid`, named `process`,
+/// their times from `origin` (milliseconds).
+std::string eventsOf(const RankPlan &rank,
+                     const std::vector<Executor::LaunchTime> &launches,
+                     int64_t pid, const std::string &process, double origin) {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back(metadata("process_name", pid, 0,
-                            "rank " + std::to_string(rank.rank)));
+  events.push_back(metadata("process_name", pid, 0, process));
   events.push_back({{"ph", "M"},
                     {"name", "process_sort_index"},
                     {"pid", pid},
@@ -84,6 +78,25 @@ mlt::rt::traceEvents(const RankPlan &rank,
     events.push_back(metadata("thread_name", pid, stream,
                               streamName(stream, !computeStreams.count(stream))));
   return events.dump();
+}
+
+} // namespace
+
+std::string
+mlt::rt::traceEvents(const RankPlan &rank,
+                     const std::vector<Executor::LaunchTime> &launches) {
+  double origin = 0.0;
+  for (size_t i = 0; i < launches.size(); ++i)
+    origin = i == 0 ? launches[i].start : std::min(origin, launches[i].start);
+  return eventsOf(rank, launches, rank.rank,
+                  "rank " + std::to_string(rank.rank), origin);
+}
+
+std::string mlt::rt::predictedTraceEvents(
+    const RankPlan &rank, const std::vector<Executor::LaunchTime> &launches,
+    uint32_t worldSize) {
+  return eventsOf(rank, launches, int64_t(worldSize) + rank.rank,
+                  "predicted rank " + std::to_string(rank.rank), 0.0);
 }
 
 StatusOr<std::string>

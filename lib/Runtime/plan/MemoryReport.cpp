@@ -104,19 +104,6 @@ std::string perParameter(uint64_t bytes, int64_t elements) {
   return text;
 }
 
-/// "0-3", "0, 2" or "5": the ranks of a group.
-std::string rankList(const std::vector<uint32_t> &ranks) {
-  bool contiguous = true;
-  for (size_t i = 1; i < ranks.size(); ++i)
-    contiguous = contiguous && ranks[i] == ranks[i - 1] + 1;
-  if (ranks.size() > 1 && contiguous)
-    return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
-  std::string text;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
-
 /// "ZeRO-2 over dp=4: ...", or "" for a plan whose optimizer state is whole
 /// on every rank.
 std::string partitionLine(const Plan &plan) {
@@ -198,6 +185,19 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
                   " kept at once)";
     line("activations, temps ", memory.temporaries, kept.c_str(), false);
     os << "  arena              " << mib(memory.arena)
-       << "  (the rank's peak: allocated once)\n";
+       << "  (the rank's peak: allocated once; " << memory.arena
+       << " bytes)\n";
   }
+}
+
+std::string mlt::rt::rankList(const std::vector<uint32_t> &ranks) {
+  bool contiguous = true;
+  for (size_t i = 1; i < ranks.size(); ++i)
+    contiguous = contiguous && ranks[i] == ranks[i - 1] + 1;
+  if (ranks.size() > 1 && contiguous)
+    return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
 }

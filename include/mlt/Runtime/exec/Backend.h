@@ -128,6 +128,10 @@ public:
   /// plan suits it (the CPU). A plan compiled for another target is refused.
   virtual std::string architecture() const { return ""; }
 
+  /// What the device is, as a calibration names it (mlt/Analysis/
+  /// Calibration.h): the GPU's name ("NVIDIA H100 80GB HBM3"), or "cpu".
+  virtual std::string deviceName() const = 0;
+
   /// Launch timing, for profiles and traces (mlt-run --profile-step,
   /// --trace). Between begin and end, the context measures when each launch
   /// (and each exchange) starts and how long it takes on the device (on CUDA:

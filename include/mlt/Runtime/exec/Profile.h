@@ -19,25 +19,13 @@
 #define MLT_RUNTIME_PROFILE_H
 
 #include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/plan/InstructionWork.h"
 #include "mlt/Runtime/plan/Plan.h"
 
 #include <string>
 #include <vector>
 
 namespace mlt::rt {
-
-/// The work an instruction must do, from its kernel, ints and operands.
-struct InstructionWork {
-  /// Floating-point operations of its matrix products (matmul: 2 * batch *
-  /// m * n * k; attention forward: 4 * batch * q_heads * seq^2 * head_dim,
-  /// halved when causal, and 2.5 times that for the backward, the
-  /// convention of FlashAttention's papers); 0 for the other kernels.
-  double flops = 0.0;
-  /// Bytes of its operands: every input and output buffer once.
-  double bytes = 0.0;
-};
-InstructionWork instructionWork(const RankPlan &rank,
-                                const InstructionDesc &inst);
 
 /// The rate `work` done in `milliseconds` is: "12.3 TFLOP/s" (or GFLOP/s)
 /// for matrix kernels, "1234.5 GB/s" for the others; empty for no time.

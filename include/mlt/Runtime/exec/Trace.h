@@ -12,6 +12,11 @@
 // processes have clocks of their own: their tracks line up at the step's start,
 // not to the microsecond).
 //
+// Where a calibration prices the plan's launches, the predicted step is
+// drawn beside the measured one (predictedTraceEvents): a process "predicted
+// rank R" per rank, its launches at the cost model's times, so a user sees
+// where the prediction and the machine disagree.
+//
 // A process makes the events of its ranks (traceEvents), rank 0's process
 // gathers them and writes one file (formatTrace).
 //
@@ -31,9 +36,17 @@ namespace mlt::rt {
 
 /// The trace events of `rank`'s profiled `launches` (a JSON array, as
 /// text): a process named "rank R", a thread per stream, a complete event
-/// per launch.
+/// per launch, its time from the rank's first launch.
 std::string traceEvents(const RankPlan &rank,
                         const std::vector<Executor::LaunchTime> &launches);
+
+/// The trace events of `rank`'s predicted `launches` (the cost model's,
+/// mlt/Analysis/Timeline.h), times from the step's start: a process named
+/// "predicted rank R", numbered after every measured rank (`worldSize` +
+/// R), so that Perfetto lists the prediction below the measurement.
+std::string predictedTraceEvents(
+    const RankPlan &rank, const std::vector<Executor::LaunchTime> &launches,
+    uint32_t worldSize);
 
 /// The trace file of every rank's events (traceEvents' arrays): one JSON
 /// object with their events in one "traceEvents" list. Fails on text that is

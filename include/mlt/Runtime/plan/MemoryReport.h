@@ -52,6 +52,9 @@ struct RankMemory {
 
 RankMemory rankMemory(const RankPlan &rank);
 
+/// "0-3", "0, 2" or "5": the ranks of a group, as reports name them.
+std::string rankList(const std::vector<uint32_t> &ranks);
+
 /// The ZeRO stage a plan was compiled with: 0, every rank keeps the whole
 /// optimizer state; 1, its parameter ranges are held in slices (segments);
 /// 2, also the gradients' slices are stored apart rather than viewing

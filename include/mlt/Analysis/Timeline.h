@@ -1,0 +1,126 @@
+//===- Timeline.h - a plan's step, predicted launch by launch ---*- C++ -*-===//
+//
+// Part of mlt. The scheduling half of the cost model: given what each
+// launch of a plan costs (priceLaunches, from a Calibration), when each one
+// starts on each rank, and so how long the step takes and where its time
+// goes. `mlt-run --report` prints the summary, `--trace` draws the
+// prediction beside the measured launches, and every run on a calibrated
+// device says how far its measured step is from the predicted one.
+//
+// The model is the runtime's own order, nothing more:
+//   - a rank runs its step's calls in order, each after the previous one has
+//     ended on every stream;
+//   - within a call, each stream runs its launches in program order, and a
+//     launch also waits for the launches whose tokens it waits on;
+//   - a collective starts when every member of its group has reached it
+//     (each member's k-th collective on an axis is the same collective) and
+//     takes its time on all of them;
+//   - a transfer group's sends and receives are posted together when the
+//     group is reached; a transfer starts when both of its sides have been
+//     posted, and the call after the group waits for all of them;
+//   - each launch starts one launch gap after what it waits for (the
+//     device's time between launches beyond the kernels' own).
+//
+// So start(launch) = gap + max(end of what it waits for), a longest path in
+// a graph of launches. scheduleStep builds that graph across all ranks and
+// walks it once in topological order, O(launches + dependencies).
+// scheduleStepBySweep, the reference it is tested against, plays the ranks
+// out instead, sweeping over them until none can move (a rank stops at a
+// collective or transfer whose peers have not reached it), as the plan
+// verifier's deadlock check does; it is quadratic in the worst case.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_ANALYSIS_TIMELINE_H
+#define MLT_ANALYSIS_TIMELINE_H
+
+#include "mlt/Analysis/Calibration.h"
+#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/plan/Plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlt::cost {
+
+/// What each launch of a plan costs.
+struct LaunchCosts {
+  /// seconds[r][p][i]: instruction i of program p on rank r.
+  std::vector<std::vector<std::vector<double>>> seconds;
+  /// The launch gap (Calibration::launchGap).
+  double gap = 0.0;
+  /// The classes priced without a curve of their own (fallback rates).
+  std::vector<std::string> uncalibrated;
+};
+
+/// Prices every launch of `plan` by `calibration`.
+StatusOr<LaunchCosts> priceLaunches(const rt::Plan &plan,
+                                    const Calibration &calibration);
+
+/// One launch of a predicted step.
+struct PredictedLaunch {
+  uint32_t call = 0;
+  uint32_t program = 0;
+  uint32_t instruction = 0;
+  uint8_t stream = 0;
+  /// Seconds from the step's start (every rank starts at 0).
+  double start = 0.0;
+  double seconds = 0.0;
+};
+
+/// One rank's predicted step: every launch of every call, in step and
+/// program order, and when its last launch ends.
+struct RankTimeline {
+  std::vector<PredictedLaunch> launches;
+  double end = 0.0;
+};
+
+/// Every rank's predicted step.
+struct StepTimeline {
+  std::vector<RankTimeline> ranks;
+  /// The step's time: the latest end over the ranks.
+  double seconds() const;
+};
+
+/// The predicted step of `plan` at `costs` (see the top of this file).
+/// Fails when its launches wait on each other in a cycle (a plan that
+/// could deadlock, which the plan verifier refuses).
+StatusOr<StepTimeline> scheduleStep(const rt::Plan &plan,
+                                    const LaunchCosts &costs);
+
+/// The same by sweeping over the ranks (the reference).
+StatusOr<StepTimeline> scheduleStepBySweep(const rt::Plan &plan,
+                                           const LaunchCosts &costs);
+
+/// The launch gap at which `plan`'s predicted step at `costs` (whose own
+/// gap is ignored) takes `measured` seconds, to a microsecond's thousandth:
+/// how a calibrating run fits its device's gap (Calibration.h). The step
+/// grows with the gap, so bisection finds it; 0 when even no gap predicts
+/// more than `measured`.
+StatusOr<double> fitLaunchGap(const rt::Plan &plan, LaunchCosts costs,
+                              double measured);
+
+/// Where one rank's predicted step goes. compute + exposedCommunication +
+/// idle = step.
+struct StepBreakdown {
+  uint32_t rank = 0;
+  double step = 0.0;
+  /// Time some compute launch runs (the union over streams).
+  double compute = 0.0;
+  /// Time some collective or transfer runs, and of it the time no compute
+  /// launch runs beside it.
+  double communication = 0.0;
+  double exposedCommunication = 0.0;
+  /// Time nothing runs: launch gaps, waits for peers, a pipeline's bubble.
+  double idle = 0.0;
+  /// Compute time by kernel (each launch's whole time), largest first.
+  std::vector<std::pair<std::string, double>> byKernel;
+};
+StepBreakdown breakdown(const rt::Plan &plan, const StepTimeline &timeline,
+                        uint32_t rank);
+
+} // namespace mlt::cost
+
+#endif // MLT_ANALYSIS_TIMELINE_H

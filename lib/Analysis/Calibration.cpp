@@ -1,0 +1,461 @@
+//===- Calibration.cpp - what each launch costs on one device -------------===//
+//
+// Part of mlt. See Calibration.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/Calibration.h"
+#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Runtime/plan/InstructionWork.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <limits>
+#include <tuple>
+
+using namespace mlt;
+using namespace mlt::cost;
+using namespace mlt::rt;
+
+//===----------------------------------------------------------------------===//
+// Curves and classes
+//===----------------------------------------------------------------------===//
+
+double Curve::seconds(double work) const {
+  if (points.empty())
+    return 0.0;
+  if (work <= points.front().first)
+    return points.front().second;
+  if (work >= points.back().first)
+    return points.back().second * (work / points.back().first);
+  auto upper = std::upper_bound(
+      points.begin(), points.end(), work,
+      [](double w, const std::pair<double, double> &p) { return w < p.first; });
+  const auto &[w1, t1] = *(upper - 1);
+  const auto &[w2, t2] = *upper;
+  if (work == w1)
+    return t1;
+  const double f = std::log(work / w1) / std::log(w2 / w1);
+  return std::exp(std::log(t1) + f * (std::log(t2) - std::log(t1)));
+}
+
+namespace {
+
+/// The ring algorithm's bytes on the wire per byte of the collective,
+/// (g - 1) / g for a reduce-scatter or an all-gather, twice that for an
+/// all-reduce: how a collective's time grows with its group.
+double ringFactor(std::string_view kernel, int64_t groupSize) {
+  const double g = double(std::max<int64_t>(groupSize, 1));
+  const double factor = (g - 1.0) / g;
+  return kernel == "all_reduce_sum" ? 2.0 * factor : factor;
+}
+
+/// "attention_fwd" of "attention_fwd/hd64"; the whole key without a '/'.
+std::string_view baseOf(std::string_view key) {
+  return key.substr(0, key.find('/'));
+}
+
+/// 64 of "attention_fwd/hd64", 2 of "all_reduce_sum/g2"; -1 without one.
+double refinementOf(std::string_view key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string_view::npos)
+    return -1.0;
+  size_t digits = slash + 1;
+  while (digits < key.size() && !std::isdigit((unsigned char)key[digits]))
+    ++digits;
+  if (digits == key.size())
+    return -1.0;
+  return std::strtod(std::string(key.substr(digits)).c_str(), nullptr);
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+bool isMatrixKey(std::string_view key) {
+  const std::string_view base = baseOf(key);
+  return base == "matmul" || base == "matmul_accumulate" ||
+         base == "matmul_add" || base == "attention_fwd" ||
+         base == "attention_bwd";
+}
+
+bool isCommunicationKey(std::string_view key) {
+  const std::string_view base = baseOf(key);
+  return base == "all_reduce_sum" || base == "reduce_scatter_sum" ||
+         base == "all_gather" || base == "transfer";
+}
+
+} // namespace
+
+LaunchClass mlt::cost::launchClass(const RankPlan &rank,
+                                   const InstructionDesc &inst,
+                                   int64_t groupSize) {
+  LaunchClass cls;
+  const std::string name(kernelName(inst.kernel));
+  if (isCollectiveKernel(inst.kernel)) {
+    // The whole tensor's bytes: a reduce-scatter's input, an all-gather's
+    // output, an all-reduce's either.
+    const BufferDesc &in = rank.buffers[inst.inputs[0]];
+    const BufferDesc &out = rank.buffers[inst.outputs[0]];
+    cls.key = name + "/g" + std::to_string(groupSize);
+    cls.work = double(std::max(in.bytes, out.bytes));
+    cls.communication = true;
+    return cls;
+  }
+  if (isTransferKernel(inst.kernel)) {
+    // A send and its receive are one transfer, priced alike on both sides.
+    const uint32_t buffer =
+        inst.kernel == Kernel::Send ? inst.inputs[0] : inst.outputs[0];
+    cls.key = "transfer";
+    cls.work = double(rank.buffers[buffer].bytes);
+    cls.communication = true;
+    return cls;
+  }
+  const InstructionWork work = instructionWork(rank, inst);
+  cls.key = name;
+  if (work.flops > 0.0) {
+    cls.flops = true;
+    cls.work = work.flops;
+    if (inst.kernel == Kernel::AttentionFwd ||
+        inst.kernel == Kernel::AttentionBwd) {
+      using A = attrs::AttentionFwd; // attention_bwd names them alike
+      cls.key += "/hd" + std::to_string(inst.ints[A::head_dim]);
+    }
+  } else {
+    cls.work = work.bytes;
+  }
+  return cls;
+}
+
+//===----------------------------------------------------------------------===//
+// Calibration
+//===----------------------------------------------------------------------===//
+
+double Calibration::launchGap() const { return median(launchGaps); }
+
+namespace {
+
+/// The median over `calibration`'s curves of the keys `pick` accepts of
+/// their largest point's rate (work per second).
+template <typename Pick>
+double medianRate(const Calibration &calibration, Pick pick) {
+  std::vector<double> rates;
+  for (const auto &[key, curve] : calibration.curves)
+    if (pick(key) && !curve.points.empty())
+      rates.push_back(curve.points.back().first / curve.points.back().second);
+  return median(rates);
+}
+
+} // namespace
+
+double Calibration::matrixRate() const {
+  return medianRate(*this, [](std::string_view key) { return isMatrixKey(key); });
+}
+double Calibration::memoryRate() const {
+  return medianRate(*this, [](std::string_view key) {
+    return !isMatrixKey(key) && !isCommunicationKey(key);
+  });
+}
+double Calibration::communicationRate() const {
+  return medianRate(*this,
+                    [](std::string_view key) { return isCommunicationKey(key); });
+}
+double Calibration::latencyFloor() const {
+  double least = 0.0;
+  for (const auto &[key, curve] : curves)
+    for (const auto &[work, seconds] : curve.points)
+      least = least == 0.0 ? seconds : std::min(least, seconds);
+  return least;
+}
+
+double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
+  if (calibrated)
+    *calibrated = true;
+  if (auto it = curves.find(cls.key); it != curves.end())
+    return it->second.seconds(cls.work);
+  // The same kernel measured at another refinement: the nearest head
+  // dimension, or another group size scaled by the ring's traffic.
+  const std::string_view base = baseOf(cls.key);
+  const double wanted = refinementOf(cls.key);
+  const Curve *nearest = nullptr;
+  double nearestRefinement = 0.0;
+  for (const auto &[key, curve] : curves) {
+    if (baseOf(key) != base || key.find('/') == std::string::npos)
+      continue;
+    const double refinement = refinementOf(key);
+    if (!nearest || std::abs(refinement - wanted) <
+                        std::abs(nearestRefinement - wanted)) {
+      nearest = &curve;
+      nearestRefinement = refinement;
+    }
+  }
+  if (nearest) {
+    if (!cls.communication)
+      return nearest->seconds(cls.work);
+    const double scale = ringFactor(base, int64_t(wanted)) /
+                         ringFactor(base, int64_t(nearestRefinement));
+    return nearest->seconds(cls.work * scale);
+  }
+  if (calibrated)
+    *calibrated = false;
+  const double floor = latencyFloor();
+  double rate = cls.flops           ? matrixRate()
+                : cls.communication ? communicationRate()
+                                    : memoryRate();
+  if (rate <= 0.0)
+    return floor;
+  double work = cls.work;
+  if (cls.communication && base != "transfer")
+    work *= ringFactor(base, int64_t(wanted));
+  return std::max(floor, work / rate);
+}
+
+Status Calibration::merge(const Calibration &other) {
+  if (other.device != device || other.backend != backend)
+    return errorf("a calibration of '", other.device, "' (", other.backend,
+                  ") cannot be merged into one of '", device, "' (", backend,
+                  ")");
+  launchGaps.insert(launchGaps.end(), other.launchGaps.begin(),
+                    other.launchGaps.end());
+  for (const auto &[key, curve] : other.curves) {
+    std::map<double, std::vector<double>> byWork;
+    for (const auto &[work, seconds] : curves[key].points)
+      byWork[work].push_back(seconds);
+    for (const auto &[work, seconds] : curve.points)
+      byWork[work].push_back(seconds);
+    Curve merged;
+    for (const auto &[work, times] : byWork) {
+      double sum = 0.0;
+      for (double t : times)
+        sum += t;
+      merged.points.emplace_back(work, sum / double(times.size()));
+    }
+    curves[key] = std::move(merged);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+constexpr const char *kFormatName = "mlt-calibration";
+constexpr int kFormatVersion = 1;
+/// Bounds on what a calibration file may hold (a hostile file is refused,
+/// not allocated): classes, points per class, gaps, text.
+constexpr size_t kMaxCurves = 10000, kMaxPoints = 100000, kMaxGaps = 100000,
+                 kMaxKeyLength = 200;
+
+bool positiveFinite(const nlohmann::json &value) {
+  return value.is_number() && std::isfinite(value.get<double>()) &&
+         value.get<double>() > 0.0;
+}
+
+} // namespace
+
+std::string Calibration::toJson() const {
+  // A point a line: a file to read and diff. Numbers as nlohmann writes
+  // them (shortest round trip), strings escaped by it.
+  auto number = [](double value) { return nlohmann::json(value).dump(); };
+  auto text = [](const std::string &value) {
+    return nlohmann::json(value).dump();
+  };
+  std::ostringstream os;
+  os << "{\n \"format\": " << text(kFormatName)
+     << ",\n \"version\": " << kFormatVersion
+     << ",\n \"device\": " << text(device)
+     << ",\n \"backend\": " << text(backend) << ",\n \"launch_gaps_us\": [";
+  for (size_t i = 0; i < launchGaps.size(); ++i)
+    os << (i ? ", " : "") << number(launchGaps[i] * 1e6);
+  os << "],\n \"curves\": {";
+  const char *separator = "\n";
+  for (const auto &[key, curve] : curves) {
+    os << separator << "  " << text(key) << ": {\"work\": \""
+       << (isMatrixKey(key) ? "flops" : "bytes") << "\", \"points\": [";
+    for (size_t i = 0; i < curve.points.size(); ++i)
+      os << (i ? ",\n    " : "\n    ") << "[" << number(curve.points[i].first)
+         << ", " << number(curve.points[i].second * 1e6) << "]";
+    os << "]}";
+    separator = ",\n";
+  }
+  os << "\n }\n}\n";
+  return os.str();
+}
+
+StatusOr<Calibration> Calibration::parse(std::string_view text) {
+  if (std::optional<size_t> at = jsonTooDeepAt(text))
+    return errorf("nested deeper than ", kMaxJsonDepth, " levels at byte ",
+                  *at);
+  const nlohmann::json root = nlohmann::json::parse(
+      text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return errorf("not JSON");
+  if (!root.is_object() || !root.contains("format") ||
+      root["format"] != kFormatName)
+    return errorf("not a calibration (no \"format\": \"", kFormatName, "\")");
+  if (!root.contains("version") || root["version"] != kFormatVersion)
+    return errorf("calibration format version ",
+                  root.contains("version") ? root["version"].dump() : "none",
+                  ", this mlt reads version ", kFormatVersion);
+  Calibration calibration;
+  for (const char *field : {"device", "backend"}) {
+    if (!root.contains(field) || !root[field].is_string() ||
+        root[field].get<std::string>().size() > kMaxKeyLength)
+      return errorf("\"", field, "\" is not a string of at most ",
+                    kMaxKeyLength, " characters");
+  }
+  calibration.device = root["device"].get<std::string>();
+  calibration.backend = root["backend"].get<std::string>();
+  if (!root.contains("launch_gaps_us") || !root["launch_gaps_us"].is_array() ||
+      root["launch_gaps_us"].size() > kMaxGaps)
+    return errorf("\"launch_gaps_us\" is not a list of at most ", kMaxGaps,
+                  " numbers");
+  for (const nlohmann::json &gap : root["launch_gaps_us"]) {
+    if (!gap.is_number() || !std::isfinite(gap.get<double>()) ||
+        gap.get<double>() < 0.0 || gap.get<double>() > 1e9)
+      return errorf("\"launch_gaps_us\" holds ", gap.dump(),
+                    ", not a time in microseconds");
+    calibration.launchGaps.push_back(gap.get<double>() * 1e-6);
+  }
+  if (!root.contains("curves") || !root["curves"].is_object() ||
+      root["curves"].size() > kMaxCurves)
+    return errorf("\"curves\" is not an object of at most ", kMaxCurves,
+                  " classes");
+  for (const auto &[key, value] : root["curves"].items()) {
+    if (key.empty() || key.size() > kMaxKeyLength)
+      return errorf("a curve's class is empty or longer than ",
+                    kMaxKeyLength, " characters");
+    auto bad = [&](const std::string &why) {
+      return errorf("curve '", key, "': ", why);
+    };
+    if (!value.is_object() || !value.contains("points") ||
+        !value["points"].is_array())
+      return bad("no \"points\" list");
+    const nlohmann::json &points = value["points"];
+    if (points.empty() || points.size() > kMaxPoints)
+      return bad("between 1 and " + std::to_string(kMaxPoints) +
+                 " points are expected, not " + std::to_string(points.size()));
+    Curve curve;
+    for (const nlohmann::json &point : points) {
+      if (!point.is_array() || point.size() != 2 || !positiveFinite(point[0]) ||
+          !positiveFinite(point[1]))
+        return bad("point " + point.dump() +
+                   " is not [work, microseconds], both positive");
+      const double work = point[0].get<double>();
+      if (!curve.points.empty() && work <= curve.points.back().first)
+        return bad("points are not in increasing order of work at " +
+                   point.dump());
+      curve.points.emplace_back(work, point[1].get<double>() * 1e-6);
+    }
+    calibration.curves[key] = std::move(curve);
+  }
+  return calibration;
+}
+
+//===----------------------------------------------------------------------===//
+// Measuring
+//===----------------------------------------------------------------------===//
+
+StatusOr<Calibration> mlt::cost::measureCalibration(
+    const Plan &plan, const std::vector<std::vector<MeasuredLaunch>> &launches,
+    std::string device, std::string backend) {
+  if (launches.size() != plan.ranks.size())
+    return errorf("launches of ", launches.size(), " ranks for a plan of ",
+                  plan.ranks.size());
+  std::optional<Mesh> mesh;
+  if (!plan.mesh.empty()) {
+    StatusOr<Mesh> created = planMesh(plan);
+    if (!created)
+      return created.takeStatus();
+    mesh = std::move(*created);
+  }
+  // Every sample's time by class and work.
+  std::map<std::string, std::map<double, std::vector<double>>> samples;
+  // A collective by (axis, its group's first rank, its ordinal on the axis)
+  // and a transfer by (sender, receiver, its ordinal between them): the
+  // least time over its sides, with its class.
+  using Instance = std::tuple<uint64_t, uint64_t, uint64_t>;
+  std::map<Instance, std::pair<LaunchClass, double>> communication;
+  for (const RankPlan &rank : plan.ranks) {
+    std::map<int64_t, uint64_t> collectives;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> sends, receives;
+    for (const MeasuredLaunch &launch : launches[rank.rank]) {
+      if (launch.program >= rank.programs.size() ||
+          launch.instruction >=
+              rank.programs[launch.program].instructions.size())
+        return errorf("rank ", rank.rank, " launched program ", launch.program,
+                      " instruction ", launch.instruction,
+                      ", which its plan does not hold");
+      const InstructionDesc &inst =
+          rank.programs[launch.program].instructions[launch.instruction];
+      if (!(launch.seconds > 0.0) || !std::isfinite(launch.seconds))
+        continue;
+      if (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel)) {
+        if (!mesh)
+          return errorf("rank ", rank.rank,
+                        " launches a collective, but the plan has no mesh");
+        Instance instance;
+        int64_t groupSize = 1;
+        if (isCollectiveKernel(inst.kernel)) {
+          const int64_t axis = collectiveAttrs(inst).axis;
+          StatusOr<MeshGroup> group =
+              mesh->groupOf(int(rank.rank), mesh->axes()[size_t(axis)].name);
+          if (!group)
+            return group.takeStatus();
+          groupSize = group->size();
+          instance = {uint64_t(axis), uint64_t(group->ranks[0]),
+                      collectives[axis]++};
+        } else {
+          const TransferAttrs transfer = transferAttrs(inst);
+          StatusOr<std::vector<int>> at = mesh->coordinates(int(rank.rank));
+          if (!at)
+            return at.takeStatus();
+          (*at)[size_t(transfer.axis)] += int(transfer.shift);
+          StatusOr<int> peer = mesh->rankAt(*at);
+          if (!peer)
+            return peer.takeStatus();
+          const bool send = inst.kernel == Kernel::Send;
+          const uint32_t src = send ? rank.rank : uint32_t(*peer);
+          const uint32_t dst = send ? uint32_t(*peer) : rank.rank;
+          uint64_t &ordinal = (send ? sends : receives)[{src, dst}];
+          // Collectives and transfers apart: axis numbers stay below 2^32.
+          instance = {uint64_t(1) << 32 | src, dst, ordinal++};
+        }
+        const LaunchClass cls = launchClass(rank, inst, groupSize);
+        auto [it, inserted] =
+            communication.try_emplace(instance, cls, launch.seconds);
+        if (!inserted)
+          it->second.second = std::min(it->second.second, launch.seconds);
+        continue;
+      }
+      const LaunchClass cls = launchClass(rank, inst, 1);
+      if (cls.work > 0.0)
+        samples[cls.key][cls.work].push_back(launch.seconds);
+    }
+  }
+  for (const auto &[instance, measured] : communication)
+    if (measured.first.work > 0.0)
+      samples[measured.first.key][measured.first.work].push_back(
+          measured.second);
+
+  Calibration calibration;
+  calibration.device = std::move(device);
+  calibration.backend = std::move(backend);
+  for (const auto &[key, byWork] : samples) {
+    Curve curve;
+    for (const auto &[work, times] : byWork)
+      curve.points.emplace_back(work, median(times));
+    calibration.curves[key] = std::move(curve);
+  }
+  return calibration;
+}

@@ -1,0 +1,568 @@
+//===- Timeline.cpp - a plan's step, predicted launch by launch -----------===//
+//
+// Part of mlt. See Timeline.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/Timeline.h"
+#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+using namespace mlt;
+using namespace mlt::cost;
+using namespace mlt::rt;
+
+double StepTimeline::seconds() const {
+  double end = 0.0;
+  for (const RankTimeline &rank : ranks)
+    end = std::max(end, rank.end);
+  return end;
+}
+
+namespace {
+
+/// The size of the mesh group a collective of `inst` runs over.
+int64_t groupSizeOf(const std::optional<Mesh> &mesh,
+                    const InstructionDesc &inst) {
+  if (!mesh || !isCollectiveKernel(inst.kernel))
+    return 1;
+  return mesh->axes()[size_t(collectiveAttrs(inst).axis)].size;
+}
+
+StatusOr<std::optional<Mesh>> meshOf(const Plan &plan) {
+  if (plan.mesh.empty())
+    return std::optional<Mesh>();
+  StatusOr<Mesh> mesh = planMesh(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  return std::optional<Mesh>(std::move(*mesh));
+}
+
+//===----------------------------------------------------------------------===//
+// The step's structure, shared by both schedulers
+//===----------------------------------------------------------------------===//
+
+/// A piece of a rank's step that starts once the previous one has ended:
+/// one call, or a transfer group's calls.
+struct Segment {
+  size_t begin = 0, end = 0;
+  bool transfers = false;
+};
+
+std::vector<Segment> segmentsOf(const RankPlan &rank) {
+  std::vector<Segment> segments;
+  const std::vector<TransferGroup> groups = transferGroups(rank);
+  size_t next = 0;
+  for (size_t c = 0; c < rank.step.size();) {
+    if (next < groups.size() && groups[next].begin == c) {
+      segments.push_back({c, groups[next].end, true});
+      c = groups[next++].end;
+    } else {
+      segments.push_back({c, c + 1, false});
+      ++c;
+    }
+  }
+  return segments;
+}
+
+/// The collectives and transfers of a step, each one instance shared by
+/// its sides: instance[r][c][i] is the instance of instruction i of rank
+/// r's call c (-1 for other launches), members[k] how many launches take
+/// part in instance k.
+struct Instances {
+  std::vector<std::vector<std::vector<int64_t>>> of;
+  std::vector<uint32_t> members;
+};
+
+StatusOr<Instances> matchInstances(const Plan &plan,
+                                   const std::optional<Mesh> &mesh) {
+  Instances instances;
+  // (kind, a, b, ordinal): a collective (0, axis, group leader, k), a
+  // transfer (1, sender, receiver, k).
+  std::map<std::tuple<int, uint64_t, uint64_t, uint64_t>, int64_t> ids;
+  auto idOf = [&](std::tuple<int, uint64_t, uint64_t, uint64_t> key,
+                  uint32_t members) {
+    auto [it, inserted] = ids.try_emplace(key, int64_t(instances.members.size()));
+    if (inserted)
+      instances.members.push_back(members);
+    return it->second;
+  };
+  instances.of.resize(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks) {
+    std::map<int64_t, uint64_t> collectives;
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> sends, receives;
+    auto &of = instances.of[rank.rank];
+    of.resize(rank.step.size());
+    for (size_t c = 0; c < rank.step.size(); ++c) {
+      const ProgramDesc &program = rank.programs[rank.step[c].program];
+      of[c].assign(program.instructions.size(), -1);
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        if (!isCollectiveKernel(inst.kernel) && !isTransferKernel(inst.kernel))
+          continue;
+        if (!mesh)
+          return errorf("rank ", rank.rank,
+                        " launches a collective or a transfer, but the plan "
+                        "has no mesh");
+        if (isCollectiveKernel(inst.kernel)) {
+          const int64_t axis = collectiveAttrs(inst).axis;
+          StatusOr<MeshGroup> group =
+              mesh->groupOf(int(rank.rank), mesh->axes()[size_t(axis)].name);
+          if (!group)
+            return group.takeStatus();
+          of[c][i] = idOf({0, uint64_t(axis), uint64_t(group->ranks[0]),
+                           collectives[axis]++},
+                          uint32_t(group->size()));
+          continue;
+        }
+        const TransferAttrs transfer = transferAttrs(inst);
+        StatusOr<std::vector<int>> at = mesh->coordinates(int(rank.rank));
+        if (!at)
+          return at.takeStatus();
+        (*at)[size_t(transfer.axis)] += int(transfer.shift);
+        StatusOr<int> peer = mesh->rankAt(*at);
+        if (!peer)
+          return peer.takeStatus();
+        const bool send = inst.kernel == Kernel::Send;
+        const uint32_t src = send ? rank.rank : uint32_t(*peer);
+        const uint32_t dst = send ? uint32_t(*peer) : rank.rank;
+        uint64_t &ordinal = (send ? sends : receives)[{src, dst}];
+        of[c][i] = idOf({1, src, dst, ordinal++}, 2);
+      }
+    }
+  }
+  return instances;
+}
+
+Status checkCosts(const Plan &plan, const LaunchCosts &costs) {
+  if (costs.seconds.size() != plan.ranks.size())
+    return errorf("costs of ", costs.seconds.size(), " ranks for a plan of ",
+                  plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks) {
+    if (costs.seconds[rank.rank].size() != rank.programs.size())
+      return errorf("rank ", rank.rank, ": costs of ",
+                    costs.seconds[rank.rank].size(), " programs for ",
+                    rank.programs.size());
+    for (size_t p = 0; p < rank.programs.size(); ++p)
+      if (costs.seconds[rank.rank][p].size() !=
+          rank.programs[p].instructions.size())
+        return errorf("rank ", rank.rank, " program '", rank.programs[p].name,
+                      "': costs of ", costs.seconds[rank.rank][p].size(),
+                      " instructions for ",
+                      rank.programs[p].instructions.size());
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<LaunchCosts> mlt::cost::priceLaunches(const Plan &plan,
+                                               const Calibration &calibration) {
+  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  LaunchCosts costs;
+  costs.gap = calibration.launchGap();
+  std::set<std::string> uncalibrated;
+  costs.seconds.resize(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks) {
+    auto &seconds = costs.seconds[rank.rank];
+    seconds.resize(rank.programs.size());
+    for (size_t p = 0; p < rank.programs.size(); ++p) {
+      for (const InstructionDesc &inst : rank.programs[p].instructions) {
+        const LaunchClass cls =
+            launchClass(rank, inst, groupSizeOf(*mesh, inst));
+        bool calibrated = true;
+        seconds[p].push_back(calibration.seconds(cls, &calibrated));
+        if (!calibrated)
+          uncalibrated.insert(cls.key);
+      }
+    }
+  }
+  costs.uncalibrated.assign(uncalibrated.begin(), uncalibrated.end());
+  return costs;
+}
+
+//===----------------------------------------------------------------------===//
+// The graph's longest paths
+//===----------------------------------------------------------------------===//
+
+StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
+                                               const LaunchCosts &costs) {
+  MLT_RETURN_IF_ERROR(checkCosts(plan, costs));
+  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  StatusOr<Instances> instances = matchInstances(plan, *mesh);
+  if (!instances)
+    return instances.takeStatus();
+
+  // Nodes: launches (a collective or a transfer one node for all its sides)
+  // and, per segment of a rank's step, a barrier of no time where it
+  // begins, after the previous segment's last launches.
+  std::vector<double> duration;
+  std::vector<bool> launch;
+  std::vector<std::vector<uint32_t>> preds;
+  auto node = [&](double seconds, bool isLaunch) {
+    duration.push_back(seconds);
+    launch.push_back(isLaunch);
+    preds.emplace_back();
+    return uint32_t(duration.size() - 1);
+  };
+  std::vector<int64_t> instanceNode(instances->members.size(), -1);
+  auto shared = [&](int64_t instance, double seconds) {
+    if (instanceNode[instance] < 0)
+      instanceNode[instance] = node(seconds, true);
+    const uint32_t n = uint32_t(instanceNode[instance]);
+    duration[n] = std::max(duration[n], seconds);
+    return n;
+  };
+  // The node of each rank's launch, in step and program order.
+  std::vector<std::vector<uint32_t>> launchNodes(plan.ranks.size());
+  std::vector<std::vector<uint32_t>> barriers(plan.ranks.size());
+
+  for (const RankPlan &rank : plan.ranks) {
+    const auto &seconds = costs.seconds[rank.rank];
+    const auto &of = instances->of[rank.rank];
+    std::vector<uint32_t> previousEnds;
+    for (const Segment &segment : segmentsOf(rank)) {
+      const uint32_t barrier = node(0.0, false);
+      preds[barrier] = previousEnds;
+      barriers[rank.rank].push_back(barrier);
+      previousEnds.clear();
+      if (segment.transfers) {
+        for (size_t c = segment.begin; c < segment.end; ++c) {
+          const uint32_t p = rank.step[c].program;
+          for (size_t i = 0; i < rank.programs[p].instructions.size(); ++i) {
+            const uint32_t n = shared(of[c][i], seconds[p][i]);
+            preds[n].push_back(barrier);
+            launchNodes[rank.rank].push_back(n);
+            previousEnds.push_back(n);
+          }
+        }
+        continue;
+      }
+      const size_t c = segment.begin;
+      const uint32_t p = rank.step[c].program;
+      const ProgramDesc &program = rank.programs[p];
+      std::map<uint32_t, uint32_t> lastOnStream, tokens;
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        const uint32_t n = of[c][i] >= 0 ? shared(of[c][i], seconds[p][i])
+                                         : node(seconds[p][i], true);
+        preds[n].push_back(barrier);
+        if (auto it = lastOnStream.find(inst.stream); it != lastOnStream.end())
+          preds[n].push_back(it->second);
+        for (uint32_t token : inst.waits)
+          if (auto it = tokens.find(token); it != tokens.end())
+            preds[n].push_back(it->second);
+        lastOnStream[inst.stream] = n;
+        if (inst.token >= 0)
+          tokens[uint32_t(inst.token)] = n;
+        launchNodes[rank.rank].push_back(n);
+      }
+      for (const auto &[stream, n] : lastOnStream)
+        previousEnds.push_back(n);
+      if (previousEnds.empty())
+        previousEnds.push_back(barrier);
+    }
+    // The step's end: a last barrier after the last segment.
+    const uint32_t end = node(0.0, false);
+    preds[end] = previousEnds;
+    barriers[rank.rank].push_back(end);
+  }
+
+  // Kahn's order; each node starts a gap (launches) after its latest
+  // predecessor's end.
+  const size_t count = duration.size();
+  std::vector<std::vector<uint32_t>> succs(count);
+  std::vector<uint32_t> pending(count, 0);
+  for (uint32_t n = 0; n < count; ++n)
+    for (uint32_t p : preds[n]) {
+      succs[p].push_back(n);
+      ++pending[n];
+    }
+  std::vector<double> start(count, 0.0), latest(count, 0.0);
+  std::vector<uint32_t> ready;
+  for (uint32_t n = 0; n < count; ++n)
+    if (pending[n] == 0)
+      ready.push_back(n);
+  size_t done = 0;
+  while (!ready.empty()) {
+    const uint32_t n = ready.back();
+    ready.pop_back();
+    ++done;
+    start[n] = latest[n] + (launch[n] ? costs.gap : 0.0);
+    const double end = start[n] + duration[n];
+    for (uint32_t s : succs[n]) {
+      latest[s] = std::max(latest[s], end);
+      if (--pending[s] == 0)
+        ready.push_back(s);
+    }
+  }
+  if (done != count)
+    return errorf("the step's launches wait on each other in a cycle (a "
+                  "plan that could deadlock)");
+
+  StepTimeline timeline;
+  timeline.ranks.resize(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks) {
+    RankTimeline &out = timeline.ranks[rank.rank];
+    size_t k = 0;
+    for (size_t c = 0; c < rank.step.size(); ++c) {
+      const uint32_t p = rank.step[c].program;
+      const ProgramDesc &program = rank.programs[p];
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const uint32_t n = launchNodes[rank.rank][k++];
+        out.launches.push_back({uint32_t(c), p, uint32_t(i),
+                                program.instructions[i].stream, start[n],
+                                duration[n]});
+      }
+    }
+    out.end = start[barriers[rank.rank].back()];
+  }
+  return timeline;
+}
+
+//===----------------------------------------------------------------------===//
+// The reference: ranks played out
+//===----------------------------------------------------------------------===//
+
+StatusOr<StepTimeline>
+mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
+  MLT_RETURN_IF_ERROR(checkCosts(plan, costs));
+  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  StatusOr<Instances> instances = matchInstances(plan, *mesh);
+  if (!instances)
+    return instances.takeStatus();
+
+  std::vector<uint32_t> arrived(instances->members.size(), 0);
+  std::vector<double> readyOf(instances->members.size(), 0.0),
+      secondsOf(instances->members.size(), 0.0);
+  auto arrive = [&](int64_t k, double ready, double seconds) {
+    ++arrived[k];
+    readyOf[k] = std::max(readyOf[k], ready);
+    secondsOf[k] = std::max(secondsOf[k], seconds);
+  };
+  auto resolved = [&](int64_t k) {
+    return arrived[k] == instances->members[k];
+  };
+  auto startOf = [&](int64_t k) { return readyOf[k] + costs.gap; };
+
+  struct RankState {
+    std::vector<Segment> segments;
+    size_t segment = 0, instruction = 0;
+    double segmentStart = 0.0, segmentEnd = 0.0;
+    bool posted = false;
+    std::map<uint32_t, double> lastOnStream, tokens;
+  };
+  std::vector<RankState> states(plan.ranks.size());
+  StepTimeline timeline;
+  timeline.ranks.resize(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks)
+    states[rank.rank].segments = segmentsOf(rank);
+
+  // Moves rank r as far as it can go; whether it moved.
+  auto advance = [&](const RankPlan &rank) {
+    RankState &state = states[rank.rank];
+    const auto &seconds = costs.seconds[rank.rank];
+    const auto &of = instances->of[rank.rank];
+    RankTimeline &out = timeline.ranks[rank.rank];
+    bool moved = false;
+    auto finishSegment = [&] {
+      state.segmentStart = state.segmentEnd;
+      ++state.segment;
+      state.instruction = 0;
+      state.posted = false;
+      state.lastOnStream.clear();
+      state.tokens.clear();
+      moved = true;
+    };
+    while (state.segment < state.segments.size()) {
+      const Segment &segment = state.segments[state.segment];
+      if (state.instruction == 0 && !state.posted)
+        state.segmentEnd = state.segmentStart;
+      if (segment.transfers) {
+        if (!state.posted) {
+          for (size_t c = segment.begin; c < segment.end; ++c) {
+            const uint32_t p = rank.step[c].program;
+            for (size_t i = 0; i < of[c].size(); ++i)
+              arrive(of[c][i], state.segmentStart, seconds[p][i]);
+          }
+          state.posted = true;
+          moved = true;
+        }
+        for (size_t c = segment.begin; c < segment.end; ++c)
+          for (int64_t k : of[c])
+            if (!resolved(k))
+              return moved;
+        for (size_t c = segment.begin; c < segment.end; ++c) {
+          const uint32_t p = rank.step[c].program;
+          for (size_t i = 0; i < of[c].size(); ++i) {
+            const int64_t k = of[c][i];
+            out.launches.push_back({uint32_t(c), p, uint32_t(i),
+                                    rank.programs[p].instructions[i].stream,
+                                    startOf(k), secondsOf[k]});
+            state.segmentEnd =
+                std::max(state.segmentEnd, startOf(k) + secondsOf[k]);
+          }
+        }
+        finishSegment();
+        continue;
+      }
+      const size_t c = segment.begin;
+      const uint32_t p = rank.step[c].program;
+      const ProgramDesc &program = rank.programs[p];
+      while (state.instruction < program.instructions.size()) {
+        const size_t i = state.instruction;
+        const InstructionDesc &inst = program.instructions[i];
+        double ready = state.segmentStart;
+        if (auto it = state.lastOnStream.find(inst.stream);
+            it != state.lastOnStream.end())
+          ready = std::max(ready, it->second);
+        for (uint32_t token : inst.waits)
+          if (auto it = state.tokens.find(token); it != state.tokens.end())
+            ready = std::max(ready, it->second);
+        double start = ready + costs.gap, length = seconds[p][i];
+        if (const int64_t k = of[c][i]; k >= 0) {
+          if (!state.posted) {
+            arrive(k, ready, seconds[p][i]);
+            state.posted = true;
+            moved = true;
+          }
+          if (!resolved(k))
+            return moved;
+          state.posted = false;
+          start = startOf(k);
+          length = secondsOf[k];
+        }
+        const double end = start + length;
+        out.launches.push_back(
+            {uint32_t(c), p, uint32_t(i), inst.stream, start, length});
+        state.lastOnStream[inst.stream] = end;
+        if (inst.token >= 0)
+          state.tokens[uint32_t(inst.token)] = end;
+        state.segmentEnd = std::max(state.segmentEnd, end);
+        ++state.instruction;
+        moved = true;
+      }
+      finishSegment();
+    }
+    out.end = state.segmentStart;
+    return moved;
+  };
+
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (const RankPlan &rank : plan.ranks)
+      moved = advance(rank) || moved;
+  }
+  for (const RankPlan &rank : plan.ranks)
+    if (states[rank.rank].segment < states[rank.rank].segments.size())
+      return errorf("the step's launches wait on each other in a cycle (a "
+                    "plan that could deadlock): rank ", rank.rank,
+                    " stops at call ",
+                    states[rank.rank].segments[states[rank.rank].segment].begin);
+  return timeline;
+}
+
+StatusOr<double> mlt::cost::fitLaunchGap(const Plan &plan, LaunchCosts costs,
+                                        double measured) {
+  auto predicted = [&](double gap) -> StatusOr<double> {
+    costs.gap = gap;
+    StatusOr<StepTimeline> timeline = scheduleStep(plan, costs);
+    if (!timeline)
+      return timeline.takeStatus();
+    return timeline->seconds();
+  };
+  StatusOr<double> none = predicted(0.0);
+  if (!none)
+    return none.takeStatus();
+  if (*none >= measured)
+    return 0.0;
+  // A gap of `measured` before every launch predicts more than `measured`
+  // (a step has a launch); halve [low, high) down to a nanosecond.
+  double low = 0.0, high = measured;
+  while (high - low > 1e-9) {
+    const double middle = 0.5 * (low + high);
+    StatusOr<double> at = predicted(middle);
+    if (!at)
+      return at.takeStatus();
+    (*at < measured ? low : high) = middle;
+  }
+  return low;
+}
+
+//===----------------------------------------------------------------------===//
+// Where the time goes
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+/// The length of the union of `intervals`.
+double unionLength(Intervals intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0.0, begin = 0.0, end = 0.0;
+  bool open = false;
+  for (const auto &[b, e] : intervals) {
+    if (open && b <= end) {
+      end = std::max(end, e);
+      continue;
+    }
+    if (open)
+      total += end - begin;
+    begin = b;
+    end = e;
+    open = true;
+  }
+  if (open)
+    total += end - begin;
+  return total;
+}
+
+} // namespace
+
+StepBreakdown mlt::cost::breakdown(const Plan &plan,
+                                   const StepTimeline &timeline,
+                                   uint32_t rankIndex) {
+  const RankPlan &rank = plan.ranks[rankIndex];
+  StepBreakdown out;
+  out.rank = rankIndex;
+  out.step = timeline.seconds();
+  Intervals compute, communication;
+  std::map<std::string, double> byKernel;
+  for (const PredictedLaunch &launch : timeline.ranks[rankIndex].launches) {
+    const InstructionDesc &inst =
+        rank.programs[launch.program].instructions[launch.instruction];
+    const std::pair<double, double> span{launch.start,
+                                         launch.start + launch.seconds};
+    if (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel)) {
+      communication.push_back(span);
+    } else {
+      compute.push_back(span);
+      byKernel[std::string(kernelName(inst.kernel))] += launch.seconds;
+    }
+  }
+  out.compute = unionLength(compute);
+  out.communication = unionLength(communication);
+  Intervals all = compute;
+  all.insert(all.end(), communication.begin(), communication.end());
+  const double busy = unionLength(std::move(all));
+  out.exposedCommunication = busy - out.compute;
+  out.idle = out.step - busy;
+  out.byKernel.assign(byKernel.begin(), byKernel.end());
+  std::stable_sort(out.byKernel.begin(), out.byKernel.end(),
+                   [](const auto &a, const auto &b) { return a.second > b.second; });
+  return out;
+}

@@ -1,0 +1,104 @@
+#!/bin/bash
+# The cost model on the GPU: measures a calibration of the machine's GPU
+# (`mlt-run --calibrate`) from TinyLlama-1.1B plans of one shape set, then
+# checks the step times it predicts for plans of other shapes and layouts
+# against the measured ones. This is how calibration/h100.json was made.
+#
+#   scripts/gpu-calibrate.sh pack [DIR]   (build machine) the runtime-only
+#                                         mlt-run (CUDA, NCCL, MPI) and the
+#                                         plans, compiled by a compiler
+#                                         build's mlt-run ($MLT_COMPILE,
+#                                         default build/bin/mlt-run) -> DIR
+#                                         (default .carry-calibrate)
+#   DIR/gpu-calibrate.sh run              (GPU machine, 2 GPUs) calibrates
+#                                         into $OUT/calibration.json, then
+#                                         runs every check plan with it;
+#                                         logs, the check table and a trace
+#                                         with the predicted tracks in $OUT
+#
+# Calibrating plans (bf16): micro-batches of 2 x 1024, 8 x 512 and 1 x 4096
+# tokens on one GPU; 2 x 1024 per rank at dp=2 (the gradient all-reduces),
+# tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers).
+# Checked plans: the benchmark's shape, 4 x 2048 per GPU, which no
+# calibrating plan has: one GPU, dp=2, tp=2, pp=2 (8 micro-batches), ZeRO-1
+# and ZeRO-2 at dp=2.
+set -euo pipefail
+
+calibrating="c-b2s1024 c-b8s512 c-b1s4096 c-b4s1024-dp2 c-b2s1024-tp2 c-b8s1024-pp2"
+checked="tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2"
+
+if [[ "${1:-}" == pack ]]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  dir=$(realpath -m "${2:-$root/.carry-calibrate}")
+  compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
+  test -x "$compile" || { echo "gpu-calibrate: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
+  rt=${MLT_RUNTIME_BUILD:-$root/build-runtime-cuda}
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_runtime "$root" "$rt" "$dir" "$root"/../shared/fixtures/llama-ref-a
+  tinyllama() { # name, flags...
+    local name=$1; shift
+    "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 --device cuda \
+      "$@" --emit-plan "$dir"/plans/$name.mltplan 2>/dev/null
+  }
+  tinyllama c-b2s1024 --batch 2 --seq-len 1024
+  tinyllama c-b8s512 --batch 8 --seq-len 512
+  tinyllama c-b1s4096 --batch 1 --seq-len 4096
+  tinyllama c-b4s1024-dp2 --batch 4 --seq-len 1024 --dp 2
+  tinyllama c-b2s1024-tp2 --batch 2 --seq-len 1024 --tp 2
+  tinyllama c-b8s1024-pp2 --batch 8 --seq-len 1024 --microbatches 4 --pp 2
+  tinyllama tl-b4 --batch 4 --seq-len 2048
+  tinyllama tl-b8-dp2 --batch 8 --seq-len 2048 --dp 2
+  tinyllama tl-b4-tp2 --batch 4 --seq-len 2048 --tp 2
+  tinyllama tl-b32-pp2 --batch 32 --seq-len 2048 --microbatches 8 --pp 2
+  tinyllama tl-b8-dp2-z1 --batch 8 --seq-len 2048 --dp 2 --zero 1
+  tinyllama tl-b8-dp2-z2 --batch 8 --seq-len 2048 --dp 2 --zero 2
+  cp "$0" "$dir"/
+  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-calibrate.sh run"
+  exit 0
+fi
+
+[[ "${1:-}" == run ]] || { echo "usage: $0 pack [DIR] | run" >&2; exit 2; }
+cd "$(dirname "$0")"
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
+  mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
+fi
+mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+nvidia-smi --query-gpu=name --format=csv,noheader | head -2
+python3 - "$out"/tokens.u16 <<'PY'
+import random, struct, sys
+random.seed(0)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<%dH" % (1 << 20), *(random.randrange(32000) for _ in range(1 << 20))))
+PY
+# run NAME ARGS...: mlt-run on PLAN's ranks (mpirun for several).
+run() {
+  local plan=$1; shift
+  local world
+  world=$(./bin/mlt-run plans/$plan.mltplan --print-plan | sed -n 's/.*world size \([0-9]*\).*/\1/p' | head -1)
+  if [[ "${world:-1}" -gt 1 ]]; then
+    $mpirun -np "$world" ./bin/mlt-run plans/$plan.mltplan --device cuda --data "$out"/tokens.u16 "$@"
+  else
+    ./bin/mlt-run plans/$plan.mltplan --device cuda --data "$out"/tokens.u16 "$@"
+  fi
+}
+status=0
+for plan in $calibrating; do
+  echo "== calibrate: $plan"
+  run $plan --steps 6 --calibrate "$out"/calibration.json > "$out"/$plan.log 2>&1 \
+    || { tail -3 "$out"/$plan.log; echo "FAIL: $plan"; status=1; continue; }
+  grep '^calibration of' "$out"/$plan.log
+done
+echo "== check: predicted against measured (10 steps; the median of steps 3-10 but the profiled one)"
+for plan in $checked; do
+  trace=()
+  [[ $plan == tl-b8-dp2 || $plan == tl-b32-pp2 ]] && trace=(--trace "$out"/$plan.trace.json)
+  run $plan --steps 10 --calibration "$out"/calibration.json "${trace[@]}" > "$out"/$plan.log 2>&1 \
+    || { tail -3 "$out"/$plan.log; echo "FAIL: $plan"; status=1; continue; }
+  printf '%-14s %s\n' "$plan" "$(grep '^step time:' "$out"/$plan.log)"
+done
+exit $status

@@ -1,0 +1,86 @@
+//===- Prediction.h - mlt-run's use of the cost model -----------*- C++ -*-===//
+//
+// Part of mlt. Which calibration mlt-run prices a plan's launches by
+// (--calibration FILE, else the one built in for the run's device), the
+// predicted step it states before training and checks after, the predicted
+// tracks of --trace, and --calibrate: a profiled step's launches, gathered
+// from every rank, measured into a calibration whose launch gap is fitted
+// to the run's measured step and merged into the file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_TOOLS_MLTRUN_PREDICTION_H
+#define MLT_TOOLS_MLTRUN_PREDICTION_H
+
+#include "mlt/Analysis/Calibration.h"
+#include "mlt/Analysis/Timeline.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/plan/Plan.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlt::tool {
+
+using rt::Status;
+using rt::StatusOr;
+
+/// A calibration and where it comes from, for messages ("calibration/
+/// h100.json, built in (NVIDIA H100 80GB HBM3)").
+struct ChosenCalibration {
+  cost::Calibration calibration;
+  std::string source;
+};
+
+/// The calibration to price launches by: `file` when given (read and
+/// checked, one-line errors naming it); else the built-in calibration
+/// measured on `device` (a device context's name) with `backend`, or, where
+/// `device` is empty (a report compiled without a device), the first one
+/// built in for `backend`; none when nothing applies.
+StatusOr<std::optional<ChosenCalibration>>
+chooseCalibration(const std::string &file, const std::string &backend,
+                  const std::string &device);
+
+/// A plan's predicted step at a calibration.
+struct Prediction {
+  cost::LaunchCosts costs;
+  cost::StepTimeline timeline;
+};
+StatusOr<Prediction> predictStep(const rt::Plan &plan,
+                                 const cost::Calibration &calibration);
+
+/// `launches`, a rank's measured or predicted step, as the executor's
+/// launch times (milliseconds), for the trace writer.
+std::vector<rt::Executor::LaunchTime>
+asLaunchTimes(const cost::RankTimeline &timeline);
+
+/// A rank's profiled launches as text to gather across processes, and back.
+std::string launchesToText(uint32_t rank,
+                           const std::vector<rt::Executor::LaunchTime> &launches);
+Status launchesFromText(const std::string &text,
+                        std::vector<std::vector<cost::MeasuredLaunch>> &out);
+
+/// --calibrate's end: `measured` (the profiled step's launches of every
+/// rank) with its launch gap fitted so that the plan's predicted step takes
+/// `stepSeconds`, merged into `file` when it holds a calibration of the
+/// same device, written atomically by `write`. Prints what it wrote.
+Status finishCalibration(
+    const rt::Plan &plan, cost::Calibration measured, double stepSeconds,
+    const std::string &file,
+    const std::function<Status(const std::string &, const std::string &)>
+        &write);
+
+/// Before a --calibrate run: `file`, when it exists, is a calibration of
+/// `device` on `backend` (which the run's will be merged into).
+Status checkCalibrationTarget(const std::string &file,
+                              const std::string &backend,
+                              const std::string &device);
+
+/// The median of `values` (0 for none).
+double medianOf(std::vector<double> values);
+
+} // namespace mlt::tool
+
+#endif // MLT_TOOLS_MLTRUN_PREDICTION_H

@@ -1,0 +1,539 @@
+//===- CostModelTest.cpp - calibrations and predicted timelines -----------===//
+//
+// Part of mlt. Curves interpolate as Calibration.h says; calibration files
+// round-trip and bad ones are refused with the field named; launches of
+// classes never measured are priced by the nearest measured refinement or
+// the fallback rates; measureCalibration takes a collective's least time
+// over its members. scheduleStep gives the hand-computed timelines of small
+// plans (streams, tokens, a collective's slowest member, a pipeline's
+// transfers) and equals its reference, scheduleStepBySweep, on random
+// plans of several ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/Calibration.h"
+#include "mlt/Analysis/Timeline.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace mlt;
+using namespace mlt::cost;
+using namespace mlt::rt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Curves and calibrations
+//===----------------------------------------------------------------------===//
+
+TEST(CurveTest, InterpolatesInLogLogAndExtendsAsDocumented) {
+  Curve curve;
+  curve.points = {{1e6, 1e-5}, {1e8, 1e-4}, {1e10, 1e-2}};
+  EXPECT_DOUBLE_EQ(curve.seconds(1e6), 1e-5);
+  EXPECT_DOUBLE_EQ(curve.seconds(1e8), 1e-4);
+  // Halfway in log(work) is halfway in log(time): sqrt(1e-5 * 1e-4).
+  EXPECT_NEAR(curve.seconds(1e7), std::sqrt(1e-9), 1e-15);
+  EXPECT_NEAR(curve.seconds(1e9), 1e-3, 1e-15);
+  // Below the first point: its time (the latency floor).
+  EXPECT_DOUBLE_EQ(curve.seconds(10.0), 1e-5);
+  // Above the last: the last point's rate.
+  EXPECT_DOUBLE_EQ(curve.seconds(3e10), 3e-2);
+  EXPECT_EQ(Curve().seconds(5.0), 0.0);
+}
+
+Calibration sampleCalibration() {
+  Calibration c;
+  c.device = "test device";
+  c.backend = "cpu";
+  c.launchGaps = {2e-6, 1e-6, 4e-6};
+  c.curves["matmul"].points = {{1e9, 1e-5}, {1e12, 2e-3}};
+  c.curves["attention_fwd/hd64"].points = {{1e9, 4e-5}};
+  c.curves["attention_fwd/hd128"].points = {{1e9, 2e-5}};
+  c.curves["add"].points = {{1e3, 2e-6}, {1e9, 1e-3}};
+  c.curves["all_reduce_sum/g2"].points = {{1e6, 1e-4}, {1e9, 1e-2}};
+  return c;
+}
+
+TEST(CalibrationTest, RoundTripsThroughItsFile) {
+  const Calibration c = sampleCalibration();
+  StatusOr<Calibration> back = Calibration::parse(c.toJson());
+  ASSERT_TRUE(back) << back.status().message();
+  EXPECT_EQ(back->device, c.device);
+  EXPECT_EQ(back->backend, c.backend);
+  ASSERT_EQ(back->launchGaps.size(), 3u);
+  EXPECT_NEAR(back->launchGap(), 2e-6, 1e-18);
+  ASSERT_EQ(back->curves.size(), c.curves.size());
+  for (const auto &[key, curve] : c.curves) {
+    ASSERT_EQ(back->curves[key].points.size(), curve.points.size()) << key;
+    for (size_t i = 0; i < curve.points.size(); ++i) {
+      EXPECT_DOUBLE_EQ(back->curves[key].points[i].first,
+                       curve.points[i].first);
+      EXPECT_NEAR(back->curves[key].points[i].second, curve.points[i].second,
+                  1e-18);
+    }
+  }
+}
+
+TEST(CalibrationTest, RefusesBadFilesNamingTheField) {
+  auto error = [](const std::string &text) {
+    StatusOr<Calibration> c = Calibration::parse(text);
+    return c ? std::string("accepted") : c.status().message();
+  };
+  const std::string head = R"({"format": "mlt-calibration", "version": 1,
+      "device": "d", "backend": "cpu", "launch_gaps_us": [1.0], )";
+  EXPECT_EQ(error("{"), "not JSON");
+  EXPECT_EQ(error("{}"),
+            "not a calibration (no \"format\": \"mlt-calibration\")");
+  EXPECT_NE(error(R"({"format": "mlt-calibration", "version": 2})")
+                .find("format version 2"),
+            std::string::npos);
+  EXPECT_NE(error(head + R"("curves": {"add": {"points": [[2, 1], [1, 1]]}}})")
+                .find("curve 'add': points are not in increasing order"),
+            std::string::npos);
+  EXPECT_NE(error(head + R"("curves": {"add": {"points": [[2, -1]]}}})")
+                .find("is not [work, microseconds], both positive"),
+            std::string::npos);
+  EXPECT_NE(error(head + R"("curves": {"add": {"points": []}}})")
+                .find("between 1 and"),
+            std::string::npos);
+  EXPECT_NE(error(std::string(1000, '[') + std::string(1000, ']'))
+                .find("nested deeper"),
+            std::string::npos);
+  EXPECT_EQ(error(head + R"("curves": {"add": {"points": [[1, 1]]}}})"),
+            "accepted");
+}
+
+TEST(CalibrationTest, PricesUnmeasuredClassesByTheirNearestOrTheFallback) {
+  const Calibration c = sampleCalibration();
+  bool calibrated = false;
+  // Measured.
+  EXPECT_DOUBLE_EQ(c.seconds({"matmul", 1e9, true, false}, &calibrated),
+                   1e-5);
+  EXPECT_TRUE(calibrated);
+  // Head dimension 96: the nearest measured one (64 and 128 are as near;
+  // the first found, 128, in the map's order).
+  EXPECT_DOUBLE_EQ(
+      c.seconds({"attention_fwd/hd80", 1e9, true, false}, &calibrated), 4e-5);
+  EXPECT_TRUE(calibrated);
+  // Four ranks: the ring moves (2 * 3/4) / (2 * 1/2) = 1.5 times the bytes
+  // of two ranks' all-reduce.
+  EXPECT_NEAR(
+      c.seconds({"all_reduce_sum/g4", 1e6, false, true}, &calibrated),
+      Curve{c.curves.at("all_reduce_sum/g2")}.seconds(1.5e6), 1e-15);
+  EXPECT_TRUE(calibrated);
+  // A kernel never measured: its bytes at the median memory rate (add's
+  // largest point: 1e9 bytes in 1 ms), at least the latency floor.
+  EXPECT_NEAR(c.seconds({"rope", 1e9, false, false}, &calibrated), 1e-3,
+              1e-15);
+  EXPECT_FALSE(calibrated);
+  EXPECT_DOUBLE_EQ(c.seconds({"rope", 1.0, false, false}), c.latencyFloor());
+  EXPECT_DOUBLE_EQ(c.latencyFloor(), 2e-6);
+}
+
+TEST(CalibrationTest, MergesRunsOfOneDeviceOnly) {
+  Calibration a = sampleCalibration(), b = sampleCalibration();
+  b.curves["add"].points = {{1e3, 4e-6}, {1e6, 1e-5}};
+  b.launchGaps = {3e-6};
+  ASSERT_TRUE(a.merge(b));
+  EXPECT_EQ(a.launchGaps.size(), 4u);
+  ASSERT_EQ(a.curves["add"].points.size(), 3u);
+  EXPECT_DOUBLE_EQ(a.curves["add"].points[0].second, 3e-6);
+  b.device = "another";
+  Status status = a.merge(b);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("cannot be merged"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Plans by hand
+//===----------------------------------------------------------------------===//
+
+InstructionDesc compute(uint8_t stream = 0) {
+  InstructionDesc inst;
+  inst.kernel = Kernel::Add;
+  inst.stream = stream;
+  return inst;
+}
+
+InstructionDesc allReduce(uint32_t buffer, uint8_t stream = 0) {
+  InstructionDesc inst;
+  inst.kernel = Kernel::AllReduceSum;
+  inst.inputs = {buffer};
+  inst.outputs = {buffer};
+  inst.ints = collectiveInts(Kernel::AllReduceSum, CollectiveAttrs{256, 0});
+  inst.stream = stream;
+  return inst;
+}
+
+InstructionDesc transfer(Kernel kernel, int64_t shift, uint32_t buffer) {
+  InstructionDesc inst;
+  inst.kernel = kernel;
+  (kernel == Kernel::Send ? inst.inputs : inst.outputs) = {buffer};
+  inst.ints = transferInts(kernel, TransferAttrs{256, 0, shift});
+  return inst;
+}
+
+BufferDesc buffer() {
+  BufferDesc b;
+  b.name = "x";
+  b.shape = {256};
+  b.bytes = 1024;
+  return b;
+}
+
+/// Costs of `seconds[r][p][i]` with `gap`.
+LaunchCosts costsOf(std::vector<std::vector<std::vector<double>>> seconds,
+                    double gap) {
+  LaunchCosts costs;
+  costs.seconds = std::move(seconds);
+  costs.gap = gap;
+  return costs;
+}
+
+/// Both schedulers' timeline, checked equal.
+StepTimeline schedule(const Plan &plan, const LaunchCosts &costs) {
+  StatusOr<StepTimeline> graph = scheduleStep(plan, costs);
+  StatusOr<StepTimeline> sweep = scheduleStepBySweep(plan, costs);
+  EXPECT_TRUE(graph) << graph.status().message();
+  EXPECT_TRUE(sweep) << sweep.status().message();
+  if (!graph || !sweep)
+    return {};
+  EXPECT_EQ(graph->ranks.size(), sweep->ranks.size());
+  for (size_t r = 0; r < graph->ranks.size(); ++r) {
+    const RankTimeline &a = graph->ranks[r], &b = sweep->ranks[r];
+    EXPECT_EQ(a.end, b.end) << "rank " << r;
+    EXPECT_EQ(a.launches.size(), b.launches.size()) << "rank " << r;
+    for (size_t k = 0; k < std::min(a.launches.size(), b.launches.size());
+         ++k) {
+      EXPECT_EQ(a.launches[k].call, b.launches[k].call);
+      EXPECT_EQ(a.launches[k].instruction, b.launches[k].instruction);
+      EXPECT_EQ(a.launches[k].start, b.launches[k].start)
+          << "rank " << r << " launch " << k;
+      EXPECT_EQ(a.launches[k].seconds, b.launches[k].seconds);
+    }
+  }
+  return *graph;
+}
+
+TEST(TimelineTest, StreamsTokensAndCallsInOrder) {
+  Plan plan;
+  RankPlan rank;
+  ProgramDesc p;
+  p.name = "p";
+  // Stream 0: a (1 s), b (2 s); stream 1: c (4 s) after a's token; d on
+  // stream 0 (1 s) waits for c.
+  InstructionDesc a = compute(0), b = compute(0), c = compute(1),
+                  d = compute(0);
+  a.token = 0;
+  c.waits = {0};
+  c.token = 1;
+  d.waits = {1};
+  p.instructions = {a, b, c, d};
+  rank.programs = {p};
+  rank.step = {CallDesc{}, CallDesc{}};
+  plan.ranks = {rank};
+  const StepTimeline t =
+      schedule(plan, costsOf({{{1.0, 2.0, 4.0, 1.0}}}, 0.25));
+  ASSERT_EQ(t.ranks.size(), 1u);
+  const std::vector<PredictedLaunch> &l = t.ranks[0].launches;
+  ASSERT_EQ(l.size(), 8u);
+  EXPECT_EQ(l[0].start, 0.25);          // a
+  EXPECT_EQ(l[1].start, 1.5);           // b after a
+  EXPECT_EQ(l[2].start, 1.5);           // c after a's token, beside b
+  EXPECT_EQ(l[3].start, 5.75);          // d after c (5.5) and b (3.5)
+  EXPECT_EQ(l[4].start, 6.75 + 0.25);   // the next call after d's end
+  EXPECT_EQ(t.ranks[0].end, 2 * 6.75);
+  EXPECT_EQ(t.seconds(), 13.5);
+
+  const StepBreakdown b0 = breakdown(plan, t, 0);
+  EXPECT_EQ(b0.step, 13.5);
+  // Each call: a [0.25, 1.25], b and c from 1.5 to 5.5, d [5.75, 6.75];
+  // idle: the gaps before a, between a and b, and before d.
+  EXPECT_DOUBLE_EQ(b0.idle, 2 * 0.75);
+  EXPECT_DOUBLE_EQ(b0.compute, 2 * 6.0);
+  EXPECT_EQ(b0.exposedCommunication, 0.0);
+  ASSERT_EQ(b0.byKernel.size(), 1u);
+  EXPECT_EQ(b0.byKernel[0].first, "add");
+  EXPECT_DOUBLE_EQ(b0.byKernel[0].second, 16.0);
+}
+
+TEST(TimelineTest, ACollectiveWaitsForItsSlowestMember) {
+  Plan plan;
+  plan.mesh = {{"dp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    ProgramDesc p;
+    p.name = "p";
+    // Compute, then the all-reduce on stream 1 after its token, then more
+    // compute on stream 0 beside it.
+    InstructionDesc first = compute(0);
+    first.token = 0;
+    InstructionDesc reduce = allReduce(0, 1);
+    reduce.waits = {0};
+    p.instructions = {first, reduce, compute(0)};
+    rank.programs = {p};
+    rank.step = {CallDesc{}};
+    plan.ranks.push_back(rank);
+  }
+  // Rank 1's first launch takes 3 s, rank 0's 1 s: the all-reduce starts
+  // at 3 on both; rank 0's last compute does not wait for it.
+  const StepTimeline t = schedule(
+      plan, costsOf({{{1.0, 2.0, 1.0}}, {{3.0, 2.0, 1.0}}}, 0.0));
+  ASSERT_EQ(t.ranks.size(), 2u);
+  EXPECT_EQ(t.ranks[0].launches[1].start, 3.0);
+  EXPECT_EQ(t.ranks[1].launches[1].start, 3.0);
+  EXPECT_EQ(t.ranks[0].launches[2].start, 1.0);
+  EXPECT_EQ(t.ranks[0].end, 5.0);
+  EXPECT_EQ(t.seconds(), 5.0);
+  const StepBreakdown b0 = breakdown(plan, t, 0);
+  EXPECT_EQ(b0.compute, 2.0);
+  EXPECT_EQ(b0.communication, 2.0);
+  EXPECT_EQ(b0.exposedCommunication, 2.0);
+  EXPECT_EQ(b0.idle, 1.0);
+  const StepBreakdown b1 = breakdown(plan, t, 1);
+  EXPECT_EQ(b1.compute, 4.0);
+  EXPECT_EQ(b1.exposedCommunication, 1.0);
+  EXPECT_EQ(b1.idle, 0.0);
+}
+
+TEST(TimelineTest, APipelinesTransfersJoinItsStages) {
+  Plan plan;
+  plan.mesh = {{"pp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    ProgramDesc work, move;
+    work.name = "work";
+    work.instructions = {compute()};
+    move.name = "move";
+    move.instructions = {r == 0 ? transfer(Kernel::Send, 1, 0)
+                                : transfer(Kernel::Recv, -1, 0)};
+    rank.programs = {work, move};
+    CallDesc call0, call1;
+    call1.program = 1;
+    // Stage 0 works then sends; stage 1 receives then works.
+    rank.step = r == 0 ? std::vector<CallDesc>{call0, call1}
+                       : std::vector<CallDesc>{call1, call0};
+    plan.ranks.push_back(rank);
+  }
+  const StepTimeline t =
+      schedule(plan, costsOf({{{2.0}, {0.5}}, {{2.0}, {0.5}}}, 0.0));
+  ASSERT_EQ(t.ranks.size(), 2u);
+  EXPECT_EQ(t.ranks[0].launches[1].start, 2.0);
+  EXPECT_EQ(t.ranks[1].launches[0].start, 2.0);
+  EXPECT_EQ(t.ranks[1].launches[1].start, 2.5);
+  EXPECT_EQ(t.ranks[0].end, 2.5);
+  EXPECT_EQ(t.ranks[1].end, 4.5);
+  const StepBreakdown b0 = breakdown(plan, t, 0);
+  EXPECT_EQ(b0.idle, 2.0); // stage 0 waits out the step's tail
+}
+
+TEST(TimelineTest, PricesLaunchesByTheirClass) {
+  Plan plan;
+  plan.mesh = {{"dp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    BufferDesc x = buffer();
+    x.bytes = 1000000;
+    rank.buffers = {x};
+    ProgramDesc p;
+    p.name = "p";
+    p.instructions = {allReduce(0), compute()};
+    p.instructions[1].inputs = {0, 0};
+    p.instructions[1].outputs = {0};
+    rank.programs = {p};
+    rank.step = {CallDesc{}};
+    plan.ranks.push_back(rank);
+  }
+  StatusOr<LaunchCosts> costs = priceLaunches(plan, sampleCalibration());
+  ASSERT_TRUE(costs) << costs.status().message();
+  EXPECT_DOUBLE_EQ(costs->seconds[0][0][0], 1e-4); // all_reduce_sum/g2 at 1 MB
+  // add over 3 MB of operands on its curve.
+  EXPECT_DOUBLE_EQ(costs->seconds[0][0][1],
+                   sampleCalibration().curves["add"].seconds(3e6));
+  EXPECT_TRUE(costs->uncalibrated.empty());
+  EXPECT_DOUBLE_EQ(costs->gap, 2e-6);
+}
+
+TEST(TimelineTest, MeasuresACollectiveByItsLeastTime) {
+  Plan plan;
+  plan.mesh = {{"dp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    ProgramDesc p;
+    p.name = "p";
+    p.instructions = {compute(), allReduce(0)};
+    p.instructions[0].inputs = {0, 0};
+    p.instructions[0].outputs = {0};
+    rank.programs = {p};
+    rank.step = {CallDesc{}, CallDesc{}};
+    plan.ranks.push_back(rank);
+  }
+  // Rank 0 waited 5 ms in the first all-reduce, rank 1 in the second.
+  std::vector<std::vector<MeasuredLaunch>> launches = {
+      {{0, 0, 0, 1e-3}, {0, 1, 0, 6e-3}, {0, 0, 0, 3e-3}, {0, 1, 0, 1e-3}},
+      {{0, 0, 0, 2e-3}, {0, 1, 0, 1e-3}, {0, 0, 0, 5e-3}, {0, 1, 0, 7e-3}}};
+  StatusOr<Calibration> c = measureCalibration(plan, launches, "d", "cpu");
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_EQ(c->curves.size(), 2u);
+  // add at 3 KB: the median of 1, 3, 2 and 5 ms.
+  ASSERT_EQ(c->curves["add"].points.size(), 1u);
+  EXPECT_DOUBLE_EQ(c->curves["add"].points[0].second, 2.5e-3);
+  // all_reduce_sum/g2 at 1 KB: each instance's least (1 and 1 ms).
+  ASSERT_EQ(c->curves["all_reduce_sum/g2"].points.size(), 1u);
+  EXPECT_DOUBLE_EQ(c->curves["all_reduce_sum/g2"].points[0].second, 1e-3);
+
+  launches[1].push_back({3, 0, 0, 1.0});
+  StatusOr<Calibration> bad = measureCalibration(plan, launches, "d", "cpu");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(),
+            "rank 1 launched program 3 instruction 0, which its plan does "
+            "not hold");
+}
+
+//===----------------------------------------------------------------------===//
+// Random plans: the graph equals the sweep
+//===----------------------------------------------------------------------===//
+
+/// A random plan over a dp x pp mesh: every rank runs the same step of
+/// compute calls (random launches over three streams, random token waits,
+/// all-reduces over dp at positions shared by the dp group) and transfer
+/// groups (each stage sends to the next and receives from the previous);
+/// costs random per launch and rank.
+std::pair<Plan, LaunchCosts> randomPlan(std::mt19937 &rng) {
+  auto uniform = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  const int dp = uniform(1, 3), pp = uniform(1, 3);
+  Plan plan;
+  plan.worldSize = uint32_t(dp * pp);
+  if (plan.worldSize > 1)
+    plan.mesh = {{"pp", pp}, {"dp", dp}};
+  const size_t dpAxis = 1, ppAxis = 0;
+
+  // The programs' shape, shared by every rank.
+  const int numPrograms = uniform(1, 4);
+  std::vector<ProgramDesc> programs;
+  for (int p = 0; p < numPrograms; ++p) {
+    ProgramDesc program;
+    program.name = "p" + std::to_string(p);
+    const int n = uniform(1, 12);
+    int tokens = 0;
+    for (int i = 0; i < n; ++i) {
+      InstructionDesc inst = compute(uint8_t(uniform(0, 2)));
+      if (dp > 1 && uniform(0, 3) == 0) {
+        inst = allReduce(0, uint8_t(uniform(0, 2)));
+        inst.ints = collectiveInts(Kernel::AllReduceSum,
+                                   CollectiveAttrs{256, int64_t(dpAxis)});
+      }
+      for (int t = 0; t < tokens; ++t)
+        if (uniform(0, 4) == 0)
+          inst.waits.push_back(uint32_t(t));
+      if (uniform(0, 1) == 0)
+        inst.token = tokens++;
+      program.instructions.push_back(inst);
+    }
+    programs.push_back(program);
+  }
+  std::vector<CallDesc> step;
+  const int calls = uniform(1, 10);
+  for (int c = 0; c < calls; ++c) {
+    if (pp > 1 && uniform(0, 2) == 0) {
+      // A transfer group: programs numPrograms (send) and + 1 (receive);
+      // each rank's calls are filtered below to what its stage does.
+      CallDesc send, receive;
+      send.program = uint32_t(numPrograms);
+      receive.program = uint32_t(numPrograms + 1);
+      step.push_back(send);
+      step.push_back(receive);
+      continue;
+    }
+    CallDesc call;
+    call.program = uint32_t(uniform(0, numPrograms - 1));
+    step.push_back(call);
+  }
+
+  LaunchCosts costs;
+  costs.gap = uniform(0, 1) * 0.125;
+  for (uint32_t r = 0; r < plan.worldSize; ++r) {
+    const int stage = int(r) / dp;
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    rank.programs = programs;
+    ProgramDesc send, receive;
+    send.name = "send";
+    send.instructions = {transfer(Kernel::Send, 1, 0)};
+    send.instructions[0].ints =
+        transferInts(Kernel::Send, TransferAttrs{256, int64_t(ppAxis), 1});
+    receive.name = "receive";
+    receive.instructions = {transfer(Kernel::Recv, -1, 0)};
+    receive.instructions[0].ints =
+        transferInts(Kernel::Recv, TransferAttrs{256, int64_t(ppAxis), -1});
+    rank.programs.push_back(send);
+    rank.programs.push_back(receive);
+    for (const CallDesc &call : step) {
+      if (call.program == uint32_t(numPrograms) && stage == pp - 1)
+        continue; // the last stage sends to none
+      if (call.program == uint32_t(numPrograms + 1) && stage == 0)
+        continue; // the first receives from none
+      rank.step.push_back(call);
+    }
+    std::vector<std::vector<double>> seconds;
+    for (const ProgramDesc &program : rank.programs) {
+      seconds.emplace_back();
+      for (size_t i = 0; i < program.instructions.size(); ++i)
+        seconds.back().push_back(uniform(1, 16) * 0.0625);
+    }
+    costs.seconds.push_back(seconds);
+    plan.ranks.push_back(rank);
+  }
+  return {plan, costs};
+}
+
+TEST(TimelineTest, TheGraphEqualsTheSweepOnRandomPlans) {
+  std::mt19937 rng(20261126);
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    auto [plan, costs] = randomPlan(rng);
+    const StepTimeline t = schedule(plan, costs);
+    // Every launch of the plan's step is in the timeline, and no rank ends
+    // before its launches do.
+    for (const RankPlan &rank : plan.ranks) {
+      size_t launches = 0;
+      for (const CallDesc &call : rank.step)
+        launches += rank.programs[call.program].instructions.size();
+      ASSERT_EQ(t.ranks[rank.rank].launches.size(), launches);
+      for (const PredictedLaunch &l : t.ranks[rank.rank].launches)
+        EXPECT_LE(l.start + l.seconds, t.ranks[rank.rank].end);
+      const StepBreakdown b = breakdown(plan, t, rank.rank);
+      EXPECT_NEAR(b.compute + b.exposedCommunication + b.idle, b.step, 1e-9);
+    }
+  }
+}
+
+TEST(TimelineTest, RefusesCostsOfAnotherPlan) {
+  std::mt19937 rng(7);
+  auto [plan, costs] = randomPlan(rng);
+  costs.seconds.pop_back();
+  costs.seconds.push_back({});
+  StatusOr<StepTimeline> t = scheduleStep(plan, costs);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.status().message().find("costs of"), std::string::npos);
+}
+
+} // namespace

@@ -16,15 +16,16 @@
 #                                         logs, the check table and a trace
 #                                         with the predicted tracks in $OUT
 #
-# Calibrating plans (bf16): micro-batches of 2 x 1024, 8 x 512 and 1 x 4096
-# tokens on one GPU; 2 x 1024 per rank at dp=2 (the gradient all-reduces),
+# Calibrating plans (bf16): micro-batches of 2 x 1024, 8 x 512 and 1 x 2048
+# tokens on one GPU; 4 x 1024 per rank at dp=2 and with ZeRO-1 and -2 (the
+# gradients' collectives beside compute), 2 x 1024 and 4 x 1024 at
 # tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers).
 # Checked plans: the benchmark's shape, 4 x 2048 per GPU, which no
 # calibrating plan has: one GPU, dp=2, tp=2, pp=2 (8 micro-batches), ZeRO-1
 # and ZeRO-2 at dp=2.
 set -euo pipefail
 
-calibrating="c-b2s1024 c-b8s512 c-b1s4096 c-b4s1024-dp2 c-b2s1024-tp2 c-b8s1024-pp2"
+calibrating="c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2"
 checked="tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2"
 
 if [[ "${1:-}" == pack ]]; then
@@ -42,9 +43,12 @@ if [[ "${1:-}" == pack ]]; then
   }
   tinyllama c-b2s1024 --batch 2 --seq-len 1024
   tinyllama c-b8s512 --batch 8 --seq-len 512
-  tinyllama c-b1s4096 --batch 1 --seq-len 4096
-  tinyllama c-b4s1024-dp2 --batch 4 --seq-len 1024 --dp 2
+  tinyllama c-b1s2048 --batch 1 --seq-len 2048
+  tinyllama c-b8s1024-dp2 --batch 8 --seq-len 1024 --dp 2
+  tinyllama c-b8s1024-dp2-z1 --batch 8 --seq-len 1024 --dp 2 --zero 1
+  tinyllama c-b8s1024-dp2-z2 --batch 8 --seq-len 1024 --dp 2 --zero 2
   tinyllama c-b2s1024-tp2 --batch 2 --seq-len 1024 --tp 2
+  tinyllama c-b4s1024-tp2 --batch 4 --seq-len 1024 --tp 2
   tinyllama c-b8s1024-pp2 --batch 8 --seq-len 1024 --microbatches 4 --pp 2
   tinyllama tl-b4 --batch 4 --seq-len 2048
   tinyllama tl-b8-dp2 --batch 8 --seq-len 2048 --dp 2
@@ -96,7 +100,7 @@ done
 echo "== check: predicted against measured (10 steps; the median of steps 3-10 but the profiled one)"
 for plan in $checked; do
   trace=()
-  [[ $plan == tl-b8-dp2 || $plan == tl-b32-pp2 ]] && trace=(--trace "$out"/$plan.trace.json)
+  trace=(--trace "$out"/$plan.trace.json)
   run $plan --steps 10 --calibration "$out"/calibration.json "${trace[@]}" > "$out"/$plan.log 2>&1 \
     || { tail -3 "$out"/$plan.log; echo "FAIL: $plan"; status=1; continue; }
   printf '%-14s %s\n' "$plan" "$(grep '^step time:' "$out"/$plan.log)"

@@ -63,17 +63,48 @@ std::string_view baseOf(std::string_view key) {
   return key.substr(0, key.find('/'));
 }
 
-/// 64 of "attention_fwd/hd64", 2 of "all_reduce_sum/g2"; -1 without one.
-double refinementOf(std::string_view key) {
-  const size_t slash = key.find('/');
-  if (slash == std::string_view::npos)
-    return -1.0;
-  size_t digits = slash + 1;
-  while (digits < key.size() && !std::isdigit((unsigned char)key[digits]))
-    ++digits;
-  if (digits == key.size())
-    return -1.0;
-  return std::strtod(std::string(key.substr(digits)).c_str(), nullptr);
+/// The numbers of a key's refinements: {64, 2048} of
+/// "attention_fwd/hd64/s2048", {2} of "all_reduce_sum/g2/side"; none
+/// without any.
+std::vector<double> refinementsOf(std::string_view key) {
+  std::vector<double> numbers;
+  size_t at = key.find('/');
+  while (at != std::string_view::npos && at < key.size()) {
+    while (at < key.size() && !std::isdigit((unsigned char)key[at]))
+      ++at;
+    if (at == key.size())
+      break;
+    size_t end = at;
+    while (end < key.size() && std::isdigit((unsigned char)key[end]))
+      ++end;
+    numbers.push_back(
+        std::strtod(std::string(key.substr(at, end - at)).c_str(), nullptr));
+    at = end;
+  }
+  return numbers;
+}
+
+/// How far apart two keys' refinements are: the sum of their numbers' log
+/// ratios, and 10 more where one is "/side" and the other not (a
+/// collective beside compute is priced by one on the compute stream only
+/// where no other of its kind was measured); infinite where they have
+/// different counts of numbers.
+double refinementDistance(std::string_view a, std::string_view b) {
+  const std::vector<double> x = refinementsOf(a), y = refinementsOf(b);
+  if (x.size() != y.size())
+    return std::numeric_limits<double>::infinity();
+  const bool sideA = a.find("/side") != std::string_view::npos;
+  const bool sideB = b.find("/side") != std::string_view::npos;
+  double distance = sideA == sideB ? 0.0 : 10.0;
+  for (size_t i = 0; i < x.size(); ++i)
+    distance += std::abs(std::log(std::max(x[i], 1.0) / std::max(y[i], 1.0)));
+  return distance;
+}
+
+/// A collective key's group size (its first refinement); 1 without one.
+int64_t groupOf(std::string_view key) {
+  const std::vector<double> numbers = refinementsOf(key);
+  return numbers.empty() ? 1 : int64_t(numbers[0]);
 }
 
 double median(std::vector<double> values) {
@@ -109,7 +140,8 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
     // output, an all-reduce's either.
     const BufferDesc &in = rank.buffers[inst.inputs[0]];
     const BufferDesc &out = rank.buffers[inst.outputs[0]];
-    cls.key = name + "/g" + std::to_string(groupSize);
+    cls.key = name + "/g" + std::to_string(groupSize) +
+              (inst.stream != 0 ? "/side" : "");
     cls.work = double(std::max(in.bytes, out.bytes));
     cls.communication = true;
     return cls;
@@ -131,7 +163,8 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
     if (inst.kernel == Kernel::AttentionFwd ||
         inst.kernel == Kernel::AttentionBwd) {
       using A = attrs::AttentionFwd; // attention_bwd names them alike
-      cls.key += "/hd" + std::to_string(inst.ints[A::head_dim]);
+      cls.key += "/hd" + std::to_string(inst.ints[A::head_dim]) + "/s" +
+                 std::to_string(inst.ints[A::seq]);
     }
   } else {
     cls.work = work.bytes;
@@ -144,6 +177,9 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
 //===----------------------------------------------------------------------===//
 
 double Calibration::launchGap() const { return median(launchGaps); }
+double Calibration::overlapSlowdown() const {
+  return median(overlapSlowdowns);
+}
 
 namespace {
 
@@ -180,33 +216,59 @@ double Calibration::latencyFloor() const {
   return least;
 }
 
+double Calibration::onCurve(const Curve &curve, const LaunchClass &cls,
+                            double work) const {
+  if (curve.points.empty() || work <= curve.points.back().first)
+    return curve.seconds(work);
+  const auto [lastWork, lastSeconds] = curve.points.back();
+  // Beyond the last point, each further unit of work at the curve's
+  // marginal rate between its last two points (no slower than its last
+  // point's average rate). A curve of one point has no slope: the larger of
+  // its rate and the median rate of its kind (measured only at a small
+  // size, where latency bounds it, it says little of large ones).
+  double rate = lastWork / lastSeconds;
+  if (curve.points.size() >= 2) {
+    const auto [previousWork, previousSeconds] =
+        curve.points[curve.points.size() - 2];
+    if (lastSeconds > previousSeconds)
+      rate = std::max(rate, (lastWork - previousWork) /
+                                (lastSeconds - previousSeconds));
+  } else if (lastSeconds < 4.0 * latencyFloor()) {
+    rate = std::max(rate, cls.flops           ? matrixRate()
+                          : cls.communication ? communicationRate()
+                                              : memoryRate());
+  }
+  return lastSeconds + (work - lastWork) / rate;
+}
+
 double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
   if (calibrated)
     *calibrated = true;
   if (auto it = curves.find(cls.key); it != curves.end())
-    return it->second.seconds(cls.work);
-  // The same kernel measured at another refinement: the nearest head
-  // dimension, or another group size scaled by the ring's traffic.
+    return onCurve(it->second, cls, cls.work);
+  // The same kernel measured at other refinements: the nearest (head
+  // dimension and sequence length by their ratios; a collective's group
+  // size, its traffic scaled by the ring's).
   const std::string_view base = baseOf(cls.key);
-  const double wanted = refinementOf(cls.key);
   const Curve *nearest = nullptr;
-  double nearestRefinement = 0.0;
+  std::string_view nearestKey;
+  double nearestDistance = std::numeric_limits<double>::infinity();
   for (const auto &[key, curve] : curves) {
-    if (baseOf(key) != base || key.find('/') == std::string::npos)
+    if (baseOf(key) != base)
       continue;
-    const double refinement = refinementOf(key);
-    if (!nearest || std::abs(refinement - wanted) <
-                        std::abs(nearestRefinement - wanted)) {
+    const double distance = refinementDistance(cls.key, key);
+    if (distance < nearestDistance) {
       nearest = &curve;
-      nearestRefinement = refinement;
+      nearestKey = key;
+      nearestDistance = distance;
     }
   }
   if (nearest) {
     if (!cls.communication)
-      return nearest->seconds(cls.work);
-    const double scale = ringFactor(base, int64_t(wanted)) /
-                         ringFactor(base, int64_t(nearestRefinement));
-    return nearest->seconds(cls.work * scale);
+      return onCurve(*nearest, cls, cls.work);
+    const double scale = ringFactor(base, groupOf(cls.key)) /
+                         ringFactor(base, groupOf(nearestKey));
+    return onCurve(*nearest, cls, cls.work * scale);
   }
   if (calibrated)
     *calibrated = false;
@@ -218,7 +280,7 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
     return floor;
   double work = cls.work;
   if (cls.communication && base != "transfer")
-    work *= ringFactor(base, int64_t(wanted));
+    work *= ringFactor(base, groupOf(cls.key));
   return std::max(floor, work / rate);
 }
 
@@ -229,6 +291,9 @@ Status Calibration::merge(const Calibration &other) {
                   ")");
   launchGaps.insert(launchGaps.end(), other.launchGaps.begin(),
                     other.launchGaps.end());
+  overlapSlowdowns.insert(overlapSlowdowns.end(),
+                          other.overlapSlowdowns.begin(),
+                          other.overlapSlowdowns.end());
   for (const auto &[key, curve] : other.curves) {
     std::map<double, std::vector<double>> byWork;
     for (const auto &[work, seconds] : curves[key].points)
@@ -277,6 +342,9 @@ std::string Calibration::toJson() const {
      << ",\n \"backend\": " << text(backend) << ",\n \"launch_gaps_us\": [";
   for (size_t i = 0; i < launchGaps.size(); ++i)
     os << (i ? ", " : "") << number(launchGaps[i] * 1e6);
+  os << "],\n \"overlap_slowdowns\": [";
+  for (size_t i = 0; i < overlapSlowdowns.size(); ++i)
+    os << (i ? ", " : "") << number(overlapSlowdowns[i]);
   os << "],\n \"curves\": {";
   const char *separator = "\n";
   for (const auto &[key, curve] : curves) {
@@ -322,10 +390,22 @@ StatusOr<Calibration> Calibration::parse(std::string_view text) {
                   " numbers");
   for (const nlohmann::json &gap : root["launch_gaps_us"]) {
     if (!gap.is_number() || !std::isfinite(gap.get<double>()) ||
-        gap.get<double>() < 0.0 || gap.get<double>() > 1e9)
+        std::abs(gap.get<double>()) > 1e9)
       return errorf("\"launch_gaps_us\" holds ", gap.dump(),
                     ", not a time in microseconds");
     calibration.launchGaps.push_back(gap.get<double>() * 1e-6);
+  }
+  if (!root.contains("overlap_slowdowns") ||
+      !root["overlap_slowdowns"].is_array() ||
+      root["overlap_slowdowns"].size() > kMaxGaps)
+    return errorf("\"overlap_slowdowns\" is not a list of at most ", kMaxGaps,
+                  " numbers");
+  for (const nlohmann::json &slowdown : root["overlap_slowdowns"]) {
+    if (!slowdown.is_number() || !std::isfinite(slowdown.get<double>()) ||
+        slowdown.get<double>() < 0.0 || slowdown.get<double>() > 100.0)
+      return errorf("\"overlap_slowdowns\" holds ", slowdown.dump(),
+                    ", not a slowdown between 0 and 100");
+    calibration.overlapSlowdowns.push_back(slowdown.get<double>());
   }
   if (!root.contains("curves") || !root["curves"].is_object() ||
       root["curves"].size() > kMaxCurves)

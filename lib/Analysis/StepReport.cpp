@@ -65,8 +65,9 @@ std::string mlt::cost::formatStepPrediction(const Plan &plan,
                 "predicted step: %.2f ms, %.0f tokens/s (calibration: ",
                 step * 1e3, step > 0.0 ? tokensPerStep(plan) / step : 0.0);
   os << head << calibration << "; launch gap ";
-  char gap[32];
-  std::snprintf(gap, sizeof gap, "%.2f us", costs.gap * 1e6);
+  char gap[96];
+  std::snprintf(gap, sizeof gap, "%.2f us, overlap slowdown %.3f",
+                costs.gap * 1e6, costs.overlapSlowdown);
   os << gap << ")\n";
   // Ranks with the same lines, in order of their first rank.
   std::map<std::string, std::vector<uint32_t>> groups;

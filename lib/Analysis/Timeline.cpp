@@ -27,6 +27,24 @@ double StepTimeline::seconds() const {
 
 namespace {
 
+/// When a launch that may start at `ready` starts, and for how long it runs,
+/// at launch gap `gap` (Timeline.h): a gap delays its start; a negative one
+/// (profiled launches that overstate their kernels) shortens it, to no less
+/// than half its time.
+std::pair<double, double> launchSpan(double ready, double seconds,
+                                     double gap) {
+  if (gap >= 0.0)
+    return {ready + gap, seconds};
+  return {ready, std::max(seconds + gap, 0.5 * seconds)};
+}
+
+/// The extra seconds of rank r's k-th launch (LaunchCosts::extra).
+double extraOf(const LaunchCosts &costs, uint32_t r, size_t k) {
+  return r < costs.extra.size() && k < costs.extra[r].size()
+             ? costs.extra[r][k]
+             : 0.0;
+}
+
 /// The size of the mesh group a collective of `inst` runs over.
 int64_t groupSizeOf(const std::optional<Mesh> &mesh,
                     const InstructionDesc &inst) {
@@ -169,6 +187,7 @@ StatusOr<LaunchCosts> mlt::cost::priceLaunches(const Plan &plan,
     return mesh.takeStatus();
   LaunchCosts costs;
   costs.gap = calibration.launchGap();
+  costs.overlapSlowdown = calibration.overlapSlowdown();
   std::set<std::string> uncalibrated;
   costs.seconds.resize(plan.ranks.size());
   for (const RankPlan &rank : plan.ranks) {
@@ -254,8 +273,11 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
       std::map<uint32_t, uint32_t> lastOnStream, tokens;
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        const uint32_t n = of[c][i] >= 0 ? shared(of[c][i], seconds[p][i])
-                                         : node(seconds[p][i], true);
+        const size_t k = launchNodes[rank.rank].size();
+        const uint32_t n =
+            of[c][i] >= 0
+                ? shared(of[c][i], seconds[p][i])
+                : node(seconds[p][i] + extraOf(costs, rank.rank, k), true);
         preds[n].push_back(barrier);
         if (auto it = lastOnStream.find(inst.stream); it != lastOnStream.end())
           preds[n].push_back(it->second);
@@ -289,6 +311,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
       ++pending[n];
     }
   std::vector<double> start(count, 0.0), latest(count, 0.0);
+  std::vector<double> length = duration;
   std::vector<uint32_t> ready;
   for (uint32_t n = 0; n < count; ++n)
     if (pending[n] == 0)
@@ -298,8 +321,12 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
     const uint32_t n = ready.back();
     ready.pop_back();
     ++done;
-    start[n] = latest[n] + (launch[n] ? costs.gap : 0.0);
-    const double end = start[n] + duration[n];
+    if (launch[n])
+      std::tie(start[n], length[n]) =
+          launchSpan(latest[n], duration[n], costs.gap);
+    else
+      start[n] = latest[n];
+    const double end = start[n] + length[n];
     for (uint32_t s : succs[n]) {
       latest[s] = std::max(latest[s], end);
       if (--pending[s] == 0)
@@ -322,7 +349,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
         const uint32_t n = launchNodes[rank.rank][k++];
         out.launches.push_back({uint32_t(c), p, uint32_t(i),
                                 program.instructions[i].stream, start[n],
-                                duration[n]});
+                                length[n]});
       }
     }
     out.end = start[barriers[rank.rank].back()];
@@ -355,7 +382,9 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
   auto resolved = [&](int64_t k) {
     return arrived[k] == instances->members[k];
   };
-  auto startOf = [&](int64_t k) { return readyOf[k] + costs.gap; };
+  auto spanOf = [&](int64_t k) {
+    return launchSpan(readyOf[k], secondsOf[k], costs.gap);
+  };
 
   struct RankState {
     std::vector<Segment> segments;
@@ -407,12 +436,11 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
         for (size_t c = segment.begin; c < segment.end; ++c) {
           const uint32_t p = rank.step[c].program;
           for (size_t i = 0; i < of[c].size(); ++i) {
-            const int64_t k = of[c][i];
+            const auto [start, length] = spanOf(of[c][i]);
             out.launches.push_back({uint32_t(c), p, uint32_t(i),
                                     rank.programs[p].instructions[i].stream,
-                                    startOf(k), secondsOf[k]});
-            state.segmentEnd =
-                std::max(state.segmentEnd, startOf(k) + secondsOf[k]);
+                                    start, length});
+            state.segmentEnd = std::max(state.segmentEnd, start + length);
           }
         }
         finishSegment();
@@ -431,7 +459,10 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
         for (uint32_t token : inst.waits)
           if (auto it = state.tokens.find(token); it != state.tokens.end())
             ready = std::max(ready, it->second);
-        double start = ready + costs.gap, length = seconds[p][i];
+        auto [start, length] = launchSpan(
+            ready,
+            seconds[p][i] + extraOf(costs, rank.rank, out.launches.size()),
+            costs.gap);
         if (const int64_t k = of[c][i]; k >= 0) {
           if (!state.posted) {
             arrive(k, ready, seconds[p][i]);
@@ -441,8 +472,7 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
           if (!resolved(k))
             return moved;
           state.posted = false;
-          start = startOf(k);
-          length = secondsOf[k];
+          std::tie(start, length) = spanOf(k);
         }
         const double end = start + length;
         out.launches.push_back(
@@ -475,31 +505,142 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
   return timeline;
 }
 
-StatusOr<double> mlt::cost::fitLaunchGap(const Plan &plan, LaunchCosts costs,
-                                        double measured) {
-  auto predicted = [&](double gap) -> StatusOr<double> {
-    costs.gap = gap;
-    StatusOr<StepTimeline> timeline = scheduleStep(plan, costs);
-    if (!timeline)
-      return timeline.takeStatus();
-    return timeline->seconds();
-  };
-  StatusOr<double> none = predicted(0.0);
-  if (!none)
-    return none.takeStatus();
-  if (*none >= measured)
-    return 0.0;
-  // A gap of `measured` before every launch predicts more than `measured`
-  // (a step has a launch); halve [low, high) down to a nanosecond.
-  double low = 0.0, high = measured;
-  while (high - low > 1e-9) {
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+/// `intervals` sorted and merged into disjoint ones.
+Intervals mergedIntervals(Intervals intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  Intervals out;
+  for (const auto &[b, e] : intervals) {
+    if (!out.empty() && b <= out.back().second)
+      out.back().second = std::max(out.back().second, e);
+    else
+      out.emplace_back(b, e);
+  }
+  return out;
+}
+
+/// How long [begin, end) overlaps `merged` (sorted, disjoint).
+double overlapWith(const Intervals &merged, double begin, double end) {
+  auto it = std::upper_bound(
+      merged.begin(), merged.end(), begin,
+      [](double t, const std::pair<double, double> &i) { return t < i.second; });
+  double total = 0.0;
+  for (; it != merged.end() && it->first < end; ++it)
+    total += std::min(end, it->second) - std::max(begin, it->first);
+  return total;
+}
+
+bool isCommunication(const InstructionDesc &inst) {
+  return isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel);
+}
+
+/// Bisection for the x in [low, high] at which `predicted(x)` (growing with
+/// x) is `measured`: low or high where it is beyond them.
+template <typename Predict>
+StatusOr<double> bisect(Predict predicted, double low, double high,
+                        double measured, double tolerance) {
+  StatusOr<double> atLow = predicted(low);
+  if (!atLow)
+    return atLow.takeStatus();
+  if (*atLow >= measured)
+    return low;
+  StatusOr<double> atHigh = predicted(high);
+  if (!atHigh)
+    return atHigh.takeStatus();
+  if (*atHigh <= measured)
+    return high;
+  while (high - low > tolerance) {
     const double middle = 0.5 * (low + high);
     StatusOr<double> at = predicted(middle);
     if (!at)
       return at.takeStatus();
     (*at < measured ? low : high) = middle;
   }
-  return low;
+  return 0.5 * (low + high);
+}
+
+} // namespace
+
+bool mlt::cost::overlapsCommunication(const Plan &plan) {
+  for (const RankPlan &rank : plan.ranks)
+    for (const ProgramDesc &program : rank.programs)
+      for (const InstructionDesc &inst : program.instructions)
+        if (isCollectiveKernel(inst.kernel) && inst.stream != 0)
+          return true;
+  return false;
+}
+
+StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
+                                              LaunchCosts costs) {
+  costs.extra.clear();
+  StatusOr<StepTimeline> timeline = scheduleStep(plan, costs);
+  if (!timeline || costs.overlapSlowdown <= 0.0)
+    return timeline;
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    costs.extra.assign(plan.ranks.size(), {});
+    for (const RankPlan &rank : plan.ranks) {
+      const std::vector<PredictedLaunch> &launches =
+          timeline->ranks[rank.rank].launches;
+      Intervals communication;
+      for (const PredictedLaunch &l : launches)
+        if (isCommunication(
+                rank.programs[l.program].instructions[l.instruction]))
+          communication.emplace_back(l.start, l.start + l.seconds);
+      communication = mergedIntervals(std::move(communication));
+      std::vector<double> &extra = costs.extra[rank.rank];
+      extra.assign(launches.size(), 0.0);
+      for (size_t k = 0; k < launches.size(); ++k) {
+        const PredictedLaunch &l = launches[k];
+        if (isCommunication(
+                rank.programs[l.program].instructions[l.instruction]))
+          continue;
+        // The overlap of the launch's own time (without its extra).
+        const double own = costs.seconds[rank.rank][l.program][l.instruction];
+        extra[k] = costs.overlapSlowdown *
+                   overlapWith(communication, l.start, l.start + own);
+      }
+    }
+    timeline = scheduleStep(plan, costs);
+    if (!timeline)
+      return timeline;
+  }
+  return timeline;
+}
+
+StatusOr<double> mlt::cost::fitLaunchGap(const Plan &plan, LaunchCosts costs,
+                                        double measured) {
+  double longest = 0.0;
+  for (const auto &programs : costs.seconds)
+    for (const auto &instructions : programs)
+      for (double seconds : instructions)
+        longest = std::max(longest, seconds);
+  return bisect(
+      [&](double gap) -> StatusOr<double> {
+        costs.gap = gap;
+        StatusOr<StepTimeline> timeline = predictStep(plan, costs);
+        if (!timeline)
+          return timeline.takeStatus();
+        return timeline->seconds();
+      },
+      -longest, measured, measured, 1e-9);
+}
+
+StatusOr<double> mlt::cost::fitOverlapSlowdown(const Plan &plan,
+                                               LaunchCosts costs,
+                                               double measured) {
+  return bisect(
+      [&](double slowdown) -> StatusOr<double> {
+        costs.overlapSlowdown = slowdown;
+        StatusOr<StepTimeline> timeline = predictStep(plan, costs);
+        if (!timeline)
+          return timeline.takeStatus();
+        return timeline->seconds();
+      },
+      0.0, 8.0, measured, 1e-4);
 }
 
 //===----------------------------------------------------------------------===//
@@ -508,25 +649,10 @@ StatusOr<double> mlt::cost::fitLaunchGap(const Plan &plan, LaunchCosts costs,
 
 namespace {
 
-using Intervals = std::vector<std::pair<double, double>>;
-
 /// The length of the union of `intervals`.
 double unionLength(Intervals intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  double total = 0.0, begin = 0.0, end = 0.0;
-  bool open = false;
-  for (const auto &[b, e] : intervals) {
-    if (open && b <= end) {
-      end = std::max(end, e);
-      continue;
-    }
-    if (open)
-      total += end - begin;
-    begin = b;
-    end = e;
-    open = true;
-  }
-  if (open)
+  double total = 0.0;
+  for (const auto &[begin, end] : mergedIntervals(std::move(intervals)))
     total += end - begin;
   return total;
 }

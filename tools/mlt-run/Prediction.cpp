@@ -86,7 +86,7 @@ mlt::tool::predictStep(const Plan &plan,
   StatusOr<cost::LaunchCosts> costs = cost::priceLaunches(plan, calibration);
   if (!costs)
     return costs.takeStatus();
-  StatusOr<cost::StepTimeline> timeline = cost::scheduleStep(plan, *costs);
+  StatusOr<cost::StepTimeline> timeline = cost::predictStep(plan, *costs);
   if (!timeline)
     return timeline.takeStatus();
   return Prediction{std::move(*costs), std::move(*timeline)};
@@ -170,29 +170,55 @@ Status mlt::tool::finishCalibration(
     const std::string &file,
     const std::function<Status(const std::string &, const std::string &)>
         &write) {
-  StatusOr<cost::LaunchCosts> costs = cost::priceLaunches(plan, measured);
-  if (!costs)
-    return costs.takeStatus();
-  StatusOr<double> gap = cost::fitLaunchGap(plan, *costs, stepSeconds);
-  if (!gap)
-    return gap.takeStatus();
-  measured.launchGaps = {*gap};
-  costs->gap = *gap;
-  StatusOr<cost::StepTimeline> own = cost::scheduleStep(plan, *costs);
-  if (!own)
-    return own.takeStatus();
-
-  cost::Calibration result = measured;
-  std::string merged;
+  // The calibration there, which this run's is merged into.
+  std::optional<cost::Calibration> earlier;
   struct stat st;
   if (::stat(file.c_str(), &st) == 0) {
     StatusOr<std::string> text = readCalibrationFile(file);
     if (!text)
       return text.takeStatus().withContext("--calibrate " + file);
-    StatusOr<cost::Calibration> earlier = cost::Calibration::parse(*text);
-    if (!earlier)
-      return earlier.takeStatus().withContext(
+    StatusOr<cost::Calibration> parsed = cost::Calibration::parse(*text);
+    if (!parsed)
+      return parsed.takeStatus().withContext(
           "--calibrate " + file + " (to merge into)");
+    earlier = std::move(*parsed);
+  }
+  // This run's launches at its own curves; a run of overlapped
+  // communication fits the overlap slowdown at the gap of the runs before
+  // it (when there are some), any other the gap.
+  StatusOr<cost::LaunchCosts> costs = cost::priceLaunches(plan, measured);
+  if (!costs)
+    return costs.takeStatus();
+  std::string fitted;
+  char text[96];
+  if (cost::overlapsCommunication(plan) && earlier &&
+      !earlier->launchGaps.empty()) {
+    costs->gap = earlier->launchGap();
+    StatusOr<double> slowdown =
+        cost::fitOverlapSlowdown(plan, *costs, stepSeconds);
+    if (!slowdown)
+      return slowdown.takeStatus();
+    measured.overlapSlowdowns = {*slowdown};
+    costs->overlapSlowdown = *slowdown;
+    std::snprintf(text, sizeof text, "overlap slowdown %.3f (at the launch gap %.2f us)",
+                  *slowdown, costs->gap * 1e6);
+  } else {
+    costs->overlapSlowdown = earlier ? earlier->overlapSlowdown() : 0.0;
+    StatusOr<double> gap = cost::fitLaunchGap(plan, *costs, stepSeconds);
+    if (!gap)
+      return gap.takeStatus();
+    measured.launchGaps = {*gap};
+    costs->gap = *gap;
+    std::snprintf(text, sizeof text, "launch gap %.2f us", *gap * 1e6);
+  }
+  fitted = text;
+  StatusOr<cost::StepTimeline> own = cost::predictStep(plan, *costs);
+  if (!own)
+    return own.takeStatus();
+
+  cost::Calibration result = measured;
+  std::string merged;
+  if (earlier) {
     MLT_RETURN_IF_ERROR(
         earlier->merge(measured).withContext("--calibrate " + file));
     result = std::move(*earlier);
@@ -200,10 +226,10 @@ Status mlt::tool::finishCalibration(
   }
   MLT_RETURN_IF_ERROR(write(file, result.toJson()));
   std::printf("calibration of %s written to %s%s: %zu kernel classes; this "
-              "run: %zu classes, launch gap %.2f us, predicted step %.2f ms "
-              "at the measured %.2f ms\n",
+              "run: %zu classes, %s, predicted step %.2f ms at the measured "
+              "%.2f ms\n",
               result.device.c_str(), file.c_str(), merged.c_str(),
-              result.curves.size(), measured.curves.size(), *gap * 1e6,
+              result.curves.size(), measured.curves.size(), fitted.c_str(),
               own->seconds() * 1e3, stepSeconds * 1e3);
   std::fflush(stdout);
   return Status::ok();

@@ -50,9 +50,10 @@ Calibration sampleCalibration() {
   c.device = "test device";
   c.backend = "cpu";
   c.launchGaps = {2e-6, 1e-6, 4e-6};
+  c.overlapSlowdowns = {0.25};
   c.curves["matmul"].points = {{1e9, 1e-5}, {1e12, 2e-3}};
-  c.curves["attention_fwd/hd64"].points = {{1e9, 4e-5}};
-  c.curves["attention_fwd/hd128"].points = {{1e9, 2e-5}};
+  c.curves["attention_fwd/hd64/s1024"].points = {{1e9, 4e-5}};
+  c.curves["attention_fwd/hd128/s1024"].points = {{1e9, 2e-5}};
   c.curves["add"].points = {{1e3, 2e-6}, {1e9, 1e-3}};
   c.curves["all_reduce_sum/g2"].points = {{1e6, 1e-4}, {1e9, 1e-2}};
   return c;
@@ -66,6 +67,7 @@ TEST(CalibrationTest, RoundTripsThroughItsFile) {
   EXPECT_EQ(back->backend, c.backend);
   ASSERT_EQ(back->launchGaps.size(), 3u);
   EXPECT_NEAR(back->launchGap(), 2e-6, 1e-18);
+  EXPECT_EQ(back->overlapSlowdown(), 0.25);
   ASSERT_EQ(back->curves.size(), c.curves.size());
   for (const auto &[key, curve] : c.curves) {
     ASSERT_EQ(back->curves[key].points.size(), curve.points.size()) << key;
@@ -84,7 +86,8 @@ TEST(CalibrationTest, RefusesBadFilesNamingTheField) {
     return c ? std::string("accepted") : c.status().message();
   };
   const std::string head = R"({"format": "mlt-calibration", "version": 1,
-      "device": "d", "backend": "cpu", "launch_gaps_us": [1.0], )";
+      "device": "d", "backend": "cpu", "launch_gaps_us": [1.0],
+      "overlap_slowdowns": [0.5], )";
   EXPECT_EQ(error("{"), "not JSON");
   EXPECT_EQ(error("{}"),
             "not a calibration (no \"format\": \"mlt-calibration\")");
@@ -114,11 +117,14 @@ TEST(CalibrationTest, PricesUnmeasuredClassesByTheirNearestOrTheFallback) {
   EXPECT_DOUBLE_EQ(c.seconds({"matmul", 1e9, true, false}, &calibrated),
                    1e-5);
   EXPECT_TRUE(calibrated);
-  // Head dimension 96: the nearest measured one (64 and 128 are as near;
-  // the first found, 128, in the map's order).
+  // Head dimension 80: the nearest measured one by ratio (64), and a
+  // longer sequence at the nearest length.
   EXPECT_DOUBLE_EQ(
-      c.seconds({"attention_fwd/hd80", 1e9, true, false}, &calibrated), 4e-5);
+      c.seconds({"attention_fwd/hd80/s1024", 1e9, true, false}, &calibrated),
+      4e-5);
   EXPECT_TRUE(calibrated);
+  EXPECT_DOUBLE_EQ(
+      c.seconds({"attention_fwd/hd128/s4096", 1e9, true, false}), 2e-5);
   // Four ranks: the ring moves (2 * 3/4) / (2 * 1/2) = 1.5 times the bytes
   // of two ranks' all-reduce.
   EXPECT_NEAR(
@@ -132,6 +138,27 @@ TEST(CalibrationTest, PricesUnmeasuredClassesByTheirNearestOrTheFallback) {
   EXPECT_FALSE(calibrated);
   EXPECT_DOUBLE_EQ(c.seconds({"rope", 1.0, false, false}), c.latencyFloor());
   EXPECT_DOUBLE_EQ(c.latencyFloor(), 2e-6);
+}
+
+TEST(CalibrationTest, ExtendsACurvePastItsLastPointAtTheBetterRate) {
+  Calibration c = sampleCalibration();
+  // A curve measured once, at 1 KB in 5 us (within four times the least
+  // launch, 2 us: latency-bound): 1 MB more goes at the median memory rate
+  // (of add's 1 TB/s and rope's own), not at rope's 0.2 GB/s.
+  c.curves["rope"].points = {{1e3, 5e-6}};
+  EXPECT_DOUBLE_EQ(c.memoryRate(), 0.5 * (1e12 + 2e8));
+  EXPECT_NEAR(c.seconds({"rope", 1e6 + 1e3, false, false}),
+              5e-6 + 1e6 / c.memoryRate(), 1e-15);
+  // Measured once at 10 us, beyond latency: at its own rate.
+  c.curves["rope"].points = {{1e3, 1e-5}};
+  EXPECT_NEAR(c.seconds({"rope", 2e3, false, false}), 2e-5, 1e-18);
+  // Where the curve's own rate is the better one (10 TB/s), its own.
+  c.curves["rope"].points = {{1e6, 1e-7}};
+  EXPECT_NEAR(c.seconds({"rope", 2e6, false, false}), 2e-7, 1e-18);
+  // A curve of several points goes on at its last two points' marginal
+  // rate (1 MB more per 0.1 ms: 10 GB/s), whatever the kind's.
+  c.curves["rope"].points = {{1e3, 1e-5}, {1e6 + 1e3, 1.1e-4}};
+  EXPECT_NEAR(c.seconds({"rope", 3e6 + 1e3, false, false}), 3.1e-4, 1e-15);
 }
 
 TEST(CalibrationTest, MergesRunsOfOneDeviceOnly) {
@@ -337,6 +364,63 @@ TEST(TimelineTest, APipelinesTransfersJoinItsStages) {
   EXPECT_EQ(b0.idle, 2.0); // stage 0 waits out the step's tail
 }
 
+TEST(TimelineTest, ANegativeGapShortensLaunchesToHalfAtMost) {
+  Plan plan;
+  RankPlan rank;
+  ProgramDesc p;
+  p.name = "p";
+  p.instructions = {compute(), compute()};
+  rank.programs = {p};
+  rank.step = {CallDesc{}};
+  plan.ranks = {rank};
+  // 1 s and 0.25 s at a gap of -0.25: 0.75 and 0.125 (half of 0.25).
+  const StepTimeline t = schedule(plan, costsOf({{{1.0, 0.25}}}, -0.25));
+  EXPECT_EQ(t.ranks[0].launches[0].seconds, 0.75);
+  EXPECT_EQ(t.ranks[0].launches[1].start, 0.75);
+  EXPECT_EQ(t.ranks[0].launches[1].seconds, 0.125);
+  EXPECT_EQ(t.seconds(), 0.875);
+  // The fitted gap brings the step to a measured time, both ways.
+  StatusOr<double> gap = fitLaunchGap(plan, costsOf({{{1.0, 0.25}}}, 0.0), 1.0);
+  ASSERT_TRUE(gap) << gap.status().message();
+  EXPECT_NEAR(*gap, -0.125, 1e-8);
+  gap = fitLaunchGap(plan, costsOf({{{1.0, 0.25}}}, 0.0), 2.25);
+  ASSERT_TRUE(gap);
+  EXPECT_NEAR(*gap, 0.5, 1e-8);
+}
+
+TEST(TimelineTest, ComputeBesideCommunicationIsSlowed) {
+  // One rank of dp=2 (both alike): a 4 s compute launch, an all-reduce of
+  // 2 s on stream 1 from the start (no token), then a 1 s compute launch.
+  Plan plan;
+  plan.mesh = {{"dp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    ProgramDesc p;
+    p.name = "p";
+    p.instructions = {allReduce(0, 1), compute(0), compute(0)};
+    rank.programs = {p};
+    rank.step = {CallDesc{}};
+    plan.ranks.push_back(rank);
+  }
+  EXPECT_TRUE(overlapsCommunication(plan));
+  LaunchCosts costs = costsOf({{{2.0, 4.0, 1.0}}, {{2.0, 4.0, 1.0}}}, 0.0);
+  costs.overlapSlowdown = 0.5;
+  StatusOr<StepTimeline> t = predictStep(plan, costs);
+  ASSERT_TRUE(t) << t.status().message();
+  // The first compute launch overlaps the all-reduce for 2 s: 1 s more.
+  EXPECT_EQ(t->ranks[0].launches[1].seconds, 5.0);
+  EXPECT_EQ(t->ranks[0].launches[2].start, 5.0);
+  EXPECT_EQ(t->seconds(), 6.0);
+  // Fitted back from the step it gives.
+  costs.overlapSlowdown = 0.0;
+  StatusOr<double> slowdown = fitOverlapSlowdown(plan, costs, 6.0);
+  ASSERT_TRUE(slowdown);
+  EXPECT_NEAR(*slowdown, 0.5, 1e-3);
+}
+
 TEST(TimelineTest, PricesLaunchesByTheirClass) {
   Plan plan;
   plan.mesh = {{"dp", 2}};
@@ -364,6 +448,7 @@ TEST(TimelineTest, PricesLaunchesByTheirClass) {
                    sampleCalibration().curves["add"].seconds(3e6));
   EXPECT_TRUE(costs->uncalibrated.empty());
   EXPECT_DOUBLE_EQ(costs->gap, 2e-6);
+  EXPECT_DOUBLE_EQ(costs->overlapSlowdown, 0.25);
 }
 
 TEST(TimelineTest, MeasuresACollectiveByItsLeastTime) {

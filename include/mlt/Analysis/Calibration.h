@@ -9,21 +9,33 @@
 // FLOPs of the kernels that run on the matrix units (the products and
 // attention), the bytes of every other kernel's operands, the bytes a
 // collective or a transfer moves. Its class is the kernel, refined where
-// the same work runs at different rates: attention by head dimension, a
-// collective by its group size. A class's curve holds measured points
+// the same work runs at different rates: attention by head dimension and
+// sequence length (its FLOPs grow with the square of the length, its rate
+// too), a collective by its group size. A class's curve holds measured points
 // (work, seconds); between two points the time is interpolated linearly in
 // log(work) and log(time), below the first it is the first point's time
-// (a launch's latency floor), above the last it grows with the work at the
-// last point's rate.
+// (a launch's latency floor), above the last it grows at the marginal rate
+// of its last two points (at least the last point's own rate); a curve of
+// one point, at its rate, or where that point is within four times the
+// device's least launch time (latency bounds it, and says little of large
+// launches) at the larger of its rate and the median rate of its kind.
 //
 // A launch whose class was never measured is priced by the device's
 // fallback rates (the median rates of what was measured: matrix FLOP/s,
 // memory bytes/s, collective bytes/s, and the smallest launch's time), and
 // the report names such classes: a prediction made from them is a guess.
 //
-// Each calibration also carries the device's launch gap: the time between
-// two launches of a stream beyond their kernels' own, fitted so that the
-// predicted step of the calibrating run equals its measured step.
+// Each calibration also carries two figures of the device fitted so that
+// the predicted step of a calibrating run equals its measured step
+// (Timeline.h says how they enter the prediction): the launch gap, the
+// time between two launches of a stream beyond their kernels' own (fitted
+// on runs without overlapped communication), and the overlap slowdown, how
+// much a compute launch is slowed per second of communication beside it
+// (fitted on runs with collectives on side streams, at the gap of those).
+//
+// A collective on a side stream (beside compute) is a class of its own
+// ("all_reduce_sum/g2/side"): it runs slower than one on the compute
+// stream, which has the device to itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +72,7 @@ struct Curve {
 /// What a launch is priced as: its class (a Calibration curve's key) and
 /// its work.
 struct LaunchClass {
-  /// "matmul", "attention_bwd/hd64", "all_reduce_sum/g2", "send".
+  /// "matmul", "attention_bwd/hd64/s2048", "all_reduce_sum/g2", "transfer".
   std::string key;
   /// FLOPs for matrix kernels, else bytes.
   double work = 0.0;
@@ -81,17 +93,26 @@ struct Calibration {
   /// backend ("cuda", "cpu").
   std::string device;
   std::string backend;
-  /// The launch gap of each calibrating run, in seconds; the median is used.
+  /// The launch gap of each calibrating run without overlapped
+  /// communication, in seconds, and the overlap slowdown of each with; the
+  /// medians are used.
   std::vector<double> launchGaps;
+  std::vector<double> overlapSlowdowns;
   /// Measured curves by class key.
   std::map<std::string, Curve> curves;
 
-  /// The median of launchGaps (0 without any).
+  /// The medians of launchGaps and overlapSlowdowns (0 without any).
   double launchGap() const;
+  double overlapSlowdown() const;
 
   /// The seconds of a launch of `cls`: its curve, or (without one) the
   /// fallback rates; `calibrated` says which.
   double seconds(const LaunchClass &cls, bool *calibrated = nullptr) const;
+
+  /// The seconds of `work` on `curve`, a curve of `cls`'s kind (see the top
+  /// of this file).
+  double onCurve(const Curve &curve, const LaunchClass &cls,
+                 double work) const;
 
   /// Fallback rates, the medians over the measured points of each kind:
   /// FLOP/s of the matrix classes, bytes/s of the other compute classes and
@@ -101,7 +122,7 @@ struct Calibration {
   double communicationRate() const;
   double latencyFloor() const;
 
-  /// Adds `other`'s points and gaps (a calibration of the same device from
+  /// Adds `other`'s points, gaps and slowdowns (a calibration of the same device from
   /// another run); where both have a point at the same work, their mean.
   Status merge(const Calibration &other);
 

@@ -19,7 +19,18 @@
 //     group is reached; a transfer starts when both of its sides have been
 //     posted, and the call after the group waits for all of them;
 //   - each launch starts one launch gap after what it waits for (the
-//     device's time between launches beyond the kernels' own).
+//     device's time between launches beyond the kernels' own; a negative
+//     gap instead shortens each launch, to at least half its time: a
+//     profiled launch, timed by events around it, overstates its kernel);
+//   - a compute launch that runs beside communication on its rank (a
+//     collective on a side stream) is slowed by it, taking the device's
+//     overlap slowdown times the time they overlap on top of its own: the
+//     collectives' kernels take SMs and memory bandwidth from it.
+//
+// The last rule makes a launch's time depend on the timeline, which no
+// longest path can express: predictStep schedules the step, prices each
+// compute launch's overlap in that timeline, and schedules again, three
+// times (each round moves the overlaps less).
 //
 // So start(launch) = gap + max(end of what it waits for), a longest path in
 // a graph of launches. scheduleStep builds that graph across all ranks and
@@ -51,6 +62,13 @@ struct LaunchCosts {
   std::vector<std::vector<std::vector<double>>> seconds;
   /// The launch gap (Calibration::launchGap).
   double gap = 0.0;
+  /// The overlap slowdown (Calibration::overlapSlowdown).
+  double overlapSlowdown = 0.0;
+  /// Seconds added to rank r's k-th launch of its step (in step and program
+  /// order; none where the list is shorter): predictStep's slowdowns of
+  /// compute launches beside communication. Collectives and transfers take
+  /// none.
+  std::vector<std::vector<double>> extra;
   /// The classes priced without a curve of their own (fallback rates).
   std::vector<std::string> uncalibrated;
 };
@@ -94,13 +112,29 @@ StatusOr<StepTimeline> scheduleStep(const rt::Plan &plan,
 StatusOr<StepTimeline> scheduleStepBySweep(const rt::Plan &plan,
                                            const LaunchCosts &costs);
 
-/// The launch gap at which `plan`'s predicted step at `costs` (whose own
-/// gap is ignored) takes `measured` seconds, to a microsecond's thousandth:
-/// how a calibrating run fits its device's gap (Calibration.h). The step
-/// grows with the gap, so bisection finds it; 0 when even no gap predicts
-/// more than `measured`.
+/// The predicted step: scheduleStep with the compute launches beside
+/// communication slowed by costs.overlapSlowdown (see the top of this
+/// file; costs.extra is replaced).
+StatusOr<StepTimeline> predictStep(const rt::Plan &plan, LaunchCosts costs);
+
+/// Whether a collective of `plan` runs on a side stream, beside compute:
+/// what the overlap slowdown is fitted on.
+bool overlapsCommunication(const rt::Plan &plan);
+
+/// The launch gap at which `plan`'s predicted step (predictStep) at
+/// `costs` (whose own gap is ignored) takes `measured` seconds, to a
+/// nanosecond: how a calibrating run fits its device's gap
+/// (Calibration.h). The step grows with the gap, so bisection finds it,
+/// between minus the longest launch (every launch at half its time) and
+/// `measured`.
 StatusOr<double> fitLaunchGap(const rt::Plan &plan, LaunchCosts costs,
                               double measured);
+
+/// The overlap slowdown at which `plan`'s predicted step takes `measured`
+/// seconds (costs' own ignored), within [0, 8], by bisection: how a
+/// calibrating run of overlapped communication fits it.
+StatusOr<double> fitOverlapSlowdown(const rt::Plan &plan, LaunchCosts costs,
+                                    double measured);
 
 /// Where one rank's predicted step goes. compute + exposedCommunication +
 /// idle = step.

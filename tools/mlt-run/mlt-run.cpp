@@ -14,7 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Planner.h"
 #include "Prediction.h"
+#include "mlt/Analysis/LayoutSpace.h"
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/exec/Backend.h"
@@ -283,6 +285,21 @@ Output:
                              much of it no compute hides, and the idle time;
                              from --calibration, else the calibration built
                              in for --device; and exit
+  --layout auto              let the planner choose the layout: every tp x
+                             pp x dp of --gpus N GPUs, with vp, ZeRO stage
+                             and micro-batches, compiled; those whose
+                             largest arena exceeds --gpu-memory tried again
+                             with sequence parallelism and recomputed
+                             SwiGLU; the rest ranked by the step the cost
+                             model predicts (--calibration, else the one
+                             built in for --device); the five fastest
+                             printed with what bounds each, and the fastest
+                             compiled for the run (or --emit-plan, --report)
+  --gpus N                   with --layout auto: the GPUs to lay out
+  --gpu-memory SIZE          with --layout auto: each GPU's memory (80GiB,
+                             79.6GB, bytes), of which 2 GiB are kept for the
+                             runtime outside the arena on --device cuda;
+                             default: no limit
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
                              F1.0 B1.0 ...") and exit
@@ -345,6 +362,13 @@ struct Options {
   bool reportMemory = false;
   bool report = false;
   std::string calibration, calibrate;
+  /// --layout auto: the planner picks the layout for --gpus GPUs of
+  /// --gpu-memory bytes each (0: no limit).
+  std::string layout;
+  std::optional<int64_t> gpus;
+  uint64_t gpuMemory = 0;
+  /// Compile without the stage split's lines (the planner's candidates).
+  bool quietCompile = false;
   bool help = false;
 };
 
@@ -367,6 +391,28 @@ Status parseDouble(const std::string &flag, const std::string &text,
   if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
     return errorf(flag, ": expected a number, got '", text, "'");
   out = value;
+  return Status::ok();
+}
+
+/// A size in bytes: "80GiB", "79.5GB", "512MiB", "1000000" (bytes).
+Status parseByteSize(const std::string &flag, const std::string &text,
+                     uint64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  const std::map<std::string, double> units = {
+      {"", 1.0},          {"B", 1.0},          {"KB", 1e3},
+      {"MB", 1e6},        {"GB", 1e9},         {"TB", 1e12},
+      {"KiB", 1024.0},    {"MiB", 1048576.0},  {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}};
+  auto it = units.find(unit);
+  if (text.empty() || end == text.c_str() || errno == ERANGE ||
+      it == units.end() || !std::isfinite(value) || value <= 0.0 ||
+      value * it->second >= 1.8e19)
+    return errorf(flag, ": expected a size such as 80GiB, 79.5GB or a "
+                        "number of bytes, got '", text, "'");
+  out = uint64_t(value * it->second);
   return Status::ok();
 }
 
@@ -545,6 +591,19 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--trace", str(o.trace)},
       {"--calibration", str(o.calibration)},
       {"--calibrate", str(o.calibrate)},
+      {"--layout",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "auto")
+           return errorf(flag, ": expected auto (the planner chooses the "
+                               "layout), got '", v, "'");
+         o.layout = v;
+         return Status::ok();
+       }},
+      {"--gpus", integer(o.gpus)},
+      {"--gpu-memory",
+       [&o](const std::string &flag, const std::string &v) {
+         return parseByteSize(flag, v, o.gpuMemory);
+       }},
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
@@ -662,6 +721,29 @@ Status checkOptions(const Options &o) {
     if (given && o.saveCheckpoint.empty())
       return errorf(flag, " sets how --save-checkpoint saves; pass "
                           "--save-checkpoint DIR");
+  if (o.layout.empty() && (o.gpus || o.gpuMemory))
+    return errorf(o.gpus ? "--gpus" : "--gpu-memory",
+                  " sets what --layout auto plans for; pass --layout auto");
+  if (!o.layout.empty()) {
+    if (!o.gpus)
+      return errorf("--layout auto needs --gpus N (the GPUs to lay the step "
+                    "out on)");
+    MLT_RETURN_IF_ERROR(atLeast("--gpus", o.gpus, 1));
+    for (auto [flag, given] :
+         {std::pair{"--tp", o.tp.has_value()},
+          std::pair{"--pp", o.pp.has_value()},
+          std::pair{"--vp", o.vp.has_value()},
+          std::pair{"--dp", o.dp.has_value()},
+          std::pair{"--zero", o.zero.has_value()},
+          std::pair{"--microbatches", o.microbatches.has_value()},
+          std::pair{"--schedule", o.pipelineSchedule.has_value()},
+          std::pair{"--sequence-parallel", o.sequenceParallel},
+          std::pair{"--recompute", !o.recompute.empty()},
+          std::pair{"--pp-layers", !o.ppLayers.empty()}})
+      if (given)
+        return errorf("--layout auto chooses ", flag, " itself; leave it out "
+                      "(or pass the layout without --layout auto)");
+  }
   if (!o.calibrate.empty() && o.steps && *o.steps < 3)
     return errorf("--calibrate needs --steps 3 or more (one step to set up, "
                   "one profiled, and the others to measure the step time), "
@@ -951,7 +1033,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   compile.ppLayers = o.ppLayers;
   compile.vp = o.vp.value_or(1);
   compile.ppGroupSize = o.ppGroupSize.value_or(0);
-  compile.printStageSplit = compile.pp > 1;
+  compile.printStageSplit = compile.pp > 1 && !o.quietCompile;
   compile.sequenceParallel = o.sequenceParallel;
   compile.recompute = o.recompute;
   compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
@@ -997,6 +1079,82 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
                          "plan elsewhere (mlt-run MODEL --emit-plan FILE) and "
                          "pass the plan file");
 #endif
+}
+
+/// --layout auto: the planner's choice among every layout of --gpus GPUs
+/// (Planner.h), compiled; `o` then names that layout, as if it had been
+/// passed.
+StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
+  StatusOr<InputKind> kind = classifyInput(o.model);
+  if (!kind)
+    return kind.takeStatus();
+  if (*kind == InputKind::Plan)
+    return errorf("--layout auto: ", o.model, " is a plan file, whose "
+                  "layout was fixed when it was compiled; pass the model");
+  if (!o.batch || !o.seqLen)
+    return errorf("--layout auto needs --batch (the global batch) and "
+                  "--seq-len");
+  StatusOr<std::optional<ChosenCalibration>> chosen =
+      chooseCalibration(o.calibration, o.device, "");
+  if (!chosen)
+    return chosen.takeStatus();
+  if (!*chosen)
+    return errorf("--layout auto: no calibration is built in for --device ",
+                  o.device, ": pass --calibration FILE (mlt-run --calibrate "
+                  "FILE measures one on the device)");
+  PlannerRequest request;
+  request.gpus = *o.gpus;
+  request.globalBatch = *o.batch;
+  request.seqLen = *o.seqLen;
+  if (o.gpuMemory) {
+    // On the GPU, what the runtime holds outside the arena: the CUDA
+    // context, cuBLASLt's workspaces, NCCL's buffers.
+    const uint64_t reserve = o.device == "cuda" ? uint64_t(2) << 30 : 0;
+    if (o.gpuMemory <= reserve)
+      return errorf("--gpu-memory ", formatBytes(o.gpuMemory), " leaves no "
+                    "room: ", formatBytes(reserve), " of a GPU's memory is "
+                    "kept for the runtime outside the plan's arena");
+    request.arenaLimit = o.gpuMemory - reserve;
+    request.limitText = formatBytes(o.gpuMemory) + " per GPU" +
+                        (reserve ? ", " + formatBytes(reserve) +
+                                       " of it kept for the runtime"
+                                 : std::string());
+  }
+  auto compile = [&](const cost::Layout &layout,
+                     std::string &layoutBytes) -> StatusOr<Plan> {
+    Options candidate = o;
+    candidate.layout.clear();
+    candidate.tp = layout.tp;
+    candidate.pp = layout.pp;
+    candidate.vp = layout.vp;
+    candidate.dp = layout.dp;
+    candidate.zero = layout.zero;
+    candidate.microbatches = layout.microbatches;
+    candidate.pipelineSchedule = layout.schedule;
+    candidate.sequenceParallel = layout.sequenceParallel;
+    candidate.recompute.clear();
+    if (layout.recomputeSwiGLU)
+      candidate.recompute.push_back("mlt.swiglu");
+    candidate.quietCompile = true;
+    return obtainPlan(candidate, layoutBytes);
+  };
+  StatusOr<PlannedLayout> planned = planLayout(
+      request, (*chosen)->calibration, (*chosen)->source, compile);
+  if (!planned)
+    return planned.takeStatus();
+  const cost::Layout &layout = planned->layout;
+  o.tp = layout.tp;
+  o.pp = layout.pp;
+  o.vp = layout.vp;
+  o.dp = layout.dp;
+  o.zero = layout.zero;
+  o.microbatches = layout.microbatches;
+  o.pipelineSchedule = layout.schedule;
+  o.sequenceParallel = layout.sequenceParallel;
+  if (layout.recomputeSwiGLU)
+    o.recompute = {"mlt.swiglu"};
+  bytes = std::move(planned->bytes);
+  return std::move(planned->plan);
 }
 
 /// "dp=2, tp=2": the plan's mesh, for messages.
@@ -1839,8 +1997,13 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (trains && !o.steps)
     return errorf("missing --steps N (the number of optimizer steps)");
 
+  if (severalProcesses && !o.layout.empty())
+    return errorf("--layout auto plans in one process: run it without "
+                  "mpirun and --emit-plan FILE, then start the plan with "
+                  "mpirun");
   std::string bytes;
-  StatusOr<Plan> plan = obtainPlan(o, bytes);
+  StatusOr<Plan> plan =
+      o.layout.empty() ? obtainPlan(o, bytes) : planAutomatically(o, bytes);
   if (!plan)
     return plan.takeStatus();
   MLT_RETURN_IF_ERROR(checkAgainstPlan(o, *plan));

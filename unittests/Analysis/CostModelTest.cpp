@@ -12,11 +12,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/Calibration.h"
+#include "mlt/Analysis/LayoutSpace.h"
 #include "mlt/Analysis/Timeline.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -619,6 +621,75 @@ TEST(TimelineTest, RefusesCostsOfAnotherPlan) {
   StatusOr<StepTimeline> t = scheduleStep(plan, costs);
   ASSERT_FALSE(t);
   EXPECT_NE(t.status().message().find("costs of"), std::string::npos);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The planner's layouts
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Every layout LayoutSpace.h describes, by brute force over all values up
+/// to the GPUs and the batch: the reference enumerateLayouts is held to.
+std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch) {
+  std::vector<Layout> layouts;
+  for (int64_t tp = 1; tp <= gpus; ++tp)
+    for (int64_t pp = 1; pp <= gpus; ++pp)
+      for (int64_t dp = 1; dp <= gpus; ++dp)
+        for (int64_t vp = 1; vp <= 2; ++vp)
+          for (int64_t zero = 0; zero <= 2; ++zero)
+            for (int64_t m = 1; m <= batch; ++m) {
+              if (tp * pp * dp != gpus || (vp == 2 && pp == 1) ||
+                  (zero > 0 && dp == 1) || (zero == 2 && vp == 2) ||
+                  batch % m != 0 || (batch / m) % dp != 0 ||
+                  (pp > 1 && m < pp))
+                continue;
+              Layout l;
+              l.tp = tp;
+              l.pp = pp;
+              l.vp = vp;
+              l.dp = dp;
+              l.zero = zero;
+              l.microbatches = m;
+              l.schedule = vp > 1 ? "interleaved" : "1f1b";
+              layouts.push_back(l);
+            }
+  return layouts;
+}
+
+TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
+  for (int64_t gpus : {1, 2, 3, 4, 6, 8, 12})
+    for (int64_t batch : {1, 4, 6, 16, 24}) {
+      SCOPED_TRACE(std::to_string(gpus) + " GPUs, batch " +
+                   std::to_string(batch));
+      std::vector<Layout> fast = enumerateLayouts({gpus, batch});
+      std::vector<Layout> slow = layoutsByBruteForce(gpus, batch);
+      ASSERT_EQ(fast.size(), slow.size());
+      for (const Layout &l : slow)
+        EXPECT_NE(std::find(fast.begin(), fast.end(), l), fast.end())
+            << l.flags();
+    }
+  // Two GPUs, a batch of 8: dp=2 (ZeRO 0-2, 1, 2 or 4 micro-batches), tp=2
+  // (1-8), pp=2 (2-8, with and without vp=2).
+  EXPECT_EQ(enumerateLayouts({2, 8}).size(), 9u + 4u + 3u + 3u);
+  EXPECT_EQ(enumerateLayouts({0, 8}).size(), 0u);
+}
+
+TEST(LayoutSpaceTest, FlagsNameTheLayout) {
+  Layout l;
+  EXPECT_EQ(l.flags(), "one GPU");
+  l.tp = 2;
+  l.sequenceParallel = true;
+  l.dp = 4;
+  l.zero = 1;
+  l.microbatches = 4;
+  l.recomputeSwiGLU = true;
+  EXPECT_EQ(l.flags(), "--tp 2 --sequence-parallel --dp 4 --zero 1 "
+                       "--microbatches 4 --recompute swiglu");
+  const std::vector<Layout> variants = memorySavingVariants(l);
+  EXPECT_EQ(variants.size(), 3u);
 }
 
 } // namespace

@@ -1,0 +1,82 @@
+//===- LayoutSpace.h - the layouts a planner chooses among ------*- C++ -*-===//
+//
+// Part of mlt. The parallel layouts of a training step on a number of GPUs
+// for a global batch, as `mlt-run --layout auto` enumerates them: tensor
+// parallelism tp, pipeline stages pp (with vp virtual stages each under
+// the interleaved schedule), data parallelism dp = gpus / (tp * pp), the
+// ZeRO stage, and the micro-batches a step is cut into. Sequence
+// parallelism and recomputed SwiGLU activations save memory at some time,
+// so they are tried only where a layout does not fit without them
+// (memorySavingVariants).
+//
+// Whether a layout suits the model (heads divisible by tp, layers by pp x
+// vp, a micro-batch divisible by dp) is the compiler's to say: the planner
+// compiles each candidate, and one the compiler refuses is dropped with its
+// reason. What the enumeration fixes is only what holds for any model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_ANALYSIS_LAYOUTSPACE_H
+#define MLT_ANALYSIS_LAYOUTSPACE_H
+
+#include "mlt/Analysis/Timeline.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlt::cost {
+
+/// One layout, as mlt-run's flags name it.
+struct Layout {
+  int64_t tp = 1, pp = 1, vp = 1, dp = 1;
+  int64_t zero = 0;
+  /// Micro-batches per step (--microbatches); each dp rank's micro-batch is
+  /// globalBatch / (microbatches * dp) sequences.
+  int64_t microbatches = 1;
+  /// The pipeline schedule ("1f1b", "interleaved" with vp > 1).
+  std::string schedule = "1f1b";
+  bool sequenceParallel = false;
+  /// Recompute the SwiGLU activations in the backward pass.
+  bool recomputeSwiGLU = false;
+
+  /// "--dp 2 --microbatches 4 --zero 1": the flags that select it (those
+  /// at their defaults left out; "one GPU" for the plain layout).
+  std::string flags() const;
+  bool operator==(const Layout &other) const;
+};
+
+/// What to enumerate for.
+struct LayoutRequest {
+  int64_t gpus = 1;
+  /// Sequences per optimizer step, over all data-parallel ranks.
+  int64_t globalBatch = 1;
+};
+
+/// Every layout of `request`'s GPUs: tp, pp and dp whose product is the
+/// number of GPUs; vp 1, and 2 under the interleaved schedule where pp > 1;
+/// ZeRO 0, 1 and 2 where dp > 1 (not ZeRO-2 with vp > 1, which the compiler
+/// does not build); every number of micro-batches that divides the global
+/// batch into micro-batches divisible by dp, at least pp of them where pp >
+/// 1 (fewer leave stages idle for most of the step). Sequence parallelism
+/// and recomputation off. In a fixed order: by tp, pp, vp, dp, ZeRO stage,
+/// micro-batches.
+std::vector<Layout> enumerateLayouts(const LayoutRequest &request);
+
+/// The variants of `layout` that save memory, least costly first: with
+/// sequence parallelism (tp > 1), with SwiGLU recomputed, with both.
+std::vector<Layout> memorySavingVariants(const Layout &layout);
+
+/// What bounds a predicted step on its slowest rank, and that share of the
+/// step: "matrix products" (matmul and attention kernels), "memory-bound
+/// kernels" (the others), "communication" (collectives and transfers beside
+/// no compute) or "idle" (waits for other ranks, a pipeline's bubble).
+struct StepBound {
+  std::string what;
+  double share = 0.0;
+};
+StepBound stepBound(const rt::Plan &plan, const StepTimeline &timeline);
+
+} // namespace mlt::cost
+
+#endif // MLT_ANALYSIS_LAYOUTSPACE_H

@@ -1,0 +1,131 @@
+//===- LayoutSpace.cpp - the layouts a planner chooses among --------------===//
+//
+// Part of mlt. See LayoutSpace.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/LayoutSpace.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+
+#include <algorithm>
+
+using namespace mlt;
+using namespace mlt::cost;
+using namespace mlt::rt;
+
+std::string Layout::flags() const {
+  std::string text;
+  auto add = [&](const std::string &flag) {
+    text += (text.empty() ? "" : " ") + flag;
+  };
+  if (tp > 1)
+    add("--tp " + std::to_string(tp));
+  if (sequenceParallel)
+    add("--sequence-parallel");
+  if (pp > 1)
+    add("--pp " + std::to_string(pp));
+  if (vp > 1)
+    add("--vp " + std::to_string(vp));
+  if (dp > 1)
+    add("--dp " + std::to_string(dp));
+  if (zero > 0)
+    add("--zero " + std::to_string(zero));
+  if (microbatches > 1)
+    add("--microbatches " + std::to_string(microbatches));
+  if (recomputeSwiGLU)
+    add("--recompute swiglu");
+  return text.empty() ? "one GPU" : text;
+}
+
+bool Layout::operator==(const Layout &other) const {
+  return tp == other.tp && pp == other.pp && vp == other.vp &&
+         dp == other.dp && zero == other.zero &&
+         microbatches == other.microbatches && schedule == other.schedule &&
+         sequenceParallel == other.sequenceParallel &&
+         recomputeSwiGLU == other.recomputeSwiGLU;
+}
+
+std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
+  std::vector<Layout> layouts;
+  const int64_t gpus = request.gpus, batch = request.globalBatch;
+  if (gpus < 1 || batch < 1)
+    return layouts;
+  for (int64_t tp = 1; tp <= gpus; ++tp) {
+    if (gpus % tp != 0)
+      continue;
+    for (int64_t pp = 1; pp <= gpus / tp; ++pp) {
+      if ((gpus / tp) % pp != 0)
+        continue;
+      const int64_t dp = gpus / (tp * pp);
+      for (int64_t vp : {int64_t(1), int64_t(2)}) {
+        if (vp > 1 && pp < 2)
+          continue;
+        for (int64_t zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero) {
+          if (zero == 2 && vp > 1)
+            continue;
+          for (int64_t m = 1; m <= batch; ++m) {
+            if (batch % m != 0 || (batch / m) % dp != 0 || (pp > 1 && m < pp))
+              continue;
+            Layout layout;
+            layout.tp = tp;
+            layout.pp = pp;
+            layout.vp = vp;
+            layout.dp = dp;
+            layout.zero = zero;
+            layout.microbatches = m;
+            layout.schedule = vp > 1 ? "interleaved" : "1f1b";
+            layouts.push_back(layout);
+          }
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+std::vector<Layout> mlt::cost::memorySavingVariants(const Layout &layout) {
+  std::vector<Layout> variants;
+  if (layout.tp > 1) {
+    Layout sp = layout;
+    sp.sequenceParallel = true;
+    variants.push_back(sp);
+  }
+  Layout recompute = layout;
+  recompute.recomputeSwiGLU = true;
+  variants.push_back(recompute);
+  if (layout.tp > 1) {
+    Layout both = recompute;
+    both.sequenceParallel = true;
+    variants.push_back(both);
+  }
+  return variants;
+}
+
+StepBound mlt::cost::stepBound(const Plan &plan, const StepTimeline &timeline) {
+  // The slowest rank: the one whose last launch ends last.
+  uint32_t slowest = 0;
+  for (uint32_t r = 0; r < timeline.ranks.size(); ++r)
+    if (timeline.ranks[r].end > timeline.ranks[slowest].end)
+      slowest = r;
+  const StepBreakdown b = breakdown(plan, timeline, slowest);
+  double matrix = 0.0, memory = 0.0;
+  for (const auto &[kernel, seconds] : b.byKernel) {
+    const bool isMatrix = kernel.rfind("matmul", 0) == 0 ||
+                          kernel.rfind("attention", 0) == 0;
+    (isMatrix ? matrix : memory) += seconds;
+  }
+  // The kernels' own times may add up to more than the compute union (two
+  // streams); share the union between them as their times do.
+  const double kernels = matrix + memory;
+  if (kernels > 0.0) {
+    matrix *= b.compute / kernels;
+    memory *= b.compute / kernels;
+  }
+  std::vector<std::pair<double, std::string>> parts = {
+      {matrix, "matrix products"},
+      {memory, "memory-bound kernels"},
+      {b.exposedCommunication, "communication"},
+      {b.idle, "idle"}};
+  const auto largest = std::max_element(parts.begin(), parts.end());
+  return {largest->second, b.step > 0.0 ? largest->first / b.step : 0.0};
+}

@@ -70,20 +70,10 @@ mode=$1
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
-  mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
-fi
-mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+source ./gpu-pack-common.sh
+gpu_env
 nvidia-smi --query-gpu=name --format=csv,noheader | head -2
-python3 - "$out"/tokens.u16 <<'PY'
-import random, struct, sys
-random.seed(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<%dH" % (1 << 20), *(random.randrange(32000) for _ in range(1 << 20))))
-PY
+random_tokens "$out"/tokens.u16
 # run NAME ARGS...: mlt-run on PLAN's ranks (mpirun for several).
 run() {
   local plan=$1; shift

@@ -162,13 +162,10 @@ fi
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# mlt-run links Open MPI's libmpi.so.40: the machine's own, next to its mpirun.
-if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
-  mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
-fi
+# NCCL_NVLS_ENABLE=0, the library path (Open MPI's libmpi.so.40: the
+# machine's own, next to its mpirun) and $mpirun (gpu-pack-common.sh).
+source ./gpu-pack-common.sh
+gpu_env
 if [[ "$1" == bench7b ]]; then
   # LLaMA-2-7B, 1 x 2048 per GPU: mlt with ZeRO-2 beside PyTorch FSDP2 (the
   # torchtitan way), one call.
@@ -194,12 +191,7 @@ if [[ "$1" == profile ]]; then
   # OUT/NAME.trace.json. Extra environment for every run: PROFILE_ENV
   # ("MLT_MATMUL_SM_MARGIN=16"), whose runs are named with a suffix
   # (PROFILE_SUFFIX).
-  python3 - "$out"/tl-tokens.u16 <<'PY'
-import random, struct, sys
-random.seed(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<%dH" % (1 << 20), *(random.randrange(32000) for _ in range(1 << 20))))
-PY
+  random_tokens "$out"/tl-tokens.u16
   suffix=${PROFILE_SUFFIX:-}
   mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
   for plan in ${PROFILE_PLANS:-tl-b4 tl-b8-dp2 tl-b8-dp2-z1 tl-b8-dp2-z2}; do

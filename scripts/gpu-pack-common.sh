@@ -17,6 +17,7 @@ pack_runtime() {
   done
   cp -r "$fixture" "$dir"/fixtures/
   cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
+  cp "$root"/scripts/gpu-pack-common.sh "$dir"/
   python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
 }
 
@@ -28,4 +29,30 @@ finish_pack() {
   cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
   cp "$script" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$script") run"
+}
+
+# gpu_env (on the GPU machine, in the carry's folder): NCCL_NVLS_ENABLE=0
+# (these machines need it), the carried libraries and Open MPI's
+# libmpi.so.40 (the machine's own, next to its mpirun) on the library path,
+# and $mpirun, the launcher line every multi-GPU run uses.
+gpu_env() {
+  export NCCL_NVLS_ENABLE=0
+  export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  if ! ldconfig -p | grep -q 'libmpi\.so\.40 '; then
+    local mpidir
+    mpidir=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$mpidir
+  fi
+  mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+}
+
+# random_tokens FILE: 2^20 random token ids below 32000 (u16), the data of
+# the speed runs (seeded: every run reads the same).
+random_tokens() {
+  python3 - "$1" <<'PY'
+import random, struct, sys
+random.seed(0)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<%dH" % (1 << 20), *(random.randrange(32000) for _ in range(1 << 20))))
+PY
 }

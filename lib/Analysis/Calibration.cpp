@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/Calibration.h"
+#include "StepStructure.h"
 #include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/plan/InstructionWork.h"
@@ -452,23 +453,18 @@ StatusOr<Calibration> mlt::cost::measureCalibration(
   if (launches.size() != plan.ranks.size())
     return errorf("launches of ", launches.size(), " ranks for a plan of ",
                   plan.ranks.size());
-  std::optional<Mesh> mesh;
-  if (!plan.mesh.empty()) {
-    StatusOr<Mesh> created = planMesh(plan);
-    if (!created)
-      return created.takeStatus();
-    mesh = std::move(*created);
-  }
+  StatusOr<std::optional<Mesh>> mesh = detail::meshOf(plan);
+  if (!mesh)
+    return mesh.takeStatus();
   // Every sample's time by class and work.
   std::map<std::string, std::map<double, std::vector<double>>> samples;
-  // A collective by (axis, its group's first rank, its ordinal on the axis)
-  // and a transfer by (sender, receiver, its ordinal between them): the
-  // least time over its sides, with its class.
-  using Instance = std::tuple<uint64_t, uint64_t, uint64_t>;
-  std::map<Instance, std::pair<LaunchClass, double>> communication;
+  // A collective or a transfer (StepStructure.h's key): the least time over
+  // its sides, with its class.
+  std::map<detail::InstanceKey, std::pair<LaunchClass, double>> communication;
   for (const RankPlan &rank : plan.ranks) {
-    std::map<int64_t, uint64_t> collectives;
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> sends, receives;
+    std::optional<detail::InstanceNamer> namer;
+    if (*mesh)
+      namer.emplace(**mesh, rank.rank);
     for (const MeasuredLaunch &launch : launches[rank.rank]) {
       if (launch.program >= rank.programs.size() ||
           launch.instruction >=
@@ -478,48 +474,29 @@ StatusOr<Calibration> mlt::cost::measureCalibration(
                       ", which its plan does not hold");
       const InstructionDesc &inst =
           rank.programs[launch.program].instructions[launch.instruction];
-      if (!(launch.seconds > 0.0) || !std::isfinite(launch.seconds))
-        continue;
+      const bool measured =
+          launch.seconds > 0.0 && std::isfinite(launch.seconds);
       if (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel)) {
-        if (!mesh)
+        if (!namer)
           return errorf("rank ", rank.rank,
                         " launches a collective, but the plan has no mesh");
-        Instance instance;
-        int64_t groupSize = 1;
-        if (isCollectiveKernel(inst.kernel)) {
-          const int64_t axis = collectiveAttrs(inst).axis;
-          StatusOr<MeshGroup> group =
-              mesh->groupOf(int(rank.rank), mesh->axes()[size_t(axis)].name);
-          if (!group)
-            return group.takeStatus();
-          groupSize = group->size();
-          instance = {uint64_t(axis), uint64_t(group->ranks[0]),
-                      collectives[axis]++};
-        } else {
-          const TransferAttrs transfer = transferAttrs(inst);
-          StatusOr<std::vector<int>> at = mesh->coordinates(int(rank.rank));
-          if (!at)
-            return at.takeStatus();
-          (*at)[size_t(transfer.axis)] += int(transfer.shift);
-          StatusOr<int> peer = mesh->rankAt(*at);
-          if (!peer)
-            return peer.takeStatus();
-          const bool send = inst.kernel == Kernel::Send;
-          const uint32_t src = send ? rank.rank : uint32_t(*peer);
-          const uint32_t dst = send ? uint32_t(*peer) : rank.rank;
-          uint64_t &ordinal = (send ? sends : receives)[{src, dst}];
-          // Collectives and transfers apart: axis numbers stay below 2^32.
-          instance = {uint64_t(1) << 32 | src, dst, ordinal++};
-        }
-        const LaunchClass cls = launchClass(rank, inst, groupSize);
+        // (named whether measured or not: the next launch's key counts it)
+        StatusOr<std::pair<detail::InstanceKey, uint32_t>> named =
+            namer->next(inst);
+        if (!named)
+          return named.takeStatus();
+        if (!measured)
+          continue;
+        const LaunchClass cls = launchClass(
+            rank, inst, isCollectiveKernel(inst.kernel) ? named->second : 1);
         auto [it, inserted] =
-            communication.try_emplace(instance, cls, launch.seconds);
+            communication.try_emplace(named->first, cls, launch.seconds);
         if (!inserted)
           it->second.second = std::min(it->second.second, launch.seconds);
         continue;
       }
       const LaunchClass cls = launchClass(rank, inst, 1);
-      if (cls.work > 0.0)
+      if (measured && cls.work > 0.0)
         samples[cls.key][cls.work].push_back(launch.seconds);
     }
   }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/Timeline.h"
+#include "StepStructure.h"
 #include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
 
@@ -17,6 +18,7 @@
 using namespace mlt;
 using namespace mlt::cost;
 using namespace mlt::rt;
+using namespace mlt::cost::detail;
 
 double StepTimeline::seconds() const {
   double end = 0.0;
@@ -53,111 +55,6 @@ int64_t groupSizeOf(const std::optional<Mesh> &mesh,
   return mesh->axes()[size_t(collectiveAttrs(inst).axis)].size;
 }
 
-StatusOr<std::optional<Mesh>> meshOf(const Plan &plan) {
-  if (plan.mesh.empty())
-    return std::optional<Mesh>();
-  StatusOr<Mesh> mesh = planMesh(plan);
-  if (!mesh)
-    return mesh.takeStatus();
-  return std::optional<Mesh>(std::move(*mesh));
-}
-
-//===----------------------------------------------------------------------===//
-// The step's structure, shared by both schedulers
-//===----------------------------------------------------------------------===//
-
-/// A piece of a rank's step that starts once the previous one has ended:
-/// one call, or a transfer group's calls.
-struct Segment {
-  size_t begin = 0, end = 0;
-  bool transfers = false;
-};
-
-std::vector<Segment> segmentsOf(const RankPlan &rank) {
-  std::vector<Segment> segments;
-  const std::vector<TransferGroup> groups = transferGroups(rank);
-  size_t next = 0;
-  for (size_t c = 0; c < rank.step.size();) {
-    if (next < groups.size() && groups[next].begin == c) {
-      segments.push_back({c, groups[next].end, true});
-      c = groups[next++].end;
-    } else {
-      segments.push_back({c, c + 1, false});
-      ++c;
-    }
-  }
-  return segments;
-}
-
-/// The collectives and transfers of a step, each one instance shared by
-/// its sides: instance[r][c][i] is the instance of instruction i of rank
-/// r's call c (-1 for other launches), members[k] how many launches take
-/// part in instance k.
-struct Instances {
-  std::vector<std::vector<std::vector<int64_t>>> of;
-  std::vector<uint32_t> members;
-};
-
-StatusOr<Instances> matchInstances(const Plan &plan,
-                                   const std::optional<Mesh> &mesh) {
-  Instances instances;
-  // (kind, a, b, ordinal): a collective (0, axis, group leader, k), a
-  // transfer (1, sender, receiver, k).
-  std::map<std::tuple<int, uint64_t, uint64_t, uint64_t>, int64_t> ids;
-  auto idOf = [&](std::tuple<int, uint64_t, uint64_t, uint64_t> key,
-                  uint32_t members) {
-    auto [it, inserted] = ids.try_emplace(key, int64_t(instances.members.size()));
-    if (inserted)
-      instances.members.push_back(members);
-    return it->second;
-  };
-  instances.of.resize(plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks) {
-    std::map<int64_t, uint64_t> collectives;
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> sends, receives;
-    auto &of = instances.of[rank.rank];
-    of.resize(rank.step.size());
-    for (size_t c = 0; c < rank.step.size(); ++c) {
-      const ProgramDesc &program = rank.programs[rank.step[c].program];
-      of[c].assign(program.instructions.size(), -1);
-      for (size_t i = 0; i < program.instructions.size(); ++i) {
-        const InstructionDesc &inst = program.instructions[i];
-        if (!isCollectiveKernel(inst.kernel) && !isTransferKernel(inst.kernel))
-          continue;
-        if (!mesh)
-          return errorf("rank ", rank.rank,
-                        " launches a collective or a transfer, but the plan "
-                        "has no mesh");
-        if (isCollectiveKernel(inst.kernel)) {
-          const int64_t axis = collectiveAttrs(inst).axis;
-          StatusOr<MeshGroup> group =
-              mesh->groupOf(int(rank.rank), mesh->axes()[size_t(axis)].name);
-          if (!group)
-            return group.takeStatus();
-          of[c][i] = idOf({0, uint64_t(axis), uint64_t(group->ranks[0]),
-                           collectives[axis]++},
-                          uint32_t(group->size()));
-          continue;
-        }
-        const TransferAttrs transfer = transferAttrs(inst);
-        StatusOr<std::vector<int>> at = mesh->coordinates(int(rank.rank));
-        if (!at)
-          return at.takeStatus();
-        (*at)[size_t(transfer.axis)] += int(transfer.shift);
-        StatusOr<int> peer = mesh->rankAt(*at);
-        if (!peer)
-          return peer.takeStatus();
-        const bool send = inst.kernel == Kernel::Send;
-        const uint32_t src = send ? rank.rank : uint32_t(*peer);
-        const uint32_t dst = send ? uint32_t(*peer) : rank.rank;
-        uint64_t &ordinal = (send ? sends : receives)[{src, dst}];
-        of[c][i] = idOf({1, src, dst, ordinal++}, 2);
-      }
-    }
-  }
-  return instances;
-}
-
 Status checkCosts(const Plan &plan, const LaunchCosts &costs) {
   if (costs.seconds.size() != plan.ranks.size())
     return errorf("costs of ", costs.seconds.size(), " ranks for a plan of ",
@@ -176,6 +73,16 @@ Status checkCosts(const Plan &plan, const LaunchCosts &costs) {
                       rank.programs[p].instructions.size());
   }
   return Status::ok();
+}
+
+/// What both schedulers start from: `costs` checked against `plan`, and
+/// the step's shared launches.
+StatusOr<Instances> prepareSchedule(const Plan &plan, const LaunchCosts &costs) {
+  MLT_RETURN_IF_ERROR(checkCosts(plan, costs));
+  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  return matchInstances(plan, *mesh);
 }
 
 } // namespace
@@ -214,11 +121,7 @@ StatusOr<LaunchCosts> mlt::cost::priceLaunches(const Plan &plan,
 
 StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
                                                const LaunchCosts &costs) {
-  MLT_RETURN_IF_ERROR(checkCosts(plan, costs));
-  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
-  if (!mesh)
-    return mesh.takeStatus();
-  StatusOr<Instances> instances = matchInstances(plan, *mesh);
+  StatusOr<Instances> instances = prepareSchedule(plan, costs);
   if (!instances)
     return instances.takeStatus();
 
@@ -363,11 +266,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
 
 StatusOr<StepTimeline>
 mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
-  MLT_RETURN_IF_ERROR(checkCosts(plan, costs));
-  StatusOr<std::optional<Mesh>> mesh = meshOf(plan);
-  if (!mesh)
-    return mesh.takeStatus();
-  StatusOr<Instances> instances = matchInstances(plan, *mesh);
+  StatusOr<Instances> instances = prepareSchedule(plan, costs);
   if (!instances)
     return instances.takeStatus();
 

@@ -273,6 +273,11 @@ TEST(KernelTableTest, AttributeRanges) {
             "perm [0, 0] is not a permutation of 0..1");
   EXPECT_EQ(countsError(instruction(Kernel::Transpose, 1, 1, {2, 2, 3, 1})),
             "expects 1 + 2 * rank = 5 integer attributes for rank 2, has 4");
+  // A rank near 2^63, whose 1 + 2 * rank overflows (mlt-fuzz-plan).
+  EXPECT_EQ(countsError(instruction(Kernel::Transpose, 1, 1,
+                                    {6406370469934530563, 2, 3, 1})),
+            "expects 1 + 2 * rank integer attributes for rank "
+            "6406370469934530563, has 4");
   EXPECT_EQ(countsError(instruction(Kernel::Recv, 0, 1, {6, 0, 0})),
             "shift must not be 0 (a rank does not send to itself), got ints "
             "[6, 0, 0]");

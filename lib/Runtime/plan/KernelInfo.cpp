@@ -263,10 +263,16 @@ template <> struct Rule<attrs::Transpose> : RuleBase<attrs::Transpose> {
   // rank, then the shape and the permutation, rank values each.
   Status check() const {
     const int64_t r = a[rank];
-    if (inst.ints.size() != size_t(1 + 2 * r))
-      return errorf("expects 1 + 2 * rank = ", 1 + 2 * r,
-                    " integer attributes for rank ", r, ", has ",
-                    inst.ints.size());
+    // (r is compared before 1 + 2 * r is formed: a rank near 2^63 would
+    // overflow it; mlt-fuzz-plan found one)
+    const size_t have = inst.ints.size();
+    if (r < 0 || uint64_t(r) > (have - 1) / 2 || have != size_t(1 + 2 * r)) {
+      if (r >= 0 && r <= int64_t(have))
+        return errorf("expects 1 + 2 * rank = ", 1 + 2 * r,
+                      " integer attributes for rank ", r, ", has ", have);
+      return errorf("expects 1 + 2 * rank integer attributes for rank ", r,
+                    ", has ", have);
+    }
     const TransposeAttrs dims = transposeAttrs(inst.ints);
     std::set<int64_t> seen;
     for (int64_t i = 0; i < r; ++i)

@@ -1,0 +1,104 @@
+//===- StepStructure.cpp - a step's segments and shared launches ----------===//
+//
+// Part of mlt. See StepStructure.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepStructure.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+
+#include <map>
+#include <tuple>
+
+using namespace mlt;
+using namespace mlt::cost::detail;
+using namespace mlt::rt;
+
+StatusOr<std::optional<Mesh>> mlt::cost::detail::meshOf(const Plan &plan) {
+  if (plan.mesh.empty())
+    return std::optional<Mesh>();
+  StatusOr<Mesh> mesh = planMesh(plan);
+  if (!mesh)
+    return mesh.takeStatus();
+  return std::optional<Mesh>(std::move(*mesh));
+}
+
+std::vector<Segment> mlt::cost::detail::segmentsOf(const RankPlan &rank) {
+  std::vector<Segment> segments;
+  const std::vector<TransferGroup> groups = transferGroups(rank);
+  size_t next = 0;
+  for (size_t c = 0; c < rank.step.size();) {
+    if (next < groups.size() && groups[next].begin == c) {
+      segments.push_back({c, groups[next].end, true});
+      c = groups[next++].end;
+    } else {
+      segments.push_back({c, c + 1, false});
+      ++c;
+    }
+  }
+  return segments;
+}
+
+StatusOr<std::pair<InstanceKey, uint32_t>>
+InstanceNamer::next(const InstructionDesc &inst) {
+  if (isCollectiveKernel(inst.kernel)) {
+    const int64_t axis = collectiveAttrs(inst).axis;
+    StatusOr<MeshGroup> group =
+        mesh_.groupOf(int(rank_), mesh_.axes()[size_t(axis)].name);
+    if (!group)
+      return group.takeStatus();
+    return std::pair{InstanceKey{0, uint64_t(axis), uint64_t(group->ranks[0]),
+                                 collectives_[axis]++},
+                     uint32_t(group->size())};
+  }
+  const TransferAttrs transfer = transferAttrs(inst);
+  StatusOr<std::vector<int>> at = mesh_.coordinates(int(rank_));
+  if (!at)
+    return at.takeStatus();
+  (*at)[size_t(transfer.axis)] += int(transfer.shift);
+  StatusOr<int> peer = mesh_.rankAt(*at);
+  if (!peer)
+    return peer.takeStatus();
+  const bool send = inst.kernel == Kernel::Send;
+  const uint32_t src = send ? rank_ : uint32_t(*peer);
+  const uint32_t dst = send ? uint32_t(*peer) : rank_;
+  uint64_t &ordinal = (send ? sends_ : receives_)[{src, dst}];
+  return std::pair{InstanceKey{1, src, dst, ordinal++}, uint32_t(2)};
+}
+
+StatusOr<Instances>
+mlt::cost::detail::matchInstances(const Plan &plan,
+                                  const std::optional<Mesh> &mesh) {
+  Instances instances;
+  std::map<InstanceKey, int64_t> ids;
+  instances.of.resize(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks) {
+    std::optional<InstanceNamer> namer;
+    if (mesh)
+      namer.emplace(*mesh, rank.rank);
+    auto &of = instances.of[rank.rank];
+    of.resize(rank.step.size());
+    for (size_t c = 0; c < rank.step.size(); ++c) {
+      const ProgramDesc &program = rank.programs[rank.step[c].program];
+      of[c].assign(program.instructions.size(), -1);
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        if (!isCollectiveKernel(inst.kernel) && !isTransferKernel(inst.kernel))
+          continue;
+        if (!namer)
+          return errorf("rank ", rank.rank,
+                        " launches a collective or a transfer, but the plan "
+                        "has no mesh");
+        StatusOr<std::pair<InstanceKey, uint32_t>> named = namer->next(inst);
+        if (!named)
+          return named.takeStatus();
+        auto [it, inserted] =
+            ids.try_emplace(named->first, int64_t(instances.members.size()));
+        if (inserted)
+          instances.members.push_back(named->second);
+        of[c][i] = it->second;
+      }
+    }
+  }
+  return instances;
+}

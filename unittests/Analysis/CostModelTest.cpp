@@ -214,6 +214,28 @@ BufferDesc buffer() {
   return b;
 }
 
+/// Two ranks of dp=2 running the same program `instructions` (over one
+/// buffer of `bytes`) in `calls` calls.
+Plan dp2Plan(const std::vector<InstructionDesc> &instructions,
+             size_t calls = 1, uint64_t bytes = 1024) {
+  Plan plan;
+  plan.mesh = {{"dp", 2}};
+  plan.worldSize = 2;
+  for (uint32_t r = 0; r < 2; ++r) {
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    rank.buffers[0].bytes = bytes;
+    ProgramDesc p;
+    p.name = "p";
+    p.instructions = instructions;
+    rank.programs = {p};
+    rank.step.assign(calls, CallDesc{});
+    plan.ranks.push_back(rank);
+  }
+  return plan;
+}
+
 /// Costs of `seconds[r][p][i]` with `gap`.
 LaunchCosts costsOf(std::vector<std::vector<std::vector<double>>> seconds,
                     double gap) {
@@ -291,26 +313,13 @@ TEST(TimelineTest, StreamsTokensAndCallsInOrder) {
 }
 
 TEST(TimelineTest, ACollectiveWaitsForItsSlowestMember) {
-  Plan plan;
-  plan.mesh = {{"dp", 2}};
-  plan.worldSize = 2;
-  for (uint32_t r = 0; r < 2; ++r) {
-    RankPlan rank;
-    rank.rank = r;
-    rank.buffers = {buffer()};
-    ProgramDesc p;
-    p.name = "p";
-    // Compute, then the all-reduce on stream 1 after its token, then more
-    // compute on stream 0 beside it.
-    InstructionDesc first = compute(0);
-    first.token = 0;
-    InstructionDesc reduce = allReduce(0, 1);
-    reduce.waits = {0};
-    p.instructions = {first, reduce, compute(0)};
-    rank.programs = {p};
-    rank.step = {CallDesc{}};
-    plan.ranks.push_back(rank);
-  }
+  // Compute, then the all-reduce on stream 1 after its token, then more
+  // compute on stream 0 beside it.
+  InstructionDesc first = compute(0);
+  first.token = 0;
+  InstructionDesc reduce = allReduce(0, 1);
+  reduce.waits = {0};
+  const Plan plan = dp2Plan({first, reduce, compute(0)});
   // Rank 1's first launch takes 3 s, rank 0's 1 s: the all-reduce starts
   // at 3 on both; rank 0's last compute does not wait for it.
   const StepTimeline t = schedule(
@@ -393,20 +402,7 @@ TEST(TimelineTest, ANegativeGapShortensLaunchesToHalfAtMost) {
 TEST(TimelineTest, ComputeBesideCommunicationIsSlowed) {
   // One rank of dp=2 (both alike): a 4 s compute launch, an all-reduce of
   // 2 s on stream 1 from the start (no token), then a 1 s compute launch.
-  Plan plan;
-  plan.mesh = {{"dp", 2}};
-  plan.worldSize = 2;
-  for (uint32_t r = 0; r < 2; ++r) {
-    RankPlan rank;
-    rank.rank = r;
-    rank.buffers = {buffer()};
-    ProgramDesc p;
-    p.name = "p";
-    p.instructions = {allReduce(0, 1), compute(0), compute(0)};
-    rank.programs = {p};
-    rank.step = {CallDesc{}};
-    plan.ranks.push_back(rank);
-  }
+  const Plan plan = dp2Plan({allReduce(0, 1), compute(0), compute(0)});
   EXPECT_TRUE(overlapsCommunication(plan));
   LaunchCosts costs = costsOf({{{2.0, 4.0, 1.0}}, {{2.0, 4.0, 1.0}}}, 0.0);
   costs.overlapSlowdown = 0.5;
@@ -424,24 +420,10 @@ TEST(TimelineTest, ComputeBesideCommunicationIsSlowed) {
 }
 
 TEST(TimelineTest, PricesLaunchesByTheirClass) {
-  Plan plan;
-  plan.mesh = {{"dp", 2}};
-  plan.worldSize = 2;
-  for (uint32_t r = 0; r < 2; ++r) {
-    RankPlan rank;
-    rank.rank = r;
-    BufferDesc x = buffer();
-    x.bytes = 1000000;
-    rank.buffers = {x};
-    ProgramDesc p;
-    p.name = "p";
-    p.instructions = {allReduce(0), compute()};
-    p.instructions[1].inputs = {0, 0};
-    p.instructions[1].outputs = {0};
-    rank.programs = {p};
-    rank.step = {CallDesc{}};
-    plan.ranks.push_back(rank);
-  }
+  InstructionDesc add = compute();
+  add.inputs = {0, 0};
+  add.outputs = {0};
+  const Plan plan = dp2Plan({allReduce(0), add}, 1, 1000000);
   StatusOr<LaunchCosts> costs = priceLaunches(plan, sampleCalibration());
   ASSERT_TRUE(costs) << costs.status().message();
   EXPECT_DOUBLE_EQ(costs->seconds[0][0][0], 1e-4); // all_reduce_sum/g2 at 1 MB
@@ -454,22 +436,10 @@ TEST(TimelineTest, PricesLaunchesByTheirClass) {
 }
 
 TEST(TimelineTest, MeasuresACollectiveByItsLeastTime) {
-  Plan plan;
-  plan.mesh = {{"dp", 2}};
-  plan.worldSize = 2;
-  for (uint32_t r = 0; r < 2; ++r) {
-    RankPlan rank;
-    rank.rank = r;
-    rank.buffers = {buffer()};
-    ProgramDesc p;
-    p.name = "p";
-    p.instructions = {compute(), allReduce(0)};
-    p.instructions[0].inputs = {0, 0};
-    p.instructions[0].outputs = {0};
-    rank.programs = {p};
-    rank.step = {CallDesc{}, CallDesc{}};
-    plan.ranks.push_back(rank);
-  }
+  InstructionDesc add = compute();
+  add.inputs = {0, 0};
+  add.outputs = {0};
+  const Plan plan = dp2Plan({add, allReduce(0)}, 2);
   // Rank 0 waited 5 ms in the first all-reduce, rank 1 in the second.
   std::vector<std::vector<MeasuredLaunch>> launches = {
       {{0, 0, 0, 1e-3}, {0, 1, 0, 6e-3}, {0, 0, 0, 3e-3}, {0, 1, 0, 1e-3}},

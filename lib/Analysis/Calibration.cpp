@@ -108,13 +108,6 @@ int64_t groupOf(std::string_view key) {
   return numbers.empty() ? 1 : int64_t(numbers[0]);
 }
 
-double median(std::vector<double> values) {
-  if (values.empty())
-    return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 bool isMatrixKey(std::string_view key) {
   const std::string_view base = baseOf(key);
@@ -130,6 +123,14 @@ bool isCommunicationKey(std::string_view key) {
 }
 
 } // namespace
+
+double mlt::cost::median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
 
 LaunchClass mlt::cost::launchClass(const RankPlan &rank,
                                    const InstructionDesc &inst,

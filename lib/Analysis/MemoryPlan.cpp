@@ -104,6 +104,18 @@ std::vector<size_t> greedyOrder(const std::vector<BufferLifetime> &lifetimes) {
   return order;
 }
 
+/// Every buffer's index by first use (ties in index order): the order the
+/// in-place choosers offer recipients their donors in.
+std::vector<size_t>
+orderByFirstUse(const std::vector<BufferLifetime> &lifetimes) {
+  std::vector<size_t> order(lifetimes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return lifetimes[a].firstUse < lifetimes[b].firstUse;
+  });
+  return order;
+}
+
 /// The reference placement: for each buffer, the ranges of every placed
 /// buffer live with it, then firstFit over them.
 MemoryPlan placeGreedyByScan(const std::vector<BufferLifetime> &lifetimes,
@@ -296,12 +308,7 @@ mlt::chooseInPlaceByPairs(const std::vector<BufferLifetime> &lifetimes) {
   for (size_t i = 0; i < n; ++i)
     chains[i] = {i};
 
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return lifetimes[a].firstUse < lifetimes[b].firstUse;
-  });
-  for (size_t recipient : order) {
+  for (size_t recipient : orderByFirstUse(lifetimes)) {
     const BufferLifetime &buffer = lifetimes[recipient];
     for (size_t donor : buffer.inPlaceOf) {
       if (donor >= n || donor == recipient || recipientOf[donor] >= 0 ||
@@ -388,12 +395,7 @@ mlt::chooseInPlace(const std::vector<BufferLifetime> &lifetimes) {
     }
     return false;
   };
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return lifetimes[a].firstUse < lifetimes[b].firstUse;
-  });
-  for (size_t recipient : order) {
+  for (size_t recipient : orderByFirstUse(lifetimes)) {
     const BufferLifetime &buffer = lifetimes[recipient];
     for (size_t donor : buffer.inPlaceOf) {
       if (donor >= n || donor == recipient || recipientOf[donor] >= 0 ||

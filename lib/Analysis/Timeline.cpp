@@ -572,7 +572,7 @@ StepBreakdown mlt::cost::breakdown(const Plan &plan,
         rank.programs[launch.program].instructions[launch.instruction];
     const std::pair<double, double> span{launch.start,
                                          launch.start + launch.seconds};
-    if (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel)) {
+    if (isCommunication(inst)) {
       communication.push_back(span);
     } else {
       compute.push_back(span);

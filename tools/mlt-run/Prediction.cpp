@@ -157,14 +157,6 @@ Status mlt::tool::checkCalibrationTarget(const std::string &file,
   return Status::ok();
 }
 
-double mlt::tool::medianOf(std::vector<double> values) {
-  if (values.empty())
-    return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 Status mlt::tool::finishCalibration(
     const Plan &plan, cost::Calibration measured, double stepSeconds,
     const std::string &file,

@@ -78,9 +78,6 @@ Status checkCalibrationTarget(const std::string &file,
                               const std::string &backend,
                               const std::string &device);
 
-/// The median of `values` (0 for none).
-double medianOf(std::vector<double> values);
-
 } // namespace mlt::tool
 
 #endif // MLT_TOOLS_MLTRUN_PREDICTION_H

@@ -1081,6 +1081,23 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
 #endif
 }
 
+/// `o` naming `layout` as if its flags had been passed (and not --layout
+/// auto).
+void applyLayout(Options &o, const cost::Layout &layout) {
+  o.layout.clear();
+  o.tp = layout.tp;
+  o.pp = layout.pp;
+  o.vp = layout.vp;
+  o.dp = layout.dp;
+  o.zero = layout.zero;
+  o.microbatches = layout.microbatches;
+  o.pipelineSchedule = layout.schedule;
+  o.sequenceParallel = layout.sequenceParallel;
+  o.recompute.clear();
+  if (layout.recomputeSwiGLU)
+    o.recompute.push_back("mlt.swiglu");
+}
+
 /// --layout auto: the planner's choice among every layout of --gpus GPUs
 /// (Planner.h), compiled; `o` then names that layout, as if it had been
 /// passed.
@@ -1123,18 +1140,7 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
   auto compile = [&](const cost::Layout &layout,
                      std::string &layoutBytes) -> StatusOr<Plan> {
     Options candidate = o;
-    candidate.layout.clear();
-    candidate.tp = layout.tp;
-    candidate.pp = layout.pp;
-    candidate.vp = layout.vp;
-    candidate.dp = layout.dp;
-    candidate.zero = layout.zero;
-    candidate.microbatches = layout.microbatches;
-    candidate.pipelineSchedule = layout.schedule;
-    candidate.sequenceParallel = layout.sequenceParallel;
-    candidate.recompute.clear();
-    if (layout.recomputeSwiGLU)
-      candidate.recompute.push_back("mlt.swiglu");
+    applyLayout(candidate, layout);
     candidate.quietCompile = true;
     return obtainPlan(candidate, layoutBytes);
   };
@@ -1142,17 +1148,7 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
       request, (*chosen)->calibration, (*chosen)->source, compile);
   if (!planned)
     return planned.takeStatus();
-  const cost::Layout &layout = planned->layout;
-  o.tp = layout.tp;
-  o.pp = layout.pp;
-  o.vp = layout.vp;
-  o.dp = layout.dp;
-  o.zero = layout.zero;
-  o.microbatches = layout.microbatches;
-  o.pipelineSchedule = layout.schedule;
-  o.sequenceParallel = layout.sequenceParallel;
-  if (layout.recomputeSwiGLU)
-    o.recompute = {"mlt.swiglu"};
+  applyLayout(o, planned->layout);
   bytes = std::move(planned->bytes);
   return std::move(planned->plan);
 }
@@ -1874,7 +1870,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     if (step != options.firstStep && !(!profiled.empty() && step == profiledStep))
       measuredSteps.push_back(seconds);
   if (reports && prediction && !measuredSteps.empty()) {
-    const double measured = medianOf(measuredSteps);
+    const double measured = cost::median(measuredSteps);
     const double predicted = prediction->timeline.seconds();
     std::printf("step time: measured %.2f ms (the median of %zu steps), "
                 "predicted %.2f ms (%+.1f%%)\n",
@@ -1889,7 +1885,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                     options.firstStep, " to ", options.steps, ", step ",
                     profiledStep, " profiled)");
     MLT_RETURN_IF_ERROR(finishCalibration(plan, std::move(*measuredCalibration),
-                                          medianOf(measuredSteps), o.calibrate,
+                                          cost::median(measuredSteps), o.calibrate,
                                           writeFileAtomically));
   }
 

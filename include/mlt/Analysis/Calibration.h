@@ -58,6 +58,10 @@ namespace mlt::cost {
 using rt::Status;
 using rt::StatusOr;
 
+/// The median of `values` (the mean of the middle two for an even count; 0
+/// for none).
+double median(std::vector<double> values);
+
 /// Time against work, from measured points.
 struct Curve {
   /// (work, seconds), sorted by work, each work positive and distinct, each

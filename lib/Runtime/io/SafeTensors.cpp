@@ -280,6 +280,12 @@ public:
       ::close(fd_);
   }
   int get() const { return fd_; }
+  /// Gives the descriptor up, unclosed.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   /// Closes now, reporting the error close() can return (delayed write
   /// errors on some file systems).
   int close() {
@@ -293,6 +299,22 @@ private:
 };
 
 std::string errnoText() { return std::strerror(errno); }
+
+/// Opens `path` to read, refusing what is not a regular file (O_NONBLOCK: a
+/// FIFO opens at once, to be refused, rather than blocking until a writer
+/// comes; reads of a regular file ignore it), and sets `size` to its size.
+StatusOr<int> openRegularFile(const std::string &path, uint64_t &size) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0)
+    return errorf("cannot open: ", errnoText());
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return errorf("cannot stat: ", errnoText());
+  if (std::optional<std::string> kind = nonRegularKind(st))
+    return errorf("is ", *kind, ", not a file");
+  size = uint64_t(st.st_size);
+  return fd.release();
+}
 
 /// Reads exactly `size` bytes at `offset`.
 Status readAt(int fd, uint8_t *out, size_t size, uint64_t offset,
@@ -523,17 +545,11 @@ Status openSafeTensors(const std::string &path, int &fdOut,
                        uint64_t &dataStartOut,
                        std::map<std::string, SafeTensorsFile::Info> &infos,
                        std::map<std::string, std::string> *metadata) {
-  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
-  // until a writer comes; reads of a regular file ignore it)
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0)
-    return errorf("cannot open: ", errnoText());
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return errorf("cannot stat: ", errnoText());
-  if (std::optional<std::string> kind = nonRegularKind(st))
-    return errorf("is ", *kind, ", not a file");
-  const uint64_t fileSize = uint64_t(st.st_size);
+  uint64_t fileSize = 0;
+  StatusOr<int> opened = openRegularFile(path, fileSize);
+  if (!opened)
+    return opened.takeStatus();
+  FileDescriptor fd(*opened);
 
   uint8_t lengthBytes[8] = {};
   if (fileSize >= 8)
@@ -560,17 +576,12 @@ Status openSafeTensors(const std::string &path, int &fdOut,
 
 /// Reads a JSON file; errors are prefixed by the caller.
 StatusOr<json> readJsonFile(const fs::path &path) {
-  // (O_NONBLOCK: a FIFO opens at once, to be refused, rather than blocking
-  // until a writer comes; reads of a regular file ignore it)
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0)
-    return errorf("cannot open: ", errnoText());
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return errorf("cannot stat: ", errnoText());
-  if (std::optional<std::string> kind = nonRegularKind(st))
-    return errorf("is ", *kind, ", not a file");
-  std::string text(size_t(st.st_size), '\0');
+  uint64_t size = 0;
+  StatusOr<int> opened = openRegularFile(path.string(), size);
+  if (!opened)
+    return opened.takeStatus();
+  FileDescriptor fd(*opened);
+  std::string text(size_t(size), '\0');
   MLT_RETURN_IF_ERROR(readAt(fd.get(), reinterpret_cast<uint8_t *>(text.data()),
                              text.size(), 0, path.string()));
   try {

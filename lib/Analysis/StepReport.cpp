@@ -72,12 +72,12 @@ std::string mlt::cost::formatStepPrediction(const Plan &plan,
   // Ranks with the same lines, in order of their first rank.
   std::map<std::string, std::vector<uint32_t>> groups;
   std::vector<std::string> order;
-  for (const RankPlan &rank : plan.ranks) {
-    std::string lines = rankLines(breakdown(plan, timeline, rank.rank));
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    std::string lines = rankLines(breakdown(plan, timeline, r));
     auto [it, inserted] = groups.try_emplace(lines);
     if (inserted)
       order.push_back(lines);
-    it->second.push_back(rank.rank);
+    it->second.push_back(plan.ranks[r].rank);
   }
   for (const std::string &lines : order) {
     const std::vector<uint32_t> &ranks = groups[lines];

@@ -66,17 +66,47 @@ InstanceNamer::next(const InstructionDesc &inst) {
   return std::pair{InstanceKey{1, src, dst, ordinal++}, uint32_t(2)};
 }
 
+namespace {
+
+/// How many of the ranks taking part in instance `key` a plan of only some
+/// ranks (`held`) holds.
+StatusOr<uint32_t> membersHeld(const Mesh &mesh, const InstanceKey &key,
+                               const std::vector<bool> &held) {
+  auto isHeld = [&](uint64_t rank) {
+    return rank < held.size() && held[size_t(rank)];
+  };
+  const auto [kind, a, b, ordinal] = key;
+  if (kind == 1)
+    return uint32_t(isHeld(a) + isHeld(b));
+  StatusOr<MeshGroup> group =
+      mesh.groupOf(int(b), mesh.axes()[size_t(a)].name);
+  if (!group)
+    return group.takeStatus();
+  uint32_t members = 0;
+  for (int rank : group->ranks)
+    members += isHeld(uint64_t(rank));
+  return members;
+}
+
+} // namespace
+
 StatusOr<Instances>
 mlt::cost::detail::matchInstances(const Plan &plan,
                                   const std::optional<Mesh> &mesh) {
   Instances instances;
   std::map<InstanceKey, int64_t> ids;
   instances.of.resize(plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks) {
+  // The ranks the plan holds (all, or its representatives).
+  std::vector<bool> held(plan.worldSize, false);
+  for (const RankPlan &rank : plan.ranks)
+    if (rank.rank < held.size())
+      held[rank.rank] = true;
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
     std::optional<InstanceNamer> namer;
     if (mesh)
       namer.emplace(*mesh, rank.rank);
-    auto &of = instances.of[rank.rank];
+    auto &of = instances.of[r];
     of.resize(rank.step.size());
     for (size_t c = 0; c < rank.step.size(); ++c) {
       const ProgramDesc &program = rank.programs[rank.step[c].program];
@@ -94,8 +124,16 @@ mlt::cost::detail::matchInstances(const Plan &plan,
           return named.takeStatus();
         auto [it, inserted] =
             ids.try_emplace(named->first, int64_t(instances.members.size()));
-        if (inserted)
-          instances.members.push_back(named->second);
+        if (inserted) {
+          uint32_t members = named->second;
+          if (plan.ranks.size() < plan.worldSize) {
+            StatusOr<uint32_t> present = membersHeld(*mesh, named->first, held);
+            if (!present)
+              return present.takeStatus();
+            members = *present;
+          }
+          instances.members.push_back(members);
+        }
         of[c][i] = it->second;
       }
     }

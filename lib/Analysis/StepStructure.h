@@ -62,9 +62,10 @@ private:
 };
 
 /// The collectives and transfers of a step, each one instance shared by
-/// its sides: of[r][c][i] is the instance of instruction i of rank r's call
-/// c (-1 for other launches), members[k] how many launches take part in
-/// instance k.
+/// its sides: of[r][c][i] is the instance of instruction i of call c of the
+/// plan's r-th rank (plan.ranks[r]; -1 for other launches), members[k] how
+/// many launches of the plan's ranks take part in instance k (of a plan of
+/// representative ranks, those of its group that the plan holds).
 struct Instances {
   std::vector<std::vector<std::vector<int64_t>>> of;
   std::vector<uint32_t> members;

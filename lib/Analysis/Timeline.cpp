@@ -59,16 +59,17 @@ Status checkCosts(const Plan &plan, const LaunchCosts &costs) {
   if (costs.seconds.size() != plan.ranks.size())
     return errorf("costs of ", costs.seconds.size(), " ranks for a plan of ",
                   plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks) {
-    if (costs.seconds[rank.rank].size() != rank.programs.size())
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
+    if (costs.seconds[r].size() != rank.programs.size())
       return errorf("rank ", rank.rank, ": costs of ",
-                    costs.seconds[rank.rank].size(), " programs for ",
+                    costs.seconds[r].size(), " programs for ",
                     rank.programs.size());
     for (size_t p = 0; p < rank.programs.size(); ++p)
-      if (costs.seconds[rank.rank][p].size() !=
+      if (costs.seconds[r][p].size() !=
           rank.programs[p].instructions.size())
         return errorf("rank ", rank.rank, " program '", rank.programs[p].name,
-                      "': costs of ", costs.seconds[rank.rank][p].size(),
+                      "': costs of ", costs.seconds[r][p].size(),
                       " instructions for ",
                       rank.programs[p].instructions.size());
   }
@@ -97,8 +98,9 @@ StatusOr<LaunchCosts> mlt::cost::priceLaunches(const Plan &plan,
   costs.overlapSlowdown = calibration.overlapSlowdown();
   std::set<std::string> uncalibrated;
   costs.seconds.resize(plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks) {
-    auto &seconds = costs.seconds[rank.rank];
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
+    auto &seconds = costs.seconds[r];
     seconds.resize(rank.programs.size());
     for (size_t p = 0; p < rank.programs.size(); ++p) {
       for (const InstructionDesc &inst : rank.programs[p].instructions) {
@@ -149,14 +151,15 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
   std::vector<std::vector<uint32_t>> launchNodes(plan.ranks.size());
   std::vector<std::vector<uint32_t>> barriers(plan.ranks.size());
 
-  for (const RankPlan &rank : plan.ranks) {
-    const auto &seconds = costs.seconds[rank.rank];
-    const auto &of = instances->of[rank.rank];
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
+    const auto &seconds = costs.seconds[r];
+    const auto &of = instances->of[r];
     std::vector<uint32_t> previousEnds;
     for (const Segment &segment : segmentsOf(rank)) {
       const uint32_t barrier = node(0.0, false);
       preds[barrier] = previousEnds;
-      barriers[rank.rank].push_back(barrier);
+      barriers[r].push_back(barrier);
       previousEnds.clear();
       if (segment.transfers) {
         for (size_t c = segment.begin; c < segment.end; ++c) {
@@ -164,7 +167,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
           for (size_t i = 0; i < rank.programs[p].instructions.size(); ++i) {
             const uint32_t n = shared(of[c][i], seconds[p][i]);
             preds[n].push_back(barrier);
-            launchNodes[rank.rank].push_back(n);
+            launchNodes[r].push_back(n);
             previousEnds.push_back(n);
           }
         }
@@ -176,11 +179,11 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
       std::map<uint32_t, uint32_t> lastOnStream, tokens;
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        const size_t k = launchNodes[rank.rank].size();
+        const size_t k = launchNodes[r].size();
         const uint32_t n =
             of[c][i] >= 0
                 ? shared(of[c][i], seconds[p][i])
-                : node(seconds[p][i] + extraOf(costs, rank.rank, k), true);
+                : node(seconds[p][i] + extraOf(costs, r, k), true);
         preds[n].push_back(barrier);
         if (auto it = lastOnStream.find(inst.stream); it != lastOnStream.end())
           preds[n].push_back(it->second);
@@ -190,7 +193,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
         lastOnStream[inst.stream] = n;
         if (inst.token >= 0)
           tokens[uint32_t(inst.token)] = n;
-        launchNodes[rank.rank].push_back(n);
+        launchNodes[r].push_back(n);
       }
       for (const auto &[stream, n] : lastOnStream)
         previousEnds.push_back(n);
@@ -200,7 +203,7 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
     // The step's end: a last barrier after the last segment.
     const uint32_t end = node(0.0, false);
     preds[end] = previousEnds;
-    barriers[rank.rank].push_back(end);
+    barriers[r].push_back(end);
   }
 
   // Kahn's order; each node starts a gap (launches) after its latest
@@ -242,20 +245,21 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
 
   StepTimeline timeline;
   timeline.ranks.resize(plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks) {
-    RankTimeline &out = timeline.ranks[rank.rank];
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
+    RankTimeline &out = timeline.ranks[r];
     size_t k = 0;
     for (size_t c = 0; c < rank.step.size(); ++c) {
       const uint32_t p = rank.step[c].program;
       const ProgramDesc &program = rank.programs[p];
       for (size_t i = 0; i < program.instructions.size(); ++i) {
-        const uint32_t n = launchNodes[rank.rank][k++];
+        const uint32_t n = launchNodes[r][k++];
         out.launches.push_back({uint32_t(c), p, uint32_t(i),
                                 program.instructions[i].stream, start[n],
                                 length[n]});
       }
     }
-    out.end = start[barriers[rank.rank].back()];
+    out.end = start[barriers[r].back()];
   }
   return timeline;
 }
@@ -295,15 +299,16 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
   std::vector<RankState> states(plan.ranks.size());
   StepTimeline timeline;
   timeline.ranks.resize(plan.ranks.size());
-  for (const RankPlan &rank : plan.ranks)
-    states[rank.rank].segments = segmentsOf(rank);
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+    states[r].segments = segmentsOf(plan.ranks[r]);
 
   // Moves rank r as far as it can go; whether it moved.
-  auto advance = [&](const RankPlan &rank) {
-    RankState &state = states[rank.rank];
-    const auto &seconds = costs.seconds[rank.rank];
-    const auto &of = instances->of[rank.rank];
-    RankTimeline &out = timeline.ranks[rank.rank];
+  auto advance = [&](uint32_t r) {
+    const RankPlan &rank = plan.ranks[r];
+    RankState &state = states[r];
+    const auto &seconds = costs.seconds[r];
+    const auto &of = instances->of[r];
+    RankTimeline &out = timeline.ranks[r];
     bool moved = false;
     auto finishSegment = [&] {
       state.segmentStart = state.segmentEnd;
@@ -360,7 +365,7 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
             ready = std::max(ready, it->second);
         auto [start, length] = launchSpan(
             ready,
-            seconds[p][i] + extraOf(costs, rank.rank, out.launches.size()),
+            seconds[p][i] + extraOf(costs, r, out.launches.size()),
             costs.gap);
         if (const int64_t k = of[c][i]; k >= 0) {
           if (!state.posted) {
@@ -392,15 +397,15 @@ mlt::cost::scheduleStepBySweep(const Plan &plan, const LaunchCosts &costs) {
   bool moved = true;
   while (moved) {
     moved = false;
-    for (const RankPlan &rank : plan.ranks)
-      moved = advance(rank) || moved;
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+      moved = advance(r) || moved;
   }
-  for (const RankPlan &rank : plan.ranks)
-    if (states[rank.rank].segment < states[rank.rank].segments.size())
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r)
+    if (states[r].segment < states[r].segments.size())
       return errorf("the step's launches wait on each other in a cycle (a "
-                    "plan that could deadlock): rank ", rank.rank,
+                    "plan that could deadlock): rank ", plan.ranks[r].rank,
                     " stops at call ",
-                    states[rank.rank].segments[states[rank.rank].segment].begin);
+                    states[r].segments[states[r].segment].begin);
   return timeline;
 }
 
@@ -481,16 +486,17 @@ StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
   constexpr int kRounds = 3;
   for (int round = 0; round < kRounds; ++round) {
     costs.extra.assign(plan.ranks.size(), {});
-    for (const RankPlan &rank : plan.ranks) {
+    for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+      const RankPlan &rank = plan.ranks[r];
       const std::vector<PredictedLaunch> &launches =
-          timeline->ranks[rank.rank].launches;
+          timeline->ranks[r].launches;
       Intervals communication;
       for (const PredictedLaunch &l : launches)
         if (isCommunication(
                 rank.programs[l.program].instructions[l.instruction]))
           communication.emplace_back(l.start, l.start + l.seconds);
       communication = mergedIntervals(std::move(communication));
-      std::vector<double> &extra = costs.extra[rank.rank];
+      std::vector<double> &extra = costs.extra[r];
       extra.assign(launches.size(), 0.0);
       for (size_t k = 0; k < launches.size(); ++k) {
         const PredictedLaunch &l = launches[k];
@@ -498,7 +504,7 @@ StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
                 rank.programs[l.program].instructions[l.instruction]))
           continue;
         // The overlap of the launch's own time (without its extra).
-        const double own = costs.seconds[rank.rank][l.program][l.instruction];
+        const double own = costs.seconds[r][l.program][l.instruction];
         extra[k] = costs.overlapSlowdown *
                    overlapWith(communication, l.start, l.start + own);
       }
@@ -563,7 +569,7 @@ StepBreakdown mlt::cost::breakdown(const Plan &plan,
                                    uint32_t rankIndex) {
   const RankPlan &rank = plan.ranks[rankIndex];
   StepBreakdown out;
-  out.rank = rankIndex;
+  out.rank = rank.rank;
   out.step = timeline.seconds();
   Intervals compute, communication;
   std::map<std::string, double> byKernel;

@@ -152,7 +152,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   if (!options.target.empty())
     (*module)->setAttr("mlt_rt.target",
                        StringAttr::get(&context, options.target));
-  if (failed(exportPlan(*module, planBytes, plan)))
+  if (failed(exportPlan(*module, planBytes, plan, options.representatives)))
     return fail(options.model + ": plan export failed");
   if (options.printStageSplit) {
     // The schedule's bubble with the split's stage times and with equal

@@ -46,6 +46,11 @@ static void addStepPasses(OpPassManager &pm,
 }
 
 void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
+  if (options.layers > 0) {
+    MLTTruncateLayersOptions truncate;
+    truncate.layers = options.layers;
+    top.addPass(createMLTTruncateLayers(truncate));
+  }
   if (options.pp * options.tp * options.dp > 1 || options.sequenceParallel) {
     MLTAnnotateLayoutOptions layout;
     layout.pp = options.pp;
@@ -103,6 +108,10 @@ namespace {
 
 /// TrainOptions as pipeline options, named as mlt-run's flags.
 struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> layers{
+      *this, "layers",
+      llvm::cl::desc("compile the model's first N decoder layers (0: all)"),
+      llvm::cl::init(0)};
   Option<int64_t> batch{*this, "batch",
                         llvm::cl::desc("sequences per micro-batch (global)"),
                         llvm::cl::init(0)};
@@ -171,6 +180,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
 
   mlt::TrainOptions toTrainOptions() const {
     mlt::TrainOptions options;
+    options.layers = layers;
     options.microBatch = batch;
     options.seqLen = seqLen;
     options.microbatches = microbatches;

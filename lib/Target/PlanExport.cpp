@@ -417,7 +417,8 @@ bool isLlamaOf(ModuleOp module, const LlamaConfig &config) {
 } // namespace
 
 LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
-                              mlt::rt::Plan *parsedPlan) {
+                              mlt::rt::Plan *parsedPlan,
+                              bool representatives) {
   auto config = module->getAttrOfType<LlamaConfigAttr>(
       MLTDialect::getModelAttrName());
   if (!config)
@@ -433,7 +434,8 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
   // program of the ranks whose coordinate on `pp` is its stage.
   SmallVector<ModuleOp> stages(module.getOps<ModuleOp>());
   if (stages.empty()) {
-    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, worldSize));
+    SmallVector<int64_t> all = llvm::to_vector(
+        llvm::seq<int64_t>(0, representatives ? 1 : worldSize));
     if (failed(exportRanks(module, mesh, all, fbb, rankTables, shape)))
       return failure();
   } else {
@@ -451,7 +453,8 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
                << MLTDialect::getStageAttrName() << "'";
       SmallVector<int64_t> ranks;
       for (int64_t rank = 0; rank < worldSize; ++rank)
-        if (mesh.coordinate(rank, axis) == index.getInt())
+        if (mesh.coordinate(rank, axis) == index.getInt() &&
+            (!representatives || ranks.empty()))
           ranks.push_back(rank);
       RunShape stageShape;
       if (failed(
@@ -472,7 +475,11 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
       llama.vocabSize,
       llama.maxPositionEmbeddings, shape.microBatch, shape.seqLen,
       shape.microbatches);
-  std::vector<flatbuffers::Offset<fb::Rank>> &ranks = rankTables;
+  // (a representative plan: the ranks exported, in order)
+  std::vector<flatbuffers::Offset<fb::Rank>> ranks;
+  for (const auto &table : rankTables)
+    if (!table.IsNull())
+      ranks.push_back(table);
   std::vector<flatbuffers::Offset<fb::MeshAxis>> axes;
   if (mesh)
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
@@ -496,7 +503,10 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
   // call, the collectives and transfers matched across ranks, a step that
   // cannot deadlock (the runtime checks again when it loads the plan).
   mlt::rt::StatusOr<mlt::rt::Plan> parsed =
-      mlt::rt::parsePlan(bytes.data(), bytes.size(), "the plan");
+      representatives ? mlt::rt::parseRepresentativePlan(
+                            bytes.data(), bytes.size(), "the plan")
+                      : mlt::rt::parsePlan(bytes.data(), bytes.size(),
+                                           "the plan");
   if (!parsed) // (the location alone: the module is the whole plan)
     return emitError(module.getLoc(), "plan export: ")
            << parsed.status().message();

@@ -35,6 +35,14 @@
 // So start(launch) = gap + max(end of what it waits for), a longest path in
 // a graph of launches. scheduleStep builds that graph across all ranks and
 // walks it once in topological order, O(launches + dependencies).
+// A plan of representative ranks (rt::isRepresentativePlan: one rank per
+// pipeline stage, as the planner compiles its candidates) predicts the
+// step of the whole plan: a stage's ranks run one program on buffers of
+// equal shapes, so a shift along any axis but `pp` maps the step onto
+// itself, and every member of a collective over such an axis reaches it
+// when the stage's representative does. Its collectives wait for the
+// members the plan holds.
+//
 // scheduleStepBySweep, the reference it is tested against, plays the ranks
 // out instead, sweeping over them until none can move (a rank stops at a
 // collective or transfer whose peers have not reached it), as the plan
@@ -58,7 +66,8 @@ namespace mlt::cost {
 
 /// What each launch of a plan costs.
 struct LaunchCosts {
-  /// seconds[r][p][i]: instruction i of program p on rank r.
+  /// seconds[r][p][i]: instruction i of program p of the plan's r-th rank
+  /// (plan.ranks[r]; every index by rank below is a position in plan.ranks).
   std::vector<std::vector<std::vector<double>>> seconds;
   /// The launch gap (Calibration::launchGap).
   double gap = 0.0;
@@ -95,7 +104,7 @@ struct RankTimeline {
   double end = 0.0;
 };
 
-/// Every rank's predicted step.
+/// Every rank's predicted step, in the order of plan.ranks.
 struct StepTimeline {
   std::vector<RankTimeline> ranks;
   /// The step's time: the latest end over the ranks.
@@ -153,7 +162,7 @@ struct StepBreakdown {
   std::vector<std::pair<std::string, double>> byKernel;
 };
 StepBreakdown breakdown(const rt::Plan &plan, const StepTimeline &timeline,
-                        uint32_t rank);
+                        uint32_t rankIndex);
 
 } // namespace mlt::cost
 

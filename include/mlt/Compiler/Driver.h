@@ -25,6 +25,9 @@ struct Plan;
 /// its flags and `mlt-opt --mlt-train-pipeline="..."` from its pipeline
 /// options. Plain values, so that the runtime-side tool can include it.
 struct TrainOptions {
+  /// Compile the model's first `layers` decoder layers (mlt-truncate-layers;
+  /// 0: all of them): the planner's shallow compiles.
+  int64_t layers = 0;
   /// Sequences per micro-batch, tokens per sequence, micro-batches per step.
   int64_t microBatch = 0;
   int64_t seqLen = 0;
@@ -86,6 +89,10 @@ struct CompileOptions : TrainOptions {
   /// The GPU architecture the plan is for ("sm_90"), recorded in the plan
   /// so that a device of another architecture refuses it; empty: any.
   std::string target;
+  /// Export one rank per pipeline stage (rt::isRepresentativePlan), from
+  /// which the cost model predicts the whole step: how the planner compiles
+  /// its candidates. Not a plan to run.
+  bool representatives = false;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false

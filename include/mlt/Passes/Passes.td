@@ -10,6 +10,43 @@
 
 include "mlir/Pass/PassBase.td"
 
+def MLTTruncateLayers : Pass<"mlt-truncate-layers", "::mlir::ModuleOp"> {
+  let summary = "keeps a model's first N decoder layers";
+  let description = [{
+    Makes the model `layers` decoder layers deep: the one `mlt.repeat` of
+    `@forward` runs `lower to lower + layers`, every per-layer parameter
+    family declares `layers` layers, and the `mlt.model` configuration says
+    `num_layers = layers`. Nothing else changes: the embedding, the final
+    norm, the LM head and the loss stay.
+
+    The planner (`mlt-run --layout auto`) compiles each candidate layout at
+    two shallow depths and extrapolates its memory and step to the model's
+    depth (see LayoutSpace.h): compiling and predicting a model costs time
+    in proportion to its layers, and a stage's memory and step grow by the
+    same amount with each layer it holds.
+
+    Before (`layers=2`):
+    ```mlir
+    module attributes {mlt.model = #mlt.llama<..., num_layers = 22, ...>} {
+      mlt.param @"model.layers.{}.mlp.up_proj.weight" layers 22 : tensor<5632x2048xf32>
+      ...
+      %0 = mlt.repeat %layer = 0 to 22 iter_args(%h = %embedding) -> (tensor<?x?x2048xf32>) {
+    ```
+    After:
+    ```mlir
+    module attributes {mlt.model = #mlt.llama<..., num_layers = 2, ...>} {
+      mlt.param @"model.layers.{}.mlp.up_proj.weight" layers 2 : tensor<5632x2048xf32>
+      ...
+      %0 = mlt.repeat %layer = 0 to 2 iter_args(%h = %embedding) -> (tensor<?x?x2048xf32>) {
+    ```
+    Fails on a module that is already split into stages, on more layers
+    than the model has, and on fewer than one.
+  }];
+  let options = [
+    Option<"layers", "layers", "int64_t", "0", "the decoder layers to keep">
+  ];
+}
+
 def MLTUnrollLayers : Pass<"mlt-unroll-layers", "::mlir::ModuleOp"> {
   let summary = "expands every mlt.repeat into one copy of its body per layer";
   let description = [{

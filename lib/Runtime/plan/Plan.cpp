@@ -379,34 +379,30 @@ std::string hex32(uint32_t value) {
 }
 } // namespace
 
-StatusOr<Plan> mlt::rt::parsePlan(const void *data, size_t size,
-                                  const std::string &source) {
-  if (!hasPlanIdentifier(data, size))
-    return errorf(source, ": not an mlt plan (bad file identifier)");
-  std::optional<PlanTrailer> trailer = readPlanTrailer(data, size);
-  if (!trailer) {
-    // A plan of a version before the trailer is named by its version.
-    std::vector<uint64_t> aligned((size + 7) / 8);
-    std::memcpy(aligned.data(), data, size);
-    std::optional<uint32_t> version = readFormatVersion(
-        reinterpret_cast<const uint8_t *>(aligned.data()), size);
-    if (version && *version != kPlanFormatVersion)
-      return errorf(source, ": plan format version ", *version,
-                    ", this mlt-run reads version ", kPlanFormatVersion);
-    return errorf(source, ": corrupt plan (it does not end with its "
-                          "checksum: truncated, or damaged at the end)");
+namespace {
+
+/// The checks of a plan of representative ranks: its mesh, its ranks
+/// named in increasing order inside it, each safe to execute alone.
+Status verifyRepresentatives(const Plan &plan) {
+  if (plan.formatVersion != kPlanFormatVersion)
+    return errorf("plan format version ", plan.formatVersion,
+                  ", this mlt-run reads version ", kPlanFormatVersion);
+  if (!plan.mesh.empty())
+    MLT_RETURN_IF_ERROR(planMesh(plan).status());
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
+    if (rank.rank >= plan.worldSize || (r && rank.rank <= plan.ranks[r - 1].rank))
+      return errorf("representative rank ", rank.rank, " out of order or "
+                    "outside the world of ", plan.worldSize);
+    MLT_RETURN_IF_ERROR(verifyRank(rank, plan.mesh).withContext(
+        "rank " + std::to_string(rank.rank)));
   }
-  if (!trailer->matches())
-    return errorf(source,
-                  ": checksum mismatch (the file changed after it was "
-                  "written: its content's CRC-32 is ",
-                  hex32(trailer->computed), ", the plan's trailer says ",
-                  hex32(trailer->stored), ")");
-  return parsePlanContent(data, trailer->contentSize, source);
+  return Status::ok();
 }
 
-StatusOr<Plan> mlt::rt::parsePlanContent(const void *data, size_t size,
-                                         const std::string &source) {
+/// parsePlanContent, of a whole plan or of representative ranks.
+StatusOr<Plan> readContent(const void *data, size_t size,
+                           const std::string &source, bool whole) {
   if (!hasPlanIdentifier(data, size))
     return errorf(source, ": not an mlt plan (bad file identifier)");
 
@@ -439,10 +435,59 @@ StatusOr<Plan> mlt::rt::parsePlanContent(const void *data, size_t size,
   StatusOr<Plan> result = decode(*plan::GetPlan(bytes));
   if (!result)
     return result.takeStatus().withContext(source);
-  Status status = verifyPlan(*result);
+  Status status = whole ? verifyPlan(*result) : verifyRepresentatives(*result);
   if (!status)
     return std::move(status).withContext(source);
   return result;
+}
+
+
+/// parsePlan, of a whole plan or (`whole` false) of representative ranks.
+StatusOr<Plan> readPlan(const void *data, size_t size,
+                        const std::string &source, bool whole) {
+  if (!hasPlanIdentifier(data, size))
+    return errorf(source, ": not an mlt plan (bad file identifier)");
+  std::optional<PlanTrailer> trailer = readPlanTrailer(data, size);
+  if (!trailer) {
+    // A plan of a version before the trailer is named by its version.
+    std::vector<uint64_t> aligned((size + 7) / 8);
+    std::memcpy(aligned.data(), data, size);
+    std::optional<uint32_t> version = readFormatVersion(
+        reinterpret_cast<const uint8_t *>(aligned.data()), size);
+    if (version && *version != kPlanFormatVersion)
+      return errorf(source, ": plan format version ", *version,
+                    ", this mlt-run reads version ", kPlanFormatVersion);
+    return errorf(source, ": corrupt plan (it does not end with its "
+                          "checksum: truncated, or damaged at the end)");
+  }
+  if (!trailer->matches())
+    return errorf(source,
+                  ": checksum mismatch (the file changed after it was "
+                  "written: its content's CRC-32 is ",
+                  hex32(trailer->computed), ", the plan's trailer says ",
+                  hex32(trailer->stored), ")");
+  return readContent(data, trailer->contentSize, source, whole);
+}
+
+} // namespace
+
+StatusOr<Plan> mlt::rt::parsePlan(const void *data, size_t size,
+                                  const std::string &source) {
+  return readPlan(data, size, source, /*whole=*/true);
+}
+
+StatusOr<Plan> mlt::rt::parseRepresentativePlan(const void *data, size_t size,
+                                                const std::string &source) {
+  return readPlan(data, size, source, /*whole=*/false);
+}
+
+StatusOr<Plan> mlt::rt::parsePlanContent(const void *data, size_t size,
+                                         const std::string &source) {
+  return readContent(data, size, source, /*whole=*/true);
+}
+
+bool mlt::rt::isRepresentativePlan(const Plan &plan) {
+  return plan.ranks.size() < plan.worldSize;
 }
 
 StatusOr<Plan> mlt::rt::readPlanFile(const std::string &path,

@@ -297,6 +297,21 @@ void appendPlanChecksum(std::string &bytes);
 StatusOr<Plan> parsePlan(const void *data, size_t size,
                          const std::string &source);
 
+/// Whether `plan` holds only some of its world's ranks: one per pipeline
+/// stage (a compile's representatives, CompileOptions::representatives),
+/// which the cost model predicts the whole plan's step from
+/// (mlt/Analysis/Timeline.h). No runtime loads such a plan: parsePlan
+/// refuses it.
+bool isRepresentativePlan(const Plan &plan);
+
+/// Reads a plan of representative ranks as parsePlan reads a whole plan,
+/// but for the checks across ranks, which need every rank: the identifier,
+/// the checksum, the format version, FlatBuffers' verifier, decoding, the
+/// mesh, and verifyRank on each rank (numbered in increasing order inside
+/// the world).
+StatusOr<Plan> parseRepresentativePlan(const void *data, size_t size,
+                                       const std::string &source);
+
 /// The layer below parsePlan's checksum: reads `size` bytes of a plan's
 /// content (the FlatBuffer, without the trailer) in order: the format
 /// version, FlatBuffers' verifier, decoding, then verifyPlan. For the

@@ -129,3 +129,38 @@ StepBound mlt::cost::stepBound(const Plan &plan, const StepTimeline &timeline) {
   const auto largest = std::max_element(parts.begin(), parts.end());
   return {largest->second, b.step > 0.0 ? largest->first / b.step : 0.0};
 }
+
+namespace {
+
+uint64_t largest(const std::vector<uint64_t> &bytes) {
+  return bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
+}
+
+/// b + steps * (b - a), element by element (b's where it would shrink).
+std::vector<uint64_t> extrapolateBytes(const std::vector<uint64_t> &a,
+                                       const std::vector<uint64_t> &b,
+                                       int64_t steps) {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const uint64_t shallower = i < a.size() ? a[i] : b[i];
+    out.push_back(b[i] >= shallower ? b[i] + uint64_t(steps) * (b[i] - shallower)
+                                    : b[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+uint64_t LayoutFigures::arena() const { return largest(arenas); }
+
+uint64_t LayoutFigures::mostPersistent() const { return largest(persistent); }
+
+LayoutFigures mlt::cost::extrapolateDepth(const LayoutFigures &a,
+                                          const LayoutFigures &b,
+                                          int64_t steps) {
+  LayoutFigures out;
+  out.step = b.step + double(steps) * (b.step - a.step);
+  out.arenas = extrapolateBytes(a.arenas, b.arenas, steps);
+  out.persistent = extrapolateBytes(a.persistent, b.persistent, steps);
+  return out;
+}

@@ -121,35 +121,58 @@ StatusOr<LaunchCosts> mlt::cost::priceLaunches(const Plan &plan,
 // The graph's longest paths
 //===----------------------------------------------------------------------===//
 
-StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
-                                               const LaunchCosts &costs) {
+namespace {
+
+/// The graph of a step's launches (Timeline.h): nodes are launches (a
+/// collective or a transfer one node for all its sides) and, per segment of
+/// a rank's step, a barrier of no time where it begins, after the previous
+/// segment's last launches. Built once per plan; predictStep walks it once
+/// per round of overlap slowdowns.
+struct StepGraph {
+  /// Per node: its own time, whether it is a launch, and which rank's k-th
+  /// launch it is where it is one rank's (its extra seconds; -1 for a
+  /// shared or barrier node).
+  std::vector<double> duration;
+  std::vector<bool> launch;
+  std::vector<std::pair<int64_t, size_t>> owner;
+  /// Successors, compressed: those of node n are succs[first[n] ..
+  /// first[n + 1]); and each node's count of predecessors.
+  std::vector<uint32_t> first, succs, predecessors;
+  /// Per rank: the node of each launch in step and program order, and of
+  /// each segment's barrier then the step's end.
+  std::vector<std::vector<uint32_t>> launchNodes, barriers;
+};
+
+StatusOr<StepGraph> buildStepGraph(const Plan &plan, const LaunchCosts &costs) {
   StatusOr<Instances> instances = prepareSchedule(plan, costs);
   if (!instances)
     return instances.takeStatus();
-
-  // Nodes: launches (a collective or a transfer one node for all its sides)
-  // and, per segment of a rank's step, a barrier of no time where it
-  // begins, after the previous segment's last launches.
-  std::vector<double> duration;
-  std::vector<bool> launch;
-  std::vector<std::vector<uint32_t>> preds;
+  StepGraph g;
+  std::vector<std::pair<uint32_t, uint32_t>> edges; // (from, to)
   auto node = [&](double seconds, bool isLaunch) {
-    duration.push_back(seconds);
-    launch.push_back(isLaunch);
-    preds.emplace_back();
-    return uint32_t(duration.size() - 1);
+    g.duration.push_back(seconds);
+    g.launch.push_back(isLaunch);
+    g.owner.emplace_back(-1, 0);
+    return uint32_t(g.duration.size() - 1);
   };
   std::vector<int64_t> instanceNode(instances->members.size(), -1);
   auto shared = [&](int64_t instance, double seconds) {
     if (instanceNode[instance] < 0)
       instanceNode[instance] = node(seconds, true);
     const uint32_t n = uint32_t(instanceNode[instance]);
-    duration[n] = std::max(duration[n], seconds);
+    g.duration[n] = std::max(g.duration[n], seconds);
     return n;
   };
-  // The node of each rank's launch, in step and program order.
-  std::vector<std::vector<uint32_t>> launchNodes(plan.ranks.size());
-  std::vector<std::vector<uint32_t>> barriers(plan.ranks.size());
+  g.launchNodes.resize(plan.ranks.size());
+  g.barriers.resize(plan.ranks.size());
+  std::vector<std::pair<uint32_t, uint32_t>> lastOnStream, tokens;
+  auto find = [](std::vector<std::pair<uint32_t, uint32_t>> &map,
+                 uint32_t key) -> uint32_t * {
+    for (auto &[k, v] : map)
+      if (k == key)
+        return &v;
+    return nullptr;
+  };
 
   for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan &rank = plan.ranks[r];
@@ -158,16 +181,17 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
     std::vector<uint32_t> previousEnds;
     for (const Segment &segment : segmentsOf(rank)) {
       const uint32_t barrier = node(0.0, false);
-      preds[barrier] = previousEnds;
-      barriers[r].push_back(barrier);
+      for (uint32_t p : previousEnds)
+        edges.emplace_back(p, barrier);
+      g.barriers[r].push_back(barrier);
       previousEnds.clear();
       if (segment.transfers) {
         for (size_t c = segment.begin; c < segment.end; ++c) {
           const uint32_t p = rank.step[c].program;
           for (size_t i = 0; i < rank.programs[p].instructions.size(); ++i) {
             const uint32_t n = shared(of[c][i], seconds[p][i]);
-            preds[n].push_back(barrier);
-            launchNodes[r].push_back(n);
+            edges.emplace_back(barrier, n);
+            g.launchNodes[r].push_back(n);
             previousEnds.push_back(n);
           }
         }
@@ -176,24 +200,35 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
       const size_t c = segment.begin;
       const uint32_t p = rank.step[c].program;
       const ProgramDesc &program = rank.programs[p];
-      std::map<uint32_t, uint32_t> lastOnStream, tokens;
+      lastOnStream.clear();
+      tokens.clear();
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        const size_t k = launchNodes[r].size();
-        const uint32_t n =
-            of[c][i] >= 0
-                ? shared(of[c][i], seconds[p][i])
-                : node(seconds[p][i] + extraOf(costs, r, k), true);
-        preds[n].push_back(barrier);
-        if (auto it = lastOnStream.find(inst.stream); it != lastOnStream.end())
-          preds[n].push_back(it->second);
+        const size_t k = g.launchNodes[r].size();
+        uint32_t n;
+        if (of[c][i] >= 0) {
+          n = shared(of[c][i], seconds[p][i]);
+        } else {
+          n = node(seconds[p][i], true);
+          g.owner[n] = {int64_t(r), k};
+        }
+        edges.emplace_back(barrier, n);
+        if (uint32_t *last = find(lastOnStream, inst.stream)) {
+          edges.emplace_back(*last, n);
+          *last = n;
+        } else {
+          lastOnStream.emplace_back(inst.stream, n);
+        }
         for (uint32_t token : inst.waits)
-          if (auto it = tokens.find(token); it != tokens.end())
-            preds[n].push_back(it->second);
-        lastOnStream[inst.stream] = n;
-        if (inst.token >= 0)
-          tokens[uint32_t(inst.token)] = n;
-        launchNodes[r].push_back(n);
+          if (uint32_t *signal = find(tokens, token))
+            edges.emplace_back(*signal, n);
+        if (inst.token >= 0) {
+          if (uint32_t *signal = find(tokens, uint32_t(inst.token)))
+            *signal = n;
+          else
+            tokens.emplace_back(uint32_t(inst.token), n);
+        }
+        g.launchNodes[r].push_back(n);
       }
       for (const auto &[stream, n] : lastOnStream)
         previousEnds.push_back(n);
@@ -202,22 +237,35 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
     }
     // The step's end: a last barrier after the last segment.
     const uint32_t end = node(0.0, false);
-    preds[end] = previousEnds;
-    barriers[r].push_back(end);
+    for (uint32_t p : previousEnds)
+      edges.emplace_back(p, end);
+    g.barriers[r].push_back(end);
   }
 
-  // Kahn's order; each node starts a gap (launches) after its latest
-  // predecessor's end.
-  const size_t count = duration.size();
-  std::vector<std::vector<uint32_t>> succs(count);
-  std::vector<uint32_t> pending(count, 0);
-  for (uint32_t n = 0; n < count; ++n)
-    for (uint32_t p : preds[n]) {
-      succs[p].push_back(n);
-      ++pending[n];
-    }
-  std::vector<double> start(count, 0.0), latest(count, 0.0);
-  std::vector<double> length = duration;
+  const size_t count = g.duration.size();
+  g.first.assign(count + 1, 0);
+  g.predecessors.assign(count, 0);
+  for (const auto &[from, to] : edges) {
+    ++g.first[from + 1];
+    ++g.predecessors[to];
+  }
+  for (size_t n = 0; n < count; ++n)
+    g.first[n + 1] += g.first[n];
+  g.succs.resize(edges.size());
+  std::vector<uint32_t> fill(g.first.begin(), g.first.end() - 1);
+  for (const auto &[from, to] : edges)
+    g.succs[fill[from]++] = to;
+  return g;
+}
+
+/// The longest paths of `g` at `costs` (its gap and extra seconds), in
+/// Kahn's order: each node starts a gap (launches) after its latest
+/// predecessor's end.
+StatusOr<StepTimeline> walkStepGraph(const Plan &plan, const StepGraph &g,
+                                     const LaunchCosts &costs) {
+  const size_t count = g.duration.size();
+  std::vector<uint32_t> pending = g.predecessors;
+  std::vector<double> start(count, 0.0), latest(count, 0.0), length(count);
   std::vector<uint32_t> ready;
   for (uint32_t n = 0; n < count; ++n)
     if (pending[n] == 0)
@@ -227,13 +275,18 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
     const uint32_t n = ready.back();
     ready.pop_back();
     ++done;
-    if (launch[n])
-      std::tie(start[n], length[n]) =
-          launchSpan(latest[n], duration[n], costs.gap);
-    else
+    if (g.launch[n]) {
+      const auto [r, k] = g.owner[n];
+      const double own =
+          g.duration[n] + (r >= 0 ? extraOf(costs, uint32_t(r), k) : 0.0);
+      std::tie(start[n], length[n]) = launchSpan(latest[n], own, costs.gap);
+    } else {
       start[n] = latest[n];
+      length[n] = 0.0;
+    }
     const double end = start[n] + length[n];
-    for (uint32_t s : succs[n]) {
+    for (uint32_t i = g.first[n]; i < g.first[n + 1]; ++i) {
+      const uint32_t s = g.succs[i];
       latest[s] = std::max(latest[s], end);
       if (--pending[s] == 0)
         ready.push_back(s);
@@ -248,20 +301,31 @@ StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
   for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan &rank = plan.ranks[r];
     RankTimeline &out = timeline.ranks[r];
+    out.launches.reserve(g.launchNodes[r].size());
     size_t k = 0;
     for (size_t c = 0; c < rank.step.size(); ++c) {
       const uint32_t p = rank.step[c].program;
       const ProgramDesc &program = rank.programs[p];
       for (size_t i = 0; i < program.instructions.size(); ++i) {
-        const uint32_t n = launchNodes[r][k++];
+        const uint32_t n = g.launchNodes[r][k++];
         out.launches.push_back({uint32_t(c), p, uint32_t(i),
                                 program.instructions[i].stream, start[n],
                                 length[n]});
       }
     }
-    out.end = start[barriers[r].back()];
+    out.end = start[g.barriers[r].back()];
   }
   return timeline;
+}
+
+} // namespace
+
+StatusOr<StepTimeline> mlt::cost::scheduleStep(const Plan &plan,
+                                               const LaunchCosts &costs) {
+  StatusOr<StepGraph> graph = buildStepGraph(plan, costs);
+  if (!graph)
+    return graph.takeStatus();
+  return walkStepGraph(plan, *graph, costs);
 }
 
 //===----------------------------------------------------------------------===//
@@ -480,7 +544,10 @@ bool mlt::cost::overlapsCommunication(const Plan &plan) {
 StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
                                               LaunchCosts costs) {
   costs.extra.clear();
-  StatusOr<StepTimeline> timeline = scheduleStep(plan, costs);
+  StatusOr<StepGraph> graph = buildStepGraph(plan, costs);
+  if (!graph)
+    return graph.takeStatus();
+  StatusOr<StepTimeline> timeline = walkStepGraph(plan, *graph, costs);
   if (!timeline || costs.overlapSlowdown <= 0.0)
     return timeline;
   constexpr int kRounds = 3;
@@ -509,7 +576,7 @@ StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
                    overlapWith(communication, l.start, l.start + own);
       }
     }
-    timeline = scheduleStep(plan, costs);
+    timeline = walkStepGraph(plan, *graph, costs);
     if (!timeline)
       return timeline;
   }

@@ -8,6 +8,7 @@
 
 #include "mlt/Compiler/Driver.h"
 #include "mlt/Analysis/PipelineSchedule.h"
+#include "mlt/Analysis/StagePartition.h"
 #include "mlt/Compiler/Pipeline.h"
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
@@ -88,12 +89,54 @@ OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
 
 } // namespace
 
+bool mlt::stageSplitOf(const CompileOptions &options, int64_t &numLayers,
+                       std::vector<int64_t> &split, std::string &error) {
+  DialectRegistry registry;
+  registry.insert<mlt::MLTDialect, func::FuncDialect, arith::ArithDialect>();
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  FirstError diagnostics(context);
+  OwningOpRef<ModuleOp> module = loadModel(options, context, error);
+  if (!module) {
+    if (error.empty())
+      error = !diagnostics.message.empty()
+                  ? diagnostics.message
+                  : options.model + ": cannot parse the model";
+    return false;
+  }
+  auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
+      MLTDialect::getModelAttrName());
+  if (!config) {
+    error = options.model + ": the model has no configuration ('mlt.model')";
+    return false;
+  }
+  numLayers = config.getNumLayers();
+  if (options.pp <= 1) {
+    split = {numLayers};
+    return true;
+  }
+  if (!options.ppLayers.empty()) {
+    split = options.ppLayers;
+    return checkStageLayers(split, numLayers, options.pp, options.vp, &error);
+  }
+  StageSplit balanced = balanceStages(
+      llamaStageCosts({numLayers, config.getHiddenSize(), config.getNumHeads(),
+                       config.getNumKvHeads(), config.getHeadDim(),
+                       config.getIntermediateSize(), config.getVocabSize(),
+                       options.seqLen}),
+      options.pp, options.vp, &error);
+  split = balanced.layers;
+  return !split.empty();
+}
+
 bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                         std::string &error, rt::Plan *plan) {
   DialectRegistry registry;
   registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect,
                   func::FuncDialect, arith::ArithDialect>();
-  MLIRContext context(registry);
+  MLIRContext context(registry, options.threads
+                                    ? MLIRContext::Threading::ENABLED
+                                    : MLIRContext::Threading::DISABLED);
   context.loadAllAvailableDialects();
   FirstError diagnostics(context);
 
@@ -146,6 +189,7 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     return false;
   }
   PassManager pm(&context);
+  pm.enableVerifier(options.verifyPasses);
   buildTrainPipeline(pm, options);
   if (failed(pm.run(*module)))
     return fail(options.model + ": compilation failed");

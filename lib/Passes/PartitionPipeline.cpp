@@ -32,27 +32,12 @@ constexpr llvm::StringLiteral kPipelineAxis =
     MLTDialect::getPipelineAxisName();
 constexpr llvm::StringLiteral kDataAxis = "dp";
 
-/// The predicted cost of the model's parts for one token, forward and
-/// backward (3x the forward's FLOPs): a decoder layer's products and
-/// attention, and the LM head's product. The embedding is a gather and
-/// counts nothing. (A FLOP count until the cost model of
-/// lib/Analysis predicts times.)
+/// The costs the balanced split weighs (llamaStageCosts).
 StageCosts flopCosts(LlamaConfigAttr config, int64_t seqLen) {
-  const double h = double(config.getHiddenSize());
-  const double heads = double(config.getNumHeads());
-  const double kvHeads = double(config.getNumKvHeads());
-  const double d = double(config.getHeadDim());
-  const double ffn = double(config.getIntermediateSize());
-  // q, k, v, o and the three MLP products; causal attention's two products
-  // over half the sequence on average.
-  const double products =
-      2.0 * h * (heads * d + 2.0 * kvHeads * d + heads * d) + 6.0 * h * ffn;
-  const double attention = 2.0 * 2.0 * heads * d * double(seqLen) / 2.0;
-  StageCosts costs;
-  costs.layers.assign(size_t(config.getNumLayers()),
-                      3.0 * (products + attention));
-  costs.last = 3.0 * 2.0 * h * double(config.getVocabSize());
-  return costs;
+  return llamaStageCosts({config.getNumLayers(), config.getHiddenSize(),
+                          config.getNumHeads(), config.getNumKvHeads(),
+                          config.getHeadDim(), config.getIntermediateSize(),
+                          config.getVocabSize(), seqLen});
 }
 
 /// Erases the ops of `block` that nothing uses and that have no effects

@@ -8,11 +8,17 @@
 
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Runtime/FormatBytes.h"
+#include "mlt/Runtime/plan/MemoryReport.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 using namespace mlt;
 using namespace mlt::tool;
@@ -20,20 +26,469 @@ using namespace mlt::rt;
 
 namespace {
 
-/// A layout that compiled and fits: its predicted step.
+/// The fewest layers of a virtual stage at which screening compiles shallow
+/// (its compiles hold 2 and 3 layers a virtual stage; below 5, the model's
+/// own depth costs no more than they do).
+constexpr int64_t kShallowFrom = 5;
+/// Confirmation goes on while a layout's estimated step is within this
+/// share of the fifth fastest confirmed one.
+constexpr double kStepMargin = 0.03;
+/// An estimated arena this share over the limit may still fit: it is kept
+/// for confirmation.
+constexpr double kMemoryMargin = 0.02;
+/// The layouts printed.
+constexpr size_t kShown = 5;
+
+/// A layout weighed.
 struct Candidate {
   cost::Layout layout;
-  uint64_t arena = 0;
-  double step = 0.0;
+  /// Of the layout at the model's depth: exact (compiled at its depth) or
+  /// extrapolated from two shallow compiles.
+  cost::LayoutFigures figures;
+  bool exact = false;
+  cost::StepBound bound;
+  /// The memory-saving variants not tried yet (while this one may not fit).
+  std::deque<cost::Layout> fallbacks;
+};
+
+/// A layout compiled and predicted, or the compiler's refusal.
+struct Weighed {
+  bool ok = false;
+  std::string why;
+  cost::LayoutFigures figures;
   cost::StepBound bound;
 };
 
-uint64_t largestArena(const Plan &plan) {
-  uint64_t arena = 0;
-  for (const RankPlan &rank : plan.ranks)
-    arena = std::max(arena, rank.arenaBytes);
-  return arena;
-}
+/// A layout weighed at its depth (`exact`) or at a shallow one.
+struct WeighedLayout : Weighed {
+  bool exact = false;
+  /// Shallow: the model's layers, their split into virtual stages, and
+  /// the layers each virtual stage holds fewer than in the split.
+  int64_t numLayers = 0;
+  std::vector<int64_t> split;
+  int64_t fewer = 0;
+};
+
+class Planner {
+public:
+  Planner(const PlannerRequest &request, const cost::Calibration &calibration,
+          const PlannerCompiler &compiler)
+      : request_(request), calibration_(calibration), compiler_(compiler),
+        start_(std::chrono::steady_clock::now()) {}
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start_)
+        .count();
+  }
+
+  /// Screening (Planner.h): each layout's shallowest compile first; then,
+  /// fastest first, the layouts weighed at their depth (their variants as
+  /// needed) into the candidates, but for those already slower at the
+  /// shallower depth than the fifth fastest estimate. Both on every core.
+  Status screen(const std::vector<cost::Layout> &layouts) {
+    std::vector<StatusOr<WeighedLayout>> first(layouts.size(),
+                                               WeighedLayout{});
+    inParallel(layouts.size(), [&](size_t i) {
+      first[i] = weighShallowest(layouts[i]);
+    });
+    std::vector<size_t> order;
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      if (!first[i])
+        return first[i].takeStatus();
+      order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return first[a]->figures.step < first[b]->figures.step;
+    });
+    // In waves of as many layouts as cores, each wave's outcomes merged
+    // before the next is pruned by the fifth fastest.
+    const size_t wave = workers();
+    for (size_t begin = 0; begin < order.size(); begin += wave) {
+      progress("weighing", begin, order.size());
+      std::vector<size_t> weighed;
+      for (size_t i : std::vector<size_t>(order.begin() + begin, order.begin() + std::min(order.size(), begin + wave))) {
+        const WeighedLayout &shallowest = *first[i];
+        if (!shallowest.ok) {
+          ++refused_;
+          noteRefusal(layouts[i], shallowest.why);
+        } else if (!fits(shallowest.figures.mostPersistent(), true)) {
+          // (no variant changes it; a deeper model only adds to it)
+          ++tooLarge_;
+          noteTooLarge(layouts[i], shallowest.figures.arena());
+        } else if (const std::optional<double> fifth = fifthFastest();
+                   fifth &&
+                   shallowest.figures.step > *fifth * (1.0 + kStepMargin)) {
+          ++slower_;
+        } else {
+          weighed.push_back(i);
+        }
+      }
+      std::vector<StatusOr<Outcome>> outcomes(weighed.size(), Outcome{});
+      inParallel(weighed.size(), [&](size_t k) {
+        outcomes[k] =
+            placeFamily(layouts[weighed[k]], std::move(*first[weighed[k]]));
+      });
+      for (StatusOr<Outcome> &outcome : outcomes) {
+        if (!outcome)
+          return outcome.takeStatus();
+        merge(std::move(*outcome));
+      }
+    }
+    return Status::ok();
+  }
+
+  /// Confirmation (Planner.h); the confirmed layouts that fit, fastest
+  /// first.
+  StatusOr<std::vector<Candidate>> confirm() {
+    std::vector<Candidate> confirmed;
+    size_t done = 0;
+    while (!candidates_.empty()) {
+      auto next = std::min_element(
+          candidates_.begin(), candidates_.end(),
+          [](const Candidate &a, const Candidate &b) {
+            return a.figures.step < b.figures.step;
+          });
+      if (confirmed.size() >= kShown) {
+        std::vector<double> steps;
+        for (const Candidate &c : confirmed)
+          steps.push_back(c.figures.step);
+        std::nth_element(steps.begin(), steps.begin() + (kShown - 1),
+                         steps.end());
+        if (next->figures.step > steps[kShown - 1] * (1.0 + kStepMargin))
+          break;
+      }
+      Candidate candidate = std::move(*next);
+      candidates_.erase(next);
+      progress("confirming", done, done + candidates_.size());
+      ++done;
+      if (!candidate.exact) {
+        StatusOr<WeighedLayout> weighed =
+            weigh(candidate.layout, /*exact=*/true);
+        if (!weighed)
+          return weighed.takeStatus();
+        if (!weighed->ok) {
+          // (refused at the model's depth, which its shallow compiles were
+          // not: counted as refused)
+          --fitting_;
+          ++refused_;
+          noteRefusal(candidate.layout, weighed->why);
+          continue;
+        }
+        candidate.figures = weighed->figures;
+        candidate.bound = weighed->bound;
+        candidate.exact = true;
+      }
+      if (!fits(candidate.figures.arena(), /*exact=*/true)) {
+        --fitting_;
+        noteTooLarge(candidate.layout, candidate.figures.arena());
+        StatusOr<Outcome> outcome =
+            placeVariants(std::move(candidate.fallbacks));
+        if (!outcome)
+          return outcome.takeStatus();
+        merge(std::move(*outcome));
+        continue;
+      }
+      confirmed.push_back(std::move(candidate));
+    }
+    std::stable_sort(confirmed.begin(), confirmed.end(),
+                     [](const Candidate &a, const Candidate &b) {
+                       return a.figures.step < b.figures.step;
+                     });
+    return confirmed;
+  }
+
+  /// The layouts that were not confirmed (estimates), slowest last.
+  std::vector<Candidate> unconfirmed() const {
+    std::vector<Candidate> rest = candidates_;
+    std::stable_sort(rest.begin(), rest.end(),
+                     [](const Candidate &a, const Candidate &b) {
+                       return a.figures.step < b.figures.step;
+                     });
+    return rest;
+  }
+
+  std::atomic<size_t> compiled{0}, shallow{0};
+  size_t fitting() const { return fitting_; }
+  size_t slower() const { return slower_; }
+  size_t tooLarge() const { return tooLarge_; }
+  size_t refused() const { return refused_; }
+  const std::string &firstRefusal() const { return firstRefusal_; }
+  const std::optional<std::pair<uint64_t, cost::Layout>> &closest() const {
+    return closest_;
+  }
+
+private:
+
+  void progress(const char *what, size_t i, size_t n) {
+    std::lock_guard<std::mutex> lock(progressMutex_);
+    if (elapsed() - lastProgress_ < 5.0)
+      return;
+    lastProgress_ = elapsed();
+    std::fprintf(stderr, "mlt-run: planning: %s, %zu of %zu layouts, %.0f s\n",
+                 what, i, n, lastProgress_);
+  }
+
+  bool fits(uint64_t arena, bool exact) const {
+    if (!request_.arenaLimit)
+      return true;
+    const double limit =
+        double(request_.arenaLimit) * (exact ? 1.0 : 1.0 + kMemoryMargin);
+    return double(arena) <= limit;
+  }
+
+  void noteRefusal(const cost::Layout &layout, const std::string &why) {
+    if (firstRefusal_.empty())
+      firstRefusal_ = layout.flags() + ": " + why;
+  }
+  void noteTooLarge(const cost::Layout &layout, uint64_t arena) {
+    if (!closest_ || arena < closest_->first)
+      closest_ = {arena, layout};
+  }
+
+  /// What weighing a layout and its variants came to: the candidate that
+  /// fits (or may), or the compiler's refusal, or neither (none fits); and
+  /// the arenas that did not fit.
+  struct Outcome {
+    std::optional<Candidate> candidate;
+    std::optional<std::pair<cost::Layout, std::string>> refusal;
+    std::vector<std::pair<uint64_t, cost::Layout>> tooLarge;
+  };
+
+  void merge(Outcome outcome) {
+    for (const auto &[arena, layout] : outcome.tooLarge)
+      noteTooLarge(layout, arena);
+    if (outcome.candidate) {
+      candidates_.push_back(std::move(*outcome.candidate));
+      ++fitting_;
+    } else if (outcome.refusal) {
+      ++refused_;
+      noteRefusal(outcome.refusal->first, outcome.refusal->second);
+    } else {
+      ++tooLarge_;
+    }
+  }
+
+  /// `layout` weighed at its depth from its shallowest compile, or, where
+  /// it does not fit, its memory-saving variants (placeVariants).
+  StatusOr<Outcome> placeFamily(const cost::Layout &layout,
+                                WeighedLayout shallowest) {
+    std::deque<cost::Layout> variants;
+    for (const cost::Layout &variant : cost::memorySavingVariants(layout))
+      variants.push_back(variant);
+    StatusOr<WeighedLayout> base = weighDeeper(layout, std::move(shallowest));
+    if (!base)
+      return base.takeStatus();
+    Outcome outcome;
+    if (!base->ok) {
+      outcome.refusal = {layout, base->why};
+      return outcome;
+    }
+    if (fits(base->figures.arena(), base->exact)) {
+      outcome.candidate = Candidate{layout, std::move(base->figures),
+                                    base->exact, base->bound,
+                                    std::move(variants)};
+      return outcome;
+    }
+    outcome.tooLarge.push_back({base->figures.arena(), layout});
+    // Its persistent state alone over the limit: so with any variant.
+    if (!fits(base->figures.mostPersistent(), base->exact))
+      return outcome;
+    return placeVariants(std::move(variants), std::move(outcome));
+  }
+
+  /// The first of `variants` (least costly first) that fits, trying the
+  /// last (which saves the most) first: if it does not fit, none does.
+  StatusOr<Outcome> placeVariants(std::deque<cost::Layout> variants,
+                                  Outcome outcome = {}) {
+    if (variants.empty())
+      return outcome;
+    const cost::Layout most = variants.back();
+    variants.pop_back();
+    StatusOr<WeighedLayout> saving = weigh(most, request_.exhaustive);
+    if (!saving)
+      return saving.takeStatus();
+    if (!saving->ok || !fits(saving->figures.arena(), saving->exact)) {
+      if (saving->ok)
+        outcome.tooLarge.push_back({saving->figures.arena(), most});
+      return outcome;
+    }
+    while (!variants.empty()) {
+      const cost::Layout variant = variants.front();
+      variants.pop_front();
+      StatusOr<WeighedLayout> weighed = weigh(variant, request_.exhaustive);
+      if (!weighed)
+        return weighed.takeStatus();
+      if (weighed->ok && fits(weighed->figures.arena(), weighed->exact)) {
+        variants.push_back(most);
+        outcome.candidate =
+            Candidate{variant, std::move(weighed->figures), weighed->exact,
+                      weighed->bound, std::move(variants)};
+        return outcome;
+      }
+      if (weighed->ok)
+        outcome.tooLarge.push_back({weighed->figures.arena(), variant});
+    }
+    outcome.candidate = Candidate{most, std::move(saving->figures),
+                                  saving->exact, saving->bound, {}};
+    return outcome;
+  }
+
+  /// fn(0), ..., fn(n - 1), on every core.
+  template <typename Fn> void inParallel(size_t n, Fn fn) {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next++) < n;)
+        fn(i);
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min<size_t>(workers(), n); ++t)
+      threads.emplace_back(work);
+    work();
+    for (std::thread &thread : threads)
+      thread.join();
+  }
+
+  static size_t workers() {
+    return std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
+  }
+
+  /// The fifth fastest step of the candidates, once there are five.
+  std::optional<double> fifthFastest() const {
+    if (candidates_.size() < kShown)
+      return std::nullopt;
+    std::vector<double> steps;
+    for (const Candidate &c : candidates_)
+      steps.push_back(c.figures.step);
+    std::nth_element(steps.begin(), steps.begin() + (kShown - 1), steps.end());
+    return steps[kShown - 1];
+  }
+
+  /// One compile of `layout` into representative ranks, predicted.
+  StatusOr<Weighed> compileAndPredict(const cost::Layout &layout,
+                                      int64_t layers,
+                                      const std::vector<int64_t> &split) {
+    ++compiled;
+    Weighed out;
+    StatusOr<Plan> plan = compiler_.representatives(layout, layers, split);
+    if (!plan) {
+      out.why = plan.status().message();
+      return out;
+    }
+    StatusOr<cost::LaunchCosts> costs =
+        cost::priceLaunches(*plan, calibration_);
+    if (!costs)
+      return costs.takeStatus().withContext(layout.flags());
+    StatusOr<cost::StepTimeline> timeline = cost::predictStep(*plan, *costs);
+    if (!timeline)
+      return timeline.takeStatus().withContext(layout.flags());
+    out.ok = true;
+    for (const RankPlan &rank : plan->ranks) {
+      out.figures.arenas.push_back(rank.arenaBytes);
+      const RankMemory memory = rankMemory(rank);
+      out.figures.persistent.push_back(memory.parameters +
+                                       memory.parameterCopies +
+                                       memory.gradients + memory.optimizerState);
+    }
+    out.figures.step = timeline->seconds();
+    out.bound = cost::stepBound(*plan, *timeline);
+    return out;
+  }
+
+
+  /// `layout` compiled `fewer` layers a virtual stage shallower than
+  /// `split` (of `numLayers`).
+  StatusOr<Weighed> compileShallower(const cost::Layout &layout,
+                                     int64_t numLayers,
+                                     const std::vector<int64_t> &split,
+                                     int64_t fewer) {
+    std::vector<int64_t> stages = split;
+    for (int64_t &layers : stages)
+      layers -= fewer;
+    ++shallow;
+    return compileAndPredict(
+        layout, numLayers - fewer * int64_t(split.size()),
+        layout.pp > 1 ? stages : std::vector<int64_t>{});
+  }
+
+  /// `layout` at its shallowest: two layers in its smallest virtual stage,
+  /// or at its depth where the model is shallow (or the search exhaustive).
+  StatusOr<WeighedLayout> weighShallowest(const cost::Layout &layout) {
+    WeighedLayout out;
+    if (!request_.exhaustive) {
+      if (Status status = compiler_.split(layout, out.numLayers, out.split);
+          !status) {
+        out.why = status.message();
+        return out;
+      }
+    }
+    const int64_t fewest =
+        out.split.empty()
+            ? 0
+            : *std::min_element(out.split.begin(), out.split.end());
+    StatusOr<Weighed> weighed =
+        fewest < kShallowFrom
+            ? compileAndPredict(layout, 0, {})
+            : compileShallower(layout, out.numLayers, out.split, fewest - 2);
+    if (!weighed)
+      return weighed.takeStatus();
+    static_cast<Weighed &>(out) = std::move(*weighed);
+    out.exact = fewest < kShallowFrom;
+    out.fewer = out.exact ? 0 : fewest - 2;
+    return out;
+  }
+
+  /// `layout` at its depth from its shallowest: exact already, or
+  /// extrapolated along the line through one more layer a virtual stage.
+  StatusOr<WeighedLayout> weighDeeper(const cost::Layout &layout,
+                                      WeighedLayout shallowest) {
+    // (a deeper model's arena is larger: one over the limit stays over)
+    if (shallowest.exact || !shallowest.ok ||
+        !fits(shallowest.figures.arena(), /*exact=*/true))
+      return shallowest;
+    StatusOr<Weighed> deeper =
+        compileShallower(layout, shallowest.numLayers, shallowest.split,
+                         shallowest.fewer - 1);
+    if (!deeper)
+      return deeper.takeStatus();
+    if (!deeper->ok) {
+      static_cast<Weighed &>(shallowest) = std::move(*deeper);
+      return shallowest;
+    }
+    shallowest.figures = cost::extrapolateDepth(
+        shallowest.figures, deeper->figures, shallowest.fewer - 1);
+    shallowest.bound = deeper->bound;
+    return shallowest;
+  }
+
+  /// `layout` at its depth: compiled there (`exact`), or extrapolated.
+  StatusOr<WeighedLayout> weigh(const cost::Layout &layout, bool exact) {
+    if (exact) {
+      WeighedLayout out;
+      StatusOr<Weighed> whole = compileAndPredict(layout, 0, {});
+      if (!whole)
+        return whole.takeStatus();
+      static_cast<Weighed &>(out) = std::move(*whole);
+      out.exact = true;
+      return out;
+    }
+    StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
+    if (!shallowest)
+      return shallowest.takeStatus();
+    return weighDeeper(layout, std::move(*shallowest));
+  }
+
+  const PlannerRequest &request_;
+  const cost::Calibration &calibration_;
+  const PlannerCompiler &compiler_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex progressMutex_;
+  double lastProgress_ = 0.0;
+  std::vector<Candidate> candidates_;
+  size_t fitting_ = 0, tooLarge_ = 0, refused_ = 0, slower_ = 0;
+  std::string firstRefusal_;
+  std::optional<std::pair<uint64_t, cost::Layout>> closest_;
+};
 
 } // namespace
 
@@ -41,76 +496,16 @@ StatusOr<PlannedLayout>
 mlt::tool::planLayout(const PlannerRequest &request,
                       const cost::Calibration &calibration,
                       const std::string &calibrationSource,
-                      const CompileLayout &compile) {
+                      const PlannerCompiler &compiler) {
   const std::vector<cost::Layout> layouts =
       cost::enumerateLayouts({request.gpus, request.globalBatch});
-  const auto start = std::chrono::steady_clock::now();
-  double lastProgress = 0.0;
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         start)
-        .count();
-  };
+  Planner planner(request, calibration, compiler);
+  MLT_RETURN_IF_ERROR(planner.screen(layouts));
+  StatusOr<std::vector<Candidate>> confirmed = planner.confirm();
+  if (!confirmed)
+    return confirmed.takeStatus();
+  const std::vector<Candidate> rest = planner.unconfirmed();
 
-  std::vector<Candidate> fitting;
-  std::optional<PlannedLayout> best;
-  double bestStep = 0.0;
-  size_t compiled = 0, refused = 0, tooLarge = 0;
-  std::string firstRefusal;
-  std::optional<std::pair<uint64_t, cost::Layout>> closest;
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    if (elapsed() - lastProgress >= 5.0) {
-      lastProgress = elapsed();
-      std::fprintf(stderr, "mlt-run: planning: %zu of %zu layouts, %.0f s\n",
-                   i, layouts.size(), lastProgress);
-    }
-    // The layout, then its memory-saving variants until one fits.
-    std::vector<cost::Layout> tries = {layouts[i]};
-    for (const cost::Layout &variant : cost::memorySavingVariants(layouts[i]))
-      tries.push_back(variant);
-    bool placed = false;
-    for (const cost::Layout &layout : tries) {
-      std::string bytes;
-      ++compiled;
-      StatusOr<Plan> plan = compile(layout, bytes);
-      if (!plan) {
-        // (its memory-saving variants would be refused alike)
-        ++refused;
-        if (firstRefusal.empty())
-          firstRefusal = layout.flags() + ": " + plan.status().message();
-        placed = true;
-        break;
-      }
-      const uint64_t arena = largestArena(*plan);
-      if (request.arenaLimit && arena > request.arenaLimit) {
-        if (!closest || arena < closest->first)
-          closest = {arena, layout};
-        continue;
-      }
-      StatusOr<cost::LaunchCosts> costs =
-          cost::priceLaunches(*plan, calibration);
-      if (!costs)
-        return costs.takeStatus().withContext(layout.flags());
-      StatusOr<cost::StepTimeline> timeline = cost::predictStep(*plan, *costs);
-      if (!timeline)
-        return timeline.takeStatus().withContext(layout.flags());
-      fitting.push_back({layout, arena, timeline->seconds(),
-                         cost::stepBound(*plan, *timeline)});
-      if (!best || fitting.back().step < bestStep) {
-        bestStep = fitting.back().step;
-        best = PlannedLayout{layout, std::move(*plan), std::move(bytes)};
-      }
-      placed = true;
-      break;
-    }
-    if (!placed)
-      ++tooLarge;
-  }
-
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const Candidate &a, const Candidate &b) {
-                     return a.step < b.step;
-                   });
   std::printf("layout auto: %lld GPUs, global batch %lld x %lld, %s; "
               "calibration: %s\n",
               (long long)request.gpus, (long long)request.globalBatch,
@@ -118,39 +513,66 @@ mlt::tool::planLayout(const PlannerRequest &request,
               request.arenaLimit ? request.limitText.c_str()
                                  : "no memory limit",
               calibrationSource.c_str());
-  std::printf("  %zu layouts, %zu compiled in %.1f s: %zu fit, %zu do not "
-              "fit, %zu refused by the compiler\n",
-              layouts.size(), compiled, elapsed(), fitting.size(), tooLarge,
-              refused);
-  if (fitting.empty()) {
-    if (closest)
+  std::string shallow, slower;
+  if (planner.shallow.load())
+    shallow = " (" + std::to_string(planner.shallow.load()) +
+              " of them shallow, extrapolated to the model's depth)";
+  if (planner.slower())
+    slower = ", " + std::to_string(planner.slower()) +
+             " slower than the fifth fastest (at their depth or a shallower "
+             "one)";
+  std::printf("  %zu layouts, %zu compiled%s in %.1f s: %zu fit, %zu do not "
+              "fit, %zu refused by the compiler%s\n",
+              layouts.size(), planner.compiled.load(), shallow.c_str(),
+              planner.elapsed(), planner.fitting(), planner.tooLarge(),
+              planner.refused(), slower.c_str());
+  if (confirmed->empty()) {
+    if (planner.closest())
       return errorf("--layout auto: no layout of ", request.gpus,
-                    " GPUs fits: the least memory is ", formatBytes(closest->first),
-                    " (", closest->second.flags(), "), the limit ",
+                    " GPUs fits: the least memory is ",
+                    formatBytes(planner.closest()->first), " (",
+                    planner.closest()->second.flags(), "), the limit ",
                     formatBytes(request.arenaLimit));
     return errorf("--layout auto: the compiler refused every layout of ",
-                  request.gpus, " GPUs; the first: ", firstRefusal);
+                  request.gpus, " GPUs; the first: ", planner.firstRefusal());
   }
   const double tokens = double(request.globalBatch) * double(request.seqLen);
   std::printf("  %-4s %-48s %11s %10s %11s  %s\n", "rank", "layout",
               "step", "tokens/s", "memory", "bound by");
-  constexpr size_t kShown = 5;
-  for (size_t i = 0; i < std::min(kShown, fitting.size()); ++i) {
-    const Candidate &c = fitting[i];
+  for (size_t i = 0; i < std::min(kShown, confirmed->size()); ++i) {
+    const Candidate &c = (*confirmed)[i];
     char step[32], rate[32], bound[64];
-    std::snprintf(step, sizeof step, "%.2f ms", c.step * 1e3);
-    std::snprintf(rate, sizeof rate, "%.0f", tokens / c.step);
+    std::snprintf(step, sizeof step, "%.2f ms", c.figures.step * 1e3);
+    std::snprintf(rate, sizeof rate, "%.0f", tokens / c.figures.step);
     std::snprintf(bound, sizeof bound, "%s (%.0f%% of the step)",
                   c.bound.what.c_str(), c.bound.share * 100.0);
     std::printf("  %-4zu %-48s %11s %10s %11s  %s\n", i + 1,
-                c.layout.flags().c_str(), step, rate, formatBytes(c.arena).c_str(),
-                bound);
+                c.layout.flags().c_str(), step, rate,
+                formatBytes(c.figures.arena()).c_str(), bound);
   }
-  if (fitting.size() > kShown)
-    std::printf("  ... %zu more, the slowest %.2f ms (%s)\n",
-                fitting.size() - kShown, fitting.back().step * 1e3,
-                fitting.back().layout.flags().c_str());
-  std::printf("chose %s\n", best->layout.flags().c_str());
+  // The others: confirmed past the fifth, and estimates.
+  const size_t more = confirmed->size() - std::min(kShown, confirmed->size()) +
+                      rest.size();
+  if (more) {
+    const Candidate &slowest =
+        !rest.empty() && (confirmed->size() <= kShown ||
+                          rest.back().figures.step >
+                              confirmed->back().figures.step)
+            ? rest.back()
+            : confirmed->back();
+    std::printf("  ... %zu more, the slowest %.2f ms%s (%s)\n", more,
+                slowest.figures.step * 1e3,
+                slowest.exact ? "" : " estimated",
+                slowest.layout.flags().c_str());
+  }
+  const cost::Layout &chosen = confirmed->front().layout;
+  std::printf("chose %s\n", chosen.flags().c_str());
   std::fflush(stdout);
-  return std::move(*best);
+  PlannedLayout planned;
+  planned.layout = chosen;
+  StatusOr<Plan> plan = compiler.whole(chosen, planned.bytes);
+  if (!plan)
+    return plan.takeStatus().withContext(chosen.flags());
+  planned.plan = std::move(*plan);
+  return planned;
 }

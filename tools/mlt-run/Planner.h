@@ -1,12 +1,37 @@
 //===- Planner.h - mlt-run --layout auto ------------------------*- C++ -*-===//
 //
 // Part of mlt. The planner: every layout of a number of GPUs for a global
-// batch (mlt/Analysis/LayoutSpace.h) compiled, its exact memory (the
-// largest rank's arena) held to the GPU's, the step of those that fit
-// predicted by the cost model, and the five fastest printed with what
-// bounds each; the fastest is the run's layout. A layout that does not fit
-// is tried again with sequence parallelism and recomputation; one the
-// compiler refuses is dropped, its reason counted.
+// batch (mlt/Analysis/LayoutSpace.h), its exact memory (the largest rank's
+// arena) held to the GPU's, the step of those that fit predicted by the
+// cost model, and the five fastest printed with what bounds each; the
+// fastest is the run's layout. A layout that does not fit is tried again
+// with sequence parallelism and recomputation; one the compiler refuses is
+// dropped, its reason counted.
+//
+// In two rounds, so that a 70B model's hundreds of layouts on 64 GPUs are
+// planned in seconds:
+//   1. Screening. Each layout is compiled shallow, twice: with every
+//      virtual stage holding its layers of the model's split less m - 2,
+//      then less m - 3 (m: the fewest layers of a virtual stage), and each
+//      stage's arena and the step are extrapolated along that line to the
+//      model's depth (a stage's memory and time grow by the same amount
+//      with each layer it holds: LayoutSpace.h's extrapolate). Where the
+//      model is no deeper than the shallow compiles (m < 5), the layout is
+//      compiled at its depth at once.
+//   2. Confirmation. The layouts that fit, fastest estimate first, are
+//      compiled at the model's depth until the five fastest are certain:
+//      no layout left has an estimate within kStepMargin of the fifth. A
+//      layout whose estimated arena is within kMemoryMargin over the limit
+//      is kept for this round, which settles whether it fits.
+// Every figure printed for a layout is then its exact arena and the cost
+// model's prediction of its whole plan; the estimates only decide what is
+// compiled whole. `--layout exhaustive` compiles every layout at its depth
+// (the reference the screening is held to in the tests).
+//
+// The candidates are compiled into plans of representative ranks (one per
+// pipeline stage: rt::isRepresentativePlan), which the cost model predicts
+// the whole step from; the chosen layout is compiled whole, every rank
+// checked, for the run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +44,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace mlt::tool {
 
@@ -32,6 +58,8 @@ struct PlannerRequest {
   /// How the limit was given, for the report ("80.00 GiB per GPU, 2.00 GiB
   /// kept for the runtime").
   std::string limitText;
+  /// Compile every layout at the model's depth (no screening).
+  bool exhaustive = false;
 };
 
 /// The layout chosen, and its compiled plan.
@@ -41,16 +69,32 @@ struct PlannedLayout {
   std::string bytes;
 };
 
-/// Compiles `layout` into a plan (and its serialized bytes).
-using CompileLayout = std::function<rt::StatusOr<rt::Plan>(
-    const cost::Layout &layout, std::string &bytes)>;
+/// The compiler, as the planner calls it.
+struct PlannerCompiler {
+  /// The model's decoder layers and `layout`'s split of them into virtual
+  /// stages (mlt::stageSplitOf).
+  std::function<rt::Status(const cost::Layout &layout, int64_t &numLayers,
+                           std::vector<int64_t> &split)>
+      split;
+  /// `layout` compiled into a plan of representative ranks: the model's
+  /// first `layers` layers (0: all) in virtual stages of `split` layers
+  /// (empty: the compiler's split).
+  std::function<rt::StatusOr<rt::Plan>(const cost::Layout &layout,
+                                       int64_t layers,
+                                       const std::vector<int64_t> &split)>
+      representatives;
+  /// `layout` compiled whole, with its serialized bytes.
+  std::function<rt::StatusOr<rt::Plan>(const cost::Layout &layout,
+                                       std::string &bytes)>
+      whole;
+};
 
 /// Plans (see the top of this file), printing the ranking to stdout and
 /// progress to stderr; fails when no layout fits, naming the closest.
 rt::StatusOr<PlannedLayout> planLayout(const PlannerRequest &request,
                                        const cost::Calibration &calibration,
                                        const std::string &calibrationSource,
-                                       const CompileLayout &compile);
+                                       const PlannerCompiler &compiler);
 
 } // namespace mlt::tool
 

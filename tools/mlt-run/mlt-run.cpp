@@ -369,6 +369,10 @@ struct Options {
   uint64_t gpuMemory = 0;
   /// Compile without the stage split's lines (the planner's candidates).
   bool quietCompile = false;
+  /// The planner's compiles: the model's first compileLayers layers (0:
+  /// all), into a plan of representative ranks (CompileOptions).
+  int64_t compileLayers = 0;
+  bool representatives = false;
   bool help = false;
 };
 
@@ -593,9 +597,11 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--calibrate", str(o.calibrate)},
       {"--layout",
        [&o](const std::string &flag, const std::string &v) {
-         if (v != "auto")
+         if (v != "auto" && v != "exhaustive")
            return errorf(flag, ": expected auto (the planner chooses the "
-                               "layout), got '", v, "'");
+                               "layout) or exhaustive (the same, every "
+                               "candidate compiled at the model's depth), "
+                               "got '", v, "'");
          o.layout = v;
          return Status::ok();
        }},
@@ -983,40 +989,19 @@ Status writeFileAtomically(const std::string &path, const std::string &bytes) {
 }
 
 /// Loads or compiles the plan; `bytes` receives the plan file's bytes.
-StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
-  StatusOr<InputKind> kind = classifyInput(o.model);
-  if (!kind)
-    return kind.takeStatus();
-  if (*kind == InputKind::Plan) {
-    if (o.sequenceParallel)
-      return errorf("--sequence-parallel: ", o.model,
-                    " is a plan file, whose layout was fixed when it was "
-                    "compiled; pass it when compiling the model");
-    for (auto [flag, given] :
-         {std::pair{"--recompute", !o.recompute.empty()},
-          std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
-          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
-          std::pair{"--overlap-param-gather",
-                    o.overlapParamGather.has_value()},
-          std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
-          std::pair{"--pp-layers", !o.ppLayers.empty()},
-          std::pair{"--vp", o.vp.has_value()},
-          std::pair{"--pp-group-size", o.ppGroupSize.has_value()},
-          std::pair{"--schedule", o.pipelineSchedule.has_value()}})
-      if (given)
-        return errorf(flag, ": ", o.model,
-                      " is a plan file, whose programs were fixed when it was "
-                      "compiled; pass it when compiling the model");
-    return readPlanFile(o.model, &bytes);
-  }
-
 #ifdef MLT_HAVE_COMPILER
+/// The compiler's options for `o`'s model, layout and run shape.
+StatusOr<CompileOptions> compileOptionsOf(const Options &o) {
   if (!o.batch || !o.seqLen)
     return errorf(
         "compiling ", o.model,
         " needs --batch and --seq-len (the plan is compiled for them)");
   CompileOptions compile;
   compile.model = o.model;
+  compile.layers = o.compileLayers;
+  compile.representatives = o.representatives;
+  compile.threads = !o.representatives;
+  compile.verifyPasses = !o.representatives;
   compile.microbatches = o.microbatches.value_or(1);
   compile.microBatch = *o.batch / compile.microbatches;
   compile.seqLen = *o.seqLen;
@@ -1066,11 +1051,46 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
                   " sequences (--batch ", *o.batch, " / --microbatches ",
                   compile.microbatches, ") is not divisible by --dp ",
                   compile.dp);
+  return compile;
+}
+#endif
+
+StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
+  StatusOr<InputKind> kind = classifyInput(o.model);
+  if (!kind)
+    return kind.takeStatus();
+  if (*kind == InputKind::Plan) {
+    if (o.sequenceParallel)
+      return errorf("--sequence-parallel: ", o.model,
+                    " is a plan file, whose layout was fixed when it was "
+                    "compiled; pass it when compiling the model");
+    for (auto [flag, given] :
+         {std::pair{"--recompute", !o.recompute.empty()},
+          std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
+          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
+          std::pair{"--overlap-param-gather",
+                    o.overlapParamGather.has_value()},
+          std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
+          std::pair{"--pp-layers", !o.ppLayers.empty()},
+          std::pair{"--vp", o.vp.has_value()},
+          std::pair{"--pp-group-size", o.ppGroupSize.has_value()},
+          std::pair{"--schedule", o.pipelineSchedule.has_value()}})
+      if (given)
+        return errorf(flag, ": ", o.model,
+                      " is a plan file, whose programs were fixed when it was "
+                      "compiled; pass it when compiling the model");
+    return readPlanFile(o.model, &bytes);
+  }
+
+#ifdef MLT_HAVE_COMPILER
+  StatusOr<CompileOptions> compile = compileOptionsOf(o);
+  if (!compile)
+    return compile.takeStatus();
   std::string error;
   // The plan as the exporter read it back, with the checks a plan file
   // gets when it is loaded (parsePlan): the same bytes need no second read.
   Plan plan;
-  if (!compileToPlan(compile, bytes, error, &plan))
+  if (!compileToPlan(*compile, bytes, error, &plan))
     return Status::error(error);
   return plan;
 #else
@@ -1137,15 +1157,45 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
                                        " of it kept for the runtime"
                                  : std::string());
   }
-  auto compile = [&](const cost::Layout &layout,
-                     std::string &layoutBytes) -> StatusOr<Plan> {
+  request.exhaustive = o.layout == "exhaustive";
+  auto candidateOf = [&](const cost::Layout &layout) {
     Options candidate = o;
     applyLayout(candidate, layout);
     candidate.quietCompile = true;
-    return obtainPlan(candidate, layoutBytes);
+    return candidate;
+  };
+  PlannerCompiler compiler;
+  compiler.split = [&](const cost::Layout &layout, int64_t &numLayers,
+                       std::vector<int64_t> &split) -> Status {
+#ifdef MLT_HAVE_COMPILER
+    StatusOr<CompileOptions> compile = compileOptionsOf(candidateOf(layout));
+    if (!compile)
+      return compile.takeStatus();
+    std::string error;
+    if (!stageSplitOf(*compile, numLayers, split, error))
+      return Status::error(error);
+    return Status::ok();
+#else
+    (void)layout, (void)numLayers, (void)split;
+    return errorf("this mlt-run was built without the compiler");
+#endif
+  };
+  compiler.representatives =
+      [&](const cost::Layout &layout, int64_t layers,
+          const std::vector<int64_t> &split) -> StatusOr<Plan> {
+    Options candidate = candidateOf(layout);
+    candidate.compileLayers = layers;
+    candidate.ppLayers = split;
+    candidate.representatives = true;
+    std::string unused;
+    return obtainPlan(candidate, unused);
+  };
+  compiler.whole = [&](const cost::Layout &layout,
+                       std::string &layoutBytes) -> StatusOr<Plan> {
+    return obtainPlan(candidateOf(layout), layoutBytes);
   };
   StatusOr<PlannedLayout> planned = planLayout(
-      request, (*chosen)->calibration, (*chosen)->source, compile);
+      request, (*chosen)->calibration, (*chosen)->source, compiler);
   if (!planned)
     return planned.takeStatus();
   applyLayout(o, planned->layout);

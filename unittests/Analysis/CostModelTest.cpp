@@ -419,6 +419,64 @@ TEST(TimelineTest, ComputeBesideCommunicationIsSlowed) {
   EXPECT_NEAR(*slowdown, 0.5, 1e-3);
 }
 
+TEST(TimelineTest, ARepresentativeRankPredictsTheWholeStep) {
+  // A 2x2 mesh of pp and dp: each stage's two dp ranks run one program (an
+  // all-reduce over dp on a side stream beside compute), the stages joined
+  // by a transfer. The plan of the ranks at dp=0 (one per stage) predicts
+  // the whole plan's step and each representative's launches exactly.
+  Plan whole;
+  whole.mesh = {{"pp", 2}, {"dp", 2}};
+  whole.worldSize = 4;
+  InstructionDesc reduce = allReduce(0, 1);
+  reduce.ints = collectiveInts(Kernel::AllReduceSum, CollectiveAttrs{256, 1});
+  for (uint32_t r = 0; r < 4; ++r) {
+    const bool first = r < 2;
+    RankPlan rank;
+    rank.rank = r;
+    rank.buffers = {buffer()};
+    ProgramDesc work, move;
+    work.name = "work";
+    work.instructions = {reduce, compute(0), compute(0)};
+    move.name = "move";
+    move.instructions = {first ? transfer(Kernel::Send, 1, 0)
+                               : transfer(Kernel::Recv, -1, 0)};
+    rank.programs = {work, move};
+    CallDesc call0, call1;
+    call1.program = 1;
+    rank.step = first ? std::vector<CallDesc>{call0, call1}
+                      : std::vector<CallDesc>{call1, call0};
+    whole.ranks.push_back(rank);
+  }
+  Plan representatives = whole;
+  representatives.ranks = {whole.ranks[0], whole.ranks[2]};
+  EXPECT_FALSE(isRepresentativePlan(whole));
+  EXPECT_TRUE(isRepresentativePlan(representatives));
+  const std::vector<std::vector<double>> rankCosts = {{2.0, 4.0, 1.0}, {0.5}};
+  LaunchCosts wholeCosts = costsOf({rankCosts, rankCosts, rankCosts, rankCosts}, 0.0);
+  LaunchCosts someCosts = costsOf({rankCosts, rankCosts}, 0.0);
+  wholeCosts.overlapSlowdown = someCosts.overlapSlowdown = 0.5;
+  StatusOr<StepTimeline> a = predictStep(whole, wholeCosts);
+  StatusOr<StepTimeline> b = predictStep(representatives, someCosts);
+  ASSERT_TRUE(a) << a.status().message();
+  ASSERT_TRUE(b) << b.status().message();
+  EXPECT_EQ(a->seconds(), b->seconds());
+  EXPECT_GT(a->seconds(), 5.5); // the slowed compute, the transfer
+  for (auto [wholeRank, rank] : {std::pair{0, 0}, std::pair{2, 1}}) {
+    ASSERT_EQ(a->ranks[wholeRank].launches.size(),
+              b->ranks[rank].launches.size());
+    for (size_t k = 0; k < b->ranks[rank].launches.size(); ++k) {
+      EXPECT_EQ(a->ranks[wholeRank].launches[k].start,
+                b->ranks[rank].launches[k].start);
+      EXPECT_EQ(a->ranks[wholeRank].launches[k].seconds,
+                b->ranks[rank].launches[k].seconds);
+    }
+  }
+  // The sweep agrees on the representatives too.
+  schedule(representatives, someCosts);
+  const StepBreakdown last = breakdown(representatives, *b, 1);
+  EXPECT_EQ(last.rank, 2u);
+}
+
 TEST(TimelineTest, PricesLaunchesByTheirClass) {
   InstructionDesc add = compute();
   add.inputs = {0, 0};
@@ -645,6 +703,22 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
   // (1-8), pp=2 (2-8, with and without vp=2).
   EXPECT_EQ(enumerateLayouts({2, 8}).size(), 9u + 4u + 3u + 3u);
   EXPECT_EQ(enumerateLayouts({0, 8}).size(), 0u);
+}
+
+TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
+  // Two and three layers a virtual stage: 10 and 13 bytes on stage 0, 7
+  // and 9 on stage 1, 1.0 and 1.5 s; five more layers on from three.
+  LayoutFigures two{{10, 7}, {4, 3}, 1.0}, three{{13, 9}, {6, 4}, 1.5};
+  const LayoutFigures eight = extrapolateDepth(two, three, 5);
+  EXPECT_EQ(eight.arenas, (std::vector<uint64_t>{28, 19}));
+  EXPECT_EQ(eight.persistent, (std::vector<uint64_t>{16, 9}));
+  EXPECT_DOUBLE_EQ(eight.step, 4.0);
+  EXPECT_EQ(eight.arena(), 28u);
+  EXPECT_EQ(eight.mostPersistent(), 16u);
+  // Bytes that would shrink stay where they are.
+  const LayoutFigures odd = extrapolateDepth(three, two, 5);
+  EXPECT_EQ(odd.arenas, two.arenas);
+  EXPECT_EQ(extrapolateDepth(two, three, 0).arenas, three.arenas);
 }
 
 TEST(LayoutSpaceTest, FlagsNameTheLayout) {

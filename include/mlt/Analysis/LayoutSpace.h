@@ -77,6 +77,30 @@ struct StepBound {
 };
 StepBound stepBound(const rt::Plan &plan, const StepTimeline &timeline);
 
+/// What the planner weighs a compiled layout by: each representative
+/// rank's arena (one per pipeline stage, in stage order) and the bytes of
+/// it that parameters, their copies, gradients and optimizer state take
+/// (which no memory-saving variant changes), and the predicted step.
+struct LayoutFigures {
+  std::vector<uint64_t> arenas, persistent;
+  double step = 0.0;
+  /// The largest arena, and persistent bytes.
+  uint64_t arena() const;
+  uint64_t mostPersistent() const;
+};
+
+/// The figures of a model `steps` layers per virtual stage deeper than
+/// `b`, extrapolated along the line from `a`, the same layout one layer
+/// per virtual stage shallower than `b`: b + steps * (b - a), stage by
+/// stage (arenas and persistent bytes). A stage's arena and the step grow by the same amount with each
+/// layer a virtual stage holds (its weights, gradients, optimizer state,
+/// and the activations each micro-batch in flight keeps), which holds to
+/// the byte from two layers per virtual stage on, but for the alignment of
+/// buffers; the step's rounds of overlap slowdown bend the line slightly.
+/// Bytes that shrink along the line (which no plan's do) are kept at b's.
+LayoutFigures extrapolateDepth(const LayoutFigures &a, const LayoutFigures &b,
+                               int64_t steps);
+
 } // namespace mlt::cost
 
 #endif // MLT_ANALYSIS_LAYOUTSPACE_H

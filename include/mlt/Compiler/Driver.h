@@ -93,6 +93,12 @@ struct CompileOptions : TrainOptions {
   /// which the cost model predicts the whole step: how the planner compiles
   /// its candidates. Not a plan to run.
   bool representatives = false;
+  /// Compile a pipeline's stages on the context's threads (MLIR's
+  /// multithreading); off where the caller runs compiles side by side.
+  bool threads = true;
+  /// Verify the IR after every pass (the planner's candidates skip it: the
+  /// layout it chooses is compiled again with it).
+  bool verifyPasses = true;
 };
 
 /// Compiles `options.model` into a serialized plan. On failure returns false
@@ -101,6 +107,14 @@ struct CompileOptions : TrainOptions {
 /// runtime's checks (parsePlan); that plan goes into `plan` when given.
 bool compileToPlan(const CompileOptions &options, std::string &planBytes,
                    std::string &error, rt::Plan *plan = nullptr);
+
+/// The model's decoder layers and their split into options.pp x options.vp
+/// virtual stages as compileToPlan takes it (options.ppLayers, else the
+/// balanced split of mlt-partition-pipeline; one count without pp): what
+/// the planner's shallow compiles keep the shape of. On failure returns
+/// false and sets `error` to one line.
+bool stageSplitOf(const CompileOptions &options, int64_t &numLayers,
+                  std::vector<int64_t> &split, std::string &error);
 
 } // namespace mlt
 

@@ -287,14 +287,17 @@ Output:
                              in for --device; and exit
   --layout auto              let the planner choose the layout: every tp x
                              pp x dp of --gpus N GPUs, with vp, ZeRO stage
-                             and micro-batches, compiled; those whose
+                             and micro-batches, compiled shallow and
+                             extrapolated to the model's depth; those whose
                              largest arena exceeds --gpu-memory tried again
                              with sequence parallelism and recomputed
                              SwiGLU; the rest ranked by the step the cost
                              model predicts (--calibration, else the one
-                             built in for --device); the five fastest
-                             printed with what bounds each, and the fastest
-                             compiled for the run (or --emit-plan, --report)
+                             built in for --device), the fastest confirmed
+                             at their depth; the five fastest printed with
+                             what bounds each, and the fastest compiled for
+                             the run (or --emit-plan, --report)
+  --layout exhaustive        the same, every layout compiled at its depth
   --gpus N                   with --layout auto: the GPUs to lay out
   --gpu-memory SIZE          with --layout auto: each GPU's memory (80GiB,
                              79.6GB, bytes), of which 2 GiB are kept for the

@@ -10,23 +10,32 @@
 //
 // In two rounds, so that a 70B model's hundreds of layouts on 64 GPUs are
 // planned in seconds:
-//   1. Screening. Each layout is compiled shallow, twice: with every
-//      virtual stage holding its layers of the model's split less m - 2,
-//      then less m - 3 (m: the fewest layers of a virtual stage), and each
-//      stage's arena and the step are extrapolated along that line to the
-//      model's depth (a stage's memory and time grow by the same amount
-//      with each layer it holds: LayoutSpace.h's extrapolate). Where the
-//      model is no deeper than the shallow compiles (m < 5), the layout is
-//      compiled at its depth at once.
+//   1. Screening. Each layout is compiled shallow: every virtual stage
+//      holds its layers of the model's split less m - 2 (m: the fewest
+//      layers of a virtual stage), so that the smallest holds 2. Then,
+//      fastest first, each is compiled again with one layer more a virtual
+//      stage, and each stage's arena and the step are extrapolated along
+//      that line to the model's depth (a stage's memory and time grow by
+//      the same amount with each layer it holds: LayoutSpace.h's
+//      extrapolateDepth). Where the model is no deeper than that (m < 5),
+//      a layout is compiled at its depth at once. Two bounds leave layouts
+//      out on the way: one slower at the shallow depth than the fifth
+//      fastest estimate so far (a deeper model is slower still), and the
+//      memory-saving variants of one whose parameters, gradients and
+//      optimizer state alone exceed the limit (no variant changes them).
+//      Where a layout does not fit, the variant that saves the most is
+//      tried first: if it does not fit, none does.
 //   2. Confirmation. The layouts that fit, fastest estimate first, are
 //      compiled at the model's depth until the five fastest are certain:
 //      no layout left has an estimate within kStepMargin of the fifth. A
 //      layout whose estimated arena is within kMemoryMargin over the limit
 //      is kept for this round, which settles whether it fits.
-// Every figure printed for a layout is then its exact arena and the cost
-// model's prediction of its whole plan; the estimates only decide what is
-// compiled whole. `--layout exhaustive` compiles every layout at its depth
-// (the reference the screening is held to in the tests).
+// Every figure printed for the five is then the exact arena and the cost
+// model's prediction of the whole plan; the estimates decide what is
+// compiled whole, and the counts of layouts that fit or not beyond the
+// five are by them. `--layout exhaustive` compiles every layout at its
+// depth (the reference the screening is held to in planner-shallow.test).
+// Both rounds' compiles run on every core.
 //
 // The candidates are compiled into plans of representative ranks (one per
 // pipeline stage: rt::isRepresentativePlan), which the cost model predicts

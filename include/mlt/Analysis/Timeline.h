@@ -34,7 +34,8 @@
 //
 // So start(launch) = gap + max(end of what it waits for), a longest path in
 // a graph of launches. scheduleStep builds that graph across all ranks and
-// walks it once in topological order, O(launches + dependencies).
+// walks it once in topological order, O(launches + dependencies);
+// predictStep builds it once and walks it once a round.
 // A plan of representative ranks (rt::isRepresentativePlan: one rank per
 // pipeline stage, as the planner compiles its candidates) predicts the
 // step of the whole plan: a stage's ranks run one program on buffers of

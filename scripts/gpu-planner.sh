@@ -6,6 +6,7 @@
 # asks that it be the fastest or within 5% of it). PLANNER_MODEL=llama-2-7b
 # (at pack time): LLaMA-2-7B (global batch 8 x 2048), the planner's five
 # layouts trained, each one's measured step beside its predicted one.
+# PLANNER_BATCH: the global batch (default 16 for TinyLlama, 8 for 7B).
 #
 #   scripts/gpu-planner.sh pack [DIR]   (build machine) the runtime-only
 #                                       mlt-run and a plan per layout,
@@ -24,8 +25,8 @@ set -euo pipefail
 # measured) or llama-2-7b (the planner's five measured; global batch 8).
 planner_model=${PLANNER_MODEL:-tinyllama-1.1b}
 case "$planner_model" in
-  tinyllama-1.1b) batch=16 ;;
-  llama-2-7b) batch=8 ;;
+  tinyllama-1.1b) batch=${PLANNER_BATCH:-16} ;;
+  llama-2-7b) batch=${PLANNER_BATCH:-8} ;;
   *) echo "gpu-planner: PLANNER_MODEL must be tinyllama-1.1b or llama-2-7b, got '$planner_model'" >&2; exit 2 ;;
 esac
 model_flags=(--device cuda --dtype bf16 --batch "$batch" --seq-len 2048)

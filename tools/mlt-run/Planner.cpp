@@ -38,6 +38,10 @@ constexpr double kStepMargin = 0.03;
 constexpr double kMemoryMargin = 0.02;
 /// The layouts printed.
 constexpr size_t kShown = 5;
+/// The layouts weighed at their depth between two prunings by the fifth
+/// fastest: a fixed number, so that what is pruned does not depend on the
+/// machine's cores.
+constexpr size_t kWave = 8;
 
 /// A layout weighed.
 struct Candidate {
@@ -101,9 +105,9 @@ public:
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return first[a]->figures.step < first[b]->figures.step;
     });
-    // In waves of as many layouts as cores, each wave's outcomes merged
-    // before the next is pruned by the fifth fastest.
-    const size_t wave = workers();
+    // In waves of kWave layouts (on every core), each wave's outcomes
+    // merged before the next is pruned by the fifth fastest.
+    const size_t wave = kWave;
     for (size_t begin = 0; begin < order.size(); begin += wave) {
       progress("weighing", begin, order.size());
       std::vector<size_t> weighed;

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -107,16 +106,18 @@ public:
     });
     // In waves of kWave layouts (on every core), each wave's outcomes
     // merged before the next is pruned by the fifth fastest.
-    const size_t wave = kWave;
-    for (size_t begin = 0; begin < order.size(); begin += wave) {
+    for (size_t begin = 0; begin < order.size(); begin += kWave) {
       progress("weighing", begin, order.size());
+      const size_t end = std::min(order.size(), begin + kWave);
       std::vector<size_t> weighed;
-      for (size_t i : std::vector<size_t>(order.begin() + begin, order.begin() + std::min(order.size(), begin + wave))) {
+      for (size_t o = begin; o < end; ++o) {
+        const size_t i = order[o];
         const WeighedLayout &shallowest = *first[i];
         if (!shallowest.ok) {
           ++refused_;
           noteRefusal(layouts[i], shallowest.why);
-        } else if (!fits(shallowest.figures.mostPersistent(), true)) {
+        } else if (!fits(shallowest.figures.mostPersistent(),
+                         /*exact=*/true)) {
           // (no variant changes it; a deeper model only adds to it)
           ++tooLarge_;
           noteTooLarge(layouts[i], shallowest.figures.arena());

@@ -33,24 +33,6 @@ std::vector<double> mlt::stageTimes(const StageCosts &costs,
   return times;
 }
 
-StageCosts mlt::llamaStageCosts(const LlamaShape &shape) {
-  const double h = double(shape.hidden);
-  const double heads = double(shape.heads);
-  const double kvHeads = double(shape.kvHeads);
-  const double d = double(shape.headDim);
-  const double ffn = double(shape.intermediate);
-  // q, k, v, o and the three MLP products; causal attention's two products
-  // over half the sequence on average.
-  const double products =
-      2.0 * h * (heads * d + 2.0 * kvHeads * d + heads * d) + 6.0 * h * ffn;
-  const double attention = 2.0 * 2.0 * heads * d * double(shape.seqLen) / 2.0;
-  StageCosts costs;
-  costs.layers.assign(size_t(std::max<int64_t>(shape.layers, 0)),
-                      3.0 * (products + attention));
-  costs.last = 3.0 * 2.0 * h * double(shape.vocab);
-  return costs;
-}
-
 bool mlt::checkStageLayers(const std::vector<int64_t> &layers,
                            int64_t numLayers, int64_t stages, int64_t chunks,
                            std::string *why) {

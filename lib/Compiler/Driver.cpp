@@ -8,7 +8,6 @@
 
 #include "mlt/Compiler/Driver.h"
 #include "mlt/Analysis/PipelineSchedule.h"
-#include "mlt/Analysis/StagePartition.h"
 #include "mlt/Compiler/Pipeline.h"
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
@@ -115,17 +114,8 @@ bool mlt::stageSplitOf(const CompileOptions &options, int64_t &numLayers,
     split = {numLayers};
     return true;
   }
-  if (!options.ppLayers.empty()) {
-    split = options.ppLayers;
-    return checkStageLayers(split, numLayers, options.pp, options.vp, &error);
-  }
-  StageSplit balanced = balanceStages(
-      llamaStageCosts({numLayers, config.getHiddenSize(), config.getNumHeads(),
-                       config.getNumKvHeads(), config.getHeadDim(),
-                       config.getIntermediateSize(), config.getVocabSize(),
-                       options.seqLen}),
-      options.pp, options.vp, &error);
-  split = balanced.layers;
+  split = pipelineStageSplit(config, numLayers, options.seqLen,
+                             options.ppLayers, options.pp, options.vp, error);
   return !split.empty();
 }
 

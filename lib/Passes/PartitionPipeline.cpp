@@ -32,12 +32,27 @@ constexpr llvm::StringLiteral kPipelineAxis =
     MLTDialect::getPipelineAxisName();
 constexpr llvm::StringLiteral kDataAxis = "dp";
 
-/// The costs the balanced split weighs (llamaStageCosts).
+/// The predicted cost of the model's parts for one token, forward and
+/// backward (3x the forward's FLOPs): a decoder layer's products and
+/// attention, and the LM head's product. The embedding is a gather and
+/// counts nothing. (A FLOP count until the cost model of
+/// lib/Analysis predicts times.)
 StageCosts flopCosts(LlamaConfigAttr config, int64_t seqLen) {
-  return llamaStageCosts({config.getNumLayers(), config.getHiddenSize(),
-                          config.getNumHeads(), config.getNumKvHeads(),
-                          config.getHeadDim(), config.getIntermediateSize(),
-                          config.getVocabSize(), seqLen});
+  const double h = double(config.getHiddenSize());
+  const double heads = double(config.getNumHeads());
+  const double kvHeads = double(config.getNumKvHeads());
+  const double d = double(config.getHeadDim());
+  const double ffn = double(config.getIntermediateSize());
+  // q, k, v, o and the three MLP products; causal attention's two products
+  // over half the sequence on average.
+  const double products =
+      2.0 * h * (heads * d + 2.0 * kvHeads * d + heads * d) + 6.0 * h * ffn;
+  const double attention = 2.0 * 2.0 * heads * d * double(seqLen) / 2.0;
+  StageCosts costs;
+  costs.layers.assign(size_t(config.getNumLayers()),
+                      3.0 * (products + attention));
+  costs.last = 3.0 * 2.0 * h * double(config.getVocabSize());
+  return costs;
 }
 
 /// Erases the ops of `block` that nothing uses and that have no effects
@@ -48,6 +63,25 @@ void eraseDead(Block &block) {
         !op.hasTrait<OpTrait::IsTerminator>())
       op.erase();
 }
+
+} // namespace
+
+std::vector<int64_t> mlt::pipelineStageSplit(LlamaConfigAttr config,
+                                             int64_t numLayers, int64_t seqLen,
+                                             llvm::ArrayRef<int64_t> given,
+                                             int64_t stages, int64_t chunks,
+                                             std::string &why) {
+  std::vector<int64_t> split(given.begin(), given.end());
+  if (!split.empty())
+    return checkStageLayers(split, numLayers, stages, chunks, &why)
+               ? split
+               : std::vector<int64_t>{};
+  StageCosts costs = flopCosts(config, seqLen);
+  costs.layers.resize(size_t(numLayers), costs.layers.front());
+  return balanceStages(costs, stages, chunks, &why).layers;
+}
+
+namespace {
 
 class MLTPartitionPipelinePass
     : public mlt::impl::MLTPartitionPipelineBase<MLTPartitionPipelinePass> {
@@ -90,21 +124,16 @@ public:
                   "mlt-specialize-shapes first)");
 
     // The split.
-    std::vector<int64_t> split(layers.begin(), layers.end());
+    const int64_t seqLen = hidden.getRank() > 1 ? hidden.getDimSize(1) : 1;
     std::string why;
-    StageCosts costs = flopCosts(config, hidden.getRank() > 1
-                                             ? hidden.getDimSize(1)
-                                             : 1);
+    const std::vector<int64_t> split = pipelineStageSplit(
+        config, numLayers, seqLen,
+        std::vector<int64_t>(layers.begin(), layers.end()), stages, chunks,
+        why);
+    if (split.empty())
+      return fail(why);
+    StageCosts costs = flopCosts(config, seqLen);
     costs.layers.resize(size_t(numLayers), costs.layers.front());
-    if (!split.empty()) {
-      if (!checkStageLayers(split, numLayers, stages, chunks, &why))
-        return fail(why);
-    } else {
-      StageSplit balanced = balanceStages(costs, stages, chunks, &why);
-      if (balanced.layers.empty())
-        return fail(why);
-      split = balanced.layers;
-    }
     if (print) {
       std::vector<double> times = stageTimes(costs, split);
       double total = 0.0;

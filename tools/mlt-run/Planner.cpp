@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -121,7 +120,8 @@ public:
           // (no variant changes it; a deeper model only adds to it)
           ++tooLarge_;
           noteTooLarge(layouts[i], shallowest.figures.arena());
-        } else if (const std::optional<double> fifth = fifthFastest();
+        } else if (const std::optional<double> fifth =
+                       fifthFastest(candidates_);
                    fifth &&
                    shallowest.figures.step > *fifth * (1.0 + kStepMargin)) {
           ++slower_;
@@ -154,15 +154,9 @@ public:
           [](const Candidate &a, const Candidate &b) {
             return a.figures.step < b.figures.step;
           });
-      if (confirmed.size() >= kShown) {
-        std::vector<double> steps;
-        for (const Candidate &c : confirmed)
-          steps.push_back(c.figures.step);
-        std::nth_element(steps.begin(), steps.begin() + (kShown - 1),
-                         steps.end());
-        if (next->figures.step > steps[kShown - 1] * (1.0 + kStepMargin))
-          break;
-      }
+      if (const std::optional<double> fifth = fifthFastest(confirmed);
+          fifth && next->figures.step > *fifth * (1.0 + kStepMargin))
+        break;
       Candidate candidate = std::move(*next);
       candidates_.erase(next);
       progress("confirming", done, done + candidates_.size());
@@ -226,7 +220,6 @@ public:
 private:
 
   void progress(const char *what, size_t i, size_t n) {
-    std::lock_guard<std::mutex> lock(progressMutex_);
     if (elapsed() - lastProgress_ < 5.0)
       return;
     lastProgress_ = elapsed();
@@ -358,12 +351,13 @@ private:
     return std::max(1u, std::min(std::thread::hardware_concurrency(), 8u));
   }
 
-  /// The fifth fastest step of the candidates, once there are five.
-  std::optional<double> fifthFastest() const {
-    if (candidates_.size() < kShown)
+  /// The fifth fastest step of `candidates`, once there are five.
+  static std::optional<double>
+  fifthFastest(const std::vector<Candidate> &candidates) {
+    if (candidates.size() < kShown)
       return std::nullopt;
     std::vector<double> steps;
-    for (const Candidate &c : candidates_)
+    for (const Candidate &c : candidates)
       steps.push_back(c.figures.step);
     std::nth_element(steps.begin(), steps.begin() + (kShown - 1), steps.end());
     return steps[kShown - 1];
@@ -431,15 +425,25 @@ private:
         out.split.empty()
             ? 0
             : *std::min_element(out.split.begin(), out.split.end());
+    if (fewest < kShallowFrom)
+      return weighAtDepth(layout);
     StatusOr<Weighed> weighed =
-        fewest < kShallowFrom
-            ? compileAndPredict(layout, 0, {})
-            : compileShallower(layout, out.numLayers, out.split, fewest - 2);
+        compileShallower(layout, out.numLayers, out.split, fewest - 2);
     if (!weighed)
       return weighed.takeStatus();
     static_cast<Weighed &>(out) = std::move(*weighed);
-    out.exact = fewest < kShallowFrom;
-    out.fewer = out.exact ? 0 : fewest - 2;
+    out.fewer = fewest - 2;
+    return out;
+  }
+
+  /// `layout` compiled at the model's depth.
+  StatusOr<WeighedLayout> weighAtDepth(const cost::Layout &layout) {
+    StatusOr<Weighed> whole = compileAndPredict(layout, 0, {});
+    if (!whole)
+      return whole.takeStatus();
+    WeighedLayout out;
+    static_cast<Weighed &>(out) = std::move(*whole);
+    out.exact = true;
     return out;
   }
 
@@ -468,15 +472,8 @@ private:
 
   /// `layout` at its depth: compiled there (`exact`), or extrapolated.
   StatusOr<WeighedLayout> weigh(const cost::Layout &layout, bool exact) {
-    if (exact) {
-      WeighedLayout out;
-      StatusOr<Weighed> whole = compileAndPredict(layout, 0, {});
-      if (!whole)
-        return whole.takeStatus();
-      static_cast<Weighed &>(out) = std::move(*whole);
-      out.exact = true;
-      return out;
-    }
+    if (exact)
+      return weighAtDepth(layout);
     StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
     if (!shallowest)
       return shallowest.takeStatus();
@@ -487,7 +484,6 @@ private:
   const cost::Calibration &calibration_;
   const PlannerCompiler &compiler_;
   std::chrono::steady_clock::time_point start_;
-  std::mutex progressMutex_;
   double lastProgress_ = 0.0;
   std::vector<Candidate> candidates_;
   size_t fitting_ = 0, tooLarge_ = 0, refused_ = 0, slower_ = 0;

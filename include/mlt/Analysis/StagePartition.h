@@ -38,17 +38,6 @@ struct StageCosts {
   double last = 0.0;  // the final norm, the LM head and the loss
 };
 
-/// What the balanced split weighs a LLaMA by: a FLOP count per token,
-/// forward and backward (3x the forward's), of a decoder layer's products
-/// and causal attention, and of the LM head's product (the last virtual
-/// stage's); the embedding is a gather and counts nothing. (A FLOP count
-/// until the cost model of Timeline.h predicts stage times.)
-struct LlamaShape {
-  int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, headDim = 0;
-  int64_t intermediate = 0, vocab = 0, seqLen = 0;
-};
-StageCosts llamaStageCosts(const LlamaShape &shape);
-
 /// A split: the number of layers of each virtual stage, in order, and the
 /// predicted time of each.
 struct StageSplit {

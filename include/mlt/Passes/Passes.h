@@ -19,6 +19,8 @@ class ProgramOp;
 
 namespace mlt {
 
+class LlamaConfigAttr;
+
 #define GEN_PASS_DECL
 #include "mlt/Passes/Passes.h.inc"
 
@@ -28,6 +30,16 @@ namespace mlt {
 /// Replaces every `mlt.repeat` under `root` by one copy of its body per layer
 /// (the rewrite of mlt-unroll-layers, shared with the passes that need it).
 void unrollRepeats(mlir::Operation *root);
+
+/// The split of `numLayers` decoder layers into `stages` x `chunks`
+/// virtual stages that mlt-partition-pipeline takes: `given` (checked), or
+/// else balanced on the model's FLOPs per token at `seqLen`
+/// (StagePartition.h). Empty, with the reason in `why`, when there is none.
+std::vector<int64_t> pipelineStageSplit(LlamaConfigAttr config,
+                                        int64_t numLayers, int64_t seqLen,
+                                        llvm::ArrayRef<int64_t> given,
+                                        int64_t stages, int64_t chunks,
+                                        std::string &why);
 
 /// The functions of `module` that are programs (`@micro_step`,
 /// `@optimizer_step`, ...), in module order: those with a body and no

@@ -12,6 +12,7 @@ translate=$build/bin/mlt-translate
 
 declare -A about=(
   [tiny]="a tiny LLaMA for tests and the default CPU run (byte-level vocabulary)"
+  [llama-125m]="the 125M shape of ../shared/bench/hf_llama_bench.py (llama-125m; no HF checkpoint)"
   [tinyllama-1.1b]="TinyLlama-1.1B (TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T)"
   [llama-2-7b]="LLaMA-2-7B (meta-llama/Llama-2-7b-hf)"
   [llama-3-8b]="LLaMA-3-8B (meta-llama/Meta-Llama-3-8B)"

@@ -38,7 +38,13 @@
 #   DIR/gpu-multi.sh bench7b [STEPS]  (GPU machine, 2 GPUs) LLaMA-2-7B, 1 x
 #                                     2048 per GPU, ZeRO 2 (reducing in f32
 #                                     and in bf16), then PyTorch FSDP2
-#                                     (FSDP_MODES, default "eager compile")
+#                                     (FSDP_MODES, default "eager compile").
+#                                     BENCH7B=b32: a global batch of 32 (8
+#                                     micro-batches of 2 per GPU, ZeRO 2,
+#                                     SwiGLU recomputed); BENCH7B=s4096:
+#                                     seq 4096, 1 per GPU, ZeRO 2 with SwiGLU
+#                                     recomputed; FSDP2 at the same sequence
+#                                     length and FSDP_MB (default 1)
 #   DIR/gpu-multi.sh profile          (GPU machine, 2 GPUs) where a step's
 #                                     time goes (--profile-step, --trace):
 #                                     PROFILE_PLANS, PROFILE_ENV,
@@ -152,6 +158,16 @@ if [[ "${1:-}" == pack ]]; then
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
     --device cuda --batch 2 --dp 2 --zero 2 --grad-reduce-dtype bf16 \
     --emit-plan "$dir"/plans/l7-b2-dp2-z2-bf16r.mltplan
+  # A global batch of 32 (the planner's ZeRO layout for it), reducing in
+  # f32 and in bf16; and seq 4096 (the planner's pick for 2 x 4096).
+  for reduce in f32 bf16; do
+    "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
+      --device cuda --batch 32 --microbatches 8 --dp 2 --zero 2 --recompute swiglu \
+      --grad-reduce-dtype $reduce --emit-plan "$dir"/plans/l7-b32-dp2-z2-rc-$reduce.mltplan
+  done
+  "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 4096 \
+    --device cuda --batch 2 --dp 2 --zero 2 --recompute swiglu \
+    --emit-plan "$dir"/plans/l7s4096-b2-dp2-z2-rc.mltplan
   cp "$root"/../shared/bench/torch_dist_bench.py "$dir"/tools/
   finish_pack "$root" "$dir" "$0"
   exit 0
@@ -170,17 +186,24 @@ if [[ "$1" == bench7b ]]; then
   # LLaMA-2-7B, 1 x 2048 per GPU: mlt with ZeRO-2 beside PyTorch FSDP2 (the
   # torchtitan way), one call.
   steps=${2:-10}
-  python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan plans/l7-b2-dp2-z2.mltplan \
-    --plan plans/l7-b2-dp2-z2-bf16r.mltplan \
+  seq=2048
+  case "${BENCH7B:-b2}" in
+    b2) plans="l7-b2-dp2-z2 l7-b2-dp2-z2-bf16r" ;;
+    b32) plans="l7-b32-dp2-z2-rc-f32 l7-b32-dp2-z2-rc-bf16" ;;
+    s4096) plans="l7s4096-b2-dp2-z2-rc" seq=4096 ;;
+    *) echo "gpu-multi: BENCH7B must be b2, b32 or s4096" >&2; exit 2 ;;
+  esac
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
+    $(for p in $plans; do echo --plan plans/$p.mltplan; done) \
     --ref tools/hf_llama_bench.py --config llama-7b --modes '' --steps "$steps" \
-    --out "$out" 2>&1 | tee "$out"/bench7b.txt
+    --out "$out" 2>&1 | tee "$out"/bench7b-${BENCH7B:-b2}.txt
   # FSDP_MODES: the FSDP2 runs, "eager compile" by default ("" for none).
   for mode in ${FSDP_MODES-eager compile}; do
     flags=
     [[ "$mode" == compile ]] && flags=--compile
-    echo "== PyTorch FSDP2 $flags"
+    echo "== PyTorch FSDP2 $flags, seq $seq, micro-batch ${FSDP_MB:-1}"
     timeout 300 torchrun --nproc-per-node 2 tools/torch_dist_bench.py --wrap fsdp \
-      --config llama-7b --seq 2048 --mb 1 --steps "$steps" $flags 2>&1 | tail -2
+      --config llama-7b --seq $seq --mb "${FSDP_MB:-1}" --steps "$steps" $flags 2>&1 | tail -2
   done
   exit 0
 fi

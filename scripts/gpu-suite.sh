@@ -18,6 +18,11 @@
 #                                     as 4 micro-batches) beside HF
 #                                     transformers eager and torch.compile,
 #                                     then mlt-run --profile-step on it
+#   DIR/gpu-suite.sh small [STEPS]    (GPU machine) the small shape of
+#                                     issue 16: the reference's llama-125m
+#                                     (bf16, micro-batch 16 x 1024) beside
+#                                     HF eager and torch.compile, then
+#                                     mlt-run --profile-step on it
 #
 # `pack` needs a compiler build in build/ (for mlt-run to compile the plans)
 # and ../shared/fixtures; the packed folder is self-contained (about 50 MiB,
@@ -63,6 +68,9 @@ if [[ "${1:-}" == pack ]]; then
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --recompute swiglu \
     --emit-plan "$dir"/plans/tinyllama-bf16-b4-recompute.mltplan
+  # The reference's llama-125m shape, its default micro-batch.
+  "$root"/build/bin/mlt-run "$root"/models/llama/llama-125m.mlir --dtype bf16 \
+    --batch 16 --seq-len 1024 --emit-plan "$dir"/plans/llama-125m-bf16-b16.mltplan
   # The same micro-batch, four per step: one step program of four calls.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 16 --microbatches 4 --seq-len 2048 \
@@ -71,14 +79,25 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-[[ "${1:-}" == run || "${1:-}" == bench ]] ||
-  { echo "usage: $0 pack [DIR] | run | bench [STEPS]" >&2; exit 2; }
+[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == small ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | small [STEPS]" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
 
+if [[ "$1" == small ]]; then
+  plan=plans/llama-125m-bf16-b16.mltplan
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
+    --ref tools/hf_llama_bench.py --config llama-125m --modes eager,compile \
+    --steps "${2:-20}" --out "$out" 2>&1 | tee "$out"/small.txt
+  python3 -c 'import random, struct; r = random.Random(1); n = 16 * 1025 * 4
+open("/tmp/small-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
+  ./bin/mlt-run $plan --device cuda --data /tmp/small-tokens.u16 --steps 3 \
+    --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/small-profile.txt
+  exit 0
+fi
 if [[ "$1" == bench ]]; then
   steps=${2:-10}
   plan=plans/tinyllama-bf16-b4.mltplan

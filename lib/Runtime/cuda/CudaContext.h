@@ -30,7 +30,9 @@
 //   on a communication stream ordered against the compute stream by events,
 //   the others on their plan stream, transfer groups on the compute stream,
 //   and waits poll so that a NCCL failure returns instead of hanging;
-// - the arena (allocate: cudaMalloc, zeroed);
+// - the arena (allocate: cudaMalloc, zeroed; with a CUDA communicator,
+//   NCCL's registered memory instead, NcclCommunicator.h "Registered
+//   memory", unless MLT_NCCL_REGISTER=0);
 // - scratch memory for kernels that need some (reduction partials, the
 //   embedding backward's sort), grown on first use, which synchronizes: in
 //   the first step only, since a plan's sizes repeat;
@@ -87,6 +89,8 @@ public:
     graphsAllowed_ =
         !syncEachLaunch_ && !(graphs && std::strcmp(graphs, "0") == 0);
     graphsWithCollectives_ = !(graphs && std::strcmp(graphs, "compute") == 0);
+    const char *reg = std::getenv("MLT_NCCL_REGISTER");
+    registerArena_ = !(reg && std::strcmp(reg, "0") == 0);
   }
   ~CudaDeviceContext() override;
 
@@ -216,6 +220,10 @@ private:
   size_t scratchBytes_ = 0;
   /// The communication stream and events; null without a CUDA communicator.
   std::unique_ptr<CudaCollectives> collectives_;
+  /// Whether allocate takes the communicator's registered memory (when the
+  /// rank has a CUDA communicator), and the areas it took.
+  bool registerArena_ = true;
+  std::vector<uint8_t *> registered_;
   DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
   DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
   /// The kernels of the launches given an error sink since the record was

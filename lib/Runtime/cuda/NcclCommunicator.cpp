@@ -65,6 +65,9 @@ public:
   void abort(const std::string &message) override;
   bool isAborted() const override { return aborted_; }
 
+  StatusOr<void *> allocateRegistered(size_t bytes) override;
+  void freeRegistered(void *memory) override;
+
   Status barrier() override;
   Status send(int toRank, const void *data, size_t bytes) override;
   Status receive(int fromRank, void *data, size_t bytes) override;
@@ -105,6 +108,13 @@ private:
   size_t stagingBytes_ = 0;
   bool aborted_ = false;
   std::string abortMessage_;
+  /// allocateRegistered's memory and its registration with each
+  /// communicator.
+  struct Registration {
+    void *memory = nullptr;
+    std::vector<std::pair<ncclComm_t, void *>> handles;
+  };
+  std::vector<Registration> registrations_;
 };
 
 NcclCommunicator::~NcclCommunicator() {
@@ -112,6 +122,8 @@ NcclCommunicator::~NcclCommunicator() {
     return;
   if (stream_)
     (void)cudaStreamSynchronize(stream_);
+  while (!registrations_.empty())
+    freeRegistered(registrations_.back().memory);
   if (!aborted_) {
     // The split communicators before the one they were split from.
     for (AxisComm &axis : axes_)
@@ -377,6 +389,45 @@ Status NcclCommunicator::collective(std::string_view axis,
                                     const CollectiveCall &call) {
   MLT_RETURN_IF_ERROR(enqueue(axis, call, stream_));
   return waitOwnStream(collectiveKindName(call.kind));
+}
+
+StatusOr<void *> NcclCommunicator::allocateRegistered(size_t bytes) {
+  MLT_RETURN_IF_ERROR(checkUsable());
+  MLT_RETURN_IF_ERROR(activate());
+  Registration registration;
+  MLT_RETURN_IF_ERROR(
+      MLT_NCCL_STATUS(ncclMemAlloc(&registration.memory, bytes)));
+  std::vector<ncclComm_t> comms{world_};
+  for (const AxisComm &axis : axes_)
+    comms.push_back(axis.comm);
+  for (ncclComm_t comm : comms) {
+    void *handle = nullptr;
+    Status status = MLT_NCCL_STATUS(
+        ncclCommRegister(comm, registration.memory, bytes, &handle));
+    if (!status) {
+      for (auto &[registered, done] : registration.handles)
+        (void)ncclCommDeregister(registered, done);
+      (void)ncclMemFree(registration.memory);
+      return status;
+    }
+    registration.handles.emplace_back(comm, handle);
+  }
+  registrations_.push_back(std::move(registration));
+  return registrations_.back().memory;
+}
+
+void NcclCommunicator::freeRegistered(void *memory) {
+  auto found = std::find_if(
+      registrations_.begin(), registrations_.end(),
+      [&](const Registration &r) { return r.memory == memory; });
+  if (found == registrations_.end() || cudaSetDevice(device()) != cudaSuccess)
+    return;
+  // An aborted communicator has released its registrations with itself.
+  if (!aborted_)
+    for (auto &[comm, handle] : found->handles)
+      (void)ncclCommDeregister(comm, handle);
+  (void)ncclMemFree(found->memory);
+  registrations_.erase(found);
 }
 
 Status NcclCommunicator::barrier() {

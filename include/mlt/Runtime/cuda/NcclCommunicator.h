@@ -60,6 +60,18 @@
 // rank of a group still gets the same bits (each chunk is reduced once and
 // copied). bf16 sums are NCCL's (ncclBfloat16).
 //
+// Registered memory. A rank's arena, which holds every buffer its plan
+// communicates, is allocated by NCCL (ncclMemAlloc: CUDA's virtual memory
+// API, which other processes can map) and registered with each of the
+// rank's communicators (ncclCommRegister). Collectives whose buffers lie in
+// registered memory on every rank of the group then read and write the
+// peers' buffers directly over NVLink instead of staging every chunk
+// through NCCL's own buffers (NCCL's "IPC registration", intra-node): fewer
+// bytes through device memory and fewer of NCCL's thread blocks beside the
+// compute kernels that the collectives overlap. MLT_NCCL_REGISTER=0 turns
+// it off (plain cudaMalloc, as before); the results are the same bits
+// either way (checked on two GPUs, gpu-multi.sh).
+//
 // NVLink multicast (NVLS) must stay off on the shared machines this runs on:
 // creating a communicator sets NCCL_NVLS_ENABLE=0 in the process
 // environment first, unless it is already set.
@@ -123,6 +135,15 @@ public:
   /// <message>". Idempotent (the first message stays).
   virtual void abort(const std::string &message) = 0;
   virtual bool isAborted() const = 0;
+
+  /// `bytes` of device memory registered with every communicator of this
+  /// rank (see "Registered memory" above), or an error naming the call that
+  /// failed. NCCL wants every rank of a group to pass registered buffers or
+  /// none: every rank allocates its arena alike.
+  virtual StatusOr<void *> allocateRegistered(size_t bytes) = 0;
+  /// Deregisters (unless aborted) and frees memory of allocateRegistered;
+  /// the caller has waited for every collective that uses it.
+  virtual void freeRegistered(void *memory) = 0;
 
 protected:
   CudaCommunicator(Mesh mesh, int rank, int device)

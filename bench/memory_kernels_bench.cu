@@ -281,6 +281,7 @@ void sumSquaresBench(Gradients &g) {
       xs.push_back(g.tensor(k));
       outs.push_back(g.out.p + k);
     }
+    const std::vector<const void *> xsAny(xs.begin(), xs.end());
     Buf<char> multiScratch(int64_t(sumSquaresMultiScratchBytes(
                                sizes.data(), int64_t(sizes.size()))) +
                                8,
@@ -291,8 +292,8 @@ void sumSquaresBench(Gradients &g) {
                           cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemset(g.out.p, 0xFF, sizes.size() * 4));
     const double multiMs = graphMs(1, [&](int, cudaStream_t s) {
-      CHECK_STATUS(launchSumSquaresMulti(outs.data(), xs.data(), sizes.data(),
-                                         int64_t(sizes.size()),
+      CHECK_STATUS(launchSumSquaresMulti(outs.data(), xsAny.data(), nullptr,
+                                         sizes.data(), int64_t(sizes.size()),
                                          multiScratch.p, s));
     });
     CHECK_CUDA(cudaMemcpy(multi.data(), g.out.p, sizes.size() * 4,

@@ -2,7 +2,10 @@
 //
 // Part of mlt. Implements mlt-multi-tensor (Passes.td): runs of adamw
 // launches with the same scalars become one adamw_multi launch, runs of
-// sum_squares launches over one element type one sum_squares_multi launch.
+// sum_squares launches over one element type (f32 and bf16 gradients
+// counted as one) one sum_squares_multi launch; a lone launch that reads a
+// bf16 gradient becomes a multi-tensor launch of one, since only those
+// read bf16 gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,8 +62,25 @@ bool groupableSumSquares(const SymbolTable &buffers, rtir::LaunchOp launch,
                          rtir::LaunchOp first) {
   if (launch.getKernel() != "sum_squares" || !launch.isPlain())
     return false;
-  return !first || elementTypeOf(buffers, launch.getInputs()[0]) ==
-                       elementTypeOf(buffers, first.getInputs()[0]);
+  if (!first)
+    return true;
+  // f32 and bf16 gradients (reduced in bf16) mix: the launch computes in
+  // f32 and widens the bf16 ones (Kernels.def).
+  auto optimizerType = [&](rtir::LaunchOp x) {
+    Type type = elementTypeOf(buffers, x.getInputs()[0]);
+    return type && type.isBF16() ? Float32Type::get(type.getContext()) : type;
+  };
+  return optimizerType(launch) == optimizerType(first);
+}
+
+/// Whether a launch of `group` reads a bf16 gradient, which only the
+/// multi-tensor kernels take.
+bool readsHalfGradient(const SymbolTable &buffers,
+                       ArrayRef<rtir::LaunchOp> group) {
+  return llvm::any_of(group, [&](rtir::LaunchOp launch) {
+    Type type = elementTypeOf(buffers, launch.getInputs()[0]);
+    return type && type.isBF16();
+  });
 }
 
 /// Whether `launch` can join the group led by `first` (any group when
@@ -85,7 +105,8 @@ void replaceWith(MutableArrayRef<rtir::LaunchOp> group, StringRef kernel,
 }
 
 /// One sum_squares_multi launch in place of `group` (at least two
-/// launches): their inputs, outputs and sizes in order.
+/// launches, or one that reads a bf16 gradient): their inputs, outputs and
+/// sizes in order.
 void replaceSumSquaresGroup(MutableArrayRef<rtir::LaunchOp> group) {
   SmallVector<Attribute> inputs, outputs;
   SmallVector<int64_t> ints;
@@ -97,7 +118,8 @@ void replaceSumSquaresGroup(MutableArrayRef<rtir::LaunchOp> group) {
   replaceWith(group, "sum_squares_multi", inputs, outputs, ints);
 }
 
-/// One adamw_multi launch in place of `group` (at least two launches).
+/// One adamw_multi launch in place of `group` (at least two launches, or
+/// one that reads a bf16 gradient).
 void replaceGroup(MutableArrayRef<rtir::LaunchOp> group) {
   rtir::LaunchOp first = group.front();
   const size_t perTensor = first.getOutputs().size();
@@ -138,7 +160,8 @@ public:
           groups.back().push_back(launch);
       }
       for (MutableArrayRef<rtir::LaunchOp> group : groups) {
-        if (group.size() < 2)
+        if (group.empty() ||
+            (group.size() < 2 && !readsHalfGradient(buffers, group)))
           continue;
         changed = true;
         if (group.front().getKernel() == "sum_squares")

@@ -678,18 +678,23 @@ private:
       launch->moveBefore(&writer.getBody().front(),
                          writer.getBody().front().end());
     }
-    // A bf16 slice is widened into the gradient slice (cast) with one
-    // micro-batch, added into it otherwise.
+    // With one micro-batch the sums are the gradient slice itself; a bf16
+    // one stays bf16, which the optimizer's multi-tensor kernels widen as
+    // they read it (the bits of an f32 copy, without the pass that would
+    // write one). Otherwise each micro-batch's slice is added into it.
     for (Bucket &bucket : flatBuckets) {
       const int64_t n = bucket.gradShard.getTensorType().getNumElements();
-      const bool half = !bucket.gradType.isF32();
+      if (once && !bucket.gradType.isF32()) {
+        bucket.gradShard.setTypeAttr(TypeAttr::get(
+            bucket.gradShard.getTensorType().clone(bucket.gradType)));
+        bucket.gradSlice.erase();
+        bucket.gradSlice = nullptr;
+      }
       rtir::LaunchOp::create(
           b, writer.getLoc(), "reduce_scatter_sum", {ref(bucket.gradBucket)},
-          {ref(once && !half ? bucket.gradShard : bucket.gradSlice)},
-          {n, dataAxis});
-      if (!once || half)
-        rtir::LaunchOp::create(b, writer.getLoc(),
-                               once ? "cast" : "accumulate",
+          {ref(once ? bucket.gradShard : bucket.gradSlice)}, {n, dataAxis});
+      if (!once)
+        rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
                                {ref(bucket.gradSlice)},
                                {ref(bucket.gradShard)}, {n});
     }

@@ -100,3 +100,55 @@ module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
     mlt_rt.launch "global_norm" [@sa, @sb, @sc, @sd, @re, @sf] -> [@n]
   }
 }
+
+// -----
+
+// Gradients reduced in bf16 (ZeRO-2's one-micro-batch slices): a bf16
+// gradient joins f32 ones in one sum_squares_multi and one adamw_multi (the
+// kernels widen it as they read it), and a lone launch that reads one
+// becomes a multi-tensor launch of one, since only those read bf16
+// gradients; a lone f32 one stays as it was.
+// CHECK-LABEL: mlt_rt.program @optimizer_step {
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@h, @g] -> [@sh, @sg] ints [8, 4]{{$}}
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sh, @sg] -> [@n]
+// CHECK-NEXT: mlt_rt.launch "sum_squares_multi" [@h] -> [@sh] ints [8]{{$}}
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sh] -> [@n]
+// CHECK-NEXT: mlt_rt.launch "sum_squares" [@g] -> [@sg] ints [4]{{$}}
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sg] -> [@n]
+// CHECK-NEXT: mlt_rt.launch "adamw_multi" [@h, @g, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@ph, @pg, @mh, @mg, @vh, @vg] ints [8, 1, 4, 0]{{$}}
+// CHECK-NEXT: mlt_rt.launch "global_norm" [@sh] -> [@n]
+// CHECK-NEXT: mlt_rt.launch "adamw_multi" [@h, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@ph, @mh, @vh] ints [8, 1]{{$}}
+// CHECK-NEXT: }
+module {
+  mlt_rt.buffer @h gradient {parameter = "h"} : tensor<8xbf16>
+  mlt_rt.buffer @g gradient {parameter = "g"} : tensor<4xf32>
+  mlt_rt.buffer @ph parameter {parameter = "h"} : tensor<8xf32>
+  mlt_rt.buffer @pg parameter {parameter = "g"} : tensor<4xf32>
+  mlt_rt.buffer @mh optimizer_state {parameter = "h"} : tensor<8xf32>
+  mlt_rt.buffer @mg optimizer_state {parameter = "g"} : tensor<4xf32>
+  mlt_rt.buffer @vh optimizer_state {parameter = "h"} : tensor<8xf32>
+  mlt_rt.buffer @vg optimizer_state {parameter = "g"} : tensor<4xf32>
+  mlt_rt.buffer @sh temporary : tensor<f32>
+  mlt_rt.buffer @sg temporary : tensor<f32>
+  mlt_rt.buffer @n output : tensor<f32>
+  mlt_rt.buffer @c temporary : tensor<f32>
+  mlt_rt.buffer @lr input : tensor<f32>
+  mlt_rt.buffer @b1 input : tensor<f32>
+  mlt_rt.buffer @b2 input : tensor<f32>
+  mlt_rt.buffer @eps input : tensor<f32>
+  mlt_rt.buffer @wd input : tensor<f32>
+  mlt_rt.buffer @step input : tensor<f32>
+  mlt_rt.program @optimizer_step {
+    mlt_rt.launch "sum_squares" [@h] -> [@sh] ints [8]
+    mlt_rt.launch "sum_squares" [@g] -> [@sg] ints [4]
+    mlt_rt.launch "global_norm" [@sh, @sg] -> [@n]
+    mlt_rt.launch "sum_squares" [@h] -> [@sh] ints [8]
+    mlt_rt.launch "global_norm" [@sh] -> [@n]
+    mlt_rt.launch "sum_squares" [@g] -> [@sg] ints [4]
+    mlt_rt.launch "global_norm" [@sg] -> [@n]
+    mlt_rt.launch "adamw" [@h, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@ph, @mh, @vh] ints [8, 1]
+    mlt_rt.launch "adamw" [@g, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@pg, @mg, @vg] ints [4, 0]
+    mlt_rt.launch "global_norm" [@sh] -> [@n]
+    mlt_rt.launch "adamw" [@h, @c, @lr, @b1, @b2, @eps, @wd, @step] -> [@ph, @mh, @vh] ints [8, 1]
+  }
+}

@@ -177,7 +177,7 @@ TEST(CudaOptimizerTest, SumSquaresMultiIsSumSquaresPerTensor) {
   DeviceBuffer<float> dArena{size_t(total)};
   dArena.upload(arena);
   const size_t count = sizes.size();
-  std::vector<const float *> xs;
+  std::vector<const void *> xs;
   for (size_t k = 0; k < count; ++k)
     xs.push_back(dArena.get() + offsets[k]);
 
@@ -199,17 +199,18 @@ TEST(CudaOptimizerTest, SumSquaresMultiIsSumSquaresPerTensor) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
             cudaSuccess);
-  ASSERT_TRUE(launchSumSquaresMulti(multiOut.data(), xs.data(), sizes.data(),
+  ASSERT_TRUE(launchSumSquaresMulti(multiOut.data(), xs.data(), nullptr, sizes.data(),
                                     int64_t(count), scratch.get(), stream));
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   for (size_t k = 0; k < count; ++k)
-    ASSERT_TRUE(launchSumSquares(out.get() + 2 * count + k, xs[k], sizes[k],
+    ASSERT_TRUE(launchSumSquares(out.get() + 2 * count + k,
+                                 dArena.get() + offsets[k], sizes[k],
                                  scratch.get(), stream));
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
             cudaSuccess);
-  ASSERT_TRUE(launchSumSquaresMulti(graphOut.data(), xs.data(), sizes.data(),
+  ASSERT_TRUE(launchSumSquaresMulti(graphOut.data(), xs.data(), nullptr, sizes.data(),
                                     int64_t(count), scratch.get(), stream));
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
@@ -237,11 +238,82 @@ TEST(CudaOptimizerTest, SumSquaresMultiIsSumSquaresPerTensor) {
   // Errors: a negative size, and partial sums without scratch.
   int64_t negative = -1;
   float *first = out.get();
-  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data(), &negative, 1,
+  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data(), nullptr, &negative, 1,
                                      scratch.get(), nullptr));
-  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data() + count - 1,
+  EXPECT_FALSE(launchSumSquaresMulti(&first, xs.data() + count - 1, nullptr,
                                      sizes.data() + count - 1, 1, nullptr,
                                      nullptr));
+}
+
+/// Random bf16 bit patterns of finite values in [-2, 2), and the same values
+/// widened to f32.
+static void randomHalves(std::mt19937 &rng, int64_t n,
+                         std::vector<uint16_t> &halves,
+                         std::vector<float> &wide) {
+  const std::vector<float> values = randomFloats(rng, n, -2.0f, 2.0f);
+  halves.resize(n);
+  wide.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    halves[i] = uint16_t(bits >> 16);
+    bits = uint32_t(halves[i]) << 16;
+    std::memcpy(&wide[i], &bits, 4);
+  }
+}
+
+// Gradients reduced in bf16 (ZeRO-2 with --grad-reduce-dtype bf16): the sums
+// of squares of bf16 tensors, mixed with f32 ones in one launch, are the bits
+// of the sums of their f32 copies; aligned and misaligned, one block and
+// several.
+TEST(CudaOptimizerTest, SumSquaresMultiReadsBf16Gradients) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(5);
+  const int64_t sizes[] = {3, 4096, 4097, 100003, 1 << 20, 0, 77, 262147};
+  const size_t count = std::size(sizes);
+  std::vector<uint16_t> halves;
+  std::vector<float> wide;
+  int64_t total = 0;
+  std::vector<int64_t> offsets;
+  for (size_t k = 0; k < count; ++k) {
+    total = (total + 7) / 8 * 8 + (k % 3 == 2 ? 1 : 0); // some misaligned
+    offsets.push_back(total);
+    total += sizes[k];
+  }
+  randomHalves(rng, total, halves, wide);
+  DeviceBuffer<uint16_t> dHalves(total);
+  DeviceBuffer<float> dWide(total), out(2 * count);
+  dHalves.upload(halves);
+  dWide.upload(wide);
+  out.upload(std::vector<float>(2 * count, std::nanf("")));
+  std::vector<const void *> mixed, reference;
+  std::unique_ptr<bool[]> half(new bool[count]);
+  std::vector<float *> mixedOut, referenceOut;
+  std::vector<int64_t> ns(sizes, sizes + count);
+  for (size_t k = 0; k < count; ++k) {
+    half[k] = k % 2 == 0; // every other tensor bf16
+    mixed.push_back(half[k] ? static_cast<const void *>(dHalves.get() + offsets[k])
+                            : dWide.get() + offsets[k]);
+    reference.push_back(dWide.get() + offsets[k]);
+    mixedOut.push_back(out.get() + k);
+    referenceOut.push_back(out.get() + count + k);
+  }
+  DeviceBuffer<double> scratch(
+      sumSquaresMultiScratchBytes(ns.data(), int64_t(count)) / 8 + 1);
+  ASSERT_TRUE(launchSumSquaresMulti(mixedOut.data(), mixed.data(), half.get(),
+                                    ns.data(), int64_t(count), scratch.get(),
+                                    nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(launchSumSquaresMulti(referenceOut.data(), reference.data(),
+                                    nullptr, ns.data(), int64_t(count),
+                                    scratch.get(), nullptr));
+  const std::vector<float> result = out.download();
+  for (size_t k = 0; k < count; ++k) {
+    SCOPED_TRACE(testing::Message() << "tensor " << k << " n " << sizes[k]);
+    ASSERT_FALSE(std::isnan(result[k]));
+    EXPECT_EQ(std::memcmp(&result[k], &result[count + k], 4), 0)
+        << result[k] << " vs " << result[count + k];
+  }
 }
 
 TEST(CudaOptimizerTest, GlobalNormSumsInOrder) {
@@ -470,6 +542,95 @@ TEST(CudaOptimizerTest, AdamWMultiIsAdamWBitForBit) {
     // Something was updated (the parameters moved).
     EXPECT_NE(p2.download(), param);
   }
+}
+
+// adamw_multi with bf16 gradients (reduced in bf16) updates every tensor to
+// the bits it gets from the same gradients widened to f32, with and without
+// compute copies, aligned and misaligned, clipped and not.
+TEST(CudaOptimizerTest, AdamWMultiReadsBf16Gradients) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(13);
+  const int64_t sizes[] = {1, 5, 4096, 100003, 8193, 65536 * 3 + 7};
+  const size_t count = std::size(sizes);
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (size_t t = 0; t < count; ++t) {
+    total = (total + 7) / 8 * 8 + (t % 4 == 3 ? 1 : 0);
+    offsets.push_back(total);
+    total += sizes[t];
+  }
+  for (bool copies : {false, true}) {
+    SCOPED_TRACE(copies ? "with copies" : "without copies");
+    const std::vector<float> param = randomFloats(rng, total);
+    const std::vector<float> m = randomFloats(rng, total, -0.01f, 0.01f);
+    const std::vector<float> v = randomFloats(rng, total, 0.0f, 1e-4f);
+    DeviceBuffer<float> p1(total), p2(total), m1(total), m2(total), v1(total),
+        v2(total), wide(total);
+    DeviceBuffer<uint16_t> half(total), c1(total), c2(total);
+    for (DeviceBuffer<float> *b : {&p1, &p2})
+      b->upload(param);
+    for (DeviceBuffer<float> *b : {&m1, &m2})
+      b->upload(m);
+    for (DeviceBuffer<float> *b : {&v1, &v2})
+      b->upload(v);
+    for (DeviceBuffer<uint16_t> *b : {&c1, &c2})
+      b->upload(std::vector<uint16_t>(total, 0x7FC1));
+    DeviceScalars scalars;
+    for (int64_t step = 1; step <= 2; ++step) {
+      std::vector<uint16_t> halves;
+      std::vector<float> widened;
+      randomHalves(rng, total, halves, widened);
+      half.upload(halves);
+      wide.upload(widened);
+      scalars.buffer.upload({step == 2 ? 0.37f : 1.0f, 3e-3f, 0.9f, 0.95f,
+                             1e-8f, 0.1f, float(step)});
+      std::vector<AdamWTensor> fromHalf, fromWide;
+      for (size_t t = 0; t < count; ++t) {
+        const int64_t o = offsets[t];
+        auto tensor = [&](DeviceBuffer<float> &p, DeviceBuffer<float> &mm,
+                          DeviceBuffer<float> &vv, DeviceBuffer<uint16_t> &c) {
+          AdamWTensor x;
+          x.param = p.get() + o;
+          x.m = mm.get() + o;
+          x.v = vv.get() + o;
+          x.copy = copies ? reinterpret_cast<__nv_bfloat16 *>(c.get() + o)
+                          : nullptr;
+          x.n = sizes[t];
+          x.decay = t % 2 == 0;
+          return x;
+        };
+        AdamWTensor a = tensor(p1, m1, v1, c1), b = tensor(p2, m2, v2, c2);
+        a.grad = wide.get() + o;
+        b.gradHalf = reinterpret_cast<const __nv_bfloat16 *>(half.get() + o);
+        fromWide.push_back(a);
+        fromHalf.push_back(b);
+      }
+      ASSERT_TRUE(launchAdamWMulti(fromWide.data(), count, scalars.pointers(),
+                                   DeviceErrorSink{}, nullptr));
+      ASSERT_TRUE(launchAdamWMulti(fromHalf.data(), count, scalars.pointers(),
+                                   DeviceErrorSink{}, nullptr));
+      SCOPED_TRACE(testing::Message() << "step " << step);
+      expectSameBits(p2.download(), p1.download(), "param");
+      expectSameBits(m2.download(), m1.download(), "m");
+      expectSameBits(v2.download(), v1.download(), "v");
+      expectSameBits(c2.download(), c1.download(), "copy");
+    }
+    EXPECT_NE(p2.download(), param);
+  }
+  // A tensor with both gradients, or neither, is refused.
+  AdamWTensor both;
+  DeviceBuffer<float> one(4);
+  both.param = both.m = both.v = one.get();
+  both.grad = one.get();
+  both.gradHalf = reinterpret_cast<const __nv_bfloat16 *>(one.get());
+  both.n = 4;
+  DeviceScalars scalars;
+  EXPECT_FALSE(launchAdamWMulti(&both, 1, scalars.pointers(),
+                                DeviceErrorSink{}, nullptr));
+  both.grad = nullptr;
+  both.gradHalf = nullptr;
+  EXPECT_FALSE(launchAdamWMulti(&both, 1, scalars.pointers(),
+                                DeviceErrorSink{}, nullptr));
 }
 
 TEST(CudaOptimizerTest, AdamWReportsAnInvalidStep) {

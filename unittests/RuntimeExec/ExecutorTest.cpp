@@ -649,6 +649,43 @@ TEST(CpuBackendTest, ComputesBF16AsWidenedF32) {
   EXPECT_THAT(half.status().message(), HasSubstr("f16"));
 }
 
+// Tests that the multi-tensor optimizer kernels read bf16 gradients (reduced
+// in bf16) beside f32 ones, with the bits of the same gradients widened to
+// f32.
+TEST(CpuBackendTest, OptimizerReadsBF16Gradients) {
+  auto bf16 = [](std::vector<int64_t> shape, std::vector<float> values = {}) {
+    return Operand{std::move(shape), ElementType::BF16, std::move(values), {}};
+  };
+  std::mt19937 rng(31);
+  const int64_t n = 23, k = 9;
+  std::vector<float> g = randomFloats(rng, n), h = randomFloats(rng, k);
+  for (float &x : g)
+    x = roundBF16(x);
+  ASSERT_RUN(half, runOne(Kernel::SumSquaresMulti, {bf16({n}, g), f32({k}, h)},
+                          {f32({}), f32({})}, {n, k}));
+  ASSERT_RUN(wide, runOne(Kernel::SumSquaresMulti, {f32({n}, g), f32({k}, h)},
+                          {f32({}), f32({})}, {n, k}));
+  EXPECT_EQ((*half)[2], (*wide)[2]);
+  EXPECT_EQ((*half)[3], (*wide)[3]);
+  EXPECT_NE((*half)[2][0], 0.0f);
+
+  const std::vector<float> param = randomFloats(rng, n),
+                           m = randomFloats(rng, n),
+                           v = randomFloats(rng, n, 0.0f, 0.01f);
+  auto adamw = [&](Operand grad) {
+    return runOne(Kernel::AdamWMulti,
+                  {std::move(grad), f32({}, {0.5f}), f32({}, {0.01f}),
+                   f32({}, {0.9f}), f32({}, {0.95f}), f32({}, {1e-8f}),
+                   f32({}, {0.1f}), f32({}, {2.0f})},
+                  {f32({n}, param), f32({n}, m), f32({n}, v)}, {n, 1});
+  };
+  ASSERT_RUN(fromHalf, adamw(bf16({n}, g)));
+  ASSERT_RUN(fromWide, adamw(f32({n}, g)));
+  for (size_t o = 8; o < 11; ++o)
+    EXPECT_EQ((*fromHalf)[o], (*fromWide)[o]) << "output " << o - 8;
+  EXPECT_NE((*fromHalf)[8], param);
+}
+
 // Tests that an instruction computes in f64 when its operands are f64, with
 // the optimizer's scalars still f32, and that f32 and f64 do not mix within
 // one instruction.

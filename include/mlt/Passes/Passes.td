@@ -590,7 +590,11 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
     compute stream with no tokens, becomes one `sum_squares_multi` launch
     with their inputs, outputs and sizes in order: the same sums bit for
     bit, in one pass over the gradients (two kernels per 112 tensors on the
-    CUDA backend instead of up to two per tensor).
+    CUDA backend instead of up to two per tensor). Gradients reduced in bf16
+    (ZeRO-2's slices with `grad-reduce-dtype=bf16` and one micro-batch) count
+    as f32 here: only the multi-tensor kernels read them, widening as they
+    read, so a lone launch that reads one becomes a multi-tensor launch of
+    one.
 
     Before:
     ```mlir

@@ -255,7 +255,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                         out[0].dtype, addend, s);
   }
 
-  // optimizer.h: f32 gradients, parameters, moments and scalars.
+  // optimizer.h: f32 parameters, moments and scalars; f32 gradients, or bf16
+  // ones (reduced in bf16) for the multi-tensor kernels.
   case Kernel::SumSquares: {
     const int64_t n =
         KernelAttrs<attrs::SumSquares>(inst)[attrs::SumSquares::n];
@@ -267,18 +268,22 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::SumSquaresMulti: {
     // x_k -> s_k; the ints are every tensor's n_k.
     const std::vector<int64_t> &counts = inst.ints;
-    std::vector<const float *> xs;
+    std::vector<const void *> xs;
     std::vector<float *> sums;
-    for (const BufferView &x : in)
-      xs.push_back(x.as<const float>());
+    std::unique_ptr<bool[]> halves(new bool[in.size()]);
+    for (size_t k = 0; k < in.size(); ++k) {
+      xs.push_back(in[k].data);
+      halves[k] = in[k].dtype == ElementType::BF16;
+    }
     for (const BufferView &sum : out)
       sums.push_back(f(sum));
     StatusOr<void *> partials = scratch(
         sumSquaresMultiScratchBytes(counts.data(), int64_t(counts.size())));
     if (!partials)
       return partials.takeStatus();
-    return launchSumSquaresMulti(sums.data(), xs.data(), counts.data(),
-                                 int64_t(xs.size()), *partials, s);
+    return launchSumSquaresMulti(sums.data(), xs.data(), halves.get(),
+                                 counts.data(), int64_t(xs.size()), *partials,
+                                 s);
   }
   case Kernel::GlobalNorm: {
     std::vector<const float *> parts;
@@ -318,7 +323,10 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       x.param = f(out[t]);
       x.m = f(out[k + t]);
       x.v = f(out[2 * k + t]);
-      x.grad = f(in[t]);
+      if (in[t].dtype == ElementType::BF16) // reduced in bf16
+        x.gradHalf = in[t].as<const __nv_bfloat16>();
+      else
+        x.grad = f(in[t]);
       x.copy = copies ? out[3 * k + t].as<__nv_bfloat16>() : nullptr;
       x.n = a(t, A::n);
       x.decay = a(t, A::decay) != 0;

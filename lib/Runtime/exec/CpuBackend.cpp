@@ -420,6 +420,12 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   const ElementType type = computed ? types[*computed] : ElementType::F32;
   switch (type) {
   case ElementType::F32:
+    // The optimizer's gradients may be bf16 (reduced in bf16): widened.
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].dtype == ElementType::BF16 &&
+          operandPrecision(inst.kernel, in.size(), i) ==
+              OperandPrecision::Gradient)
+        return launchWidened(inst, in, out);
     return launchAs<float>(inst, in, out);
   case ElementType::F64:
     return launchAs<double>(inst, in, out);

@@ -79,6 +79,11 @@ Status mlt::rt::checkComputeOperands(
         (precision == OperandPrecision::Accumulator && buffer.dtype == compute))
       continue;
     switch (precision) {
+    case OperandPrecision::Gradient:
+      if (compute == ElementType::F32 && (buffer.dtype == ElementType::BF16 ||
+                                          buffer.dtype == ElementType::F16))
+        continue;
+      break;
     case OperandPrecision::ComputeCopy:
       if (buffer.dtype == ElementType::F16)
         continue;
@@ -101,9 +106,15 @@ Status mlt::rt::checkComputeOperands(
       break;
     }
     std::string also;
+    if (precision == OperandPrecision::Gradient && compute == ElementType::F32)
+      also = " (this gradient may also be bf16 or f16)";
     if (precision == OperandPrecision::Accumulator && want != compute)
       also = std::string(" (this gradient may also be ") +
              elementTypeName(want) + ")";
+    if (!first) // every other float operand a half-precision gradient
+      return errorf("buffer '", buffer.name, "' is ",
+                    elementTypeName(buffer.dtype),
+                    ", but the instruction computes in f32", also);
     return errorf("buffer '", buffer.name, "' is ",
                   elementTypeName(buffer.dtype), ", but buffer '", first->name,
                   "' is ", elementTypeName(compute),

@@ -703,8 +703,12 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::AdamW: // grad -> param, m, v[, copy]
     return output && index == 3 ? OperandPrecision::ComputeCopy
                                 : OperandPrecision::Compute;
+  case Kernel::SumSquaresMulti: // grads -> sums (fixed f32, above)
+    return OperandPrecision::Gradient;
   case Kernel::AdamWMulti: // grads -> params, ms, vs[, copies]
-    return output && numInputs >= kAdamWScalarInputs &&
+    if (!output)
+      return OperandPrecision::Gradient; // the scalars are fixed f32, above
+    return numInputs >= kAdamWScalarInputs &&
                    index >= 3 * (numInputs - kAdamWScalarInputs)
                ? OperandPrecision::ComputeCopy
                : OperandPrecision::Compute;
@@ -728,6 +732,8 @@ ElementType mlt::rt::precisionType(OperandPrecision precision,
                : compute;
   case OperandPrecision::ComputeCopy:
     return ElementType::BF16;
+  case OperandPrecision::Gradient:
+    return compute;
   }
   return compute;
 }
@@ -739,10 +745,14 @@ mlt::rt::computeOperandIndex(Kernel kernel, size_t numInputs,
     if (isFloatElementType(operandTypes[o]) &&
         operandPrecision(kernel, numInputs, o) == OperandPrecision::Compute)
       return o;
-  for (size_t o = 0; o < operandTypes.size(); ++o)
-    if (isFloatElementType(operandTypes[o]) &&
-        operandPrecision(kernel, numInputs, o) != OperandPrecision::FixedF32 &&
-        operandPrecision(kernel, numInputs, o) != OperandPrecision::ComputeCopy)
+  for (size_t o = 0; o < operandTypes.size(); ++o) {
+    const ElementType type = operandTypes[o];
+    const OperandPrecision precision = operandPrecision(kernel, numInputs, o);
+    const bool half = type == ElementType::BF16 || type == ElementType::F16;
+    if (isFloatElementType(type) && precision != OperandPrecision::FixedF32 &&
+        precision != OperandPrecision::ComputeCopy &&
+        !(precision == OperandPrecision::Gradient && half))
       return o;
+  }
   return std::nullopt;
 }

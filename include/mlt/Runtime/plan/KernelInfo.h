@@ -522,14 +522,19 @@ enum class OperandPrecision : uint8_t {
   Accumulator,
   /// A parameter's compute copy, bf16 or f16 (adamw's fourth output).
   ComputeCopy,
+  /// A gradient the multi-tensor optimizer kernels read: C, or bf16 or f16
+  /// when C is f32 (a gradient reduced in the compute copy's type, widened
+  /// as it is read; sum_squares_multi's and adamw_multi's gradients).
+  Gradient,
 };
 OperandPrecision operandPrecision(Kernel kernel, size_t numInputs,
                                   size_t operand);
 
 /// The operand whose type an instruction computes in, given every operand's
 /// element type (inputs, then outputs): its first float Compute operand, or
-/// without one (cross_entropy_combine) its first float operand that is not a
-/// fixed f32 scalar; none when it has neither (the type is then f32).
+/// without one (cross_entropy_combine, sum_squares_multi) its first float
+/// operand that is not a fixed f32 scalar, a compute copy or a bf16 or f16
+/// Gradient; none when it has neither (the type is then f32).
 std::optional<size_t>
 computeOperandIndex(Kernel kernel, size_t numInputs,
                     const std::vector<ElementType> &operandTypes);

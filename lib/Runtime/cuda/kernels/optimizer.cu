@@ -78,7 +78,8 @@ size_t mlt::cuda::sumSquaresMultiScratchBytes(const int64_t *ns,
 }
 
 rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
-                                            const float *const *xs,
+                                            const void *const *xs,
+                                            const bool *halves,
                                             const int64_t *ns, int64_t count,
                                             void *scratch,
                                             cudaStream_t stream) {
@@ -97,7 +98,10 @@ rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
       batch.x[k] = xs[done + k];
       batch.out[k] = out[done + k];
       batch.n[k] = ns[done + k];
-      batch.vector[k] = isAligned16(xs[done + k]);
+      batch.half[k] = halves && halves[done + k];
+      batch.vector[k] = batch.half[k]
+                            ? reinterpret_cast<uintptr_t>(xs[done + k]) % 8 == 0
+                            : isAligned16(xs[done + k]);
       batch.firstBlock[k] = blocks;
       batch.firstPartial[k] = partialCount;
       const int tensorBlocks = sumSquaresBlocks(ns[done + k]);
@@ -195,10 +199,15 @@ rt::Status mlt::cuda::launchAdamWMulti(const AdamWTensor *tensors,
       if (x.n == 0)
         continue;
       AdamWBatchTensor &b = batch.tensors[batch.count++];
-      b = AdamWBatchTensor{x.param, x.m,      x.v,    x.grad, x.copy,
-                           x.n,     batch.chunks, x.decay, false};
+      if (!x.grad == !x.gradHalf)
+        return rt::errorf("adamw_multi: tensor ", t,
+                          " needs exactly one gradient, f32 or bf16");
+      b = AdamWBatchTensor{x.param, x.m,          x.v,     x.grad, x.gradHalf,
+                           x.copy,  x.n, batch.chunks, x.decay, false};
       b.vector = isAligned16(x.param) && isAligned16(x.m) &&
-                 isAligned16(x.v) && isAligned16(x.grad) &&
+                 isAligned16(x.v) &&
+                 (x.grad ? isAligned16(x.grad)
+                         : reinterpret_cast<uintptr_t>(x.gradHalf) % 8 == 0) &&
                  reinterpret_cast<uintptr_t>(x.copy) % 8 == 0;
       batch.chunks += (x.n + kAdamWChunk - 1) / kAdamWChunk;
     }

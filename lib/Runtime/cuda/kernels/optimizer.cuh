@@ -110,10 +110,30 @@ __device__ __forceinline__ double addSquares(double sum, float4 v) {
   return fma(double(v.w), double(v.w), sum);
 }
 
+/// Pack p (4 elements) of x, widened: 16 bytes of f32, or 8 of bf16.
+__device__ __forceinline__ float4 loadPack(const float *x, int64_t p) {
+  return reinterpret_cast<const float4 *>(x)[p];
+}
+__device__ __forceinline__ float4 loadPack(const __nv_bfloat16 *x, int64_t p) {
+  const uint2 bits = reinterpret_cast<const uint2 *>(x)[p];
+  return make_float4(__uint_as_float(bits.x << 16),
+                     __uint_as_float(bits.x & 0xffff0000u),
+                     __uint_as_float(bits.y << 16),
+                     __uint_as_float(bits.y & 0xffff0000u));
+}
+__device__ __forceinline__ float loadOne(const float *x, int64_t i) {
+  return x[i];
+}
+__device__ __forceinline__ float loadOne(const __nv_bfloat16 *x, int64_t i) {
+  return __bfloat162float(x[i]);
+}
+
 /// The sum of squares of x[0..n) by block `block` of `blocks` (threads
-/// kReduceThreads), in sumSquaresKernel's order; valid in thread 0.
-template <bool kVector>
-__device__ __forceinline__ double blockSumOfSquares(const float *x, int64_t n,
+/// kReduceThreads), in sumSquaresKernel's order; valid in thread 0. A bf16
+/// x (a gradient reduced in bf16) is widened as it is read, in the same
+/// order: the bits of its f32 copy's sum.
+template <bool kVector, typename T = float>
+__device__ __forceinline__ double blockSumOfSquares(const T *x, int64_t n,
                                                     int block, int blocks) {
   const int64_t thread = int64_t(block) * kReduceThreads + threadIdx.x;
   const int64_t stride = int64_t(blocks) * kReduceThreads;
@@ -121,24 +141,25 @@ __device__ __forceinline__ double blockSumOfSquares(const float *x, int64_t n,
   int64_t scalarStart = 0;
   if constexpr (kVector) {
     const int64_t packs = n / 4;
-    const float4 *x4 = reinterpret_cast<const float4 *>(x);
     int64_t p = thread;
     for (; p + (kSumSquaresUnroll - 1) * stride < packs;
          p += kSumSquaresUnroll * stride) {
       float4 v[kSumSquaresUnroll];
 #pragma unroll
       for (int u = 0; u < kSumSquaresUnroll; ++u)
-        v[u] = x4[p + u * stride];
+        v[u] = loadPack(x, p + u * stride);
 #pragma unroll
       for (int u = 0; u < kSumSquaresUnroll; ++u)
         sum = addSquares(sum, v[u]);
     }
     for (; p < packs; p += stride)
-      sum = addSquares(sum, x4[p]);
+      sum = addSquares(sum, loadPack(x, p));
     scalarStart = packs * 4;
   }
-  for (int64_t i = scalarStart + thread; i < n; i += stride)
-    sum = fma(double(x[i]), double(x[i]), sum);
+  for (int64_t i = scalarStart + thread; i < n; i += stride) {
+    const double value = loadOne(x, i);
+    sum = fma(value, value, sum);
+  }
   return blockSum(sum);
 }
 
@@ -174,15 +195,18 @@ static __global__ void __launch_bounds__(kReduceThreads)
 /// batch (passed by value) under the 4 KiB of a kernel's parameters.
 inline constexpr int kSumSquaresMultiBatch = 112;
 struct SumSquaresMultiBatch {
-  const float *x[kSumSquaresMultiBatch];
+  /// f32, or bf16 where half[k].
+  const void *x[kSumSquaresMultiBatch];
   float *out[kSumSquaresMultiBatch];
   int64_t n[kSumSquaresMultiBatch];
   /// Tensor k's blocks: [firstBlock[k], firstBlock[k + 1]).
   int firstBlock[kSumSquaresMultiBatch + 1];
   /// Where tensor k's partials start (unused when it has one block).
   int firstPartial[kSumSquaresMultiBatch];
-  /// Whether x[k] is 16-byte aligned (sumSquaresKernel<true>'s order).
+  /// Whether x[k] is aligned for packs of 4 (16 bytes of f32, 8 of bf16:
+  /// sumSquaresKernel<true>'s order).
   bool vector[kSumSquaresMultiBatch];
+  bool half[kSumSquaresMultiBatch];
   int count;
 };
 static_assert(sizeof(SumSquaresMultiBatch) + sizeof(void *) <= 4096,
@@ -204,13 +228,18 @@ static __global__ void __launch_bounds__(kReduceThreads)
   const int k = lo;
   const int local = block - batch.firstBlock[k];
   const int blocks = batch.firstBlock[k + 1] - batch.firstBlock[k];
-  const float *x = batch.x[k];
+  const float *x = static_cast<const float *>(batch.x[k]);
+  const auto *xh = static_cast<const __nv_bfloat16 *>(batch.x[k]);
+  const int64_t n = batch.n[k];
   waitForPredecessors();
   allowDependents();
-  const double sum =
-      batch.vector[k]
-          ? blockSumOfSquares<true>(x, batch.n[k], local, blocks)
-          : blockSumOfSquares<false>(x, batch.n[k], local, blocks);
+  double sum;
+  if (batch.half[k])
+    sum = batch.vector[k] ? blockSumOfSquares<true>(xh, n, local, blocks)
+                          : blockSumOfSquares<false>(xh, n, local, blocks);
+  else
+    sum = batch.vector[k] ? blockSumOfSquares<true>(x, n, local, blocks)
+                          : blockSumOfSquares<false>(x, n, local, blocks);
   if (threadIdx.x == 0) {
     if (blocks == 1)
       *batch.out[k] = float(sum);
@@ -343,15 +372,16 @@ __device__ __forceinline__ void adamwElement(const AdamWDerived &d, float g,
 }
 
 /// Pack i (4 elements) of a 16-byte-aligned tensor, and of its compute copy
-/// (8-byte aligned) when `copy` is not null.
+/// (8-byte aligned) when `copy` is not null. The gradient is f32 (16-byte
+/// aligned) or bf16 (8-byte aligned), widened as it is read.
+template <typename G>
 __device__ __forceinline__ void adamwPack(const AdamWDerived &d, int64_t i,
                                           float *param, float *m, float *v,
-                                          const float *grad,
-                                          __nv_bfloat16 *copy) {
+                                          const G *grad, __nv_bfloat16 *copy) {
   float4 *p4 = reinterpret_cast<float4 *>(param);
   float4 *m4 = reinterpret_cast<float4 *>(m);
   float4 *v4 = reinterpret_cast<float4 *>(v);
-  const float4 g = reinterpret_cast<const float4 *>(grad)[i];
+  const float4 g = loadPack(grad, i);
   float4 p = p4[i], mm = m4[i], vv = v4[i];
   adamwElement(d, g.x, p.x, mm.x, vv.x);
   adamwElement(d, g.y, p.y, mm.y, vv.y);
@@ -369,12 +399,12 @@ __device__ __forceinline__ void adamwPack(const AdamWDerived &d, int64_t i,
 }
 
 /// Element i, and its compute copy when `copy` is not null.
+template <typename G>
 __device__ __forceinline__ void adamwOne(const AdamWDerived &d, int64_t i,
                                          float *param, float *m, float *v,
-                                         const float *grad,
-                                         __nv_bfloat16 *copy) {
+                                         const G *grad, __nv_bfloat16 *copy) {
   float p = param[i], mm = m[i], vv = v[i];
-  adamwElement(d, grad[i], p, mm, vv);
+  adamwElement(d, loadOne(grad, i), p, mm, vv);
   param[i] = p;
   m[i] = mm;
   v[i] = vv;
@@ -418,13 +448,16 @@ inline constexpr int64_t kAdamWMultiMaxBlocks = 8192;
 
 struct AdamWBatchTensor {
   float *param, *m, *v;
+  /// The gradient: f32, or bf16 (gradHalf) when grad is null.
   const float *grad;
+  const __nv_bfloat16 *gradHalf;
   __nv_bfloat16 *copy;
   int64_t n;
   /// The index of the tensor's first chunk in the batch.
   int64_t firstChunk;
   bool decay;
-  /// 16-byte packs (param, m, v, grad 16-byte aligned; copy 8-byte).
+  /// 16-byte packs (param, m, v, an f32 grad 16-byte aligned; a bf16 grad
+  /// and copy 8-byte).
   bool vector;
 };
 
@@ -433,6 +466,23 @@ struct AdamWBatch {
   int count;
   int64_t chunks;
 };
+
+/// Elements [begin, end) of one tensor of a batch, by the block's threads.
+template <typename G>
+__device__ __forceinline__ void adamwChunk(const AdamWDerived &d,
+                                           const AdamWBatchTensor &x,
+                                           const G *grad, int64_t begin,
+                                           int64_t end) {
+  int64_t scalarStart = begin;
+  if (x.vector) {
+    const int64_t packEnd = end / 4; // begin is a multiple of 4
+    for (int64_t i = begin / 4 + threadIdx.x; i < packEnd; i += blockDim.x)
+      adamwPack(d, i, x.param, x.m, x.v, grad, x.copy);
+    scalarStart = packEnd * 4;
+  }
+  for (int64_t i = scalarStart + threadIdx.x; i < end; i += blockDim.x)
+    adamwOne(d, i, x.param, x.m, x.v, grad, x.copy);
+}
 
 static __global__ void __launch_bounds__(kFlatThreads)
     adamwMultiKernel(AdamWBatch batch, AdamWScalars scalars,
@@ -455,15 +505,10 @@ static __global__ void __launch_bounds__(kFlatThreads)
     const AdamWDerived &d = shared[x.decay ? 1 : 0];
     const int64_t begin = (c - x.firstChunk) * kAdamWChunk;
     const int64_t end = begin + kAdamWChunk < x.n ? begin + kAdamWChunk : x.n;
-    int64_t scalarStart = begin;
-    if (x.vector) {
-      const int64_t packEnd = end / 4; // begin is a multiple of 4
-      for (int64_t i = begin / 4 + threadIdx.x; i < packEnd; i += blockDim.x)
-        adamwPack(d, i, x.param, x.m, x.v, x.grad, x.copy);
-      scalarStart = packEnd * 4;
-    }
-    for (int64_t i = scalarStart + threadIdx.x; i < end; i += blockDim.x)
-      adamwOne(d, i, x.param, x.m, x.v, x.grad, x.copy);
+    if (x.grad)
+      adamwChunk(d, x, x.grad, begin, end);
+    else
+      adamwChunk(d, x, x.gradHalf, begin, end);
   }
 }
 

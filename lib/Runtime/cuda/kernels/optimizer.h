@@ -49,9 +49,13 @@ size_t sumSquaresMultiScratchBytes(const int64_t *ns, int64_t count);
 /// before the call returns; `scratch` holds
 /// sumSquaresMultiScratchBytes(ns, count) bytes (8-byte aligned) and may be
 /// null when that is 0.
-rt::Status launchSumSquaresMulti(float *const *out, const float *const *xs,
-                                 const int64_t *ns, int64_t count,
-                                 void *scratch, cudaStream_t stream);
+/// `halves` (may be null: all f32) marks the tensors that are bf16 (a
+/// gradient reduced in bf16), widened as they are read: the bits of their
+/// f32 copies' sums.
+rt::Status launchSumSquaresMulti(float *const *out, const void *const *xs,
+                                 const bool *halves, const int64_t *ns,
+                                 int64_t count, void *scratch,
+                                 cudaStream_t stream);
 
 /// The device scratch launchGlobalNorm needs (8 bytes).
 inline constexpr size_t kGlobalNormScratchBytes = 8;
@@ -96,7 +100,10 @@ rt::Status launchAdamW(float *param, float *m, float *v, const float *grad,
 /// One tensor of a multi-tensor AdamW update.
 struct AdamWTensor {
   float *param = nullptr, *m = nullptr, *v = nullptr;
+  /// The gradient, f32; or, when null, gradHalf: bf16 (a gradient reduced
+  /// in bf16), widened as it is read (the bits of its f32 copy's update).
   const float *grad = nullptr;
+  const __nv_bfloat16 *gradHalf = nullptr;
   /// The compute copy, or null.
   __nv_bfloat16 *copy = nullptr;
   int64_t n = 0;

@@ -466,6 +466,35 @@ TEST(CudaOptimizerTest, AdamWMatchesTheCpu) {
     checkAdamW({100003, offset, true, 1.0f, 0.9f, true}, rng);
 }
 
+/// Two copies of AdamW's state (parameters, moments and compute copies,
+/// the copies poisoned), for two updates that must end in the same bits.
+struct TwinAdamWState {
+  std::vector<float> param;
+  DeviceBuffer<float> p1, p2, m1, m2, v1, v2;
+  DeviceBuffer<uint16_t> c1, c2;
+  TwinAdamWState(std::mt19937 &rng, int64_t total)
+      : param(randomFloats(rng, total)), p1(total), p2(total), m1(total),
+        m2(total), v1(total), v2(total), c1(total), c2(total) {
+    const std::vector<float> m = randomFloats(rng, total, -0.01f, 0.01f);
+    const std::vector<float> v = randomFloats(rng, total, 0.0f, 1e-4f);
+    for (DeviceBuffer<float> *b : {&p1, &p2})
+      b->upload(param);
+    for (DeviceBuffer<float> *b : {&m1, &m2})
+      b->upload(m);
+    for (DeviceBuffer<float> *b : {&v1, &v2})
+      b->upload(v);
+    for (DeviceBuffer<uint16_t> *b : {&c1, &c2})
+      b->upload(std::vector<uint16_t>(total, 0x7FC1));
+  }
+  /// Both updates gave the same bits.
+  void expectSame() {
+    expectSameBits(p2.download(), p1.download(), "param");
+    expectSameBits(m2.download(), m1.download(), "m");
+    expectSameBits(v2.download(), v1.download(), "v");
+    expectSameBits(c2.download(), c1.download(), "copy");
+  }
+};
+
 // Tests that adamw_multi gives every tensor launchAdamW's bits: 70 tensors
 // (three kernels of at most 32), of sizes from 1 to several chunks, one
 // empty, some at an odd offset (the scalar path), weight decay on some,
@@ -488,20 +517,9 @@ TEST(CudaOptimizerTest, AdamWMultiIsAdamWBitForBit) {
   for (bool copies : {false, true}) {
     SCOPED_TRACE(copies ? "with copies" : "without copies");
     // Two of each state, one updated by adamw and one by adamw_multi.
-    const std::vector<float> param = randomFloats(rng, total);
-    const std::vector<float> m = randomFloats(rng, total, -0.01f, 0.01f);
-    const std::vector<float> v = randomFloats(rng, total, 0.0f, 1e-4f);
-    DeviceBuffer<float> p1(total), p2(total), m1(total), m2(total), v1(total),
-        v2(total), g(total);
-    DeviceBuffer<uint16_t> c1(total), c2(total);
-    for (DeviceBuffer<float> *b : {&p1, &p2})
-      b->upload(param);
-    for (DeviceBuffer<float> *b : {&m1, &m2})
-      b->upload(m);
-    for (DeviceBuffer<float> *b : {&v1, &v2})
-      b->upload(v);
-    for (DeviceBuffer<uint16_t> *b : {&c1, &c2})
-      b->upload(std::vector<uint16_t>(total, 0x7FC1));
+    TwinAdamWState state(rng, total);
+    auto &[param, p1, p2, m1, m2, v1, v2, c1, c2] = state;
+    DeviceBuffer<float> g(total);
     DeviceScalars scalars;
     for (int64_t step = 1; step <= 3; ++step) {
       g.upload(randomFloats(rng, total, -0.1f, 0.1f));
@@ -534,10 +552,7 @@ TEST(CudaOptimizerTest, AdamWMultiIsAdamWBitForBit) {
                                    scalars.pointers(), DeviceErrorSink{},
                                    nullptr));
       SCOPED_TRACE(testing::Message() << "step " << step);
-      expectSameBits(p2.download(), p1.download(), "param");
-      expectSameBits(m2.download(), m1.download(), "m");
-      expectSameBits(v2.download(), v1.download(), "v");
-      expectSameBits(c2.download(), c1.download(), "copy");
+      state.expectSame();
     }
     // Something was updated (the parameters moved).
     EXPECT_NE(p2.download(), param);
@@ -561,20 +576,10 @@ TEST(CudaOptimizerTest, AdamWMultiReadsBf16Gradients) {
   }
   for (bool copies : {false, true}) {
     SCOPED_TRACE(copies ? "with copies" : "without copies");
-    const std::vector<float> param = randomFloats(rng, total);
-    const std::vector<float> m = randomFloats(rng, total, -0.01f, 0.01f);
-    const std::vector<float> v = randomFloats(rng, total, 0.0f, 1e-4f);
-    DeviceBuffer<float> p1(total), p2(total), m1(total), m2(total), v1(total),
-        v2(total), wide(total);
-    DeviceBuffer<uint16_t> half(total), c1(total), c2(total);
-    for (DeviceBuffer<float> *b : {&p1, &p2})
-      b->upload(param);
-    for (DeviceBuffer<float> *b : {&m1, &m2})
-      b->upload(m);
-    for (DeviceBuffer<float> *b : {&v1, &v2})
-      b->upload(v);
-    for (DeviceBuffer<uint16_t> *b : {&c1, &c2})
-      b->upload(std::vector<uint16_t>(total, 0x7FC1));
+    TwinAdamWState state(rng, total);
+    auto &[param, p1, p2, m1, m2, v1, v2, c1, c2] = state;
+    DeviceBuffer<float> wide(total);
+    DeviceBuffer<uint16_t> half(total);
     DeviceScalars scalars;
     for (int64_t step = 1; step <= 2; ++step) {
       std::vector<uint16_t> halves;
@@ -610,10 +615,7 @@ TEST(CudaOptimizerTest, AdamWMultiReadsBf16Gradients) {
       ASSERT_TRUE(launchAdamWMulti(fromHalf.data(), count, scalars.pointers(),
                                    DeviceErrorSink{}, nullptr));
       SCOPED_TRACE(testing::Message() << "step " << step);
-      expectSameBits(p2.download(), p1.download(), "param");
-      expectSameBits(m2.download(), m1.download(), "m");
-      expectSameBits(v2.download(), v1.download(), "v");
-      expectSameBits(c2.download(), c1.download(), "copy");
+      state.expectSame();
     }
     EXPECT_NE(p2.download(), param);
   }

@@ -55,6 +55,13 @@ Type elementTypeOf(const SymbolTable &buffers, Attribute ref) {
   return buffer ? buffer.getTensorType().getElementType() : Type();
 }
 
+/// Whether `launch` (adamw or sum_squares) reads a bf16 gradient, which only
+/// the multi-tensor kernels take.
+bool readsHalfGradient(const SymbolTable &buffers, rtir::LaunchOp launch) {
+  Type type = elementTypeOf(buffers, launch.getInputs()[0]);
+  return type && type.isBF16();
+}
+
 /// Whether `launch` can join a group of sum_squares led by `first`: both on
 /// the compute stream with no tokens, their inputs of one element type (a
 /// launch computes in one).
@@ -68,19 +75,10 @@ bool groupableSumSquares(const SymbolTable &buffers, rtir::LaunchOp launch,
   // f32 and widens the bf16 ones (Kernels.def).
   auto optimizerType = [&](rtir::LaunchOp x) {
     Type type = elementTypeOf(buffers, x.getInputs()[0]);
-    return type && type.isBF16() ? Float32Type::get(type.getContext()) : type;
+    return readsHalfGradient(buffers, x) ? Float32Type::get(type.getContext())
+                                         : type;
   };
   return optimizerType(launch) == optimizerType(first);
-}
-
-/// Whether a launch of `group` reads a bf16 gradient, which only the
-/// multi-tensor kernels take.
-bool readsHalfGradient(const SymbolTable &buffers,
-                       ArrayRef<rtir::LaunchOp> group) {
-  return llvm::any_of(group, [&](rtir::LaunchOp launch) {
-    Type type = elementTypeOf(buffers, launch.getInputs()[0]);
-    return type && type.isBF16();
-  });
 }
 
 /// Whether `launch` can join the group led by `first` (any group when
@@ -161,7 +159,7 @@ public:
       }
       for (MutableArrayRef<rtir::LaunchOp> group : groups) {
         if (group.empty() ||
-            (group.size() < 2 && !readsHalfGradient(buffers, group)))
+            (group.size() < 2 && !readsHalfGradient(buffers, group[0])))
           continue;
         changed = true;
         if (group.front().getKernel() == "sum_squares")

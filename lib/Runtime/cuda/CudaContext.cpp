@@ -109,14 +109,13 @@ StatusOr<uint8_t *> CudaDeviceContext::allocate(uint64_t bytes) {
                   " bytes, its peak) on CUDA device ", device_, ", which has ",
                   gib(freeBytes), " free of ", gib(totalBytes));
   void *memory = nullptr;
-  if (collectives_ && registerArena_) {
+  if (registersMemory()) {
     StatusOr<void *> registered =
         collectives_->communicator().allocateRegistered(bytes);
     if (!registered)
       return std::move(registered).takeStatus().withContext(
           "the arena (" + gib(bytes) + ") in NCCL's registered memory");
     memory = *registered;
-    registered_.push_back(static_cast<uint8_t *>(memory));
   } else if (cudaError_t error = cudaMalloc(&memory, bytes);
              error != cudaSuccess) {
     (void)cudaGetLastError(); // not sticky: clear it
@@ -136,13 +135,10 @@ void CudaDeviceContext::deallocate(uint8_t *memory) {
   if (!memory || cudaSetDevice(device_) != cudaSuccess)
     return;
   (void)cudaStreamSynchronize(stream_);
-  auto found = std::find(registered_.begin(), registered_.end(), memory);
-  if (found == registered_.end()) {
+  if (registersMemory())
+    collectives_->communicator().freeRegistered(memory);
+  else
     (void)cudaFree(memory);
-    return;
-  }
-  registered_.erase(found);
-  collectives_->communicator().freeRegistered(memory);
 }
 
 Status CudaDeviceContext::copyToDevice(uint8_t *device, const void *host,

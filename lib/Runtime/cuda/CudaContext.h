@@ -221,9 +221,9 @@ private:
   /// The communication stream and events; null without a CUDA communicator.
   std::unique_ptr<CudaCollectives> collectives_;
   /// Whether allocate takes the communicator's registered memory (when the
-  /// rank has a CUDA communicator), and the areas it took.
+  /// rank has a CUDA communicator).
   bool registerArena_ = true;
-  std::vector<uint8_t *> registered_;
+  bool registersMemory() const { return collectives_ && registerArena_; }
   DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
   DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
   /// The kernels of the launches given an error sink since the record was

@@ -110,22 +110,17 @@ __device__ __forceinline__ double addSquares(double sum, float4 v) {
   return fma(double(v.w), double(v.w), sum);
 }
 
-/// Pack p (4 elements) of x, widened: 16 bytes of f32, or 8 of bf16.
+/// Pack p (4 elements) of x, widened: 16 bytes of f32, or 8 of bf16 (one
+/// element, toCompute, at a time: common.cuh).
 __device__ __forceinline__ float4 loadPack(const float *x, int64_t p) {
   return reinterpret_cast<const float4 *>(x)[p];
 }
 __device__ __forceinline__ float4 loadPack(const __nv_bfloat16 *x, int64_t p) {
   const uint2 bits = reinterpret_cast<const uint2 *>(x)[p];
-  return make_float4(__uint_as_float(bits.x << 16),
-                     __uint_as_float(bits.x & 0xffff0000u),
-                     __uint_as_float(bits.y << 16),
-                     __uint_as_float(bits.y & 0xffff0000u));
-}
-__device__ __forceinline__ float loadOne(const float *x, int64_t i) {
-  return x[i];
-}
-__device__ __forceinline__ float loadOne(const __nv_bfloat16 *x, int64_t i) {
-  return __bfloat162float(x[i]);
+  return make_float4(bf16BitsToFloat(uint16_t(bits.x)),
+                     bf16BitsToFloat(uint16_t(bits.x >> 16)),
+                     bf16BitsToFloat(uint16_t(bits.y)),
+                     bf16BitsToFloat(uint16_t(bits.y >> 16)));
 }
 
 /// The sum of squares of x[0..n) by block `block` of `blocks` (threads
@@ -157,7 +152,7 @@ __device__ __forceinline__ double blockSumOfSquares(const T *x, int64_t n,
     scalarStart = packs * 4;
   }
   for (int64_t i = scalarStart + thread; i < n; i += stride) {
-    const double value = loadOne(x, i);
+    const double value = toCompute(x[i]);
     sum = fma(value, value, sum);
   }
   return blockSum(sum);
@@ -404,7 +399,7 @@ __device__ __forceinline__ void adamwOne(const AdamWDerived &d, int64_t i,
                                          float *param, float *m, float *v,
                                          const G *grad, __nv_bfloat16 *copy) {
   float p = param[i], mm = m[i], vv = v[i];
-  adamwElement(d, loadOne(grad, i), p, mm, vv);
+  adamwElement(d, toCompute(grad[i]), p, mm, vv);
   param[i] = p;
   m[i] = mm;
   v[i] = vv;

@@ -92,8 +92,8 @@ if [[ "$1" == small ]]; then
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
     --ref tools/hf_llama_bench.py --config llama-125m --modes eager,compile \
     --steps "${2:-20}" --out "$out" 2>&1 | tee "$out"/small.txt
-  python3 -c 'import random, struct; r = random.Random(1); n = 16 * 1025 * 4
-open("/tmp/small-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
+  source ./gpu-pack-common.sh
+  random_tokens /tmp/small-tokens.u16
   ./bin/mlt-run $plan --device cuda --data /tmp/small-tokens.u16 --steps 3 \
     --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/small-profile.txt
   exit 0

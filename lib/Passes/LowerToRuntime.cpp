@@ -616,6 +616,59 @@ private:
                                [&](Value v) { return valueBuffer(v); });
   }
 
+  /// The Constant buffer of `c` (created at its first use: a fused launch
+  /// may read a constant before its op is reached), or null after an error.
+  FlatSymbolRefAttr constantBuffer(arith::ConstantOp c) {
+    // A function lowered into several programs shares its constants.
+    FlatSymbolRefAttr ref = constants.lookup(c);
+    if (!ref) {
+      auto splat = dyn_cast<SplatElementsAttr>(c.getValue());
+      auto type = dyn_cast<RankedTensorType>(c.getType());
+      if (!splat || !type || !isa<FloatType>(type.getElementType())) {
+        c.emitOpError("only float splat constants reach the runtime");
+        return {};
+      }
+      std::string name = ("const" + Twine(buffers.size())).str();
+      ref = buffer(name, rtir::BufferKind::constant, type);
+      bufferOpOf(ref.getAttr())
+          .setValueAttr(b.getF64FloatAttr(
+              splat.getSplatValue<APFloat>().convertToDouble()));
+      constants[c] = ref;
+      if (c->hasAttr(MLTDialect::getLossSeedAttrName()))
+        lossSeeds.insert(ref.getAttr());
+    }
+    values[c.getResult()] = ref;
+    return ref;
+  }
+
+  /// The gradient that `c`'s launch computes with its loss
+  /// (cross_entropy_fwd_bwd), or null: the one mlt.cross_entropy_grad of
+  /// the same logits and labels, after `c` in its block, whose loss gradient
+  /// is a constant (the loss seed), when the logits have no other user and
+  /// neither op splits the vocabulary (a split's lse is a collective away).
+  /// The gradient is then written at the forward, over the logits.
+  CrossEntropyGradOp fusedGradient(CrossEntropyOp c) {
+    CrossEntropyGradOp grad;
+    for (Operation *user : c.getLogits().getUsers()) {
+      if (user == c)
+        continue;
+      auto g = dyn_cast<CrossEntropyGradOp>(user);
+      if (!g || grad)
+        return {};
+      grad = g;
+    }
+    if (!grad || grad.getLabels() != c.getLabels() ||
+        grad->getBlock() != c->getBlock() || !c->isBeforeInBlock(grad) ||
+        !grad.getGrad().getDefiningOp<arith::ConstantOp>())
+      return {};
+    const StringRef vocabShard = MLTDialect::getVocabShardAttrName();
+    const StringRef rowCount = MLTDialect::getRowCountAttrName();
+    if (c->hasAttr(vocabShard) || grad->hasAttr(vocabShard) ||
+        c->getAttr(rowCount) != grad->getAttr(rowCount))
+      return {};
+    return grad;
+  }
+
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerCollective(Operation *op);
   LogicalResult lowerCrossEntropy(CrossEntropyOp op);
@@ -630,6 +683,7 @@ private:
     crossEntropyStats.clear();
     accumulatedInPlace.clear();
     addedByProduct.clear();
+    computedWithLoss.clear();
     writesGradients = abi.writesGradients;
     if (writesGradients)
       writtenGradients.clear();
@@ -736,6 +790,9 @@ private:
   /// Adds that a kernel computed with its own output (matmul_add,
   /// rms_norm_bwd_add).
   DenseSet<Operation *> addedByProduct;
+  /// Cross-entropy gradients that their forward's launch computed
+  /// (cross_entropy_fwd_bwd).
+  DenseSet<Operation *> computedWithLoss;
   /// The Constant buffer of each constant op.
   DenseMap<Operation *, FlatSymbolRefAttr> constants;
   /// The Constant buffers of loss-gradient seeds (mlt.loss_seed).
@@ -816,25 +873,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
     return success();
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](arith::ConstantOp c) -> LogicalResult {
-        auto splat = dyn_cast<SplatElementsAttr>(c.getValue());
-        auto type = dyn_cast<RankedTensorType>(c.getType());
-        if (!splat || !type || !isa<FloatType>(type.getElementType()))
-          return c.emitOpError("only float splat constants reach the runtime");
-        // A function lowered into several programs shares its constants.
-        if (FlatSymbolRefAttr ref = constants.lookup(c)) {
-          values[c.getResult()] = ref;
-          return success();
-        }
-        std::string name = ("const" + Twine(buffers.size())).str();
-        FlatSymbolRefAttr ref = buffer(name, rtir::BufferKind::constant, type);
-        bufferOpOf(ref.getAttr())
-            .setValueAttr(b.getF64FloatAttr(
-                splat.getSplatValue<APFloat>().convertToDouble()));
-        values[c.getResult()] = ref;
-        constants[c] = ref;
-        if (c->hasAttr(MLTDialect::getLossSeedAttrName()))
-          lossSeeds.insert(ref.getAttr());
-        return success();
+        return success(bool(constantBuffer(c)));
       })
       .Case([&](LoadOp load) -> LogicalResult {
         auto ref = stateBuffer(load, abi::kParameterPrefix, load.getNameAttr(),
@@ -1235,6 +1274,20 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
   Location loc = c.getLoc();
   int64_t vocab = shapeOf(c.getLogits()).back();
   int64_t rows = numElements(c.getLogits()) / vocab;
+  if (CrossEntropyGradOp grad = fusedGradient(c)) {
+    FlatSymbolRefAttr seed =
+        constantBuffer(grad.getGrad().getDefiningOp<arith::ConstantOp>());
+    if (!seed)
+      return failure();
+    computedWithLoss.insert(grad);
+    using A = rt::attrs::CrossEntropyFwdBwd;
+    launch<A>(loc, {seed, valueBuffer(c.getLogits()), valueBuffer(c.getLabels())},
+              {define(c.getResult()), define(grad.getResult())},
+              {{A::rows, rows},
+               {A::vocab, vocab},
+               {A::row_count, rowCountOf(c, rows)}});
+    return success();
+  }
   if (!isSplitCrossEntropy(c)) {
     using A = rt::attrs::CrossEntropyFwd;
     launch<A>(loc, operandBuffers(c), {define(c.getResult())},
@@ -1281,6 +1334,8 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
 }
 
 LogicalResult RuntimeLowering::lowerCrossEntropyGrad(CrossEntropyGradOp c) {
+  if (computedWithLoss.contains(c))
+    return success(); // cross_entropy_fwd_bwd computed it
   Location loc = c.getLoc();
   int64_t vocab = shapeOf(c.getLogits()).back();
   int64_t rows = numElements(c.getLogits()) / vocab;

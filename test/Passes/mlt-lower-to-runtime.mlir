@@ -49,12 +49,11 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // CHECK-DAG: mlt_rt.buffer @hyper.weight_decay input : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @hyper.max_grad_norm input : tensor<f32>
 // CHECK-DAG: mlt_rt.buffer @hyper.step input : tensor<f32>
-// CHECK: mlt_rt.program @micro_step backward_start 4 {
+// CHECK: mlt_rt.program @micro_step backward_start 3 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[H]], @"param:model.norm.weight"] -> [@[[N:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[N]], @"param:lm_head.weight"] -> [@[[LOGITS:t[0-9]+]]] ints [1, 8, 16, 8, 0, 1, 0]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS]], @labels] -> [@loss] ints [8, 16]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@[[SEED]], @[[LOGITS]], @labels] -> [@[[DLOGITS:t[0-9]+]]] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd_bwd" [@[[SEED]], @[[LOGITS]], @labels] -> [@loss, @[[DLOGITS:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS]], @"param:lm_head.weight"] -> [@[[DN:t[0-9]+]]] ints [1, 8, 8, 16, 0, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@[[DLOGITS]], @[[N]]] -> [@"grad:lm_head.weight"] ints [1, 16, 8, 8, 1, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd" [@[[DN]], @[[H]], @"param:model.norm.weight"] -> [@[[DH:t[0-9]+]], @[[DW:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
@@ -65,12 +64,11 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // The first micro-batch's program writes each gradient where micro_step adds
 // to it: the head's by a plain product, the norm's and the embedding's by
 // their kernels directly, with temporaries and a loss seed of its own.
-// CHECK-NEXT: mlt_rt.program @micro_step_first backward_start 4 {
+// CHECK-NEXT: mlt_rt.program @micro_step_first backward_start 3 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H1:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[H1]], @"param:model.norm.weight"] -> [@[[N1:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[N1]], @"param:lm_head.weight"] -> [@[[LOGITS1:t[0-9]+]]] ints [1, 8, 16, 8, 0, 1, 0]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS1]], @labels] -> [@loss] ints [8, 16]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@{{const[0-9]+}}, @[[LOGITS1]], @labels] -> [@[[DLOGITS1:t[0-9]+]]] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd_bwd" [@[[SEED]], @[[LOGITS1]], @labels] -> [@loss, @[[DLOGITS1:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS1]], @"param:lm_head.weight"] -> [@[[DN1:t[0-9]+]]] ints [1, 8, 8, 16, 0, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS1]], @[[N1]]] -> [@"grad:lm_head.weight"] ints [1, 16, 8, 8, 1, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd" [@[[DN1]], @[[H1]], @"param:model.norm.weight"] -> [@[[DH1:t[0-9]+]], @"grad:model.norm.weight"] ints [8, 8] floats [1.000000e-05]
@@ -111,7 +109,7 @@ module {
 }
 // CHECK-LABEL: module attributes {mlt_rt.microbatches = 2 : i64} {
 // CHECK: mlt_rt.buffer @[[SEED:const[0-9]+]] constant {value = 5.000000e-01 : f64} : tensor<f32>
-// CHECK: mlt_rt.program @micro_step backward_start 8 {
+// CHECK: mlt_rt.program @micro_step backward_start 7 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @[[H]]] -> [@[[S:t[0-9]+]]] ints [2, 4, 4, 8, 0, 1, 1]
 // CHECK-NEXT: mlt_rt.launch "swiglu_fwd" [@[[S]], @[[S]]] -> [@[[G:t[0-9]+]]] ints [32]
@@ -119,8 +117,7 @@ module {
 // CHECK-NEXT: mlt_rt.launch "mul" [@[[U]], @[[S]]] -> [@[[M:t[0-9]+]]] ints [32]
 // CHECK-NEXT: mlt_rt.launch "transpose" [@[[M]]] -> [@[[T:t[0-9]+]]] ints [3, 2, 4, 4, 0, 2, 1]
 // CHECK-NEXT: mlt_rt.launch "cast" [@[[T]]] -> [@[[C:t[0-9]+]]] ints [32]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[C]], @labels] -> [@loss] ints [8, 4]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@[[SEED]], @[[C]], @labels] -> [@[[DC:t[0-9]+]]] ints [8, 4]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd_bwd" [@[[SEED]], @[[C]], @labels] -> [@loss, @[[DC:t[0-9]+]]] ints [8, 4, 8]
 // CHECK-NEXT: mlt_rt.launch "cast" [@[[DC]]] -> [@[[DT:t[0-9]+]]] ints [32]
 // CHECK-NEXT: mlt_rt.launch "transpose" [@[[DT]]] -> [@[[DM:t[0-9]+]]] ints [3, 2, 4, 4, 0, 2, 1]
 // CHECK-NEXT: mlt_rt.launch "mul" [@[[DM]], @[[S]]] -> [@[[DU:t[0-9]+]]] ints [32]
@@ -182,7 +179,7 @@ module {
 // CHECK: mlt_rt.buffer @"grad:model.layers.1.self_attn.v_proj.weight" gradient {parameter = "model.layers.1.self_attn.v_proj.weight"} : tensor<4x8xf32>
 // CHECK: mlt_rt.buffer @[[LSE0:t[0-9]+]] temporary : tensor<2x2x4xf32>
 // CHECK: mlt_rt.buffer @[[LSE1:t[0-9]+]] temporary : tensor<2x2x4xf32>
-// CHECK: mlt_rt.program @micro_step backward_start 17 {
+// CHECK: mlt_rt.program @micro_step backward_start 16 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.q_proj.weight"] -> [@[[Q0:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.k_proj.weight"] -> [@[[K0:t[0-9]+]]] ints [1, 8, 4, 8, 0, 1, 0]
@@ -192,7 +189,7 @@ module {
 // CHECK-NEXT: mlt_rt.launch "attention_fwd" [@[[QR0]], @[[KR0]], @[[V0]]] -> [@[[O0:t[0-9]+]], @[[LSE0]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "add" [@[[H]], @[[O0]]] -> [@[[Y0:t[0-9]+]]] ints [64]
 // CHECK: mlt_rt.launch "attention_fwd" [@[[QR1:t[0-9]+]], @[[KR1:t[0-9]+]], @[[V1:t[0-9]+]]] -> [@[[O1:t[0-9]+]], @[[LSE1]]] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
-// CHECK: mlt_rt.launch "cross_entropy_fwd"
+// CHECK: mlt_rt.launch "cross_entropy_fwd_bwd"
 // CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR1]], @[[KR1]], @[[V1]], @[[O1]], @[[LSE1]]] -> [@[[DQ1:t[0-9]+]], @[[DK1:t[0-9]+]], @{{t[0-9]+}}] ints [2, 4, 2, 1, 4, 1] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DK1]]] -> [@{{t[0-9]+}}] ints [2, 4, 1, 4, 1, 0, 1, 32] floats [1.000000e+04, 8.000000e+00, 1.000000e+00, 4.000000e+00]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DQ1]]] -> [@{{t[0-9]+}}] ints [2, 4, 2, 4, 1, 0, 0, 0] floats [1.000000e+04, 0.000000e+00, 0.000000e+00, 0.000000e+00]
@@ -234,7 +231,7 @@ module {
   }
 }
 // CHECK: mlt_rt.buffer @"param:w.weight"
-// CHECK: mlt_rt.program @micro_step backward_start 8 {
+// CHECK: mlt_rt.program @micro_step backward_start 7 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]]
 // CHECK-NEXT: mlt_rt.launch "matmul_add" [@[[H]], @"param:w.weight", @[[H]]] -> [@[[R:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:v.weight"] -> [@[[Q:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
@@ -242,7 +239,7 @@ module {
 // CHECK-NEXT: mlt_rt.launch "silu_fwd" [@[[R]]] -> [@[[S:t[0-9]+]]] ints [64]
 // CHECK-NEXT: mlt_rt.launch "add" [@[[TWICE]], @[[S]]] -> [@[[LATE:t[0-9]+]]] ints [64]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[LATE]], @"param:lm_head.weight"]
-// CHECK: mlt_rt.launch "cross_entropy_bwd"
+// CHECK: mlt_rt.launch "cross_entropy_fwd_bwd"
 // The gradient of %h sums the residual's (%r's gradient) and the two
 // products' input gradients, each product adding the sum so far.
 // CHECK: mlt_rt.launch "silu_bwd" [{{.*}}] -> [@[[DR:t[0-9]+]]]
@@ -277,11 +274,42 @@ module {
   }
 }
 // CHECK: mlt_rt.buffer @"param:norm.weight"
-// CHECK: mlt_rt.program @micro_step backward_start 6 {
-// CHECK: mlt_rt.launch "cross_entropy_bwd"
+// CHECK: mlt_rt.program @micro_step backward_start 5 {
+// CHECK: mlt_rt.launch "cross_entropy_fwd_bwd"
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[DLOGITS:t[0-9]+]], @"param:lm_head.weight"] -> [@[[DR:t[0-9]+]]]
 // CHECK: mlt_rt.launch "silu_bwd" [@[[DR]], @{{t[0-9]+}}] -> [@[[DN:t[0-9]+]]]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd_add" [@[[DN]], @{{t[0-9]+}}, @"param:norm.weight", @[[DR]]] -> [@[[DH:t[0-9]+]], @[[DW:t[0-9]+]]] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "accumulate" [@[[DW]]] -> [@"grad:norm.weight"]
 // CHECK-NOT: "add"
 // CHECK: mlt_rt.launch "embedding_bwd" [@tokens, @[[DH]]]
+
+// -----
+
+// Tests that a cross-entropy whose logits have another user keeps its
+// forward and backward kernels apart (cross_entropy_fwd_bwd writes the
+// gradient over the logits, which the other reads): two losses of the same
+// logits, each its own pair.
+module {
+  mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
+  mlt.param @"lm_head.weight" : tensor<16x8xf32>
+  func.func @forward(%tokens: tensor<?x?xi32>, %labels: tensor<?x?xi32>) -> tensor<f32> {
+    %table = mlt.load @"model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = mlt.embedding %tokens, %table : tensor<?x?xi32>, tensor<16x8xf32>
+    %head = mlt.load @"lm_head.weight" : tensor<16x8xf32>
+    %logits = mlt.matmul %h, %head transpose_rhs : tensor<?x?x8xf32>, tensor<16x8xf32>
+    %a = mlt.cross_entropy %logits, %labels : tensor<?x?x16xf32>, tensor<?x?xi32>
+    %b = mlt.cross_entropy %logits, %tokens : tensor<?x?x16xf32>, tensor<?x?xi32>
+    %loss = mlt.add %a, %b : tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+// CHECK: mlt_rt.program @micro_step backward_start 5 {
+// CHECK-NEXT: mlt_rt.launch "embedding_fwd"
+// CHECK-NEXT: mlt_rt.launch "matmul" [@{{t[0-9]+}}, @"param:lm_head.weight"] -> [@[[LOGITS:t[0-9]+]]]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS]], @labels] -> [@[[A:t[0-9]+]]] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@[[LOGITS]], @tokens] -> [@[[B:t[0-9]+]]] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "add" [@[[A]], @[[B]]] -> [@loss] ints [1]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@[[SEED:const[0-9]+]], @[[LOGITS]], @tokens] -> [@{{t[0-9]+}}] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@[[SEED]], @[[LOGITS]], @labels] -> [@{{t[0-9]+}}] ints [8, 16]
+// CHECK-NOT: cross_entropy_fwd_bwd
+// CHECK: mlt_rt.program @optimizer_step

@@ -21,12 +21,11 @@
 // CHECK-DAG: mlt_rt.buffer @t2 temporary : tensor<2x4x16xbf16>
 // CHECK-DAG: mlt_rt.buffer @t6 temporary : tensor<8xf32>
 // CHECK-DAG: mlt_rt.buffer @t7 temporary : tensor<16x8xf32>
-// CHECK-LABEL: mlt_rt.program @micro_step backward_start 4 {
+// CHECK-LABEL: mlt_rt.program @micro_step backward_start 3 {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd" [@tokens, @"param_bf16:model.embed_tokens.weight"] -> [@t0] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@t0, @"param_bf16:model.norm.weight"] -> [@t1] ints [8, 8] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@t1, @"param_bf16:lm_head.weight"] -> [@t2] ints [1, 8, 16, 8, 0, 1, 0]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd" [@t2, @labels] -> [@loss] ints [8, 16]
-// CHECK-NEXT: mlt_rt.launch "cross_entropy_bwd" [@{{const[0-9]+}}, @t2, @labels] -> [@t3] ints [8, 16]
+// CHECK-NEXT: mlt_rt.launch "cross_entropy_fwd_bwd" [@{{const[0-9]+}}, @t2, @labels] -> [@loss, @t3] ints [8, 16, 8]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@t3, @"param_bf16:lm_head.weight"] -> [@t4] ints [1, 8, 8, 16, 0, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@t3, @t1] -> [@"grad:lm_head.weight"] ints [1, 16, 8, 8, 1, 0, 0]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd" [@t4, @t0, @"param_bf16:model.norm.weight"] -> [@t5, @t6] ints [8, 8] floats [1.000000e-05]

@@ -5,9 +5,10 @@
 // them: the loss (plain mean and another divisor), the gradient with the lse
 // recomputed (also in place), vocabularies that do and do not allow 16-byte
 // packs, a LLaMA-sized row; the vocabulary-sharded statistics, combine and
-// gradient against the CPU's sharded kernels; bit-reproducibility; a bad
-// label (reported into the device error record, NaN loss) and the argument
-// errors.
+// gradient against the CPU's sharded kernels; the fused forward and
+// backward (cross_entropy_fwd_bwd) against the CPU's pair;
+// bit-reproducibility; a bad label (reported into the device error record,
+// NaN loss) and the argument errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <type_traits>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -353,6 +355,135 @@ TEST(CudaCrossEntropyTest, BF16LogitsMatchCpu) {
   }
 }
 
+/// bf16 bits of `values`, and `values` rounded to them.
+std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  cpu::castFloatToBF16(bits.data(), values.data(), int64_t(values.size()));
+  cpu::castBF16ToFloat(values.data(), bits.data(), int64_t(values.size()));
+  return bits;
+}
+
+/// cross_entropy_fwd_bwd of T (float, or uint16_t bits of bf16) on the
+/// device: the loss and the gradient as floats, out of place or over the
+/// logits.
+template <typename T>
+std::pair<float, std::vector<float>>
+fusedOnDevice(const std::vector<T> &logits, const std::vector<int32_t> &labels,
+              float dloss, int64_t rows, int64_t vocab, int64_t divisor,
+              bool inPlace, DeviceErrorSink errors = kNoErrors) {
+  DeviceBuffer<T> dLogits(logits.size()), dGrad(logits.size());
+  DeviceBuffer<float> dLoss(1), dDloss(1);
+  DeviceBuffer<int32_t> dLabels(rows);
+  dLogits.upload(logits);
+  dLabels.upload(labels);
+  dDloss.upload({dloss});
+  const size_t scratchBytes = crossEntropyFwdScratchBytes(rows);
+  DeviceBuffer<char> scratch(scratchBytes);
+  T *grad = inPlace ? dLogits.get() : dGrad.get();
+  rt::Status status;
+  if constexpr (std::is_same_v<T, float>) {
+    status = launchCrossEntropyFwdBwd(dLoss.get(), grad, dDloss.get(),
+                                      dLogits.get(), dLabels.get(), rows, vocab,
+                                      divisor, scratch.get(), scratchBytes,
+                                      errors, 0);
+  } else {
+    auto bf = [](uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); };
+    status = launchCrossEntropyFwdBwd(
+        dLoss.get(), bf(grad), dDloss.get(), bf(dLogits.get()), dLabels.get(),
+        rows, vocab, divisor, scratch.get(), scratchBytes, errors, 0);
+  }
+  EXPECT_TRUE(status) << status.message();
+  const std::vector<T> out = (inPlace ? dLogits : dGrad).download();
+  std::vector<float> values(out.size());
+  if constexpr (std::is_same_v<T, float>)
+    values = out;
+  else
+    cpu::castBF16ToFloat(values.data(), out.data(), int64_t(out.size()));
+  return {download1(dLoss), values};
+}
+
+// cross_entropy_fwd_bwd against the CPU forward and backward (lse from the
+// forward) on the same random logits, f32 and bf16, with a divisor other
+// than rows: rows held in registers (up to 65,536 bf16 / 32,768 f32
+// logits), rows beyond them or not in 16-byte packs (read twice); the same
+// bits again and in place over the logits.
+TEST(CudaCrossEntropyTest, FusedForwardBackwardMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(507);
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.push_back({3, 40000}); // f32 beyond the registers, bf16 within
+  shapes.push_back({2, 70000}); // both beyond
+  shapes.push_back({5, 4096});
+  for (const Shape &s : shapes) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(describe(s) + (bf16 ? " bf16" : " f32"));
+      std::vector<float> logits =
+          randomVector<float>(rng, s.rows * s.vocab, -8.0, 8.0);
+      std::vector<uint16_t> bits;
+      if (bf16)
+        bits = roundToBF16(logits);
+      auto labels = randomIds(rng, s.rows, int32_t(s.vocab));
+      const float dloss = 0.75f;
+      const int64_t divisor = 3 * s.rows + 1;
+      float refLoss = 0.f;
+      std::vector<float> lse(s.rows), refGrad(logits.size());
+      ASSERT_TRUE(cpu::crossEntropyForward<float>(&refLoss, lse.data(),
+                                                  logits.data(), labels.data(),
+                                                  s.rows, s.vocab, divisor));
+      ASSERT_TRUE(cpu::crossEntropyBackward<float>(
+          refGrad.data(), logits.data(), lse.data(), labels.data(), dloss,
+          s.rows, s.vocab, divisor));
+      auto run = [&](bool inPlace) {
+        return bf16 ? fusedOnDevice(bits, labels, dloss, s.rows, s.vocab,
+                                    divisor, inPlace)
+                    : fusedOnDevice(logits, labels, dloss, s.rows, s.vocab,
+                                    divisor, inPlace);
+      };
+      const auto [loss, grad] = run(false);
+      EXPECT_NEAR(loss, refLoss, kTol * std::abs(refLoss) + 1e-7);
+      EXPECT_LT(relError(grad, refGrad), bf16 ? 8e-3 : kTol);
+      const auto [againLoss, againGrad] = run(false);
+      EXPECT_EQ(againLoss, loss);
+      EXPECT_EQ(againGrad, grad);
+      const auto [inPlaceLoss, inPlaceGrad] = run(true);
+      EXPECT_EQ(inPlaceLoss, loss);
+      EXPECT_EQ(inPlaceGrad, grad);
+    }
+  }
+}
+
+// cross_entropy_fwd_bwd with labels outside the vocabulary, in registers
+// and beyond: reported (the first bad row and its label), the loss NaN,
+// the bad rows' gradients NaN and the others finite.
+TEST(CudaCrossEntropyTest, FusedBadLabelIsReportedAndGivesNaN) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(508);
+  DeviceBuffer<DeviceErrorRecord> record(1);
+  for (int64_t vocab : {int64_t(64), int64_t(40000)}) {
+    SCOPED_TRACE(vocab);
+    const int64_t rows = 4;
+    auto logits = randomVector<float>(rng, rows * vocab);
+    const std::vector<int32_t> labels = {1, int32_t(vocab), 2, -3};
+    ASSERT_EQ(cudaMemset(record.get(), 0, sizeof(DeviceErrorRecord)),
+              cudaSuccess);
+    const auto [loss, grad] =
+        fusedOnDevice(logits, labels, 1.f, rows, vocab, rows, false,
+                      DeviceErrorSink{record.get(), 9});
+    EXPECT_TRUE(std::isnan(loss));
+    EXPECT_FALSE(std::isnan(grad[0]));
+    EXPECT_TRUE(std::isnan(grad[vocab]));
+    EXPECT_FALSE(std::isnan(grad[2 * vocab]));
+    EXPECT_TRUE(std::isnan(grad[3 * vocab + vocab - 1]));
+    const DeviceErrorRecord r = record.download()[0];
+    EXPECT_EQ(r.owner, 9u);
+    EXPECT_EQ(r.code, unsigned(kDeviceErrorIdOutOfRange));
+    EXPECT_EQ(r.limit, vocab);
+    const unsigned long long packed = ~r.where;
+    EXPECT_EQ(packed >> 32, 1u);
+    EXPECT_EQ(int32_t(uint32_t(packed)), int32_t(vocab));
+  }
+}
+
 TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {
   MLT_REQUIRE_CUDA();
   DeviceBuffer<float> d(64), loss(1);
@@ -371,6 +502,16 @@ TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {
   EXPECT_NE(shard.message().find("not inside the vocabulary"),
             std::string::npos)
       << shard.message();
+  rt::Status fused = launchCrossEntropyFwdBwd(loss.get(), d.get(), loss.get(),
+                                              d.get(), labels.get(), 4, 8, 4,
+                                              nullptr, 0, kNoErrors, 0);
+  ASSERT_FALSE(fused);
+  EXPECT_NE(fused.message().find("scratch"), std::string::npos);
+  rt::Status fusedDivisor = launchCrossEntropyFwdBwd(
+      loss.get(), d.get(), loss.get(), d.get(), labels.get(), 0, 8, -1, nullptr,
+      0, kNoErrors, 0);
+  ASSERT_FALSE(fusedDivisor);
+  EXPECT_NE(fusedDivisor.message().find("loss divisor -1"), std::string::npos);
   rt::Status parts = launchCrossEntropyCombine(d.get(), loss.get(), d.get(),
                                                d.get(), 4, 0, 4, 0);
   ASSERT_FALSE(parts);

@@ -434,6 +434,30 @@ TEST(CpuBackendTest, CrossEntropy) {
   EXPECT_EQ((*bwd)[3], dlogits);
 }
 
+// Tests cross_entropy_fwd_bwd: the loss and the gradient of the separate
+// kernels, with a row_count other than rows dividing both.
+TEST(CpuBackendTest, CrossEntropyFwdBwd) {
+  std::mt19937 rng(11);
+  const int64_t rows = 6, V = 7, rowCount = 15;
+  std::vector<float> logits = randomFloats(rng, rows * V, -3, 3);
+  std::vector<int32_t> labels = randomIds(rng, rows, V);
+  float loss;
+  std::vector<float> lse(rows), dlogits(rows * V);
+  ASSERT_TRUE(cpu::crossEntropyForward(&loss, lse.data(), logits.data(),
+                                       labels.data(), rows, V, rowCount));
+  ASSERT_TRUE(cpu::crossEntropyBackward(dlogits.data(), logits.data(),
+                                        lse.data(), labels.data(), 0.25f, rows,
+                                        V, rowCount));
+  const std::vector<Operand> ins = {f32({}, {0.25f}), f32({rows, V}, logits),
+                                    i32({rows}, labels)};
+  ASSERT_RUN(fused, runOne(Kernel::CrossEntropyFwdBwd, ins,
+                           {f32({}), f32({rows, V})}, {rows, V, rowCount}));
+  EXPECT_EQ((*fused)[3][0], loss);
+  EXPECT_EQ((*fused)[4], dlogits);
+  EXPECT_NE(loss, 0.f);
+
+}
+
 // Tests the vocabulary-parallel cross-entropy kernels of one rank (axis -1:
 // the whole vocabulary, offset 0) against direct calls: cross_entropy_stats,
 // cross_entropy_combine of two row-lse parts with a row_count other than

@@ -552,6 +552,12 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
       data does not move); `mlt.attention` also writes its softmax statistics,
       which the matching `mlt.attention_grad` reads;
     - `mlt.accumulate_grad` becomes an `accumulate` launch into the gradient;
+    - `mlt.cross_entropy` and its `mlt.cross_entropy_grad` become one
+      `cross_entropy_fwd_bwd` launch at the forward (one pass over the
+      logits, the gradient written over them) when the gradient is seeded by
+      a constant, the logits have no other user and the vocabulary is whole
+      on the rank; else `cross_entropy_fwd` and `cross_entropy_bwd` (or, with
+      the rows or the vocabulary split, the statistics kernels);
     - with `mlt.microbatches` N on `@micro_step`, the tokens, labels and loss
       get a copy per micro-batch (`per_microbatch N`), and each micro-step
       body records where its backward pass starts (`backward_start`: its

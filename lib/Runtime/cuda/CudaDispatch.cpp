@@ -60,6 +60,7 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   // cross_entropy.h
   case Kernel::CrossEntropyFwd:
   case Kernel::CrossEntropyBwd:
+  case Kernel::CrossEntropyFwdBwd:
   case Kernel::CrossEntropyStats:
   case Kernel::CrossEntropyCombine:
   case Kernel::CrossEntropyBwdStats:
@@ -488,6 +489,22 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return launchCrossEntropyBwd(
           out[0].as<T>(), f(in[0]), in[1].as<const T>(),
           in[2].as<const int32_t>(), rows, vocab, rows, errorSink(inst), s);
+    });
+  }
+  case Kernel::CrossEntropyFwdBwd: { // dloss, logits, labels -> loss, dlogits
+    using A = attrs::CrossEntropyFwdBwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab];
+    const size_t bytes = crossEntropyFwdScratchBytes(rows);
+    StatusOr<void *> rowLosses = scratch(bytes);
+    if (!rowLosses)
+      return rowLosses.takeStatus();
+    return withComputeType(in[1].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchCrossEntropyFwdBwd(
+          f(out[0]), out[1].as<T>(), f(in[0]), in[1].as<const T>(),
+          in[2].as<const int32_t>(), rows, vocab, a[A::row_count], *rowLosses,
+          bytes, errorSink(inst), s);
     });
   }
   case Kernel::CrossEntropyStats: { // logits, labels -> lse, target

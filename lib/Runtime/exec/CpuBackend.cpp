@@ -631,6 +631,21 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                      *f(in[0]), rows, vocab, rows);
   }
 
+  case Kernel::CrossEntropyFwdBwd: {
+    // dloss, logits, labels -> loss, dlogits: the forward, then the backward
+    // from its lse (dlogits, which may alias the logits, written last).
+    using A = attrs::CrossEntropyFwdBwd;
+    const KernelAttrs<A> a(inst);
+    const int64_t rows = a[A::rows], vocab = a[A::vocab],
+                  rowCount = a[A::row_count];
+    T *lse = scratch<T>(0, rows);
+    MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(f(out[0]), lse, f(in[1]),
+                                                 ids(in[2]), rows, vocab,
+                                                 rowCount));
+    return cpu::crossEntropyBackward(f(out[1]), f(in[1]), lse, ids(in[2]),
+                                     *f(in[0]), rows, vocab, rowCount);
+  }
+
   case Kernel::EmbeddingFwdVP:
   case Kernel::EmbeddingBwdVP: {
     // ids, table -> out or ids, dout -> dtable. The rank holds table rows

@@ -321,6 +321,17 @@ struct Rule<attrs::CrossEntropyBwd> : RuleBase<attrs::CrossEntropyBwd> {
   }
 };
 
+template <>
+struct Rule<attrs::CrossEntropyFwdBwd> : RuleBase<attrs::CrossEntropyFwdBwd> {
+  using RuleBase::RuleBase;
+  Status check() const { return positive({row_count}); }
+  // dloss, logits [rows, vocab], labels [rows] -> loss, dlogits [rows, vocab]
+  OperandCounts counts() const {
+    const int64_t logits = product({a[rows], a[vocab]});
+    return {{1, logits, a[rows]}, {1, logits}};
+  }
+};
+
 template <> struct Rule<attrs::SumSquares> : RuleBase<attrs::SumSquares> {
   using RuleBase::RuleBase;
   OperandCounts counts() const { return {{a[n]}, {1}}; } // x -> sum
@@ -605,6 +616,7 @@ bool mlt::rt::isIdOperand(Kernel kernel, size_t operand) {
     return operand == 1;
   case Kernel::CrossEntropyBwd:      // dloss, logits, labels -> dlogits
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
+  case Kernel::CrossEntropyFwdBwd:   // dloss, logits, labels -> loss, dlogits
     return operand == 2;
   default:
     return false;
@@ -659,6 +671,8 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
   case Kernel::CrossEntropyBwd:      // dloss, logits, labels -> dlogits
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits
     return output == 0 && input == 1;
+  case Kernel::CrossEntropyFwdBwd: // dloss, logits, labels -> loss, dlogits
+    return output == 1 && input == 1;
   case Kernel::MatmulAdd: // a, b, addend -> c: the epilogue adds c = addend
     return output == 0 && input == 2;
   default:
@@ -685,6 +699,9 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::CrossEntropyBwd: // dloss, logits, labels -> dlogits
     return !output && index == 0 ? OperandPrecision::Statistic
                                  : OperandPrecision::Compute;
+  case Kernel::CrossEntropyFwdBwd: // dloss, logits, labels -> loss, dlogits
+    return index == 0 ? OperandPrecision::Statistic
+                      : OperandPrecision::Compute;
   case Kernel::CrossEntropyCombine: // parts, target -> lse, loss
     return OperandPrecision::Statistic;
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits

@@ -13,6 +13,8 @@
 #include "kernels/cross_entropy.cuh"
 #include "mlt/Runtime/cpu/VocabShard.h"
 
+#include <algorithm>
+
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::xent;
@@ -61,10 +63,12 @@ rt::Status launchRowStats(float *rowLoss, float *lse, float *target,
   return rt::Status::ok();
 }
 
+/// Launches gradientKernel (with `rowLoss`, also each row's loss).
 template <typename T>
-rt::Status launchGradient(T *dlogits, const float *dloss, const T *logits,
-                          const int32_t *labels, const float *lse, int64_t rows,
-                          int64_t n, int64_t labelOffset, int64_t vocabTotal,
+rt::Status launchGradient(T *dlogits, float *rowLoss, const float *dloss,
+                          const T *logits, const int32_t *labels,
+                          const float *lse, int64_t rows, int64_t n,
+                          int64_t labelOffset, int64_t vocabTotal,
                           int64_t lossDivisor, DeviceErrorSink errors,
                           cudaStream_t stream) {
   if (rows == 0)
@@ -73,12 +77,12 @@ rt::Status launchGradient(T *dlogits, const float *dloss, const T *logits,
   const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
   if (vec)
     gradientKernel<T, true><<<unsigned(rows), threads, 0, stream>>>(
-        dlogits, dloss, logits, labels, lse, n, labelOffset, vocabTotal,
-        double(lossDivisor), errors);
+        dlogits, rowLoss, dloss, logits, labels, lse, n, labelOffset,
+        vocabTotal, double(lossDivisor), errors);
   else
     gradientKernel<T, false><<<unsigned(rows), threads, 0, stream>>>(
-        dlogits, dloss, logits, labels, lse, n, labelOffset, vocabTotal,
-        double(lossDivisor), errors);
+        dlogits, rowLoss, dloss, logits, labels, lse, n, labelOffset,
+        vocabTotal, double(lossDivisor), errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross-entropy gradient");
   return rt::Status::ok();
 }
@@ -112,8 +116,78 @@ rt::Status crossEntropyBwd(T *dlogits, const float *dloss, const T *logits,
                            cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy backward", rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy backward", lossDivisor));
-  return launchGradient<T>(dlogits, dloss, logits, labels, nullptr, rows, vocab,
-                           0, vocab, lossDivisor, errors, stream);
+  return launchGradient<T>(dlogits, nullptr, dloss, logits, labels, nullptr,
+                           rows, vocab, 0, vocab, lossDivisor, errors, stream);
+}
+
+/// The packs per thread (a power of two up to kFusedMaxPacks) and threads
+/// (whole warps, at most kFusedMaxThreads) of fusedRowKernel for rows of
+/// `packs` packs: the fewest packs per thread that cover the row; packs
+/// per thread 0 when the row does not fit the registers.
+struct FusedLayout {
+  int packsPerThread, threads;
+};
+FusedLayout fusedLayout(int64_t packs) {
+  for (int k = 1; k <= kFusedMaxPacks; k *= 2) {
+    const int64_t threads = (packs + k - 1) / k;
+    if (threads <= kFusedMaxThreads)
+      return {k, int(std::max<int64_t>(32, (threads + 31) / 32 * 32))};
+  }
+  return {0, 0};
+}
+
+template <typename T, int kPacks>
+void launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
+                     const T *logits, const int32_t *labels, int64_t rows,
+                     int64_t n, int threads, double divisor,
+                     DeviceErrorSink errors, cudaStream_t stream) {
+  fusedRowKernel<T, kPacks><<<unsigned(rows), threads, 0, stream>>>(
+      dlogits, rowLoss, dloss, logits, labels, n, divisor, errors);
+}
+
+template <typename T>
+rt::Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
+                              const T *logits, const int32_t *labels,
+                              int64_t rows, int64_t vocab, int64_t lossDivisor,
+                              void *scratch, size_t scratchBytes,
+                              DeviceErrorSink errors, cudaStream_t stream) {
+  const char *kernel = "cross_entropy_fwd_bwd";
+  MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocab));
+  MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
+  const size_t needed = crossEntropyFwdScratchBytes(rows);
+  if (needed > 0 && (!scratch || scratchBytes < needed))
+    return rt::errorf(kernel, ": ", scratchBytes, " bytes of scratch given, ",
+                      needed, " needed");
+  float *rowLoss = static_cast<float *>(scratch);
+  const FusedLayout layout = vectorizable<T>(vocab, logits, dlogits)
+                                 ? fusedLayout(vocab / Pack<T>::kWidth)
+                                 : FusedLayout{0, 0};
+  const double divisor = double(lossDivisor);
+  if (rows > 0) {
+    switch (layout.packsPerThread) {
+    case 0: // rows beyond the registers, or not in packs: read twice
+      MLT_RETURN_IF_ERROR(launchGradient<T>(dlogits, rowLoss, dloss, logits,
+                                            labels, nullptr, rows, vocab, 0,
+                                            vocab, lossDivisor, errors,
+                                            stream));
+      break;
+#define MLT_FUSED_CASE(K)                                                      \
+  case K:                                                                      \
+    launchFusedRows<T, K>(dlogits, rowLoss, dloss, logits, labels, rows,       \
+                          vocab, layout.threads, divisor, errors, stream);     \
+    break;
+      MLT_FUSED_CASE(1)
+      MLT_FUSED_CASE(2)
+      MLT_FUSED_CASE(4)
+      MLT_FUSED_CASE(8)
+      MLT_FUSED_CASE(16)
+#undef MLT_FUSED_CASE
+    }
+    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd");
+  }
+  sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows, divisor);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd (loss sum)");
+  return rt::Status::ok();
 }
 
 template <typename T>
@@ -143,7 +217,7 @@ rt::Status crossEntropyBwdStats(T *dlogits, const float *dloss, const T *logits,
       cpu::checkVocabShard(kernel, vocabLocal, vocabOffset, vocabTotal));
   MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocabLocal));
   MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
-  return launchGradient<T>(dlogits, dloss, logits, labels, lse, rows,
+  return launchGradient<T>(dlogits, nullptr, dloss, logits, labels, lse, rows,
                            vocabLocal, vocabOffset, vocabTotal, lossDivisor,
                            errors, stream);
 }
@@ -168,6 +242,15 @@ size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
       DeviceErrorSink errors, cudaStream_t stream) {                           \
     return crossEntropyBwd(dlogits, dloss, logits, labels, rows, vocab,        \
                            lossDivisor, errors, stream);                       \
+  }                                                                            \
+  rt::Status mlt::cuda::launchCrossEntropyFwdBwd(                              \
+      float *loss, T *dlogits, const float *dloss, const T *logits,            \
+      const int32_t *labels, int64_t rows, int64_t vocab, int64_t lossDivisor, \
+      void *scratch, size_t scratchBytes, DeviceErrorSink errors,              \
+      cudaStream_t stream) {                                                   \
+    return crossEntropyFwdBwd(loss, dlogits, dloss, logits, labels, rows,      \
+                              vocab, lossDivisor, scratch, scratchBytes,       \
+                              errors, stream);                                 \
   }                                                                            \
   rt::Status mlt::cuda::launchCrossEntropyStats(                               \
       float *lse, float *target, const T *logits, const int32_t *labels,       \

@@ -204,13 +204,15 @@ __global__ void combineKernel(float *lse, float *loss, const float *parts,
 }
 
 /// Gradient rows: dx = (exp(x - lse) - onehot(label - labelOffset)) * dloss /
-/// divisor, with lse recomputed from the row when `lseIn` is null.
+/// divisor, with lse recomputed from the row when `lseIn` is null; with
+/// `rowLoss` (whole rows: labelOffset 0), also the row's lse - x[label],
+/// written by the thread that reads x[label] before it writes dx[label].
 template <typename T, bool kVec>
-__global__ void gradientKernel(T *dlogits, const float *dloss, const T *logits,
-                               const int32_t *labels, const float *lseIn,
-                               int64_t n, int64_t labelOffset,
-                               int64_t vocabTotal, double divisor,
-                               DeviceErrorSink errors) {
+__global__ void gradientKernel(T *dlogits, float *rowLoss, const float *dloss,
+                               const T *logits, const int32_t *labels,
+                               const float *lseIn, int64_t n,
+                               int64_t labelOffset, int64_t vocabTotal,
+                               double divisor, DeviceErrorSink errors) {
   __shared__ MaxSum red[32];
   const int64_t row = blockIdx.x;
   const T *x = logits + row * n;
@@ -224,9 +226,12 @@ __global__ void gradientKernel(T *dlogits, const float *dloss, const T *logits,
   const int64_t label = labels[row];
   const int64_t local = label - labelOffset;
   const bool valid = label >= 0 && label < vocabTotal;
-  if (!valid && threadIdx.x == 0)
+  if (!valid && threadIdx.x == 0) {
     reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
                       vocabTotal);
+    if (rowLoss)
+      rowLoss[row] = NAN;
+  }
   const float factor = valid ? float(double(*dloss) / divisor) : NAN;
   if constexpr (kVec) {
     constexpr int W = Pack<T>::kWidth;
@@ -237,16 +242,119 @@ __global__ void gradientKernel(T *dlogits, const float *dloss, const T *logits,
       Pack<T> out;
 #pragma unroll
       for (int e = 0; e < W; ++e) {
-        const float prob = expf(toCompute(p.v[e]) - lse);
-        out.v[e] =
-            fromCompute<T>((i * W + e == local ? prob - 1.f : prob) * factor);
+        const float value = toCompute(p.v[e]);
+        const float prob = expf(value - lse);
+        const bool target = i * W + e == local;
+        if (rowLoss && target)
+          rowLoss[row] = lse - value;
+        out.v[e] = fromCompute<T>((target ? prob - 1.f : prob) * factor);
       }
       dxp[i] = out;
     }
   } else {
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float prob = expf(toCompute(x[j]) - lse);
+      const float value = toCompute(x[j]);
+      const float prob = expf(value - lse);
+      if (rowLoss && j == local)
+        rowLoss[row] = lse - value;
       dx[j] = fromCompute<T>((j == local ? prob - 1.f : prob) * factor);
+    }
+  }
+}
+
+/// The largest block of fusedRowKernel, and the most packs a thread of it
+/// holds: rows of up to kFusedMaxThreads * kFusedMaxPacks packs are held in
+/// registers (65,536 bf16 or 32,768 f32 logits).
+inline constexpr int kFusedMaxThreads = 512;
+inline constexpr int kFusedMaxPacks = 16;
+
+/// `v` reduced over the block by `op` with identity `identity` (a fixed
+/// tree: a warp butterfly, then the warps' values in warp order), returned
+/// to every thread; `red` is 32 floats of shared memory, reusable when it
+/// returns.
+template <typename Op>
+__device__ __forceinline__ float blockReduce(float v, float identity,
+                                             float *red, Op op) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  if (lane == 0)
+    red[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  float w = lane < warps ? red[lane] : identity;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    w = op(w, __shfl_xor_sync(0xffffffffu, w, offset));
+  __syncthreads();
+  return w;
+}
+
+/// cross_entropy_fwd_bwd's rows held in registers: one block per row, each
+/// thread its packs i = threadIdx.x + k * blockDim.x (k < kPacks), read once.
+/// Then the row's max, the sum of exp(x - max) (two block reductions: lse =
+/// max + log(sum)), the row's lse - x[label] (written by the thread holding
+/// the label) and dx = (exp(x - lse) - onehot(label)) * dloss / divisor. The
+/// whole row is read before any of it is written: dlogits may alias logits.
+template <typename T, int kPacks>
+__global__ void __launch_bounds__(kFusedMaxThreads)
+    fusedRowKernel(T *dlogits, float *rowLoss, const float *dloss,
+                   const T *logits, const int32_t *labels, int64_t n,
+                   double divisor, DeviceErrorSink errors) {
+  constexpr int W = Pack<T>::kWidth;
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  const int64_t packs = n / W;
+  const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(logits + row * n);
+  Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dlogits + row * n);
+  Pack<T> p[kPacks];
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    if (i < packs) {
+      p[k] = xp[i];
+#pragma unroll
+      for (int e = 0; e < W; ++e)
+        m = fmaxf(m, toCompute(p[k].v[e]));
+    }
+  }
+  m = blockReduce(m, -INFINITY, red,
+                  [](float a, float b) { return fmaxf(a, b); });
+  // A row of -inf has sum 0 and lse -inf (not exp(-inf - -inf) = NaN); a
+  // NaN logit, which fmaxf passes over, makes the sum NaN.
+  const float shift = m == -INFINITY ? 0.f : m;
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k)
+    if (threadIdx.x + int64_t(k) * blockDim.x < packs)
+#pragma unroll
+      for (int e = 0; e < W; ++e)
+        sum += expf(toCompute(p[k].v[e]) - shift);
+  sum = blockReduce(sum, 0.f, red, [](float a, float b) { return a + b; });
+  const float lse = m + logf(sum);
+  const int64_t label = labels[row];
+  const bool valid = label >= 0 && label < n;
+  if (!valid && threadIdx.x == 0) {
+    reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
+                      n);
+    rowLoss[row] = NAN;
+  }
+  const float factor = valid ? float(double(*dloss) / divisor) : NAN;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    if (i < packs) {
+      Pack<T> out;
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float value = toCompute(p[k].v[e]);
+        const float prob = expf(value - lse);
+        const bool target = i * W + e == label;
+        if (target)
+          rowLoss[row] = lse - value;
+        out.v[e] = fromCompute<T>((target ? prob - 1.f : prob) * factor);
+      }
+      dxp[i] = out;
     }
   }
 }

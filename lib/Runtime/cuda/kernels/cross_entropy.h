@@ -80,6 +80,28 @@ rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
                                  int64_t vocab, int64_t lossDivisor,
                                  DeviceErrorSink errors, cudaStream_t stream);
 
+/// cross_entropy_fwd_bwd: *loss as launchCrossEntropyFwd's and dlogits as
+/// launchCrossEntropyBwd's (both divided by lossDivisor), in one pass over
+/// the logits: a row of up to 65,536 bf16 (32,768 f32) logits in 16-byte
+/// packs is read once into registers, a longer one twice (the second time
+/// mostly from L2). dlogits may alias logits. `scratch` holds at least
+/// crossEntropyFwdScratchBytes(rows) bytes.
+rt::Status launchCrossEntropyFwdBwd(float *loss, float *dlogits,
+                                    const float *dloss, const float *logits,
+                                    const int32_t *labels, int64_t rows,
+                                    int64_t vocab, int64_t lossDivisor,
+                                    void *scratch, size_t scratchBytes,
+                                    DeviceErrorSink errors,
+                                    cudaStream_t stream);
+rt::Status launchCrossEntropyFwdBwd(float *loss, __nv_bfloat16 *dlogits,
+                                    const float *dloss,
+                                    const __nv_bfloat16 *logits,
+                                    const int32_t *labels, int64_t rows,
+                                    int64_t vocab, int64_t lossDivisor,
+                                    void *scratch, size_t scratchBytes,
+                                    DeviceErrorSink errors,
+                                    cudaStream_t stream);
+
 /// Over one vocabulary shard [vocabOffset, vocabOffset + vocabLocal) of a
 /// vocabulary of vocabTotal entries (the backend passes vocabOffset =
 /// coordinate * vocabLocal and vocabTotal = G * vocabLocal): lse[r] =

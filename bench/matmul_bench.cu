@@ -109,6 +109,14 @@ const Case kCases[] = {
     {"dW down acc", 2048, 5632, 8192, 1, 0, 1, Case::Self, 0, 22},
     {"dW lm_head 32000x2048x8192", 32000, 2048, 8192, 1, 0, 1, Case::None, 1, 0},
     {"dW lm_head acc", 32000, 2048, 8192, 1, 0, 1, Case::Self, 0, 1},
+    // The 125m shape (hidden 768, 16 x 1024 tokens; not in the TinyLlama
+    // step's sums): q/k/v/o one at a time, and q/k/v as one product.
+    {"125m fwd 16384x768x768 NT", 16384, 768, 768, 0, 1, 0, Case::None, 0, 0},
+    {"125m fwd qkv 16384x2304x768 NT", 16384, 2304, 768, 0, 1, 0, Case::None, 0, 0},
+    {"125m dx 16384x768x768 NN", 16384, 768, 768, 0, 0, 0, Case::None, 0, 0},
+    {"125m dx qkv 16384x768x2304 NN", 16384, 768, 2304, 0, 0, 0, Case::None, 0, 0},
+    {"125m dW 768x768x16384", 768, 768, 16384, 1, 0, 1, Case::None, 0, 0},
+    {"125m dW qkv 2304x768x16384", 2304, 768, 16384, 1, 0, 1, Case::None, 0, 0},
 };
 
 constexpr size_t kMiB = size_t(1) << 20;

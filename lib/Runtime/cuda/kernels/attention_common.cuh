@@ -126,13 +126,6 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t *>(&v);
 }
 
-/// 2^x on the special-function unit (relative error ~2^-22; 2^-inf = 0).
-__device__ __forceinline__ float fastExp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 /// 2^x on the FMA and integer pipes: n = round(x) by the 1.5 * 2^23 trick
 /// (the sum's low mantissa bits hold n), 2^(x - n) by a cubic (relative
 /// error 1.1e-4 on [-0.5, 0.5], far below bf16's 2^-9), and n added to the

@@ -264,8 +264,8 @@ __global__ void gradientKernel(T *dlogits, float *rowLoss, const float *dloss,
 
 /// The largest block of fusedRowKernel, and the most packs a thread of it
 /// holds: rows of up to kFusedMaxThreads * kFusedMaxPacks packs are held in
-/// registers (65,536 bf16 or 32,768 f32 logits).
-inline constexpr int kFusedMaxThreads = 512;
+/// registers (32,768 bf16 or 16,384 f32 logits: LLaMA-2's 32,000 bf16).
+inline constexpr int kFusedMaxThreads = 256;
 inline constexpr int kFusedMaxPacks = 16;
 
 /// `v` reduced over the block by `op` with identity `identity` (a fixed
@@ -289,28 +289,45 @@ __device__ __forceinline__ float blockReduce(float v, float identity,
   return w;
 }
 
+/// Makes `p`'s words opaque to the compiler (an empty asm that "changes"
+/// them): values it computed from them before are not reused after, so a
+/// pass over packed registers converts them again instead of holding every
+/// converted float alive between passes (which doubles the registers).
+template <typename T> __device__ __forceinline__ void opaque(Pack<T> &p) {
+  uint32_t *words = reinterpret_cast<uint32_t *>(p.v);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    asm volatile("" : "+r"(words[j]));
+}
+
 /// cross_entropy_fwd_bwd's rows held in registers: one block per row, each
 /// thread its packs i = threadIdx.x + k * blockDim.x (k < kPacks), read once.
-/// Then the row's max, the sum of exp(x - max) (two block reductions: lse =
-/// max + log(sum)), the row's lse - x[label] (written by the thread holding
-/// the label) and dx = (exp(x - lse) - onehot(label)) * dloss / divisor. The
-/// whole row is read before any of it is written: dlogits may alias logits.
+/// Then the row's max m and, in base 2 on the special-function unit, s =
+/// sum of 2^(x log2e - m log2e) (two block reductions); lse = m + log(s);
+/// the row's lse - x[label] (written by the thread holding the label) and dx
+/// = (2^(x log2e - lse log2e) - onehot(label)) * dloss / divisor, the
+/// exponent one FFMA. The whole row is read before any of it is written:
+/// dlogits may alias logits. Blocks of at most kFusedMaxThreads threads,
+/// two to an SM at least (one loading while another reduces and stores);
+/// the packs' words pass through opaque() before each later pass, so the
+/// registers hold packed logits, not their floats.
 template <typename T, int kPacks>
-__global__ void __launch_bounds__(kFusedMaxThreads)
+__global__ void __launch_bounds__(kFusedMaxThreads, 2)
     fusedRowKernel(T *dlogits, float *rowLoss, const float *dloss,
                    const T *logits, const int32_t *labels, int64_t n,
                    double divisor, DeviceErrorSink errors) {
   constexpr int W = Pack<T>::kWidth;
+  constexpr float kLog2e = 1.4426950408889634f;
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
-  const int64_t packs = n / W;
+  const int packs = int(n / W);
   const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(logits + row * n);
   Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dlogits + row * n);
   Pack<T> p[kPacks];
   float m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const int i = threadIdx.x + k * blockDim.x;
     if (i < packs) {
       p[k] = xp[i];
 #pragma unroll
@@ -320,18 +337,21 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
   }
   m = blockReduce(m, -INFINITY, red,
                   [](float a, float b) { return fmaxf(a, b); });
-  // A row of -inf has sum 0 and lse -inf (not exp(-inf - -inf) = NaN); a
+  // A row of -inf has sum 0 and lse -inf (not 2^(-inf - -inf) = NaN); a
   // NaN logit, which fmaxf passes over, makes the sum NaN.
-  const float shift = m == -INFINITY ? 0.f : m;
+  const float shift = m == -INFINITY ? 0.f : -m * kLog2e;
   float sum = 0.f;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k)
-    if (threadIdx.x + int64_t(k) * blockDim.x < packs)
+    if (threadIdx.x + k * blockDim.x < packs) {
+      opaque(p[k]);
 #pragma unroll
       for (int e = 0; e < W; ++e)
-        sum += expf(toCompute(p[k].v[e]) - shift);
+        sum += fastExp2(fmaf(toCompute(p[k].v[e]), kLog2e, shift));
+    }
   sum = blockReduce(sum, 0.f, red, [](float a, float b) { return a + b; });
   const float lse = m + logf(sum);
+  const float negLse2 = -lse * kLog2e;
   const int64_t label = labels[row];
   const bool valid = label >= 0 && label < n;
   if (!valid && threadIdx.x == 0) {
@@ -340,21 +360,32 @@ __global__ void __launch_bounds__(kFusedMaxThreads)
     rowLoss[row] = NAN;
   }
   const float factor = valid ? float(double(*dloss) / divisor) : NAN;
+  // The pack holding the label, if this thread holds it.
+  const int64_t labelPack = valid ? label / W : -1;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const int i = threadIdx.x + k * blockDim.x;
     if (i < packs) {
-      Pack<T> out;
+      opaque(p[k]);
+      float g[W];
 #pragma unroll
-      for (int e = 0; e < W; ++e) {
-        const float value = toCompute(p[k].v[e]);
-        const float prob = expf(value - lse);
-        const bool target = i * W + e == label;
-        if (target)
-          rowLoss[row] = lse - value;
-        out.v[e] = fromCompute<T>((target ? prob - 1.f : prob) * factor);
+      for (int e = 0; e < W; ++e)
+        g[e] = fastExp2(fmaf(toCompute(p[k].v[e]), kLog2e, negLse2));
+      if (i == labelPack) {
+        const int e = int(label - labelPack * W);
+        float value = 0.f;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+          if (j == e) {
+            value = toCompute(p[k].v[j]);
+            g[j] -= 1.f;
+          }
+        rowLoss[row] = lse - value;
       }
-      dxp[i] = out;
+#pragma unroll
+      for (int e = 0; e < W; ++e)
+        g[e] *= factor;
+      dxp[i] = packFromCompute<T>(g);
     }
   }
 }

@@ -82,7 +82,7 @@ rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
 
 /// cross_entropy_fwd_bwd: *loss as launchCrossEntropyFwd's and dlogits as
 /// launchCrossEntropyBwd's (both divided by lossDivisor), in one pass over
-/// the logits: a row of up to 65,536 bf16 (32,768 f32) logits in 16-byte
+/// the logits: a row of up to 32,768 bf16 (16,384 f32) logits in 16-byte
 /// packs is read once into registers, a longer one twice (the second time
 /// mostly from L2). dlogits may alias logits. `scratch` holds at least
 /// crossEntropyFwdScratchBytes(rows) bytes.

@@ -404,15 +404,16 @@ fusedOnDevice(const std::vector<T> &logits, const std::vector<int32_t> &labels,
 
 // cross_entropy_fwd_bwd against the CPU forward and backward (lse from the
 // forward) on the same random logits, f32 and bf16, with a divisor other
-// than rows: rows held in registers (up to 65,536 bf16 / 32,768 f32
-// logits), rows beyond them or not in 16-byte packs (read twice); the same
-// bits again and in place over the logits.
+// than rows: rows in shared memory (up to 72 KiB: LLaMA-2's 32,000 bf16,
+// 4,096 f32), rows beyond it (32,000 f32, 40,000 and 70,000) or not in
+// 16-byte packs (read twice); the same bits again and in place over the
+// logits.
 TEST(CudaCrossEntropyTest, FusedForwardBackwardMatchesCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(507);
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
-  shapes.push_back({3, 40000}); // f32 beyond the registers, bf16 within
-  shapes.push_back({2, 70000}); // both beyond
+  shapes.push_back({3, 40000}); // beyond shared memory, f32 and bf16
+  shapes.push_back({2, 70000});
   shapes.push_back({5, 4096});
   for (const Shape &s : shapes) {
     for (bool bf16 : {false, true}) {
@@ -452,8 +453,8 @@ TEST(CudaCrossEntropyTest, FusedForwardBackwardMatchesCpu) {
   }
 }
 
-// cross_entropy_fwd_bwd with labels outside the vocabulary, in registers
-// and beyond: reported (the first bad row and its label), the loss NaN,
+// cross_entropy_fwd_bwd with labels outside the vocabulary, rows in shared
+// memory and beyond: reported (the first bad row and its label), the loss NaN,
 // the bad rows' gradients NaN and the others finite.
 TEST(CudaCrossEntropyTest, FusedBadLabelIsReportedAndGivesNaN) {
   MLT_REQUIRE_CUDA();

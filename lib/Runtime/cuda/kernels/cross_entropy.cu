@@ -120,29 +120,30 @@ rt::Status crossEntropyBwd(T *dlogits, const float *dloss, const T *logits,
                            rows, vocab, 0, vocab, lossDivisor, errors, stream);
 }
 
-/// The packs per thread (a power of two up to kFusedMaxPacks) and threads
-/// (whole warps, at most kFusedMaxThreads) of fusedRowKernel for rows of
-/// `packs` packs: the fewest packs per thread that cover the row; packs
-/// per thread 0 when the row does not fit the registers.
-struct FusedLayout {
-  int packsPerThread, threads;
-};
-FusedLayout fusedLayout(int64_t packs) {
-  for (int k = 1; k <= kFusedMaxPacks; k *= 2) {
-    const int64_t threads = (packs + k - 1) / k;
-    if (threads <= kFusedMaxThreads)
-      return {k, int(std::max<int64_t>(32, (threads + 31) / 32 * 32))};
-  }
-  return {0, 0};
+/// Whether fusedRowKernel takes rows of `n` elements of T at `logits` and
+/// `dlogits`: whole packs, 16-byte aligned, small enough for its shared
+/// memory.
+template <typename T>
+bool rowFitsSharedMemory(int64_t n, const T *logits, const T *dlogits) {
+  return vectorizable<T>(n, logits, dlogits) &&
+         n * int64_t(sizeof(T)) <= kFusedMaxRowBytes;
 }
 
-template <typename T, int kPacks>
-void launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
-                     const T *logits, const int32_t *labels, int64_t rows,
-                     int64_t n, int threads, double divisor,
-                     DeviceErrorSink errors, cudaStream_t stream) {
-  fusedRowKernel<T, kPacks><<<unsigned(rows), threads, 0, stream>>>(
+/// Launches fusedRowKernel<T> (its shared memory allowed once per type).
+template <typename T>
+rt::Status launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
+                           const T *logits, const int32_t *labels,
+                           int64_t rows, int64_t n, double divisor,
+                           DeviceErrorSink errors, cudaStream_t stream) {
+  static const cudaError_t allowed = cudaFuncSetAttribute(
+      fusedRowKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(kFusedMaxRowBytes));
+  MLT_CUDA_RETURN_IF_ERROR(allowed);
+  fusedRowKernel<T><<<unsigned(rows), kFusedThreads,
+                      size_t(n) * sizeof(T), stream>>>(
       dlogits, rowLoss, dloss, logits, labels, n, divisor, errors);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd");
+  return rt::Status::ok();
 }
 
 template <typename T>
@@ -159,31 +160,17 @@ rt::Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
     return rt::errorf(kernel, ": ", scratchBytes, " bytes of scratch given, ",
                       needed, " needed");
   float *rowLoss = static_cast<float *>(scratch);
-  const FusedLayout layout = vectorizable<T>(vocab, logits, dlogits)
-                                 ? fusedLayout(vocab / Pack<T>::kWidth)
-                                 : FusedLayout{0, 0};
   const double divisor = double(lossDivisor);
   if (rows > 0) {
-    switch (layout.packsPerThread) {
-    case 0: // rows beyond the registers, or not in packs: read twice
+    if (rowFitsSharedMemory<T>(vocab, logits, dlogits))
+      MLT_RETURN_IF_ERROR(launchFusedRows<T>(dlogits, rowLoss, dloss, logits,
+                                             labels, rows, vocab, divisor,
+                                             errors, stream));
+    else // longer rows, or not in packs: read twice
       MLT_RETURN_IF_ERROR(launchGradient<T>(dlogits, rowLoss, dloss, logits,
                                             labels, nullptr, rows, vocab, 0,
                                             vocab, lossDivisor, errors,
                                             stream));
-      break;
-#define MLT_FUSED_CASE(K)                                                      \
-  case K:                                                                      \
-    launchFusedRows<T, K>(dlogits, rowLoss, dloss, logits, labels, rows,       \
-                          vocab, layout.threads, divisor, errors, stream);     \
-    break;
-      MLT_FUSED_CASE(1)
-      MLT_FUSED_CASE(2)
-      MLT_FUSED_CASE(4)
-      MLT_FUSED_CASE(8)
-      MLT_FUSED_CASE(16)
-#undef MLT_FUSED_CASE
-    }
-    MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd");
   }
   sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows, divisor);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd (loss sum)");

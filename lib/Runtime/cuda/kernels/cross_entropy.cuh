@@ -262,11 +262,12 @@ __global__ void gradientKernel(T *dlogits, float *rowLoss, const float *dloss,
   }
 }
 
-/// The largest block of fusedRowKernel, and the most packs a thread of it
-/// holds: rows of up to kFusedMaxThreads * kFusedMaxPacks packs are held in
-/// registers (32,768 bf16 or 16,384 f32 logits: LLaMA-2's 32,000 bf16).
-inline constexpr int kFusedMaxThreads = 256;
-inline constexpr int kFusedMaxPacks = 16;
+/// Threads of fusedRowKernel's blocks, and the largest row (in bytes) it
+/// holds in shared memory: three such rows fit an SM's 227 KiB, so three
+/// blocks share it (one loading while the others reduce and store).
+/// LLaMA-2's 32,000 bf16 logits are 64,000 bytes.
+inline constexpr int kFusedThreads = 512;
+inline constexpr int64_t kFusedMaxRowBytes = 72 * 1024;
 
 /// `v` reduced over the block by `op` with identity `identity` (a fixed
 /// tree: a warp butterfly, then the warps' values in warp order), returned
@@ -289,51 +290,69 @@ __device__ __forceinline__ float blockReduce(float v, float identity,
   return w;
 }
 
-/// Makes `p`'s words opaque to the compiler (an empty asm that "changes"
-/// them): values it computed from them before are not reused after, so a
-/// pass over packed registers converts them again instead of holding every
-/// converted float alive between passes (which doubles the registers).
-template <typename T> __device__ __forceinline__ void opaque(Pack<T> &p) {
-  uint32_t *words = reinterpret_cast<uint32_t *>(p.v);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    asm volatile("" : "+r"(words[j]));
+/// Shared-memory address of `p` (for the PTX below).
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  return uint32_t(__cvta_generic_to_shared(p));
 }
 
-/// cross_entropy_fwd_bwd's rows held in registers: one block per row, each
-/// thread its packs i = threadIdx.x + k * blockDim.x (k < kPacks), read once.
-/// Then the row's max m and, in base 2 on the special-function unit, s =
-/// sum of 2^(x log2e - m log2e) (two block reductions); lse = m + log(s);
-/// the row's lse - x[label] (written by the thread holding the label) and dx
-/// = (2^(x log2e - lse log2e) - onehot(label)) * dloss / divisor, the
-/// exponent one FFMA. The whole row is read before any of it is written:
-/// dlogits may alias logits. Blocks of at most kFusedMaxThreads threads,
-/// two to an SM at least (one loading while another reduces and stores);
-/// the packs' words pass through opaque() before each later pass, so the
-/// registers hold packed logits, not their floats.
-template <typename T, int kPacks>
-__global__ void __launch_bounds__(kFusedMaxThreads, 2)
+/// cross_entropy_fwd_bwd with the row in shared memory: one block per row.
+/// Thread 0 loads the whole row with one bulk copy (cp.async.bulk, the
+/// copy engine of the SM: no registers, no instruction per pack) that
+/// completes on an mbarrier all threads wait on. Then, over the packs i =
+/// threadIdx.x + k * blockDim.x of the row in shared memory: the row's max m
+/// and, in base 2 on the special-function unit, s = sum of 2^(x log2e - m
+/// log2e) (two block reductions); lse = m + log(s); the row's lse -
+/// x[label] (written by the thread holding the label) and dx = (2^(x log2e
+/// - lse log2e) - onehot(label)) * dloss / divisor, the exponent one FFMA.
+/// The whole row is in shared memory before any of it is written: dlogits
+/// may alias logits. Needs n % Pack<T>::kWidth == 0, 16-byte aligned rows
+/// and n * sizeof(T) <= kFusedMaxRowBytes of dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads)
     fusedRowKernel(T *dlogits, float *rowLoss, const float *dloss,
                    const T *logits, const int32_t *labels, int64_t n,
                    double divisor, DeviceErrorSink errors) {
   constexpr int W = Pack<T>::kWidth;
   constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char rowBytes[];
+  __shared__ __align__(8) uint64_t loaded;
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   const int packs = int(n / W);
-  const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(logits + row * n);
-  Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dlogits + row * n);
-  Pack<T> p[kPacks];
+  const uint32_t bytes = uint32_t(n * int64_t(sizeof(T)));
+  const uint32_t barrier = sharedAddress(&loaded);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
+    // The initialized barrier, visible to the bulk copy (the async proxy).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::
+                     "r"(barrier),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+                 "bytes [%0], [%1], %2, [%3];" ::"r"(sharedAddress(rowBytes)),
+                 "l"(logits + row * n), "r"(bytes), "r"(barrier)
+                 : "memory");
+  }
+  // While the row arrives: the label and the scale.
+  const int64_t label = labels[row];
+  const bool valid = label >= 0 && label < n;
+  const float factor = valid ? float(double(*dloss) / divisor) : NAN;
+  __syncthreads(); // the barrier is initialized before anyone waits on it
+  for (uint32_t done = 0; !done;)
+    asm volatile("{\n .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(barrier)
+                 : "memory");
+  const Pack<T> *xs = reinterpret_cast<const Pack<T> *>(rowBytes);
   float m = -INFINITY;
+  for (int i = threadIdx.x; i < packs; i += blockDim.x) {
+    const Pack<T> p = xs[i];
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < packs) {
-      p[k] = xp[i];
-#pragma unroll
-      for (int e = 0; e < W; ++e)
-        m = fmaxf(m, toCompute(p[k].v[e]));
-    }
+    for (int e = 0; e < W; ++e)
+      m = fmaxf(m, toCompute(p.v[e]));
   }
   m = blockReduce(m, -INFINITY, red,
                   [](float a, float b) { return fmaxf(a, b); });
@@ -341,52 +360,44 @@ __global__ void __launch_bounds__(kFusedMaxThreads, 2)
   // NaN logit, which fmaxf passes over, makes the sum NaN.
   const float shift = m == -INFINITY ? 0.f : -m * kLog2e;
   float sum = 0.f;
+  for (int i = threadIdx.x; i < packs; i += blockDim.x) {
+    const Pack<T> p = xs[i];
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k)
-    if (threadIdx.x + k * blockDim.x < packs) {
-      opaque(p[k]);
-#pragma unroll
-      for (int e = 0; e < W; ++e)
-        sum += fastExp2(fmaf(toCompute(p[k].v[e]), kLog2e, shift));
-    }
+    for (int e = 0; e < W; ++e)
+      sum += fastExp2(fmaf(toCompute(p.v[e]), kLog2e, shift));
+  }
   sum = blockReduce(sum, 0.f, red, [](float a, float b) { return a + b; });
   const float lse = m + logf(sum);
   const float negLse2 = -lse * kLog2e;
-  const int64_t label = labels[row];
-  const bool valid = label >= 0 && label < n;
   if (!valid && threadIdx.x == 0) {
     reportDeviceError(errors, kDeviceErrorIdOutOfRange, row, uint32_t(label),
                       n);
     rowLoss[row] = NAN;
   }
-  const float factor = valid ? float(double(*dloss) / divisor) : NAN;
-  // The pack holding the label, if this thread holds it.
+  // The pack holding the label (none for a bad label).
   const int64_t labelPack = valid ? label / W : -1;
+  Pack<T> *dxp = reinterpret_cast<Pack<T> *>(dlogits + row * n);
+  for (int i = threadIdx.x; i < packs; i += blockDim.x) {
+    const Pack<T> p = xs[i];
+    float g[W];
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < packs) {
-      opaque(p[k]);
-      float g[W];
+    for (int e = 0; e < W; ++e)
+      g[e] = fastExp2(fmaf(toCompute(p.v[e]), kLog2e, negLse2));
+    if (i == labelPack) {
+      const int e = int(label - labelPack * W);
+      float value = 0.f;
 #pragma unroll
-      for (int e = 0; e < W; ++e)
-        g[e] = fastExp2(fmaf(toCompute(p[k].v[e]), kLog2e, negLse2));
-      if (i == labelPack) {
-        const int e = int(label - labelPack * W);
-        float value = 0.f;
-#pragma unroll
-        for (int j = 0; j < W; ++j)
-          if (j == e) {
-            value = toCompute(p[k].v[j]);
-            g[j] -= 1.f;
-          }
-        rowLoss[row] = lse - value;
-      }
-#pragma unroll
-      for (int e = 0; e < W; ++e)
-        g[e] *= factor;
-      dxp[i] = packFromCompute<T>(g);
+      for (int j = 0; j < W; ++j)
+        if (j == e) {
+          value = toCompute(p.v[j]);
+          g[j] -= 1.f;
+        }
+      rowLoss[row] = lse - value;
     }
+#pragma unroll
+    for (int e = 0; e < W; ++e)
+      g[e] *= factor;
+    dxp[i] = packFromCompute<T>(g);
   }
 }
 

@@ -82,9 +82,10 @@ rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
 
 /// cross_entropy_fwd_bwd: *loss as launchCrossEntropyFwd's and dlogits as
 /// launchCrossEntropyBwd's (both divided by lossDivisor), in one pass over
-/// the logits: a row of up to 32,768 bf16 (16,384 f32) logits in 16-byte
-/// packs is read once into registers, a longer one twice (the second time
-/// mostly from L2). dlogits may alias logits. `scratch` holds at least
+/// the logits: a row of up to 72 KiB in 16-byte packs (36,864 bf16 or
+/// 18,432 f32 logits; LLaMA-2's 32,000 bf16) is read once, by one bulk copy
+/// into shared memory; a longer one twice (the second time mostly from L2).
+/// dlogits may alias logits. `scratch` holds at least
 /// crossEntropyFwdScratchBytes(rows) bytes.
 rt::Status launchCrossEntropyFwdBwd(float *loss, float *dlogits,
                                     const float *dloss, const float *logits,

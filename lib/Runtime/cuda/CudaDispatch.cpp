@@ -18,6 +18,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 
+#include <utility>
 #include <vector>
 
 using namespace mlt;
@@ -171,6 +172,14 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                        const std::vector<BufferView> &out,
                                        cudaStream_t s) {
   auto f = [](const BufferView &b) { return b.as<float>(); };
+  // The row losses a loss launch sums (cross_entropy.h), in scratch.
+  auto rowLosses = [&](int64_t rows) -> StatusOr<std::pair<void *, size_t>> {
+    const size_t bytes = crossEntropyFwdScratchBytes(rows);
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return area.takeStatus();
+    return std::pair<void *, size_t>(*area, bytes);
+  };
 
   switch (inst.kernel) {
   // elementwise.h: every operand in the compute type, except accumulate's y,
@@ -469,15 +478,15 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyFwd;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocab = a[A::vocab];
-    const size_t bytes = crossEntropyFwdScratchBytes(rows);
-    StatusOr<void *> rowLosses = scratch(bytes);
-    if (!rowLosses)
-      return rowLosses.takeStatus();
+    StatusOr<std::pair<void *, size_t>> losses = rowLosses(rows);
+    if (!losses)
+      return losses.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyFwd(f(out[0]), in[0].as<const T>(),
                                    in[1].as<const int32_t>(), rows, vocab, rows,
-                                   *rowLosses, bytes, errorSink(inst), s);
+                                   losses->first, losses->second,
+                                   errorSink(inst), s);
     });
   }
   case Kernel::CrossEntropyBwd: { // dloss, logits, labels -> dlogits
@@ -495,16 +504,15 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyFwdBwd;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocab = a[A::vocab];
-    const size_t bytes = crossEntropyFwdScratchBytes(rows);
-    StatusOr<void *> rowLosses = scratch(bytes);
-    if (!rowLosses)
-      return rowLosses.takeStatus();
+    StatusOr<std::pair<void *, size_t>> losses = rowLosses(rows);
+    if (!losses)
+      return losses.takeStatus();
     return withComputeType(in[1].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchCrossEntropyFwdBwd(
           f(out[0]), out[1].as<T>(), f(in[0]), in[1].as<const T>(),
-          in[2].as<const int32_t>(), rows, vocab, a[A::row_count], *rowLosses,
-          bytes, errorSink(inst), s);
+          in[2].as<const int32_t>(), rows, vocab, a[A::row_count],
+          losses->first, losses->second, errorSink(inst), s);
     });
   }
   case Kernel::CrossEntropyStats: { // logits, labels -> lse, target

@@ -1281,7 +1281,8 @@ LogicalResult RuntimeLowering::lowerCrossEntropy(CrossEntropyOp c) {
       return failure();
     computedWithLoss.insert(grad);
     using A = rt::attrs::CrossEntropyFwdBwd;
-    launch<A>(loc, {seed, valueBuffer(c.getLogits()), valueBuffer(c.getLabels())},
+    launch<A>(loc,
+              {seed, valueBuffer(c.getLogits()), valueBuffer(c.getLabels())},
               {define(c.getResult()), define(grad.getResult())},
               {{A::rows, rows},
                {A::vocab, vocab},

@@ -382,10 +382,9 @@ fusedOnDevice(const std::vector<T> &logits, const std::vector<int32_t> &labels,
   T *grad = inPlace ? dLogits.get() : dGrad.get();
   rt::Status status;
   if constexpr (std::is_same_v<T, float>) {
-    status = launchCrossEntropyFwdBwd(dLoss.get(), grad, dDloss.get(),
-                                      dLogits.get(), dLabels.get(), rows, vocab,
-                                      divisor, scratch.get(), scratchBytes,
-                                      errors, 0);
+    status = launchCrossEntropyFwdBwd(
+        dLoss.get(), grad, dDloss.get(), dLogits.get(), dLabels.get(), rows,
+        vocab, divisor, scratch.get(), scratchBytes, errors, 0);
   } else {
     auto bf = [](uint16_t *p) { return reinterpret_cast<__nv_bfloat16 *>(p); };
     status = launchCrossEntropyFwdBwd(
@@ -503,9 +502,9 @@ TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {
   EXPECT_NE(shard.message().find("not inside the vocabulary"),
             std::string::npos)
       << shard.message();
-  rt::Status fused = launchCrossEntropyFwdBwd(loss.get(), d.get(), loss.get(),
-                                              d.get(), labels.get(), 4, 8, 4,
-                                              nullptr, 0, kNoErrors, 0);
+  rt::Status fused =
+      launchCrossEntropyFwdBwd(loss.get(), d.get(), loss.get(), d.get(),
+                               labels.get(), 4, 8, 4, nullptr, 0, kNoErrors, 0);
   ASSERT_FALSE(fused);
   EXPECT_NE(fused.message().find("scratch"), std::string::npos);
   rt::Status fusedDivisor = launchCrossEntropyFwdBwd(

@@ -455,7 +455,6 @@ TEST(CpuBackendTest, CrossEntropyFwdBwd) {
   EXPECT_EQ((*fused)[3][0], loss);
   EXPECT_EQ((*fused)[4], dlogits);
   EXPECT_NE(loss, 0.f);
-
 }
 
 // Tests the vocabulary-parallel cross-entropy kernels of one rank (axis -1:

@@ -483,10 +483,9 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return losses.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
-      return launchCrossEntropyFwd(f(out[0]), in[0].as<const T>(),
-                                   in[1].as<const int32_t>(), rows, vocab, rows,
-                                   losses->first, losses->second,
-                                   errorSink(inst), s);
+      return launchCrossEntropyFwd(
+          f(out[0]), in[0].as<const T>(), in[1].as<const int32_t>(), rows,
+          vocab, rows, losses->first, losses->second, errorSink(inst), s);
     });
   }
   case Kernel::CrossEntropyBwd: { // dloss, logits, labels -> dlogits

@@ -639,9 +639,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     const int64_t rows = a[A::rows], vocab = a[A::vocab],
                   rowCount = a[A::row_count];
     T *lse = scratch<T>(0, rows);
-    MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(f(out[0]), lse, f(in[1]),
-                                                 ids(in[2]), rows, vocab,
-                                                 rowCount));
+    MLT_RETURN_IF_ERROR(cpu::crossEntropyForward(
+        f(out[0]), lse, f(in[1]), ids(in[2]), rows, vocab, rowCount));
     return cpu::crossEntropyBackward(f(out[1]), f(in[1]), lse, ids(in[2]),
                                      *f(in[0]), rows, vocab, rowCount);
   }

@@ -700,8 +700,7 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
     return !output && index == 0 ? OperandPrecision::Statistic
                                  : OperandPrecision::Compute;
   case Kernel::CrossEntropyFwdBwd: // dloss, logits, labels -> loss, dlogits
-    return index == 0 ? OperandPrecision::Statistic
-                      : OperandPrecision::Compute;
+    return index == 0 ? OperandPrecision::Statistic : OperandPrecision::Compute;
   case Kernel::CrossEntropyCombine: // parts, target -> lse, loss
     return OperandPrecision::Statistic;
   case Kernel::CrossEntropyBwdStats: // dloss, logits, labels, lse -> dlogits

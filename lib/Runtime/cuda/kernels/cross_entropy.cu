@@ -65,12 +65,11 @@ rt::Status launchRowStats(float *rowLoss, float *lse, float *target,
 
 /// Launches gradientKernel (with `rowLoss`, also each row's loss).
 template <typename T>
-rt::Status launchGradient(T *dlogits, float *rowLoss, const float *dloss,
-                          const T *logits, const int32_t *labels,
-                          const float *lse, int64_t rows, int64_t n,
-                          int64_t labelOffset, int64_t vocabTotal,
-                          int64_t lossDivisor, DeviceErrorSink errors,
-                          cudaStream_t stream) {
+rt::Status
+launchGradient(T *dlogits, float *rowLoss, const float *dloss, const T *logits,
+               const int32_t *labels, const float *lse, int64_t rows, int64_t n,
+               int64_t labelOffset, int64_t vocabTotal, int64_t lossDivisor,
+               DeviceErrorSink errors, cudaStream_t stream) {
   if (rows == 0)
     return rt::Status::ok();
   const bool vec = vectorizable<T>(n, logits, dlogits);
@@ -129,19 +128,19 @@ bool rowFitsSharedMemory(int64_t n, const T *logits, const T *dlogits) {
          n * int64_t(sizeof(T)) <= kFusedMaxRowBytes;
 }
 
-/// Launches fusedRowKernel<T> (its shared memory allowed once per type).
+/// Launches fusedRowKernel<T>, first allowing it its shared memory on the
+/// current device (as the attention launchers do).
 template <typename T>
 rt::Status launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
-                           const T *logits, const int32_t *labels,
-                           int64_t rows, int64_t n, double divisor,
-                           DeviceErrorSink errors, cudaStream_t stream) {
-  static const cudaError_t allowed = cudaFuncSetAttribute(
+                           const T *logits, const int32_t *labels, int64_t rows,
+                           int64_t n, double divisor, DeviceErrorSink errors,
+                           cudaStream_t stream) {
+  MLT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       fusedRowKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(kFusedMaxRowBytes));
-  MLT_CUDA_RETURN_IF_ERROR(allowed);
-  fusedRowKernel<T><<<unsigned(rows), kFusedThreads,
-                      size_t(n) * sizeof(T), stream>>>(
-      dlogits, rowLoss, dloss, logits, labels, n, divisor, errors);
+      int(kFusedMaxRowBytes)));
+  fusedRowKernel<T>
+      <<<unsigned(rows), kFusedThreads, size_t(n) * sizeof(T), stream>>>(
+          dlogits, rowLoss, dloss, logits, labels, n, divisor, errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd");
   return rt::Status::ok();
 }
@@ -167,10 +166,9 @@ rt::Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
                                              labels, rows, vocab, divisor,
                                              errors, stream));
     else // longer rows, or not in packs: read twice
-      MLT_RETURN_IF_ERROR(launchGradient<T>(dlogits, rowLoss, dloss, logits,
-                                            labels, nullptr, rows, vocab, 0,
-                                            vocab, lossDivisor, errors,
-                                            stream));
+      MLT_RETURN_IF_ERROR(launchGradient<T>(
+          dlogits, rowLoss, dloss, logits, labels, nullptr, rows, vocab, 0,
+          vocab, lossDivisor, errors, stream));
   }
   sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows, divisor);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd (loss sum)");

@@ -325,10 +325,10 @@ __global__ void __launch_bounds__(kFusedThreads)
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
     // The initialized barrier, visible to the bulk copy (the async proxy).
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::
-                     "r"(barrier),
-                 "r"(bytes)
-                 : "memory");
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier),
+        "r"(bytes)
+        : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
                  "bytes [%0], [%1], %2, [%3];" ::"r"(sharedAddress(rowBytes)),
                  "l"(logits + row * n), "r"(bytes), "r"(barrier)

@@ -94,14 +94,11 @@ rt::Status launchCrossEntropyFwdBwd(float *loss, float *dlogits,
                                     void *scratch, size_t scratchBytes,
                                     DeviceErrorSink errors,
                                     cudaStream_t stream);
-rt::Status launchCrossEntropyFwdBwd(float *loss, __nv_bfloat16 *dlogits,
-                                    const float *dloss,
-                                    const __nv_bfloat16 *logits,
-                                    const int32_t *labels, int64_t rows,
-                                    int64_t vocab, int64_t lossDivisor,
-                                    void *scratch, size_t scratchBytes,
-                                    DeviceErrorSink errors,
-                                    cudaStream_t stream);
+rt::Status launchCrossEntropyFwdBwd(
+    float *loss, __nv_bfloat16 *dlogits, const float *dloss,
+    const __nv_bfloat16 *logits, const int32_t *labels, int64_t rows,
+    int64_t vocab, int64_t lossDivisor, void *scratch, size_t scratchBytes,
+    DeviceErrorSink errors, cudaStream_t stream);
 
 /// Over one vocabulary shard [vocabOffset, vocabOffset + vocabLocal) of a
 /// vocabulary of vocabTotal entries (the backend passes vocabOffset =

@@ -298,6 +298,14 @@ TEST(CudaCrossEntropyTest, BadLabelIsReportedAndGivesNaN) {
   checkRecord(7);
 }
 
+/// bf16 bits of `values`, and `values` rounded to them.
+std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  cpu::castFloatToBF16(bits.data(), values.data(), int64_t(values.size()));
+  cpu::castBF16ToFloat(values.data(), bits.data(), int64_t(values.size()));
+  return bits;
+}
+
 // Mixed precision: bf16 logits (the LM head's output) with f32 statistics,
 // loss and dloss, and a bf16 gradient. Against the CPU float kernels on the
 // same (bf16) logits: the loss and the shard statistics as closely as in
@@ -309,9 +317,7 @@ TEST(CudaCrossEntropyTest, BF16LogitsMatchCpu) {
     SCOPED_TRACE(describe(s));
     std::vector<float> logits =
         randomVector<float>(rng, s.rows * s.vocab, -8.0, 8.0);
-    std::vector<uint16_t> bits(logits.size());
-    cpu::castFloatToBF16(bits.data(), logits.data(), int64_t(logits.size()));
-    cpu::castBF16ToFloat(logits.data(), bits.data(), int64_t(logits.size()));
+    const std::vector<uint16_t> bits = roundToBF16(logits);
     auto labels = randomIds(rng, s.rows, int32_t(s.vocab));
     const float dloss = 0.75f;
     float refLoss = 0.f;
@@ -353,14 +359,6 @@ TEST(CudaCrossEntropyTest, BF16LogitsMatchCpu) {
       target[r] = logits[r * s.vocab + labels[r]];
     EXPECT_EQ(dTarget.download(), target);
   }
-}
-
-/// bf16 bits of `values`, and `values` rounded to them.
-std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
-  std::vector<uint16_t> bits(values.size());
-  cpu::castFloatToBF16(bits.data(), values.data(), int64_t(values.size()));
-  cpu::castBF16ToFloat(values.data(), bits.data(), int64_t(values.size()));
-  return bits;
 }
 
 /// cross_entropy_fwd_bwd of T (float, or uint16_t bits of bf16) on the

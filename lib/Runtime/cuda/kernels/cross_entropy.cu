@@ -13,8 +13,6 @@
 #include "kernels/cross_entropy.cuh"
 #include "mlt/Runtime/cpu/VocabShard.h"
 
-#include <algorithm>
-
 using namespace mlt;
 using namespace mlt::cuda;
 using namespace mlt::cuda::xent;

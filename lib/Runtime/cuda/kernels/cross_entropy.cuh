@@ -26,6 +26,12 @@
 //   that computes lse, then again) before it writes dx[j], and no thread
 //   writes before the block's statistics are reduced (the reduction
 //   synchronizes): dlogits may alias logits.
+// - cross_entropy_fwd_bwd (fusedRowKernel): blocks of kFusedThreads, the
+//   row (at most kFusedMaxRowBytes, in packs) in shared memory by one bulk
+//   copy before any thread reads it; then max, sum of exponentials (base 2,
+//   fastExp2) and the gradient from shared memory, each reduction
+//   blockReduce's fixed tree. Longer rows take gradientKernel with its
+//   rowLoss (the statistics' pass, then the gradient's).
 // - A label outside [0, vocabTotal) is reported (DeviceError.h: position =
 //   row, value = the label, limit = vocabTotal) by thread 0 of its row's
 //   block, and makes the row's lse / loss / gradient NaN; a label is only
@@ -99,21 +105,29 @@ __device__ __forceinline__ MaxSum blockMaxSum(MaxSum v, MaxSum *red) {
   return v;
 }
 
-/// The sum of `v` over the block in a fixed order, returned to every thread;
-/// `red` is 32 doubles of shared memory.
-__device__ __forceinline__ double blockSumDouble(double v, double *red) {
+/// `v` reduced over the block by `op` with identity `identity` (a fixed
+/// tree: a warp butterfly, then the warps' values in warp order), returned
+/// to every thread; `red` is 32 V of shared memory, reusable when it
+/// returns.
+template <typename V, typename Op>
+__device__ __forceinline__ V blockReduce(V v, V identity, V *red, Op op) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   if (lane == 0)
     red[warp] = v;
   __syncthreads();
   const int warps = blockDim.x >> 5;
-  v = lane < warps ? red[lane] : 0.0;
+  v = lane < warps ? red[lane] : identity;
   for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   __syncthreads();
   return v;
+}
+
+/// The sum of `v` over the block in a fixed order (blockReduce).
+__device__ __forceinline__ double blockSumDouble(double v, double *red) {
+  return blockReduce(v, 0.0, red, [](double a, double b) { return a + b; });
 }
 
 /// logsumexp of row x [n] over the block.
@@ -268,27 +282,6 @@ __global__ void gradientKernel(T *dlogits, float *rowLoss, const float *dloss,
 /// LLaMA-2's 32,000 bf16 logits are 64,000 bytes.
 inline constexpr int kFusedThreads = 512;
 inline constexpr int64_t kFusedMaxRowBytes = 72 * 1024;
-
-/// `v` reduced over the block by `op` with identity `identity` (a fixed
-/// tree: a warp butterfly, then the warps' values in warp order), returned
-/// to every thread; `red` is 32 floats of shared memory, reusable when it
-/// returns.
-template <typename Op>
-__device__ __forceinline__ float blockReduce(float v, float identity,
-                                             float *red, Op op) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  if (lane == 0)
-    red[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  float w = lane < warps ? red[lane] : identity;
-  for (int offset = 16; offset > 0; offset >>= 1)
-    w = op(w, __shfl_xor_sync(0xffffffffu, w, offset));
-  __syncthreads();
-  return w;
-}
 
 /// Shared-memory address of `p` (for the PTX below).
 __device__ __forceinline__ uint32_t sharedAddress(const void *p) {

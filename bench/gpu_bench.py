@@ -15,7 +15,8 @@ current directory).
 
   gpu_bench.py --mlt-run bin/mlt-run --plan plans/tl-bf16-b4.mltplan \\
       --plan plans/tl-bf16-b8-dp2.mltplan \\
-      --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile
+      --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \\
+      [--matmul-algorithms matmuls/h100.json]
 
 mlt's tokens/s is the median over the steps after the first 3 (warm-up), from
 `--log-json`. Its peak memory is measured by polling nvidia-smi (the device's
@@ -78,6 +79,8 @@ def run_mlt(args, plan, shape, out):
     poller.start()
     cmd = [args.mlt_run, plan, "--device", "cuda", "--data", tokens, "--steps", str(args.steps + 3),
            "--lr", "1e-4", "--log-json", log]
+    if args.matmul_algorithms:
+        cmd += ["--matmul-algorithms", args.matmul_algorithms]
     env = dict(os.environ)
     if shape["world"] > 1:
         env["NCCL_NVLS_ENABLE"] = "0"
@@ -119,6 +122,8 @@ def main():
     ap.add_argument("--modes", default="eager,compile",
                     help="the reference's modes, comma-separated; empty: none")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--matmul-algorithms", default="",
+                    help="mlt-run's --matmul-algorithms FILE (a tuned cuBLASLt table)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
 

@@ -37,6 +37,7 @@
 
 #include "BenchUtil.cuh"
 #include "kernels/matmul.h"
+#include "kernels/matmul_table.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -219,37 +220,6 @@ std::vector<cublasLtMatmulAlgo_t> proposals(cublasLtHandle_t handle,
         results[i].workspaceSize <= workspace)
       out.push_back(results[i].algo);
   return out;
-}
-
-std::string algoString(const cublasLtMatmulAlgo_t &algo) {
-  int32_t id = -1, splitK = -1;
-  uint32_t tile = 0, stages = 0, swizzle = 0, reduction = 0, custom = 0;
-  uint16_t cluster = 0;
-  size_t w;
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id,
-                                       sizeof(id), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
-                                       &tile, sizeof(tile), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
-                                       &stages, sizeof(stages), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                       &splitK, sizeof(splitK), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(
-      &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
-      sizeof(reduction), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
-                                       &swizzle, sizeof(swizzle), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(
-      &algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &w);
-  cublasLtMatmulAlgoConfigGetAttribute(
-      &algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
-      &w);
-  char buf[160];
-  std::snprintf(buf, sizeof(buf),
-                "algo %d tile %u stages %u splitK %d red %u swz %u custom %u "
-                "cluster %u",
-                id, tile, stages, splitK, reduction, swizzle, custom, cluster);
-  return buf;
 }
 
 /// fp64 dot products at sampled elements of c = op(a) op(b) (+ addend0).
@@ -601,7 +571,7 @@ int main(int argc, char **argv) {
       allOk = false;
       continue;
     }
-    measure("h0", algoString(colAlgos[0]), lt(col, colAlgos[0]), true);
+    measure("h0", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(col, colAlgos[0]), true);
     measure("rt", "MatmulRunner",
             [&](void *out, cudaStream_t s) {
               return runner
@@ -610,9 +580,9 @@ int main(int argc, char **argv) {
                   .isOk();
             },
             true);
-    measure("h0-again", algoString(colAlgos[0]), lt(col, colAlgos[0]), true);
+    measure("h0-again", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(col, colAlgos[0]), true);
     for (size_t i = 1; i < colAlgos.size(); ++i)
-      measure("h" + std::to_string(i), algoString(colAlgos[i]),
+      measure("h" + std::to_string(i), mlt::cuda::describeAlgorithm(colAlgos[i]),
               lt(col, colAlgos[i]), true);
 
     // Row-major formulation.
@@ -625,7 +595,7 @@ int main(int argc, char **argv) {
     // (Its proposals are the column-major ones in the same order, timed
     // alike in the first run: bench/matmul-notes.md; the first is kept.)
     if (!rowAlgos.empty())
-      measure("row0", algoString(rowAlgos[0]), lt(row, rowAlgos[0]), true);
+      measure("row0", mlt::cuda::describeAlgorithm(rowAlgos[0]), lt(row, rowAlgos[0]), true);
 
     // Workspace sizes: the first proposal under each limit.
     std::vector<Config> wsConfigs(3);
@@ -637,7 +607,7 @@ int main(int argc, char **argv) {
       cfg.workspace = wsMiB[w] * kMiB;
       auto algos = proposals(handle, cfg, cfg.workspace, 1);
       if (!algos.empty())
-        measure("ws" + std::to_string(wsMiB[w]), algoString(algos[0]),
+        measure("ws" + std::to_string(wsMiB[w]), mlt::cuda::describeAlgorithm(algos[0]),
                 lt(cfg, algos[0]), true);
     }
 
@@ -649,10 +619,10 @@ int main(int argc, char **argv) {
     none.workspace = 0;
     auto noneAlgos = proposals(handle, none, 0, 8);
     if (!noneAlgos.empty())
-      measure("ws0@32", algoString(noneAlgos[0]), lt(col, noneAlgos[0]), true);
-    measure("h0@0", algoString(colAlgos[0]), lt(none, colAlgos[0]), true);
+      measure("ws0@32", mlt::cuda::describeAlgorithm(noneAlgos[0]), lt(col, noneAlgos[0]), true);
+    measure("h0@0", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(none, colAlgos[0]), true);
     for (size_t i = 1; i < noneAlgos.size(); ++i)
-      measure("ws0-h" + std::to_string(i), algoString(noneAlgos[i]),
+      measure("ws0-h" + std::to_string(i), mlt::cuda::describeAlgorithm(noneAlgos[i]),
               lt(none, noneAlgos[i]), true);
 
     // Split-K on the first proposal, where the output is under two waves
@@ -671,7 +641,7 @@ int main(int argc, char **argv) {
                       splits);
           continue;
         }
-        measure("h0-sk" + std::to_string(splits), algoString(algo),
+        measure("h0-sk" + std::to_string(splits), mlt::cuda::describeAlgorithm(algo),
                 lt(col, algo), true);
       }
     }
@@ -683,7 +653,7 @@ int main(int argc, char **argv) {
       describe(half, cs, true, true);
       auto algos = proposals(handle, half, half.workspace, 1);
       if (!algos.empty())
-        measure("h0-bf16", algoString(algos[0]), lt(half, algos[0]), false);
+        measure("h0-bf16", mlt::cuda::describeAlgorithm(algos[0]), lt(half, algos[0]), false);
     }
 
     timeInterleaved(rows, stream);

@@ -15,7 +15,7 @@
 // every input read once and every output written once; the device-to-device
 // copy (read + write) is the ceiling.
 //
-// Usage: MLTMemoryKernelsBench [reps] [sum_squares]   (results:
+// Usage: MLTMemoryKernelsBench [reps] [sum_squares | 125m]   (results:
 // bench/memory-kernels-notes.md) Built with -DMLT_BENCH_OLD_API against the
 // launchers before the addend (rms_norm_bwd without one), it times the
 // production launchers only: the "before" column of the notes.
@@ -120,11 +120,31 @@ void report(const std::string &name, double ms, double bytes,
   gRows.push_back(r);
 }
 
-// The step's shapes.
-constexpr int64_t kRows = 8192, kDim = 2048;
-constexpr int64_t kBatch = 4, kSeq = 2048, kQHeads = 32, kKvHeads = 4,
-                  kHeadDim = 64;
+// The step's shapes: TinyLlama-1.1B's (micro-batch 4 x 2048) by default, the
+// reference's llama-125m (micro-batch 16 x 1024) with the argument "125m".
+int64_t kRows = 8192, kDim = 2048;
+int64_t kBatch = 4, kSeq = 2048, kQHeads = 32, kKvHeads = 4;
+constexpr int64_t kHeadDim = 64;
+int kLayers = 22;
 constexpr double kEps = 1e-5, kTheta = 10000.0;
+
+void useSmallShape() {
+  kRows = 16384;
+  kDim = 768;
+  kBatch = 16;
+  kSeq = 1024;
+  kQHeads = 12;
+  kKvHeads = 12;
+  kLayers = 12;
+}
+
+std::string normShape() {
+  return std::to_string(kRows) + "x" + std::to_string(kDim);
+}
+std::string ropeShape(int64_t heads) {
+  return "[" + std::to_string(kBatch) + "," + std::to_string(kSeq) + "," +
+         std::to_string(heads) + "," + std::to_string(kHeadDim) + "]";
+}
 
 /// Sets of rms-norm tensors: two are 256 MiB of traffic per round, past L2.
 constexpr int kNormSets = 2;
@@ -159,7 +179,8 @@ void rmsNormBench() {
     CHECK_STATUS(launchRmsNormFwd(out[i]->p, nullptr, x[i]->p, w.p, kRows, kDim,
                                   kEps, s));
   });
-  report("rms_norm_fwd bf16 8192x2048", ms, 2 * act + kDim * 2, 45);
+  report("rms_norm_fwd bf16 " + normShape(), ms, 2 * act + kDim * 2,
+         2 * kLayers + 1);
 
   ms = graphMs(perGraph, [&](int k, cudaStream_t s) {
     const int i = k % kNormSets;
@@ -173,7 +194,8 @@ void rmsNormBench() {
                                   scratchBytes, s));
 #endif
   });
-  report("rms_norm_bwd bf16 8192x2048", ms, 3 * act + kDim * 6, 45);
+  report("rms_norm_bwd bf16 " + normShape(), ms, 3 * act + kDim * 6,
+         2 * kLayers + 1);
 
 #ifndef MLT_BENCH_OLD_API
   ms = graphMs(perGraph, [&](int k, cudaStream_t s) {
@@ -182,8 +204,8 @@ void rmsNormBench() {
                                   add[i]->p, kRows, kDim, kEps, scratch.p,
                                   scratchBytes, s));
   });
-  report("rms_norm_bwd_add bf16 8192x2048 (addend)", ms, 4 * act + kDim * 6,
-         45);
+  report("rms_norm_bwd_add bf16 " + normShape() + " (addend)", ms,
+         4 * act + kDim * 6, 2 * kLayers + 1);
 #endif
 }
 
@@ -208,18 +230,18 @@ void ropeBench() {
                               kHeadDim, inverse, 0, kTheta, rt::RopeScaling(),
                               s));
     });
-    report(std::string("rope bf16 q [4,2048,32,64] ") +
-               (inverse ? "inverse" : "forward"),
-           ms, 2.0 * qn * sizeof(bf16), 22);
+    report("rope bf16 q " + ropeShape(kQHeads) +
+               (inverse ? " inverse" : " forward"),
+           ms, 2.0 * qn * sizeof(bf16), kLayers);
     ms = graphMs(24, [&](int k, cudaStream_t s) {
       const int i = k % kKSets;
       CHECK_STATUS(launchRope(kOut[i]->p, kIn[i]->p, kBatch, kSeq, kKvHeads,
                               kHeadDim, inverse, 0, kTheta, rt::RopeScaling(),
                               s));
     });
-    report(std::string("rope bf16 k [4,2048,4,64] ") +
-               (inverse ? "inverse" : "forward"),
-           ms, 2.0 * kn * sizeof(bf16), 22);
+    report("rope bf16 k " + ropeShape(kKvHeads) +
+               (inverse ? " inverse" : " forward"),
+           ms, 2.0 * kn * sizeof(bf16), kLayers);
   }
 }
 
@@ -587,6 +609,43 @@ void variants(Gradients &g) {
                       });
 }
 
+/// The variants for the 125m shape (dim 768 = 96 packs of bf16, 12 heads):
+/// row layouts that leave no thread of a team idle (one warp of 3 packs, 3
+/// warps of 1 pack) and rope blocks sized to whole batch entries.
+void smallVariants() {
+  std::printf("\nVariants, 125m shape (direct kernel launches):\n");
+  ceilings();
+  fwdVariant<2, 1>(64, 256); // the launcher's
+  fwdVariant<3, 1>(32, 256);
+  fwdVariant<3, 2>(32, 256);
+  fwdVariant<3, 4>(32, 256);
+  fwdVariant<3, 2>(32, 128);
+  fwdVariant<1, 1>(96, 192);
+  fwdVariant<1, 1>(96, 384);
+  fwdVariant<1, 2>(96, 384);
+  fwdVariant<4, 1>(32, 256);
+  for (bool add : {false, true}) {
+    bwdVariant<2, 2>(64, 256, 256, add); // the launcher's
+    bwdVariant<3, 1>(32, 256, 256, add);
+    bwdVariant<3, 2>(32, 256, 256, add);
+    bwdVariant<3, 4>(32, 256, 256, add);
+    bwdVariant<3, 2>(32, 256, 512, add);
+    bwdVariant<3, 2>(32, 512, 256, add);
+    bwdVariant<1, 2>(96, 384, 256, add);
+    bwdVariant<1, 4>(96, 384, 256, add);
+    bwdVariant<2, 1>(64, 256, 256, add);
+  }
+  ropeVariant<1, 128>(kQHeads, 2); // the launcher's
+  ropeVariant<1, 96>(kQHeads, 2);
+  ropeVariant<2, 96>(kQHeads, 2);
+  ropeVariant<4, 96>(kQHeads, 2);
+  ropeVariant<1, 192>(kQHeads, 2);
+  ropeVariant<2, 192>(kQHeads, 2);
+  ropeVariant<1, 384>(kQHeads, 2);
+  ropeVariant<2, 384>(kQHeads, 2);
+  ropeVariant<4, 384>(kQHeads, 2);
+}
+
 #endif // MLT_BENCH_OLD_API
 
 } // namespace
@@ -607,6 +666,17 @@ int main(int argc, char **argv) {
   // alone.
   const bool onlySumSquares =
       argc > 2 && std::string(argv[2]) == "sum_squares";
+  if (argc > 2 && std::string(argv[2]) == "125m") {
+    useSmallShape();
+    copyCeiling();
+    rmsNormBench();
+    ropeBench();
+#ifndef MLT_BENCH_OLD_API
+    smallVariants();
+#endif
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
   copyCeiling();
   if (!onlySumSquares) {
     rmsNormBench();

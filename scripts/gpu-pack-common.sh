@@ -22,11 +22,13 @@ pack_runtime() {
 }
 
 # finish_pack ROOT DIR SCRIPT: the benchmark's tools (bench/gpu_bench.py and
-# the PyTorch reference) and SCRIPT itself into DIR, and the line that says
-# how to run it there.
+# the PyTorch reference), the tuned cuBLASLt tables (calibration/matmuls, as
+# DIR/matmuls) and SCRIPT itself into DIR, and the line that says how to run
+# it there.
 finish_pack() {
   local root=$1 dir=$2 script=$3
   cp "$root"/bench/gpu_bench.py "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
+  cp -r "$root"/calibration/matmuls "$dir"/
   cp "$script" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$script") run"
 }

@@ -87,15 +87,31 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
 
+# The benchmarks run the products with the tuned cuBLASLt table of this GPU
+# (calibration/matmuls/*.json, packed as matmuls/: the one whose "device" is
+# this GPU's name) when there is one; MATMULS=none runs cuBLASLt's
+# heuristic's choices instead.
+table=
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -1)
+for candidate in matmuls/*.json; do
+  if [[ -f $candidate ]] && grep -qF "\"device\": \"$gpu\"" "$candidate"; then
+    table=$candidate
+  fi
+done
+[[ ${MATMULS:-} == none ]] && table=
+matmul_flags=()
+[[ -n $table ]] && matmul_flags=(--matmul-algorithms "$table")
+echo "matmul algorithms: ${table:-the cuBLASLt heuristic}"
+
 if [[ "$1" == small ]]; then
   plan=plans/llama-125m-bf16-b16.mltplan
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
     --ref tools/hf_llama_bench.py --config llama-125m --modes eager,compile \
-    --steps "${2:-20}" --out "$out" 2>&1 | tee "$out"/small.txt
+    --steps "${2:-20}" --out "$out" ${table:+--matmul-algorithms "$table"} 2>&1 | tee "$out"/small.txt
   source ./gpu-pack-common.sh
   random_tokens /tmp/small-tokens.u16
   ./bin/mlt-run $plan --device cuda --data /tmp/small-tokens.u16 --steps 3 \
-    --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/small-profile.txt
+    --lr 1e-4 --profile-step 3 "${matmul_flags[@]}" 2>&1 | tee "$out"/small-profile.txt
   exit 0
 fi
 if [[ "$1" == bench ]]; then
@@ -105,11 +121,11 @@ if [[ "$1" == bench ]]; then
     --plan plans/tinyllama-bf16-b4-recompute.mltplan \
     --plan plans/tinyllama-bf16-b16-mb4.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \
-    --steps "$steps" --out "$out" 2>&1 | tee "$out"/bench.txt
+    --steps "$steps" --out "$out" ${table:+--matmul-algorithms "$table"} 2>&1 | tee "$out"/bench.txt
   python3 -c 'import random, struct; r = random.Random(1); n = 4 * 2049 * 4
 open("/tmp/profile-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
   ./bin/mlt-run $plan --device cuda --data /tmp/profile-tokens.u16 --steps 3 \
-    --lr 1e-4 --profile-step 3 2>&1 | tee "$out"/profile.txt
+    --lr 1e-4 --profile-step 3 "${matmul_flags[@]}" 2>&1 | tee "$out"/profile.txt
   # A 1.1B training checkpoint: 2 steps with and without saving one, and
   # resuming from it for one more; the differences are the save and the load.
   rm -rf /tmp/tl-ckpt

@@ -22,6 +22,7 @@
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/HostMemory.h"
+#include "mlt/Runtime/io/AtomicFile.h"
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
@@ -303,6 +304,21 @@ Output:
                              79.6GB, bytes), of which 2 GiB are kept for the
                              runtime outside the arena on --device cuda;
                              default: no limit
+  --matmul-algorithms FILE   run the matrix products (--device cuda) with the
+                             cuBLASLt algorithms of FILE, a table tuned on
+                             this kind of GPU with this cuBLASLt by
+                             --tune-matmuls (calibration/matmuls/h100.json:
+                             the H100's, for the benchmarked shapes);
+                             shapes it lacks take cuBLASLt's heuristic's
+                             first choice, as without it; every run with one
+                             table computes the same bits
+  --tune-matmuls             with --matmul-algorithms FILE (made when
+                             missing): time each of cuBLASLt's candidates
+                             for every product shape FILE lacks on its first
+                             run (the first step) and add the fastest to
+                             FILE; one-rank plans only (a rank of a larger
+                             plan runs a one-rank plan's shapes of its
+                             micro-batch)
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
                              F1.0 B1.0 ...") and exit
@@ -365,6 +381,9 @@ struct Options {
   bool reportMemory = false;
   bool report = false;
   std::string calibration, calibrate;
+  /// --matmul-algorithms, --tune-matmuls: the CUDA products' algorithms.
+  std::string matmulAlgorithms;
+  bool tuneMatmuls = false;
   /// --layout auto: the planner picks the layout for --gpus GPUs of
   /// --gpu-memory bytes each (0: no limit).
   std::string layout;
@@ -598,6 +617,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--trace", str(o.trace)},
       {"--calibration", str(o.calibration)},
       {"--calibrate", str(o.calibrate)},
+      {"--matmul-algorithms", str(o.matmulAlgorithms)},
       {"--layout",
        [&o](const std::string &flag, const std::string &v) {
          if (v != "auto" && v != "exhaustive")
@@ -622,6 +642,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--print-schedule", &o.printSchedule},
       {"--report-memory", &o.reportMemory},
       {"--report", &o.report},
+      {"--tune-matmuls", &o.tuneMatmuls},
       {"--help", &o.help},
       {"-h", &o.help},
   };
@@ -760,6 +781,13 @@ Status checkOptions(const Options &o) {
   if (!o.calibrate.empty() && !o.calibration.empty())
     return errorf("--calibrate measures this device's calibration; "
                   "--calibration would price the run by another");
+  if (o.tuneMatmuls && o.matmulAlgorithms.empty())
+    return errorf("--tune-matmuls writes the tuned algorithms into "
+                  "--matmul-algorithms FILE; pass one");
+  if (!o.matmulAlgorithms.empty() && o.device != "cuda")
+    return errorf(o.tuneMatmuls ? "--tune-matmuls" : "--matmul-algorithms",
+                  " chooses the CUDA backend's cuBLASLt algorithms; pass "
+                  "--device cuda");
   if (!o.resume.empty() && !o.initFrom.empty())
     return errorf("--resume takes the weights from its checkpoint; "
                   "--init-from would replace them");
@@ -858,17 +886,29 @@ Status checkPaths(const Options &o) {
                             .withContext("--calibration"));
     inputs.push_back({"--calibration", o.calibration});
   }
+  // A table to read; one to tune is an output below (read too when it
+  // exists).
+  if (!o.matmulAlgorithms.empty() && !o.tuneMatmuls) {
+    MLT_RETURN_IF_ERROR(checkInputPath(o.matmulAlgorithms,
+                                       /*directoryToo=*/false)
+                            .withContext("--matmul-algorithms"));
+    inputs.push_back({"--matmul-algorithms", o.matmulAlgorithms});
+  }
   struct Output {
     const char *flag;
     const std::string &path;
     bool directory;
   };
   std::vector<Output> outputs;
+  static const std::string kNoPath;
   for (Output output : {Output{"--log-json", o.logJson, false},
                         Output{"--dump-grads", o.dumpGrads, false},
                         Output{"--emit-plan", o.emitPlan, false},
                         Output{"--trace", o.trace, false},
                         Output{"--calibrate", o.calibrate, false},
+                        Output{"--matmul-algorithms",
+                               o.tuneMatmuls ? o.matmulAlgorithms : kNoPath,
+                               false},
                         Output{"--save-hf", o.saveHF, true},
                         Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
     if (output.path.empty())
@@ -966,28 +1006,6 @@ Status checkWritable(const std::string &path) {
     return errorf(path, ": cannot write (", std::strerror(errno), ")");
   out.close();
   std::remove(temporary.c_str());
-  return Status::ok();
-}
-
-/// Writes `bytes` to `path` through a temporary file renamed over it.
-Status writeFileAtomically(const std::string &path, const std::string &bytes) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return errorf(path, ": cannot write (", std::strerror(errno), ")");
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(temporary.c_str());
-      return errorf(path, ": write failed");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return errorf(path, ": cannot write (", reason, ")");
-  }
   return Status::ok();
 }
 
@@ -1473,7 +1491,9 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
 
 #ifdef MLT_HAVE_CUDA
   std::unique_ptr<Backend> backend =
-      o.device == "cuda" ? createCudaBackend() : createCpuBackend();
+      o.device == "cuda"
+          ? createCudaBackend({o.matmulAlgorithms, o.tuneMatmuls})
+          : createCpuBackend();
 #else
   std::unique_ptr<Backend> backend = createCpuBackend();
 #endif
@@ -1987,6 +2007,12 @@ Status checkWorld(const Options &o, const Plan &plan, const Launch &launch) {
   if (o.device != "cuda")
     return Status::ok();
   const int ranks = int(plan.ranks.size());
+  if (o.tuneMatmuls && ranks != 1)
+    return errorf("--tune-matmuls tunes one GPU and the plan has ",
+                  describePlanRanks(plan),
+                  ": tune with the one-rank plan of a rank's micro-batch, "
+                  "then pass its table to every rank with "
+                  "--matmul-algorithms");
   const int processes = launch.worldSize();
   if (ranks == processes)
     return Status::ok();

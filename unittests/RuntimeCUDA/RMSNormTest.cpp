@@ -3,8 +3,8 @@
 // Part of mlt. Checks the CUDA RMSNorm forward and backward against the CPU
 // kernels of lib/Runtime/cpu on the same random inputs, as the CPU backend
 // drives them (rstd recomputed, dw overwritten): odd dims (scalar path),
-// dims that allow 16-byte packs (the cached kernels with 1, 2 and 4 packs per
-// thread, and the generic ones past them), rows beyond one backward block's
+// dims that allow 16-byte packs (the cached kernels with 1 to 4 packs per
+// thread, and the generic ones past them), the row layouts chosen, rows beyond one backward block's
 // share, a dim whose dw accumulator does not fit shared memory, misaligned
 // pointers, in-place use, zero rows, bit-reproducibility, bf16 storage, and
 // the backward's addend (rms_norm_bwd_add), aliased to dx and dy too.
@@ -13,6 +13,7 @@
 
 #include "kernels/rmsnorm.h"
 #include "CudaTestUtil.h"
+#include "kernels/rmsnorm.cuh"
 
 #include "mlt/Runtime/cpu/RMSNorm.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
@@ -37,10 +38,10 @@ struct Shape {
 };
 // Odd dims (scalar path), multiples of 4 (packs), one row, rows spread over
 // several rows per backward block (> 512 rows), a dim past the 48 KiB
-// shared accumulator.
-constexpr Shape kShapes[] = {{1, 1},    {3, 7},    {5, 64},    {4, 1000},
-                             {2, 4096}, {17, 3},   {1100, 96}, {3, 13001},
-                             {600, 13}, {2, 12800}};
+// shared accumulator, 96 packs (one warp of 3 packs per row).
+constexpr Shape kShapes[] = {{1, 1},     {3, 7},    {5, 64},    {4, 1000},
+                             {2, 4096},  {17, 3},   {1100, 96}, {3, 13001},
+                             {600, 13},  {2, 12800}, {700, 384}};
 
 std::string describe(const Shape &s) {
   std::ostringstream os;
@@ -59,6 +60,29 @@ void cpuBackward(std::vector<float> &dx, std::vector<float> &dw,
   dw.assign(dim, 0.f);
   cpu::rmsnormBackward<float>(dx.data(), dw.data(), dy.data(), x.data(),
                               w.data(), rstd.data(), rows, dim);
+}
+
+// The cached kernels' row layout: no pack slot idle where a whole-warp team
+// allows it, 2 packs per thread preferred, the generic kernels past 2048
+// packs.
+TEST(CudaRMSNormTest, RowLayoutLeavesFewestSlotsIdle) {
+  using rmsnorm::cachedLayout;
+  struct Expect {
+    int64_t dim;
+    int width, packs, threads;
+  };
+  for (const Expect &e : {Expect{2048, 8, 2, 128}, Expect{768, 8, 3, 32},
+                          Expect{640, 8, 3, 32}, Expect{768, 4, 2, 96},
+                          Expect{64, 4, 1, 32}, Expect{4096, 8, 2, 256},
+                          Expect{16384, 8, 4, 512}, Expect{20480, 8, 0, 0}}) {
+    SCOPED_TRACE("dim " + std::to_string(e.dim) + " width " +
+                 std::to_string(e.width));
+    const rmsnorm::RowLayout layout =
+        cachedLayout(e.dim, true, e.width, rmsnorm::kPreferredPacks);
+    EXPECT_EQ(layout.packs, e.packs);
+    EXPECT_EQ(layout.threads, e.threads);
+  }
+  EXPECT_EQ(cachedLayout(2048, false, 8, rmsnorm::kPreferredPacks).packs, 0);
 }
 
 TEST(CudaRMSNormTest, ForwardMatchesCpu) {
@@ -325,9 +349,13 @@ TEST(CudaRMSNormTest, BF16PathsMatchCpu) {
   struct Case {
     int64_t rows, dim, offset;
   };
-  for (const Case &c : {Case{700, 64, 0}, Case{1100, 2048, 0},
-                        Case{33, 2056, 0}, Case{9, 8192, 0}, Case{5, 16384, 0},
-                        Case{3, 20480, 0}, Case{6, 100, 0}, Case{4, 2048, 1}}) {
+  // 768 and 640: 96 and 80 packs, one warp of 3 packs per row (the 125m
+  // model's hidden size).
+  for (const Case &c :
+       {Case{700, 64, 0}, Case{1100, 2048, 0}, Case{33, 2056, 0},
+        Case{9, 8192, 0}, Case{5, 16384, 0}, Case{3, 20480, 0},
+        Case{6, 100, 0}, Case{4, 2048, 1}, Case{1000, 768, 0},
+        Case{40, 640, 0}}) {
     SCOPED_TRACE(describe(Shape{c.rows, c.dim}) + " offset " +
                  std::to_string(c.offset));
     const int64_t n = c.rows * c.dim;

@@ -61,6 +61,9 @@ Status checkGradientOutputs(const RankPlan &rank, const InstructionDesc &inst) {
 
 class CudaBackend final : public Backend {
 public:
+  explicit CudaBackend(CudaBackendOptions options)
+      : options_(std::move(options)) {}
+
   std::string_view name() const override { return "cuda"; }
 
   Status checkSupported(const RankPlan &rank) const override {
@@ -155,17 +158,22 @@ public:
                     ") has compute capability ", properties.major, ".",
                     properties.minor,
                     "; this build's kernels need 9.0 or newer (sm_90)");
-    auto context =
-        std::make_unique<CudaDeviceContext>(device, rank.communicator);
+    auto context = std::make_unique<CudaDeviceContext>(
+        device, rank.communicator,
+        MatmulOptions{options_.matmulAlgorithms, options_.tuneMatmuls});
     MLT_RETURN_IF_ERROR(context->init());
     return std::unique_ptr<DeviceContext>(std::move(context));
   }
+
+private:
+  CudaBackendOptions options_;
 };
 
 } // namespace
 
-std::unique_ptr<Backend> mlt::rt::createCudaBackend() {
-  return std::make_unique<CudaBackend>();
+std::unique_ptr<Backend>
+mlt::rt::createCudaBackend(CudaBackendOptions options) {
+  return std::make_unique<CudaBackend>(std::move(options));
 }
 
 Status mlt::rt::probeCudaDevices(int &count) {

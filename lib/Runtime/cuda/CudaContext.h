@@ -81,8 +81,10 @@ bool supportsKernel(rt::Kernel kernel);
 /// rest in CudaContext.cpp.
 class CudaDeviceContext final : public rt::DeviceContext {
 public:
-  CudaDeviceContext(int device, rt::Communicator *communicator)
-      : device_(device), communicator_(communicator) {
+  CudaDeviceContext(int device, rt::Communicator *communicator,
+                    MatmulOptions matmulOptions = {})
+      : device_(device), communicator_(communicator),
+        matmulOptions_(std::move(matmulOptions)) {
     const char *sync = std::getenv("MLT_CUDA_SYNC_EACH_LAUNCH");
     syncEachLaunch_ = sync && *sync && std::strcmp(sync, "0") != 0;
     const char *graphs = std::getenv("MLT_CUDA_GRAPHS");
@@ -216,6 +218,8 @@ private:
   std::vector<cudaEvent_t> tokenEvents_;
   /// cuBLASLt handle, workspace and per-shape matmul plans.
   std::unique_ptr<MatmulRunner> matmul_;
+  /// How matmul_ chooses algorithms (a tuned table, tuning).
+  MatmulOptions matmulOptions_;
   void *scratch_ = nullptr;
   size_t scratchBytes_ = 0;
   /// The communication stream and events; null without a CUDA communicator.

@@ -16,8 +16,21 @@
 #include "mlt/Runtime/exec/Backend.h"
 
 #include <memory>
+#include <string>
 
 namespace mlt::rt {
+
+/// Choices of the CUDA backend that are not the plan's (mlt-run's flags).
+struct CudaBackendOptions {
+  /// A table of tuned cuBLASLt algorithms to run the products with
+  /// (--matmul-algorithms; lib/Runtime/cuda/kernels/matmul_table.h), or
+  /// empty.
+  std::string matmulAlgorithms;
+  /// Time cuBLASLt's candidates for every product shape the table lacks,
+  /// on its first run, and write the fastest into the table
+  /// (--tune-matmuls).
+  bool tuneMatmuls = false;
+};
 
 /// The CUDA backend. Each instruction computes in f32 (fp32 parity mode: no
 /// TF32); cast, transpose and shard_slice move any type. A context serves one
@@ -30,7 +43,7 @@ namespace mlt::rt {
 /// collectives. Setting MLT_CUDA_SYNC_EACH_LAUNCH=1 synchronizes after every
 /// launch, so that a fault inside a kernel is reported against its
 /// instruction.
-std::unique_ptr<Backend> createCudaBackend();
+std::unique_ptr<Backend> createCudaBackend(CudaBackendOptions options = {});
 
 /// The number of CUDA devices this process sees; fails with one line, "no
 /// CUDA device is visible (cudaGetDeviceCount: ...)", when there is none

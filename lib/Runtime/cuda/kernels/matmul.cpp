@@ -22,14 +22,17 @@
 #include "kernels/matmul.h"
 
 #include "CudaCheck.h"
+#include "kernels/matmul_table.h"
 
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -70,12 +73,15 @@ struct Plan {
   cublasLtMatrixLayout_t layoutB = nullptr;
   cublasLtMatrixLayout_t layoutC = nullptr;
   cublasLtMatmulAlgo_t algo = {};
-  /// The heuristic's other usable algorithms, best guess first, until the
-  /// first run times them all and keeps the fastest in `algo`.
-  std::vector<cublasLtMatmulAlgo_t> candidates;
-  /// The workspace the algorithms were chosen for (0 or kWorkspaceBytes),
-  /// also what each call offers them.
+  /// The workspace `algo` was chosen for (0 or kWorkspaceBytes), also what
+  /// each call offers it.
   size_t workspaceBytes = 0;
+  /// With tuning, until the first run times them: cuBLASLt's proposals,
+  /// the heuristic's first choice first, each with the workspace it is
+  /// offered.
+  std::vector<std::pair<cublasLtMatmulAlgo_t, size_t>> candidates;
+  /// Whether `algo` came from the table (loaded or tuned).
+  bool tabled = false;
 
   Plan() = default;
   Plan(const Plan &) = delete;
@@ -148,6 +154,10 @@ struct MatmulRunner::Impl {
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  /// The tuned algorithms (MatmulOptions), and whether shapes it lacks are
+  /// timed on their first run and added to it.
+  MatmulOptions options;
+  MatmulTable table;
 
   ~Impl() {
     // Descriptors first, then the handle and the workspace, on our device.
@@ -164,15 +174,12 @@ struct MatmulRunner::Impl {
       (void)cudaSetDevice(previous);
   }
 
-  /// Whether first runs time the heuristic's candidates (MLT_CUBLASLT_TUNE=1;
-  /// by default the heuristic's first choice is taken).
-  bool tune = false;
-
   rt::StatusOr<Plan *> getPlan(const PlanKey &key);
 
-  /// Times each of plan's candidates on these operands (into `scratchOut`,
-  /// the product's shape in c's type, when c must not be written: it is the
-  /// addend), keeps the fastest in plan.algo, and clears the candidates.
+  /// Times each of plan's candidates on these operands (into a scratch
+  /// output, the product's shape in c's type, when c must not be written:
+  /// it is the addend), keeps the fastest in plan.algo, clears the
+  /// candidates, and adds the choice to the table and saves it.
   rt::Status tunePlan(Plan &plan, const PlanKey &key, const void *a,
                       const void *b, void *c, const void *addend,
                       cudaStream_t stream);
@@ -260,28 +267,63 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
         usable.push_back(results[i].algo);
     return usable;
   };
-  // Proposals that need no workspace first, launched without one: on the
-  // H100 the first of them has the 32 MiB query's first kernel
-  // configuration, but a call offered a workspace queues a second node
-  // before the kernel for most shapes, 1.5-2.3 us per product
-  // (bench/matmul-notes.md). The workspace remains for shapes that no
-  // workspace-free algorithm handles.
-  for (uint64_t workspaceBytes : {uint64_t(0), uint64_t(kWorkspaceBytes)}) {
-    auto proposals = propose(workspaceBytes);
-    if (!proposals)
-      return proposals.takeStatus();
-    plan->candidates = std::move(*proposals);
-    plan->workspaceBytes = workspaceBytes;
-    if (!plan->candidates.empty())
-      break;
+  const std::string shape = describe(key);
+  if (const TunedAlgorithm *tuned = table.find(shape)) {
+    // The table's algorithm: its bytes, checked against this shape.
+    static_assert(sizeof(plan->algo.data) == sizeof(tuned->data),
+                  "cublasLtMatmulAlgo_t is 8 words");
+    std::memcpy(plan->algo.data, tuned->data.data(), sizeof(plan->algo.data));
+    cublasLtMatmulHeuristicResult_t check = {};
+    const cublasStatus_t status = cublasLtMatmulAlgoCheck(
+        handle, plan->desc, plan->layoutA, plan->layoutB, plan->layoutC,
+        plan->layoutC, &plan->algo, &check);
+    // (The check's workspaceSize is not a minimum: algorithms the heuristic
+    // proposes for no workspace report some. A launch that needs more than
+    // it is given fails, and says so.)
+    if (status != CUBLAS_STATUS_SUCCESS || tuned->workspaceBytes > kWorkspaceBytes)
+      return rt::errorf(options.algorithms, ": the algorithm tuned for ",
+                        shape, " does not run it here (",
+                        status != CUBLAS_STATUS_SUCCESS
+                            ? cublasLtGetStatusString(status)
+                            : "it asks for more than the 32 MiB workspace",
+                        "); tune the table again with --tune-matmuls");
+    plan->workspaceBytes = tuned->workspaceBytes;
+    plan->tabled = true;
+  } else {
+    // Proposals that need no workspace first, launched without one: on the
+    // H100 the first of them has the 32 MiB query's first kernel
+    // configuration, but a call offered a workspace queues a second node
+    // before the kernel for most shapes, 1.5-2.3 us per product
+    // (bench/matmul-notes.md). The workspace remains for shapes that no
+    // workspace-free algorithm handles. Tuning times both queries'
+    // proposals (the second's that differ from the first's).
+    for (uint64_t workspaceBytes :
+         {uint64_t(0), uint64_t(kWorkspaceBytes)}) {
+      auto proposals = propose(workspaceBytes);
+      if (!proposals)
+        return proposals.takeStatus();
+      for (const cublasLtMatmulAlgo_t &algo : *proposals) {
+        const bool seen = std::any_of(
+            plan->candidates.begin(), plan->candidates.end(),
+            [&](const auto &c) {
+              return std::memcmp(c.first.data, algo.data,
+                                 sizeof(algo.data)) == 0;
+            });
+        if (!seen)
+          plan->candidates.emplace_back(algo, size_t(workspaceBytes));
+      }
+      if (!options.tune && !plan->candidates.empty())
+        break;
+    }
+    if (plan->candidates.empty())
+      return rt::errorf("no cuBLASLt algorithm for ", shape);
+    // The first proposal is cuBLASLt's best guess: the algorithm unless
+    // tuning times the others on the first run.
+    plan->algo = plan->candidates.front().first;
+    plan->workspaceBytes = plan->candidates.front().second;
+    if (!options.tune)
+      plan->candidates.clear();
   }
-  if (plan->candidates.empty())
-    return rt::errorf("no cuBLASLt algorithm for ", describe(key));
-  // The first proposal is cuBLASLt's best guess: the algorithm until the
-  // first run has timed every proposal (MLT_CUBLASLT_TUNE=1).
-  plan->algo = plan->candidates.front();
-  if (!tune || plan->candidates.size() == 1)
-    plan->candidates.clear();
 
   Plan *result = plan.get();
   plans.emplace(key, std::move(plan));
@@ -292,8 +334,15 @@ rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
                                         const void *a, const void *b, void *c,
                                         const void *addend,
                                         cudaStream_t stream) {
-  std::vector<cublasLtMatmulAlgo_t> candidates;
+  std::vector<std::pair<cublasLtMatmulAlgo_t, size_t>> candidates;
   std::swap(candidates, plan.candidates);
+  const std::string shape = describe(key);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return rt::errorf("tuning ", shape,
+                      ": its first run is inside a CUDA graph capture, where "
+                      "products cannot be timed");
   // Timing runs must not change c when it is also the addend (they would add
   // the product several times): they write a scratch output instead.
   void *out = c;
@@ -301,53 +350,89 @@ rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
   if (addend) {
     const size_t bytes = size_t(key.batch * key.m * key.n) *
                          rt::elementSize(key.outType);
-    if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return rt::Status::ok(); // no room to time: keep the heuristic's choice
-    }
+    MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch, bytes));
     out = scratch;
   }
+  constexpr int kRounds = 7;
   struct Cleanup {
     void *scratch;
-    cudaEvent_t events[2] = {nullptr, nullptr};
+    std::vector<cudaEvent_t> events;
     ~Cleanup() {
       for (cudaEvent_t event : events)
-        if (event)
-          (void)cudaEventDestroy(event);
+        (void)cudaEventDestroy(event);
       if (scratch)
         (void)cudaFree(scratch);
     }
-  } cleanup{scratch};
-  MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&cleanup.events[0]));
-  MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&cleanup.events[1]));
-  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
-  constexpr int kRuns = 3;
-  float best = 0.0f;
-  for (const cublasLtMatmulAlgo_t &algo : candidates) {
-    // One untimed run (caches, clocks), then kRuns timed ones. A candidate
-    // that fails to run is skipped.
-    bool ran = true;
-    for (int run = 0; run <= kRuns && ran; ++run) {
-      if (run == 1)
-        MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(cleanup.events[0], stream));
-      ran = cublasLtMatmul(handle, plan.desc, &alpha, b, plan.layoutA, a,
-                           plan.layoutB, &beta, out, plan.layoutC, out,
-                           plan.layoutC, &algo, workspace,
-                           plan.workspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
-    }
-    if (!ran)
-      continue;
-    MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(cleanup.events[1], stream));
-    MLT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(cleanup.events[1]));
-    float milliseconds = 0.0f;
-    MLT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(
-        &milliseconds, cleanup.events[0], cleanup.events[1]));
-    if (best == 0.0f || milliseconds < best) {
-      best = milliseconds;
-      plan.algo = algo;
-    }
+  } cleanup{scratch, {}};
+  const size_t count = candidates.size();
+  for (size_t i = 0; i < 2 * count * kRounds; ++i) {
+    cudaEvent_t event = nullptr;
+    MLT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));
+    cleanup.events.push_back(event);
   }
-  return rt::Status::ok();
+  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+  auto launch = [&](size_t i) {
+    const auto &[algo, workspaceBytes] = candidates[i];
+    return cublasLtMatmul(handle, plan.desc, &alpha, b, plan.layoutA, a,
+                          plan.layoutB, &beta, out, plan.layoutC, out,
+                          plan.layoutC, &algo,
+                          workspaceBytes ? workspace : nullptr,
+                          workspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  // One untimed run of each (caches, clocks; a candidate that fails to run
+  // is left out), then rounds that time each once in turn, so that drifting
+  // clocks reach every candidate alike.
+  std::vector<bool> runs(count);
+  for (size_t i = 0; i < count; ++i)
+    runs[i] = launch(i);
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < count; ++i) {
+      if (!runs[i])
+        continue;
+      cudaEvent_t *pair = &cleanup.events[2 * (round * count + i)];
+      MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(pair[0], stream));
+      runs[i] = launch(i);
+      MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(pair[1], stream));
+    }
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  std::vector<double> medians(count, 0.0);
+  for (size_t i = 0; i < count; ++i) {
+    if (!runs[i])
+      continue;
+    std::vector<float> times(kRounds);
+    for (int round = 0; round < kRounds; ++round) {
+      cudaEvent_t *pair = &cleanup.events[2 * (round * count + i)];
+      MLT_CUDA_RETURN_IF_ERROR(
+          cudaEventElapsedTime(&times[round], pair[0], pair[1]));
+    }
+    std::nth_element(times.begin(), times.begin() + kRounds / 2, times.end());
+    medians[i] = 1e3 * double(times[kRounds / 2]);
+  }
+  size_t best = count;
+  for (size_t i = 0; i < count; ++i)
+    if (runs[i] && (best == count || medians[i] < medians[best]))
+      best = i;
+  if (best == count)
+    return rt::errorf("tuning ", shape, ": none of cuBLASLt's ", count,
+                      " proposals ran");
+  plan.algo = candidates[best].first;
+  plan.workspaceBytes = candidates[best].second;
+  plan.tabled = true;
+
+  TunedAlgorithm tuned;
+  std::memcpy(tuned.data.data(), plan.algo.data, sizeof(plan.algo.data));
+  tuned.workspaceBytes = plan.workspaceBytes;
+  tuned.config = describeAlgorithm(plan.algo);
+  // To 0.01 us: the table is read by people too.
+  auto rounded = [](double us) { return std::round(us * 100.0) / 100.0; };
+  tuned.microseconds = rounded(medians[best]);
+  tuned.heuristicMicroseconds = runs[0] ? rounded(medians[0]) : 0.0;
+  std::fprintf(stderr, "tuned %s: %s, %.1f us (the heuristic's first %.1f)\n",
+               shape.c_str(), tuned.config.c_str(), tuned.microseconds,
+               tuned.heuristicMicroseconds);
+  table.set(shape, std::move(tuned));
+  return table.save(options.algorithms);
 }
 
 MatmulRunner::MatmulRunner(std::unique_ptr<Impl> impl)
@@ -355,17 +440,41 @@ MatmulRunner::MatmulRunner(std::unique_ptr<Impl> impl)
 
 MatmulRunner::~MatmulRunner() = default;
 
-rt::StatusOr<std::unique_ptr<MatmulRunner>> MatmulRunner::create() {
+rt::StatusOr<std::unique_ptr<MatmulRunner>>
+MatmulRunner::create(const MatmulOptions &options) {
   auto impl = std::make_unique<Impl>();
   MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&impl->device));
-  const char *tune = std::getenv("MLT_CUBLASLT_TUNE");
-  impl->tune = tune && *tune && std::strcmp(tune, "0") != 0;
+  if (options.tune && options.algorithms.empty())
+    return rt::errorf("tuning matmuls needs a table file to write");
+  impl->options = options;
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
+  if (!options.algorithms.empty()) {
+    cudaDeviceProp properties;
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaGetDeviceProperties(&properties, impl->device));
+    const int64_t version = int64_t(cublasLtGetVersion());
+    // Tuning starts a table where there is none yet.
+    if (options.tune && !std::ifstream(options.algorithms).good()) {
+      impl->table = MatmulTable(properties.name, version);
+    } else {
+      auto table =
+          MatmulTable::load(options.algorithms, properties.name, version);
+      if (!table)
+        return table.takeStatus();
+      impl->table = std::move(*table);
+    }
+  }
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->workspace, kWorkspaceBytes));
   return std::unique_ptr<MatmulRunner>(new MatmulRunner(std::move(impl)));
 }
 
 size_t MatmulRunner::cachedShapes() const { return impl_->plans.size(); }
+
+size_t MatmulRunner::tabledShapes() const {
+  return size_t(std::count_if(
+      impl_->plans.begin(), impl_->plans.end(),
+      [](const auto &entry) { return entry.second->tabled; }));
+}
 
 rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
                              const void *b, void *c, rt::ElementType dtype,

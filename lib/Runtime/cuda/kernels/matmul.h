@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace mlt::cuda {
 
@@ -58,27 +59,45 @@ struct MatmulShape {
   bool bBatched = false;
 };
 
+/// How a runner chooses algorithms (mlt-run's --matmul-algorithms and
+/// --tune-matmuls).
+struct MatmulOptions {
+  /// A table of tuned algorithms (matmul_table.h) to load; shapes it holds
+  /// run its algorithm, others the heuristic's first. Empty: none.
+  std::string algorithms;
+  /// Time every candidate of each shape the table lacks on its first run
+  /// and write the fastest into `algorithms` (created when missing).
+  bool tune = false;
+};
+
 /// Runs matmuls on one device through cuBLASLt. Owns a cuBLASLt handle, a
 /// 32 MiB workspace (cudaMalloc'd once, by `create`) and the per-shape cache
-/// of descriptors and algorithms. A shape's algorithm is the first of
-/// cuBLASLt's heuristic asked for algorithms that need no workspace (faster
-/// on the H100, bench/matmul-notes.md), or, when it proposes none, for ones
-/// that fit the workspace: a choice that depends only on the shape, the GPU
-/// and the library, so runs are bit-reproducible. With MLT_CUBLASLT_TUNE=1 the
-/// first run of a shape times each of the heuristic's (up to 8) proposals on
-/// its operands instead (one untimed and three timed products, waiting for
-/// the stream: the first step only) and keeps the fastest, which may differ
-/// from run to run when two are close. One per device context, used by one host
-/// thread at a time (not thread-safe); `run` must be called with the runner's
-/// device current, and calls on different streams must not overlap (they
-/// share the workspace).
+/// of descriptors and algorithms. A shape's algorithm is, in order: the
+/// loaded table's (MatmulOptions::algorithms), checked by
+/// cublasLtMatmulAlgoCheck when the shape is first seen; with `tune`, the
+/// fastest of cuBLASLt's proposals timed on the shape's first run (the
+/// heuristic's up to 8 that need no workspace and up to 8 that fit the 32
+/// MiB, one untimed run each, then the median of 7 rounds that time each
+/// once in turn, waiting for the stream: the first step only), added to the
+/// table and the table saved at once; else the first of cuBLASLt's heuristic
+/// asked for algorithms that need no workspace (faster on the H100,
+/// bench/matmul-notes.md), or, when it proposes none, for ones that fit the
+/// workspace. Each is a function of the shape, the GPU, the library and the
+/// table, so runs are bit-reproducible; a tuning run's choices may differ
+/// from the next tuning run's where two candidates are close. One per device
+/// context, used by one host thread at a time (not thread-safe); `run` must
+/// be called with the runner's device current, and calls on different
+/// streams must not overlap (they share the workspace).
 class MatmulRunner {
 public:
   /// Workspace bytes offered to cuBLASLt (what NVIDIA recommends for Hopper).
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-  /// Creates the handle and allocates the workspace on the current device.
-  static rt::StatusOr<std::unique_ptr<MatmulRunner>> create();
+  /// Creates the handle and allocates the workspace on the current device,
+  /// and loads `options.algorithms` when given (a missing file is an error
+  /// unless tuning, which creates it; see MatmulTable::load for the rest).
+  static rt::StatusOr<std::unique_ptr<MatmulRunner>>
+  create(const MatmulOptions &options = {});
   ~MatmulRunner();
   MatmulRunner(const MatmulRunner &) = delete;
   MatmulRunner &operator=(const MatmulRunner &) = delete;
@@ -97,6 +116,8 @@ public:
 
   /// Number of cached shapes (for tests: a second call of a shape adds none).
   size_t cachedShapes() const;
+  /// Cached shapes whose algorithm came from the table (loaded or tuned).
+  size_t tabledShapes() const;
 
 private:
   struct Impl;

@@ -75,6 +75,9 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
   case 2:
     return forwardCached<T, 2>(y, rstd, x, weight, rows, dim, eps, layout,
                                stream);
+  case 3:
+    return forwardCached<T, 3>(y, rstd, x, weight, rows, dim, eps, layout,
+                               stream);
   case 4:
     return forwardCached<T, 4>(y, rstd, x, weight, rows, dim, eps, layout,
                                stream);
@@ -158,6 +161,10 @@ rt::Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
   } else if (layout.packs == 2) {
     MLT_RETURN_IF_ERROR(
         (backwardCached<T, 2>(dx, partial, dy, x, weight, addend, rows, dim,
+                              eps, split, layout, stream)));
+  } else if (layout.packs == 3) {
+    MLT_RETURN_IF_ERROR(
+        (backwardCached<T, 3>(dx, partial, dy, x, weight, addend, rows, dim,
                               eps, split, layout, stream)));
   } else if (layout.packs == 4) {
     MLT_RETURN_IF_ERROR(

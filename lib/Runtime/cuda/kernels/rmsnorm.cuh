@@ -13,7 +13,7 @@
 //     dy, dx, addend, weight 16-byte aligned, checked on the host): the
 //     layout is cachedLayout(dim): `threads` per row (<= kMaxBlockThreads),
 //     thread t owning the packs i = t + k * threads, k < kPacks <=
-//     kMaxCachedPacks. A block is teamsPerBlock teams (team j: threads [j *
+//     kMaxCachedPacks (1 to 4). A block is teamsPerBlock teams (team j: threads [j *
 //     threads, (j + 1) * threads), synchronized by named barrier 1 + j, or
 //     the block barrier when the block is one team); a team loads kRows
 //     rows' packs into registers at once, reduces their statistics together
@@ -93,26 +93,38 @@ struct RowLayout {
 };
 
 /// The layout for rows of `dim` elements (16-byte packs of `width` when
-/// `vec`): ceil(dim / width / preferredPacks) threads rounded up to whole
-/// warps (between 32 and kMaxBlockThreads), then the fewest packs per thread
-/// (1, 2 or 4) that cover the row. A function of the shape only.
+/// `vec`): for each packs-per-thread k (1 to kMaxCachedPacks), the team of
+/// ceil(dim / width / k) threads rounded up to whole warps (at most
+/// kMaxBlockThreads); the k that leaves the fewest pack slots idle, ties to
+/// the k nearest `preferredPacks`, then to the larger k (fewer warps to
+/// reduce over). Rows of 256 packs take 128 threads of 2; rows of 96 (dim
+/// 768 in bf16) one warp of 3, where 64 threads of 2 would leave a quarter
+/// idle (bench/memory-kernels-notes.md). A function of the shape only.
 inline RowLayout cachedLayout(int64_t dim, bool vec, int width,
                               int preferredPacks) {
   RowLayout layout;
   if (!vec)
     return layout;
   const int64_t packs = dim / width;
-  int64_t threads = (packs + preferredPacks - 1) / preferredPacks;
-  threads = (threads + 31) / 32 * 32;
-  threads = threads < 32
-                ? 32
-                : (threads > kMaxBlockThreads ? kMaxBlockThreads : threads);
-  for (int k = 1; k <= kMaxCachedPacks; k *= 2)
-    if (k * threads >= packs) {
+  int64_t bestIdle = -1;
+  for (int k = 1; k <= kMaxCachedPacks; ++k) {
+    int64_t threads = (packs + k - 1) / k;
+    threads = threads < 32 ? 32 : (threads + 31) / 32 * 32;
+    if (threads > kMaxBlockThreads)
+      continue;
+    const int64_t idle = threads * k - packs;
+    const int distance = k > preferredPacks ? k - preferredPacks
+                                            : preferredPacks - k;
+    const int bestDistance = layout.packs > preferredPacks
+                                 ? layout.packs - preferredPacks
+                                 : preferredPacks - layout.packs;
+    if (bestIdle < 0 || idle < bestIdle ||
+        (idle == bestIdle && distance <= bestDistance)) {
+      bestIdle = idle;
       layout.packs = k;
       layout.threads = int(threads);
-      return layout;
     }
+  }
   return layout;
 }
 

@@ -48,7 +48,8 @@
 
 namespace mlt::cuda::rope {
 
-/// Threads per block, and units a thread keeps in flight (two loads each):
+/// Threads per block at most (blockThreads), and units a thread keeps in
+/// flight (two loads each):
 /// the fastest of the configurations bench/memory_kernels_bench.cu times.
 inline constexpr int kThreads = 128;
 inline constexpr int kUnits = 1;
@@ -104,6 +105,20 @@ inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
   g.positionBlocks = (seq + g.positions - 1) / g.positions;
   g.blocks = g.positionBlocks * ((batch + g.batches - 1) / g.batches);
   return g;
+}
+
+/// Threads of a block for units of `width` pairs, `unitsPerThread` each: its
+/// full share of units rounded up to whole warps, at most `maxThreads`. Whole
+/// batch entries of 12 heads of 64 (the 125m model) are 48 units of 8: 96
+/// threads for two, where 128 would leave a quarter idle
+/// (bench/memory-kernels-notes.md).
+inline int blockThreads(const Geometry &g, int width, int maxThreads,
+                        int unitsPerThread) {
+  const int64_t units =
+      g.positions * g.batches * g.heads * (g.headDim / 2 / width);
+  int64_t threads = (units + unitsPerThread - 1) / unitsPerThread;
+  threads = (threads + 31) / 32 * 32;
+  return int(threads < maxThreads ? threads : maxThreads);
 }
 
 /// The dynamic shared memory of a block: its cos and sin table.

@@ -1,0 +1,81 @@
+//===- matmul_table.h - tuned cuBLASLt algorithms, by shape -----*- C++ -*-===//
+//
+// Part of mlt. A table of cuBLASLt algorithms chosen by timing, one per
+// matrix-product shape, as a JSON file that later runs load: what
+// `mlt-run --tune-matmuls` writes and `--matmul-algorithms FILE` reads
+// (MatmulRunner, matmul.h). Tuning once and replaying the choice keeps runs
+// bit-reproducible (one algorithm per shape, the same every run) where
+// timing on every run would not be.
+//
+// Invariants:
+// - A table belongs to one device name and one cuBLASLt version (both in
+//   the file): cublasLtMatmulAlgo_t is opaque, and its bytes are only
+//   meaningful to the library that made them. Loading a table of another
+//   device or version is an error naming both, not a silent fallback.
+// - Keys are the runner's canonical text of a shape (types, sizes,
+//   transposes, batching, addend, alignments); the table does not parse
+//   them. Entries keep the algorithm's bytes, the workspace it needs, its
+//   configuration in words and the times that chose it.
+// - `save` writes the whole table to a temporary file beside the path and
+//   renames it over the path: a reader never sees half a table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H
+
+#include "mlt/Runtime/Status.h"
+
+#include <cublasLt.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace mlt::cuda {
+
+/// One shape's algorithm: cublasLtMatmulAlgo_t's bytes, and what chose it.
+struct TunedAlgorithm {
+  std::array<uint64_t, 8> data{};
+  /// Workspace bytes the algorithm needs (0: launched without one).
+  uint64_t workspaceBytes = 0;
+  /// The configuration in words (tile, stages, split-K, ...), for people.
+  std::string config;
+  /// Median microseconds of this algorithm and of the heuristic's first
+  /// proposal when the shape was tuned.
+  double microseconds = 0.0, heuristicMicroseconds = 0.0;
+};
+
+/// An algorithm's configuration in words: "algo 66 tile 20 stages 35 splitK
+/// 1 red 0 swz 0 custom 1 cluster 3" (cuBLASLt's config attributes).
+std::string describeAlgorithm(const cublasLtMatmulAlgo_t &algo);
+
+class MatmulTable {
+public:
+  MatmulTable() = default;
+  MatmulTable(std::string device, int64_t libraryVersion)
+      : device_(std::move(device)), libraryVersion_(libraryVersion) {}
+
+  /// Reads `path`. Errors (one line, naming the file): unreadable, not a
+  /// table, a malformed entry, or made on another device or cuBLASLt
+  /// version than `device` / `libraryVersion`.
+  static rt::StatusOr<MatmulTable> load(const std::string &path,
+                                        const std::string &device,
+                                        int64_t libraryVersion);
+  /// Writes the table to `path` atomically (a temporary file, renamed).
+  rt::Status save(const std::string &path) const;
+
+  const TunedAlgorithm *find(const std::string &key) const;
+  void set(const std::string &key, TunedAlgorithm algorithm);
+  size_t size() const { return entries_.size(); }
+
+private:
+  std::string device_;
+  int64_t libraryVersion_ = 0;
+  std::map<std::string, TunedAlgorithm> entries_;
+};
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H

@@ -10,7 +10,8 @@
 // that (the convention of the FlashAttention papers; the deterministic
 // backward actually recomputes s and dp in both kernels, 3.5 times).
 //
-// Usage: MLTAttentionBench [reps]   (results: bench/attention-notes.md)
+// Usage: MLTAttentionBench [reps] [125m]   (results:
+// bench/attention-notes.md)
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 using namespace mlt;
@@ -371,11 +373,45 @@ Problem *setUp(const Shape &s) {
   return P;
 }
 
+/// The head-dim-64 configurations (mma.sync and wgmma), dk/dv over `parts`
+/// blocks per kv head (1 for MHA; the GQA group's divisors beyond).
+void headDim64Variants(Problem &P, int parts) {
+  using namespace tc;
+  benchFwd<FwdConfig<64, 1, 64, 4>>(P, "mma.sync fwd MT1 BC64 minB4");
+  benchFwd<WgFwdConfig<64, 64, 4, false>, true>(P, "wgmma fwd BC64 minB4");
+  benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(P, "= poly 1 of 8");
+  benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(P, "= poly 2 of 8");
+  benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(P, "= poly 3 of 8");
+  benchFwd<WgFwdConfig<64, 64, 4, false, 4>, true>(P, "= poly 4 of 8");
+  benchFwd<WgFwdConfig<64, 64, 4, true>, true>(P, "wgmma fwd pipe BC64 minB4");
+  benchFwd<WgFwdConfig<64, 64, 4, true, 2>, true>(P, "= poly 2 of 8");
+  benchFwd<WgFwdConfig<64, 128, 2, false, 4>, true>(
+      P, "wgmma fwd BC128 minB2 poly 4 of 16");
+  benchBwd<DqConfig<64, 1, 64, 3>, DkDvConfig<64, 1, 64, true, 2>>(
+      P, parts, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
+  using WDq = WgDqConfig<64, 64, 2>;
+  using WDkDv = WgDkDvConfig<64, 64, 2>;
+  benchBwd<WgDqConfig<64, 64, 2, false>, WgDkDvConfig<64, 64, 2, false>, true>(
+      P, parts, "wgmma v4 (delta and reduce kernels)", true);
+  benchBwd<WDq, WDkDv, true>(P, parts, "wgmma fused dq m2 / reduce dkdv m2",
+                             true);
+  // dk/dv tiles of 128 rows over every split of the GQA group (MHA: 1).
+  const int group = P.sh.hq / P.sh.hkv;
+  for (int split : {1, 2, 4, 8})
+    if (group % split == 0 && (split > 1 || group == 1))
+      benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(P, split,
+                                                    "= / dkdv BR128 m1", true);
+  benchBwd<WgDqConfig<64, 128, 1>, WgDkDvConfig<64, 128, 1>, true>(
+      P, parts, "dq BC128 m1 / dkdv BR128 m1", true);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   if (argc > 1)
     gReps = std::max(1, std::atoi(argv[1]));
+  // "125m": the reference's llama-125m shape only.
+  const bool only125m = argc > 2 && std::string(argv[2]) == "125m";
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs; median of %d reps\n", prop.name,
@@ -383,32 +419,15 @@ int main(int argc, char **argv) {
 
   // The production launchers first (setUp), then the mma.sync kernels'
   // production configurations and the wgmma ones, all in this one run.
+  if (only125m) {
+    Problem *P = setUp({"125m", 16, 1024, 12, 12, 64, true});
+    headDim64Variants(*P, 1);
+    delete P;
+    return 0;
+  }
   {
     Problem *P = setUp({"TinyLlama", 4, 2048, 32, 4, 64, true});
-    using namespace tc;
-    benchFwd<FwdConfig<64, 1, 64, 4>>(*P, "mma.sync fwd MT1 BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 4, false>, true>(*P, "wgmma fwd BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(*P, "= poly 1 of 8");
-    benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(*P, "= poly 2 of 8");
-    benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(*P, "= poly 3 of 8");
-    benchFwd<WgFwdConfig<64, 64, 4, false, 4>, true>(*P, "= poly 4 of 8");
-    benchFwd<WgFwdConfig<64, 64, 4, true>, true>(*P, "wgmma fwd pipe BC64 minB4");
-    benchFwd<WgFwdConfig<64, 64, 4, true, 2>, true>(*P, "= poly 2 of 8");
-    benchFwd<WgFwdConfig<64, 128, 2, false, 4>, true>(
-        *P, "wgmma fwd BC128 minB2 poly 4 of 16");
-    benchBwd<DqConfig<64, 1, 64, 3>, DkDvConfig<64, 1, 64, true, 2>>(
-        *P, 4, "mma.sync dq BC64 m3 / dkdv BR64 keep m2", true);
-    using WDq = WgDqConfig<64, 64, 2>;
-    using WDkDv = WgDkDvConfig<64, 64, 2>;
-    benchBwd<WgDqConfig<64, 64, 2, false>, WgDkDvConfig<64, 64, 2, false>, true>(
-        *P, 4, "wgmma v4 (delta and reduce kernels)", true);
-    benchBwd<WDq, WDkDv, true>(*P, 4, "wgmma fused dq m2 / reduce dkdv m2",
-                               true);
-    for (int parts : {2, 4, 8})
-      benchBwd<WDq, WgDkDvConfig<64, 128, 1>, true>(*P, parts,
-                                                    "= / dkdv BR128 m1", true);
-    benchBwd<WgDqConfig<64, 128, 1>, WgDkDvConfig<64, 128, 1>, true>(
-        *P, 4, "dq BC128 m1 / dkdv BR128 m1", true);
+    headDim64Variants(*P, 4);
     delete P;
   }
   {

@@ -31,7 +31,11 @@
 // the noise. The summary weighs each shape by its launches in one step of
 // one micro-batch (micro_step_first).
 //
-// Usage: MLTMatmulBench [reps] [filter]   (results: bench/matmul-notes.md)
+// With the filter "grouped": products of one shape sharing an operand, as
+// separate launches and as one batched launch (strided, pointer array).
+//
+// Usage: MLTMatmulBench [reps] [filter | grouped]   (results:
+// bench/matmul-notes.md)
 //
 //===----------------------------------------------------------------------===//
 
@@ -372,6 +376,182 @@ void timeInterleaved(std::vector<Row> &rows, cudaStream_t stream) {
   }
 }
 
+/// Products of one shape that share one operand, G at a time (the q, k, v
+/// products of a layer share its normalized input; their weight gradients
+/// share it too): G separate launches ("sep"), one strided batch of G with
+/// the other operands adjacent ("str"), and one pointer-array batch
+/// (CUBLASLT_BATCH_MODE_POINTER_ARRAY, "ptr": operands anywhere). Each
+/// formulation's heuristic proposals (no workspace) are timed, interleaved;
+/// every output is checked against the first separate one.
+struct GroupCase {
+  const char *name;
+  int groups;
+  int64_t m, n, k;
+  bool transposeA, transposeB, f32Out;
+  bool sharedA; // a shared (forward: the input), else b shared (dW: x)
+};
+const GroupCase kGroupCases[] = {
+    {"125m fwd q,k,v 16384x768x768 NT", 3, 16384, 768, 768, 0, 1, 0, true},
+    {"125m dW q,k,v 768x768x16384 TN", 3, 768, 768, 16384, 1, 0, 1, false},
+    {"125m fwd gate,up 16384x2048x768 NT", 2, 16384, 2048, 768, 0, 1, 0, true},
+    {"125m dW gate,up 2048x768x16384 TN", 2, 2048, 768, 16384, 1, 0, 1, false},
+    {"TinyLlama fwd k,v 8192x256x2048 NT", 2, 8192, 256, 2048, 0, 1, 0, true},
+    {"TinyLlama dW k,v 256x2048x8192 TN", 2, 256, 2048, 8192, 1, 0, 1, false},
+};
+
+void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
+  for (const GroupCase &g : kGroupCases) {
+    const int G = g.groups;
+    const int64_t m = g.m, n = g.n, k = g.k;
+    const int64_t aElems = m * k, bElems = k * n, cElems = m * n;
+    const size_t outSize = g.f32Out ? 4 : 2;
+    DevBuf a(aElems * 2 * G), b(bElems * 2 * G), c(cElems * outSize * G),
+        ref(cElems * outSize * G), sums(16);
+    fillUniform<<<4096, 256>>>(static_cast<bf16 *>(a.p), aElems * G, 7u, -1.f,
+                               1.f);
+    fillUniform<<<4096, 256>>>(static_cast<bf16 *>(b.p), bElems * G, 9u, -1.f,
+                               1.f);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    auto aAt = [&](int i) {
+      return static_cast<bf16 *>(a.p) + (g.sharedA ? 0 : i * aElems);
+    };
+    auto bAt = [&](int i) {
+      return static_cast<bf16 *>(b.p) + (g.sharedA ? i * bElems : 0);
+    };
+    auto cAt = [&](void *base, int i) {
+      return static_cast<char *>(base) + size_t(i) * cElems * outSize;
+    };
+    // Device pointer arrays: cuBLASLt's A (our b), B (our a), C = D (c).
+    std::vector<const void *> hostPtrs;
+    for (int i = 0; i < G; ++i)
+      hostPtrs.push_back(bAt(i));
+    for (int i = 0; i < G; ++i)
+      hostPtrs.push_back(aAt(i));
+    for (int i = 0; i < G; ++i)
+      hostPtrs.push_back(cAt(c.p, i));
+    DevBuf ptrs(hostPtrs.size() * sizeof(void *));
+    CHECK_CUDA(cudaMemcpy(ptrs.p, hostPtrs.data(),
+                          hostPtrs.size() * sizeof(void *),
+                          cudaMemcpyHostToDevice));
+    // The arrays' device addresses, passed where the matrices' would be.
+    void **ptrA = static_cast<void **>(ptrs.p);
+    void **ptrB = ptrA + G;
+    void **ptrC = ptrA + 2 * G;
+
+    enum Mode { Sep, Str, Ptr };
+    auto makeConfig = [&](Mode mode) {
+      Config cfg;
+      const Case one{g.name, m, n, k, g.transposeA, g.transposeB, g.f32Out,
+                     Case::None, 0, 0};
+      describe(cfg, one, true, false);
+      if (mode == Sep)
+        return cfg;
+      const int32_t count = G;
+      auto batch = [&](cublasLtMatrixLayout_t l, int64_t stride) {
+        CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+            l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        if (mode == Ptr) {
+          const uint32_t pointerArray = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+          CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+              l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &pointerArray,
+              sizeof(pointerArray)));
+        } else {
+          CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+              l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+              sizeof(stride)));
+        }
+      };
+      batch(cfg.la, g.sharedA ? bElems : 0);
+      batch(cfg.lb, g.sharedA ? 0 : aElems);
+      batch(cfg.lc, cElems);
+      return cfg;
+    };
+    const float one = 1.f, zero = 0.f;
+    auto launch = [&](const Config &cfg, Mode mode,
+                      const cublasLtMatmulAlgo_t &algo, void *out,
+                      cudaStream_t st) {
+      if (mode == Sep) {
+        for (int i = 0; i < G; ++i)
+          CHECK_CUBLAS(cublasLtMatmul(handle, cfg.desc, &one, bAt(i), cfg.la,
+                                      aAt(i), cfg.lb, &zero, cAt(out, i),
+                                      cfg.lc, cAt(out, i), cfg.lc, &algo,
+                                      nullptr, 0, st));
+      } else if (mode == Str) {
+        CHECK_CUBLAS(cublasLtMatmul(handle, cfg.desc, &one, bAt(0), cfg.la,
+                                    aAt(0), cfg.lb, &zero, out, cfg.lc, out,
+                                    cfg.lc, &algo, nullptr, 0, st));
+      } else {
+        CHECK_CUBLAS(cublasLtMatmul(handle, cfg.desc, &one, ptrA, cfg.la, ptrB,
+                                    cfg.lb, &zero, static_cast<void *>(ptrC),
+                                    cfg.lc, static_cast<void *>(ptrC), cfg.lc,
+                                    &algo, nullptr, 0, st));
+      }
+    };
+    std::printf("%s, %d products [m %ld n %ld k %ld]\n", g.name, G, long(m),
+                long(n), long(k));
+    std::vector<Config> configs;
+    std::vector<Row> rows;
+    std::vector<std::pair<Mode, cublasLtMatmulAlgo_t>> what;
+    bool refDone = false;
+    for (Mode mode : {Sep, Str, Ptr}) {
+      configs.push_back(makeConfig(mode));
+      const Config &cfg = configs.back();
+      const auto algos = proposals(handle, cfg, 0, 8);
+      const char *tag = mode == Sep ? "sep" : mode == Str ? "str" : "ptr";
+      if (algos.empty())
+        std::printf("    %s: no proposal\n", tag);
+      for (size_t i = 0; i < algos.size(); ++i) {
+        // Checked first: the output against the first separate run.
+        CHECK_CUDA(cudaMemsetAsync(c.p, 0xFF, cElems * outSize * G, stream));
+        launch(cfg, mode, algos[i], c.p, stream);
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        if (!refDone) {
+          CHECK_CUDA(cudaMemcpy(ref.p, c.p, cElems * outSize * G,
+                                cudaMemcpyDeviceToDevice));
+          refDone = true;
+        }
+        CHECK_CUDA(cudaMemset(sums.p, 0, 16));
+        diffSums<<<1024, 256>>>(c.p, ref.p, cElems * G, g.f32Out,
+                                static_cast<double *>(sums.p));
+        double hs[2];
+        CHECK_CUDA(cudaMemcpy(hs, sums.p, 16, cudaMemcpyDeviceToHost));
+        Row row;
+        row.variant = std::string(tag) + "-h" + std::to_string(i);
+        row.algo = mlt::cuda::describeAlgorithm(algos[i]);
+        row.diff = std::sqrt(hs[0] / hs[1]);
+        row.ok = std::isfinite(row.diff) && row.diff < (g.f32Out ? 1e-4 : 2e-2);
+        capture(row,
+                [&, mode, i](cudaStream_t st) {
+                  launch(configs.back(), mode, algos[i], c.p, st);
+                },
+                stream);
+        rows.push_back(std::move(row));
+        what.emplace_back(mode, algos[i]);
+      }
+    }
+    timeInterleaved(rows, stream);
+    const double flops = 2.0 * G * m * n * k;
+    double best[3] = {1e30, 1e30, 1e30}, first[3] = {0, 0, 0};
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double ms = rows[r].median();
+      const int mode = int(what[r].first);
+      if (first[mode] == 0)
+        first[mode] = ms;
+      best[mode] = std::min(best[mode], ms);
+      std::printf("    %-8s %8.4f ms  %6.1f TFLOP/s  nodes %zu  diff %.2e %s  %s\n",
+                  rows[r].variant.c_str(), ms, flops / (ms * 1e-3) / 1e12,
+                  rows[r].nodesPerLaunch, rows[r].diff,
+                  rows[r].ok ? "ok" : "MISMATCH", rows[r].algo.c_str());
+    }
+    std::printf("  %s: separate first %.4f best %.4f | strided first %.4f "
+                "best %.4f | pointer array first %.4f best %.4f ms\n",
+                g.name, first[0], best[0], first[1], best[1], first[2],
+                best[2]);
+    for (Config &cfg : configs)
+      destroy(cfg);
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -395,6 +575,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<cuda::MatmulRunner> runner = std::move(*created);
+  if (filter && std::strcmp(filter, "grouped") == 0) {
+    groupedBench(handle, stream);
+    return 0;
+  }
 
   // Largest operands: 32000 x 8192 bf16 each; outputs up to 32000 x 8192.
   const int64_t kMaxElems = int64_t(32000) * 8192;

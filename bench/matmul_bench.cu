@@ -41,7 +41,6 @@
 
 #include "BenchUtil.cuh"
 #include "kernels/matmul.h"
-#include "kernels/matmul_table.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -441,8 +440,8 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
     enum Mode { Sep, Str, Ptr };
     auto makeConfig = [&](Mode mode) {
       Config cfg;
-      const Case one{g.name, m, n, k, g.transposeA, g.transposeB, g.f32Out,
-                     Case::None, 0, 0};
+      const Case one{g.name,       m,        n,          k, g.transposeA,
+                     g.transposeB, g.f32Out, Case::None, 0, 0};
       describe(cfg, one, true, false);
       if (mode == Sep)
         return cfg;
@@ -472,10 +471,9 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
                       cudaStream_t st) {
       if (mode == Sep) {
         for (int i = 0; i < G; ++i)
-          CHECK_CUBLAS(cublasLtMatmul(handle, cfg.desc, &one, bAt(i), cfg.la,
-                                      aAt(i), cfg.lb, &zero, cAt(out, i),
-                                      cfg.lc, cAt(out, i), cfg.lc, &algo,
-                                      nullptr, 0, st));
+          CHECK_CUBLAS(cublasLtMatmul(
+              handle, cfg.desc, &one, bAt(i), cfg.la, aAt(i), cfg.lb, &zero,
+              cAt(out, i), cfg.lc, cAt(out, i), cfg.lc, &algo, nullptr, 0, st));
       } else if (mode == Str) {
         CHECK_CUBLAS(cublasLtMatmul(handle, cfg.desc, &one, bAt(0), cfg.la,
                                     aAt(0), cfg.lb, &zero, out, cfg.lc, out,
@@ -520,11 +518,12 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
         row.algo = mlt::cuda::describeAlgorithm(algos[i]);
         row.diff = std::sqrt(hs[0] / hs[1]);
         row.ok = std::isfinite(row.diff) && row.diff < (g.f32Out ? 1e-4 : 2e-2);
-        capture(row,
-                [&, mode, i](cudaStream_t st) {
-                  launch(configs.back(), mode, algos[i], c.p, st);
-                },
-                stream);
+        capture(
+            row,
+            [&, mode, i](cudaStream_t st) {
+              launch(configs.back(), mode, algos[i], c.p, st);
+            },
+            stream);
         rows.push_back(std::move(row));
         what.emplace_back(mode, algos[i]);
       }
@@ -538,10 +537,11 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
       if (first[mode] == 0)
         first[mode] = ms;
       best[mode] = std::min(best[mode], ms);
-      std::printf("    %-8s %8.4f ms  %6.1f TFLOP/s  nodes %zu  diff %.2e %s  %s\n",
-                  rows[r].variant.c_str(), ms, flops / (ms * 1e-3) / 1e12,
-                  rows[r].nodesPerLaunch, rows[r].diff,
-                  rows[r].ok ? "ok" : "MISMATCH", rows[r].algo.c_str());
+      std::printf(
+          "    %-8s %8.4f ms  %6.1f TFLOP/s  nodes %zu  diff %.2e %s  %s\n",
+          rows[r].variant.c_str(), ms, flops / (ms * 1e-3) / 1e12,
+          rows[r].nodesPerLaunch, rows[r].diff, rows[r].ok ? "ok" : "MISMATCH",
+          rows[r].algo.c_str());
     }
     std::printf("  %s: separate first %.4f best %.4f | strided first %.4f "
                 "best %.4f | pointer array first %.4f best %.4f ms\n",
@@ -755,7 +755,8 @@ int main(int argc, char **argv) {
       allOk = false;
       continue;
     }
-    measure("h0", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(col, colAlgos[0]), true);
+    measure("h0", mlt::cuda::describeAlgorithm(colAlgos[0]),
+            lt(col, colAlgos[0]), true);
     measure("rt", "MatmulRunner",
             [&](void *out, cudaStream_t s) {
               return runner
@@ -764,10 +765,12 @@ int main(int argc, char **argv) {
                   .isOk();
             },
             true);
-    measure("h0-again", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(col, colAlgos[0]), true);
+    measure("h0-again", mlt::cuda::describeAlgorithm(colAlgos[0]),
+            lt(col, colAlgos[0]), true);
     for (size_t i = 1; i < colAlgos.size(); ++i)
-      measure("h" + std::to_string(i), mlt::cuda::describeAlgorithm(colAlgos[i]),
-              lt(col, colAlgos[i]), true);
+      measure("h" + std::to_string(i),
+              mlt::cuda::describeAlgorithm(colAlgos[i]), lt(col, colAlgos[i]),
+              true);
 
     // Row-major formulation.
     Config row;
@@ -779,7 +782,8 @@ int main(int argc, char **argv) {
     // (Its proposals are the column-major ones in the same order, timed
     // alike in the first run: bench/matmul-notes.md; the first is kept.)
     if (!rowAlgos.empty())
-      measure("row0", mlt::cuda::describeAlgorithm(rowAlgos[0]), lt(row, rowAlgos[0]), true);
+      measure("row0", mlt::cuda::describeAlgorithm(rowAlgos[0]),
+              lt(row, rowAlgos[0]), true);
 
     // Workspace sizes: the first proposal under each limit.
     std::vector<Config> wsConfigs(3);
@@ -791,8 +795,9 @@ int main(int argc, char **argv) {
       cfg.workspace = wsMiB[w] * kMiB;
       auto algos = proposals(handle, cfg, cfg.workspace, 1);
       if (!algos.empty())
-        measure("ws" + std::to_string(wsMiB[w]), mlt::cuda::describeAlgorithm(algos[0]),
-                lt(cfg, algos[0]), true);
+        measure("ws" + std::to_string(wsMiB[w]),
+                mlt::cuda::describeAlgorithm(algos[0]), lt(cfg, algos[0]),
+                true);
     }
 
     // The proposals for no workspace at all; the first also launched with
@@ -803,10 +808,13 @@ int main(int argc, char **argv) {
     none.workspace = 0;
     auto noneAlgos = proposals(handle, none, 0, 8);
     if (!noneAlgos.empty())
-      measure("ws0@32", mlt::cuda::describeAlgorithm(noneAlgos[0]), lt(col, noneAlgos[0]), true);
-    measure("h0@0", mlt::cuda::describeAlgorithm(colAlgos[0]), lt(none, colAlgos[0]), true);
+      measure("ws0@32", mlt::cuda::describeAlgorithm(noneAlgos[0]),
+              lt(col, noneAlgos[0]), true);
+    measure("h0@0", mlt::cuda::describeAlgorithm(colAlgos[0]),
+            lt(none, colAlgos[0]), true);
     for (size_t i = 1; i < noneAlgos.size(); ++i)
-      measure("ws0-h" + std::to_string(i), mlt::cuda::describeAlgorithm(noneAlgos[i]),
+      measure("ws0-h" + std::to_string(i),
+              mlt::cuda::describeAlgorithm(noneAlgos[i]),
               lt(none, noneAlgos[i]), true);
 
     // Split-K on the first proposal, where the output is under two waves
@@ -825,8 +833,8 @@ int main(int argc, char **argv) {
                       splits);
           continue;
         }
-        measure("h0-sk" + std::to_string(splits), mlt::cuda::describeAlgorithm(algo),
-                lt(col, algo), true);
+        measure("h0-sk" + std::to_string(splits),
+                mlt::cuda::describeAlgorithm(algo), lt(col, algo), true);
       }
     }
 
@@ -837,7 +845,8 @@ int main(int argc, char **argv) {
       describe(half, cs, true, true);
       auto algos = proposals(handle, half, half.workspace, 1);
       if (!algos.empty())
-        measure("h0-bf16", mlt::cuda::describeAlgorithm(algos[0]), lt(half, algos[0]), false);
+        measure("h0-bf16", mlt::cuda::describeAlgorithm(algos[0]),
+                lt(half, algos[0]), false);
     }
 
     timeInterleaved(rows, stream);

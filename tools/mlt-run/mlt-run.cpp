@@ -22,18 +22,18 @@
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/HostMemory.h"
+#include "mlt/Runtime/exec/Profile.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/exec/Trace.h"
 #include "mlt/Runtime/io/AtomicFile.h"
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/plan/MemoryReport.h"
+#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/train/Checkpoint.h"
 #include "mlt/Runtime/train/Parameters.h"
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/MemoryReport.h"
-#include "mlt/Runtime/exec/Profile.h"
-#include "mlt/Runtime/exec/Trace.h"
-#include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/train/Training.h"
 
 #ifdef MLT_HAVE_COMPILER
@@ -901,16 +901,16 @@ Status checkPaths(const Options &o) {
   };
   std::vector<Output> outputs;
   static const std::string kNoPath;
-  for (Output output : {Output{"--log-json", o.logJson, false},
-                        Output{"--dump-grads", o.dumpGrads, false},
-                        Output{"--emit-plan", o.emitPlan, false},
-                        Output{"--trace", o.trace, false},
-                        Output{"--calibrate", o.calibrate, false},
-                        Output{"--matmul-algorithms",
-                               o.tuneMatmuls ? o.matmulAlgorithms : kNoPath,
-                               false},
-                        Output{"--save-hf", o.saveHF, true},
-                        Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
+  for (Output output :
+       {Output{"--log-json", o.logJson, false},
+        Output{"--dump-grads", o.dumpGrads, false},
+        Output{"--emit-plan", o.emitPlan, false},
+        Output{"--trace", o.trace, false},
+        Output{"--calibrate", o.calibrate, false},
+        Output{"--matmul-algorithms",
+               o.tuneMatmuls ? o.matmulAlgorithms : kNoPath, false},
+        Output{"--save-hf", o.saveHF, true},
+        Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
     if (output.path.empty())
       continue;
     MLT_RETURN_IF_ERROR(checkOutputPath(output.path, output.directory)

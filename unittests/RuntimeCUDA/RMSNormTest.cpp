@@ -4,10 +4,11 @@
 // kernels of lib/Runtime/cpu on the same random inputs, as the CPU backend
 // drives them (rstd recomputed, dw overwritten): odd dims (scalar path),
 // dims that allow 16-byte packs (the cached kernels with 1 to 4 packs per
-// thread, and the generic ones past them), the row layouts chosen, rows beyond one backward block's
-// share, a dim whose dw accumulator does not fit shared memory, misaligned
-// pointers, in-place use, zero rows, bit-reproducibility, bf16 storage, and
-// the backward's addend (rms_norm_bwd_add), aliased to dx and dy too.
+// thread, and the generic ones past them), the row layouts chosen, rows beyond
+// one backward block's share, a dim whose dw accumulator does not fit shared
+// memory, misaligned pointers, in-place use, zero rows, bit-reproducibility,
+// bf16 storage, and the backward's addend (rms_norm_bwd_add), aliased to dx and
+// dy too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +40,9 @@ struct Shape {
 // Odd dims (scalar path), multiples of 4 (packs), one row, rows spread over
 // several rows per backward block (> 512 rows), a dim past the 48 KiB
 // shared accumulator, 96 packs (one warp of 3 packs per row).
-constexpr Shape kShapes[] = {{1, 1},     {3, 7},    {5, 64},    {4, 1000},
-                             {2, 4096},  {17, 3},   {1100, 96}, {3, 13001},
-                             {600, 13},  {2, 12800}, {700, 384}};
+constexpr Shape kShapes[] = {{1, 1},    {3, 7},     {5, 64},    {4, 1000},
+                             {2, 4096}, {17, 3},    {1100, 96}, {3, 13001},
+                             {600, 13}, {2, 12800}, {700, 384}};
 
 std::string describe(const Shape &s) {
   std::ostringstream os;
@@ -71,10 +72,10 @@ TEST(CudaRMSNormTest, RowLayoutLeavesFewestSlotsIdle) {
     int64_t dim;
     int width, packs, threads;
   };
-  for (const Expect &e : {Expect{2048, 8, 2, 128}, Expect{768, 8, 3, 32},
-                          Expect{640, 8, 3, 32}, Expect{768, 4, 2, 96},
-                          Expect{64, 4, 1, 32}, Expect{4096, 8, 2, 256},
-                          Expect{16384, 8, 4, 512}, Expect{20480, 8, 0, 0}}) {
+  for (const Expect &e :
+       {Expect{2048, 8, 2, 128}, Expect{768, 8, 3, 32}, Expect{640, 8, 3, 32},
+        Expect{768, 4, 2, 96}, Expect{64, 4, 1, 32}, Expect{4096, 8, 2, 256},
+        Expect{16384, 8, 4, 512}, Expect{20480, 8, 0, 0}}) {
     SCOPED_TRACE("dim " + std::to_string(e.dim) + " width " +
                  std::to_string(e.width));
     const rmsnorm::RowLayout layout =
@@ -353,9 +354,8 @@ TEST(CudaRMSNormTest, BF16PathsMatchCpu) {
   // model's hidden size).
   for (const Case &c :
        {Case{700, 64, 0}, Case{1100, 2048, 0}, Case{33, 2056, 0},
-        Case{9, 8192, 0}, Case{5, 16384, 0}, Case{3, 20480, 0},
-        Case{6, 100, 0}, Case{4, 2048, 1}, Case{1000, 768, 0},
-        Case{40, 640, 0}}) {
+        Case{9, 8192, 0}, Case{5, 16384, 0}, Case{3, 20480, 0}, Case{6, 100, 0},
+        Case{4, 2048, 1}, Case{1000, 768, 0}, Case{40, 640, 0}}) {
     SCOPED_TRACE(describe(Shape{c.rows, c.dim}) + " offset " +
                  std::to_string(c.offset));
     const int64_t n = c.rows * c.dim;

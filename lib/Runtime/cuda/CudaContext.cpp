@@ -76,7 +76,8 @@ Status CudaDeviceContext::init() {
   std::memset(hostErrorRecord_, 0, sizeof(DeviceErrorRecord));
   MLT_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(reinterpret_cast<void **>(&staging_), kStagingBytes));
-  StatusOr<std::unique_ptr<MatmulRunner>> matmul = MatmulRunner::create(matmulOptions_);
+  StatusOr<std::unique_ptr<MatmulRunner>> matmul =
+      MatmulRunner::create(matmulOptions_);
   if (!matmul)
     return matmul.takeStatus();
   matmul_ = std::move(*matmul);

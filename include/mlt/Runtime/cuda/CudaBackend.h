@@ -23,7 +23,7 @@ namespace mlt::rt {
 /// Choices of the CUDA backend that are not the plan's (mlt-run's flags).
 struct CudaBackendOptions {
   /// A table of tuned cuBLASLt algorithms to run the products with
-  /// (--matmul-algorithms; lib/Runtime/cuda/kernels/matmul_table.h), or
+  /// (--matmul-algorithms; mlt/Runtime/io/MatmulTable.h), or
   /// empty.
   std::string matmulAlgorithms;
   /// Time cuBLASLt's candidates for every product shape the table lacks,

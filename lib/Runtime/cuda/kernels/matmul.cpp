@@ -22,7 +22,7 @@
 #include "kernels/matmul.h"
 
 #include "CudaCheck.h"
-#include "kernels/matmul_table.h"
+#include "mlt/Runtime/io/MatmulTable.h"
 
 #include <cublasLt.h>
 
@@ -149,6 +149,34 @@ std::string describe(const PlanKey &key) {
 
 } // namespace
 
+std::string mlt::cuda::describeAlgorithm(const cublasLtMatmulAlgo_t &algo) {
+  int32_t id = -1, splitK = -1;
+  uint32_t tile = 0, stages = 0, swizzle = 0, reduction = 0, custom = 0;
+  uint16_t cluster = 0;
+  size_t written = 0;
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attribute, void *value,
+                 size_t bytes) {
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, value, bytes,
+                                             &written) != CUBLAS_STATUS_SUCCESS)
+      std::memset(value, 0, bytes);
+  };
+  get(CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id));
+  get(CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+  get(CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages));
+  get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitK, sizeof(splitK));
+  get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof(reduction));
+  get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof(swizzle));
+  get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom));
+  get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster));
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "algo %d tile %u stages %u splitK %d red %u swz %u custom %u "
+                "cluster %u",
+                id, tile, stages, splitK, reduction, swizzle, custom,
+                unsigned(cluster));
+  return text;
+}
+
 struct MatmulRunner::Impl {
   int device = 0;
   cublasLtHandle_t handle = nullptr;
@@ -157,7 +185,7 @@ struct MatmulRunner::Impl {
   /// The tuned algorithms (MatmulOptions), and whether shapes it lacks are
   /// timed on their first run and added to it.
   MatmulOptions options;
-  MatmulTable table;
+  rt::MatmulTable table;
 
   ~Impl() {
     // Descriptors first, then the handle and the workspace, on our device.
@@ -268,7 +296,7 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
     return usable;
   };
   const std::string shape = describe(key);
-  if (const TunedAlgorithm *tuned = table.find(shape)) {
+  if (const rt::TunedAlgorithm *tuned = table.find(shape)) {
     // The table's algorithm: its bytes, checked against this shape.
     static_assert(sizeof(plan->algo.data) == sizeof(tuned->data),
                   "cublasLtMatmulAlgo_t is 8 words");
@@ -280,9 +308,10 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
     // (The check's workspaceSize is not a minimum: algorithms the heuristic
     // proposes for no workspace report some. A launch that needs more than
     // it is given fails, and says so.)
-    if (status != CUBLAS_STATUS_SUCCESS || tuned->workspaceBytes > kWorkspaceBytes)
-      return rt::errorf(options.algorithms, ": the algorithm tuned for ",
-                        shape, " does not run it here (",
+    if (status != CUBLAS_STATUS_SUCCESS ||
+        tuned->workspaceBytes > kWorkspaceBytes)
+      return rt::errorf(options.algorithms, ": the algorithm tuned for ", shape,
+                        " does not run it here (",
                         status != CUBLAS_STATUS_SUCCESS
                             ? cublasLtGetStatusString(status)
                             : "it asks for more than the 32 MiB workspace",
@@ -297,18 +326,17 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
     // (bench/matmul-notes.md). The workspace remains for shapes that no
     // workspace-free algorithm handles. Tuning times both queries'
     // proposals (the second's that differ from the first's).
-    for (uint64_t workspaceBytes :
-         {uint64_t(0), uint64_t(kWorkspaceBytes)}) {
+    for (uint64_t workspaceBytes : {uint64_t(0), uint64_t(kWorkspaceBytes)}) {
       auto proposals = propose(workspaceBytes);
       if (!proposals)
         return proposals.takeStatus();
       for (const cublasLtMatmulAlgo_t &algo : *proposals) {
-        const bool seen = std::any_of(
-            plan->candidates.begin(), plan->candidates.end(),
-            [&](const auto &c) {
-              return std::memcmp(c.first.data, algo.data,
-                                 sizeof(algo.data)) == 0;
-            });
+        const bool seen =
+            std::any_of(plan->candidates.begin(), plan->candidates.end(),
+                        [&](const auto &c) {
+                          return std::memcmp(c.first.data, algo.data,
+                                             sizeof(algo.data)) == 0;
+                        });
         if (!seen)
           plan->candidates.emplace_back(algo, size_t(workspaceBytes));
       }
@@ -376,8 +404,8 @@ rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
     return cublasLtMatmul(handle, plan.desc, &alpha, b, plan.layoutA, a,
                           plan.layoutB, &beta, out, plan.layoutC, out,
                           plan.layoutC, &algo,
-                          workspaceBytes ? workspace : nullptr,
-                          workspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
+                          workspaceBytes ? workspace : nullptr, workspaceBytes,
+                          stream) == CUBLAS_STATUS_SUCCESS;
   };
   // One untimed run of each (caches, clocks; a candidate that fails to run
   // is left out), then rounds that time each once in turn, so that drifting
@@ -420,7 +448,7 @@ rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
   plan.workspaceBytes = candidates[best].second;
   plan.tabled = true;
 
-  TunedAlgorithm tuned;
+  rt::TunedAlgorithm tuned;
   std::memcpy(tuned.data.data(), plan.algo.data, sizeof(plan.algo.data));
   tuned.workspaceBytes = plan.workspaceBytes;
   tuned.config = describeAlgorithm(plan.algo);
@@ -455,10 +483,10 @@ MatmulRunner::create(const MatmulOptions &options) {
     const int64_t version = int64_t(cublasLtGetVersion());
     // Tuning starts a table where there is none yet.
     if (options.tune && !std::ifstream(options.algorithms).good()) {
-      impl->table = MatmulTable(properties.name, version);
+      impl->table = rt::MatmulTable(properties.name, version);
     } else {
       auto table =
-          MatmulTable::load(options.algorithms, properties.name, version);
+          rt::MatmulTable::load(options.algorithms, properties.name, version);
       if (!table)
         return table.takeStatus();
       impl->table = std::move(*table);
@@ -471,9 +499,9 @@ MatmulRunner::create(const MatmulOptions &options) {
 size_t MatmulRunner::cachedShapes() const { return impl_->plans.size(); }
 
 size_t MatmulRunner::tabledShapes() const {
-  return size_t(std::count_if(
-      impl_->plans.begin(), impl_->plans.end(),
-      [](const auto &entry) { return entry.second->tabled; }));
+  return size_t(
+      std::count_if(impl_->plans.begin(), impl_->plans.end(),
+                    [](const auto &entry) { return entry.second->tabled; }));
 }
 
 rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,

@@ -13,6 +13,7 @@
 #include "mlt/Runtime/ElementType.h"
 #include "mlt/Runtime/Status.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -59,11 +60,15 @@ struct MatmulShape {
   bool bBatched = false;
 };
 
+/// An algorithm's configuration in words: "algo 66 tile 20 stages 35 splitK
+/// 1 red 0 swz 0 custom 1 cluster 3" (cuBLASLt's config attributes).
+std::string describeAlgorithm(const cublasLtMatmulAlgo_t &algo);
+
 /// How a runner chooses algorithms (mlt-run's --matmul-algorithms and
 /// --tune-matmuls).
 struct MatmulOptions {
-  /// A table of tuned algorithms (matmul_table.h) to load; shapes it holds
-  /// run its algorithm, others the heuristic's first. Empty: none.
+  /// A table of tuned algorithms (mlt/Runtime/io/MatmulTable.h) to load; shapes
+  /// it holds run its algorithm, others the heuristic's first. Empty: none.
   std::string algorithms;
   /// Time every candidate of each shape the table lacks on its first run
   /// and write the fastest into `algorithms` (created when missing).

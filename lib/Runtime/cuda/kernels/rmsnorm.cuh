@@ -13,8 +13,8 @@
 //     dy, dx, addend, weight 16-byte aligned, checked on the host): the
 //     layout is cachedLayout(dim): `threads` per row (<= kMaxBlockThreads),
 //     thread t owning the packs i = t + k * threads, k < kPacks <=
-//     kMaxCachedPacks (1 to 4). A block is teamsPerBlock teams (team j: threads [j *
-//     threads, (j + 1) * threads), synchronized by named barrier 1 + j, or
+//     kMaxCachedPacks (1 to 4). A block is teamsPerBlock teams (team j: threads
+//     [j * threads, (j + 1) * threads), synchronized by named barrier 1 + j, or
 //     the block barrier when the block is one team); a team loads kRows
 //     rows' packs into registers at once, reduces their statistics together
 //     and writes from the registers (one read of every input).
@@ -113,8 +113,8 @@ inline RowLayout cachedLayout(int64_t dim, bool vec, int width,
     if (threads > kMaxBlockThreads)
       continue;
     const int64_t idle = threads * k - packs;
-    const int distance = k > preferredPacks ? k - preferredPacks
-                                            : preferredPacks - k;
+    const int distance =
+        k > preferredPacks ? k - preferredPacks : preferredPacks - k;
     const int bestDistance = layout.packs > preferredPacks
                                  ? layout.packs - preferredPacks
                                  : preferredPacks - layout.packs;

@@ -57,13 +57,13 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
   const size_t shared = tableBytes(g);
   const dim3 threads(unsigned(blockThreads(g, vec ? W : 1, kThreads, kUnits)));
   if (vec)
-    MLT_CUDA_RETURN_IF_ERROR(
-        launchDependent(ropeKernel<T, W, kUnits>, dim3(unsigned(g.blocks)),
-                        threads, shared, stream, y, x, g, freqs));
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(ropeKernel<T, W, kUnits>,
+                                             dim3(unsigned(g.blocks)), threads,
+                                             shared, stream, y, x, g, freqs));
   else
-    MLT_CUDA_RETURN_IF_ERROR(
-        launchDependent(ropeKernel<T, 1, kUnits>, dim3(unsigned(g.blocks)),
-                        threads, shared, stream, y, x, g, freqs));
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(ropeKernel<T, 1, kUnits>,
+                                             dim3(unsigned(g.blocks)), threads,
+                                             shared, stream, y, x, g, freqs));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
   return rt::Status::ok();
 }

@@ -1,11 +1,13 @@
-//===- matmul_table.h - tuned cuBLASLt algorithms, by shape -----*- C++ -*-===//
+//===- MatmulTable.h - tuned cuBLASLt algorithms, by shape ------*- C++ -*-===//
 //
 // Part of mlt. A table of cuBLASLt algorithms chosen by timing, one per
 // matrix-product shape, as a JSON file that later runs load: what
-// `mlt-run --tune-matmuls` writes and `--matmul-algorithms FILE` reads
-// (MatmulRunner, matmul.h). Tuning once and replaying the choice keeps runs
-// bit-reproducible (one algorithm per shape, the same every run) where
-// timing on every run would not be.
+// `mlt-run --tune-matmuls` writes and `--matmul-algorithms FILE` reads (the
+// CUDA backend's MatmulRunner, lib/Runtime/cuda/kernels/matmul.h). Tuning
+// once and replaying the choice keeps runs bit-reproducible (one algorithm
+// per shape, the same every run) where timing on every run would not be.
+// Plain C++ (the algorithms are opaque words here), so the file's reader is
+// tested and fuzzed without a GPU (fuzz/MatmulTableFuzzer.cpp).
 //
 // Invariants:
 // - A table belongs to one device name and one cuBLASLt version (both in
@@ -21,19 +23,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H
-#define MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H
+#ifndef MLT_RUNTIME_IO_MATMULTABLE_H
+#define MLT_RUNTIME_IO_MATMULTABLE_H
 
 #include "mlt/Runtime/Status.h"
-
-#include <cublasLt.h>
 
 #include <array>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
-namespace mlt::cuda {
+namespace mlt::rt {
 
 /// One shape's algorithm: cublasLtMatmulAlgo_t's bytes, and what chose it.
 struct TunedAlgorithm {
@@ -47,10 +48,6 @@ struct TunedAlgorithm {
   double microseconds = 0.0, heuristicMicroseconds = 0.0;
 };
 
-/// An algorithm's configuration in words: "algo 66 tile 20 stages 35 splitK
-/// 1 red 0 swz 0 custom 1 cluster 3" (cuBLASLt's config attributes).
-std::string describeAlgorithm(const cublasLtMatmulAlgo_t &algo);
-
 class MatmulTable {
 public:
   MatmulTable() = default;
@@ -60,15 +57,28 @@ public:
   /// Reads `path`. Errors (one line, naming the file): unreadable, not a
   /// table, a malformed entry, or made on another device or cuBLASLt
   /// version than `device` / `libraryVersion`.
-  static rt::StatusOr<MatmulTable> load(const std::string &path,
-                                        const std::string &device,
-                                        int64_t libraryVersion);
-  /// Writes the table to `path` atomically (a temporary file, renamed).
-  rt::Status save(const std::string &path) const;
+  static StatusOr<MatmulTable> load(const std::string &path,
+                                    const std::string &device,
+                                    int64_t libraryVersion);
+  /// The same from the file's `text`; errors name `path`.
+  static StatusOr<MatmulTable> parse(std::string_view text,
+                                     const std::string &path,
+                                     const std::string &device,
+                                     int64_t libraryVersion);
+  /// The file's text: entries in key order, so equal tables are equal
+  /// bytes.
+  std::string toJson() const;
+  /// Writes toJson() to `path` atomically (a temporary file, renamed).
+  Status save(const std::string &path) const;
 
   const TunedAlgorithm *find(const std::string &key) const;
   void set(const std::string &key, TunedAlgorithm algorithm);
   size_t size() const { return entries_.size(); }
+  const std::string &device() const { return device_; }
+  int64_t libraryVersion() const { return libraryVersion_; }
+  const std::map<std::string, TunedAlgorithm> &entries() const {
+    return entries_;
+  }
 
 private:
   std::string device_;
@@ -76,6 +86,6 @@ private:
   std::map<std::string, TunedAlgorithm> entries_;
 };
 
-} // namespace mlt::cuda
+} // namespace mlt::rt
 
-#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_TABLE_H
+#endif // MLT_RUNTIME_IO_MATMULTABLE_H

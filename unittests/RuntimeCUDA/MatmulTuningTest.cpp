@@ -1,16 +1,16 @@
-//===- MatmulTableTest.cpp - tests of the tuned matmul algorithm table ----===//
+//===- MatmulTuningTest.cpp - tests of MatmulRunner's tuned table ---------===//
 //
-// Part of mlt. The table file (kernels/matmul_table.h) saved and loaded,
-// byte-stable, and every load error (no GPU needed); then on a GPU: a runner
-// that tunes writes the table, a runner that loads it replays the same
-// algorithms (the same bits, products checked against the CPU gemm), and a
-// table whose algorithm does not run the shape is an error naming it.
+// Part of mlt. On a GPU: a runner that tunes writes the table
+// (mlt/Runtime/io/MatmulTable.h, whose file format
+// unittests/RuntimeIO/MatmulTableTest.cpp tests), a runner that loads it
+// replays the same algorithms (the same bits, the products checked against
+// the CPU gemm), a table whose algorithm does not run its shape is an error
+// naming the shape, and a missing table is an error unless tuning.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/matmul.h"
-#include "kernels/matmul_table.h"
 #include "CudaTestUtil.h"
+#include "kernels/matmul.h"
 
 #include "mlt/Runtime/cpu/Gemm.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
@@ -37,8 +37,7 @@ class TempPath {
 public:
   explicit TempPath(const std::string &name)
       : path_((std::filesystem::temp_directory_path() /
-               ("mlt-matmul-table-" + std::to_string(::getpid()) + "-" +
-                name))
+               ("mlt-matmul-table-" + std::to_string(::getpid()) + "-" + name))
                   .string()) {
     std::filesystem::remove(path_);
   }
@@ -58,89 +57,6 @@ std::string readText(const std::string &path) {
 
 void writeText(const std::string &path, const std::string &text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-TunedAlgorithm algorithm(uint64_t seed) {
-  TunedAlgorithm a;
-  for (size_t i = 0; i < a.data.size(); ++i)
-    a.data[i] = seed * 0x9E3779B97F4A7C15ull + i;
-  a.workspaceBytes = seed % 2 ? 0 : (uint64_t(32) << 20);
-  a.config = "algo 66 tile " + std::to_string(seed);
-  a.microseconds = 10.5 + double(seed);
-  a.heuristicMicroseconds = 12.25 + double(seed);
-  return a;
-}
-
-TEST(MatmulTableTest, SavesAndLoadsEveryField) {
-  TempPath path("roundtrip.json");
-  MatmulTable table("Some GPU", 130100);
-  table.set("matmul [1 x 8 x 16 x 32]", algorithm(1));
-  table.set("matmul [2 x 8 x 16 x 32]", algorithm(2));
-  ASSERT_TRUE(table.save(path.str()));
-  auto loaded = MatmulTable::load(path.str(), "Some GPU", 130100);
-  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-  EXPECT_EQ(loaded->size(), 2u);
-  for (uint64_t seed : {1, 2}) {
-    const TunedAlgorithm expected = algorithm(seed);
-    const TunedAlgorithm *got = loaded->find(
-        "matmul [" + std::to_string(seed) + " x 8 x 16 x 32]");
-    ASSERT_NE(got, nullptr);
-    EXPECT_EQ(got->data, expected.data);
-    EXPECT_EQ(got->workspaceBytes, expected.workspaceBytes);
-    EXPECT_EQ(got->config, expected.config);
-    EXPECT_EQ(got->microseconds, expected.microseconds);
-    EXPECT_EQ(got->heuristicMicroseconds, expected.heuristicMicroseconds);
-  }
-  EXPECT_EQ(loaded->find("matmul [3 x 8 x 16 x 32]"), nullptr);
-  // Saved again: the same bytes (entries in key order).
-  const std::string first = readText(path.str());
-  ASSERT_TRUE(loaded->save(path.str()));
-  EXPECT_EQ(readText(path.str()), first);
-}
-
-TEST(MatmulTableTest, LoadErrorsNameTheFileAndTheProblem) {
-  TempPath path("bad.json");
-  MatmulTable table("Some GPU", 130100);
-  table.set("matmul [1 x 8 x 16 x 32]", algorithm(1));
-  ASSERT_TRUE(table.save(path.str()));
-  const std::string good = readText(path.str());
-  auto expectError = [&](const std::string &text, const std::string &device,
-                         const std::string &phrase) {
-    SCOPED_TRACE(phrase);
-    writeText(path.str(), text);
-    auto loaded = MatmulTable::load(path.str(), device, 130100);
-    ASSERT_FALSE(loaded.isOk());
-    const std::string message = loaded.status().message();
-    EXPECT_NE(message.find(path.str()), std::string::npos) << message;
-    EXPECT_NE(message.find(phrase), std::string::npos) << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  };
-  expectError("{\"format\": ", "Some GPU", "not a JSON object");
-  expectError("[1, 2]", "Some GPU", "not a JSON object");
-  expectError("{\"format\": \"other\", \"version\": 1}", "Some GPU",
-              "not a matmul algorithm table");
-  expectError(std::string(1000, '[') + std::string(1000, ']'), "Some GPU",
-              "nested too deep");
-  expectError(good, "Another GPU",
-              "tuned on Some GPU with cuBLASLt 130100; this run has Another "
-              "GPU");
-  nlohmann::json root = nlohmann::json::parse(good);
-  root["version"] = 2;
-  expectError(root.dump(), "Some GPU", "table version 2");
-  root = nlohmann::json::parse(good);
-  root["entries"][0]["algorithm"][3] = "0xnothex";
-  expectError(root.dump(), "Some GPU", "algorithm word 3");
-  root = nlohmann::json::parse(good);
-  root["entries"][0].erase("workspace_bytes");
-  expectError(root.dump(), "Some GPU", "workspace_bytes");
-  root = nlohmann::json::parse(good);
-  root["entries"].push_back(root["entries"][0]);
-  expectError(root.dump(), "Some GPU", "appears twice");
-  std::filesystem::remove(path.str());
-  auto missing = MatmulTable::load(path.str(), "Some GPU", 130100);
-  ASSERT_FALSE(missing.isOk());
-  EXPECT_NE(missing.status().message().find("cannot read"), std::string::npos)
-      << missing.status().message();
 }
 
 /// The step's kinds of product at small sizes: bf16 activations (NT
@@ -195,9 +111,9 @@ std::vector<std::vector<uint8_t>> runProducts(MatmulRunner &runner) {
       for (size_t i = 0; i < ref.size(); ++i)
         ref[i] += p.accumulate ? c0[i] : 0.0f;
       EXPECT_LT(relError(c, ref), 1e-5);
-      outputs.emplace_back(reinterpret_cast<const uint8_t *>(c.data()),
-                           reinterpret_cast<const uint8_t *>(c.data() +
-                                                             c.size()));
+      outputs.emplace_back(
+          reinterpret_cast<const uint8_t *>(c.data()),
+          reinterpret_cast<const uint8_t *>(c.data() + c.size()));
     } else {
       DeviceBuffer<uint16_t> dc(c0.size());
       EXPECT_TRUE(runner.run(s, da.get(), db.get(), dc.get(),
@@ -206,15 +122,15 @@ std::vector<std::vector<uint8_t>> runProducts(MatmulRunner &runner) {
       std::vector<float> wide(c.size());
       cpu::castBF16ToFloat(wide.data(), c.data(), int64_t(c.size()));
       EXPECT_LT(relError(wide, ref), 1e-2);
-      outputs.emplace_back(reinterpret_cast<const uint8_t *>(c.data()),
-                           reinterpret_cast<const uint8_t *>(c.data() +
-                                                             c.size()));
+      outputs.emplace_back(
+          reinterpret_cast<const uint8_t *>(c.data()),
+          reinterpret_cast<const uint8_t *>(c.data() + c.size()));
     }
   }
   return outputs;
 }
 
-TEST(MatmulTableTest, TunedTableIsReplayedBitForBit) {
+TEST(CudaMatmulTuningTest, TunedTableIsReplayedBitForBit) {
   MLT_REQUIRE_CUDA();
   TempPath path("tuned.json");
   std::vector<std::vector<uint8_t>> tunedOutputs;
@@ -266,7 +182,7 @@ TEST(MatmulTableTest, TunedTableIsReplayedBitForBit) {
   EXPECT_TRUE(reported) << "no product reported the broken entry " << shape;
 }
 
-TEST(MatmulTableTest, MissingTableIsAnErrorUnlessTuning) {
+TEST(CudaMatmulTuningTest, MissingTableIsAnErrorUnlessTuning) {
   MLT_REQUIRE_CUDA();
   TempPath path("missing.json");
   auto runner = MatmulRunner::create({path.str(), /*tune=*/false});

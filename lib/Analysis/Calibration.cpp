@@ -112,7 +112,8 @@ int64_t groupOf(std::string_view key) {
 bool isMatrixKey(std::string_view key) {
   const std::string_view base = baseOf(key);
   return base == "matmul" || base == "matmul_accumulate" ||
-         base == "matmul_add" || base == "attention_fwd" ||
+         base == "matmul_add" || base == "matmul_group" ||
+         base == "attention_fwd" ||
          base == "attention_bwd";
 }
 
@@ -272,6 +273,11 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
                          ringFactor(base, groupOf(nearestKey));
     return onCurve(*nearest, cls, cls.work * scale);
   }
+  // A group of products (matmul_group: one batched launch) without a curve
+  // of its own: one product of all their work, on matmul's curve.
+  if (base == "matmul_group")
+    if (auto it = curves.find("matmul"); it != curves.end())
+      return onCurve(it->second, cls, cls.work);
   if (calibrated)
     *calibrated = false;
   const double floor = latencyFloor();

@@ -16,7 +16,8 @@
 using namespace mlir;
 
 /// The passes on a lowered stage (or the whole model): the step's schedule,
-/// ZeRO, the overlap, the optimizer's grouped launches, memory.
+/// ZeRO, the overlap, grouped products, the optimizer's grouped launches,
+/// memory.
 static void addStepPasses(OpPassManager &pm,
                           const mlt::TrainOptions &options) {
   using namespace mlt;
@@ -39,6 +40,9 @@ static void addStepPasses(OpPassManager &pm,
     overlap.overlapParamGather = options.overlapParamGather;
     pm.addPass(createMLTScheduleOverlap(overlap));
   }
+  // After the overlap scheduling: products whose gradient a collective waits
+  // for carry its token and stay as they are.
+  pm.addPass(createMLTGroupProducts());
   // After the overlap scheduling, which takes the gradient all-reduces out
   // of the optimizer step: its sums of squares are then consecutive.
   pm.addPass(createMLTMultiTensor());

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -326,6 +327,112 @@ TEST(CudaMatmulTest, EmptyInnerDimensionWritesZeros) {
                                std::numeric_limits<float>::quiet_NaN());
   for (float v : c)
     EXPECT_EQ(v, 0.0f);
+}
+
+// Tests runGroup (matmul_group): each product of a group against the CPU
+// gemm of the same inputs (bf16 operands into bf16 and into an f32 c that
+// accumulates; f32), one pointer-array launch where the products are one
+// matrix each and G launches where they are strided batches, the same bits
+// when run again, and the argument errors.
+TEST(CudaMatmulTest, GroupComputesEachProduct) {
+  MLT_REQUIRE_CUDA();
+  auto runner = makeRunner();
+  ASSERT_TRUE(runner);
+  std::mt19937 rng(31);
+  struct GroupCase {
+    MatmulShape shape;
+    rt::ElementType dtype, outType;
+    bool accumulate;
+  };
+  const GroupCase cases[] = {
+      {{1, 96, 64, 128, false, true, false}, rt::ElementType::BF16,
+       rt::ElementType::BF16, false},
+      {{1, 64, 64, 96, true, false, false}, rt::ElementType::BF16,
+       rt::ElementType::F32, true},
+      {{4, 24, 40, 32, false, true, false}, rt::ElementType::F32,
+       rt::ElementType::F32, false}, // folded: one matrix
+      {{3, 37, 65, 129, true, false, true}, rt::ElementType::F32,
+       rt::ElementType::F32, true}, // strided batches: G launches
+  };
+  for (const GroupCase &gc : cases) {
+    const MatmulShape &s = gc.shape;
+    SCOPED_TRACE(describe(s));
+    const bool bf16 = gc.dtype == rt::ElementType::BF16;
+    const bool f32Out = gc.outType == rt::ElementType::F32;
+    constexpr size_t kGroups = 3;
+    std::vector<std::vector<float>> as, bs, c0s, refs;
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> da32, db32, dc32;
+    std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> da16, db16, dc16;
+    std::vector<const void *> a, b;
+    std::vector<void *> c;
+    for (size_t g = 0; g < kGroups; ++g) {
+      as.push_back(randomVector<float>(rng, sizeA(s)));
+      bs.push_back(randomVector<float>(rng, sizeB(s)));
+      c0s.push_back(randomVector<float>(rng, sizeC(s)));
+      std::vector<uint16_t> a16, b16;
+      if (bf16) {
+        a16 = roundToBf16(as.back());
+        b16 = roundToBf16(bs.back());
+      }
+      std::vector<float> ref = cpuMatmul(s, as.back(), bs.back());
+      if (gc.accumulate)
+        for (size_t i = 0; i < ref.size(); ++i)
+          ref[i] += c0s.back()[i];
+      refs.push_back(ref);
+      if (bf16) {
+        da16.push_back(std::make_unique<DeviceBuffer<uint16_t>>(a16.size()));
+        db16.push_back(std::make_unique<DeviceBuffer<uint16_t>>(b16.size()));
+        da16.back()->upload(a16);
+        db16.back()->upload(b16);
+        a.push_back(da16.back()->get());
+        b.push_back(db16.back()->get());
+      } else {
+        da32.push_back(std::make_unique<DeviceBuffer<float>>(as.back().size()));
+        db32.push_back(std::make_unique<DeviceBuffer<float>>(bs.back().size()));
+        da32.back()->upload(as.back());
+        db32.back()->upload(bs.back());
+        a.push_back(da32.back()->get());
+        b.push_back(db32.back()->get());
+      }
+      if (f32Out) {
+        dc32.push_back(std::make_unique<DeviceBuffer<float>>(sizeC(s)));
+        c.push_back(dc32.back()->get());
+      } else {
+        dc16.push_back(std::make_unique<DeviceBuffer<uint16_t>>(sizeC(s)));
+        c.push_back(dc16.back()->get());
+      }
+    }
+    // Runs the group from c0 and returns each product's result as floats.
+    auto runGroup = [&]() {
+      for (size_t g = 0; g < kGroups; ++g)
+        if (f32Out)
+          dc32[g]->upload(c0s[g]);
+      EXPECT_TRUE(runner->runGroup(s, a, b, c, gc.dtype, gc.outType,
+                                   gc.accumulate, nullptr));
+      std::vector<std::vector<float>> out;
+      for (size_t g = 0; g < kGroups; ++g)
+        out.push_back(f32Out ? dc32[g]->download()
+                             : widenBf16(dc16[g]->download()));
+      return out;
+    };
+    const auto first = runGroup();
+    for (size_t g = 0; g < kGroups; ++g)
+      EXPECT_LT(relError(first[g], refs[g]),
+                bf16 && !f32Out ? kBf16Tol : kF32Tol)
+          << "product " << g;
+    EXPECT_EQ(runGroup(), first);
+  }
+  DeviceBuffer<float> buffer(16);
+  MatmulShape s;
+  s.m = s.n = s.k = 2;
+  rt::Status mismatched =
+      runner->runGroup(s, {buffer.get()}, {}, {buffer.get()},
+                       rt::ElementType::F32, rt::ElementType::F32, false,
+                       nullptr);
+  ASSERT_FALSE(mismatched.isOk());
+  EXPECT_NE(mismatched.message().find("one of each per product"),
+            std::string::npos)
+      << mismatched.message();
 }
 
 // Tests the argument errors: f64, negative and too large sizes.

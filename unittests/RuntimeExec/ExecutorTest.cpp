@@ -213,6 +213,49 @@ TEST(CpuBackendTest, Matmul) {
   }
 }
 
+// Tests that matmul_group computes each of its products as matmul (and, with
+// accumulate 1, matmul_accumulate) does, bit for bit, at transposes, shared
+// and batched b, and that a group with a inputs missing is refused.
+TEST(CpuBackendTest, MatmulGroupIsItsProducts) {
+  std::mt19937 rng(12);
+  const int64_t batch = 2, m = 4, n = 5, k = 6, groups = 3;
+  for (int accumulate = 0; accumulate < 2; ++accumulate)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int bb = 0; bb < 2; ++bb) {
+        const std::vector<int64_t> ints = {batch, m, n, k, ta, 1, bb};
+        std::vector<int64_t> groupInts = ints;
+        groupInts.push_back(accumulate);
+        const std::vector<int64_t> aShape =
+            ta ? std::vector<int64_t>{batch, k, m}
+               : std::vector<int64_t>{batch, m, k};
+        const std::vector<int64_t> bShape =
+            bb ? std::vector<int64_t>{batch, n, k} : std::vector<int64_t>{n, k};
+        std::vector<Operand> as, bs, cs;
+        for (int64_t g = 0; g < groups; ++g) {
+          as.push_back(f32(aShape, randomFloats(rng, batch * m * k)));
+          bs.push_back(f32(bShape, randomFloats(rng, (bb ? batch : 1) * k * n)));
+          cs.push_back(f32({batch, m, n}, randomFloats(rng, batch * m * n)));
+        }
+        std::vector<Operand> inputs = as;
+        inputs.insert(inputs.end(), bs.begin(), bs.end());
+        ASSERT_RUN(group, runOne(Kernel::MatmulGroup, inputs, cs, groupInts));
+        for (int64_t g = 0; g < groups; ++g) {
+          ASSERT_RUN(one, runOne(accumulate ? Kernel::MatmulAccumulate
+                                            : Kernel::Matmul,
+                                 {as[g], bs[g]}, {cs[g]}, ints));
+          EXPECT_EQ((*group)[2 * groups + g], (*one)[2])
+              << "product " << g << " accumulate " << accumulate << " ta "
+              << ta << " bb " << bb;
+        }
+      }
+  auto bad = runOne(Kernel::MatmulGroup,
+                    {f32({4, 6}), f32({6, 5}), f32({6, 5})},
+                    {f32({4, 5}), f32({4, 5})}, {1, 4, 5, 6, 0, 0, 0, 0});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("2 G inputs"), std::string::npos)
+      << bad.status().message();
+}
+
 // Tests rms_norm_fwd, that rms_norm_bwd overwrites dw (not accumulates)
 // with the rstd recomputed as the forward computes it, and rms_norm_bwd_add.
 TEST(CpuBackendTest, RMSNorm) {

@@ -148,6 +148,10 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     case Kernel::SwiGLUBwd: // dgate, dup
       outputs = 2;
       break;
+    case Kernel::MatmulGroup: // 3 products: 3 a, 3 b -> 3 c
+      inputs = 6;
+      ints.back() = 0; // accumulate
+      break;
     case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low
       floats = {1e4, 8.0, 1.0, 4.0};
       break;

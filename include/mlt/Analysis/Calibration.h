@@ -20,8 +20,9 @@
 // device's least launch time (latency bounds it, and says little of large
 // launches) at the larger of its rate and the median rate of its kind.
 //
-// A launch whose class was never measured is priced by the device's
-// fallback rates (the median rates of what was measured: matrix FLOP/s,
+// A group of products (matmul_group) never measured as such is priced as
+// one product of all its work on matmul's curve. Any other launch whose
+// class was never measured is priced by the device's fallback rates (the median rates of what was measured: matrix FLOP/s,
 // memory bytes/s, collective bytes/s, and the smallest launch's time), and
 // the report names such classes: a prediction made from them is a guess.
 //

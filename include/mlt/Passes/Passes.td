@@ -623,6 +623,47 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
   }];
 }
 
+def MLTGroupProducts : Pass<"mlt-group-products", "::mlir::ModuleOp"> {
+  let summary = "runs independent matrix products of one shape as one batched launch";
+  let description = [{
+    In each program, `matmul` (and `matmul_accumulate`) launches of one
+    shape (their ints, operand and result types) that do not depend on each
+    other become one `matmul_group` launch (Kernels.def), which the CUDA
+    backend runs as one pointer-array batched cuBLASLt launch: a layer's q,
+    k and v products share the normalized input, and so do their weight
+    gradients, each too small to fill an H100 alone
+    (bench/matmul-notes.md, "Grouped products": 0.5-0.6 ms a 125m step).
+    The CPU backend runs the products one by one, as the separate launches
+    did, so its results are the same bits.
+
+    Which launches group, and where they go, is
+    `mlt::analysis::groupLaunches` (mlt/Analysis/ProductGroups.h): the first
+    launch of a shape gathers the later ones within `window` launches that
+    conflict (write what another reads or writes) neither with a member nor
+    with a launch they move past; a launch that is not plain (another
+    stream, waits, a token) or not a launch is a barrier nothing crosses.
+    Buffers are compared by their base (a view is its base buffer). The
+    input gradients, which accumulate into one buffer, stay apart.
+
+    Before:
+    ```mlir
+    mlt_rt.launch "matmul" [@dv, @x] -> [@"grad:wv"] ints [1, 64, 64, 128, 1, 0, 0]
+    mlt_rt.launch "matmul" [@dv, @"param:wv"] -> [@dx] ints [1, 128, 64, 64, 0, 0, 0]
+    mlt_rt.launch "matmul" [@dk, @x] -> [@"grad:wk"] ints [1, 64, 64, 128, 1, 0, 0]
+    ```
+    After:
+    ```mlir
+    mlt_rt.launch "matmul_group" [@dv, @dk, @x, @x] -> [@"grad:wv", @"grad:wk"] ints [1, 64, 64, 128, 1, 0, 0, 0]
+    mlt_rt.launch "matmul" [@dv, @"param:wv"] -> [@dx] ints [1, 128, 64, 64, 0, 0, 0]
+    ```
+  }];
+  let options = [
+    Option<"window", "window", "int64_t", /*default=*/"64",
+           "how many launches after a group's first its members may come from">
+  ];
+  let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
+}
+
 def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
   let summary = "makes the training step: the schedule of the bodies' calls";
   let description = [{

@@ -69,6 +69,7 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
   case Kernel::MatmulAdd:
+  case Kernel::MatmulGroup:
     return true;
   default:
     return false;
@@ -263,6 +264,26 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                     a[A::b_batched] != 0},
                         in[0].data, in[1].data, out[0].data, in[0].dtype,
                         out[0].dtype, addend, s);
+  }
+
+  // matmul.h: a_1..a_G, b_1..b_G -> c_1..c_G in one pointer-array launch.
+  case Kernel::MatmulGroup: {
+    using A = attrs::MatmulGroup;
+    const KernelAttrs<A> a(inst);
+    const size_t groups = out.size();
+    std::vector<const void *> as, bs;
+    std::vector<void *> cs;
+    for (size_t g = 0; g < groups; ++g) {
+      as.push_back(in[g].data);
+      bs.push_back(in[groups + g].data);
+      cs.push_back(out[g].data);
+    }
+    return matmul_->runGroup(MatmulShape{a[A::batch], a[A::m], a[A::n],
+                                         a[A::k], a[A::transpose_a] != 0,
+                                         a[A::transpose_b] != 0,
+                                         a[A::b_batched] != 0},
+                             as, bs, cs, in[0].dtype, out[0].dtype,
+                             a[A::accumulate] != 0, s);
   }
 
   // optimizer.h: f32 parameters, moments and scalars; f32 gradients, or bf16

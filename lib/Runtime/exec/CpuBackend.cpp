@@ -512,6 +512,36 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                    beta, f(out[0]), ldc, m * n, batch);
   }
 
+  case Kernel::MatmulGroup: {
+    // Each product as matmul (matmul_accumulate) computes it: the same
+    // calls, so the same bits.
+    using A = attrs::MatmulGroup;
+    const KernelAttrs<A> a(inst);
+    const int64_t batch = a[A::batch], m = a[A::m], n = a[A::n], k = a[A::k];
+    const bool transA = a[A::transpose_a], transB = a[A::transpose_b],
+               bBatched = a[A::b_batched];
+    const T beta = a[A::accumulate] ? T(1) : T(0);
+    const int64_t lda = std::max<int64_t>(1, transA ? m : k);
+    const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
+    const int64_t ldc = std::max<int64_t>(1, n);
+    const size_t groups = out.size();
+    for (size_t g = 0; g < groups; ++g) {
+      const T *ag = f(in[g]), *bg = f(in[groups + g]);
+      T *cg = f(out[g]);
+      Status status =
+          !bBatched && !transA && batch * m <= INT32_MAX
+              ? cpu::gemm(false, transB, batch * m, n, k, T(1), ag, lda, bg,
+                          ldb, beta, cg, ldc)
+              : cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), ag,
+                                        lda, m * k, bg, ldb,
+                                        bBatched ? k * n : 0, beta, cg, ldc,
+                                        m * n, batch);
+      if (!status)
+        return status;
+    }
+    return Status::ok();
+  }
+
   case Kernel::RMSNormFwd: {
     using A = attrs::RMSNormFwd;
     const KernelAttrs<A> a(inst);

@@ -148,6 +148,32 @@ template <> struct Rule<attrs::MatmulAdd> : MatmulRule {
   using MatmulRule::MatmulRule;
 };
 
+template <> struct Rule<attrs::MatmulGroup> : RuleBase<attrs::MatmulGroup> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    if (inst.outputs.empty() || inst.inputs.size() != 2 * inst.outputs.size())
+      return errorf("takes 2 G inputs (a_1..a_G, b_1..b_G) for G >= 1 "
+                    "outputs, got ",
+                    inst.inputs.size(), " inputs and ", inst.outputs.size(),
+                    " outputs");
+    return flags({transpose_a, transpose_b, b_batched, accumulate});
+  }
+  // a_i [batch, m, k], b_i [batch or 1, k, n] -> c_i [batch, m, n]
+  OperandCounts counts() const {
+    const size_t groups = inst.outputs.size();
+    OperandCounts counts;
+    counts.inputs.assign(groups, product({a[batch], a[m], a[k]}));
+    counts.inputs.resize(
+        2 * groups, product({a[b_batched] ? a[batch] : 1, a[k], a[n]}));
+    counts.outputs.assign(groups, product({a[batch], a[m], a[n]}));
+    return counts;
+  }
+  double flops() const {
+    return 2.0 * double(inst.outputs.size()) * double(a[batch]) *
+           double(a[m]) * double(a[n]) * double(a[k]);
+  }
+};
+
 template <> struct Rule<attrs::RMSNormFwd> : RuleBase<attrs::RMSNormFwd> {
   using RuleBase::RuleBase;
   // x [rows, dim], w [dim] -> y [rows, dim]
@@ -708,6 +734,7 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
                                                  : OperandPrecision::Compute;
   case Kernel::Matmul: // a, b -> c
   case Kernel::MatmulAccumulate:
+  case Kernel::MatmulGroup: // a_i, b_i -> c_i
   case Kernel::EmbeddingBwd: // ids, dout -> dtable
   case Kernel::EmbeddingBwdVP:
   case Kernel::Accumulate: // x -> y

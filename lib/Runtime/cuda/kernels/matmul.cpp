@@ -56,10 +56,12 @@ struct PlanKey {
   /// Whether the product is added to an addend (beta = 1).
   bool addend;
   uint32_t alignA, alignB, alignC;
+  /// Products in one pointer-array launch (matmul_group); 1: a product.
+  int64_t groups = 1;
 
   auto tie() const {
     return std::tie(dtype, outType, batch, m, n, k, transposeA, transposeB,
-                    bBatched, addend, alignA, alignB, alignC);
+                    bBatched, addend, alignA, alignB, alignC, groups);
   }
   bool operator<(const PlanKey &other) const { return tie() < other.tie(); }
 };
@@ -134,6 +136,44 @@ rt::Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
   return rt::Status::ok();
 }
 
+/// The argument errors of a product (types, sizes), before anything runs.
+rt::Status checkProduct(const MatmulShape &shape, rt::ElementType dtype,
+                        rt::ElementType outType) {
+  if (dtype != rt::ElementType::F32 && dtype != rt::ElementType::BF16)
+    return rt::errorf("matmul: element type ", rt::elementTypeName(dtype),
+                      " is not supported on CUDA (f32 and bf16 are)");
+  if (outType != dtype && outType != rt::ElementType::F32)
+    return rt::errorf("matmul: ", rt::elementTypeName(dtype),
+                      " operands cannot produce ", rt::elementTypeName(outType),
+                      " (only ", rt::elementTypeName(dtype), " or f32)");
+  const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return rt::errorf("matmul: negative size (batch = ", batch, ", m = ", m,
+                      ", n = ", n, ", k = ", k, ")");
+  for (int64_t size : {batch, m, n, k})
+    if (size > INT32_MAX)
+      return rt::errorf("matmul: size ", size,
+                        " exceeds the 32-bit integers of cuBLASLt");
+  return rt::Status::ok();
+}
+
+/// A product's key without its alignments.
+PlanKey keyOf(const MatmulShape &shape, rt::ElementType dtype,
+              rt::ElementType outType, bool addend) {
+  PlanKey key;
+  key.dtype = dtype;
+  key.outType = outType;
+  key.batch = shape.batch;
+  key.m = shape.m;
+  key.n = shape.n;
+  key.k = shape.k;
+  key.transposeA = shape.transposeA;
+  key.transposeB = shape.transposeB;
+  key.bBatched = shape.bBatched;
+  key.addend = addend;
+  return key;
+}
+
 std::string describe(const PlanKey &key) {
   std::ostringstream os;
   os << "matmul [" << key.batch << " x " << key.m << " x " << key.n << " x "
@@ -144,6 +184,8 @@ std::string describe(const PlanKey &key) {
      << ", transpose_b = " << key.transposeB << ", b_batched = " << key.bBatched
      << ", alignments " << key.alignA << "/" << key.alignB << "/" << key.alignC
      << " bytes)";
+  if (key.groups > 1)
+    os << " x " << key.groups << " (one pointer-array launch)";
   return os.str();
 }
 
@@ -194,6 +236,8 @@ struct MatmulRunner::Impl {
     const bool switched = cudaGetDevice(&previous) == cudaSuccess &&
                           previous != device &&
                           cudaSetDevice(device) == cudaSuccess;
+    for (const auto &[addresses, array] : pointerArrays)
+      cudaFree(array);
     if (workspace)
       cudaFree(workspace);
     if (handle)
@@ -202,7 +246,17 @@ struct MatmulRunner::Impl {
       (void)cudaSetDevice(previous);
   }
 
+  /// Device arrays of operand addresses for pointer-array launches, made
+  /// once for each set of addresses (a plan's are fixed) and kept: the
+  /// launches of a captured graph read them at every replay.
+  std::map<std::vector<const void *>, void *> pointerArrays;
+
   rt::StatusOr<Plan *> getPlan(const PlanKey &key);
+
+  /// The device copy of `addresses`, made on first use (outside a graph
+  /// capture: a copy cannot be captured from memory the host reuses).
+  rt::StatusOr<void *> pointerArray(const std::vector<const void *> &addresses,
+                                    cudaStream_t stream);
 
   /// Times each of plan's candidates on these operands (into a scratch
   /// output, the product's shape in c's type, when c must not be written:
@@ -255,6 +309,17 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
   // cuBLASLt C = D <- c.
   MLT_RETURN_IF_ERROR(
       makeLayout(&plan->layoutC, outType, n, rowsA, n, batch, m * n));
+  // A group: each operand's G matrices at the addresses of a device array.
+  if (key.groups > 1)
+    for (cublasLtMatrixLayout_t layout :
+         {plan->layoutA, plan->layoutB, plan->layoutC}) {
+      const int32_t count = static_cast<int32_t>(key.groups);
+      const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+      MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)));
+    }
 
   // cuBLASLt's A is b, its B is a; D is c like C.
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] =
@@ -514,21 +579,8 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
                              const void *b, void *c, rt::ElementType dtype,
                              rt::ElementType outType, const void *addend,
                              cudaStream_t stream) {
-  if (dtype != rt::ElementType::F32 && dtype != rt::ElementType::BF16)
-    return rt::errorf("matmul: element type ", rt::elementTypeName(dtype),
-                      " is not supported on CUDA (f32 and bf16 are)");
-  if (outType != dtype && outType != rt::ElementType::F32)
-    return rt::errorf("matmul: ", rt::elementTypeName(dtype),
-                      " operands cannot produce ", rt::elementTypeName(outType),
-                      " (only ", rt::elementTypeName(dtype), " or f32)");
+  MLT_RETURN_IF_ERROR(checkProduct(shape, dtype, outType));
   const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
-  if (batch < 0 || m < 0 || n < 0 || k < 0)
-    return rt::errorf("matmul: negative size (batch = ", batch, ", m = ", m,
-                      ", n = ", n, ", k = ", k, ")");
-  for (int64_t size : {batch, m, n, k})
-    if (size > INT32_MAX)
-      return rt::errorf("matmul: size ", size,
-                        " exceeds the 32-bit integers of cuBLASLt");
   if (batch == 0 || m == 0 || n == 0)
     return rt::Status::ok();
   const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
@@ -545,17 +597,7 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
     return rt::Status::ok();
   }
 
-  PlanKey key;
-  key.dtype = dtype;
-  key.outType = outType;
-  key.batch = batch;
-  key.m = m;
-  key.n = n;
-  key.k = k;
-  key.transposeA = shape.transposeA;
-  key.transposeB = shape.transposeB;
-  key.bBatched = shape.bBatched;
-  key.addend = addend != nullptr;
+  PlanKey key = keyOf(shape, dtype, outType, addend != nullptr);
   // Batch strides count in the alignment only when the products are strided
   // (a folded shared-b product is a single matrix).
   const bool strided =
@@ -586,5 +628,101 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
                      addend ? addend : c, p.layoutC, c, p.layoutC, &p.algo,
                      p.workspaceBytes ? workspace : nullptr,
                      p.workspaceBytes, stream));
+  return rt::Status::ok();
+}
+
+rt::StatusOr<void *>
+MatmulRunner::Impl::pointerArray(const std::vector<const void *> &addresses,
+                                 cudaStream_t stream) {
+  auto it = pointerArrays.find(addresses);
+  if (it != pointerArrays.end())
+    return it->second;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  MLT_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return rt::errorf("matmul_group: its first run is inside a CUDA graph "
+                      "capture, where its operand addresses cannot be "
+                      "uploaded");
+  void *array = nullptr;
+  const size_t bytes = addresses.size() * sizeof(void *);
+  MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&array, bytes));
+  if (cudaError_t error = cudaMemcpy(array, addresses.data(), bytes,
+                                     cudaMemcpyHostToDevice);
+      error != cudaSuccess) {
+    (void)cudaFree(array);
+    MLT_CUDA_RETURN_IF_ERROR(error);
+  }
+  pointerArrays.emplace(addresses, array);
+  return array;
+}
+
+rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
+                                  const std::vector<const void *> &a,
+                                  const std::vector<const void *> &b,
+                                  const std::vector<void *> &c,
+                                  rt::ElementType dtype,
+                                  rt::ElementType outType, bool accumulate,
+                                  cudaStream_t stream) {
+  const size_t groups = c.size();
+  if (groups == 0 || a.size() != groups || b.size() != groups)
+    return rt::errorf("matmul_group: ", a.size(), " a, ", b.size(), " b and ",
+                      groups, " c operands (one of each per product)");
+  // One launch where each product is one matrix (batch 1, or a shared b
+  // under an untransposed a, folded); otherwise, and for the empty and
+  // degenerate shapes, the products one by one.
+  const bool single =
+      shape.batch == 1 ||
+      foldsBatch(shape.batch, shape.m, shape.transposeA, shape.bBatched);
+  if (groups == 1 || !single || shape.m <= 0 || shape.n <= 0 ||
+      shape.k <= 0 || shape.batch <= 0) {
+    for (size_t g = 0; g < groups; ++g)
+      MLT_RETURN_IF_ERROR(run(shape, a[g], b[g], c[g], dtype, outType,
+                              accumulate ? c[g] : nullptr, stream));
+    return rt::Status::ok();
+  }
+  MLT_RETURN_IF_ERROR(checkProduct(shape, dtype, outType));
+  const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
+  const int64_t outBytes = static_cast<int64_t>(rt::elementSize(outType));
+  PlanKey key = keyOf(shape, dtype, outType, accumulate);
+  key.groups = int64_t(groups);
+  key.alignA = key.alignB = key.alignC = 256;
+  for (size_t g = 0; g < groups; ++g) {
+    key.alignA = std::min(key.alignA, alignmentOf(a[g], 0));
+    key.alignB = std::min(key.alignB, alignmentOf(b[g], 0));
+    key.alignC = std::min(key.alignC, alignmentOf(c[g], 0));
+  }
+  if (key.alignA < elementBytes || key.alignB < elementBytes ||
+      key.alignC < outBytes)
+    return rt::errorf("matmul_group: an operand is not aligned to its "
+                      "element size");
+  // cuBLASLt's A is b, its B is a, its C = D is c (matmul.cpp's header).
+  std::vector<const void *> addresses(b.begin(), b.end());
+  addresses.insert(addresses.end(), a.begin(), a.end());
+  addresses.insert(addresses.end(), c.begin(), c.end());
+  auto array = impl_->pointerArray(addresses, stream);
+  if (!array)
+    return array.takeStatus();
+  void **arrays = static_cast<void **>(*array);
+  void *arrayA = arrays, *arrayB = arrays + groups, *arrayC = arrays + 2 * groups;
+
+  auto plan = impl_->getPlan(key);
+  if (!plan)
+    return plan.takeStatus();
+  if (!(*plan)->candidates.empty()) {
+    // Timing would add the product into c several times: an accumulating
+    // group keeps the heuristic's choice unless the table has one.
+    if (accumulate)
+      (*plan)->candidates.clear();
+    else
+      MLT_RETURN_IF_ERROR(impl_->tunePlan(**plan, key, arrayB, arrayA, arrayC,
+                                          nullptr, stream));
+  }
+  const Plan &p = **plan;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
+      impl_->handle, p.desc, &alpha, arrayA, p.layoutA, arrayB, p.layoutB,
+      &beta, arrayC, p.layoutC, arrayC, p.layoutC, &p.algo,
+      p.workspaceBytes ? impl_->workspace : nullptr, p.workspaceBytes,
+      stream));
   return rt::Status::ok();
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlt::cuda {
 
@@ -118,6 +119,21 @@ public:
   rt::Status run(const MatmulShape &shape, const void *a, const void *b,
                  void *c, rt::ElementType dtype, rt::ElementType outType,
                  const void *addend, cudaStream_t stream);
+
+  /// Queues G = c.size() products of one shape, c[g] = op(a[g]) op(b[g])
+  /// (c[g] += ... when `accumulate`), Kernels.def's matmul_group: one
+  /// pointer-array launch (CUBLASLT_BATCH_MODE_POINTER_ARRAY, the operands'
+  /// addresses in device arrays made on the group's first run and kept)
+  /// where each product is one matrix (batch 1, or a shared b under an
+  /// untransposed a), else G launches of `run`. Its algorithm is chosen as a
+  /// product's (the table, tuning, the heuristic), but an accumulating group
+  /// is not tuned (its timing runs would add into c).
+  rt::Status runGroup(const MatmulShape &shape,
+                      const std::vector<const void *> &a,
+                      const std::vector<const void *> &b,
+                      const std::vector<void *> &c, rt::ElementType dtype,
+                      rt::ElementType outType, bool accumulate,
+                      cudaStream_t stream);
 
   /// Number of cached shapes (for tests: a second call of a shape adds none).
   size_t cachedShapes() const;

@@ -51,11 +51,11 @@ LaunchGrouping mlt::analysis::groupLaunches(const std::vector<GroupItem> &items,
         break;
       const bool joins =
           items[j].kind == items[i].kind &&
-          std::none_of(group.begin(), group.end(),
-                       [&](size_t g) { return conflict(items[g], items[j]); }) &&
-          std::none_of(staying.begin(), staying.end(), [&](size_t s) {
-            return conflict(items[s], items[j]);
-          });
+          std::none_of(
+              group.begin(), group.end(),
+              [&](size_t g) { return conflict(items[g], items[j]); }) &&
+          std::none_of(staying.begin(), staying.end(),
+                       [&](size_t s) { return conflict(items[s], items[j]); });
       if (joins) {
         group.push_back(j);
         placed[j] = true;
@@ -85,8 +85,8 @@ std::string mlt::analysis::checkGrouping(const std::vector<GroupItem> &items,
   }
   for (size_t a = 0; a < n; ++a)
     for (size_t b = a + 1; b < n; ++b) {
-      const bool keep = conflict(items[a], items[b]) || items[a].barrier ||
-                        items[b].barrier;
+      const bool keep =
+          conflict(items[a], items[b]) || items[a].barrier || items[b].barrier;
       if (keep && position[a] > position[b])
         return "items " + std::to_string(a) + " and " + std::to_string(b) +
                " change order";

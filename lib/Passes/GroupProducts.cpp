@@ -78,18 +78,16 @@ private:
         os << buffer.getTensorType().getElementType();
       types += text + ";";
     }
-    const auto key =
-        std::make_tuple(launch.getKernel().str(),
-                        std::vector<int64_t>(launch.getInts().begin(),
-                                             launch.getInts().end()),
-                        types);
+    const auto key = std::make_tuple(
+        launch.getKernel().str(),
+        std::vector<int64_t>(launch.getInts().begin(), launch.getInts().end()),
+        types);
     return kinds.try_emplace(key, uint64_t(kinds.size() + 1)).first->second;
   }
 
   SymbolTable buffers;
   std::map<std::string, int64_t> ids;
-  std::map<std::tuple<std::string, std::vector<int64_t>, std::string>,
-           uint64_t>
+  std::map<std::tuple<std::string, std::vector<int64_t>, std::string>, uint64_t>
       kinds;
 };
 
@@ -126,8 +124,7 @@ public:
     }
     ItemBuilder builder(getOperation());
     bool changed = false;
-    for (rtir::ProgramOp program :
-         getOperation().getOps<rtir::ProgramOp>()) {
+    for (rtir::ProgramOp program : getOperation().getOps<rtir::ProgramOp>()) {
       Block &body = program.getBody().front();
       SmallVector<Operation *> ops;
       std::vector<analysis::GroupItem> items;

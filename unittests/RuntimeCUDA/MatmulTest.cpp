@@ -345,14 +345,22 @@ TEST(CudaMatmulTest, GroupComputesEachProduct) {
     bool accumulate;
   };
   const GroupCase cases[] = {
-      {{1, 96, 64, 128, false, true, false}, rt::ElementType::BF16,
-       rt::ElementType::BF16, false},
-      {{1, 64, 64, 96, true, false, false}, rt::ElementType::BF16,
-       rt::ElementType::F32, true},
-      {{4, 24, 40, 32, false, true, false}, rt::ElementType::F32,
-       rt::ElementType::F32, false}, // folded: one matrix
-      {{3, 37, 65, 129, true, false, true}, rt::ElementType::F32,
-       rt::ElementType::F32, true}, // strided batches: G launches
+      {{1, 96, 64, 128, false, true, false},
+       rt::ElementType::BF16,
+       rt::ElementType::BF16,
+       false},
+      {{1, 64, 64, 96, true, false, false},
+       rt::ElementType::BF16,
+       rt::ElementType::F32,
+       true},
+      {{4, 24, 40, 32, false, true, false},
+       rt::ElementType::F32,
+       rt::ElementType::F32,
+       false}, // folded: one matrix
+      {{3, 37, 65, 129, true, false, true},
+       rt::ElementType::F32,
+       rt::ElementType::F32,
+       true}, // strided batches: G launches
   };
   for (const GroupCase &gc : cases) {
     const MatmulShape &s = gc.shape;
@@ -425,10 +433,9 @@ TEST(CudaMatmulTest, GroupComputesEachProduct) {
   DeviceBuffer<float> buffer(16);
   MatmulShape s;
   s.m = s.n = s.k = 2;
-  rt::Status mismatched =
-      runner->runGroup(s, {buffer.get()}, {}, {buffer.get()},
-                       rt::ElementType::F32, rt::ElementType::F32, false,
-                       nullptr);
+  rt::Status mismatched = runner->runGroup(
+      s, {buffer.get()}, {}, {buffer.get()}, rt::ElementType::F32,
+      rt::ElementType::F32, false, nullptr);
   ASSERT_FALSE(mismatched.isOk());
   EXPECT_NE(mismatched.message().find("one of each per product"),
             std::string::npos)

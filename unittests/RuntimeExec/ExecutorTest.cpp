@@ -233,7 +233,8 @@ TEST(CpuBackendTest, MatmulGroupIsItsProducts) {
         std::vector<Operand> as, bs, cs;
         for (int64_t g = 0; g < groups; ++g) {
           as.push_back(f32(aShape, randomFloats(rng, batch * m * k)));
-          bs.push_back(f32(bShape, randomFloats(rng, (bb ? batch : 1) * k * n)));
+          bs.push_back(
+              f32(bShape, randomFloats(rng, (bb ? batch : 1) * k * n)));
           cs.push_back(f32({batch, m, n}, randomFloats(rng, batch * m * n)));
         }
         std::vector<Operand> inputs = as;
@@ -244,13 +245,13 @@ TEST(CpuBackendTest, MatmulGroupIsItsProducts) {
                                             : Kernel::Matmul,
                                  {as[g], bs[g]}, {cs[g]}, ints));
           EXPECT_EQ((*group)[2 * groups + g], (*one)[2])
-              << "product " << g << " accumulate " << accumulate << " ta "
-              << ta << " bb " << bb;
+              << "product " << g << " accumulate " << accumulate << " ta " << ta
+              << " bb " << bb;
         }
       }
-  auto bad = runOne(Kernel::MatmulGroup,
-                    {f32({4, 6}), f32({6, 5}), f32({6, 5})},
-                    {f32({4, 5}), f32({4, 5})}, {1, 4, 5, 6, 0, 0, 0, 0});
+  auto bad =
+      runOne(Kernel::MatmulGroup, {f32({4, 6}), f32({6, 5}), f32({6, 5})},
+             {f32({4, 5}), f32({4, 5})}, {1, 4, 5, 6, 0, 0, 0, 0});
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.status().message().find("2 G inputs"), std::string::npos)
       << bad.status().message();

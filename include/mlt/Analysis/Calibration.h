@@ -22,9 +22,10 @@
 //
 // A group of products (matmul_group) never measured as such is priced as
 // one product of all its work on matmul's curve. Any other launch whose
-// class was never measured is priced by the device's fallback rates (the median rates of what was measured: matrix FLOP/s,
-// memory bytes/s, collective bytes/s, and the smallest launch's time), and
-// the report names such classes: a prediction made from them is a guess.
+// class was never measured is priced by the device's fallback rates (the median
+// rates of what was measured: matrix FLOP/s, memory bytes/s, collective
+// bytes/s, and the smallest launch's time), and the report names such classes:
+// a prediction made from them is a guess.
 //
 // Each calibration also carries two figures of the device fitted so that
 // the predicted step of a calibrating run equals its measured step

@@ -278,12 +278,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       bs.push_back(in[groups + g].data);
       cs.push_back(out[g].data);
     }
-    return matmul_->runGroup(MatmulShape{a[A::batch], a[A::m], a[A::n],
-                                         a[A::k], a[A::transpose_a] != 0,
-                                         a[A::transpose_b] != 0,
-                                         a[A::b_batched] != 0},
-                             as, bs, cs, in[0].dtype, out[0].dtype,
-                             a[A::accumulate] != 0, s);
+    return matmul_->runGroup(
+        MatmulShape{a[A::batch], a[A::m], a[A::n], a[A::k],
+                    a[A::transpose_a] != 0, a[A::transpose_b] != 0,
+                    a[A::b_batched] != 0},
+        as, bs, cs, in[0].dtype, out[0].dtype, a[A::accumulate] != 0, s);
   }
 
   // optimizer.h: f32 parameters, moments and scalars; f32 gradients, or bf16

@@ -532,10 +532,9 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
           !bBatched && !transA && batch * m <= INT32_MAX
               ? cpu::gemm(false, transB, batch * m, n, k, T(1), ag, lda, bg,
                           ldb, beta, cg, ldc)
-              : cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), ag,
-                                        lda, m * k, bg, ldb,
-                                        bBatched ? k * n : 0, beta, cg, ldc,
-                                        m * n, batch);
+              : cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), ag, lda,
+                                        m * k, bg, ldb, bBatched ? k * n : 0,
+                                        beta, cg, ldc, m * n, batch);
       if (!status)
         return status;
     }

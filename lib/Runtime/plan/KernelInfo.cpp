@@ -163,14 +163,14 @@ template <> struct Rule<attrs::MatmulGroup> : RuleBase<attrs::MatmulGroup> {
     const size_t groups = inst.outputs.size();
     OperandCounts counts;
     counts.inputs.assign(groups, product({a[batch], a[m], a[k]}));
-    counts.inputs.resize(
-        2 * groups, product({a[b_batched] ? a[batch] : 1, a[k], a[n]}));
+    counts.inputs.resize(2 * groups,
+                         product({a[b_batched] ? a[batch] : 1, a[k], a[n]}));
     counts.outputs.assign(groups, product({a[batch], a[m], a[n]}));
     return counts;
   }
   double flops() const {
-    return 2.0 * double(inst.outputs.size()) * double(a[batch]) *
-           double(a[m]) * double(a[n]) * double(a[k]);
+    return 2.0 * double(inst.outputs.size()) * double(a[batch]) * double(a[m]) *
+           double(a[n]) * double(a[k]);
   }
 };
 
@@ -734,7 +734,7 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
                                                  : OperandPrecision::Compute;
   case Kernel::Matmul: // a, b -> c
   case Kernel::MatmulAccumulate:
-  case Kernel::MatmulGroup: // a_i, b_i -> c_i
+  case Kernel::MatmulGroup:  // a_i, b_i -> c_i
   case Kernel::EmbeddingBwd: // ids, dout -> dtable
   case Kernel::EmbeddingBwdVP:
   case Kernel::Accumulate: // x -> y

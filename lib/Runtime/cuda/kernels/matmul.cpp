@@ -646,8 +646,8 @@ MatmulRunner::Impl::pointerArray(const std::vector<const void *> &addresses,
   void *array = nullptr;
   const size_t bytes = addresses.size() * sizeof(void *);
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&array, bytes));
-  if (cudaError_t error = cudaMemcpy(array, addresses.data(), bytes,
-                                     cudaMemcpyHostToDevice);
+  if (cudaError_t error =
+          cudaMemcpy(array, addresses.data(), bytes, cudaMemcpyHostToDevice);
       error != cudaSuccess) {
     (void)cudaFree(array);
     MLT_CUDA_RETURN_IF_ERROR(error);
@@ -673,8 +673,8 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
   const bool single =
       shape.batch == 1 ||
       foldsBatch(shape.batch, shape.m, shape.transposeA, shape.bBatched);
-  if (groups == 1 || !single || shape.m <= 0 || shape.n <= 0 ||
-      shape.k <= 0 || shape.batch <= 0) {
+  if (groups == 1 || !single || shape.m <= 0 || shape.n <= 0 || shape.k <= 0 ||
+      shape.batch <= 0) {
     for (size_t g = 0; g < groups; ++g)
       MLT_RETURN_IF_ERROR(run(shape, a[g], b[g], c[g], dtype, outType,
                               accumulate ? c[g] : nullptr, stream));
@@ -703,7 +703,8 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
   if (!array)
     return array.takeStatus();
   void **arrays = static_cast<void **>(*array);
-  void *arrayA = arrays, *arrayB = arrays + groups, *arrayC = arrays + 2 * groups;
+  void *arrayA = arrays, *arrayB = arrays + groups,
+       *arrayC = arrays + 2 * groups;
 
   auto plan = impl_->getPlan(key);
   if (!plan)
@@ -722,7 +723,6 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
       impl_->handle, p.desc, &alpha, arrayA, p.layoutA, arrayB, p.layoutB,
       &beta, arrayC, p.layoutC, arrayC, p.layoutC, &p.algo,
-      p.workspaceBytes ? impl_->workspace : nullptr, p.workspaceBytes,
-      stream));
+      p.workspaceBytes ? impl_->workspace : nullptr, p.workspaceBytes, stream));
   return rt::Status::ok();
 }

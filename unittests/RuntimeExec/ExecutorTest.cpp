@@ -257,6 +257,26 @@ TEST(CpuBackendTest, MatmulGroupIsItsProducts) {
       << bad.status().message();
 }
 
+// Tests that a group whose result is another member's operand is refused
+// (its products run as one launch on the GPU).
+TEST(CpuBackendTest, MatmulGroupRefusesAResultAmongItsOperands) {
+  PlanBuilder b;
+  const uint32_t a0 = b.temp("a0", {4, 6}, ElementType::F32),
+                 a1 = b.temp("a1", {4, 6}, ElementType::F32),
+                 w = b.temp("w", {6, 6}, ElementType::F32);
+  // Product 0 writes a1, which product 1 reads.
+  b.launch("p", Kernel::MatmulGroup, {a0, a1, w, w}, {a1, a0},
+           {1, 4, 6, 6, 0, 0, 0, 0}, {});
+  Plan plan = b.plan();
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(plan, 0, *backend);
+  Status status = executor ? (*executor)->run("p") : executor.takeStatus();
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("is also an operand"), std::string::npos)
+      << status.message();
+}
+
 // Tests rms_norm_fwd, that rms_norm_bwd overwrites dw (not accumulates)
 // with the rstd recomputed as the forward computes it, and rms_norm_bwd_add.
 TEST(CpuBackendTest, RMSNorm) {

@@ -10,6 +10,7 @@
 #include "mlt/Runtime/plan/KernelInfo.h"
 #include "mlt/Runtime/plan/Plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -156,6 +157,14 @@ template <> struct Rule<attrs::MatmulGroup> : RuleBase<attrs::MatmulGroup> {
                     "outputs, got ",
                     inst.inputs.size(), " inputs and ", inst.outputs.size(),
                     " outputs");
+    // The products run as one launch: no result may be another's operand.
+    for (size_t o = 0; o < inst.outputs.size(); ++o) {
+      const uint32_t c = inst.outputs[o];
+      if (std::count(inst.inputs.begin(), inst.inputs.end(), c) ||
+          std::count(inst.outputs.begin(), inst.outputs.end(), c) > 1)
+        return errorf("result ", o,
+                      " is also an operand or another result of the group");
+    }
     return flags({transpose_a, transpose_b, b_batched, accumulate});
   }
   // a_i [batch, m, k], b_i [batch or 1, k, n] -> c_i [batch, m, n]

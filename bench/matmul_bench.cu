@@ -33,13 +33,16 @@
 //
 // With the filter "grouped": products of one shape sharing an operand, as
 // separate launches and as one batched launch (strided, pointer array).
+// With "fp8": each shape as a bf16 product and as an FP8 product, with and
+// without the quantization of its operands (fp8Bench).
 //
-// Usage: MLTMatmulBench [reps] [filter | grouped]   (results:
+// Usage: MLTMatmulBench [reps] [filter | grouped | fp8]   (results:
 // bench/matmul-notes.md)
 //
 //===----------------------------------------------------------------------===//
 
 #include "BenchUtil.cuh"
+#include "kernels/fp8.h"
 #include "kernels/matmul.h"
 
 #include <cublasLt.h>
@@ -552,6 +555,126 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
   }
 }
 
+
+/// FP8 products beside bf16 ones at the TinyLlama step's shapes (filter
+/// "fp8"): per case, the runtime's bf16 product ("bf16"), the same m, n, k
+/// as an FP8 product through MatmulRunner::runFp8 with both operands
+/// K-contiguous ("fp8": forward products e4m3 x e4m3 with fast
+/// accumulation; input and weight gradients e5m2 gradients times e4m3, f32
+/// accumulation, as Transformer Engine), and that product with the current
+/// scaling of both operands before it ("fp8+q": amax and quantization of
+/// each, transposed where the case's layout is not K-contiguous: the cost
+/// with no quantization shared between products). The output is compared
+/// with the bf16 product's (relative L2: FP8's 2-3 mantissa bits, expected a
+/// few percent). The summary weighs each shape by its launches in one
+/// micro-batch's step.
+void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
+  const int64_t kMaxElems = int64_t(32000) * 8192;
+  DevBuf a(kMaxElems * 2), b(kMaxElems * 2), c(kMaxElems * 4),
+      ref(kMaxElems * 4), addend(kMaxElems * 4), qa(kMaxElems), qb(kMaxElems),
+      scalars(64), sums(16);
+  fillUniform<<<4096, 256>>>(static_cast<bf16 *>(a.p), kMaxElems, 11u, -1.f,
+                             1.f);
+  fillUniform<<<4096, 256>>>(static_cast<bf16 *>(b.p), kMaxElems, 23u, -0.05f,
+                             0.05f);
+  fillUniform<<<4096, 256>>>(static_cast<float *>(addend.p), kMaxElems, 5u,
+                             -1.f, 1.f);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  float *amaxA = static_cast<float *>(scalars.p), *sInvA = amaxA + 1,
+        *amaxB = amaxA + 2, *sInvB = amaxA + 3;
+  double step[3] = {0, 0, 0};
+  for (const Case &cs : kCases) {
+    if (cs.first == 0)
+      continue;
+    const bool backward = cs.name[0] == 'd';
+    const rt::ElementType aType =
+        backward ? rt::ElementType::F8E5M2 : rt::ElementType::F8E4M3;
+    const rt::ElementType bType = rt::ElementType::F8E4M3;
+    const rt::ElementType out =
+        cs.f32Out ? rt::ElementType::F32 : rt::ElementType::BF16;
+    const size_t outBytes = size_t(cs.m * cs.n) * (cs.f32Out ? 4 : 2);
+    const void *add = cs.addend == Case::None ? nullptr
+                      : cs.addend == Case::Self ? c.p
+                                                : addend.p;
+    cuda::MatmulShape bf16Shape;
+    bf16Shape.m = cs.m;
+    bf16Shape.n = cs.n;
+    bf16Shape.k = cs.k;
+    bf16Shape.transposeA = cs.transposeA;
+    bf16Shape.transposeB = cs.transposeB;
+    cuda::MatmulShape fp8Shape = bf16Shape;
+    fp8Shape.transposeA = false;
+    fp8Shape.transposeB = true;
+    // The operands as the bf16 product reads them: a stored [m, k] or [k, m],
+    // b [n, k] or [k, n]; quantized K-contiguous.
+    auto quantize = [&](cudaStream_t st) {
+      CHECK_STATUS(cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p),
+                                      cs.m * cs.k, st));
+      CHECK_STATUS(cuda::launchQuantizeFp8(
+          static_cast<uint8_t *>(qa.p), sInvA, static_cast<bf16 *>(a.p),
+          cs.transposeA ? cs.k : cs.m, cs.transposeA ? cs.m : cs.k,
+          cs.transposeA, aType, amaxA, st));
+      CHECK_STATUS(cuda::launchAbsMax(amaxB, static_cast<bf16 *>(b.p),
+                                      cs.n * cs.k, st));
+      CHECK_STATUS(cuda::launchQuantizeFp8(
+          static_cast<uint8_t *>(qb.p), sInvB, static_cast<bf16 *>(b.p),
+          cs.transposeB ? cs.n : cs.k, cs.transposeB ? cs.k : cs.n,
+          !cs.transposeB, bType, amaxB, st));
+    };
+    auto runBf16 = [&](cudaStream_t st) {
+      CHECK_STATUS(runner.run(bf16Shape, a.p, b.p, c.p, rt::ElementType::BF16,
+                              out, add, st));
+    };
+    auto runFp8 = [&](cudaStream_t st) {
+      CHECK_STATUS(runner.runFp8(fp8Shape, qa.p, aType, sInvA, qb.p, bType,
+                                 sInvB, c.p, out, add, !backward, st));
+    };
+    // Checked once: the FP8 product against the bf16 one (outputs from the
+    // same initial c: an accumulating case starts from zeros).
+    CHECK_CUDA(cudaMemsetAsync(c.p, 0, outBytes, stream));
+    runBf16(stream);
+    CHECK_CUDA(
+        cudaMemcpyAsync(ref.p, c.p, outBytes, cudaMemcpyDeviceToDevice, stream));
+    CHECK_CUDA(cudaMemsetAsync(c.p, 0, outBytes, stream));
+    quantize(stream);
+    runFp8(stream);
+    CHECK_CUDA(cudaMemsetAsync(sums.p, 0, 16, stream));
+    diffSums<<<1024, 256, 0, stream>>>(c.p, ref.p, cs.m * cs.n, cs.f32Out,
+                                       static_cast<double *>(sums.p));
+    double h[2];
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaMemcpy(h, sums.p, 16, cudaMemcpyDeviceToHost));
+    const double diff = std::sqrt(h[0] / h[1]);
+
+    std::vector<Row> rows(3);
+    rows[0].variant = "bf16";
+    rows[1].variant = "fp8";
+    rows[2].variant = "fp8+q";
+    capture(rows[0], runBf16, stream);
+    capture(rows[1], runFp8, stream);
+    capture(
+        rows[2],
+        [&](cudaStream_t st) {
+          quantize(st);
+          runFp8(st);
+        },
+        stream);
+    timeInterleaved(rows, stream);
+    const double flops = 2.0 * cs.m * cs.n * cs.k;
+    std::printf("%-32s", cs.name);
+    for (int r = 0; r < 3; ++r) {
+      const double ms = rows[r].median();
+      step[r] += ms * cs.first;
+      std::printf("  %s %.4f ms %6.1f TFLOP/s", rows[r].variant.c_str(), ms,
+                  flops / (ms * 1e-3) / 1e12);
+    }
+    std::printf("  fp8 vs bf16 %.2e %s\n", diff, diff < 0.1 ? "ok" : "MISMATCH");
+  }
+  std::printf("fp8 step (one micro-batch, micro_step_first launches): bf16 "
+              "%.2f ms, fp8 %.2f ms (%.2fx), fp8 with unshared current "
+              "scaling %.2f ms (%.2fx)\n",
+              step[0], step[1], step[0] / step[1], step[2], step[0] / step[2]);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -577,6 +700,10 @@ int main(int argc, char **argv) {
   std::unique_ptr<cuda::MatmulRunner> runner = std::move(*created);
   if (filter && std::strcmp(filter, "grouped") == 0) {
     groupedBench(handle, stream);
+    return 0;
+  }
+  if (filter && std::strcmp(filter, "fp8") == 0) {
+    fp8Bench(*runner, stream);
     return 0;
   }
 

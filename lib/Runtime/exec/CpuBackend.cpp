@@ -333,6 +333,8 @@ Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
     return Status::ok();
   }
   case ElementType::F16:
+  case ElementType::F8E4M3:
+  case ElementType::F8E5M2:
     break;
   }
   return errorf("the CPU backend cannot fill ", elementTypeName(buffer.dtype),

@@ -31,7 +31,11 @@ static_assert(uint8_t(ElementType::F32) == uint8_t(plan::DType::F32) &&
                   uint8_t(ElementType::F16) == uint8_t(plan::DType::F16) &&
                   uint8_t(ElementType::I32) == uint8_t(plan::DType::I32) &&
                   uint8_t(ElementType::I64) == uint8_t(plan::DType::I64) &&
-                  plan::DType::MAX == plan::DType::I64,
+                  uint8_t(ElementType::F8E4M3) ==
+                      uint8_t(plan::DType::F8E4M3) &&
+                  uint8_t(ElementType::F8E5M2) ==
+                      uint8_t(plan::DType::F8E5M2) &&
+                  plan::DType::MAX == plan::DType::F8E5M2,
               "ElementType and Plan.fbs's DType differ");
 static_assert(
     uint8_t(BufferKind::Parameter) == uint8_t(plan::BufferKind::Parameter) &&

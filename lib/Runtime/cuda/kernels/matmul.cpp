@@ -46,11 +46,15 @@ using namespace mlt::cuda;
 
 namespace {
 
-/// What selects a cached plan: the instruction's ints, the element type, and
+/// What selects a cached plan: the instruction's ints, the element types, and
 /// the alignment of each operand (cuBLASLt's heuristic picks vectorized
 /// kernels only for aligned operands).
 struct PlanKey {
+  /// a's type (and b's, but for FP8 products, whose b may differ: dtypeB).
   rt::ElementType dtype, outType;
+  rt::ElementType dtypeB;
+  /// FP8 products: CUBLASLT_MATMUL_DESC_FAST_ACCUM.
+  bool fastAccumulation = false;
   int64_t batch, m, n, k;
   bool transposeA, transposeB, bBatched;
   /// Whether the product is added to an addend (beta = 1).
@@ -60,8 +64,9 @@ struct PlanKey {
   int64_t groups = 1;
 
   auto tie() const {
-    return std::tie(dtype, outType, batch, m, n, k, transposeA, transposeB,
-                    bBatched, addend, alignA, alignB, alignC, groups);
+    return std::tie(dtype, outType, dtypeB, fastAccumulation, batch, m, n, k,
+                    transposeA, transposeB, bBatched, addend, alignA, alignB,
+                    alignC, groups);
   }
   bool operator<(const PlanKey &other) const { return tie() < other.tie(); }
 };
@@ -157,11 +162,37 @@ rt::Status checkProduct(const MatmulShape &shape, rt::ElementType dtype,
   return rt::Status::ok();
 }
 
+/// The argument errors of an FP8 product (runFp8), before anything runs.
+rt::Status checkFp8Product(const MatmulShape &shape, rt::ElementType aType,
+                           rt::ElementType bType, rt::ElementType outType,
+                           const float *aScaleInv, const float *bScaleInv) {
+  if (!rt::isFp8ElementType(aType) || !rt::isFp8ElementType(bType))
+    return rt::errorf("matmul_fp8: operands ", rt::elementTypeName(aType),
+                      " and ", rt::elementTypeName(bType),
+                      " (both must be f8e4m3 or f8e5m2)");
+  if (aType == rt::ElementType::F8E5M2 && bType == rt::ElementType::F8E5M2)
+    return rt::errorf("matmul_fp8: f8e5m2 times f8e5m2 has no Hopper kernel "
+                      "(one operand must be f8e4m3)");
+  if (outType != rt::ElementType::BF16 && outType != rt::ElementType::F32)
+    return rt::errorf("matmul_fp8: cannot produce ",
+                      rt::elementTypeName(outType), " (bf16 or f32)");
+  if (shape.transposeA || !shape.transposeB)
+    return rt::errorf("matmul_fp8: both operands must have the reduction "
+                      "dimension contiguous (a [m, k], b stored [n, k]: "
+                      "transpose_a = 0, transpose_b = 1), not transpose_a = ",
+                      shape.transposeA, ", transpose_b = ", shape.transposeB);
+  if (!aScaleInv || !bScaleInv)
+    return rt::errorf("matmul_fp8: both operands need their inverse scale");
+  // The sizes as checkProduct checks them.
+  return checkProduct(shape, rt::ElementType::BF16, outType);
+}
+
 /// A product's key without its alignments.
 PlanKey keyOf(const MatmulShape &shape, rt::ElementType dtype,
               rt::ElementType outType, bool addend) {
   PlanKey key;
   key.dtype = dtype;
+  key.dtypeB = dtype;
   key.outType = outType;
   key.batch = shape.batch;
   key.m = shape.m;
@@ -177,8 +208,12 @@ PlanKey keyOf(const MatmulShape &shape, rt::ElementType dtype,
 std::string describe(const PlanKey &key) {
   std::ostringstream os;
   os << "matmul [" << key.batch << " x " << key.m << " x " << key.n << " x "
-     << key.k << "] (" << rt::elementTypeName(key.dtype) << " -> "
-     << rt::elementTypeName(key.outType)
+     << key.k << "] (" << rt::elementTypeName(key.dtype);
+  // (Products of one type keep the description tables were tuned under.)
+  if (key.dtypeB != key.dtype)
+    os << " x " << rt::elementTypeName(key.dtypeB);
+  os << " -> " << rt::elementTypeName(key.outType)
+     << (key.fastAccumulation ? ", fast accumulation" : "")
      << (key.addend ? ", added to an addend" : "")
      << ", transpose_a = " << key.transposeA
      << ", transpose_b = " << key.transposeB << ", b_batched = " << key.bBatched
@@ -253,6 +288,17 @@ struct MatmulRunner::Impl {
 
   rt::StatusOr<Plan *> getPlan(const PlanKey &key);
 
+  /// run and runFp8: key is keyOf's (with dtypeB and fastAccumulation),
+  /// aScaleInv and bScaleInv null but for FP8 operands.
+  rt::Status product(PlanKey key, const void *a, const void *b, void *c,
+                     const void *addend, const float *aScaleInv,
+                     const float *bScaleInv, cudaStream_t stream);
+
+  /// Queues D = the product (+ C = addend when not null) with plan's
+  /// algorithm; cuBLASLt's A is b and its B is a (matmul.cpp's header).
+  rt::Status launch(const Plan &plan, const void *a, const void *b,
+                    const void *addend, void *c, cudaStream_t stream);
+
   /// The device copy of `addresses`, made on first use (outside a graph
   /// capture: a copy cannot be captured from memory the host reuses).
   rt::StatusOr<void *> pointerArray(const std::vector<const void *> &addresses,
@@ -274,9 +320,19 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
 
   auto plan = std::make_unique<Plan>();
   auto cudaType = [](rt::ElementType t) {
-    return t == rt::ElementType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    switch (t) {
+    case rt::ElementType::BF16:
+      return CUDA_R_16BF;
+    case rt::ElementType::F8E4M3:
+      return CUDA_R_8F_E4M3;
+    case rt::ElementType::F8E5M2:
+      return CUDA_R_8F_E5M2;
+    default:
+      return CUDA_R_32F;
+    }
   };
   const cudaDataType_t type = cudaType(key.dtype);
+  const cudaDataType_t typeB = cudaType(key.dtypeB);
   const cudaDataType_t outType = cudaType(key.outType);
   // Pure fp32 accumulation for both types (CUBLAS_COMPUTE_32F, never
   // CUBLAS_COMPUTE_32F_FAST_TF32): fp32 mode must match the CPU, and bf16
@@ -289,6 +345,11 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  if (key.fastAccumulation) {
+    const int8_t fast = 1;
+    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  }
   // An addend is beta = 1 with C the addend (c itself for
   // matmul_accumulate): the sum happens in the epilogue, in f32, and is
   // rounded once to D's type.
@@ -299,7 +360,7 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
   const int64_t rowsA = fold ? key.batch * m : m;
   const int64_t batch = fold ? 1 : key.batch;
   // cuBLASLt A <- b.
-  MLT_RETURN_IF_ERROR(makeLayout(&plan->layoutA, type, key.transposeB ? k : n,
+  MLT_RETURN_IF_ERROR(makeLayout(&plan->layoutA, typeB, key.transposeB ? k : n,
                                  key.transposeB ? n : k, key.transposeB ? k : n,
                                  batch, key.bBatched ? k * n : 0));
   // cuBLASLt B <- a.
@@ -580,11 +641,36 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
                              rt::ElementType outType, const void *addend,
                              cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkProduct(shape, dtype, outType));
-  const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
+  return impl_->product(keyOf(shape, dtype, outType, addend != nullptr), a, b,
+                        c, addend, nullptr, nullptr, stream);
+}
+
+rt::Status MatmulRunner::runFp8(const MatmulShape &shape, const void *a,
+                                rt::ElementType aType, const float *aScaleInv,
+                                const void *b, rt::ElementType bType,
+                                const float *bScaleInv, void *c,
+                                rt::ElementType outType, const void *addend,
+                                bool fastAccumulation, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(
+      checkFp8Product(shape, aType, bType, outType, aScaleInv, bScaleInv));
+  PlanKey key = keyOf(shape, aType, outType, addend != nullptr);
+  key.dtypeB = bType;
+  key.fastAccumulation = fastAccumulation;
+  return impl_->product(key, a, b, c, addend, aScaleInv, bScaleInv, stream);
+}
+
+rt::Status MatmulRunner::Impl::product(PlanKey key, const void *a,
+                                       const void *b, void *c,
+                                       const void *addend,
+                                       const float *aScaleInv,
+                                       const float *bScaleInv,
+                                       cudaStream_t stream) {
+  const int64_t batch = key.batch, m = key.m, n = key.n, k = key.k;
   if (batch == 0 || m == 0 || n == 0)
     return rt::Status::ok();
-  const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
-  const int64_t outBytes = static_cast<int64_t>(rt::elementSize(outType));
+  const int64_t aBytes = static_cast<int64_t>(rt::elementSize(key.dtype));
+  const int64_t bBytes = static_cast<int64_t>(rt::elementSize(key.dtypeB));
+  const int64_t outBytes = static_cast<int64_t>(rt::elementSize(key.outType));
   if (k == 0) {
     // The empty product: zeros (all-zero bytes in f32 and bf16), plus the
     // addend.
@@ -597,32 +683,43 @@ rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
     return rt::Status::ok();
   }
 
-  PlanKey key = keyOf(shape, dtype, outType, addend != nullptr);
   // Batch strides count in the alignment only when the products are strided
   // (a folded shared-b product is a single matrix).
   const bool strided =
-      batch > 1 && !foldsBatch(batch, m, shape.transposeA, shape.bBatched);
-  key.alignA = alignmentOf(a, strided ? m * k * elementBytes : 0);
-  key.alignB =
-      alignmentOf(b, strided && shape.bBatched ? k * n * elementBytes : 0);
+      batch > 1 && !foldsBatch(batch, m, key.transposeA, key.bBatched);
+  key.alignA = alignmentOf(a, strided ? m * k * aBytes : 0);
+  key.alignB = alignmentOf(b, strided && key.bBatched ? k * n * bBytes : 0);
   // C and D share one layout, so one alignment: the smaller of the two.
   key.alignC = alignmentOf(c, strided ? m * n * outBytes : 0);
   if (addend)
     key.alignC = std::min(key.alignC,
                           alignmentOf(addend, strided ? m * n * outBytes : 0));
-  if (key.alignA < elementBytes || key.alignB < elementBytes ||
-      key.alignC < outBytes)
+  if (key.alignA < aBytes || key.alignB < bBytes || key.alignC < outBytes)
     return rt::errorf("matmul: an operand is not aligned to its element size");
 
-  auto plan = impl_->getPlan(key);
+  auto plan = getPlan(key);
   if (!plan)
     return plan.takeStatus();
+  if (aScaleInv) {
+    // The operands' scales, read by the kernel on the device: cuBLASLt's A
+    // is b. (The descriptor is the shape's; set at each call, before any
+    // timing run.)
+    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        (*plan)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv,
+        sizeof(bScaleInv)));
+    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        (*plan)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv,
+        sizeof(aScaleInv)));
+  }
   if (!(*plan)->candidates.empty())
-    MLT_RETURN_IF_ERROR(impl_->tunePlan(**plan, key, a, b, c, addend, stream));
-  const Plan &p = **plan;
+    MLT_RETURN_IF_ERROR(tunePlan(**plan, key, a, b, c, addend, stream));
+  return launch(**plan, a, b, addend, c, stream);
+}
+
+rt::Status MatmulRunner::Impl::launch(const Plan &p, const void *a,
+                                      const void *b, const void *addend,
+                                      void *c, cudaStream_t stream) {
   const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
-  cublasLtHandle_t handle = impl_->handle;
-  void *workspace = impl_->workspace;
   MLT_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmul(handle, p.desc, &alpha, b, p.layoutA, a, p.layoutB, &beta,
                      addend ? addend : c, p.layoutC, c, p.layoutC, &p.algo,
@@ -718,11 +815,7 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
       MLT_RETURN_IF_ERROR(impl_->tunePlan(**plan, key, arrayB, arrayA, arrayC,
                                           nullptr, stream));
   }
-  const Plan &p = **plan;
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      impl_->handle, p.desc, &alpha, arrayA, p.layoutA, arrayB, p.layoutB,
-      &beta, arrayC, p.layoutC, arrayC, p.layoutC, &p.algo,
-      p.workspaceBytes ? impl_->workspace : nullptr, p.workspaceBytes, stream));
-  return rt::Status::ok();
+  // (The arrays in the operands' places: cuBLASLt's A is b.)
+  return impl_->launch(**plan, arrayB, arrayA, accumulate ? arrayC : nullptr,
+                       arrayC, stream);
 }

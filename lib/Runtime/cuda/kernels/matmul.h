@@ -120,6 +120,26 @@ public:
                  void *c, rt::ElementType dtype, rt::ElementType outType,
                  const void *addend, cudaStream_t stream);
 
+  /// Queues the FP8 product c = (aScaleInv * a) (bScaleInv * b)^T on Hopper's
+  /// FP8 tensor cores: a [m, k] and b stored [n, k] (transposeA false,
+  /// transposeB true: both with the reduction dimension contiguous, the only
+  /// layout Hopper's FP8 kernels read; fp8.h's quantization writes either
+  /// layout), of types f8e4m3 or f8e5m2 but not both f8e5m2; aScaleInv and
+  /// bScaleInv point to one f32 each on the device (the inverse scales of
+  /// the quantization, read when the product runs); c bf16 or f32, plus
+  /// `addend` when not null, as in `run`. Products accumulate in f32;
+  /// `fastAccumulation` (CUBLASLT_MATMUL_DESC_FAST_ACCUM) lets the tensor
+  /// cores keep partial sums at their own precision longer, faster and less
+  /// accurate (Transformer Engine uses it for forward products only). The
+  /// algorithm is chosen as for `run` (table, tuning, heuristic), keyed by
+  /// both types and the accumulation mode.
+  rt::Status runFp8(const MatmulShape &shape, const void *a,
+                    rt::ElementType aType, const float *aScaleInv,
+                    const void *b, rt::ElementType bType,
+                    const float *bScaleInv, void *c, rt::ElementType outType,
+                    const void *addend, bool fastAccumulation,
+                    cudaStream_t stream);
+
   /// Queues G = c.size() products of one shape, c[g] = op(a[g]) op(b[g])
   /// (c[g] += ... when `accumulate`), Kernels.def's matmul_group: one
   /// pointer-array launch (CUBLASLT_BATCH_MODE_POINTER_ARRAY, the operands'

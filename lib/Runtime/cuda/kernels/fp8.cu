@@ -1,0 +1,117 @@
+//===- fp8.cu - FP8 quantization CUDA launchers ---------------------------===//
+//
+// Part of mlt. Host side of the fp8 family: argument checks, the choice
+// between packed and scalar paths (alignment and sizes, checked here), and
+// grids that are functions of the shape only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/fp8.h"
+
+#include "CudaCheck.h"
+#include "kernels/fp8.cuh"
+
+using namespace mlt;
+using namespace mlt::cuda;
+using namespace mlt::cuda::fp8;
+
+namespace {
+
+bool isAligned(const void *p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+template <typename T>
+rt::Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
+  if (n < 0)
+    return rt::errorf("amax: negative size ", n);
+  MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (n == 0)
+    return rt::Status::ok();
+  constexpr int64_t W = Pack<T>::kWidth;
+  const bool vec = isAligned16(x);
+  // About four packs a thread, at most 1024 blocks (the rest loop).
+  const int64_t perBlock = int64_t(kThreads) * W * 4;
+  const int64_t blocks = (n + perBlock - 1) / perBlock;
+  absMaxKernel<T><<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0,
+                    stream>>>(reinterpret_cast<unsigned *>(amax), x, n, vec);
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return rt::Status::ok();
+}
+
+template <typename T, bool E5M2>
+rt::Status quantize(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
+                    int64_t cols, bool transpose, const float *amax,
+                    cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (!transpose) {
+    const bool vec = isAligned16(x) && isAligned(q, 8) && n % kPack == 0;
+    const int64_t perBlock = int64_t(kThreads) * kPack * 4;
+    const int64_t blocks = (n + perBlock - 1) / perBlock;
+    quantizeKernel<T, E5M2>
+        <<<unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)),
+           kThreads, 0, stream>>>(q, scaleInv, x, n, amax, vec);
+  } else {
+    const int64_t tiles =
+        ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+    if (tiles > INT32_MAX)
+      return rt::errorf("quantize_fp8: [", rows, ", ", cols,
+                        "] has too many tiles to transpose");
+    const bool vec = isAligned16(x) && cols % kPack == 0;
+    const bool store16 = isAligned16(q) && rows % 16 == 0;
+    quantizeTransposedKernel<T, E5M2>
+        <<<unsigned(tiles < 1 ? 1 : tiles), kThreads, 0, stream>>>(
+            q, scaleInv, x, rows, cols, amax, vec, store16);
+  }
+  MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return rt::Status::ok();
+}
+
+template <typename T>
+rt::Status quantizeFp8(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
+                       int64_t cols, bool transpose, rt::ElementType format,
+                       const float *amax, cudaStream_t stream) {
+  if (!rt::isFp8ElementType(format))
+    return rt::errorf("quantize_fp8: ", rt::elementTypeName(format),
+                      " is not an FP8 format (f8e4m3 or f8e5m2)");
+  if (rows < 0 || cols < 0)
+    return rt::errorf("quantize_fp8: negative size (rows = ", rows,
+                      ", cols = ", cols, ")");
+  if (format == rt::ElementType::F8E5M2)
+    return quantize<T, true>(q, scaleInv, x, rows, cols, transpose, amax,
+                             stream);
+  return quantize<T, false>(q, scaleInv, x, rows, cols, transpose, amax,
+                            stream);
+}
+
+} // namespace
+
+rt::Status mlt::cuda::launchAbsMax(float *amax, const float *x, int64_t n,
+                                   cudaStream_t stream) {
+  return absMax(amax, x, n, stream);
+}
+
+rt::Status mlt::cuda::launchAbsMax(float *amax, const __nv_bfloat16 *x,
+                                   int64_t n, cudaStream_t stream) {
+  return absMax(amax, x, n, stream);
+}
+
+rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, float *scaleInv,
+                                        const float *x, int64_t rows,
+                                        int64_t cols, bool transpose,
+                                        rt::ElementType format,
+                                        const float *amax,
+                                        cudaStream_t stream) {
+  return quantizeFp8(q, scaleInv, x, rows, cols, transpose, format, amax,
+                     stream);
+}
+
+rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, float *scaleInv,
+                                        const __nv_bfloat16 *x, int64_t rows,
+                                        int64_t cols, bool transpose,
+                                        rt::ElementType format,
+                                        const float *amax,
+                                        cudaStream_t stream) {
+  return quantizeFp8(q, scaleInv, x, rows, cols, transpose, format, amax,
+                     stream);
+}

@@ -1,0 +1,52 @@
+//===- fp8.h - FP8 quantization CUDA kernels (host side) --------*- C++ -*-===//
+//
+// Part of mlt. Host launchers of the fp8 family (fp8.cuh): the largest
+// magnitude of a tensor, and its quantization to an FP8 format with the
+// power-of-two scale that amax gives, bit for bit the CPU reference
+// (mlt/Runtime/cpu/Fp8.h: formats, rounding, saturation, scales). The
+// quantized operands and their inverse scales feed MatmulRunner::runFp8.
+//
+// Current scaling in two launches: launchAbsMax writes amax; launchQuantizeFp8
+// reads it on the device (no host round trip, so a step stays one CUDA
+// graph), computes the scale and writes q and 1 / scale.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_H
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_H
+
+#include "mlt/Runtime/ElementType.h"
+#include "mlt/Runtime/Status.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mlt::cuda {
+
+/// *amax = max |x[i]| over n elements (NaN when any is NaN, 0 for n = 0).
+/// The order of a maximum does not matter: the result is exact and the same
+/// on every run. x needs only its element type's alignment.
+rt::Status launchAbsMax(float *amax, const float *x, int64_t n,
+                        cudaStream_t stream);
+rt::Status launchAbsMax(float *amax, const __nv_bfloat16 *x, int64_t n,
+                        cudaStream_t stream);
+
+/// q = FP8 `format` of x * scale, x [rows, cols] row-major, q [rows, cols]
+/// or its transpose [cols, rows] when `transpose`; scale = cpu::fp8Scale of
+/// *amax, and *scaleInv = 1 / scale (exact: a power of two). q must not
+/// overlap x; amax may be read by several launches.
+rt::Status launchQuantizeFp8(uint8_t *q, float *scaleInv, const float *x,
+                             int64_t rows, int64_t cols, bool transpose,
+                             rt::ElementType format, const float *amax,
+                             cudaStream_t stream);
+rt::Status launchQuantizeFp8(uint8_t *q, float *scaleInv,
+                             const __nv_bfloat16 *x, int64_t rows,
+                             int64_t cols, bool transpose,
+                             rt::ElementType format, const float *amax,
+                             cudaStream_t stream);
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_H

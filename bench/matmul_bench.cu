@@ -577,11 +577,10 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
                              1.f);
   fillUniform<<<4096, 256>>>(static_cast<bf16 *>(b.p), kMaxElems, 23u, -0.05f,
                              0.05f);
-  fillUniform<<<4096, 256>>>(static_cast<float *>(addend.p), kMaxElems, 5u,
-                             -1.f, 1.f);
   CHECK_CUDA(cudaDeviceSynchronize());
-  float *amaxA = static_cast<float *>(scalars.p), *sInvA = amaxA + 1,
-        *amaxB = amaxA + 2, *sInvB = amaxA + 3;
+  // (The inverse scales 16-byte aligned: cuBLASLt's scale pointers.)
+  float *amaxA = static_cast<float *>(scalars.p), *sInvA = amaxA + 4,
+        *amaxB = amaxA + 8, *sInvB = amaxA + 12;
   double step[3] = {0, 0, 0};
   for (const Case &cs : kCases) {
     if (cs.first == 0)
@@ -593,6 +592,14 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
     const rt::ElementType out =
         cs.f32Out ? rt::ElementType::F32 : rt::ElementType::BF16;
     const size_t outBytes = size_t(cs.m * cs.n) * (cs.f32Out ? 4 : 2);
+    // The addend in the output's type.
+    if (cs.f32Out)
+      fillUniform<<<4096, 256>>>(static_cast<float *>(addend.p), cs.m * cs.n,
+                                 5u, -1.f, 1.f);
+    else
+      fillUniform<<<4096, 256>>>(static_cast<bf16 *>(addend.p), cs.m * cs.n,
+                                 5u, -1.f, 1.f);
+    CHECK_CUDA(cudaDeviceSynchronize());
     const void *add = cs.addend == Case::None ? nullptr
                       : cs.addend == Case::Self ? c.p
                                                 : addend.p;

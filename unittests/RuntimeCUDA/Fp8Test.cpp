@@ -7,7 +7,7 @@
 // odd shapes and partial tiles, aligned and not; and MatmulRunner::runFp8
 // against a double-precision product of the dequantized operands (bf16 and
 // f32 outputs, with an addend, fast accumulation or not), with its argument
-// errors.
+// errors (among them a scale pointer cuBLASLt would refuse).
 //
 //===----------------------------------------------------------------------===//
 
@@ -166,23 +166,23 @@ TEST(CudaFp8Test, AbsMaxOfLargeAndNaNTensors) {
 /// values (on the host, exact).
 struct Operand {
   DeviceBuffer<uint8_t> q;
-  DeviceBuffer<float> scalars; // amax, scale inverse
+  DeviceBuffer<float> scalars; // amax, then the scale inverse 16 bytes in
   std::vector<double> values;
   Operand(const std::vector<float> &x, int64_t rows, int64_t cols,
           rt::ElementType format)
-      : q(x.size()), scalars(2) {
+      : q(x.size()), scalars(8) {
     DeviceBuffer<float> dx(x.size());
     dx.upload(x);
     EXPECT_TRUE(launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr));
-    EXPECT_TRUE(launchQuantizeFp8(q.get(), scalars.get() + 1, dx.get(), rows,
+    EXPECT_TRUE(launchQuantizeFp8(q.get(), scalars.get() + 4, dx.get(), rows,
                                   cols, false, format, scalars.get(),
                                   nullptr));
     const std::vector<uint8_t> bytes = q.download();
-    const float scaleInv = scalars.download()[1];
+    const float scaleInv = scalars.download()[4];
     for (uint8_t b : bytes)
       values.push_back(double(cpu::fromFp8(b, format)) * scaleInv);
   }
-  const float *scaleInv() const { return scalars.get() + 1; }
+  const float *scaleInv() const { return scalars.get() + 4; }
 };
 
 struct ProductCase {
@@ -260,10 +260,12 @@ TEST(CudaFp8Test, ProductMatchesDequantizedReference) {
       for (size_t i = 0; i < out.size(); ++i)
         got[i] = fromBf16(out[i]);
     }
-    // The products of FP8 values are exact in f32; what differs is the f32
-    // accumulation (coarser with fast accumulation) and the output rounding.
-    const double tol =
-        pc.outType == bf16 ? 1e-2 : (pc.fast ? 2e-3 : 1e-5);
+    // The products of FP8 values are exact; what differs is the
+    // accumulation and the output rounding. Hopper's FP8 tensor cores keep
+    // fewer bits than f32 between their promotions to f32, even without
+    // fast accumulation (measured: 1.6e-4 at k = 1024 on an H100), and
+    // fewer still with it.
+    const double tol = pc.outType == bf16 ? 1e-2 : (pc.fast ? 3e-3 : 1e-3);
     EXPECT_LT(relError(got, expected), tol) << what;
   }
 }
@@ -273,7 +275,7 @@ TEST(CudaFp8Test, ProductArgumentErrors) {
   auto runner = MatmulRunner::create();
   ASSERT_TRUE(runner) << runner.status().message();
   DeviceBuffer<uint8_t> a(256), b(256);
-  DeviceBuffer<float> c(256), scale(1);
+  DeviceBuffer<float> c(256), scale(8);
   MatmulShape shape;
   shape.m = shape.n = shape.k = 16;
   shape.transposeB = true;
@@ -300,6 +302,10 @@ TEST(CudaFp8Test, ProductArgumentErrors) {
   expectError(run(shape, e4m3, e4m3, nullptr, rt::ElementType::F32),
               "inverse scale");
   expectError(run(shape, e4m3, e4m3, scale.get(), e4m3), "cannot produce");
+  expectError(run(shape, e4m3, e4m3, scale.get() + 1, rt::ElementType::F32),
+              "16-byte aligned");
+  // The same arguments, right, run.
+  EXPECT_TRUE(run(shape, e4m3, e4m3, scale.get(), rt::ElementType::F32));
 }
 
 } // namespace

@@ -183,6 +183,11 @@ rt::Status checkFp8Product(const MatmulShape &shape, rt::ElementType aType,
                       shape.transposeA, ", transpose_b = ", shape.transposeB);
   if (!aScaleInv || !bScaleInv)
     return rt::errorf("matmul_fp8: both operands need their inverse scale");
+  // cublasLtMatmul refuses scale pointers that are not (measured on the
+  // H100 with cuBLASLt 13.1: 4- and 8-byte aligned ones are refused).
+  if (alignmentOf(aScaleInv, 0) < 16 || alignmentOf(bScaleInv, 0) < 16)
+    return rt::errorf("matmul_fp8: the inverse scales must be 16-byte "
+                      "aligned (cuBLASLt's scale pointers)");
   // The sizes as checkProduct checks them.
   return checkProduct(shape, rt::ElementType::BF16, outType);
 }
@@ -286,7 +291,17 @@ struct MatmulRunner::Impl {
   /// launches of a captured graph read them at every replay.
   std::map<std::vector<const void *>, void *> pointerArrays;
 
-  rt::StatusOr<Plan *> getPlan(const PlanKey &key);
+  /// The shape's plan, made on first use. An FP8 product's scale pointers
+  /// are on its descriptor before the heuristic is asked (the FP8 kernels
+  /// that scale are not those that do not); each call sets its own.
+  rt::StatusOr<Plan *> getPlan(const PlanKey &key,
+                               const float *aScaleInv = nullptr,
+                               const float *bScaleInv = nullptr);
+
+  /// Sets the scale pointers of an FP8 product on `plan`'s descriptor
+  /// (cuBLASLt's A is b).
+  rt::Status setScales(Plan &plan, const float *aScaleInv,
+                       const float *bScaleInv);
 
   /// run and runFp8: key is keyOf's (with dtypeB and fastAccumulation),
   /// aScaleInv and bScaleInv null but for FP8 operands.
@@ -313,7 +328,20 @@ struct MatmulRunner::Impl {
                       cudaStream_t stream);
 };
 
-rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
+rt::Status MatmulRunner::Impl::setScales(Plan &plan, const float *aScaleInv,
+                                         const float *bScaleInv) {
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv,
+      sizeof(bScaleInv)));
+  MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv,
+      sizeof(aScaleInv)));
+  return rt::Status::ok();
+}
+
+rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
+                                                 const float *aScaleInv,
+                                                 const float *bScaleInv) {
   auto it = plans.find(key);
   if (it != plans.end())
     return it->second.get();
@@ -350,6 +378,8 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key) {
     MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
   }
+  if (aScaleInv)
+    MLT_RETURN_IF_ERROR(setScales(*plan, aScaleInv, bScaleInv));
   // An addend is beta = 1 with C the addend (c itself for
   // matmul_accumulate): the sum happens in the epilogue, in f32, and is
   // rounded once to D's type.
@@ -697,23 +727,19 @@ rt::Status MatmulRunner::Impl::product(PlanKey key, const void *a,
   if (key.alignA < aBytes || key.alignB < bBytes || key.alignC < outBytes)
     return rt::errorf("matmul: an operand is not aligned to its element size");
 
-  auto plan = getPlan(key);
+  auto plan = getPlan(key, aScaleInv, bScaleInv);
   if (!plan)
     return plan.takeStatus();
-  if (aScaleInv) {
-    // The operands' scales, read by the kernel on the device: cuBLASLt's A
-    // is b. (The descriptor is the shape's; set at each call, before any
-    // timing run.)
-    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        (*plan)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv,
-        sizeof(bScaleInv)));
-    MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        (*plan)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv,
-        sizeof(aScaleInv)));
-  }
+  // The operands' scales, read by the kernel on the device. (The descriptor
+  // is the shape's: set at each call, before any timing run.)
+  if (aScaleInv)
+    MLT_RETURN_IF_ERROR(setScales(**plan, aScaleInv, bScaleInv));
   if (!(*plan)->candidates.empty())
     MLT_RETURN_IF_ERROR(tunePlan(**plan, key, a, b, c, addend, stream));
-  return launch(**plan, a, b, addend, c, stream);
+  rt::Status launched = launch(**plan, a, b, addend, c, stream);
+  if (!launched)
+    return rt::errorf(describe(key), ": ", launched.message());
+  return rt::Status::ok();
 }
 
 rt::Status MatmulRunner::Impl::launch(const Plan &p, const void *a,

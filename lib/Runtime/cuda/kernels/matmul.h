@@ -125,8 +125,9 @@ public:
   /// transposeB true: both with the reduction dimension contiguous, the only
   /// layout Hopper's FP8 kernels read; fp8.h's quantization writes either
   /// layout), of types f8e4m3 or f8e5m2 but not both f8e5m2; aScaleInv and
-  /// bScaleInv point to one f32 each on the device (the inverse scales of
-  /// the quantization, read when the product runs); c bf16 or f32, plus
+  /// bScaleInv point to one f32 each on the device, 16-byte aligned (the
+  /// inverse scales of the quantization, read when the product runs;
+  /// cuBLASLt refuses others); c bf16 or f32, plus
   /// `addend` when not null, as in `run`. Products accumulate in f32;
   /// `fastAccumulation` (CUBLASLT_MATMUL_DESC_FAST_ACCUM) lets the tensor
   /// cores keep partial sums at their own precision longer, faster and less

@@ -677,6 +677,49 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
     }
     std::printf("  fp8 vs bf16 %.2e %s\n", diff, diff < 0.1 ? "ok" : "MISMATCH");
   }
+  // The quantization kernels alone, at the step's activation and weight
+  // sizes: microseconds per launch and the memory rate they reach (amax
+  // reads 2 bytes an element; quantization reads 2 and writes 1).
+  struct Tensor {
+    const char *name;
+    int64_t rows, cols;
+  };
+  const Tensor kTensors[] = {{"activation 8192x2048", 8192, 2048},
+                             {"activation 8192x5632", 8192, 5632},
+                             {"weight 2048x2048", 2048, 2048},
+                             {"weight 5632x2048", 5632, 2048}};
+  for (const Tensor &t : kTensors) {
+    const int64_t n = t.rows * t.cols;
+    std::vector<Row> rows(3);
+    rows[0].variant = "amax";
+    rows[1].variant = "quantize";
+    rows[2].variant = "quantize^T";
+    capture(
+        rows[0],
+        [&](cudaStream_t st) {
+          CHECK_STATUS(
+              cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p), n, st));
+        },
+        stream);
+    for (int r = 1; r < 3; ++r)
+      capture(
+          rows[r],
+          [&, r](cudaStream_t st) {
+            CHECK_STATUS(cuda::launchQuantizeFp8(
+                static_cast<uint8_t *>(qa.p), sInvA, static_cast<bf16 *>(a.p),
+                t.rows, t.cols, r == 2, rt::ElementType::F8E4M3, amaxA, st));
+          },
+          stream);
+    timeInterleaved(rows, stream);
+    std::printf("%-24s", t.name);
+    for (int r = 0; r < 3; ++r) {
+      const double ms = rows[r].median();
+      const double bytes = double(n) * (r == 0 ? 2 : 3);
+      std::printf("  %s %.1f us %.0f GB/s", rows[r].variant.c_str(), ms * 1e3,
+                  bytes / (ms * 1e-3) / 1e9);
+    }
+    std::printf("\n");
+  }
   std::printf("fp8 step (one micro-batch, micro_step_first launches): bf16 "
               "%.2f ms, fp8 %.2f ms (%.2fx), fp8 with unshared current "
               "scaling %.2f ms (%.2fx)\n",

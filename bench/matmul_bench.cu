@@ -617,16 +617,18 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
     auto quantize = [&](cudaStream_t st) {
       CHECK_STATUS(cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p),
                                       cs.m * cs.k, st));
+      uint8_t *qaAt = static_cast<uint8_t *>(qa.p);
       CHECK_STATUS(cuda::launchQuantizeFp8(
-          static_cast<uint8_t *>(qa.p), sInvA, static_cast<bf16 *>(a.p),
-          cs.transposeA ? cs.k : cs.m, cs.transposeA ? cs.m : cs.k,
-          cs.transposeA, aType, amaxA, st));
+          cs.transposeA ? nullptr : qaAt, cs.transposeA ? qaAt : nullptr,
+          sInvA, static_cast<bf16 *>(a.p), cs.transposeA ? cs.k : cs.m,
+          cs.transposeA ? cs.m : cs.k, aType, amaxA, st));
       CHECK_STATUS(cuda::launchAbsMax(amaxB, static_cast<bf16 *>(b.p),
                                       cs.n * cs.k, st));
+      uint8_t *qbAt = static_cast<uint8_t *>(qb.p);
       CHECK_STATUS(cuda::launchQuantizeFp8(
-          static_cast<uint8_t *>(qb.p), sInvB, static_cast<bf16 *>(b.p),
-          cs.transposeB ? cs.n : cs.k, cs.transposeB ? cs.k : cs.n,
-          !cs.transposeB, bType, amaxB, st));
+          cs.transposeB ? qbAt : nullptr, cs.transposeB ? nullptr : qbAt,
+          sInvB, static_cast<bf16 *>(b.p), cs.transposeB ? cs.n : cs.k,
+          cs.transposeB ? cs.k : cs.n, bType, amaxB, st));
     };
     auto runBf16 = [&](cudaStream_t st) {
       CHECK_STATUS(runner.run(bf16Shape, a.p, b.p, c.p, rt::ElementType::BF16,
@@ -679,7 +681,8 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
   }
   // The quantization kernels alone, at the step's activation and weight
   // sizes: microseconds per launch and the memory rate they reach (amax
-  // reads 2 bytes an element; quantization reads 2 and writes 1).
+  // reads 2 bytes an element; quantization reads 2 and writes 1, both
+  // layouts at once 2 more).
   struct Tensor {
     const char *name;
     int64_t rows, cols;
@@ -690,10 +693,11 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
                              {"weight 5632x2048", 5632, 2048}};
   for (const Tensor &t : kTensors) {
     const int64_t n = t.rows * t.cols;
-    std::vector<Row> rows(3);
+    std::vector<Row> rows(4);
     rows[0].variant = "amax";
     rows[1].variant = "quantize";
     rows[2].variant = "quantize^T";
+    rows[3].variant = "both";
     capture(
         rows[0],
         [&](cudaStream_t st) {
@@ -701,20 +705,23 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
               cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p), n, st));
         },
         stream);
-    for (int r = 1; r < 3; ++r)
+    for (int r = 1; r < 4; ++r)
       capture(
           rows[r],
           [&, r](cudaStream_t st) {
+            uint8_t *q = static_cast<uint8_t *>(qa.p);
+            uint8_t *qT = static_cast<uint8_t *>(qb.p);
             CHECK_STATUS(cuda::launchQuantizeFp8(
-                static_cast<uint8_t *>(qa.p), sInvA, static_cast<bf16 *>(a.p),
-                t.rows, t.cols, r == 2, rt::ElementType::F8E4M3, amaxA, st));
+                r == 2 ? nullptr : q, r == 1 ? nullptr : qT, sInvA,
+                static_cast<bf16 *>(a.p), t.rows, t.cols,
+                rt::ElementType::F8E4M3, amaxA, st));
           },
           stream);
     timeInterleaved(rows, stream);
     std::printf("%-24s", t.name);
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < 4; ++r) {
       const double ms = rows[r].median();
-      const double bytes = double(n) * (r == 0 ? 2 : 3);
+      const double bytes = double(n) * (r == 0 ? 2 : r == 3 ? 4 : 3);
       std::printf("  %s %.1f us %.0f GB/s", rows[r].variant.c_str(), ms * 1e3,
                   bytes / (ms * 1e-3) / 1e9);
     }

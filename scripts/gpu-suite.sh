@@ -14,13 +14,14 @@
 #   DIR/gpu-suite.sh bench [STEPS]    (GPU machine) the issue-5 benchmark:
 #                                     bench/gpu_bench.py on the TinyLlama-1.1B
 #                                     shape (bf16, micro-batch 4 x 2048; also
-#                                     with --recompute swiglu, and batch 16
-#                                     as 4 micro-batches) beside HF
+#                                     with --recompute swiglu, batch 16
+#                                     as 4 micro-batches, and --fp8) beside HF
 #                                     transformers eager and torch.compile,
 #                                     then mlt-run --profile-step on it
 #   DIR/gpu-suite.sh small [STEPS]    (GPU machine) the small shape of
 #                                     issue 16: the reference's llama-125m
-#                                     (bf16, micro-batch 16 x 1024) beside
+#                                     (bf16, micro-batch 16 x 1024; and
+#                                     with --fp8) beside
 #                                     HF eager and torch.compile, then
 #                                     mlt-run --profile-step on it
 #
@@ -71,6 +72,11 @@ if [[ "${1:-}" == pack ]]; then
   # The reference's llama-125m shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/llama-125m.mlir --dtype bf16 \
     --batch 16 --seq-len 1024 --emit-plan "$dir"/plans/llama-125m-bf16-b16.mltplan
+  # Both shapes with the decoder layers' products in FP8.
+  "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
+    --fp8 --batch 4 --seq-len 2048 --emit-plan "$dir"/plans/tinyllama-fp8-b4.mltplan
+  "$root"/build/bin/mlt-run "$root"/models/llama/llama-125m.mlir --dtype bf16 \
+    --fp8 --batch 16 --seq-len 1024 --emit-plan "$dir"/plans/llama-125m-fp8-b16.mltplan
   # The same micro-batch, four per step: one step program of four calls.
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 16 --microbatches 4 --seq-len 2048 \
@@ -106,6 +112,7 @@ echo "matmul algorithms: ${table:-the cuBLASLt heuristic}"
 if [[ "$1" == small ]]; then
   plan=plans/llama-125m-bf16-b16.mltplan
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
+    --plan plans/llama-125m-fp8-b16.mltplan \
     --ref tools/hf_llama_bench.py --config llama-125m --modes eager,compile \
     --steps "${2:-20}" --out "$out" ${table:+--matmul-algorithms "$table"} 2>&1 | tee "$out"/small.txt
   source ./gpu-pack-common.sh
@@ -120,6 +127,7 @@ if [[ "$1" == bench ]]; then
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run --plan $plan \
     --plan plans/tinyllama-bf16-b4-recompute.mltplan \
     --plan plans/tinyllama-bf16-b16-mb4.mltplan \
+    --plan plans/tinyllama-fp8-b4.mltplan \
     --ref tools/hf_llama_bench.py --config llama-1b --modes eager,compile \
     --steps "$steps" --out "$out" ${table:+--matmul-algorithms "$table"} 2>&1 | tee "$out"/bench.txt
   python3 -c 'import random, struct; r = random.Random(1); n = 4 * 2049 * 4

@@ -21,6 +21,10 @@ using namespace mlir;
 static void addStepPasses(OpPassManager &pm,
                           const mlt::TrainOptions &options) {
   using namespace mlt;
+  // First: the products are quantized before the schedule and the overlap
+  // place the step's launches, which then treat them as any other.
+  if (options.fp8)
+    pm.addPass(createMLTFp8Products());
   MLTSchedulePipelineOptions schedule;
   schedule.schedule = options.schedule;
   schedule.groupSize = options.ppGroupSize;
@@ -150,6 +154,10 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       *this, "sequence-parallel",
       llvm::cl::desc("split the residual stream along the sequence over tp"),
       llvm::cl::init(false)};
+  Option<bool> fp8{
+      *this, "fp8",
+      llvm::cl::desc("with dtype=bf16: the decoder layers' products in FP8"),
+      llvm::cl::init(false)};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("1f1b, gpipe, zb-h1 or interleaved (default: 1f1b, "
@@ -192,6 +200,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.tp = tp;
     options.dp = dp;
     options.sequenceParallel = sequenceParallel;
+    options.fp8 = fp8;
     options.pp = pp;
     options.ppLayers.assign(ppLayers.begin(), ppLayers.end());
     options.vp = vp;

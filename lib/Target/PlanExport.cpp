@@ -50,6 +50,10 @@ FailureOr<fb::DType> dtypeOf(Type type) {
     return fb::DType::I32;
   if (type.isInteger(64))
     return fb::DType::I64;
+  if (isa<Float8E4M3FNType>(type))
+    return fb::DType::F8E4M3;
+  if (isa<Float8E5M2Type>(type))
+    return fb::DType::F8E5M2;
   return failure();
 }
 

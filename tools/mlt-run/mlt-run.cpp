@@ -90,6 +90,11 @@ Run:
   --dtype fp32|bf16          compute precision (default fp32): bf16 computes
                              on bf16 weight copies and activations, with f32
                              master weights, gradients and AdamW moments
+  --fp8                      with --dtype bf16: the decoder layers' linear
+                             layers multiply on FP8 tensor cores (e4m3
+                             activations and weights, e5m2 gradients, each
+                             tensor quantized with its own power-of-two
+                             scale, f32 accumulation; mlt-fp8-products)
   --recompute none|OPS       forward ops whose results the backward pass
                              computes again instead of keeping them from the
                              forward pass, comma-separated (default none):
@@ -376,6 +381,7 @@ struct Options {
   std::vector<int64_t> ppLayers;
   std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
+  bool fp8 = false;
   bool printPlan = false;
   bool printSchedule = false;
   bool reportMemory = false;
@@ -638,6 +644,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--no-shuffle", nullptr},
       {"--allow-data-change", &o.allowDataChange},
       {"--sequence-parallel", &o.sequenceParallel},
+      {"--fp8", &o.fp8},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
       {"--report-memory", &o.reportMemory},
@@ -718,6 +725,9 @@ Status checkOptions(const Options &o) {
     return errorf("--device: expected cpu or cuda, got '", o.device, "'");
   if (o.dtype != "fp32" && o.dtype != "bf16")
     return errorf("--dtype: expected fp32 or bf16, got '", o.dtype, "'");
+  if (o.fp8 && o.dtype != "bf16")
+    return errorf("--fp8 needs --dtype bf16 (FP8 products on bf16 "
+                  "activations), got --dtype ", o.dtype);
   if (o.schedule != "constant" && o.schedule != "cosine")
     return errorf("--lr-schedule: expected constant or cosine, got '",
                   o.schedule, "'");
@@ -1027,6 +1037,7 @@ StatusOr<CompileOptions> compileOptionsOf(const Options &o) {
   compile.microBatch = *o.batch / compile.microbatches;
   compile.seqLen = *o.seqLen;
   compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
+  compile.fp8 = o.fp8;
 #ifdef MLT_HAVE_CUDA
   // A plan compiled for the GPU names the architecture of this build's
   // kernels; a plan for the CPU runs anywhere.

@@ -59,15 +59,16 @@ std::vector<float> spreadValues(std::mt19937 &rng, int64_t n, int lo = 12,
   return x;
 }
 
-/// The device's amax, scale inverse and quantized bytes of x (as T).
+/// The device's amax, scale inverse and quantized bytes of x (as T): q in
+/// `layout` 0 (plain), 1 (transposed) or 2 (both: q plain, qT transposed).
 struct Quantized {
   float amax = 0.0f, scaleInv = 0.0f;
-  std::vector<uint8_t> q;
+  std::vector<uint8_t> q, qT;
 };
 
 template <typename T>
 Quantized deviceQuantize(const std::vector<float> &x, int64_t rows,
-                         int64_t cols, bool transpose, rt::ElementType format,
+                         int64_t cols, int layout, rt::ElementType format,
                          int64_t offset) {
   std::vector<T> host(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
@@ -80,55 +81,65 @@ Quantized deviceQuantize(const std::vector<float> &x, int64_t rows,
   }
   OffsetBuffer<T> dx(host, offset);
   DeviceBuffer<float> scalars(2);
-  DeviceBuffer<uint8_t> dq(x.size() + offset + 1);
-  uint8_t *q = dq.get() + offset;
+  DeviceBuffer<uint8_t> dq(x.size() + offset + 1), dqT(x.size() + offset + 1);
+  uint8_t *q = dq.get() + offset, *qT = dqT.get() + offset;
   rt::Status status = launchAbsMax(scalars.get(), dx.get(), rows * cols,
                                    nullptr);
   EXPECT_TRUE(status) << status.message();
-  status = launchQuantizeFp8(q, scalars.get() + 1, dx.get(), rows, cols,
-                             transpose, format, scalars.get(), nullptr);
+  status = launchQuantizeFp8(layout == 1 ? nullptr : q,
+                             layout == 0 ? nullptr : qT, scalars.get() + 1,
+                             dx.get(), rows, cols, format, scalars.get(),
+                             nullptr);
   EXPECT_TRUE(status) << status.message();
   Quantized out;
   const std::vector<float> s = scalars.download();
   out.amax = s[0];
   out.scaleInv = s[1];
-  const std::vector<uint8_t> all = dq.download();
+  const std::vector<uint8_t> all = dq.download(), allT = dqT.download();
   out.q.assign(all.begin() + offset, all.begin() + offset + x.size());
+  out.qT.assign(allT.begin() + offset, allT.begin() + offset + x.size());
   return out;
 }
 
 struct Shape {
   int64_t rows, cols;
 };
-// One element, odd sizes, whole tiles, partial tiles, and packed shapes.
-constexpr Shape kShapes[] = {{1, 1},   {5, 7},    {64, 64},
-                             {130, 200}, {96, 128}, {256, 520}};
+// One element, odd sizes, whole tiles, partial tiles (of the 256 x 128
+// transposed tiles and their 8 x 16 blocks), and packed shapes.
+constexpr Shape kShapes[] = {{1, 1},    {5, 7},     {64, 64},  {130, 200},
+                             {96, 128}, {256, 520}, {264, 144}, {520, 272}};
 
 template <typename T> void checkQuantizeMatchesCpu() {
   std::mt19937 rng(11);
   for (const Shape &shape : kShapes)
     for (rt::ElementType format : kFormats)
-      for (bool transpose : {false, true})
+      for (int layout : {0, 1, 2})
         for (int64_t offset : {0, 1}) {
           const int64_t n = shape.rows * shape.cols;
           const std::vector<float> x = spreadValues(rng, n);
           const Quantized got = deviceQuantize<T>(x, shape.rows, shape.cols,
-                                                  transpose, format, offset);
+                                                  layout, format, offset);
           const float amax = cpu::absMax(x.data(), n);
           const float scale = cpu::fp8Scale(amax, format);
-          std::vector<uint8_t> expected(n);
-          ASSERT_TRUE(cpu::quantizeFp8(expected.data(), x.data(), shape.rows,
-                                       shape.cols, transpose, format, scale));
+          std::vector<uint8_t> plain(n), transposed(n);
+          ASSERT_TRUE(cpu::quantizeFp8(plain.data(), x.data(), shape.rows,
+                                       shape.cols, false, format, scale));
+          ASSERT_TRUE(cpu::quantizeFp8(transposed.data(), x.data(),
+                                       shape.rows, shape.cols, true, format,
+                                       scale));
           const std::string what =
               std::to_string(shape.rows) + "x" + std::to_string(shape.cols) +
-              " " + rt::elementTypeName(format) +
-              (transpose ? " transposed" : "") + " offset " +
-              std::to_string(offset);
+              " " + rt::elementTypeName(format) + " layout " +
+              std::to_string(layout) + " offset " + std::to_string(offset);
           EXPECT_EQ(got.amax, amax) << what;
           EXPECT_EQ(got.scaleInv, 1.0f / scale) << what;
           int64_t mismatches = 0;
-          for (int64_t i = 0; i < n; ++i)
-            mismatches += got.q[i] != expected[i];
+          for (int64_t i = 0; i < n; ++i) {
+            if (layout != 1)
+              mismatches += got.q[i] != plain[i];
+            if (layout != 0)
+              mismatches += got.qT[i] != transposed[i];
+          }
           EXPECT_EQ(mismatches, 0) << what;
         }
 }
@@ -158,8 +169,12 @@ TEST(CudaFp8Test, AbsMaxOfLargeAndNaNTensors) {
   EXPECT_TRUE(std::isnan(amax.download()[0]));
   ASSERT_TRUE(launchAbsMax(amax.get(), dx.get(), 0, nullptr));
   EXPECT_EQ(amax.download()[0], 0.0f);
-  EXPECT_FALSE(launchQuantizeFp8(nullptr, nullptr, dx.get(), 1, 1, false,
+  DeviceBuffer<uint8_t> q(1);
+  EXPECT_FALSE(launchQuantizeFp8(q.get(), nullptr, amax.get(), dx.get(), 1, 1,
                                  rt::ElementType::BF16, amax.get(), nullptr));
+  EXPECT_FALSE(launchQuantizeFp8(nullptr, nullptr, amax.get(), dx.get(), 1, 1,
+                                 rt::ElementType::F8E4M3, amax.get(),
+                                 nullptr));
 }
 
 /// A quantized operand on the device: bytes, inverse scale, dequantized
@@ -174,8 +189,8 @@ struct Operand {
     DeviceBuffer<float> dx(x.size());
     dx.upload(x);
     EXPECT_TRUE(launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr));
-    EXPECT_TRUE(launchQuantizeFp8(q.get(), scalars.get() + 4, dx.get(), rows,
-                                  cols, false, format, scalars.get(),
+    EXPECT_TRUE(launchQuantizeFp8(q.get(), nullptr, scalars.get() + 4,
+                                  dx.get(), rows, cols, format, scalars.get(),
                                   nullptr));
     const std::vector<uint8_t> bytes = q.download();
     const float scaleInv = scalars.download()[4];

@@ -155,6 +155,13 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low
       floats = {1e4, 8.0, 1.0, 4.0};
       break;
+    case Kernel::QuantizeFp8: // both layouts: scale_inv, q, q_t
+      ints = {1, 1, 2};
+      break;
+    case Kernel::MatmulFp8: // a, a_scale_inv, b, b_scale_inv, addend -> c
+      inputs = 5;
+      ints = {1, 1, 1, 0, 1};
+      break;
     default:
       break;
     }
@@ -188,6 +195,32 @@ TEST(KernelTableTest, OperandCounts) {
   c = counts(instruction(Kernel::AttentionBwd, 6, 3, attention, {0.25}));
   EXPECT_THAT(c.inputs, ElementsAre(1024, 1024, 256, 256, 1024, 64));
   EXPECT_THAT(c.outputs, ElementsAre(1024, 256, 256));
+
+  // FP8: x [3, 8] -> scale_inv, q(, q_t); a [6, 32], b [16, 32] -> c
+  // [6, 16].
+  c = counts(instruction(Kernel::Amax, 1, 1, {24}));
+  EXPECT_THAT(c.inputs, ElementsAre(24));
+  EXPECT_THAT(c.outputs, ElementsAre(1));
+  c = counts(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 1}));
+  EXPECT_THAT(c.inputs, ElementsAre(24, 1));
+  EXPECT_THAT(c.outputs, ElementsAre(1, 24));
+  c = counts(instruction(Kernel::QuantizeFp8, 2, 3, {3, 8, 2}));
+  EXPECT_THAT(c.outputs, ElementsAre(1, 24, 24));
+  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 2})),
+            "")
+      << "both layouts write two copies";
+  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 3})),
+            "");
+  c = counts(instruction(Kernel::MatmulFp8, 4, 1, {6, 16, 32, 1, 0}));
+  EXPECT_THAT(c.inputs, ElementsAre(192, 1, 512, 1));
+  EXPECT_THAT(c.outputs, ElementsAre(96));
+  EXPECT_NE(countsError(instruction(Kernel::MatmulFp8, 5, 1,
+                                    {6, 16, 32, 1, 0})),
+            "")
+      << "an addend and accumulate";
+  EXPECT_NE(countsError(instruction(Kernel::MatmulFp8, 3, 1,
+                                    {6, 16, 32, 0, 0})),
+            "");
 
   c = counts(instruction(Kernel::RMSNormBwdAdd, 4, 2, {3, 8}, {1e-5}));
   EXPECT_THAT(c.inputs, ElementsAre(24, 24, 8, 24));

@@ -35,6 +35,9 @@ struct TrainOptions {
   /// The compute type (mlt-mixed-precision): "f32", or "bf16" for bf16
   /// activations and weight copies on f32 master weights.
   std::string dtype = "f32";
+  /// With bf16: the decoder layers' products on FP8 tensor cores
+  /// (mlt-fp8-products).
+  bool fp8 = false;
   /// The layout (mlt-annotate-layout): tensor-parallel and data-parallel
   /// ranks, and whether the residual stream is split along the sequence
   /// over the tensor-parallel ranks. The plan has tp * dp ranks; microBatch

@@ -623,6 +623,53 @@ def MLTMultiTensor : Pass<"mlt-multi-tensor", "::mlir::ModuleOp"> {
   }];
 }
 
+def MLTFp8Products : Pass<"mlt-fp8-products", "::mlir::ModuleOp"> {
+  let summary = "runs the decoder layers' products on FP8 tensor cores";
+  let description = [{
+    In each program, every plain bf16 `matmul`, `matmul_accumulate` and
+    `matmul_add` of a decoder layer's linear layer (its weight's parameter
+    name has `.layers.`; with `all-products`, every parameter's) becomes a
+    `matmul_fp8` (Kernels.def) of quantized operands, with per-tensor
+    current scaling: `amax` of the operand, then `quantize_fp8` with the
+    power-of-two scale it gives (`mlt/Runtime/cpu/Fp8.h`). The roles fix the
+    formats, as Transformer Engine's hybrid recipe does: the forward product
+    x W^T reads e4m3 x and W with fast accumulation; the input gradient dy W
+    and the weight gradient dy^T x read the gradient dy in e5m2 (its wider
+    range) and accumulate in f32. Hopper's FP8 kernels read both operands
+    with the reduction dimension contiguous, so W (for dy W) and dy and x
+    (for dy^T x) are quantized transposed. Products cuBLASLt's FP8 kernels
+    cannot take (k or n not a multiple of 16, batches that do not fold into
+    one matrix) stay bf16, as do the output layer's (the loss is sensitive
+    to it; `all-products` includes it).
+
+    A quantization is shared: which request reuses which copy is
+    `mlt::analysis::shareQuantizations` (mlt/Analysis/QuantizationReuse.h).
+    A layer's normalized input is quantized once for its q, k and v
+    products and once, transposed, for their weight gradients, and shares
+    one amax between the two; a copy is made again after its source is
+    written, and none is reused across a launch that is not plain. New
+    copies are temporaries launched just before their first product.
+
+    Before:
+    ```mlir
+    mlt_rt.launch "matmul" [@x, @"param_bf16:model.layers.0.q.weight"] -> [@q] ints [1, 32, 64, 64, 0, 1, 0]
+    ```
+    After:
+    ```mlir
+    mlt_rt.launch "amax" [@x] -> [@"fp8.amax:x"] ints [2048]
+    mlt_rt.launch "quantize_fp8" [@x, @"fp8.amax:x"] -> [@"fp8.e4m3:x", @"fp8.scale_inv:x"] ints [32, 64, 0]
+    mlt_rt.launch "amax" [@"param_bf16:model.layers.0.q.weight"] -> [@"fp8.amax:param_bf16:model.layers.0.q.weight"] ints [4096]
+    mlt_rt.launch "quantize_fp8" ...
+    mlt_rt.launch "matmul_fp8" [@"fp8.e4m3:x", @"fp8.scale_inv:x", @"fp8.e4m3:param_bf16:...", @"fp8.scale_inv:param_bf16:..."] -> [@q] ints [32, 64, 64, 0, 1]
+    ```
+  }];
+  let options = [
+    Option<"allProducts", "all-products", "bool", /*default=*/"false",
+           "also the products of parameters outside the decoder layers (the output layer)">
+  ];
+  let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
+}
+
 def MLTGroupProducts : Pass<"mlt-group-products", "::mlir::ModuleOp"> {
   let summary = "runs independent matrix products of one shape as one batched launch";
   let description = [{

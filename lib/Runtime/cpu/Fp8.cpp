@@ -121,3 +121,9 @@ rt::Status mlt::cpu::quantizeFp8(uint8_t *q, const float *x, int64_t rows,
           toFp8(x[r * cols + c] * scale, format);
   return rt::Status::ok();
 }
+
+void mlt::cpu::dequantizeFp8(float *out, const uint8_t *q, int64_t n,
+                             rt::ElementType format, float scaleInv) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = fromFp8(q[i], format) * scaleInv;
+}

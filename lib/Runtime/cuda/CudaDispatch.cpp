@@ -14,6 +14,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/fp8.h"
 #include "kernels/optimizer.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -70,6 +71,10 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   case Kernel::MatmulAccumulate:
   case Kernel::MatmulAdd:
   case Kernel::MatmulGroup:
+  // fp8.h, matmul.h
+  case Kernel::Amax:
+  case Kernel::QuantizeFp8:
+  case Kernel::MatmulFp8:
     return true;
   default:
     return false;
@@ -264,6 +269,44 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                     a[A::b_batched] != 0},
                         in[0].data, in[1].data, out[0].data, in[0].dtype,
                         out[0].dtype, addend, s);
+  }
+
+  // fp8.h: x -> amax; x, amax -> scale_inv, q[, q_t] (x f32 or bf16).
+  case Kernel::Amax: {
+    const int64_t n = KernelAttrs<attrs::Amax>(inst)[attrs::Amax::n];
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchAbsMax(f(out[0]), in[0].as<const T>(), n, s);
+    });
+  }
+  case Kernel::QuantizeFp8: {
+    using A = attrs::QuantizeFp8;
+    const KernelAttrs<A> a(inst);
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const int64_t layout = a[A::layout];
+      uint8_t *q = layout != 1 ? out[1].as<uint8_t>() : nullptr;
+      uint8_t *qT = layout == 1   ? out[1].as<uint8_t>()
+                    : layout == 2 ? out[2].as<uint8_t>()
+                                  : nullptr;
+      return launchQuantizeFp8(q, qT, f(out[0]), in[0].as<const T>(),
+                               a[A::rows], a[A::cols], out[1].dtype,
+                               in[1].as<const float>(), s);
+    });
+  }
+  // matmul.h: a, a_scale_inv, b, b_scale_inv[, addend] -> c on the FP8
+  // tensor cores.
+  case Kernel::MatmulFp8: {
+    using A = attrs::MatmulFp8;
+    const KernelAttrs<A> a(inst);
+    const void *addend = a[A::accumulate] ? out[0].data
+                         : in.size() == 5 ? in[4].data
+                                          : nullptr;
+    return matmul_->runFp8(
+        MatmulShape{1, a[A::m], a[A::n], a[A::k], false, true, false},
+        in[0].data, in[0].dtype, in[1].as<const float>(), in[2].data,
+        in[2].dtype, in[3].as<const float>(), out[0].data, out[0].dtype,
+        addend, a[A::fast_accumulation] != 0, s);
   }
 
   // matmul.h: a_1..a_G, b_1..b_G -> c_1..c_G in one pointer-array launch.

@@ -514,6 +514,53 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                    beta, f(out[0]), ldc, m * n, batch);
   }
 
+  // FP8 products (cpu/Fp8.h): in f32 (a bf16 plan's operands widened).
+  case Kernel::Amax:
+  case Kernel::QuantizeFp8:
+  case Kernel::MatmulFp8: {
+    if constexpr (!std::is_same_v<T, float>) {
+      return errorf(kernelName(inst.kernel),
+                    " computes in f32 or bf16, not f64");
+    } else {
+      if (inst.kernel == Kernel::Amax) { // x -> amax
+        *out[0].as<float>() =
+            cpu::absMax(f(in[0]), KernelAttrs<attrs::Amax>(inst)[attrs::Amax::n]);
+        return Status::ok();
+      }
+      if (inst.kernel == Kernel::QuantizeFp8) { // -> scale_inv, q[, q_t]
+        using A = attrs::QuantizeFp8;
+        const KernelAttrs<A> a(inst);
+        const ElementType format = out[1].dtype;
+        const float scale = cpu::fp8Scale(*in[1].as<const float>(), format);
+        *out[0].as<float>() = 1.0f / scale;
+        const int64_t layout = a[A::layout];
+        MLT_RETURN_IF_ERROR(cpu::quantizeFp8(out[1].as<uint8_t>(), f(in[0]),
+                                             a[A::rows], a[A::cols],
+                                             layout == 1, format, scale));
+        if (layout != 2)
+          return Status::ok();
+        return cpu::quantizeFp8(out[2].as<uint8_t>(), f(in[0]), a[A::rows],
+                                a[A::cols], true, format, scale);
+      }
+      // a, a_scale_inv, b, b_scale_inv[, addend] -> c: the products of the
+      // dequantized values (exact in f32), summed in f32.
+      using A = attrs::MatmulFp8;
+      const KernelAttrs<A> a(inst);
+      const int64_t m = a[A::m], n = a[A::n], k = a[A::k];
+      float *wa = scratch<float>(0, m * k), *wb = scratch<float>(1, n * k);
+      cpu::dequantizeFp8(wa, in[0].as<const uint8_t>(), m * k, in[0].dtype,
+                         *in[1].as<const float>());
+      cpu::dequantizeFp8(wb, in[2].as<const uint8_t>(), n * k, in[2].dtype,
+                         *in[3].as<const float>());
+      if (in.size() == 5 && in[4].data != out[0].data)
+        std::memmove(out[0].data, in[4].data, out[0].bytes());
+      const float beta = a[A::accumulate] || in.size() == 5 ? 1.0f : 0.0f;
+      return cpu::gemm(false, true, m, n, k, 1.0f, wa, std::max<int64_t>(1, k),
+                       wb, std::max<int64_t>(1, k), beta, f(out[0]),
+                       std::max<int64_t>(1, n));
+    }
+  }
+
   case Kernel::MatmulGroup: {
     // Each product as matmul (matmul_accumulate) computes it: the same
     // calls, so the same bits.

@@ -183,6 +183,59 @@ template <> struct Rule<attrs::MatmulGroup> : RuleBase<attrs::MatmulGroup> {
   }
 };
 
+template <> struct Rule<attrs::Amax> : RuleBase<attrs::Amax> {
+  using RuleBase::RuleBase;
+  OperandCounts counts() const { return {{a[n]}, {1}}; } // x -> amax
+};
+
+template <> struct Rule<attrs::QuantizeFp8> : RuleBase<attrs::QuantizeFp8> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    if (a[layout] > 2)
+      return errorf("layout must be 0 (plain), 1 (transposed) or 2 (both), "
+                    "got ints ",
+                    formatInts(inst.ints));
+    const size_t outputs = a[layout] == 2 ? 3 : 2;
+    if (inst.outputs.size() != outputs)
+      return errorf("writes ", outputs, " outputs with layout ", a[layout],
+                    ", got ", inst.outputs.size());
+    return Status::ok();
+  }
+  // x [rows, cols], amax -> scale_inv, q [rows, cols] or [cols, rows](,
+  // q_t [cols, rows])
+  OperandCounts counts() const {
+    const int64_t x = product({a[rows], a[cols]});
+    if (inst.outputs.size() == 3)
+      return {{x, 1}, {1, x, x}};
+    return {{x, 1}, {1, x}};
+  }
+};
+
+template <> struct Rule<attrs::MatmulFp8> : RuleBase<attrs::MatmulFp8> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    if (inst.inputs.size() != 4 && inst.inputs.size() != 5)
+      return errorf("takes 4 inputs (a, a_scale_inv, b, b_scale_inv) or 5 "
+                    "(and an addend), got ",
+                    inst.inputs.size());
+    if (inst.inputs.size() == 5 && a[accumulate])
+      return errorf("accumulates into c and adds an addend: one or the other");
+    return flags({accumulate, fast_accumulation});
+  }
+  // a [m, k], a_scale_inv, b [n, k], b_scale_inv(, addend [m, n]) -> c [m, n]
+  OperandCounts counts() const {
+    const int64_t c = product({a[m], a[n]});
+    OperandCounts counts{
+        {product({a[m], a[k]}), 1, product({a[n], a[k]}), 1}, {c}};
+    if (inst.inputs.size() == 5)
+      counts.inputs.push_back(c);
+    return counts;
+  }
+  double flops() const {
+    return 2.0 * double(a[m]) * double(a[n]) * double(a[k]);
+  }
+};
+
 template <> struct Rule<attrs::RMSNormFwd> : RuleBase<attrs::RMSNormFwd> {
   using RuleBase::RuleBase;
   // x [rows, dim], w [dim] -> y [rows, dim]
@@ -668,10 +721,27 @@ bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
   case Kernel::GlobalNorm:
   case Kernel::ClipCoefficient:
     return true;
+  case Kernel::Amax: // x -> amax
+    return operand == 1;
+  case Kernel::QuantizeFp8: // x, amax -> scale_inv, q[, q_t]
+    return operand == 1 || operand == numInputs;
+  case Kernel::MatmulFp8: // a, a_scale_inv, b, b_scale_inv[, addend] -> c
+    return operand == 1 || operand == 3;
   case Kernel::AdamW:
     return operand >= 1 && operand < numInputs; // grad_scale, hyper-parameters
   case Kernel::AdamWMulti: // grads, then grad_scale and hyper-parameters
     return operand + kAdamWScalarInputs >= numInputs && operand < numInputs;
+  default:
+    return false;
+  }
+}
+
+bool mlt::rt::isFp8Operand(Kernel kernel, size_t numInputs, size_t operand) {
+  switch (kernel) {
+  case Kernel::QuantizeFp8: // x, amax -> scale_inv, q[, q_t]
+    return operand > numInputs;
+  case Kernel::MatmulFp8: // a, a_scale_inv, b, b_scale_inv[, addend] -> c
+    return operand == 0 || operand == 2;
   default:
     return false;
   }
@@ -710,6 +780,8 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
     return output == 1 && input == 1;
   case Kernel::MatmulAdd: // a, b, addend -> c: the epilogue adds c = addend
     return output == 0 && input == 2;
+  case Kernel::MatmulFp8: // ..., addend -> c: as matmul_add
+    return output == 0 && input == 4;
   default:
     return false;
   }

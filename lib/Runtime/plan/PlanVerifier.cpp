@@ -647,7 +647,12 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
     bool wantsInt32 =
         std::find(spec.int32Operands.begin(), spec.int32Operands.end(), i) !=
         spec.int32Operands.end();
-    if (spec.anyMatchingDType) {
+    if (isFp8Operand(inst.kernel, inst.inputs.size(), i)) {
+      if (!isFp8ElementType(buffer.dtype))
+        return errorf(operandName(i), " '", buffer.name, "' is ",
+                      elementTypeName(buffer.dtype),
+                      ", but it holds FP8 values (f8e4m3 or f8e5m2)");
+    } else if (spec.anyMatchingDType) {
       if (buffer.dtype != rank.buffers[operand(0)].dtype)
         return errorf(operandName(i), " '", buffer.name, "' is ",
                       elementTypeName(buffer.dtype), ", but input 0 is ",
@@ -666,6 +671,11 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
   }
   if (isCollectiveKernel(inst.kernel))
     return verifyCollective(rank, inst, mesh);
+  if (inst.kernel == Kernel::MatmulFp8 &&
+      rank.buffers[inst.inputs[0]].dtype == ElementType::F8E5M2 &&
+      rank.buffers[inst.inputs[2]].dtype == ElementType::F8E5M2)
+    return errorf("a and b are both f8e5m2 (one must be f8e4m3: no FP8 "
+                  "product takes two)");
   return verifyOperandOverlaps(rank, inst);
 }
 

@@ -65,6 +65,11 @@ float absMax(const float *x, int64_t n);
 rt::Status quantizeFp8(uint8_t *q, const float *x, int64_t rows, int64_t cols,
                        bool transpose, rt::ElementType format, float scale);
 
+/// out[i] = fromFp8(q[i]) * scaleInv: the values a product of quantized
+/// operands multiplies (exact when scaleInv is a power of two).
+void dequantizeFp8(float *out, const uint8_t *q, int64_t n,
+                   rt::ElementType format, float scaleInv);
+
 } // namespace mlt::cpu
 
 #endif // MLT_RUNTIME_CPU_FP8_H

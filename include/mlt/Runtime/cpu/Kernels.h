@@ -19,6 +19,7 @@
 #include "mlt/Runtime/cpu/CrossEntropy.h"
 #include "mlt/Runtime/cpu/Elementwise.h"
 #include "mlt/Runtime/cpu/Embedding.h"
+#include "mlt/Runtime/cpu/Fp8.h"
 #include "mlt/Runtime/cpu/Gemm.h"
 #include "mlt/Runtime/cpu/RMSNorm.h"
 #include "mlt/Runtime/cpu/Rope.h"

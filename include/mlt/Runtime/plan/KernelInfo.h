@@ -481,8 +481,8 @@ constexpr bool allowsNoMeshAxis(Kernel kernel) {
 /// instruction with `numInputs` inputs, is one of the optimizer's f32
 /// scalars: the plan format fixes them to f32 whatever float type the model
 /// computes in (sum_squares' sum, sum_squares_multi's sums; global_norm's
-/// and clip_coefficient's operands; adamw's grad_scale and hyper-parameters).
-/// Every backend checks them apart from the computed operands, which share
+/// and clip_coefficient's operands; adamw's grad_scale and hyper-parameters;
+/// the FP8 kernels' amax and inverse scales). Every backend checks them apart from the computed operands, which share
 /// one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
 
@@ -490,6 +490,11 @@ bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
 /// i32 token ids or labels: the embeddings' ids and the cross-entropies'
 /// labels. The other operands of a kernel that is not type-free are floats.
 bool isIdOperand(Kernel kernel, size_t operand);
+
+/// Whether operand `operand` (inputs, then outputs) of an instruction of
+/// `kernel` with `numInputs` inputs holds FP8 values (f8e4m3 or f8e5m2):
+/// quantize_fp8's q (and q_t), matmul_fp8's a and b.
+bool isFp8Operand(Kernel kernel, size_t numInputs, size_t operand);
 
 /// adamw_multi's trailing scalar inputs (grad_scale, lr, beta1, beta2, eps,
 /// weight_decay, step): an instruction of K tensors has K + this many inputs.

@@ -40,11 +40,11 @@ rt::Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
 }
 
 template <typename T, bool E5M2>
-rt::Status quantize(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
-                    int64_t cols, bool transpose, const float *amax,
+rt::Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
+                    int64_t rows, int64_t cols, const float *amax,
                     cudaStream_t stream) {
   const int64_t n = rows * cols;
-  if (!transpose) {
+  if (!qT) {
     const bool vec = isAligned16(x) && isAligned(q, 8) && n % kPack == 0;
     const int64_t perBlock = int64_t(kThreads) * kPack * 4;
     const int64_t blocks = (n + perBlock - 1) / perBlock;
@@ -52,24 +52,24 @@ rt::Status quantize(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
         <<<unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)),
            kThreads, 0, stream>>>(q, scaleInv, x, n, amax, vec);
   } else {
-    const int64_t tiles =
-        ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+    const int64_t tiles = ((rows + kTileRows - 1) / kTileRows) *
+                          ((cols + kTileCols - 1) / kTileCols);
     if (tiles > INT32_MAX)
       return rt::errorf("quantize_fp8: [", rows, ", ", cols,
                         "] has too many tiles to transpose");
-    const bool vec = isAligned16(x) && cols % kPack == 0;
-    const bool store16 = isAligned16(q) && rows % 16 == 0;
+    const bool vec = isAligned16(x) && cols % 16 == 0 && rows % 8 == 0 &&
+                     (!q || isAligned16(q)) && isAligned(qT, 8);
     quantizeTransposedKernel<T, E5M2>
         <<<unsigned(tiles < 1 ? 1 : tiles), kThreads, 0, stream>>>(
-            q, scaleInv, x, rows, cols, amax, vec, store16);
+            q, qT, scaleInv, x, rows, cols, amax, vec);
   }
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return rt::Status::ok();
 }
 
 template <typename T>
-rt::Status quantizeFp8(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
-                       int64_t cols, bool transpose, rt::ElementType format,
+rt::Status quantizeFp8(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
+                       int64_t rows, int64_t cols, rt::ElementType format,
                        const float *amax, cudaStream_t stream) {
   if (!rt::isFp8ElementType(format))
     return rt::errorf("quantize_fp8: ", rt::elementTypeName(format),
@@ -77,11 +77,11 @@ rt::Status quantizeFp8(uint8_t *q, float *scaleInv, const T *x, int64_t rows,
   if (rows < 0 || cols < 0)
     return rt::errorf("quantize_fp8: negative size (rows = ", rows,
                       ", cols = ", cols, ")");
+  if (!q && !qT)
+    return rt::errorf("quantize_fp8: no copy to write");
   if (format == rt::ElementType::F8E5M2)
-    return quantize<T, true>(q, scaleInv, x, rows, cols, transpose, amax,
-                             stream);
-  return quantize<T, false>(q, scaleInv, x, rows, cols, transpose, amax,
-                            stream);
+    return quantize<T, true>(q, qT, scaleInv, x, rows, cols, amax, stream);
+  return quantize<T, false>(q, qT, scaleInv, x, rows, cols, amax, stream);
 }
 
 } // namespace
@@ -96,22 +96,22 @@ rt::Status mlt::cuda::launchAbsMax(float *amax, const __nv_bfloat16 *x,
   return absMax(amax, x, n, stream);
 }
 
-rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, float *scaleInv,
-                                        const float *x, int64_t rows,
-                                        int64_t cols, bool transpose,
+rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
+                                        float *scaleInv, const float *x,
+                                        int64_t rows, int64_t cols,
                                         rt::ElementType format,
                                         const float *amax,
                                         cudaStream_t stream) {
-  return quantizeFp8(q, scaleInv, x, rows, cols, transpose, format, amax,
+  return quantizeFp8(q, qTransposed, scaleInv, x, rows, cols, format, amax,
                      stream);
 }
 
-rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, float *scaleInv,
+rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
+                                        float *scaleInv,
                                         const __nv_bfloat16 *x, int64_t rows,
-                                        int64_t cols, bool transpose,
-                                        rt::ElementType format,
+                                        int64_t cols, rt::ElementType format,
                                         const float *amax,
                                         cudaStream_t stream) {
-  return quantizeFp8(q, scaleInv, x, rows, cols, transpose, format, amax,
+  return quantizeFp8(q, qTransposed, scaleInv, x, rows, cols, format, amax,
                      stream);
 }

@@ -17,9 +17,9 @@
 // - The plain layout converts packs of 8 elements (one or two 16-byte loads,
 //   one 8-byte store) where x is 16-byte aligned, q 8-byte aligned and the
 //   count a multiple of 8, else one element per thread. The transposed layout
-//   goes through 64 x 64 tiles in shared memory, read from x's rows and
-//   written as q's (x's columns), 16 bytes per store where rows is a multiple
-//   of 16 and q 16-byte aligned.
+//   (alone or with the plain one, from one read of x) transposes 8 x 16
+//   blocks in registers (quantizeTransposedKernel), with full 32-byte
+//   sectors for every load and store.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,8 +34,8 @@ namespace mlt::cuda::fp8 {
 
 /// Threads per block of both kernels.
 inline constexpr int kThreads = 256;
-/// Rows and columns of a transposed tile.
-inline constexpr int kTile = 64;
+/// Rows and columns of a transposed block's tile (quantizeTransposedKernel).
+inline constexpr int kTileRows = 256, kTileCols = 128;
 /// Elements of one pack of the plain layout.
 inline constexpr int kPack = 8;
 
@@ -113,6 +113,20 @@ __device__ __forceinline__ void loadEight(float (&v)[kPack], const T *at) {
   }
 }
 
+/// Converts 8 floats to 8 FP8 bytes: two words, word w holding elements
+/// 4w..4w+3 (lowest byte first).
+template <bool E5M2>
+__device__ __forceinline__ void toFp8x8(uint32_t *w, const float (&v)[kPack],
+                                        float scale) {
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+    w[k] = uint32_t(toFp8x2<E5M2>(rnMul(v[4 * k], scale),
+                                  rnMul(v[4 * k + 1], scale))) |
+           uint32_t(toFp8x2<E5M2>(rnMul(v[4 * k + 2], scale),
+                                  rnMul(v[4 * k + 3], scale)))
+               << 16;
+}
+
 template <typename T, bool E5M2>
 __global__ void __launch_bounds__(kThreads)
     quantizeKernel(uint8_t *q, float *scaleInv, const T *x, int64_t n,
@@ -127,14 +141,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i = first; i < n / kPack; i += stride) {
       float v[kPack];
       loadEight(v, x + i * kPack);
-      uint2 out;
-      out.x = uint32_t(toFp8x2<E5M2>(rnMul(v[0], scale), rnMul(v[1], scale))) |
-              uint32_t(toFp8x2<E5M2>(rnMul(v[2], scale), rnMul(v[3], scale)))
-                  << 16;
-      out.y = uint32_t(toFp8x2<E5M2>(rnMul(v[4], scale), rnMul(v[5], scale))) |
-              uint32_t(toFp8x2<E5M2>(rnMul(v[6], scale), rnMul(v[7], scale)))
-                  << 16;
-      reinterpret_cast<uint2 *>(q)[i] = out;
+      uint32_t out[2];
+      toFp8x8<E5M2>(out, v, scale);
+      reinterpret_cast<uint2 *>(q)[i] = make_uint2(out[0], out[1]);
     }
     tail = n / kPack * kPack;
   }
@@ -142,61 +151,77 @@ __global__ void __launch_bounds__(kThreads)
     q[i] = toFp8<E5M2>(rnMul(toCompute(x[i]), scale));
 }
 
-/// One 64 x 64 tile per block: x's rows r0.., columns c0.. into q's rows
-/// c0.., columns r0.. (q is [cols, rows]). vec: x 16-byte aligned with cols
-/// a multiple of 8; store16: q 16-byte aligned with rows a multiple of 16.
+
+/// The transposed layout (and the plain one with q): each thread converts a
+/// block of 8 rows x 16 columns in registers. A warp's 32 threads are 4 row
+/// groups x 8 column groups (a 32 x 128 tile): its loads read 256
+/// contiguous bytes of bf16 a row, its plain stores write 128 contiguous
+/// bytes a row, and the 4 row groups' 8-byte pieces of a transposed row
+/// are 32 contiguous bytes. A block's 8 warps stack into 256 rows x 128
+/// columns. The 8 x 16 byte block is transposed with byte permutes (4 x 4
+/// byte transposes of words). vec: x 16-byte aligned, cols a multiple of
+/// 16, rows of 8, q 16-byte and qT 8-byte aligned; else (and for blocks
+/// past the edges) element by element.
 template <typename T, bool E5M2>
 __global__ void __launch_bounds__(kThreads)
-    quantizeTransposedKernel(uint8_t *q, float *scaleInv, const T *x,
-                             int64_t rows, int64_t cols, const float *amax,
-                             bool vec, bool store16) {
-  __shared__ uint8_t tile[kTile][kTile + 16];
+    quantizeTransposedKernel(uint8_t *q, uint8_t *qT, float *scaleInv,
+                             const T *x, int64_t rows, int64_t cols,
+                             const float *amax, bool vec) {
   const float scale = scaleOf<E5M2>(*amax);
-  const int64_t colTiles = (cols + kTile - 1) / kTile;
-  const int64_t r0 = int64_t(blockIdx.x / colTiles) * kTile;
-  const int64_t c0 = int64_t(blockIdx.x % colTiles) * kTile;
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *scaleInv = rnDiv(1.0f, scale);
-  const bool full = r0 + kTile <= rows && c0 + kTile <= cols;
-  if (full && vec) {
-    // 64 rows of 8 packs of 8 elements: two per thread.
-    for (int u = threadIdx.x; u < kTile * kTile / kPack; u += kThreads) {
-      const int r = u / (kTile / kPack), c = (u % (kTile / kPack)) * kPack;
-      float v[kPack];
-      loadEight(v, x + (r0 + r) * cols + c0 + c);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t colTiles = (cols + kTileCols - 1) / kTileCols;
+  const int64_t r0 = int64_t(blockIdx.x / colTiles) * kTileRows + warp * 32 +
+                     (lane / 8) * 8;
+  const int64_t c0 = int64_t(blockIdx.x % colTiles) * kTileCols + (lane % 8) * 16;
+  if (r0 >= rows || c0 >= cols)
+    return;
+  if (vec && r0 + 8 <= rows && c0 + 16 <= cols) {
+    uint32_t w[8][4]; // row i's 16 bytes
 #pragma unroll
-      for (int e = 0; e < kPack; ++e)
-        tile[r][c + e] = toFp8<E5M2>(rnMul(v[e], scale));
+    for (int i = 0; i < 8; ++i) {
+      float lo[kPack], hi[kPack];
+      loadEight(lo, x + (r0 + i) * cols + c0);
+      loadEight(hi, x + (r0 + i) * cols + c0 + kPack);
+      toFp8x8<E5M2>(w[i], lo, scale);
+      toFp8x8<E5M2>(w[i] + 2, hi, scale);
+      if (q)
+        *reinterpret_cast<uint4 *>(q + (r0 + i) * cols + c0) =
+            make_uint4(w[i][0], w[i][1], w[i][2], w[i][3]);
     }
-  } else {
-    for (int u = threadIdx.x; u < kTile * kTile; u += kThreads) {
-      const int r = u / kTile, c = u % kTile;
-      if (r0 + r < rows && c0 + c < cols)
-        tile[r][c] =
-            toFp8<E5M2>(rnMul(toCompute(x[(r0 + r) * cols + c0 + c]), scale));
-    }
-  }
-  __syncthreads();
-  if (full && store16) {
-    // 64 q rows of 4 chunks of 16 bytes: one per thread.
-    const int c = threadIdx.x / 4, chunk = threadIdx.x % 4;
-    uint32_t words[4];
+    // Output row c0 + 4k + b: byte b of word k of rows 0..7.
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const int r = chunk * 16 + w * 4;
-      words[w] = uint32_t(tile[r][c]) | uint32_t(tile[r + 1][c]) << 8 |
-                 uint32_t(tile[r + 2][c]) << 16 |
-                 uint32_t(tile[r + 3][c]) << 24;
+    for (int k = 0; k < 4; ++k) {
+      uint32_t out[2][4]; // [rows 0-3 | rows 4-7][b]
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t a0 = w[4 * h][k], a1 = w[4 * h + 1][k],
+                       a2 = w[4 * h + 2][k], a3 = w[4 * h + 3][k];
+        const uint32_t t0 = __byte_perm(a0, a1, 0x5140);
+        const uint32_t t1 = __byte_perm(a2, a3, 0x5140);
+        const uint32_t t2 = __byte_perm(a0, a1, 0x7362);
+        const uint32_t t3 = __byte_perm(a2, a3, 0x7362);
+        out[h][0] = __byte_perm(t0, t1, 0x5410);
+        out[h][1] = __byte_perm(t0, t1, 0x7632);
+        out[h][2] = __byte_perm(t2, t3, 0x5410);
+        out[h][3] = __byte_perm(t2, t3, 0x7632);
+      }
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        *reinterpret_cast<uint2 *>(qT + (c0 + 4 * k + b) * rows + r0) =
+            make_uint2(out[0][b], out[1][b]);
     }
-    *reinterpret_cast<uint4 *>(q + (c0 + c) * rows + r0 + chunk * 16) =
-        make_uint4(words[0], words[1], words[2], words[3]);
-  } else {
-    for (int u = threadIdx.x; u < kTile * kTile; u += kThreads) {
-      const int c = u / kTile, r = u % kTile;
-      if (r0 + r < rows && c0 + c < cols)
-        q[(c0 + c) * rows + r0 + r] = tile[r][c];
-    }
+    return;
   }
+  for (int i = 0; i < 8 && r0 + i < rows; ++i)
+    for (int j = 0; j < 16 && c0 + j < cols; ++j) {
+      const uint8_t byte =
+          toFp8<E5M2>(rnMul(toCompute(x[(r0 + i) * cols + c0 + j]), scale));
+      if (q)
+        q[(r0 + i) * cols + c0 + j] = byte;
+      qT[(c0 + j) * rows + r0 + i] = byte;
+    }
 }
 
 #endif // __CUDACC__

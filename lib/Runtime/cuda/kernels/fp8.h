@@ -33,19 +33,19 @@ rt::Status launchAbsMax(float *amax, const float *x, int64_t n,
 rt::Status launchAbsMax(float *amax, const __nv_bfloat16 *x, int64_t n,
                         cudaStream_t stream);
 
-/// q = FP8 `format` of x * scale, x [rows, cols] row-major, q [rows, cols]
-/// or its transpose [cols, rows] when `transpose`; scale = cpu::fp8Scale of
-/// *amax, and *scaleInv = 1 / scale (exact: a power of two). q must not
+/// The FP8 `format` of x * scale, x [rows, cols] row-major, into q [rows,
+/// cols] and into qTransposed [cols, rows] (either may be null, not both:
+/// both from one pass over x); scale = cpu::fp8Scale of *amax, and
+/// *scaleInv = 1 / scale (exact: a power of two). The copies must not
 /// overlap x; amax may be read by several launches.
-rt::Status launchQuantizeFp8(uint8_t *q, float *scaleInv, const float *x,
-                             int64_t rows, int64_t cols, bool transpose,
+rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
+                             const float *x, int64_t rows, int64_t cols,
                              rt::ElementType format, const float *amax,
                              cudaStream_t stream);
-rt::Status launchQuantizeFp8(uint8_t *q, float *scaleInv,
+rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
                              const __nv_bfloat16 *x, int64_t rows,
-                             int64_t cols, bool transpose,
-                             rt::ElementType format, const float *amax,
-                             cudaStream_t stream);
+                             int64_t cols, rt::ElementType format,
+                             const float *amax, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

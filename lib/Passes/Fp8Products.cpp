@@ -1,0 +1,346 @@
+//===- Fp8Products.cpp - the linear layers' products in FP8 ---------------===//
+//
+// Part of mlt. Implements mlt-fp8-products (Passes.td): per program, each
+// eligible product becomes a matmul_fp8 of quantized operands; the
+// quantizations (amax, quantize_fp8) it asks for are shared with earlier
+// products as mlt::analysis::shareQuantizations decides, and the new ones
+// are launched just before it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Analysis/QuantizationReuse.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Passes/Passes.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTFP8PRODUCTS
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+namespace rtir = mlt::rt_ir;
+
+namespace {
+
+/// The role of an eligible product, which fixes its operands' formats.
+enum class Role { Forward, InputGradient, WeightGradient };
+
+/// One operand as the FP8 product reads it: `rows` x `cols` with the
+/// reduction dimension contiguous, made from `source` (transposed when
+/// `transpose`), in `e5m2` (a gradient) or e4m3.
+struct Operand {
+  Attribute source;
+  int64_t rows = 0, cols = 0;
+  bool transpose = false, e5m2 = false;
+};
+
+/// An eligible product: its FP8 form.
+struct Fp8Product {
+  Operand a, b;
+  int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false, fast = false;
+  Attribute addend; // matmul_add's
+};
+
+class Rewriter {
+public:
+  Rewriter(ModuleOp module, bool allProducts)
+      : module(module), symbols(module), allProducts(allProducts) {
+    for (auto buffer : module.getOps<rtir::BufferOp>())
+      lastBuffer = buffer;
+  }
+
+  /// The product's FP8 form, or none when it stays as it is: a plain
+  /// matmul, matmul_accumulate or matmul_add of bf16 operands that is a
+  /// decoder layer's (its weight's parameter name has ".layers.", unless
+  /// allProducts) forward product (x W^T), input gradient (dy W) or weight
+  /// gradient (dy^T x), of one matrix (a batch folds only under a shared,
+  /// untransposed b), with the sizes cuBLASLt's FP8 kernels take (k and n
+  /// multiples of 16).
+  std::optional<Fp8Product> eligible(rtir::LaunchOp launch) {
+    const StringRef kernel = launch.getKernel();
+    if (!launch.isPlain() ||
+        (kernel != "matmul" && kernel != "matmul_accumulate" &&
+         kernel != "matmul_add"))
+      return std::nullopt;
+    ArrayRef<int64_t> ints = launch.getInts();
+    const int64_t batch = ints[0], m = ints[1], n = ints[2], k = ints[3];
+    const bool transposeA = ints[4], transposeB = ints[5], bBatched = ints[6];
+    rtir::BufferOp a = bufferOf(launch.getInputs()[0]);
+    rtir::BufferOp b = bufferOf(launch.getInputs()[1]);
+    rtir::BufferOp c = bufferOf(launch.getOutputs()[0]);
+    if (!a || !b || !c || !isBF16(a) || !isBF16(b) ||
+        !(isBF16(c) || c.getTensorType().getElementType().isF32()))
+      return std::nullopt;
+    std::optional<Role> role;
+    if (b.getKind() == rtir::BufferKind::parameter_copy &&
+        isLayerParameter(b) && !transposeA && !bBatched)
+      role = transposeB ? Role::Forward : Role::InputGradient;
+    else if (c.getKind() == rtir::BufferKind::gradient &&
+             isLayerParameter(c) && transposeA && !transposeB && batch == 1)
+      role = Role::WeightGradient;
+    if (!role)
+      return std::nullopt;
+    Fp8Product p;
+    p.m = batch * m;
+    p.n = n;
+    p.k = k;
+    if (p.k % 16 != 0 || p.n % 16 != 0 || p.m < 1)
+      return std::nullopt;
+    // a as [m, k] (stored [k, m] when transposed), b as [n, k] (stored
+    // [k, n] when not transposed).
+    p.a = {launch.getInputs()[0], transposeA ? k : p.m, transposeA ? p.m : k,
+           transposeA, *role != Role::Forward};
+    p.b = {launch.getInputs()[1], transposeB ? n : k, transposeB ? k : n,
+           !transposeB, false};
+    p.accumulate = kernel == "matmul_accumulate";
+    p.fast = *role == Role::Forward;
+    if (kernel == "matmul_add")
+      p.addend = launch.getInputs()[2];
+    return p;
+  }
+
+  /// The launch as a QuantizeItem: the bases it writes, whether it is a
+  /// barrier, and (for an eligible product) its requests: each operand's
+  /// amax, then its copy.
+  analysis::QuantizeItem item(Operation &op,
+                              const std::optional<Fp8Product> &product) {
+    analysis::QuantizeItem item;
+    auto launch = dyn_cast<rtir::LaunchOp>(op);
+    if (!launch) {
+      item.barrier = true;
+      return item;
+    }
+    item.barrier = !launch.isPlain();
+    for (Attribute ref : launch.getOutputs())
+      item.writes.push_back(idOf(ref));
+    if (product)
+      for (const Operand *operand : {&product->a, &product->b}) {
+        item.requests.push_back({idOf(operand->source), kAmaxForm});
+        item.requests.push_back({idOf(operand->source), formOf(*operand)});
+      }
+    return item;
+  }
+
+  /// Launches, before `before`, the amax of `source` into a new scalar.
+  Attribute emitAmax(Operation *before, Attribute source) {
+    Attribute amax = scalar(before->getLoc(), "fp8.amax:", source);
+    OpBuilder b(before);
+    rtir::LaunchOp::create(b, before->getLoc(), "amax", {source}, {amax},
+                           {numElements(source)});
+    return amax;
+  }
+
+  /// Launches, before `before`, the quantization of `operand` with the
+  /// amax in `amax`, in its layout or, with `both`, in both layouts from
+  /// one pass: the copies (plain, transposed; null where not made) and the
+  /// inverse scale.
+  struct Copies {
+    Attribute plain, transposed, scaleInv;
+  };
+  Copies emitQuantize(Operation *before, const Operand &operand,
+                      Attribute amax, bool both) {
+    MLIRContext *context = module.getContext();
+    Type element = operand.e5m2 ? Type(Float8E5M2Type::get(context))
+                                : Type(Float8E4M3FNType::get(context));
+    const std::string format = operand.e5m2 ? "e5m2" : "e4m3";
+    Copies copies;
+    copies.scaleInv =
+        scalar(before->getLoc(), "fp8.scale_inv:", operand.source);
+    SmallVector<Attribute> outputs = {copies.scaleInv};
+    if (both || !operand.transpose) {
+      copies.plain = buffer(
+          before->getLoc(), "fp8." + format + ":", operand.source,
+          RankedTensorType::get({operand.rows, operand.cols}, element));
+      outputs.push_back(copies.plain);
+    }
+    if (both || operand.transpose) {
+      copies.transposed = buffer(
+          before->getLoc(), "fp8." + format + ".t:", operand.source,
+          RankedTensorType::get({operand.cols, operand.rows}, element));
+      outputs.push_back(copies.transposed);
+    }
+    OpBuilder b(before);
+    rtir::LaunchOp::create(
+        b, before->getLoc(), "quantize_fp8", {operand.source, amax}, outputs,
+        {operand.rows, operand.cols, both ? 2 : (operand.transpose ? 1 : 0)});
+    return copies;
+  }
+
+  /// The form of `operand`'s copy in the other layout.
+  uint64_t otherLayoutForm(const Operand &operand) {
+    Operand other = operand;
+    other.transpose = !operand.transpose;
+    return formOf(other);
+  }
+
+private:
+  static constexpr uint64_t kAmaxForm = 0;
+
+  rtir::BufferOp bufferOf(Attribute ref) {
+    return symbols.lookup<rtir::BufferOp>(
+        cast<FlatSymbolRefAttr>(ref).getAttr());
+  }
+  static bool isBF16(rtir::BufferOp buffer) {
+    return buffer.getTensorType().getElementType().isBF16();
+  }
+  bool isLayerParameter(rtir::BufferOp buffer) {
+    std::optional<StringRef> parameter = buffer.getParameter();
+    if (!parameter)
+      return false;
+    return allProducts || parameter->contains(".layers.");
+  }
+  int64_t numElements(Attribute ref) {
+    return bufferOf(ref).getTensorType().getNumElements();
+  }
+
+  /// A buffer's id: its base's (a view shares its base's).
+  int64_t idOf(Attribute ref) {
+    StringRef name = rtir::bufferName(ref);
+    if (rtir::BufferOp buffer = bufferOf(ref))
+      if (auto view = buffer.getViewAttr())
+        name = view.getValue();
+    return ids.try_emplace(name.str(), int64_t(ids.size())).first->second;
+  }
+  /// One form per layout, format and shape of a copy (0 is the amax).
+  uint64_t formOf(const Operand &operand) {
+    const auto key = std::make_tuple(operand.transpose, operand.e5m2,
+                                     operand.rows, operand.cols);
+    return forms.try_emplace(key, uint64_t(forms.size() + 1)).first->second;
+  }
+
+  /// A new temporary named `prefix` + the source's name (made unique).
+  Attribute buffer(Location loc, StringRef prefix, Attribute source,
+                   RankedTensorType type) {
+    OpBuilder b(module.getContext());
+    if (lastBuffer)
+      b.setInsertionPointAfter(lastBuffer);
+    else
+      b.setInsertionPointToStart(module.getBody());
+    const std::string name = (prefix + rtir::bufferName(source)).str();
+    auto op = rtir::BufferOp::create(
+        b, loc, b.getStringAttr(name),
+        rtir::BufferKindAttr::get(b.getContext(), rtir::BufferKind::temporary),
+        TypeAttr::get(type), IntegerAttr(), IntegerAttr(), IntegerAttr(),
+        StringAttr(), UnitAttr(), FloatAttr(), FlatSymbolRefAttr(),
+        IntegerAttr(), StringAttr(), FlatSymbolRefAttr(), UnitAttr(),
+        UnitAttr());
+    // The table renames a name taken already (a source quantized again
+    // after it was written).
+    symbols.insert(op);
+    lastBuffer = op;
+    return FlatSymbolRefAttr::get(op.getSymNameAttr());
+  }
+  Attribute scalar(Location loc, StringRef prefix, Attribute source) {
+    return buffer(loc, prefix, source,
+                  RankedTensorType::get({}, Float32Type::get(
+                                                module.getContext())));
+  }
+
+  ModuleOp module;
+  SymbolTable symbols;
+  bool allProducts;
+  rtir::BufferOp lastBuffer;
+  std::map<std::string, int64_t> ids;
+  std::map<std::tuple<bool, bool, int64_t, int64_t>, uint64_t> forms;
+};
+
+class MLTFp8ProductsPass
+    : public mlt::impl::MLTFp8ProductsBase<MLTFp8ProductsPass> {
+public:
+  using MLTFp8ProductsBase::MLTFp8ProductsBase;
+
+  void runOnOperation() override {
+    Rewriter rewriter(getOperation(), allProducts);
+    bool changed = false;
+    for (rtir::ProgramOp program : getOperation().getOps<rtir::ProgramOp>()) {
+      Block &body = program.getBody().front();
+      SmallVector<Operation *> ops;
+      std::vector<std::optional<Fp8Product>> products;
+      std::vector<analysis::QuantizeItem> items;
+      for (Operation &op : body) {
+        ops.push_back(&op);
+        auto launch = dyn_cast<rtir::LaunchOp>(op);
+        products.push_back(launch ? rewriter.eligible(launch) : std::nullopt);
+        items.push_back(rewriter.item(op, products.back()));
+      }
+      const auto origins = analysis::shareQuantizations(items);
+      // The copies each request reads: amax, or q and scale_inv.
+      std::map<analysis::RequestRef, std::pair<Attribute, Attribute>> made;
+      // A copy that makes a new one in the layout another request of its
+      // source makes later, from the same amax (nothing wrote the source
+      // between), makes both in one pass: the first such request, by
+      // (amax origin, form).
+      std::map<std::pair<analysis::RequestRef, uint64_t>,
+               std::vector<analysis::RequestRef>>
+          newCopies;
+      for (size_t i = 0; i < items.size(); ++i)
+        for (size_t r = 1; r < items[i].requests.size(); r += 2)
+          if (origins[i][r] == analysis::RequestRef{i, r})
+            newCopies[{origins[i][r - 1], items[i].requests[r].form}]
+                .push_back({i, r});
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (!products[i])
+          continue;
+        changed = true;
+        const Fp8Product &p = *products[i];
+        // Requests: a's amax, a's copy, b's amax, b's copy.
+        Attribute copies[2], scales[2];
+        const Operand *operands[2] = {&p.a, &p.b};
+        for (size_t o = 0; o < 2; ++o) {
+          const analysis::RequestRef amaxAt = origins[i][2 * o];
+          const analysis::RequestRef copyAt = origins[i][2 * o + 1];
+          if (amaxAt == analysis::RequestRef{i, 2 * o})
+            made[amaxAt] = {rewriter.emitAmax(ops[i], operands[o]->source),
+                            Attribute()};
+          if (copyAt == analysis::RequestRef{i, 2 * o + 1} &&
+              !made.count(copyAt)) {
+            // The first later request of the other layout, if any.
+            std::optional<analysis::RequestRef> pair;
+            auto it = newCopies.find(
+                {amaxAt, rewriter.otherLayoutForm(*operands[o])});
+            if (it != newCopies.end())
+              for (const analysis::RequestRef &later : it->second)
+                if (later.first > i && !made.count(later)) {
+                  pair = later;
+                  break;
+                }
+            const Rewriter::Copies c = rewriter.emitQuantize(
+                ops[i], *operands[o], made[amaxAt].first, pair.has_value());
+            const bool transposed = operands[o]->transpose;
+            made[copyAt] = {transposed ? c.transposed : c.plain, c.scaleInv};
+            if (pair)
+              made[*pair] = {transposed ? c.plain : c.transposed, c.scaleInv};
+          }
+          copies[o] = made[copyAt].first;
+          scales[o] = made[copyAt].second;
+        }
+        auto launch = cast<rtir::LaunchOp>(ops[i]);
+        SmallVector<Attribute> inputs = {copies[0], scales[0], copies[1],
+                                         scales[1]};
+        if (p.addend)
+          inputs.push_back(p.addend);
+        OpBuilder b(launch);
+        rtir::LaunchOp::create(
+            b, launch.getLoc(), "matmul_fp8", inputs,
+            {launch.getOutputs()[0]},
+            {p.m, p.n, p.k, p.accumulate ? 1 : 0, p.fast ? 1 : 0});
+        launch.erase();
+      }
+    }
+    if (!changed)
+      markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -555,7 +555,6 @@ void groupedBench(cublasLtHandle_t handle, cudaStream_t stream) {
   }
 }
 
-
 /// FP8 products beside bf16 ones at the TinyLlama step's shapes (filter
 /// "fp8"): per case, the runtime's bf16 product ("bf16"), the same m, n, k
 /// as an FP8 product through MatmulRunner::runFp8 with both operands
@@ -597,10 +596,10 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
       fillUniform<<<4096, 256>>>(static_cast<float *>(addend.p), cs.m * cs.n,
                                  5u, -1.f, 1.f);
     else
-      fillUniform<<<4096, 256>>>(static_cast<bf16 *>(addend.p), cs.m * cs.n,
-                                 5u, -1.f, 1.f);
+      fillUniform<<<4096, 256>>>(static_cast<bf16 *>(addend.p), cs.m * cs.n, 5u,
+                                 -1.f, 1.f);
     CHECK_CUDA(cudaDeviceSynchronize());
-    const void *add = cs.addend == Case::None ? nullptr
+    const void *add = cs.addend == Case::None   ? nullptr
                       : cs.addend == Case::Self ? c.p
                                                 : addend.p;
     cuda::MatmulShape bf16Shape;
@@ -615,19 +614,19 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
     // The operands as the bf16 product reads them: a stored [m, k] or [k, m],
     // b [n, k] or [k, n]; quantized K-contiguous.
     auto quantize = [&](cudaStream_t st) {
-      CHECK_STATUS(cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p),
-                                      cs.m * cs.k, st));
+      CHECK_STATUS(
+          cuda::launchAbsMax(amaxA, static_cast<bf16 *>(a.p), cs.m * cs.k, st));
       uint8_t *qaAt = static_cast<uint8_t *>(qa.p);
       CHECK_STATUS(cuda::launchQuantizeFp8(
-          cs.transposeA ? nullptr : qaAt, cs.transposeA ? qaAt : nullptr,
-          sInvA, static_cast<bf16 *>(a.p), cs.transposeA ? cs.k : cs.m,
+          cs.transposeA ? nullptr : qaAt, cs.transposeA ? qaAt : nullptr, sInvA,
+          static_cast<bf16 *>(a.p), cs.transposeA ? cs.k : cs.m,
           cs.transposeA ? cs.m : cs.k, aType, amaxA, st));
-      CHECK_STATUS(cuda::launchAbsMax(amaxB, static_cast<bf16 *>(b.p),
-                                      cs.n * cs.k, st));
+      CHECK_STATUS(
+          cuda::launchAbsMax(amaxB, static_cast<bf16 *>(b.p), cs.n * cs.k, st));
       uint8_t *qbAt = static_cast<uint8_t *>(qb.p);
       CHECK_STATUS(cuda::launchQuantizeFp8(
-          cs.transposeB ? qbAt : nullptr, cs.transposeB ? nullptr : qbAt,
-          sInvB, static_cast<bf16 *>(b.p), cs.transposeB ? cs.n : cs.k,
+          cs.transposeB ? qbAt : nullptr, cs.transposeB ? nullptr : qbAt, sInvB,
+          static_cast<bf16 *>(b.p), cs.transposeB ? cs.n : cs.k,
           cs.transposeB ? cs.k : cs.n, bType, amaxB, st));
     };
     auto runBf16 = [&](cudaStream_t st) {
@@ -642,8 +641,8 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
     // same initial c: an accumulating case starts from zeros).
     CHECK_CUDA(cudaMemsetAsync(c.p, 0, outBytes, stream));
     runBf16(stream);
-    CHECK_CUDA(
-        cudaMemcpyAsync(ref.p, c.p, outBytes, cudaMemcpyDeviceToDevice, stream));
+    CHECK_CUDA(cudaMemcpyAsync(ref.p, c.p, outBytes, cudaMemcpyDeviceToDevice,
+                               stream));
     CHECK_CUDA(cudaMemsetAsync(c.p, 0, outBytes, stream));
     quantize(stream);
     runFp8(stream);
@@ -677,7 +676,8 @@ void fp8Bench(cuda::MatmulRunner &runner, cudaStream_t stream) {
       std::printf("  %s %.4f ms %6.1f TFLOP/s", rows[r].variant.c_str(), ms,
                   flops / (ms * 1e-3) / 1e12);
     }
-    std::printf("  fp8 vs bf16 %.2e %s\n", diff, diff < 0.1 ? "ok" : "MISMATCH");
+    std::printf("  fp8 vs bf16 %.2e %s\n", diff,
+                diff < 0.1 ? "ok" : "MISMATCH");
   }
   // The quantization kernels alone, at the step's activation and weight
   // sizes: microseconds per launch and the memory rate they reach (amax

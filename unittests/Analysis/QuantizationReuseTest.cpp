@@ -27,9 +27,9 @@ TEST(QuantizationReuseTest, OneCopyForTheLayersProducts) {
   const std::vector<QuantizeItem> items = {
       {{5}, false, {{1, kAmax}, {1, kPlain}, {2, kAmax}, {2, kPlain}}}, // q
       {{6}, false, {{1, kAmax}, {1, kPlain}, {3, kAmax}, {3, kPlain}}}, // k
-      {{8}, false, {}},                                   // a rope, say
+      {{8}, false, {}}, // a rope, say
       {{7}, false, {{1, kAmax}, {1, kPlain}, {4, kAmax}, {4, kPlain}}}, // v
-      {{9}, false, {{1, kAmax}, {1, kTransposed}}},       // dW_q reads x^T
+      {{9}, false, {{1, kAmax}, {1, kTransposed}}}, // dW_q reads x^T
   };
   const auto origins = shareQuantizations(items);
   EXPECT_EQ(checkSharing(items, origins), "");
@@ -75,8 +75,8 @@ TEST(QuantizationReuseTest, CheckSharingFindsAWrongOrigin) {
 TEST(QuantizationReuseTest, RandomProgramsMatchTheNaiveReference) {
   std::mt19937 rng(41);
   for (int program = 0; program < 500; ++program) {
-    std::uniform_int_distribution<int> count(1, 40), buffers(0, 7),
-        forms(0, 2), requests(0, 4), writes(0, 2), coin(0, 9);
+    std::uniform_int_distribution<int> count(1, 40), buffers(0, 7), forms(0, 2),
+        requests(0, 4), writes(0, 2), coin(0, 9);
     std::vector<QuantizeItem> items(count(rng));
     for (QuantizeItem &item : items) {
       item.barrier = coin(rng) == 0;

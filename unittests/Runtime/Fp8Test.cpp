@@ -180,10 +180,10 @@ TEST(Fp8Test, QuantizesInBothLayouts) {
   for (rt::ElementType format : kFormats) {
     const float scale = fp8Scale(absMax(x.data(), rows * cols), format);
     std::vector<uint8_t> q(rows * cols), qt(rows * cols);
-    ASSERT_TRUE(quantizeFp8(q.data(), x.data(), rows, cols, false, format,
-                            scale));
-    ASSERT_TRUE(quantizeFp8(qt.data(), x.data(), rows, cols, true, format,
-                            scale));
+    ASSERT_TRUE(
+        quantizeFp8(q.data(), x.data(), rows, cols, false, format, scale));
+    ASSERT_TRUE(
+        quantizeFp8(qt.data(), x.data(), rows, cols, true, format, scale));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const float v = x[r * cols + c];
@@ -200,12 +200,12 @@ TEST(Fp8Test, QuantizesInBothLayouts) {
   }
   std::vector<uint8_t> q(1);
   const float one = 1.0f;
-  rt::Status bf16 = quantizeFp8(q.data(), &one, 1, 1, false,
-                                rt::ElementType::BF16, 1.0f);
+  rt::Status bf16 =
+      quantizeFp8(q.data(), &one, 1, 1, false, rt::ElementType::BF16, 1.0f);
   EXPECT_FALSE(bf16);
   EXPECT_NE(bf16.message().find("not an FP8 format"), std::string::npos);
-  EXPECT_FALSE(quantizeFp8(q.data(), &one, -1, 1, false,
-                           rt::ElementType::F8E4M3, 1.0f));
+  EXPECT_FALSE(
+      quantizeFp8(q.data(), &one, -1, 1, false, rt::ElementType::F8E4M3, 1.0f));
 }
 
 } // namespace

@@ -12,10 +12,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/fp8.h"
-#include "kernels/matmul.h"
 #include "CudaTestUtil.h"
+#include "kernels/matmul.h"
 
 #include "mlt/Runtime/cpu/Fp8.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>
 
@@ -34,18 +35,8 @@ namespace {
 constexpr rt::ElementType kFormats[] = {rt::ElementType::F8E4M3,
                                         rt::ElementType::F8E5M2};
 
-uint16_t toBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-float fromBf16(uint16_t x) {
-  const uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+using cpu::bf16ToFloat;
+using cpu::floatToBF16;
 
 /// n values m * 2^e, m uniform in [-1, 1), e uniform in [-lo, hi], each
 /// representable in bf16 (so that the f32 and bf16 kernels see one tensor).
@@ -55,7 +46,7 @@ std::vector<float> spreadValues(std::mt19937 &rng, int64_t n, int lo = 12,
   std::uniform_int_distribution<int> exponent(-lo, hi);
   std::vector<float> x(n);
   for (float &v : x)
-    v = fromBf16(toBf16(std::ldexp(mantissa(rng), exponent(rng))));
+    v = bf16ToFloat(floatToBF16(std::ldexp(mantissa(rng), exponent(rng))));
   return x;
 }
 
@@ -75,7 +66,7 @@ Quantized deviceQuantize(const std::vector<float> &x, int64_t rows,
     if constexpr (std::is_same_v<T, float>) {
       host[i] = x[i];
     } else {
-      const uint16_t bits = toBf16(x[i]);
+      const uint16_t bits = floatToBF16(x[i]);
       std::memcpy(&host[i], &bits, sizeof(bits));
     }
   }
@@ -83,13 +74,12 @@ Quantized deviceQuantize(const std::vector<float> &x, int64_t rows,
   DeviceBuffer<float> scalars(2);
   DeviceBuffer<uint8_t> dq(x.size() + offset + 1), dqT(x.size() + offset + 1);
   uint8_t *q = dq.get() + offset, *qT = dqT.get() + offset;
-  rt::Status status = launchAbsMax(scalars.get(), dx.get(), rows * cols,
-                                   nullptr);
+  rt::Status status =
+      launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr);
   EXPECT_TRUE(status) << status.message();
-  status = launchQuantizeFp8(layout == 1 ? nullptr : q,
-                             layout == 0 ? nullptr : qT, scalars.get() + 1,
-                             dx.get(), rows, cols, format, scalars.get(),
-                             nullptr);
+  status = launchQuantizeFp8(
+      layout == 1 ? nullptr : q, layout == 0 ? nullptr : qT, scalars.get() + 1,
+      dx.get(), rows, cols, format, scalars.get(), nullptr);
   EXPECT_TRUE(status) << status.message();
   Quantized out;
   const std::vector<float> s = scalars.download();
@@ -106,7 +96,7 @@ struct Shape {
 };
 // One element, odd sizes, whole tiles, partial tiles (of the 256 x 128
 // transposed tiles and their 8 x 16 blocks), and packed shapes.
-constexpr Shape kShapes[] = {{1, 1},    {5, 7},     {64, 64},  {130, 200},
+constexpr Shape kShapes[] = {{1, 1},    {5, 7},     {64, 64},   {130, 200},
                              {96, 128}, {256, 520}, {264, 144}, {520, 272}};
 
 template <typename T> void checkQuantizeMatchesCpu() {
@@ -124,9 +114,8 @@ template <typename T> void checkQuantizeMatchesCpu() {
           std::vector<uint8_t> plain(n), transposed(n);
           ASSERT_TRUE(cpu::quantizeFp8(plain.data(), x.data(), shape.rows,
                                        shape.cols, false, format, scale));
-          ASSERT_TRUE(cpu::quantizeFp8(transposed.data(), x.data(),
-                                       shape.rows, shape.cols, true, format,
-                                       scale));
+          ASSERT_TRUE(cpu::quantizeFp8(transposed.data(), x.data(), shape.rows,
+                                       shape.cols, true, format, scale));
           const std::string what =
               std::to_string(shape.rows) + "x" + std::to_string(shape.cols) +
               " " + rt::elementTypeName(format) + " layout " +
@@ -173,8 +162,7 @@ TEST(CudaFp8Test, AbsMaxOfLargeAndNaNTensors) {
   EXPECT_FALSE(launchQuantizeFp8(q.get(), nullptr, amax.get(), dx.get(), 1, 1,
                                  rt::ElementType::BF16, amax.get(), nullptr));
   EXPECT_FALSE(launchQuantizeFp8(nullptr, nullptr, amax.get(), dx.get(), 1, 1,
-                                 rt::ElementType::F8E4M3, amax.get(),
-                                 nullptr));
+                                 rt::ElementType::F8E4M3, amax.get(), nullptr));
 }
 
 /// A quantized operand on the device: bytes, inverse scale, dequantized
@@ -189,9 +177,8 @@ struct Operand {
     DeviceBuffer<float> dx(x.size());
     dx.upload(x);
     EXPECT_TRUE(launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr));
-    EXPECT_TRUE(launchQuantizeFp8(q.get(), nullptr, scalars.get() + 4,
-                                  dx.get(), rows, cols, format, scalars.get(),
-                                  nullptr));
+    EXPECT_TRUE(launchQuantizeFp8(q.get(), nullptr, scalars.get() + 4, dx.get(),
+                                  rows, cols, format, scalars.get(), nullptr));
     const std::vector<uint8_t> bytes = q.download();
     const float scaleInv = scalars.download()[4];
     for (uint8_t b : bytes)
@@ -245,22 +232,20 @@ TEST(CudaFp8Test, ProductMatchesDequantizedReference) {
     shape.n = pc.n;
     shape.k = pc.k;
     shape.transposeB = true;
-    const std::string what = std::to_string(pc.m) + "x" +
-                             std::to_string(pc.n) + "x" +
-                             std::to_string(pc.k) + " " +
-                             rt::elementTypeName(pc.aType) + " x " +
-                             rt::elementTypeName(pc.bType) + " -> " +
-                             rt::elementTypeName(pc.outType) +
-                             (pc.addend ? " +addend" : "") +
-                             (pc.fast ? " fast" : "");
+    const std::string what =
+        std::to_string(pc.m) + "x" + std::to_string(pc.n) + "x" +
+        std::to_string(pc.k) + " " + rt::elementTypeName(pc.aType) + " x " +
+        rt::elementTypeName(pc.bType) + " -> " +
+        rt::elementTypeName(pc.outType) + (pc.addend ? " +addend" : "") +
+        (pc.fast ? " fast" : "");
     std::vector<double> got(pc.m * pc.n);
     if (pc.outType == f32) {
       DeviceBuffer<float> c(pc.m * pc.n);
       c.upload(pc.addend ? addend : std::vector<float>(pc.m * pc.n, NAN));
-      rt::Status status = (*runner)->runFp8(
-          shape, qa.q.get(), pc.aType, qa.scaleInv(), qb.q.get(), pc.bType,
-          qb.scaleInv(), c.get(), f32, pc.addend ? c.get() : nullptr, pc.fast,
-          nullptr);
+      rt::Status status =
+          (*runner)->runFp8(shape, qa.q.get(), pc.aType, qa.scaleInv(),
+                            qb.q.get(), pc.bType, qb.scaleInv(), c.get(), f32,
+                            pc.addend ? c.get() : nullptr, pc.fast, nullptr);
       ASSERT_TRUE(status) << what << ": " << status.message();
       const std::vector<float> out = c.download();
       got.assign(out.begin(), out.end());
@@ -273,7 +258,7 @@ TEST(CudaFp8Test, ProductMatchesDequantizedReference) {
       ASSERT_TRUE(status) << what << ": " << status.message();
       const std::vector<uint16_t> out = c.download();
       for (size_t i = 0; i < out.size(); ++i)
-        got[i] = fromBf16(out[i]);
+        got[i] = bf16ToFloat(out[i]);
     }
     // The products of FP8 values are exact; what differs is the
     // accumulation and the output rounding. Hopper's FP8 tensor cores keep

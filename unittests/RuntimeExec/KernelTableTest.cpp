@@ -206,21 +206,17 @@ TEST(KernelTableTest, OperandCounts) {
   EXPECT_THAT(c.outputs, ElementsAre(1, 24));
   c = counts(instruction(Kernel::QuantizeFp8, 2, 3, {3, 8, 2}));
   EXPECT_THAT(c.outputs, ElementsAre(1, 24, 24));
-  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 2})),
-            "")
+  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 2})), "")
       << "both layouts write two copies";
-  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 3})),
-            "");
+  EXPECT_NE(countsError(instruction(Kernel::QuantizeFp8, 2, 2, {3, 8, 3})), "");
   c = counts(instruction(Kernel::MatmulFp8, 4, 1, {6, 16, 32, 1, 0}));
   EXPECT_THAT(c.inputs, ElementsAre(192, 1, 512, 1));
   EXPECT_THAT(c.outputs, ElementsAre(96));
-  EXPECT_NE(countsError(instruction(Kernel::MatmulFp8, 5, 1,
-                                    {6, 16, 32, 1, 0})),
-            "")
+  EXPECT_NE(
+      countsError(instruction(Kernel::MatmulFp8, 5, 1, {6, 16, 32, 1, 0})), "")
       << "an addend and accumulate";
-  EXPECT_NE(countsError(instruction(Kernel::MatmulFp8, 3, 1,
-                                    {6, 16, 32, 0, 0})),
-            "");
+  EXPECT_NE(
+      countsError(instruction(Kernel::MatmulFp8, 3, 1, {6, 16, 32, 0, 0})), "");
 
   c = counts(instruction(Kernel::RMSNormBwdAdd, 4, 2, {3, 8}, {1e-5}));
   EXPECT_THAT(c.inputs, ElementsAre(24, 24, 8, 24));

@@ -1,4 +1,4 @@
-//===- QuantizationReuse.h - one FP8 quantization for many products -*- C++ -*-===//
+//===- QuantizationReuse.h - FP8 quantizations shared -----------*- C++ -*-===//
 //
 // Part of mlt. The reuse rule of mlt-fp8-products (Passes.td): in a
 // program's list of launches, a product asks for quantized copies of its

@@ -482,8 +482,8 @@ constexpr bool allowsNoMeshAxis(Kernel kernel) {
 /// scalars: the plan format fixes them to f32 whatever float type the model
 /// computes in (sum_squares' sum, sum_squares_multi's sums; global_norm's
 /// and clip_coefficient's operands; adamw's grad_scale and hyper-parameters;
-/// the FP8 kernels' amax and inverse scales). Every backend checks them apart from the computed operands, which share
-/// one type.
+/// the FP8 kernels' amax and inverse scales). Every backend checks them apart
+/// from the computed operands, which share one type.
 bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
 
 /// Whether operand `operand` (inputs first, then outputs) of `kernel` holds

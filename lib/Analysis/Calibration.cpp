@@ -113,8 +113,8 @@ bool isMatrixKey(std::string_view key) {
   const std::string_view base = baseOf(key);
   return base == "matmul" || base == "matmul_accumulate" ||
          base == "matmul_add" || base == "matmul_group" ||
-         base == "matmul_fp8" ||
-         base == "attention_fwd" || base == "attention_bwd";
+         base == "matmul_fp8" || base == "attention_fwd" ||
+         base == "attention_bwd";
 }
 
 bool isCommunicationKey(std::string_view key) {

@@ -41,9 +41,9 @@ mlt::analysis::shareQuantizations(const std::vector<QuantizeItem> &items) {
   return origins;
 }
 
-std::string
-mlt::analysis::checkSharing(const std::vector<QuantizeItem> &items,
-                            const std::vector<std::vector<RequestRef>> &origins) {
+std::string mlt::analysis::checkSharing(
+    const std::vector<QuantizeItem> &items,
+    const std::vector<std::vector<RequestRef>> &origins) {
   std::ostringstream error;
   if (origins.size() != items.size())
     return "one list of origins per item expected";
@@ -67,9 +67,8 @@ mlt::analysis::checkSharing(const std::vector<QuantizeItem> &items,
         }
       for (size_t j = i; !found && j-- > 0 && !items[j + 1].barrier;) {
         const QuantizeItem &before = items[j];
-        if (before.barrier ||
-            std::count(before.writes.begin(), before.writes.end(),
-                       request.source))
+        if (before.barrier || std::count(before.writes.begin(),
+                                         before.writes.end(), request.source))
           break;
         for (size_t q = before.requests.size(); q-- > 0;)
           if (before.requests[q].source == request.source &&

@@ -86,8 +86,8 @@ public:
     if (b.getKind() == rtir::BufferKind::parameter_copy &&
         isLayerParameter(b) && !transposeA && !bBatched)
       role = transposeB ? Role::Forward : Role::InputGradient;
-    else if (c.getKind() == rtir::BufferKind::gradient &&
-             isLayerParameter(c) && transposeA && !transposeB && batch == 1)
+    else if (c.getKind() == rtir::BufferKind::gradient && isLayerParameter(c) &&
+             transposeA && !transposeB && batch == 1)
       role = Role::WeightGradient;
     if (!role)
       return std::nullopt;
@@ -148,8 +148,8 @@ public:
   struct Copies {
     Attribute plain, transposed, scaleInv;
   };
-  Copies emitQuantize(Operation *before, const Operand &operand,
-                      Attribute amax, bool both) {
+  Copies emitQuantize(Operation *before, const Operand &operand, Attribute amax,
+                      bool both) {
     MLIRContext *context = module.getContext();
     Type element = operand.e5m2 ? Type(Float8E5M2Type::get(context))
                                 : Type(Float8E4M3FNType::get(context));
@@ -159,15 +159,15 @@ public:
         scalar(before->getLoc(), "fp8.scale_inv:", operand.source);
     SmallVector<Attribute> outputs = {copies.scaleInv};
     if (both || !operand.transpose) {
-      copies.plain = buffer(
-          before->getLoc(), "fp8." + format + ":", operand.source,
-          RankedTensorType::get({operand.rows, operand.cols}, element));
+      copies.plain =
+          buffer(before->getLoc(), "fp8." + format + ":", operand.source,
+                 RankedTensorType::get({operand.rows, operand.cols}, element));
       outputs.push_back(copies.plain);
     }
     if (both || operand.transpose) {
-      copies.transposed = buffer(
-          before->getLoc(), "fp8." + format + ".t:", operand.source,
-          RankedTensorType::get({operand.cols, operand.rows}, element));
+      copies.transposed =
+          buffer(before->getLoc(), "fp8." + format + ".t:", operand.source,
+                 RankedTensorType::get({operand.cols, operand.rows}, element));
       outputs.push_back(copies.transposed);
     }
     OpBuilder b(before);
@@ -242,9 +242,9 @@ private:
     return FlatSymbolRefAttr::get(op.getSymNameAttr());
   }
   Attribute scalar(Location loc, StringRef prefix, Attribute source) {
-    return buffer(loc, prefix, source,
-                  RankedTensorType::get({}, Float32Type::get(
-                                                module.getContext())));
+    return buffer(
+        loc, prefix, source,
+        RankedTensorType::get({}, Float32Type::get(module.getContext())));
   }
 
   ModuleOp module;
@@ -287,8 +287,8 @@ public:
       for (size_t i = 0; i < items.size(); ++i)
         for (size_t r = 1; r < items[i].requests.size(); r += 2)
           if (origins[i][r] == analysis::RequestRef{i, r})
-            newCopies[{origins[i][r - 1], items[i].requests[r].form}]
-                .push_back({i, r});
+            newCopies[{origins[i][r - 1], items[i].requests[r].form}].push_back(
+                {i, r});
       for (size_t i = 0; i < ops.size(); ++i) {
         if (!products[i])
           continue;
@@ -332,8 +332,7 @@ public:
           inputs.push_back(p.addend);
         OpBuilder b(launch);
         rtir::LaunchOp::create(
-            b, launch.getLoc(), "matmul_fp8", inputs,
-            {launch.getOutputs()[0]},
+            b, launch.getLoc(), "matmul_fp8", inputs, {launch.getOutputs()[0]},
             {p.m, p.n, p.k, p.accumulate ? 1 : 0, p.fast ? 1 : 0});
         launch.erase();
       }

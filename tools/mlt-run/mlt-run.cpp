@@ -727,7 +727,8 @@ Status checkOptions(const Options &o) {
     return errorf("--dtype: expected fp32 or bf16, got '", o.dtype, "'");
   if (o.fp8 && o.dtype != "bf16")
     return errorf("--fp8 needs --dtype bf16 (FP8 products on bf16 "
-                  "activations), got --dtype ", o.dtype);
+                  "activations), got --dtype ",
+                  o.dtype);
   if (o.schedule != "constant" && o.schedule != "cosine")
     return errorf("--lr-schedule: expected constant or cosine, got '",
                   o.schedule, "'");

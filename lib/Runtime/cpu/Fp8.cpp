@@ -53,8 +53,9 @@ uint8_t mlt::cpu::toFp8(float value, rt::ElementType format) {
   if (!(rounded <= f.max)) // beyond the range, or infinite: saturate
     return uint8_t(sign | (format == rt::ElementType::F8E5M2 ? 0x7B : 0x7E));
   if (rounded < std::ldexp(1.0f, minExponent)) // subnormal (or zero)
-    return uint8_t(sign | uint8_t(rounded / std::ldexp(1.0f, minExponent -
-                                                                   f.mantissaBits)));
+    return uint8_t(
+        sign |
+        uint8_t(rounded / std::ldexp(1.0f, minExponent - f.mantissaBits)));
   int e2 = 0;
   const float m = std::frexp(rounded, &e2); // rounding may carry a binade
   const int biased = e2 - 1 + f.bias;

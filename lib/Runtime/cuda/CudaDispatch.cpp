@@ -305,8 +305,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return matmul_->runFp8(
         MatmulShape{1, a[A::m], a[A::n], a[A::k], false, true, false},
         in[0].data, in[0].dtype, in[1].as<const float>(), in[2].data,
-        in[2].dtype, in[3].as<const float>(), out[0].data, out[0].dtype,
-        addend, a[A::fast_accumulation] != 0, s);
+        in[2].dtype, in[3].as<const float>(), out[0].data, out[0].dtype, addend,
+        a[A::fast_accumulation] != 0, s);
   }
 
   // matmul.h: a_1..a_G, b_1..b_G -> c_1..c_G in one pointer-array launch.

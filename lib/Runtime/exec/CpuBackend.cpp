@@ -523,8 +523,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                     " computes in f32 or bf16, not f64");
     } else {
       if (inst.kernel == Kernel::Amax) { // x -> amax
-        *out[0].as<float>() =
-            cpu::absMax(f(in[0]), KernelAttrs<attrs::Amax>(inst)[attrs::Amax::n]);
+        *out[0].as<float>() = cpu::absMax(
+            f(in[0]), KernelAttrs<attrs::Amax>(inst)[attrs::Amax::n]);
         return Status::ok();
       }
       if (inst.kernel == Kernel::QuantizeFp8) { // -> scale_inv, q[, q_t]

@@ -225,8 +225,8 @@ template <> struct Rule<attrs::MatmulFp8> : RuleBase<attrs::MatmulFp8> {
   // a [m, k], a_scale_inv, b [n, k], b_scale_inv(, addend [m, n]) -> c [m, n]
   OperandCounts counts() const {
     const int64_t c = product({a[m], a[n]});
-    OperandCounts counts{
-        {product({a[m], a[k]}), 1, product({a[n], a[k]}), 1}, {c}};
+    OperandCounts counts{{product({a[m], a[k]}), 1, product({a[n], a[k]}), 1},
+                         {c}};
     if (inst.inputs.size() == 5)
       counts.inputs.push_back(c);
     return counts;

@@ -33,8 +33,9 @@ rt::Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
   // About four packs a thread, at most 1024 blocks (the rest loop).
   const int64_t perBlock = int64_t(kThreads) * W * 4;
   const int64_t blocks = (n + perBlock - 1) / perBlock;
-  absMaxKernel<T><<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0,
-                    stream>>>(reinterpret_cast<unsigned *>(amax), x, n, vec);
+  absMaxKernel<T>
+      <<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0, stream>>>(
+          reinterpret_cast<unsigned *>(amax), x, n, vec);
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return rt::Status::ok();
 }
@@ -49,8 +50,8 @@ rt::Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
     const int64_t perBlock = int64_t(kThreads) * kPack * 4;
     const int64_t blocks = (n + perBlock - 1) / perBlock;
     quantizeKernel<T, E5M2>
-        <<<unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)),
-           kThreads, 0, stream>>>(q, scaleInv, x, n, amax, vec);
+        <<<unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)), kThreads,
+           0, stream>>>(q, scaleInv, x, n, amax, vec);
   } else {
     const int64_t tiles = ((rows + kTileRows - 1) / kTileRows) *
                           ((cols + kTileCols - 1) / kTileCols);
@@ -107,9 +108,9 @@ rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
 }
 
 rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
-                                        float *scaleInv,
-                                        const __nv_bfloat16 *x, int64_t rows,
-                                        int64_t cols, rt::ElementType format,
+                                        float *scaleInv, const __nv_bfloat16 *x,
+                                        int64_t rows, int64_t cols,
+                                        rt::ElementType format,
                                         const float *amax,
                                         cudaStream_t stream) {
   return quantizeFp8(q, qTransposed, scaleInv, x, rows, cols, format, amax,

@@ -1,4 +1,5 @@
-//===- fp8.cuh - FP8 quantization CUDA kernels ------------------*- CUDA -*-===//
+//===- fp8.cuh - FP8 quantization CUDA kernels ------------------*- CUDA
+//-*-===//
 //
 // Part of mlt. Device code of the fp8 family (launchers in fp8.cu, declared
 // in fp8.h).
@@ -53,7 +54,8 @@ template <bool E5M2> __device__ __forceinline__ float scaleOf(float amax) {
   return ldexpf(1.0f, e);
 }
 
-template <bool E5M2> __device__ __forceinline__ uint16_t toFp8x2(float a, float b) {
+template <bool E5M2>
+__device__ __forceinline__ uint16_t toFp8x2(float a, float b) {
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
                                   E5M2 ? __NV_E5M2 : __NV_E4M3);
 }
@@ -151,7 +153,6 @@ __global__ void __launch_bounds__(kThreads)
     q[i] = toFp8<E5M2>(rnMul(toCompute(x[i]), scale));
 }
 
-
 /// The transposed layout (and the plain one with q): each thread converts a
 /// block of 8 rows x 16 columns in registers. A warp's 32 threads are 4 row
 /// groups x 8 column groups (a 32 x 128 tile): its loads read 256
@@ -172,9 +173,10 @@ __global__ void __launch_bounds__(kThreads)
     *scaleInv = rnDiv(1.0f, scale);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t colTiles = (cols + kTileCols - 1) / kTileCols;
-  const int64_t r0 = int64_t(blockIdx.x / colTiles) * kTileRows + warp * 32 +
-                     (lane / 8) * 8;
-  const int64_t c0 = int64_t(blockIdx.x % colTiles) * kTileCols + (lane % 8) * 16;
+  const int64_t r0 =
+      int64_t(blockIdx.x / colTiles) * kTileRows + warp * 32 + (lane / 8) * 8;
+  const int64_t c0 =
+      int64_t(blockIdx.x % colTiles) * kTileCols + (lane % 8) * 16;
   if (r0 >= rows || c0 >= cols)
     return;
   if (vec && r0 + 8 <= rows && c0 + 16 <= cols) {

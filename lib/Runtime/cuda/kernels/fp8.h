@@ -43,9 +43,9 @@ rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
                              rt::ElementType format, const float *amax,
                              cudaStream_t stream);
 rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
-                             const __nv_bfloat16 *x, int64_t rows,
-                             int64_t cols, rt::ElementType format,
-                             const float *amax, cudaStream_t stream);
+                             const __nv_bfloat16 *x, int64_t rows, int64_t cols,
+                             rt::ElementType format, const float *amax,
+                             cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -689,12 +689,10 @@ rt::Status MatmulRunner::runFp8(const MatmulShape &shape, const void *a,
   return impl_->product(key, a, b, c, addend, aScaleInv, bScaleInv, stream);
 }
 
-rt::Status MatmulRunner::Impl::product(PlanKey key, const void *a,
-                                       const void *b, void *c,
-                                       const void *addend,
-                                       const float *aScaleInv,
-                                       const float *bScaleInv,
-                                       cudaStream_t stream) {
+rt::Status
+MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b, void *c,
+                            const void *addend, const float *aScaleInv,
+                            const float *bScaleInv, cudaStream_t stream) {
   const int64_t batch = key.batch, m = key.m, n = key.n, k = key.k;
   if (batch == 0 || m == 0 || n == 0)
     return rt::Status::ok();

@@ -275,6 +275,16 @@ public:
         items.push_back(rewriter.item(op, products.back()));
       }
       const auto origins = analysis::shareQuantizations(items);
+      // The first launch of the backward pass (`backward_start`): the
+      // launches made for a product go before it, so the backward starts at
+      // the first of those made for its first launch.
+      std::optional<size_t> start;
+      if (IntegerAttr attr = program.getBackwardStartAttr())
+        start = size_t(attr.getInt());
+      Operation *backwardFirst =
+          start && *start < ops.size() ? ops[*start] : nullptr;
+      // The launch before the backward's first product, when it is one.
+      Operation *beforeBackward = nullptr;
       // The copies each request reads: amax, or q and scale_inv.
       std::map<analysis::RequestRef, std::pair<Attribute, Attribute>> made;
       // A copy that makes a new one in the layout another request of its
@@ -293,6 +303,8 @@ public:
         if (!products[i])
           continue;
         changed = true;
+        if (start && i == *start)
+          beforeBackward = ops[i]->getPrevNode();
         const Fp8Product &p = *products[i];
         // Requests: a's amax, a's copy, b's amax, b's copy.
         Attribute copies[2], scales[2];
@@ -335,6 +347,19 @@ public:
             b, launch.getLoc(), "matmul_fp8", inputs, {launch.getOutputs()[0]},
             {p.m, p.n, p.k, p.accumulate ? 1 : 0, p.fast ? 1 : 0});
         launch.erase();
+        if (start && i == *start)
+          backwardFirst =
+              beforeBackward ? beforeBackward->getNextNode() : &body.front();
+      }
+      if (backwardFirst) {
+        int64_t index = 0;
+        for (Operation &op : body) {
+          if (&op == backwardFirst)
+            break;
+          ++index;
+        }
+        program.setBackwardStartAttr(
+            IntegerAttr::get(IntegerType::get(program.getContext(), 64), index));
       }
     }
     if (!changed)

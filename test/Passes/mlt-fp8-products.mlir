@@ -34,6 +34,13 @@
 // CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@"param:model.layers.0.wv"
 // CHECK-NEXT: mlt_rt.launch "matmul_fp8" [@"[[X2]]", {{.*}}] -> [@v]
 // CHECK-NEXT: }
+// The backward pass starts (backward_start) at the first launch made for
+// its first product: 5 launches of the forward's one product come first.
+// CHECK-LABEL: mlt_rt.program @split backward_start 5 {
+// CHECK-NEXT: mlt_rt.launch "amax" [@x]
+// CHECK-COUNT-3: mlt_rt.launch
+// CHECK-NEXT: mlt_rt.launch "matmul_fp8" {{.*}} -> [@q]
+// CHECK-NEXT: mlt_rt.launch "amax" [@dy]
 // ALL: mlt_rt.launch "matmul_fp8" {{.*}} -> [@logits] ints [64, 128, 64, 0, 1]
 // ALL-NOT: mlt_rt.launch "matmul" [@x, @"param:lm_head"]
 module {
@@ -64,5 +71,9 @@ module {
     mlt_rt.launch "matmul_accumulate" [@dy, @x] -> [@"grad:model.layers.0.wq"] ints [1, 64, 64, 64, 1, 0, 0]
     mlt_rt.launch "rope" [@x] -> [@x] ints [1, 64, 1, 64, 0, 0, 0, 0] floats [1.000000e+04, 1.000000e+00, 1.000000e+00, 4.000000e+00]
     mlt_rt.launch "matmul" [@x, @"param:model.layers.0.wv"] -> [@v] ints [1, 64, 64, 64, 0, 1, 0]
+  }
+  mlt_rt.program @split backward_start 1 {
+    mlt_rt.launch "matmul" [@x, @"param:model.layers.0.wq"] -> [@q] ints [1, 64, 64, 64, 0, 1, 0]
+    mlt_rt.launch "matmul" [@dy, @"param:model.layers.0.wq"] -> [@dx] ints [1, 64, 64, 64, 0, 0, 0]
   }
 }

@@ -466,6 +466,32 @@ Status CpuDeviceContext::launchWidened(const InstructionDesc &inst,
   return Status::ok();
 }
 
+namespace {
+
+/// c = op(a) op(b) + beta c for matmul's ints (matmul_group's name them
+/// alike): a shared b under an untransposed a is one product of batch * m
+/// rows (one large BLAS call instead of `batch` small ones), else `batch`
+/// strided products.
+template <typename A, typename T>
+Status matmulProduct(const KernelAttrs<A> &a, const T *x, const T *w, T beta,
+                     T *c) {
+  static_assert(sameAttributes(Kernel::Matmul, Kernel::MatmulAdd));
+  const int64_t batch = a[A::batch], m = a[A::m], n = a[A::n], k = a[A::k];
+  const bool transA = a[A::transpose_a], transB = a[A::transpose_b],
+             bBatched = a[A::b_batched];
+  const int64_t lda = std::max<int64_t>(1, transA ? m : k);
+  const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
+  const int64_t ldc = std::max<int64_t>(1, n);
+  if (!bBatched && !transA && batch * m <= INT32_MAX)
+    return cpu::gemm(false, transB, batch * m, n, k, T(1), x, lda, w, ldb,
+                     beta, c, ldc);
+  return cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), x, lda, m * k,
+                                 w, ldb, bBatched ? k * n : 0, beta, c, ldc,
+                                 m * n, batch);
+}
+
+} // namespace
+
 template <typename T>
 Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                   const std::vector<BufferView> &in,
@@ -492,26 +518,12 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::Matmul:
   case Kernel::MatmulAccumulate:
   case Kernel::MatmulAdd: {
-    using A = attrs::Matmul;
-    const KernelAttrs<A> a(inst);
-    const int64_t batch = a[A::batch], m = a[A::m], n = a[A::n], k = a[A::k];
-    const bool transA = a[A::transpose_a], transB = a[A::transpose_b],
-               bBatched = a[A::b_batched];
     // matmul_add: c starts as the addend, and the product is added to it.
     if (inst.kernel == Kernel::MatmulAdd && in[2].data != out[0].data)
       std::memmove(out[0].data, in[2].data, out[0].bytes());
     const T beta = inst.kernel == Kernel::Matmul ? T(0) : T(1);
-    const int64_t lda = std::max<int64_t>(1, transA ? m : k);
-    const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
-    const int64_t ldc = std::max<int64_t>(1, n);
-    // A shared B under an untransposed A is one product of batch * m rows:
-    // one large BLAS call instead of `batch` small ones.
-    if (!bBatched && !transA && batch * m <= INT32_MAX)
-      return cpu::gemm(false, transB, batch * m, n, k, T(1), f(in[0]), lda,
-                       f(in[1]), ldb, beta, f(out[0]), ldc);
-    return cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), f(in[0]), lda,
-                                   m * k, f(in[1]), ldb, bBatched ? k * n : 0,
-                                   beta, f(out[0]), ldc, m * n, batch);
+    return matmulProduct(KernelAttrs<attrs::Matmul>(inst), f(in[0]),
+                         f(in[1]), beta, f(out[0]));
   }
 
   // FP8 products (cpu/Fp8.h): in f32 (a bf16 plan's operands widened).
@@ -564,29 +576,12 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::MatmulGroup: {
     // Each product as matmul (matmul_accumulate) computes it: the same
     // calls, so the same bits.
-    using A = attrs::MatmulGroup;
-    const KernelAttrs<A> a(inst);
-    const int64_t batch = a[A::batch], m = a[A::m], n = a[A::n], k = a[A::k];
-    const bool transA = a[A::transpose_a], transB = a[A::transpose_b],
-               bBatched = a[A::b_batched];
-    const T beta = a[A::accumulate] ? T(1) : T(0);
-    const int64_t lda = std::max<int64_t>(1, transA ? m : k);
-    const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
-    const int64_t ldc = std::max<int64_t>(1, n);
+    const KernelAttrs<attrs::MatmulGroup> a(inst);
+    const T beta = a[attrs::MatmulGroup::accumulate] ? T(1) : T(0);
     const size_t groups = out.size();
-    for (size_t g = 0; g < groups; ++g) {
-      const T *ag = f(in[g]), *bg = f(in[groups + g]);
-      T *cg = f(out[g]);
-      Status status =
-          !bBatched && !transA && batch * m <= INT32_MAX
-              ? cpu::gemm(false, transB, batch * m, n, k, T(1), ag, lda, bg,
-                          ldb, beta, cg, ldc)
-              : cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), ag, lda,
-                                        m * k, bg, ldb, bBatched ? k * n : 0,
-                                        beta, cg, ldc, m * n, batch);
-      if (!status)
-        return status;
-    }
+    for (size_t g = 0; g < groups; ++g)
+      MLT_RETURN_IF_ERROR(matmulProduct(a, f(in[g]), f(in[groups + g]), beta,
+                                        f(out[g])));
     return Status::ok();
   }
 

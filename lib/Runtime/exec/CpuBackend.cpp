@@ -483,8 +483,8 @@ Status matmulProduct(const KernelAttrs<A> &a, const T *x, const T *w, T beta,
   const int64_t ldb = std::max<int64_t>(1, transB ? k : n);
   const int64_t ldc = std::max<int64_t>(1, n);
   if (!bBatched && !transA && batch * m <= INT32_MAX)
-    return cpu::gemm(false, transB, batch * m, n, k, T(1), x, lda, w, ldb,
-                     beta, c, ldc);
+    return cpu::gemm(false, transB, batch * m, n, k, T(1), x, lda, w, ldb, beta,
+                     c, ldc);
   return cpu::gemmStridedBatched(transA, transB, m, n, k, T(1), x, lda, m * k,
                                  w, ldb, bBatched ? k * n : 0, beta, c, ldc,
                                  m * n, batch);
@@ -522,8 +522,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     if (inst.kernel == Kernel::MatmulAdd && in[2].data != out[0].data)
       std::memmove(out[0].data, in[2].data, out[0].bytes());
     const T beta = inst.kernel == Kernel::Matmul ? T(0) : T(1);
-    return matmulProduct(KernelAttrs<attrs::Matmul>(inst), f(in[0]),
-                         f(in[1]), beta, f(out[0]));
+    return matmulProduct(KernelAttrs<attrs::Matmul>(inst), f(in[0]), f(in[1]),
+                         beta, f(out[0]));
   }
 
   // FP8 products (cpu/Fp8.h): in f32 (a bf16 plan's operands widened).
@@ -580,8 +580,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     const T beta = a[attrs::MatmulGroup::accumulate] ? T(1) : T(0);
     const size_t groups = out.size();
     for (size_t g = 0; g < groups; ++g)
-      MLT_RETURN_IF_ERROR(matmulProduct(a, f(in[g]), f(in[groups + g]), beta,
-                                        f(out[g])));
+      MLT_RETURN_IF_ERROR(
+          matmulProduct(a, f(in[g]), f(in[groups + g]), beta, f(out[g])));
     return Status::ok();
   }
 

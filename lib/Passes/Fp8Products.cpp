@@ -8,9 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferIds.h"
+
 #include "mlt/Analysis/QuantizationReuse.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -55,7 +58,7 @@ struct Fp8Product {
 class Rewriter {
 public:
   Rewriter(ModuleOp module, bool allProducts)
-      : module(module), symbols(module), allProducts(allProducts) {
+      : module(module), buffers(module), allProducts(allProducts) {
     for (auto buffer : module.getOps<rtir::BufferOp>())
       lastBuffer = buffer;
   }
@@ -73,9 +76,13 @@ public:
         (kernel != "matmul" && kernel != "matmul_accumulate" &&
          kernel != "matmul_add"))
       return std::nullopt;
+    // matmul_accumulate and matmul_add name their ints as matmul does.
+    using A = rt::attrs::Matmul;
     ArrayRef<int64_t> ints = launch.getInts();
-    const int64_t batch = ints[0], m = ints[1], n = ints[2], k = ints[3];
-    const bool transposeA = ints[4], transposeB = ints[5], bBatched = ints[6];
+    const int64_t batch = ints[A::batch], m = ints[A::m], n = ints[A::n],
+                  k = ints[A::k];
+    const bool transposeA = ints[A::transpose_a],
+               transposeB = ints[A::transpose_b], bBatched = ints[A::b_batched];
     rtir::BufferOp a = bufferOf(launch.getInputs()[0]);
     rtir::BufferOp b = bufferOf(launch.getInputs()[1]);
     rtir::BufferOp c = bufferOf(launch.getOutputs()[0]);
@@ -136,8 +143,9 @@ public:
   Attribute emitAmax(Operation *before, Attribute source) {
     Attribute amax = scalar(before->getLoc(), "fp8.amax:", source);
     OpBuilder b(before);
+    using A = rt::attrs::Amax;
     rtir::LaunchOp::create(b, before->getLoc(), "amax", {source}, {amax},
-                           {numElements(source)});
+                           rt::kernelInts<A>({{A::n, numElements(source)}}));
     return amax;
   }
 
@@ -171,9 +179,13 @@ public:
       outputs.push_back(copies.transposed);
     }
     OpBuilder b(before);
+    using A = rt::attrs::QuantizeFp8;
     rtir::LaunchOp::create(
         b, before->getLoc(), "quantize_fp8", {operand.source, amax}, outputs,
-        {operand.rows, operand.cols, both ? 2 : (operand.transpose ? 1 : 0)});
+        rt::kernelInts<A>(
+            {{A::rows, operand.rows},
+             {A::cols, operand.cols},
+             {A::layout, both ? 2 : (operand.transpose ? 1 : 0)}}));
     return copies;
   }
 
@@ -187,10 +199,8 @@ public:
 private:
   static constexpr uint64_t kAmaxForm = 0;
 
-  rtir::BufferOp bufferOf(Attribute ref) {
-    return symbols.lookup<rtir::BufferOp>(
-        cast<FlatSymbolRefAttr>(ref).getAttr());
-  }
+  rtir::BufferOp bufferOf(Attribute ref) { return buffers.bufferOf(ref); }
+  int64_t idOf(Attribute ref) { return buffers.idOf(ref); }
   static bool isBF16(rtir::BufferOp buffer) {
     return buffer.getTensorType().getElementType().isBF16();
   }
@@ -204,14 +214,6 @@ private:
     return bufferOf(ref).getTensorType().getNumElements();
   }
 
-  /// A buffer's id: its base's (a view shares its base's).
-  int64_t idOf(Attribute ref) {
-    StringRef name = rtir::bufferName(ref);
-    if (rtir::BufferOp buffer = bufferOf(ref))
-      if (auto view = buffer.getViewAttr())
-        name = view.getValue();
-    return ids.try_emplace(name.str(), int64_t(ids.size())).first->second;
-  }
   /// One form per layout, format and shape of a copy (0 is the amax).
   uint64_t formOf(const Operand &operand) {
     const auto key = std::make_tuple(operand.transpose, operand.e5m2,
@@ -237,7 +239,7 @@ private:
         UnitAttr());
     // The table renames a name taken already (a source quantized again
     // after it was written).
-    symbols.insert(op);
+    buffers.table().insert(op);
     lastBuffer = op;
     return FlatSymbolRefAttr::get(op.getSymNameAttr());
   }
@@ -248,10 +250,9 @@ private:
   }
 
   ModuleOp module;
-  SymbolTable symbols;
+  BufferIds buffers;
   bool allProducts;
   rtir::BufferOp lastBuffer;
-  std::map<std::string, int64_t> ids;
   std::map<std::tuple<bool, bool, int64_t, int64_t>, uint64_t> forms;
 };
 
@@ -345,7 +346,12 @@ public:
         OpBuilder b(launch);
         rtir::LaunchOp::create(
             b, launch.getLoc(), "matmul_fp8", inputs, {launch.getOutputs()[0]},
-            {p.m, p.n, p.k, p.accumulate ? 1 : 0, p.fast ? 1 : 0});
+            rt::kernelInts<rt::attrs::MatmulFp8>(
+                {{rt::attrs::MatmulFp8::m, p.m},
+                 {rt::attrs::MatmulFp8::n, p.n},
+                 {rt::attrs::MatmulFp8::k, p.k},
+                 {rt::attrs::MatmulFp8::accumulate, p.accumulate ? 1 : 0},
+                 {rt::attrs::MatmulFp8::fast_accumulation, p.fast ? 1 : 0}}));
         launch.erase();
         if (start && i == *start)
           backwardFirst =

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferIds.h"
+
 #include "mlt/Analysis/ProductGroups.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
@@ -53,18 +55,8 @@ public:
   }
 
 private:
-  rtir::BufferOp bufferOf(Attribute ref) {
-    return buffers.lookup<rtir::BufferOp>(
-        cast<FlatSymbolRefAttr>(ref).getAttr());
-  }
-
-  int64_t idOf(Attribute ref) {
-    StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
-    if (rtir::BufferOp buffer = bufferOf(ref))
-      if (auto view = buffer.getViewAttr())
-        name = view.getValue();
-    return ids.try_emplace(name.str(), int64_t(ids.size())).first->second;
-  }
+  rtir::BufferOp bufferOf(Attribute ref) { return buffers.bufferOf(ref); }
+  int64_t idOf(Attribute ref) { return buffers.idOf(ref); }
 
   /// One kind per kernel, ints and operand and result types.
   uint64_t kindOf(rtir::LaunchOp launch) {
@@ -85,8 +77,7 @@ private:
     return kinds.try_emplace(key, uint64_t(kinds.size() + 1)).first->second;
   }
 
-  SymbolTable buffers;
-  std::map<std::string, int64_t> ids;
+  BufferIds buffers;
   std::map<std::tuple<std::string, std::vector<int64_t>, std::string>, uint64_t>
       kinds;
 };

@@ -23,8 +23,15 @@ static void addStepPasses(OpPassManager &pm,
   using namespace mlt;
   // First: the products are quantized before the schedule and the overlap
   // place the step's launches, which then treat them as any other.
-  if (options.fp8)
-    pm.addPass(createMLTFp8Products());
+  if (options.fp8) {
+    MLTFp8ProductsOptions fp8;
+    fp8.products.assign(options.fp8Recipe.products.begin(),
+                        options.fp8Recipe.products.end());
+    fp8.fpropAccumulation = options.fp8Recipe.fpropAccumulation;
+    fp8.bf16FirstLayers = options.fp8Recipe.bf16FirstLayers;
+    fp8.bf16LastLayers = options.fp8Recipe.bf16LastLayers;
+    pm.addPass(createMLTFp8Products(fp8));
+  }
   MLTSchedulePipelineOptions schedule;
   schedule.schedule = options.schedule;
   schedule.groupSize = options.ppGroupSize;
@@ -158,6 +165,25 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       *this, "fp8",
       llvm::cl::desc("with dtype=bf16: the decoder layers' products in FP8"),
       llvm::cl::init(false)};
+  ListOption<std::string> fp8Products{
+      *this, "fp8-products",
+      llvm::cl::desc("with fp8: the products made FP8, of fprop, dgrad and "
+                     "wgrad (default: all three)")};
+  Option<std::string> fp8FpropAccumulation{
+      *this, "fp8-fprop-accumulation",
+      llvm::cl::desc("with fp8: the forward products' accumulation, fast or "
+                     "f32"),
+      llvm::cl::init("fast")};
+  Option<int64_t> fp8Bf16FirstLayers{
+      *this, "fp8-bf16-first-layers",
+      llvm::cl::desc("with fp8: the first N decoder layers keep bf16 "
+                     "products"),
+      llvm::cl::init(0)};
+  Option<int64_t> fp8Bf16LastLayers{
+      *this, "fp8-bf16-last-layers",
+      llvm::cl::desc("with fp8: the last N decoder layers keep bf16 "
+                     "products"),
+      llvm::cl::init(0)};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("1f1b, gpipe, zb-h1 or interleaved (default: 1f1b, "
@@ -201,6 +227,12 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.dp = dp;
     options.sequenceParallel = sequenceParallel;
     options.fp8 = fp8;
+    if (!fp8Products.empty())
+      options.fp8Recipe.products.assign(fp8Products.begin(),
+                                        fp8Products.end());
+    options.fp8Recipe.fpropAccumulation = fp8FpropAccumulation;
+    options.fp8Recipe.bf16FirstLayers = fp8Bf16FirstLayers;
+    options.fp8Recipe.bf16LastLayers = fp8Bf16LastLayers;
     options.pp = pp;
     options.ppLayers.assign(ppLayers.begin(), ppLayers.end());
     options.vp = vp;

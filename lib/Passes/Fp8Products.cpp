@@ -11,6 +11,7 @@
 #include "BufferIds.h"
 
 #include "mlt/Analysis/QuantizationReuse.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
@@ -18,6 +19,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,19 +58,44 @@ struct Fp8Product {
   Attribute addend; // matmul_add's
 };
 
+/// The role named `name` in the pass's options, as Transformer Engine
+/// names them.
+std::optional<Role> roleNamed(StringRef name) {
+  if (name == "fprop")
+    return Role::Forward;
+  if (name == "dgrad")
+    return Role::InputGradient;
+  if (name == "wgrad")
+    return Role::WeightGradient;
+  return std::nullopt;
+}
+
+/// Which products the pass makes FP8 (the pass's options).
+struct Recipe {
+  bool allProducts = false;
+  /// The roles made FP8 (Transformer Engine's fprop, dgrad, wgrad).
+  bool roles[3] = {true, true, true};
+  bool fpropFastAccumulation = true;
+  /// Decoder layers kept bf16: those below `firstFp8Layer` and from
+  /// `endFp8Layer` on.
+  int64_t firstFp8Layer = 0;
+  int64_t endFp8Layer = std::numeric_limits<int64_t>::max();
+};
+
 class Rewriter {
 public:
-  Rewriter(ModuleOp module, bool allProducts)
-      : module(module), buffers(module), allProducts(allProducts) {
+  Rewriter(ModuleOp module, const Recipe &recipe)
+      : module(module), buffers(module), recipe(recipe) {
     for (auto buffer : module.getOps<rtir::BufferOp>())
       lastBuffer = buffer;
   }
 
   /// The product's FP8 form, or none when it stays as it is: a plain
   /// matmul, matmul_accumulate or matmul_add of bf16 operands that is a
-  /// decoder layer's (its weight's parameter name has ".layers.", unless
-  /// allProducts) forward product (x W^T), input gradient (dy W) or weight
-  /// gradient (dy^T x), of one matrix (a batch folds only under a shared,
+  /// decoder layer's (its weight's parameter name has ".layers.N.", unless
+  /// allProducts; N not kept bf16 by the recipe) forward product (x W^T),
+  /// input gradient (dy W) or weight gradient (dy^T x), in a role the
+  /// recipe names, of one matrix (a batch folds only under a shared,
   /// untransposed b), with the sizes cuBLASLt's FP8 kernels take (k and n
   /// multiples of 16).
   std::optional<Fp8Product> eligible(rtir::LaunchOp launch) {
@@ -96,7 +124,7 @@ public:
     else if (c.getKind() == rtir::BufferKind::gradient && isLayerParameter(c) &&
              transposeA && !transposeB && batch == 1)
       role = Role::WeightGradient;
-    if (!role)
+    if (!role || !recipe.roles[int(*role)])
       return std::nullopt;
     Fp8Product p;
     p.m = batch * m;
@@ -111,7 +139,7 @@ public:
     p.b = {launch.getInputs()[1], transposeB ? n : k, transposeB ? k : n,
            !transposeB, false};
     p.accumulate = kernel == "matmul_accumulate";
-    p.fast = *role == Role::Forward;
+    p.fast = *role == Role::Forward && recipe.fpropFastAccumulation;
     if (kernel == "matmul_add")
       p.addend = launch.getInputs()[2];
     return p;
@@ -204,11 +232,21 @@ private:
   static bool isBF16(rtir::BufferOp buffer) {
     return buffer.getTensorType().getElementType().isBF16();
   }
+  /// Whether `buffer` is a parameter whose products the recipe makes FP8:
+  /// a decoder layer's (".layers.N." in its name, N in the recipe's range),
+  /// or any, with allProducts, but for the layers the recipe keeps bf16.
   bool isLayerParameter(rtir::BufferOp buffer) {
     std::optional<StringRef> parameter = buffer.getParameter();
     if (!parameter)
       return false;
-    return allProducts || parameter->contains(".layers.");
+    const size_t at = parameter->find(".layers.");
+    if (at == StringRef::npos)
+      return recipe.allProducts;
+    int64_t layer = 0;
+    StringRef rest = parameter->drop_front(at + strlen(".layers."));
+    if (rest.consumeInteger(10, layer))
+      return recipe.allProducts;
+    return layer >= recipe.firstFp8Layer && layer < recipe.endFp8Layer;
   }
   int64_t numElements(Attribute ref) {
     return bufferOf(ref).getTensorType().getNumElements();
@@ -251,7 +289,7 @@ private:
 
   ModuleOp module;
   BufferIds buffers;
-  bool allProducts;
+  Recipe recipe;
   rtir::BufferOp lastBuffer;
   std::map<std::tuple<bool, bool, int64_t, int64_t>, uint64_t> forms;
 };
@@ -262,9 +300,51 @@ public:
   using MLTFp8ProductsBase::MLTFp8ProductsBase;
 
   void runOnOperation() override {
-    Rewriter rewriter(getOperation(), allProducts);
+    ModuleOp module = getOperation();
+    Recipe recipe;
+    recipe.allProducts = allProducts;
+    if (!products.empty()) {
+      for (bool &role : recipe.roles)
+        role = false;
+      for (const std::string &name : products) {
+        std::optional<Role> role = roleNamed(name);
+        if (!role) {
+          module.emitError("mlt-fp8-products: unknown product '")
+              << name << "' (expected fprop, dgrad or wgrad)";
+          return signalPassFailure();
+        }
+        recipe.roles[int(*role)] = true;
+      }
+    }
+    if (fpropAccumulation != "fast" && fpropAccumulation != "f32") {
+      module.emitError("mlt-fp8-products: fprop-accumulation must be fast "
+                       "or f32, got '")
+          << fpropAccumulation << "'";
+      return signalPassFailure();
+    }
+    recipe.fpropFastAccumulation = fpropAccumulation == "fast";
+    if (bf16FirstLayers < 0 || bf16LastLayers < 0) {
+      module.emitError("mlt-fp8-products: bf16-first-layers and "
+                       "bf16-last-layers must not be negative");
+      return signalPassFailure();
+    }
+    recipe.firstFp8Layer = bf16FirstLayers;
+    if (bf16LastLayers > 0) {
+      // The model's depth, not the stage's: a stage's module keeps the
+      // model's configuration.
+      auto config = module->getAttrOfType<LlamaConfigAttr>(
+          MLTDialect::getModelAttrName());
+      if (!config) {
+        module.emitError("mlt-fp8-products: bf16-last-layers needs the "
+                         "model's depth, and the module has no model "
+                         "configuration ('mlt.model')");
+        return signalPassFailure();
+      }
+      recipe.endFp8Layer = config.getNumLayers() - bf16LastLayers;
+    }
+    Rewriter rewriter(module, recipe);
     bool changed = false;
-    for (rtir::ProgramOp program : getOperation().getOps<rtir::ProgramOp>()) {
+    for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>()) {
       Block &body = program.getBody().front();
       SmallVector<Operation *> ops;
       std::vector<std::optional<Fp8Product>> products;

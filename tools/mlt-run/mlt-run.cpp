@@ -95,6 +95,15 @@ Run:
                              activations and weights, e5m2 gradients, each
                              tensor quantized with its own power-of-two
                              scale, f32 accumulation; mlt-fp8-products)
+  --fp8-products LIST        with --fp8: the products made FP8, of fprop
+                             (x W^T), dgrad (dy W) and wgrad (dy^T x),
+                             comma-separated (default fprop,dgrad,wgrad)
+  --fp8-fprop-accumulation fast|f32
+                             with --fp8: the forward products accumulate in
+                             the tensor cores' fast FP8 accumulator or in
+                             f32, as the gradients' do (default fast)
+  --fp8-bf16-first-layers N  with --fp8: the first N decoder layers keep
+  --fp8-bf16-last-layers N   (the last N) bf16 products (default 0)
   --recompute none|OPS       forward ops whose results the backward pass
                              computes again instead of keeping them from the
                              forward pass, comma-separated (default none):
@@ -382,6 +391,10 @@ struct Options {
   std::optional<int64_t> profileStep;
   bool sequenceParallel = false;
   bool fp8 = false;
+  /// --fp8-*: mlt-fp8-products' options; unset: its defaults.
+  std::optional<std::vector<std::string>> fp8Products;
+  std::optional<std::string> fp8FpropAccumulation;
+  std::optional<int64_t> fp8Bf16FirstLayers, fp8Bf16LastLayers;
   bool printPlan = false;
   bool printSchedule = false;
   bool reportMemory = false;
@@ -496,6 +509,30 @@ Status parseRecompute(const std::string &flag, const std::string &text,
   }
 }
 
+/// --fp8-products: a comma-separated list of fprop, dgrad and wgrad, each
+/// at most once.
+Status parseFp8Products(const std::string &flag, const std::string &text,
+                        std::vector<std::string> &products) {
+  products.clear();
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(',', begin);
+    std::string product = text.substr(
+        begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (product != "fprop" && product != "dgrad" && product != "wgrad")
+      return errorf(flag, ": expected fprop, dgrad or wgrad, comma-separated, "
+                          "got '",
+                    text, "'");
+    if (std::find(products.begin(), products.end(), product) !=
+        products.end())
+      return errorf(flag, ": '", product, "' is named twice");
+    products.push_back(product);
+    if (end == std::string::npos)
+      return Status::ok();
+    begin = end + 1;
+  }
+}
+
 Status parseArgs(int argc, char **argv, Options &o) {
   using Setter =
       std::function<Status(const std::string &, const std::string &)>;
@@ -536,6 +573,19 @@ Status parseArgs(int argc, char **argv, Options &o) {
        [&o](const std::string &flag, const std::string &v) {
          return parseRecompute(flag, v, o.recompute);
        }},
+      {"--fp8-products",
+       [&o](const std::string &flag, const std::string &v) {
+         return parseFp8Products(flag, v, o.fp8Products.emplace());
+       }},
+      {"--fp8-fprop-accumulation",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "fast" && v != "f32")
+           return errorf(flag, ": expected fast or f32, got '", v, "'");
+         o.fp8FpropAccumulation = v;
+         return Status::ok();
+       }},
+      {"--fp8-bf16-first-layers", integer(o.fp8Bf16FirstLayers)},
+      {"--fp8-bf16-last-layers", integer(o.fp8Bf16LastLayers)},
       {"--overlap-grad-reduce",
        [&o](const std::string &flag, const std::string &v) {
          if (v != "on" && v != "off")
@@ -729,6 +779,14 @@ Status checkOptions(const Options &o) {
     return errorf("--fp8 needs --dtype bf16 (FP8 products on bf16 "
                   "activations), got --dtype ",
                   o.dtype);
+  for (auto [flag, given] :
+       {std::pair{"--fp8-products", o.fp8Products.has_value()},
+        std::pair{"--fp8-fprop-accumulation",
+                  o.fp8FpropAccumulation.has_value()},
+        std::pair{"--fp8-bf16-first-layers", o.fp8Bf16FirstLayers.has_value()},
+        std::pair{"--fp8-bf16-last-layers", o.fp8Bf16LastLayers.has_value()}})
+    if (given && !o.fp8)
+      return errorf(flag, " sets how --fp8 makes products FP8; pass --fp8");
   if (o.schedule != "constant" && o.schedule != "cosine")
     return errorf("--lr-schedule: expected constant or cosine, got '",
                   o.schedule, "'");
@@ -747,6 +805,10 @@ Status checkOptions(const Options &o) {
     return errorf("--profile-step ", *o.profileStep,
                   " is after the last step (", *o.steps, ")");
   MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
+  MLT_RETURN_IF_ERROR(
+      atLeast("--fp8-bf16-first-layers", o.fp8Bf16FirstLayers, 0));
+  MLT_RETURN_IF_ERROR(
+      atLeast("--fp8-bf16-last-layers", o.fp8Bf16LastLayers, 0));
   MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--pp", o.pp, 1));
@@ -1039,6 +1101,12 @@ StatusOr<CompileOptions> compileOptionsOf(const Options &o) {
   compile.seqLen = *o.seqLen;
   compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
   compile.fp8 = o.fp8;
+  if (o.fp8Products)
+    compile.fp8Recipe.products = *o.fp8Products;
+  if (o.fp8FpropAccumulation)
+    compile.fp8Recipe.fpropAccumulation = *o.fp8FpropAccumulation;
+  compile.fp8Recipe.bf16FirstLayers = o.fp8Bf16FirstLayers.value_or(0);
+  compile.fp8Recipe.bf16LastLayers = o.fp8Bf16LastLayers.value_or(0);
 #ifdef MLT_HAVE_CUDA
   // A plan compiled for the GPU names the architecture of this build's
   // kernels; a plan for the CPU runs anywhere.
@@ -1099,6 +1167,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
                     "compiled; pass it when compiling the model");
     for (auto [flag, given] :
          {std::pair{"--recompute", !o.recompute.empty()},
+          std::pair{"--fp8", o.fp8},
           std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
           std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
           std::pair{"--overlap-param-gather",

@@ -36,8 +36,18 @@ struct TrainOptions {
   /// activations and weight copies on f32 master weights.
   std::string dtype = "f32";
   /// With bf16: the decoder layers' products on FP8 tensor cores
-  /// (mlt-fp8-products).
+  /// (mlt-fp8-products), as `fp8Recipe` says.
   bool fp8 = false;
+  /// mlt-fp8-products' options (Passes.td), by their mlt-run names
+  /// (--fp8-...): the products made FP8, of "fprop" (x W^T), "dgrad" (dy W)
+  /// and "wgrad" (dy^T x); the forward products' accumulation, "fast" (the
+  /// tensor cores' FP8 accumulator) or "f32"; how many of the first and last
+  /// decoder layers keep bf16 products.
+  struct Fp8Recipe {
+    std::vector<std::string> products = {"fprop", "dgrad", "wgrad"};
+    std::string fpropAccumulation = "fast";
+    int64_t bf16FirstLayers = 0, bf16LastLayers = 0;
+  } fp8Recipe;
   /// The layout (mlt-annotate-layout): tensor-parallel and data-parallel
   /// ranks, and whether the residual stream is split along the sequence
   /// over the tensor-parallel ranks. The plan has tp * dp ranks; microBatch

@@ -665,7 +665,16 @@ def MLTFp8Products : Pass<"mlt-fp8-products", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"allProducts", "all-products", "bool", /*default=*/"false",
-           "also the products of parameters outside the decoder layers (the output layer)">
+           "also the products of parameters outside the decoder layers (the output layer)">,
+    ListOption<"products", "products", "std::string",
+               "the products made FP8, of fprop (x W^T), dgrad (dy W) and wgrad (dy^T x); empty: all three">,
+    Option<"fpropAccumulation", "fprop-accumulation", "std::string",
+           /*default=*/"\"fast\"",
+           "the forward products' accumulation: fast (the tensor cores' FP8 accumulator) or f32 (promoted, as the gradients' always are)">,
+    Option<"bf16FirstLayers", "bf16-first-layers", "int64_t", /*default=*/"0",
+           "the first N decoder layers keep bf16 products">,
+    Option<"bf16LastLayers", "bf16-last-layers", "int64_t", /*default=*/"0",
+           "the last N decoder layers (of the model's, mlt.model) keep bf16 products">
   ];
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }

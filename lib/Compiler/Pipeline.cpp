@@ -28,6 +28,9 @@ static void addStepPasses(OpPassManager &pm,
     fp8.products.assign(options.fp8Recipe.products.begin(),
                         options.fp8Recipe.products.end());
     fp8.fpropAccumulation = options.fp8Recipe.fpropAccumulation;
+    fp8.format = options.fp8Recipe.format;
+    fp8.bf16Parameters.assign(options.fp8Recipe.bf16Parameters.begin(),
+                              options.fp8Recipe.bf16Parameters.end());
     fp8.bf16FirstLayers = options.fp8Recipe.bf16FirstLayers;
     fp8.bf16LastLayers = options.fp8Recipe.bf16LastLayers;
     pm.addPass(createMLTFp8Products(fp8));
@@ -174,6 +177,14 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("with fp8: the forward products' accumulation, fast or "
                      "f32"),
       llvm::cl::init("fast")};
+  Option<std::string> fp8Format{
+      *this, "fp8-format",
+      llvm::cl::desc("with fp8: hybrid (e5m2 gradients) or e4m3"),
+      llvm::cl::init("hybrid")};
+  ListOption<std::string> fp8Bf16Parameters{
+      *this, "fp8-bf16-parameters",
+      llvm::cl::desc("with fp8: parameters (a part of their names) whose "
+                     "products stay bf16")};
   Option<int64_t> fp8Bf16FirstLayers{
       *this, "fp8-bf16-first-layers",
       llvm::cl::desc("with fp8: the first N decoder layers keep bf16 "
@@ -231,6 +242,9 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
       options.fp8Recipe.products.assign(fp8Products.begin(),
                                         fp8Products.end());
     options.fp8Recipe.fpropAccumulation = fp8FpropAccumulation;
+    options.fp8Recipe.format = fp8Format;
+    options.fp8Recipe.bf16Parameters.assign(fp8Bf16Parameters.begin(),
+                                            fp8Bf16Parameters.end());
     options.fp8Recipe.bf16FirstLayers = fp8Bf16FirstLayers;
     options.fp8Recipe.bf16LastLayers = fp8Bf16LastLayers;
     options.pp = pp;

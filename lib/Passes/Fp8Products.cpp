@@ -76,6 +76,11 @@ struct Recipe {
   /// The roles made FP8 (Transformer Engine's fprop, dgrad, wgrad).
   bool roles[3] = {true, true, true};
   bool fpropFastAccumulation = true;
+  /// The gradients' format: e5m2 (the hybrid format) or e4m3.
+  bool gradientsE5M2 = true;
+  /// Parameters whose products stay bf16: those whose names contain one of
+  /// these.
+  std::vector<std::string> bf16Parameters;
   /// Decoder layers kept bf16: those below `firstFp8Layer` and from
   /// `endFp8Layer` on.
   int64_t firstFp8Layer = 0;
@@ -135,7 +140,7 @@ public:
     // a as [m, k] (stored [k, m] when transposed), b as [n, k] (stored
     // [k, n] when not transposed).
     p.a = {launch.getInputs()[0], transposeA ? k : p.m, transposeA ? p.m : k,
-           transposeA, *role != Role::Forward};
+           transposeA, *role != Role::Forward && recipe.gradientsE5M2};
     p.b = {launch.getInputs()[1], transposeB ? n : k, transposeB ? k : n,
            !transposeB, false};
     p.accumulate = kernel == "matmul_accumulate";
@@ -239,6 +244,9 @@ private:
     std::optional<StringRef> parameter = buffer.getParameter();
     if (!parameter)
       return false;
+    for (const std::string &name : recipe.bf16Parameters)
+      if (parameter->contains(name))
+        return false;
     const size_t at = parameter->find(".layers.");
     if (at == StringRef::npos)
       return recipe.allProducts;
@@ -323,6 +331,15 @@ public:
       return signalPassFailure();
     }
     recipe.fpropFastAccumulation = fpropAccumulation == "fast";
+    if (format != "hybrid" && format != "e4m3") {
+      module.emitError("mlt-fp8-products: format must be hybrid or e4m3, "
+                       "got '")
+          << format << "'";
+      return signalPassFailure();
+    }
+    recipe.gradientsE5M2 = format == "hybrid";
+    recipe.bf16Parameters.assign(bf16Parameters.begin(),
+                                 bf16Parameters.end());
     if (bf16FirstLayers < 0 || bf16LastLayers < 0) {
       module.emitError("mlt-fp8-products: bf16-first-layers and "
                        "bf16-last-layers must not be negative");

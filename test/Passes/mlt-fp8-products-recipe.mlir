@@ -2,6 +2,8 @@
 // RUN: mlt-opt %s -mlt-fp8-products="products=dgrad,wgrad fprop-accumulation=f32" | FileCheck %s --check-prefix=GRADS
 // RUN: mlt-opt %s -mlt-fp8-products="fprop-accumulation=f32" | FileCheck %s --check-prefix=F32
 // RUN: mlt-opt %s -mlt-fp8-products="bf16-first-layers=1 bf16-last-layers=1" | FileCheck %s --check-prefix=EDGES
+// RUN: mlt-opt %s -mlt-fp8-products="format=e4m3 bf16-parameters=layers.2." | FileCheck %s --check-prefix=E4M3
+// RUN: not mlt-opt %s -mlt-fp8-products="format=e5m2" 2>&1 | FileCheck %s --check-prefix=BADFORMAT
 // RUN: not mlt-opt %s -mlt-fp8-products="products=fprop,bgrad" 2>&1 | FileCheck %s --check-prefix=BADPRODUCT
 // RUN: not mlt-opt %s -mlt-fp8-products="fprop-accumulation=fp16" 2>&1 | FileCheck %s --check-prefix=BADACC
 // RUN: not mlt-opt %s -mlt-fp8-products="bf16-first-layers=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
@@ -12,7 +14,9 @@
 // FP8 (the others stay bf16 products); fprop-accumulation=f32 clears the
 // forward products' fast accumulation; bf16-first-layers and
 // bf16-last-layers keep the first and last layers (of mlt.model's
-// num_layers, 3) bf16.
+// num_layers, 3) bf16; format=e4m3 quantizes the gradients in e4m3 too;
+// bf16-parameters keeps the products of the parameters whose names contain
+// one of its strings bf16.
 
 // FPROP-LABEL: mlt_rt.program @step {
 // FPROP: "matmul_fp8" {{.*}} -> [@y0] ints [64, 64, 64, 0, 1]
@@ -40,6 +44,15 @@
 // EDGES: "matmul_fp8" {{.*}} -> [@dx]
 // EDGES: "matmul_fp8" {{.*}} -> [@"grad:model.layers.1.w"]
 
+// E4M3-LABEL: mlt_rt.program @step {
+// E4M3: "matmul_fp8" {{.*}} -> [@y0]
+// E4M3: "matmul_fp8" {{.*}} -> [@y1]
+// E4M3: "matmul" [@x, @"param:model.layers.2.w"] -> [@y2]
+// E4M3: "matmul_fp8" [@"fp8.e4m3:dy", {{.*}}] -> [@dx] ints [64, 64, 64, 0, 0]
+// E4M3: "matmul_fp8" [@"fp8.e4m3.t:dy", {{.*}}] -> [@"grad:model.layers.1.w"] ints [64, 64, 64, 0, 0]
+// E4M3-NOT: e5m2
+
+// BADFORMAT: error: mlt-fp8-products: format must be hybrid or e4m3, got 'e5m2'
 // BADPRODUCT: error: mlt-fp8-products: unknown product 'bgrad' (expected fprop, dgrad or wgrad)
 // BADACC: error: mlt-fp8-products: fprop-accumulation must be fast or f32, got 'fp16'
 // NEGATIVE: error: mlt-fp8-products: bf16-first-layers and bf16-last-layers must not be negative

@@ -102,6 +102,12 @@ Run:
                              with --fp8: the forward products accumulate in
                              the tensor cores' fast FP8 accumulator or in
                              f32, as the gradients' do (default fast)
+  --fp8-format hybrid|e4m3   with --fp8: hybrid (e4m3 activations and
+                             weights, e5m2 gradients; the default) or e4m3
+                             (gradients too)
+  --fp8-bf16-parameters LIST with --fp8: parameters whose products stay
+                             bf16, by a part of their names, comma-separated
+                             (such as down_proj)
   --fp8-bf16-first-layers N  with --fp8: the first N decoder layers keep
   --fp8-bf16-last-layers N   (the last N) bf16 products (default 0)
   --recompute none|OPS       forward ops whose results the backward pass
@@ -393,7 +399,8 @@ struct Options {
   bool fp8 = false;
   /// --fp8-*: mlt-fp8-products' options; unset: its defaults.
   std::optional<std::vector<std::string>> fp8Products;
-  std::optional<std::string> fp8FpropAccumulation;
+  std::optional<std::string> fp8FpropAccumulation, fp8Format;
+  std::optional<std::vector<std::string>> fp8Bf16Parameters;
   std::optional<int64_t> fp8Bf16FirstLayers, fp8Bf16LastLayers;
   bool printPlan = false;
   bool printSchedule = false;
@@ -583,6 +590,31 @@ Status parseArgs(int argc, char **argv, Options &o) {
            return errorf(flag, ": expected fast or f32, got '", v, "'");
          o.fp8FpropAccumulation = v;
          return Status::ok();
+       }},
+      {"--fp8-format",
+       [&o](const std::string &flag, const std::string &v) {
+         if (v != "hybrid" && v != "e4m3")
+           return errorf(flag, ": expected hybrid or e4m3, got '", v, "'");
+         o.fp8Format = v;
+         return Status::ok();
+       }},
+      {"--fp8-bf16-parameters",
+       [&o](const std::string &flag, const std::string &v) {
+         std::vector<std::string> &names = o.fp8Bf16Parameters.emplace();
+         size_t begin = 0;
+         while (true) {
+           const size_t end = v.find(',', begin);
+           names.push_back(v.substr(begin, end == std::string::npos
+                                               ? std::string::npos
+                                               : end - begin));
+           if (names.back().empty())
+             return errorf(flag, ": expected parameter names (or parts of "
+                                 "them), comma-separated, got '",
+                           v, "'");
+           if (end == std::string::npos)
+             return Status::ok();
+           begin = end + 1;
+         }
        }},
       {"--fp8-bf16-first-layers", integer(o.fp8Bf16FirstLayers)},
       {"--fp8-bf16-last-layers", integer(o.fp8Bf16LastLayers)},
@@ -783,6 +815,8 @@ Status checkOptions(const Options &o) {
        {std::pair{"--fp8-products", o.fp8Products.has_value()},
         std::pair{"--fp8-fprop-accumulation",
                   o.fp8FpropAccumulation.has_value()},
+        std::pair{"--fp8-format", o.fp8Format.has_value()},
+        std::pair{"--fp8-bf16-parameters", o.fp8Bf16Parameters.has_value()},
         std::pair{"--fp8-bf16-first-layers", o.fp8Bf16FirstLayers.has_value()},
         std::pair{"--fp8-bf16-last-layers", o.fp8Bf16LastLayers.has_value()}})
     if (given && !o.fp8)
@@ -1105,6 +1139,10 @@ StatusOr<CompileOptions> compileOptionsOf(const Options &o) {
     compile.fp8Recipe.products = *o.fp8Products;
   if (o.fp8FpropAccumulation)
     compile.fp8Recipe.fpropAccumulation = *o.fp8FpropAccumulation;
+  if (o.fp8Format)
+    compile.fp8Recipe.format = *o.fp8Format;
+  if (o.fp8Bf16Parameters)
+    compile.fp8Recipe.bf16Parameters = *o.fp8Bf16Parameters;
   compile.fp8Recipe.bf16FirstLayers = o.fp8Bf16FirstLayers.value_or(0);
   compile.fp8Recipe.bf16LastLayers = o.fp8Bf16LastLayers.value_or(0);
 #ifdef MLT_HAVE_CUDA

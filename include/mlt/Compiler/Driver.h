@@ -42,10 +42,14 @@ struct TrainOptions {
   /// (--fp8-...): the products made FP8, of "fprop" (x W^T), "dgrad" (dy W)
   /// and "wgrad" (dy^T x); the forward products' accumulation, "fast" (the
   /// tensor cores' FP8 accumulator) or "f32"; how many of the first and last
-  /// decoder layers keep bf16 products.
+  /// decoder layers keep bf16 products; the format; parameters kept bf16.
   struct Fp8Recipe {
     std::vector<std::string> products = {"fprop", "dgrad", "wgrad"};
     std::string fpropAccumulation = "fast";
+    /// "hybrid" (e5m2 gradients) or "e4m3" (everything e4m3).
+    std::string format = "hybrid";
+    /// Parameters (by a part of their names) whose products stay bf16.
+    std::vector<std::string> bf16Parameters;
     int64_t bf16FirstLayers = 0, bf16LastLayers = 0;
   } fp8Recipe;
   /// The layout (mlt-annotate-layout): tensor-parallel and data-parallel

@@ -114,7 +114,7 @@ bool isMatrixKey(std::string_view key) {
   return base == "matmul" || base == "matmul_accumulate" ||
          base == "matmul_add" || base == "matmul_group" ||
          base == "matmul_fp8" || base == "attention_fwd" ||
-         base == "attention_bwd";
+         base == "attention_bwd" || base == "attention_bwd_rope";
 }
 
 bool isCommunicationKey(std::string_view key) {
@@ -164,8 +164,12 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
     cls.flops = true;
     cls.work = work.flops;
     if (inst.kernel == Kernel::AttentionFwd ||
-        inst.kernel == Kernel::AttentionBwd) {
-      using A = attrs::AttentionFwd; // attention_bwd names them alike
+        inst.kernel == Kernel::AttentionBwd ||
+        inst.kernel == Kernel::AttentionBwdRope) {
+      // The three kernels' head_dim and seq are at the same positions.
+      using A = attrs::AttentionFwd;
+      static_assert(int(A::head_dim) == int(attrs::AttentionBwdRope::head_dim) &&
+                    int(A::seq) == int(attrs::AttentionBwdRope::seq));
       cls.key += "/hd" + std::to_string(inst.ints[A::head_dim]) + "/s" +
                  std::to_string(inst.ints[A::seq]);
     }
@@ -255,17 +259,26 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
   const std::string_view base = baseOf(cls.key);
   const Curve *nearest = nullptr;
   std::string_view nearestKey;
-  double nearestDistance = std::numeric_limits<double>::infinity();
-  for (const auto &[key, curve] : curves) {
-    if (baseOf(key) != base)
-      continue;
-    const double distance = refinementDistance(cls.key, key);
-    if (distance < nearestDistance) {
-      nearest = &curve;
-      nearestKey = key;
-      nearestDistance = distance;
+  // The curve of `curveBase` whose refinements are nearest the class's.
+  auto findNearest = [&](std::string_view curveBase) {
+    double nearestDistance = std::numeric_limits<double>::infinity();
+    for (const auto &[key, curve] : curves) {
+      if (baseOf(key) != curveBase)
+        continue;
+      const double distance = refinementDistance(cls.key, key);
+      if (distance < nearestDistance) {
+        nearest = &curve;
+        nearestKey = key;
+        nearestDistance = distance;
+      }
     }
-  }
+  };
+  findNearest(base);
+  // The attention backward with rope's inverse in its epilogue, without a
+  // curve of its own: attention_bwd's (the rotation is a few instructions
+  // a written element).
+  if (!nearest && base == "attention_bwd_rope")
+    findNearest("attention_bwd");
   if (nearest) {
     if (!cls.communication)
       return onCurve(*nearest, cls, cls.work);

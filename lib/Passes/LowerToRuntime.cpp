@@ -641,6 +641,28 @@ private:
     return ref;
   }
 
+  /// The inverse mlt.rope ops of `a`'s query and key gradients that its
+  /// launch computes (attention_bwd_rope), or none: each gradient's one
+  /// user, in the same block, inverse, the two with the same frequencies
+  /// (theta and scaling). The gradients are then written rotated back.
+  std::optional<std::pair<RopeOp, RopeOp>>
+  rotatingGradients(AttentionGradOp a) {
+    auto inverseRope = [&](Value grad) -> RopeOp {
+      if (!grad.hasOneUse())
+        return {};
+      auto rope = dyn_cast<RopeOp>(*grad.getUsers().begin());
+      if (!rope || !rope.getInverse() || rope->getBlock() != a->getBlock())
+        return {};
+      return rope;
+    };
+    RopeOp dq = inverseRope(a.getQueryGrad());
+    RopeOp dk = inverseRope(a.getKeyGrad());
+    if (!dq || !dk || dq.getTheta() != dk.getTheta() ||
+        dq.getRopeScaling() != dk.getRopeScaling())
+      return std::nullopt;
+    return std::make_pair(dq, dk);
+  }
+
   /// The gradient that `c`'s launch computes with its loss
   /// (cross_entropy_fwd_bwd), or null: the one mlt.cross_entropy_grad of
   /// the same logits and labels, after `c` in its block, whose loss gradient
@@ -684,6 +706,7 @@ private:
     accumulatedInPlace.clear();
     addedByProduct.clear();
     computedWithLoss.clear();
+    rotatedByAttention.clear();
     writesGradients = abi.writesGradients;
     if (writesGradients)
       writtenGradients.clear();
@@ -793,6 +816,9 @@ private:
   /// Cross-entropy gradients that their forward's launch computed
   /// (cross_entropy_fwd_bwd).
   DenseSet<Operation *> computedWithLoss;
+  /// The inverse mlt.rope ops that an attention_bwd_rope launch computes
+  /// (rotatingGradients).
+  DenseSet<Operation *> rotatedByAttention;
   /// The Constant buffer of each constant op.
   DenseMap<Operation *, FlatSymbolRefAttr> constants;
   /// The Constant buffers of loss-gradient seeds (mlt.loss_seed).
@@ -1046,6 +1072,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](RopeOp r) -> LogicalResult {
+        if (rotatedByAttention.contains(r))
+          return success(); // attention_bwd_rope's
         using A = rt::attrs::Rope;
         auto s = shapeOf(r.getInput());
         const rt::RopeScaling scaling = r.getRopeScaling();
@@ -1095,6 +1123,32 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(a);
         ins.push_back(lse);
+        if (auto ropes = rotatingGradients(a)) {
+          auto [dqRope, dkRope] = *ropes;
+          rotatedByAttention.insert(dqRope);
+          rotatedByAttention.insert(dkRope);
+          const rt::RopeScaling scaling = dqRope.getRopeScaling();
+          using A = rt::attrs::AttentionBwdRope;
+          launch<A>(loc, ins,
+                    {define(dqRope.getResult()), define(dkRope.getResult()),
+                     define(a.getValueGrad())},
+                    {{A::batch, q[0]},
+                     {A::seq, q[1]},
+                     {A::q_heads, q[2]},
+                     {A::kv_heads, k[2]},
+                     {A::head_dim, q[3]},
+                     {A::causal, a.getCausal()},
+                     {A::position_offset, 0},
+                     {A::scaling, int64_t(scaling.kind)},
+                     {A::original_max_position_embeddings,
+                      scaling.originalMaxPositionEmbeddings}},
+                    {{A::scale, a.getScale().convertToDouble()},
+                     {A::theta, dqRope.getTheta().convertToDouble()},
+                     {A::factor, scaling.factor},
+                     {A::low_freq_factor, scaling.lowFreqFactor},
+                     {A::high_freq_factor, scaling.highFreqFactor}});
+          return success();
+        }
         using A = rt::attrs::AttentionBwd;
         launch<A>(loc, ins,
                   {define(a.getQueryGrad()), define(a.getKeyGrad()),

@@ -189,11 +189,13 @@ private:
   /// (they take 64 and 128): the operands widened to f32 in scratch, the f32
   /// kernels, the outputs rounded back to bf16. Slower and more memory, but
   /// the same semantics (probabilities in f32 rather than bf16: closer to
-  /// the CPU backend's); the small models of tests use it.
+  /// the CPU backend's); the small models of tests use it. With `rope`,
+  /// attention_bwd_rope: dq and dk rotated back in f32 before rounding.
   rt::Status attentionThroughF32(const rt::InstructionDesc &inst,
                                  const std::vector<rt::BufferView> &in,
                                  const std::vector<rt::BufferView> &out,
-                                 const AttentionShape &shape);
+                                 const AttentionShape &shape,
+                                 const AttentionRope *rope = nullptr);
 
   /// The error sink of a launch of `inst` that checks its data.
   DeviceErrorSink errorSink(const rt::InstructionDesc &inst);

@@ -59,6 +59,7 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   case Kernel::Rope:
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd:
+  case Kernel::AttentionBwdRope:
   // cross_entropy.h
   case Kernel::CrossEntropyFwd:
   case Kernel::CrossEntropyBwd:
@@ -83,7 +84,8 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
 
 Status CudaDeviceContext::attentionThroughF32(
     const InstructionDesc &inst, const std::vector<BufferView> &in,
-    const std::vector<BufferView> &out, const AttentionShape &shape) {
+    const std::vector<BufferView> &out, const AttentionShape &shape,
+    const AttentionRope *rope) {
   const bool forward = inst.kernel == Kernel::AttentionFwd;
   // The bf16 operands (lse is f32 already), inputs then outputs, each with
   // an f32 copy in scratch after the f32 kernels' own scratch.
@@ -131,7 +133,7 @@ Status CudaDeviceContext::attentionThroughF32(
   else
     MLT_RETURN_IF_ERROR(launchAttentionBwd(
         outs[0], outs[1], outs[2], ins[0], ins[1], ins[2], ins[3], ins[4],
-        ins[5], shape, base, kernelBytes, stream_));
+        ins[5], shape, base, kernelBytes, stream_, rope));
   for (size_t i = firstOutput; i < wide.size(); ++i)
     MLT_RETURN_IF_ERROR(launchCast(wide[i]->data, ElementType::BF16, wideOf(i),
                                    ElementType::F32, wide[i]->numElements,
@@ -530,6 +532,39 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
                                 t(in[1]), t(in[2]), t(in[3]), t(in[4]),
                                 f(in[5]), shape, *area, bytes, s);
+    });
+  }
+
+  // attention.h with rope's inverse on dq and dk (in the kernels where they
+  // can, else rope's launches after them).
+  case Kernel::AttentionBwdRope: { // dout, q, k, v, out, lse -> dq, dk, dv
+    using A = attrs::AttentionBwdRope;
+    const KernelAttrs<A> a(inst);
+    AttentionShape shape;
+    shape.batch = a[A::batch];
+    shape.seq = a[A::seq];
+    shape.qHeads = a[A::q_heads];
+    shape.kvHeads = a[A::kv_heads];
+    shape.headDim = a[A::head_dim];
+    shape.causal = a[A::causal] != 0;
+    shape.scale = a[A::scale];
+    AttentionRope rope;
+    rope.theta = a[A::theta];
+    rope.positionOffset = a[A::position_offset];
+    rope.scaling = ropeScaling(a);
+    if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
+        shape.headDim != 128)
+      return attentionThroughF32(inst, in, out, shape, &rope);
+    const size_t bytes = attentionBwdScratchBytes(shape);
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return area.takeStatus();
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      auto t = [](const BufferView &b) { return b.as<T>(); };
+      return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
+                                t(in[1]), t(in[2]), t(in[3]), t(in[4]),
+                                f(in[5]), shape, *area, bytes, s, &rope);
     });
   }
 

@@ -650,6 +650,30 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
                                   f(in[1]), f(in[2]), f(in[3]), f(in[4]),
                                   f(in[5]), params);
   }
+  case Kernel::AttentionBwdRope: {
+    // attention_bwd, then rope's inverse on dq and dk in place: the calls
+    // of the two launches it stands for (in f32 the same bits; a bf16 plan
+    // rounds dq and dk once, after the rotation, as the CUDA kernels do).
+    using A = attrs::AttentionBwdRope;
+    const KernelAttrs<A> a(inst);
+    cpu::AttentionParams params;
+    params.batch = a[A::batch];
+    params.seq = a[A::seq];
+    params.qHeads = a[A::q_heads];
+    params.kvHeads = a[A::kv_heads];
+    params.headDim = a[A::head_dim];
+    params.causal = a[A::causal] != 0;
+    params.scale = a[A::scale];
+    MLT_RETURN_IF_ERROR(cpu::attentionBackward(
+        f(out[0]), f(out[1]), f(out[2]), f(in[0]), f(in[1]), f(in[2]),
+        f(in[3]), f(in[4]), f(in[5]), params));
+    for (size_t o = 0; o < 2; ++o)
+      MLT_RETURN_IF_ERROR(cpu::ropeBackward(
+          f(out[o]), f(out[o]), params.batch, params.seq,
+          o == 0 ? params.qHeads : params.kvHeads, params.headDim,
+          a[A::theta], a[A::position_offset], ropeScaling(a)));
+    return Status::ok();
+  }
 
   case Kernel::SwiGLUFwd:
     cpu::swigluForward(

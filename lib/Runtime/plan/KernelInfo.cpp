@@ -277,36 +277,51 @@ template <> struct Rule<attrs::Rope> : RuleBase<attrs::Rope> {
   }
 };
 
-/// attention_fwd and attention_bwd.
-struct AttentionRule : RuleBase<attrs::AttentionFwd> {
-  using RuleBase::RuleBase;
-  Status check() const { return flags({causal}); }
+/// attention_fwd, attention_bwd and attention_bwd_rope (K), which name
+/// attention's attributes alike.
+template <typename K> struct AttentionRule : RuleBase<K> {
+  using RuleBase<K>::RuleBase;
+  using RuleBase<K>::a;
+  Status check() const {
+    MLT_RETURN_IF_ERROR(this->flags({K::causal}));
+    if constexpr (K::kernel == Kernel::AttentionBwdRope)
+      return checkRopeScaling(ropeScaling(a));
+    return Status::ok();
+  }
   // q, out, dout, dq [batch, seq, q_heads, head_dim]; k, v, dk, dv [batch,
   // seq, kv_heads, head_dim]; lse [batch, q_heads, seq]
   OperandCounts counts() const {
-    const int64_t q = product({a[batch], a[seq], a[q_heads], a[head_dim]});
-    const int64_t kv = product({a[batch], a[seq], a[kv_heads], a[head_dim]});
-    const int64_t lse = product({a[batch], a[q_heads], a[seq]});
-    if (inst.kernel == Kernel::AttentionFwd) // q, k, v -> out, lse
+    const int64_t q =
+        product({a[K::batch], a[K::seq], a[K::q_heads], a[K::head_dim]});
+    const int64_t kv =
+        product({a[K::batch], a[K::seq], a[K::kv_heads], a[K::head_dim]});
+    const int64_t lse = product({a[K::batch], a[K::q_heads], a[K::seq]});
+    if constexpr (K::kernel == Kernel::AttentionFwd) // q, k, v -> out, lse
       return {{q, kv, kv}, {q, lse}};
     // dout, q, k, v, out, lse -> dq, dk, dv
     return {{q, q, kv, kv, q, lse}, {q, kv, kv}};
   }
   // The forward's two products (scores and the weighted sum of values) over
   // every query and key, half of them under a causal mask; the backward's
-  // five products are 2.5 times that.
+  // five products are 2.5 times that (the rotation of dq and dk is not
+  // counted).
   double flops() const {
-    double forward = 4.0 * double(a[batch]) * double(a[q_heads]) *
-                     double(a[seq]) * double(a[seq]) * double(a[head_dim]);
-    if (a[causal] != 0)
+    double forward = 4.0 * double(a[K::batch]) * double(a[K::q_heads]) *
+                     double(a[K::seq]) * double(a[K::seq]) *
+                     double(a[K::head_dim]);
+    if (a[K::causal] != 0)
       forward /= 2.0;
-    return inst.kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
+    return K::kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
   }
 };
-template <> struct Rule<attrs::AttentionFwd> : AttentionRule {
+template <> struct Rule<attrs::AttentionFwd> : AttentionRule<attrs::AttentionFwd> {
   using AttentionRule::AttentionRule;
 };
-template <> struct Rule<attrs::AttentionBwd> : AttentionRule {
+template <> struct Rule<attrs::AttentionBwd> : AttentionRule<attrs::AttentionBwd> {
+  using AttentionRule::AttentionRule;
+};
+template <>
+struct Rule<attrs::AttentionBwdRope> : AttentionRule<attrs::AttentionBwdRope> {
   using AttentionRule::AttentionRule;
 };
 
@@ -797,7 +812,8 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::AttentionFwd: // q, k, v -> out, lse
     return output && index == 1 ? OperandPrecision::Statistic
                                 : OperandPrecision::Compute;
-  case Kernel::AttentionBwd: // dout, q, k, v, out, lse -> dq, dk, dv
+  case Kernel::AttentionBwd:     // dout, q, k, v, out, lse -> dq, dk, dv
+  case Kernel::AttentionBwdRope: // the same
     return !output && index == 5 ? OperandPrecision::Statistic
                                  : OperandPrecision::Compute;
   case Kernel::CrossEntropyFwd:   // logits, labels -> loss

@@ -794,6 +794,43 @@ Status verifyModelConfig(
                     ") does not describe");
 
   const double scale = 1.0 / std::sqrt(double(llama.headDim));
+  // attention's attributes (of attention_fwd, attention_bwd or
+  // attention_bwd_rope) against the model's.
+  auto checkAttention = [&](const auto &a, const auto &fail) -> Status {
+    using A = typename std::decay_t<decltype(a)>::Attributes;
+    if (a[A::causal] != 1)
+      return fail("is not causal, but the plan's hf_config is a "
+                  "LLaMA, a causal language model");
+    if (a[A::head_dim] != llama.headDim)
+      return fail("has head_dim ", a[A::head_dim],
+                  ", but the plan's hf_config has ", llama.headDim);
+    if (!closeTo(a[A::scale], scale))
+      return fail("has scale ", a[A::scale],
+                  ", but the plan's hf_config's head_dim ", llama.headDim,
+                  " gives 1/sqrt(", llama.headDim, ") = ", scale);
+    return Status::ok();
+  };
+  // rope's attributes (of rope or attention_bwd_rope) against the model's.
+  auto checkRope = [&](const auto &a, const auto &fail) -> Status {
+    using A = typename std::decay_t<decltype(a)>::Attributes;
+    if (!closeTo(a[A::theta], llama.ropeTheta))
+      return fail("has theta ", a[A::theta],
+                  ", but the plan's hf_config has rope_theta ",
+                  llama.ropeTheta);
+    const RopeScaling scaling = ropeScaling(a);
+    const RopeScaling &want = llama.ropeScaling;
+    if (scaling.kind != want.kind ||
+        scaling.originalMaxPositionEmbeddings !=
+            want.originalMaxPositionEmbeddings ||
+        (want.isScaled() &&
+         (!closeTo(scaling.factor, want.factor) ||
+          !closeTo(scaling.lowFreqFactor, want.lowFreqFactor) ||
+          !closeTo(scaling.highFreqFactor, want.highFreqFactor))))
+      return fail("scales its frequencies otherwise than the plan's "
+                  "hf_config (",
+                  want.isScaled() ? "llama3 rope scaling" : "none", ") says");
+    return Status::ok();
+  };
   for (const RankPlan &rank : plan.ranks)
     for (const ProgramDesc &program : rank.programs)
       for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -807,43 +844,21 @@ Status verifyModelConfig(
         case Kernel::AttentionFwd:
         case Kernel::AttentionBwd: {
           using A = attrs::AttentionFwd; // attention_bwd's are alike
-          const KernelAttrs<A> a(inst);
-          if (a[A::causal] != 1)
-            return fail("is not causal, but the plan's hf_config is a "
-                        "LLaMA, a causal language model");
-          if (a[A::head_dim] != llama.headDim)
-            return fail("has head_dim ", a[A::head_dim],
-                        ", but the plan's hf_config has ", llama.headDim);
-          if (!closeTo(a[A::scale], scale))
-            return fail("has scale ", a[A::scale],
-                        ", but the plan's hf_config's head_dim ",
-                        llama.headDim, " gives 1/sqrt(", llama.headDim,
-                        ") = ", scale);
+          MLT_RETURN_IF_ERROR(checkAttention(KernelAttrs<A>(inst), fail));
+          break;
+        }
+        case Kernel::AttentionBwdRope: {
+          const KernelAttrs<attrs::AttentionBwdRope> a(inst);
+          MLT_RETURN_IF_ERROR(checkAttention(a, fail));
+          MLT_RETURN_IF_ERROR(checkRope(a, fail));
           break;
         }
         case Kernel::Rope: {
-          using A = attrs::Rope;
-          const KernelAttrs<A> a(inst);
-          if (a[A::head_dim] != llama.headDim)
-            return fail("has head_dim ", a[A::head_dim],
+          const KernelAttrs<attrs::Rope> a(inst);
+          if (a[attrs::Rope::head_dim] != llama.headDim)
+            return fail("has head_dim ", a[attrs::Rope::head_dim],
                         ", but the plan's hf_config has ", llama.headDim);
-          if (!closeTo(a[A::theta], llama.ropeTheta))
-            return fail("has theta ", a[A::theta],
-                        ", but the plan's hf_config has rope_theta ",
-                        llama.ropeTheta);
-          const RopeScaling scaling = ropeScaling(a);
-          const RopeScaling &want = llama.ropeScaling;
-          if (scaling.kind != want.kind ||
-              scaling.originalMaxPositionEmbeddings !=
-                  want.originalMaxPositionEmbeddings ||
-              (want.isScaled() &&
-               (!closeTo(scaling.factor, want.factor) ||
-                !closeTo(scaling.lowFreqFactor, want.lowFreqFactor) ||
-                !closeTo(scaling.highFreqFactor, want.highFreqFactor))))
-            return fail("scales its frequencies otherwise than the plan's "
-                        "hf_config (",
-                        want.isScaled() ? "llama3 rope scaling" : "none",
-                        ") says");
+          MLT_RETURN_IF_ERROR(checkRope(a, fail));
           break;
         }
         case Kernel::RMSNormFwd:

@@ -63,7 +63,7 @@ enum class IntLayout : uint8_t {
 class AttributeNames {
 public:
   /// The most attributes a kernel names (matmul's seven, and room).
-  static constexpr size_t kMaxNames = 8;
+  static constexpr size_t kMaxNames = 12;
 
   constexpr size_t size() const { return size_; }
   constexpr bool empty() const { return size_ == 0; }
@@ -184,7 +184,7 @@ constexpr AttributeNames AttributeNames::parse(std::string_view list) {
     const size_t comma = rest.find(',');
     const std::string_view name = detail::trimSpaces(rest.substr(0, comma));
     if (name.empty() || result.size_ == kMaxNames || result.find(name) >= 0) {
-      detail::badKernelsDefLine("attribute names are distinct, at most 8");
+      detail::badKernelsDefLine("attribute names are distinct, at most 12");
       return result;
     }
     result.names_[result.size_++] = name;
@@ -270,6 +270,9 @@ namespace attrs {
 /// keeps references to the instruction's lists.
 template <typename K> class KernelAttrs {
 public:
+  /// The attribute names (attrs::Rope, ...).
+  using Attributes = K;
+
   /// `inst`: an InstructionDesc (or anything with its kernel, ints and
   /// floats).
   template <typename Instruction>
@@ -369,18 +372,18 @@ std::vector<int64_t> transposeInts(const Shape &shape, const Perm &perm) {
   return ints;
 }
 
-/// The rotary scaling of a rope instruction's attributes (`a`, a
-/// KernelAttrs<attrs::Rope>), for the kernels: the attributes are the
-/// fields' names (Kernels.def). The rope rule checks them (checkRopeScaling).
-inline RopeScaling ropeScaling(const KernelAttrs<attrs::Rope> &a) {
-  using A = attrs::Rope;
+/// The rotary scaling of a rope (or attention_bwd_rope) instruction's
+/// attributes (`a`, a KernelAttrs of either), for the kernels: the
+/// attributes are the fields' names (Kernels.def). The rules check them
+/// (checkRopeScaling).
+template <typename K> RopeScaling ropeScaling(const KernelAttrs<K> &a) {
   RopeScaling scaling;
-  scaling.kind = RopeScalingKind(a[A::scaling]);
-  scaling.factor = a[A::factor];
-  scaling.lowFreqFactor = a[A::low_freq_factor];
-  scaling.highFreqFactor = a[A::high_freq_factor];
+  scaling.kind = RopeScalingKind(a[K::scaling]);
+  scaling.factor = a[K::factor];
+  scaling.lowFreqFactor = a[K::low_freq_factor];
+  scaling.highFreqFactor = a[K::high_freq_factor];
   scaling.originalMaxPositionEmbeddings =
-      a[A::original_max_position_embeddings];
+      a[K::original_max_position_embeddings];
   return scaling;
 }
 

@@ -12,6 +12,7 @@
 
 #include "CudaCheck.h"
 #include "kernels/attention.cuh"
+#include "kernels/rope.h"
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -259,7 +260,8 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
                       const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                       const __nv_bfloat16 *out, const float *lse,
                       void *scratch, const TcScratch &layout,
-                      const AttentionShape &p, cudaStream_t stream) {
+                      const AttentionShape &p, const tc::RopeEpilogue &rope,
+                      cudaStream_t stream) {
   if constexpr (WG) {
     MLT_RETURN_IF_ERROR(
         allowShared(tc::attentionBwdDqWgKernel<typename Tc::Dq>,
@@ -287,7 +289,7 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
           dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
           int(p.kvHeads), p.causal, float(p.scale), stream, &failed,
-          counters);
+          counters, rope);
   if (err != cudaSuccess)
     return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
   return rt::Status::ok();
@@ -318,6 +320,34 @@ size_t mlt::cuda::attentionBwdScratchBytes(const AttentionShape &shape) {
     return tcScratch(shape).total();
   return size_t(shape.batch) * size_t(shape.qHeads) * size_t(shape.seq) *
          sizeof(float);
+}
+
+namespace {
+
+/// rope's inverse on dq and dk in place (the launches a fused backward
+/// stands for, where the kernels have no epilogue for it).
+template <typename T>
+rt::Status rotateGradientsBack(T *dq, T *dk, const AttentionShape &p,
+                               const AttentionRope &rope,
+                               cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(launchRope(dq, dq, p.batch, p.seq, p.qHeads, p.headDim,
+                                 true, rope.positionOffset, rope.theta,
+                                 rope.scaling, stream));
+  return launchRope(dk, dk, p.batch, p.seq, p.kvHeads, p.headDim, true,
+                    rope.positionOffset, rope.theta, rope.scaling, stream);
+}
+
+} // namespace
+
+rt::Status mlt::cuda::launchAttentionBwd(
+    float *dq, float *dk, float *dv, const float *dout, const float *q,
+    const float *k, const float *v, const float *out, const float *lse,
+    const AttentionShape &shape, void *scratch, size_t scratchBytes,
+    cudaStream_t stream, const AttentionRope *rope) {
+  MLT_RETURN_IF_ERROR(launchAttentionBwd(dq, dk, dv, dout, q, k, v, out, lse,
+                                         shape, scratch, scratchBytes, stream));
+  return rope ? rotateGradientsBack(dq, dk, shape, *rope, stream)
+              : rt::Status::ok();
 }
 
 rt::Status mlt::cuda::launchAttentionBwd(
@@ -366,7 +396,7 @@ rt::Status mlt::cuda::launchAttentionBwd(
     const __nv_bfloat16 *dout, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
     const __nv_bfloat16 *v, const __nv_bfloat16 *out, const float *lse,
     const AttentionShape &shape, void *scratch, size_t scratchBytes,
-    cudaStream_t stream) {
+    cudaStream_t stream, const AttentionRope *rope) {
   MLT_RETURN_IF_ERROR(checkTc("attention backward (bf16)", shape, dq, dk, dv,
                               dout, q, k, v, out));
   const TcScratch layout = tcScratch(shape);
@@ -378,15 +408,38 @@ rt::Status mlt::cuda::launchAttentionBwd(
                       "aligned");
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
-  if (shape.headDim == 64)
-    return wg && Wg64::kBwd
-               ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out, lse,
-                                        scratch, layout, shape, stream)
-               : backwardTc<Tc64, false>(dq, dk, dv, dout, q, k, v, out, lse,
-                                         scratch, layout, shape, stream);
-  return wg && Wg128::kBwd
-             ? backwardTc<Wg128, true>(dq, dk, dv, dout, q, k, v, out, lse,
-                                       scratch, layout, shape, stream)
-             : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out, lse,
-                                        scratch, layout, shape, stream);
+  const bool fused = wg && (shape.headDim == 64 ? Wg64::kBwd : Wg128::kBwd);
+  // The wgmma kernels rotate dq and dk before they write them; the others
+  // are followed by rope's launches.
+  tc::RopeEpilogue epilogue{};
+  if (rope) {
+    MLT_RETURN_IF_ERROR(rt::checkRopeFrequencies(
+        "attention backward (bf16, rope)", rope->theta, shape.headDim,
+        rope->scaling));
+    if (fused) {
+      for (int64_t i = 0; i < shape.headDim / 2; ++i)
+        epilogue.invFreq[i] = rt::ropeInverseFrequency(
+            rope->theta, shape.headDim, rope->scaling, i);
+      epilogue.positionOffset = rope->positionOffset;
+      epilogue.enabled = 1;
+    }
+  }
+  auto backward = [&]() -> rt::Status {
+    if (shape.headDim == 64)
+      return fused ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out,
+                                            lse, scratch, layout, shape,
+                                            epilogue, stream)
+                   : backwardTc<Tc64, false>(dq, dk, dv, dout, q, k, v, out,
+                                             lse, scratch, layout, shape,
+                                             epilogue, stream);
+    return fused ? backwardTc<Wg128, true>(dq, dk, dv, dout, q, k, v, out, lse,
+                                           scratch, layout, shape, epilogue,
+                                           stream)
+                 : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out,
+                                            lse, scratch, layout, shape,
+                                            epilogue, stream);
+  };
+  MLT_RETURN_IF_ERROR(backward());
+  return rope && !fused ? rotateGradientsBack(dq, dk, shape, *rope, stream)
+                        : rt::Status::ok();
 }

@@ -58,7 +58,9 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
 /// configuration the dq kernel computes the statistics (no delta kernel),
 /// with a REDUCE dk/dv one the dk/dv kernel reduces the parts itself
 /// (partCounters: batch * kvHeads * ceil(seq / 64) ints, zeroed by the dq
-/// kernel). Returns the first launch error and the name of the kernel it
+/// kernel). With `rope` enabled (WG only: the mma.sync kernels have no
+/// such epilogue) dq and dk are rotated by rope's inverse before they are
+/// written. Returns the first launch error and the name of the kernel it
 /// came from.
 template <class DqCfg, class DkDvCfg, bool WG = false>
 cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
@@ -67,7 +69,8 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             float *dkPart, float *dvPart, int parts,
                             int batch, int seq, int qHeads, int kvHeads,
                             bool causal, float scale, cudaStream_t stream,
-                            const char **failed, int *partCounters = nullptr) {
+                            const char **failed, int *partCounters = nullptr,
+                            const RopeEpilogue &rope = RopeEpilogue{}) {
   static_assert(DqCfg::D == DkDvCfg::D, "one head dim");
   constexpr bool kFused = [] {
     if constexpr (WG)
@@ -114,7 +117,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDqWgKernel<DqCfg>
           <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
               dq, dout, q, k, v, out, lse, negLse2, delta, partCounters, seq,
-              qHeads, kvHeads, causal, scale, scaleLog2);
+              qHeads, kvHeads, causal, scale, scaleLog2, rope);
   } else {
     err = cudaFuncSetAttribute(attentionBwdDqTcKernel<DqCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -138,7 +141,8 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDkDvWgKernel<DkDvCfg>
           <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq,
-              qHeads, kvHeads, parts, causal, scale, scaleLog2, partCounters);
+              qHeads, kvHeads, parts, causal, scale, scaleLog2, partCounters,
+              rope);
   } else {
     err = cudaFuncSetAttribute(attentionBwdDkDvTcKernel<DkDvCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,

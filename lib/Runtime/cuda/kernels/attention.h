@@ -52,6 +52,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 
+#include "mlt/Runtime/RopeFrequencies.h"
 #include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/cpu/Attention.h"
 
@@ -93,6 +94,25 @@ rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
                               void *scratch, size_t scratchBytes,
                               cudaStream_t stream);
 
+/// Rope's inverse (rope.h, inverse) that a backward applies to dq and dk
+/// (Kernels.def's attention_bwd_rope): q and k were rotated, dq and dk are
+/// the gradients of the unrotated ones.
+struct AttentionRope {
+  double theta = 0.0;
+  int64_t positionOffset = 0;
+  rt::RopeScaling scaling;
+};
+
+/// The backward then, with `rope`, rope's inverse on dq and dk: in the bf16
+/// wgmma kernels (Hopper) before they write them (the f32 accumulators
+/// rotated, then rounded once), elsewhere by launchRope after them.
+rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
+                              const float *dout, const float *q,
+                              const float *k, const float *v, const float *out,
+                              const float *lse, const AttentionShape &shape,
+                              void *scratch, size_t scratchBytes,
+                              cudaStream_t stream, const AttentionRope *rope);
+
 /// bf16 q, k, v, out, dout, dq, dk, dv (lse stays f32): the same semantics
 /// on tensor cores, bf16 inputs with f32 accumulation and softmax, each
 /// output rounded to bf16 once (the probabilities and ds are rounded to bf16
@@ -110,7 +130,8 @@ rt::Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
                               const __nv_bfloat16 *v, const __nv_bfloat16 *out,
                               const float *lse, const AttentionShape &shape,
                               void *scratch, size_t scratchBytes,
-                              cudaStream_t stream);
+                              cudaStream_t stream,
+                              const AttentionRope *rope = nullptr);
 
 } // namespace mlt::cuda
 

@@ -40,6 +40,8 @@ namespace tc {
 
 inline constexpr int kTcThreads = 128;
 inline constexpr int kTcWarps = kTcThreads / 32;
+/// The most pairs a row may have for RopeEpilogue (head_dim 128).
+inline constexpr int kRopeEpilogueMaxHalf = 64;
 /// The forward moves a row's softmax base only when its max (log2 units)
 /// exceeds the base by more than this (FlashAttention-4's conditional
 /// rescaling): probabilities stay below 2^8, far from f32 / bf16 overflow.
@@ -199,6 +201,47 @@ template <int D, int ROWS, bool WG = false> struct TileCopy {
     }
   }
 };
+
+/// The rotation a backward that fuses rope's inverse (attention_bwd_rope)
+/// applies to dq and dk before it writes them: element pair (i, i + D/2) of
+/// the row at sequence position s is rotated by minus (s + positionOffset)
+/// * invFreq[i] (rope.h's semantics; invFreq as rt::ropeInverseFrequency
+/// gives it). Off (`enabled` 0) in a plain attention_bwd.
+struct RopeEpilogue {
+  double invFreq[kRopeEpilogueMaxHalf];
+  int64_t positionOffset;
+  int enabled;
+};
+
+/// Rotates a warp's accumulator rows (one slice of 16 rows, the first at
+/// sequence position `row0`; the mma accumulator layout, so that a thread
+/// holds both columns of each of its pairs) by rope's inverse: the angle in
+/// f64, reduced to [-pi, pi] there, then f32 sines and cosines and the f32
+/// rotation of the f32 accumulators, rounded once when they are written.
+template <int D>
+__device__ __forceinline__ void rotateRowsBack(float (&acc)[1][D / 8][4],
+                                               int row0,
+                                               const RopeEpilogue &rope) {
+  static_assert(D / 2 <= kRopeEpilogueMaxHalf, "head_dim too large");
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int nt = 0; nt < D / 16; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = nt * 8 + 2 * (lane % 4) + (e & 1);
+      const int64_t position =
+          int64_t(row0 + lane / 4 + 8 * (e >> 1)) + rope.positionOffset;
+      const double angle = double(position) * rope.invFreq[i];
+      const double turns = rint(angle * 0.15915494309189535);
+      const float reduced =
+          float(fma(-turns, 6.283185307179586, angle));
+      float sine, cosine;
+      sincosf(reduced, &sine, &cosine);
+      const float lo = acc[0][nt][e], hi = acc[0][nt + D / 16][e];
+      acc[0][nt][e] = lo * cosine + hi * sine;
+      acc[0][nt + D / 16][e] = hi * cosine - lo * sine;
+    }
+}
 
 /// Writes a warp's accumulator rows (slices of 16 rows from tile row
 /// warpRow0) as bf16 through the swizzled tile `stage` (rows of this warp

@@ -524,7 +524,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                            float *__restrict__ delta,
                            int *__restrict__ partCounters, int seq,
                            int qHeads, int kvHeads, bool causal, float scale,
-                           float scaleLog2) {
+                           float scaleLog2,
+                           const __grid_constant__ RopeEpilogue rope) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -724,6 +725,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       acc[0][nt][e] *= scale;
+  if (rope.enabled)
+    rotateRowsBack<D>(acc, q0 + warpRow0, rope);
   // Staged through sQ: no longer read by anything (every wgmma completed
   // before the last barrier).
   storeWarpRows<D, 1>(dq + qOffset, qStride, q0, seq, shared.ptr, warpRow0,
@@ -751,7 +754,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                              const float *__restrict__ delta, int seq,
                              int qHeads, int kvHeads, int parts, bool causal,
                              float scale, float scaleLog2,
-                             int *__restrict__ partCounters) {
+                             int *__restrict__ partCounters,
+                             const __grid_constant__ RopeEpilogue rope) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
@@ -945,6 +949,10 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       dkAcc[0][nt][e] *= scale;
+  // Each part's share is rotated (the rotation is linear: the parts' sum is
+  // the rotated sum).
+  if (rope.enabled)
+    rotateRowsBack<D>(dkAcc, warpFirst, rope);
   if (parts == 1) {
     // Staged through the K and V tiles (no wgmma reads them any more).
     storeWarpRows<D, 1>(dk + kvOffset, kvStride, k0, seq, shared.ptr,

@@ -141,7 +141,9 @@ module {
 // reading that layer's output and statistics, and rope and its inverse: the
 // query's unscaled, the key's with Llama 3.1's rotary scaling (no model
 // mixes them; the test does, to see both sets of attributes), which the
-// inverse rotation of its gradient keeps.
+// inverse rotation of its gradient keeps. (Ropes of two scalings stay
+// launches of their own; mlt-lower-to-runtime-attention-rope.mlir has the
+// attention backward that rotates its gradients itself.)
 module {
   mlt.param @"model.embed_tokens.weight" : tensor<16x8xf32>
   mlt.param @"model.layers.{}.self_attn.q_proj.weight" layers 2 : tensor<8x8xf32>

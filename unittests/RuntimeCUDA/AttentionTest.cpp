@@ -19,7 +19,9 @@
 #include "kernels/attention.h"
 #include "CudaTestUtil.h"
 
+#include "kernels/rope.h"
 #include "mlt/Runtime/cpu/Attention.h"
+#include "mlt/Runtime/cpu/Rope.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <gtest/gtest.h>
@@ -425,6 +427,142 @@ TEST(CudaAttentionTest, Bf16ForwardThenBackwardMatchesCpu) {
   EXPECT_LT(normError(widen(dDq.download()), ref.dq), kBf16Tol);
   EXPECT_LT(normError(widen(dDk.download()), ref.dk), kBf16Tol);
   EXPECT_LT(normError(widen(dDv.download()), ref.dv), kBf16Tol);
+}
+
+// attention_bwd_rope: the backward with rope's inverse on dq and dk, in the
+// wgmma kernels' epilogues on Hopper (elsewhere rope's launches after the
+// backward), against the CPU's backward then rope's inverse in f32: GQA
+// (dk from parts), MHA, MQA, both head dims, llama3 scaling, positions from
+// an offset (large angles: the epilogue reduces them in f64). Also against
+// the unfused GPU path (the backward, then launchRope on its bf16 dq and
+// dk), which rounds twice; and bit-reproducible. f32: the same as the
+// backward followed by launchRope, bit for bit (the same launches).
+TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(613);
+  rt::RopeScaling llama3;
+  llama3.kind = rt::RopeScalingKind::Llama3;
+  llama3.factor = 8.0;
+  llama3.lowFreqFactor = 1.0;
+  llama3.highFreqFactor = 4.0;
+  llama3.originalMaxPositionEmbeddings = 64;
+  struct RopeCase {
+    Case c;
+    double theta;
+    int64_t offset;
+    bool scaled;
+  };
+  const RopeCase cases[] = {
+      {{2, 100, 8, 2, 64, true}, 1e4, 0, false},     // GQA, dk/dv in parts
+      {{1, 300, 8, 1, 64, true}, 5e5, 0, true},      // MQA, llama3 scaling
+      {{2, 77, 4, 4, 128, true}, 1e4, 5, false},     // MHA, head_dim 128
+      {{1, 200, 4, 1, 128, false}, 1e4, 0, true},    // MQA, 4 parts, D 128
+      {{1, 130, 4, 2, 64, true}, 1e4, 100000, false} // large angles
+  };
+  for (const RopeCase &rc : cases) {
+    const Case &c = rc.c;
+    SCOPED_TRACE(describe(c) + " offset " + std::to_string(rc.offset));
+    const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+    Bf16Reference ref;
+    ASSERT_NO_FATAL_FAILURE(cpuBf16Reference(c, rng, ref));
+    AttentionRope rope;
+    rope.theta = rc.theta;
+    rope.positionOffset = rc.offset;
+    if (rc.scaled)
+      rope.scaling = llama3;
+    std::vector<float> wantDq = ref.dq, wantDk = ref.dk;
+    ASSERT_TRUE(cpu::ropeBackward<float>(wantDq.data(), ref.dq.data(),
+                                         c.batch, c.seq, c.qHeads, c.headDim,
+                                         rope.theta, rope.positionOffset,
+                                         rope.scaling));
+    ASSERT_TRUE(cpu::ropeBackward<float>(wantDk.data(), ref.dk.data(),
+                                         c.batch, c.seq, c.kvHeads, c.headDim,
+                                         rope.theta, rope.positionOffset,
+                                         rope.scaling));
+
+    const AttentionShape shape = params(c);
+    DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn),
+        dDq(qn), dDk(kvn), dDv(kvn);
+    DeviceBuffer<float> dLse(ln);
+    dQ.upload(ref.q);
+    dK.upload(ref.k);
+    dV.upload(ref.v);
+    dDout.upload(ref.dout);
+    dOut.upload(ref.out);
+    dLse.upload(ref.lse);
+    const size_t scratchBytes = attentionBwdScratchBytes(shape);
+    DeviceBuffer<char> scratch(scratchBytes);
+    auto backward = [&](const AttentionRope *r) {
+      poison(dDq);
+      poison(dDk);
+      poison(dDv);
+      return launchAttentionBwd(bf(dDq.get()), bf(dDk.get()), bf(dDv.get()),
+                                bf(dDout.get()), bf(dQ.get()), bf(dK.get()),
+                                bf(dV.get()), bf(dOut.get()), dLse.get(),
+                                shape, scratch.get(), scratchBytes, 0, r);
+    };
+    ASSERT_TRUE(backward(&rope));
+    const std::vector<uint16_t> dq = dDq.download(), dk = dDk.download(),
+                                dv = dDv.download();
+    const double dqErr = normError(widen(dq), wantDq);
+    const double dkErr = normError(widen(dk), wantDk);
+    EXPECT_LT(dqErr, kBf16Tol);
+    EXPECT_LT(dkErr, kBf16Tol);
+    EXPECT_LT(normError(widen(dv), ref.dv), kBf16Tol);
+    // Bit-reproducible.
+    ASSERT_TRUE(backward(&rope));
+    EXPECT_EQ(dDq.download(), dq);
+    EXPECT_EQ(dDk.download(), dk);
+    EXPECT_EQ(dDv.download(), dv);
+    // The unfused path: the backward, then rope's launches on bf16.
+    ASSERT_TRUE(backward(nullptr));
+    ASSERT_TRUE(launchRope(bf(dDq.get()), bf(dDq.get()), c.batch, c.seq,
+                           c.qHeads, c.headDim, true, rope.positionOffset,
+                           rope.theta, rope.scaling, 0));
+    ASSERT_TRUE(launchRope(bf(dDk.get()), bf(dDk.get()), c.batch, c.seq,
+                           c.kvHeads, c.headDim, true, rope.positionOffset,
+                           rope.theta, rope.scaling, 0));
+    const double dqTwice = normError(widen(dDq.download()), wantDq);
+    const double dkTwice = normError(widen(dDk.download()), wantDk);
+    EXPECT_LT(dqTwice, kBf16Tol);
+    EXPECT_LT(dkTwice, kBf16Tol);
+    std::printf("[ rope     ] %-58s dq %.2e dk %.2e (unfused %.2e %.2e)\n",
+                describe(c).c_str(), dqErr, dkErr, dqTwice, dkTwice);
+  }
+
+  // f32: the backward then rope's launches, the same bits.
+  const Case c{2, 50, 4, 2, 64, true};
+  const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+  const AttentionShape shape = params(c);
+  std::vector<float> host[6] = {
+      randomVector<float>(rng, qn), randomVector<float>(rng, qn),
+      randomVector<float>(rng, kvn), randomVector<float>(rng, kvn),
+      randomVector<float>(rng, qn), randomVector<float>(rng, ln)};
+  DeviceBuffer<float> dDout(qn), dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln),
+      dDq(qn), dDk(kvn), dDv(kvn);
+  DeviceBuffer<float> *inputs[6] = {&dDout, &dQ, &dK, &dV, &dOut, &dLse};
+  for (int i = 0; i < 6; ++i)
+    inputs[i]->upload(host[i]);
+  const size_t scratchBytes = attentionBwdScratchBytes(shape);
+  DeviceBuffer<char> scratch(scratchBytes);
+  AttentionRope rope;
+  rope.theta = 1e4;
+  rope.positionOffset = 3;
+  ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
+                                 dQ.get(), dK.get(), dV.get(), dOut.get(),
+                                 dLse.get(), shape, scratch.get(),
+                                 scratchBytes, 0, &rope));
+  const std::vector<float> fusedDq = dDq.download(), fusedDk = dDk.download();
+  ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
+                                 dQ.get(), dK.get(), dV.get(), dOut.get(),
+                                 dLse.get(), shape, scratch.get(),
+                                 scratchBytes, 0));
+  ASSERT_TRUE(launchRope(dDq.get(), dDq.get(), c.batch, c.seq, c.qHeads,
+                         c.headDim, true, 3, 1e4, {}, 0));
+  ASSERT_TRUE(launchRope(dDk.get(), dDk.get(), c.batch, c.seq, c.kvHeads,
+                         c.headDim, true, 3, 1e4, {}, 0));
+  EXPECT_EQ(dDq.download(), fusedDq);
+  EXPECT_EQ(dDk.download(), fusedDk);
 }
 
 TEST(CudaAttentionTest, Bf16BadArgumentsAreErrors) {

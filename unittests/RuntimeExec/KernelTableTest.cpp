@@ -155,6 +155,9 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low
       floats = {1e4, 8.0, 1.0, 4.0};
       break;
+    case Kernel::AttentionBwdRope: // the same, after attention's scale
+      floats = {0.125, 1e4, 8.0, 1.0, 4.0};
+      break;
     case Kernel::QuantizeFp8: // both layouts: scale_inv, q, q_t
       ints = {1, 1, 2};
       break;

@@ -417,9 +417,18 @@ rt::Status mlt::cuda::launchAttentionBwd(
         "attention backward (bf16, rope)", rope->theta, shape.headDim,
         rope->scaling));
     if (fused) {
-      for (int64_t i = 0; i < shape.headDim / 2; ++i)
-        epilogue.invFreq[i] = rt::ropeInverseFrequency(
-            rope->theta, shape.headDim, rope->scaling, i);
+      if (rope->positionOffset < 0 ||
+          rope->positionOffset + shape.seq > (int64_t(1) << 24))
+        return rt::errorf("attention backward (bf16, rope): positions from ",
+                          rope->positionOffset, " to ",
+                          rope->positionOffset + shape.seq,
+                          " are past the kernels' 2^24");
+      for (int64_t i = 0; i < shape.headDim / 2; ++i) {
+        const double f = rt::ropeInverseFrequency(rope->theta, shape.headDim,
+                                                  rope->scaling, i);
+        epilogue.invFreqHi[i] = float(f);
+        epilogue.invFreqLo[i] = float(f - double(epilogue.invFreqHi[i]));
+      }
       epilogue.positionOffset = rope->positionOffset;
       epilogue.enabled = 1;
     }

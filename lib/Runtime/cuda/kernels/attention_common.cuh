@@ -205,41 +205,53 @@ template <int D, int ROWS, bool WG = false> struct TileCopy {
 /// The rotation a backward that fuses rope's inverse (attention_bwd_rope)
 /// applies to dq and dk before it writes them: element pair (i, i + D/2) of
 /// the row at sequence position s is rotated by minus (s + positionOffset)
-/// * invFreq[i] (rope.h's semantics; invFreq as rt::ropeInverseFrequency
-/// gives it). Off (`enabled` 0) in a plain attention_bwd.
+/// * invFreq[i] (rope.h's semantics; invFreq, as rt::ropeInverseFrequency
+/// gives it in f64, split into an f32 pair invFreqHi + invFreqLo). Off
+/// (`enabled` 0) in a plain attention_bwd.
 struct RopeEpilogue {
-  double invFreq[kRopeEpilogueMaxHalf];
+  float invFreqHi[kRopeEpilogueMaxHalf];
+  float invFreqLo[kRopeEpilogueMaxHalf];
   int64_t positionOffset;
   int enabled;
 };
 
 /// Rotates a warp's accumulator rows (one slice of 16 rows, the first at
 /// sequence position `row0`; the mma accumulator layout, so that a thread
-/// holds both columns of each of its pairs) by rope's inverse: the angle in
-/// f64, reduced to [-pi, pi] there, then f32 sines and cosines and the f32
-/// rotation of the f32 accumulators, rounded once when they are written.
+/// holds both columns of each of its pairs) by rope's inverse. In f32 only,
+/// a dozen instructions a pair (this runs in the kernels' tails): the angle
+/// as an unevaluated sum (the position times invFreqHi, its rounding error
+/// and the position times invFreqLo: about 2^-40 relative, near the f64
+/// product the rope kernel takes), reduced by 2 pi in two parts, then the
+/// sine and cosine units (2^-21 absolute on [-pi, pi]); the f32 rotation of
+/// the f32 accumulators is rounded once, when they are written.
 template <int D>
 __device__ __forceinline__ void rotateRowsBack(float (&acc)[1][D / 8][4],
                                                int row0,
                                                const RopeEpilogue &rope) {
   static_assert(D / 2 <= kRopeEpilogueMaxHalf, "head_dim too large");
   const int lane = threadIdx.x % 32;
+  // Positions below 2^24 are exact in f32 (the launcher checks).
+  float position[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    position[r] =
+        float(int64_t(row0 + lane / 4 + 8 * r) + rope.positionOffset);
 #pragma unroll
   for (int nt = 0; nt < D / 16; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = nt * 8 + 2 * (lane % 4) + (e & 1);
-      const int64_t position =
-          int64_t(row0 + lane / 4 + 8 * (e >> 1)) + rope.positionOffset;
-      const double angle = double(position) * rope.invFreq[i];
-      const double turns = rint(angle * 0.15915494309189535);
-      const float reduced =
-          float(fma(-turns, 6.283185307179586, angle));
+      const float p = position[e >> 1], hi = rope.invFreqHi[i];
+      const float angle = p * hi;
+      const float angleError = fmaf(p, hi, -angle) + p * rope.invFreqLo[i];
+      const float turns = rintf(angle * 0.15915494309189535f);
+      float reduced = fmaf(-turns, 6.28318548202514648f, angle);
+      reduced = fmaf(-turns, -1.7484555314695172e-07f, reduced) + angleError;
       float sine, cosine;
-      sincosf(reduced, &sine, &cosine);
-      const float lo = acc[0][nt][e], hi = acc[0][nt + D / 16][e];
-      acc[0][nt][e] = lo * cosine + hi * sine;
-      acc[0][nt + D / 16][e] = hi * cosine - lo * sine;
+      __sincosf(reduced, &sine, &cosine);
+      const float lo = acc[0][nt][e], hi2 = acc[0][nt + D / 16][e];
+      acc[0][nt][e] = lo * cosine + hi2 * sine;
+      acc[0][nt + D / 16][e] = hi2 * cosine - lo * sine;
     }
 }
 

@@ -650,6 +650,17 @@ def MLTFp8Products : Pass<"mlt-fp8-products", "::mlir::ModuleOp"> {
     written, and none is reused across a launch that is not plain. New
     copies are temporaries launched just before their first product.
 
+    The options are the recipe (mlt-run's --fp8-...): `products` (fprop,
+    dgrad, wgrad: the roles made FP8, Transformer Engine's names),
+    `fprop-accumulation` (fast or f32), `format` (hybrid, or e4m3 for the
+    gradients too), `bf16-first-layers` and `bf16-last-layers` (decoder
+    layers kept bf16, counted in the model's `mlt.model`, so a pipeline
+    stage keeps the model's last layers, not its own) and `bf16-parameters`
+    (parameters kept bf16 by a part of their names). The defaults are the
+    hybrid recipe above on every decoder layer: on TinyLlama-1.1B's first
+    300 steps no other recipe measured closer to bf16 for its cost
+    (bench/RESULTS.md).
+
     Before:
     ```mlir
     mlt_rt.launch "matmul" [@x, @"param_bf16:model.layers.0.q.weight"] -> [@q] ints [1, 32, 64, 64, 0, 1, 0]

@@ -168,7 +168,8 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
         inst.kernel == Kernel::AttentionBwdRope) {
       // The three kernels' head_dim and seq are at the same positions.
       using A = attrs::AttentionFwd;
-      static_assert(int(A::head_dim) == int(attrs::AttentionBwdRope::head_dim) &&
+      static_assert(int(A::head_dim) ==
+                        int(attrs::AttentionBwdRope::head_dim) &&
                     int(A::seq) == int(attrs::AttentionBwdRope::seq));
       cls.key += "/hd" + std::to_string(inst.ints[A::head_dim]) + "/s" +
                  std::to_string(inst.ints[A::seq]);

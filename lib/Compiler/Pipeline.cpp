@@ -239,8 +239,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.sequenceParallel = sequenceParallel;
     options.fp8 = fp8;
     if (!fp8Products.empty())
-      options.fp8Recipe.products.assign(fp8Products.begin(),
-                                        fp8Products.end());
+      options.fp8Recipe.products.assign(fp8Products.begin(), fp8Products.end());
     options.fp8Recipe.fpropAccumulation = fp8FpropAccumulation;
     options.fp8Recipe.format = fp8Format;
     options.fp8Recipe.bf16Parameters.assign(fp8Bf16Parameters.begin(),

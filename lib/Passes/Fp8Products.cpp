@@ -338,8 +338,7 @@ public:
       return signalPassFailure();
     }
     recipe.gradientsE5M2 = format == "hybrid";
-    recipe.bf16Parameters.assign(bf16Parameters.begin(),
-                                 bf16Parameters.end());
+    recipe.bf16Parameters.assign(bf16Parameters.begin(), bf16Parameters.end());
     if (bf16FirstLayers < 0 || bf16LastLayers < 0) {
       module.emitError("mlt-fp8-products: bf16-first-layers and "
                        "bf16-last-layers must not be negative");

@@ -527,11 +527,11 @@ Status parseFp8Products(const std::string &flag, const std::string &text,
     std::string product = text.substr(
         begin, end == std::string::npos ? std::string::npos : end - begin);
     if (product != "fprop" && product != "dgrad" && product != "wgrad")
-      return errorf(flag, ": expected fprop, dgrad or wgrad, comma-separated, "
-                          "got '",
+      return errorf(flag,
+                    ": expected fprop, dgrad or wgrad, comma-separated, "
+                    "got '",
                     text, "'");
-    if (std::find(products.begin(), products.end(), product) !=
-        products.end())
+    if (std::find(products.begin(), products.end(), product) != products.end())
       return errorf(flag, ": '", product, "' is named twice");
     products.push_back(product);
     if (end == std::string::npos)
@@ -608,8 +608,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
                                                ? std::string::npos
                                                : end - begin));
            if (names.back().empty())
-             return errorf(flag, ": expected parameter names (or parts of "
-                                 "them), comma-separated, got '",
+             return errorf(flag,
+                           ": expected parameter names (or parts of "
+                           "them), comma-separated, got '",
                            v, "'");
            if (end == std::string::npos)
              return Status::ok();
@@ -1208,8 +1209,7 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
           std::pair{"--fp8", o.fp8},
           std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
           std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
-          std::pair{"--overlap-param-gather",
-                    o.overlapParamGather.has_value()},
+          std::pair{"--overlap-param-gather", o.overlapParamGather.has_value()},
           std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
           std::pair{"--pp-layers", !o.ppLayers.empty()},
           std::pair{"--vp", o.vp.has_value()},

@@ -471,14 +471,12 @@ TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
     if (rc.scaled)
       rope.scaling = llama3;
     std::vector<float> wantDq = ref.dq, wantDk = ref.dk;
-    ASSERT_TRUE(cpu::ropeBackward<float>(wantDq.data(), ref.dq.data(),
-                                         c.batch, c.seq, c.qHeads, c.headDim,
-                                         rope.theta, rope.positionOffset,
-                                         rope.scaling));
-    ASSERT_TRUE(cpu::ropeBackward<float>(wantDk.data(), ref.dk.data(),
-                                         c.batch, c.seq, c.kvHeads, c.headDim,
-                                         rope.theta, rope.positionOffset,
-                                         rope.scaling));
+    ASSERT_TRUE(cpu::ropeBackward<float>(wantDq.data(), ref.dq.data(), c.batch,
+                                         c.seq, c.qHeads, c.headDim, rope.theta,
+                                         rope.positionOffset, rope.scaling));
+    ASSERT_TRUE(cpu::ropeBackward<float>(
+        wantDk.data(), ref.dk.data(), c.batch, c.seq, c.kvHeads, c.headDim,
+        rope.theta, rope.positionOffset, rope.scaling));
 
     const AttentionShape shape = params(c);
     DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn),
@@ -498,8 +496,8 @@ TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
       poison(dDv);
       return launchAttentionBwd(bf(dDq.get()), bf(dDk.get()), bf(dDv.get()),
                                 bf(dDout.get()), bf(dQ.get()), bf(dK.get()),
-                                bf(dV.get()), bf(dOut.get()), dLse.get(),
-                                shape, scratch.get(), scratchBytes, 0, r);
+                                bf(dV.get()), bf(dOut.get()), dLse.get(), shape,
+                                scratch.get(), scratchBytes, 0, r);
     };
     ASSERT_TRUE(backward(&rope));
     const std::vector<uint16_t> dq = dDq.download(), dk = dDk.download(),
@@ -535,9 +533,9 @@ TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
   const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
   const AttentionShape shape = params(c);
   std::vector<float> host[6] = {
-      randomVector<float>(rng, qn), randomVector<float>(rng, qn),
+      randomVector<float>(rng, qn),  randomVector<float>(rng, qn),
       randomVector<float>(rng, kvn), randomVector<float>(rng, kvn),
-      randomVector<float>(rng, qn), randomVector<float>(rng, ln)};
+      randomVector<float>(rng, qn),  randomVector<float>(rng, ln)};
   DeviceBuffer<float> dDout(qn), dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln),
       dDq(qn), dDk(kvn), dDv(kvn);
   DeviceBuffer<float> *inputs[6] = {&dDout, &dQ, &dK, &dV, &dOut, &dLse};
@@ -550,13 +548,12 @@ TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
   rope.positionOffset = 3;
   ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
                                  dQ.get(), dK.get(), dV.get(), dOut.get(),
-                                 dLse.get(), shape, scratch.get(),
-                                 scratchBytes, 0, &rope));
+                                 dLse.get(), shape, scratch.get(), scratchBytes,
+                                 0, &rope));
   const std::vector<float> fusedDq = dDq.download(), fusedDk = dDk.download();
-  ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(), dDout.get(),
-                                 dQ.get(), dK.get(), dV.get(), dOut.get(),
-                                 dLse.get(), shape, scratch.get(),
-                                 scratchBytes, 0));
+  ASSERT_TRUE(launchAttentionBwd(
+      dDq.get(), dDk.get(), dDv.get(), dDout.get(), dQ.get(), dK.get(),
+      dV.get(), dOut.get(), dLse.get(), shape, scratch.get(), scratchBytes, 0));
   ASSERT_TRUE(launchRope(dDq.get(), dDq.get(), c.batch, c.seq, c.qHeads,
                          c.headDim, true, 3, 1e4, {}, 0));
   ASSERT_TRUE(launchRope(dDk.get(), dDk.get(), c.batch, c.seq, c.kvHeads,

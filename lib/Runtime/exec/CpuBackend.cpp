@@ -665,13 +665,13 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     params.causal = a[A::causal] != 0;
     params.scale = a[A::scale];
     MLT_RETURN_IF_ERROR(cpu::attentionBackward(
-        f(out[0]), f(out[1]), f(out[2]), f(in[0]), f(in[1]), f(in[2]),
-        f(in[3]), f(in[4]), f(in[5]), params));
+        f(out[0]), f(out[1]), f(out[2]), f(in[0]), f(in[1]), f(in[2]), f(in[3]),
+        f(in[4]), f(in[5]), params));
     for (size_t o = 0; o < 2; ++o)
       MLT_RETURN_IF_ERROR(cpu::ropeBackward(
           f(out[o]), f(out[o]), params.batch, params.seq,
-          o == 0 ? params.qHeads : params.kvHeads, params.headDim,
-          a[A::theta], a[A::position_offset], ropeScaling(a)));
+          o == 0 ? params.qHeads : params.kvHeads, params.headDim, a[A::theta],
+          a[A::position_offset], ropeScaling(a)));
     return Status::ok();
   }
 

@@ -314,10 +314,12 @@ template <typename K> struct AttentionRule : RuleBase<K> {
     return K::kernel == Kernel::AttentionFwd ? forward : 2.5 * forward;
   }
 };
-template <> struct Rule<attrs::AttentionFwd> : AttentionRule<attrs::AttentionFwd> {
+template <>
+struct Rule<attrs::AttentionFwd> : AttentionRule<attrs::AttentionFwd> {
   using AttentionRule::AttentionRule;
 };
-template <> struct Rule<attrs::AttentionBwd> : AttentionRule<attrs::AttentionBwd> {
+template <>
+struct Rule<attrs::AttentionBwd> : AttentionRule<attrs::AttentionBwd> {
   using AttentionRule::AttentionRule;
 };
 template <>

@@ -258,10 +258,9 @@ template <class Tc, bool WG>
 rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
                       const __nv_bfloat16 *dout, const __nv_bfloat16 *q,
                       const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                      const __nv_bfloat16 *out, const float *lse,
-                      void *scratch, const TcScratch &layout,
-                      const AttentionShape &p, const tc::RopeEpilogue &rope,
-                      cudaStream_t stream) {
+                      const __nv_bfloat16 *out, const float *lse, void *scratch,
+                      const TcScratch &layout, const AttentionShape &p,
+                      const tc::RopeEpilogue &rope, cudaStream_t stream) {
   if constexpr (WG) {
     MLT_RETURN_IF_ERROR(
         allowShared(tc::attentionBwdDqWgKernel<typename Tc::Dq>,
@@ -288,8 +287,8 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
       tc::enqueueBackward<typename Tc::Dq, typename Tc::DkDv, WG>(
           dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
-          int(p.kvHeads), p.causal, float(p.scale), stream, &failed,
-          counters, rope);
+          int(p.kvHeads), p.causal, float(p.scale), stream, &failed, counters,
+          rope);
   if (err != cudaSuccess)
     return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
   return rt::Status::ok();
@@ -328,8 +327,7 @@ namespace {
 /// stands for, where the kernels have no epilogue for it).
 template <typename T>
 rt::Status rotateGradientsBack(T *dq, T *dk, const AttentionShape &p,
-                               const AttentionRope &rope,
-                               cudaStream_t stream) {
+                               const AttentionRope &rope, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(launchRope(dq, dq, p.batch, p.seq, p.qHeads, p.headDim,
                                  true, rope.positionOffset, rope.theta,
                                  rope.scaling, stream));
@@ -413,9 +411,9 @@ rt::Status mlt::cuda::launchAttentionBwd(
   // are followed by rope's launches.
   tc::RopeEpilogue epilogue{};
   if (rope) {
-    MLT_RETURN_IF_ERROR(rt::checkRopeFrequencies(
-        "attention backward (bf16, rope)", rope->theta, shape.headDim,
-        rope->scaling));
+    MLT_RETURN_IF_ERROR(
+        rt::checkRopeFrequencies("attention backward (bf16, rope)", rope->theta,
+                                 shape.headDim, rope->scaling));
     if (fused) {
       if (rope->positionOffset < 0 ||
           rope->positionOffset + shape.seq > (int64_t(1) << 24))
@@ -435,18 +433,18 @@ rt::Status mlt::cuda::launchAttentionBwd(
   }
   auto backward = [&]() -> rt::Status {
     if (shape.headDim == 64)
-      return fused ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out,
-                                            lse, scratch, layout, shape,
-                                            epilogue, stream)
+      return fused ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out, lse,
+                                            scratch, layout, shape, epilogue,
+                                            stream)
                    : backwardTc<Tc64, false>(dq, dk, dv, dout, q, k, v, out,
                                              lse, scratch, layout, shape,
                                              epilogue, stream);
     return fused ? backwardTc<Wg128, true>(dq, dk, dv, dout, q, k, v, out, lse,
                                            scratch, layout, shape, epilogue,
                                            stream)
-                 : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out,
-                                            lse, scratch, layout, shape,
-                                            epilogue, stream);
+                 : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out, lse,
+                                            scratch, layout, shape, epilogue,
+                                            stream);
   };
   MLT_RETURN_IF_ERROR(backward());
   return rope && !fused ? rotateGradientsBack(dq, dk, shape, *rope, stream)

@@ -66,9 +66,9 @@ template <class DqCfg, class DkDvCfg, bool WG = false>
 cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *out, const float *lse, float *stats,
-                            float *dkPart, float *dvPart, int parts,
-                            int batch, int seq, int qHeads, int kvHeads,
-                            bool causal, float scale, cudaStream_t stream,
+                            float *dkPart, float *dvPart, int parts, int batch,
+                            int seq, int qHeads, int kvHeads, bool causal,
+                            float scale, cudaStream_t stream,
                             const char **failed, int *partCounters = nullptr,
                             const RopeEpilogue &rope = RopeEpilogue{}) {
   static_assert(DqCfg::D == DkDvCfg::D, "one head dim");

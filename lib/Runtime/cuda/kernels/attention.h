@@ -107,8 +107,8 @@ struct AttentionRope {
 /// wgmma kernels (Hopper) before they write them (the f32 accumulators
 /// rotated, then rounded once), elsewhere by launchRope after them.
 rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
-                              const float *dout, const float *q,
-                              const float *k, const float *v, const float *out,
+                              const float *dout, const float *q, const float *k,
+                              const float *v, const float *out,
                               const float *lse, const AttentionShape &shape,
                               void *scratch, size_t scratchBytes,
                               cudaStream_t stream, const AttentionRope *rope);

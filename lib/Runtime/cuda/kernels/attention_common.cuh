@@ -225,17 +225,15 @@ struct RopeEpilogue {
 /// sine and cosine units (2^-21 absolute on [-pi, pi]); the f32 rotation of
 /// the f32 accumulators is rounded once, when they are written.
 template <int D>
-__device__ __forceinline__ void rotateRowsBack(float (&acc)[1][D / 8][4],
-                                               int row0,
-                                               const RopeEpilogue &rope) {
+__device__ __forceinline__ void
+rotateRowsBack(float (&acc)[1][D / 8][4], int row0, const RopeEpilogue &rope) {
   static_assert(D / 2 <= kRopeEpilogueMaxHalf, "head_dim too large");
   const int lane = threadIdx.x % 32;
   // Positions below 2^24 are exact in f32 (the launcher checks).
   float position[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r)
-    position[r] =
-        float(int64_t(row0 + lane / 4 + 8 * r) + rope.positionOffset);
+    position[r] = float(int64_t(row0 + lane / 4 + 8 * r) + rope.positionOffset);
 #pragma unroll
   for (int nt = 0; nt < D / 16; ++nt)
 #pragma unroll

@@ -512,20 +512,14 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 /// attentionBwdDqTcKernel's algorithm. At head_dim 128 the q and dout
 /// operands are read from shared memory (registers go to the accumulators).
 template <class Cfg>
-__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
-    attentionBwdDqWgKernel(bf16 *__restrict__ dq,
-                           const bf16 *__restrict__ dout,
-                           const bf16 *__restrict__ q,
-                           const bf16 *__restrict__ k,
-                           const bf16 *__restrict__ v,
-                           const bf16 *__restrict__ out,
-                           const float *__restrict__ lse,
-                           float *__restrict__ negLse2,
-                           float *__restrict__ delta,
-                           int *__restrict__ partCounters, int seq,
-                           int qHeads, int kvHeads, bool causal, float scale,
-                           float scaleLog2,
-                           const __grid_constant__ RopeEpilogue rope) {
+__global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
+    bf16 *__restrict__ dq, const bf16 *__restrict__ dout,
+    const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+    const bf16 *__restrict__ v, const bf16 *__restrict__ out,
+    const float *__restrict__ lse, float *__restrict__ negLse2,
+    float *__restrict__ delta, int *__restrict__ partCounters, int seq,
+    int qHeads, int kvHeads, bool causal, float scale, float scaleLog2,
+    const __grid_constant__ RopeEpilogue rope) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -743,19 +737,15 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 /// from shared memory.
 template <class Cfg>
 __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
-    attentionBwdDkDvWgKernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv,
-                             float *__restrict__ dkPart,
-                             float *__restrict__ dvPart,
-                             const bf16 *__restrict__ dout,
-                             const bf16 *__restrict__ q,
-                             const bf16 *__restrict__ k,
-                             const bf16 *__restrict__ v,
-                             const float *__restrict__ negLse2,
-                             const float *__restrict__ delta, int seq,
-                             int qHeads, int kvHeads, int parts, bool causal,
-                             float scale, float scaleLog2,
-                             int *__restrict__ partCounters,
-                             const __grid_constant__ RopeEpilogue rope) {
+    attentionBwdDkDvWgKernel(
+        bf16 *__restrict__ dk, bf16 *__restrict__ dv,
+        float *__restrict__ dkPart, float *__restrict__ dvPart,
+        const bf16 *__restrict__ dout, const bf16 *__restrict__ q,
+        const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+        const float *__restrict__ negLse2, const float *__restrict__ delta,
+        int seq, int qHeads, int kvHeads, int parts, bool causal, float scale,
+        float scaleLog2, int *__restrict__ partCounters,
+        const __grid_constant__ RopeEpilogue rope) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;

@@ -505,16 +505,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   // attention.h: lse is f32 for both compute types.
   case Kernel::AttentionFwd:   // q, k, v -> out, lse
   case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
-    using A = attrs::AttentionFwd;
-    const KernelAttrs<A> a(inst);
-    AttentionShape shape;
-    shape.batch = a[A::batch];
-    shape.seq = a[A::seq];
-    shape.qHeads = a[A::q_heads];
-    shape.kvHeads = a[A::kv_heads];
-    shape.headDim = a[A::head_dim];
-    shape.causal = a[A::causal] != 0;
-    shape.scale = a[A::scale];
+    const AttentionShape shape = attentionParams<AttentionShape>(inst);
     const bool forward = inst.kernel == Kernel::AttentionFwd;
     if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
         shape.headDim != 128)
@@ -540,14 +531,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::AttentionBwdRope: { // dout, q, k, v, out, lse -> dq, dk, dv
     using A = attrs::AttentionBwdRope;
     const KernelAttrs<A> a(inst);
-    AttentionShape shape;
-    shape.batch = a[A::batch];
-    shape.seq = a[A::seq];
-    shape.qHeads = a[A::q_heads];
-    shape.kvHeads = a[A::kv_heads];
-    shape.headDim = a[A::head_dim];
-    shape.causal = a[A::causal] != 0;
-    shape.scale = a[A::scale];
+    const AttentionShape shape = attentionParams<AttentionShape>(inst);
     AttentionRope rope;
     rope.theta = a[A::theta];
     rope.positionOffset = a[A::position_offset];

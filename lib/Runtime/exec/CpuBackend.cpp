@@ -633,16 +633,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
 
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd: {
-    using A = attrs::AttentionFwd;
-    const KernelAttrs<A> a(inst);
-    cpu::AttentionParams params;
-    params.batch = a[A::batch];
-    params.seq = a[A::seq];
-    params.qHeads = a[A::q_heads];
-    params.kvHeads = a[A::kv_heads];
-    params.headDim = a[A::head_dim];
-    params.causal = a[A::causal] != 0;
-    params.scale = a[A::scale];
+    const auto params = attentionParams<cpu::AttentionParams>(inst);
     if (inst.kernel == Kernel::AttentionFwd)
       return cpu::attentionForward(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
                                    f(in[2]), params);
@@ -656,14 +647,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     // rounds dq and dk once, after the rotation, as the CUDA kernels do).
     using A = attrs::AttentionBwdRope;
     const KernelAttrs<A> a(inst);
-    cpu::AttentionParams params;
-    params.batch = a[A::batch];
-    params.seq = a[A::seq];
-    params.qHeads = a[A::q_heads];
-    params.kvHeads = a[A::kv_heads];
-    params.headDim = a[A::head_dim];
-    params.causal = a[A::causal] != 0;
-    params.scale = a[A::scale];
+    const auto params = attentionParams<cpu::AttentionParams>(inst);
     MLT_RETURN_IF_ERROR(cpu::attentionBackward(
         f(out[0]), f(out[1]), f(out[2]), f(in[0]), f(in[1]), f(in[2]), f(in[3]),
         f(in[4]), f(in[5]), params));

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -385,6 +386,29 @@ template <typename K> RopeScaling ropeScaling(const KernelAttrs<K> &a) {
   scaling.originalMaxPositionEmbeddings =
       a[K::original_max_position_embeddings];
   return scaling;
+}
+
+/// The attention shape of an attention_fwd, attention_bwd or
+/// attention_bwd_rope instruction's attributes, into `Params` (a struct with
+/// cpu::AttentionParams's fields: batch, seq, qHeads, kvHeads, headDim,
+/// causal, scale), for the kernels.
+template <typename Params, typename Instruction>
+Params attentionParams(const Instruction &inst) {
+  auto read = [](const auto &a) {
+    using A = typename std::decay_t<decltype(a)>::Attributes;
+    Params p;
+    p.batch = a[A::batch];
+    p.seq = a[A::seq];
+    p.qHeads = a[A::q_heads];
+    p.kvHeads = a[A::kv_heads];
+    p.headDim = a[A::head_dim];
+    p.causal = a[A::causal] != 0;
+    p.scale = a[A::scale];
+    return p;
+  };
+  if (inst.kernel == Kernel::AttentionBwdRope)
+    return read(KernelAttrs<attrs::AttentionBwdRope>(inst));
+  return read(KernelAttrs<attrs::AttentionFwd>(inst));
 }
 
 /// A collective's element count (all_reduce_sum's n, reduce_scatter_sum's

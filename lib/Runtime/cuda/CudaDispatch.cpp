@@ -19,6 +19,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -502,14 +503,27 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     });
   }
 
-  // attention.h: lse is f32 for both compute types.
-  case Kernel::AttentionFwd:   // q, k, v -> out, lse
-  case Kernel::AttentionBwd: { // dout, q, k, v, out, lse -> dq, dk, dv
+  // attention.h: lse is f32 for both compute types; attention_bwd_rope
+  // with rope's inverse on dq and dk (in the kernels where they can, else
+  // rope's launches after them).
+  case Kernel::AttentionFwd:       // q, k, v -> out, lse
+  case Kernel::AttentionBwd:       // dout, q, k, v, out, lse -> dq, dk, dv
+  case Kernel::AttentionBwdRope: { // the same
     const AttentionShape shape = attentionParams<AttentionShape>(inst);
     const bool forward = inst.kernel == Kernel::AttentionFwd;
+    std::optional<AttentionRope> rope;
+    if (inst.kernel == Kernel::AttentionBwdRope) {
+      using A = attrs::AttentionBwdRope;
+      const KernelAttrs<A> a(inst);
+      rope.emplace();
+      rope->theta = a[A::theta];
+      rope->positionOffset = a[A::position_offset];
+      rope->scaling = ropeScaling(a);
+    }
+    const AttentionRope *rotation = rope ? &*rope : nullptr;
     if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
         shape.headDim != 128)
-      return attentionThroughF32(inst, in, out, shape);
+      return attentionThroughF32(inst, in, out, shape, rotation);
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);
     if (!area)
@@ -522,33 +536,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                   t(in[2]), shape, s);
       return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
                                 t(in[1]), t(in[2]), t(in[3]), t(in[4]),
-                                f(in[5]), shape, *area, bytes, s);
-    });
-  }
-
-  // attention.h with rope's inverse on dq and dk (in the kernels where they
-  // can, else rope's launches after them).
-  case Kernel::AttentionBwdRope: { // dout, q, k, v, out, lse -> dq, dk, dv
-    using A = attrs::AttentionBwdRope;
-    const KernelAttrs<A> a(inst);
-    const AttentionShape shape = attentionParams<AttentionShape>(inst);
-    AttentionRope rope;
-    rope.theta = a[A::theta];
-    rope.positionOffset = a[A::position_offset];
-    rope.scaling = ropeScaling(a);
-    if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
-        shape.headDim != 128)
-      return attentionThroughF32(inst, in, out, shape, &rope);
-    const size_t bytes = attentionBwdScratchBytes(shape);
-    StatusOr<void *> area = scratch(bytes);
-    if (!area)
-      return area.takeStatus();
-    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
-      using T = decltype(tag);
-      auto t = [](const BufferView &b) { return b.as<T>(); };
-      return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
-                                t(in[1]), t(in[2]), t(in[3]), t(in[4]),
-                                f(in[5]), shape, *area, bytes, s, &rope);
+                                f(in[5]), shape, *area, bytes, s, rotation);
     });
   }
 

@@ -12,7 +12,7 @@
 #ifndef MLT_BENCH_BENCHUTIL_CUH
 #define MLT_BENCH_BENCHUTIL_CUH
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,7 +32,7 @@
   } while (0)
 #define CHECK_STATUS(expr)                                                     \
   do {                                                                         \
-    ::mlt::rt::Status st_ = (expr);                                            \
+    ::mlt::Status st_ = (expr);                                                \
     if (!st_) {                                                                \
       std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                  \
                    st_.message().c_str());                                     \

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <string>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // The runtime's reader of a plan's config (ModelConfig.h) reads that
   // config.json as the importer does.
-  rt::StatusOr<rt::PlanConfig> plan = rt::parsePlanConfig(written);
+  StatusOr<rt::PlanConfig> plan = rt::parsePlanConfig(written);
   if (!plan || !plan->llama)
     fail("the runtime does not read the config.json written for an "
          "imported config as a LLaMA:",

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

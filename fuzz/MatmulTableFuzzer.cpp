@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

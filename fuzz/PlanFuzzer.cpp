@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

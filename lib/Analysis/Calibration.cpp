@@ -7,9 +7,9 @@
 #include "mlt/Analysis/Calibration.h"
 #include "StepStructure.h"
 #include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/plan/InstructionWork.h"
 #include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

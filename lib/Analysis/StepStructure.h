@@ -13,9 +13,9 @@
 #ifndef MLT_LIB_ANALYSIS_STEPSTRUCTURE_H
 #define MLT_LIB_ANALYSIS_STEPSTRUCTURE_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@
 namespace mlt::cost::detail {
 
 /// The plan's mesh; none for a plan of one rank.
-rt::StatusOr<std::optional<rt::Mesh>> meshOf(const rt::Plan &plan);
+StatusOr<std::optional<rt::Mesh>> meshOf(const rt::Plan &plan);
 
 /// A piece of a rank's step that starts once the previous one has ended:
 /// one call, or a transfer group's calls.
@@ -51,7 +51,7 @@ public:
       : mesh_(mesh), rank_(rank) {}
   /// The key of the rank's next launch of `inst` (a collective or a
   /// transfer), and how many launches share it (its group's size; 2).
-  rt::StatusOr<std::pair<InstanceKey, uint32_t>>
+  StatusOr<std::pair<InstanceKey, uint32_t>>
   next(const rt::InstructionDesc &inst);
 
 private:
@@ -70,8 +70,8 @@ struct Instances {
   std::vector<std::vector<std::vector<int64_t>>> of;
   std::vector<uint32_t> members;
 };
-rt::StatusOr<Instances> matchInstances(const rt::Plan &plan,
-                                       const std::optional<rt::Mesh> &mesh);
+StatusOr<Instances> matchInstances(const rt::Plan &plan,
+                                   const std::optional<rt::Mesh> &mesh);
 
 } // namespace mlt::cost::detail
 

@@ -6,8 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Import/HFLlama.h"
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
 
@@ -188,7 +188,7 @@ llvm::Error LlamaConfig::verify() const {
                       headDim));
   if (!(rmsNormEps > 0.0) || !(ropeTheta > 0.0))
     return invalidConfig("rms_norm_eps and rope_theta must be positive");
-  if (rt::Status status = rt::checkRopeScaling(ropeScaling); !status)
+  if (Status status = rt::checkRopeScaling(ropeScaling); !status)
     return invalidConfig(status.message());
   return llvm::Error::success();
 }
@@ -239,9 +239,9 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
                                                     llvm::StringRef source) {
   // (LLVM's parser recurses per level: a text nested 40,000 deep would
   // overflow the stack)
-  if (std::optional<size_t> at = rt::jsonTooDeepAt(
-          std::string_view(json.data(), json.size())))
-    return configError(source, "not a config: " + rt::jsonTooDeepMessage(*at));
+  if (std::optional<size_t> at =
+          jsonTooDeepAt(std::string_view(json.data(), json.size())))
+    return configError(source, "not a config: " + jsonTooDeepMessage(*at));
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return configError(source, "not valid JSON: " +
@@ -383,7 +383,7 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
                           key, *original, *topLevel)
                 .str());
       scaling.originalMaxPositionEmbeddings = *original;
-      if (rt::Status status = rt::checkRopeScaling(scaling); !status)
+      if (Status status = rt::checkRopeScaling(scaling); !status)
         return configError(source, key + ": " + status.message());
     }
     if (scalingFrom && scaling != c.ropeScaling)

@@ -506,11 +506,11 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
   // The runtime's checks, before anything runs: every buffer, launch and
   // call, the collectives and transfers matched across ranks, a step that
   // cannot deadlock (the runtime checks again when it loads the plan).
-  mlt::rt::StatusOr<mlt::rt::Plan> parsed =
-      representatives ? mlt::rt::parseRepresentativePlan(
-                            bytes.data(), bytes.size(), "the plan")
-                      : mlt::rt::parsePlan(bytes.data(), bytes.size(),
-                                           "the plan");
+  mlt::StatusOr<mlt::rt::Plan> parsed =
+      representatives
+          ? mlt::rt::parseRepresentativePlan(bytes.data(), bytes.size(),
+                                             "the plan")
+          : mlt::rt::parsePlan(bytes.data(), bytes.size(), "the plan");
   if (!parsed) // (the location alone: the module is the whole plan)
     return emitError(module.getLoc(), "plan export: ")
            << parsed.status().message();

@@ -15,10 +15,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/FormatBytes.h"
-#include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/train/Checkpoint.h"
+#include "mlt/Support/FileKind.h"
+#include "mlt/Support/FormatBytes.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+using namespace mlt;
 using namespace mlt::rt;
 namespace fs = std::filesystem;
 

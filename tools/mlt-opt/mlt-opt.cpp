@@ -10,7 +10,7 @@
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 
-#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Support/FileKind.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,8 +19,7 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
-  if (mlt::rt::Status paths = mlt::rt::checkToolArguments(argc, argv);
-      !paths.isOk()) {
+  if (mlt::Status paths = mlt::checkToolArguments(argc, argv); !paths.isOk()) {
     llvm::errs() << "mlt-opt: error: " << paths.message() << "\n";
     return 1;
   }

@@ -7,8 +7,8 @@
 #include "Planner.h"
 
 #include "mlt/Analysis/StepReport.h"
-#include "mlt/Runtime/FormatBytes.h"
 #include "mlt/Runtime/plan/MemoryReport.h"
+#include "mlt/Support/FormatBytes.h"
 
 #include <algorithm>
 #include <atomic>

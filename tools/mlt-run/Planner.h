@@ -82,28 +82,27 @@ struct PlannedLayout {
 struct PlannerCompiler {
   /// The model's decoder layers and `layout`'s split of them into virtual
   /// stages (mlt::stageSplitOf).
-  std::function<rt::Status(const cost::Layout &layout, int64_t &numLayers,
-                           std::vector<int64_t> &split)>
+  std::function<Status(const cost::Layout &layout, int64_t &numLayers,
+                       std::vector<int64_t> &split)>
       split;
   /// `layout` compiled into a plan of representative ranks: the model's
   /// first `layers` layers (0: all) in virtual stages of `split` layers
   /// (empty: the compiler's split).
-  std::function<rt::StatusOr<rt::Plan>(const cost::Layout &layout,
-                                       int64_t layers,
-                                       const std::vector<int64_t> &split)>
+  std::function<StatusOr<rt::Plan>(const cost::Layout &layout, int64_t layers,
+                                   const std::vector<int64_t> &split)>
       representatives;
   /// `layout` compiled whole, with its serialized bytes.
-  std::function<rt::StatusOr<rt::Plan>(const cost::Layout &layout,
-                                       std::string &bytes)>
+  std::function<StatusOr<rt::Plan>(const cost::Layout &layout,
+                                   std::string &bytes)>
       whole;
 };
 
 /// Plans (see the top of this file), printing the ranking to stdout and
 /// progress to stderr; fails when no layout fits, naming the closest.
-rt::StatusOr<PlannedLayout> planLayout(const PlannerRequest &request,
-                                       const cost::Calibration &calibration,
-                                       const std::string &calibrationSource,
-                                       const PlannerCompiler &compiler);
+StatusOr<PlannedLayout> planLayout(const PlannerRequest &request,
+                                   const cost::Calibration &calibration,
+                                   const std::string &calibrationSource,
+                                   const PlannerCompiler &compiler);
 
 } // namespace mlt::tool
 

@@ -6,7 +6,7 @@
 
 #include "Prediction.h"
 
-#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Support/FileKind.h"
 
 #include <nlohmann/json.hpp>
 

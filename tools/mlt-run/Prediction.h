@@ -24,9 +24,6 @@
 
 namespace mlt::tool {
 
-using rt::Status;
-using rt::StatusOr;
-
 /// A calibration and where it comes from, for messages ("calibration/
 /// h100.json, built in (NVIDIA H100 80GB HBM3)").
 struct ChosenCalibration {

@@ -10,8 +10,8 @@
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
+#include "mlt/Support/FileKind.h"
 #include "mlt/Target/PlanExport.h"
-#include "mlt/Runtime/io/FileKind.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -78,8 +78,7 @@ static void registerExportPlan() {
 }
 
 int main(int argc, char **argv) {
-  if (mlt::rt::Status paths = mlt::rt::checkToolArguments(argc, argv);
-      !paths.isOk()) {
+  if (mlt::Status paths = mlt::checkToolArguments(argc, argv); !paths.isOk()) {
     llvm::errs() << "mlt-translate: error: " << paths.message() << "\n";
     return 1;
   }

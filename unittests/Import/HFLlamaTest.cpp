@@ -794,7 +794,7 @@ TEST_F(BuildLlamaModuleTest, RuntimeListsTheSameParameters) {
     config.tieWordEmbeddings = tied;
     OwningOpRef<ModuleOp> module = build();
     ASSERT_TRUE(module);
-    rt::StatusOr<rt::PlanConfig> read = rt::parsePlanConfig(hfConfigJson(config));
+    StatusOr<rt::PlanConfig> read = rt::parsePlanConfig(hfConfigJson(config));
     ASSERT_TRUE(read) << read.status().message();
     ASSERT_TRUE(read->llama);
     EXPECT_EQ(read->vocabSize, config.vocabSize);

@@ -191,7 +191,7 @@ Status writeDoubles(Executor &exec, size_t index,
 
 #define ASSERT_OK(expr)                                                        \
   do {                                                                         \
-    ::mlt::rt::Status assertStatus_ = (expr);                                  \
+    ::mlt::Status assertStatus_ = (expr);                                      \
     ASSERT_TRUE(assertStatus_) << assertStatus_.message();                     \
   } while (0)
 

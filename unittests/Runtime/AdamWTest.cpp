@@ -158,8 +158,8 @@ TEST(AdamWDecayTest, NoDecayWhenToldSo) {
 // Tests that a step number below 1 (no bias correction possible) is an error.
 TEST(AdamWErrorTest, RejectsStepZero) {
   std::vector<float> p(4, 1.0f), m(4, 0.0f), v(4, 0.0f), g(4, 1.0f);
-  rt::Status status = adamwStep<float>(p.data(), m.data(), v.data(), g.data(),
-                                       4, fixtureParams(), 0, true);
+  Status status = adamwStep<float>(p.data(), m.data(), v.data(), g.data(), 4,
+                                   fixtureParams(), 0, true);
   ASSERT_FALSE(status.isOk());
   EXPECT_NE(status.message().find("step 0"), std::string::npos)
       << status.message();

@@ -212,8 +212,8 @@ TEST(AttentionPrecisionTest, FloatAgreesWithDouble) {
 TEST(AttentionErrorTest, RejectsIndivisibleHeads) {
   AttentionParams p = makeParams(4, 3, true);
   std::vector<float> buf(qSize(p) * 2, 1.0f);
-  rt::Status status = attentionForward<float>(
-      buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), p);
+  Status status = attentionForward<float>(buf.data(), buf.data(), buf.data(),
+                                          buf.data(), buf.data(), p);
   ASSERT_FALSE(status.isOk());
   EXPECT_NE(status.message().find("not a multiple"), std::string::npos)
       << status.message();

@@ -165,7 +165,7 @@ TEST(CrossEntropyErrorTest, ReportsOutOfRangeLabels) {
     labels[9] = bad;
     float loss = 5.0f;
     std::vector<float> lse(kRows, 5.0f);
-    rt::Status status = crossEntropyForward<float>(
+    Status status = crossEntropyForward<float>(
         &loss, lse.data(), logits.data(), labels.data(), kRows, kVocab, kRows);
     ASSERT_FALSE(status.isOk());
     EXPECT_NE(status.message().find("label " + std::to_string(bad) +
@@ -403,7 +403,7 @@ TEST(CrossEntropyShardErrorTest, ReportsBadLabelsAndShapes) {
     auto labels = randomIds(rng, kRows, kShardedVocab);
     labels[6] = bad;
     std::vector<float> lse(kRows, 5.0f), target(kRows, 5.0f);
-    rt::Status status = crossEntropyStats<float>(
+    Status status = crossEntropyStats<float>(
         lse.data(), target.data(), logits.data(), labels.data(), kRows, width,
         width, kShardedVocab);
     ASSERT_FALSE(status.isOk());
@@ -428,9 +428,9 @@ TEST(CrossEntropyShardErrorTest, ReportsBadLabelsAndShapes) {
 
   auto labels = randomIds(rng, kRows, kShardedVocab);
   std::vector<float> lse(kRows), target(kRows);
-  rt::Status status = crossEntropyStats<float>(
-      lse.data(), target.data(), logits.data(), labels.data(), kRows, width,
-      width + 1, kShardedVocab);
+  Status status = crossEntropyStats<float>(lse.data(), target.data(),
+                                           logits.data(), labels.data(), kRows,
+                                           width, width + 1, kShardedVocab);
   ASSERT_FALSE(status.isOk());
   EXPECT_EQ(status.message(), "cross_entropy_stats: the shard [19, 37) is not "
                               "inside the vocabulary [0, 36)");

@@ -101,7 +101,7 @@ TEST(EmbeddingErrorTest, ReportsOutOfRangeIds) {
     std::vector<int32_t> ids = randomIds(rng, kTokens, kVocab);
     ids[5] = badId;
     std::vector<float> out(kTokens * kHidden, 7.0f);
-    rt::Status status = embeddingForward<float>(
+    Status status = embeddingForward<float>(
         out.data(), ids.data(), table.data(), kTokens, kVocab, kHidden);
     ASSERT_FALSE(status.isOk());
     EXPECT_NE(status.message().find("token id " + std::to_string(badId) +
@@ -204,9 +204,9 @@ TEST(EmbeddingShardErrorTest, ReportsBadIdsAndShards) {
     std::vector<int32_t> ids = randomIds(rng, kTokens, kShardedVocab);
     ids[5] = badId;
     std::vector<float> out(kTokens * kHidden, 7.0f);
-    rt::Status status = embeddingForwardShard<float>(
-        out.data(), ids.data(), block.data(), kTokens, rows, kHidden, rows,
-        kShardedVocab);
+    Status status = embeddingForwardShard<float>(out.data(), ids.data(),
+                                                 block.data(), kTokens, rows,
+                                                 kHidden, rows, kShardedVocab);
     ASSERT_FALSE(status.isOk());
     EXPECT_NE(status.message().find("token id " + std::to_string(badId) +
                                     " at position 5 is outside the "
@@ -229,7 +229,7 @@ TEST(EmbeddingShardErrorTest, ReportsBadIdsAndShards) {
 
   std::vector<int32_t> ids = randomIds(rng, kTokens, kShardedVocab);
   std::vector<float> out(kTokens * kHidden);
-  rt::Status status =
+  Status status =
       embeddingForwardShard<float>(out.data(), ids.data(), block.data(),
                                    kTokens, rows, kHidden, 9, kShardedVocab);
   ASSERT_FALSE(status.isOk());

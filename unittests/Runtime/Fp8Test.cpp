@@ -200,7 +200,7 @@ TEST(Fp8Test, QuantizesInBothLayouts) {
   }
   std::vector<uint8_t> q(1);
   const float one = 1.0f;
-  rt::Status bf16 =
+  Status bf16 =
       quantizeFp8(q.data(), &one, 1, 1, false, rt::ElementType::BF16, 1.0f);
   EXPECT_FALSE(bf16);
   EXPECT_NE(bf16.message().find("not an FP8 format"), std::string::npos);

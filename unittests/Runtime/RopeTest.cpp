@@ -340,9 +340,8 @@ TEST(RopeErrorTest, RejectsBadScaling) {
         Bad{unknown, "unknown rope scaling kind 7"},
         Bad{noneWithFactor, "kind none"}}) {
     std::vector<float> buf(kSize, 1.0f);
-    rt::Status status =
-        ropeForward<float>(buf.data(), buf.data(), kBatch, kSeq, kHeads, kDim,
-                           kTheta, 0, bad.scaling);
+    Status status = ropeForward<float>(buf.data(), buf.data(), kBatch, kSeq,
+                                       kHeads, kDim, kTheta, 0, bad.scaling);
     ASSERT_FALSE(status.isOk()) << bad.expected;
     EXPECT_EQ(status.message().rfind("rope: ", 0), 0u) << status.message();
     EXPECT_NE(status.message().find(bad.expected), std::string::npos)
@@ -354,7 +353,7 @@ TEST(RopeErrorTest, RejectsBadScaling) {
 // Tests that an odd head dimension is an error.
 TEST(RopeErrorTest, RejectsOddHeadDim) {
   std::vector<float> buf(2 * 3 * 5, 1.0f);
-  rt::Status status =
+  Status status =
       ropeForward<float>(buf.data(), buf.data(), 1, 2, 3, 5, kTheta, 0);
   ASSERT_FALSE(status.isOk());
   EXPECT_NE(status.message().find("head_dim 5"), std::string::npos)

@@ -204,20 +204,20 @@ TEST(CudaAttentionTest, BadArgumentsAreErrors) {
   shape.qHeads = 3;
   shape.kvHeads = 2;
   shape.headDim = 8;
-  rt::Status heads =
+  Status heads =
       launchAttentionFwd(d.get(), d.get(), d.get(), d.get(), d.get(), shape, 0);
   ASSERT_FALSE(heads);
   EXPECT_NE(heads.message().find("not a multiple"), std::string::npos)
       << heads.message();
   shape.qHeads = 2;
   shape.headDim = 256;
-  rt::Status dim =
+  Status dim =
       launchAttentionFwd(d.get(), d.get(), d.get(), d.get(), d.get(), shape, 0);
   ASSERT_FALSE(dim);
   EXPECT_NE(dim.message().find("head_dim 256"), std::string::npos)
       << dim.message();
   shape.headDim = 8;
-  rt::Status scratch =
+  Status scratch =
       launchAttentionBwd(d.get(), d.get(), d.get(), d.get(), d.get(), d.get(),
                          d.get(), d.get(), d.get(), shape, nullptr, 0, 0);
   ASSERT_FALSE(scratch);
@@ -573,29 +573,29 @@ TEST(CudaAttentionTest, Bf16BadArgumentsAreErrors) {
   shape.qHeads = 2;
   shape.kvHeads = 2;
   shape.headDim = 96;
-  rt::Status dim = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
+  Status dim = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
   ASSERT_FALSE(dim);
   EXPECT_NE(dim.message().find("head_dim 96"), std::string::npos)
       << dim.message();
   shape.headDim = 64;
-  rt::Status misaligned = launchAttentionFwd(x + 1, f.get(), x, x, x, shape, 0);
+  Status misaligned = launchAttentionFwd(x + 1, f.get(), x, x, x, shape, 0);
   ASSERT_FALSE(misaligned);
   EXPECT_NE(misaligned.message().find("16-byte aligned"), std::string::npos)
       << misaligned.message();
   shape.qHeads = 3;
-  rt::Status heads = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
+  Status heads = launchAttentionFwd(x, f.get(), x, x, x, shape, 0);
   ASSERT_FALSE(heads);
   EXPECT_NE(heads.message().find("not a multiple"), std::string::npos)
       << heads.message();
   shape.qHeads = 2;
   const size_t needed = attentionBwdScratchBytes(shape);
-  rt::Status scratch = launchAttentionBwd(x, x, x, x, x, x, x, x, f.get(),
-                                          shape, f.get(), needed - 1, 0);
+  Status scratch = launchAttentionBwd(x, x, x, x, x, x, x, x, f.get(), shape,
+                                      f.get(), needed - 1, 0);
   ASSERT_FALSE(scratch);
   EXPECT_NE(scratch.message().find("scratch"), std::string::npos)
       << scratch.message();
-  rt::Status bwdAlign = launchAttentionBwd(x, x, x, x, x, x, x, x + 3, f.get(),
-                                           shape, f.get(), needed, 0);
+  Status bwdAlign = launchAttentionBwd(x, x, x, x, x, x, x, x + 3, f.get(),
+                                       shape, f.get(), needed, 0);
   ASSERT_FALSE(bwdAlign);
   EXPECT_NE(bwdAlign.message().find("16-byte aligned"), std::string::npos)
       << bwdAlign.message();

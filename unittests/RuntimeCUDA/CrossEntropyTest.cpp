@@ -378,7 +378,7 @@ fusedOnDevice(const std::vector<T> &logits, const std::vector<int32_t> &labels,
   const size_t scratchBytes = crossEntropyFwdScratchBytes(rows);
   DeviceBuffer<char> scratch(scratchBytes);
   T *grad = inPlace ? dLogits.get() : dGrad.get();
-  rt::Status status;
+  Status status;
   if constexpr (std::is_same_v<T, float>) {
     status = launchCrossEntropyFwdBwd(
         dLoss.get(), grad, dDloss.get(), dLogits.get(), dLabels.get(), rows,
@@ -486,32 +486,32 @@ TEST(CudaCrossEntropyTest, BadArgumentsAreErrors) {
   MLT_REQUIRE_CUDA();
   DeviceBuffer<float> d(64), loss(1);
   DeviceBuffer<int32_t> labels(4);
-  rt::Status scratch = launchCrossEntropyFwd(loss.get(), d.get(), labels.get(),
-                                             4, 8, 4, nullptr, 0, kNoErrors, 0);
+  Status scratch = launchCrossEntropyFwd(loss.get(), d.get(), labels.get(), 4,
+                                         8, 4, nullptr, 0, kNoErrors, 0);
   ASSERT_FALSE(scratch);
   EXPECT_NE(scratch.message().find("scratch"), std::string::npos);
-  rt::Status divisor = launchCrossEntropyBwd(
-      d.get(), loss.get(), d.get(), labels.get(), 4, 8, 0, kNoErrors, 0);
+  Status divisor = launchCrossEntropyBwd(d.get(), loss.get(), d.get(),
+                                         labels.get(), 4, 8, 0, kNoErrors, 0);
   ASSERT_FALSE(divisor);
   EXPECT_NE(divisor.message().find("loss divisor 0"), std::string::npos);
-  rt::Status shard = launchCrossEntropyStats(
+  Status shard = launchCrossEntropyStats(
       d.get(), d.get(), d.get(), labels.get(), 4, 8, 8, 12, kNoErrors, 0);
   ASSERT_FALSE(shard);
   EXPECT_NE(shard.message().find("not inside the vocabulary"),
             std::string::npos)
       << shard.message();
-  rt::Status fused =
+  Status fused =
       launchCrossEntropyFwdBwd(loss.get(), d.get(), loss.get(), d.get(),
                                labels.get(), 4, 8, 4, nullptr, 0, kNoErrors, 0);
   ASSERT_FALSE(fused);
   EXPECT_NE(fused.message().find("scratch"), std::string::npos);
-  rt::Status fusedDivisor = launchCrossEntropyFwdBwd(
+  Status fusedDivisor = launchCrossEntropyFwdBwd(
       loss.get(), d.get(), loss.get(), d.get(), labels.get(), 0, 8, -1, nullptr,
       0, kNoErrors, 0);
   ASSERT_FALSE(fusedDivisor);
   EXPECT_NE(fusedDivisor.message().find("loss divisor -1"), std::string::npos);
-  rt::Status parts = launchCrossEntropyCombine(d.get(), loss.get(), d.get(),
-                                               d.get(), 4, 0, 4, 0);
+  Status parts = launchCrossEntropyCombine(d.get(), loss.get(), d.get(),
+                                           d.get(), 4, 0, 4, 0);
   ASSERT_FALSE(parts);
   EXPECT_NE(parts.message().find("0 parts"), std::string::npos);
 }

@@ -338,8 +338,8 @@ TEST(CudaElementwiseTest, CastsMatchTheCpu) {
   }
   DeviceBuffer<int32_t> ints(4);
   DeviceBuffer<float> floats(4);
-  rt::Status status = launchCast(floats.get(), rt::ElementType::F32, ints.get(),
-                                 rt::ElementType::I32, 4, nullptr);
+  Status status = launchCast(floats.get(), rt::ElementType::F32, ints.get(),
+                             rt::ElementType::I32, 4, nullptr);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(), "cast: cannot cast from i32");
 }
@@ -434,7 +434,7 @@ TEST(CudaElementwiseTest, ShardSliceTakesTheRankBlock) {
     }
   }
   DeviceBuffer<float> buffer(16);
-  rt::Status status =
+  Status status =
       launchShardSlice(buffer.get(), buffer.get(), 4, 1, 8, 1, 2, 0, nullptr);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
@@ -452,7 +452,7 @@ TEST(CudaElementwiseTest, FillConvertsLikeTheCpu) {
   EXPECT_EQ(d.download(), std::vector<double>(n, 0.1));
   DeviceBuffer<uint16_t> b(n);
   ASSERT_TRUE(launchFill(b.get(), rt::ElementType::BF16, n, 0.1, nullptr));
-  EXPECT_EQ(b.download(), std::vector<uint16_t>(n, cpu::floatToBF16(0.1f)));
+  EXPECT_EQ(b.download(), std::vector<uint16_t>(n, floatToBF16(0.1f)));
   DeviceBuffer<int32_t> i(n);
   ASSERT_TRUE(launchFill(i.get(), rt::ElementType::I32, n, -7.9, nullptr));
   EXPECT_EQ(i.download(), std::vector<int32_t>(n, -7));

@@ -218,7 +218,7 @@ TEST(CudaEmbeddingTest, BF16MatchesTheCpu) {
 }
 
 TEST(CudaEmbeddingTest, RejectsAShardOutsideTheVocabulary) {
-  rt::Status status =
+  Status status =
       launchEmbeddingForward(static_cast<float *>(nullptr), nullptr,
                              static_cast<const float *>(nullptr), 4, 8, 2, 4,
                              10, DeviceErrorSink{}, nullptr);

@@ -35,9 +35,6 @@ namespace {
 constexpr rt::ElementType kFormats[] = {rt::ElementType::F8E4M3,
                                         rt::ElementType::F8E5M2};
 
-using cpu::bf16ToFloat;
-using cpu::floatToBF16;
-
 /// n values m * 2^e, m uniform in [-1, 1), e uniform in [-lo, hi], each
 /// representable in bf16 (so that the f32 and bf16 kernels see one tensor).
 std::vector<float> spreadValues(std::mt19937 &rng, int64_t n, int lo = 12,
@@ -74,8 +71,7 @@ Quantized deviceQuantize(const std::vector<float> &x, int64_t rows,
   DeviceBuffer<float> scalars(2);
   DeviceBuffer<uint8_t> dq(x.size() + offset + 1), dqT(x.size() + offset + 1);
   uint8_t *q = dq.get() + offset, *qT = dqT.get() + offset;
-  rt::Status status =
-      launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr);
+  Status status = launchAbsMax(scalars.get(), dx.get(), rows * cols, nullptr);
   EXPECT_TRUE(status) << status.message();
   status = launchQuantizeFp8(
       layout == 1 ? nullptr : q, layout == 0 ? nullptr : qT, scalars.get() + 1,
@@ -242,7 +238,7 @@ TEST(CudaFp8Test, ProductMatchesDequantizedReference) {
     if (pc.outType == f32) {
       DeviceBuffer<float> c(pc.m * pc.n);
       c.upload(pc.addend ? addend : std::vector<float>(pc.m * pc.n, NAN));
-      rt::Status status =
+      Status status =
           (*runner)->runFp8(shape, qa.q.get(), pc.aType, qa.scaleInv(),
                             qb.q.get(), pc.bType, qb.scaleInv(), c.get(), f32,
                             pc.addend ? c.get() : nullptr, pc.fast, nullptr);
@@ -252,7 +248,7 @@ TEST(CudaFp8Test, ProductMatchesDequantizedReference) {
     } else {
       DeviceBuffer<uint16_t> c(pc.m * pc.n);
       c.upload(std::vector<uint16_t>(pc.m * pc.n, 0x7FC0));
-      rt::Status status = (*runner)->runFp8(
+      Status status = (*runner)->runFp8(
           shape, qa.q.get(), pc.aType, qa.scaleInv(), qb.q.get(), pc.bType,
           qb.scaleInv(), c.get(), bf16, nullptr, pc.fast, nullptr);
       ASSERT_TRUE(status) << what << ": " << status.message();
@@ -285,7 +281,7 @@ TEST(CudaFp8Test, ProductArgumentErrors) {
     return (*runner)->runFp8(s, a.get(), at, sa, b.get(), bt, scale.get(),
                              c.get(), out, nullptr, false, nullptr);
   };
-  auto expectError = [](const rt::Status &status, const char *words) {
+  auto expectError = [](const Status &status, const char *words) {
     ASSERT_FALSE(status);
     EXPECT_NE(status.message().find(words), std::string::npos)
         << status.message();

@@ -12,6 +12,7 @@
 #include "CudaTestUtil.h"
 
 #include "mlt/Runtime/cpu/Gemm.h"
+#include "mlt/Support/Bf16.h"
 
 #include <gtest/gtest.h>
 
@@ -64,7 +65,7 @@ std::vector<float> cpuMatmul(const MatmulShape &s, const std::vector<float> &a,
   const int64_t lda = std::max<int64_t>(1, s.transposeA ? s.m : s.k);
   const int64_t ldb = std::max<int64_t>(1, s.transposeB ? s.k : s.n);
   const int64_t ldc = std::max<int64_t>(1, s.n);
-  rt::Status status = cpu::gemmStridedBatched<float>(
+  Status status = cpu::gemmStridedBatched<float>(
       s.transposeA, s.transposeB, s.m, s.n, s.k, 1.0f, a.data(), lda, s.m * s.k,
       b.data(), ldb, s.bBatched ? s.k * s.n : 0, 0.0f, c.data(), ldc, s.m * s.n,
       s.batch);
@@ -72,26 +73,12 @@ std::vector<float> cpuMatmul(const MatmulShape &s, const std::vector<float> &a,
   return c;
 }
 
-/// bf16 as its bits: round to nearest even from f32, and back.
-uint16_t toBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-float fromBf16(uint16_t x) {
-  const uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 /// Rounds every element of `x` to bf16 in place, so that an f32 reference
 /// reads the values the bf16 product reads, and returns their bits.
 std::vector<uint16_t> roundToBf16(std::vector<float> &x) {
   std::vector<uint16_t> bits(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    x[i] = fromBf16(bits[i] = toBf16(x[i]));
+    x[i] = bf16ToFloat(bits[i] = floatToBF16(x[i]));
   return bits;
 }
 
@@ -99,7 +86,7 @@ std::vector<uint16_t> roundToBf16(std::vector<float> &x) {
 std::vector<float> widenBf16(const std::vector<uint16_t> &x) {
   std::vector<float> out(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    out[i] = fromBf16(x[i]);
+    out[i] = bf16ToFloat(x[i]);
   return out;
 }
 
@@ -115,8 +102,8 @@ std::vector<T> deviceMatmul(MatmulRunner &runner, const MatmulShape &s,
   da.upload(padFront(a, offset));
   db.upload(padFront(b, offset));
   dc.upload(std::vector<T>(sizeC(s) + offset, nan));
-  rt::Status status = runner.run(s, da.get() + offset, db.get() + offset,
-                                 dc.get() + offset, dtype, nullptr);
+  Status status = runner.run(s, da.get() + offset, db.get() + offset,
+                             dc.get() + offset, dtype, nullptr);
   EXPECT_TRUE(status.isOk()) << status.message();
   std::vector<T> c = dc.download();
   return std::vector<T>(c.begin() + offset, c.end());
@@ -433,9 +420,9 @@ TEST(CudaMatmulTest, GroupComputesEachProduct) {
   DeviceBuffer<float> buffer(16);
   MatmulShape s;
   s.m = s.n = s.k = 2;
-  rt::Status mismatched = runner->runGroup(
-      s, {buffer.get()}, {}, {buffer.get()}, rt::ElementType::F32,
-      rt::ElementType::F32, false, nullptr);
+  Status mismatched = runner->runGroup(s, {buffer.get()}, {}, {buffer.get()},
+                                       rt::ElementType::F32,
+                                       rt::ElementType::F32, false, nullptr);
   ASSERT_FALSE(mismatched.isOk());
   EXPECT_NE(mismatched.message().find("one of each per product"),
             std::string::npos)
@@ -450,19 +437,19 @@ TEST(CudaMatmulTest, RejectsBadArguments) {
   DeviceBuffer<double> buffer(16);
   MatmulShape s;
   s.m = s.n = s.k = 2;
-  rt::Status f64 = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
-                               rt::ElementType::F64, nullptr);
+  Status f64 = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                           rt::ElementType::F64, nullptr);
   ASSERT_FALSE(f64.isOk());
   EXPECT_NE(f64.message().find("f64"), std::string::npos) << f64.message();
   s.k = -1;
-  rt::Status negative = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
-                                    rt::ElementType::F32, nullptr);
+  Status negative = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                                rt::ElementType::F32, nullptr);
   ASSERT_FALSE(negative.isOk());
   EXPECT_NE(negative.message().find("negative"), std::string::npos)
       << negative.message();
   s.k = int64_t(1) << 32;
-  rt::Status large = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
-                                 rt::ElementType::F32, nullptr);
+  Status large = runner->run(s, buffer.get(), buffer.get(), buffer.get(),
+                             rt::ElementType::F32, nullptr);
   ASSERT_FALSE(large.isOk());
   EXPECT_NE(large.message().find("32-bit"), std::string::npos)
       << large.message();

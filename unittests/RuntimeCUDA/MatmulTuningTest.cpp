@@ -167,7 +167,7 @@ TEST(CudaMatmulTuningTest, TunedTableIsReplayedBitForBit) {
   DeviceBuffer<float> buffer(256 * 256);
   bool reported = false;
   for (const Product &p : kProducts) {
-    rt::Status status =
+    Status status =
         (*runner)->run(p.shape, buffer.get(), buffer.get(), buffer.get(),
                        rt::ElementType::BF16, p.outType,
                        p.accumulate ? buffer.get() : nullptr, nullptr);

@@ -64,7 +64,7 @@ TEST(NcclCommunicatorTest, OneRankCollectivesCopy) {
   // bf16 sums, i32 moves.
   std::vector<uint16_t> halves(n);
   for (size_t i = 0; i < n; ++i)
-    halves[i] = mlt::cpu::floatToBF16(values[i] * 0.25f);
+    halves[i] = mlt::floatToBF16(values[i] * 0.25f);
   DeviceBuffer<uint16_t> h(n);
   h.upload(halves);
   ASSERT_TRUE(comm->allReduceSum(h.get(), h.get(), n, ElementType::BF16, "dp"));

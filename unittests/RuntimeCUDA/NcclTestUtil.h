@@ -24,6 +24,7 @@
 
 namespace mlt::cuda::test {
 
+using namespace mlt;
 using namespace mlt::rt;
 
 inline int deviceCount() {

@@ -200,7 +200,7 @@ TEST(CudaRMSNormTest, EdgeCasesAndErrors) {
                                dW.get(), nullptr, 0, 5, kEps, nullptr, 0, 0));
   EXPECT_EQ(dDw.download(), std::vector<float>(5, 0.f));
 
-  rt::Status status =
+  Status status =
       launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(), dW.get(),
                        nullptr, 2, 5, kEps, nullptr, 0, 0);
   ASSERT_FALSE(status);

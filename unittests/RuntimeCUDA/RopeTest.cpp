@@ -195,7 +195,7 @@ TEST(CudaRopeTest, BF16MatchesCpuWithinRounding) {
 std::vector<uint16_t> bf16Reference(const std::vector<uint16_t> &x,
                                     const Shape &s, bool inverse) {
   const int64_t half = s.headDim / 2;
-  auto bf = [](float v) { return cpu::bf16ToFloat(cpu::floatToBF16(v)); };
+  auto bf = [](float v) { return bf16ToFloat(floatToBF16(v)); };
   std::vector<uint16_t> y(x.size());
   std::vector<float> cosv(half), sinv(half);
   for (int64_t t = 0; t < s.seq; ++t) {
@@ -210,11 +210,10 @@ std::vector<uint16_t> bf16Reference(const std::vector<uint16_t> &x,
       for (int64_t h = 0; h < s.heads; ++h) {
         const int64_t base = ((b * s.seq + t) * s.heads + h) * s.headDim;
         for (int64_t i = 0; i < half; ++i) {
-          const float lo = cpu::bf16ToFloat(x[base + i]),
-                      hi = cpu::bf16ToFloat(x[base + i + half]);
-          y[base + i] = cpu::floatToBF16(bf(lo * cosv[i]) - bf(hi * sinv[i]));
-          y[base + i + half] =
-              cpu::floatToBF16(bf(hi * cosv[i]) + bf(lo * sinv[i]));
+          const float lo = bf16ToFloat(x[base + i]),
+                      hi = bf16ToFloat(x[base + i + half]);
+          y[base + i] = floatToBF16(bf(lo * cosv[i]) - bf(hi * sinv[i]));
+          y[base + i + half] = floatToBF16(bf(hi * cosv[i]) + bf(lo * sinv[i]));
         }
       }
   }
@@ -263,19 +262,18 @@ TEST(CudaRopeTest, BF16IsTheRoundedRotationBitForBit) {
 TEST(CudaRopeTest, BadArgumentsAreErrors) {
   MLT_REQUIRE_CUDA();
   DeviceBuffer<float> d(64);
-  rt::Status odd =
+  Status odd =
       launchRope(d.get(), d.get(), 1, 2, 2, 5, false, 0, kTheta, kNone, 0);
   ASSERT_FALSE(odd);
   EXPECT_NE(odd.message().find("head_dim 5"), std::string::npos)
       << odd.message();
-  rt::Status theta =
+  Status theta =
       launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, 0.0, kNone, 0);
   ASSERT_FALSE(theta);
   EXPECT_NE(theta.message().find("theta"), std::string::npos)
       << theta.message();
-  rt::Status scaling =
-      launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, kTheta,
-                 rt::RopeScaling::llama3(8.0, 4.0, 1.0, 8192), 0);
+  Status scaling = launchRope(d.get(), d.get(), 1, 2, 2, 4, false, 0, kTheta,
+                              rt::RopeScaling::llama3(8.0, 4.0, 1.0, 8192), 0);
   ASSERT_FALSE(scaling);
   EXPECT_NE(scaling.message().find("high_freq_factor"), std::string::npos)
       << scaling.message();

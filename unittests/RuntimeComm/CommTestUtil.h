@@ -101,7 +101,7 @@ inline Bytes randomElements(ElementType type, size_t count, uint64_t seed) {
       std::memcpy(&bytes[i * 8], &value, 8);
       break;
     case ElementType::BF16: {
-      uint16_t v = mlt::cpu::floatToBF16(float(value));
+      uint16_t v = mlt::floatToBF16(float(value));
       std::memcpy(&bytes[i * 2], &v, 2);
       break;
     }

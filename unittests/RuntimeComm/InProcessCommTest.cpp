@@ -27,6 +27,7 @@
 #include <random>
 #include <thread>
 
+using namespace mlt;
 using namespace mlt::rt;
 using namespace mlt::rt::testing;
 
@@ -57,12 +58,12 @@ Bytes referenceSum(ElementType type, const std::vector<const uint8_t *> &inputs,
     } else {
       uint16_t h;
       std::memcpy(&h, inputs[0] + j * 2, 2);
-      float s = mlt::cpu::bf16ToFloat(h);
+      float s = mlt::bf16ToFloat(h);
       for (size_t k = 1; k < inputs.size(); ++k) {
         std::memcpy(&h, inputs[k] + j * 2, 2);
-        s += mlt::cpu::bf16ToFloat(h);
+        s += mlt::bf16ToFloat(h);
       }
-      h = mlt::cpu::floatToBF16(s);
+      h = mlt::floatToBF16(s);
       std::memcpy(&out[j * 2], &h, 2);
     }
   }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <thread>
 
+using namespace mlt;
 using namespace mlt::rt;
 using namespace mlt::rt::testing;
 

@@ -14,6 +14,7 @@
 
 #include <set>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

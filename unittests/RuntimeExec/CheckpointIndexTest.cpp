@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

@@ -460,7 +460,7 @@ TEST(CpuBackendTest, Cast) {
   Operand bf16{{n}, ElementType::BF16, {}, {}};
   ASSERT_RUN(down, runOne(Kernel::Cast, {f32({n}, x)}, {bf16}, {n}));
   for (int64_t i = 0; i < n; ++i)
-    EXPECT_EQ((*down)[1][i], cpu::bf16ToFloat(cpu::floatToBF16(x[i])));
+    EXPECT_EQ((*down)[1][i], bf16ToFloat(floatToBF16(x[i])));
 
   Operand bf16In{{n}, ElementType::BF16, x, {}};
   ASSERT_RUN(up, runOne(Kernel::Cast, {bf16In}, {f32({n})}, {n}));
@@ -660,7 +660,7 @@ TEST(CpuBackendTest, KernelErrorNamesInstruction) {
 }
 
 /// x rounded to bf16 and back (to nearest even).
-float roundBF16(float x) { return cpu::bf16ToFloat(cpu::floatToBF16(x)); }
+float roundBF16(float x) { return bf16ToFloat(floatToBF16(x)); }
 
 // Tests that a bf16 instruction computes as the GPU does: bf16 inputs widened
 // to f32, the f32 kernel, each bf16 output rounded once; that its f32

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

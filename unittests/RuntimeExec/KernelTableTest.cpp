@@ -16,6 +16,7 @@
 
 #include <array>
 
+using namespace mlt;
 using namespace mlt::rt;
 using ::testing::ElementsAre;
 

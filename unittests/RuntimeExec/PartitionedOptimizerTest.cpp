@@ -664,7 +664,7 @@ TEST_F(ZeroTrainingTest, InitializeThroughSegments) {
         for (const ExpectedTensor &p : parameters) {
           std::vector<float> rounded = values[p.name];
           for (float &x : rounded)
-            x = cpu::bf16ToFloat(cpu::floatToBF16(x));
+            x = bf16ToFloat(floatToBF16(x));
           EXPECT_EQ(*executor.readFloats(
                         *executor.findBuffer("param_bf16:" + p.name)),
                     rounded)

@@ -9,10 +9,10 @@
 
 #include "PlanTestUtil.h"
 
-#include "mlt/Runtime/Checksum.h"
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
+#include "mlt/Support/Checksum.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

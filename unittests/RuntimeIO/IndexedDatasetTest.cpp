@@ -22,6 +22,7 @@
 
 #include <sys/stat.h>
 
+using namespace mlt;
 using namespace mlt::rt;
 using mlt::rt::testing::writeBytes;
 using ::testing::HasSubstr;

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/io/FileKind.h"
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Support/FileKind.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include "TestUtil.h"
 
@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using namespace mlt;
 using namespace mlt::rt;
 namespace fs = std::filesystem;
 

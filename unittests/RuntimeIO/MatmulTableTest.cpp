@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+using namespace mlt;
 using namespace mlt::rt;
 using mlt::rt::testing::readBytes;
 using mlt::rt::testing::ScratchDirTest;

@@ -20,6 +20,7 @@
 
 #include <sys/stat.h>
 
+using namespace mlt;
 using namespace mlt::rt;
 using mlt::rt::testing::readBytes;
 using mlt::rt::testing::ScratchDirTest;

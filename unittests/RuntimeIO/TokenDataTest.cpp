@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 
+using namespace mlt;
 using namespace mlt::rt;
 using mlt::rt::testing::readBytes;
 using mlt::rt::testing::ScratchDirTest;

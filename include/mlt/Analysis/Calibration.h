@@ -44,8 +44,8 @@
 #ifndef MLT_ANALYSIS_CALIBRATION_H
 #define MLT_ANALYSIS_CALIBRATION_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -56,9 +56,6 @@
 #include <vector>
 
 namespace mlt::cost {
-
-using rt::Status;
-using rt::StatusOr;
 
 /// The median of `values` (the mean of the middle two for an even count; 0
 /// for none).

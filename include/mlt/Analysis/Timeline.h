@@ -55,8 +55,8 @@
 #define MLT_ANALYSIS_TIMELINE_H
 
 #include "mlt/Analysis/Calibration.h"
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>

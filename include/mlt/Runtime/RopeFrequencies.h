@@ -28,7 +28,7 @@
 #ifndef MLT_RUNTIME_ROPEFREQUENCIES_H
 #define MLT_RUNTIME_ROPEFREQUENCIES_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cmath>
 #include <cstdint>

@@ -39,7 +39,7 @@ Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "must be floats";
   // The runtime's check, so that a module the verifier accepts lowers to a
   // plan the plan verifier accepts.
-  rt::Status status = rt::checkRopeScaling(rt::RopeScaling::llama3(
+  Status status = rt::checkRopeScaling(rt::RopeScaling::llama3(
       factor.getValueAsDouble(), lowFreqFactor.getValueAsDouble(),
       highFreqFactor.getValueAsDouble(), originalMaxPositionEmbeddings));
   if (!status)

@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

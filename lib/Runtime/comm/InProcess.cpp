@@ -63,6 +63,7 @@
 #include <optional>
 #include <vector>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {
@@ -147,14 +148,14 @@ void sumBF16InGroupOrder(uint16_t *out, const std::vector<const void *> &inputs,
     size_t n = std::min(kBlock, count - begin);
     const uint16_t *first = static_cast<const uint16_t *>(inputs[0]) + begin;
     for (size_t j = 0; j < n; ++j)
-      acc[j] = mlt::cpu::bf16ToFloat(first[j]);
+      acc[j] = mlt::bf16ToFloat(first[j]);
     for (size_t k = 1; k < inputs.size(); ++k) {
       const uint16_t *x = static_cast<const uint16_t *>(inputs[k]) + begin;
       for (size_t j = 0; j < n; ++j)
-        acc[j] += mlt::cpu::bf16ToFloat(x[j]);
+        acc[j] += mlt::bf16ToFloat(x[j]);
     }
     for (size_t j = 0; j < n; ++j)
-      out[begin + j] = mlt::cpu::floatToBF16(acc[j]);
+      out[begin + j] = mlt::floatToBF16(acc[j]);
   }
 }
 

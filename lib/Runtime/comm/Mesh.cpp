@@ -11,6 +11,7 @@
 #include <climits>
 #include <set>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

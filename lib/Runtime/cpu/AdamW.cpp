@@ -15,11 +15,11 @@ using namespace mlt;
 using namespace mlt::cpu;
 
 template <typename T>
-rt::Status mlt::cpu::adamwStep(T *param, T *m, T *v, const T *grad, int64_t n,
-                               const AdamWParams &params, int64_t step,
-                               bool applyWeightDecay) {
+Status mlt::cpu::adamwStep(T *param, T *m, T *v, const T *grad, int64_t n,
+                           const AdamWParams &params, int64_t step,
+                           bool applyWeightDecay) {
   if (step < 1)
-    return rt::errorf("adamw: step ", step, " must be at least 1");
+    return errorf("adamw: step ", step, " must be at least 1");
   // Python-side scalars of torch.optim.adamw._single_tensor_adam(w).
   const double biasCorrection1 = 1.0 - std::pow(params.beta1, double(step));
   const double biasCorrection2 = 1.0 - std::pow(params.beta2, double(step));
@@ -57,14 +57,12 @@ rt::Status mlt::cpu::adamwStep(T *param, T *m, T *v, const T *grad, int64_t n,
     v[i] = vNew;
     param[i] = p;
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-template rt::Status mlt::cpu::adamwStep<float>(float *, float *, float *,
-                                               const float *, int64_t,
-                                               const AdamWParams &, int64_t,
-                                               bool);
-template rt::Status mlt::cpu::adamwStep<double>(double *, double *, double *,
-                                                const double *, int64_t,
-                                                const AdamWParams &, int64_t,
-                                                bool);
+template Status mlt::cpu::adamwStep<float>(float *, float *, float *,
+                                           const float *, int64_t,
+                                           const AdamWParams &, int64_t, bool);
+template Status mlt::cpu::adamwStep<double>(double *, double *, double *,
+                                            const double *, int64_t,
+                                            const AdamWParams &, int64_t, bool);

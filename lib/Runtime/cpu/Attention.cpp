@@ -27,18 +27,17 @@
 using namespace mlt;
 using namespace mlt::cpu;
 
-rt::Status mlt::cpu::checkAttentionParams(const char *kernel,
-                                          const AttentionParams &p) {
+Status mlt::cpu::checkAttentionParams(const char *kernel,
+                                      const AttentionParams &p) {
   if (p.batch <= 0 || p.seq <= 0 || p.qHeads <= 0 || p.kvHeads <= 0 ||
       p.headDim <= 0)
-    return rt::errorf(kernel, ": sizes must be positive (batch ", p.batch,
-                      ", seq ", p.seq, ", q heads ", p.qHeads, ", kv heads ",
-                      p.kvHeads, ", head_dim ", p.headDim, ")");
+    return errorf(kernel, ": sizes must be positive (batch ", p.batch, ", seq ",
+                  p.seq, ", q heads ", p.qHeads, ", kv heads ", p.kvHeads,
+                  ", head_dim ", p.headDim, ")");
   if (p.qHeads % p.kvHeads != 0)
-    return rt::errorf(kernel, ": ", p.qHeads,
-                      " query heads are not a multiple of ", p.kvHeads,
-                      " key/value heads");
-  return rt::Status::ok();
+    return errorf(kernel, ": ", p.qHeads, " query heads are not a multiple of ",
+                  p.kvHeads, " key/value heads");
+  return Status::ok();
 }
 
 namespace {
@@ -62,9 +61,8 @@ struct HeadLayout {
 } // namespace
 
 template <typename T>
-rt::Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
-                                      const T *v,
-                                      const AttentionParams &params) {
+Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
+                                  const T *v, const AttentionParams &params) {
   MLT_RETURN_IF_ERROR(checkAttentionParams("attention", params));
   const int64_t seq = params.seq, dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
@@ -98,14 +96,14 @@ rt::Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
       }
     }
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
-                                       const T *q, const T *k, const T *v,
-                                       const T *out, const T *lse,
-                                       const AttentionParams &params) {
+Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
+                                   const T *q, const T *k, const T *v,
+                                   const T *out, const T *lse,
+                                   const AttentionParams &params) {
   MLT_RETURN_IF_ERROR(checkAttentionParams("attention backward", params));
   const int64_t seq = params.seq, dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
@@ -155,13 +153,13 @@ rt::Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
       }
     }
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 #define MLT_INSTANTIATE_ATTENTION(T)                                           \
-  template rt::Status mlt::cpu::attentionForward<T>(                           \
+  template Status mlt::cpu::attentionForward<T>(                               \
       T *, T *, const T *, const T *, const T *, const AttentionParams &);     \
-  template rt::Status mlt::cpu::attentionBackward<T>(                          \
+  template Status mlt::cpu::attentionBackward<T>(                              \
       T *, T *, T *, const T *, const T *, const T *, const T *, const T *,    \
       const T *, const AttentionParams &);
 MLT_INSTANTIATE_ATTENTION(float)

@@ -19,27 +19,26 @@ using namespace mlt::cpu;
 
 namespace {
 
-rt::Status checkArgs(const char *kernel, const int32_t *labels, int64_t rows,
-                     int64_t vocab, int64_t lossDivisor) {
+Status checkArgs(const char *kernel, const int32_t *labels, int64_t rows,
+                 int64_t vocab, int64_t lossDivisor) {
   if (lossDivisor <= 0)
-    return rt::errorf(kernel, ": loss divisor ", lossDivisor,
-                      " must be positive");
+    return errorf(kernel, ": loss divisor ", lossDivisor, " must be positive");
   for (int64_t r = 0; r < rows; ++r)
     if (labels[r] < 0 || labels[r] >= vocab)
-      return rt::errorf(kernel, ": label ", labels[r], " at position ", r,
-                        " is outside the vocabulary [0, ", vocab, ")");
-  return rt::Status::ok();
+      return errorf(kernel, ": label ", labels[r], " at position ", r,
+                    " is outside the vocabulary [0, ", vocab, ")");
+  return Status::ok();
 }
 
 /// The shard [vocabOffset, vocabOffset + vocabShard) lies in the global
 /// vocabulary, and is not empty when it has rows to read.
-rt::Status checkShard(const char *kernel, int64_t rows, int64_t vocabShard,
-                      int64_t vocabOffset, int64_t vocabTotal) {
+Status checkShard(const char *kernel, int64_t rows, int64_t vocabShard,
+                  int64_t vocabOffset, int64_t vocabTotal) {
   MLT_RETURN_IF_ERROR(
       checkVocabShard(kernel, vocabShard, vocabOffset, vocabTotal));
   if (vocabShard == 0 && rows > 0)
-    return rt::errorf(kernel, ": the vocabulary shard is empty");
-  return rt::Status::ok();
+    return errorf(kernel, ": the vocabulary shard is empty");
+  return Status::ok();
 }
 
 /// log(sum_j exp(x[j * stride])) over j in [0, n), n > 0: max shifted, the
@@ -74,9 +73,9 @@ void softmaxGradientRow(T *dx, const T *x, double rowLse, int64_t label,
 } // namespace
 
 template <typename T>
-rt::Status mlt::cpu::crossEntropyForward(T *loss, T *lse, const T *logits,
-                                         const int32_t *labels, int64_t rows,
-                                         int64_t vocab, int64_t lossDivisor) {
+Status mlt::cpu::crossEntropyForward(T *loss, T *lse, const T *logits,
+                                     const int32_t *labels, int64_t rows,
+                                     int64_t vocab, int64_t lossDivisor) {
   MLT_RETURN_IF_ERROR(
       checkArgs("cross_entropy", labels, rows, vocab, lossDivisor));
   double total = 0.0;
@@ -87,28 +86,28 @@ rt::Status mlt::cpu::crossEntropyForward(T *loss, T *lse, const T *logits,
     total += rowLse - double(x[labels[r]]);
   }
   *loss = T(total / double(lossDivisor));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::crossEntropyBackward(T *dlogits, const T *logits,
-                                          const T *lse, const int32_t *labels,
-                                          T dloss, int64_t rows, int64_t vocab,
-                                          int64_t lossDivisor) {
+Status mlt::cpu::crossEntropyBackward(T *dlogits, const T *logits, const T *lse,
+                                      const int32_t *labels, T dloss,
+                                      int64_t rows, int64_t vocab,
+                                      int64_t lossDivisor) {
   MLT_RETURN_IF_ERROR(
       checkArgs("cross_entropy backward", labels, rows, vocab, lossDivisor));
   const double factor = double(dloss) / double(lossDivisor);
   for (int64_t r = 0; r < rows; ++r)
     softmaxGradientRow(dlogits + r * vocab, logits + r * vocab, double(lse[r]),
                        labels[r], vocab, factor);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::crossEntropyStats(T *lse, T *target, const T *logits,
-                                       const int32_t *labels, int64_t rows,
-                                       int64_t vocabShard, int64_t vocabOffset,
-                                       int64_t vocabTotal) {
+Status mlt::cpu::crossEntropyStats(T *lse, T *target, const T *logits,
+                                   const int32_t *labels, int64_t rows,
+                                   int64_t vocabShard, int64_t vocabOffset,
+                                   int64_t vocabTotal) {
   MLT_RETURN_IF_ERROR(checkShard("cross_entropy_stats", rows, vocabShard,
                                  vocabOffset, vocabTotal));
   MLT_RETURN_IF_ERROR(
@@ -119,20 +118,19 @@ rt::Status mlt::cpu::crossEntropyStats(T *lse, T *target, const T *logits,
     lse[r] = T(logSumExp(x, vocabShard));
     target[r] = column >= 0 && column < vocabShard ? x[column] : T(0);
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::crossEntropyCombine(T *lse, T *loss, const T *parts,
-                                         const T *target, int64_t rows,
-                                         int64_t numParts,
-                                         int64_t lossDivisor) {
+Status mlt::cpu::crossEntropyCombine(T *lse, T *loss, const T *parts,
+                                     const T *target, int64_t rows,
+                                     int64_t numParts, int64_t lossDivisor) {
   if (lossDivisor <= 0)
-    return rt::errorf("cross_entropy_combine: loss divisor ", lossDivisor,
-                      " must be positive");
+    return errorf("cross_entropy_combine: loss divisor ", lossDivisor,
+                  " must be positive");
   if (numParts <= 0 && rows > 0)
-    return rt::errorf("cross_entropy_combine: ", numParts,
-                      " parts; at least one is needed");
+    return errorf("cross_entropy_combine: ", numParts,
+                  " parts; at least one is needed");
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const double rowLse = logSumExp(parts + r, numParts, rows);
@@ -140,11 +138,11 @@ rt::Status mlt::cpu::crossEntropyCombine(T *lse, T *loss, const T *parts,
     lse[r] = T(rowLse);
   }
   *loss = T(total / double(lossDivisor));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::crossEntropyStatsBackward(
+Status mlt::cpu::crossEntropyStatsBackward(
     T *dlogits, const T *logits, const T *lse, const int32_t *labels, T dloss,
     int64_t rows, int64_t vocabShard, int64_t vocabOffset, int64_t vocabTotal,
     int64_t lossDivisor) {
@@ -157,21 +155,21 @@ rt::Status mlt::cpu::crossEntropyStatsBackward(
     softmaxGradientRow(dlogits + r * vocabShard, logits + r * vocabShard,
                        double(lse[r]), int64_t(labels[r]) - vocabOffset,
                        vocabShard, factor);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 #define MLT_INSTANTIATE_CROSSENTROPY(T)                                        \
-  template rt::Status mlt::cpu::crossEntropyForward<T>(                        \
+  template Status mlt::cpu::crossEntropyForward<T>(                            \
       T *, T *, const T *, const int32_t *, int64_t, int64_t, int64_t);        \
-  template rt::Status mlt::cpu::crossEntropyBackward<T>(                       \
+  template Status mlt::cpu::crossEntropyBackward<T>(                           \
       T *, const T *, const T *, const int32_t *, T, int64_t, int64_t,         \
       int64_t);                                                                \
-  template rt::Status mlt::cpu::crossEntropyStats<T>(                          \
-      T *, T *, const T *, const int32_t *, int64_t, int64_t, int64_t,         \
-      int64_t);                                                                \
-  template rt::Status mlt::cpu::crossEntropyCombine<T>(                        \
+  template Status mlt::cpu::crossEntropyStats<T>(T *, T *, const T *,          \
+                                                 const int32_t *, int64_t,     \
+                                                 int64_t, int64_t, int64_t);   \
+  template Status mlt::cpu::crossEntropyCombine<T>(                            \
       T *, T *, const T *, const T *, int64_t, int64_t, int64_t);              \
-  template rt::Status mlt::cpu::crossEntropyStatsBackward<T>(                  \
+  template Status mlt::cpu::crossEntropyStatsBackward<T>(                      \
       T *, const T *, const T *, const int32_t *, T, int64_t, int64_t,         \
       int64_t, int64_t, int64_t);
 MLT_INSTANTIATE_CROSSENTROPY(float)

@@ -19,20 +19,20 @@ using namespace mlt::cpu;
 namespace {
 
 /// Returns an error naming the first id outside [0, vocab) and its position.
-rt::Status checkIds(const char *kernel, const int32_t *ids, int64_t numTokens,
-                    int64_t vocab) {
+Status checkIds(const char *kernel, const int32_t *ids, int64_t numTokens,
+                int64_t vocab) {
   for (int64_t p = 0; p < numTokens; ++p)
     if (ids[p] < 0 || ids[p] >= vocab)
-      return rt::errorf(kernel, ": token id ", ids[p], " at position ", p,
-                        " is outside the vocabulary [0, ", vocab, ")");
-  return rt::Status::ok();
+      return errorf(kernel, ": token id ", ids[p], " at position ", p,
+                    " is outside the vocabulary [0, ", vocab, ")");
+  return Status::ok();
 }
 
 /// The checks of the shard kernels: the shard [vocabOffset, vocabOffset +
 /// vocabShard) lies in the vocabulary, then every id is in [0, vocabTotal).
-rt::Status checkShardArgs(const char *kernel, const int32_t *ids,
-                          int64_t numTokens, int64_t vocabShard,
-                          int64_t vocabOffset, int64_t vocabTotal) {
+Status checkShardArgs(const char *kernel, const int32_t *ids, int64_t numTokens,
+                      int64_t vocabShard, int64_t vocabOffset,
+                      int64_t vocabTotal) {
   MLT_RETURN_IF_ERROR(
       checkVocabShard(kernel, vocabShard, vocabOffset, vocabTotal));
   return checkIds(kernel, ids, numTokens, vocabTotal);
@@ -41,20 +41,20 @@ rt::Status checkShardArgs(const char *kernel, const int32_t *ids,
 } // namespace
 
 template <typename T>
-rt::Status mlt::cpu::embeddingForward(T *out, const int32_t *ids,
-                                      const T *table, int64_t numTokens,
-                                      int64_t vocab, int64_t hidden) {
+Status mlt::cpu::embeddingForward(T *out, const int32_t *ids, const T *table,
+                                  int64_t numTokens, int64_t vocab,
+                                  int64_t hidden) {
   MLT_RETURN_IF_ERROR(checkIds("embedding", ids, numTokens, vocab));
   for (int64_t p = 0; p < numTokens; ++p)
     std::memcpy(out + p * hidden, table + int64_t(ids[p]) * hidden,
                 sizeof(T) * hidden);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::embeddingBackward(T *dtable, const int32_t *ids,
-                                       const T *dout, int64_t numTokens,
-                                       int64_t vocab, int64_t hidden) {
+Status mlt::cpu::embeddingBackward(T *dtable, const int32_t *ids, const T *dout,
+                                   int64_t numTokens, int64_t vocab,
+                                   int64_t hidden) {
   MLT_RETURN_IF_ERROR(checkIds("embedding backward", ids, numTokens, vocab));
   for (int64_t p = 0; p < numTokens; ++p) {
     T *row = dtable + int64_t(ids[p]) * hidden;
@@ -62,15 +62,15 @@ rt::Status mlt::cpu::embeddingBackward(T *dtable, const int32_t *ids,
     for (int64_t j = 0; j < hidden; ++j)
       row[j] += grad[j];
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::embeddingForwardShard(T *out, const int32_t *ids,
-                                           const T *table, int64_t numTokens,
-                                           int64_t vocabShard, int64_t hidden,
-                                           int64_t vocabOffset,
-                                           int64_t vocabTotal) {
+Status mlt::cpu::embeddingForwardShard(T *out, const int32_t *ids,
+                                       const T *table, int64_t numTokens,
+                                       int64_t vocabShard, int64_t hidden,
+                                       int64_t vocabOffset,
+                                       int64_t vocabTotal) {
   MLT_RETURN_IF_ERROR(checkShardArgs("embedding shard", ids, numTokens,
                                      vocabShard, vocabOffset, vocabTotal));
   for (int64_t p = 0; p < numTokens; ++p) {
@@ -80,15 +80,15 @@ rt::Status mlt::cpu::embeddingForwardShard(T *out, const int32_t *ids,
     else
       std::fill(out + p * hidden, out + (p + 1) * hidden, T(0));
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mlt::cpu::embeddingBackwardShard(T *dtable, const int32_t *ids,
-                                            const T *dout, int64_t numTokens,
-                                            int64_t vocabShard, int64_t hidden,
-                                            int64_t vocabOffset,
-                                            int64_t vocabTotal) {
+Status mlt::cpu::embeddingBackwardShard(T *dtable, const int32_t *ids,
+                                        const T *dout, int64_t numTokens,
+                                        int64_t vocabShard, int64_t hidden,
+                                        int64_t vocabOffset,
+                                        int64_t vocabTotal) {
   MLT_RETURN_IF_ERROR(checkShardArgs("embedding shard backward", ids, numTokens,
                                      vocabShard, vocabOffset, vocabTotal));
   for (int64_t p = 0; p < numTokens; ++p) {
@@ -100,18 +100,18 @@ rt::Status mlt::cpu::embeddingBackwardShard(T *dtable, const int32_t *ids,
     for (int64_t j = 0; j < hidden; ++j)
       target[j] += grad[j];
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 #define MLT_INSTANTIATE_EMBEDDING(T)                                           \
-  template rt::Status mlt::cpu::embeddingForward<T>(                           \
+  template Status mlt::cpu::embeddingForward<T>(                               \
       T *, const int32_t *, const T *, int64_t, int64_t, int64_t);             \
-  template rt::Status mlt::cpu::embeddingBackward<T>(                          \
+  template Status mlt::cpu::embeddingBackward<T>(                              \
       T *, const int32_t *, const T *, int64_t, int64_t, int64_t);             \
-  template rt::Status mlt::cpu::embeddingForwardShard<T>(                      \
+  template Status mlt::cpu::embeddingForwardShard<T>(                          \
       T *, const int32_t *, const T *, int64_t, int64_t, int64_t, int64_t,     \
       int64_t);                                                                \
-  template rt::Status mlt::cpu::embeddingBackwardShard<T>(                     \
+  template Status mlt::cpu::embeddingBackwardShard<T>(                         \
       T *, const int32_t *, const T *, int64_t, int64_t, int64_t, int64_t,     \
       int64_t);
 MLT_INSTANTIATE_EMBEDDING(float)

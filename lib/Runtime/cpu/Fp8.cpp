@@ -107,20 +107,20 @@ float mlt::cpu::absMax(const float *x, int64_t n) {
   return amax;
 }
 
-rt::Status mlt::cpu::quantizeFp8(uint8_t *q, const float *x, int64_t rows,
-                                 int64_t cols, bool transpose,
-                                 rt::ElementType format, float scale) {
+Status mlt::cpu::quantizeFp8(uint8_t *q, const float *x, int64_t rows,
+                             int64_t cols, bool transpose,
+                             rt::ElementType format, float scale) {
   if (!rt::isFp8ElementType(format))
-    return rt::errorf("quantize_fp8: ", rt::elementTypeName(format),
-                      " is not an FP8 format (f8e4m3 or f8e5m2)");
+    return errorf("quantize_fp8: ", rt::elementTypeName(format),
+                  " is not an FP8 format (f8e4m3 or f8e5m2)");
   if (rows < 0 || cols < 0)
-    return rt::errorf("quantize_fp8: negative size (rows = ", rows,
-                      ", cols = ", cols, ")");
+    return errorf("quantize_fp8: negative size (rows = ", rows,
+                  ", cols = ", cols, ")");
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       q[transpose ? c * rows + r : r * cols + c] =
           toFp8(x[r * cols + c] * scale, format);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 void mlt::cpu::dequantizeFp8(float *out, const uint8_t *q, int64_t n,

@@ -22,27 +22,27 @@ namespace {
 
 /// Checks the sizes of one gemm: non-negative, within BLAS's int, and leading
 /// dimensions at least as long as the stored rows.
-rt::Status checkGemmArgs(bool transA, bool transB, int64_t m, int64_t n,
-                         int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+Status checkGemmArgs(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                     int64_t lda, int64_t ldb, int64_t ldc) {
   if (m < 0 || n < 0 || k < 0)
-    return rt::errorf("gemm: negative size (m = ", m, ", n = ", n, ", k = ", k,
-                      ")");
+    return errorf("gemm: negative size (m = ", m, ", n = ", n, ", k = ", k,
+                  ")");
   const int64_t aCols = transA ? m : k;
   const int64_t bCols = transB ? k : n;
   if (lda < std::max<int64_t>(1, aCols))
-    return rt::errorf("gemm: lda = ", lda, " is shorter than a row of A (",
-                      aCols, " elements)");
+    return errorf("gemm: lda = ", lda, " is shorter than a row of A (", aCols,
+                  " elements)");
   if (ldb < std::max<int64_t>(1, bCols))
-    return rt::errorf("gemm: ldb = ", ldb, " is shorter than a row of B (",
-                      bCols, " elements)");
+    return errorf("gemm: ldb = ", ldb, " is shorter than a row of B (", bCols,
+                  " elements)");
   if (ldc < std::max<int64_t>(1, n))
-    return rt::errorf("gemm: ldc = ", ldc, " is shorter than a row of C (", n,
-                      " elements)");
+    return errorf("gemm: ldc = ", ldc, " is shorter than a row of C (", n,
+                  " elements)");
   for (int64_t size : {m, n, k, lda, ldb, ldc})
     if (size > INT_MAX)
-      return rt::errorf("gemm: size ", size,
-                        " exceeds the 32-bit integers of BLAS");
-  return rt::Status::ok();
+      return errorf("gemm: size ", size,
+                    " exceeds the 32-bit integers of BLAS");
+  return Status::ok();
 }
 
 /// One row-major gemm on BLAS, arguments already checked.
@@ -65,42 +65,42 @@ void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 } // namespace
 
 template <typename T>
-rt::Status mlt::cpu::gemm(bool transA, bool transB, int64_t m, int64_t n,
-                          int64_t k, T alpha, const T *a, int64_t lda,
-                          const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+Status mlt::cpu::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                      T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                      T beta, T *c, int64_t ldc) {
   MLT_RETURN_IF_ERROR(checkGemmArgs(transA, transB, m, n, k, lda, ldb, ldc));
   if (m == 0 || n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   blasGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status
-mlt::cpu::gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
-                             int64_t k, T alpha, const T *a, int64_t lda,
-                             int64_t strideA, const T *b, int64_t ldb,
-                             int64_t strideB, T beta, T *c, int64_t ldc,
-                             int64_t strideC, int64_t batchCount) {
+Status mlt::cpu::gemmStridedBatched(bool transA, bool transB, int64_t m,
+                                    int64_t n, int64_t k, T alpha, const T *a,
+                                    int64_t lda, int64_t strideA, const T *b,
+                                    int64_t ldb, int64_t strideB, T beta, T *c,
+                                    int64_t ldc, int64_t strideC,
+                                    int64_t batchCount) {
   MLT_RETURN_IF_ERROR(checkGemmArgs(transA, transB, m, n, k, lda, ldb, ldc));
   if (batchCount < 0 || strideA < 0 || strideB < 0 || strideC < 0)
-    return rt::errorf("gemmStridedBatched: negative batch count or stride "
-                      "(batchCount = ",
-                      batchCount, ", strides ", strideA, ", ", strideB, ", ",
-                      strideC, ")");
+    return errorf("gemmStridedBatched: negative batch count or stride "
+                  "(batchCount = ",
+                  batchCount, ", strides ", strideA, ", ", strideB, ", ",
+                  strideC, ")");
   if (m == 0 || n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   for (int64_t i = 0; i < batchCount; ++i)
     blasGemm(transA, transB, m, n, k, alpha, a + i * strideA, lda,
              b + i * strideB, ldb, beta, c + i * strideC, ldc);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 #define MLT_INSTANTIATE_GEMM(T)                                                \
-  template rt::Status mlt::cpu::gemm<T>(bool, bool, int64_t, int64_t, int64_t, \
-                                        T, const T *, int64_t, const T *,      \
-                                        int64_t, T, T *, int64_t);             \
-  template rt::Status mlt::cpu::gemmStridedBatched<T>(                         \
+  template Status mlt::cpu::gemm<T>(bool, bool, int64_t, int64_t, int64_t, T,  \
+                                    const T *, int64_t, const T *, int64_t, T, \
+                                    T *, int64_t);                             \
+  template Status mlt::cpu::gemmStridedBatched<T>(                             \
       bool, bool, int64_t, int64_t, int64_t, T, const T *, int64_t, int64_t,   \
       const T *, int64_t, int64_t, T, T *, int64_t, int64_t, int64_t);
 MLT_INSTANTIATE_GEMM(float)

@@ -20,10 +20,10 @@ namespace {
 
 /// Rotates by `direction * angle` (+1 forward, -1 backward).
 template <typename T>
-rt::Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
-                  int64_t seq, int64_t heads, int64_t headDim, double theta,
-                  const rt::RopeScaling &scaling, int64_t positionOffset,
-                  double direction) {
+Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
+              int64_t seq, int64_t heads, int64_t headDim, double theta,
+              const rt::RopeScaling &scaling, int64_t positionOffset,
+              double direction) {
   MLT_RETURN_IF_ERROR(
       rt::checkRopeFrequencies(kernel, theta, headDim, scaling));
   const int64_t half = headDim / 2;
@@ -51,35 +51,35 @@ rt::Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
       }
     }
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 } // namespace
 
 template <typename T>
-rt::Status mlt::cpu::ropeForward(T *out, const T *in, int64_t batch,
-                                 int64_t seq, int64_t heads, int64_t headDim,
-                                 double theta, int64_t positionOffset,
-                                 const rt::RopeScaling &scaling) {
+Status mlt::cpu::ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t headDim, double theta,
+                             int64_t positionOffset,
+                             const rt::RopeScaling &scaling) {
   return rotate("rope", out, in, batch, seq, heads, headDim, theta, scaling,
                 positionOffset, 1.0);
 }
 
 template <typename T>
-rt::Status mlt::cpu::ropeBackward(T *din, const T *dout, int64_t batch,
-                                  int64_t seq, int64_t heads, int64_t headDim,
-                                  double theta, int64_t positionOffset,
-                                  const rt::RopeScaling &scaling) {
+Status mlt::cpu::ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
+                              int64_t heads, int64_t headDim, double theta,
+                              int64_t positionOffset,
+                              const rt::RopeScaling &scaling) {
   return rotate("rope backward", din, dout, batch, seq, heads, headDim, theta,
                 scaling, positionOffset, -1.0);
 }
 
 #define MLT_INSTANTIATE_ROPE(T)                                                \
-  template rt::Status mlt::cpu::ropeForward<T>(                                \
-      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t,     \
-      const rt::RopeScaling &);                                                \
-  template rt::Status mlt::cpu::ropeBackward<T>(                               \
-      T *, const T *, int64_t, int64_t, int64_t, int64_t, double, int64_t,     \
-      const rt::RopeScaling &);
+  template Status mlt::cpu::ropeForward<T>(T *, const T *, int64_t, int64_t,   \
+                                           int64_t, int64_t, double, int64_t,  \
+                                           const rt::RopeScaling &);           \
+  template Status mlt::cpu::ropeBackward<T>(T *, const T *, int64_t, int64_t,  \
+                                            int64_t, int64_t, double, int64_t, \
+                                            const rt::RopeScaling &);
 MLT_INSTANTIATE_ROPE(float)
 MLT_INSTANTIATE_ROPE(double)

@@ -40,9 +40,9 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
 #define MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
 
-#include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/cuda/NcclCommunicator.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_runtime.h>
 
@@ -56,7 +56,7 @@ class CudaCollectives {
 public:
   /// Creates the communication stream and the events on the current device
   /// (the communicator's).
-  static rt::StatusOr<std::unique_ptr<CudaCollectives>>
+  static StatusOr<std::unique_ptr<CudaCollectives>>
   create(rt::CudaCommunicator &communicator);
   ~CudaCollectives();
   CudaCollectives(const CudaCollectives &) = delete;
@@ -67,25 +67,25 @@ public:
   /// Queues collective instruction `inst` (ints: count, axis) on the
   /// communication stream, ordered after everything queued on `compute` so
   /// far and before everything queued there later.
-  rt::Status launch(const rt::InstructionDesc &inst, const rt::BufferView &in,
-                    const rt::BufferView &out, cudaStream_t compute);
+  Status launch(const rt::InstructionDesc &inst, const rt::BufferView &in,
+                const rt::BufferView &out, cudaStream_t compute);
 
   /// Queues collective instruction `inst` on `stream`, ordered only by that
   /// stream (the caller orders it against the others).
-  rt::Status launchOn(const rt::InstructionDesc &inst, const rt::BufferView &in,
-                      const rt::BufferView &out, cudaStream_t stream);
+  Status launchOn(const rt::InstructionDesc &inst, const rt::BufferView &in,
+                  const rt::BufferView &out, cudaStream_t stream);
 
   /// Queues a transfer group over mesh axis `axis` on `compute`, in order
   /// with its launches.
-  rt::Status exchange(std::string_view axis,
-                      const std::vector<rt::PointToPoint> &transfers,
-                      cudaStream_t compute);
+  Status exchange(std::string_view axis,
+                  const std::vector<rt::PointToPoint> &transfers,
+                  cudaStream_t compute);
 
   /// Waits for `compute` (which, by the ordering above, waits for every
   /// collective queued before its last launch): plain cudaStreamSynchronize
   /// until the first collective, then the communicator's polling wait.
   /// `cudaResult` gets the stream's status; the Status reports NCCL.
-  rt::Status wait(cudaStream_t compute, cudaError_t &cudaResult);
+  Status wait(cudaStream_t compute, cudaError_t &cudaResult);
 
 private:
   explicit CudaCollectives(rt::CudaCommunicator &communicator)
@@ -104,17 +104,17 @@ private:
 /// stream, when given; else ordered against `compute` by events); otherwise
 /// an error saying how to run collectives on GPUs (one process per GPU,
 /// mpirun).
-rt::Status launchCollective(CudaCollectives *collectives,
-                            const rt::InstructionDesc &inst,
-                            const rt::BufferView &in, const rt::BufferView &out,
-                            cudaStream_t compute, cudaStream_t side = nullptr);
+Status launchCollective(CudaCollectives *collectives,
+                        const rt::InstructionDesc &inst,
+                        const rt::BufferView &in, const rt::BufferView &out,
+                        cudaStream_t compute, cudaStream_t side = nullptr);
 
 /// A transfer group on the CUDA context: through `collectives` when the rank
 /// has a CUDA communicator, on `compute`; otherwise an error saying how to
 /// run transfers on GPUs.
-rt::Status launchExchange(CudaCollectives *collectives, std::string_view axis,
-                          const std::vector<rt::PointToPoint> &transfers,
-                          cudaStream_t compute);
+Status launchExchange(CudaCollectives *collectives, std::string_view axis,
+                      const std::vector<rt::PointToPoint> &transfers,
+                      cudaStream_t compute);
 
 /// The device a rank's context runs on when its communicator is a
 /// CudaCommunicator (that communicator's device); -1 otherwise.

@@ -10,7 +10,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_CUDACHECK_H
 #define MLT_LIB_RUNTIME_CUDA_CUDACHECK_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -18,16 +18,16 @@
 namespace mlt::cuda {
 
 /// "cudaMalloc: out of memory" for a failed call; ok for cudaSuccess.
-inline rt::Status cudaStatus(cudaError_t error, const char *call) {
+inline Status cudaStatus(cudaError_t error, const char *call) {
   if (error == cudaSuccess)
-    return rt::Status::ok();
-  return rt::errorf(call, ": ", cudaGetErrorString(error));
+    return Status::ok();
+  return errorf(call, ": ", cudaGetErrorString(error));
 }
 
-inline rt::Status cublasStatus(cublasStatus_t status, const char *call) {
+inline Status cublasStatus(cublasStatus_t status, const char *call) {
   if (status == CUBLAS_STATUS_SUCCESS)
-    return rt::Status::ok();
-  return rt::errorf(call, ": ", cublasLtGetStatusString(status));
+    return Status::ok();
+  return errorf(call, ": ", cublasLtGetStatusString(status));
 }
 
 } // namespace mlt::cuda

@@ -97,29 +97,28 @@ public:
   ~CudaDeviceContext() override;
 
   /// Creates the stream and the error record on the device.
-  rt::Status init();
+  Status init();
 
-  rt::StatusOr<uint8_t *> allocate(uint64_t bytes) override;
+  StatusOr<uint8_t *> allocate(uint64_t bytes) override;
   void deallocate(uint8_t *memory) override;
-  rt::Status copyToDevice(uint8_t *device, const void *host,
+  Status copyToDevice(uint8_t *device, const void *host,
+                      uint64_t bytes) override;
+  Status copyToHost(void *host, const uint8_t *device, uint64_t bytes) override;
+  Status copyToHostAtSync(void *host, const uint8_t *device,
                           uint64_t bytes) override;
-  rt::Status copyToHost(void *host, const uint8_t *device,
-                        uint64_t bytes) override;
-  rt::Status copyToHostAtSync(void *host, const uint8_t *device,
-                              uint64_t bytes) override;
-  rt::Status fill(const rt::BufferView &buffer, double value) override;
-  rt::Status launch(const rt::InstructionDesc &inst,
-                    const std::vector<rt::BufferView> &inputs,
-                    const std::vector<rt::BufferView> &outputs) override;
-  rt::Status exchange(std::string_view axis,
-                      const std::vector<rt::PointToPoint> &transfers) override;
-  rt::Status beginProgram(const rt::ProgramDesc &program) override;
-  rt::Status endProgram(const rt::ProgramDesc &program) override;
-  rt::Status synchronize() override;
+  Status fill(const rt::BufferView &buffer, double value) override;
+  Status launch(const rt::InstructionDesc &inst,
+                const std::vector<rt::BufferView> &inputs,
+                const std::vector<rt::BufferView> &outputs) override;
+  Status exchange(std::string_view axis,
+                  const std::vector<rt::PointToPoint> &transfers) override;
+  Status beginProgram(const rt::ProgramDesc &program) override;
+  Status endProgram(const rt::ProgramDesc &program) override;
+  Status synchronize() override;
   std::string architecture() const override { return architecture_; }
   std::string deviceName() const override { return deviceName_; }
-  rt::Status beginLaunchTiming() override;
-  rt::StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
+  Status beginLaunchTiming() override;
+  StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
   /// Programs with collectives too, unless MLT_CUDA_GRAPHS=compute: NCCL is
   /// captured (the event fork and join of Collectives.h and of the plan's
   /// streams is the pattern capture needs), checked against the runs without
@@ -127,41 +126,40 @@ public:
   bool canCapture() const override {
     return graphsAllowed_ && (!collectives_ || graphsWithCollectives_);
   }
-  rt::Status beginCapture() override;
-  rt::StatusOr<size_t> endCapture() override;
+  Status beginCapture() override;
+  StatusOr<size_t> endCapture() override;
   void abortCapture() override;
-  rt::Status replay(size_t capture) override;
+  Status replay(size_t capture) override;
 
 private:
   /// Waits for the compute stream (Collectives.h: polling once collectives
   /// run); `error` gets the stream's CUDA status.
-  rt::Status waitCompute(cudaError_t &error) {
+  Status waitCompute(cudaError_t &error) {
     if (collectives_)
       return collectives_->wait(stream_, error);
     error = cudaStreamSynchronize(stream_);
-    return rt::Status::ok();
+    return Status::ok();
   }
 
   /// Makes the context's device current on the calling thread.
-  rt::Status activate() {
+  Status activate() {
     MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    return rt::Status::ok();
+    return Status::ok();
   }
 
   /// Starts the timing of a launch or exchange on stream `s` (while timing
   /// is on), and ends it.
-  rt::Status beginTimed(cudaStream_t s);
-  rt::Status endTimed(cudaStream_t s);
+  Status beginTimed(cudaStream_t s);
+  Status endTimed(cudaStream_t s);
 
   /// Runs `inst` on stream `s` (the compute stream, or for a collective
   /// the plan stream it names).
-  rt::Status launchKernel(const rt::InstructionDesc &inst,
-                          const std::vector<rt::BufferView> &in,
-                          const std::vector<rt::BufferView> &out,
-                          cudaStream_t s);
+  Status launchKernel(const rt::InstructionDesc &inst,
+                      const std::vector<rt::BufferView> &in,
+                      const std::vector<rt::BufferView> &out, cudaStream_t s);
 
   /// The event of token `token`, created on first use.
-  rt::StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
+  StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
 
   /// The rank's place on mesh axis `axis` (as in CpuBackend.cpp):
   /// coordinate 0 of 1 for axis -1.
@@ -169,7 +167,7 @@ private:
     int64_t coordinate = 0;
     int64_t size = 1;
   };
-  rt::StatusOr<AxisPosition> axisPosition(int64_t axis) const;
+  StatusOr<AxisPosition> axisPosition(int64_t axis) const;
 
   /// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
   /// rank, that this rank holds: [offset, offset + vocabLocal) of [0, total)
@@ -178,12 +176,12 @@ private:
     int64_t offset = 0;
     int64_t total = 0;
   };
-  rt::StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
+  StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
 
   /// At least `bytes` of device scratch memory, valid until the next call;
   /// used by one launch at a time on the compute stream. Growing it waits for
   /// the stream (earlier launches may still read the old area).
-  rt::StatusOr<void *> scratch(size_t bytes);
+  StatusOr<void *> scratch(size_t bytes);
 
   /// bf16 attention at a head_dim the tensor-core kernels are not built for
   /// (they take 64 and 128): the operands widened to f32 in scratch, the f32
@@ -191,17 +189,17 @@ private:
   /// the same semantics (probabilities in f32 rather than bf16: closer to
   /// the CPU backend's); the small models of tests use it. With `rope`,
   /// attention_bwd_rope: dq and dk rotated back in f32 before rounding.
-  rt::Status attentionThroughF32(const rt::InstructionDesc &inst,
-                                 const std::vector<rt::BufferView> &in,
-                                 const std::vector<rt::BufferView> &out,
-                                 const AttentionShape &shape,
-                                 const AttentionRope *rope = nullptr);
+  Status attentionThroughF32(const rt::InstructionDesc &inst,
+                             const std::vector<rt::BufferView> &in,
+                             const std::vector<rt::BufferView> &out,
+                             const AttentionShape &shape,
+                             const AttentionRope *rope = nullptr);
 
   /// The error sink of a launch of `inst` that checks its data.
   DeviceErrorSink errorSink(const rt::InstructionDesc &inst);
 
   /// The record's report as one line.
-  rt::Status deviceError(const DeviceErrorRecord &record) const;
+  Status deviceError(const DeviceErrorRecord &record) const;
 
   int device_;
   /// "sm_90": the device's compute capability, as plans name targets.

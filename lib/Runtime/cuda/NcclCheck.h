@@ -13,7 +13,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_NCCLCHECK_H
 #define MLT_LIB_RUNTIME_CUDA_NCCLCHECK_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <nccl.h>
 
@@ -30,17 +30,17 @@ inline const char *sourceFileName(const char *path) {
 
 /// "ncclAllReduce: unhandled cuda error (NCCL: ...) [NcclCommunicator.cpp:42]"
 /// for a failed call; ok for ncclSuccess and ncclInProgress.
-inline rt::Status ncclStatus(ncclResult_t result, const char *call,
-                             const char *file, int line) {
+inline Status ncclStatus(ncclResult_t result, const char *call,
+                         const char *file, int line) {
   if (result == ncclSuccess || result == ncclInProgress)
-    return rt::Status::ok();
+    return Status::ok();
   // The function's name, without its arguments.
   std::string name(call, std::strcspn(call, "( "));
   std::string detail;
   if (const char *last = ncclGetLastError(nullptr); last && *last)
     detail = std::string(" (NCCL: ") + last + ")";
-  return rt::errorf(name, ": ", ncclGetErrorString(result), detail, " [",
-                    sourceFileName(file), ":", line, "]");
+  return errorf(name, ": ", ncclGetErrorString(result), detail, " [",
+                sourceFileName(file), ":", line, "]");
 }
 
 } // namespace mlt::cuda

@@ -314,7 +314,7 @@ Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
     cpu::fill(buffer.as<double>(), n, value);
     return Status::ok();
   case ElementType::BF16: {
-    uint16_t bits = cpu::floatToBF16(float(value));
+    uint16_t bits = floatToBF16(float(value));
     uint16_t *data = buffer.as<uint16_t>();
     for (int64_t i = 0; i < n; ++i)
       data[i] = bits;

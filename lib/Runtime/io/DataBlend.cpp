@@ -10,9 +10,9 @@
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/io/DocumentSampler.h"
-#include "mlt/Runtime/io/FileKind.h"
 #include "mlt/Runtime/io/IndexedDataset.h"
 #include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Support/FileKind.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +27,7 @@
 
 #include <sys/stat.h>
 
+using namespace mlt;
 using namespace mlt::rt;
 using json = nlohmann::json;
 

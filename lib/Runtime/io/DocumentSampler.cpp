@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cassert>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

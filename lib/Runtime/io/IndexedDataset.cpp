@@ -11,7 +11,7 @@
 
 #include "mlt/Runtime/io/IndexedDataset.h"
 #include "mlt/Runtime/Random.h"
-#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Support/FileKind.h"
 
 #include <algorithm>
 #include <cassert>
@@ -29,6 +29,7 @@
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "indexed datasets are little-endian; mlt reads them in place");
 
+using namespace mlt;
 using namespace mlt::rt;
 
 namespace {

@@ -15,8 +15,8 @@
 
 #include "mlt/Runtime/io/MatmulTable.h"
 
-#include "mlt/Runtime/io/AtomicFile.h"
-#include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

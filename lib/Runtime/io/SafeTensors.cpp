@@ -9,8 +9,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/io/SafeTensors.h"
-#include "mlt/Runtime/io/FileKind.h"
-#include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/Bf16.h"
+#include "mlt/Support/FileKind.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +22,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -102,17 +103,6 @@ float floatOf(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
-}
-
-float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
-uint16_t floatToBF16(float f) {
-  uint32_t bits = bitsOf(f);
-  // Keep NaNs NaN: rounding could carry a NaN's payload into infinity.
-  if (std::isnan(f))
-    return uint16_t((bits >> 16) | 0x0040);
-  uint32_t roundingBias = 0x7FFF + ((bits >> 16) & 1);
-  return uint16_t((bits + roundingBias) >> 16);
 }
 
 // IEEE half <-> float without branches on the common path, after Marat
@@ -334,38 +324,6 @@ Status readAt(int fd, uint8_t *out, size_t size, uint64_t offset,
   return Status::ok();
 }
 
-Status writeAll(int fd, const uint8_t *data, size_t size,
-                const std::string &path) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return errorf(path, ": write failed: ", errnoText());
-    data += n;
-    size -= size_t(n);
-  }
-  return Status::ok();
-}
-
-/// A random suffix for temporary names; several processes (ranks) may write
-/// beside the same target at once, so the pid alone is not enough.
-std::string uniqueSuffix() {
-  std::random_device rd;
-  std::ostringstream os;
-  os << ::getpid() << '-' << std::hex << rd() << rd();
-  return os.str();
-}
-
-/// Flushes a directory's entries (the effect of a rename) to disk; best
-/// effort, since not every file system supports it.
-void syncDirectory(const fs::path &dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    (void)::fsync(fd);
-    ::close(fd);
-  }
-}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -858,21 +816,15 @@ buildHeader(const std::vector<TensorSpec> &specs,
   return text;
 }
 
-/// Writes the tensors of `specs`, each's bytes from `bytesOf` in turn, to a
-/// new file at `path`; the file must not exist.
-Status writeNewFile(const std::string &path, const std::string &header,
-                    const std::vector<TensorSpec> &specs,
-                    const TensorBytes &bytesOf) {
-  FileDescriptor fd(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0)
-    return errorf(path, ": cannot create: ", errnoText());
+/// Appends the file's bytes: the length of `header`, `header`, then the
+/// tensors of `specs`, each's bytes from `bytesOf` in turn.
+Status appendFile(const AppendBytes &append, const std::string &header,
+                  const std::vector<TensorSpec> &specs,
+                  const TensorBytes &bytesOf) {
   uint8_t lengthBytes[8];
   store<uint64_t>(lengthBytes, header.size());
-  MLT_RETURN_IF_ERROR(writeAll(fd.get(), lengthBytes, 8, path));
-  MLT_RETURN_IF_ERROR(writeAll(fd.get(),
-                               reinterpret_cast<const uint8_t *>(header.data()),
-                               header.size(), path));
+  MLT_RETURN_IF_ERROR(append(lengthBytes, 8));
+  MLT_RETURN_IF_ERROR(append(header.data(), header.size()));
   for (size_t i = 0; i < specs.size(); ++i) {
     StatusOr<ByteView> bytes = bytesOf(i);
     if (!bytes)
@@ -881,15 +833,10 @@ Status writeNewFile(const std::string &path, const std::string &header,
       return errorf("tensor '", specs[i].name, "' holds ", bytes->size,
                     " bytes, but shape ", formatShape(specs[i].shape), " of ",
                     dtypeName(specs[i].dtype), " needs ", specs[i].numBytes());
-    Status written = writeAll(fd.get(), bytes->data, bytes->size, path);
+    Status written = append(bytes->data, bytes->size);
     if (!written.isOk())
       return std::move(written).withContext("tensor '" + specs[i].name + "'");
   }
-  // Data must be on disk before the rename makes the file visible.
-  if (::fsync(fd.get()) != 0)
-    return errorf(path, ": fsync failed: ", errnoText());
-  if (fd.close() != 0)
-    return errorf(path, ": close failed: ", errnoText());
   return Status::ok();
 }
 
@@ -944,35 +891,10 @@ Status writeSafeTensors(const std::string &path,
   if (!header)
     return header.takeStatus().withContext(path);
 
-  std::string temporary = path + ".tmp-" + uniqueSuffix();
-  Status written = writeNewFile(temporary, *header, specs, bytesOf);
-  if (written.isOk() && ::rename(temporary.c_str(), path.c_str()) != 0)
-    written =
-        errorf("cannot rename ", temporary, " to ", path, ": ", errnoText());
-  if (!written.isOk()) {
-    ::unlink(temporary.c_str());
-    return written;
-  }
-  syncDirectory(fs::path(path).parent_path());
-  return Status::ok();
+  return writeFileAtomicallyWith(path, [&](const AppendBytes &append) {
+    return appendFile(append, *header, specs, bytesOf);
+  });
 }
-
-Status writeDurably(const std::string &path, const std::string &text) {
-  FileDescriptor fd(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0)
-    return errorf(path, ": cannot create: ", errnoText());
-  Status written =
-      writeAll(fd.get(), reinterpret_cast<const uint8_t *>(text.data()),
-               text.size(), path);
-  if (written.isOk() && ::fsync(fd.get()) != 0)
-    written = errorf(path, ": fsync failed: ", errnoText());
-  if (written.isOk() && fd.close() != 0)
-    written = errorf(path, ": close failed: ", errnoText());
-  return written;
-}
-
-void syncDirectory(const std::string &dir) { syncDirectory(fs::path(dir)); }
 
 Status placeDirectory(const std::string &temporary, const std::string &dir) {
   fs::path target = withoutTrailingSlash(dir);
@@ -986,13 +908,13 @@ Status placeDirectory(const std::string &temporary, const std::string &dir) {
   const bool replacing = fs::exists(targetStatus);
   if (replacing && !fs::is_directory(targetStatus))
     return errorf(dir, ": exists and is not a directory; not replacing it");
-  syncDirectory(fs::path(temporary));
+  syncDirectory(temporary);
 
   if (!replacing) {
     if (::rename(temporary.c_str(), target.c_str()) != 0)
       return errorf(dir, ": cannot rename ", temporary, " into place: ",
                     errnoText());
-    syncDirectory(parent);
+    syncDirectory(parent.string());
     return Status::ok();
   }
 
@@ -1001,7 +923,7 @@ Status placeDirectory(const std::string &temporary, const std::string &dir) {
   // names a complete checkpoint; the temporary name then holds the old one.
   if (::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, target.c_str(),
                   RENAME_EXCHANGE) == 0) {
-    syncDirectory(parent);
+    syncDirectory(parent.string());
     std::error_code ignored;
     fs::remove_all(temporary, ignored);
     return Status::ok();
@@ -1011,8 +933,8 @@ Status placeDirectory(const std::string &temporary, const std::string &dir) {
 #endif
   // Without an atomic exchange (older kernels, some file systems), move the
   // old directory aside first; `dir` is missing only between the renames.
-  fs::path old = parent / ("." + target.filename().string() + ".old-" +
-                           uniqueSuffix());
+  fs::path old =
+      parent / ("." + target.filename().string() + ".old-" + temporarySuffix());
   if (::rename(target.c_str(), old.c_str()) != 0)
     return errorf(dir, ": cannot move the old directory aside: ", errnoText());
   if (::rename(temporary.c_str(), target.c_str()) != 0) {
@@ -1021,7 +943,7 @@ Status placeDirectory(const std::string &temporary, const std::string &dir) {
     (void)::rename(old.c_str(), target.c_str());
     return status;
   }
-  syncDirectory(parent);
+  syncDirectory(parent.string());
   std::error_code ignored;
   fs::remove_all(old, ignored);
   return Status::ok();
@@ -1081,7 +1003,7 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
   // What a killed write of this directory left behind.
   removeStaleTemporaries(parent.string(), "." + target.filename().string() + ".");
   fs::path temporary =
-      parent / ("." + target.filename().string() + ".tmp-" + uniqueSuffix());
+      parent / ("." + target.filename().string() + ".tmp-" + temporarySuffix());
   if (::mkdir(temporary.c_str(), 0777) != 0)
     return errorf(dir, ": cannot create the temporary directory ",
                   temporary.string(), ": ", errnoText());

@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/Random.h"
 #include "mlt/Runtime/io/TokenData.h"
-#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Runtime/Random.h"
+#include "mlt/Support/FileKind.h"
 
 #include <cassert>
 #include <cerrno>

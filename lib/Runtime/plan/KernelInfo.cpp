@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+using namespace mlt;
 using namespace mlt::rt;
 
 [[noreturn]] void mlt::rt::detail::badAttributeList(Kernel kernel,

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/plan/ModelConfig.h"
-#include "mlt/Runtime/io/JsonDepth.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

@@ -11,8 +11,8 @@
 #include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/plan/Plan_generated.h"
-#include "mlt/Runtime/Checksum.h"
-#include "mlt/Runtime/io/FileKind.h"
+#include "mlt/Support/Checksum.h"
+#include "mlt/Support/FileKind.h"
 
 #include <cstring>
 #include <fstream>

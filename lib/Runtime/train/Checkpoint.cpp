@@ -6,10 +6,11 @@
 
 #include "mlt/Runtime/train/Checkpoint.h"
 
-#include "mlt/Runtime/io/FileKind.h"
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/FileKind.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <signal.h>
 #include <sstream>
 #include <thread>
@@ -78,24 +78,6 @@ StatusOr<std::string> readText(const fs::path &path) {
   if (!in)
     return errorf(path.string(), ": cannot read");
   return text.str();
-}
-
-/// Replaces `path` with `text` through a flushed temporary file and a
-/// rename.
-Status replaceText(const fs::path &path, const std::string &text) {
-  const fs::path temporary =
-      path.parent_path() /
-      ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  std::error_code ignored;
-  fs::remove(temporary, ignored);
-  MLT_RETURN_IF_ERROR(writeDurably(temporary.string(), text));
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temporary.c_str());
-    return errorf(path.string(), ": cannot replace: ", std::strerror(error));
-  }
-  syncDirectory(path.parent_path().string());
-  return Status::ok();
 }
 
 /// Whether a checkpoint tensor is one of AdamW's moments.
@@ -192,12 +174,8 @@ StatusOr<std::string> mlt::rt::beginCheckpoint(const std::string &root,
       return errorf(root, ": cannot create the directory: ", error.message());
   }
   removeStaleTemporaries(root);
-  std::random_device random;
-  char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), "%ld-%08x", long(::getpid()),
-                unsigned(random()));
   const fs::path dir =
-      rootPath / ("." + checkpointDirName(step) + ".tmp-" + suffix);
+      rootPath / ("." + checkpointDirName(step) + ".tmp-" + temporarySuffix());
   if (!fs::create_directory(dir, error))
     return errorf(dir.string(), ": cannot create: ",
                   error ? error.message() : std::string("it exists"));
@@ -306,7 +284,8 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
   const std::string name = checkpointDirName(state.step);
   const fs::path final = rootPath / name;
   MLT_RETURN_IF_ERROR(placeDirectory(dir, final.string()));
-  MLT_RETURN_IF_ERROR(replaceText(rootPath / kLatest, name + "\n"));
+  MLT_RETURN_IF_ERROR(
+      writeFileAtomically((rootPath / kLatest).string(), name + "\n"));
 
   if (keepLast > 0) {
     std::error_code error;

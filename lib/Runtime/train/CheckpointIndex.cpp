@@ -6,9 +6,9 @@
 
 #include "mlt/Runtime/train/CheckpointIndex.h"
 
-#include "mlt/Runtime/io/JsonDepth.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

@@ -88,9 +88,9 @@
 #ifndef MLT_RUNTIME_COMMUNICATOR_H
 #define MLT_RUNTIME_COMMUNICATOR_H
 
-#include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <string>

@@ -24,7 +24,7 @@
 
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <chrono>
 #include <memory>

@@ -22,7 +22,7 @@
 #ifndef MLT_RUNTIME_MESH_H
 #define MLT_RUNTIME_MESH_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <optional>

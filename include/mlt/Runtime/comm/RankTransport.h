@@ -18,7 +18,7 @@
 #ifndef MLT_RUNTIME_RANKTRANSPORT_H
 #define MLT_RUNTIME_RANKTRANSPORT_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 

@@ -11,7 +11,7 @@
 #ifndef MLT_RUNTIME_CPU_ADAMW_H
 #define MLT_RUNTIME_CPU_ADAMW_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -52,9 +52,9 @@ struct AdamWParams {
 
 /// Applies one AdamW update to `param`, updating the moments m and v.
 template <typename T>
-rt::Status adamwStep(T *param, T *m, T *v, const T *grad, int64_t n,
-                     const AdamWParams &params, int64_t step,
-                     bool applyWeightDecay);
+Status adamwStep(T *param, T *m, T *v, const T *grad, int64_t n,
+                 const AdamWParams &params, int64_t step,
+                 bool applyWeightDecay);
 
 } // namespace mlt::cpu
 

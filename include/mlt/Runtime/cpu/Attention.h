@@ -11,7 +11,7 @@
 #ifndef MLT_RUNTIME_CPU_ATTENTION_H
 #define MLT_RUNTIME_CPU_ATTENTION_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -54,20 +54,19 @@ struct AttentionParams {
 /// The argument check of the attention family, shared with the CUDA kernels:
 /// every size positive and qHeads a multiple of kvHeads; the error names
 /// `kernel`.
-rt::Status checkAttentionParams(const char *kernel,
-                                const AttentionParams &params);
+Status checkAttentionParams(const char *kernel, const AttentionParams &params);
 
 /// out = attention(q, k, v); lse = per-row log-sum-exp of the scaled scores.
 template <typename T>
-rt::Status attentionForward(T *out, T *lse, const T *q, const T *k, const T *v,
-                            const AttentionParams &params);
+Status attentionForward(T *out, T *lse, const T *q, const T *k, const T *v,
+                        const AttentionParams &params);
 
 /// Gradients of attention with respect to q, k, v (all overwritten), given
 /// dout and the forward's inputs, output and lse.
 template <typename T>
-rt::Status attentionBackward(T *dq, T *dk, T *dv, const T *dout, const T *q,
-                             const T *k, const T *v, const T *out, const T *lse,
-                             const AttentionParams &params);
+Status attentionBackward(T *dq, T *dk, T *dv, const T *dout, const T *q,
+                         const T *k, const T *v, const T *out, const T *lse,
+                         const AttentionParams &params);
 
 } // namespace mlt::cpu
 

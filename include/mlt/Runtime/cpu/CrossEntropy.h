@@ -10,7 +10,7 @@
 #ifndef MLT_RUNTIME_CPU_CROSSENTROPY_H
 #define MLT_RUNTIME_CPU_CROSSENTROPY_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -39,15 +39,15 @@ namespace mlt::cpu {
 
 /// *loss = mean-style cross-entropy (see above); lse[r] = logsumexp(row r).
 template <typename T>
-rt::Status crossEntropyForward(T *loss, T *lse, const T *logits,
-                               const int32_t *labels, int64_t rows,
-                               int64_t vocab, int64_t lossDivisor);
+Status crossEntropyForward(T *loss, T *lse, const T *logits,
+                           const int32_t *labels, int64_t rows, int64_t vocab,
+                           int64_t lossDivisor);
 
 /// dlogits = (softmax - onehot) * dloss / lossDivisor, from the saved lse.
 template <typename T>
-rt::Status crossEntropyBackward(T *dlogits, const T *logits, const T *lse,
-                                const int32_t *labels, T dloss, int64_t rows,
-                                int64_t vocab, int64_t lossDivisor);
+Status crossEntropyBackward(T *dlogits, const T *logits, const T *lse,
+                            const int32_t *labels, T dloss, int64_t rows,
+                            int64_t vocab, int64_t lossDivisor);
 
 //===----------------------------------------------------------------------===//
 // cross_entropy over vocabulary shards
@@ -83,26 +83,24 @@ rt::Status crossEntropyBackward(T *dlogits, const T *logits, const T *lse,
 /// lse[r] = logsumexp(shard row r); target[r] = the label's logit if the
 /// label is in [vocabOffset, vocabOffset + vocabShard), else 0.
 template <typename T>
-rt::Status crossEntropyStats(T *lse, T *target, const T *logits,
-                             const int32_t *labels, int64_t rows,
-                             int64_t vocabShard, int64_t vocabOffset,
-                             int64_t vocabTotal);
+Status crossEntropyStats(T *lse, T *target, const T *logits,
+                         const int32_t *labels, int64_t rows,
+                         int64_t vocabShard, int64_t vocabOffset,
+                         int64_t vocabTotal);
 
 /// lse[r] = logsumexp_g parts[g, r]; *loss = sum_r (lse[r] - target[r]) /
 /// lossDivisor.
 template <typename T>
-rt::Status crossEntropyCombine(T *lse, T *loss, const T *parts, const T *target,
-                               int64_t rows, int64_t numParts,
-                               int64_t lossDivisor);
+Status crossEntropyCombine(T *lse, T *loss, const T *parts, const T *target,
+                           int64_t rows, int64_t numParts, int64_t lossDivisor);
 
 /// The shard's dlogits = (exp(logits - lse) - onehot) * dloss / lossDivisor,
 /// with `lse` the global one.
 template <typename T>
-rt::Status crossEntropyStatsBackward(T *dlogits, const T *logits, const T *lse,
-                                     const int32_t *labels, T dloss,
-                                     int64_t rows, int64_t vocabShard,
-                                     int64_t vocabOffset, int64_t vocabTotal,
-                                     int64_t lossDivisor);
+Status crossEntropyStatsBackward(T *dlogits, const T *logits, const T *lse,
+                                 const int32_t *labels, T dloss, int64_t rows,
+                                 int64_t vocabShard, int64_t vocabOffset,
+                                 int64_t vocabTotal, int64_t lossDivisor);
 
 } // namespace mlt::cpu
 

@@ -11,7 +11,7 @@
 #ifndef MLT_RUNTIME_CPU_EMBEDDING_H
 #define MLT_RUNTIME_CPU_EMBEDDING_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -34,13 +34,13 @@ namespace mlt::cpu {
 
 /// out[p, :] = table[ids[p], :] for p in [0, numTokens).
 template <typename T>
-rt::Status embeddingForward(T *out, const int32_t *ids, const T *table,
-                            int64_t numTokens, int64_t vocab, int64_t hidden);
+Status embeddingForward(T *out, const int32_t *ids, const T *table,
+                        int64_t numTokens, int64_t vocab, int64_t hidden);
 
 /// dtable[ids[p], :] += dout[p, :] for p in [0, numTokens).
 template <typename T>
-rt::Status embeddingBackward(T *dtable, const int32_t *ids, const T *dout,
-                             int64_t numTokens, int64_t vocab, int64_t hidden);
+Status embeddingBackward(T *dtable, const int32_t *ids, const T *dout,
+                         int64_t numTokens, int64_t vocab, int64_t hidden);
 
 //===----------------------------------------------------------------------===//
 // embedding over vocabulary shards
@@ -64,17 +64,17 @@ rt::Status embeddingBackward(T *dtable, const int32_t *ids, const T *dout,
 
 /// out[p, :] = table[ids[p] - vocabOffset, :] for ids in the shard, else 0.
 template <typename T>
-rt::Status embeddingForwardShard(T *out, const int32_t *ids, const T *table,
-                                 int64_t numTokens, int64_t vocabShard,
-                                 int64_t hidden, int64_t vocabOffset,
-                                 int64_t vocabTotal);
+Status embeddingForwardShard(T *out, const int32_t *ids, const T *table,
+                             int64_t numTokens, int64_t vocabShard,
+                             int64_t hidden, int64_t vocabOffset,
+                             int64_t vocabTotal);
 
 /// dtable[ids[p] - vocabOffset, :] += dout[p, :] for the ids in the shard.
 template <typename T>
-rt::Status embeddingBackwardShard(T *dtable, const int32_t *ids, const T *dout,
-                                  int64_t numTokens, int64_t vocabShard,
-                                  int64_t hidden, int64_t vocabOffset,
-                                  int64_t vocabTotal);
+Status embeddingBackwardShard(T *dtable, const int32_t *ids, const T *dout,
+                              int64_t numTokens, int64_t vocabShard,
+                              int64_t hidden, int64_t vocabOffset,
+                              int64_t vocabTotal);
 
 } // namespace mlt::cpu
 

@@ -11,7 +11,7 @@
 #define MLT_RUNTIME_CPU_FP8_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -62,8 +62,8 @@ float absMax(const float *x, int64_t n);
 /// q = toFp8(x * scale) for the [rows, cols] row-major x, written [rows,
 /// cols], or [cols, rows] when `transpose`. An error (nothing written) for a
 /// format that is not FP8 or negative sizes.
-rt::Status quantizeFp8(uint8_t *q, const float *x, int64_t rows, int64_t cols,
-                       bool transpose, rt::ElementType format, float scale);
+Status quantizeFp8(uint8_t *q, const float *x, int64_t rows, int64_t cols,
+                   bool transpose, rt::ElementType format, float scale);
 
 /// out[i] = fromFp8(q[i]) * scaleInv: the values a product of quantized
 /// operands multiplies (exact when scaleInv is a power of two).

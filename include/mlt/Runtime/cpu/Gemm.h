@@ -11,7 +11,7 @@
 #ifndef MLT_RUNTIME_CPU_GEMM_H
 #define MLT_RUNTIME_CPU_GEMM_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -41,20 +41,20 @@ namespace mlt::cpu {
 
 /// C[m, n] = alpha * op(A) * op(B) + beta * C, row-major, on OpenBLAS.
 template <typename T>
-rt::Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
-                T beta, T *c, int64_t ldc);
+Status gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+            const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+            int64_t ldc);
 
 /// `batchCount` independent gemms; product i uses `a + i * strideA`,
 /// `b + i * strideB` and `c + i * strideC`. A stride of 0 shares that operand
 /// by every product (a weight applied to each batch entry). The products must
 /// not write overlapping parts of C.
 template <typename T>
-rt::Status gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
-                              int64_t k, T alpha, const T *a, int64_t lda,
-                              int64_t strideA, const T *b, int64_t ldb,
-                              int64_t strideB, T beta, T *c, int64_t ldc,
-                              int64_t strideC, int64_t batchCount);
+Status gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
+                          int64_t k, T alpha, const T *a, int64_t lda,
+                          int64_t strideA, const T *b, int64_t ldb,
+                          int64_t strideB, T beta, T *c, int64_t ldc,
+                          int64_t strideC, int64_t batchCount);
 
 /// The threads of OpenBLAS's pool (OPENBLAS_NUM_THREADS, or the cores).
 int gemmThreads();

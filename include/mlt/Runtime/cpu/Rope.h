@@ -10,7 +10,7 @@
 #define MLT_RUNTIME_CPU_ROPE_H
 
 #include "mlt/Runtime/RopeFrequencies.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -41,17 +41,16 @@ namespace mlt::cpu {
 /// Rotates every head vector of `in` by its position; `out` may equal `in`.
 /// A bad `scaling` (rt::checkRopeScaling) is an error, as an odd headDim.
 template <typename T>
-rt::Status ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t headDim, double theta,
-                       int64_t positionOffset,
-                       const rt::RopeScaling &scaling = {});
+Status ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
+                   int64_t heads, int64_t headDim, double theta,
+                   int64_t positionOffset, const rt::RopeScaling &scaling = {});
 
 /// din = rotation of `dout` by the negative angles; `din` may equal `dout`.
 template <typename T>
-rt::Status ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t headDim, double theta,
-                        int64_t positionOffset,
-                        const rt::RopeScaling &scaling = {});
+Status ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
+                    int64_t heads, int64_t headDim, double theta,
+                    int64_t positionOffset,
+                    const rt::RopeScaling &scaling = {});
 
 } // namespace mlt::cpu
 

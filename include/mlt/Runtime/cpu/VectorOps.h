@@ -11,9 +11,10 @@
 #ifndef MLT_RUNTIME_CPU_VECTOROPS_H
 #define MLT_RUNTIME_CPU_VECTOROPS_H
 
-#include <cmath>
+#include "mlt/Support/Bf16.h"
+
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 namespace mlt::cpu {
 
@@ -26,9 +27,10 @@ namespace mlt::cpu {
 // - sumOfSquares accumulates in double whatever T is and returns double, so
 //   that the global gradient norm over billions of elements, summed over
 //   tensors and ranks, does not lose the small tensors' contributions.
-// - bfloat16 is stored as uint16_t (the high half of a float32). float ->
-//   bfloat16 rounds to nearest, ties to even, keeps infinities and maps every
-//   NaN to the quiet NaN 0x7FC0, as PyTorch's c10::BFloat16 does.
+// - bfloat16 is stored as uint16_t (the high half of a float32), converted
+//   by Bf16.h's floatToBF16 and bf16ToFloat: float -> bfloat16 rounds to
+//   nearest, ties to even, keeps infinities and maps every NaN to the quiet
+//   NaN 0x7FC0, as PyTorch's c10::BFloat16 does.
 //===----------------------------------------------------------------------===//
 
 /// x[i] = value.
@@ -59,27 +61,6 @@ void sumsOfSquares(float *const *out, const T *const *xs, const int64_t *ns,
 /// narrowing). Instantiated for (float, double) and (double, float).
 template <typename Src, typename Dst>
 void convert(Dst *out, const Src *in, int64_t n);
-
-/// Rounds a float to bfloat16, nearest-even; NaN becomes 0x7FC0.
-inline uint16_t floatToBF16(float value) {
-  if (std::isnan(value))
-    return 0x7FC0;
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  // Adding 0x7FFF rounds up above the halfway point; the low bit of the kept
-  // half breaks the tie toward an even result. Infinities stay infinities
-  // because their low half is zero.
-  uint32_t roundingBias = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + roundingBias) >> 16);
-}
-
-/// Widens a bfloat16 to the float with the same value (exact).
-inline float bf16ToFloat(uint16_t value) {
-  uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof(result));
-  return result;
-}
 
 /// out[i] = floatToBF16(in[i]).
 void castFloatToBF16(uint16_t *out, const float *in, int64_t n);

@@ -10,7 +10,7 @@
 #ifndef MLT_RUNTIME_CPU_VOCABSHARD_H
 #define MLT_RUNTIME_CPU_VOCABSHARD_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 
@@ -18,14 +18,14 @@ namespace mlt::cpu {
 
 /// The shard [vocabOffset, vocabOffset + vocabShard) lies in the vocabulary
 /// [0, vocabTotal); the error names `kernel`, the shard and the vocabulary.
-inline rt::Status checkVocabShard(const char *kernel, int64_t vocabShard,
-                                  int64_t vocabOffset, int64_t vocabTotal) {
+inline Status checkVocabShard(const char *kernel, int64_t vocabShard,
+                              int64_t vocabOffset, int64_t vocabTotal) {
   if (vocabShard < 0 || vocabOffset < 0 ||
       vocabOffset > vocabTotal - vocabShard)
-    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
-                      vocabOffset + vocabShard,
-                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
-  return rt::Status::ok();
+    return errorf(kernel, ": the shard [", vocabOffset, ", ",
+                  vocabOffset + vocabShard,
+                  ") is not inside the vocabulary [0, ", vocabTotal, ")");
+  return Status::ok();
 }
 
 } // namespace mlt::cpu

@@ -15,10 +15,10 @@
 #ifndef MLT_RUNTIME_BACKEND_H
 #define MLT_RUNTIME_BACKEND_H
 
-#include "mlt/Runtime/Status.h"
-#include "mlt/Runtime/exec/HostMemory.h"
 #include "mlt/Runtime/comm/Communicator.h"
+#include "mlt/Runtime/exec/HostMemory.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <functional>

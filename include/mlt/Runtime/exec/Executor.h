@@ -32,7 +32,7 @@
 
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <deque>
 #include <functional>

@@ -14,8 +14,8 @@
 #ifndef MLT_RUNTIME_EXEC_HOSTMEMORY_H
 #define MLT_RUNTIME_EXEC_HOSTMEMORY_H
 
-#include "mlt/Runtime/FormatBytes.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/FormatBytes.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <optional>

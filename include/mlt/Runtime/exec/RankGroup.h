@@ -40,7 +40,7 @@
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <chrono>
 #include <cstdint>

@@ -25,9 +25,9 @@
 #ifndef MLT_RUNTIME_TRACE_H
 #define MLT_RUNTIME_TRACE_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <string>
 #include <vector>

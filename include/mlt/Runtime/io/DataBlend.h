@@ -29,8 +29,8 @@
 #ifndef MLT_RUNTIME_IO_DATABLEND_H
 #define MLT_RUNTIME_IO_DATABLEND_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/io/TrainingData.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <functional>

@@ -32,9 +32,9 @@
 #ifndef MLT_RUNTIME_IO_DOCUMENTSAMPLER_H
 #define MLT_RUNTIME_IO_DOCUMENTSAMPLER_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/io/IndexedDataset.h"
 #include "mlt/Runtime/io/TrainingData.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <functional>

@@ -34,7 +34,7 @@
 #ifndef MLT_RUNTIME_IO_INDEXEDDATASET_H
 #define MLT_RUNTIME_IO_INDEXEDDATASET_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>

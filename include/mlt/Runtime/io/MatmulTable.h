@@ -26,7 +26,7 @@
 #ifndef MLT_RUNTIME_IO_MATMULTABLE_H
 #define MLT_RUNTIME_IO_MATMULTABLE_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <array>
 #include <cstdint>

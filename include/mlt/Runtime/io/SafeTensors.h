@@ -15,7 +15,7 @@
 #ifndef MLT_RUNTIME_IO_SAFETENSORS_H
 #define MLT_RUNTIME_IO_SAFETENSORS_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <functional>
@@ -63,8 +63,9 @@ struct Tensor {
   int64_t numElements() const;
 
   /// A tensor of `dtype` holding `values` rounded to nearest (ties to even)
-  /// when `dtype` is narrower than float; `dtype` must be a float dtype and
-  /// `values.size()` must equal the product of `shape`.
+  /// when `dtype` is narrower than float (BF16 by Bf16.h's floatToBF16: every
+  /// NaN 0x7FC0); `dtype` must be a float dtype and `values.size()` must
+  /// equal the product of `shape`.
   static Tensor fromFloats(DType dtype, std::vector<int64_t> shape,
                            const std::vector<float> &values);
   /// Like fromFloats, from doubles (exact for F64).
@@ -174,8 +175,8 @@ Status checkTensors(const std::vector<ExpectedTensor> &present,
 /// Writes `tensors` as a `.safetensors` file: a compact JSON header with
 /// `"__metadata__": {"format": "pt"}` (plus `metadata`), padded with spaces to
 /// a multiple of 8 bytes, then the tensors' bytes in name order. The file is
-/// written beside `path` and renamed over it when complete, so a failed write
-/// leaves `path` as it was.
+/// written beside `path` and renamed over it when complete (AtomicFile.h's
+/// writeFileAtomicallyWith), so a failed write leaves `path` as it was.
 Status
 writeSafeTensors(const std::string &path, const TensorMap &tensors,
                  const std::map<std::string, std::string> &metadata = {});
@@ -216,18 +217,10 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const std::vector<TensorSpec> &specs,
                           const TensorBytes &bytesOf);
 
-/// Creates the file `path` (which must not exist) holding `text`, flushed to
-/// the disk.
-Status writeDurably(const std::string &path, const std::string &text);
-
-/// Flushes a directory's entries (the effect of a rename) to disk; best
-/// effort, since not every file system supports it.
-void syncDirectory(const std::string &dir);
-
 /// Removes the temporary entries in `dir` whose names start with `prefix`
 /// (".<name>.tmp-<pid>-..." and ".<name>.old-<pid>-...", as the writers
-/// here name them) and whose writing process is gone: what a killed write
-/// left behind. A living process's are left alone.
+/// here and AtomicFile.h's name them) and whose writing process is gone:
+/// what a killed write left behind. A living process's are left alone.
 void removeStaleTemporaries(const std::string &dir,
                             const std::string &prefix = ".");
 

@@ -15,8 +15,8 @@
 #ifndef MLT_RUNTIME_IO_TOKENDATA_H
 #define MLT_RUNTIME_IO_TOKENDATA_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/io/TrainingData.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>

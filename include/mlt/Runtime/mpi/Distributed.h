@@ -26,10 +26,10 @@
 #ifndef MLT_RUNTIME_DISTRIBUTED_H
 #define MLT_RUNTIME_DISTRIBUTED_H
 
-#include "mlt/Runtime/mpi/MpiBootstrap.h"
 #include "mlt/Runtime/cuda/NcclCommunicator.h"
+#include "mlt/Runtime/mpi/MpiBootstrap.h"
 #include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <memory>
 

@@ -33,7 +33,7 @@
 #ifndef MLT_RUNTIME_MPIBOOTSTRAP_H
 #define MLT_RUNTIME_MPIBOOTSTRAP_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <chrono>
 #include <cstddef>

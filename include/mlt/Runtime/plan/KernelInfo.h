@@ -18,7 +18,7 @@
 
 #include "mlt/Runtime/ElementType.h"
 #include "mlt/Runtime/RopeFrequencies.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <array>
 #include <cassert>

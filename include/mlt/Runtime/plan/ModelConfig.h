@@ -15,7 +15,7 @@
 #define MLT_RUNTIME_PLAN_MODELCONFIG_H
 
 #include "mlt/Runtime/RopeFrequencies.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <optional>

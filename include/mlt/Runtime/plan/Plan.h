@@ -22,9 +22,9 @@
 #define MLT_RUNTIME_PLAN_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
 #include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>

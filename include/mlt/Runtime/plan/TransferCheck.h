@@ -37,9 +37,9 @@
 #ifndef MLT_RUNTIME_TRANSFERCHECK_H
 #define MLT_RUNTIME_TRANSFERCHECK_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>

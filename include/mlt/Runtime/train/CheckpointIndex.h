@@ -37,8 +37,8 @@
 #ifndef MLT_RUNTIME_TRAIN_CHECKPOINTINDEX_H
 #define MLT_RUNTIME_TRAIN_CHECKPOINTINDEX_H
 
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <string>

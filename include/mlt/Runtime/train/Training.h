@@ -31,12 +31,12 @@
 #ifndef MLT_RUNTIME_TRAINING_H
 #define MLT_RUNTIME_TRAINING_H
 
-#include "mlt/Runtime/plan/Blocks.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/io/TokenData.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/exec/RankGroup.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Support/Status.h"
 
 #include <cstdint>
 #include <functional>

@@ -23,16 +23,15 @@ static_assert(kBwdBr == kBwdBc, "dk/dv are staged in the query tiles");
 namespace {
 
 /// The CPU kernels' check, then the CUDA kernels' own limits.
-rt::Status checkShape(const char *kernel, const AttentionShape &p) {
+Status checkShape(const char *kernel, const AttentionShape &p) {
   MLT_RETURN_IF_ERROR(cpu::checkAttentionParams(kernel, p));
   if (p.headDim > kMaxAttentionHeadDim)
-    return rt::errorf(kernel, ": head_dim ", p.headDim,
-                      " is larger than the CUDA kernels' ",
-                      kMaxAttentionHeadDim);
+    return errorf(kernel, ": head_dim ", p.headDim,
+                  " is larger than the CUDA kernels' ", kMaxAttentionHeadDim);
   if (p.qHeads > 65535 || p.batch > 65535 || p.seq > INT32_MAX / 2)
-    return rt::errorf(kernel, ": shape too large for the CUDA grid (batch ",
-                      p.batch, ", seq ", p.seq, ", q heads ", p.qHeads, ")");
-  return rt::Status::ok();
+    return errorf(kernel, ": shape too large for the CUDA grid (batch ",
+                  p.batch, ", seq ", p.seq, ", q heads ", p.qHeads, ")");
+  return Status::ok();
 }
 
 template <typename... Ptrs> bool allAligned16(const Ptrs *...ptrs) {
@@ -42,26 +41,24 @@ template <typename... Ptrs> bool allAligned16(const Ptrs *...ptrs) {
 /// Opts the kernel into `bytes` of dynamic shared memory (above the default
 /// 48 KiB) and checks the device has them.
 template <typename Kernel>
-rt::Status allowShared(Kernel kernel, size_t bytes, const char *name) {
+Status allowShared(Kernel kernel, size_t bytes, const char *name) {
   if (bytes <= 48 * 1024)
-    return rt::Status::ok();
+    return Status::ok();
   int device = 0, limit = 0;
   MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   MLT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
       &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (size_t(limit) < bytes)
-    return rt::errorf(name, ": needs ", bytes,
-                      " bytes of shared memory per block, the device has ",
-                      limit);
+    return errorf(name, ": needs ", bytes,
+                  " bytes of shared memory per block, the device has ", limit);
   MLT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <int D>
-rt::Status forward(float *out, float *lse, const float *q, const float *k,
-                   const float *v, const AttentionShape &p,
-                   cudaStream_t stream) {
+Status forward(float *out, float *lse, const float *q, const float *k,
+               const float *v, const AttentionShape &p, cudaStream_t stream) {
   const size_t shared = fwdSharedBytes<D>();
   MLT_RETURN_IF_ERROR(
       allowShared(attentionFwdKernel<D>, shared, "attention_fwd"));
@@ -72,14 +69,14 @@ rt::Status forward(float *out, float *lse, const float *q, const float *k,
       out, lse, q, k, v, int(p.seq), int(p.qHeads), int(p.kvHeads),
       int(p.headDim), p.causal, float(p.scale), vec);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_fwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <int D>
-rt::Status backward(float *dq, float *dk, float *dv, const float *dout,
-                    const float *q, const float *k, const float *v,
-                    const float *out, const float *lse, float *delta,
-                    const AttentionShape &p, cudaStream_t stream) {
+Status backward(float *dq, float *dk, float *dv, const float *dout,
+                const float *q, const float *k, const float *v,
+                const float *out, const float *lse, float *delta,
+                const AttentionShape &p, cudaStream_t stream) {
   const size_t dqShared = dqSharedBytes<D>(), dkdvShared = dkdvSharedBytes<D>();
   MLT_RETURN_IF_ERROR(allowShared(attentionBwdDqKernel<D>, dqShared,
                                   "attention_bwd (dq)"));
@@ -108,7 +105,7 @@ rt::Status backward(float *dq, float *dk, float *dv, const float *dout,
       dk, dv, dout, q, k, v, lse, delta, int(p.seq), int(p.qHeads),
       int(p.kvHeads), int(p.headDim), p.causal, float(p.scale), vec);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_bwd (dk, dv)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//
@@ -158,7 +155,7 @@ static_assert(Wg64::DkDv::BC == Tc64::DkDv::BC &&
 /// Whether the wgmma kernels can run on the current device: the library was
 /// built for sm_90a (MLT_CUDA_WGMMA, set by the CMake build) and the device
 /// is compute capability 9.0 (the only one sm_90a code runs on).
-rt::Status wgmmaUsable(bool &usable) {
+Status wgmmaUsable(bool &usable) {
   usable = false;
 #if MLT_CUDA_WGMMA
   int device = 0, major = 0, minor = 0;
@@ -169,7 +166,7 @@ rt::Status wgmmaUsable(bool &usable) {
       &minor, cudaDevAttrComputeCapabilityMinor, device));
   usable = major == 9 && minor == 0;
 #endif
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 /// The dk/dv kernel splits a kv head's group of query heads over `parts`
@@ -222,24 +219,23 @@ bool tcHeadDim(int64_t headDim) { return headDim == 64 || headDim == 128; }
 /// checkShape, then the tensor-core kernels' own limits: head_dim 64 or 128
 /// and every bf16 tensor 16-byte aligned (16-byte cp.async and stores).
 template <typename... Ptrs>
-rt::Status checkTc(const char *kernel, const AttentionShape &p,
-                   const Ptrs *...ptrs) {
+Status checkTc(const char *kernel, const AttentionShape &p,
+               const Ptrs *...ptrs) {
   MLT_RETURN_IF_ERROR(checkShape(kernel, p));
   if (!tcHeadDim(p.headDim))
-    return rt::errorf(kernel, ": head_dim ", p.headDim,
-                      " is not supported by the bf16 tensor-core kernels "
-                      "(64 and 128 are)");
+    return errorf(kernel, ": head_dim ", p.headDim,
+                  " is not supported by the bf16 tensor-core kernels "
+                  "(64 and 128 are)");
   if (!allAligned16(ptrs...))
-    return rt::errorf(kernel,
-                      ": bf16 q, k, v, out (and the gradients) must be "
-                      "16-byte aligned");
-  return rt::Status::ok();
+    return errorf(kernel, ": bf16 q, k, v, out (and the gradients) must be "
+                          "16-byte aligned");
+  return Status::ok();
 }
 
 template <class Cfg, bool WG>
-rt::Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
-                     const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                     const AttentionShape &p, cudaStream_t stream) {
+Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
+                 const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                 const AttentionShape &p, cudaStream_t stream) {
   // allowShared first: its error names the shortfall.
   if constexpr (WG)
     MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdWgKernel<Cfg>,
@@ -251,16 +247,16 @@ rt::Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
       out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
       int(p.kvHeads), p.causal, float(p.scale), stream);
   MLT_CUDA_RETURN_IF_ERROR(err);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <class Tc, bool WG>
-rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
-                      const __nv_bfloat16 *dout, const __nv_bfloat16 *q,
-                      const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                      const __nv_bfloat16 *out, const float *lse, void *scratch,
-                      const TcScratch &layout, const AttentionShape &p,
-                      const tc::RopeEpilogue &rope, cudaStream_t stream) {
+Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
+                  const __nv_bfloat16 *dout, const __nv_bfloat16 *q,
+                  const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                  const __nv_bfloat16 *out, const float *lse, void *scratch,
+                  const TcScratch &layout, const AttentionShape &p,
+                  const tc::RopeEpilogue &rope, cudaStream_t stream) {
   if constexpr (WG) {
     MLT_RETURN_IF_ERROR(
         allowShared(tc::attentionBwdDqWgKernel<typename Tc::Dq>,
@@ -290,17 +286,16 @@ rt::Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
           int(p.kvHeads), p.causal, float(p.scale), stream, &failed, counters,
           rope);
   if (err != cudaSuccess)
-    return rt::errorf("launch of ", failed, ": ", cudaGetErrorString(err));
-  return rt::Status::ok();
+    return errorf("launch of ", failed, ": ", cudaGetErrorString(err));
+  return Status::ok();
 }
 
 } // namespace
 
-rt::Status mlt::cuda::launchAttentionFwd(float *out, float *lse,
-                                         const float *q, const float *k,
-                                         const float *v,
-                                         const AttentionShape &shape,
-                                         cudaStream_t stream) {
+Status mlt::cuda::launchAttentionFwd(float *out, float *lse, const float *q,
+                                     const float *k, const float *v,
+                                     const AttentionShape &shape,
+                                     cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("attention", shape));
   if (shape.headDim <= 32)
     return forward<32>(out, lse, q, k, v, shape, stream);
@@ -326,8 +321,8 @@ namespace {
 /// rope's inverse on dq and dk in place (the launches a fused backward
 /// stands for, where the kernels have no epilogue for it).
 template <typename T>
-rt::Status rotateGradientsBack(T *dq, T *dk, const AttentionShape &p,
-                               const AttentionRope &rope, cudaStream_t stream) {
+Status rotateGradientsBack(T *dq, T *dk, const AttentionShape &p,
+                           const AttentionRope &rope, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(launchRope(dq, dq, p.batch, p.seq, p.qHeads, p.headDim,
                                  true, rope.positionOffset, rope.theta,
                                  rope.scaling, stream));
@@ -337,29 +332,32 @@ rt::Status rotateGradientsBack(T *dq, T *dk, const AttentionShape &p,
 
 } // namespace
 
-rt::Status mlt::cuda::launchAttentionBwd(
-    float *dq, float *dk, float *dv, const float *dout, const float *q,
-    const float *k, const float *v, const float *out, const float *lse,
-    const AttentionShape &shape, void *scratch, size_t scratchBytes,
-    cudaStream_t stream, const AttentionRope *rope) {
+Status mlt::cuda::launchAttentionBwd(float *dq, float *dk, float *dv,
+                                     const float *dout, const float *q,
+                                     const float *k, const float *v,
+                                     const float *out, const float *lse,
+                                     const AttentionShape &shape, void *scratch,
+                                     size_t scratchBytes, cudaStream_t stream,
+                                     const AttentionRope *rope) {
   MLT_RETURN_IF_ERROR(launchAttentionBwd(dq, dk, dv, dout, q, k, v, out, lse,
                                          shape, scratch, scratchBytes, stream));
   return rope ? rotateGradientsBack(dq, dk, shape, *rope, stream)
-              : rt::Status::ok();
+              : Status::ok();
 }
 
-rt::Status mlt::cuda::launchAttentionBwd(
-    float *dq, float *dk, float *dv, const float *dout, const float *q,
-    const float *k, const float *v, const float *out, const float *lse,
-    const AttentionShape &shape, void *scratch, size_t scratchBytes,
-    cudaStream_t stream) {
+Status mlt::cuda::launchAttentionBwd(float *dq, float *dk, float *dv,
+                                     const float *dout, const float *q,
+                                     const float *k, const float *v,
+                                     const float *out, const float *lse,
+                                     const AttentionShape &shape, void *scratch,
+                                     size_t scratchBytes, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("attention backward", shape));
   // delta only (attentionBwdScratchBytes may ask more, for the bf16 path).
   const size_t needed = size_t(shape.batch) * size_t(shape.qHeads) *
                         size_t(shape.seq) * sizeof(float);
   if (!scratch || scratchBytes < needed)
-    return rt::errorf("attention backward: ", scratchBytes,
-                      " bytes of scratch given, ", needed, " needed");
+    return errorf("attention backward: ", scratchBytes,
+                  " bytes of scratch given, ", needed, " needed");
   float *delta = static_cast<float *>(scratch);
   if (shape.headDim <= 32)
     return backward<32>(dq, dk, dv, dout, q, k, v, out, lse, delta, shape,
@@ -371,12 +369,12 @@ rt::Status mlt::cuda::launchAttentionBwd(
                        stream);
 }
 
-rt::Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
-                                         const __nv_bfloat16 *q,
-                                         const __nv_bfloat16 *k,
-                                         const __nv_bfloat16 *v,
-                                         const AttentionShape &shape,
-                                         cudaStream_t stream) {
+Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
+                                     const __nv_bfloat16 *q,
+                                     const __nv_bfloat16 *k,
+                                     const __nv_bfloat16 *v,
+                                     const AttentionShape &shape,
+                                     cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
@@ -389,7 +387,7 @@ rt::Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
              : forwardTc<Tc128::Fwd, false>(out, lse, q, k, v, shape, stream);
 }
 
-rt::Status mlt::cuda::launchAttentionBwd(
+Status mlt::cuda::launchAttentionBwd(
     __nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
     const __nv_bfloat16 *dout, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
     const __nv_bfloat16 *v, const __nv_bfloat16 *out, const float *lse,
@@ -399,11 +397,11 @@ rt::Status mlt::cuda::launchAttentionBwd(
                               dout, q, k, v, out));
   const TcScratch layout = tcScratch(shape);
   if (!scratch || scratchBytes < layout.total())
-    return rt::errorf("attention backward (bf16): ", scratchBytes,
-                      " bytes of scratch given, ", layout.total(), " needed");
+    return errorf("attention backward (bf16): ", scratchBytes,
+                  " bytes of scratch given, ", layout.total(), " needed");
   if (!isAligned16(scratch))
-    return rt::errorf("attention backward (bf16): scratch must be 16-byte "
-                      "aligned");
+    return errorf("attention backward (bf16): scratch must be 16-byte "
+                  "aligned");
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
   const bool fused = wg && (shape.headDim == 64 ? Wg64::kBwd : Wg128::kBwd);
@@ -417,10 +415,10 @@ rt::Status mlt::cuda::launchAttentionBwd(
     if (fused) {
       if (rope->positionOffset < 0 ||
           rope->positionOffset + shape.seq > (int64_t(1) << 24))
-        return rt::errorf("attention backward (bf16, rope): positions from ",
-                          rope->positionOffset, " to ",
-                          rope->positionOffset + shape.seq,
-                          " are past the kernels' 2^24");
+        return errorf("attention backward (bf16, rope): positions from ",
+                      rope->positionOffset, " to ",
+                      rope->positionOffset + shape.seq,
+                      " are past the kernels' 2^24");
       for (int64_t i = 0; i < shape.headDim / 2; ++i) {
         const double f = rt::ropeInverseFrequency(rope->theta, shape.headDim,
                                                   rope->scaling, i);
@@ -431,7 +429,7 @@ rt::Status mlt::cuda::launchAttentionBwd(
       epilogue.enabled = 1;
     }
   }
-  auto backward = [&]() -> rt::Status {
+  auto backward = [&]() -> Status {
     if (shape.headDim == 64)
       return fused ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out, lse,
                                             scratch, layout, shape, epilogue,
@@ -448,5 +446,5 @@ rt::Status mlt::cuda::launchAttentionBwd(
   };
   MLT_RETURN_IF_ERROR(backward());
   return rope && !fused ? rotateGradientsBack(dq, dk, shape, *rope, stream)
-                        : rt::Status::ok();
+                        : Status::ok();
 }

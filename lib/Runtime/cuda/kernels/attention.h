@@ -53,8 +53,8 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 
 #include "mlt/Runtime/RopeFrequencies.h"
-#include "mlt/Runtime/Status.h"
 #include "mlt/Runtime/cpu/Attention.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -74,10 +74,9 @@ inline constexpr int64_t kMaxAttentionHeadDim = 128;
 
 /// out = attention(q, k, v); lse [batch, qHeads, seq] f32. out must not
 /// overlap q, k or v.
-rt::Status launchAttentionFwd(float *out, float *lse, const float *q,
-                              const float *k, const float *v,
-                              const AttentionShape &shape,
-                              cudaStream_t stream);
+Status launchAttentionFwd(float *out, float *lse, const float *q,
+                          const float *k, const float *v,
+                          const AttentionShape &shape, cudaStream_t stream);
 
 /// Bytes of scratch launchAttentionBwd needs for this shape (either element
 /// type; 0 for an invalid shape).
@@ -87,12 +86,11 @@ size_t attentionBwdScratchBytes(const AttentionShape &shape);
 /// head's group) from dout and the forward's q, k, v, out and lse. The
 /// outputs must not overlap the inputs. `scratch` holds at least
 /// attentionBwdScratchBytes(shape) bytes.
-rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
-                              const float *dout, const float *q,
-                              const float *k, const float *v, const float *out,
-                              const float *lse, const AttentionShape &shape,
-                              void *scratch, size_t scratchBytes,
-                              cudaStream_t stream);
+Status launchAttentionBwd(float *dq, float *dk, float *dv, const float *dout,
+                          const float *q, const float *k, const float *v,
+                          const float *out, const float *lse,
+                          const AttentionShape &shape, void *scratch,
+                          size_t scratchBytes, cudaStream_t stream);
 
 /// Rope's inverse (rope.h, inverse) that a backward applies to dq and dk
 /// (Kernels.def's attention_bwd_rope): q and k were rotated, dq and dk are
@@ -106,12 +104,12 @@ struct AttentionRope {
 /// The backward then, with `rope`, rope's inverse on dq and dk: in the bf16
 /// wgmma kernels (Hopper) before they write them (the f32 accumulators
 /// rotated, then rounded once), elsewhere by launchRope after them.
-rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
-                              const float *dout, const float *q, const float *k,
-                              const float *v, const float *out,
-                              const float *lse, const AttentionShape &shape,
-                              void *scratch, size_t scratchBytes,
-                              cudaStream_t stream, const AttentionRope *rope);
+Status launchAttentionBwd(float *dq, float *dk, float *dv, const float *dout,
+                          const float *q, const float *k, const float *v,
+                          const float *out, const float *lse,
+                          const AttentionShape &shape, void *scratch,
+                          size_t scratchBytes, cudaStream_t stream,
+                          const AttentionRope *rope);
 
 /// bf16 q, k, v, out, dout, dq, dk, dv (lse stays f32): the same semantics
 /// on tensor cores, bf16 inputs with f32 accumulation and softmax, each
@@ -119,19 +117,18 @@ rt::Status launchAttentionBwd(float *dq, float *dk, float *dv,
 /// as operands of the products: errors against an f64 reference on the same
 /// inputs are about 2e-3, normwise). headDim 64 or 128; every bf16 pointer
 /// 16-byte aligned; `scratch` 16-byte aligned.
-rt::Status launchAttentionFwd(__nv_bfloat16 *out, float *lse,
-                              const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-                              const __nv_bfloat16 *v,
-                              const AttentionShape &shape,
-                              cudaStream_t stream);
-rt::Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
-                              __nv_bfloat16 *dv, const __nv_bfloat16 *dout,
-                              const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-                              const __nv_bfloat16 *v, const __nv_bfloat16 *out,
-                              const float *lse, const AttentionShape &shape,
-                              void *scratch, size_t scratchBytes,
-                              cudaStream_t stream,
-                              const AttentionRope *rope = nullptr);
+Status launchAttentionFwd(__nv_bfloat16 *out, float *lse,
+                          const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                          const __nv_bfloat16 *v, const AttentionShape &shape,
+                          cudaStream_t stream);
+Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
+                          __nv_bfloat16 *dv, const __nv_bfloat16 *dout,
+                          const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                          const __nv_bfloat16 *v, const __nv_bfloat16 *out,
+                          const float *lse, const AttentionShape &shape,
+                          void *scratch, size_t scratchBytes,
+                          cudaStream_t stream,
+                          const AttentionRope *rope = nullptr);
 
 } // namespace mlt::cuda
 

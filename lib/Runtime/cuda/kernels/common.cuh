@@ -10,7 +10,7 @@
 // - Pack<T> is 16 bytes, 16-byte aligned: a pointer may be read as Pack<T>
 //   only when it is 16-byte aligned (isAligned16); every caller checks this
 //   on the host and keeps a scalar path for the rest.
-// - floatToBF16Bits is cpu::floatToBF16 (VectorOps.h) bit for bit: round to
+// - floatToBF16Bits is floatToBF16 (mlt/Support/Bf16.h) bit for bit: round to
 //   nearest, ties to even, infinities kept, every NaN to 0x7FC0;
 //   floatToBF16BitsCvt, floatsToBF16x2Bits and packFromCompute give the same
 //   bits through the hardware conversion (cvt.rn.bf16.f32) plus the NaN fix.
@@ -109,7 +109,7 @@ __device__ __forceinline__ int64_t globalThreadCount() {
   return int64_t(gridDim.x) * blockDim.x;
 }
 
-/// The CPU backend's float -> bfloat16 rounding (cpu::floatToBF16).
+/// Bf16.h's float -> bfloat16 rounding (floatToBF16), on the device.
 __device__ __forceinline__ uint16_t floatToBF16Bits(float value) {
   if (value != value)
     return 0x7FC0;

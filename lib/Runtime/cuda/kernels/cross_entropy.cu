@@ -19,21 +19,20 @@ using namespace mlt::cuda::xent;
 
 namespace {
 
-rt::Status checkRows(const char *kernel, int64_t rows, int64_t n) {
+Status checkRows(const char *kernel, int64_t rows, int64_t n) {
   if (rows < 0 || n < 0)
-    return rt::errorf(kernel, ": bad shape [", rows, ", ", n, "]");
+    return errorf(kernel, ": bad shape [", rows, ", ", n, "]");
   if (rows > 0 && n == 0)
-    return rt::errorf(kernel, ": the vocabulary shard is empty");
+    return errorf(kernel, ": the vocabulary shard is empty");
   if (rows > INT32_MAX)
-    return rt::errorf(kernel, ": ", rows, " rows are more than one grid holds");
-  return rt::Status::ok();
+    return errorf(kernel, ": ", rows, " rows are more than one grid holds");
+  return Status::ok();
 }
 
-rt::Status checkDivisor(const char *kernel, int64_t lossDivisor) {
+Status checkDivisor(const char *kernel, int64_t lossDivisor) {
   if (lossDivisor <= 0)
-    return rt::errorf(kernel, ": loss divisor ", lossDivisor,
-                      " must be positive");
-  return rt::Status::ok();
+    return errorf(kernel, ": loss divisor ", lossDivisor, " must be positive");
+  return Status::ok();
 }
 
 template <typename T>
@@ -43,10 +42,10 @@ bool vectorizable(int64_t n, const void *a, const void *b = nullptr) {
 
 /// Launches rowStatsKernel (per-row loss or shard statistics).
 template <typename T>
-rt::Status launchRowStats(float *rowLoss, float *lse, float *target,
-                          const T *logits, const int32_t *labels, int64_t rows,
-                          int64_t n, int64_t labelOffset, int64_t vocabTotal,
-                          DeviceErrorSink errors, cudaStream_t stream) {
+Status launchRowStats(float *rowLoss, float *lse, float *target,
+                      const T *logits, const int32_t *labels, int64_t rows,
+                      int64_t n, int64_t labelOffset, int64_t vocabTotal,
+                      DeviceErrorSink errors, cudaStream_t stream) {
   const bool vec = vectorizable<T>(n, logits);
   const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
   if (vec)
@@ -58,18 +57,18 @@ rt::Status launchRowStats(float *rowLoss, float *lse, float *target,
         rowLoss, lse, target, logits, labels, n, labelOffset, vocabTotal,
         errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross-entropy row statistics");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 /// Launches gradientKernel (with `rowLoss`, also each row's loss).
 template <typename T>
-rt::Status
-launchGradient(T *dlogits, float *rowLoss, const float *dloss, const T *logits,
-               const int32_t *labels, const float *lse, int64_t rows, int64_t n,
-               int64_t labelOffset, int64_t vocabTotal, int64_t lossDivisor,
-               DeviceErrorSink errors, cudaStream_t stream) {
+Status launchGradient(T *dlogits, float *rowLoss, const float *dloss,
+                      const T *logits, const int32_t *labels, const float *lse,
+                      int64_t rows, int64_t n, int64_t labelOffset,
+                      int64_t vocabTotal, int64_t lossDivisor,
+                      DeviceErrorSink errors, cudaStream_t stream) {
   if (rows == 0)
-    return rt::Status::ok();
+    return Status::ok();
   const bool vec = vectorizable<T>(n, logits, dlogits);
   const int threads = rowBlockThreads(n, vec, Pack<T>::kWidth);
   if (vec)
@@ -81,20 +80,20 @@ launchGradient(T *dlogits, float *rowLoss, const float *dloss, const T *logits,
         dlogits, rowLoss, dloss, logits, labels, lse, n, labelOffset,
         vocabTotal, double(lossDivisor), errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross-entropy gradient");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status crossEntropyFwd(float *loss, const T *logits, const int32_t *labels,
-                           int64_t rows, int64_t vocab, int64_t lossDivisor,
-                           void *scratch, size_t scratchBytes,
-                           DeviceErrorSink errors, cudaStream_t stream) {
+Status crossEntropyFwd(float *loss, const T *logits, const int32_t *labels,
+                       int64_t rows, int64_t vocab, int64_t lossDivisor,
+                       void *scratch, size_t scratchBytes,
+                       DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy", rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy", lossDivisor));
   const size_t needed = crossEntropyFwdScratchBytes(rows);
   if (needed > 0 && (!scratch || scratchBytes < needed))
-    return rt::errorf("cross_entropy: ", scratchBytes,
-                      " bytes of scratch given, ", needed, " needed");
+    return errorf("cross_entropy: ", scratchBytes, " bytes of scratch given, ",
+                  needed, " needed");
   float *rowLoss = static_cast<float *>(scratch);
   if (rows > 0)
     MLT_RETURN_IF_ERROR(launchRowStats<T>(rowLoss, nullptr, nullptr, logits,
@@ -103,14 +102,14 @@ rt::Status crossEntropyFwd(float *loss, const T *logits, const int32_t *labels,
   sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows,
                                                double(lossDivisor));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy (loss sum)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status crossEntropyBwd(T *dlogits, const float *dloss, const T *logits,
-                           const int32_t *labels, int64_t rows, int64_t vocab,
-                           int64_t lossDivisor, DeviceErrorSink errors,
-                           cudaStream_t stream) {
+Status crossEntropyBwd(T *dlogits, const float *dloss, const T *logits,
+                       const int32_t *labels, int64_t rows, int64_t vocab,
+                       int64_t lossDivisor, DeviceErrorSink errors,
+                       cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy backward", rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy backward", lossDivisor));
   return launchGradient<T>(dlogits, nullptr, dloss, logits, labels, nullptr,
@@ -129,10 +128,10 @@ bool rowFitsSharedMemory(int64_t n, const T *logits, const T *dlogits) {
 /// Launches fusedRowKernel<T>, first allowing it its shared memory on the
 /// current device (as the attention launchers do).
 template <typename T>
-rt::Status launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
-                           const T *logits, const int32_t *labels, int64_t rows,
-                           int64_t n, double divisor, DeviceErrorSink errors,
-                           cudaStream_t stream) {
+Status launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
+                       const T *logits, const int32_t *labels, int64_t rows,
+                       int64_t n, double divisor, DeviceErrorSink errors,
+                       cudaStream_t stream) {
   MLT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       fusedRowKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       int(kFusedMaxRowBytes)));
@@ -140,22 +139,22 @@ rt::Status launchFusedRows(T *dlogits, float *rowLoss, const float *dloss,
       <<<unsigned(rows), kFusedThreads, size_t(n) * sizeof(T), stream>>>(
           dlogits, rowLoss, dloss, logits, labels, n, divisor, errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
-                              const T *logits, const int32_t *labels,
-                              int64_t rows, int64_t vocab, int64_t lossDivisor,
-                              void *scratch, size_t scratchBytes,
-                              DeviceErrorSink errors, cudaStream_t stream) {
+Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
+                          const T *logits, const int32_t *labels, int64_t rows,
+                          int64_t vocab, int64_t lossDivisor, void *scratch,
+                          size_t scratchBytes, DeviceErrorSink errors,
+                          cudaStream_t stream) {
   const char *kernel = "cross_entropy_fwd_bwd";
   MLT_RETURN_IF_ERROR(checkRows(kernel, rows, vocab));
   MLT_RETURN_IF_ERROR(checkDivisor(kernel, lossDivisor));
   const size_t needed = crossEntropyFwdScratchBytes(rows);
   if (needed > 0 && (!scratch || scratchBytes < needed))
-    return rt::errorf(kernel, ": ", scratchBytes, " bytes of scratch given, ",
-                      needed, " needed");
+    return errorf(kernel, ": ", scratchBytes, " bytes of scratch given, ",
+                  needed, " needed");
   float *rowLoss = static_cast<float *>(scratch);
   const double divisor = double(lossDivisor);
   if (rows > 0) {
@@ -170,31 +169,31 @@ rt::Status crossEntropyFwdBwd(float *loss, T *dlogits, const float *dloss,
   }
   sumRowsKernel<<<1, kSumThreads, 0, stream>>>(loss, rowLoss, rows, divisor);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_fwd_bwd (loss sum)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status crossEntropyStats(float *lse, float *target, const T *logits,
-                             const int32_t *labels, int64_t rows,
-                             int64_t vocabLocal, int64_t vocabOffset,
-                             int64_t vocabTotal, DeviceErrorSink errors,
-                             cudaStream_t stream) {
+Status crossEntropyStats(float *lse, float *target, const T *logits,
+                         const int32_t *labels, int64_t rows,
+                         int64_t vocabLocal, int64_t vocabOffset,
+                         int64_t vocabTotal, DeviceErrorSink errors,
+                         cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(cpu::checkVocabShard("cross_entropy_stats", vocabLocal,
                                            vocabOffset, vocabTotal));
   MLT_RETURN_IF_ERROR(checkRows("cross_entropy_stats", rows, vocabLocal));
   if (rows == 0)
-    return rt::Status::ok();
+    return Status::ok();
   return launchRowStats<T>(nullptr, lse, target, logits, labels, rows,
                            vocabLocal, vocabOffset, vocabTotal, errors, stream);
 }
 
 template <typename T>
-rt::Status crossEntropyBwdStats(T *dlogits, const float *dloss, const T *logits,
-                                const int32_t *labels, const float *lse,
-                                int64_t rows, int64_t vocabLocal,
-                                int64_t vocabOffset, int64_t vocabTotal,
-                                int64_t lossDivisor, DeviceErrorSink errors,
-                                cudaStream_t stream) {
+Status crossEntropyBwdStats(T *dlogits, const float *dloss, const T *logits,
+                            const int32_t *labels, const float *lse,
+                            int64_t rows, int64_t vocabLocal,
+                            int64_t vocabOffset, int64_t vocabTotal,
+                            int64_t lossDivisor, DeviceErrorSink errors,
+                            cudaStream_t stream) {
   const char *kernel = "cross_entropy_stats backward";
   MLT_RETURN_IF_ERROR(
       cpu::checkVocabShard(kernel, vocabLocal, vocabOffset, vocabTotal));
@@ -212,21 +211,21 @@ size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
 }
 
 #define MLT_DEFINE_CROSS_ENTROPY(T)                                            \
-  rt::Status mlt::cuda::launchCrossEntropyFwd(                                 \
+  Status mlt::cuda::launchCrossEntropyFwd(                                     \
       float *loss, const T *logits, const int32_t *labels, int64_t rows,       \
       int64_t vocab, int64_t lossDivisor, void *scratch, size_t scratchBytes,  \
       DeviceErrorSink errors, cudaStream_t stream) {                           \
     return crossEntropyFwd(loss, logits, labels, rows, vocab, lossDivisor,     \
                            scratch, scratchBytes, errors, stream);             \
   }                                                                            \
-  rt::Status mlt::cuda::launchCrossEntropyBwd(                                 \
+  Status mlt::cuda::launchCrossEntropyBwd(                                     \
       T *dlogits, const float *dloss, const T *logits, const int32_t *labels,  \
       int64_t rows, int64_t vocab, int64_t lossDivisor,                        \
       DeviceErrorSink errors, cudaStream_t stream) {                           \
     return crossEntropyBwd(dlogits, dloss, logits, labels, rows, vocab,        \
                            lossDivisor, errors, stream);                       \
   }                                                                            \
-  rt::Status mlt::cuda::launchCrossEntropyFwdBwd(                              \
+  Status mlt::cuda::launchCrossEntropyFwdBwd(                                  \
       float *loss, T *dlogits, const float *dloss, const T *logits,            \
       const int32_t *labels, int64_t rows, int64_t vocab, int64_t lossDivisor, \
       void *scratch, size_t scratchBytes, DeviceErrorSink errors,              \
@@ -235,14 +234,14 @@ size_t mlt::cuda::crossEntropyFwdScratchBytes(int64_t rows) {
                               vocab, lossDivisor, scratch, scratchBytes,       \
                               errors, stream);                                 \
   }                                                                            \
-  rt::Status mlt::cuda::launchCrossEntropyStats(                               \
+  Status mlt::cuda::launchCrossEntropyStats(                                   \
       float *lse, float *target, const T *logits, const int32_t *labels,       \
       int64_t rows, int64_t vocabLocal, int64_t vocabOffset,                   \
       int64_t vocabTotal, DeviceErrorSink errors, cudaStream_t stream) {       \
     return crossEntropyStats(lse, target, logits, labels, rows, vocabLocal,    \
                              vocabOffset, vocabTotal, errors, stream);         \
   }                                                                            \
-  rt::Status mlt::cuda::launchCrossEntropyBwdStats(                            \
+  Status mlt::cuda::launchCrossEntropyBwdStats(                                \
       T *dlogits, const float *dloss, const T *logits, const int32_t *labels,  \
       const float *lse, int64_t rows, int64_t vocabLocal, int64_t vocabOffset, \
       int64_t vocabTotal, int64_t lossDivisor, DeviceErrorSink errors,         \
@@ -255,17 +254,17 @@ MLT_DEFINE_CROSS_ENTROPY(float)
 MLT_DEFINE_CROSS_ENTROPY(__nv_bfloat16)
 #undef MLT_DEFINE_CROSS_ENTROPY
 
-rt::Status mlt::cuda::launchCrossEntropyCombine(
+Status mlt::cuda::launchCrossEntropyCombine(
     float *lse, float *loss, const float *parts, const float *target,
     int64_t rows, int64_t numParts, int64_t lossDivisor, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkDivisor("cross_entropy_combine", lossDivisor));
   if (numParts <= 0 && rows > 0)
-    return rt::errorf("cross_entropy_combine: ", numParts,
-                      " parts; at least one is needed");
+    return errorf("cross_entropy_combine: ", numParts,
+                  " parts; at least one is needed");
   if (rows < 0)
-    return rt::errorf("cross_entropy_combine: ", rows, " rows");
+    return errorf("cross_entropy_combine: ", rows, " rows");
   combineKernel<<<1, kSumThreads, 0, stream>>>(lse, loss, parts, target, rows,
                                                numParts, double(lossDivisor));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cross_entropy_combine");
-  return rt::Status::ok();
+  return Status::ok();
 }

@@ -40,7 +40,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_CROSS_ENTROPY_H
 
 #include "DeviceError.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -56,29 +56,27 @@ size_t crossEntropyFwdScratchBytes(int64_t rows);
 /// *loss = sum_r (lse[r] - logits[r, labels[r]]) / lossDivisor over logits
 /// [rows, vocab] (cross_entropy_fwd passes lossDivisor = rows). `scratch`
 /// holds at least crossEntropyFwdScratchBytes(rows) bytes.
-rt::Status launchCrossEntropyFwd(float *loss, const float *logits,
-                                 const int32_t *labels, int64_t rows,
-                                 int64_t vocab, int64_t lossDivisor,
-                                 void *scratch, size_t scratchBytes,
-                                 DeviceErrorSink errors, cudaStream_t stream);
-rt::Status launchCrossEntropyFwd(float *loss, const __nv_bfloat16 *logits,
-                                 const int32_t *labels, int64_t rows,
-                                 int64_t vocab, int64_t lossDivisor,
-                                 void *scratch, size_t scratchBytes,
-                                 DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyFwd(float *loss, const float *logits,
+                             const int32_t *labels, int64_t rows, int64_t vocab,
+                             int64_t lossDivisor, void *scratch,
+                             size_t scratchBytes, DeviceErrorSink errors,
+                             cudaStream_t stream);
+Status launchCrossEntropyFwd(float *loss, const __nv_bfloat16 *logits,
+                             const int32_t *labels, int64_t rows, int64_t vocab,
+                             int64_t lossDivisor, void *scratch,
+                             size_t scratchBytes, DeviceErrorSink errors,
+                             cudaStream_t stream);
 
 /// dlogits = (softmax(logits) - onehot(labels)) * *dloss / lossDivisor, the
 /// lse of each row recomputed. dlogits may alias logits.
-rt::Status launchCrossEntropyBwd(float *dlogits, const float *dloss,
-                                 const float *logits, const int32_t *labels,
-                                 int64_t rows, int64_t vocab,
-                                 int64_t lossDivisor, DeviceErrorSink errors,
-                                 cudaStream_t stream);
-rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
-                                 const __nv_bfloat16 *logits,
-                                 const int32_t *labels, int64_t rows,
-                                 int64_t vocab, int64_t lossDivisor,
-                                 DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyBwd(float *dlogits, const float *dloss,
+                             const float *logits, const int32_t *labels,
+                             int64_t rows, int64_t vocab, int64_t lossDivisor,
+                             DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
+                             const __nv_bfloat16 *logits, const int32_t *labels,
+                             int64_t rows, int64_t vocab, int64_t lossDivisor,
+                             DeviceErrorSink errors, cudaStream_t stream);
 
 /// cross_entropy_fwd_bwd: *loss as launchCrossEntropyFwd's and dlogits as
 /// launchCrossEntropyBwd's (both divided by lossDivisor), in one pass over
@@ -87,56 +85,59 @@ rt::Status launchCrossEntropyBwd(__nv_bfloat16 *dlogits, const float *dloss,
 /// into shared memory; a longer one twice (the second time mostly from L2).
 /// dlogits may alias logits. `scratch` holds at least
 /// crossEntropyFwdScratchBytes(rows) bytes.
-rt::Status launchCrossEntropyFwdBwd(float *loss, float *dlogits,
-                                    const float *dloss, const float *logits,
-                                    const int32_t *labels, int64_t rows,
-                                    int64_t vocab, int64_t lossDivisor,
-                                    void *scratch, size_t scratchBytes,
-                                    DeviceErrorSink errors,
-                                    cudaStream_t stream);
-rt::Status launchCrossEntropyFwdBwd(
-    float *loss, __nv_bfloat16 *dlogits, const float *dloss,
-    const __nv_bfloat16 *logits, const int32_t *labels, int64_t rows,
-    int64_t vocab, int64_t lossDivisor, void *scratch, size_t scratchBytes,
-    DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyFwdBwd(float *loss, float *dlogits, const float *dloss,
+                                const float *logits, const int32_t *labels,
+                                int64_t rows, int64_t vocab,
+                                int64_t lossDivisor, void *scratch,
+                                size_t scratchBytes, DeviceErrorSink errors,
+                                cudaStream_t stream);
+Status launchCrossEntropyFwdBwd(float *loss, __nv_bfloat16 *dlogits,
+                                const float *dloss, const __nv_bfloat16 *logits,
+                                const int32_t *labels, int64_t rows,
+                                int64_t vocab, int64_t lossDivisor,
+                                void *scratch, size_t scratchBytes,
+                                DeviceErrorSink errors, cudaStream_t stream);
 
 /// Over one vocabulary shard [vocabOffset, vocabOffset + vocabLocal) of a
 /// vocabulary of vocabTotal entries (the backend passes vocabOffset =
 /// coordinate * vocabLocal and vocabTotal = G * vocabLocal): lse[r] =
 /// logsumexp of logits row r [rows, vocabLocal]; target[r] = logits[r,
 /// labels[r] - vocabOffset] when the label is in the shard, else 0.
-rt::Status launchCrossEntropyStats(float *lse, float *target,
-                                   const float *logits, const int32_t *labels,
-                                   int64_t rows, int64_t vocabLocal,
-                                   int64_t vocabOffset, int64_t vocabTotal,
-                                   DeviceErrorSink errors, cudaStream_t stream);
-rt::Status launchCrossEntropyStats(float *lse, float *target,
-                                   const __nv_bfloat16 *logits,
-                                   const int32_t *labels, int64_t rows,
-                                   int64_t vocabLocal, int64_t vocabOffset,
-                                   int64_t vocabTotal, DeviceErrorSink errors,
-                                   cudaStream_t stream);
+Status launchCrossEntropyStats(float *lse, float *target, const float *logits,
+                               const int32_t *labels, int64_t rows,
+                               int64_t vocabLocal, int64_t vocabOffset,
+                               int64_t vocabTotal, DeviceErrorSink errors,
+                               cudaStream_t stream);
+Status launchCrossEntropyStats(float *lse, float *target,
+                               const __nv_bfloat16 *logits,
+                               const int32_t *labels, int64_t rows,
+                               int64_t vocabLocal, int64_t vocabOffset,
+                               int64_t vocabTotal, DeviceErrorSink errors,
+                               cudaStream_t stream);
 
 /// lse[r] = logsumexp over g of parts[g, r] (parts [numParts, rows]); *loss =
 /// sum_r (lse[r] - target[r]) / lossDivisor. One block, no scratch.
-rt::Status launchCrossEntropyCombine(float *lse, float *loss,
-                                     const float *parts, const float *target,
-                                     int64_t rows, int64_t numParts,
-                                     int64_t lossDivisor, cudaStream_t stream);
+Status launchCrossEntropyCombine(float *lse, float *loss, const float *parts,
+                                 const float *target, int64_t rows,
+                                 int64_t numParts, int64_t lossDivisor,
+                                 cudaStream_t stream);
 
 /// The shard's dlogits [rows, vocabLocal] = (exp(logits - lse[r]) -
 /// (labels[r] == vocabOffset + j)) * *dloss / lossDivisor, with `lse` the
 /// global one (combine's). dlogits may alias logits.
-rt::Status launchCrossEntropyBwdStats(
-    float *dlogits, const float *dloss, const float *logits,
-    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
-    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
-    DeviceErrorSink errors, cudaStream_t stream);
-rt::Status launchCrossEntropyBwdStats(
-    __nv_bfloat16 *dlogits, const float *dloss, const __nv_bfloat16 *logits,
-    const int32_t *labels, const float *lse, int64_t rows, int64_t vocabLocal,
-    int64_t vocabOffset, int64_t vocabTotal, int64_t lossDivisor,
-    DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyBwdStats(float *dlogits, const float *dloss,
+                                  const float *logits, const int32_t *labels,
+                                  const float *lse, int64_t rows,
+                                  int64_t vocabLocal, int64_t vocabOffset,
+                                  int64_t vocabTotal, int64_t lossDivisor,
+                                  DeviceErrorSink errors, cudaStream_t stream);
+Status launchCrossEntropyBwdStats(__nv_bfloat16 *dlogits, const float *dloss,
+                                  const __nv_bfloat16 *logits,
+                                  const int32_t *labels, const float *lse,
+                                  int64_t rows, int64_t vocabLocal,
+                                  int64_t vocabOffset, int64_t vocabTotal,
+                                  int64_t lossDivisor, DeviceErrorSink errors,
+                                  cudaStream_t stream);
 
 } // namespace mlt::cuda
 

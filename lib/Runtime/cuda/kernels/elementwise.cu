@@ -9,8 +9,8 @@
 #include "kernels/elementwise.cuh"
 
 #include "CudaCheck.h"
+#include "mlt/Support/Bf16.h"
 
-#include <cstring>
 #include <vector>
 
 using namespace mlt;
@@ -39,59 +39,59 @@ void queueMap(const MapArgs<T, NIn, NOut> &args, int64_t n, Op op,
   }
 }
 
-rt::Status checkCount(const char *kernel, int64_t n) {
+Status checkCount(const char *kernel, int64_t n) {
   if (n < 0)
-    return rt::errorf(kernel, ": negative element count ", n);
-  return rt::Status::ok();
+    return errorf(kernel, ": negative element count ", n);
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status add(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
+Status add(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("add", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 2, 1>{{a, b}, {out}}, n, AddOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("add");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status mul(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
+Status mul(T *out, const T *a, const T *b, int64_t n, cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("mul", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 2, 1>{{a, b}, {out}}, n, MulOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("mul");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status accumulate(T *y, const T *x, int64_t n, cudaStream_t s) {
+Status accumulate(T *y, const T *x, int64_t n, cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("accumulate", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 2, 1>{{x, y}, {y}}, n, AccumulateOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("accumulate");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status swigluForward(T *out, const T *gate, const T *up, int64_t n,
-                         cudaStream_t s) {
+Status swigluForward(T *out, const T *gate, const T *up, int64_t n,
+                     cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("swiglu_fwd", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 2, 1>{{gate, up}, {out}}, n, SwiGLUForwardOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_fwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
-                          const T *up, int64_t n, cudaStream_t s, T *out) {
+Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
+                      const T *up, int64_t n, cudaStream_t s, T *out) {
   MLT_RETURN_IF_ERROR(checkCount("swiglu_bwd", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   if (out)
     queueMap(MapArgs<T, 3, 3>{{dout, gate, up}, {dgate, dup, out}}, n,
              SwiGLUBackwardForwardOp{}, s);
@@ -99,28 +99,28 @@ rt::Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
     queueMap(MapArgs<T, 3, 2>{{dout, gate, up}, {dgate, dup}}, n,
              SwiGLUBackwardOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu_bwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status siluForward(T *out, const T *x, int64_t n, cudaStream_t s) {
+Status siluForward(T *out, const T *x, int64_t n, cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("silu_fwd", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 1, 1>{{x}, {out}}, n, SiLUForwardOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("silu_fwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status siluBackward(T *dx, const T *dout, const T *x, int64_t n,
-                        cudaStream_t s) {
+Status siluBackward(T *dx, const T *dout, const T *x, int64_t n,
+                    cudaStream_t s) {
   MLT_RETURN_IF_ERROR(checkCount("silu_bwd", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   queueMap(MapArgs<T, 2, 1>{{dout, x}, {dx}}, n, SiLUBackwardOp{}, s);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("silu_bwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 /// Queues the cast of n elements from In to Out: by packs when both
@@ -225,64 +225,64 @@ void queueFill(void *data, int64_t n, U value, cudaStream_t stream) {
 } // namespace
 
 #define MLT_DEFINE_ELEMENTWISE(T)                                              \
-  rt::Status mlt::cuda::launchAdd(T *out, const T *a, const T *b, int64_t n,   \
-                                  cudaStream_t stream) {                       \
+  Status mlt::cuda::launchAdd(T *out, const T *a, const T *b, int64_t n,       \
+                              cudaStream_t stream) {                           \
     return add(out, a, b, n, stream);                                          \
   }                                                                            \
-  rt::Status mlt::cuda::launchMul(T *out, const T *a, const T *b, int64_t n,   \
-                                  cudaStream_t stream) {                       \
+  Status mlt::cuda::launchMul(T *out, const T *a, const T *b, int64_t n,       \
+                              cudaStream_t stream) {                           \
     return mul(out, a, b, n, stream);                                          \
   }                                                                            \
-  rt::Status mlt::cuda::launchAccumulate(T *y, const T *x, int64_t n,          \
-                                         cudaStream_t stream) {                \
+  Status mlt::cuda::launchAccumulate(T *y, const T *x, int64_t n,              \
+                                     cudaStream_t stream) {                    \
     return accumulate(y, x, n, stream);                                        \
   }                                                                            \
-  rt::Status mlt::cuda::launchSwiGLUForward(                                   \
-      T *out, const T *gate, const T *up, int64_t n, cudaStream_t stream) {    \
+  Status mlt::cuda::launchSwiGLUForward(T *out, const T *gate, const T *up,    \
+                                        int64_t n, cudaStream_t stream) {      \
     return swigluForward(out, gate, up, n, stream);                            \
   }                                                                            \
-  rt::Status mlt::cuda::launchSwiGLUBackward(                                  \
+  Status mlt::cuda::launchSwiGLUBackward(                                      \
       T *dgate, T *dup, const T *dout, const T *gate, const T *up, int64_t n,  \
       cudaStream_t stream, T *out) {                                           \
     return swigluBackward(dgate, dup, dout, gate, up, n, stream, out);         \
   }                                                                            \
-  rt::Status mlt::cuda::launchSiLUForward(T *out, const T *x, int64_t n,       \
-                                          cudaStream_t stream) {               \
+  Status mlt::cuda::launchSiLUForward(T *out, const T *x, int64_t n,           \
+                                      cudaStream_t stream) {                   \
     return siluForward(out, x, n, stream);                                     \
   }                                                                            \
-  rt::Status mlt::cuda::launchSiLUBackward(T *dx, const T *dout, const T *x,   \
-                                           int64_t n, cudaStream_t stream) {   \
+  Status mlt::cuda::launchSiLUBackward(T *dx, const T *dout, const T *x,       \
+                                       int64_t n, cudaStream_t stream) {       \
     return siluBackward(dx, dout, x, n, stream);                               \
   }
 MLT_DEFINE_ELEMENTWISE(float)
 MLT_DEFINE_ELEMENTWISE(__nv_bfloat16)
 
-rt::Status mlt::cuda::launchAccumulate(float *y, const __nv_bfloat16 *x,
-                                       int64_t n, cudaStream_t stream) {
+Status mlt::cuda::launchAccumulate(float *y, const __nv_bfloat16 *x, int64_t n,
+                                   cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkCount("accumulate", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   accumulateWidenKernel<<<flatBlocks(n), kFlatThreads, 0, stream>>>(y, x, n);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("accumulate");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchCast(void *out, rt::ElementType outType,
-                                 const void *in, rt::ElementType inType,
-                                 int64_t n, cudaStream_t stream) {
+Status mlt::cuda::launchCast(void *out, rt::ElementType outType, const void *in,
+                             rt::ElementType inType, int64_t n,
+                             cudaStream_t stream) {
   if (!isCastType(inType))
-    return rt::errorf("cast: cannot cast from ", rt::elementTypeName(inType));
+    return errorf("cast: cannot cast from ", rt::elementTypeName(inType));
   if (!isCastType(outType))
-    return rt::errorf("cast: cannot cast to ", rt::elementTypeName(outType));
+    return errorf("cast: cannot cast to ", rt::elementTypeName(outType));
   MLT_RETURN_IF_ERROR(checkCount("cast", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   if (inType == outType) {
     if (out != in)
       MLT_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(out, in, n * rt::elementSize(inType),
                           cudaMemcpyDeviceToDevice, stream));
-    return rt::Status::ok();
+    return Status::ok();
   }
   switch (inType) {
   case rt::ElementType::F32:
@@ -296,7 +296,7 @@ rt::Status mlt::cuda::launchCast(void *out, rt::ElementType outType,
     break;
   }
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("cast");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 int64_t mlt::cuda::mergedTransposeRank(const int64_t *shape,
@@ -308,33 +308,33 @@ int64_t mlt::cuda::mergedTransposeRank(const int64_t *shape,
   return int64_t(mergedShape.size());
 }
 
-rt::Status mlt::cuda::launchTranspose(void *out, const void *in,
-                                      size_t elementBytes, const int64_t *shape,
-                                      const int64_t *perm, int64_t rank,
-                                      cudaStream_t stream) {
+Status mlt::cuda::launchTranspose(void *out, const void *in,
+                                  size_t elementBytes, const int64_t *shape,
+                                  const int64_t *perm, int64_t rank,
+                                  cudaStream_t stream) {
   if (rank < 0)
-    return rt::errorf("transpose: negative rank ", rank);
+    return errorf("transpose: negative rank ", rank);
   if (!isPermutation(perm, rank))
-    return rt::errorf("transpose: the permutation is not one of ", rank,
-                      " dimensions");
+    return errorf("transpose: the permutation is not one of ", rank,
+                  " dimensions");
   int64_t total = 1;
   for (int64_t d = 0; d < rank; ++d) {
     if (shape[d] < 0)
-      return rt::errorf("transpose: negative dimension ", shape[d]);
+      return errorf("transpose: negative dimension ", shape[d]);
     total *= shape[d];
   }
   if (total == 0)
-    return rt::Status::ok();
+    return Status::ok();
   if (out == in)
-    return rt::errorf("transpose cannot run in place");
+    return errorf("transpose cannot run in place");
 
   std::vector<int64_t> mergedShape, mergedStride;
   mergeTranspose(shape, perm, rank, mergedShape, mergedStride);
   if (mergedShape.size() > size_t(kMaxTransposeRank))
-    return rt::errorf("transpose: ", mergedShape.size(),
-                      " dimensions once merged; the CUDA kernel takes at "
-                      "most ",
-                      kMaxTransposeRank);
+    return errorf("transpose: ", mergedShape.size(),
+                  " dimensions once merged; the CUDA kernel takes at "
+                  "most ",
+                  kMaxTransposeRank);
   TransposeGeometry g{};
   g.rank = int(mergedShape.size());
   for (int d = 0; d < g.rank; ++d) {
@@ -355,31 +355,30 @@ rt::Status mlt::cuda::launchTranspose(void *out, const void *in,
     queueTranspose<uint64_t>(out, in, total, g, stream);
     break;
   default:
-    return rt::errorf("transpose: elements of ", elementBytes,
-                      " bytes are not supported");
+    return errorf("transpose: elements of ", elementBytes,
+                  " bytes are not supported");
   }
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("transpose");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchShardSlice(void *out, const void *in,
-                                       size_t elementBytes, int64_t outer,
-                                       int64_t n, int64_t inner,
-                                       int64_t groupSize, int64_t index,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchShardSlice(void *out, const void *in,
+                                   size_t elementBytes, int64_t outer,
+                                   int64_t n, int64_t inner, int64_t groupSize,
+                                   int64_t index, cudaStream_t stream) {
   if (outer < 0 || n < 0 || inner < 0)
-    return rt::errorf("shard_slice: negative size");
+    return errorf("shard_slice: negative size");
   if (groupSize < 1 || index < 0 || index >= groupSize)
-    return rt::errorf("shard_slice: block ", index, " of ", groupSize);
+    return errorf("shard_slice: block ", index, " of ", groupSize);
   const int64_t blockBytes = n * inner * int64_t(elementBytes);
   const int64_t outBytes = outer * blockBytes;
   if (outBytes == 0)
-    return rt::Status::ok();
+    return Status::ok();
   const uint8_t *x = static_cast<const uint8_t *>(in);
   uint8_t *y = static_cast<uint8_t *>(out);
   if (y < x + outBytes * groupSize && x < y + outBytes)
-    return rt::errorf("shard_slice cannot run in place (its input and output "
-                      "overlap)");
+    return errorf("shard_slice cannot run in place (its input and output "
+                  "overlap)");
   // The widest unit that divides the block and both pointers' alignment.
   const uint64_t alignment = uint64_t(blockBytes) |
                              reinterpret_cast<uintptr_t>(x) |
@@ -400,27 +399,14 @@ rt::Status mlt::cuda::launchShardSlice(void *out, const void *in,
     queueShardSlice<uint8_t>(out, in, outer, blockBytes, groupSize, index,
                              stream);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("shard_slice");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-namespace {
-
-/// The CPU backend's float -> bf16 rounding, on the host.
-uint16_t hostFloatToBF16(float value) {
-  if (value != value)
-    return 0x7FC0;
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-} // namespace
-
-rt::Status mlt::cuda::launchFill(void *data, rt::ElementType type, int64_t n,
-                                 double value, cudaStream_t stream) {
+Status mlt::cuda::launchFill(void *data, rt::ElementType type, int64_t n,
+                             double value, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkCount("fill", n));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   switch (type) {
   case rt::ElementType::F32:
     queueFill<float>(data, n, float(value), stream);
@@ -429,7 +415,7 @@ rt::Status mlt::cuda::launchFill(void *data, rt::ElementType type, int64_t n,
     queueFill<double>(data, n, value, stream);
     break;
   case rt::ElementType::BF16:
-    queueFill<uint16_t>(data, n, hostFloatToBF16(float(value)), stream);
+    queueFill<uint16_t>(data, n, floatToBF16(float(value)), stream);
     break;
   case rt::ElementType::I32:
     queueFill<int32_t>(data, n, int32_t(value), stream);
@@ -438,9 +424,9 @@ rt::Status mlt::cuda::launchFill(void *data, rt::ElementType type, int64_t n,
     queueFill<int64_t>(data, n, int64_t(value), stream);
     break;
   default:
-    return rt::errorf("the CUDA backend cannot fill ",
-                      rt::elementTypeName(type), " buffers");
+    return errorf("the CUDA backend cannot fill ", rt::elementTypeName(type),
+                  " buffers");
   }
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("fill");
-  return rt::Status::ok();
+  return Status::ok();
 }

@@ -16,7 +16,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,59 +32,58 @@ namespace mlt::cuda {
 //===----------------------------------------------------------------------===//
 
 /// out = a + b.
-rt::Status launchAdd(float *out, const float *a, const float *b, int64_t n,
-                     cudaStream_t stream);
-rt::Status launchAdd(__nv_bfloat16 *out, const __nv_bfloat16 *a,
-                     const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
+Status launchAdd(float *out, const float *a, const float *b, int64_t n,
+                 cudaStream_t stream);
+Status launchAdd(__nv_bfloat16 *out, const __nv_bfloat16 *a,
+                 const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
 
 /// out = a * b.
-rt::Status launchMul(float *out, const float *a, const float *b, int64_t n,
-                     cudaStream_t stream);
-rt::Status launchMul(__nv_bfloat16 *out, const __nv_bfloat16 *a,
-                     const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
+Status launchMul(float *out, const float *a, const float *b, int64_t n,
+                 cudaStream_t stream);
+Status launchMul(__nv_bfloat16 *out, const __nv_bfloat16 *a,
+                 const __nv_bfloat16 *b, int64_t n, cudaStream_t stream);
 
 /// y += x.
-rt::Status launchAccumulate(float *y, const float *x, int64_t n,
-                            cudaStream_t stream);
-rt::Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t n,
-                            cudaStream_t stream);
+Status launchAccumulate(float *y, const float *x, int64_t n,
+                        cudaStream_t stream);
+Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t n,
+                        cudaStream_t stream);
 /// y (f32) += x (bf16): a bf16 gradient into a parameter's f32 gradient
 /// (Kernels.def's accumulate with x bf16, y f32). Not in place.
-rt::Status launchAccumulate(float *y, const __nv_bfloat16 *x, int64_t n,
-                            cudaStream_t stream);
+Status launchAccumulate(float *y, const __nv_bfloat16 *x, int64_t n,
+                        cudaStream_t stream);
 
 /// out = silu(gate) * up.
-rt::Status launchSwiGLUForward(float *out, const float *gate, const float *up,
-                               int64_t n, cudaStream_t stream);
-rt::Status launchSwiGLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *gate,
-                               const __nv_bfloat16 *up, int64_t n,
-                               cudaStream_t stream);
+Status launchSwiGLUForward(float *out, const float *gate, const float *up,
+                           int64_t n, cudaStream_t stream);
+Status launchSwiGLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *gate,
+                           const __nv_bfloat16 *up, int64_t n,
+                           cudaStream_t stream);
 
 /// dgate = dout * up * silu'(gate); dup = dout * silu(gate); with `out`
 /// (may be null), also launchSwiGLUForward's out, the same bits, in the same
 /// pass.
-rt::Status launchSwiGLUBackward(float *dgate, float *dup, const float *dout,
-                                const float *gate, const float *up, int64_t n,
-                                cudaStream_t stream, float *out = nullptr);
-rt::Status launchSwiGLUBackward(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
-                                const __nv_bfloat16 *dout,
-                                const __nv_bfloat16 *gate,
-                                const __nv_bfloat16 *up, int64_t n,
-                                cudaStream_t stream,
-                                __nv_bfloat16 *out = nullptr);
+Status launchSwiGLUBackward(float *dgate, float *dup, const float *dout,
+                            const float *gate, const float *up, int64_t n,
+                            cudaStream_t stream, float *out = nullptr);
+Status launchSwiGLUBackward(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
+                            const __nv_bfloat16 *dout,
+                            const __nv_bfloat16 *gate, const __nv_bfloat16 *up,
+                            int64_t n, cudaStream_t stream,
+                            __nv_bfloat16 *out = nullptr);
 
 /// out = x * sigmoid(x).
-rt::Status launchSiLUForward(float *out, const float *x, int64_t n,
-                             cudaStream_t stream);
-rt::Status launchSiLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
-                             int64_t n, cudaStream_t stream);
+Status launchSiLUForward(float *out, const float *x, int64_t n,
+                         cudaStream_t stream);
+Status launchSiLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *x, int64_t n,
+                         cudaStream_t stream);
 
 /// dx = dout * sigmoid(x) * (1 + x * (1 - sigmoid(x))).
-rt::Status launchSiLUBackward(float *dx, const float *dout, const float *x,
-                              int64_t n, cudaStream_t stream);
-rt::Status launchSiLUBackward(__nv_bfloat16 *dx, const __nv_bfloat16 *dout,
-                              const __nv_bfloat16 *x, int64_t n,
-                              cudaStream_t stream);
+Status launchSiLUBackward(float *dx, const float *dout, const float *x,
+                          int64_t n, cudaStream_t stream);
+Status launchSiLUBackward(__nv_bfloat16 *dx, const __nv_bfloat16 *dout,
+                          const __nv_bfloat16 *x, int64_t n,
+                          cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Data movement, any element type.
@@ -93,8 +92,8 @@ rt::Status launchSiLUBackward(__nv_bfloat16 *dx, const __nv_bfloat16 *dout,
 /// out = in converted, n elements, between f32, f64 and bf16 (bf16 <-> f32 as
 /// the CPU backend rounds; f64 <-> bf16 through f32, as it does; the same
 /// type: a copy). Fails on other types.
-rt::Status launchCast(void *out, rt::ElementType outType, const void *in,
-                      rt::ElementType inType, int64_t n, cudaStream_t stream);
+Status launchCast(void *out, rt::ElementType outType, const void *in,
+                  rt::ElementType inType, int64_t n, cudaStream_t stream);
 
 /// The largest rank transpose handles once unit dimensions are dropped and
 /// dimensions that stay adjacent are merged.
@@ -109,23 +108,22 @@ int64_t mergedTransposeRank(const int64_t *shape, const int64_t *perm,
 /// y = x with the dimensions permuted (y's dimension i is x's dimension
 /// perm[i]); elements of `elementBytes` (1, 2, 4 or 8) bytes; `shape` and
 /// `perm` have `rank` entries. Not in place.
-rt::Status launchTranspose(void *out, const void *in, size_t elementBytes,
-                           const int64_t *shape, const int64_t *perm,
-                           int64_t rank, cudaStream_t stream);
+Status launchTranspose(void *out, const void *in, size_t elementBytes,
+                       const int64_t *shape, const int64_t *perm, int64_t rank,
+                       cudaStream_t stream);
 
 /// y [outer, n, inner] = block `index` of the middle dimension of x [outer,
 /// groupSize * n, inner]; elements of `elementBytes` bytes. Fails when y
 /// overlaps x or index is not in [0, groupSize).
-rt::Status launchShardSlice(void *out, const void *in, size_t elementBytes,
-                            int64_t outer, int64_t n, int64_t inner,
-                            int64_t groupSize, int64_t index,
-                            cudaStream_t stream);
+Status launchShardSlice(void *out, const void *in, size_t elementBytes,
+                        int64_t outer, int64_t n, int64_t inner,
+                        int64_t groupSize, int64_t index, cudaStream_t stream);
 
 /// Sets the n elements of `data` to `value` converted to `type` as the CPU
 /// backend converts it (f32: float(value); bf16: that float rounded; f64;
 /// i32 and i64: truncated toward zero). Fails on f16.
-rt::Status launchFill(void *data, rt::ElementType type, int64_t n, double value,
-                      cudaStream_t stream);
+Status launchFill(void *data, rt::ElementType type, int64_t n, double value,
+                  cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -19,18 +19,18 @@ using namespace mlt::cuda;
 namespace {
 
 /// The shard must lie in the vocabulary (cpu/VocabShard.h's check).
-rt::Status checkShape(const char *kernel, int64_t tokens, int64_t vocabShard,
-                      int64_t hidden, int64_t vocabOffset, int64_t vocabTotal) {
+Status checkShape(const char *kernel, int64_t tokens, int64_t vocabShard,
+                  int64_t hidden, int64_t vocabOffset, int64_t vocabTotal) {
   if (tokens < 0 || hidden < 0)
-    return rt::errorf(kernel, ": negative size");
+    return errorf(kernel, ": negative size");
   if (vocabShard < 0 || vocabOffset < 0 ||
       vocabOffset > vocabTotal - vocabShard)
-    return rt::errorf(kernel, ": the shard [", vocabOffset, ", ",
-                      vocabOffset + vocabShard,
-                      ") is not inside the vocabulary [0, ", vocabTotal, ")");
+    return errorf(kernel, ": the shard [", vocabOffset, ", ",
+                  vocabOffset + vocabShard,
+                  ") is not inside the vocabulary [0, ", vocabTotal, ")");
   if (tokens > INT32_MAX || vocabShard >= INT32_MAX || vocabTotal > INT32_MAX)
-    return rt::errorf(kernel, ": more than 2^31 - 1 tokens or rows");
-  return rt::Status::ok();
+    return errorf(kernel, ": more than 2^31 - 1 tokens or rows");
+  return Status::ok();
 }
 
 /// Threads for rows of `columns` columns: whole warps, at most
@@ -88,14 +88,14 @@ cudaError_t layoutScratch(BackwardScratch &s, void *base, int64_t tokens,
 namespace {
 
 template <typename T>
-rt::Status embeddingForward(T *out, const int32_t *ids, const T *table,
-                            int64_t tokens, int64_t vocabShard, int64_t hidden,
-                            int64_t vocabOffset, int64_t vocabTotal,
-                            DeviceErrorSink errors, cudaStream_t stream) {
+Status embeddingForward(T *out, const int32_t *ids, const T *table,
+                        int64_t tokens, int64_t vocabShard, int64_t hidden,
+                        int64_t vocabOffset, int64_t vocabTotal,
+                        DeviceErrorSink errors, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding", tokens, vocabShard, hidden,
                                  vocabOffset, vocabTotal));
   if (tokens == 0 || hidden == 0)
-    return rt::Status::ok();
+    return Status::ok();
   const int64_t rowBytes = hidden * int64_t(sizeof(T));
   const bool vector =
       rowBytes % 16 == 0 && isAligned16(out) && isAligned16(table);
@@ -110,25 +110,25 @@ rt::Status embeddingForward(T *out, const int32_t *ids, const T *table,
             out, ids, table, hidden, vocabShard, vocabOffset, vocabTotal,
             errors);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("embedding forward");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename D>
-rt::Status embeddingBackward(float *dtable, const int32_t *ids, const D *dout,
-                             int64_t tokens, int64_t vocabShard, int64_t hidden,
-                             int64_t vocabOffset, int64_t vocabTotal,
-                             void *scratch, size_t scratchBytes,
-                             DeviceErrorSink errors, cudaStream_t stream) {
+Status embeddingBackward(float *dtable, const int32_t *ids, const D *dout,
+                         int64_t tokens, int64_t vocabShard, int64_t hidden,
+                         int64_t vocabOffset, int64_t vocabTotal, void *scratch,
+                         size_t scratchBytes, DeviceErrorSink errors,
+                         cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("embedding backward", tokens, vocabShard,
                                  hidden, vocabOffset, vocabTotal));
   if (vocabShard == 0 || hidden == 0)
-    return rt::Status::ok();
+    return Status::ok();
   BackwardScratch s;
   if (tokens > 0) {
     MLT_CUDA_RETURN_IF_ERROR(layoutScratch(s, scratch, tokens, vocabShard));
     if (!scratch || scratchBytes < s.total)
-      return rt::errorf("embedding backward: ", scratchBytes,
-                        " bytes of scratch memory, it needs ", s.total);
+      return errorf("embedding backward: ", scratchBytes,
+                    " bytes of scratch memory, it needs ", s.total);
     embeddingKeysKernel<<<flatBlocks(tokens), kFlatThreads, 0, stream>>>(
         s.keys, s.positions, ids, tokens, vocabShard, vocabOffset, vocabTotal,
         errors);
@@ -149,12 +149,12 @@ rt::Status embeddingBackward(float *dtable, const int32_t *ids, const D *dout,
         <<<unsigned(vocabShard), rowThreads(hidden), 0, stream>>>(
             dtable, s.sortedKeys, s.sortedPositions, dout, tokens, hidden);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("embedding backward (rows)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 } // namespace
 
-rt::Status mlt::cuda::launchEmbeddingForward(
+Status mlt::cuda::launchEmbeddingForward(
     float *out, const int32_t *ids, const float *table, int64_t tokens,
     int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
     DeviceErrorSink errors, cudaStream_t stream) {
@@ -162,7 +162,7 @@ rt::Status mlt::cuda::launchEmbeddingForward(
                           vocabOffset, vocabTotal, errors, stream);
 }
 
-rt::Status mlt::cuda::launchEmbeddingForward(
+Status mlt::cuda::launchEmbeddingForward(
     __nv_bfloat16 *out, const int32_t *ids, const __nv_bfloat16 *table,
     int64_t tokens, int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
     int64_t vocabTotal, DeviceErrorSink errors, cudaStream_t stream) {
@@ -180,7 +180,7 @@ size_t mlt::cuda::embeddingBackwardScratchBytes(int64_t tokens,
   return s.total;
 }
 
-rt::Status mlt::cuda::launchEmbeddingBackward(
+Status mlt::cuda::launchEmbeddingBackward(
     float *dtable, const int32_t *ids, const float *dout, int64_t tokens,
     int64_t vocabShard, int64_t hidden, int64_t vocabOffset, int64_t vocabTotal,
     void *scratch, size_t scratchBytes, DeviceErrorSink errors,
@@ -190,7 +190,7 @@ rt::Status mlt::cuda::launchEmbeddingBackward(
                            errors, stream);
 }
 
-rt::Status mlt::cuda::launchEmbeddingBackward(
+Status mlt::cuda::launchEmbeddingBackward(
     float *dtable, const int32_t *ids, const __nv_bfloat16 *dout,
     int64_t tokens, int64_t vocabShard, int64_t hidden, int64_t vocabOffset,
     int64_t vocabTotal, void *scratch, size_t scratchBytes,

@@ -18,7 +18,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_EMBEDDING_H
 
 #include "DeviceError.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -31,18 +31,18 @@ namespace mlt::cuda {
 /// out[p, :] = table[ids[p] - vocabOffset, :] when vocabOffset <= ids[p] <
 /// vocabOffset + vocabShard, else zeros; ids outside [0, vocabTotal) are
 /// reported. out is [tokens, hidden], table [vocabShard, hidden].
-rt::Status launchEmbeddingForward(float *out, const int32_t *ids,
-                                  const float *table, int64_t tokens,
-                                  int64_t vocabShard, int64_t hidden,
-                                  int64_t vocabOffset, int64_t vocabTotal,
-                                  DeviceErrorSink errors, cudaStream_t stream);
+Status launchEmbeddingForward(float *out, const int32_t *ids,
+                              const float *table, int64_t tokens,
+                              int64_t vocabShard, int64_t hidden,
+                              int64_t vocabOffset, int64_t vocabTotal,
+                              DeviceErrorSink errors, cudaStream_t stream);
 /// The same for bf16 tables (a mixed-precision plan's compute copy): rows are
 /// copied as they are.
-rt::Status launchEmbeddingForward(__nv_bfloat16 *out, const int32_t *ids,
-                                  const __nv_bfloat16 *table, int64_t tokens,
-                                  int64_t vocabShard, int64_t hidden,
-                                  int64_t vocabOffset, int64_t vocabTotal,
-                                  DeviceErrorSink errors, cudaStream_t stream);
+Status launchEmbeddingForward(__nv_bfloat16 *out, const int32_t *ids,
+                              const __nv_bfloat16 *table, int64_t tokens,
+                              int64_t vocabShard, int64_t hidden,
+                              int64_t vocabOffset, int64_t vocabTotal,
+                              DeviceErrorSink errors, cudaStream_t stream);
 
 /// The device scratch launchEmbeddingBackward needs.
 size_t embeddingBackwardScratchBytes(int64_t tokens, int64_t vocabShard);
@@ -52,20 +52,20 @@ size_t embeddingBackwardScratchBytes(int64_t tokens, int64_t vocabShard);
 /// tokens' dout rows in position order, in f32, which is the CPU backend's
 /// result bit for bit (and the same bits every run). `scratch` holds
 /// embeddingBackwardScratchBytes(tokens, vocabShard) bytes, 256-byte aligned.
-rt::Status launchEmbeddingBackward(float *dtable, const int32_t *ids,
-                                   const float *dout, int64_t tokens,
-                                   int64_t vocabShard, int64_t hidden,
-                                   int64_t vocabOffset, int64_t vocabTotal,
-                                   void *scratch, size_t scratchBytes,
-                                   DeviceErrorSink errors, cudaStream_t stream);
+Status launchEmbeddingBackward(float *dtable, const int32_t *ids,
+                               const float *dout, int64_t tokens,
+                               int64_t vocabShard, int64_t hidden,
+                               int64_t vocabOffset, int64_t vocabTotal,
+                               void *scratch, size_t scratchBytes,
+                               DeviceErrorSink errors, cudaStream_t stream);
 /// The same for a bf16 dout: widened exactly to f32 and summed in f32, so
 /// dtable (the parameter's gradient) is f32 (Kernels.def's "Element types").
-rt::Status launchEmbeddingBackward(float *dtable, const int32_t *ids,
-                                   const __nv_bfloat16 *dout, int64_t tokens,
-                                   int64_t vocabShard, int64_t hidden,
-                                   int64_t vocabOffset, int64_t vocabTotal,
-                                   void *scratch, size_t scratchBytes,
-                                   DeviceErrorSink errors, cudaStream_t stream);
+Status launchEmbeddingBackward(float *dtable, const int32_t *ids,
+                               const __nv_bfloat16 *dout, int64_t tokens,
+                               int64_t vocabShard, int64_t hidden,
+                               int64_t vocabOffset, int64_t vocabTotal,
+                               void *scratch, size_t scratchBytes,
+                               DeviceErrorSink errors, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

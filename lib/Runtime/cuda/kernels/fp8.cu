@@ -22,12 +22,12 @@ bool isAligned(const void *p, uintptr_t bytes) {
 }
 
 template <typename T>
-rt::Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
+Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
   if (n < 0)
-    return rt::errorf("amax: negative size ", n);
+    return errorf("amax: negative size ", n);
   MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   constexpr int64_t W = Pack<T>::kWidth;
   const bool vec = isAligned16(x);
   // About four packs a thread, at most 1024 blocks (the rest loop).
@@ -37,13 +37,13 @@ rt::Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
       <<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0, stream>>>(
           reinterpret_cast<unsigned *>(amax), x, n, vec);
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T, bool E5M2>
-rt::Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
-                    int64_t rows, int64_t cols, const float *amax,
-                    cudaStream_t stream) {
+Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
+                int64_t rows, int64_t cols, const float *amax,
+                cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (!qT) {
     const bool vec = isAligned16(x) && isAligned(q, 8) && n % kPack == 0;
@@ -56,8 +56,8 @@ rt::Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
     const int64_t tiles = ((rows + kTileRows - 1) / kTileRows) *
                           ((cols + kTileCols - 1) / kTileCols);
     if (tiles > INT32_MAX)
-      return rt::errorf("quantize_fp8: [", rows, ", ", cols,
-                        "] has too many tiles to transpose");
+      return errorf("quantize_fp8: [", rows, ", ", cols,
+                    "] has too many tiles to transpose");
     const bool vec = isAligned16(x) && cols % 16 == 0 && rows % 8 == 0 &&
                      (!q || isAligned16(q)) && isAligned(qT, 8);
     quantizeTransposedKernel<T, E5M2>
@@ -65,21 +65,21 @@ rt::Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
             q, qT, scaleInv, x, rows, cols, amax, vec);
   }
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status quantizeFp8(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
-                       int64_t rows, int64_t cols, rt::ElementType format,
-                       const float *amax, cudaStream_t stream) {
+Status quantizeFp8(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
+                   int64_t rows, int64_t cols, rt::ElementType format,
+                   const float *amax, cudaStream_t stream) {
   if (!rt::isFp8ElementType(format))
-    return rt::errorf("quantize_fp8: ", rt::elementTypeName(format),
-                      " is not an FP8 format (f8e4m3 or f8e5m2)");
+    return errorf("quantize_fp8: ", rt::elementTypeName(format),
+                  " is not an FP8 format (f8e4m3 or f8e5m2)");
   if (rows < 0 || cols < 0)
-    return rt::errorf("quantize_fp8: negative size (rows = ", rows,
-                      ", cols = ", cols, ")");
+    return errorf("quantize_fp8: negative size (rows = ", rows,
+                  ", cols = ", cols, ")");
   if (!q && !qT)
-    return rt::errorf("quantize_fp8: no copy to write");
+    return errorf("quantize_fp8: no copy to write");
   if (format == rt::ElementType::F8E5M2)
     return quantize<T, true>(q, qT, scaleInv, x, rows, cols, amax, stream);
   return quantize<T, false>(q, qT, scaleInv, x, rows, cols, amax, stream);
@@ -87,32 +87,30 @@ rt::Status quantizeFp8(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
 
 } // namespace
 
-rt::Status mlt::cuda::launchAbsMax(float *amax, const float *x, int64_t n,
-                                   cudaStream_t stream) {
+Status mlt::cuda::launchAbsMax(float *amax, const float *x, int64_t n,
+                               cudaStream_t stream) {
   return absMax(amax, x, n, stream);
 }
 
-rt::Status mlt::cuda::launchAbsMax(float *amax, const __nv_bfloat16 *x,
-                                   int64_t n, cudaStream_t stream) {
+Status mlt::cuda::launchAbsMax(float *amax, const __nv_bfloat16 *x, int64_t n,
+                               cudaStream_t stream) {
   return absMax(amax, x, n, stream);
 }
 
-rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
-                                        float *scaleInv, const float *x,
-                                        int64_t rows, int64_t cols,
-                                        rt::ElementType format,
-                                        const float *amax,
-                                        cudaStream_t stream) {
+Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
+                                    float *scaleInv, const float *x,
+                                    int64_t rows, int64_t cols,
+                                    rt::ElementType format, const float *amax,
+                                    cudaStream_t stream) {
   return quantizeFp8(q, qTransposed, scaleInv, x, rows, cols, format, amax,
                      stream);
 }
 
-rt::Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
-                                        float *scaleInv, const __nv_bfloat16 *x,
-                                        int64_t rows, int64_t cols,
-                                        rt::ElementType format,
-                                        const float *amax,
-                                        cudaStream_t stream) {
+Status mlt::cuda::launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed,
+                                    float *scaleInv, const __nv_bfloat16 *x,
+                                    int64_t rows, int64_t cols,
+                                    rt::ElementType format, const float *amax,
+                                    cudaStream_t stream) {
   return quantizeFp8(q, qTransposed, scaleInv, x, rows, cols, format, amax,
                      stream);
 }

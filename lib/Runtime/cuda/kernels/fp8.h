@@ -16,7 +16,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -28,24 +28,24 @@ namespace mlt::cuda {
 /// *amax = max |x[i]| over n elements (NaN when any is NaN, 0 for n = 0).
 /// The order of a maximum does not matter: the result is exact and the same
 /// on every run. x needs only its element type's alignment.
-rt::Status launchAbsMax(float *amax, const float *x, int64_t n,
-                        cudaStream_t stream);
-rt::Status launchAbsMax(float *amax, const __nv_bfloat16 *x, int64_t n,
-                        cudaStream_t stream);
+Status launchAbsMax(float *amax, const float *x, int64_t n,
+                    cudaStream_t stream);
+Status launchAbsMax(float *amax, const __nv_bfloat16 *x, int64_t n,
+                    cudaStream_t stream);
 
 /// The FP8 `format` of x * scale, x [rows, cols] row-major, into q [rows,
 /// cols] and into qTransposed [cols, rows] (either may be null, not both:
 /// both from one pass over x); scale = cpu::fp8Scale of *amax, and
 /// *scaleInv = 1 / scale (exact: a power of two). The copies must not
 /// overlap x; amax may be read by several launches.
-rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
-                             const float *x, int64_t rows, int64_t cols,
-                             rt::ElementType format, const float *amax,
-                             cudaStream_t stream);
-rt::Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
-                             const __nv_bfloat16 *x, int64_t rows, int64_t cols,
-                             rt::ElementType format, const float *amax,
-                             cudaStream_t stream);
+Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
+                         const float *x, int64_t rows, int64_t cols,
+                         rt::ElementType format, const float *amax,
+                         cudaStream_t stream);
+Status launchQuantizeFp8(uint8_t *q, uint8_t *qTransposed, float *scaleInv,
+                         const __nv_bfloat16 *x, int64_t rows, int64_t cols,
+                         rt::ElementType format, const float *amax,
+                         cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -125,69 +125,69 @@ bool foldsBatch(int64_t batch, int64_t m, bool transposeA, bool bBatched) {
 
 /// A column-major layout [rows, cols] with leading dimension ld; with
 /// batch > 1, strided by `stride` elements (0: the same matrix each time).
-rt::Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
-                      int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                      int64_t stride) {
+Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type,
+                  int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                  int64_t stride) {
   MLT_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(layout, type, rows, cols, ld));
   if (batch == 1)
-    return rt::Status::ok();
+    return Status::ok();
   const int32_t count = static_cast<int32_t>(batch);
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
       *layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
       *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
       sizeof(stride)));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 /// The argument errors of a product (types, sizes), before anything runs.
-rt::Status checkProduct(const MatmulShape &shape, rt::ElementType dtype,
-                        rt::ElementType outType) {
+Status checkProduct(const MatmulShape &shape, rt::ElementType dtype,
+                    rt::ElementType outType) {
   if (dtype != rt::ElementType::F32 && dtype != rt::ElementType::BF16)
-    return rt::errorf("matmul: element type ", rt::elementTypeName(dtype),
-                      " is not supported on CUDA (f32 and bf16 are)");
+    return errorf("matmul: element type ", rt::elementTypeName(dtype),
+                  " is not supported on CUDA (f32 and bf16 are)");
   if (outType != dtype && outType != rt::ElementType::F32)
-    return rt::errorf("matmul: ", rt::elementTypeName(dtype),
-                      " operands cannot produce ", rt::elementTypeName(outType),
-                      " (only ", rt::elementTypeName(dtype), " or f32)");
+    return errorf("matmul: ", rt::elementTypeName(dtype),
+                  " operands cannot produce ", rt::elementTypeName(outType),
+                  " (only ", rt::elementTypeName(dtype), " or f32)");
   const int64_t batch = shape.batch, m = shape.m, n = shape.n, k = shape.k;
   if (batch < 0 || m < 0 || n < 0 || k < 0)
-    return rt::errorf("matmul: negative size (batch = ", batch, ", m = ", m,
-                      ", n = ", n, ", k = ", k, ")");
+    return errorf("matmul: negative size (batch = ", batch, ", m = ", m,
+                  ", n = ", n, ", k = ", k, ")");
   for (int64_t size : {batch, m, n, k})
     if (size > INT32_MAX)
-      return rt::errorf("matmul: size ", size,
-                        " exceeds the 32-bit integers of cuBLASLt");
-  return rt::Status::ok();
+      return errorf("matmul: size ", size,
+                    " exceeds the 32-bit integers of cuBLASLt");
+  return Status::ok();
 }
 
 /// The argument errors of an FP8 product (runFp8), before anything runs.
-rt::Status checkFp8Product(const MatmulShape &shape, rt::ElementType aType,
-                           rt::ElementType bType, rt::ElementType outType,
-                           const float *aScaleInv, const float *bScaleInv) {
+Status checkFp8Product(const MatmulShape &shape, rt::ElementType aType,
+                       rt::ElementType bType, rt::ElementType outType,
+                       const float *aScaleInv, const float *bScaleInv) {
   if (!rt::isFp8ElementType(aType) || !rt::isFp8ElementType(bType))
-    return rt::errorf("matmul_fp8: operands ", rt::elementTypeName(aType),
-                      " and ", rt::elementTypeName(bType),
-                      " (both must be f8e4m3 or f8e5m2)");
+    return errorf("matmul_fp8: operands ", rt::elementTypeName(aType), " and ",
+                  rt::elementTypeName(bType),
+                  " (both must be f8e4m3 or f8e5m2)");
   if (aType == rt::ElementType::F8E5M2 && bType == rt::ElementType::F8E5M2)
-    return rt::errorf("matmul_fp8: f8e5m2 times f8e5m2 has no Hopper kernel "
-                      "(one operand must be f8e4m3)");
+    return errorf("matmul_fp8: f8e5m2 times f8e5m2 has no Hopper kernel "
+                  "(one operand must be f8e4m3)");
   if (outType != rt::ElementType::BF16 && outType != rt::ElementType::F32)
-    return rt::errorf("matmul_fp8: cannot produce ",
-                      rt::elementTypeName(outType), " (bf16 or f32)");
+    return errorf("matmul_fp8: cannot produce ", rt::elementTypeName(outType),
+                  " (bf16 or f32)");
   if (shape.transposeA || !shape.transposeB)
-    return rt::errorf("matmul_fp8: both operands must have the reduction "
-                      "dimension contiguous (a [m, k], b stored [n, k]: "
-                      "transpose_a = 0, transpose_b = 1), not transpose_a = ",
-                      shape.transposeA, ", transpose_b = ", shape.transposeB);
+    return errorf("matmul_fp8: both operands must have the reduction "
+                  "dimension contiguous (a [m, k], b stored [n, k]: "
+                  "transpose_a = 0, transpose_b = 1), not transpose_a = ",
+                  shape.transposeA, ", transpose_b = ", shape.transposeB);
   if (!aScaleInv || !bScaleInv)
-    return rt::errorf("matmul_fp8: both operands need their inverse scale");
+    return errorf("matmul_fp8: both operands need their inverse scale");
   // cublasLtMatmul refuses scale pointers that are not (measured on the
   // H100 with cuBLASLt 13.1: 4- and 8-byte aligned ones are refused).
   if (alignmentOf(aScaleInv, 0) < 16 || alignmentOf(bScaleInv, 0) < 16)
-    return rt::errorf("matmul_fp8: the inverse scales must be 16-byte "
-                      "aligned (cuBLASLt's scale pointers)");
+    return errorf("matmul_fp8: the inverse scales must be 16-byte "
+                  "aligned (cuBLASLt's scale pointers)");
   // The sizes as checkProduct checks them.
   return checkProduct(shape, rt::ElementType::BF16, outType);
 }
@@ -294,54 +294,51 @@ struct MatmulRunner::Impl {
   /// The shape's plan, made on first use. An FP8 product's scale pointers
   /// are on its descriptor before the heuristic is asked (the FP8 kernels
   /// that scale are not those that do not); each call sets its own.
-  rt::StatusOr<Plan *> getPlan(const PlanKey &key,
-                               const float *aScaleInv = nullptr,
-                               const float *bScaleInv = nullptr);
+  StatusOr<Plan *> getPlan(const PlanKey &key, const float *aScaleInv = nullptr,
+                           const float *bScaleInv = nullptr);
 
   /// Sets the scale pointers of an FP8 product on `plan`'s descriptor
   /// (cuBLASLt's A is b).
-  rt::Status setScales(Plan &plan, const float *aScaleInv,
-                       const float *bScaleInv);
+  Status setScales(Plan &plan, const float *aScaleInv, const float *bScaleInv);
 
   /// run and runFp8: key is keyOf's (with dtypeB and fastAccumulation),
   /// aScaleInv and bScaleInv null but for FP8 operands.
-  rt::Status product(PlanKey key, const void *a, const void *b, void *c,
-                     const void *addend, const float *aScaleInv,
-                     const float *bScaleInv, cudaStream_t stream);
+  Status product(PlanKey key, const void *a, const void *b, void *c,
+                 const void *addend, const float *aScaleInv,
+                 const float *bScaleInv, cudaStream_t stream);
 
   /// Queues D = the product (+ C = addend when not null) with plan's
   /// algorithm; cuBLASLt's A is b and its B is a (matmul.cpp's header).
-  rt::Status launch(const Plan &plan, const void *a, const void *b,
-                    const void *addend, void *c, cudaStream_t stream);
+  Status launch(const Plan &plan, const void *a, const void *b,
+                const void *addend, void *c, cudaStream_t stream);
 
   /// The device copy of `addresses`, made on first use (outside a graph
   /// capture: a copy cannot be captured from memory the host reuses).
-  rt::StatusOr<void *> pointerArray(const std::vector<const void *> &addresses,
-                                    cudaStream_t stream);
+  StatusOr<void *> pointerArray(const std::vector<const void *> &addresses,
+                                cudaStream_t stream);
 
   /// Times each of plan's candidates on these operands (into a scratch
   /// output, the product's shape in c's type, when c must not be written:
   /// it is the addend), keeps the fastest in plan.algo, clears the
   /// candidates, and adds the choice to the table and saves it.
-  rt::Status tunePlan(Plan &plan, const PlanKey &key, const void *a,
-                      const void *b, void *c, const void *addend,
-                      cudaStream_t stream);
+  Status tunePlan(Plan &plan, const PlanKey &key, const void *a, const void *b,
+                  void *c, const void *addend, cudaStream_t stream);
 };
 
-rt::Status MatmulRunner::Impl::setScales(Plan &plan, const float *aScaleInv,
-                                         const float *bScaleInv) {
+Status MatmulRunner::Impl::setScales(Plan &plan, const float *aScaleInv,
+                                     const float *bScaleInv) {
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv,
       sizeof(bScaleInv)));
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv,
       sizeof(aScaleInv)));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
-                                                 const float *aScaleInv,
-                                                 const float *bScaleInv) {
+StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
+                                             const float *aScaleInv,
+                                             const float *bScaleInv) {
   auto it = plans.find(key);
   if (it != plans.end())
     return it->second.get();
@@ -421,7 +418,7 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
   // The heuristic's usable proposals, best guess first, for at most
   // `workspaceBytes` of workspace.
   auto propose = [&](uint64_t workspaceBytes)
-      -> rt::StatusOr<std::vector<cublasLtMatmulAlgo_t>> {
+      -> StatusOr<std::vector<cublasLtMatmulAlgo_t>> {
     cublasLtMatmulPreference_t preference = nullptr;
     MLT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&preference));
     struct PreferenceGuard {
@@ -442,8 +439,8 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
         plan->layoutC, preference, kRequested, results, &returned);
     if (status != CUBLAS_STATUS_SUCCESS &&
         status != CUBLAS_STATUS_NOT_SUPPORTED)
-      return rt::errorf("cublasLtMatmulAlgoGetHeuristic for ", describe(key),
-                        ": ", cublasLtGetStatusString(status));
+      return errorf("cublasLtMatmulAlgoGetHeuristic for ", describe(key), ": ",
+                    cublasLtGetStatusString(status));
     std::vector<cublasLtMatmulAlgo_t> usable;
     for (int i = 0; i < returned && status == CUBLAS_STATUS_SUCCESS; ++i)
       if (results[i].state == CUBLAS_STATUS_SUCCESS &&
@@ -466,12 +463,12 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
     // it is given fails, and says so.)
     if (status != CUBLAS_STATUS_SUCCESS ||
         tuned->workspaceBytes > kWorkspaceBytes)
-      return rt::errorf(options.algorithms, ": the algorithm tuned for ", shape,
-                        " does not run it here (",
-                        status != CUBLAS_STATUS_SUCCESS
-                            ? cublasLtGetStatusString(status)
-                            : "it asks for more than the 32 MiB workspace",
-                        "); tune the table again with --tune-matmuls");
+      return errorf(options.algorithms, ": the algorithm tuned for ", shape,
+                    " does not run it here (",
+                    status != CUBLAS_STATUS_SUCCESS
+                        ? cublasLtGetStatusString(status)
+                        : "it asks for more than the 32 MiB workspace",
+                    "); tune the table again with --tune-matmuls");
     plan->workspaceBytes = tuned->workspaceBytes;
     plan->tabled = true;
   } else {
@@ -500,7 +497,7 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
         break;
     }
     if (plan->candidates.empty())
-      return rt::errorf("no cuBLASLt algorithm for ", shape);
+      return errorf("no cuBLASLt algorithm for ", shape);
     // The first proposal is cuBLASLt's best guess: the algorithm unless
     // tuning times the others on the first run.
     plan->algo = plan->candidates.front().first;
@@ -514,19 +511,18 @@ rt::StatusOr<Plan *> MatmulRunner::Impl::getPlan(const PlanKey &key,
   return result;
 }
 
-rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
-                                        const void *a, const void *b, void *c,
-                                        const void *addend,
-                                        cudaStream_t stream) {
+Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
+                                    const void *a, const void *b, void *c,
+                                    const void *addend, cudaStream_t stream) {
   std::vector<std::pair<cublasLtMatmulAlgo_t, size_t>> candidates;
   std::swap(candidates, plan.candidates);
   const std::string shape = describe(key);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone)
-    return rt::errorf("tuning ", shape,
-                      ": its first run is inside a CUDA graph capture, where "
-                      "products cannot be timed");
+    return errorf("tuning ", shape,
+                  ": its first run is inside a CUDA graph capture, where "
+                  "products cannot be timed");
   // Timing runs must not change c when it is also the addend (they would add
   // the product several times): they write a scratch output instead.
   void *out = c;
@@ -598,8 +594,8 @@ rt::Status MatmulRunner::Impl::tunePlan(Plan &plan, const PlanKey &key,
     if (runs[i] && (best == count || medians[i] < medians[best]))
       best = i;
   if (best == count)
-    return rt::errorf("tuning ", shape, ": none of cuBLASLt's ", count,
-                      " proposals ran");
+    return errorf("tuning ", shape, ": none of cuBLASLt's ", count,
+                  " proposals ran");
   plan.algo = candidates[best].first;
   plan.workspaceBytes = candidates[best].second;
   plan.tabled = true;
@@ -624,12 +620,12 @@ MatmulRunner::MatmulRunner(std::unique_ptr<Impl> impl)
 
 MatmulRunner::~MatmulRunner() = default;
 
-rt::StatusOr<std::unique_ptr<MatmulRunner>>
+StatusOr<std::unique_ptr<MatmulRunner>>
 MatmulRunner::create(const MatmulOptions &options) {
   auto impl = std::make_unique<Impl>();
   MLT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&impl->device));
   if (options.tune && options.algorithms.empty())
-    return rt::errorf("tuning matmuls needs a table file to write");
+    return errorf("tuning matmuls needs a table file to write");
   impl->options = options;
   MLT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
   if (!options.algorithms.empty()) {
@@ -660,27 +656,26 @@ size_t MatmulRunner::tabledShapes() const {
                     [](const auto &entry) { return entry.second->tabled; }));
 }
 
-rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
-                             const void *b, void *c, rt::ElementType dtype,
-                             cudaStream_t stream) {
+Status MatmulRunner::run(const MatmulShape &shape, const void *a, const void *b,
+                         void *c, rt::ElementType dtype, cudaStream_t stream) {
   return run(shape, a, b, c, dtype, dtype, nullptr, stream);
 }
 
-rt::Status MatmulRunner::run(const MatmulShape &shape, const void *a,
-                             const void *b, void *c, rt::ElementType dtype,
-                             rt::ElementType outType, const void *addend,
-                             cudaStream_t stream) {
+Status MatmulRunner::run(const MatmulShape &shape, const void *a, const void *b,
+                         void *c, rt::ElementType dtype,
+                         rt::ElementType outType, const void *addend,
+                         cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkProduct(shape, dtype, outType));
   return impl_->product(keyOf(shape, dtype, outType, addend != nullptr), a, b,
                         c, addend, nullptr, nullptr, stream);
 }
 
-rt::Status MatmulRunner::runFp8(const MatmulShape &shape, const void *a,
-                                rt::ElementType aType, const float *aScaleInv,
-                                const void *b, rt::ElementType bType,
-                                const float *bScaleInv, void *c,
-                                rt::ElementType outType, const void *addend,
-                                bool fastAccumulation, cudaStream_t stream) {
+Status MatmulRunner::runFp8(const MatmulShape &shape, const void *a,
+                            rt::ElementType aType, const float *aScaleInv,
+                            const void *b, rt::ElementType bType,
+                            const float *bScaleInv, void *c,
+                            rt::ElementType outType, const void *addend,
+                            bool fastAccumulation, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(
       checkFp8Product(shape, aType, bType, outType, aScaleInv, bScaleInv));
   PlanKey key = keyOf(shape, aType, outType, addend != nullptr);
@@ -689,13 +684,14 @@ rt::Status MatmulRunner::runFp8(const MatmulShape &shape, const void *a,
   return impl_->product(key, a, b, c, addend, aScaleInv, bScaleInv, stream);
 }
 
-rt::Status
-MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b, void *c,
-                            const void *addend, const float *aScaleInv,
-                            const float *bScaleInv, cudaStream_t stream) {
+Status MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b,
+                                   void *c, const void *addend,
+                                   const float *aScaleInv,
+                                   const float *bScaleInv,
+                                   cudaStream_t stream) {
   const int64_t batch = key.batch, m = key.m, n = key.n, k = key.k;
   if (batch == 0 || m == 0 || n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   const int64_t aBytes = static_cast<int64_t>(rt::elementSize(key.dtype));
   const int64_t bBytes = static_cast<int64_t>(rt::elementSize(key.dtypeB));
   const int64_t outBytes = static_cast<int64_t>(rt::elementSize(key.outType));
@@ -708,7 +704,7 @@ MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b, void *c,
     else if (addend != c)
       MLT_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(c, addend, bytes, cudaMemcpyDeviceToDevice, stream));
-    return rt::Status::ok();
+    return Status::ok();
   }
 
   // Batch strides count in the alignment only when the products are strided
@@ -723,7 +719,7 @@ MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b, void *c,
     key.alignC = std::min(key.alignC,
                           alignmentOf(addend, strided ? m * n * outBytes : 0));
   if (key.alignA < aBytes || key.alignB < bBytes || key.alignC < outBytes)
-    return rt::errorf("matmul: an operand is not aligned to its element size");
+    return errorf("matmul: an operand is not aligned to its element size");
 
   auto plan = getPlan(key, aScaleInv, bScaleInv);
   if (!plan)
@@ -734,25 +730,25 @@ MatmulRunner::Impl::product(PlanKey key, const void *a, const void *b, void *c,
     MLT_RETURN_IF_ERROR(setScales(**plan, aScaleInv, bScaleInv));
   if (!(*plan)->candidates.empty())
     MLT_RETURN_IF_ERROR(tunePlan(**plan, key, a, b, c, addend, stream));
-  rt::Status launched = launch(**plan, a, b, addend, c, stream);
+  Status launched = launch(**plan, a, b, addend, c, stream);
   if (!launched)
-    return rt::errorf(describe(key), ": ", launched.message());
-  return rt::Status::ok();
+    return errorf(describe(key), ": ", launched.message());
+  return Status::ok();
 }
 
-rt::Status MatmulRunner::Impl::launch(const Plan &p, const void *a,
-                                      const void *b, const void *addend,
-                                      void *c, cudaStream_t stream) {
+Status MatmulRunner::Impl::launch(const Plan &p, const void *a, const void *b,
+                                  const void *addend, void *c,
+                                  cudaStream_t stream) {
   const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   MLT_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmul(handle, p.desc, &alpha, b, p.layoutA, a, p.layoutB, &beta,
                      addend ? addend : c, p.layoutC, c, p.layoutC, &p.algo,
                      p.workspaceBytes ? workspace : nullptr,
                      p.workspaceBytes, stream));
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::StatusOr<void *>
+StatusOr<void *>
 MatmulRunner::Impl::pointerArray(const std::vector<const void *> &addresses,
                                  cudaStream_t stream) {
   auto it = pointerArrays.find(addresses);
@@ -761,9 +757,9 @@ MatmulRunner::Impl::pointerArray(const std::vector<const void *> &addresses,
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone)
-    return rt::errorf("matmul_group: its first run is inside a CUDA graph "
-                      "capture, where its operand addresses cannot be "
-                      "uploaded");
+    return errorf("matmul_group: its first run is inside a CUDA graph "
+                  "capture, where its operand addresses cannot be "
+                  "uploaded");
   void *array = nullptr;
   const size_t bytes = addresses.size() * sizeof(void *);
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&array, bytes));
@@ -777,17 +773,16 @@ MatmulRunner::Impl::pointerArray(const std::vector<const void *> &addresses,
   return array;
 }
 
-rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
-                                  const std::vector<const void *> &a,
-                                  const std::vector<const void *> &b,
-                                  const std::vector<void *> &c,
-                                  rt::ElementType dtype,
-                                  rt::ElementType outType, bool accumulate,
-                                  cudaStream_t stream) {
+Status MatmulRunner::runGroup(const MatmulShape &shape,
+                              const std::vector<const void *> &a,
+                              const std::vector<const void *> &b,
+                              const std::vector<void *> &c,
+                              rt::ElementType dtype, rt::ElementType outType,
+                              bool accumulate, cudaStream_t stream) {
   const size_t groups = c.size();
   if (groups == 0 || a.size() != groups || b.size() != groups)
-    return rt::errorf("matmul_group: ", a.size(), " a, ", b.size(), " b and ",
-                      groups, " c operands (one of each per product)");
+    return errorf("matmul_group: ", a.size(), " a, ", b.size(), " b and ",
+                  groups, " c operands (one of each per product)");
   // One launch where each product is one matrix (batch 1, or a shared b
   // under an untransposed a, folded); otherwise, and for the empty and
   // degenerate shapes, the products one by one.
@@ -799,7 +794,7 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
     for (size_t g = 0; g < groups; ++g)
       MLT_RETURN_IF_ERROR(run(shape, a[g], b[g], c[g], dtype, outType,
                               accumulate ? c[g] : nullptr, stream));
-    return rt::Status::ok();
+    return Status::ok();
   }
   MLT_RETURN_IF_ERROR(checkProduct(shape, dtype, outType));
   const int64_t elementBytes = static_cast<int64_t>(rt::elementSize(dtype));
@@ -814,8 +809,8 @@ rt::Status MatmulRunner::runGroup(const MatmulShape &shape,
   }
   if (key.alignA < elementBytes || key.alignB < elementBytes ||
       key.alignC < outBytes)
-    return rt::errorf("matmul_group: an operand is not aligned to its "
-                      "element size");
+    return errorf("matmul_group: an operand is not aligned to its "
+                  "element size");
   // cuBLASLt's A is b, its B is a, its C = D is c (matmul.cpp's header).
   std::vector<const void *> addresses(b.begin(), b.end());
   addresses.insert(addresses.end(), a.begin(), a.end());

@@ -11,7 +11,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H
 
 #include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -102,7 +102,7 @@ public:
   /// Creates the handle and allocates the workspace on the current device,
   /// and loads `options.algorithms` when given (a missing file is an error
   /// unless tuning, which creates it; see MatmulTable::load for the rest).
-  static rt::StatusOr<std::unique_ptr<MatmulRunner>>
+  static StatusOr<std::unique_ptr<MatmulRunner>>
   create(const MatmulOptions &options = {});
   ~MatmulRunner();
   MatmulRunner(const MatmulRunner &) = delete;
@@ -111,14 +111,14 @@ public:
   /// Queues c = op(a) op(b) (Kernels.def's matmul) on `stream`. The first
   /// call of a shape builds its descriptors and asks cuBLASLt's heuristic for
   /// an algorithm; later calls of that shape reuse them.
-  rt::Status run(const MatmulShape &shape, const void *a, const void *b,
-                 void *c, rt::ElementType dtype, cudaStream_t stream);
+  Status run(const MatmulShape &shape, const void *a, const void *b, void *c,
+             rt::ElementType dtype, cudaStream_t stream);
   /// The general form: a and b of `dtype`, c of `outType` (dtype, or f32),
   /// and c = product + addend when `addend` is not null (c itself, or a
   /// buffer of c's type and shape that does not overlap it otherwise).
-  rt::Status run(const MatmulShape &shape, const void *a, const void *b,
-                 void *c, rt::ElementType dtype, rt::ElementType outType,
-                 const void *addend, cudaStream_t stream);
+  Status run(const MatmulShape &shape, const void *a, const void *b, void *c,
+             rt::ElementType dtype, rt::ElementType outType, const void *addend,
+             cudaStream_t stream);
 
   /// Queues the FP8 product c = (aScaleInv * a) (bScaleInv * b)^T on Hopper's
   /// FP8 tensor cores: a [m, k] and b stored [n, k] (transposeA false,
@@ -134,12 +134,10 @@ public:
   /// accurate (Transformer Engine uses it for forward products only). The
   /// algorithm is chosen as for `run` (table, tuning, heuristic), keyed by
   /// both types and the accumulation mode.
-  rt::Status runFp8(const MatmulShape &shape, const void *a,
-                    rt::ElementType aType, const float *aScaleInv,
-                    const void *b, rt::ElementType bType,
-                    const float *bScaleInv, void *c, rt::ElementType outType,
-                    const void *addend, bool fastAccumulation,
-                    cudaStream_t stream);
+  Status runFp8(const MatmulShape &shape, const void *a, rt::ElementType aType,
+                const float *aScaleInv, const void *b, rt::ElementType bType,
+                const float *bScaleInv, void *c, rt::ElementType outType,
+                const void *addend, bool fastAccumulation, cudaStream_t stream);
 
   /// Queues G = c.size() products of one shape, c[g] = op(a[g]) op(b[g])
   /// (c[g] += ... when `accumulate`), Kernels.def's matmul_group: one
@@ -149,12 +147,11 @@ public:
   /// untransposed a), else G launches of `run`. Its algorithm is chosen as a
   /// product's (the table, tuning, the heuristic), but an accumulating group
   /// is not tuned (its timing runs would add into c).
-  rt::Status runGroup(const MatmulShape &shape,
-                      const std::vector<const void *> &a,
-                      const std::vector<const void *> &b,
-                      const std::vector<void *> &c, rt::ElementType dtype,
-                      rt::ElementType outType, bool accumulate,
-                      cudaStream_t stream);
+  Status runGroup(const MatmulShape &shape, const std::vector<const void *> &a,
+                  const std::vector<const void *> &b,
+                  const std::vector<void *> &c, rt::ElementType dtype,
+                  rt::ElementType outType, bool accumulate,
+                  cudaStream_t stream);
 
   /// Number of cached shapes (for tests: a second call of a shape adds none).
   size_t cachedShapes() const;

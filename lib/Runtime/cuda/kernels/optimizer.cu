@@ -22,15 +22,15 @@ size_t mlt::cuda::sumSquaresScratchBytes(int64_t n) {
   return blocks == 1 ? 0 : size_t(blocks) * sizeof(double);
 }
 
-rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
-                                       void *scratch, cudaStream_t stream) {
+Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
+                                   void *scratch, cudaStream_t stream) {
   if (n < 0)
-    return rt::errorf("sum_squares: negative element count ", n);
+    return errorf("sum_squares: negative element count ", n);
   const int blocks = sumSquaresBlocks(n);
   double *partials = static_cast<double *>(scratch);
   if (blocks > 1 && !partials)
-    return rt::errorf("sum_squares: no scratch memory for ", blocks,
-                      " partial sums");
+    return errorf("sum_squares: no scratch memory for ", blocks,
+                  " partial sums");
   if (isAligned16(x))
     MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresKernel<true>,
                                              dim3(blocks), dim3(kReduceThreads),
@@ -46,7 +46,7 @@ rt::Status mlt::cuda::launchSumSquares(float *out, const float *x, int64_t n,
         static_cast<const double *>(partials), blocks));
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares (partials)");
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 namespace {
@@ -77,18 +77,17 @@ size_t mlt::cuda::sumSquaresMultiScratchBytes(const int64_t *ns,
   return most * sizeof(double);
 }
 
-rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
-                                            const void *const *xs,
-                                            const bool *halves,
-                                            const int64_t *ns, int64_t count,
-                                            void *scratch,
-                                            cudaStream_t stream) {
+Status mlt::cuda::launchSumSquaresMulti(float *const *out,
+                                        const void *const *xs,
+                                        const bool *halves, const int64_t *ns,
+                                        int64_t count, void *scratch,
+                                        cudaStream_t stream) {
   if (count < 0)
-    return rt::errorf("sum_squares_multi: negative count ", count);
+    return errorf("sum_squares_multi: negative count ", count);
   for (int64_t k = 0; k < count; ++k)
     if (ns[k] < 0)
-      return rt::errorf("sum_squares_multi: negative element count ", ns[k],
-                        " of tensor ", k);
+      return errorf("sum_squares_multi: negative element count ", ns[k],
+                    " of tensor ", k);
   double *partials = static_cast<double *>(scratch);
   for (int64_t done = 0; done < count; done += kSumSquaresMultiBatch) {
     SumSquaresMultiBatch batch{};
@@ -111,8 +110,8 @@ rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
     }
     batch.firstBlock[batch.count] = blocks;
     if (partialCount > 0 && !partials)
-      return rt::errorf("sum_squares_multi: no scratch memory for ",
-                        partialCount, " partial sums");
+      return errorf("sum_squares_multi: no scratch memory for ", partialCount,
+                    " partial sums");
     MLT_CUDA_RETURN_IF_ERROR(launchDependent(sumSquaresMultiKernel,
                                              dim3(blocks), dim3(kReduceThreads),
                                              0, stream, partials, batch));
@@ -124,16 +123,16 @@ rt::Status mlt::cuda::launchSumSquaresMulti(float *const *out,
       MLT_CUDA_RETURN_IF_LAUNCH_FAILED("sum_squares_multi (partials)");
     }
   }
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchGlobalNorm(float *out, const float *const *parts,
-                                       int64_t count, void *scratch,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchGlobalNorm(float *out, const float *const *parts,
+                                   int64_t count, void *scratch,
+                                   cudaStream_t stream) {
   if (count < 0)
-    return rt::errorf("global_norm: negative count ", count);
+    return errorf("global_norm: negative count ", count);
   if (count > kGlobalNormBatch && !scratch)
-    return rt::errorf("global_norm: no scratch memory for ", count, " parts");
+    return errorf("global_norm: no scratch memory for ", count, " parts");
   double *running = static_cast<double *>(scratch);
   int64_t done = 0;
   do {
@@ -147,26 +146,26 @@ rt::Status mlt::cuda::launchGlobalNorm(float *out, const float *const *parts,
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("global_norm");
     done += batch.count;
   } while (done < count);
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchClipCoefficient(float *out, const float *norm,
-                                            const float *maxNorm,
-                                            cudaStream_t stream) {
+Status mlt::cuda::launchClipCoefficient(float *out, const float *norm,
+                                        const float *maxNorm,
+                                        cudaStream_t stream) {
   clipCoefficientKernel<<<1, 1, 0, stream>>>(out, norm, maxNorm);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("clip_coefficient");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
-                                  const float *grad, int64_t n,
-                                  const AdamWScalars &scalars,
-                                  bool applyWeightDecay, __nv_bfloat16 *copy,
-                                  DeviceErrorSink errors, cudaStream_t stream) {
+Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
+                              const float *grad, int64_t n,
+                              const AdamWScalars &scalars,
+                              bool applyWeightDecay, __nv_bfloat16 *copy,
+                              DeviceErrorSink errors, cudaStream_t stream) {
   if (n < 0)
-    return rt::errorf("adamw: negative element count ", n);
+    return errorf("adamw: negative element count ", n);
   if (n == 0)
-    return rt::Status::ok();
+    return Status::ok();
   // The vector path writes the copy four bf16 at a time (8 bytes).
   const bool aligned = isAligned16(param) && isAligned16(m) && isAligned16(v) &&
                        isAligned16(grad) &&
@@ -181,27 +180,26 @@ rt::Status mlt::cuda::launchAdamW(float *param, float *m, float *v,
         param, m, v, grad, n, scalars, applyWeightDecay, copy, errors);
   }
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
-rt::Status mlt::cuda::launchAdamWMulti(const AdamWTensor *tensors,
-                                       size_t count,
-                                       const AdamWScalars &scalars,
-                                       DeviceErrorSink errors,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchAdamWMulti(const AdamWTensor *tensors, size_t count,
+                                   const AdamWScalars &scalars,
+                                   DeviceErrorSink errors,
+                                   cudaStream_t stream) {
   for (size_t t = 0; t < count;) {
     AdamWBatch batch{};
     for (; t < count && batch.count < kAdamWMultiTensors; ++t) {
       const AdamWTensor &x = tensors[t];
       if (x.n < 0)
-        return rt::errorf("adamw_multi: tensor ", t,
-                          " has a negative element count ", x.n);
+        return errorf("adamw_multi: tensor ", t,
+                      " has a negative element count ", x.n);
       if (x.n == 0)
         continue;
       AdamWBatchTensor &b = batch.tensors[batch.count++];
       if (!x.grad == !x.gradHalf)
-        return rt::errorf("adamw_multi: tensor ", t,
-                          " needs exactly one gradient, f32 or bf16");
+        return errorf("adamw_multi: tensor ", t,
+                      " needs exactly one gradient, f32 or bf16");
       b = AdamWBatchTensor{x.param, x.m,          x.v,     x.grad, x.gradHalf,
                            x.copy,  x.n, batch.chunks, x.decay, false};
       b.vector = isAligned16(x.param) && isAligned16(x.m) &&
@@ -218,5 +216,5 @@ rt::Status mlt::cuda::launchAdamWMulti(const AdamWTensor *tensors,
         batch, scalars, errors);
     MLT_CUDA_RETURN_IF_LAUNCH_FAILED("adamw_multi");
   }
-  return rt::Status::ok();
+  return Status::ok();
 }

@@ -14,7 +14,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_OPTIMIZER_H
 
 #include "DeviceError.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -33,8 +33,8 @@ size_t sumSquaresScratchBytes(int64_t n);
 /// on n only, and partial sums are combined in a fixed order (no atomics).
 /// `scratch` holds sumSquaresScratchBytes(n) bytes (8-byte aligned) and may
 /// be null when that is 0.
-rt::Status launchSumSquares(float *out, const float *x, int64_t n,
-                            void *scratch, cudaStream_t stream);
+Status launchSumSquares(float *out, const float *x, int64_t n, void *scratch,
+                        cudaStream_t stream);
 
 /// The device scratch launchSumSquaresMulti needs for tensors of ns[0..count)
 /// elements (8 bytes per partial sum of one batch of tensors; at most
@@ -52,10 +52,9 @@ size_t sumSquaresMultiScratchBytes(const int64_t *ns, int64_t count);
 /// `halves` (may be null: all f32) marks the tensors that are bf16 (a
 /// gradient reduced in bf16), widened as they are read: the bits of their
 /// f32 copies' sums.
-rt::Status launchSumSquaresMulti(float *const *out, const void *const *xs,
-                                 const bool *halves, const int64_t *ns,
-                                 int64_t count, void *scratch,
-                                 cudaStream_t stream);
+Status launchSumSquaresMulti(float *const *out, const void *const *xs,
+                             const bool *halves, const int64_t *ns,
+                             int64_t count, void *scratch, cudaStream_t stream);
 
 /// The device scratch launchGlobalNorm needs (8 bytes).
 inline constexpr size_t kGlobalNormScratchBytes = 8;
@@ -64,13 +63,13 @@ inline constexpr size_t kGlobalNormScratchBytes = 8;
 /// does. `parts` is a host array of `count` device pointers to f32 scalars;
 /// it is read before the call returns. `scratch`: kGlobalNormScratchBytes
 /// (8-byte aligned), used when count exceeds one launch's batch of pointers.
-rt::Status launchGlobalNorm(float *out, const float *const *parts,
-                            int64_t count, void *scratch, cudaStream_t stream);
+Status launchGlobalNorm(float *out, const float *const *parts, int64_t count,
+                        void *scratch, cudaStream_t stream);
 
 /// *out = 1 when *maxNorm is 0, else min(1, *maxNorm / (*norm + 1e-6)) in
 /// f32 (torch.nn.utils.clip_grad_norm_).
-rt::Status launchClipCoefficient(float *out, const float *norm,
-                                 const float *maxNorm, cudaStream_t stream);
+Status launchClipCoefficient(float *out, const float *norm,
+                             const float *maxNorm, cudaStream_t stream);
 
 /// The f32 scalars of an AdamW update, in device memory.
 struct AdamWScalars {
@@ -92,10 +91,10 @@ struct AdamWScalars {
 /// With `copy` (may be null: Kernels.def's optional fourth output), the
 /// updated parameter is also written there rounded to bf16 (as `cast`
 /// rounds), in the same pass: a mixed-precision plan's compute copy.
-rt::Status launchAdamW(float *param, float *m, float *v, const float *grad,
-                       int64_t n, const AdamWScalars &scalars,
-                       bool applyWeightDecay, __nv_bfloat16 *copy,
-                       DeviceErrorSink errors, cudaStream_t stream);
+Status launchAdamW(float *param, float *m, float *v, const float *grad,
+                   int64_t n, const AdamWScalars &scalars,
+                   bool applyWeightDecay, __nv_bfloat16 *copy,
+                   DeviceErrorSink errors, cudaStream_t stream);
 
 /// One tensor of a multi-tensor AdamW update.
 struct AdamWTensor {
@@ -113,9 +112,9 @@ struct AdamWTensor {
 /// launchAdamW for every tensor (the same bits per tensor) with the same
 /// scalars, in a few kernels: one per kAdamWMultiTensors tensors
 /// (optimizer.cuh), each splitting its tensors into chunks over its blocks.
-rt::Status launchAdamWMulti(const AdamWTensor *tensors, size_t count,
-                            const AdamWScalars &scalars,
-                            DeviceErrorSink errors, cudaStream_t stream);
+Status launchAdamWMulti(const AdamWTensor *tensors, size_t count,
+                        const AdamWScalars &scalars, DeviceErrorSink errors,
+                        cudaStream_t stream);
 
 } // namespace mlt::cuda
 

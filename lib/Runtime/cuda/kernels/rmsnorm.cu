@@ -31,20 +31,20 @@ BwdSplit bwdSplit(int64_t rows) {
   return split;
 }
 
-rt::Status checkShape(const char *kernel, int64_t rows, int64_t dim) {
+Status checkShape(const char *kernel, int64_t rows, int64_t dim) {
   if (rows < 0 || dim < 0 || (rows > 0 && dim == 0))
-    return rt::errorf(kernel, ": bad shape [", rows, ", ", dim, "]");
+    return errorf(kernel, ": bad shape [", rows, ", ", dim, "]");
   if (rows > INT32_MAX)
-    return rt::errorf(kernel, ": ", rows, " rows are more than one grid holds");
-  return rt::Status::ok();
+    return errorf(kernel, ": ", rows, " rows are more than one grid holds");
+  return Status::ok();
 }
 
 /// The cached forward: teams of layout.threads threads, kFwdBlockThreads
 /// threads per block.
 template <typename T, int kPacks>
-rt::Status forwardCached(T *y, float *rstd, const T *x, const T *weight,
-                         int64_t rows, int64_t dim, double eps,
-                         const RowLayout &layout, cudaStream_t stream) {
+Status forwardCached(T *y, float *rstd, const T *x, const T *weight,
+                     int64_t rows, int64_t dim, double eps,
+                     const RowLayout &layout, cudaStream_t stream) {
   constexpr int kRows = rowsPerTeam(kFwdRowPacks, kPacks);
   const int teams = teamsPerBlock(layout, kFwdBlockThreads);
   const int64_t rowsPerBlock = int64_t(teams) * kRows;
@@ -55,15 +55,15 @@ rt::Status forwardCached(T *y, float *rstd, const T *x, const T *weight,
       fwdCachedSharedBytes(teams, kRows), stream, y, rstd, x, weight, rows, dim,
       eps, layout.threads));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
-                   int64_t dim, double eps, cudaStream_t stream) {
+Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
+               int64_t dim, double eps, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("rms_norm_fwd", rows, dim));
   if (rows == 0)
-    return rt::Status::ok();
+    return Status::ok();
   constexpr int W = Pack<T>::kWidth;
   const bool vec =
       dim % W == 0 && isAligned16(x) && isAligned16(y) && isAligned16(weight);
@@ -94,7 +94,7 @@ rt::Status forward(T *y, float *rstd, const T *x, const T *weight, int64_t rows,
         rmsNormFwdKernel<T, false>, dim3(unsigned(rows)), dim3(threads), 0,
         stream, y, rstd, x, weight, dim, eps));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_fwd");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 /// The teams per block of the cached backward: kBwdBlockThreads threads, as
@@ -107,10 +107,10 @@ int bwdTeams(const RowLayout &layout, int rowsPerTeam, int64_t dim) {
 }
 
 template <typename T, int kPacks>
-rt::Status backwardCached(T *dx, float *partial, const T *dy, const T *x,
-                          const T *weight, const T *addend, int64_t rows,
-                          int64_t dim, double eps, const BwdSplit &split,
-                          const RowLayout &layout, cudaStream_t stream) {
+Status backwardCached(T *dx, float *partial, const T *dy, const T *x,
+                      const T *weight, const T *addend, int64_t rows,
+                      int64_t dim, double eps, const BwdSplit &split,
+                      const RowLayout &layout, cudaStream_t stream) {
   constexpr int kRows = rowsPerTeam(kBwdRowPacks, kPacks);
   const int teams = bwdTeams(layout, kRows, dim);
   const dim3 grid(unsigned(split.blocks)), block(teams * layout.threads);
@@ -126,26 +126,26 @@ rt::Status backwardCached(T *dx, float *partial, const T *dy, const T *x,
         stream, dx, partial, dy, x, weight, addend, rows, dim,
         split.rowsPerBlock, eps, layout.threads));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (rows)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 template <typename T>
-rt::Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
-                    const T *addend, int64_t rows, int64_t dim, double eps,
-                    void *scratch, size_t scratchBytes, cudaStream_t stream) {
+Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
+                const T *addend, int64_t rows, int64_t dim, double eps,
+                void *scratch, size_t scratchBytes, cudaStream_t stream) {
   MLT_RETURN_IF_ERROR(checkShape("rms_norm_bwd", rows, dim));
   if (dim == 0)
-    return rt::Status::ok();
+    return Status::ok();
   if (rows == 0) {
     // No rows: the sum over rows is zero (all-zero bits are 0.0f).
     MLT_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(dw, 0, size_t(dim) * sizeof(float), stream));
-    return rt::Status::ok();
+    return Status::ok();
   }
   const size_t needed = rmsNormBwdScratchBytes(rows, dim);
   if (!scratch || scratchBytes < needed)
-    return rt::errorf("rms_norm_bwd: ", scratchBytes,
-                      " bytes of scratch given, ", needed, " needed");
+    return errorf("rms_norm_bwd: ", scratchBytes, " bytes of scratch given, ",
+                  needed, " needed");
   const BwdSplit split = bwdSplit(rows);
   float *partial = static_cast<float *>(scratch);
 
@@ -195,7 +195,7 @@ rt::Status backward(T *dx, float *dw, const T *dy, const T *x, const T *weight,
       dim3(kColumnTile * kColumnSlices), 0, stream, dw, partial, split.blocks,
       dim));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rms_norm_bwd (dw)");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 } // namespace
@@ -206,36 +206,37 @@ size_t mlt::cuda::rmsNormBwdScratchBytes(int64_t rows, int64_t dim) {
   return size_t(bwdSplit(rows).blocks) * size_t(dim) * sizeof(float);
 }
 
-rt::Status mlt::cuda::launchRmsNormFwd(float *y, float *rstd, const float *x,
-                                       const float *weight, int64_t rows,
-                                       int64_t dim, double eps,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchRmsNormFwd(float *y, float *rstd, const float *x,
+                                   const float *weight, int64_t rows,
+                                   int64_t dim, double eps,
+                                   cudaStream_t stream) {
   return forward(y, rstd, x, weight, rows, dim, eps, stream);
 }
 
-rt::Status mlt::cuda::launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
-                                       const __nv_bfloat16 *x,
-                                       const __nv_bfloat16 *weight,
-                                       int64_t rows, int64_t dim, double eps,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
+                                   const __nv_bfloat16 *x,
+                                   const __nv_bfloat16 *weight, int64_t rows,
+                                   int64_t dim, double eps,
+                                   cudaStream_t stream) {
   return forward(y, rstd, x, weight, rows, dim, eps, stream);
 }
 
-rt::Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
-                                       const float *x, const float *weight,
-                                       const float *addend, int64_t rows,
-                                       int64_t dim, double eps, void *scratch,
-                                       size_t scratchBytes,
-                                       cudaStream_t stream) {
+Status mlt::cuda::launchRmsNormBwd(float *dx, float *dw, const float *dy,
+                                   const float *x, const float *weight,
+                                   const float *addend, int64_t rows,
+                                   int64_t dim, double eps, void *scratch,
+                                   size_t scratchBytes, cudaStream_t stream) {
   return backward(dx, dw, dy, x, weight, addend, rows, dim, eps, scratch,
                   scratchBytes, stream);
 }
 
-rt::Status mlt::cuda::launchRmsNormBwd(
-    __nv_bfloat16 *dx, float *dw, const __nv_bfloat16 *dy,
-    const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
-    const __nv_bfloat16 *addend, int64_t rows, int64_t dim, double eps,
-    void *scratch, size_t scratchBytes, cudaStream_t stream) {
+Status mlt::cuda::launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
+                                   const __nv_bfloat16 *dy,
+                                   const __nv_bfloat16 *x,
+                                   const __nv_bfloat16 *weight,
+                                   const __nv_bfloat16 *addend, int64_t rows,
+                                   int64_t dim, double eps, void *scratch,
+                                   size_t scratchBytes, cudaStream_t stream) {
   return backward(dx, dw, dy, x, weight, addend, rows, dim, eps, scratch,
                   scratchBytes, stream);
 }

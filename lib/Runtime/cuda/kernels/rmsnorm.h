@@ -26,7 +26,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -40,13 +40,12 @@ namespace mlt::cuda {
 /// + eps) (statistics in f32, rstd rounded to f32 as the CPU kernel rounds it
 /// to T). `rstd` ([rows] f32) may be null; when given it receives rstd. `y`
 /// may alias `x`. dim must be positive when rows are.
-rt::Status launchRmsNormFwd(float *y, float *rstd, const float *x,
-                            const float *weight, int64_t rows, int64_t dim,
-                            double eps, cudaStream_t stream);
-rt::Status launchRmsNormFwd(__nv_bfloat16 *y, float *rstd,
-                            const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
-                            int64_t rows, int64_t dim, double eps,
-                            cudaStream_t stream);
+Status launchRmsNormFwd(float *y, float *rstd, const float *x,
+                        const float *weight, int64_t rows, int64_t dim,
+                        double eps, cudaStream_t stream);
+Status launchRmsNormFwd(__nv_bfloat16 *y, float *rstd, const __nv_bfloat16 *x,
+                        const __nv_bfloat16 *weight, int64_t rows, int64_t dim,
+                        double eps, cudaStream_t stream);
 
 /// Bytes of scratch launchRmsNormBwd needs for this shape (0 when it needs
 /// none).
@@ -62,17 +61,15 @@ size_t rmsNormBwdScratchBytes(int64_t rows, int64_t dim);
 /// `scratch` holds at least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte
 /// aligned, as cudaMalloc returns) that nothing else uses while this work
 /// runs.
-rt::Status launchRmsNormBwd(float *dx, float *dw, const float *dy,
-                            const float *x, const float *weight,
-                            const float *addend, int64_t rows, int64_t dim,
-                            double eps, void *scratch, size_t scratchBytes,
-                            cudaStream_t stream);
-rt::Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw,
-                            const __nv_bfloat16 *dy, const __nv_bfloat16 *x,
-                            const __nv_bfloat16 *weight,
-                            const __nv_bfloat16 *addend, int64_t rows,
-                            int64_t dim, double eps, void *scratch,
-                            size_t scratchBytes, cudaStream_t stream);
+Status launchRmsNormBwd(float *dx, float *dw, const float *dy, const float *x,
+                        const float *weight, const float *addend, int64_t rows,
+                        int64_t dim, double eps, void *scratch,
+                        size_t scratchBytes, cudaStream_t stream);
+Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw, const __nv_bfloat16 *dy,
+                        const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
+                        const __nv_bfloat16 *addend, int64_t rows, int64_t dim,
+                        double eps, void *scratch, size_t scratchBytes,
+                        cudaStream_t stream);
 
 } // namespace mlt::cuda
 

@@ -22,33 +22,33 @@ using namespace mlt::cuda::rope;
 namespace {
 
 template <typename T>
-rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
-                  int64_t headDim, bool inverse, int64_t positionOffset,
-                  double theta, const rt::RopeScaling &scaling,
-                  cudaStream_t stream) {
+Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
+              int64_t headDim, bool inverse, int64_t positionOffset,
+              double theta, const rt::RopeScaling &scaling,
+              cudaStream_t stream) {
   const char *kernel = inverse ? "rope backward" : "rope";
   MLT_RETURN_IF_ERROR(
       rt::checkRopeFrequencies(kernel, theta, headDim, scaling));
   if (batch < 0 || seq < 0 || heads < 0)
-    return rt::errorf(kernel, ": bad shape [", batch, ", ", seq, ", ", heads,
-                      ", ", headDim, "]");
+    return errorf(kernel, ": bad shape [", batch, ", ", seq, ", ", heads, ", ",
+                  headDim, "]");
   const int64_t tokens = batch * seq;
   if (tokens == 0 || heads == 0)
-    return rt::Status::ok();
+    return Status::ok();
   const int64_t half = headDim / 2;
   if (half > 6144)
-    return rt::errorf(kernel, ": head_dim ", headDim, " is too large");
+    return errorf(kernel, ": head_dim ", headDim, " is too large");
   if (heads > INT32_MAX / headDim)
-    return rt::errorf(kernel, ": ", heads, " heads of ", headDim,
-                      " elements are more than one token may hold");
+    return errorf(kernel, ": ", heads, " heads of ", headDim,
+                  " elements are more than one token may hold");
   constexpr int W = Pack<T>::kWidth;
   const bool vec = half % W == 0 && isAligned16(x) && isAligned16(y);
   const Geometry g =
       makeGeometry(batch, seq, heads, headDim, positionOffset, theta, scaling,
                    inverse, vec ? W : 1, int64_t(kThreads) * kUnits);
   if (g.blocks > INT32_MAX)
-    return rt::errorf(kernel, ": ", g.blocks,
-                      " blocks are more than one grid holds");
+    return errorf(kernel, ": ", g.blocks,
+                  " blocks are more than one grid holds");
   // The CPU kernel's inverse frequencies, bit for bit (the same function).
   InvFreqs freqs{};
   if (g.hostFreqs)
@@ -65,26 +65,26 @@ rt::Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
                                              dim3(unsigned(g.blocks)), threads,
                                              shared, stream, y, x, g, freqs));
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
-  return rt::Status::ok();
+  return Status::ok();
 }
 
 } // namespace
 
-rt::Status mlt::cuda::launchRope(float *y, const float *x, int64_t batch,
-                                 int64_t seq, int64_t heads, int64_t headDim,
-                                 bool inverse, int64_t positionOffset,
-                                 double theta, const rt::RopeScaling &scaling,
-                                 cudaStream_t stream) {
+Status mlt::cuda::launchRope(float *y, const float *x, int64_t batch,
+                             int64_t seq, int64_t heads, int64_t headDim,
+                             bool inverse, int64_t positionOffset, double theta,
+                             const rt::RopeScaling &scaling,
+                             cudaStream_t stream) {
   return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
                 theta, scaling, stream);
 }
 
-rt::Status mlt::cuda::launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x,
-                                 int64_t batch, int64_t seq, int64_t heads,
-                                 int64_t headDim, bool inverse,
-                                 int64_t positionOffset, double theta,
-                                 const rt::RopeScaling &scaling,
-                                 cudaStream_t stream) {
+Status mlt::cuda::launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x,
+                             int64_t batch, int64_t seq, int64_t heads,
+                             int64_t headDim, bool inverse,
+                             int64_t positionOffset, double theta,
+                             const rt::RopeScaling &scaling,
+                             cudaStream_t stream) {
   return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
                 theta, scaling, stream);
 }

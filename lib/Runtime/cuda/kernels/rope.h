@@ -20,7 +20,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 
 #include "mlt/Runtime/RopeFrequencies.h"
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,14 +32,14 @@ namespace mlt::cuda {
 /// y = x [batch, seq, heads, headDim] with every head vector rotated by its
 /// position's angles (by minus them when `inverse`). `y` may equal `x`
 /// (in-place rotation); otherwise they must not overlap.
-rt::Status launchRope(float *y, const float *x, int64_t batch, int64_t seq,
-                      int64_t heads, int64_t headDim, bool inverse,
-                      int64_t positionOffset, double theta,
-                      const rt::RopeScaling &scaling, cudaStream_t stream);
-rt::Status launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t batch,
-                      int64_t seq, int64_t heads, int64_t headDim, bool inverse,
-                      int64_t positionOffset, double theta,
-                      const rt::RopeScaling &scaling, cudaStream_t stream);
+Status launchRope(float *y, const float *x, int64_t batch, int64_t seq,
+                  int64_t heads, int64_t headDim, bool inverse,
+                  int64_t positionOffset, double theta,
+                  const rt::RopeScaling &scaling, cudaStream_t stream);
+Status launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t batch,
+                  int64_t seq, int64_t heads, int64_t headDim, bool inverse,
+                  int64_t positionOffset, double theta,
+                  const rt::RopeScaling &scaling, cudaStream_t stream);
 
 } // namespace mlt::cuda
 

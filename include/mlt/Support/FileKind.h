@@ -11,10 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_IO_FILEKIND_H
-#define MLT_RUNTIME_IO_FILEKIND_H
+#ifndef MLT_SUPPORT_FILEKIND_H
+#define MLT_SUPPORT_FILEKIND_H
 
-#include "mlt/Runtime/Status.h"
+#include "mlt/Support/Status.h"
 
 #include <cerrno>
 #include <cstring>
@@ -22,7 +22,7 @@
 #include <string>
 #include <sys/stat.h>
 
-namespace mlt::rt {
+namespace mlt {
 
 /// "a FIFO (named pipe)", "a directory", ... for what is not a regular
 /// file; nullopt for a regular file.
@@ -131,6 +131,6 @@ inline bool sameFile(const std::string &a, const std::string &b) {
          x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-} // namespace mlt::rt
+} // namespace mlt
 
-#endif // MLT_RUNTIME_IO_FILEKIND_H
+#endif // MLT_SUPPORT_FILEKIND_H

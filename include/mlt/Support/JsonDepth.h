@@ -9,15 +9,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_IO_JSONDEPTH_H
-#define MLT_RUNTIME_IO_JSONDEPTH_H
+#ifndef MLT_SUPPORT_JSONDEPTH_H
+#define MLT_SUPPORT_JSONDEPTH_H
 
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace mlt::rt {
+namespace mlt {
 
 /// The deepest nesting mlt accepts in a JSON text (an HF config nests 3 or
 /// 4 levels, a safetensors header or checkpoint index 3).
@@ -59,6 +59,6 @@ inline std::string jsonTooDeepMessage(size_t at,
          std::to_string(at) + ")";
 }
 
-} // namespace mlt::rt
+} // namespace mlt
 
-#endif // MLT_RUNTIME_IO_JSONDEPTH_H
+#endif // MLT_SUPPORT_JSONDEPTH_H

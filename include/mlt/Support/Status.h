@@ -1,13 +1,14 @@
-//===- Status.h - runtime error handling ------------------------*- C++ -*-===//
+//===- Status.h - errors of plain-C++ code ----------------------*- C++ -*-===//
 //
-// Part of mlt. The runtime does not link LLVM, so it carries errors in its own
-// small types: `Status` (ok, or a one-line message) and `StatusOr<T>`. Library
-// code returns them to its caller; only the tools decide to print and exit.
+// Part of mlt. The runtime, the plan library and the plain-C++ analyses do
+// not link LLVM, so they carry errors in their own small types: `Status` (ok,
+// or a one-line message) and `StatusOr<T>`. Library code returns them to its
+// caller; only the tools decide to print and exit.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_STATUS_H
-#define MLT_RUNTIME_STATUS_H
+#ifndef MLT_SUPPORT_STATUS_H
+#define MLT_SUPPORT_STATUS_H
 
 #include <cassert>
 #include <cstdint>
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace mlt::rt {
+namespace mlt {
 
 /// Success, or a failure with a one-line message that names the problem.
 class [[nodiscard]] Status {
@@ -90,14 +91,14 @@ private:
   Status status_;
 };
 
-} // namespace mlt::rt
+} // namespace mlt
 
 /// Returns the Status of `expr` from the enclosing function if it failed.
 #define MLT_RETURN_IF_ERROR(expr)                                              \
   do {                                                                         \
-    ::mlt::rt::Status mltStatus_ = (expr);                                     \
+    ::mlt::Status mltStatus_ = (expr);                                         \
     if (!mltStatus_.isOk())                                                    \
       return mltStatus_;                                                       \
   } while (0)
 
-#endif // MLT_RUNTIME_STATUS_H
+#endif // MLT_SUPPORT_STATUS_H

@@ -6,14 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_FORMATBYTES_H
-#define MLT_RUNTIME_FORMATBYTES_H
+#ifndef MLT_SUPPORT_FORMATBYTES_H
+#define MLT_SUPPORT_FORMATBYTES_H
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-namespace mlt::rt {
+namespace mlt {
 
 /// `bytes` in the largest binary unit it reaches (bytes, KiB, MiB, GiB,
 /// TiB), two decimals above bytes.
@@ -35,6 +35,6 @@ inline std::string formatBytes(uint64_t bytes) {
   return text;
 }
 
-} // namespace mlt::rt
+} // namespace mlt
 
-#endif // MLT_RUNTIME_FORMATBYTES_H
+#endif // MLT_SUPPORT_FORMATBYTES_H

@@ -12,15 +12,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_CHECKSUM_H
-#define MLT_RUNTIME_CHECKSUM_H
+#ifndef MLT_SUPPORT_CHECKSUM_H
+#define MLT_SUPPORT_CHECKSUM_H
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-namespace mlt::rt {
+namespace mlt {
 
 namespace detail {
 /// Table t[k][b]: the CRC of byte b followed by k zero bytes.
@@ -63,6 +63,6 @@ inline uint32_t crc32(const void *data, size_t size, uint32_t crc = 0) {
   return ~crc;
 }
 
-} // namespace mlt::rt
+} // namespace mlt
 
-#endif // MLT_RUNTIME_CHECKSUM_H
+#endif // MLT_SUPPORT_CHECKSUM_H

@@ -13,7 +13,7 @@
 
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Import/HFLlama.h"
-#include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Plan/ModelConfig.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

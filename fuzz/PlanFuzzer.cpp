@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/MemoryReport.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/MemoryReport.h"
+#include "mlt/Plan/Plan.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -22,7 +22,7 @@ classes, and fails if any check does:
   - the saved config.json reads back with rope_type llama3 and these values,
     and tied embeddings;
   - HF's inverse frequencies (the model's rotary_emb.inv_freq) are the
-    formula mlt computes (include/mlt/Runtime/RopeFrequencies.h), written
+    formula mlt computes (include/mlt/Plan/RopeFrequencies.h), written
     out here in Python, within float32 rounding, with each of the three
     branches taken;
   - the head is the embedding (one tensor), and neither the initial nor the

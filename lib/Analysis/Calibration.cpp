@@ -6,9 +6,9 @@
 
 #include "mlt/Analysis/Calibration.h"
 #include "StepStructure.h"
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/InstructionWork.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/InstructionWork.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Mesh.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>

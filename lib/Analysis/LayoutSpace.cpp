@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/LayoutSpace.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include <algorithm>
 

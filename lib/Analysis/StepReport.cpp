@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Analysis/StepReport.h"
-#include "mlt/Runtime/plan/MemoryReport.h"
+#include "mlt/Plan/MemoryReport.h"
 
 #include <cstdio>
 #include <map>

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "StepStructure.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include <map>
 #include <tuple>

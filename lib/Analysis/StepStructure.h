@@ -13,8 +13,8 @@
 #ifndef MLT_LIB_ANALYSIS_STEPSTRUCTURE_H
 #define MLT_LIB_ANALYSIS_STEPSTRUCTURE_H
 
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Mesh.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>

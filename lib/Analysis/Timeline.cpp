@@ -6,8 +6,8 @@
 
 #include "mlt/Analysis/Timeline.h"
 #include "StepStructure.h"
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Mesh.h"
 
 #include <algorithm>
 #include <map>

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Import/HFLlama.h"
-#include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Plan/ModelConfig.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"

@@ -14,7 +14,7 @@
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"

@@ -11,7 +11,7 @@
 #include "mlt/Analysis/StepMemoryPlan.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include "llvm/ADT/SetVector.h"
 

@@ -13,7 +13,7 @@
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

@@ -12,8 +12,8 @@
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include <map>
 

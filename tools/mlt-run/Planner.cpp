@@ -7,7 +7,7 @@
 #include "Planner.h"
 
 #include "mlt/Analysis/StepReport.h"
-#include "mlt/Runtime/plan/MemoryReport.h"
+#include "mlt/Plan/MemoryReport.h"
 #include "mlt/Support/FormatBytes.h"
 
 #include <algorithm>

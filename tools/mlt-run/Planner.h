@@ -49,7 +49,7 @@
 
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/LayoutSpace.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Plan.h"
 
 #include <functional>
 #include <string>

@@ -14,8 +14,8 @@
 
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/Timeline.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/plan/Plan.h"
 
 #include <functional>
 #include <optional>

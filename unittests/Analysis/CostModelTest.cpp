@@ -14,7 +14,7 @@
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/LayoutSpace.h"
 #include "mlt/Analysis/Timeline.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include <gtest/gtest.h>
 

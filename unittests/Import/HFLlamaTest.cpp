@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Import/HFLlama.h"
-#include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Plan/ModelConfig.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"

@@ -34,10 +34,10 @@
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlir/IR/Diagnostics.h"

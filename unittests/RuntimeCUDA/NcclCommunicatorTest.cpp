@@ -17,10 +17,10 @@
 
 #include "NcclTestUtil.h"
 
-#include "mlt/Runtime/cuda/CudaBackend.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/cuda/NcclCommunicator.h"
+#include "mlt/Plan/KernelInfo.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 
 #include <gtest/gtest.h>
 

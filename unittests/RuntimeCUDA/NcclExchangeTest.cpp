@@ -13,7 +13,7 @@
 
 #include "NcclTestUtil.h"
 
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Plan/Mesh.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Plan.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

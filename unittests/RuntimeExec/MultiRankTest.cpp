@@ -18,14 +18,14 @@
 
 #include "../Runtime/KernelTestUtil.h"
 
-#include "mlt/Runtime/exec/Backend.h"
-#include "mlt/Runtime/plan/Blocks.h"
-#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Plan/Blocks.h"
 #include "mlt/Runtime/comm/InProcessComm.h"
-#include "mlt/Runtime/train/Parameters.h"
-#include "mlt/Runtime/exec/RankGroup.h"
-#include "mlt/Runtime/train/Training.h"
 #include "mlt/Runtime/cpu/Kernels.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/train/Training.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

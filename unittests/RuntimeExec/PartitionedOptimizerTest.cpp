@@ -16,12 +16,12 @@
 #include "PlanTestUtil.h"
 #include "TrainingTestUtil.h"
 
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
+#include "mlt/Runtime/cpu/VectorOps.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/RankGroup.h"
-#include "mlt/Runtime/cpu/VectorOps.h"
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/train/Training.h"
 

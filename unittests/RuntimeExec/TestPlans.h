@@ -13,8 +13,8 @@
 #ifndef MLT_UNITTESTS_RUNTIMEEXEC_TESTPLANS_H
 #define MLT_UNITTESTS_RUNTIMEEXEC_TESTPLANS_H
 
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/TransferCheck.h"
+#include "mlt/Plan/TransferCheck.h"
 
 #include "gtest/gtest.h"
 

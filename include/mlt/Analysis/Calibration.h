@@ -44,7 +44,7 @@
 #ifndef MLT_ANALYSIS_CALIBRATION_H
 #define MLT_ANALYSIS_CALIBRATION_H
 
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>

@@ -55,7 +55,7 @@
 #define MLT_ANALYSIS_TIMELINE_H
 
 #include "mlt/Analysis/Calibration.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>

@@ -11,7 +11,7 @@
 #define MLT_IMPORT_HFLLAMA_H
 
 #include "mlt/Dialect/MLT/MLTAttrs.h"
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

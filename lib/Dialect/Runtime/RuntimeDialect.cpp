@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

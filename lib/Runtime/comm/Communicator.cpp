@@ -1,8 +1,9 @@
 //===- Communicator.cpp - collectives over mesh axes ----------------------===//
 //
-// Part of mlt. What every backend shares: the names of the collectives, the
-// description of a call or a transfer for messages, and the checks of one
-// rank's arguments (the rules at the top of Communicator.h).
+// Part of mlt. What every backend shares: the description of a transfer for
+// messages, and the checks of one rank's arguments (the rules at the top of
+// Communicator.h). The names and descriptions of collective calls are the
+// plan library's (Collective.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,46 +41,6 @@ bool overlap(const void *a, size_t aBytes, const void *b, size_t bBytes) {
 } // namespace
 
 Communicator::~Communicator() = default;
-
-const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduceSum:
-    return "all_reduce_sum";
-  case CollectiveKind::ReduceScatterSum:
-    return "reduce_scatter_sum";
-  case CollectiveKind::AllGather:
-    return "all_gather";
-  case CollectiveKind::Broadcast:
-    return "broadcast";
-  }
-  return "unknown";
-}
-
-size_t CollectiveCall::elementBytes() const { return elementSize(dtype); }
-
-size_t CollectiveCall::inCount(int groupSize) const {
-  return kind == CollectiveKind::ReduceScatterSum ? count * groupSize : count;
-}
-
-size_t CollectiveCall::outCount(int groupSize) const {
-  return kind == CollectiveKind::AllGather ? count * groupSize : count;
-}
-
-bool CollectiveCall::matches(const CollectiveCall &other) const {
-  return kind == other.kind && dtype == other.dtype && count == other.count &&
-         root == other.root;
-}
-
-std::string CollectiveCall::describe() const {
-  std::string text = std::string(collectiveKindName(kind)) + " of " +
-                     std::to_string(count) + " " + elementTypeName(dtype);
-  if (kind == CollectiveKind::ReduceScatterSum ||
-      kind == CollectiveKind::AllGather)
-    text += " per rank";
-  if (kind == CollectiveKind::Broadcast)
-    text += " from index " + std::to_string(root);
-  return text;
-}
 
 Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
                                     int index) {

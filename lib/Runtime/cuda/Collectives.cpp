@@ -11,7 +11,7 @@
 
 #include "CudaCheck.h"
 
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 using namespace mlt;
 using namespace mlt::rt;

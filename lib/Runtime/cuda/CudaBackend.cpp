@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/cuda/CudaBackend.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include "Collectives.h"
 #include "CudaCheck.h"

@@ -48,10 +48,10 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
 #define MLT_LIB_RUNTIME_CUDA_CUDACONTEXT_H
 
-#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Runtime/exec/Backend.h"
 
 #include "Collectives.h"
 #include "CudaCheck.h"

@@ -26,10 +26,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Plan/KernelInfo.h"
 #include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
 #include "mlt/Runtime/cpu/Kernels.h"
+#include "mlt/Runtime/exec/Backend.h"
 
 #include <chrono>
 #include <cmath>

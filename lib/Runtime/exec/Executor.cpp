@@ -8,9 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
 #include <cstring>

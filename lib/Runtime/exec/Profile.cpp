@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/exec/Profile.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -5,8 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/exec/Trace.h"
+#include "mlt/Plan/KernelInfo.h"
 #include "mlt/Runtime/exec/Profile.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
 
 #include <nlohmann/json.hpp>
 

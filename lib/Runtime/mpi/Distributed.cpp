@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/mpi/Distributed.h"
+#include "mlt/Plan/Mesh.h"
 #include "mlt/Runtime/cuda/CudaBackend.h"
-#include "mlt/Runtime/comm/Mesh.h"
 
 #include <chrono>
 #include <cstdlib>

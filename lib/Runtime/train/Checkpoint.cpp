@@ -6,8 +6,8 @@
 
 #include "mlt/Runtime/train/Checkpoint.h"
 
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/io/SafeTensors.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
 #include "mlt/Support/AtomicFile.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/JsonDepth.h"

@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/train/Parameters.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
-#include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Plan/Blocks.h"
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/Random.h"
 
 #include <algorithm>

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/train/Training.h"
 
 #include <chrono>

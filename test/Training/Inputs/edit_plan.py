@@ -3,7 +3,7 @@
 
   edit_plan.py IN OUT EDIT... [--keep-checksum]
 
-Reads the plan IN (a FlatBuffer of include/mlt/Runtime/plan/Plan.fbs, then
+Reads the plan IN (a FlatBuffer of include/mlt/Plan/Plan.fbs, then
 the 8-byte trailer "MLTC" + CRC-32 of PlanFormat.h), applies the edits in
 order, and writes OUT with the checksum recomputed over the edited content,
 so that what mlt-run reports is the semantic check behind the checksum

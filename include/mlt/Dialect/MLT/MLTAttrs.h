@@ -12,7 +12,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "mlt/Dialect/MLT/MLTAttrs.h.inc"

@@ -26,7 +26,7 @@ def MLT_Llama3RopeScalingAttr
     original_max_position_embeddings`: a frequency of wavelength below
     `original / high_freq_factor` is kept, one above `original /
     low_freq_factor` is divided by `factor`, and those between are
-    interpolated smoothly (`mlt/Runtime/RopeFrequencies.h` holds the formula
+    interpolated smoothly (`mlt/Plan/RopeFrequencies.h` holds the formula
     that the kernels compute).
 
     The HF importer creates it from `rope_scaling` / `rope_parameters`, for

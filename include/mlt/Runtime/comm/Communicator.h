@@ -7,6 +7,8 @@
 // group, which pipeline stages use). The in-process implementation
 // (InProcessComm.h) runs N ranks as N threads; the NCCL one
 // (NcclCommunicator.h, one communicator per axis group) one process per GPU.
+// A rank's side of a collective is a CollectiveCall (mlt/Plan/Collective.h,
+// the plan library's: the plan verifier compares them across ranks).
 //
 // Invariants, for every implementation:
 //
@@ -88,8 +90,9 @@
 #ifndef MLT_RUNTIME_COMMUNICATOR_H
 #define MLT_RUNTIME_COMMUNICATOR_H
 
-#include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Plan/Collective.h"
+#include "mlt/Plan/ElementType.h"
+#include "mlt/Plan/Mesh.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -99,41 +102,6 @@
 #include <vector>
 
 namespace mlt::rt {
-
-/// The collectives over one mesh axis.
-enum class CollectiveKind : uint8_t {
-  AllReduceSum,
-  ReduceScatterSum,
-  AllGather,
-  Broadcast,
-};
-
-/// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast".
-const char *collectiveKindName(CollectiveKind kind);
-
-/// One rank's side of one collective, as a backend receives it. `count` is
-/// the element count of all-reduce and broadcast, and the count per rank of
-/// reduce-scatter and all-gather. Broadcast has in == out (the buffer).
-struct CollectiveCall {
-  CollectiveKind kind = CollectiveKind::AllReduceSum;
-  ElementType dtype = ElementType::F32;
-  size_t count = 0;
-  /// Broadcast's root, as an index in the group; 0 for the other kinds.
-  int root = 0;
-  const void *in = nullptr;
-  void *out = nullptr;
-
-  /// Bytes per element of `dtype`.
-  size_t elementBytes() const;
-  /// Elements of `in` and of `out` in a group of `groupSize` ranks.
-  size_t inCount(int groupSize) const;
-  size_t outCount(int groupSize) const;
-  /// Whether two ranks' calls are the same collective (kind, type, count and
-  /// root; not the buffers).
-  bool matches(const CollectiveCall &other) const;
-  /// "all_gather of 8 i32 per rank", "broadcast of 16 f32 from index 1".
-  std::string describe() const;
-};
 
 /// Checks one rank's call against the rules above (type, null buffers,
 /// overlap, root, sizes that fit in memory) for a rank at `index` of a group

@@ -22,8 +22,8 @@
 #ifndef MLT_RUNTIME_INPROCESSCOMM_H
 #define MLT_RUNTIME_INPROCESSCOMM_H
 
+#include "mlt/Plan/Mesh.h"
 #include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/comm/Mesh.h"
 #include "mlt/Support/Status.h"
 
 #include <chrono>

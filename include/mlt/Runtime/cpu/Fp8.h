@@ -10,7 +10,7 @@
 #ifndef MLT_RUNTIME_CPU_FP8_H
 #define MLT_RUNTIME_CPU_FP8_H
 
-#include "mlt/Runtime/ElementType.h"
+#include "mlt/Plan/ElementType.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 #ifndef MLT_RUNTIME_CPU_ROPE_H
 #define MLT_RUNTIME_CPU_ROPE_H
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

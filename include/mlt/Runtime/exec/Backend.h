@@ -15,9 +15,9 @@
 #ifndef MLT_RUNTIME_BACKEND_H
 #define MLT_RUNTIME_BACKEND_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/exec/HostMemory.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

@@ -30,8 +30,8 @@
 #ifndef MLT_RUNTIME_EXECUTOR_H
 #define MLT_RUNTIME_EXECUTOR_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Backend.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <deque>

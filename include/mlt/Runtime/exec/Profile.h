@@ -18,9 +18,9 @@
 #ifndef MLT_RUNTIME_PROFILE_H
 #define MLT_RUNTIME_PROFILE_H
 
+#include "mlt/Plan/InstructionWork.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/plan/InstructionWork.h"
-#include "mlt/Runtime/plan/Plan.h"
 
 #include <string>
 #include <vector>

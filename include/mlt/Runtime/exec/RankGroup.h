@@ -37,9 +37,9 @@
 #ifndef MLT_RUNTIME_RANKGROUP_H
 #define MLT_RUNTIME_RANKGROUP_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <chrono>

@@ -25,8 +25,8 @@
 #ifndef MLT_RUNTIME_TRACE_H
 #define MLT_RUNTIME_TRACE_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Executor.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <string>

@@ -26,9 +26,9 @@
 #ifndef MLT_RUNTIME_DISTRIBUTED_H
 #define MLT_RUNTIME_DISTRIBUTED_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/cuda/NcclCommunicator.h"
 #include "mlt/Runtime/mpi/MpiBootstrap.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <memory>

@@ -45,8 +45,8 @@
 #ifndef MLT_RUNTIME_TRAIN_CHECKPOINT_H
 #define MLT_RUNTIME_TRAIN_CHECKPOINT_H
 
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/RankGroup.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Runtime/train/CheckpointIndex.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Support/Status.h"

@@ -37,7 +37,7 @@
 #ifndef MLT_RUNTIME_TRAIN_CHECKPOINTINDEX_H
 #define MLT_RUNTIME_TRAIN_CHECKPOINTINDEX_H
 
-#include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Plan/Blocks.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

@@ -34,12 +34,12 @@
 #ifndef MLT_RUNTIME_PARAMETERS_H
 #define MLT_RUNTIME_PARAMETERS_H
 
+#include "mlt/Plan/Blocks.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/comm/RankTransport.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/io/SafeTensors.h"
-#include "mlt/Runtime/plan/Blocks.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

@@ -31,11 +31,11 @@
 #ifndef MLT_RUNTIME_TRAINING_H
 #define MLT_RUNTIME_TRAINING_H
 
+#include "mlt/Plan/Blocks.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/io/TokenData.h"
-#include "mlt/Runtime/plan/Blocks.h"
-#include "mlt/Runtime/plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>

@@ -52,7 +52,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_H
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Runtime/cpu/Attention.h"
 #include "mlt/Support/Status.h"
 

@@ -15,7 +15,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_H
 
-#include "mlt/Runtime/ElementType.h"
+#include "mlt/Plan/ElementType.h"
 #include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>

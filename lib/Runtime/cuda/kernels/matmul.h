@@ -10,7 +10,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_MATMUL_H
 
-#include "mlt/Runtime/ElementType.h"
+#include "mlt/Plan/ElementType.h"
 #include "mlt/Support/Status.h"
 
 #include <cublasLt.h>

@@ -41,7 +41,7 @@
 
 #include "kernels/common.cuh"
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 
 #include <cstddef>
 #include <type_traits>

@@ -19,7 +19,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>

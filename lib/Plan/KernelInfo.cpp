@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/KernelInfo.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Plan.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -630,7 +630,7 @@ struct RuleEntry {
 constexpr RuleEntry kRules[] = {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
   {&countsOf<attrs::Enum>, &flopsOf<attrs::Enum>},
-#include "mlt/Runtime/plan/Kernels.def"
+#include "mlt/Plan/Kernels.def"
 };
 static_assert(std::size(kRules) == numKernels());
 

@@ -21,10 +21,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
-#include "mlt/Runtime/plan/TransferCheck.h"
+#include "mlt/Plan/Collective.h"
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
+#include "mlt/Plan/TransferCheck.h"
 
 #include "VerifierSupport.h"
 

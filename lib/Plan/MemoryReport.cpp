@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/MemoryReport.h"
+#include "mlt/Plan/MemoryReport.h"
 
 #include <algorithm>
 #include <cctype>

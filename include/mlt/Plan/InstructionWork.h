@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLAN_INSTRUCTIONWORK_H
-#define MLT_RUNTIME_PLAN_INSTRUCTIONWORK_H
+#ifndef MLT_PLAN_INSTRUCTIONWORK_H
+#define MLT_PLAN_INSTRUCTIONWORK_H
 
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Plan.h"
 
 namespace mlt::rt {
 
@@ -30,4 +30,4 @@ InstructionWork instructionWork(const RankPlan &rank,
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_PLAN_INSTRUCTIONWORK_H
+#endif // MLT_PLAN_INSTRUCTIONWORK_H

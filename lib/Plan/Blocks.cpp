@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/Blocks.h"
+#include "mlt/Plan/Blocks.h"
 
 #include <algorithm>
 #include <cstring>

@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/InstructionWork.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/InstructionWork.h"
+#include "mlt/Plan/KernelInfo.h"
 
 using namespace mlt::rt;
 

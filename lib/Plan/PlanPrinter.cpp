@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Mesh.h"
+#include "mlt/Plan/Plan.h"
 
 #include <iomanip>
 #include <ostream>

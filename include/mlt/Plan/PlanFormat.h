@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLANFORMAT_H
-#define MLT_RUNTIME_PLANFORMAT_H
+#ifndef MLT_PLAN_PLANFORMAT_H
+#define MLT_PLAN_PLANFORMAT_H
 
 #include <cstdint>
 
@@ -183,4 +183,4 @@ inline constexpr const char *kParameterCopyPrefix = "param_";
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_PLANFORMAT_H
+#endif // MLT_PLAN_PLANFORMAT_H

@@ -25,8 +25,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_ROPEFREQUENCIES_H
-#define MLT_RUNTIME_ROPEFREQUENCIES_H
+#ifndef MLT_PLAN_ROPEFREQUENCIES_H
+#define MLT_PLAN_ROPEFREQUENCIES_H
 
 #include "mlt/Support/Status.h"
 
@@ -179,4 +179,4 @@ inline std::vector<double> ropeInverseFrequencies(double theta, int64_t headDim,
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_ROPEFREQUENCIES_H
+#endif // MLT_PLAN_ROPEFREQUENCIES_H

@@ -11,10 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLAN_MODELCONFIG_H
-#define MLT_RUNTIME_PLAN_MODELCONFIG_H
+#ifndef MLT_PLAN_MODELCONFIG_H
+#define MLT_PLAN_MODELCONFIG_H
 
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
@@ -107,4 +107,4 @@ llamaParameters(const LlamaShape &llama);
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_PLAN_MODELCONFIG_H
+#endif // MLT_PLAN_MODELCONFIG_H

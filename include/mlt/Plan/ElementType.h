@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_ELEMENTTYPE_H
-#define MLT_RUNTIME_ELEMENTTYPE_H
+#ifndef MLT_PLAN_ELEMENTTYPE_H
+#define MLT_PLAN_ELEMENTTYPE_H
 
 #include <cstddef>
 #include <cstdint>
@@ -85,4 +85,4 @@ inline bool isFp8ElementType(ElementType type) {
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_ELEMENTTYPE_H
+#endif // MLT_PLAN_ELEMENTTYPE_H

@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
-#include "mlt/Runtime/plan/Plan_generated.h"
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
+#include "mlt/Plan/Plan_generated.h"
 #include "mlt/Support/Checksum.h"
 #include "mlt/Support/FileKind.h"
 

@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_MESH_H
-#define MLT_RUNTIME_MESH_H
+#ifndef MLT_PLAN_MESH_H
+#define MLT_PLAN_MESH_H
 
 #include "mlt/Support/Status.h"
 
@@ -106,4 +106,4 @@ private:
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_MESH_H
+#endif // MLT_PLAN_MESH_H

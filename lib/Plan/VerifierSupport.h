@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
-#define MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
+#ifndef MLT_PLAN_VERIFIERSUPPORT_H
+#define MLT_PLAN_VERIFIERSUPPORT_H
 
-#include "mlt/Runtime/comm/Communicator.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Collective.h"
+#include "mlt/Plan/Plan.h"
 
 #include <cstdint>
 #include <optional>
@@ -102,4 +102,4 @@ inline std::string formatSegmentBlock(const SegmentDesc &segment) {
 
 } // namespace mlt::rt::verifier
 
-#endif // MLT_RUNTIME_PLAN_VERIFIERSUPPORT_H
+#endif // MLT_PLAN_VERIFIERSUPPORT_H

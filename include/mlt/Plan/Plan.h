@@ -18,12 +18,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLAN_H
-#define MLT_RUNTIME_PLAN_H
+#ifndef MLT_PLAN_PLAN_H
+#define MLT_PLAN_PLAN_H
 
-#include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/KernelInfo.h"
+#include "mlt/Plan/ElementType.h"
+#include "mlt/Plan/KernelInfo.h"
+#include "mlt/Plan/Mesh.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -426,4 +426,4 @@ void printSchedule(const Plan &plan, std::ostream &os);
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_PLAN_H
+#endif // MLT_PLAN_PLAN_H

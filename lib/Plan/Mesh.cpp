@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/comm/Mesh.h"
+#include "mlt/Plan/Mesh.h"
 
 #include <climits>
 #include <set>

@@ -34,11 +34,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_TRANSFERCHECK_H
-#define MLT_RUNTIME_TRANSFERCHECK_H
+#ifndef MLT_PLAN_TRANSFERCHECK_H
+#define MLT_PLAN_TRANSFERCHECK_H
 
-#include "mlt/Runtime/comm/Mesh.h"
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Mesh.h"
+#include "mlt/Plan/Plan.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -115,4 +115,4 @@ std::vector<size_t> simulateStepNaive(const StepEvents &events);
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_TRANSFERCHECK_H
+#endif // MLT_PLAN_TRANSFERCHECK_H

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/ModelConfig.h"
+#include "mlt/Plan/ModelConfig.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>

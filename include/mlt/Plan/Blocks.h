@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_BLOCKS_H
-#define MLT_RUNTIME_BLOCKS_H
+#ifndef MLT_PLAN_BLOCKS_H
+#define MLT_PLAN_BLOCKS_H
 
 #include <cstddef>
 #include <cstdint>
@@ -84,4 +84,4 @@ private:
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_BLOCKS_H
+#endif // MLT_PLAN_BLOCKS_H

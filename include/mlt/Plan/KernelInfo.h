@@ -13,11 +13,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_KERNELINFO_H
-#define MLT_RUNTIME_KERNELINFO_H
+#ifndef MLT_PLAN_KERNELINFO_H
+#define MLT_PLAN_KERNELINFO_H
 
-#include "mlt/Runtime/ElementType.h"
-#include "mlt/Runtime/RopeFrequencies.h"
+#include "mlt/Plan/ElementType.h"
+#include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Support/Status.h"
 
 #include <array>
@@ -40,7 +40,7 @@ struct InstructionDesc;
 /// One enumerator per kernel of Kernels.def, in its order.
 enum class Kernel {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats) Enum,
-#include "mlt/Runtime/plan/Kernels.def"
+#include "mlt/Plan/Kernels.def"
 };
 
 //===----------------------------------------------------------------------===//
@@ -199,7 +199,7 @@ constexpr AttributeNames AttributeNames::parse(std::string_view list) {
 inline constexpr KernelSignature kKernelSignatures[] = {
 #define MLT_KERNEL(Enum, Name, Inputs, Outputs, Ints, Floats)                  \
   detail::makeSignature(Kernel::Enum, Name, Inputs, Outputs, #Ints, #Floats),
-#include "mlt/Runtime/plan/Kernels.def"
+#include "mlt/Plan/Kernels.def"
 };
 
 /// The number of kernels in Kernels.def.
@@ -256,7 +256,7 @@ namespace attrs {
     enum Int : size_t { MLT_ATTRIBUTE_NAMES Ints };                            \
     enum Float : size_t { MLT_ATTRIBUTE_NAMES Floats };                        \
   };
-#include "mlt/Runtime/plan/Kernels.def"
+#include "mlt/Plan/Kernels.def"
 #undef MLT_ATTRIBUTE_NAMES
 } // namespace attrs
 
@@ -590,4 +590,4 @@ inline bool isTypeFreeKernel(Kernel kernel) {
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_KERNELINFO_H
+#endif // MLT_PLAN_KERNELINFO_H

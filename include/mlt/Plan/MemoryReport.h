@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_RUNTIME_PLAN_MEMORYREPORT_H
-#define MLT_RUNTIME_PLAN_MEMORYREPORT_H
+#ifndef MLT_PLAN_MEMORYREPORT_H
+#define MLT_PLAN_MEMORYREPORT_H
 
-#include "mlt/Runtime/plan/Plan.h"
+#include "mlt/Plan/Plan.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -71,4 +71,4 @@ void printMemoryReport(const Plan &plan, std::ostream &os);
 
 } // namespace mlt::rt
 
-#endif // MLT_RUNTIME_PLAN_MEMORYREPORT_H
+#endif // MLT_PLAN_MEMORYREPORT_H

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/TransferCheck.h"
+#include "mlt/Plan/TransferCheck.h"
 
 #include "VerifierSupport.h"
 

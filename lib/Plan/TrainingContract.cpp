@@ -12,9 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlt/Runtime/plan/ModelConfig.h"
-#include "mlt/Runtime/plan/Plan.h"
-#include "mlt/Runtime/plan/PlanFormat.h"
+#include "mlt/Plan/ModelConfig.h"
+#include "mlt/Plan/Plan.h"
+#include "mlt/Plan/PlanFormat.h"
 
 #include "VerifierSupport.h"
 

@@ -1,0 +1,62 @@
+//===- Collective.h - one rank's side of a collective -----------*- C++ -*-===//
+//
+// Part of mlt. The collectives over one mesh axis (all-reduce, reduce-scatter,
+// all-gather, broadcast) and one rank's side of a call of one: what the
+// members of a group must agree on (kind, element type, count, root), which
+// the plan verifier compares across a plan's ranks (PlanVerifier.cpp), and
+// what a backend hands its Communicator (Communicator.h, with the rules every
+// implementation keeps). Plain values with no dependency beyond
+// ElementType.h, so that the plan library speaks of collectives without the
+// runtime's collectives library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_PLAN_COLLECTIVE_H
+#define MLT_PLAN_COLLECTIVE_H
+
+#include "mlt/Plan/ElementType.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mlt::rt {
+
+/// The collectives over one mesh axis.
+enum class CollectiveKind : uint8_t {
+  AllReduceSum,
+  ReduceScatterSum,
+  AllGather,
+  Broadcast,
+};
+
+/// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast".
+const char *collectiveKindName(CollectiveKind kind);
+
+/// One rank's side of one collective, as a backend receives it. `count` is
+/// the element count of all-reduce and broadcast, and the count per rank of
+/// reduce-scatter and all-gather. Broadcast has in == out (the buffer).
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::AllReduceSum;
+  ElementType dtype = ElementType::F32;
+  size_t count = 0;
+  /// Broadcast's root, as an index in the group; 0 for the other kinds.
+  int root = 0;
+  const void *in = nullptr;
+  void *out = nullptr;
+
+  /// Bytes per element of `dtype`.
+  size_t elementBytes() const;
+  /// Elements of `in` and of `out` in a group of `groupSize` ranks.
+  size_t inCount(int groupSize) const;
+  size_t outCount(int groupSize) const;
+  /// Whether two ranks' calls are the same collective (kind, type, count and
+  /// root; not the buffers).
+  bool matches(const CollectiveCall &other) const;
+  /// "all_gather of 8 i32 per rank", "broadcast of 16 f32 from index 1".
+  std::string describe() const;
+};
+
+} // namespace mlt::rt
+
+#endif // MLT_PLAN_COLLECTIVE_H

@@ -75,9 +75,7 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
   const Mesh &mesh = communicator_.mesh();
   const CollectiveAttrs collective = collectiveAttrs(inst);
   const int64_t axis = collective.axis;
-  if (axis < 0 || size_t(axis) >= mesh.numAxes())
-    return errorf("axis ", axis, " is not an axis of the mesh ",
-                  mesh.toString());
+  MLT_RETURN_IF_ERROR(checkMeshAxis(mesh, axis));
   call.dtype = in.dtype;
   call.count = size_t(collective.count);
   call.in = in.data;

@@ -514,29 +514,3 @@ StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
   scratchBytes_ = rounded;
   return scratch_;
 }
-
-StatusOr<CudaDeviceContext::AxisPosition>
-CudaDeviceContext::axisPosition(int64_t axis) const {
-  if (axis == -1)
-    return AxisPosition{};
-  if (!communicator_)
-    return errorf("this rank has no communicator");
-  const Mesh &mesh = communicator_->mesh();
-  if (axis < 0 || size_t(axis) >= mesh.numAxes())
-    return errorf("axis ", axis, " is not an axis of the mesh ",
-                  mesh.toString());
-  StatusOr<std::vector<int>> coordinates =
-      mesh.coordinates(communicator_->rank());
-  if (!coordinates)
-    return coordinates.takeStatus();
-  return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
-}
-
-StatusOr<CudaDeviceContext::VocabShard>
-CudaDeviceContext::vocabShard(int64_t vocabLocal, int64_t axis) const {
-  StatusOr<AxisPosition> position = axisPosition(axis);
-  if (!position)
-    return position.takeStatus();
-  return VocabShard{position->coordinate * vocabLocal,
-                    position->size * vocabLocal};
-}

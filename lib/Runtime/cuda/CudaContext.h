@@ -161,23 +161,6 @@ private:
   /// The event of token `token`, created on first use.
   StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
 
-  /// The rank's place on mesh axis `axis` (as in CpuBackend.cpp):
-  /// coordinate 0 of 1 for axis -1.
-  struct AxisPosition {
-    int64_t coordinate = 0;
-    int64_t size = 1;
-  };
-  StatusOr<AxisPosition> axisPosition(int64_t axis) const;
-
-  /// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
-  /// rank, that this rank holds: [offset, offset + vocabLocal) of [0, total)
-  /// (as in CpuBackend.cpp).
-  struct VocabShard {
-    int64_t offset = 0;
-    int64_t total = 0;
-  };
-  StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
-
   /// At least `bytes` of device scratch memory, valid until the next call;
   /// used by one launch at a time on the compute stream. Growing it waits for
   /// the stream (earlier launches may still read the old area).

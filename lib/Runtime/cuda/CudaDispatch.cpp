@@ -248,7 +248,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::ShardSlice: { // x -> y
     using A = attrs::ShardSlice;
     const KernelAttrs<A> a(inst);
-    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
+    StatusOr<AxisPosition> position = axisPosition(communicator_, a[A::axis]);
     if (!position)
       return position.takeStatus();
     return launchShardSlice(out[0].data, in[0].data, elementSize(in[0].dtype),
@@ -426,7 +426,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       tokens = a[A::tokens];
       vocabLocal = a[A::vocab_local];
       hidden = a[A::hidden];
-      StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+      StatusOr<VocabShard> shard =
+          vocabShard(communicator_, vocabLocal, a[A::axis]);
       if (!shard)
         return shard.takeStatus();
       offset = shard->offset;
@@ -590,7 +591,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    StatusOr<VocabShard> shard =
+        vocabShard(communicator_, vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     const int64_t offset = shard->offset, total = shard->total;
@@ -606,7 +608,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     using A = attrs::CrossEntropyBwdStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    StatusOr<VocabShard> shard =
+        vocabShard(communicator_, vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     const int64_t offset = shard->offset, total = shard->total;

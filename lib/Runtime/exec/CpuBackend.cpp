@@ -200,23 +200,6 @@ private:
   Status collective(const InstructionDesc &inst, const BufferView &in,
                     const BufferView &out);
 
-  /// The rank's place on mesh axis `axis` (an instruction's `axis`
-  /// attribute): its coordinate and the axis's size; coordinate 0 of 1 for
-  /// axis -1, which needs no communicator.
-  struct AxisPosition {
-    int64_t coordinate = 0;
-    int64_t size = 1;
-  };
-  StatusOr<AxisPosition> axisPosition(int64_t axis) const;
-
-  /// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
-  /// rank, that this rank holds: [offset, offset + vocabLocal) of [0, total).
-  struct VocabShard {
-    int64_t offset = 0;
-    int64_t total = 0;
-  };
-  StatusOr<VocabShard> vocabShard(int64_t vocabLocal, int64_t axis) const;
-
   /// Runs a bf16 instruction as the f32 kernel on widened copies of its bf16
   /// operands, then rounds each bf16 output once.
   Status launchWidened(const InstructionDesc &inst,
@@ -259,11 +242,9 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
     return errorf("this rank has no communicator");
   const CollectiveAttrs collective = collectiveAttrs(inst);
   const size_t count = size_t(collective.count);
-  const std::vector<MeshAxis> &axes = communicator_->mesh().axes();
-  if (collective.axis < 0 || size_t(collective.axis) >= axes.size())
-    return errorf("axis ", collective.axis, " is not an axis of the mesh ",
-                  communicator_->mesh().toString());
-  const std::string &axis = axes[collective.axis].name;
+  MLT_RETURN_IF_ERROR(checkMeshAxis(communicator_->mesh(), collective.axis));
+  const std::string &axis =
+      communicator_->mesh().axes()[size_t(collective.axis)].name;
   switch (inst.kernel) {
   case Kernel::AllReduceSum:
     return communicator_->allReduceSum(in.data, out.data, count, in.dtype,
@@ -276,32 +257,6 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
   default:
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }
-}
-
-StatusOr<CpuDeviceContext::AxisPosition>
-CpuDeviceContext::axisPosition(int64_t axis) const {
-  if (axis == -1)
-    return AxisPosition{};
-  if (!communicator_)
-    return errorf("this rank has no communicator");
-  const Mesh &mesh = communicator_->mesh();
-  if (axis < 0 || size_t(axis) >= mesh.numAxes())
-    return errorf("axis ", axis, " is not an axis of the mesh ",
-                  mesh.toString());
-  StatusOr<std::vector<int>> coordinates =
-      mesh.coordinates(communicator_->rank());
-  if (!coordinates)
-    return coordinates.takeStatus();
-  return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
-}
-
-StatusOr<CpuDeviceContext::VocabShard>
-CpuDeviceContext::vocabShard(int64_t vocabLocal, int64_t axis) const {
-  StatusOr<AxisPosition> position = axisPosition(axis);
-  if (!position)
-    return position.takeStatus();
-  return VocabShard{position->coordinate * vocabLocal,
-                    position->size * vocabLocal};
 }
 
 Status CpuDeviceContext::fill(const BufferView &buffer, double value) {
@@ -388,7 +343,7 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   case Kernel::ShardSlice: { // x -> y
     using A = attrs::ShardSlice;
     const KernelAttrs<A> a(inst);
-    StatusOr<AxisPosition> position = axisPosition(a[A::axis]);
+    StatusOr<AxisPosition> position = axisPosition(communicator_, a[A::axis]);
     if (!position)
       return position.takeStatus();
     if (out[0].bytes() > 0 && out[0].data < in[0].data + in[0].bytes() &&
@@ -734,7 +689,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     const KernelAttrs<A> a(inst);
     const int64_t tokens = a[A::tokens], vocabLocal = a[A::vocab_local],
                   hidden = a[A::hidden];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    StatusOr<VocabShard> shard =
+        vocabShard(communicator_, vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     if (inst.kernel == Kernel::EmbeddingFwdVP)
@@ -753,7 +709,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     using A = attrs::CrossEntropyStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    StatusOr<VocabShard> shard =
+        vocabShard(communicator_, vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     return cpu::crossEntropyStats(f(out[0]), f(out[1]), f(in[0]), ids(in[1]),
@@ -775,7 +732,8 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     using A = attrs::CrossEntropyBwdStats;
     const KernelAttrs<A> a(inst);
     const int64_t rows = a[A::rows], vocabLocal = a[A::vocab_local];
-    StatusOr<VocabShard> shard = vocabShard(vocabLocal, a[A::axis]);
+    StatusOr<VocabShard> shard =
+        vocabShard(communicator_, vocabLocal, a[A::axis]);
     if (!shard)
       return shard.takeStatus();
     return cpu::crossEntropyStatsBackward(

@@ -123,6 +123,37 @@ Status mlt::rt::checkComputeOperands(
   return Status::ok();
 }
 
+Status mlt::rt::checkMeshAxis(const Mesh &mesh, int64_t axis) {
+  if (axis < 0 || size_t(axis) >= mesh.numAxes())
+    return errorf("axis ", axis, " is not an axis of the mesh ",
+                  mesh.toString());
+  return Status::ok();
+}
+
+StatusOr<AxisPosition> mlt::rt::axisPosition(const Communicator *communicator,
+                                             int64_t axis) {
+  if (axis == -1)
+    return AxisPosition{};
+  if (!communicator)
+    return errorf("this rank has no communicator");
+  const Mesh &mesh = communicator->mesh();
+  MLT_RETURN_IF_ERROR(checkMeshAxis(mesh, axis));
+  StatusOr<std::vector<int>> coordinates =
+      mesh.coordinates(communicator->rank());
+  if (!coordinates)
+    return coordinates.takeStatus();
+  return AxisPosition{(*coordinates)[axis], mesh.axes()[axis].size};
+}
+
+StatusOr<VocabShard> mlt::rt::vocabShard(const Communicator *communicator,
+                                         int64_t vocabLocal, int64_t axis) {
+  StatusOr<AxisPosition> position = axisPosition(communicator, axis);
+  if (!position)
+    return position.takeStatus();
+  return VocabShard{position->coordinate * vocabLocal,
+                    position->size * vocabLocal};
+}
+
 Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
     : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),

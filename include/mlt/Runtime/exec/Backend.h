@@ -191,6 +191,36 @@ Status checkComputeOperands(
     const RankPlan &rank, const InstructionDesc &inst,
     const std::function<Status(const BufferDesc &buffer)> &check);
 
+/// What every backend's context reads of its rank's place in the mesh, through
+/// the communicator of its RankInfo: the kernels that depend on the rank
+/// (shard_slice, the vocabulary-parallel embedding and cross-entropy) and the
+/// collectives name a mesh axis by its index (their `axis` attribute).
+
+/// Checks that `axis` is an axis of `mesh`; the error names it and the mesh.
+Status checkMeshAxis(const Mesh &mesh, int64_t axis);
+
+/// A rank's place on one mesh axis: its coordinate and the axis's size.
+struct AxisPosition {
+  int64_t coordinate = 0;
+  int64_t size = 1;
+};
+
+/// The place on mesh axis `axis` of the rank that `communicator` serves;
+/// coordinate 0 of 1 for axis -1, which needs no communicator (it may be
+/// null then).
+StatusOr<AxisPosition> axisPosition(const Communicator *communicator,
+                                    int64_t axis);
+
+/// The rows of a vocabulary split over mesh axis `axis`, `vocabLocal` to a
+/// rank, that the rank `communicator` serves holds: [offset, offset +
+/// vocabLocal) of [0, total).
+struct VocabShard {
+  int64_t offset = 0;
+  int64_t total = 0;
+};
+StatusOr<VocabShard> vocabShard(const Communicator *communicator,
+                                int64_t vocabLocal, int64_t axis);
+
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
 /// in f32 or f64 (each instruction in the type of its float operands; bf16
 /// only as storage, through `cast`), in program order; collectives and

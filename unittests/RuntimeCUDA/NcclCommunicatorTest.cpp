@@ -18,9 +18,9 @@
 #include "NcclTestUtil.h"
 
 #include "mlt/Plan/KernelInfo.h"
-#include "mlt/Runtime/cpu/VectorOps.h"
 #include "mlt/Runtime/cuda/CudaBackend.h"
 #include "mlt/Runtime/cuda/NcclCommunicator.h"
+#include "mlt/Support/Bf16.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 
 #include "mlt/Runtime/comm/InProcessComm.h"
 
-#include "mlt/Runtime/cpu/VectorOps.h"
+#include "mlt/Support/Bf16.h"
 
 #include <gtest/gtest.h>
 

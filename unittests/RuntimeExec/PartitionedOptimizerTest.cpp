@@ -18,12 +18,12 @@
 
 #include "mlt/Plan/Plan.h"
 #include "mlt/Plan/PlanFormat.h"
-#include "mlt/Runtime/cpu/VectorOps.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/train/Training.h"
+#include "mlt/Support/Bf16.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

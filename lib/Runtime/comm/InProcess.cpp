@@ -51,7 +51,7 @@
 
 #include "mlt/Runtime/comm/InProcessComm.h"
 
-#include "mlt/Runtime/cpu/VectorOps.h"
+#include "mlt/Support/Bf16.h"
 
 #include <algorithm>
 #include <atomic>

@@ -13,38 +13,6 @@ using namespace mlt;
 using namespace mlt::cost;
 using namespace mlt::rt;
 
-std::string Layout::flags() const {
-  std::string text;
-  auto add = [&](const std::string &flag) {
-    text += (text.empty() ? "" : " ") + flag;
-  };
-  if (tp > 1)
-    add("--tp " + std::to_string(tp));
-  if (sequenceParallel)
-    add("--sequence-parallel");
-  if (pp > 1)
-    add("--pp " + std::to_string(pp));
-  if (vp > 1)
-    add("--vp " + std::to_string(vp));
-  if (dp > 1)
-    add("--dp " + std::to_string(dp));
-  if (zero > 0)
-    add("--zero " + std::to_string(zero));
-  if (microbatches > 1)
-    add("--microbatches " + std::to_string(microbatches));
-  if (recomputeSwiGLU)
-    add("--recompute swiglu");
-  return text.empty() ? "one GPU" : text;
-}
-
-bool Layout::operator==(const Layout &other) const {
-  return tp == other.tp && pp == other.pp && vp == other.vp &&
-         dp == other.dp && zero == other.zero &&
-         microbatches == other.microbatches && schedule == other.schedule &&
-         sequenceParallel == other.sequenceParallel &&
-         recomputeSwiGLU == other.recomputeSwiGLU;
-}
-
 std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
   std::vector<Layout> layouts;
   const int64_t gpus = request.gpus, batch = request.globalBatch;
@@ -61,19 +29,16 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
         if (vp > 1 && pp < 2)
           continue;
         for (int64_t zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero) {
-          if (zero == 2 && vp > 1)
-            continue;
           for (int64_t m = 1; m <= batch; ++m) {
             if (batch % m != 0 || (batch / m) % dp != 0 || (pp > 1 && m < pp))
               continue;
-            Layout layout;
+            Layout layout = request.base;
             layout.tp = tp;
             layout.pp = pp;
             layout.vp = vp;
             layout.dp = dp;
             layout.zero = zero;
             layout.microbatches = m;
-            layout.schedule = vp > 1 ? "interleaved" : "1f1b";
             layouts.push_back(layout);
           }
         }
@@ -91,7 +56,7 @@ std::vector<Layout> mlt::cost::memorySavingVariants(const Layout &layout) {
     variants.push_back(sp);
   }
   Layout recompute = layout;
-  recompute.recomputeSwiGLU = true;
+  recompute.recompute = {"mlt.swiglu"};
   variants.push_back(recompute);
   if (layout.tp > 1) {
     Layout both = recompute;
@@ -110,8 +75,8 @@ StepBound mlt::cost::stepBound(const Plan &plan, const StepTimeline &timeline) {
   const StepBreakdown b = breakdown(plan, timeline, slowest);
   double matrix = 0.0, memory = 0.0;
   for (const auto &[kernel, seconds] : b.byKernel) {
-    const bool isMatrix = kernel.rfind("matmul", 0) == 0 ||
-                          kernel.rfind("attention", 0) == 0;
+    const bool isMatrix =
+        kernel.rfind("matmul", 0) == 0 || kernel.rfind("attention", 0) == 0;
     (isMatrix ? matrix : memory) += seconds;
   }
   // The kernels' own times may add up to more than the compute union (two
@@ -143,8 +108,8 @@ std::vector<uint64_t> extrapolateBytes(const std::vector<uint64_t> &a,
   std::vector<uint64_t> out;
   for (size_t i = 0; i < b.size(); ++i) {
     const uint64_t shallower = i < a.size() ? a[i] : b[i];
-    out.push_back(b[i] >= shallower ? b[i] + uint64_t(steps) * (b[i] - shallower)
-                                    : b[i]);
+    out.push_back(
+        b[i] >= shallower ? b[i] + uint64_t(steps) * (b[i] - shallower) : b[i]);
   }
   return out;
 }

@@ -64,33 +64,6 @@ std::optional<WorkItem> WorkItem::parse(std::string_view text) {
   return item;
 }
 
-const char *mlt::scheduleKindName(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::OneFOneB:
-    return "1f1b";
-  case ScheduleKind::GPipe:
-    return "gpipe";
-  case ScheduleKind::ZeroBubbleH1:
-    return "zb-h1";
-  case ScheduleKind::Interleaved:
-    return "interleaved";
-  }
-  return "?";
-}
-
-bool mlt::splitsWeightGradients(ScheduleKind kind) {
-  return kind == ScheduleKind::ZeroBubbleH1;
-}
-
-std::optional<ScheduleKind> mlt::parseScheduleKind(std::string_view name) {
-  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
-                            ScheduleKind::ZeroBubbleH1,
-                            ScheduleKind::Interleaved})
-    if (name == scheduleKindName(kind))
-      return kind;
-  return std::nullopt;
-}
-
 std::optional<PipelineSchedule>
 mlt::buildStageSchedule(ScheduleKind kind, int64_t stages, int64_t chunks,
                         int64_t microbatches, int64_t groupSize,

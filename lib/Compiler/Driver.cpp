@@ -40,8 +40,8 @@ public:
               message.empty()) {
             llvm::raw_string_ostream os(message);
             if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-              os << loc.getFilename().getValue() << ":" << loc.getLine()
-                 << ":" << loc.getColumn() << ": ";
+              os << loc.getFilename().getValue() << ":" << loc.getLine() << ":"
+                 << loc.getColumn() << ": ";
             os << diag.str();
           }
           return success();
@@ -52,19 +52,18 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
-OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
-                                MLIRContext &context, std::string &error) {
-  llvm::StringRef path = options.model;
+OwningOpRef<ModuleOp> loadModel(const std::string &model, MLIRContext &context,
+                                std::string &error) {
+  llvm::StringRef path = model;
   if (path.ends_with(".mlir")) {
     if (!llvm::sys::fs::exists(path)) {
-      error = options.model + ": no such file";
+      error = model + ": no such file";
       return nullptr;
     }
     llvm::SourceMgr sourceMgr;
     std::string includeError;
-    if (sourceMgr.AddIncludeFile(options.model, llvm::SMLoc(), includeError) ==
-        0) {
-      error = options.model + ": cannot read";
+    if (sourceMgr.AddIncludeFile(model, llvm::SMLoc(), includeError) == 0) {
+      error = model + ": cannot read";
       return nullptr;
     }
     return parseSourceFile<ModuleOp>(sourceMgr, &context);
@@ -86,44 +85,70 @@ OwningOpRef<ModuleOp> loadModel(const mlt::CompileOptions &options,
   return std::move(*module);
 }
 
+/// The model of `path` loaded alone (no compile), for what is read off it:
+/// its configuration, or a one-line error.
+struct LoadedModel {
+  DialectRegistry registry;
+  std::unique_ptr<MLIRContext> context;
+  OwningOpRef<ModuleOp> module;
+  mlt::LlamaConfigAttr config;
+
+  bool load(const std::string &path, std::string &error) {
+    registry.insert<mlt::MLTDialect, func::FuncDialect, arith::ArithDialect>();
+    context = std::make_unique<MLIRContext>(registry,
+                                            MLIRContext::Threading::DISABLED);
+    context->loadAllAvailableDialects();
+    FirstError diagnostics(*context);
+    module = loadModel(path, *context, error);
+    if (!module) {
+      if (error.empty())
+        error = !diagnostics.message.empty()
+                    ? diagnostics.message
+                    : path + ": cannot parse the model";
+      return false;
+    }
+    config = (*module)->getAttrOfType<mlt::LlamaConfigAttr>(
+        mlt::MLTDialect::getModelAttrName());
+    if (!config) {
+      error = path + ": the model has no configuration ('mlt.model')";
+      return false;
+    }
+    return true;
+  }
+};
+
 } // namespace
+
+bool mlt::readModelShape(const std::string &model, ModelShape &shape,
+                         std::string &error) {
+  LoadedModel loaded;
+  if (!loaded.load(model, error))
+    return false;
+  shape = *modelShapeOf(*loaded.module);
+  return true;
+}
 
 bool mlt::stageSplitOf(const CompileOptions &options, int64_t &numLayers,
                        std::vector<int64_t> &split, std::string &error) {
-  DialectRegistry registry;
-  registry.insert<mlt::MLTDialect, func::FuncDialect, arith::ArithDialect>();
-  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
-  context.loadAllAvailableDialects();
-  FirstError diagnostics(context);
-  OwningOpRef<ModuleOp> module = loadModel(options, context, error);
-  if (!module) {
-    if (error.empty())
-      error = !diagnostics.message.empty()
-                  ? diagnostics.message
-                  : options.model + ": cannot parse the model";
+  LoadedModel loaded;
+  if (!loaded.load(options.model, error))
     return false;
-  }
-  auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
-      MLTDialect::getModelAttrName());
-  if (!config) {
-    error = options.model + ": the model has no configuration ('mlt.model')";
-    return false;
-  }
-  numLayers = config.getNumLayers();
-  if (options.pp <= 1) {
+  const Layout &layout = options.layout;
+  numLayers = loaded.config.getNumLayers();
+  if (layout.pp <= 1) {
     split = {numLayers};
     return true;
   }
-  split = pipelineStageSplit(config, numLayers, options.seqLen,
-                             options.ppLayers, options.pp, options.vp, error);
+  split = pipelineStageSplit(loaded.config, numLayers, options.seqLen,
+                             layout.ppLayers, layout.pp, layout.vp, error);
   return !split.empty();
 }
 
 bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
                         std::string &error, rt::Plan *plan) {
   DialectRegistry registry;
-  registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect,
-                  func::FuncDialect, arith::ArithDialect>();
+  registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect, func::FuncDialect,
+                  arith::ArithDialect>();
   MLIRContext context(registry, options.threads
                                     ? MLIRContext::Threading::ENABLED
                                     : MLIRContext::Threading::DISABLED);
@@ -135,49 +160,30 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
     return false;
   };
 
-  OwningOpRef<ModuleOp> module = loadModel(options, context, error);
+  OwningOpRef<ModuleOp> module = loadModel(options.model, context, error);
   if (!module)
     return fail(error.empty() ? options.model + ": cannot parse the model"
                               : error);
 
-  // Positions past the model's are refused before anything is compiled
-  // (the plan's contract refuses them too, after).
-  if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
-          MLTDialect::getModelAttrName());
-      config && options.seqLen > config.getMaxPositionEmbeddings()) {
-    error = "--seq-len " + std::to_string(options.seqLen) +
-            " exceeds the model's max_position_embeddings " +
-            std::to_string(config.getMaxPositionEmbeddings());
-    return false;
-  }
-  // Tied embeddings across pipeline stages are summed over pp in the
-  // optimizer step, which ZeRO's partitioned step does not do yet.
-  if (auto config = (*module)->getAttrOfType<LlamaConfigAttr>(
-          MLTDialect::getModelAttrName());
-      config && config.getTieWordEmbeddings() &&
-      config.getTieWordEmbeddings().getValue() && options.pp > 1 &&
-      options.zero > 0) {
-    error = options.model + ": tied embeddings (tie_word_embeddings) across "
-                            "pipeline stages do not compose with --zero yet; "
-                            "use --zero 0 or --pp 1";
-    return false;
-  }
-  // A schedule the stages cannot run, said before compiling them (and the
-  // schedule kept for the predicted bubble).
-  std::optional<ScheduleKind> kind = parseScheduleKind(options.schedule);
+  // The rule book, before anything is compiled: its first refusal (the
+  // pipeline's mlt-verify-layout would say the same, after a truncation).
+  const Layout &layout = options.layout;
+  if (options.layers == 0)
+    if (std::optional<ModelShape> shape = modelShapeOf(*module)) {
+      std::vector<Violation> violations =
+          verify(layout, *shape, options.step());
+      if (!violations.empty()) {
+        error = violations.front().text();
+        return false;
+      }
+    }
+  // The schedule, kept for the predicted bubble (the rule book has
+  // accepted it).
+  const ScheduleKind kind = layout.scheduleKind();
   std::optional<PipelineSchedule> schedule;
-  if (options.pp > 1 && kind)
-    schedule = buildStageSchedule(*kind, options.pp, options.vp,
-                                  options.microbatches, options.ppGroupSize,
-                                  &error);
-  if (options.pp > 1 && kind && !schedule) {
-    error = "--pp " + std::to_string(options.pp) +
-            (options.vp > 1 ? " --vp " + std::to_string(options.vp) : "") +
-            " with " + std::to_string(options.microbatches) +
-            (options.microbatches == 1 ? " micro-batch: " : " micro-batches: ") +
-            error;
-    return false;
-  }
+  if (layout.pp > 1)
+    schedule = buildStageSchedule(kind, layout.pp, layout.vp,
+                                  layout.microbatches, layout.ppGroupSize);
   PassManager pm(&context);
   pm.enableVerifier(options.verifyPasses);
   buildTrainPipeline(pm, options);
@@ -195,13 +201,13 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
         MLTDialect::getStageCostsAttrName());
     if (schedule) {
       auto bubble = [&](const std::vector<double> &scale) {
-        return 100.0 * (splitsWeightGradients(*kind)
+        return 100.0 * (splitsWeightGradients(kind)
                             ? schedule->simulate(1.0, 1.0, 1.0, scale)
                             : schedule->simulate(1.0, 2.0, 0.0, scale))
                            .bubble();
       };
       std::vector<double> scale;
-      if (costs && int64_t(costs.size()) == options.pp * options.vp) {
+      if (costs && int64_t(costs.size()) == layout.pp * layout.vp) {
         double mean = 0.0;
         for (double cost : costs.asArrayRef())
           mean += cost / double(costs.size());
@@ -212,10 +218,9 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
           "predicted bubble of the %s schedule with %lld micro-batches: "
           "%.1f%% with the split's stage times, %.1f%% with equal stages "
           "(%s)\n",
-          scheduleKindName(*kind), (long long)options.microbatches,
-          bubble(scale), bubble({}),
-          splitsWeightGradients(*kind) ? "F = B = W"
-                                       : "backward = 2 x forward");
+          scheduleKindName(kind), (long long)layout.microbatches, bubble(scale),
+          bubble({}),
+          splitsWeightGradients(kind) ? "F = B = W" : "backward = 2 x forward");
     }
     // Each stage's memory: its ranks' planned arena (exact, as
     // --report-memory details it).
@@ -226,14 +231,13 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
       auto arena = stage->getAttrOfType<IntegerAttr>("mlt_rt.arena_bytes");
       if (!index || !arena)
         continue;
-      memory += llvm::formatv("{0}stage {1} {2:f1} MiB", memory.empty() ? "" : ", ",
-                              index.getInt(),
+      memory += llvm::formatv("{0}stage {1} {2:f1} MiB",
+                              memory.empty() ? "" : ", ", index.getInt(),
                               double(arena.getInt()) / double(1 << 20))
                     .str();
     }
     if (!memory.empty())
-      llvm::errs() << "planned memory per rank (its arena): " << memory
-                   << "\n";
+      llvm::errs() << "planned memory per rank (its arena): " << memory << "\n";
   }
   return true;
 }

@@ -649,16 +649,28 @@ private:
       if (!first)
         return writer.emitOpError("never touches the gradients of bucket ")
                << bucket.gradBucket.getSymName();
-      // The gaps: after each member up to the next one, and the tail.
+      // The gaps: after each member up to the next one, and the tail. A
+      // gap's view starts where a buffer may (kPlanBufferAlignment): at
+      // the member's end rounded down, so that it also zeros the member's
+      // last few elements when its size is no multiple of that, which is
+      // harmless here: nothing has written the member yet (this is the
+      // body's first touch of the bucket) and its writer overwrites it.
+      // Member offsets are aligned to more than that (FlatBuckets'
+      // alignment), so the view never reaches into an earlier member.
       SmallVector<std::pair<uint64_t, uint64_t>> gaps;
       const FlatBucket &layout = *bucket.layout;
+      const uint64_t aligned =
+          rt::kPlanBufferAlignment /
+          uint64_t(bucket.gradType.getIntOrFloatBitWidth() / 8);
       for (size_t i = 0; i < layout.members.size(); ++i) {
         uint64_t end = layout.offsets[i] +
                        uint64_t(parameters[layout.members[i]].elements);
         uint64_t next = i + 1 < layout.members.size() ? layout.offsets[i + 1]
                                                       : layout.elements;
-        if (next > end)
-          gaps.push_back({end, next - end});
+        if (next > end) {
+          const uint64_t start = end - end % aligned;
+          gaps.push_back({start, next - start});
+        }
       }
       b.setInsertionPoint(first);
       for (auto [start, length] : gaps) {

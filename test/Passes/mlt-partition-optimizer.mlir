@@ -251,12 +251,17 @@ mlt_rt.step @step {
 
 // ZeRO-2 with two micro-batches: both calls run the body that writes the
 // gradients; it reduce-scatters each bucket into a temporary slice and adds
-// that into the rank's gradient slice, which the step zeroes first.
+// that into the rank's gradient slice, which the step zeroes first. The
+// bucket's padding (after a member of 16 elements, which ends off the
+// plans' 256-byte alignment) is zeroed from the aligned start before it, a
+// view every buffer rule accepts: the member's own elements with it, which
+// its writer overwrites after.
 // ZERO2-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2>}
 // ZERO2: mlt_rt.buffer @grad_shard.0 gradient {layout = @param_bucket.0, owns, shard = "dp"} : tensor<128xf32>
 // ZERO2-NEXT: mlt_rt.buffer @grad_slice.0 temporary : tensor<128xf32>
+// ZERO2: mlt_rt.buffer @grad_bucket.0.padding temporary {view = @grad_bucket.0, view_offset = 0 : i64} : tensor<256xf32>
 // ZERO2: mlt_rt.program @micro_step_first {
-// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [240] floats [0.000000e+00]
+// ZERO2-NEXT: mlt_rt.launch "fill" [] -> [@grad_bucket.0.padding] ints [256] floats [0.000000e+00]
 // ZERO2-NEXT: mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16]
 // ZERO2-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_slice.0] ints [128, 0]
 // ZERO2-NEXT: mlt_rt.launch "accumulate" [@grad_slice.0] -> [@grad_shard.0] ints [128]

@@ -16,7 +16,7 @@
 // CHECK: mlt_rt.buffer @grad_bucket.1 temporary {bucket} : tensor<256xbf16>
 // CHECK: mlt_rt.buffer @grad_shard.1 gradient {layout = @param_copy_bucket.1, owns, shard = "dp"} : tensor<128xbf16>
 // CHECK-NOT: grad_slice
-// CHECK: mlt_rt.buffer @grad_bucket.1.padding temporary {view = @grad_bucket.1, view_offset = 64 : i64} : tensor<192xbf16>
+// CHECK: mlt_rt.buffer @grad_bucket.1.padding temporary {view = @grad_bucket.1, view_offset = 0 : i64} : tensor<256xbf16>
 // CHECK-LABEL: mlt_rt.program @micro_step_first {
 // CHECK: mlt_rt.launch "matmul" [@"param_bf16:w", @"param_bf16:w"] -> [@"grad:w"]
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@"grad:n"] -> [@"grad:n"] ints [64, 1]

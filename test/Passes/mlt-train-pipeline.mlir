@@ -1,14 +1,14 @@
 // RUN: mlt-opt %S/../../models/llama/tiny.mlir \
-// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=3 dp=2 dtype=bf16" \
+// RUN:   --mlt-train-pipeline="batch=12 seq-len=16 microbatches=3 dp=2 dtype=bf16" \
 // RUN:   | FileCheck %s
 // RUN: mlt-opt %S/../../models/llama/tiny.mlir \
-// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=2 schedule=gpipe recompute=mlt.swiglu overlap-grad-reduce=false" \
+// RUN:   --mlt-train-pipeline="batch=8 seq-len=16 microbatches=2 schedule=gpipe recompute=mlt.swiglu overlap-grad-reduce=false" \
 // RUN:   | FileCheck %s --check-prefix=GPIPE
 // RUN: not mlt-opt %S/../../models/llama/tiny.mlir \
 // RUN:   --mlt-train-pipeline="batch=4 seq-len=16 schedule=interleaved" 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BAD
 // RUN: mlt-opt %S/../../models/llama/tiny.mlir \
-// RUN:   --mlt-train-pipeline="batch=4 seq-len=16 microbatches=2 pp=2 vp=2" \
+// RUN:   --mlt-train-pipeline="batch=8 seq-len=16 microbatches=2 pp=2 vp=2" \
 // RUN:   | FileCheck %s --check-prefix=VP
 
 // Tests that mlt-opt's mlt-train-pipeline compiles a model as mlt-run does:
@@ -46,8 +46,9 @@
 // GPIPE-NEXT: mlt_rt.call @backward_first microbatch 0 slot 0 work [B0.0]
 // GPIPE-NEXT: mlt_rt.call @backward microbatch 1 slot 1 work [B1.0]
 
-// A schedule for stages of several model chunks, on one stage of one.
-// BAD: mlt-schedule-pipeline: the interleaved schedule needs 2 or more pipeline stages, got 1
+// A schedule for stages of several model chunks, on one stage of one: the
+// pipeline's first pass, mlt-verify-layout, refuses it as mlt-run does.
+// BAD: error: schedule interleaved runs stages of several model chunks and needs vp 2 or more (and pp 2 or more) (rule schedule-fits-chunks)
 
 // pp=2 vp=2: each stage one module of two chunks (mlt-merge-chunks),
 // whose programs are named by chunk, under the interleaved schedule by

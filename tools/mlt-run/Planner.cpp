@@ -7,6 +7,7 @@
 #include "Planner.h"
 
 #include "mlt/Analysis/StepReport.h"
+#include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Plan/MemoryReport.h"
 #include "mlt/Support/FormatBytes.h"
 
@@ -43,14 +44,14 @@ constexpr size_t kWave = 8;
 
 /// A layout weighed.
 struct Candidate {
-  cost::Layout layout;
+  Layout layout;
   /// Of the layout at the model's depth: exact (compiled at its depth) or
   /// extrapolated from two shallow compiles.
   cost::LayoutFigures figures;
   bool exact = false;
   cost::StepBound bound;
   /// The memory-saving variants not tried yet (while this one may not fit).
-  std::deque<cost::Layout> fallbacks;
+  std::deque<Layout> fallbacks;
 };
 
 /// A layout compiled and predicted, or the compiler's refusal.
@@ -88,12 +89,10 @@ public:
   /// fastest first, the layouts weighed at their depth (their variants as
   /// needed) into the candidates, but for those already slower at the
   /// shallower depth than the fifth fastest estimate. Both on every core.
-  Status screen(const std::vector<cost::Layout> &layouts) {
-    std::vector<StatusOr<WeighedLayout>> first(layouts.size(),
-                                               WeighedLayout{});
-    inParallel(layouts.size(), [&](size_t i) {
-      first[i] = weighShallowest(layouts[i]);
-    });
+  Status screen(const std::vector<Layout> &layouts) {
+    std::vector<StatusOr<WeighedLayout>> first(layouts.size(), WeighedLayout{});
+    inParallel(layouts.size(),
+               [&](size_t i) { first[i] = weighShallowest(layouts[i]); });
     std::vector<size_t> order;
     for (size_t i = 0; i < layouts.size(); ++i) {
       if (!first[i])
@@ -149,11 +148,10 @@ public:
     std::vector<Candidate> confirmed;
     size_t done = 0;
     while (!candidates_.empty()) {
-      auto next = std::min_element(
-          candidates_.begin(), candidates_.end(),
-          [](const Candidate &a, const Candidate &b) {
-            return a.figures.step < b.figures.step;
-          });
+      auto next = std::min_element(candidates_.begin(), candidates_.end(),
+                                   [](const Candidate &a, const Candidate &b) {
+                                     return a.figures.step < b.figures.step;
+                                   });
       if (const std::optional<double> fifth = fifthFastest(confirmed);
           fifth && next->figures.step > *fifth * (1.0 + kStepMargin))
         break;
@@ -213,12 +211,11 @@ public:
   size_t tooLarge() const { return tooLarge_; }
   size_t refused() const { return refused_; }
   const std::string &firstRefusal() const { return firstRefusal_; }
-  const std::optional<std::pair<uint64_t, cost::Layout>> &closest() const {
+  const std::optional<std::pair<uint64_t, Layout>> &closest() const {
     return closest_;
   }
 
 private:
-
   void progress(const char *what, size_t i, size_t n) {
     if (elapsed() - lastProgress_ < 5.0)
       return;
@@ -235,11 +232,11 @@ private:
     return double(arena) <= limit;
   }
 
-  void noteRefusal(const cost::Layout &layout, const std::string &why) {
+  void noteRefusal(const Layout &layout, const std::string &why) {
     if (firstRefusal_.empty())
-      firstRefusal_ = layout.flags() + ": " + why;
+      firstRefusal_ = layoutFlags(layout) + ": " + why;
   }
-  void noteTooLarge(const cost::Layout &layout, uint64_t arena) {
+  void noteTooLarge(const Layout &layout, uint64_t arena) {
     if (!closest_ || arena < closest_->first)
       closest_ = {arena, layout};
   }
@@ -249,8 +246,8 @@ private:
   /// the arenas that did not fit.
   struct Outcome {
     std::optional<Candidate> candidate;
-    std::optional<std::pair<cost::Layout, std::string>> refusal;
-    std::vector<std::pair<uint64_t, cost::Layout>> tooLarge;
+    std::optional<std::pair<Layout, std::string>> refusal;
+    std::vector<std::pair<uint64_t, Layout>> tooLarge;
   };
 
   void merge(Outcome outcome) {
@@ -269,11 +266,16 @@ private:
 
   /// `layout` weighed at its depth from its shallowest compile, or, where
   /// it does not fit, its memory-saving variants (placeVariants).
-  StatusOr<Outcome> placeFamily(const cost::Layout &layout,
+  StatusOr<Outcome> placeFamily(const Layout &layout,
                                 WeighedLayout shallowest) {
-    std::deque<cost::Layout> variants;
-    for (const cost::Layout &variant : cost::memorySavingVariants(layout))
-      variants.push_back(variant);
+    // (those the rule book accepts: sequence parallelism needs a sequence
+    // that tp divides)
+    std::deque<Layout> variants;
+    for (const Layout &variant : cost::memorySavingVariants(layout))
+      if (verify(variant, request_.model,
+                 {request_.globalBatch, request_.seqLen})
+              .empty())
+        variants.push_back(variant);
     StatusOr<WeighedLayout> base = weighDeeper(layout, std::move(shallowest));
     if (!base)
       return base.takeStatus();
@@ -283,9 +285,9 @@ private:
       return outcome;
     }
     if (fits(base->figures.arena(), base->exact)) {
-      outcome.candidate = Candidate{layout, std::move(base->figures),
-                                    base->exact, base->bound,
-                                    std::move(variants)};
+      outcome.candidate =
+          Candidate{layout, std::move(base->figures), base->exact, base->bound,
+                    std::move(variants)};
       return outcome;
     }
     outcome.tooLarge.push_back({base->figures.arena(), layout});
@@ -297,11 +299,11 @@ private:
 
   /// The first of `variants` (least costly first) that fits, trying the
   /// last (which saves the most) first: if it does not fit, none does.
-  StatusOr<Outcome> placeVariants(std::deque<cost::Layout> variants,
+  StatusOr<Outcome> placeVariants(std::deque<Layout> variants,
                                   Outcome outcome = {}) {
     if (variants.empty())
       return outcome;
-    const cost::Layout most = variants.back();
+    const Layout most = variants.back();
     variants.pop_back();
     StatusOr<WeighedLayout> saving = weigh(most, request_.exhaustive);
     if (!saving)
@@ -312,7 +314,7 @@ private:
       return outcome;
     }
     while (!variants.empty()) {
-      const cost::Layout variant = variants.front();
+      const Layout variant = variants.front();
       variants.pop_front();
       StatusOr<WeighedLayout> weighed = weigh(variant, request_.exhaustive);
       if (!weighed)
@@ -327,8 +329,8 @@ private:
       if (weighed->ok)
         outcome.tooLarge.push_back({weighed->figures.arena(), variant});
     }
-    outcome.candidate = Candidate{most, std::move(saving->figures),
-                                  saving->exact, saving->bound, {}};
+    outcome.candidate = Candidate{
+        most, std::move(saving->figures), saving->exact, saving->bound, {}};
     return outcome;
   }
 
@@ -364,8 +366,7 @@ private:
   }
 
   /// One compile of `layout` into representative ranks, predicted.
-  StatusOr<Weighed> compileAndPredict(const cost::Layout &layout,
-                                      int64_t layers,
+  StatusOr<Weighed> compileAndPredict(const Layout &layout, int64_t layers,
                                       const std::vector<int64_t> &split) {
     ++compiled;
     Weighed out;
@@ -377,42 +378,39 @@ private:
     StatusOr<cost::LaunchCosts> costs =
         cost::priceLaunches(*plan, calibration_);
     if (!costs)
-      return costs.takeStatus().withContext(layout.flags());
+      return costs.takeStatus().withContext(layoutFlags(layout));
     StatusOr<cost::StepTimeline> timeline = cost::predictStep(*plan, *costs);
     if (!timeline)
-      return timeline.takeStatus().withContext(layout.flags());
+      return timeline.takeStatus().withContext(layoutFlags(layout));
     out.ok = true;
     for (const RankPlan &rank : plan->ranks) {
       out.figures.arenas.push_back(rank.arenaBytes);
       const RankMemory memory = rankMemory(rank);
-      out.figures.persistent.push_back(memory.parameters +
-                                       memory.parameterCopies +
-                                       memory.gradients + memory.optimizerState);
+      out.figures.persistent.push_back(
+          memory.parameters + memory.parameterCopies + memory.gradients +
+          memory.optimizerState);
     }
     out.figures.step = timeline->seconds();
     out.bound = cost::stepBound(*plan, *timeline);
     return out;
   }
 
-
   /// `layout` compiled `fewer` layers a virtual stage shallower than
   /// `split` (of `numLayers`).
-  StatusOr<Weighed> compileShallower(const cost::Layout &layout,
-                                     int64_t numLayers,
+  StatusOr<Weighed> compileShallower(const Layout &layout, int64_t numLayers,
                                      const std::vector<int64_t> &split,
                                      int64_t fewer) {
     std::vector<int64_t> stages = split;
     for (int64_t &layers : stages)
       layers -= fewer;
     ++shallow;
-    return compileAndPredict(
-        layout, numLayers - fewer * int64_t(split.size()),
-        layout.pp > 1 ? stages : std::vector<int64_t>{});
+    return compileAndPredict(layout, numLayers - fewer * int64_t(split.size()),
+                             layout.pp > 1 ? stages : std::vector<int64_t>{});
   }
 
   /// `layout` at its shallowest: two layers in its smallest virtual stage,
   /// or at its depth where the model is shallow (or the search exhaustive).
-  StatusOr<WeighedLayout> weighShallowest(const cost::Layout &layout) {
+  StatusOr<WeighedLayout> weighShallowest(const Layout &layout) {
     WeighedLayout out;
     if (!request_.exhaustive) {
       if (Status status = compiler_.split(layout, out.numLayers, out.split);
@@ -437,7 +435,7 @@ private:
   }
 
   /// `layout` compiled at the model's depth.
-  StatusOr<WeighedLayout> weighAtDepth(const cost::Layout &layout) {
+  StatusOr<WeighedLayout> weighAtDepth(const Layout &layout) {
     StatusOr<Weighed> whole = compileAndPredict(layout, 0, {});
     if (!whole)
       return whole.takeStatus();
@@ -449,15 +447,14 @@ private:
 
   /// `layout` at its depth from its shallowest: exact already, or
   /// extrapolated along the line through one more layer a virtual stage.
-  StatusOr<WeighedLayout> weighDeeper(const cost::Layout &layout,
+  StatusOr<WeighedLayout> weighDeeper(const Layout &layout,
                                       WeighedLayout shallowest) {
     // (a deeper model's arena is larger: one over the limit stays over)
     if (shallowest.exact || !shallowest.ok ||
         !fits(shallowest.figures.arena(), /*exact=*/true))
       return shallowest;
-    StatusOr<Weighed> deeper =
-        compileShallower(layout, shallowest.numLayers, shallowest.split,
-                         shallowest.fewer - 1);
+    StatusOr<Weighed> deeper = compileShallower(
+        layout, shallowest.numLayers, shallowest.split, shallowest.fewer - 1);
     if (!deeper)
       return deeper.takeStatus();
     if (!deeper->ok) {
@@ -471,7 +468,7 @@ private:
   }
 
   /// `layout` at its depth: compiled there (`exact`), or extrapolated.
-  StatusOr<WeighedLayout> weigh(const cost::Layout &layout, bool exact) {
+  StatusOr<WeighedLayout> weigh(const Layout &layout, bool exact) {
     if (exact)
       return weighAtDepth(layout);
     StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
@@ -488,18 +485,41 @@ private:
   std::vector<Candidate> candidates_;
   size_t fitting_ = 0, tooLarge_ = 0, refused_ = 0, slower_ = 0;
   std::string firstRefusal_;
-  std::optional<std::pair<uint64_t, cost::Layout>> closest_;
+  std::optional<std::pair<uint64_t, Layout>> closest_;
 };
 
 } // namespace
 
-StatusOr<PlannedLayout>
-mlt::tool::planLayout(const PlannerRequest &request,
-                      const cost::Calibration &calibration,
-                      const std::string &calibrationSource,
-                      const PlannerCompiler &compiler) {
-  const std::vector<cost::Layout> layouts =
-      cost::enumerateLayouts({request.gpus, request.globalBatch});
+StatusOr<PlannedLayout> mlt::tool::planLayout(
+    const PlannerRequest &request, const cost::Calibration &calibration,
+    const std::string &calibrationSource, const PlannerCompiler &compiler) {
+  // The user's own options first: a refusal of those is the user's to
+  // fix, whatever the planner chooses.
+  const StepShape step{request.globalBatch, request.seqLen};
+  std::vector<Violation> own = verify(request.base, request.model, step);
+  if (!own.empty())
+    return errorf("--layout auto: ", own.front().text());
+  // The candidates the rule book accepts; the others counted by rule.
+  std::vector<Layout> layouts;
+  std::vector<std::pair<std::string, std::pair<size_t, std::string>>> refusals;
+  const std::vector<Layout> all =
+      cost::enumerateLayouts({request.gpus, request.globalBatch, request.base});
+  for (const Layout &layout : all) {
+    std::vector<Violation> violations = verify(layout, request.model, step);
+    if (violations.empty()) {
+      layouts.push_back(layout);
+      continue;
+    }
+    const Violation &first = violations.front();
+    auto it =
+        std::find_if(refusals.begin(), refusals.end(),
+                     [&](const auto &r) { return r.first == first.rule; });
+    if (it == refusals.end())
+      refusals.push_back(
+          {first.rule, {1, layoutFlags(layout) + ": " + first.text()}});
+    else
+      ++it->second.first;
+  }
   Planner planner(request, calibration, compiler);
   MLT_RETURN_IF_ERROR(planner.screen(layouts));
   StatusOr<std::vector<Candidate>> confirmed = planner.confirm();
@@ -522,24 +542,32 @@ mlt::tool::planLayout(const PlannerRequest &request,
     slower = ", " + std::to_string(planner.slower()) +
              " slower than the fifth fastest (at their depth or a shallower "
              "one)";
-  std::printf("  %zu layouts, %zu compiled%s in %.1f s: %zu fit, %zu do not "
-              "fit, %zu refused by the compiler%s\n",
-              layouts.size(), planner.compiled.load(), shallow.c_str(),
-              planner.elapsed(), planner.fitting(), planner.tooLarge(),
-              planner.refused(), slower.c_str());
+  std::printf("  %zu layouts, %zu refused by the rule book, %zu compiled%s "
+              "in %.1f s: %zu fit, %zu do not fit, %zu refused by the "
+              "compiler%s\n",
+              all.size(), all.size() - layouts.size(), planner.compiled.load(),
+              shallow.c_str(), planner.elapsed(), planner.fitting(),
+              planner.tooLarge(), planner.refused(), slower.c_str());
+  for (const auto &[rule, refused] : refusals)
+    std::printf("  refused by rule %s: %zu, such as %s\n", rule.c_str(),
+                refused.first, refused.second.c_str());
   if (confirmed->empty()) {
     if (planner.closest())
       return errorf("--layout auto: no layout of ", request.gpus,
                     " GPUs fits: the least memory is ",
                     formatBytes(planner.closest()->first), " (",
-                    planner.closest()->second.flags(), "), the limit ",
+                    layoutFlags(planner.closest()->second), "), the limit ",
                     formatBytes(request.arenaLimit));
+    if (layouts.empty())
+      return errorf("--layout auto: the rule book refuses every layout of ",
+                    request.gpus,
+                    " GPUs; the first: ", refusals.front().second.second);
     return errorf("--layout auto: the compiler refused every layout of ",
                   request.gpus, " GPUs; the first: ", planner.firstRefusal());
   }
   const double tokens = double(request.globalBatch) * double(request.seqLen);
-  std::printf("  %-4s %-48s %11s %10s %11s  %s\n", "rank", "layout",
-              "step", "tokens/s", "memory", "bound by");
+  std::printf("  %-4s %-48s %11s %10s %11s  %s\n", "rank", "layout", "step",
+              "tokens/s", "memory", "bound by");
   for (size_t i = 0; i < std::min(kShown, confirmed->size()); ++i) {
     const Candidate &c = (*confirmed)[i];
     char step[32], rate[32], bound[64];
@@ -548,32 +576,31 @@ mlt::tool::planLayout(const PlannerRequest &request,
     std::snprintf(bound, sizeof bound, "%s (%.0f%% of the step)",
                   c.bound.what.c_str(), c.bound.share * 100.0);
     std::printf("  %-4zu %-48s %11s %10s %11s  %s\n", i + 1,
-                c.layout.flags().c_str(), step, rate,
+                layoutFlags(c.layout).c_str(), step, rate,
                 formatBytes(c.figures.arena()).c_str(), bound);
   }
   // The others: confirmed past the fifth, and estimates.
-  const size_t more = confirmed->size() - std::min(kShown, confirmed->size()) +
-                      rest.size();
+  const size_t more =
+      confirmed->size() - std::min(kShown, confirmed->size()) + rest.size();
   if (more) {
     const Candidate &slowest =
-        !rest.empty() && (confirmed->size() <= kShown ||
-                          rest.back().figures.step >
-                              confirmed->back().figures.step)
+        !rest.empty() &&
+                (confirmed->size() <= kShown ||
+                 rest.back().figures.step > confirmed->back().figures.step)
             ? rest.back()
             : confirmed->back();
     std::printf("  ... %zu more, the slowest %.2f ms%s (%s)\n", more,
-                slowest.figures.step * 1e3,
-                slowest.exact ? "" : " estimated",
-                slowest.layout.flags().c_str());
+                slowest.figures.step * 1e3, slowest.exact ? "" : " estimated",
+                layoutFlags(slowest.layout).c_str());
   }
-  const cost::Layout &chosen = confirmed->front().layout;
-  std::printf("chose %s\n", chosen.flags().c_str());
+  const Layout &chosen = confirmed->front().layout;
+  std::printf("chose %s\n", layoutFlags(chosen).c_str());
   std::fflush(stdout);
   PlannedLayout planned;
   planned.layout = chosen;
   StatusOr<Plan> plan = compiler.whole(chosen, planned.bytes);
   if (!plan)
-    return plan.takeStatus().withContext(chosen.flags());
+    return plan.takeStatus().withContext(layoutFlags(chosen));
   planned.plan = std::move(*plan);
   return planned;
 }

@@ -5,8 +5,10 @@
 // arena) held to the GPU's, the step of those that fit predicted by the
 // cost model, and the five fastest printed with what bounds each; the
 // fastest is the run's layout. A layout that does not fit is tried again
-// with sequence parallelism and recomputation; one the compiler refuses is
-// dropped, its reason counted.
+// with sequence parallelism and recomputation. The layouts the rule book
+// refuses for the model (LayoutRules.h) are never compiled: they are
+// counted by rule, each rule with its first refusal, worded as mlt-run and
+// mlt-opt word it.
 //
 // In two rounds, so that a 70B model's hundreds of layouts on 64 GPUs are
 // planned in seconds:
@@ -49,6 +51,7 @@
 
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/LayoutSpace.h"
+#include "mlt/Layout/LayoutRules.h"
 #include "mlt/Plan/Plan.h"
 
 #include <functional>
@@ -58,6 +61,12 @@
 namespace mlt::tool {
 
 struct PlannerRequest {
+  /// The options the user chose (precision, overlap, ...), which every
+  /// candidate keeps; those the planner chooses at their defaults.
+  Layout base;
+  /// The model, as the rule book reads it: candidates it refuses are not
+  /// compiled.
+  ModelShape model;
   int64_t gpus = 1;
   int64_t globalBatch = 1;
   int64_t seqLen = 1;
@@ -73,7 +82,7 @@ struct PlannerRequest {
 
 /// The layout chosen, and its compiled plan.
 struct PlannedLayout {
-  cost::Layout layout;
+  Layout layout;
   rt::Plan plan;
   std::string bytes;
 };
@@ -82,18 +91,17 @@ struct PlannedLayout {
 struct PlannerCompiler {
   /// The model's decoder layers and `layout`'s split of them into virtual
   /// stages (mlt::stageSplitOf).
-  std::function<Status(const cost::Layout &layout, int64_t &numLayers,
+  std::function<Status(const Layout &layout, int64_t &numLayers,
                        std::vector<int64_t> &split)>
       split;
   /// `layout` compiled into a plan of representative ranks: the model's
   /// first `layers` layers (0: all) in virtual stages of `split` layers
   /// (empty: the compiler's split).
-  std::function<StatusOr<rt::Plan>(const cost::Layout &layout, int64_t layers,
+  std::function<StatusOr<rt::Plan>(const Layout &layout, int64_t layers,
                                    const std::vector<int64_t> &split)>
       representatives;
   /// `layout` compiled whole, with its serialized bytes.
-  std::function<StatusOr<rt::Plan>(const cost::Layout &layout,
-                                   std::string &bytes)>
+  std::function<StatusOr<rt::Plan>(const Layout &layout, std::string &bytes)>
       whole;
 };
 

@@ -18,6 +18,8 @@
 #include "Prediction.h"
 #include "mlt/Analysis/LayoutSpace.h"
 #include "mlt/Analysis/StepReport.h"
+#include "mlt/Layout/LayoutOptions.h"
+#include "mlt/Layout/LayoutRules.h"
 #include "mlt/Plan/MemoryReport.h"
 #include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Backend.h"
@@ -41,20 +43,20 @@
 #endif
 #ifdef MLT_HAVE_CUDA
 #include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
 #include "mlt/Runtime/mpi/Distributed.h"
 #include "mlt/Runtime/mpi/MpiBootstrap.h"
-#include "mlt/Runtime/cuda/NcclCommunicator.h"
 #endif
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <csignal>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +66,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -76,47 +79,17 @@ using namespace mlt::tool;
 
 namespace {
 
-const char *kUsage = R"(usage: mlt-run MODEL_OR_PLAN [options]
+const char *kUsageHead = R"(usage: mlt-run MODEL_OR_PLAN [options]
 
 Trains a LLaMA model. MODEL_OR_PLAN is a plan file (recognized by its content,
 the FlatBuffers identifier "MLTP", whatever its name), or, when mlt-run is built
 with the compiler, a .mlir model, an HF config.json, or a directory holding one
-(compiled in process for --batch, --seq-len, --microbatches and the layout).
+(compiled in process for --batch, --seq-len and the layout).
 
 Run:
   --device cpu|cuda          backend (default cpu); cuda needs a build with
                              MLT_ENABLE_CUDA; a plan of N ranks runs on N
                              GPUs as N processes: mpirun -np N mlt-run ...
-  --dtype fp32|bf16          compute precision (default fp32): bf16 computes
-                             on bf16 weight copies and activations, with f32
-                             master weights, gradients and AdamW moments
-  --fp8                      with --dtype bf16: the decoder layers' linear
-                             layers multiply on FP8 tensor cores (e4m3
-                             activations and weights, e5m2 gradients, each
-                             tensor quantized with its own power-of-two
-                             scale, f32 accumulation; mlt-fp8-products)
-  --fp8-products LIST        with --fp8: the products made FP8, of fprop
-                             (x W^T), dgrad (dy W) and wgrad (dy^T x),
-                             comma-separated (default fprop,dgrad,wgrad)
-  --fp8-fprop-accumulation fast|f32
-                             with --fp8: the forward products accumulate in
-                             the tensor cores' fast FP8 accumulator or in
-                             f32, as the gradients' do (default fast)
-  --fp8-format hybrid|e4m3   with --fp8: hybrid (e4m3 activations and
-                             weights, e5m2 gradients; the default) or e4m3
-                             (gradients too)
-  --fp8-bf16-parameters LIST with --fp8: parameters whose products stay
-                             bf16, by a part of their names, comma-separated
-                             (such as down_proj)
-  --fp8-bf16-first-layers N  with --fp8: the first N decoder layers keep
-  --fp8-bf16-last-layers N   (the last N) bf16 products (default 0)
-  --recompute none|OPS       forward ops whose results the backward pass
-                             computes again instead of keeping them from the
-                             forward pass, comma-separated (default none):
-                             swiglu keeps one MLP-wide activation less per
-                             layer for one elementwise kernel per layer in
-                             the backward; the same results, bit for bit;
-                             when compiling only
   --init-from PATH           initial weights: an HF checkpoint directory, a
                              .safetensors file, or a training checkpoint (its
                              weights alone), loaded by HF name (default: fresh
@@ -143,91 +116,12 @@ Data:
                              weights, token counts, index hashes)
   --batch N                  sequences per optimizer step (global batch)
   --seq-len N                tokens per sequence
-  --microbatches N           micro-batches per step, accumulated (default 1);
-                             --batch must be divisible by it
   --steps N                  optimizer steps
+)";
 
-Layout (pp * dp * tp ranks, run as threads of this process; compiled into
-the plan, so with a plan file --pp, --tp and --dp must match its mesh):
-  --pp N                     pipeline stages (default 1): the decoder layers
-                             split into N stages, balanced by predicted time
-                             (the embedding on the first, the norm, LM head
-                             and loss on the last); the split is printed
-  --pp-layers A,B,...        the layers of each stage, by hand (one count per
-                             stage, or per virtual stage with --vp, summing
-                             to the model's layers); when compiling only
-  --vp N                     model chunks per pipeline stage (default 1):
-                             the layers split into pp * vp virtual stages,
-                             chunk c of stage s holding virtual stage
-                             c * pp + s (Megatron's interleaving); needs
-                             --pp 2 or more, runs the interleaved schedule;
-                             when compiling only
-  --pp-group-size N          with --vp: the micro-batches each chunk runs in
-                             a row (Megatron's
-                             microbatch_group_size_per_vp_stage; default
-                             --pp, between --pp and --microbatches); when
-                             compiling only
-  --tp N                     tensor-parallel ranks (default 1): attention heads,
-                             MLP features and the vocabulary (embedding, LM
-                             head, loss) split over N ranks, Megatron-style
-  --dp N                     data-parallel ranks (default 1): each micro-batch
-                             split over N ranks; the micro-batch (--batch /
-                             --microbatches) must be divisible by N
-  --sequence-parallel        also split the residual stream (norms, residual
-                             adds) along the sequence over the --tp ranks;
-                             needs --tp 2 or more; when compiling only
-  --overlap-grad-reduce on|off
-                             on (default): the --dp ranks all-reduce each
-                             bucket of gradients as soon as the last
-                             micro-batch's backward pass has finished it,
-                             on a stream of its own, under the rest of the
-                             backward; off: all after the backward, in the
-                             optimizer step; when compiling only
-  --grad-bucket-mb N         gradients per all-reduce with overlap: a bucket
-                             closes at N MiB or more (default 32; 0: one
-                             all-reduce per gradient); when compiling only
-  --zero 0|1|2               the optimizer state per data-parallel rank:
-                             0 (default) every rank keeps all of it; 1
-                             (ZeRO-1, Megatron's distributed optimizer)
-                             gradients and parameters in flat buckets
-                             (--grad-bucket-mb), each rank keeps the AdamW
-                             moments and f32 master weights of its 1/dp
-                             slice of each, gradients reduce-scattered and
-                             parameters all-gathered; 2 (ZeRO-2, as
-                             Megatron-LLaMA's overlapped distributed
-                             optimizer) also the gradients: each
-                             micro-batch's are reduce-scattered into the
-                             rank's slice as its backward pass finishes
-                             them; needs --dp 2 or more
-  --grad-reduce-dtype f32|bf16
-                             with --zero 2 and --dtype bf16: bf16 computes
-                             the matrix products' weight gradients in bf16
-                             and reduce-scatters them in bf16 (half the
-                             bytes; FSDP2's reduce_dtype), adding them into
-                             the f32 gradient slices; f32 (default) keeps
-                             every gradient f32; when compiling only
-  --overlap-param-gather on|off
-                             with --zero 1: on (default) each bucket of
-                             updated parameters is all-gathered under the
-                             next step's forward pass, each layer waiting
-                             only for its own; off: at the end of the
-                             optimizer step; when compiling only
-  --schedule 1f1b|gpipe|zb-h1|interleaved
-                             the order of the micro-batches' forward and
-                             backward passes in a step (default 1f1b:
-                             Megatron-Core's, one forward and one backward
-                             in turn after a warm-up of P - s - 1 forwards
-                             on stage s of P; gpipe: all forwards first,
-                             every micro-batch's activations kept, the same
-                             results in more memory; zb-h1: the zero-bubble
-                             paper's, each backward split into B (input
-                             gradients) and W (weight gradients), W deferred
-                             into the bubbles; interleaved, the default and
-                             only choice with --vp: Megatron-Core's
-                             interleaved 1F1B over the stages' chunks); when
-                             compiling only; --print-schedule shows it
-
-Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
+/// After the layout's options.
+const char *kUsageTail =
+    R"(Optimizer (AdamW, PyTorch semantics; weight decay on 2+-dim parameters):
   --lr X                     peak learning rate (default 3e-4)
   --min-lr X                 final learning rate of the cosine (default 0)
   --warmup N                 linear warmup steps (default 0)
@@ -350,6 +244,8 @@ Output:
   --emit-plan FILE           write the plan file (e.g. compiled here, to run
                              elsewhere) and exit
   --help                     this text
+  --help-layout-rules        the rules a layout keeps, each by its name (the
+                             name a refusal ends with)
 
 With a plan file, --batch, --seq-len and --microbatches default to the plan's
 and must agree with it when given (--batch is the global batch, whatever the
@@ -364,25 +260,36 @@ goes to stdout:
   step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
 )";
 
+/// The usage text: the layout's options from their table
+/// (mlt/Layout/LayoutOptions.h) between the run's and the optimizer's.
+std::string usage() {
+  return std::string(kUsageHead) +
+         "\nLayout (pp * dp * tp ranks, run as threads of this process with "
+         "--device cpu,\none process per GPU with --device cuda; compiled "
+         "into the plan: with a plan\nfile, --tp, --dp, --pp, --zero, "
+         "--microbatches and --dtype must match it and\nthe others are "
+         "refused; --help-layout-rules lists the rules a layout keeps):\n" +
+         layoutUsage(LayoutSection::Mesh) + "\nPipeline and step:\n" +
+         layoutUsage(LayoutSection::Pipeline) + "\nMemory:\n" +
+         layoutUsage(LayoutSection::Memory) + "\nPrecision:\n" +
+         layoutUsage(LayoutSection::Precision) + "\nOverlap:\n" +
+         layoutUsage(LayoutSection::Overlap) + "\n" + kUsageTail;
+}
+
 struct Options {
   std::string model;
   std::string device = "cpu";
-  std::string dtype = "fp32";
-  /// mlt-recompute-activations' op kinds, by full name; empty: none.
-  std::vector<std::string> recompute;
-  std::optional<bool> overlapGradReduce;
-  std::optional<int64_t> gradBucketMiB;
-  std::optional<std::string> pipelineSchedule;
-  std::optional<int64_t> zero;
-  std::optional<bool> overlapParamGather;
-  std::optional<std::string> gradReduceDtype;
+  /// The layout (--tp, --dp, ..., every option of LayoutOptions.h's table),
+  /// and the names of the layout options given on the command line.
+  Layout layout;
+  std::set<std::string> layoutGiven;
   std::string initFrom;
   uint64_t seed = 1234;
   /// --data: the datasets and their weights; empty: the bundled corpus.
   std::vector<DataSourceSpec> data;
   bool shuffle = true;
   bool allowDataChange = false;
-  std::optional<int64_t> batch, seqLen, steps, microbatches;
+  std::optional<int64_t> batch, seqLen, steps;
   double lr = 3e-4, minLR = 0.0;
   int64_t warmup = 0;
   std::string schedule = "constant";
@@ -391,17 +298,7 @@ struct Options {
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
   std::string saveCheckpoint, resume;
   std::optional<int64_t> saveEvery, keepLast, saveHFEvery;
-  std::optional<int64_t> tp, dp, pp, vp, ppGroupSize;
-  /// --pp-layers: the layers of each pipeline stage; empty: balanced.
-  std::vector<int64_t> ppLayers;
   std::optional<int64_t> profileStep;
-  bool sequenceParallel = false;
-  bool fp8 = false;
-  /// --fp8-*: mlt-fp8-products' options; unset: its defaults.
-  std::optional<std::vector<std::string>> fp8Products;
-  std::optional<std::string> fp8FpropAccumulation, fp8Format;
-  std::optional<std::vector<std::string>> fp8Bf16Parameters;
-  std::optional<int64_t> fp8Bf16FirstLayers, fp8Bf16LastLayers;
   bool printPlan = false;
   bool printSchedule = false;
   bool reportMemory = false;
@@ -412,7 +309,7 @@ struct Options {
   bool tuneMatmuls = false;
   /// --layout auto: the planner picks the layout for --gpus GPUs of
   /// --gpu-memory bytes each (0: no limit).
-  std::string layout;
+  std::string layoutSearch;
   std::optional<int64_t> gpus;
   uint64_t gpuMemory = 0;
   /// Compile without the stage split's lines (the planner's candidates).
@@ -422,6 +319,10 @@ struct Options {
   int64_t compileLayers = 0;
   bool representatives = false;
   bool help = false;
+  bool helpLayoutRules = false;
+
+  /// Whether layout option `name` was given.
+  bool given(const char *name) const { return layoutGiven.count(name) > 0; }
 };
 
 Status parseInt(const std::string &flag, const std::string &text,
@@ -453,91 +354,26 @@ Status parseByteSize(const std::string &flag, const std::string &text,
   errno = 0;
   const double value = std::strtod(text.c_str(), &end);
   const std::string unit = end ? std::string(end) : "";
-  const std::map<std::string, double> units = {
-      {"", 1.0},          {"B", 1.0},          {"KB", 1e3},
-      {"MB", 1e6},        {"GB", 1e9},         {"TB", 1e12},
-      {"KiB", 1024.0},    {"MiB", 1048576.0},  {"GiB", 1073741824.0},
-      {"TiB", 1099511627776.0}};
+  const std::map<std::string, double> units = {{"", 1.0},
+                                               {"B", 1.0},
+                                               {"KB", 1e3},
+                                               {"MB", 1e6},
+                                               {"GB", 1e9},
+                                               {"TB", 1e12},
+                                               {"KiB", 1024.0},
+                                               {"MiB", 1048576.0},
+                                               {"GiB", 1073741824.0},
+                                               {"TiB", 1099511627776.0}};
   auto it = units.find(unit);
   if (text.empty() || end == text.c_str() || errno == ERANGE ||
       it == units.end() || !std::isfinite(value) || value <= 0.0 ||
       value * it->second >= 1.8e19)
-    return errorf(flag, ": expected a size such as 80GiB, 79.5GB or a "
-                        "number of bytes, got '", text, "'");
+    return errorf(flag,
+                  ": expected a size such as 80GiB, 79.5GB or a "
+                  "number of bytes, got '",
+                  text, "'");
   out = uint64_t(value * it->second);
   return Status::ok();
-}
-
-/// --pp-layers: comma-separated positive layer counts, one per stage.
-Status parseLayerCounts(const std::string &flag, const std::string &text,
-                        std::vector<int64_t> &counts) {
-  counts.clear();
-  size_t begin = 0;
-  while (true) {
-    size_t end = text.find(',', begin);
-    std::string item = text.substr(
-        begin, end == std::string::npos ? std::string::npos : end - begin);
-    char *stop = nullptr;
-    long long value = item.empty() ? 0 : std::strtoll(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || value < 1)
-      return errorf(flag,
-                    ": expected comma-separated layer counts of at least 1 "
-                    "(such as 5,6,6,5), got '",
-                    text, "'");
-    counts.push_back(value);
-    if (end == std::string::npos)
-      return Status::ok();
-    begin = end + 1;
-  }
-}
-
-/// The op kinds of --recompute: "none", or comma-separated kinds, each
-/// named with or without its dialect ("swiglu" or "mlt.swiglu"). Whether
-/// each is an op that can be recomputed is the compiler's to say.
-Status parseRecompute(const std::string &flag, const std::string &text,
-                      std::vector<std::string> &kinds) {
-  kinds.clear();
-  if (text == "none")
-    return Status::ok();
-  size_t begin = 0;
-  while (true) {
-    size_t end = text.find(',', begin);
-    std::string kind = text.substr(
-        begin, end == std::string::npos ? std::string::npos : end - begin);
-    if (kind.empty() || kind == "none")
-      return errorf(flag,
-                    ": expected none or comma-separated op kinds (such "
-                    "as swiglu), got '",
-                    text, "'");
-    kinds.push_back(kind.find('.') == std::string::npos ? "mlt." + kind : kind);
-    if (end == std::string::npos)
-      return Status::ok();
-    begin = end + 1;
-  }
-}
-
-/// --fp8-products: a comma-separated list of fprop, dgrad and wgrad, each
-/// at most once.
-Status parseFp8Products(const std::string &flag, const std::string &text,
-                        std::vector<std::string> &products) {
-  products.clear();
-  size_t begin = 0;
-  while (true) {
-    size_t end = text.find(',', begin);
-    std::string product = text.substr(
-        begin, end == std::string::npos ? std::string::npos : end - begin);
-    if (product != "fprop" && product != "dgrad" && product != "wgrad")
-      return errorf(flag,
-                    ": expected fprop, dgrad or wgrad, comma-separated, "
-                    "got '",
-                    text, "'");
-    if (std::find(products.begin(), products.end(), product) != products.end())
-      return errorf(flag, ": '", product, "' is named twice");
-    products.push_back(product);
-    if (end == std::string::npos)
-      return Status::ok();
-    begin = end + 1;
-  }
 }
 
 Status parseArgs(int argc, char **argv, Options &o) {
@@ -571,100 +407,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
   };
   const std::map<std::string, Setter> valued = {
       {"--device", str(o.device)},
-      {"--dtype", str(o.dtype)},
-      {"--pp-layers",
-       [&o](const std::string &flag, const std::string &v) {
-         return parseLayerCounts(flag, v, o.ppLayers);
-       }},
-      {"--recompute",
-       [&o](const std::string &flag, const std::string &v) {
-         return parseRecompute(flag, v, o.recompute);
-       }},
-      {"--fp8-products",
-       [&o](const std::string &flag, const std::string &v) {
-         return parseFp8Products(flag, v, o.fp8Products.emplace());
-       }},
-      {"--fp8-fprop-accumulation",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "fast" && v != "f32")
-           return errorf(flag, ": expected fast or f32, got '", v, "'");
-         o.fp8FpropAccumulation = v;
-         return Status::ok();
-       }},
-      {"--fp8-format",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "hybrid" && v != "e4m3")
-           return errorf(flag, ": expected hybrid or e4m3, got '", v, "'");
-         o.fp8Format = v;
-         return Status::ok();
-       }},
-      {"--fp8-bf16-parameters",
-       [&o](const std::string &flag, const std::string &v) {
-         std::vector<std::string> &names = o.fp8Bf16Parameters.emplace();
-         size_t begin = 0;
-         while (true) {
-           const size_t end = v.find(',', begin);
-           names.push_back(v.substr(begin, end == std::string::npos
-                                               ? std::string::npos
-                                               : end - begin));
-           if (names.back().empty())
-             return errorf(flag,
-                           ": expected parameter names (or parts of "
-                           "them), comma-separated, got '",
-                           v, "'");
-           if (end == std::string::npos)
-             return Status::ok();
-           begin = end + 1;
-         }
-       }},
-      {"--fp8-bf16-first-layers", integer(o.fp8Bf16FirstLayers)},
-      {"--fp8-bf16-last-layers", integer(o.fp8Bf16LastLayers)},
-      {"--overlap-grad-reduce",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "on" && v != "off")
-           return errorf(flag, ": expected on or off, got '", v, "'");
-         o.overlapGradReduce = v == "on";
-         return Status::ok();
-       }},
-      {"--schedule",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "1f1b" && v != "gpipe" && v != "zb-h1" &&
-             v != "interleaved")
-           return errorf(flag, " ", v,
-                         ": expected 1f1b, gpipe, zb-h1 or interleaved");
-         o.pipelineSchedule = v;
-         return Status::ok();
-       }},
-      {"--overlap-param-gather",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "on" && v != "off")
-           return errorf(flag, ": expected on or off, got '", v, "'");
-         o.overlapParamGather = v == "on";
-         return Status::ok();
-       }},
-      {"--grad-reduce-dtype",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "f32" && v != "bf16")
-           return errorf(flag, ": expected f32 or bf16, got '", v, "'");
-         o.gradReduceDtype = v;
-         return Status::ok();
-       }},
-      {"--zero",
-       [&o](const std::string &flag, const std::string &v) {
-         if (v != "0" && v != "1" && v != "2")
-           return errorf(flag, ": expected 0, 1 or 2, got '", v, "'");
-         o.zero = v[0] - '0';
-         return Status::ok();
-       }},
-      {"--grad-bucket-mb",
-       [&o](const std::string &flag, const std::string &v) {
-         int64_t value = 0;
-         MLT_RETURN_IF_ERROR(parseInt(flag, v, value));
-         if (value < 0 || value > (int64_t(1) << 20))
-           return errorf(flag, ": expected 0 to 1048576 MiB, got ", v);
-         o.gradBucketMiB = value;
-         return Status::ok();
-       }},
       {"--init-from", str(o.initFrom)},
       {"--seed",
        [&o](const std::string &flag, const std::string &v) {
@@ -678,12 +420,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--batch", integer(o.batch)},
       {"--seq-len", integer(o.seqLen)},
       {"--steps", integer(o.steps)},
-      {"--microbatches", integer(o.microbatches)},
-      {"--tp", integer(o.tp)},
-      {"--dp", integer(o.dp)},
-      {"--pp", integer(o.pp)},
-      {"--vp", integer(o.vp)},
-      {"--pp-group-size", integer(o.ppGroupSize)},
       {"--lr", number(o.lr)},
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
@@ -710,11 +446,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
       {"--layout",
        [&o](const std::string &flag, const std::string &v) {
          if (v != "auto" && v != "exhaustive")
-           return errorf(flag, ": expected auto (the planner chooses the "
-                               "layout) or exhaustive (the same, every "
-                               "candidate compiled at the model's depth), "
-                               "got '", v, "'");
-         o.layout = v;
+           return errorf(flag,
+                         ": expected auto (the planner chooses the "
+                         "layout) or exhaustive (the same, every "
+                         "candidate compiled at the model's depth), "
+                         "got '",
+                         v, "'");
+         o.layoutSearch = v;
          return Status::ok();
        }},
       {"--gpus", integer(o.gpus)},
@@ -726,14 +464,13 @@ Status parseArgs(int argc, char **argv, Options &o) {
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
       {"--allow-data-change", &o.allowDataChange},
-      {"--sequence-parallel", &o.sequenceParallel},
-      {"--fp8", &o.fp8},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
       {"--report-memory", &o.reportMemory},
       {"--report", &o.report},
       {"--tune-matmuls", &o.tuneMatmuls},
       {"--help", &o.help},
+      {"--help-layout-rules", &o.helpLayoutRules},
       {"-h", &o.help},
   };
 
@@ -752,6 +489,20 @@ Status parseArgs(int argc, char **argv, Options &o) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
       hasValue = true;
+    }
+    // The layout's options, by their table (LayoutOptions.h): a switch
+    // alone (or =on|off), every other with its value.
+    if (const LayoutOption *option = name.rfind("--", 0) == 0
+                                         ? findLayoutOption(name.substr(2))
+                                         : nullptr) {
+      if (!hasValue && !option->isSwitch()) {
+        if (i + 1 >= argc)
+          return errorf(name, " needs a value");
+        value = argv[++i];
+      }
+      MLT_RETURN_IF_ERROR(setLayoutOption(o.layout, *option, value, name));
+      o.layoutGiven.insert(option->name);
+      continue;
     }
     if (auto it = flags.find(name); it != flags.end()) {
       if (hasValue)
@@ -806,22 +557,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
 Status checkOptions(const Options &o) {
   if (o.device != "cpu" && o.device != "cuda")
     return errorf("--device: expected cpu or cuda, got '", o.device, "'");
-  if (o.dtype != "fp32" && o.dtype != "bf16")
-    return errorf("--dtype: expected fp32 or bf16, got '", o.dtype, "'");
-  if (o.fp8 && o.dtype != "bf16")
-    return errorf("--fp8 needs --dtype bf16 (FP8 products on bf16 "
-                  "activations), got --dtype ",
-                  o.dtype);
-  for (auto [flag, given] :
-       {std::pair{"--fp8-products", o.fp8Products.has_value()},
-        std::pair{"--fp8-fprop-accumulation",
-                  o.fp8FpropAccumulation.has_value()},
-        std::pair{"--fp8-format", o.fp8Format.has_value()},
-        std::pair{"--fp8-bf16-parameters", o.fp8Bf16Parameters.has_value()},
-        std::pair{"--fp8-bf16-first-layers", o.fp8Bf16FirstLayers.has_value()},
-        std::pair{"--fp8-bf16-last-layers", o.fp8Bf16LastLayers.has_value()}})
-    if (given && !o.fp8)
-      return errorf(flag, " sets how --fp8 makes products FP8; pass --fp8");
   if (o.schedule != "constant" && o.schedule != "cosine")
     return errorf("--lr-schedule: expected constant or cosine, got '",
                   o.schedule, "'");
@@ -834,20 +569,11 @@ Status checkOptions(const Options &o) {
   MLT_RETURN_IF_ERROR(atLeast("--batch", o.batch, 1));
   MLT_RETURN_IF_ERROR(atLeast("--seq-len", o.seqLen, 1));
   MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, 1));
-  MLT_RETURN_IF_ERROR(atLeast("--microbatches", o.microbatches, 1));
   MLT_RETURN_IF_ERROR(atLeast("--profile-step", o.profileStep, 1));
   if (o.profileStep && o.steps && *o.profileStep > *o.steps)
     return errorf("--profile-step ", *o.profileStep,
                   " is after the last step (", *o.steps, ")");
   MLT_RETURN_IF_ERROR(atLeast("--warmup", o.warmup, 0));
-  MLT_RETURN_IF_ERROR(
-      atLeast("--fp8-bf16-first-layers", o.fp8Bf16FirstLayers, 0));
-  MLT_RETURN_IF_ERROR(
-      atLeast("--fp8-bf16-last-layers", o.fp8Bf16LastLayers, 0));
-  MLT_RETURN_IF_ERROR(atLeast("--tp", o.tp, 1));
-  MLT_RETURN_IF_ERROR(atLeast("--dp", o.dp, 1));
-  MLT_RETURN_IF_ERROR(atLeast("--pp", o.pp, 1));
-  MLT_RETURN_IF_ERROR(atLeast("--vp", o.vp, 1));
   MLT_RETURN_IF_ERROR(atLeast("--save-every", o.saveEvery, 1));
   MLT_RETURN_IF_ERROR(atLeast("--keep-last", o.keepLast, 1));
   MLT_RETURN_IF_ERROR(atLeast("--save-hf-every", o.saveHFEvery, 1));
@@ -859,33 +585,25 @@ Status checkOptions(const Options &o) {
     if (given && o.saveCheckpoint.empty())
       return errorf(flag, " sets how --save-checkpoint saves; pass "
                           "--save-checkpoint DIR");
-  if (o.layout.empty() && (o.gpus || o.gpuMemory))
+  if (o.layoutSearch.empty() && (o.gpus || o.gpuMemory))
     return errorf(o.gpus ? "--gpus" : "--gpu-memory",
                   " sets what --layout auto plans for; pass --layout auto");
-  if (!o.layout.empty()) {
+  if (!o.layoutSearch.empty()) {
     if (!o.gpus)
       return errorf("--layout auto needs --gpus N (the GPUs to lay the step "
                     "out on)");
     MLT_RETURN_IF_ERROR(atLeast("--gpus", o.gpus, 1));
-    for (auto [flag, given] :
-         {std::pair{"--tp", o.tp.has_value()},
-          std::pair{"--pp", o.pp.has_value()},
-          std::pair{"--vp", o.vp.has_value()},
-          std::pair{"--dp", o.dp.has_value()},
-          std::pair{"--zero", o.zero.has_value()},
-          std::pair{"--microbatches", o.microbatches.has_value()},
-          std::pair{"--schedule", o.pipelineSchedule.has_value()},
-          std::pair{"--sequence-parallel", o.sequenceParallel},
-          std::pair{"--recompute", !o.recompute.empty()},
-          std::pair{"--pp-layers", !o.ppLayers.empty()}})
-      if (given)
-        return errorf("--layout auto chooses ", flag, " itself; leave it out "
-                      "(or pass the layout without --layout auto)");
+    for (const LayoutOption &option : layoutOptions())
+      if (option.plannerChooses && o.given(option.name))
+        return errorf("--layout auto chooses --", option.name,
+                      " itself; leave it out (or pass the layout without "
+                      "--layout auto)");
   }
   if (!o.calibrate.empty() && o.steps && *o.steps < 3)
     return errorf("--calibrate needs --steps 3 or more (one step to set up, "
                   "one profiled, and the others to measure the step time), "
-                  "got ", *o.steps);
+                  "got ",
+                  *o.steps);
   if (!o.calibrate.empty() && !o.calibration.empty())
     return errorf("--calibrate measures this device's calibration; "
                   "--calibration would price the run by another");
@@ -902,40 +620,6 @@ Status checkOptions(const Options &o) {
   if (o.allowDataChange && o.resume.empty())
     return errorf("--allow-data-change sets what --resume accepts; pass "
                   "--resume DIR");
-  MLT_RETURN_IF_ERROR(atLeast("--pp-group-size", o.ppGroupSize, 1));
-  if (o.vp.value_or(1) > 1 && o.pp.value_or(1) < 2)
-    return errorf("--vp ", *o.vp, " interleaves model chunks over pipeline "
-                  "stages and needs --pp 2 or more");
-  if (o.ppGroupSize && o.vp.value_or(1) < 2)
-    return errorf("--pp-group-size sets the interleaved schedule's "
-                  "micro-batches per chunk and needs --vp 2 or more");
-  if (o.vp.value_or(1) > 1 && o.pipelineSchedule &&
-      *o.pipelineSchedule != "interleaved")
-    return errorf("--schedule ", *o.pipelineSchedule, " with --vp ", *o.vp,
-                  ": stages of several model chunks run the interleaved "
-                  "schedule (--schedule interleaved, the default with --vp)");
-  if (o.pipelineSchedule && *o.pipelineSchedule == "interleaved" &&
-      o.vp.value_or(1) < 2)
-    return errorf("--schedule interleaved runs stages of several model "
-                  "chunks and needs --vp 2 or more (and --pp 2 or more)");
-  if (!o.ppLayers.empty() &&
-      int64_t(o.ppLayers.size()) != o.pp.value_or(1) * o.vp.value_or(1)) {
-    if (o.vp.value_or(1) > 1)
-      return errorf("--pp-layers gives ", o.ppLayers.size(),
-                    o.ppLayers.size() == 1 ? " virtual stage" :
-                                             " virtual stages",
-                    ", --pp ", o.pp.value_or(1), " x --vp ", *o.vp, " is ",
-                    o.pp.value_or(1) * *o.vp);
-    return errorf("--pp-layers gives ", o.ppLayers.size(),
-                  o.ppLayers.size() == 1 ? " stage" : " stages",
-                  ", --pp is ", o.pp.value_or(1));
-  }
-  if (o.sequenceParallel && o.tp.value_or(1) < 2)
-    return errorf("--sequence-parallel splits the sequence over the "
-                  "tensor-parallel ranks and needs --tp 2 or more");
-  if (o.zero.value_or(0) > 0 && o.dp && *o.dp < 2)
-    return errorf("--zero ", *o.zero, " partitions the optimizer state over "
-                  "the data-parallel ranks and needs --dp 2 or more");
   auto nonNegative = [](const char *flag, double value) -> Status {
     if (value < 0)
       return errorf(flag, " must not be negative, got ", value);
@@ -954,9 +638,6 @@ Status checkOptions(const Options &o) {
         {"--adam-beta2", o.beta2}})
     if (beta < 0 || beta >= 1)
       return errorf(flag, " must be in [0, 1), got ", beta);
-  if (o.batch && o.microbatches && *o.batch % *o.microbatches != 0)
-    return errorf("--batch ", *o.batch, " is not divisible by --microbatches ",
-                  *o.microbatches);
   return Status::ok();
 }
 
@@ -1127,96 +808,40 @@ StatusOr<CompileOptions> compileOptionsOf(const Options &o) {
         " needs --batch and --seq-len (the plan is compiled for them)");
   CompileOptions compile;
   compile.model = o.model;
+  compile.layout = o.layout;
   compile.layers = o.compileLayers;
+  compile.batch = *o.batch;
+  compile.seqLen = *o.seqLen;
   compile.representatives = o.representatives;
   compile.threads = !o.representatives;
   compile.verifyPasses = !o.representatives;
-  compile.microbatches = o.microbatches.value_or(1);
-  compile.microBatch = *o.batch / compile.microbatches;
-  compile.seqLen = *o.seqLen;
-  compile.dtype = o.dtype == "bf16" ? "bf16" : "f32";
-  compile.fp8 = o.fp8;
-  if (o.fp8Products)
-    compile.fp8Recipe.products = *o.fp8Products;
-  if (o.fp8FpropAccumulation)
-    compile.fp8Recipe.fpropAccumulation = *o.fp8FpropAccumulation;
-  if (o.fp8Format)
-    compile.fp8Recipe.format = *o.fp8Format;
-  if (o.fp8Bf16Parameters)
-    compile.fp8Recipe.bf16Parameters = *o.fp8Bf16Parameters;
-  compile.fp8Recipe.bf16FirstLayers = o.fp8Bf16FirstLayers.value_or(0);
-  compile.fp8Recipe.bf16LastLayers = o.fp8Bf16LastLayers.value_or(0);
+  compile.printStageSplit = o.layout.pp > 1 && !o.quietCompile;
 #ifdef MLT_HAVE_CUDA
   // A plan compiled for the GPU names the architecture of this build's
   // kernels; a plan for the CPU runs anywhere.
   if (o.device == "cuda")
     compile.target = MLT_CUDA_TARGET;
 #endif
-  compile.tp = o.tp.value_or(1);
-  compile.dp = o.dp.value_or(1);
-  compile.pp = o.pp.value_or(1);
-  compile.ppLayers = o.ppLayers;
-  compile.vp = o.vp.value_or(1);
-  compile.ppGroupSize = o.ppGroupSize.value_or(0);
-  compile.printStageSplit = compile.pp > 1 && !o.quietCompile;
-  compile.sequenceParallel = o.sequenceParallel;
-  compile.recompute = o.recompute;
-  compile.overlapGradReduce = o.overlapGradReduce.value_or(true);
-  compile.schedule =
-      o.pipelineSchedule.value_or(compile.vp > 1 ? "interleaved" : "1f1b");
-  compile.zero = o.zero.value_or(0);
-  compile.overlapParamGather = o.overlapParamGather.value_or(true);
-  compile.gradReduceDtype = o.gradReduceDtype.value_or("f32");
-  if (compile.zero > 0 && compile.dp < 2)
-    return errorf("--zero ", compile.zero, " partitions the optimizer state "
-                  "over the data-parallel ranks and needs --dp 2 or more");
-  if (compile.zero == 2 && compile.vp > 1)
-    return errorf("--zero 2 with --vp ", compile.vp, ": ZeRO-2 reduce-"
-                  "scatters each micro-batch's gradients at the end of its "
-                  "backward pass, which does not follow an interleaved "
-                  "stage's chunks yet; use --zero 1");
-  if (compile.zero == 2 && compile.schedule == "zb-h1")
-    return errorf("--schedule zb-h1 with --zero 2: ZeRO-2 reduce-scatters "
-                  "each micro-batch's gradients where its backward pass "
-                  "ends, which zb-h1 splits in two; use --zero 1 or 1f1b");
-  if (compile.gradReduceDtype == "bf16" &&
-      (compile.zero != 2 || compile.dtype != "bf16"))
-    return errorf("--grad-reduce-dtype bf16 reduce-scatters each "
-                  "micro-batch's bf16 gradients and needs --zero 2 and "
-                  "--dtype bf16");
-  if (o.gradBucketMiB)
-    compile.gradBucketBytes = *o.gradBucketMiB << 20;
-  if (compile.microBatch % compile.dp != 0)
-    return errorf("the micro-batch of ", compile.microBatch,
-                  " sequences (--batch ", *o.batch, " / --microbatches ",
-                  compile.microbatches, ") is not divisible by --dp ",
-                  compile.dp);
   return compile;
 }
 #endif
+
+/// A refusal by the rule book: every rule broken, a line each.
+Status refusal(const std::vector<Violation> &violations) {
+  std::string text;
+  for (const Violation &violation : violations)
+    text += (text.empty() ? "" : "\n") + violation.text();
+  return Status::error(text);
+}
 
 StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   StatusOr<InputKind> kind = classifyInput(o.model);
   if (!kind)
     return kind.takeStatus();
   if (*kind == InputKind::Plan) {
-    if (o.sequenceParallel)
-      return errorf("--sequence-parallel: ", o.model,
-                    " is a plan file, whose layout was fixed when it was "
-                    "compiled; pass it when compiling the model");
-    for (auto [flag, given] :
-         {std::pair{"--recompute", !o.recompute.empty()},
-          std::pair{"--fp8", o.fp8},
-          std::pair{"--overlap-grad-reduce", o.overlapGradReduce.has_value()},
-          std::pair{"--grad-bucket-mb", o.gradBucketMiB.has_value()},
-          std::pair{"--overlap-param-gather", o.overlapParamGather.has_value()},
-          std::pair{"--grad-reduce-dtype", o.gradReduceDtype.has_value()},
-          std::pair{"--pp-layers", !o.ppLayers.empty()},
-          std::pair{"--vp", o.vp.has_value()},
-          std::pair{"--pp-group-size", o.ppGroupSize.has_value()},
-          std::pair{"--schedule", o.pipelineSchedule.has_value()}})
-      if (given)
-        return errorf(flag, ": ", o.model,
+    for (const LayoutOption &option : layoutOptions())
+      if (option.plan == PlanRecord::Fixed && o.given(option.name))
+        return errorf("--", option.name, ": ", o.model,
                       " is a plan file, whose programs were fixed when it was "
                       "compiled; pass it when compiling the model");
     return readPlanFile(o.model, &bytes);
@@ -1227,6 +852,17 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
   if (!compile)
     return compile.takeStatus();
   std::string error;
+  // The rule book first, every rule the layout breaks (the planner's
+  // candidates have been held to it already).
+  if (!o.representatives) {
+    ModelShape shape;
+    if (!readModelShape(o.model, shape, error))
+      return Status::error(error);
+    std::vector<Violation> violations =
+        verify(o.layout, shape, compile->step());
+    if (!violations.empty())
+      return refusal(violations);
+  }
   // The plan as the exporter read it back, with the checks a plan file
   // gets when it is loaded (parsePlan): the same bytes need no second read.
   Plan plan;
@@ -1241,23 +877,6 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
 #endif
 }
 
-/// `o` naming `layout` as if its flags had been passed (and not --layout
-/// auto).
-void applyLayout(Options &o, const cost::Layout &layout) {
-  o.layout.clear();
-  o.tp = layout.tp;
-  o.pp = layout.pp;
-  o.vp = layout.vp;
-  o.dp = layout.dp;
-  o.zero = layout.zero;
-  o.microbatches = layout.microbatches;
-  o.pipelineSchedule = layout.schedule;
-  o.sequenceParallel = layout.sequenceParallel;
-  o.recompute.clear();
-  if (layout.recomputeSwiGLU)
-    o.recompute.push_back("mlt.swiglu");
-}
-
 /// --layout auto: the planner's choice among every layout of --gpus GPUs
 /// (Planner.h), compiled; `o` then names that layout, as if it had been
 /// passed.
@@ -1266,7 +885,8 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
   if (!kind)
     return kind.takeStatus();
   if (*kind == InputKind::Plan)
-    return errorf("--layout auto: ", o.model, " is a plan file, whose "
+    return errorf("--layout auto: ", o.model,
+                  " is a plan file, whose "
                   "layout was fixed when it was compiled; pass the model");
   if (!o.batch || !o.seqLen)
     return errorf("--layout auto needs --batch (the global batch) and "
@@ -1277,9 +897,16 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
     return chosen.takeStatus();
   if (!*chosen)
     return errorf("--layout auto: no calibration is built in for --device ",
-                  o.device, ": pass --calibration FILE (mlt-run --calibrate "
+                  o.device,
+                  ": pass --calibration FILE (mlt-run --calibrate "
                   "FILE measures one on the device)");
   PlannerRequest request;
+#ifdef MLT_HAVE_COMPILER
+  std::string error;
+  if (!readModelShape(o.model, request.model, error))
+    return Status::error(error);
+#endif
+  request.base = o.layout;
   request.gpus = *o.gpus;
   request.globalBatch = *o.batch;
   request.seqLen = *o.seqLen;
@@ -1288,24 +915,27 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
     // context, cuBLASLt's workspaces, NCCL's buffers.
     const uint64_t reserve = o.device == "cuda" ? uint64_t(2) << 30 : 0;
     if (o.gpuMemory <= reserve)
-      return errorf("--gpu-memory ", formatBytes(o.gpuMemory), " leaves no "
-                    "room: ", formatBytes(reserve), " of a GPU's memory is "
+      return errorf("--gpu-memory ", formatBytes(o.gpuMemory),
+                    " leaves no "
+                    "room: ",
+                    formatBytes(reserve),
+                    " of a GPU's memory is "
                     "kept for the runtime outside the plan's arena");
     request.arenaLimit = o.gpuMemory - reserve;
-    request.limitText = formatBytes(o.gpuMemory) + " per GPU" +
-                        (reserve ? ", " + formatBytes(reserve) +
-                                       " of it kept for the runtime"
-                                 : std::string());
+    request.limitText =
+        formatBytes(o.gpuMemory) + " per GPU" +
+        (reserve ? ", " + formatBytes(reserve) + " of it kept for the runtime"
+                 : std::string());
   }
-  request.exhaustive = o.layout == "exhaustive";
-  auto candidateOf = [&](const cost::Layout &layout) {
+  request.exhaustive = o.layoutSearch == "exhaustive";
+  auto candidateOf = [&](const Layout &layout) {
     Options candidate = o;
-    applyLayout(candidate, layout);
+    candidate.layout = layout;
     candidate.quietCompile = true;
     return candidate;
   };
   PlannerCompiler compiler;
-  compiler.split = [&](const cost::Layout &layout, int64_t &numLayers,
+  compiler.split = [&](const Layout &layout, int64_t &numLayers,
                        std::vector<int64_t> &split) -> Status {
 #ifdef MLT_HAVE_COMPILER
     StatusOr<CompileOptions> compile = compileOptionsOf(candidateOf(layout));
@@ -1321,24 +951,25 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
 #endif
   };
   compiler.representatives =
-      [&](const cost::Layout &layout, int64_t layers,
+      [&](const Layout &layout, int64_t layers,
           const std::vector<int64_t> &split) -> StatusOr<Plan> {
     Options candidate = candidateOf(layout);
     candidate.compileLayers = layers;
-    candidate.ppLayers = split;
+    candidate.layout.ppLayers = split;
     candidate.representatives = true;
     std::string unused;
     return obtainPlan(candidate, unused);
   };
-  compiler.whole = [&](const cost::Layout &layout,
+  compiler.whole = [&](const Layout &layout,
                        std::string &layoutBytes) -> StatusOr<Plan> {
     return obtainPlan(candidateOf(layout), layoutBytes);
   };
-  StatusOr<PlannedLayout> planned = planLayout(
-      request, (*chosen)->calibration, (*chosen)->source, compiler);
+  StatusOr<PlannedLayout> planned =
+      planLayout(request, (*chosen)->calibration, (*chosen)->source, compiler);
   if (!planned)
     return planned.takeStatus();
-  applyLayout(o, planned->layout);
+  o.layout = planned->layout;
+  o.layoutSearch.clear();
   bytes = std::move(planned->bytes);
   return std::move(planned->plan);
 }
@@ -1352,11 +983,21 @@ std::string describeMesh(const Plan &plan) {
   return text;
 }
 
+/// The compute precision of `plan`: bf16 where its parameters have bf16
+/// compute copies.
+Precision planPrecision(const Plan &plan) {
+  for (const BufferDesc &buffer : plan.ranks.front().buffers)
+    if (buffer.kind == BufferKind::ParameterCopy &&
+        buffer.dtype == ElementType::BF16)
+      return Precision::BF16;
+  return Precision::F32;
+}
+
 /// The run options must agree with the plan's shape and layout.
 Status checkAgainstPlan(const Options &o, const Plan &plan) {
   const ModelInfo &model = plan.model;
-  if (o.microbatches && *o.microbatches != model.microbatches)
-    return errorf("--microbatches ", *o.microbatches,
+  if (o.given("microbatches") && o.layout.microbatches != model.microbatches)
+    return errorf("--microbatches ", o.layout.microbatches,
                   " differs from the plan's ", model.microbatches);
   if (o.batch && *o.batch != model.globalBatch())
     return errorf("--batch ", *o.batch,
@@ -1374,25 +1015,32 @@ Status checkAgainstPlan(const Options &o, const Plan &plan) {
         return axis.size;
     return 1;
   };
-  for (auto [flag, axis, value] :
-       {std::tuple<const char *, const char *, std::optional<int64_t>>{
-            "--tp", "tp", o.tp},
-        {"--dp", "dp", o.dp},
-        {"--pp", "pp", o.pp}})
-    if (value && *value != axisSize(axis))
-      return errorf(flag, " ", *value, " differs from the plan's ", axis, " ",
-                    axisSize(axis), " (its mesh: ",
+  for (const ParallelAxisInfo &axis : parallelAxes()) {
+    const int64_t value = o.layout.*axis.size;
+    if (o.given(axis.name) && value != axisSize(axis.name))
+      return errorf("--", axis.name, " ", value, " differs from the plan's ",
+                    axis.name, " ", axisSize(axis.name), " (its mesh: ",
                     plan.mesh.empty() ? std::string("none, one rank")
                                       : describeMesh(plan),
                     ")");
-  if (o.zero) {
+  }
+  if (o.given("dtype")) {
+    const Precision precision = planPrecision(plan);
+    if (o.layout.dtype != precision)
+      return errorf(
+          "--dtype ", precisionName(o.layout.dtype),
+          ": the plan was compiled with --dtype ", precisionName(precision),
+          "; compile the model with --dtype ", precisionName(o.layout.dtype));
+  }
+  if (o.given("zero")) {
     const int64_t zero = zeroStage(plan);
-    if (*o.zero != zero)
-      return errorf("--zero ", *o.zero, ": the plan was compiled with --zero ",
-                    zero, zero ? " (its optimizer state partitioned over dp)"
-                               : " (every rank keeps the whole optimizer "
-                                 "state)",
-                    "; compile the model with --zero ", *o.zero);
+    if (o.layout.zero != zero)
+      return errorf("--zero ", o.layout.zero,
+                    ": the plan was compiled with --zero ", zero,
+                    zero ? " (its optimizer state partitioned over dp)"
+                         : " (every rank keeps the whole optimizer "
+                           "state)",
+                    "; compile the model with --zero ", o.layout.zero);
   }
   if (model.seqLen > model.maxPositionEmbeddings)
     return errorf("--seq-len ", model.seqLen,
@@ -1511,11 +1159,10 @@ StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
       abandonCheckpoint(dir);
     MLT_RETURN_IF_ERROR(shards);
     StatusOr<std::string> saved =
-        dist->reports()
-            ? commitCheckpoint(root, dir, plan, state, keepLast)
-            : StatusOr<std::string>(
-                  (std::filesystem::path(root) / checkpointDirName(state.step))
-                      .string());
+        dist->reports() ? commitCheckpoint(root, dir, plan, state, keepLast)
+                        : StatusOr<std::string>((std::filesystem::path(root) /
+                                                 checkpointDirName(state.step))
+                                                    .string());
     if (!saved && dist->reports())
       abandonCheckpoint(dir);
     MLT_RETURN_IF_ERROR(agree(saved ? Status::ok() : saved.status()));
@@ -1541,12 +1188,12 @@ std::vector<HostMemoryUse> hostMemoryUses(const Options &o, const Plan &plan) {
   for (const RankPlan &rank : plan.ranks) // (saturating: sizes may be absurd)
     arenas = arenas + rank.arenaBytes < arenas ? UINT64_MAX
                                                : arenas + rank.arenaBytes;
-  return {{plan.ranks.size() == 1
-               ? std::string("the arena")
-               : "the arenas of " + std::to_string(plan.ranks.size()) +
-                     " ranks",
-           arenas},
-          cpuBackendHostMemory()};
+  return {
+      {plan.ranks.size() == 1
+           ? std::string("the arena")
+           : "the arenas of " + std::to_string(plan.ranks.size()) + " ranks",
+       arenas},
+      cpuBackendHostMemory()};
 }
 
 Status train(const Options &o, const Plan &plan, Distributed *dist) {
@@ -1645,8 +1292,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   if (!o.calibrate.empty()) {
     Status target = Status::ok();
     if (reports)
-      target = checkCalibrationTarget(o.calibrate,
-                                      std::string(backend->name()), deviceName);
+      target = checkCalibrationTarget(o.calibrate, std::string(backend->name()),
+                                      deviceName);
     if (target && reports)
       target = checkWritable(o.calibrate);
     MLT_RETURN_IF_ERROR(agree(target));
@@ -1690,8 +1337,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     if (!tensors)
       loaded = tensors.takeStatus();
     else
-      loaded = loadFrom(TensorMapSource(*tensors), false)
-                   .withContext(o.initFrom);
+      loaded =
+          loadFrom(TensorMapSource(*tensors), false).withContext(o.initFrom);
   } else if (o.resume.empty()) { // (--resume loads them below)
     loaded = initializeParameters(**ranks, o.seed);
   }
@@ -1701,14 +1348,14 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   if (!o.resume.empty()) {
     StatusOr<std::unique_ptr<CheckpointReader>> reader =
         CheckpointReader::open(o.resume);
-    MLT_RETURN_IF_ERROR(agree(reader ? Status::ok()
-                                     : reader.takeStatus().withContext(
-                                           "--resume")));
+    MLT_RETURN_IF_ERROR(agree(
+        reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
     const TrainingCheckpoint *checkpoint = &(*reader)->state();
     if (!model.hfConfig.empty() &&
         nlohmann::json::parse(checkpoint->config, nullptr, false) !=
             nlohmann::json::parse(model.hfConfig, nullptr, false))
-      return errorf("--resume ", o.resume, ": the checkpoint is of another "
+      return errorf("--resume ", o.resume,
+                    ": the checkpoint is of another "
                     "model (its config.json differs from the plan's)");
     // (without shuffling the seed orders nothing)
     if (checkpoint->shuffle != o.shuffle ||
@@ -1763,8 +1410,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   }
   MLT_RETURN_IF_ERROR(agree(logOpened));
   // Fail before training, not after it, when the trace cannot be written.
-  MLT_RETURN_IF_ERROR(
-      agree(o.trace.empty() || !reports ? Status::ok() : checkWritable(o.trace)));
+  MLT_RETURN_IF_ERROR(agree(
+      o.trace.empty() || !reports ? Status::ok() : checkWritable(o.trace)));
 
   TrainingOptions options;
   options.steps = *o.steps;
@@ -1903,8 +1550,7 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     try {
 #ifdef MLT_HAVE_CUDA
       if (dist)
-        return gatherParameterTensors(**ranks, plan, *dist->communicator,
-                                      kind);
+        return gatherParameterTensors(**ranks, plan, *dist->communicator, kind);
 #endif
       return parameterTensors(**ranks, kind);
     } catch (const std::bad_alloc &) {
@@ -1978,8 +1624,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
     }
     if (reports)
       MLT_RETURN_IF_ERROR(reportStep(m));
-    // A checkpoint every --save-every steps, at the end, and where a signal
-    // stops the run.
+      // A checkpoint every --save-every steps, at the end, and where a signal
+      // stops the run.
 #ifdef MLT_HAVE_CUDA
     if (dist) {
       StatusOr<int> anyStop = dist->session.maxOf(stopSignal.load());
@@ -2059,7 +1705,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
   // (which sets libraries up and captures graphs) and the profiled one.
   std::vector<double> measuredSteps;
   for (const auto &[step, seconds] : stepTimes)
-    if (step != options.firstStep && !(!profiled.empty() && step == profiledStep))
+    if (step != options.firstStep &&
+        !(!profiled.empty() && step == profiledStep))
       measuredSteps.push_back(seconds);
   if (reports && prediction && !measuredSteps.empty()) {
     const double measured = cost::median(measuredSteps);
@@ -2077,8 +1724,8 @@ Status train(const Options &o, const Plan &plan, Distributed *dist) {
                     options.firstStep, " to ", options.steps, ", step ",
                     profiledStep, " profiled)");
     MLT_RETURN_IF_ERROR(finishCalibration(plan, std::move(*measuredCalibration),
-                                          cost::median(measuredSteps), o.calibrate,
-                                          writeFileAtomically));
+                                          cost::median(measuredSteps),
+                                          o.calibrate, writeFileAtomically));
   }
 
   if (!o.saveHF.empty()) {
@@ -2164,7 +1811,11 @@ Status runTool(int argc, char **argv, const Launch &launch) {
     if (launch.environment.rank != 0)
       return Status::ok();
 #endif
-    std::fputs(kUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
+    return Status::ok();
+  }
+  if (o.helpLayoutRules) {
+    std::fputs(formatLayoutRules().c_str(), stdout);
     return Status::ok();
   }
   if (o.model.empty())
@@ -2191,13 +1842,13 @@ Status runTool(int argc, char **argv, const Launch &launch) {
   if (trains && !o.steps)
     return errorf("missing --steps N (the number of optimizer steps)");
 
-  if (severalProcesses && !o.layout.empty())
+  if (severalProcesses && !o.layoutSearch.empty())
     return errorf("--layout auto plans in one process: run it without "
                   "mpirun and --emit-plan FILE, then start the plan with "
                   "mpirun");
   std::string bytes;
-  StatusOr<Plan> plan =
-      o.layout.empty() ? obtainPlan(o, bytes) : planAutomatically(o, bytes);
+  StatusOr<Plan> plan = o.layoutSearch.empty() ? obtainPlan(o, bytes)
+                                               : planAutomatically(o, bytes);
   if (!plan)
     return plan.takeStatus();
   MLT_RETURN_IF_ERROR(checkAgainstPlan(o, *plan));
@@ -2215,7 +1866,8 @@ Status runTool(int argc, char **argv, const Launch &launch) {
         return chosen.takeStatus();
       if (!*chosen)
         return errorf("--report: no calibration is built in for --device ",
-                      o.device, ": pass --calibration FILE (mlt-run "
+                      o.device,
+                      ": pass --calibration FILE (mlt-run "
                       "--calibrate FILE measures one on the device)");
       calibration = std::move(**chosen);
     }
@@ -2257,10 +1909,17 @@ Status runTool(int argc, char **argv, const Launch &launch) {
 #endif
 }
 
-/// Prints a failure as the tool's one line.
+/// Prints a failure as the tool's line, or lines: one per problem (a
+/// layout refused by the rule book for several rules).
 void reportError(const std::string &message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "mlt-run: error: %s\n", message.c_str());
+  size_t begin = 0;
+  do {
+    const size_t end = message.find('\n', begin);
+    std::fprintf(stderr, "mlt-run: error: %s\n",
+                 message.substr(begin, end - begin).c_str());
+    begin = end == std::string::npos ? end : end + 1;
+  } while (begin != std::string::npos);
   std::fflush(stderr);
 }
 

@@ -13,6 +13,7 @@
 
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/LayoutSpace.h"
+#include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Analysis/Timeline.h"
 #include "mlt/Plan/KernelInfo.h"
 
@@ -670,8 +671,8 @@ std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch) {
           for (int64_t zero = 0; zero <= 2; ++zero)
             for (int64_t m = 1; m <= batch; ++m) {
               if (tp * pp * dp != gpus || (vp == 2 && pp == 1) ||
-                  (zero > 0 && dp == 1) || (zero == 2 && vp == 2) ||
-                  batch % m != 0 || (batch / m) % dp != 0 ||
+                  (zero > 0 && dp == 1) || batch % m != 0 ||
+                  (batch / m) % dp != 0 ||
                   (pp > 1 && m < pp))
                 continue;
               Layout l;
@@ -681,7 +682,6 @@ std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch) {
               l.dp = dp;
               l.zero = zero;
               l.microbatches = m;
-              l.schedule = vp > 1 ? "interleaved" : "1f1b";
               layouts.push_back(l);
             }
   return layouts;
@@ -692,17 +692,22 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
     for (int64_t batch : {1, 4, 6, 16, 24}) {
       SCOPED_TRACE(std::to_string(gpus) + " GPUs, batch " +
                    std::to_string(batch));
-      std::vector<Layout> fast = enumerateLayouts({gpus, batch});
+      std::vector<Layout> fast = enumerateLayouts({gpus, batch, Layout()});
       std::vector<Layout> slow = layoutsByBruteForce(gpus, batch);
       ASSERT_EQ(fast.size(), slow.size());
       for (const Layout &l : slow)
         EXPECT_NE(std::find(fast.begin(), fast.end(), l), fast.end())
-            << l.flags();
+            << layoutFlags(l);
     }
   // Two GPUs, a batch of 8: dp=2 (ZeRO 0-2, 1, 2 or 4 micro-batches), tp=2
   // (1-8), pp=2 (2-8, with and without vp=2).
-  EXPECT_EQ(enumerateLayouts({2, 8}).size(), 9u + 4u + 3u + 3u);
-  EXPECT_EQ(enumerateLayouts({0, 8}).size(), 0u);
+  EXPECT_EQ(enumerateLayouts({2, 8, Layout()}).size(), 9u + 4u + 3u + 3u);
+  EXPECT_EQ(enumerateLayouts({0, 8, Layout()}).size(), 0u);
+  // Every candidate keeps the user's own options.
+  Layout bf16;
+  bf16.dtype = Precision::BF16;
+  for (const Layout &l : enumerateLayouts({4, 8, bf16}))
+    EXPECT_EQ(l.dtype, Precision::BF16) << layoutFlags(l);
 }
 
 TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
@@ -723,14 +728,14 @@ TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
 
 TEST(LayoutSpaceTest, FlagsNameTheLayout) {
   Layout l;
-  EXPECT_EQ(l.flags(), "one GPU");
+  EXPECT_EQ(layoutFlags(l), "one GPU");
   l.tp = 2;
   l.sequenceParallel = true;
   l.dp = 4;
   l.zero = 1;
   l.microbatches = 4;
-  l.recomputeSwiGLU = true;
-  EXPECT_EQ(l.flags(), "--tp 2 --sequence-parallel --dp 4 --zero 1 "
+  l.recompute = {"mlt.swiglu"};
+  EXPECT_EQ(layoutFlags(l), "--tp 2 --sequence-parallel --dp 4 --zero 1 "
                        "--microbatches 4 --recompute swiglu");
   const std::vector<Layout> variants = memorySavingVariants(l);
   EXPECT_EQ(variants.size(), 3u);

@@ -9,10 +9,11 @@
 // so they are tried only where a layout does not fit without them
 // (memorySavingVariants).
 //
-// Whether a layout suits the model (heads divisible by tp, layers by pp x
-// vp, a micro-batch divisible by dp) is the compiler's to say: the planner
-// compiles each candidate, and one the compiler refuses is dropped with its
-// reason. What the enumeration fixes is only what holds for any model.
+// Whether a layout suits the model (heads divisible by tp, layers enough
+// for pp x vp stages, ZeRO-2 under the schedule) is the layout rule book's
+// to say (mlt/Layout/LayoutRules.h): the planner verifies each candidate
+// and compiles only those it accepts. What the enumeration fixes is only
+// the search space.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #define MLT_ANALYSIS_LAYOUTSPACE_H
 
 #include "mlt/Analysis/Timeline.h"
+#include "mlt/Layout/Layout.h"
 
 #include <cstdint>
 #include <string>
@@ -27,40 +29,26 @@
 
 namespace mlt::cost {
 
-/// One layout, as mlt-run's flags name it.
-struct Layout {
-  int64_t tp = 1, pp = 1, vp = 1, dp = 1;
-  int64_t zero = 0;
-  /// Micro-batches per step (--microbatches); each dp rank's micro-batch is
-  /// globalBatch / (microbatches * dp) sequences.
-  int64_t microbatches = 1;
-  /// The pipeline schedule ("1f1b", "interleaved" with vp > 1).
-  std::string schedule = "1f1b";
-  bool sequenceParallel = false;
-  /// Recompute the SwiGLU activations in the backward pass.
-  bool recomputeSwiGLU = false;
-
-  /// "--dp 2 --microbatches 4 --zero 1": the flags that select it (those
-  /// at their defaults left out; "one GPU" for the plain layout).
-  std::string flags() const;
-  bool operator==(const Layout &other) const;
-};
-
 /// What to enumerate for.
 struct LayoutRequest {
   int64_t gpus = 1;
   /// Sequences per optimizer step, over all data-parallel ranks.
   int64_t globalBatch = 1;
+  /// The layout's options the user chose (precision, overlap, ...): every
+  /// candidate has them; the planner chooses the others (LayoutOption's
+  /// plannerChooses), which must be at their defaults here.
+  Layout base;
 };
 
-/// Every layout of `request`'s GPUs: tp, pp and dp whose product is the
-/// number of GPUs; vp 1, and 2 under the interleaved schedule where pp > 1;
-/// ZeRO 0, 1 and 2 where dp > 1 (not ZeRO-2 with vp > 1, which the compiler
-/// does not build); every number of micro-batches that divides the global
-/// batch into micro-batches divisible by dp, at least pp of them where pp >
-/// 1 (fewer leave stages idle for most of the step). Sequence parallelism
-/// and recomputation off. In a fixed order: by tp, pp, vp, dp, ZeRO stage,
-/// micro-batches.
+/// Every layout of `request`'s GPUs, `request.base` with: tp, pp and dp
+/// whose product is the number of GPUs; vp 1, and 2 (under the default
+/// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp > 1; every
+/// number of micro-batches that divides the global batch into micro-batches
+/// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
+/// idle for most of the step). Sequence parallelism and recomputation off.
+/// In a fixed order: by tp, pp, vp, dp, ZeRO stage, micro-batches. Whether
+/// each suits the model is the rule book's to say (LayoutRules.h): the
+/// planner verifies them.
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);
 
 /// The variants of `layout` that save memory, least costly first: with
@@ -92,12 +80,13 @@ struct LayoutFigures {
 /// The figures of a model `steps` layers per virtual stage deeper than
 /// `b`, extrapolated along the line from `a`, the same layout one layer
 /// per virtual stage shallower than `b`: b + steps * (b - a), stage by
-/// stage (arenas and persistent bytes). A stage's arena and the step grow by the same amount with each
-/// layer a virtual stage holds (its weights, gradients, optimizer state,
-/// and the activations each micro-batch in flight keeps), which holds to
-/// the byte from two layers per virtual stage on, but for the alignment of
-/// buffers; the step's rounds of overlap slowdown bend the line slightly.
-/// Bytes that shrink along the line (which no plan's do) are kept at b's.
+/// stage (arenas and persistent bytes). A stage's arena and the step grow by
+/// the same amount with each layer a virtual stage holds (its weights,
+/// gradients, optimizer state, and the activations each micro-batch in flight
+/// keeps), which holds to the byte from two layers per virtual stage on, but
+/// for the alignment of buffers; the step's rounds of overlap slowdown bend the
+/// line slightly. Bytes that shrink along the line (which no plan's do) are
+/// kept at b's.
 LayoutFigures extrapolateDepth(const LayoutFigures &a, const LayoutFigures &b,
                                int64_t steps);
 

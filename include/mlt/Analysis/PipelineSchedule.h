@@ -1,4 +1,5 @@
-//===- PipelineSchedule.h - the order of a step's micro-batch work -*- C++ -*-===//
+//===- PipelineSchedule.h - the order of a step's micro-batch work -*- C++
+//-*-===//
 //
 // Part of mlt. A training step's schedule as data: for every pipeline stage
 // (a rank of the pipeline axis), the ordered list of the work it does, each
@@ -19,6 +20,8 @@
 
 #ifndef MLT_ANALYSIS_PIPELINESCHEDULE_H
 #define MLT_ANALYSIS_PIPELINESCHEDULE_H
+
+#include "mlt/Layout/Schedules.h"
 
 #include <cstdint>
 #include <optional>
@@ -59,30 +62,7 @@ struct WorkItem {
   static std::optional<WorkItem> parse(std::string_view text);
 };
 
-/// The schedules the compiler knows (`--schedule`).
-enum class ScheduleKind : uint8_t {
-  /// One forward and one backward in turn after a warm-up of forwards:
-  /// stage s of P starts with min(P - s - 1, M) forwards, then alternates
-  /// F and B, and ends with the remaining backwards (Megatron-Core's
-  /// non-interleaved schedule). With one stage: F0 B0 F1 B1 ...
-  OneFOneB,
-  /// All forwards, then all backwards (GPipe): every stage keeps the
-  /// activations of all M micro-batches.
-  GPipe,
-  /// ZB-H1 (buildZeroBubbleH1Schedule): the backward split into B and W,
-  /// W deferred into the bubbles.
-  ZeroBubbleH1,
-  /// Megatron-Core's interleaved 1F1B over stages of several model chunks
-  /// (buildInterleavedSchedule).
-  Interleaved,
-};
-
-/// "1f1b", "gpipe", "zb-h1", "interleaved".
-const char *scheduleKindName(ScheduleKind kind);
-/// Whether the schedules of `kind` split the backward pass into B and W.
-bool splitsWeightGradients(ScheduleKind kind);
-/// The kind named `name`, if any.
-std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
+// ScheduleKind, its names and traits: mlt/Layout/Schedules.h.
 
 /// The work of every stage, in order.
 struct PipelineSchedule {
@@ -187,9 +167,9 @@ struct TransferPlacement {
 /// default) it places every transfer as Megatron-Core's interleaved
 /// schedule does. Nullopt, with the reason in `why`, for a schedule whose
 /// segments depend on each other in a cycle.
-std::optional<TransferPlacement> placeTransfers(const PipelineSchedule &schedule,
-                                                TransferRule rule,
-                                                std::string *why = nullptr);
+std::optional<TransferPlacement>
+placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
+               std::string *why = nullptr);
 
 /// The schedule of `kind` (not `interleaved`) for `stages` stages of one
 /// chunk each and `microbatches` micro-batches (both at least 1).

@@ -7,6 +7,8 @@
 #ifndef MLT_PASSES_PASSES_H
 #define MLT_PASSES_PASSES_H
 
+#include "mlt/Layout/Layout.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -26,6 +28,12 @@ class LlamaConfigAttr;
 
 #define GEN_PASS_REGISTRATION
 #include "mlt/Passes/Passes.h.inc"
+
+/// The shape of the module's model (its `mlt.model` configuration) as the
+/// layout rule book reads it, with the forward ops of the mlt dialect that
+/// have a gradient rule (what mlt-recompute-activations can recompute);
+/// none without a configuration.
+std::optional<ModelShape> modelShapeOf(mlir::ModuleOp module);
 
 /// Replaces every `mlt.repeat` under `root` by one copy of its body per layer
 /// (the rewrite of mlt-unroll-layers, shared with the passes that need it).

@@ -309,6 +309,40 @@ def MLTRecomputeActivations : Pass<"mlt-recompute-activations", "::mlir::ModuleO
   let dependentDialects = ["::mlt::MLTDialect"];
 }
 
+def MLTVerifyLayout : Pass<"mlt-verify-layout", "::mlir::ModuleOp"> {
+  let summary = "refuses a layout that the rule book does not accept for the module's model";
+  let description = [{
+    Holds a layout and a step to the layout rule book
+    (mlt/Layout/LayoutRules.h) for the model of the module, read from its
+    `mlt.model` configuration: the first pass of mlt-train-pipeline, so that
+    a layout the compiler cannot build (tp not dividing the key/value heads,
+    ZeRO-2 under the zb-h1 schedule, a batch the micro-batches do not
+    divide, ...) is refused before any pass runs, in the words mlt-run and
+    the planner use for it. Emits one error per rule broken, each a line
+    naming the rule, and fails; the module is unchanged either way.
+
+    `layout` is the layout as mlt-train-pipeline's options spell it (the
+    table of mlt/Layout/LayoutOptions.h: `tp=2 dp=2 zero=1`); `batch`
+    (sequences per step, over every micro-batch and data-parallel rank) and
+    `seq-len` (0: not known) let the rules on the step be checked.
+
+    ```
+    $ mlt-opt tiny.mlir -mlt-verify-layout="layout='tp=3' batch=4 seq-len=16"
+    error: tp 3 does not divide the model's 4 attention heads (rule tp-divides-heads)
+    error: tp 3 does not divide the model's 2 key/value heads (rule tp-divides-kv-heads)
+    ...
+    ```
+  }];
+  let options = [
+    Option<"layout", "layout", "std::string", "\"\"",
+           "the layout, as mlt-train-pipeline's options (tp=2 dp=2 ...)">,
+    Option<"batch", "batch", "int64_t", "0",
+           "sequences per step (0: the rules on the batch not checked)">,
+    Option<"seqLen", "seq-len", "int64_t", "0",
+           "tokens per sequence (0: the rules on it not checked)">
+  ];
+}
+
 def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
   let summary = "annotates a LLaMA model with Megatron's tensor, sequence and data parallel layout";
   let description = [{

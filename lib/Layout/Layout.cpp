@@ -1,0 +1,67 @@
+//===- Layout.cpp - a training step's parallel layout, as one value -------===//
+//
+// Part of mlt. See Layout.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Layout/Layout.h"
+
+#include <cassert>
+
+using namespace mlt;
+
+const char *mlt::precisionName(Precision precision) {
+  return precision == Precision::BF16 ? "bf16" : "fp32";
+}
+
+bool Fp8Recipe::operator==(const Fp8Recipe &other) const {
+  return products == other.products &&
+         fpropAccumulation == other.fpropAccumulation &&
+         format == other.format && bf16Parameters == other.bf16Parameters &&
+         bf16FirstLayers == other.bf16FirstLayers &&
+         bf16LastLayers == other.bf16LastLayers;
+}
+
+ScheduleKind Layout::scheduleKind() const {
+  return schedule.value_or(defaultSchedule(vp));
+}
+
+int64_t Layout::ranks() const { return pp * dp * tp; }
+
+bool Layout::operator==(const Layout &other) const {
+  return tp == other.tp && dp == other.dp && pp == other.pp &&
+         sequenceParallel == other.sequenceParallel && vp == other.vp &&
+         ppLayers == other.ppLayers && ppGroupSize == other.ppGroupSize &&
+         schedule == other.schedule && microbatches == other.microbatches &&
+         zero == other.zero && recompute == other.recompute &&
+         dtype == other.dtype && fp8 == other.fp8 &&
+         fp8Recipe == other.fp8Recipe &&
+         gradReduceDtype == other.gradReduceDtype &&
+         overlapGradReduce == other.overlapGradReduce &&
+         gradBucketBytes == other.gradBucketBytes &&
+         overlapParamGather == other.overlapParamGather;
+}
+
+const std::vector<ParallelAxisInfo> &mlt::parallelAxes() {
+  static const std::vector<ParallelAxisInfo> axes = {
+      {ParallelAxis::Pipeline, "pp",
+       "the decoder layers, into consecutive pipeline stages", &Layout::pp},
+      {ParallelAxis::Data, "dp",
+       "each micro-batch's sequences; with ZeRO, the optimizer state and "
+       "gradients",
+       &Layout::dp},
+      {ParallelAxis::Tensor, "tp",
+       "attention heads, MLP features and the vocabulary; with sequence "
+       "parallelism, the residual stream's sequence",
+       &Layout::tp},
+  };
+  return axes;
+}
+
+const char *mlt::axisName(ParallelAxis axis) {
+  for (const ParallelAxisInfo &info : parallelAxes())
+    if (info.axis == axis)
+      return info.name;
+  assert(false && "a parallel axis without a row in parallelAxes");
+  return "?";
+}

@@ -69,24 +69,30 @@ TOLERANCES = {
 
 
 def draw_model(rng):
-    """A random LLaMA config.json (as a dict)."""
-    kv_heads = rng.choice([1, 1, 2, 2, 3, 4])
-    heads = kv_heads * rng.choice([1, 2, 3, 4])
+    """A random LLaMA config.json (as a dict). Half the time the sizes that
+    tensor parallelism splits are multiples of 12 (divisible by tp 2, 3 and
+    4, and still not multiples of 8 or 64 as often as not), so that layouts
+    with tp are not mostly refusals."""
+    kv_heads = rng.choice([1, 1, 2, 2, 3, 4, 6, 12])
+    heads = kv_heads * rng.choice([1, 1, 2, 3])
     if rng.random() < 0.5:
-        head_dim = rng.choice([4, 6, 8, 10, 12, 16, 20])
+        head_dim = rng.choice([4, 6, 8, 10, 12, 16])
         hidden = heads * head_dim
         explicit_head_dim = False
     else:
         head_dim = rng.choice([4, 6, 8, 12, 16])
         hidden = rng.randrange(8, 97)
         explicit_head_dim = True
+    friendly = rng.random() < 0.5
     config = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "hidden_act": "silu",
         "hidden_size": hidden,
-        "intermediate_size": rng.randrange(8, 161),
-        "vocab_size": rng.randrange(17, 400),
+        "intermediate_size": 12 * rng.randrange(1, 14) if friendly
+                             else rng.randrange(8, 161),
+        "vocab_size": 12 * rng.randrange(2, 34) if friendly
+                      else rng.randrange(17, 400),
         "num_attention_heads": heads,
         "num_key_value_heads": kv_heads,
         "num_hidden_layers": rng.choice([1, 2, 2, 3, 4, 4, 5, 6]),
@@ -100,13 +106,22 @@ def draw_model(rng):
     return config
 
 
-def draw_layout(rng):
-    """(flags, batch, seq_len, dtype) of a random layout; mostly layouts the
-    rule book should accept, sometimes ones it should not."""
+def draw_layout(rng, config):
+    """(flags, batch, seq_len, dtype) of a random layout for `config`;
+    mostly layouts the rule book should accept (a tp that divides what it
+    splits, stages that the layers fill), sometimes ones it should not."""
+    splits = [config[k] for k in ("num_attention_heads", "num_key_value_heads",
+                                  "intermediate_size", "vocab_size")]
+    fitting_tp = [t for t in (2, 3, 4) if all(n % t == 0 for n in splits)]
+    layers = config["num_hidden_layers"]
     while True:
         tp = rng.choice([1, 1, 2, 2, 3, 4])
+        if fitting_tp and rng.random() < 0.6:
+            tp = rng.choice(fitting_tp)
         dp = rng.choice([1, 1, 2, 2, 3, 4])
         pp = rng.choice([1, 1, 2, 2, 3])
+        if pp > layers and rng.random() < 0.8:
+            pp = rng.choice([1, min(2, layers)])
         if tp * dp * pp <= 8:
             break
     flags = []
@@ -121,7 +136,7 @@ def draw_layout(rng):
     if pp > 1:
         flags += ["--pp", str(pp)]
         microbatches = rng.choice([pp, pp, 2 * pp, pp + 1, 1, 3])
-        if rng.random() < 0.35:
+        if rng.random() < 0.35 and (2 * pp <= layers or rng.random() < 0.2):
             vp = rng.choice([2, 2, 3])
             flags += ["--vp", str(vp)]
             if rng.random() < 0.3:
@@ -170,7 +185,8 @@ class Case:
         self.seed = seed
         rng = random.Random(seed)
         self.config = draw_model(rng)
-        self.flags, self.batch, self.seq_len, self.dtype = draw_layout(rng)
+        self.flags, self.batch, self.seq_len, self.dtype = draw_layout(
+            rng, self.config)
         positions = self.config["max_position_embeddings"]
         if self.seq_len > positions or rng.random() < 0.03:
             self.seq_len = positions + 1 if rng.random() < 0.3 else positions

@@ -6,7 +6,6 @@
 
 #include "mlt/Layout/Layout.h"
 
-#include <cassert>
 
 using namespace mlt;
 
@@ -44,24 +43,16 @@ bool Layout::operator==(const Layout &other) const {
 
 const std::vector<ParallelAxisInfo> &mlt::parallelAxes() {
   static const std::vector<ParallelAxisInfo> axes = {
-      {ParallelAxis::Pipeline, "pp",
+      {ParallelAxis::Pipeline, axisName(ParallelAxis::Pipeline),
        "the decoder layers, into consecutive pipeline stages", &Layout::pp},
-      {ParallelAxis::Data, "dp",
+      {ParallelAxis::Data, axisName(ParallelAxis::Data),
        "each micro-batch's sequences; with ZeRO, the optimizer state and "
        "gradients",
        &Layout::dp},
-      {ParallelAxis::Tensor, "tp",
+      {ParallelAxis::Tensor, axisName(ParallelAxis::Tensor),
        "attention heads, MLP features and the vocabulary; with sequence "
        "parallelism, the residual stream's sequence",
        &Layout::tp},
   };
   return axes;
-}
-
-const char *mlt::axisName(ParallelAxis axis) {
-  for (const ParallelAxisInfo &info : parallelAxes())
-    if (info.axis == axis)
-      return info.name;
-  assert(false && "a parallel axis without a row in parallelAxes");
-  return "?";
 }

@@ -21,10 +21,9 @@ using namespace mlt;
 namespace {
 
 constexpr llvm::StringLiteral kForward = "forward";
-constexpr llvm::StringLiteral kTensorAxis = "tp";
-constexpr llvm::StringLiteral kDataAxis = "dp";
-constexpr llvm::StringLiteral kPipelineAxis =
-    MLTDialect::getPipelineAxisName();
+// The mesh's axes, by the layout's table (mlt/Layout/Layout.h).
+constexpr llvm::StringRef kTensorAxis = axisName(ParallelAxis::Tensor);
+constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
 
 /// How a weight matrix of a LLaMA layer is split over `tp` ([out, in] as in
 /// HF checkpoints): the dimension split, or -1 for whole.
@@ -73,17 +72,26 @@ private:
     if (sequenceParallel && tp == 1)
       return module.emitError("mlt-annotate-layout: sequence-parallel splits "
                               "the sequence over tp and needs tp > 1");
-    // Axes of size 1 are left out; tp last, so that tensor-parallel ranks
-    // are adjacent, and pp first, so that a pipeline stage's ranks are.
+    // The axes in the layout's rank order (parallelAxes: tp last, so that
+    // tensor-parallel ranks are adjacent, and pp first, so that a pipeline
+    // stage's ranks are); those of size 1 left out.
+    auto sizeOf = [&](ParallelAxis axis) -> int64_t {
+      switch (axis) {
+      case ParallelAxis::Pipeline:
+        return pp;
+      case ParallelAxis::Data:
+        return dp;
+      case ParallelAxis::Tensor:
+        return tp;
+      }
+      return 1;
+    };
     SmallVector<StringAttr> axes;
     SmallVector<int64_t> sizes;
-    for (auto [axis, size] :
-         {std::pair<StringRef, int64_t>(kPipelineAxis, pp),
-          std::pair<StringRef, int64_t>(kDataAxis, dp),
-          std::pair<StringRef, int64_t>(kTensorAxis, tp)})
-      if (size > 1) {
-        axes.push_back(StringAttr::get(context, axis));
-        sizes.push_back(size);
+    for (const ParallelAxisInfo &axis : parallelAxes())
+      if (sizeOf(axis.axis) > 1) {
+        axes.push_back(StringAttr::get(context, axis.name));
+        sizes.push_back(sizeOf(axis.axis));
       }
     if (axes.empty())
       return success(); // One rank: nothing to lay out.

@@ -37,7 +37,7 @@ namespace {
 /// elements (512 bytes of f32, 256 of bf16: the plan's buffer alignment).
 constexpr uint64_t kAlignment = 128;
 /// The data-parallel mesh axis.
-constexpr llvm::StringLiteral kDataAxis = "dp";
+constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
 
 /// One parameter as the optimizer step updates it: its adamw launch's
 /// operands.

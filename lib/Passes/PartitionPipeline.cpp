@@ -28,9 +28,8 @@ using namespace mlt;
 namespace {
 
 constexpr llvm::StringLiteral kForward = "forward";
-constexpr llvm::StringLiteral kPipelineAxis =
-    MLTDialect::getPipelineAxisName();
-constexpr llvm::StringLiteral kDataAxis = "dp";
+constexpr llvm::StringRef kPipelineAxis = axisName(ParallelAxis::Pipeline);
+constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
 
 /// The predicted cost of the model's parts for one token, forward and
 /// backward (3x the forward's FLOPs): a decoder layer's products and

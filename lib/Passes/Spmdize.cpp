@@ -24,8 +24,7 @@ using namespace mlt;
 
 namespace {
 
-constexpr llvm::StringLiteral kPipelineAxis =
-    MLTDialect::getPipelineAxisName();
+constexpr llvm::StringRef kPipelineAxis = axisName(ParallelAxis::Pipeline);
 
 class Partitioner {
 public:

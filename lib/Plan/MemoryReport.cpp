@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Plan/MemoryReport.h"
+#include "mlt/Layout/Layout.h"
 
 #include <algorithm>
 #include <cctype>
@@ -112,7 +113,7 @@ std::string partitionLine(const Plan &plan) {
     return "";
   uint32_t dp = 1;
   for (const MeshAxis &axis : plan.mesh)
-    if (axis.name == "dp")
+    if (axis.name == axisName(ParallelAxis::Data))
       dp = axis.size;
   return "  ZeRO-" + std::to_string(stage) + " over dp=" + std::to_string(dp) +
          ": each rank keeps 1/" + std::to_string(dp) +

@@ -134,6 +134,21 @@ struct Layout {
 /// The mesh axes a layout can have.
 enum class ParallelAxis : uint8_t { Pipeline, Data, Tensor };
 
+/// "pp", "dp", "tp": an axis's name in the IR's mesh, plans, options and
+/// messages (the one place they are spelled; constexpr so that passes and
+/// the dialect can hold them as constants).
+constexpr const char *axisName(ParallelAxis axis) {
+  switch (axis) {
+  case ParallelAxis::Pipeline:
+    return "pp";
+  case ParallelAxis::Data:
+    return "dp";
+  case ParallelAxis::Tensor:
+    return "tp";
+  }
+  return "?";
+}
+
 /// One mesh axis: its name (in the IR's mesh, plans, options and
 /// messages), what it shards, and its size in a layout.
 struct ParallelAxisInfo {
@@ -149,8 +164,6 @@ struct ParallelAxisInfo {
 /// then dp, pp outermost). A layout's mesh holds its axes of size > 1 in
 /// this order.
 const std::vector<ParallelAxisInfo> &parallelAxes();
-/// "pp", "dp", "tp".
-const char *axisName(ParallelAxis axis);
 
 /// The shape of a model as the rule book needs it (an HF config's fields).
 struct ModelShape {

@@ -8,6 +8,8 @@
 #ifndef MLT_DIALECT_MLT_MLTDIALECT_H
 #define MLT_DIALECT_MLT_MLTDIALECT_H
 
+#include "mlt/Layout/Layout.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Dialect.h"

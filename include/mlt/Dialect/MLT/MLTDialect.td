@@ -81,8 +81,11 @@ def MLT_Dialect : Dialect {
     /// the model chunks it holds, whose programs and temporaries are named
     /// `c<chunk>.` (`c1.micro_step`, `c1.t5`).
     static constexpr ::llvm::StringLiteral getChunksAttrName() { return "mlt.chunks"; }
-    /// The mesh axis of pipeline stages (mlt-annotate-layout puts it first).
-    static constexpr ::llvm::StringLiteral getPipelineAxisName() { return "pp"; }
+    /// The mesh axis of pipeline stages (mlt-annotate-layout puts it first),
+    /// by its name in the layout's axis table (mlt/Layout/Layout.h).
+    static constexpr ::llvm::StringRef getPipelineAxisName() {
+      return ::mlt::axisName(::mlt::ParallelAxis::Pipeline);
+    }
     /// On a parameter that several pipeline stages use (tied embeddings:
     /// the first stage's embedding, the last's LM head): the stage whose
     /// gradient norm counts it. The stages holding it sum its gradient

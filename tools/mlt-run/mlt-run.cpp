@@ -14,7 +14,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Planner.h"
 #include "Prediction.h"
 #include "mlt/Analysis/LayoutSpace.h"
 #include "mlt/Analysis/StepReport.h"
@@ -22,6 +21,7 @@
 #include "mlt/Layout/LayoutRules.h"
 #include "mlt/Plan/MemoryReport.h"
 #include "mlt/Plan/Plan.h"
+#include "mlt/Planner/Planner.h"
 #include "mlt/Runtime/exec/Backend.h"
 #include "mlt/Runtime/exec/Executor.h"
 #include "mlt/Runtime/exec/HostMemory.h"
@@ -878,8 +878,8 @@ StatusOr<Plan> obtainPlan(const Options &o, std::string &bytes) {
 }
 
 /// --layout auto: the planner's choice among every layout of --gpus GPUs
-/// (Planner.h), compiled; `o` then names that layout, as if it had been
-/// passed.
+/// (mlt/Planner/Planner.h), compiled; `o` then names that layout, as if it had
+/// been passed.
 StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
   StatusOr<InputKind> kind = classifyInput(o.model);
   if (!kind)
@@ -964,8 +964,17 @@ StatusOr<Plan> planAutomatically(Options &o, std::string &bytes) {
                        std::string &layoutBytes) -> StatusOr<Plan> {
     return obtainPlan(candidateOf(layout), layoutBytes);
   };
-  StatusOr<PlannedLayout> planned =
-      planLayout(request, (*chosen)->calibration, (*chosen)->source, compiler);
+  // The planner's progress on stderr, its ranking on stdout.
+  PlannerObserver observer;
+  observer.progress = [](const std::string &line) {
+    std::fprintf(stderr, "mlt-run: %s\n", line.c_str());
+  };
+  observer.ranked = [](const PlannerReport &report) {
+    std::fputs(formatPlannerReport(report).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  StatusOr<PlannedLayout> planned = planLayout(
+      request, (*chosen)->calibration, (*chosen)->source, compiler, observer);
   if (!planned)
     return planned.takeStatus();
   o.layout = planned->layout;

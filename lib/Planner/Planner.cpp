@@ -1,10 +1,10 @@
-//===- Planner.cpp - mlt-run --layout auto --------------------------------===//
+//===- Planner.cpp - the layout planner (mlt-run --layout auto) -----------===//
 //
 // Part of mlt. See Planner.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Planner.h"
+#include "mlt/Planner/Planner.h"
 
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Layout/LayoutOptions.h"
@@ -14,13 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <deque>
 #include <optional>
 #include <thread>
 
 using namespace mlt;
-using namespace mlt::tool;
 using namespace mlt::rt;
 
 namespace {
@@ -41,6 +41,23 @@ constexpr size_t kShown = 5;
 /// fastest: a fixed number, so that what is pruned does not depend on the
 /// machine's cores.
 constexpr size_t kWave = 8;
+
+/// Appends printf's formatting of `format` and the arguments to `text`.
+__attribute__((format(printf, 2, 3))) void appendf(std::string &text,
+                                                   const char *format, ...) {
+  va_list arguments, again;
+  va_start(arguments, format);
+  va_copy(again, arguments);
+  const int length = std::vsnprintf(nullptr, 0, format, arguments);
+  va_end(arguments);
+  if (length > 0) {
+    const size_t at = text.size();
+    text.resize(at + size_t(length) + 1);
+    std::vsnprintf(&text[at], size_t(length) + 1, format, again);
+    text.resize(at + size_t(length));
+  }
+  va_end(again);
+}
 
 /// A layout weighed.
 struct Candidate {
@@ -75,9 +92,9 @@ struct WeighedLayout : Weighed {
 class Planner {
 public:
   Planner(const PlannerRequest &request, const cost::Calibration &calibration,
-          const PlannerCompiler &compiler)
+          const PlannerCompiler &compiler, const PlannerObserver &observer)
       : request_(request), calibration_(calibration), compiler_(compiler),
-        start_(std::chrono::steady_clock::now()) {}
+        observer_(observer), start_(std::chrono::steady_clock::now()) {}
 
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -220,8 +237,12 @@ private:
     if (elapsed() - lastProgress_ < 5.0)
       return;
     lastProgress_ = elapsed();
-    std::fprintf(stderr, "mlt-run: planning: %s, %zu of %zu layouts, %.0f s\n",
-                 what, i, n, lastProgress_);
+    if (!observer_.progress)
+      return;
+    std::string line;
+    appendf(line, "planning: %s, %zu of %zu layouts, %.0f s", what, i, n,
+            lastProgress_);
+    observer_.progress(line);
   }
 
   bool fits(uint64_t arena, bool exact) const {
@@ -480,6 +501,7 @@ private:
   const PlannerRequest &request_;
   const cost::Calibration &calibration_;
   const PlannerCompiler &compiler_;
+  const PlannerObserver &observer_;
   std::chrono::steady_clock::time_point start_;
   double lastProgress_ = 0.0;
   std::vector<Candidate> candidates_;
@@ -490,9 +512,11 @@ private:
 
 } // namespace
 
-StatusOr<PlannedLayout> mlt::tool::planLayout(
-    const PlannerRequest &request, const cost::Calibration &calibration,
-    const std::string &calibrationSource, const PlannerCompiler &compiler) {
+StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
+                                        const cost::Calibration &calibration,
+                                        const std::string &calibrationSource,
+                                        const PlannerCompiler &compiler,
+                                        const PlannerObserver &observer) {
   // The user's own options first: a refusal of those is the user's to
   // fix, whatever the planner chooses.
   const StepShape step{request.globalBatch, request.seqLen};
@@ -500,8 +524,8 @@ StatusOr<PlannedLayout> mlt::tool::planLayout(
   if (!own.empty())
     return errorf("--layout auto: ", own.front().text());
   // The candidates the rule book accepts; the others counted by rule.
+  PlannerReport report;
   std::vector<Layout> layouts;
-  std::vector<std::pair<std::string, std::pair<size_t, std::string>>> refusals;
   const std::vector<Layout> all =
       cost::enumerateLayouts({request.gpus, request.globalBatch, request.base});
   for (const Layout &layout : all) {
@@ -511,46 +535,56 @@ StatusOr<PlannedLayout> mlt::tool::planLayout(
       continue;
     }
     const Violation &first = violations.front();
-    auto it =
-        std::find_if(refusals.begin(), refusals.end(),
-                     [&](const auto &r) { return r.first == first.rule; });
-    if (it == refusals.end())
-      refusals.push_back(
-          {first.rule, {1, layoutFlags(layout) + ": " + first.text()}});
+    auto it = std::find_if(report.rules.begin(), report.rules.end(),
+                           [&](const PlannerReport::RuleRefusals &r) {
+                             return r.rule == first.rule;
+                           });
+    if (it == report.rules.end())
+      report.rules.push_back(
+          {first.rule, 1, layoutFlags(layout) + ": " + first.text()});
     else
-      ++it->second.first;
+      ++it->count;
   }
-  Planner planner(request, calibration, compiler);
+  Planner planner(request, calibration, compiler, observer);
   MLT_RETURN_IF_ERROR(planner.screen(layouts));
   StatusOr<std::vector<Candidate>> confirmed = planner.confirm();
   if (!confirmed)
     return confirmed.takeStatus();
   const std::vector<Candidate> rest = planner.unconfirmed();
 
-  std::printf("layout auto: %lld GPUs, global batch %lld x %lld, %s; "
-              "calibration: %s\n",
-              (long long)request.gpus, (long long)request.globalBatch,
-              (long long)request.seqLen,
-              request.arenaLimit ? request.limitText.c_str()
-                                 : "no memory limit",
-              calibrationSource.c_str());
-  std::string shallow, slower;
-  if (planner.shallow.load())
-    shallow = " (" + std::to_string(planner.shallow.load()) +
-              " of them shallow, extrapolated to the model's depth)";
-  if (planner.slower())
-    slower = ", " + std::to_string(planner.slower()) +
-             " slower than the fifth fastest (at their depth or a shallower "
-             "one)";
-  std::printf("  %zu layouts, %zu refused by the rule book, %zu compiled%s "
-              "in %.1f s: %zu fit, %zu do not fit, %zu refused by the "
-              "compiler%s\n",
-              all.size(), all.size() - layouts.size(), planner.compiled.load(),
-              shallow.c_str(), planner.elapsed(), planner.fitting(),
-              planner.tooLarge(), planner.refused(), slower.c_str());
-  for (const auto &[rule, refused] : refusals)
-    std::printf("  refused by rule %s: %zu, such as %s\n", rule.c_str(),
-                refused.first, refused.second.c_str());
+  report.gpus = request.gpus;
+  report.globalBatch = request.globalBatch;
+  report.seqLen = request.seqLen;
+  report.arenaLimit = request.arenaLimit;
+  report.limitText = request.limitText;
+  report.calibrationSource = calibrationSource;
+  report.layouts = all.size();
+  report.refusedByRules = all.size() - layouts.size();
+  report.compiled = planner.compiled.load();
+  report.shallow = planner.shallow.load();
+  report.seconds = planner.elapsed();
+  report.fit = planner.fitting();
+  report.tooLarge = planner.tooLarge();
+  report.refusedByCompiler = planner.refused();
+  report.slower = planner.slower();
+  auto ranked = [](const Candidate &c) {
+    return PlannerReport::Ranked{c.layout, c.figures.step, c.exact,
+                                 c.figures.arena(), c.bound};
+  };
+  for (size_t i = 0; i < std::min(kShown, confirmed->size()); ++i)
+    report.fastest.push_back(ranked((*confirmed)[i]));
+  // The others: confirmed past the fifth, and estimates.
+  report.more =
+      confirmed->size() - std::min(kShown, confirmed->size()) + rest.size();
+  if (report.more)
+    report.slowest =
+        ranked(!rest.empty() && (confirmed->size() <= kShown ||
+                                 rest.back().figures.step >
+                                     confirmed->back().figures.step)
+                   ? rest.back()
+                   : confirmed->back());
+  if (observer.ranked)
+    observer.ranked(report);
   if (confirmed->empty()) {
     if (planner.closest())
       return errorf("--layout auto: no layout of ", request.gpus,
@@ -561,41 +595,11 @@ StatusOr<PlannedLayout> mlt::tool::planLayout(
     if (layouts.empty())
       return errorf("--layout auto: the rule book refuses every layout of ",
                     request.gpus,
-                    " GPUs; the first: ", refusals.front().second.second);
+                    " GPUs; the first: ", report.rules.front().first);
     return errorf("--layout auto: the compiler refused every layout of ",
                   request.gpus, " GPUs; the first: ", planner.firstRefusal());
   }
-  const double tokens = double(request.globalBatch) * double(request.seqLen);
-  std::printf("  %-4s %-48s %11s %10s %11s  %s\n", "rank", "layout", "step",
-              "tokens/s", "memory", "bound by");
-  for (size_t i = 0; i < std::min(kShown, confirmed->size()); ++i) {
-    const Candidate &c = (*confirmed)[i];
-    char step[32], rate[32], bound[64];
-    std::snprintf(step, sizeof step, "%.2f ms", c.figures.step * 1e3);
-    std::snprintf(rate, sizeof rate, "%.0f", tokens / c.figures.step);
-    std::snprintf(bound, sizeof bound, "%s (%.0f%% of the step)",
-                  c.bound.what.c_str(), c.bound.share * 100.0);
-    std::printf("  %-4zu %-48s %11s %10s %11s  %s\n", i + 1,
-                layoutFlags(c.layout).c_str(), step, rate,
-                formatBytes(c.figures.arena()).c_str(), bound);
-  }
-  // The others: confirmed past the fifth, and estimates.
-  const size_t more =
-      confirmed->size() - std::min(kShown, confirmed->size()) + rest.size();
-  if (more) {
-    const Candidate &slowest =
-        !rest.empty() &&
-                (confirmed->size() <= kShown ||
-                 rest.back().figures.step > confirmed->back().figures.step)
-            ? rest.back()
-            : confirmed->back();
-    std::printf("  ... %zu more, the slowest %.2f ms%s (%s)\n", more,
-                slowest.figures.step * 1e3, slowest.exact ? "" : " estimated",
-                layoutFlags(slowest.layout).c_str());
-  }
   const Layout &chosen = confirmed->front().layout;
-  std::printf("chose %s\n", layoutFlags(chosen).c_str());
-  std::fflush(stdout);
   PlannedLayout planned;
   planned.layout = chosen;
   StatusOr<Plan> plan = compiler.whole(chosen, planned.bytes);
@@ -603,4 +607,56 @@ StatusOr<PlannedLayout> mlt::tool::planLayout(
     return plan.takeStatus().withContext(layoutFlags(chosen));
   planned.plan = std::move(*plan);
   return planned;
+}
+
+std::string mlt::formatPlannerReport(const PlannerReport &report) {
+  std::string text;
+  appendf(text,
+          "layout auto: %lld GPUs, global batch %lld x %lld, %s; "
+          "calibration: %s\n",
+          (long long)report.gpus, (long long)report.globalBatch,
+          (long long)report.seqLen,
+          report.arenaLimit ? report.limitText.c_str() : "no memory limit",
+          report.calibrationSource.c_str());
+  std::string shallow, slower;
+  if (report.shallow)
+    shallow = " (" + std::to_string(report.shallow) +
+              " of them shallow, extrapolated to the model's depth)";
+  if (report.slower)
+    slower = ", " + std::to_string(report.slower) +
+             " slower than the fifth fastest (at their depth or a shallower "
+             "one)";
+  appendf(text,
+          "  %zu layouts, %zu refused by the rule book, %zu compiled%s "
+          "in %.1f s: %zu fit, %zu do not fit, %zu refused by the "
+          "compiler%s\n",
+          report.layouts, report.refusedByRules, report.compiled,
+          shallow.c_str(), report.seconds, report.fit, report.tooLarge,
+          report.refusedByCompiler, slower.c_str());
+  for (const PlannerReport::RuleRefusals &refused : report.rules)
+    appendf(text, "  refused by rule %s: %zu, such as %s\n",
+            refused.rule.c_str(), refused.count, refused.first.c_str());
+  if (report.fastest.empty())
+    return text;
+  const double tokens = double(report.globalBatch) * double(report.seqLen);
+  appendf(text, "  %-4s %-48s %11s %10s %11s  %s\n", "rank", "layout", "step",
+          "tokens/s", "memory", "bound by");
+  for (size_t i = 0; i < report.fastest.size(); ++i) {
+    const PlannerReport::Ranked &c = report.fastest[i];
+    char step[32], rate[32], bound[64];
+    std::snprintf(step, sizeof step, "%.2f ms", c.step * 1e3);
+    std::snprintf(rate, sizeof rate, "%.0f", tokens / c.step);
+    std::snprintf(bound, sizeof bound, "%s (%.0f%% of the step)",
+                  c.bound.what.c_str(), c.bound.share * 100.0);
+    appendf(text, "  %-4zu %-48s %11s %10s %11s  %s\n", i + 1,
+            layoutFlags(c.layout).c_str(), step, rate,
+            formatBytes(c.arena).c_str(), bound);
+  }
+  if (report.more)
+    appendf(text, "  ... %zu more, the slowest %.2f ms%s (%s)\n", report.more,
+            report.slowest.step * 1e3, report.slowest.exact ? "" : " estimated",
+            layoutFlags(report.slowest.layout).c_str());
+  appendf(text, "chose %s\n",
+          layoutFlags(report.fastest.front().layout).c_str());
+  return text;
 }

@@ -1,12 +1,13 @@
-//===- Planner.h - mlt-run --layout auto ------------------------*- C++ -*-===//
+//===- Planner.h - the layout planner (mlt-run --layout auto) ---*- C++ -*-===//
 //
 // Part of mlt. The planner: every layout of a number of GPUs for a global
 // batch (mlt/Analysis/LayoutSpace.h), its exact memory (the largest rank's
 // arena) held to the GPU's, the step of those that fit predicted by the
-// cost model, and the five fastest printed with what bounds each; the
-// fastest is the run's layout. A layout that does not fit is tried again
-// with sequence parallelism and recomputation. The layouts the rule book
-// refuses for the model (LayoutRules.h) are never compiled: they are
+// cost model, and the five fastest reported with what bounds each (a
+// PlannerReport, which formatPlannerReport words as mlt-run prints it);
+// the fastest is the run's layout. A layout that does not fit is tried
+// again with sequence parallelism and recomputation. The layouts the rule
+// book refuses for the model (LayoutRules.h) are never compiled: they are
 // counted by rule, each rule with its first refusal, worded as mlt-run and
 // mlt-opt word it.
 //
@@ -32,7 +33,7 @@
 //      no layout left has an estimate within kStepMargin of the fifth. A
 //      layout whose estimated arena is within kMemoryMargin over the limit
 //      is kept for this round, which settles whether it fits.
-// Every figure printed for the five is then the exact arena and the cost
+// Every figure reported for the five is then the exact arena and the cost
 // model's prediction of the whole plan; the estimates decide what is
 // compiled whole, and the counts of layouts that fit or not beyond the
 // five are by them. `--layout exhaustive` compiles every layout at its
@@ -46,8 +47,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MLT_TOOLS_MLTRUN_PLANNER_H
-#define MLT_TOOLS_MLTRUN_PLANNER_H
+#ifndef MLT_PLANNER_PLANNER_H
+#define MLT_PLANNER_PLANNER_H
 
 #include "mlt/Analysis/Calibration.h"
 #include "mlt/Analysis/LayoutSpace.h"
@@ -58,7 +59,7 @@
 #include <string>
 #include <vector>
 
-namespace mlt::tool {
+namespace mlt {
 
 struct PlannerRequest {
   /// The options the user chose (precision, overlap, ...), which every
@@ -105,13 +106,82 @@ struct PlannerCompiler {
       whole;
 };
 
-/// Plans (see the top of this file), printing the ranking to stdout and
-/// progress to stderr; fails when no layout fits, naming the closest.
+/// What the planner found: the counts of the layouts weighed, the rule
+/// book's refusals by rule, and the fastest layouts that fit.
+struct PlannerReport {
+  /// The request: GPUs, global batch and sequence, and the memory limit
+  /// (PlannerRequest's arenaLimit, 0: none, and limitText).
+  int64_t gpus = 1;
+  int64_t globalBatch = 1;
+  int64_t seqLen = 1;
+  uint64_t arenaLimit = 0;
+  std::string limitText;
+  /// Where the calibration that priced the layouts comes from.
+  std::string calibrationSource;
+  /// Every layout enumerated; those the rule book refused; those compiled
+  /// (of them shallow, extrapolated to the model's depth), and how long
+  /// planning took.
+  size_t layouts = 0;
+  size_t refusedByRules = 0;
+  size_t compiled = 0;
+  size_t shallow = 0;
+  double seconds = 0.0;
+  /// The layouts the rule book accepted: those that fit, do not fit, the
+  /// compiler refused, and those left out as slower than the fifth fastest.
+  size_t fit = 0;
+  size_t tooLarge = 0;
+  size_t refusedByCompiler = 0;
+  size_t slower = 0;
+  /// A rule of the rule book: the layouts it refused first, and the first
+  /// of them with its refusal ("--tp 8 ...: <the refusal>").
+  struct RuleRefusals {
+    std::string rule;
+    size_t count = 0;
+    std::string first;
+  };
+  /// In the order the rules were first broken.
+  std::vector<RuleRefusals> rules;
+  /// A layout that fits, at the model's depth: its step (exact, or
+  /// estimated), largest arena, and what bounds its step.
+  struct Ranked {
+    Layout layout;
+    double step = 0.0;
+    bool exact = false;
+    uint64_t arena = 0;
+    cost::StepBound bound;
+  };
+  /// The fastest (at most five), fastest first: the first is the layout
+  /// chosen; empty when none fits.
+  std::vector<Ranked> fastest;
+  /// The other layouts that fit (confirmed or estimated), and the slowest
+  /// of them.
+  size_t more = 0;
+  Ranked slowest;
+};
+
+/// The report as mlt-run prints it: a line on the request, one on the
+/// counts, one per rule that refused layouts, then (when a layout fits)
+/// the fastest as a table, the others' count and "chose <layout>".
+std::string formatPlannerReport(const PlannerReport &report);
+
+/// What the planner tells as it goes.
+struct PlannerObserver {
+  /// A line on its progress, every few seconds ("planning: weighing, 8 of
+  /// 40 layouts, 5 s").
+  std::function<void(const std::string &line)> progress;
+  /// The report, once the layouts are ranked: before the chosen one is
+  /// compiled whole, and before the failure when none fits.
+  std::function<void(const PlannerReport &report)> ranked;
+};
+
+/// Plans (see the top of this file), telling `observer` its progress and
+/// its report; fails when no layout fits, naming the closest.
 StatusOr<PlannedLayout> planLayout(const PlannerRequest &request,
                                    const cost::Calibration &calibration,
                                    const std::string &calibrationSource,
-                                   const PlannerCompiler &compiler);
+                                   const PlannerCompiler &compiler,
+                                   const PlannerObserver &observer);
 
-} // namespace mlt::tool
+} // namespace mlt
 
-#endif // MLT_TOOLS_MLTRUN_PLANNER_H
+#endif // MLT_PLANNER_PLANNER_H

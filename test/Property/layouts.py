@@ -21,21 +21,30 @@ bucket sizes), and holds `mlt-run` to the rule book's promise:
 
 Tolerances. fp32: the layouts sum the same products in other orders (split
 over tp, dp and micro-batches), so results differ by f32 rounding: losses
-and gradient norms within 1e-5 relative (the HF fixtures' agreement), each
-gradient tensor within 1e-4 of its norm, each final weight within 1e-5 of
-what the two steps changed (as the fixtures measure final weights), a slice
-left out or updated twice missing by all of it. AdamW runs with eps 1e-5:
-its first steps move an element by lr * g / (|g| + eps), which for |g|
-near eps turns a rounding difference of g into one of the update (an
-element of |g| ~ 1e-8, the sum of terms that cancel, moved 0.5% of lr
-apart between two orders of summation with eps 1e-8); eps 1e-5 keeps that
-below the gradients' own agreement, and the elements that matter, |g| of
-1e-4 and more, are still normalized. bf16: activations
-and weight copies rounded to bf16 (8 bits of mantissa) at points that
-depend on the split, and gradients summed in other orders: losses within
-2e-2 relative (the fixtures' bf16 agreement), gradient norms within 5e-2,
-gradients within 0.1 of their norm and final weights within 1e-3 of theirs
-(a layout bug moves a whole slice by about 2e-2 of the weight).
+and step-1 gradient norms within 1e-5 relative (the HF fixtures'
+agreement), later gradient norms within 1e-4, each step-1 gradient tensor
+within 1e-4 of its norm, each final weight within 1e-3 of what the two
+steps changed (the fixtures' measure of final weights; a slice left out or
+updated twice misses by all of it). AdamW runs with eps 1e-5: its first
+steps move an element by lr * g / (|g| + eps), which for |g| near eps turns
+a rounding difference of g into one of the update (an element of |g| ~
+1e-8, the sum of terms that cancel, moved 0.5% of lr apart between two
+orders of summation with eps 1e-8); eps 1e-5 keeps that below the
+gradients' own agreement, and the elements that matter, |g| of 1e-4 and
+more, are still normalized.
+
+bf16: activations and weight copies are rounded to 8 bits of mantissa at
+points that depend on the split, and AdamW's first step (lr 1e-2 on a tiny
+model) amplifies that, so how far a layout may be from the one-rank bf16
+run is measured on the case itself: twice the distance of the one-rank
+bf16 run from the one-rank fp32 run, metric by metric, and at least 2e-2
+on losses (the fixtures' bf16 agreement), 5e-2 on step-1 gradient norms and
+gradients (computed from the same weights, and where a bf16 path's bug
+shows), 0.2 on later gradient norms and 0.5 on final weights against their
+update: one bf16 sample says little of that spread (measured: a step-2
+gradient norm of a tiny bf16 model 0.1% from fp32's, the same model at tp 2
+3.3% on one side and a tp 2 x dp 2 x pp 2 layout 5.4% on the other, whose
+fp32 run is fp32's within 1e-5).
 
 A failure prints the case (its seed, shape and flags, and the command to run
 it alone); the run exits 1 if any case fails. With a fixed --seed the cases
@@ -63,7 +72,7 @@ RULE_LINE = "mlt-run: error: "
 TOLERANCES = {
     "fp32": {"loss": 1e-5, "grad_norm": 1e-5, "grad_norm_later": 1e-4,
              "grads": 1e-4, "weights": 1e-3},
-    "bf16": {"loss": 2e-2, "grad_norm": 5e-2, "grad_norm_later": 5e-2,
+    "bf16": {"loss": 2e-2, "grad_norm": 5e-2, "grad_norm_later": 2e-1,
              "grads": 5e-2, "weights": 5e-1},
 }
 
@@ -239,11 +248,10 @@ def norm_diff(a, b):
     return math.sqrt(num) / max(math.sqrt(den), 1e-30)
 
 
-def compare(case, ref, out, init):
-    """(failure messages, worst figures) of the layout's run `out` against
-    the one-rank reference `ref` (directories holding log.jsonl,
-    grads.safetensors and final/), whose initial weights are `init`."""
-    tolerances = TOLERANCES[case.dtype]
+def compare(ref, out, init, tolerances):
+    """(failure messages, worst figures) of the run `out` against the run
+    `ref` (directories holding log.jsonl, grads.safetensors and final/),
+    whose initial weights are `init`, at `tolerances` (TOLERANCES' keys)."""
     worst = {key: 0.0 for key in tolerances}
     problems = []
     logs = []
@@ -355,7 +363,23 @@ def check_case(args, case):
         return "FAILED", ["the initial weights' run failed: " +
                           " | ".join(init_err.splitlines()[-3:])]
     init = read_safetensors(os.path.join(start, "final", "model.safetensors"))
-    problems, worst = compare(case, ref, out, init)
+    tolerances = dict(TOLERANCES[case.dtype])
+    if case.dtype == "bf16":
+        # bf16's own rounding in this case: the one-rank bf16 run against
+        # the one-rank fp32 run; a layout may differ from the bf16 one by
+        # twice that (and by the base tolerances at least).
+        exact = os.path.join(work, "one-rank-fp32")
+        os.makedirs(exact)
+        code, _, exact_err = run(train_command(args, model, data, case, exact,
+                                               []))
+        if code != 0:
+            return "FAILED", ["the fp32 one-rank run failed: " +
+                              " | ".join(exact_err.splitlines()[-3:])]
+        _, noise = compare(exact, ref, init,
+                           {key: math.inf for key in tolerances})
+        for key in tolerances:
+            tolerances[key] = max(tolerances[key], 2 * noise[key])
+    problems, worst = compare(ref, out, init, tolerances)
     figures = "worst: " + ", ".join(f"{k} {v:.2g}" for k, v in worst.items())
     if problems:
         return "FAILED", problems + [figures, " ".join(command)]

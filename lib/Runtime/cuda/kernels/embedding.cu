@@ -8,6 +8,7 @@
 #include "kernels/embedding.cuh"
 
 #include "CudaCheck.h"
+#include "mlt/Runtime/cpu/VocabShard.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -18,16 +19,14 @@ using namespace mlt::cuda;
 
 namespace {
 
-/// The shard must lie in the vocabulary (cpu/VocabShard.h's check).
+/// The shard must lie in the vocabulary (cpu/VocabShard.h's check, which the
+/// CPU kernels make too).
 Status checkShape(const char *kernel, int64_t tokens, int64_t vocabShard,
                   int64_t hidden, int64_t vocabOffset, int64_t vocabTotal) {
   if (tokens < 0 || hidden < 0)
     return errorf(kernel, ": negative size");
-  if (vocabShard < 0 || vocabOffset < 0 ||
-      vocabOffset > vocabTotal - vocabShard)
-    return errorf(kernel, ": the shard [", vocabOffset, ", ",
-                  vocabOffset + vocabShard,
-                  ") is not inside the vocabulary [0, ", vocabTotal, ")");
+  MLT_RETURN_IF_ERROR(
+      cpu::checkVocabShard(kernel, vocabShard, vocabOffset, vocabTotal));
   if (tokens > INT32_MAX || vocabShard >= INT32_MAX || vocabTotal > INT32_MAX)
     return errorf(kernel, ": more than 2^31 - 1 tokens or rows");
   return Status::ok();

@@ -332,16 +332,7 @@ const std::vector<LayoutOption> kOptions = {
      "between pp and the micro-batches)",
      S::Pipeline, P::Fixed, false, Count<&Layout::ppGroupSize, 1>::parse,
      Count<&Layout::ppGroupSize, 0>::print},
-    {"schedule", "NAME",
-     "the order of the micro-batches' forward and backward passes in a "
-     "step: 1f1b (the default with one chunk per stage; Megatron-Core's, "
-     "one forward and one backward in turn after a warm-up of P - s - 1 "
-     "forwards on stage s of P), gpipe (all forwards first, every "
-     "micro-batch's activations kept: the same results in more memory), "
-     "zb-h1 (the zero-bubble paper's: each backward split into B, input "
-     "gradients, and W, weight gradients, W deferred into the bubbles) or "
-     "interleaved (the default and only choice with vp: Megatron-Core's "
-     "interleaved 1F1B over the stages' chunks)",
+    {"schedule", "NAME", scheduleHelp(),
      S::Pipeline, P::Fixed, true, parseSchedule, printSchedule},
     {"dtype", "fp32|bf16",
      "compute precision (default fp32): bf16 computes on bf16 weight copies "

@@ -16,16 +16,18 @@ const std::vector<ScheduleTraits> &mlt::scheduleTable() {
       {ScheduleKind::OneFOneB, "1f1b", /*severalChunks=*/false,
        /*takesGroupSize=*/false, /*splitsWeightGradients=*/false,
        /*gradientsCompleteAtBackward=*/true,
-       "Megatron-Core's: one forward and one backward in turn after a "
-       "warm-up of P - s - 1 forwards on stage s of P"},
+       "the default with one chunk per stage; Megatron-Core's, one forward "
+       "and one backward in turn after a warm-up of P-s-1 forwards on stage "
+       "s of P"},
       {ScheduleKind::GPipe, "gpipe", false, false, false, true,
        "all forwards first, every micro-batch's activations kept: the same "
        "results in more memory"},
       {ScheduleKind::ZeroBubbleH1, "zb-h1", false, false, true, false,
-       "the zero-bubble paper's: each backward split into B (input "
-       "gradients) and W (weight gradients), W deferred into the bubbles"},
+       "the zero-bubble paper's: each backward split into B, input "
+       "gradients, and W, weight gradients, W deferred into the bubbles"},
       {ScheduleKind::Interleaved, "interleaved", true, true, false, false,
-       "Megatron-Core's interleaved 1F1B over the stages' model chunks"},
+       "the default and only choice with vp: Megatron-Core's interleaved "
+       "1F1B over the stages' chunks"},
   };
   return table;
 }
@@ -65,6 +67,21 @@ const char *mlt::scheduleNames() {
     return text;
   }();
   return names.c_str();
+}
+
+const char *mlt::scheduleHelp() {
+  static const std::string help = [] {
+    std::string text = "the order of the micro-batches' forward and backward "
+                       "passes in a step: ";
+    const std::vector<ScheduleTraits> &table = scheduleTable();
+    for (size_t i = 0; i < table.size(); ++i)
+      text += std::string(i == 0                  ? ""
+                          : i + 1 == table.size() ? " or "
+                                                  : ", ") +
+              table[i].name + " (" + table[i].summary + ")";
+    return text;
+  }();
+  return help.c_str();
 }
 
 ScheduleKind mlt::defaultSchedule(int64_t vp) {

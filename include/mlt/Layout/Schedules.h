@@ -58,7 +58,7 @@ struct ScheduleTraits {
   /// pass (B) ends on a stage, so that ZeRO-2 can reduce-scatter them there:
   /// not where W comes later, nor where a stage's chunks interleave.
   bool gradientsCompleteAtBackward;
-  /// One line for usage texts.
+  /// What it is, for usage texts (scheduleHelp).
   const char *summary;
 };
 
@@ -76,6 +76,8 @@ bool splitsWeightGradients(ScheduleKind kind);
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 /// "1f1b, gpipe, zb-h1 or interleaved": the names, for messages.
 const char *scheduleNames();
+/// The schedule option's help: every schedule by name with its summary.
+const char *scheduleHelp();
 /// The schedule a layout of `vp` model chunks per stage runs when it names
 /// none: 1f1b for one chunk, interleaved for several.
 ScheduleKind defaultSchedule(int64_t vp);

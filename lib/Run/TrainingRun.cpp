@@ -1,0 +1,707 @@
+//===- TrainingRun.cpp - a plan trained -----------------------------------===//
+//
+// Part of mlt. See TrainingRun.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Run/TrainingRun.h"
+
+#include "Distributed.h"
+#include "mlt/Analysis/StepReport.h"
+#include "mlt/Run/PlanSource.h"
+#include "mlt/Run/Prediction.h"
+#include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Executor.h"
+#include "mlt/Runtime/exec/HostMemory.h"
+#include "mlt/Runtime/exec/Profile.h"
+#include "mlt/Runtime/exec/RankGroup.h"
+#include "mlt/Runtime/exec/Trace.h"
+#include "mlt/Runtime/io/DataBlend.h"
+#include "mlt/Runtime/io/SafeTensors.h"
+#include "mlt/Runtime/io/TokenData.h"
+#include "mlt/Runtime/train/Checkpoint.h"
+#include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Runtime/train/Training.h"
+#include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/FormatBytes.h"
+
+#ifdef MLT_HAVE_CUDA
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#include "mlt/Runtime/cuda/NcclCommunicator.h"
+#endif
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+using namespace mlt;
+using namespace mlt::run;
+using namespace mlt::rt;
+
+namespace {
+
+/// Fails when `path` could not be written later (its folder missing or
+/// read-only, or a folder in its place), before the work that writes it.
+Status checkWritable(const std::string &path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    return errorf(path, ": cannot write (a directory is in its place)");
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out)
+    return errorf(path, ": cannot write (", std::strerror(errno), ")");
+  out.close();
+  std::remove(temporary.c_str());
+  return Status::ok();
+}
+
+/// "fp32", or "bf16 (f32 master weights)" for a mixed-precision plan (one
+/// whose parameters have compute copies).
+std::string describePrecision(const Plan &plan) {
+  for (const BufferDesc &buffer : plan.ranks.front().buffers)
+    if (buffer.kind == BufferKind::ParameterCopy)
+      return std::string(elementTypeName(buffer.dtype)) +
+             " (f32 master weights)";
+  return "fp32";
+}
+
+/// The signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP,
+/// SIGUSR1), or 0.
+std::atomic<int> stopSignal{0};
+
+extern "C" void askToStop(int signal) {
+  stopSignal.store(signal);
+  // A second one ends the process at once.
+  std::signal(signal, SIG_DFL);
+}
+
+/// "SIGTERM" for messages.
+const char *signalName(int signal) {
+  switch (signal) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP";
+  case SIGUSR1:
+    return "SIGUSR1";
+  }
+  return "a signal";
+}
+
+/// Writes a training checkpoint of `plan`'s state in `ranks` under `root`:
+/// rank 0's process begins and commits it, and in between every process
+/// writes its ranks' shards, all at once. Returns the checkpoint's
+/// directory (on every process).
+StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
+                                     const Plan &plan,
+                                     const TrainingCheckpoint &state,
+                                     int64_t keepLast, Distributed *dist) {
+#ifdef MLT_HAVE_CUDA
+  if (dist) {
+    auto agree = [&](Status status) {
+      return dist->session.agree(status).withContext("--save-checkpoint");
+    };
+    std::string dir;
+    Status begun = Status::ok();
+    if (dist->reports()) {
+      StatusOr<std::string> made = beginCheckpoint(root, state.step);
+      if (made)
+        dir = std::move(*made);
+      else
+        begun = made.takeStatus();
+    }
+    MLT_RETURN_IF_ERROR(agree(begun));
+    // The temporary directory's name, from rank 0's process.
+    uint64_t length = dir.size();
+    MLT_RETURN_IF_ERROR(dist->session.broadcast(&length, sizeof(length), 0));
+    dir.resize(size_t(length));
+    MLT_RETURN_IF_ERROR(dist->session.broadcast(dir.data(), dir.size(), 0));
+    StatusOr<uint64_t> written = writeCheckpointShards(ranks, plan, dir);
+    Status shards = agree(written ? Status::ok() : written.takeStatus());
+    if (!shards && dist->reports())
+      abandonCheckpoint(dir);
+    MLT_RETURN_IF_ERROR(shards);
+    StatusOr<std::string> saved =
+        dist->reports() ? commitCheckpoint(root, dir, plan, state, keepLast)
+                        : StatusOr<std::string>((std::filesystem::path(root) /
+                                                 checkpointDirName(state.step))
+                                                    .string());
+    if (!saved && dist->reports())
+      abandonCheckpoint(dir);
+    MLT_RETURN_IF_ERROR(agree(saved ? Status::ok() : saved.status()));
+    return saved;
+  }
+#else
+  (void)dist;
+#endif
+  StatusOr<std::string> saved =
+      saveTrainingCheckpoint(root, ranks, plan, state, keepLast);
+  if (!saved)
+    return saved.takeStatus().withContext("--save-checkpoint");
+  return saved;
+}
+
+/// What a run holds in host memory besides what it reads and writes a
+/// tensor at a time: on the CPU, the arenas of its ranks (every rank is in
+/// this process) and OpenBLAS's buffers.
+std::vector<HostMemoryUse> hostMemoryUses(const RunOptions &o,
+                                          const Plan &plan) {
+  if (o.device == "cuda")
+    return {};
+  uint64_t arenas = 0;
+  for (const RankPlan &rank : plan.ranks) // (saturating: sizes may be absurd)
+    arenas = arenas + rank.arenaBytes < arenas ? UINT64_MAX
+                                               : arenas + rank.arenaBytes;
+  return {
+      {plan.ranks.size() == 1
+           ? std::string("the arena")
+           : "the arenas of " + std::to_string(plan.ranks.size()) + " ranks",
+       arenas},
+      cpuBackendHostMemory()};
+}
+
+} // namespace
+
+Status mlt::run::train(const RunOptions &o, const Plan &plan,
+                       RunObserver &observer, Distributed *dist) {
+  const ModelInfo &model = plan.model;
+  uint64_t arenaBytes = 0; // the largest rank's
+  for (const RankPlan &rank : plan.ranks)
+    arenaBytes = std::max(arenaBytes, rank.arenaBytes);
+
+  if (!o.saveCheckpoint.empty() && model.hfConfig.empty())
+    return errorf("--save-checkpoint: the plan carries no HF config.json to "
+                  "save with the weights");
+  if (!o.saveHF.empty()) {
+    // Fail before training, not after it, when the checkpoint cannot be saved.
+    if (model.hfConfig.empty())
+      return errorf("--save-hf: the plan carries no HF config.json to save "
+                    "with the weights");
+    if (!nlohmann::json::accept(model.hfConfig))
+      return errorf("--save-hf: the plan's HF config is not valid JSON");
+  }
+
+  // With one process per GPU, every phase up to training ends with all
+  // processes agreeing on whether each succeeded (MpiBootstrap.h), so that a
+  // failure on one rank stops all of them before any waits for it.
+  // Rank 0's process prints, logs and saves; others only train.
+  const bool reports = !dist || dist->reports();
+  auto agree = [&](Status status) -> Status {
+#ifdef MLT_HAVE_CUDA
+    if (dist)
+      return dist->session.agree(status);
+#endif
+    return status;
+  };
+
+  // The data, every token id checked; a check of more than a few seconds
+  // (a large indexed dataset) says how far it is, every few seconds.
+  const auto openStart = std::chrono::steady_clock::now();
+  double lastProgress = 0;
+  auto progress = [&](const std::string &file, uint64_t done, uint64_t total) {
+    const double elapsed = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - openStart)
+                               .count();
+    if (!reports || elapsed < 2 || (elapsed - lastProgress < 5 && done < total))
+      return;
+    lastProgress = elapsed;
+    char figures[96];
+    std::snprintf(figures, sizeof figures, ": %.0f%% of %.2f GiB, %.0f s",
+                  100.0 * double(done) / double(total),
+                  double(total) / double(1ull << 30), elapsed);
+    observer.progress("checking the token ids of " + file + figures);
+  };
+  StatusOr<OpenedData> data = openTrainingData(
+      o.data.empty() ? std::vector<DataSourceSpec>{{1.0, defaultCorpusPath()}}
+                     : o.data,
+      model.seqLen, model.vocabSize, progress);
+  MLT_RETURN_IF_ERROR(agree(data ? Status::ok() : data.takeStatus()));
+
+  // Host memory, before the arenas take theirs (see HostMemory.h for what
+  // running short does instead of failing; the data is mapped, and counts
+  // against an address-space limit by now).
+  MLT_RETURN_IF_ERROR(agree(checkHostMemory(hostMemoryUses(o, plan))));
+
+#ifdef MLT_HAVE_CUDA
+  std::unique_ptr<Backend> backend =
+      o.device == "cuda"
+          ? createCudaBackend({o.matmulAlgorithms, o.tuneMatmuls})
+          : createCpuBackend();
+#else
+  std::unique_ptr<Backend> backend = createCpuBackend();
+#endif
+  StatusOr<std::unique_ptr<RankGroup>> ranks = errorf("no ranks were created");
+  if (!dist) {
+    ranks = RankGroup::create(plan, *backend);
+  } else {
+#ifdef MLT_HAVE_CUDA
+    // Every rank's communicators over the plan's mesh on its node-local GPU
+    // (Distributed.h). A rank whose init fails while others wait inside it
+    // cannot agree with them: after a while it gives up and aborts the job.
+    Status status = dist->connect(plan);
+    if (dist->session.timedOut())
+      dist->fatal(status);
+    MLT_RETURN_IF_ERROR(status);
+    ranks = RankGroup::createForRank(plan, uint32_t(dist->rank()), *backend,
+                                     dist->communicator.get());
+#endif
+  }
+  MLT_RETURN_IF_ERROR(agree(ranks ? Status::ok() : ranks.takeStatus()));
+
+  // The calibration that prices this run's launches (--calibration, or the
+  // one built in for this device), and the step it predicts; none while
+  // --calibrate measures the device.
+  const std::string deviceName = (**ranks).executor(0).device().deviceName();
+  std::optional<ChosenCalibration> calibration;
+  std::optional<Prediction> prediction;
+  // --calibrate: its file writable and, when there is one, of this device
+  // (rank 0's process writes it; every process agrees).
+  if (!o.calibrate.empty()) {
+    Status target = Status::ok();
+    if (reports)
+      target = checkCalibrationTarget(o.calibrate, std::string(backend->name()),
+                                      deviceName);
+    if (target && reports)
+      target = checkWritable(o.calibrate);
+    MLT_RETURN_IF_ERROR(agree(target));
+  }
+  if (o.calibrate.empty()) {
+    StatusOr<std::optional<ChosenCalibration>> found = chooseCalibration(
+        o.calibration, std::string(backend->name()), deviceName);
+    Status chosen = found ? Status::ok() : found.takeStatus();
+    if (chosen && *found) {
+      StatusOr<Prediction> predicted = predictStep(plan, (*found)->calibration);
+      if (!predicted) {
+        chosen = predicted.takeStatus();
+      } else {
+        calibration = std::move(**found);
+        prediction = std::move(*predicted);
+      }
+    }
+    MLT_RETURN_IF_ERROR(agree(chosen));
+  }
+
+  // Each process's ranks take theirs from a source of the whole plan's
+  // tensors (one process per GPU: every process reads it).
+  auto loadFrom = [&](const TensorSource &source, bool moments) -> Status {
+    if (moments)
+      return dist ? loadOptimizerState(**ranks, plan, source)
+                  : loadOptimizerState(**ranks, source);
+    return dist ? loadParameters(**ranks, plan, source)
+                : loadParameters(**ranks, source);
+  };
+  Status loaded = Status::ok();
+  if (!o.initFrom.empty() && isTrainingCheckpoint(o.initFrom)) {
+    // A training checkpoint's weights (not its moments or step): whatever
+    // layout saved it.
+    StatusOr<std::unique_ptr<CheckpointReader>> checkpoint =
+        CheckpointReader::open(o.initFrom);
+    loaded = checkpoint ? loadFrom((*checkpoint)->parameters(), false)
+                              .withContext(o.initFrom)
+                        : checkpoint.takeStatus();
+  } else if (!o.initFrom.empty()) {
+    StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
+    if (!tensors)
+      loaded = tensors.takeStatus();
+    else
+      loaded =
+          loadFrom(TensorMapSource(*tensors), false).withContext(o.initFrom);
+  } else if (o.resume.empty()) { // (--resume loads them below)
+    loaded = initializeParameters(**ranks, o.seed);
+  }
+  MLT_RETURN_IF_ERROR(agree(loaded));
+  // --resume: the checkpoint's weights and moments, in this plan's layout.
+  int64_t resumedStep = 0;
+  if (!o.resume.empty()) {
+    StatusOr<std::unique_ptr<CheckpointReader>> reader =
+        CheckpointReader::open(o.resume);
+    MLT_RETURN_IF_ERROR(agree(
+        reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
+    const TrainingCheckpoint *checkpoint = &(*reader)->state();
+    if (!model.hfConfig.empty() &&
+        nlohmann::json::parse(checkpoint->config, nullptr, false) !=
+            nlohmann::json::parse(model.hfConfig, nullptr, false))
+      return errorf("--resume ", o.resume,
+                    ": the checkpoint is of another "
+                    "model (its config.json differs from the plan's)");
+    // (without shuffling the seed orders nothing)
+    if (checkpoint->shuffle != o.shuffle ||
+        (o.shuffle && checkpoint->seed != o.seed))
+      return errorf("--resume ", o.resume, ": the checkpoint's data order is ",
+                    checkpoint->shuffle ? "shuffled with --seed " +
+                                              std::to_string(checkpoint->seed)
+                                        : std::string("--no-shuffle"),
+                    ", this run's ",
+                    o.shuffle ? "shuffled with --seed " + std::to_string(o.seed)
+                              : std::string("--no-shuffle"),
+                    "; pass the same to go on with the same data");
+    // (checkpoints that predate the data's description are not checked)
+    if (!checkpoint->data.empty()) {
+      Status same = checkSameData(checkpoint->data, data->description);
+      if (!same && !o.allowDataChange)
+        return errorf(
+            "--resume ", o.resume,
+            ": the checkpoint was trained on other data: ", same.message(),
+            "; pass its --data, or --allow-data-change to go on with this "
+            "data");
+      if (!same && reports)
+        observer.dataChanged(same.message());
+    }
+    if (checkpoint->step >= *o.steps)
+      return errorf("--resume ", o.resume, ": the checkpoint is at step ",
+                    checkpoint->step, ", --steps is ", *o.steps,
+                    ": nothing left to train");
+    // (With one process per GPU, every process reads the checkpoint and
+    // its ranks take theirs.)
+    Status resumed = loadFrom((*reader)->parameters(), false);
+    if (resumed)
+      resumed = loadFrom((*reader)->optimizerState(), true);
+    MLT_RETURN_IF_ERROR(
+        agree(std::move(resumed).withContext("--resume " + o.resume)));
+    resumedStep = checkpoint->step;
+    if (reports)
+      observer.resumed(o.resume, resumedStep, checkpoint->layout);
+  }
+
+  std::ofstream log;
+  Status logOpened = Status::ok();
+  if (!o.logJson.empty() && reports) {
+    log.open(o.logJson, std::ios::trunc);
+    if (!log)
+      logOpened = errorf(o.logJson, ": cannot write the JSON log (",
+                         std::strerror(errno), ")");
+  }
+  MLT_RETURN_IF_ERROR(agree(logOpened));
+  // Fail before training, not after it, when the trace cannot be written.
+  MLT_RETURN_IF_ERROR(agree(
+      o.trace.empty() || !reports ? Status::ok() : checkWritable(o.trace)));
+
+  TrainingOptions options;
+  options.steps = *o.steps;
+  options.schedule.kind = o.schedule == "cosine" ? LRScheduleKind::Cosine
+                                                 : LRScheduleKind::Constant;
+  options.schedule.lr = o.lr;
+  options.schedule.minLR = o.minLR;
+  options.schedule.warmup = o.warmup;
+  options.optimizer.beta1 = o.beta1;
+  options.optimizer.beta2 = o.beta2;
+  options.optimizer.eps = o.eps;
+  options.optimizer.weightDecay = o.weightDecay;
+  options.optimizer.maxGradNorm = o.clipGrad;
+  options.shuffle = o.shuffle;
+  options.seed = o.seed;
+  options.firstStep = resumedStep + 1;
+  options.reportingRank = reportingRank(plan);
+  StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::create(**ranks, model, *data->data, options);
+  MLT_RETURN_IF_ERROR(agree(trainer ? Status::ok() : trainer.takeStatus()));
+
+  if (reports) {
+    RunSummary summary;
+    summary.model = o.model;
+    summary.parameters = countParameters(plan);
+    summary.globalBatch = model.globalBatch();
+    summary.seqLen = model.seqLen;
+    summary.microbatches = model.microbatches;
+    summary.microBatch = model.microBatch;
+    summary.arenaBytes = arenaBytes;
+    summary.ranks = plan.ranks.size();
+    summary.mesh = describeMesh(plan);
+    summary.worldSize = plan.worldSize;
+#ifdef MLT_HAVE_CUDA
+    if (dist)
+      summary.ncclVersion = ncclLibraryVersion();
+#endif
+    summary.backend = std::string(backend->name());
+    summary.precision = describePrecision(plan);
+    summary.steps = options.steps;
+    summary.data = data->summary;
+    observer.started(summary);
+  }
+  if (reports && prediction)
+    observer.predicted(prediction->timeline.seconds(),
+                       cost::tokensPerStep(plan) /
+                           prediction->timeline.seconds(),
+                       calibration->source);
+
+  // A profile (--profile-step) is of this process's first rank, and only the
+  // reporting process (rank 0's) takes one; a trace (--trace) is of every
+  // rank, in every process.
+  const int64_t profiledStep =
+      o.profileStep ? *o.profileStep : std::min<int64_t>(2, options.steps);
+  std::vector<Executor *> profiled;
+  if (!o.trace.empty() || !o.calibrate.empty()) {
+    for (uint32_t i = 0; i < (**ranks).size(); ++i)
+      profiled.push_back(&(**ranks).executor(i));
+  } else if (o.profileStep && reports) {
+    profiled.push_back(&(**ranks).executor(0));
+  }
+  auto beginProfiles = [&]() -> Status {
+    for (Executor *executor : profiled)
+      MLT_RETURN_IF_ERROR(executor->beginProfile());
+    return Status::ok();
+  };
+  // --calibrate: the profiled step's launches of every rank, measured
+  // (rank 0's process).
+  std::optional<cost::Calibration> measuredCalibration;
+  auto endProfiles = [&]() -> Status {
+    // Each local rank's trace events (a JSON array each) and launches.
+    std::vector<std::string> events, launchTexts;
+    for (Executor *executor : profiled) {
+      StatusOr<std::vector<Executor::LaunchTime>> launches =
+          executor->endProfile();
+      if (!launches)
+        return launches.takeStatus();
+      if (o.profileStep && reports && executor == profiled.front())
+        observer.profiled(formatProfile(executor->rankPlan(), *launches));
+      if (!o.trace.empty())
+        events.push_back(traceEvents(executor->rankPlan(), *launches));
+      if (!o.calibrate.empty())
+        launchTexts.push_back(
+            launchesToText(executor->rankPlan().rank, *launches));
+    }
+#ifdef MLT_HAVE_CUDA
+    // One process per rank: rank 0's process gathers the others' events
+    // and launches.
+    if (dist) {
+      for (std::vector<std::string> *texts : {&events, &launchTexts}) {
+        if (texts->empty())
+          continue;
+        StatusOr<std::vector<std::string>> gathered =
+            dist->session.gather(texts->at(0), 0);
+        if (!gathered)
+          return gathered.takeStatus();
+        *texts = std::move(*gathered);
+      }
+    }
+#endif
+    if (!reports)
+      return Status::ok();
+    if (!o.calibrate.empty()) {
+      std::vector<std::vector<cost::MeasuredLaunch>> measured(
+          plan.ranks.size());
+      for (const std::string &text : launchTexts)
+        MLT_RETURN_IF_ERROR(launchesFromText(text, measured));
+      StatusOr<cost::Calibration> measuredHere = cost::measureCalibration(
+          plan, measured, deviceName, std::string(backend->name()));
+      if (!measuredHere)
+        return measuredHere.takeStatus().withContext("--calibrate");
+      measuredCalibration = std::move(*measuredHere);
+    }
+    if (o.trace.empty())
+      return Status::ok();
+    // The prediction's tracks below the measured ones.
+    if (prediction)
+      for (const RankPlan &rank : plan.ranks)
+        events.push_back(predictedTraceEvents(
+            rank, asLaunchTimes(prediction->timeline.ranks[rank.rank]),
+            plan.worldSize));
+    StatusOr<std::string> text = formatTrace(events);
+    if (!text)
+      return text.takeStatus();
+    MLT_RETURN_IF_ERROR(writeFileAtomically(o.trace, *text));
+    observer.traceWritten(profiledStep, o.trace);
+    return Status::ok();
+  };
+  if (!profiled.empty() && profiledStep == 1)
+    MLT_RETURN_IF_ERROR(beginProfiles());
+  // Whole tensors of the parameters or gradients: on rank 0 (gathered from
+  // the other processes when there are some); empty on other processes.
+  auto wholeTensors = [&](BufferKind kind) -> StatusOr<TensorMap> {
+    try {
+#ifdef MLT_HAVE_CUDA
+      if (dist)
+        return gatherParameterTensors(**ranks, plan, *dist->communicator, kind);
+#endif
+      return parameterTensors(**ranks, kind);
+    } catch (const std::bad_alloc &) {
+      // The whole model in f32 on one process: more than the host has.
+      return errorf("out of host memory assembling the whole ",
+                    kind == BufferKind::Parameter ? "weights" : "gradients",
+                    " (", formatBytes(uint64_t(countParameters(plan)) * 4),
+                    " of f32) on one process",
+                    o.saveCheckpoint.empty()
+                        ? ""
+                        : "; the training checkpoint under " +
+                              o.saveCheckpoint +
+                              " holds them (mlt-checkpoint to-hf writes an "
+                              "HF checkpoint a tensor at a time)");
+    }
+  };
+  // Each reported step's time, to compare with the prediction.
+  std::vector<std::pair<int64_t, double>> stepTimes;
+  auto reportStep = [&](const StepMetrics &m) -> Status {
+    stepTimes.emplace_back(m.step, m.seconds);
+    observer.step(m, options.steps);
+    if (log.is_open()) {
+      nlohmann::json line = {{"step", m.step},
+                             {"loss", m.loss},
+                             {"grad_norm", m.gradNorm},
+                             {"lr", m.lr},
+                             {"tokens_per_s", m.tokensPerSecond},
+                             {"step_time_s", m.seconds},
+                             {"tokens", m.tokens}};
+      log << line.dump() << "\n";
+      log.flush();
+      if (!log)
+        return errorf(o.logJson, ": write failed");
+    }
+    return Status::ok();
+  };
+  // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP, SIGUSR1: the
+  // current step ends, a checkpoint is written (with --save-checkpoint),
+  // and the run stops with a line saying so. With one process per GPU, a
+  // signal that reaches any process stops them all after the same step:
+  // they agree on it after every step. (Open MPI's mpirun answers SIGTERM
+  // by killing them at once: the ranks are to be signalled.)
+  int64_t stoppedAfter = 0;
+  std::string stoppedCheckpoint;
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+    std::signal(signal, askToStop);
+  Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
+    StepMetrics m = measured;
+#ifdef MLT_HAVE_CUDA
+    // Under pipeline parallelism the loss is the last stage's: its first
+    // rank's process sends it to rank 0's, which reports.
+    if (dist && options.reportingRank != 0) {
+      if (dist->rank() == int(options.reportingRank))
+        MLT_RETURN_IF_ERROR(
+            dist->communicator->send(0, &m.loss, sizeof(m.loss)));
+      else if (reports)
+        MLT_RETURN_IF_ERROR(dist->communicator->receive(
+            int(options.reportingRank), &m.loss, sizeof(m.loss)));
+    }
+#endif
+    if (m.step == 1 && !o.dumpGrads.empty()) {
+      StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
+      if (!grads)
+        return grads.takeStatus();
+      if (reports)
+        MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
+    }
+    if (reports)
+      MLT_RETURN_IF_ERROR(reportStep(m));
+      // A checkpoint every --save-every steps, at the end, and where a signal
+      // stops the run.
+#ifdef MLT_HAVE_CUDA
+    if (dist) {
+      StatusOr<int> anyStop = dist->session.maxOf(stopSignal.load());
+      if (!anyStop)
+        return anyStop.takeStatus();
+      if (*anyStop && !stopSignal.load())
+        stopSignal.store(*anyStop);
+    }
+#endif
+    const bool stopping = stopSignal.load() && m.step < options.steps;
+    if (!o.saveCheckpoint.empty() &&
+        (stopping || m.step == options.steps ||
+         (o.saveEvery && m.step % *o.saveEvery == 0))) {
+      TrainingCheckpoint checkpoint;
+      checkpoint.step = m.step;
+      checkpoint.seed = o.seed;
+      checkpoint.shuffle = o.shuffle;
+      checkpoint.data = data->description;
+      checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
+      checkpoint.config = model.hfConfig;
+      StatusOr<std::string> saved =
+          saveCheckpoint(o.saveCheckpoint, **ranks, plan, checkpoint,
+                         o.keepLast.value_or(0), dist);
+      if (!saved)
+        return saved.takeStatus();
+      if (reports)
+        observer.checkpointSaved(*saved);
+      stoppedCheckpoint = *saved;
+    }
+    // --save-hf-every: the weights as an HF checkpoint (the end's is
+    // written below, after the last step).
+    if (o.saveHFEvery && m.step % *o.saveHFEvery == 0 &&
+        m.step < options.steps) {
+      StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
+      if (!tensors)
+        return tensors.takeStatus();
+      if (reports) {
+        MLT_RETURN_IF_ERROR(
+            writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
+                .withContext("--save-hf"));
+        observer.hfSaved(o.saveHF, m.step);
+      }
+    }
+    if (stopping) {
+      stoppedAfter = m.step;
+      return errorf("stopped by ", signalName(stopSignal.load()));
+    }
+    // Every process takes part in a trace (the events are gathered).
+    if (!profiled.empty() && m.step == profiledStep)
+      return endProfiles();
+    if (!profiled.empty() && m.step + 1 == profiledStep)
+      return beginProfiles();
+    return Status::ok();
+  });
+  // From here on the ranks are in collectives: a failing rank ends the job.
+  if (!status && dist && stoppedAfter == 0)
+    dist->fatal(status);
+  if (!status && stoppedAfter > 0) {
+    if (!reports)
+      return Status::ok();
+    observer.stopped(signalName(stopSignal.load()), stoppedAfter, options.steps,
+                     stoppedCheckpoint.empty() ? "" : o.saveCheckpoint);
+    return Status::ok();
+  }
+  MLT_RETURN_IF_ERROR(status);
+
+  // The measured step: the median over the steps but the run's first
+  // (which sets libraries up and captures graphs) and the profiled one.
+  std::vector<double> measuredSteps;
+  for (const auto &[step, seconds] : stepTimes)
+    if (step != options.firstStep &&
+        !(!profiled.empty() && step == profiledStep))
+      measuredSteps.push_back(seconds);
+  if (reports && prediction && !measuredSteps.empty()) {
+    const double measured = cost::median(measuredSteps);
+    const double predicted = prediction->timeline.seconds();
+    observer.stepTimeCompared(measured, measuredSteps.size(), predicted);
+  }
+  if (reports && !o.calibrate.empty()) {
+    if (!measuredCalibration || measuredSteps.empty())
+      return errorf("--calibrate: no step was profiled, or none measured "
+                    "besides the first and the profiled one (steps ",
+                    options.firstStep, " to ", options.steps, ", step ",
+                    profiledStep, " profiled)");
+    StatusOr<CalibrationWritten> written = finishCalibration(
+        plan, std::move(*measuredCalibration), cost::median(measuredSteps),
+        o.calibrate, writeFileAtomically);
+    if (!written)
+      return written.takeStatus();
+    observer.calibrationWritten(*written);
+  }
+
+  if (!o.saveHF.empty()) {
+    StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
+    if (!tensors && dist)
+      dist->fatal(tensors.status());
+    if (!tensors)
+      return tensors.takeStatus();
+    // Only rank 0 writes; the processes agree on the result when they end.
+    if (reports) {
+      MLT_RETURN_IF_ERROR(
+          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
+      observer.hfSaved(o.saveHF, std::nullopt);
+    }
+  }
+  return Status::ok();
+}

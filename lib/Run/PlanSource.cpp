@@ -65,7 +65,6 @@ StatusOr<CompileOptions> compileOptionsOf(const RunOptions &o,
 #endif
   return compile;
 }
-#endif
 
 /// A refusal by the rule book: every rule broken, a line each.
 Status refusal(const std::vector<Violation> &violations) {
@@ -74,6 +73,7 @@ Status refusal(const std::vector<Violation> &violations) {
     text += (text.empty() ? "" : "\n") + violation.text();
   return Status::error(text);
 }
+#endif
 
 /// The compute precision of `plan`: bf16 where its parameters have bf16
 /// compute copies.

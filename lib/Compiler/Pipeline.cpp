@@ -161,7 +161,8 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
         switches.emplace_back(*this, option.name, llvm::cl::desc(option.help),
                               llvm::cl::init(false));
       else
-        values.emplace_back(*this, option.name, llvm::cl::desc(option.help));
+        values.emplace_back(*this, option.name, llvm::cl::desc(option.help),
+                            llvm::cl::value_desc(option.value));
     }
   }
 

@@ -175,15 +175,180 @@ std::vector<HostMemoryUse> hostMemoryUses(const RunOptions &o,
       cpuBackendHostMemory()};
 }
 
-} // namespace
+/// One call of `train`: its phases, which `train` calls in order, and the
+/// state they hand on to each other. With one process per GPU, every phase
+/// up to training ends with all processes agreeing on whether it succeeded
+/// (agree), and rank 0's process prints, logs and saves (`reports`); the
+/// others only train.
+class TrainingSession {
+public:
+  TrainingSession(const RunOptions &o, const Plan &plan, RunObserver &observer,
+                  Distributed *dist)
+      : o(o), plan(plan), model(plan.model), observer(observer), dist(dist),
+        reports(!dist || dist->reports()) {}
 
-Status mlt::run::train(const RunOptions &o, const Plan &plan,
-                       RunObserver &observer, Distributed *dist) {
-  const ModelInfo &model = plan.model;
-  uint64_t arenaBytes = 0; // the largest rank's
-  for (const RankPlan &rank : plan.ranks)
-    arenaBytes = std::max(arenaBytes, rank.arenaBytes);
+  /// --save-checkpoint, --save-hf: fails when the plan carries no HF
+  /// config.json to save with the weights (or, for --save-hf, one that is
+  /// not JSON), before any work.
+  Status checkHFConfig() const;
 
+  /// --data (or the default corpus): the data, every token id checked.
+  Status openData();
+
+  /// Fails when the run would not fit in the host's memory.
+  Status checkHostMemory();
+
+  /// --device (--matmul-algorithms, --tune-matmuls): the backend and this
+  /// process's ranks (every rank, or with one process per GPU its one rank,
+  /// connected to the others).
+  Status createRanks();
+
+  /// --calibrate: checks its file; else --calibration (or the calibration
+  /// built in for this device): the calibration and the step it predicts.
+  Status chooseCalibration();
+
+  /// --init-from (a training checkpoint's weights or an HF checkpoint's),
+  /// or weights initialized from --seed; none with --resume, which loads
+  /// them.
+  Status loadWeights();
+
+  /// --resume: checks the checkpoint against this run (the model, the data
+  /// order of --shuffle and --seed, the data unless --allow-data-change,
+  /// --steps), then loads its weights and AdamW's moments.
+  Status resume();
+
+  /// --log-json: opens the JSON log; --trace: checks it can be written.
+  Status openOutputs();
+
+  /// The trainer, with the steps after the resumed one up to --steps, the
+  /// learning rate's schedule, AdamW's options, --shuffle and --seed.
+  Status createTrainer();
+
+  /// Tells the observer what the run trains and, with a calibration, the
+  /// step it predicts (rank 0's process).
+  void reportStart();
+
+  /// --profile-step, --trace, --calibrate: which executors are profiled,
+  /// and their profiles begun when step 1 is the profiled one.
+  Status setUpProfiles();
+
+  /// Runs the steps, each followed by afterStep; a signal stops the run
+  /// after the current step.
+  Status runSteps();
+
+  /// Whether a signal stopped the run (which runSteps reported); there is
+  /// then nothing left to do.
+  bool stopped() const { return stoppedBySignal; }
+
+  /// Tells the observer the measured step's time beside the predicted one.
+  void compareStepTime() const;
+
+  /// --calibrate: writes the calibration measured on the profiled step.
+  Status finishCalibration();
+
+  /// --save-hf: writes the trained weights as an HF checkpoint.
+  Status saveHF();
+
+private:
+  /// `status`, agreed on by every process when there are several: a
+  /// failure on one rank stops all of them before any waits for it
+  /// (MpiBootstrap.h).
+  Status agree(Status status);
+
+  /// Each process's ranks take theirs from a source of the whole plan's
+  /// tensors (one process per GPU: every process reads it).
+  Status loadFrom(const TensorSource &source, bool moments);
+
+  /// Whole tensors of the parameters or gradients: on rank 0 (gathered from
+  /// the other processes when there are some); empty on other processes.
+  StatusOr<TensorMap> wholeTensors(BufferKind kind);
+
+  /// What follows each step, in order: the loss to the reporting process,
+  /// --dump-grads, the report and the log, the checkpoints, the HF
+  /// checkpoints, a stop, the profiles.
+  Status afterStep(const StepMetrics &measured);
+
+  /// Under pipeline parallelism the loss is the last stage's: its first
+  /// rank's process sends it to rank 0's, which reports.
+  Status forwardLoss(StepMetrics &m);
+
+  /// --dump-grads: the gradients of step 1, whole, written by rank 0's
+  /// process.
+  Status dumpGradsAt(int64_t step);
+
+  /// Reports the step and appends it to the JSON log (--log-json); keeps its
+  /// time to compare with the prediction.
+  Status logStep(const StepMetrics &m);
+
+  /// With one process per GPU: takes the signal that reached any process
+  /// as this one's, so that all stop after the same step (see runSteps).
+  Status agreeOnStop();
+
+  /// --save-checkpoint: a checkpoint every --save-every steps (keeping
+  /// --keep-last), at the end, and where a signal stops the run.
+  Status saveCheckpointsAt(int64_t step, bool stopping);
+
+  /// --save-hf-every: the weights as an HF checkpoint (the end's is written
+  /// by saveHF, after the last step).
+  Status saveHFAt(int64_t step);
+
+  /// Begins the profiles of the profiled executors.
+  Status beginProfiles();
+
+  /// Ends the profiles: --profile-step's profile reported, --trace's trace
+  /// written, --calibrate's launches measured (every process takes part;
+  /// rank 0's process gathers the others' events and launches).
+  Status endProfiles();
+
+  /// The measured step: the median over the steps but the run's first
+  /// (which sets libraries up and captures graphs) and the profiled one.
+  std::vector<double> measuredStepTimes() const;
+
+  const RunOptions &o;
+  const Plan &plan;
+  const ModelInfo &model;
+  RunObserver &observer;
+  Distributed *dist;
+  /// Whether this process reports (rank 0's, or the only one).
+  const bool reports;
+
+  // (Declared so that each is destroyed before what it holds: the trainer
+  // holds the ranks and the data, and the ranks the backend.)
+  std::optional<OpenedData> data;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<RankGroup> ranks;
+  std::string deviceName;
+  /// chooseCalibration's calibration and the step it predicts (none with
+  /// --calibrate).
+  std::optional<ChosenCalibration> calibration;
+  std::optional<Prediction> prediction;
+  int64_t resumedStep = 0;
+  std::ofstream log;
+  TrainingOptions options;
+  std::unique_ptr<Trainer> trainer;
+  int64_t profiledStep = 0;
+  std::vector<Executor *> profiled;
+  /// --calibrate: the profiled step's launches of every rank, measured
+  /// (rank 0's process).
+  std::optional<cost::Calibration> measuredCalibration;
+  /// Each reported step's time, to compare with the prediction.
+  std::vector<std::pair<int64_t, double>> stepTimes;
+  /// The step after which a signal stopped the run, the last checkpoint
+  /// written (empty: none), and whether runSteps reported the stop.
+  int64_t stoppedAfter = 0;
+  std::string stoppedCheckpoint;
+  bool stoppedBySignal = false;
+};
+
+Status TrainingSession::agree(Status status) {
+#ifdef MLT_HAVE_CUDA
+  if (dist)
+    return dist->session.agree(status);
+#endif
+  return status;
+}
+
+Status TrainingSession::checkHFConfig() const {
   if (!o.saveCheckpoint.empty() && model.hfConfig.empty())
     return errorf("--save-checkpoint: the plan carries no HF config.json to "
                   "save with the weights");
@@ -195,20 +360,10 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     if (!nlohmann::json::accept(model.hfConfig))
       return errorf("--save-hf: the plan's HF config is not valid JSON");
   }
+  return Status::ok();
+}
 
-  // With one process per GPU, every phase up to training ends with all
-  // processes agreeing on whether each succeeded (MpiBootstrap.h), so that a
-  // failure on one rank stops all of them before any waits for it.
-  // Rank 0's process prints, logs and saves; others only train.
-  const bool reports = !dist || dist->reports();
-  auto agree = [&](Status status) -> Status {
-#ifdef MLT_HAVE_CUDA
-    if (dist)
-      return dist->session.agree(status);
-#endif
-    return status;
-  };
-
+Status TrainingSession::openData() {
   // The data, every token id checked; a check of more than a few seconds
   // (a large indexed dataset) says how far it is, every few seconds.
   const auto openStart = std::chrono::steady_clock::now();
@@ -226,28 +381,34 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
                   double(total) / double(1ull << 30), elapsed);
     observer.progress("checking the token ids of " + file + figures);
   };
-  StatusOr<OpenedData> data = openTrainingData(
+  StatusOr<OpenedData> opened = openTrainingData(
       o.data.empty() ? std::vector<DataSourceSpec>{{1.0, defaultCorpusPath()}}
                      : o.data,
       model.seqLen, model.vocabSize, progress);
-  MLT_RETURN_IF_ERROR(agree(data ? Status::ok() : data.takeStatus()));
+  MLT_RETURN_IF_ERROR(agree(opened ? Status::ok() : opened.takeStatus()));
+  data = std::move(*opened);
+  return Status::ok();
+}
 
+Status TrainingSession::checkHostMemory() {
   // Host memory, before the arenas take theirs (see HostMemory.h for what
   // running short does instead of failing; the data is mapped, and counts
   // against an address-space limit by now).
-  MLT_RETURN_IF_ERROR(agree(checkHostMemory(hostMemoryUses(o, plan))));
+  return agree(rt::checkHostMemory(hostMemoryUses(o, plan)));
+}
 
+Status TrainingSession::createRanks() {
 #ifdef MLT_HAVE_CUDA
-  std::unique_ptr<Backend> backend =
-      o.device == "cuda"
-          ? createCudaBackend({o.matmulAlgorithms, o.tuneMatmuls})
-          : createCpuBackend();
+  backend = o.device == "cuda"
+                ? createCudaBackend({o.matmulAlgorithms, o.tuneMatmuls})
+                : createCpuBackend();
 #else
-  std::unique_ptr<Backend> backend = createCpuBackend();
+  backend = createCpuBackend();
 #endif
-  StatusOr<std::unique_ptr<RankGroup>> ranks = errorf("no ranks were created");
+  StatusOr<std::unique_ptr<RankGroup>> created =
+      errorf("no ranks were created");
   if (!dist) {
-    ranks = RankGroup::create(plan, *backend);
+    created = RankGroup::create(plan, *backend);
   } else {
 #ifdef MLT_HAVE_CUDA
     // Every rank's communicators over the plan's mesh on its node-local GPU
@@ -257,18 +418,20 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     if (dist->session.timedOut())
       dist->fatal(status);
     MLT_RETURN_IF_ERROR(status);
-    ranks = RankGroup::createForRank(plan, uint32_t(dist->rank()), *backend,
-                                     dist->communicator.get());
+    created = RankGroup::createForRank(plan, uint32_t(dist->rank()), *backend,
+                                       dist->communicator.get());
 #endif
   }
-  MLT_RETURN_IF_ERROR(agree(ranks ? Status::ok() : ranks.takeStatus()));
+  MLT_RETURN_IF_ERROR(agree(created ? Status::ok() : created.takeStatus()));
+  ranks = std::move(*created);
+  return Status::ok();
+}
 
+Status TrainingSession::chooseCalibration() {
   // The calibration that prices this run's launches (--calibration, or the
   // one built in for this device), and the step it predicts; none while
   // --calibrate measures the device.
-  const std::string deviceName = (**ranks).executor(0).device().deviceName();
-  std::optional<ChosenCalibration> calibration;
-  std::optional<Prediction> prediction;
+  deviceName = ranks->executor(0).device().deviceName();
   // --calibrate: its file writable and, when there is one, of this device
   // (rank 0's process writes it; every process agrees).
   if (!o.calibrate.empty()) {
@@ -281,7 +444,7 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     MLT_RETURN_IF_ERROR(agree(target));
   }
   if (o.calibrate.empty()) {
-    StatusOr<std::optional<ChosenCalibration>> found = chooseCalibration(
+    StatusOr<std::optional<ChosenCalibration>> found = run::chooseCalibration(
         o.calibration, std::string(backend->name()), deviceName);
     Status chosen = found ? Status::ok() : found.takeStatus();
     if (chosen && *found) {
@@ -295,16 +458,18 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     }
     MLT_RETURN_IF_ERROR(agree(chosen));
   }
+  return Status::ok();
+}
 
-  // Each process's ranks take theirs from a source of the whole plan's
-  // tensors (one process per GPU: every process reads it).
-  auto loadFrom = [&](const TensorSource &source, bool moments) -> Status {
-    if (moments)
-      return dist ? loadOptimizerState(**ranks, plan, source)
-                  : loadOptimizerState(**ranks, source);
-    return dist ? loadParameters(**ranks, plan, source)
-                : loadParameters(**ranks, source);
-  };
+Status TrainingSession::loadFrom(const TensorSource &source, bool moments) {
+  if (moments)
+    return dist ? loadOptimizerState(*ranks, plan, source)
+                : loadOptimizerState(*ranks, source);
+  return dist ? loadParameters(*ranks, plan, source)
+              : loadParameters(*ranks, source);
+}
+
+Status TrainingSession::loadWeights() {
   Status loaded = Status::ok();
   if (!o.initFrom.empty() && isTrainingCheckpoint(o.initFrom)) {
     // A training checkpoint's weights (not its moments or step): whatever
@@ -322,63 +487,67 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
       loaded =
           loadFrom(TensorMapSource(*tensors), false).withContext(o.initFrom);
   } else if (o.resume.empty()) { // (--resume loads them below)
-    loaded = initializeParameters(**ranks, o.seed);
+    loaded = initializeParameters(*ranks, o.seed);
   }
-  MLT_RETURN_IF_ERROR(agree(loaded));
-  // --resume: the checkpoint's weights and moments, in this plan's layout.
-  int64_t resumedStep = 0;
-  if (!o.resume.empty()) {
-    StatusOr<std::unique_ptr<CheckpointReader>> reader =
-        CheckpointReader::open(o.resume);
-    MLT_RETURN_IF_ERROR(agree(
-        reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
-    const TrainingCheckpoint *checkpoint = &(*reader)->state();
-    if (!model.hfConfig.empty() &&
-        nlohmann::json::parse(checkpoint->config, nullptr, false) !=
-            nlohmann::json::parse(model.hfConfig, nullptr, false))
-      return errorf("--resume ", o.resume,
-                    ": the checkpoint is of another "
-                    "model (its config.json differs from the plan's)");
-    // (without shuffling the seed orders nothing)
-    if (checkpoint->shuffle != o.shuffle ||
-        (o.shuffle && checkpoint->seed != o.seed))
-      return errorf("--resume ", o.resume, ": the checkpoint's data order is ",
-                    checkpoint->shuffle ? "shuffled with --seed " +
-                                              std::to_string(checkpoint->seed)
-                                        : std::string("--no-shuffle"),
-                    ", this run's ",
-                    o.shuffle ? "shuffled with --seed " + std::to_string(o.seed)
-                              : std::string("--no-shuffle"),
-                    "; pass the same to go on with the same data");
-    // (checkpoints that predate the data's description are not checked)
-    if (!checkpoint->data.empty()) {
-      Status same = checkSameData(checkpoint->data, data->description);
-      if (!same && !o.allowDataChange)
-        return errorf(
-            "--resume ", o.resume,
-            ": the checkpoint was trained on other data: ", same.message(),
-            "; pass its --data, or --allow-data-change to go on with this "
-            "data");
-      if (!same && reports)
-        observer.dataChanged(same.message());
-    }
-    if (checkpoint->step >= *o.steps)
-      return errorf("--resume ", o.resume, ": the checkpoint is at step ",
-                    checkpoint->step, ", --steps is ", *o.steps,
-                    ": nothing left to train");
-    // (With one process per GPU, every process reads the checkpoint and
-    // its ranks take theirs.)
-    Status resumed = loadFrom((*reader)->parameters(), false);
-    if (resumed)
-      resumed = loadFrom((*reader)->optimizerState(), true);
-    MLT_RETURN_IF_ERROR(
-        agree(std::move(resumed).withContext("--resume " + o.resume)));
-    resumedStep = checkpoint->step;
-    if (reports)
-      observer.resumed(o.resume, resumedStep, checkpoint->layout);
-  }
+  return agree(loaded);
+}
 
-  std::ofstream log;
+Status TrainingSession::resume() {
+  // --resume: the checkpoint's weights and moments, in this plan's layout.
+  if (o.resume.empty())
+    return Status::ok();
+  StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      CheckpointReader::open(o.resume);
+  MLT_RETURN_IF_ERROR(agree(
+      reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
+  const TrainingCheckpoint *checkpoint = &(*reader)->state();
+  if (!model.hfConfig.empty() &&
+      nlohmann::json::parse(checkpoint->config, nullptr, false) !=
+          nlohmann::json::parse(model.hfConfig, nullptr, false))
+    return errorf("--resume ", o.resume,
+                  ": the checkpoint is of another "
+                  "model (its config.json differs from the plan's)");
+  // (without shuffling the seed orders nothing)
+  if (checkpoint->shuffle != o.shuffle ||
+      (o.shuffle && checkpoint->seed != o.seed))
+    return errorf("--resume ", o.resume, ": the checkpoint's data order is ",
+                  checkpoint->shuffle ? "shuffled with --seed " +
+                                            std::to_string(checkpoint->seed)
+                                      : std::string("--no-shuffle"),
+                  ", this run's ",
+                  o.shuffle ? "shuffled with --seed " + std::to_string(o.seed)
+                            : std::string("--no-shuffle"),
+                  "; pass the same to go on with the same data");
+  // (checkpoints that predate the data's description are not checked)
+  if (!checkpoint->data.empty()) {
+    Status same = checkSameData(checkpoint->data, data->description);
+    if (!same && !o.allowDataChange)
+      return errorf(
+          "--resume ", o.resume,
+          ": the checkpoint was trained on other data: ", same.message(),
+          "; pass its --data, or --allow-data-change to go on with this "
+          "data");
+    if (!same && reports)
+      observer.dataChanged(same.message());
+  }
+  if (checkpoint->step >= *o.steps)
+    return errorf("--resume ", o.resume, ": the checkpoint is at step ",
+                  checkpoint->step, ", --steps is ", *o.steps,
+                  ": nothing left to train");
+  // (With one process per GPU, every process reads the checkpoint and
+  // its ranks take theirs.)
+  Status resumed = loadFrom((*reader)->parameters(), false);
+  if (resumed)
+    resumed = loadFrom((*reader)->optimizerState(), true);
+  MLT_RETURN_IF_ERROR(
+      agree(std::move(resumed).withContext("--resume " + o.resume)));
+  resumedStep = checkpoint->step;
+  if (reports)
+    observer.resumed(o.resume, resumedStep, checkpoint->layout);
+  return Status::ok();
+}
+
+Status TrainingSession::openOutputs() {
   Status logOpened = Status::ok();
   if (!o.logJson.empty() && reports) {
     log.open(o.logJson, std::ios::trunc);
@@ -388,10 +557,11 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
   }
   MLT_RETURN_IF_ERROR(agree(logOpened));
   // Fail before training, not after it, when the trace cannot be written.
-  MLT_RETURN_IF_ERROR(agree(
-      o.trace.empty() || !reports ? Status::ok() : checkWritable(o.trace)));
+  return agree(o.trace.empty() || !reports ? Status::ok()
+                                           : checkWritable(o.trace));
+}
 
-  TrainingOptions options;
+Status TrainingSession::createTrainer() {
   options.steps = *o.steps;
   options.schedule.kind = o.schedule == "cosine" ? LRScheduleKind::Cosine
                                                  : LRScheduleKind::Constant;
@@ -407,11 +577,18 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
   options.seed = o.seed;
   options.firstStep = resumedStep + 1;
   options.reportingRank = reportingRank(plan);
-  StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::create(**ranks, model, *data->data, options);
-  MLT_RETURN_IF_ERROR(agree(trainer ? Status::ok() : trainer.takeStatus()));
+  StatusOr<std::unique_ptr<Trainer>> created =
+      Trainer::create(*ranks, model, *data->data, options);
+  MLT_RETURN_IF_ERROR(agree(created ? Status::ok() : created.takeStatus()));
+  trainer = std::move(*created);
+  return Status::ok();
+}
 
+void TrainingSession::reportStart() {
   if (reports) {
+    uint64_t arenaBytes = 0; // the largest rank's
+    for (const RankPlan &rank : plan.ranks)
+      arenaBytes = std::max(arenaBytes, rank.arenaBytes);
     RunSummary summary;
     summary.model = o.model;
     summary.parameters = countParameters(plan);
@@ -438,258 +615,290 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
                        cost::tokensPerStep(plan) /
                            prediction->timeline.seconds(),
                        calibration->source);
+}
 
+Status TrainingSession::setUpProfiles() {
   // A profile (--profile-step) is of this process's first rank, and only the
   // reporting process (rank 0's) takes one; a trace (--trace) is of every
   // rank, in every process.
-  const int64_t profiledStep =
+  profiledStep =
       o.profileStep ? *o.profileStep : std::min<int64_t>(2, options.steps);
-  std::vector<Executor *> profiled;
   if (!o.trace.empty() || !o.calibrate.empty()) {
-    for (uint32_t i = 0; i < (**ranks).size(); ++i)
-      profiled.push_back(&(**ranks).executor(i));
+    for (uint32_t i = 0; i < ranks->size(); ++i)
+      profiled.push_back(&ranks->executor(i));
   } else if (o.profileStep && reports) {
-    profiled.push_back(&(**ranks).executor(0));
+    profiled.push_back(&ranks->executor(0));
   }
-  auto beginProfiles = [&]() -> Status {
-    for (Executor *executor : profiled)
-      MLT_RETURN_IF_ERROR(executor->beginProfile());
-    return Status::ok();
-  };
-  // --calibrate: the profiled step's launches of every rank, measured
-  // (rank 0's process).
-  std::optional<cost::Calibration> measuredCalibration;
-  auto endProfiles = [&]() -> Status {
-    // Each local rank's trace events (a JSON array each) and launches.
-    std::vector<std::string> events, launchTexts;
-    for (Executor *executor : profiled) {
-      StatusOr<std::vector<Executor::LaunchTime>> launches =
-          executor->endProfile();
-      if (!launches)
-        return launches.takeStatus();
-      if (o.profileStep && reports && executor == profiled.front())
-        observer.profiled(formatProfile(executor->rankPlan(), *launches));
-      if (!o.trace.empty())
-        events.push_back(traceEvents(executor->rankPlan(), *launches));
-      if (!o.calibrate.empty())
-        launchTexts.push_back(
-            launchesToText(executor->rankPlan().rank, *launches));
-    }
-#ifdef MLT_HAVE_CUDA
-    // One process per rank: rank 0's process gathers the others' events
-    // and launches.
-    if (dist) {
-      for (std::vector<std::string> *texts : {&events, &launchTexts}) {
-        if (texts->empty())
-          continue;
-        StatusOr<std::vector<std::string>> gathered =
-            dist->session.gather(texts->at(0), 0);
-        if (!gathered)
-          return gathered.takeStatus();
-        *texts = std::move(*gathered);
-      }
-    }
-#endif
-    if (!reports)
-      return Status::ok();
-    if (!o.calibrate.empty()) {
-      std::vector<std::vector<cost::MeasuredLaunch>> measured(
-          plan.ranks.size());
-      for (const std::string &text : launchTexts)
-        MLT_RETURN_IF_ERROR(launchesFromText(text, measured));
-      StatusOr<cost::Calibration> measuredHere = cost::measureCalibration(
-          plan, measured, deviceName, std::string(backend->name()));
-      if (!measuredHere)
-        return measuredHere.takeStatus().withContext("--calibrate");
-      measuredCalibration = std::move(*measuredHere);
-    }
-    if (o.trace.empty())
-      return Status::ok();
-    // The prediction's tracks below the measured ones.
-    if (prediction)
-      for (const RankPlan &rank : plan.ranks)
-        events.push_back(predictedTraceEvents(
-            rank, asLaunchTimes(prediction->timeline.ranks[rank.rank]),
-            plan.worldSize));
-    StatusOr<std::string> text = formatTrace(events);
-    if (!text)
-      return text.takeStatus();
-    MLT_RETURN_IF_ERROR(writeFileAtomically(o.trace, *text));
-    observer.traceWritten(profiledStep, o.trace);
-    return Status::ok();
-  };
   if (!profiled.empty() && profiledStep == 1)
     MLT_RETURN_IF_ERROR(beginProfiles());
-  // Whole tensors of the parameters or gradients: on rank 0 (gathered from
-  // the other processes when there are some); empty on other processes.
-  auto wholeTensors = [&](BufferKind kind) -> StatusOr<TensorMap> {
-    try {
+  return Status::ok();
+}
+
+Status TrainingSession::beginProfiles() {
+  for (Executor *executor : profiled)
+    MLT_RETURN_IF_ERROR(executor->beginProfile());
+  return Status::ok();
+}
+
+Status TrainingSession::endProfiles() {
+  // Each local rank's trace events (a JSON array each) and launches.
+  std::vector<std::string> events, launchTexts;
+  for (Executor *executor : profiled) {
+    StatusOr<std::vector<Executor::LaunchTime>> launches =
+        executor->endProfile();
+    if (!launches)
+      return launches.takeStatus();
+    if (o.profileStep && reports && executor == profiled.front())
+      observer.profiled(formatProfile(executor->rankPlan(), *launches));
+    if (!o.trace.empty())
+      events.push_back(traceEvents(executor->rankPlan(), *launches));
+    if (!o.calibrate.empty())
+      launchTexts.push_back(
+          launchesToText(executor->rankPlan().rank, *launches));
+  }
 #ifdef MLT_HAVE_CUDA
-      if (dist)
-        return gatherParameterTensors(**ranks, plan, *dist->communicator, kind);
+  // One process per rank: rank 0's process gathers the others' events
+  // and launches.
+  if (dist) {
+    for (std::vector<std::string> *texts : {&events, &launchTexts}) {
+      if (texts->empty())
+        continue;
+      StatusOr<std::vector<std::string>> gathered =
+          dist->session.gather(texts->at(0), 0);
+      if (!gathered)
+        return gathered.takeStatus();
+      *texts = std::move(*gathered);
+    }
+  }
 #endif
-      return parameterTensors(**ranks, kind);
-    } catch (const std::bad_alloc &) {
-      // The whole model in f32 on one process: more than the host has.
-      return errorf("out of host memory assembling the whole ",
-                    kind == BufferKind::Parameter ? "weights" : "gradients",
-                    " (", formatBytes(uint64_t(countParameters(plan)) * 4),
-                    " of f32) on one process",
-                    o.saveCheckpoint.empty()
-                        ? ""
-                        : "; the training checkpoint under " +
-                              o.saveCheckpoint +
-                              " holds them (mlt-checkpoint to-hf writes an "
-                              "HF checkpoint a tensor at a time)");
-    }
-  };
-  // Each reported step's time, to compare with the prediction.
-  std::vector<std::pair<int64_t, double>> stepTimes;
-  auto reportStep = [&](const StepMetrics &m) -> Status {
-    stepTimes.emplace_back(m.step, m.seconds);
-    observer.step(m, options.steps);
-    if (log.is_open()) {
-      nlohmann::json line = {{"step", m.step},
-                             {"loss", m.loss},
-                             {"grad_norm", m.gradNorm},
-                             {"lr", m.lr},
-                             {"tokens_per_s", m.tokensPerSecond},
-                             {"step_time_s", m.seconds},
-                             {"tokens", m.tokens}};
-      log << line.dump() << "\n";
-      log.flush();
-      if (!log)
-        return errorf(o.logJson, ": write failed");
-    }
+  if (!reports)
     return Status::ok();
-  };
+  if (!o.calibrate.empty()) {
+    std::vector<std::vector<cost::MeasuredLaunch>> measured(plan.ranks.size());
+    for (const std::string &text : launchTexts)
+      MLT_RETURN_IF_ERROR(launchesFromText(text, measured));
+    StatusOr<cost::Calibration> measuredHere = cost::measureCalibration(
+        plan, measured, deviceName, std::string(backend->name()));
+    if (!measuredHere)
+      return measuredHere.takeStatus().withContext("--calibrate");
+    measuredCalibration = std::move(*measuredHere);
+  }
+  if (o.trace.empty())
+    return Status::ok();
+  // The prediction's tracks below the measured ones.
+  if (prediction)
+    for (const RankPlan &rank : plan.ranks)
+      events.push_back(predictedTraceEvents(
+          rank, asLaunchTimes(prediction->timeline.ranks[rank.rank]),
+          plan.worldSize));
+  StatusOr<std::string> text = formatTrace(events);
+  if (!text)
+    return text.takeStatus();
+  MLT_RETURN_IF_ERROR(writeFileAtomically(o.trace, *text));
+  observer.traceWritten(profiledStep, o.trace);
+  return Status::ok();
+}
+
+StatusOr<TensorMap> TrainingSession::wholeTensors(BufferKind kind) {
+  try {
+#ifdef MLT_HAVE_CUDA
+    if (dist)
+      return gatherParameterTensors(*ranks, plan, *dist->communicator, kind);
+#endif
+    return parameterTensors(*ranks, kind);
+  } catch (const std::bad_alloc &) {
+    // The whole model in f32 on one process: more than the host has.
+    return errorf("out of host memory assembling the whole ",
+                  kind == BufferKind::Parameter ? "weights" : "gradients", " (",
+                  formatBytes(uint64_t(countParameters(plan)) * 4),
+                  " of f32) on one process",
+                  o.saveCheckpoint.empty()
+                      ? ""
+                      : "; the training checkpoint under " + o.saveCheckpoint +
+                            " holds them (mlt-checkpoint to-hf writes an "
+                            "HF checkpoint a tensor at a time)");
+  }
+}
+
+Status TrainingSession::runSteps() {
   // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP, SIGUSR1: the
   // current step ends, a checkpoint is written (with --save-checkpoint),
   // and the run stops with a line saying so. With one process per GPU, a
   // signal that reaches any process stops them all after the same step:
   // they agree on it after every step. (Open MPI's mpirun answers SIGTERM
   // by killing them at once: the ranks are to be signalled.)
-  int64_t stoppedAfter = 0;
-  std::string stoppedCheckpoint;
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
     std::signal(signal, askToStop);
-  Status status = (*trainer)->run([&](const StepMetrics &measured) -> Status {
-    StepMetrics m = measured;
-#ifdef MLT_HAVE_CUDA
-    // Under pipeline parallelism the loss is the last stage's: its first
-    // rank's process sends it to rank 0's, which reports.
-    if (dist && options.reportingRank != 0) {
-      if (dist->rank() == int(options.reportingRank))
-        MLT_RETURN_IF_ERROR(
-            dist->communicator->send(0, &m.loss, sizeof(m.loss)));
-      else if (reports)
-        MLT_RETURN_IF_ERROR(dist->communicator->receive(
-            int(options.reportingRank), &m.loss, sizeof(m.loss)));
-    }
-#endif
-    if (m.step == 1 && !o.dumpGrads.empty()) {
-      StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
-      if (!grads)
-        return grads.takeStatus();
-      if (reports)
-        MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
-    }
-    if (reports)
-      MLT_RETURN_IF_ERROR(reportStep(m));
-      // A checkpoint every --save-every steps, at the end, and where a signal
-      // stops the run.
-#ifdef MLT_HAVE_CUDA
-    if (dist) {
-      StatusOr<int> anyStop = dist->session.maxOf(stopSignal.load());
-      if (!anyStop)
-        return anyStop.takeStatus();
-      if (*anyStop && !stopSignal.load())
-        stopSignal.store(*anyStop);
-    }
-#endif
-    const bool stopping = stopSignal.load() && m.step < options.steps;
-    if (!o.saveCheckpoint.empty() &&
-        (stopping || m.step == options.steps ||
-         (o.saveEvery && m.step % *o.saveEvery == 0))) {
-      TrainingCheckpoint checkpoint;
-      checkpoint.step = m.step;
-      checkpoint.seed = o.seed;
-      checkpoint.shuffle = o.shuffle;
-      checkpoint.data = data->description;
-      checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
-      checkpoint.config = model.hfConfig;
-      StatusOr<std::string> saved =
-          saveCheckpoint(o.saveCheckpoint, **ranks, plan, checkpoint,
-                         o.keepLast.value_or(0), dist);
-      if (!saved)
-        return saved.takeStatus();
-      if (reports)
-        observer.checkpointSaved(*saved);
-      stoppedCheckpoint = *saved;
-    }
-    // --save-hf-every: the weights as an HF checkpoint (the end's is
-    // written below, after the last step).
-    if (o.saveHFEvery && m.step % *o.saveHFEvery == 0 &&
-        m.step < options.steps) {
-      StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
-      if (!tensors)
-        return tensors.takeStatus();
-      if (reports) {
-        MLT_RETURN_IF_ERROR(
-            writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
-                .withContext("--save-hf"));
-        observer.hfSaved(o.saveHF, m.step);
-      }
-    }
-    if (stopping) {
-      stoppedAfter = m.step;
-      return errorf("stopped by ", signalName(stopSignal.load()));
-    }
-    // Every process takes part in a trace (the events are gathered).
-    if (!profiled.empty() && m.step == profiledStep)
-      return endProfiles();
-    if (!profiled.empty() && m.step + 1 == profiledStep)
-      return beginProfiles();
-    return Status::ok();
-  });
+  Status status = trainer->run(
+      [this](const StepMetrics &measured) { return afterStep(measured); });
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);
   if (!status && stoppedAfter > 0) {
+    stoppedBySignal = true;
     if (!reports)
       return Status::ok();
     observer.stopped(signalName(stopSignal.load()), stoppedAfter, options.steps,
                      stoppedCheckpoint.empty() ? "" : o.saveCheckpoint);
     return Status::ok();
   }
-  MLT_RETURN_IF_ERROR(status);
+  return status;
+}
 
-  // The measured step: the median over the steps but the run's first
-  // (which sets libraries up and captures graphs) and the profiled one.
+Status TrainingSession::afterStep(const StepMetrics &measured) {
+  StepMetrics m = measured;
+  MLT_RETURN_IF_ERROR(forwardLoss(m));
+  MLT_RETURN_IF_ERROR(dumpGradsAt(m.step));
+  if (reports)
+    MLT_RETURN_IF_ERROR(logStep(m));
+  MLT_RETURN_IF_ERROR(agreeOnStop());
+  const bool stopping = stopSignal.load() && m.step < options.steps;
+  MLT_RETURN_IF_ERROR(saveCheckpointsAt(m.step, stopping));
+  MLT_RETURN_IF_ERROR(saveHFAt(m.step));
+  if (stopping) {
+    stoppedAfter = m.step;
+    return errorf("stopped by ", signalName(stopSignal.load()));
+  }
+  // Every process takes part in a trace (the events are gathered).
+  if (!profiled.empty() && m.step == profiledStep)
+    return endProfiles();
+  if (!profiled.empty() && m.step + 1 == profiledStep)
+    return beginProfiles();
+  return Status::ok();
+}
+
+Status TrainingSession::forwardLoss(StepMetrics &m) {
+#ifdef MLT_HAVE_CUDA
+  if (dist && options.reportingRank != 0) {
+    if (dist->rank() == int(options.reportingRank))
+      MLT_RETURN_IF_ERROR(dist->communicator->send(0, &m.loss, sizeof(m.loss)));
+    else if (reports)
+      MLT_RETURN_IF_ERROR(dist->communicator->receive(
+          int(options.reportingRank), &m.loss, sizeof(m.loss)));
+  }
+#else
+  (void)m;
+#endif
+  return Status::ok();
+}
+
+Status TrainingSession::dumpGradsAt(int64_t step) {
+  if (step == 1 && !o.dumpGrads.empty()) {
+    StatusOr<TensorMap> grads = wholeTensors(BufferKind::Gradient);
+    if (!grads)
+      return grads.takeStatus();
+    if (reports)
+      MLT_RETURN_IF_ERROR(writeSafeTensors(o.dumpGrads, *grads));
+  }
+  return Status::ok();
+}
+
+Status TrainingSession::logStep(const StepMetrics &m) {
+  stepTimes.emplace_back(m.step, m.seconds);
+  observer.step(m, options.steps);
+  if (log.is_open()) {
+    nlohmann::json line = {{"step", m.step},
+                           {"loss", m.loss},
+                           {"grad_norm", m.gradNorm},
+                           {"lr", m.lr},
+                           {"tokens_per_s", m.tokensPerSecond},
+                           {"step_time_s", m.seconds},
+                           {"tokens", m.tokens}};
+    log << line.dump() << "\n";
+    log.flush();
+    if (!log)
+      return errorf(o.logJson, ": write failed");
+  }
+  return Status::ok();
+}
+
+Status TrainingSession::agreeOnStop() {
+#ifdef MLT_HAVE_CUDA
+  if (dist) {
+    StatusOr<int> anyStop = dist->session.maxOf(stopSignal.load());
+    if (!anyStop)
+      return anyStop.takeStatus();
+    if (*anyStop && !stopSignal.load())
+      stopSignal.store(*anyStop);
+  }
+#endif
+  return Status::ok();
+}
+
+Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
+  if (!o.saveCheckpoint.empty() &&
+      (stopping || step == options.steps ||
+       (o.saveEvery && step % *o.saveEvery == 0))) {
+    TrainingCheckpoint checkpoint;
+    checkpoint.step = step;
+    checkpoint.seed = o.seed;
+    checkpoint.shuffle = o.shuffle;
+    checkpoint.data = data->description;
+    checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
+    checkpoint.config = model.hfConfig;
+    StatusOr<std::string> saved =
+        saveCheckpoint(o.saveCheckpoint, *ranks, plan, checkpoint,
+                       o.keepLast.value_or(0), dist);
+    if (!saved)
+      return saved.takeStatus();
+    if (reports)
+      observer.checkpointSaved(*saved);
+    stoppedCheckpoint = *saved;
+  }
+  return Status::ok();
+}
+
+Status TrainingSession::saveHFAt(int64_t step) {
+  if (o.saveHFEvery && step % *o.saveHFEvery == 0 && step < options.steps) {
+    StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
+    if (!tensors)
+      return tensors.takeStatus();
+    if (reports) {
+      MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
+                              .withContext("--save-hf"));
+      observer.hfSaved(o.saveHF, step);
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<double> TrainingSession::measuredStepTimes() const {
   std::vector<double> measuredSteps;
   for (const auto &[step, seconds] : stepTimes)
     if (step != options.firstStep &&
         !(!profiled.empty() && step == profiledStep))
       measuredSteps.push_back(seconds);
+  return measuredSteps;
+}
+
+void TrainingSession::compareStepTime() const {
+  std::vector<double> measuredSteps = measuredStepTimes();
   if (reports && prediction && !measuredSteps.empty()) {
     const double measured = cost::median(measuredSteps);
     const double predicted = prediction->timeline.seconds();
     observer.stepTimeCompared(measured, measuredSteps.size(), predicted);
   }
+}
+
+Status TrainingSession::finishCalibration() {
+  std::vector<double> measuredSteps = measuredStepTimes();
   if (reports && !o.calibrate.empty()) {
     if (!measuredCalibration || measuredSteps.empty())
       return errorf("--calibrate: no step was profiled, or none measured "
                     "besides the first and the profiled one (steps ",
                     options.firstStep, " to ", options.steps, ", step ",
                     profiledStep, " profiled)");
-    StatusOr<CalibrationWritten> written = finishCalibration(
+    StatusOr<CalibrationWritten> written = run::finishCalibration(
         plan, std::move(*measuredCalibration), cost::median(measuredSteps),
         o.calibrate, writeFileAtomically);
     if (!written)
       return written.takeStatus();
     observer.calibrationWritten(*written);
   }
+  return Status::ok();
+}
 
+Status TrainingSession::saveHF() {
   if (!o.saveHF.empty()) {
     StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
     if (!tensors && dist)
@@ -704,4 +913,28 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     }
   }
   return Status::ok();
+}
+
+} // namespace
+
+Status mlt::run::train(const RunOptions &o, const Plan &plan,
+                       RunObserver &observer, Distributed *dist) {
+  TrainingSession session(o, plan, observer, dist);
+  MLT_RETURN_IF_ERROR(session.checkHFConfig());
+  MLT_RETURN_IF_ERROR(session.openData());
+  MLT_RETURN_IF_ERROR(session.checkHostMemory());
+  MLT_RETURN_IF_ERROR(session.createRanks());
+  MLT_RETURN_IF_ERROR(session.chooseCalibration());
+  MLT_RETURN_IF_ERROR(session.loadWeights());
+  MLT_RETURN_IF_ERROR(session.resume());
+  MLT_RETURN_IF_ERROR(session.openOutputs());
+  MLT_RETURN_IF_ERROR(session.createTrainer());
+  session.reportStart();
+  MLT_RETURN_IF_ERROR(session.setUpProfiles());
+  MLT_RETURN_IF_ERROR(session.runSteps());
+  if (session.stopped())
+    return Status::ok();
+  session.compareStepTime();
+  MLT_RETURN_IF_ERROR(session.finishCalibration());
+  return session.saveHF();
 }

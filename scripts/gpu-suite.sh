@@ -18,6 +18,14 @@
 #                                     as 4 micro-batches, and --fp8) beside HF
 #                                     transformers eager and torch.compile,
 #                                     then mlt-run --profile-step on it
+#   DIR/gpu-suite.sh recompute [STEPS] (GPU machine) whole-layer
+#                                     recomputation on the TinyLlama-1.1B
+#                                     shape (bf16, micro-batch 4 x 2048):
+#                                     none, --recompute swiglu,
+#                                     --recompute-layers every:2 and all
+#                                     beside HF torch.compile, each plan's
+#                                     predicted step, and the losses of
+#                                     none and all compared bit for bit
 #   DIR/gpu-suite.sh small [STEPS]    (GPU machine) the small shape of
 #                                     issue 16: the reference's llama-125m
 #                                     (bf16, micro-batch 16 x 1024; and
@@ -69,6 +77,11 @@ if [[ "${1:-}" == pack ]]; then
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
     --batch 4 --seq-len 2048 --recompute swiglu \
     --emit-plan "$dir"/plans/tinyllama-bf16-b4-recompute.mltplan
+  for layers in every:2 all; do
+    "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --dtype bf16 \
+      --batch 4 --seq-len 2048 --recompute-layers $layers \
+      --emit-plan "$dir"/plans/tinyllama-bf16-b4-layers-${layers/:/}.mltplan
+  done
   # The reference's llama-125m shape, its default micro-batch.
   "$root"/build/bin/mlt-run "$root"/models/llama/llama-125m.mlir --dtype bf16 \
     --batch 16 --seq-len 1024 --emit-plan "$dir"/plans/llama-125m-bf16-b16.mltplan
@@ -85,8 +98,8 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 
-[[ "${1:-}" == run || "${1:-}" == bench || "${1:-}" == small ]] ||
-  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | small [STEPS]" >&2; exit 2; }
+[[ "${1:-}" =~ ^(run|bench|small|recompute)$ ]] ||
+  { echo "usage: $0 pack [DIR] | run | bench [STEPS] | small [STEPS] | recompute [STEPS]" >&2; exit 2; }
 cd "$(dirname "$0")"
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
@@ -119,6 +132,26 @@ if [[ "$1" == small ]]; then
   random_tokens /tmp/small-tokens.u16
   ./bin/mlt-run $plan --device cuda --data /tmp/small-tokens.u16 --steps 3 \
     --lr 1e-4 --profile-step 3 "${matmul_flags[@]}" 2>&1 | tee "$out"/small-profile.txt
+  exit 0
+fi
+if [[ "$1" == recompute ]]; then
+  plans=(plans/tinyllama-bf16-b4.mltplan plans/tinyllama-bf16-b4-recompute.mltplan
+         plans/tinyllama-bf16-b4-layers-every2.mltplan plans/tinyllama-bf16-b4-layers-all.mltplan)
+  for plan in "${plans[@]}"; do
+    echo "$plan: $(./bin/mlt-run "$plan" --device cuda --report | grep '^predicted step')"
+  done 2>&1 | tee "$out"/recompute-predicted.txt
+  python3 tools/gpu_bench.py --mlt-run bin/mlt-run "${plans[@]/#/--plan=}" \
+    --ref tools/hf_llama_bench.py --config llama-1b --modes compile \
+    --steps "${2:-20}" --out "$out" ${table:+--matmul-algorithms "$table"} 2>&1 | tee "$out"/recompute.txt
+  # The same 6 steps with and without recomputation: equal bit for bit.
+  python3 -c 'import random, struct; r = random.Random(1); n = 24 * 2049 * 4
+open("/tmp/recompute-tokens.u16", "wb").write(struct.pack(f"<{n}H", *(r.randrange(32000) for _ in range(n))))'
+  for plan in "${plans[0]}" "${plans[3]}"; do
+    ./bin/mlt-run "$plan" --device cuda --data /tmp/recompute-tokens.u16 --no-shuffle \
+      --steps 6 --lr 1e-4 "${matmul_flags[@]}" --log-json "$out/$(basename "$plan" .mltplan).jsonl" > /dev/null
+  done
+  python3 tools/Inputs/compare_runs.py 0 "$out"/tinyllama-bf16-b4.jsonl \
+    "$out"/tinyllama-bf16-b4-layers-all.jsonl 2>&1 | tee -a "$out"/recompute.txt
   exit 0
 fi
 if [[ "$1" == bench ]]; then

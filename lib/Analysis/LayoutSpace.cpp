@@ -63,6 +63,15 @@ std::vector<Layout> mlt::cost::memorySavingVariants(const Layout &layout) {
     both.sequenceParallel = true;
     variants.push_back(both);
   }
+  // Whole layers recomputed: the most memory saved, for about one more
+  // forward pass of compute.
+  Layout layers = layout;
+  layers.recomputeLayers = 1;
+  variants.push_back(layers);
+  if (layout.tp > 1) {
+    layers.sequenceParallel = true;
+    variants.push_back(layers);
+  }
   return variants;
 }
 

@@ -117,6 +117,13 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
   pm.addPass(createMLTSpmdize());
   // On the per-rank program, after the last CSE (which would merge each
   // clone back into its forward op).
+  // Whole layers first: mlt-recompute-activations then leaves their clones
+  // (the backward pass's) alone.
+  if (layout.recomputeLayers > 0) {
+    MLTRecomputeLayersOptions layers;
+    layers.every = layout.recomputeLayers;
+    pm.addPass(createMLTRecomputeLayers(layers));
+  }
   if (!layout.recompute.empty()) {
     MLTRecomputeActivationsOptions recompute;
     recompute.ops.assign(layout.recompute.begin(), layout.recompute.end());

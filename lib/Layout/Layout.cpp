@@ -33,6 +33,7 @@ bool Layout::operator==(const Layout &other) const {
          ppLayers == other.ppLayers && ppGroupSize == other.ppGroupSize &&
          schedule == other.schedule && microbatches == other.microbatches &&
          zero == other.zero && recompute == other.recompute &&
+         recomputeLayers == other.recomputeLayers &&
          dtype == other.dtype && fp8 == other.fp8 &&
          fp8Recipe == other.fp8Recipe &&
          gradReduceDtype == other.gradReduceDtype &&

@@ -189,6 +189,33 @@ std::string printRecompute(const Layout &layout) {
   return kinds.empty() ? "none" : joinList(kinds);
 }
 
+/// none, all, or every:K (K at least 1).
+Status parseRecomputeLayers(std::string_view text, Layout &layout) {
+  if (text == "none" || text == "all") {
+    layout.recomputeLayers = text == "all" ? 1 : 0;
+    return Status::ok();
+  }
+  constexpr std::string_view prefix = "every:";
+  const char *syntax = "none, all or every:K with K at least 1";
+  if (text.substr(0, prefix.size()) != prefix)
+    return expected(syntax, text);
+  StatusOr<int64_t> every = parseInteger(text.substr(prefix.size()), 1);
+  if (!every)
+    return expected(syntax, text);
+  layout.recomputeLayers = *every;
+  return Status::ok();
+}
+std::string printRecomputeLayers(const Layout &layout) {
+  switch (layout.recomputeLayers) {
+  case 0:
+    return "none";
+  case 1:
+    return "all";
+  default:
+    return "every:" + std::to_string(layout.recomputeLayers);
+  }
+}
+
 Status parseGradBucketMiB(std::string_view text, Layout &layout) {
   StatusOr<int64_t> mib = parseInteger(text, 0, int64_t(1) << 20);
   if (!mib)
@@ -321,6 +348,14 @@ const std::vector<LayoutOption> kOptions = {
      "MLP-wide activation less per layer for one elementwise kernel per "
      "layer in the backward; the same results, bit for bit",
      S::Memory, P::Fixed, true, parseRecompute, printRecompute},
+    {"recompute-layers", "none|all|every:K",
+     "decoder layers recomputed whole in the backward pass (default none): "
+     "each keeps only its output, the next layer's input, and its forward "
+     "runs again right before its backward; all, or every:K for layers 0, "
+     "K, 2K, ...: a recomputed layer's activations live only during its own "
+     "backward, for about one more forward pass of compute; the same "
+     "results, bit for bit",
+     S::Memory, P::Fixed, true, parseRecomputeLayers, printRecomputeLayers},
     {"pp-layers", "A,B,...",
      "the layers of each stage, by hand (one count per stage, or per "
      "virtual stage with vp, summing to the model's layers; default: "

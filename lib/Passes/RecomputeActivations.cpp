@@ -13,6 +13,8 @@
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Passes/Passes.h"
 
+#include "BackwardPass.h"
+
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlt {
@@ -24,40 +26,6 @@ using namespace mlir;
 using namespace mlt;
 
 namespace {
-
-/// Step 1: the ops of `body` in the backward pass: the loss's gradient
-/// (`mlt.cross_entropy_grad`, where mlt-autodiff starts the backward pass)
-/// and every op that uses a value computed in the backward pass. The body is
-/// straight-line code, so one walk in program order finds them all.
-DenseSet<Operation *> backwardOps(Block &body) {
-  DenseSet<Operation *> backward;
-  for (Operation &op : body) {
-    bool fromBackward = isa<CrossEntropyGradOp>(op) ||
-                        llvm::any_of(op.getOperands(), [&](Value operand) {
-                          return backward.contains(operand.getDefiningOp());
-                        });
-    if (fromBackward)
-      backward.insert(&op);
-  }
-  return backward;
-}
-
-/// Whether `op` only renames its operand's memory: mlt-lower-to-runtime
-/// gives the results of mlt.reshape and mlt.shard their operand's buffer.
-bool isView(Operation *op) { return isa<ReshapeOp, ShardOp>(op); }
-
-/// The ops that read `value`'s memory: its users, and for a user that is a
-/// view, the readers of the view instead.
-void collectReaders(Value value, SmallVectorImpl<Operation *> &readers) {
-  for (Operation *user : value.getUsers()) {
-    if (!isView(user)) {
-      readers.push_back(user);
-      continue;
-    }
-    for (Value view : user->getResults())
-      collectReaders(view, readers);
-  }
-}
 
 /// Whether the memory of `value`, an operand of `recomputed`, is still held
 /// at `point`, so that a clone placed there keeps no memory alive longer: it
@@ -80,7 +48,8 @@ bool isLiveAt(Value value, Operation *point, Operation *recomputed) {
 
 /// Clones the forward ops of the kinds named by `ops` into the backward pass:
 ///
-/// 1. finds the backward pass of each program function (backwardOps);
+/// 1. finds the backward pass of each program function (backwardOps: from
+///    the loss gradient's seed, on every pipeline stage);
 /// 2. from the last forward op to the first, takes those of a named kind
 ///    without memory effects whose results the backward pass reads, whose
 ///    forward uses (and every read through a view) all come before the

@@ -8,8 +8,9 @@ Draws random small LLaMA shapes (hidden sizes, heads, key/value heads, head
 dims, intermediate sizes and vocabularies that are not multiples of 8 or 64
 included; tied embeddings; 1 to 6 layers) and random layouts (tp, sequence
 parallelism, pp, vp, pp-group-size, dp, ZeRO 0/1/2, micro-batches, every
-schedule, recompute, fp32/bf16, bf16 gradient reduction, overlap switches,
-bucket sizes), and holds `mlt-run` to the rule book's promise:
+schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
+reduction, overlap switches, bucket sizes), and holds `mlt-run` to the rule
+book's promise:
 
   - a layout the rule book accepts compiles, passes the plan verifier and
     trains 2 steps equal to the one-rank run of the same model, batch and
@@ -163,8 +164,13 @@ def draw_layout(rng, config):
         zero = rng.choice([0, 1, 2, 2])
         if zero:
             flags += ["--zero", str(zero)]
-    if rng.random() < 0.3:
+    recompute = rng.random()
+    if recompute < 0.2:
         flags += ["--recompute", "swiglu"]
+    elif recompute < 0.3:
+        flags += ["--recompute", "attention"]
+    if rng.random() < 0.3:
+        flags += ["--recompute-layers", rng.choice(["all", "every:2", "every:3"])]
     dtype = "bf16" if rng.random() < 0.3 else "fp32"
     if dtype == "bf16":
         flags += ["--dtype", "bf16"]

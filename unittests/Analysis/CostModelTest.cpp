@@ -738,7 +738,13 @@ TEST(LayoutSpaceTest, FlagsNameTheLayout) {
   EXPECT_EQ(layoutFlags(l), "--tp 2 --sequence-parallel --dp 4 --zero 1 "
                        "--microbatches 4 --recompute swiglu");
   const std::vector<Layout> variants = memorySavingVariants(l);
-  EXPECT_EQ(variants.size(), 3u);
+  ASSERT_EQ(variants.size(), 5u);
+  // Least costly first; whole layers recomputed last, with sequence
+  // parallelism last of all (what saves the most).
+  EXPECT_EQ(variants[3].recomputeLayers, 1);
+  EXPECT_EQ(layoutFlags(variants.back()),
+            "--tp 2 --sequence-parallel --dp 4 --zero 1 --microbatches 4 "
+            "--recompute swiglu --recompute-layers all");
 }
 
 } // namespace

@@ -45,6 +45,7 @@ Layout randomLayout(std::mt19937 &rng) {
     l.recompute = {"mlt.swiglu"};
   if (coin())
     l.recompute.push_back("other.op");
+  l.recomputeLayers = pick(0, 3);
   l.dtype = coin() ? Precision::BF16 : Precision::F32;
   l.fp8 = coin();
   if (coin())
@@ -106,6 +107,9 @@ TEST(LayoutOptionsTest, ParsersRefuseWhatTheyCannotRead) {
       {"dtype", "fp16"},
       {"recompute", ","},
       {"recompute", "none,swiglu"},
+      {"recompute-layers", "every:0"},
+      {"recompute-layers", "2"},
+      {"recompute-layers", "every"},
       {"pp-layers", "3,,3"},
       {"pp-layers", "0"},
       {"pp-group-size", "0"},
@@ -144,7 +148,7 @@ TEST(LayoutOptionsTest, EveryFieldHasAnOption) {
     EXPECT_TRUE(names.insert(option.name).second) << option.name;
     EXPECT_TRUE(option.isDefault(Layout())) << option.name;
   }
-  EXPECT_EQ(names.size(), 23u) << "a new Layout field: give it an option, a "
+  EXPECT_EQ(names.size(), 24u) << "a new Layout field: give it an option, a "
                                   "rule where it needs one, and update this";
 }
 

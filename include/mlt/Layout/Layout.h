@@ -100,6 +100,10 @@ struct Layout {
   /// Forward op kinds recomputed in the backward pass instead of kept, by
   /// full name ("mlt.swiglu").
   std::vector<std::string> recompute;
+  /// Decoder layers recomputed whole in the backward pass, keeping only
+  /// their inputs: those whose index is a multiple of this (1: every layer;
+  /// 0: none).
+  int64_t recomputeLayers = 0;
 
   //===--- Precision
   //-------------------------------------------------------===//

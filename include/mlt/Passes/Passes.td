@@ -254,9 +254,12 @@ def MLTRecomputeActivations : Pass<"mlt-recompute-activations", "::mlir::ModuleO
 
     Algorithm, for each program function (`@micro_step`):
 
-    1. the backward pass is every `mlt.cross_entropy_grad` (the loss's
-       gradient, where mlt-autodiff starts it) and every op that uses a value
-       computed in the backward pass;
+    1. the backward pass is `mlt.cross_entropy_grad` and the op mlt-autodiff
+       marks `mlt.loss_seed` (the loss gradient's seed, or on a pipeline
+       stage before the last the receive of the gradient of what the stage
+       sent), every clone a
+       recompute pass placed there (`mlt.recomputed`), and every op that
+       uses a value computed in the backward pass;
     2. from last to first, each forward op of a named kind whose results the
        backward pass reads is recomputed when its forward uses all come
        before its first backward use and each of its operands is live there
@@ -305,6 +308,72 @@ def MLTRecomputeActivations : Pass<"mlt-recompute-activations", "::mlir::ModuleO
     ListOption<"ops", "ops", "std::string",
                "forward op kinds to recompute in the backward pass, by "
                "name (mlt.swiglu)">
+  ];
+  let dependentDialects = ["::mlt::MLTDialect"];
+}
+
+def MLTRecomputeLayers : Pass<"mlt-recompute-layers", "::mlir::ModuleOp"> {
+  let summary = "recomputes whole decoder layers in the backward pass, keeping only their inputs";
+  let description = [{
+    Whole-layer activation recomputation, as Megatron-LM's `full` recompute
+    granularity and torchtitan's full activation checkpointing: a chosen
+    decoder layer keeps only what leaves it (its output, which is the next
+    layer's input and the residual the next layer's backward reads), and
+    the part of its forward pass that its backward pass reads is computed
+    again right before that backward pass starts. A layer's activations
+    then live only while its own backward runs: the step keeps one residual
+    stream per recomputed layer, plus one layer's activations, for about
+    one more forward pass of compute. Recomputed results are bit for bit
+    the forward ones (the same kernels, collectives included, on the same
+    operands).
+
+    `every` chooses the layers: those whose index (`mlt.layer`, the model's
+    numbering, so the same under pipeline stages) is a multiple of it; 1 is
+    every layer, 0 none.
+
+    Algorithm, for each program function (`@micro_step`):
+
+    1. the backward pass is found as mlt-recompute-activations finds it;
+       each forward op's layer is its `mlt.layer`, or for an op without one
+       (a collective mlt-spmdize inserted) the layer of the ops it reads
+       when they are all of one;
+    2. of a chosen layer's results, what a forward op outside the layer
+       reads (the layer's output) is kept, and what the backward pass reads
+       of the rest is recomputed;
+    3. the layer's ops those need (parameters and constants are read as
+       they are, and so is a kept value) are cloned in program order right
+       before the first backward use of any of them, marked
+       `mlt.recomputed`, and every backward use reads the clones.
+
+    A layer one of whose needed ops has memory effects is left as it is.
+    Run it where mlt-recompute-activations runs, before it (which then
+    leaves the recomputed layers alone: their clones are the backward
+    pass's).
+
+    Before (`every=1`, one layer's attention, abridged):
+    ```mlir
+    %n = mlt.rms_norm %x, %w eps = 1.0e-05 {mlt.layer = 0 : i64} : ...
+    %q = mlt.matmul %n, %wq transpose_rhs {mlt.layer = 0 : i64} : ...
+    ...
+    %y = mlt.add %x, %o {mlt.layer = 0 : i64} : ...
+    ...
+    %dq = mlt.matmul %dqr, %n transpose_lhs contract_batch : ...
+    ```
+    After:
+    ```mlir
+    %n = mlt.rms_norm %x, %w eps = 1.0e-05 {mlt.layer = 0 : i64} : ...
+    ...
+    %y = mlt.add %x, %o {mlt.layer = 0 : i64} : ...
+    ...
+    %n2 = mlt.rms_norm %x, %w eps = 1.0e-05 {mlt.layer = 0 : i64, mlt.recomputed} : ...
+    ...
+    %dq = mlt.matmul %dqr, %n2 transpose_lhs contract_batch : ...
+    ```
+  }];
+  let options = [
+    Option<"every", "every", "int64_t", /*default=*/"0",
+           "recompute the layers whose index is a multiple of this (1: "
+           "every layer; 0: none)">
   ];
   let dependentDialects = ["::mlt::MLTDialect"];
 }

@@ -3,7 +3,7 @@
 // Part of mlt. Implements mlt-plan-memory: persistent buffers first, then each
 // program's temporaries packed by their lifetimes, an output written in place
 // of an input that dies at its instruction where the kernel allows it
-// (Kernels.def's "In place", KernelInfo.h's mayAlias).
+// (Kernels.def's "In place", KernelInfo.h's placesInPlace).
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,8 +62,9 @@ struct Region {
 ///    (the launches between may run beside it);
 /// 3. with `in-place`, for each launch, the temporaries it writes first
 ///    there get as candidates the temporaries it reads for the last time
-///    there, where the kernel may write that output over that input
-///    (mayAlias, at every input position the buffer takes) and the two have
+///    there, where the kernel writes that output over that input alike
+///    (placesInPlace, at every input position the buffer takes: mayAlias,
+///    but not over a product's addend) and the two have
 ///    one element type and size;
 /// 4. the planner (MemoryPlan.h) packs each program's temporaries into a
 ///    region of its own, and its checker verifies the result;
@@ -458,7 +459,7 @@ private:
             continue;
           // The kernel must allow it at every position the buffer is read.
           bool allowed = llvm::all_of(inputs, [&](size_t input) {
-            return rt::mayAlias(kernel->kernel, output, input);
+            return rt::placesInPlace(kernel->kernel, output, input);
           });
           rtir::BufferOp donor = buffers[read], to = buffers[recipient];
           RankedTensorType fromType = donor.getTensorType();

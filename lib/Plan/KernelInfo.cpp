@@ -805,6 +805,11 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
   }
 }
 
+bool mlt::rt::placesInPlace(Kernel kernel, size_t output, size_t input) {
+  return mayAlias(kernel, output, input) && kernel != Kernel::MatmulAdd &&
+         kernel != Kernel::MatmulFp8;
+}
+
 OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
                                            size_t operand) {
   if (isFixedF32Scalar(kernel, numInputs, operand))

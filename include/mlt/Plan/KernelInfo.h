@@ -538,6 +538,16 @@ inline constexpr size_t kAdamWScalarInputs = 7;
 /// other operands.
 bool mayAlias(Kernel kernel, size_t output, size_t input);
 
+/// Whether mlt-plan-memory places output `output` of `kernel` on its dying
+/// input `input`: where mayAlias allows it and the results do not depend on
+/// it. Not a product's addend (matmul_add, matmul_fp8): cuBLASLt rounds a
+/// product written over its addend differently from the same product
+/// written elsewhere (measured in bench/RESULTS.md), so two plans that
+/// differ only in what dies there (one with recomputation, one without)
+/// would train differently. A plan that has it anyway is
+/// valid (the verifier holds plans to mayAlias).
+bool placesInPlace(Kernel kernel, size_t output, size_t input);
+
 /// The element type a float operand of an instruction may have, relative to
 /// the type C the instruction computes in (its first Compute operand's, or
 /// f32 when it has none), as Kernels.def's "Element types" says:

@@ -107,6 +107,9 @@ Status mlt::run::validate(const RunOptions &o) {
   };
   MLT_RETURN_IF_ERROR(nonNegative("--lr", o.lr));
   MLT_RETURN_IF_ERROR(nonNegative("--min-lr", o.minLR));
+  if (o.minLR > o.lr)
+    return errorf("--min-lr (", o.minLR, ") must not exceed --lr (", o.lr,
+                  "): the learning rate decays from --lr to --min-lr");
   if (!(o.eps > 0))
     return errorf("--adam-eps must be positive (AdamW divides by the root "
                   "of the second moment plus it, which starts at 0), got ",

@@ -548,6 +548,15 @@ TEST(BlendScheduleTest, MatchesMegatronsAssignment) {
                   2.0);
     }
   }
+  // Weights near the largest double: shares of 1/2, not an overflowed sum's
+  // 0 each.
+  EXPECT_EQ(normalizedWeights({1e308, 1e308}), (std::vector<double>{0.5, 0.5}));
+  EXPECT_EQ(normalizedWeights({3, 1}), (std::vector<double>{0.75, 0.25}));
+  BlendSchedule huge({1.7e308, 1.7e308});
+  std::string alternating;
+  for (int64_t i = 0; i < 4; ++i)
+    alternating += char('a' + huge.at(i).first);
+  EXPECT_EQ(alternating, "abab");
   BlendSchedule pair({0.7, 0.3});
   std::string order;
   for (int64_t i = 0; i < 10; ++i)

@@ -151,15 +151,32 @@ StatusOr<ResolvedDataPath> mlt::rt::resolveDataPath(const std::string &path) {
   return resolved;
 }
 
-BlendSchedule::BlendSchedule(std::vector<double> weights)
-    : weights_(std::move(weights)), taken_(weights_.size(), 0) {
-  assert(!weights_.empty() && "a blend of nothing");
-  double sum = 0;
-  for (double w : weights_)
-    sum += w;
-  for (double &w : weights_)
+std::vector<double> mlt::rt::normalizedWeights(std::vector<double> weights) {
+  assert(!weights.empty() && "a blend of nothing");
+  // Divided by their sum as Megatron divides them (so that shares, and the
+  // samples' assignment, are its own to the bit); by the largest first
+  // where that sum overflows.
+  auto sumOf = [&] {
+    double sum = 0;
+    for (double w : weights)
+      sum += w;
+    return sum;
+  };
+  double sum = sumOf();
+  if (!std::isfinite(sum)) {
+    const double largest = *std::max_element(weights.begin(), weights.end());
+    for (double &w : weights)
+      w /= largest;
+    sum = sumOf();
+  }
+  for (double &w : weights)
     w /= sum;
+  return weights;
 }
+
+BlendSchedule::BlendSchedule(std::vector<double> weights)
+    : weights_(normalizedWeights(std::move(weights))),
+      taken_(weights_.size(), 0) {}
 
 std::pair<size_t, int64_t> BlendSchedule::at(int64_t position) {
   assert(position >= 0 && "negative position");
@@ -209,19 +226,21 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
                           const DataOpenProgress &progress) {
   if (sources.empty())
     return errorf("no datasets");
-  double weightSum = 0;
+  std::vector<double> shares;
   for (const DataSourceSpec &source : sources)
-    weightSum += source.weight;
+    shares.push_back(source.weight);
+  shares = normalizedWeights(std::move(shares));
 
   std::vector<std::unique_ptr<TrainingData>> datasets;
   std::vector<double> weights;
   json described = json::array();
   std::string summary;
-  for (const DataSourceSpec &source : sources) {
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const DataSourceSpec &source = sources[i];
+    const double weight = shares[i];
     StatusOr<ResolvedDataPath> resolved = resolveDataPath(source.path);
     if (!resolved)
       return resolved.takeStatus();
-    const double weight = source.weight / weightSum;
     json entry = {{"path", absolutePath(resolved->path)}, {"weight", weight}};
     std::string name;
     if (resolved->kind == ResolvedDataPath::Kind::TokenFile) {

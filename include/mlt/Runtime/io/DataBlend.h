@@ -75,6 +75,11 @@ struct ResolvedDataPath {
 /// FileKind.h); fails with one line naming the path and the problem.
 StatusOr<ResolvedDataPath> resolveDataPath(const std::string &path);
 
+/// `weights` (positive and finite) as shares summing to 1, divided by their
+/// sum as Megatron divides them; where the sum overflows (weights of 1e308),
+/// by the largest first, not to infinity and shares of 0.
+std::vector<double> normalizedWeights(std::vector<double> weights);
+
 /// Megatron's BlendedDataset assignment of samples to datasets (see the file
 /// comment), computed incrementally: asking for positions in increasing
 /// order costs one step per position, an earlier position restarts from 0.

@@ -27,6 +27,10 @@ DenseSet<Operation *> mlt::backwardOps(Block &body) {
   return backward;
 }
 
+bool mlt::readsNoTensor(Operation *op) {
+  return llvm::none_of(op->getOperandTypes(), llvm::IsaPred<TensorType>);
+}
+
 bool mlt::isView(Operation *op) { return isa<ReshapeOp, ShardOp>(op); }
 
 void mlt::collectReaders(Value value, SmallVectorImpl<Operation *> &readers) {

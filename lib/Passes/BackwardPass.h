@@ -27,6 +27,10 @@ namespace mlt {
 /// one walk in program order finds them all.
 llvm::DenseSet<mlir::Operation *> backwardOps(mlir::Block &body);
 
+/// Whether `op` reads no tensor (mlt.load of a parameter, a constant): its
+/// results are never temporaries, so a recomputed op reads them as they are.
+bool readsNoTensor(mlir::Operation *op);
+
 /// Whether `op` only renames its operand's memory: mlt-lower-to-runtime
 /// gives the results of mlt.reshape and mlt.shard their operand's buffer.
 bool isView(mlir::Operation *op);

@@ -36,8 +36,7 @@ bool isLiveAt(Value value, Operation *point, Operation *recomputed) {
   while (value.getDefiningOp() && isView(value.getDefiningOp()))
     value = value.getDefiningOp()->getOperand(0);
   Operation *producer = value.getDefiningOp();
-  if (!producer ||
-      llvm::none_of(producer->getOperandTypes(), llvm::IsaPred<TensorType>))
+  if (!producer || readsNoTensor(producer))
     return true;
   SmallVector<Operation *> readers;
   collectReaders(value, readers);

@@ -31,12 +31,6 @@ using namespace mlt;
 
 namespace {
 
-/// Whether `op` reads no tensor (mlt.load of a parameter, a constant): its
-/// results are never temporaries, so a clone reads them as they are.
-bool readsNoTensor(Operation *op) {
-  return llvm::none_of(op->getOperandTypes(), llvm::IsaPred<TensorType>);
-}
-
 /// The decoder layer of each forward op of `body` that belongs to one: the
 /// `mlt.layer` that mlt-unroll-layers gives the layer's ops, or, for an op
 /// without it that computes a value without memory effects (a collective

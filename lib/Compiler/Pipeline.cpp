@@ -85,6 +85,7 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     annotate.pp = layout.pp;
     annotate.tp = layout.tp;
     annotate.dp = layout.dp;
+    annotate.cp = layout.cp;
     annotate.sequenceParallel = layout.sequenceParallel;
     top.addPass(createMLTAnnotateLayout(annotate));
   }

@@ -25,10 +25,11 @@ ScheduleKind Layout::scheduleKind() const {
   return schedule.value_or(defaultSchedule(vp));
 }
 
-int64_t Layout::ranks() const { return pp * dp * tp; }
+int64_t Layout::ranks() const { return pp * dp * cp * tp; }
 
 bool Layout::operator==(const Layout &other) const {
   return tp == other.tp && dp == other.dp && pp == other.pp &&
+         cp == other.cp &&
          sequenceParallel == other.sequenceParallel && vp == other.vp &&
          ppLayers == other.ppLayers && ppGroupSize == other.ppGroupSize &&
          schedule == other.schedule && microbatches == other.microbatches &&
@@ -50,6 +51,10 @@ const std::vector<ParallelAxisInfo> &mlt::parallelAxes() {
        "each micro-batch's sequences; with ZeRO, the optimizer state and "
        "gradients",
        &Layout::dp},
+      {ParallelAxis::Context, axisName(ParallelAxis::Context),
+       "each sequence, load balanced for causal attention (2 * cp chunks, "
+       "rank i holding chunks i and 2 * cp - 1 - i)",
+       &Layout::cp},
       {ParallelAxis::Tensor, axisName(ParallelAxis::Tensor),
        "attention heads, MLP features and the vocabulary; with sequence "
        "parallelism, the residual stream's sequence",

@@ -327,6 +327,14 @@ const std::vector<LayoutOption> kOptions = {
      "data-parallel ranks (default 1): each micro-batch split over N ranks",
      S::Mesh, P::Recorded, true, Count<&Layout::dp, 1>::parse,
      Count<&Layout::dp, 1>::print},
+    {"cp", "N",
+     "context-parallel ranks (default 1): each sequence split over N ranks "
+     "(cut into 2N chunks, rank i holding chunks i and 2N-1-i, so that "
+     "causal attention costs every rank the same); attention gathers the "
+     "whole sequence's keys and values, the gradients are summed over the "
+     "ranks",
+     S::Mesh, P::Recorded, false, Count<&Layout::cp, 1>::parse,
+     Count<&Layout::cp, 1>::print},
     {"zero", "0|1|2",
      "the optimizer state per data-parallel rank: 0 (default) every rank "
      "keeps all of it; 1 (ZeRO-1, Megatron's distributed optimizer) each "

@@ -255,6 +255,30 @@ const std::vector<RuleRow> &rows() {
                       s.step.seqLen);
          return std::nullopt;
        }},
+      {{"cp-divides-sequence",
+        "with context parallelism, 2 x cp divides the sequence length",
+        "each sequence is cut into 2 x cp equal chunks, rank i holding "
+        "chunks i and 2 x cp - 1 - i so that causal attention costs every "
+        "rank the same"},
+       [](const Subject &s) -> std::optional<std::string> {
+         if (s.layout.cp > 1 && s.hasSeqLen() &&
+             s.step.seqLen % (2 * s.layout.cp) != 0)
+           return str("cp ", s.layout.cp, " cuts each sequence into ",
+                      2 * s.layout.cp, " equal chunks, which do not divide "
+                      "seq-len ", s.step.seqLen);
+         return std::nullopt;
+       }},
+      {{"cp-without-sequence-parallel",
+        "context parallelism does not take sequence parallelism yet",
+        "missing feature: both split the residual stream's sequence, and a "
+        "sharding splits a dimension over one mesh axis"},
+       [](const Subject &s) -> std::optional<std::string> {
+         if (s.layout.cp > 1 && s.layout.sequenceParallel)
+           return str("cp ", s.layout.cp, " and sequence-parallel both "
+                      "split the sequence, which a sharding splits over one "
+                      "mesh axis; use one of them");
+         return std::nullopt;
+       }},
       //===--- The model -------------------------------------------------===//
       {{"tp-divides-heads", "tp divides the attention heads",
         "each tensor-parallel rank computes heads / tp heads"},

@@ -24,6 +24,7 @@ constexpr llvm::StringLiteral kForward = "forward";
 // The mesh's axes, by the layout's table (mlt/Layout/Layout.h).
 constexpr llvm::StringRef kTensorAxis = axisName(ParallelAxis::Tensor);
 constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
+constexpr llvm::StringRef kContextAxis = axisName(ParallelAxis::Context);
 
 /// How a weight matrix of a LLaMA layer is split over `tp` ([out, in] as in
 /// HF checkpoints): the dimension split, or -1 for whole.
@@ -64,11 +65,12 @@ public:
 private:
   LogicalResult annotate(ModuleOp module) {
     MLIRContext *context = module.getContext();
-    if (tp < 1 || dp < 1 || pp < 1)
-      return module.emitError("mlt-annotate-layout: pp, tp and dp must be at "
-                              "least 1, got pp=")
+    if (tp < 1 || dp < 1 || pp < 1 || cp < 1)
+      return module.emitError("mlt-annotate-layout: pp, tp, dp and cp must "
+                              "be at least 1, got pp=")
              << static_cast<int64_t>(pp) << " tp=" << static_cast<int64_t>(tp)
-             << " dp=" << static_cast<int64_t>(dp);
+             << " dp=" << static_cast<int64_t>(dp)
+             << " cp=" << static_cast<int64_t>(cp);
     if (sequenceParallel && tp == 1)
       return module.emitError("mlt-annotate-layout: sequence-parallel splits "
                               "the sequence over tp and needs tp > 1");
@@ -81,6 +83,8 @@ private:
         return pp;
       case ParallelAxis::Data:
         return dp;
+      case ParallelAxis::Context:
+        return cp;
       case ParallelAxis::Tensor:
         return tp;
       }
@@ -116,25 +120,31 @@ private:
                                     ShardingAttr::kReplicated));
       }
 
-    if (dp == 1 && !sequenceParallel)
+    if (dp == 1 && cp == 1 && !sequenceParallel)
       return success();
     auto forward = module.lookupSymbol<func::FuncOp>(kForward);
     if (!forward)
       return module.emitError("mlt-annotate-layout: no function @")
              << kForward << " to lay out";
 
-    // The batch of the tokens and the labels split over dp.
-    if (dp > 1)
+    // The batch of the tokens and the labels split over dp, their sequence
+    // over cp.
+    if (dp > 1 || cp > 1)
       for (BlockArgument arg : forward.getArguments()) {
         auto type = dyn_cast<RankedTensorType>(arg.getType());
         if (!type || type.getRank() != 2)
           return forward.emitError("mlt-annotate-layout: argument #")
                  << arg.getArgNumber() << " of @" << kForward
                  << " must be [batch, seq] token ids, got " << arg.getType();
+        auto axisOr = [&](int64_t size, StringRef axis) {
+          return StringAttr::get(context, size > 1 ? axis
+                                                   : StringRef(ShardingAttr::kReplicated));
+        };
+        SmallVector<StringAttr> dims = {axisOr(dp, kDataAxis),
+                                        axisOr(cp, kContextAxis)};
         forward.setArgAttr(arg.getArgNumber(),
                            MLTDialect::getShardingAttrName(),
-                           shardingWith(context, 2, 0, kDataAxis,
-                                        ShardingAttr::kReplicated));
+                           ShardingAttr::get(context, dims, {}));
       }
 
     // The residual stream, [batch, seq, hidden], split along the sequence;

@@ -432,6 +432,19 @@ private:
     return std::optional<MeshAxisRef>(*axis);
   }
 
+  /// The context axis a per-rank rope or attention has its sequence (its
+  /// queries) split over (`mlt.sequence_shard`): its index, or -1.
+  FailureOr<int64_t> sequenceAxis(Operation *op) {
+    auto name =
+        op->getAttrOfType<StringAttr>(MLTDialect::getSequenceShardAttrName());
+    if (!name)
+      return int64_t(-1);
+    FailureOr<MeshAxisRef> axis = meshAxis(op, name.getValue());
+    if (failed(axis))
+      return failure();
+    return axis->index;
+  }
+
   /// The HF name of the parameter tensor that a state op names.
   FailureOr<std::string> parameterName(Operation *op, FlatSymbolRefAttr name,
                                        Value layer) {
@@ -655,6 +668,10 @@ private:
         return {};
       return rope;
     };
+    // (A context-parallel attention's key gradients are the whole
+    // sequence's, reduce-scattered before their rotation.)
+    if (a->hasAttr(MLTDialect::getSequenceShardAttrName()))
+      return std::nullopt;
     RopeOp dq = inverseRope(a.getQueryGrad());
     RopeOp dk = inverseRope(a.getKeyGrad());
     if (!dq || !dk || dq.getTheta() != dk.getTheta() ||
@@ -1077,6 +1094,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         using A = rt::attrs::Rope;
         auto s = shapeOf(r.getInput());
         const rt::RopeScaling scaling = r.getRopeScaling();
+        FailureOr<int64_t> axis = sequenceAxis(r);
+        if (failed(axis))
+          return failure();
         launch<A>(loc, operandBuffers(r), {define(r.getResult())},
                   {{A::batch, s[0]},
                    {A::seq, s[1]},
@@ -1086,7 +1106,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                    {A::position_offset, 0},
                    {A::scaling, int64_t(scaling.kind)},
                    {A::original_max_position_embeddings,
-                    scaling.originalMaxPositionEmbeddings}},
+                    scaling.originalMaxPositionEmbeddings},
+                   {A::axis, *axis}},
                   {{A::theta, r.getTheta().convertToDouble()},
                    {A::factor, scaling.factor},
                    {A::low_freq_factor, scaling.lowFreqFactor},
@@ -1104,14 +1125,19 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
             {q[0], q[2], q[1]}, qElement.isF64() ? qElement : b.getF32Type());
         FlatSymbolRefAttr lse = temporary(stats);
         attentionStats[a.getResult()] = lse;
+        FailureOr<int64_t> axis = sequenceAxis(a);
+        if (failed(axis))
+          return failure();
         using A = rt::attrs::AttentionFwd;
         launch<A>(loc, operandBuffers(a), {define(a.getResult()), lse},
                   {{A::batch, q[0]},
                    {A::seq, q[1]},
+                   {A::kv_seq, k[1]},
                    {A::q_heads, q[2]},
                    {A::kv_heads, k[2]},
                    {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()}},
+                   {A::causal, a.getCausal()},
+                   {A::axis, *axis}},
                   {{A::scale, a.getScale().convertToDouble()}});
         return success();
       })
@@ -1123,6 +1149,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
         SmallVector<FlatSymbolRefAttr> ins = operandBuffers(a);
         ins.push_back(lse);
+        FailureOr<int64_t> axis = sequenceAxis(a);
+        if (failed(axis))
+          return failure();
         if (auto ropes = rotatingGradients(a)) {
           auto [dqRope, dkRope] = *ropes;
           rotatedByAttention.insert(dqRope);
@@ -1134,10 +1163,12 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                      define(a.getValueGrad())},
                     {{A::batch, q[0]},
                      {A::seq, q[1]},
+                     {A::kv_seq, k[1]},
                      {A::q_heads, q[2]},
                      {A::kv_heads, k[2]},
                      {A::head_dim, q[3]},
                      {A::causal, a.getCausal()},
+                     {A::axis, *axis},
                      {A::position_offset, 0},
                      {A::scaling, int64_t(scaling.kind)},
                      {A::original_max_position_embeddings,
@@ -1155,10 +1186,12 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                    define(a.getValueGrad())},
                   {{A::batch, q[0]},
                    {A::seq, q[1]},
+                   {A::kv_seq, k[1]},
                    {A::q_heads, q[2]},
                    {A::kv_heads, k[2]},
                    {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()}},
+                   {A::causal, a.getCausal()},
+                   {A::axis, *axis}},
                   {{A::scale, a.getScale().convertToDouble()}});
         return success();
       })

@@ -30,6 +30,7 @@ namespace {
 constexpr llvm::StringLiteral kForward = "forward";
 constexpr llvm::StringRef kPipelineAxis = axisName(ParallelAxis::Pipeline);
 constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
+constexpr llvm::StringRef kContextAxis = axisName(ParallelAxis::Context);
 
 /// The predicted cost of the model's parts for one token, forward and
 /// backward (3x the forward's FLOPs): a decoder layer's products and
@@ -168,6 +169,8 @@ public:
         StringAttr::get(&getContext(), ShardingAttr::kReplicated));
     if (mesh.axisIndex(kDataAxis) >= 0)
       boundaryAxes[0] = StringAttr::get(&getContext(), kDataAxis);
+    if (mesh.axisIndex(kContextAxis) >= 0)
+      boundaryAxes[1] = StringAttr::get(&getContext(), kContextAxis);
     if (auto shard = repeat.getInits()[0].getDefiningOp<ShardOp>())
       for (unsigned d = 1; d < shard.getSharding().getRank(); ++d)
         if (StringAttr a = shard.getSharding().getAxis(d))

@@ -26,6 +26,8 @@ using namespace mlt;
 
 namespace {
 
+constexpr llvm::StringRef kContextAxis = axisName(ParallelAxis::Context);
+
 /// Who decided a dimension's axis; lower wins (Passes.td, "Algorithm").
 enum Priority : int { kParameter = 0, kUser = 1, kPropagated = 2, kNone = 3 };
 
@@ -237,7 +239,9 @@ private:
     });
     SmallVector<StringAttr> factorAxis(rule.numFactors());
     for (const Proposal &p : proposals) {
-      if (rule.needsWhole[p.factor] || factorAxis[p.factor] ||
+      if (rule.needsWhole[p.factor] ||
+          (rule.sequence[p.factor] && p.axis.getValue() != kContextAxis) ||
+          factorAxis[p.factor] ||
           llvm::is_contained(factorAxis, p.axis) ||
           llvm::is_contained(excluded, p.axis) ||
           rule.factorSizes[p.factor] % mesh.axisSize(p.axis) != 0)

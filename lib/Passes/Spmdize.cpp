@@ -135,6 +135,13 @@ private:
       if (StringAttr axis = s.getAxis(dim))
         op->setAttr(MLTDialect::getVocabShardAttrName(), axis);
     };
+    // Rope's sequence and attention's queries (operand 1 of attention_grad,
+    // whose operand 0 is the output's gradient, laid out alike).
+    if (isa<RopeOp, AttentionOp, AttentionGradOp>(op)) {
+      if (StringAttr axis = cast<ShardingAttr>(required[0]).getAxis(1))
+        op->setAttr(MLTDialect::getSequenceShardAttrName(), axis);
+      return;
+    }
     if (isa<EmbeddingOp>(op))
       setVocab(cast<ShardingAttr>(required[1]), 0);
     else if (isa<EmbeddingGradOp>(op))

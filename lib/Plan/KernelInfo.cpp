@@ -266,10 +266,22 @@ template <> struct Rule<attrs::RMSNormBwdAdd> : RMSNormBwdRule {
   using RMSNormBwdRule::RMSNormBwdRule;
 };
 
+/// A rope's or attention's rows of a sequence split over a context axis
+/// (`axis` >= 0): the rank's block is two chunks.
+template <typename K>
+Status checkContextRows(const KernelAttrs<K> &a, int64_t rows) {
+  if (a[K::axis] >= 0 && rows % 2 != 0)
+    return errorf("seq ", rows,
+                  " is a context-parallel rank's block of two chunks and "
+                  "must be even");
+  return Status::ok();
+}
+
 template <> struct Rule<attrs::Rope> : RuleBase<attrs::Rope> {
   using RuleBase::RuleBase;
   Status check() const {
     MLT_RETURN_IF_ERROR(flags({inverse}));
+    MLT_RETURN_IF_ERROR(checkContextRows(a, a[seq]));
     return checkRopeScaling(ropeScaling(a));
   }
   // x [batch, seq, heads, head_dim] -> y, the same
@@ -285,17 +297,26 @@ template <typename K> struct AttentionRule : RuleBase<K> {
   using RuleBase<K>::a;
   Status check() const {
     MLT_RETURN_IF_ERROR(this->flags({K::causal}));
+    MLT_RETURN_IF_ERROR(checkContextRows(a, a[K::seq]));
+    // Keys: the queries' rows, or the whole sequence of G blocks.
+    const int64_t keys = a[K::axis] >= 0 ? product({a[K::seq], this->groupSize})
+                                         : a[K::seq];
+    if (a[K::kv_seq] != keys)
+      return errorf("kv_seq must be ", keys,
+                    a[K::axis] >= 0 ? " (seq times the axis's size)"
+                                    : " (seq)",
+                    ", got ", a[K::kv_seq]);
     if constexpr (K::kernel == Kernel::AttentionBwdRope)
       return checkRopeScaling(ropeScaling(a));
     return Status::ok();
   }
   // q, out, dout, dq [batch, seq, q_heads, head_dim]; k, v, dk, dv [batch,
-  // seq, kv_heads, head_dim]; lse [batch, q_heads, seq]
+  // kv_seq, kv_heads, head_dim]; lse [batch, q_heads, seq]
   OperandCounts counts() const {
     const int64_t q =
         product({a[K::batch], a[K::seq], a[K::q_heads], a[K::head_dim]});
     const int64_t kv =
-        product({a[K::batch], a[K::seq], a[K::kv_heads], a[K::head_dim]});
+        product({a[K::batch], a[K::kv_seq], a[K::kv_heads], a[K::head_dim]});
     const int64_t lse = product({a[K::batch], a[K::q_heads], a[K::seq]});
     if constexpr (K::kernel == Kernel::AttentionFwd) // q, k, v -> out, lse
       return {{q, kv, kv}, {q, lse}};
@@ -303,12 +324,13 @@ template <typename K> struct AttentionRule : RuleBase<K> {
     return {{q, q, kv, kv, q, lse}, {q, kv, kv}};
   }
   // The forward's two products (scores and the weighted sum of values) over
-  // every query and key, half of them under a causal mask; the backward's
-  // five products are 2.5 times that (the rotation of dq and dk is not
-  // counted).
+  // every query and key, half of them under a causal mask (a
+  // context-parallel rank's load-balanced block sees half the whole
+  // sequence's keys too); the backward's five products are 2.5 times that
+  // (the rotation of dq and dk is not counted).
   double flops() const {
     double forward = 4.0 * double(a[K::batch]) * double(a[K::q_heads]) *
-                     double(a[K::seq]) * double(a[K::seq]) *
+                     double(a[K::seq]) * double(a[K::kv_seq]) *
                      double(a[K::head_dim]);
     if (a[K::causal] != 0)
       forward /= 2.0;

@@ -239,6 +239,7 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
   result.model.microBatch = model.micro_batch();
   result.model.seqLen = model.seq_len();
   result.model.microbatches = model.microbatches();
+  result.model.sequenceChunks = model.sequence_chunks();
 
   for (const plan::Rank *fbRank : *fb.ranks()) {
     RankPlan rank;
@@ -605,7 +606,8 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
   auto hfConfig = builder.CreateString(model.hfConfig);
   auto modelInfo = plan::CreateModelInfo(
       builder, hfConfig, model.vocabSize, model.maxPositionEmbeddings,
-      model.microBatch, model.seqLen, model.microbatches);
+      model.microBatch, model.seqLen, model.microbatches,
+      model.sequenceChunks);
   auto producer = builder.CreateString(planValue.producer);
   auto rankVector = builder.CreateVector(ranks);
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<plan::MeshAxis>>>

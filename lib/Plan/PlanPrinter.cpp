@@ -91,7 +91,11 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
      << model.maxPositionEmbeddings << ", micro-batch " << model.microBatch
      << " x seq " << model.seqLen << ", " << model.microbatches
      << " micro-batch(es) per step, hf_config " << model.hfConfig.size()
-     << " bytes\n";
+     << " bytes";
+  if (model.sequenceChunks)
+    os << ", sequences in " << model.sequenceChunks
+       << " load-balanced chunks";
+  os << "\n";
   if (!plan.target.empty())
     os << "target: " << plan.target << "\n";
 

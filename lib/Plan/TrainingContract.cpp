@@ -901,6 +901,11 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
     return errorf("the plan's model info has seq_len ", model.seqLen,
                   ", beyond its max_position_embeddings ",
                   model.maxPositionEmbeddings);
+  if (model.sequenceChunks < 0 || model.sequenceChunks % 2 != 0 ||
+      (model.sequenceChunks > 0 && model.seqLen % model.sequenceChunks != 0))
+    return errorf("the plan's model info has sequence_chunks ",
+                  model.sequenceChunks, " (must be 0, or an even number of "
+                  "chunks that divides seq_len ", model.seqLen, ")");
   if (std::none_of(plan.ranks.begin(), plan.ranks.end(),
                    [](const RankPlan &rank) {
                      return rank.findBuffer(kLossOutput).has_value();

@@ -169,6 +169,16 @@ std::string mlt::hfConfigJson(const LlamaConfig &c) {
 
 namespace {
 
+/// The load-balanced chunks the tokens are fed in (ModelInfo's
+/// sequence_chunks): 2 * cp where the mesh has a context axis, whose blocks
+/// of the sequence hold that order (SequenceOrder.h); 0 otherwise.
+int64_t sequenceChunks(MeshAttr mesh) {
+  if (!mesh)
+    return 0;
+  const int64_t axis = mesh.axisIndex(axisName(ParallelAxis::Context));
+  return axis < 0 ? 0 : 2 * mesh.getSizes()[axis];
+}
+
 /// The run shape the plan's ModelInfo records, from the stages' buffers.
 struct RunShape {
   int64_t microBatch = 0, seqLen = 0, microbatches = 1;
@@ -478,7 +488,7 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
       fbb, fbb.CreateString(describesParameters ? hfConfigJson(llama) : ""),
       llama.vocabSize,
       llama.maxPositionEmbeddings, shape.microBatch, shape.seqLen,
-      shape.microbatches);
+      shape.microbatches, sequenceChunks(mesh));
   // (a representative plan: the ranks exported, in order)
   std::vector<flatbuffers::Offset<fb::Rank>> ranks;
   for (const auto &table : rankTables)

@@ -68,6 +68,11 @@ struct Layout {
   int64_t dp = 1;
   /// Pipeline stages: the decoder layers split into consecutive stages.
   int64_t pp = 1;
+  /// Context-parallel ranks: each sequence split over them, load balanced
+  /// (cut into 2 * cp chunks, rank i holding chunks i and 2 * cp - 1 - i,
+  /// so that causal attention costs every rank the same); attention gathers
+  /// the keys and values of the whole sequence.
+  int64_t cp = 1;
 
   //===--- Within the axes
   //-------------------------------------------------===//
@@ -128,7 +133,7 @@ struct Layout {
 
   /// The schedule the layout runs: `schedule`, or the default for vp.
   ScheduleKind scheduleKind() const;
-  /// pp * dp * tp.
+  /// pp * dp * cp * tp.
   int64_t ranks() const;
 
   bool operator==(const Layout &other) const;
@@ -136,9 +141,9 @@ struct Layout {
 };
 
 /// The mesh axes a layout can have.
-enum class ParallelAxis : uint8_t { Pipeline, Data, Tensor };
+enum class ParallelAxis : uint8_t { Pipeline, Data, Context, Tensor };
 
-/// "pp", "dp", "tp": an axis's name in the IR's mesh, plans, options and
+/// "pp", "dp", "cp", "tp": an axis's name in the IR's mesh, plans, options and
 /// messages (the one place they are spelled; constexpr so that passes and
 /// the dialect can hold them as constants).
 constexpr const char *axisName(ParallelAxis axis) {
@@ -147,6 +152,8 @@ constexpr const char *axisName(ParallelAxis axis) {
     return "pp";
   case ParallelAxis::Data:
     return "dp";
+  case ParallelAxis::Context:
+    return "cp";
   case ParallelAxis::Tensor:
     return "tp";
   }
@@ -165,7 +172,8 @@ struct ParallelAxisInfo {
 /// The mesh axes in rank order, outermost first: a rank's coordinates are
 /// row-major over them, so the last (tp) has adjacent ranks and the first
 /// (pp) contiguous blocks of ranks, as Megatron orders them (tp innermost,
-/// then dp, pp outermost). A layout's mesh holds its axes of size > 1 in
+/// then cp, then dp, pp outermost: the ranks that exchange activations
+/// every layer, tp's and then cp's, are the nearest). A layout's mesh holds its axes of size > 1 in
 /// this order.
 const std::vector<ParallelAxisInfo> &parallelAxes();
 

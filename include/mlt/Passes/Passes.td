@@ -428,6 +428,12 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
       the LM head split along the vocabulary (`[tp, -]`); norm weights whole;
     - data parallelism (`dp` > 1): the token and label batch split,
       `[dp, -]` on the function's arguments;
+    - context parallelism (`cp` > 1): their sequence split, `[-, cp]` (with
+      dp, `[dp, cp]`). The tokens arrive in the load-balanced order of the
+      sequence (2 * cp chunks, rank i's block holding chunks i and
+      2 * cp - 1 - i), which only the ops that read positions see: rope and
+      attention take theirs from the axis (mlt-spmdize's
+      `mlt.sequence_shard`);
     - sequence parallelism (`sequence-parallel`, needs `tp` > 1): the
       residual stream (the embedding's result and every `mlt.add`) constrained
       to `[?, tp, ?]` with `mlt.shard`, so norms run on a sequence slice and
@@ -448,6 +454,7 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
     Option<"pp", "pp", "int64_t", "1", "pipeline stages (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", "1", "tensor-parallel ranks">,
     Option<"dp", "dp", "int64_t", "1", "data-parallel ranks">,
+    Option<"cp", "cp", "int64_t", "1", "context-parallel ranks">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "split the residual stream along the sequence over tp">
   ];
@@ -580,6 +587,11 @@ def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> 
     3. then propagated shardings; within one priority, results before
        operands, then operand order.
 
+    A factor of causal sequence positions (rope's sequence, attention's
+    queries: ShardingRule::sequence) splits over the context axis `cp` only;
+    attention's keys stay whole, so a query block attends to the gathered
+    sequence and its key/value gradients are partial sums over `cp`.
+
     So a column-parallel matmul on a sequence-parallel input keeps the
     weight's split and all-gathers the input, which is Megatron's layout.
     Dimensions still open after the sweeps are replicated. A final pass in
@@ -625,7 +637,10 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     depends on the split get the facts they need: a vocabulary-split
     embedding or cross-entropy `mlt.vocab_shard = "tp"`, a cross-entropy over
     a share of the rows `mlt.row_count` (the global row count, so each
-    rank's loss is its share of the global mean). Partial squared norms are
+    rank's loss is its share of the global mean), a rope or attention whose
+    sequence (queries) is split over `cp` `mlt.sequence_shard = "cp"` (its
+    positions are the rank's load-balanced block's; an attention's keys are
+    the whole sequence in that order). Partial squared norms are
     summed locally and all-reduced once per axis inside `mlt.global_norm`'s
     operands, so replicated gradients count once. Returned values are made
     whole on every rank. `mlt.shard` constraints are realized and removed.

@@ -390,8 +390,10 @@ template <typename K> RopeScaling ropeScaling(const KernelAttrs<K> &a) {
 
 /// The attention shape of an attention_fwd, attention_bwd or
 /// attention_bwd_rope instruction's attributes, into `Params` (a struct with
-/// cpu::AttentionParams's fields: batch, seq, qHeads, kvHeads, headDim,
-/// causal, scale), for the kernels.
+/// cpu::AttentionParams's fields: batch, seq, kvSeq, qHeads, kvHeads,
+/// headDim, causal, scale), for the kernels. The positions of a
+/// context-parallel attention (its `axis`, attentionAxis) are the caller's
+/// to set from the rank's coordinate.
 template <typename Params, typename Instruction>
 Params attentionParams(const Instruction &inst) {
   auto read = [](const auto &a) {
@@ -399,6 +401,7 @@ Params attentionParams(const Instruction &inst) {
     Params p;
     p.batch = a[A::batch];
     p.seq = a[A::seq];
+    p.kvSeq = a[A::kv_seq];
     p.qHeads = a[A::q_heads];
     p.kvHeads = a[A::kv_heads];
     p.headDim = a[A::head_dim];
@@ -409,6 +412,15 @@ Params attentionParams(const Instruction &inst) {
   if (inst.kernel == Kernel::AttentionBwdRope)
     return read(KernelAttrs<attrs::AttentionBwdRope>(inst));
   return read(KernelAttrs<attrs::AttentionFwd>(inst));
+}
+
+/// The context axis of an attention_fwd, attention_bwd or
+/// attention_bwd_rope instruction (-1: none).
+template <typename Instruction> int64_t attentionAxis(const Instruction &inst) {
+  if (inst.kernel == Kernel::AttentionBwdRope)
+    return KernelAttrs<attrs::AttentionBwdRope>(inst)
+        [attrs::AttentionBwdRope::axis];
+  return KernelAttrs<attrs::AttentionFwd>(inst)[attrs::AttentionFwd::axis];
 }
 
 /// A collective's element count (all_reduce_sum's n, reduce_scatter_sum's
@@ -502,7 +514,9 @@ constexpr bool isSignedAttribute(Kernel kernel, size_t position) {
 /// whole dimension on every rank). Only for kernels with an axis attribute.
 constexpr bool allowsNoMeshAxis(Kernel kernel) {
   return kernel == Kernel::CrossEntropyStats ||
-         kernel == Kernel::CrossEntropyBwdStats;
+         kernel == Kernel::CrossEntropyBwdStats || kernel == Kernel::Rope ||
+         kernel == Kernel::AttentionFwd || kernel == Kernel::AttentionBwd ||
+         kernel == Kernel::AttentionBwdRope;
 }
 /// Whether operand `operand` (inputs first, then outputs) of `kernel`, an
 /// instruction with `numInputs` inputs, is one of the optimizer's f32

@@ -239,6 +239,10 @@ struct ModelInfo {
   int64_t microBatch = 0;
   int64_t seqLen = 0;
   int64_t microbatches = 1;
+  /// The order each sequence's tokens and labels are fed in: 0 natural; N
+  /// (context parallelism: 2 * cp) the load-balanced order of N chunks
+  /// (SequenceOrder.h).
+  int64_t sequenceChunks = 0;
 
   /// Sequences per optimizer step: microBatch * microbatches.
   int64_t globalBatch() const { return microBatch * microbatches; }

@@ -30,8 +30,11 @@ namespace mlt::rt {
 /// Version 6: views (view_of) and segments (the partitioned optimizer's
 /// flat buffers). Version 7: rope's rotary scaling attributes (scaling,
 /// original_max_position_embeddings; factor, low_freq_factor,
-/// high_freq_factor). Version 8: the checksum trailer (below).
-inline constexpr uint32_t kPlanFormatVersion = 8;
+/// high_freq_factor). Version 8: the checksum trailer (below). Version 9:
+/// context parallelism: rope's and attention's `axis` and attention's
+/// `kv_seq`, and the model's `sequence_chunks` (the load-balanced order the
+/// tokens are fed in).
+inline constexpr uint32_t kPlanFormatVersion = 9;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

@@ -60,9 +60,10 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                                 "array of them";
     return success();
   }
-  if (attr.getName() == getVocabShardAttrName()) {
+  if (attr.getName() == getVocabShardAttrName() ||
+      attr.getName() == getSequenceShardAttrName()) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitError() << "'" << getVocabShardAttrName()
+      return op->emitError() << "'" << attr.getName().getValue()
                              << "' must name a mesh axis";
     return success();
   }

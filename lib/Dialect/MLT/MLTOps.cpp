@@ -443,7 +443,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return failure();
   ArrayRef<int64_t> qs = q->getShape();
   static const char *dimNames[] = {"batch", "seq", "heads", "head_dim"};
-  for (int i : {0, 1, 3})
+  // (The sequences may differ: a context-parallel rank's queries attend to
+  // the whole sequence's keys; AttentionOp::verify holds them to it.)
+  for (int i : {0, 3})
     if (!dimsFit(qs[i], (*kv)[i]))
       return shapeError<AttentionOp>(loc, "query and key/value differ in ",
                                      dimNames[i], ": ", dimStr(qs[i]), " vs ",
@@ -459,10 +461,41 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
         loc, "query heads (", qHeads, ") must be a multiple of key/value heads (",
         kvHeads, ") for grouped-query attention");
   SmallVector<int64_t> shape(qs);
-  for (int i : {0, 1, 3})
+  for (int i : {0, 3})
     shape[i] = mergeDims(qs[i], (*kv)[i]);
   results.push_back(RankedTensorType::get(shape, q->getElementType()));
   return success();
+}
+
+LogicalResult mlt::detail::verifyAttentionSequences(Operation *op, Value query,
+                                                    Value key) {
+  const int64_t q = cast<RankedTensorType>(query.getType()).getDimSize(1);
+  const int64_t k = cast<RankedTensorType>(key.getType()).getDimSize(1);
+  auto axis =
+      op->getAttrOfType<StringAttr>(MLTDialect::getSequenceShardAttrName());
+  if (!axis) {
+    if (!dimsFit(q, k))
+      return op->emitOpError("query and key/value differ in seq: ")
+             << dimStr(q) << " vs " << dimStr(k)
+             << " (only a context-parallel rank's queries, '"
+             << MLTDialect::getSequenceShardAttrName()
+             << "', attend to more keys)";
+    return success();
+  }
+  FailureOr<int64_t> size = meshAxisSize(op, axis.getValue());
+  if (failed(size))
+    return failure();
+  if (!ShapedType::isDynamic(q) && !ShapedType::isDynamic(k) &&
+      (k != q * *size || q % 2 != 0))
+    return op->emitOpError("the queries of a context-parallel rank over '")
+           << axis.getValue() << "' (size " << *size
+           << ") are an even block of the keys' sequence, " << *size
+           << " times as long; got query seq " << q << " and key seq " << k;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return detail::verifyAttentionSequences(*this, getQuery(), getKey());
 }
 
 //===----------------------------------------------------------------------===//

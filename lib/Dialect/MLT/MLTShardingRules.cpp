@@ -168,13 +168,16 @@ ShardingRule rmsNormRule(Operation *op, ArrayRef<bool> isWeightOperand,
 
 /// Attention over [batch, seq, heads, head_dim]: query heads are the key
 /// heads (major) times the group of query heads sharing one (minor), so
-/// splitting heads splits key and query heads together.
+/// splitting heads splits key and query heads together. The queries'
+/// sequence splits over the context axis, each rank attending from its
+/// block of queries to the whole sequence's keys (gathered), so a split
+/// leaves the key and value gradients partial sums over it.
 ShardingRule attentionRule(Operation *op, Value query, Value key,
                            unsigned numQueryLike, unsigned numKeyLike) {
   ShardingRule rule;
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key);
   int b = rule.addFactor(q[0]);
-  int sq = rule.addFactor(q[1], /*whole=*/true);
+  int sq = rule.addSequenceFactor(q[1]);
   int sk = rule.addFactor(k[1], /*whole=*/true);
   int hkv = rule.addFactor(k[2]);
   int group = rule.addFactor(q[2] / k[2]);
@@ -240,7 +243,7 @@ ShardingRule ruleOf(Operation *op) {
   if (auto r = dyn_cast<RopeOp>(op)) {
     ShardingRule rule;
     ArrayRef<int64_t> x = shapeOf(r.getInput());
-    int b = rule.addFactor(x[0]), s = rule.addFactor(x[1], true),
+    int b = rule.addFactor(x[0]), s = rule.addSequenceFactor(x[1]),
         h = rule.addFactor(x[2]), d = rule.addFactor(x[3], true);
     rule.operands = {tensorOf({b, s, h, d})};
     rule.results = {tensorOf({b, s, h, d})};

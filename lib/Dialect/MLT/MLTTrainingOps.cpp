@@ -108,6 +108,10 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  return detail::verifyAttentionSequences(*this, getQuery(), getKey());
+}
+
 LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

@@ -121,6 +121,11 @@ LogicalResult verifyParamReference(Operation *op,
 /// when the module has no mesh or the mesh no such axis.
 FailureOr<int64_t> meshAxisSize(Operation *op, StringRef axis);
 
+/// An attention's (or its gradient's) query and key sequences: equal, or,
+/// on a context-parallel rank (mlt.sequence_shard), the keys the whole
+/// sequence of the axis's blocks of queries.
+LogicalResult verifyAttentionSequences(Operation *op, Value query, Value key);
+
 } // namespace mlt::detail
 
 #endif // MLT_LIB_DIALECT_MLT_SHAPERULES_H

@@ -29,11 +29,11 @@ using namespace mlt::cpu;
 
 Status mlt::cpu::checkAttentionParams(const char *kernel,
                                       const AttentionParams &p) {
-  if (p.batch <= 0 || p.seq <= 0 || p.qHeads <= 0 || p.kvHeads <= 0 ||
-      p.headDim <= 0)
+  if (p.batch <= 0 || p.seq <= 0 || p.keyRows() <= 0 || p.qHeads <= 0 ||
+      p.kvHeads <= 0 || p.headDim <= 0)
     return errorf(kernel, ": sizes must be positive (batch ", p.batch, ", seq ",
-                  p.seq, ", q heads ", p.qHeads, ", kv heads ", p.kvHeads,
-                  ", head_dim ", p.headDim, ")");
+                  p.seq, ", kv seq ", p.keyRows(), ", q heads ", p.qHeads,
+                  ", kv heads ", p.kvHeads, ", head_dim ", p.headDim, ")");
   if (p.qHeads % p.kvHeads != 0)
     return errorf(kernel, ": ", p.qHeads, " query heads are not a multiple of ",
                   p.kvHeads, " key/value heads");
@@ -49,6 +49,32 @@ template <typename T> double dot(const T *a, const T *b, int64_t n) {
     sum += double(a[d]) * double(b[d]);
   return sum;
 }
+
+/// The key rows in order of position, and how many of them a query at each
+/// position sees: the keys are visited in this order, so that a sequence
+/// split over ranks sums as the whole one does.
+struct KeyOrder {
+  std::vector<int64_t> rows, positions;
+
+  explicit KeyOrder(const AttentionParams &p) {
+    const int64_t n = p.keyRows();
+    rows.resize(n);
+    for (int64_t j = 0; j < n; ++j)
+      rows[j] = j;
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
+      return p.keys(a) < p.keys(b);
+    });
+    for (int64_t j : rows)
+      positions.push_back(p.keys(j));
+  }
+  /// The keys that query row i sees: the first visible(i) of `rows`.
+  int64_t visible(const AttentionParams &p, int64_t i) const {
+    if (!p.causal)
+      return int64_t(rows.size());
+    return std::upper_bound(positions.begin(), positions.end(), p.queries(i)) -
+           positions.begin();
+  }
+};
 
 /// Strides of the [batch, seq, heads, headDim] layout.
 struct HeadLayout {
@@ -67,25 +93,27 @@ Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
   const int64_t seq = params.seq, dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
   const HeadLayout qLayout{seq, params.qHeads, dim};
-  const HeadLayout kvLayout{seq, params.kvHeads, dim};
-  std::vector<double> scores(seq), acc(dim);
+  const HeadLayout kvLayout{params.keyRows(), params.kvHeads, dim};
+  const KeyOrder order(params);
+  std::vector<double> scores(params.keyRows()), acc(dim);
   for (int64_t b = 0; b < params.batch; ++b) {
     for (int64_t h = 0; h < params.qHeads; ++h) {
       const int64_t g = h / group;
       for (int64_t i = 0; i < seq; ++i) {
         const T *qi = q + qLayout.offset(b, i, h);
-        const int64_t visible = params.causal ? i + 1 : seq;
+        const int64_t visible = order.visible(params, i);
         double maxScore = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < visible; ++j) {
-          scores[j] = params.scale * dot(qi, k + kvLayout.offset(b, j, g), dim);
-          maxScore = std::max(maxScore, scores[j]);
+        for (int64_t t = 0; t < visible; ++t) {
+          scores[t] = params.scale *
+                      dot(qi, k + kvLayout.offset(b, order.rows[t], g), dim);
+          maxScore = std::max(maxScore, scores[t]);
         }
         double sum = 0.0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j < visible; ++j) {
-          const double p = std::exp(scores[j] - maxScore);
+        for (int64_t t = 0; t < visible; ++t) {
+          const double p = std::exp(scores[t] - maxScore);
           sum += p;
-          const T *vj = v + kvLayout.offset(b, j, g);
+          const T *vj = v + kvLayout.offset(b, order.rows[t], g);
           for (int64_t d = 0; d < dim; ++d)
             acc[d] += p * double(vj[d]);
         }
@@ -105,13 +133,15 @@ Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
                                    const T *out, const T *lse,
                                    const AttentionParams &params) {
   MLT_RETURN_IF_ERROR(checkAttentionParams("attention backward", params));
-  const int64_t seq = params.seq, dim = params.headDim;
+  const int64_t seq = params.seq, kvSeq = params.keyRows(),
+                dim = params.headDim;
   const int64_t group = params.qHeads / params.kvHeads;
   const HeadLayout qLayout{seq, params.qHeads, dim};
-  const HeadLayout kvLayout{seq, params.kvHeads, dim};
+  const HeadLayout kvLayout{kvSeq, params.kvHeads, dim};
+  const KeyOrder order(params);
   // dk/dv of one kv head gather contributions from every query row of every
   // query head in its group; they are summed here and written once.
-  std::vector<double> dkAcc(seq * dim), dvAcc(seq * dim), dqAcc(dim);
+  std::vector<double> dkAcc(kvSeq * dim), dvAcc(kvSeq * dim), dqAcc(dim);
   for (int64_t b = 0; b < params.batch; ++b) {
     for (int64_t g = 0; g < params.kvHeads; ++g) {
       std::fill(dkAcc.begin(), dkAcc.end(), 0.0);
@@ -124,8 +154,9 @@ Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
           const double delta = dot(doi, out + qOffset, dim);
           const double lsei = double(lse[(b * params.qHeads + h) * seq + i]);
           std::fill(dqAcc.begin(), dqAcc.end(), 0.0);
-          const int64_t visible = params.causal ? i + 1 : seq;
-          for (int64_t j = 0; j < visible; ++j) {
+          const int64_t visible = order.visible(params, i);
+          for (int64_t t = 0; t < visible; ++t) {
+            const int64_t j = order.rows[t];
             const T *kj = k + kvLayout.offset(b, j, g);
             const T *vj = v + kvLayout.offset(b, j, g);
             const double p = std::exp(params.scale * dot(qi, kj, dim) - lsei);
@@ -143,7 +174,7 @@ Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
             dqi[d] = T(params.scale * dqAcc[d]);
         }
       }
-      for (int64_t j = 0; j < seq; ++j) {
+      for (int64_t j = 0; j < kvSeq; ++j) {
         T *dkj = dk + kvLayout.offset(b, j, g);
         T *dvj = dv + kvLayout.offset(b, j, g);
         for (int64_t d = 0; d < dim; ++d) {

@@ -22,8 +22,8 @@ namespace {
 template <typename T>
 Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
               int64_t seq, int64_t heads, int64_t headDim, double theta,
-              const rt::RopeScaling &scaling, int64_t positionOffset,
-              double direction) {
+              const rt::RopeScaling &scaling,
+              const rt::SequencePositions &positions, double direction) {
   MLT_RETURN_IF_ERROR(
       rt::checkRopeFrequencies(kernel, theta, headDim, scaling));
   const int64_t half = headDim / 2;
@@ -31,7 +31,7 @@ Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
       rt::ropeInverseFrequencies(theta, headDim, scaling);
   std::vector<T> cosv(half), sinv(half);
   for (int64_t s = 0; s < seq; ++s) {
-    const double pos = double(s + positionOffset);
+    const double pos = double(positions(s));
     for (int64_t i = 0; i < half; ++i) {
       const double angle = pos * invFreq[i];
       cosv[i] = T(std::cos(angle));
@@ -59,27 +59,27 @@ Status rotate(const char *kernel, T *out, const T *in, int64_t batch,
 template <typename T>
 Status mlt::cpu::ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
                              int64_t heads, int64_t headDim, double theta,
-                             int64_t positionOffset,
+                             const rt::SequencePositions &positions,
                              const rt::RopeScaling &scaling) {
   return rotate("rope", out, in, batch, seq, heads, headDim, theta, scaling,
-                positionOffset, 1.0);
+                positions, 1.0);
 }
 
 template <typename T>
 Status mlt::cpu::ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
                               int64_t heads, int64_t headDim, double theta,
-                              int64_t positionOffset,
+                              const rt::SequencePositions &positions,
                               const rt::RopeScaling &scaling) {
   return rotate("rope backward", din, dout, batch, seq, heads, headDim, theta,
-                scaling, positionOffset, -1.0);
+                scaling, positions, -1.0);
 }
 
 #define MLT_INSTANTIATE_ROPE(T)                                                \
-  template Status mlt::cpu::ropeForward<T>(T *, const T *, int64_t, int64_t,   \
-                                           int64_t, int64_t, double, int64_t,  \
-                                           const rt::RopeScaling &);           \
-  template Status mlt::cpu::ropeBackward<T>(T *, const T *, int64_t, int64_t,  \
-                                            int64_t, int64_t, double, int64_t, \
-                                            const rt::RopeScaling &);
+  template Status mlt::cpu::ropeForward<T>(                                    \
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double,              \
+      const rt::SequencePositions &, const rt::RopeScaling &);                 \
+  template Status mlt::cpu::ropeBackward<T>(                                   \
+      T *, const T *, int64_t, int64_t, int64_t, int64_t, double,              \
+      const rt::SequencePositions &, const rt::RopeScaling &);
 MLT_INSTANTIATE_ROPE(float)
 MLT_INSTANTIATE_ROPE(double)

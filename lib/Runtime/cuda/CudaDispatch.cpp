@@ -495,6 +495,10 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::Rope: {
     using A = attrs::Rope;
     const KernelAttrs<A> a(inst);
+    if (a[A::axis] >= 0)
+      return errorf("rope: a sequence split over context-parallel ranks "
+                    "(axis ", a[A::axis], ") runs on the CPU backend only so "
+                    "far");
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchRope(out[0].as<T>(), in[0].as<const T>(), a[A::batch],
@@ -512,6 +516,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::AttentionBwdRope: { // the same
     const AttentionShape shape = attentionParams<AttentionShape>(inst);
     const bool forward = inst.kernel == Kernel::AttentionFwd;
+    if (attentionAxis(inst) >= 0)
+      return errorf(kernelName(inst.kernel),
+                    ": a sequence split over context-parallel ranks (axis ",
+                    attentionAxis(inst), ") runs on the CPU backend only so "
+                    "far");
     std::optional<AttentionRope> rope;
     if (inst.kernel == Kernel::AttentionBwdRope) {
       using A = attrs::AttentionBwdRope;

@@ -577,24 +577,33 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::Rope: {
     using A = attrs::Rope;
     const KernelAttrs<A> a(inst);
+    StatusOr<SequencePositions> positions =
+        sequencePositions(communicator_, a[A::axis], a[A::seq],
+                          a[A::position_offset]);
+    if (!positions)
+      return positions.takeStatus();
     if (a[A::inverse])
       return cpu::ropeBackward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
                                a[A::heads], a[A::head_dim], a[A::theta],
-                               a[A::position_offset], ropeScaling(a));
+                               *positions, ropeScaling(a));
     return cpu::ropeForward(f(out[0]), f(in[0]), a[A::batch], a[A::seq],
                             a[A::heads], a[A::head_dim], a[A::theta],
-                            a[A::position_offset], ropeScaling(a));
+                            *positions, ropeScaling(a));
   }
 
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd: {
-    const auto params = attentionParams<cpu::AttentionParams>(inst);
+    StatusOr<cpu::AttentionParams> params = attentionPositions(
+        communicator_, attentionParams<cpu::AttentionParams>(inst),
+        attentionAxis(inst));
+    if (!params)
+      return params.takeStatus();
     if (inst.kernel == Kernel::AttentionFwd)
       return cpu::attentionForward(f(out[0]), f(out[1]), f(in[0]), f(in[1]),
-                                   f(in[2]), params);
+                                   f(in[2]), *params);
     return cpu::attentionBackward(f(out[0]), f(out[1]), f(out[2]), f(in[0]),
                                   f(in[1]), f(in[2]), f(in[3]), f(in[4]),
-                                  f(in[5]), params);
+                                  f(in[5]), *params);
   }
   case Kernel::AttentionBwdRope: {
     // attention_bwd, then rope's inverse on dq and dk in place: the calls
@@ -602,15 +611,23 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     // rounds dq and dk once, after the rotation, as the CUDA kernels do).
     using A = attrs::AttentionBwdRope;
     const KernelAttrs<A> a(inst);
-    const auto params = attentionParams<cpu::AttentionParams>(inst);
+    StatusOr<cpu::AttentionParams> params = attentionPositions(
+        communicator_, attentionParams<cpu::AttentionParams>(inst), a[A::axis]);
+    if (!params)
+      return params.takeStatus();
     MLT_RETURN_IF_ERROR(cpu::attentionBackward(
         f(out[0]), f(out[1]), f(out[2]), f(in[0]), f(in[1]), f(in[2]), f(in[3]),
-        f(in[4]), f(in[5]), params));
-    for (size_t o = 0; o < 2; ++o)
+        f(in[4]), f(in[5]), *params));
+    // dq at the queries' positions, dk at the keys'.
+    for (size_t o = 0; o < 2; ++o) {
+      SequencePositions positions = o == 0 ? params->queries : params->keys;
+      positions.offset += a[A::position_offset];
       MLT_RETURN_IF_ERROR(cpu::ropeBackward(
-          f(out[o]), f(out[o]), params.batch, params.seq,
-          o == 0 ? params.qHeads : params.kvHeads, params.headDim, a[A::theta],
-          a[A::position_offset], ropeScaling(a)));
+          f(out[o]), f(out[o]), params->batch,
+          o == 0 ? params->seq : params->keyRows(),
+          o == 0 ? params->qHeads : params->kvHeads, params->headDim,
+          a[A::theta], positions, ropeScaling(a)));
+    }
     return Status::ok();
   }
 

@@ -154,6 +154,18 @@ StatusOr<VocabShard> mlt::rt::vocabShard(const Communicator *communicator,
                     position->size * vocabLocal};
 }
 
+StatusOr<SequencePositions>
+mlt::rt::sequencePositions(const Communicator *communicator, int64_t axis,
+                           int64_t rows, int64_t offset) {
+  StatusOr<AxisPosition> position = axisPosition(communicator, axis);
+  if (!position)
+    return position.takeStatus();
+  if (axis < 0)
+    return SequencePositions::natural(offset);
+  return SequencePositions::contextBlock(rows, position->coordinate,
+                                         position->size, offset);
+}
+
 Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
     : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),

@@ -14,8 +14,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Plan/PlanFormat.h"
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Runtime/train/Training.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -227,6 +229,19 @@ Status Trainer::checkReplicated(int64_t step) const {
   return Status::ok();
 }
 
+void Trainer::loadBalance(std::vector<int32_t> &sequences) {
+  const int64_t seqLen = model_.seqLen;
+  const int64_t chunk = seqLen / model_.sequenceChunks;
+  const int64_t ranks = model_.sequenceChunks / 2;
+  std::vector<int32_t> natural(size_t(seqLen), 0);
+  for (size_t begin = 0; begin < sequences.size(); begin += size_t(seqLen)) {
+    std::copy_n(sequences.begin() + begin, seqLen, natural.begin());
+    for (int64_t index = 0; index < seqLen; ++index)
+      sequences[begin + size_t(index)] =
+          natural[size_t(loadBalancedPosition(index, chunk, ranks))];
+  }
+}
+
 StatusOr<StepMetrics> Trainer::step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   StepMetrics metrics;
@@ -235,6 +250,11 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
 
   data_.batch(step - 1, model_.globalBatch(), options_.shuffle, options_.seed,
               inputs_.data(), targets_.data());
+  // (Context parallelism: the ranks' blocks split the load-balanced order.)
+  if (model_.sequenceChunks > 0) {
+    loadBalance(inputs_);
+    loadBalance(targets_);
+  }
   Status status = group_ ? group_->parallel([&](Executor &executor) {
     for (RankState &rank : ranks_)
       if (rank.executor == &executor)

@@ -57,6 +57,10 @@ def MLT_Dialect : Dialect {
     /// On per-rank embeddings and cross-entropies: the axis the vocabulary
     /// is split over.
     static constexpr ::llvm::StringLiteral getVocabShardAttrName() { return "mlt.vocab_shard"; }
+    /// On per-rank ropes and attentions: the axis their sequence (an
+    /// attention's queries) is split over, in the load-balanced order of
+    /// context parallelism (positions from the rank's coordinate on it).
+    static constexpr ::llvm::StringLiteral getSequenceShardAttrName() { return "mlt.sequence_shard"; }
     /// On per-rank cross-entropies: the global number of rows the mean is over.
     static constexpr ::llvm::StringLiteral getRowCountAttrName() { return "mlt.row_count"; }
     /// Unit attribute on a forward op that mlt-recompute-activations cloned

@@ -322,6 +322,11 @@ def MLT_AttentionOp : MLT_InferredOp<"attention", [MLT_Differentiable]> {
     `h / (q_heads / kv_heads)` (grouped-query attention). With `causal`,
     position `i` attends to positions `<= i`. The result has `q`'s shape.
 
+    In a per-rank program of context parallelism (`mlt.sequence_shard =
+    "cp"`, set by mlt-spmdize) the queries are the rank's block of the
+    sequence in its load-balanced order and the keys and values the whole
+    sequence in that order: `cp` times as many rows.
+
     Example:
     ```mlir
     %o = mlt.attention %q, %k, %v causal scale = 0.25
@@ -332,6 +337,7 @@ def MLT_AttentionOp : MLT_InferredOp<"attention", [MLT_Differentiable]> {
                        MLT_FloatTensor:$value, UnitAttr:$causal,
                        ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$scale);
   let results = (outs MLT_FloatTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $query `,` $key `,` $value (`causal` $causal^)? `scale` `=` $scale attr-dict
     `:` type($query) `,` type($key) `,` type($value)

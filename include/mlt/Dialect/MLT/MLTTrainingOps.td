@@ -98,6 +98,7 @@ def MLT_AttentionGradOp : MLT_InferredOp<"attention_grad"> {
                        ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$scale);
   let results = (outs MLT_FloatTensor:$query_grad, MLT_FloatTensor:$key_grad,
                       MLT_FloatTensor:$value_grad);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value `,` $output (`causal` $causal^)?
     `scale` `=` $scale attr-dict `:` type($grad) `,` type($query) `,`

@@ -35,6 +35,12 @@ struct ShardingRule {
   /// Factors the op needs whole on every rank (the normalized dimension of an
   /// RMSNorm, the sequence of a causal attention, the rotary pairs).
   llvm::SmallVector<bool> needsWhole;
+  /// Factors that are a causal sequence's positions (the sequence of a
+  /// rotary embedding, an attention's queries): split over the context axis
+  /// only (axisName(ParallelAxis::Context)), whose blocks hold the sequence
+  /// in its load-balanced order and tell the op its positions; whole
+  /// otherwise.
+  llvm::SmallVector<bool> sequence;
   /// Factors the op itself reduces across ranks when split, so that they
   /// leave no partial result (the vocabulary of a vocabulary-parallel
   /// cross-entropy).
@@ -46,8 +52,15 @@ struct ShardingRule {
   int addFactor(int64_t size, bool whole = false) {
     factorSizes.push_back(size);
     needsWhole.push_back(whole);
+    sequence.push_back(false);
     reducedInternally.push_back(false);
     return factorSizes.size() - 1;
+  }
+  /// A factor of `sequence` positions.
+  int addSequenceFactor(int64_t size) {
+    int f = addFactor(size);
+    sequence[f] = true;
+    return f;
   }
   int numFactors() const { return factorSizes.size(); }
   /// Whether factor `f` appears in result `r`.

@@ -11,6 +11,7 @@
 #ifndef MLT_RUNTIME_CPU_ATTENTION_H
 #define MLT_RUNTIME_CPU_ATTENTION_H
 
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
@@ -20,7 +21,10 @@ namespace mlt::cpu {
 /// Shape and attributes of one attention call.
 struct AttentionParams {
   int64_t batch = 0;
+  /// Query rows.
   int64_t seq = 0;
+  /// Key/value rows; 0: seq.
+  int64_t kvSeq = 0;
   /// Query heads; a multiple of kvHeads.
   int64_t qHeads = 0;
   /// Key/value heads; query head h reads kv head h / (qHeads / kvHeads).
@@ -28,8 +32,14 @@ struct AttentionParams {
   int64_t headDim = 0;
   /// Multiplies q.k before the softmax (usually 1 / sqrt(headDim)).
   double scale = 1.0;
-  /// Query position i attends to key positions <= i only.
+  /// A query attends to the keys at its position and before only.
   bool causal = true;
+  /// The positions of the query rows and of the key rows (natural order
+  /// from 0 unless the sequence is split over context-parallel ranks:
+  /// SequenceOrder.h).
+  rt::SequencePositions queries, keys;
+
+  int64_t keyRows() const { return kvSeq ? kvSeq : seq; }
 };
 
 //===----------------------------------------------------------------------===//
@@ -37,16 +47,19 @@ struct AttentionParams {
 //
 // Invariants:
 // - q, out, dout, dq are [batch, seq, qHeads, headDim]; k, v, dk, dv are
-//   [batch, seq, kvHeads, headDim]; lse is [batch, qHeads, seq].
+//   [batch, kvSeq, kvHeads, headDim]; lse is [batch, qHeads, seq].
 // - Forward: `out = softmax(scale * q k^T + mask) v` per (batch, head), and
-//   `lse[b, h, i] = log(sum_j exp(scale * q_i . k_j))` over the unmasked j.
+//   `lse[b, h, i] = log(sum_j exp(scale * q_i . k_j))` over the unmasked j:
+//   with causal, the keys whose position (params.keys) is at most the
+//   query's (params.queries). Keys are visited in order of position, so a
+//   sequence split over context-parallel ranks sums as the whole one does.
 //   Saved for the backward: q, k, v, out and lse.
 // - Backward recomputes `p_ij = exp(scale * q_i . k_j - lse_i)` in the same
 //   order as the forward and overwrites dq, dk and dv. dk and dv sum over the
 //   qHeads / kvHeads query heads that share a kv head.
 // - Dot products, softmax sums and the dk/dv sums are accumulated in double
-//   and rounded to T once. Scratch memory is one row of scores [seq] and, in
-//   the backward, dk/dv accumulators of one kv head [seq, headDim].
+//   and rounded to T once. Scratch memory is one row of scores [kvSeq] and,
+//   in the backward, dk/dv accumulators of one kv head [kvSeq, headDim].
 // - qHeads % kvHeads != 0 or a non-positive size is an error, reported before
 //   anything is written.
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 #define MLT_RUNTIME_CPU_ROPE_H
 
 #include "mlt/Plan/RopeFrequencies.h"
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
@@ -28,9 +29,10 @@ namespace mlt::cpu {
 //   formula the CUDA kernel shares):
 //     out[i]      = x[i] * cos(angle) - x[i + half] * sin(angle)
 //     out[i+half] = x[i + half] * cos(angle) + x[i] * sin(angle)
-//   where `pos = s + positionOffset` for sequence index s. The offset lets a
-//   rank that holds a slice of the sequence (sequence or context parallelism)
-//   rotate by global positions.
+//   where `pos = positions(s)` for sequence row s (SequenceOrder.h: s plus
+//   an offset, or the position of a context-parallel rank's row in the
+//   load-balanced order), so that a rank holding a block of the sequence
+//   rotates by global positions.
 // - The angle, cos and sin are computed in double and rounded to T; the
 //   rotation itself is in T. (HF computes cos/sin in float32 even for a
 //   float64 model; the difference is below the fixtures' tolerances.)
@@ -43,13 +45,14 @@ namespace mlt::cpu {
 template <typename T>
 Status ropeForward(T *out, const T *in, int64_t batch, int64_t seq,
                    int64_t heads, int64_t headDim, double theta,
-                   int64_t positionOffset, const rt::RopeScaling &scaling = {});
+                   const rt::SequencePositions &positions,
+                   const rt::RopeScaling &scaling = {});
 
 /// din = rotation of `dout` by the negative angles; `din` may equal `dout`.
 template <typename T>
 Status ropeBackward(T *din, const T *dout, int64_t batch, int64_t seq,
                     int64_t heads, int64_t headDim, double theta,
-                    int64_t positionOffset,
+                    const rt::SequencePositions &positions,
                     const rt::RopeScaling &scaling = {});
 
 } // namespace mlt::cpu

@@ -16,6 +16,7 @@
 #define MLT_RUNTIME_BACKEND_H
 
 #include "mlt/Plan/Plan.h"
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/exec/HostMemory.h"
 #include "mlt/Support/Status.h"
@@ -220,6 +221,31 @@ struct VocabShard {
 };
 StatusOr<VocabShard> vocabShard(const Communicator *communicator,
                                 int64_t vocabLocal, int64_t axis);
+
+/// The positions of a rope's `rows` rows (SequenceOrder.h): from
+/// `offset` in natural order without an axis (-1); the load-balanced block
+/// of the rank `communicator` serves on context axis `axis` otherwise.
+StatusOr<SequencePositions> sequencePositions(const Communicator *communicator,
+                                              int64_t axis, int64_t rows,
+                                              int64_t offset);
+
+/// `params` (an attention's shape) with the positions of its queries and
+/// keys: natural without an axis (-1); on context axis `axis`, the queries
+/// the rank's load-balanced block and the keys the whole sequence in that
+/// order.
+template <typename Params>
+StatusOr<Params> attentionPositions(const Communicator *communicator,
+                                    Params params, int64_t axis) {
+  StatusOr<AxisPosition> position = axisPosition(communicator, axis);
+  if (!position)
+    return position.takeStatus();
+  if (axis >= 0) {
+    params.queries = SequencePositions::contextBlock(
+        params.seq, position->coordinate, position->size);
+    params.keys = SequencePositions::contextWhole(params.seq, position->size);
+  }
+  return params;
+}
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,
 /// in f32 or f64 (each instruction in the type of its float operands; bf16

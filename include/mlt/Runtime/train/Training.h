@@ -187,6 +187,9 @@ private:
 
   /// The step's global batch, [globalBatch, seqLen] each.
   std::vector<int32_t> inputs_, targets_;
+  /// Puts each sequence of `sequences` (the step's, seq_len tokens each) in
+  /// the plan's load-balanced order (ModelInfo::sequenceChunks).
+  void loadBalance(std::vector<int32_t> &sequences);
 };
 
 } // namespace mlt::rt

@@ -1,0 +1,85 @@
+//===- SequenceOrder.h - the load-balanced order of a sequence --*- C++ -*-===//
+//
+// Part of mlt. Context parallelism splits each sequence over the `cp` ranks
+// of a mesh axis. Causal attention makes later tokens dearer (a token
+// attends to every token before it), so contiguous blocks would give the
+// last rank the most work. Instead the sequence is cut into 2 * cp equal
+// chunks and rank i holds chunks i and 2 * cp - 1 - i: every rank attends
+// over the same number of (query, key) pairs. The plan feeds the tokens and
+// labels in this order (the data loader permutes each sequence), so every
+// per-token op is unaffected; only the ops that read positions (the rotary
+// embedding, attention's causal mask) map a row to its position here. The
+// compiler, the runtime's data loader and both backends' kernels share
+// these functions.
+//
+//   seq 16, cp 2: chunks of 4; the order is chunks 0, 3 (rank 0's block),
+//   then 1, 2 (rank 1's):  index 0..3 -> positions 0..3, 4..7 -> 12..15,
+//   8..11 -> 4..7, 12..15 -> 8..11.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_PLAN_SEQUENCEORDER_H
+#define MLT_PLAN_SEQUENCEORDER_H
+
+#include <cstdint>
+
+namespace mlt::rt {
+
+/// The position of index `index` of the load-balanced order of a sequence
+/// of 2 * `ranks` chunks of `chunk` tokens.
+constexpr int64_t loadBalancedPosition(int64_t index, int64_t chunk,
+                                       int64_t ranks) {
+  const int64_t slot = index / chunk, offset = index % chunk;
+  const int64_t holder = slot / 2;
+  const int64_t piece = slot % 2 == 0 ? holder : 2 * ranks - 1 - holder;
+  return piece * chunk + offset;
+}
+
+/// The index in that order of position `position` (the inverse).
+constexpr int64_t loadBalancedIndex(int64_t position, int64_t chunk,
+                                    int64_t ranks) {
+  const int64_t piece = position / chunk, offset = position % chunk;
+  const int64_t slot =
+      piece < ranks ? 2 * piece : 2 * (2 * ranks - 1 - piece) + 1;
+  return slot * chunk + offset;
+}
+
+/// The positions of a block of consecutive rows of a sequence: row r of the
+/// block is index `first + r` of the sequence's order, at position
+/// `offset` plus that index (natural order, `ranks` 1) or plus its
+/// load-balanced position (`ranks` context ranks, chunks of `chunk`).
+struct SequencePositions {
+  int64_t first = 0;
+  int64_t chunk = 1;
+  int64_t ranks = 1;
+  int64_t offset = 0;
+
+  /// Rows in natural order from position `offset`.
+  static constexpr SequencePositions natural(int64_t offset = 0) {
+    return {0, 1, 1, offset};
+  }
+  /// The block of `rows` rows that rank `coordinate` of `ranks` context
+  /// ranks holds (`rows` even: its two chunks).
+  static constexpr SequencePositions contextBlock(int64_t rows,
+                                                  int64_t coordinate,
+                                                  int64_t ranks,
+                                                  int64_t offset = 0) {
+    return {coordinate * rows, rows / 2, ranks, offset};
+  }
+  /// The whole sequence in the load-balanced order of `ranks` ranks whose
+  /// blocks are `blockRows` rows (what an all-gather of the blocks holds).
+  static constexpr SequencePositions contextWhole(int64_t blockRows,
+                                                  int64_t ranks) {
+    return {0, blockRows / 2, ranks, 0};
+  }
+
+  constexpr int64_t operator()(int64_t row) const {
+    return offset + (ranks == 1 ? first + row
+                                : loadBalancedPosition(first + row, chunk,
+                                                       ranks));
+  }
+};
+
+} // namespace mlt::rt
+
+#endif // MLT_PLAN_SEQUENCEORDER_H

@@ -5,8 +5,8 @@
 
 // Tests that sizes below 1 are errors, that sequence parallelism without
 // tensor parallelism is one, and that a module laid out already is one.
-// TP: error: mlt-annotate-layout: pp, tp and dp must be at least 1, got pp=1 tp=0 dp=1
-// DP: error: mlt-annotate-layout: pp, tp and dp must be at least 1, got pp=1 tp=2 dp=-1
+// TP: error: mlt-annotate-layout: pp, tp, dp and cp must be at least 1, got pp=1 tp=0 dp=1 cp=1
+// DP: error: mlt-annotate-layout: pp, tp, dp and cp must be at least 1, got pp=1 tp=2 dp=-1 cp=1
 // SP: error: mlt-annotate-layout: sequence-parallel splits the sequence over tp and needs tp > 1
 // MESH: error: mlt-annotate-layout: the module already has a layout ('mlt.mesh')
 module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {

@@ -69,7 +69,7 @@ module {
     mlt_rt.launch "matmul" [@x, @"param:model.layers.0.w72"] -> [@y72] ints [1, 64, 72, 64, 0, 1, 0]
     mlt_rt.launch "matmul_add" [@dy, @"param:model.layers.0.wq", @dx] -> [@dx] ints [1, 64, 64, 64, 0, 0, 0]
     mlt_rt.launch "matmul_accumulate" [@dy, @x] -> [@"grad:model.layers.0.wq"] ints [1, 64, 64, 64, 1, 0, 0]
-    mlt_rt.launch "rope" [@x] -> [@x] ints [1, 64, 1, 64, 0, 0, 0, 0] floats [1.000000e+04, 1.000000e+00, 1.000000e+00, 4.000000e+00]
+    mlt_rt.launch "rope" [@x] -> [@x] ints [1, 64, 1, 64, 0, 0, 0, 0, -1] floats [1.000000e+04, 1.000000e+00, 1.000000e+00, 4.000000e+00]
     mlt_rt.launch "matmul" [@x, @"param:model.layers.0.wv"] -> [@v] ints [1, 64, 64, 64, 0, 1, 0]
   }
   mlt_rt.program @split backward_start 1 {

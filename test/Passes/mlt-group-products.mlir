@@ -21,7 +21,7 @@
 // CHECK-NEXT: mlt_rt.launch "matmul" [@q, @"param:wv"] -> [@v] ints [1, 128, 64, 64, 0, 1, 0]{{$}}
 // CHECK-NEXT: mlt_rt.launch "matmul" [@x32, @"param:w32"] -> [@y32] ints [1, 128, 64, 64, 0, 1, 0]{{$}}
 // CHECK-NEXT: mlt_rt.launch "matmul_group" [@dv, @dk, @x, @x] -> [@"grad:wv", @"grad:wk"] ints [1, 64, 64, 128, 1, 0, 0, 1]{{$}}
-// CHECK-NEXT: mlt_rt.launch "rope" [@q] -> [@q] ints [1, 128, 1, 64, 0, 0, 0, 0] floats [1.000000e+04, 1.000000e+00, 1.000000e+00, 4.000000e+00] token 0
+// CHECK-NEXT: mlt_rt.launch "rope" [@q] -> [@q] ints [1, 128, 1, 64, 0, 0, 0, 0, -1] floats [1.000000e+04, 1.000000e+00, 1.000000e+00, 4.000000e+00] token 0
 // CHECK-NEXT: mlt_rt.launch "matmul_accumulate" [@dq, @x] -> [@"grad:wq"] ints [1, 64, 64, 128, 1, 0, 0]{{$}}
 // CHECK-NEXT: }
 // WINDOW: error: mlt-group-products: window must be at least 1, got 0
@@ -58,7 +58,7 @@ module {
     mlt_rt.launch "matmul" [@x32, @"param:w32"] -> [@y32] ints [1, 128, 64, 64, 0, 1, 0]
     mlt_rt.launch "matmul_accumulate" [@dv, @x] -> [@"grad:wv"] ints [1, 64, 64, 128, 1, 0, 0]
     mlt_rt.launch "matmul_accumulate" [@dk, @x] -> [@"grad:wk"] ints [1, 64, 64, 128, 1, 0, 0]
-    mlt_rt.launch "rope" [@q] -> [@q] ints [1, 128, 1, 64, 0, 0, 0, 0] floats [10000.0, 1.0, 1.0, 4.0] token 0
+    mlt_rt.launch "rope" [@q] -> [@q] ints [1, 128, 1, 64, 0, 0, 0, 0, -1] floats [10000.0, 1.0, 1.0, 4.0] token 0
     mlt_rt.launch "matmul_accumulate" [@dq, @x] -> [@"grad:wq"] ints [1, 64, 64, 128, 1, 0, 0]
   }
 }

@@ -136,7 +136,7 @@ TEST(LayoutOptionsTest, ParsersRefuseWhatTheyCannotRead) {
         << status.message();
     EXPECT_EQ(status.message().find('\n'), std::string::npos);
   }
-  EXPECT_FALSE(parseLayoutOptionText("tp=2 cp=2"));
+  EXPECT_FALSE(parseLayoutOptionText("tp=2 ep=2"));
 }
 
 TEST(LayoutOptionsTest, EveryFieldHasAnOption) {
@@ -148,7 +148,7 @@ TEST(LayoutOptionsTest, EveryFieldHasAnOption) {
     EXPECT_TRUE(names.insert(option.name).second) << option.name;
     EXPECT_TRUE(option.isDefault(Layout())) << option.name;
   }
-  EXPECT_EQ(names.size(), 24u) << "a new Layout field: give it an option, a "
+  EXPECT_EQ(names.size(), 25u) << "a new Layout field: give it an option, a "
                                   "rule where it needs one, and update this";
 }
 
@@ -156,12 +156,13 @@ TEST(LayoutTest, AxesAreInRankOrder) {
   std::vector<std::string> names;
   for (const ParallelAxisInfo &axis : parallelAxes())
     names.push_back(axis.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"pp", "dp", "tp"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"pp", "dp", "cp", "tp"}));
   Layout layout;
   layout.tp = 2;
   layout.dp = 3;
   layout.pp = 5;
-  EXPECT_EQ(layout.ranks(), 30);
+  layout.cp = 7;
+  EXPECT_EQ(layout.ranks(), 210);
   for (const ParallelAxisInfo &axis : parallelAxes())
     EXPECT_EQ(axisName(axis.axis), std::string(axis.name));
 }
@@ -268,6 +269,17 @@ TEST(LayoutRulesTest, EachRuleFiresAlone) {
          l.tp = 2;
          l.sequenceParallel = true;
          s.seqLen = 31;
+       }},
+      {"cp-divides-sequence",
+       [](Layout &l, ModelShape &, StepShape &s) {
+         l.cp = 2;
+         s.seqLen = 30; // 4 chunks
+       }},
+      {"cp-without-sequence-parallel",
+       [](Layout &l, ModelShape &, StepShape &) {
+         l.cp = 2;
+         l.tp = 2;
+         l.sequenceParallel = true;
        }},
       {"tp-divides-heads",
        [](Layout &l, ModelShape &m, StepShape &) {

@@ -339,7 +339,7 @@ TEST(CpuBackendTest, Rope) {
       ASSERT_RUN(r, runOne(Kernel::Rope, {f32({B, S, Hd, D}, x)},
                            {f32({B, S, Hd, D})},
                            {B, S, Hd, D, inverse, offset, int64_t(scaling.kind),
-                            scaling.originalMaxPositionEmbeddings},
+                            scaling.originalMaxPositionEmbeddings, -1},
                            {theta, scaling.factor, scaling.lowFreqFactor,
                             scaling.highFreqFactor}));
       EXPECT_EQ((*r)[1], expected)
@@ -371,8 +371,8 @@ TEST(CpuBackendTest, Attention) {
   std::vector<float> out(qn), lse(ln);
   ASSERT_TRUE(cpu::attentionForward(out.data(), lse.data(), q.data(), k.data(),
                                     v.data(), p));
-  const std::vector<int64_t> ints = {p.batch,   p.seq,     p.qHeads,
-                                     p.kvHeads, p.headDim, 1};
+  const std::vector<int64_t> ints = {p.batch,   p.seq,     p.seq, p.qHeads,
+                                     p.kvHeads, p.headDim, 1,     -1};
   const std::vector<int64_t> qs = {p.batch, p.seq, p.qHeads, p.headDim};
   const std::vector<int64_t> kvs = {p.batch, p.seq, p.kvHeads, p.headDim};
   const std::vector<int64_t> ls = {p.batch, p.qHeads, p.seq};

@@ -153,11 +153,17 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
       inputs = 6;
       ints.back() = 0; // accumulate
       break;
-    case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low
+    case Kernel::Rope: // llama3 scaling (1): high_freq_factor > low; no axis
       floats = {1e4, 8.0, 1.0, 4.0};
+      ints[attrs::Rope::axis] = -1;
+      break;
+    case Kernel::AttentionFwd: // no axis
+    case Kernel::AttentionBwd:
+      ints[attrs::AttentionFwd::axis] = -1;
       break;
     case Kernel::AttentionBwdRope: // the same, after attention's scale
       floats = {0.125, 1e4, 8.0, 1.0, 4.0};
+      ints[attrs::AttentionBwdRope::axis] = -1;
       break;
     case Kernel::QuantizeFp8: // both layouts: scale_inv, q, q_t
       ints = {1, 1, 2};
@@ -192,13 +198,20 @@ TEST(KernelTableTest, OperandCounts) {
   EXPECT_THAT(c.outputs, ElementsAre(24));
 
   // q [2, 8, 4, 16], k and v [2, 8, 1, 16], lse [2, 4, 8].
-  const std::vector<int64_t> attention = {2, 8, 4, 1, 16, 1};
+  const std::vector<int64_t> attention = {2, 8, 8, 4, 1, 16, 1, -1};
   c = counts(instruction(Kernel::AttentionFwd, 3, 2, attention, {0.25}));
   EXPECT_THAT(c.inputs, ElementsAre(1024, 256, 256));
   EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
   c = counts(instruction(Kernel::AttentionBwd, 6, 3, attention, {0.25}));
   EXPECT_THAT(c.inputs, ElementsAre(1024, 1024, 256, 256, 1024, 64));
   EXPECT_THAT(c.outputs, ElementsAre(1024, 256, 256));
+  // A context-parallel rank of 3 (axis 0): its 8 queries, the whole
+  // sequence's 24 keys and values.
+  c = counts(instruction(Kernel::AttentionFwd, 3, 2,
+                         {2, 8, 24, 4, 1, 16, 1, 0}, {0.25}),
+             /*groupSize=*/3);
+  EXPECT_THAT(c.inputs, ElementsAre(1024, 768, 768));
+  EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
 
   // FP8: x [3, 8] -> scale_inv, q(, q_t); a [6, 32], b [16, 32] -> c
   // [6, 16].
@@ -278,30 +291,39 @@ TEST(KernelTableTest, AttributeRanges) {
       "transpose_a, transpose_b and b_batched must be 0 or 1, got ints "
       "[1, 2, 2, 2, 0, 2, 0]");
   EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 3, 0, 0, 0}, {1e4, 0, 0, 0})),
-            "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0, 0, 0]");
+                                    {1, 2, 1, 4, 3, 0, 0, 0, -1}, {1e4, 0, 0, 0})),
+            "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0, 0, 0, -1]");
+  // A context-parallel rank's rows are two chunks; its keys the whole
+  // sequence's.
+  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
+                                    {1, 3, 1, 4, 0, 0, 0, 0, 0}, {1e4, 0, 0, 0})),
+            "seq 3 is a context-parallel rank's block of two chunks and must "
+            "be even");
+  EXPECT_EQ(countsError(instruction(Kernel::AttentionFwd, 3, 2,
+                                    {1, 4, 8, 2, 1, 4, 1, -1}, {0.5})),
+            "kv_seq must be 4 (seq), got 8");
   // Rotary scaling: a known kind, its attributes in range (named as HF's
   // config.json names them), and none of them set without one.
   EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 0, 0, 2, 0}, {1e4, 0, 0, 0})),
+                                    {1, 2, 1, 4, 0, 0, 2, 0, -1}, {1e4, 0, 0, 0})),
             "unknown rope scaling kind 2 (0: none, 1: llama3)");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192},
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192, -1},
                               {5e5, 8, 4, 1})),
       "llama3 rope scaling: high_freq_factor (1) must be greater than "
       "low_freq_factor (4)");
   EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 0, 0, 1, 0}, {5e5, 8, 1, 4})),
+                                    {1, 2, 1, 4, 0, 0, 1, 0, -1}, {5e5, 8, 1, 4})),
             "llama3 rope scaling: original_max_position_embeddings must be "
             "positive, got 0");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 0, 8192},
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 0, 8192, -1},
                               {1e4, 0, 0, 0})),
       "rope scaling of kind none has factor 0, low_freq_factor 0, "
       "high_freq_factor 0, original_max_position_embeddings 8192; all "
       "must be 0");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192},
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192, -1},
                               {5e5, 32, 1, 4})),
       "");
   EXPECT_EQ(
@@ -332,10 +354,10 @@ TEST(KernelTableTest, Flops) {
             2.0 * 2 * 3 * 4 * 5);
   const double full = 4.0 * 2 * 4 * 8 * 8 * 16; // batch, q_heads, seq^2, d
   EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionFwd, 3, 2,
-                                    {2, 8, 4, 1, 16, 0}, {0.25})),
+                                    {2, 8, 8, 4, 1, 16, 0, -1}, {0.25})),
             full);
   EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionBwd, 6, 3,
-                                    {2, 8, 4, 1, 16, 1}, {0.25})),
+                                    {2, 8, 8, 4, 1, 16, 1, -1}, {0.25})),
             2.5 * full / 2);
   EXPECT_EQ(kernelFlops(instruction(Kernel::Add, 2, 1, {1024})), 0.0);
   EXPECT_EQ(kernelFlops(instruction(Kernel::AllReduceSum, 1, 1, {1024, 0})),
@@ -353,9 +375,10 @@ TEST(KernelTableTest, AttributesByName) {
                      {A::original_max_position_embeddings, 8192},
                      {A::seq, 3},
                      {A::scaling, 1},
+                     {A::axis, -1},
                      {A::heads, 4},
                      {A::head_dim, 8}});
-  EXPECT_THAT(ints, ElementsAre(2, 3, 4, 8, 1, 7, 1, 8192));
+  EXPECT_THAT(ints, ElementsAre(2, 3, 4, 8, 1, 7, 1, 8192, -1));
   const InstructionDesc rope =
       instruction(Kernel::Rope, 1, 1, ints,
                   kernelFloats<A>({{A::high_freq_factor, 4.0},

@@ -118,8 +118,8 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
   std::vector<Saved> saved;
   uint32_t x = temp("embed", {rows, D});
   b.launch(fwd, Kernel::EmbeddingFwd, {tokens, embed}, {x}, {rows, V, D});
-  const std::vector<int64_t> attnInts = {B,         S,         c.heads,
-                                         c.kvHeads, c.headDim, 1};
+  const std::vector<int64_t> attnInts = {B,         S,         S, c.heads,
+                                         c.kvHeads, c.headDim, 1, -1};
   for (const Layer &L : layers) {
     Saved s;
     s.x = x;
@@ -130,10 +130,10 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
     s.v = linear(s.h, L.v, kvDim, D, "v");
     s.qr = temp("q.rope", {B, S, c.heads, c.headDim});
     b.launch(fwd, Kernel::Rope, {q}, {s.qr},
-             {B, S, c.heads, c.headDim, 0, 0, 0, 0}, theta);
+             {B, S, c.heads, c.headDim, 0, 0, 0, 0, -1}, theta);
     s.kr = temp("k.rope", {B, S, c.kvHeads, c.headDim});
     b.launch(fwd, Kernel::Rope, {k}, {s.kr},
-             {B, S, c.kvHeads, c.headDim, 0, 0, 0, 0}, theta);
+             {B, S, c.kvHeads, c.headDim, 0, 0, 0, 0, -1}, theta);
     s.attn = temp("attn", {rows, qDim});
     s.lse = temp("lse", {B, c.heads, S});
     b.launch(fwd, Kernel::AttentionFwd, {s.qr, s.kr, s.v}, {s.attn, s.lse},
@@ -193,9 +193,9 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
              {dqr, dkr, dv}, attnInts, scale);
     uint32_t dq = temp("dq", {rows, qDim}), dk = temp("dk", {rows, kvDim});
     b.launch(fwd, Kernel::Rope, {dqr}, {dq},
-             {B, S, c.heads, c.headDim, 1, 0, 0, 0}, theta);
+             {B, S, c.heads, c.headDim, 1, 0, 0, 0, -1}, theta);
     b.launch(fwd, Kernel::Rope, {dkr}, {dk},
-             {B, S, c.kvHeads, c.headDim, 1, 0, 0, 0}, theta);
+             {B, S, c.kvHeads, c.headDim, 1, 0, 0, 0, -1}, theta);
     uint32_t dhq = linearBwd(dq, s.h, L.q, qDim, D, "q");
     uint32_t dhk = linearBwd(dk, s.h, L.k, kvDim, D, "k");
     uint32_t dhv = linearBwd(dv, s.h, L.v, kvDim, D, "v");

@@ -54,23 +54,25 @@ struct SequencePositions {
   int64_t ranks = 1;
   int64_t offset = 0;
 
-  /// Rows in natural order from position `offset`.
-  static constexpr SequencePositions natural(int64_t offset = 0) {
-    return {0, 1, 1, offset};
-  }
+  /// Rows in natural order from position `offset` (the common case, so an
+  /// offset converts).
+  constexpr SequencePositions(int64_t offset = 0) : offset(offset) {}
+  constexpr SequencePositions(int64_t first, int64_t chunk, int64_t ranks,
+                              int64_t offset)
+      : first(first), chunk(chunk), ranks(ranks), offset(offset) {}
   /// The block of `rows` rows that rank `coordinate` of `ranks` context
   /// ranks holds (`rows` even: its two chunks).
   static constexpr SequencePositions contextBlock(int64_t rows,
                                                   int64_t coordinate,
                                                   int64_t ranks,
                                                   int64_t offset = 0) {
-    return {coordinate * rows, rows / 2, ranks, offset};
+    return SequencePositions(coordinate * rows, rows / 2, ranks, offset);
   }
   /// The whole sequence in the load-balanced order of `ranks` ranks whose
   /// blocks are `blockRows` rows (what an all-gather of the blocks holds).
   static constexpr SequencePositions contextWhole(int64_t blockRows,
                                                   int64_t ranks) {
-    return {0, blockRows / 2, ranks, 0};
+    return SequencePositions(0, blockRows / 2, ranks, 0);
   }
 
   constexpr int64_t operator()(int64_t row) const {

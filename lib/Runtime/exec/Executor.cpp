@@ -161,7 +161,7 @@ mlt::rt::sequencePositions(const Communicator *communicator, int64_t axis,
   if (!position)
     return position.takeStatus();
   if (axis < 0)
-    return SequencePositions::natural(offset);
+    return SequencePositions(offset);
   return SequencePositions::contextBlock(rows, position->coordinate,
                                          position->size, offset);
 }

@@ -26,7 +26,7 @@ config.excludes.append("fixture_tools.py")
 # requires the feature "fixture-<name>", present once its files are there.
 config.excludes.append("Fixtures")
 config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, "Fixtures")))
-for name in ("llama-ref-d",):
+for name in ("llama-ref-d", "llama-ref-e"):
     if os.path.isfile(os.path.join(config.test_source_root, "Fixtures", name, "train.json")):
         config.available_features.add("fixture-" + name)
 # mlt-run built with the CUDA backend (--device cuda compiles for its GPU

@@ -4,6 +4,8 @@
 // RUN:   | FileCheck %s --check-prefix=TP
 // RUN: mlt-opt %s -split-input-file -mlt-annotate-layout="dp=4" \
 // RUN:   | FileCheck %s --check-prefix=DP
+// RUN: mlt-opt %s -split-input-file -mlt-annotate-layout="dp=2 cp=2 pp=2" \
+// RUN:   | FileCheck %s --check-prefix=CP
 // RUN: mlt-opt %s -split-input-file -mlt-annotate-layout \
 // RUN:   | FileCheck %s --check-prefix=ONE
 
@@ -85,6 +87,13 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 16, hidden_size = 8, inte
 // DP-NOT: mlt.sharding<[tp
 // DP: func.func @forward(%{{[^:]+}}: tensor<?x?xi32> {mlt.sharding = #mlt.sharding<[dp, -]>}, %{{[^:]+}}: tensor<?x?xi32> {mlt.sharding = #mlt.sharding<[dp, -]>}) -> tensor<f32>
 // DP-NOT: mlt.shard
+
+// Context parallelism: cp between dp and tp in the mesh, the sequence of
+// the tokens and labels split over it.
+// CP-LABEL: module attributes {mlt.mesh = #mlt.mesh<pp = 2, dp = 2, cp = 2>, mlt.model
+// CP-NOT: mlt.sharding<[tp
+// CP: func.func @forward(%{{[^:]+}}: tensor<?x?xi32> {mlt.sharding = #mlt.sharding<[dp, cp]>}, %{{[^:]+}}: tensor<?x?xi32> {mlt.sharding = #mlt.sharding<[dp, cp]>}) -> tensor<f32>
+// CP-NOT: mlt.shard
 
 // ONE-LABEL: module attributes {mlt.model
 // ONE-NOT: mlt.sharding

@@ -7,7 +7,7 @@
 Draws random small LLaMA shapes (hidden sizes, heads, key/value heads, head
 dims, intermediate sizes and vocabularies that are not multiples of 8 or 64
 included; tied embeddings; 1 to 6 layers) and random layouts (tp, sequence
-parallelism, pp, vp, pp-group-size, dp, ZeRO 0/1/2, micro-batches, every
+parallelism, pp, vp, pp-group-size, dp, cp, ZeRO 0/1/2, micro-batches, every
 schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
 reduction, overlap switches, bucket sizes), and holds `mlt-run` to the rule
 book's promise:
@@ -132,15 +132,18 @@ def draw_layout(rng, config):
         pp = rng.choice([1, 1, 2, 2, 3])
         if pp > layers and rng.random() < 0.8:
             pp = rng.choice([1, min(2, layers)])
-        if tp * dp * pp <= 8:
+        cp = rng.choice([1, 1, 1, 2, 2, 3, 4])
+        if tp * dp * pp * cp <= 8:
             break
     flags = []
     if tp > 1:
         flags += ["--tp", str(tp)]
-        if rng.random() < 0.4:
+        if rng.random() < (0.4 if cp == 1 else 0.05):
             flags.append("--sequence-parallel")
     if dp > 1:
         flags += ["--dp", str(dp)]
+    if cp > 1:
+        flags += ["--cp", str(cp)]
     vp = 1
     microbatches = rng.choice([1, 1, 2, 3, 4])
     if pp > 1:
@@ -191,6 +194,8 @@ def draw_layout(rng, config):
     seq_len = rng.randrange(3, 33)
     if tp > 1 and "--sequence-parallel" in flags and rng.random() < 0.8:
         seq_len = max(tp, seq_len - seq_len % tp)
+    if cp > 1 and rng.random() < 0.85:  # 2 * cp load-balanced chunks
+        seq_len = max(2 * cp, seq_len - seq_len % (2 * cp))
     return flags, batch, seq_len, dtype
 
 

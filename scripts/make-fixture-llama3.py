@@ -45,13 +45,11 @@ writes test/Fixtures/llama-ref-d/ (config.json, model.safetensors,
 train.json, grads_step0.safetensors, final.safetensors, README.md).
 """
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
-import shlex
-import sys
+
+import fixture_common
 
 NAME = "llama-ref-d"
 THETA = 10000.0
@@ -101,22 +99,6 @@ def mlt_inverse_frequencies(theta, dim, scaling):
     return values, branches
 
 
-def machine_description():
-    import torch
-    parts = [f"host {platform.node()}", platform.platform()]
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    parts.append("CPU " + line.split(":", 1)[1].strip())
-                    break
-    except OSError:
-        pass
-    if torch.cuda.is_available():
-        parts.append("GPU " + torch.cuda.get_device_name(0))
-    return "; ".join(parts)
-
-
 def check_config(config_cls):
     """Fails unless this transformers keeps llama3 rope_parameters as given."""
     cfg = config_cls(**MODEL, rope_parameters=rope_parameters("llama3"),
@@ -146,20 +128,9 @@ def step0(model, tokens, vocab):
 def load_model(out, rope_type):
     """The fixture's initial weights in float64, as make() trains them, with
     the given rotary embeddings."""
-    import torch
-    from safetensors.torch import load_file
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig.from_pretrained(out, attn_implementation="eager")
-    cfg.rope_parameters = rope_parameters(rope_type)
-    model = LlamaForCausalLM(cfg).to(torch.float64)
-    state = load_file(os.path.join(out, "model.safetensors"))
-    missing, unexpected = model.load_state_dict(
-        {k: v.to(torch.float64) for k, v in state.items()}, strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:
-        raise SystemExit(f"{NAME}: model.safetensors does not fit: missing "
-                         f"{missing}, unexpected {unexpected}")
-    model.tie_weights()
-    return model
+    def configure(cfg):
+        cfg.rope_parameters = rope_parameters(rope_type)
+    return fixture_common.load_model(out, NAME, configure)[0]
 
 
 def verify(out):
@@ -232,17 +203,7 @@ def main():
     parser.add_argument("--out", required=True,
                         help=f"where to write {NAME}/ (e.g. test/Fixtures)")
     args = parser.parse_args()
-    command = " ".join(shlex.quote(a) for a in [
-        "python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
-
-    sys.path.insert(0, os.path.abspath(args.make_fixture_dir))
-    try:
-        from make_fixture import make
-    except ImportError as e:
-        raise SystemExit(f"{NAME}: cannot import make_fixture from "
-                         f"{args.make_fixture_dir}: {e}")
-    import torch
-    import transformers
+    make = fixture_common.import_make(NAME, args.make_fixture_dir)
     from transformers import LlamaConfig
     check_config(LlamaConfig)
 
@@ -255,10 +216,9 @@ def main():
          seed=SEED, tie=True)
     checks = verify(out)
 
-    sizes = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-    readme = f"""# {NAME}: HF transformers' training reference for llama3 rotary scaling and tied embeddings
-
-A tiny LLaMA as llama-ref-a (vocab 256, hidden 64, SwiGLU 176, 2 layers, 4 / 2 heads of 16,
+    fixture_common.write_readme(
+        out, NAME, "HF transformers' training reference for llama3 rotary scaling and tied embeddings",
+        f"""A tiny LLaMA as llama-ref-a (vocab 256, hidden 64, SwiGLU 176, 2 layers, 4 / 2 heads of 16,
 RMSNorm eps 1e-5, rope theta 10000), with tied embeddings and
 `rope_parameters` `{json.dumps(rope_parameters("llama3"))}`
 (max_position_embeddings 64), trained by `LlamaForCausalLM` in float64 on the CPU for {STEPS}
@@ -266,21 +226,8 @@ steps of batch {BATCH} x seq {SEQ}: AdamW lr {OPTIMIZER['lr']}, betas {OPTIMIZER
 eps {OPTIMIZER['eps']}, weight decay {OPTIMIZER['weight_decay']}, clipping at {CLIP}, seed {SEED}.
 The files are those of the shared fixtures (README.md there): config.json, model.safetensors,
 train.json, grads_step0.safetensors, final.safetensors; no lm_head.weight anywhere (tied).
-test/Training/llama3-fixture.test replays it.
-
-Made by `{command}` (scripts/make-fixture-llama3.py, which calls make() of the shared
-fixtures' make_fixture.py) on {datetime.date.today().isoformat()}:
-- machine: {machine_description()}
-- Python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}
-- {sizes} bytes in all
-
-Checked when made:
-""" + "".join(f"- {line}\n" for line in checks)
-    with open(os.path.join(out, "README.md"), "w") as f:
-        f.write(readme)
-    print(f"{NAME}: wrote {out} ({sizes} bytes); checks passed:")
-    for line in checks:
-        print("  " + line)
+test/Training/llama3-fixture.test replays it.""",
+        fixture_common.command_line(), "scripts/make-fixture-llama3.py", checks)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,10 @@ Usage (from the repository root):
       --make-fixture-dir /path/to/shared/fixtures --out test/Fixtures
 """
 import argparse
-import datetime
 import json
 import os
-import platform
-import shlex
-import sys
+
+import fixture_common
 
 NAME = "llama-ref-e"
 MODEL = dict(vocab_size=300, hidden_size=96, intermediate_size=200,
@@ -50,30 +48,6 @@ GRAD_TOLERANCE = 1e-4
 WINDOW = 64
 ROTATED = [f"model.layers.{layer}.self_attn.{proj}_proj.weight"
            for layer in range(MODEL["num_hidden_layers"]) for proj in "qk"]
-
-
-def machine_description():
-    import torch
-    parts = [f"host {platform.node()}", platform.platform()]
-    if torch.cuda.is_available():
-        parts.append("GPU " + torch.cuda.get_device_name(0))
-    return "; ".join(parts)
-
-
-def load_model(out):
-    import torch
-    from safetensors.torch import load_file
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig.from_pretrained(out, attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).to(torch.float64)
-    state = load_file(os.path.join(out, "model.safetensors"))
-    missing, unexpected = model.load_state_dict(
-        {k: v.to(torch.float64) for k, v in state.items()}, strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:
-        raise SystemExit(f"{NAME}: model.safetensors does not fit: missing "
-                         f"{missing}, unexpected {unexpected}")
-    model.tie_weights()
-    return model, cfg
 
 
 def step0(model, tokens, vocab, window=None):
@@ -103,7 +77,7 @@ def verify(out):
     import torch
     from safetensors.torch import load_file
     lines = []
-    model, cfg = load_model(out)
+    model, cfg = fixture_common.load_model(out, NAME)
     for key in ("vocab_size", "hidden_size", "intermediate_size",
                 "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim"):
@@ -148,46 +122,24 @@ def main():
     parser.add_argument("--make-fixture-dir", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    command = " ".join(shlex.quote(a) for a in [
-        "python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    sys.path.insert(0, os.path.abspath(args.make_fixture_dir))
-    try:
-        from make_fixture import make
-    except ImportError as e:
-        raise SystemExit(f"{NAME}: cannot import make_fixture from "
-                         f"{args.make_fixture_dir}: {e}")
-    import torch
-    import transformers
-
+    make = fixture_common.import_make(NAME, args.make_fixture_dir)
     os.environ["OUT"] = os.path.abspath(args.out)
     out = os.path.join(os.environ["OUT"], NAME)
     make(NAME, MODEL, batch=BATCH, seq=SEQ, steps=STEPS, opt_kw=OPTIMIZER,
          clip=CLIP, seed=SEED, tie=True)
     checks = verify(out)
-    sizes = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-    readme = f"""# {NAME}: HF transformers' training reference at a long sequence (context parallelism)
-
-A small LLaMA of odd sizes (vocab 300, hidden 96, SwiGLU 200, 2 layers, 6 / 2 heads of 16,
+    fixture_common.write_readme(
+        out, NAME,
+        "HF transformers' training reference at a long sequence (context "
+        "parallelism)",
+        f"""A small LLaMA of odd sizes (vocab 300, hidden 96, SwiGLU 200, 2 layers, 6 / 2 heads of 16,
 RMSNorm eps 1e-5, rope theta 500000, tied embeddings), trained by `LlamaForCausalLM` in float64
 on the CPU for {STEPS} steps of batch {BATCH} x seq {SEQ}: AdamW lr {OPTIMIZER['lr']}, betas
 {OPTIMIZER['betas']}, eps {OPTIMIZER['eps']}, weight decay {OPTIMIZER['weight_decay']}, clipping
 at {CLIP}, seed {SEED}. Seq {SEQ} = 2^7 x 3 cuts into the 2 x cp load-balanced chunks of cp 2,
 3, 4, 6 and 8. The files are those of the shared fixtures (README.md there); no lm_head.weight
-anywhere (tied). test/Training/context-parallel-fixture.test replays it.
-
-Made by `{command}` (scripts/make-fixture-long.py, which calls make() of the shared fixtures'
-make_fixture.py) on {datetime.date.today().isoformat()}:
-- machine: {machine_description()}
-- Python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}
-- {sizes} bytes in all
-
-Checked when made:
-""" + "".join(f"- {line}\n" for line in checks)
-    with open(os.path.join(out, "README.md"), "w") as f:
-        f.write(readme)
-    print(f"{NAME}: wrote {out} ({sizes} bytes); checks passed:")
-    for line in checks:
-        print("  " + line)
+anywhere (tied). test/Training/context-parallel-fixture.test replays it.""",
+        fixture_common.command_line(), "scripts/make-fixture-long.py", checks)
 
 
 if __name__ == "__main__":

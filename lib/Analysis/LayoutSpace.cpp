@@ -15,7 +15,11 @@ using namespace mlt::rt;
 
 std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
   std::vector<Layout> layouts;
-  const int64_t gpus = request.gpus, batch = request.globalBatch;
+  // (The context-parallel ranks are the user's: the other axes fill the
+  // rest of the GPUs.)
+  const int64_t cp = std::max<int64_t>(request.base.cp, 1);
+  const int64_t gpus = request.gpus % cp == 0 ? request.gpus / cp : 0,
+                batch = request.globalBatch;
   if (gpus < 1 || batch < 1)
     return layouts;
   for (int64_t tp = 1; tp <= gpus; ++tp) {

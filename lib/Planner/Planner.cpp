@@ -519,6 +519,10 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
                                         const PlannerObserver &observer) {
   // The user's own options first: a refusal of those is the user's to
   // fix, whatever the planner chooses.
+  if (request.gpus % request.base.cp != 0)
+    return errorf("--layout auto: cp ", request.base.cp,
+                  " does not divide the ", request.gpus,
+                  " GPUs (the planner lays the other axes out on gpus / cp)");
   const StepShape step{request.globalBatch, request.seqLen};
   std::vector<Violation> own = verify(request.base, request.model, step);
   if (!own.empty())

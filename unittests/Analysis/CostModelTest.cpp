@@ -710,6 +710,29 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
     EXPECT_EQ(l.dtype, Precision::BF16) << layoutFlags(l);
 }
 
+// Tests that a context-parallel size the user fixed keeps its ranks: the
+// other axes fill the GPUs over cp, and none are laid out where cp does
+// not divide the GPUs.
+TEST(LayoutSpaceTest, TheUsersContextRanksComeFirst) {
+  Layout base;
+  base.cp = 2;
+  std::vector<Layout> layouts = enumerateLayouts({8, 8, base});
+  ASSERT_FALSE(layouts.empty());
+  for (const Layout &l : layouts) {
+    EXPECT_EQ(l.cp, 2);
+    EXPECT_EQ(l.ranks(), 8) << layoutFlags(l);
+  }
+  // The same layouts as 4 GPUs without cp, each with cp 2.
+  std::vector<Layout> four = enumerateLayouts({4, 8, Layout()});
+  ASSERT_EQ(layouts.size(), four.size());
+  for (size_t i = 0; i < four.size(); ++i) {
+    four[i].cp = 2;
+    EXPECT_EQ(layouts[i], four[i]);
+  }
+  base.cp = 4;
+  EXPECT_TRUE(enumerateLayouts({6, 8, base}).empty());
+}
+
 TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
   // Two and three layers a virtual stage: 10 and 13 bytes on stage 0, 7
   // and 9 on stage 1, 1.0 and 1.5 s; five more layers on from three.

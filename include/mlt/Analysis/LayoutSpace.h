@@ -41,7 +41,8 @@ struct LayoutRequest {
 };
 
 /// Every layout of `request`'s GPUs, `request.base` with: tp, pp and dp
-/// whose product is the number of GPUs; vp 1, and 2 (under the default
+/// whose product is the number of GPUs over the base's cp (the user's; none
+/// where cp does not divide the GPUs); vp 1, and 2 (under the default
 /// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp > 1; every
 /// number of micro-batches that divides the global batch into micro-batches
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages

@@ -881,6 +881,57 @@ Status verifyModelConfig(
 
 } // namespace
 
+namespace {
+
+/// The order the tokens are fed in (the model info's sequence_chunks)
+/// against the positions the rope and attention launches read: a sequence
+/// split over a context axis of G ranks is fed in the load-balanced order of
+/// 2G chunks, and a load-balanced sequence has no launch that counts its
+/// rows in natural order. (Either mismatch trains a model whose positions
+/// are scrambled, which no loss would show at once.)
+Status verifySequenceOrder(const Plan &plan) {
+  const int64_t chunks = plan.model.sequenceChunks;
+  for (const RankPlan &rank : plan.ranks)
+    for (const ProgramDesc &program : rank.programs)
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const InstructionDesc &inst = program.instructions[i];
+        int64_t axis;
+        if (inst.kernel == Kernel::Rope)
+          axis = KernelAttrs<attrs::Rope>(inst)[attrs::Rope::axis];
+        else if (inst.kernel == Kernel::AttentionFwd ||
+                 inst.kernel == Kernel::AttentionBwd ||
+                 inst.kernel == Kernel::AttentionBwdRope)
+          axis = attentionAxis(inst);
+        else
+          continue;
+        auto fail = [&](auto &&...parts) {
+          return errorf("rank ", rank.rank, ": program '", program.name,
+                        "' instruction ", i, " (", kernelName(inst.kernel),
+                        ") ", parts...);
+        };
+        // (The plan verifier checked the axis against the mesh.)
+        const int64_t want =
+            axis >= 0 && size_t(axis) < plan.mesh.size()
+                ? 2 * int64_t(plan.mesh[size_t(axis)].size)
+                : 0;
+        if (want != chunks)
+          return axis >= 0
+                     ? fail("reads positions of a sequence split over mesh "
+                            "axis '", plan.mesh[size_t(axis)].name,
+                            "' in the load-balanced order of ", want,
+                            " chunks, but the plan feeds the tokens ",
+                            chunks ? "in " + std::to_string(chunks) +
+                                         " chunks"
+                                   : std::string("in natural order"))
+                     : fail("counts positions in natural order, but the "
+                            "plan feeds the tokens in the load-balanced "
+                            "order of ", chunks, " chunks");
+      }
+  return Status::ok();
+}
+
+} // namespace
+
 Status mlt::rt::verifyTrainingContract(const Plan &plan) {
   const ModelInfo &model = plan.model;
   auto positive = [](const char *name, int64_t value) -> Status {
@@ -947,6 +998,7 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
                                     : std::move(status).withContext(
                                           "rank " + std::to_string(rank.rank));
   }
+  MLT_RETURN_IF_ERROR(verifySequenceOrder(plan));
   return verifyModelConfig(plan, shapes);
 }
 

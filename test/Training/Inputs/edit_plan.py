@@ -16,6 +16,8 @@ Each edit rewrites a value where it lies, so the file keeps its layout:
   version:N                       the plan's format_version
   microbatches:N                  the model info's micro-batches per step
   vocab:N                         the model info's vocab_size
+  chunks:N                        the model info's sequence_chunks (present
+                                  only in a plan that has some)
   int:PROGRAM:KERNEL:ATTR:VALUE   integer attribute ATTR (its position) of
                                   the first KERNEL launch of PROGRAM (rank 0)
   float:PROGRAM:KERNEL:ATTR:VALUE the same, of a float attribute
@@ -29,7 +31,7 @@ import zlib
 
 # Field positions (the schema's declaration order).
 PLAN_VERSION, PLAN_MODEL, PLAN_RANKS = 0, 2, 4
-MODEL_CONFIG, MODEL_VOCAB, MODEL_MICROBATCHES = 0, 1, 5
+MODEL_CONFIG, MODEL_VOCAB, MODEL_MICROBATCHES, MODEL_CHUNKS = 0, 1, 5, 6
 RANK_BUFFERS, RANK_PROGRAMS = 2, 3
 BUFFER_NAME = 0
 PROGRAM_NAME, PROGRAM_INSTRUCTIONS = 0, 1
@@ -112,9 +114,10 @@ def edit(plan, spec):
         del plan.data[int(rest):]
     elif kind == "version":
         plan.set_scalar(root, PLAN_VERSION, "<I", int(rest), "format_version")
-    elif kind in ("microbatches", "vocab"):
+    elif kind in ("microbatches", "vocab", "chunks"):
         model = plan.ref(root, PLAN_MODEL)
-        index = MODEL_MICROBATCHES if kind == "microbatches" else MODEL_VOCAB
+        index = {"microbatches": MODEL_MICROBATCHES, "vocab": MODEL_VOCAB,
+                 "chunks": MODEL_CHUNKS}[kind]
         plan.set_scalar(model, index, "<q", int(rest), kind)
     elif kind in ("int", "float", "output"):
         program, kernel, position, value = rest.split(":", 3)

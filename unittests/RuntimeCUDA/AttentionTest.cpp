@@ -160,6 +160,72 @@ TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
   }
 }
 
+// A context-parallel rank's attention (SequenceOrder.h): its block of the
+// queries in the load-balanced order against the whole sequence's keys in
+// that order, causal by position, on the f32 kernels, against the CPU
+// kernels (which visit keys by position); every rank of cp 2 and 3, chunks
+// that are and are not multiples of the tiles, GQA and MQA, batch 2.
+TEST(CudaAttentionTest, ContextParallelBlocksMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(607);
+  struct CpCase {
+    int64_t ranks, chunk, batch, qHeads, kvHeads, headDim;
+  };
+  for (const CpCase &c : {CpCase{2, 48, 2, 4, 2, 64}, CpCase{3, 16, 1, 4, 1, 128},
+                          CpCase{2, 37, 1, 2, 2, 32}, CpCase{3, 64, 1, 6, 2, 64}})
+    for (int64_t rank = 0; rank < c.ranks; ++rank) {
+      SCOPED_TRACE("cp " + std::to_string(c.ranks) + " rank " +
+                   std::to_string(rank) + " chunk " + std::to_string(c.chunk) +
+                   " head_dim " + std::to_string(c.headDim));
+      cpu::AttentionParams p;
+      p.batch = c.batch;
+      p.seq = 2 * c.chunk;
+      p.kvSeq = p.seq * c.ranks;
+      p.qHeads = c.qHeads;
+      p.kvHeads = c.kvHeads;
+      p.headDim = c.headDim;
+      p.causal = true;
+      p.scale = 1.0 / std::sqrt(double(c.headDim));
+      p.queries = rt::SequencePositions::contextBlock(p.seq, rank, c.ranks);
+      p.keys = rt::SequencePositions::contextWhole(p.seq, c.ranks);
+      const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
+      const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;
+      const int64_t ln = p.batch * p.qHeads * p.seq;
+      const std::vector<float> q = randomVector<float>(rng, qn, -2.0, 2.0),
+                               k = randomVector<float>(rng, kvn, -2.0, 2.0),
+                               v = randomVector<float>(rng, kvn),
+                               dout = randomVector<float>(rng, qn);
+      std::vector<float> out(qn), lse(ln), dq(qn), dk(kvn), dv(kvn);
+      ASSERT_TRUE(cpu::attentionForward<float>(out.data(), lse.data(), q.data(),
+                                               k.data(), v.data(), p));
+      ASSERT_TRUE(cpu::attentionBackward<float>(
+          dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+          v.data(), out.data(), lse.data(), p));
+
+      DeviceBuffer<float> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dLse(ln),
+          dDout(qn), dDq(qn), dDk(kvn), dDv(kvn);
+      dQ.upload(q);
+      dK.upload(k);
+      dV.upload(v);
+      dDout.upload(dout);
+      ASSERT_TRUE(launchAttentionFwd(dOut.get(), dLse.get(), dQ.get(),
+                                     dK.get(), dV.get(), p, 0));
+      EXPECT_LT(relError(dOut.download(), out), kFwdTol);
+      EXPECT_LT(relError(dLse.download(), lse), kFwdTol);
+      dOut.upload(out);
+      dLse.upload(lse);
+      const size_t scratchBytes = attentionBwdScratchBytes(p);
+      DeviceBuffer<char> scratch(scratchBytes);
+      ASSERT_TRUE(launchAttentionBwd(dDq.get(), dDk.get(), dDv.get(),
+                                     dDout.get(), dQ.get(), dK.get(), dV.get(),
+                                     dOut.get(), dLse.get(), p, scratch.get(),
+                                     scratchBytes, 0));
+      EXPECT_LT(relError(dDq.download(), dq), kBwdTol);
+      EXPECT_LT(relError(dDk.download(), dk), kBwdTol);
+      EXPECT_LT(relError(dDv.download(), dv), kBwdTol);
+    }
+}
+
 // A longer causal sequence at LLaMA's head_dim, several key tiles per query
 // tile, with misaligned tensors (scalar tile loads).
 TEST(CudaAttentionTest, MisalignedLongSequenceMatchesCpu) {

@@ -56,6 +56,37 @@ std::string describe(const Shape &s) {
 constexpr double kTheta = 10000.0;
 const rt::RopeScaling kNone;
 
+// A context-parallel rank's block of the sequence (SequenceOrder.h): its two
+// chunks rotated by their positions in the whole sequence, as the CPU kernel
+// rotates them; every rank of cp 2 and 4.
+TEST(CudaRopeTest, ContextParallelBlocksMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(409);
+  const int64_t batch = 2, heads = 3, headDim = 64, chunk = 40;
+  for (int64_t ranks : {2, 4})
+    for (int64_t rank = 0; rank < ranks; ++rank)
+      for (bool inverse : {false, true}) {
+        SCOPED_TRACE("cp " + std::to_string(ranks) + " rank " +
+                     std::to_string(rank) + (inverse ? " inverse" : ""));
+        const int64_t seq = 2 * chunk, n = batch * seq * heads * headDim;
+        const rt::SequencePositions order =
+            rt::SequencePositions::contextBlock(seq, rank, ranks);
+        auto x = randomVector<float>(rng, n, -2.0, 2.0);
+        std::vector<float> ref(n);
+        if (inverse)
+          ASSERT_TRUE(cpu::ropeBackward<float>(ref.data(), x.data(), batch, seq,
+                                               heads, headDim, kTheta, order));
+        else
+          ASSERT_TRUE(cpu::ropeForward<float>(ref.data(), x.data(), batch, seq,
+                                              heads, headDim, kTheta, order));
+        DeviceBuffer<float> dX(n), dY(n);
+        dX.upload(x);
+        ASSERT_TRUE(launchRope(dY.get(), dX.get(), batch, seq, heads, headDim,
+                               inverse, order, kTheta, kNone, 0));
+        EXPECT_LT(relError(dY.download(), ref), kTol);
+      }
+}
+
 TEST(CudaRopeTest, MatchesCpuForwardAndInverse) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(401);

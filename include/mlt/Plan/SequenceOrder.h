@@ -23,11 +23,18 @@
 
 #include <cstdint>
 
+// Callable from CUDA kernels too (the CUDA backend's rope and attention).
+#ifdef __CUDACC__
+#define MLT_SEQUENCE_ORDER_FN __host__ __device__
+#else
+#define MLT_SEQUENCE_ORDER_FN
+#endif
+
 namespace mlt::rt {
 
 /// The position of index `index` of the load-balanced order of a sequence
 /// of 2 * `ranks` chunks of `chunk` tokens.
-constexpr int64_t loadBalancedPosition(int64_t index, int64_t chunk,
+MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedPosition(int64_t index, int64_t chunk,
                                        int64_t ranks) {
   const int64_t slot = index / chunk, offset = index % chunk;
   const int64_t holder = slot / 2;
@@ -36,7 +43,7 @@ constexpr int64_t loadBalancedPosition(int64_t index, int64_t chunk,
 }
 
 /// The index in that order of position `position` (the inverse).
-constexpr int64_t loadBalancedIndex(int64_t position, int64_t chunk,
+MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedIndex(int64_t position, int64_t chunk,
                                     int64_t ranks) {
   const int64_t piece = position / chunk, offset = position % chunk;
   const int64_t slot =
@@ -56,9 +63,12 @@ struct SequencePositions {
 
   /// Rows in natural order from position `offset` (the common case, so an
   /// offset converts).
-  constexpr SequencePositions(int64_t offset = 0) : offset(offset) {}
-  constexpr SequencePositions(int64_t first, int64_t chunk, int64_t ranks,
-                              int64_t offset)
+  MLT_SEQUENCE_ORDER_FN constexpr SequencePositions(int64_t offset = 0)
+      : offset(offset) {}
+  MLT_SEQUENCE_ORDER_FN constexpr SequencePositions(int64_t first,
+                                                  int64_t chunk,
+                                                  int64_t ranks,
+                                                  int64_t offset)
       : first(first), chunk(chunk), ranks(ranks), offset(offset) {}
   /// The block of `rows` rows that rank `coordinate` of `ranks` context
   /// ranks holds (`rows` even: its two chunks).
@@ -75,7 +85,12 @@ struct SequencePositions {
     return SequencePositions(0, blockRows / 2, ranks, 0);
   }
 
-  constexpr int64_t operator()(int64_t row) const {
+  /// Whether row r is at position r (natural order from 0).
+  MLT_SEQUENCE_ORDER_FN constexpr bool isIdentity() const {
+    return ranks == 1 && first == 0 && offset == 0;
+  }
+
+  MLT_SEQUENCE_ORDER_FN constexpr int64_t operator()(int64_t row) const {
     return offset + (ranks == 1 ? first + row
                                 : loadBalancedPosition(first + row, chunk,
                                                        ranks));

@@ -91,15 +91,13 @@ public:
                       "scratch memory and matrix-product workspace)");
         if (!supportsKernel(inst.kernel))
           return fail("the CUDA backend has no kernel for it yet");
-        if ((inst.kernel == Kernel::Rope &&
-             KernelAttrs<attrs::Rope>(inst)[attrs::Rope::axis] >= 0) ||
-            ((inst.kernel == Kernel::AttentionFwd ||
-              inst.kernel == Kernel::AttentionBwd ||
-              inst.kernel == Kernel::AttentionBwdRope) &&
-             attentionAxis(inst) >= 0))
-          return fail("its sequence is split over context-parallel ranks "
-                      "(--cp), which the CUDA kernels do not take yet; the "
-                      "CPU backend runs it");
+        // (The compiler rotates a context-parallel rank's gradients apart:
+        // its key gradients are reduce-scattered first.)
+        if (inst.kernel == Kernel::AttentionBwdRope &&
+            attentionAxis(inst) >= 0)
+          return fail("rotates the gradients of a context-parallel rank's "
+                      "queries and keys in one launch, which the CUDA "
+                      "kernels do not take");
         if (inst.kernel == Kernel::Cast) {
           for (uint32_t index : {inst.inputs[0], inst.outputs[0]}) {
             const BufferDesc &buffer = rank.buffers[index];

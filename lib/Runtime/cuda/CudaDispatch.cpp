@@ -495,15 +495,15 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::Rope: {
     using A = attrs::Rope;
     const KernelAttrs<A> a(inst);
-    if (a[A::axis] >= 0)
-      return errorf("rope: a sequence split over context-parallel ranks "
-                    "(axis ", a[A::axis], ") runs on the CPU backend only so "
-                    "far");
+    StatusOr<SequencePositions> order = sequencePositions(
+        communicator_, a[A::axis], a[A::seq], a[A::position_offset]);
+    if (!order)
+      return order.takeStatus();
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       return launchRope(out[0].as<T>(), in[0].as<const T>(), a[A::batch],
                         a[A::seq], a[A::heads], a[A::head_dim],
-                        a[A::inverse] != 0, a[A::position_offset], a[A::theta],
+                        a[A::inverse] != 0, *order, a[A::theta],
                         ropeScaling(a), s);
     });
   }
@@ -514,13 +514,15 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::AttentionFwd:       // q, k, v -> out, lse
   case Kernel::AttentionBwd:       // dout, q, k, v, out, lse -> dq, dk, dv
   case Kernel::AttentionBwdRope: { // the same
-    const AttentionShape shape = attentionParams<AttentionShape>(inst);
+    // (A context-parallel rank's queries and keys at their positions in
+    // the load-balanced order.)
+    StatusOr<AttentionShape> positioned = attentionPositions(
+        communicator_, attentionParams<AttentionShape>(inst),
+        attentionAxis(inst));
+    if (!positioned)
+      return positioned.takeStatus();
+    const AttentionShape &shape = *positioned;
     const bool forward = inst.kernel == Kernel::AttentionFwd;
-    if (attentionAxis(inst) >= 0)
-      return errorf(kernelName(inst.kernel),
-                    ": a sequence split over context-parallel ranks (axis ",
-                    attentionAxis(inst), ") runs on the CPU backend only so "
-                    "far");
     std::optional<AttentionRope> rope;
     if (inst.kernel == Kernel::AttentionBwdRope) {
       using A = attrs::AttentionBwdRope;
@@ -531,8 +533,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       rope->scaling = ropeScaling(a);
     }
     const AttentionRope *rotation = rope ? &*rope : nullptr;
-    if (in[0].dtype == ElementType::BF16 && shape.headDim != 64 &&
-        shape.headDim != 128)
+    // bf16 through the f32 kernels where the tensor-core ones do not go:
+    // other head dims, and a context-parallel rank's positions.
+    if (in[0].dtype == ElementType::BF16 &&
+        ((shape.headDim != 64 && shape.headDim != 128) ||
+         attentionAxis(inst) >= 0))
       return attentionThroughF32(inst, in, out, shape, rotation);
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);

@@ -22,13 +22,20 @@ static_assert(kBwdBr == kBwdBc, "dk/dv are staged in the query tiles");
 
 namespace {
 
+/// Whether row r of the queries and of the keys is position r, with as many
+/// keys as queries (not a context-parallel rank's block).
+bool naturalOrder(const AttentionShape &p) {
+  return p.keyRows() == p.seq && p.queries.isIdentity() && p.keys.isIdentity();
+}
+
 /// The CPU kernels' check, then the CUDA kernels' own limits.
 Status checkShape(const char *kernel, const AttentionShape &p) {
   MLT_RETURN_IF_ERROR(cpu::checkAttentionParams(kernel, p));
   if (p.headDim > kMaxAttentionHeadDim)
     return errorf(kernel, ": head_dim ", p.headDim,
                   " is larger than the CUDA kernels' ", kMaxAttentionHeadDim);
-  if (p.qHeads > 65535 || p.batch > 65535 || p.seq > INT32_MAX / 2)
+  if (p.qHeads > 65535 || p.batch > 65535 || p.seq > INT32_MAX / 2 ||
+      p.keyRows() > INT32_MAX / 2)
     return errorf(kernel, ": shape too large for the CUDA grid (batch ",
                   p.batch, ", seq ", p.seq, ", q heads ", p.qHeads, ")");
   return Status::ok();
@@ -66,8 +73,9 @@ Status forward(float *out, float *lse, const float *q, const float *k,
   const dim3 grid(unsigned((p.seq + kFwdBr - 1) / kFwdBr), unsigned(p.qHeads),
                   unsigned(p.batch));
   attentionFwdKernel<D><<<grid, kThreads, shared, stream>>>(
-      out, lse, q, k, v, int(p.seq), int(p.qHeads), int(p.kvHeads),
-      int(p.headDim), p.causal, float(p.scale), vec);
+      out, lse, q, k, v, int(p.seq), int(p.keyRows()), int(p.qHeads),
+      int(p.kvHeads), int(p.headDim), p.causal, naturalOrder(p), p.queries,
+      p.keys, float(p.scale), vec);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_fwd");
   return Status::ok();
 }
@@ -95,15 +103,17 @@ Status backward(float *dq, float *dk, float *dv, const float *dout,
   const dim3 dqGrid(unsigned((p.seq + kTileRows - 1) / kTileRows),
                     unsigned(p.qHeads), unsigned(p.batch));
   attentionBwdDqKernel<D><<<dqGrid, kThreads, dqShared, stream>>>(
-      dq, dout, q, k, v, lse, delta, int(p.seq), int(p.qHeads),
-      int(p.kvHeads), int(p.headDim), p.causal, float(p.scale), vec);
+      dq, dout, q, k, v, lse, delta, int(p.seq), int(p.keyRows()),
+      int(p.qHeads), int(p.kvHeads), int(p.headDim), p.causal,
+      naturalOrder(p), p.queries, p.keys, float(p.scale), vec);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_bwd (dq)");
 
-  const dim3 dkdvGrid(unsigned((p.seq + kBwdBc - 1) / kBwdBc),
+  const dim3 dkdvGrid(unsigned((p.keyRows() + kBwdBc - 1) / kBwdBc),
                       unsigned(p.kvHeads), unsigned(p.batch));
   attentionBwdDkDvKernel<D><<<dkdvGrid, kThreads, dkdvShared, stream>>>(
-      dk, dv, dout, q, k, v, lse, delta, int(p.seq), int(p.qHeads),
-      int(p.kvHeads), int(p.headDim), p.causal, float(p.scale), vec);
+      dk, dv, dout, q, k, v, lse, delta, int(p.seq), int(p.keyRows()),
+      int(p.qHeads), int(p.kvHeads), int(p.headDim), p.causal,
+      naturalOrder(p), p.queries, p.keys, float(p.scale), vec);
   MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_bwd (dk, dv)");
   return Status::ok();
 }
@@ -222,6 +232,9 @@ template <typename... Ptrs>
 Status checkTc(const char *kernel, const AttentionShape &p,
                const Ptrs *...ptrs) {
   MLT_RETURN_IF_ERROR(checkShape(kernel, p));
+  if (!naturalOrder(p))
+    return errorf(kernel, ": the bf16 tensor-core kernels take no "
+                          "context-parallel positions (the f32 kernels do)");
   if (!tcHeadDim(p.headDim))
     return errorf(kernel, ": head_dim ", p.headDim,
                   " is not supported by the bf16 tensor-core kernels "

@@ -24,6 +24,14 @@
 //   tensors 16-byte aligned, checked on the host), else floats; rows past
 //   seq are zeros. Masked scores (j > i when causal, j >= seq) are -inf and
 //   their probabilities exactly 0.
+// - Queries and keys may differ in number (seq, kvSeq) and in positions
+//   (qPos, kPos: SequenceOrder.h), which a context-parallel rank's attention
+//   has: its block of queries, in the load-balanced order, attends to the
+//   whole sequence's keys in that order; causal then masks by position
+//   (kPos(j) > qPos(i)). `natural` says that row r is position r for both
+//   and kvSeq == seq, where the causal loops stop early at the diagonal;
+//   otherwise every key tile is visited (each query's visible keys are
+//   spread over the sequence's chunks).
 // - Forward (one block per (query tile of kFwdBr rows, query head, batch)):
 //   key tiles of kFwdBc rows; per query row a running max m and sum l in
 //   f32: m' = max(m, tile max), o = o * exp(m - m') + P V, l = l * exp(m -
@@ -45,6 +53,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_F32_CUH
 
 #include "kernels/attention_common.cuh"
+#include "mlt/Plan/SequenceOrder.h"
 
 namespace mlt::cuda::attn {
 
@@ -146,8 +155,10 @@ __device__ __forceinline__ float rowMax(float v) {
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     attentionFwdKernel(float *out, float *lse, const float *q, const float *k,
-                       const float *v, int seq, int qHeads, int kvHeads,
-                       int headDim, bool causal, float scale, bool vec) {
+                       const float *v, int seq, int kvSeq, int qHeads,
+                       int kvHeads, int headDim, bool causal, bool natural,
+                       rt::SequencePositions qPos, rt::SequencePositions kPos,
+                       float scale, bool vec) {
   constexpr int Br = kFwdBr, Bc = kFwdBc, S = D + 1, PS = Bc + kPad;
   constexpr int C = D / kRowThreads, M = Bc / kRowThreads;
   extern __shared__ float smem[];
@@ -160,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t qStride = int64_t(qHeads) * headDim;
   const int64_t kvStride = int64_t(kvHeads) * headDim;
   const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * headDim;
-  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * headDim;
+  const int64_t kvOffset = (int64_t(b) * kvSeq * kvHeads + g) * headDim;
 
   loadTile<D, Br>(sQ, q + qOffset, qStride, q0, seq, headDim, vec);
   float o[C];
@@ -169,11 +180,12 @@ __global__ void __launch_bounds__(kThreads)
     o[c] = 0.f;
   float m = -INFINITY, l = 0.f;
 
-  const int kEnd = causal ? min(seq, q0 + Br) : seq;
+  const int kEnd = causal && natural ? min(kvSeq, q0 + Br) : kvSeq;
+  const int64_t posI = natural ? i : qPos(i);
   for (int k0 = 0; k0 < kEnd; k0 += Bc) {
     __syncthreads(); // the previous tile's reads are done
-    loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, seq, headDim, vec);
-    loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, seq, headDim, vec);
+    loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, kvSeq, headDim, vec);
+    loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, kvSeq, headDim, vec);
     __syncthreads();
 
     float s[M];
@@ -190,7 +202,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int mi = 0; mi < M; ++mi) {
       const int j = k0 + t + kRowThreads * mi;
-      const bool visible = j < seq && (!causal || j <= i);
+      const bool visible =
+          j < kvSeq && (!causal || (natural ? j : kPos(j)) <= posI);
       s[mi] = visible ? s[mi] * scale : -INFINITY;
       tileMax = fmaxf(tileMax, s[mi]);
     }
@@ -259,8 +272,10 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     attentionBwdDqKernel(float *dq, const float *dout, const float *q,
                          const float *k, const float *v, const float *lse,
-                         const float *delta, int seq, int qHeads, int kvHeads,
-                         int headDim, bool causal, float scale, bool vec) {
+                         const float *delta, int seq, int kvSeq, int qHeads,
+                         int kvHeads, int headDim, bool causal, bool natural,
+                         rt::SequencePositions qPos,
+                         rt::SequencePositions kPos, float scale, bool vec) {
   constexpr int Br = kTileRows, Bc = kBwdBc, S = D + 1, PS = Bc + kPad;
   constexpr int C = D / kRowThreads, M = Bc / kRowThreads;
   extern __shared__ float smem[];
@@ -274,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t qStride = int64_t(qHeads) * headDim;
   const int64_t kvStride = int64_t(kvHeads) * headDim;
   const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * headDim;
-  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * headDim;
+  const int64_t kvOffset = (int64_t(b) * kvSeq * kvHeads + g) * headDim;
   const int64_t stat = (int64_t(b) * qHeads + h) * seq + i;
 
   loadTile<D, Br>(sQ, q + qOffset, qStride, q0, seq, headDim, vec);
@@ -286,11 +301,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < C; ++c)
     acc[c] = 0.f;
 
-  const int kEnd = causal ? min(seq, q0 + Br) : seq;
+  const int kEnd = causal && natural ? min(kvSeq, q0 + Br) : kvSeq;
+  const int64_t posI = natural ? i : qPos(i);
   for (int k0 = 0; k0 < kEnd; k0 += Bc) {
     __syncthreads();
-    loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, seq, headDim, vec);
-    loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, seq, headDim, vec);
+    loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, kvSeq, headDim, vec);
+    loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, kvSeq, headDim, vec);
     __syncthreads();
 
     float s[M], dp[M];
@@ -309,7 +325,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int mi = 0; mi < M; ++mi) {
       const int j = k0 + t + kRowThreads * mi;
-      const bool visible = i < seq && j < seq && (!causal || j <= i);
+      const bool visible = i < seq && j < kvSeq &&
+                           (!causal || (natural ? j : kPos(j)) <= posI);
       const float p = visible ? expf(s[mi] * scale - lseI) : 0.f;
       sdS[row * PS + t + kRowThreads * mi] = p * (dp[mi] - deltaI);
     }
@@ -337,8 +354,10 @@ __global__ void __launch_bounds__(kThreads)
     attentionBwdDkDvKernel(float *dk, float *dv, const float *dout,
                            const float *q, const float *k, const float *v,
                            const float *lse, const float *delta, int seq,
-                           int qHeads, int kvHeads, int headDim, bool causal,
-                           float scale, bool vec) {
+                           int kvSeq, int qHeads, int kvHeads, int headDim,
+                           bool causal, bool natural,
+                           rt::SequencePositions qPos,
+                           rt::SequencePositions kPos, float scale, bool vec) {
   constexpr int Br = kBwdBr, Bc = kTileRows, S = D + 1, PT = Br + kPad;
   constexpr int C = D / kRowThreads, M = Br / kRowThreads;
   extern __shared__ float smem[];
@@ -352,17 +371,18 @@ __global__ void __launch_bounds__(kThreads)
   const int j = k0 + krow;
   const int64_t qStride = int64_t(qHeads) * headDim;
   const int64_t kvStride = int64_t(kvHeads) * headDim;
-  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * headDim;
+  const int64_t kvOffset = (int64_t(b) * kvSeq * kvHeads + g) * headDim;
 
-  loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, seq, headDim, vec);
-  loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, seq, headDim, vec);
+  loadTile<D, Bc>(sK, k + kvOffset, kvStride, k0, kvSeq, headDim, vec);
+  loadTile<D, Bc>(sV, v + kvOffset, kvStride, k0, kvSeq, headDim, vec);
+  const int64_t posJ = natural ? j : kPos(j);
   float dkAcc[C], dvAcc[C];
 #pragma unroll
   for (int c = 0; c < C; ++c)
     dkAcc[c] = dvAcc[c] = 0.f;
 
   // Causal: query tiles that end before this key tile see none of it.
-  const int qStart = causal ? (k0 / Br) * Br : 0;
+  const int qStart = causal && natural ? (k0 / Br) * Br : 0;
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const int64_t qOffset = (int64_t(b) * seq * qHeads + h) * headDim;
     const int64_t statRow = (int64_t(b) * qHeads + h) * seq;
@@ -393,7 +413,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int mi = 0; mi < M; ++mi) {
         const int ii = t + kRowThreads * mi, i = q0 + ii;
-        const bool visible = i < seq && j < seq && (!causal || j <= i);
+        const bool visible = i < seq && j < kvSeq &&
+                             (!causal || posJ <= (natural ? i : qPos(i)));
         const float p = visible ? expf(s[mi] * scale - sLse[ii]) : 0.f;
         sPT[krow * PT + ii] = p;
         sdST[krow * PT + ii] = p * (dp[mi] - sDelta[ii]);
@@ -419,8 +440,8 @@ __global__ void __launch_bounds__(kThreads)
     sdO[krow * S + t + kRowThreads * c] = dvAcc[c];
   }
   __syncthreads();
-  storeTile<D, Bc>(dk + kvOffset, sQ, kvStride, k0, seq, headDim, vec);
-  storeTile<D, Bc>(dv + kvOffset, sdO, kvStride, k0, seq, headDim, vec);
+  storeTile<D, Bc>(dk + kvOffset, sQ, kvStride, k0, kvSeq, headDim, vec);
+  storeTile<D, Bc>(dv + kvOffset, sdO, kvStride, k0, kvSeq, headDim, vec);
 }
 
 #endif // __CUDACC__

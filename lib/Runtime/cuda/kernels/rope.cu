@@ -23,7 +23,7 @@ namespace {
 
 template <typename T>
 Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
-              int64_t headDim, bool inverse, int64_t positionOffset,
+              int64_t headDim, bool inverse, const rt::SequencePositions &order,
               double theta, const rt::RopeScaling &scaling,
               cudaStream_t stream) {
   const char *kernel = inverse ? "rope backward" : "rope";
@@ -44,7 +44,7 @@ Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
   constexpr int W = Pack<T>::kWidth;
   const bool vec = half % W == 0 && isAligned16(x) && isAligned16(y);
   const Geometry g =
-      makeGeometry(batch, seq, heads, headDim, positionOffset, theta, scaling,
+      makeGeometry(batch, seq, heads, headDim, order, theta, scaling,
                    inverse, vec ? W : 1, int64_t(kThreads) * kUnits);
   if (g.blocks > INT32_MAX)
     return errorf(kernel, ": ", g.blocks,
@@ -72,19 +72,19 @@ Status rotate(T *y, const T *x, int64_t batch, int64_t seq, int64_t heads,
 
 Status mlt::cuda::launchRope(float *y, const float *x, int64_t batch,
                              int64_t seq, int64_t heads, int64_t headDim,
-                             bool inverse, int64_t positionOffset, double theta,
+                             bool inverse, const rt::SequencePositions &order, double theta,
                              const rt::RopeScaling &scaling,
                              cudaStream_t stream) {
-  return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
+  return rotate(y, x, batch, seq, heads, headDim, inverse, order,
                 theta, scaling, stream);
 }
 
 Status mlt::cuda::launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x,
                              int64_t batch, int64_t seq, int64_t heads,
                              int64_t headDim, bool inverse,
-                             int64_t positionOffset, double theta,
+                             const rt::SequencePositions &order, double theta,
                              const rt::RopeScaling &scaling,
                              cudaStream_t stream) {
-  return rotate(y, x, batch, seq, heads, headDim, inverse, positionOffset,
+  return rotate(y, x, batch, seq, heads, headDim, inverse, order,
                 theta, scaling, stream);
 }

@@ -15,7 +15,7 @@
 //   does: inv_freq = rt::ropeInverseFrequency (RopeFrequencies.h: theta^(-2i
 //   / headDim), scaled by the geometry's rope scaling; computed on the host
 //   by the CPU's function and passed by value when half <= kMaxHalf, else
-//   by the same function on the device), angle = (s + positionOffset) *
+//   by the same function on the device), angle = order(s) *
 //   inv_freq, cos and sin in f64, rounded to T (sin negated for the inverse
 //   rotation). Each thread first
 //   loads its first kUnits units (below), so the loads are in flight while
@@ -42,6 +42,7 @@
 #include "kernels/common.cuh"
 
 #include "mlt/Plan/RopeFrequencies.h"
+#include "mlt/Plan/SequenceOrder.h"
 
 #include <cstddef>
 #include <type_traits>
@@ -64,7 +65,10 @@ struct InvFreqs {
 
 /// The launch's shape and its block decomposition.
 struct Geometry {
-  int64_t batch = 0, seq = 0, heads = 0, headDim = 0, positionOffset = 0;
+  int64_t batch = 0, seq = 0, heads = 0, headDim = 0;
+  /// The position of each row (SequenceOrder.h: an offset, or a
+  /// context-parallel rank's load-balanced block).
+  rt::SequencePositions order;
   /// Sequence indices and batch entries per block, and the blocks along the
   /// sequence (the grid is positionBlocks * ceil(batch / batches) blocks,
   /// position blocks fastest).
@@ -81,7 +85,8 @@ struct Geometry {
 /// the shape only. Needs heads * headDim <= INT32_MAX and half <= 6144 (the
 /// launcher checks).
 inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
-                             int64_t headDim, int64_t positionOffset,
+                             int64_t headDim,
+                             const rt::SequencePositions &order,
                              double theta, const rt::RopeScaling &scaling,
                              bool inverse, int width, int64_t targetUnits) {
   Geometry g;
@@ -89,7 +94,7 @@ inline Geometry makeGeometry(int64_t batch, int64_t seq, int64_t heads,
   g.seq = seq;
   g.heads = heads;
   g.headDim = headDim;
-  g.positionOffset = positionOffset;
+  g.order = order;
   g.theta = theta;
   g.scaling = scaling;
   g.direction = inverse ? -1.0 : 1.0;
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__(kBlockThreads)
             ? freqs.v[i]
             : rt::ropeInverseFrequency(g.theta, g.headDim, g.scaling, i);
     const double angle =
-        __dmul_rn(double(s0 + int64_t(p) + g.positionOffset), invFreq);
+        __dmul_rn(double(g.order(s0 + int64_t(p))), invFreq);
     double s, c;
     sincos(angle, &s, &c);
     cosv[q] = roundTo<T>(float(c));

@@ -20,6 +20,7 @@
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ROPE_H
 
 #include "mlt/Plan/RopeFrequencies.h"
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Support/Status.h"
 
 #include <cuda_bf16.h>
@@ -30,15 +31,16 @@
 namespace mlt::cuda {
 
 /// y = x [batch, seq, heads, headDim] with every head vector rotated by its
-/// position's angles (by minus them when `inverse`). `y` may equal `x`
+/// position's angles (by minus them when `inverse`); row s is at position
+/// order(s) (an offset converts: rows from that position on). `y` may equal `x`
 /// (in-place rotation); otherwise they must not overlap.
 Status launchRope(float *y, const float *x, int64_t batch, int64_t seq,
                   int64_t heads, int64_t headDim, bool inverse,
-                  int64_t positionOffset, double theta,
+                  const rt::SequencePositions &order, double theta,
                   const rt::RopeScaling &scaling, cudaStream_t stream);
 Status launchRope(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t batch,
                   int64_t seq, int64_t heads, int64_t headDim, bool inverse,
-                  int64_t positionOffset, double theta,
+                  const rt::SequencePositions &order, double theta,
                   const rt::RopeScaling &scaling, cudaStream_t stream);
 
 } // namespace mlt::cuda

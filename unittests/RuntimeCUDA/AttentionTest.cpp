@@ -19,6 +19,8 @@
 #include "kernels/attention.h"
 #include "CudaTestUtil.h"
 
+#include "kernels/attention_blocks.h"
+
 #include "kernels/rope.h"
 #include "mlt/Runtime/cpu/Attention.h"
 #include "mlt/Runtime/cpu/Rope.h"
@@ -384,6 +386,89 @@ void cpuBf16Reference(const Case &c, std::mt19937 &rng, Bf16Reference &r) {
   ASSERT_TRUE(cpu::attentionBackward<float>(
       r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(),
       v.data(), out.data(), r.lse.data(), p));
+}
+
+// A context-parallel rank's attention in bf16, blockwise on the tensor-core
+// kernels (attention_blocks.h): each pair of a query chunk and a key chunk
+// one launch, the forward's outputs merged by their log-sum-exp, the
+// backward's gradients summed; against the CPU kernels on the same
+// bf16-rounded inputs, every output poisoned first; every rank of cp 2 and
+// 3, head dims 64 and 128, GQA, batch 2, chunks that are not multiples of
+// a tile.
+TEST(CudaAttentionTest, ContextParallelBf16BlocksMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(608);
+  struct CpCase {
+    int64_t ranks, chunk, batch, qHeads, kvHeads, headDim;
+  };
+  for (const CpCase &c : {CpCase{2, 64, 2, 8, 2, 64}, CpCase{3, 40, 1, 4, 2, 128},
+                          CpCase{2, 100, 1, 4, 4, 64}})
+    for (int64_t rank = 0; rank < c.ranks; ++rank) {
+      SCOPED_TRACE("cp " + std::to_string(c.ranks) + " rank " +
+                   std::to_string(rank) + " chunk " + std::to_string(c.chunk) +
+                   " head_dim " + std::to_string(c.headDim));
+      cpu::AttentionParams p;
+      p.batch = c.batch;
+      p.seq = 2 * c.chunk;
+      p.kvSeq = p.seq * c.ranks;
+      p.qHeads = c.qHeads;
+      p.kvHeads = c.kvHeads;
+      p.headDim = c.headDim;
+      p.causal = true;
+      p.scale = 1.0 / std::sqrt(double(c.headDim));
+      p.queries = rt::SequencePositions::contextBlock(p.seq, rank, c.ranks);
+      p.keys = rt::SequencePositions::contextWhole(p.seq, c.ranks);
+      ASSERT_TRUE(isContextBlockShape(p));
+      const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
+      const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;
+      const int64_t ln = p.batch * p.qHeads * p.seq;
+      std::vector<float> q = randomVector<float>(rng, qn, -2.0, 2.0),
+                         k = randomVector<float>(rng, kvn, -2.0, 2.0),
+                         v = randomVector<float>(rng, kvn),
+                         dout = randomVector<float>(rng, qn);
+      const std::vector<uint16_t> qb = roundToBf16(q), kb = roundToBf16(k),
+                                  vb = roundToBf16(v), doutb = roundToBf16(dout);
+      std::vector<float> out(qn), lse(ln), dq(qn), dk(kvn), dv(kvn);
+      ASSERT_TRUE(cpu::attentionForward<float>(out.data(), lse.data(), q.data(),
+                                               k.data(), v.data(), p));
+      std::vector<float> outRounded = out;
+      const std::vector<uint16_t> outb = roundToBf16(outRounded);
+      ASSERT_TRUE(cpu::attentionBackward<float>(
+          dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+          v.data(), outRounded.data(), lse.data(), p));
+
+      DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn),
+          dDq(qn), dDk(kvn), dDv(kvn);
+      DeviceBuffer<float> dLse(ln);
+      dQ.upload(qb);
+      dK.upload(kb);
+      dV.upload(vb);
+      dDout.upload(doutb);
+      ASSERT_NO_FATAL_FAILURE(poison(dOut));
+      ASSERT_NO_FATAL_FAILURE(poison(dLse));
+      const size_t fwdBytes = contextAttentionFwdScratchBytes(p);
+      DeviceBuffer<char> fwdScratch(fwdBytes);
+      ASSERT_TRUE(launchContextAttentionFwd(
+          bf(dOut.get()), dLse.get(), bf(dQ.get()), bf(dK.get()), bf(dV.get()),
+          p, fwdScratch.get(), fwdBytes, 0));
+      EXPECT_LT(normError(widen(dOut.download()), out), kBf16Tol);
+      EXPECT_LT(normError(dLse.download(), lse), kBf16LseTol);
+
+      dOut.upload(outb);
+      dLse.upload(lse);
+      const size_t bwdBytes = contextAttentionBwdScratchBytes(p);
+      DeviceBuffer<char> bwdScratch(bwdBytes);
+      ASSERT_NO_FATAL_FAILURE(poison(dDq));
+      ASSERT_NO_FATAL_FAILURE(poison(dDk));
+      ASSERT_NO_FATAL_FAILURE(poison(dDv));
+      ASSERT_TRUE(launchContextAttentionBwd(
+          bf(dDq.get()), bf(dDk.get()), bf(dDv.get()), bf(dDout.get()),
+          bf(dQ.get()), bf(dK.get()), bf(dV.get()), bf(dOut.get()),
+          dLse.get(), p, bwdScratch.get(), bwdBytes, 0));
+      EXPECT_LT(normError(widen(dDq.download()), dq), kBf16Tol);
+      EXPECT_LT(normError(widen(dDk.download()), dk), kBf16Tol);
+      EXPECT_LT(normError(widen(dDv.download()), dv), kBf16Tol);
+    }
 }
 
 TEST(CudaAttentionTest, Bf16ForwardAndBackwardMatchCpu) {

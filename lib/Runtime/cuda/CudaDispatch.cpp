@@ -11,6 +11,7 @@
 
 #include "CudaContext.h"
 
+#include "kernels/attention_blocks.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -533,11 +534,30 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       rope->scaling = ropeScaling(a);
     }
     const AttentionRope *rotation = rope ? &*rope : nullptr;
+    const bool tensorCores = shape.headDim == 64 || shape.headDim == 128;
+    // A context-parallel rank's, in bf16: blockwise on the tensor cores
+    // (attention_blocks.h).
+    if (in[0].dtype == ElementType::BF16 && tensorCores &&
+        inst.kernel != Kernel::AttentionBwdRope && isContextBlockShape(shape)) {
+      const size_t bytes = forward ? contextAttentionFwdScratchBytes(shape)
+                                   : contextAttentionBwdScratchBytes(shape);
+      StatusOr<void *> area = scratch(bytes);
+      if (!area)
+        return area.takeStatus();
+      auto t = [](const BufferView &b) { return b.as<__nv_bfloat16>(); };
+      if (forward)
+        return launchContextAttentionFwd(t(out[0]), f(out[1]), t(in[0]),
+                                         t(in[1]), t(in[2]), shape, *area,
+                                         bytes, s);
+      return launchContextAttentionBwd(t(out[0]), t(out[1]), t(out[2]),
+                                       t(in[0]), t(in[1]), t(in[2]), t(in[3]),
+                                       t(in[4]), f(in[5]), shape, *area, bytes,
+                                       s);
+    }
     // bf16 through the f32 kernels where the tensor-core ones do not go:
-    // other head dims, and a context-parallel rank's positions.
+    // other head dims, and other positions.
     if (in[0].dtype == ElementType::BF16 &&
-        ((shape.headDim != 64 && shape.headDim != 128) ||
-         attentionAxis(inst) >= 0))
+        (!tensorCores || attentionAxis(inst) >= 0))
       return attentionThroughF32(inst, in, out, shape, rotation);
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);

@@ -1,0 +1,311 @@
+//===- attention_blocks.cu - a context-parallel rank's attention ----------===//
+//
+// Part of mlt. See attention_blocks.h. The pairs' launches are attention.h's
+// bf16 forward and backward at seq C; here are the small kernels that merge
+// and sum what they give, and the loops over batch entries and pairs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/attention_blocks.h"
+
+#include "CudaCheck.h"
+#include "kernels/common.cuh"
+#include "kernels/elementwise.h"
+#include "mlt/Plan/SequenceOrder.h"
+
+#include <cmath>
+
+using namespace mlt;
+using namespace mlt::cuda;
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+/// One pair's forward, merged into the query chunk's accumulators: accO
+/// [C, heads, D] f32 and accLse [heads, C] (both taken as they are when
+/// `first`). o rows of the pair's output partO, lse partLse [heads, C].
+__global__ void mergeOutputKernel(float *accO, const float *accLse,
+                                  const bf16 *partO, const float *partLse,
+                                  int64_t rows, int heads, int headDim,
+                                  bool first) {
+  const int64_t n = rows * heads * headDim;
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount()) {
+    const int64_t rowHead = e / headDim;
+    const int64_t i = rowHead / heads, h = rowHead % heads;
+    const float part = toCompute(partO[e]);
+    if (first) {
+      accO[e] = part;
+      continue;
+    }
+    const float l1 = accLse[h * rows + i], l2 = partLse[h * rows + i];
+    const float m = fmaxf(l1, l2);
+    const float w1 = expf(l1 - m), w2 = expf(l2 - m);
+    accO[e] = (w1 * accO[e] + w2 * part) / (w1 + w2);
+  }
+}
+
+/// The merged log-sum-exp (after mergeOutputKernel read the old one).
+__global__ void mergeLseKernel(float *accLse, const float *partLse, int64_t n,
+                               bool first) {
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount()) {
+    const float l2 = partLse[e];
+    if (first) {
+      accLse[e] = l2;
+      continue;
+    }
+    const float l1 = accLse[e], m = fmaxf(l1, l2);
+    accLse[e] = m + logf(expf(l1 - m) + expf(l2 - m));
+  }
+}
+
+/// The query chunk's results into the rank's tensors: out rows (bf16,
+/// [C, heads, D] at `out`) and its columns of lse [heads, 2C] (`lse` at the
+/// chunk's first column, row stride `lseStride`).
+__global__ void finishChunkKernel(bf16 *out, float *lse, const float *accO,
+                                  const float *accLse, int64_t rows, int heads,
+                                  int headDim, int64_t lseStride) {
+  const int64_t n = rows * heads * headDim;
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount())
+    out[e] = fromCompute<bf16>(accO[e]);
+  for (int64_t e = globalThreadIndex(); e < rows * heads;
+       e += globalThreadCount()) {
+    const int64_t h = e / rows, i = e % rows;
+    lse[h * lseStride + i] = accLse[e];
+  }
+}
+
+/// acc += part, n elements (f32 += bf16).
+__global__ void accumulateKernel(float *acc, const bf16 *part, int64_t n) {
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount())
+    acc[e] += toCompute(part[e]);
+}
+
+unsigned gridFor(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return unsigned(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+size_t align256(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+
+/// The rank's geometry: chunk C, ranks G, its two chunks' positions.
+struct Blocks {
+  int64_t chunk = 0, ranks = 1;
+  int64_t chunks[2] = {0, 0};
+  /// The slot (chunk of the load-balanced order) that holds chunk c.
+  int64_t slotOf(int64_t c) const {
+    return rt::loadBalancedIndex(c * chunk, chunk, ranks) / chunk;
+  }
+};
+
+Blocks blocksOf(const AttentionShape &p) {
+  Blocks g;
+  g.chunk = p.seq / 2;
+  g.ranks = p.queries.ranks;
+  const int64_t coordinate = p.queries.first / p.seq;
+  g.chunks[0] = coordinate;
+  g.chunks[1] = 2 * g.ranks - 1 - coordinate;
+  return g;
+}
+
+/// One pair's shape: a query chunk and a key chunk of C rows, one batch
+/// entry, natural positions; causal on the diagonal.
+AttentionShape pairShape(const AttentionShape &p, int64_t chunk, bool causal) {
+  AttentionShape s;
+  s.batch = 1;
+  s.seq = chunk;
+  s.qHeads = p.qHeads;
+  s.kvHeads = p.kvHeads;
+  s.headDim = p.headDim;
+  s.scale = p.scale;
+  s.causal = causal;
+  return s;
+}
+
+Status checkShape(const char *kernel, const AttentionShape &p) {
+  MLT_RETURN_IF_ERROR(cpu::checkAttentionParams(kernel, p));
+  if (!isContextBlockShape(p))
+    return errorf(kernel, ": not a context-parallel rank's block of queries "
+                          "against the whole sequence's keys");
+  if (p.headDim != 64 && p.headDim != 128)
+    return errorf(kernel, ": head_dim ", p.headDim,
+                  " is not supported by the bf16 tensor-core kernels (64 and "
+                  "128 are)");
+  return Status::ok();
+}
+
+/// Forward scratch: partO bf16 [C, h, D], partLse, accLse f32 [h, C], accO
+/// f32 [C, h, D].
+struct FwdScratch {
+  size_t partO, partLse, accLse, accO, total;
+  explicit FwdScratch(const AttentionShape &p) {
+    const size_t c = size_t(p.seq / 2), q = c * size_t(p.qHeads * p.headDim);
+    partO = 0;
+    partLse = partO + align256(q * sizeof(bf16));
+    accLse = partLse + align256(c * size_t(p.qHeads) * sizeof(float));
+    accO = accLse + align256(c * size_t(p.qHeads) * sizeof(float));
+    total = accO + align256(q * sizeof(float));
+  }
+};
+
+/// Backward scratch: the pair's dq, dk, dv (bf16), the chunk's lse
+/// [h, C], dq's f32 sum [C, h, D], dk's and dv's [kvSeq, hkv, D], then the
+/// tensor-core backward's own.
+struct BwdScratch {
+  size_t dqPart, dkPart, dvPart, lse, dqAcc, dkAcc, dvAcc, kernel, total;
+  explicit BwdScratch(const AttentionShape &p) {
+    const size_t c = size_t(p.seq / 2);
+    const size_t q = c * size_t(p.qHeads * p.headDim);
+    const size_t kv = c * size_t(p.kvHeads * p.headDim);
+    const size_t kvAll = size_t(p.keyRows()) * size_t(p.kvHeads * p.headDim);
+    dqPart = 0;
+    dkPart = dqPart + align256(q * sizeof(bf16));
+    dvPart = dkPart + align256(kv * sizeof(bf16));
+    lse = dvPart + align256(kv * sizeof(bf16));
+    dqAcc = lse + align256(c * size_t(p.qHeads) * sizeof(float));
+    dkAcc = dqAcc + align256(q * sizeof(float));
+    dvAcc = dkAcc + align256(kvAll * sizeof(float));
+    kernel = dvAcc + align256(kvAll * sizeof(float));
+    total = kernel + align256(attentionBwdScratchBytes(
+                         pairShape(p, int64_t(c), /*causal=*/true)));
+  }
+};
+
+} // namespace
+
+bool mlt::cuda::isContextBlockShape(const AttentionShape &p) {
+  const int64_t ranks = p.queries.ranks;
+  if (!p.causal || ranks < 2 || p.seq < 2 || p.seq % 2 != 0 ||
+      p.keyRows() != p.seq * ranks)
+    return false;
+  const int64_t coordinate = p.queries.first / p.seq;
+  const rt::SequencePositions block =
+      rt::SequencePositions::contextBlock(p.seq, coordinate, ranks);
+  const rt::SequencePositions whole =
+      rt::SequencePositions::contextWhole(p.seq, ranks);
+  auto same = [](const rt::SequencePositions &a,
+                 const rt::SequencePositions &b) {
+    return a.first == b.first && a.chunk == b.chunk && a.ranks == b.ranks &&
+           a.offset == b.offset;
+  };
+  return p.queries.first % p.seq == 0 && coordinate < ranks &&
+         same(p.queries, block) && same(p.keys, whole);
+}
+
+size_t mlt::cuda::contextAttentionFwdScratchBytes(const AttentionShape &p) {
+  return isContextBlockShape(p) ? FwdScratch(p).total : 0;
+}
+
+size_t mlt::cuda::contextAttentionBwdScratchBytes(const AttentionShape &p) {
+  return isContextBlockShape(p) ? BwdScratch(p).total : 0;
+}
+
+Status mlt::cuda::launchContextAttentionFwd(
+    bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+    const AttentionShape &p, void *scratch, size_t scratchBytes,
+    cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(checkShape("attention (context-parallel, bf16)", p));
+  const FwdScratch layout(p);
+  if (!scratch || scratchBytes < layout.total)
+    return errorf("attention (context-parallel, bf16): ", scratchBytes,
+                  " bytes of scratch given, ", layout.total, " needed");
+  auto *base = static_cast<uint8_t *>(scratch);
+  auto *partO = reinterpret_cast<bf16 *>(base + layout.partO);
+  auto *partLse = reinterpret_cast<float *>(base + layout.partLse);
+  auto *accLse = reinterpret_cast<float *>(base + layout.accLse);
+  auto *accO = reinterpret_cast<float *>(base + layout.accO);
+
+  const Blocks g = blocksOf(p);
+  const int64_t C = g.chunk, H = p.qHeads, HKV = p.kvHeads, D = p.headDim;
+  const int64_t qRow = H * D, kvRow = HKV * D;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int x = 0; x < 2; ++x) {
+      const int64_t chunk = g.chunks[x];
+      const bf16 *qX = q + (b * p.seq + x * C) * qRow;
+      for (int64_t c = 0; c <= chunk; ++c) {
+        const int64_t keyRow = b * p.keyRows() + g.slotOf(c) * C;
+        MLT_RETURN_IF_ERROR(launchAttentionFwd(
+            partO, partLse, qX, k + keyRow * kvRow, v + keyRow * kvRow,
+            pairShape(p, C, c == chunk), stream));
+        const bool first = c == 0;
+        mergeOutputKernel<<<gridFor(C * qRow), 256, 0, stream>>>(
+            accO, accLse, partO, partLse, C, int(H), int(D), first);
+        MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) merge");
+        mergeLseKernel<<<gridFor(C * H), 256, 0, stream>>>(accLse, partLse,
+                                                          C * H, first);
+        MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) merge");
+      }
+      finishChunkKernel<<<gridFor(C * qRow), 256, 0, stream>>>(
+          out + (b * p.seq + x * C) * qRow, lse + b * H * p.seq + x * C, accO,
+          accLse, C, int(H), int(D), p.seq);
+      MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) finish");
+    }
+  return Status::ok();
+}
+
+Status mlt::cuda::launchContextAttentionBwd(
+    bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+    const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+    const AttentionShape &p, void *scratch, size_t scratchBytes,
+    cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(
+      checkShape("attention backward (context-parallel, bf16)", p));
+  const BwdScratch layout(p);
+  if (!scratch || scratchBytes < layout.total)
+    return errorf("attention backward (context-parallel, bf16): ",
+                  scratchBytes, " bytes of scratch given, ", layout.total,
+                  " needed");
+  auto *base = static_cast<uint8_t *>(scratch);
+  auto *dqPart = reinterpret_cast<bf16 *>(base + layout.dqPart);
+  auto *dkPart = reinterpret_cast<bf16 *>(base + layout.dkPart);
+  auto *dvPart = reinterpret_cast<bf16 *>(base + layout.dvPart);
+  auto *lseX = reinterpret_cast<float *>(base + layout.lse);
+  auto *dqAcc = reinterpret_cast<float *>(base + layout.dqAcc);
+  auto *dkAcc = reinterpret_cast<float *>(base + layout.dkAcc);
+  auto *dvAcc = reinterpret_cast<float *>(base + layout.dvAcc);
+  void *kernelScratch = base + layout.kernel;
+  const size_t kernelBytes = layout.total - layout.kernel;
+
+  const Blocks g = blocksOf(p);
+  const int64_t C = g.chunk, H = p.qHeads, HKV = p.kvHeads, D = p.headDim;
+  const int64_t qRow = H * D, kvRow = HKV * D, kvAll = p.keyRows() * kvRow;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dkAcc, 0, size_t(kvAll) * sizeof(float), stream));
+    MLT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dvAcc, 0, size_t(kvAll) * sizeof(float), stream));
+    for (int x = 0; x < 2; ++x) {
+      const int64_t chunk = g.chunks[x];
+      const int64_t rows = (b * p.seq + x * C) * qRow;
+      // The chunk's columns of lse [heads, 2C], contiguous.
+      MLT_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+          lseX, size_t(C) * sizeof(float), lse + b * H * p.seq + x * C,
+          size_t(p.seq) * sizeof(float), size_t(C) * sizeof(float), size_t(H),
+          cudaMemcpyDeviceToDevice, stream));
+      MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+          dqAcc, 0, size_t(C * qRow) * sizeof(float), stream));
+      for (int64_t c = 0; c <= chunk; ++c) {
+        const int64_t keyRow = b * p.keyRows() + g.slotOf(c) * C;
+        MLT_RETURN_IF_ERROR(launchAttentionBwd(
+            dqPart, dkPart, dvPart, dout + rows, q + rows, k + keyRow * kvRow,
+            v + keyRow * kvRow, out + rows, lseX, pairShape(p, C, c == chunk),
+            kernelScratch, kernelBytes, stream));
+        accumulateKernel<<<gridFor(C * qRow), 256, 0, stream>>>(dqAcc, dqPart,
+                                                               C * qRow);
+        accumulateKernel<<<gridFor(C * kvRow), 256, 0, stream>>>(
+            dkAcc + (keyRow - b * p.keyRows()) * kvRow, dkPart, C * kvRow);
+        accumulateKernel<<<gridFor(C * kvRow), 256, 0, stream>>>(
+            dvAcc + (keyRow - b * p.keyRows()) * kvRow, dvPart, C * kvRow);
+        MLT_CUDA_RETURN_IF_LAUNCH_FAILED(
+            "attention backward (context-parallel) sums");
+      }
+      MLT_RETURN_IF_ERROR(launchCast(dq + rows, rt::ElementType::BF16, dqAcc,
+                                     rt::ElementType::F32, C * qRow, stream));
+    }
+    MLT_RETURN_IF_ERROR(launchCast(dk + b * kvAll, rt::ElementType::BF16, dkAcc,
+                                   rt::ElementType::F32, kvAll, stream));
+    MLT_RETURN_IF_ERROR(launchCast(dv + b * kvAll, rt::ElementType::BF16, dvAcc,
+                                   rt::ElementType::F32, kvAll, stream));
+  }
+  return Status::ok();
+}

@@ -15,35 +15,42 @@ using namespace mlt::rt;
 
 std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
   std::vector<Layout> layouts;
-  // (The context-parallel ranks are the user's: the other axes fill the
-  // rest of the GPUs.)
-  const int64_t cp = std::max<int64_t>(request.base.cp, 1);
-  const int64_t gpus = request.gpus % cp == 0 ? request.gpus / cp : 0,
-                batch = request.globalBatch;
+  const int64_t gpus = request.gpus, batch = request.globalBatch;
   if (gpus < 1 || batch < 1)
     return layouts;
+  auto contextFits = [&](int64_t cp) {
+    return cp == 1 || (request.seqLen > 0 && request.seqLen % (2 * cp) == 0 &&
+                       request.seqLen / (2 * cp) >= kContextChunkTokens);
+  };
   for (int64_t tp = 1; tp <= gpus; ++tp) {
     if (gpus % tp != 0)
       continue;
-    for (int64_t pp = 1; pp <= gpus / tp; ++pp) {
-      if ((gpus / tp) % pp != 0)
+    for (int64_t cp = 1; cp <= gpus / tp; ++cp) {
+      if ((gpus / tp) % cp != 0 || !contextFits(cp))
         continue;
-      const int64_t dp = gpus / (tp * pp);
-      for (int64_t vp : {int64_t(1), int64_t(2)}) {
-        if (vp > 1 && pp < 2)
+      const int64_t rest = gpus / (tp * cp);
+      for (int64_t pp = 1; pp <= rest; ++pp) {
+        if (rest % pp != 0)
           continue;
-        for (int64_t zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero) {
-          for (int64_t m = 1; m <= batch; ++m) {
-            if (batch % m != 0 || (batch / m) % dp != 0 || (pp > 1 && m < pp))
-              continue;
-            Layout layout = request.base;
-            layout.tp = tp;
-            layout.pp = pp;
-            layout.vp = vp;
-            layout.dp = dp;
-            layout.zero = zero;
-            layout.microbatches = m;
-            layouts.push_back(layout);
+        const int64_t dp = rest / pp;
+        for (int64_t vp : {int64_t(1), int64_t(2)}) {
+          if (vp > 1 && pp < 2)
+            continue;
+          for (int64_t zero = 0; zero <= (dp > 1 ? 2 : 0); ++zero) {
+            for (int64_t m = 1; m <= batch; ++m) {
+              if (batch % m != 0 || (batch / m) % dp != 0 ||
+                  (pp > 1 && m < pp))
+                continue;
+              Layout layout = request.base;
+              layout.tp = tp;
+              layout.cp = cp;
+              layout.pp = pp;
+              layout.vp = vp;
+              layout.dp = dp;
+              layout.zero = zero;
+              layout.microbatches = m;
+              layouts.push_back(layout);
+            }
           }
         }
       }

@@ -332,8 +332,9 @@ const std::vector<LayoutOption> kOptions = {
      "(cut into 2N chunks, rank i holding chunks i and 2N-1-i, so that "
      "causal attention costs every rank the same); attention gathers the "
      "whole sequence's keys and values, the gradients are summed over the "
-     "ranks",
-     S::Mesh, P::Recorded, false, Count<&Layout::cp, 1>::parse,
+     "ranks; --layout auto tries it where the chunks hold 1024 tokens or "
+     "more",
+     S::Mesh, P::Recorded, true, Count<&Layout::cp, 1>::parse,
      Count<&Layout::cp, 1>::print},
     {"zero", "0|1|2",
      "the optimizer state per data-parallel rank: 0 (default) every rank "

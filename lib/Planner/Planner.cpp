@@ -519,10 +519,6 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
                                         const PlannerObserver &observer) {
   // The user's own options first: a refusal of those is the user's to
   // fix, whatever the planner chooses.
-  if (request.gpus % request.base.cp != 0)
-    return errorf("--layout auto: cp ", request.base.cp,
-                  " does not divide the ", request.gpus,
-                  " GPUs (the planner lays the other axes out on gpus / cp)");
   const StepShape step{request.globalBatch, request.seqLen};
   std::vector<Violation> own = verify(request.base, request.model, step);
   if (!own.empty())
@@ -531,7 +527,8 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
   PlannerReport report;
   std::vector<Layout> layouts;
   const std::vector<Layout> all =
-      cost::enumerateLayouts({request.gpus, request.globalBatch, request.base});
+      cost::enumerateLayouts(
+          {request.gpus, request.globalBatch, request.seqLen, request.base});
   for (const Layout &layout : all) {
     std::vector<Violation> violations = verify(layout, request.model, step);
     if (violations.empty()) {

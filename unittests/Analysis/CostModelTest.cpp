@@ -662,38 +662,44 @@ namespace {
 
 /// Every layout LayoutSpace.h describes, by brute force over all values up
 /// to the GPUs and the batch: the reference enumerateLayouts is held to.
-std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch) {
+std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch,
+                                        int64_t seqLen) {
   std::vector<Layout> layouts;
   for (int64_t tp = 1; tp <= gpus; ++tp)
-    for (int64_t pp = 1; pp <= gpus; ++pp)
-      for (int64_t dp = 1; dp <= gpus; ++dp)
-        for (int64_t vp = 1; vp <= 2; ++vp)
-          for (int64_t zero = 0; zero <= 2; ++zero)
-            for (int64_t m = 1; m <= batch; ++m) {
-              if (tp * pp * dp != gpus || (vp == 2 && pp == 1) ||
-                  (zero > 0 && dp == 1) || batch % m != 0 ||
-                  (batch / m) % dp != 0 ||
-                  (pp > 1 && m < pp))
-                continue;
-              Layout l;
-              l.tp = tp;
-              l.pp = pp;
-              l.vp = vp;
-              l.dp = dp;
-              l.zero = zero;
-              l.microbatches = m;
-              layouts.push_back(l);
-            }
+    for (int64_t cp = 1; cp <= gpus; ++cp)
+      for (int64_t pp = 1; pp <= gpus; ++pp)
+        for (int64_t dp = 1; dp <= gpus; ++dp)
+          for (int64_t vp = 1; vp <= 2; ++vp)
+            for (int64_t zero = 0; zero <= 2; ++zero)
+              for (int64_t m = 1; m <= batch; ++m) {
+                if (tp * cp * pp * dp != gpus || (vp == 2 && pp == 1) ||
+                    (zero > 0 && dp == 1) || batch % m != 0 ||
+                    (batch / m) % dp != 0 || (pp > 1 && m < pp) ||
+                    (cp > 1 && (seqLen % (2 * cp) != 0 ||
+                                seqLen / (2 * cp) < kContextChunkTokens)))
+                  continue;
+                Layout l;
+                l.tp = tp;
+                l.cp = cp;
+                l.pp = pp;
+                l.vp = vp;
+                l.dp = dp;
+                l.zero = zero;
+                l.microbatches = m;
+                layouts.push_back(l);
+              }
   return layouts;
 }
 
 TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
   for (int64_t gpus : {1, 2, 3, 4, 6, 8, 12})
-    for (int64_t batch : {1, 4, 6, 16, 24}) {
+    for (int64_t batch : {1, 4, 6, 16, 24})
+      for (int64_t seqLen : {2048, 4096, 24576}) {
       SCOPED_TRACE(std::to_string(gpus) + " GPUs, batch " +
-                   std::to_string(batch));
-      std::vector<Layout> fast = enumerateLayouts({gpus, batch, Layout()});
-      std::vector<Layout> slow = layoutsByBruteForce(gpus, batch);
+                   std::to_string(batch) + ", seq " + std::to_string(seqLen));
+      std::vector<Layout> fast =
+          enumerateLayouts({gpus, batch, seqLen, Layout()});
+      std::vector<Layout> slow = layoutsByBruteForce(gpus, batch, seqLen);
       ASSERT_EQ(fast.size(), slow.size());
       for (const Layout &l : slow)
         EXPECT_NE(std::find(fast.begin(), fast.end(), l), fast.end())
@@ -701,36 +707,36 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
     }
   // Two GPUs, a batch of 8: dp=2 (ZeRO 0-2, 1, 2 or 4 micro-batches), tp=2
   // (1-8), pp=2 (2-8, with and without vp=2).
-  EXPECT_EQ(enumerateLayouts({2, 8, Layout()}).size(), 9u + 4u + 3u + 3u);
-  EXPECT_EQ(enumerateLayouts({0, 8, Layout()}).size(), 0u);
+  EXPECT_EQ(enumerateLayouts({2, 8, 2048, Layout()}).size(), 9u + 4u + 3u + 3u);
+  EXPECT_EQ(enumerateLayouts({0, 8, 2048, Layout()}).size(), 0u);
   // Every candidate keeps the user's own options.
   Layout bf16;
   bf16.dtype = Precision::BF16;
-  for (const Layout &l : enumerateLayouts({4, 8, bf16}))
+  for (const Layout &l : enumerateLayouts({4, 8, 2048, bf16}))
     EXPECT_EQ(l.dtype, Precision::BF16) << layoutFlags(l);
 }
 
-// Tests that a context-parallel size the user fixed keeps its ranks: the
-// other axes fill the GPUs over cp, and none are laid out where cp does
-// not divide the GPUs.
-TEST(LayoutSpaceTest, TheUsersContextRanksComeFirst) {
-  Layout base;
-  base.cp = 2;
-  std::vector<Layout> layouts = enumerateLayouts({8, 8, base});
-  ASSERT_FALSE(layouts.empty());
-  for (const Layout &l : layouts) {
-    EXPECT_EQ(l.cp, 2);
-    EXPECT_EQ(l.ranks(), 8) << layoutFlags(l);
-  }
-  // The same layouts as 4 GPUs without cp, each with cp 2.
-  std::vector<Layout> four = enumerateLayouts({4, 8, Layout()});
-  ASSERT_EQ(layouts.size(), four.size());
-  for (size_t i = 0; i < four.size(); ++i) {
-    four[i].cp = 2;
-    EXPECT_EQ(layouts[i], four[i]);
-  }
-  base.cp = 4;
-  EXPECT_TRUE(enumerateLayouts({6, 8, base}).empty());
+// Tests that context parallelism is tried only where its chunks hold
+// kContextChunkTokens or more: none at 2,048 tokens on 2 GPUs (chunks of
+// 512), cp 2 at 4,096 (the one-GPU layouts, each at cp 2), cp 2 and 4 at
+// 8,192 on 4 GPUs.
+TEST(LayoutSpaceTest, ContextParallelWhereChunksAreLong) {
+  auto maxCp = [](const std::vector<Layout> &layouts) {
+    int64_t cp = 0;
+    for (const Layout &l : layouts)
+      cp = std::max(cp, l.cp);
+    return cp;
+  };
+  EXPECT_EQ(maxCp(enumerateLayouts({2, 1, 2048, Layout()})), 1);
+  std::vector<Layout> two = enumerateLayouts({2, 1, 4096, Layout()});
+  EXPECT_EQ(maxCp(two), 2);
+  std::vector<Layout> one = enumerateLayouts({1, 1, 4096, Layout()});
+  size_t withCp = 0;
+  for (const Layout &l : two)
+    withCp += l.cp == 2;
+  EXPECT_EQ(withCp, one.size());
+  EXPECT_EQ(maxCp(enumerateLayouts({4, 1, 8192, Layout()})), 4);
+  EXPECT_EQ(maxCp(enumerateLayouts({4, 1, 6144, Layout()})), 2); // 6144 / 8 < 1024
 }
 
 TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {

@@ -34,20 +34,28 @@ struct LayoutRequest {
   int64_t gpus = 1;
   /// Sequences per optimizer step, over all data-parallel ranks.
   int64_t globalBatch = 1;
+  /// Tokens per sequence (0: not known; no context parallelism then).
+  int64_t seqLen = 0;
   /// The layout's options the user chose (precision, overlap, ...): every
   /// candidate has them; the planner chooses the others (LayoutOption's
   /// plannerChooses), which must be at their defaults here.
   Layout base;
 };
 
-/// Every layout of `request`'s GPUs, `request.base` with: tp, pp and dp
-/// whose product is the number of GPUs over the base's cp (the user's; none
-/// where cp does not divide the GPUs); vp 1, and 2 (under the default
+/// The fewest tokens a context-parallel chunk holds in the planner's
+/// layouts: shorter chunks make the attention kernels' launches small and the
+/// gathers of keys and values a large share of a rank's attention, and a
+/// sequence that short fits a GPU without cp.
+inline constexpr int64_t kContextChunkTokens = 1024;
+
+/// Every layout of `request`'s GPUs, `request.base` with: tp, cp, pp and dp
+/// whose product is the number of GPUs, cp > 1 only where the sequence cuts
+/// into 2 * cp chunks of at least kContextChunkTokens; vp 1, and 2 (under the default
 /// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp > 1; every
 /// number of micro-batches that divides the global batch into micro-batches
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
 /// idle for most of the step). Sequence parallelism and recomputation off.
-/// In a fixed order: by tp, pp, vp, dp, ZeRO stage, micro-batches. Whether
+/// In a fixed order: by tp, cp, pp, vp, dp, ZeRO stage, micro-batches. Whether
 /// each suits the model is the rule book's to say (LayoutRules.h): the
 /// planner verifies them.
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);

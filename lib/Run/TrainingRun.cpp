@@ -543,7 +543,8 @@ Status TrainingSession::resume() {
       agree(std::move(resumed).withContext("--resume " + o.resume)));
   resumedStep = checkpoint->step;
   if (reports)
-    observer.resumed(o.resume, resumedStep, checkpoint->layout);
+    // (The checkpoint directory itself: a root's names the step taken.)
+    observer.resumed((*reader)->directory(), resumedStep, checkpoint->layout);
   return Status::ok();
 }
 

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <signal.h>
 #include <sstream>
 #include <thread>
@@ -86,8 +87,31 @@ bool isMoment(const std::string &name) {
          name.rfind(kExpAvgSqPrefix, 0) == 0;
 }
 
-/// The checkpoint directory `path` names: itself, or the one its `latest`
-/// names.
+/// The newest whole checkpoint under a checkpoint root without `latest`
+/// (a first save killed after its directory was renamed into place, before
+/// `latest` was written): the step-NNNNNN directory of the highest step
+/// that holds its trainer.json and index.json; none if there is none.
+std::optional<fs::path> newestWholeCheckpoint(const fs::path &root) {
+  std::error_code error;
+  std::optional<fs::path> newest;
+  int64_t newestStep = -1;
+  for (const fs::directory_entry &entry :
+       fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t step = stepOfName(name);
+    if (step <= newestStep || !entry.is_directory(error) ||
+        !fs::exists(entry.path() / kTrainerFile, error) ||
+        !fs::exists(entry.path() / kIndexFile, error))
+      continue;
+    newest = entry.path();
+    newestStep = step;
+  }
+  return newest;
+}
+
+/// The checkpoint directory `path` names: itself, the one its `latest`
+/// names, or, in a checkpoint root without `latest`, its newest whole
+/// checkpoint.
 StatusOr<fs::path> checkpointDirOf(const std::string &path) {
   fs::path dir(path);
   std::error_code error;
@@ -95,8 +119,12 @@ StatusOr<fs::path> checkpointDirOf(const std::string &path) {
     return errorf(path, ": not a checkpoint directory (",
                   fs::exists(dir, error) ? "not a directory" : "does not exist",
                   ")");
-  if (!fs::exists(dir / kLatest, error))
+  if (!fs::exists(dir / kLatest, error)) {
+    if (!fs::exists(dir / kTrainerFile, error))
+      if (std::optional<fs::path> newest = newestWholeCheckpoint(dir))
+        return *newest;
     return dir;
+  }
   StatusOr<std::string> latest = readText(dir / kLatest);
   if (!latest)
     return latest.takeStatus();

@@ -9,6 +9,7 @@
 #include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Run/PlanSource.h"
 #include "mlt/Runtime/io/DataBlend.h"
+#include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Support/FileKind.h"
 
 #ifdef MLT_HAVE_CUDA
@@ -181,6 +182,11 @@ Status mlt::run::checkPaths(const RunOptions &o) {
       continue;
     MLT_RETURN_IF_ERROR(checkOutputPath(output.path, output.directory)
                             .withContext(output.flag));
+    // (Before the first step: the weights are not lost to a refusal at the
+    // end.)
+    if (&output.path == &o.saveHF)
+      MLT_RETURN_IF_ERROR(
+          rt::checkReplaceableCheckpointDir(o.saveHF).withContext("--save-hf"));
     for (const Input &input : inputs)
       if (sameFile(output.path, input.path) && !output.directory)
         return errorf(output.flag, ": ", output.path, " is the ", input.flag,

@@ -971,6 +971,24 @@ void removeStaleTemporaries(const std::string &dir, const std::string &prefix) {
   }
 }
 
+Status checkReplaceableCheckpointDir(const std::string &dir) {
+  std::error_code error;
+  const fs::path target = withoutTrailingSlash(dir);
+  if (!fs::is_directory(fs::symlink_status(target, error)))
+    return Status::ok(); // missing (or refused by the writer: not a directory)
+  for (const fs::directory_entry &entry :
+       fs::directory_iterator(target, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "config.json" && name != "model.safetensors")
+      return errorf(dir, ": holds '", name,
+                    "', which an HF export of mlt does not write; not "
+                    "replacing the directory (write to a new one)");
+  }
+  if (error)
+    return errorf(dir, ": cannot read the directory: ", error.message());
+  return Status::ok();
+}
+
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const TensorMap &tensors) {
   std::vector<const Tensor *> ordered;
@@ -998,6 +1016,7 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
     return errorf(dir, ": is a symbolic link; not replacing it");
   if (fs::exists(targetStatus) && !fs::is_directory(targetStatus))
     return errorf(dir, ": exists and is not a directory; not replacing it");
+  MLT_RETURN_IF_ERROR(checkReplaceableCheckpointDir(dir));
 
   fs::path parent = target.parent_path();
   // What a killed write of this directory left behind.

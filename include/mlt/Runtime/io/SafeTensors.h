@@ -224,6 +224,12 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
 void removeStaleTemporaries(const std::string &dir,
                             const std::string &prefix = ".");
 
+/// Whether writeCheckpointDir may write `dir`: it does not exist, or it is
+/// a directory holding nothing but what that writes (config.json and
+/// model.safetensors: an earlier export). A directory with anything else is
+/// the user's and is never replaced; the error names one of its entries.
+Status checkReplaceableCheckpointDir(const std::string &dir);
+
 /// Makes the complete directory `temporary` (a sibling of `dir`) take the
 /// place of `dir`: renamed into place, or, where `dir` exists, swapped in
 /// one step (renameat2's RENAME_EXCHANGE, where the file system has it) and

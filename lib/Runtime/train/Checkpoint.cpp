@@ -320,8 +320,13 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
     std::vector<std::pair<int64_t, fs::path>> steps;
     for (const fs::directory_entry &entry :
          fs::directory_iterator(rootPath, error)) {
+      // Only checkpoints mlt wrote (their trainer state and index in
+      // place): a step-NNNNNN directory of anything else is not the run's
+      // to remove.
       const int64_t step = stepOfName(entry.path().filename().string());
-      if (step >= 0 && entry.is_directory(error))
+      if (step >= 0 && entry.is_directory(error) &&
+          fs::exists(entry.path() / kTrainerFile, error) &&
+          fs::exists(entry.path() / kIndexFile, error))
         steps.push_back({step, entry.path()});
     }
     std::sort(steps.begin(), steps.end());

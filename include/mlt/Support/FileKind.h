@@ -17,6 +17,8 @@
 #include "mlt/Support/Status.h"
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -70,11 +72,45 @@ inline Status checkInputPath(const std::string &path,
 /// directory) that replaces what is there: ok where nothing is there or a
 /// regular file (a directory) is; else what is in the way (a device node,
 /// a FIFO, a symbolic link, which the write would replace rather than
-/// write through) or a parent directory that does not exist.
+/// write through), a parent directory that does not exist, a name longer
+/// than file systems allow, a directory that is the root, '.' or '..', or
+/// a path under /proc, /sys or /dev.
 inline Status checkOutputPath(const std::string &path,
                               bool directory = false) {
   if (path.empty())
     return errorf("an empty path");
+  // Names the file system cannot hold, found now rather than at the write.
+  for (size_t begin = 0; begin < path.size();) {
+    size_t end = path.find('/', begin);
+    if (end == std::string::npos)
+      end = path.size();
+    if (end - begin > 255)
+      return errorf(path, ": a name of ", end - begin,
+                    " bytes, longer than file systems allow (255)");
+    begin = end + 1;
+  }
+  // Directories no run writes into: the root, '.', '..', and the kernel's
+  // file systems.
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  const size_t lastSlash = trimmed.find_last_of('/');
+  const std::string last =
+      lastSlash == std::string::npos ? trimmed : trimmed.substr(lastSlash + 1);
+  if (directory && (trimmed == "/" || last == "." || last == ".."))
+    return errorf(path, ": the root directory, '.' or '..', which a run "
+                        "does not write its directories into; name one of "
+                        "its own");
+  char resolved[PATH_MAX];
+  const std::string probe =
+      ::realpath(path.c_str(), resolved) ? std::string(resolved) : trimmed;
+  for (const char *special : {"/proc", "/sys", "/dev"}) {
+    const std::string prefix(special);
+    if ((probe == prefix || probe.rfind(prefix + "/", 0) == 0) &&
+        probe != "/dev/null")
+      return errorf(path, ": is under ", prefix,
+                    ", a file system of the kernel, not for a run's output");
+  }
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     const bool fits = directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);

@@ -673,7 +673,7 @@ TEST_F(CheckpointDirTest, WritesConfigAndWeights) {
 TEST_F(CheckpointDirTest, ReplacesAnExistingCheckpoint) {
   std::string out = path("ckpt");
   std::filesystem::create_directory(out);
-  writeBytes(out + "/stale.bin", "old");
+  writeBytes(out + "/model.safetensors", "an earlier export's weights");
   TensorMap tensors = sampleTensors();
   ASSERT_OK(writeCheckpointDir(out, kConfig, tensors));
   EXPECT_EQ(listDir(out),
@@ -685,6 +685,20 @@ TEST_F(CheckpointDirTest, ReplacesAnExistingCheckpoint) {
   StatusOr<TensorMap> back = readCheckpoint(out);
   ASSERT_OK(back);
   EXPECT_EQ(back->size(), 2u);
+  EXPECT_EQ(listDir(dir_.string()), std::vector<std::string>{"ckpt"});
+}
+
+// Tests that a directory holding anything an export does not write (the
+// user's files) is never replaced: refused, naming the file, and left as it
+// is.
+TEST_F(CheckpointDirTest, KeepsADirectoryOfTheUsers) {
+  std::string out = path("ckpt");
+  std::filesystem::create_directory(out);
+  writeBytes(out + "/notes.txt", "mine");
+  std::string error = errorOf(writeCheckpointDir(out, kConfig, sampleTensors()));
+  EXPECT_THAT(error, HasSubstr("holds 'notes.txt'"));
+  EXPECT_EQ(listDir(out), std::vector<std::string>{"notes.txt"});
+  EXPECT_EQ(readBytes(out + "/notes.txt"), "mine");
   EXPECT_EQ(listDir(dir_.string()), std::vector<std::string>{"ckpt"});
 }
 

@@ -162,6 +162,33 @@ TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
   }
 }
 
+/// A context-parallel rank's attention shape: cp `ranks`, chunks of `chunk`
+/// tokens, rank `rank`'s block of queries against the whole sequence's keys
+/// (SequenceOrder.h), causal.
+struct CpCase {
+  int64_t ranks, chunk, batch, qHeads, kvHeads, headDim;
+
+  std::string describe(int64_t rank) const {
+    return "cp " + std::to_string(ranks) + " rank " + std::to_string(rank) +
+           " chunk " + std::to_string(chunk) + " head_dim " +
+           std::to_string(headDim);
+  }
+  cpu::AttentionParams params(int64_t rank) const {
+    cpu::AttentionParams p;
+    p.batch = batch;
+    p.seq = 2 * chunk;
+    p.kvSeq = p.seq * ranks;
+    p.qHeads = qHeads;
+    p.kvHeads = kvHeads;
+    p.headDim = headDim;
+    p.causal = true;
+    p.scale = 1.0 / std::sqrt(double(headDim));
+    p.queries = rt::SequencePositions::contextBlock(p.seq, rank, ranks);
+    p.keys = rt::SequencePositions::contextWhole(p.seq, ranks);
+    return p;
+  }
+};
+
 // A context-parallel rank's attention (SequenceOrder.h): its block of the
 // queries in the load-balanced order against the whole sequence's keys in
 // that order, causal by position, on the f32 kernels, against the CPU
@@ -170,26 +197,11 @@ TEST(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
 TEST(CudaAttentionTest, ContextParallelBlocksMatchCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(607);
-  struct CpCase {
-    int64_t ranks, chunk, batch, qHeads, kvHeads, headDim;
-  };
   for (const CpCase &c : {CpCase{2, 48, 2, 4, 2, 64}, CpCase{3, 16, 1, 4, 1, 128},
                           CpCase{2, 37, 1, 2, 2, 32}, CpCase{3, 64, 1, 6, 2, 64}})
     for (int64_t rank = 0; rank < c.ranks; ++rank) {
-      SCOPED_TRACE("cp " + std::to_string(c.ranks) + " rank " +
-                   std::to_string(rank) + " chunk " + std::to_string(c.chunk) +
-                   " head_dim " + std::to_string(c.headDim));
-      cpu::AttentionParams p;
-      p.batch = c.batch;
-      p.seq = 2 * c.chunk;
-      p.kvSeq = p.seq * c.ranks;
-      p.qHeads = c.qHeads;
-      p.kvHeads = c.kvHeads;
-      p.headDim = c.headDim;
-      p.causal = true;
-      p.scale = 1.0 / std::sqrt(double(c.headDim));
-      p.queries = rt::SequencePositions::contextBlock(p.seq, rank, c.ranks);
-      p.keys = rt::SequencePositions::contextWhole(p.seq, c.ranks);
+      SCOPED_TRACE(c.describe(rank));
+      const cpu::AttentionParams p = c.params(rank);
       const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
       const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;
       const int64_t ln = p.batch * p.qHeads * p.seq;
@@ -398,26 +410,11 @@ void cpuBf16Reference(const Case &c, std::mt19937 &rng, Bf16Reference &r) {
 TEST(CudaAttentionTest, ContextParallelBf16BlocksMatchCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(608);
-  struct CpCase {
-    int64_t ranks, chunk, batch, qHeads, kvHeads, headDim;
-  };
   for (const CpCase &c : {CpCase{2, 64, 2, 8, 2, 64}, CpCase{3, 40, 1, 4, 2, 128},
                           CpCase{2, 100, 1, 4, 4, 64}})
     for (int64_t rank = 0; rank < c.ranks; ++rank) {
-      SCOPED_TRACE("cp " + std::to_string(c.ranks) + " rank " +
-                   std::to_string(rank) + " chunk " + std::to_string(c.chunk) +
-                   " head_dim " + std::to_string(c.headDim));
-      cpu::AttentionParams p;
-      p.batch = c.batch;
-      p.seq = 2 * c.chunk;
-      p.kvSeq = p.seq * c.ranks;
-      p.qHeads = c.qHeads;
-      p.kvHeads = c.kvHeads;
-      p.headDim = c.headDim;
-      p.causal = true;
-      p.scale = 1.0 / std::sqrt(double(c.headDim));
-      p.queries = rt::SequencePositions::contextBlock(p.seq, rank, c.ranks);
-      p.keys = rt::SequencePositions::contextWhole(p.seq, c.ranks);
+      SCOPED_TRACE(c.describe(rank));
+      const cpu::AttentionParams p = c.params(rank);
       ASSERT_TRUE(isContextBlockShape(p));
       const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
       const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;

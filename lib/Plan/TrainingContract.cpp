@@ -895,15 +895,11 @@ Status verifySequenceOrder(const Plan &plan) {
     for (const ProgramDesc &program : rank.programs)
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
-        int64_t axis;
-        if (inst.kernel == Kernel::Rope)
-          axis = KernelAttrs<attrs::Rope>(inst)[attrs::Rope::axis];
-        else if (inst.kernel == Kernel::AttentionFwd ||
-                 inst.kernel == Kernel::AttentionBwd ||
-                 inst.kernel == Kernel::AttentionBwdRope)
-          axis = attentionAxis(inst);
-        else
+        if (inst.kernel != Kernel::Rope && inst.kernel != Kernel::AttentionFwd &&
+            inst.kernel != Kernel::AttentionBwd &&
+            inst.kernel != Kernel::AttentionBwdRope)
           continue;
+        const int64_t axis = contextAxis(inst);
         auto fail = [&](auto &&...parts) {
           return errorf("rank ", rank.rank, ": program '", program.name,
                         "' instruction ", i, " (", kernelName(inst.kernel),

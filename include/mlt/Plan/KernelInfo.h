@@ -392,7 +392,7 @@ template <typename K> RopeScaling ropeScaling(const KernelAttrs<K> &a) {
 /// attention_bwd_rope instruction's attributes, into `Params` (a struct with
 /// cpu::AttentionParams's fields: batch, seq, kvSeq, qHeads, kvHeads,
 /// headDim, causal, scale), for the kernels. The positions of a
-/// context-parallel attention (its `axis`, attentionAxis) are the caller's
+/// context-parallel attention (its `axis`, contextAxis) are the caller's
 /// to set from the rank's coordinate.
 template <typename Params, typename Instruction>
 Params attentionParams(const Instruction &inst) {
@@ -414,13 +414,11 @@ Params attentionParams(const Instruction &inst) {
   return read(KernelAttrs<attrs::AttentionFwd>(inst));
 }
 
-/// The context axis of an attention_fwd, attention_bwd or
-/// attention_bwd_rope instruction (-1: none).
-template <typename Instruction> int64_t attentionAxis(const Instruction &inst) {
-  if (inst.kernel == Kernel::AttentionBwdRope)
-    return KernelAttrs<attrs::AttentionBwdRope>(inst)
-        [attrs::AttentionBwdRope::axis];
-  return KernelAttrs<attrs::AttentionFwd>(inst)[attrs::AttentionFwd::axis];
+/// The context axis of a rope, attention_fwd, attention_bwd or
+/// attention_bwd_rope instruction (-1: none): its `axis` attribute
+/// (meshAxisAttribute).
+template <typename Instruction> int64_t contextAxis(const Instruction &inst) {
+  return inst.ints[size_t(meshAxisAttribute(inst.kernel))];
 }
 
 /// A collective's element count (all_reduce_sum's n, reduce_scatter_sum's

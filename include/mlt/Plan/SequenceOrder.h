@@ -90,6 +90,12 @@ struct SequencePositions {
     return ranks == 1 && first == 0 && offset == 0;
   }
 
+  MLT_SEQUENCE_ORDER_FN constexpr bool
+  operator==(const SequencePositions &other) const {
+    return first == other.first && chunk == other.chunk &&
+           ranks == other.ranks && offset == other.offset;
+  }
+
   MLT_SEQUENCE_ORDER_FN constexpr int64_t operator()(int64_t row) const {
     return offset + (ranks == 1 ? first + row
                                 : loadBalancedPosition(first + row, chunk,

@@ -94,7 +94,7 @@ public:
         // (The compiler rotates a context-parallel rank's gradients apart:
         // its key gradients are reduce-scattered first.)
         if (inst.kernel == Kernel::AttentionBwdRope &&
-            attentionAxis(inst) >= 0)
+            contextAxis(inst) >= 0)
           return fail("rotates the gradients of a context-parallel rank's "
                       "queries and keys in one launch, which the CUDA "
                       "kernels do not take");

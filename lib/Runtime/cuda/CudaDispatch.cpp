@@ -519,7 +519,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     // the load-balanced order.)
     StatusOr<AttentionShape> positioned = attentionPositions(
         communicator_, attentionParams<AttentionShape>(inst),
-        attentionAxis(inst));
+        contextAxis(inst));
     if (!positioned)
       return positioned.takeStatus();
     const AttentionShape &shape = *positioned;
@@ -557,7 +557,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     // bf16 through the f32 kernels where the tensor-core ones do not go:
     // other head dims, and other positions.
     if (in[0].dtype == ElementType::BF16 &&
-        (!tensorCores || attentionAxis(inst) >= 0))
+        (!tensorCores || contextAxis(inst) >= 0))
       return attentionThroughF32(inst, in, out, shape, rotation);
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);

@@ -595,7 +595,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::AttentionBwd: {
     StatusOr<cpu::AttentionParams> params = attentionPositions(
         communicator_, attentionParams<cpu::AttentionParams>(inst),
-        attentionAxis(inst));
+        contextAxis(inst));
     if (!params)
       return params.takeStatus();
     if (inst.kernel == Kernel::AttentionFwd)

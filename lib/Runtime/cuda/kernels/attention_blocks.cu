@@ -183,13 +183,8 @@ bool mlt::cuda::isContextBlockShape(const AttentionShape &p) {
       rt::SequencePositions::contextBlock(p.seq, coordinate, ranks);
   const rt::SequencePositions whole =
       rt::SequencePositions::contextWhole(p.seq, ranks);
-  auto same = [](const rt::SequencePositions &a,
-                 const rt::SequencePositions &b) {
-    return a.first == b.first && a.chunk == b.chunk && a.ranks == b.ranks &&
-           a.offset == b.offset;
-  };
   return p.queries.first % p.seq == 0 && coordinate < ranks &&
-         same(p.queries, block) && same(p.keys, whole);
+         p.queries == block && p.keys == whole;
 }
 
 size_t mlt::cuda::contextAttentionFwdScratchBytes(const AttentionShape &p) {

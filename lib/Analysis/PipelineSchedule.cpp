@@ -12,8 +12,6 @@
 #include <cassert>
 #include <charconv>
 #include <functional>
-#include <map>
-#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -250,52 +248,84 @@ PipelineSchedule mlt::buildZeroBubbleH1Schedule(int64_t stages,
 
 namespace {
 
-/// A (kind, micro-batch, chunk) key for sets and maps.
-using ItemKey = std::tuple<int, int64_t, int64_t>;
-ItemKey keyOf(const WorkItem &item) {
-  return {int(item.kind), item.microbatch, item.chunk};
+/// Dense indices of a schedule's items, for flat tables instead of ordered
+/// maps: a schedule of P stages and M micro-batches has 3 x M x P x V keys,
+/// each (kind, micro-batch, virtual stage or chunk) one slot.
+struct KeyIndex {
+  int64_t microbatches = 1, places = 1;
+  size_t size() const { return size_t(3 * microbatches * places); }
+  size_t operator()(WorkKind kind, int64_t microbatch, int64_t place) const {
+    return (size_t(kind) * size_t(microbatches) + size_t(microbatch)) *
+               size_t(places) +
+           size_t(place);
+  }
+};
+
+/// The keys of items as the stages see them: (kind, micro-batch, virtual
+/// stage), chunk c of stage s being virtual stage c * stages + s.
+KeyIndex stageKeys(const PipelineSchedule &schedule) {
+  return {schedule.microbatches, schedule.stages * schedule.chunks};
 }
 
-/// An item as the stages see it: (kind, micro-batch, virtual stage), chunk
-/// c of stage s being virtual stage c * stages + s.
-using StageKey = std::tuple<int, int64_t, int64_t>;
+/// What replay calls for each item run: its stage, the item, its key
+/// (stageKeys) and the key of the item it waited for, if any.
+using ReplayStep = std::function<void(int64_t, const WorkItem &, size_t,
+                                      const std::optional<size_t> &)>;
 
-/// Replays `schedule`: in turns, each stage runs its next items while the
-/// item each depends on has run (a forward the previous virtual stage's
-/// forward of its micro-batch, a backward the next one's backward; W items
-/// nothing on other stages), calling `run` (if any) with the stage, the
-/// item, its key and the key of the item it waited for. Returns where each
-/// stage stopped: the sizes of their lists when the replay finished, less
-/// where no stage could go on.
-std::vector<size_t>
-replay(const PipelineSchedule &schedule,
-       const std::function<void(int64_t, const WorkItem &, const StageKey &,
-                                const std::optional<StageKey> &)> &run) {
+/// Replays `schedule` (its items in range): each stage runs its next items
+/// while the item each depends on has run (a forward the previous virtual
+/// stage's forward of its micro-batch, a backward the next one's backward;
+/// W items nothing on other stages), calling `run` (if any) for each.
+/// Returns where each stage stopped: the sizes of their lists when the
+/// replay finished, less where no stage could go on.
+///
+/// A stage that stops waits for one item, which only one stage can wait
+/// for (the item's consumer lies on one virtual stage): it is taken up
+/// again once that item has run, so each item is looked at a bounded
+/// number of times, O(items), where sweeping over the stages until none
+/// moves is O(stages x items) in the worst case. Where each stage stops,
+/// and each item's inputs when it runs, do not depend on the order the
+/// stages are taken in.
+std::vector<size_t> replay(const PipelineSchedule &schedule,
+                           const ReplayStep &run) {
   const int64_t stages = schedule.stages;
   const int64_t virtualStages = stages * schedule.chunks;
-  std::set<StageKey> done;
+  const KeyIndex keys = stageKeys(schedule);
+  std::vector<bool> done(keys.size(), false);
+  // The stage waiting for each item, or -1.
+  std::vector<int64_t> waiter(keys.size(), -1);
   std::vector<size_t> next(size_t(stages), 0);
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      const auto &work = schedule.stageWork[size_t(s)];
-      while (next[size_t(s)] < work.size()) {
-        const WorkItem &item = work[next[size_t(s)]];
-        const int64_t v = item.chunk * stages + s;
-        std::optional<StageKey> input;
-        if (item.kind == WorkKind::Forward && v > 0)
-          input = StageKey{int(WorkKind::Forward), item.microbatch, v - 1};
-        if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
-          input = StageKey{int(WorkKind::Backward), item.microbatch, v + 1};
-        if (input && !done.count(*input))
-          break;
-        const StageKey key{int(item.kind), item.microbatch, v};
-        if (run)
-          run(s, item, key, input);
-        done.insert(key);
-        ++next[size_t(s)];
-        progressed = true;
+  std::vector<int64_t> ready;
+  for (int64_t s = stages - 1; s >= 0; --s)
+    ready.push_back(s);
+  while (!ready.empty()) {
+    const int64_t s = ready.back();
+    ready.pop_back();
+    const auto &work = schedule.stageWork[size_t(s)];
+    while (next[size_t(s)] < work.size()) {
+      const WorkItem &item = work[next[size_t(s)]];
+      assert(item.microbatch >= 0 && item.microbatch < schedule.microbatches &&
+             item.chunk >= 0 && item.chunk < schedule.chunks &&
+             "replay needs items in range");
+      const int64_t v = item.chunk * stages + s;
+      std::optional<size_t> input;
+      if (item.kind == WorkKind::Forward && v > 0)
+        input = keys(WorkKind::Forward, item.microbatch, v - 1);
+      if (item.kind == WorkKind::Backward && v + 1 < virtualStages)
+        input = keys(WorkKind::Backward, item.microbatch, v + 1);
+      if (input && !done[*input]) {
+        waiter[*input] = s;
+        break;
       }
+      const size_t key = keys(item.kind, item.microbatch, v);
+      if (run)
+        run(s, item, key, input);
+      done[key] = true;
+      if (waiter[key] >= 0) {
+        ready.push_back(waiter[key]);
+        waiter[key] = -1;
+      }
+      ++next[size_t(s)];
     }
   }
   return next;
@@ -315,23 +345,29 @@ bool PipelineSchedule::verify(std::string *why,
   if (int64_t(stageWork.size()) != stages)
     return fail("the schedule lists " + std::to_string(stageWork.size()) +
                 " stages, expected " + std::to_string(stages));
-  // Every stage: each item once, in range, B after F, W after B.
+  // Every stage: each item once, in range, B after F, W after B. (The
+  // stage that last saw each (kind, micro-batch, chunk).)
+  const KeyIndex items{microbatches, chunks};
+  std::vector<int64_t> seenBy(items.size(), -1);
   for (int64_t s = 0; s < stages; ++s) {
-    std::set<ItemKey> seen;
+    size_t seen = 0;
     const std::string where = "stage " + std::to_string(s) + ": ";
     for (const WorkItem &item : stageWork[size_t(s)]) {
-      if (item.microbatch >= microbatches || item.chunk >= chunks)
+      if (item.microbatch < 0 || item.microbatch >= microbatches ||
+          item.chunk < 0 || item.chunk >= chunks)
         return fail(where + item.str() + " is out of range (" +
                     std::to_string(microbatches) + " micro-batches, " +
                     std::to_string(chunks) + " chunks)");
       if (item.kind == WorkKind::WeightGradient && !splitWeightGradients)
         return fail(where + item.str() +
                     ": this schedule does not split weight gradients");
-      if (!seen.insert(keyOf(item)).second)
+      int64_t &by = seenBy[items(item.kind, item.microbatch, item.chunk)];
+      if (by == s)
         return fail(where + item.str() + " appears twice");
+      by = s;
+      ++seen;
       auto before = [&](WorkKind kind) {
-        return seen.count(
-            keyOf(WorkItem{kind, item.microbatch, item.chunk}));
+        return seenBy[items(kind, item.microbatch, item.chunk)] == s;
       };
       if (item.kind == WorkKind::Backward && !before(WorkKind::Forward))
         return fail(where + item.str() + " comes before its forward");
@@ -340,8 +376,8 @@ bool PipelineSchedule::verify(std::string *why,
     }
     const size_t expected = size_t(microbatches * chunks) *
                             (splitWeightGradients ? 3 : 2);
-    if (seen.size() != expected)
-      return fail(where + "has " + std::to_string(seen.size()) +
+    if (seen != expected)
+      return fail(where + "has " + std::to_string(seen) +
                   " items, expected " + std::to_string(expected));
   }
   // Replay: a stage runs its next item once the item it depends on (on
@@ -393,12 +429,12 @@ PipelineSchedule::simulate(double forward, double backward,
                            const std::vector<double> &stageScale) const {
   // Each item's end, by (kind, micro-batch, virtual stage): it starts when
   // its stage is free and the item it depends on has ended.
-  std::map<StageKey, double> end;
+  std::vector<double> end(stageKeys(*this).size(), 0.0);
   std::vector<double> clock(size_t(stages), 0.0), busy(size_t(stages), 0.0);
-  replay(*this, [&](int64_t s, const WorkItem &item, const StageKey &key,
-                    const std::optional<StageKey> &input) {
+  replay(*this, [&](int64_t s, const WorkItem &item, size_t key,
+                    const std::optional<size_t> &input) {
     const double ready =
-        input ? std::max(clock[size_t(s)], end.at(*input)) : clock[size_t(s)];
+        input ? std::max(clock[size_t(s)], end[*input]) : clock[size_t(s)];
     const double cost = (item.kind == WorkKind::Forward    ? forward
                          : item.kind == WorkKind::Backward ? backward
                                                            : weightGradient) *
@@ -450,12 +486,13 @@ struct Flow {
 std::vector<Flow> flowsOf(const PipelineSchedule &schedule) {
   const int64_t stages = schedule.stages;
   const int64_t virtualStages = stages * schedule.chunks;
+  const KeyIndex keys = stageKeys(schedule);
   // Each (kind, micro-batch, virtual stage): its stage and index.
-  std::map<StageKey, std::pair<int64_t, int64_t>> where;
+  std::vector<std::pair<int64_t, int64_t>> where(keys.size(), {-1, -1});
   for (int64_t s = 0; s < stages; ++s)
     for (size_t i = 0; i < schedule.stageWork[size_t(s)].size(); ++i) {
       const WorkItem &item = schedule.stageWork[size_t(s)][i];
-      where[{int(item.kind), item.microbatch, item.chunk * stages + s}] = {
+      where[keys(item.kind, item.microbatch, item.chunk * stages + s)] = {
           s, int64_t(i)};
     }
   std::vector<Flow> flows;
@@ -466,41 +503,46 @@ std::vector<Flow> flowsOf(const PipelineSchedule &schedule) {
       if (!sendsOutput(item, v, virtualStages))
         continue;
       const int64_t to = item.kind == WorkKind::Forward ? v + 1 : v - 1;
-      auto [toStage, toItem] =
-          where.at({int(item.kind), item.microbatch, to});
+      auto [toStage, toItem] = where[keys(item.kind, item.microbatch, to)];
+      assert(toStage >= 0 && "a transfer without its consumer");
       flows.push_back({s, int64_t(i), toStage, toItem});
     }
   return flows;
 }
 
-} // namespace
+/// Stage `stage`'s posts under TransferRule::Adjacent: each item's receive
+/// right before it, its send right after it (at one boundary the send
+/// first). Only the stage's own items decide them.
+std::vector<std::vector<TransferPost>>
+adjacentPosts(const PipelineSchedule &schedule, int64_t stage) {
+  const std::vector<WorkItem> &work = schedule.stageWork[size_t(stage)];
+  const int64_t virtualStages = schedule.stages * schedule.chunks;
+  std::vector<std::vector<TransferPost>> posts(work.size() + 1);
+  for (size_t i = 0; i < work.size(); ++i)
+    if (sendsOutput(work[i], work[i].chunk * schedule.stages + stage,
+                    virtualStages))
+      posts[i + 1].push_back({true, int64_t(i)});
+  for (size_t i = 0; i < work.size(); ++i)
+    if (receivesInput(work[i], work[i].chunk * schedule.stages + stage,
+                      virtualStages))
+      posts[i].push_back({false, int64_t(i)});
+  return posts;
+}
 
-std::optional<TransferPlacement>
-mlt::placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
-                    std::string *why) {
+/// The TimeRounds placement (placeTransfers' steps 1-3) of stage `only`'s
+/// posts, or of every stage's (`only` < 0); the other stages' posts are
+/// left empty. The rounds are global: O(the schedule's items) either way.
+std::optional<TransferPlacement> placeByRounds(const PipelineSchedule &schedule,
+                                               int64_t only, std::string *why) {
   const int64_t stages = schedule.stages;
+  auto wanted = [&](int64_t s) { return only < 0 || s == only; };
   TransferPlacement placement;
   placement.posts.resize(size_t(stages));
   for (int64_t s = 0; s < stages; ++s)
-    placement.posts[size_t(s)].resize(schedule.stageWork[size_t(s)].size() +
-                                      1);
+    if (wanted(s))
+      placement.posts[size_t(s)].resize(schedule.stageWork[size_t(s)].size() +
+                                        1);
   const std::vector<Flow> flows = flowsOf(schedule);
-  if (rule == TransferRule::Adjacent) {
-    // Sends (after their items) first, then receives (before theirs).
-    for (const Flow &flow : flows)
-      placement.posts[size_t(flow.fromStage)][size_t(flow.fromItem + 1)]
-          .push_back({true, flow.fromItem});
-    std::vector<Flow> byConsumer = flows;
-    std::sort(byConsumer.begin(), byConsumer.end(),
-              [](const Flow &a, const Flow &b) {
-                return std::tie(a.toStage, a.toItem) <
-                       std::tie(b.toStage, b.toItem);
-              });
-    for (const Flow &flow : byConsumer)
-      placement.posts[size_t(flow.toStage)][size_t(flow.toItem)].push_back(
-          {false, flow.toItem});
-    return placement;
-  }
 
   // 1. Segments: each stage's items by segment, and each item's segment.
   std::vector<std::vector<int64_t>> segmentStart(static_cast<size_t>(stages));
@@ -523,70 +565,102 @@ mlt::placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
     }
   }
   // 2. Start times: a segment starts once its stage's previous segment
-  // and the segments producing its inputs have ended.
-  std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> inputs(static_cast<size_t>(stages));
+  // and the segments producing its inputs have ended. Segments are
+  // numbered stage after stage (stage s's from first[s]) and timed in a
+  // topological order: each once all it waits for is timed, O(segments +
+  // transfers); those a cycle holds up are never timed.
+  std::vector<size_t> first(size_t(stages) + 1, 0);
   for (int64_t s = 0; s < stages; ++s)
-    inputs[size_t(s)].resize(segmentStart[size_t(s)].size());
-  for (const Flow &flow : flows)
-    inputs[size_t(flow.toStage)]
-          [size_t(segmentOf[size_t(flow.toStage)][size_t(flow.toItem)])]
-              .push_back({flow.fromStage,
-                          segmentOf[size_t(flow.fromStage)]
-                                   [size_t(flow.fromItem)]});
-  std::vector<std::vector<int64_t>> start(static_cast<size_t>(stages));
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      std::vector<int64_t> &times = start[size_t(s)];
-      while (times.size() < segmentStart[size_t(s)].size()) {
-        int64_t at = times.empty() ? 0 : times.back() + 1;
-        bool ready = true;
-        for (auto [from, segment] : inputs[size_t(s)][times.size()]) {
-          if (int64_t(start[size_t(from)].size()) <= segment) {
-            ready = false;
-            break;
-          }
-          at = std::max(at, start[size_t(from)][size_t(segment)] + 1);
-        }
-        if (!ready)
-          break;
-        times.push_back(at);
-        progressed = true;
-      }
-    }
+    first[size_t(s) + 1] = first[size_t(s)] + segmentStart[size_t(s)].size();
+  const size_t segments = first[size_t(stages)];
+  // The transfers between segments, by producer (counting sort).
+  std::vector<size_t> fanout(segments + 1, 0), consumers(flows.size());
+  std::vector<uint32_t> pending(segments, 0);
+  auto segmentId = [&](int64_t stage, int64_t item) {
+    return first[size_t(stage)] +
+           size_t(segmentOf[size_t(stage)][size_t(item)]);
+  };
+  for (const Flow &flow : flows) {
+    ++fanout[segmentId(flow.fromStage, flow.fromItem) + 1];
+    ++pending[segmentId(flow.toStage, flow.toItem)];
   }
+  for (size_t id = 0; id < segments; ++id)
+    fanout[id + 1] += fanout[id];
+  {
+    std::vector<size_t> filled(fanout.begin(), fanout.end() - 1);
+    for (const Flow &flow : flows)
+      consumers[filled[segmentId(flow.fromStage, flow.fromItem)]++] =
+          segmentId(flow.toStage, flow.toItem);
+  }
+  std::vector<int64_t> start(segments, -1), earliest(segments, 0);
+  std::vector<size_t> ready;
   for (int64_t s = 0; s < stages; ++s)
-    if (start[size_t(s)].size() != segmentStart[size_t(s)].size()) {
+    for (size_t id = first[size_t(s)]; id < first[size_t(s) + 1]; ++id) {
+      if (id > first[size_t(s)])
+        ++pending[id];
+      if (!pending[id])
+        ready.push_back(id);
+    }
+  auto release = [&](size_t id, int64_t at) {
+    earliest[id] = std::max(earliest[id], at);
+    if (--pending[id] == 0)
+      ready.push_back(id);
+  };
+  while (!ready.empty()) {
+    const size_t id = ready.back();
+    ready.pop_back();
+    start[id] = earliest[id];
+    const int64_t stage = int64_t(
+        std::upper_bound(first.begin(), first.end(), id) - first.begin() - 1);
+    if (id + 1 < first[size_t(stage) + 1])
+      release(id + 1, start[id] + 1);
+    for (size_t c = fanout[id]; c < fanout[id + 1]; ++c)
+      release(consumers[c], start[id] + 1);
+  }
+  for (int64_t s = 0; s < stages; ++s) {
+    // (a stage's timed segments are a prefix of its segments)
+    size_t timed = 0;
+    while (first[size_t(s)] + timed < first[size_t(s) + 1] &&
+           start[first[size_t(s)] + timed] >= 0)
+      ++timed;
+    if (timed != segmentStart[size_t(s)].size()) {
       if (why)
         *why = "the schedule's segments wait on each other (stage " +
                std::to_string(s) + " at its item " +
-               std::to_string(segmentStart[size_t(s)][start[size_t(s)].size()]) +
-               ")";
+               std::to_string(segmentStart[size_t(s)][timed]) + ")";
       return std::nullopt;
     }
+  }
   // 3. Each transfer at the receiver's boundary before its consumer and the
   // sender's boundary open at that consumer's start, sorted by round.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
-  std::vector<std::vector<std::vector<std::pair<Key, TransferPost>>>> keyed(static_cast<size_t>(stages));
+  std::vector<std::vector<std::vector<std::pair<Key, TransferPost>>>> keyed(
+      static_cast<size_t>(stages));
   for (int64_t s = 0; s < stages; ++s)
     keyed[size_t(s)].resize(placement.posts[size_t(s)].size());
   for (const Flow &flow : flows) {
+    if (!wanted(flow.toStage) && !wanted(flow.fromStage))
+      continue;
     const int64_t segment =
         segmentOf[size_t(flow.toStage)][size_t(flow.toItem)];
-    const int64_t round = start[size_t(flow.toStage)][size_t(segment)];
+    const int64_t round = start[first[size_t(flow.toStage)] + size_t(segment)];
     const Key key{round, flow.fromStage, flow.fromItem, flow.toStage,
                   flow.toItem};
-    keyed[size_t(flow.toStage)]
-         [size_t(segmentStart[size_t(flow.toStage)][size_t(segment)])]
-             .push_back({key, {false, flow.toItem}});
+    if (wanted(flow.toStage))
+      keyed[size_t(flow.toStage)]
+           [size_t(segmentStart[size_t(flow.toStage)][size_t(segment)])]
+               .push_back({key, {false, flow.toItem}});
+    if (!wanted(flow.fromStage))
+      continue;
     // The sender's boundary open at `round`: before its first segment
     // starting at or after it (after its last segment if none does).
-    const std::vector<int64_t> &times = start[size_t(flow.fromStage)];
-    const size_t k = size_t(std::lower_bound(times.begin(), times.end(),
-                                             round) -
-                            times.begin());
+    const auto times = start.begin() + std::ptrdiff_t(first[size_t(flow.fromStage)]);
+    const auto timesEnd =
+        start.begin() + std::ptrdiff_t(first[size_t(flow.fromStage) + 1]);
+    const size_t k =
+        size_t(std::lower_bound(times, timesEnd, round) - times);
     const int64_t boundary =
-        k < times.size()
+        k < segmentStart[size_t(flow.fromStage)].size()
             ? segmentStart[size_t(flow.fromStage)][k]
             : int64_t(schedule.stageWork[size_t(flow.fromStage)].size());
     assert(boundary > flow.fromItem && "a send before its producer");
@@ -606,4 +680,30 @@ mlt::placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
         placement.posts[size_t(s)][k].push_back(post);
     }
   return placement;
+}
+
+} // namespace
+
+std::optional<TransferPlacement>
+mlt::placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
+                    std::string *why) {
+  if (rule == TransferRule::TimeRounds)
+    return placeByRounds(schedule, /*only=*/-1, why);
+  TransferPlacement placement;
+  for (int64_t s = 0; s < schedule.stages; ++s)
+    placement.posts.push_back(adjacentPosts(schedule, s));
+  return placement;
+}
+
+std::optional<std::vector<std::vector<TransferPost>>>
+mlt::placeStageTransfers(const PipelineSchedule &schedule, TransferRule rule,
+                         int64_t stage, std::string *why) {
+  assert(stage >= 0 && stage < schedule.stages && "a stage of the schedule");
+  if (rule == TransferRule::Adjacent)
+    return adjacentPosts(schedule, stage);
+  std::optional<TransferPlacement> placement =
+      placeByRounds(schedule, stage, why);
+  if (!placement)
+    return std::nullopt;
+  return std::move(placement->posts[size_t(stage)]);
 }

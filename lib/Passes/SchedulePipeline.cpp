@@ -297,14 +297,16 @@ public:
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
     const std::vector<WorkItem> &work = plan->stageWork[size_t(stage)];
-    // Where the stage posts its transfers (placeTransfers): the interleaved
-    // schedule's by rounds, the others' each next to its item.
-    std::optional<TransferPlacement> placement = placeTransfers(
-        *plan,
-        *kind == ScheduleKind::Interleaved ? TransferRule::TimeRounds
-                                           : TransferRule::Adjacent,
-        &why);
-    if (!placement)
+    // Where the stage posts its transfers (placeStageTransfers, its own
+    // alone): the interleaved schedule's by rounds, the others' each next
+    // to its item.
+    std::optional<std::vector<std::vector<TransferPost>>> posts =
+        placeStageTransfers(*plan,
+                            *kind == ScheduleKind::Interleaved
+                                ? TransferRule::TimeRounds
+                                : TransferRule::Adjacent,
+                            stage, &why);
+    if (!posts)
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule's transfers cannot be placed: " + why);
     // A pipeline stage's fused body receives first and sends last only on
@@ -343,7 +345,7 @@ public:
       }
       keepAcrossCalls(module, calls, 1, b);
     } else if (failed(splitBodies(module, bodies, work, stages > 1,
-                                  placement->posts[size_t(stage)], calls,
+                                  *posts, calls,
                                   b))) {
       return signalPassFailure();
     }

@@ -351,6 +351,96 @@ TEST(PipelineSchedule, StageSchedulesRefuseChunksTheirKindDoesNotRun) {
   EXPECT_EQ(two->warmup, (std::vector<int64_t>{10, 8, 6, 4}));
 }
 
+/// The naive reference for simulate: the stages swept over in order until
+/// none can move, each running its next items while the item each depends
+/// on (on another virtual stage) has ended, its end kept in a map.
+PipelineSchedule::Timing sweptTiming(const PipelineSchedule &schedule,
+                                     double forward, double backward,
+                                     double weightGradient,
+                                     const std::vector<double> &scale) {
+  const int64_t stages = schedule.stages;
+  const int64_t virtualStages = stages * schedule.chunks;
+  std::map<std::tuple<int, int64_t, int64_t>, double> end;
+  std::vector<double> clock(size_t(stages), 0.0), busy(size_t(stages), 0.0);
+  std::vector<size_t> next(size_t(stages), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const auto &work = schedule.stageWork[size_t(s)];
+      for (; next[size_t(s)] < work.size(); ++next[size_t(s)]) {
+        const WorkItem &item = work[next[size_t(s)]];
+        const int64_t v = item.chunk * stages + s;
+        double ready = clock[size_t(s)];
+        if ((item.kind == WorkKind::Forward && v > 0) ||
+            (item.kind == WorkKind::Backward && v + 1 < virtualStages)) {
+          auto input = end.find(
+              {int(item.kind), item.microbatch,
+               item.kind == WorkKind::Forward ? v - 1 : v + 1});
+          if (input == end.end())
+            break;
+          ready = std::max(ready, input->second);
+        }
+        const double cost =
+            (item.kind == WorkKind::Forward    ? forward
+             : item.kind == WorkKind::Backward ? backward
+                                               : weightGradient) *
+            (scale.empty() ? 1.0 : scale[size_t(v) % scale.size()]);
+        clock[size_t(s)] = ready + cost;
+        busy[size_t(s)] += cost;
+        end[{int(item.kind), item.microbatch, v}] = clock[size_t(s)];
+        progressed = true;
+      }
+    }
+  }
+  PipelineSchedule::Timing timing;
+  timing.span = *std::max_element(clock.begin(), clock.end());
+  for (int64_t s = 0; s < stages; ++s)
+    timing.idle.push_back(timing.span - busy[size_t(s)]);
+  return timing;
+}
+
+TEST(PipelineSchedule, SimulationMatchesTheSweepingReference) {
+  std::vector<PipelineSchedule> schedules;
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                            ScheduleKind::ZeroBubbleH1})
+    for (int64_t stages = 1; stages <= 6; ++stages)
+      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches)
+        schedules.push_back(buildSchedule(kind, stages, microbatches));
+  for (int64_t stages = 2; stages <= 5; ++stages)
+    for (int64_t chunks = 2; chunks <= 3; ++chunks)
+      for (int64_t microbatches = stages; microbatches <= 12; ++microbatches)
+        if (std::optional<PipelineSchedule> schedule =
+                buildInterleavedSchedule(stages, chunks, microbatches, 0))
+          schedules.push_back(*schedule);
+  for (const PipelineSchedule &schedule : schedules) {
+    // Virtual stages of unequal times (one entry each).
+    std::vector<double> scale;
+    for (int64_t v = 0; v < schedule.stages * schedule.chunks; ++v)
+      scale.push_back(1.0 + 0.37 * double((v * 5) % 7));
+    for (const std::vector<double> &stageScale :
+         {std::vector<double>{}, scale}) {
+      const PipelineSchedule::Timing got =
+          schedule.simulate(1.0, 2.0, 0.5, stageScale);
+      const PipelineSchedule::Timing want =
+          sweptTiming(schedule, 1.0, 2.0, 0.5, stageScale);
+      EXPECT_EQ(got.span, want.span) << schedule.stageString(0);
+      EXPECT_EQ(got.idle, want.idle) << schedule.stageString(0);
+    }
+  }
+}
+
+TEST(PipelineSchedule, DeadlocksAreFoundWhereverTheStagesStop) {
+  // Stage 2 waits for F0 of stage 1, which waits for stage 0's F0, which
+  // stage 0 runs only after B0, which needs the others: every stage stops
+  // at its first item that waits on another stage.
+  std::string why;
+  EXPECT_FALSE(fromStrings(2, {"F1.0 B1.0 F0.0 B0.0", "F1.0 F0.0 B0.0 B1.0",
+                               "F0.0 B0.0 F1.0 B1.0"})
+                   .verify(&why));
+  EXPECT_EQ(why, "deadlock: no stage can go on (stage 0 waits at B1.0, "
+                 "stage 1 waits at F0.0, stage 2 waits at F0.0)");
+}
+
 TEST(PipelineSchedule, SimulationWeighsVirtualStages) {
   // P = 2, V = 2, M = 2: the last virtual stage (chunk 1 of stage 1) three
   // times as slow; per-stage and per-virtual-stage scales differ.
@@ -564,6 +654,43 @@ TEST(PlaceTransfers, RoundsAreSafeWhereverMegatronRunsInterleaving) {
         }
   // (the reference can fail: Megatron's grouping does, somewhere)
   EXPECT_GT(megatronUnsafe, 0);
+}
+
+TEST(PlaceTransfers, AStagesPostsAreThoseOfTheWholePlacement) {
+  auto check = [](const PipelineSchedule &schedule, TransferRule rule,
+                  const std::string &where) {
+    std::optional<TransferPlacement> whole = placeTransfers(schedule, rule);
+    ASSERT_TRUE(whole) << where;
+    for (int64_t s = 0; s < schedule.stages; ++s) {
+      std::optional<std::vector<std::vector<TransferPost>>> posts =
+          placeStageTransfers(schedule, rule, s);
+      ASSERT_TRUE(posts) << where;
+      EXPECT_EQ(*posts, whole->posts[size_t(s)]) << where << " stage " << s;
+    }
+  };
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                            ScheduleKind::ZeroBubbleH1})
+    for (int64_t stages = 1; stages <= 6; ++stages)
+      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches)
+        check(buildSchedule(kind, stages, microbatches),
+              TransferRule::Adjacent,
+              std::string(scheduleKindName(kind)) + " P=" +
+                  std::to_string(stages) + " M=" +
+                  std::to_string(microbatches));
+  for (int64_t stages = 2; stages <= 5; ++stages)
+    for (int64_t chunks = 2; chunks <= 3; ++chunks)
+      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
+        for (int64_t group = stages; group <= microbatches; ++group)
+          if (std::optional<PipelineSchedule> schedule =
+                  buildInterleavedSchedule(stages, chunks, microbatches,
+                                           group))
+            for (TransferRule rule :
+                 {TransferRule::Adjacent, TransferRule::TimeRounds})
+              check(*schedule, rule,
+                    "P=" + std::to_string(stages) + " V=" +
+                        std::to_string(chunks) + " M=" +
+                        std::to_string(microbatches) + " G=" +
+                        std::to_string(group));
 }
 
 TEST(PlaceTransfers, TheRoundsOfPFourVTwoMEight) {

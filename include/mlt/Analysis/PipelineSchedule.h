@@ -171,6 +171,15 @@ std::optional<TransferPlacement>
 placeTransfers(const PipelineSchedule &schedule, TransferRule rule,
                std::string *why = nullptr);
 
+/// Stage `stage`'s posts of placeTransfers (its posts[stage]), without the
+/// other stages': what one pipeline stage's compile needs
+/// (mlt-schedule-pipeline), O(the stage's items) under Adjacent, whose
+/// posts only the stage's own items decide, and O(the schedule's items)
+/// under TimeRounds, whose rounds are the whole schedule's.
+std::optional<std::vector<std::vector<TransferPost>>>
+placeStageTransfers(const PipelineSchedule &schedule, TransferRule rule,
+                    int64_t stage, std::string *why = nullptr);
+
 /// The schedule of `kind` (not `interleaved`) for `stages` stages of one
 /// chunk each and `microbatches` micro-batches (both at least 1).
 PipelineSchedule buildSchedule(ScheduleKind kind, int64_t stages,

@@ -43,13 +43,21 @@ StatusOr<std::pair<InstanceKey, uint32_t>>
 InstanceNamer::next(const InstructionDesc &inst) {
   if (isCollectiveKernel(inst.kernel)) {
     const int64_t axis = collectiveAttrs(inst).axis;
-    StatusOr<MeshGroup> group =
-        mesh_.groupOf(int(rank_), mesh_.axes()[size_t(axis)].name);
-    if (!group)
-      return group.takeStatus();
-    return std::pair{InstanceKey{0, uint64_t(axis), uint64_t(group->ranks[0]),
+    auto known = groups_.find(axis);
+    if (known == groups_.end()) {
+      StatusOr<MeshGroup> group =
+          mesh_.groupOf(int(rank_), mesh_.axes()[size_t(axis)].name);
+      if (!group)
+        return group.takeStatus();
+      known = groups_
+                  .emplace(axis, std::pair{uint64_t(group->ranks[0]),
+                                           uint32_t(group->size())})
+                  .first;
+    }
+    const auto [first, size] = known->second;
+    return std::pair{InstanceKey{0, uint64_t(axis), first,
                                  collectives_[axis]++},
-                     uint32_t(group->size())};
+                     size};
   }
   const TransferAttrs transfer = transferAttrs(inst);
   StatusOr<std::vector<int>> at = mesh_.coordinates(int(rank_));
@@ -95,6 +103,10 @@ mlt::cost::detail::matchInstances(const Plan &plan,
                                   const std::optional<Mesh> &mesh) {
   Instances instances;
   std::map<InstanceKey, int64_t> ids;
+  // The ranks the plan holds of each collective's group (axis, first
+  // rank): a group is as large as its axis, thousands of ranks on large
+  // meshes, and met by every collective over it.
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> heldOfGroup;
   instances.of.resize(plan.ranks.size());
   // The ranks the plan holds (all, or its representatives).
   std::vector<bool> held(plan.worldSize, false);
@@ -127,10 +139,23 @@ mlt::cost::detail::matchInstances(const Plan &plan,
         if (inserted) {
           uint32_t members = named->second;
           if (plan.ranks.size() < plan.worldSize) {
-            StatusOr<uint32_t> present = membersHeld(*mesh, named->first, held);
-            if (!present)
-              return present.takeStatus();
-            members = *present;
+            // (a collective's by its group, counted once)
+            const bool collective = std::get<0>(named->first) == 0;
+            const std::pair<uint64_t, uint64_t> group{
+                std::get<1>(named->first), std::get<2>(named->first)};
+            auto count = collective ? heldOfGroup.find(group)
+                                    : heldOfGroup.end();
+            if (count != heldOfGroup.end()) {
+              members = count->second;
+            } else {
+              StatusOr<uint32_t> present =
+                  membersHeld(*mesh, named->first, held);
+              if (!present)
+                return present.takeStatus();
+              members = *present;
+              if (collective)
+                heldOfGroup.emplace(group, members);
+            }
           }
           instances.members.push_back(members);
         }

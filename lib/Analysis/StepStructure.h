@@ -58,6 +58,9 @@ private:
   const rt::Mesh &mesh_;
   uint32_t rank_;
   std::map<int64_t, uint64_t> collectives_;
+  /// The rank's group on each axis met so far: its first rank and size
+  /// (Mesh::groupOf lists its ranks, as many as the axis is large).
+  std::map<int64_t, std::pair<uint64_t, uint32_t>> groups_;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> sends_, receives_;
 };
 

@@ -580,6 +580,9 @@ private:
         {abi::kMicroStepProgram, abi::kMicroStepFirstProgram},
         {abi::kBackwardProgram, abi::kBackwardFirstProgram}};
     rtir::ProgramOp writer;
+    // (a lookup in the module scans its ops: the step has calls of every
+    // micro-batch)
+    SymbolTable symbols(module);
     for (auto call : step.getBody().getOps<rtir::CallOp>()) {
       if (!call.getMicrobatchAttr())
         continue;
@@ -590,7 +593,7 @@ private:
           for (StringRef suffix : {"_recv", "_send"})
             if (call.getProgram() == (Twine(accumulating) + suffix).str()) {
               std::string name = (Twine(writing) + suffix).str();
-              if (!module.lookupSymbol(name))
+              if (!symbols.lookup(name))
                 return call.emitOpError("mlt-partition-optimizer: zero=2 "
                                         "needs @")
                        << name << ", the transfers of the body that writes "
@@ -607,7 +610,7 @@ private:
       if (name != abi::kMicroStepFirstProgram &&
           name != abi::kBackwardFirstProgram)
         continue; // a forward body
-      auto body = module.lookupSymbol<rtir::ProgramOp>(name);
+      auto body = symbols.lookup<rtir::ProgramOp>(name);
       if (!body)
         return call.emitOpError("mlt-partition-optimizer: zero=2 needs @")
                << name << ", the body that writes the gradients";

@@ -210,7 +210,8 @@ matchForward(rtir::ProgramOp micro, rtir::ProgramOp first, size_t count,
 
 /// Algorithm:
 /// 1. build the schedule of `schedule` for one stage (the module is not
-///    split into stages yet) and the module's micro-batches, and check it;
+///    split into stages yet) and the module's micro-batches, and check it
+///    (a pipeline's stage 0 checks it for all);
 /// 2. if every forward is followed by its own backward, each such pair
 ///    becomes a call of the micro-batch's forward-backward body (the first
 ///    micro-batch's writes the gradients, where the module has that body;
@@ -293,7 +294,10 @@ public:
         *kind, stages, chunks, microbatches, groupSize, &why);
     if (!plan)
       return fail(why);
-    if (!plan->verify(&why, splitsWeightGradients(*kind)))
+    // Every stage builds this schedule of all stages from the same
+    // options: stage 0's compile checks it for all (a pipeline of 64
+    // stages and 1024 micro-batches would check 131072 items 64 times).
+    if (stage == 0 && !plan->verify(&why, splitsWeightGradients(*kind)))
       return fail("the " + Twine(scheduleKindName(*kind)) +
                   " schedule is invalid: " + why);
     const std::vector<WorkItem> &work = plan->stageWork[size_t(stage)];

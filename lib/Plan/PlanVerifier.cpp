@@ -892,10 +892,36 @@ Status verifyStreams(const RankPlan &rank, const ProgramDesc &program) {
 
 namespace {
 
+/// The copies each program's launches need of a call: the fewest copies of
+/// the buffers with a copy per micro-batch that it touches, and of those
+/// with a copy per slot (0: it touches none).
+struct CopiesNeeded {
+  uint32_t microbatch = 0, slot = 0;
+};
+std::vector<CopiesNeeded> copiesNeeded(const RankPlan &rank) {
+  std::vector<CopiesNeeded> needed(rank.programs.size());
+  for (size_t p = 0; p < rank.programs.size(); ++p)
+    for (const InstructionDesc &inst : rank.programs[p].instructions)
+      for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
+        for (uint32_t index : *list) {
+          const BufferDesc &buffer = rank.buffers[index];
+          if (buffer.copies == 1)
+            continue;
+          uint32_t &fewest = buffer.copyIndex == CopyIndex::Slot
+                                 ? needed[p].slot
+                                 : needed[p].microbatch;
+          fewest = fewest ? std::min(fewest, buffer.copies) : buffer.copies;
+        }
+  return needed;
+}
+
 /// The step's calls: programs in range, and a call's micro-batch below the
 /// copies of every buffer its program touches (a call without one touches
 /// none with copies), so that no copy outside a buffer is ever resolved.
+/// Each call is held to its program's fewest copies (copiesNeeded); one
+/// that fails is looked at launch by launch, to name the buffer.
 Status verifyStep(const RankPlan &rank) {
+  const std::vector<CopiesNeeded> needed = copiesNeeded(rank);
   for (size_t c = 0; c < rank.step.size(); ++c) {
     const CallDesc &call = rank.step[c];
     auto fail = [&](auto &&...parts) {
@@ -913,6 +939,12 @@ Status verifyStep(const RankPlan &rank) {
       if (call.microbatch < 0 || item.microbatch != uint32_t(call.microbatch))
         return fail("does ", item.str(),
                     ", which is not work of the call's micro-batch");
+    auto within = [](uint32_t fewest, int32_t copy) {
+      return fewest == 0 || (copy >= 0 && uint32_t(copy) < fewest);
+    };
+    if (within(needed[call.program].microbatch, call.microbatch) &&
+        within(needed[call.program].slot, call.slot))
+      continue;
     for (const InstructionDesc &inst : program.instructions)
       for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
         for (uint32_t index : *list) {

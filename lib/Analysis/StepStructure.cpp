@@ -134,31 +134,37 @@ mlt::cost::detail::matchInstances(const Plan &plan,
         StatusOr<std::pair<InstanceKey, uint32_t>> named = namer->next(inst);
         if (!named)
           return named.takeStatus();
+        uint32_t members = named->second;
+        if (plan.ranks.size() < plan.worldSize) {
+          // (a collective's by its group, counted once)
+          const bool collective = std::get<0>(named->first) == 0;
+          const std::pair<uint64_t, uint64_t> group{
+              std::get<1>(named->first), std::get<2>(named->first)};
+          auto count =
+              collective ? heldOfGroup.find(group) : heldOfGroup.end();
+          if (count != heldOfGroup.end()) {
+            members = count->second;
+          } else {
+            StatusOr<uint32_t> present = membersHeld(*mesh, named->first, held);
+            if (!present)
+              return present.takeStatus();
+            members = *present;
+            if (collective)
+              heldOfGroup.emplace(group, members);
+          }
+        }
+        // One launch alone in its instance (a representative's collective
+        // over an axis the plan holds no other rank of) meets no other:
+        // no need to look it up.
+        if (members == 1) {
+          of[c][i] = int64_t(instances.members.size());
+          instances.members.push_back(1);
+          continue;
+        }
         auto [it, inserted] =
             ids.try_emplace(named->first, int64_t(instances.members.size()));
-        if (inserted) {
-          uint32_t members = named->second;
-          if (plan.ranks.size() < plan.worldSize) {
-            // (a collective's by its group, counted once)
-            const bool collective = std::get<0>(named->first) == 0;
-            const std::pair<uint64_t, uint64_t> group{
-                std::get<1>(named->first), std::get<2>(named->first)};
-            auto count = collective ? heldOfGroup.find(group)
-                                    : heldOfGroup.end();
-            if (count != heldOfGroup.end()) {
-              members = count->second;
-            } else {
-              StatusOr<uint32_t> present =
-                  membersHeld(*mesh, named->first, held);
-              if (!present)
-                return present.takeStatus();
-              members = *present;
-              if (collective)
-                heldOfGroup.emplace(group, members);
-            }
-          }
+        if (inserted)
           instances.members.push_back(members);
-        }
         of[c][i] = it->second;
       }
     }

@@ -134,7 +134,7 @@ struct StepGraph {
   /// shared or barrier node).
   std::vector<double> duration;
   std::vector<bool> launch;
-  std::vector<std::pair<int64_t, size_t>> owner;
+  std::vector<std::pair<int32_t, uint32_t>> owner;
   /// Successors, compressed: those of node n are succs[first[n] ..
   /// first[n + 1]); and each node's count of predecessors.
   std::vector<uint32_t> first, succs, predecessors;
@@ -149,10 +149,21 @@ StatusOr<StepGraph> buildStepGraph(const Plan &plan, const LaunchCosts &costs) {
     return instances.takeStatus();
   StepGraph g;
   std::vector<std::pair<uint32_t, uint32_t>> edges; // (from, to)
+  // (a deep pipeline's graph has millions of nodes: sized once)
+  size_t launches = 0, calls = 0;
+  for (const RankPlan &rank : plan.ranks) {
+    calls += rank.step.size() + 1;
+    for (const CallDesc &call : rank.step)
+      launches += rank.programs[call.program].instructions.size();
+  }
+  g.duration.reserve(launches + calls);
+  g.launch.reserve(launches + calls);
+  g.owner.reserve(launches + calls);
+  edges.reserve(3 * launches + 2 * calls);
   auto node = [&](double seconds, bool isLaunch) {
     g.duration.push_back(seconds);
     g.launch.push_back(isLaunch);
-    g.owner.emplace_back(-1, 0);
+    g.owner.emplace_back(-1, 0u);
     return uint32_t(g.duration.size() - 1);
   };
   std::vector<int64_t> instanceNode(instances->members.size(), -1);
@@ -210,7 +221,7 @@ StatusOr<StepGraph> buildStepGraph(const Plan &plan, const LaunchCosts &costs) {
           n = shared(of[c][i], seconds[p][i]);
         } else {
           n = node(seconds[p][i], true);
-          g.owner[n] = {int64_t(r), k};
+          g.owner[n] = {int32_t(r), uint32_t(k)};
         }
         edges.emplace_back(barrier, n);
         if (uint32_t *last = find(lastOnStream, inst.stream)) {
@@ -258,14 +269,23 @@ StatusOr<StepGraph> buildStepGraph(const Plan &plan, const LaunchCosts &costs) {
   return g;
 }
 
+/// When each node of a step's graph starts, and for how long it runs.
+struct NodeTimes {
+  std::vector<double> start, length;
+};
+
 /// The longest paths of `g` at `costs` (its gap and extra seconds), in
 /// Kahn's order: each node starts a gap (launches) after its latest
-/// predecessor's end.
-StatusOr<StepTimeline> walkStepGraph(const Plan &plan, const StepGraph &g,
-                                     const LaunchCosts &costs) {
+/// predecessor's end. Into `times`, whose storage a later round reuses (a
+/// node's latest predecessor's end is kept in its start until it is
+/// taken).
+Status longestPaths(const StepGraph &g, const LaunchCosts &costs,
+                    NodeTimes &times) {
   const size_t count = g.duration.size();
   std::vector<uint32_t> pending = g.predecessors;
-  std::vector<double> start(count, 0.0), latest(count, 0.0), length(count);
+  std::vector<double> &start = times.start, &length = times.length;
+  start.assign(count, 0.0);
+  length.assign(count, 0.0);
   std::vector<uint32_t> ready;
   for (uint32_t n = 0; n < count; ++n)
     if (pending[n] == 0)
@@ -279,15 +299,12 @@ StatusOr<StepTimeline> walkStepGraph(const Plan &plan, const StepGraph &g,
       const auto [r, k] = g.owner[n];
       const double own =
           g.duration[n] + (r >= 0 ? extraOf(costs, uint32_t(r), k) : 0.0);
-      std::tie(start[n], length[n]) = launchSpan(latest[n], own, costs.gap);
-    } else {
-      start[n] = latest[n];
-      length[n] = 0.0;
+      std::tie(start[n], length[n]) = launchSpan(start[n], own, costs.gap);
     }
     const double end = start[n] + length[n];
     for (uint32_t i = g.first[n]; i < g.first[n + 1]; ++i) {
       const uint32_t s = g.succs[i];
-      latest[s] = std::max(latest[s], end);
+      start[s] = std::max(start[s], end);
       if (--pending[s] == 0)
         ready.push_back(s);
     }
@@ -295,27 +312,49 @@ StatusOr<StepTimeline> walkStepGraph(const Plan &plan, const StepGraph &g,
   if (done != count)
     return errorf("the step's launches wait on each other in a cycle (a "
                   "plan that could deadlock)");
+  return Status::ok();
+}
 
+/// Calls fn(k, program, instruction, node) for each launch of the plan's
+/// r-th rank, in step and program order (k counting them).
+template <typename Fn>
+void forEachLaunch(const Plan &plan, const StepGraph &g, uint32_t r, Fn fn) {
+  const RankPlan &rank = plan.ranks[r];
+  size_t k = 0;
+  for (size_t c = 0; c < rank.step.size(); ++c) {
+    const uint32_t p = rank.step[c].program;
+    const ProgramDesc &program = rank.programs[p];
+    for (size_t i = 0; i < program.instructions.size(); ++i, ++k)
+      fn(c, p, i, g.launchNodes[r][k]);
+  }
+}
+
+/// The timeline of every launch of `plan` at `times`.
+StepTimeline timelineOf(const Plan &plan, const StepGraph &g,
+                        const NodeTimes &times) {
   StepTimeline timeline;
   timeline.ranks.resize(plan.ranks.size());
   for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan &rank = plan.ranks[r];
     RankTimeline &out = timeline.ranks[r];
     out.launches.reserve(g.launchNodes[r].size());
-    size_t k = 0;
-    for (size_t c = 0; c < rank.step.size(); ++c) {
-      const uint32_t p = rank.step[c].program;
-      const ProgramDesc &program = rank.programs[p];
-      for (size_t i = 0; i < program.instructions.size(); ++i) {
-        const uint32_t n = g.launchNodes[r][k++];
-        out.launches.push_back({uint32_t(c), p, uint32_t(i),
-                                program.instructions[i].stream, start[n],
-                                length[n]});
-      }
-    }
-    out.end = start[g.barriers[r].back()];
+    forEachLaunch(plan, g, r,
+                  [&](size_t c, uint32_t p, size_t i, uint32_t n) {
+                    out.launches.push_back(
+                        {uint32_t(c), p, uint32_t(i),
+                         rank.programs[p].instructions[i].stream,
+                         times.start[n], times.length[n]});
+                  });
+    out.end = times.start[g.barriers[r].back()];
   }
   return timeline;
+}
+
+StatusOr<StepTimeline> walkStepGraph(const Plan &plan, const StepGraph &g,
+                                     const LaunchCosts &costs) {
+  NodeTimes times;
+  MLT_RETURN_IF_ERROR(longestPaths(g, costs, times));
+  return timelineOf(plan, g, times);
 }
 
 } // namespace
@@ -541,46 +580,96 @@ bool mlt::cost::overlapsCommunication(const Plan &plan) {
   return false;
 }
 
-StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
-                                              LaunchCosts costs) {
+namespace {
+
+/// predictStep's graph and node times: the step scheduled, then each
+/// round's slowdowns from the node times (not a timeline of every launch:
+/// rounds of a deep pipeline's millions of launches) and the step
+/// scheduled again.
+struct PredictedTimes {
+  StepGraph graph;
+  NodeTimes times;
+};
+StatusOr<PredictedTimes> predictTimes(const Plan &plan, LaunchCosts costs) {
   costs.extra.clear();
   StatusOr<StepGraph> graph = buildStepGraph(plan, costs);
   if (!graph)
     return graph.takeStatus();
-  StatusOr<StepTimeline> timeline = walkStepGraph(plan, *graph, costs);
-  if (!timeline || costs.overlapSlowdown <= 0.0)
-    return timeline;
+  NodeTimes times;
+  MLT_RETURN_IF_ERROR(longestPaths(*graph, costs, times));
   constexpr int kRounds = 3;
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; costs.overlapSlowdown > 0.0 && round < kRounds;
+       ++round) {
     costs.extra.assign(plan.ranks.size(), {});
     for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
       const RankPlan &rank = plan.ranks[r];
-      const std::vector<PredictedLaunch> &launches =
-          timeline->ranks[r].launches;
       Intervals communication;
-      for (const PredictedLaunch &l : launches)
-        if (isCommunication(
-                rank.programs[l.program].instructions[l.instruction]))
-          communication.emplace_back(l.start, l.start + l.seconds);
+      forEachLaunch(plan, *graph, r,
+                    [&](size_t, uint32_t p, size_t i, uint32_t n) {
+                      if (isCommunication(rank.programs[p].instructions[i]))
+                        communication.emplace_back(
+                            times.start[n], times.start[n] + times.length[n]);
+                    });
       communication = mergedIntervals(std::move(communication));
       std::vector<double> &extra = costs.extra[r];
-      extra.assign(launches.size(), 0.0);
-      for (size_t k = 0; k < launches.size(); ++k) {
-        const PredictedLaunch &l = launches[k];
-        if (isCommunication(
-                rank.programs[l.program].instructions[l.instruction]))
-          continue;
-        // The overlap of the launch's own time (without its extra).
-        const double own = costs.seconds[r][l.program][l.instruction];
-        extra[k] = costs.overlapSlowdown *
-                   overlapWith(communication, l.start, l.start + own);
-      }
+      extra.assign(graph->launchNodes[r].size(), 0.0);
+      size_t k = 0;
+      forEachLaunch(
+          plan, *graph, r, [&](size_t, uint32_t p, size_t i, uint32_t n) {
+            const size_t launch = k++;
+            if (isCommunication(rank.programs[p].instructions[i]))
+              return;
+            // The overlap of the launch's own time (without its extra).
+            const double own = costs.seconds[r][p][i];
+            extra[launch] =
+                costs.overlapSlowdown *
+                overlapWith(communication, times.start[n],
+                            times.start[n] + own);
+          });
     }
-    timeline = walkStepGraph(plan, *graph, costs);
-    if (!timeline)
-      return timeline;
+    MLT_RETURN_IF_ERROR(longestPaths(*graph, costs, times));
   }
-  return timeline;
+  return PredictedTimes{std::move(*graph), std::move(times)};
+}
+
+} // namespace
+
+StatusOr<StepTimeline> mlt::cost::predictStep(const Plan &plan,
+                                              LaunchCosts costs) {
+  StatusOr<PredictedTimes> predicted = predictTimes(plan, std::move(costs));
+  if (!predicted)
+    return predicted.takeStatus();
+  return timelineOf(plan, predicted->graph, predicted->times);
+}
+
+StatusOr<StepSummary> mlt::cost::summarizeStep(const Plan &plan,
+                                               LaunchCosts costs) {
+  StatusOr<PredictedTimes> predicted = predictTimes(plan, std::move(costs));
+  if (!predicted)
+    return predicted.takeStatus();
+  const StepGraph &g = predicted->graph;
+  const NodeTimes &times = predicted->times;
+  StepSummary summary;
+  summary.timeline.ranks.resize(plan.ranks.size());
+  for (uint32_t r = 0; r < plan.ranks.size(); ++r) {
+    summary.timeline.ranks[r].end = times.start[g.barriers[r].back()];
+    if (summary.timeline.ranks[r].end >
+        summary.timeline.ranks[summary.slowest].end)
+      summary.slowest = r;
+  }
+  if (!plan.ranks.empty()) {
+    const RankPlan &rank = plan.ranks[summary.slowest];
+    RankTimeline &out = summary.timeline.ranks[summary.slowest];
+    out.launches.reserve(g.launchNodes[summary.slowest].size());
+    forEachLaunch(plan, g, summary.slowest,
+                  [&](size_t c, uint32_t p, size_t i, uint32_t n) {
+                    out.launches.push_back(
+                        {uint32_t(c), p, uint32_t(i),
+                         rank.programs[p].instructions[i].stream,
+                         times.start[n], times.length[n]});
+                  });
+  }
+  return summary;
 }
 
 StatusOr<double> mlt::cost::fitLaunchGap(const Plan &plan, LaunchCosts costs,

@@ -400,9 +400,11 @@ private:
         cost::priceLaunches(*plan, calibration_);
     if (!costs)
       return costs.takeStatus().withContext(layoutFlags(layout));
-    StatusOr<cost::StepTimeline> timeline = cost::predictStep(*plan, *costs);
-    if (!timeline)
-      return timeline.takeStatus().withContext(layoutFlags(layout));
+    // (the step, and the launches of the rank that ends last alone)
+    StatusOr<cost::StepSummary> summary = cost::summarizeStep(*plan, *costs);
+    if (!summary)
+      return summary.takeStatus().withContext(layoutFlags(layout));
+    const cost::StepTimeline &timeline = summary->timeline;
     out.ok = true;
     for (const RankPlan &rank : plan->ranks) {
       out.figures.arenas.push_back(rank.arenaBytes);
@@ -411,8 +413,8 @@ private:
           memory.parameters + memory.parameterCopies + memory.gradients +
           memory.optimizerState);
     }
-    out.figures.step = timeline->seconds();
-    out.bound = cost::stepBound(*plan, *timeline);
+    out.figures.step = timeline.seconds();
+    out.bound = cost::stepBound(*plan, timeline);
     return out;
   }
 

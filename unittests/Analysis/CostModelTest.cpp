@@ -642,6 +642,41 @@ TEST(TimelineTest, TheGraphEqualsTheSweepOnRandomPlans) {
   }
 }
 
+TEST(TimelineTest, TheSummaryIsThePredictionsSlowestRank) {
+  std::mt19937 rng(20261129);
+  for (int trial = 0; trial < 200; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    auto [plan, costs] = randomPlan(rng);
+    costs.overlapSlowdown = (trial % 3) * 0.25;
+    StatusOr<StepTimeline> whole = predictStep(plan, costs);
+    StatusOr<StepSummary> summary = summarizeStep(plan, costs);
+    ASSERT_TRUE(whole) << whole.status().message();
+    ASSERT_TRUE(summary) << summary.status().message();
+    EXPECT_EQ(summary->timeline.seconds(), whole->seconds());
+    ASSERT_EQ(summary->timeline.ranks.size(), whole->ranks.size());
+    uint32_t slowest = 0;
+    for (uint32_t r = 0; r < whole->ranks.size(); ++r) {
+      EXPECT_EQ(summary->timeline.ranks[r].end, whole->ranks[r].end);
+      if (whole->ranks[r].end > whole->ranks[slowest].end)
+        slowest = r;
+      if (r != summary->slowest)
+        EXPECT_TRUE(summary->timeline.ranks[r].launches.empty());
+    }
+    EXPECT_EQ(summary->slowest, slowest);
+    const auto &a = summary->timeline.ranks[slowest].launches;
+    const auto &b = whole->ranks[slowest].launches;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].start, b[k].start);
+      EXPECT_EQ(a[k].seconds, b[k].seconds);
+    }
+    const StepBound bound = stepBound(plan, summary->timeline);
+    const StepBound expected = stepBound(plan, *whole);
+    EXPECT_EQ(bound.what, expected.what);
+    EXPECT_EQ(bound.share, expected.share);
+  }
+}
+
 TEST(TimelineTest, RefusesCostsOfAnotherPlan) {
   std::mt19937 rng(7);
   auto [plan, costs] = randomPlan(rng);

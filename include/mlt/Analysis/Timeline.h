@@ -127,6 +127,19 @@ StatusOr<StepTimeline> scheduleStepBySweep(const rt::Plan &plan,
 /// file; costs.extra is replaced).
 StatusOr<StepTimeline> predictStep(const rt::Plan &plan, LaunchCosts costs);
 
+/// predictStep's step with the launches of one rank alone: the rank that
+/// ends last (the first of them), from which its breakdown and what bounds
+/// the step are found (breakdown, LayoutSpace.h's stepBound). What the
+/// planner weighs each candidate by: a deep pipeline's representatives
+/// hold millions of launches, whose timeline it does not keep.
+struct StepSummary {
+  /// Every rank's end (RankTimeline::end); the launches of `slowest`'s
+  /// alone.
+  StepTimeline timeline;
+  uint32_t slowest = 0;
+};
+StatusOr<StepSummary> summarizeStep(const rt::Plan &plan, LaunchCosts costs);
+
 /// Whether a collective of `plan` runs on a side stream, beside compute:
 /// what the overlap slowdown is fitted on.
 bool overlapsCommunication(const rt::Plan &plan);

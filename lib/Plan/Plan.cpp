@@ -18,8 +18,10 @@
 #include <fstream>
 #include <iomanip>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <type_traits>
+#include <unordered_map>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -216,6 +218,111 @@ std::optional<uint32_t> readFormatVersion(const uint8_t *data, size_t size) {
   return root->GetField<uint32_t>(plan::Plan::VT_FORMAT_VERSION, 0);
 }
 
+/// One buffer table decoded.
+StatusOr<BufferDesc> decodeBuffer(const plan::Buffer *fbBuffer) {
+  BufferDesc buffer;
+  buffer.name = fbBuffer->name()->str();
+  auto kind = static_cast<uint8_t>(fbBuffer->kind());
+  if (kind > static_cast<uint8_t>(plan::BufferKind::MAX))
+    return errorf("buffer '", buffer.name, "' has unknown kind ",
+                  unsigned(kind));
+  buffer.kind = static_cast<BufferKind>(kind);
+  auto dtype = static_cast<uint8_t>(fbBuffer->dtype());
+  if (dtype > static_cast<uint8_t>(plan::DType::MAX))
+    return errorf("buffer '", buffer.name, "' has unknown dtype ",
+                  unsigned(dtype));
+  buffer.dtype = static_cast<ElementType>(dtype);
+  buffer.shape = toVector(fbBuffer->shape());
+  buffer.offset = fbBuffer->offset();
+  buffer.bytes = fbBuffer->bytes();
+  buffer.parameter = toString(fbBuffer->parameter());
+  buffer.constantValue = fbBuffer->constant_value();
+  buffer.decay = fbBuffer->decay();
+  buffer.fullShape = toVector(fbBuffer->full_shape());
+  buffer.sliceOffset = toVector(fbBuffer->slice_offset());
+  buffer.copies = fbBuffer->copies();
+  auto copyIndex = static_cast<uint8_t>(fbBuffer->copy_index());
+  if (copyIndex > static_cast<uint8_t>(plan::CopyIndex::MAX))
+    return errorf("buffer '", buffer.name, "' has unknown copy index ",
+                  unsigned(copyIndex));
+  buffer.copyIndex = static_cast<CopyIndex>(copyIndex);
+  buffer.viewOf = fbBuffer->view_of();
+  if (fbBuffer->segments()) {
+    for (const plan::Segment *fbSegment : *fbBuffer->segments()) {
+      SegmentDesc segment;
+      segment.parameter = fbSegment->parameter()->str();
+      segment.fullShape = toVector(fbSegment->full_shape());
+      segment.sliceOffset = toVector(fbSegment->slice_offset());
+      segment.blockShape = toVector(fbSegment->block_shape());
+      // Unsigned in the file; the verifier's arithmetic is signed.
+      constexpr uint64_t limit = std::numeric_limits<int64_t>::max();
+      if (fbSegment->begin() > limit || fbSegment->count() > limit ||
+          fbSegment->offset() > limit)
+        return errorf("buffer '", buffer.name, "' segment ",
+                      buffer.segments.size(), " of '",
+                      segment.parameter,
+                      "' has a begin, count or offset of 2^63 or more");
+      segment.begin = int64_t(fbSegment->begin());
+      segment.count = int64_t(fbSegment->count());
+      segment.offset = int64_t(fbSegment->offset());
+      buffer.segments.push_back(std::move(segment));
+    }
+  }
+  return buffer;
+}
+
+/// One program table decoded.
+StatusOr<ProgramDesc> decodeProgram(const plan::Program *fbProgram) {
+  ProgramDesc program;
+  program.name = fbProgram->name()->str();
+  if (fbProgram->instructions()) {
+    size_t index = 0;
+    for (const plan::Instruction *fbInst : *fbProgram->instructions()) {
+      std::string kernel = fbInst->kernel()->str();
+      const KernelSignature *signature = lookupKernel(kernel);
+      if (!signature)
+        return errorf("program '", program.name, "' instruction ", index,
+                      ": unknown kernel '", kernel,
+                      "' (not in Kernels.def)");
+      InstructionDesc inst;
+      inst.kernel = signature->kernel;
+      inst.inputs = toVector(fbInst->inputs());
+      inst.outputs = toVector(fbInst->outputs());
+      inst.ints = toVector(fbInst->ints());
+      inst.floats = toVector(fbInst->floats());
+      inst.stream = fbInst->stream();
+      inst.waits = toVector(fbInst->waits());
+      inst.token = fbInst->token();
+      program.instructions.push_back(std::move(inst));
+      ++index;
+    }
+  }
+  return program;
+}
+
+/// The tables a plan's ranks refer to, each decoded once: a plan writes a
+/// table once for all the ranks that have it (PlanExport.cpp), and its
+/// ranks then share one element in memory (SharedVector.h).
+template <typename Table, typename Desc> class SharedTables {
+public:
+  explicit SharedTables(StatusOr<Desc> (*decode)(const Table *))
+      : decode_(decode) {}
+  StatusOr<std::shared_ptr<const Desc>> get(const Table *table) {
+    auto [it, fresh] = decoded_.try_emplace(table);
+    if (fresh) {
+      StatusOr<Desc> desc = decode_(table);
+      if (!desc)
+        return desc.takeStatus();
+      it->second = std::make_shared<const Desc>(std::move(*desc));
+    }
+    return it->second;
+  }
+
+private:
+  StatusOr<Desc> (*decode_)(const Table *);
+  std::unordered_map<const Table *, std::shared_ptr<const Desc>> decoded_;
+};
+
 StatusOr<Plan> decode(const plan::Plan &fb) {
   Plan result;
   result.formatVersion = fb.format_version();
@@ -241,90 +348,29 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
   result.model.microbatches = model.microbatches();
   result.model.sequenceChunks = model.sequence_chunks();
 
+  SharedTables<plan::Buffer, BufferDesc> buffers(decodeBuffer);
+  SharedTables<plan::Program, ProgramDesc> programs(decodeProgram);
   for (const plan::Rank *fbRank : *fb.ranks()) {
     RankPlan rank;
     rank.rank = fbRank->rank();
     rank.arenaBytes = fbRank->arena_bytes();
     if (fbRank->buffers()) {
+      rank.buffers.reserve(fbRank->buffers()->size());
       for (const plan::Buffer *fbBuffer : *fbRank->buffers()) {
-        BufferDesc buffer;
-        buffer.name = fbBuffer->name()->str();
-        auto kind = static_cast<uint8_t>(fbBuffer->kind());
-        if (kind > static_cast<uint8_t>(plan::BufferKind::MAX))
-          return errorf("buffer '", buffer.name, "' has unknown kind ",
-                        unsigned(kind));
-        buffer.kind = static_cast<BufferKind>(kind);
-        auto dtype = static_cast<uint8_t>(fbBuffer->dtype());
-        if (dtype > static_cast<uint8_t>(plan::DType::MAX))
-          return errorf("buffer '", buffer.name, "' has unknown dtype ",
-                        unsigned(dtype));
-        buffer.dtype = static_cast<ElementType>(dtype);
-        buffer.shape = toVector(fbBuffer->shape());
-        buffer.offset = fbBuffer->offset();
-        buffer.bytes = fbBuffer->bytes();
-        buffer.parameter = toString(fbBuffer->parameter());
-        buffer.constantValue = fbBuffer->constant_value();
-        buffer.decay = fbBuffer->decay();
-        buffer.fullShape = toVector(fbBuffer->full_shape());
-        buffer.sliceOffset = toVector(fbBuffer->slice_offset());
-        buffer.copies = fbBuffer->copies();
-        auto copyIndex = static_cast<uint8_t>(fbBuffer->copy_index());
-        if (copyIndex > static_cast<uint8_t>(plan::CopyIndex::MAX))
-          return errorf("buffer '", buffer.name, "' has unknown copy index ",
-                        unsigned(copyIndex));
-        buffer.copyIndex = static_cast<CopyIndex>(copyIndex);
-        buffer.viewOf = fbBuffer->view_of();
-        if (fbBuffer->segments()) {
-          for (const plan::Segment *fbSegment : *fbBuffer->segments()) {
-            SegmentDesc segment;
-            segment.parameter = fbSegment->parameter()->str();
-            segment.fullShape = toVector(fbSegment->full_shape());
-            segment.sliceOffset = toVector(fbSegment->slice_offset());
-            segment.blockShape = toVector(fbSegment->block_shape());
-            // Unsigned in the file; the verifier's arithmetic is signed.
-            constexpr uint64_t limit = std::numeric_limits<int64_t>::max();
-            if (fbSegment->begin() > limit || fbSegment->count() > limit ||
-                fbSegment->offset() > limit)
-              return errorf("buffer '", buffer.name, "' segment ",
-                            buffer.segments.size(), " of '",
-                            segment.parameter,
-                            "' has a begin, count or offset of 2^63 or more");
-            segment.begin = int64_t(fbSegment->begin());
-            segment.count = int64_t(fbSegment->count());
-            segment.offset = int64_t(fbSegment->offset());
-            buffer.segments.push_back(std::move(segment));
-          }
-        }
-        rank.buffers.push_back(std::move(buffer));
+        StatusOr<std::shared_ptr<const BufferDesc>> buffer =
+            buffers.get(fbBuffer);
+        if (!buffer)
+          return buffer.takeStatus();
+        rank.buffers.pushShared(std::move(*buffer));
       }
     }
     if (fbRank->programs()) {
       for (const plan::Program *fbProgram : *fbRank->programs()) {
-        ProgramDesc program;
-        program.name = fbProgram->name()->str();
-        if (fbProgram->instructions()) {
-          size_t index = 0;
-          for (const plan::Instruction *fbInst : *fbProgram->instructions()) {
-            std::string kernel = fbInst->kernel()->str();
-            const KernelSignature *signature = lookupKernel(kernel);
-            if (!signature)
-              return errorf("program '", program.name, "' instruction ", index,
-                            ": unknown kernel '", kernel,
-                            "' (not in Kernels.def)");
-            InstructionDesc inst;
-            inst.kernel = signature->kernel;
-            inst.inputs = toVector(fbInst->inputs());
-            inst.outputs = toVector(fbInst->outputs());
-            inst.ints = toVector(fbInst->ints());
-            inst.floats = toVector(fbInst->floats());
-            inst.stream = fbInst->stream();
-            inst.waits = toVector(fbInst->waits());
-            inst.token = fbInst->token();
-            program.instructions.push_back(std::move(inst));
-            ++index;
-          }
-        }
-        rank.programs.push_back(std::move(program));
+        StatusOr<std::shared_ptr<const ProgramDesc>> program =
+            programs.get(fbProgram);
+        if (!program)
+          return program.takeStatus();
+        rank.programs.pushShared(std::move(*program));
       }
     }
     if (fbRank->step()) {
@@ -521,9 +567,18 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
   flatbuffers::FlatBufferBuilder builder(1 << 16);
 
   std::vector<flatbuffers::Offset<plan::Rank>> ranks;
+  // An element ranks share (SharedVector.h) is written once.
+  std::unordered_map<const BufferDesc *, flatbuffers::Offset<plan::Buffer>>
+      writtenBuffers;
+  std::unordered_map<const ProgramDesc *, flatbuffers::Offset<plan::Program>>
+      writtenPrograms;
   for (const RankPlan &rank : planValue.ranks) {
     std::vector<flatbuffers::Offset<plan::Buffer>> buffers;
     for (const BufferDesc &buffer : rank.buffers) {
+      if (auto it = writtenBuffers.find(&buffer); it != writtenBuffers.end()) {
+        buffers.push_back(it->second);
+        continue;
+      }
       auto name = builder.CreateString(buffer.name);
       auto shape = builder.CreateVector(buffer.shape);
       auto parameter = buffer.parameter.empty()
@@ -566,9 +621,15 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           fullShape, sliceOffset, buffer.copies,
           static_cast<plan::CopyIndex>(buffer.copyIndex), buffer.viewOf,
           segments));
+      writtenBuffers.emplace(&buffer, buffers.back());
     }
     std::vector<flatbuffers::Offset<plan::Program>> programs;
     for (const ProgramDesc &program : rank.programs) {
+      if (auto it = writtenPrograms.find(&program);
+          it != writtenPrograms.end()) {
+        programs.push_back(it->second);
+        continue;
+      }
       std::vector<flatbuffers::Offset<plan::Instruction>> instructions;
       for (const InstructionDesc &inst : program.instructions) {
         auto kernel =
@@ -585,6 +646,7 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
       auto name = builder.CreateString(program.name);
       programs.push_back(plan::CreateProgram(
           builder, name, builder.CreateVector(instructions)));
+      writtenPrograms.emplace(&program, programs.back());
     }
     std::vector<flatbuffers::Offset<plan::Call>> calls;
     for (const CallDesc &call : rank.step) {

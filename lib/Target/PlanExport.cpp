@@ -11,7 +11,8 @@
 // rank that rank's block of the global tensor (full_shape, slice_offset),
 // and a rank's slice of a flat bucket (`shard`) lies at that rank's place
 // in the bucket (a view) and lists the ranges of parameters it owns there
-// (segments, each of the rank's block of its parameter).
+// (segments, each of the rank's block of its parameter). Those tables too
+// are written once for the ranks alike on the axes they depend on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,9 +26,11 @@
 #include "mlt/Plan/PlanFormat.h"
 #include "mlt/Plan/Plan_generated.h"
 
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -341,8 +344,37 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
         buffers[rank].push_back(table);
       continue;
     }
-    for (int64_t rank : ranks)
-      buffers[rank].push_back(create(rank));
+    // A rank's table depends on its coordinates on the axes the buffer is
+    // split over, its slice's axis and those its slice's members are split
+    // over: the ranks alike on those share one table (a tp block is one of
+    // tp tables, whatever dp is).
+    llvm::SmallSetVector<int64_t, 4> axes;
+    auto addAxes = [&](const ShardingAttr &split) {
+      for (unsigned d = 0; d < split.getRank(); ++d)
+        if (StringAttr axis = split.getAxis(d))
+          axes.insert(mesh.axisIndex(axis.getValue()));
+    };
+    if (isBlock)
+      addAxes(*sharding);
+    if (sliceAxis >= 0) {
+      axes.insert(sliceAxis);
+      if (buffer.getOwns())
+        for (const BucketMember &member :
+             bucketMembers.lookup(buffer.getLayoutSource().getValue()))
+          if (FailureOr<ShardingAttr> split = bufferSharding(member.view);
+              succeeded(split) && *split)
+            addAxes(*split);
+    }
+    std::map<std::vector<int64_t>, flatbuffers::Offset<fb::Buffer>> tables;
+    for (int64_t rank : ranks) {
+      std::vector<int64_t> at;
+      for (int64_t axis : axes)
+        at.push_back(mesh.coordinate(rank, axis));
+      auto [it, fresh] = tables.try_emplace(std::move(at));
+      if (fresh)
+        it->second = create(rank);
+      buffers[rank].push_back(it->second);
+    }
   }
 
   std::vector<flatbuffers::Offset<fb::Program>> programs;
@@ -509,8 +541,13 @@ LogicalResult mlt::exportPlan(ModuleOp module, std::string &bytes,
       target ? fbb.CreateString(target.getValue().str())
              : flatbuffers::Offset<flatbuffers::String>());
   fbb.Finish(plan, mlt::rt::kPlanFileIdentifier);
+  // (room for the trailer first: a plan of thousands of ranks is a
+  // gigabyte, and the builder's is freed before the plan is read back)
+  bytes.clear();
+  bytes.reserve(fbb.GetSize() + mlt::rt::kPlanTrailerBytes);
   bytes.assign(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                fbb.GetSize());
+  fbb.Reset();
   // The checksum over everything written (the runtime checks it first).
   mlt::rt::appendPlanChecksum(bytes);
   // The runtime's checks, before anything runs: every buffer, launch and

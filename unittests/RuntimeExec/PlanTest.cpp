@@ -4,6 +4,7 @@
 // plan is rejected with one line that names the problem: not a plan, another
 // format version, a corrupt file, an unknown kernel, buffers outside the arena
 // or mis-sized, bad instructions, a missing part of the training contract.
+// Ranks share what the file writes once, and the sharing never shows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -853,6 +854,141 @@ TEST(PlanTest, Print) {
                               "[8, 16, 8]"));
   EXPECT_THAT(text, HasSubstr("rms_norm_fwd (x, param:model.norm.weight) -> "
                               "(h) ints [8, 8] floats [1e-05]"));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Ranks sharing what they have alike (SharedVector.h)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// Tests that a list's sharing never shows: a shared element is one object
+// in both lists until one of them writes it, a copy of a list shares
+// nothing, and reading a list (through a const reference) writes nothing.
+TEST(SharedVectorTest, SharingNeverShows) {
+  auto shared = std::make_shared<const std::string>("x");
+  SharedVector<std::string> a, b;
+  a.pushShared(shared);
+  b.pushShared(shared);
+  a.push_back("a");
+  b.push_back("b");
+  EXPECT_TRUE(a.sameElement(0, b, 0));
+  EXPECT_FALSE(a.sameElement(1, b, 1));
+  const SharedVector<std::string> &reader = a;
+  for (const std::string &value : reader)
+    EXPECT_FALSE(value.empty());
+  EXPECT_TRUE(a.sameElement(0, b, 0));
+
+  SharedVector<std::string> copy = a;
+  EXPECT_FALSE(copy.sameElement(0, a, 0));
+  EXPECT_EQ(copy[0], "x");
+
+  a[0] += "y"; // a's own copy first
+  EXPECT_EQ(a[0], "xy");
+  EXPECT_EQ(b[0], "x");
+  EXPECT_EQ(*shared, "x");
+  EXPECT_FALSE(a.sameElement(0, b, 0));
+  for (std::string &value : b)
+    value += "!";
+  EXPECT_EQ(b[0], "x!");
+  EXPECT_EQ(*shared, "x");
+  EXPECT_EQ(std::vector<std::string>(b.begin(), b.end()),
+            (std::vector<std::string>{"x!", "b!"}));
+}
+
+/// Whether two buffers are alike in every field (a test of sharing, not of
+/// the verifier).
+bool alike(const BufferDesc &a, const BufferDesc &b) {
+  auto segmentsAlike = [&] {
+    if (a.segments.size() != b.segments.size())
+      return false;
+    for (size_t s = 0; s < a.segments.size(); ++s) {
+      const SegmentDesc &x = a.segments[s], &y = b.segments[s];
+      if (x.parameter != y.parameter || x.fullShape != y.fullShape ||
+          x.sliceOffset != y.sliceOffset || x.blockShape != y.blockShape ||
+          x.begin != y.begin || x.count != y.count || x.offset != y.offset)
+        return false;
+    }
+    return true;
+  };
+  return a.name == b.name && a.kind == b.kind && a.dtype == b.dtype &&
+         a.shape == b.shape && a.offset == b.offset && a.bytes == b.bytes &&
+         a.parameter == b.parameter && a.constantValue == b.constantValue &&
+         a.decay == b.decay && a.fullShape == b.fullShape &&
+         a.sliceOffset == b.sliceOffset && a.copies == b.copies &&
+         a.copyIndex == b.copyIndex && a.viewOf == b.viewOf &&
+         segmentsAlike();
+}
+
+std::string printed(const Plan &plan) {
+  std::ostringstream os;
+  printPlan(plan, os);
+  return os.str();
+}
+
+// Tests that a plan whose ranks share buffers and programs is written with
+// each of them once, read back with its ranks sharing them again (what a
+// plan of thousands of ranks needs to fit in memory), the same plan as the
+// one written; and that writing a rank of it leaves the others alone.
+TEST(PlanTest, RanksShareWhatTheFileWritesOnce) {
+  TinyModel model;
+  model.dp = 2;
+  const Plan separate = buildTinyZeroPlan(model);
+  ASSERT_TRUE(verifyPlan(separate).isOk()) << verifyPlan(separate).message();
+  ASSERT_EQ(separate.ranks.size(), 2u);
+  // The same plan, the ranks sharing what they have alike.
+  Plan shared = separate;
+  const RankPlan &first = separate.ranks[0], &second = separate.ranks[1];
+  ASSERT_EQ(first.buffers.size(), second.buffers.size());
+  ASSERT_EQ(first.programs.size(), second.programs.size());
+  for (RankPlan &rank : shared.ranks) {
+    rank.buffers.clear();
+    rank.programs.clear();
+  }
+  size_t alikeBuffers = 0;
+  for (size_t i = 0; i < first.buffers.size(); ++i) {
+    if (!alike(first.buffers[i], second.buffers[i])) {
+      shared.ranks[0].buffers.push_back(first.buffers[i]);
+      shared.ranks[1].buffers.push_back(second.buffers[i]);
+      continue;
+    }
+    ++alikeBuffers;
+    auto buffer = std::make_shared<const BufferDesc>(first.buffers[i]);
+    shared.ranks[0].buffers.pushShared(buffer);
+    shared.ranks[1].buffers.pushShared(buffer);
+  }
+  ASSERT_GT(alikeBuffers, 0u);
+  ASSERT_LT(alikeBuffers, first.buffers.size()); // (the slices differ)
+  for (size_t p = 0; p < first.programs.size(); ++p) {
+    auto program = std::make_shared<const ProgramDesc>(first.programs[p]);
+    shared.ranks[0].programs.pushShared(program);
+    shared.ranks[1].programs.pushShared(program);
+  }
+  ASSERT_EQ(printed(shared), printed(separate));
+
+  const std::string bytes = serializePlan(shared);
+  EXPECT_LT(bytes.size(), serializePlan(separate).size());
+  StatusOr<Plan> read = parsePlan(bytes.data(), bytes.size(), "shared");
+  ASSERT_TRUE(read) << read.status().message();
+  EXPECT_EQ(printed(*read), printed(separate));
+  const RankPlan &a = read->ranks[0], &b = read->ranks[1];
+  for (size_t i = 0; i < a.buffers.size(); ++i)
+    EXPECT_EQ(a.buffers.sameElement(i, b.buffers, i),
+              alike(first.buffers[i], second.buffers[i]))
+        << a.buffers[i].name;
+  for (size_t p = 0; p < a.programs.size(); ++p)
+    EXPECT_TRUE(a.programs.sameElement(p, b.programs, p));
+
+  // A copy shares nothing; a write to one rank leaves the other alone.
+  Plan copy = *read;
+  EXPECT_FALSE(copy.ranks[0].programs.sameElement(0, copy.ranks[1].programs,
+                                                  0));
+  Plan written = std::move(*read);
+  written.ranks[1].programs[0].name = "renamed";
+  EXPECT_NE(written.ranks[0].programs[0].name, "renamed");
+  EXPECT_EQ(printed(copy), printed(separate));
 }
 
 } // namespace

@@ -13,6 +13,10 @@
 // A plan that passes cannot make the executor read or write outside its
 // arena. Each failure is one line naming the problem.
 //
+// Ranks share in memory the buffers and programs that the file writes once
+// for all of them (SharedVector.h): a plan of thousands of ranks is not
+// thousands of copies of its programs.
+//
 // FlatBuffers stays inside the library: this header is plain C++, so the
 // executor, the backends and the tools never see the generated code.
 //
@@ -24,6 +28,7 @@
 #include "mlt/Plan/ElementType.h"
 #include "mlt/Plan/KernelInfo.h"
 #include "mlt/Plan/Mesh.h"
+#include "mlt/Plan/SharedVector.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -195,12 +200,13 @@ struct CallDesc {
   int32_t slot = -1;
 };
 
-/// Everything one rank holds and runs.
+/// Everything one rank holds and runs. A decoded plan's ranks share the
+/// buffers and programs they have alike (SharedVector.h).
 struct RankPlan {
   uint32_t rank = 0;
   uint64_t arenaBytes = 0;
-  std::vector<BufferDesc> buffers;
-  std::vector<ProgramDesc> programs;
+  SharedVector<BufferDesc> buffers;
+  SharedVector<ProgramDesc> programs;
   /// The training step: the calls the runtime makes, in order, each after
   /// the previous one has ended on every stream.
   std::vector<CallDesc> step;
@@ -331,7 +337,8 @@ StatusOr<Plan> readPlanFile(const std::string &path,
 
 /// Serializes `plan` as a plan file (with the identifier and the checksum
 /// trailer). Writes what it is given, the format version included: verify
-/// first if it matters.
+/// first if it matters. A buffer or program its ranks share is written
+/// once (and read back shared).
 std::string serializePlan(const Plan &plan);
 
 //===----------------------------------------------------------------------===//

@@ -321,9 +321,9 @@ mlt::rt::transfer_check::simulateStep(const StepEvents &events) {
     const BlockingEvent &event = events[r][position[r]];
     if (event.isCollective()) {
       const size_t number = collectivesSoFar[r][event.axis]++;
-      size_t &arrived = arrivals[{event.axis, event.group[0], number}];
-      if (++arrived == event.group.size())
-        for (uint32_t member : event.group)
+      size_t &arrived = arrivals[{event.axis, event.members()[0], number}];
+      if (++arrived == event.members().size())
+        for (uint32_t member : event.members())
           completed.push_back(member);
       return;
     }
@@ -390,7 +390,7 @@ mlt::rt::transfer_check::simulateStepNaive(const StepEvents &events) {
       size_t n = 0;
       for (size_t f = 0; f < e; ++f)
         n += events[r][f].isCollective() && events[r][f].axis == event.axis;
-      for (uint32_t member : event.group) {
+      for (uint32_t member : event.members()) {
         const size_t f = collective(member, event.axis, n);
         if (f == kNone || position[member] < f)
           return false;
@@ -420,7 +420,8 @@ StepEvents mlt::rt::transfer_check::stepEvents(const Plan &plan,
   StepEvents events(plan.ranks.size());
   for (const RankPlan &rank : plan.ranks) {
     std::vector<BlockingEvent> &out = events[rank.rank];
-    std::vector<std::vector<uint32_t>> groups(mesh.numAxes());
+    std::vector<std::shared_ptr<const std::vector<uint32_t>>> groups(
+        mesh.numAxes());
     std::vector<size_t> collectives(mesh.numAxes(), 0);
     const std::vector<TransferGroup> transferGroupsOfRank =
         transferGroups(rank);
@@ -447,10 +448,11 @@ StepEvents mlt::rt::transfer_check::stepEvents(const Plan &plan,
         if (!isCollectiveKernel(inst.kernel))
           continue;
         const size_t axis = size_t(collectiveAttrs(inst).axis);
-        if (groups[axis].empty()) {
+        if (!groups[axis]) {
           const MeshGroup group =
               *mesh.groupOf(int(rank.rank), mesh.axes()[axis].name);
-          groups[axis].assign(group.ranks.begin(), group.ranks.end());
+          groups[axis] = std::make_shared<const std::vector<uint32_t>>(
+              group.ranks.begin(), group.ranks.end());
         }
         BlockingEvent event;
         event.axis = axis;
@@ -485,7 +487,7 @@ std::string describeDeadlock(const Plan &plan, const StepEvents &events,
     if (event.isCollective()) {
       // Who has not reached it: the members whose collective of the same
       // number on the axis lies ahead of them.
-      for (uint32_t member : event.group) {
+      for (uint32_t member : event.members()) {
         size_t n = event.ordinal, f = 0;
         for (; f < events[member].size(); ++f)
           if (events[member][f].isCollective() &&

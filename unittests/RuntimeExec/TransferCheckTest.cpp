@@ -35,7 +35,8 @@ BlockingEvent group(std::vector<Transfer> transfers) {
 BlockingEvent collective(size_t axis, std::vector<uint32_t> ranks) {
   BlockingEvent event;
   event.axis = axis;
-  event.group = std::move(ranks);
+  event.group =
+      std::make_shared<const std::vector<uint32_t>>(std::move(ranks));
   return event;
 }
 

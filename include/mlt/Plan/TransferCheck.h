@@ -43,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace mlt::rt {
@@ -82,10 +83,12 @@ struct BlockingEvent {
   /// A transfer group's transfers (never empty); empty for a collective.
   std::vector<Transfer> transfers;
   /// A collective's mesh axis and the world ranks of its group, in group
-  /// order; empty for a transfer group. Each member's k-th collective on
-  /// the axis is the same collective.
+  /// order; none for a transfer group. Each member's k-th collective on
+  /// the axis is the same collective. (One list for all the rank's
+  /// collectives on the axis: a group is as large as its axis, thousands
+  /// of ranks, and a rank launches thousands of collectives.)
   size_t axis = 0;
-  std::vector<uint32_t> group;
+  std::shared_ptr<const std::vector<uint32_t>> group;
   /// Where it comes from, for messages: its (first) call in the step, its
   /// instruction (a collective's), and its number among the rank's transfer
   /// groups or among its collectives on its axis.
@@ -93,7 +96,12 @@ struct BlockingEvent {
   size_t instruction = 0;
   size_t ordinal = 0;
 
-  bool isCollective() const { return !group.empty(); }
+  bool isCollective() const { return group && !group->empty(); }
+  /// The group's ranks (none for a transfer group).
+  const std::vector<uint32_t> &members() const {
+    static const std::vector<uint32_t> none;
+    return group ? *group : none;
+  }
 };
 using StepEvents = std::vector<std::vector<BlockingEvent>>;
 

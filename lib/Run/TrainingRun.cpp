@@ -131,7 +131,8 @@ StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
     MLT_RETURN_IF_ERROR(dist->session.broadcast(&length, sizeof(length), 0));
     dir.resize(size_t(length));
     MLT_RETURN_IF_ERROR(dist->session.broadcast(dir.data(), dir.size(), 0));
-    StatusOr<uint64_t> written = writeCheckpointShards(ranks, plan, dir);
+    StatusOr<uint64_t> written =
+        writeCheckpointShards(ranks, plan, dir, state.step);
     Status shards = agree(written ? Status::ok() : written.takeStatus());
     if (!shards && dist->reports())
       abandonCheckpoint(dir);
@@ -211,6 +212,13 @@ public:
   /// or weights initialized from --seed; none with --resume, which loads
   /// them.
   Status loadWeights();
+
+  /// How --resume and --init-from read a training checkpoint.
+  CheckpointReadOptions readOptions() const {
+    CheckpointReadOptions options;
+    options.checkPieces = !o.skipChecksums;
+    return options;
+  }
 
   /// --resume: checks the checkpoint against this run (the model, the data
   /// order of --shuffle and --seed, the data unless --allow-data-change,
@@ -475,10 +483,14 @@ Status TrainingSession::loadWeights() {
     // A training checkpoint's weights (not its moments or step): whatever
     // layout saved it.
     StatusOr<std::unique_ptr<CheckpointReader>> checkpoint =
-        CheckpointReader::open(o.initFrom);
+        CheckpointReader::open(o.initFrom, readOptions());
     loaded = checkpoint ? loadFrom((*checkpoint)->parameters(), false)
                               .withContext(o.initFrom)
                         : checkpoint.takeStatus();
+    // (the moments it does not load are checked too, by one process: a
+    // damaged checkpoint is refused whatever part is damaged)
+    if (loaded && reports)
+      loaded = (*checkpoint)->verifyOptimizerState().withContext(o.initFrom);
   } else if (!o.initFrom.empty()) {
     StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
     if (!tensors)
@@ -497,7 +509,7 @@ Status TrainingSession::resume() {
   if (o.resume.empty())
     return Status::ok();
   StatusOr<std::unique_ptr<CheckpointReader>> reader =
-      CheckpointReader::open(o.resume);
+      CheckpointReader::open(o.resume, readOptions());
   MLT_RETURN_IF_ERROR(agree(
       reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
   const TrainingCheckpoint *checkpoint = &(*reader)->state();

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -417,6 +418,55 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
   return bytes;
 }
 
+std::string mlt::rt::trainerStateJson(const TrainingCheckpoint &state,
+                                      uint64_t ranks,
+                                      const std::string &indexText) {
+  json trainer = {{"format", kFormat},
+                  {"version", kVersion},
+                  {"step", state.step},
+                  {"seed", state.seed},
+                  {"shuffle", state.shuffle},
+                  {"layout", state.layout},
+                  {"ranks", ranks},
+                  {"files",
+                   {{kIndexFile, fileEntry(indexText)},
+                    {kConfigFile, fileEntry(state.config)}}}};
+  if (!state.data.empty())
+    trainer["data"] = json::parse(state.data);
+  return withSelfHash(trainer.dump(2));
+}
+
+Status mlt::rt::hashCheckpointShards(CheckpointIndex &index,
+                                     const std::string &dir) {
+  for (size_t f = 0; f < index.files.size(); ++f) {
+    CheckpointIndex::File &file = index.files[f];
+    const std::string path = (fs::path(dir) / file.name).string();
+    StatusOr<SafeTensorsFile> shard = SafeTensorsFile::open(path);
+    if (!shard)
+      return shard.takeStatus();
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof())
+      return errorf(path, ": cannot read");
+    file.bytes = bytes.size();
+    file.hash = contentHash(bytes.data(), bytes.size());
+    file.headerHash = shard->headerHash();
+    for (CheckpointIndex::Tensor &tensor : index.tensors)
+      for (CheckpointIndex::Piece &piece : tensor.pieces) {
+        if (piece.file != f)
+          continue;
+        auto found = shard->tensors().find(piece.key);
+        if (found == shard->tensors().end())
+          return errorf(path, ": no tensor '", piece.key, "'");
+        const uint64_t begin = shard->dataStart() + found->second.begin;
+        piece.hash = contentHash(bytes.data() + begin,
+                                 found->second.end - found->second.begin);
+      }
+  }
+  return Status::ok();
+}
+
 StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
                                                 const std::string &dir,
                                                 const Plan &plan,
@@ -470,23 +520,12 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
   if (!json::accept(state.config))
     return errorf(dir, ": the model's config.json text is not valid JSON");
   const std::string indexText = index.toJson();
-  json trainer = {{"format", kFormat},
-                  {"version", kVersion},
-                  {"step", state.step},
-                  {"seed", state.seed},
-                  {"shuffle", state.shuffle},
-                  {"layout", state.layout},
-                  {"ranks", plan.ranks.size()},
-                  {"files",
-                   {{kIndexFile, fileEntry(indexText)},
-                    {kConfigFile, fileEntry(state.config)}}}};
-  if (!state.data.empty())
-    trainer["data"] = json::parse(state.data);
   const fs::path tmp(dir);
   MLT_RETURN_IF_ERROR(writeDurably((tmp / kIndexFile).string(), indexText));
   MLT_RETURN_IF_ERROR(writeDurably((tmp / kConfigFile).string(), state.config));
-  MLT_RETURN_IF_ERROR(writeDurably((tmp / kTrainerFile).string(),
-                                   withSelfHash(trainer.dump(2))));
+  MLT_RETURN_IF_ERROR(
+      writeDurably((tmp / kTrainerFile).string(),
+                   trainerStateJson(state, plan.ranks.size(), indexText)));
 
   const fs::path rootPath(root);
   const std::string name = checkpointDirName(state.step);

@@ -116,6 +116,18 @@ StatusOr<std::string> commitCheckpoint(const std::string &root,
                                        const TrainingCheckpoint &state,
                                        int64_t keepLast = 0);
 
+/// trainer.json's text for a checkpoint of `state` saved by `ranks` ranks
+/// whose index.json is `indexText`: the state, the hashes of the index and
+/// of the config, and its own hash.
+std::string trainerStateJson(const TrainingCheckpoint &state, uint64_t ranks,
+                             const std::string &indexText);
+
+/// Fills the hashes and sizes of `index`'s files and pieces from the
+/// shards in `dir`, reading each whole: what a save records as it writes
+/// (commitCheckpoint), for checkpoints made otherwise (the checkpoint
+/// fuzzer's).
+Status hashCheckpointShards(CheckpointIndex &index, const std::string &dir);
+
 /// Removes a save's temporary directory after a failure.
 void abandonCheckpoint(const std::string &dir);
 

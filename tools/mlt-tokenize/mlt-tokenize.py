@@ -552,8 +552,9 @@ def jsonl_documents(path, json_key):
             except UnicodeDecodeError as e:
                 raise Failure(f"{where}: not UTF-8 text (byte {e.start + 1} "
                               f"of the line: {e.reason})")
-            try:
-                data = json.loads(line)
+            try:  # (numbers as floats: a long integer elsewhere on the
+                #      line is valid JSON, beyond int()'s digit limit)
+                data = json.loads(line, parse_int=float)
             except RecursionError:
                 raise Failure(f"{where}: JSON nested too deeply to read")
             except ValueError as e:

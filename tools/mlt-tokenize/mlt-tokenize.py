@@ -462,9 +462,9 @@ def eos_token_beside(path):
     config = os.path.join(os.path.dirname(os.path.abspath(path)),
                           "tokenizer_config.json")
     advice = "pass --eod-token to go without it"
-    try:
+    try:  # (numbers as floats, as in jsonl_documents)
         with open(config, "rb") as f:
-            data = json.loads(f.read().decode("utf-8-sig"))
+            data = json.loads(f.read().decode("utf-8-sig"), parse_int=float)
     except FileNotFoundError:
         return None
     except OSError as e:

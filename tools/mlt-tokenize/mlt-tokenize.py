@@ -656,8 +656,9 @@ def _encode_in_worker(item):
 
 class DatasetWriter:
     """Megatron's IndexedDatasetBuilder + _IndexWriter, one sequence per
-    document, into locked temporary files renamed into place by finish()
-    (the .idx last: it makes the pair a dataset)."""
+    document, into locked temporary files (made by begin()) renamed into
+    place by finish() (the .idx last: it makes the pair a dataset); abandon()
+    removes them."""
 
     def __init__(self, prefix, tokenizer):
         # Megatron's DType.optimal_dtype of the vocabulary's size, widened
@@ -679,10 +680,17 @@ class DatasetWriter:
                                        temporary_name(base, suffix, tag))
                           for suffix in (".bin", ".idx")]
         self.created = []  # (the temporaries made, open and locked)
-        self.bin = self.create(0)
+        self.placed = None  # (the .bin, once renamed, until the .idx is)
+        self.bin = None
         self.lengths = array("i")
         self.document_indices = array("q", [0])
         self.tokens = 0
+
+    def begin(self):
+        """Makes the .bin's temporary: apart from __init__, so that the
+        caller holds the writer, and can abandon it, before any file of it
+        exists (an interruption may come at any moment)."""
+        self.bin = self.create(0)
 
     def create(self, which):
         """Makes and locks temporary `which` (0: .bin, 1: .idx)."""
@@ -737,7 +745,7 @@ class DatasetWriter:
         for length in self.lengths:
             pointers.append(at)
             at += length * self.itemsize
-        writing, placed = self.final[0], None
+        writing = self.final[0]
         try:
             self.bin.flush()
             os.fsync(self.bin.fileno())
@@ -763,17 +771,12 @@ class DatasetWriter:
                 pass
             writing = self.final[0]
             os.replace(self.temporary[0], self.final[0])
-            placed = self.final[0]
+            self.placed = self.final[0]
             writing = self.final[1]
             os.replace(self.temporary[1], self.final[1])
         except OSError as e:
-            if placed is not None:  # (no .bin without its .idx)
-                try:
-                    os.unlink(placed)
-                except OSError:
-                    pass
             raise Failure(f"cannot write {writing}: {e.strerror}")
-        self.temporary = []
+        self.temporary, self.placed = [], None
         try:  # (the renames made durable; not every file system can)
             directory = os.open(self.directory, os.O_RDONLY)
             try:
@@ -793,13 +796,18 @@ class DatasetWriter:
         self.created = []
 
     def abandon(self):
-        """Removes the temporaries (while still holding their locks)."""
-        for path, _ in self.created:
-            if path in self.temporary:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+        """Removes the temporaries (while still holding their locks), and a
+        .bin renamed without its .idx. By name, not by self.created: an
+        interruption may come between a file's creation and its record, and
+        the names, with this process's PID and a random tag, are this run's
+        alone."""
+        paths = self.temporary + ([self.placed] if self.placed else [])
+        for path in paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.temporary, self.placed = [], None
         self.close()
 
 
@@ -887,6 +895,7 @@ def tokenize(options):
         # (after the pool: its workers need not inherit the temporaries)
         remove_leftovers(prefix)
         writer = DatasetWriter(prefix, tokenizer)
+        writer.begin()
         items = read_documents(options["inputs"], options["json_key"],
                                options["whole_files"], failures)
         if pool is not None:

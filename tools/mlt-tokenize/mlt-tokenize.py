@@ -66,6 +66,7 @@ behind; temporaries of an earlier run killed outright are removed (and named
 on stderr).
 """
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -681,6 +682,7 @@ class DatasetWriter:
                           for suffix in (".bin", ".idx")]
         self.created = []  # (the temporaries made, open and locked)
         self.placed = None  # (the .bin, once renamed, until the .idx is)
+        self.written = False  # (both renamed: the dataset is in place)
         self.bin = None
         self.lengths = array("i")
         self.document_indices = array("q", [0])
@@ -764,19 +766,21 @@ class DatasetWriter:
             # An old .idx goes first and the new one comes last, so that a
             # run killed in between leaves a .bin alone, never a pair that
             # does not match. (The temporaries stay open, and so locked,
-            # until they are renamed.)
-            try:
-                os.unlink(self.final[1])
-            except FileNotFoundError:
-                pass
-            writing = self.final[0]
-            os.replace(self.temporary[0], self.final[0])
-            self.placed = self.final[0]
-            writing = self.final[1]
-            os.replace(self.temporary[1], self.final[1])
+            # until they are renamed.) Interruptions wait until the files
+            # and their record, which abandon() reads, agree.
+            with interruptions_held():
+                try:
+                    os.unlink(self.final[1])
+                except FileNotFoundError:
+                    pass
+                writing = self.final[0]
+                os.replace(self.temporary[0], self.final[0])
+                self.placed = self.final[0]
+                writing = self.final[1]
+                os.replace(self.temporary[1], self.final[1])
+                self.temporary, self.placed, self.written = [], None, True
         except OSError as e:
             raise Failure(f"cannot write {writing}: {e.strerror}")
-        self.temporary, self.placed = [], None
         try:  # (the renames made durable; not every file system can)
             directory = os.open(self.directory, os.O_RDONLY)
             try:
@@ -809,6 +813,62 @@ class DatasetWriter:
                 pass
         self.temporary, self.placed = [], None
         self.close()
+
+
+# ---------------------------------------------------------------------------
+# Interruptions: Ctrl-C's SIGINT, a scheduler's SIGTERM, a closed terminal's
+# SIGHUP. main() hands them to _interrupt, which raises KeyboardInterrupt
+# once, while the run can still clean up (as Ctrl-C is); inside a section
+# that must run whole (interruptions_held) one waits for the section's end;
+# once the run is ending (cleaning up after an error, reporting, done), they
+# are ignored: the process is about to exit, with its own status and one
+# line, and an exception then would only cut its cleanup short or print a
+# traceback from Python's own shutdown. (Python signal handlers run in the
+# main thread, between two of its bytecodes, whichever thread the signal
+# reached: a mode, not a signal mask, decides.)
+# ---------------------------------------------------------------------------
+
+INTERRUPTIONS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_interruptions = "raise"  # or "held", "pending" (held, one came), "ignored"
+
+
+def _interrupt(signum, frame):
+    global _interruptions
+    if _interruptions == "raise":
+        _interruptions = "ignored"  # (the run ends: one is enough)
+        raise KeyboardInterrupt
+    if _interruptions == "held":
+        _interruptions = "pending"
+
+
+def ignore_interruptions():
+    """From now on the process only ends: interruptions are ignored by the
+    kernel (Python's shutdown restores the default action of a signal that
+    has a handler, not of one ignored, so that one arriving then would
+    otherwise end a finished run with the signal's status)."""
+    global _interruptions
+    _interruptions = "ignored"
+    for signum in INTERRUPTIONS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def interruptions_held():
+    """Holds an interruption back while a section that must run whole
+    runs; it is raised as the section ends (unless the section fails: then
+    the run is ending anyway)."""
+    global _interruptions
+    if _interruptions != "raise":
+        yield
+        return
+    _interruptions = "held"
+    try:
+        yield
+    finally:
+        pending = _interruptions == "pending"
+        _interruptions = "raise" if not pending else "ignored"
+    if pending:
+        raise KeyboardInterrupt
 
 
 class Progress:
@@ -918,13 +978,24 @@ def tokenize(options):
             raise Failure(f"no documents in {', '.join(options['inputs'])} "
                           f"(empty, or only blank lines)")
         writer.finish()
-    except BaseException:
+        summarize(prefix, tokenizer, writer, progress, documents, size)
+        ignore_interruptions()  # (done: nothing is left to clean up)
+    except BaseException as e:
+        ignore_interruptions()  # (the cleanup runs whole)
         if pool is not None:
             pool.terminate()
             pool.join()
         if writer is not None:
             writer.abandon()
+        if (isinstance(e, KeyboardInterrupt) and writer is not None
+                and writer.written):
+            raise KeyboardInterrupt(f"interrupted after writing {prefix}.bin "
+                                    f"and {prefix}.idx (whole)") from None
         raise
+
+
+def summarize(prefix, tokenizer, writer, progress, documents, size):
+    """The last progress line and the summary on stdout."""
     progress.update(documents, size, writer.tokens, final=True)
     elapsed = max(time.monotonic() - progress.start, 1e-9)
     ids = ("" if tokenizer.largest_id < tokenizer.vocab_size
@@ -949,35 +1020,43 @@ def tokenize(options):
 
 
 def main(argv):
-    # A closed pipe ends the tool quietly (mlt-tokenize --help | head); a
-    # scheduler's SIGTERM, or a closed terminal's SIGHUP, is an
-    # interruption, cleaned up as Ctrl-C is.
+    # A closed pipe ends the tool quietly (mlt-tokenize --help | head);
+    # SIGINT, SIGTERM and SIGHUP are interruptions, cleaned up alike.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGHUP, signal.default_int_handler)
+    for signum in INTERRUPTIONS:
+        signal.signal(signum, _interrupt)
     # (file names that are not UTF-8 print escaped rather than fail)
     sys.stdout.reconfigure(errors="backslashreplace")
     try:
         tokenize(parse_arguments(argv))
-    except Failure as e:
-        say(str(e), error=True)
+        return 0
+    except SystemExit:  # (--help)
+        raise
+    except BaseException as e:
+        ignore_interruptions()  # (the report comes whole)
+        return report(e)
+
+
+def report(error):
+    """Says what ended the run, in one line; its exit status."""
+    if isinstance(error, Failure):
+        say(str(error), error=True)
         return 1
-    except KeyboardInterrupt:
-        say("interrupted; nothing written", error=True)
+    if isinstance(error, KeyboardInterrupt):
+        say(str(error) or "interrupted; nothing written", error=True)
         return 130
-    except OSError as e:
-        where = f"{e.filename}: " if e.filename else ""
-        say(f"{where}{e.strerror or e}", error=True)
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        say(f"{where}{error.strerror or error}", error=True)
         return 1
-    except MemoryError:
+    if isinstance(error, MemoryError):
         say("out of memory", error=True)
         return 1
-    except Exception as e:  # the last resort: a bug, but still one line
-        say(f"unexpected {type(e).__name__} ({first_line(e)}); this is a "
-            f"bug of mlt-tokenize, please report it with the command line",
-            error=True)
-        return 1
-    return 0
+    # The last resort: a bug, but still one line.
+    say(f"unexpected {type(error).__name__} ({first_line(error)}); this is "
+        f"a bug of mlt-tokenize, please report it with the command line",
+        error=True)
+    return 1
 
 
 if __name__ == "__main__":

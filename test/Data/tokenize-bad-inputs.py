@@ -31,17 +31,21 @@
       one, and the next run must remove the temporaries the killed one left
       (saying so), touch no other file (decoys named like them are kept),
       and write the same bytes as an uninterrupted run. Then: SIGTERM leaves
-      nothing; a temporary locked by a live run is kept and the run refused.
+      nothing, even the moment a temporary is created (inotify says when);
+      a temporary locked by a live run is kept and the run refused.
 """
+import ctypes
 import fcntl
 import json
 import os
 import random
 import re
 import resource
+import select
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -525,16 +529,62 @@ def wait_for_temporary(process, directory, timeout=20):
     return False
 
 
+IN_CREATE = 0x100  # (inotify.h)
+
+
+def created_names(fd):
+    """The names in the IN_CREATE events an inotify read gives."""
+    data, names, at = os.read(fd, 65536), [], 0
+    while at < len(data):
+        size = struct.unpack_from("iIII", data, at)[3]
+        names.append(os.fsdecode(data[at + 16:at + 16 + size].rstrip(b"\0")))
+        at += 16 + size
+    return names
+
+
+def terminate_at_creation(command, directory, prefix_of_name):
+    """Starts `command` and sends it SIGTERM as soon as a file whose name
+    starts with `prefix_of_name` is created in `directory`. Returns the
+    process and what went wrong (None when nothing did)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    if fd < 0:
+        process = subprocess.Popen(["true"], stderr=subprocess.PIPE)
+        return process, f"inotify_init1: {os.strerror(ctypes.get_errno())}"
+    problem = None
+    try:
+        if libc.inotify_add_watch(fd, os.fsencode(directory), IN_CREATE) < 0:
+            problem = f"inotify_add_watch: {os.strerror(ctypes.get_errno())}"
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        while problem is None:
+            if not select.select([fd], [], [], 30)[0]:
+                problem = f"no {prefix_of_name}* made in 30 s"
+            elif any(n.startswith(prefix_of_name)
+                     for n in created_names(fd)):
+                break
+        process.send_signal(signal.SIGTERM)
+    finally:
+        os.close(fd)
+    return process, problem
+
+
 def kill(tool, sp, text, work, trials, seed):
     rng = random.Random(seed)
     documents = data_tools.documents_of(text, 8)
     big = write(os.path.join(work, "big.txt"),
                 "".join(d + "\n\n" for d in documents) * 6)
     reference = os.path.join(work, "reference")
-    start = time.monotonic()
-    subprocess.run([tool, "--tokenizer", sp, "--output-prefix", reference,
-                    big], check=True, stdout=subprocess.DEVNULL, timeout=120)
-    duration = time.monotonic() - start
+    # (the shorter of two runs: one slowed by a busy machine would put
+    # every kill after the end)
+    durations = []
+    for force in ([], ["--force"]):
+        start = time.monotonic()
+        subprocess.run([tool, "--tokenizer", sp, "--output-prefix", reference,
+                        big] + force, check=True, stdout=subprocess.DEVNULL,
+                       timeout=120)
+        durations.append(time.monotonic() - start)
+    duration = min(durations)
     directory = os.path.join(work, "kill")
     os.makedirs(directory)
     make_decoys(directory)
@@ -557,9 +607,10 @@ def kill(tool, sp, text, work, trials, seed):
                                    stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE,
                                    start_new_session=True)
-        if trial == trials - 1:  # (once at least while it writes)
+        if trial == trials - 1:  # (once at least while it writes: the
+            # writing takes most of a run, far more than 50 ms)
             wait_for_temporary(process, directory)
-            delay = rng.uniform(0, duration / 4)
+            delay = rng.uniform(0, 0.05)
         else:
             delay = rng.uniform(0, duration * 1.1)
         time.sleep(delay)
@@ -641,6 +692,55 @@ def kill(tool, sp, text, work, trials, seed):
              f"temporaries {leftovers(directory)}")
     else:
         print(f"ok: SIGTERM: {stderr.strip()}; nothing left")
+
+    # SIGTERM the moment a temporary is created (inotify says when): the
+    # interruption comes between the file's creation and the writer's record
+    # of it, and must remove it all the same. Even runs: the .bin's
+    # temporary (nothing can be written yet); odd runs: the .idx's (the run
+    # may yet write the whole dataset, its renames being held together:
+    # then it exits 0, or 130 saying so).
+    small = write(os.path.join(work, "small.txt"),
+                  "".join(d + "\n\n" for d in documents[:20]))
+    small_reference = os.path.join(work, "small-reference")
+    subprocess.run([tool, "--tokenizer", sp, "--output-prefix",
+                    small_reference, small], check=True,
+                   stdout=subprocess.DEVNULL, timeout=60)
+    quick = [tool, "--tokenizer", sp, "--output-prefix", prefix, small]
+    runs, interrupted = 10, 0
+    for run in range(runs):
+        which = ".corpus.bin." if run % 2 == 0 else ".corpus.idx."
+        process, problem = terminate_at_creation(quick, directory, which)
+        stderr = process.communicate(timeout=60)[1].decode()
+        status = f"exit status {process.returncode}, stderr {stderr!r}"
+        complete = [os.path.exists(prefix + s) for s in (".bin", ".idx")]
+        whole, none = all(complete), not any(complete)
+        if problem:
+            pass
+        elif leftovers(directory) or not (whole or none):
+            problem = (f"{status}, temporaries {leftovers(directory)}, "
+                       f"outputs {complete}")
+        elif process.returncode == 130 and (stderr.count("\n") != 1
+                                            or not stderr.startswith(ERROR)):
+            problem = status
+        elif none and process.returncode != 130:
+            problem = f"{status}, yet no outputs"
+        elif whole and (which == ".corpus.bin." or "nothing written" in stderr
+                        or process.returncode not in (0, 130)
+                        or not same_files(prefix, small_reference)):
+            problem = f"{status}, the outputs in place"
+        interrupted += none
+        if not problem and others(directory) != decoys:
+            problem = describe_change(decoys, others(directory))
+        if problem:
+            fail(f"SIGTERM as {which}* is created, run {run}: {problem}")
+            break
+        for suffix in (".bin", ".idx"):
+            if os.path.exists(prefix + suffix):
+                os.unlink(prefix + suffix)
+    else:
+        print(f"ok: SIGTERM as a temporary is created: {runs} runs, "
+              f"{interrupted} interrupted with nothing left, the others "
+              f"finished whole")
 
     # A temporary of a live run (its lock held here): kept, the run refused;
     # once the lock is gone it is a dead run's, and removed.

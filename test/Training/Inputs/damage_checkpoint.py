@@ -52,10 +52,17 @@ def snapshot(directory):
 
 
 def refused(run, what, prefix):
-    """None if `run` (a CompletedProcess) refused with one error line."""
-    lines = run.stderr.strip().splitlines()
+    """None if `run` (a CompletedProcess) refused with one error line of
+    printable UTF-8 text."""
+    try:
+        text = run.stderr.decode()
+    except UnicodeDecodeError:
+        return f"{what}: an error that is not UTF-8 text: {run.stderr!r}"
+    if not text.strip().isprintable():
+        return f"{what}: an error with unprintable characters: {text!r}"
+    lines = text.strip().splitlines()
     if run.returncode != 1:
-        return f"{what}: exit status {run.returncode}: {run.stderr.strip()}"
+        return f"{what}: exit status {run.returncode}: {text.strip()}"
     if len(lines) != 1 or not lines[0].startswith(prefix + ": error: "):
         return f"{what}: not one '{prefix}: error:' line: {lines}"
     return None
@@ -74,10 +81,9 @@ def main(argv):
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
     made = subprocess.run(command + ["--steps", "2", "--save-checkpoint", base],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if made.returncode != 0:
-        print(f"FAIL: saving the checkpoint: {made.stderr.strip()}")
+        print(f"FAIL: saving the checkpoint: {made.stderr!r}")
         return 1
     step = os.path.join(base, "step-000002")
     names = sorted(os.listdir(step))
@@ -102,7 +108,7 @@ def main(argv):
 
         def run(args):
             return subprocess.run(args, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE)
 
         readers = [
             ("info --verify", "mlt-checkpoint",

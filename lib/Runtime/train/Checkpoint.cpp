@@ -13,6 +13,7 @@
 #include "mlt/Support/ContentHash.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/JsonDepth.h"
+#include "mlt/Support/Threads.h"
 
 #include <nlohmann/json.hpp>
 
@@ -384,7 +385,7 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
   std::vector<Status> written(shards.size(), Status::ok());
   std::vector<std::thread> writers;
   for (size_t i = 0; i < shards.size(); ++i)
-    writers.emplace_back([&, i] {
+    startOrRun(writers, [&, i] {
       const Shard &shard = shards[i];
       const fs::path path = fs::path(dir) / shardFileName(shard.rank);
       SafeTensorsDigest digest;

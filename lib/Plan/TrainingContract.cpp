@@ -7,8 +7,9 @@
 // has one shape, type and weight decay, and its elements are held exactly:
 // by the blocks of the buffers naming it, or where segments of parameter
 // buffers hold it (a partitioned optimizer's slices), by those segments,
-// replicas counted once; and the plan's HF config.json describes the model
-// the plan trains (ModelConfig.h).
+// replicas counted once; the layers' parameters are read alike (a launch
+// redirected to another weight of its shape is named); and the plan's HF
+// config.json describes the model the plan trains (ModelConfig.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -119,7 +119,8 @@ checkArguments(int argc, char **argv) {
     std::vector<char *> pointers;
     for (std::string &arg : args)
       pointers.push_back(arg.data());
-    return mlt::checkToolArguments(int(pointers.size()), pointers.data());
+    return mlt::checkToolArguments(int(pointers.size()), pointers.data(),
+                                   {"-dtype", "--dtype"});
   };
   if (!translation)
     return mlt::errorf("no translation given: pass --import-hf-llama or "

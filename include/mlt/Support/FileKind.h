@@ -21,6 +21,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <fcntl.h>
@@ -189,14 +190,25 @@ inline Status checkFreeSpace(const std::string &path, bool directory,
 }
 
 /// For the MLIR tools (mlt-opt, mlt-translate), before MLIR's own main
-/// opens anything: an argument that names an existing path that is not a
-/// regular file (a FIFO, whose open would block forever; a directory; a
-/// device) is refused, as is an output (`-o PATH`, `-o=PATH`) that is a
-/// FIFO, a device or a directory. Paths that do not exist are left to the
-/// tool's own message; `-` is standard input or output.
-inline Status checkToolArguments(int argc, char **argv) {
+/// opens anything (its messages lack the tool's name): an input argument
+/// that does not exist or names an existing path that is not a regular
+/// file (a FIFO, whose open would block forever; a directory; a device) is
+/// refused, as is an output (`-o PATH`, `-o=PATH`) that is a FIFO, a
+/// device or a directory. `-` is standard input or output; the options in
+/// `valueOptions` take the next argument as their value (`--dtype bf16`),
+/// which is no path.
+inline Status
+checkToolArguments(int argc, char **argv,
+                   std::initializer_list<const char *> valueOptions = {}) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    bool takesValue = false;
+    for (const char *option : valueOptions)
+      takesValue = takesValue || arg == option;
+    if (takesValue) {
+      ++i;
+      continue;
+    }
     std::optional<std::string> output;
     if ((arg == "-o" || arg == "--o") && i + 1 < argc)
       output = argv[++i];
@@ -206,8 +218,11 @@ inline Status checkToolArguments(int argc, char **argv) {
     if (path.empty() || path == "-" || (!output && path[0] == '-'))
       continue;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
+    if (::stat(path.c_str(), &st) != 0) {
+      if (!output)
+        return checkInputPath(path);
       continue;
+    }
     if (output && (S_ISREG(st.st_mode) || path == "/dev/null"))
       continue;
     if (std::optional<std::string> kind = nonRegularKind(st))

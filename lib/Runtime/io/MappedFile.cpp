@@ -3,7 +3,7 @@
 // Part of mlt. MappedFile.h: the mapping, the check of the open file, and
 // the SIGBUS guard. The guard's table is fixed-size and lock-free, so that
 // the handler reads it without locks or allocation: each slot holds an
-// address range and a message made when the file was mapped.
+// address range and the message made when the file was mapped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +11,9 @@
 
 #include "mlt/Support/FileKind.h"
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -29,15 +31,22 @@ extern "C" char *program_invocation_short_name; // (glibc)
 
 namespace {
 
-/// A mapping the SIGBUS handler knows, and what it says of it.
+/// A mapping the SIGBUS handler knows, and what it says of it. The
+/// message lives in the slot (no allocation: nothing to free, nothing for a
+/// leak checker to find, and nothing a handler could see freed).
 struct GuardedRange {
+  /// 0: free; 1: taken by a mapping.
+  std::atomic<int> taken{0};
+  /// The mapping's bytes, published once the message is written (0 and 0:
+  /// none).
   std::atomic<uintptr_t> begin{0}, end{0};
+  size_t length = 0;
   /// "<tool>: error: <path>: changed while the run reads it ...\n".
-  std::atomic<const std::string *> message{nullptr};
+  char message[PATH_MAX + 256];
 };
 
 /// Mappings held at once: a blend's datasets, each its .idx and .bin.
-constexpr int kGuardSlots = 256;
+constexpr int kGuardSlots = 64;
 GuardedRange guarded[kGuardSlots];
 std::once_flag handlerInstalled;
 struct sigaction previousAction;
@@ -45,11 +54,9 @@ struct sigaction previousAction;
 void onBusError(int signal, siginfo_t *info, void *context) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
   for (GuardedRange &range : guarded) {
-    const std::string *message = range.message.load();
-    if (message && address >= range.begin.load() &&
-        address < range.end.load()) {
+    if (address >= range.begin.load() && address < range.end.load()) {
       // (write and _exit: what a signal handler may call)
-      ssize_t ignored = ::write(STDERR_FILENO, message->data(), message->size());
+      ssize_t ignored = ::write(STDERR_FILENO, range.message, range.length);
       (void)ignored;
       ::_exit(1);
     }
@@ -83,33 +90,30 @@ int guard(const void *mapping, size_t size, const std::string &path) {
   const char *tool = program_invocation_short_name
                          ? program_invocation_short_name
                          : "mlt";
-  auto *message = new std::string(
+  const std::string message =
       std::string(tool) + ": error: " + printableText(path) +
       ": changed while the run reads it (truncated: a read past its new "
-      "end); a data file must stay as it is while a run trains on it\n");
+      "end); a data file must stay as it is while a run trains on it\n";
   for (int slot = 0; slot < kGuardSlots; ++slot) {
-    const std::string *none = nullptr;
-    if (guarded[slot].message.load() == nullptr &&
-        guarded[slot].begin.load() == 0) {
-      guarded[slot].begin = reinterpret_cast<uintptr_t>(mapping);
-      guarded[slot].end = reinterpret_cast<uintptr_t>(mapping) + size;
-      if (guarded[slot].message.compare_exchange_strong(none, message))
-        return slot;
-      guarded[slot].begin = 0;
-    }
+    int untaken = 0;
+    if (!guarded[slot].taken.compare_exchange_strong(untaken, 1))
+      continue;
+    GuardedRange &range = guarded[slot];
+    range.length = std::min(message.size(), sizeof(range.message));
+    std::memcpy(range.message, message.data(), range.length);
+    range.end = reinterpret_cast<uintptr_t>(mapping) + size;
+    range.begin = reinterpret_cast<uintptr_t>(mapping);
+    return slot;
   }
-  delete message;
   return -1;
 }
 
 void unguard(int slot) {
   if (slot < 0)
     return;
-  // (the message is kept: a handler running now may be reading it; a few
-  // hundred bytes per dataset opened)
-  guarded[slot].message = nullptr;
-  guarded[slot].end = 0;
   guarded[slot].begin = 0;
+  guarded[slot].end = 0;
+  guarded[slot].taken = 0;
 }
 
 } // namespace

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Writes the seed corpus of mlt-fuzz-checkpoint-index: the index.json of
-# training checkpoints of the test plans at layouts whose indexes differ in
-# kind (whole tensors at one rank, blocks of tensor parallelism replicated
-# over data parallelism, a ZeRO optimizer's ranges cutting through
-# parameters).
+# Writes the seed corpora of mlt-fuzz-checkpoint-index and
+# mlt-fuzz-checkpoint: the index.json and the shards of training
+# checkpoints of the test plans at layouts whose indexes differ in kind
+# (whole tensors at one rank, blocks of tensor parallelism replicated over
+# data parallelism, a ZeRO optimizer's ranges cutting through parameters).
 #
-# Usage: fuzz/make-checkpoint-index-seeds.sh BIN_DIR OUTDIR
+# Usage: fuzz/make-checkpoint-index-seeds.sh BIN_DIR OUTDIR SHARD_OUTDIR
 set -euo pipefail
-bin=$1 out=$2
+bin=$1 out=$2 shards=$3
+mkdir -p "$shards"
 work=$out.work
 rm -rf "$work" && mkdir -p "$work" "$out"
 # Token ids below every test plan's vocabulary.
@@ -19,6 +20,9 @@ seed() {
   "$bin/mlt-run" "$model" --steps 1 --save-checkpoint "$work/$name" "$@" \
     > /dev/null
   cp "$work/$name"/step-*/index.json "$out/$name.json"
+  for shard in "$work/$name"/step-*/rank-*.safetensors; do
+    cp "$shard" "$shards/$name-$(basename "$shard")"
+  done
 }
 "$bin/mlt-make-test-plan" tiny "$work/tiny.mltplan"
 "$bin/mlt-make-test-plan" mlp "$work/mlp-dp2-tp2.mltplan" --dp 2 --tp 2
@@ -27,4 +31,4 @@ seed mlp-dp2-tp2 "$work/mlp-dp2-tp2.mltplan" --data "$work/tokens.u16"
 seed llama-dp2-zero1 "$(dirname "$0")/../models/llama/tiny.mlir" \
   --batch 4 --seq-len 8 --dp 2 --zero 1
 rm -rf "$work"
-touch "$out/stamp"
+touch "$out/stamp" "$shards/stamp"

@@ -19,6 +19,9 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # runtime: BLAS for the CPU backend, JSON for safetensors headers and metrics
   libopenblas-dev nlohmann-json3-dev
+  # checkpoints' content checksums: XXH3 (header-only use of libxxhash-dev),
+  # and xxhsum, with which users and the tests check a shard by hand
+  libxxhash-dev xxhash
   # plan files: FlatBuffers schema compiler and headers
   flatbuffers-compiler libflatbuffers-dev
   # unit tests

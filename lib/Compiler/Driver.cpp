@@ -14,6 +14,7 @@
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Support/Threads.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -149,7 +150,9 @@ bool mlt::compileToPlan(const CompileOptions &options, std::string &planBytes,
   DialectRegistry registry;
   registry.insert<mlt::MLTDialect, mlt::rt_ir::MLTRTDialect, func::FuncDialect,
                   arith::ArithDialect>();
-  MLIRContext context(registry, options.threads
+  // (one thread where the process cannot start a pool: under a tight
+  // address-space limit LLVM's pool would abort it)
+  MLIRContext context(registry, options.threads && canStartThreadPool()
                                     ? MLIRContext::Threading::ENABLED
                                     : MLIRContext::Threading::DISABLED);
   context.loadAllAvailableDialects();

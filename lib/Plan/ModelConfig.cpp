@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -192,6 +195,39 @@ StatusOr<PlanConfig> mlt::rt::parsePlanConfig(std::string_view text) {
         return sizes[i];
     return std::optional<int64_t>();
   };
+  // The strings a config.json of mlt's LLaMA may hold, as the HF importer
+  // holds them (lib/Import/HFLlama.cpp): they are exported beside the
+  // weights, so a plan whose config names another model or activation
+  // would describe weights it does not hold.
+  for (auto [field, allowed] :
+       {std::pair<const char *, std::vector<const char *>>{"model_type",
+                                                           {"llama"}},
+        {"hidden_act", {"silu"}},
+        {"torch_dtype", {"float32", "bfloat16", "float16", "float64"}}}) {
+    auto it = object.find(field);
+    if (it == object.end() || it->is_null())
+      continue;
+    if (!it->is_string())
+      return errorf("field '", field, "' must be a string");
+    const std::string &value = it->get_ref<const std::string &>();
+    bool known = false;
+    for (const char *name : allowed)
+      known = known || value == name;
+    if (!known) {
+      std::string names;
+      for (const char *name : allowed)
+        names += std::string(names.empty() ? "'" : ", '") + name + "'";
+      return errorf("field '", field, "' is '", value, "'; mlt's LLaMA has ",
+                    names);
+    }
+  }
+  for (const char *bias : {"attention_bias", "mlp_bias"}) {
+    StatusOr<bool> hasBias = fields.boolean(bias, false);
+    if (!hasBias)
+      return hasBias.takeStatus();
+    if (*hasBias)
+      return errorf("field '", bias, "' is true; mlt's LLaMA has no biases");
+  }
   StatusOr<double> eps = fields.positive("rms_norm_eps", 1e-6);
   if (!eps)
     return eps.takeStatus();

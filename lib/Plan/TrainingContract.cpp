@@ -7,11 +7,13 @@
 // has one shape, type and weight decay, and its elements are held exactly:
 // by the blocks of the buffers naming it, or where segments of parameter
 // buffers hold it (a partitioned optimizer's slices), by those segments,
-// replicas counted once; and the plan's HF config.json describes the model
-// the plan trains (ModelConfig.h).
+// replicas counted once; the layers' parameters are read alike (a launch
+// redirected to another weight of its shape is named); and the plan's HF
+// config.json describes the model the plan trains (ModelConfig.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Plan/KernelInfo.h"
 #include "mlt/Plan/ModelConfig.h"
 #include "mlt/Plan/Plan.h"
 #include "mlt/Plan/PlanFormat.h"
@@ -926,6 +928,131 @@ Status verifySequenceOrder(const Plan &plan) {
   return Status::ok();
 }
 
+/// "model.layers.{}.mlp.up_proj.weight": a parameter's role, its name
+/// with its layer's number taken out; "" for one outside the layers.
+std::string layerRole(const std::string &name, int64_t &layer) {
+  static const std::string kLayers = "layers.";
+  const size_t at = name.find(kLayers);
+  if (at == std::string::npos)
+    return "";
+  size_t end = at + kLayers.size();
+  while (end < name.size() && end - at < kLayers.size() + 9 &&
+         name[end] >= '0' && name[end] <= '9')
+    ++end;
+  if (end == at + kLayers.size() || end == name.size() || name[end] != '.')
+    return "";
+  layer = std::stoll(name.substr(at + kLayers.size(), end - at - kLayers.size()));
+  return name.substr(0, at + kLayers.size()) + "{}" + name.substr(end);
+}
+
+/// How `inst` reads its input `i`, up to fusion and precision, added to
+/// `reads`: a product, plain, accumulating, with an addend or grouped, is
+/// "matmul" with its transposes (the forward's x w^T from the backward's
+/// dy w, which read one weight), its operand as a product's a or b; a
+/// weight quantized for FP8 products is read by the products its layouts
+/// feed (layout 0, w: the forward's; 1, w^T: the backward's; 2: both; its
+/// amax goes with it); a norm's backward with or without an addend is
+/// "rms_norm_bwd". Where a pipeline stage ends, where a layer's residual
+/// meets the next, or where a recipe keeps a layer out of FP8, the compiler
+/// launches differently; what is read, and what for, does not change.
+void addReads(const InstructionDesc &inst, size_t i,
+              std::set<std::pair<std::string, size_t>> &reads) {
+  auto product = [&] {
+    std::string name = "matmul";
+    if (inst.ints.size() > 5)
+      name += std::string(inst.ints[4] ? " a^T" : "") +
+              (inst.ints[5] ? " b^T" : "");
+    return name;
+  };
+  switch (inst.kernel) {
+  case Kernel::Matmul:
+  case Kernel::MatmulAccumulate:
+  case Kernel::MatmulAdd:
+    reads.insert({product(), i});
+    return;
+  case Kernel::MatmulGroup:
+    reads.insert({product(), i < inst.inputs.size() / 2 ? 0 : 1});
+    return;
+  case Kernel::Amax:
+    return;
+  case Kernel::QuantizeFp8: {
+    const int64_t layout = inst.ints.size() > 2 ? inst.ints[2] : -1;
+    if (layout == 0 || layout == 2)
+      reads.insert({"matmul b^T", 1});
+    if (layout == 1 || layout == 2)
+      reads.insert({"matmul", 1});
+    if (layout < 0 || layout > 2)
+      reads.insert({"quantize_fp8", i});
+    return;
+  }
+  case Kernel::RMSNormBwdAdd:
+    reads.insert({"rms_norm_bwd", i});
+    return;
+  default:
+    reads.insert({std::string(kernelName(inst.kernel)), i});
+  }
+}
+
+/// The layers' parameters are read alike: for each parameter of a decoder
+/// layer, what reads it (readKind, of its f32 buffer or its compute copy,
+/// in any program of any rank but the optimizer's) is what reads the same
+/// parameter of every other layer. A launch redirected to another layer's
+/// weight, or to another weight of its shape, passes every structural check
+/// and trains another model; this names it. (A model of one layer has no
+/// other to be held to.)
+Status verifyParameterReads(const Plan &plan) {
+  using Reads = std::set<std::pair<std::string, size_t>>;
+  // role -> layer -> (its parameter's name, what reads it)
+  std::map<std::string, std::map<int64_t, std::pair<std::string, Reads>>>
+      byRole;
+  for (const RankPlan &rank : plan.ranks)
+    for (const ProgramDesc &program : rank.programs)
+      for (const InstructionDesc &inst : program.instructions) {
+        if (inst.kernel == Kernel::AdamW || inst.kernel == Kernel::AdamWMulti)
+          continue;
+        for (size_t i = 0; i < inst.inputs.size(); ++i) {
+          if (inst.inputs[i] >= rank.buffers.size())
+            continue;
+          const BufferDesc &buffer = rank.buffers[inst.inputs[i]];
+          if ((buffer.kind != BufferKind::Parameter &&
+               buffer.kind != BufferKind::ParameterCopy) ||
+              buffer.parameter.empty())
+            continue;
+          int64_t layer = 0;
+          const std::string role = layerRole(buffer.parameter, layer);
+          if (role.empty())
+            continue;
+          auto &entry = byRole[role][layer];
+          entry.first = buffer.parameter;
+          addReads(inst, i, entry.second);
+        }
+      }
+  auto describe = [](const Reads &reads) {
+    std::string text;
+    for (const auto &[kernel, operand] : reads)
+      text += (text.empty() ? "" : ", ") + kernel + " operand " +
+              std::to_string(operand);
+    return text;
+  };
+  for (const auto &[role, layers] : byRole) {
+    // (held to the reads most layers have: the odd one out is named)
+    std::map<Reads, size_t> votes;
+    for (const auto &[layer, entry] : layers)
+      ++votes[entry.second];
+    const Reads *usual = &votes.begin()->first;
+    for (const auto &[reads, count] : votes)
+      if (count > votes.at(*usual))
+        usual = &reads;
+    for (const auto &[layer, entry] : layers)
+      if (entry.second != *usual)
+        return errorf("parameter '", entry.first, "' is read by ",
+                      describe(entry.second), ", but the same parameter of ",
+                      "the other layers by ", describe(*usual),
+                      ": a launch reads another parameter than its layer's");
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status mlt::rt::verifyTrainingContract(const Plan &plan) {
@@ -995,6 +1122,7 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
                                           "rank " + std::to_string(rank.rank));
   }
   MLT_RETURN_IF_ERROR(verifySequenceOrder(plan));
+  MLT_RETURN_IF_ERROR(verifyParameterReads(plan));
   return verifyModelConfig(plan, shapes);
 }
 

@@ -10,6 +10,7 @@
 #include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Plan/MemoryReport.h"
 #include "mlt/Support/FormatBytes.h"
+#include "mlt/Support/Threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -364,7 +365,7 @@ private:
     };
     std::vector<std::thread> threads;
     for (size_t t = 1; t < std::min<size_t>(workers(), n); ++t)
-      threads.emplace_back(work);
+      startOrRun(threads, work);
     work();
     for (std::thread &thread : threads)
       thread.join();

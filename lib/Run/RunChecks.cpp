@@ -182,6 +182,8 @@ Status mlt::run::checkPaths(const RunOptions &o) {
       continue;
     MLT_RETURN_IF_ERROR(checkOutputPath(output.path, output.directory)
                             .withContext(output.flag));
+    MLT_RETURN_IF_ERROR(probeOutputPath(output.path, output.directory)
+                            .withContext(output.flag));
     // (Before the first step: the weights are not lost to a refusal at the
     // end.)
     if (&output.path == &o.saveHF)

@@ -23,6 +23,7 @@
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/train/Training.h"
 #include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/FileKind.h"
 #include "mlt/Support/FormatBytes.h"
 
 #ifdef MLT_HAVE_CUDA
@@ -40,6 +41,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -131,7 +133,8 @@ StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
     MLT_RETURN_IF_ERROR(dist->session.broadcast(&length, sizeof(length), 0));
     dir.resize(size_t(length));
     MLT_RETURN_IF_ERROR(dist->session.broadcast(dir.data(), dir.size(), 0));
-    StatusOr<uint64_t> written = writeCheckpointShards(ranks, plan, dir);
+    StatusOr<uint64_t> written =
+        writeCheckpointShards(ranks, plan, dir, state.step);
     Status shards = agree(written ? Status::ok() : written.takeStatus());
     if (!shards && dist->reports())
       abandonCheckpoint(dir);
@@ -158,21 +161,56 @@ StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
 
 /// What a run holds in host memory besides what it reads and writes a
 /// tensor at a time: on the CPU, the arenas of its ranks (every rank is in
-/// this process) and OpenBLAS's buffers.
+/// this process) and OpenBLAS's buffers; on either device, what saving
+/// holds at once (counted now, so that a run that could not save is
+/// refused before its first step rather than after its last): a
+/// checkpoint, the f32 state of this process's ranks, read whole before it
+/// is written (one rank per process under mpirun); an HF export, the whole
+/// model's weights in f32, gathered before they are written.
 std::vector<HostMemoryUse> hostMemoryUses(const RunOptions &o,
-                                          const Plan &plan) {
-  if (o.device == "cuda")
-    return {};
-  uint64_t arenas = 0;
-  for (const RankPlan &rank : plan.ranks) // (saturating: sizes may be absurd)
-    arenas = arenas + rank.arenaBytes < arenas ? UINT64_MAX
-                                               : arenas + rank.arenaBytes;
-  return {
-      {plan.ranks.size() == 1
-           ? std::string("the arena")
-           : "the arenas of " + std::to_string(plan.ranks.size()) + " ranks",
-       arenas},
-      cpuBackendHostMemory()};
+                                          const Plan &plan, bool oneRank) {
+  auto add = [](uint64_t a, uint64_t b) { // (saturating: sizes may be absurd)
+    return a + b < a ? UINT64_MAX : a + b;
+  };
+  std::vector<HostMemoryUse> uses;
+  if (o.device != "cuda") {
+    uint64_t arenas = 0;
+    for (const RankPlan &rank : plan.ranks)
+      arenas = add(arenas, rank.arenaBytes);
+    uses.push_back(
+        {plan.ranks.size() == 1
+             ? std::string("the arena")
+             : "the arenas of " + std::to_string(plan.ranks.size()) + " ranks",
+         arenas});
+    uses.push_back(cpuBackendHostMemory());
+  }
+  if (!o.saveCheckpoint.empty())
+    if (StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan)) {
+      std::map<uint32_t, uint64_t> perRank;
+      uint64_t all = 0;
+      for (const SavedPiece &piece : *pieces) {
+        const uint64_t bytes = uint64_t(piece.count) * sizeof(float);
+        perRank[piece.rank] = add(perRank[piece.rank], bytes);
+        all = add(all, bytes);
+      }
+      uint64_t largest = 0;
+      for (const auto &[rank, bytes] : perRank)
+        largest = std::max(largest, bytes);
+      uses.push_back({"a checkpoint's state (--save-checkpoint)",
+                      oneRank ? largest : all});
+    }
+  if (!o.saveHF.empty()) {
+    uint64_t elements = 0;
+    for (const ExpectedTensor &parameter : planParameters(plan)) {
+      uint64_t count = 1;
+      for (int64_t dim : parameter.shape)
+        count = count * uint64_t(std::max<int64_t>(dim, 0));
+      elements = add(elements, count);
+    }
+    uses.push_back({"the weights --save-hf gathers (f32)",
+                    elements > UINT64_MAX / 4 ? UINT64_MAX : elements * 4});
+  }
+  return uses;
 }
 
 /// One call of `train`: its phases, which `train` calls in order, and the
@@ -211,6 +249,13 @@ public:
   /// or weights initialized from --seed; none with --resume, which loads
   /// them.
   Status loadWeights();
+
+  /// How --resume and --init-from read a training checkpoint.
+  CheckpointReadOptions readOptions() const {
+    CheckpointReadOptions options;
+    options.checkPieces = !o.skipChecksums;
+    return options;
+  }
 
   /// --resume: checks the checkpoint against this run (the model, the data
   /// order of --shuffle and --seed, the data unless --allow-data-change,
@@ -360,6 +405,24 @@ Status TrainingSession::checkHFConfig() const {
     if (!nlohmann::json::accept(model.hfConfig))
       return errorf("--save-hf: the plan's HF config is not valid JSON");
   }
+  // Room on the disk for one save (an older checkpoint that --keep-last
+  // drops goes only after the new one is written), where it can be told.
+  uint64_t elements = 0;
+  for (const ExpectedTensor &parameter : planParameters(plan)) {
+    uint64_t count = 1;
+    for (int64_t dim : parameter.shape)
+      count *= uint64_t(std::max<int64_t>(dim, 0));
+    elements += count;
+  }
+  if (!o.saveCheckpoint.empty())
+    MLT_RETURN_IF_ERROR(checkFreeSpace(o.saveCheckpoint, true, elements * 12,
+                                       "a checkpoint (f32 weights and AdamW's "
+                                       "two moments)")
+                            .withContext("--save-checkpoint"));
+  if (!o.saveHF.empty())
+    MLT_RETURN_IF_ERROR(checkFreeSpace(o.saveHF, true, elements * 4,
+                                       "an HF export (f32 weights)")
+                            .withContext("--save-hf"));
   return Status::ok();
 }
 
@@ -394,7 +457,7 @@ Status TrainingSession::checkHostMemory() {
   // Host memory, before the arenas take theirs (see HostMemory.h for what
   // running short does instead of failing; the data is mapped, and counts
   // against an address-space limit by now).
-  return agree(rt::checkHostMemory(hostMemoryUses(o, plan)));
+  return agree(rt::checkHostMemory(hostMemoryUses(o, plan, dist != nullptr)));
 }
 
 Status TrainingSession::createRanks() {
@@ -475,10 +538,14 @@ Status TrainingSession::loadWeights() {
     // A training checkpoint's weights (not its moments or step): whatever
     // layout saved it.
     StatusOr<std::unique_ptr<CheckpointReader>> checkpoint =
-        CheckpointReader::open(o.initFrom);
+        CheckpointReader::open(o.initFrom, readOptions());
     loaded = checkpoint ? loadFrom((*checkpoint)->parameters(), false)
                               .withContext(o.initFrom)
                         : checkpoint.takeStatus();
+    // (the moments it does not load are checked too, by one process: a
+    // damaged checkpoint is refused whatever part is damaged)
+    if (loaded && reports)
+      loaded = (*checkpoint)->verifyOptimizerState().withContext(o.initFrom);
   } else if (!o.initFrom.empty()) {
     StatusOr<TensorMap> tensors = readCheckpoint(o.initFrom);
     if (!tensors)
@@ -497,7 +564,7 @@ Status TrainingSession::resume() {
   if (o.resume.empty())
     return Status::ok();
   StatusOr<std::unique_ptr<CheckpointReader>> reader =
-      CheckpointReader::open(o.resume);
+      CheckpointReader::open(o.resume, readOptions());
   MLT_RETURN_IF_ERROR(agree(
       reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
   const TrainingCheckpoint *checkpoint = &(*reader)->state();

@@ -3,11 +3,12 @@
 // Part of mlt. What `mlt-run --save-checkpoint` writes, for the user:
 //
 //   mlt-checkpoint info CHECKPOINT           the step, the layout it was
-//                                            saved from, its shards and
-//                                            tensors, checked whole
+//        [--verify]                          saved from, its shards and
+//                                            tensors, checked whole (with
+//                                            --verify, every byte read)
 //   mlt-checkpoint to-hf CHECKPOINT OUT      an HF checkpoint (config.json,
 //        [--dtype f32|bf16]                  model.safetensors) of its
-//                                            weights
+//        [--skip-checksums]                  weights
 //
 // CHECKPOINT is a --save-checkpoint ROOT (its latest checkpoint) or one
 // checkpoint's directory. Whatever layout saved it, the weights come out
@@ -34,19 +35,24 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char *kUsage =
-    "usage: mlt-checkpoint info CHECKPOINT\n"
-    "       mlt-checkpoint to-hf CHECKPOINT OUT [--dtype f32|bf16]\n"
+    "usage: mlt-checkpoint info CHECKPOINT [--verify]\n"
+    "       mlt-checkpoint to-hf CHECKPOINT OUT [--dtype f32|bf16] "
+    "[--skip-checksums]\n"
     "\n"
     "CHECKPOINT is a directory mlt-run --save-checkpoint wrote (its latest\n"
     "checkpoint) or one checkpoint in it (ROOT/step-NNNNNN).\n"
     "\n"
     "  info   prints the step, the layout that saved it, its shards and\n"
-    "         its tensors, after checking that every shard is whole\n"
+    "         its tensors, after checking that every shard is whole and\n"
+    "         that its small files and shard headers match their\n"
+    "         checksums; with --verify, reads every byte of every shard\n"
+    "         and checks it too\n"
     "  to-hf  writes OUT as an HF checkpoint (config.json and\n"
     "         model.safetensors) of the checkpoint's weights, whole tensors\n"
     "         under HF names whatever layout saved them, in f32 (default)\n"
     "         or bf16; OUT must not exist, or be an HF checkpoint, which is\n"
-    "         replaced once the new one is complete\n";
+    "         replaced once the new one is complete; every byte it reads\n"
+    "         is checked against its checksum unless --skip-checksums\n";
 
 int fail(const Status &status) {
   std::fprintf(stderr, "mlt-checkpoint: error: %s\n",
@@ -71,12 +77,28 @@ int64_t elementsOf(const std::vector<int64_t> &shape) {
   return count;
 }
 
-int info(const std::string &path) {
+int info(const std::string &path, bool verify) {
   StatusOr<std::unique_ptr<CheckpointReader>> reader =
       CheckpointReader::open(path);
   if (!reader)
     return fail(reader.status());
   const CheckpointReader &checkpoint = **reader;
+  if (verify) {
+    if (!checkpoint.checked())
+      return fail(errorf(checkpoint.directory(), ": saved by an older mlt, ",
+                         "without checksums: nothing to verify against"));
+    const size_t shards = checkpoint.index().files.size();
+    uint64_t read = 0;
+    Status verified = checkpoint.verifyFiles([&](size_t i, uint64_t bytes) {
+      read += bytes;
+      // (progress on long checks: a line per 10% of the shards)
+      if (shards >= 20 && (i + 1) % (shards / 10) == 0)
+        std::fprintf(stderr, "verified %zu of %zu shards (%s)\n", i + 1,
+                     shards, formatBytes(read).c_str());
+    });
+    if (!verified.isOk())
+      return fail(verified);
+  }
   const CheckpointIndex &index = checkpoint.index();
   std::printf("%s: step %" PRId64 ", saved by %s\n",
               checkpoint.directory().c_str(), checkpoint.state().step,
@@ -96,8 +118,13 @@ int info(const std::string &path) {
                   pieces += tensor.pieces.size();
                 return pieces;
               }());
-  std::printf("  %zu shards, %s:\n", index.files.size(),
-              formatBytes(checkpoint.shardBytes()).c_str());
+  std::printf("  %zu shards, %s, %s:\n", index.files.size(),
+              formatBytes(checkpoint.shardBytes()).c_str(),
+              !checkpoint.checked()
+                  ? "without checksums (saved by an older mlt)"
+              : verify ? "every byte matches its checksum"
+                       : "headers match their checksums (--verify reads "
+                         "every byte)");
   for (const CheckpointIndex::File &file : index.files)
     std::printf("    %s  %s\n", file.name.c_str(),
                 formatBytes(file.bytes).c_str());
@@ -105,7 +132,7 @@ int info(const std::string &path) {
 }
 
 int toHF(const std::string &path, const std::string &out,
-         const std::string &dtypeName) {
+         const std::string &dtypeName, bool skipChecksums) {
   DType dtype = DType::F32;
   if (dtypeName == "bf16")
     dtype = DType::BF16;
@@ -125,11 +152,17 @@ int toHF(const std::string &path, const std::string &out,
     return fail(problem);
   }
 
+  CheckpointReadOptions options;
+  options.checkPieces = !skipChecksums;
   StatusOr<std::unique_ptr<CheckpointReader>> reader =
-      CheckpointReader::open(path);
+      CheckpointReader::open(path, options);
   if (!reader)
     return fail(reader.status());
   const CheckpointReader &checkpoint = **reader;
+  // (the moments are not exported, but checked: a damaged checkpoint is
+  // refused whatever part is damaged)
+  if (Status moments = checkpoint.verifyOptimizerState(); !moments.isOk())
+    return fail(moments);
   // One whole tensor in memory at a time, whatever the model's size.
   std::vector<TensorSpec> specs;
   for (const ExpectedTensor &tensor : checkpoint.parameters().tensors())
@@ -165,13 +198,20 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::string dtype = "f32";
+  bool dtypeGiven = false, verify = false, skipChecksums = false;
   std::vector<std::string> positional;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--dtype") {
+    if (args[i] == "--verify") {
+      verify = true;
+    } else if (args[i] == "--skip-checksums") {
+      skipChecksums = true;
+    } else if (args[i] == "--dtype") {
+      dtypeGiven = true;
       if (i + 1 == args.size())
         return usageError("--dtype needs a value (f32 or bf16)");
       dtype = args[++i];
     } else if (args[i].rfind("--dtype=", 0) == 0) {
+      dtypeGiven = true;
       dtype = args[i].substr(8);
     } else if (args[i].size() > 1 && args[i][0] == '-') {
       return usageError("unknown option '" + args[i] + "'");
@@ -185,12 +225,18 @@ int main(int argc, char **argv) {
   if (args[0] == "info") {
     if (positional.size() != 1)
       return usageError("info takes one CHECKPOINT");
-    return info(positional[0]);
+    if (dtypeGiven || skipChecksums)
+      return usageError(std::string(dtypeGiven ? "--dtype" : "--skip-checksums") +
+                        " is an option of to-hf, not of info");
+    return info(positional[0], verify);
   }
   if (args[0] == "to-hf") {
     if (positional.size() != 2)
       return usageError("to-hf takes CHECKPOINT and OUT");
-    return toHF(positional[0], positional[1], dtype);
+    if (verify)
+      return usageError("--verify is an option of info; to-hf checks what "
+                        "it reads unless --skip-checksums");
+    return toHF(positional[0], positional[1], dtype, skipChecksums);
   }
   return usageError("unknown command '" + args[0] + "'; use info or to-hf");
 }

@@ -11,12 +11,15 @@
 #include "mlt/Passes/Passes.h"
 
 #include "mlt/Support/FileKind.h"
+#include "mlt/Support/Threads.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+
+#include <vector>
 
 int main(int argc, char **argv) {
   if (mlt::Status paths = mlt::checkToolArguments(argc, argv); !paths.isOk()) {
@@ -32,6 +35,12 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "mlt optimizer driver\n", registry));
+  // One thread where the process cannot start a pool (a tight address-space
+  // limit), rather than LLVM's "pthread_create failed" abort.
+  std::vector<char *> args(argv, argv + argc);
+  char disableThreading[] = "--mlir-disable-threading";
+  if (!mlt::canStartThreadPool())
+    args.push_back(disableThreading);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      int(args.size()), args.data(), "mlt optimizer driver\n", registry));
 }

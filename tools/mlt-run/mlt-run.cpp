@@ -72,6 +72,10 @@ Data:
   --allow-data-change        with --resume: go on from a checkpoint trained
                              on other data (checked by default: datasets,
                              weights, token counts, index hashes)
+  --skip-checksums           with --resume or --init-from of a training
+                             checkpoint: do not check its tensors' bytes
+                             against their checksums (faster; its small
+                             files and shard headers are still checked)
   --batch N                  sequences per optimizer step (global batch)
   --seq-len N                tokens per sequence
   --steps N                  optimizer steps
@@ -379,6 +383,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
       {"--allow-data-change", &o.allowDataChange},
+      {"--skip-checksums", &o.skipChecksums},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
       {"--report-memory", &o.reportMemory},

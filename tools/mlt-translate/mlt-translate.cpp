@@ -2,6 +2,7 @@
 //
 // Part of mlt. Translations between outside formats and mlt IR:
 //   mlt-translate --import-hf-llama config.json   HF LLaMA config -> mlt module
+//                                   (or an HF model directory holding it)
 //   mlt-translate --mlt-to-plan lowered.mlir -o x.mltplan
 //                                                 planned mlt_rt module -> plan
 //
@@ -18,6 +19,11 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/SourceMgr.h"
+
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
 
 using namespace mlir;
 
@@ -77,12 +83,79 @@ static void registerExportPlan() {
       });
 }
 
+/// Checks the command line before MLIR's main reads it, so that what it
+/// would refuse without the tool's name (a missing input, no translation)
+/// is refused here, prefixed; and takes an HF model directory (as mlt-run
+/// does) for its config.json. Returns the arguments to run with.
+static mlt::StatusOr<std::vector<std::string>>
+checkArguments(int argc, char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  bool translation = false, help = false, importing = false;
+  std::optional<size_t> input;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--import-hf-llama" || arg == "-import-hf-llama")
+      importing = translation = true;
+    else if (arg == "--mlt-to-plan" || arg == "-mlt-to-plan")
+      translation = true;
+    else if (arg == "--help" || arg == "-help" || arg == "-h" ||
+             arg.rfind("--help-", 0) == 0 || arg == "--version")
+      help = true;
+    // (the options whose value may follow as the next argument)
+    if (arg == "-o" || arg == "--o" || arg == "-dtype" || arg == "--dtype") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg == "-" || arg[0] == '-')
+      continue;
+    if (input)
+      return mlt::errorf("two inputs, '", args[*input], "' and '", arg,
+                         "'; translate one at a time");
+    input = i;
+  }
+  if (help)
+    return args;
+  auto checkPaths = [&]() -> mlt::Status {
+    std::vector<char *> pointers;
+    for (std::string &arg : args)
+      pointers.push_back(arg.data());
+    return mlt::checkToolArguments(int(pointers.size()), pointers.data(),
+                                   {"-dtype", "--dtype"});
+  };
+  if (!translation)
+    return mlt::errorf("no translation given: pass --import-hf-llama or "
+                       "--mlt-to-plan (see mlt-translate --help)");
+  if (!input) {
+    MLT_RETURN_IF_ERROR(checkPaths());
+    return args;
+  }
+  std::string &path = args[*input];
+  struct stat st;
+  if (importing && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    // An HF model directory: its config.json.
+    path = (path.empty() || path.back() != '/' ? path + "/" : path) +
+           "config.json";
+  }
+  MLT_RETURN_IF_ERROR(mlt::checkInputPath(path));
+  MLT_RETURN_IF_ERROR(checkPaths());
+  return args;
+}
+
 int main(int argc, char **argv) {
-  if (mlt::Status paths = mlt::checkToolArguments(argc, argv); !paths.isOk()) {
-    llvm::errs() << "mlt-translate: error: " << paths.message() << "\n";
+  mlt::StatusOr<std::vector<std::string>> args = checkArguments(argc, argv);
+  if (!args) {
+    llvm::errs() << "mlt-translate: error: " << args.status().message()
+                 << "\n";
     return 1;
   }
+  std::vector<char *> pointers;
+  for (std::string &arg : *args)
+    pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
   registerImportHFLlama();
   registerExportPlan();
-  return failed(mlirTranslateMain(argc, argv, "mlt translations\n")) ? 1 : 0;
+  return failed(mlirTranslateMain(int(args->size()), pointers.data(),
+                                  "mlt translations\n"))
+             ? 1
+             : 0;
 }

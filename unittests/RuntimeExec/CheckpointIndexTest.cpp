@@ -76,9 +76,12 @@ CheckpointIndex randomIndex(std::mt19937 &rng) {
     return std::uniform_int_distribution<int64_t>(low, high)(rng);
   };
   CheckpointIndex index;
+  index.step = uniform(1, 1000);
+  auto hash = [&] { return uint64_t(rng()) << 32 | uint64_t(rng()); };
   const int files = int(uniform(1, 4));
   for (int f = 0; f < files; ++f)
-    index.files.push_back({shardFileName(uint32_t(f)), uint64_t(uniform(8, 99))});
+    index.files.push_back({shardFileName(uint32_t(f)),
+                           uint64_t(uniform(8, 99)), hash(), hash()});
   const int tensors = int(uniform(1, 4));
   int key = 0;
   for (int t = 0; t < tensors; ++t) {
@@ -116,6 +119,7 @@ CheckpointIndex randomIndex(std::mt19937 &rng) {
         piece.begin = begin;
         piece.count = count;
         piece.isRange = !(begin == 0 && count == elements);
+        piece.hash = hash();
         tensor.pieces.push_back(std::move(piece));
         begin += count;
       }
@@ -213,7 +217,39 @@ TEST(CheckpointIndexTest, NamesWhatIsWrong) {
   EXPECT_EQ(errorOf(std::string(200, '[')),
             "it nests deeper than 128 levels (at byte 128)");
   EXPECT_EQ(errorOf(R"({"format": "mlt-checkpoint-index", "version": 9})"),
-            "format version 9, this mlt reads 1");
+            "format version 9, this mlt reads 1 to 2");
+  // Version 2 carries the step and a content hash of each file, its header
+  // and each piece.
+  const std::string v2 =
+      R"({"format": "mlt-checkpoint-index", "version": 2, "step": 3, )"
+      R"("files": [{"name": "rank-00000.safetensors", "bytes": 80, )"
+      R"("xxh3": "0123456789abcdef", "header_xxh3": "%H"}], "tensors": )"
+      R"({"w": {"shape": [4], "pieces": [{"file": 0, "key": "w", )"
+      R"("offset": [0], "block": [4], "xxh3": "%P"}]}}})";
+  auto withHashes = [&](const std::string &header, const std::string &piece) {
+    std::string text = v2;
+    text.replace(text.find("%H"), 2, header);
+    text.replace(text.find("%P"), 2, piece);
+    return text;
+  };
+  StatusOr<CheckpointIndex> hashed =
+      parseCheckpointIndex(withHashes("fedcba9876543210", "00000000000000ff"));
+  ASSERT_TRUE(hashed.isOk()) << hashed.status().message();
+  EXPECT_EQ(hashed->step, 3);
+  EXPECT_EQ(hashed->files[0].hash, uint64_t(0x0123456789abcdefULL));
+  EXPECT_EQ(hashed->files[0].headerHash, uint64_t(0xfedcba9876543210ULL));
+  EXPECT_EQ(hashed->tensors[0].pieces[0].hash, uint64_t(0xff));
+  EXPECT_EQ(errorOf(withHashes("fedcba987654321", "00000000000000ff")),
+            "file 'rank-00000.safetensors': 'header_xxh3' is "
+            "\"fedcba987654321\", not 16 hex digits");
+  std::string unhashed = withHashes("fedcba9876543210", "0");
+  unhashed.replace(unhashed.find(R"(, "xxh3": "0")"), 13, "");
+  EXPECT_EQ(errorOf(unhashed),
+            "tensor 'w': piece 'w': no 'xxh3' content hash");
+  std::string stepless = withHashes("fedcba9876543210", "00000000000000ff");
+  stepless.replace(stepless.find(R"("step": 3, )"), 11, "");
+  EXPECT_EQ(errorOf(stepless),
+            "'step' must be the checkpoint's step, 1 or more");
   EXPECT_EQ(errorOf(wrap(R"([{"name": "../x", "bytes": 1}])", "{}")),
             "file name '../x' is not a file of the directory");
   EXPECT_EQ(

@@ -92,8 +92,7 @@ TEST_F(InputCheckTest, ReadersRefuseAFifoAtOnce) {
   StatusOr<TokenDataset> data = TokenDataset::open(at("fifo.u16"), 4, 256);
   ASSERT_FALSE(data);
   EXPECT_EQ(data.status().message(),
-            at("fifo.u16") + ": the token file is a FIFO (named pipe), not "
-                             "a file");
+            at("fifo.u16") + ": is a FIFO (named pipe), not a file");
   StatusOr<TensorMap> tensors = readSafeTensors(at("fifo.u16"));
   ASSERT_FALSE(tensors);
   EXPECT_NE(tensors.status().message().find("is a FIFO (named pipe)"),

@@ -39,6 +39,9 @@ struct RunOptions {
   std::vector<rt::DataSourceSpec> data;
   bool shuffle = true;
   bool allowDataChange = false;
+  /// --skip-checksums: read a checkpoint's tensors without checking their
+  /// bytes' hashes.
+  bool skipChecksums = false;
   std::optional<int64_t> batch, seqLen, steps;
   double lr = 3e-4, minLR = 0.0;
   int64_t warmup = 0;

@@ -14,15 +14,20 @@
 #ifndef MLT_SUPPORT_FILEKIND_H
 #define MLT_SUPPORT_FILEKIND_H
 
+#include "mlt/Support/FormatBytes.h"
 #include "mlt/Support/Status.h"
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 namespace mlt {
 
@@ -132,15 +137,78 @@ inline Status checkOutputPath(const std::string &path,
   return Status::ok();
 }
 
+/// The directory an output `path` is written in: itself for a directory
+/// output that exists, else its parent.
+inline std::string outputDirectoryOf(const std::string &path, bool directory) {
+  struct stat st;
+  if (directory && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return path;
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  const size_t slash = trimmed.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/"
+                                                        : trimmed.substr(0, slash);
+}
+
+/// Creates and removes a file where `path` will be written (in it, for a
+/// directory output that exists; beside it otherwise), named as a killed
+/// write's temporaries are (".<name>.tmp-<pid>-probe", which a later write
+/// removes if this one is killed between the two): a directory the run
+/// cannot write is found before the first step, not at the end.
+inline Status probeOutputPath(const std::string &path, bool directory) {
+  const std::string dir = outputDirectoryOf(path, directory);
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  const std::string name = trimmed.substr(trimmed.find_last_of('/') + 1);
+  const std::string probe = dir + "/." + name.substr(0, 200) + ".tmp-" +
+                            std::to_string(::getpid()) + "-probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                        0600);
+  if (fd < 0)
+    return errorf(path, ": cannot write in ", dir, ": ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::ok();
+}
+
+/// Whether the file system an output `path` is written on has `bytes`
+/// free (for the user: statvfs's f_bavail); ok where it cannot be told.
+inline Status checkFreeSpace(const std::string &path, bool directory,
+                             uint64_t bytes, const std::string &what) {
+  struct statvfs fs;
+  if (::statvfs(outputDirectoryOf(path, directory).c_str(), &fs) != 0)
+    return Status::ok();
+  const unsigned __int128 free =
+      (unsigned __int128)fs.f_bavail * (unsigned __int128)fs.f_frsize;
+  if (free >= bytes)
+    return Status::ok();
+  return errorf(path, ": ", what, " needs about ", formatBytes(bytes),
+                ", but its file system has ", formatBytes(uint64_t(free)),
+                " free");
+}
+
 /// For the MLIR tools (mlt-opt, mlt-translate), before MLIR's own main
-/// opens anything: an argument that names an existing path that is not a
-/// regular file (a FIFO, whose open would block forever; a directory; a
-/// device) is refused, as is an output (`-o PATH`, `-o=PATH`) that is a
-/// FIFO, a device or a directory. Paths that do not exist are left to the
-/// tool's own message; `-` is standard input or output.
-inline Status checkToolArguments(int argc, char **argv) {
+/// opens anything (its messages lack the tool's name): an input argument
+/// that does not exist or names an existing path that is not a regular
+/// file (a FIFO, whose open would block forever; a directory; a device) is
+/// refused, as is an output (`-o PATH`, `-o=PATH`) that is a FIFO, a
+/// device or a directory. `-` is standard input or output; the options in
+/// `valueOptions` take the next argument as their value (`--dtype bf16`),
+/// which is no path.
+inline Status
+checkToolArguments(int argc, char **argv,
+                   std::initializer_list<const char *> valueOptions = {}) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    bool takesValue = false;
+    for (const char *option : valueOptions)
+      takesValue = takesValue || arg == option;
+    if (takesValue) {
+      ++i;
+      continue;
+    }
     std::optional<std::string> output;
     if ((arg == "-o" || arg == "--o") && i + 1 < argc)
       output = argv[++i];
@@ -150,8 +218,11 @@ inline Status checkToolArguments(int argc, char **argv) {
     if (path.empty() || path == "-" || (!output && path[0] == '-'))
       continue;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
+    if (::stat(path.c_str(), &st) != 0) {
+      if (!output)
+        return checkInputPath(path);
       continue;
+    }
     if (output && (S_ISREG(st.st_mode) || path == "/dev/null"))
       continue;
     if (std::optional<std::string> kind = nonRegularKind(st))

@@ -20,14 +20,60 @@
 
 namespace mlt {
 
-/// Success, or a failure with a one-line message that names the problem.
+/// `text` safe to print on a terminal: bytes that are not UTF-8 (a
+/// damaged file's, which a parser's message may quote) and control
+/// characters other than newlines become "\xNN".
+inline std::string printableText(std::string text) {
+  auto continuation = [&](size_t at) {
+    return at < text.size() && (uint8_t(text[at]) & 0xC0) == 0x80;
+  };
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const uint8_t c = uint8_t(text[i]);
+    // The length of the UTF-8 sequence that starts here (0: none), with
+    // overlong forms, surrogates and code points past U+10FFFF refused.
+    size_t length = 0;
+    if (c >= 0x20 && c < 0x7F)
+      length = 1;
+    else if (c == '\n')
+      length = 1;
+    else if (c >= 0xC2 && c <= 0xDF && continuation(i + 1))
+      length = 2;
+    else if (c >= 0xE0 && c <= 0xEF && continuation(i + 1) &&
+             continuation(i + 2)) {
+      const uint8_t next = uint8_t(text[i + 1]);
+      if (!(c == 0xE0 && next < 0xA0) && !(c == 0xED && next >= 0xA0))
+        length = 3;
+    } else if (c >= 0xF0 && c <= 0xF4 && continuation(i + 1) &&
+               continuation(i + 2) && continuation(i + 3)) {
+      const uint8_t next = uint8_t(text[i + 1]);
+      if (!(c == 0xF0 && next < 0x90) && !(c == 0xF4 && next >= 0x90))
+        length = 4;
+    }
+    if (length) {
+      out.append(text, i, length);
+      i += length;
+      continue;
+    }
+    static const char digits[] = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+    ++i;
+  }
+  return out;
+}
+
+/// Success, or a failure with a message that names the problem: one line
+/// (a few, one per problem, where several are reported at once), printable
+/// (printableText) whatever bytes went into it.
 class [[nodiscard]] Status {
 public:
   Status() = default;
   static Status ok() { return Status(); }
   static Status error(std::string message) {
     Status s;
-    s.message_ = std::move(message);
+    s.message_ = printableText(std::move(message));
     return s;
   }
 
@@ -41,7 +87,7 @@ public:
   /// Prefixes the message with `context + ": "`; ok stays ok.
   Status withContext(const std::string &context) && {
     if (!isOk())
-      message_ = context + ": " + *message_;
+      message_ = printableText(context) + ": " + *message_;
     return std::move(*this);
   }
 

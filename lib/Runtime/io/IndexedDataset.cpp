@@ -120,43 +120,6 @@ std::pair<int64_t, int64_t> elementRange(const uint8_t *data,
   }
 }
 
-/// A read-only mapping of a whole regular file; nullptr for an empty one.
-struct MappedFile {
-  void *mapping = nullptr;
-  size_t size = 0;
-};
-
-StatusOr<MappedFile> mapFile(const std::string &path) {
-  MLT_RETURN_IF_ERROR(checkInputPath(path));
-  // (O_NONBLOCK: a FIFO put in place after the check opens at once, to be
-  // refused below, rather than blocking until a writer comes)
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return errorf(path, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    return errorf(path, ": cannot stat: ", std::strerror(error));
-  }
-  if (std::optional<std::string> kind = nonRegularKind(st)) {
-    ::close(fd);
-    return errorf(path, ": is ", *kind, ", not a file");
-  }
-  MappedFile file;
-  file.size = size_t(st.st_size);
-  if (file.size > 0) {
-    file.mapping = ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (file.mapping == MAP_FAILED) {
-      int error = errno;
-      ::close(fd);
-      return errorf(path, ": cannot map: ", std::strerror(error));
-    }
-  }
-  ::close(fd);
-  return file;
-}
-
 } // namespace
 
 int32_t IndexLayout::sequenceLength(uint64_t i) const {
@@ -297,33 +260,32 @@ StatusOr<IndexedDataset> IndexedDataset::open(const std::string &prefix,
   const std::string indexPath = prefix + ".idx", binPath = prefix + ".bin";
   IndexedDataset dataset;
   dataset.prefix_ = prefix;
-  StatusOr<MappedFile> index = mapFile(indexPath);
+  StatusOr<MappedFile> index = MappedFile::open(indexPath);
   if (!index)
     return index.takeStatus();
-  dataset.indexMapping_ = index->mapping;
-  dataset.indexBytes_ = index->size;
-  StatusOr<MappedFile> bin = mapFile(binPath);
+  StatusOr<MappedFile> bin = MappedFile::open(binPath);
   if (!bin)
     return bin.takeStatus();
-  dataset.binMapping_ = bin->mapping;
-  dataset.binBytes_ = bin->size;
-  dataset.bin_ = static_cast<const uint8_t *>(bin->mapping);
+  dataset.index_ = std::move(*index);
+  dataset.binFile_ = std::move(*bin);
+  dataset.bin_ = dataset.binFile_.data();
 
   static const uint8_t kNoBytes[1] = {0};
   const uint8_t *indexBytes =
-      index->mapping ? static_cast<const uint8_t *>(index->mapping) : kNoBytes;
+      dataset.index_.data() ? dataset.index_.data() : kNoBytes;
+  const size_t indexSize = dataset.index_.size();
   StatusOr<IndexLayout> layout =
-      parseIndex(indexBytes, index->size, uint64_t(bin->size));
+      parseIndex(indexBytes, indexSize, uint64_t(dataset.binFile_.size()));
   if (!layout)
     return layout.takeStatus().withContext(indexPath);
   dataset.layout_ = *layout;
 
   // One pass over the index's words for its hash (8 bytes at a time; the
   // tail, fewer than 8 bytes, zero-padded).
-  uint64_t hash = splitmix64(index->size);
-  for (size_t at = 0; at < index->size; at += 8) {
+  uint64_t hash = splitmix64(indexSize);
+  for (size_t at = 0; at < indexSize; at += 8) {
     uint64_t word = 0;
-    std::memcpy(&word, indexBytes + at, std::min<size_t>(8, index->size - at));
+    std::memcpy(&word, indexBytes + at, std::min<size_t>(8, indexSize - at));
     hash = splitmix64(hash ^ word);
   }
   dataset.indexHash_ = hash;
@@ -366,26 +328,20 @@ IndexedDataset::IndexedDataset(IndexedDataset &&other) noexcept {
 IndexedDataset &IndexedDataset::operator=(IndexedDataset &&other) noexcept {
   if (this == &other)
     return *this;
-  release();
   prefix_ = std::move(other.prefix_);
-  indexMapping_ = std::exchange(other.indexMapping_, nullptr);
-  indexBytes_ = std::exchange(other.indexBytes_, 0);
-  binMapping_ = std::exchange(other.binMapping_, nullptr);
-  binBytes_ = std::exchange(other.binBytes_, 0);
+  index_ = std::move(other.index_);
+  binFile_ = std::move(other.binFile_);
   bin_ = std::exchange(other.bin_, nullptr);
   layout_ = std::exchange(other.layout_, IndexLayout());
   indexHash_ = other.indexHash_;
   return *this;
 }
 
-IndexedDataset::~IndexedDataset() { release(); }
+IndexedDataset::~IndexedDataset() = default;
 
-void IndexedDataset::release() {
-  if (indexMapping_)
-    ::munmap(indexMapping_, indexBytes_);
-  if (binMapping_)
-    ::munmap(binMapping_, binBytes_);
-  indexMapping_ = binMapping_ = nullptr;
+Status IndexedDataset::checkUnchanged() const {
+  MLT_RETURN_IF_ERROR(index_.checkUnchanged());
+  return binFile_.checkUnchanged();
 }
 
 int32_t IndexedDataset::token(uint64_t i) const {

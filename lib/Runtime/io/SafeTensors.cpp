@@ -10,6 +10,7 @@
 
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Support/AtomicFile.h"
+#include "mlt/Support/ContentHash.h"
 #include "mlt/Support/Bf16.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/JsonDepth.h"
@@ -500,7 +501,7 @@ StatusOr<uint64_t> headerLength(const uint8_t *lengthBytes,
 /// Opens and validates `path`'s header (see SafeTensorsFile::open); errors
 /// are prefixed by the caller.
 Status openSafeTensors(const std::string &path, int &fdOut,
-                       uint64_t &dataStartOut,
+                       uint64_t &dataStartOut, uint64_t &headerHashOut,
                        std::map<std::string, SafeTensorsFile::Info> &infos,
                        std::map<std::string, std::string> *metadata) {
   uint64_t fileSize = 0;
@@ -526,6 +527,10 @@ Status openSafeTensors(const std::string &path, int &fdOut,
     return parsed.takeStatus();
   infos = std::move(*parsed);
   dataStartOut = dataStart;
+  ContentHasher headerHash;
+  headerHash.update(lengthBytes, 8);
+  headerHash.update(headerText.data(), headerText.size());
+  headerHashOut = headerHash.digest();
   fdOut = ::dup(fd.get());
   if (fdOut < 0)
     return errorf("cannot keep open: ", errnoText());
@@ -600,7 +605,8 @@ SafeTensorsFile::open(const std::string &path,
   SafeTensorsFile file;
   file.path_ = path;
   Status opened =
-      openSafeTensors(path, file.fd_, file.dataStart_, file.tensors_, metadata);
+      openSafeTensors(path, file.fd_, file.dataStart_, file.headerHash_,
+                      file.tensors_, metadata);
   if (!opened)
     return std::move(opened).withContext(path);
   return file;
@@ -608,7 +614,8 @@ SafeTensorsFile::open(const std::string &path,
 
 SafeTensorsFile::SafeTensorsFile(SafeTensorsFile &&other) noexcept
     : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)),
-      dataStart_(other.dataStart_), tensors_(std::move(other.tensors_)) {}
+      dataStart_(other.dataStart_), headerHash_(other.headerHash_),
+      tensors_(std::move(other.tensors_)) {}
 
 SafeTensorsFile &SafeTensorsFile::operator=(SafeTensorsFile &&other) noexcept {
   if (this != &other) {
@@ -617,6 +624,7 @@ SafeTensorsFile &SafeTensorsFile::operator=(SafeTensorsFile &&other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     path_ = std::move(other.path_);
     dataStart_ = other.dataStart_;
+    headerHash_ = other.headerHash_;
     tensors_ = std::move(other.tensors_);
   }
   return *this;
@@ -820,9 +828,16 @@ buildHeader(const std::vector<TensorSpec> &specs,
 /// tensors of `specs`, each's bytes from `bytesOf` in turn.
 Status appendFile(const AppendBytes &append, const std::string &header,
                   const std::vector<TensorSpec> &specs,
-                  const TensorBytes &bytesOf) {
+                  const TensorBytes &bytesOf, SafeTensorsDigest *digest) {
   uint8_t lengthBytes[8];
   store<uint64_t>(lengthBytes, header.size());
+  ContentHasher file;
+  if (digest) {
+    file.update(lengthBytes, 8);
+    file.update(header.data(), header.size());
+    digest->header = file.digest();
+    digest->tensors.clear();
+  }
   MLT_RETURN_IF_ERROR(append(lengthBytes, 8));
   MLT_RETURN_IF_ERROR(append(header.data(), header.size()));
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -833,10 +848,16 @@ Status appendFile(const AppendBytes &append, const std::string &header,
       return errorf("tensor '", specs[i].name, "' holds ", bytes->size,
                     " bytes, but shape ", formatShape(specs[i].shape), " of ",
                     dtypeName(specs[i].dtype), " needs ", specs[i].numBytes());
+    if (digest) {
+      file.update(bytes->data, bytes->size);
+      digest->tensors.push_back(contentHash(bytes->data, bytes->size));
+    }
     Status written = append(bytes->data, bytes->size);
     if (!written.isOk())
       return std::move(written).withContext("tensor '" + specs[i].name + "'");
   }
+  if (digest)
+    digest->file = file.digest();
   return Status::ok();
 }
 
@@ -886,13 +907,14 @@ Status writeSafeTensors(const std::string &path, const TensorMap &tensors,
 Status writeSafeTensors(const std::string &path,
                         const std::vector<TensorSpec> &specs,
                         const TensorBytes &bytesOf,
-                        const std::map<std::string, std::string> &metadata) {
+                        const std::map<std::string, std::string> &metadata,
+                        SafeTensorsDigest *digest) {
   StatusOr<std::string> header = buildHeader(specs, metadata);
   if (!header)
     return header.takeStatus().withContext(path);
 
   return writeFileAtomicallyWith(path, [&](const AppendBytes &append) {
-    return appendFile(append, *header, specs, bytesOf);
+    return appendFile(append, *header, specs, bytesOf, digest);
   });
 }
 

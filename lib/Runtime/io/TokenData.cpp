@@ -114,50 +114,24 @@ StatusOr<TokenDataset> TokenDataset::open(const std::string &path,
   if (vocab <= 0)
     return errorf(path, ": vocab size must be positive, got ", vocab);
 
-  // (O_NONBLOCK: a FIFO opens at once, to be refused below, rather than
-  // blocking until a writer comes; reads of a regular file ignore it)
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return errorf(path, ": cannot open token file: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int error = errno;
-    ::close(fd);
-    return errorf(path, ": cannot stat token file: ", std::strerror(error));
-  }
-  if (std::optional<std::string> kind = nonRegularKind(st)) {
-    ::close(fd);
-    return errorf(path, ": the token file is ", *kind, ", not a file");
-  }
-  uint64_t size = uint64_t(st.st_size);
-  if (size == 0) {
-    ::close(fd);
+  StatusOr<MappedFile> file = MappedFile::open(path);
+  if (!file)
+    return file.takeStatus();
+  const uint64_t size = file->size();
+  if (size == 0)
     return errorf(path, ": token file is empty");
-  }
-  if (size % uint64_t(width) != 0) {
-    ::close(fd);
+  if (size % uint64_t(width) != 0)
     return errorf(path, ": ", size, " bytes is not a multiple of ", width,
                   " (the size of one ", what, " token): truncated file?");
-  }
   int64_t numTokens = int64_t(size / uint64_t(width));
-  if (numTokens < seqLen + 1) {
-    ::close(fd);
+  if (numTokens < seqLen + 1)
     return errorf(
         path, ": ", numTokens,
         " tokens, fewer than one sample of seq_len + 1 = ", seqLen + 1);
-  }
-
-  void *mapping = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  int mapError = errno;
-  // The mapping keeps the file alive; the descriptor is no longer needed.
-  ::close(fd);
-  if (mapping == MAP_FAILED)
-    return errorf(path, ": cannot map token file: ", std::strerror(mapError));
 
   TokenDataset dataset;
-  dataset.mapping_ = mapping;
-  dataset.mappingSize_ = size_t(size);
-  dataset.data_ = static_cast<const uint8_t *>(mapping);
+  dataset.file_ = std::move(*file);
+  dataset.data_ = dataset.file_.data();
   dataset.tokenWidth_ = width;
   dataset.numTokens_ = numTokens;
   dataset.seqLen_ = seqLen;
@@ -179,10 +153,7 @@ TokenDataset::TokenDataset(TokenDataset &&other) noexcept {
 TokenDataset &TokenDataset::operator=(TokenDataset &&other) noexcept {
   if (this == &other)
     return *this;
-  if (mapping_)
-    ::munmap(mapping_, mappingSize_);
-  mapping_ = std::exchange(other.mapping_, nullptr);
-  mappingSize_ = std::exchange(other.mappingSize_, 0);
+  file_ = std::move(other.file_);
   data_ = std::exchange(other.data_, nullptr);
   tokenWidth_ = other.tokenWidth_;
   numTokens_ = std::exchange(other.numTokens_, 0);
@@ -193,10 +164,7 @@ TokenDataset &TokenDataset::operator=(TokenDataset &&other) noexcept {
   return *this;
 }
 
-TokenDataset::~TokenDataset() {
-  if (mapping_)
-    ::munmap(mapping_, mappingSize_);
-}
+TokenDataset::~TokenDataset() = default;
 
 int32_t TokenDataset::token(int64_t i) const {
   assert(i >= 0 && i < numTokens_ && "token index out of range");

@@ -8,6 +8,7 @@
 
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/train/Parameters.h"
+#include "mlt/Support/ContentHash.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
@@ -24,7 +25,10 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char *kFormat = "mlt-checkpoint-index";
-constexpr int kVersion = 1;
+/// 1: files and pieces; 2: the step, and the content hashes of each file,
+/// its header and each piece (read without them from version 1).
+constexpr int kVersion = 2;
+constexpr const char *kHashKey = "xxh3";
 
 // Bounds no real checkpoint comes near (LLaMA-2-70B at 4096 ranks has about
 // 700 tensors of 3 states, each in at most a few thousand pieces), so that a
@@ -70,6 +74,25 @@ StatusOr<std::vector<int64_t>> readDims(const json &value, const char *what,
     dims.push_back(dim.get<int64_t>());
   }
   return dims;
+}
+
+/// The content hash under `key` of the object `value`: none where the key
+/// is absent (an index of version 1), else 16 hex digits or an error.
+StatusOr<std::optional<uint64_t>> readHash(const json &value,
+                                           const char *key, int version) {
+  auto found = value.find(key);
+  if (found == value.end()) {
+    if (version >= 2)
+      return errorf("no '", key, "' content hash");
+    return std::optional<uint64_t>();
+  }
+  std::optional<uint64_t> hash;
+  if (found->is_string())
+    hash = parseContentHash(found->get_ref<const std::string &>());
+  if (!hash)
+    return errorf("'", key, "' is ", found->dump().substr(0, 40),
+                  ", not 16 hex digits");
+  return hash;
 }
 
 /// Whether two boxes of one tensor share an element.
@@ -130,7 +153,8 @@ Status checkCoverage(const CheckpointIndex::Tensor &tensor) {
 
 StatusOr<CheckpointIndex::Piece> readPiece(const json &value,
                                            const CheckpointIndex &index,
-                                           const std::vector<int64_t> &shape) {
+                                           const std::vector<int64_t> &shape,
+                                           int version) {
   if (!value.is_object())
     return errorf("a piece is not an object");
   CheckpointIndex::Piece piece;
@@ -181,6 +205,10 @@ StatusOr<CheckpointIndex::Piece> readPiece(const json &value,
     piece.count = count->get<int64_t>();
     piece.isRange = !(piece.begin == 0 && piece.count == blockElements);
   }
+  StatusOr<std::optional<uint64_t>> hash = readHash(value, kHashKey, version);
+  if (!hash)
+    return hash.takeStatus().withContext("piece '" + piece.key + "'");
+  piece.hash = *hash;
   return piece;
 }
 
@@ -193,10 +221,19 @@ StatusOr<CheckpointIndex> parse(std::string_view text) {
   if (!root.is_object() || root.value("format", json()) != kFormat)
     return errorf("not an mlt checkpoint index (no \"format\": \"", kFormat,
                   "\")");
-  if (root.value("version", json()) != kVersion)
-    return errorf("format version ", root.value("version", json()).dump(),
-                  ", this mlt reads ", kVersion);
+  const json version = root.value("version", json());
+  if (version != 1 && version != kVersion)
+    return errorf("format version ", version.dump(), ", this mlt reads 1 to ",
+                  kVersion);
+  const int versionNumber = version.get<int>();
   CheckpointIndex index;
+  if (versionNumber >= 2) {
+    auto step = root.find("step");
+    if (step == root.end() || !isUnsigned(*step) || step->get<uint64_t>() < 1 ||
+        step->get<uint64_t>() > (uint64_t(1) << 50))
+      return errorf("'step' must be the checkpoint's step, 1 or more");
+    index.step = step->get<int64_t>();
+  }
   auto files = root.find("files");
   if (files == root.end() || !files->is_array() || files->empty() ||
       files->size() > kMaxFiles)
@@ -216,7 +253,16 @@ StatusOr<CheckpointIndex> parse(std::string_view text) {
       return errorf("file name '", text, "' is not a file of the directory");
     if (!fileNames.insert(text).second)
       return errorf("file '", text, "' is listed twice");
-    index.files.push_back({text, bytes->get<uint64_t>()});
+    CheckpointIndex::File entry{text, bytes->get<uint64_t>(), {}, {}};
+    for (auto [key, hash] : {std::pair{kHashKey, &entry.hash},
+                             std::pair{"header_xxh3", &entry.headerHash}}) {
+      StatusOr<std::optional<uint64_t>> read =
+          readHash(file, key, versionNumber);
+      if (!read)
+        return read.takeStatus().withContext("file '" + text + "'");
+      *hash = *read;
+    }
+    index.files.push_back(std::move(entry));
   }
   auto tensors = root.find("tensors");
   if (tensors == root.end() || !tensors->is_object() || tensors->empty() ||
@@ -254,7 +300,7 @@ StatusOr<CheckpointIndex> parse(std::string_view text) {
       return errorf("more than ", kMaxPieces, " pieces");
     for (const json &value : *list) {
       StatusOr<CheckpointIndex::Piece> piece =
-          readPiece(value, index, tensor.shape);
+          readPiece(value, index, tensor.shape, versionNumber);
       if (!piece)
         return fail(piece.takeStatus());
       if (!keys.insert({piece->file, piece->key}).second)
@@ -279,8 +325,17 @@ std::vector<int64_t> CheckpointIndex::Piece::storedShape() const {
 
 std::string CheckpointIndex::toJson() const {
   json fileList = json::array();
-  for (const File &file : files)
-    fileList.push_back({{"name", file.name}, {"bytes", file.bytes}});
+  auto withHash = [](json &entry, const char *key,
+                     const std::optional<uint64_t> &hash) {
+    if (hash)
+      entry[key] = formatContentHash(*hash);
+  };
+  for (const File &file : files) {
+    json entry = {{"name", file.name}, {"bytes", file.bytes}};
+    withHash(entry, kHashKey, file.hash);
+    withHash(entry, "header_xxh3", file.headerHash);
+    fileList.push_back(std::move(entry));
+  }
   json tensorMap = json::object();
   for (const Tensor &tensor : tensors) {
     json pieceList = json::array();
@@ -293,6 +348,7 @@ std::string CheckpointIndex::toJson() const {
         entry["begin"] = piece.begin;
         entry["count"] = piece.count;
       }
+      withHash(entry, kHashKey, piece.hash);
       pieceList.push_back(std::move(entry));
     }
     tensorMap[tensor.name] = {{"shape", tensor.shape},
@@ -300,6 +356,7 @@ std::string CheckpointIndex::toJson() const {
   }
   json root = {{"format", kFormat},
                {"version", kVersion},
+               {"step", step},
                {"files", std::move(fileList)},
                {"tensors", std::move(tensorMap)}};
   return root.dump(1) + "\n";
@@ -330,7 +387,7 @@ mlt::rt::checkpointIndexOf(const std::vector<SavedPiece> &pieces,
     keys->assign(pieces.size(), std::string());
   for (auto &[rank, file] : fileOf) {
     file = index.files.size();
-    index.files.push_back({shardFileName(rank), 0});
+    index.files.push_back({shardFileName(rank), 0, {}, {}});
   }
   for (const auto &[name, list] : byTensor) {
     CheckpointIndex::Tensor tensor{name, list.front()->layout.fullShape, {}};
@@ -338,7 +395,7 @@ mlt::rt::checkpointIndexOf(const std::vector<SavedPiece> &pieces,
       const SavedPiece &piece = *list[i];
       tensor.pieces.push_back({fileOf.at(piece.rank),
                                pieceKey(name, i, list.size()), piece.layout,
-                               piece.isRange, piece.begin, piece.count});
+                               piece.isRange, piece.begin, piece.count, {}});
       if (keys)
         (*keys)[size_t(list[i] - pieces.data())] = tensor.pieces.back().key;
     }

@@ -13,6 +13,7 @@
 #include "mlt/Plan/Blocks.h"
 #include "mlt/Plan/PlanFormat.h"
 #include "mlt/Runtime/Random.h"
+#include "mlt/Support/Threads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -541,7 +542,7 @@ Status writeParameters(
       made.assign(count, std::nullopt);
       std::vector<std::thread> pool;
       for (size_t j = 1; j < count; ++j)
-        pool.emplace_back([&, j] { made[j] = valuesOf(parameters[i + j]); });
+        startOrRun(pool, [&, j] { made[j] = valuesOf(parameters[i + j]); });
       made[0] = valuesOf(parameters[i]);
       for (std::thread &thread : pool)
         thread.join();

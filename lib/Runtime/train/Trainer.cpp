@@ -248,6 +248,9 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
   metrics.step = step;
   metrics.lr = learningRate(options_.schedule, step, options_.steps);
 
+  // (a data file rewritten or truncated since it was opened: one line,
+  // rather than other samples or a SIGBUS)
+  MLT_RETURN_IF_ERROR(data_.checkUnchanged().withContext("--data"));
   data_.batch(step - 1, model_.globalBatch(), options_.shuffle, options_.seed,
               inputs_.data(), targets_.data());
   // (Context parallelism: the ranks' blocks split the load-balanced order.)

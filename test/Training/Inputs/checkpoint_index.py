@@ -7,12 +7,15 @@ Prints, per shard file, how many pieces it holds and how many elements
 (parameters and AdamW moments), then one line with the model's tensors and
 elements. Checks, standard library only, that every piece named by the index
 is in its shard as F32 of the piece's shape, that each shard's size is the
-index's, and that the pieces of each tensor add up to its elements; exits 1
-with a FAIL line otherwise.
+index's, that the pieces of each tensor add up to its elements, and that
+each shard's content hash in the index is what `xxhsum -H3` (xxHash's own
+tool, independent of mlt) prints for the file; exits 1 with a FAIL line
+otherwise.
 """
 import json
 import os
 import struct
+import subprocess
 import sys
 
 
@@ -66,6 +69,14 @@ def main(argv):
             print(f"FAIL: {name}: pieces hold {covered} of {elements} elements")
             return 1
         total += elements
+    for f in files:
+        printed = subprocess.run(["xxhsum", "-H3", os.path.join(root, f["name"])],
+                                 capture_output=True, text=True, check=True)
+        # "XXH3 (path) = 610e1635fa02bef4"
+        if printed.stdout.split()[-1] != f.get("xxh3"):
+            print(f"FAIL: {f['name']}: xxhsum -H3 says "
+                  f"{printed.stdout.split()[-1]}, the index {f.get('xxh3')}")
+            return 1
     for f, (pieces, elements) in zip(files, per_file):
         print(f"{f['name']}: {pieces} pieces, {elements} elements")
     print(f"{len(index['tensors'])} tensors, {total} elements")

@@ -22,6 +22,9 @@ Each edit rewrites a value where it lies, so the file keeps its layout:
                                   the first KERNEL launch of PROGRAM (rank 0)
   float:PROGRAM:KERNEL:ATTR:VALUE the same, of a float attribute
   output:PROGRAM:KERNEL:POS:NAME  output POS of that launch: buffer NAME
+  input:PROGRAM:KERNEL:POS:NAME   input POS of that launch: buffer NAME
+                                  (KERNEL#N: the N-th launch of KERNEL,
+                                  from 0, for int, float, output, input)
   config:OLD|NEW                  in the model's hf_config text, OLD replaced
                                   by NEW (of the same length)
 """
@@ -35,7 +38,7 @@ MODEL_CONFIG, MODEL_VOCAB, MODEL_MICROBATCHES, MODEL_CHUNKS = 0, 1, 5, 6
 RANK_BUFFERS, RANK_PROGRAMS = 2, 3
 BUFFER_NAME = 0
 PROGRAM_NAME, PROGRAM_INSTRUCTIONS = 0, 1
-INST_KERNEL, INST_OUTPUTS, INST_INTS, INST_FLOATS = 0, 2, 3, 4
+INST_KERNEL, INST_INPUTS, INST_OUTPUTS, INST_INTS, INST_FLOATS = 0, 1, 2, 3, 4
 
 
 class Plan:
@@ -80,14 +83,19 @@ class Plan:
         return self.u32(0)
 
     def launch(self, program_name, kernel):
-        """The first launch of `kernel` in rank 0's program `program_name`."""
+        """The first launch of `kernel` in rank 0's program `program_name`
+        (`kernel#n`: the n-th, from 0)."""
+        kernel, _, nth = kernel.partition("#")
+        nth = int(nth) if nth else 0
         rank = self.tables(self.root(), PLAN_RANKS)[0]
         for program in self.tables(rank, RANK_PROGRAMS):
             if self.string(program, PROGRAM_NAME).decode() != program_name:
                 continue
             for inst in self.tables(program, PROGRAM_INSTRUCTIONS):
                 if self.string(inst, INST_KERNEL).decode() == kernel:
-                    return inst
+                    if nth == 0:
+                        return inst
+                    nth -= 1
         sys.exit(f"edit_plan.py: no {kernel} launch in program {program_name}")
 
     def buffer_index(self, name):
@@ -119,11 +127,11 @@ def edit(plan, spec):
         index = {"microbatches": MODEL_MICROBATCHES, "vocab": MODEL_VOCAB,
                  "chunks": MODEL_CHUNKS}[kind]
         plan.set_scalar(model, index, "<q", int(rest), kind)
-    elif kind in ("int", "float", "output"):
+    elif kind in ("int", "float", "output", "input"):
         program, kernel, position, value = rest.split(":", 3)
         inst = plan.launch(program, kernel)
         index = {"int": INST_INTS, "float": INST_FLOATS,
-                 "output": INST_OUTPUTS}[kind]
+                 "output": INST_OUTPUTS, "input": INST_INPUTS}[kind]
         count, first = plan.vector(plan.ref(inst, index))
         position = int(position)
         if position >= count:
@@ -133,7 +141,7 @@ def edit(plan, spec):
         elif kind == "float":
             struct.pack_into("<d", plan.data, first + 8 * position,
                              float(value))
-        else:
+        else:  # (an output or an input: a buffer index)
             struct.pack_into("<I", plan.data, first + 4 * position,
                              plan.buffer_index(value))
     elif kind == "config":

@@ -11,13 +11,16 @@ checkpoint. After every
 kill: each DIR/step-* directory holds config.json, index.json, trainer.json
 and the shards the index lists (rank-*.safetensors, of the sizes it says);
 DIR/latest, if there, names one of them; and the command resumes from DIR
-for one more step (mlt-run checks every shard before it reads, so a torn
-file fails it). Prints one line; exits 1 on
-a failure. Standard library only.
+for one more step (mlt-run checks every shard and every byte's checksum,
+so a torn or damaged file fails it), bit for bit: the weights it exports
+(--save-hf) are byte for byte those of a run that trains as many steps
+without stopping. Prints one line; exits 1 on a failure. Standard
+library only.
 """
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,16 +92,30 @@ def main(argv):
         saving = ("--save-checkpoint", "--save-every", "--keep-last")
         resumed = [a for i, a in enumerate(resumed)
                    if a not in saving and (i == 0 or resumed[i - 1] not in saving)]
-        result = subprocess.run(resumed + ["--resume", directory],
-                                stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        if result.returncode != 0:
-            print(f"FAIL: after kill {kill + 1}, resuming from step {step}: "
-                  f"{result.stderr.strip()}")
+        exports = {}
+        for name, extra in (("resumed", ["--resume", directory]),
+                            ("uninterrupted", [])):
+            exports[name] = directory + f".{name}-hf"
+            shutil.rmtree(exports[name], ignore_errors=True)
+            result = subprocess.run(
+                resumed + extra + ["--save-hf", exports[name]],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if result.returncode != 0:
+                print(f"FAIL: after kill {kill + 1}, from step {step}, the "
+                      f"{name} run: {result.stderr.strip()}")
+                return 1
+        weights = [open(os.path.join(exports[name], "model.safetensors"),
+                        "rb").read() for name in ("resumed", "uninterrupted")]
+        for export in exports.values():
+            shutil.rmtree(export, ignore_errors=True)
+        if weights[0] != weights[1]:
+            print(f"FAIL: after kill {kill + 1}, resumed from step {step}: "
+                  f"step {step + 1}'s weights differ from those of a run "
+                  f"that never stopped")
             return 1
     step = latest_step(directory)
     print(f"ok: {kills} kills while saving, every checkpoint whole, the "
-          f"latest resumable (step {step})" if step else
+          f"latest resumable bit for bit (step {step})" if step else
           f"FAIL: no checkpoint after {kills} kills")
     return 0 if step else 1
 

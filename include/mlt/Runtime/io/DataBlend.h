@@ -112,6 +112,11 @@ public:
   int64_t seqLen() const override { return datasets_.front()->seqLen(); }
   void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
                 int32_t *labels) override;
+  Status checkUnchanged() const override {
+    for (const std::unique_ptr<TrainingData> &dataset : datasets_)
+      MLT_RETURN_IF_ERROR(dataset->checkUnchanged());
+    return Status::ok();
+  }
 
 private:
   std::vector<std::unique_ptr<TrainingData>> datasets_;

@@ -108,6 +108,7 @@ public:
   void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
                 int32_t *labels) override;
   const IndexedDataset &dataset() const { return dataset_; }
+  Status checkUnchanged() const override { return dataset_.checkUnchanged(); }
   int64_t samplesPerEpoch() const { return sampler_.samplesPerEpoch(); }
 
 private:

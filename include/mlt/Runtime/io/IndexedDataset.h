@@ -34,6 +34,7 @@
 #ifndef MLT_RUNTIME_IO_INDEXEDDATASET_H
 #define MLT_RUNTIME_IO_INDEXEDDATASET_H
 
+#include "mlt/Runtime/io/MappedFile.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -124,6 +125,10 @@ public:
   /// of the same documents, for telling datasets apart in checkpoints.
   uint64_t indexHash() const { return indexHash_; }
 
+  /// Whether PREFIX.idx and PREFIX.bin are as they were when opened
+  /// (MappedFile::checkUnchanged).
+  Status checkUnchanged() const;
+
   /// Token `i` of the .bin, as an id.
   int32_t token(uint64_t i) const;
   /// Copies tokens [start, start + count) to `out`.
@@ -131,13 +136,9 @@ public:
 
 private:
   IndexedDataset() = default;
-  void release();
 
   std::string prefix_;
-  void *indexMapping_ = nullptr;
-  size_t indexBytes_ = 0;
-  void *binMapping_ = nullptr;
-  size_t binBytes_ = 0;
+  MappedFile index_, binFile_;
   const uint8_t *bin_ = nullptr;
   IndexLayout layout_;
   uint64_t indexHash_ = 0;

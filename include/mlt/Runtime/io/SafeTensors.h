@@ -123,6 +123,11 @@ public:
   ~SafeTensorsFile();
 
   const std::string &path() const { return path_; }
+  /// Where the data section begins: the length field and the header are
+  /// the file's first dataStart() bytes.
+  uint64_t dataStart() const { return dataStart_; }
+  /// The XXH3 (ContentHash.h) of those bytes.
+  uint64_t headerHash() const { return headerHash_; }
   /// The file's tensors by name.
   const std::map<std::string, Info> &tensors() const { return tensors_; }
   /// Reads tensor `name`; errors name the file and the tensor.
@@ -133,6 +138,7 @@ private:
   int fd_ = -1;
   std::string path_;
   uint64_t dataStart_ = 0;
+  uint64_t headerHash_ = 0;
   std::map<std::string, Info> tensors_;
 };
 
@@ -196,14 +202,25 @@ struct ByteView {
 /// Tensor i's bytes, asked for when its turn to be written comes.
 using TensorBytes = std::function<StatusOr<ByteView>(size_t)>;
 
+/// The XXH3 hashes (ContentHash.h) of a file as it was written: the whole
+/// file, its first dataStart bytes (length field and header), and each
+/// tensor's bytes in the order of the specs.
+struct SafeTensorsDigest {
+  uint64_t file = 0;
+  uint64_t header = 0;
+  std::vector<uint64_t> tensors;
+};
+
 /// writeSafeTensors of tensors produced one at a time: `specs` fix the
 /// header (in their order), `bytesOf(i)` gives tensor i's bytes when they
 /// are written, so that one tensor at a time is in memory (an HF checkpoint
-/// of a model larger than the host's memory).
+/// of a model larger than the host's memory). With `digest`, hashes what it
+/// writes as it goes (no second read).
 Status writeSafeTensors(const std::string &path,
                         const std::vector<TensorSpec> &specs,
                         const TensorBytes &bytesOf,
-                        const std::map<std::string, std::string> &metadata = {});
+                        const std::map<std::string, std::string> &metadata = {},
+                        SafeTensorsDigest *digest = nullptr);
 
 /// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
 /// `configJson` text, which must be valid JSON) and `model.safetensors`. Both

@@ -16,6 +16,7 @@
 #define MLT_RUNTIME_IO_TOKENDATA_H
 
 #include "mlt/Runtime/io/TrainingData.h"
+#include "mlt/Runtime/io/MappedFile.h"
 #include "mlt/Support/Status.h"
 
 #include <cstddef>
@@ -78,11 +79,12 @@ public:
   void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
                 int32_t *labels) override;
 
+  Status checkUnchanged() const override { return file_.checkUnchanged(); }
+
 private:
   TokenDataset() = default;
 
-  void *mapping_ = nullptr;
-  size_t mappingSize_ = 0;
+  MappedFile file_;
   const uint8_t *data_ = nullptr;
   int tokenWidth_ = 0;
   int64_t numTokens_ = 0;

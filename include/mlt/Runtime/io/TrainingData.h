@@ -14,6 +14,8 @@
 #ifndef MLT_RUNTIME_IO_TRAININGDATA_H
 #define MLT_RUNTIME_IO_TRAININGDATA_H
 
+#include "mlt/Support/Status.h"
+
 #include <cstdint>
 
 namespace mlt::rt {
@@ -32,6 +34,11 @@ public:
   /// cache what they derive per epoch.
   virtual void sampleAt(int64_t position, bool shuffle, uint64_t seed,
                         int32_t *inputs, int32_t *labels) = 0;
+
+  /// Whether the files it reads are as they were when opened (size and
+  /// modification time, MappedFile.h); else one line naming the file. The
+  /// trainer asks before each step.
+  virtual Status checkUnchanged() const { return Status::ok(); }
 
   /// Fills `inputs` and `labels`, each [batchSize, seqLen] row-major, with
   /// the samples of step `step` (0-based): positions step * batchSize + row.

@@ -40,6 +40,19 @@
 // into the ranks; then each tensor is assembled from its pieces when a
 // rank needs it, one at a time.
 //
+// Every byte is checked against a content hash (XXH3, ContentHash.h), in
+// a chain from trainer.json: trainer.json carries its own hash (its last
+// field, hashed with its digits zero) and those of index.json and
+// config.json; the index those of every shard, its header and each piece
+// (CheckpointIndex.h); a shard's metadata names the step. Opening checks
+// the small files, the step against the directory's name and the index's,
+// each shard's header, that header and pieces span the whole shard, and
+// that the tensors are those of the config's LLaMA with both moments;
+// reading a piece checks its bytes; verifyFiles reads each shard whole. A
+// damaged byte anywhere, a shard of another step, an edited index or a
+// changed step is refused, by a line naming the file. (An integrity check,
+// not a signature: whoever recomputes every hash can forge a checkpoint.)
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_TRAIN_CHECKPOINT_H
@@ -52,6 +65,7 @@
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -89,7 +103,7 @@ StatusOr<std::string> beginCheckpoint(const std::string &root, int64_t step);
 /// ranks `local` of `plan` into `dir`, each rank's on a thread of its own,
 /// each flushed to disk. Returns the bytes written.
 StatusOr<uint64_t> writeCheckpointShards(RankGroup &local, const Plan &plan,
-                                         const std::string &dir);
+                                         const std::string &dir, int64_t step);
 
 /// Saving, phase 3 (rank 0's process, once every shard is written): writes
 /// the index (with each shard's size), config.json and trainer.json into
@@ -102,6 +116,18 @@ StatusOr<std::string> commitCheckpoint(const std::string &root,
                                        const TrainingCheckpoint &state,
                                        int64_t keepLast = 0);
 
+/// trainer.json's text for a checkpoint of `state` saved by `ranks` ranks
+/// whose index.json is `indexText`: the state, the hashes of the index and
+/// of the config, and its own hash.
+std::string trainerStateJson(const TrainingCheckpoint &state, uint64_t ranks,
+                             const std::string &indexText);
+
+/// Fills the hashes and sizes of `index`'s files and pieces from the
+/// shards in `dir`, reading each whole: what a save records as it writes
+/// (commitCheckpoint), for checkpoints made otherwise (the checkpoint
+/// fuzzer's).
+Status hashCheckpointShards(CheckpointIndex &index, const std::string &dir);
+
 /// Removes a save's temporary directory after a failure.
 void abandonCheckpoint(const std::string &dir);
 
@@ -111,6 +137,13 @@ StatusOr<std::string> saveTrainingCheckpoint(const std::string &root,
                                              const TrainingCheckpoint &state,
                                              int64_t keepLast = 0);
 
+/// How a checkpoint is read.
+struct CheckpointReadOptions {
+  /// Check each piece's bytes against its hash as it is read (about 20
+  /// GB/s on one core); off only where the user asks (--skip-checksums).
+  bool checkPieces = true;
+};
+
 /// An opened training checkpoint: its state, and its tensors as sources
 /// that assemble each whole tensor from its pieces when asked.
 class CheckpointReader {
@@ -119,7 +152,7 @@ public:
   /// checkpoint's directory; checks it whole (see the file comment). Each
   /// failure is one line naming the file and what is wrong with it.
   static StatusOr<std::unique_ptr<CheckpointReader>>
-  open(const std::string &path);
+  open(const std::string &path, const CheckpointReadOptions &options = {});
 
   ~CheckpointReader();
 
@@ -132,12 +165,25 @@ public:
   const TensorSource &optimizerState() const;
   /// The bytes of its shards.
   uint64_t shardBytes() const;
+  /// Whether it carries content hashes (false for one saved by an mlt of
+  /// format 2, which is read unchecked).
+  bool checked() const { return checked_; }
+  /// Reads the pieces of AdamW's moments and checks them against their
+  /// hashes: what a reader of the parameters alone (--init-from, an HF
+  /// export) does so that a damaged byte anywhere is refused. Nothing
+  /// without piece checks (CheckpointReadOptions).
+  Status verifyOptimizerState() const;
+  /// Reads every shard whole and checks it against its hash (opening
+  /// checked the rest); `progress(i, bytes)` after shard i.
+  Status verifyFiles(
+      const std::function<void(size_t, uint64_t)> &progress = {}) const;
 
 private:
   CheckpointReader() = default;
   class Shards;
   class Source;
   std::string directory_;
+  bool checked_ = false;
   TrainingCheckpoint state_;
   CheckpointIndex index_;
   std::unique_ptr<Shards> shards_;

@@ -6,12 +6,13 @@
 // (`index.json`) says where each whole tensor is: its shape and the pieces
 // that hold it, each a key in one of the shards.
 //
-//   {"format": "mlt-checkpoint-index", "version": 1,
-//    "files": [{"name": "rank-00000.safetensors", "bytes": 52480}, ...],
+//   {"format": "mlt-checkpoint-index", "version": 2, "step": 6,
+//    "files": [{"name": "rank-00000.safetensors", "bytes": 52480,
+//               "xxh3": "9c0e...", "header_xxh3": "51a2..."}, ...],
 //    "tensors": {
 //      "model.norm.weight": {"shape": [64], "pieces": [
 //        {"file": 0, "key": "model.norm.weight", "offset": [0],
-//         "block": [64]}]},
+//         "block": [64], "xxh3": "e4b1..."}]},
 //      "exp_avg:model.layers.0.mlp.up_proj.weight": {"shape": [176, 64],
 //        "pieces": [
 //        {"file": 0, "key": "exp_avg:model.layers.0.mlp.up_proj.weight#0",
@@ -25,6 +26,13 @@
 // moments "exp_avg:<name>" and "exp_avg_sq:<name>"; a piece is stored as
 // F32, shaped as its block, or flat for a range. The pieces do not depend on
 // the layout that reads them: any layout assembles what it needs.
+//
+// Content hashes (XXH3, ContentHash.h; version 2): of each shard file whole
+// (`xxhsum -H3` prints the same), of its first bytes up to the data (length
+// field and header), and of each piece's bytes. The header and the pieces
+// together are every byte of a shard, so a reader checks each byte it reads
+// without reading the file twice: the header when it opens the shard, a
+// piece when it reads it. The step ties the index to its trainer.json.
 //
 // Parsing proves the index usable before any shard is read: every piece
 // lies inside its tensor and names a listed file, blocks are disjoint or
@@ -41,6 +49,7 @@
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +64,9 @@ struct CheckpointIndex {
     std::string name;
     /// The file's size: a truncated shard is found before it is parsed.
     uint64_t bytes = 0;
+    /// The hashes of the whole file and of its length field and header
+    /// (none in an index of version 1).
+    std::optional<uint64_t> hash, headerHash;
   };
   struct Piece {
     /// Index into `files`, and the tensor's key in that file.
@@ -65,6 +77,8 @@ struct CheckpointIndex {
     BlockLayout layout;
     bool isRange = false;
     int64_t begin = 0, count = 0;
+    /// The hash of the piece's bytes in its shard.
+    std::optional<uint64_t> hash;
 
     /// The piece's shape in its shard: the block's, or [count].
     std::vector<int64_t> storedShape() const;
@@ -75,6 +89,8 @@ struct CheckpointIndex {
     std::vector<Piece> pieces;
   };
 
+  /// The checkpoint's step (0 in an index of version 1).
+  int64_t step = 0;
   std::vector<File> files;
   /// By name.
   std::vector<Tensor> tensors;
@@ -89,7 +105,8 @@ std::string shardFileName(uint32_t rank);
 /// The index of a checkpoint of `pieces` (checkpointPieces of a plan):
 /// each rank's pieces in its shard, keyed by tensor name, or
 /// "<name>#<i>" (the tensor's i-th piece) where the piece is not the whole
-/// tensor. File sizes are left 0 for the writer to fill in. `keys`, if
+/// tensor. The step, file sizes and hashes are left for the writer to fill
+/// in. `keys`, if
 /// given, receives each piece's key, in the order of `pieces`.
 CheckpointIndex checkpointIndexOf(const std::vector<SavedPiece> &pieces,
                                   std::vector<std::string> *keys = nullptr);

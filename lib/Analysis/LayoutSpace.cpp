@@ -8,6 +8,7 @@
 #include "mlt/Plan/KernelInfo.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlt;
 using namespace mlt::cost;
@@ -121,16 +122,27 @@ uint64_t largest(const std::vector<uint64_t> &bytes) {
   return bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
 }
 
-/// b + steps * (b - a), element by element (b's where it would shrink).
+/// b + steps * (b - a), element by element (b's where it would shrink),
+/// rounded up to whole bytes.
 std::vector<uint64_t> extrapolateBytes(const std::vector<uint64_t> &a,
                                        const std::vector<uint64_t> &b,
-                                       int64_t steps) {
+                                       double steps) {
   std::vector<uint64_t> out;
   for (size_t i = 0; i < b.size(); ++i) {
-    const uint64_t shallower = i < a.size() ? a[i] : b[i];
-    out.push_back(
-        b[i] >= shallower ? b[i] + uint64_t(steps) * (b[i] - shallower) : b[i]);
+    const uint64_t smaller = i < a.size() ? a[i] : b[i];
+    out.push_back(b[i] >= smaller
+                      ? b[i] + uint64_t(std::ceil(steps * double(b[i] - smaller)))
+                      : b[i]);
   }
+  return out;
+}
+
+LayoutFigures extrapolateFigures(const LayoutFigures &a, const LayoutFigures &b,
+                                 double steps) {
+  LayoutFigures out;
+  out.step = b.step + steps * (b.step - a.step);
+  out.arenas = extrapolateBytes(a.arenas, b.arenas, steps);
+  out.persistent = extrapolateBytes(a.persistent, b.persistent, steps);
   return out;
 }
 
@@ -143,9 +155,13 @@ uint64_t LayoutFigures::mostPersistent() const { return largest(persistent); }
 LayoutFigures mlt::cost::extrapolateDepth(const LayoutFigures &a,
                                           const LayoutFigures &b,
                                           int64_t steps) {
-  LayoutFigures out;
-  out.step = b.step + double(steps) * (b.step - a.step);
-  out.arenas = extrapolateBytes(a.arenas, b.arenas, steps);
-  out.persistent = extrapolateBytes(a.persistent, b.persistent, steps);
-  return out;
+  return extrapolateFigures(a, b, double(steps));
+}
+
+LayoutFigures mlt::cost::extrapolateMicrobatches(const LayoutFigures &a,
+                                                 const LayoutFigures &b,
+                                                 int64_t fewer, int64_t few,
+                                                 int64_t microbatches) {
+  return extrapolateFigures(a, b,
+                            double(microbatches - few) / double(few - fewer));
 }

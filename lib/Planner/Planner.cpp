@@ -88,6 +88,8 @@ struct WeighedLayout : Weighed {
   int64_t numLayers = 0;
   std::vector<int64_t> split;
   int64_t fewer = 0;
+  /// Left at its shallowest depth, slower there than the fifth fastest.
+  bool slower = false;
 };
 
 class Planner {
@@ -125,6 +127,8 @@ public:
     for (size_t begin = 0; begin < order.size(); begin += kWave) {
       progress("weighing", begin, order.size());
       const size_t end = std::min(order.size(), begin + kWave);
+      // (the wave's bound, whatever order its layouts end in)
+      const std::optional<double> fifth = fifthFastest(candidates_);
       std::vector<size_t> weighed;
       for (size_t o = begin; o < end; ++o) {
         const size_t i = order[o];
@@ -137,10 +141,7 @@ public:
           // (no variant changes it; a deeper model only adds to it)
           ++tooLarge_;
           noteTooLarge(layouts[i], shallowest.figures.arena());
-        } else if (const std::optional<double> fifth =
-                       fifthFastest(candidates_);
-                   fifth &&
-                   shallowest.figures.step > *fifth * (1.0 + kStepMargin)) {
+        } else if (slowerThan(shallowest.figures.step, fifth)) {
           ++slower_;
         } else {
           weighed.push_back(i);
@@ -149,7 +150,8 @@ public:
       std::vector<StatusOr<Outcome>> outcomes(weighed.size(), Outcome{});
       inParallel(weighed.size(), [&](size_t k) {
         outcomes[k] =
-            placeFamily(layouts[weighed[k]], std::move(*first[weighed[k]]));
+            placeFamily(layouts[weighed[k]], std::move(*first[weighed[k]]),
+                        fifth);
       });
       for (StatusOr<Outcome> &outcome : outcomes) {
         if (!outcome)
@@ -197,8 +199,11 @@ public:
       if (!fits(candidate.figures.arena(), /*exact=*/true)) {
         --fitting_;
         noteTooLarge(candidate.layout, candidate.figures.arena());
+        Known known;
+        known.note(candidate.layout, candidate.figures.step);
         StatusOr<Outcome> outcome =
-            placeVariants(std::move(candidate.fallbacks));
+            placeVariants(std::move(candidate.fallbacks),
+                          fifthFastest(confirmed), known, Outcome{});
         if (!outcome)
           return outcome.takeStatus();
         merge(std::move(*outcome));
@@ -223,7 +228,7 @@ public:
     return rest;
   }
 
-  std::atomic<size_t> compiled{0}, shallow{0};
+  std::atomic<size_t> compiled{0}, shallow{0}, fewerMicrobatches{0};
   size_t fitting() const { return fitting_; }
   size_t slower() const { return slower_; }
   size_t tooLarge() const { return tooLarge_; }
@@ -270,6 +275,40 @@ private:
     std::optional<Candidate> candidate;
     std::optional<std::pair<Layout, std::string>> refusal;
     std::vector<std::pair<uint64_t, Layout>> tooLarge;
+    /// Variants were left out as slower than the fifth fastest (without a
+    /// candidate: the layout is counted so).
+    bool slower = false;
+  };
+
+  /// Whether `step` is slower than the fifth fastest by more than the
+  /// margin.
+  static bool slowerThan(double step, const std::optional<double> &fifth) {
+    return fifth && step > *fifth * (1.0 + kStepMargin);
+  }
+
+  static bool recomputes(const Layout &layout) {
+    return !layout.recompute.empty() || layout.recomputeLayers;
+  }
+
+  /// The least step known of a family's layouts that recompute nothing,
+  /// with and without sequence parallelism (at their depth or a shallower
+  /// one): a variant that recomputes runs more of the forward pass than its
+  /// counterpart that does not, and is no faster.
+  struct Known {
+    std::optional<double> step[2];
+    void note(const Layout &layout, double seconds) {
+      if (recomputes(layout))
+        return;
+      std::optional<double> &known = step[layout.sequenceParallel];
+      known = known ? std::min(*known, seconds) : seconds;
+    }
+    bool slower(const Layout &variant,
+                const std::optional<double> &fifth) const {
+      const std::optional<double> &counterpart =
+          step[variant.sequenceParallel];
+      return recomputes(variant) && counterpart &&
+             slowerThan(*counterpart, fifth);
+    }
   };
 
   void merge(Outcome outcome) {
@@ -281,15 +320,18 @@ private:
     } else if (outcome.refusal) {
       ++refused_;
       noteRefusal(outcome.refusal->first, outcome.refusal->second);
+    } else if (outcome.slower) {
+      ++slower_;
     } else {
       ++tooLarge_;
     }
   }
 
   /// `layout` weighed at its depth from its shallowest compile, or, where
-  /// it does not fit, its memory-saving variants (placeVariants).
-  StatusOr<Outcome> placeFamily(const Layout &layout,
-                                WeighedLayout shallowest) {
+  /// it does not fit, its memory-saving variants (placeVariants), those
+  /// slower than `fifth` left out.
+  StatusOr<Outcome> placeFamily(const Layout &layout, WeighedLayout shallowest,
+                                const std::optional<double> &fifth) {
     // (those the rule book accepts: sequence parallelism needs a sequence
     // that tp divides)
     std::deque<Layout> variants;
@@ -316,33 +358,65 @@ private:
     // Its persistent state alone over the limit: so with any variant.
     if (!fits(base->figures.mostPersistent(), base->exact))
       return outcome;
-    return placeVariants(std::move(variants), std::move(outcome));
+    Known known;
+    known.note(layout, base->figures.step);
+    return placeVariants(std::move(variants), fifth, known, std::move(outcome));
   }
 
   /// The first of `variants` (least costly first) that fits, trying the
   /// last (which saves the most) first: if it does not fit, none does.
+  /// Those slower than `fifth` are left out: at their shallowest depth, or
+  /// by what is `known` of their counterparts that recompute nothing.
   StatusOr<Outcome> placeVariants(std::deque<Layout> variants,
-                                  Outcome outcome = {}) {
+                                  const std::optional<double> &fifth,
+                                  Known known, Outcome outcome) {
+    // (not in an exhaustive search, the reference that these bounds are
+    // held to)
+    auto dropSlower = [&] {
+      if (request_.exhaustive)
+        return;
+      const size_t before = variants.size();
+      variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                    [&](const Layout &variant) {
+                                      return known.slower(variant, fifth);
+                                    }),
+                     variants.end());
+      outcome.slower |= variants.size() < before;
+    };
+    dropSlower();
     if (variants.empty())
       return outcome;
     const Layout most = variants.back();
     variants.pop_back();
-    StatusOr<WeighedLayout> saving = weigh(most, request_.exhaustive);
+    StatusOr<WeighedLayout> saving = weighVariant(most, fifth);
     if (!saving)
       return saving.takeStatus();
-    if (!saving->ok || !fits(saving->figures.arena(), saving->exact)) {
+    // (slower: its shallowest arena, which its depth's is no less than)
+    if (!saving->ok ||
+        !fits(saving->figures.arena(), saving->exact || saving->slower)) {
       if (saving->ok)
         outcome.tooLarge.push_back({saving->figures.arena(), most});
       return outcome;
     }
+    outcome.slower |= saving->slower;
     while (!variants.empty()) {
+      dropSlower();
+      if (variants.empty())
+        break;
       const Layout variant = variants.front();
       variants.pop_front();
-      StatusOr<WeighedLayout> weighed = weigh(variant, request_.exhaustive);
+      StatusOr<WeighedLayout> weighed = weighVariant(variant, fifth);
       if (!weighed)
         return weighed.takeStatus();
+      if (weighed->ok)
+        known.note(variant, weighed->figures.step);
+      if (weighed->ok && weighed->slower) {
+        outcome.slower = true;
+        continue;
+      }
       if (weighed->ok && fits(weighed->figures.arena(), weighed->exact)) {
-        variants.push_back(most);
+        if (!saving->slower)
+          variants.push_back(most);
         outcome.candidate =
             Candidate{variant, std::move(weighed->figures), weighed->exact,
                       weighed->bound, std::move(variants)};
@@ -351,6 +425,8 @@ private:
       if (weighed->ok)
         outcome.tooLarge.push_back({weighed->figures.arena(), variant});
     }
+    if (saving->slower)
+      return outcome;
     outcome.candidate = Candidate{
         most, std::move(saving->figures), saving->exact, saving->bound, {}};
     return outcome;
@@ -387,12 +463,20 @@ private:
     return steps[kShown - 1];
   }
 
-  /// One compile of `layout` into representative ranks, predicted.
+  /// One compile of `layout` into representative ranks, predicted: the
+  /// first `layers` layers in `split`, running `microbatches` (0: the
+  /// layout's).
   StatusOr<Weighed> compileAndPredict(const Layout &layout, int64_t layers,
-                                      const std::vector<int64_t> &split) {
+                                      const std::vector<int64_t> &split,
+                                      int64_t microbatches = 0) {
     ++compiled;
+    if (layers)
+      ++shallow;
+    if (microbatches)
+      ++fewerMicrobatches;
     Weighed out;
-    StatusOr<Plan> plan = compiler_.representatives(layout, layers, split);
+    StatusOr<Plan> plan =
+        compiler_.representatives(layout, layers, split, microbatches);
     if (!plan) {
       out.why = plan.status().message();
       return out;
@@ -419,17 +503,63 @@ private:
     return out;
   }
 
+  /// The two micro-batch counts `layout` is screened from, where they are
+  /// fewer together than its own (its compile's launches grow with them):
+  /// from (vp + 1) units of them on, and a unit more, a unit being pp (or
+  /// the interleaved schedule's group; 1 without a pipeline). Past that
+  /// many, a stage keeps no more micro-batches in flight (1F1B's pp; the
+  /// interleaved warm-up's up to (vp + 1) x pp (micro-batch, chunk) pairs),
+  /// and one micro-batch more costs what the last did.
+  std::optional<std::pair<int64_t, int64_t>>
+  screeningMicrobatches(const Layout &layout) const {
+    if (request_.exhaustive)
+      return std::nullopt;
+    const int64_t unit =
+        layout.pp < 2 ? 1 : std::max(layout.pp, layout.ppGroupSize);
+    const int64_t fewer = (layout.vp + 1) * unit, few = fewer + unit;
+    if (fewer + few >= layout.microbatches)
+      return std::nullopt;
+    return std::make_pair(fewer, few);
+  }
+
+  /// `layout` predicted (its first `layers` layers in `split`): compiled,
+  /// or, where it runs many micro-batches and `exact` is not asked for,
+  /// extrapolated from compiles of fewer (`estimated`).
+  StatusOr<Weighed> predict(const Layout &layout, int64_t layers,
+                            const std::vector<int64_t> &split, bool exact,
+                            bool &estimated) {
+    const std::optional<std::pair<int64_t, int64_t>> counts =
+        exact ? std::nullopt : screeningMicrobatches(layout);
+    estimated = counts.has_value();
+    if (!counts)
+      return compileAndPredict(layout, layers, split);
+    StatusOr<Weighed> fewer =
+        compileAndPredict(layout, layers, split, counts->first);
+    if (!fewer || !fewer->ok)
+      return fewer;
+    StatusOr<Weighed> few =
+        compileAndPredict(layout, layers, split, counts->second);
+    if (!few || !few->ok)
+      return few;
+    few->figures =
+        cost::extrapolateMicrobatches(fewer->figures, few->figures,
+                                      counts->first, counts->second,
+                                      layout.microbatches);
+    return few;
+  }
+
   /// `layout` compiled `fewer` layers a virtual stage shallower than
-  /// `split` (of `numLayers`).
+  /// `split` (of `numLayers`); an estimate of the shallower model.
   StatusOr<Weighed> compileShallower(const Layout &layout, int64_t numLayers,
                                      const std::vector<int64_t> &split,
                                      int64_t fewer) {
     std::vector<int64_t> stages = split;
     for (int64_t &layers : stages)
       layers -= fewer;
-    ++shallow;
-    return compileAndPredict(layout, numLayers - fewer * int64_t(split.size()),
-                             layout.pp > 1 ? stages : std::vector<int64_t>{});
+    bool estimated = false;
+    return predict(layout, numLayers - fewer * int64_t(split.size()),
+                   layout.pp > 1 ? stages : std::vector<int64_t>{},
+                   /*exact=*/false, estimated);
   }
 
   /// `layout` at its shallowest: two layers in its smallest virtual stage,
@@ -448,7 +578,7 @@ private:
             ? 0
             : *std::min_element(out.split.begin(), out.split.end());
     if (fewest < kShallowFrom)
-      return weighAtDepth(layout);
+      return weighAtDepth(layout, request_.exhaustive);
     StatusOr<Weighed> weighed =
         compileShallower(layout, out.numLayers, out.split, fewest - 2);
     if (!weighed)
@@ -458,14 +588,17 @@ private:
     return out;
   }
 
-  /// `layout` compiled at the model's depth.
-  StatusOr<WeighedLayout> weighAtDepth(const Layout &layout) {
-    StatusOr<Weighed> whole = compileAndPredict(layout, 0, {});
+  /// `layout` at the model's depth: compiled (`exact`), or where it runs
+  /// many micro-batches and `exact` is not asked for, extrapolated along
+  /// them.
+  StatusOr<WeighedLayout> weighAtDepth(const Layout &layout, bool exact) {
+    bool estimated = false;
+    StatusOr<Weighed> whole = predict(layout, 0, {}, exact, estimated);
     if (!whole)
       return whole.takeStatus();
     WeighedLayout out;
     static_cast<Weighed &>(out) = std::move(*whole);
-    out.exact = true;
+    out.exact = !estimated;
     return out;
   }
 
@@ -474,7 +607,7 @@ private:
   StatusOr<WeighedLayout> weighDeeper(const Layout &layout,
                                       WeighedLayout shallowest) {
     // (a deeper model's arena is larger: one over the limit stays over)
-    if (shallowest.exact || !shallowest.ok ||
+    if (shallowest.fewer == 0 || !shallowest.ok ||
         !fits(shallowest.figures.arena(), /*exact=*/true))
       return shallowest;
     StatusOr<Weighed> deeper = compileShallower(
@@ -491,10 +624,26 @@ private:
     return shallowest;
   }
 
+  /// A variant at its depth (`weigh`), or at its shallowest where it is
+  /// slower there than `fifth` (`slower`).
+  StatusOr<WeighedLayout> weighVariant(const Layout &layout,
+                                       const std::optional<double> &fifth) {
+    if (request_.exhaustive)
+      return weighAtDepth(layout, /*exact=*/true);
+    StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
+    if (!shallowest)
+      return shallowest.takeStatus();
+    if (shallowest->ok && slowerThan(shallowest->figures.step, fifth)) {
+      shallowest->slower = true;
+      return shallowest;
+    }
+    return weighDeeper(layout, std::move(*shallowest));
+  }
+
   /// `layout` at its depth: compiled there (`exact`), or extrapolated.
   StatusOr<WeighedLayout> weigh(const Layout &layout, bool exact) {
     if (exact)
-      return weighAtDepth(layout);
+      return weighAtDepth(layout, /*exact=*/true);
     StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
     if (!shallowest)
       return shallowest.takeStatus();
@@ -566,6 +715,7 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
   report.refusedByRules = all.size() - layouts.size();
   report.compiled = planner.compiled.load();
   report.shallow = planner.shallow.load();
+  report.fewerMicrobatches = planner.fewerMicrobatches.load();
   report.seconds = planner.elapsed();
   report.fit = planner.fitting();
   report.tooLarge = planner.tooLarge();
@@ -623,9 +773,19 @@ std::string mlt::formatPlannerReport(const PlannerReport &report) {
           report.arenaLimit ? report.limitText.c_str() : "no memory limit",
           report.calibrationSource.c_str());
   std::string shallow, slower;
+  std::vector<std::string> estimates;
   if (report.shallow)
-    shallow = " (" + std::to_string(report.shallow) +
-              " of them shallow, extrapolated to the model's depth)";
+    estimates.push_back(std::to_string(report.shallow) +
+                        " of them shallow, extrapolated to the model's depth");
+  if (report.fewerMicrobatches)
+    estimates.push_back(
+        std::to_string(report.fewerMicrobatches) +
+        (estimates.empty() ? " of them" : "") +
+        " with fewer micro-batches, extrapolated to the layout's");
+  for (size_t i = 0; i < estimates.size(); ++i)
+    shallow += (i ? "; " : " (") + estimates[i];
+  if (!estimates.empty())
+    shallow += ")";
   if (report.slower)
     slower = ", " + std::to_string(report.slower) +
              " slower than the fifth fastest (at their depth or a shallower "

@@ -80,9 +80,15 @@ StatusOr<Plan> mlt::run::planAutomatically(RunOptions &o, std::string &bytes,
   };
   compiler.representatives =
       [&](const Layout &layout, int64_t layers,
-          const std::vector<int64_t> &split) -> StatusOr<Plan> {
+          const std::vector<int64_t> &split,
+          int64_t microbatches) -> StatusOr<Plan> {
     RunOptions candidate = candidateOf(layout);
     candidate.layout.ppLayers = split;
+    if (microbatches) {
+      // (the micro-batch's size kept: the global batch scaled with them)
+      candidate.layout.microbatches = microbatches;
+      candidate.batch = *o.batch / layout.microbatches * microbatches;
+    }
     CandidateCompile representatives = quiet;
     representatives.layers = layers;
     representatives.representatives = true;

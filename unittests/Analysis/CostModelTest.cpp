@@ -790,6 +790,24 @@ TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
   EXPECT_EQ(extrapolateDepth(two, three, 0).arenas, three.arenas);
 }
 
+TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheMicrobatches) {
+  // 8 and 12 micro-batches (pp 4): 100 and 104 bytes of arena (a little
+  // more data a step), persistent bytes unchanged, 2.0 and 2.8 s; 48
+  // micro-batches is 9 steps of 4 on from 12.
+  LayoutFigures eight{{100, 90}, {40, 40}, 2.0}, twelve{{104, 91}, {40, 40}, 2.8};
+  const LayoutFigures many = extrapolateMicrobatches(eight, twelve, 8, 12, 48);
+  EXPECT_EQ(many.arenas, (std::vector<uint64_t>{140, 100}));
+  EXPECT_EQ(many.persistent, (std::vector<uint64_t>{40, 40}));
+  EXPECT_DOUBLE_EQ(many.step, 10.0);
+  // A count between the steps: a fraction of one, bytes rounded up.
+  const LayoutFigures between = extrapolateMicrobatches(eight, twelve, 8, 12, 14);
+  EXPECT_DOUBLE_EQ(between.step, 3.2);
+  EXPECT_EQ(between.arenas, (std::vector<uint64_t>{106, 92}));
+  // Bytes that would shrink stay at the larger count's.
+  EXPECT_EQ(extrapolateMicrobatches(twelve, eight, 8, 12, 48).arenas,
+            eight.arenas);
+}
+
 TEST(LayoutSpaceTest, FlagsNameTheLayout) {
   Layout l;
   EXPECT_EQ(layoutFlags(l), "one GPU");

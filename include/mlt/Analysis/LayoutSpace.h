@@ -101,6 +101,22 @@ struct LayoutFigures {
 LayoutFigures extrapolateDepth(const LayoutFigures &a, const LayoutFigures &b,
                                int64_t steps);
 
+/// The figures of a layout run with `microbatches` micro-batches a step,
+/// extrapolated along the line through `a` and `b`, the same layout (and
+/// micro-batch size) run with `fewer` and `few` micro-batches. Once every
+/// stage of a pipeline is busy and keeps as many micro-batches in flight as
+/// it ever will (1F1B: pp; the interleaved schedule: up to (vp + 1) x pp
+/// (micro-batch, chunk) pairs), each further micro-batch adds one forward
+/// and backward pass a stage, in the steady state between the same warm-up
+/// and drain, and the optimizer's step and the gradients' reduction do not
+/// change: the step grows along a line, and the arena by the little more
+/// data a step reads. The line holds to 0.001% for LLaMA-2-70B's 1F1B and
+/// interleaved pipelines (bench/RESULTS.md). Bytes that shrink are kept at
+/// b's.
+LayoutFigures extrapolateMicrobatches(const LayoutFigures &a,
+                                      const LayoutFigures &b, int64_t fewer,
+                                      int64_t few, int64_t microbatches);
+
 } // namespace mlt::cost
 
 #endif // MLT_ANALYSIS_LAYOUTSPACE_H

@@ -27,7 +27,16 @@
 //      memory-saving variants of one whose parameters, gradients and
 //      optimizer state alone exceed the limit (no variant changes them).
 //      Where a layout does not fit, the variant that saves the most is
-//      tried first: if it does not fit, none does.
+//      tried first: if it does not fit, none does; then the others, least
+//      costly first, until one fits, passing over those slower than the
+//      fifth fastest: at their shallowest depth, or known so by their
+//      counterpart that recomputes nothing (recomputing only adds to a
+//      step). A layout running more micro-batches than two counts of them
+//      past its pipeline's warm-up together ((vp + 1) x pp and a pp more)
+//      is compiled, at each depth, with those two counts of the same size,
+//      and extrapolated along that line to its own
+//      (extrapolateMicrobatches): its compile and prediction grow with its
+//      micro-batches (a 64-stage pipeline of 1,024 is 3.5 million launches).
 //   2. Confirmation. The layouts that fit, fastest estimate first, are
 //      compiled at the model's depth until the five fastest are certain:
 //      no layout left has an estimate within kStepMargin of the fifth. A
@@ -97,9 +106,12 @@ struct PlannerCompiler {
       split;
   /// `layout` compiled into a plan of representative ranks: the model's
   /// first `layers` layers (0: all) in virtual stages of `split` layers
-  /// (empty: the compiler's split).
+  /// (empty: the compiler's split), running `microbatches` micro-batches a
+  /// step (0: the layout's) of the layout's size (the global batch scaled
+  /// with them).
   std::function<StatusOr<rt::Plan>(const Layout &layout, int64_t layers,
-                                   const std::vector<int64_t> &split)>
+                                   const std::vector<int64_t> &split,
+                                   int64_t microbatches)>
       representatives;
   /// `layout` compiled whole, with its serialized bytes.
   std::function<StatusOr<rt::Plan>(const Layout &layout, std::string &bytes)>
@@ -125,6 +137,9 @@ struct PlannerReport {
   size_t refusedByRules = 0;
   size_t compiled = 0;
   size_t shallow = 0;
+  /// Of the compiles, those of fewer micro-batches than the layout runs,
+  /// extrapolated to its (some of them shallow too).
+  size_t fewerMicrobatches = 0;
   double seconds = 0.0;
   /// The layouts the rule book accepted: those that fit, do not fit, the
   /// compiler refused, and those left out as slower than the fifth fastest.

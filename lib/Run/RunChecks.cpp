@@ -101,6 +101,16 @@ Status mlt::run::validate(const RunOptions &o) {
   if (o.allowDataChange && o.resume.empty())
     return errorf("--allow-data-change sets what --resume accepts; pass "
                   "--resume DIR");
+  if (o.allowOptimizerChange && o.resume.empty())
+    return errorf("--allow-optimizer-change sets what --resume accepts; "
+                  "pass --resume DIR");
+  if (o.lrDecaySteps && o.schedule != "cosine")
+    return errorf("--lr-decay-steps sets where the cosine reaches --min-lr; "
+                  "pass --lr-schedule cosine");
+  if (o.lrDecaySteps && *o.lrDecaySteps <= o.warmup)
+    return errorf("--lr-decay-steps (", *o.lrDecaySteps,
+                  ") must exceed --warmup (", o.warmup,
+                  "): the cosine decays after the warmup");
   auto nonNegative = [](const char *flag, double value) -> Status {
     if (value < 0)
       return errorf(flag, " must not be negative, got ", value);

@@ -15,6 +15,7 @@ void RunObserver::progress(const std::string &) {}
 void RunObserver::layoutsRanked(const PlannerReport &) {}
 void RunObserver::planReported(const std::string &) {}
 void RunObserver::dataChanged(const std::string &) {}
+void RunObserver::resumeNote(const std::string &) {}
 void RunObserver::resumed(const std::string &, int64_t, const std::string &) {}
 void RunObserver::started(const RunSummary &) {}
 void RunObserver::predicted(double, double, const std::string &) {}

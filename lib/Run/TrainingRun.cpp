@@ -262,7 +262,26 @@ public:
   /// --steps), then loads its weights and AdamW's moments.
   Status resume();
 
-  /// --log-json: opens the JSON log; --trace: checks it can be written.
+  /// The options a checkpoint records and a resumed run is held to
+  /// (TrainingCheckpoint::training).
+  nlohmann::json trainingRecord() const;
+
+  /// --resume: holds this run to the options the checkpoint of `step`
+  /// recorded (`saved`), but for those --allow-data-change and
+  /// --allow-optimizer-change allow; takes its cosine's end unless
+  /// --lr-decay-steps moves it.
+  Status holdToCheckpoint(const nlohmann::json &saved, int64_t step);
+
+  /// Where the cosine reaches --min-lr: --lr-decay-steps, the resumed
+  /// checkpoint's, or --steps.
+  int64_t cosineEnd() const {
+    return o.lrDecaySteps ? *o.lrDecaySteps
+           : decaySteps   ? decaySteps
+                          : *o.steps;
+  }
+
+  /// --log-json: opens the JSON log (appended to on --resume); --trace:
+  /// checks it can be written.
   Status openOutputs();
 
   /// The trainer, with the steps after the resumed one up to --steps, the
@@ -368,6 +387,8 @@ private:
   std::optional<ChosenCalibration> calibration;
   std::optional<Prediction> prediction;
   int64_t resumedStep = 0;
+  /// The resumed checkpoint's cosine end (0: none recorded).
+  int64_t decaySteps = 0;
   std::ofstream log;
   TrainingOptions options;
   std::unique_ptr<Trainer> trainer;
@@ -597,6 +618,11 @@ Status TrainingSession::resume() {
     if (!same && reports)
       observer.dataChanged(same.message());
   }
+  // (checkpoints that predate the record are not held to it)
+  if (!checkpoint->training.empty())
+    MLT_RETURN_IF_ERROR(holdToCheckpoint(
+        nlohmann::json::parse(checkpoint->training, nullptr, false),
+        checkpoint->step));
   if (checkpoint->step >= *o.steps)
     return errorf("--resume ", o.resume, ": the checkpoint is at step ",
                   checkpoint->step, ", --steps is ", *o.steps,
@@ -615,10 +641,108 @@ Status TrainingSession::resume() {
   return Status::ok();
 }
 
+namespace {
+
+/// An option that a checkpoint records (TrainingCheckpoint::training), in
+/// the order a resumed run's changes are named.
+struct RecordedOption {
+  /// Its key in the record, and its flag.
+  const char *key;
+  const char *flag;
+  /// Whether it changes the samples read (--allow-data-change allows it),
+  /// else the optimizer's trajectory (--allow-optimizer-change).
+  bool data;
+};
+
+constexpr RecordedOption kRecordedOptions[] = {
+    {"global_batch", "--batch", true},
+    {"seq_len", "--seq-len", true},
+    {"lr_schedule", "--lr-schedule", false},
+    {"lr", "--lr", false},
+    {"min_lr", "--min-lr", false},
+    {"warmup", "--warmup", false},
+    {"lr_decay_steps", "--lr-decay-steps", false},
+    {"adam_beta1", "--adam-beta1", false},
+    {"adam_beta2", "--adam-beta2", false},
+    {"adam_eps", "--adam-eps", false},
+    {"weight_decay", "--weight-decay", false},
+    {"clip_grad", "--clip-grad", false},
+};
+
+/// A recorded value as the option is written ("cosine", 0.001), or
+/// "unset" where a record lacks it.
+std::string optionText(const nlohmann::json &record, const char *key) {
+  auto it = record.find(key);
+  if (it == record.end())
+    return "unset";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+} // namespace
+
+nlohmann::json TrainingSession::trainingRecord() const {
+  nlohmann::json record = {{"global_batch", model.globalBatch()},
+                           {"seq_len", model.seqLen},
+                           {"lr_schedule", o.schedule},
+                           {"lr", o.lr},
+                           {"warmup", o.warmup},
+                           {"adam_beta1", o.beta1},
+                           {"adam_beta2", o.beta2},
+                           {"adam_eps", o.eps},
+                           {"weight_decay", o.weightDecay},
+                           {"clip_grad", o.clipGrad}};
+  // (the constant schedule has neither)
+  if (o.schedule == "cosine") {
+    record["min_lr"] = o.minLR;
+    record["lr_decay_steps"] = cosineEnd();
+  }
+  return record;
+}
+
+Status TrainingSession::holdToCheckpoint(const nlohmann::json &saved,
+                                         int64_t step) {
+  if (!saved.is_object())
+    return errorf("--resume ", o.resume,
+                  ": trainer.json's \"training\" is not an object");
+  if (auto end = saved.find("lr_decay_steps");
+      end != saved.end() && end->is_number_integer())
+    decaySteps = end->get<int64_t>();
+  const nlohmann::json now = trainingRecord();
+  for (const RecordedOption &option : kRecordedOptions) {
+    auto was = saved.find(option.key), is = now.find(option.key);
+    if (was == saved.end() && is == now.end())
+      continue;
+    if (was != saved.end() && is != now.end() && *was == *is)
+      continue;
+    const std::string before = optionText(saved, option.key),
+                      after = optionText(now, option.key);
+    const char *allowance =
+        option.data ? "--allow-data-change" : "--allow-optimizer-change";
+    if (!(option.data ? o.allowDataChange : o.allowOptimizerChange))
+      return errorf("--resume ", o.resume, ": the checkpoint was trained with ",
+                    option.flag, " ", before, ", this run's is ", after,
+                    option.data ? " (which reads other samples)" : "",
+                    "; pass ", option.flag, " ", before, ", or ", allowance,
+                    " to go on with ", after, " from step ", step + 1);
+    if (reports)
+      observer.resumeNote(std::string(allowance) + ": " + option.flag + " " +
+                          before + " -> " + after + " from step " +
+                          std::to_string(step + 1));
+  }
+  if (reports && o.schedule == "cosine" && !o.lrDecaySteps && decaySteps &&
+      decaySteps != *o.steps)
+    observer.resumeNote(
+        "the cosine reaches --min-lr at step " + std::to_string(decaySteps) +
+        " as the checkpoint's does, --steps is " + std::to_string(*o.steps) +
+        " (--lr-decay-steps N with --allow-optimizer-change moves it)");
+  return Status::ok();
+}
+
 Status TrainingSession::openOutputs() {
   Status logOpened = Status::ok();
   if (!o.logJson.empty() && reports) {
-    log.open(o.logJson, std::ios::trunc);
+    // (a resumed run's steps go on where the log's left off)
+    log.open(o.logJson, o.resume.empty() ? std::ios::trunc : std::ios::app);
     if (!log)
       logOpened = errorf(o.logJson, ": cannot write the JSON log (",
                          std::strerror(errno), ")");
@@ -636,6 +760,7 @@ Status TrainingSession::createTrainer() {
   options.schedule.lr = o.lr;
   options.schedule.minLR = o.minLR;
   options.schedule.warmup = o.warmup;
+  options.schedule.decaySteps = cosineEnd();
   options.optimizer.beta1 = o.beta1;
   options.optimizer.beta2 = o.beta2;
   options.optimizer.eps = o.eps;
@@ -904,6 +1029,7 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
     checkpoint.data = data->description;
     checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
     checkpoint.config = model.hfConfig;
+    checkpoint.training = trainingRecord().dump();
     StatusOr<std::string> saved =
         saveCheckpoint(o.saveCheckpoint, *ranks, plan, checkpoint,
                        o.keepLast.value_or(0), dist);

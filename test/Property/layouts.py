@@ -309,9 +309,9 @@ def compare(ref, out, init, tolerances):
     return problems, worst
 
 
-def train_command(args, model, data, case, out, flags):
+def train_command(args, model, data, case, out, flags, lr="1e-2"):
     return [args.mlt_run, model, "--data", data, "--batch", str(case.batch),
-            "--seq-len", str(case.seq_len), "--steps", "2", "--lr", "1e-2",
+            "--seq-len", str(case.seq_len), "--steps", "2", "--lr", lr,
             "--adam-eps", "1e-5",
             "--seed", str(case.seed), "--log-json",
             os.path.join(out, "log.jsonl"), "--dump-grads",
@@ -369,7 +369,7 @@ def check_case(args, case):
     start = os.path.join(work, "init")
     os.makedirs(start)
     code, _, init_err = run(train_command(args, model, data, case, start,
-                                          ref_flags + ["--lr", "0"]))
+                                          ref_flags, lr="0"))
     if code != 0:
         return "FAILED", ["the initial weights' run failed: " +
                           " | ".join(init_err.splitlines()[-3:])]

@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,8 @@ const char *kUsageHead = R"(usage: mlt-run MODEL_OR_PLAN [options]
 Trains a LLaMA model. MODEL_OR_PLAN is a plan file (recognized by its content,
 the FlatBuffers identifier "MLTP", whatever its name), or, when mlt-run is built
 with the compiler, a .mlir model, an HF config.json, or a directory holding one
-(compiled in process for --batch, --seq-len and the layout).
+(compiled in process for --batch, --seq-len and the layout). Each option is
+given once (a second would silently win; it is refused instead).
 
 Run:
   --device cpu|cuda          backend (default cpu); cuda needs a build with
@@ -70,8 +72,13 @@ Data:
   --no-shuffle               visit the samples in file order (indexed
                              datasets: documents in file order too)
   --allow-data-change        with --resume: go on from a checkpoint trained
-                             on other data (checked by default: datasets,
-                             weights, token counts, index hashes)
+                             on other data or samples (checked by default:
+                             datasets, weights, token counts, index hashes,
+                             --batch and --seq-len)
+  --allow-optimizer-change   with --resume: go on with a learning rate,
+                             schedule or AdamW option other than the
+                             checkpoint's (checked by default) from the
+                             next step
   --skip-checksums           with --resume or --init-from of a training
                              checkpoint: do not check its tensors' bytes
                              against their checksums (faster; its small
@@ -91,8 +98,11 @@ const char *kUsageTail =
                                s <= warmup:  lr * s / warmup
                                constant:     lr
                                cosine:       min_lr + 0.5 * (lr - min_lr)
-                                 * (1 + cos(pi * (s - warmup) / (steps - warmup)))
-                             so the cosine reaches min_lr at the last step.
+                                 * (1 + cos(pi * min(1, (s - warmup) / (D - warmup))))
+                             so the cosine reaches min_lr at step D and stays.
+  --lr-decay-steps D         where the cosine reaches min_lr (default --steps;
+                             on --resume, the checkpoint's: a longer --steps
+                             goes on at min_lr)
   --adam-beta1 X             (default 0.9)
   --adam-beta2 X             (default 0.95)
   --adam-eps X               (default 1e-8)
@@ -343,6 +353,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
       {"--lr-schedule", str(o.schedule)},
+      {"--lr-decay-steps", integer(o.lrDecaySteps)},
       {"--adam-beta1", number(o.beta1)},
       {"--adam-beta2", number(o.beta2)},
       {"--adam-eps", number(o.eps)},
@@ -383,6 +394,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
       {"--allow-data-change", &o.allowDataChange},
+      {"--allow-optimizer-change", &o.allowOptimizerChange},
       {"--skip-checksums", &o.skipChecksums},
       {"--print-plan", &o.printPlan},
       {"--print-schedule", &o.printSchedule},
@@ -394,6 +406,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"-h", &o.help},
   };
 
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
@@ -410,6 +423,9 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       value = arg.substr(eq + 1);
       hasValue = true;
     }
+    // (the second of two would silently win)
+    if (!seen.insert(name).second)
+      return errorf(name, " is given twice; give it once");
     // The layout's options, by their table (LayoutOptions.h): a switch
     // alone (or =on|off), every other with its value.
     if (const LayoutOption *option = name.rfind("--", 0) == 0
@@ -504,6 +520,9 @@ public:
 
   void planReported(const std::string &text) override { print(text); }
 
+  void resumeNote(const std::string &line) override {
+    std::printf("note: %s\n", line.c_str());
+  }
   void dataChanged(const std::string &difference) override {
     std::printf("note: --allow-data-change: %s\n", difference.c_str());
   }

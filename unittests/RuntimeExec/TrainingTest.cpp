@@ -44,6 +44,25 @@ TEST(LearningRateTest, Constant) {
   EXPECT_DOUBLE_EQ(learningRate(s, 5, 10), 0.01);
 }
 
+// Tests the cosine's end set apart from the run's steps (--lr-decay-steps,
+// and a resumed run's longer --steps): the same curve up to it, min_lr past
+// it.
+TEST(LearningRateTest, CosineEndsAtItsDecaySteps) {
+  LRSchedule s;
+  s.kind = LRScheduleKind::Cosine;
+  s.lr = 1.0;
+  s.minLR = 0.1;
+  s.warmup = 10;
+  s.decaySteps = 110;
+  for (int64_t step = 1; step <= 110; ++step)
+    EXPECT_DOUBLE_EQ(learningRate(s, step, 300), learningRate(s, step, 110));
+  EXPECT_NEAR(learningRate(s, 60, 300), 0.55, 1e-12);
+  for (int64_t step : {111, 200, 300})
+    EXPECT_NEAR(learningRate(s, step, 300), 0.1, 1e-12);
+  // A run shorter than the cosine stops part of the way down.
+  EXPECT_NEAR(learningRate(s, 60, 60), 0.55, 1e-12);
+}
+
 // Tests the cosine schedule: warmup, the midpoint, min_lr at the last step.
 TEST(LearningRateTest, Cosine) {
   LRSchedule s;

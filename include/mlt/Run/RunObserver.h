@@ -71,6 +71,9 @@ public:
   /// --allow-data-change: how this run's data differs from the
   /// checkpoint's.
   virtual void dataChanged(const std::string &difference);
+  /// --resume: a line on what the run keeps of the checkpoint's options,
+  /// or changes with --allow-optimizer-change.
+  virtual void resumeNote(const std::string &line);
   /// --resume: the run goes on from `checkpoint` after `step`; `layout`
   /// saved it ("dp=2, tp=2"; empty: one rank).
   virtual void resumed(const std::string &checkpoint, int64_t step,

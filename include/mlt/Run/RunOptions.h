@@ -39,6 +39,9 @@ struct RunOptions {
   std::vector<rt::DataSourceSpec> data;
   bool shuffle = true;
   bool allowDataChange = false;
+  /// --allow-optimizer-change: with --resume, go on with a learning rate,
+  /// schedule or AdamW option other than the checkpoint's.
+  bool allowOptimizerChange = false;
   /// --skip-checksums: read a checkpoint's tensors without checking their
   /// bytes' hashes.
   bool skipChecksums = false;
@@ -46,6 +49,9 @@ struct RunOptions {
   double lr = 3e-4, minLR = 0.0;
   int64_t warmup = 0;
   std::string schedule = "constant";
+  /// --lr-decay-steps: where the cosine reaches --min-lr; unset: --steps,
+  /// or on --resume the checkpoint's.
+  std::optional<int64_t> lrDecaySteps;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;

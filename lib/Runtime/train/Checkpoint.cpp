@@ -278,6 +278,12 @@ StatusOr<TrainingCheckpoint> readTrainerState(const fs::path &dir,
     state.layout = trainer.value("layout", "");
     if (trainer.contains("data"))
       state.data = trainer.at("data").dump();
+    if (trainer.contains("training")) {
+      if (!trainer.at("training").is_object())
+        return errorf(trainerPath.string(),
+                      ": \"training\" is not an object");
+      state.training = trainer.at("training").dump();
+    }
   } catch (const json::exception &e) {
     return errorf(trainerPath.string(), ": ", e.what());
   }
@@ -434,6 +440,8 @@ std::string mlt::rt::trainerStateJson(const TrainingCheckpoint &state,
                     {kConfigFile, fileEntry(state.config)}}}};
   if (!state.data.empty())
     trainer["data"] = json::parse(state.data);
+  if (!state.training.empty())
+    trainer["training"] = json::parse(state.training);
   return withSelfHash(trainer.dump(2));
 }
 

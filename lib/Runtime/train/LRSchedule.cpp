@@ -19,7 +19,9 @@ double mlt::rt::learningRate(const LRSchedule &schedule, int64_t step,
     return schedule.lr * double(step) / double(schedule.warmup);
   if (schedule.kind == LRScheduleKind::Constant)
     return schedule.lr;
-  const int64_t decaySteps = totalSteps - schedule.warmup;
+  const int64_t decaySteps =
+      (schedule.decaySteps ? schedule.decaySteps : totalSteps) -
+      schedule.warmup;
   if (decaySteps <= 0)
     return schedule.lr;
   const double progress =

@@ -88,6 +88,11 @@ struct TrainingCheckpoint {
   std::string layout;
   /// The model's HF config.json text.
   std::string config;
+  /// The options that set the samples read and the optimizer's trajectory
+  /// (global batch, sequence, the learning rate's schedule, AdamW's and
+  /// clipping's), a JSON object as the run records them: a resumed run is
+  /// held to them. Empty in checkpoints that predate it.
+  std::string training;
 };
 
 /// "step-000006": the directory of the checkpoint of step `step`.

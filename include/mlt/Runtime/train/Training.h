@@ -56,15 +56,18 @@ struct LRSchedule {
   double minLR = 0.0;
   /// Steps of linear warmup (both kinds).
   int64_t warmup = 0;
+  /// The step at which the cosine reaches minLR (and stays); 0: the run's
+  /// last (`totalSteps`).
+  int64_t decaySteps = 0;
 };
 
 /// The learning rate of step `step` (1-based) of `totalSteps`:
 ///   step <= warmup:          lr * step / warmup            (both kinds)
 ///   constant, after warmup:  lr
 ///   cosine, after warmup:    minLR + 0.5 * (lr - minLR) * (1 + cos(pi * p))
-///                            with p = (step - warmup) / (totalSteps - warmup)
-/// so the cosine starts just below lr after the warmup and reaches minLR at
-/// the last step.
+///                            with p = min(1, (step - warmup) / (D - warmup))
+/// (D: decaySteps, or totalSteps where it is 0), so the cosine starts just
+/// below lr after the warmup, reaches minLR at step D and stays there.
 double learningRate(const LRSchedule &schedule, int64_t step,
                     int64_t totalSteps);
 

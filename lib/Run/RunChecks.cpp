@@ -187,6 +187,7 @@ Status mlt::run::checkPaths(const RunOptions &o) {
         Output{"--matmul-algorithms",
                o.tuneMatmuls ? o.matmulAlgorithms : kNoPath, false},
         Output{"--save-hf", o.saveHF, true},
+        Output{"--tensorboard", o.tensorboard, true},
         Output{"--save-checkpoint", o.saveCheckpoint, true}}) {
     if (output.path.empty())
       continue;

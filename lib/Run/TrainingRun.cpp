@@ -17,6 +17,7 @@
 #include "mlt/Runtime/exec/RankGroup.h"
 #include "mlt/Runtime/exec/Trace.h"
 #include "mlt/Runtime/io/DataBlend.h"
+#include "mlt/Runtime/io/EventFile.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Checkpoint.h"
@@ -280,8 +281,9 @@ public:
                           : *o.steps;
   }
 
-  /// --log-json: opens the JSON log (appended to on --resume); --trace:
-  /// checks it can be written.
+  /// --log-json: opens the JSON log (appended to on --resume);
+  /// --tensorboard: starts an event file; --trace: checks it can be
+  /// written.
   Status openOutputs();
 
   /// The trainer, with the steps after the resumed one up to --steps, the
@@ -390,6 +392,7 @@ private:
   /// The resumed checkpoint's cosine end (0: none recorded).
   int64_t decaySteps = 0;
   std::ofstream log;
+  std::unique_ptr<EventFileWriter> events;
   TrainingOptions options;
   std::unique_ptr<Trainer> trainer;
   int64_t profiledStep = 0;
@@ -747,6 +750,14 @@ Status TrainingSession::openOutputs() {
       logOpened = errorf(o.logJson, ": cannot write the JSON log (",
                          std::strerror(errno), ")");
   }
+  if (logOpened && !o.tensorboard.empty() && reports) {
+    StatusOr<std::unique_ptr<EventFileWriter>> opened =
+        EventFileWriter::open(o.tensorboard);
+    if (opened)
+      events = std::move(*opened);
+    else
+      logOpened = opened.takeStatus().withContext("--tensorboard");
+  }
   MLT_RETURN_IF_ERROR(agree(logOpened));
   // Fail before training, not after it, when the trace cannot be written.
   return agree(o.trace.empty() || !reports ? Status::ok()
@@ -1002,6 +1013,19 @@ Status TrainingSession::logStep(const StepMetrics &m) {
     if (!log)
       return errorf(o.logJson, ": write failed");
   }
+  if (events)
+    MLT_RETURN_IF_ERROR(
+        events
+            ->scalars(m.step,
+                      std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count(),
+                      {{"loss", m.loss},
+                       {"grad_norm", m.gradNorm},
+                       {"lr", m.lr},
+                       {"tokens_per_s", m.tokensPerSecond},
+                       {"step_time_s", m.seconds}})
+            .withContext("--tensorboard"));
   return Status::ok();
 }
 

@@ -111,7 +111,10 @@ const char *kUsageTail =
 
 Output:
   --log-json FILE            one JSON object per step: step, loss, grad_norm, lr,
-                             tokens_per_s, step_time_s, tokens
+                             tokens_per_s, step_time_s, tokens (appended to on
+                             --resume)
+  --tensorboard DIR          the same scalars (but tokens) as TensorBoard event
+                             files in DIR (created; a resumed run adds a file)
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR atomically
   --save-hf-every N          with --save-hf: also every N steps (DIR replaced
@@ -360,6 +363,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"--weight-decay", number(o.weightDecay)},
       {"--clip-grad", number(o.clipGrad)},
       {"--log-json", str(o.logJson)},
+      {"--tensorboard", str(o.tensorboard)},
       {"--save-hf", str(o.saveHF)},
       {"--save-checkpoint", str(o.saveCheckpoint)},
       {"--resume", str(o.resume)},

@@ -55,6 +55,8 @@ struct RunOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1,
          clipGrad = 1.0;
   std::string logJson, saveHF, emitPlan, dumpGrads, trace;
+  /// --tensorboard: the directory of the run's TensorBoard event files.
+  std::string tensorboard;
   std::string saveCheckpoint, resume;
   std::optional<int64_t> saveEvery, keepLast, saveHFEvery;
   std::optional<int64_t> profileStep;

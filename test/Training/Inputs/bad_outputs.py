@@ -3,8 +3,8 @@
 
   bad_outputs.py WORK -- MLT-RUN-COMMAND...
 
-For every output flag (--save-checkpoint, --save-hf, --log-json,
---emit-plan, --trace) and every kind of path no run may write (the root
+For every output flag (--save-checkpoint, --save-hf, --tensorboard,
+--log-json, --emit-plan, --trace) and every kind of path no run may write (the root
 directory, '.', '..', paths under /proc, /sys and /dev, a name longer than
 255 bytes, a missing parent, a parent that is a file, a FIFO, a symbolic
 link, a directory where a file goes, a file where a directory goes, a
@@ -24,6 +24,7 @@ import sys
 FLAGS = {  # flag: whether it writes a directory
     "--save-checkpoint": True,
     "--save-hf": True,
+    "--tensorboard": True,
     "--log-json": False,
     "--emit-plan": False,
     "--trace": False,

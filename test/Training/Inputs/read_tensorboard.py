@@ -1,0 +1,30 @@
+"""Reads a run's TensorBoard event files with TensorBoard's own reader
+(EventAccumulator) and checks them against the run's --log-json: each tag's
+steps and values (as float32, which TensorBoard's simple values are).
+Prints one line per tag for FileCheck (tensorboard.test).
+
+usage: read_tensorboard.py DIR LOG.jsonl
+"""
+
+import json
+import struct
+import sys
+
+from tensorboard.backend.event_processing import event_accumulator
+
+directory, log = sys.argv[1:3]
+with open(log) as f:
+    rows = [json.loads(line) for line in f]
+events = event_accumulator.EventAccumulator(
+    directory, size_guidance={event_accumulator.SCALARS: 0})
+events.Reload()
+tags = sorted(events.Tags()["scalars"])
+print("tags:", " ".join(tags))
+for tag in tags:
+    scalars = events.Scalars(tag)
+    steps = [s.step for s in scalars]
+    mine = [s.value for s in scalars]
+    theirs = [struct.unpack("f", struct.pack("f", r[tag]))[0] for r in rows]
+    same = steps == [r["step"] for r in rows] and mine == theirs
+    print(f"{tag}: steps {steps[0]}-{steps[-1]}, "
+          f"{'the log' + chr(39) + 's values' if same else 'DIFFERENT'}")

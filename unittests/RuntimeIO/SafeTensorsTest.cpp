@@ -670,6 +670,29 @@ TEST_F(CheckpointDirTest, WritesConfigAndWeights) {
   EXPECT_EQ(listDir(dir_.string()), std::vector<std::string>{"ckpt"});
 }
 
+// Tests that the config states the tensors' dtype where it states one
+// (transformers 4's torch_dtype, 5's dtype): a bf16 export is not called
+// float32; a config that states none, or the right one, is kept as it is.
+TEST_F(CheckpointDirTest, ConfigStatesTheTensorsDtype) {
+  TensorMap bf16;
+  bf16["w"] = Tensor::fromFloats(DType::BF16, {4, 7}, randomFloats(28, 2));
+  bf16["v"] = Tensor::fromFloats(DType::BF16, {3}, randomFloats(3, 5));
+  const std::string out = path("bf16");
+  ASSERT_OK(writeCheckpointDir(
+      out, R"({"model_type": "llama", "torch_dtype": "float32", "dtype": "float32"})",
+      bf16));
+  EXPECT_EQ(readBytes(out + "/config.json"),
+            "{\n  \"model_type\": \"llama\",\n  \"torch_dtype\": "
+            "\"bfloat16\",\n  \"dtype\": \"bfloat16\"\n}\n");
+  const std::string right = R"({"torch_dtype": "bfloat16"})";
+  ASSERT_OK(writeCheckpointDir(path("right"), right, bf16));
+  EXPECT_EQ(readBytes(path("right") + "/config.json"), right);
+  // Tensors of several dtypes: no one dtype to state, the text kept.
+  const std::string mixed = R"({"torch_dtype": "float32"})";
+  ASSERT_OK(writeCheckpointDir(path("mixed"), mixed, sampleTensors()));
+  EXPECT_EQ(readBytes(path("mixed") + "/config.json"), mixed);
+}
+
 TEST_F(CheckpointDirTest, ReplacesAnExistingCheckpoint) {
   std::string out = path("ckpt");
   std::filesystem::create_directory(out);

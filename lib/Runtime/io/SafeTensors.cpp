@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -1029,8 +1030,31 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
   if (target.empty() || target == "/" || target.filename() == "." ||
       target.filename() == "..")
     return errorf("'", dir, "' cannot be a checkpoint directory");
-  if (!json::accept(configJson))
+  // (in the caller's order of keys)
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(
+      configJson, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded())
     return errorf(dir, ": config.json text is not valid JSON");
+  if (!config.is_object())
+    return errorf(dir, ": config.json text is not a JSON object");
+  // The dtype it states (transformers 4's "torch_dtype", 5's "dtype") made
+  // the tensors': a bf16 export says so. The text is kept as it is where it
+  // states none or the right one.
+  std::optional<DType> shared;
+  for (const TensorSpec &spec : specs)
+    shared = !shared || *shared == spec.dtype ? spec.dtype : DType::Bool;
+  const char *stated = shared == DType::F32    ? "float32"
+                       : shared == DType::BF16 ? "bfloat16"
+                       : shared == DType::F16  ? "float16"
+                                               : nullptr;
+  bool restated = false;
+  for (const char *key : {"torch_dtype", "dtype"})
+    if (stated && config.contains(key) && config[key] != stated) {
+      config[key] = stated;
+      restated = true;
+    }
+  const std::string configText =
+      restated ? config.dump(2) + "\n" : configJson;
 
   std::error_code ec;
   fs::file_status targetStatus = fs::symlink_status(target, ec);
@@ -1056,7 +1080,7 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
     return status;
   };
   if (Status written =
-          writeDurably((temporary / "config.json").string(), configJson);
+          writeDurably((temporary / "config.json").string(), configText);
       !written.isOk())
     return failWith(std::move(written));
   Status weights = writeSafeTensors(

@@ -223,7 +223,9 @@ Status writeSafeTensors(const std::string &path,
                         SafeTensorsDigest *digest = nullptr);
 
 /// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
-/// `configJson` text, which must be valid JSON) and `model.safetensors`. Both
+/// `configJson` text, which must be a JSON object; where it states a dtype,
+/// "torch_dtype" or "dtype", that of the tensors, which transformers loads
+/// them in) and `model.safetensors`. Both
 /// are written into a temporary sibling directory that then takes the place
 /// of `dir` (placeDirectory). On any error `dir` is left as it was and the
 /// temporary directory removed.

@@ -21,7 +21,9 @@ void RunObserver::started(const RunSummary &) {}
 void RunObserver::predicted(double, double, const std::string &) {}
 void RunObserver::profiled(const std::string &) {}
 void RunObserver::traceWritten(int64_t, const std::string &) {}
-void RunObserver::step(const rt::StepMetrics &, int64_t) {}
+void RunObserver::step(const rt::StepMetrics &, const StepProgress &,
+                       int64_t) {}
+void RunObserver::finished(const RunTotals &) {}
 void RunObserver::checkpointSaved(const std::string &) {}
 void RunObserver::hfSaved(const std::string &, std::optional<int64_t>) {}
 void RunObserver::stopped(const std::string &, int64_t, int64_t,

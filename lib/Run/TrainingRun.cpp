@@ -309,6 +309,12 @@ public:
   /// Tells the observer the measured step's time beside the predicted one.
   void compareStepTime() const;
 
+  /// Tells the observer what the run came to (rank 0's process), last.
+  void reportTotals() const {
+    if (reports)
+      observer.finished(pace->totals());
+  }
+
   /// --calibrate: writes the calibration measured on the profiled step.
   Status finishCalibration();
 
@@ -393,6 +399,9 @@ private:
   int64_t decaySteps = 0;
   std::ofstream log;
   std::unique_ptr<EventFileWriter> events;
+  /// The run's pace (rank 0's process), from the start of training.
+  std::optional<ProgressMeter> pace;
+  std::chrono::steady_clock::time_point trainingStart;
   TrainingOptions options;
   std::unique_ptr<Trainer> trainer;
   int64_t profiledStep = 0;
@@ -933,6 +942,16 @@ Status TrainingSession::runSteps() {
   // by killing them at once: the ranks are to be signalled.)
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
     std::signal(signal, askToStop);
+  if (reports) {
+    // (on GPUs: the model's FLOP/s per GPU, and MFU where the GPU's peak
+    // is known)
+    const bool gpus = backend->name() == "cuda";
+    pace.emplace(options.steps, int64_t(plan.worldSize),
+                 gpus ? trainingFlopsPerToken(model.hfConfig, model.seqLen)
+                      : std::nullopt,
+                 gpus ? peakFlops(deviceName) : std::nullopt);
+    trainingStart = std::chrono::steady_clock::now();
+  }
   Status status = trainer->run(
       [this](const StepMetrics &measured) { return afterStep(measured); });
   // From here on the ranks are in collectives: a failing rank ends the job.
@@ -999,7 +1018,12 @@ Status TrainingSession::dumpGradsAt(int64_t step) {
 
 Status TrainingSession::logStep(const StepMetrics &m) {
   stepTimes.emplace_back(m.step, m.seconds);
-  observer.step(m, options.steps);
+  observer.step(m,
+                pace->add(m, std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() -
+                                 trainingStart)
+                                 .count()),
+                options.steps);
   if (log.is_open()) {
     nlohmann::json line = {{"step", m.step},
                            {"loss", m.loss},
@@ -1154,5 +1178,7 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
     return Status::ok();
   session.compareStepTime();
   MLT_RETURN_IF_ERROR(session.finishCalibration());
-  return session.saveHF();
+  MLT_RETURN_IF_ERROR(session.saveHF());
+  session.reportTotals();
+  return Status::ok();
 }

@@ -493,6 +493,13 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
   return Status::ok();
 }
 
+/// printf's formatting of `value` by `format` (one number).
+std::string formatText(const char *format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
 std::string formatCount(int64_t value) {
   std::string digits = std::to_string(value), result;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -576,12 +583,35 @@ public:
     std::fflush(stdout);
   }
 
-  void step(const StepMetrics &m, int64_t steps) override {
+  void step(const StepMetrics &m, const StepProgress &pace,
+            int64_t steps) override {
     const int width = std::max<int>(4, std::to_string(steps).size());
+    std::string flops;
+    if (pace.tflopsPerGpu)
+      flops = formatText("  %.0f TFLOP/s per GPU", *pace.tflopsPerGpu);
+    if (pace.mfu)
+      flops += formatText(" (%.1f%% MFU)", *pace.mfu * 100.0);
     std::printf("step %*" PRId64 "/%" PRId64
-                "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f\n",
+                "  loss %.4f  lr %.2e  grad_norm %.4f  tokens/s %.0f (%.0f over "
+                "%" PRId64 " %s)%s  %s elapsed, %s left\n",
                 width, m.step, steps, m.loss, m.lr, m.gradNorm,
-                m.tokensPerSecond);
+                m.tokensPerSecond, pace.tokensPerSecond, pace.window,
+                pace.window == 1 ? "step" : "steps", flops.c_str(), formatDuration(pace.elapsed).c_str(),
+                formatDuration(pace.remaining).c_str());
+    std::fflush(stdout);
+  }
+
+  void finished(const RunTotals &t) override {
+    std::string flops;
+    if (t.tflopsPerGpu)
+      flops = formatText(", %.0f TFLOP/s per GPU", *t.tflopsPerGpu);
+    if (t.mfu)
+      flops += formatText(" (%.1f%% MFU)", *t.mfu * 100.0);
+    std::printf("trained %" PRId64 " %s (%" PRId64 " tokens) in %s: %.0f "
+                "tokens/s%s%s\n",
+                t.steps, t.steps == 1 ? "step" : "steps", t.tokens,
+                formatDuration(t.seconds).c_str(), t.tokensPerSecond,
+                t.steps > 1 ? " after the first step" : "", flops.c_str());
     std::fflush(stdout);
   }
 

@@ -28,7 +28,8 @@ public:
     events.push_back("started");
     this->summary = summary;
   }
-  void step(const rt::StepMetrics &metrics, int64_t steps) override {
+  void step(const rt::StepMetrics &metrics, const StepProgress &,
+            int64_t steps) override {
     events.push_back("step " + std::to_string(metrics.step) + "/" +
                      std::to_string(steps));
     losses.push_back(metrics.loss);

@@ -14,6 +14,7 @@
 
 #include "mlt/Planner/Planner.h"
 #include "mlt/Run/Prediction.h"
+#include "mlt/Run/Progress.h"
 #include "mlt/Runtime/train/Training.h"
 
 #include <cstdint>
@@ -88,8 +89,11 @@ public:
   virtual void profiled(const std::string &profile);
   /// --trace: the trace of `step` written to `path`.
   virtual void traceWritten(int64_t step, const std::string &path);
-  /// A step ended, of the run's `steps`.
-  virtual void step(const rt::StepMetrics &metrics, int64_t steps);
+  /// A step ended, of the run's `steps`, at the run's `pace` so far.
+  virtual void step(const rt::StepMetrics &metrics, const StepProgress &pace,
+                    int64_t steps);
+  /// The run trained every step: what it came to.
+  virtual void finished(const RunTotals &totals);
   /// --save-checkpoint: a checkpoint written in `dir`.
   virtual void checkpointSaved(const std::string &dir);
   /// --save-hf: the weights written to `dir` at `step` (--save-hf-every),

@@ -1,0 +1,104 @@
+//===- Progress.h - a run's progress line and end-of-run summary -*- C++ -*-===//
+//
+// Part of mlt. What a training run says about its pace as it goes and at its
+// end, beside each step's own figures (StepMetrics):
+// - tokens/s over the last kWindow steps (a step's own rate moves with the
+//   host's noise; the run's first step, which warms up, is left out once
+//   there are others), the time since training began, and the time left at
+//   that pace;
+// - the model's FLOP/s per GPU and the share of the GPU's peak it is (MFU),
+//   by the convention of the PyTorch references (../shared/bench: 6 FLOPs
+//   per parameter of the products and the LM head per token, plus 12 x
+//   layers x query width x sequence for attention's scores and values, the
+//   causal half not subtracted) over the dense bf16 tensor peak of the GPUs
+//   whose peak is known (NVIDIA's data sheets);
+// - at the end, the steps, tokens and time, and the mean rate after the
+//   first step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_RUN_PROGRESS_H
+#define MLT_RUN_PROGRESS_H
+
+#include "mlt/Runtime/train/Training.h"
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+namespace mlt::run {
+
+/// The pace after a step (ProgressMeter::add).
+struct StepProgress {
+  /// Tokens/s over `window` steps up to this one.
+  double tokensPerSecond = 0.0;
+  int64_t window = 0;
+  /// Seconds since training began, and left at this pace.
+  double elapsed = 0.0;
+  double remaining = 0.0;
+  /// The model's TFLOP/s per GPU and its share of the GPU's peak, where
+  /// known.
+  std::optional<double> tflopsPerGpu, mfu;
+};
+
+/// The whole run's (ProgressMeter::totals).
+struct RunTotals {
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double seconds = 0.0;
+  /// Tokens/s of the steps after the run's first (all of them when it ran
+  /// one), and the TFLOP/s per GPU and MFU at that rate, where known.
+  double tokensPerSecond = 0.0;
+  std::optional<double> tflopsPerGpu, mfu;
+};
+
+/// The model FLOPs of training on one token of a sequence of `seqLen`
+/// (forward and backward), by the references' convention (see the top of
+/// this file), from the model's HF config.json text; none where it lacks a
+/// dimension.
+std::optional<double> trainingFlopsPerToken(const std::string &hfConfig,
+                                            int64_t seqLen);
+
+/// The dense bf16 tensor-core peak FLOP/s of the GPU named `device` (as
+/// CUDA names it: "NVIDIA H100 80GB HBM3"); none for another device.
+std::optional<double> peakFlops(const std::string &device);
+
+class ProgressMeter {
+public:
+  static constexpr size_t kWindow = 10;
+
+  /// A run up to step `lastStep` on `gpus` GPUs, each token costing
+  /// `flopsPerToken` (none: unknown) of a GPU of `peak` FLOP/s (none:
+  /// unknown).
+  ProgressMeter(int64_t lastStep, int64_t gpus,
+                std::optional<double> flopsPerToken,
+                std::optional<double> peak);
+
+  /// The pace after step `m`, `elapsed` seconds into training.
+  StepProgress add(const rt::StepMetrics &m, double elapsed);
+
+  RunTotals totals() const;
+
+private:
+  /// The model's TFLOP/s per GPU and MFU at `tokensPerSecond`.
+  void rates(double tokensPerSecond, std::optional<double> &tflops,
+             std::optional<double> &mfu) const;
+
+  int64_t lastStep_, gpus_;
+  std::optional<double> flopsPerToken_, peak_;
+  /// The window's (seconds, tokens), oldest first.
+  std::deque<std::pair<double, int64_t>> window_;
+  int64_t steps_ = 0, tokens_ = 0;
+  /// The steps after the first: their seconds and tokens.
+  double laterSeconds_ = 0.0;
+  int64_t laterTokens_ = 0;
+  double firstSeconds_ = 0.0, elapsed_ = 0.0;
+};
+
+/// "0:03:07", "12:00:00": `seconds` as hours, minutes and seconds.
+std::string formatDuration(double seconds);
+
+} // namespace mlt::run
+
+#endif // MLT_RUN_PROGRESS_H

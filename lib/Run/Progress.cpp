@@ -1,0 +1,131 @@
+//===- Progress.cpp - a run's progress line and end-of-run summary --------===//
+//
+// Part of mlt. See Progress.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Run/Progress.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+using namespace mlt;
+using namespace mlt::run;
+
+std::optional<double> mlt::run::trainingFlopsPerToken(
+    const std::string &hfConfig, int64_t seqLen) {
+  const nlohmann::json c = nlohmann::json::parse(hfConfig, nullptr, false);
+  if (!c.is_object())
+    return std::nullopt;
+  auto dim = [&](const char *key) -> double {
+    auto it = c.find(key);
+    return it != c.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  const double d = dim("hidden_size"), layers = dim("num_hidden_layers"),
+               heads = dim("num_attention_heads"), f = dim("intermediate_size"),
+               vocab = dim("vocab_size");
+  const double kvHeads = c.contains("num_key_value_heads")
+                             ? dim("num_key_value_heads")
+                             : heads;
+  if (d <= 0 || layers <= 0 || heads <= 0 || f <= 0 || vocab <= 0 ||
+      kvHeads <= 0 || seqLen <= 0)
+    return std::nullopt;
+  const double headDim = dim("head_dim") > 0 ? dim("head_dim") : d / heads;
+  const double queries = heads * headDim, keys = kvHeads * headDim;
+  // The products' weights: q and o (d x queries), k and v (d x keys), the
+  // MLP's three (d x f), and the LM head (d x vocab).
+  const double weights =
+      layers * (2 * d * queries + 2 * d * keys + 3 * d * f) + d * vocab;
+  return 6 * weights + 12 * layers * queries * double(seqLen);
+}
+
+std::optional<double> mlt::run::peakFlops(const std::string &device) {
+  auto has = [&](const char *part) {
+    return device.find(part) != std::string::npos;
+  };
+  // Dense bf16 tensor-core FLOP/s (NVIDIA's data sheets; the SXM parts'
+  // where a PCIe part differs).
+  if (has("H100") && has("PCIe"))
+    return 756e12;
+  if (has("H100") || has("H200") || has("GH200"))
+    return 989.4e12;
+  if (has("A100"))
+    return 312e12;
+  return std::nullopt;
+}
+
+ProgressMeter::ProgressMeter(int64_t lastStep, int64_t gpus,
+                             std::optional<double> flopsPerToken,
+                             std::optional<double> peak)
+    : lastStep_(lastStep), gpus_(std::max<int64_t>(gpus, 1)),
+      flopsPerToken_(flopsPerToken), peak_(peak) {}
+
+void ProgressMeter::rates(double tokensPerSecond,
+                          std::optional<double> &tflops,
+                          std::optional<double> &mfu) const {
+  tflops.reset();
+  mfu.reset();
+  if (!flopsPerToken_)
+    return;
+  const double perGpu = tokensPerSecond * *flopsPerToken_ / double(gpus_);
+  tflops = perGpu / 1e12;
+  if (peak_)
+    mfu = perGpu / *peak_;
+}
+
+StepProgress ProgressMeter::add(const rt::StepMetrics &m, double elapsed) {
+  ++steps_;
+  tokens_ += m.tokens;
+  elapsed_ = elapsed;
+  if (steps_ == 1) {
+    firstSeconds_ = m.seconds;
+  } else {
+    laterSeconds_ += m.seconds;
+    laterTokens_ += m.tokens;
+  }
+  // (the first step leaves the window once another is in it)
+  if (steps_ == 2)
+    window_.clear();
+  window_.emplace_back(m.seconds, m.tokens);
+  if (window_.size() > kWindow)
+    window_.pop_front();
+  double seconds = 0.0;
+  int64_t tokens = 0;
+  for (const auto &[s, t] : window_) {
+    seconds += s;
+    tokens += t;
+  }
+  StepProgress p;
+  p.window = int64_t(window_.size());
+  p.tokensPerSecond = seconds > 0 ? double(tokens) / seconds : 0.0;
+  p.elapsed = elapsed;
+  p.remaining = double(std::max<int64_t>(lastStep_ - m.step, 0)) * seconds /
+                double(window_.size());
+  rates(p.tokensPerSecond, p.tflopsPerGpu, p.mfu);
+  return p;
+}
+
+RunTotals ProgressMeter::totals() const {
+  RunTotals t;
+  t.steps = steps_;
+  t.tokens = tokens_;
+  t.seconds = elapsed_;
+  if (steps_ > 1 && laterSeconds_ > 0)
+    t.tokensPerSecond = double(laterTokens_) / laterSeconds_;
+  else if (steps_ == 1 && firstSeconds_ > 0)
+    t.tokensPerSecond = double(tokens_) / firstSeconds_;
+  rates(t.tokensPerSecond, t.tflopsPerGpu, t.mfu);
+  return t;
+}
+
+std::string mlt::run::formatDuration(double seconds) {
+  const int64_t whole = int64_t(std::llround(std::max(seconds, 0.0)));
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld:%02lld:%02lld",
+                (long long)(whole / 3600), (long long)(whole / 60 % 60),
+                (long long)(whole % 60));
+  return text;
+}

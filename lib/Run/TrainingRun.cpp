@@ -1018,12 +1018,11 @@ Status TrainingSession::dumpGradsAt(int64_t step) {
 
 Status TrainingSession::logStep(const StepMetrics &m) {
   stepTimes.emplace_back(m.step, m.seconds);
-  observer.step(m,
-                pace->add(m, std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() -
-                                 trainingStart)
-                                 .count()),
-                options.steps);
+  const StepProgress progress = pace->add(
+      m, std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       trainingStart)
+             .count());
+  observer.step(m, progress, options.steps);
   if (log.is_open()) {
     nlohmann::json line = {{"step", m.step},
                            {"loss", m.loss},
@@ -1037,19 +1036,27 @@ Status TrainingSession::logStep(const StepMetrics &m) {
     if (!log)
       return errorf(o.logJson, ": write failed");
   }
-  if (events)
+  if (events) {
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"loss", m.loss},
+        {"grad_norm", m.gradNorm},
+        {"lr", m.lr},
+        {"tokens_per_s", m.tokensPerSecond},
+        {"step_time_s", m.seconds}};
+    // (on GPUs, at the rate over the progress line's window)
+    if (progress.tflopsPerGpu)
+      scalars.push_back({"tflops_per_gpu", *progress.tflopsPerGpu});
+    if (progress.mfu)
+      scalars.push_back({"mfu", *progress.mfu});
     MLT_RETURN_IF_ERROR(
         events
             ->scalars(m.step,
                       std::chrono::duration<double>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count(),
-                      {{"loss", m.loss},
-                       {"grad_norm", m.gradNorm},
-                       {"lr", m.lr},
-                       {"tokens_per_s", m.tokensPerSecond},
-                       {"step_time_s", m.seconds}})
+                      scalars)
             .withContext("--tensorboard"));
+  }
   return Status::ok();
 }
 

@@ -477,6 +477,13 @@ Status TrainingSession::openData() {
                   double(total) / double(1ull << 30), elapsed);
     observer.progress("checking the token ids of " + file + figures);
   };
+  // The bundled corpus is bytes: only a model of 256 tokens reads it as
+  // its own (another would train on bytes it does not tokenize so).
+  if (o.data.empty() && model.vocabSize != kBundledCorpusVocab)
+    return agree(errorf(
+        "no --data: the bundled corpus is bytes (", kBundledCorpusVocab,
+        " tokens), and the model's vocabulary is ", model.vocabSize,
+        " tokens; pass --data DATASET (mlt-tokenize makes one)"));
   StatusOr<OpenedData> opened = openTrainingData(
       o.data.empty() ? std::vector<DataSourceSpec>{{1.0, defaultCorpusPath()}}
                      : o.data,

@@ -58,7 +58,8 @@ Run:
   --seed N                   seeds the init and the data order (default 1234)
 
 Data:
-  --data DATASET             the training data (default: the bundled corpus
+  --data DATASET             the training data (default, for a model of 256
+                             tokens only: the bundled corpus's bytes,
                              data/kjv-genesis-exodus.txt): a Megatron indexed
                              dataset (PREFIX.bin + PREFIX.idx, as mlt-tokenize
                              writes them), named PREFIX, PREFIX.idx or

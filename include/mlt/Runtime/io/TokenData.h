@@ -28,8 +28,9 @@ namespace mlt::rt {
 
 /// The absolute path of the bundled default corpus,
 /// `data/kjv-genesis-exodus.txt` in the source tree (Genesis and Exodus of the
-/// King James Version).
+/// King James Version), and its vocabulary: its bytes are its tokens.
 std::string defaultCorpusPath();
+inline constexpr int64_t kBundledCorpusVocab = 256;
 
 /// The visiting order of `numSamples` samples in epoch `epoch` when shuffling
 /// with `seed`: a Fisher-Yates shuffle driven by std::mt19937_64, with its own

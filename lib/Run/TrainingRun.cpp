@@ -1030,26 +1030,23 @@ Status TrainingSession::logStep(const StepMetrics &m) {
                                        trainingStart)
              .count());
   observer.step(m, progress, options.steps);
+  // The step's scalars, named alike in the JSON log and TensorBoard.
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"loss", m.loss},
+      {"grad_norm", m.gradNorm},
+      {"lr", m.lr},
+      {"tokens_per_s", m.tokensPerSecond},
+      {"step_time_s", m.seconds}};
   if (log.is_open()) {
-    nlohmann::json line = {{"step", m.step},
-                           {"loss", m.loss},
-                           {"grad_norm", m.gradNorm},
-                           {"lr", m.lr},
-                           {"tokens_per_s", m.tokensPerSecond},
-                           {"step_time_s", m.seconds},
-                           {"tokens", m.tokens}};
+    nlohmann::json line = {{"step", m.step}, {"tokens", m.tokens}};
+    for (const auto &[name, value] : scalars)
+      line[name] = value;
     log << line.dump() << "\n";
     log.flush();
     if (!log)
       return errorf(o.logJson, ": write failed");
   }
   if (events) {
-    std::vector<std::pair<std::string, double>> scalars = {
-        {"loss", m.loss},
-        {"grad_norm", m.gradNorm},
-        {"lr", m.lr},
-        {"tokens_per_s", m.tokensPerSecond},
-        {"step_time_s", m.seconds}};
     // (on GPUs, at the rate over the progress line's window)
     if (progress.tflopsPerGpu)
       scalars.push_back({"tflops_per_gpu", *progress.tflopsPerGpu});

@@ -61,8 +61,12 @@ Status mlt::run::validate(const RunOptions &o) {
   if (o.saveHFEvery && o.saveHF.empty())
     return errorf("--save-hf-every sets how often --save-hf saves; pass "
                   "--save-hf DIR");
-  for (auto [flag, given] : {std::pair{"--save-every", o.saveEvery.has_value()},
-                             std::pair{"--keep-last", o.keepLast.has_value()}})
+  for (auto [flag, given] :
+       {std::pair{"--save-every", o.saveEvery.has_value()},
+        std::pair{"--keep-last", o.keepLast.has_value()},
+        std::pair{o.asyncSave.value_or(true) ? "--async-save"
+                                             : "--no-async-save",
+                  o.asyncSave.has_value()}})
     if (given && o.saveCheckpoint.empty())
       return errorf(flag, " sets how --save-checkpoint saves; pass "
                           "--save-checkpoint DIR");

@@ -24,7 +24,7 @@ void RunObserver::traceWritten(int64_t, const std::string &) {}
 void RunObserver::step(const rt::StepMetrics &, const StepProgress &,
                        int64_t) {}
 void RunObserver::finished(const RunTotals &) {}
-void RunObserver::checkpointSaved(const std::string &) {}
+void RunObserver::checkpointSaved(const SavedCheckpoint &) {}
 void RunObserver::hfSaved(const std::string &, std::optional<int64_t>) {}
 void RunObserver::stopped(const std::string &, int64_t, int64_t,
                           const std::string &) {}

@@ -6,6 +6,7 @@
 
 #include "mlt/Run/TrainingRun.h"
 
+#include "CheckpointSaver.h"
 #include "Distributed.h"
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Run/PlanSource.h"
@@ -104,60 +105,6 @@ const char *signalName(int signal) {
     return "SIGUSR1";
   }
   return "a signal";
-}
-
-/// Writes a training checkpoint of `plan`'s state in `ranks` under `root`:
-/// rank 0's process begins and commits it, and in between every process
-/// writes its ranks' shards, all at once. Returns the checkpoint's
-/// directory (on every process).
-StatusOr<std::string> saveCheckpoint(const std::string &root, RankGroup &ranks,
-                                     const Plan &plan,
-                                     const TrainingCheckpoint &state,
-                                     int64_t keepLast, Distributed *dist) {
-#ifdef MLT_HAVE_CUDA
-  if (dist) {
-    auto agree = [&](Status status) {
-      return dist->session.agree(status).withContext("--save-checkpoint");
-    };
-    std::string dir;
-    Status begun = Status::ok();
-    if (dist->reports()) {
-      StatusOr<std::string> made = beginCheckpoint(root, state.step);
-      if (made)
-        dir = std::move(*made);
-      else
-        begun = made.takeStatus();
-    }
-    MLT_RETURN_IF_ERROR(agree(begun));
-    // The temporary directory's name, from rank 0's process.
-    uint64_t length = dir.size();
-    MLT_RETURN_IF_ERROR(dist->session.broadcast(&length, sizeof(length), 0));
-    dir.resize(size_t(length));
-    MLT_RETURN_IF_ERROR(dist->session.broadcast(dir.data(), dir.size(), 0));
-    StatusOr<uint64_t> written =
-        writeCheckpointShards(ranks, plan, dir, state.step);
-    Status shards = agree(written ? Status::ok() : written.takeStatus());
-    if (!shards && dist->reports())
-      abandonCheckpoint(dir);
-    MLT_RETURN_IF_ERROR(shards);
-    StatusOr<std::string> saved =
-        dist->reports() ? commitCheckpoint(root, dir, plan, state, keepLast)
-                        : StatusOr<std::string>((std::filesystem::path(root) /
-                                                 checkpointDirName(state.step))
-                                                    .string());
-    if (!saved && dist->reports())
-      abandonCheckpoint(dir);
-    MLT_RETURN_IF_ERROR(agree(saved ? Status::ok() : saved.status()));
-    return saved;
-  }
-#else
-  (void)dist;
-#endif
-  StatusOr<std::string> saved =
-      saveTrainingCheckpoint(root, ranks, plan, state, keepLast);
-  if (!saved)
-    return saved.takeStatus().withContext("--save-checkpoint");
-  return saved;
 }
 
 /// What a run holds in host memory besides what it reads and writes a
@@ -415,6 +362,10 @@ private:
   /// written (empty: none), and whether runSteps reported the stop.
   int64_t stoppedAfter = 0;
   std::string stoppedCheckpoint;
+  /// --save-checkpoint's saves, and whether they are written in the
+  /// background (--async-save; decided by checkHostMemory).
+  std::optional<CheckpointSaver> saver;
+  bool asyncSave = true;
   bool stoppedBySignal = false;
 };
 
@@ -497,7 +448,33 @@ Status TrainingSession::checkHostMemory() {
   // Host memory, before the arenas take theirs (see HostMemory.h for what
   // running short does instead of failing; the data is mapped, and counts
   // against an address-space limit by now).
-  return agree(rt::checkHostMemory(hostMemoryUses(o, plan, dist != nullptr)));
+  MLT_RETURN_IF_ERROR(
+      agree(rt::checkHostMemory(hostMemoryUses(o, plan, dist != nullptr))));
+  asyncSave = o.asyncSave.value_or(true);
+  if (!o.saveCheckpoint.empty() && !o.asyncSave) {
+    // By default in the background, unless the state it keeps for that
+    // (page-locked on GPUs, for the whole run) would take more than half
+    // of the host memory left.
+    std::vector<uint32_t> local;
+    if (dist)
+      local.push_back(uint32_t(dist->rank()));
+    else
+      for (const RankPlan &rank : plan.ranks)
+        local.push_back(rank.rank);
+    StatusOr<uint64_t> staged = CheckpointStaging::bytesFor(plan, local);
+    std::optional<HostMemoryLimit> limit = hostMemoryLimit();
+    if (staged && limit && *staged > limit->availableBytes / 2) {
+      asyncSave = false;
+      if (reports)
+        observer.progress("checkpoints are written while training waits: the " +
+                      formatBytes(*staged) +
+                      " of state a background save keeps in host memory is "
+                      "more than half of the " +
+                      formatBytes(limit->availableBytes) + " free (" +
+                      limit->source + ")");
+    }
+  }
+  return Status::ok();
 }
 
 Status TrainingSession::createRanks() {
@@ -964,6 +941,11 @@ Status TrainingSession::runSteps() {
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);
+  // A step that failed after a save began in the background: that save
+  // holds an earlier step's state, whole; it is committed before the run
+  // ends with the failure.
+  if (!status && stoppedAfter == 0 && saver && saver->inFlight())
+    (void)saver->finish();
   if (!status && stoppedAfter > 0) {
     stoppedBySignal = true;
     if (!reports)
@@ -1078,9 +1060,13 @@ Status TrainingSession::agreeOnStop() {
 }
 
 Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
-  if (!o.saveCheckpoint.empty() &&
-      (stopping || step == options.steps ||
-       (o.saveEvery && step % *o.saveEvery == 0))) {
+  if (o.saveCheckpoint.empty())
+    return Status::ok();
+  if (!saver)
+    saver.emplace(o.saveCheckpoint, o.keepLast.value_or(0), asyncSave, plan,
+                  *ranks, dist, observer, reports);
+  const bool last = stopping || step == options.steps;
+  if (last || (o.saveEvery && step % *o.saveEvery == 0)) {
     TrainingCheckpoint checkpoint;
     checkpoint.step = step;
     checkpoint.seed = o.seed;
@@ -1089,15 +1075,20 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
     checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
     checkpoint.config = model.hfConfig;
     checkpoint.training = trainingRecord().dump();
-    StatusOr<std::string> saved =
-        saveCheckpoint(o.saveCheckpoint, *ranks, plan, checkpoint,
-                       o.keepLast.value_or(0), dist);
+    // (the last waits for its write: the run ends with it committed)
+    StatusOr<std::string> saved = saver->save(checkpoint, /*wait=*/last);
     if (!saved)
       return saved.takeStatus();
-    if (reports)
-      observer.checkpointSaved(*saved);
-    stoppedCheckpoint = *saved;
+    if (!saved->empty())
+      stoppedCheckpoint = *saved;
+    return Status::ok();
   }
+  // Between saves: the one in flight committed once written everywhere.
+  StatusOr<std::string> saved = saver->poll();
+  if (!saved)
+    return saved.takeStatus();
+  if (!saved->empty())
+    stoppedCheckpoint = *saved;
   return Status::ok();
 }
 

@@ -18,6 +18,7 @@
 #include "mlt/Run/RunObserver.h"
 #include "mlt/Run/RunOptions.h"
 #include "mlt/Runtime/io/DataBlend.h"
+#include "mlt/Support/FormatBytes.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -136,6 +137,17 @@ Output:
                              the end; default: at the end only)
   --keep-last K              with --save-checkpoint: keep the newest K
                              checkpoints (default: all)
+  --async-save               with --save-checkpoint: write each checkpoint
+                             in the background (the default): training
+                             stops only while the state is copied into
+                             host memory kept for it (page-locked on GPUs;
+                             the size of this process's share of the
+                             weights and moments, in f32), and the next
+                             save or the run's end waits for the write; by
+                             default off where that memory would exceed
+                             half of the host's free memory
+  --no-async-save            with --save-checkpoint: write each checkpoint
+                             while training waits (no memory kept)
   --resume DIR               go on from the checkpoint DIR (a --save-checkpoint
                              directory: its latest; or one step-NNNNNN): its
                              weights, moments and step, whatever layout saved
@@ -398,6 +410,8 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
   };
   const std::map<std::string, bool *> flags = {
       {"--no-shuffle", nullptr},
+      {"--async-save", nullptr},
+      {"--no-async-save", nullptr},
       {"--allow-data-change", &o.allowDataChange},
       {"--allow-optimizer-change", &o.allowOptimizerChange},
       {"--skip-checksums", &o.skipChecksums},
@@ -450,6 +464,12 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
         return errorf(name, " takes no value");
       if (name == "--no-shuffle")
         o.shuffle = false;
+      else if (name == "--async-save" || name == "--no-async-save") {
+        if (o.asyncSave)
+          return errorf("--async-save and --no-async-save contradict each "
+                        "other; give one");
+        o.asyncSave = name == "--async-save";
+      }
       else
         *it->second = true;
       continue;
@@ -616,8 +636,15 @@ public:
     std::fflush(stdout);
   }
 
-  void checkpointSaved(const std::string &dir) override {
-    std::printf("saved checkpoint %s\n", dir.c_str());
+  void checkpointSaved(const SavedCheckpoint &saved) override {
+    if (saved.backgroundSeconds)
+      std::printf("saved checkpoint %s (%s; training paused %.2f s, written "
+                  "in the background in %.1f s)\n",
+                  saved.dir.c_str(), formatBytes(saved.bytes).c_str(),
+                  saved.pausedSeconds, *saved.backgroundSeconds);
+    else
+      std::printf("saved checkpoint %s (%s in %.1f s)\n", saved.dir.c_str(),
+                  formatBytes(saved.bytes).c_str(), saved.pausedSeconds);
     std::fflush(stdout);
   }
 

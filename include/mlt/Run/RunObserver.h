@@ -54,6 +54,20 @@ struct RunSummary {
   std::string data;
 };
 
+/// A training checkpoint saved (--save-checkpoint).
+struct SavedCheckpoint {
+  /// Its directory (ROOT/step-NNNNNN) and step.
+  std::string dir;
+  int64_t step = 0;
+  /// The bytes of this process's shards.
+  uint64_t bytes = 0;
+  /// How long training stopped for it: the whole save when synchronous;
+  /// the copy into host memory when written in the background.
+  double pausedSeconds = 0;
+  /// Written in the background (--async-save): how long the write took.
+  std::optional<double> backgroundSeconds;
+};
+
 /// What a run tells as it goes (see the top of this file), in the order it
 /// happens, from the thread that runs it. Ignored unless overridden.
 class RunObserver {
@@ -94,8 +108,8 @@ public:
                     int64_t steps);
   /// The run trained every step: what it came to.
   virtual void finished(const RunTotals &totals);
-  /// --save-checkpoint: a checkpoint written in `dir`.
-  virtual void checkpointSaved(const std::string &dir);
+  /// --save-checkpoint: a checkpoint written and committed.
+  virtual void checkpointSaved(const SavedCheckpoint &saved);
   /// --save-hf: the weights written to `dir` at `step` (--save-hf-every),
   /// or after the last step (no step).
   virtual void hfSaved(const std::string &dir, std::optional<int64_t> step);

@@ -45,6 +45,9 @@ struct RunOptions {
   /// --skip-checksums: read a checkpoint's tensors without checking their
   /// bytes' hashes.
   bool skipChecksums = false;
+  /// --async-save / --no-async-save: whether --save-checkpoint writes in
+  /// the background (unset: yes, unless its host memory is short).
+  std::optional<bool> asyncSave;
   std::optional<int64_t> batch, seqLen, steps;
   double lr = 3e-4, minLR = 0.0;
   int64_t warmup = 0;

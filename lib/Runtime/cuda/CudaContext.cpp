@@ -166,6 +166,19 @@ Status CudaDeviceContext::copyToHost(void *host, const uint8_t *device,
   return cudaStatus(error, "cudaStreamSynchronize");
 }
 
+StatusOr<void *> CudaDeviceContext::allocateHostStaging(uint64_t bytes) {
+  MLT_RETURN_IF_ERROR(activate());
+  void *memory = nullptr;
+  MLT_CUDA_RETURN_IF_ERROR(
+      cudaHostAlloc(&memory, std::max<uint64_t>(bytes, 1), cudaHostAllocDefault));
+  return memory;
+}
+
+void CudaDeviceContext::freeHostStaging(void *memory) {
+  if (memory)
+    (void)cudaFreeHost(memory);
+}
+
 Status CudaDeviceContext::copyToHostAtSync(void *host, const uint8_t *device,
                                            uint64_t bytes) {
   if (bytes == 0)

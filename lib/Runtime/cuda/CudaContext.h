@@ -104,6 +104,8 @@ public:
   Status copyToDevice(uint8_t *device, const void *host,
                       uint64_t bytes) override;
   Status copyToHost(void *host, const uint8_t *device, uint64_t bytes) override;
+  StatusOr<void *> allocateHostStaging(uint64_t bytes) override;
+  void freeHostStaging(void *memory) override;
   Status copyToHostAtSync(void *host, const uint8_t *device,
                           uint64_t bytes) override;
   Status fill(const rt::BufferView &buffer, double value) override;

@@ -13,6 +13,11 @@
 #include "mlt/Runtime/comm/Communicator.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 
+#include "mlt/Support/FormatBytes.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <tuple>
@@ -27,6 +32,16 @@ Status DeviceContext::exchange(std::string_view,
                                const std::vector<PointToPoint> &) {
   return errorf("this device cannot run sends and receives");
 }
+
+StatusOr<void *> DeviceContext::allocateHostStaging(uint64_t bytes) {
+  void *memory = nullptr;
+  if (bytes > SIZE_MAX ||
+      posix_memalign(&memory, 4096, std::max<size_t>(size_t(bytes), 1)) != 0)
+    return errorf("cannot allocate ", formatBytes(bytes), " of host memory");
+  return memory;
+}
+
+void DeviceContext::freeHostStaging(void *memory) { std::free(memory); }
 
 Status DeviceContext::beginLaunchTiming() {
   return errorf("this device cannot time its launches");
@@ -615,6 +630,43 @@ StatusOr<std::vector<float>> Executor::readFloats(size_t index) {
     MLT_RETURN_IF_ERROR(readRaw(index, host.data(), buffer.bytes));
     cpu::castBF16ToFloat(values.data(), host.data(), count);
     return values;
+  }
+  default:
+    return errorf("buffer '", buffer.name, "' is ",
+                  elementTypeName(buffer.dtype),
+                  "; only f32, f64 and bf16 buffers can be read as floats");
+  }
+}
+
+Status Executor::readFloatRange(size_t index, int64_t begin, int64_t count,
+                                float *out) {
+  const BufferDesc &buffer = rank_.buffers.at(index);
+  if (begin < 0 || count < 0 || begin + count > buffer.numElements())
+    return errorf("reading elements [", begin, ", ", begin + count,
+                  ") of buffer '", buffer.name, "', which holds ",
+                  buffer.numElements());
+  if (count == 0)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(synchronize());
+  const uint8_t *data = arena_ + buffer.copyOffset(0);
+  switch (buffer.dtype) {
+  case ElementType::F32:
+    return device_->copyToHost(out, data + begin * sizeof(float),
+                               uint64_t(count) * sizeof(float));
+  case ElementType::F64: {
+    std::vector<double> host(count);
+    MLT_RETURN_IF_ERROR(device_->copyToHost(
+        host.data(), data + begin * sizeof(double), count * sizeof(double)));
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = float(host[i]);
+    return Status::ok();
+  }
+  case ElementType::BF16: {
+    std::vector<uint16_t> host(count);
+    MLT_RETURN_IF_ERROR(device_->copyToHost(
+        host.data(), data + begin * sizeof(uint16_t), count * sizeof(uint16_t)));
+    cpu::castBF16ToFloat(out, host.data(), count);
+    return Status::ok();
   }
   default:
     return errorf("buffer '", buffer.name, "' is ",

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/train/Checkpoint.h"
+#include "mlt/Runtime/train/CheckpointStaging.h"
 
 #include "mlt/Plan/ModelConfig.h"
 #include "mlt/Plan/PlanFormat.h"
@@ -56,15 +57,9 @@ constexpr const char *kConfigFile = "config.json";
 constexpr uintmax_t kMaxTextBytes = uintmax_t(1) << 28;
 /// Shards kept open between reads; beyond, each read opens its shard.
 constexpr size_t kMaxOpenShards = 256;
-/// A shard's safetensors metadata: the step it holds.
-constexpr const char *kStepMetadata = "mlt_step";
 /// trainer.json's own hash: the last field, its 16 digits zeros while the
 /// text is hashed.
 constexpr std::string_view kSelfHashField = "\"checksum\": \"xxh3:";
-/// Beside each shard while a save is in progress: its hashes, which rank
-/// 0's process gathers into the index (another process may have written
-/// the shard).
-constexpr const char *kDigestSuffix = ".digest.json";
 
 /// The step of a checkpoint directory's name ("step-000006": 6), or -1.
 int64_t stepOfName(const std::string &name) {
@@ -345,84 +340,13 @@ StatusOr<uint64_t> mlt::rt::writeCheckpointShards(RankGroup &local,
                                                   const Plan &plan,
                                                   const std::string &dir,
                                                   int64_t step) {
-  StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan);
-  if (!pieces)
-    return pieces.takeStatus();
-  std::vector<std::string> keys;
-  (void)checkpointIndexOf(*pieces, &keys);
-
-  // Each local rank's pieces, read from its buffers (in turn: a device is
-  // read by one thread), then written by a thread per rank, straight from
-  // the values read.
-  struct Shard {
-    uint32_t rank;
-    std::vector<TensorSpec> specs;
-    std::vector<std::vector<float>> values;
-  };
-  std::vector<Shard> shards;
-  for (uint32_t i = 0; i < local.size(); ++i) {
-    Executor &executor = local.executor(i);
-    const uint32_t rank = executor.rankPlan().rank;
-    std::vector<const SavedPiece *> mine;
-    Shard shard{rank, {}, {}};
-    for (size_t p = 0; p < pieces->size(); ++p)
-      if ((*pieces)[p].rank == rank) {
-        const SavedPiece &piece = (*pieces)[p];
-        mine.push_back(&piece);
-        shard.specs.push_back(
-            {keys[p], DType::F32,
-             piece.isRange ? std::vector<int64_t>{piece.count}
-                           : piece.layout.shape});
-      }
-    if (mine.empty())
-      continue; // (a replica of data other ranks write)
-    StatusOr<std::vector<std::vector<float>>> values =
-        readPieces(executor, mine);
-    if (!values)
-      return values.takeStatus().withContext("rank " + std::to_string(rank));
-    shard.values = std::move(*values);
-    shards.push_back(std::move(shard));
-  }
-
-  // Each shard's hashes, computed as it is written, go beside it for rank
-  // 0's process to gather into the index (commitCheckpoint).
-  const std::map<std::string, std::string> metadata = {
-      {kStepMetadata, std::to_string(step)}};
-  std::vector<Status> written(shards.size(), Status::ok());
-  std::vector<std::thread> writers;
-  for (size_t i = 0; i < shards.size(); ++i)
-    startOrRun(writers, [&, i] {
-      const Shard &shard = shards[i];
-      const fs::path path = fs::path(dir) / shardFileName(shard.rank);
-      SafeTensorsDigest digest;
-      written[i] = writeSafeTensors(
-          path.string(), shard.specs,
-          [&](size_t p) -> StatusOr<ByteView> {
-            return ByteView{
-                reinterpret_cast<const uint8_t *>(shard.values[p].data()),
-                shard.values[p].size() * sizeof(float)};
-          },
-          metadata, &digest);
-      if (!written[i])
-        return;
-      json pieces = json::object();
-      for (size_t p = 0; p < shard.specs.size(); ++p)
-        pieces[shard.specs[p].name] = formatContentHash(digest.tensors[p]);
-      const json record = {{"xxh3", formatContentHash(digest.file)},
-                           {"header_xxh3", formatContentHash(digest.header)},
-                           {"pieces", std::move(pieces)}};
-      written[i] = writeDurably(path.string() + kDigestSuffix, record.dump());
-    });
-  for (std::thread &writer : writers)
-    writer.join();
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    MLT_RETURN_IF_ERROR(written[i]);
-    std::error_code error;
-    bytes += fs::file_size(fs::path(dir) / shardFileName(shards[i].rank),
-                           error);
-  }
-  return bytes;
+  // (ordinary memory, held for this save only)
+  StatusOr<std::unique_ptr<CheckpointStaging>> staging =
+      CheckpointStaging::create(local, plan, /*pinned=*/false);
+  if (!staging)
+    return staging.takeStatus();
+  MLT_RETURN_IF_ERROR((*staging)->read());
+  return (*staging)->write(dir, step);
 }
 
 std::string mlt::rt::trainerStateJson(const TrainingCheckpoint &state,

@@ -979,36 +979,3 @@ StatusOr<std::vector<SavedPiece>> mlt::rt::checkpointPieces(const Plan &plan) {
   return saved;
 }
 
-StatusOr<std::vector<std::vector<float>>>
-mlt::rt::readPieces(Executor &executor,
-                    const std::vector<const SavedPiece *> &pieces) {
-  // Each buffer read once: a flat buffer holds pieces of many tensors.
-  std::map<std::string, std::vector<size_t>> byBuffer;
-  for (size_t i = 0; i < pieces.size(); ++i)
-    byBuffer[pieces[i]->buffer].push_back(i);
-  std::vector<std::vector<float>> values(pieces.size());
-  for (const auto &[name, indices] : byBuffer) {
-    StatusOr<size_t> buffer = executor.findBuffer(name);
-    if (!buffer)
-      return buffer.takeStatus();
-    StatusOr<std::vector<float>> all = executor.readFloats(*buffer);
-    if (!all)
-      return all.takeStatus();
-    for (size_t i : indices) {
-      const SavedPiece &piece = *pieces[i];
-      if (piece.bufferOffset < 0 ||
-          piece.bufferOffset + piece.count > int64_t(all->size()))
-        return errorf("'", piece.tensor, "': elements [", piece.bufferOffset,
-                      ", ", piece.bufferOffset + piece.count, ") of '", name,
-                      "', which holds ", all->size());
-      if (indices.size() == 1 && piece.bufferOffset == 0 &&
-          piece.count == int64_t(all->size())) {
-        values[i] = std::move(*all);
-        break;
-      }
-      values[i].assign(all->begin() + piece.bufferOffset,
-                       all->begin() + piece.bufferOffset + piece.count);
-    }
-  }
-  return values;
-}

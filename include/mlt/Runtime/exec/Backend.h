@@ -75,6 +75,13 @@ public:
   virtual Status copyToHost(void *host, const uint8_t *device,
                             uint64_t bytes) = 0;
 
+  /// Host memory for reading large state out of the device (a checkpoint's,
+  /// CheckpointStaging.h), not zeroed: page-locked where the device copies
+  /// faster from page-locked memory (CUDA); the default is ordinary
+  /// page-aligned memory. Freed by freeHostStaging.
+  virtual StatusOr<void *> allocateHostStaging(uint64_t bytes);
+  virtual void freeHostStaging(void *memory);
+
   /// Queues a copy of `bytes` of device memory to `host`, in order with the
   /// launches, that has landed when the next synchronize returns: a read
   /// that does not wait (`host` must stay valid until then). The default

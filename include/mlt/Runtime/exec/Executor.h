@@ -118,6 +118,10 @@ public:
   Status writeFloats(size_t buffer, const float *values, int64_t count);
   /// Reads a float buffer as floats.
   StatusOr<std::vector<float>> readFloats(size_t buffer);
+  /// Reads elements [begin, begin + count) of a float buffer into `out`,
+  /// as floats (straight into `out` when the buffer is f32).
+  Status readFloatRange(size_t buffer, int64_t begin, int64_t count,
+                        float *out);
 
   /// Writes or reads a one-element float buffer.
   Status writeScalar(size_t buffer, double value);

@@ -102,6 +102,13 @@ struct CheckpointIndex {
 /// "rank-00003.safetensors": the shard that plan rank `rank` writes.
 std::string shardFileName(uint32_t rank);
 
+/// A shard's safetensors metadata: the step it holds.
+inline constexpr const char *kStepMetadata = "mlt_step";
+/// Beside each shard while a save is in progress: its hashes, which rank
+/// 0's process gathers into the index (another process may have written
+/// the shard).
+inline constexpr const char *kDigestSuffix = ".digest.json";
+
 /// The index of a checkpoint of `pieces` (checkpointPieces of a plan):
 /// each rank's pieces in its shard, keyed by tensor name, or
 /// "<name>#<i>" (the tensor's i-th piece) where the piece is not the whole

@@ -114,10 +114,6 @@ struct SavedPiece {
 /// plan-rank order. Every process derives the same list from the plan.
 StatusOr<std::vector<SavedPiece>> checkpointPieces(const Plan &plan);
 
-/// The values of `pieces`, all held by `executor`'s rank, each buffer read
-/// once.
-StatusOr<std::vector<std::vector<float>>>
-readPieces(Executor &executor, const std::vector<const SavedPiece *> &pieces);
 
 /// The parameters that `rank` has (HF names and whole shapes), in buffer
 /// order: named by a parameter or compute-copy buffer, or held by a

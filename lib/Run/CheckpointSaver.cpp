@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <system_error>
 
 using namespace mlt;
 using namespace mlt::run;
@@ -22,6 +23,29 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 } // namespace
+
+CheckpointSaver::~CheckpointSaver() {
+  if (preparing_.joinable())
+    preparing_.join();
+}
+
+void CheckpointSaver::prepare() {
+  if (!async_ || staging_ || preparing_.joinable() || !prepared_)
+    return;
+  auto allocate = [this] {
+    StatusOr<std::unique_ptr<CheckpointStaging>> made =
+        CheckpointStaging::create(ranks_, plan_, /*pinned=*/true);
+    if (made)
+      staging_ = std::move(*made);
+    else
+      prepared_ = made.takeStatus();
+  };
+  try {
+    preparing_ = std::thread(allocate);
+  } catch (const std::system_error &) {
+    allocate();
+  }
+}
 
 Status CheckpointSaver::agree(Status status) {
 #ifdef MLT_HAVE_CUDA
@@ -92,16 +116,10 @@ StatusOr<std::string> CheckpointSaver::save(const TrainingCheckpoint &state,
           {*saved, state.step, *written, secondsSince(start), std::nullopt});
     return saved;
   }
-  Status staged = Status::ok();
-  if (!staging_) {
-    // Allocated once, at the first save (page-locking takes a while).
-    StatusOr<std::unique_ptr<CheckpointStaging>> made =
-        CheckpointStaging::create(ranks_, plan_, /*pinned=*/true);
-    if (made)
-      staging_ = std::move(*made);
-    else
-      staged = made.takeStatus();
-  }
+  prepare(); // (if not yet begun)
+  if (preparing_.joinable())
+    preparing_.join();
+  Status staged = prepared_;
   if (staged)
     staged = staging_->read();
   staged = agree(staged);

@@ -778,6 +778,11 @@ Status TrainingSession::createTrainer() {
       Trainer::create(*ranks, model, *data->data, options);
   MLT_RETURN_IF_ERROR(agree(created ? Status::ok() : created.takeStatus()));
   trainer = std::move(*created);
+  if (!o.saveCheckpoint.empty()) {
+    saver.emplace(o.saveCheckpoint, o.keepLast.value_or(0), asyncSave, plan,
+                  *ranks, dist, observer, reports);
+    saver->prepare();
+  }
   return Status::ok();
 }
 
@@ -1060,11 +1065,8 @@ Status TrainingSession::agreeOnStop() {
 }
 
 Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
-  if (o.saveCheckpoint.empty())
-    return Status::ok();
   if (!saver)
-    saver.emplace(o.saveCheckpoint, o.keepLast.value_or(0), asyncSave, plan,
-                  *ranks, dist, observer, reports);
+    return Status::ok();
   const bool last = stopping || step == options.steps;
   if (last || (o.saveEvery && step % *o.saveEvery == 0)) {
     TrainingCheckpoint checkpoint;

@@ -1028,6 +1028,9 @@ Status TrainingSession::logStep(const StepMetrics &m) {
     nlohmann::json line = {{"step", m.step}, {"tokens", m.tokens}};
     for (const auto &[name, value] : scalars)
       line[name] = value;
+    // (wall time since training began: with step_time_s, what went on
+    // between steps, such as a save)
+    line["elapsed_s"] = progress.elapsed;
     log << line.dump() << "\n";
     log.flush();
     if (!log)

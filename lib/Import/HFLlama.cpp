@@ -7,6 +7,7 @@
 
 #include "mlt/Import/HFLlama.h"
 #include "mlt/Plan/ModelConfig.h"
+#include "mlt/Support/HFModelDirectory.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
@@ -400,9 +401,12 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
 }
 
 llvm::Expected<LlamaConfig> mlt::readHFLlamaConfig(llvm::StringRef path) {
-  llvm::SmallString<256> file(path);
-  if (llvm::sys::fs::is_directory(file))
-    llvm::sys::path::append(file, "config.json");
+  // (an HF model directory by the rule every tool takes one by)
+  StatusOr<std::string> config = hfConfigPath(path.str());
+  if (!config)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   config.status().message());
+  const std::string &file = *config;
   // Not a file (a FIFO would block the read): say what it is.
   llvm::sys::fs::file_status status;
   if (!llvm::sys::fs::status(file, status) &&

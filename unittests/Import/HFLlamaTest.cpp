@@ -358,13 +358,20 @@ TEST(ReadHFLlamaConfig, FileOrDirectory) {
     ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
     EXPECT_EQ(c->numKvHeads, 2);
   }
-  // Messages name the file that was read.
+  // Messages name the file that was read; a directory without one is
+  // refused by the rule every tool takes a model directory by
+  // (HFModelDirectory.h).
   llvm::sys::fs::remove(file);
-  llvm::Expected<LlamaConfig> missing = readHFLlamaConfig(dir);
+  llvm::Expected<LlamaConfig> missing = readHFLlamaConfig(file);
   ASSERT_FALSE(static_cast<bool>(missing));
   std::string error = llvm::toString(missing.takeError());
   EXPECT_NE(error.find(file.str().str()), std::string::npos) << error;
   EXPECT_NE(error.find("cannot read"), std::string::npos) << error;
+  llvm::Expected<LlamaConfig> empty = readHFLlamaConfig(dir);
+  ASSERT_FALSE(static_cast<bool>(empty));
+  EXPECT_EQ(llvm::toString(empty.takeError()),
+            dir.str().str() + ": a directory without config.json (an HF "
+                              "model directory holds one)");
   llvm::sys::fs::remove(dir);
 }
 

@@ -608,9 +608,17 @@ Status TrainingSession::resume() {
   MLT_RETURN_IF_ERROR(agree(
       reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
   const TrainingCheckpoint *checkpoint = &(*reader)->state();
+  // The model: its config but the special-token ids, which train nothing
+  // (and which checkpoints saved before the importer kept them lack).
+  auto modelOf = [](const std::string &config) {
+    nlohmann::json parsed = nlohmann::json::parse(config, nullptr, false);
+    if (parsed.is_object())
+      for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+        parsed.erase(key);
+    return parsed;
+  };
   if (!model.hfConfig.empty() &&
-      nlohmann::json::parse(checkpoint->config, nullptr, false) !=
-          nlohmann::json::parse(model.hfConfig, nullptr, false))
+      modelOf(checkpoint->config) != modelOf(model.hfConfig))
     return errorf("--resume ", o.resume,
                   ": the checkpoint is of another "
                   "model (its config.json differs from the plan's)");

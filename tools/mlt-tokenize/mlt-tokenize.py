@@ -271,11 +271,11 @@ def check_outputs(prefix, force, inputs):
 
 # ---------------------------------------------------------------------------
 # Temporaries: .NAME.bin.mlt-tokenize-PID-TAG.tmp beside NAME.bin (and the
-# same for .idx and .meta.json), PID the writing process, TAG 8 random hex digits (a PID
-# can be reused, or be another host's on a shared file system). The writer
-# holds an fcntl lock on each while it lives; the kernel drops the locks of
-# a killed process, so a temporary of this name that nobody locks is a dead
-# run's, and the only files the next run removes.
+# same for .idx and .meta.json), PID the writing process, TAG 8 random hex
+# digits (a PID can be reused, or be another host's on a shared file
+# system). The writer holds an fcntl lock on each while it lives; the kernel
+# drops the locks of a killed process, so a temporary of this name that
+# nobody locks is a dead run's, and the only files the next run removes.
 # ---------------------------------------------------------------------------
 
 LONGEST_TAG = "4194304-ffffffff"  # (Linux's largest PID)
@@ -1043,8 +1043,8 @@ def tokenize(options):
             writer.abandon()
         if (isinstance(e, KeyboardInterrupt) and writer is not None
                 and writer.written):
-            raise KeyboardInterrupt(f"interrupted after writing {written(prefix)}"
-                                    f" (whole)") from None
+            raise KeyboardInterrupt(f"interrupted after writing "
+                                    f"{written(prefix)} (whole)") from None
         raise
 
 

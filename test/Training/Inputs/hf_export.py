@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Helpers of the HF export tests (hf-export.test, hf-export-transformers.test).
+"""Helpers of the HF export tests (hf-export.test and
+hf-export-transformers.test).
 
   hf_export.py model DIR                 makes DIR an HF model directory
                                          around the tokenizer.json in it

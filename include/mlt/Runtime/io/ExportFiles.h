@@ -1,4 +1,4 @@
-//===- ExportFiles.h - what an HF export copies beside its weights -*- C++ -*-===//
+//===- ExportFiles.h - what HF exports copy beside the weights --*- C++ -*-===//
 //
 // Part of mlt. An HF export (mlt-run --save-hf, mlt-checkpoint to-hf) is a
 // model directory that transformers loads whole: config.json and

@@ -25,7 +25,9 @@ void RunObserver::step(const rt::StepMetrics &, const StepProgress &,
                        int64_t) {}
 void RunObserver::finished(const RunTotals &) {}
 void RunObserver::checkpointSaved(const SavedCheckpoint &) {}
-void RunObserver::hfSaved(const std::string &, std::optional<int64_t>) {}
+void RunObserver::hfSaved(const std::string &, std::optional<int64_t>,
+                          const std::vector<std::string> &) {}
+void RunObserver::warning(const std::string &) {}
 void RunObserver::stopped(const std::string &, int64_t, int64_t,
                           const std::string &) {}
 void RunObserver::stepTimeCompared(double, size_t, double) {}

@@ -19,6 +19,7 @@
 #include "mlt/Runtime/exec/Trace.h"
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/EventFile.h"
+#include "mlt/Runtime/io/ExportFiles.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Checkpoint.h"
@@ -27,6 +28,7 @@
 #include "mlt/Support/AtomicFile.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/FormatBytes.h"
+#include "mlt/Support/HFModelDirectory.h"
 
 #ifdef MLT_HAVE_CUDA
 #include "mlt/Runtime/cuda/CudaBackend.h"
@@ -210,6 +212,13 @@ public:
   /// --steps), then loads its weights and AdamW's moments.
   Status resume();
 
+  /// --save-hf, --save-checkpoint (rank 0's process): the files an HF
+  /// export copies beside the weights (ExportFiles.h), chosen from the data
+  /// and the model directory (else the resumed checkpoint's); with
+  /// --save-hf, read and checked now, once for every save. A file left out
+  /// is a warning, not a failure.
+  void prepareExport();
+
   /// The options a checkpoint records and a resumed run is held to
   /// (TrainingCheckpoint::training).
   nlohmann::json trainingRecord() const;
@@ -344,6 +353,12 @@ private:
   int64_t resumedStep = 0;
   /// The resumed checkpoint's cosine end (0: none recorded).
   int64_t decaySteps = 0;
+  /// The resumed checkpoint's record of what HF exports copy (empty: none).
+  std::string resumedExportFiles;
+  /// prepareExport's record (kept in checkpoints) and the files --save-hf
+  /// writes beside the weights.
+  ExportRecord exportRecord;
+  ExtraFiles exportFiles;
   std::ofstream log;
   std::unique_ptr<EventFileWriter> events;
   /// The run's pace (rank 0's process), from the start of training.
@@ -585,9 +600,17 @@ Status TrainingSession::resume() {
   MLT_RETURN_IF_ERROR(agree(
       reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
   const TrainingCheckpoint *checkpoint = &(*reader)->state();
+  // The model: its config but the special-token ids, which train nothing
+  // (and which checkpoints saved before the importer kept them lack).
+  auto modelOf = [](const std::string &config) {
+    nlohmann::json parsed = nlohmann::json::parse(config, nullptr, false);
+    if (parsed.is_object())
+      for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+        parsed.erase(key);
+    return parsed;
+  };
   if (!model.hfConfig.empty() &&
-      nlohmann::json::parse(checkpoint->config, nullptr, false) !=
-          nlohmann::json::parse(model.hfConfig, nullptr, false))
+      modelOf(checkpoint->config) != modelOf(model.hfConfig))
     return errorf("--resume ", o.resume,
                   ": the checkpoint is of another "
                   "model (its config.json differs from the plan's)");
@@ -631,6 +654,7 @@ Status TrainingSession::resume() {
   MLT_RETURN_IF_ERROR(
       agree(std::move(resumed).withContext("--resume " + o.resume)));
   resumedStep = checkpoint->step;
+  resumedExportFiles = checkpoint->exportFiles;
   if (reports)
     // (The checkpoint directory itself: a root's names the step taken.)
     observer.resumed((*reader)->directory(), resumedStep, checkpoint->layout);
@@ -638,6 +662,14 @@ Status TrainingSession::resume() {
 }
 
 namespace {
+
+/// The files of an HF export: config.json, model.safetensors and `extra`.
+std::vector<std::string> exportedNames(const ExtraFiles &extra) {
+  std::vector<std::string> names = {kHFConfigFile, "model.safetensors"};
+  for (const auto &[name, bytes] : extra)
+    names.push_back(name);
+  return names;
+}
 
 /// An option that a checkpoint records (TrainingCheckpoint::training), in
 /// the order a resumed run's changes are named.
@@ -1080,6 +1112,8 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
     checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
     checkpoint.config = model.hfConfig;
     checkpoint.training = trainingRecord().dump();
+    if (!exportRecord.empty())
+      checkpoint.exportFiles = exportRecord.toJson();
     // (the last waits for its write: the run ends with it committed)
     StatusOr<std::string> saved = saver->save(checkpoint, /*wait=*/last);
     if (!saved)
@@ -1097,15 +1131,48 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
   return Status::ok();
 }
 
+void TrainingSession::prepareExport() {
+  if (!reports || (o.saveHF.empty() && o.saveCheckpoint.empty()))
+    return;
+  std::vector<std::string> prefixes;
+  for (const ResolvedDataPath &source : data->sources)
+    if (source.kind == ResolvedDataPath::Kind::Indexed)
+      prefixes.push_back(source.path);
+  // (a plan file has no model directory; a model, the one holding it)
+  StatusOr<InputKind> input = classifyInput(o.model);
+  std::optional<std::string> modelDirectory;
+  if (input && *input == InputKind::Model)
+    modelDirectory = hfModelDirectory(o.model);
+  std::vector<std::string> warnings;
+  exportRecord = chooseExportRecord(prefixes, modelDirectory, warnings);
+  if (exportRecord.empty() && !resumedExportFiles.empty()) {
+    StatusOr<ExportRecord> resumed = ExportRecord::fromJson(resumedExportFiles);
+    if (resumed)
+      exportRecord = std::move(*resumed);
+    else
+      warnings.push_back("--resume " + o.resume + ": its record of the files "
+                         "HF exports copy: " + resumed.status().message());
+  }
+  for (const std::string &line : warnings)
+    observer.warning(line);
+  if (!o.saveHF.empty()) {
+    ExportContents contents = loadExportFiles(exportRecord, model.hfConfig);
+    for (const std::string &line : contents.warnings)
+      observer.warning("--save-hf: " + line);
+    exportFiles = std::move(contents.files);
+  }
+}
+
 Status TrainingSession::saveHFAt(int64_t step) {
   if (o.saveHFEvery && step % *o.saveHFEvery == 0 && step < options.steps) {
     StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
     if (!tensors)
       return tensors.takeStatus();
     if (reports) {
-      MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
-                              .withContext("--save-hf"));
-      observer.hfSaved(o.saveHF, step);
+      MLT_RETURN_IF_ERROR(
+          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors, exportFiles)
+              .withContext("--save-hf"));
+      observer.hfSaved(o.saveHF, step, exportedNames(exportFiles));
     }
   }
   return Status::ok();
@@ -1156,9 +1223,9 @@ Status TrainingSession::saveHF() {
       return tensors.takeStatus();
     // Only rank 0 writes; the processes agree on the result when they end.
     if (reports) {
-      MLT_RETURN_IF_ERROR(
-          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
-      observer.hfSaved(o.saveHF, std::nullopt);
+      MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig,
+                                             *tensors, exportFiles));
+      observer.hfSaved(o.saveHF, std::nullopt, exportedNames(exportFiles));
     }
   }
   return Status::ok();
@@ -1176,6 +1243,7 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
   MLT_RETURN_IF_ERROR(session.chooseCalibration());
   MLT_RETURN_IF_ERROR(session.loadWeights());
   MLT_RETURN_IF_ERROR(session.resume());
+  session.prepareExport();
   MLT_RETURN_IF_ERROR(session.openOutputs());
   MLT_RETURN_IF_ERROR(session.createTrainer());
   session.reportStart();

@@ -118,7 +118,14 @@ Output:
   --tensorboard DIR          the same scalars (but tokens) as TensorBoard event
                              files in DIR (created; a resumed run adds a file)
   --save-hf DIR              after training, write DIR/config.json and
-                             DIR/model.safetensors (f32), replacing DIR atomically
+                             DIR/model.safetensors (f32), replacing DIR
+                             atomically; with them generation_config.json
+                             (the model directory's, else one of the
+                             config's bos/eos/pad ids) and the tokenizer's
+                             files: those the data was made with, as
+                             mlt-tokenize recorded them beside it, else the
+                             model directory's; a tokenizer changed or gone
+                             since is left out, with a warning
   --save-hf-every N          with --save-hf: also every N steps (DIR replaced
                              each time, atomically)
   --save-checkpoint DIR      write training checkpoints under DIR, each in
@@ -648,14 +655,23 @@ public:
     std::fflush(stdout);
   }
 
-  void hfSaved(const std::string &dir, std::optional<int64_t> step) override {
+  void hfSaved(const std::string &dir, std::optional<int64_t> step,
+               const std::vector<std::string> &files) override {
+    std::string names;
+    for (const std::string &file : files)
+      names += (names.empty() ? "" : ", ") + file;
     if (step)
-      std::printf("saved %s (config.json, model.safetensors) at step %" PRId64
-                  "\n",
-                  dir.c_str(), *step);
+      std::printf("saved %s (%s) at step %" PRId64 "\n", dir.c_str(),
+                  names.c_str(), *step);
     else
-      std::printf("saved %s (config.json, model.safetensors)\n", dir.c_str());
+      std::printf("saved %s (%s)\n", dir.c_str(), names.c_str());
     std::fflush(stdout);
+  }
+
+  void warning(const std::string &line) override {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: warning: %s\n", line.c_str());
+    std::fflush(stderr);
   }
 
   void stopped(const std::string &signal, int64_t step, int64_t steps,

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlt::run {
 
@@ -111,8 +112,13 @@ public:
   /// --save-checkpoint: a checkpoint written and committed.
   virtual void checkpointSaved(const SavedCheckpoint &saved);
   /// --save-hf: the weights written to `dir` at `step` (--save-hf-every),
-  /// or after the last step (no step).
-  virtual void hfSaved(const std::string &dir, std::optional<int64_t> step);
+  /// or after the last step (no step), with the `files` of the directory
+  /// (config.json, model.safetensors, and those copied beside them).
+  virtual void hfSaved(const std::string &dir, std::optional<int64_t> step,
+                       const std::vector<std::string> &files);
+  /// Something the run leaves out without stopping (a tokenizer that an
+  /// HF export cannot copy, and why), in one line.
+  virtual void warning(const std::string &line);
   /// `signal` ("SIGTERM") stopped the run after `step` of `steps`; the run
   /// goes on with --resume `resumeFrom` (empty: nothing was saved).
   virtual void stopped(const std::string &signal, int64_t step, int64_t steps,

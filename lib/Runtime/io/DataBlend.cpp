@@ -233,6 +233,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
 
   std::vector<std::unique_ptr<TrainingData>> datasets;
   std::vector<double> weights;
+  std::vector<ResolvedDataPath> resolvedSources;
   json described = json::array();
   std::string summary;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -280,6 +281,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
       datasets.push_back(std::move(*samples));
     }
     described.push_back(std::move(entry));
+    resolvedSources.push_back(std::move(*resolved));
     weights.push_back(weight);
     summary += (summary.empty() ? "" : " + ") +
                (sources.size() > 1 ? formatWeight(weight) + " " : "") + name;
@@ -287,6 +289,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
   OpenedData opened;
   opened.description = json{{"datasets", described}}.dump();
   opened.summary = summary;
+  opened.sources = std::move(resolvedSources);
   if (datasets.size() == 1)
     opened.data = std::move(datasets.front());
   else

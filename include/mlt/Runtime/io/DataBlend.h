@@ -135,6 +135,9 @@ struct OpenedData {
   /// One line for the run's banner: "corpus (12345 tokens, 67 documents)",
   /// "0.7 a + 0.3 b", or a token file's name.
   std::string summary;
+  /// Each dataset as its path resolved (an indexed dataset's prefix, which
+  /// ExportFiles.h finds the record of its tokenizer beside).
+  std::vector<ResolvedDataPath> sources;
 };
 
 /// Opens `sources` (parseDataArguments) for samples of `seqLen` + 1 token

@@ -114,6 +114,13 @@ HangWatch::start(const Plan &plan, RankGroup &ranks,
 }
 
 HangWatch::~HangWatch() {
+  // A trip that raced with the end of the steps ends with them, not with
+  // the process (reportInProcess).
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken_ = true;
+  }
+  reported_.notify_all();
   // The watchdog first: it uses the channel.
   watchdog_.reset();
 #ifdef MLT_HAVE_CUDA

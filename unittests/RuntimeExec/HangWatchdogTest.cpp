@@ -3,8 +3,9 @@
 // Part of mlt. HangWatchdog (HangWatchdog.h) over positions moved by hand:
 // it trips when no watched rank moves for the timeout, not while one moves,
 // never for ranks outside a step or setting up, and on an alarm.
-// Timeouts of 100-250 ms keep the suite quick; the bounds allow a loaded
-// machine's scheduling (a moving rank may be held up for a timeout).
+// Timeouts of 100-500 ms keep the suite quick; the bounds allow a loaded
+// machine's scheduling (a moving rank would have to be held up for a whole
+// timeout to trip it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,14 +83,14 @@ TEST(HangWatchdogTest, QuietWhileOneRankMoves) {
   waiting.enterStep(1);
   moving.enterStep(1);
   waiting.at(1, 4, RankActivity::Waiting);
-  Watched w({&waiting, &moving}, 250ms);
-  for (uint32_t i = 0; i < 75; ++i) {
+  Watched w({&waiting, &moving}, 500ms);
+  for (uint32_t i = 0; i < 150; ++i) {
     moving.at(1, i, RankActivity::Running);
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(w.trips, 0);
   ASSERT_TRUE(w.waitForTrip(5s));
-  EXPECT_GE(w.after, 0.75 + 0.25);
+  EXPECT_GE(w.after, 1.5 + 0.5);
 }
 
 TEST(HangWatchdogTest, OutsideStepsAndSetupAreNotTimed) {

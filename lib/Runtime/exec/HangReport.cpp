@@ -184,7 +184,7 @@ private:
 struct Placed {
   bool waits = false;
   /// Waiting: "all_reduce_sum 'x' of dp group 0-7"; elsewhere: "in matmul
-  /// 12 of micro_step (F0.0 B0.0) (held by MLT_FAULT_STALL)".
+  /// 12 of micro_step (F0.0 B0.0) (held there by MLT_FAULT_STALL)".
   std::string where;
   std::string line;
 };

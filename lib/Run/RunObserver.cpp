@@ -33,3 +33,4 @@ void RunObserver::stopped(const std::string &, int64_t, int64_t,
 void RunObserver::stepTimeCompared(double, size_t, double) {}
 void RunObserver::calibrationWritten(const CalibrationWritten &) {}
 void RunObserver::aborting(int, const std::string &) {}
+void RunObserver::hangReported(const rt::HangReport &, bool) {}

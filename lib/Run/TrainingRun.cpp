@@ -8,6 +8,7 @@
 
 #include "CheckpointSaver.h"
 #include "Distributed.h"
+#include "HangWatch.h"
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Run/PlanSource.h"
 #include "mlt/Run/Prediction.h"
@@ -41,8 +42,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -254,8 +257,14 @@ public:
   /// and their profiles begun when step 1 is the profiled one.
   Status setUpProfiles();
 
+  /// --collective-timeout (a plan of several ranks): the hang watchdog over
+  /// this process's ranks, from the first step to the last; and
+  /// MLT_FAULT_STALL's rank held where it says (tests).
+  Status watchForHangs();
+
   /// Runs the steps, each followed by afterStep; a signal stops the run
-  /// after the current step.
+  /// after the current step. A hang the watchdog reports is the run's
+  /// failure (with one process per GPU, the watchdog ends the job).
   Status runSteps();
 
   /// Whether a signal stopped the run (which runSteps reported); there is
@@ -366,6 +375,9 @@ private:
   std::chrono::steady_clock::time_point trainingStart;
   TrainingOptions options;
   std::unique_ptr<Trainer> trainer;
+  /// watchForHangs' watch, until the steps end (destroyed before the ranks
+  /// whose positions it reads).
+  std::unique_ptr<HangWatch> hangWatch;
   int64_t profiledStep = 0;
   std::vector<Executor *> profiled;
   /// --calibrate: the profiled step's launches of every rank, measured
@@ -954,6 +966,32 @@ StatusOr<TensorMap> TrainingSession::wholeTensors(BufferKind kind) {
   }
 }
 
+Status TrainingSession::watchForHangs() {
+  const bool watched = o.collectiveTimeout > 0 && plan.ranks.size() > 1;
+  Status stalled = Status::ok();
+  if (const char *text = std::getenv("MLT_FAULT_STALL"); text && *text) {
+    StatusOr<FaultStall> fault = parseFaultStall(
+        text, plan, options.firstStep, options.steps, watched);
+    if (fault) {
+      for (uint32_t i = 0; i < ranks->size(); ++i)
+        if (ranks->executor(i).rankPlan().rank == fault->rank)
+          ranks->executor(i).stallAt({fault->step, fault->launch});
+    } else {
+      stalled = fault.takeStatus();
+    }
+  }
+  MLT_RETURN_IF_ERROR(agree(stalled));
+  if (!watched)
+    return Status::ok();
+  StatusOr<std::unique_ptr<HangWatch>> started = HangWatch::start(
+      plan, *ranks,
+      std::chrono::milliseconds(std::llround(o.collectiveTimeout * 1000)),
+      observer, dist);
+  MLT_RETURN_IF_ERROR(agree(started ? Status::ok() : started.takeStatus()));
+  hangWatch = std::move(*started);
+  return Status::ok();
+}
+
 Status TrainingSession::runSteps() {
   // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP, SIGUSR1: the
   // current step ends, a checkpoint is written (with --save-checkpoint),
@@ -975,6 +1013,13 @@ Status TrainingSession::runSteps() {
   }
   Status status = trainer->run(
       [this](const StepMetrics &measured) { return afterStep(measured); });
+  // A hang: the watchdog's report, not the failures that ending it caused
+  // (with one process per GPU, the watchdog's thread ends the job).
+  const bool hung = hangWatch && hangWatch->tripped();
+  if (hung && dist)
+    hangWatch->awaitEnd();
+  if (hung)
+    status = hangWatch->failure();
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);
@@ -983,6 +1028,11 @@ Status TrainingSession::runSteps() {
   // ends with the failure.
   if (!status && stoppedAfter == 0 && saver && saver->inFlight())
     (void)saver->finish();
+  // The watch ends with the steps (with one process per GPU collectively:
+  // every process gets here, or the job is aborted).
+  hangWatch.reset();
+  if (hung)
+    return status;
   if (!status && stoppedAfter > 0) {
     stoppedBySignal = true;
     if (!reports)
@@ -1246,6 +1296,7 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
   session.prepareExport();
   MLT_RETURN_IF_ERROR(session.openOutputs());
   MLT_RETURN_IF_ERROR(session.createTrainer());
+  MLT_RETURN_IF_ERROR(session.watchForHangs());
   session.reportStart();
   MLT_RETURN_IF_ERROR(session.setUpProfiles());
   MLT_RETURN_IF_ERROR(session.runSteps());

@@ -57,6 +57,17 @@ Run:
                              HF-style init, normal(0, 0.02) for matrices and
                              embeddings, 1 for norm weights)
   --seed N                   seeds the init and the data order (default 1234)
+  --collective-timeout SECONDS
+                             with a plan of several ranks: when no rank has
+                             moved in its plan for SECONDS (default 600; 0:
+                             off; only the steps are timed, not the work
+                             between them, nor on GPUs a program's set-up
+                             in its first run and capture), print where
+                             each rank is (step, launch, the collective or
+                             transfer it waits in and its group) and a
+                             summary line naming the ranks elsewhere, and
+                             end the run (under mpirun, the job) with
+                             status 1
 
 Data:
   --data DATASET             the training data (default, for a model of 256
@@ -382,6 +393,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"--adam-eps", number(o.eps)},
       {"--weight-decay", number(o.weightDecay)},
       {"--clip-grad", number(o.clipGrad)},
+      {"--collective-timeout", number(o.collectiveTimeout)},
       {"--log-json", str(o.logJson)},
       {"--tensorboard", str(o.tensorboard)},
       {"--save-hf", str(o.saveHF)},
@@ -710,6 +722,16 @@ public:
                 w.classes, w.runClasses, fitted, w.predictedSeconds * 1e3,
                 w.measuredSeconds * 1e3);
     std::fflush(stdout);
+  }
+
+  void hangReported(const HangReport &report, bool endsRun) override {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: hang: where each rank is in its plan:\n");
+    for (const std::string &line : report.ranks)
+      std::fprintf(stderr, "mlt-run:   %s\n", line.c_str());
+    if (endsRun)
+      std::fprintf(stderr, "mlt-run: error: %s\n", report.summary.c_str());
+    std::fflush(stderr);
   }
 
   void aborting(int rank, const std::string &message) override {

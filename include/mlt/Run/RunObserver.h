@@ -15,6 +15,7 @@
 #include "mlt/Planner/Planner.h"
 #include "mlt/Run/Prediction.h"
 #include "mlt/Run/Progress.h"
+#include "mlt/Runtime/exec/HangReport.h"
 #include "mlt/Runtime/train/Training.h"
 
 #include <cstdint>
@@ -132,6 +133,13 @@ public:
   /// One process of several fails once collectives run: the job is
   /// aborted after this, `message` reported by this process alone.
   virtual void aborting(int rank, const std::string &message);
+
+  /// --collective-timeout: no rank moved for the timeout, and `report` says
+  /// where each rank is in its plan (rank 0's process tells, from the
+  /// watchdog's thread where the run ends with it). `endsRun`: nothing
+  /// reports the summary after this (the job is aborted, or the process
+  /// ends); otherwise the run fails with it.
+  virtual void hangReported(const rt::HangReport &report, bool endsRun);
 };
 
 } // namespace mlt::run

@@ -30,6 +30,8 @@
 
 namespace mlt::rt {
 
+class RankPosition;
+
 /// One buffer of an instruction, resolved to device memory.
 struct BufferView {
   /// Device address (inside the rank's arena).
@@ -131,6 +133,19 @@ public:
 
   /// Waits until every queued call has finished.
   virtual Status synchronize() = 0;
+
+  /// Whether launches are queued and run later (a GPU), rather than run to
+  /// completion before launch returns (the CPU): the host's place is then
+  /// not the device's (Position.h).
+  virtual bool queuesLaunches() const { return false; }
+
+  /// Has the device keep its own place in `position` from now on
+  /// (Position.h's device words: per plan stream, the collective or transfer
+  /// group it last entered or left, written by the device itself, in
+  /// captured graphs too); `position` must outlive the context. The default
+  /// does nothing: a device whose launches complete when they return is
+  /// where its host is.
+  virtual Status watchPosition(RankPosition &position);
 
   /// The device's architecture as plans name it ("sm_90"); empty when any
   /// plan suits it (the CPU). A plan compiled for another target is refused.

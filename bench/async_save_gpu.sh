@@ -30,21 +30,14 @@ set -u
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   dir=${2:?pack needs a directory}
-  cmake -G Ninja -S "$root" -B "$root"/build-runtime-cuda -DMLT_ENABLE_COMPILER=OFF \
-    -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$root"/build-runtime-cuda mlt-run mlt-checkpoint || exit 1
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans}
-  cp "$root"/build-runtime-cuda/bin/{mlt-run,mlt-checkpoint} "$dir"/bin/ && strip "$dir"/bin/*
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$root"/build-runtime-cuda/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" \
-      "$dir"/lib/
-  done
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_binaries "$root" "$dir" mlt-run mlt-checkpoint || exit 1
   compile() { "$root"/build/bin/mlt-run "$root"/models/llama/$1 --device cuda --dtype bf16 \
     "${@:3}" --emit-plan "$dir"/plans/$2.mltplan >/dev/null || exit 1; }
   compile tinyllama-1.1b.mlir tl --batch 64 --microbatches 16 --seq-len 2048
   compile tinyllama-1.1b.mlir tl1m --batch 512 --microbatches 128 --seq-len 2048
   compile llama-125m.mlir small --batch 4 --seq-len 1024
-  cp "$root"/scripts/gpu-pack-common.sh "$0" "$dir"/
+  cp "$0" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1))"
   exit 0
 fi

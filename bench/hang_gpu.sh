@@ -66,15 +66,8 @@ if [[ "${1:-}" == pack ]]; then
   dir=$(realpath -m "${2:?pack needs a directory}")
   compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
   test -x "$compile" || { echo "hang_gpu: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
-  cmake -G Ninja -S "$root" -B "$root"/build-runtime-cuda -DMLT_ENABLE_COMPILER=OFF \
-    -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$root"/build-runtime-cuda mlt-run
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans}
-  cp "$root"/build-runtime-cuda/bin/mlt-run "$dir"/bin/ && strip "$dir"/bin/mlt-run
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$root"/build-runtime-cuda/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" \
-      "$dir"/lib/
-  done
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_binaries "$root" "$dir" mlt-run
   cp "$root"/data/kjv-genesis-exodus.txt "$dir"/plans/tiny.txt
   tiny() { # name, layout flags...
     local name=$1; shift
@@ -103,7 +96,7 @@ for line in lines[program + 1:step]:
   tiny tiny-tp2 --tp 2
   "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --device cuda --dtype bf16 --batch 8 \
     --seq-len 2048 --dp 2 --emit-plan "$dir"/plans/tl-dp2.mltplan >/dev/null
-  cp "$root"/scripts/gpu-pack-common.sh "$0" "$dir"/
+  cp "$0" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$0") run"
   exit 0
 fi

@@ -89,6 +89,19 @@ print(f"{plan}: steps 2-{steps} took {span['end']:.2f} s saving only at the end,
       f"{span['every2']:.2f} s saving every 2 steps: "
       f"{(span['every2'] - span['end']) / saves:.2f} s of stall per save ({saves} saves); "
       f"process wall {t['end']:.1f} s and {t['every2']:.1f} s")
+# Inside the saving run, free of the runs' difference in clock: what went
+# on between each step and the next (elapsed_s less the step's own time),
+# after a save and after a step without one.
+rows = [json.loads(l) for l in open(f"{out}/every2-{plan}.jsonl")]
+gaps = {r["step"]: r["elapsed_s"] - p["elapsed_s"] - r["step_time_s"]
+        for p, r in zip(rows, rows[1:])}
+after = [gaps[s + 1] for s in range(2, steps, 2) if s + 1 in gaps]
+other = [g for s, g in gaps.items() if (s - 1) % 2]
+print(f"{plan}: between steps, after each save " +
+      " ".join(f"{g:.2f}" for g in after) + " s; after a step without one " +
+      " ".join(f"{g:.2f}" for g in other) + " s")
+for r in rows:
+    print(f"  step {r['step']}: step_time_s {r['step_time_s']:.2f}, elapsed_s {r['elapsed_s']:.2f}")
 PY
 }
 if [[ "${1:-}" == stall ]]; then

@@ -1106,6 +1106,13 @@ Status TrainingSession::logStep(const StepMetrics &m) {
       {"lr", m.lr},
       {"tokens_per_s", m.tokensPerSecond},
       {"step_time_s", m.seconds}};
+  // The reporting rank's memory: its GPU's in use (what nvidia-smi shows),
+  // or on the CPU its arena.
+  const Executor &reporting = ranks->executor(0);
+  const std::optional<uint64_t> inUse = reporting.device().memoryInUse();
+  scalars.push_back({"memory_gib",
+                     double(inUse ? *inUse : reporting.rankPlan().arenaBytes) /
+                         double(uint64_t(1) << 30)});
   if (log.is_open()) {
     nlohmann::json line = {{"step", m.step}, {"tokens", m.tokens}};
     for (const auto &[name, value] : scalars)

@@ -127,6 +127,13 @@ static std::string gib(uint64_t bytes) {
   return text;
 }
 
+std::optional<uint64_t> CudaDeviceContext::memoryInUse() {
+  size_t freeBytes = 0, totalBytes = 0;
+  if (!activate() || cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+    return std::nullopt;
+  return uint64_t(totalBytes - freeBytes);
+}
+
 StatusOr<uint8_t *> CudaDeviceContext::allocate(uint64_t bytes) {
   MLT_RETURN_IF_ERROR(activate());
   // The arena is the plan's peak memory, known before anything runs: an arena

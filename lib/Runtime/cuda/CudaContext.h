@@ -125,6 +125,7 @@ public:
   Status watchPosition(rt::RankPosition &position) override;
   std::string architecture() const override { return architecture_; }
   std::string deviceName() const override { return deviceName_; }
+  std::optional<uint64_t> memoryInUse() override;
   Status beginLaunchTiming() override;
   StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
   /// Programs with collectives too, unless MLT_CUDA_GRAPHS=compute: NCCL is

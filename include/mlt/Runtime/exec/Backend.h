@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -154,6 +155,12 @@ public:
   /// What the device is, as a calibration names it (mlt/Analysis/
   /// Calibration.h): the GPU's name ("NVIDIA H100 80GB HBM3"), or "cpu".
   virtual std::string deviceName() const = 0;
+
+  /// The device's memory in use, by every process on it (CUDA: its total
+  /// less its free memory, which counts the libraries' workspaces and the
+  /// driver's own beside the arena); nullopt where the device has no memory
+  /// of its own (the CPU).
+  virtual std::optional<uint64_t> memoryInUse() { return std::nullopt; }
 
   /// Launch timing, for profiles and traces (mlt-run --profile-step,
   /// --trace). Between begin and end, the context measures when each launch

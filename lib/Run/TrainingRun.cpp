@@ -456,9 +456,11 @@ Status TrainingSession::checkHostMemory() {
     // (page-locked on GPUs, for the whole run) would take more than half
     // of the host memory left.
     std::vector<uint32_t> local;
+#ifdef MLT_HAVE_CUDA
     if (dist)
       local.push_back(uint32_t(dist->rank()));
-    else
+#endif
+    if (!dist)
       for (const RankPlan &rank : plan.ranks)
         local.push_back(rank.rank);
     StatusOr<uint64_t> staged = CheckpointStaging::bytesFor(plan, local);

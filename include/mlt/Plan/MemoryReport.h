@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 
 namespace mlt::rt {
 
@@ -43,6 +44,10 @@ struct RankMemory {
   /// Elements of the parameters the rank's forward pass reads (its blocks
   /// of them): what "per parameter" divides by.
   int64_t parameterElements = 0;
+  /// With an evaluation step: the bytes its programs' temporaries span,
+  /// inside `temporaries` (the evaluation runs between training steps,
+  /// when the training step's activations are dead).
+  std::optional<uint64_t> evaluation;
 
   /// Persistent bytes per parameter element: parameters, copies, gradients
   /// and optimizer state over parameterElements (0 without parameters).

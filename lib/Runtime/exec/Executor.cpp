@@ -376,15 +376,27 @@ Status Executor::run(size_t programIndex, bool wait) {
 Status Executor::runStep(bool wait) {
   if (rank_.step.empty())
     return errorf("the plan has no step");
+  return runCalls(StepKind::Training, stepReplay_, wait);
+}
+
+Status Executor::runEvalStep(bool wait) {
+  if (rank_.evalStep.empty())
+    return errorf("the plan has no evaluation step");
+  return runCalls(StepKind::Evaluation, evalStepReplay_, wait);
+}
+
+Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
+  const std::vector<CallDesc> &step = rank_.calls(kind);
+  const std::string what = stepKindName(kind);
   return runReplayed(
-      stepReplay_, std::nullopt,
+      replay, std::nullopt,
       [&]() -> Status {
-        for (size_t c = 0; c < rank_.step.size();) {
-          const CallDesc &call = rank_.step[c];
+        for (size_t c = 0; c < step.size();) {
+          const CallDesc &call = step[c];
           if (!programs_[call.program].transfers) {
             Status status = launchAll(call.program, call.microbatch, call.slot);
             if (!status)
-              return std::move(status).withContext("step call " +
+              return std::move(status).withContext(what + " call " +
                                                    std::to_string(c));
             ++c;
             continue;
@@ -392,15 +404,13 @@ Status Executor::runStep(bool wait) {
           // A transfer group: this call and the transfer calls after it.
           std::vector<TransferCall> group;
           const size_t first = c;
-          for (; c < rank_.step.size() &&
-                 programs_[rank_.step[c].program].transfers;
-               ++c)
-            group.push_back({rank_.step[c].program, rank_.step[c].microbatch,
-                             rank_.step[c].slot});
+          for (; c < step.size() && programs_[step[c].program].transfers; ++c)
+            group.push_back(
+                {step[c].program, step[c].microbatch, step[c].slot});
           Status status = runTransferGroup(group);
           if (!status)
             return std::move(status).withContext(
-                "step calls " + std::to_string(first) + ".." +
+                what + " calls " + std::to_string(first) + ".." +
                 std::to_string(c - 1) + " (a transfer group)");
         }
         return Status::ok();

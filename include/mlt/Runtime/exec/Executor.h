@@ -84,6 +84,12 @@ public:
   /// its second run, replayed from then on.
   Status runStep(bool wait = true);
 
+  /// Runs the plan's evaluation step (every micro-batch's forward pass and
+  /// loss, Plan.fbs's `eval_step`) as runStep runs the training step; it
+  /// writes the copies of "loss" and no training state. Fails when the
+  /// plan has none.
+  Status runEvalStep(bool wait = true);
+
   /// Runs program `index` alone, as a call without a micro-batch (tests,
   /// and refresh_parameter_copies; a transfer program as a group of its
   /// own); otherwise as runStep.
@@ -239,7 +245,10 @@ private:
   void resolveCopies(const PreparedInstruction &p, int32_t microbatch,
                      int32_t slot, std::vector<BufferView> &inputs,
                      std::vector<BufferView> &outputs) const;
-  Replay stepReplay_;
+  /// Runs the calls of the step of `kind` (runStep, runEvalStep) through
+  /// `replay`.
+  Status runCalls(StepKind kind, Replay &replay, bool wait);
+  Replay stepReplay_, evalStepReplay_;
 
   bool captureEnabled_ = true;
   /// Reads queued by readScalarAtSync: the buffer's type, where its bytes

@@ -373,6 +373,52 @@ private:
     SmallVector<WorkItem> work;
   };
 
+  /// Each model chunk's slots (a chunk has temporaries of its own): a
+  /// micro-batch takes its chunk's lowest free slot at its first call
+  /// (take; the same one at its later calls) until it gives it back (give),
+  /// so a chunk has as many as it keeps micro-batches in flight; and the
+  /// calls of each chunk, whose shared temporaries then get a copy per slot.
+  class SlotPools {
+  public:
+    explicit SlotPools(size_t chunks) : pools_(chunks) {}
+
+    int64_t take(const WorkItem &item) {
+      Pool &pool = pools_[size_t(item.chunk)];
+      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
+        return it->second;
+      size_t slot = 0;
+      while (slot < pool.busy.size() && pool.busy[slot])
+        ++slot;
+      if (slot == pool.busy.size())
+        pool.busy.push_back(false);
+      pool.busy[slot] = true;
+      pool.of[item.microbatch] = int64_t(slot);
+      return int64_t(slot);
+    }
+    void give(const WorkItem &item) {
+      Pool &pool = pools_[size_t(item.chunk)];
+      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
+      pool.of.erase(item.microbatch);
+    }
+    SmallVectorImpl<Call> &callsOf(const WorkItem &item) {
+      return pools_[size_t(item.chunk)].calls;
+    }
+    /// keepAcrossCalls for each chunk's calls, with its slots.
+    void keepAcrossCalls(ModuleOp module, OpBuilder &b) const {
+      for (const Pool &pool : pools_)
+        MLTSchedulePipelinePass::keepAcrossCalls(
+            module, pool.calls, int64_t(pool.busy.size()), b);
+    }
+
+  private:
+    struct Pool {
+      std::vector<bool> busy;
+      DenseMap<int64_t, int64_t> of;
+      SmallVector<Call> calls;
+    };
+    std::vector<Pool> pools_;
+  };
+
   /// `mlt_rt.step @name` of `calls`, at the end of the module.
   static void createStep(ModuleOp module, StringRef name, ArrayRef<Call> calls,
                          OpBuilder &b) {
@@ -449,33 +495,10 @@ private:
       transfers.push_back(extractTransfers(body, b));
     // Each chunk's slots: taken at an item's first call, given back after
     // its last.
-    struct Pool {
-      std::vector<bool> busy;
-      DenseMap<int64_t, int64_t> of;
-      SmallVector<Call> calls;
-    };
-    std::vector<Pool> pools(bodies.size());
-    auto take = [&](const WorkItem &item) {
-      Pool &pool = pools[size_t(item.chunk)];
-      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
-        return it->second;
-      size_t slot = 0;
-      while (slot < pool.busy.size() && pool.busy[slot])
-        ++slot;
-      if (slot == pool.busy.size())
-        pool.busy.push_back(false);
-      pool.busy[slot] = true;
-      pool.of[item.microbatch] = int64_t(slot);
-      return int64_t(slot);
-    };
-    auto give = [&](const WorkItem &item) {
-      Pool &pool = pools[size_t(item.chunk)];
-      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
-      pool.of.erase(item.microbatch);
-    };
+    SlotPools slots(bodies.size());
     auto emit = [&](const WorkItem &item, Call call) {
       calls.push_back(call);
-      pools[size_t(item.chunk)].calls.push_back(call);
+      slots.callsOf(item).push_back(call);
     };
     for (size_t k = 0; k < posts->size(); ++k) {
       SmallVector<WorkItem> sent;
@@ -489,23 +512,22 @@ private:
                                  : "receives the input of ") +
                       item.str() + ", whose body has no " +
                       (post.send ? "send" : "receive"));
-        emit(item, {program, item.microbatch, take(item), {}});
+        emit(item, {program, item.microbatch, slots.take(item), {}});
         if (post.send)
           sent.push_back(item);
       }
       // (after the group: its transfers are posted together)
       for (const WorkItem &item : sent)
-        give(item);
+        slots.give(item);
       if (k == work.size())
         break;
       const WorkItem &item = work[k];
-      emit(item, {bodies[size_t(item.chunk)], item.microbatch, take(item),
-                  {item}});
+      emit(item, {bodies[size_t(item.chunk)], item.microbatch,
+                  slots.take(item), {item}});
       if (!transfers[size_t(item.chunk)].send)
-        give(item);
+        slots.give(item);
     }
-    for (Pool &pool : pools)
-      keepAcrossCalls(module, pool.calls, int64_t(pool.busy.size()), b);
+    slots.keepAcrossCalls(module, b);
     createStep(module, rtir::kEvalStepName, calls, b);
     return success();
   }
@@ -544,30 +566,9 @@ private:
     // receive, where it has one), back at its backward (at its
     // weight-gradient pass, where there is one; at the send of its output
     // where that is posted later than right after it).
-    struct Slots {
-      std::vector<bool> busy;
-      DenseMap<int64_t, int64_t> of;
-      SmallVector<Call> calls;
-    };
-    std::vector<Slots> slots(chunks.size());
-    auto take = [&](const WorkItem &item) {
-      Slots &pool = slots[size_t(item.chunk)];
-      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
-        return it->second;
-      size_t slot = 0;
-      while (slot < pool.busy.size() && pool.busy[slot])
-        ++slot;
-      if (slot == pool.busy.size())
-        pool.busy.push_back(false);
-      pool.busy[slot] = true;
-      pool.of[item.microbatch] = int64_t(slot);
-      return int64_t(slot);
-    };
-    auto give = [&](const WorkItem &item) {
-      Slots &pool = slots[size_t(item.chunk)];
-      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
-      pool.of.erase(item.microbatch);
-    };
+    SlotPools slots(chunks.size());
+    auto take = [&](const WorkItem &item) { return slots.take(item); };
+    auto give = [&](const WorkItem &item) { slots.give(item); };
     // Each chunk's first backward and weight-gradient items (which call the
     // `_first` bodies, where there are some), each item's slot, and where
     // each item's output is sent.
@@ -585,7 +586,7 @@ private:
           sentAt[post.item] = k;
     auto emit = [&](const WorkItem &item, Call call) {
       calls.push_back(call);
-      slots[size_t(item.chunk)].calls.push_back(call);
+      slots.callsOf(item).push_back(call);
     };
     auto transferOf = [&](const WorkItem &item, bool send, int64_t index)
         -> FailureOr<rtir::ProgramOp> {
@@ -644,8 +645,7 @@ private:
           give(item);
       }
     }
-    for (Slots &pool : slots)
-      keepAcrossCalls(module, pool.calls, int64_t(pool.busy.size()), b);
+    slots.keepAcrossCalls(module, b);
     return success();
   }
 

@@ -71,6 +71,8 @@ int zeroStage(const Plan &plan);
 ///   memory per rank (ranks 0-1):
 ///     parameters        1.53 MiB   2.00 B/param (f32 master weights)
 ///     ...
+///     activations, temps 7.30 MiB  (their planned peak)
+///       evaluation       0.12 MiB  (with an evaluation step: its share)
 ///     arena            20.63 MiB   (the rank's peak)
 void printMemoryReport(const Plan &plan, std::ostream &os);
 

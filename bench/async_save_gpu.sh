@@ -30,21 +30,14 @@ set -u
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   dir=${2:?pack needs a directory}
-  cmake -G Ninja -S "$root" -B "$root"/build-runtime-cuda -DMLT_ENABLE_COMPILER=OFF \
-    -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$root"/build-runtime-cuda mlt-run mlt-checkpoint || exit 1
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans}
-  cp "$root"/build-runtime-cuda/bin/{mlt-run,mlt-checkpoint} "$dir"/bin/ && strip "$dir"/bin/*
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$root"/build-runtime-cuda/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" \
-      "$dir"/lib/
-  done
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_binaries "$root" "$dir" mlt-run mlt-checkpoint || exit 1
   compile() { "$root"/build/bin/mlt-run "$root"/models/llama/$1 --device cuda --dtype bf16 \
     "${@:3}" --emit-plan "$dir"/plans/$2.mltplan >/dev/null || exit 1; }
   compile tinyllama-1.1b.mlir tl --batch 64 --microbatches 16 --seq-len 2048
   compile tinyllama-1.1b.mlir tl1m --batch 512 --microbatches 128 --seq-len 2048
   compile llama-125m.mlir small --batch 4 --seq-len 1024
-  cp "$root"/scripts/gpu-pack-common.sh "$0" "$dir"/
+  cp "$0" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1))"
   exit 0
 fi
@@ -96,6 +89,19 @@ print(f"{plan}: steps 2-{steps} took {span['end']:.2f} s saving only at the end,
       f"{span['every2']:.2f} s saving every 2 steps: "
       f"{(span['every2'] - span['end']) / saves:.2f} s of stall per save ({saves} saves); "
       f"process wall {t['end']:.1f} s and {t['every2']:.1f} s")
+# Inside the saving run, free of the runs' difference in clock: what went
+# on between each step and the next (elapsed_s less the step's own time),
+# after a save and after a step without one.
+rows = [json.loads(l) for l in open(f"{out}/every2-{plan}.jsonl")]
+gaps = {r["step"]: r["elapsed_s"] - p["elapsed_s"] - r["step_time_s"]
+        for p, r in zip(rows, rows[1:])}
+after = [gaps[s + 1] for s in range(2, steps, 2) if s + 1 in gaps]
+other = [g for s, g in gaps.items() if (s - 1) % 2]
+print(f"{plan}: between steps, after each save " +
+      " ".join(f"{g:.2f}" for g in after) + " s; after a step without one " +
+      " ".join(f"{g:.2f}" for g in other) + " s")
+for r in rows:
+    print(f"  step {r['step']}: step_time_s {r['step_time_s']:.2f}, elapsed_s {r['elapsed_s']:.2f}")
 PY
 }
 if [[ "${1:-}" == stall ]]; then

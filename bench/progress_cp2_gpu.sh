@@ -18,21 +18,15 @@ set -u
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   dir=${2:?pack needs a directory}
-  cmake -G Ninja -S "$root" -B "$root"/build-runtime-cuda -DMLT_ENABLE_COMPILER=OFF \
-    -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$root"/build-runtime-cuda mlt-run
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,tools}
-  cp "$root"/build-runtime-cuda/bin/mlt-run "$dir"/bin/ && strip "$dir"/bin/mlt-run
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "$(ldd "$root"/build-runtime-cuda/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" \
-      "$dir"/lib/
-  done
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_binaries "$root" "$dir" mlt-run || exit 1
+  mkdir -p "$dir"/tools
   compile() { "$root"/build/bin/mlt-run "$root"/models/llama/$1 --device cuda --dtype bf16 \
     "${@:3}" --emit-plan "$dir"/plans/$2.mltplan >/dev/null; }
   compile tinyllama-1.1b.mlir tl --batch 4 --seq-len 2048
   compile llama-3.2-1b.mlir one --batch 1 --seq-len 32768
   compile llama-3.2-1b.mlir cp2 --batch 1 --seq-len 32768 --cp 2
-  cp "$root"/scripts/gpu-pack-common.sh "$0" "$dir"/
+  cp "$0" "$dir"/
   cp "$root"/../shared/bench/hf_llama_bench.py "$dir"/tools/
   echo "packed $dir ($(du -sh "$dir" | cut -f1))"
   exit 0

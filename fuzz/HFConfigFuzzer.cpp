@@ -39,7 +39,9 @@ bool same(const LlamaConfig &a, const LlamaConfig &b) {
          a.maxPositionEmbeddings == b.maxPositionEmbeddings &&
          a.rmsNormEps == b.rmsNormEps && a.ropeTheta == b.ropeTheta &&
          a.ropeScaling == b.ropeScaling &&
-         a.tieWordEmbeddings == b.tieWordEmbeddings;
+         a.tieWordEmbeddings == b.tieWordEmbeddings &&
+         a.bosTokenId == b.bosTokenId && a.eosTokenId == b.eosTokenId &&
+         a.padTokenId == b.padTokenId;
 }
 
 /// One context for every input: types and attributes are uniqued in it for

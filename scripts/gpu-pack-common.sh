@@ -1,24 +1,38 @@
-# Shared by gpu-suite.sh and gpu-multi.sh (sourced, not run): the part of
-# `pack` both do on the build machine. pack_runtime ROOT RUNTIME_BUILD DIR
-# FIXTURE builds the runtime-only mlt-run and the GPU tests (CUDA, NCCL and
+# Shared by gpu-suite.sh, gpu-multi.sh and bench/*_gpu.sh (sourced, not
+# run): the part of `pack` they all do on the build machine.
+#
+# pack_runtime ROOT RUNTIME_BUILD DIR FIXTURE builds the runtime-only mlt-run and the GPU tests (CUDA, NCCL and
 # MPI, no LLVM) in RUNTIME_BUILD and lays DIR out afresh: bin/ (stripped),
 # lib/ (the OpenBLAS libraries the GPU machine lacks), fixtures/ (FIXTURE),
 # tools/fixture_tools.py and plans/tokens.u16 (the fixture's token stream).
 pack_runtime() {
   local root=$1 rt=$2 dir=$3 fixture=$4
-  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null
-  ninja -C "$rt" mlt-run MLTRuntimeCUDATests
-  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans,fixtures,tools}
-  cp "$rt"/bin/mlt-run "$rt"/bin/MLTRuntimeCUDATests "$dir"/bin/
+  MLT_RUNTIME_BUILD=$rt pack_binaries "$root" "$dir" mlt-run MLTRuntimeCUDATests || return 1
+  mkdir -p "$dir"/{fixtures,tools}
+  cp -r "$fixture" "$dir"/fixtures/
+  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
+  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
+}
+
+# pack_binaries ROOT DIR TARGET...: builds TARGETs of the runtime-only
+# CUDA build (MLT_RUNTIME_BUILD, default ROOT/build-runtime-cuda) and lays
+# DIR out afresh: bin/ (the TARGETs, stripped), lib/ (the OpenBLAS
+# libraries the GPU machine lacks), plans/ (empty), and this file. What
+# every bench/*_gpu.sh's pack and pack_runtime start from.
+pack_binaries() {
+  local root=$1 dir=$2 rt=${MLT_RUNTIME_BUILD:-$1/build-runtime-cuda}
+  shift 2
+  cmake -G Ninja -S "$root" -B "$rt" -DMLT_ENABLE_COMPILER=OFF -DMLT_ENABLE_CUDA=ON >/dev/null ||
+    return 1
+  ninja -C "$rt" "$@" || return 1
+  rm -rf "$dir" && mkdir -p "$dir"/{bin,lib,plans}
+  local target lib
+  for target in "$@"; do cp "$rt"/bin/"$target" "$dir"/bin/; done
   strip "$dir"/bin/*
-  local lib
   for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
     cp -L "$(ldd "$rt"/bin/mlt-run | awk -v l=$lib '$1 == l {print $3}')" "$dir"/lib/
   done
-  cp -r "$fixture" "$dir"/fixtures/
-  cp "$root"/test/Training/fixture_tools.py "$dir"/tools/
   cp "$root"/scripts/gpu-pack-common.sh "$dir"/
-  python3 "$root"/test/Training/fixture_tools.py tokens "$fixture" "$dir"/plans/tokens.u16
 }
 
 # finish_pack ROOT DIR SCRIPT: the benchmark's tools (bench/gpu_bench.py and

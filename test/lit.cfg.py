@@ -1,6 +1,7 @@
 # lit configuration of the mlt suite.
 import os
 import shutil
+import subprocess
 import sys
 import lit.formats
 
@@ -29,6 +30,16 @@ config.substitutions.append(("%fixtures", os.path.join(config.test_source_root, 
 for name in ("llama-ref-d", "llama-ref-e"):
     if os.path.isfile(os.path.join(config.test_source_root, "Fixtures", name, "train.json")):
         config.available_features.add("fixture-" + name)
+# torch and transformers in %mlt_python: the tests that load mlt's HF
+# exports with transformers itself. Not in scripts/requirements.txt (torch
+# is gigabytes): they run where the Python has them, and are reported
+# unsupported elsewhere. (Looked up, not imported: an import takes seconds.)
+if subprocess.run([config.mlt_python, "-c",
+                   "import importlib.util as u, sys; "
+                   "sys.exit(not (u.find_spec('torch') and "
+                   "u.find_spec('transformers')))"],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("transformers")
 # mlt-run built with the CUDA backend (--device cuda compiles for its GPU
 # architecture); no GPU is needed.
 if getattr(config, "mlt_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):

@@ -7,6 +7,7 @@
 
 #include "mlt/Import/HFLlama.h"
 #include "mlt/Plan/ModelConfig.h"
+#include "mlt/Support/HFModelDirectory.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include "mlt/Dialect/MLT/MLTOps.h"
@@ -115,6 +116,36 @@ public:
     return *flag;
   }
 
+  /// A special-token id field: an integer or a list of integers; none
+  /// when absent or null.
+  llvm::Expected<std::optional<TokenIds>> tokenIds(llvm::StringRef key) {
+    const llvm::json::Value *value = object.get(key);
+    if (!value || value->kind() == llvm::json::Value::Null)
+      return std::nullopt;
+    auto bad = [&]() {
+      return configError(source, "field '" + key +
+                                     "' must be an integer or a list of "
+                                     "integers, got " +
+                                     describe(*value));
+    };
+    TokenIds read;
+    if (const llvm::json::Array *list = value->getAsArray()) {
+      read.list = true;
+      for (const llvm::json::Value &element : *list) {
+        std::optional<int64_t> id = integerOf(element);
+        if (!id)
+          return bad();
+        read.ids.push_back(*id);
+      }
+      return read;
+    }
+    std::optional<int64_t> id = integerOf(*value);
+    if (!id)
+      return bad();
+    read.ids.push_back(*id);
+    return read;
+  }
+
   /// A string field, or "" when absent.
   llvm::Expected<std::string> string(llvm::StringRef key) {
     const llvm::json::Value *value = object.get(key);
@@ -205,13 +236,37 @@ int64_t LlamaConfig::numParameters() const {
 
 LlamaConfigAttr LlamaConfig::toAttr(MLIRContext *context) const {
   Builder b(context);
+  auto tokenIdsAttr = [&](const std::optional<TokenIds> &ids) -> Attribute {
+    if (!ids)
+      return Attribute();
+    if (ids->list)
+      return b.getDenseI64ArrayAttr(ids->ids);
+    return b.getI64IntegerAttr(ids->ids.front());
+  };
   return LlamaConfigAttr::get(
       context, vocabSize, hiddenSize, intermediateSize, numLayers, numHeads,
       numKvHeads, headDim, maxPositionEmbeddings, b.getF64FloatAttr(rmsNormEps),
       b.getF64FloatAttr(ropeTheta), b.getBoolAttr(tieWordEmbeddings),
       ropeScaling.isScaled() ? Llama3RopeScalingAttr::get(context, ropeScaling)
-                             : Llama3RopeScalingAttr());
+                             : Llama3RopeScalingAttr(),
+      tokenIdsAttr(bosTokenId), tokenIdsAttr(eosTokenId),
+      tokenIdsAttr(padTokenId));
 }
+
+namespace {
+
+/// The ids of a `#mlt.llama` token-id parameter (see MLTAttrs.td).
+std::optional<TokenIds> tokenIdsOf(Attribute attr) {
+  if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(attr))
+    return TokenIds{std::vector<int64_t>(list.asArrayRef().begin(),
+                                         list.asArrayRef().end()),
+                    /*list=*/true};
+  if (auto id = dyn_cast_or_null<IntegerAttr>(attr))
+    return TokenIds{{id.getInt()}, /*list=*/false};
+  return std::nullopt;
+}
+
+} // namespace
 
 LlamaConfig LlamaConfig::fromAttr(LlamaConfigAttr attr) {
   LlamaConfig c;
@@ -228,6 +283,9 @@ LlamaConfig LlamaConfig::fromAttr(LlamaConfigAttr attr) {
   c.tieWordEmbeddings = attr.getTieWordEmbeddings().getValue();
   if (Llama3RopeScalingAttr scaling = attr.getRopeScaling())
     c.ropeScaling = scaling.toRopeScaling();
+  c.bosTokenId = tokenIdsOf(attr.getBosTokenId());
+  c.eosTokenId = tokenIdsOf(attr.getEosTokenId());
+  c.padTokenId = tokenIdsOf(attr.getPadTokenId());
   return c;
 }
 
@@ -309,6 +367,12 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
     return std::move(e);
   if (llvm::Error e = assign(c.tieWordEmbeddings,
                              read.boolean("tie_word_embeddings", false)))
+    return std::move(e);
+  if (llvm::Error e = assign(c.bosTokenId, read.tokenIds("bos_token_id")))
+    return std::move(e);
+  if (llvm::Error e = assign(c.eosTokenId, read.tokenIds("eos_token_id")))
+    return std::move(e);
+  if (llvm::Error e = assign(c.padTokenId, read.tokenIds("pad_token_id")))
     return std::move(e);
 
   // The rotary base and scaling: transformers 5 nests both in
@@ -400,9 +464,12 @@ llvm::Expected<LlamaConfig> mlt::parseHFLlamaConfig(llvm::StringRef json,
 }
 
 llvm::Expected<LlamaConfig> mlt::readHFLlamaConfig(llvm::StringRef path) {
-  llvm::SmallString<256> file(path);
-  if (llvm::sys::fs::is_directory(file))
-    llvm::sys::path::append(file, "config.json");
+  // (an HF model directory by the rule every tool takes one by)
+  StatusOr<std::string> config = hfConfigPath(path.str());
+  if (!config)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   config.status().message());
+  const std::string &file = *config;
   // Not a file (a FIFO would block the read): say what it is.
   llvm::sys::fs::file_status status;
   if (!llvm::sys::fs::status(file, status) &&

@@ -66,7 +66,9 @@ public:
               config.getNumHeads(), config.getNumKvHeads(),
               config.getHeadDim(), config.getMaxPositionEmbeddings(),
               config.getRmsNormEps(), config.getRopeTheta(),
-              config.getTieWordEmbeddings(), config.getRopeScaling()));
+              config.getTieWordEmbeddings(), config.getRopeScaling(),
+              config.getBosTokenId(), config.getEosTokenId(),
+              config.getPadTokenId()));
   }
 };
 

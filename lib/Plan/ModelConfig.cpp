@@ -83,6 +83,21 @@ public:
     return value.get<bool>();
   }
 
+  /// A special-token id: an integer or a list of integers; ok when absent.
+  Status tokenIds(const char *key) const {
+    if (!has(key))
+      return Status::ok();
+    const json &value = object_.at(key);
+    bool integers = value.is_number_integer() || value.is_array();
+    if (value.is_array())
+      for (const json &element : value)
+        integers = integers && element.is_number_integer();
+    if (!integers)
+      return errorf("field '", key, "' must be an integer or a list of ",
+                    "integers, got ", describe(value));
+    return Status::ok();
+  }
+
 private:
   const json &object_;
 };
@@ -228,6 +243,10 @@ StatusOr<PlanConfig> mlt::rt::parsePlanConfig(std::string_view text) {
     if (*hasBias)
       return errorf("field '", bias, "' is true; mlt's LLaMA has no biases");
   }
+  // The special-token ids, which exports write into config.json and
+  // generation_config.json, as the importer reads them.
+  for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    MLT_RETURN_IF_ERROR(fields.tokenIds(key));
   StatusOr<double> eps = fields.positive("rms_norm_eps", 1e-6);
   if (!eps)
     return eps.takeStatus();

@@ -10,6 +10,7 @@
 #include "mlt/Layout/LayoutRules.h"
 #include "mlt/Plan/MemoryReport.h"
 #include "mlt/Support/FileKind.h"
+#include "mlt/Support/HFModelDirectory.h"
 
 #ifdef MLT_HAVE_COMPILER
 #include "mlt/Compiler/Driver.h"
@@ -95,10 +96,10 @@ StatusOr<InputKind> mlt::run::classifyInput(const std::string &path) {
     return errorf(path, ": no such file or directory");
   MLT_RETURN_IF_ERROR(checkInputPath(path, /*directoryToo=*/true));
   if (isDirectory(path)) {
-    if (!exists(path + "/config.json"))
-      return errorf(path, ": a directory without config.json (expected a "
-                          "plan file, a .mlir model, a config.json, or a "
-                          "directory holding one)");
+    // An HF model directory, read as mlt-translate reads one.
+    StatusOr<std::string> config = hfConfigPath(path);
+    if (!config)
+      return config.takeStatus();
     return InputKind::Model;
   }
   char header[8] = {};

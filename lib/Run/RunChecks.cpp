@@ -162,6 +162,11 @@ Status mlt::run::validate(const RunOptions &o) {
                   "of the second moment plus it, which starts at 0), got ",
                   o.eps);
   MLT_RETURN_IF_ERROR(nonNegative("--weight-decay", o.weightDecay));
+  if (o.collectiveTimeout != 0 &&
+      !(o.collectiveTimeout >= 0.1 && o.collectiveTimeout <= 1e9))
+    return errorf("--collective-timeout must be 0 (no hang watchdog) or "
+                  "from 0.1 to 1e9 seconds, got ",
+                  o.collectiveTimeout);
   MLT_RETURN_IF_ERROR(nonNegative("--clip-grad", o.clipGrad));
   for (auto [flag, beta] :
        {std::pair<const char *, double>{"--adam-beta1", o.beta1},

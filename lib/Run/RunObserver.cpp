@@ -26,9 +26,12 @@ void RunObserver::step(const rt::StepMetrics &, const StepProgress &,
 void RunObserver::evaluated(const rt::EvalMetrics &) {}
 void RunObserver::finished(const RunTotals &) {}
 void RunObserver::checkpointSaved(const SavedCheckpoint &) {}
-void RunObserver::hfSaved(const std::string &, std::optional<int64_t>) {}
+void RunObserver::hfSaved(const std::string &, std::optional<int64_t>,
+                          const std::vector<std::string> &) {}
+void RunObserver::warning(const std::string &) {}
 void RunObserver::stopped(const std::string &, int64_t, int64_t,
                           const std::string &) {}
 void RunObserver::stepTimeCompared(double, size_t, double) {}
 void RunObserver::calibrationWritten(const CalibrationWritten &) {}
 void RunObserver::aborting(int, const std::string &) {}
+void RunObserver::hangReported(const rt::HangReport &, bool) {}

@@ -8,6 +8,7 @@
 
 #include "CheckpointSaver.h"
 #include "Distributed.h"
+#include "HangWatch.h"
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Run/PlanSource.h"
 #include "mlt/Run/Prediction.h"
@@ -19,6 +20,7 @@
 #include "mlt/Runtime/exec/Trace.h"
 #include "mlt/Runtime/io/DataBlend.h"
 #include "mlt/Runtime/io/EventFile.h"
+#include "mlt/Runtime/io/ExportFiles.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Checkpoint.h"
@@ -27,6 +29,7 @@
 #include "mlt/Support/AtomicFile.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/FormatBytes.h"
+#include "mlt/Support/HFModelDirectory.h"
 
 #ifdef MLT_HAVE_CUDA
 #include "mlt/Runtime/cuda/CudaBackend.h"
@@ -42,6 +45,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -211,6 +215,13 @@ public:
   /// --steps), then loads its weights and AdamW's moments.
   Status resume();
 
+  /// --save-hf, --save-checkpoint (rank 0's process): the files an HF
+  /// export copies beside the weights (ExportFiles.h), chosen from the data
+  /// and the model directory (else the resumed checkpoint's); with
+  /// --save-hf, read and checked now, once for every save. A file left out
+  /// is a warning, not a failure.
+  void prepareExport();
+
   /// The options a checkpoint records and a resumed run is held to
   /// (TrainingCheckpoint::training).
   nlohmann::json trainingRecord() const;
@@ -246,8 +257,14 @@ public:
   /// and their profiles begun when step 1 is the profiled one.
   Status setUpProfiles();
 
+  /// --collective-timeout (a plan of several ranks): the hang watchdog over
+  /// this process's ranks, from the first step to the last; and
+  /// MLT_FAULT_STALL's rank held where it says (tests).
+  Status watchForHangs();
+
   /// Runs the steps, each followed by afterStep; a signal stops the run
-  /// after the current step.
+  /// after the current step. A hang the watchdog reports is the run's
+  /// failure (with one process per GPU, the watchdog ends the job).
   Status runSteps();
 
   /// Whether a signal stopped the run (which runSteps reported); there is
@@ -365,6 +382,12 @@ private:
   int64_t resumedStep = 0;
   /// The resumed checkpoint's cosine end (0: none recorded).
   int64_t decaySteps = 0;
+  /// The resumed checkpoint's record of what HF exports copy (empty: none).
+  std::string resumedExportFiles;
+  /// prepareExport's record (kept in checkpoints) and the files --save-hf
+  /// writes beside the weights.
+  ExportRecord exportRecord;
+  ExtraFiles exportFiles;
   std::ofstream log;
   std::unique_ptr<EventFileWriter> events;
   /// The run's pace (rank 0's process), from the start of training.
@@ -372,6 +395,9 @@ private:
   std::chrono::steady_clock::time_point trainingStart;
   TrainingOptions options;
   std::unique_ptr<Trainer> trainer;
+  /// watchForHangs' watch, until the steps end (destroyed before the ranks
+  /// whose positions it reads).
+  std::unique_ptr<HangWatch> hangWatch;
   int64_t profiledStep = 0;
   std::vector<Executor *> profiled;
   /// --calibrate: the profiled step's launches of every rank, measured
@@ -635,9 +661,17 @@ Status TrainingSession::resume() {
   MLT_RETURN_IF_ERROR(agree(
       reader ? Status::ok() : reader.takeStatus().withContext("--resume")));
   const TrainingCheckpoint *checkpoint = &(*reader)->state();
+  // The model: its config but the special-token ids, which train nothing
+  // (and which checkpoints saved before the importer kept them lack).
+  auto modelOf = [](const std::string &config) {
+    nlohmann::json parsed = nlohmann::json::parse(config, nullptr, false);
+    if (parsed.is_object())
+      for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+        parsed.erase(key);
+    return parsed;
+  };
   if (!model.hfConfig.empty() &&
-      nlohmann::json::parse(checkpoint->config, nullptr, false) !=
-          nlohmann::json::parse(model.hfConfig, nullptr, false))
+      modelOf(checkpoint->config) != modelOf(model.hfConfig))
     return errorf("--resume ", o.resume,
                   ": the checkpoint is of another "
                   "model (its config.json differs from the plan's)");
@@ -681,6 +715,7 @@ Status TrainingSession::resume() {
   MLT_RETURN_IF_ERROR(
       agree(std::move(resumed).withContext("--resume " + o.resume)));
   resumedStep = checkpoint->step;
+  resumedExportFiles = checkpoint->exportFiles;
   if (reports)
     // (The checkpoint directory itself: a root's names the step taken.)
     observer.resumed((*reader)->directory(), resumedStep, checkpoint->layout);
@@ -688,6 +723,14 @@ Status TrainingSession::resume() {
 }
 
 namespace {
+
+/// The files of an HF export: config.json, model.safetensors and `extra`.
+std::vector<std::string> exportedNames(const ExtraFiles &extra) {
+  std::vector<std::string> names = {kHFConfigFile, "model.safetensors"};
+  for (const auto &[name, bytes] : extra)
+    names.push_back(name);
+  return names;
+}
 
 /// An option that a checkpoint records (TrainingCheckpoint::training), in
 /// the order a resumed run's changes are named.
@@ -977,6 +1020,32 @@ StatusOr<TensorMap> TrainingSession::wholeTensors(BufferKind kind) {
   }
 }
 
+Status TrainingSession::watchForHangs() {
+  const bool watched = o.collectiveTimeout > 0 && plan.ranks.size() > 1;
+  Status stalled = Status::ok();
+  if (const char *text = std::getenv("MLT_FAULT_STALL"); text && *text) {
+    StatusOr<FaultStall> fault = parseFaultStall(
+        text, plan, options.firstStep, options.steps, watched);
+    if (fault) {
+      for (uint32_t i = 0; i < ranks->size(); ++i)
+        if (ranks->executor(i).rankPlan().rank == fault->rank)
+          ranks->executor(i).stallAt({fault->step, fault->launch});
+    } else {
+      stalled = fault.takeStatus();
+    }
+  }
+  MLT_RETURN_IF_ERROR(agree(stalled));
+  if (!watched)
+    return Status::ok();
+  StatusOr<std::unique_ptr<HangWatch>> started = HangWatch::start(
+      plan, *ranks,
+      std::chrono::milliseconds(std::llround(o.collectiveTimeout * 1000)),
+      observer, dist);
+  MLT_RETURN_IF_ERROR(agree(started ? Status::ok() : started.takeStatus()));
+  hangWatch = std::move(*started);
+  return Status::ok();
+}
+
 Status TrainingSession::runSteps() {
   // SIGINT, SIGTERM (a scheduler's time limit), SIGHUP, SIGUSR1: the
   // current step ends, a checkpoint is written (with --save-checkpoint),
@@ -998,6 +1067,13 @@ Status TrainingSession::runSteps() {
   }
   Status status = trainer->run(
       [this](const StepMetrics &measured) { return afterStep(measured); });
+  // A hang: the watchdog's report, not the failures that ending it caused
+  // (with one process per GPU, the watchdog's thread ends the job).
+  const bool hung = hangWatch && hangWatch->tripped();
+  if (hung && dist)
+    hangWatch->awaitEnd();
+  if (hung)
+    status = hangWatch->failure();
   // A run of no step (--steps 0) evaluates the weights it starts from.
   if (status && evaluation && evaluatedAt != options.steps)
     status = evaluate(options.steps);
@@ -1009,6 +1085,11 @@ Status TrainingSession::runSteps() {
   // ends with the failure.
   if (!status && stoppedAfter == 0 && saver && saver->inFlight())
     (void)saver->finish();
+  // The watch ends with the steps (with one process per GPU collectively:
+  // every process gets here, or the job is aborted).
+  hangWatch.reset();
+  if (hung)
+    return status;
   if (!status && stoppedAfter > 0) {
     stoppedBySignal = true;
     if (!reports)
@@ -1135,6 +1216,13 @@ Status TrainingSession::logStep(const StepMetrics &m) {
       {"lr", m.lr},
       {"tokens_per_s", m.tokensPerSecond},
       {"step_time_s", m.seconds}};
+  // The reporting rank's memory: its GPU's in use (what nvidia-smi shows),
+  // or on the CPU its arena.
+  const Executor &reporting = ranks->executor(0);
+  const std::optional<uint64_t> inUse = reporting.device().memoryInUse();
+  scalars.push_back({"memory_gib",
+                     double(inUse ? *inUse : reporting.rankPlan().arenaBytes) /
+                         double(uint64_t(1) << 30)});
   if (log.is_open()) {
     nlohmann::json line = {{"step", m.step}, {"tokens", m.tokens}};
     for (const auto &[name, value] : scalars)
@@ -1191,6 +1279,8 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
     checkpoint.layout = plan.mesh.empty() ? "" : describeMesh(plan);
     checkpoint.config = model.hfConfig;
     checkpoint.training = trainingRecord().dump();
+    if (!exportRecord.empty())
+      checkpoint.exportFiles = exportRecord.toJson();
     // (the last waits for its write: the run ends with it committed)
     StatusOr<std::string> saved = saver->save(checkpoint, /*wait=*/last);
     if (!saved)
@@ -1208,15 +1298,48 @@ Status TrainingSession::saveCheckpointsAt(int64_t step, bool stopping) {
   return Status::ok();
 }
 
+void TrainingSession::prepareExport() {
+  if (!reports || (o.saveHF.empty() && o.saveCheckpoint.empty()))
+    return;
+  std::vector<std::string> prefixes;
+  for (const ResolvedDataPath &source : data->sources)
+    if (source.kind == ResolvedDataPath::Kind::Indexed)
+      prefixes.push_back(source.path);
+  // (a plan file has no model directory; a model, the one holding it)
+  StatusOr<InputKind> input = classifyInput(o.model);
+  std::optional<std::string> modelDirectory;
+  if (input && *input == InputKind::Model)
+    modelDirectory = hfModelDirectory(o.model);
+  std::vector<std::string> warnings;
+  exportRecord = chooseExportRecord(prefixes, modelDirectory, warnings);
+  if (exportRecord.empty() && !resumedExportFiles.empty()) {
+    StatusOr<ExportRecord> resumed = ExportRecord::fromJson(resumedExportFiles);
+    if (resumed)
+      exportRecord = std::move(*resumed);
+    else
+      warnings.push_back("--resume " + o.resume + ": its record of the files "
+                         "HF exports copy: " + resumed.status().message());
+  }
+  for (const std::string &line : warnings)
+    observer.warning(line);
+  if (!o.saveHF.empty()) {
+    ExportContents contents = loadExportFiles(exportRecord, model.hfConfig);
+    for (const std::string &line : contents.warnings)
+      observer.warning("--save-hf: " + line);
+    exportFiles = std::move(contents.files);
+  }
+}
+
 Status TrainingSession::saveHFAt(int64_t step) {
   if (o.saveHFEvery && step % *o.saveHFEvery == 0 && step < options.steps) {
     StatusOr<TensorMap> tensors = wholeTensors(BufferKind::Parameter);
     if (!tensors)
       return tensors.takeStatus();
     if (reports) {
-      MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig, *tensors)
-                              .withContext("--save-hf"));
-      observer.hfSaved(o.saveHF, step);
+      MLT_RETURN_IF_ERROR(
+          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors, exportFiles)
+              .withContext("--save-hf"));
+      observer.hfSaved(o.saveHF, step, exportedNames(exportFiles));
     }
   }
   return Status::ok();
@@ -1267,9 +1390,9 @@ Status TrainingSession::saveHF() {
       return tensors.takeStatus();
     // Only rank 0 writes; the processes agree on the result when they end.
     if (reports) {
-      MLT_RETURN_IF_ERROR(
-          writeCheckpointDir(o.saveHF, model.hfConfig, *tensors));
-      observer.hfSaved(o.saveHF, std::nullopt);
+      MLT_RETURN_IF_ERROR(writeCheckpointDir(o.saveHF, model.hfConfig,
+                                             *tensors, exportFiles));
+      observer.hfSaved(o.saveHF, std::nullopt, exportedNames(exportFiles));
     }
   }
   return Status::ok();
@@ -1287,8 +1410,10 @@ Status mlt::run::train(const RunOptions &o, const Plan &plan,
   MLT_RETURN_IF_ERROR(session.chooseCalibration());
   MLT_RETURN_IF_ERROR(session.loadWeights());
   MLT_RETURN_IF_ERROR(session.resume());
+  session.prepareExport();
   MLT_RETURN_IF_ERROR(session.openOutputs());
   MLT_RETURN_IF_ERROR(session.createTrainer());
+  MLT_RETURN_IF_ERROR(session.watchForHangs());
   session.reportStart();
   MLT_RETURN_IF_ERROR(session.setUpProfiles());
   MLT_RETURN_IF_ERROR(session.runSteps());

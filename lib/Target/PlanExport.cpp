@@ -154,6 +154,18 @@ std::string mlt::hfConfigJson(const LlamaConfig &c) {
       {"attention_bias", false},
       {"mlp_bias", false},
       {"torch_dtype", "float32"}};
+  // The special-token ids as the imported config wrote them (one id or a
+  // list); absent ones stay absent.
+  for (auto [key, ids] : {std::pair{"bos_token_id", &c.bosTokenId},
+                          std::pair{"eos_token_id", &c.eosTokenId},
+                          std::pair{"pad_token_id", &c.padTokenId}}) {
+    if (!*ids)
+      continue;
+    if ((*ids)->list)
+      config[key] = llvm::json::Array((*ids)->ids);
+    else
+      config[key] = (*ids)->ids.front();
+  }
   // As transformers 4 wrote it (transformers 5 reads it too, into its
   // rope_parameters, with the top-level rope_theta).
   if (c.ropeScaling.kind == rt::RopeScalingKind::Llama3)

@@ -56,8 +56,11 @@ import data_tools  # noqa: E402  (documents_of, read_dataset)
 
 ERROR = "mlt-tokenize: error: "
 # What mlt-tokenize names its temporaries for the prefix "corpus".
-TEMPORARY = re.compile(r"\.corpus\.(bin|idx)\.mlt-tokenize-[0-9]+-[0-9a-f]{8}"
-                       r"\.tmp")
+TEMPORARY = re.compile(r"\.corpus\.(bin|idx|meta\.json)\.mlt-tokenize-"
+                       r"[0-9]+-[0-9a-f]{8}\.tmp")
+# What it writes: the dataset and the record of its tokenizer.
+SUFFIXES = (".bin", ".idx", ".meta.json")
+OUTPUTS = tuple("corpus" + suffix for suffix in SUFFIXES)
 
 
 def listing(directory):
@@ -161,7 +164,7 @@ class BadInputs:
             problems.append(f"stderr: {stderr!r}")
         after = listing(watch)
         added = sorted(set(after) - set(before))
-        if added != ["corpus.bin", "corpus.idx"] or any(
+        if added != sorted(OUTPUTS) or any(
                 after[n] != before[n] for n in before):
             problems.append(f"{watch}: {describe_change(before, after)}")
         if problems:
@@ -302,7 +305,7 @@ def bad_inputs(tool, sp, bpe, text, work):
     out = runs.out("stdout-full")
     with open("/dev/full", "wb") as full:
         output("stdout-full", os.path.join(out, "corpus"), out, stdout=full,
-               created=("corpus.bin", "corpus.idx"))
+               created=OUTPUTS)
 
     # Tokenizers.
     tokenizers = os.path.join(work, "tokenizers")
@@ -461,7 +464,7 @@ def ids(tool, bpe, text, work):
     if (result.returncode == 0 or result.stdout
             or result.stderr.count("\n") != 1
             or not result.stderr.startswith(ERROR)
-            or any(os.path.exists(prefix + s) for s in (".bin", ".idx"))):
+            or any(os.path.exists(prefix + s) for s in SUFFIXES)):
         print(f"FAIL: eos-2147483648: exit status {result.returncode}, "
               f"stdout {result.stdout!r}, stderr {result.stderr!r}")
         failed += 1
@@ -500,7 +503,7 @@ def others(directory):
     """The directory's entries but the outputs and real temporaries."""
     entries = listing(directory)
     for name in list(entries):
-        if name in ("corpus.bin", "corpus.idx") or (
+        if name in OUTPUTS or (
                 TEMPORARY.fullmatch(name) and entries[name][0] == "file"):
             del entries[name]
     return entries
@@ -632,6 +635,7 @@ def kill(tool, sp, text, work, trials, seed):
         left = leftovers(directory)
         complete = os.path.exists(prefix + ".idx")
         if complete and not (os.path.exists(prefix + ".bin")
+                             and os.path.exists(prefix + ".meta.json")
                              and same_files(prefix, reference)):
             fail(f"trial {trial}: a complete-looking output that is not the "
                  f"whole one")
@@ -670,7 +674,7 @@ def kill(tool, sp, text, work, trials, seed):
                   f"{state}; the next run: "
                   f"{repr(said[0]) if said else 'nothing to remove'}, the "
                   f"bytes of an uninterrupted run")
-        for suffix in (".bin", ".idx"):
+        for suffix in SUFFIXES:
             if os.path.exists(prefix + suffix):
                 os.unlink(prefix + suffix)
     if not failed and not left_behind:
@@ -686,7 +690,8 @@ def kill(tool, sp, text, work, trials, seed):
     process.send_signal(signal.SIGTERM)
     stderr = process.communicate(timeout=60)[1].decode()
     if (process.returncode != 130 or stderr.count("\n") != 1
-            or leftovers(directory) or os.path.exists(prefix + ".bin")
+            or leftovers(directory)
+            or any(os.path.exists(prefix + s) for s in SUFFIXES)
             or others(directory) != decoys):
         fail(f"SIGTERM: exit status {process.returncode}, stderr {stderr!r}, "
              f"temporaries {leftovers(directory)}")
@@ -695,8 +700,8 @@ def kill(tool, sp, text, work, trials, seed):
 
     # SIGTERM the moment a temporary is created (inotify says when): the
     # interruption comes between the file's creation and the writer's record
-    # of it, and must remove it all the same. Even runs: the .bin's
-    # temporary (nothing can be written yet); odd runs: the .idx's (the run
+    # of it, and must remove it all the same. In turn: the .bin's temporary
+    # (nothing can be written yet); the .idx's and the .meta.json's (the run
     # may yet write the whole dataset, its renames being held together:
     # then it exits 0, or 130 saying so).
     small = write(os.path.join(work, "small.txt"),
@@ -706,13 +711,13 @@ def kill(tool, sp, text, work, trials, seed):
                     small_reference, small], check=True,
                    stdout=subprocess.DEVNULL, timeout=60)
     quick = [tool, "--tokenizer", sp, "--output-prefix", prefix, small]
-    runs, interrupted = 10, 0
+    runs, interrupted = 12, 0
     for run in range(runs):
-        which = ".corpus.bin." if run % 2 == 0 else ".corpus.idx."
+        which = (".corpus.bin.", ".corpus.idx.", ".corpus.meta.json.")[run % 3]
         process, problem = terminate_at_creation(quick, directory, which)
         stderr = process.communicate(timeout=60)[1].decode()
         status = f"exit status {process.returncode}, stderr {stderr!r}"
-        complete = [os.path.exists(prefix + s) for s in (".bin", ".idx")]
+        complete = [os.path.exists(prefix + s) for s in SUFFIXES]
         whole, none = all(complete), not any(complete)
         if problem:
             pass
@@ -734,7 +739,7 @@ def kill(tool, sp, text, work, trials, seed):
         if problem:
             fail(f"SIGTERM as {which}* is created, run {run}: {problem}")
             break
-        for suffix in (".bin", ".idx"):
+        for suffix in SUFFIXES:
             if os.path.exists(prefix + suffix):
                 os.unlink(prefix + suffix)
     else:

@@ -19,6 +19,9 @@
 // RUN: not mlt-translate --import-hf-llama %S/Inputs/bad-rope.json 2>&1 | FileCheck %s --check-prefix=ROPE --implicit-check-not={{.}}
 // ROPE: mlt-translate: error: {{.*}}bad-rope.json: field 'rope_scaling.rope_type' is 'yarn'; only 'default' and 'llama3' rotary embeddings are supported
 
+// RUN: not mlt-translate --import-hf-llama %S/Inputs/bad-token-id.json 2>&1 | FileCheck %s --check-prefix=TOKEN --implicit-check-not={{.}}
+// TOKEN: mlt-translate: error: {{.*}}bad-token-id.json: field 'eos_token_id' must be an integer or a list of integers, got "2"
+
 // Llama 3.1's rotary scaling: each field checked, named with its object.
 
 // RUN: not mlt-translate --import-hf-llama %S/Inputs/bad-llama3-factor.json 2>&1 | FileCheck %s --check-prefix=L3FACTOR --implicit-check-not={{.}}

@@ -1,5 +1,6 @@
 // Tests that --import-hf-llama turns a transformers 4 config.json of a GQA
-// model into the model module: the config attribute, one declaration per HF
+// model into the model module: the config attribute (with the special-token
+// ids, which no op reads), one declaration per HF
 // parameter (per-layer ones with the layer count), the decoder layer in a
 // repeat over every layer, queries split into 6 heads and keys and values into
 // 2, and an untied lm_head.
@@ -7,7 +8,7 @@
 // RUN: mlt-translate --import-hf-llama %S/Inputs/gqa.json | FileCheck %s
 // RUN: mlt-translate --import-hf-llama %S/Inputs/gqa.json | mlt-opt | FileCheck %s
 
-// CHECK: module attributes {mlt.model = #mlt.llama<vocab_size = 320, hidden_size = 96, intermediate_size = 256, num_layers = 3, num_heads = 6, num_kv_heads = 2, head_dim = 16, max_position_embeddings = 1024, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_word_embeddings = false>}
+// CHECK: module attributes {mlt.model = #mlt.llama<vocab_size = 320, hidden_size = 96, intermediate_size = 256, num_layers = 3, num_heads = 6, num_kv_heads = 2, head_dim = 16, max_position_embeddings = 1024, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_word_embeddings = false, bos_token_id = 1, eos_token_id = 2>}
 
 // CHECK-NEXT: mlt.param @model.embed_tokens.weight : tensor<320x96xf32>
 // CHECK-NEXT: mlt.param @"model.layers.{}.input_layernorm.weight" layers 3 : tensor<96xf32>

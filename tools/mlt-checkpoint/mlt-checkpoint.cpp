@@ -8,7 +8,9 @@
 //                                            --verify, every byte read)
 //   mlt-checkpoint to-hf CHECKPOINT OUT      an HF checkpoint (config.json,
 //        [--dtype f32|bf16]                  model.safetensors) of its
-//        [--skip-checksums]                  weights
+//        [--skip-checksums]                  weights, with the tokenizer and
+//                                            generation_config.json the
+//                                            run recorded (ExportFiles.h)
 //
 // CHECKPOINT is a --save-checkpoint ROOT (its latest checkpoint) or one
 // checkpoint's directory. Whatever layout saved it, the weights come out
@@ -16,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/io/ExportFiles.h"
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/train/Checkpoint.h"
 #include "mlt/Support/FileKind.h"
@@ -52,7 +55,17 @@ constexpr const char *kUsage =
     "         under HF names whatever layout saved them, in f32 (default)\n"
     "         or bf16; OUT must not exist, or be an HF checkpoint, which is\n"
     "         replaced once the new one is complete; every byte it reads\n"
-    "         is checked against its checksum unless --skip-checksums\n";
+    "         is checked against its checksum unless --skip-checksums.\n"
+    "         Beside them: the tokenizer's files the run recorded (those\n"
+    "         the data was made with, else the model directory's), while\n"
+    "         they have the recorded hashes (else left out, with a\n"
+    "         warning), and generation_config.json (the model directory's,\n"
+    "         else one of the config's bos/eos/pad ids)\n";
+
+void warn(const std::string &line) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "mlt-checkpoint: warning: %s\n", line.c_str());
+}
 
 int fail(const Status &status) {
   std::fprintf(stderr, "mlt-checkpoint: error: %s\n",
@@ -163,6 +176,21 @@ int toHF(const std::string &path, const std::string &out,
   // refused whatever part is damaged)
   if (Status moments = checkpoint.verifyOptimizerState(); !moments.isOk())
     return fail(moments);
+  // The files the run recorded for its exports, read back against their
+  // hashes.
+  ExportRecord record;
+  if (!checkpoint.state().exportFiles.empty()) {
+    StatusOr<ExportRecord> recorded =
+        ExportRecord::fromJson(checkpoint.state().exportFiles);
+    if (recorded)
+      record = std::move(*recorded);
+    else
+      warn(checkpoint.directory() + ": its record of the files an export " +
+           "copies: " + recorded.status().message() + "; none is copied");
+  }
+  ExportContents extra = loadExportFiles(record, checkpoint.state().config);
+  for (const std::string &line : extra.warnings)
+    warn(line);
   // One whole tensor in memory at a time, whatever the model's size.
   std::vector<TensorSpec> specs;
   for (const ExpectedTensor &tensor : checkpoint.parameters().tensors())
@@ -177,13 +205,17 @@ int toHF(const std::string &path, const std::string &out,
           return values.takeStatus();
         current = Tensor::fromFloats(dtype, specs[i].shape, *values);
         return ByteView{current.bytes.data(), current.bytes.size()};
-      });
+      },
+      extra.files);
   if (!written.isOk())
     return fail(written);
-  std::printf("wrote %s (config.json, model.safetensors): %zu tensors from "
-              "step %" PRId64 " (saved by %s)\n",
-              out.c_str(), specs.size(), checkpoint.state().step,
-              savedBy(checkpoint.state()).c_str());
+  std::string names = "config.json, model.safetensors";
+  for (const auto &[name, bytes] : extra.files)
+    names += ", " + name;
+  std::printf("wrote %s (%s): %zu tensors from step %" PRId64
+              " (saved by %s)\n",
+              out.c_str(), names.c_str(), specs.size(),
+              checkpoint.state().step, savedBy(checkpoint.state()).c_str());
   return 0;
 }
 

@@ -57,6 +57,17 @@ Run:
                              HF-style init, normal(0, 0.02) for matrices and
                              embeddings, 1 for norm weights)
   --seed N                   seeds the init and the data order (default 1234)
+  --collective-timeout SECONDS
+                             with a plan of several ranks: when no rank has
+                             moved in its plan for SECONDS (default 600; 0:
+                             off; only the steps are timed, not the work
+                             between them, nor on GPUs a program's set-up
+                             in its first run and capture), print where
+                             each rank is (step, launch, the collective or
+                             transfer it waits in and its group) and a
+                             summary line naming the ranks elsewhere, and
+                             end the run (under mpirun, the job) with
+                             status 1
 
 Data:
   --data DATASET             the training data (default, for a model of 256
@@ -143,7 +154,14 @@ Output:
                              eval_tokens, eval_time_s) as TensorBoard event
                              files in DIR (created; a resumed run adds a file)
   --save-hf DIR              after training, write DIR/config.json and
-                             DIR/model.safetensors (f32), replacing DIR atomically
+                             DIR/model.safetensors (f32), replacing DIR
+                             atomically; with them generation_config.json
+                             (the model directory's, else one of the
+                             config's bos/eos/pad ids) and the tokenizer's
+                             files: those the data was made with, as
+                             mlt-tokenize recorded them beside it, else the
+                             model directory's; a tokenizer changed or gone
+                             since is left out, with a warning
   --save-hf-every N          with --save-hf: also every N steps (DIR replaced
                              each time, atomically)
   --save-checkpoint DIR      write training checkpoints under DIR, each in
@@ -411,6 +429,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"--adam-eps", number(o.eps)},
       {"--weight-decay", number(o.weightDecay)},
       {"--clip-grad", number(o.clipGrad)},
+      {"--collective-timeout", number(o.collectiveTimeout)},
       {"--log-json", str(o.logJson)},
       {"--tensorboard", str(o.tensorboard)},
       {"--save-hf", str(o.saveHF)},
@@ -706,14 +725,23 @@ public:
     std::fflush(stdout);
   }
 
-  void hfSaved(const std::string &dir, std::optional<int64_t> step) override {
+  void hfSaved(const std::string &dir, std::optional<int64_t> step,
+               const std::vector<std::string> &files) override {
+    std::string names;
+    for (const std::string &file : files)
+      names += (names.empty() ? "" : ", ") + file;
     if (step)
-      std::printf("saved %s (config.json, model.safetensors) at step %" PRId64
-                  "\n",
-                  dir.c_str(), *step);
+      std::printf("saved %s (%s) at step %" PRId64 "\n", dir.c_str(),
+                  names.c_str(), *step);
     else
-      std::printf("saved %s (config.json, model.safetensors)\n", dir.c_str());
+      std::printf("saved %s (%s)\n", dir.c_str(), names.c_str());
     std::fflush(stdout);
+  }
+
+  void warning(const std::string &line) override {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: warning: %s\n", line.c_str());
+    std::fflush(stderr);
   }
 
   void stopped(const std::string &signal, int64_t step, int64_t steps,
@@ -752,6 +780,16 @@ public:
                 w.classes, w.runClasses, fitted, w.predictedSeconds * 1e3,
                 w.measuredSeconds * 1e3);
     std::fflush(stdout);
+  }
+
+  void hangReported(const HangReport &report, bool endsRun) override {
+    std::fflush(stdout);
+    std::fprintf(stderr, "mlt-run: hang: where each rank is in its plan:\n");
+    for (const std::string &line : report.ranks)
+      std::fprintf(stderr, "mlt-run:   %s\n", line.c_str());
+    if (endsRun)
+      std::fprintf(stderr, "mlt-run: error: %s\n", report.summary.c_str());
+    std::fflush(stderr);
   }
 
   void aborting(int rank, const std::string &message) override {

@@ -6,7 +6,11 @@
 # as Megatron's tools/preprocess_data.py writes them for the same tokens
 # (one sequence per document, lengths, pointers and document indices as its
 # _IndexWriter lays them out; see include/mlt/Runtime/io/IndexedDataset.h).
-# `mlt-run --data PREFIX` trains on the result.
+# `mlt-run --data PREFIX` trains on the result. Beside them, PREFIX.meta.json
+# records which tokenizer made the tokens: its files (the tokenizer and the
+# tokenizer_config.json and special_tokens_map.json beside it), each with
+# its absolute path and XXH3-64 hash, which mlt-run checks before it copies
+# them into an HF export (include/mlt/Runtime/io/ExportFiles.h).
 #
 # Tokenizers come from well-kept libraries, never our own: SentencePiece
 # (`tokenizer.model`, LLaMA-2) through PyPI's sentencepiece, and Hugging
@@ -19,7 +23,9 @@
 # Nothing partial is ever left: the outputs are written to temporary files
 # beside them (.NAME.bin.mlt-tokenize-PID-TAG.tmp, locked while their run
 # lives) and renamed into place at the end, the .idx last; any error removes
-# them and prints one line, "mlt-tokenize: error: ...". The temporaries of a
+# them and prints one line, "mlt-tokenize: error: ...". The .meta.json comes
+# before the .idx too, so that a dataset is never beside another's record.
+# The temporaries of a
 # run killed outright (kill -9, a lost node) are removed by the next run for
 # the same prefix, which says so; a run finding another live one writing the
 # same prefix is refused.
@@ -28,7 +34,10 @@
 """usage: mlt-tokenize --tokenizer PATH --output-prefix PREFIX [options] INPUT...
 
 Turns text into a Megatron indexed dataset, PREFIX.bin + PREFIX.idx, with a
-model's own tokenizer, for `mlt-run --data PREFIX`.
+model's own tokenizer, for `mlt-run --data PREFIX`; and PREFIX.meta.json, the
+record of the tokenizer (its files' paths and XXH3 hashes: the tokenizer, and
+the tokenizer_config.json and special_tokens_map.json beside it), which
+mlt-run's HF exports copy the tokenizer by.
 
 Inputs (by extension):
   FILE.txt            plain UTF-8 text; documents are separated by one or
@@ -42,8 +51,8 @@ Options:
   --tokenizer PATH    tokenizer.model (SentencePiece, LLaMA-2),
                       tokenizer.json (Hugging Face tokenizers, LLaMA-3), or
                       a model directory holding one (tokenizer.json first)
-  --output-prefix P   writes P.bin and P.idx (refused when they exist,
-                      unless --force)
+  --output-prefix P   writes P.bin, P.idx and P.meta.json (refused when
+                      one exists, unless --force)
   --json-key KEY      the text of a .jsonl line (default: text)
   --whole-files       each .txt input is one document
   --append-eod        end each document with the tokenizer's EOS id (the
@@ -92,6 +101,12 @@ UINT16_VOCAB_LIMIT = 65500
 INT32_LARGEST = 2**31 - 1
 # tokenizer.json's end-of-document token when nothing names it, in order.
 EOD_CANDIDATES = ("<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>")
+# The outputs: the dataset, and the record of its tokenizer.
+META_SUFFIX = ".meta.json"
+SUFFIXES = (".bin", ".idx", META_SUFFIX)
+# The files that configure a tokenizer, recorded with it when they lie beside
+# it (the names AutoTokenizer reads; HFModelDirectory.h lists the same).
+TOKENIZER_COMPANIONS = ("tokenizer_config.json", "special_tokens_map.json")
 
 
 class Failure(Exception):
@@ -205,7 +220,7 @@ def split_prefix(prefix):
 def check_outputs(prefix, force, inputs):
     """The outputs' paths: refused when one exists (without --force), is not
     a regular file, is an input, or has no directory to go into."""
-    outputs = [prefix + ".bin", prefix + ".idx"]
+    outputs = [prefix + suffix for suffix in SUFFIXES]
     directory, base = split_prefix(prefix)
     if base in ("", ".", ".."):
         raise Failure(f"--output-prefix {prefix}: names a directory, not the "
@@ -224,7 +239,8 @@ def check_outputs(prefix, force, inputs):
         name_max = os.pathconf(directory, "PC_NAME_MAX")
     except (OSError, ValueError):
         name_max = 255
-    longest = len(os.fsencode(temporary_name(base, ".bin", LONGEST_TAG)))
+    longest = max(len(os.fsencode(temporary_name(base, suffix, LONGEST_TAG)))
+                  for suffix in SUFFIXES)
     if longest > name_max:
         raise Failure(f"--output-prefix {prefix}: the name is too long: "
                       f"its temporaries' names would have {longest} bytes, "
@@ -255,11 +271,11 @@ def check_outputs(prefix, force, inputs):
 
 # ---------------------------------------------------------------------------
 # Temporaries: .NAME.bin.mlt-tokenize-PID-TAG.tmp beside NAME.bin (and the
-# same for .idx), PID the writing process, TAG 8 random hex digits (a PID
-# can be reused, or be another host's on a shared file system). The writer
-# holds an fcntl lock on each while it lives; the kernel drops the locks of
-# a killed process, so a temporary of this name that nobody locks is a dead
-# run's, and the only files the next run removes.
+# same for .idx and .meta.json), PID the writing process, TAG 8 random hex
+# digits (a PID can be reused, or be another host's on a shared file
+# system). The writer holds an fcntl lock on each while it lives; the kernel
+# drops the locks of a killed process, so a temporary of this name that
+# nobody locks is a dead run's, and the only files the next run removes.
 # ---------------------------------------------------------------------------
 
 LONGEST_TAG = "4194304-ffffffff"  # (Linux's largest PID)
@@ -272,8 +288,8 @@ def temporary_name(base, suffix, tag):
 def temporary_pattern(base):
     """What temporary_name makes for `base`, and nothing else (the name is
     fixed text around `base`, so another prefix never matches)."""
-    return re.compile(re.escape(f".{base}") + r"\.(bin|idx)\.mlt-tokenize-"
-                      r"([0-9]+)-[0-9a-f]{8}\.tmp")
+    return re.compile(re.escape(f".{base}") + r"\.(bin|idx|meta\.json)"
+                      r"\.mlt-tokenize-([0-9]+)-[0-9a-f]{8}\.tmp")
 
 
 def remove_leftovers(prefix):
@@ -342,6 +358,32 @@ def find_tokenizer_file(path):
         raise Failure(f"{path}: a directory with neither tokenizer.json nor "
                       f"tokenizer.model")
     return path
+
+
+def tokenizer_record(path, kind):
+    """What PREFIX.meta.json says of the tokenizer at `path`: each of its
+    files (the tokenizer under the name an HF model directory gives it, and
+    the files beside it that configure it) with its absolute path, size and
+    XXH3-64 hash, as `xxhsum -H3` prints it."""
+    xxhash = import_or_fail("xxhash", "xxhash")
+    directory = os.path.dirname(os.path.abspath(path))
+    named = [("tokenizer.json" if kind == "json" else "tokenizer.model",
+              os.path.abspath(path))]
+    for name in TOKENIZER_COMPANIONS:
+        companion = os.path.join(directory, name)
+        if os.path.lexists(companion):
+            check_input(companion)
+            named.append((name, companion))
+    files = []
+    for name, file in named:
+        try:
+            with open(file, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise Failure(f"{file}: cannot be read: {e.strerror}")
+        files.append({"name": name, "path": file, "bytes": len(data),
+                      "xxh3": xxhash.xxh3_64_hexdigest(data)})
+    return {"files": files}
 
 
 def tokenizer_kind(path):
@@ -661,7 +703,7 @@ class DatasetWriter:
     place by finish() (the .idx last: it makes the pair a dataset); abandon()
     removes them."""
 
-    def __init__(self, prefix, tokenizer):
+    def __init__(self, prefix, tokenizer, record):
         # Megatron's DType.optimal_dtype of the vocabulary's size, widened
         # when the tokenizer's ids go beyond it.
         id_limit = max(tokenizer.vocab_size, tokenizer.largest_id + 1)
@@ -674,14 +716,15 @@ class DatasetWriter:
             raise Failure(f"this Python's array('{self.typecode}') is not "
                           f"{self.itemsize} bytes")
         self.tokenizer = tokenizer
-        self.final = [prefix + ".bin", prefix + ".idx"]
+        self.record = record
+        self.final = [prefix + suffix for suffix in SUFFIXES]
         self.directory, base = split_prefix(prefix)
         tag = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.temporary = [os.path.join(self.directory,
                                        temporary_name(base, suffix, tag))
-                          for suffix in (".bin", ".idx")]
+                          for suffix in SUFFIXES]
         self.created = []  # (the temporaries made, open and locked)
-        self.placed = None  # (the .bin, once renamed, until the .idx is)
+        self.placed = []  # (the .bin and .meta.json, renamed before the .idx)
         self.written = False  # (both renamed: the dataset is in place)
         self.bin = None
         self.lengths = array("i")
@@ -695,7 +738,8 @@ class DatasetWriter:
         self.bin = self.create(0)
 
     def create(self, which):
-        """Makes and locks temporary `which` (0: .bin, 1: .idx)."""
+        """Makes and locks temporary `which` (0: .bin, 1: .idx, 2:
+        .meta.json)."""
         path = self.temporary[which]
         try:
             f = open(path, "xb")
@@ -763,22 +807,31 @@ class DatasetWriter:
             self.document_indices.tofile(idx)
             idx.flush()
             os.fsync(idx.fileno())
+            writing = self.final[2]
+            meta = self.create(2)
+            meta.write((json.dumps({"format": "mlt-tokenize", "version": 1,
+                                    "tokenizer": self.record}, indent=2)
+                        + "\n").encode("utf-8"))
+            meta.flush()
+            os.fsync(meta.fileno())
             # An old .idx goes first and the new one comes last, so that a
-            # run killed in between leaves a .bin alone, never a pair that
-            # does not match. (The temporaries stay open, and so locked,
-            # until they are renamed.) Interruptions wait until the files
-            # and their record, which abandon() reads, agree.
+            # run killed in between leaves a .bin (and .meta.json) alone,
+            # never a dataset that does not match its files. (The
+            # temporaries stay open, and so locked, until they are renamed.)
+            # Interruptions wait until the files and their record, which
+            # abandon() reads, agree.
             with interruptions_held():
                 try:
                     os.unlink(self.final[1])
                 except FileNotFoundError:
                     pass
-                writing = self.final[0]
-                os.replace(self.temporary[0], self.final[0])
-                self.placed = self.final[0]
+                for which in (0, 2):
+                    writing = self.final[which]
+                    os.replace(self.temporary[which], self.final[which])
+                    self.placed.append(self.final[which])
                 writing = self.final[1]
                 os.replace(self.temporary[1], self.final[1])
-                self.temporary, self.placed, self.written = [], None, True
+                self.temporary, self.placed, self.written = [], [], True
         except OSError as e:
             raise Failure(f"cannot write {writing}: {e.strerror}")
         try:  # (the renames made durable; not every file system can)
@@ -801,17 +854,17 @@ class DatasetWriter:
 
     def abandon(self):
         """Removes the temporaries (while still holding their locks), and a
-        .bin renamed without its .idx. By name, not by self.created: an
-        interruption may come between a file's creation and its record, and
-        the names, with this process's PID and a random tag, are this run's
-        alone."""
-        paths = self.temporary + ([self.placed] if self.placed else [])
+        .bin or .meta.json renamed without its .idx. By name, not by
+        self.created: an interruption may come between a file's creation
+        and its record, and the names, with this process's PID and a random
+        tag, are this run's alone."""
+        paths = self.temporary + self.placed
         for path in paths:
             try:
                 os.unlink(path)
             except OSError:
                 pass
-        self.temporary, self.placed = [], None
+        self.temporary, self.placed = [], []
         self.close()
 
 
@@ -941,6 +994,7 @@ def tokenize(options):
     check_outputs(prefix, options["force"], inputs)
     tokenizer = Tokenizer(tokenizer_path, options["bos"],
                           options["append_eod"], options["eod_token"])
+    record = tokenizer_record(tokenizer_path, tokenizer.kind)
 
     progress = Progress()
     documents = size = 0
@@ -954,7 +1008,7 @@ def tokenize(options):
                           options["append_eod"], options["eod_token"]))
         # (after the pool: its workers need not inherit the temporaries)
         remove_leftovers(prefix)
-        writer = DatasetWriter(prefix, tokenizer)
+        writer = DatasetWriter(prefix, tokenizer, record)
         writer.begin()
         items = read_documents(options["inputs"], options["json_key"],
                                options["whole_files"], failures)
@@ -989,9 +1043,14 @@ def tokenize(options):
             writer.abandon()
         if (isinstance(e, KeyboardInterrupt) and writer is not None
                 and writer.written):
-            raise KeyboardInterrupt(f"interrupted after writing {prefix}.bin "
-                                    f"and {prefix}.idx (whole)") from None
+            raise KeyboardInterrupt(f"interrupted after writing "
+                                    f"{written(prefix)} (whole)") from None
         raise
+
+
+def written(prefix):
+    """The outputs, for messages."""
+    return f"{prefix}.bin, {prefix}.idx and {prefix}{META_SUFFIX}"
 
 
 def summarize(prefix, tokenizer, writer, progress, documents, size):
@@ -1000,7 +1059,7 @@ def summarize(prefix, tokenizer, writer, progress, documents, size):
     elapsed = max(time.monotonic() - progress.start, 1e-9)
     ids = ("" if tokenizer.largest_id < tokenizer.vocab_size
            else f", ids to {tokenizer.largest_id:,}")
-    summary = (f"{PROG}: wrote {prefix}.bin and {prefix}.idx: {documents:,} "
+    summary = (f"{PROG}: wrote {written(prefix)}: {documents:,} "
                f"documents, {writer.tokens:,} tokens ({writer.dtype}, vocab "
                f"{tokenizer.vocab_size:,}{ids}, {tokenizer.name}) from "
                f"{size / 1e6:.2f} MB in {elapsed:.1f} s "
@@ -1015,8 +1074,8 @@ def summarize(prefix, tokenizer, writer, progress, documents, size):
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        raise Failure(f"wrote {prefix}.bin and {prefix}.idx, but not the "
-                      f"summary: stdout: {e.strerror}")
+        raise Failure(f"wrote {written(prefix)}, but not the summary: "
+                      f"stdout: {e.strerror}")
 
 
 def main(argv):

@@ -12,6 +12,7 @@
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Import/HFLlama.h"
 #include "mlt/Support/FileKind.h"
+#include "mlt/Support/HFModelDirectory.h"
 #include "mlt/Target/PlanExport.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -22,7 +23,6 @@
 
 #include <optional>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 using namespace mlir;
@@ -35,7 +35,8 @@ static llvm::cl::opt<std::string> importDtype(
 static void registerImportHFLlama() {
   TranslateToMLIRRegistration registration(
       "import-hf-llama",
-      "build the mlt model of a Hugging Face LLaMA config.json",
+      "build the mlt model of a Hugging Face LLaMA config.json (or of an HF "
+      "model directory, as mlt-run takes one)",
       [](llvm::SourceMgr &sourceMgr,
          MLIRContext *context) -> OwningOpRef<Operation *> {
         const llvm::MemoryBuffer *buffer =
@@ -85,8 +86,9 @@ static void registerExportPlan() {
 
 /// Checks the command line before MLIR's main reads it, so that what it
 /// would refuse without the tool's name (a missing input, no translation)
-/// is refused here, prefixed; and takes an HF model directory (as mlt-run
-/// does) for its config.json. Returns the arguments to run with.
+/// is refused here, prefixed; and takes an HF model directory for its
+/// config.json by the rule mlt-run takes one by (HFModelDirectory.h).
+/// Returns the arguments to run with.
 static mlt::StatusOr<std::vector<std::string>>
 checkArguments(int argc, char **argv) {
   std::vector<std::string> args(argv, argv + argc);
@@ -106,7 +108,9 @@ checkArguments(int argc, char **argv) {
       ++i;
       continue;
     }
-    if (arg.empty() || arg == "-" || arg[0] == '-')
+    if (arg.empty())
+      return mlt::errorf("an empty input path");
+    if (arg == "-" || arg[0] == '-')
       continue;
     if (input)
       return mlt::errorf("two inputs, '", args[*input], "' and '", arg,
@@ -130,11 +134,12 @@ checkArguments(int argc, char **argv) {
     return args;
   }
   std::string &path = args[*input];
-  struct stat st;
-  if (importing && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    // An HF model directory: its config.json.
-    path = (path.empty() || path.back() != '/' ? path + "/" : path) +
-           "config.json";
+  if (importing) {
+    // An HF model directory: its config.json, by mlt-run's rule.
+    mlt::StatusOr<std::string> config = mlt::hfConfigPath(path);
+    if (!config)
+      return config.takeStatus();
+    path = *config;
   }
   MLT_RETURN_IF_ERROR(mlt::checkInputPath(path));
   MLT_RETURN_IF_ERROR(checkPaths());

@@ -103,6 +103,9 @@ void expectSameConfig(const LlamaConfig &a, const LlamaConfig &b) {
   EXPECT_EQ(a.ropeTheta, b.ropeTheta);
   EXPECT_EQ(a.tieWordEmbeddings, b.tieWordEmbeddings);
   EXPECT_EQ(a.ropeScaling, b.ropeScaling);
+  EXPECT_EQ(a.bosTokenId, b.bosTokenId);
+  EXPECT_EQ(a.eosTokenId, b.eosTokenId);
+  EXPECT_EQ(a.padTokenId, b.padTokenId);
 }
 
 /// Llama-3.1-8B's rope_scaling, as its config.json spells it.
@@ -358,13 +361,20 @@ TEST(ReadHFLlamaConfig, FileOrDirectory) {
     ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
     EXPECT_EQ(c->numKvHeads, 2);
   }
-  // Messages name the file that was read.
+  // Messages name the file that was read; a directory without one is
+  // refused by the rule every tool takes a model directory by
+  // (HFModelDirectory.h).
   llvm::sys::fs::remove(file);
-  llvm::Expected<LlamaConfig> missing = readHFLlamaConfig(dir);
+  llvm::Expected<LlamaConfig> missing = readHFLlamaConfig(file);
   ASSERT_FALSE(static_cast<bool>(missing));
   std::string error = llvm::toString(missing.takeError());
   EXPECT_NE(error.find(file.str().str()), std::string::npos) << error;
   EXPECT_NE(error.find("cannot read"), std::string::npos) << error;
+  llvm::Expected<LlamaConfig> empty = readHFLlamaConfig(dir);
+  ASSERT_FALSE(static_cast<bool>(empty));
+  EXPECT_EQ(llvm::toString(empty.takeError()),
+            dir.str().str() + ": a directory without config.json (an HF "
+                              "model directory holds one)");
   llvm::sys::fs::remove(dir);
 }
 
@@ -578,6 +588,83 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
+//===----------------------------------------------------------------------===//
+// parseHFLlamaConfig: special-token ids
+//===----------------------------------------------------------------------===//
+
+// Tests that the ids are kept in the form the config wrote: one id, or a
+// list (Llama 3.1's eos_token_id; a list of one stays a list); null and
+// absent are none.
+TEST(ParseHFLlamaConfig, SpecialTokenIds) {
+  llvm::json::Object object = tinyConfig();
+  object["bos_token_id"] = 128000;
+  object["eos_token_id"] = llvm::json::Array{128001, 128008, 128009};
+  object["pad_token_id"] = nullptr;
+  LlamaConfig c = parseOk(std::move(object));
+  EXPECT_EQ(c.bosTokenId, (TokenIds{{128000}, false}));
+  EXPECT_EQ(c.eosTokenId, (TokenIds{{128001, 128008, 128009}, true}));
+  EXPECT_EQ(c.padTokenId, std::nullopt);
+
+  object = tinyConfig();
+  object["eos_token_id"] = llvm::json::Array{2};
+  object["pad_token_id"] = 0;
+  c = parseOk(std::move(object));
+  EXPECT_EQ(c.bosTokenId, std::nullopt);
+  EXPECT_EQ(c.eosTokenId, (TokenIds{{2}, true}));
+  EXPECT_EQ(c.padTokenId, (TokenIds{{0}, false}));
+}
+
+// Tests that a special-token id that is neither an integer nor a list of
+// integers is refused, naming the field.
+TEST(ParseHFLlamaConfig, BadSpecialTokenIds) {
+  for (llvm::json::Value bad :
+       {llvm::json::Value("2"), llvm::json::Value(2.5),
+        llvm::json::Value(llvm::json::Array{1, "x"}),
+        llvm::json::Value(llvm::json::Object{{"id", 2}})}) {
+    llvm::json::Object object = tinyConfig();
+    object["eos_token_id"] = bad;
+    std::string error = parseError(toJson(std::move(object)));
+    EXPECT_EQ(error.rfind(kSource.str() +
+                              ": field 'eos_token_id' must be an integer or "
+                              "a list of integers, got ",
+                          0),
+              0u)
+        << error;
+  }
+}
+
+// Tests that the config.json an export writes states the ids as the
+// imported one did, and that the runtime's reader of plans' configs takes
+// it; that it refuses what the importer refuses.
+TEST(HFConfigJson, WritesSpecialTokenIds) {
+  llvm::json::Object object = tinyConfig();
+  object["bos_token_id"] = 1;
+  object["eos_token_id"] = llvm::json::Array{2, 3};
+  LlamaConfig c = parseOk(std::move(object));
+  const std::string text = hfConfigJson(c);
+  llvm::Expected<llvm::json::Value> written = llvm::json::parse(text);
+  ASSERT_TRUE(static_cast<bool>(written)) << text;
+  const llvm::json::Object *config = written->getAsObject();
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->getInteger("bos_token_id"), 1);
+  const llvm::json::Array *eos = config->getArray("eos_token_id");
+  ASSERT_TRUE(eos) << text;
+  ASSERT_EQ(eos->size(), 2u);
+  EXPECT_EQ((*eos)[0].getAsInteger(), 2);
+  EXPECT_EQ((*eos)[1].getAsInteger(), 3);
+  EXPECT_FALSE(config->get("pad_token_id")) << text;
+  expectSameConfig(parseOk(*config), c);
+  EXPECT_TRUE(rt::parsePlanConfig(text).isOk());
+
+  llvm::json::Object bad = tinyConfig();
+  bad["pad_token_id"] = llvm::json::Array{0, "1"};
+  StatusOr<rt::PlanConfig> refused = rt::parsePlanConfig(toJson(bad));
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.status().message(),
+            "field 'pad_token_id' must be an integer or a list of integers, "
+            "got [0,\"1\"]");
+}
+
 TEST(ParseHFLlamaConfig, InvalidJson) {
   std::string error = parseError("{\"vocab_size\": 256,");
   EXPECT_EQ(error.rfind(kSource.str() + ": not valid JSON", 0), 0u) << error;
@@ -661,6 +748,9 @@ TEST(LlamaConfig, AttrRoundTrip) {
   c.ropeTheta = 500000.0;
   c.tieWordEmbeddings = true;
   c.ropeScaling = rt::RopeScaling::llama3(32.0, 1.0, 4.0, 8192);
+  c.bosTokenId = TokenIds{{128000}, false};
+  c.eosTokenId = TokenIds{{128001, 128009}, true};
+  c.padTokenId = TokenIds{{0}, true};
   MLIRContext context;
   context.getOrLoadDialect<MLTDialect>();
   LlamaConfigAttr attr = c.toAttr(&context);
@@ -677,6 +767,31 @@ TEST(LlamaConfig, AttrRoundTrip) {
   auto parsedConfig = dyn_cast<LlamaConfigAttr>(parsed);
   ASSERT_TRUE(parsedConfig) << text;
   expectSameConfig(LlamaConfig::fromAttr(parsedConfig), c);
+}
+
+// Tests that the attribute's verifier refuses a special-token id of
+// another kind than an i64 id or a list of ids (what a C++ builder could
+// pass; the parser makes only those two).
+TEST(LlamaConfig, AttrVerifiesTokenIds) {
+  MLIRContext context;
+  context.getOrLoadDialect<MLTDialect>();
+  Builder b(&context);
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+    message = diagnostic.str();
+    return success();
+  });
+  const int64_t vocab = 256, hidden = 64, ffn = 176, layers = 2, heads = 4,
+                kvHeads = 2, headDim = 16, positions = 2048;
+  Attribute bos = b.getI64IntegerAttr(1), eos = b.getStringAttr("2");
+  LlamaConfigAttr attr = LlamaConfigAttr::getChecked(
+      [&] { return emitError(UnknownLoc::get(&context)); }, &context, vocab,
+      hidden, ffn, layers, heads, kvHeads, headDim, positions,
+      b.getF64FloatAttr(1e-5), b.getF64FloatAttr(1e4), b.getBoolAttr(false),
+      Llama3RopeScalingAttr(), bos, eos, Attribute());
+  EXPECT_FALSE(attr);
+  EXPECT_EQ(message,
+            "eos_token_id must be an i64 id or a list of ids, got \"2\"");
 }
 
 //===----------------------------------------------------------------------===//
@@ -890,6 +1005,7 @@ TEST_F(BuildLlamaModuleTest, ModelAttrRoundTrip) {
   config.maxPositionEmbeddings = 8192;
   config.tieWordEmbeddings = true;
   config.ropeScaling = rt::RopeScaling::llama3(8.0, 1.0, 4.0, 2048);
+  config.eosTokenId = TokenIds{{2}, false};
   OwningOpRef<ModuleOp> module = build();
   ASSERT_TRUE(module);
   auto attr = (*module)->getAttrOfType<LlamaConfigAttr>(

@@ -3,20 +3,27 @@
 // Part of mlt. The launcher detection (no MPI: runs anywhere), and, when the
 // test runs under `mpirun -np N` (N > 1; ctest's MLTRuntimeMPITests.mpirun
 // does it with 3 processes), the MPI session on every process at once: the
-// ranks and the node-local ranks, the broadcast of NCCL's unique id, and the
-// agreement on failures that lets every rank stop cleanly and one report.
+// ranks and the node-local ranks, the broadcast of NCCL's unique id, the
+// agreement on failures that lets every rank stop cleanly and one report,
+// and the hang watchdogs' channel (an alarm from one thread to the others,
+// every position to rank 0, a silent rank reported as such).
 // Started without mpirun, those tests skip, visibly. Every process runs the
 // same tests in the same order, as the session's collectives need.
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlt/Runtime/mpi/HangChannel.h"
 #include "mlt/Runtime/mpi/MpiBootstrap.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -153,6 +160,90 @@ TEST(MpiSessionTest, ConcludeElectsOneReporter) {
   ASSERT_TRUE(outcome);
   EXPECT_FALSE(outcome->failed);
   EXPECT_FALSE(outcome->reportHere);
+}
+
+//===----------------------------------------------------------------------===//
+// The hang watchdogs' channel (HangChannel.h)
+//===----------------------------------------------------------------------===//
+
+/// This rank's position as a test sends it: step 100 + rank.
+PositionSnapshot positionOf(int rank) {
+  PositionSnapshot position;
+  position.rank = rank;
+  position.step = 100 + rank;
+  position.host = launchPlace(3, uint32_t(rank));
+  return position;
+}
+
+TEST(HangChannelTest, AnAlarmReachesEveryRankAndPositionsRankZero) {
+  MLT_REQUIRE_MPIRUN();
+  ASSERT_TRUE(session->threadMultiple());
+  StatusOr<std::unique_ptr<HangChannel>> channel = HangChannel::open(*session);
+  ASSERT_TRUE(channel) << channel.status().message();
+  const int rank = session->rank(), last = session->size() - 1;
+  // As the watchdogs do, each on a thread of its own: the last rank raises
+  // the alarm, the others hear it, and every position reaches rank 0. The
+  // main threads meanwhile are in MPI calls of their own, the last one
+  // after a sleep (a host stuck in a call), which the others' wait for.
+  std::vector<std::optional<PositionSnapshot>> positions;
+  bool heard = false;
+  std::thread watchdog([&] {
+    if (rank == last) {
+      (*channel)->raise();
+    } else {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!(heard = (*channel)->alarmed()) &&
+             std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    positions = (*channel)->gather(
+        positionOf(rank),
+        std::chrono::steady_clock::now() + std::chrono::seconds(20));
+  });
+  if (rank == last)
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  StatusOr<int> largest = session->maxOf(rank);
+  watchdog.join();
+  ASSERT_TRUE(largest);
+  EXPECT_EQ(*largest, last);
+  if (rank != last)
+    EXPECT_TRUE(heard) << "rank " << rank << " heard no alarm";
+  if (rank != 0) {
+    EXPECT_TRUE(positions.empty());
+  } else {
+    ASSERT_EQ(positions.size(), size_t(session->size()));
+    for (int r = 0; r < session->size(); ++r) {
+      ASSERT_TRUE(positions[size_t(r)]) << "no position from rank " << r;
+      EXPECT_EQ(positions[size_t(r)]->rank, r);
+      EXPECT_EQ(positions[size_t(r)]->step, 100 + r);
+      EXPECT_EQ(positions[size_t(r)]->place(), launchPlace(3, uint32_t(r)));
+    }
+  }
+  channel->reset(); // collective: every rank closes its channel
+}
+
+TEST(HangChannelTest, RankZeroReportsASilentRankAsMissing) {
+  MLT_REQUIRE_MPIRUN();
+  StatusOr<std::unique_ptr<HangChannel>> channel = HangChannel::open(*session);
+  ASSERT_TRUE(channel) << channel.status().message();
+  const int rank = session->rank(), last = session->size() - 1;
+  // The last rank sends nothing: rank 0 gives up on it at the deadline.
+  std::vector<std::optional<PositionSnapshot>> positions;
+  const auto start = std::chrono::steady_clock::now();
+  if (rank != last)
+    positions = (*channel)->gather(positionOf(rank),
+                                   start + std::chrono::milliseconds(500));
+  if (rank == 0) {
+    ASSERT_EQ(positions.size(), size_t(session->size()));
+    for (int r = 0; r < last; ++r)
+      EXPECT_TRUE(positions[size_t(r)]) << "no position from rank " << r;
+    EXPECT_FALSE(positions[size_t(last)]);
+    EXPECT_GE(std::chrono::steady_clock::now() - start,
+              std::chrono::milliseconds(500));
+    EXPECT_FALSE((*channel)->alarmed());
+  }
+  ASSERT_TRUE(session->agree(Status::ok()));
+  channel->reset();
 }
 
 } // namespace

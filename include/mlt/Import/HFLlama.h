@@ -18,9 +18,24 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mlt {
+
+/// A special-token id of a config.json (bos_token_id, eos_token_id,
+/// pad_token_id): one id, or a list of them (Llama 3.1's eos_token_id),
+/// kept in the form the config wrote.
+struct TokenIds {
+  std::vector<int64_t> ids;
+  /// Whether the config wrote a list (a list of one id stays a list).
+  bool list = false;
+
+  bool operator==(const TokenIds &other) const {
+    return ids == other.ids && list == other.list;
+  }
+};
 
 /// The hyper-parameters of a LLaMA-architecture model.
 struct LlamaConfig {
@@ -37,6 +52,9 @@ struct LlamaConfig {
   bool tieWordEmbeddings = false;
   /// The rotary scaling (`rope_type: "llama3"`), or none.
   rt::RopeScaling ropeScaling;
+  /// The special-token ids, where the config gives them (no op reads them:
+  /// they are written back into exported configs).
+  std::optional<TokenIds> bosTokenId, eosTokenId, padTokenId;
 
   /// Checks what the IR builder relies on; the error names the field.
   llvm::Error verify() const;
@@ -53,7 +71,8 @@ struct LlamaConfig {
 /// `rope_parameters`), with the scaling `rope_type` "default" or "llama3"
 /// (factor, low_freq_factor, high_freq_factor,
 /// original_max_position_embeddings, the last defaulting as transformers 5
-/// does); rejects features the model IR does not express (biases, other rope
+/// does) and keeps the special-token ids (bos_token_id, eos_token_id,
+/// pad_token_id: an integer or a list of integers each); rejects features the model IR does not express (biases, other rope
 /// scalings, activations other than SiLU) with an error naming the field.
 /// `source` names the file in messages.
 llvm::Expected<LlamaConfig> parseHFLlamaConfig(llvm::StringRef json,

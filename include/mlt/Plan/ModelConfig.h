@@ -93,7 +93,8 @@ struct PlanConfig {
 /// rope_parameters objects whose rope_type (or legacy type) is "default" or
 /// "llama3" with the scaling's fields (checkRopeScaling; the two objects,
 /// when both are given, of one scaling), read as the HF importer reads
-/// them; of a whole LLaMA,
+/// them; bos_token_id, eos_token_id and pad_token_id integers or lists of
+/// integers (null: absent); of a whole LLaMA,
 /// num_attention_heads a multiple of num_key_value_heads, an even head_dim,
 /// and hidden_size divisible by num_attention_heads when head_dim is
 /// absent (the importer's rules). Errors are one line naming the field.

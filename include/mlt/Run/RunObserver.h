@@ -15,11 +15,13 @@
 #include "mlt/Planner/Planner.h"
 #include "mlt/Run/Prediction.h"
 #include "mlt/Run/Progress.h"
+#include "mlt/Runtime/exec/HangReport.h"
 #include "mlt/Runtime/train/Training.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlt::run {
 
@@ -119,8 +121,13 @@ public:
   /// --save-checkpoint: a checkpoint written and committed.
   virtual void checkpointSaved(const SavedCheckpoint &saved);
   /// --save-hf: the weights written to `dir` at `step` (--save-hf-every),
-  /// or after the last step (no step).
-  virtual void hfSaved(const std::string &dir, std::optional<int64_t> step);
+  /// or after the last step (no step), with the `files` of the directory
+  /// (config.json, model.safetensors, and those copied beside them).
+  virtual void hfSaved(const std::string &dir, std::optional<int64_t> step,
+                       const std::vector<std::string> &files);
+  /// Something the run leaves out without stopping (a tokenizer that an
+  /// HF export cannot copy, and why), in one line.
+  virtual void warning(const std::string &line);
   /// `signal` ("SIGTERM") stopped the run after `step` of `steps`; the run
   /// goes on with --resume `resumeFrom` (empty: nothing was saved).
   virtual void stopped(const std::string &signal, int64_t step, int64_t steps,
@@ -134,6 +141,13 @@ public:
   /// One process of several fails once collectives run: the job is
   /// aborted after this, `message` reported by this process alone.
   virtual void aborting(int rank, const std::string &message);
+
+  /// --collective-timeout: no rank moved for the timeout, and `report` says
+  /// where each rank is in its plan (rank 0's process tells, from the
+  /// watchdog's thread where the run ends with it). `endsRun`: nothing
+  /// reports the summary after this (the job is aborted, or the process
+  /// ends); otherwise the run fails with it.
+  virtual void hangReported(const rt::HangReport &report, bool endsRun);
 };
 
 } // namespace mlt::run

@@ -77,6 +77,10 @@ struct RunOptions {
   bool reportMemory = false;
   bool report = false;
   std::string calibration, calibrate;
+  /// --collective-timeout: the seconds a run of several ranks may go
+  /// without any rank moving in its plan before each rank's place is
+  /// reported and the run ends (HangWatchdog.h); 0: never.
+  double collectiveTimeout = 600;
   /// --matmul-algorithms, --tune-matmuls: the CUDA products' algorithms.
   std::string matmulAlgorithms;
   bool tuneMatmuls = false;

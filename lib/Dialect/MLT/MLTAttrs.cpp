@@ -69,12 +69,56 @@ Llama3RopeScalingAttr::get(MLIRContext *context,
 // LlamaConfigAttr
 //===----------------------------------------------------------------------===//
 
+FailureOr<Attribute> mlt::parseTokenIds(AsmParser &parser) {
+  Builder b(parser.getContext());
+  if (succeeded(parser.parseOptionalLSquare())) {
+    SmallVector<int64_t> ids;
+    if (failed(parser.parseOptionalRSquare())) {
+      if (parser.parseCommaSeparatedList([&]() -> ParseResult {
+            return parser.parseInteger(ids.emplace_back());
+          }) ||
+          parser.parseRSquare())
+        return failure();
+    }
+    return Attribute(b.getDenseI64ArrayAttr(ids));
+  }
+  int64_t id;
+  if (parser.parseInteger(id))
+    return failure();
+  return Attribute(b.getI64IntegerAttr(id));
+}
+
+void mlt::printTokenIds(AsmPrinter &printer, Attribute ids) {
+  if (auto list = dyn_cast<DenseI64ArrayAttr>(ids)) {
+    printer << '[';
+    llvm::interleaveComma(list.asArrayRef(), printer);
+    printer << ']';
+  } else if (auto id = dyn_cast<IntegerAttr>(ids)) {
+    printer << id.getInt();
+  }
+}
+
+bool mlt::isTokenIds(Attribute ids) {
+  if (isa<DenseI64ArrayAttr>(ids))
+    return true;
+  auto id = dyn_cast<IntegerAttr>(ids);
+  return id && id.getType().isSignlessInteger(64);
+}
+
 LogicalResult LlamaConfigAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t vocabSize,
     int64_t hiddenSize, int64_t intermediateSize, int64_t numLayers,
     int64_t numHeads, int64_t numKvHeads, int64_t headDim,
     int64_t maxPositionEmbeddings, FloatAttr rmsNormEps, FloatAttr ropeTheta,
-    BoolAttr tieWordEmbeddings, Llama3RopeScalingAttr /*ropeScaling*/) {
+    BoolAttr tieWordEmbeddings, Llama3RopeScalingAttr /*ropeScaling*/,
+    Attribute bosTokenId, Attribute eosTokenId, Attribute padTokenId) {
+  std::pair<StringRef, Attribute> tokenIds[] = {{"bos_token_id", bosTokenId},
+                                                {"eos_token_id", eosTokenId},
+                                                {"pad_token_id", padTokenId}};
+  for (auto [name, ids] : tokenIds)
+    if (ids && !isTokenIds(ids))
+      return emitError() << name
+                         << " must be an i64 id or a list of ids, got " << ids;
   std::pair<StringRef, int64_t> positives[] = {
       {"vocab_size", vocabSize},
       {"hidden_size", hiddenSize},

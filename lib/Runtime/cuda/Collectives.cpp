@@ -10,8 +10,10 @@
 #include "Collectives.h"
 
 #include "CudaCheck.h"
+#include "kernels/position.h"
 
 #include "mlt/Plan/KernelInfo.h"
+#include "mlt/Runtime/exec/Position.h"
 
 using namespace mlt;
 using namespace mlt::rt;
@@ -44,12 +46,30 @@ CudaCollectives::~CudaCollectives() {
     (void)cudaStreamDestroy(stream_);
 }
 
+namespace {
+
+/// Queues `call` on `stream` between the device's writes of `mark`'s place
+/// (entered, then left), when there is a word to write.
+template <typename Call>
+Status marked(const PositionMark &mark, cudaStream_t stream, Call call) {
+  if (mark.word)
+    MLT_RETURN_IF_ERROR(
+        launchWritePosition(mark.word, deviceEnteredWord(mark.place), stream));
+  MLT_RETURN_IF_ERROR(call());
+  if (mark.word)
+    MLT_RETURN_IF_ERROR(
+        launchWritePosition(mark.word, deviceLeftWord(mark.place), stream));
+  return Status::ok();
+}
+
+} // namespace
+
 Status CudaCollectives::launch(const InstructionDesc &inst,
                                const BufferView &in, const BufferView &out,
-                               cudaStream_t compute) {
+                               cudaStream_t compute, PositionMark mark) {
   MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready_, 0));
-  MLT_RETURN_IF_ERROR(launchOn(inst, in, out, stream_));
+  MLT_RETURN_IF_ERROR(launchOn(inst, in, out, stream_, mark));
   MLT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
   MLT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done_, 0));
   return Status::ok();
@@ -57,7 +77,7 @@ Status CudaCollectives::launch(const InstructionDesc &inst,
 
 Status CudaCollectives::launchOn(const InstructionDesc &inst,
                                  const BufferView &in, const BufferView &out,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, PositionMark mark) {
   CollectiveCall call;
   switch (inst.kernel) {
   case Kernel::AllReduceSum:
@@ -81,16 +101,19 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
   call.in = in.data;
   call.out = out.data;
 
-  MLT_RETURN_IF_ERROR(
-      communicator_.enqueue(mesh.axes()[size_t(axis)].name, call, stream));
+  MLT_RETURN_IF_ERROR(marked(mark, stream, [&] {
+    return communicator_.enqueue(mesh.axes()[size_t(axis)].name, call, stream);
+  }));
   launchedAny_ = true;
   return Status::ok();
 }
 
 Status CudaCollectives::exchange(std::string_view axis,
                                  const std::vector<PointToPoint> &transfers,
-                                 cudaStream_t compute) {
-  MLT_RETURN_IF_ERROR(communicator_.enqueueExchange(axis, transfers, compute));
+                                 cudaStream_t compute, PositionMark mark) {
+  MLT_RETURN_IF_ERROR(marked(mark, compute, [&] {
+    return communicator_.enqueueExchange(axis, transfers, compute);
+  }));
   launchedAny_ = true;
   return Status::ok();
 }
@@ -106,26 +129,27 @@ Status CudaCollectives::wait(cudaStream_t compute, cudaError_t &cudaResult) {
 Status mlt::cuda::launchCollective(CudaCollectives *collectives,
                                    const InstructionDesc &inst,
                                    const BufferView &in, const BufferView &out,
-                                   cudaStream_t compute, cudaStream_t side) {
+                                   cudaStream_t compute, cudaStream_t side,
+                                   PositionMark mark) {
   if (!collectives)
     return errorf("collectives on the CUDA backend go through NCCL, one "
                   "process per GPU: start the plan's ranks with mpirun -np N "
                   "mlt-run PLAN --device cuda (this rank's communicator is not "
                   "a NCCL one)");
-  return side ? collectives->launchOn(inst, in, out, side)
-              : collectives->launch(inst, in, out, compute);
+  return side ? collectives->launchOn(inst, in, out, side, mark)
+              : collectives->launch(inst, in, out, compute, mark);
 }
 
 Status mlt::cuda::launchExchange(CudaCollectives *collectives,
                                  std::string_view axis,
                                  const std::vector<PointToPoint> &transfers,
-                                 cudaStream_t compute) {
+                                 cudaStream_t compute, PositionMark mark) {
   if (!collectives)
     return errorf("sends and receives on the CUDA backend go through NCCL, "
                   "one process per GPU: start the plan's ranks with mpirun -np "
                   "N mlt-run PLAN --device cuda (this rank's communicator is "
                   "not a NCCL one)");
-  return collectives->exchange(axis, transfers, compute);
+  return collectives->exchange(axis, transfers, compute, mark);
 }
 
 int mlt::cuda::communicatorDevice(const RankInfo &rank) {

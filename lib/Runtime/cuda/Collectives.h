@@ -35,6 +35,12 @@
 // asynchronous NCCL error (a peer gone) returns as a Status, with the
 // communicators aborted, instead of hanging the rank.
 //
+// Positions: when the hang watchdog watches the rank, each collective and
+// transfer group comes with a PositionMark, and the device writes its place
+// into the mark's word (kernels/position.h) on the stream the NCCL call
+// goes to, right before it (entered) and right after it (left), so that
+// the word says which collective the device is inside, captured or not.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_LIB_RUNTIME_CUDA_COLLECTIVES_H
@@ -52,6 +58,15 @@
 
 namespace mlt::cuda {
 
+/// Where the device writes its place around one collective or transfer
+/// group (Position.h's device words): the word of its plan stream, by its
+/// device address, and the launch's place; no word: the rank is not
+/// watched, and nothing is written.
+struct PositionMark {
+  volatile uint64_t *word = nullptr;
+  uint64_t place = 0;
+};
+
 class CudaCollectives {
 public:
   /// Creates the communication stream and the events on the current device
@@ -68,18 +83,20 @@ public:
   /// communication stream, ordered after everything queued on `compute` so
   /// far and before everything queued there later.
   Status launch(const rt::InstructionDesc &inst, const rt::BufferView &in,
-                const rt::BufferView &out, cudaStream_t compute);
+                const rt::BufferView &out, cudaStream_t compute,
+                PositionMark mark = {});
 
   /// Queues collective instruction `inst` on `stream`, ordered only by that
   /// stream (the caller orders it against the others).
   Status launchOn(const rt::InstructionDesc &inst, const rt::BufferView &in,
-                  const rt::BufferView &out, cudaStream_t stream);
+                  const rt::BufferView &out, cudaStream_t stream,
+                  PositionMark mark = {});
 
   /// Queues a transfer group over mesh axis `axis` on `compute`, in order
   /// with its launches.
   Status exchange(std::string_view axis,
                   const std::vector<rt::PointToPoint> &transfers,
-                  cudaStream_t compute);
+                  cudaStream_t compute, PositionMark mark = {});
 
   /// Waits for `compute` (which, by the ordering above, waits for every
   /// collective queued before its last launch): plain cudaStreamSynchronize
@@ -107,14 +124,15 @@ private:
 Status launchCollective(CudaCollectives *collectives,
                         const rt::InstructionDesc &inst,
                         const rt::BufferView &in, const rt::BufferView &out,
-                        cudaStream_t compute, cudaStream_t side = nullptr);
+                        cudaStream_t compute, cudaStream_t side = nullptr,
+                        PositionMark mark = {});
 
 /// A transfer group on the CUDA context: through `collectives` when the rank
 /// has a CUDA communicator, on `compute`; otherwise an error saying how to
 /// run transfers on GPUs.
 Status launchExchange(CudaCollectives *collectives, std::string_view axis,
                       const std::vector<rt::PointToPoint> &transfers,
-                      cudaStream_t compute);
+                      cudaStream_t compute, PositionMark mark = {});
 
 /// The device a rank's context runs on when its communicator is a
 /// CudaCommunicator (that communicator's device); -1 otherwise.

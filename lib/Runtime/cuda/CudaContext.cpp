@@ -14,6 +14,8 @@
 
 #include "kernels/elementwise.h"
 
+#include "mlt/Runtime/exec/Position.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -54,8 +56,35 @@ CudaDeviceContext::~CudaDeviceContext() {
     (void)cudaFreeHost(hostErrorRecord_);
   if (staging_)
     (void)cudaFreeHost(staging_);
+  if (positionWords_)
+    (void)cudaFreeHost(const_cast<uint64_t *>(positionWords_));
   if (stream_)
     (void)cudaStreamDestroy(stream_);
+}
+
+Status CudaDeviceContext::watchPosition(RankPosition &position) {
+  MLT_RETURN_IF_ERROR(activate());
+  if (!positionWords_) {
+    // Mapped, so that the device writes straight into host memory, where
+    // the watchdog's thread reads it without a CUDA call.
+    void *words = nullptr;
+    MLT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(
+        &words, kPlanMaxStreams * sizeof(uint64_t), cudaHostAllocMapped));
+    std::memset(words, 0, kPlanMaxStreams * sizeof(uint64_t));
+    positionWords_ = static_cast<volatile uint64_t *>(words);
+    void *onDevice = nullptr;
+    MLT_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&onDevice, words, 0));
+    positionWordsOnDevice_ = static_cast<volatile uint64_t *>(onDevice);
+  }
+  position.attachDeviceWords(positionWords_, kPlanMaxStreams);
+  position_ = &position;
+  return Status::ok();
+}
+
+PositionMark CudaDeviceContext::positionMark(unsigned stream) const {
+  if (!position_ || stream >= kPlanMaxStreams)
+    return {};
+  return {positionWordsOnDevice_ + stream, position_->place()};
 }
 
 Status CudaDeviceContext::init() {
@@ -96,6 +125,13 @@ static std::string gib(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1ull << 30));
   return text;
+}
+
+std::optional<uint64_t> CudaDeviceContext::memoryInUse() {
+  size_t freeBytes = 0, totalBytes = 0;
+  if (!activate() || cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+    return std::nullopt;
+  return uint64_t(totalBytes - freeBytes);
 }
 
 StatusOr<uint8_t *> CudaDeviceContext::allocate(uint64_t bytes) {
@@ -307,8 +343,8 @@ Status CudaDeviceContext::exchange(std::string_view axis,
                     ? Kernel::Send
                     : Kernel::Recv;
   MLT_RETURN_IF_ERROR(beginTimed(stream_));
-  MLT_RETURN_IF_ERROR(
-      launchExchange(collectives_.get(), axis, transfers, stream_));
+  MLT_RETURN_IF_ERROR(launchExchange(collectives_.get(), axis, transfers,
+                                     stream_, positionMark(0)));
   MLT_RETURN_IF_ERROR(endTimed(stream_));
   if (syncEachLaunch_)
     return synchronize();

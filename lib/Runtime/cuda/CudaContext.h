@@ -37,7 +37,11 @@
 //   embedding backward's sort), grown on first use, which synchronizes: in
 //   the first step only, since a plan's sizes repeat;
 // - the device error record (DeviceError.h), through which kernels that
-//   check their data report, read back at synchronize.
+//   check their data report, read back at synchronize;
+// - once the hang watchdog watches the rank (watchPosition), the device's
+//   place (Position.h): a word per plan stream in host-mapped memory, which
+//   the device writes around every collective and transfer group
+//   (Collectives.h's PositionMark, kernels/position.h).
 //
 // Launches never synchronize: `synchronize` is the only wait (plus copies to
 // the host), and it turns asynchronous kernel faults and the error record
@@ -117,8 +121,11 @@ public:
   Status beginProgram(const rt::ProgramDesc &program) override;
   Status endProgram(const rt::ProgramDesc &program) override;
   Status synchronize() override;
+  bool queuesLaunches() const override { return true; }
+  Status watchPosition(rt::RankPosition &position) override;
   std::string architecture() const override { return architecture_; }
   std::string deviceName() const override { return deviceName_; }
+  std::optional<uint64_t> memoryInUse() override;
   Status beginLaunchTiming() override;
   StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
   /// Programs with collectives too, unless MLT_CUDA_GRAPHS=compute: NCCL is
@@ -183,6 +190,11 @@ private:
   /// The error sink of a launch of `inst` that checks its data.
   DeviceErrorSink errorSink(const rt::InstructionDesc &inst);
 
+  /// Where the device writes the place of a collective or transfer group
+  /// of plan stream `stream` about to be queued (the place its executor
+  /// recorded for it); no word when the rank is not watched.
+  PositionMark positionMark(unsigned stream) const;
+
   /// The record's report as one line.
   Status deviceError(const DeviceErrorRecord &record) const;
 
@@ -215,6 +227,12 @@ private:
   bool registersMemory() const { return collectives_ && registerArena_; }
   DeviceErrorRecord *errorRecord_ = nullptr;     // device memory
   DeviceErrorRecord *hostErrorRecord_ = nullptr; // pinned host memory
+  /// watchPosition's: the rank's position, and its device words (one per
+  /// plan stream) in host-mapped memory, by their host and device
+  /// addresses.
+  rt::RankPosition *position_ = nullptr;
+  volatile uint64_t *positionWords_ = nullptr;
+  volatile uint64_t *positionWordsOnDevice_ = nullptr;
   /// The kernels of the launches given an error sink since the record was
   /// last read; launch i has tag i + 1.
   std::vector<rt::Kernel> reportingLaunches_;

@@ -669,7 +669,8 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
     return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
-                            s == stream_ ? nullptr : s);
+                            s == stream_ ? nullptr : s,
+                            positionMark(inst.stream));
 
   // Transfers run as groups, through exchange (Collectives.h).
   case Kernel::Send:

@@ -17,9 +17,11 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -63,7 +65,7 @@ public:
   Status checkAsyncErrors() override;
   Status waitForStream(cudaStream_t stream, cudaError_t &cudaResult) override;
   void abort(const std::string &message) override;
-  bool isAborted() const override { return aborted_; }
+  bool isAborted() const override { return aborted_.load(); }
 
   StatusOr<void *> allocateRegistered(size_t bytes) override;
   void freeRegistered(void *memory) override;
@@ -80,9 +82,9 @@ private:
     MLT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device()));
     return Status::ok();
   }
-  /// Fails once aborted, with the abort's message.
+  /// Fails once aborted, with the abort's message (set before the flag).
   Status checkUsable() const {
-    if (aborted_)
+    if (aborted_.load())
       return errorf("collectives aborted: ", abortMessage_);
     return Status::ok();
   }
@@ -106,7 +108,12 @@ private:
   float *barrierValue_ = nullptr; // device memory, one float
   void *staging_ = nullptr;       // device memory, for send and receive
   size_t stagingBytes_ = 0;
-  bool aborted_ = false;
+  /// `abort` may come from another thread (the hang watchdog's) while the
+  /// rank's own thread queues or polls: every use of the communicators'
+  /// handles holds this lock, so that none is used while it is aborted
+  /// (recursive: a failing call aborts under it).
+  std::recursive_mutex commsMutex_;
+  std::atomic<bool> aborted_{false};
   std::string abortMessage_;
   /// allocateRegistered's memory and its registration with each
   /// communicator.
@@ -204,6 +211,7 @@ NcclCommunicator::usableAxis(std::string_view name) const {
 Status NcclCommunicator::enqueue(std::string_view axisName,
                                  const CollectiveCall &call,
                                  cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(commsMutex_);
   StatusOr<const AxisComm *> found = usableAxis(axisName);
   if (!found)
     return found.takeStatus();
@@ -263,6 +271,7 @@ Status
 NcclCommunicator::enqueueExchange(std::string_view axisName,
                                   const std::vector<PointToPoint> &transfers,
                                   cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(commsMutex_);
   StatusOr<const AxisComm *> found = usableAxis(axisName);
   if (!found)
     return found.takeStatus();
@@ -309,6 +318,7 @@ Status NcclCommunicator::exchange(std::string_view axis,
 }
 
 Status NcclCommunicator::checkAsyncErrors() {
+  std::lock_guard<std::recursive_mutex> lock(commsMutex_);
   MLT_RETURN_IF_ERROR(checkUsable());
   auto check = [&](ncclComm_t comm, const std::string &what) -> Status {
     if (!comm)
@@ -370,10 +380,11 @@ Status NcclCommunicator::waitOwnStream(const char *what) {
 }
 
 void NcclCommunicator::abort(const std::string &message) {
-  if (aborted_)
+  std::lock_guard<std::recursive_mutex> lock(commsMutex_);
+  if (aborted_.load())
     return;
-  aborted_ = true;
   abortMessage_ = message;
+  aborted_.store(true);
   (void)cudaSetDevice(device());
   for (AxisComm &axis : axes_) {
     if (axis.comm)
@@ -431,12 +442,16 @@ void NcclCommunicator::freeRegistered(void *memory) {
 }
 
 Status NcclCommunicator::barrier() {
-  MLT_RETURN_IF_ERROR(checkUsable());
-  MLT_RETURN_IF_ERROR(activate());
-  Status status = MLT_NCCL_STATUS(ncclAllReduce(
-      barrierValue_, barrierValue_, 1, ncclFloat32, ncclSum, world_, stream_));
-  if (!status)
-    return fail(std::move(status).withContext("barrier"));
+  {
+    std::lock_guard<std::recursive_mutex> lock(commsMutex_);
+    MLT_RETURN_IF_ERROR(checkUsable());
+    MLT_RETURN_IF_ERROR(activate());
+    Status status =
+        MLT_NCCL_STATUS(ncclAllReduce(barrierValue_, barrierValue_, 1,
+                                      ncclFloat32, ncclSum, world_, stream_));
+    if (!status)
+      return fail(std::move(status).withContext("barrier"));
+  }
   return waitOwnStream("barrier");
 }
 
@@ -470,11 +485,15 @@ Status NcclCommunicator::send(int toRank, const void *data, size_t bytes) {
     const size_t n = std::min(stagingBytes_, bytes - offset);
     MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging_, host + offset, n,
                                              cudaMemcpyHostToDevice, stream_));
-    Status status = MLT_NCCL_STATUS(
-        ncclSend(staging_, n, ncclUint8, toRank, world_, stream_));
-    if (!status)
-      return fail(std::move(status).withContext("send to rank " +
-                                                std::to_string(toRank)));
+    {
+      std::lock_guard<std::recursive_mutex> lock(commsMutex_);
+      MLT_RETURN_IF_ERROR(checkUsable());
+      Status status = MLT_NCCL_STATUS(
+          ncclSend(staging_, n, ncclUint8, toRank, world_, stream_));
+      if (!status)
+        return fail(std::move(status).withContext("send to rank " +
+                                                  std::to_string(toRank)));
+    }
     MLT_RETURN_IF_ERROR(waitOwnStream("send"));
   }
   return Status::ok();
@@ -487,11 +506,15 @@ Status NcclCommunicator::receive(int fromRank, void *data, size_t bytes) {
   auto *host = static_cast<uint8_t *>(data);
   for (size_t offset = 0; offset < bytes; offset += stagingBytes_) {
     const size_t n = std::min(stagingBytes_, bytes - offset);
-    Status status = MLT_NCCL_STATUS(
-        ncclRecv(staging_, n, ncclUint8, fromRank, world_, stream_));
-    if (!status)
-      return fail(std::move(status).withContext("receive from rank " +
-                                                std::to_string(fromRank)));
+    {
+      std::lock_guard<std::recursive_mutex> lock(commsMutex_);
+      MLT_RETURN_IF_ERROR(checkUsable());
+      Status status = MLT_NCCL_STATUS(
+          ncclRecv(staging_, n, ncclUint8, fromRank, world_, stream_));
+      if (!status)
+        return fail(std::move(status).withContext("receive from rank " +
+                                                  std::to_string(fromRank)));
+    }
     MLT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + offset, staging_, n,
                                              cudaMemcpyDeviceToHost, stream_));
     MLT_RETURN_IF_ERROR(waitOwnStream("receive"));

@@ -16,10 +16,12 @@
 #include "mlt/Support/FormatBytes.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 using namespace mlt;
@@ -42,6 +44,7 @@ StatusOr<void *> DeviceContext::allocateHostStaging(uint64_t bytes) {
 }
 
 void DeviceContext::freeHostStaging(void *memory) { std::free(memory); }
+Status DeviceContext::watchPosition(RankPosition &) { return Status::ok(); }
 
 Status DeviceContext::beginLaunchTiming() {
   return errorf("this device cannot time its launches");
@@ -184,7 +187,8 @@ mlt::rt::sequencePositions(const Communicator *communicator, int64_t axis,
 Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
     : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),
-      device_(std::move(device)) {}
+      device_(std::move(device)), deviceQueues_(device_->queuesLaunches()),
+      position_(rank_.rank), launchOffsets_(stepLaunchOffsets(rank_)) {}
 
 Executor::~Executor() {
   if (arena_) {
@@ -335,9 +339,20 @@ Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
     copiesStale_ = false;
   ++replay.runs;
   if (replay.capture && !profiling_) {
+    if (tracksPosition_)
+      position_.at(program ? uint32_t(rank_.step.size() + *program)
+                           : kStepCall,
+                   kWholeCall, RankActivity::Running);
     MLT_RETURN_IF_ERROR(device_->replay(*replay.capture));
     return wait ? synchronize() : Status::ok();
   }
+  // A first run and a capture set libraries, scratch memory and graphs up
+  // on a device that queues: host work the hang watchdog does not time.
+  setup_ = deviceQueues_ && replay.runs <= 2;
+  struct SetupEnds {
+    bool &setup;
+    ~SetupEnds() { setup = false; }
+  } setupEnds{setup_};
   // The second run is captured (the first has set up the libraries' plans
   // and the scratch memory, which a capture cannot allocate), then replayed
   // to run it. What cannot be captured runs launch by launch.
@@ -367,8 +382,10 @@ Status Executor::run(size_t programIndex, bool wait) {
   return runReplayed(
       program.replay, programIndex,
       [&] {
-        return program.transfers ? runTransferGroup({{programIndex, -1, -1}})
-                                 : launchAll(programIndex);
+        const uint32_t call = uint32_t(rank_.step.size() + programIndex);
+        return program.transfers
+                   ? runTransferGroup({{programIndex, -1, -1, call}})
+                   : launchAll(programIndex, call);
       },
       wait);
 }
@@ -388,13 +405,23 @@ Status Executor::runEvalStep(bool wait) {
 Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
   const std::vector<CallDesc> &step = rank_.calls(kind);
   const std::string what = stepKindName(kind);
+  // The evaluation step runs between training steps, where the position
+  // stays outside (Position.h: the hang watchdog times training steps
+  // alone, and the position's calls are the training step's).
+  struct Recording {
+    bool &flag;
+    bool saved;
+    ~Recording() { flag = saved; }
+  } recording{tracksPosition_, tracksPosition_};
+  tracksPosition_ = kind == StepKind::Training;
   return runReplayed(
       replay, std::nullopt,
       [&]() -> Status {
         for (size_t c = 0; c < step.size();) {
           const CallDesc &call = step[c];
           if (!programs_[call.program].transfers) {
-            Status status = launchAll(call.program, call.microbatch, call.slot);
+            Status status =
+                launchAll(call.program, uint32_t(c), call.microbatch, call.slot);
             if (!status)
               return std::move(status).withContext(what + " call " +
                                                    std::to_string(c));
@@ -405,8 +432,8 @@ Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
           std::vector<TransferCall> group;
           const size_t first = c;
           for (; c < step.size() && programs_[step[c].program].transfers; ++c)
-            group.push_back(
-                {step[c].program, step[c].microbatch, step[c].slot});
+            group.push_back({step[c].program, step[c].microbatch,
+                             step[c].slot, uint32_t(c)});
           Status status = runTransferGroup(group);
           if (!status)
             return std::move(status).withContext(
@@ -419,7 +446,14 @@ Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
 }
 
 Status Executor::synchronize() {
+  // In a step, the host waits for the device here (for the whole step, on a
+  // device that queues).
+  const bool inStep = position_.activity() != RankActivity::Outside;
+  if (inStep)
+    position_.setActivity(RankActivity::Waiting);
   Status status = device_->synchronize();
+  if (inStep)
+    position_.setActivity(RankActivity::Running);
   if (status) {
     for (const PendingRead &read : pendingReads_) {
       switch (read.dtype) {
@@ -491,6 +525,7 @@ Status Executor::runTransferGroup(const std::vector<TransferCall> &calls) {
     const PreparedProgram &program = programs_.at(call.program);
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const PreparedInstruction &p = program.instructions[i];
+      MLT_RETURN_IF_ERROR(holdIfStalled(call.call, uint32_t(i)));
       PointToPoint transfer = p.transfer;
       if (!p.copied.empty()) {
         resolveCopies(p, call.microbatch, call.slot, inputs, outputs);
@@ -507,11 +542,40 @@ Status Executor::runTransferGroup(const std::vector<TransferCall> &calls) {
     return Status::ok();
   if (profiling_)
     profiled_.push_back(std::move(launches));
-  return device_->exchange(mesh_.at(*axis).name, transfers);
+  // The group's place is its first transfer's.
+  const RankActivity activity =
+      launchActivity(*programs_.at(calls.front().program).instructions[0].inst);
+  if (tracksPosition_)
+    position_.at(calls.front().call, 0, activity);
+  Status status = device_->exchange(mesh_.at(*axis).name, transfers);
+  if (tracksPosition_ && activity == RankActivity::Waiting)
+    position_.setActivity(RankActivity::Running);
+  return status;
 }
 
-Status Executor::launchAll(size_t programIndex, int32_t microbatch,
-                           int32_t slot) {
+RankActivity Executor::launchActivity(const InstructionDesc &inst) const {
+  if (setup_)
+    return RankActivity::Setup;
+  if (!deviceQueues_ &&
+      (isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel)))
+    return RankActivity::Waiting;
+  return RankActivity::Running;
+}
+
+Status Executor::holdIfStalled(uint32_t call, uint32_t instruction) {
+  if (!stall_ || !tracksPosition_ || call >= rank_.step.size() ||
+      position_.step() != stall_->step ||
+      launchOffsets_[call] + instruction != stall_->launch)
+    return Status::ok();
+  position_.at(call, instruction, RankActivity::Stalled);
+  while (!position_.abandoned())
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return errorf("held by MLT_FAULT_STALL before launch ", stall_->launch,
+                " of step ", stall_->step, " until the hang was reported");
+}
+
+Status Executor::launchAll(size_t programIndex, uint32_t call,
+                           int32_t microbatch, int32_t slot) {
   const PreparedProgram &program = programs_.at(programIndex);
   const ProgramDesc &desc = rank_.programs.at(programIndex);
   MLT_RETURN_IF_ERROR(device_->beginProgram(desc));
@@ -519,14 +583,22 @@ Status Executor::launchAll(size_t programIndex, int32_t microbatch,
   std::vector<BufferView> inputs, outputs;
   for (size_t i = 0; i < program.instructions.size() && status; ++i) {
     const PreparedInstruction &p = program.instructions[i];
+    status = holdIfStalled(call, uint32_t(i));
+    if (!status)
+      break;
     if (profiling_)
       profiled_.push_back({{programIndex, i}});
+    const RankActivity activity = launchActivity(*p.inst);
+    if (tracksPosition_)
+      position_.at(call, uint32_t(i), activity);
     if (p.copied.empty() || (microbatch <= 0 && slot <= 0)) {
       status = device_->launch(*p.inst, p.inputs, p.outputs);
     } else {
       resolveCopies(p, microbatch, slot, inputs, outputs);
       status = device_->launch(*p.inst, inputs, outputs);
     }
+    if (tracksPosition_ && activity == RankActivity::Waiting)
+      position_.setActivity(RankActivity::Running);
     if (!status) {
       std::ostringstream context;
       context << "program '" << program.name << "' instruction " << i << " ("

@@ -75,6 +75,11 @@ RankGroup::createForRank(const Plan &plan, uint32_t rank, Backend &backend,
 
 bool RankGroup::isAborted() const { return world_ && world_->isAborted(); }
 
+void RankGroup::abort(const std::string &message) {
+  if (world_)
+    world_->abort(message);
+}
+
 Status
 RankGroup::parallel(const std::function<Status(Executor &executor)> &body) {
   if (executors_.size() == 1)

@@ -293,6 +293,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
 
   std::vector<std::unique_ptr<TrainingData>> datasets, heldOut;
   std::vector<double> weights;
+  std::vector<ResolvedDataPath> resolvedSources;
   json described = json::array();
   std::string summary, heldOutSummary;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -394,6 +395,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
                         baseName(resolved->path);
     }
     described.push_back(std::move(entry));
+    resolvedSources.push_back(std::move(*resolved));
     weights.push_back(weight);
     summary += (summary.empty() ? "" : " + ") +
                (sources.size() > 1 ? formatWeight(weight) + " " : "") + name;
@@ -402,6 +404,7 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
   opened.description = json{{"datasets", described}}.dump();
   opened.summary = summary;
   opened.heldOutSummary = heldOutSummary;
+  opened.sources = std::move(resolvedSources);
   auto blend = [&](std::vector<std::unique_ptr<TrainingData>> parts)
       -> std::unique_ptr<TrainingData> {
     if (parts.size() == 1)

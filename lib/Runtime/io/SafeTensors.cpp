@@ -13,6 +13,7 @@
 #include "mlt/Support/ContentHash.h"
 #include "mlt/Support/Bf16.h"
 #include "mlt/Support/FileKind.h"
+#include "mlt/Support/HFModelDirectory.h"
 #include "mlt/Support/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
@@ -994,6 +995,17 @@ void removeStaleTemporaries(const std::string &dir, const std::string &prefix) {
   }
 }
 
+/// Whether an HF export of mlt writes a file of this name.
+static bool isExportFileName(const std::string &name) {
+  if (name == kHFConfigFile || name == "model.safetensors" ||
+      name == kHFGenerationConfigFile)
+    return true;
+  for (const char *tokenizer : kHFTokenizerFiles)
+    if (name == tokenizer)
+      return true;
+  return false;
+}
+
 Status checkReplaceableCheckpointDir(const std::string &dir) {
   std::error_code error;
   const fs::path target = withoutTrailingSlash(dir);
@@ -1002,7 +1014,7 @@ Status checkReplaceableCheckpointDir(const std::string &dir) {
   for (const fs::directory_entry &entry :
        fs::directory_iterator(target, error)) {
     const std::string name = entry.path().filename().string();
-    if (name != "config.json" && name != "model.safetensors")
+    if (!isExportFileName(name))
       return errorf(dir, ": holds '", name,
                     "', which an HF export of mlt does not write; not "
                     "replacing the directory (write to a new one)");
@@ -1013,23 +1025,34 @@ Status checkReplaceableCheckpointDir(const std::string &dir) {
 }
 
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors) {
+                          const TensorMap &tensors,
+                          const ExtraFiles &extraFiles) {
   std::vector<const Tensor *> ordered;
   for (const auto &[name, tensor] : tensors)
     ordered.push_back(&tensor);
   return writeCheckpointDir(
-      dir, configJson, specsOf(tensors), [&](size_t i) -> StatusOr<ByteView> {
+      dir, configJson, specsOf(tensors),
+      [&](size_t i) -> StatusOr<ByteView> {
         return ByteView{ordered[i]->bytes.data(), ordered[i]->bytes.size()};
-      });
+      },
+      extraFiles);
 }
 
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const std::vector<TensorSpec> &specs,
-                          const TensorBytes &bytesOf) {
+                          const TensorBytes &bytesOf,
+                          const ExtraFiles &extraFiles) {
   fs::path target = withoutTrailingSlash(dir);
   if (target.empty() || target == "/" || target.filename() == "." ||
       target.filename() == "..")
     return errorf("'", dir, "' cannot be a checkpoint directory");
+  // (only the names an export writes: checkReplaceableCheckpointDir lets an
+  // export replace a directory of those alone)
+  for (const auto &[name, bytes] : extraFiles)
+    if (!isExportFileName(name) || name == kHFConfigFile ||
+        name == "model.safetensors")
+      return errorf(dir, ": '", name, "' is not a file written beside the "
+                                      "weights");
   // (in the caller's order of keys)
   nlohmann::ordered_json config = nlohmann::ordered_json::parse(
       configJson, nullptr, /*allow_exceptions=*/false);
@@ -1087,6 +1110,10 @@ Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
       (temporary / "model.safetensors").string(), specs, bytesOf);
   if (!weights.isOk())
     return failWith(std::move(weights).withContext(dir));
+  for (const auto &[name, bytes] : extraFiles)
+    if (Status written = writeDurably((temporary / name).string(), bytes);
+        !written.isOk())
+      return failWith(std::move(written));
   if (Status placed = placeDirectory(temporary.string(), dir); !placed.isOk())
     return failWith(std::move(placed));
   return Status::ok();

@@ -86,8 +86,13 @@ StatusOr<std::unique_ptr<MpiSession>> MpiSession::init(int &argc,
   MLT_MPI_RETURN_IF_ERROR(MPI_Initialized(&initialized));
   if (initialized)
     return errorf("MPI is already initialized in this process");
-  MLT_MPI_RETURN_IF_ERROR(MPI_Init(&argc, &argv));
+  // MPI_THREAD_MULTIPLE: the hang watchdog's thread talks to its peers
+  // (HangChannel.h) while this one may be inside a call of its own.
+  int provided = MPI_THREAD_SINGLE;
+  MLT_MPI_RETURN_IF_ERROR(
+      MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
   std::unique_ptr<MpiSession> session(new MpiSession());
+  session->threadMultiple_ = provided >= MPI_THREAD_MULTIPLE;
   MLT_MPI_RETURN_IF_ERROR(
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MLT_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &session->rank_));

@@ -279,6 +279,12 @@ StatusOr<TrainingCheckpoint> readTrainerState(const fs::path &dir,
                       ": \"training\" is not an object");
       state.training = trainer.at("training").dump();
     }
+    if (trainer.contains("export_files")) {
+      if (!trainer.at("export_files").is_object())
+        return errorf(trainerPath.string(),
+                      ": \"export_files\" is not an object");
+      state.exportFiles = trainer.at("export_files").dump();
+    }
   } catch (const json::exception &e) {
     return errorf(trainerPath.string(), ": ", e.what());
   }
@@ -366,6 +372,8 @@ std::string mlt::rt::trainerStateJson(const TrainingCheckpoint &state,
     trainer["data"] = json::parse(state.data);
   if (!state.training.empty())
     trainer["training"] = json::parse(state.training);
+  if (!state.exportFiles.empty())
+    trainer["export_files"] = json::parse(state.exportFiles);
   return withSelfHash(trainer.dump(2));
 }
 

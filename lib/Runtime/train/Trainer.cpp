@@ -132,6 +132,9 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   Executor &executor = *rank.executor;
+  // From the step's inputs to the end of its wait: what the hang watchdog
+  // times (Position.h).
+  StepScope inStep(executor.position(), step);
   // The reporting rank reads the replicated outputs (and other local
   // ranks, to check them). In a process that holds another rank alone (one
   // process per GPU), nothing is read: rank 0's process reports.

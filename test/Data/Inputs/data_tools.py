@@ -22,6 +22,10 @@ mlt-tokenize wrote.
                                                and checks every document is
                                                BOS + the library's tokens +
                                                EOS of DOCS (.txt or .jsonl)
+  data_tools.py meta PREFIX                    PREFIX.meta.json's tokenizer
+                                               files, each checked against
+                                               its file (size, and the hash
+                                               `xxhsum -H3` prints)
   data_tools.py patch FILE OFFSET HEX          overwrites bytes of FILE
   data_tools.py truncate FILE BYTES            cuts FILE to BYTES bytes
 
@@ -31,6 +35,7 @@ and tokenizers (scripts/requirements.txt) for the tokenizer commands.
 import json
 import os
 import struct
+import subprocess
 import sys
 
 
@@ -145,6 +150,28 @@ def check(prefix, tokenizer_path, docs_path):
     return 0
 
 
+def meta(prefix):
+    with open(prefix + ".meta.json", encoding="utf-8") as f:
+        record = json.load(f)
+    if record.get("format") != "mlt-tokenize" or record.get("version") != 1:
+        print(f"FAIL: {prefix}.meta.json: format {record.get('format')!r}, "
+              f"version {record.get('version')!r}")
+        return 1
+    for entry in record["tokenizer"]["files"]:
+        path = entry["path"]
+        printed = subprocess.run(["xxhsum", "-H3", path], capture_output=True,
+                                 text=True, check=True)
+        # "XXH3 (path) = 610e1635fa02bef4"
+        if (printed.stdout.split()[-1] != entry["xxh3"]
+                or os.path.getsize(path) != entry["bytes"]
+                or not os.path.isabs(path)):
+            print(f"FAIL: {entry}: xxhsum -H3 says {printed.stdout.strip()}, "
+                  f"{os.path.getsize(path)} bytes")
+            return 1
+        print(f"{entry['name']}: {path}, {entry['bytes']} bytes, hash ok")
+    return 0
+
+
 def main(argv):
     command, args = argv[1], argv[2:]
     if command == "documents" or command == "jsonl":
@@ -161,6 +188,8 @@ def main(argv):
             else 0)
     elif command == "check":
         return check(*args)
+    elif command == "meta":
+        return meta(args[0])
     elif command == "patch":
         with open(args[0], "r+b") as f:
             f.seek(int(args[1]))

@@ -47,6 +47,33 @@ module attributes {mlt.model = #mlt.llama<vocab_size = 128256, hidden_size = 204
 
 // -----
 
+// Tests that the special-token ids round-trip in the model configuration,
+// each in the form it was written: one id, a list (even of one), an empty
+// list.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: tie_word_embeddings = false, bos_token_id = 128000,
+// CHECK-SAME: eos_token_id = [128001, 128008, 128009], pad_token_id = [0]>
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false, bos_token_id = 128000,
+    eos_token_id = [128001, 128008, 128009], pad_token_id = [0]>} {
+}
+
+// -----
+
+// Tests that an empty list of ids round-trips, and that ids left out stay
+// out.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: tie_word_embeddings = false, eos_token_id = []>
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false, eos_token_id = []>} {
+}
+
+// -----
+
 // Tests that a single parameter and a per-layer family round-trip, with and
 // without `layers`. Names that are valid identifiers print unquoted.
 // CHECK-LABEL: module

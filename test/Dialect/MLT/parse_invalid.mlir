@@ -72,3 +72,26 @@ func.func @init_type(%a: tensor<8xf32>) {
   }
   return
 }
+
+// -----
+
+// Tests that a special-token id of the model configuration is an integer or
+// a list of integers.
+// expected-error @+5 {{expected integer value}}
+// expected-error @+4 {{failed to parse MLT_LlamaConfigAttr parameter 'bos_token_id'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false, bos_token_id = "1">} {
+}
+
+// -----
+
+// Tests that a list of special-token ids holds integers alone.
+// expected-error @+5 {{expected integer value}}
+// expected-error @+4 {{failed to parse MLT_LlamaConfigAttr parameter 'eos_token_id'}}
+module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
+    intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
+    head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
+    rope_theta = 1.0e+04, tie_word_embeddings = false, eos_token_id = [2, x]>} {
+}

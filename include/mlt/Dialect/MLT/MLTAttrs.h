@@ -14,6 +14,17 @@
 
 #include "mlt/Plan/RopeFrequencies.h"
 
+namespace mlt {
+
+/// The special-token ids of `#mlt.llama` (bos_token_id, ...): `2` as an i64
+/// IntegerAttr, `[128001, 128009]` as a DenseI64ArrayAttr.
+mlir::FailureOr<mlir::Attribute> parseTokenIds(mlir::AsmParser &parser);
+void printTokenIds(mlir::AsmPrinter &printer, mlir::Attribute ids);
+/// Whether `ids` is one of those two forms.
+bool isTokenIds(mlir::Attribute ids);
+
+} // namespace mlt
+
 #define GET_ATTRDEF_CLASSES
 #include "mlt/Dialect/MLT/MLTAttrs.h.inc"
 

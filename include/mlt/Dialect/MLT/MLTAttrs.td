@@ -16,6 +16,18 @@ class MLT_Attr<string name, string attrMnemonic, list<Trait> traits = []>
   let mnemonic = attrMnemonic;
 }
 
+// A special-token id of an HF config.json, kept as the config wrote it: one
+// id (an i64 IntegerAttr, printed `2`) or a list of them (a
+// DenseI64ArrayAttr, printed `[128001, 128008, 128009]`: Llama 3.1's
+// eos_token_id); absent when the config has none (or null).
+def MLT_TokenIdParameter
+    : AttrParameter<"::mlir::Attribute",
+                    "a special-token id, or a list of them"> {
+  let parser = "::mlt::parseTokenIds($_parser)";
+  let printer = "::mlt::printTokenIds($_printer, $_self)";
+  let defaultValue = "::mlir::Attribute()";
+}
+
 def MLT_Llama3RopeScalingAttr
     : MLT_Attr<"Llama3RopeScaling", "llama3_rope_scaling"> {
   let summary = "Llama 3.1's rotary scaling (HF rope_type \"llama3\")";
@@ -74,12 +86,20 @@ def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
     passes never look it up. `rope_scaling` is absent for unscaled rotary
     embeddings, else a `#mlt.llama3_rope_scaling`.
 
+    `bos_token_id`, `eos_token_id` and `pad_token_id` are the config's
+    special-token ids, each one id or a list of ids (Llama 3.1's
+    `eos_token_id` lists three) as the config wrote it, absent where it has
+    none. No op reads them: they are carried so that the `config.json` and
+    `generation_config.json` an export writes say what the imported one said
+    (the attribute is the one source of the exported config).
+
     Example:
     ```mlir
     module attributes {mlt.model = #mlt.llama<vocab_size = 256, hidden_size = 64,
         intermediate_size = 176, num_layers = 2, num_heads = 4, num_kv_heads = 2,
         head_dim = 16, max_position_embeddings = 2048, rms_norm_eps = 1.0e-05,
-        rope_theta = 1.0e+04, tie_word_embeddings = false>} {
+        rope_theta = 1.0e+04, tie_word_embeddings = false, bos_token_id = 1,
+        eos_token_id = [2, 3]>} {
     }
     ```
   }];
@@ -95,7 +115,10 @@ def MLT_LlamaConfigAttr : MLT_Attr<"LlamaConfig", "llama"> {
     "::mlir::FloatAttr":$rms_norm_eps,
     "::mlir::FloatAttr":$rope_theta,
     "::mlir::BoolAttr":$tie_word_embeddings,
-    OptionalParameter<"Llama3RopeScalingAttr">:$rope_scaling
+    OptionalParameter<"Llama3RopeScalingAttr">:$rope_scaling,
+    MLT_TokenIdParameter:$bos_token_id,
+    MLT_TokenIdParameter:$eos_token_id,
+    MLT_TokenIdParameter:$pad_token_id
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

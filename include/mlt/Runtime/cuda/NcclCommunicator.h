@@ -132,7 +132,10 @@ public:
 
   /// Aborts every communicator of this rank (ncclCommAbort): collectives in
   /// flight stop, and every later call fails with "collectives aborted:
-  /// <message>". Idempotent (the first message stays).
+  /// <message>". Idempotent (the first message stays). May be called from
+  /// another thread than the rank's (the hang watchdog's): it waits for a
+  /// NCCL call of the rank's thread to return, and a wait polling the
+  /// stream (waitForStream) then fails with the abort.
   virtual void abort(const std::string &message) = 0;
   virtual bool isAborted() const = 0;
 

@@ -24,11 +24,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace mlt::rt {
+
+class RankPosition;
 
 /// One buffer of an instruction, resolved to device memory.
 struct BufferView {
@@ -132,6 +135,19 @@ public:
   /// Waits until every queued call has finished.
   virtual Status synchronize() = 0;
 
+  /// Whether launches are queued and run later (a GPU), rather than run to
+  /// completion before launch returns (the CPU): the host's place is then
+  /// not the device's (Position.h).
+  virtual bool queuesLaunches() const { return false; }
+
+  /// Has the device keep its own place in `position` from now on
+  /// (Position.h's device words: per plan stream, the collective or transfer
+  /// group it last entered or left, written by the device itself, in
+  /// captured graphs too); `position` must outlive the context. The default
+  /// does nothing: a device whose launches complete when they return is
+  /// where its host is.
+  virtual Status watchPosition(RankPosition &position);
+
   /// The device's architecture as plans name it ("sm_90"); empty when any
   /// plan suits it (the CPU). A plan compiled for another target is refused.
   virtual std::string architecture() const { return ""; }
@@ -139,6 +155,12 @@ public:
   /// What the device is, as a calibration names it (mlt/Analysis/
   /// Calibration.h): the GPU's name ("NVIDIA H100 80GB HBM3"), or "cpu".
   virtual std::string deviceName() const = 0;
+
+  /// The device's memory in use, by every process on it (CUDA: its total
+  /// less its free memory, which counts the libraries' workspaces and the
+  /// driver's own beside the arena); nullopt where the device has no memory
+  /// of its own (the CPU).
+  virtual std::optional<uint64_t> memoryInUse() { return std::nullopt; }
 
   /// Launch timing, for profiles and traces (mlt-run --profile-step,
   /// --trace). Between begin and end, the context measures when each launch

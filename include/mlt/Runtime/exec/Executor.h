@@ -32,6 +32,7 @@
 
 #include "mlt/Plan/Plan.h"
 #include "mlt/Runtime/exec/Backend.h"
+#include "mlt/Runtime/exec/Position.h"
 #include "mlt/Support/Status.h"
 
 #include <deque>
@@ -86,8 +87,9 @@ public:
 
   /// Runs the plan's evaluation step (every micro-batch's forward pass and
   /// loss, Plan.fbs's `eval_step`) as runStep runs the training step; it
-  /// writes the copies of "loss" and no training state. Fails when the
-  /// plan has none.
+  /// writes the copies of "loss" and no training state. It runs between
+  /// training steps: the position stays outside them (the hang watchdog
+  /// does not time it). Fails when the plan has none.
   Status runEvalStep(bool wait = true);
 
   /// Runs program `index` alone, as a call without a micro-batch (tests,
@@ -139,6 +141,34 @@ public:
 
   /// Sets every Constant buffer to its value (done by create).
   Status fillConstants();
+
+  /// Where this rank is (Position.h): the host's place, updated at every
+  /// launch (a Running, Waiting or Setup one), and, once
+  /// watchDevicePosition, the device's. The trainer brackets each step
+  /// (StepScope); the hang watchdog reads it from another thread.
+  RankPosition &position() { return position_; }
+  const RankPosition &position() const { return position_; }
+
+  /// Has the device keep its own place in position() from now on
+  /// (DeviceContext::watchPosition): on CUDA, a word per plan stream that
+  /// the device writes around every collective and transfer group. Only
+  /// runs watched for hangs pay for it.
+  Status watchDevicePosition() { return device_->watchPosition(position_); }
+
+  /// MLT_FAULT_STALL (tests): a launch of the step, by the step's number and
+  /// the launch's index among the step's launches (stepLaunchOffsets).
+  struct StallPoint {
+    int64_t step = 0;
+    uint64_t launch = 0;
+  };
+  /// Holds the host before the launch at `point`, as a rank stuck there
+  /// would be (Stalled), until the run abandons the rank
+  /// (RankPosition::abandon); the launch then fails. Turns capture off, so
+  /// that every step's launches are issued one by one on this rank.
+  void stallAt(StallPoint point) {
+    stall_ = point;
+    captureEnabled_ = false;
+  }
 
   /// Marks the compute copies stale, as a write of a Parameter buffer does:
   /// refresh_parameter_copies runs before the next program. For a rank the
@@ -202,11 +232,14 @@ private:
     /// Whether it is a transfer program (isTransferProgram).
     bool transfers = false;
   };
-  /// One call of a transfer group: its program, micro-batch and slot.
+  /// One call of a transfer group: its program, micro-batch and slot, and
+  /// the call (its index in the step, or step.size() + the program's index
+  /// for a program run alone: Position.h).
   struct TransferCall {
     size_t program;
     int32_t microbatch;
     int32_t slot;
+    uint32_t call;
   };
 
   Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
@@ -231,12 +264,20 @@ private:
   /// the host wrote a Parameter buffer since it last ran.
   std::optional<size_t> refreshProgram_;
   bool copiesStale_ = false;
-  /// Launches the instructions of `program` one by one, with the copies of
-  /// micro-batch `microbatch` and slot `slot` (-1: none), between the
-  /// device's beginProgram and endProgram (on a failure, the error names
-  /// the program, the instruction and its kernel).
-  Status launchAll(size_t programIndex, int32_t microbatch = -1,
+  /// Launches the instructions of `program` one by one, as call `call`
+  /// (see TransferCall), with the copies of micro-batch `microbatch` and
+  /// slot `slot` (-1: none), between the device's beginProgram and
+  /// endProgram (on a failure, the error names the program, the instruction
+  /// and its kernel).
+  Status launchAll(size_t programIndex, uint32_t call, int32_t microbatch = -1,
                    int32_t slot = -1);
+  /// What the host does in a launch of `inst`: Setup in a first run or a
+  /// capture on a device that queues, Waiting in a collective or transfer on
+  /// one that runs launches to completion, else Running.
+  RankActivity launchActivity(const InstructionDesc &inst) const;
+  /// Holds the host at instruction `instruction` of call `call` while it is
+  /// the stall point (stallAt), until abandoned.
+  Status holdIfStalled(uint32_t call, uint32_t instruction);
   /// Runs the transfers of `calls`, one transfer group, as one exchange.
   Status runTransferGroup(const std::vector<TransferCall> &calls);
   /// `p`'s operands moved to the copies of micro-batch `microbatch` and
@@ -248,9 +289,21 @@ private:
   /// Runs the calls of the step of `kind` (runStep, runEvalStep) through
   /// `replay`.
   Status runCalls(StepKind kind, Replay &replay, bool wait);
+  /// Whether launches record their place in position_ (and may be held by
+  /// MLT_FAULT_STALL): not while the evaluation step runs, which is outside
+  /// the training steps that the position and the hang watchdog describe.
+  bool tracksPosition_ = true;
   Replay stepReplay_, evalStepReplay_;
 
   bool captureEnabled_ = true;
+  /// Whether the device queues launches (DeviceContext::queuesLaunches),
+  /// and whether the launches now issued are a first run's or a capture's.
+  bool deviceQueues_ = false;
+  bool setup_ = false;
+  RankPosition position_;
+  /// stepLaunchOffsets of the rank's step.
+  std::vector<uint64_t> launchOffsets_;
+  std::optional<StallPoint> stall_;
   /// Reads queued by readScalarAtSync: the buffer's type, where its bytes
   /// land, and where the value goes (a deque: the landing areas do not
   /// move).

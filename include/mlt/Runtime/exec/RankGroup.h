@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -110,6 +111,12 @@ public:
 
   /// Whether a failure has aborted the world (so every later call fails).
   bool isAborted() const;
+
+  /// Aborts the world from any thread (the hang watchdog's), as a failing
+  /// rank does: ranks waiting in a collective or exchange return
+  /// "collectives aborted: <message>", and so does every later call. Does
+  /// nothing without a world (one rank, or a rank of its own process).
+  void abort(const std::string &message);
 
 private:
   RankGroup() = default;

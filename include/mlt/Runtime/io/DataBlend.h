@@ -169,6 +169,9 @@ struct OpenedData {
   /// same weights), and their summary.
   std::unique_ptr<TrainingData> heldOut;
   std::string heldOutSummary;
+  /// Each dataset as its path resolved (an indexed dataset's prefix, which
+  /// ExportFiles.h finds the record of its tokenizer beside).
+  std::vector<ResolvedDataPath> sources;
 };
 
 /// Opens `sources` (parseDataArguments) for samples of `seqLen` + 1 token

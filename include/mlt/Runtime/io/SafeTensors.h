@@ -222,19 +222,26 @@ Status writeSafeTensors(const std::string &path,
                         const std::map<std::string, std::string> &metadata = {},
                         SafeTensorsDigest *digest = nullptr);
 
+/// Files written beside an HF checkpoint's weights: each one's name (one of
+/// HFModelDirectory.h's tokenizer files or generation_config.json) and
+/// bytes (ExportFiles.h's loadExportFiles).
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;
+
 /// Writes an HF checkpoint directory at `dir`: `config.json` (the caller's
 /// `configJson` text, which must be a JSON object; where it states a dtype,
 /// "torch_dtype" or "dtype", that of the tensors, which transformers loads
-/// them in) and `model.safetensors`. Both
+/// them in), `model.safetensors` and the `extraFiles`. All
 /// are written into a temporary sibling directory that then takes the place
 /// of `dir` (placeDirectory). On any error `dir` is left as it was and the
 /// temporary directory removed.
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
-                          const TensorMap &tensors);
+                          const TensorMap &tensors,
+                          const ExtraFiles &extraFiles = {});
 /// The same of tensors produced one at a time (writeSafeTensors above).
 Status writeCheckpointDir(const std::string &dir, const std::string &configJson,
                           const std::vector<TensorSpec> &specs,
-                          const TensorBytes &bytesOf);
+                          const TensorBytes &bytesOf,
+                          const ExtraFiles &extraFiles = {});
 
 /// Removes the temporary entries in `dir` whose names start with `prefix`
 /// (".<name>.tmp-<pid>-..." and ".<name>.old-<pid>-...", as the writers
@@ -244,8 +251,9 @@ void removeStaleTemporaries(const std::string &dir,
                             const std::string &prefix = ".");
 
 /// Whether writeCheckpointDir may write `dir`: it does not exist, or it is
-/// a directory holding nothing but what that writes (config.json and
-/// model.safetensors: an earlier export). A directory with anything else is
+/// a directory holding nothing but what that writes (config.json,
+/// model.safetensors, generation_config.json and the tokenizer's files: an
+/// earlier export). A directory with anything else is
 /// the user's and is never replaced; the error names one of its entries.
 Status checkReplaceableCheckpointDir(const std::string &dir);
 

@@ -26,7 +26,10 @@
 // MPI is process-global state; the session is the one object that owns
 // it (the runtime has no globals): create it once in main, before anything
 // else, and let it finalize MPI when it is destroyed. Its calls come from
-// the thread that created it.
+// the thread that created it. It asks for MPI_THREAD_MULTIPLE, so that the
+// hang watchdog's thread can reach the other processes (HangChannel.h)
+// while this thread is inside a call: Open MPI (4.x, 5.x) provides it;
+// an MPI that does not leaves a run without the watchdog's report.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,9 +70,10 @@ detectLaunch(const std::function<const char *(const char *)> &getenv);
 /// One process's MPI, from MPI_Init to MPI_Finalize.
 class MpiSession {
 public:
-  /// Initializes MPI (errors returned, not fatal: MPI_ERRORS_RETURN) and
-  /// reads the rank, the world size and the node-local rank and size
-  /// (MPI_Comm_split_type, shared memory). At most one per process.
+  /// Initializes MPI (errors returned, not fatal: MPI_ERRORS_RETURN),
+  /// asking for MPI_THREAD_MULTIPLE, and reads the rank, the world size and
+  /// the node-local rank and size (MPI_Comm_split_type, shared memory). At
+  /// most one per process.
   static StatusOr<std::unique_ptr<MpiSession>> init(int &argc, char **&argv);
 
   /// Finalizes MPI, unless the session aborted.
@@ -83,6 +87,8 @@ public:
   /// GPU it takes, and how many GPUs the node needs.
   int localRank() const { return localRank_; }
   int localSize() const { return localSize_; }
+  /// Whether MPI provides MPI_THREAD_MULTIPLE (any thread may call it).
+  bool threadMultiple() const { return threadMultiple_; }
 
   /// Copies `bytes` at `data` on rank `root` into `data` on every rank.
   Status broadcast(void *data, size_t bytes, int root);
@@ -135,6 +141,7 @@ private:
   MpiSession() = default;
 
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
+  bool threadMultiple_ = false;
   bool timedOut_ = false;
   bool stoppedForPeer_ = false;
   bool aborted_ = false;

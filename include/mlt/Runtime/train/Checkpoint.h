@@ -16,7 +16,8 @@
 //       ...                    ("exp_avg:<HF name>", "exp_avg_sq:<HF name>")
 //       trainer.json           the step, the data order (seed, shuffle),
 //                              the data (DataBlend.h's description), the
-//                              layout it was saved from
+//                              layout it was saved from, the files an HF
+//                              export copies (ExportFiles.h's record)
 //     latest                   the name of the newest complete checkpoint
 //
 // The learning rate and AdamW's step count are functions of the step, and
@@ -93,6 +94,10 @@ struct TrainingCheckpoint {
   /// clipping's), a JSON object as the run records them: a resumed run is
   /// held to them. Empty in checkpoints that predate it.
   std::string training;
+  /// The files an HF export of it copies beside the weights (the
+  /// tokenizer's, generation_config.json), ExportFiles.h's ExportRecord as
+  /// JSON text; empty where none is known.
+  std::string exportFiles;
 };
 
 /// "step-000006": the directory of the checkpoint of step `step`.

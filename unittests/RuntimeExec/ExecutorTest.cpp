@@ -1007,8 +1007,13 @@ TEST_F(TinyPlanTest, TheEvaluationStepComputesTheLossAlone) {
                               labels_.size() * 4));
   const std::vector<float> grad(model_.vocab * model_.hidden, 0.25f);
   write(std::string(kGradientPrefix) + kTinyHead, grad);
+  const uint64_t place = exec_->position().place();
   for (int run = 0; run < 2; ++run) { // (the second one replayed)
     ASSERT_TRUE(exec_->runEvalStep());
+    // Between steps, where the hang watchdog times nothing: the position
+    // stays outside, at the training step's last place.
+    EXPECT_EQ(exec_->position().activity(), RankActivity::Outside);
+    EXPECT_EQ(exec_->position().place(), place);
     std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
         W(W_.begin(), W_.end());
     const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);

@@ -361,6 +361,9 @@ bool PipelineSchedule::verify(std::string *why,
       if (item.kind == WorkKind::WeightGradient && !splitWeightGradients)
         return fail(where + item.str() +
                     ": this schedule does not split weight gradients");
+      if (item.kind != WorkKind::Forward && forwardOnly)
+        return fail(where + item.str() +
+                    ": a forward-only schedule has no backward pass");
       int64_t &by = seenBy[items(item.kind, item.microbatch, item.chunk)];
       if (by == s)
         return fail(where + item.str() + " appears twice");
@@ -375,7 +378,7 @@ bool PipelineSchedule::verify(std::string *why,
         return fail(where + item.str() + " comes before its backward");
     }
     const size_t expected = size_t(microbatches * chunks) *
-                            (splitWeightGradients ? 3 : 2);
+                            (forwardOnly ? 1 : splitWeightGradients ? 3 : 2);
     if (seen != expected)
       return fail(where + "has " + std::to_string(seen) +
                   " items, expected " + std::to_string(expected));
@@ -397,6 +400,22 @@ bool PipelineSchedule::verify(std::string *why,
     return fail(os.str() + ")");
   }
   return true;
+}
+
+PipelineSchedule mlt::forwardSchedule(const PipelineSchedule &training) {
+  PipelineSchedule forward;
+  forward.stages = training.stages;
+  forward.microbatches = training.microbatches;
+  forward.chunks = training.chunks;
+  forward.forwardOnly = true;
+  for (const std::vector<WorkItem> &work : training.stageWork) {
+    std::vector<WorkItem> &items = forward.stageWork.emplace_back();
+    for (const WorkItem &item : work)
+      if (item.kind == WorkKind::Forward)
+        items.push_back(item);
+    forward.warmup.push_back(int64_t(items.size()));
+  }
+  return forward;
 }
 
 int64_t PipelineSchedule::maxInFlight(int64_t stage) const {

@@ -2,7 +2,7 @@
 //
 // Part of mlt. buildTrainPipeline, and its registration as mlt-opt's
 // `mlt-train-pipeline`, whose options are the step's (batch, seq-len,
-// layers) and the layout's, by the names of mlt/Layout/LayoutOptions.h's
+// layers, eval) and the layout's, by the names of mlt/Layout/LayoutOptions.h's
 // table (the names mlt-run's flags have).
 //
 //===----------------------------------------------------------------------===//
@@ -108,6 +108,10 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     stagePm = &top.nest<ModuleOp>();
   }
   OpPassManager &pm = *stagePm;
+  // The evaluation body: a clone of each stage's forward pass, before
+  // autodiff makes the training one, which every later pass carries along.
+  if (options.evaluation)
+    pm.addPass(createMLTAttachEvaluation());
   MLTAutodiffOptions autodiff;
   autodiff.microbatches = layout.microbatches;
   pm.addPass(createMLTAutodiff(autodiff));
@@ -160,6 +164,11 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> seqLen{*this, "seq-len",
                          llvm::cl::desc("tokens per sequence"),
                          llvm::cl::init(0)};
+  Option<bool> evaluation{
+      *this, "eval",
+      llvm::cl::desc("also compile the evaluation body (eval_forward) and "
+                     "step that mlt-run --eval-data and --split run"),
+      llvm::cl::init(false)};
   std::deque<Option<std::string>> values;
   std::deque<Option<bool>> switches;
 
@@ -181,6 +190,7 @@ struct TrainPipelineOptions : PassPipelineOptions<TrainPipelineOptions> {
     options.layers = layers;
     options.batch = batch;
     options.seqLen = seqLen;
+    options.evaluation = evaluation;
     auto value = values.begin();
     auto flag = switches.begin();
     for (const mlt::LayoutOption &option : mlt::layoutOptions()) {

@@ -1,7 +1,8 @@
 //===- LowerToRuntime.cpp - training program to runtime launches ----------===//
 //
 // Part of mlt. Implements mlt-lower-to-runtime: the functions of a training
-// program (`@micro_step`, `@optimizer_step`) become `mlt_rt.program`s of
+// program (`@micro_step`, `@optimizer_step`, and the evaluation body
+// `@eval_forward` where there is one) become `mlt_rt.program`s of
 // kernel launches, and every tensor they touch becomes an `mlt_rt.buffer`.
 // A per-rank program (after mlt-spmdize) lowers the same way: its values have
 // the types of the blocks a rank holds, so every buffer is a rank's block;
@@ -45,13 +46,19 @@ struct ProgramABI {
   StringRef program;
   StringRef resultBuffer;
   bool writesGradients = false;
+  /// Lowered where the module has the function, else left out: the
+  /// evaluation body (mlt-attach-evaluation), which reads the training
+  /// body's tokens and labels and writes its loss, so it comes after it.
+  bool optional = false;
 };
 constexpr ProgramABI kPrograms[] = {
     {abi::kMicroStepProgram, abi::kMicroStepProgram, abi::kLossOutput},
     {abi::kMicroStepProgram, abi::kMicroStepFirstProgram, abi::kLossOutput,
      /*writesGradients=*/true},
     {abi::kOptimizerStepProgram, abi::kOptimizerStepProgram,
-     abi::kGradNormOutput}};
+     abi::kGradNormOutput},
+    {abi::kEvalForwardProgram, abi::kEvalForwardProgram, abi::kLossOutput,
+     /*writesGradients=*/false, /*optional=*/true}};
 
 int64_t numElements(Value v) {
   return cast<RankedTensorType>(v.getType()).getNumElements();
@@ -253,6 +260,8 @@ public:
       return failure();
     for (const ProgramABI &abi : kPrograms) {
       auto func = module.lookupSymbol<func::FuncOp>(abi.function);
+      if (!func && abi.optional)
+        continue;
       if (!func)
         return module.emitError("mlt-lower-to-runtime: no function @")
                << abi.function
@@ -745,6 +754,12 @@ private:
           arg.getArgNumber(), MLTDialect::getShardingAttrName());
       values[arg] = buffer(name, rtir::BufferKind::input, arg.getType(), {},
                            false, sharding);
+      // (the evaluation body reads the buffers the training body made)
+      if (bufferType(values[arg]) != arg.getType())
+        return func.emitError("mlt-lower-to-runtime: argument #")
+               << arg.getArgNumber() << " of @" << func.getSymName()
+               << " is " << arg.getType() << ", but the buffer '" << name
+               << "' is " << bufferType(values[arg]);
     }
     // The micro-batch program's inputs and loss have a copy per micro-batch
     // of the step (the step's call of micro-batch k touches copy k).
@@ -772,6 +787,11 @@ private:
         result = result.getDefiningOp()->getOperand(0);
       resultOutputs[result] =
           buffer(abi.resultBuffer, rtir::BufferKind::output, result.getType());
+      if (bufferType(resultOutputs[result]) != result.getType())
+        return func.emitError("mlt-lower-to-runtime: @")
+               << func.getSymName() << " returns " << result.getType()
+               << ", but the buffer '" << abi.resultBuffer << "' is "
+               << bufferType(resultOutputs[result]);
       if (auto count = func->getAttrOfType<IntegerAttr>(
               MLTDialect::getMicrobatchesAttrName()))
         bufferOpOf(resultOutputs[result].getAttr())

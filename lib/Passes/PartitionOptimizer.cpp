@@ -236,14 +236,13 @@ private:
   /// micro-batch, and the flat buckets.
   LogicalResult planBuckets() {
     llvm::StringMap<int64_t> lastTouch;
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    if (steps.size() != 1)
-      return module.emitError("mlt-partition-optimizer: expected one "
-                              "mlt_rt.step (run mlt-schedule-pipeline "
-                              "first), found ")
-             << steps.size();
+    rtir::StepOp step = rtir::trainingStep(module);
+    if (!step)
+      return module.emitError("mlt-partition-optimizer: expected the "
+                              "training step, mlt_rt.step @")
+             << rtir::kTrainingStepName << " (run mlt-schedule-pipeline first)";
     rtir::CallOp last;
-    for (auto call : steps.front().getBody().getOps<rtir::CallOp>())
+    for (auto call : step.getBody().getOps<rtir::CallOp>())
       if (call.getMicrobatchAttr() && call.hasWork())
         last = call; // (a pipeline stage's sends come after it)
     if (last) {
@@ -574,8 +573,7 @@ private:
   /// step of one micro-batch the reduce-scatters write the gradient slices
   /// themselves.
   LogicalResult reduceEveryMicroBatch() {
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    rtir::StepOp step = steps.front();
+    rtir::StepOp step = rtir::trainingStep(module);
     static constexpr std::pair<const char *, const char *> kWriting[] = {
         {abi::kMicroStepProgram, abi::kMicroStepFirstProgram},
         {abi::kBackwardProgram, abi::kBackwardFirstProgram}};

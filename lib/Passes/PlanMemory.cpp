@@ -74,7 +74,9 @@ struct Region {
 ///    temporaries are blocks live in sets of the step's calls (a region in
 ///    its program's calls, a kept temporary from the first to the last call
 ///    of each micro-batch that touches it), placed by StepMemoryPlan.h's
-///    planner and checked.
+///    planner and checked. The evaluation step's calls (`@eval_step`)
+///    follow the training step's on that line: it runs between steps, so
+///    its temporaries take the place of the training step's activations.
 class MLTPlanMemoryPass
     : public mlt::impl::MLTPlanMemoryBase<MLTPlanMemoryPass> {
 public:
@@ -326,13 +328,19 @@ private:
                                      uint64_t align,
                                      std::vector<uint64_t> &regionOffsets) {
     ModuleOp module = getOperation();
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    if (steps.size() != 1)
+    rtir::StepOp training = rtir::trainingStep(module);
+    if (!training)
       return module.emitError("mlt-plan-memory: temporaries kept across "
-                              "calls need one mlt_rt.step, found ")
-             << steps.size();
-    SmallVector<rtir::CallOp> calls(
-        steps.front().getBody().getOps<rtir::CallOp>());
+                              "calls need the training step, mlt_rt.step @")
+             << rtir::kTrainingStepName;
+    // The steps on one line of calls: the training step's, then the
+    // evaluation step's, which runs between two training steps (when
+    // nothing of the training step's calls is live).
+    SmallVector<rtir::CallOp> calls(training.getBody().getOps<rtir::CallOp>());
+    const size_t evaluationBegin = calls.size();
+    if (rtir::StepOp evaluation = rtir::evalStep(module))
+      for (auto call : evaluation.getBody().getOps<rtir::CallOp>())
+        calls.push_back(call);
     // Which kept buffers each program touches.
     DenseMap<StringAttr, size_t> keptIndex;
     for (size_t i = 0; i < kept.size(); ++i)
@@ -360,9 +368,12 @@ private:
           .isTransferProgram();
     };
     for (size_t c = 0; c < calls.size();) {
+      // (a group never spans the two steps)
+      const size_t stepEnd = c < evaluationBegin ? evaluationBegin
+                                                 : calls.size();
       size_t end = c + 1;
       if (isTransferCall(calls[c]))
-        while (end < calls.size() && isTransferCall(calls[end]))
+        while (end < stepEnd && isTransferCall(calls[end]))
           ++end;
       for (size_t k = c; k < end; ++k)
         beside[k] = {int64_t(c), int64_t(end - 1)};

@@ -99,15 +99,14 @@ public:
   bool changedModule() const { return changed; }
 
 private:
-  /// The module's one mlt_rt.step.
+  /// The module's training step.
   FailureOr<rtir::StepOp> theStep() {
-    SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-    if (steps.size() != 1)
-      return module.emitError("mlt-schedule-overlap: expected one "
-                              "mlt_rt.step (run mlt-schedule-pipeline "
-                              "first), found ")
-             << steps.size();
-    return steps.front();
+    rtir::StepOp step = rtir::trainingStep(module);
+    if (!step)
+      return module.emitError("mlt-schedule-overlap: expected the training "
+                              "step, mlt_rt.step @")
+             << rtir::kTrainingStepName << " (run mlt-schedule-pipeline first)";
+    return step;
   }
 
   /// The module's buffers by name, and the last of them: read on first use
@@ -335,7 +334,8 @@ private:
   /// optimizer step to the start of the next step's first micro-batch
   /// (the forward pass of micro-batch 0), each on the parameter stream,
   /// and the first launch there that touches a bucket waiting for its
-  /// gather's token.
+  /// gather's token; with an evaluation step, also to a program of their
+  /// own that it calls first.
   LogicalResult scheduleGathers() {
     auto optimizer =
         module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
@@ -413,6 +413,26 @@ private:
     llvm::stable_sort(gathers, [&](rtir::LaunchOp a, rtir::LaunchOp b) {
       return needed(a) < needed(b);
     });
+    // An evaluation between two steps reads the parameters that the next
+    // step's first forward pass would gather: the evaluation step gathers
+    // them first, the same launches on the compute stream (the next step
+    // gathers them again, the same bytes).
+    if (rtir::StepOp evaluation = rtir::evalStep(module)) {
+      if (module.lookupSymbol(abi::kEvalGatherProgram))
+        return module.emitError("mlt-schedule-overlap: the module has @")
+               << abi::kEvalGatherProgram << " already";
+      b.setInsertionPointAfter(optimizer);
+      auto program = rtir::ProgramOp::create(b, optimizer.getLoc(),
+                                             abi::kEvalGatherProgram);
+      b.setInsertionPointToStart(&program.getBody().emplaceBlock());
+      for (rtir::LaunchOp gather : gathers)
+        b.clone(*gather);
+      b.setInsertionPointToStart(&evaluation.getBody().front());
+      rtir::CallOp::create(
+          b, evaluation.getLoc(),
+          FlatSymbolRefAttr::get(program.getSymNameAttr()), IntegerAttr(),
+          IntegerAttr(), b.getDenseI64ArrayAttr({}));
+    }
     Block &block = body.getBody().front();
     b.setInsertionPointToStart(&block);
     for (rtir::LaunchOp gather : gathers) {

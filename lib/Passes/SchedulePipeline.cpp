@@ -4,7 +4,9 @@
 // PipelineSchedule.h becomes `mlt_rt.step`, calls of the lowered bodies in
 // the schedule's order, each with its micro-batch (and slot) and the work it
 // does; a schedule that separates a micro-batch's forward from its backward
-// splits the bodies and keeps the activations between them per slot.
+// splits the bodies and keeps the activations between them per slot. The
+// evaluation body, where there is one, gets `mlt_rt.step @eval_step`: the
+// schedule's forwards alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,9 +31,9 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// The step's name in the IR (the plan file holds each rank's step
+/// The steps' names in the IR (the plan file holds each rank's steps
 /// unnamed).
-constexpr llvm::StringLiteral kStepName = "step";
+constexpr llvm::StringLiteral kStepName = rtir::kTrainingStepName;
 
 /// A program of `fill` launches that zeroes every gradient buffer, at the
 /// end of the module.
@@ -224,7 +226,9 @@ matchForward(rtir::ProgramOp micro, rtir::ProgramOp first, size_t count,
 ///    forward (the lowest free one) and come back at their backward, so
 ///    the copies are as many as the schedule keeps in flight; each item is
 ///    a call with its micro-batch and slot;
-/// 4. end with the optimizer update, and erase the programs no call runs.
+/// 4. end with the optimizer update;
+/// 5. where the module has an evaluation body, the evaluation step
+///    (scheduleEvaluation); erase the programs no call runs.
 class MLTSchedulePipelinePass
     : public mlt::impl::MLTSchedulePipelineBase<MLTSchedulePipelinePass> {
 public:
@@ -354,18 +358,10 @@ public:
       return signalPassFailure();
     }
     calls.push_back({optimizer, std::nullopt, std::nullopt, {}});
-
-    b.setInsertionPointToEnd(module.getBody());
-    auto step = rtir::StepOp::create(b, module.getLoc(), kStepName);
-    b.setInsertionPointToStart(&step.getBody().emplaceBlock());
-    for (Call &call : calls)
-      rtir::CallOp::create(
-          b, module.getLoc(),
-          FlatSymbolRefAttr::get(call.program.getSymNameAttr()),
-          call.microbatch ? b.getI64IntegerAttr(*call.microbatch)
-                          : IntegerAttr(),
-          call.slot ? b.getI64IntegerAttr(*call.slot) : IntegerAttr(),
-          b.getDenseI64ArrayAttr(rtir::CallOp::encodeWork(call.work)));
+    createStep(module, kStepName, calls, b);
+    // The evaluation step, where the module has an evaluation body.
+    if (failed(scheduleEvaluation(module, *plan, *kind, stage, chunks, b)))
+      return signalPassFailure();
     // A step of one micro-batch calls micro_step_first alone.
     eraseUncalledPrograms(module);
   }
@@ -376,6 +372,165 @@ private:
     std::optional<int64_t> microbatch, slot;
     SmallVector<WorkItem> work;
   };
+
+  /// Each model chunk's slots (a chunk has temporaries of its own): a
+  /// micro-batch takes its chunk's lowest free slot at its first call
+  /// (take; the same one at its later calls) until it gives it back (give),
+  /// so a chunk has as many as it keeps micro-batches in flight; and the
+  /// calls of each chunk, whose shared temporaries then get a copy per slot.
+  class SlotPools {
+  public:
+    explicit SlotPools(size_t chunks) : pools_(chunks) {}
+
+    int64_t take(const WorkItem &item) {
+      Pool &pool = pools_[size_t(item.chunk)];
+      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
+        return it->second;
+      size_t slot = 0;
+      while (slot < pool.busy.size() && pool.busy[slot])
+        ++slot;
+      if (slot == pool.busy.size())
+        pool.busy.push_back(false);
+      pool.busy[slot] = true;
+      pool.of[item.microbatch] = int64_t(slot);
+      return int64_t(slot);
+    }
+    void give(const WorkItem &item) {
+      Pool &pool = pools_[size_t(item.chunk)];
+      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
+      pool.of.erase(item.microbatch);
+    }
+    SmallVectorImpl<Call> &callsOf(const WorkItem &item) {
+      return pools_[size_t(item.chunk)].calls;
+    }
+    /// keepAcrossCalls for each chunk's calls, with its slots.
+    void keepAcrossCalls(ModuleOp module, OpBuilder &b) const {
+      for (const Pool &pool : pools_)
+        MLTSchedulePipelinePass::keepAcrossCalls(
+            module, pool.calls, int64_t(pool.busy.size()), b);
+    }
+
+  private:
+    struct Pool {
+      std::vector<bool> busy;
+      DenseMap<int64_t, int64_t> of;
+      SmallVector<Call> calls;
+    };
+    std::vector<Pool> pools_;
+  };
+
+  /// `mlt_rt.step @name` of `calls`, at the end of the module.
+  static void createStep(ModuleOp module, StringRef name, ArrayRef<Call> calls,
+                         OpBuilder &b) {
+    b.setInsertionPointToEnd(module.getBody());
+    auto step = rtir::StepOp::create(b, module.getLoc(), name);
+    b.setInsertionPointToStart(&step.getBody().emplaceBlock());
+    for (Call call : calls)
+      rtir::CallOp::create(
+          b, module.getLoc(),
+          FlatSymbolRefAttr::get(call.program.getSymNameAttr()),
+          call.microbatch ? b.getI64IntegerAttr(*call.microbatch)
+                          : IntegerAttr(),
+          call.slot ? b.getI64IntegerAttr(*call.slot) : IntegerAttr(),
+          b.getDenseI64ArrayAttr(rtir::CallOp::encodeWork(call.work)));
+  }
+
+  /// Step 5: `@eval_step`, where the module has the evaluation body
+  /// (`eval_forward`, per chunk `c<chunk>.eval_forward`): the forward items
+  /// of `training`'s schedule alone (forwardSchedule), each a call of the
+  /// body; on a pipeline stage wrapped in the body's transfers, placed by
+  /// the training schedule's rule, with the temporaries a transfer and the
+  /// body share kept per slot (a slot taken at an item's receive, or its
+  /// body, and given back after its send, or its body). The stages run no
+  /// backward pass, so the step leaves every gradient and the optimizer's
+  /// state as it finds them.
+  LogicalResult scheduleEvaluation(ModuleOp module,
+                                   const PipelineSchedule &training,
+                                   ScheduleKind kind, int64_t stage,
+                                   int64_t chunks, OpBuilder &b) {
+    SmallVector<rtir::ProgramOp> bodies;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const std::string prefix = chunks > 1 ? "c" + std::to_string(c) + "." : "";
+      bodies.push_back(module.lookupSymbol<rtir::ProgramOp>(
+          prefix + abi::kEvalForwardProgram));
+    }
+    const bool any = llvm::any_of(bodies, [](rtir::ProgramOp p) { return p; });
+    if (!any)
+      return success();
+    auto fail = [&](const Twine &message) {
+      return module.emitError("mlt-schedule-pipeline: ") << message;
+    };
+    for (auto [c, body] : llvm::enumerate(bodies))
+      if (!body)
+        return fail("chunk " + Twine(c) + " has no @" +
+                    (chunks > 1 ? "c" + Twine(c) + "." : Twine()) +
+                    abi::kEvalForwardProgram + ", which the others have");
+    if (module.lookupSymbol(rtir::kEvalStepName))
+      return fail(Twine("the module has a @") + rtir::kEvalStepName +
+                  " already");
+    const PipelineSchedule forward = forwardSchedule(training);
+    std::string why;
+    if (stage == 0 && !forward.verify(&why))
+      return fail("the evaluation schedule is invalid: " + why);
+    const std::vector<WorkItem> &work = forward.stageWork[size_t(stage)];
+    SmallVector<Call> calls;
+    if (forward.stages == 1) {
+      for (const WorkItem &item : work)
+        calls.push_back({bodies[size_t(item.chunk)], item.microbatch,
+                         std::nullopt, {item}});
+      createStep(module, rtir::kEvalStepName, calls, b);
+      return success();
+    }
+    std::optional<std::vector<std::vector<TransferPost>>> posts =
+        placeStageTransfers(forward,
+                            kind == ScheduleKind::Interleaved
+                                ? TransferRule::TimeRounds
+                                : TransferRule::Adjacent,
+                            stage, &why);
+    if (!posts)
+      return fail("the evaluation schedule's transfers cannot be placed: " +
+                  why);
+    SmallVector<Transfers> transfers;
+    for (rtir::ProgramOp body : bodies)
+      transfers.push_back(extractTransfers(body, b));
+    // Each chunk's slots: taken at an item's first call, given back after
+    // its last.
+    SlotPools slots(bodies.size());
+    auto emit = [&](const WorkItem &item, Call call) {
+      calls.push_back(call);
+      slots.callsOf(item).push_back(call);
+    };
+    for (size_t k = 0; k < posts->size(); ++k) {
+      SmallVector<WorkItem> sent;
+      for (const TransferPost &post : (*posts)[k]) {
+        const WorkItem &item = work[size_t(post.item)];
+        const Transfers &chunk = transfers[size_t(item.chunk)];
+        rtir::ProgramOp program = post.send ? chunk.send : chunk.recv;
+        if (!program)
+          return fail(Twine("the evaluation schedule ") +
+                      (post.send ? "sends the output of "
+                                 : "receives the input of ") +
+                      item.str() + ", whose body has no " +
+                      (post.send ? "send" : "receive"));
+        emit(item, {program, item.microbatch, slots.take(item), {}});
+        if (post.send)
+          sent.push_back(item);
+      }
+      // (after the group: its transfers are posted together)
+      for (const WorkItem &item : sent)
+        slots.give(item);
+      if (k == work.size())
+        break;
+      const WorkItem &item = work[k];
+      emit(item, {bodies[size_t(item.chunk)], item.microbatch,
+                  slots.take(item), {item}});
+      if (!transfers[size_t(item.chunk)].send)
+        slots.give(item);
+    }
+    slots.keepAcrossCalls(module, b);
+    createStep(module, rtir::kEvalStepName, calls, b);
+    return success();
+  }
 
   /// A model chunk's bodies: the lowered micro-step (and its variant for
   /// the first micro-batch), then the halves they are split into.
@@ -411,30 +566,9 @@ private:
     // receive, where it has one), back at its backward (at its
     // weight-gradient pass, where there is one; at the send of its output
     // where that is posted later than right after it).
-    struct Slots {
-      std::vector<bool> busy;
-      DenseMap<int64_t, int64_t> of;
-      SmallVector<Call> calls;
-    };
-    std::vector<Slots> slots(chunks.size());
-    auto take = [&](const WorkItem &item) {
-      Slots &pool = slots[size_t(item.chunk)];
-      if (auto it = pool.of.find(item.microbatch); it != pool.of.end())
-        return it->second;
-      size_t slot = 0;
-      while (slot < pool.busy.size() && pool.busy[slot])
-        ++slot;
-      if (slot == pool.busy.size())
-        pool.busy.push_back(false);
-      pool.busy[slot] = true;
-      pool.of[item.microbatch] = int64_t(slot);
-      return int64_t(slot);
-    };
-    auto give = [&](const WorkItem &item) {
-      Slots &pool = slots[size_t(item.chunk)];
-      pool.busy[size_t(pool.of.lookup(item.microbatch))] = false;
-      pool.of.erase(item.microbatch);
-    };
+    SlotPools slots(chunks.size());
+    auto take = [&](const WorkItem &item) { return slots.take(item); };
+    auto give = [&](const WorkItem &item) { slots.give(item); };
     // Each chunk's first backward and weight-gradient items (which call the
     // `_first` bodies, where there are some), each item's slot, and where
     // each item's output is sent.
@@ -452,7 +586,7 @@ private:
           sentAt[post.item] = k;
     auto emit = [&](const WorkItem &item, Call call) {
       calls.push_back(call);
-      slots[size_t(item.chunk)].calls.push_back(call);
+      slots.callsOf(item).push_back(call);
     };
     auto transferOf = [&](const WorkItem &item, bool send, int64_t index)
         -> FailureOr<rtir::ProgramOp> {
@@ -511,8 +645,7 @@ private:
           give(item);
       }
     }
-    for (Slots &pool : slots)
-      keepAcrossCalls(module, pool.calls, int64_t(pool.busy.size()), b);
+    slots.keepAcrossCalls(module, b);
     return success();
   }
 

@@ -33,16 +33,36 @@ bool RankMemory::operator==(const RankMemory &other) const {
          optimizerState == other.optimizerState && io == other.io &&
          temporaries == other.temporaries && arena == other.arena &&
          parameterElements == other.parameterElements &&
-         inFlight == other.inFlight;
+         inFlight == other.inFlight && evaluation == other.evaluation;
 }
 
 RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
   RankMemory memory;
   memory.arena = rank.arenaBytes;
+  // The temporaries of the evaluation step's programs: their extent is its
+  // memory, and their slots are not the training step's in flight.
+  std::vector<bool> evaluation(rank.buffers.size(), false);
+  std::vector<bool> evaluationProgram(rank.programs.size(), false);
+  for (const CallDesc &call : rank.evalStep)
+    evaluationProgram[call.program] = true;
+  for (size_t p = 0; p < rank.programs.size(); ++p)
+    if (evaluationProgram[p])
+      for (const InstructionDesc &inst : rank.programs[p].instructions)
+        for (const std::vector<uint32_t> *list : {&inst.inputs, &inst.outputs})
+          for (uint32_t index : *list)
+            evaluation[index] =
+                rank.buffers[index].kind == BufferKind::Temporary;
+  uint64_t evaluationBegin = UINT64_MAX, evaluationEnd = 0;
   std::map<std::string, uint32_t> chunkSlots;
   uint64_t persistent = 0;
   int64_t parameterElements = 0, copyElements = 0;
-  for (const BufferDesc &buffer : rank.buffers) {
+  for (size_t index = 0; index < rank.buffers.size(); ++index) {
+    const BufferDesc &buffer = rank.buffers[index];
+    if (evaluation[index]) {
+      evaluationBegin = std::min(evaluationBegin, buffer.offset);
+      evaluationEnd = std::max(evaluationEnd, buffer.offset + buffer.extentBytes());
+      continue;
+    }
     if (!buffer.parameter.empty() && buffer.kind == BufferKind::Parameter)
       parameterElements += buffer.numElements();
     if (!buffer.parameter.empty() && buffer.kind == BufferKind::ParameterCopy)
@@ -86,6 +106,11 @@ RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
   for (const auto &[chunk, slots] : chunkSlots)
     memory.inFlight += slots;
   memory.chunks = uint32_t(chunkSlots.size());
+  memory.evaluation = rank.evalStep.empty() ? std::nullopt
+                      : evaluationEnd > evaluationBegin
+                          ? std::optional<uint64_t>(evaluationEnd -
+                                                    evaluationBegin)
+                          : std::optional<uint64_t>(0);
   return memory;
 }
 
@@ -185,6 +210,11 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
                                           : " micro-batches") +
                   " kept at once)";
     line("activations, temps ", memory.temporaries, kept.c_str(), false);
+    if (memory.evaluation)
+      line("  evaluation       ", *memory.evaluation,
+           "(the evaluation step's, in the same space: it runs between "
+           "steps)",
+           false);
     os << "  arena              " << mib(memory.arena)
        << "  (the rank's peak: allocated once; " << memory.arena
        << " bytes)\n";

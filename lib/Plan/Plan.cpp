@@ -115,13 +115,23 @@ bool mlt::rt::isTransferProgram(const ProgramDesc &program) {
   return false;
 }
 
-std::vector<TransferGroup> mlt::rt::transferGroups(const RankPlan &rank) {
+const char *mlt::rt::stepKindName(StepKind kind) {
+  return kind == StepKind::Training ? "step" : "evaluation step";
+}
+
+bool mlt::rt::hasEvaluation(const Plan &plan) {
+  return !plan.ranks.empty() && !plan.ranks.front().evalStep.empty();
+}
+
+std::vector<TransferGroup> mlt::rt::transferGroups(const RankPlan &rank,
+                                                   StepKind kind) {
+  const std::vector<CallDesc> &step = rank.calls(kind);
   std::vector<bool> transfers;
   for (const ProgramDesc &program : rank.programs)
     transfers.push_back(isTransferProgram(program));
   std::vector<TransferGroup> groups;
-  for (size_t c = 0; c < rank.step.size(); ++c) {
-    if (!transfers[rank.step[c].program])
+  for (size_t c = 0; c < step.size(); ++c) {
+    if (!transfers[step[c].program])
       continue;
     if (!groups.empty() && groups.back().end == c)
       ++groups.back().end;
@@ -373,8 +383,13 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
         rank.programs.pushShared(std::move(*program));
       }
     }
-    if (fbRank->step()) {
-      for (const plan::Call *fbCall : *fbRank->step()) {
+    for (auto [fbCalls, calls, what] :
+         {std::tuple{fbRank->step(), &rank.step, "step"},
+          std::tuple{fbRank->eval_step(), &rank.evalStep,
+                     "evaluation step"}}) {
+      if (!fbCalls)
+        continue;
+      for (const plan::Call *fbCall : *fbCalls) {
         CallDesc call;
         call.program = fbCall->program();
         call.microbatch = fbCall->microbatch();
@@ -383,14 +398,14 @@ StatusOr<Plan> decode(const plan::Plan &fb) {
           for (const plan::WorkItem *fbItem : *fbCall->work()) {
             auto kind = static_cast<uint8_t>(fbItem->kind());
             if (kind > static_cast<uint8_t>(plan::WorkKind::MAX))
-              return errorf("step call ", rank.step.size(),
+              return errorf(what, " call ", calls->size(),
                             " has a work item of unknown kind ",
                             unsigned(kind));
             call.work.push_back(WorkItem{static_cast<WorkKind>(kind),
                                          fbItem->microbatch(),
                                          fbItem->chunk()});
           }
-        rank.step.push_back(std::move(call));
+        calls->push_back(std::move(call));
       }
     }
     result.ranks.push_back(std::move(rank));
@@ -648,20 +663,29 @@ std::string mlt::rt::serializePlan(const Plan &planValue) {
           builder, name, builder.CreateVector(instructions)));
       writtenPrograms.emplace(&program, programs.back());
     }
-    std::vector<flatbuffers::Offset<plan::Call>> calls;
-    for (const CallDesc &call : rank.step) {
-      std::vector<plan::WorkItem> work;
-      for (const WorkItem &item : call.work)
-        work.emplace_back(static_cast<plan::WorkKind>(item.kind),
-                          item.microbatch, item.chunk);
-      calls.push_back(plan::CreateCall(builder, call.program, call.microbatch,
-                                       builder.CreateVectorOfStructs(work),
-                                       call.slot));
-    }
+    auto callsOf = [&](const std::vector<CallDesc> &step) {
+      std::vector<flatbuffers::Offset<plan::Call>> calls;
+      for (const CallDesc &call : step) {
+        std::vector<plan::WorkItem> work;
+        for (const WorkItem &item : call.work)
+          work.emplace_back(static_cast<plan::WorkKind>(item.kind),
+                            item.microbatch, item.chunk);
+        calls.push_back(plan::CreateCall(builder, call.program,
+                                         call.microbatch,
+                                         builder.CreateVectorOfStructs(work),
+                                         call.slot));
+      }
+      return builder.CreateVector(calls);
+    };
+    auto step = callsOf(rank.step);
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<plan::Call>>>
+        evalStep;
+    if (!rank.evalStep.empty())
+      evalStep = callsOf(rank.evalStep);
     ranks.push_back(plan::CreateRank(builder, rank.rank, rank.arenaBytes,
                                      builder.CreateVector(buffers),
-                                     builder.CreateVector(programs),
-                                     builder.CreateVector(calls)));
+                                     builder.CreateVector(programs), step,
+                                     evalStep));
   }
 
   const ModelInfo &model = planValue.model;

@@ -106,7 +106,10 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
     os << "\nrank " << rank.rank << ": arena " << rank.arenaBytes << " bytes ("
        << formatMiB(rank.arenaBytes) << "), " << rank.buffers.size()
        << " buffers, " << rank.programs.size() << " programs, a step of "
-       << rank.step.size() << " calls\n";
+       << rank.step.size() << " calls";
+    if (!rank.evalStep.empty())
+      os << ", an evaluation step of " << rank.evalStep.size() << " calls";
+    os << "\n";
     os << "buffers:\n";
     for (size_t i = 0; i < rank.buffers.size(); ++i) {
       const BufferDesc &buffer = rank.buffers[i];
@@ -168,23 +171,28 @@ void mlt::rt::printPlan(const Plan &plan, std::ostream &os) {
         os << "\n";
       }
     }
-    os << "step (" << rank.step.size() << " calls):\n";
-    for (size_t c = 0; c < rank.step.size(); ++c) {
-      const CallDesc &call = rank.step[c];
-      os << "  " << std::setw(4) << c << ": "
-         << (call.program < rank.programs.size()
-                 ? rank.programs[call.program].name
-                 : "#" + std::to_string(call.program));
-      if (call.microbatch >= 0)
-        os << " microbatch " << call.microbatch;
-      if (call.slot >= 0)
-        os << " slot " << call.slot;
-      if (!call.work.empty()) {
-        os << " work";
-        for (const WorkItem &item : call.work)
-          os << ' ' << item.str();
+    for (StepKind kind : {StepKind::Training, StepKind::Evaluation}) {
+      const std::vector<CallDesc> &step = rank.calls(kind);
+      if (kind == StepKind::Evaluation && step.empty())
+        continue;
+      os << stepKindName(kind) << " (" << step.size() << " calls):\n";
+      for (size_t c = 0; c < step.size(); ++c) {
+        const CallDesc &call = step[c];
+        os << "  " << std::setw(4) << c << ": "
+           << (call.program < rank.programs.size()
+                   ? rank.programs[call.program].name
+                   : "#" + std::to_string(call.program));
+        if (call.microbatch >= 0)
+          os << " microbatch " << call.microbatch;
+        if (call.slot >= 0)
+          os << " slot " << call.slot;
+        if (!call.work.empty()) {
+          os << " work";
+          for (const WorkItem &item : call.work)
+            os << ' ' << item.str();
+        }
+        os << "\n";
       }
-      os << "\n";
     }
   }
 }

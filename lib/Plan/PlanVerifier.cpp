@@ -915,17 +915,18 @@ std::vector<CopiesNeeded> copiesNeeded(const RankPlan &rank) {
   return needed;
 }
 
-/// The step's calls: programs in range, and a call's micro-batch below the
-/// copies of every buffer its program touches (a call without one touches
+/// The calls of the step of `kind`: programs in range, and a call's
+/// micro-batch below the copies of every buffer its program touches (a call without one touches
 /// none with copies), so that no copy outside a buffer is ever resolved.
 /// Each call is held to its program's fewest copies (copiesNeeded); one
 /// that fails is looked at launch by launch, to name the buffer.
-Status verifyStep(const RankPlan &rank) {
-  const std::vector<CopiesNeeded> needed = copiesNeeded(rank);
-  for (size_t c = 0; c < rank.step.size(); ++c) {
-    const CallDesc &call = rank.step[c];
+Status verifyStep(const RankPlan &rank, StepKind kind,
+                  const std::vector<CopiesNeeded> &needed) {
+  const std::vector<CallDesc> &step = rank.calls(kind);
+  for (size_t c = 0; c < step.size(); ++c) {
+    const CallDesc &call = step[c];
     auto fail = [&](auto &&...parts) {
-      return errorf("step call ", c, ": ", parts...);
+      return errorf(stepKindName(kind), " call ", c, ": ", parts...);
     };
     if (call.program >= rank.programs.size())
       return fail("program index ", call.program, " out of range (",
@@ -991,16 +992,24 @@ Status mlt::rt::verifyRank(const RankPlan &rank,
     }
     MLT_RETURN_IF_ERROR(verifyStreams(rank, program));
   }
-  MLT_RETURN_IF_ERROR(verifyStep(rank));
+  const std::vector<CopiesNeeded> needed = copiesNeeded(rank);
+  MLT_RETURN_IF_ERROR(verifyStep(rank, StepKind::Training, needed));
+  MLT_RETURN_IF_ERROR(verifyStep(rank, StepKind::Evaluation, needed));
   return verifyRankTransfers(rank, mesh);
 }
 
 namespace {
 
-/// The collectives that `rank` launches on `axis` when it runs its program
-/// named `unit`, or (`unit` null) its step: every call's program, in order.
-std::vector<CollectiveCall>
-collectivesOn(const RankPlan &rank, const std::string *unit, size_t axis) {
+/// What the runtime runs as a whole: a program named `program`, or (null)
+/// the step of `step`: every call's program, in order.
+struct Unit {
+  const std::string *program = nullptr;
+  StepKind step = StepKind::Training;
+};
+
+/// The collectives that `rank` launches on `axis` when it runs `unit`.
+std::vector<CollectiveCall> collectivesOn(const RankPlan &rank,
+                                          const Unit &unit, size_t axis) {
   std::vector<CollectiveCall> calls;
   auto add = [&](const ProgramDesc &program) {
     for (const InstructionDesc &inst : program.instructions)
@@ -1008,17 +1017,17 @@ collectivesOn(const RankPlan &rank, const std::string *unit, size_t axis) {
           size_t(collectiveAttrs(inst).axis) == axis)
         calls.push_back(collectiveCall(rank, inst));
   };
-  if (!unit) {
-    for (const CallDesc &call : rank.step)
+  if (!unit.program) {
+    for (const CallDesc &call : rank.calls(unit.step))
       add(rank.programs[call.program]);
-  } else if (const ProgramDesc *program = rank.findProgram(*unit)) {
+  } else if (const ProgramDesc *program = rank.findProgram(*unit.program)) {
     add(*program);
   }
   return calls;
 }
 
-/// In every program (which the runtime may run alone) and in the step, the
-/// members of each group launch the same collectives on its axis in the
+/// In every program (which the runtime may run alone) and in each step,
+/// the members of each group launch the same collectives on its axis in the
 /// same order, so that none waits for a call that never comes or meets a
 /// different one (the communicator would fail both at run time; this names
 /// them before anything runs).
@@ -1027,27 +1036,30 @@ Status verifyCollectivesMatch(const Plan &plan, const Mesh &mesh) {
   for (const RankPlan &rank : plan.ranks)
     for (const ProgramDesc &program : rank.programs)
       programs.insert(program.name);
-  // The step (null) last: a program that differs is named first.
-  std::vector<const std::string *> units;
+  // The steps last: a program that differs is named first.
+  std::vector<Unit> units;
   for (const std::string &program : programs)
-    units.push_back(&program);
-  units.push_back(nullptr);
+    units.push_back({&program});
+  units.push_back({nullptr, StepKind::Training});
+  units.push_back({nullptr, StepKind::Evaluation});
   for (size_t axis = 0; axis < mesh.numAxes(); ++axis) {
     const std::string &axisName = mesh.axes()[axis].name;
     for (int leader = 0; leader < mesh.worldSize(); ++leader) {
       MeshGroup group = *mesh.groupOf(leader, axisName);
       if (group.index != 0 || group.size() == 1)
         continue;
-      for (const std::string *program : units) {
+      for (const Unit &unit : units) {
         std::vector<CollectiveCall> first =
-            collectivesOn(plan.ranks[leader], program, axis);
+            collectivesOn(plan.ranks[leader], unit, axis);
         for (int k = 1; k < group.size(); ++k) {
           int member = group.ranks[k];
           std::vector<CollectiveCall> calls =
-              collectivesOn(plan.ranks[member], program, axis);
+              collectivesOn(plan.ranks[member], unit, axis);
           auto prefix = [&] {
             std::ostringstream os;
-            os << (program ? "program '" + *program + "'" : "the step")
+            os << (unit.program ? "program '" + *unit.program + "'"
+                                : std::string("the ") +
+                                      stepKindName(unit.step))
                << ": ranks " << leader << " and "
                << member << " launch different collectives on axis '"
                << axisName << "': ";

@@ -1,7 +1,8 @@
 //===- TrainingContract.cpp - what the training loop needs of a plan ------===//
 //
 // Part of mlt. verifyTrainingContract (Plan.h): per rank, the step covers
-// every micro-batch and the buffers the runtime writes and reads are there
+// every micro-batch (and so does the evaluation step, if any, which writes
+// no training state) and the buffers the runtime writes and reads are there
 // with their kinds, types and shapes (PlanFormat.h's contract), and the
 // optimizer's launches update what they say; across ranks, every parameter
 // has one shape, type and weight decay, and its elements are held exactly:
@@ -265,6 +266,57 @@ Status verifyOptimizerLaunches(const RankPlan &rank) {
       }
     }
   }
+  return Status::ok();
+}
+
+/// The evaluation step (where the rank has one): a call of every
+/// micro-batch, forward items alone, and programs that leave the training
+/// state as they find it: they write no gradient or optimizer state, and a
+/// parameter or compute copy only by an all_gather (a partitioned
+/// optimizer's gathers of its parameter buckets, which write the values
+/// the buckets hold after the optimizer step).
+Status verifyEvaluationStep(const ModelInfo &model, const RankPlan &rank) {
+  const std::vector<CallDesc> &step = rank.evalStep;
+  if (step.empty())
+    return Status::ok();
+  std::vector<bool> covered(size_t(model.microbatches), false);
+  std::set<uint32_t> programs;
+  for (size_t c = 0; c < step.size(); ++c) {
+    const CallDesc &call = step[c];
+    if (call.microbatch >= model.microbatches)
+      return errorf("evaluation step call ", c, " runs micro-batch ",
+                    call.microbatch, ", but a step has ", model.microbatches);
+    if (call.microbatch >= 0)
+      covered[size_t(call.microbatch)] = true;
+    for (const WorkItem &item : call.work)
+      if (item.kind != WorkKind::Forward)
+        return errorf("evaluation step call ", c, " does ", item.str(),
+                      ": an evaluation runs forward passes alone");
+    if (!programs.insert(call.program).second)
+      continue;
+    const ProgramDesc &program = rank.programs[call.program];
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const InstructionDesc &inst = program.instructions[i];
+      for (uint32_t output : inst.outputs) {
+        const BufferDesc &buffer = rank.buffers[output];
+        const bool state = buffer.kind == BufferKind::Gradient ||
+                           buffer.kind == BufferKind::OptimizerState;
+        const bool weights = buffer.kind == BufferKind::Parameter ||
+                             buffer.kind == BufferKind::ParameterCopy;
+        if (state || (weights && inst.kernel != Kernel::AllGather))
+          return errorf("evaluation step call ", c, ": program '",
+                        program.name, "' instruction ", i, " (",
+                        kernelName(inst.kernel), ") writes ",
+                        bufferKindName(buffer.kind), " buffer '", buffer.name,
+                        "'; an evaluation must leave the training state as "
+                        "it finds it");
+      }
+    }
+  }
+  for (size_t mb = 0; mb < covered.size(); ++mb)
+    if (!covered[mb])
+      return errorf("the evaluation step runs no call of micro-batch ", mb,
+                    " (of ", model.microbatches, ")");
   return Status::ok();
 }
 
@@ -1102,9 +1154,19 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
           segmentDtype.emplace(segment.parameter, buffer.dtype);
         }
     }
+  for (const RankPlan &rank : plan.ranks)
+    if (rank.evalStep.empty() != plan.ranks.front().evalStep.empty())
+      return errorf("rank ", rank.rank,
+                    rank.evalStep.empty() ? " has no evaluation step"
+                                          : " has an evaluation step",
+                    " and rank 0 ",
+                    rank.evalStep.empty() ? "has one" : "has none",
+                    " (a plan evaluates on every rank or on none)");
   for (const RankPlan &rank : plan.ranks) {
     Status status = verifyRankContract(model, rank, segmentHeld, segmentDtype,
                                        segmentedNames);
+    if (status)
+      status = verifyEvaluationStep(model, rank);
     if (!status)
       return plan.ranks.size() == 1 ? status
                                     : std::move(status).withContext(

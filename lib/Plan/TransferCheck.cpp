@@ -177,16 +177,18 @@ Status mlt::rt::verifyRankTransfers(const RankPlan &rank,
       MLT_RETURN_IF_ERROR(verifyGroup(
           rank, mesh, {GroupCall{p, -1, -1, std::nullopt}},
           "program '" + rank.programs[p].name + "' (run alone, one group)"));
-  const std::vector<TransferGroup> groups = transferGroups(rank);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<GroupCall> calls;
-    for (size_t c = groups[g].begin; c < groups[g].end; ++c)
-      calls.push_back({rank.step[c].program, rank.step[c].microbatch,
-                       rank.step[c].slot, c});
-    std::ostringstream what;
-    what << "step calls " << groups[g].begin << ".." << groups[g].end - 1
-         << " (transfer group " << g << ")";
-    MLT_RETURN_IF_ERROR(verifyGroup(rank, mesh, calls, what.str()));
+  for (StepKind kind : {StepKind::Training, StepKind::Evaluation}) {
+    const std::vector<CallDesc> &step = rank.calls(kind);
+    const std::vector<TransferGroup> groups = transferGroups(rank, kind);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<GroupCall> calls;
+      for (size_t c = groups[g].begin; c < groups[g].end; ++c)
+        calls.push_back({step[c].program, step[c].microbatch, step[c].slot, c});
+      std::ostringstream what;
+      what << stepKindName(kind) << " calls " << groups[g].begin << ".."
+           << groups[g].end - 1 << " (transfer group " << g << ")";
+      MLT_RETURN_IF_ERROR(verifyGroup(rank, mesh, calls, what.str()));
+    }
   }
   return Status::ok();
 }
@@ -207,13 +209,14 @@ struct PairTransfers {
   std::vector<Transfer> sends, receives;
 };
 
-Status verifyMatching(const Plan &plan) {
+Status verifyMatching(const Plan &plan, StepKind kind) {
+  const std::string what = std::string("the ") + stepKindName(kind) + ": ";
   std::map<std::pair<uint32_t, uint32_t>, PairTransfers> pairs;
   for (const RankPlan &rank : plan.ranks)
-    for (const TransferGroup &group : transferGroups(rank))
+    for (const TransferGroup &group : transferGroups(rank, kind))
       for (size_t c = group.begin; c < group.end; ++c)
         for (const InstructionDesc &inst :
-             rank.programs[rank.step[c].program].instructions) {
+             rank.programs[rank.calls(kind)[c].program].instructions) {
           const uint32_t peer = peerRank(plan.mesh, rank.rank, inst);
           const bool send = inst.kernel == Kernel::Send;
           PairTransfers::Transfer transfer{
@@ -234,16 +237,16 @@ Status verifyMatching(const Plan &plan) {
     for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k)
       if (sends[k].count != receives[k].count ||
           sends[k].dtype != receives[k].dtype)
-        return errorf("the step: rank ", dst, "'s receive #", k, " from rank ",
+        return errorf(what, "rank ", dst, "'s receive #", k, " from rank ",
                       src, " is ", size(receives[k]), ", rank ", src, " sends ",
                       size(sends[k]));
     if (sends.size() > receives.size())
-      return errorf("the step: rank ", src, "'s send #", receives.size(),
+      return errorf(what, "rank ", src, "'s send #", receives.size(),
                     " to rank ", dst, " (", size(sends[receives.size()]),
                     ") has no matching receive on rank ", dst, " (it receives ",
                     receives.size(), " from rank ", src, ")");
     if (receives.size() > sends.size())
-      return errorf("the step: rank ", dst, "'s receive #", sends.size(),
+      return errorf(what, "rank ", dst, "'s receive #", sends.size(),
                     " from rank ", src, " (", size(receives[sends.size()]),
                     ") has no matching send on rank ", src, " (it sends ",
                     sends.size(), " to rank ", dst, ")");
@@ -416,17 +419,19 @@ mlt::rt::transfer_check::simulateStepNaive(const StepEvents &events) {
 }
 
 StepEvents mlt::rt::transfer_check::stepEvents(const Plan &plan,
-                                               const Mesh &mesh) {
+                                               const Mesh &mesh,
+                                               StepKind kind) {
   StepEvents events(plan.ranks.size());
   for (const RankPlan &rank : plan.ranks) {
     std::vector<BlockingEvent> &out = events[rank.rank];
     std::vector<std::shared_ptr<const std::vector<uint32_t>>> groups(
         mesh.numAxes());
     std::vector<size_t> collectives(mesh.numAxes(), 0);
+    const std::vector<CallDesc> &step = rank.calls(kind);
     const std::vector<TransferGroup> transferGroupsOfRank =
-        transferGroups(rank);
+        transferGroups(rank, kind);
     size_t nextGroup = 0;
-    for (size_t c = 0; c < rank.step.size(); ++c) {
+    for (size_t c = 0; c < step.size(); ++c) {
       if (nextGroup < transferGroupsOfRank.size() &&
           transferGroupsOfRank[nextGroup].begin == c) {
         const TransferGroup &group = transferGroupsOfRank[nextGroup];
@@ -435,14 +440,14 @@ StepEvents mlt::rt::transfer_check::stepEvents(const Plan &plan,
         event.ordinal = nextGroup++;
         for (; c < group.end; ++c)
           for (const InstructionDesc &inst :
-               rank.programs[rank.step[c].program].instructions)
+               rank.programs[step[c].program].instructions)
             event.transfers.push_back({inst.kernel == Kernel::Send,
                                        peerRank(plan.mesh, rank.rank, inst)});
         --c;
         out.push_back(std::move(event));
         continue;
       }
-      const ProgramDesc &program = rank.programs[rank.step[c].program];
+      const ProgramDesc &program = rank.programs[step[c].program];
       for (size_t i = 0; i < program.instructions.size(); ++i) {
         const InstructionDesc &inst = program.instructions[i];
         if (!isCollectiveKernel(inst.kernel))
@@ -471,8 +476,10 @@ namespace {
 
 /// "rank 0 waits in transfer group 2 at step call 5 (receive from rank 1)":
 /// what each rank that stopped before its step's end waits for.
-std::string describeDeadlock(const Plan &plan, const StepEvents &events,
+std::string describeDeadlock(const Plan &plan, StepKind kind,
+                             const StepEvents &events,
                              const std::vector<size_t> &position) {
+  const std::string call = std::string(" at ") + stepKindName(kind) + " call ";
   constexpr size_t kRanksShown = 8, kWaitsShown = 3;
   const std::vector<std::vector<std::vector<size_t>>> partner =
       matchingEvents(events);
@@ -497,10 +504,11 @@ std::string describeDeadlock(const Plan &plan, const StepEvents &events,
           waits.push_back("rank " + std::to_string(member));
       }
       const RankPlan &rank = plan.ranks[r];
-      const InstructionDesc &inst = rank.programs[rank.step[event.call].program]
-                                        .instructions[event.instruction];
+      const InstructionDesc &inst =
+          rank.programs[rank.calls(kind)[event.call].program]
+              .instructions[event.instruction];
       os << "collective #" << event.ordinal << " on axis '"
-         << plan.mesh[event.axis].name << "' at step call " << event.call
+         << plan.mesh[event.axis].name << "'" << call << event.call
          << " (" << collectiveCall(rank, inst).describe() << "; for ";
     } else {
       for (size_t t = 0; t < event.transfers.size(); ++t) {
@@ -511,7 +519,7 @@ std::string describeDeadlock(const Plan &plan, const StepEvents &events,
               (transfer.send ? "send to rank " : "receive from rank ") +
               std::to_string(transfer.peer));
       }
-      os << "transfer group " << event.ordinal << " at step call " << event.call
+      os << "transfer group " << event.ordinal << call << event.call
          << " (";
     }
     for (size_t w = 0; w < waits.size() && w < kWaitsShown; ++w)
@@ -521,7 +529,8 @@ std::string describeDeadlock(const Plan &plan, const StepEvents &events,
     os << ")";
     stuck.push_back(os.str());
   }
-  std::string text = "the step can deadlock: ";
+  std::string text =
+      std::string("the ") + stepKindName(kind) + " can deadlock: ";
   for (size_t i = 0; i < stuck.size() && i < kRanksShown; ++i)
     text += (i ? ", " : "") + stuck[i];
   if (stuck.size() > kRanksShown)
@@ -533,13 +542,15 @@ std::string describeDeadlock(const Plan &plan, const StepEvents &events,
 } // namespace
 
 Status mlt::rt::verifyTransfers(const Plan &plan, const Mesh &mesh) {
-  MLT_RETURN_IF_ERROR(verifyMatching(plan));
-  // Collectives take part even in a plan without transfers: those of
-  // different axes can wait for each other in a cycle.
-  const StepEvents events = stepEvents(plan, mesh);
-  const std::vector<size_t> position = simulateStep(events);
-  for (uint32_t r = 0; r < events.size(); ++r)
-    if (position[r] != events[r].size())
-      return Status::error(describeDeadlock(plan, events, position));
+  for (StepKind kind : {StepKind::Training, StepKind::Evaluation}) {
+    MLT_RETURN_IF_ERROR(verifyMatching(plan, kind));
+    // Collectives take part even in a plan without transfers: those of
+    // different axes can wait for each other in a cycle.
+    const StepEvents events = stepEvents(plan, mesh, kind);
+    const std::vector<size_t> position = simulateStep(events);
+    for (uint32_t r = 0; r < events.size(); ++r)
+      if (position[r] != events[r].size())
+        return Status::error(describeDeadlock(plan, kind, events, position));
+  }
   return Status::ok();
 }

@@ -58,6 +58,9 @@ StatusOr<CompileOptions> compileOptionsOf(const RunOptions &o,
   compile.threads = !candidate.representatives;
   compile.verifyPasses = !candidate.representatives;
   compile.printStageSplit = o.layout.pp > 1 && !candidate.quiet;
+  // The evaluation body where the run (or the plan it writes) evaluates;
+  // never in the planner's candidates, which price the training step.
+  compile.evaluation = o.evaluates() && !candidate.representatives;
 #ifdef MLT_HAVE_CUDA
   // A plan compiled for the GPU names the architecture of this build's
   // kernels; a plan for the CPU runs anywhere.
@@ -225,6 +228,12 @@ Status mlt::run::checkAgainstPlan(const RunOptions &o, const Plan &plan) {
     return errorf("--seq-len ", model.seqLen,
                   " exceeds the model's max_position_embeddings ",
                   model.maxPositionEmbeddings);
+  if (o.evaluates() && !hasEvaluation(plan))
+    return errorf(o.split ? "--split" : "--eval-data", ": ", o.model,
+                  " has no evaluation step (it was compiled without one); "
+                  "compile the model with --eval-data or --split (mlt-run "
+                  "MODEL --emit-plan FILE --split ...), or mlt-opt's "
+                  "mlt-train-pipeline with eval");
   return Status::ok();
 }
 

@@ -35,6 +35,37 @@ std::string describePlanRanks(const Plan &plan) {
 
 } // namespace
 
+Status mlt::run::validateEvaluation(const RunOptions &o) {
+  if (!o.evalData.empty() && o.split)
+    return errorf("--eval-data names the evaluation data and --split holds "
+                  "part of --data out for it; give one");
+  for (auto [flag, given] : {std::pair{"--eval-every", o.evalEvery.has_value()},
+                             std::pair{"--eval-iters", o.evalIters.has_value()}})
+    if (given && !o.evaluates())
+      return errorf(flag, " sets how the run evaluates; pass --eval-data "
+                          "DATASET (or --split TRAIN,EVAL to hold part of "
+                          "--data out)");
+  for (auto [flag, value] : {std::pair{"--eval-every", o.evalEvery},
+                             std::pair{"--eval-iters", o.evalIters}})
+    if (value && *value < 1)
+      return errorf(flag, " must be at least 1, got ", *value);
+  if (o.steps && *o.steps == 0) {
+    // A run of no step evaluates the weights it starts from, once.
+    for (auto [flag, given] :
+         {std::pair{"--eval-every", o.evalEvery.has_value()},
+          std::pair{"--save-checkpoint", !o.saveCheckpoint.empty()},
+          std::pair{"--resume", !o.resume.empty()},
+          std::pair{"--dump-grads", !o.dumpGrads.empty()},
+          std::pair{"--profile-step", o.profileStep.has_value()},
+          std::pair{"--trace", !o.trace.empty()},
+          std::pair{"--save-hf-every", o.saveHFEvery.has_value()}})
+      if (given)
+        return errorf("--steps 0 evaluates the weights it starts from and "
+                      "trains nothing; ", flag, " needs a step");
+  }
+  return Status::ok();
+}
+
 Status mlt::run::validate(const RunOptions &o) {
   if (o.device != "cpu" && o.device != "cuda")
     return errorf("--device: expected cpu or cuda, got '", o.device, "'");
@@ -49,7 +80,8 @@ Status mlt::run::validate(const RunOptions &o) {
   };
   MLT_RETURN_IF_ERROR(atLeast("--batch", o.batch, 1));
   MLT_RETURN_IF_ERROR(atLeast("--seq-len", o.seqLen, 1));
-  MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, 1));
+  MLT_RETURN_IF_ERROR(atLeast("--steps", o.steps, o.evaluates() ? 0 : 1));
+  MLT_RETURN_IF_ERROR(validateEvaluation(o));
   MLT_RETURN_IF_ERROR(atLeast("--profile-step", o.profileStep, 1));
   if (o.profileStep && o.steps && *o.profileStep > *o.steps)
     return errorf("--profile-step ", *o.profileStep,
@@ -150,13 +182,15 @@ Status mlt::run::checkPaths(const RunOptions &o) {
     std::string path;
   };
   std::vector<Input> inputs = {{"MODEL_OR_PLAN", o.model}};
-  for (const DataSourceSpec &source : o.data) {
-    StatusOr<ResolvedDataPath> resolved = resolveDataPath(source.path);
-    if (!resolved)
-      return resolved.takeStatus().withContext("--data");
-    for (const std::string &file : resolved->files)
-      inputs.push_back({"--data", file});
-  }
+  for (auto [flag, sources] : {std::pair{"--data", &o.data},
+                                std::pair{"--eval-data", &o.evalData}})
+    for (const DataSourceSpec &source : *sources) {
+      StatusOr<ResolvedDataPath> resolved = resolveDataPath(source.path);
+      if (!resolved)
+        return resolved.takeStatus().withContext(flag);
+      for (const std::string &file : resolved->files)
+        inputs.push_back({flag, file});
+    }
   if (!o.initFrom.empty()) {
     MLT_RETURN_IF_ERROR(checkInputPath(o.initFrom, /*directoryToo=*/true)
                             .withContext("--init-from"));

@@ -23,6 +23,7 @@ void RunObserver::profiled(const std::string &) {}
 void RunObserver::traceWritten(int64_t, const std::string &) {}
 void RunObserver::step(const rt::StepMetrics &, const StepProgress &,
                        int64_t) {}
+void RunObserver::evaluated(const rt::EvalMetrics &) {}
 void RunObserver::finished(const RunTotals &) {}
 void RunObserver::checkpointSaved(const SavedCheckpoint &) {}
 void RunObserver::hfSaved(const std::string &, std::optional<int64_t>,

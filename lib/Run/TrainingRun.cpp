@@ -276,7 +276,8 @@ public:
 
   /// Tells the observer what the run came to (rank 0's process), last.
   void reportTotals() const {
-    if (reports)
+    // (a run of no step, which only evaluated, trained nothing to sum)
+    if (reports && pace->totals().steps > 0)
       observer.finished(pace->totals());
   }
 
@@ -308,6 +309,18 @@ private:
   /// Under pipeline parallelism the loss is the last stage's: its first
   /// rank's process sends it to rank 0's, which reports.
   Status forwardLoss(StepMetrics &m);
+  Status forwardLoss(double &loss);
+
+  /// --eval-data, --split: whether an evaluation follows step `step`
+  /// (every --eval-every steps, and the last).
+  bool evaluatesAfter(int64_t step) const;
+
+  /// Evaluates the loss after step `step` (0: before training) on
+  /// --eval-iters batches of the evaluation data, and reports it.
+  Status evaluate(int64_t step);
+
+  /// Reports an evaluation and appends it to the JSON log and TensorBoard.
+  Status logEvaluation(const EvalMetrics &m);
 
   /// --dump-grads: the gradients of step 1, whole, written by rank 0's
   /// process.
@@ -352,6 +365,13 @@ private:
   // (Declared so that each is destroyed before what it holds: the trainer
   // holds the ranks and the data, and the ranks the backend.)
   std::optional<OpenedData> data;
+  /// --eval-data, opened (with --split, the held-out part is data's); the
+  /// data evaluations read (null: none), and its summary.
+  std::optional<OpenedData> evalData;
+  TrainingData *evaluation = nullptr;
+  std::string evaluationSummary;
+  /// The step of the last evaluation (-1: none yet).
+  int64_t evaluatedAt = -1;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<RankGroup> ranks;
   std::string deviceName;
@@ -465,9 +485,36 @@ Status TrainingSession::openData() {
   StatusOr<OpenedData> opened = openTrainingData(
       o.data.empty() ? std::vector<DataSourceSpec>{{1.0, defaultCorpusPath()}}
                      : o.data,
-      model.seqLen, model.vocabSize, progress);
+      model.seqLen, model.vocabSize, progress, o.split);
   MLT_RETURN_IF_ERROR(agree(opened ? Status::ok() : opened.takeStatus()));
   data = std::move(*opened);
+  // The held-out data: --eval-data, or --split's part of --data.
+  if (!o.evalData.empty()) {
+    StatusOr<OpenedData> held =
+        openTrainingData(o.evalData, model.seqLen, model.vocabSize, progress);
+    MLT_RETURN_IF_ERROR(agree(
+        held ? Status::ok() : held.takeStatus().withContext("--eval-data")));
+    evalData = std::move(*held);
+    evaluation = evalData->data.get();
+    evaluationSummary = evalData->summary;
+  } else if (o.split) {
+    evaluation = data->heldOut.get();
+    evaluationSummary = data->heldOutSummary;
+  }
+  if (evaluation) {
+    // The same batches at every evaluation, each sample read once.
+    const int64_t batches = o.evalIters.value_or(RunOptions::kDefaultEvalIters);
+    const int64_t wanted = batches * model.globalBatch();
+    const int64_t distinct = evaluation->distinctSamples(wanted);
+    if (distinct < wanted)
+      return agree(errorf(
+          "--eval-iters ", batches, ": an evaluation reads ", batches,
+          " batches of ", model.globalBatch(), " sequences (", wanted,
+          " samples of seq_len + 1 = ", model.seqLen + 1,
+          " tokens), but the evaluation data (", evaluationSummary,
+          ") holds ", distinct, " before it repeats one; lower --eval-iters "
+          "or hold out more data"));
+  }
   return Status::ok();
 }
 
@@ -856,6 +903,11 @@ void TrainingSession::reportStart() {
     summary.precision = describePrecision(plan);
     summary.steps = options.steps;
     summary.data = data->summary;
+    if (evaluation) {
+      summary.evaluation = evaluationSummary;
+      summary.evalIters = o.evalIters.value_or(RunOptions::kDefaultEvalIters);
+      summary.evalEvery = o.evalEvery.value_or(0);
+    }
     observer.started(summary);
   }
   if (reports && prediction)
@@ -1022,6 +1074,9 @@ Status TrainingSession::runSteps() {
     hangWatch->awaitEnd();
   if (hung)
     status = hangWatch->failure();
+  // A run of no step (--steps 0) evaluates the weights it starts from.
+  if (status && evaluation && evaluatedAt != options.steps)
+    status = evaluate(options.steps);
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);
@@ -1060,25 +1115,78 @@ Status TrainingSession::afterStep(const StepMetrics &measured) {
     stoppedAfter = m.step;
     return errorf("stopped by ", signalName(stopSignal.load()));
   }
-  // Every process takes part in a trace (the events are gathered).
+  // Every process takes part in a trace (the events are gathered). An
+  // evaluation runs outside the profiled step: after its end, before the
+  // next one's start.
   if (!profiled.empty() && m.step == profiledStep)
-    return endProfiles();
+    MLT_RETURN_IF_ERROR(endProfiles());
+  if (evaluatesAfter(m.step))
+    MLT_RETURN_IF_ERROR(evaluate(m.step));
   if (!profiled.empty() && m.step + 1 == profiledStep)
     return beginProfiles();
   return Status::ok();
 }
 
+bool TrainingSession::evaluatesAfter(int64_t step) const {
+  return evaluation && ((o.evalEvery && step % *o.evalEvery == 0) ||
+                        step == options.steps);
+}
+
+Status TrainingSession::evaluate(int64_t step) {
+  StatusOr<EvalMetrics> measured = trainer->evaluate(
+      *evaluation, o.evalIters.value_or(RunOptions::kDefaultEvalIters), step);
+  if (!measured)
+    return measured.takeStatus();
+  evaluatedAt = step;
+  EvalMetrics m = *measured;
+  MLT_RETURN_IF_ERROR(forwardLoss(m.loss));
+  m.perplexity = std::exp(m.loss);
+  return reports ? logEvaluation(m) : Status::ok();
+}
+
+Status TrainingSession::logEvaluation(const EvalMetrics &m) {
+  observer.evaluated(m);
+  // Records of their own beside the steps', named alike in TensorBoard.
+  const std::vector<std::pair<std::string, double>> scalars = {
+      {"eval_loss", m.loss}, {"eval_perplexity", m.perplexity}};
+  if (log.is_open()) {
+    nlohmann::json line = {{"step", m.step}};
+    for (const auto &[name, value] : scalars)
+      line[name] = value;
+    line["eval_tokens"] = m.tokens;
+    line["eval_time_s"] = m.seconds;
+    log << line.dump() << "\n";
+    log.flush();
+    if (!log)
+      return errorf(o.logJson, ": write failed");
+  }
+  if (events)
+    MLT_RETURN_IF_ERROR(
+        events
+            ->scalars(m.step,
+                      std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count(),
+                      scalars)
+            .withContext("--tensorboard"));
+  return Status::ok();
+}
+
 Status TrainingSession::forwardLoss(StepMetrics &m) {
+  return forwardLoss(m.loss);
+}
+
+Status TrainingSession::forwardLoss(double &loss) {
 #ifdef MLT_HAVE_CUDA
   if (dist && options.reportingRank != 0) {
     if (dist->rank() == int(options.reportingRank))
-      MLT_RETURN_IF_ERROR(dist->communicator->send(0, &m.loss, sizeof(m.loss)));
+      MLT_RETURN_IF_ERROR(dist->communicator->send(0, &loss, sizeof(loss)));
     else if (reports)
       MLT_RETURN_IF_ERROR(dist->communicator->receive(
-          int(options.reportingRank), &m.loss, sizeof(m.loss)));
+          int(options.reportingRank), &loss, sizeof(loss)));
   }
 #else
-  (void)m;
+  (void)loss;
 #endif
   return Status::ok();
 }

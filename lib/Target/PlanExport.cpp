@@ -421,32 +421,45 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
         fb::CreateProgram(fbb, name, fbb.CreateVector(instructions)));
   }
 
-  // The step: every rank runs the same calls (one SPMD program).
-  SmallVector<rtir::StepOp> steps(module.getOps<rtir::StepOp>());
-  if (steps.size() != 1)
-    return module.emitError("plan export: expected one mlt_rt.step (run "
-                            "mlt-schedule-pipeline), found ")
-           << steps.size();
-  std::vector<flatbuffers::Offset<fb::Call>> calls;
-  for (rtir::CallOp call : steps.front().getBody().getOps<rtir::CallOp>()) {
-    std::vector<fb::WorkItem> work;
-    for (const WorkItem &item : call.getWorkItems())
-      work.emplace_back(fb::WorkKind(item.kind), uint32_t(item.microbatch),
-                        uint32_t(item.chunk));
-    IntegerAttr microbatch = call.getMicrobatchAttr();
-    IntegerAttr slot = call.getSlotAttr();
-    calls.push_back(fb::CreateCall(
-        fbb, programIndex.lookup(call.getProgram()),
-        microbatch ? int32_t(microbatch.getInt()) : -1,
-        fbb.CreateVectorOfStructs(work), slot ? int32_t(slot.getInt()) : -1));
-  }
-  auto step = fbb.CreateVector(calls);
+  // The steps: every rank runs the same calls (one SPMD program).
+  rtir::StepOp training = rtir::trainingStep(module);
+  if (!training)
+    return module.emitError("plan export: expected the training step, "
+                            "mlt_rt.step @")
+           << rtir::kTrainingStepName << " (run mlt-schedule-pipeline)";
+  for (rtir::StepOp other : module.getOps<rtir::StepOp>())
+    if (other != training && other != rtir::evalStep(module))
+      return other.emitError("plan export: a step is @")
+             << rtir::kTrainingStepName << " or @" << rtir::kEvalStepName
+             << ", not @" << other.getSymName();
+  auto callsOf = [&](rtir::StepOp step) {
+    std::vector<flatbuffers::Offset<fb::Call>> calls;
+    for (rtir::CallOp call : step.getBody().getOps<rtir::CallOp>()) {
+      std::vector<fb::WorkItem> work;
+      for (const WorkItem &item : call.getWorkItems())
+        work.emplace_back(fb::WorkKind(item.kind), uint32_t(item.microbatch),
+                          uint32_t(item.chunk));
+      IntegerAttr microbatch = call.getMicrobatchAttr();
+      IntegerAttr slot = call.getSlotAttr();
+      calls.push_back(fb::CreateCall(
+          fbb, programIndex.lookup(call.getProgram()),
+          microbatch ? int32_t(microbatch.getInt()) : -1,
+          fbb.CreateVectorOfStructs(work), slot ? int32_t(slot.getInt()) : -1));
+    }
+    return fbb.CreateVector(calls);
+  };
+  auto step = callsOf(training);
+  // (absent without an evaluation body: a plan that cannot evaluate)
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Call>>>
+      evalStep;
+  if (rtir::StepOp evaluation = rtir::evalStep(module))
+    evalStep = callsOf(evaluation);
   // Every rank runs the same programs in an arena of the same layout.
   auto programTables = fbb.CreateVector(programs);
   for (int64_t rank : ranks)
-    rankTables[rank] =
-        fb::CreateRank(fbb, uint32_t(rank), arena.getInt(),
-                       fbb.CreateVector(buffers[rank]), programTables, step);
+    rankTables[rank] = fb::CreateRank(fbb, uint32_t(rank), arena.getInt(),
+                                      fbb.CreateVector(buffers[rank]),
+                                      programTables, step, evalStep);
   return success();
 }
 

@@ -20,7 +20,7 @@ module {
 // -----
 
 // Tests that the step must be there: the pass retargets its last call.
-// expected-error @+1 {{mlt-schedule-overlap: expected one mlt_rt.step (run mlt-schedule-pipeline first), found 0}}
+// expected-error @+1 {{mlt-schedule-overlap: expected the training step, mlt_rt.step @step (run mlt-schedule-pipeline first)}}
 module {
   mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<16xf32>
   mlt_rt.program @micro_step {

@@ -10,6 +10,9 @@
 // RUN: mlt-opt %S/../../models/llama/tiny.mlir \
 // RUN:   --mlt-train-pipeline="batch=8 seq-len=16 microbatches=2 pp=2 vp=2" \
 // RUN:   | FileCheck %s --check-prefix=VP
+// RUN: mlt-opt %S/../../models/llama/tiny.mlir \
+// RUN:   --mlt-train-pipeline="batch=12 seq-len=16 microbatches=3 dp=2 zero=1 dtype=bf16 eval" \
+// RUN:   | FileCheck %s --check-prefix=EVAL
 
 // Tests that mlt-opt's mlt-train-pipeline compiles a model as mlt-run does:
 // the options (mlt-run's flag names) reach the passes, and the result is
@@ -62,3 +65,34 @@
 // VP-NEXT: mlt_rt.call @c1.forward_recv microbatch 0 slot 0
 // VP-NEXT: mlt_rt.call @c1.forward microbatch 0 slot 0 work [F0.1]
 // VP: module @stage1 attributes {{{.*}}mlt.chunks = 2 : i64
+
+// eval: the evaluation body beside the training step, lowered on its own
+// (the loss by the forward-only statistics kernels: its rows are split
+// over dp, then summed), called once per micro-batch by @eval_step, which
+// under ZeRO with the parameter gathers moved into the next step's first
+// forward pass gathers them first; the training step is unchanged.
+// EVAL: mlt_rt.program @micro_step_first backward_start
+// EVAL-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [{{[0-9]+}}, 0] stream 2 token 0
+// EVAL: mlt_rt.program @eval_gather_parameters {
+// EVAL-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.1] -> [@param_copy_bucket.1] ints [{{[0-9]+}}, 0]{{$}}
+// EVAL-NEXT: mlt_rt.launch "all_gather" [@param_copy_shard.0] -> [@param_copy_bucket.0] ints [{{[0-9]+}}, 0]{{$}}
+// EVAL-NEXT: }
+// EVAL: mlt_rt.program @eval_forward {
+// EVAL-NOT: _bwd
+// EVAL-NOT: grad:
+// EVAL: mlt_rt.launch "cross_entropy_stats"
+// EVAL-NEXT: mlt_rt.launch "cross_entropy_combine"
+// EVAL-NEXT: mlt_rt.launch "all_reduce_sum" [{{.*}}] -> [@loss]
+// EVAL-NEXT: }
+// EVAL: mlt_rt.step @step {
+// EVAL-NEXT: mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+// EVAL-NEXT: mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+// EVAL-NEXT: mlt_rt.call @micro_step_last microbatch 2 work [F2.0, B2.0]
+// EVAL-NEXT: mlt_rt.call @optimizer_step
+// EVAL-NEXT: }
+// EVAL: mlt_rt.step @eval_step {
+// EVAL-NEXT: mlt_rt.call @eval_gather_parameters
+// EVAL-NEXT: mlt_rt.call @eval_forward microbatch 0 work [F0.0]
+// EVAL-NEXT: mlt_rt.call @eval_forward microbatch 1 work [F1.0]
+// EVAL-NEXT: mlt_rt.call @eval_forward microbatch 2 work [F2.0]
+// EVAL-NEXT: }

@@ -14,8 +14,10 @@ book's promise:
 
   - a layout the rule book accepts compiles, passes the plan verifier and
     trains 2 steps equal to the one-rank run of the same model, batch and
-    precision: every step's loss and gradient norm, the step-1 gradients and
-    the final weights within the tolerances below;
+    precision: every step's loss and gradient norm, the step-1 gradients,
+    the final weights and the loss of an evaluation of held-out data after
+    the last step (--split, the plan's evaluation step) within the
+    tolerances below;
   - a layout it refuses is refused before anything runs, every line of the
     error a rule's one-line message (`mlt-run: error: ... (rule NAME)`),
     exit status 1, and nothing written.
@@ -279,6 +281,17 @@ def compare(ref, out, init, tolerances):
                             f"{tolerances[key]:g})")
 
     for a, b in zip(*logs):
+        if ("eval_loss" in a) != ("eval_loss" in b):
+            problems.append(f"after step {a['step']}: a step's record against "
+                            f"an evaluation's")
+            continue
+        if "eval_loss" in a:
+            # (the held-out batch's loss: the forward pass alone, held to
+            # the losses' tolerance)
+            note("loss", relative(a["eval_loss"], b["eval_loss"]),
+                 f"the evaluation after step {a['step']}: eval_loss "
+                 f"{a['eval_loss']!r} against {b['eval_loss']!r}:")
+            continue
         note("loss", relative(a["loss"], b["loss"]),
              f"step {a['step']}: loss {a['loss']!r} against {b['loss']!r}:")
         key = "grad_norm" if a["step"] == 1 else "grad_norm_later"
@@ -309,14 +322,23 @@ def compare(ref, out, init, tolerances):
     return problems, worst
 
 
-def train_command(args, model, data, case, out, flags, lr="1e-2"):
+# Every run but the initial weights' holds a quarter of the data out and
+# evaluates one batch of it after its last step (the evaluation step of
+# the plan, through the layout), which the comparison holds to the loss's
+# tolerance. The data has 4 batches and more, so a batch is held out.
+EVAL_FLAGS = ["--split", "3,1", "--eval-iters", "1"]
+
+
+def train_command(args, model, data, case, out, flags, lr="1e-2",
+                  evaluate=True):
     return [args.mlt_run, model, "--data", data, "--batch", str(case.batch),
             "--seq-len", str(case.seq_len), "--steps", "2", "--lr", lr,
             "--adam-eps", "1e-5",
             "--seed", str(case.seed), "--log-json",
             os.path.join(out, "log.jsonl"), "--dump-grads",
             os.path.join(out, "grads.safetensors"), "--save-hf",
-            os.path.join(out, "final")] + flags
+            os.path.join(out, "final")] + flags + (EVAL_FLAGS if evaluate
+                                                   else [])
 
 
 def check_case(args, case):
@@ -369,7 +391,7 @@ def check_case(args, case):
     start = os.path.join(work, "init")
     os.makedirs(start)
     code, _, init_err = run(train_command(args, model, data, case, start,
-                                          ref_flags, lr="0"))
+                                          ref_flags, lr="0", evaluate=False))
     if code != 0:
         return "FAILED", ["the initial weights' run failed: " +
                           " | ".join(init_err.splitlines()[-3:])]

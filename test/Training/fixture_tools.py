@@ -24,6 +24,12 @@
       |g - g_ref| / |g_ref| within 1e-4 for the step-0 gradients. Prints one
       line per check and the worst figures; exits 1 on any failure.
 
+  fixture_tools.py check-eval FIXTURE_DIR LOG.jsonl
+      Checks an evaluation of the fixture's initial weights on its first
+      batch (mlt-run --steps 0 --eval-data TOKENS --eval-iters 1): the log's
+      one eval_loss is HF's loss of step 1 (the forward loss of those
+      weights on that batch), within the fixtures' 1e-5 relative.
+
   fixture_tools.py check-loss FIXTURE_DIR LOG.jsonl TOL
       Checks only that every step's loss is within TOL (relative) of the
       fixture's: the agreement of a bf16 mixed-precision run (2e-2).
@@ -204,6 +210,20 @@ def main(argv):
         data = open(argv[2], "rb").read()
         open(argv[3], "wb").write(data[: len(data) // 2])
         return 0
+    if len(argv) == 4 and argv[1] == "check-eval":
+        train = json.load(open(f"{argv[2]}/train.json"))
+        evals = [json.loads(line) for line in open(argv[3]) if line.strip()]
+        evals = [r for r in evals if "eval_loss" in r]
+        if len(evals) != 1 or evals[0]["step"] != 0:
+            print(f"FAIL: expected one evaluation before training, got {evals}")
+            return 1
+        ours, ref = evals[0]["eval_loss"], train["loss"][0]
+        error = abs(ours - ref) / abs(ref)
+        ok = error <= 1e-5
+        print(f"{'ok' if ok else 'FAIL'}: eval_loss {ours:.7f} of the initial "
+              f"weights on the first batch, HF's {ref:.7f}, relative error "
+              f"{error:.3e} (limit 1e-05)")
+        return 0 if ok else 1
     if len(argv) == 5 and argv[1] == "check-loss":
         train = json.load(open(f"{argv[2]}/train.json"))
         records = [json.loads(line) for line in open(argv[3]) if line.strip()]

@@ -84,6 +84,26 @@ Data:
                              dataset goes through its own epochs
   --no-shuffle               visit the samples in file order (indexed
                              datasets: documents in file order too)
+  --eval-data DATASET        held-out data to evaluate the loss on (as --data
+                             takes it: a dataset, or weights and datasets):
+                             after the last step, and every --eval-every
+                             steps, --eval-iters global batches of it (its
+                             first samples in file order: the same batches
+                             each time) run forward only and report
+                             eval_loss and eval_perplexity (exp(eval_loss));
+                             the plan then holds an evaluation step (a
+                             plan file compiled without one is refused)
+  --split TRAIN,EVAL         hold part of --data out for evaluation, as
+                             Megatron's --split: each dataset's first
+                             documents (a token file's first samples) in
+                             proportion TRAIN train, the last, in
+                             proportion EVAL, are evaluated as --eval-data
+                             would be; training never reads them (98,2:
+                             2% held out)
+  --eval-every N             with --eval-data or --split: evaluate every N
+                             steps too (default: after the last step only)
+  --eval-iters K             with --eval-data or --split: the global batches
+                             an evaluation reads (default 10)
   --allow-data-change        with --resume: go on from a checkpoint trained
                              on other data or samples (checked by default:
                              datasets, weights, token counts, index hashes,
@@ -98,7 +118,9 @@ Data:
                              files and shard headers are still checked)
   --batch N                  sequences per optimizer step (global batch)
   --seq-len N                tokens per sequence
-  --steps N                  optimizer steps
+  --steps N                  optimizer steps; 0 with --eval-data or --split:
+                             evaluate the weights the run starts from
+                             (--init-from) once, and train nothing
 )";
 
 /// After the layout's options.
@@ -124,9 +146,12 @@ const char *kUsageTail =
 
 Output:
   --log-json FILE            one JSON object per step: step, loss, grad_norm, lr,
-                             tokens_per_s, step_time_s, tokens (appended to on
-                             --resume)
-  --tensorboard DIR          the same scalars (but tokens) as TensorBoard event
+                             tokens_per_s, step_time_s, tokens, elapsed_s
+                             (appended to on --resume); and one per
+                             evaluation: step, eval_loss, eval_perplexity,
+                             eval_tokens, eval_time_s
+  --tensorboard DIR          the same scalars (but tokens, elapsed_s,
+                             eval_tokens, eval_time_s) as TensorBoard event
                              files in DIR (created; a resumed run adds a file)
   --save-hf DIR              after training, write DIR/config.json and
                              DIR/model.safetensors (f32), replacing DIR
@@ -262,8 +287,9 @@ with --device cpu, and as one process per GPU with --device cuda, started by
 (collectives over NCCL; the process of rank 0 prints, logs and saves). Each
 rank reads its block of every micro-batch and holds its block of each weight;
 --init-from, --save-hf and --dump-grads see whole tensors. One line per step
-goes to stdout:
+goes to stdout, and one per evaluation:
   step    3/100  loss 5.5563  lr 3.00e-03  grad_norm 1.2512  tokens/s 12345
+  eval after step 3  eval_loss 5.5012  eval_perplexity 245  (10 batches, ...)
 )";
 
 /// The usage text: the layout's options from their table
@@ -383,6 +409,16 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
       {"--batch", integer(o.batch)},
       {"--seq-len", integer(o.seqLen)},
       {"--steps", integer(o.steps)},
+      {"--eval-every", integer(o.evalEvery)},
+      {"--eval-iters", integer(o.evalIters)},
+      {"--split",
+       [&o](const std::string &flag, const std::string &v) {
+         StatusOr<DataSplit> split = parseDataSplit(v);
+         if (!split)
+           return split.takeStatus().withContext(flag);
+         o.split = std::move(*split);
+         return Status::ok();
+       }},
       {"--lr", number(o.lr)},
       {"--min-lr", number(o.minLR)},
       {"--warmup", plainInteger(o.warmup)},
@@ -493,7 +529,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
         *it->second = true;
       continue;
     }
-    if (name == "--data") {
+    if (name == "--data" || name == "--eval-data") {
       // One dataset, or weights and datasets (--data 0.7 a 0.3 b): after a
       // first value that is a weight, values are taken while they pair up,
       // a path after each weight and a weight after each path.
@@ -517,7 +553,7 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
           parseDataArguments(values);
       if (!sources)
         return sources.takeStatus().withContext(name);
-      o.data = std::move(*sources);
+      (name == "--data" ? o.data : o.evalData) = std::move(*sources);
       continue;
     }
     auto it = valued.find(name);
@@ -594,17 +630,28 @@ public:
     const std::string processes =
         s.ncclVersion.empty() ? ""
                               : ", one process per GPU, NCCL " + s.ncclVersion;
+    std::string evaluation;
+    if (!s.evaluation.empty())
+      evaluation = ", evaluation on " + s.evaluation + " (" +
+                   std::to_string(s.evalIters) +
+                   (s.evalIters == 1 ? " batch" : " batches") +
+                   (s.evalEvery ? " every " + std::to_string(s.evalEvery) +
+                                      (s.evalEvery == 1 ? " step" : " steps") +
+                                      " and at the end"
+                                : std::string(" at the end")) +
+                   ")";
     std::printf("model %s: %s parameters, %" PRId64
                 " tokens/step (batch %" PRId64 " x seq %" PRId64 ", %" PRId64
                 " micro-batch%s of %" PRId64
-                "), arena %.2f MiB%s%s%s, %s %s, %" PRId64 " steps, data %s\n",
+                "), arena %.2f MiB%s%s%s, %s %s, %" PRId64
+                " steps, data %s%s\n",
                 baseName(s.model).c_str(), formatCount(s.parameters).c_str(),
                 s.globalBatch * s.seqLen, s.globalBatch, s.seqLen,
                 s.microbatches, s.microbatches == 1 ? "" : "es", s.microBatch,
                 double(s.arenaBytes) / (1024.0 * 1024.0),
                 s.ranks > 1 ? " per rank (largest)" : "", ranks.c_str(),
                 processes.c_str(), s.backend.c_str(), s.precision.c_str(),
-                s.steps, s.data.c_str());
+                s.steps, s.data.c_str(), evaluation.c_str());
     std::fflush(stdout);
   }
 
@@ -638,6 +685,17 @@ public:
                 m.tokensPerSecond, pace.tokensPerSecond, pace.window,
                 pace.window == 1 ? "step" : "steps", flops.c_str(), formatDuration(pace.elapsed).c_str(),
                 formatDuration(pace.remaining).c_str());
+    std::fflush(stdout);
+  }
+
+  void evaluated(const EvalMetrics &m) override {
+    const std::string when = m.step == 0 ? std::string("before training")
+                                         : "after step " + std::to_string(m.step);
+    std::printf("eval %s  eval_loss %.4f  eval_perplexity %.4g  (%" PRId64
+                " %s, %s tokens, %.2f s)\n",
+                when.c_str(), m.loss, m.perplexity, m.batches,
+                m.batches == 1 ? "batch" : "batches",
+                formatCount(m.tokens).c_str(), m.seconds);
     std::fflush(stdout);
   }
 

@@ -709,3 +709,75 @@ TEST(PlaceTransfers, TheRoundsOfPFourVTwoMEight) {
   EXPECT_EQ(placement->posts[3][6], expected);
   EXPECT_TRUE(placement->posts[3][5].empty());
 }
+
+TEST(PipelineSchedule, TheEvaluationRunsTheForwardsAlone) {
+  // 1F1B on 3 stages: every stage runs F0 F1 F2 F3, in order.
+  PipelineSchedule forward =
+      forwardSchedule(buildSchedule(ScheduleKind::OneFOneB, 3, 4));
+  EXPECT_TRUE(forward.forwardOnly);
+  for (int64_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(forward.stageString(s), "F0.0 F1.0 F2.0 F3.0");
+    EXPECT_EQ(forward.warmup[size_t(s)], 4);
+  }
+  std::string why;
+  EXPECT_TRUE(forward.verify(&why)) << why;
+  // The interleaved schedule's forwards keep Megatron's order: a group of
+  // P micro-batches through chunk 0, then through chunk 1.
+  std::optional<PipelineSchedule> interleaved =
+      buildInterleavedSchedule(2, 2, 4, 0);
+  ASSERT_TRUE(interleaved);
+  PipelineSchedule chunks = forwardSchedule(*interleaved);
+  EXPECT_EQ(chunks.stageString(0), "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1");
+  EXPECT_TRUE(chunks.verify(&why)) << why;
+}
+
+TEST(PipelineSchedule, AForwardOnlyScheduleHasNoBackward) {
+  PipelineSchedule schedule = fromStrings(2, {"F0.0 F1.0 B0.0 B1.0"});
+  schedule.forwardOnly = true;
+  std::string why;
+  EXPECT_FALSE(schedule.verify(&why));
+  EXPECT_EQ(why, "stage 0: B0.0: a forward-only schedule has no backward pass");
+  schedule = fromStrings(2, {"F0.0"});
+  schedule.forwardOnly = true;
+  EXPECT_FALSE(schedule.verify(&why));
+  EXPECT_EQ(why, "stage 0: has 1 items, expected 2");
+}
+
+TEST(PlaceTransfers, TheEvaluationsTransfersCannotDeadlock) {
+  // Every builder's forwards, placed by the rule its training schedule
+  // takes: every transfer posted and matched, and no stage waiting
+  // forever (checkPlacement plays the rendezvous groups out).
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                            ScheduleKind::ZeroBubbleH1})
+    for (int64_t stages = 1; stages <= 6; ++stages)
+      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches) {
+        PipelineSchedule forward =
+            forwardSchedule(buildSchedule(kind, stages, microbatches));
+        std::optional<TransferPlacement> placement =
+            placeTransfers(forward, TransferRule::Adjacent);
+        ASSERT_TRUE(placement);
+        EXPECT_EQ(checkPlacement(forward, *placement), "")
+            << scheduleKindName(kind) << " P=" << stages
+            << " M=" << microbatches;
+      }
+  for (int64_t stages = 2; stages <= 5; ++stages)
+    for (int64_t chunks = 2; chunks <= 3; ++chunks)
+      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
+        for (int64_t group = stages; group <= microbatches; ++group) {
+          std::optional<PipelineSchedule> schedule = buildInterleavedSchedule(
+              stages, chunks, microbatches, group);
+          if (!schedule)
+            continue;
+          PipelineSchedule forward = forwardSchedule(*schedule);
+          const std::string where = "P=" + std::to_string(stages) +
+                                    " V=" + std::to_string(chunks) +
+                                    " M=" + std::to_string(microbatches) +
+                                    " G=" + std::to_string(group);
+          std::string why;
+          ASSERT_TRUE(forward.verify(&why)) << where << ": " << why;
+          std::optional<TransferPlacement> placement =
+              placeTransfers(forward, TransferRule::TimeRounds, &why);
+          ASSERT_TRUE(placement) << where << ": " << why;
+          EXPECT_EQ(checkPlacement(forward, *placement), "") << where;
+        }
+}

@@ -986,6 +986,45 @@ protected:
   std::vector<int32_t> tokens_, labels_;
 };
 
+// Tests that the evaluation step computes the loss of micro_step (the
+// double-precision model's) and leaves the training state as it was: the
+// parameters and gradients, bit for bit.
+TEST_F(TinyPlanTest, TheEvaluationStepComputesTheLossAlone) {
+  EXPECT_EQ(exec_->runEvalStep().message(),
+            "the plan has no evaluation step");
+  Plan plan = plan_;
+  addTinyEvaluation(plan);
+  ASSERT_TRUE(verifyPlan(plan)) << verifyPlan(plan).message();
+  auto created = Executor::create(plan, 0, *backend_);
+  ASSERT_TRUE(created) << created.status().message();
+  exec_ = std::move(*created);
+  write(std::string(kParameterPrefix) + kTinyEmbedding, E_);
+  write(std::string(kParameterPrefix) + kTinyNorm, g_);
+  write(std::string(kParameterPrefix) + kTinyHead, W_);
+  ASSERT_TRUE(exec_->writeRaw(index(kTokensInput), tokens_.data(),
+                              tokens_.size() * 4));
+  ASSERT_TRUE(exec_->writeRaw(index(kLabelsInput), labels_.data(),
+                              labels_.size() * 4));
+  const std::vector<float> grad(model_.vocab * model_.hidden, 0.25f);
+  write(std::string(kGradientPrefix) + kTinyHead, grad);
+  const uint64_t place = exec_->position().place();
+  for (int run = 0; run < 2; ++run) { // (the second one replayed)
+    ASSERT_TRUE(exec_->runEvalStep());
+    // Between steps, where the hang watchdog times nothing: the position
+    // stays outside, at the training step's last place.
+    EXPECT_EQ(exec_->position().activity(), RankActivity::Outside);
+    EXPECT_EQ(exec_->position().place(), place);
+    std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
+        W(W_.begin(), W_.end());
+    const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);
+    auto lossValue = exec_->readScalar(index(kLossOutput));
+    ASSERT_TRUE(lossValue);
+    EXPECT_NEAR(*lossValue, loss, 1e-5 * loss);
+  }
+  EXPECT_EQ(read(std::string(kParameterPrefix) + kTinyHead), W_);
+  EXPECT_EQ(read(std::string(kGradientPrefix) + kTinyHead), grad);
+}
+
 // Tests the loss and every gradient of micro_step against central finite
 // differences of the double-precision model.
 TEST_F(TinyPlanTest, GradientsMatchFiniteDifferences) {

@@ -826,6 +826,71 @@ TEST(PlanTest, TrainingContract) {
   EXPECT_THAT(parseError(plan), HasSubstr("seq_len 0 (must be positive)"));
 }
 
+// Tests that an evaluation step round-trips, is printed after the step,
+// and is held to the contract: a call of every micro-batch, forward items
+// alone, no training state written, on every rank or on none.
+TEST(PlanTest, EvaluationStep) {
+  TinyModel two;
+  two.microbatches = 2;
+  Plan plan = buildTinyPlan(two);
+  EXPECT_FALSE(hasEvaluation(plan));
+  addTinyEvaluation(plan);
+  EXPECT_TRUE(hasEvaluation(plan));
+  ASSERT_EQ(parseError(plan), "");
+  std::string bytes = serializePlan(plan);
+  StatusOr<Plan> parsed = parsePlan(bytes.data(), bytes.size(), "p");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  ASSERT_EQ(parsed->ranks[0].evalStep.size(), 2u);
+  EXPECT_EQ(parsed->ranks[0].evalStep[1].microbatch, 1);
+  EXPECT_EQ(parsed->ranks[0].evalStep[1].work[0].str(), "F1.0");
+  std::ostringstream os;
+  printPlan(*parsed, os);
+  EXPECT_THAT(os.str(), HasSubstr("a step of 4 calls, an evaluation step of "
+                                  "2 calls\n"));
+  EXPECT_THAT(os.str(), HasSubstr("evaluation step (2 calls):\n"
+                                  "     0: eval_forward microbatch 0 work "
+                                  "F0.0\n"));
+
+  Plan bad = plan;
+  rank0(bad).evalStep.pop_back();
+  EXPECT_EQ(parseError(bad), "plan.mltplan: the evaluation step runs no call "
+                             "of micro-batch 1 (of 2)");
+  bad = plan;
+  rank0(bad).evalStep[1].work[0].kind = WorkKind::Backward;
+  EXPECT_EQ(parseError(bad), "plan.mltplan: evaluation step call 1 does "
+                             "B1.0: an evaluation runs forward passes alone");
+  bad = plan;
+  rank0(bad).evalStep[1].microbatch = 2;
+  EXPECT_EQ(parseError(bad), "plan.mltplan: evaluation step call 1: does "
+                             "F1.0, which is not work of the call's "
+                             "micro-batch");
+  // The training body as an evaluation: it writes the gradients.
+  bad = plan;
+  for (size_t p = 0; p < rank0(bad).programs.size(); ++p)
+    if (rank0(bad).programs[p].name == kMicroStepProgram)
+      rank0(bad).evalStep[0].program = uint32_t(p);
+  EXPECT_THAT(parseError(bad),
+              HasSubstr("plan.mltplan: evaluation step call 0: program "
+                        "'micro_step' instruction "));
+  EXPECT_THAT(parseError(bad),
+              HasSubstr("writes gradient buffer 'grad:lm_head.weight'; an "
+                        "evaluation must leave the training state as it "
+                        "finds it"));
+
+  // On every rank or on none.
+  TinyModel dp;
+  dp.dp = 2;
+  Plan ranks = buildTinyPlan(dp);
+  ASSERT_EQ(parseError(ranks), "");
+  // (a program of no launch, so that the collectives still match)
+  ranks.ranks[1].programs.push_back(ProgramDesc{kEvalForwardProgram, {}});
+  ranks.ranks[1].evalStep = {
+      {uint32_t(ranks.ranks[1].programs.size() - 1), 0, {}, -1}};
+  EXPECT_EQ(parseError(ranks), "plan.mltplan: rank 1 has an evaluation step "
+                               "and rank 0 has none (a plan evaluates on "
+                               "every rank or on none)");
+}
+
 // Tests the structure checks on ranks.
 TEST(PlanTest, Ranks) {
   Plan plan = tinyPlan();

@@ -404,6 +404,29 @@ inline Plan buildTinyPlan(const TinyModel &m) {
                        ranks);
 }
 
+/// Gives every rank of a one-rank-per-data-shard tiny plan (buildTinyPlan,
+/// dp 1) an evaluation step as the compiler makes one: a program
+/// `eval_forward` of micro_step's forward launches (up to its loss, which
+/// it writes), called once per micro-batch with its forward item.
+inline void addTinyEvaluation(Plan &plan) {
+  for (RankPlan &rank : plan.ranks) {
+    const ProgramDesc *micro = rank.findProgram(kMicroStepProgram);
+    ProgramDesc eval;
+    eval.name = kEvalForwardProgram;
+    const std::optional<size_t> loss = rank.findBuffer(kLossOutput);
+    for (const InstructionDesc &inst : micro->instructions) {
+      eval.instructions.push_back(inst);
+      if (loss && inst.outputs == std::vector<uint32_t>{uint32_t(*loss)})
+        break;
+    }
+    rank.programs.push_back(std::move(eval));
+    for (int64_t mb = 0; mb < plan.model.microbatches; ++mb)
+      rank.evalStep.push_back(
+          {uint32_t(rank.programs.size() - 1), int32_t(mb),
+           {WorkItem{WorkKind::Forward, uint32_t(mb), 0}}, -1});
+  }
+}
+
 /// The layout of one flat bucket of a partitioned optimizer: its
 /// parameters' element ranges (each starting at a multiple of `align`
 /// elements, so that every view is aligned in the arena), the size of each

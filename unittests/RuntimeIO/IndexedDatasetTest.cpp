@@ -19,6 +19,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include <sys/stat.h>
 
@@ -688,6 +689,160 @@ TEST_F(IndexedDatasetTest, DescriptionsTellDataApart) {
             "the checkpoint was trained on 2 datasets (a, c), this run reads "
             "1 (a)");
   EXPECT_FALSE(checkSameData("[]", a).isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// --split: each dataset's documents (a token file's samples) cut in two
+//===----------------------------------------------------------------------===//
+
+TEST(DataSplitTest, ParsesTwoPositiveWeights) {
+  StatusOr<DataSplit> split = parseDataSplit("98,2");
+  ASSERT_OK(split);
+  EXPECT_EQ(split->train, 98.0);
+  EXPECT_EQ(split->eval, 2.0);
+  EXPECT_EQ(split->text, "98,2");
+  for (const char *bad : {"98", "98,0", "0,2", "a,b", "98,2,1", "-1,2", "",
+                          "inf,1", ","})
+    EXPECT_THAT(errorOf(parseDataSplit(bad)),
+                HasSubstr("expected two positive numbers TRAIN,EVAL"))
+        << bad;
+}
+
+TEST(DataSplitTest, CutsAsMegatronRounds) {
+  // get_train_valid_test_split_'s indices, computed by hand (Python's
+  // round takes halves to even).
+  struct Case {
+    uint64_t count;
+    double train, eval;
+    uint64_t end;
+  };
+  for (const Case &c : std::vector<Case>{{1000, 98, 2, 980},
+                                         {10, 98, 2, 10},
+                                         {3, 1, 1, 1},
+                                         {5, 1, 1, 3},
+                                         {7, 2, 1, 5},
+                                         {11096, 90, 10, 9986},
+                                         {1, 1, 1, 1},
+                                         {0, 1, 1, 0}})
+    EXPECT_EQ(splitPoint(c.count, {c.train, c.eval, ""}), c.end)
+        << c.count << " at " << c.train << "," << c.eval;
+}
+
+TEST_F(IndexedDatasetTest, SplitPartsNeverShareADocument) {
+  // Document d holds tokens d + 1 alone, so a sample names its documents.
+  std::mt19937_64 rng(17);
+  std::vector<std::vector<int32_t>> documents(50);
+  for (size_t d = 0; d < documents.size(); ++d)
+    documents[d].assign(size_t(rng() % 9), int32_t(d + 1));
+  writeDataset(path("corpus"), documents);
+  const DataSplit split{80, 20, "80,20"};
+  StatusOr<OpenedData> opened =
+      openTrainingData({{1, path("corpus")}}, 4, 64, {}, split);
+  ASSERT_OK(opened);
+  ASSERT_TRUE(opened->heldOut);
+  const int32_t cut = 40; // 80% of 50 documents
+  std::vector<int32_t> inputs(4), labels(4);
+  for (bool shuffle : {false, true})
+    for (int64_t position = 0; position < 500; ++position) {
+      opened->data->sampleAt(position, shuffle, 3, inputs.data(),
+                             labels.data());
+      for (int32_t token : labels)
+        ASSERT_LE(token, cut) << "a training sample read a held-out document";
+      opened->heldOut->sampleAt(position, shuffle, 3, inputs.data(),
+                                labels.data());
+      for (int32_t token : labels)
+        ASSERT_GT(token, cut) << "a held-out sample read a training document";
+    }
+  // Each part is the dataset of its documents alone.
+  std::vector<std::vector<int32_t>> trainPart(documents.begin(),
+                                              documents.begin() + cut),
+      heldPart(documents.begin() + cut, documents.end());
+  for (int64_t position = 0; position < 100; ++position) {
+    opened->data->sampleAt(position, true, 3, inputs.data(), labels.data());
+    std::vector<int32_t> expected = naiveSample(trainPart, 4, position, true, 3);
+    ASSERT_EQ(inputs, std::vector<int32_t>(expected.begin(), expected.end() - 1));
+    opened->heldOut->sampleAt(position, false, 3, inputs.data(),
+                              labels.data());
+    expected = naiveSample(heldPart, 4, position, false, 3);
+    ASSERT_EQ(inputs, std::vector<int32_t>(expected.begin(), expected.end() - 1));
+  }
+  EXPECT_THAT(opened->summary,
+              HasSubstr("(--split 80,20: 40 documents train, 10 held out)"));
+  EXPECT_EQ(opened->heldOutSummary, "the last 10 documents of corpus");
+}
+
+TEST_F(IndexedDatasetTest, ATokenFileSplitsBetweenItsSamples) {
+  // Sample k of seq_len 3 holds tokens k (4 each).
+  std::string bytes;
+  for (uint16_t k = 0; k < 20; ++k)
+    for (int t = 0; t < 4; ++t)
+      put<uint16_t>(bytes, k);
+  writeBytes(path("tokens.u16"), bytes);
+  StatusOr<OpenedData> opened = openTrainingData(
+      {{1, path("tokens.u16")}}, 3, 32, {}, DataSplit{3, 1, "3,1"});
+  ASSERT_OK(opened);
+  std::vector<int32_t> inputs(3), labels(3);
+  std::set<int32_t> trained, held;
+  for (int64_t position = 0; position < 200; ++position) {
+    opened->data->sampleAt(position, true, 9, inputs.data(), labels.data());
+    trained.insert(inputs[0]);
+    opened->heldOut->sampleAt(position, true, 9, inputs.data(),
+                              labels.data());
+    held.insert(inputs[0]);
+  }
+  EXPECT_EQ(trained.size(), 15u);
+  EXPECT_EQ(*trained.rbegin(), 14);
+  EXPECT_EQ(held, (std::set<int32_t>{15, 16, 17, 18, 19}));
+  // In file order the held-out part starts at its first sample.
+  opened->heldOut->sampleAt(0, false, 9, inputs.data(), labels.data());
+  EXPECT_EQ(inputs, (std::vector<int32_t>{15, 15, 15}));
+  EXPECT_EQ(opened->heldOut->distinctSamples(100), 5);
+  EXPECT_EQ(opened->data->distinctSamples(10), 10);
+}
+
+TEST_F(IndexedDatasetTest, SplitsAreDescribedAndRefusedWhenAPartIsEmpty) {
+  writeDataset(path("a"), {{1, 2, 3}, {4, 5}, {6, 7, 8}, {9, 1}});
+  auto describe = [&](std::optional<DataSplit> split) {
+    StatusOr<OpenedData> opened =
+        openTrainingData({{1, path("a")}}, 1, 10, {}, split);
+    EXPECT_TRUE(opened.isOk()) << opened.status().message();
+    return opened ? opened->description : std::string();
+  };
+  const std::string whole = describe(std::nullopt);
+  const std::string half = describe(DataSplit{1, 1, "1,1"});
+  EXPECT_TRUE(checkSameData(half, describe(DataSplit{2, 2, "2,2"})).isOk())
+      << "the same cut";
+  EXPECT_EQ(checkSameData(whole, half).message(),
+            path("a") + " trains on its first 2 documents (--split), the "
+                        "checkpoint on all of it");
+  EXPECT_EQ(checkSameData(half, describe(DataSplit{3, 1, "3,1"})).message(),
+            path("a") + " trains on its first 3 documents (--split), the "
+                        "checkpoint on its first 2 documents (--split)");
+  EXPECT_EQ(errorOf(openTrainingData({{1, path("a")}}, 1, 10, {},
+                                     DataSplit{99, 1, "99,1"})),
+            "--split 99,1: " + path("a") +
+                " has 4 documents, which leaves none held out (each part "
+                "needs one at least)");
+  // A part too short for one sample.
+  EXPECT_EQ(errorOf(openTrainingData({{1, path("a")}}, 4, 10, {},
+                                     DataSplit{3, 1, "3,1"})),
+            "--split 3,1: the part held out: " + path("a") +
+                ": 2 tokens in 1 documents (documents 3 to 3 of 4), fewer "
+                "than one sample of seq_len + 1 = 5");
+}
+
+TEST_F(IndexedDatasetTest, ABlendRepeatsWhereADatasetStartsOver) {
+  std::string bytes;
+  for (uint16_t k = 0; k < 12; ++k)
+    put<uint16_t>(bytes, k);
+  writeBytes(path("four.u16"), bytes);   // 4 samples of seq_len 2
+  writeBytes(path("other.u16"), bytes + bytes); // 8
+  StatusOr<OpenedData> blend = openTrainingData(
+      {{1, path("four.u16")}, {1, path("other.u16")}}, 2, 16);
+  ASSERT_OK(blend);
+  // Alternating a, b, a, b...: the fifth sample of `four` is position 8.
+  EXPECT_EQ(blend->data->distinctSamples(100), 8);
+  EXPECT_EQ(blend->data->distinctSamples(5), 5);
 }
 
 } // namespace

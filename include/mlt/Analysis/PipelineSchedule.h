@@ -75,10 +75,14 @@ struct PipelineSchedule {
   /// one backward in turn (1f1b, interleaved), the forwards stage s runs
   /// before it (all of them when it has none); empty for the others.
   std::vector<int64_t> warmup;
+  /// Forward items alone: the evaluation step's schedule
+  /// (forwardSchedule), which has no backward pass.
+  bool forwardOnly = false;
 
   /// Checks the schedule (see the file comment); every forward and backward
-  /// of every (micro-batch, chunk) exactly once per stage, no W items unless
-  /// `splitWeightGradients`. On failure `why` says what is wrong first.
+  /// of every (micro-batch, chunk) exactly once per stage (forwards alone
+  /// when `forwardOnly`), no W items unless `splitWeightGradients`. On
+  /// failure `why` says what is wrong first.
   bool verify(std::string *why = nullptr,
               bool splitWeightGradients = false) const;
 
@@ -213,6 +217,18 @@ std::optional<PipelineSchedule>
 buildStageSchedule(ScheduleKind kind, int64_t stages, int64_t chunks,
                    int64_t microbatches, int64_t groupSize = 0,
                    std::string *why = nullptr);
+
+/// The evaluation step's schedule: `training`'s forward items alone, in
+/// its order on every stage (1F1B's, GPipe's and ZB-H1's F0 F1 ... F(M-1);
+/// the interleaved schedule's groups of micro-batches per chunk), every
+/// stage's warmup all of its items (a forward-only schedule has no steady
+/// state). Its transfers are placed by the training schedule's rule: each
+/// forward's receive right before it and its send right after it, where a
+/// stage's send of micro-batch k meets the next stage's receive of k after
+/// that stage's send of k - 1, so no stage waits in a cycle; the
+/// interleaved schedule's by its rounds, free of deadlock for any schedule
+/// (placeTransfers). forwardOnly is set, and verify checks it so.
+PipelineSchedule forwardSchedule(const PipelineSchedule &training);
 
 /// ZB-H1, the first handcrafted schedule of the zero-bubble paper (Qi et
 /// al., ICLR 2024): the backward split into B (input gradients, on the

@@ -37,6 +37,10 @@ struct TrainOptions {
   /// rank) and tokens per sequence.
   int64_t batch = 0;
   int64_t seqLen = 0;
+  /// Compile the evaluation body beside the training step
+  /// (mlt-attach-evaluation): `eval_forward` and each rank's evaluation
+  /// step, which `mlt-run --eval-data` and `--split` run.
+  bool evaluation = false;
   /// Print the stage split with each stage's predicted share (stderr).
   bool printStageSplit = false;
 

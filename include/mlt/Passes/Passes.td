@@ -208,6 +208,59 @@ def MLTAutodiff : Pass<"mlt-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MLTAttachEvaluation : Pass<"mlt-attach-evaluation", "::mlir::ModuleOp"> {
+  let summary = "adds the forward-only body that evaluates the loss on held-out data";
+  let description = [{
+    Creates `@eval_forward`, the forward pass and loss of `@forward` alone
+    (unrolled, as `@micro_step`'s forward is): what `mlt-run --eval-data`
+    runs between training steps to measure the loss on held-out batches,
+    with no backward pass, no gradient and no optimizer update. It runs
+    before mlt-autodiff, on each pipeline stage's module (and each model
+    chunk's), so that every later pass carries it as it carries
+    `@micro_step`: sharding propagation and mlt-spmdize make it per-rank
+    (with the forward's collectives), the recompute passes leave it alone
+    (it has no backward pass to recompute in), mlt-lower-to-runtime lowers
+    it to the program `eval_forward` (the loss by a forward-only
+    cross-entropy), mlt-schedule-pipeline calls it from `mlt_rt.step
+    @eval_step` (every micro-batch's forward, in the training schedule's
+    forward order, with a pipeline's transfers), and mlt-plan-memory places
+    its temporaries in the arena's space for activations, which is free
+    between steps.
+
+    Why a clone of `@forward` before autodiff rather than the forward half
+    of the lowered `@micro_step`: the lowered forward keeps what its
+    backward reads (attention statistics, the logits' gradient written with
+    the loss, per-slot activations under a pipeline), so reusing it would
+    leave the evaluation with the training body's memory and kernels; a
+    function of its own is lowered for what it computes alone.
+
+    A stage before the last returns no loss and sends its output on, as in
+    `@forward`. Shapes must be static (run `mlt-specialize-shapes` first).
+
+    Before:
+    ```mlir
+    func.func @forward(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) -> tensor<f32> {
+      %0 = mlt.repeat %layer = 0 to 2 iter_args(%h = %x) -> (...) { ... }
+      ...
+      %loss = mlt.cross_entropy %logits, %labels : ...
+      return %loss : tensor<f32>
+    }
+    ```
+    After, in addition:
+    ```mlir
+    func.func @eval_forward(%tokens: tensor<4x32xi32>, %labels: tensor<4x32xi32>) -> tensor<f32> {
+      ... layer 0's ops, layer 1's ops ...
+      %loss = mlt.cross_entropy %logits, %labels : ...
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "the function (forward pass and loss) to evaluate">
+  ];
+}
+
 def MLTAttachOptimizer : Pass<"mlt-attach-optimizer", "::mlir::ModuleOp"> {
   let summary = "adds the AdamW step with global gradient-norm clipping";
   let description = [{
@@ -680,7 +733,12 @@ def MLTLowerToRuntime : Pass<"mlt-lower-to-runtime", "::mlir::ModuleOp"> {
       get a copy per micro-batch (`per_microbatch N`), and each micro-step
       body records where its backward pass starts (`backward_start`: its
       first launch that reads the constant `mlt-autodiff` marked
-      `mlt.loss_seed`), where mlt-schedule-pipeline may split it.
+      `mlt.loss_seed`), where mlt-schedule-pipeline may split it;
+    - the evaluation body `@eval_forward` (mlt-attach-evaluation), where the
+      module has one, becomes the program `eval_forward` over the same
+      `tokens`, `labels` and `loss` (its arguments and loss must have their
+      types), its loss by `cross_entropy_fwd` (or the statistics kernels):
+      it has no gradient to fuse.
 
     Everything else is erased; the module keeps its `mlt.model` attribute.
 
@@ -912,6 +970,22 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
     other schedules, by rounds for the interleaved one, which keeps a
     backward's slot until its send when that comes later.
 
+    A module with the evaluation body (`@eval_forward`,
+    mlt-attach-evaluation; `c<c>.eval_forward` per chunk) also gets
+    `mlt_rt.step @eval_step`, what the runtime runs to evaluate the loss
+    between training steps: the schedule's forward items alone, in its
+    order (`forwardSchedule`), each a call of the evaluation body; on a
+    pipeline stage wrapped in its own transfers (`eval_forward_recv`,
+    `eval_forward_send`), placed by the training schedule's rule, with the
+    temporaries a transfer and the body share kept per slot, as above.
+
+    ```mlir
+    mlt_rt.step @eval_step {
+      mlt_rt.call @eval_forward microbatch 0 work [F0.0]
+      mlt_rt.call @eval_forward microbatch 1 work [F1.0]
+    }
+    ```
+
     After (`microbatches=3`):
     ```mlir
     mlt_rt.step @step {
@@ -1072,7 +1146,9 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
     verifier's race check proves no launch reads a bucket before its
     gather. The runtime's refresh_parameter_copies, run after it writes
     parameters, gathers them too, so the first step's forward reads whole
-    parameters.
+    parameters. An evaluation step (`@eval_step`, mlt-attach-evaluation),
+    which runs between steps, starts with a call of
+    `@eval_gather_parameters`, the same gathers on the compute stream.
 
     Every launch on the compute stream keeps its order, so the sums are the
     same bits; only their time changes. Without such reductions (one rank,

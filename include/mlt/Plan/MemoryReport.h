@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 
 namespace mlt::rt {
 
@@ -43,6 +44,10 @@ struct RankMemory {
   /// Elements of the parameters the rank's forward pass reads (its blocks
   /// of them): what "per parameter" divides by.
   int64_t parameterElements = 0;
+  /// With an evaluation step: the bytes its programs' temporaries span,
+  /// inside `temporaries` (the evaluation runs between training steps,
+  /// when the training step's activations are dead).
+  std::optional<uint64_t> evaluation;
 
   /// Persistent bytes per parameter element: parameters, copies, gradients
   /// and optimizer state over parameterElements (0 without parameters).
@@ -66,6 +71,8 @@ int zeroStage(const Plan &plan);
 ///   memory per rank (ranks 0-1):
 ///     parameters        1.53 MiB   2.00 B/param (f32 master weights)
 ///     ...
+///     activations, temps 7.30 MiB  (their planned peak)
+///       evaluation       0.12 MiB  (with an evaluation step: its share)
 ///     arena            20.63 MiB   (the rank's peak)
 void printMemoryReport(const Plan &plan, std::ostream &os);
 

@@ -200,6 +200,14 @@ struct CallDesc {
   int32_t slot = -1;
 };
 
+/// A rank's lists of calls: the training step, and the evaluation step
+/// (every micro-batch's forward pass and loss alone, Plan.fbs's
+/// `eval_step`).
+enum class StepKind : uint8_t { Training, Evaluation };
+
+/// "step" or "evaluation step", for messages.
+const char *stepKindName(StepKind kind);
+
 /// Everything one rank holds and runs. A decoded plan's ranks share the
 /// buffers and programs they have alike (SharedVector.h).
 struct RankPlan {
@@ -210,6 +218,14 @@ struct RankPlan {
   /// The training step: the calls the runtime makes, in order, each after
   /// the previous one has ended on every stream.
   std::vector<CallDesc> step;
+  /// The evaluation step, run as the step is (between two training steps,
+  /// or before the first); empty: the plan cannot evaluate.
+  std::vector<CallDesc> evalStep;
+
+  /// The calls of the step of `kind`.
+  const std::vector<CallDesc> &calls(StepKind kind) const {
+    return kind == StepKind::Training ? step : evalStep;
+  }
 
   /// The schedule the step does: every call's work, in order ("F0.0 B0.0
   /// F1.0 B1.0").
@@ -231,9 +247,11 @@ struct TransferGroup {
   size_t begin = 0;
   size_t end = 0;
 };
-/// The transfer groups of `rank`'s step, in order: each maximal run of
-/// consecutive calls of transfer programs (programs in range: verifyStep).
-std::vector<TransferGroup> transferGroups(const RankPlan &rank);
+/// The transfer groups of `rank`'s step of `kind`, in order: each maximal
+/// run of consecutive calls of transfer programs (programs in range:
+/// verifyStep).
+std::vector<TransferGroup> transferGroups(const RankPlan &rank,
+                                          StepKind kind = StepKind::Training);
 
 /// The model and run shape that the plan was compiled for.
 struct ModelInfo {
@@ -272,6 +290,10 @@ struct Plan {
 /// The plan's mesh as a Mesh; fails when the plan has no mesh (a single
 /// rank) or when its axes are malformed (verifyPlanStructure checks them).
 StatusOr<Mesh> planMesh(const Plan &plan);
+
+/// Whether the plan has an evaluation step (every rank has one, or none:
+/// verifyTrainingContract).
+bool hasEvaluation(const Plan &plan);
 
 //===----------------------------------------------------------------------===//
 // Reading and writing
@@ -367,17 +389,19 @@ std::string serializePlan(const Plan &plan);
 /// it) ordered by tokens; sends and receives with their peer inside their
 /// axis, in transfer programs of transfers alone, on stream 0, and no
 /// transfer of a transfer group writing what another touches
-/// (verifyRankTransfers, TransferCheck.h). Without a mesh, a rank may
-/// launch no collective and no transfer.
+/// (verifyRankTransfers, TransferCheck.h). The evaluation step's calls are
+/// held to what the step's are. Without a mesh, a rank may launch no
+/// collective and no transfer.
 Status verifyRank(const RankPlan &rank, const std::vector<MeshAxis> &mesh = {});
 
 /// The mesh (axes named as Mesh::create requires, world_size their product,
 /// or 1 without a mesh), ranks numbered 0..world_size-1 in order, verifyRank
-/// for every rank, and collectives that match across ranks: in every program,
-/// the members of each axis group launch the same collectives (kind, type,
-/// count) on that axis in the same order; and the step's sends and receives
-/// matched per ordered pair of ranks, and the step free of deadlock
-/// (verifyTransfers, TransferCheck.h).
+/// for every rank, and collectives that match across ranks: in every program
+/// and in each step (the training and the evaluation step), the members of
+/// each axis group launch the same collectives (kind, type, count) on that
+/// axis in the same order; and each step's sends and receives matched per
+/// ordered pair of ranks, and each step free of deadlock (verifyTransfers,
+/// TransferCheck.h).
 Status verifyPlanStructure(const Plan &plan);
 
 /// The training contract of PlanFormat.h, on every rank: a step of calls
@@ -407,7 +431,12 @@ Status verifyPlanStructure(const Plan &plan);
 /// (ModelConfig.h: a JSON object whose vocab_size and
 /// max_position_embeddings are the model info's; a whole LLaMA's exactly
 /// the plan's parameters, and its launches causal attention and the
-/// config's head_dim, rope_theta and rms_norm_eps).
+/// config's head_dim, rope_theta and rms_norm_eps). And the evaluation
+/// step, on every rank or on none: a call of every micro-batch, forward
+/// items alone, and programs that write no gradient or optimizer state,
+/// and no parameter or compute copy but by an all_gather (a partitioned
+/// optimizer's gathers of its buckets): an evaluation leaves the training
+/// state as it finds it.
 Status verifyTrainingContract(const Plan &plan);
 
 /// The plan rank that reports the loss: the lowest that computes it (rank

@@ -33,7 +33,10 @@ namespace mlt::rt {
 /// high_freq_factor). Version 8: the checksum trailer (below). Version 9:
 /// context parallelism: rope's and attention's `axis` and attention's
 /// `kv_seq`, and the model's `sequence_chunks` (the load-balanced order the
-/// tokens are fed in).
+/// tokens are fed in). Each rank's `eval_step` (the evaluation step) was
+/// added to version 9 without a new number: a field of its own that a
+/// reader of version 9 without it ignores, training as before, and whose
+/// absence a reader with it takes as "this plan cannot evaluate".
 inline constexpr uint32_t kPlanFormatVersion = 9;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
@@ -135,6 +138,19 @@ inline constexpr const char *kBackwardWeightLastProgram =
 inline constexpr const char *kBackwardWeightOnlyProgram =
     "backward_weight_only";
 inline constexpr const char *kOptimizerStepProgram = "optimizer_step";
+/// The evaluation body (mlt-attach-evaluation): the forward pass and loss
+/// of one micro-batch, writing its copy of "loss" and nothing the training
+/// step keeps (no gradient, parameter or optimizer state). The plan's
+/// evaluation step (a rank's `eval_step`, Plan.fbs) calls it for every
+/// micro-batch (under pipeline stages with its transfers,
+/// `eval_forward_recv` and `eval_forward_send`; on an interleaved stage
+/// per chunk, `c<chunk>.eval_forward`).
+inline constexpr const char *kEvalForwardProgram = "eval_forward";
+/// Under a partitioned optimizer whose parameter all-gathers run under the
+/// next step's first forward pass (mlt-schedule-overlap), the evaluation
+/// step starts with those gathers: an evaluation between steps reads whole
+/// parameters.
+inline constexpr const char *kEvalGatherProgram = "eval_gather_parameters";
 
 //===----------------------------------------------------------------------===//
 // Buffers the runtime writes (kind Input) and reads (kind Output)

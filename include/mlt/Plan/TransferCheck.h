@@ -62,12 +62,13 @@ Status verifyRankTransfers(const RankPlan &rank,
                            const std::vector<MeshAxis> &mesh);
 
 /// The transfers across ranks (part of verifyPlanStructure, after every
-/// rank and the collectives have been checked): for every ordered pair of
-/// ranks (src, dst), src's sends to dst over its step equal dst's receives
-/// from src, in order, with the same count and element type (the first
-/// unmatched transfer is named); and the step cannot deadlock (see the top
-/// of this file; the ranks that would wait forever are named, with what
-/// they wait for).
+/// rank and the collectives have been checked), in each step (the training
+/// step, then the evaluation step): for every ordered pair of ranks (src,
+/// dst), src's sends to dst over its step equal dst's receives from src,
+/// in order, with the same count and element type (the first unmatched
+/// transfer is named); and the step cannot deadlock (see the top of this
+/// file; the ranks that would wait forever are named, with what they wait
+/// for).
 Status verifyTransfers(const Plan &plan, const Mesh &mesh);
 
 namespace transfer_check {
@@ -105,8 +106,10 @@ struct BlockingEvent {
 };
 using StepEvents = std::vector<std::vector<BlockingEvent>>;
 
-/// The events of every rank's step of a plan that verifyRank accepted.
-StepEvents stepEvents(const Plan &plan, const Mesh &mesh);
+/// The events of every rank's step of `kind` of a plan that verifyRank
+/// accepted.
+StepEvents stepEvents(const Plan &plan, const Mesh &mesh,
+                      StepKind kind = StepKind::Training);
 
 /// Plays `events` out (see the top of this file) and returns, for every
 /// rank, the index of the event it stops at: events[r].size() when it

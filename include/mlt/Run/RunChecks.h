@@ -22,8 +22,14 @@ namespace mlt::run {
 /// options that only mean something with another.
 Status validate(const RunOptions &options);
 
+/// The evaluation's options (part of validate): --eval-data or --split,
+/// not both; --eval-every and --eval-iters (at least 1) only with one of
+/// them; --steps 0 (an evaluation of the weights a run starts from) only
+/// with one of them, and without the options that need a step.
+Status validateEvaluation(const RunOptions &options);
+
 /// The paths, before anything is compiled or trained: the inputs (the
-/// model, --data, --init-from) are files (a FIFO would block, a device
+/// model, --data, --eval-data, --init-from) are files (a FIFO would block, a device
 /// would be read forever), the outputs (--log-json, --dump-grads,
 /// --emit-plan, --trace, and --save-hf's directory) have their directory
 /// and nothing in their place that writing them would replace (a device

@@ -54,6 +54,11 @@ struct RunSummary {
   int64_t steps = 0;
   /// The data, as the run opened it (TokenData.h's summary).
   std::string data;
+  /// With --eval-data or --split: the evaluation data's summary, the
+  /// batches each evaluation reads, and how often one runs (0: after the
+  /// last step only).
+  std::string evaluation;
+  int64_t evalIters = 0, evalEvery = 0;
 };
 
 /// A training checkpoint saved (--save-checkpoint).
@@ -108,6 +113,9 @@ public:
   /// A step ended, of the run's `steps`, at the run's `pace` so far.
   virtual void step(const rt::StepMetrics &metrics, const StepProgress &pace,
                     int64_t steps);
+  /// An evaluation of the loss on held-out data ran (--eval-data,
+  /// --split), after step `metrics.step` (0: before training).
+  virtual void evaluated(const rt::EvalMetrics &metrics);
   /// The run trained every step: what it came to.
   virtual void finished(const RunTotals &totals);
   /// --save-checkpoint: a checkpoint written and committed.

@@ -37,6 +37,15 @@ struct RunOptions {
   uint64_t seed = 1234;
   /// --data: the datasets and their weights; empty: the bundled corpus.
   std::vector<rt::DataSourceSpec> data;
+  /// --eval-data: the held-out datasets (and weights) that evaluations
+  /// read; or --split: each dataset of --data cut into the part that
+  /// trains and the part held out for evaluation (DataBlend.h).
+  std::vector<rt::DataSourceSpec> evalData;
+  std::optional<rt::DataSplit> split;
+  /// --eval-every N: an evaluation every N steps (and at the end, as
+  /// without it); --eval-iters K: the global batches each evaluates
+  /// (default kDefaultEvalIters).
+  std::optional<int64_t> evalEvery, evalIters;
   bool shuffle = true;
   bool allowDataChange = false;
   /// --allow-optimizer-change: with --resume, go on with a learning rate,
@@ -81,6 +90,12 @@ struct RunOptions {
   std::optional<int64_t> gpus;
   uint64_t gpuMemory = 0;
 
+  /// The batches an evaluation runs without --eval-iters.
+  static constexpr int64_t kDefaultEvalIters = 10;
+
+  /// Whether the run evaluates on held-out data (--eval-data or --split),
+  /// so that its plan needs the evaluation step.
+  bool evaluates() const { return !evalData.empty() || split.has_value(); }
   /// Whether layout option `name` was given.
   bool given(const char *name) const { return layoutGiven.count(name) > 0; }
   /// Whether the run trains (rather than only prints or writes the plan).

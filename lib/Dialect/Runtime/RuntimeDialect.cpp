@@ -308,6 +308,23 @@ LogicalResult StepOp::verify() {
 #define GET_OP_CLASSES
 #include "mlt/Dialect/Runtime/RuntimeOps.cpp.inc"
 
+namespace {
+StepOp stepNamed(mlir::ModuleOp module, llvm::StringRef name) {
+  for (StepOp step : module.getOps<StepOp>())
+    if (step.getSymName() == name)
+      return step;
+  return {};
+}
+} // namespace
+
+StepOp mlt::rt_ir::trainingStep(mlir::ModuleOp module) {
+  return stepNamed(module, kTrainingStepName);
+}
+
+StepOp mlt::rt_ir::evalStep(mlir::ModuleOp module) {
+  return stepNamed(module, kEvalStepName);
+}
+
 bool LaunchOp::isTransfer() {
   const mlt::rt::KernelSignature *kernel =
       mlt::rt::lookupKernel(getKernel().str());

@@ -339,8 +339,10 @@ Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
     copiesStale_ = false;
   ++replay.runs;
   if (replay.capture && !profiling_) {
-    position_.at(program ? uint32_t(rank_.step.size() + *program) : kStepCall,
-                 kWholeCall, RankActivity::Running);
+    if (tracksPosition_)
+      position_.at(program ? uint32_t(rank_.step.size() + *program)
+                           : kStepCall,
+                   kWholeCall, RankActivity::Running);
     MLT_RETURN_IF_ERROR(device_->replay(*replay.capture));
     return wait ? synchronize() : Status::ok();
   }
@@ -391,16 +393,37 @@ Status Executor::run(size_t programIndex, bool wait) {
 Status Executor::runStep(bool wait) {
   if (rank_.step.empty())
     return errorf("the plan has no step");
+  return runCalls(StepKind::Training, stepReplay_, wait);
+}
+
+Status Executor::runEvalStep(bool wait) {
+  if (rank_.evalStep.empty())
+    return errorf("the plan has no evaluation step");
+  return runCalls(StepKind::Evaluation, evalStepReplay_, wait);
+}
+
+Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
+  const std::vector<CallDesc> &step = rank_.calls(kind);
+  const std::string what = stepKindName(kind);
+  // The evaluation step runs between training steps, where the position
+  // stays outside (Position.h: the hang watchdog times training steps
+  // alone, and the position's calls are the training step's).
+  struct Recording {
+    bool &flag;
+    bool saved;
+    ~Recording() { flag = saved; }
+  } recording{tracksPosition_, tracksPosition_};
+  tracksPosition_ = kind == StepKind::Training;
   return runReplayed(
-      stepReplay_, std::nullopt,
+      replay, std::nullopt,
       [&]() -> Status {
-        for (size_t c = 0; c < rank_.step.size();) {
-          const CallDesc &call = rank_.step[c];
+        for (size_t c = 0; c < step.size();) {
+          const CallDesc &call = step[c];
           if (!programs_[call.program].transfers) {
             Status status =
                 launchAll(call.program, uint32_t(c), call.microbatch, call.slot);
             if (!status)
-              return std::move(status).withContext("step call " +
+              return std::move(status).withContext(what + " call " +
                                                    std::to_string(c));
             ++c;
             continue;
@@ -408,15 +431,13 @@ Status Executor::runStep(bool wait) {
           // A transfer group: this call and the transfer calls after it.
           std::vector<TransferCall> group;
           const size_t first = c;
-          for (; c < rank_.step.size() &&
-                 programs_[rank_.step[c].program].transfers;
-               ++c)
-            group.push_back({rank_.step[c].program, rank_.step[c].microbatch,
-                             rank_.step[c].slot, uint32_t(c)});
+          for (; c < step.size() && programs_[step[c].program].transfers; ++c)
+            group.push_back({step[c].program, step[c].microbatch,
+                             step[c].slot, uint32_t(c)});
           Status status = runTransferGroup(group);
           if (!status)
             return std::move(status).withContext(
-                "step calls " + std::to_string(first) + ".." +
+                what + " calls " + std::to_string(first) + ".." +
                 std::to_string(c - 1) + " (a transfer group)");
         }
         return Status::ok();
@@ -524,9 +545,10 @@ Status Executor::runTransferGroup(const std::vector<TransferCall> &calls) {
   // The group's place is its first transfer's.
   const RankActivity activity =
       launchActivity(*programs_.at(calls.front().program).instructions[0].inst);
-  position_.at(calls.front().call, 0, activity);
+  if (tracksPosition_)
+    position_.at(calls.front().call, 0, activity);
   Status status = device_->exchange(mesh_.at(*axis).name, transfers);
-  if (activity == RankActivity::Waiting)
+  if (tracksPosition_ && activity == RankActivity::Waiting)
     position_.setActivity(RankActivity::Running);
   return status;
 }
@@ -541,7 +563,7 @@ RankActivity Executor::launchActivity(const InstructionDesc &inst) const {
 }
 
 Status Executor::holdIfStalled(uint32_t call, uint32_t instruction) {
-  if (!stall_ || call >= rank_.step.size() ||
+  if (!stall_ || !tracksPosition_ || call >= rank_.step.size() ||
       position_.step() != stall_->step ||
       launchOffsets_[call] + instruction != stall_->launch)
     return Status::ok();
@@ -567,14 +589,15 @@ Status Executor::launchAll(size_t programIndex, uint32_t call,
     if (profiling_)
       profiled_.push_back({{programIndex, i}});
     const RankActivity activity = launchActivity(*p.inst);
-    position_.at(call, uint32_t(i), activity);
+    if (tracksPosition_)
+      position_.at(call, uint32_t(i), activity);
     if (p.copied.empty() || (microbatch <= 0 && slot <= 0)) {
       status = device_->launch(*p.inst, p.inputs, p.outputs);
     } else {
       resolveCopies(p, microbatch, slot, inputs, outputs);
       status = device_->launch(*p.inst, inputs, outputs);
     }
-    if (activity == RankActivity::Waiting)
+    if (tracksPosition_ && activity == RankActivity::Waiting)
       position_.setActivity(RankActivity::Running);
     if (!status) {
       std::ostringstream context;

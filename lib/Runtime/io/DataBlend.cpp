@@ -220,10 +220,70 @@ void BlendedData::sampleAt(int64_t position, bool shuffle, uint64_t seed,
       sample, shuffle, blendComponentSeed(seed, dataset), inputs, labels);
 }
 
+int64_t BlendedData::distinctSamples(int64_t limit) const {
+  BlendSchedule schedule(schedule_.weights());
+  for (int64_t position = 0; position < limit; ++position) {
+    auto [dataset, sample] = schedule.at(position);
+    if (datasets_[dataset]->distinctSamples(sample + 1) <= sample)
+      return position;
+  }
+  return limit;
+}
+
+StatusOr<DataSplit> mlt::rt::parseDataSplit(const std::string &text) {
+  const size_t comma = text.find(',');
+  auto weight = [](const std::string &part, double &out) {
+    char *end = nullptr;
+    out = std::strtod(part.c_str(), &end);
+    return !part.empty() && end == part.c_str() + part.size() &&
+           std::isfinite(out) && out > 0;
+  };
+  DataSplit split;
+  split.text = text;
+  if (comma == std::string::npos ||
+      !weight(text.substr(0, comma), split.train) ||
+      !weight(text.substr(comma + 1), split.eval))
+    return errorf("expected two positive numbers TRAIN,EVAL (98,2: 98% of "
+                  "each dataset's documents train, 2% are held out for "
+                  "evaluation), got '",
+                  text, "'");
+  return split;
+}
+
+uint64_t mlt::rt::splitPoint(uint64_t count, const DataSplit &split) {
+  // Megatron's get_train_valid_test_split_ with two parts: Python's
+  // round, half to even (nearbyint in the default rounding mode).
+  const double total = split.train + split.eval;
+  const double n = double(count);
+  const int64_t trainEnd = int64_t(std::nearbyint(split.train / total * n));
+  const int64_t evalEnd =
+      trainEnd + int64_t(std::nearbyint(split.eval / total * n));
+  const int64_t moved = trainEnd - (evalEnd - int64_t(count));
+  return uint64_t(std::clamp<int64_t>(moved, 0, int64_t(count)));
+}
+
+namespace {
+
+/// With --split, where a dataset of `count` units (`unit`: "documents" or
+/// "samples") is cut; fails when a part would be empty.
+StatusOr<uint64_t> cutOf(const std::string &path, uint64_t count,
+                         const char *unit, const DataSplit &split) {
+  const uint64_t end = splitPoint(count, split);
+  if (end == 0 || end == count)
+    return errorf("--split ", split.text, ": ", path, " has ", count, " ",
+                  unit, ", which leaves ", end == 0 ? "none to train on"
+                                                    : "none held out",
+                  " (each part needs one at least)");
+  return end;
+}
+
+} // namespace
+
 StatusOr<OpenedData>
 mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
                           int64_t seqLen, int64_t vocab,
-                          const DataOpenProgress &progress) {
+                          const DataOpenProgress &progress,
+                          const std::optional<DataSplit> &split) {
   if (sources.empty())
     return errorf("no datasets");
   std::vector<double> shares;
@@ -231,11 +291,11 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
     shares.push_back(source.weight);
   shares = normalizedWeights(std::move(shares));
 
-  std::vector<std::unique_ptr<TrainingData>> datasets;
+  std::vector<std::unique_ptr<TrainingData>> datasets, heldOut;
   std::vector<double> weights;
   std::vector<ResolvedDataPath> resolvedSources;
   json described = json::array();
-  std::string summary;
+  std::string summary, heldOutSummary;
   for (size_t i = 0; i < sources.size(); ++i) {
     const DataSourceSpec &source = sources[i];
     const double weight = shares[i];
@@ -254,7 +314,23 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
       entry["format"] = extension;
       entry["tokens"] = tokens->numTokens();
       name = baseName(resolved->path);
-      datasets.push_back(std::make_unique<TokenDataset>(std::move(*tokens)));
+      if (!split) {
+        datasets.push_back(std::make_unique<TokenDataset>(std::move(*tokens)));
+      } else {
+        const int64_t samples = tokens->numSamples();
+        StatusOr<uint64_t> cut =
+            cutOf(resolved->path, uint64_t(samples), "samples", *split);
+        if (!cut)
+          return cut.takeStatus();
+        auto shared = std::make_shared<TokenDataset>(std::move(*tokens));
+        datasets.push_back(
+            std::make_unique<TokenSampleRange>(shared, 0, int64_t(*cut)));
+        heldOut.push_back(std::make_unique<TokenSampleRange>(
+            shared, int64_t(*cut), samples - int64_t(*cut)));
+        entry["split"] = {{"unit", "samples"},
+                          {"train", *cut},
+                          {"held_out", uint64_t(samples) - *cut}};
+      }
     } else {
       const std::string binPath = resolved->path + ".bin";
       ScanProgress scan;
@@ -274,11 +350,49 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
       name = baseName(resolved->path) + " (" +
              std::to_string(indexed->numTokens()) + " tokens, " +
              std::to_string(indexed->numDocuments()) + " documents)";
+      const uint64_t documents = indexed->numDocuments();
+      uint64_t cut = documents;
+      if (split) {
+        StatusOr<uint64_t> at =
+            cutOf(resolved->path, documents, "documents", *split);
+        if (!at)
+          return at.takeStatus();
+        cut = *at;
+        entry["split"] = {{"unit", "documents"},
+                          {"train", cut},
+                          {"held_out", documents - cut}};
+      }
+      auto shared = std::make_shared<const IndexedDataset>(std::move(*indexed));
       StatusOr<std::unique_ptr<IndexedData>> samples =
-          IndexedData::create(std::move(*indexed), seqLen);
+          IndexedData::create(shared, seqLen, {0, cut});
+      if (!samples && split)
+        return samples.takeStatus().withContext("--split " + split->text +
+                                                ": the part that trains");
       if (!samples)
         return samples.takeStatus();
       datasets.push_back(std::move(*samples));
+      if (split) {
+        StatusOr<std::unique_ptr<IndexedData>> held =
+            IndexedData::create(shared, seqLen, {cut, documents});
+        if (!held)
+          return held.takeStatus().withContext("--split " + split->text +
+                                               ": the part held out");
+        heldOut.push_back(std::move(*held));
+      }
+    }
+    if (split) {
+      const json &cut = entry["split"];
+      name += " (--split " + split->text + ": " +
+              std::to_string(cut["train"].get<uint64_t>()) + " " +
+              cut["unit"].get<std::string>() + " train, " +
+              std::to_string(cut["held_out"].get<uint64_t>()) +
+              " held out)";
+      heldOutSummary += (heldOutSummary.empty() ? "" : " + ") +
+                        (sources.size() > 1 ? formatWeight(weight) + " " : "") +
+                        "the last " +
+                        std::to_string(cut["held_out"].get<uint64_t>()) + " " +
+                        cut["unit"].get<std::string>() + " of " +
+                        baseName(resolved->path);
     }
     described.push_back(std::move(entry));
     resolvedSources.push_back(std::move(*resolved));
@@ -289,12 +403,17 @@ mlt::rt::openTrainingData(const std::vector<DataSourceSpec> &sources,
   OpenedData opened;
   opened.description = json{{"datasets", described}}.dump();
   opened.summary = summary;
+  opened.heldOutSummary = heldOutSummary;
   opened.sources = std::move(resolvedSources);
-  if (datasets.size() == 1)
-    opened.data = std::move(datasets.front());
-  else
-    opened.data =
-        std::make_unique<BlendedData>(std::move(datasets), std::move(weights));
+  auto blend = [&](std::vector<std::unique_ptr<TrainingData>> parts)
+      -> std::unique_ptr<TrainingData> {
+    if (parts.size() == 1)
+      return std::move(parts.front());
+    return std::make_unique<BlendedData>(std::move(parts), weights);
+  };
+  opened.data = blend(std::move(datasets));
+  if (split)
+    opened.heldOut = blend(std::move(heldOut));
   return opened;
 }
 
@@ -356,6 +475,17 @@ Status mlt::rt::checkSameData(const std::string &saved,
       return errorf(which, " is not the checkpoint's (", pathA,
                     "): the same sizes, but another index (another "
                     "tokenization?)");
+    // --split: the part that trains.
+    auto part = [](const json &entry) -> std::string {
+      auto it = entry.find("split");
+      if (it == entry.end() || !it->is_object())
+        return "all of it";
+      return "its first " + it->value("train", json()).dump() + " " +
+             it->value("unit", std::string("?")) + " (--split)";
+    };
+    if (part(a) != part(b))
+      return errorf(which, " trains on ", part(b), ", the checkpoint on ",
+                    part(a));
     const double wa = a.value("weight", 0.0), wb = b.value("weight", 0.0);
     if (std::fabs(wa - wb) > 1e-12 * std::max(std::fabs(wa), 1.0))
       return errorf(which, " has weight ", formatWeight(wb), " in the blend, ",

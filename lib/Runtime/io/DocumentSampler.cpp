@@ -102,30 +102,53 @@ void DocumentSampler::locate(int64_t position, bool shuffle, uint64_t seed,
 
 StatusOr<std::unique_ptr<IndexedData>>
 IndexedData::create(IndexedDataset dataset, int64_t seqLen) {
-  if (seqLen <= 0)
-    return errorf(dataset.prefix(), ": seq_len must be positive, got ", seqLen);
-  if (dataset.numTokens() < uint64_t(seqLen) + 1)
-    return errorf(
-        dataset.prefix(), ": ", dataset.numTokens(), " tokens in ",
-        dataset.numDocuments(),
-        " documents, fewer than one sample of seq_len + 1 = ", seqLen + 1);
-  return std::unique_ptr<IndexedData>(
-      new IndexedData(std::move(dataset), seqLen));
+  const uint64_t documents = dataset.numDocuments();
+  return create(std::make_shared<const IndexedDataset>(std::move(dataset)),
+                seqLen, {0, documents});
 }
 
-IndexedData::IndexedData(IndexedDataset dataset, int64_t seqLen)
-    : dataset_(std::move(dataset)), seqLen_(seqLen),
-      sampler_(dataset_.numDocuments(), dataset_.numTokens(), seqLen),
+StatusOr<std::unique_ptr<IndexedData>>
+IndexedData::create(std::shared_ptr<const IndexedDataset> dataset,
+                    int64_t seqLen, DocumentRange range) {
+  if (seqLen <= 0)
+    return errorf(dataset->prefix(), ": seq_len must be positive, got ",
+                  seqLen);
+  assert(range.begin <= range.end && range.end <= dataset->numDocuments() &&
+         "a document range outside the dataset");
+  const uint64_t tokens = dataset->documentStart(range.end) -
+                          dataset->documentStart(range.begin);
+  const bool whole = range.begin == 0 && range.end == dataset->numDocuments();
+  if (tokens < uint64_t(seqLen) + 1)
+    return errorf(dataset->prefix(), ": ", tokens, " tokens in ",
+                  range.end - range.begin, " documents",
+                  whole ? std::string()
+                        : " (documents " + std::to_string(range.begin) +
+                              " to " + std::to_string(range.end - 1) + " of " +
+                              std::to_string(dataset->numDocuments()) + ")",
+                  ", fewer than one sample of seq_len + 1 = ", seqLen + 1);
+  return std::unique_ptr<IndexedData>(
+      new IndexedData(std::move(dataset), seqLen, range, tokens));
+}
+
+IndexedData::IndexedData(std::shared_ptr<const IndexedDataset> dataset,
+                         int64_t seqLen, DocumentRange range, uint64_t tokens)
+    : dataset_(std::move(dataset)), seqLen_(seqLen), range_(range),
+      first_(dataset_->documentStart(range.begin)),
+      sampler_(range.end - range.begin, tokens, seqLen),
       sample_(size_t(seqLen) + 1) {}
 
 void IndexedData::sampleAt(int64_t position, bool shuffle, uint64_t seed,
                            int32_t *inputs, int32_t *labels) {
+  // The sampler sees the range's documents as a corpus of their own.
   sampler_.locate(
       position, shuffle, seed,
-      [this](uint64_t d) { return dataset_.documentStart(d); }, spans_);
+      [this](uint64_t d) {
+        return dataset_->documentStart(range_.begin + d) - first_;
+      },
+      spans_);
   int32_t *out = sample_.data();
   for (const TokenSpan &span : spans_) {
-    dataset_.copyTokens(span.start, span.count, out);
+    dataset_->copyTokens(first_ + span.start, span.count, out);
     out += span.count;
   }
   assert(out == sample_.data() + sample_.size() && "a sample of wrong size");

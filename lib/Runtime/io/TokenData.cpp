@@ -203,4 +203,27 @@ void TokenDataset::sampleAt(int64_t position, bool shuffle, uint64_t seed,
   sample(sampleIndex(position, 0, 1, shuffle, seed), inputs, labels);
 }
 
+TokenSampleRange::TokenSampleRange(std::shared_ptr<TokenDataset> dataset,
+                                   int64_t first, int64_t count)
+    : dataset_(std::move(dataset)), first_(first), count_(count) {
+  assert(first >= 0 && count > 0 && first + count <= dataset_->numSamples() &&
+         "a sample range outside the token file");
+}
+
+void TokenSampleRange::sampleAt(int64_t position, bool shuffle, uint64_t seed,
+                                int32_t *inputs, int32_t *labels) {
+  assert(position >= 0 && "negative position");
+  const int64_t epoch = position / count_;
+  int64_t index = position % count_;
+  if (shuffle) {
+    if (epoch != cachedEpoch_ || seed != cachedSeed_) {
+      cachedOrder_ = shuffledOrder(count_, seed, uint64_t(epoch));
+      cachedEpoch_ = epoch;
+      cachedSeed_ = seed;
+    }
+    index = cachedOrder_[size_t(index)];
+  }
+  dataset_->sample(first_ + index, inputs, labels);
+}
+
 } // namespace mlt::rt

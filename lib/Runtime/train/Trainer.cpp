@@ -49,8 +49,8 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
   if (data.seqLen() != model.seqLen)
     return errorf("the data is cut into sequences of ", data.seqLen(),
                   " tokens, the plan's are ", model.seqLen);
-  if (options.steps < 1)
-    return errorf("steps must be at least 1, got ", options.steps);
+  if (options.steps < 0)
+    return errorf("steps must not be negative, got ", options.steps);
   std::unique_ptr<Trainer> trainer(new Trainer(group, model, data, options));
 
   const std::vector<int64_t> microBatchShape = {model.microBatch, model.seqLen};
@@ -151,6 +151,33 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   };
   for (const auto &[index, value] : hyper)
     MLT_RETURN_IF_ERROR(executor.writeScalar(index, value));
+  MLT_RETURN_IF_ERROR(feedBatch(rank));
+  // The step is queued whole, its outputs read as it completes, and waited
+  // for once (no device synchronization inside a step).
+  MLT_RETURN_IF_ERROR(executor.runStep(/*wait=*/false));
+  MLT_RETURN_IF_ERROR(readLosses(rank));
+  // Rank 0 reads the gradient norm (every rank has it) where another
+  // rank reports the loss: the process holding rank 0 reports the step.
+  const bool readLoss =
+      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
+  if (readLoss || executor.rankPlan().rank == 0)
+    MLT_RETURN_IF_ERROR(
+        executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
+  MLT_RETURN_IF_ERROR(executor.synchronize());
+  // Rank 0 stops the run (and, through the rank group, every rank).
+  if (isFirst)
+    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
+      if (double loss = rank.measuredLosses[mb]; !std::isfinite(loss))
+        return errorf("loss is ", std::isnan(loss) ? "NaN" : "infinite",
+                      " at step ", step,
+                      model_.microbatches > 1
+                          ? " (micro-batch " + std::to_string(mb + 1) + ")"
+                          : std::string());
+  return Status::ok();
+}
+
+Status Trainer::feedBatch(RankState &rank) {
+  Executor &executor = *rank.executor;
   // This rank's block of every micro-batch, each into its copy of the
   // inputs.
   const int64_t microbatches = model_.microbatches;
@@ -173,34 +200,89 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
     MLT_RETURN_IF_ERROR(
         feed(rank.labels, targets_, rank.labelsBlock, rank.labelsStaging, mb));
   }
-  // The step is queued whole, its outputs read as it completes, and waited
-  // for once (no device synchronization inside a step).
-  MLT_RETURN_IF_ERROR(executor.runStep(/*wait=*/false));
-  // Rank 0 reads the gradient norm (every rank has it) where another
-  // rank reports the loss: the process holding rank 0 reports the step.
-  const bool readLoss =
-      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
-  if (readLoss || executor.rankPlan().rank == 0) {
-    for (int64_t mb = 0; mb < microbatches && rank.hasLoss && readLoss; ++mb)
-      MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
-          rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
-    MLT_RETURN_IF_ERROR(
-        executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
-  }
-  MLT_RETURN_IF_ERROR(executor.synchronize());
-  // Rank 0 stops the run (and, through the rank group, every rank).
-  if (isFirst)
-    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
-      if (double loss = rank.measuredLosses[mb]; !std::isfinite(loss))
-        return errorf("loss is ", std::isnan(loss) ? "NaN" : "infinite",
-                      " at step ", step,
-                      model_.microbatches > 1
-                          ? " (micro-batch " + std::to_string(mb + 1) + ")"
-                          : std::string());
   return Status::ok();
 }
 
-Status Trainer::checkReplicated(int64_t step) const {
+Status Trainer::readLosses(RankState &rank) {
+  // The reporting rank reads them (and other local ranks, to check them).
+  // In a process that holds another rank alone (one process per GPU),
+  // nothing is read: rank 0's process reports.
+  Executor &executor = *rank.executor;
+  const bool readLoss =
+      executor.rankPlan().rank == options_.reportingRank ||
+      (options_.checkReplicatedOutputs && ranks_.size() > 1);
+  for (int64_t mb = 0; mb < model_.microbatches && rank.hasLoss && readLoss;
+       ++mb)
+    MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
+        rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
+  return Status::ok();
+}
+
+Status Trainer::evaluateOnRank(RankState &rank) {
+  Executor &executor = *rank.executor;
+  MLT_RETURN_IF_ERROR(feedBatch(rank));
+  MLT_RETURN_IF_ERROR(executor.runEvalStep(/*wait=*/false));
+  MLT_RETURN_IF_ERROR(readLosses(rank));
+  return executor.synchronize();
+}
+
+StatusOr<EvalMetrics> Trainer::evaluate(TrainingData &data, int64_t batches,
+                                        int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  if (data.seqLen() != model_.seqLen)
+    return errorf("the evaluation data is cut into sequences of ",
+                  data.seqLen(), " tokens, the plan's are ", model_.seqLen);
+  if (batches < 1)
+    return errorf("an evaluation needs a batch at least, got ", batches);
+  const std::string when =
+      step == 0 ? std::string("at the evaluation before training")
+                : "at the evaluation after step " + std::to_string(step);
+  EvalMetrics metrics;
+  metrics.step = step;
+  metrics.batches = batches;
+  double lossSum = 0.0;
+  for (int64_t b = 0; b < batches; ++b) {
+    MLT_RETURN_IF_ERROR(data.checkUnchanged().withContext("evaluation data"));
+    data.batch(b, model_.globalBatch(), /*shuffle=*/false, /*seed=*/0,
+               inputs_.data(), targets_.data());
+    if (model_.sequenceChunks > 0) {
+      loadBalance(inputs_);
+      loadBalance(targets_);
+    }
+    Status status = group_ ? group_->parallel([&](Executor &executor) {
+      for (RankState &rank : ranks_)
+        if (rank.executor == &executor)
+          return evaluateOnRank(rank);
+      return errorf("rank ", executor.rankPlan().rank, " is not trained here");
+    })
+                           : evaluateOnRank(ranks_.front());
+    if (!status)
+      return status;
+    const RankState &first = ranks_[reporter_];
+    const bool reads =
+        first.executor->rankPlan().rank == options_.reportingRank;
+    for (int64_t mb = 0; mb < model_.microbatches && reads; ++mb)
+      if (double loss = first.measuredLosses[mb]; !std::isfinite(loss))
+        return errorf("eval_loss is ", std::isnan(loss) ? "NaN" : "infinite",
+                      " ", when, " (batch ", b + 1,
+                      model_.microbatches > 1
+                          ? ", micro-batch " + std::to_string(mb + 1) + ")"
+                          : std::string(")"));
+    for (double loss : first.measuredLosses)
+      lossSum += loss;
+    if (options_.checkReplicatedOutputs && ranks_.size() > 1)
+      MLT_RETURN_IF_ERROR(checkReplicated(when, /*gradNorm=*/false));
+  }
+  metrics.loss = lossSum / double(batches * model_.microbatches);
+  metrics.perplexity = std::exp(metrics.loss);
+  metrics.tokens = batches * model_.globalBatch() * model_.seqLen;
+  metrics.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return metrics;
+}
+
+Status Trainer::checkReplicated(const std::string &when, bool gradNorm) const {
   auto same = [](double a, double b) {
     return std::memcmp(&a, &b, sizeof(double)) == 0;
   };
@@ -208,7 +290,7 @@ Status Trainer::checkReplicated(int64_t step) const {
   auto differ = [&](const std::string &what, uint32_t r, double here,
                     double there) {
     std::ostringstream os;
-    os << std::setprecision(17) << what << " at step " << step
+    os << std::setprecision(17) << what << " " << when
        << " differs between ranks: rank "
        << first.executor->rankPlan().rank << " has " << there << ", rank "
        << ranks_[r].executor->rankPlan().rank << " has " << here
@@ -225,7 +307,7 @@ Status Trainer::checkReplicated(int64_t step) const {
                           ? "the loss of micro-batch " + std::to_string(mb + 1)
                           : std::string("the loss"),
                       r, rank.measuredLosses[mb], first.measuredLosses[mb]);
-    if (!same(rank.measuredGradNorm, first.measuredGradNorm))
+    if (gradNorm && !same(rank.measuredGradNorm, first.measuredGradNorm))
       return differ("the gradient norm", r, rank.measuredGradNorm,
                     first.measuredGradNorm);
   }
@@ -282,7 +364,8 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
                   " at step ", step);
   metrics.gradNorm = first.measuredGradNorm;
   if (options_.checkReplicatedOutputs && ranks_.size() > 1)
-    MLT_RETURN_IF_ERROR(checkReplicated(step));
+    MLT_RETURN_IF_ERROR(
+        checkReplicated("at step " + std::to_string(step), /*gradNorm=*/true));
 
   metrics.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -5,7 +5,8 @@
                   [A.safetensors B.safetensors]...
 
 Checks that the two logs have the same steps with every loss and grad_norm
-within TOL relative, and that each pair of safetensors files holds the same
+within TOL relative (and, where they hold evaluations' records, the same
+evaluations with every eval_loss within TOL), and that each pair of safetensors files holds the same
 tensors (names and shapes) with values within TOL normwise relative
 (max |a - b| / max |b|). With --updates-from, tensors are weights trained
 from INIT and the difference is measured against what training changed,
@@ -39,7 +40,11 @@ def main(argv):
         return 2
     init, tol, rest = parsed
     ok = True
-    logs = [[json.loads(l) for l in open(p) if l.strip()] for p in rest[:2]]
+    records = [[json.loads(l) for l in open(p) if l.strip()] for p in rest[:2]]
+    # The steps' records, and the evaluations' (eval_loss; after the same
+    # steps in both).
+    logs = [[r for r in log if "eval_loss" not in r] for log in records]
+    evals = [[r for r in log if "eval_loss" in r] for log in records]
     if len(logs[0]) != len(logs[1]):
         print(f"FAIL: {len(logs[0])} steps against {len(logs[1])}")
         return 1
@@ -50,6 +55,16 @@ def main(argv):
     ok &= worst <= tol
     print(f"{'ok' if worst <= tol else 'FAIL'}: {len(logs[0])} steps, "
           f"loss and grad_norm within {tol:g} (worst {worst:.1e})")
+    if evals[0] or evals[1]:
+        same = [a["step"] for a in evals[0]] == [b["step"] for b in evals[1]]
+        worst = max(abs(a["eval_loss"] - b["eval_loss"]) /
+                    max(abs(b["eval_loss"]), 1e-30)
+                    for a, b in zip(*evals)) if same else float("inf")
+        ok &= worst <= tol
+        print(f"{'ok' if worst <= tol else 'FAIL'}: {len(evals[0])} "
+              f"evaluations (after steps "
+              f"{','.join(str(a['step']) for a in evals[0])}), eval_loss "
+              f"within {tol:g} (worst {worst:.1e})")
     for path_a, path_b in zip(rest[2::2], rest[3::2]):
         ok &= compare_tensor_files(path_a, path_b, tol, init)
     return 0 if ok else 1

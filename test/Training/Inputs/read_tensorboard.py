@@ -24,10 +24,12 @@ for tag in tags:
     scalars = events.Scalars(tag)
     steps = [s.step for s in scalars]
     mine = [s.value for s in scalars]
-    if tag not in rows[0]:  # (mfu, tflops_per_gpu: GPU runs', not logged)
+    # (the steps' records and the evaluations' hold different tags)
+    logged = [r for r in rows if tag in r]
+    if not logged:  # (mfu, tflops_per_gpu: GPU runs', not logged)
         print(f"{tag}: steps {steps[0]}-{steps[-1]}, not in the log")
         continue
-    theirs = [struct.unpack("f", struct.pack("f", r[tag]))[0] for r in rows]
-    same = steps == [r["step"] for r in rows] and mine == theirs
+    theirs = [struct.unpack("f", struct.pack("f", r[tag]))[0] for r in logged]
+    same = steps == [r["step"] for r in logged] and mine == theirs
     print(f"{tag}: steps {steps[0]}-{steps[-1]}, "
           f"{'the log' + chr(39) + 's values' if same else 'DIFFERENT'}")

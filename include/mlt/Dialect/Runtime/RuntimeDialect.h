@@ -23,6 +23,18 @@
 
 namespace mlt::rt_ir {
 
+/// The names of a lowered module's steps (`mlt_rt.step`, made by
+/// mlt-schedule-pipeline): the training step, and the evaluation step of a
+/// module with an evaluation body (mlt-attach-evaluation). The plan
+/// exporter writes them as each rank's `step` and `eval_step`.
+inline constexpr llvm::StringLiteral kTrainingStepName = "step";
+inline constexpr llvm::StringLiteral kEvalStepName = "eval_step";
+
+/// The module's training step (`@step`), or null.
+StepOp trainingStep(mlir::ModuleOp module);
+/// The module's evaluation step (`@eval_step`), or null.
+StepOp evalStep(mlir::ModuleOp module);
+
 /// The name of the buffer that a launch's operand `ref` (a flat symbol
 /// reference) names.
 inline llvm::StringRef bufferName(mlir::Attribute ref) {

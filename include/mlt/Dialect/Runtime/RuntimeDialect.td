@@ -256,7 +256,8 @@ def MLTRT_StepOp : MLTRT_Op<"step", [
     NoRegionArguments]> {
   let summary = "a whole training step: the schedule of calls of programs";
   let description = [{
-    The one program the runtime runs per training step, on every rank:
+    `@step` is the one program the runtime runs per training step, on every
+    rank:
     an ordered list of `mlt_rt.call`s, each running a program (a body) for
     one micro-batch of the step or for none (the optimizer update). The
     order is the compiler's: the runtime writes the step's inputs, runs the
@@ -275,6 +276,12 @@ def MLTRT_StepOp : MLTRT_Op<"step", [
     `mlt-schedule-overlap` retargets the call of the last micro-batch to a
     copy of its body that also reduces the gradients; the plan exporter
     writes it as each rank's step.
+
+    A module with an evaluation body (mlt-attach-evaluation) has a second
+    step, `@eval_step` (beside `@step`, the training step): every
+    micro-batch's forward pass and loss alone, which the runtime runs
+    between training steps to evaluate held-out batches; the exporter
+    writes it as each rank's `eval_step`. Its calls do forward items alone.
 
     Example:
     ```mlir

@@ -85,6 +85,13 @@ public:
   /// its second run, replayed from then on.
   Status runStep(bool wait = true);
 
+  /// Runs the plan's evaluation step (every micro-batch's forward pass and
+  /// loss, Plan.fbs's `eval_step`) as runStep runs the training step; it
+  /// writes the copies of "loss" and no training state. It runs between
+  /// training steps: the position stays outside them (the hang watchdog
+  /// does not time it). Fails when the plan has none.
+  Status runEvalStep(bool wait = true);
+
   /// Runs program `index` alone, as a call without a micro-batch (tests,
   /// and refresh_parameter_copies; a transfer program as a group of its
   /// own); otherwise as runStep.
@@ -279,7 +286,14 @@ private:
   void resolveCopies(const PreparedInstruction &p, int32_t microbatch,
                      int32_t slot, std::vector<BufferView> &inputs,
                      std::vector<BufferView> &outputs) const;
-  Replay stepReplay_;
+  /// Runs the calls of the step of `kind` (runStep, runEvalStep) through
+  /// `replay`.
+  Status runCalls(StepKind kind, Replay &replay, bool wait);
+  /// Whether launches record their place in position_ (and may be held by
+  /// MLT_FAULT_STALL): not while the evaluation step runs, which is outside
+  /// the training steps that the position and the hang watchdog describe.
+  bool tracksPosition_ = true;
+  Replay stepReplay_, evalStepReplay_;
 
   bool captureEnabled_ = true;
   /// Whether the device queues launches (DeviceContext::queuesLaunches),

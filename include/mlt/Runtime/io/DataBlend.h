@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +113,9 @@ public:
   int64_t seqLen() const override { return datasets_.front()->seqLen(); }
   void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
                 int32_t *labels) override;
+  /// The positions before one of its datasets is asked for a sample past
+  /// its own distinct ones (the schedule replayed up to `limit`).
+  int64_t distinctSamples(int64_t limit) const override;
   Status checkUnchanged() const override {
     for (const std::unique_ptr<TrainingData> &dataset : datasets_)
       MLT_RETURN_IF_ERROR(dataset->checkUnchanged());
@@ -127,14 +131,44 @@ private:
 using DataOpenProgress =
     std::function<void(const std::string &file, uint64_t done, uint64_t total)>;
 
+/// --split TRAIN,EVAL: each dataset of --data cut in two, as Megatron's
+/// --split cuts it (its train and validation parts): the first documents
+/// train, the last are held out for evaluation, in the proportion of the
+/// two weights (normalized). An indexed dataset is cut between documents;
+/// a token file, which has none, between its samples (windows of seq_len +
+/// 1 tokens that no two samples share). The training data then never reads
+/// a held-out token.
+struct DataSplit {
+  double train = 0.0;
+  double eval = 0.0;
+  /// "98,2", as given.
+  std::string text;
+};
+
+/// Parses --split's value: two positive finite numbers, "TRAIN,EVAL".
+/// Fails with one line.
+StatusOr<DataSplit> parseDataSplit(const std::string &text);
+
+/// Where `split` cuts `count` units (documents, or a token file's
+/// samples): units [0, end) train, [end, count) are held out. Megatron's
+/// rounding (get_train_valid_test_split_): each part's size is its share of
+/// `count` rounded (half to even, as Python's round), the parts' ends
+/// moved together so that the last is `count`.
+uint64_t splitPoint(uint64_t count, const DataSplit &split);
+
 /// The data of a run, opened.
 struct OpenedData {
   std::unique_ptr<TrainingData> data;
-  /// The description that checkpoints record (see the file comment).
+  /// The description that checkpoints record (see the file comment; with
+  /// a split, each dataset's part that trains).
   std::string description;
   /// One line for the run's banner: "corpus (12345 tokens, 67 documents)",
   /// "0.7 a + 0.3 b", or a token file's name.
   std::string summary;
+  /// With a split: the held-out parts of the datasets (blended with the
+  /// same weights), and their summary.
+  std::unique_ptr<TrainingData> heldOut;
+  std::string heldOutSummary;
   /// Each dataset as its path resolved (an indexed dataset's prefix, which
   /// ExportFiles.h finds the record of its tokenizer beside).
   std::vector<ResolvedDataPath> sources;
@@ -142,10 +176,12 @@ struct OpenedData {
 
 /// Opens `sources` (parseDataArguments) for samples of `seqLen` + 1 token
 /// ids below `vocab`: each dataset resolved, opened and checked whole (the
-/// first error, naming its file, is returned).
+/// first error, naming its file, is returned); with `split`, each cut in
+/// two (DataSplit), both parts holding a sample at least.
 StatusOr<OpenedData>
 openTrainingData(const std::vector<DataSourceSpec> &sources, int64_t seqLen,
-                 int64_t vocab, const DataOpenProgress &progress = {});
+                 int64_t vocab, const DataOpenProgress &progress = {},
+                 const std::optional<DataSplit> &split = std::nullopt);
 
 /// Ok when the data `current` describes is the data `saved` describes (the
 /// same number of datasets, each of the same format, tokens, documents and

@@ -36,6 +36,7 @@
 #include "mlt/Runtime/io/TrainingData.h"
 #include "mlt/Support/Status.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,25 +98,47 @@ private:
   std::vector<int64_t> sampleOrder_;
 };
 
-/// An indexed dataset's samples (DocumentSampler over its documents).
+/// Documents [begin, end) of a corpus: a part of it (--split).
+struct DocumentRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+/// An indexed dataset's samples (DocumentSampler over its documents, or
+/// over a range of them: the corpus the sampler sees is then those
+/// documents alone, so that two parts of one dataset, --split's, never
+/// share a token).
 class IndexedData : public TrainingData {
 public:
   /// Fails when the dataset holds fewer than seqLen + 1 tokens.
   static StatusOr<std::unique_ptr<IndexedData>> create(IndexedDataset dataset,
                                                        int64_t seqLen);
+  /// The samples of documents `range` of `dataset` (which the parts of
+  /// one dataset share); fails when they hold fewer than seqLen + 1
+  /// tokens.
+  static StatusOr<std::unique_ptr<IndexedData>>
+  create(std::shared_ptr<const IndexedDataset> dataset, int64_t seqLen,
+         DocumentRange range);
 
   int64_t seqLen() const override { return seqLen_; }
   void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
                 int32_t *labels) override;
-  const IndexedDataset &dataset() const { return dataset_; }
-  Status checkUnchanged() const override { return dataset_.checkUnchanged(); }
   int64_t samplesPerEpoch() const { return sampler_.samplesPerEpoch(); }
+  int64_t distinctSamples(int64_t limit) const override {
+    return std::min(limit, samplesPerEpoch());
+  }
+  const IndexedDataset &dataset() const { return *dataset_; }
+  Status checkUnchanged() const override { return dataset_->checkUnchanged(); }
 
 private:
-  IndexedData(IndexedDataset dataset, int64_t seqLen);
+  IndexedData(std::shared_ptr<const IndexedDataset> dataset, int64_t seqLen,
+              DocumentRange range, uint64_t tokens);
 
-  IndexedDataset dataset_;
+  std::shared_ptr<const IndexedDataset> dataset_;
   int64_t seqLen_;
+  DocumentRange range_;
+  /// Where the range starts in the corpus.
+  uint64_t first_;
   DocumentSampler sampler_;
   std::vector<TokenSpan> spans_;
   std::vector<int32_t> sample_;

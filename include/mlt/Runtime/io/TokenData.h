@@ -19,8 +19,10 @@
 #include "mlt/Runtime/io/MappedFile.h"
 #include "mlt/Support/Status.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,9 @@ public:
                 int32_t *labels) override;
 
   Status checkUnchanged() const override { return file_.checkUnchanged(); }
+  int64_t distinctSamples(int64_t limit) const override {
+    return std::min(limit, numSamples());
+  }
 
 private:
   TokenDataset() = default;
@@ -93,6 +98,31 @@ private:
 
   // The permutation of one epoch, kept so that consecutive steps do not
   // reshuffle; -1 means none is cached.
+  int64_t cachedEpoch_ = -1;
+  uint64_t cachedSeed_ = 0;
+  std::vector<int64_t> cachedOrder_;
+};
+
+/// Samples [first, first + count) of a token file, visited as a token file
+/// of those samples alone is (epoch after epoch, each in file order or in a
+/// seeded permutation of its own): a part of a dataset (--split), which the
+/// other part's samples never meet. `dataset` is shared by the parts.
+class TokenSampleRange : public TrainingData {
+public:
+  TokenSampleRange(std::shared_ptr<TokenDataset> dataset, int64_t first,
+                   int64_t count);
+
+  int64_t seqLen() const override { return dataset_->seqLen(); }
+  void sampleAt(int64_t position, bool shuffle, uint64_t seed, int32_t *inputs,
+                int32_t *labels) override;
+  int64_t distinctSamples(int64_t limit) const override {
+    return std::min(limit, count_);
+  }
+  Status checkUnchanged() const override { return dataset_->checkUnchanged(); }
+
+private:
+  std::shared_ptr<TokenDataset> dataset_;
+  int64_t first_, count_;
   int64_t cachedEpoch_ = -1;
   uint64_t cachedSeed_ = 0;
   std::vector<int64_t> cachedOrder_;

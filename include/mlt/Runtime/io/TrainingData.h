@@ -35,6 +35,12 @@ public:
   virtual void sampleAt(int64_t position, bool shuffle, uint64_t seed,
                         int32_t *inputs, int32_t *labels) = 0;
 
+  /// How many positions from 0 read distinct samples, `limit` at most:
+  /// the positions of the first epoch (of every dataset of a blend). What
+  /// an evaluation on the first batches of its data checks (a batch that
+  /// repeats a sample weighs it twice).
+  virtual int64_t distinctSamples(int64_t limit) const = 0;
+
   /// Whether the files it reads are as they were when opened (size and
   /// modification time, MappedFile.h); else one line naming the file. The
   /// trainer asks before each step.

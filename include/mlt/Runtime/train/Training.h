@@ -84,7 +84,8 @@ struct OptimizerOptions {
 struct TrainingOptions {
   /// The run's steps: run() takes firstStep..steps (a resumed run starts
   /// after its checkpoint's step, with the data, learning rate and AdamW
-  /// step count of its own step numbers).
+  /// step count of its own step numbers); 0: none (a run that only
+  /// evaluates).
   int64_t steps = 1;
   int64_t firstStep = 1;
   LRSchedule schedule;
@@ -117,6 +118,20 @@ struct StepMetrics {
   double tokensPerSecond = 0.0;
 };
 
+/// What one evaluation measured (Trainer::evaluate).
+struct EvalMetrics {
+  /// The training step after which it ran (0: before the first).
+  int64_t step = 0;
+  /// The mean loss over its batches' micro-batches (each of the same
+  /// tokens: the mean over every token), and its exponential.
+  double loss = 0.0;
+  double perplexity = 0.0;
+  /// Global batches evaluated, their tokens, and the wall time it took.
+  int64_t batches = 0;
+  int64_t tokens = 0;
+  double seconds = 0.0;
+};
+
 class Trainer {
 public:
   /// Binds the plan's named inputs and outputs (verifyTrainingContract has
@@ -140,6 +155,18 @@ public:
   /// Runs steps options.firstStep..options.steps, calling `onStep` after
   /// each; stops at the first error, of a step or of `onStep`.
   Status run(const std::function<Status(const StepMetrics &)> &onStep);
+
+  /// Evaluates the loss on `batches` global batches of `data` (the
+  /// plan's sequence length) through the plan's evaluation step, after
+  /// training step `step`: batch b takes positions b * globalBatch ... of
+  /// its visiting order unshuffled, so every evaluation reads the same
+  /// samples, from the start of the data. Each batch is fed as a step's
+  /// (a copy per micro-batch, each rank its block) and its losses read as
+  /// a step's (on the reporting rank, checked replicated); the training
+  /// state is left as it was (the evaluation step writes none of it).
+  /// Fails on a plan without an evaluation step and on a non-finite loss.
+  StatusOr<EvalMetrics> evaluate(TrainingData &data, int64_t batches,
+                                 int64_t step);
 
   const TrainingOptions &options() const { return options_; }
 
@@ -175,8 +202,18 @@ private:
 
   /// One rank's part of step `step`.
   Status stepOnRank(RankState &rank, int64_t step, double lr);
-  /// Fails when a rank's replicated outputs differ from rank 0's.
-  Status checkReplicated(int64_t step) const;
+  /// Writes this rank's block of every micro-batch of inputs_ and targets_
+  /// into its copies of the tokens and labels.
+  Status feedBatch(RankState &rank);
+  /// Queues the reads of the loss of every micro-batch (where this rank
+  /// reads them: see stepOnRank).
+  Status readLosses(RankState &rank);
+  /// One rank's part of an evaluation batch (inputs_, targets_).
+  Status evaluateOnRank(RankState &rank);
+  /// Fails when a rank's replicated outputs differ from the reporting
+  /// rank's: the losses, and with `gradNorm` the gradient norm; `when`
+  /// says where ("at step 3").
+  Status checkReplicated(const std::string &when, bool gradNorm) const;
 
   /// Null when training one executor alone (ranks_ has one entry).
   RankGroup *group_;

@@ -20,7 +20,8 @@
 #
 #   - with `stall` instead: only the stall per save, at 64 x 2048 (STEPS 8)
 #     and at 512 x 2048 (1M tokens a step, 128 micro-batches of 4; 6 steps),
-#     where two steps take longer than the disk takes to write 13.2 GB.
+#     where two steps take longer than the disk takes to write 13.2 GB
+#     (STALL_PLANS="tl1m": only the second).
 #
 #   bash bench/async_save_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/async_save_gpu.sh [stall]      # on the GPU machine
@@ -105,10 +106,15 @@ for r in rows:
 PY
 }
 if [[ "${1:-}" == stall ]]; then
-  echo "== TinyLlama-1.1B bf16, 64 x 2048 a step, 8 steps"
-  plan=tl steps=8 stall
-  echo "== TinyLlama-1.1B bf16, 512 x 2048 a step, 6 steps"
-  plan=tl1m steps=6 stall
+  # (STALL_PLANS: which of the two, "tl tl1m" by default)
+  if [[ " ${STALL_PLANS:-tl tl1m} " == *" tl "* ]]; then
+    echo "== TinyLlama-1.1B bf16, 64 x 2048 a step, 8 steps"
+    plan=tl steps=8 stall
+  fi
+  if [[ " ${STALL_PLANS:-tl tl1m} " == *" tl1m "* ]]; then
+    echo "== TinyLlama-1.1B bf16, 512 x 2048 a step, 6 steps"
+    plan=tl1m steps=6 stall
+  fi
   exit 0
 fi
 echo "== TinyLlama-1.1B bf16, 64 x 2048 a step, $steps steps"

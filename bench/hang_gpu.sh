@@ -14,7 +14,8 @@
 # fault, with a timeout of 5 s, must train to the end; and TinyLlama-1.1B
 # bf16 at dp 2 measures what watching costs: the same run with
 # --collective-timeout 0 (no watchdog, no position words) and with the
-# default (600 s).
+# default (600 s). Between them, the slowest rank (MLT_FAULT_SLOW): rank 1
+# slowed, rank 1 named.
 #
 #   bash bench/hang_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/hang_gpu.sh [run]        # on the GPU machine (2 GPUs)
@@ -148,6 +149,31 @@ for plan in ${HANG_PLANS:-tiny-dp2 tiny-tp2}; do
   [[ $code == 0 ]] || fail "$plan without a fault: exit $code"
   grep -q '^trained 30 steps' "$out"/$plan-clean.log || fail "$plan without a fault: did not finish"
   ! grep -q 'hang' "$out"/$plan-clean.log || fail "$plan without a fault: a hang reported"
+done
+
+# The slowest rank: rank 1's host slowed by 200 ms before each step
+# (MLT_FAULT_SLOW), so that rank 0's GPU waits for it inside the step's
+# collectives (timed by the device's clocks beside its position words): every
+# step's log names rank 1, with rank 0's wait at least 150 ms over rank 1's,
+# and so does the end of the run.
+for plan in ${HANG_PLANS:-tiny-dp2 tiny-tp2}; do
+  echo "== $plan, rank 1 slowed by 200 ms a step (MLT_FAULT_SLOW=1:200)"
+  MLT_FAULT_SLOW=1:200 timeout 300 $mpirun -np 2 -x MLT_FAULT_SLOW "$bin" \
+    plans/$plan.mltplan --device cuda --data plans/tiny.txt --steps 8 \
+    --log-json "$out"/$plan-slow.jsonl > "$out"/$plan-slow.log 2>&1 ||
+    fail "$plan slowed: exit $?"
+  grep -E '^trained|^slowest' "$out"/$plan-slow.log
+  grep -q '^slowest rank: 1, ' "$out"/$plan-slow.log || fail "$plan slowed: rank 1 not named"
+  python3 - "$out"/$plan-slow.jsonl <<'PY' || fail "$plan slowed: the log's waits"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    print(f"  step {r['step']}: rank_step_time_s {r['rank_step_time_s']}, "
+          f"rank_wait_s {r['rank_wait_s']}, slowest_rank {r['slowest_rank']}")
+bad = [r["step"] for r in rows if r["slowest_rank"] != 1 or
+       r["rank_wait_s"][0] - r["rank_wait_s"][1] < 0.15]
+sys.exit(f"steps {bad}: rank 1 not the slowest by 150 ms" if bad else 0)
+PY
 done
 
 # What watching costs: the position words (two tiny kernels per collective,

@@ -27,6 +27,8 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 CheckpointSaver::~CheckpointSaver() {
   if (preparing_.joinable())
     preparing_.join();
+  if (removing_.joinable())
+    removing_.join();
 }
 
 void CheckpointSaver::prepare() {
@@ -80,13 +82,14 @@ StatusOr<std::string> CheckpointSaver::begin(int64_t step) {
 
 StatusOr<std::string>
 CheckpointSaver::commit(const std::string &dir, const TrainingCheckpoint &state,
-                        const StatusOr<uint64_t> &written) {
+                        const StatusOr<uint64_t> &written,
+                        std::vector<std::string> *retired) {
   Status shards = agree(written ? Status::ok() : written.status());
   if (!shards && reports_)
     abandonCheckpoint(dir);
   MLT_RETURN_IF_ERROR(shards);
   StatusOr<std::string> saved =
-      reports_ ? commitCheckpoint(root_, dir, plan_, state, keepLast_)
+      reports_ ? commitCheckpoint(root_, dir, plan_, state, keepLast_, retired)
                : StatusOr<std::string>(
                      (std::filesystem::path(root_) /
                       checkpointDirName(state.step))
@@ -103,6 +106,10 @@ StatusOr<std::string> CheckpointSaver::save(const TrainingCheckpoint &state,
   StatusOr<std::string> previous = finish();
   if (!previous)
     return previous;
+  // (the removal of checkpoints retired by the last one, before a new
+  // save's temporary directory appears beside them)
+  if (removing_.joinable())
+    removing_.join();
   const auto start = std::chrono::steady_clock::now();
   StatusOr<std::string> dir = begin(state.step);
   if (!dir)
@@ -162,10 +169,16 @@ StatusOr<std::string> CheckpointSaver::finish() {
     written = written.takeStatus().withContext(
         "step " + std::to_string(writing->step()) +
         "'s checkpoint, written in the background");
+  std::vector<std::string> retired;
   StatusOr<std::string> saved =
-      commit(writing->directory(), writingState_, written);
+      commit(writing->directory(), writingState_, written, &retired);
   if (!saved)
     return saved;
+  if (!retired.empty()) {
+    if (removing_.joinable())
+      removing_.join();
+    removing_ = std::thread([retired] { removeRetired(retired); });
+  }
   if (reports_)
     observer_.checkpointSaved({*saved, writing->step(), *written,
                                writingPause_, writing->seconds()});

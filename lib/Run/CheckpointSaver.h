@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace mlt::run {
 
@@ -46,7 +47,8 @@ public:
         plan_(plan), ranks_(ranks), dist_(dist), observer_(observer),
         reports_(reports) {}
 
-  /// Waits for prepare's allocation and the save in flight (uncommitted).
+  /// Waits for prepare's allocation, the save in flight (uncommitted) and
+  /// the removal of retired checkpoints.
   ~CheckpointSaver();
 
   /// When async, begins allocating the host memory the saves keep, on a
@@ -78,7 +80,8 @@ private:
   /// rank 0's commits (or abandons the directory); all agree.
   StatusOr<std::string> commit(const std::string &dir,
                                const rt::TrainingCheckpoint &state,
-                               const StatusOr<uint64_t> &written);
+                               const StatusOr<uint64_t> &written,
+                               std::vector<std::string> *retired = nullptr);
   /// The processes agree on `status` (one process: `status`).
   Status agree(Status status);
 
@@ -99,6 +102,10 @@ private:
   std::unique_ptr<rt::BackgroundCheckpoint> writing_;
   rt::TrainingCheckpoint writingState_;
   double writingPause_ = 0;
+  /// Removes the checkpoints a background save's commit retired beyond
+  /// --keep-last (rank 0's process), while training goes on; joined before
+  /// the next save begins and at the end.
+  std::thread removing_;
 };
 
 } // namespace mlt::run

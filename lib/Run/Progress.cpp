@@ -86,9 +86,18 @@ StepProgress ProgressMeter::add(const rt::StepMetrics &m, double elapsed) {
     laterSeconds_ += m.seconds;
     laterTokens_ += m.tokens;
   }
-  // (the first step leaves the window once another is in it)
-  if (steps_ == 2)
+  // (the first step leaves the window, and the ranks' sums, once another
+  // is in it)
+  if (steps_ == 2) {
     window_.clear();
+    rankSums_.clear();
+  }
+  for (const rt::RankStepTime &rank : m.ranks) {
+    rt::RankStepTime &sum = rankSums_[rank.rank];
+    sum.rank = rank.rank;
+    sum.seconds += rank.seconds;
+    sum.waitSeconds += rank.waitSeconds;
+  }
   window_.emplace_back(m.seconds, m.tokens);
   if (window_.size() > kWindow)
     window_.pop_front();
@@ -118,7 +127,36 @@ RunTotals ProgressMeter::totals() const {
   else if (steps_ == 1 && firstSeconds_ > 0)
     t.tokensPerSecond = double(tokens_) / firstSeconds_;
   rates(t.tokensPerSecond, t.tflopsPerGpu, t.mfu);
+  const double summed = double(steps_ > 1 ? steps_ - 1 : steps_);
+  for (const auto &[rank, sum] : rankSums_)
+    t.ranks.push_back({rank, sum.seconds / summed, sum.waitSeconds / summed});
+  t.slowest = slowestRank(t.ranks);
   return t;
+}
+
+std::optional<SlowestRank>
+mlt::run::slowestRank(const std::vector<rt::RankStepTime> &ranks) {
+  if (ranks.size() < 2)
+    return std::nullopt;
+  const rt::RankStepTime *least = nullptr;
+  for (const rt::RankStepTime &rank : ranks) {
+    if (!std::isfinite(rank.waitSeconds))
+      return std::nullopt;
+    if (!least || rank.waitSeconds < least->waitSeconds)
+      least = &rank;
+  }
+  SlowestRank slowest;
+  slowest.rank = least->rank;
+  slowest.waitSeconds = least->waitSeconds;
+  slowest.stepSeconds = least->seconds;
+  slowest.othersLeast = INFINITY;
+  slowest.othersMost = 0.0;
+  for (const rt::RankStepTime &rank : ranks)
+    if (&rank != least) {
+      slowest.othersLeast = std::min(slowest.othersLeast, rank.waitSeconds);
+      slowest.othersMost = std::max(slowest.othersMost, rank.waitSeconds);
+    }
+  return slowest;
 }
 
 std::string mlt::run::formatDuration(double seconds) {

@@ -24,6 +24,7 @@
 #include "mlt/Runtime/io/SafeTensors.h"
 #include "mlt/Runtime/io/TokenData.h"
 #include "mlt/Runtime/train/Checkpoint.h"
+#include "mlt/Runtime/train/CheckpointStaging.h"
 #include "mlt/Runtime/train/Parameters.h"
 #include "mlt/Runtime/train/Training.h"
 #include "mlt/Support/AtomicFile.h"
@@ -75,6 +76,30 @@ Status checkWritable(const std::string &path) {
   out.close();
   std::remove(temporary.c_str());
   return Status::ok();
+}
+
+/// MLT_FAULT_SLOW=RANK:MS (tests): plan rank RANK's host sleeps MS
+/// milliseconds before each training step, a straggler that the others
+/// wait for.
+struct FaultSlow {
+  uint32_t rank = 0;
+  std::chrono::milliseconds delay{0};
+};
+
+StatusOr<FaultSlow> parseFaultSlow(const std::string &text, const Plan &plan) {
+  unsigned long long rank = 0, milliseconds = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%llu:%llu%n", &rank, &milliseconds,
+                  &consumed) != 2 ||
+      size_t(consumed) != text.size() || milliseconds == 0 ||
+      milliseconds > 3600 * 1000)
+    return errorf("MLT_FAULT_SLOW: expected RANK:MS (a rank and a delay of 1 "
+                  "to 3600000 milliseconds before each of its steps), got '",
+                  text, "'");
+  if (rank >= plan.ranks.size())
+    return errorf("MLT_FAULT_SLOW: the plan has no rank ", rank, " (it has ",
+                  plan.ranks.size(), ")");
+  return FaultSlow{uint32_t(rank), std::chrono::milliseconds(milliseconds)};
 }
 
 /// "fp32", or "bf16 (f32 master weights)" for a mixed-precision plan (one
@@ -138,17 +163,14 @@ std::vector<HostMemoryUse> hostMemoryUses(const RunOptions &o,
     uses.push_back(cpuBackendHostMemory());
   }
   if (!o.saveCheckpoint.empty())
-    if (StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan)) {
-      std::map<uint32_t, uint64_t> perRank;
-      uint64_t all = 0;
-      for (const SavedPiece &piece : *pieces) {
-        const uint64_t bytes = uint64_t(piece.count) * sizeof(float);
-        perRank[piece.rank] = add(perRank[piece.rank], bytes);
+    // (what a background save stages, CheckpointStaging, or a save while
+    // training waits reads)
+    if (auto byRank = CheckpointStaging::bytesByRank(plan)) {
+      uint64_t largest = 0, all = 0;
+      for (const auto &[rank, bytes] : *byRank) {
+        largest = std::max(largest, bytes);
         all = add(all, bytes);
       }
-      uint64_t largest = 0;
-      for (const auto &[rank, bytes] : perRank)
-        largest = std::max(largest, bytes);
       uses.push_back({"a checkpoint's state (--save-checkpoint)",
                       oneRank ? largest : all});
     }
@@ -259,7 +281,8 @@ public:
 
   /// --collective-timeout (a plan of several ranks): the hang watchdog over
   /// this process's ranks, from the first step to the last; and
-  /// MLT_FAULT_STALL's rank held where it says (tests).
+  /// MLT_FAULT_STALL's rank held where it says, MLT_FAULT_SLOW's slowed
+  /// (tests).
   Status watchForHangs();
 
   /// Runs the steps, each followed by afterStep; a signal stops the run
@@ -305,6 +328,14 @@ private:
   /// --dump-grads, the report and the log, the checkpoints, the HF
   /// checkpoints, a stop, the profiles.
   Status afterStep(const StepMetrics &measured);
+
+  /// With one process per GPU, every rank's times (StepMetrics::ranks)
+  /// gathered into rank 0's process's `m`.
+  Status gatherRankTimes(StepMetrics &m);
+
+  /// Appends one event of `scalars` at step `step` to --tensorboard's file.
+  Status writeEvents(int64_t step,
+                     const std::vector<std::pair<std::string, double>> &scalars);
 
   /// Under pipeline parallelism the loss is the last stage's: its first
   /// rank's process sends it to rank 0's, which reports.
@@ -1034,6 +1065,16 @@ Status TrainingSession::watchForHangs() {
       stalled = fault.takeStatus();
     }
   }
+  if (const char *text = std::getenv("MLT_FAULT_SLOW"); text && *text) {
+    StatusOr<FaultSlow> fault = parseFaultSlow(text, plan);
+    if (fault) {
+      for (uint32_t i = 0; i < ranks->size(); ++i)
+        if (ranks->executor(i).rankPlan().rank == fault->rank)
+          ranks->executor(i).delayEachStep(fault->delay);
+    } else if (stalled) {
+      stalled = fault.takeStatus();
+    }
+  }
   MLT_RETURN_IF_ERROR(agree(stalled));
   if (!watched)
     return Status::ok();
@@ -1104,6 +1145,7 @@ Status TrainingSession::runSteps() {
 Status TrainingSession::afterStep(const StepMetrics &measured) {
   StepMetrics m = measured;
   MLT_RETURN_IF_ERROR(forwardLoss(m));
+  MLT_RETURN_IF_ERROR(gatherRankTimes(m));
   MLT_RETURN_IF_ERROR(dumpGradsAt(m.step));
   if (reports)
     MLT_RETURN_IF_ERROR(logStep(m));
@@ -1160,15 +1202,40 @@ Status TrainingSession::logEvaluation(const EvalMetrics &m) {
     if (!log)
       return errorf(o.logJson, ": write failed");
   }
-  if (events)
-    MLT_RETURN_IF_ERROR(
-        events
-            ->scalars(m.step,
-                      std::chrono::duration<double>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count(),
-                      scalars)
-            .withContext("--tensorboard"));
+  return writeEvents(m.step, scalars);
+}
+
+Status TrainingSession::writeEvents(
+    int64_t step, const std::vector<std::pair<std::string, double>> &scalars) {
+  if (!events)
+    return Status::ok();
+  const double now = std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  return events->scalars(step, now, scalars).withContext("--tensorboard");
+}
+
+Status TrainingSession::gatherRankTimes(StepMetrics &m) {
+#ifdef MLT_HAVE_CUDA
+  if (!dist)
+    return Status::ok();
+  // (plain data, the same build in every process)
+  const std::string mine(reinterpret_cast<const char *>(m.ranks.data()),
+                         m.ranks.size() * sizeof(RankStepTime));
+  StatusOr<std::vector<std::string>> all = dist->session.gather(mine, 0);
+  if (!all)
+    return all.takeStatus();
+  m.ranks.clear();
+  for (const std::string &bytes : *all)
+    for (size_t at = 0; at + sizeof(RankStepTime) <= bytes.size();
+         at += sizeof(RankStepTime)) {
+      RankStepTime time;
+      std::memcpy(&time, bytes.data() + at, sizeof time);
+      m.ranks.push_back(time);
+    }
+#else
+  (void)m;
+#endif
   return Status::ok();
 }
 
@@ -1223,6 +1290,16 @@ Status TrainingSession::logStep(const StepMetrics &m) {
   scalars.push_back({"memory_gib",
                      double(inUse ? *inUse : reporting.rankPlan().arenaBytes) /
                          double(uint64_t(1) << 30)});
+  // Several ranks: each one's step time and wait in collectives, by plan
+  // rank (up to kRanksLogged of them), and the slowest.
+  std::vector<RankStepTime> byRank = m.ranks;
+  std::sort(byRank.begin(), byRank.end(),
+            [](const RankStepTime &a, const RankStepTime &b) {
+              return a.rank < b.rank;
+            });
+  const std::optional<SlowestRank> slowest = slowestRank(byRank);
+  constexpr size_t kRanksLogged = 64;
+  const bool perRank = byRank.size() > 1 && byRank.size() <= kRanksLogged;
   if (log.is_open()) {
     nlohmann::json line = {{"step", m.step}, {"tokens", m.tokens}};
     for (const auto &[name, value] : scalars)
@@ -1230,27 +1307,43 @@ Status TrainingSession::logStep(const StepMetrics &m) {
     // (wall time since training began: with step_time_s, what went on
     // between steps, such as a save)
     line["elapsed_s"] = progress.elapsed;
+    if (perRank) {
+      nlohmann::json seconds = nlohmann::json::array(),
+                     waits = nlohmann::json::array();
+      for (const RankStepTime &rank : byRank) {
+        seconds.push_back(rank.seconds);
+        // (null where unmeasured)
+        waits.push_back(std::isfinite(rank.waitSeconds)
+                            ? nlohmann::json(rank.waitSeconds)
+                            : nlohmann::json());
+      }
+      line["rank_step_time_s"] = seconds;
+      line["rank_wait_s"] = waits;
+    }
+    if (slowest)
+      line["slowest_rank"] = slowest->rank;
     log << line.dump() << "\n";
     log.flush();
     if (!log)
       return errorf(o.logJson, ": write failed");
   }
-  if (events) {
-    // (on GPUs, at the rate over the progress line's window)
-    if (progress.tflopsPerGpu)
-      scalars.push_back({"tflops_per_gpu", *progress.tflopsPerGpu});
-    if (progress.mfu)
-      scalars.push_back({"mfu", *progress.mfu});
-    MLT_RETURN_IF_ERROR(
-        events
-            ->scalars(m.step,
-                      std::chrono::duration<double>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count(),
-                      scalars)
-            .withContext("--tensorboard"));
-  }
-  return Status::ok();
+  if (!events)
+    return Status::ok();
+  // (on GPUs, at the rate over the progress line's window)
+  if (progress.tflopsPerGpu)
+    scalars.push_back({"tflops_per_gpu", *progress.tflopsPerGpu});
+  if (progress.mfu)
+    scalars.push_back({"mfu", *progress.mfu});
+  if (perRank)
+    for (const RankStepTime &rank : byRank) {
+      const std::string name = "rank " + std::to_string(rank.rank);
+      scalars.push_back({"rank_step_time_s/" + name, rank.seconds});
+      if (std::isfinite(rank.waitSeconds))
+        scalars.push_back({"rank_wait_s/" + name, rank.waitSeconds});
+    }
+  if (slowest)
+    scalars.push_back({"slowest_rank", double(slowest->rank)});
+  return writeEvents(m.step, scalars);
 }
 
 Status TrainingSession::agreeOnStop() {

@@ -710,6 +710,18 @@ public:
                 t.steps, t.steps == 1 ? "step" : "steps", t.tokens,
                 formatDuration(t.seconds).c_str(), t.tokensPerSecond,
                 t.steps > 1 ? " after the first step" : "", flops.c_str());
+    // (the rank the others wait for: it waits least in the collectives)
+    if (t.slowest) {
+      const SlowestRank &s = *t.slowest;
+      const bool several = t.ranks.size() > 2;
+      std::printf("slowest rank: %u, which waited %.1f ms a step in "
+                  "collectives and transfers; the other %s %s%.1f ms\n",
+                  s.rank, s.waitSeconds * 1e3,
+                  several ? "ranks" : "rank", several
+                      ? formatText("%.1f-", s.othersLeast * 1e3).c_str()
+                      : "",
+                  s.othersMost * 1e3);
+    }
     std::fflush(stdout);
   }
 

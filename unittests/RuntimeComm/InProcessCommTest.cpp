@@ -509,7 +509,7 @@ TEST(InProcessCommTest, MismatchedTypesKindsAndRootsFail) {
                        buffer, buffer, 4,
                        rank == 2 ? ElementType::F64 : ElementType::F32, "tp");
                  }),
-      "collective #0 on axis 'tp' (ranks 0,1,2): mismatched calls: rank 0 "
+      "collective #0 on axis 'tp' (ranks 0-2): mismatched calls: rank 0 "
       "called all_reduce_sum of 4 f32, rank 2 called all_reduce_sum of 4 f64");
 
   expectAllFail(
@@ -520,7 +520,7 @@ TEST(InProcessCommTest, MismatchedTypesKindsAndRootsFail) {
                      return comm.allGather(in, out, 2, ElementType::F32, "tp");
                    return comm.allReduceSum(in, out, 2, ElementType::F32, "tp");
                  }),
-      "collective #1 on axis 'tp' (ranks 0,1,2): mismatched calls: rank 0 "
+      "collective #1 on axis 'tp' (ranks 0-2): mismatched calls: rank 0 "
       "called all_reduce_sum of 2 f32, rank 1 called all_gather of 2 f32 per "
       "rank");
 
@@ -531,7 +531,7 @@ TEST(InProcessCommTest, MismatchedTypesKindsAndRootsFail) {
                    return comm.broadcast(buffer, 2, ElementType::F32, "tp",
                                          rank == 0 ? 0 : 1);
                  }),
-      "collective #2 on axis 'tp' (ranks 0,1,2): mismatched calls: rank 0 "
+      "collective #2 on axis 'tp' (ranks 0-2): mismatched calls: rank 0 "
       "called broadcast of 2 f32 from index 0, rank 1 called broadcast of 2 "
       "f32 from index 1");
 }

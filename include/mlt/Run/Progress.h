@@ -24,8 +24,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlt::run {
 
@@ -43,6 +45,21 @@ struct StepProgress {
 };
 
 /// The whole run's (ProgressMeter::totals).
+/// The rank the others wait for: of ranks that each measured their wait
+/// in collectives (RankPosition::waitedSeconds), the one that waited least.
+struct SlowestRank {
+  uint32_t rank = 0;
+  /// Its wait and step time (a step's, or the mean over steps).
+  double waitSeconds = 0.0, stepSeconds = 0.0;
+  /// The least and most the other ranks waited.
+  double othersLeast = 0.0, othersMost = 0.0;
+};
+
+/// The slowest of `ranks` (a step's, or means over steps); none for fewer
+/// than two ranks, or where a rank's wait is unmeasured (NaN).
+std::optional<SlowestRank>
+slowestRank(const std::vector<rt::RankStepTime> &ranks);
+
 struct RunTotals {
   int64_t steps = 0;
   int64_t tokens = 0;
@@ -51,6 +68,10 @@ struct RunTotals {
   /// one), and the TFLOP/s per GPU and MFU at that rate, where known.
   double tokensPerSecond = 0.0;
   std::optional<double> tflopsPerGpu, mfu;
+  /// Over the same steps, each rank's mean time (RankStepTime), and the
+  /// slowest rank by them.
+  std::vector<rt::RankStepTime> ranks;
+  std::optional<SlowestRank> slowest;
 };
 
 /// The model FLOPs of training on one token of a sequence of `seqLen`
@@ -75,7 +96,8 @@ public:
                 std::optional<double> flopsPerToken,
                 std::optional<double> peak);
 
-  /// The pace after step `m`, `elapsed` seconds into training.
+  /// The pace after step `m`, `elapsed` seconds into training; m.ranks
+  /// are every rank's times.
   StepProgress add(const rt::StepMetrics &m, double elapsed);
 
   RunTotals totals() const;
@@ -94,6 +116,9 @@ private:
   double laterSeconds_ = 0.0;
   int64_t laterTokens_ = 0;
   double firstSeconds_ = 0.0, elapsed_ = 0.0;
+  /// Each rank's times summed over the steps after the first (those of the
+  /// first while there is no other), by plan rank.
+  std::map<uint32_t, rt::RankStepTime> rankSums_;
 };
 
 /// "0:03:07", "12:00:00": `seconds` as hours, minutes and seconds.

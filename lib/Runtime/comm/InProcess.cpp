@@ -52,6 +52,7 @@
 #include "mlt/Runtime/comm/InProcessComm.h"
 
 #include "mlt/Support/Bf16.h"
+#include "mlt/Support/RankList.h"
 
 #include <algorithm>
 #include <atomic>
@@ -104,16 +105,6 @@ struct Membership {
   int index = 0;
   uint64_t calls = 0;
 };
-
-std::string rankList(const std::vector<int> &ranks) {
-  std::string text;
-  for (int rank : ranks) {
-    if (!text.empty())
-      text += ',';
-    text += std::to_string(rank);
-  }
-  return text;
-}
 
 //===----------------------------------------------------------------------===//
 // Sums in group order
@@ -359,7 +350,7 @@ Status InProcessWorld::Impl::arrive(Group &group, int index,
         "rank " + std::to_string(group.ranks[index]) + " waited over " +
         std::to_string(options.timeout.count()) + " ms in " +
         std::string(what) + " #" + std::to_string(number) + " on " +
-        group.name + " for ranks " + rankList(missing);
+        group.name + " for ranks " + formatRankList(missing);
     lock.unlock();
     abort(message);
     lock.lock();
@@ -428,7 +419,7 @@ Status InProcessCommunicator::runInGroup(Membership &member,
   const int me = member.index;
   auto where = [&] {
     return "collective #" + std::to_string(number) + " on " + group.name +
-           " (ranks " + rankList(group.ranks) + ")";
+           " (ranks " + formatRankList(group.ranks) + ")";
   };
 
   Slot mine;

@@ -53,12 +53,12 @@ namespace {
 template <typename Call>
 Status marked(const PositionMark &mark, cudaStream_t stream, Call call) {
   if (mark.word)
-    MLT_RETURN_IF_ERROR(
-        launchWritePosition(mark.word, deviceEnteredWord(mark.place), stream));
+    MLT_RETURN_IF_ERROR(launchWritePosition(
+        mark.word, deviceEnteredWord(mark.place), mark.clock, false, stream));
   MLT_RETURN_IF_ERROR(call());
   if (mark.word)
-    MLT_RETURN_IF_ERROR(
-        launchWritePosition(mark.word, deviceLeftWord(mark.place), stream));
+    MLT_RETURN_IF_ERROR(launchWritePosition(
+        mark.word, deviceLeftWord(mark.place), mark.clock, true, stream));
   return Status::ok();
 }
 

@@ -40,6 +40,7 @@
 // into the mark's word (kernels/position.h) on the stream the NCCL call
 // goes to, right before it (entered) and right after it (left), so that
 // the word says which collective the device is inside, captured or not.
+// The same writes keep the stream's clock: the time spent inside them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +66,10 @@ namespace mlt::cuda {
 struct PositionMark {
   volatile uint64_t *word = nullptr;
   uint64_t place = 0;
+  /// The stream's clock words (Position.h's "Waiting"): the device's time
+  /// on entering, and the nanoseconds inside collectives, which leaving
+  /// adds to.
+  volatile uint64_t *clock = nullptr;
 };
 
 class CudaCollectives {

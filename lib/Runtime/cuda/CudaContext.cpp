@@ -66,17 +66,20 @@ Status CudaDeviceContext::watchPosition(RankPosition &position) {
   MLT_RETURN_IF_ERROR(activate());
   if (!positionWords_) {
     // Mapped, so that the device writes straight into host memory, where
-    // the watchdog's thread reads it without a CUDA call.
+    // the watchdog's thread reads it without a CUDA call: a word per plan
+    // stream, then two clock words per plan stream (Position.h).
     void *words = nullptr;
     MLT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(
-        &words, kPlanMaxStreams * sizeof(uint64_t), cudaHostAllocMapped));
-    std::memset(words, 0, kPlanMaxStreams * sizeof(uint64_t));
+        &words, 3 * kPlanMaxStreams * sizeof(uint64_t), cudaHostAllocMapped));
+    std::memset(words, 0, 3 * kPlanMaxStreams * sizeof(uint64_t));
     positionWords_ = static_cast<volatile uint64_t *>(words);
     void *onDevice = nullptr;
     MLT_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&onDevice, words, 0));
     positionWordsOnDevice_ = static_cast<volatile uint64_t *>(onDevice);
   }
   position.attachDeviceWords(positionWords_, kPlanMaxStreams);
+  position.attachDeviceClocks(positionWords_ + kPlanMaxStreams,
+                              kPlanMaxStreams);
   position_ = &position;
   return Status::ok();
 }
@@ -84,7 +87,8 @@ Status CudaDeviceContext::watchPosition(RankPosition &position) {
 PositionMark CudaDeviceContext::positionMark(unsigned stream) const {
   if (!position_ || stream >= kPlanMaxStreams)
     return {};
-  return {positionWordsOnDevice_ + stream, position_->place()};
+  return {positionWordsOnDevice_ + stream, position_->place(),
+          positionWordsOnDevice_ + kPlanMaxStreams + 2 * stream};
 }
 
 Status CudaDeviceContext::init() {

@@ -188,7 +188,12 @@ Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
     : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),
       device_(std::move(device)), deviceQueues_(device_->queuesLaunches()),
-      position_(rank_.rank), launchOffsets_(stepLaunchOffsets(rank_)) {}
+      position_(rank_.rank), launchOffsets_(stepLaunchOffsets(rank_)) {
+  // (a device that runs launches to completion: the host's wait in a
+  // collective is the rank's; Position.h's "Waiting")
+  if (!deviceQueues_)
+    position_.measureHostWait();
+}
 
 Executor::~Executor() {
   if (arena_) {
@@ -393,6 +398,8 @@ Status Executor::run(size_t programIndex, bool wait) {
 Status Executor::runStep(bool wait) {
   if (rank_.step.empty())
     return errorf("the plan has no step");
+  if (stepDelay_.count() > 0)
+    std::this_thread::sleep_for(stepDelay_);
   return runCalls(StepKind::Training, stepReplay_, wait);
 }
 
@@ -547,10 +554,26 @@ Status Executor::runTransferGroup(const std::vector<TransferCall> &calls) {
       launchActivity(*programs_.at(calls.front().program).instructions[0].inst);
   if (tracksPosition_)
     position_.at(calls.front().call, 0, activity);
-  Status status = device_->exchange(mesh_.at(*axis).name, transfers);
-  if (tracksPosition_ && activity == RankActivity::Waiting)
-    position_.setActivity(RankActivity::Running);
-  return status;
+  const WaitTimer timer(*this, activity);
+  return device_->exchange(mesh_.at(*axis).name, transfers);
+}
+
+Executor::WaitTimer::WaitTimer(Executor &executor, RankActivity activity)
+    : executor_(executor.tracksPosition_ && activity == RankActivity::Waiting
+                    ? &executor
+                    : nullptr) {
+  if (executor_)
+    begun_ = std::chrono::steady_clock::now();
+}
+
+Executor::WaitTimer::~WaitTimer() {
+  if (!executor_)
+    return;
+  executor_->position_.addHostWait(uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - begun_)
+          .count()));
+  executor_->position_.setActivity(RankActivity::Running);
 }
 
 RankActivity Executor::launchActivity(const InstructionDesc &inst) const {
@@ -591,14 +614,15 @@ Status Executor::launchAll(size_t programIndex, uint32_t call,
     const RankActivity activity = launchActivity(*p.inst);
     if (tracksPosition_)
       position_.at(call, uint32_t(i), activity);
-    if (p.copied.empty() || (microbatch <= 0 && slot <= 0)) {
-      status = device_->launch(*p.inst, p.inputs, p.outputs);
-    } else {
-      resolveCopies(p, microbatch, slot, inputs, outputs);
-      status = device_->launch(*p.inst, inputs, outputs);
+    {
+      const WaitTimer timer(*this, activity);
+      if (p.copied.empty() || (microbatch <= 0 && slot <= 0)) {
+        status = device_->launch(*p.inst, p.inputs, p.outputs);
+      } else {
+        resolveCopies(p, microbatch, slot, inputs, outputs);
+        status = device_->launch(*p.inst, inputs, outputs);
+      }
     }
-    if (tracksPosition_ && activity == RankActivity::Waiting)
-      position_.setActivity(RankActivity::Running);
     if (!status) {
       std::ostringstream context;
       context << "program '" << program.name << "' instruction " << i << " ("

@@ -6,6 +6,7 @@
 
 #include "mlt/Runtime/exec/Position.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlt;
@@ -21,6 +22,9 @@ void RankPosition::enterStep(int64_t step) {
   // nothing writes the words now.
   for (uint32_t s = 0; s < deviceStreams_; ++s)
     deviceWords_[s] = 0;
+  for (uint32_t s = 0; s < 2 * deviceClockStreams_; ++s)
+    deviceClocks_[s] = 0;
+  hostWaitNanoseconds_.store(0, std::memory_order_relaxed);
   step_.store(step, std::memory_order_relaxed);
   at(kStepCall, 0, RankActivity::Running);
 }
@@ -34,6 +38,19 @@ PositionSnapshot RankPosition::snapshot() const {
   for (uint32_t s = 0; s < deviceStreams_ && s < kPlanMaxStreams; ++s)
     snapshot.device[s] = deviceWords_[s];
   return snapshot;
+}
+
+std::optional<double> RankPosition::waitedSeconds() const {
+  if (!hostWaitMeasured_ && !deviceClocks_)
+    return std::nullopt;
+  // (the streams' waits may overlap in time: the longest, which the step
+  // lasted at least)
+  uint64_t longest = 0;
+  for (uint32_t s = 0; s < deviceClockStreams_; ++s)
+    longest = std::max(longest, uint64_t(deviceClocks_[2 * s + 1]));
+  return double(hostWaitNanoseconds_.load(std::memory_order_relaxed) +
+                longest) *
+         1e-9;
 }
 
 std::vector<uint64_t> mlt::rt::stepLaunchOffsets(const RankPlan &rank) {

@@ -412,7 +412,8 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
                                                 const std::string &dir,
                                                 const Plan &plan,
                                                 const TrainingCheckpoint &state,
-                                                int64_t keepLast) {
+                                                int64_t keepLast,
+                                                std::vector<std::string> *retired) {
   StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan);
   if (!pieces)
     return pieces.takeStatus();
@@ -498,12 +499,22 @@ StatusOr<std::string> mlt::rt::commitCheckpoint(const std::string &root,
         const fs::path doomed =
             rootPath / ("." + steps[i].second.filename().string() + ".tmp-" +
                         std::to_string(::getpid()) + "-removed");
-        std::error_code ignored;
-        if (std::rename(steps[i].second.c_str(), doomed.c_str()) == 0)
-          fs::remove_all(doomed, ignored);
+        if (std::rename(steps[i].second.c_str(), doomed.c_str()) == 0) {
+          if (retired)
+            retired->push_back(doomed.string());
+          else
+            removeRetired({doomed.string()});
+        }
       }
   }
   return final.string();
+}
+
+void mlt::rt::removeRetired(const std::vector<std::string> &retired) {
+  for (const std::string &dir : retired) {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
 }
 
 void mlt::rt::abandonCheckpoint(const std::string &dir) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -52,17 +53,35 @@ keyedPieces(const Plan &plan) {
 
 } // namespace
 
-StatusOr<uint64_t>
-CheckpointStaging::bytesFor(const Plan &plan,
-                            const std::vector<uint32_t> &local) {
+namespace {
+uint64_t saturatingAdd(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
+} // namespace
+
+StatusOr<std::map<uint32_t, uint64_t>>
+CheckpointStaging::bytesByRank(const Plan &plan) {
   StatusOr<std::vector<SavedPiece>> pieces = checkpointPieces(plan);
   if (!pieces)
     return pieces.takeStatus();
-  const std::set<uint32_t> ranks(local.begin(), local.end());
-  uint64_t bytes = 0;
+  std::map<uint32_t, uint64_t> bytes;
   for (const SavedPiece &piece : *pieces)
-    if (ranks.count(piece.rank))
-      bytes += uint64_t(piece.count) * sizeof(float);
+    bytes[piece.rank] = saturatingAdd(
+        bytes[piece.rank],
+        uint64_t(std::max<int64_t>(piece.count, 0)) * sizeof(float));
+  return bytes;
+}
+
+StatusOr<uint64_t>
+CheckpointStaging::bytesFor(const Plan &plan,
+                            const std::vector<uint32_t> &local) {
+  StatusOr<std::map<uint32_t, uint64_t>> byRank = bytesByRank(plan);
+  if (!byRank)
+    return byRank.takeStatus();
+  uint64_t bytes = 0;
+  for (uint32_t rank : std::set<uint32_t>(local.begin(), local.end()))
+    if (auto found = byRank->find(rank); found != byRank->end())
+      bytes = saturatingAdd(bytes, found->second);
   return bytes;
 }
 

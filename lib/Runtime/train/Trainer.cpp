@@ -131,6 +131,7 @@ Trainer::create(RankGroup *group, const std::vector<Executor *> &executors,
 }
 
 Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
+  const auto start = std::chrono::steady_clock::now();
   Executor &executor = *rank.executor;
   // From the step's inputs to the end of its wait: what the hang watchdog
   // times (Position.h).
@@ -164,6 +165,12 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
     MLT_RETURN_IF_ERROR(
         executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
   MLT_RETURN_IF_ERROR(executor.synchronize());
+  rank.time.rank = executor.rankPlan().rank;
+  rank.time.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  rank.time.waitSeconds =
+      executor.position().waitedSeconds().value_or(std::nan(""));
   // Rank 0 stops the run (and, through the rank group, every rank).
   if (isFirst)
     for (int64_t mb = 0; mb < model_.microbatches; ++mb)
@@ -243,21 +250,10 @@ StatusOr<EvalMetrics> Trainer::evaluate(TrainingData &data, int64_t batches,
   double lossSum = 0.0;
   for (int64_t b = 0; b < batches; ++b) {
     MLT_RETURN_IF_ERROR(data.checkUnchanged().withContext("evaluation data"));
-    data.batch(b, model_.globalBatch(), /*shuffle=*/false, /*seed=*/0,
-               inputs_.data(), targets_.data());
-    if (model_.sequenceChunks > 0) {
-      loadBalance(inputs_);
-      loadBalance(targets_);
-    }
-    Status status = group_ ? group_->parallel([&](Executor &executor) {
-      for (RankState &rank : ranks_)
-        if (rank.executor == &executor)
-          return evaluateOnRank(rank);
-      return errorf("rank ", executor.rankPlan().rank, " is not trained here");
-    })
-                           : evaluateOnRank(ranks_.front());
-    if (!status)
-      return status;
+    MLT_RETURN_IF_ERROR(runBatch(data, b, /*shuffle=*/false, /*seed=*/0,
+                                 [&](RankState &rank) {
+                                   return evaluateOnRank(rank);
+                                 }));
     const RankState &first = ranks_[reporter_];
     const bool reads =
         first.executor->rankPlan().rank == options_.reportingRank;
@@ -327,6 +323,26 @@ void Trainer::loadBalance(std::vector<int32_t> &sequences) {
   }
 }
 
+Status Trainer::runBatch(TrainingData &data, int64_t batch, bool shuffle,
+                         uint64_t seed,
+                         const std::function<Status(RankState &)> &onRank) {
+  data.batch(batch, model_.globalBatch(), shuffle, seed, inputs_.data(),
+             targets_.data());
+  // (Context parallelism: the ranks' blocks split the load-balanced order.)
+  if (model_.sequenceChunks > 0) {
+    loadBalance(inputs_);
+    loadBalance(targets_);
+  }
+  if (!group_)
+    return onRank(ranks_.front());
+  return group_->parallel([&](Executor &executor) {
+    for (RankState &rank : ranks_)
+      if (rank.executor == &executor)
+        return onRank(rank);
+    return errorf("rank ", executor.rankPlan().rank, " is not trained here");
+  });
+}
+
 StatusOr<StepMetrics> Trainer::step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   StepMetrics metrics;
@@ -336,22 +352,12 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
   // (a data file rewritten or truncated since it was opened: one line,
   // rather than other samples or a SIGBUS)
   MLT_RETURN_IF_ERROR(data_.checkUnchanged().withContext("--data"));
-  data_.batch(step - 1, model_.globalBatch(), options_.shuffle, options_.seed,
-              inputs_.data(), targets_.data());
-  // (Context parallelism: the ranks' blocks split the load-balanced order.)
-  if (model_.sequenceChunks > 0) {
-    loadBalance(inputs_);
-    loadBalance(targets_);
-  }
-  Status status = group_ ? group_->parallel([&](Executor &executor) {
-    for (RankState &rank : ranks_)
-      if (rank.executor == &executor)
-        return stepOnRank(rank, step, metrics.lr);
-    return errorf("rank ", executor.rankPlan().rank, " is not trained here");
-  })
-                         : stepOnRank(ranks_.front(), step, metrics.lr);
-  if (!status)
-    return status;
+  MLT_RETURN_IF_ERROR(runBatch(data_, step - 1, options_.shuffle,
+                               options_.seed, [&](RankState &rank) {
+                                 return stepOnRank(rank, step, metrics.lr);
+                               }));
+  for (const RankState &rank : ranks_)
+    metrics.ranks.push_back(rank.time);
 
   const RankState &first = ranks_[reporter_];
   double lossSum = 0.0;

@@ -1,6 +1,6 @@
 """Reads a run's TensorBoard event files with TensorBoard's own reader
 (EventAccumulator) and checks them against the run's --log-json: each tag's
-steps and values (as float32, which TensorBoard's simple values are).
+steps and values (a rank's, "NAME/rank R", against entry R of the log's NAME) (as float32, which TensorBoard's simple values are).
 Prints one line per tag for FileCheck (tensorboard.test).
 
 usage: read_tensorboard.py DIR LOG.jsonl
@@ -24,8 +24,14 @@ for tag in tags:
     scalars = events.Scalars(tag)
     steps = [s.step for s in scalars]
     mine = [s.value for s in scalars]
-    # (the steps' records and the evaluations' hold different tags)
-    logged = [r for r in rows if tag in r]
+    # (the steps' records and the evaluations' hold different tags; a
+    # rank's scalar, "NAME/rank R", is entry R of the log's list NAME)
+    name, _, rank = tag.partition("/rank ")
+    if rank:
+        logged = [dict(r, **{tag: r[name][int(rank)]}) for r in rows
+                  if name in r]
+    else:
+        logged = [r for r in rows if tag in r]
     if not logged:  # (mfu, tflops_per_gpu: GPU runs', not logged)
         print(f"{tag}: steps {steps[0]}-{steps[-1]}, not in the log")
         continue

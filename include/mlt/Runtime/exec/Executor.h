@@ -35,6 +35,7 @@
 #include "mlt/Runtime/exec/Position.h"
 #include "mlt/Support/Status.h"
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -170,6 +171,11 @@ public:
     captureEnabled_ = false;
   }
 
+  /// MLT_FAULT_SLOW (tests): the host sleeps `delay` before queuing each
+  /// training step's launches, as a rank with slow input or a slow host
+  /// would, and the other ranks wait for it.
+  void delayEachStep(std::chrono::milliseconds delay) { stepDelay_ = delay; }
+
   /// Marks the compute copies stale, as a write of a Parameter buffer does:
   /// refresh_parameter_copies runs before the next program. For a rank the
   /// host wrote no parameter of while it wrote the other ranks' (under a
@@ -278,6 +284,21 @@ private:
   /// Holds the host at instruction `instruction` of call `call` while it is
   /// the stall point (stallAt), until abandoned.
   Status holdIfStalled(uint32_t call, uint32_t instruction);
+  /// Times a launch of activity Waiting (a collective or transfer group on
+  /// a device that runs it to completion) into position_'s wait, and sets
+  /// the activity back to Running after it; a launch of another activity,
+  /// or outside a tracked step, is left alone.
+  class WaitTimer {
+  public:
+    WaitTimer(Executor &executor, RankActivity activity);
+    ~WaitTimer();
+    WaitTimer(const WaitTimer &) = delete;
+    WaitTimer &operator=(const WaitTimer &) = delete;
+
+  private:
+    Executor *executor_;
+    std::chrono::steady_clock::time_point begun_;
+  };
   /// Runs the transfers of `calls`, one transfer group, as one exchange.
   Status runTransferGroup(const std::vector<TransferCall> &calls);
   /// `p`'s operands moved to the copies of micro-batch `microbatch` and
@@ -304,6 +325,7 @@ private:
   /// stepLaunchOffsets of the rank's step.
   std::vector<uint64_t> launchOffsets_;
   std::optional<StallPoint> stall_;
+  std::chrono::milliseconds stepDelay_{0};
   /// Reads queued by readScalarAtSync: the buffer's type, where its bytes
   /// land, and where the value goes (a deque: the landing areas do not
   /// move).

@@ -29,6 +29,21 @@
 // the device entered the launch at `place` (call << 32 | instruction), and
 // that | 1 once it left it.
 //
+// Waiting. A position also keeps how long its rank waited in the step: the
+// time inside collectives and transfer groups, which includes waiting for
+// the peers to arrive. In a synchronous run the slowest rank is the one
+// that waits least: the others wait for it. On a device that runs its
+// launches to completion (the CPU) the executor times them on the host;
+// a device that queues keeps clocks of its own beside its words
+// (attachDeviceClocks): per plan stream, the device's time when it
+// entered the collective in hand and the nanoseconds spent inside them
+// since the step began, written by the same kernel that writes the word.
+// Collectives on different streams may overlap each other in time (a
+// gradient reduction on the communication stream while the loss's
+// all-reduce waits on the compute stream): a rank's wait is its longest
+// stream's, never more than the step. Under overlapped communication it
+// is time in collectives, not necessarily time lost.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MLT_RUNTIME_EXEC_POSITION_H
@@ -39,6 +54,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace mlt::rt {
@@ -112,8 +128,8 @@ public:
   RankPosition(const RankPosition &) = delete;
   RankPosition &operator=(const RankPosition &) = delete;
 
-  /// Step `step` begins (the device words start afresh: the device has
-  /// finished the previous step), or ends.
+  /// Step `step` begins (the device words and clocks start afresh: the
+  /// device has finished the previous step), or ends.
   void enterStep(int64_t step);
   void leaveStep() { setActivity(RankActivity::Outside); }
 
@@ -148,6 +164,26 @@ public:
 
   PositionSnapshot snapshot() const;
 
+  /// The host times its waits in collectives and transfer groups (a device
+  /// that runs launches to completion), adding each with addHostWait.
+  void measureHostWait() { hostWaitMeasured_ = true; }
+  void addHostWait(uint64_t nanoseconds) {
+    hostWaitNanoseconds_.fetch_add(nanoseconds, std::memory_order_relaxed);
+  }
+  /// The device's clocks: two words per plan stream (the time it entered
+  /// the collective in hand, and the nanoseconds spent inside collectives
+  /// this step), host-mapped memory that the device writes and the device
+  /// context owns.
+  void attachDeviceClocks(volatile uint64_t *clocks, uint32_t streams) {
+    deviceClocks_ = clocks;
+    deviceClockStreams_ = streams;
+  }
+  /// Seconds this rank spent inside collectives and transfer groups since
+  /// the step began (see "Waiting" above); none where nothing measures it
+  /// (a queuing device whose clocks are not attached). Read once the
+  /// step's work is complete.
+  std::optional<double> waitedSeconds() const;
+
   /// The run gave up on this rank (a hang was reported): a rank held by
   /// MLT_FAULT_STALL returns.
   void abandon() { abandoned_.store(true); }
@@ -159,6 +195,10 @@ private:
   std::atomic<uint64_t> host_{0};
   volatile uint64_t *deviceWords_ = nullptr;
   uint32_t deviceStreams_ = 0;
+  bool hostWaitMeasured_ = false;
+  std::atomic<uint64_t> hostWaitNanoseconds_{0};
+  volatile uint64_t *deviceClocks_ = nullptr;
+  uint32_t deviceClockStreams_ = 0;
   std::atomic<bool> abandoned_{false};
 };
 

@@ -119,12 +119,22 @@ StatusOr<uint64_t> writeCheckpointShards(RankGroup &local, const Plan &plan,
 /// the index (with each shard's size), config.json and trainer.json into
 /// `dir`, renames it to ROOT/step-NNNNNN, points ROOT/latest at it, and
 /// with `keepLast` > 0 removes the older checkpoints beyond the newest
-/// `keepLast`. Returns the checkpoint's directory.
+/// `keepLast`: each renamed away at once (a temporary name, which a later
+/// save removes if this process dies first), then removed, or with
+/// `retired` its temporary name appended there for the caller to remove
+/// (removeRetired: deleting a checkpoint of 12 GiB takes seconds, which a
+/// background save keeps off the training thread). Returns the
+/// checkpoint's directory.
 StatusOr<std::string> commitCheckpoint(const std::string &root,
                                        const std::string &dir,
                                        const Plan &plan,
                                        const TrainingCheckpoint &state,
-                                       int64_t keepLast = 0);
+                                       int64_t keepLast = 0,
+                                       std::vector<std::string> *retired =
+                                           nullptr);
+
+/// Removes the checkpoints commitCheckpoint retired (best effort).
+void removeRetired(const std::vector<std::string> &retired);
 
 /// trainer.json's text for a checkpoint of `state` saved by `ranks` ranks
 /// whose index.json is `indexText`: the state, the hashes of the index and

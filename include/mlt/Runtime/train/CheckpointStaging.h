@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ public:
   /// rank's pieces in f32): what create allocates.
   static StatusOr<uint64_t> bytesFor(const Plan &plan,
                                      const std::vector<uint32_t> &local);
+  /// The bytes each rank of `plan` stages, by plan rank (a rank that
+  /// writes no piece is absent); sums saturate (a plan's sizes may be
+  /// absurd).
+  static StatusOr<std::map<uint32_t, uint64_t>> bytesByRank(const Plan &plan);
 
   ~CheckpointStaging();
   CheckpointStaging(const CheckpointStaging &) = delete;

@@ -105,6 +105,18 @@ struct TrainingOptions {
 };
 
 /// What one optimizer step measured.
+/// One rank's share of a step, as the rank measured it.
+struct RankStepTime {
+  /// The plan rank.
+  uint32_t rank = 0;
+  /// Its host's wall time of the step, from the step's inputs to the end of
+  /// its wait for the device.
+  double seconds = 0.0;
+  /// Its time inside collectives and transfer groups, waiting for its
+  /// peers among them (RankPosition::waitedSeconds); NaN where unmeasured.
+  double waitSeconds = 0.0;
+};
+
 struct StepMetrics {
   int64_t step = 0;
   /// Mean of the micro-batch losses.
@@ -116,6 +128,9 @@ struct StepMetrics {
   double seconds = 0.0;
   int64_t tokens = 0;
   double tokensPerSecond = 0.0;
+  /// This process's ranks' times (TrainingRun gathers every process's on
+  /// rank 0's), by plan rank.
+  std::vector<RankStepTime> ranks;
 };
 
 /// What one evaluation measured (Trainer::evaluate).
@@ -189,6 +204,8 @@ private:
     /// checking replication) and the gradient norm.
     std::vector<double> measuredLosses;
     double measuredGradNorm = 0.0;
+    /// The rank's time of the last step (RankStepTime).
+    RankStepTime time;
   };
 
   Trainer(RankGroup *group, const ModelInfo &model, TrainingData &data,
@@ -210,6 +227,12 @@ private:
   Status readLosses(RankState &rank);
   /// One rank's part of an evaluation batch (inputs_, targets_).
   Status evaluateOnRank(RankState &rank);
+  /// Reads batch `batch` of `data` into inputs_ and targets_ (in the
+  /// load-balanced order under context parallelism), then runs
+  /// `onRank` on every rank of this process, in parallel.
+  Status runBatch(TrainingData &data, int64_t batch, bool shuffle,
+                  uint64_t seed,
+                  const std::function<Status(RankState &)> &onRank);
   /// Fails when a rank's replicated outputs differ from the reporting
   /// rank's: the losses, and with `gradNorm` the gradient norm; `when`
   /// says where ("at step 3").

@@ -23,14 +23,19 @@
 # Calibrating plans (bf16): micro-batches of 2 x 1024, 8 x 512 and 1 x 2048
 # tokens on one GPU; 4 x 1024 per rank at dp=2 and with ZeRO-1 and -2 (the
 # gradients' collectives beside compute), 2 x 1024 and 4 x 1024 at
-# tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers).
+# tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers); and
+# the three one-GPU shapes again with --fp8 (the FP8 products and the
+# scaling kernels: amax, quantize_fp8).
 # Checked plans: the benchmark's shape, 4 x 2048 per GPU, which no
 # calibrating plan has: one GPU, dp=2, tp=2, pp=2 (8 micro-batches), ZeRO-1
-# and ZeRO-2 at dp=2.
+# and ZeRO-2 at dp=2, and --fp8 on one GPU; and a model no calibrating plan
+# has, LLaMA-2-7B at seq 4096, 16 micro-batches of 1 a step with
+# --recompute swiglu (issue 35's shape), bf16 and --fp8.
+# CALIBRATING and CHECKED replace the lists (empty: none).
 set -euo pipefail
 
-calibrating="c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2"
-checked="tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2"
+calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8"}
+checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16"}
 
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +65,15 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b32-pp2 --batch 32 --seq-len 2048 --microbatches 8 --pp 2
   tinyllama tl-b8-dp2-z1 --batch 8 --seq-len 2048 --dp 2 --zero 1
   tinyllama tl-b8-dp2-z2 --batch 8 --seq-len 2048 --dp 2 --zero 2
+  tinyllama c-b2s1024-fp8 --batch 2 --seq-len 1024 --fp8
+  tinyllama c-b8s512-fp8 --batch 8 --seq-len 512 --fp8
+  tinyllama c-b1s2048-fp8 --batch 1 --seq-len 2048 --fp8
+  tinyllama tl-b4-fp8 --batch 4 --seq-len 2048 --fp8
+  for fp8 in "" --fp8; do
+    "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --device cuda --batch 16 \
+      --microbatches 16 --seq-len 4096 --recompute swiglu $fp8 \
+      --emit-plan "$dir"/plans/l7-b16${fp8:+-fp8}.mltplan 2>/dev/null
+  done
   cp "$0" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-calibrate.sh run"
   exit 0

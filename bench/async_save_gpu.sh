@@ -43,11 +43,9 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 cd "$(dirname "$0")"
-out=${OUT:-$PWD/out}
 steps=${STEPS:-8}
-mkdir -p "$out"
 source ./gpu-pack-common.sh
-gpu_env
+gpu_start
 random_tokens tl.u16
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 df -h . | tail -1

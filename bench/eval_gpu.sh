@@ -37,18 +37,13 @@ if [[ "${1:-}" == pack ]]; then
   tiny zero2 --dp 2 --zero 2
   "$root"/build/bin/mlt-run "$root"/models/llama/tinyllama-1.1b.mlir --device cuda --dtype bf16 \
     --batch 16 --microbatches 4 --seq-len 2048 --split 95,5 --emit-plan "$dir"/plans/eval-tl.mltplan >/dev/null
-  cp "$0" "$dir"/
-  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$0")"
+  packed "$dir" "$0"
   exit 0
 fi
 
 cd "$(dirname "$0")"
-out=${OUT:-$PWD/out}
-mkdir -p "$out"
 source ./gpu-pack-common.sh
-gpu_env
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+gpu_start
 bin=$PWD/bin/mlt-run
 run() { # NAME PLAN ARGS...: one process per plan rank
   local name=$1 plan=$2

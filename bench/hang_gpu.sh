@@ -97,18 +97,13 @@ for line in lines[program + 1:step]:
   tiny tiny-tp2 --tp 2
   "$compile" "$root"/models/llama/tinyllama-1.1b.mlir --device cuda --dtype bf16 --batch 8 \
     --seq-len 2048 --dp 2 --emit-plan "$dir"/plans/tl-dp2.mltplan >/dev/null
-  cp "$0" "$dir"/
-  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$0") run"
+  packed "$dir" "$0" run
   exit 0
 fi
 
 cd "$(dirname "$0")"
-out=${OUT:-$PWD/out}
-mkdir -p "$out"
 source ./gpu-pack-common.sh
-gpu_env
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+gpu_start
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 [[ $gpus -ge 2 ]] || { echo "FAIL: two GPUs needed, $gpus visible"; exit 1; }

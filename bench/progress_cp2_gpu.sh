@@ -32,10 +32,8 @@ if [[ "${1:-}" == pack ]]; then
   exit 0
 fi
 cd "$(dirname "$0")"
-out=${OUT:-$PWD/out}
-mkdir -p "$out"
 source ./gpu-pack-common.sh
-gpu_env
+gpu_start
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 - <<'PY'
 import random, struct

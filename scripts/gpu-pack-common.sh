@@ -62,6 +62,25 @@ gpu_env() {
   mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
 }
 
+# packed DIR SCRIPT [HOW]: SCRIPT copied into DIR, and the line that says
+# how to run it there (HOW: its arguments on the GPU machine).
+packed() {
+  local dir=$1 script=$2 how=${3:-}
+  cp "$script" "$dir"/
+  echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/$(basename "$script")${how:+ $how}"
+}
+
+# gpu_start (on the GPU machine, in the carry's folder): gpu_env, $out
+# ($OUT, else ./out) made, and `fail MESSAGE`, which prints it and sets
+# $status to 1 (0 until then), for the scripts' checks.
+gpu_start() {
+  out=${OUT:-$PWD/out}
+  mkdir -p "$out"
+  gpu_env
+  status=0
+  fail() { echo "FAIL: $*"; status=1; }
+}
+
 # random_tokens FILE: 2^20 random token ids below 32000 (u16), the data of
 # the speed runs (seeded: every run reads the same).
 random_tokens() {

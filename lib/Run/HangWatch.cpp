@@ -42,21 +42,31 @@ bool parseCount(const std::string &text, uint64_t &value) {
 
 } // namespace
 
-StatusOr<FaultStall> mlt::run::parseFaultStall(const std::string &text,
-                                               const Plan &plan,
-                                               int64_t firstStep,
-                                               int64_t lastStep,
-                                               bool watched) {
-  const size_t first = text.find(':');
+StatusOr<FaultStall> mlt::run::parseFaultStall(
+    const std::string &text, const Plan &plan, int64_t firstStep,
+    int64_t lastStep, bool watched,
+    const std::function<bool(int64_t)> &evaluatesAfter) {
+  // (RANK:STEP:LAUNCH, or with ":eval" a launch of the evaluation after
+  // STEP)
+  std::string value = text;
+  const std::string evalSuffix = ":eval";
+  const bool evaluation =
+      value.size() > evalSuffix.size() &&
+      value.compare(value.size() - evalSuffix.size(), evalSuffix.size(),
+                    evalSuffix) == 0;
+  if (evaluation)
+    value.resize(value.size() - evalSuffix.size());
+  const size_t first = value.find(':');
   const size_t second =
-      first == std::string::npos ? first : text.find(':', first + 1);
+      first == std::string::npos ? first : value.find(':', first + 1);
   uint64_t rank = 0, step = 0, launch = 0;
   if (second == std::string::npos ||
-      !parseCount(text.substr(0, first), rank) ||
-      !parseCount(text.substr(first + 1, second - first - 1), step) ||
-      !parseCount(text.substr(second + 1), launch))
-    return errorf("MLT_FAULT_STALL: expected RANK:STEP:LAUNCH, three "
-                  "non-negative integers, got '",
+      !parseCount(value.substr(0, first), rank) ||
+      !parseCount(value.substr(first + 1, second - first - 1), step) ||
+      !parseCount(value.substr(second + 1), launch))
+    return errorf("MLT_FAULT_STALL: expected RANK:STEP:LAUNCH (three "
+                  "non-negative integers), or RANK:STEP:LAUNCH:eval for the "
+                  "evaluation after step STEP, got '",
                   text, "'");
   if (!watched)
     return errorf("MLT_FAULT_STALL holds a rank until the hang watchdog "
@@ -68,11 +78,18 @@ StatusOr<FaultStall> mlt::run::parseFaultStall(const std::string &text,
   if (int64_t(step) < firstStep || int64_t(step) > lastStep)
     return errorf("MLT_FAULT_STALL: step ", step, " is not one this run takes (",
                   firstStep, " to ", lastStep, ")");
-  const uint64_t launches = stepLaunchOffsets(plan.ranks[rank]).back();
+  if (evaluation && !evaluatesAfter(int64_t(step)))
+    return errorf("MLT_FAULT_STALL: no evaluation follows step ", step,
+                  " in this run (--eval-every, the last step)");
+  const uint64_t launches =
+      stepLaunchOffsets(plan.ranks[rank], evaluation ? StepKind::Evaluation
+                                                     : StepKind::Training)
+          .back();
   if (launch >= launches)
-    return errorf("MLT_FAULT_STALL: rank ", rank, "'s step has ", launches,
+    return errorf("MLT_FAULT_STALL: rank ", rank, "'s ",
+                  evaluation ? "evaluation step" : "step", " has ", launches,
                   " launches (0 to ", launches - 1, "), not ", launch);
-  return FaultStall{uint32_t(rank), int64_t(step), launch};
+  return FaultStall{uint32_t(rank), int64_t(step), launch, evaluation};
 }
 
 StatusOr<std::unique_ptr<HangWatch>>

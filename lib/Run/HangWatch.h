@@ -56,14 +56,19 @@ struct FaultStall {
   uint32_t rank = 0;
   int64_t step = 0;
   uint64_t launch = 0;
+  /// RANK:STEP:LAUNCH:eval: a launch of the evaluation after step STEP.
+  bool evaluation = false;
 };
 
 /// `text` (MLT_FAULT_STALL's value), checked against `plan` and the steps
-/// the run takes (`firstStep` to `lastStep`); `watched`: whether the run has
-/// a hang watchdog, without which the rank would wait for ever.
-StatusOr<FaultStall> parseFaultStall(const std::string &text,
-                                     const rt::Plan &plan, int64_t firstStep,
-                                     int64_t lastStep, bool watched);
+/// the run takes (`firstStep` to `lastStep`), and for an evaluation's launch
+/// against `evaluatesAfter` (whether an evaluation follows a step);
+/// `watched`: whether the run has a hang watchdog, without which the rank
+/// would wait for ever.
+StatusOr<FaultStall>
+parseFaultStall(const std::string &text, const rt::Plan &plan,
+                int64_t firstStep, int64_t lastStep, bool watched,
+                const std::function<bool(int64_t)> &evaluatesAfter);
 
 class HangWatch {
 public:

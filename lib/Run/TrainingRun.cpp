@@ -1056,11 +1056,13 @@ Status TrainingSession::watchForHangs() {
   Status stalled = Status::ok();
   if (const char *text = std::getenv("MLT_FAULT_STALL"); text && *text) {
     StatusOr<FaultStall> fault = parseFaultStall(
-        text, plan, options.firstStep, options.steps, watched);
+        text, plan, options.firstStep, options.steps, watched,
+        [&](int64_t step) { return evaluatesAfter(step); });
     if (fault) {
       for (uint32_t i = 0; i < ranks->size(); ++i)
         if (ranks->executor(i).rankPlan().rank == fault->rank)
-          ranks->executor(i).stallAt({fault->step, fault->launch});
+          ranks->executor(i).stallAt(
+              {fault->step, fault->launch, fault->evaluation});
     } else {
       stalled = fault.takeStatus();
     }

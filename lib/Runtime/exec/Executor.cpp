@@ -188,7 +188,9 @@ Executor::Executor(RankPlan rank, std::vector<MeshAxis> mesh, Backend &backend,
                    std::unique_ptr<DeviceContext> device)
     : rank_(std::move(rank)), mesh_(std::move(mesh)), backend_(backend),
       device_(std::move(device)), deviceQueues_(device_->queuesLaunches()),
-      position_(rank_.rank), launchOffsets_(stepLaunchOffsets(rank_)) {
+      position_(rank_.rank),
+      launchOffsets_{stepLaunchOffsets(rank_, StepKind::Training),
+                     stepLaunchOffsets(rank_, StepKind::Evaluation)} {
   // (a device that runs launches to completion: the host's wait in a
   // collective is the rank's; Position.h's "Waiting")
   if (!deviceQueues_)
@@ -345,8 +347,7 @@ Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
   ++replay.runs;
   if (replay.capture && !profiling_) {
     if (tracksPosition_)
-      position_.at(program ? uint32_t(rank_.step.size() + *program)
-                           : kStepCall,
+      position_.at(program ? aloneCall(rank_, *program) : kStepCall,
                    kWholeCall, RankActivity::Running);
     MLT_RETURN_IF_ERROR(device_->replay(*replay.capture));
     return wait ? synchronize() : Status::ok();
@@ -387,7 +388,7 @@ Status Executor::run(size_t programIndex, bool wait) {
   return runReplayed(
       program.replay, programIndex,
       [&] {
-        const uint32_t call = uint32_t(rank_.step.size() + programIndex);
+        const uint32_t call = aloneCall(rank_, programIndex);
         return program.transfers
                    ? runTransferGroup({{programIndex, -1, -1, call}})
                    : launchAll(programIndex, call);
@@ -412,15 +413,17 @@ Status Executor::runEvalStep(bool wait) {
 Status Executor::runCalls(StepKind kind, Replay &replay, bool wait) {
   const std::vector<CallDesc> &step = rank_.calls(kind);
   const std::string what = stepKindName(kind);
-  // The evaluation step runs between training steps, where the position
-  // stays outside (Position.h: the hang watchdog times training steps
-  // alone, and the position's calls are the training step's).
+  // The evaluation step is tracked where its caller placed the rank in an
+  // evaluation (a StepScope of one, as the trainer does); run otherwise,
+  // it leaves the position outside the training steps it describes.
   struct Recording {
     bool &flag;
     bool saved;
     ~Recording() { flag = saved; }
   } recording{tracksPosition_, tracksPosition_};
-  tracksPosition_ = kind == StepKind::Training;
+  tracksPosition_ = kind == StepKind::Training ||
+                    (position_.evaluating() &&
+                     position_.activity() != RankActivity::Outside);
   return runReplayed(
       replay, std::nullopt,
       [&]() -> Status {
@@ -586,15 +589,21 @@ RankActivity Executor::launchActivity(const InstructionDesc &inst) const {
 }
 
 Status Executor::holdIfStalled(uint32_t call, uint32_t instruction) {
-  if (!stall_ || !tracksPosition_ || call >= rank_.step.size() ||
-      position_.step() != stall_->step ||
-      launchOffsets_[call] + instruction != stall_->launch)
+  if (!stall_ || !tracksPosition_ ||
+      position_.evaluating() != stall_->evaluation)
+    return Status::ok();
+  const std::vector<uint64_t> &offsets =
+      launchOffsets_[stall_->evaluation ? 1 : 0];
+  if (call + 1 >= offsets.size() || position_.step() != stall_->step ||
+      offsets[call] + instruction != stall_->launch)
     return Status::ok();
   position_.at(call, instruction, RankActivity::Stalled);
   while (!position_.abandoned())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return errorf("held by MLT_FAULT_STALL before launch ", stall_->launch,
-                " of step ", stall_->step, " until the hang was reported");
+                stall_->evaluation ? " of the evaluation after step "
+                                   : " of step ",
+                stall_->step, " until the hang was reported");
 }
 
 Status Executor::launchAll(size_t programIndex, uint32_t call,

@@ -28,20 +28,28 @@ std::string mlt::rt::formatSeconds(double seconds) {
 
 namespace {
 
-/// Reads places of one rank's plan.
+/// Reads places of one rank's plan: of its training step, or with
+/// `evaluation` of its evaluation step.
 class RankReader {
 public:
-  RankReader(const RankPlan &rank, const std::optional<Mesh> &mesh)
-      : rank_(rank), mesh_(mesh), offsets_(stepLaunchOffsets(rank)) {}
+  RankReader(const RankPlan &rank, const std::optional<Mesh> &mesh,
+             bool evaluation)
+      : rank_(rank), mesh_(mesh),
+        kind_(evaluation ? StepKind::Evaluation : StepKind::Training),
+        calls_(rank.calls(kind_)), offsets_(stepLaunchOffsets(rank, kind_)) {}
+
+  /// "step", or "evaluation step" (the step's own places).
+  const char *stepName() const {
+    return kind_ == StepKind::Training ? "step" : "evaluation step";
+  }
 
   /// The program of `call` (a call of the step, or a program run alone);
   /// null for kStepCall or a call outside the plan.
   const ProgramDesc *program(uint32_t call) const {
-    if (call < rank_.step.size())
-      return &rank_.programs[rank_.step[call].program];
-    const size_t alone = size_t(call) - rank_.step.size();
-    if (call != kStepCall && alone < rank_.programs.size())
-      return &rank_.programs[alone];
+    if (call < calls_.size())
+      return &rank_.programs[calls_[call].program];
+    if (std::optional<size_t> alone = aloneProgram(rank_, call))
+      return &rank_.programs[*alone];
     return nullptr;
   }
 
@@ -61,9 +69,9 @@ public:
     const ProgramDesc *p = program(call);
     if (!p)
       return "call " + std::to_string(call);
-    if (call >= rank_.step.size())
+    if (call >= calls_.size())
       return p->name + " (run alone)";
-    const CallDesc &desc = rank_.step[call];
+    const CallDesc &desc = calls_[call];
     std::string work;
     for (const WorkItem &item : desc.work)
       work += (work.empty() ? "" : " ") + item.str();
@@ -75,8 +83,9 @@ public:
     const uint32_t call = placeCall(place);
     const uint32_t i = placeInstruction(place);
     if (call == kStepCall)
-      return i == kWholeCall ? "the step's captured graph"
-                             : "the step's start (its inputs written)";
+      return std::string("the ") + stepName() +
+             (i == kWholeCall ? "'s captured graph"
+                              : "'s start (its inputs written)");
     if (i == kWholeCall)
       return "the captured graph of " + callName(call);
     const InstructionDesc *inst = instruction(place);
@@ -90,7 +99,7 @@ public:
   std::string launchIndex(uint64_t place) const {
     const uint32_t call = placeCall(place);
     const uint32_t i = placeInstruction(place);
-    if (call >= rank_.step.size() || !instruction(place))
+    if (call >= calls_.size() || !instruction(place))
       return "";
     return "launch " + std::to_string(offsets_[call] + i) + " of " +
            std::to_string(offsets_.back()) + " (call " + std::to_string(call) +
@@ -153,7 +162,7 @@ public:
     const uint32_t first = placeCall(place);
     for (uint32_t call = first;; ++call) {
       const ProgramDesc *p = program(call);
-      if (!p || (call != first && (call >= rank_.step.size() ||
+      if (!p || (call != first && (call >= calls_.size() ||
                                    !isTransferProgram(*p))))
         break;
       for (const InstructionDesc &t : p->instructions) {
@@ -167,7 +176,7 @@ public:
                      (send ? " to rank " : " from rank ") +
                      peer(attrs.axis, attrs.shift);
       }
-      if (call >= rank_.step.size())
+      if (call >= calls_.size())
         break;
     }
     return "transfers (" + transfers + ") of " + group(axis);
@@ -176,6 +185,8 @@ public:
 private:
   const RankPlan &rank_;
   const std::optional<Mesh> &mesh_;
+  const StepKind kind_;
+  const std::vector<CallDesc> &calls_;
   std::vector<uint64_t> offsets_;
 };
 
@@ -191,7 +202,11 @@ struct Placed {
 
 Placed place(const RankReader &reader, const PositionSnapshot &s) {
   Placed placed;
-  const std::string step = "step " + std::to_string(s.step);
+  // (an evaluation batch's place: "the evaluation after step 4")
+  const std::string step =
+      !s.evaluation ? "step " + std::to_string(s.step)
+      : s.step == 0 ? std::string("the evaluation before training")
+                    : "the evaluation after step " + std::to_string(s.step);
   const RankActivity activity = s.activity();
   // The device's own place first: a collective it entered and never left.
   std::vector<uint64_t> entered;
@@ -296,7 +311,9 @@ HangReport mlt::rt::describeHang(
       add(elsewhere, "silent (no report came from its process)", int(r));
       continue;
     }
-    const Placed placed = place(RankReader(plan.ranks[r], mesh), *positions[r]);
+    const Placed placed =
+        place(RankReader(plan.ranks[r], mesh, positions[r]->evaluation),
+              *positions[r]);
     report.ranks.push_back(name + ": " + placed.line);
     add(placed.waits ? waiting : elsewhere, placed.where, int(r));
   }

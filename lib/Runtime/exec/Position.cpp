@@ -13,11 +13,12 @@ using namespace mlt;
 using namespace mlt::rt;
 
 bool PositionSnapshot::movedSince(const PositionSnapshot &earlier) const {
-  return step != earlier.step || host != earlier.host ||
+  return step != earlier.step || evaluation != earlier.evaluation ||
+         host != earlier.host ||
          std::memcmp(device, earlier.device, sizeof(device)) != 0;
 }
 
-void RankPosition::enterStep(int64_t step) {
+void RankPosition::enterStep(int64_t step, bool evaluation) {
   // The device finished the previous step (the trainer waited for it):
   // nothing writes the words now.
   for (uint32_t s = 0; s < deviceStreams_; ++s)
@@ -26,6 +27,7 @@ void RankPosition::enterStep(int64_t step) {
     deviceClocks_[s] = 0;
   hostWaitNanoseconds_.store(0, std::memory_order_relaxed);
   step_.store(step, std::memory_order_relaxed);
+  evaluation_.store(evaluation, std::memory_order_relaxed);
   at(kStepCall, 0, RankActivity::Running);
 }
 
@@ -33,6 +35,7 @@ PositionSnapshot RankPosition::snapshot() const {
   PositionSnapshot snapshot;
   snapshot.rank = int32_t(rank_);
   snapshot.step = step_.load(std::memory_order_relaxed);
+  snapshot.evaluation = evaluation_.load(std::memory_order_relaxed);
   snapshot.host = host_.load(std::memory_order_relaxed);
   snapshot.deviceStreams = deviceStreams_;
   for (uint32_t s = 0; s < deviceStreams_ && s < kPlanMaxStreams; ++s)
@@ -53,11 +56,13 @@ std::optional<double> RankPosition::waitedSeconds() const {
          1e-9;
 }
 
-std::vector<uint64_t> mlt::rt::stepLaunchOffsets(const RankPlan &rank) {
+std::vector<uint64_t> mlt::rt::stepLaunchOffsets(const RankPlan &rank,
+                                                 StepKind kind) {
+  const std::vector<CallDesc> &calls = rank.calls(kind);
   std::vector<uint64_t> offsets;
-  offsets.reserve(rank.step.size() + 1);
+  offsets.reserve(calls.size() + 1);
   uint64_t launches = 0;
-  for (const CallDesc &call : rank.step) {
+  for (const CallDesc &call : calls) {
     offsets.push_back(launches);
     launches += rank.programs[call.program].instructions.size();
   }

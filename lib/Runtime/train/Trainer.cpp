@@ -225,8 +225,11 @@ Status Trainer::readLosses(RankState &rank) {
   return Status::ok();
 }
 
-Status Trainer::evaluateOnRank(RankState &rank) {
+Status Trainer::evaluateOnRank(RankState &rank, int64_t step) {
   Executor &executor = *rank.executor;
+  // The evaluation after training step `step`, as the hang watchdog times
+  // it (Position.h).
+  StepScope inEvaluation(executor.position(), step, /*evaluation=*/true);
   MLT_RETURN_IF_ERROR(feedBatch(rank));
   MLT_RETURN_IF_ERROR(executor.runEvalStep(/*wait=*/false));
   MLT_RETURN_IF_ERROR(readLosses(rank));
@@ -252,7 +255,7 @@ StatusOr<EvalMetrics> Trainer::evaluate(TrainingData &data, int64_t batches,
     MLT_RETURN_IF_ERROR(data.checkUnchanged().withContext("evaluation data"));
     MLT_RETURN_IF_ERROR(runBatch(data, b, /*shuffle=*/false, /*seed=*/0,
                                  [&](RankState &rank) {
-                                   return evaluateOnRank(rank);
+                                   return evaluateOnRank(rank, step);
                                  }));
     const RankState &first = ranks_[reporter_];
     const bool reads =

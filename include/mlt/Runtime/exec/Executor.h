@@ -89,8 +89,10 @@ public:
   /// Runs the plan's evaluation step (every micro-batch's forward pass and
   /// loss, Plan.fbs's `eval_step`) as runStep runs the training step; it
   /// writes the copies of "loss" and no training state. It runs between
-  /// training steps: the position stays outside them (the hang watchdog
-  /// does not time it). Fails when the plan has none.
+  /// training steps; the position records its launches only inside a
+  /// StepScope of an evaluation (as Trainer::evaluate places it, so that
+  /// the hang watchdog times it), and otherwise stays outside. Fails when
+  /// the plan has none.
   Status runEvalStep(bool wait = true);
 
   /// Runs program `index` alone, as a call without a micro-batch (tests,
@@ -157,10 +159,13 @@ public:
   Status watchDevicePosition() { return device_->watchPosition(position_); }
 
   /// MLT_FAULT_STALL (tests): a launch of the step, by the step's number and
-  /// the launch's index among the step's launches (stepLaunchOffsets).
+  /// the launch's index among the step's launches (stepLaunchOffsets); with
+  /// `evaluation`, of the evaluation step after training step `step` (of
+  /// its every batch).
   struct StallPoint {
     int64_t step = 0;
     uint64_t launch = 0;
+    bool evaluation = false;
   };
   /// Holds the host before the launch at `point`, as a rank stuck there
   /// would be (Stalled), until the run abandons the rank
@@ -311,8 +316,8 @@ private:
   /// `replay`.
   Status runCalls(StepKind kind, Replay &replay, bool wait);
   /// Whether launches record their place in position_ (and may be held by
-  /// MLT_FAULT_STALL): not while the evaluation step runs, which is outside
-  /// the training steps that the position and the hang watchdog describe.
+  /// MLT_FAULT_STALL): in training steps, and in the evaluation step where
+  /// the caller placed the rank in an evaluation (runCalls).
   bool tracksPosition_ = true;
   Replay stepReplay_, evalStepReplay_;
 
@@ -322,8 +327,8 @@ private:
   bool deviceQueues_ = false;
   bool setup_ = false;
   RankPosition position_;
-  /// stepLaunchOffsets of the rank's step.
-  std::vector<uint64_t> launchOffsets_;
+  /// stepLaunchOffsets of the rank's training step and evaluation step.
+  std::vector<uint64_t> launchOffsets_[2];
   std::optional<StallPoint> stall_;
   std::chrono::milliseconds stepDelay_{0};
   /// Reads queued by readScalarAtSync: the buffer's type, where its bytes

@@ -1,8 +1,9 @@
 //===- Position.h - where a rank is in its plan -----------------*- C++ -*-===//
 //
-// Part of mlt. A RankPosition is a rank's "where am I": the step it runs,
-// the launch its host is at (the step's call and the instruction of that
-// call's program) and what the host is doing there. The rank's executor
+// Part of mlt. A RankPosition is a rank's "where am I": the step it runs
+// (a training step, or the evaluation after one), the launch its host is at
+// (the step's call and the instruction of that call's program) and what the
+// host is doing there. The rank's executor
 // updates it at every launch with one relaxed atomic store (no lock, no
 // string); any other thread may read it at any time. The hang watchdog
 // (HangWatchdog.h) tells progress from its changes and, when there is none
@@ -19,9 +20,10 @@
 //
 // Encodings. The host's place is one 64-bit word: the activity (bits
 // 60-63), the call (bits 32-59) and the instruction (bits 0-31). A call
-// below the step's size is a call of the step; a program run alone (an
-// Executor::run, e.g. the refresh of the compute copies) is step.size() +
-// its index; call kStepCall is the step itself: at instruction 0 before
+// below the step's size is a call of the step (of the evaluation step while
+// the position is in an evaluation); a program run alone (an Executor::run,
+// e.g. the refresh of the compute copies) is aloneCall's, past both steps'
+// calls; call kStepCall is the step itself: at instruction 0 before
 // its first launch (its inputs being written), at kWholeCall replayed
 // whole as one captured graph (kWholeCall is also a program run alone
 // replayed so). A
@@ -108,8 +110,11 @@ struct PositionSnapshot {
   /// The plan streams the device keeps words for (0: the host's place is
   /// the device's).
   uint32_t deviceStreams = 0;
-  /// The step entered last (0: none yet).
+  /// The step entered last (0: none yet), and whether it is the
+  /// evaluation after that training step (0: before the first) rather
+  /// than the training step.
   int64_t step = 0;
+  bool evaluation = false;
   /// The host's word and the device's (see the top of this file).
   uint64_t host = 0;
   uint64_t device[kPlanMaxStreams] = {};
@@ -129,8 +134,9 @@ public:
   RankPosition &operator=(const RankPosition &) = delete;
 
   /// Step `step` begins (the device words and clocks start afresh: the
-  /// device has finished the previous step), or ends.
-  void enterStep(int64_t step);
+  /// device has finished the previous step), or with `evaluation` the
+  /// evaluation after training step `step`; or either ends.
+  void enterStep(int64_t step, bool evaluation = false);
   void leaveStep() { setActivity(RankActivity::Outside); }
 
   /// The host is at instruction `instruction` of call `call`, doing
@@ -153,6 +159,9 @@ public:
     return host_.load(std::memory_order_relaxed) & ~(uint64_t(0xF) << 60);
   }
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
+  bool evaluating() const {
+    return evaluation_.load(std::memory_order_relaxed);
+  }
 
   /// The device's words, one per plan stream (host-mapped memory that the
   /// device writes; the device context owns it and outlives the position's
@@ -192,6 +201,7 @@ public:
 private:
   const uint32_t rank_;
   std::atomic<int64_t> step_{0};
+  std::atomic<bool> evaluation_{false};
   std::atomic<uint64_t> host_{0};
   volatile uint64_t *deviceWords_ = nullptr;
   uint32_t deviceStreams_ = 0;
@@ -202,12 +212,14 @@ private:
   std::atomic<bool> abandoned_{false};
 };
 
-/// A training step of one rank, from its first host call to the end of its
+/// A training step of one rank (or with `evaluation`, an evaluation batch
+/// after training step `step`), from its first host call to the end of its
 /// wait: enters the step on construction and leaves it on destruction.
 class StepScope {
 public:
-  StepScope(RankPosition &position, int64_t step) : position_(position) {
-    position_.enterStep(step);
+  StepScope(RankPosition &position, int64_t step, bool evaluation = false)
+      : position_(position) {
+    position_.enterStep(step, evaluation);
   }
   ~StepScope() { position_.leaveStep(); }
   StepScope(const StepScope &) = delete;
@@ -217,10 +229,25 @@ private:
   RankPosition &position_;
 };
 
-/// Where each call of `rank`'s step starts in the step's launches, counted
-/// over every instruction of every call (a transfer counts as one): entry c
-/// is call c's first launch, and the last entry the step's count.
-std::vector<uint64_t> stepLaunchOffsets(const RankPlan &rank);
+/// Where each call of `rank`'s step (of kind `kind`) starts in the step's
+/// launches, counted over every instruction of every call (a transfer
+/// counts as one): entry c is call c's first launch, and the last entry the
+/// step's count.
+std::vector<uint64_t> stepLaunchOffsets(const RankPlan &rank,
+                                        StepKind kind = StepKind::Training);
+
+/// The call of a place for program `program` run alone (past the calls of
+/// both steps), and back: the program of a call, when it is one run alone.
+inline uint32_t aloneCall(const RankPlan &rank, size_t program) {
+  return uint32_t(rank.step.size() + rank.evalStep.size() + program);
+}
+inline std::optional<size_t> aloneProgram(const RankPlan &rank,
+                                          uint32_t call) {
+  const size_t base = rank.step.size() + rank.evalStep.size();
+  if (call == kStepCall || call < base || call - base >= rank.programs.size())
+    return std::nullopt;
+  return call - base;
+}
 
 } // namespace mlt::rt
 

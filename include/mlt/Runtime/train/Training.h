@@ -225,8 +225,9 @@ private:
   /// Queues the reads of the loss of every micro-batch (where this rank
   /// reads them: see stepOnRank).
   Status readLosses(RankState &rank);
-  /// One rank's part of an evaluation batch (inputs_, targets_).
-  Status evaluateOnRank(RankState &rank);
+  /// One rank's part of an evaluation batch (inputs_, targets_), in the
+  /// evaluation after training step `step`.
+  Status evaluateOnRank(RankState &rank, int64_t step);
   /// Reads batch `batch` of `data` into inputs_ and targets_ (in the
   /// load-balanced order under context parallelism), then runs
   /// `onRank` on every rank of this process, in parallel.

@@ -141,9 +141,9 @@ std::vector<TransferGroup> mlt::rt::transferGroups(const RankPlan &rank,
   return groups;
 }
 
-std::string RankPlan::scheduleString() const {
+std::string RankPlan::scheduleString(StepKind kind) const {
   std::string text;
-  for (const CallDesc &call : step)
+  for (const CallDesc &call : calls(kind))
     for (const WorkItem &item : call.work) {
       if (!text.empty())
         text += ' ';

@@ -204,20 +204,21 @@ namespace {
 /// the same micro-batch), `B0.0<1` receives from rank 1 what B0.0 needs
 /// (the next such call's item). Empty when the rank has no transfers.
 std::string transfersString(const Plan &plan, const Mesh *mesh,
-                            const RankPlan &rank) {
+                            const RankPlan &rank, StepKind kind) {
+  const std::vector<CallDesc> &step = rank.calls(kind);
   auto itemNear = [&](size_t call, int64_t microbatch, bool before) {
-    for (size_t c = call; before ? c-- > 0 : ++c < rank.step.size();)
-      if (rank.step[c].microbatch == microbatch && !rank.step[c].work.empty())
-        return before ? rank.step[c].work.back().str()
-                      : rank.step[c].work.front().str();
+    for (size_t c = call; before ? c-- > 0 : ++c < step.size();)
+      if (step[c].microbatch == microbatch && !step[c].work.empty())
+        return before ? step[c].work.back().str()
+                      : step[c].work.front().str();
     return std::string("?");
   };
   std::string text;
-  for (const TransferGroup &group : transferGroups(rank)) {
+  for (const TransferGroup &group : transferGroups(rank, kind)) {
     text += text.empty() ? "{" : " {";
     bool first = true;
     for (size_t c = group.begin; c < group.end; ++c) {
-      const CallDesc &call = rank.step[c];
+      const CallDesc &call = step[c];
       for (const InstructionDesc &inst :
            rank.programs[call.program].instructions) {
         const bool send = inst.kernel == Kernel::Send;
@@ -251,9 +252,21 @@ void mlt::rt::printSchedule(const Plan &plan, std::ostream &os) {
       mesh = std::move(*created);
   for (const RankPlan &rank : plan.ranks) {
     os << "rank " << rank.rank << ": " << rank.scheduleString() << "\n";
-    std::string transfers =
-        transfersString(plan, mesh ? &*mesh : nullptr, rank);
+    std::string transfers = transfersString(plan, mesh ? &*mesh : nullptr,
+                                            rank, StepKind::Training);
     if (!transfers.empty())
       os << "rank " << rank.rank << " transfers: " << transfers << "\n";
+  }
+  // The evaluation step (a plan compiled with one): its forward passes.
+  for (const RankPlan &rank : plan.ranks) {
+    if (rank.evalStep.empty())
+      continue;
+    os << "rank " << rank.rank
+       << " evaluation: " << rank.scheduleString(StepKind::Evaluation) << "\n";
+    std::string transfers = transfersString(plan, mesh ? &*mesh : nullptr,
+                                            rank, StepKind::Evaluation);
+    if (!transfers.empty())
+      os << "rank " << rank.rank << " evaluation transfers: " << transfers
+         << "\n";
   }
 }

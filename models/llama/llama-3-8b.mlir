@@ -4,7 +4,7 @@
 // test/Models checks that this file still matches the importer's output.
 // @forward takes (tokens, labels), both [batch, seq] i32; batch and seq are
 // dynamic. The decoder layer is written once, inside mlt.repeat.
-module attributes {mlt.model = #mlt.llama<vocab_size = 128256, hidden_size = 4096, intermediate_size = 14336, num_layers = 32, num_heads = 32, num_kv_heads = 8, head_dim = 128, max_position_embeddings = 8192, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_word_embeddings = false>} {
+module attributes {mlt.model = #mlt.llama<vocab_size = 128256, hidden_size = 4096, intermediate_size = 14336, num_layers = 32, num_heads = 32, num_kv_heads = 8, head_dim = 128, max_position_embeddings = 8192, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 5.000000e+05 : f64, tie_word_embeddings = false, bos_token_id = 128000, eos_token_id = 128001>} {
   mlt.param @model.embed_tokens.weight : tensor<128256x4096xf32>
   mlt.param @"model.layers.{}.input_layernorm.weight" layers 32 : tensor<4096xf32>
   mlt.param @"model.layers.{}.self_attn.q_proj.weight" layers 32 : tensor<4096x4096xf32>

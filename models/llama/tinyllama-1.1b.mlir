@@ -4,7 +4,7 @@
 // test/Models checks that this file still matches the importer's output.
 // @forward takes (tokens, labels), both [batch, seq] i32; batch and seq are
 // dynamic. The decoder layer is written once, inside mlt.repeat.
-module attributes {mlt.model = #mlt.llama<vocab_size = 32000, hidden_size = 2048, intermediate_size = 5632, num_layers = 22, num_heads = 32, num_kv_heads = 4, head_dim = 64, max_position_embeddings = 2048, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_word_embeddings = false>} {
+module attributes {mlt.model = #mlt.llama<vocab_size = 32000, hidden_size = 2048, intermediate_size = 5632, num_layers = 22, num_heads = 32, num_kv_heads = 4, head_dim = 64, max_position_embeddings = 2048, rms_norm_eps = 1.000000e-05 : f64, rope_theta = 1.000000e+04 : f64, tie_word_embeddings = false, bos_token_id = 1, eos_token_id = 2>} {
   mlt.param @model.embed_tokens.weight : tensor<32000x2048xf32>
   mlt.param @"model.layers.{}.input_layernorm.weight" layers 22 : tensor<2048xf32>
   mlt.param @"model.layers.{}.self_attn.q_proj.weight" layers 22 : tensor<2048x2048xf32>

@@ -266,7 +266,8 @@ Output:
                              micro-batch)
   --print-plan               print the plan (buffers, programs, step) and exit
   --print-schedule           print each rank's schedule ("rank 0: F0.0 B0.0
-                             F1.0 B1.0 ...") and exit
+                             F1.0 B1.0 ...", and its evaluation's where the
+                             plan has one) and exit
   --report-memory            print each rank's memory before anything runs
                              (exact: the arena is planned): parameters,
                              compute copies, gradients, optimizer state, in

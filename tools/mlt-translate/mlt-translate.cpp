@@ -21,6 +21,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,14 @@ checkArguments(int argc, char **argv) {
   std::optional<size_t> input;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string &arg = args[i];
+    // (a translation takes no value: its input is the positional argument)
+    for (const char *flag : {"--import-hf-llama=", "-import-hf-llama=",
+                             "--mlt-to-plan=", "-mlt-to-plan="})
+      if (arg.rfind(flag, 0) == 0) {
+        const std::string name(flag, std::strlen(flag) - 1);
+        return mlt::errorf(name, " takes no value: pass the input after it, ",
+                           name, " ", arg.substr(std::strlen(flag)));
+      }
     if (arg == "--import-hf-llama" || arg == "-import-hf-llama")
       importing = translation = true;
     else if (arg == "--mlt-to-plan" || arg == "-mlt-to-plan")

@@ -227,9 +227,9 @@ struct RankPlan {
     return kind == StepKind::Training ? step : evalStep;
   }
 
-  /// The schedule the step does: every call's work, in order ("F0.0 B0.0
-  /// F1.0 B1.0").
-  std::string scheduleString() const;
+  /// The schedule the step of `kind` does: every call's work, in order
+  /// ("F0.0 B0.0 F1.0 B1.0"; the evaluation step's "F0.0 F1.0").
+  std::string scheduleString(StepKind kind = StepKind::Training) const;
 
   /// The index of the buffer named `name`, if any.
   std::optional<size_t> findBuffer(std::string_view name) const;

@@ -22,11 +22,9 @@ case $model in
   *) echo "cp_reference_gpu: CP_MODEL is llama-3.2-1b or llama-3.1-8b, not $model" >&2; exit 2 ;;
 esac
 if [[ "${1:-}" == pack ]]; then
-  set -e
   root=$(cd "$(dirname "$0")/.." && pwd)
-  dir=$(realpath -m "${2:?pack needs a directory}")
   source "$root"/scripts/gpu-pack-common.sh
-  pack_binaries "$root" "$dir" mlt-run
+  pack_start "${2:?pack needs a directory}" mlt-run
   mkdir -p "$dir"/tools
   "$root"/build/bin/mlt-run "$root"/models/llama/$model.mlir --device cuda --dtype bf16 \
     --batch 1 --seq-len $seq --cp 2 "${mlt_flags[@]}" --emit-plan "$dir"/plans/cp2.mltplan >/dev/null

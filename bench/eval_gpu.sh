@@ -21,11 +21,9 @@
 # ===----------------------------------------------------------------------=== #
 set -u
 if [[ "${1:-}" == pack ]]; then
-  set -e
   root=$(cd "$(dirname "$0")/.." && pwd)
-  dir=$(realpath -m "${2:?pack needs a directory}")
   source "$root"/scripts/gpu-pack-common.sh
-  pack_binaries "$root" "$dir" mlt-run
+  pack_start "${2:?pack needs a directory}" mlt-run
   cp "$root"/data/kjv-genesis-exodus.txt "$dir"/plans/genesis.txt
   tiny() { # name, layout flags...
     local name=$1; shift

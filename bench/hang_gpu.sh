@@ -62,13 +62,11 @@ if [[ -n "${HANG_GPU_CHECK_LOG:-}" ]]; then
 fi
 
 if [[ "${1:-}" == pack ]]; then
-  set -e
   root=$(cd "$(dirname "$0")/.." && pwd)
-  dir=$(realpath -m "${2:?pack needs a directory}")
   compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
   test -x "$compile" || { echo "hang_gpu: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
   source "$root"/scripts/gpu-pack-common.sh
-  pack_binaries "$root" "$dir" mlt-run
+  pack_start "${2:?pack needs a directory}" mlt-run
   cp "$root"/data/kjv-genesis-exodus.txt "$dir"/plans/tiny.txt
   tiny() { # name, layout flags...
     local name=$1; shift

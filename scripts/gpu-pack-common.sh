@@ -62,6 +62,16 @@ gpu_env() {
   mpirun="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
 }
 
+# pack_start DIR TARGET... (with $root the source tree): stops at the first
+# failure; $dir, DIR made absolute, holds the runtime's TARGETs
+# (pack_binaries).
+pack_start() {
+  set -e
+  dir=$(realpath -m "$1")
+  shift
+  pack_binaries "$root" "$dir" "$@"
+}
+
 # packed DIR SCRIPT [HOW]: SCRIPT copied into DIR, and the line that says
 # how to run it there (HOW: its arguments on the GPU machine).
 packed() {

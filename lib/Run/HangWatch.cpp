@@ -75,10 +75,13 @@ StatusOr<FaultStall> mlt::run::parseFaultStall(
   if (rank >= plan.ranks.size())
     return errorf("MLT_FAULT_STALL: the plan has no rank ", rank, " (it has ",
                   plan.ranks.size(), ")");
-  if (int64_t(step) < firstStep || int64_t(step) > lastStep)
+  // (an evaluation may follow the step a run starts after: --steps 0)
+  if (int64_t(step) < firstStep - (evaluation ? 1 : 0) ||
+      int64_t(step) > lastStep)
     return errorf("MLT_FAULT_STALL: step ", step, " is not one this run takes (",
                   firstStep, " to ", lastStep, ")");
-  if (evaluation && !evaluatesAfter(int64_t(step)))
+  if (evaluation && (!evaluatesAfter(int64_t(step)) ||
+                     (int64_t(step) < firstStep && lastStep >= firstStep)))
     return errorf("MLT_FAULT_STALL: no evaluation follows step ", step,
                   " in this run (--eval-every, the last step)");
   const uint64_t launches =

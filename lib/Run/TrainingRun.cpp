@@ -1110,6 +1110,10 @@ Status TrainingSession::runSteps() {
   }
   Status status = trainer->run(
       [this](const StepMetrics &measured) { return afterStep(measured); });
+  // A run of no step (--steps 0) evaluates the weights it starts from,
+  // watched as the steps' evaluations are.
+  if (status && evaluation && evaluatedAt != options.steps)
+    status = evaluate(options.steps);
   // A hang: the watchdog's report, not the failures that ending it caused
   // (with one process per GPU, the watchdog's thread ends the job).
   const bool hung = hangWatch && hangWatch->tripped();
@@ -1117,9 +1121,6 @@ Status TrainingSession::runSteps() {
     hangWatch->awaitEnd();
   if (hung)
     status = hangWatch->failure();
-  // A run of no step (--steps 0) evaluates the weights it starts from.
-  if (status && evaluation && evaluatedAt != options.steps)
-    status = evaluate(options.steps);
   // From here on the ranks are in collectives: a failing rank ends the job.
   if (!status && dist && stoppedAfter == 0)
     dist->fatal(status);

@@ -80,8 +80,7 @@ StatusOr<FaultStall> mlt::run::parseFaultStall(
       int64_t(step) > lastStep)
     return errorf("MLT_FAULT_STALL: step ", step, " is not one this run takes (",
                   firstStep, " to ", lastStep, ")");
-  if (evaluation && (!evaluatesAfter(int64_t(step)) ||
-                     (int64_t(step) < firstStep && lastStep >= firstStep)))
+  if (evaluation && !evaluatesAfter(int64_t(step)))
     return errorf("MLT_FAULT_STALL: no evaluation follows step ", step,
                   " in this run (--eval-every, the last step)");
   const uint64_t launches =

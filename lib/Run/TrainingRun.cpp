@@ -337,9 +337,9 @@ private:
   Status writeEvents(int64_t step,
                      const std::vector<std::pair<std::string, double>> &scalars);
 
-  /// Under pipeline parallelism the loss is the last stage's: its first
-  /// rank's process sends it to rank 0's, which reports.
-  Status forwardLoss(StepMetrics &m);
+  /// Under pipeline parallelism the loss (a step's, an evaluation's) is the
+  /// last stage's: its first rank's process sends it to rank 0's, which
+  /// reports.
   Status forwardLoss(double &loss);
 
   /// --eval-data, --split: whether an evaluation follows step `step`
@@ -1147,7 +1147,7 @@ Status TrainingSession::runSteps() {
 
 Status TrainingSession::afterStep(const StepMetrics &measured) {
   StepMetrics m = measured;
-  MLT_RETURN_IF_ERROR(forwardLoss(m));
+  MLT_RETURN_IF_ERROR(forwardLoss(m.loss));
   MLT_RETURN_IF_ERROR(gatherRankTimes(m));
   MLT_RETURN_IF_ERROR(dumpGradsAt(m.step));
   if (reports)
@@ -1173,8 +1173,11 @@ Status TrainingSession::afterStep(const StepMetrics &measured) {
 }
 
 bool TrainingSession::evaluatesAfter(int64_t step) const {
-  return evaluation && ((o.evalEvery && step % *o.evalEvery == 0) ||
-                        step == options.steps);
+  // (the last step's, or with no step to take the weights the run starts
+  // from; and every --eval-every steps of those it takes)
+  return evaluation &&
+         (step == options.steps || (step >= options.firstStep && o.evalEvery &&
+                                    step % *o.evalEvery == 0));
 }
 
 Status TrainingSession::evaluate(int64_t step) {
@@ -1240,10 +1243,6 @@ Status TrainingSession::gatherRankTimes(StepMetrics &m) {
   (void)m;
 #endif
   return Status::ok();
-}
-
-Status TrainingSession::forwardLoss(StepMetrics &m) {
-  return forwardLoss(m.loss);
 }
 
 Status TrainingSession::forwardLoss(double &loss) {

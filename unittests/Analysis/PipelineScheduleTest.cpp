@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -608,50 +609,69 @@ TransferPlacement sorted(TransferPlacement placement) {
   return placement;
 }
 
-} // namespace
-
-TEST(PlaceTransfers, AdjacentIsSafeForOneChunk) {
+/// Calls `check(schedule, where)` for every one-chunk builder's schedule of
+/// 1 to 6 stages and 1 to 10 micro-batches ("1f1b P=2 M=3").
+void forEachOneChunkSchedule(
+    const std::function<void(const PipelineSchedule &, const std::string &)>
+        &check) {
   for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
                             ScheduleKind::ZeroBubbleH1})
     for (int64_t stages = 1; stages <= 6; ++stages)
-      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches) {
-        PipelineSchedule schedule = buildSchedule(kind, stages, microbatches);
-        std::optional<TransferPlacement> placement =
-            placeTransfers(schedule, TransferRule::Adjacent);
-        ASSERT_TRUE(placement);
-        EXPECT_EQ(checkPlacement(schedule, *placement), "")
-            << scheduleKindName(kind) << " P=" << stages
-            << " M=" << microbatches;
-      }
+      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches)
+        check(buildSchedule(kind, stages, microbatches),
+              std::string(scheduleKindName(kind)) + " P=" +
+                  std::to_string(stages) + " M=" +
+                  std::to_string(microbatches));
+}
+
+/// Calls `check(schedule, group, where)` for every interleaved schedule the
+/// builder accepts of 2 to 5 stages, 2 and 3 chunks, 1 to 12 micro-batches
+/// in groups of `group` (stages to micro-batches) ("P=2 V=2 M=4 G=2").
+void forEachInterleavedSchedule(
+    const std::function<void(const PipelineSchedule &, int64_t group,
+                             const std::string &)> &check) {
+  for (int64_t stages = 2; stages <= 5; ++stages)
+    for (int64_t chunks = 2; chunks <= 3; ++chunks)
+      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
+        for (int64_t group = stages; group <= microbatches; ++group)
+          if (std::optional<PipelineSchedule> schedule =
+                  buildInterleavedSchedule(stages, chunks, microbatches,
+                                           group))
+            check(*schedule, group,
+                  "P=" + std::to_string(stages) + " V=" +
+                      std::to_string(chunks) + " M=" +
+                      std::to_string(microbatches) + " G=" +
+                      std::to_string(group));
+}
+
+} // namespace
+
+TEST(PlaceTransfers, AdjacentIsSafeForOneChunk) {
+  forEachOneChunkSchedule([](const PipelineSchedule &schedule,
+                             const std::string &where) {
+    std::optional<TransferPlacement> placement =
+        placeTransfers(schedule, TransferRule::Adjacent);
+    ASSERT_TRUE(placement);
+    EXPECT_EQ(checkPlacement(schedule, *placement), "") << where;
+  });
 }
 
 TEST(PlaceTransfers, RoundsAreSafeWhereverMegatronRunsInterleaving) {
   int64_t megatronUnsafe = 0;
-  for (int64_t stages = 2; stages <= 5; ++stages)
-    for (int64_t chunks = 2; chunks <= 3; ++chunks)
-      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
-        for (int64_t group = stages; group <= microbatches; ++group) {
-          std::optional<PipelineSchedule> schedule = buildInterleavedSchedule(
-              stages, chunks, microbatches, group);
-          if (!schedule)
-            continue;
-          std::string why;
-          std::optional<TransferPlacement> placement =
-              placeTransfers(*schedule, TransferRule::TimeRounds, &why);
-          const std::string where = "P=" + std::to_string(stages) +
-                                    " V=" + std::to_string(chunks) +
-                                    " M=" + std::to_string(microbatches) +
-                                    " G=" + std::to_string(group);
-          ASSERT_TRUE(placement) << where << ": " << why;
-          EXPECT_EQ(checkPlacement(*schedule, *placement), "") << where;
-          // Megatron's grouping: the same at its default group size; it can
-          // wait forever (or cross transfers) with larger groups.
-          TransferPlacement megatron = megatronPlacement(*schedule);
-          if (group == stages)
-            EXPECT_EQ(sorted(*placement).posts, sorted(megatron).posts)
-                << where;
-          megatronUnsafe += !checkPlacement(*schedule, megatron).empty();
-        }
+  forEachInterleavedSchedule([&](const PipelineSchedule &schedule,
+                                 int64_t group, const std::string &where) {
+    std::string why;
+    std::optional<TransferPlacement> placement =
+        placeTransfers(schedule, TransferRule::TimeRounds, &why);
+    ASSERT_TRUE(placement) << where << ": " << why;
+    EXPECT_EQ(checkPlacement(schedule, *placement), "") << where;
+    // Megatron's grouping: the same at its default group size; it can
+    // wait forever (or cross transfers) with larger groups.
+    TransferPlacement megatron = megatronPlacement(schedule);
+    if (group == schedule.stages)
+      EXPECT_EQ(sorted(*placement).posts, sorted(megatron).posts) << where;
+    megatronUnsafe += !checkPlacement(schedule, megatron).empty();
+  });
   // (the reference can fail: Megatron's grouping does, somewhere)
   EXPECT_GT(megatronUnsafe, 0);
 }
@@ -668,29 +688,15 @@ TEST(PlaceTransfers, AStagesPostsAreThoseOfTheWholePlacement) {
       EXPECT_EQ(*posts, whole->posts[size_t(s)]) << where << " stage " << s;
     }
   };
-  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
-                            ScheduleKind::ZeroBubbleH1})
-    for (int64_t stages = 1; stages <= 6; ++stages)
-      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches)
-        check(buildSchedule(kind, stages, microbatches),
-              TransferRule::Adjacent,
-              std::string(scheduleKindName(kind)) + " P=" +
-                  std::to_string(stages) + " M=" +
-                  std::to_string(microbatches));
-  for (int64_t stages = 2; stages <= 5; ++stages)
-    for (int64_t chunks = 2; chunks <= 3; ++chunks)
-      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
-        for (int64_t group = stages; group <= microbatches; ++group)
-          if (std::optional<PipelineSchedule> schedule =
-                  buildInterleavedSchedule(stages, chunks, microbatches,
-                                           group))
-            for (TransferRule rule :
-                 {TransferRule::Adjacent, TransferRule::TimeRounds})
-              check(*schedule, rule,
-                    "P=" + std::to_string(stages) + " V=" +
-                        std::to_string(chunks) + " M=" +
-                        std::to_string(microbatches) + " G=" +
-                        std::to_string(group));
+  forEachOneChunkSchedule(
+      [&](const PipelineSchedule &schedule, const std::string &where) {
+        check(schedule, TransferRule::Adjacent, where);
+      });
+  forEachInterleavedSchedule([&](const PipelineSchedule &schedule, int64_t,
+                                 const std::string &where) {
+    for (TransferRule rule : {TransferRule::Adjacent, TransferRule::TimeRounds})
+      check(schedule, rule, where);
+  });
 }
 
 TEST(PlaceTransfers, TheRoundsOfPFourVTwoMEight) {
@@ -747,37 +753,22 @@ TEST(PlaceTransfers, TheEvaluationsTransfersCannotDeadlock) {
   // Every builder's forwards, placed by the rule its training schedule
   // takes: every transfer posted and matched, and no stage waiting
   // forever (checkPlacement plays the rendezvous groups out).
-  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
-                            ScheduleKind::ZeroBubbleH1})
-    for (int64_t stages = 1; stages <= 6; ++stages)
-      for (int64_t microbatches = 1; microbatches <= 10; ++microbatches) {
-        PipelineSchedule forward =
-            forwardSchedule(buildSchedule(kind, stages, microbatches));
+  forEachOneChunkSchedule(
+      [](const PipelineSchedule &schedule, const std::string &where) {
+        PipelineSchedule forward = forwardSchedule(schedule);
         std::optional<TransferPlacement> placement =
             placeTransfers(forward, TransferRule::Adjacent);
         ASSERT_TRUE(placement);
-        EXPECT_EQ(checkPlacement(forward, *placement), "")
-            << scheduleKindName(kind) << " P=" << stages
-            << " M=" << microbatches;
-      }
-  for (int64_t stages = 2; stages <= 5; ++stages)
-    for (int64_t chunks = 2; chunks <= 3; ++chunks)
-      for (int64_t microbatches = 1; microbatches <= 12; ++microbatches)
-        for (int64_t group = stages; group <= microbatches; ++group) {
-          std::optional<PipelineSchedule> schedule = buildInterleavedSchedule(
-              stages, chunks, microbatches, group);
-          if (!schedule)
-            continue;
-          PipelineSchedule forward = forwardSchedule(*schedule);
-          const std::string where = "P=" + std::to_string(stages) +
-                                    " V=" + std::to_string(chunks) +
-                                    " M=" + std::to_string(microbatches) +
-                                    " G=" + std::to_string(group);
-          std::string why;
-          ASSERT_TRUE(forward.verify(&why)) << where << ": " << why;
-          std::optional<TransferPlacement> placement =
-              placeTransfers(forward, TransferRule::TimeRounds, &why);
-          ASSERT_TRUE(placement) << where << ": " << why;
-          EXPECT_EQ(checkPlacement(forward, *placement), "") << where;
-        }
+        EXPECT_EQ(checkPlacement(forward, *placement), "") << where;
+      });
+  forEachInterleavedSchedule([](const PipelineSchedule &schedule, int64_t,
+                                const std::string &where) {
+    PipelineSchedule forward = forwardSchedule(schedule);
+    std::string why;
+    ASSERT_TRUE(forward.verify(&why)) << where << ": " << why;
+    std::optional<TransferPlacement> placement =
+        placeTransfers(forward, TransferRule::TimeRounds, &why);
+    ASSERT_TRUE(placement) << where << ": " << why;
+    EXPECT_EQ(checkPlacement(forward, *placement), "") << where;
+  });
 }

@@ -954,6 +954,11 @@ protected:
     W_ = randomFloats(rng, V * H, -0.5f, 0.5f);
     tokens_ = randomIds(rng, model_.microBatch * model_.seqLen, int32_t(V));
     labels_ = randomIds(rng, model_.microBatch * model_.seqLen, int32_t(V));
+    writeInputs();
+  }
+
+  /// Writes the parameters, tokens and labels into exec_.
+  void writeInputs() {
     write(std::string(kParameterPrefix) + kTinyEmbedding, E_);
     write(std::string(kParameterPrefix) + kTinyNorm, g_);
     write(std::string(kParameterPrefix) + kTinyHead, W_);
@@ -977,6 +982,15 @@ protected:
     EXPECT_TRUE(values) << values.status().message();
     return values ? *values : std::vector<float>();
   }
+  /// Expects the loss output to be the double-precision model's loss.
+  void expectTheModelsLoss() {
+    std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
+        W(W_.begin(), W_.end());
+    const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);
+    auto lossValue = exec_->readScalar(index(kLossOutput));
+    ASSERT_TRUE(lossValue);
+    EXPECT_NEAR(*lossValue, loss, 1e-5 * loss);
+  }
 
   TinyModel model_;
   Plan plan_;
@@ -998,13 +1012,7 @@ TEST_F(TinyPlanTest, TheEvaluationStepComputesTheLossAlone) {
   auto created = Executor::create(plan, 0, *backend_);
   ASSERT_TRUE(created) << created.status().message();
   exec_ = std::move(*created);
-  write(std::string(kParameterPrefix) + kTinyEmbedding, E_);
-  write(std::string(kParameterPrefix) + kTinyNorm, g_);
-  write(std::string(kParameterPrefix) + kTinyHead, W_);
-  ASSERT_TRUE(exec_->writeRaw(index(kTokensInput), tokens_.data(),
-                              tokens_.size() * 4));
-  ASSERT_TRUE(exec_->writeRaw(index(kLabelsInput), labels_.data(),
-                              labels_.size() * 4));
+  writeInputs();
   const std::vector<float> grad(model_.vocab * model_.hidden, 0.25f);
   write(std::string(kGradientPrefix) + kTinyHead, grad);
   const uint64_t place = exec_->position().place();
@@ -1014,12 +1022,7 @@ TEST_F(TinyPlanTest, TheEvaluationStepComputesTheLossAlone) {
     // stays outside, at the training step's last place.
     EXPECT_EQ(exec_->position().activity(), RankActivity::Outside);
     EXPECT_EQ(exec_->position().place(), place);
-    std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
-        W(W_.begin(), W_.end());
-    const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);
-    auto lossValue = exec_->readScalar(index(kLossOutput));
-    ASSERT_TRUE(lossValue);
-    EXPECT_NEAR(*lossValue, loss, 1e-5 * loss);
+    expectTheModelsLoss();
   }
   EXPECT_EQ(read(std::string(kParameterPrefix) + kTinyHead), W_);
   EXPECT_EQ(read(std::string(kGradientPrefix) + kTinyHead), grad);
@@ -1030,13 +1033,10 @@ TEST_F(TinyPlanTest, TheEvaluationStepComputesTheLossAlone) {
 TEST_F(TinyPlanTest, GradientsMatchFiniteDifferences) {
   ASSERT_TRUE(exec_->zeroBuffers(BufferKind::Gradient));
   ASSERT_TRUE(exec_->run(kMicroStepProgram));
+  expectTheModelsLoss();
 
   std::vector<double> E(E_.begin(), E_.end()), g(g_.begin(), g_.end()),
       W(W_.begin(), W_.end());
-  const double loss = tinyLoss(model_, E, g, W, tokens_, labels_);
-  auto lossValue = exec_->readScalar(index(kLossOutput));
-  ASSERT_TRUE(lossValue);
-  EXPECT_NEAR(*lossValue, loss, 1e-5 * loss);
 
   auto check = [&](std::vector<double> &param, const std::string &name) {
     std::vector<double> fd(param.size());

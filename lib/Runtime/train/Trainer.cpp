@@ -159,9 +159,7 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   MLT_RETURN_IF_ERROR(readLosses(rank));
   // Rank 0 reads the gradient norm (every rank has it) where another
   // rank reports the loss: the process holding rank 0 reports the step.
-  const bool readLoss =
-      isFirst || (options_.checkReplicatedOutputs && ranks_.size() > 1);
-  if (readLoss || executor.rankPlan().rank == 0)
+  if (readsOutputs(rank) || executor.rankPlan().rank == 0)
     MLT_RETURN_IF_ERROR(
         executor.readScalarAtSync(rank.gradNorm, &rank.measuredGradNorm));
   MLT_RETURN_IF_ERROR(executor.synchronize());
@@ -172,14 +170,29 @@ Status Trainer::stepOnRank(RankState &rank, int64_t step, double lr) {
   rank.time.waitSeconds =
       executor.position().waitedSeconds().value_or(std::nan(""));
   // Rank 0 stops the run (and, through the rank group, every rank).
-  if (isFirst)
-    for (int64_t mb = 0; mb < model_.microbatches; ++mb)
-      if (double loss = rank.measuredLosses[mb]; !std::isfinite(loss))
-        return errorf("loss is ", std::isnan(loss) ? "NaN" : "infinite",
-                      " at step ", step,
-                      model_.microbatches > 1
-                          ? " (micro-batch " + std::to_string(mb + 1) + ")"
-                          : std::string());
+  return isFirst ? checkFiniteLosses(rank, "loss",
+                                     "at step " + std::to_string(step), "")
+                 : Status::ok();
+}
+
+bool Trainer::readsOutputs(const RankState &rank) const {
+  return rank.executor->rankPlan().rank == options_.reportingRank ||
+         (options_.checkReplicatedOutputs && ranks_.size() > 1);
+}
+
+Status Trainer::checkFiniteLosses(const RankState &rank,
+                                  const std::string &name,
+                                  const std::string &when,
+                                  const std::string &batch) const {
+  for (int64_t mb = 0; mb < model_.microbatches; ++mb)
+    if (double loss = rank.measuredLosses[mb]; !std::isfinite(loss)) {
+      std::string where = batch;
+      if (model_.microbatches > 1)
+        where += (where.empty() ? "" : ", ") + std::string("micro-batch ") +
+                 std::to_string(mb + 1);
+      return errorf(name, " is ", std::isnan(loss) ? "NaN" : "infinite", " ",
+                    when, where.empty() ? "" : " (" + where + ")");
+    }
   return Status::ok();
 }
 
@@ -215,10 +228,8 @@ Status Trainer::readLosses(RankState &rank) {
   // In a process that holds another rank alone (one process per GPU),
   // nothing is read: rank 0's process reports.
   Executor &executor = *rank.executor;
-  const bool readLoss =
-      executor.rankPlan().rank == options_.reportingRank ||
-      (options_.checkReplicatedOutputs && ranks_.size() > 1);
-  for (int64_t mb = 0; mb < model_.microbatches && rank.hasLoss && readLoss;
+  const bool reads = readsOutputs(rank);
+  for (int64_t mb = 0; mb < model_.microbatches && rank.hasLoss && reads;
        ++mb)
     MLT_RETURN_IF_ERROR(executor.readScalarAtSync(
         rank.loss, &rank.measuredLosses[mb], uint32_t(mb)));
@@ -258,15 +269,9 @@ StatusOr<EvalMetrics> Trainer::evaluate(TrainingData &data, int64_t batches,
                                    return evaluateOnRank(rank, step);
                                  }));
     const RankState &first = ranks_[reporter_];
-    const bool reads =
-        first.executor->rankPlan().rank == options_.reportingRank;
-    for (int64_t mb = 0; mb < model_.microbatches && reads; ++mb)
-      if (double loss = first.measuredLosses[mb]; !std::isfinite(loss))
-        return errorf("eval_loss is ", std::isnan(loss) ? "NaN" : "infinite",
-                      " ", when, " (batch ", b + 1,
-                      model_.microbatches > 1
-                          ? ", micro-batch " + std::to_string(mb + 1) + ")"
-                          : std::string(")"));
+    if (first.executor->rankPlan().rank == options_.reportingRank)
+      MLT_RETURN_IF_ERROR(checkFiniteLosses(first, "eval_loss", when,
+                                            "batch " + std::to_string(b + 1)));
     for (double loss : first.measuredLosses)
       lossSum += loss;
     if (options_.checkReplicatedOutputs && ranks_.size() > 1)

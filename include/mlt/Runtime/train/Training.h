@@ -225,6 +225,14 @@ private:
   /// Queues the reads of the loss of every micro-batch (where this rank
   /// reads them: see stepOnRank).
   Status readLosses(RankState &rank);
+  /// Whether `rank` reads the replicated outputs: the reporting rank, and
+  /// every local rank when checking replication.
+  bool readsOutputs(const RankState &rank) const;
+  /// Fails when a micro-batch's loss `rank` read is NaN or infinite: "NAME
+  /// is NaN WHEN (BATCH, micro-batch M)".
+  Status checkFiniteLosses(const RankState &rank, const std::string &name,
+                           const std::string &when,
+                           const std::string &batch) const;
   /// One rank's part of an evaluation batch (inputs_, targets_), in the
   /// evaluation after training step `step`.
   Status evaluateOnRank(RankState &rank, int64_t step);

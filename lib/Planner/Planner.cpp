@@ -6,6 +6,7 @@
 
 #include "mlt/Planner/Planner.h"
 
+#include "mlt/Analysis/StepLowerBound.h"
 #include "mlt/Analysis/StepReport.h"
 #include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Plan/MemoryReport.h"
@@ -38,6 +39,9 @@ constexpr double kStepMargin = 0.03;
 constexpr double kMemoryMargin = 0.02;
 /// The layouts printed.
 constexpr size_t kShown = 5;
+/// A deep pipeline is bounded from its schedule's fewest micro-batches from
+/// 3 on where it runs at least this many times them.
+constexpr int64_t kBoundedFrom = 4;
 /// The layouts weighed at their depth between two prunings by the fifth
 /// fastest: a fixed number, so that what is pruned does not depend on the
 /// machine's cores.
@@ -90,6 +94,10 @@ struct WeighedLayout : Weighed {
   int64_t fewer = 0;
   /// Left at its shallowest depth, slower there than the fifth fastest.
   bool slower = false;
+  /// A deep pipeline's bound alone (boundStep): `figures.step` bounds its
+  /// step from below, its arenas are those of fewer micro-batches (no
+  /// larger than its own), its persistent state its own.
+  bool bounded = false;
 };
 
 class Planner {
@@ -111,8 +119,9 @@ public:
   /// shallower depth than the fifth fastest estimate. Both on every core.
   Status screen(const std::vector<Layout> &layouts) {
     std::vector<StatusOr<WeighedLayout>> first(layouts.size(), WeighedLayout{});
-    inParallel(layouts.size(),
-               [&](size_t i) { first[i] = weighShallowest(layouts[i]); });
+    inParallel(layouts.size(), [&](size_t i) {
+      first[i] = weighShallowest(layouts[i], /*boundDeep=*/true);
+    });
     std::vector<size_t> order;
     for (size_t i = 0; i < layouts.size(); ++i) {
       if (!first[i])
@@ -228,7 +237,8 @@ public:
     return rest;
   }
 
-  std::atomic<size_t> compiled{0}, shallow{0}, fewerMicrobatches{0};
+  std::atomic<size_t> compiled{0}, shallow{0}, fewerMicrobatches{0},
+      bounded{0};
   size_t fitting() const { return fitting_; }
   size_t slower() const { return slower_; }
   size_t tooLarge() const { return tooLarge_; }
@@ -332,6 +342,19 @@ private:
   /// slower than `fifth` left out.
   StatusOr<Outcome> placeFamily(const Layout &layout, WeighedLayout shallowest,
                                 const std::optional<double> &fifth) {
+    if (shallowest.bounded) {
+      // (its bound within the margin: weighed as the others were, and left
+      // out as they are where slower there)
+      StatusOr<WeighedLayout> weighed = weighShallowest(layout);
+      if (!weighed)
+        return weighed.takeStatus();
+      shallowest = std::move(*weighed);
+      if (shallowest.ok && slowerThan(shallowest.figures.step, fifth)) {
+        Outcome outcome;
+        outcome.slower = true;
+        return outcome;
+      }
+    }
     // (those the rule book accepts: sequence parallelism needs a sequence
     // that tp divides)
     std::deque<Layout> variants;
@@ -491,15 +514,62 @@ private:
       return summary.takeStatus().withContext(layoutFlags(layout));
     const cost::StepTimeline &timeline = summary->timeline;
     out.ok = true;
-    for (const RankPlan &rank : plan->ranks) {
-      out.figures.arenas.push_back(rank.arenaBytes);
-      const RankMemory memory = rankMemory(rank);
-      out.figures.persistent.push_back(
-          memory.parameters + memory.parameterCopies + memory.gradients +
-          memory.optimizerState);
-    }
+    noteMemory(*plan, out.figures);
     out.figures.step = timeline.seconds();
     out.bound = cost::stepBound(*plan, timeline);
+    return out;
+  }
+
+  /// Each rank's arena and persistent state.
+  static void noteMemory(const Plan &plan, cost::LayoutFigures &figures) {
+    for (const RankPlan &rank : plan.ranks) {
+      figures.arenas.push_back(rank.arenaBytes);
+      const RankMemory memory = rankMemory(rank);
+      figures.persistent.push_back(memory.parameters + memory.parameterCopies +
+                                   memory.gradients + memory.optimizerState);
+    }
+  }
+
+  /// The micro-batches a deep pipeline's step is bounded from: the fewest
+  /// its schedule takes from 3 on (an interleaved schedule's whole groups),
+  /// where it runs kBoundedFrom times as many or more; none otherwise.
+  std::optional<int64_t> boundingMicrobatches(const Layout &layout) const {
+    if (request_.exhaustive || layout.pp < 2)
+      return std::nullopt;
+    const int64_t group =
+        layout.vp < 2 ? 1 : std::max(layout.pp, layout.ppGroupSize);
+    const int64_t fewest = (3 + group - 1) / group * group;
+    if (fewest * kBoundedFrom > layout.microbatches)
+      return std::nullopt;
+    return fewest;
+  }
+
+  /// `layout` compiled with `microbatches` (boundingMicrobatches), its step
+  /// bounded from below at its own (StepLowerBound.h); not `ok` where that
+  /// compile is refused.
+  StatusOr<WeighedLayout> boundStep(const Layout &layout,
+                                    int64_t microbatches) {
+    ++compiled;
+    ++bounded;
+    WeighedLayout out;
+    out.bounded = true;
+    StatusOr<Plan> plan =
+        compiler_.representatives(layout, 0, {}, microbatches);
+    if (!plan) {
+      out.why = plan.status().message();
+      return out;
+    }
+    StatusOr<cost::LaunchCosts> costs =
+        cost::priceLaunches(*plan, calibration_);
+    if (!costs)
+      return costs.takeStatus().withContext(layoutFlags(layout));
+    StatusOr<double> step =
+        cost::stepLowerBound(*plan, *costs, layout.microbatches);
+    if (!step)
+      return step.takeStatus().withContext(layoutFlags(layout));
+    out.ok = true;
+    noteMemory(*plan, out.figures);
+    out.figures.step = *step;
     return out;
   }
 
@@ -563,8 +633,11 @@ private:
   }
 
   /// `layout` at its shallowest: two layers in its smallest virtual stage,
-  /// or at its depth where the model is shallow (or the search exhaustive).
-  StatusOr<WeighedLayout> weighShallowest(const Layout &layout) {
+  /// or at its depth where the model is shallow (or the search exhaustive);
+  /// with `boundDeep`, a deep pipeline's bound instead where it has one
+  /// (boundingMicrobatches), or where its compile is refused, at its depth.
+  StatusOr<WeighedLayout> weighShallowest(const Layout &layout,
+                                          bool boundDeep = false) {
     WeighedLayout out;
     if (!request_.exhaustive) {
       if (Status status = compiler_.split(layout, out.numLayers, out.split);
@@ -577,8 +650,15 @@ private:
         out.split.empty()
             ? 0
             : *std::min_element(out.split.begin(), out.split.end());
-    if (fewest < kShallowFrom)
+    if (fewest < kShallowFrom) {
+      if (const std::optional<int64_t> few = boundingMicrobatches(layout);
+          few && boundDeep) {
+        StatusOr<WeighedLayout> bound = boundStep(layout, *few);
+        if (!bound || bound->ok)
+          return bound;
+      }
       return weighAtDepth(layout, request_.exhaustive);
+    }
     StatusOr<Weighed> weighed =
         compileShallower(layout, out.numLayers, out.split, fewest - 2);
     if (!weighed)
@@ -624,18 +704,24 @@ private:
     return shallowest;
   }
 
-  /// A variant at its depth (`weigh`), or at its shallowest where it is
-  /// slower there than `fifth` (`slower`).
+  /// A variant at its depth (`weigh`), or at its shallowest (or by its
+  /// bound) where it is slower there than `fifth` (`slower`).
   StatusOr<WeighedLayout> weighVariant(const Layout &layout,
                                        const std::optional<double> &fifth) {
     if (request_.exhaustive)
       return weighAtDepth(layout, /*exact=*/true);
-    StatusOr<WeighedLayout> shallowest = weighShallowest(layout);
+    StatusOr<WeighedLayout> shallowest =
+        weighShallowest(layout, /*boundDeep=*/fifth.has_value());
     if (!shallowest)
       return shallowest.takeStatus();
     if (shallowest->ok && slowerThan(shallowest->figures.step, fifth)) {
       shallowest->slower = true;
       return shallowest;
+    }
+    if (shallowest->bounded) {
+      shallowest = weighShallowest(layout);
+      if (!shallowest)
+        return shallowest.takeStatus();
     }
     return weighDeeper(layout, std::move(*shallowest));
   }
@@ -716,6 +802,7 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
   report.compiled = planner.compiled.load();
   report.shallow = planner.shallow.load();
   report.fewerMicrobatches = planner.fewerMicrobatches.load();
+  report.bounded = planner.bounded.load();
   report.seconds = planner.elapsed();
   report.fit = planner.fitting();
   report.tooLarge = planner.tooLarge();
@@ -782,6 +869,14 @@ std::string mlt::formatPlannerReport(const PlannerReport &report) {
         std::to_string(report.fewerMicrobatches) +
         (estimates.empty() ? " of them" : "") +
         " with fewer micro-batches, extrapolated to the layout's");
+  if (report.bounded)
+    estimates.push_back(std::to_string(report.bounded) +
+                        (estimates.empty() ? " of them" : "") +
+                        (report.bounded == 1
+                             ? " with a deep pipeline's fewest micro-batches, "
+                               "bounding its step"
+                             : " with deep pipelines' fewest micro-batches, "
+                               "bounding their steps"));
   for (size_t i = 0; i < estimates.size(); ++i)
     shallow += (i ? "; " : " (") + estimates[i];
   if (!estimates.empty())

@@ -27,6 +27,14 @@ ScheduleKind Layout::scheduleKind() const {
 
 int64_t Layout::ranks() const { return pp * dp * cp * tp; }
 
+std::optional<ParallelAxis> mlt::zeroAxis(int64_t dp, int64_t cp) {
+  if (dp >= 2)
+    return ParallelAxis::Data;
+  if (cp >= 2)
+    return ParallelAxis::Context;
+  return std::nullopt;
+}
+
 bool Layout::operator==(const Layout &other) const {
   return tp == other.tp && dp == other.dp && pp == other.pp &&
          cp == other.cp &&

@@ -149,13 +149,15 @@ const std::vector<RuleRow> &rows() {
                     count(int64_t(l.ppLayers.size()), "stage", "stages"),
                     ", pp is ", l.pp);
        }},
-      {{"zero-needs-dp", "zero 1 or 2 needs dp 2 or more",
-        "ZeRO partitions the optimizer state over the data-parallel ranks"},
+      {{"zero-needs-replicas", "zero 1 or 2 needs dp or cp of 2 or more",
+        "ZeRO partitions the optimizer state over the ranks that hold the "
+        "same parameters: dp's, or cp's where dp is 1"},
        [](const Subject &s) -> std::optional<std::string> {
-         if (s.layout.zero > 0 && s.layout.dp < 2)
+         if (s.layout.zero > 0 && !zeroAxis(s.layout.dp, s.layout.cp))
            return str("zero ", s.layout.zero,
-                      " partitions the optimizer state over the "
-                      "data-parallel ranks and needs dp 2 or more");
+                      " partitions the optimizer state over the ranks that "
+                      "hold the same parameters and needs dp or cp of 2 or "
+                      "more");
          return std::nullopt;
        }},
       {{"zero2-needs-whole-backward",

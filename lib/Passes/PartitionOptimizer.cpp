@@ -1,11 +1,11 @@
-//===- PartitionOptimizer.cpp - ZeRO over the data-parallel ranks ---------===//
+//===- PartitionOptimizer.cpp - ZeRO over the parameters' replicas -------===//
 //
 // Part of mlt. Implements mlt-partition-optimizer (Passes.td): gradients and
-// parameters laid out in flat buckets (FlatBuckets.h), each data-parallel
-// rank keeping the AdamW state of its slice of every bucket (ZeRO-1), and
-// with ZeRO-2 the gradients of its slice only, each micro-batch's
-// reduce-scattered as its body ends; the optimizer step rebuilt over the
-// slices.
+// parameters laid out in flat buckets (FlatBuckets.h), each rank of the
+// replicas' axis (dp, or cp where dp is 1: replicasAxis) keeping the AdamW
+// state of its slice of every bucket (ZeRO-1), and with ZeRO-2 the
+// gradients of its slice only, each micro-batch's reduce-scattered as its
+// body ends; the optimizer step rebuilt over the slices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <map>
+#include <tuple>
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTPARTITIONOPTIMIZER
@@ -36,8 +37,19 @@ namespace {
 /// Every member and slice of a bucket starts at a multiple of this many
 /// elements (512 bytes of f32, 256 of bf16: the plan's buffer alignment).
 constexpr uint64_t kAlignment = 128;
-/// The data-parallel mesh axis.
-constexpr llvm::StringRef kDataAxis = axisName(ParallelAxis::Data);
+/// The axis ZeRO partitions over (mlt::zeroAxis: dp, or cp where dp is 1),
+/// its index in `mesh` and its name; -1 where there is none.
+std::pair<int64_t, llvm::StringRef> replicasAxis(MeshAttr mesh) {
+  auto sizeOf = [&](ParallelAxis axis) -> int64_t {
+    const int64_t index = mesh ? mesh.axisIndex(axisName(axis)) : -1;
+    return index >= 0 ? mesh.getSizes()[index] : 1;
+  };
+  const std::optional<ParallelAxis> axis = zeroAxis(
+      sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context));
+  if (!axis)
+    return {-1, llvm::StringRef()};
+  return {mesh.axisIndex(axisName(*axis)), axisName(*axis)};
+}
 
 /// One parameter as the optimizer step updates it: its adamw launch's
 /// operands.
@@ -81,12 +93,13 @@ public:
 
   LogicalResult run() {
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
-    dataAxis = mesh ? mesh.axisIndex(kDataAxis) : -1;
-    if (dataAxis < 0 || mesh.getSizes()[dataAxis] < 2)
+    std::tie(dataAxis, dataAxisName) = replicasAxis(mesh);
+    if (dataAxis < 0)
       return module.emitError("mlt-partition-optimizer: zero=")
-             << stage << " partitions the optimizer over data-parallel "
-             << "ranks, but the module has no mesh axis '"
-             << kDataAxis << "' of size 2 or more";
+             << stage << " partitions the optimizer over the ranks that "
+             << "hold the same parameters, but the module has no mesh axis '"
+             << axisName(ParallelAxis::Data) << "' or '"
+             << axisName(ParallelAxis::Context) << "' of size 2 or more";
     ranks = mesh.getSizes()[dataAxis];
     optimizer = module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
     if (!optimizer)
@@ -145,9 +158,9 @@ private:
             if (StringAttr axis = attr.getAxis(d))
               p.axes.push_back(axis.getValue());
         llvm::sort(p.axes);
-        if (llvm::is_contained(p.axes, kDataAxis))
+        if (llvm::is_contained(p.axes, dataAxisName))
           return launch.emitOpError("updates a parameter split over '")
-                 << kDataAxis << "' already";
+                 << dataAxisName << "' already";
         hyper.assign(launch.getInputs().begin() + 1, launch.getInputs().end());
         parameters.push_back(std::move(p));
         continue;
@@ -315,7 +328,7 @@ private:
       slice.setViewAttr(ref);
     else
       slice.setLayoutAttr(ref);
-    slice.setShardAttr(b.getStringAttr(kDataAxis));
+    slice.setShardAttr(b.getStringAttr(dataAxisName));
     if (owns)
       slice.setOwnsAttr(b.getUnitAttr());
     return slice;
@@ -785,7 +798,9 @@ private:
   OpBuilder b;
   int64_t stage, bucketBytes;
   bool reduceInBF16;
+  /// The replicas' axis (replicasAxis) and its size.
   int64_t dataAxis = -1, ranks = 1;
+  llvm::StringRef dataAxisName;
   rtir::ProgramOp optimizer;
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;

@@ -136,12 +136,19 @@ std::string partitionLine(const Plan &plan) {
   const int stage = zeroStage(plan);
   if (stage == 0)
     return "";
-  uint32_t dp = 1;
-  for (const MeshAxis &axis : plan.mesh)
-    if (axis.name == axisName(ParallelAxis::Data))
-      dp = axis.size;
-  return "  ZeRO-" + std::to_string(stage) + " over dp=" + std::to_string(dp) +
-         ": each rank keeps 1/" + std::to_string(dp) +
+  auto sizeOf = [&](ParallelAxis of) -> int64_t {
+    for (const MeshAxis &axis : plan.mesh)
+      if (axis.name == axisName(of))
+        return axis.size;
+    return 1;
+  };
+  const ParallelAxis over =
+      zeroAxis(sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context))
+          .value_or(ParallelAxis::Data);
+  const int64_t ranks = sizeOf(over);
+  return "  ZeRO-" + std::to_string(stage) + " over " + axisName(over) + "=" +
+         std::to_string(ranks) + ": each rank keeps 1/" +
+         std::to_string(ranks) +
          (stage == 2 ? " of the master weights, moments and gradients"
                      : " of the master weights and moments") +
          "\n";

@@ -2,6 +2,7 @@
 // RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=0" | FileCheck %s --check-prefix=ZERO0
 // RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=2 bucket-bytes=1000" | FileCheck %s --check-prefix=ZERO2
 // RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=2 bucket-bytes=1000" -mlt-schedule-overlap | FileCheck %s --check-prefix=OVERLAP2
+// RUN: mlt-opt %s -split-input-file -mlt-partition-optimizer="zero=1 bucket-bytes=1000" | FileCheck %s --check-prefix=CP
 
 // Tests ZeRO-1 over dp = 3 on sizes that 3 does not divide. The gradients
 // become views of flat buckets in the order the backward pass finishes them
@@ -301,6 +302,80 @@ mlt_rt.program @optimizer_step {
 mlt_rt.step @step {
   mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
   mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+  mlt_rt.call @optimizer_step
+}
+}
+
+// -----
+
+// The axis ZeRO partitions over (mlt::zeroAxis): cp where dp is 1, whose
+// ranks hold the same weights and sum their gradients; the cp all-reduce is
+// replaced by the bucket's reduce-scatter over cp (axis 0), the slices
+// named by "cp". With dp 2 as well, dp (axis 0): the cp all-reduce (axis 1)
+// is kept (after the reduce-scatter over dp, summing the rank's slice of
+// the parameter's gradient over cp with the rest).
+// CP-LABEL: module attributes {mlt.mesh = #mlt.mesh<cp = 2>}
+// CP: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "cp", view = @grad_bucket.0} : tensor<128xf32>
+// CP: mlt_rt.program @optimizer_step {
+// CP-NOT: all_reduce_sum
+// CP: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
+// CP: mlt_rt.launch "all_gather" [@param_shard.0] -> [@param_bucket.0] ints [128, 0]
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+mlt_rt.buffer @"param:a" parameter {decay, parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg_sq:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @x input : tensor<16xf32>
+mlt_rt.buffer @"hyper.lr" input : tensor<f32>
+mlt_rt.buffer @grad_norm output : tensor<f32>
+mlt_rt.buffer @s temporary : tensor<f32>
+mlt_rt.buffer @c temporary : tensor<f32>
+mlt_rt.program @micro_step_first {
+  mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
+  mlt_rt.launch "sum_squares" [@"grad:a"] -> [@s] ints [16]
+  mlt_rt.launch "global_norm" [@s] -> [@grad_norm]
+  mlt_rt.launch "clip_coefficient" [@grad_norm, @"hyper.lr"] -> [@c]
+  mlt_rt.launch "adamw" [@"grad:a", @c, @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr"] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [16, 1]
+}
+mlt_rt.step @step {
+  mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+  mlt_rt.call @optimizer_step
+}
+}
+
+// -----
+
+// CP-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, cp = 2>}
+// CP: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<128xf32>
+// CP: mlt_rt.program @optimizer_step {
+// CP: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
+// CP: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 1]
+module attributes {mlt.mesh = #mlt.mesh<dp = 2, cp = 2>} {
+mlt_rt.buffer @"param:a" parameter {decay, parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @"exp_avg_sq:a" optimizer_state {parameter = "a"} : tensor<4x4xf32>
+mlt_rt.buffer @x input : tensor<16xf32>
+mlt_rt.buffer @"hyper.lr" input : tensor<f32>
+mlt_rt.buffer @grad_norm output : tensor<f32>
+mlt_rt.buffer @s temporary : tensor<f32>
+mlt_rt.buffer @c temporary : tensor<f32>
+mlt_rt.program @micro_step_first {
+  mlt_rt.launch "cast" [@x] -> [@"grad:a"] ints [16]
+}
+mlt_rt.program @optimizer_step {
+  mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 1]
+  mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 0]
+  mlt_rt.launch "sum_squares" [@"grad:a"] -> [@s] ints [16]
+  mlt_rt.launch "global_norm" [@s] -> [@grad_norm]
+  mlt_rt.launch "clip_coefficient" [@grad_norm, @"hyper.lr"] -> [@c]
+  mlt_rt.launch "adamw" [@"grad:a", @c, @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr", @"hyper.lr"] -> [@"param:a", @"exp_avg:a", @"exp_avg_sq:a"] ints [16, 1]
+}
+mlt_rt.step @step {
+  mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
   mlt_rt.call @optimizer_step
 }
 }

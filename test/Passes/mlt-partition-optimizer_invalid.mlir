@@ -10,7 +10,7 @@
 // REDUCE-STAGE: mlt-partition-optimizer: grad-reduce-dtype=bf16 reduces each micro-batch's gradients, which zero=2 does; got zero=1
 
 // Tests that a module without data-parallel ranks is refused.
-// expected-error @+1 {{mlt-partition-optimizer: zero=1 partitions the optimizer over data-parallel ranks, but the module has no mesh axis 'dp' of size 2 or more}}
+// expected-error @+1 {{mlt-partition-optimizer: zero=1 partitions the optimizer over the ranks that hold the same parameters, but the module has no mesh axis 'dp' or 'cp' of size 2 or more}}
 module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
   mlt_rt.program @optimizer_step {
   }

@@ -240,7 +240,7 @@ TEST(LayoutRulesTest, EachRuleFiresAlone) {
          l.pp = 2;
          l.ppLayers = {4};
        }},
-      {"zero-needs-dp",
+      {"zero-needs-replicas",
        [](Layout &l, ModelShape &, StepShape &) { l.zero = 1; }},
       {"zero2-needs-whole-backward",
        [](Layout &l, ModelShape &, StepShape &) {

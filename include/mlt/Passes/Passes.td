@@ -1019,11 +1019,14 @@ def MLTSchedulePipeline : Pass<"mlt-schedule-pipeline", "::mlir::ModuleOp"> {
 }
 
 def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> {
-  let summary = "partitions the optimizer state (ZeRO-1) and the gradients (ZeRO-2) over the data-parallel ranks";
+  let summary = "partitions the optimizer state (ZeRO-1) and the gradients (ZeRO-2) over the ranks that hold the same parameters";
   let description = [{
     With `zero=1`, each data-parallel rank keeps the AdamW state (moments,
     and the f32 master weights of a bf16 plan) of a 1/dp slice of the
-    parameters only, as Megatron's distributed optimizer does:
+    parameters only, as Megatron's distributed optimizer does. Where the
+    mesh has no dp of 2 or more, the same over cp, whose ranks hold the
+    same parameters and sum their gradients too (mlt::zeroAxis; "dp" below
+    is then cp):
 
     - the gradients of parameters treated alike (the same weight decay and
       the same mesh axes the parameter is split over) are laid out in flat

@@ -252,8 +252,19 @@ double Calibration::onCurve(const Curve &curve, const LaunchClass &cls,
 double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
   if (calibrated)
     *calibrated = true;
-  if (auto it = curves.find(cls.key); it != curves.end())
-    return onCurve(it->second, cls, cls.work);
+  if (auto it = curves.find(cls.key); it != curves.end()) {
+    const double own = onCurve(it->second, cls, cls.work);
+    // A collective on the compute stream past its curve's last point (a
+    // calibrating run measures it at the sizes its plans gather, often
+    // small): no slower than the same collective beside compute, which
+    // runs slower where both are measured (on that curve, or past it).
+    if (cls.communication && !it->second.points.empty() &&
+        cls.work > it->second.points.back().first)
+      if (auto side = curves.find(cls.key + "/side");
+          side != curves.end() && !side->second.points.empty())
+        return std::min(own, onCurve(side->second, cls, cls.work));
+    return own;
+  }
   // The same kernel measured at other refinements: the nearest (head
   // dimension and sequence length by their ratios; a collective's group
   // size, its traffic scaled by the ring's).

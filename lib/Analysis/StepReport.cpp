@@ -40,9 +40,18 @@ std::string rankLines(const StepBreakdown &b) {
   }
   os << "\n    communication  " << milliseconds(b.communication);
   char exposed[64];
-  std::snprintf(exposed, sizeof exposed, "   (%.2f ms of it beside no compute)",
+  std::snprintf(exposed, sizeof exposed, "   (%.2f ms of it beside no compute",
                 b.exposedCommunication * 1e3);
-  os << exposed << "\n";
+  os << exposed;
+  for (size_t i = 0; i < std::min(kKernelsShown, b.exposedByKernel.size());
+       ++i) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%s %.2f", i ? ", " : ": ",
+                  b.exposedByKernel[i].first.c_str(),
+                  b.exposedByKernel[i].second * 1e3);
+    os << text;
+  }
+  os << (b.exposedByKernel.size() > kKernelsShown ? ", ...)\n" : ")\n");
   os << "    idle           " << milliseconds(b.idle)
      << "   (launch gaps, waits for other ranks, pipeline bubble)\n";
   return os.str();

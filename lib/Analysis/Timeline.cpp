@@ -728,7 +728,8 @@ StepBreakdown mlt::cost::breakdown(const Plan &plan,
   out.rank = rank.rank;
   out.step = timeline.seconds();
   Intervals compute, communication;
-  std::map<std::string, double> byKernel;
+  std::vector<std::string_view> communicating;
+  std::map<std::string, double> byKernel, exposedByKernel;
   for (const PredictedLaunch &launch : timeline.ranks[rankIndex].launches) {
     const InstructionDesc &inst =
         rank.programs[launch.program].instructions[launch.instruction];
@@ -736,10 +737,18 @@ StepBreakdown mlt::cost::breakdown(const Plan &plan,
                                          launch.start + launch.seconds};
     if (isCommunication(inst)) {
       communication.push_back(span);
+      communicating.push_back(kernelName(inst.kernel));
     } else {
       compute.push_back(span);
       byKernel[std::string(kernelName(inst.kernel))] += launch.seconds;
     }
+  }
+  const Intervals computing = mergedIntervals(compute);
+  for (size_t i = 0; i < communication.size(); ++i) {
+    const auto [begin, end] = communication[i];
+    const double exposed = end - begin - overlapWith(computing, begin, end);
+    if (exposed > 0.0)
+      exposedByKernel[std::string(communicating[i])] += exposed;
   }
   out.compute = unionLength(compute);
   out.communication = unionLength(communication);
@@ -748,8 +757,15 @@ StepBreakdown mlt::cost::breakdown(const Plan &plan,
   const double busy = unionLength(std::move(all));
   out.exposedCommunication = busy - out.compute;
   out.idle = out.step - busy;
-  out.byKernel.assign(byKernel.begin(), byKernel.end());
-  std::stable_sort(out.byKernel.begin(), out.byKernel.end(),
-                   [](const auto &a, const auto &b) { return a.second > b.second; });
+  auto largestFirst = [](const std::map<std::string, double> &seconds) {
+    std::vector<std::pair<std::string, double>> list(seconds.begin(),
+                                                     seconds.end());
+    std::stable_sort(list.begin(), list.end(), [](const auto &a, const auto &b) {
+      return a.second > b.second;
+    });
+    return list;
+  };
+  out.byKernel = largestFirst(byKernel);
+  out.exposedByKernel = largestFirst(exposedByKernel);
   return out;
 }

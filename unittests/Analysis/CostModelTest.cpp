@@ -164,6 +164,35 @@ TEST(CalibrationTest, ExtendsACurvePastItsLastPointAtTheBetterRate) {
   EXPECT_NEAR(c.seconds({"rope", 3e6 + 1e3, false, false}), 3.1e-4, 1e-15);
 }
 
+// Tests that a collective on the compute stream, past its curve's last
+// point, is priced no slower than the same collective beside compute: the
+// H200's all_gather/g2, measured at 16 and 32 KB
+// (24.8 and 24.1 us), gathering 32 MiB took 24 ms by its own average rate,
+// 110 us beside compute.
+TEST(CalibrationTest, ACollectivePastItsCurveIsNoSlowerThanBesideCompute) {
+  Calibration c = sampleCalibration();
+  c.curves["all_gather/g2"].points = {{16384, 24.8e-6}, {32768, 24.1e-6}};
+  c.curves["all_gather/g2/side"].points = {{184320, 18e-6},
+                                           {18874368, 109.5e-6},
+                                           {131072000, 273.1e-6}};
+  const double work = 33554432;
+  const double side = c.seconds({"all_gather/g2/side", work, false, true});
+  EXPECT_GT(side, 109.5e-6);
+  EXPECT_LT(side, 273.1e-6);
+  EXPECT_DOUBLE_EQ(c.seconds({"all_gather/g2", work, false, true}), side);
+  // Past the side curve's last point too, its extrapolation; within its
+  // own points, its own.
+  EXPECT_DOUBLE_EQ(c.seconds({"all_gather/g2", 2e8, false, true}),
+                   c.seconds({"all_gather/g2/side", 2e8, false, true}));
+  EXPECT_GT(c.seconds({"all_gather/g2", 2e8, false, true}), 273.1e-6);
+  EXPECT_NEAR(c.seconds({"all_gather/g2", 16384, false, true}), 24.8e-6,
+              1e-15);
+  // Not a collective: no side curve is read.
+  c.curves["rope"].points = {{1e3, 1e-5}};
+  c.curves["rope/side"].points = {{1e9, 1e-6}};
+  EXPECT_NEAR(c.seconds({"rope", 2e3, false, false}), 2e-5, 1e-18);
+}
+
 TEST(CalibrationTest, MergesRunsOfOneDeviceOnly) {
   Calibration a = sampleCalibration(), b = sampleCalibration();
   b.curves["add"].points = {{1e3, 4e-6}, {1e6, 1e-5}};

@@ -37,7 +37,9 @@
 //
 // A collective on a side stream (beside compute) is a class of its own
 // ("all_reduce_sum/g2/side"): it runs slower than one on the compute
-// stream, which has the device to itself.
+// stream, which has the device to itself. So one on the compute stream
+// past its own curve's last point (calibrating runs gather little there)
+// is priced no slower than its side-stream class (on its curve or past it).
 //
 //===----------------------------------------------------------------------===//
 

@@ -174,6 +174,10 @@ struct StepBreakdown {
   double idle = 0.0;
   /// Compute time by kernel (each launch's whole time), largest first.
   std::vector<std::pair<std::string, double>> byKernel;
+  /// Communication beside no compute by kernel (each launch's time that no
+  /// compute launch covers; collectives that run beside each other each
+  /// count theirs), largest first, those of none left out.
+  std::vector<std::pair<std::string, double>> exposedByKernel;
 };
 StepBreakdown breakdown(const rt::Plan &plan, const StepTimeline &timeline,
                         uint32_t rankIndex);

@@ -492,32 +492,53 @@ private:
   StatusOr<Weighed> compileAndPredict(const Layout &layout, int64_t layers,
                                       const std::vector<int64_t> &split,
                                       int64_t microbatches = 0) {
-    ++compiled;
     if (layers)
       ++shallow;
     if (microbatches)
       ++fewerMicrobatches;
     Weighed out;
+    StatusOr<std::optional<Priced>> priced =
+        compileAndPrice(layout, layers, split, microbatches, out.why);
+    if (!priced || !*priced)
+      return priced ? StatusOr<Weighed>(std::move(out)) : priced.takeStatus();
+    const auto &[plan, costs] = **priced;
+    // (the step, and the launches of the rank that ends last alone)
+    StatusOr<cost::StepSummary> summary = cost::summarizeStep(plan, costs);
+    if (!summary)
+      return summary.takeStatus().withContext(layoutFlags(layout));
+    const cost::StepTimeline &timeline = summary->timeline;
+    out.ok = true;
+    noteMemory(plan, out.figures);
+    out.figures.step = timeline.seconds();
+    out.bound = cost::stepBound(plan, timeline);
+    return out;
+  }
+
+  /// A compiled candidate and what its launches cost.
+  struct Priced {
+    Plan plan;
+    cost::LaunchCosts costs;
+  };
+
+  /// One compile of `layout` into representative ranks (the first `layers`
+  /// layers in `split`, running `microbatches`; 0: the layout's), priced;
+  /// none, with `why`, where the compiler refuses it.
+  StatusOr<std::optional<Priced>>
+  compileAndPrice(const Layout &layout, int64_t layers,
+                  const std::vector<int64_t> &split, int64_t microbatches,
+                  std::string &why) {
+    ++compiled;
     StatusOr<Plan> plan =
         compiler_.representatives(layout, layers, split, microbatches);
     if (!plan) {
-      out.why = plan.status().message();
-      return out;
+      why = plan.status().message();
+      return std::optional<Priced>();
     }
     StatusOr<cost::LaunchCosts> costs =
         cost::priceLaunches(*plan, calibration_);
     if (!costs)
       return costs.takeStatus().withContext(layoutFlags(layout));
-    // (the step, and the launches of the rank that ends last alone)
-    StatusOr<cost::StepSummary> summary = cost::summarizeStep(*plan, *costs);
-    if (!summary)
-      return summary.takeStatus().withContext(layoutFlags(layout));
-    const cost::StepTimeline &timeline = summary->timeline;
-    out.ok = true;
-    noteMemory(*plan, out.figures);
-    out.figures.step = timeline.seconds();
-    out.bound = cost::stepBound(*plan, timeline);
-    return out;
+    return std::optional<Priced>(Priced{std::move(*plan), std::move(*costs)});
   }
 
   /// Each rank's arena and persistent state.
@@ -549,26 +570,21 @@ private:
   /// compile is refused.
   StatusOr<WeighedLayout> boundStep(const Layout &layout,
                                     int64_t microbatches) {
-    ++compiled;
     ++bounded;
     WeighedLayout out;
     out.bounded = true;
-    StatusOr<Plan> plan =
-        compiler_.representatives(layout, 0, {}, microbatches);
-    if (!plan) {
-      out.why = plan.status().message();
-      return out;
-    }
-    StatusOr<cost::LaunchCosts> costs =
-        cost::priceLaunches(*plan, calibration_);
-    if (!costs)
-      return costs.takeStatus().withContext(layoutFlags(layout));
+    StatusOr<std::optional<Priced>> priced =
+        compileAndPrice(layout, 0, {}, microbatches, out.why);
+    if (!priced || !*priced)
+      return priced ? StatusOr<WeighedLayout>(std::move(out))
+                    : priced.takeStatus();
+    const auto &[plan, costs] = **priced;
     StatusOr<double> step =
-        cost::stepLowerBound(*plan, *costs, layout.microbatches);
+        cost::stepLowerBound(plan, costs, layout.microbatches);
     if (!step)
       return step.takeStatus().withContext(layoutFlags(layout));
     out.ok = true;
-    noteMemory(*plan, out.figures);
+    noteMemory(plan, out.figures);
     out.figures.step = *step;
     return out;
   }

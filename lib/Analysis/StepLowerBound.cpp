@@ -10,8 +10,9 @@
 #include "mlt/Layout/Layout.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
+#include <optional>
+#include <vector>
 
 using namespace mlt;
 using namespace mlt::cost;
@@ -23,13 +24,12 @@ double mlt::cost::callSeconds(const RankPlan &rank, const LaunchCosts &costs,
   const ProgramDesc &program = rank.programs[p];
   if (isTransferProgram(program))
     return 0.0;
-  // (each stream's launches one after another; Timeline.cpp's launchSpan)
+  // (each stream's launches one after another, each a gap after the last)
   std::vector<std::pair<uint8_t, double>> streams;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const double own = costs.seconds[r][p][i];
-    const double span = costs.gap >= 0.0
-                            ? own + costs.gap
-                            : std::max(own + costs.gap, 0.5 * own);
+    const auto [start, length] =
+        detail::launchSpan(0.0, costs.seconds[r][p][i], costs.gap);
+    const double span = start + length;
     const uint8_t stream = program.instructions[i].stream;
     auto it = std::find_if(streams.begin(), streams.end(),
                            [&](const auto &s) { return s.first == stream; });
@@ -97,10 +97,11 @@ StatusOr<double> mlt::cost::stepLowerBound(const Plan &plan,
       calls.stage = (*at)[*ppAxis];
     }
     std::vector<double> byMicrobatch(size_t(own), 0.0);
+    std::vector<double> secondsOf(rank.step.size());
     std::optional<size_t> first, lastCall;
     for (size_t c = 0; c < rank.step.size(); ++c) {
       const CallDesc &call = rank.step[c];
-      const double seconds = callSeconds(rank, costs, r, c);
+      const double seconds = secondsOf[c] = callSeconds(rank, costs, r, c);
       calls.all += seconds;
       if (call.microbatch < 0)
         continue;
@@ -120,7 +121,7 @@ StatusOr<double> mlt::cost::stepLowerBound(const Plan &plan,
       return errorf("rank ", rank.rank, "'s step runs no micro-batch");
     for (size_t c = *first; c <= *lastCall; ++c)
       if (rank.step[c].microbatch >= 0)
-        calls.microbatches += callSeconds(rank, costs, r, c);
+        calls.microbatches += secondsOf[c];
     // (the middle ones, where there are: the first and the last may differ,
     // writing the gradients or reducing them)
     const bool middle = own >= 3;

@@ -7,6 +7,7 @@
 #include "StepStructure.h"
 #include "mlt/Plan/KernelInfo.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -37,6 +38,14 @@ std::vector<Segment> mlt::cost::detail::segmentsOf(const RankPlan &rank) {
     }
   }
   return segments;
+}
+
+std::pair<double, double> mlt::cost::detail::launchSpan(double ready,
+                                                       double seconds,
+                                                       double gap) {
+  if (gap >= 0.0)
+    return {ready + gap, seconds};
+  return {ready, std::max(seconds + gap, 0.5 * seconds)};
 }
 
 StatusOr<std::pair<InstanceKey, uint32_t>>

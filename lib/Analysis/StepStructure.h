@@ -38,6 +38,12 @@ struct Segment {
 };
 std::vector<Segment> segmentsOf(const rt::RankPlan &rank);
 
+/// When a launch that may start at `ready` starts, and for how long it runs,
+/// at launch gap `gap` (Timeline.h): a gap delays its start; a negative one
+/// (profiled launches that overstate their kernels) shortens it, to no less
+/// than half its time.
+std::pair<double, double> launchSpan(double ready, double seconds, double gap);
+
 /// What a collective or transfer launch is called on every side of it:
 /// a collective (0, its mesh axis, its group's first rank, k: the k-th on
 /// that axis), a transfer (1, sender, receiver, n: the n-th between them).

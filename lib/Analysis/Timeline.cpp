@@ -29,17 +29,6 @@ double StepTimeline::seconds() const {
 
 namespace {
 
-/// When a launch that may start at `ready` starts, and for how long it runs,
-/// at launch gap `gap` (Timeline.h): a gap delays its start; a negative one
-/// (profiled launches that overstate their kernels) shortens it, to no less
-/// than half its time.
-std::pair<double, double> launchSpan(double ready, double seconds,
-                                     double gap) {
-  if (gap >= 0.0)
-    return {ready + gap, seconds};
-  return {ready, std::max(seconds + gap, 0.5 * seconds)};
-}
-
 /// The extra seconds of rank r's k-th launch (LaunchCosts::extra).
 double extraOf(const LaunchCosts &costs, uint32_t r, size_t k) {
   return r < costs.extra.size() && k < costs.extra[r].size()

@@ -33,7 +33,8 @@ bool RankMemory::operator==(const RankMemory &other) const {
          optimizerState == other.optimizerState && io == other.io &&
          temporaries == other.temporaries && arena == other.arena &&
          parameterElements == other.parameterElements &&
-         inFlight == other.inFlight && evaluation == other.evaluation;
+         inFlight == other.inFlight && evaluation == other.evaluation &&
+         scratch == other.scratch;
 }
 
 RankMemory mlt::rt::rankMemory(const RankPlan &rank) {
@@ -166,10 +167,14 @@ int mlt::rt::zeroStage(const Plan &plan) {
   return stage;
 }
 
-void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
+void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os,
+                                const std::vector<uint64_t> &scratch) {
   std::vector<std::pair<RankMemory, std::vector<uint32_t>>> groups;
-  for (const RankPlan &rank : plan.ranks) {
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan &rank = plan.ranks[r];
     RankMemory memory = rankMemory(rank);
+    if (r < scratch.size())
+      memory.scratch = scratch[r];
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const auto &g) { return g.first == memory; });
     if (it == groups.end())
@@ -225,6 +230,14 @@ void mlt::rt::printMemoryReport(const Plan &plan, std::ostream &os) {
     os << "  arena              " << mib(memory.arena)
        << "  (the rank's peak: allocated once; " << memory.arena
        << " bytes)\n";
+    if (memory.scratch) {
+      os << "  kernel scratch     " << mib(*memory.scratch)
+         << "  (the most one launch asks for beside the arena, allocated "
+            "with it)\n";
+      os << "  on the device      " << mib(memory.arena + *memory.scratch)
+         << "  (arena and scratch; the runtime's libraries and the driver "
+            "take more)\n";
+    }
   }
 }
 

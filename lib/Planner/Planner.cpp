@@ -541,10 +541,15 @@ private:
     return std::optional<Priced>(Priced{std::move(*plan), std::move(*costs)});
   }
 
-  /// Each rank's arena and persistent state.
-  static void noteMemory(const Plan &plan, cost::LayoutFigures &figures) {
-    for (const RankPlan &rank : plan.ranks) {
-      figures.arenas.push_back(rank.arenaBytes);
+  /// Each rank's memory on the device (its arena and kernel scratch) and
+  /// persistent state.
+  void noteMemory(const Plan &plan, cost::LayoutFigures &figures) const {
+    const std::vector<uint64_t> scratch =
+        compiler_.scratch ? compiler_.scratch(plan) : std::vector<uint64_t>();
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      const RankPlan &rank = plan.ranks[r];
+      figures.arenas.push_back(rank.arenaBytes +
+                               (r < scratch.size() ? scratch[r] : 0));
       const RankMemory memory = rankMemory(rank);
       figures.persistent.push_back(memory.parameters + memory.parameterCopies +
                                    memory.gradients + memory.optimizerState);

@@ -49,7 +49,8 @@ StatusOr<Plan> mlt::run::planAutomatically(RunOptions &o, std::string &bytes,
   request.globalBatch = *o.batch;
   request.seqLen = *o.seqLen;
   if (o.gpuMemory) {
-    // On the GPU, what the runtime holds outside the arena: the CUDA
+    // On the GPU, what the runtime's libraries hold beside the arena and
+    // the kernels' scratch (which the planner counts per layout): the CUDA
     // context, cuBLASLt's workspaces, NCCL's buffers.
     const uint64_t reserve = o.device == "cuda" ? uint64_t(2) << 30 : 0;
     if (o.gpuMemory <= reserve)
@@ -74,6 +75,9 @@ StatusOr<Plan> mlt::run::planAutomatically(RunOptions &o, std::string &bytes,
   CandidateCompile quiet;
   quiet.quiet = true;
   PlannerCompiler compiler;
+  compiler.scratch = [&](const Plan &plan) {
+    return kernelScratch(plan, o.device);
+  };
   compiler.split = [&](const Layout &layout, int64_t &numLayers,
                        std::vector<int64_t> &split) -> Status {
     return stageSplit(candidateOf(layout), quiet, numLayers, split);

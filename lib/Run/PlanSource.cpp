@@ -15,8 +15,12 @@
 #ifdef MLT_HAVE_COMPILER
 #include "mlt/Compiler/Driver.h"
 #endif
+#ifdef MLT_HAVE_CUDA
+#include "mlt/Runtime/cuda/CudaBackend.h"
+#endif
 
 #include <fstream>
+#include <memory>
 #include <sys/stat.h>
 
 using namespace mlt;
@@ -243,4 +247,21 @@ std::string mlt::run::describeMesh(const Plan &plan) {
     text += (i ? ", " : "") + plan.mesh[i].name + "=" +
             std::to_string(plan.mesh[i].size);
   return text;
+}
+
+std::vector<uint64_t> mlt::run::kernelScratch(const Plan &plan,
+                                              const std::string &device) {
+  std::vector<uint64_t> scratch;
+#ifdef MLT_HAVE_CUDA
+  if (device == "cuda") {
+    // (Sizes only: the backend touches no device until a context is made.)
+    const std::unique_ptr<Backend> backend = createCudaBackend();
+    for (const RankPlan &rank : plan.ranks)
+      scratch.push_back(backend->scratchBytes(rank, plan.mesh));
+  }
+#else
+  (void)plan;
+  (void)device;
+#endif
+  return scratch;
 }

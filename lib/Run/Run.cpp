@@ -83,7 +83,7 @@ Status mlt::run::execute(RunOptions o, const Launch &launch,
       if (o.printSchedule)
         printSchedule(*plan, text);
       if (o.reportMemory || o.report)
-        printMemoryReport(*plan, text);
+        printMemoryReport(*plan, text, kernelScratch(*plan, o.device));
       if (calibration) {
         StatusOr<Prediction> prediction =
             predictStep(*plan, calibration->calibration);

@@ -77,8 +77,9 @@ struct StepBound {
 StepBound stepBound(const rt::Plan &plan, const StepTimeline &timeline);
 
 /// What the planner weighs a compiled layout by: each representative
-/// rank's arena (one per pipeline stage, in stage order) and the bytes of
-/// it that parameters, their copies, gradients and optimizer state take
+/// rank's memory on the device, its arena and its kernels' scratch beside
+/// it (one per pipeline stage, in stage order), and the bytes of it that
+/// parameters, their copies, gradients and optimizer state take
 /// (which no memory-saving variant changes), and the predicted step.
 struct LayoutFigures {
   std::vector<uint64_t> arenas, persistent;

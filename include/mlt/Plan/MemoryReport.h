@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <vector>
 
 namespace mlt::rt {
 
@@ -33,6 +34,10 @@ struct RankMemory {
   /// lifetime, so this is their peak, alignment included).
   uint64_t temporaries = 0;
   uint64_t arena = 0;
+  /// The kernels' scratch area beside the arena, where the backend that
+  /// runs the plan has one (Backend::scratchBytes; the report's caller
+  /// asks it: this library knows no backend).
+  std::optional<uint64_t> scratch;
   /// The micro-batches whose activations the rank keeps at once (the
   /// copies of its buffers kept per slot: a pipeline stage's in-flight
   /// micro-batches; on an interleaved stage, whose chunks' temporaries
@@ -74,7 +79,12 @@ int zeroStage(const Plan &plan);
 ///     activations, temps 7.30 MiB  (their planned peak)
 ///       evaluation       0.12 MiB  (with an evaluation step: its share)
 ///     arena            20.63 MiB   (the rank's peak)
-void printMemoryReport(const Plan &plan, std::ostream &os);
+/// and with `scratch` (each rank's kernel scratch, Backend::scratchBytes, in
+/// the plan's rank order), the scratch and the device's total:
+///     kernel scratch    1.00 MiB   (...)
+///     on the device    21.63 MiB   (arena and scratch, ...)
+void printMemoryReport(const Plan &plan, std::ostream &os,
+                       const std::vector<uint64_t> &scratch = {});
 
 } // namespace mlt::rt
 

@@ -2,7 +2,7 @@
 //
 // Part of mlt. The planner: every layout of a number of GPUs for a global
 // batch (mlt/Analysis/LayoutSpace.h), its exact memory (the largest rank's
-// arena) held to the GPU's, the step of those that fit predicted by the
+// arena and its kernels' scratch beside it) held to the GPU's, the step of those that fit predicted by the
 // cost model, and the five fastest reported with what bounds each (a
 // PlannerReport, which formatPlannerReport words as mlt-run prints it);
 // the fastest is the run's layout. A layout that does not fit is tried
@@ -90,8 +90,8 @@ struct PlannerRequest {
   int64_t gpus = 1;
   int64_t globalBatch = 1;
   int64_t seqLen = 1;
-  /// The bytes a rank's arena may take (the GPU's memory less what the
-  /// runtime keeps outside the arena); 0: no limit.
+  /// The bytes a rank's arena and kernel scratch may take (the GPU's memory
+  /// less what the runtime's libraries keep); 0: no limit.
   uint64_t arenaLimit = 0;
   /// How the limit was given, for the report ("80.00 GiB per GPU, 2.00 GiB
   /// kept for the runtime").
@@ -126,6 +126,10 @@ struct PlannerCompiler {
   /// `layout` compiled whole, with its serialized bytes.
   std::function<StatusOr<rt::Plan>(const Layout &layout, std::string &bytes)>
       whole;
+  /// Each rank's kernel scratch beside its arena on the device planned for
+  /// (Backend::scratchBytes), in the plan's rank order: held to the limit
+  /// with the arena. None, or empty: none.
+  std::function<std::vector<uint64_t>(const rt::Plan &plan)> scratch;
 };
 
 /// What the planner found: the counts of the layouts weighed, the rule

@@ -56,6 +56,13 @@ Status checkAgainstPlan(const RunOptions &options, const rt::Plan &plan);
 /// "dp=2, tp=2": the plan's mesh, for messages.
 std::string describeMesh(const rt::Plan &plan);
 
+/// Each rank's kernel scratch (Backend::scratchBytes) on `device`, in the
+/// plan's rank order: the CUDA backend's where the run is on the GPU and
+/// this build has it; empty otherwise (the CPU backend's scratch is host
+/// memory).
+std::vector<uint64_t> kernelScratch(const rt::Plan &plan,
+                                    const std::string &device);
+
 } // namespace mlt::run
 
 #endif // MLT_RUN_PLANSOURCE_H

@@ -15,6 +15,7 @@
 #include "Collectives.h"
 #include "CudaCheck.h"
 #include "CudaContext.h"
+#include "KernelScratch.h"
 #include "kernels/elementwise.h"
 
 #include <cuda_runtime.h>
@@ -65,6 +66,11 @@ public:
       : options_(std::move(options)) {}
 
   std::string_view name() const override { return "cuda"; }
+
+  uint64_t scratchBytes(const RankPlan &rank,
+                        const std::vector<MeshAxis> &mesh) const override {
+    return rankScratchBytes(rank, mesh);
+  }
 
   Status checkSupported(const RankPlan &rank) const override {
     for (const BufferDesc &buffer : rank.buffers)

@@ -11,10 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaContext.h"
+#include "KernelScratch.h"
 
 #include "kernels/elementwise.h"
 
 #include "mlt/Runtime/exec/Position.h"
+#include "mlt/Support/FormatBytes.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -543,9 +545,27 @@ Status CudaDeviceContext::deviceError(const DeviceErrorRecord &record) const {
   }
 }
 
+Status CudaDeviceContext::reserveScratch(uint64_t bytes) {
+  if (bytes > 0) {
+    StatusOr<void *> area = scratch(bytes);
+    if (!area)
+      return std::move(area.takeStatus())
+          .withContext("allocating the kernels' scratch memory of " +
+                       std::to_string(bytes) + " bytes (" +
+                       formatBytes(bytes) + ")");
+  }
+  scratchReserved_ = true;
+  return Status::ok();
+}
+
 StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
   if (bytes <= scratchBytes_)
     return scratch_;
+  if (scratchReserved_)
+    return errorf("a launch asks for ", bytes,
+                  " bytes of scratch memory, more than the ", scratchBytes_,
+                  " reserved for the plan's kernels (KernelScratch.cpp "
+                  "disagrees with the launch switch)");
   if (capturing_)
     return errorf("scratch memory cannot grow while a CUDA graph is captured");
   cudaError_t error = cudaSuccess;
@@ -560,9 +580,7 @@ StatusOr<void *> CudaDeviceContext::scratch(size_t bytes) {
     scratch_ = nullptr;
     scratchBytes_ = 0;
   }
-  // Round up, so that slightly larger requests do not reallocate.
-  const size_t rounded =
-      (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  const size_t rounded = scratchAreaBytes(bytes);
   MLT_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, rounded));
   scratchBytes_ = rounded;
   return scratch_;

@@ -126,6 +126,7 @@ public:
   std::string architecture() const override { return architecture_; }
   std::string deviceName() const override { return deviceName_; }
   std::optional<uint64_t> memoryInUse() override;
+  Status reserveScratch(uint64_t bytes) override;
   Status beginLaunchTiming() override;
   StatusOr<std::vector<LaunchTiming>> endLaunchTiming() override;
   /// Programs with collectives too, unless MLT_CUDA_GRAPHS=compute: NCCL is
@@ -171,8 +172,10 @@ private:
   StatusOr<cudaEvent_t> tokenEvent(uint32_t token);
 
   /// At least `bytes` of device scratch memory, valid until the next call;
-  /// used by one launch at a time on the compute stream. Growing it waits for
-  /// the stream (earlier launches may still read the old area).
+  /// used by one launch at a time on the compute stream. Once reserved
+  /// (reserveScratch: the plan's size, KernelScratch.h), a request past it
+  /// fails; unreserved (the kernels' tests), it grows, waiting for the
+  /// stream (earlier launches may still read the old area).
   StatusOr<void *> scratch(size_t bytes);
 
   /// bf16 attention at a head_dim the tensor-core kernels are not built for
@@ -219,6 +222,8 @@ private:
   MatmulOptions matmulOptions_;
   void *scratch_ = nullptr;
   size_t scratchBytes_ = 0;
+  /// Whether reserveScratch sized the scratch from the plan.
+  bool scratchReserved_ = false;
   /// The communication stream and events; null without a CUDA communicator.
   std::unique_ptr<CudaCollectives> collectives_;
   /// Whether allocate takes the communicator's registered memory (when the

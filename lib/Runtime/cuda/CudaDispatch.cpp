@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaContext.h"
+#include "KernelScratch.h"
 
 #include "kernels/attention_blocks.h"
 #include "kernels/cross_entropy.h"
@@ -99,21 +100,16 @@ Status CudaDeviceContext::attentionThroughF32(
   for (const BufferView &view : out)
     if (view.dtype == ElementType::BF16)
       wide.push_back(&view);
-  auto align = [](size_t bytes) { return (bytes + 255) & ~size_t(255); };
-  const size_t kernelBytes =
-      forward ? 0 : align(attentionBwdScratchBytes(shape));
-  size_t total = kernelBytes;
-  std::vector<size_t> offsets;
-  for (const BufferView *view : wide) {
-    offsets.push_back(total);
-    total += align(size_t(view->numElements) * sizeof(float));
-  }
-  StatusOr<void *> area = scratch(total);
+  std::vector<int64_t> elements;
+  for (const BufferView *view : wide)
+    elements.push_back(view->numElements);
+  const WideScratch layout = wideScratch(forward, shape, elements);
+  StatusOr<void *> area = scratch(layout.total);
   if (!area)
     return area.takeStatus();
   uint8_t *base = static_cast<uint8_t *>(*area);
   auto wideOf = [&](size_t i) {
-    return reinterpret_cast<float *>(base + offsets[i]);
+    return reinterpret_cast<float *>(base + layout.offsets[i]);
   };
   for (size_t i = 0; i < firstOutput; ++i)
     MLT_RETURN_IF_ERROR(launchCast(wideOf(i), ElementType::F32, wide[i]->data,
@@ -135,7 +131,7 @@ Status CudaDeviceContext::attentionThroughF32(
   else
     MLT_RETURN_IF_ERROR(launchAttentionBwd(
         outs[0], outs[1], outs[2], ins[0], ins[1], ins[2], ins[3], ins[4],
-        ins[5], shape, base, kernelBytes, stream_, rope));
+        ins[5], shape, base, layout.kernelBytes, stream_, rope));
   for (size_t i = firstOutput; i < wide.size(); ++i)
     MLT_RETURN_IF_ERROR(launchCast(wide[i]->data, ElementType::BF16, wideOf(i),
                                    ElementType::F32, wide[i]->numElements,
@@ -534,11 +530,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       rope->scaling = ropeScaling(a);
     }
     const AttentionRope *rotation = rope ? &*rope : nullptr;
-    const bool tensorCores = shape.headDim == 64 || shape.headDim == 128;
+    const AttentionPath path =
+        attentionPath(inst.kernel, in[0].dtype, shape, contextAxis(inst));
     // A context-parallel rank's, in bf16: blockwise on the tensor cores
     // (attention_blocks.h).
-    if (in[0].dtype == ElementType::BF16 && tensorCores &&
-        inst.kernel != Kernel::AttentionBwdRope && isContextBlockShape(shape)) {
+    if (path == AttentionPath::ContextBlocks) {
       const size_t bytes = forward ? contextAttentionFwdScratchBytes(shape)
                                    : contextAttentionBwdScratchBytes(shape);
       StatusOr<void *> area = scratch(bytes);
@@ -556,8 +552,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     }
     // bf16 through the f32 kernels where the tensor-core ones do not go:
     // other head dims, and other positions.
-    if (in[0].dtype == ElementType::BF16 &&
-        (!tensorCores || contextAxis(inst) >= 0))
+    if (path == AttentionPath::ThroughF32)
       return attentionThroughF32(inst, in, out, shape, rotation);
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);

@@ -265,6 +265,10 @@ Executor::create(const Plan &plan, uint32_t rankIndex, Backend &backend,
   if (!plan.mesh.empty())
     coordinates = *Mesh::create(plan.mesh)->coordinates(int(rankIndex));
 
+  // The kernels' scratch, then the arena: the plan's memory is allocated
+  // before the step, none of it mid-step.
+  MLT_RETURN_IF_ERROR(executor->device_->reserveScratch(
+      backend.scratchBytes(rank, plan.mesh)));
   StatusOr<uint8_t *> arena =
       executor->device_->allocate(std::max<uint64_t>(rank.arenaBytes, 1));
   if (!arena)

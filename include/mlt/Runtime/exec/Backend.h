@@ -162,6 +162,14 @@ public:
   /// of its own (the CPU).
   virtual std::optional<uint64_t> memoryInUse() { return std::nullopt; }
 
+  /// Allocates the scratch memory of the plan's launches
+  /// (Backend::scratchBytes), once: a launch that asks for more is then an
+  /// error naming the two sizes, not an allocation mid-step.
+  virtual Status reserveScratch(uint64_t bytes) {
+    (void)bytes;
+    return Status::ok();
+  }
+
   /// Launch timing, for profiles and traces (mlt-run --profile-step,
   /// --trace). Between begin and end, the context measures when each launch
   /// (and each exchange) starts and how long it takes on the device (on CUDA:
@@ -205,6 +213,20 @@ public:
   /// before anything is allocated, so that launch never fails for that reason
   /// mid-step.
   virtual Status checkSupported(const RankPlan &rank) const = 0;
+
+  /// The device memory the kernels of `rank` (a rank of a plan over `mesh`)
+  /// take beside its arena: the scratch area every launch of a context
+  /// shares, as large as the most any one instruction asks (CUDA: row
+  /// partials, attention's statistics and partial gradients; the CPU
+  /// backend's scratch is host memory, 0 here). The executor allocates it
+  /// with the arena, before the step, and the memory report and the planner
+  /// count it. Called after checkSupported.
+  virtual uint64_t scratchBytes(const RankPlan &rank,
+                                const std::vector<MeshAxis> &mesh) const {
+    (void)rank;
+    (void)mesh;
+    return 0;
+  }
 
   /// Creates the device state of one rank.
   virtual StatusOr<std::unique_ptr<DeviceContext>>
@@ -260,20 +282,26 @@ StatusOr<SequencePositions> sequencePositions(const Communicator *communicator,
 
 /// `params` (an attention's shape) with the positions of its queries and
 /// keys: natural without an axis (-1); on context axis `axis`, the queries
-/// the rank's load-balanced block and the keys the whole sequence in that
-/// order.
+/// the load-balanced block of the rank at `position` (attentionPositions:
+/// of the rank `communicator` serves) and the keys the whole sequence in
+/// that order.
+template <typename Params>
+Params attentionPositionsAt(Params params, int64_t axis,
+                            AxisPosition position) {
+  if (axis >= 0) {
+    params.queries = SequencePositions::contextBlock(
+        params.seq, position.coordinate, position.size);
+    params.keys = SequencePositions::contextWhole(params.seq, position.size);
+  }
+  return params;
+}
 template <typename Params>
 StatusOr<Params> attentionPositions(const Communicator *communicator,
                                     Params params, int64_t axis) {
   StatusOr<AxisPosition> position = axisPosition(communicator, axis);
   if (!position)
     return position.takeStatus();
-  if (axis >= 0) {
-    params.queries = SequencePositions::contextBlock(
-        params.seq, position->coordinate, position->size);
-    params.keys = SequencePositions::contextWhole(params.seq, position->size);
-  }
-  return params;
+  return attentionPositionsAt(params, axis, *position);
 }
 
 /// The CPU backend: every kernel of Kernels.def on the MLTRuntimeCPU library,

@@ -853,10 +853,16 @@ TEST(LayoutSpaceTest, FlagsNameTheLayout) {
   EXPECT_EQ(layoutFlags(l), "--tp 2 --sequence-parallel --dp 4 --zero 1 "
                        "--microbatches 4 --recompute swiglu");
   const std::vector<Layout> variants = memorySavingVariants(l);
-  ASSERT_EQ(variants.size(), 5u);
-  // Least costly first; whole layers recomputed last, with sequence
-  // parallelism last of all (what saves the most).
-  EXPECT_EQ(variants[3].recomputeLayers, 1);
+  ASSERT_EQ(variants.size(), 7u);
+  // Least costly first: every other layer recomputed whole (and the others'
+  // SwiGLU and norms), then every layer, with sequence parallelism last of
+  // all (what saves the most).
+  EXPECT_EQ(layoutFlags(variants[3]),
+            "--tp 2 --sequence-parallel --dp 4 --zero 1 --microbatches 4 "
+            "--recompute swiglu,rms_norm --recompute-layers every:2");
+  EXPECT_TRUE(variants[4].sequenceParallel);
+  EXPECT_EQ(variants[4].recomputeLayers, 2);
+  EXPECT_EQ(variants[5].recomputeLayers, 1);
   EXPECT_EQ(layoutFlags(variants.back()),
             "--tp 2 --sequence-parallel --dp 4 --zero 1 --microbatches 4 "
             "--recompute swiglu --recompute-layers all");

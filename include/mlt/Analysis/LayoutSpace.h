@@ -5,9 +5,10 @@
 // parallelism tp, pipeline stages pp (with vp virtual stages each under
 // the interleaved schedule), data parallelism dp = gpus / (tp * pp), the
 // ZeRO stage, and the micro-batches a step is cut into. Sequence
-// parallelism, recomputed SwiGLU activations and recomputed whole layers
-// save memory at some time, so they are tried only where a layout does not
-// fit without them (memorySavingVariants).
+// parallelism, recomputed SwiGLU activations and norms, and recomputed whole
+// layers (every other one, or all) save memory at some time, so they are
+// tried only where a layout does not fit without them
+// (memorySavingVariants).
 //
 // Whether a layout suits the model (heads divisible by tp, layers enough
 // for pp x vp stages, ZeRO-2 under the schedule) is the layout rule book's
@@ -61,9 +62,10 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);
 
 /// The variants of `layout` that save memory, least costly first: with
-/// sequence parallelism (tp > 1), with SwiGLU recomputed, with both; then
-/// with every decoder layer recomputed whole, alone and with sequence
-/// parallelism (tp > 1).
+/// sequence parallelism (tp > 1), with SwiGLU recomputed, with both; with
+/// every other decoder layer recomputed whole and the others' SwiGLU and
+/// norms, alone and with sequence parallelism (tp > 1); then with every
+/// layer recomputed whole, alone and with sequence parallelism (tp > 1).
 std::vector<Layout> memorySavingVariants(const Layout &layout);
 
 /// What bounds a predicted step on its slowest rank, and that share of the

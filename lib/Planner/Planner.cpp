@@ -776,12 +776,12 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
                                         const std::string &calibrationSource,
                                         const PlannerCompiler &compiler,
                                         const PlannerObserver &observer) {
-  // The user's own options first: a refusal of those is the user's to
-  // fix, whatever the planner chooses.
+  // The user's own options as given, with the planner's at their
+  // defaults: a refusal of those is the user's to fix where no layout
+  // the planner chooses mends it (a bf16 gradient reduction refused at
+  // zero 0 is kept for the ZeRO-2 layouts, the others refused by its rule).
   const StepShape step{request.globalBatch, request.seqLen};
   std::vector<Violation> own = verify(request.base, request.model, step);
-  if (!own.empty())
-    return errorf("--layout auto: ", own.front().text());
   // The candidates the rule book accepts; the others counted by rule.
   PlannerReport report;
   std::vector<Layout> layouts;
@@ -805,6 +805,8 @@ StatusOr<PlannedLayout> mlt::planLayout(const PlannerRequest &request,
     else
       ++it->count;
   }
+  if (layouts.empty() && !own.empty())
+    return errorf("--layout auto: ", own.front().text());
   Planner planner(request, calibration, compiler, observer);
   MLT_RETURN_IF_ERROR(planner.screen(layouts));
   StatusOr<std::vector<Candidate>> confirmed = planner.confirm();

@@ -26,16 +26,26 @@
 # tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers); and
 # the three one-GPU shapes again with --fp8 (the FP8 products and the
 # scaling kernels: amax, quantize_fp8).
+# Long sequences (issue 37): the Llama-3.2-1B shape at 32,768 tokens, on
+# one GPU and at cp 2 (attention at head dim 64 over the whole sequence and
+# over a context-parallel rank's block, whose curves the shorter plans'
+# attention, at up to 2,048 tokens, cannot stand for: 25-30% faster a
+# FLOP).
 # Checked plans: the benchmark's shape, 4 x 2048 per GPU, which no
 # calibrating plan has: one GPU, dp=2, tp=2, pp=2 (8 micro-batches), ZeRO-1
-# and ZeRO-2 at dp=2, and --fp8 on one GPU; and a model no calibrating plan
+# and ZeRO-2 at dp=2, and --fp8 on one GPU; a model no calibrating plan
 # has, LLaMA-2-7B at seq 4096, 16 micro-batches of 1 a step with
-# --recompute swiglu (issue 35's shape), bf16 and --fp8.
-# CALIBRATING and CHECKED replace the lists (empty: none).
+# --recompute swiglu (issue 35's shape), bf16 and --fp8; and Llama-3.1-8B
+# at 65,536 tokens on two GPUs at cp 2 (head dim 128, which no calibrating
+# plan has at length), as ZeRO-2 with every layer recomputed and as the
+# planner's pick with gradients reduced in bf16.
+# CALIBRATING and CHECKED replace the lists (empty: none); BASE, a
+# calibration file, is what the calibrating runs merge into (default: none,
+# a fresh file), so that a few plans can add to a built-in calibration.
 set -euo pipefail
 
-calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8"}
-checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16"}
+calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8 c-l1b-s32k c-l1b-s32k-cp2"}
+checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16 l8b-s64k-cp2 l8b-s64k-cp2-pick"}
 
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,6 +84,18 @@ if [[ "${1:-}" == pack ]]; then
       --microbatches 16 --seq-len 4096 --recompute swiglu $fp8 \
       --emit-plan "$dir"/plans/l7-b16${fp8:+-fp8}.mltplan 2>/dev/null
   done
+  long() { # name, model, flags...
+    local name=$1 model=$2; shift 2
+    "$compile" "$root"/models/llama/$model.mlir --dtype bf16 --device cuda --batch 1 \
+      "$@" --emit-plan "$dir"/plans/$name.mltplan >/dev/null
+  }
+  long c-l1b-s32k llama-3.2-1b --seq-len 32768
+  long c-l1b-s32k-cp2 llama-3.2-1b --seq-len 32768 --cp 2
+  long l8b-s64k-cp2 llama-3.1-8b --seq-len 65536 --cp 2 --zero 2 --recompute-layers all
+  long l8b-s64k-cp2-pick llama-3.1-8b --seq-len 65536 --cp 2 --zero 2 \
+    --recompute swiglu,rms_norm --recompute-layers every:2 --grad-reduce-dtype bf16
+  mkdir -p "$dir"/calibration
+  cp "$root"/calibration/*.json "$dir"/calibration/
   cp "$0" "$dir"/
   echo "packed $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine: bash $dir/gpu-calibrate.sh run"
   exit 0
@@ -100,6 +122,10 @@ run() {
   fi
 }
 status=0
+if [[ -n ${BASE:-} ]]; then
+  cp "$BASE" "$out"/calibration.json
+  echo "calibrating into a copy of $BASE"
+fi
 calibration=(--calibration "$out"/calibration.json)
 [[ $mode == check ]] && { calibrating=; calibration=(); }
 for plan in $calibrating; do

@@ -912,9 +912,12 @@ Status TrainingSession::createTrainer() {
 
 void TrainingSession::reportStart() {
   if (reports) {
-    uint64_t arenaBytes = 0; // the largest rank's
-    for (const RankPlan &rank : plan.ranks)
+    uint64_t arenaBytes = 0, scratchBytes = 0; // the largest rank's
+    for (const RankPlan &rank : plan.ranks) {
       arenaBytes = std::max(arenaBytes, rank.arenaBytes);
+      scratchBytes =
+          std::max(scratchBytes, backend->scratchBytes(rank, plan.mesh));
+    }
     RunSummary summary;
     summary.model = o.model;
     summary.parameters = countParameters(plan);
@@ -923,6 +926,7 @@ void TrainingSession::reportStart() {
     summary.microbatches = model.microbatches;
     summary.microBatch = model.microBatch;
     summary.arenaBytes = arenaBytes;
+    summary.scratchBytes = scratchBytes;
     summary.ranks = plan.ranks.size();
     summary.mesh = describeMesh(plan);
     summary.worldSize = plan.worldSize;

@@ -641,15 +641,19 @@ public:
                                       " and at the end"
                                 : std::string(" at the end")) +
                    ")";
+    char scratch[64] = "";
+    if (s.scratchBytes)
+      std::snprintf(scratch, sizeof scratch, " and kernel scratch %.2f MiB",
+                    double(s.scratchBytes) / (1024.0 * 1024.0));
     std::printf("model %s: %s parameters, %" PRId64
                 " tokens/step (batch %" PRId64 " x seq %" PRId64 ", %" PRId64
                 " micro-batch%s of %" PRId64
-                "), arena %.2f MiB%s%s%s, %s %s, %" PRId64
+                "), arena %.2f MiB%s%s%s%s, %s %s, %" PRId64
                 " steps, data %s%s\n",
                 baseName(s.model).c_str(), formatCount(s.parameters).c_str(),
                 s.globalBatch * s.seqLen, s.globalBatch, s.seqLen,
                 s.microbatches, s.microbatches == 1 ? "" : "es", s.microBatch,
-                double(s.arenaBytes) / (1024.0 * 1024.0),
+                double(s.arenaBytes) / (1024.0 * 1024.0), scratch,
                 s.ranks > 1 ? " per rank (largest)" : "", ranks.c_str(),
                 processes.c_str(), s.backend.c_str(), s.precision.c_str(),
                 s.steps, s.data.c_str(), evaluation.c_str());

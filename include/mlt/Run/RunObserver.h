@@ -38,8 +38,11 @@ struct RunSummary {
   int64_t seqLen = 0;
   int64_t microbatches = 0;
   int64_t microBatch = 0;
-  /// The arena of the largest rank of the plan's `ranks`.
+  /// The arena of the largest rank of the plan's `ranks`, and the largest
+  /// rank's kernel scratch beside it (Backend::scratchBytes: 0 where the
+  /// backend keeps none on the device).
   uint64_t arenaBytes = 0;
+  uint64_t scratchBytes = 0;
   size_t ranks = 1;
   /// The plan's mesh ("dp=2, tp=2", empty without one) and ranks.
   std::string mesh;

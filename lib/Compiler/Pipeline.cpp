@@ -61,6 +61,10 @@ static void addStepPasses(OpPassManager &pm, const mlt::Layout &layout) {
   // After the overlap scheduling: products whose gradient a collective waits
   // for carry its token and stay as they are.
   pm.addPass(createMLTGroupProducts());
+  // After the products are grouped (a group of weight gradients moves as
+  // one launch).
+  if (layout.tp > 1 && layout.overlapTpComm)
+    pm.addPass(createMLTOverlapTpComm());
   // After the overlap scheduling, which takes the gradient all-reduces out
   // of the optimizer step: its sums of squares are then consecutive.
   pm.addPass(createMLTMultiTensor());

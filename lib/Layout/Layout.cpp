@@ -48,7 +48,8 @@ bool Layout::operator==(const Layout &other) const {
          gradReduceDtype == other.gradReduceDtype &&
          overlapGradReduce == other.overlapGradReduce &&
          gradBucketBytes == other.gradBucketBytes &&
-         overlapParamGather == other.overlapParamGather;
+         overlapParamGather == other.overlapParamGather &&
+         overlapTpComm == other.overlapTpComm;
 }
 
 const std::vector<ParallelAxisInfo> &mlt::parallelAxes() {

@@ -445,6 +445,14 @@ const std::vector<LayoutOption> kOptions = {
      S::Overlap, P::Fixed, false,
      Switch<&Layout::overlapParamGather, false>::parse,
      Switch<&Layout::overlapParamGather, false>::print},
+    {"overlap-tp-comm", "on|off",
+     "with tp: on (default) the backward pass's all-reduces of input "
+     "gradients run on a stream of their own, under the weight-gradient "
+     "products before them (Megatron's asynchronous tensor-parallel "
+     "all-reduce); off: each on the compute stream where it is computed",
+     S::Overlap, P::Fixed, false,
+     Switch<&Layout::overlapTpComm, false>::parse,
+     Switch<&Layout::overlapTpComm, false>::print},
 };
 
 /// `text` wrapped into lines of at most `width` columns, each but the first

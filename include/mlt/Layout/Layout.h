@@ -130,6 +130,10 @@ struct Layout {
   /// With ZeRO: all-gather the updated parameters under the next step's
   /// forward pass.
   bool overlapParamGather = true;
+  /// With tp: the backward pass's all-reduces of input gradients on a
+  /// stream of their own, under the weight-gradient products
+  /// (mlt-overlap-tp-comm).
+  bool overlapTpComm = true;
 
   /// The schedule the layout runs: `schedule`, or the default for vp.
   ScheduleKind scheduleKind() const;

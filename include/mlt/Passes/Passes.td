@@ -1175,6 +1175,42 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   ];
 }
 
+def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
+  let summary = "runs the backward pass's tp all-reduces under the weight-gradient products";
+  let description = [{
+    In each program, an all-reduce over the `tp` mesh axis of a temporary
+    into another (the input gradient that the column-parallel products'
+    partial sums make) moves to stream 3 (kTensorParallelStream), waiting
+    for its input's producer's token, and the weight-gradient products
+    before it (products that write gradients alone, back to the previous
+    collective over tp) that neither it nor the launches between depend on,
+    nor they on them, move right after it, in their order: they run on the
+    compute stream while the gradient travels, as Megatron's asynchronous
+    tensor-parallel all-reduce overlaps it with the weight gradient's
+    product. The first later launch of each stream that reads or writes
+    what the all-reduce does, or runs a collective over tp, waits for its
+    token. A program whose temporaries another side stream touches (ZeRO-2's
+    micro-batch slices) is left as it is: the memory plan frees a side
+    stream's temporaries at its join only where one side stream meets them.
+
+    Program order stays a valid order of the launches and the weight
+    gradients' products keep their operands, so the CPU backend, which runs
+    program order, computes the same bits. Without a tp axis the module is
+    unchanged.
+
+    Before and after:
+    ```mlir
+    mlt_rt.launch "matmul_group" [@t228, @t227, @t210, @t210] -> [@"grad:up", @"grad:gate"] ints [...]
+    mlt_rt.launch "matmul_add" [@t227, @"param:gate", @t229] -> [@t230] ints [...]
+    mlt_rt.launch "all_reduce_sum" [@t230] -> [@t231] ints [8192, 0]
+
+    mlt_rt.launch "matmul_add" [@t227, @"param:gate", @t229] -> [@t230] ints [...] token 0
+    mlt_rt.launch "all_reduce_sum" [@t230] -> [@t231] ints [8192, 0] stream 3 waits [0] token 1
+    mlt_rt.launch "matmul_group" [@t228, @t227, @t210, @t210] -> [@"grad:up", @"grad:gate"] ints [...]
+    ```
+  }];
+}
+
 def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {
   let summary = "gives every runtime buffer its arena offset";
   let description = [{

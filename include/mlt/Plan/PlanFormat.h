@@ -47,6 +47,9 @@ inline constexpr unsigned kGradientReduceStream = 1;
 /// The stream of the partitioned optimizer's parameter all-gathers, under
 /// the next step's first forward pass.
 inline constexpr unsigned kParameterGatherStream = 2;
+/// The stream of the backward pass's tensor-parallel all-reduces of input
+/// gradients, under the weight-gradient products (mlt-overlap-tp-comm).
+inline constexpr unsigned kTensorParallelStream = 3;
 /// Tokens a program may signal: 0..kPlanMaxTokens - 1 (one event each on
 /// CUDA).
 inline constexpr unsigned kPlanMaxTokens = 1u << 16;

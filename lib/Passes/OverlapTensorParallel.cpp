@@ -1,0 +1,240 @@
+//===- OverlapTensorParallel.cpp - tp all-reduces under weight gradients --===//
+//
+// Part of mlt. Implements mlt-overlap-tp-comm (Passes.td): in the backward
+// pass, the all-reduce over tp of an input gradient (the sum of the
+// column-parallel products' partial dX) moves to a stream of its own, and
+// the weight-gradient products before it that it does not depend on, nor
+// they on it, move after it: they run while the activation gradient
+// travels, as Megatron's asynchronous tensor-parallel all-reduce does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlt/Dialect/MLT/MLTDialect.h"
+#include "mlt/Dialect/MLT/MLTOps.h"
+#include "mlt/Dialect/Runtime/RuntimeDialect.h"
+#include "mlt/Layout/Layout.h"
+#include "mlt/Passes/Passes.h"
+#include "mlt/Plan/PlanFormat.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlt {
+#define GEN_PASS_DEF_MLTOVERLAPTPCOMM
+#include "mlt/Passes/Passes.h.inc"
+} // namespace mlt
+
+using namespace mlir;
+using namespace mlt;
+namespace rtir = mlt::rt_ir;
+namespace abi = mlt::rt;
+
+namespace {
+
+/// The buffers a launch reads and writes, each by the buffer it lies in
+/// (a view's base), so that two launches touching one bucket conflict.
+struct Access {
+  llvm::DenseSet<StringRef> reads, writes;
+};
+
+class Overlapper {
+public:
+  Overlapper(ModuleOp module, int64_t axis) : module(module), axis(axis) {
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
+      buffers[buffer.getSymName()] = buffer;
+  }
+
+  void run(rtir::ProgramOp program) {
+    // Temporaries on another side stream already: the memory plan frees a
+    // side stream's temporaries at their join only where one side stream
+    // meets them (mlt-plan-memory), so such a program is left as it is.
+    int64_t nextToken = 0;
+    for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
+      if (std::optional<int64_t> token = launch.getToken())
+        nextToken = std::max(nextToken, *token + 1);
+      for (int64_t token : launch.getWaits())
+        nextToken = std::max(nextToken, token + 1);
+      if (launch.getStreamIndex() != 0 && touchesTemporary(launch))
+        return;
+    }
+    SmallVector<rtir::LaunchOp> reductions;
+    for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+      if (isInputGradientReduction(launch))
+        reductions.push_back(launch);
+    for (rtir::LaunchOp reduction : reductions)
+      overlap(program, reduction, nextToken);
+  }
+
+private:
+  /// The buffer `name` lies in: its view's base, or itself.
+  StringRef root(StringRef name) {
+    for (rtir::BufferOp buffer = buffers.lookup(name);
+         buffer && buffer.getView();
+         buffer = buffers.lookup(*buffer.getView()))
+      name = *buffer.getView();
+    return name;
+  }
+
+  rtir::BufferOp bufferOf(Attribute ref) {
+    return buffers.lookup(rtir::bufferName(ref));
+  }
+
+  Access accessOf(rtir::LaunchOp launch) {
+    Access access;
+    for (Attribute ref : launch.getInputs())
+      access.reads.insert(root(rtir::bufferName(ref)));
+    for (Attribute ref : launch.getOutputs())
+      access.writes.insert(root(rtir::bufferName(ref)));
+    return access;
+  }
+
+  /// Whether the two launches may not swap: one writes what the other
+  /// reads or writes.
+  static bool conflict(const Access &a, const Access &b) {
+    for (StringRef w : a.writes)
+      if (b.reads.contains(w) || b.writes.contains(w))
+        return true;
+    for (StringRef w : b.writes)
+      if (a.reads.contains(w))
+        return true;
+    return false;
+  }
+
+  bool touchesTemporary(rtir::LaunchOp launch) {
+    for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+      for (Attribute ref : list)
+        if (rtir::BufferOp buffer = buffers.lookup(root(rtir::bufferName(ref))))
+          if (buffer.getKind() == rtir::BufferKind::temporary)
+            return true;
+    return false;
+  }
+
+  bool isCollectiveOverAxis(rtir::LaunchOp launch) {
+    StringRef kernel = launch.getKernel();
+    return (kernel == "all_reduce_sum" || kernel == "reduce_scatter_sum" ||
+            kernel == "all_gather") &&
+           launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
+  }
+
+  /// An out-of-place all-reduce over tp of a temporary on the compute
+  /// stream, ordered by program order alone.
+  bool isInputGradientReduction(rtir::LaunchOp launch) {
+    if (launch.getKernel() != "all_reduce_sum" || !launch.isPlain() ||
+        launch.getInputs().size() != 1 || launch.getOutputs().size() != 1 ||
+        launch.getInts().size() < 2 || launch.getInts()[1] != axis)
+      return false;
+    rtir::BufferOp in = bufferOf(launch.getInputs()[0]);
+    rtir::BufferOp out = bufferOf(launch.getOutputs()[0]);
+    return in && out && in != out &&
+           in.getKind() == rtir::BufferKind::temporary &&
+           out.getKind() == rtir::BufferKind::temporary;
+  }
+
+  /// A weight-gradient product: a product writing gradients only,
+  /// ordered by program order alone.
+  bool isWeightGradient(rtir::LaunchOp launch) {
+    StringRef kernel = launch.getKernel();
+    if ((kernel != "matmul" && kernel != "matmul_accumulate" &&
+         kernel != "matmul_group") ||
+        !launch.isPlain())
+      return false;
+    for (Attribute ref : launch.getOutputs()) {
+      rtir::BufferOp buffer = bufferOf(ref);
+      if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
+        return false;
+    }
+    return true;
+  }
+
+  void overlap(rtir::ProgramOp program, rtir::LaunchOp reduction,
+               int64_t &nextToken) {
+    SmallVector<rtir::LaunchOp> launches(
+        program.getBody().getOps<rtir::LaunchOp>());
+    const size_t at = size_t(llvm::find(launches, reduction) - launches.begin());
+    const Access reduced = accessOf(reduction);
+    // The weight gradients since the previous collective over tp that
+    // nothing up to the reduction (those not moved) depends on, nor they
+    // on it; nearest first.
+    SmallVector<rtir::LaunchOp> moved;
+    SmallVector<Access> kept{reduced};
+    for (size_t i = at; i-- > 0;) {
+      rtir::LaunchOp launch = launches[i];
+      if (isCollectiveOverAxis(launch) || launch.getStreamIndex() != 0 ||
+          !launch.getWaits().empty())
+        break;
+      const Access access = accessOf(launch);
+      if (isWeightGradient(launch) &&
+          llvm::none_of(kept, [&](const Access &later) {
+            return conflict(access, later);
+          })) {
+        moved.push_back(launch);
+        continue;
+      }
+      kept.push_back(access);
+    }
+    if (moved.empty())
+      return;
+    // The input's producer, on the compute stream: the reduction waits for
+    // its token.
+    rtir::LaunchOp producer;
+    StringRef input = *reduced.reads.begin();
+    for (size_t i = at; i-- > 0;)
+      if (accessOf(launches[i]).writes.contains(input)) {
+        producer = launches[i];
+        break;
+      }
+    if (!producer || producer.getStreamIndex() != 0 ||
+        nextToken + 2 > int64_t(abi::kPlanMaxTokens))
+      return;
+    OpBuilder b(module.getContext());
+    if (!producer.getToken())
+      producer.setTokenAttr(b.getI64IntegerAttr(nextToken++));
+    reduction.setStreamAttr(b.getI64IntegerAttr(abi::kTensorParallelStream));
+    reduction.setWaits({int64_t(*producer.getToken())});
+    const int64_t token = nextToken++;
+    reduction.setTokenAttr(b.getI64IntegerAttr(token));
+    // The products right after it, in their order.
+    Operation *after = reduction;
+    for (rtir::LaunchOp launch : llvm::reverse(moved)) {
+      launch->moveAfter(after);
+      after = launch;
+    }
+    // Every later launch of another stream that touches what the reduction
+    // reads or writes, or runs a collective over tp (one at a time on the
+    // axis's communicator), waits for it: the first such of each stream.
+    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream)};
+    for (Operation *op = after->getNextNode(); op; op = op->getNextNode()) {
+      auto launch = dyn_cast<rtir::LaunchOp>(op);
+      if (!launch || waited.contains(launch.getStreamIndex()))
+        continue;
+      if (!conflict(reduced, accessOf(launch)) && !isCollectiveOverAxis(launch))
+        continue;
+      SmallVector<int64_t> waits(launch.getWaits());
+      waits.push_back(token);
+      launch.setWaits(waits);
+      waited.insert(launch.getStreamIndex());
+    }
+  }
+
+  ModuleOp module;
+  int64_t axis;
+  llvm::StringMap<rtir::BufferOp> buffers;
+};
+
+struct OverlapTpCommPass
+    : public mlt::impl::MLTOverlapTpCommBase<OverlapTpCommPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
+    const int64_t axis =
+        mesh ? mesh.axisIndex(axisName(ParallelAxis::Tensor)) : -1;
+    if (axis < 0 || mesh.getSizes()[axis] < 2)
+      return;
+    Overlapper overlapper(module, axis);
+    for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>())
+      overlapper.run(program);
+  }
+};
+
+} // namespace

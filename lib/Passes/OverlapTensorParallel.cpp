@@ -131,12 +131,12 @@ private:
            out.getKind() == rtir::BufferKind::temporary;
   }
 
-  /// A weight-gradient product: a product writing gradients only,
-  /// ordered by program order alone.
+  /// A weight-gradient product (bf16 or FP8): a product writing gradients
+  /// only, ordered by program order alone.
   bool isWeightGradient(rtir::LaunchOp launch) {
     StringRef kernel = launch.getKernel();
     if ((kernel != "matmul" && kernel != "matmul_accumulate" &&
-         kernel != "matmul_group") ||
+         kernel != "matmul_group" && kernel != "matmul_fp8") ||
         !launch.isPlain())
       return false;
     for (Attribute ref : launch.getOutputs()) {

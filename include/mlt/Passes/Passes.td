@@ -1182,7 +1182,7 @@ def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
     into another (the input gradient that the column-parallel products'
     partial sums make) moves to stream 3 (kTensorParallelStream), waiting
     for its input's producer's token, and the weight-gradient products
-    before it (products that write gradients alone, back to the previous
+    before it (products, bf16 or FP8, that write gradients alone, back to the previous
     collective over tp) that neither it nor the launches between depend on,
     nor they on them, move right after it, in their order: they run on the
     compute stream while the gradient travels, as Megatron's asynchronous

@@ -166,8 +166,9 @@ uint64_t LayoutFigures::mostPersistent() const { return largest(persistent); }
 
 LayoutFigures mlt::cost::extrapolateDepth(const LayoutFigures &a,
                                           const LayoutFigures &b,
-                                          int64_t steps) {
-  return extrapolateFigures(a, b, double(steps));
+                                          int64_t steps, int64_t period) {
+  return extrapolateFigures(a, b,
+                            double(steps) / double(std::max<int64_t>(period, 1)));
 }
 
 LayoutFigures mlt::cost::extrapolateMicrobatches(const LayoutFigures &a,

@@ -46,17 +46,12 @@ public:
   }
 
   void run(rtir::ProgramOp program) {
-    // Temporaries on another side stream already: the memory plan frees a
-    // side stream's temporaries at their join only where one side stream
-    // meets them (mlt-plan-memory), so such a program is left as it is.
     int64_t nextToken = 0;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
       if (std::optional<int64_t> token = launch.getToken())
         nextToken = std::max(nextToken, *token + 1);
       for (int64_t token : launch.getWaits())
         nextToken = std::max(nextToken, token + 1);
-      if (launch.getStreamIndex() != 0 && touchesTemporary(launch))
-        return;
     }
     SmallVector<rtir::LaunchOp> reductions;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
@@ -101,15 +96,6 @@ private:
     return false;
   }
 
-  bool touchesTemporary(rtir::LaunchOp launch) {
-    for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
-      for (Attribute ref : list)
-        if (rtir::BufferOp buffer = buffers.lookup(root(rtir::bufferName(ref))))
-          if (buffer.getKind() == rtir::BufferKind::temporary)
-            return true;
-    return false;
-  }
-
   bool isCollectiveOverAxis(rtir::LaunchOp launch) {
     StringRef kernel = launch.getKernel();
     return (kernel == "all_reduce_sum" || kernel == "reduce_scatter_sum" ||
@@ -139,12 +125,23 @@ private:
          kernel != "matmul_group" && kernel != "matmul_fp8") ||
         !launch.isPlain())
       return false;
-    for (Attribute ref : launch.getOutputs()) {
-      rtir::BufferOp buffer = bufferOf(ref);
-      if (!buffer || buffer.getKind() != rtir::BufferKind::gradient)
+    for (Attribute ref : launch.getOutputs())
+      if (!isGradient(bufferOf(ref)))
         return false;
-    }
     return true;
+  }
+
+  /// A gradient: a gradient buffer, or with ZeRO-2 a micro-batch's, a view
+  /// of a flat temporary bucket of them (mlt-partition-optimizer's).
+  bool isGradient(rtir::BufferOp buffer) {
+    if (!buffer)
+      return false;
+    if (buffer.getKind() == rtir::BufferKind::gradient)
+      return true;
+    if (buffer.getKind() != rtir::BufferKind::temporary || !buffer.getView())
+      return false;
+    rtir::BufferOp base = buffers.lookup(*buffer.getView());
+    return base && base.getBucket();
   }
 
   void overlap(rtir::ProgramOp program, rtir::LaunchOp reduction,

@@ -54,9 +54,9 @@ struct Region {
 ///    rank's place);
 /// 2. per program, each temporary's lifetime: the first to the last launch
 ///    that names it, and if a launch on a stream other than 0 names it, to
-///    just before the first compute-stream launch that waits for a token
-///    that stream signals at or after it (when temporaries meet one side
-///    stream only),
+///    the first compute-stream launch that waits for a token that stream
+///    signals at or after it (its join; just before it where temporaries
+///    meet one side stream only),
 ///    else to the program's end, where the streams join; and from right
 ///    after the last compute-stream launch that its stream has waited for
 ///    (the launches between may run beside it);
@@ -235,31 +235,34 @@ public:
       // A launch on another stream may run until the compute stream waits
       // for it: until the first compute-stream launch that waits for a
       // token its stream signals at or after it (its join), or else the
-      // program's end, where the streams join. The join frees the buffer
-      // only when every launch that could reuse its bytes is ordered after
-      // it: those of the compute stream after the join, and of the same
-      // stream; so only when temporaries meet one stream besides 0.
+      // program's end, where the streams join. Every launch that may take
+      // the buffer's bytes after that is ordered after the join: those of
+      // the compute stream after it; those of the same stream, by the
+      // stream's order; and those of another side stream, which live from
+      // right after the last compute-stream launch their stream waited for
+      // (sideStreamFrom), by that wait, where it was for the join or a later
+      // launch. Where temporaries meet one side stream, the join itself may
+      // take the bytes (it starts after the launch); where they meet more,
+      // it may not: another side stream's launch that waited for the launch
+      // just before the join would live from the join on.
       llvm::SmallSetVector<int64_t, 2> sideStreams;
       for (auto [buffer, at, stream] : sideStreamUses)
         sideStreams.insert(stream);
       for (auto [buffer, at, stream] : sideStreamUses) {
         int64_t until = std::max<int64_t>(position - 1, 0);
-        if (sideStreams.size() == 1)
-          for (auto &[waiter, waits] : computeWaits) {
-            if (waiter <= at)
-              continue;
-            bool joins = llvm::any_of(waits, [&](int64_t token) {
-              auto it = signals.find(token);
-              return it != signals.end() && it->second.second == stream &&
-                     it->second.first >= at;
-            });
-            if (joins) {
-              // The waiter starts after it: what the waiter writes may
-              // take its bytes.
-              until = waiter - 1;
-              break;
-            }
+        for (auto &[waiter, waits] : computeWaits) {
+          if (waiter <= at)
+            continue;
+          bool joins = llvm::any_of(waits, [&](int64_t token) {
+            auto it = signals.find(token);
+            return it != signals.end() && it->second.second == stream &&
+                   it->second.first >= at;
+          });
+          if (joins) {
+            until = sideStreams.size() == 1 ? waiter - 1 : waiter;
+            break;
           }
+        }
         lifetimes[buffer].lastUse = std::max(lifetimes[buffer].lastUse, until);
       }
       for (auto [buffer, from] : sideStreamFrom)

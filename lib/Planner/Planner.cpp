@@ -704,23 +704,31 @@ private:
   }
 
   /// `layout` at its depth from its shallowest: exact already, or
-  /// extrapolated along the line through one more layer a virtual stage.
+  /// extrapolated along the line through one more layer a virtual stage
+  /// (k more where every k-th layer is recomputed whole).
   StatusOr<WeighedLayout> weighDeeper(const Layout &layout,
                                       WeighedLayout shallowest) {
     // (a deeper model's arena is larger: one over the limit stays over)
     if (shallowest.fewer == 0 || !shallowest.ok ||
         !fits(shallowest.figures.arena(), /*exact=*/true))
       return shallowest;
-    StatusOr<Weighed> deeper = compileShallower(
-        layout, shallowest.numLayers, shallowest.split, shallowest.fewer - 1);
+    // Every k-th layer recomputed whole (--recompute-layers every:k): the
+    // line runs through k layers more, a whole period of the layers' cost.
+    const int64_t period = std::min(
+        shallowest.fewer,
+        layout.recomputeLayers > 1 ? layout.recomputeLayers : int64_t(1));
+    StatusOr<Weighed> deeper =
+        compileShallower(layout, shallowest.numLayers, shallowest.split,
+                         shallowest.fewer - period);
     if (!deeper)
       return deeper.takeStatus();
     if (!deeper->ok) {
       static_cast<Weighed &>(shallowest) = std::move(*deeper);
       return shallowest;
     }
-    shallowest.figures = cost::extrapolateDepth(
-        shallowest.figures, deeper->figures, shallowest.fewer - 1);
+    shallowest.figures =
+        cost::extrapolateDepth(shallowest.figures, deeper->figures,
+                               shallowest.fewer - period, period);
     shallowest.bound = deeper->bound;
     return shallowest;
   }

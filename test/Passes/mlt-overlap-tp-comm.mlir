@@ -53,32 +53,43 @@ mlt_rt.program @micro_step {
 
 // -----
 
-// Tests that a program whose temporaries a side stream touches already (a
-// ZeRO-2 slice reduce-scattered on stream 1) is left as it is, and that a
-// module without a tp axis is unchanged.
-// CHECK-LABEL: mlt_rt.program @side {
-// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @x] -> [@"grad:w1"] ints [1, 8, 8, 4, 1, 0, 0]{{$}}
-// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @"param:w1"] -> [@dx] ints [1, 4, 8, 8, 0, 0, 0]{{$}}
-// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@dx] -> [@dxs] ints [32, 1]{{$}}
-// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@"grad:w1"] -> [@slice] ints [32, 0] stream 1{{$}}
+// Tests a ZeRO-2 body: the gradients are views of temporary buckets; the
+// first bucket's reduce-scatter on stream 1 waits for its last writer's
+// token, and the walk back from the all-reduce stops there; the second
+// bucket's product moves after the all-reduce.
+// CHECK-LABEL: mlt_rt.program @zero2 {
+// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @x] -> [@g1] ints [1, 8, 8, 4, 1, 0, 0]{{$}}
+// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @x] -> [@g2] ints [1, 8, 8, 4, 1, 0, 0] token 0
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@b1] -> [@s1] ints [64, 0] stream 1 waits [0]{{$}}
+// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @"param:w1"] -> [@dx] ints [1, 4, 8, 8, 0, 0, 0] token 1
+// CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@dx] -> [@dxs] ints [32, 1] stream 3 waits [1] token 2
+// CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @x] -> [@h] ints [1, 8, 8, 4, 1, 0, 0]{{$}}
+// CHECK-NEXT: }
 module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
 mlt_rt.buffer @"param:w1" parameter {parameter = "w1"} : tensor<8x8xf32>
-mlt_rt.buffer @"grad:w1" gradient {parameter = "w1"} : tensor<8x8xf32>
 mlt_rt.buffer @x input : tensor<4x8xf32>
 mlt_rt.buffer @dy temporary : tensor<4x8xf32>
 mlt_rt.buffer @dx temporary : tensor<4x8xf32>
 mlt_rt.buffer @dxs temporary : tensor<4x8xf32>
-mlt_rt.buffer @slice temporary : tensor<32xf32>
-mlt_rt.program @side {
-  mlt_rt.launch "matmul" [@dy, @x] -> [@"grad:w1"] ints [1, 8, 8, 4, 1, 0, 0]
+mlt_rt.buffer @b1 temporary {bucket} : tensor<128xf32>
+mlt_rt.buffer @g1 temporary {view = @b1, view_offset = 0} : tensor<8x8xf32>
+mlt_rt.buffer @g2 temporary {view = @b1, view_offset = 64} : tensor<8x8xf32>
+mlt_rt.buffer @s1 temporary : tensor<64xf32>
+mlt_rt.buffer @b2 temporary {bucket} : tensor<64xf32>
+mlt_rt.buffer @h temporary {view = @b2, view_offset = 0} : tensor<8x8xf32>
+mlt_rt.program @zero2 {
+  mlt_rt.launch "matmul" [@dy, @x] -> [@g1] ints [1, 8, 8, 4, 1, 0, 0]
+  mlt_rt.launch "matmul" [@dy, @x] -> [@g2] ints [1, 8, 8, 4, 1, 0, 0] token 0
+  mlt_rt.launch "reduce_scatter_sum" [@b1] -> [@s1] ints [64, 0] stream 1 waits [0]
+  mlt_rt.launch "matmul" [@dy, @x] -> [@h] ints [1, 8, 8, 4, 1, 0, 0]
   mlt_rt.launch "matmul" [@dy, @"param:w1"] -> [@dx] ints [1, 4, 8, 8, 0, 0, 0]
   mlt_rt.launch "all_reduce_sum" [@dx] -> [@dxs] ints [32, 1]
-  mlt_rt.launch "reduce_scatter_sum" [@"grad:w1"] -> [@slice] ints [32, 0] stream 1
 }
 }
 
 // -----
 
+// Tests that a module without a tp axis is unchanged.
 // CHECK-LABEL: mlt_rt.program @dp_only {
 // CHECK-NEXT: mlt_rt.launch "matmul" [@dy, @x] -> [@"grad:w1"] ints [1, 8, 8, 4, 1, 0, 0]{{$}}
 // CHECK-NEXT: mlt_rt.launch "all_reduce_sum" [@dy] -> [@dxs] ints [32, 0]{{$}}

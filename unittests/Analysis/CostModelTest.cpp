@@ -821,6 +821,14 @@ TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheirDepth) {
   const LayoutFigures odd = extrapolateDepth(three, two, 5);
   EXPECT_EQ(odd.arenas, two.arenas);
   EXPECT_EQ(extrapolateDepth(two, three, 0).arenas, three.arenas);
+  // Every other layer recomputed whole: two and four layers a virtual
+  // stage, a period apart (10 and 16 bytes, 1.0 and 2.0 s); six more
+  // layers on from four are three periods: 34 bytes, 5.0 s. (A line
+  // through three layers, 15 bytes, would have given 16 + 6 x 5 = 46.)
+  LayoutFigures four{{16, 12}, {8, 5}, 2.0};
+  const LayoutFigures ten = extrapolateDepth(two, four, 6, 2);
+  EXPECT_EQ(ten.arenas, (std::vector<uint64_t>{34, 27}));
+  EXPECT_DOUBLE_EQ(ten.step, 5.0);
 }
 
 TEST(LayoutSpaceTest, ExtrapolatesFiguresAlongTheMicrobatches) {

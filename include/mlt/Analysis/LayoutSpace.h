@@ -101,8 +101,14 @@ struct LayoutFigures {
 /// for the alignment of buffers; the step's rounds of overlap slowdown bend the
 /// line slightly. Bytes that shrink along the line (which no plan's do) are
 /// kept at b's.
+///
+/// With `period` k > 1, `a` is k layers per virtual stage shallower than
+/// `b` and the model `steps` layers deeper than `b` (b + steps / k * (b -
+/// a)): a layout that recomputes every k-th layer whole repeats its layers'
+/// memory and time every k layers, so a line through one layer more would
+/// take an odd layer's cost for every layer's.
 LayoutFigures extrapolateDepth(const LayoutFigures &a, const LayoutFigures &b,
-                               int64_t steps);
+                               int64_t steps, int64_t period = 1);
 
 /// The figures of a layout run with `microbatches` micro-batches a step,
 /// extrapolated along the line through `a` and `b`, the same layout (and

@@ -1189,9 +1189,7 @@ def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
     tensor-parallel all-reduce overlaps it with the weight gradient's
     product. The first later launch of each stream that reads or writes
     what the all-reduce does, or runs a collective over tp, waits for its
-    token. A program whose temporaries another side stream touches (ZeRO-2's
-    micro-batch slices) is left as it is: the memory plan frees a side
-    stream's temporaries at its join only where one side stream meets them.
+    token.
 
     Program order stays a valid order of the launches and the weight
     gradients' products keep their operands, so the CPU backend, which runs

@@ -17,7 +17,9 @@
 //      holds its layers of the model's split less m - 2 (m: the fewest
 //      layers of a virtual stage), so that the smallest holds 2. Then,
 //      fastest first, each is compiled again with one layer more a virtual
-//      stage, and each stage's arena and the step are extrapolated along
+//      stage (k more where every k-th layer is recomputed whole, a period
+//      of its layers' cost), and each stage's arena and the step are
+//      extrapolated along
 //      that line to the model's depth (a stage's memory and time grow by
 //      the same amount with each layer it holds: LayoutSpace.h's
 //      extrapolateDepth). Where the model is no deeper than that (m < 5),

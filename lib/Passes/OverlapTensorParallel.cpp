@@ -152,15 +152,23 @@ private:
     const Access reduced = accessOf(reduction);
     // The weight gradients since the previous collective over tp that
     // nothing up to the reduction (those not moved) depends on, nor they
-    // on it; nearest first.
+    // on it; nearest first. On the way, the input's producer (the nearest
+    // launch that writes it), whose token the reduction waits for.
+    const StringRef input = *reduced.reads.begin();
+    rtir::LaunchOp producer;
     SmallVector<rtir::LaunchOp> moved;
     SmallVector<Access> kept{reduced};
+    size_t unwalked = 0; // the launches before where the walk stopped
     for (size_t i = at; i-- > 0;) {
       rtir::LaunchOp launch = launches[i];
-      if (isCollectiveOverAxis(launch) || launch.getStreamIndex() != 0 ||
-          !launch.getWaits().empty())
-        break;
       const Access access = accessOf(launch);
+      if (!producer && access.writes.contains(input))
+        producer = launch;
+      if (isCollectiveOverAxis(launch) || launch.getStreamIndex() != 0 ||
+          !launch.getWaits().empty()) {
+        unwalked = i;
+        break;
+      }
       if (isWeightGradient(launch) &&
           llvm::none_of(kept, [&](const Access &later) {
             return conflict(access, later);
@@ -172,15 +180,10 @@ private:
     }
     if (moved.empty())
       return;
-    // The input's producer, on the compute stream: the reduction waits for
-    // its token.
-    rtir::LaunchOp producer;
-    StringRef input = *reduced.reads.begin();
-    for (size_t i = at; i-- > 0;)
-      if (accessOf(launches[i]).writes.contains(input)) {
+    // (A producer before where the walk stopped.)
+    for (size_t i = unwalked; !producer && i-- > 0;)
+      if (accessOf(launches[i]).writes.contains(input))
         producer = launches[i];
-        break;
-      }
     if (!producer || producer.getStreamIndex() != 0 ||
         nextToken + 2 > int64_t(abi::kPlanMaxTokens))
       return;

@@ -9,7 +9,7 @@ dims, intermediate sizes and vocabularies that are not multiples of 8 or 64
 included; tied embeddings; 1 to 6 layers) and random layouts (tp, sequence
 parallelism, pp, vp, pp-group-size, dp, cp, ZeRO 0/1/2, micro-batches, every
 schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
-reduction, overlap switches, bucket sizes), and holds `mlt-run` to the rule
+reduction, overlap switches (the tp overlap's too), bucket sizes), and holds `mlt-run` to the rule
 book's promise:
 
   - a layout the rule book accepts compiles, passes the plan verifier and
@@ -188,6 +188,8 @@ def draw_layout(rng, config):
         flags += ["--overlap-param-gather", "off"]
     if rng.random() < 0.4:
         flags += ["--grad-bucket-mb", str(rng.choice([0, 1]))]
+    if "--tp" in flags and rng.random() < 0.2:
+        flags += ["--overlap-tp-comm", "off"]
     # Mostly a batch that the micro-batches and dp divide.
     per = rng.choice([1, 1, 2])
     batch = microbatches * dp * per

@@ -212,6 +212,24 @@ std::string wrap(const std::string &files, const std::string &tensors) {
 
 const char *kFiles = R"([{"name": "rank-00000.safetensors", "bytes": 80}])";
 
+TEST(CheckpointIndexTest, AVersionOneIndexIsWrittenAgainAsVersionOne) {
+  // (mlt-fuzz-checkpoint-index's finding: a version-1 index, whose step
+  // the reader ignores, was written again as version 2 without one.)
+  const std::string text =
+      R"({"format": "mlt-checkpoint-index", "version": 1, "step": 7, )"
+      R"("files": [{"name": "rank-00000.safetensors", "bytes": 80}], )"
+      R"("tensors": {"w": {"shape": [4], "pieces": [{"file": 0, "key": "w", )"
+      R"("offset": [0], "block": [4]}]}}})";
+  StatusOr<CheckpointIndex> parsed = parseCheckpointIndex(text);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->step, 0);
+  const std::string written = parsed->toJson();
+  EXPECT_NE(written.find("\"version\": 1"), std::string::npos) << written;
+  StatusOr<CheckpointIndex> reread = parseCheckpointIndex(written);
+  ASSERT_TRUE(reread.isOk()) << reread.status().message();
+  EXPECT_EQ(reread->toJson(), written);
+}
+
 TEST(CheckpointIndexTest, NamesWhatIsWrong) {
   EXPECT_EQ(errorOf("{"), "not valid JSON");
   EXPECT_EQ(errorOf(std::string(200, '[')),

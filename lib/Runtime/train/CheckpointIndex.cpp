@@ -354,11 +354,15 @@ std::string CheckpointIndex::toJson() const {
     tensorMap[tensor.name] = {{"shape", tensor.shape},
                               {"pieces", std::move(pieceList)}};
   }
+  // An index without a step (read from a version-1 checkpoint, which
+  // need not carry one, nor the hashes) is written again as version 1:
+  // version 2 requires both.
   json root = {{"format", kFormat},
-               {"version", kVersion},
-               {"step", step},
+               {"version", step > 0 ? kVersion : 1},
                {"files", std::move(fileList)},
                {"tensors", std::move(tensorMap)}};
+  if (step > 0)
+    root["step"] = step;
   return root.dump(1) + "\n";
 }
 

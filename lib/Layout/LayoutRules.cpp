@@ -247,11 +247,20 @@ const std::vector<RuleRow> &rows() {
          return std::nullopt;
        }},
       {{"tp-divides-sequence",
-        "with sequence parallelism, tp divides the sequence length",
-        "each tensor-parallel rank holds an equal part of the sequence"},
+        "with sequence parallelism, tp (times cp) divides the sequence "
+        "length",
+        "each tensor-parallel rank holds an equal part of the sequence (under "
+        "cp, of its cp block)"},
        [](const Subject &s) -> std::optional<std::string> {
-         if (s.layout.sequenceParallel && s.hasSeqLen() && s.layout.tp > 1 &&
-             s.step.seqLen % s.layout.tp != 0)
+         if (!s.layout.sequenceParallel || !s.hasSeqLen() || s.layout.tp < 2)
+           return std::nullopt;
+         if (s.layout.cp > 1 &&
+             s.step.seqLen % (s.layout.cp * s.layout.tp) != 0)
+           return str("sequence-parallel splits each cp block of the "
+                      "sequence over tp ", s.layout.tp, ": cp ", s.layout.cp,
+                      " x tp ", s.layout.tp, " does not divide seq-len ",
+                      s.step.seqLen);
+         if (s.step.seqLen % s.layout.tp != 0)
            return str("sequence-parallel splits the sequence over tp ",
                       s.layout.tp, ", which does not divide seq-len ",
                       s.step.seqLen);
@@ -268,17 +277,6 @@ const std::vector<RuleRow> &rows() {
            return str("cp ", s.layout.cp, " cuts each sequence into ",
                       2 * s.layout.cp, " equal chunks, which do not divide "
                       "seq-len ", s.step.seqLen);
-         return std::nullopt;
-       }},
-      {{"cp-without-sequence-parallel",
-        "context parallelism does not take sequence parallelism yet",
-        "missing feature: both split the residual stream's sequence, and a "
-        "sharding splits a dimension over one mesh axis"},
-       [](const Subject &s) -> std::optional<std::string> {
-         if (s.layout.cp > 1 && s.layout.sequenceParallel)
-           return str("cp ", s.layout.cp, " and sequence-parallel both "
-                      "split the sequence, which a sharding splits over one "
-                      "mesh axis; use one of them");
          return std::nullopt;
        }},
       //===--- The model -------------------------------------------------===//

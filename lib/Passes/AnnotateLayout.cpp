@@ -147,9 +147,16 @@ private:
                            ShardingAttr::get(context, dims, {}));
       }
 
-    // The residual stream, [batch, seq, hidden], split along the sequence;
-    // the other dimensions left to propagation.
+    // The residual stream, [batch, seq, hidden], split along the sequence
+    // over tp; under context parallelism over cp then tp (each cp block of
+    // the sequence in tp blocks, so that sequence parallelism's all-gather
+    // over tp gives back the rank's cp block); the other dimensions left to
+    // propagation.
     if (sequenceParallel) {
+      SmallVector<StringAttr, 2> sequenceAxes;
+      if (cp > 1)
+        sequenceAxes.push_back(StringAttr::get(context, kContextAxis));
+      sequenceAxes.push_back(StringAttr::get(context, kTensorAxis));
       SmallVector<Value> residual;
       forward.walk([&](Operation *op) {
         if (isa<EmbeddingOp, AddOp>(op))
@@ -164,10 +171,12 @@ private:
                      "residual stream, got ")
                  << type;
         b.setInsertionPointAfterValue(v);
+        SmallVector<ShardingAttr::DimAxes> dims(type.getRank());
+        SmallVector<bool> open(type.getRank(), true);
+        dims[1] = ShardingAttr::DimAxes(sequenceAxes);
+        open[1] = false;
         auto shard = ShardOp::create(
-            b, v.getLoc(), v,
-            shardingWith(context, type.getRank(), 1, kTensorAxis,
-                         ShardingAttr::kOpen));
+            b, v.getLoc(), v, ShardingAttr::get(context, dims, {}, open));
         v.replaceAllUsesExcept(shard.getResult(), shard);
       }
     }

@@ -164,16 +164,16 @@ public:
     }
 
     // The boundary's layout over the other axes: the residual stream's.
-    SmallVector<StringAttr> boundaryAxes(
-        hidden.getRank(),
-        StringAttr::get(&getContext(), ShardingAttr::kReplicated));
+    SmallVector<ShardingAttr::DimAxes> boundaryAxes(hidden.getRank());
     if (mesh.axisIndex(kDataAxis) >= 0)
-      boundaryAxes[0] = StringAttr::get(&getContext(), kDataAxis);
+      boundaryAxes[0] = {StringAttr::get(&getContext(), kDataAxis)};
     if (mesh.axisIndex(kContextAxis) >= 0)
-      boundaryAxes[1] = StringAttr::get(&getContext(), kContextAxis);
+      boundaryAxes[1] = {StringAttr::get(&getContext(), kContextAxis)};
+    // (sequence parallelism's: the sequence over tp, or cp then tp)
     if (auto shard = repeat.getInits()[0].getDefiningOp<ShardOp>())
       for (unsigned d = 1; d < shard.getSharding().getRank(); ++d)
-        if (StringAttr a = shard.getSharding().getAxis(d))
+        if (ShardingAttr::DimAxes a = shard.getSharding().getAxes(d);
+            !a.empty())
           boundaryAxes[d] = a;
     auto layout = ShardingAttr::get(&getContext(), boundaryAxes, {});
 

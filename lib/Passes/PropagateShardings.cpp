@@ -31,17 +31,29 @@ constexpr llvm::StringRef kContextAxis = axisName(ParallelAxis::Context);
 /// Who decided a dimension's axis; lower wins (Passes.td, "Algorithm").
 enum Priority : int { kParameter = 0, kUser = 1, kPropagated = 2, kNone = 3 };
 
-/// A value's sharding while propagation runs: per dimension an axis (null:
-/// open) and the priority of whoever set it. Replicated is decided only at
-/// the end (open dimensions become replicated) or by an annotation (`-`),
-/// recorded as `closed`.
+using Axes = ShardingAttr::DimAxes;
+
+/// A value's sharding while propagation runs: per dimension its axes, major
+/// first (empty: open), and the priority of whoever set them. Replicated is
+/// decided only at the end (open dimensions become replicated) or by an
+/// annotation (`-`), recorded as `closed`.
 struct Hint {
-  SmallVector<StringAttr> axes;
+  SmallVector<Axes> axes;
   SmallVector<int> priority;
   SmallVector<bool> closed;
 
-  bool uses(StringAttr axis) const { return llvm::is_contained(axes, axis); }
+  bool uses(StringAttr axis) const {
+    return llvm::any_of(axes, [&](const Axes &dim) {
+      return llvm::is_contained(dim, axis);
+    });
+  }
 };
+
+/// The axes of every dimension of `sharding`.
+SmallVector<Axes> dimAxes(ShardingAttr sharding) {
+  return llvm::map_to_vector(llvm::seq<unsigned>(0, sharding.getRank()),
+                             [&](unsigned d) { return sharding.getAxes(d); });
+}
 
 ArrayRef<int64_t> shapeOf(Value v) {
   if (auto type = dyn_cast<RankedTensorType>(v.getType()))
@@ -98,15 +110,15 @@ private:
       if (!sharding.getPartial().empty())
         return param.emitError("parameter @")
                << param.getSymName() << " cannot be a partial sum";
+      // The optimizer's partitioner and the checkpoints' blocks take one
+      // axis per dimension of a parameter.
+      if (sharding.hasMultiAxisDim())
+        return param.emitError("parameter @")
+               << param.getSymName() << " splits a dimension over several "
+               << "mesh axes, which parameters do not yet: " << sharding;
       // `?` on a parameter means whole: parameters are laid out by the user.
-      SmallVector<StringAttr> dims;
-      for (unsigned d = 0; d < sharding.getRank(); ++d)
-        dims.push_back(sharding.getAxis(d)
-                           ? sharding.getAxis(d)
-                           : StringAttr::get(module.getContext(),
-                                             ShardingAttr::kReplicated));
       params[param.getSymName()] =
-          ShardingAttr::get(module.getContext(), dims, {});
+          ShardingAttr::get(module.getContext(), dimAxes(sharding), {});
     }
     return success();
   }
@@ -115,21 +127,40 @@ private:
     auto [it, inserted] = hints.try_emplace(v);
     if (inserted) {
       size_t rank = shapeOf(v).size();
-      it->second.axes.assign(rank, StringAttr());
+      it->second.axes.assign(rank, Axes());
       it->second.priority.assign(rank, kNone);
       it->second.closed.assign(rank, false);
     }
     return it->second;
   }
 
-  /// Sets dimension `d` of `v` to `axis` if it is open, the axis is free in
-  /// `v` and divides the dimension. Returns whether it changed.
-  bool setDim(Value v, unsigned d, StringAttr axis, int priority) {
+  /// The longest prefix of `axes` that `fits`: each axis in turn accepted
+  /// and the product of their sizes dividing `size`.
+  template <typename Fits>
+  Axes usablePrefix(ArrayRef<StringAttr> axes, int64_t size, Fits fits) {
+    Axes prefix;
+    int64_t blocks = 1;
+    for (StringAttr axis : axes) {
+      blocks *= mesh.axisSize(axis);
+      if (!fits(axis) || size % blocks != 0)
+        break;
+      prefix.push_back(axis);
+    }
+    return prefix;
+  }
+
+  /// Sets dimension `d` of `v` to the longest prefix of `axes` whose axes
+  /// are free in `v` and divide the dimension, if it is open. Returns
+  /// whether it changed.
+  bool setDim(Value v, unsigned d, ArrayRef<StringAttr> axes, int priority) {
     Hint &h = hint(v);
-    if (h.axes[d] || h.closed[d] || h.uses(axis) ||
-        shapeOf(v)[d] % mesh.axisSize(axis) != 0)
+    if (!h.axes[d].empty() || h.closed[d])
       return false;
-    h.axes[d] = axis;
+    Axes prefix = usablePrefix(axes, shapeOf(v)[d],
+                               [&](StringAttr axis) { return !h.uses(axis); });
+    if (prefix.empty())
+      return false;
+    h.axes[d] = prefix;
     h.priority[d] = priority;
     return true;
   }
@@ -138,9 +169,9 @@ private:
   void seed(Value v, ShardingAttr sharding, int priority) {
     Hint &h = hint(v);
     for (unsigned d = 0; d < sharding.getRank(); ++d) {
-      if (StringAttr axis = sharding.getAxis(d))
-        setDim(v, d, axis, priority);
-      else if (!sharding.isOpen(d) && !h.axes[d])
+      if (Axes axes = sharding.getAxes(d); !axes.empty())
+        setDim(v, d, axes, priority);
+      else if (!sharding.isOpen(d) && h.axes[d].empty())
         h.closed[d] = true;
     }
   }
@@ -209,26 +240,28 @@ private:
   // Factors
   //===--------------------------------------------------------------------===//
 
-  /// Chooses an axis per factor of `op` from the axes its values carry, in
-  /// priority order (results before operands at equal priority). `axisOf`
-  /// gives the axis and priority of a value's dimension.
+  /// Chooses the axes of each factor of `op` from the axes its values
+  /// carry, in priority order (results before operands at equal priority):
+  /// the longest prefix of a proposal whose axes no other factor took and
+  /// the factor accepts. `axisOf` gives the axes and priority of a value's
+  /// dimension.
   template <typename AxisOf>
-  SmallVector<StringAttr> assignFactors(Operation *op, const ShardingRule &rule,
-                                        AxisOf axisOf,
-                                        ArrayRef<StringAttr> excluded = {}) {
+  SmallVector<Axes> assignFactors(Operation *op, const ShardingRule &rule,
+                                  AxisOf axisOf,
+                                  ArrayRef<StringAttr> excluded = {}) {
     struct Proposal {
       int priority, order, factor;
-      StringAttr axis;
+      Axes axes;
     };
     SmallVector<Proposal> proposals;
     int order = 0;
     auto collect = [&](ValueRange values, ArrayRef<ShardingRule::Tensor> dims) {
       for (auto [v, tensor] : llvm::zip(values, dims))
         for (auto [d, dim] : llvm::enumerate(tensor)) {
-          auto [axis, priority] = axisOf(v, d);
+          auto [axes, priority] = axisOf(v, d);
           int f = majorFactor(rule, dim);
-          if (axis && f >= 0)
-            proposals.push_back({priority, order, f, axis});
+          if (!axes.empty() && f >= 0)
+            proposals.push_back({priority, order, f, axes});
           ++order;
         }
     };
@@ -237,16 +270,25 @@ private:
     llvm::stable_sort(proposals, [](const Proposal &a, const Proposal &b) {
       return std::tie(a.priority, a.order) < std::tie(b.priority, b.order);
     });
-    SmallVector<StringAttr> factorAxis(rule.numFactors());
+    SmallVector<Axes> factorAxis(rule.numFactors());
+    auto taken = [&](StringAttr axis) {
+      return llvm::is_contained(excluded, axis) ||
+             llvm::any_of(factorAxis, [&](const Axes &axes) {
+               return llvm::is_contained(axes, axis);
+             });
+    };
     for (const Proposal &p : proposals) {
-      if (rule.needsWhole[p.factor] ||
-          (rule.sequence[p.factor] && p.axis.getValue() != kContextAxis) ||
-          factorAxis[p.factor] ||
-          llvm::is_contained(factorAxis, p.axis) ||
-          llvm::is_contained(excluded, p.axis) ||
-          rule.factorSizes[p.factor] % mesh.axisSize(p.axis) != 0)
+      if (rule.needsWhole[p.factor] || !factorAxis[p.factor].empty())
         continue;
-      factorAxis[p.factor] = p.axis;
+      // A sequence of positions splits over the context axis alone: its
+      // blocks are the load-balanced chunks the op knows the positions of.
+      const bool sequence = rule.sequence[p.factor];
+      factorAxis[p.factor] = usablePrefix(
+          p.axes, rule.factorSizes[p.factor], [&](StringAttr axis) {
+            return !taken(axis) &&
+                   (!sequence || (axis.getValue() == kContextAxis &&
+                                  axis == p.axes.front()));
+          });
     }
     return factorAxis;
   }
@@ -258,7 +300,7 @@ private:
     if (!ruled)
       return false;
     ShardingRule rule = ruled.getShardingRule();
-    SmallVector<StringAttr> factorAxis =
+    SmallVector<Axes> factorAxis =
         assignFactors(op, rule, [&](Value v, unsigned d) {
           Hint &h = hint(v);
           return std::make_pair(h.axes[d], h.priority[d]);
@@ -268,7 +310,7 @@ private:
       for (auto [v, tensor] : llvm::zip(values, dims))
         for (auto [d, dim] : llvm::enumerate(tensor)) {
           int f = majorFactor(rule, dim);
-          if (f >= 0 && factorAxis[f])
+          if (f >= 0 && !factorAxis[f].empty())
             changed |= setDim(v, d, factorAxis[f], kPropagated);
         }
     };
@@ -281,21 +323,20 @@ private:
   // Final shardings
   //===--------------------------------------------------------------------===//
 
-  ShardingAttr makeSharding(ArrayRef<StringAttr> axes,
+  ShardingAttr makeSharding(ArrayRef<Axes> dims,
                             ArrayRef<StringAttr> partial) {
     MLIRContext *context = module.getContext();
-    SmallVector<StringAttr> dims;
-    for (StringAttr axis : axes)
-      dims.push_back(axis ? axis : StringAttr::get(context, ShardingAttr::kReplicated));
     SmallVector<StringAttr> sortedPartial(partial);
     // Partial axes in mesh order, so equal sets print and compare equal.
     llvm::sort(sortedPartial, [&](StringAttr a, StringAttr b) {
       return mesh.axisIndex(a.getValue()) < mesh.axisIndex(b.getValue());
     });
+    ShardingAttr sharding = ShardingAttr::get(context, dims, sortedPartial);
     assert(succeeded(ShardingAttr::verify(
-               [&] { return module.emitError(); }, dims, sortedPartial)) &&
+               [&] { return module.emitError(); }, sharding.getDims(),
+               sortedPartial)) &&
            "propagation built an invalid sharding");
-    return ShardingAttr::get(context, dims, sortedPartial);
+    return sharding;
   }
 
   ShardingAttr hintSharding(Value v) {
@@ -304,13 +345,13 @@ private:
   }
 
   /// The tensor `dims` of a rule laid out by `factorAxis`.
-  SmallVector<StringAttr> axesOf(const ShardingRule &rule,
-                                 const ShardingRule::Tensor &tensor,
-                                 ArrayRef<StringAttr> factorAxis) {
-    SmallVector<StringAttr> axes;
+  SmallVector<Axes> axesOf(const ShardingRule &rule,
+                           const ShardingRule::Tensor &tensor,
+                           ArrayRef<Axes> factorAxis) {
+    SmallVector<Axes> axes;
     for (const ShardingRule::Dim &dim : tensor) {
       int f = majorFactor(rule, dim);
-      axes.push_back(f >= 0 ? factorAxis[f] : StringAttr());
+      axes.push_back(f >= 0 ? factorAxis[f] : Axes());
     }
     return axes;
   }
@@ -321,18 +362,14 @@ private:
     SmallVector<Attribute> results, operands;
     auto operandAs = [&](Value v) -> ShardingAttr {
       return isa<RankedTensorType>(v.getType()) ? final.lookup(v)
-                                                : ShardingAttr::get(module.getContext(), {}, {});
+                                                : ShardingAttr::getReplicated(module.getContext(), 0);
     };
     if (isa<LoadOp, LoadGradOp>(op)) {
       ShardingAttr param = parameterSharding(op);
       SmallVector<StringAttr> partial;
       if (isa<LoadGradOp>(op))
         partial = gradPartial[stateKey(op)];
-      results.push_back(makeSharding(
-          SmallVector<StringAttr>(llvm::map_range(
-              llvm::seq<unsigned>(0, param.getRank()),
-              [&](unsigned d) { return param.getAxis(d); })),
-          partial));
+      results.push_back(makeSharding(dimAxes(param), partial));
     } else if (isa<AccumulateGradOp>(op)) {
       // Its requirement is set once every contribution is known.
       accumulations.push_back(cast<AccumulateGradOp>(op));
@@ -344,14 +381,18 @@ private:
     } else if (auto shard = dyn_cast<ShardOp>(op)) {
       ShardingAttr in = final.lookup(shard.getInput());
       ShardingAttr want = shard.getSharding();
-      SmallVector<StringAttr> axes;
+      SmallVector<Axes> axes = dimAxes(want);
+      auto used = [&](StringAttr axis) {
+        return llvm::is_contained(want.getPartial(), axis) ||
+               llvm::any_of(axes, [&](const Axes &dim) {
+                 return llvm::is_contained(dim, axis);
+               });
+      };
+      // An open dimension keeps the input's axes where none is used.
       for (unsigned d = 0; d < want.getRank(); ++d)
-        axes.push_back(want.getAxis(d));
-      for (unsigned d = 0; d < want.getRank(); ++d)
-        if (want.isOpen(d) && in.getAxis(d) &&
-            !llvm::is_contained(axes, in.getAxis(d)) &&
-            !llvm::is_contained(want.getPartial(), in.getAxis(d)))
-          axes[d] = in.getAxis(d);
+        if (want.isOpen(d) && !in.getAxes(d).empty() &&
+            llvm::none_of(in.getAxes(d), used))
+          axes[d] = in.getAxes(d);
       ShardingAttr out = makeSharding(axes, want.getPartial());
       results.push_back(out);
       operands.push_back(out);
@@ -383,16 +424,17 @@ private:
             }))
           passedPartial.assign(first.begin(), first.end());
       }
-      SmallVector<StringAttr> factorAxis = assignFactors(
-          op, rule, [&](Value v, unsigned d) -> std::pair<StringAttr, int> {
+      SmallVector<Axes> factorAxis = assignFactors(
+          op, rule, [&](Value v, unsigned d) -> std::pair<Axes, int> {
             Hint &h = hint(v);
             ShardingAttr s = final.lookup(v);
             if (!s)
               return {h.axes[d], h.priority[d]};
             // A final sharding keeps the priority of the hint it came from.
-            StringAttr axis = s.getAxis(d);
-            return {axis, axis && axis == h.axes[d] ? h.priority[d]
-                                                    : int(kPropagated)};
+            Axes axes = s.getAxes(d);
+            return {axes, !axes.empty() && axes == h.axes[d]
+                              ? h.priority[d]
+                              : int(kPropagated)};
           },
           // An axis the operands are partial over cannot also split a
           // dimension of the partial result.
@@ -406,9 +448,8 @@ private:
       for (auto [r, tensor] : llvm::enumerate(rule.results)) {
         SmallVector<StringAttr> partial(passedPartial);
         for (int f = 0; f < rule.numFactors(); ++f)
-          if (factorAxis[f] && !rule.reducedInternally[f] &&
-              !rule.resultHasFactor(r, f))
-            partial.push_back(factorAxis[f]);
+          if (!rule.reducedInternally[f] && !rule.resultHasFactor(r, f))
+            partial.append(factorAxis[f].begin(), factorAxis[f].end());
         results.push_back(
             makeSharding(axesOf(rule, tensor, factorAxis), partial));
       }
@@ -446,15 +487,13 @@ private:
         });
     }
     for (AccumulateGradOp acc : accumulations) {
-      ShardingAttr param = parameterSharding(acc);
-      SmallVector<StringAttr> axes;
-      for (unsigned d = 0; d < param.getRank(); ++d)
-        axes.push_back(param.getAxis(d));
+      SmallVector<Axes> axes = dimAxes(parameterSharding(acc));
       SmallVector<Attribute> operands;
       for (Value v : acc->getOperands())
-        operands.push_back(v == acc.getValue()
-                               ? Attribute(makeSharding(axes, common[stateKey(acc)]))
-                               : Attribute(ShardingAttr::get(module.getContext(), {}, {})));
+        operands.push_back(
+            v == acc.getValue()
+                ? Attribute(makeSharding(axes, common[stateKey(acc)]))
+                : Attribute(ShardingAttr::getReplicated(module.getContext(), 0)));
       acc->setAttr(MLTDialect::getOperandShardingsAttrName(),
                    ArrayAttr::get(module.getContext(), operands));
     }

@@ -71,43 +71,61 @@ private:
       if (!from.isPartialOver(axis.getValue()))
         return emitError(loc, "mlt-spmdize: cannot turn a value laid out as ")
                << from << " into the partial sum " << to;
-    SmallVector<StringAttr> axes;
+    // Per dimension the axes it is split over, major first: a rank's
+    // block of a dimension split over [a, b] is block c(b) of its block
+    // c(a), so an axis joins or leaves a dimension's list at its minor end.
+    SmallVector<ShardingAttr::DimAxes> axes;
     for (unsigned d = 0; d < from.getRank(); ++d)
-      axes.push_back(from.getAxis(d));
+      axes.push_back(from.getAxes(d));
     Value cur = v;
     auto size = [&](StringAttr axis) { return mesh.axisSize(axis); };
     auto dimSize = [&](unsigned d) {
       return cast<RankedTensorType>(cur.getType()).getDimSize(d);
     };
-    // Partial sums: a reduce-scatter where the target splits a whole
-    // dimension over the same axis, an all-reduce otherwise.
+    // Whether `d`'s axes are those of the target's, the first `n` of them.
+    auto isTargetPrefix = [&](unsigned d) {
+      ShardingAttr::DimAxes want = to.getAxes(d);
+      return axes[d].size() <= want.size() &&
+             llvm::equal(axes[d], ArrayRef(want).take_front(axes[d].size()));
+    };
+    // Partial sums: a reduce-scatter where the target splits a dimension
+    // over the same axis next (its current axes a prefix of the target's,
+    // then this one), an all-reduce otherwise.
     for (StringAttr axis : from.getPartial()) {
       if (to.isPartialOver(axis.getValue()))
         continue;
       int64_t d = to.dimOf(axis.getValue());
-      if (d >= 0 && !axes[d] && dimSize(d) % size(axis) == 0) {
+      if (d >= 0 && isTargetPrefix(d) &&
+          axes[d].size() < to.getAxes(d).size() &&
+          to.getAxes(d)[axes[d].size()] == axis &&
+          dimSize(d) % size(axis) == 0) {
         cur = ReduceScatterOp::create(b, loc,
                                       withDim(cur, d, dimSize(d) / size(axis)),
                                       cur, axis, d);
-        axes[d] = axis;
+        axes[d].push_back(axis);
       } else {
         cur = AllReduceOp::create(b, loc, cur, axis);
       }
     }
+    // Gathers, minor axes first, until each dimension's axes begin the
+    // target's.
     for (unsigned d = 0; d < axes.size(); ++d)
-      if (axes[d] && axes[d] != to.getAxis(d)) {
+      while (!isTargetPrefix(d)) {
+        StringAttr axis = axes[d].pop_back_val();
         cur = AllGatherOp::create(b, loc,
-                                  withDim(cur, d, dimSize(d) * size(axes[d])),
-                                  cur, axes[d], d);
-        axes[d] = {};
+                                  withDim(cur, d, dimSize(d) * size(axis)),
+                                  cur, axis, d);
       }
-    for (unsigned d = 0; d < axes.size(); ++d)
-      if (StringAttr axis = to.getAxis(d); axis && !axes[d]) {
+    // Slices, for the target's axes still missing.
+    for (unsigned d = 0; d < axes.size(); ++d) {
+      ShardingAttr::DimAxes want = to.getAxes(d);
+      for (StringAttr axis : ArrayRef(want).drop_front(axes[d].size())) {
         cur = ShardSliceOp::create(b, loc,
                                    withDim(cur, d, dimSize(d) / size(axis)),
                                    cur, axis, d);
-        axes[d] = axis;
+        axes[d].push_back(axis);
       }
+    }
     shardings[cur] = to;
     cache[{v, to}] = cur;
     return cur;
@@ -118,43 +136,65 @@ private:
     auto shape = cast<RankedTensorType>(logits.getType()).getShape();
     int64_t rows = 1;
     for (unsigned d = 0; d + 1 < shape.size(); ++d)
-      rows *= shape[d] * mesh.axisSize(sharding.getAxis(d));
+      rows *= shape[d] * sharding.blocks(d, mesh);
     return rows;
   }
 
   bool anySplit(ShardingAttr s) {
     for (unsigned d = 0; d < s.getRank(); ++d)
-      if (s.getAxis(d))
+      if (!s.getAxes(d).empty())
         return true;
     return false;
   }
 
   /// Facts that ops whose meaning depends on the split need (Passes.td).
-  void annotateSplitOps(Operation *op, ArrayAttr required, ArrayAttr produced) {
-    auto setVocab = [&](ShardingAttr s, unsigned dim) {
-      if (StringAttr axis = s.getAxis(dim))
-        op->setAttr(MLTDialect::getVocabShardAttrName(), axis);
+  LogicalResult annotateSplitOps(Operation *op, ArrayAttr required,
+                                 ArrayAttr produced) {
+    // The vocabulary and the positions split over one axis at most (the
+    // sharding rules' factors of them); say so rather than guess.
+    auto oneAxis = [&](ShardingAttr s, unsigned dim,
+                       StringRef what) -> FailureOr<StringAttr> {
+      ShardingAttr::DimAxes axes = s.getAxes(dim);
+      if (axes.size() > 1)
+        return op->emitOpError("mlt-spmdize: splits its ")
+               << what << " over several mesh axes (" << s
+               << "); it takes one";
+      return axes.empty() ? StringAttr() : axes.front();
+    };
+    auto setVocab = [&](ShardingAttr s, unsigned dim) -> LogicalResult {
+      FailureOr<StringAttr> axis = oneAxis(s, dim, "vocabulary");
+      if (failed(axis))
+        return failure();
+      if (*axis)
+        op->setAttr(MLTDialect::getVocabShardAttrName(), *axis);
+      return success();
     };
     // Rope's sequence and attention's queries (operand 1 of attention_grad,
     // whose operand 0 is the output's gradient, laid out alike).
     if (isa<RopeOp, AttentionOp, AttentionGradOp>(op)) {
-      if (StringAttr axis = cast<ShardingAttr>(required[0]).getAxis(1))
-        op->setAttr(MLTDialect::getSequenceShardAttrName(), axis);
-      return;
+      FailureOr<StringAttr> axis =
+          oneAxis(cast<ShardingAttr>(required[0]), 1, "sequence");
+      if (failed(axis))
+        return failure();
+      if (*axis)
+        op->setAttr(MLTDialect::getSequenceShardAttrName(), *axis);
+      return success();
     }
     if (isa<EmbeddingOp>(op))
-      setVocab(cast<ShardingAttr>(required[1]), 0);
-    else if (isa<EmbeddingGradOp>(op))
-      setVocab(cast<ShardingAttr>(produced[0]), 0);
-    else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
+      return setVocab(cast<ShardingAttr>(required[1]), 0);
+    if (isa<EmbeddingGradOp>(op))
+      return setVocab(cast<ShardingAttr>(produced[0]), 0);
+    if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
       unsigned index = isa<CrossEntropyOp>(op) ? 0 : 1;
       auto logits = cast<ShardingAttr>(required[index]);
-      setVocab(logits, logits.getRank() - 1);
+      if (failed(setVocab(logits, logits.getRank() - 1)))
+        return failure();
       if (anySplit(logits))
         op->setAttr(MLTDialect::getRowCountAttrName(),
                     b.getI64IntegerAttr(
                         globalRows(op->getOperand(index), logits)));
     }
+    return success();
   }
 
   /// Sums partial squared norms per set of partial axes, then all-reduces
@@ -338,8 +378,8 @@ private:
         reduceNormOperands(norm);
       if (!produced)
         continue;
-      if (required)
-        annotateSplitOps(op, required, produced);
+      if (required && failed(annotateSplitOps(op, required, produced)))
+        return failure();
       for (auto [result, s] : llvm::zip(op->getResults(), produced)) {
         auto sharding = cast<ShardingAttr>(s);
         shardings[result] = sharding;

@@ -155,3 +155,50 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Context and sequence parallelism: the constraint splits the sequence over
+// cp then tp (each cp block in tp blocks). The norm keeps both; the
+// column-parallel weight keeps tp for its output features (parameters win),
+// so the sequence factor of its product takes the longest prefix of cp*tp
+// still free, cp; the row-parallel product leaves a partial sum over tp
+// whose sequence is cp's, and the residual add takes cp*tp again.
+// CHECK-LABEL: func.func @context_sequence_parallel
+// CHECK: mlt.shard {{.*}}mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]
+// CHECK: mlt.rms_norm {{.*}}mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]
+// CHECK: mlt.matmul {{.*}}mlt.operand_shardings = [#mlt.sharding<[-, cp, -]>, #mlt.sharding<[tp, -]>], mlt.sharding = [#mlt.sharding<[-, cp, tp]>]
+// CHECK: mlt.matmul {{.*}}mlt.operand_shardings = [#mlt.sharding<[-, cp, tp]>, #mlt.sharding<[-, tp]>], mlt.sharding = [#mlt.sharding<[-, cp, -], partial = [tp]>]
+// CHECK: mlt.shard {{.*}}mlt.operand_shardings = [#mlt.sharding<[-, cp*tp, -]>], mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]
+// CHECK: mlt.add {{.*}}mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]
+module attributes {mlt.mesh = #mlt.mesh<cp = 2, tp = 2>} {
+  mlt.param @g : tensor<4xf32>
+  mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
+  mlt.param @o {mlt.sharding = #mlt.sharding<[-, tp]>} : tensor<4x8xf32>
+  func.func @context_sequence_parallel(%x: tensor<2x8x4xf32> {mlt.sharding = #mlt.sharding<[-, cp, -]>}) -> tensor<2x8x4xf32> {
+    %xs = mlt.shard %x : tensor<2x8x4xf32> to #mlt.sharding<[?, cp*tp, ?]>
+    %g = mlt.load @g : tensor<4xf32>
+    %n = mlt.rms_norm %xs, %g eps = 1.0e-05 : tensor<2x8x4xf32>, tensor<4xf32>
+    %w = mlt.load @w : tensor<8x4xf32>
+    %y = mlt.matmul %n, %w transpose_rhs : tensor<2x8x4xf32>, tensor<8x4xf32>
+    %o = mlt.load @o : tensor<4x8xf32>
+    %z = mlt.matmul %y, %o transpose_rhs : tensor<2x8x8xf32>, tensor<4x8xf32>
+    %zs = mlt.shard %z : tensor<2x8x4xf32> to #mlt.sharding<[?, cp*tp, ?]>
+    %r = mlt.add %xs, %zs : tensor<2x8x4xf32>
+    return %r : tensor<2x8x4xf32>
+  }
+}
+
+// -----
+
+// A sequence of positions splits over cp alone: rope takes the cp prefix of
+// cp*tp (its rows' positions are those of the rank's cp chunks).
+// CHECK-LABEL: func.func @positions_over_cp
+// CHECK: mlt.rope {{.*}}mlt.operand_shardings = [#mlt.sharding<[-, cp, -, -]>
+module attributes {mlt.mesh = #mlt.mesh<cp = 2, tp = 2>} {
+  func.func @positions_over_cp(%x: tensor<2x8x2x4xf32>) -> tensor<2x8x2x4xf32> {
+    %xs = mlt.shard %x : tensor<2x8x2x4xf32> to #mlt.sharding<[?, cp*tp, -, -]>
+    %r = mlt.rope %xs theta = 1.0e+04 : tensor<2x8x2x4xf32>
+    return %r : tensor<2x8x2x4xf32>
+  }
+}

@@ -59,3 +59,15 @@ module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
 // expected-error @+1 {{mesh axis 'tp' splits two dimensions of one sharding}}
 module attributes {mlt.mesh = #mlt.mesh<tp = 2>, mlt.x = #mlt.sharding<[tp, tp]>} {
 }
+
+// -----
+
+// A parameter splits each dimension over one axis at most (the optimizer's
+// partitioner and the checkpoints' blocks take one).
+module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
+  // expected-error @+1 {{parameter @w splits a dimension over several mesh axes, which parameters do not yet: #mlt.sharding<[dp*tp, -]>}}
+  mlt.param @w {mlt.sharding = #mlt.sharding<[dp*tp, -]>} : tensor<8x4xf32>
+  func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+}

@@ -306,3 +306,33 @@ module {
     return {mlt.operand_shardings = [#mlt.sharding<[-, -]>]} %xs : tensor<4x8xf32>
   }
 }
+
+// -----
+
+// Tests the conversions of a dimension split over two axes, major first: an
+// axis joins or leaves its list at the minor end. A partial sum over tp
+// whose target adds tp after the dimension's cp is reduce-scattered over
+// tp; cp*tp needed as cp is gathered over tp alone; cp needed as cp*tp is
+// sliced over tp; cp*tp needed as tp gathers tp, then cp, and slices tp.
+// CHECK-LABEL: func.func @two_axes
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x4xf32> {mlt.sharding = #mlt.sharding<[-, cp, -], partial = [tp]>}, %[[Y:.+]]: tensor<2x2x4xf32> {mlt.sharding = #mlt.sharding<[-, cp*tp, -]>})
+// CHECK-NEXT: %[[RS:.+]] = mlt.reduce_scatter %[[X]] over "tp" dim 1 : tensor<2x4x4xf32> -> tensor<2x2x4xf32>
+// CHECK-NEXT: %[[A:.+]] = mlt.add %[[RS]], %[[Y]] {mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]} : tensor<2x2x4xf32>
+// CHECK-NEXT: %[[G:.+]] = mlt.all_gather %[[A]] over "tp" dim 1 : tensor<2x2x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[B:.+]] = mlt.add %[[G]], %[[G]] {mlt.sharding = [#mlt.sharding<[-, cp, -]>]} : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[SL:.+]] = mlt.shard_slice %[[B]] over "tp" dim 1 : tensor<2x4x4xf32> -> tensor<2x2x4xf32>
+// CHECK-NEXT: %[[C:.+]] = mlt.add %[[SL]], %[[SL]] {mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]} : tensor<2x2x4xf32>
+// CHECK-NEXT: %[[T1:.+]] = mlt.all_gather %[[C]] over "tp" dim 1 : tensor<2x2x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[T2:.+]] = mlt.all_gather %[[T1]] over "cp" dim 1 : tensor<2x4x4xf32> -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[T3:.+]] = mlt.shard_slice %[[T2]] over "tp" dim 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[D:.+]] = mlt.add %[[T3]], %[[T3]] {mlt.sharding = [#mlt.sharding<[-, tp, -]>]} : tensor<2x4x4xf32>
+module attributes {mlt.mesh = #mlt.mesh<cp = 2, tp = 2>} {
+  func.func @two_axes(%x: tensor<2x8x4xf32> {mlt.sharding = #mlt.sharding<[-, cp, -], partial = [tp]>},
+                      %y: tensor<2x8x4xf32> {mlt.sharding = #mlt.sharding<[-, cp*tp, -]>}) -> tensor<2x8x4xf32> {
+    %a = mlt.add %x, %y {mlt.operand_shardings = [#mlt.sharding<[-, cp*tp, -]>, #mlt.sharding<[-, cp*tp, -]>], mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]} : tensor<2x8x4xf32>
+    %b = mlt.add %a, %a {mlt.operand_shardings = [#mlt.sharding<[-, cp, -]>, #mlt.sharding<[-, cp, -]>], mlt.sharding = [#mlt.sharding<[-, cp, -]>]} : tensor<2x8x4xf32>
+    %c = mlt.add %b, %b {mlt.operand_shardings = [#mlt.sharding<[-, cp*tp, -]>, #mlt.sharding<[-, cp*tp, -]>], mlt.sharding = [#mlt.sharding<[-, cp*tp, -]>]} : tensor<2x8x4xf32>
+    %d = mlt.add %c, %c {mlt.operand_shardings = [#mlt.sharding<[-, tp, -]>, #mlt.sharding<[-, tp, -]>], mlt.sharding = [#mlt.sharding<[-, tp, -]>]} : tensor<2x8x4xf32>
+    return {mlt.operand_shardings = [#mlt.sharding<[-, tp, -]>]} %d : tensor<2x8x4xf32>
+  }
+}

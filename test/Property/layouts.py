@@ -140,7 +140,7 @@ def draw_layout(rng, config):
     flags = []
     if tp > 1:
         flags += ["--tp", str(tp)]
-        if rng.random() < (0.4 if cp == 1 else 0.05):
+        if rng.random() < 0.4:
             flags.append("--sequence-parallel")
     if dp > 1:
         flags += ["--dp", str(dp)]
@@ -196,10 +196,15 @@ def draw_layout(rng, config):
     if rng.random() < 0.1:
         batch += 1
     seq_len = rng.randrange(3, 33)
+    # Mostly a sequence the splits divide: tp's blocks with sequence
+    # parallelism (under cp, of each cp block: cp x tp), cp's 2 x cp
+    # load-balanced chunks.
+    unit = 1
     if tp > 1 and "--sequence-parallel" in flags and rng.random() < 0.8:
-        seq_len = max(tp, seq_len - seq_len % tp)
-    if cp > 1 and rng.random() < 0.85:  # 2 * cp load-balanced chunks
-        seq_len = max(2 * cp, seq_len - seq_len % (2 * cp))
+        unit = tp * cp
+    if cp > 1 and rng.random() < 0.85:
+        unit = math.lcm(unit, 2 * cp)
+    seq_len = max(unit, seq_len - seq_len % unit)
     return flags, batch, seq_len, dtype
 
 

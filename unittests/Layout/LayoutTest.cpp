@@ -275,11 +275,14 @@ TEST(LayoutRulesTest, EachRuleFiresAlone) {
          l.cp = 2;
          s.seqLen = 30; // 4 chunks
        }},
-      {"cp-without-sequence-parallel",
-       [](Layout &l, ModelShape &, StepShape &) {
+      {"tp-divides-sequence",
+       [](Layout &l, ModelShape &m, StepShape &s) {
+         // 12 is 4 chunks of cp and 4 blocks of tp, not 8 of cp x tp.
          l.cp = 2;
-         l.tp = 2;
+         l.tp = 4;
          l.sequenceParallel = true;
+         m.kvHeads = 4;
+         s.seqLen = 12;
        }},
       {"tp-divides-heads",
        [](Layout &l, ModelShape &m, StepShape &) {

@@ -489,8 +489,9 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
       `mlt.sequence_shard`);
     - sequence parallelism (`sequence-parallel`, needs `tp` > 1): the
       residual stream (the embedding's result and every `mlt.add`) constrained
-      to `[?, tp, ?]` with `mlt.shard`, so norms run on a sequence slice and
-      all-gathers / reduce-scatters replace the all-reduces.
+      to `[?, tp, ?]` with `mlt.shard` (with `cp` > 1, `[?, cp*tp, ?]`: each
+      cp block in tp blocks), so norms run on a sequence slice and
+      all-gathers / reduce-scatters over tp replace the all-reduces.
 
     Parameters are recognized by their Hugging Face names. Run it on the
     model before `mlt-specialize-shapes`; divisibility is checked by
@@ -627,9 +628,12 @@ def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> 
 
     Algorithm. Every value starts with all dimensions open, except the
     annotated ones. Sweeps forward then backward over the program, repeated
-    until nothing changes, choose for each op a mesh axis per factor from
-    the axes its operands and results already carry, and fill the open
-    dimensions those factors make up. Conflicts (two factors wanting one
+    until nothing changes, choose for each op the mesh axes of each factor
+    (a list, major first: `cp*tp`) from the axes its operands and results
+    already carry, and fill the open dimensions those factors make up. A
+    factor takes the longest prefix of a proposal whose axes no other
+    factor of the op took and that divides it (Shardy's prefix rule): a
+    sequence over `cp*tp` meets a column-parallel weight's `tp` as `cp`. Conflicts (two factors wanting one
     axis, an axis that does not divide a factor, a factor the op needs
     whole) are resolved by priority, deterministically:
 
@@ -641,7 +645,8 @@ def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> 
        operands, then operand order.
 
     A factor of causal sequence positions (rope's sequence, attention's
-    queries: ShardingRule::sequence) splits over the context axis `cp` only;
+    queries: ShardingRule::sequence) splits over the context axis `cp` only
+    (the prefix `cp` of `cp*tp`);
     attention's keys stay whole, so a query block attends to the gathered
     sequence and its key/value gradients are partial sums over `cp`.
 
@@ -679,12 +684,17 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     mlt-propagate-shardings, into the program every rank runs (SPMD): each
     value gets the type of the block a rank holds, and where a value's
     sharding differs from the one its user needs, the pass inserts the
-    conversion, per mesh axis:
+    conversion, per mesh axis (an axis joins or leaves a dimension's list
+    of axes at its minor end: a block of `[cp*tp]` is a tp block of a cp
+    block):
 
-    - partial over `a` to split over `a` along `d`: `mlt.reduce_scatter`;
+    - partial over `a` to split over `a` along `d` next (the dimension's
+      axes so far a prefix of the target's, then `a`): `mlt.reduce_scatter`;
     - partial over `a` otherwise: `mlt.all_reduce`;
-    - split over `a` along `d` to not split there: `mlt.all_gather`;
-    - not split to split over `a` along `d`: `mlt.shard_slice` (local).
+    - split over `a` along `d`, where `a` is not in the target's list at its
+      place: `mlt.all_gather`, minor axes first, back to the longest common
+      prefix;
+    - the target's remaining axes along `d`: `mlt.shard_slice` (local).
 
     Conversions are shared between the users of one value. Ops whose meaning
     depends on the split get the facts they need: a vocabulary-split

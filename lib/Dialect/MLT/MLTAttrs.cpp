@@ -238,36 +238,81 @@ int64_t MeshAttr::coordinate(int64_t rank, int64_t axis) const {
 //===----------------------------------------------------------------------===//
 
 namespace {
-ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> &out,
-                          bool allowOpenAndReplicated) {
+ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> &out) {
   return parser.parseCommaSeparatedList(
       AsmParser::Delimiter::Square, [&]() -> ParseResult {
-        Builder b = parser.getBuilder();
-        if (allowOpenAndReplicated && succeeded(parser.parseOptionalQuestion())) {
-          out.push_back(b.getStringAttr(ShardingAttr::kOpen));
-          return success();
-        }
-        if (allowOpenAndReplicated && succeeded(parser.parseOptionalMinus())) {
-          out.push_back(b.getStringAttr(ShardingAttr::kReplicated));
-          return success();
-        }
         std::string name;
         if (parser.parseKeywordOrString(&name))
           return failure();
-        out.push_back(b.getStringAttr(name));
+        out.push_back(parser.getBuilder().getStringAttr(name));
+        return success();
+      });
+}
+
+/// `?`, `-`, or axis names joined by `*`, major first.
+ParseResult parseDimList(AsmParser &parser, SmallVectorImpl<ArrayAttr> &out) {
+  Builder b = parser.getBuilder();
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        if (succeeded(parser.parseOptionalQuestion())) {
+          out.push_back(b.getArrayAttr(b.getStringAttr(ShardingAttr::kOpen)));
+          return success();
+        }
+        if (succeeded(parser.parseOptionalMinus())) {
+          out.push_back(b.getArrayAttr({}));
+          return success();
+        }
+        SmallVector<Attribute> axes;
+        do {
+          std::string name;
+          if (parser.parseKeywordOrString(&name))
+            return failure();
+          axes.push_back(b.getStringAttr(name));
+        } while (succeeded(parser.parseOptionalStar()));
+        out.push_back(b.getArrayAttr(axes));
         return success();
       });
 }
 } // namespace
 
-// #mlt.sharding<[dp, ?, -], partial = [tp]>
+ShardingAttr ShardingAttr::get(MLIRContext *context, ArrayRef<StringAttr> axes,
+                               ArrayRef<StringAttr> partial) {
+  SmallVector<ArrayAttr> dims;
+  for (StringAttr axis : axes) {
+    if (axis.getValue() == kReplicated)
+      dims.push_back(ArrayAttr::get(context, {}));
+    else
+      dims.push_back(ArrayAttr::get(context, {axis}));
+  }
+  return get(context, ArrayRef<ArrayAttr>(dims), partial);
+}
+
+ShardingAttr ShardingAttr::get(MLIRContext *context,
+                               ArrayRef<SmallVector<StringAttr, 2>> axes,
+                               ArrayRef<StringAttr> partial,
+                               ArrayRef<bool> open) {
+  SmallVector<ArrayAttr> dims;
+  for (auto [d, list] : llvm::enumerate(axes)) {
+    if (d < open.size() && open[d]) {
+      assert(list.empty() && "an open dimension has no axes");
+      dims.push_back(ArrayAttr::get(context, {StringAttr::get(context, kOpen)}));
+      continue;
+    }
+    dims.push_back(ArrayAttr::get(
+        context, SmallVector<Attribute>(list.begin(), list.end())));
+  }
+  return get(context, ArrayRef<ArrayAttr>(dims), partial);
+}
+
+// #mlt.sharding<[dp, ?, -, cp*tp], partial = [tp]>
 Attribute ShardingAttr::parse(AsmParser &parser, Type) {
-  SmallVector<StringAttr> dims, partial;
-  if (parser.parseLess() || parseAxisList(parser, dims, true))
+  SmallVector<ArrayAttr> dims;
+  SmallVector<StringAttr> partial;
+  if (parser.parseLess() || parseDimList(parser, dims))
     return {};
   if (succeeded(parser.parseOptionalComma()) &&
       (parser.parseKeyword("partial") || parser.parseEqual() ||
-       parseAxisList(parser, partial, false)))
+       parseAxisList(parser, partial)))
     return {};
   if (parser.parseGreater())
     return {};
@@ -278,14 +323,22 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
 
 void ShardingAttr::print(AsmPrinter &printer) const {
   printer << "<[";
-  llvm::interleaveComma(getDims(), printer, [&](StringAttr dim) {
-    if (dim.getValue() == kOpen)
-      printer << "?";
-    else if (dim.getValue() == kReplicated)
-      printer << "-";
-    else
-      printer.printKeywordOrString(dim.getValue());
-  });
+  llvm::interleaveComma(llvm::seq<unsigned>(0, getRank()), printer,
+                        [&](unsigned d) {
+                          if (isOpen(d)) {
+                            printer << "?";
+                            return;
+                          }
+                          DimAxes axes = getAxes(d);
+                          if (axes.empty())
+                            printer << "-";
+                          llvm::interleave(
+                              axes, printer,
+                              [&](StringAttr axis) {
+                                printer.printKeywordOrString(axis.getValue());
+                              },
+                              "*");
+                        });
   printer << "]";
   if (!getPartial().empty()) {
     printer << ", partial = [";
@@ -298,15 +351,24 @@ void ShardingAttr::print(AsmPrinter &printer) const {
 }
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ArrayRef<StringAttr> dims,
+                                   ArrayRef<ArrayAttr> dims,
                                    ArrayRef<StringAttr> partial) {
   llvm::StringSet<> seen;
-  for (StringAttr dim : dims) {
-    if (dim.getValue() == kOpen || dim.getValue() == kReplicated)
-      continue;
-    if (!seen.insert(dim.getValue()).second)
-      return emitError() << "mesh axis '" << dim.getValue()
-                         << "' splits two dimensions of one sharding";
+  for (ArrayAttr dim : dims) {
+    for (Attribute entry : dim) {
+      auto axis = dyn_cast<StringAttr>(entry);
+      if (!axis || axis.getValue().empty())
+        return emitError() << "a dimension's axes must be mesh axis names";
+      if (axis.getValue() == kOpen) {
+        if (dim.size() != 1)
+          return emitError() << "an open dimension ('?') has no axes";
+        continue;
+      }
+      if (!seen.insert(axis.getValue()).second)
+        return emitError() << "mesh axis '" << axis.getValue()
+                           << "' splits two dimensions of one sharding (or "
+                              "one twice)";
+    }
   }
   for (StringAttr axis : partial) {
     if (axis.getValue().empty() || axis.getValue() == kOpen)
@@ -319,17 +381,39 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-StringAttr ShardingAttr::getAxis(unsigned dim) const {
-  StringAttr axis = getDims()[dim];
-  if (axis.getValue() == kOpen || axis.getValue() == kReplicated)
+bool ShardingAttr::isOpen(unsigned dim) const {
+  ArrayAttr axes = getDims()[dim];
+  return axes.size() == 1 &&
+         cast<StringAttr>(axes[0]).getValue() == kOpen;
+}
+
+ShardingAttr::DimAxes ShardingAttr::getAxes(unsigned dim) const {
+  if (isOpen(dim))
     return {};
-  return axis;
+  return DimAxes(getDims()[dim].getAsRange<StringAttr>());
+}
+
+StringAttr ShardingAttr::getAxis(unsigned dim) const {
+  DimAxes axes = getAxes(dim);
+  if (axes.size() > 1)
+    llvm::report_fatal_error(
+        "ShardingAttr::getAxis on a dimension of several axes; the caller "
+        "must handle getAxes or refuse the sharding");
+  return axes.empty() ? StringAttr() : axes.front();
+}
+
+bool ShardingAttr::hasMultiAxisDim() const {
+  for (unsigned d = 0; d < getRank(); ++d)
+    if (getAxes(d).size() > 1)
+      return true;
+  return false;
 }
 
 int64_t ShardingAttr::dimOf(StringRef axis) const {
   for (unsigned d = 0; d < getRank(); ++d)
-    if (getDims()[d].getValue() == axis)
-      return d;
+    for (StringAttr a : getAxes(d))
+      if (a.getValue() == axis)
+        return d;
   return -1;
 }
 
@@ -342,14 +426,14 @@ bool ShardingAttr::isFullyReplicated() const {
   if (!getPartial().empty())
     return false;
   for (unsigned d = 0; d < getRank(); ++d)
-    if (getAxis(d))
+    if (!getAxes(d).empty())
       return false;
   return true;
 }
 
 ShardingAttr ShardingAttr::getReplicated(MLIRContext *context, unsigned rank) {
-  SmallVector<StringAttr> dims(rank, StringAttr::get(context, kReplicated));
-  return ShardingAttr::get(context, dims, {});
+  SmallVector<ArrayAttr> dims(rank, ArrayAttr::get(context, {}));
+  return ShardingAttr::get(context, ArrayRef<ArrayAttr>(dims), {});
 }
 
 ShardingAttr ShardingAttr::ofSingleResult(Attribute attr) {
@@ -380,16 +464,19 @@ std::optional<std::string> ShardingAttr::checkFits(ArrayRef<int64_t> shape,
     return true;
   };
   for (unsigned d = 0; d < getRank(); ++d) {
-    StringAttr axis = getAxis(d);
-    if (!axis)
+    DimAxes axes = getAxes(d);
+    if (axes.empty())
       continue;
-    if (!checkAxis(axis))
-      return text;
-    int64_t size = mesh.axisSize(axis);
+    for (StringAttr axis : axes)
+      if (!checkAxis(axis))
+        return text;
+    int64_t size = blocks(d, mesh);
     if (!ShapedType::isDynamic(shape[d]) && shape[d] % size != 0) {
       os << "dimension " << d << " (size " << shape[d]
-         << ") is not divisible by mesh axis '" << axis.getValue()
-         << "' of size " << size;
+         << ") is not divisible by mesh axis '";
+      llvm::interleave(
+          axes, os, [&](StringAttr axis) { os << axis.getValue(); }, "*");
+      os << "' of size " << size;
       return text;
     }
   }
@@ -399,11 +486,18 @@ std::optional<std::string> ShardingAttr::checkFits(ArrayRef<int64_t> shape,
   return std::nullopt;
 }
 
+int64_t ShardingAttr::blocks(unsigned dim, MeshAttr mesh) const {
+  int64_t size = 1;
+  for (StringAttr axis : getAxes(dim))
+    size *= mesh.axisSize(axis);
+  return size;
+}
+
 SmallVector<int64_t> ShardingAttr::localShape(ArrayRef<int64_t> shape,
                                               MeshAttr mesh) const {
   SmallVector<int64_t> local(shape);
   for (unsigned d = 0; d < getRank() && d < shape.size(); ++d)
-    if (StringAttr axis = getAxis(d); axis && !ShapedType::isDynamic(shape[d]))
-      local[d] = shape[d] / mesh.axisSize(axis);
+    if (!ShapedType::isDynamic(shape[d]))
+      local[d] = shape[d] / blocks(d, mesh);
   return local;
 }

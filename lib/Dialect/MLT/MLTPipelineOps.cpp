@@ -36,7 +36,7 @@ LogicalResult verifyTransfer(OpT op, RankedTensorType type) {
       return op.emitOpError("layout ")
              << layout << " does not have the rank of " << type;
     for (unsigned d = 0; d < layout.getRank(); ++d)
-      if (layout.getAxis(d) && layout.getAxis(d).getValue() == op.getAxis())
+      if (llvm::is_contained(layout.getAxes(d), op.getAxisAttr()))
         return op.emitOpError("layout ")
                << layout << " splits a dimension over '" << op.getAxis()
                << "', the axis it moves along";

@@ -9,6 +9,9 @@
 module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>} {
   // CHECK: mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
   mlt.param @w {mlt.sharding = #mlt.sharding<[tp, -]>} : tensor<8x4xf32>
+  // A dimension over several axes, major first, and one given as a string.
+  // CHECK: mlt.param @v {shardings = [#mlt.sharding<[dp, tp*cp, -]>, #mlt.sharding<[cp*tp*dp]>]}
+  mlt.param @v {shardings = [#mlt.sharding<[dp, tp * cp, -]>, #mlt.sharding<["cp"*tp*dp]>]} : tensor<8xf32>
   // CHECK-LABEL: func.func @ops
   // CHECK-SAME: {mlt.sharding = #mlt.sharding<[dp, ?, -]>}
   func.func @ops(%x: tensor<4x8x16xf32> {mlt.sharding = #mlt.sharding<[dp, ?, -]>}, %y: tensor<4x8x16xf32>) -> tensor<16x16xf32> {

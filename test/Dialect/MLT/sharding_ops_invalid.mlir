@@ -117,3 +117,18 @@ func.func @f(%x: tensor<2x4x8xf32>, %y: tensor<2x5x6xf32>) {
   %m = mlt.matmul %x, %y transpose_lhs contract_batch : tensor<2x4x8xf32>, tensor<2x5x6xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' splits two dimensions of one sharding (or one twice)}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2, cp = 2>, mlt.x = [#mlt.sharding<[cp*tp, tp]>]} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'cp' splits two dimensions of one sharding (or one twice)}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2, cp = 2>, mlt.x = [#mlt.sharding<[cp*cp]>]} {}
+
+// -----
+
+// expected-error @+1 {{an open dimension ('?') has no axes}}
+module attributes {mlt.mesh = #mlt.mesh<tp = 2, cp = 2>, mlt.x = [#mlt.sharding<[cp*"?"]>]} {}

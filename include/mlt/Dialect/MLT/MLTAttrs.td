@@ -159,38 +159,65 @@ def MLT_MeshAttr : MLT_Attr<"Mesh", "mesh"> {
 }
 
 def MLT_ShardingAttr : MLT_Attr<"Sharding", "sharding"> {
-  let summary = "how a tensor is laid out over the mesh: per dimension, an axis";
+  let summary = "how a tensor is laid out over the mesh: per dimension, axes";
   let description = [{
-    One entry per dimension of the tensor: the mesh axis the dimension is
-    split over (in blocks: the rank with coordinate `c` on the axis holds
-    block `c`), `-` for a dimension every rank holds whole, or `?` for a
-    dimension whose sharding is still open (sharding propagation decides it;
-    after propagation no `?` remains). `partial` lists the axes over which the
-    value is a partial sum: the true value is the sum of the ranks' values
-    along those axes (what a contraction over a split dimension leaves before
-    its all-reduce). A mesh axis appears at most once in a sharding. The
-    sharding of a scalar is `[]`.
+    One entry per dimension of the tensor: the mesh axes the dimension is
+    split over, major first (`cp*tp`: in cp blocks, each cut in tp blocks;
+    the rank with coordinates `c` on cp and `t` on tp holds block
+    `c * size(tp) + t`), `-` for a dimension every rank holds whole, or `?`
+    for a dimension whose sharding is still open (sharding propagation
+    decides it; after propagation no `?` remains). `partial` lists the axes
+    over which the value is a partial sum: the true value is the sum of the
+    ranks' values along those axes (what a contraction over a split
+    dimension leaves before its all-reduce). A mesh axis appears at most
+    once in a sharding. The sharding of a scalar is `[]`.
 
     Examples:
     ```mlir
     #mlt.sharding<[tp, -]>                   // rows split over tp (column-parallel weight)
     #mlt.sharding<[dp, ?, ?]>                // batch split over dp, the rest open
     #mlt.sharding<[dp, -, -], partial = [tp]> // the output of a row-parallel matmul
+    #mlt.sharding<[dp, cp*tp, -]>            // the residual stream under cp and sequence parallelism
     ```
+
+    Stored as one array of axis names per dimension (empty: whole; the one
+    name `?`: open, which no mesh axis may be called), as Shardy's
+    dimension shardings are.
   }];
-  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$dims,
+  let parameters = (ins ArrayRefParameter<"::mlir::ArrayAttr">:$dims,
                         ArrayRefParameter<"::mlir::StringAttr">:$partial);
+  let builders = [
+    /// One axis (or none) per dimension: an axis name, kOpen or kReplicated.
+    AttrBuilder<(ins "::llvm::ArrayRef<::mlir::StringAttr>":$axes,
+                     "::llvm::ArrayRef<::mlir::StringAttr>":$partial)>,
+    /// Axes per dimension, major first; `open` marks open dimensions
+    /// (empty: none), whose axes must be empty.
+    AttrBuilder<(ins "::llvm::ArrayRef<::llvm::SmallVector<::mlir::StringAttr, 2>>":$dims,
+                     "::llvm::ArrayRef<::mlir::StringAttr>":$partial,
+                     CArg<"::llvm::ArrayRef<bool>", "{}">:$open)>,
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Spellings of the two non-axis entries, as stored in `dims`.
+    /// The axes one dimension is split over, major first.
+    using DimAxes = ::llvm::SmallVector<::mlir::StringAttr, 2>;
+    /// Spellings of the two non-axis entries in the one-axis builder; an
+    /// open dimension is stored as the array of kOpen alone.
     static constexpr ::llvm::StringLiteral kOpen = "?";
     static constexpr ::llvm::StringLiteral kReplicated = "";
     unsigned getRank() const { return getDims().size(); }
-    bool isOpen(unsigned dim) const { return getDims()[dim].getValue() == kOpen; }
-    /// The axis dimension `dim` is split over, or null (replicated or open).
+    bool isOpen(unsigned dim) const;
+    /// The axes dimension `dim` is split over, major first; empty for a
+    /// whole or open dimension.
+    DimAxes getAxes(unsigned dim) const;
+    /// The one axis dimension `dim` is split over, or null (whole or open).
+    /// Only for dimensions of one axis at most: the caller knows there is
+    /// no more (a parameter, a vocabulary, a sequence of positions) or has
+    /// refused a sharding of several (a fatal error otherwise).
     ::mlir::StringAttr getAxis(unsigned dim) const;
-    /// The dimension split over `axis`, or -1.
+    /// Whether some dimension is split over two axes or more.
+    bool hasMultiAxisDim() const;
+    /// The dimension split over `axis` (alone or with others), or -1.
     int64_t dimOf(::llvm::StringRef axis) const;
     bool isPartialOver(::llvm::StringRef axis) const;
     /// No split dimension and no partial axis.
@@ -203,9 +230,13 @@ def MLT_ShardingAttr : MLT_Attr<"Sharding", "sharding"> {
     /// buffers); null for anything else, or no attribute.
     static ShardingAttr ofSingleResult(::mlir::Attribute attr);
     /// Checks this sharding against a tensor type and a mesh: axes in the
-    /// mesh, each dimension divisible by its axis. Returns the failure text.
+    /// mesh, each dimension divisible by its axes' product. Returns the
+    /// failure text.
     std::optional<std::string> checkFits(::mlir::ArrayRef<int64_t> shape,
                                          MeshAttr mesh) const;
+    /// The number of blocks dimension `dim` is cut into: the product of its
+    /// axes' sizes.
+    int64_t blocks(unsigned dim, MeshAttr mesh) const;
     /// The block of a `shape` tensor that each rank holds.
     ::llvm::SmallVector<int64_t> localShape(::mlir::ArrayRef<int64_t> shape,
                                             MeshAttr mesh) const;

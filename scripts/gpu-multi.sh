@@ -140,6 +140,15 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama tl-b8-dp2-after --batch 8 --dp 2 --overlap-grad-reduce off
   tinyllama tl-b4-tp2 --batch 4 --tp 2
   tinyllama tl-b4-tp2-sync --batch 4 --tp 2 --overlap-tp-comm off
+  # Sequence parallelism: micro-batches of 4 (transposes around the
+  # sequence's collectives) and of 1; the input gradients' reduce-scatters
+  # under the weight gradients, and not.
+  tinyllama tl-b4-tp2-sp --batch 4 --tp 2 --sequence-parallel
+  tinyllama tl-b4-tp2-sp-sync --batch 4 --tp 2 --sequence-parallel --overlap-tp-comm off
+  tinyllama tl-b4m4-tp2-sp --batch 4 --microbatches 4 --tp 2 --sequence-parallel
+  tinyllama tl-b4m4-tp2-sp-sync --batch 4 --microbatches 4 --tp 2 --sequence-parallel \
+    --overlap-tp-comm off
+  tinyllama tl-b4m4-tp2 --batch 4 --microbatches 4 --tp 2
   tinyllama tl-b8-dp2-z1 --batch 8 --dp 2 --zero 1
   tinyllama tl-b8-dp2-z1-after --batch 8 --dp 2 --zero 1 \
     --overlap-grad-reduce off --overlap-param-gather off

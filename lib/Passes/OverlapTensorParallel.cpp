@@ -2,7 +2,8 @@
 //
 // Part of mlt. Implements mlt-overlap-tp-comm (Passes.td): in the backward
 // pass, the all-reduce over tp of an input gradient (the sum of the
-// column-parallel products' partial dX) moves to a stream of its own, and
+// column-parallel products' partial dX; with sequence parallelism its
+// reduce-scatter over the sequence) moves to a stream of its own, and
 // the weight-gradient products before it that it does not depend on, nor
 // they on it, move after it: they run while the activation gradient
 // travels, as Megatron's asynchronous tensor-parallel all-reduce does.
@@ -103,10 +104,13 @@ private:
            launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
   }
 
-  /// An out-of-place all-reduce over tp of a temporary on the compute
-  /// stream, ordered by program order alone.
+  /// An out-of-place all-reduce or reduce-scatter (sequence parallelism's)
+  /// over tp of a temporary on the compute stream, ordered by program
+  /// order alone.
   bool isInputGradientReduction(rtir::LaunchOp launch) {
-    if (launch.getKernel() != "all_reduce_sum" || !launch.isPlain() ||
+    if ((launch.getKernel() != "all_reduce_sum" &&
+         launch.getKernel() != "reduce_scatter_sum") ||
+        !launch.isPlain() ||
         launch.getInputs().size() != 1 || launch.getOutputs().size() != 1 ||
         launch.getInts().size() < 2 || launch.getInts()[1] != axis)
       return false;

@@ -1186,11 +1186,12 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
 }
 
 def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
-  let summary = "runs the backward pass's tp all-reduces under the weight-gradient products";
+  let summary = "runs the backward pass's tp all-reduces (reduce-scatters with sequence parallelism) under the weight-gradient products";
   let description = [{
     In each program, an all-reduce over the `tp` mesh axis of a temporary
     into another (the input gradient that the column-parallel products'
-    partial sums make) moves to stream 3 (kTensorParallelStream), waiting
+    partial sums make), or with sequence parallelism its reduce-scatter
+    along the sequence, moves to stream 3 (kTensorParallelStream), waiting
     for its input's producer's token, and the weight-gradient products
     before it (products, bf16 or FP8, that write gradients alone, back to the previous
     collective over tp) that neither it nor the launches between depend on,

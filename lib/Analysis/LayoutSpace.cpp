@@ -37,7 +37,7 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
         for (int64_t vp : {int64_t(1), int64_t(2)}) {
           if (vp > 1 && pp < 2)
             continue;
-          for (int64_t zero = 0; zero <= (zeroAxis(dp, cp) ? 2 : 0);
+          for (int64_t zero = 0; zero <= (zeroAxes(dp, cp).empty() ? 0 : 2);
                ++zero) {
             for (int64_t m = 1; m <= batch; ++m) {
               if (batch % m != 0 || (batch / m) % dp != 0 ||

@@ -27,12 +27,13 @@ ScheduleKind Layout::scheduleKind() const {
 
 int64_t Layout::ranks() const { return pp * dp * cp * tp; }
 
-std::optional<ParallelAxis> mlt::zeroAxis(int64_t dp, int64_t cp) {
+std::vector<ParallelAxis> mlt::zeroAxes(int64_t dp, int64_t cp) {
+  std::vector<ParallelAxis> axes;
   if (dp >= 2)
-    return ParallelAxis::Data;
+    axes.push_back(ParallelAxis::Data);
   if (cp >= 2)
-    return ParallelAxis::Context;
-  return std::nullopt;
+    axes.push_back(ParallelAxis::Context);
+  return axes;
 }
 
 bool Layout::operator==(const Layout &other) const {

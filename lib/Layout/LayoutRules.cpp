@@ -151,9 +151,9 @@ const std::vector<RuleRow> &rows() {
        }},
       {{"zero-needs-replicas", "zero 1 or 2 needs dp or cp of 2 or more",
         "ZeRO partitions the optimizer state over the ranks that hold the "
-        "same parameters: dp's, or cp's where dp is 1"},
+        "same parameters: dp x cp's"},
        [](const Subject &s) -> std::optional<std::string> {
-         if (s.layout.zero > 0 && !zeroAxis(s.layout.dp, s.layout.cp))
+         if (s.layout.zero > 0 && zeroAxes(s.layout.dp, s.layout.cp).empty())
            return str("zero ", s.layout.zero,
                       " partitions the optimizer state over the ranks that "
                       "hold the same parameters and needs dp or cp of 2 or "

@@ -2,8 +2,8 @@
 //
 // Part of mlt. Implements mlt-partition-optimizer (Passes.td): gradients and
 // parameters laid out in flat buckets (FlatBuckets.h), each rank of the
-// replicas' axis (dp, or cp where dp is 1: replicasAxis) keeping the AdamW
-// state of its slice of every bucket (ZeRO-1), and with ZeRO-2 the
+// replicas (dp x cp, those of size 2 or more: replicasAxes) keeping the
+// AdamW state of its slice of every bucket (ZeRO-1), and with ZeRO-2 the
 // gradients of its slice only, each micro-batch's reduce-scattered as its
 // body ends; the optimizer step rebuilt over the slices.
 //
@@ -37,18 +37,25 @@ namespace {
 /// Every member and slice of a bucket starts at a multiple of this many
 /// elements (512 bytes of f32, 256 of bf16: the plan's buffer alignment).
 constexpr uint64_t kAlignment = 128;
-/// The axis ZeRO partitions over (mlt::zeroAxis: dp, or cp where dp is 1),
-/// its index in `mesh` and its name; -1 where there is none.
-std::pair<int64_t, llvm::StringRef> replicasAxis(MeshAttr mesh) {
+/// One axis ZeRO partitions over: its index in the mesh, name and size.
+struct ReplicaAxis {
+  int64_t index, size;
+  llvm::StringRef name;
+};
+
+/// The axes ZeRO partitions over (mlt::zeroAxes: dp then cp, those of size
+/// 2 or more), major first; empty where there is none.
+SmallVector<ReplicaAxis, 2> replicasAxes(MeshAttr mesh) {
   auto sizeOf = [&](ParallelAxis axis) -> int64_t {
     const int64_t index = mesh ? mesh.axisIndex(axisName(axis)) : -1;
     return index >= 0 ? mesh.getSizes()[index] : 1;
   };
-  const std::optional<ParallelAxis> axis = zeroAxis(
-      sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context));
-  if (!axis)
-    return {-1, llvm::StringRef()};
-  return {mesh.axisIndex(axisName(*axis)), axisName(*axis)};
+  SmallVector<ReplicaAxis, 2> axes;
+  for (ParallelAxis axis :
+       zeroAxes(sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context)))
+    axes.push_back({mesh.axisIndex(axisName(axis)), sizeOf(axis),
+                    axisName(axis)});
+  return axes;
 }
 
 /// One parameter as the optimizer step updates it: its adamw launch's
@@ -93,14 +100,15 @@ public:
 
   LogicalResult run() {
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
-    std::tie(dataAxis, dataAxisName) = replicasAxis(mesh);
-    if (dataAxis < 0)
+    replicas = replicasAxes(mesh);
+    if (replicas.empty())
       return module.emitError("mlt-partition-optimizer: zero=")
              << stage << " partitions the optimizer over the ranks that "
              << "hold the same parameters, but the module has no mesh axis '"
              << axisName(ParallelAxis::Data) << "' or '"
              << axisName(ParallelAxis::Context) << "' of size 2 or more";
-    ranks = mesh.getSizes()[dataAxis];
+    for (const ReplicaAxis &axis : replicas)
+      ranks *= axis.size;
     optimizer = module.lookupSymbol<rtir::ProgramOp>(abi::kOptimizerStepProgram);
     if (!optimizer)
       return module.emitError("mlt-partition-optimizer: the module has no @")
@@ -126,6 +134,70 @@ public:
 private:
   rtir::BufferOp bufferOf(Attribute ref) {
     return buffers.lookup(rtir::bufferName(ref));
+  }
+
+  bool isReplicaAxis(int64_t index) const {
+    return llvm::any_of(replicas,
+                        [&](const ReplicaAxis &a) { return a.index == index; });
+  }
+
+  /// The `shard` of a slice over the first `n` replica axes: their names
+  /// joined by '*', major first.
+  std::string shardOf(size_t n) const {
+    std::string names;
+    for (const ReplicaAxis &axis : ArrayRef(replicas).take_front(n))
+      names += (names.empty() ? "" : "*") + axis.name.str();
+    return names;
+  }
+
+  /// Over several replica axes: the rank's slice of `bucket` over the
+  /// first `n` of them (n < their count), a view of it where the next
+  /// level's reduce-scatter writes and all-gather reads, made once.
+  rtir::BufferOp partialSlice(rtir::BufferOp bucket, size_t n) {
+    std::string name = (bucket.getSymName() + "." + shardOf(n)).str();
+    if (rtir::BufferOp made = buffers.lookup(name))
+      return made;
+    int64_t elements = bucket.getTensorType().getNumElements();
+    for (const ReplicaAxis &axis : ArrayRef(replicas).take_front(n))
+      elements /= axis.size;
+    rtir::BufferOp slice = createBuffer(
+        name, bucket.getKind(),
+        flatType(elements, bucket.getTensorType().getElementType()));
+    slice.setViewAttr(FlatSymbolRefAttr::get(bucket.getSymNameAttr()));
+    slice.setShardAttr(b.getStringAttr(shardOf(n)));
+    return slice;
+  }
+
+  /// `bucket` reduce-scattered into `slice` (the rank's, over every
+  /// replica axis): over each axis in turn, major first, each level into
+  /// the rank's slice over the axes so far (in place, a view of `bucket`),
+  /// the last into `slice`.
+  void reduceScatter(Location loc, rtir::BufferOp bucket,
+                     rtir::BufferOp slice) {
+    rtir::BufferOp from = bucket;
+    for (size_t level = 0; level < replicas.size(); ++level) {
+      rtir::BufferOp to = level + 1 == replicas.size()
+                              ? slice
+                              : partialSlice(bucket, level + 1);
+      rtir::LaunchOp::create(b, loc, "reduce_scatter_sum", {ref(from)},
+                             {ref(to)},
+                             {to.getTensorType().getNumElements(),
+                              replicas[level].index});
+      from = to;
+    }
+  }
+
+  /// The rank's `slice` all-gathered back into `bucket`: over each replica
+  /// axis in turn, minor first (reduceScatter's levels in reverse).
+  void allGather(Location loc, rtir::BufferOp slice, rtir::BufferOp bucket) {
+    rtir::BufferOp from = slice;
+    for (size_t level = replicas.size(); level-- > 0;) {
+      rtir::BufferOp to = level == 0 ? bucket : partialSlice(bucket, level);
+      rtir::LaunchOp::create(b, loc, "all_gather", {ref(from)}, {ref(to)},
+                             {from.getTensorType().getNumElements(),
+                              replicas[level].index});
+      from = to;
+    }
   }
 
   /// Reads the per-parameter optimizer step: its adamw launches (one per
@@ -158,9 +230,10 @@ private:
             if (StringAttr axis = attr.getAxis(d))
               p.axes.push_back(axis.getValue());
         llvm::sort(p.axes);
-        if (llvm::is_contained(p.axes, dataAxisName))
-          return launch.emitOpError("updates a parameter split over '")
-                 << dataAxisName << "' already";
+        for (const ReplicaAxis &axis : replicas)
+          if (llvm::is_contained(p.axes, axis.name))
+            return launch.emitOpError("updates a parameter split over '")
+                   << axis.name << "' already";
         hyper.assign(launch.getInputs().begin() + 1, launch.getInputs().end());
         parameters.push_back(std::move(p));
         continue;
@@ -170,7 +243,7 @@ private:
               rtir::bufferName(launch.getOutputs()[0])) {
         rtir::BufferOp buffer = bufferOf(launch.getInputs()[0]);
         if (buffer && buffer.getKind() == rtir::BufferKind::gradient) {
-          if (launch.getInts()[1] != dataAxis)
+          if (!isReplicaAxis(launch.getInts()[1]))
             kept.push_back(launch);
           continue;
         }
@@ -328,7 +401,7 @@ private:
       slice.setViewAttr(ref);
     else
       slice.setLayoutAttr(ref);
-    slice.setShardAttr(b.getStringAttr(dataAxisName));
+    slice.setShardAttr(b.getStringAttr(shardOf(replicas.size())));
     if (owns)
       slice.setOwnsAttr(b.getUnitAttr());
     return slice;
@@ -443,10 +516,7 @@ private:
     b.setInsertionPointToStart(&body);
     for (Bucket &bucket : flatBuckets)
       if (stage == 1)
-        rtir::LaunchOp::create(
-          b, optimizer.getLoc(), "reduce_scatter_sum",
-          {ref(bucket.gradBucket)}, {ref(bucket.gradShard)},
-          {bucket.gradShard.getTensorType().getNumElements(), dataAxis});
+        reduceScatter(optimizer.getLoc(), bucket.gradBucket, bucket.gradShard);
     // The kept reductions (over other axes) stay next, as they were (with
     // ZeRO-2 they move into the micro-batches' bodies).
     if (!kept.empty() && stage != 2)
@@ -480,9 +550,10 @@ private:
             {ref(sum)}, {bucket->gradShard.getTensorType().getNumElements()});
         sums.push_back(ref(sum));
       }
-    rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
-                           {ref(sumsOfSquares)}, {ref(sumsOfSquares)},
-                           {vectorSize, dataAxis});
+    for (const ReplicaAxis &axis : replicas)
+      rtir::LaunchOp::create(b, optimizer.getLoc(), "all_reduce_sum",
+                             {ref(sumsOfSquares)}, {ref(sumsOfSquares)},
+                             {vectorSize, axis.index});
     int64_t first = 0;
     for (auto &[group, members] : groups) {
       const int64_t count = int64_t(members.size()) * stride;
@@ -533,10 +604,7 @@ private:
            int64_t(bucket.decay)});
     }
     for (Bucket &bucket : flatBuckets)
-      rtir::LaunchOp::create(
-          b, optimizer.getLoc(), "all_gather", {ref(bucket.readShard)},
-          {ref(bucket.readBucket)},
-          {bucket.readShard.getTensorType().getNumElements(), dataAxis});
+      allGather(optimizer.getLoc(), bucket.readShard, bucket.readBucket);
     for (Operation *op : old)
       op->erase();
   }
@@ -571,10 +639,7 @@ private:
                              {bucket.master.getTensorType().getNumElements()});
     }
     for (Bucket &bucket : flatBuckets)
-      rtir::LaunchOp::create(
-            b, refresh.getLoc(), "all_gather", {ref(bucket.readShard)},
-            {ref(bucket.readBucket)},
-            {bucket.readShard.getTensorType().getNumElements(), dataAxis});
+      allGather(refresh.getLoc(), bucket.readShard, bucket.readBucket);
     return success();
   }
 
@@ -716,9 +781,8 @@ private:
         bucket.gradSlice.erase();
         bucket.gradSlice = nullptr;
       }
-      rtir::LaunchOp::create(
-          b, writer.getLoc(), "reduce_scatter_sum", {ref(bucket.gradBucket)},
-          {ref(once ? bucket.gradShard : bucket.gradSlice)}, {n, dataAxis});
+      reduceScatter(writer.getLoc(), bucket.gradBucket,
+                    once ? bucket.gradShard : bucket.gradSlice);
       if (!once)
         rtir::LaunchOp::create(b, writer.getLoc(), "accumulate",
                                {ref(bucket.gradSlice)},
@@ -798,9 +862,10 @@ private:
   OpBuilder b;
   int64_t stage, bucketBytes;
   bool reduceInBF16;
-  /// The replicas' axis (replicasAxis) and its size.
-  int64_t dataAxis = -1, ranks = 1;
-  llvm::StringRef dataAxisName;
+  /// The replicas' axes (replicasAxes), major first, and their number of
+  /// ranks.
+  SmallVector<ReplicaAxis, 2> replicas;
+  int64_t ranks = 1;
   rtir::ProgramOp optimizer;
   llvm::StringMap<rtir::BufferOp> buffers;
   Operation *lastBuffer = nullptr;

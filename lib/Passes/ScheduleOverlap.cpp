@@ -78,6 +78,19 @@ bool isSliceFollower(rtir::LaunchOp launch) {
   return launch.getKernel() == "accumulate" || launch.getKernel() == "cast";
 }
 
+/// Whether `launch` continues a reduce-scatter over several axes (ZeRO
+/// over dp x cp): it reduce-scatters, over the next axis, the rank's slice
+/// of a bucket over the axes so far (a view with a shard) that the
+/// previous level wrote.
+bool isScatterContinuation(rtir::LaunchOp launch,
+                           function_ref<rtir::BufferOp(StringRef)> buffers) {
+  if (launch.getKernel() != "reduce_scatter_sum" ||
+      launch.getInputs().size() != 1 || launch.getOutputs().size() != 1)
+    return false;
+  rtir::BufferOp input = buffers(rtir::bufferName(launch.getInputs()[0]));
+  return input && input.getView() && input.getShardAttr();
+}
+
 class Scheduler {
 public:
   Scheduler(ModuleOp module, int64_t bucketBytes, bool gradients,
@@ -271,7 +284,10 @@ private:
         continue;
       SmallVector<rtir::LaunchOp> launches(
           program.getBody().getOps<rtir::LaunchOp>());
-      // The trailing run of plain reductions and accumulates of slices.
+      // The trailing run of plain reductions, each reduce-scatter with its
+      // followers: the levels after its first over several axes, then the
+      // accumulate (or cast) of its slice.
+      auto named = [&](StringRef name) { return bufferNamed(name); };
       SmallVector<rtir::LaunchOp> reductions;
       llvm::DenseMap<Operation *, SmallVector<rtir::LaunchOp>> followers;
       size_t start = launches.size();
@@ -279,11 +295,12 @@ private:
         rtir::LaunchOp launch = launches[start - 1];
         if (!launch.isPlain())
           break;
-        if (isSliceFollower(launch) && start >= 2 &&
+        if ((isSliceFollower(launch) || isScatterContinuation(launch, named)) &&
+            start >= 2 &&
             launches[start - 2].getKernel() == "reduce_scatter_sum" &&
             rtir::bufferName(launches[start - 2].getOutputs()[0]) ==
                 rtir::bufferName(launch.getInputs()[0])) {
-          start -= 2;
+          --start;
           continue;
         }
         if ((launch.getKernel() != "all_reduce_sum" &&
@@ -301,18 +318,21 @@ private:
           break;
         --start;
       }
+      rtir::LaunchOp head;
       for (size_t i = start; i < launches.size(); ++i) {
         rtir::LaunchOp launch = launches[i];
-        if (isSliceFollower(launch)) {
-          followers[launches[i - 1]].push_back(launch);
+        rtir::BufferOp input =
+            bufferNamed(rtir::bufferName(launch.getInputs()[0]));
+        const bool headScatter = launch.getKernel() == "reduce_scatter_sum" &&
+                                 input && input.getBucket();
+        if (head && !headScatter && launch.getKernel() != "all_reduce_sum") {
+          followers[head].push_back(launch);
           continue;
         }
-        rtir::BufferOp bucket =
-            bufferNamed(rtir::bufferName(launch.getInputs()[0]));
-        if (launch.getKernel() == "reduce_scatter_sum" &&
-            !(bucket && bucket.getBucket()))
+        if (launch.getKernel() == "reduce_scatter_sum" && !headScatter)
           break; // not ZeRO-2's
         reductions.push_back(launch);
+        head = launch;
       }
       if (llvm::none_of(reductions, [](rtir::LaunchOp launch) {
             return launch.getKernel() == "reduce_scatter_sum";

@@ -143,12 +143,18 @@ std::string partitionLine(const Plan &plan) {
         return axis.size;
     return 1;
   };
-  const ParallelAxis over =
-      zeroAxis(sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context))
-          .value_or(ParallelAxis::Data);
-  const int64_t ranks = sizeOf(over);
-  return "  ZeRO-" + std::to_string(stage) + " over " + axisName(over) + "=" +
-         std::to_string(ranks) + ": each rank keeps 1/" +
+  std::string over;
+  int64_t ranks = 1;
+  for (ParallelAxis axis :
+       zeroAxes(sizeOf(ParallelAxis::Data), sizeOf(ParallelAxis::Context))) {
+    over += (over.empty() ? "" : " x ") + std::string(axisName(axis)) + "=" +
+            std::to_string(sizeOf(axis));
+    ranks *= sizeOf(axis);
+  }
+  if (over.empty())
+    over = std::string(axisName(ParallelAxis::Data)) + "=1";
+  return "  ZeRO-" + std::to_string(stage) + " over " + over +
+         ": each rank keeps 1/" +
          std::to_string(ranks) +
          (stage == 2 ? " of the master weights, moments and gradients"
                      : " of the master weights and moments") +

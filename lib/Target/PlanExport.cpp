@@ -280,23 +280,34 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
         return buffer.emitOpError("is a view of ") << base << ", no buffer";
       viewOf = int32_t(it->second);
     }
-    // A rank's slice of a flat bucket: its coordinate on the slice's axis.
-    int64_t sliceAxis = -1;
-    if (StringAttr axis = buffer.getShardAttr()) {
-      sliceAxis = mesh ? mesh.axisIndex(axis.getValue()) : -1;
-      if (sliceAxis < 0)
+    // A rank's slice of a flat bucket: its index among the slices, from
+    // its coordinates on the slice's axes (major first).
+    SmallVector<int64_t, 2> sliceAxes;
+    int64_t slices = 1;
+    for (StringRef axis : buffer.getShardAxes()) {
+      const int64_t index = mesh ? mesh.axisIndex(axis) : -1;
+      if (index < 0)
         return buffer.emitOpError("is a slice over '")
-               << axis.getValue() << "', which is not an axis of the mesh";
+               << axis << "', which is not an axis of the mesh";
+      sliceAxes.push_back(index);
+      slices *= mesh.getSizes()[index];
+    }
+    if (!sliceAxes.empty()) {
       rtir::BufferOp source =
           bufferOps.lookup(buffer.getLayoutSource().getValue());
       if (!source ||
           source.getTensorType().getNumElements() !=
-              type.getNumElements() * mesh.getSizes()[sliceAxis])
+              type.getNumElements() * slices)
         return buffer.emitOpError("is not one of ")
-               << mesh.getSizes()[sliceAxis] << " equal slices of "
-               << buffer.getLayoutSource();
+               << slices << " equal slices of " << buffer.getLayoutSource();
     }
-    const bool perRank = isBlock || sliceAxis >= 0;
+    auto sliceIndex = [&](int64_t rank) {
+      int64_t index = 0;
+      for (int64_t axis : sliceAxes)
+        index = index * mesh.getSizes()[axis] + mesh.coordinate(rank, axis);
+      return index;
+    };
+    const bool perRank = isBlock || !sliceAxes.empty();
     auto create = [&](int64_t rank) {
       flatbuffers::Offset<flatbuffers::Vector<int64_t>> fullShape, sliceOffset;
       if (isBlock) {
@@ -306,9 +317,9 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
       }
       uint64_t offset = *buffer.getOffset();
       std::vector<flatbuffers::Offset<fb::Segment>> segments;
-      if (sliceAxis >= 0) {
+      if (!sliceAxes.empty()) {
         const int64_t elements = type.getNumElements();
-        const int64_t start = mesh.coordinate(rank, sliceAxis) * elements;
+        const int64_t start = sliceIndex(rank) * elements;
         if (buffer.getViewAttr())
           offset += uint64_t(start) * (buffer.getByteSize() / elements);
         if (buffer.getOwns())
@@ -357,7 +368,7 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
       continue;
     }
     // A rank's table depends on its coordinates on the axes the buffer is
-    // split over, its slice's axis and those its slice's members are split
+    // split over, its slice's axes and those its slice's members are split
     // over: the ranks alike on those share one table (a tp block is one of
     // tp tables, whatever dp is).
     llvm::SmallSetVector<int64_t, 4> axes;
@@ -368,8 +379,8 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
     };
     if (isBlock)
       addAxes(*sharding);
-    if (sliceAxis >= 0) {
-      axes.insert(sliceAxis);
+    if (!sliceAxes.empty()) {
+      axes.insert(sliceAxes.begin(), sliceAxes.end());
       if (buffer.getOwns())
         for (const BucketMember &member :
              bucketMembers.lookup(buffer.getLayoutSource().getValue()))

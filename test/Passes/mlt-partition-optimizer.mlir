@@ -308,12 +308,15 @@ mlt_rt.step @step {
 
 // -----
 
-// The axis ZeRO partitions over (mlt::zeroAxis): cp where dp is 1, whose
+// The axes ZeRO partitions over (mlt::zeroAxes): cp where dp is 1, whose
 // ranks hold the same weights and sum their gradients; the cp all-reduce is
 // replaced by the bucket's reduce-scatter over cp (axis 0), the slices
-// named by "cp". With dp 2 as well, dp (axis 0): the cp all-reduce (axis 1)
-// is kept (after the reduce-scatter over dp, summing the rank's slice of
-// the parameter's gradient over cp with the rest).
+// named by "cp". With dp 2 as well, dp x cp: the bucket (padded to 4 x 128)
+// is reduce-scattered over dp (axis 0) into the rank's dp slice, a view of
+// it (`shard = "dp"`), then over cp (axis 1) into the rank's slice
+// (`shard = "dp*cp"`, a quarter); both all-reduces go, the slices' sums of
+// squares are summed over each axis, and the updated slice is gathered
+// back over cp, then dp.
 // CP-LABEL: module attributes {mlt.mesh = #mlt.mesh<cp = 2>}
 // CP: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "cp", view = @grad_bucket.0} : tensor<128xf32>
 // CP: mlt_rt.program @optimizer_step {
@@ -349,10 +352,21 @@ mlt_rt.step @step {
 // -----
 
 // CP-LABEL: module attributes {mlt.mesh = #mlt.mesh<dp = 2, cp = 2>}
-// CP: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp", view = @grad_bucket.0} : tensor<128xf32>
+// CP: mlt_rt.buffer @grad_bucket.0 gradient {bucket} : tensor<512xf32>
+// CP: mlt_rt.buffer @grad_shard.0 gradient {owns, shard = "dp*cp", view = @grad_bucket.0} : tensor<128xf32>
+// CP: mlt_rt.buffer @exp_avg_shard.0 optimizer_state {layout = @param_bucket.0, owns, shard = "dp*cp"} : tensor<128xf32>
+// CP: mlt_rt.buffer @grad_bucket.0.dp gradient {shard = "dp", view = @grad_bucket.0} : tensor<256xf32>
+// CP: mlt_rt.buffer @param_bucket.0.dp parameter {shard = "dp", view = @param_bucket.0} : tensor<256xf32>
 // CP: mlt_rt.program @optimizer_step {
-// CP: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_shard.0] ints [128, 0]
-// CP: mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [16, 1]
+// CP-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0] -> [@grad_bucket.0.dp] ints [256, 0]
+// CP-NEXT: mlt_rt.launch "reduce_scatter_sum" [@grad_bucket.0.dp] -> [@grad_shard.0] ints [128, 1]
+// CP-NOT: "all_reduce_sum" [@"grad:a"]
+// CP: mlt_rt.launch "all_reduce_sum" [@sum_squares.slices] -> [@sum_squares.slices] ints [64, 0]
+// CP-NEXT: mlt_rt.launch "all_reduce_sum" [@sum_squares.slices] -> [@sum_squares.slices] ints [64, 1]
+// CP: mlt_rt.launch "adamw" [@grad_shard.0, {{.*}}] -> [@param_shard.0, @exp_avg_shard.0, @exp_avg_sq_shard.0] ints [128, 1]
+// CP-NEXT: mlt_rt.launch "all_gather" [@param_shard.0] -> [@param_bucket.0.dp] ints [128, 1]
+// CP-NEXT: mlt_rt.launch "all_gather" [@param_bucket.0.dp] -> [@param_bucket.0] ints [256, 0]
+// CP-NEXT: }
 module attributes {mlt.mesh = #mlt.mesh<dp = 2, cp = 2>} {
 mlt_rt.buffer @"param:a" parameter {decay, parameter = "a"} : tensor<4x4xf32>
 mlt_rt.buffer @"grad:a" gradient {parameter = "a"} : tensor<4x4xf32>

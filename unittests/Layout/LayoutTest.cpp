@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -165,6 +166,21 @@ TEST(LayoutTest, AxesAreInRankOrder) {
   EXPECT_EQ(layout.ranks(), 210);
   for (const ParallelAxisInfo &axis : parallelAxes())
     EXPECT_EQ(axisName(axis.axis), std::string(axis.name));
+}
+
+TEST(LayoutTest, ZeroPartitionsOverTheReplicasMajorFirst) {
+  using Axes = std::vector<ParallelAxis>;
+  EXPECT_EQ(zeroAxes(1, 1), Axes{});
+  EXPECT_EQ(zeroAxes(4, 1), Axes{ParallelAxis::Data});
+  EXPECT_EQ(zeroAxes(1, 3), Axes{ParallelAxis::Context});
+  // Both: dp then cp (a slice is the cp block of the rank's dp block), in
+  // the axes' rank order.
+  EXPECT_EQ(zeroAxes(2, 4), (Axes{ParallelAxis::Data, ParallelAxis::Context}));
+  std::vector<ParallelAxis> order;
+  for (const ParallelAxisInfo &axis : parallelAxes())
+    order.push_back(axis.axis);
+  EXPECT_LT(std::find(order.begin(), order.end(), ParallelAxis::Data),
+            std::find(order.begin(), order.end(), ParallelAxis::Context));
 }
 
 TEST(LayoutTest, DefaultScheduleFollowsTheChunks) {

@@ -52,7 +52,7 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 /// Every layout of `request`'s GPUs, `request.base` with: tp, cp, pp and dp
 /// whose product is the number of GPUs, cp > 1 only where the sequence cuts
 /// into 2 * cp chunks of at least kContextChunkTokens; vp 1, and 2 (under the default
-/// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp or cp > 1 (zeroAxis); every
+/// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp or cp > 1 (zeroAxes); every
 /// number of micro-batches that divides the global batch into micro-batches
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
 /// idle for most of the step). Sequence parallelism and recomputation off.

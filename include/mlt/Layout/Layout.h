@@ -164,15 +164,14 @@ constexpr const char *axisName(ParallelAxis axis) {
   return "?";
 }
 
-/// The axis ZeRO partitions the optimizer state over, given the sizes of dp
-/// and cp: the ranks that hold the same parameters and sum their gradients,
-/// dp's, or cp's where dp is 1 (a context-parallel rank holds every
-/// parameter whole, as a data-parallel one does); none where neither is 2
-/// or more. Megatron's distributed optimizer partitions over dp x cp
-/// together, which needs slices over several axes (docs/architecture.md);
-/// until then, with both, the state is partitioned over dp and whole on
-/// each cp rank.
-std::optional<ParallelAxis> zeroAxis(int64_t dp, int64_t cp);
+/// The axes ZeRO partitions the optimizer state over, given the sizes of dp
+/// and cp, major first: the ranks that hold the same parameters and sum
+/// their gradients (a context-parallel rank holds every parameter whole, as
+/// a data-parallel one does), dp then cp, each where it is 2 or more; empty
+/// where neither is (Megatron's distributed optimizer over its "dp-cp"
+/// group). A rank's slice of a bucket is block coordinate(dp) x cp +
+/// coordinate(cp): reduce-scattered over dp, then over cp within that.
+std::vector<ParallelAxis> zeroAxes(int64_t dp, int64_t cp);
 
 /// One mesh axis: its name (in the IR's mesh, plans, options and
 /// messages), what it shards, and its size in a layout.

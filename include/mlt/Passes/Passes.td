@@ -1033,10 +1033,16 @@ def MLTPartitionOptimizer : Pass<"mlt-partition-optimizer", "::mlir::ModuleOp"> 
   let description = [{
     With `zero=1`, each data-parallel rank keeps the AdamW state (moments,
     and the f32 master weights of a bf16 plan) of a 1/dp slice of the
-    parameters only, as Megatron's distributed optimizer does. Where the
-    mesh has no dp of 2 or more, the same over cp, whose ranks hold the
-    same parameters and sum their gradients too (mlt::zeroAxis; "dp" below
-    is then cp):
+    parameters only, as Megatron's distributed optimizer does. The ranks
+    partitioned over are all those that hold the same parameters and sum
+    their gradients: dp x cp, those of size 2 or more (mlt::zeroAxes;
+    Megatron's "dp-cp" group; "dp" below stands for them). Over both, a
+    rank's slice is block c(dp) x cp + c(cp) (`shard = "dp*cp"`): each
+    reduce-scatter is one over dp into the rank's slice over dp (a view of
+    the bucket, `shard = "dp"`, in place), then one over cp of that into
+    the rank's slice; each all-gather the same levels in reverse. Every
+    collective stays over one axis, with the bytes of one over the
+    flattened group:
 
     - the gradients of parameters treated alike (the same weight decay and
       the same mesh axes the parameter is split over) are laid out in flat

@@ -130,6 +130,10 @@ LogicalResult BufferOp::verify() {
   if (getShardAttr() && !getView() && !getLayoutAttr())
     return emitOpError("is a slice (shard) of no flat buffer: it needs a "
                        "view or a layout");
+  if (getShardAttr() &&
+      llvm::any_of(getShardAxes(), [](StringRef a) { return a.empty(); }))
+    return emitOpError("shard '")
+           << *getShard() << "' is not mesh axis names joined by '*'";
   if (getOwns() && (!getShardAttr() || getParameter()))
     return emitOpError("owns ranges of parameters, so it must be a slice "
                        "(shard) that names no parameter");

@@ -79,7 +79,10 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
     which parameters the slice covers; with `owns` the slice holds those
     ranges' state (parameters, reduced gradients, moments), which the plan
     file lists as its segments, and the buffer names no parameter. A flat
-    buffer that views lie in is marked `bucket`.
+    buffer that views lie in is marked `bucket`. A slice over several axes
+    names them joined by `*`, major first, as a sharding does (`shard =
+    "dp*cp"`: the rank's index among the slices is c(dp) x size(cp) +
+    c(cp), its block of its dp block).
 
     Example:
     ```mlir
@@ -132,6 +135,13 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
       if (!getShardAttr())
         return nullptr;
       return getViewAttr() ? getViewAttr() : getLayoutAttr();
+    }
+    /// The axes of a slice (`shard`), major first; empty for other buffers.
+    ::llvm::SmallVector<::llvm::StringRef, 2> getShardAxes() {
+      ::llvm::SmallVector<::llvm::StringRef, 2> axes;
+      if (getShardAttr())
+        getShardAttr().getValue().split(axes, '*');
+      return axes;
     }
   }];
 }

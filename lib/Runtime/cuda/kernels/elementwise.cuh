@@ -24,12 +24,14 @@
 //   rounding to nearest, bf16 as common.cuh rounds), as CpuBackend.cpp's cast;
 //   castPackKernel the same, 8 elements a load and a store when both
 //   pointers are aligned to them.
-// - transposeKernel: one thread per output element (coalesced writes); the
+// - transposeKernel: one thread per output unit (coalesced writes); the
 //   input offset comes from the output index through the merged shape (at
-//   most kMaxTransposeRank dimensions). Reads are coalesced when the
-//   innermost dimension stays innermost; a true matrix transpose reads
-//   strided (no shared-memory tiling: no plan transposes in its steady
-//   state today).
+//   most kMaxTransposeRank dimensions). Where the innermost dimension stays
+//   innermost (sequence parallelism's transposes around its collectives
+//   with micro-batches of more than one sequence), a unit is the widest of
+//   16, 8 or 4 bytes that divides the contiguous run (launchTranspose), and
+//   reads are coalesced; a true matrix transpose reads strided (no
+//   shared-memory tiling: no plan makes one in its steady state).
 // - shardSliceKernel copies units of U (1 to 16 bytes; the launcher picks
 //   the widest that divides the block and the pointers' alignment): unit j of
 //   output block o is unit j of input block o * groupSize + index.

@@ -1474,9 +1474,12 @@ LogicalResult RuntimeLowering::lowerCrossEntropyGrad(CrossEntropyGradOp c) {
 /// The collectives, and the local slice, of a per-rank program. Those of a
 /// dimension `d` view the tensor as [outer, n, inner] around it: the
 /// runtime's all_gather and reduce_scatter_sum concatenate and split whole
-/// buffers, that is along the outermost dimension, so for outer > 1 the
-/// dimension is moved outermost around them (transposes to [n, outer,
-/// inner] and back).
+/// buffers, that is along the outermost dimension, so for outer > 1 one
+/// transpose moves the ranks' blocks outermost on the side where the
+/// buffer holds every rank's ([outer, ranks, block, inner] to [ranks,
+/// outer, block, inner]: after the gather, before the scatter); a rank's
+/// own block, [outer, block, inner], is the collective's other side as it
+/// is.
 LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
   Location loc = op->getLoc();
   StringRef axisName;
@@ -1535,21 +1538,32 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     launch(loc, rt::kernelName(kernel), {in}, {define(result)}, ints);
     return success();
   }
-  // [outer, n, inner] <-> [n, outer, inner].
+  // One transpose around the collective, whose buffers are rank-major
+  // ([ranks, outer, block, inner], block = the per-rank part of n): the
+  // gather's result from it, the scatter's input into it; the other side is
+  // the tensor itself (a rank's [outer, block, inner] is contiguous).
   Type element = elementTypeOf(input);
-  auto swapOuter = [&](FlatSymbolRefAttr x, int64_t a, int64_t b, int64_t c,
-                       FlatSymbolRefAttr y) {
-    launch(loc, "transpose", {x}, {y},
-           rt::transposeInts(std::array<int64_t, 3>{a, b, c},
-                             std::array<int64_t, 3>{1, 0, 2}));
+  const int64_t ranks = axis->size;
+  const DimSplit &whole = gather ? to : from;
+  const int64_t block = whole.size / ranks;
+  auto transposeInts = [&](int64_t a, int64_t b) {
+    return rt::transposeInts(
+        std::array<int64_t, 4>{a, b, block, whole.inner},
+        std::array<int64_t, 4>{1, 0, 2, 3});
   };
-  FlatSymbolRefAttr moved = temporary(
-      RankedTensorType::get({from.size, from.outer, from.inner}, element));
-  swapOuter(in, from.outer, from.size, from.inner, moved);
-  FlatSymbolRefAttr combined =
-      temporary(RankedTensorType::get({to.size, to.outer, to.inner}, element));
-  launch(loc, rt::kernelName(kernel), {moved}, {combined}, ints);
-  swapOuter(combined, to.size, to.outer, to.inner, define(result));
+  if (gather) {
+    FlatSymbolRefAttr gathered = temporary(RankedTensorType::get(
+        {ranks, whole.outer, block, whole.inner}, element));
+    launch(loc, rt::kernelName(kernel), {in}, {gathered}, ints);
+    launch(loc, "transpose", {gathered}, {define(result)},
+           transposeInts(ranks, whole.outer));
+    return success();
+  }
+  FlatSymbolRefAttr rankMajor = temporary(RankedTensorType::get(
+      {ranks, whole.outer, block, whole.inner}, element));
+  launch(loc, "transpose", {in}, {rankMajor},
+         transposeInts(whole.outer, ranks));
+  launch(loc, rt::kernelName(kernel), {rankMajor}, {define(result)}, ints);
   return success();
 }
 

@@ -65,13 +65,15 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>, mlt.model = #mlt.llama<
 // CHECK-NEXT: mlt_rt.buffer @loss output : tensor<f32>
 // CHECK: mlt_rt.program @micro_step {
 // CHECK-NEXT: mlt_rt.launch "embedding_fwd_vp" [@tokens, @"param:model.embed_tokens.weight"] -> [@[[H:t[0-9]+]]] ints [8, 8, 8, 1]
-// CHECK-NEXT: mlt_rt.launch "transpose" [@[[H]]] -> [@[[HT:t[0-9]+]]] ints [3, 2, 4, 8, 1, 0, 2]
-// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@[[HT]]] -> [@[[HST:t[0-9]+]]] ints [32, 1]
-// CHECK-NEXT: mlt_rt.launch "transpose" [@[[HST]]] -> [@[[HS:t[0-9]+]]] ints [3, 2, 2, 8, 1, 0, 2]
+// The sequence's collectives (dimension 1 of [batch 2, seq 4, 8]): one
+// transpose on the side that holds every rank's block, to or from the
+// rank-major [tp, batch, seq / tp, 8]; a rank's own [batch, seq / tp, 8] is
+// the other side as it is.
+// CHECK-NEXT: mlt_rt.launch "transpose" [@[[H]]] -> [@[[HT:t[0-9]+]]] ints [4, 2, 2, 2, 8, 1, 0, 2, 3]
+// CHECK-NEXT: mlt_rt.launch "reduce_scatter_sum" [@[[HT]]] -> [@[[HS:t[0-9]+]]] ints [32, 1]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@[[HS]], @"param:model.norm.weight"] -> [@[[N:t[0-9]+]]] ints [4, 8]
-// CHECK-NEXT: mlt_rt.launch "transpose" [@[[N]]] -> [@[[NT:t[0-9]+]]] ints [3, 2, 2, 8, 1, 0, 2]
-// CHECK-NEXT: mlt_rt.launch "all_gather" [@[[NT]]] -> [@[[NGT:t[0-9]+]]] ints [32, 1]
-// CHECK-NEXT: mlt_rt.launch "transpose" [@[[NGT]]] -> [@[[NG:t[0-9]+]]] ints [3, 4, 2, 8, 1, 0, 2]
+// CHECK-NEXT: mlt_rt.launch "all_gather" [@[[N]]] -> [@[[NGT:t[0-9]+]]] ints [32, 1]
+// CHECK-NEXT: mlt_rt.launch "transpose" [@[[NGT]]] -> [@[[NG:t[0-9]+]]] ints [4, 2, 2, 2, 8, 1, 0, 2, 3]
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[NG]], @"param:model.embed_tokens.weight"] -> [@[[LOGITS:t[0-9]+]]] ints [1, 8, 8, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "cross_entropy_stats" [@[[LOGITS]], @labels] -> [@[[PART:t[0-9]+]], @[[TARGET:t[0-9]+]]] ints [8, 8, 1]
 // CHECK-NEXT: mlt_rt.launch "all_gather" [@[[PART]]] -> [@[[PARTS:t[0-9]+]]] ints [8, 1]

@@ -26,6 +26,9 @@
 # tp=2 (the activations' all-reduces) and pp=2 (the stages' transfers); and
 # the three one-GPU shapes again with --fp8 (the FP8 products and the
 # scaling kernels: amax, quantize_fp8).
+# Sequence parallelism (issue 33): 2 x 1024 and 1 x 2048 at tp=2 with
+# --sequence-parallel (its all-gathers, reduce-scatters and transposes),
+# checked at 4 x 2048 and 4 micro-batches of 1 x 2048.
 # Long sequences (issue 37): the Llama-3.2-1B shape at 32,768 tokens, on
 # one GPU and at cp 2 (attention at head dim 64 over the whole sequence and
 # over a context-parallel rank's block, whose curves the shorter plans'
@@ -44,8 +47,8 @@
 # a fresh file), so that a few plans can add to a built-in calibration.
 set -euo pipefail
 
-calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8 c-l1b-s32k c-l1b-s32k-cp2"}
-checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16 l8b-s64k-cp2 l8b-s64k-cp2-pick"}
+calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b2s1024-tp2-sp c-b1s2048-tp2-sp c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8 c-l1b-s32k c-l1b-s32k-cp2"}
+checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b4-tp2-sp tl-b4m4-tp2-sp tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16 l8b-s64k-cp2 l8b-s64k-cp2-pick"}
 
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +72,13 @@ if [[ "${1:-}" == pack ]]; then
   tinyllama c-b2s1024-tp2 --batch 2 --seq-len 1024 --tp 2
   tinyllama c-b4s1024-tp2 --batch 4 --seq-len 1024 --tp 2
   tinyllama c-b8s1024-pp2 --batch 8 --seq-len 1024 --microbatches 4 --pp 2
+  # Sequence parallelism: the sequence's all-gathers and reduce-scatters
+  # (and, with 2 sequences a micro-batch, the transposes around them).
+  tinyllama c-b2s1024-tp2-sp --batch 2 --seq-len 1024 --tp 2 --sequence-parallel
+  tinyllama c-b1s2048-tp2-sp --batch 1 --seq-len 2048 --tp 2 --sequence-parallel
+  tinyllama tl-b4-tp2-sp --batch 4 --seq-len 2048 --tp 2 --sequence-parallel
+  tinyllama tl-b4m4-tp2-sp --batch 4 --microbatches 4 --seq-len 2048 --tp 2 \
+    --sequence-parallel
   tinyllama tl-b4 --batch 4 --seq-len 2048
   tinyllama tl-b8-dp2 --batch 8 --seq-len 2048 --dp 2
   tinyllama tl-b4-tp2 --batch 4 --seq-len 2048 --tp 2

@@ -227,7 +227,7 @@ private:
         if (auto attr = ShardingAttr::ofSingleResult(
                 p.param->getAttr(MLTDialect::getShardingAttrName())))
           for (unsigned d = 0; d < attr.getRank(); ++d)
-            if (StringAttr axis = attr.getAxis(d))
+            for (StringAttr axis : attr.getAxes(d))
               p.axes.push_back(axis.getValue());
         llvm::sort(p.axes);
         for (const ReplicaAxis &axis : replicas)

@@ -100,8 +100,9 @@ FailureOr<ShardingAttr> bufferSharding(rtir::BufferOp buffer) {
 /// The block of a global tensor that rank `rank` holds in a buffer of local
 /// shape `shape` laid out as `sharding` (whose axes are the mesh's): the
 /// tensor's shape and the block's offset in it (in dimension d, the rank's
-/// coordinate on d's axis times the block size; MeshAttr::coordinate orders
-/// ranks as the runtime's Mesh.h does).
+/// index among d's blocks times the block size: its coordinates on d's
+/// axes, major first; MeshAttr::coordinate orders ranks as the runtime's
+/// Mesh.h does).
 struct TensorBlock {
   std::vector<int64_t> fullShape, sliceOffset;
 };
@@ -110,11 +111,16 @@ TensorBlock blockOf(ArrayRef<int64_t> shape, ShardingAttr sharding, MeshAttr mes
               int64_t rank) {
   TensorBlock block;
   for (auto [d, size] : llvm::enumerate(shape)) {
-    StringAttr axis = sharding.getAxis(d);
-    int64_t index = axis ? mesh.axisIndex(axis.getValue()) : -1;
-    block.fullShape.push_back(index < 0 ? size : size * mesh.getSizes()[index]);
-    block.sliceOffset.push_back(
-        index < 0 ? 0 : mesh.coordinate(rank, index) * size);
+    int64_t blocks = 1, at = 0;
+    for (StringAttr axis : sharding.getAxes(d)) {
+      const int64_t index = mesh.axisIndex(axis.getValue());
+      if (index < 0)
+        continue;
+      blocks *= mesh.getSizes()[index];
+      at = at * mesh.getSizes()[index] + mesh.coordinate(rank, index);
+    }
+    block.fullShape.push_back(size * blocks);
+    block.sliceOffset.push_back(at * size);
   }
   return block;
 }
@@ -248,16 +254,14 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
       if (!mesh)
         return buffer.emitOpError("is sharded, but the module has no '")
                << MLTDialect::getMeshAttrName() << "'";
-      for (unsigned d = 0; d < sharding->getRank(); ++d) {
-        StringAttr axis = sharding->getAxis(d);
-        if (!axis)
-          continue;
-        if (mesh.axisIndex(axis.getValue()) < 0)
-          return buffer.emitOpError("is split over '")
-                 << axis.getValue() << "', which is not an axis of the mesh "
-                 << mesh;
-        isBlock = true;
-      }
+      for (unsigned d = 0; d < sharding->getRank(); ++d)
+        for (StringAttr axis : sharding->getAxes(d)) {
+          if (mesh.axisIndex(axis.getValue()) < 0)
+            return buffer.emitOpError("is split over '")
+                   << axis.getValue() << "', which is not an axis of the mesh "
+                   << mesh;
+          isBlock = true;
+        }
     }
     if (buffer.getSymName() == mlt::rt::kTokensInput) {
       // The model info has the global micro-batch.
@@ -374,7 +378,7 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
     llvm::SmallSetVector<int64_t, 4> axes;
     auto addAxes = [&](const ShardingAttr &split) {
       for (unsigned d = 0; d < split.getRank(); ++d)
-        if (StringAttr axis = split.getAxis(d))
+        for (StringAttr axis : split.getAxes(d))
           axes.insert(mesh.axisIndex(axis.getValue()));
     };
     if (isBlock)

@@ -393,15 +393,6 @@ ShardingAttr::DimAxes ShardingAttr::getAxes(unsigned dim) const {
   return DimAxes(getDims()[dim].getAsRange<StringAttr>());
 }
 
-StringAttr ShardingAttr::getAxis(unsigned dim) const {
-  DimAxes axes = getAxes(dim);
-  if (axes.size() > 1)
-    llvm::report_fatal_error(
-        "ShardingAttr::getAxis on a dimension of several axes; the caller "
-        "must handle getAxes or refuse the sharding");
-  return axes.empty() ? StringAttr() : axes.front();
-}
-
 bool ShardingAttr::hasMultiAxisDim() const {
   for (unsigned d = 0; d < getRank(); ++d)
     if (getAxes(d).size() > 1)

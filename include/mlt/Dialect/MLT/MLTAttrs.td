@@ -210,11 +210,6 @@ def MLT_ShardingAttr : MLT_Attr<"Sharding", "sharding"> {
     /// The axes dimension `dim` is split over, major first; empty for a
     /// whole or open dimension.
     DimAxes getAxes(unsigned dim) const;
-    /// The one axis dimension `dim` is split over, or null (whole or open).
-    /// Only for dimensions of one axis at most: the caller knows there is
-    /// no more (a parameter, a vocabulary, a sequence of positions) or has
-    /// refused a sharding of several (a fatal error otherwise).
-    ::mlir::StringAttr getAxis(unsigned dim) const;
     /// Whether some dimension is split over two axes or more.
     bool hasMultiAxisDim() const;
     /// The dimension split over `axis` (alone or with others), or -1.

@@ -79,6 +79,9 @@ if [[ "${1:-}" == pack ]]; then
   compile_plan dp2 --microbatches 1 --dp 2
   compile_plan tp2 --microbatches 1 --tp 2
   compile_plan tp2sp --microbatches 1 --tp 2 --sequence-parallel
+  # Micro-batches of one sequence: the all-gathers' products decomposed
+  # (the rank's own block while the others' travel).
+  compile_plan tp2sp-mb4 --microbatches 4 --tp 2 --sequence-parallel
   compile_plan dp2-mb2 --microbatches 2 --dp 2
   compile_plan dp2tp2 --microbatches 1 --dp 2 --tp 2
   compile_plan dp2-after --microbatches 1 --dp 2 --overlap-grad-reduce off
@@ -329,6 +332,8 @@ if (( gpus >= 2 )); then
     train $plan $mpirun -np 2 ./bin/mlt-run plans/$plan.mltplan
     same $plan
   done
+  echo "== 2 GPUs, tp2sp-mb4 (collective matmuls): mpirun -np 2"
+  train tp2sp-mb4 $mpirun -np 2 ./bin/mlt-run plans/tp2sp-mb4.mltplan
   for plan in dp2 dp2-mb2; do
     same_bits "$out"/$plan.jsonl "$out"/$plan-after.jsonl \
       && echo "ok: $plan: the all-reduces under the backward give the losses of those after it, bit for bit" \

@@ -281,8 +281,8 @@ private:
         rtir::BufferKindAttr::get(b.getContext(), rtir::BufferKind::temporary),
         TypeAttr::get(type), IntegerAttr(), IntegerAttr(), IntegerAttr(),
         StringAttr(), UnitAttr(), FloatAttr(), FlatSymbolRefAttr(),
-        IntegerAttr(), StringAttr(), FlatSymbolRefAttr(), UnitAttr(),
-        UnitAttr());
+        IntegerAttr(), StringAttr(), IntegerAttr(), FlatSymbolRefAttr(),
+        UnitAttr(), UnitAttr());
     // The table renames a name taken already (a source quantized again
     // after it was written).
     buffers.table().insert(op);

@@ -350,7 +350,8 @@ private:
         parameter.empty() ? StringAttr() : b.getStringAttr(parameter),
         decay ? b.getUnitAttr() : UnitAttr(), FloatAttr(),
         /*view=*/FlatSymbolRefAttr(), /*view_offset=*/IntegerAttr(),
-        /*shard=*/StringAttr(), /*layout=*/FlatSymbolRefAttr(),
+        /*shard=*/StringAttr(), /*shard_shift=*/IntegerAttr(),
+        /*layout=*/FlatSymbolRefAttr(),
         /*owns=*/UnitAttr(), /*bucket=*/UnitAttr());
     if (sharding)
       op->setAttr(MLTDialect::getShardingAttrName(),

@@ -266,8 +266,8 @@ private:
                                     rtir::BufferKind::temporary),
           TypeAttr::get(scalar), IntegerAttr(), IntegerAttr(), IntegerAttr(),
           StringAttr(), UnitAttr(), FloatAttr(), FlatSymbolRefAttr(),
-          IntegerAttr(), StringAttr(), FlatSymbolRefAttr(), UnitAttr(),
-          UnitAttr());
+          IntegerAttr(), StringAttr(), IntegerAttr(), FlatSymbolRefAttr(),
+          UnitAttr(), UnitAttr());
       lastBuffer = total;
       b.setInsertionPointToEnd(&block);
       using A = rt::attrs::Add;

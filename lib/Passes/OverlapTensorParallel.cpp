@@ -41,9 +41,13 @@ struct Access {
 
 class Overlapper {
 public:
-  Overlapper(ModuleOp module, int64_t axis) : module(module), axis(axis) {
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>())
+  Overlapper(ModuleOp module, int64_t axis, int64_t axisSize)
+      : module(module), b(module.getContext()), axis(axis),
+        axisSize(axisSize) {
+    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
       buffers[buffer.getSymName()] = buffer;
+      lastBuffer = buffer;
+    }
   }
 
   void run(rtir::ProgramOp program) {
@@ -54,6 +58,12 @@ public:
       for (int64_t token : launch.getWaits())
         nextToken = std::max(nextToken, token + 1);
     }
+    SmallVector<rtir::LaunchOp> gathers;
+    for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+      if (isRowGather(launch))
+        gathers.push_back(launch);
+    for (rtir::LaunchOp gather : gathers)
+      decompose(program, gather, nextToken);
     SmallVector<rtir::LaunchOp> reductions;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
       if (isInputGradientReduction(launch))
@@ -119,6 +129,171 @@ private:
     return in && out && in != out &&
            in.getKind() == rtir::BufferKind::temporary &&
            out.getKind() == rtir::BufferKind::temporary;
+  }
+
+  /// A temporary of one copy that is no view: what a collective matmul's
+  /// row blocks can be views of.
+  bool isPlainTemporary(rtir::BufferOp buffer) {
+    return buffer && buffer.getKind() == rtir::BufferKind::temporary &&
+           !buffer.getView() && !buffer.getShardAttr() &&
+           !buffer.getPerSlotAttr() && !buffer.getPerMicrobatchAttr();
+  }
+
+  /// An all-gather over tp of a plain temporary into another on the compute
+  /// stream (sequence parallelism's, before column-parallel products).
+  bool isRowGather(rtir::LaunchOp launch) {
+    if (launch.getKernel() != "all_gather" || !launch.isPlain() ||
+        launch.getInputs().size() != 1 || launch.getOutputs().size() != 1 ||
+        launch.getInts().size() < 2 || launch.getInts()[1] != axis)
+      return false;
+    rtir::BufferOp in = bufferOf(launch.getInputs()[0]);
+    rtir::BufferOp out = bufferOf(launch.getOutputs()[0]);
+    return in != out && isPlainTemporary(in) && isPlainTemporary(out);
+  }
+
+  /// Whether `launch` is a product (matmul, or a matmul_group that does not
+  /// accumulate) of one batch whose left operands are all `gathered`
+  /// untransposed, its rows, and whose results are plain temporaries: its
+  /// rows split as the gathered ranks' blocks do.
+  bool splitsRowsOf(rtir::LaunchOp launch, StringRef gathered) {
+    StringRef kernel = launch.getKernel();
+    if ((kernel != "matmul" && kernel != "matmul_group") || !launch.isPlain())
+      return false;
+    ArrayRef<int64_t> ints = launch.getInts();
+    if (ints.size() < 7 || ints[0] != 1 || ints[4] != 0 ||
+        ints[1] % axisSize != 0 || (kernel == "matmul_group" && ints[7] != 0))
+      return false;
+    const size_t groups = launch.getOutputs().size();
+    if (launch.getInputs().size() != 2 * groups)
+      return false;
+    for (size_t i = 0; i < groups; ++i) {
+      if (rtir::bufferName(launch.getInputs()[i]) != gathered ||
+          rtir::bufferName(launch.getInputs()[groups + i]) == gathered ||
+          !isPlainTemporary(bufferOf(launch.getOutputs()[i])))
+        return false;
+    }
+    return true;
+  }
+
+  /// A view of `base` (marked a bucket): the rank's block of it over tp,
+  /// or with `shift` k the block of the rank k further on the axis.
+  rtir::BufferOp blockView(rtir::BufferOp base, int64_t shift) {
+    std::string name = (base.getSymName() + ".tp" +
+                        (shift ? "+" + std::to_string(shift) : ""))
+                           .str();
+    if (rtir::BufferOp made = buffers.lookup(name))
+      return made;
+    base.setBucketAttr(b.getUnitAttr());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(lastBuffer);
+    OperationState state(base.getLoc(), rtir::BufferOp::getOperationName());
+    auto &props = state.getOrAddProperties<rtir::BufferOp::Properties>();
+    props.sym_name = b.getStringAttr(name);
+    props.kind = rtir::BufferKindAttr::get(b.getContext(),
+                                           rtir::BufferKind::temporary);
+    props.type = TypeAttr::get(RankedTensorType::get(
+        {base.getTensorType().getNumElements() / axisSize},
+        base.getTensorType().getElementType()));
+    auto view = cast<rtir::BufferOp>(b.create(state));
+    view.setViewAttr(FlatSymbolRefAttr::get(base.getSymNameAttr()));
+    view.setShardAttr(b.getStringAttr(axisName(ParallelAxis::Tensor)));
+    if (shift)
+      view.setShardShiftAttr(b.getI64IntegerAttr(shift));
+    buffers[name] = view;
+    lastBuffer = view;
+    return view;
+  }
+
+  static FlatSymbolRefAttr ref(rtir::BufferOp buffer) {
+    return FlatSymbolRefAttr::get(buffer.getSymNameAttr());
+  }
+
+  /// The collective matmul (XLA's, Megatron's all-gather overlap) of a
+  /// gather and the products of its rows right after it: the gather moves
+  /// to stream 3; each product runs first on the rank's own block (its
+  /// input, already here) into the rows of its result that block gives,
+  /// then, once the gather is done, on each other rank's block into its
+  /// rows. The own block's products run while the gather travels.
+  void decompose(rtir::ProgramOp program, rtir::LaunchOp gather,
+                 int64_t &nextToken) {
+    SmallVector<rtir::LaunchOp> launches(
+        program.getBody().getOps<rtir::LaunchOp>());
+    const size_t at =
+        size_t(llvm::find(launches, gather) - launches.begin());
+    const StringRef local = rtir::bufferName(gather.getInputs()[0]);
+    const StringRef gathered = rtir::bufferName(gather.getOutputs()[0]);
+    SmallVector<rtir::LaunchOp> products;
+    for (size_t i = at + 1;
+         i < launches.size() && splitsRowsOf(launches[i], gathered); ++i)
+      products.push_back(launches[i]);
+    if (products.empty() || nextToken + 2 > int64_t(abi::kPlanMaxTokens))
+      return;
+    // The gather waits for its input's producer (the nearest writer).
+    rtir::LaunchOp producer;
+    for (size_t i = at; !producer && i-- > 0;)
+      if (accessOf(launches[i]).writes.contains(root(local)))
+        producer = launches[i];
+    if (producer && producer.getStreamIndex() != 0)
+      return;
+    if (producer && !producer.getToken())
+      producer.setTokenAttr(b.getI64IntegerAttr(nextToken++));
+    const Access moved = accessOf(gather);
+    gather.setStreamAttr(b.getI64IntegerAttr(abi::kTensorParallelStream));
+    if (producer)
+      gather.setWaits({int64_t(*producer.getToken())});
+    const int64_t token = nextToken++;
+    gather.setTokenAttr(b.getI64IntegerAttr(token));
+
+    rtir::BufferOp gatheredBuffer = buffers.lookup(gathered);
+    Operation *after = gather;
+    auto emit = [&](rtir::LaunchOp product, int64_t shift, bool wait) {
+      const size_t groups = product.getOutputs().size();
+      SmallVector<Attribute> inputs(product.getInputs().begin(),
+                                    product.getInputs().end());
+      SmallVector<Attribute> outputs;
+      // The rank's own block is the gather's input; another's lies in the
+      // gathered buffer.
+      for (size_t i = 0; i < groups; ++i) {
+        inputs[i] = shift == 0 ? gather.getInputs()[0]
+                               : Attribute(ref(blockView(gatheredBuffer, shift)));
+        outputs.push_back(
+            ref(blockView(bufferOf(product.getOutputs()[i]), shift)));
+      }
+      SmallVector<int64_t> ints(product.getInts());
+      ints[1] /= axisSize;
+      b.setInsertionPointAfter(after);
+      auto part = rtir::LaunchOp::create(b, product.getLoc(),
+                                         product.getKernel(), inputs, outputs,
+                                         ints, product.getFloats());
+      if (wait)
+        part.setWaits({token});
+      after = part;
+    };
+    for (rtir::LaunchOp product : products)
+      emit(product, 0, false);
+    bool first = true;
+    for (int64_t shift = 1; shift < axisSize; ++shift)
+      for (rtir::LaunchOp product : products) {
+        emit(product, shift, first);
+        first = false;
+      }
+    for (rtir::LaunchOp product : products)
+      product.erase();
+    // Every later launch of another stream that touches what the gather
+    // does, or runs a collective over tp, waits for it (stream 0's first
+    // such launch is the first other block's product, which does).
+    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream), 0};
+    for (Operation *op = after->getNextNode(); op; op = op->getNextNode()) {
+      auto launch = dyn_cast<rtir::LaunchOp>(op);
+      if (!launch || waited.contains(launch.getStreamIndex()))
+        continue;
+      if (!conflict(moved, accessOf(launch)) && !isCollectiveOverAxis(launch))
+        continue;
+      SmallVector<int64_t> waits(launch.getWaits());
+      waits.push_back(token);
+      launch.setWaits(waits);
+      waited.insert(launch.getStreamIndex());
+    }
   }
 
   /// A weight-gradient product (bf16 or FP8): a product writing gradients
@@ -222,8 +397,10 @@ private:
   }
 
   ModuleOp module;
-  int64_t axis;
+  OpBuilder b;
+  int64_t axis, axisSize;
   llvm::StringMap<rtir::BufferOp> buffers;
+  Operation *lastBuffer = nullptr;
 };
 
 struct OverlapTpCommPass
@@ -235,7 +412,7 @@ struct OverlapTpCommPass
         mesh ? mesh.axisIndex(axisName(ParallelAxis::Tensor)) : -1;
     if (axis < 0 || mesh.getSizes()[axis] < 2)
       return;
-    Overlapper overlapper(module, axis);
+    Overlapper overlapper(module, axis, mesh.getSizes()[axis]);
     for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>())
       overlapper.run(program);
   }

@@ -305,11 +305,14 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
         return buffer.emitOpError("is not one of ")
                << slices << " equal slices of " << buffer.getLayoutSource();
     }
+    // (shard_shift: another rank's slice, (c + shift) mod size, one axis)
+    const int64_t shift =
+        buffer.getShardShiftAttr() ? buffer.getShardShiftAttr().getInt() : 0;
     auto sliceIndex = [&](int64_t rank) {
       int64_t index = 0;
       for (int64_t axis : sliceAxes)
         index = index * mesh.getSizes()[axis] + mesh.coordinate(rank, axis);
-      return index;
+      return (index + shift) % slices;
     };
     const bool perRank = isBlock || !sliceAxes.empty();
     auto create = [&](int64_t rank) {

@@ -1213,6 +1213,20 @@ def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
     program order, computes the same bits. Without a tp axis the module is
     unchanged.
 
+    Collective matmuls (sequence parallelism with micro-batches of one
+    sequence, where an all-gather over tp of a temporary feeds the
+    column-parallel products directly): the gather moves to stream 3,
+    waiting for its input's producer, and each product of its rows right
+    after it (`matmul`, or a `matmul_group` that does not accumulate, of one
+    batch, untransposed) becomes one product per rank's block: first on the
+    rank's own block, which is the gather's input, into the rows of the
+    result it gives (a view of the result, `shard = "tp"`), while the gather
+    travels; then, waiting for the gather's token, on each other rank's
+    block of the gathered buffer (`shard = "tp", shard_shift = k`: the block
+    of coordinate c + k) into its rows. The smaller products round their
+    sums in another order than the whole one: training agrees within
+    1e-5, not bit for bit.
+
     Before and after:
     ```mlir
     mlt_rt.launch "matmul_group" [@t228, @t227, @t210, @t210] -> [@"grad:up", @"grad:gate"] ints [...]

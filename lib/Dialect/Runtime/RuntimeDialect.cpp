@@ -134,6 +134,11 @@ LogicalResult BufferOp::verify() {
       llvm::any_of(getShardAxes(), [](StringRef a) { return a.empty(); }))
     return emitOpError("shard '")
            << *getShard() << "' is not mesh axis names joined by '*'";
+  if (getShardShiftAttr() &&
+      (!getShardAttr() || getShardAxes().size() != 1 ||
+       getShardShiftAttr().getInt() < 0))
+    return emitOpError("shard_shift needs a slice over one axis and must be "
+                       "non-negative");
   if (getOwns() && (!getShardAttr() || getParameter()))
     return emitOpError("owns ranges of parameters, so it must be a slice "
                        "(shard) that names no parameter");

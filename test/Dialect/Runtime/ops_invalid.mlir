@@ -357,3 +357,27 @@ mlt_rt.buffer @m optimizer_state {owns, shard = "dp"} : tensor<128xf32>
 mlt_rt.buffer @b gradient {bucket} : tensor<256xf32>
 // expected-error @+1 {{has a view_offset but is no view at a fixed place}}
 mlt_rt.buffer @s gradient {owns, shard = "dp", view = @b, view_offset = 0} : tensor<128xf32>
+
+// -----
+
+mlt_rt.buffer @b temporary {bucket} : tensor<256xf32>
+// expected-error @+1 {{shard '' is not mesh axis names joined by '*'}}
+mlt_rt.buffer @s temporary {shard = "", view = @b} : tensor<128xf32>
+
+// -----
+
+mlt_rt.buffer @b temporary {bucket} : tensor<256xf32>
+// expected-error @+1 {{shard 'dp*' is not mesh axis names joined by '*'}}
+mlt_rt.buffer @s temporary {shard = "dp*", view = @b} : tensor<128xf32>
+
+// -----
+
+mlt_rt.buffer @b temporary {bucket} : tensor<256xf32>
+// expected-error @+1 {{shard_shift needs a slice over one axis and must be non-negative}}
+mlt_rt.buffer @s temporary {shard = "dp*cp", shard_shift = 1, view = @b} : tensor<64xf32>
+
+// -----
+
+mlt_rt.buffer @b temporary {bucket} : tensor<256xf32>
+// expected-error @+1 {{shard_shift needs a slice over one axis and must be non-negative}}
+mlt_rt.buffer @s temporary {shard_shift = 1, view = @b, view_offset = 0} : tensor<128xf32>

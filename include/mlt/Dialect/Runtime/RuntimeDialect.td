@@ -82,7 +82,9 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
     buffer that views lie in is marked `bucket`. A slice over several axes
     names them joined by `*`, major first, as a sharding does (`shard =
     "dp*cp"`: the rank's index among the slices is c(dp) x size(cp) +
-    c(cp), its block of its dp block).
+    c(cp), its block of its dp block). `shard_shift = k` (one axis only)
+    names another rank's slice: the one of coordinate (c + k) mod size, as
+    a collective matmul reads a block another rank gathered to this one.
 
     Example:
     ```mlir
@@ -106,6 +108,7 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
                        OptionalAttr<FlatSymbolRefAttr>:$view,
                        OptionalAttr<I64Attr>:$view_offset,
                        OptionalAttr<StrAttr>:$shard,
+                       OptionalAttr<I64Attr>:$shard_shift,
                        OptionalAttr<FlatSymbolRefAttr>:$layout,
                        UnitAttr:$owns,
                        UnitAttr:$bucket);

@@ -139,6 +139,15 @@ private:
            !buffer.getPerSlotAttr() && !buffer.getPerMicrobatchAttr();
   }
 
+  /// Whether each rank's block of `buffer` starts where a buffer may (the
+  /// plan's alignment): its block views are placed per rank.
+  bool blocksAligned(rtir::BufferOp buffer) {
+    return buffer.getByteSize() % uint64_t(axisSize) == 0 &&
+           (buffer.getByteSize() / uint64_t(axisSize)) %
+                   abi::kPlanBufferAlignment ==
+               0;
+  }
+
   /// An all-gather over tp of a plain temporary into another on the compute
   /// stream (sequence parallelism's, before column-parallel products).
   bool isRowGather(rtir::LaunchOp launch) {
@@ -148,7 +157,8 @@ private:
       return false;
     rtir::BufferOp in = bufferOf(launch.getInputs()[0]);
     rtir::BufferOp out = bufferOf(launch.getOutputs()[0]);
-    return in != out && isPlainTemporary(in) && isPlainTemporary(out);
+    return in != out && isPlainTemporary(in) && isPlainTemporary(out) &&
+           blocksAligned(out);
   }
 
   /// Whether `launch` is a product (matmul, or a matmul_group that does not
@@ -169,7 +179,8 @@ private:
     for (size_t i = 0; i < groups; ++i) {
       if (rtir::bufferName(launch.getInputs()[i]) != gathered ||
           rtir::bufferName(launch.getInputs()[groups + i]) == gathered ||
-          !isPlainTemporary(bufferOf(launch.getOutputs()[i])))
+          !isPlainTemporary(bufferOf(launch.getOutputs()[i])) ||
+          !blocksAligned(bufferOf(launch.getOutputs()[i])))
         return false;
     }
     return true;
@@ -279,10 +290,19 @@ private:
       }
     for (rtir::LaunchOp product : products)
       product.erase();
-    // Every later launch of another stream that touches what the gather
-    // does, or runs a collective over tp, waits for it (stream 0's first
-    // such launch is the first other block's product, which does).
-    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream), 0};
+    // (Stream 0's first launch to touch it is the first other block's
+    // product, which waits already.)
+    joinLater(after, moved, token, {0});
+  }
+
+  /// Every launch after `after` of another stream than the tp stream (and
+  /// `skip`) that touches what a moved collective (`moved`, signalling
+  /// `token`) does, or runs a collective over tp (one at a time on the
+  /// axis's communicator), waits for it: the first such of each stream.
+  void joinLater(Operation *after, const Access &moved, int64_t token,
+                 std::initializer_list<int64_t> skip) {
+    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream)};
+    waited.insert(skip.begin(), skip.end());
     for (Operation *op = after->getNextNode(); op; op = op->getNextNode()) {
       auto launch = dyn_cast<rtir::LaunchOp>(op);
       if (!launch || waited.contains(launch.getStreamIndex()))
@@ -379,21 +399,7 @@ private:
       launch->moveAfter(after);
       after = launch;
     }
-    // Every later launch of another stream that touches what the reduction
-    // reads or writes, or runs a collective over tp (one at a time on the
-    // axis's communicator), waits for it: the first such of each stream.
-    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream)};
-    for (Operation *op = after->getNextNode(); op; op = op->getNextNode()) {
-      auto launch = dyn_cast<rtir::LaunchOp>(op);
-      if (!launch || waited.contains(launch.getStreamIndex()))
-        continue;
-      if (!conflict(reduced, accessOf(launch)) && !isCollectiveOverAxis(launch))
-        continue;
-      SmallVector<int64_t> waits(launch.getWaits());
-      waits.push_back(token);
-      launch.setWaits(waits);
-      waited.insert(launch.getStreamIndex());
-    }
+    joinLater(after, reduced, token, {});
   }
 
   ModuleOp module;

@@ -171,6 +171,16 @@ if [[ "${1:-}" == pack ]]; then
   "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
     --device cuda --batch 2 --dp 2 --zero 2 --grad-reduce-dtype bf16 \
     --emit-plan "$dir"/plans/l7-b2-dp2-z2-bf16r.mltplan
+  # tp 2 on the same 2 x 2048 a step: plain, with sequence parallelism
+  # (micro-batch of 2: transposes around its collectives), and with
+  # micro-batches of one sequence (collective matmuls).
+  for tp in "l7-b2-tp2 --tp 2" "l7-b2-tp2-sp --tp 2 --sequence-parallel" \
+      "l7-b2m2-tp2-sp --tp 2 --sequence-parallel --microbatches 2"; do
+    set -- $tp
+    name=$1; shift
+    "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --seq-len 2048 \
+      --device cuda --batch 2 "$@" --emit-plan "$dir"/plans/$name.mltplan
+  done
   # A global batch of 32 (the planner's ZeRO layout for it), reducing in
   # f32 and in bf16; and seq 4096 (the planner's pick for 2 x 4096).
   for reduce in f32 bf16; do
@@ -204,7 +214,9 @@ if [[ "$1" == bench7b ]]; then
     b2) plans="l7-b2-dp2-z2 l7-b2-dp2-z2-bf16r" ;;
     b32) plans="l7-b32-dp2-z2-rc-f32 l7-b32-dp2-z2-rc-bf16" ;;
     s4096) plans="l7s4096-b2-dp2-z2-rc" seq=4096 ;;
-    *) echo "gpu-multi: BENCH7B must be b2, b32 or s4096" >&2; exit 2 ;;
+    # Tensor parallelism against the dp layout, 2 x 2048 a step (issue 33).
+    tp) plans="l7-b2-dp2-z2 l7-b2-tp2 l7-b2-tp2-sp l7-b2m2-tp2-sp" ;;
+    *) echo "gpu-multi: BENCH7B must be b2, b32, s4096 or tp" >&2; exit 2 ;;
   esac
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run \
     $(for p in $plans; do echo --plan plans/$p.mltplan; done) \

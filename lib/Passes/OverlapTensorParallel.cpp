@@ -58,21 +58,28 @@ public:
       for (int64_t token : launch.getWaits())
         nextToken = std::max(nextToken, token + 1);
     }
-    SmallVector<rtir::LaunchOp> gathers;
-    for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-      if (isRowGather(launch))
-        gathers.push_back(launch);
-    for (rtir::LaunchOp gather : gathers)
+    for (rtir::LaunchOp gather : launchesWhere(
+             program, [&](rtir::LaunchOp l) { return isRowGather(l); }))
       decompose(program, gather, nextToken);
-    SmallVector<rtir::LaunchOp> reductions;
-    for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-      if (isInputGradientReduction(launch))
-        reductions.push_back(launch);
-    for (rtir::LaunchOp reduction : reductions)
+    for (rtir::LaunchOp reduction : launchesWhere(program, [&](rtir::LaunchOp l) {
+           return isInputGradientReduction(l);
+         }))
       overlap(program, reduction, nextToken);
   }
 
 private:
+  /// The program's launches that `picks` chooses, all found before any is
+  /// moved.
+  template <typename Picks>
+  static SmallVector<rtir::LaunchOp> launchesWhere(rtir::ProgramOp program,
+                                                   Picks picks) {
+    SmallVector<rtir::LaunchOp> chosen;
+    for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
+      if (picks(launch))
+        chosen.push_back(launch);
+    return chosen;
+  }
+
   /// The buffer `name` lies in: its view's base, or itself.
   StringRef root(StringRef name) {
     for (rtir::BufferOp buffer = buffers.lookup(name);
@@ -170,8 +177,9 @@ private:
     if ((kernel != "matmul" && kernel != "matmul_group") || !launch.isPlain())
       return false;
     ArrayRef<int64_t> ints = launch.getInts();
-    if (ints.size() < 7 || ints[0] != 1 || ints[4] != 0 ||
-        ints[1] % axisSize != 0 || (kernel == "matmul_group" && ints[7] != 0))
+    const bool group = kernel == "matmul_group";
+    if (ints.size() < (group ? 8u : 7u) || ints[0] != 1 || ints[4] != 0 ||
+        ints[1] % axisSize != 0 || (group && ints[7] != 0))
       return false;
     const size_t groups = launch.getOutputs().size();
     if (launch.getInputs().size() != 2 * groups)

@@ -157,15 +157,9 @@ private:
     std::string name = (bucket.getSymName() + "." + shardOf(n)).str();
     if (rtir::BufferOp made = buffers.lookup(name))
       return made;
-    int64_t elements = bucket.getTensorType().getNumElements();
-    for (const ReplicaAxis &axis : ArrayRef(replicas).take_front(n))
-      elements /= axis.size;
-    rtir::BufferOp slice = createBuffer(
-        name, bucket.getKind(),
-        flatType(elements, bucket.getTensorType().getElementType()));
-    slice.setViewAttr(FlatSymbolRefAttr::get(bucket.getSymNameAttr()));
-    slice.setShardAttr(b.getStringAttr(shardOf(n)));
-    return slice;
+    return createSlice(name, bucket.getKind(),
+                       bucket.getTensorType().getElementType(), bucket,
+                       /*view=*/true, /*owns=*/false, n);
   }
 
   /// `bucket` reduce-scattered into `slice` (the rank's, over every
@@ -390,18 +384,22 @@ private:
     buffer.setViewOffsetAttr(b.getI64IntegerAttr(int64_t(offset)));
   }
 
-  /// A rank's slice of `bucket`: a view of it, or stored apart.
+  /// A rank's slice of `bucket` over the first `levels` replica axes (all
+  /// of them by default): a view of it, or stored apart.
   rtir::BufferOp createSlice(StringRef name, rtir::BufferKind kind,
                              Type element, rtir::BufferOp bucket, bool view,
-                             bool owns) {
-    const int64_t elements = bucket.getTensorType().getNumElements() / ranks;
+                             bool owns, std::optional<size_t> levels = {}) {
+    const size_t n = levels.value_or(replicas.size());
+    int64_t elements = bucket.getTensorType().getNumElements();
+    for (const ReplicaAxis &axis : ArrayRef(replicas).take_front(n))
+      elements /= axis.size;
     rtir::BufferOp slice = createBuffer(name, kind, flatType(elements, element));
     auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
     if (view)
       slice.setViewAttr(ref);
     else
       slice.setLayoutAttr(ref);
-    slice.setShardAttr(b.getStringAttr(shardOf(replicas.size())));
+    slice.setShardAttr(b.getStringAttr(shardOf(n)));
     if (owns)
       slice.setOwnsAttr(b.getUnitAttr());
     return slice;

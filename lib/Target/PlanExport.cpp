@@ -107,20 +107,25 @@ struct TensorBlock {
   std::vector<int64_t> fullShape, sliceOffset;
 };
 
+/// Rank `rank`'s index among the blocks of a split over mesh axes `axes`
+/// (their indices, major first): its coordinates on them read as digits.
+int64_t blockIndex(MeshAttr mesh, int64_t rank, ArrayRef<int64_t> axes) {
+  int64_t index = 0;
+  for (int64_t axis : axes)
+    index = index * mesh.getSizes()[axis] + mesh.coordinate(rank, axis);
+  return index;
+}
+
 TensorBlock blockOf(ArrayRef<int64_t> shape, ShardingAttr sharding, MeshAttr mesh,
               int64_t rank) {
   TensorBlock block;
   for (auto [d, size] : llvm::enumerate(shape)) {
-    int64_t blocks = 1, at = 0;
-    for (StringAttr axis : sharding.getAxes(d)) {
-      const int64_t index = mesh.axisIndex(axis.getValue());
-      if (index < 0)
-        continue;
-      blocks *= mesh.getSizes()[index];
-      at = at * mesh.getSizes()[index] + mesh.coordinate(rank, index);
-    }
-    block.fullShape.push_back(size * blocks);
-    block.sliceOffset.push_back(at * size);
+    // (the export refused axes that are not the mesh's before)
+    SmallVector<int64_t, 2> axes;
+    for (StringAttr axis : sharding.getAxes(d))
+      axes.push_back(mesh.axisIndex(axis.getValue()));
+    block.fullShape.push_back(size * sharding.blocks(d, mesh));
+    block.sliceOffset.push_back(blockIndex(mesh, rank, axes) * size);
   }
   return block;
 }
@@ -309,10 +314,7 @@ LogicalResult exportRanks(ModuleOp module, MeshAttr mesh,
     const int64_t shift =
         buffer.getShardShiftAttr() ? buffer.getShardShiftAttr().getInt() : 0;
     auto sliceIndex = [&](int64_t rank) {
-      int64_t index = 0;
-      for (int64_t axis : sliceAxes)
-        index = index * mesh.getSizes()[axis] + mesh.coordinate(rank, axis);
-      return (index + shift) % slices;
+      return (blockIndex(mesh, rank, sliceAxes) + shift) % slices;
     };
     const bool perRank = isBlock || !sliceAxes.empty();
     auto create = [&](int64_t rank) {

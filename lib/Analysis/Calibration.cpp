@@ -120,7 +120,7 @@ bool isMatrixKey(std::string_view key) {
 bool isCommunicationKey(std::string_view key) {
   const std::string_view base = baseOf(key);
   return base == "all_reduce_sum" || base == "reduce_scatter_sum" ||
-         base == "all_gather" || base == "transfer";
+         base == "all_gather" || base == "all_to_all" || base == "transfer";
 }
 
 } // namespace
@@ -286,6 +286,10 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
     }
   };
   findNearest(base);
+  // An all-to-all without a curve of its own: all_gather's (each rank sends
+  // and receives (G-1)/G of the whole tensor's bytes in both).
+  if (!nearest && base == "all_to_all")
+    findNearest("all_gather");
   // The attention backward with rope's inverse in its epilogue, without a
   // curve of its own: attention_bwd's (the rotation is a few instructions
   // a written element).
@@ -295,7 +299,7 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
     if (!cls.communication)
       return onCurve(*nearest, cls, cls.work);
     const double scale = ringFactor(base, groupOf(cls.key)) /
-                         ringFactor(base, groupOf(nearestKey));
+                         ringFactor(baseOf(nearestKey), groupOf(nearestKey));
     return onCurve(*nearest, cls, cls.work * scale);
   }
   // A group of products (matmul_group: one batched launch) without a curve

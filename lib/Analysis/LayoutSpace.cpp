@@ -43,15 +43,21 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
               if (batch % m != 0 || (batch / m) % dp != 0 ||
                   (pp > 1 && m < pp))
                 continue;
-              Layout layout = request.base;
-              layout.tp = tp;
-              layout.cp = cp;
-              layout.pp = pp;
-              layout.vp = vp;
-              layout.dp = dp;
-              layout.zero = zero;
-              layout.microbatches = m;
-              layouts.push_back(layout);
+              for (ContextExchange exchange :
+                   {ContextExchange::AllGather, ContextExchange::AllToAll}) {
+                if (exchange == ContextExchange::AllToAll && cp < 2)
+                  continue;
+                Layout layout = request.base;
+                layout.tp = tp;
+                layout.cp = cp;
+                layout.cpComm = exchange;
+                layout.pp = pp;
+                layout.vp = vp;
+                layout.dp = dp;
+                layout.zero = zero;
+                layout.microbatches = m;
+                layouts.push_back(layout);
+              }
             }
           }
         }

@@ -91,6 +91,7 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     annotate.dp = layout.dp;
     annotate.cp = layout.cp;
     annotate.sequenceParallel = layout.sequenceParallel;
+    annotate.cpComm = contextExchangeName(layout.cpComm);
     top.addPass(createMLTAnnotateLayout(annotate));
   }
   // The global micro-batch: mlt-spmdize gives each rank its share.

@@ -27,6 +27,10 @@ ScheduleKind Layout::scheduleKind() const {
 
 int64_t Layout::ranks() const { return pp * dp * cp * tp; }
 
+const char *mlt::contextExchangeName(ContextExchange exchange) {
+  return exchange == ContextExchange::AllToAll ? "a2a" : "allgather";
+}
+
 std::vector<ParallelAxis> mlt::zeroAxes(int64_t dp, int64_t cp) {
   std::vector<ParallelAxis> axes;
   if (dp >= 2)
@@ -39,7 +43,8 @@ std::vector<ParallelAxis> mlt::zeroAxes(int64_t dp, int64_t cp) {
 bool Layout::operator==(const Layout &other) const {
   return tp == other.tp && dp == other.dp && pp == other.pp &&
          cp == other.cp &&
-         sequenceParallel == other.sequenceParallel && vp == other.vp &&
+         sequenceParallel == other.sequenceParallel &&
+         cpComm == other.cpComm && vp == other.vp &&
          ppLayers == other.ppLayers && ppGroupSize == other.ppGroupSize &&
          schedule == other.schedule && microbatches == other.microbatches &&
          zero == other.zero && recompute == other.recompute &&

@@ -135,6 +135,19 @@ Status parseZero(std::string_view text, Layout &layout) {
   return Status::ok();
 }
 
+Status parseCpComm(std::string_view text, Layout &layout) {
+  if (text == "allgather")
+    layout.cpComm = ContextExchange::AllGather;
+  else if (text == "a2a")
+    layout.cpComm = ContextExchange::AllToAll;
+  else
+    return expected("allgather or a2a", text);
+  return Status::ok();
+}
+std::string printCpComm(const Layout &layout) {
+  return contextExchangeName(layout.cpComm);
+}
+
 Status parseSchedule(std::string_view text, Layout &layout) {
   std::optional<ScheduleKind> kind = parseScheduleKind(text);
   if (!kind)
@@ -330,12 +343,20 @@ const std::vector<LayoutOption> kOptions = {
     {"cp", "N",
      "context-parallel ranks (default 1): each sequence split over N ranks "
      "(cut into 2N chunks, rank i holding chunks i and 2N-1-i, so that "
-     "causal attention costs every rank the same); attention gathers the "
-     "whole sequence's keys and values, the gradients are summed over the "
-     "ranks; --layout auto tries it where the chunks hold 1024 tokens or "
-     "more",
+     "causal attention costs every rank the same); attention takes the "
+     "other ranks' blocks as cp-comm says, the gradients are summed over "
+     "the ranks; --layout auto tries it where the chunks hold 1024 tokens "
+     "or more",
      S::Mesh, P::Recorded, true, Count<&Layout::cp, 1>::parse,
      Count<&Layout::cp, 1>::print},
+    {"cp-comm", "allgather|a2a",
+     "with cp: allgather (default) gathers the whole sequence's keys and "
+     "values, each rank attending from its own queries; a2a (DeepSpeed's "
+     "Ulysses) exchanges all-to-all, heads for sequence, before attention "
+     "and back after it, each rank attending over the whole sequence with "
+     "heads / (tp x cp) heads (tp x cp must divide the heads and the "
+     "key/value heads)",
+     S::Mesh, P::Fixed, true, parseCpComm, printCpComm},
     {"zero", "0|1|2",
      "the optimizer state per data-parallel rank: 0 (default) every rank "
      "keeps all of it; 1 (ZeRO-1, Megatron's distributed optimizer) each "

@@ -72,6 +72,15 @@ const std::vector<RuleRow> &rows() {
                               "more");
          return std::nullopt;
        }},
+      {{"cp-comm-needs-cp", "cp-comm a2a needs cp 2 or more",
+        "it exchanges the blocks of a sequence split over cp"},
+       [](const Subject &s) -> std::optional<std::string> {
+         if (s.layout.cpComm == ContextExchange::AllToAll && s.layout.cp < 2)
+           return std::string("cp-comm a2a exchanges the blocks of a "
+                              "sequence split over cp and needs cp 2 or "
+                              "more");
+         return std::nullopt;
+       }},
       {{"vp-needs-pp", "vp 2 or more needs pp 2 or more",
         "virtual stages interleave model chunks over pipeline stages"},
        [](const Subject &s) -> std::optional<std::string> {
@@ -280,6 +289,26 @@ const std::vector<RuleRow> &rows() {
          return std::nullopt;
        }},
       //===--- The model -------------------------------------------------===//
+      {{"a2a-divides-heads",
+        "with cp-comm a2a, tp x cp divides the attention heads and the "
+        "key/value heads",
+        "the all-to-all exchange gives each of the tp x cp ranks its heads "
+        "of the whole sequence"},
+       [](const Subject &s) -> std::optional<std::string> {
+         const Layout &l = s.layout;
+         if (l.cpComm != ContextExchange::AllToAll || l.cp < 2 ||
+             !s.hasModel())
+           return std::nullopt;
+         const int64_t ranks = l.tp * l.cp;
+         for (auto [heads, what] :
+              {std::pair(s.model.heads, "attention heads"),
+               std::pair(s.model.kvHeads, "key/value heads")})
+           if (heads % ranks != 0)
+             return str("cp-comm a2a splits the heads over tp x cp = ",
+                        ranks, ", which does not divide the model's ", heads,
+                        " ", what, "; use cp-comm allgather");
+         return std::nullopt;
+       }},
       {{"tp-divides-heads", "tp divides the attention heads",
         "each tensor-parallel rank computes heads / tp heads"},
        [](const Subject &s) {

@@ -1268,7 +1268,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       })
       .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
       .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
-      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp>(
+      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp,
+            AllToAllOp>(
           [&](Operation *collective) { return lowerCollective(collective); })
       .Case([&](SendOp send) -> LogicalResult {
         FailureOr<MeshAxisRef> axis = meshAxis(send, send.getAxis());
@@ -1493,11 +1494,59 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     std::tie(axisName, dim) = std::pair(scatter.getAxis(), scatter.getDim());
   else if (auto slice = dyn_cast<ShardSliceOp>(op))
     std::tie(axisName, dim) = std::pair(slice.getAxis(), slice.getDim());
+  else if (auto exchange = dyn_cast<AllToAllOp>(op))
+    axisName = exchange.getAxis();
   FailureOr<MeshAxisRef> axis = meshAxis(op, axisName);
   if (failed(axis))
     return failure();
   Value input = op->getOperand(0), result = op->getResult(0);
   FlatSymbolRefAttr in = valueBuffer(input);
+
+  if (auto exchange = dyn_cast<AllToAllOp>(op)) {
+    // The runtime's all_to_all sends a buffer's G outermost blocks, one to
+    // each member, and receives G blocks, one from each: a transpose moves
+    // the blocks of `split` outermost before it ([outer, ranks, block,
+    // inner] to [ranks, outer, block, inner]), and one after it moves the
+    // received blocks into `concat` ([ranks, outer, block, inner], the
+    // blocks of the rank-shaped value, to [outer, ranks, block, inner]).
+    // Either is left out where its outer extent is 1.
+    Type element = elementTypeOf(input);
+    const int64_t ranks = axis->size;
+    const int64_t split = exchange.getSplit(), concat = exchange.getConcat();
+    SmallVector<int64_t> blockShape(shapeOf(input));
+    blockShape[split] /= ranks;
+    auto rankMajor = [&](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> withRanks{ranks};
+      withRanks.append(shape.begin(), shape.end());
+      return temporary(RankedTensorType::get(withRanks, element));
+    };
+    auto swapOuter = [](int64_t a, int64_t b, const DimSplit &around) {
+      return rt::transposeInts(
+          std::array<int64_t, 4>{a, b, around.size, around.inner},
+          std::array<int64_t, 4>{1, 0, 2, 3});
+    };
+    DimSplit sent = splitAround(blockShape, split);
+    FlatSymbolRefAttr outgoing = in;
+    if (sent.outer > 1) {
+      outgoing = rankMajor(blockShape);
+      launch(loc, "transpose", {in}, {outgoing},
+             swapOuter(sent.outer, ranks, sent));
+    }
+    DimSplit received = splitAround(blockShape, concat);
+    std::vector<int64_t> ints = rt::collectiveInts(
+        rt::Kernel::AllToAll, {numElements(input) / ranks, axis->index});
+    if (received.outer == 1) {
+      launch(loc, rt::kernelName(rt::Kernel::AllToAll), {outgoing},
+             {define(result)}, ints);
+      return success();
+    }
+    FlatSymbolRefAttr incoming = rankMajor(blockShape);
+    launch(loc, rt::kernelName(rt::Kernel::AllToAll), {outgoing}, {incoming},
+           ints);
+    launch(loc, "transpose", {incoming}, {define(result)},
+           swapOuter(ranks, received.outer, received));
+    return success();
+  }
 
   if (isa<AllReduceOp>(op)) {
     // A gradient buffer is reduced in place, so that after optimizer_step it

@@ -293,6 +293,45 @@ private:
     return factorAxis;
   }
 
+  /// An attention marked for the all-to-all exchange (mlt.cp_comm =
+  /// "a2a"): the context axis moved from its sequence factor to the minor
+  /// end of its key/value-head factor (its query heads are those times the
+  /// group), which must divide by it. Only in the final pass: the sweeps
+  /// lay out everything around attention with the sequence split.
+  LogicalResult exchangeContextForHeads(Operation *op, const ShardingRule &rule,
+                                        SmallVectorImpl<Axes> &factorAxis) {
+    if (!isa<AttentionOp, AttentionGradOp>(op) ||
+        !op->hasAttr(MLTDialect::getContextExchangeAttrName()))
+      return success();
+    auto isContext = [](StringAttr axis) {
+      return axis.getValue() == kContextAxis;
+    };
+    int heads = -1;
+    for (int f = 0; f < rule.numFactors(); ++f) {
+      if (rule.sequence[f])
+        llvm::erase_if(factorAxis[f], isContext);
+      // The key/value heads: the major factor of the queries' heads.
+      if (heads < 0 && rule.operands.size() > 1 &&
+          rule.operands[0].size() == 4 && !rule.operands[0][2].empty() &&
+          rule.operands[0][2].front() == f)
+        heads = f;
+    }
+    auto context = StringAttr::get(module.getContext(), kContextAxis);
+    if (heads < 0 || mesh.axisSize(context) < 2 ||
+        llvm::any_of(factorAxis[heads], isContext))
+      return success();
+    int64_t blocks = mesh.axisSize(context);
+    for (StringAttr axis : factorAxis[heads])
+      blocks *= mesh.axisSize(axis);
+    if (rule.factorSizes[heads] % blocks != 0)
+      return op->emitOpError("mlt-propagate-shardings: the all-to-all "
+                             "exchange splits its ")
+             << rule.factorSizes[heads] << " key/value heads into " << blocks
+             << " blocks, which do not divide them";
+    factorAxis[heads].push_back(context);
+    return success();
+  }
+
   /// One visit of `op` during the sweeps: fills open dimensions of its values
   /// from its factors. Returns whether anything changed.
   bool visit(Operation *op) {
@@ -439,6 +478,8 @@ private:
           // An axis the operands are partial over cannot also split a
           // dimension of the partial result.
           passedPartial);
+      if (failed(exchangeContextForHeads(op, rule, factorAxis)))
+        return failure();
       for (auto [v, tensor] : llvm::zip(op->getOperands(), rule.operands))
         operands.push_back(makeSharding(axesOf(rule, tensor, factorAxis),
                                         isa<RankedTensorType>(v.getType()) &&

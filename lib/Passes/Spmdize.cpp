@@ -52,11 +52,13 @@ private:
     return ShardingAttr::getReplicated(module.getContext(), rank);
   }
 
-  RankedTensorType withDim(Value v, int64_t dim, int64_t size) {
-    auto type = cast<RankedTensorType>(v.getType());
+  RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
     SmallVector<int64_t> shape(type.getShape());
     shape[dim] = size;
     return RankedTensorType::get(shape, type.getElementType());
+  }
+  RankedTensorType withDim(Value v, int64_t dim, int64_t size) {
+    return withDim(cast<RankedTensorType>(v.getType()), dim, size);
   }
 
   /// `v` (laid out as its sharding says) laid out as `to`, through the
@@ -105,6 +107,30 @@ private:
         axes[d].push_back(axis);
       } else {
         cur = AllReduceOp::create(b, loc, cur, axis);
+      }
+    }
+    // All-to-alls, where a dimension's minor axis is the one the target
+    // adds next to another dimension: the axis moves between them, each
+    // rank sending (G-1)/G of its block where a gather and a slice would
+    // hold G times as much.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (unsigned d = 0; d < axes.size(); ++d) {
+        if (isTargetPrefix(d) || axes[d].empty())
+          continue;
+        StringAttr axis = axes[d].back();
+        int64_t e = to.dimOf(axis.getValue());
+        if (e < 0 || e == int64_t(d) || !isTargetPrefix(e) ||
+            axes[e].size() >= to.getAxes(e).size() ||
+            to.getAxes(e)[axes[e].size()] != axis ||
+            dimSize(e) % size(axis) != 0)
+          continue;
+        auto type = withDim(withDim(cur, e, dimSize(e) / size(axis)), d,
+                            dimSize(d) * size(axis));
+        cur = AllToAllOp::create(b, loc, type, cur, axis, e, d);
+        axes[d].pop_back();
+        axes[e].push_back(axis);
+        moved = true;
       }
     }
     // Gathers, minor axes first, until each dimension's axes begin the
@@ -176,6 +202,17 @@ private:
           oneAxis(cast<ShardingAttr>(required[0]), 1, "sequence");
       if (failed(axis))
         return failure();
+      // A whole sequence where the mesh splits sequences over cp is in its
+      // load-balanced order: attention's queries after the all-to-all
+      // exchange (its keys are the whole sequence either way).
+      auto context = b.getStringAttr(axisName(ParallelAxis::Context));
+      if (!*axis && mesh.axisSize(context) > 1) {
+        if (isa<RopeOp>(op))
+          return op->emitOpError("mlt-spmdize: rotates a whole sequence "
+                                 "under context parallelism; its rows must "
+                                 "be the rank's block of the sequence");
+        *axis = context;
+      }
       if (*axis)
         op->setAttr(MLTDialect::getSequenceShardAttrName(), *axis);
       return success();

@@ -20,6 +20,8 @@ const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
     return "all_gather";
   case CollectiveKind::Broadcast:
     return "broadcast";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
   }
   return "unknown";
 }
@@ -27,11 +29,16 @@ const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
 size_t CollectiveCall::elementBytes() const { return elementSize(dtype); }
 
 size_t CollectiveCall::inCount(int groupSize) const {
-  return kind == CollectiveKind::ReduceScatterSum ? count * groupSize : count;
+  return kind == CollectiveKind::ReduceScatterSum ||
+                 kind == CollectiveKind::AllToAll
+             ? count * groupSize
+             : count;
 }
 
 size_t CollectiveCall::outCount(int groupSize) const {
-  return kind == CollectiveKind::AllGather ? count * groupSize : count;
+  return kind == CollectiveKind::AllGather || kind == CollectiveKind::AllToAll
+             ? count * groupSize
+             : count;
 }
 
 bool CollectiveCall::matches(const CollectiveCall &other) const {
@@ -43,7 +50,7 @@ std::string CollectiveCall::describe() const {
   std::string text = std::string(collectiveKindName(kind)) + " of " +
                      std::to_string(count) + " " + elementTypeName(dtype);
   if (kind == CollectiveKind::ReduceScatterSum ||
-      kind == CollectiveKind::AllGather)
+      kind == CollectiveKind::AllGather || kind == CollectiveKind::AllToAll)
     text += " per rank";
   if (kind == CollectiveKind::Broadcast)
     text += " from index " + std::to_string(root);

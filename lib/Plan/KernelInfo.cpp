@@ -298,13 +298,19 @@ template <typename K> struct AttentionRule : RuleBase<K> {
   Status check() const {
     MLT_RETURN_IF_ERROR(this->flags({K::causal}));
     MLT_RETURN_IF_ERROR(checkContextRows(a, a[K::seq]));
-    // Keys: the queries' rows, or the whole sequence of G blocks.
-    const int64_t keys = a[K::axis] >= 0 ? product({a[K::seq], this->groupSize})
-                                         : a[K::seq];
-    if (a[K::kv_seq] != keys)
+    // Keys: the queries' rows, or the whole sequence of G blocks (the
+    // queries a rank's block of it, or the whole of it too: the all-to-all
+    // exchange's, in 2G chunks).
+    const bool context = a[K::axis] >= 0;
+    const int64_t keys =
+        context ? product({a[K::seq], this->groupSize}) : a[K::seq];
+    const bool wholeQueries = context && a[K::kv_seq] == a[K::seq] &&
+                              a[K::seq] % product({2, this->groupSize}) == 0;
+    if (a[K::kv_seq] != keys && !wholeQueries)
       return errorf("kv_seq must be ", keys,
-                    a[K::axis] >= 0 ? " (seq times the axis's size)"
-                                    : " (seq)",
+                    context ? " (seq times the axis's size), or seq where "
+                              "2 x the axis's size divides it"
+                            : " (seq)",
                     ", got ", a[K::kv_seq]);
     if constexpr (K::kernel == Kernel::AttentionBwdRope)
       return checkRopeScaling(ropeScaling(a));
@@ -610,6 +616,14 @@ template <> struct Rule<attrs::AllGather> : RuleBase<attrs::AllGather> {
   }
 };
 
+template <> struct Rule<attrs::AllToAll> : RuleBase<attrs::AllToAll> {
+  using RuleBase::RuleBase;
+  // x [G * n] -> y [G * n]
+  OperandCounts counts() const {
+    return all(product({a[n], groupSize}), 1, 1);
+  }
+};
+
 /// send and recv: one operand of n elements, the input of a send, the
 /// output of a receive.
 struct TransferRule : RuleBase<attrs::Send> {
@@ -683,6 +697,11 @@ CollectiveAttrs mlt::rt::collectiveAttrs(const InstructionDesc &inst) {
     const KernelAttrs<A> a(inst);
     return {a[A::n_in], a[A::axis]};
   }
+  case Kernel::AllToAll: {
+    using A = attrs::AllToAll;
+    const KernelAttrs<A> a(inst);
+    return {a[A::n], a[A::axis]};
+  }
   default: {
     assert(inst.kernel == Kernel::AllReduceSum && "not a collective");
     using A = attrs::AllReduceSum;
@@ -704,6 +723,11 @@ std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
     using A = attrs::AllGather;
     return kernelInts<A>(
         {{A::n_in, collective.count}, {A::axis, collective.axis}});
+  }
+  case Kernel::AllToAll: {
+    using A = attrs::AllToAll;
+    return kernelInts<A>(
+        {{A::n, collective.count}, {A::axis, collective.axis}});
   }
   default: {
     assert(kernel == Kernel::AllReduceSum && "not a collective");

@@ -423,7 +423,8 @@ Status verifyCollective(const RankPlan &rank, const InstructionDesc &inst,
                         const std::vector<MeshAxis> &mesh) {
   const BufferDesc &in = rank.buffers[inst.inputs[0]];
   const BufferDesc &out = rank.buffers[inst.outputs[0]];
-  if (inst.kernel != Kernel::AllGather && in.dtype != ElementType::F32 &&
+  if (inst.kernel != Kernel::AllGather && inst.kernel != Kernel::AllToAll &&
+      in.dtype != ElementType::F32 &&
       in.dtype != ElementType::F64 && in.dtype != ElementType::BF16)
     return errorf("input '", in.name, "' is ", elementTypeName(in.dtype),
                   ", but sums take f32, f64 and bf16");

@@ -336,3 +336,24 @@ module attributes {mlt.mesh = #mlt.mesh<cp = 2, tp = 2>} {
     return {mlt.operand_shardings = [#mlt.sharding<[-, tp, -]>]} %d : tensor<2x8x4xf32>
   }
 }
+
+// -----
+
+// A mesh axis moving between dimensions is one all-to-all each way, the
+// axis joining the target dimension at its minor end (context parallelism's
+// all-to-all exchange: the sequence over cp and the heads over tp, to the
+// heads over tp then cp): no gather, no slice.
+// CHECK-LABEL: func.func @exchange
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x4x8xf32>
+// CHECK-NEXT: %[[A:.+]] = mlt.all_to_all %[[X]] over "cp" split 2 concat 1 : tensor<2x4x4x8xf32> -> tensor<2x8x2x8xf32>
+// CHECK-NEXT: %[[B:.+]] = mlt.add %[[A]], %[[A]] {mlt.sharding = [#mlt.sharding<[-, -, tp*cp, -]>]} : tensor<2x8x2x8xf32>
+// CHECK-NEXT: %[[C:.+]] = mlt.all_to_all %[[B]] over "cp" split 1 concat 2 : tensor<2x8x2x8xf32> -> tensor<2x4x4x8xf32>
+// CHECK-NEXT: mlt.add %[[C]], %[[C]] {mlt.sharding = [#mlt.sharding<[-, cp, tp, -]>]} : tensor<2x4x4x8xf32>
+// CHECK-NOT: mlt.all_gather
+module attributes {mlt.mesh = #mlt.mesh<cp = 2, tp = 2>} {
+  func.func @exchange(%x: tensor<2x8x8x8xf32> {mlt.sharding = #mlt.sharding<[-, cp, tp, -]>}) -> tensor<2x8x8x8xf32> {
+    %a = mlt.add %x, %x {mlt.operand_shardings = [#mlt.sharding<[-, -, tp*cp, -]>, #mlt.sharding<[-, -, tp*cp, -]>], mlt.sharding = [#mlt.sharding<[-, -, tp*cp, -]>]} : tensor<2x8x8x8xf32>
+    %b = mlt.add %a, %a {mlt.operand_shardings = [#mlt.sharding<[-, cp, tp, -]>, #mlt.sharding<[-, cp, tp, -]>], mlt.sharding = [#mlt.sharding<[-, cp, tp, -]>]} : tensor<2x8x8x8xf32>
+    return {mlt.operand_shardings = [#mlt.sharding<[-, cp, tp, -]>]} %b : tensor<2x8x8x8xf32>
+  }
+}

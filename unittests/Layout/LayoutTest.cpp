@@ -149,7 +149,7 @@ TEST(LayoutOptionsTest, EveryFieldHasAnOption) {
     EXPECT_TRUE(names.insert(option.name).second) << option.name;
     EXPECT_TRUE(option.isDefault(Layout())) << option.name;
   }
-  EXPECT_EQ(names.size(), 26u) << "a new Layout field: give it an option, a "
+  EXPECT_EQ(names.size(), 27u) << "a new Layout field: give it an option, a "
                                   "rule where it needs one, and update this";
 }
 
@@ -299,6 +299,19 @@ TEST(LayoutRulesTest, EachRuleFiresAlone) {
          l.sequenceParallel = true;
          m.kvHeads = 4;
          s.seqLen = 12;
+       }},
+      {"cp-comm-needs-cp",
+       [](Layout &l, ModelShape &, StepShape &) {
+         l.cpComm = ContextExchange::AllToAll;
+       }},
+      {"a2a-divides-heads",
+       [](Layout &l, ModelShape &m, StepShape &) {
+         // 2 x 2 divides the 8 query heads but not the 2 key/value heads.
+         l.cp = 2;
+         l.tp = 2;
+         l.cpComm = ContextExchange::AllToAll;
+         m.heads = 8;
+         m.kvHeads = 2;
        }},
       {"tp-divides-heads",
        [](Layout &l, ModelShape &m, StepShape &) {

@@ -187,6 +187,14 @@ struct CpCase {
     p.keys = rt::SequencePositions::contextWhole(p.seq, ranks);
     return p;
   }
+  /// After the all-to-all exchange (--cp-comm a2a): the whole sequence's
+  /// queries and keys, both in the load-balanced order.
+  cpu::AttentionParams wholeParams() const {
+    cpu::AttentionParams p = params(0);
+    p.seq = p.kvSeq;
+    p.queries = p.keys;
+    return p;
+  }
 };
 
 // A context-parallel rank's attention (SequenceOrder.h): its block of the
@@ -405,16 +413,18 @@ void cpuBf16Reference(const Case &c, std::mt19937 &rng, Bf16Reference &r) {
 // one launch, the forward's outputs merged by their log-sum-exp, the
 // backward's gradients summed; against the CPU kernels on the same
 // bf16-rounded inputs, every output poisoned first; every rank of cp 2 and
-// 3, head dims 64 and 128, GQA, batch 2, chunks that are not multiples of
-// a tile.
+// 3, and the whole sequence's queries of the all-to-all exchange (2 x cp
+// chunks of them), head dims 64 and 128, GQA, batch 2, chunks that are not
+// multiples of a tile.
 TEST(CudaAttentionTest, ContextParallelBf16BlocksMatchCpu) {
   MLT_REQUIRE_CUDA();
   std::mt19937 rng(608);
   for (const CpCase &c : {CpCase{2, 64, 2, 8, 2, 64}, CpCase{3, 40, 1, 4, 2, 128},
                           CpCase{2, 100, 1, 4, 4, 64}})
-    for (int64_t rank = 0; rank < c.ranks; ++rank) {
-      SCOPED_TRACE(c.describe(rank));
-      const cpu::AttentionParams p = c.params(rank);
+    for (int64_t rank = -1; rank < c.ranks; ++rank) {
+      SCOPED_TRACE(rank < 0 ? c.describe(0) + " (whole queries)"
+                            : c.describe(rank));
+      const cpu::AttentionParams p = rank < 0 ? c.wholeParams() : c.params(rank);
       ASSERT_TRUE(isContextBlockShape(p));
       const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
       const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;

@@ -425,7 +425,18 @@ TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
           for (size_t j = 0; j < n; ++j)
             if (all[k * n + j] != -float(k + 1) - float(j % 31))
               return fail("allGather in place over " + axis.name);
+        // All-to-all: block k of y is member k's block of this rank's
+        // index, (k + 1) * ((index * n + j) % 977).
         x.upload(mine);
+        if (!comm.allToAll(x.get(), y.get(), n, ElementType::F32, axis.name))
+          return fail("allToAll");
+        all = y.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j)
+            if (all[k * n + j] !=
+                float(k + 1) * float((size_t(group.index) * n + j) % 977))
+              return fail("allToAll over " + axis.name + " element " +
+                          std::to_string(k * n + j));
         if (!comm.broadcast(x.get(), n, ElementType::F32, axis.name,
                             int(g) - 1))
           return fail("broadcast");

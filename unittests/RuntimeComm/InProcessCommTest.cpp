@@ -114,6 +114,9 @@ std::vector<Step> allSteps(const Mesh &mesh) {
         for (bool inPlace : {false, true})
           steps.push_back(
               {CollectiveKind::AllGather, type, count, axis.name, 0, inPlace});
+      for (ElementType type : any)
+        steps.push_back(
+            {CollectiveKind::AllToAll, type, count, axis.name, 0, false});
       for (int root = 0; root < axis.size; ++root)
         steps.push_back({CollectiveKind::Broadcast, any[root % 4], count,
                          axis.name, root, true});
@@ -125,7 +128,8 @@ std::vector<Step> allSteps(const Mesh &mesh) {
 /// What rank `rank` passes into step `s`.
 Bytes stepInput(const Mesh &mesh, const Step &step, size_t s, int rank) {
   int groupSize = mesh.axes()[*mesh.findAxis(step.axis)].size;
-  size_t count = step.kind == CollectiveKind::ReduceScatterSum
+  size_t count = step.kind == CollectiveKind::ReduceScatterSum ||
+                         step.kind == CollectiveKind::AllToAll
                      ? step.count * groupSize
                      : step.count;
   return randomElements(step.dtype, count, 1000003 * s + 7919 * rank + 17);
@@ -156,6 +160,14 @@ Bytes expectedOutput(const Mesh &mesh, const Step &step, size_t s, int rank) {
   }
   case CollectiveKind::Broadcast:
     return inputs[step.root];
+  case CollectiveKind::AllToAll: {
+    // Block k from member k: its block of this rank's index.
+    Bytes out;
+    for (const Bytes &in : inputs)
+      out.insert(out.end(), in.begin() + group.index * chunk,
+                 in.begin() + (group.index + 1) * chunk);
+    return out;
+  }
   }
   return {};
 }
@@ -208,6 +220,12 @@ Bytes runStep(Communicator &comm, const Step &step, const Bytes &input,
     status = comm.broadcast(buffer.data(), step.count, step.dtype, step.axis,
                             step.root);
     return buffer;
+  }
+  case CollectiveKind::AllToAll: {
+    Bytes out(chunk * group.size(), garbage);
+    status = comm.allToAll(input.data(), out.data(), step.count, step.dtype,
+                           step.axis);
+    return out;
   }
   }
   return {};

@@ -55,8 +55,10 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 /// schedule, interleaved) where pp > 1; ZeRO 0, 1 and 2 where dp or cp > 1 (zeroAxes); every
 /// number of micro-batches that divides the global batch into micro-batches
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
-/// idle for most of the step). Sequence parallelism and recomputation off.
-/// In a fixed order: by tp, cp, pp, vp, dp, ZeRO stage, micro-batches. Whether
+/// idle for most of the step); where cp > 1, both of its exchanges
+/// (cp-comm allgather and a2a). Sequence parallelism and recomputation off.
+/// In a fixed order: by tp, cp, pp, vp, dp, ZeRO stage, micro-batches,
+/// exchange. Whether
 /// each suits the model is the rule book's to say (LayoutRules.h): the
 /// planner verifies them.
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);

@@ -56,6 +56,21 @@ struct Fp8Recipe {
   bool operator!=(const Fp8Recipe &other) const { return !(*this == other); }
 };
 
+/// How context parallelism gives attention what it needs of the other
+/// ranks' blocks of a sequence (Megatron's --cp-comm-type).
+enum class ContextExchange : uint8_t {
+  /// The keys and values of the whole sequence gathered; each rank attends
+  /// from its queries.
+  AllGather,
+  /// All-to-all (DeepSpeed's Ulysses): the heads scattered over cp and the
+  /// sequence gathered before attention, and back after it; each rank
+  /// attends over the whole sequence with its heads / (tp x cp) heads.
+  AllToAll,
+};
+
+/// "allgather", "a2a".
+const char *contextExchangeName(ContextExchange exchange);
+
 /// One layout. The defaults are the one-rank layout of mlt-run without
 /// flags.
 struct Layout {
@@ -70,8 +85,8 @@ struct Layout {
   int64_t pp = 1;
   /// Context-parallel ranks: each sequence split over them, load balanced
   /// (cut into 2 * cp chunks, rank i holding chunks i and 2 * cp - 1 - i,
-  /// so that causal attention costs every rank the same); attention gathers
-  /// the keys and values of the whole sequence.
+  /// so that causal attention costs every rank the same); attention takes
+  /// the other ranks' blocks as `cpComm` says.
   int64_t cp = 1;
 
   //===--- Within the axes
@@ -79,6 +94,8 @@ struct Layout {
   /// The residual stream (norms, residual adds) split along the sequence
   /// over the tp ranks.
   bool sequenceParallel = false;
+  /// With cp: how attention sees the whole sequence.
+  ContextExchange cpComm = ContextExchange::AllGather;
   /// Model chunks per pipeline stage: the layers split into pp * vp virtual
   /// stages, chunk c of stage s holding virtual stage c * pp + s.
   int64_t vp = 1;

@@ -487,6 +487,11 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
       2 * cp - 1 - i), which only the ops that read positions see: rope and
       attention take theirs from the axis (mlt-spmdize's
       `mlt.sequence_shard`);
+    - the all-to-all exchange (`cp-comm=a2a`, needs `cp` > 1): each
+      `mlt.attention` marked `mlt.cp_comm = "a2a"`, for which
+      mlt-propagate-shardings moves cp from its sequence to its heads
+      (DeepSpeed's Ulysses; the default `allgather` gathers the keys and
+      values instead);
     - sequence parallelism (`sequence-parallel`, needs `tp` > 1): the
       residual stream (the embedding's result and every `mlt.add`) constrained
       to `[?, tp, ?]` with `mlt.shard` (with `cp` > 1, `[?, cp*tp, ?]`: each
@@ -510,7 +515,11 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "1", "data-parallel ranks">,
     Option<"cp", "cp", "int64_t", "1", "context-parallel ranks">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
-           "split the residual stream along the sequence over tp">
+           "split the residual stream along the sequence over tp">,
+    Option<"cpComm", "cp-comm", "std::string", "\"allgather\"",
+           "how attention sees the whole sequence under cp: allgather (the "
+           "keys and values gathered) or a2a (heads for sequence, "
+           "all-to-all)">
   ];
 }
 
@@ -648,7 +657,13 @@ def MLTPropagateShardings : Pass<"mlt-propagate-shardings", "::mlir::ModuleOp"> 
     queries: ShardingRule::sequence) splits over the context axis `cp` only
     (the prefix `cp` of `cp*tp`);
     attention's keys stay whole, so a query block attends to the gathered
-    sequence and its key/value gradients are partial sums over `cp`.
+    sequence and its key/value gradients are partial sums over `cp`. An
+    attention (or its gradient) marked `mlt.cp_comm = "a2a"` takes, in the
+    final pass, `cp` off its sequence and onto the minor end of its heads
+    (`[?, cp, tp, ?]` becomes `[?, -, tp*cp, ?]`): it attends over the
+    whole sequence with its share of the heads, and mlt-spmdize exchanges
+    its operands and results all-to-all; everything around it keeps the
+    sequence split.
 
     So a column-parallel matmul on a sequence-parallel input keeps the
     weight's split and all-gathers the input, which is Megatron's layout.
@@ -691,6 +706,10 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     - partial over `a` to split over `a` along `d` next (the dimension's
       axes so far a prefix of the target's, then `a`): `mlt.reduce_scatter`;
     - partial over `a` otherwise: `mlt.all_reduce`;
+    - split over `a` along `d` as its minor axis, where the target adds `a`
+      next to another dimension `e`: `mlt.all_to_all` (split `e`, concat
+      `d`), the axis moving between them (context parallelism's all-to-all
+      exchange: `[?, cp, tp, ?]` to `[?, -, tp*cp, ?]` and back);
     - split over `a` along `d`, where `a` is not in the target's list at its
       place: `mlt.all_gather`, minor axes first, back to the longest common
       prefix;
@@ -703,7 +722,10 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     rank's loss is its share of the global mean), a rope or attention whose
     sequence (queries) is split over `cp` `mlt.sequence_shard = "cp"` (its
     positions are the rank's load-balanced block's; an attention's keys are
-    the whole sequence in that order). Partial squared norms are
+    the whole sequence in that order), and so an attention whose queries
+    are whole in a module with a `cp` axis (after the all-to-all exchange:
+    the whole sequence in its load-balanced order). A rope whose sequence
+    is whole there is refused: its rows are the rank's block. Partial squared norms are
     summed locally and all-reduced once per axis inside `mlt.global_norm`'s
     operands, so replicated gradients count once. Returned values are made
     whole on every rank. `mlt.shard` constraints are realized and removed.

@@ -28,14 +28,19 @@ enum class CollectiveKind : uint8_t {
   ReduceScatterSum,
   AllGather,
   Broadcast,
+  /// Block k of every rank's input goes to rank k, which keeps it as its
+  /// output's block of the sender's index.
+  AllToAll,
 };
 
-/// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast".
+/// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast",
+/// "all_to_all".
 const char *collectiveKindName(CollectiveKind kind);
 
 /// One rank's side of one collective, as a backend receives it. `count` is
 /// the element count of all-reduce and broadcast, and the count per rank of
-/// reduce-scatter and all-gather. Broadcast has in == out (the buffer).
+/// reduce-scatter, all-gather and all-to-all (each of the input's and the
+/// output's blocks). Broadcast has in == out (the buffer).
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::AllReduceSum;
   ElementType dtype = ElementType::F32;

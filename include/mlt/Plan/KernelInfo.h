@@ -476,11 +476,11 @@ double kernelFlops(const InstructionDesc &inst);
 //===----------------------------------------------------------------------===//
 
 /// Whether `kernel` is a collective (all_reduce_sum, reduce_scatter_sum,
-/// all_gather): it runs through the rank's communicator, and its ints are
-/// (count, axis).
+/// all_gather, all_to_all): it runs through the rank's communicator, and its
+/// ints are (count, axis).
 constexpr bool isCollectiveKernel(Kernel kernel) {
   return kernel == Kernel::AllReduceSum || kernel == Kernel::ReduceScatterSum ||
-         kernel == Kernel::AllGather;
+         kernel == Kernel::AllGather || kernel == Kernel::AllToAll;
 }
 
 /// The position of `kernel`'s `axis` integer attribute (an index into the

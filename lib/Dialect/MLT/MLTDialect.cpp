@@ -67,6 +67,15 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
                              << "' must name a mesh axis";
     return success();
   }
+  if (attr.getName() == getContextExchangeAttrName()) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<AttentionOp, AttentionGradOp>(op) || !kind ||
+        kind.getValue() != "a2a")
+      return op->emitError() << "'" << getContextExchangeAttrName()
+                             << "' must be \"a2a\" on an mlt.attention or "
+                                "mlt.attention_grad";
+    return success();
+  }
   if (attr.getName() == getRowCountAttrName()) {
     auto count = dyn_cast<IntegerAttr>(attr.getValue());
     if (!count || count.getValue().getSExtValue() < 1)

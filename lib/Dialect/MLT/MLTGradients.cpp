@@ -119,6 +119,10 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
   auto grad = AttentionGradOp::create(b, 
       getLoc(), resultGrads[0], getQuery(), getKey(), getValue(), getResult(),
       getCausalAttr(), getScaleAttr());
+  // The gradient exchanges its operands as the attention does.
+  if (Attribute exchange =
+          (*this)->getAttr(MLTDialect::getContextExchangeAttrName()))
+    grad->setAttr(MLTDialect::getContextExchangeAttrName(), exchange);
   operandGrads.push_back(grad.getQueryGrad());
   operandGrads.push_back(grad.getKeyGrad());
   operandGrads.push_back(grad.getValueGrad());

@@ -485,12 +485,18 @@ LogicalResult mlt::detail::verifyAttentionSequences(Operation *op, Value query,
   FailureOr<int64_t> size = meshAxisSize(op, axis.getValue());
   if (failed(size))
     return failure();
-  if (!ShapedType::isDynamic(q) && !ShapedType::isDynamic(k) &&
-      (k != q * *size || q % 2 != 0))
+  if (ShapedType::isDynamic(q) || ShapedType::isDynamic(k))
+    return success();
+  // The whole sequence in the axis's load-balanced order (the all-to-all
+  // exchange's heads): 2 x size chunks.
+  if (q == k && q % (2 * *size) == 0)
+    return success();
+  if (k != q * *size || q % 2 != 0)
     return op->emitOpError("the queries of a context-parallel rank over '")
            << axis.getValue() << "' (size " << *size
            << ") are an even block of the keys' sequence, " << *size
-           << " times as long; got query seq " << q << " and key seq " << k;
+           << " times as long, or the whole sequence of 2 x " << *size
+           << " chunks; got query seq " << q << " and key seq " << k;
   return success();
 }
 

@@ -345,33 +345,39 @@ LogicalResult ShardOp::buildGradients(OpBuilder &b, ValueRange resultGrads,
 
 namespace {
 /// Checks a collective's axis and, for the dimension-changing ones, that the
-/// result is the input with dimension `dim` scaled by `up` / `down` times
-/// the axis size.
+/// result is the input with dimension `shrinks` divided by the axis size and
+/// dimension `grows` multiplied by it.
 template <typename OpT>
-LogicalResult verifyCollective(OpT op, std::optional<int64_t> dim,
-                               bool growsDim) {
+LogicalResult verifyCollective(OpT op, std::optional<int64_t> shrinks,
+                               std::optional<int64_t> grows) {
   FailureOr<int64_t> size = op.getAxisSize();
   if (failed(size))
     return failure();
-  if (!dim)
+  if (!shrinks && !grows)
     return success();
   auto in = cast<RankedTensorType>(op.getInput().getType());
   auto out = cast<RankedTensorType>(op.getResult().getType());
-  if (*dim >= in.getRank())
-    return op.emitOpError("dim ") << *dim << " is out of range for rank "
-                                  << in.getRank();
+  for (std::optional<int64_t> dim : {shrinks, grows})
+    if (dim && *dim >= in.getRank())
+      return op.emitOpError("dimension ")
+             << *dim << " is out of range for rank " << in.getRank();
+  if (shrinks && grows && *shrinks == *grows)
+    return op.emitOpError("splits and concatenates the same dimension ")
+           << *grows;
   if (in.getElementType() != out.getElementType() ||
       in.getRank() != out.getRank())
     return op.emitOpError("result must have the input's rank and element type");
   for (int64_t d = 0; d < in.getRank(); ++d) {
     int64_t expected = in.getDimSize(d);
-    if (d == *dim) {
-      if (!growsDim && expected % *size != 0)
+    if (shrinks && d == *shrinks) {
+      if (expected % *size != 0)
         return op.emitOpError("dimension ")
                << d << " of size " << expected
                << " is not divisible by the axis size " << *size;
-      expected = growsDim ? expected * *size : expected / *size;
+      expected /= *size;
     }
+    if (grows && d == *grows)
+      expected *= *size;
     if (out.getDimSize(d) != expected)
       return op.emitOpError("result dimension ")
              << d << " must be " << expected << ", got " << out.getDimSize(d);
@@ -396,11 +402,12 @@ FailureOr<int64_t> mlt::detail::meshAxisSize(Operation *op, StringRef axis) {
   return mesh.getSizes()[index];
 }
 
-#define MLT_COLLECTIVE(Op, Dim, Grows)                                          \
+#define MLT_COLLECTIVE(Op, Shrinks, Grows)                                      \
   FailureOr<int64_t> Op::getAxisSize() { return axisSizeOf(*this); }            \
-  LogicalResult Op::verify() { return verifyCollective(*this, Dim, Grows); }
-MLT_COLLECTIVE(AllReduceOp, std::nullopt, false)
-MLT_COLLECTIVE(AllGatherOp, getDim(), true)
-MLT_COLLECTIVE(ReduceScatterOp, getDim(), false)
-MLT_COLLECTIVE(ShardSliceOp, getDim(), false)
+  LogicalResult Op::verify() { return verifyCollective(*this, Shrinks, Grows); }
+MLT_COLLECTIVE(AllReduceOp, std::nullopt, std::nullopt)
+MLT_COLLECTIVE(AllGatherOp, std::nullopt, getDim())
+MLT_COLLECTIVE(ReduceScatterOp, getDim(), std::nullopt)
+MLT_COLLECTIVE(ShardSliceOp, getDim(), std::nullopt)
+MLT_COLLECTIVE(AllToAllOp, getSplit(), getConcat())
 #undef MLT_COLLECTIVE

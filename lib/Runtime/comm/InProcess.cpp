@@ -497,6 +497,13 @@ Status InProcessCommunicator::runInGroup(Membership &member,
     if (me != call.root)
       copyBytes(call.out, slots[call.root].call.in, call.count * elementBytes);
     break;
+  case CollectiveKind::AllToAll:
+    for (int k = 0; k < size; ++k)
+      copyBytes(bytes(call.out) + k * call.count * elementBytes,
+                static_cast<const uint8_t *>(slots[k].call.in) +
+                    me * call.count * elementBytes,
+                call.count * elementBytes);
+    break;
   }
   return world_.arrive(group, me, nullptr, /*fromDataPhase=*/true,
                        /*dataPhaseFollows=*/false, what, number);

@@ -89,6 +89,9 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
   case Kernel::AllGather:
     call.kind = CollectiveKind::AllGather;
     break;
+  case Kernel::AllToAll:
+    call.kind = CollectiveKind::AllToAll;
+    break;
   default:
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }

@@ -663,6 +663,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
+  case Kernel::AllToAll:
     return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
                             s == stream_ ? nullptr : s,
                             positionMark(inst.stream));

@@ -254,6 +254,8 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
                                            axis);
   case Kernel::AllGather:
     return communicator_->allGather(in.data, out.data, count, in.dtype, axis);
+  case Kernel::AllToAll:
+    return communicator_->allToAll(in.data, out.data, count, in.dtype, axis);
   default:
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }
@@ -357,6 +359,7 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
+  case Kernel::AllToAll:
     return collective(inst, in[0], out[0]);
   case Kernel::Send:
   case Kernel::Recv:
@@ -856,6 +859,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
+  case Kernel::AllToAll:
   case Kernel::Send:
   case Kernel::Recv:
     break; // type-free, handled by launch or exchange

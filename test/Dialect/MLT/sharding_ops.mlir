@@ -25,6 +25,8 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>} {
     %g = mlt.all_gather %rs over "tp" dim 1 : tensor<4x2x16xf32> -> tensor<4x8x16xf32>
     // CHECK: mlt.shard_slice %{{.*}} over "dp" dim 0 : tensor<4x8x16xf32> -> tensor<2x8x16xf32>
     %sl = mlt.shard_slice %g over "dp" dim 0 : tensor<4x8x16xf32> -> tensor<2x8x16xf32>
+    // CHECK: mlt.all_to_all %{{.*}} over "tp" split 2 concat 1 : tensor<4x2x16xf32> -> tensor<4x8x4xf32>
+    %a = mlt.all_to_all %rs over "tp" split 2 concat 1 : tensor<4x2x16xf32> -> tensor<4x8x4xf32>
     // CHECK: mlt.matmul %{{.*}}, %{{.*}} transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
     %m = mlt.matmul %g, %y transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
     return %m : tensor<16x16xf32>

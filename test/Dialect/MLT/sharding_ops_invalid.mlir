@@ -48,7 +48,7 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2>} {
 
 module attributes {mlt.mesh = #mlt.mesh<tp = 2>} {
   func.func @f(%x: tensor<4xf32>) -> tensor<8xf32> {
-    // expected-error @+1 {{'mlt.all_gather' op dim 1 is out of range for rank 1}}
+    // expected-error @+1 {{'mlt.all_gather' op dimension 1 is out of range for rank 1}}
     %y = mlt.all_gather %x over "tp" dim 1 : tensor<4xf32> -> tensor<8xf32>
     return %y : tensor<8xf32>
   }
@@ -132,3 +132,33 @@ module attributes {mlt.mesh = #mlt.mesh<tp = 2, cp = 2>, mlt.x = [#mlt.sharding<
 
 // expected-error @+1 {{an open dimension ('?') has no axes}}
 module attributes {mlt.mesh = #mlt.mesh<tp = 2, cp = 2>, mlt.x = [#mlt.sharding<[cp*"?"]>]} {}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x5xf32>) -> tensor<4x12x2xf32> {
+    // expected-error @+1 {{'mlt.all_to_all' op dimension 2 of size 5 is not divisible by the axis size 2}}
+    %y = mlt.all_to_all %x over "cp" split 2 concat 1 : tensor<4x6x5xf32> -> tensor<4x12x2xf32>
+    return %y : tensor<4x12x2xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+    // expected-error @+1 {{'mlt.all_to_all' op splits and concatenates the same dimension 2}}
+    %y = mlt.all_to_all %x over "cp" split 2 concat 2 : tensor<4x6x8xf32> -> tensor<4x6x8xf32>
+    return %y : tensor<4x6x8xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x8xf32>) -> tensor<4x6x4xf32> {
+    // expected-error @+1 {{'mlt.all_to_all' op result dimension 1 must be 12, got 6}}
+    %y = mlt.all_to_all %x over "cp" split 2 concat 1 : tensor<4x6x8xf32> -> tensor<4x6x4xf32>
+    return %y : tensor<4x6x4xf32>
+  }
+}

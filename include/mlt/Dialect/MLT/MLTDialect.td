@@ -57,10 +57,22 @@ def MLT_Dialect : Dialect {
     /// On per-rank embeddings and cross-entropies: the axis the vocabulary
     /// is split over.
     static constexpr ::llvm::StringLiteral getVocabShardAttrName() { return "mlt.vocab_shard"; }
-    /// On per-rank ropes and attentions: the axis their sequence (an
-    /// attention's queries) is split over, in the load-balanced order of
-    /// context parallelism (positions from the rank's coordinate on it).
+    /// On per-rank ropes and attentions of context parallelism: the axis
+    /// in whose load-balanced order their sequence is. A rope's rows, and
+    /// an attention's queries where its keys have the axis's size times
+    /// as many, are the rank's block of it (positions from the rank's
+    /// coordinate); an attention's queries with as many rows as its keys
+    /// are the whole sequence in that order (the all-to-all exchange).
     static constexpr ::llvm::StringLiteral getSequenceShardAttrName() { return "mlt.sequence_shard"; }
+    /// On attentions (set by mlt-annotate-layout, carried to their
+    /// gradients by mlt-autodiff): how context parallelism gives them the
+    /// whole sequence, "a2a" (the all-to-all exchange: mlt-propagate-
+    /// shardings moves the context axis from the sequence to the heads, so
+    /// that mlt-spmdize exchanges the operands all-to-all); without it the
+    /// keys and values are gathered.
+    static constexpr ::llvm::StringLiteral getContextExchangeAttrName() {
+      return "mlt.cp_comm";
+    }
     /// On per-rank cross-entropies: the global number of rows the mean is over.
     static constexpr ::llvm::StringLiteral getRowCountAttrName() { return "mlt.row_count"; }
     /// Unit attribute on a forward op that mlt-recompute-activations cloned

@@ -323,9 +323,11 @@ def MLT_AttentionOp : MLT_InferredOp<"attention", [MLT_Differentiable]> {
     position `i` attends to positions `<= i`. The result has `q`'s shape.
 
     In a per-rank program of context parallelism (`mlt.sequence_shard =
-    "cp"`, set by mlt-spmdize) the queries are the rank's block of the
-    sequence in its load-balanced order and the keys and values the whole
-    sequence in that order: `cp` times as many rows.
+    "cp"`, set by mlt-spmdize) the keys and values are the whole sequence
+    in its load-balanced order, and the queries the rank's block of it
+    (`cp` times fewer rows: the gathered keys and values) or the whole
+    sequence too (as many rows: the all-to-all exchange, the rank holding
+    some of the heads).
 
     Example:
     ```mlir

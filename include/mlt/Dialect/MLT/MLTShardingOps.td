@@ -107,6 +107,34 @@ def MLT_ReduceScatterOp : MLT_CollectiveOp<"reduce_scatter"> {
   let extraClassDeclaration = collectiveClassDeclaration;
 }
 
+def MLT_AllToAllOp : MLT_CollectiveOp<"all_to_all"> {
+  let summary = "moves a mesh axis's split from one dimension to another";
+  let description = [{
+    Every rank splits dimension `split` of its input into `G` blocks (`G`
+    the axis size) and sends block `j` to the group member of coordinate
+    `j`; the result's dimension `concat` is the concatenation, in group
+    order, of the blocks the members sent this rank. So a value split over
+    `axis` along `concat` becomes one split along `split`, each rank moving
+    (G-1)/G of its bytes: context parallelism's all-to-all (Ulysses)
+    exchange, the sequence gathered and the heads scattered before
+    attention, and back after it.
+
+    Example:
+    ```mlir
+    %y = mlt.all_to_all %x over "cp" split 2 concat 1 : tensor<1x16x8x32xf32> -> tensor<1x32x4x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$split,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$concat);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `split` $split `concat` $concat attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
 def MLT_ShardSliceOp : MLT_CollectiveOp<"shard_slice"> {
   let summary = "keeps this rank's block of a dimension (no communication)";
   let description = [{

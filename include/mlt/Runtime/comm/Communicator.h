@@ -172,6 +172,15 @@ public:
         axis, {CollectiveKind::AllGather, dtype, countPerRank, 0, in, out});
   }
 
+  /// `in` and `out` hold groupSize * countPerRank elements each, disjoint:
+  /// block k of `in` goes to the rank of index k, and block k of `out` comes
+  /// from it (that rank's block `index` of its `in`).
+  Status allToAll(const void *in, void *out, size_t countPerRank,
+                  ElementType dtype, std::string_view axis) {
+    return collective(
+        axis, {CollectiveKind::AllToAll, dtype, countPerRank, 0, in, out});
+  }
+
   /// Every rank's `buffer` (count elements) gets the buffer of the rank at
   /// index `rootIndexInGroup` of the group.
   Status broadcast(void *buffer, size_t count, ElementType dtype,

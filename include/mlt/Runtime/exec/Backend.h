@@ -281,18 +281,24 @@ StatusOr<SequencePositions> sequencePositions(const Communicator *communicator,
                                               int64_t offset);
 
 /// `params` (an attention's shape) with the positions of its queries and
-/// keys: natural without an axis (-1); on context axis `axis`, the queries
-/// the load-balanced block of the rank at `position` (attentionPositions:
-/// of the rank `communicator` serves) and the keys the whole sequence in
-/// that order.
+/// keys: natural without an axis (-1); on context axis `axis`, the keys the
+/// whole sequence in its load-balanced order, and the queries the block of
+/// the rank at `position` (attentionPositions: of the rank `communicator`
+/// serves) where the keys have G times their rows, or the whole sequence
+/// too where they have as many (the all-to-all exchange's heads).
 template <typename Params>
 Params attentionPositionsAt(Params params, int64_t axis,
                             AxisPosition position) {
-  if (axis >= 0) {
-    params.queries = SequencePositions::contextBlock(
-        params.seq, position.coordinate, position.size);
-    params.keys = SequencePositions::contextWhole(params.seq, position.size);
+  if (axis < 0)
+    return params;
+  if (params.keyRows() == params.seq) {
+    params.queries = params.keys = SequencePositions::contextWhole(
+        params.seq / position.size, position.size);
+    return params;
   }
+  params.queries = SequencePositions::contextBlock(
+      params.seq, position.coordinate, position.size);
+  params.keys = SequencePositions::contextWhole(params.seq, position.size);
   return params;
 }
 template <typename Params>

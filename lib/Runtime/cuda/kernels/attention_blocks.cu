@@ -14,6 +14,7 @@
 #include "mlt/Plan/SequenceOrder.h"
 
 #include <cmath>
+#include <vector>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -88,10 +89,12 @@ unsigned gridFor(int64_t n) {
 
 size_t align256(size_t bytes) { return (bytes + 255) & ~size_t(255); }
 
-/// The rank's geometry: chunk C, ranks G, its two chunks' positions.
+/// The rank's geometry: chunk C (the sequence is 2G chunks), ranks G, and
+/// the position (in chunks) of each chunk of its queries: two, its block's,
+/// or all 2G in the load-balanced order (the all-to-all exchange's).
 struct Blocks {
   int64_t chunk = 0, ranks = 1;
-  int64_t chunks[2] = {0, 0};
+  std::vector<int64_t> chunks;
   /// The slot (chunk of the load-balanced order) that holds chunk c.
   int64_t slotOf(int64_t c) const {
     return rt::loadBalancedIndex(c * chunk, chunk, ranks) / chunk;
@@ -100,11 +103,10 @@ struct Blocks {
 
 Blocks blocksOf(const AttentionShape &p) {
   Blocks g;
-  g.chunk = p.seq / 2;
   g.ranks = p.queries.ranks;
-  const int64_t coordinate = p.queries.first / p.seq;
-  g.chunks[0] = coordinate;
-  g.chunks[1] = 2 * g.ranks - 1 - coordinate;
+  g.chunk = p.keyRows() / (2 * g.ranks);
+  for (int64_t row = 0; row < p.seq; row += g.chunk)
+    g.chunks.push_back(p.queries(row) / g.chunk);
   return g;
 }
 
@@ -126,7 +128,8 @@ Status checkShape(const char *kernel, const AttentionShape &p) {
   MLT_RETURN_IF_ERROR(cpu::checkAttentionParams(kernel, p));
   if (!isContextBlockShape(p))
     return errorf(kernel, ": not a context-parallel rank's block of queries "
-                          "against the whole sequence's keys");
+                          "(or the whole sequence's) against the whole "
+                          "sequence's keys");
   if (p.headDim != 64 && p.headDim != 128)
     return errorf(kernel, ": head_dim ", p.headDim,
                   " is not supported by the bf16 tensor-core kernels (64 and "
@@ -139,7 +142,8 @@ Status checkShape(const char *kernel, const AttentionShape &p) {
 struct FwdScratch {
   size_t partO, partLse, accLse, accO, total;
   explicit FwdScratch(const AttentionShape &p) {
-    const size_t c = size_t(p.seq / 2), q = c * size_t(p.qHeads * p.headDim);
+    const size_t c = size_t(blocksOf(p).chunk),
+                 q = c * size_t(p.qHeads * p.headDim);
     partO = 0;
     partLse = partO + align256(q * sizeof(bf16));
     accLse = partLse + align256(c * size_t(p.qHeads) * sizeof(float));
@@ -154,7 +158,7 @@ struct FwdScratch {
 struct BwdScratch {
   size_t dqPart, dkPart, dvPart, lse, dqAcc, dkAcc, dvAcc, kernel, total;
   explicit BwdScratch(const AttentionShape &p) {
-    const size_t c = size_t(p.seq / 2);
+    const size_t c = size_t(blocksOf(p).chunk);
     const size_t q = c * size_t(p.qHeads * p.headDim);
     const size_t kv = c * size_t(p.kvHeads * p.headDim);
     const size_t kvAll = size_t(p.keyRows()) * size_t(p.kvHeads * p.headDim);
@@ -175,8 +179,14 @@ struct BwdScratch {
 
 bool mlt::cuda::isContextBlockShape(const AttentionShape &p) {
   const int64_t ranks = p.queries.ranks;
-  if (!p.causal || ranks < 2 || p.seq < 2 || p.seq % 2 != 0 ||
-      p.keyRows() != p.seq * ranks)
+  if (!p.causal || ranks < 2 || p.seq < 2)
+    return false;
+  if (p.keyRows() == p.seq) // the whole sequence's queries
+    return p.seq % (2 * ranks) == 0 &&
+           p.queries == rt::SequencePositions::contextWhole(p.seq / ranks,
+                                                            ranks) &&
+           p.keys == p.queries;
+  if (p.seq % 2 != 0 || p.keyRows() != p.seq * ranks)
     return false;
   const int64_t coordinate = p.queries.first / p.seq;
   const rt::SequencePositions block =
@@ -214,7 +224,7 @@ Status mlt::cuda::launchContextAttentionFwd(
   const int64_t C = g.chunk, H = p.qHeads, HKV = p.kvHeads, D = p.headDim;
   const int64_t qRow = H * D, kvRow = HKV * D;
   for (int64_t b = 0; b < p.batch; ++b)
-    for (int x = 0; x < 2; ++x) {
+    for (size_t x = 0; x < g.chunks.size(); ++x) {
       const int64_t chunk = g.chunks[x];
       const bf16 *qX = q + (b * p.seq + x * C) * qRow;
       for (int64_t c = 0; c <= chunk; ++c) {
@@ -269,7 +279,7 @@ Status mlt::cuda::launchContextAttentionBwd(
         cudaMemsetAsync(dkAcc, 0, size_t(kvAll) * sizeof(float), stream));
     MLT_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(dvAcc, 0, size_t(kvAll) * sizeof(float), stream));
-    for (int x = 0; x < 2; ++x) {
+    for (size_t x = 0; x < g.chunks.size(); ++x) {
       const int64_t chunk = g.chunks[x];
       const int64_t rows = (b * p.seq + x * C) * qRow;
       // The chunk's columns of lse [heads, 2C], contiguous.

@@ -4,7 +4,9 @@
 // kernels (attention.h), blockwise: the rank holds queries of two chunks of
 // the sequence (its block in the load-balanced order, SequenceOrder.h:
 // chunks x = coordinate and 2G-1-coordinate of C = seq / 2 tokens) and the
-// whole sequence's keys and values in that order (kvSeq = G * seq). Query
+// whole sequence's keys and values in that order (kvSeq = G * seq); or,
+// after the all-to-all exchange (--cp-comm a2a), the whole sequence's
+// queries in that order too (kvSeq = seq, 2G chunks of queries). Query
 // chunk x sees key chunks 0..x: the ones before it whole (non-causal) and
 // its own causally (the same positions, so the kernels' top-left causal mask
 // is exact). Each (query chunk, key chunk) pair is one launch of the
@@ -29,9 +31,10 @@
 
 namespace mlt::cuda {
 
-/// Whether `shape` is a context-parallel rank's: queries the block of some
-/// coordinate of `ranks` (seq even), keys the whole sequence in the
-/// load-balanced order (kvSeq = seq * ranks), causal.
+/// Whether `shape` is a context-parallel rank's: keys the whole sequence in
+/// the load-balanced order, causal, and queries the block of some
+/// coordinate of `ranks` (seq even, kvSeq = seq * ranks) or the whole
+/// sequence in that order too (kvSeq = seq, 2 * ranks dividing it).
 bool isContextBlockShape(const AttentionShape &shape);
 
 /// Scratch bytes of the forward and of the backward (16-byte aligned).

@@ -71,3 +71,16 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>} {
     return %x : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// The all-to-all exchange splits an attention's key/value heads over cp
+// (after the tp they hold): 4 blocks do not divide 2 heads.
+module attributes {mlt.mesh = #mlt.mesh<cp = 4>} {
+  func.func @f(%q: tensor<2x8x4x16xf32> {mlt.sharding = #mlt.sharding<[-, cp, -, -]>},
+               %k: tensor<2x8x2x16xf32> {mlt.sharding = #mlt.sharding<[-, cp, -, -]>}) -> tensor<2x8x4x16xf32> {
+    // expected-error @+1 {{'mlt.attention' op mlt-propagate-shardings: the all-to-all exchange splits its 2 key/value heads into 4 blocks, which do not divide them}}
+    %o = mlt.attention %q, %k, %k causal scale = 0.25 {mlt.cp_comm = "a2a"} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+    return %o : tensor<2x8x4x16xf32>
+  }
+}

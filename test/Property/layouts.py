@@ -7,8 +7,8 @@
 Draws random small LLaMA shapes (hidden sizes, heads, key/value heads, head
 dims, intermediate sizes and vocabularies that are not multiples of 8 or 64
 included; tied embeddings; 1 to 6 layers) and random layouts (tp, sequence
-parallelism, pp, vp, pp-group-size, dp, cp, ZeRO 0/1/2, micro-batches, every
-schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
+parallelism, pp, vp, pp-group-size, dp, cp (both exchanges), ZeRO 0/1/2,
+micro-batches, every schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
 reduction, overlap switches (the tp overlap's too), bucket sizes), and holds `mlt-run` to the rule
 book's promise:
 
@@ -146,6 +146,12 @@ def draw_layout(rng, config):
         flags += ["--dp", str(dp)]
     if cp > 1:
         flags += ["--cp", str(cp)]
+        # The all-to-all exchange, mostly where tp x cp divides the heads
+        # (the rule book refuses the rest).
+        heads_fit = all(config[k] % (tp * cp) == 0 for k in
+                        ("num_attention_heads", "num_key_value_heads"))
+        if rng.random() < (0.5 if heads_fit else 0.1):
+            flags += ["--cp-comm", "a2a"]
     vp = 1
     microbatches = rng.choice([1, 1, 2, 3, 4])
     if pp > 1:

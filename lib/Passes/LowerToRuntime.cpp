@@ -1269,7 +1269,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
       .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
       .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp,
-            AllToAllOp>(
+            AllToAllOp, ReorderSequenceOp>(
           [&](Operation *collective) { return lowerCollective(collective); })
       .Case([&](SendOp send) -> LogicalResult {
         FailureOr<MeshAxisRef> axis = meshAxis(send, send.getAxis());
@@ -1496,6 +1496,8 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     std::tie(axisName, dim) = std::pair(slice.getAxis(), slice.getDim());
   else if (auto exchange = dyn_cast<AllToAllOp>(op))
     axisName = exchange.getAxis();
+  else if (auto reorder = dyn_cast<ReorderSequenceOp>(op))
+    std::tie(axisName, dim) = std::pair(reorder.getAxis(), reorder.getDim());
   FailureOr<MeshAxisRef> axis = meshAxis(op, axisName);
   if (failed(axis))
     return failure();
@@ -1562,6 +1564,18 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     using A = rt::attrs::AllReduceSum;
     launch<A>(loc, {in}, {out},
               {{A::n, numElements(input)}, {A::axis, axis->index}});
+    return success();
+  }
+
+  if (auto reorder = dyn_cast<ReorderSequenceOp>(op)) {
+    using A = rt::attrs::ReorderSequence;
+    DimSplit rows = splitAround(shapeOf(result), dim);
+    launch<A>(loc, {in}, {define(result)},
+              {{A::outer, rows.outer},
+               {A::ranks, axis->size},
+               {A::chunk, rows.size / (2 * axis->size)},
+               {A::inner, rows.inner},
+               {A::to_natural, reorder.getToNatural() ? 1 : 0}});
     return success();
   }
 

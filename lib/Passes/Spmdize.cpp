@@ -157,6 +157,37 @@ private:
     return cur;
   }
 
+  /// Whether `op` is an attention (or its gradient) of the all-to-all
+  /// exchange (mlt.cp_comm) whose sequence is whole under a context axis:
+  /// its operands, in the load-balanced order the tokens arrive in, are
+  /// reordered to the natural one around it, where it is one causal
+  /// attention (where the balanced order takes one per pair of chunks).
+  bool attendsInNaturalOrder(Operation *op, ArrayAttr required) {
+    auto context = b.getStringAttr(axisName(ParallelAxis::Context));
+    return isa<AttentionOp, AttentionGradOp>(op) &&
+           op->hasAttr(MLTDialect::getContextExchangeAttrName()) && required &&
+           mesh.axisSize(context) > 1 &&
+           cast<ShardingAttr>(required[0]).getAxes(1).empty();
+  }
+
+  /// `v`, a whole sequence (dimension 1) under the context axis, reordered
+  /// to the natural order or back to the load-balanced one; a reorder's
+  /// input where it undoes one, and one reorder per value and direction.
+  Value reorder(Location loc, Value v, bool toNatural) {
+    if (auto previous = v.getDefiningOp<ReorderSequenceOp>())
+      if (previous.getToNatural() != toNatural)
+        return previous.getInput();
+    auto key = std::make_pair(v, Attribute(b.getBoolAttr(toNatural)));
+    if (Value cached = cache.lookup(key))
+      return cached;
+    auto reordered = ReorderSequenceOp::create(
+        b, loc, v, b.getStringAttr(axisName(ParallelAxis::Context)), 1,
+        toNatural);
+    shardings[reordered] = shardingOf(v);
+    cache[key] = reordered;
+    return reordered;
+  }
+
   /// The global number of rows of a cross-entropy's logits.
   int64_t globalRows(Value logits, ShardingAttr sharding) {
     auto shape = cast<RankedTensorType>(logits.getType()).getShape();
@@ -206,7 +237,8 @@ private:
       // load-balanced order: attention's queries after the all-to-all
       // exchange (its keys are the whole sequence either way).
       auto context = b.getStringAttr(axisName(ParallelAxis::Context));
-      if (!*axis && mesh.axisSize(context) > 1) {
+      if (!*axis && mesh.axisSize(context) > 1 &&
+          !attendsInNaturalOrder(op, required)) {
         if (isa<RopeOp>(op))
           return op->emitOpError("mlt-spmdize: rotates a whole sequence "
                                  "under context parallelism; its rows must "
@@ -406,6 +438,10 @@ private:
         }
         op->removeAttr(MLTDialect::getOperandShardingsAttrName());
       }
+      const bool natural = attendsInNaturalOrder(op, required);
+      if (natural)
+        for (OpOperand &operand : op->getOpOperands())
+          operand.set(reorder(op->getLoc(), operand.get(), /*toNatural=*/true));
       if (auto shard = dyn_cast<ShardOp>(op)) {
         shard.getResult().replaceAllUsesWith(shard.getInput());
         shard.erase();
@@ -424,6 +460,13 @@ private:
           result.setType(RankedTensorType::get(
               sharding.localShape(type.getShape(), mesh),
               type.getElementType()));
+      }
+      if (natural) {
+        b.setInsertionPointAfter(op);
+        for (Value result : op->getResults()) {
+          Value balanced = reorder(op->getLoc(), result, /*toNatural=*/false);
+          result.replaceAllUsesExcept(balanced, balanced.getDefiningOp());
+        }
       }
     }
     func.setType(FunctionType::get(

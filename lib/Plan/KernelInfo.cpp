@@ -585,6 +585,19 @@ struct Rule<attrs::CrossEntropyBwdStats>
   }
 };
 
+template <>
+struct Rule<attrs::ReorderSequence> : RuleBase<attrs::ReorderSequence> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    MLT_RETURN_IF_ERROR(positive({ranks}));
+    return flags({to_natural});
+  }
+  // x [outer, 2 * ranks * chunk, inner] -> y, the same
+  OperandCounts counts() const {
+    return all(product({a[outer], 2, a[ranks], a[chunk], a[inner]}), 1, 1);
+  }
+};
+
 template <> struct Rule<attrs::ShardSlice> : RuleBase<attrs::ShardSlice> {
   using RuleBase::RuleBase;
   // x [outer, G * n, inner] -> y [outer, n, inner]

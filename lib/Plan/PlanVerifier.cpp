@@ -404,6 +404,7 @@ Status operandSpec(const InstructionDesc &inst,
       spec.int32Operands.push_back(i);
   spec.anyMatchingDType =
       inst.kernel == Kernel::Transpose || inst.kernel == Kernel::ShardSlice ||
+      inst.kernel == Kernel::ReorderSequence ||
       isCollectiveKernel(inst.kernel) || isTransferKernel(inst.kernel);
   spec.anyFloatDTypes =
       inst.kernel == Kernel::Cast || inst.kernel == Kernel::Fill;

@@ -10,6 +10,7 @@
 
 #include "CudaTestUtil.h"
 
+#include "mlt/Plan/SequenceOrder.h"
 #include "mlt/Runtime/cuda/CudaBackend.h"
 
 #include <gtest/gtest.h>
@@ -237,6 +238,39 @@ TEST(CudaBackendTest, ArenaCopiesFillAndLaunch) {
   ASSERT_TRUE(
       f.context->launch(instruction(Kernel::Cast, {}, {}, {5}), {c}, {h}));
   EXPECT_EQ(f.read<uint16_t>(h)[0], 0x3FC0); // 1.5 in bf16
+}
+
+// Tests reorder_sequence on the GPU against the order SequenceOrder.h
+// gives: a sequence of 2 x 3 chunks of 2 rows (outer 2, inner 3, bf16),
+// to the natural order and back.
+TEST(CudaBackendTest, ReorderSequenceMovesWholeChunks) {
+  MLT_REQUIRE_CUDA();
+  Fixture f(1 << 16);
+  ASSERT_TRUE(f.arena);
+  const int64_t outer = 2, ranks = 3, chunk = 2, inner = 3;
+  const int64_t rows = 2 * ranks * chunk, n = outer * rows * inner;
+  const BufferView x = f.view(0, ElementType::BF16, n);
+  const BufferView y = f.view(1024, ElementType::BF16, n);
+  const BufferView z = f.view(2048, ElementType::BF16, n);
+  std::vector<uint16_t> balanced(static_cast<size_t>(n)),
+      natural(static_cast<size_t>(n));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t position = loadBalancedPosition(r, chunk, ranks);
+        const uint16_t value = uint16_t(1000 * o + 10 * position + i);
+        balanced[size_t((o * rows + r) * inner + i)] = value;
+        natural[size_t((o * rows + position) * inner + i)] = value;
+      }
+  f.write<uint16_t>(x, balanced);
+  ASSERT_TRUE(f.context->launch(
+      instruction(Kernel::ReorderSequence, {}, {}, {outer, ranks, chunk, inner, 1}),
+      {x}, {y}));
+  EXPECT_EQ(f.read<uint16_t>(y), natural);
+  ASSERT_TRUE(f.context->launch(
+      instruction(Kernel::ReorderSequence, {}, {}, {outer, ranks, chunk, inner, 0}),
+      {y}, {z}));
+  EXPECT_EQ(f.read<uint16_t>(z), balanced);
 }
 
 // Tests that every arena starts zeroed, also in memory that a previous

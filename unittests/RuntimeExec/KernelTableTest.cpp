@@ -251,6 +251,14 @@ TEST(KernelTableTest, OperandCounts) {
   c = counts(instruction(Kernel::ShardSlice, 1, 1, {2, 3, 5, 0}), 4);
   EXPECT_THAT(c.inputs, ElementsAre(120));
   EXPECT_THAT(c.outputs, ElementsAre(30));
+  // x [2, 2 * 3 * 4, 5] reordered: outer 2, ranks 3, chunk 4, inner 5.
+  c = counts(instruction(Kernel::ReorderSequence, 1, 1, {2, 3, 4, 5, 1}));
+  EXPECT_THAT(c.inputs, ElementsAre(240));
+  EXPECT_THAT(c.outputs, ElementsAre(240));
+  // An all-to-all's blocks: x [4 * 6] -> y [4 * 6].
+  c = counts(instruction(Kernel::AllToAll, 1, 1, {6, 0}), 4);
+  EXPECT_THAT(c.inputs, ElementsAre(24));
+  EXPECT_THAT(c.outputs, ElementsAre(24));
   c = counts(instruction(Kernel::ReduceScatterSum, 1, 1, {6, 0}), 4);
   EXPECT_THAT(c.inputs, ElementsAre(24));
   EXPECT_THAT(c.outputs, ElementsAre(6));

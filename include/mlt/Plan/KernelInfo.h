@@ -599,15 +599,16 @@ computeOperandIndex(Kernel kernel, size_t numInputs,
 ElementType precisionType(OperandPrecision precision, ElementType compute);
 
 /// Whether `kernel` computes in no particular float type: cast converts
-/// between types, fill writes any float type, transpose and shard_slice move
-/// bytes of any type, the
+/// between types, fill writes any float type, transpose, shard_slice and
+/// reorder_sequence move bytes of any type, the
 /// collectives move or sum (in the communicator) the types the plan verifier
 /// allows them, and the transfers move bytes of any type. A backend checks
 /// these kernels' types on their own terms.
 inline bool isTypeFreeKernel(Kernel kernel) {
   return kernel == Kernel::Cast || kernel == Kernel::Fill ||
          kernel == Kernel::Transpose || kernel == Kernel::ShardSlice ||
-         isCollectiveKernel(kernel) || isTransferKernel(kernel);
+         kernel == Kernel::ReorderSequence || isCollectiveKernel(kernel) ||
+         isTransferKernel(kernel);
 }
 
 } // namespace mlt::rt

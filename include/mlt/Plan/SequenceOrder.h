@@ -51,6 +51,13 @@ MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedIndex(int64_t position, int6
   return slot * chunk + offset;
 }
 
+/// The slot (chunk of the load-balanced order) of chunk `piece` (its
+/// position in chunks) of a sequence of 2 * `ranks` chunks.
+MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedSlot(int64_t piece,
+                                                         int64_t ranks) {
+  return piece < ranks ? 2 * piece : 2 * (2 * ranks - 1 - piece) + 1;
+}
+
 /// The positions of a block of consecutive rows of a sequence: row r of the
 /// block is index `first + r` of the sequence's order, at position
 /// `offset` plus that index (natural order, `ranks` 1) or plus its

@@ -411,3 +411,20 @@ MLT_COLLECTIVE(ReduceScatterOp, getDim(), std::nullopt)
 MLT_COLLECTIVE(ShardSliceOp, getDim(), std::nullopt)
 MLT_COLLECTIVE(AllToAllOp, getSplit(), getConcat())
 #undef MLT_COLLECTIVE
+
+FailureOr<int64_t> ReorderSequenceOp::getAxisSize() { return axisSizeOf(*this); }
+LogicalResult ReorderSequenceOp::verify() {
+  FailureOr<int64_t> size = getAxisSize();
+  if (failed(size))
+    return failure();
+  auto type = cast<RankedTensorType>(getInput().getType());
+  if (getDim() >= type.getRank())
+    return emitOpError("dimension ")
+           << getDim() << " is out of range for rank " << type.getRank();
+  const int64_t rows = type.getDimSize(getDim());
+  if (!ShapedType::isDynamic(rows) && rows % (2 * *size) != 0)
+    return emitOpError("dimension ")
+           << getDim() << " of size " << rows << " is not 2 x " << *size
+           << " equal chunks";
+  return success();
+}

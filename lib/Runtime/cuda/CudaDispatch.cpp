@@ -43,6 +43,7 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   case Kernel::Fill:
   case Kernel::Transpose:
   case Kernel::ShardSlice:
+  case Kernel::ReorderSequence:
   // optimizer.h
   case Kernel::SumSquares:
   case Kernel::SumSquaresMulti:
@@ -241,6 +242,24 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     const TransposeAttrs dims = transposeAttrs(inst.ints);
     return launchTranspose(out[0].data, in[0].data, elementSize(in[0].dtype),
                            dims.shape, dims.perm, dims.rank, s);
+  }
+  case Kernel::ReorderSequence: { // x -> y: whole chunks, as 2D copies
+    using A = attrs::ReorderSequence;
+    const KernelAttrs<A> a(inst);
+    const int64_t chunks = 2 * a[A::ranks];
+    const size_t chunkBytes =
+        size_t(a[A::chunk] * a[A::inner]) * elementSize(in[0].dtype);
+    const size_t pitch = size_t(chunks) * chunkBytes;
+    for (int64_t piece = 0; piece < chunks; ++piece) {
+      const int64_t slot = loadBalancedSlot(piece, a[A::ranks]);
+      const int64_t from = a[A::to_natural] ? slot : piece;
+      const int64_t to = a[A::to_natural] ? piece : slot;
+      MLT_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+          out[0].data + size_t(to) * chunkBytes, pitch,
+          in[0].data + size_t(from) * chunkBytes, pitch, chunkBytes,
+          size_t(a[A::outer]), cudaMemcpyDeviceToDevice, s));
+    }
+    return Status::ok();
   }
   case Kernel::ShardSlice: { // x -> y
     using A = attrs::ShardSlice;

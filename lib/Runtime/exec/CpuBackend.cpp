@@ -342,6 +342,26 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
     return cast(out[0], in[0], KernelAttrs<attrs::Cast>(inst)[attrs::Cast::n]);
   case Kernel::Fill:
     return fill(out[0], KernelAttrs<attrs::Fill>(inst)[attrs::Fill::value]);
+  case Kernel::ReorderSequence: { // x -> y, whole chunks
+    using A = attrs::ReorderSequence;
+    const KernelAttrs<A> a(inst);
+    if (out[0].bytes() > 0 && out[0].data < in[0].data + in[0].bytes() &&
+        in[0].data < out[0].data + out[0].bytes())
+      return errorf("reorder_sequence cannot run in place (its input and "
+                    "output overlap)");
+    const int64_t chunks = 2 * a[A::ranks];
+    const size_t chunkBytes =
+        size_t(a[A::chunk] * a[A::inner]) * elementSize(in[0].dtype);
+    for (int64_t o = 0; o < a[A::outer]; ++o)
+      for (int64_t piece = 0; piece < chunks; ++piece) {
+        const int64_t slot = loadBalancedSlot(piece, a[A::ranks]);
+        const int64_t from = a[A::to_natural] ? slot : piece;
+        const int64_t to = a[A::to_natural] ? piece : slot;
+        std::memcpy(out[0].data + (o * chunks + to) * chunkBytes,
+                    in[0].data + (o * chunks + from) * chunkBytes, chunkBytes);
+      }
+    return Status::ok();
+  }
   case Kernel::ShardSlice: { // x -> y
     using A = attrs::ShardSlice;
     const KernelAttrs<A> a(inst);
@@ -856,6 +876,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::Cast:
   case Kernel::Fill:
   case Kernel::ShardSlice:
+  case Kernel::ReorderSequence:
   case Kernel::AllReduceSum:
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:

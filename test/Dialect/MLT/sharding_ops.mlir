@@ -27,6 +27,10 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 4>} {
     %sl = mlt.shard_slice %g over "dp" dim 0 : tensor<4x8x16xf32> -> tensor<2x8x16xf32>
     // CHECK: mlt.all_to_all %{{.*}} over "tp" split 2 concat 1 : tensor<4x2x16xf32> -> tensor<4x8x4xf32>
     %a = mlt.all_to_all %rs over "tp" split 2 concat 1 : tensor<4x2x16xf32> -> tensor<4x8x4xf32>
+    // CHECK: mlt.reorder_sequence %{{.*}} over "tp" dim 1 to_natural : tensor<4x8x4xf32>
+    %n = mlt.reorder_sequence %a over "tp" dim 1 to_natural : tensor<4x8x4xf32>
+    // CHECK: mlt.reorder_sequence %{{.*}} over "tp" dim 1 : tensor<4x8x4xf32>
+    %bal = mlt.reorder_sequence %n over "tp" dim 1 : tensor<4x8x4xf32>
     // CHECK: mlt.matmul %{{.*}}, %{{.*}} transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
     %m = mlt.matmul %g, %y transpose_lhs contract_batch : tensor<4x8x16xf32>, tensor<4x8x16xf32>
     return %m : tensor<16x16xf32>

@@ -162,3 +162,21 @@ module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
     return %y : tensor<4x6x4xf32>
   }
 }
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+    // expected-error @+1 {{'mlt.reorder_sequence' op dimension 1 of size 6 is not 2 x 2 equal chunks}}
+    %y = mlt.reorder_sequence %x over "cp" dim 1 to_natural : tensor<4x6x8xf32>
+    return %y : tensor<4x6x8xf32>
+  }
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+  // expected-error @+1 {{'mlt.cp_comm' must be "a2a" on an mlt.attention or mlt.attention_grad}}
+  %o = mlt.attention %q, %q, %q causal scale = 0.25 {mlt.cp_comm = "ring"} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+  return %o : tensor<2x8x4x16xf32>
+}

@@ -135,6 +135,34 @@ def MLT_AllToAllOp : MLT_CollectiveOp<"all_to_all"> {
   let extraClassDeclaration = collectiveClassDeclaration;
 }
 
+def MLT_ReorderSequenceOp : MLT_CollectiveOp<"reorder_sequence", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "reorders a whole sequence between the load-balanced and the natural order";
+  let description = [{
+    Dimension `dim` is a whole sequence of `2 G` chunks (`G` the size of
+    context axis `axis`): with `to_natural`, from the load-balanced order
+    its tokens arrive in under context parallelism (rank i's block holding
+    chunks i and 2G-1-i; SequenceOrder.h) to the natural one; without, back.
+    Local: whole chunks move, nothing is sent. mlt-spmdize puts it around an
+    attention of the all-to-all exchange, which then attends over the
+    natural order (one causal attention, not one per pair of chunks).
+
+    Example:
+    ```mlir
+    %n = mlt.reorder_sequence %q over "cp" dim 1 to_natural : tensor<1x64x4x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+                       UnitAttr:$to_natural);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `dim` $dim (`to_natural` $to_natural^)? attr-dict `:`
+    type($input)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
 def MLT_ShardSliceOp : MLT_CollectiveOp<"shard_slice"> {
   let summary = "keeps this rank's block of a dimension (no communication)";
   let description = [{

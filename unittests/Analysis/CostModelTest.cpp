@@ -735,23 +735,27 @@ std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch,
         for (int64_t dp = 1; dp <= gpus; ++dp)
           for (int64_t vp = 1; vp <= 2; ++vp)
             for (int64_t zero = 0; zero <= 2; ++zero)
-              for (int64_t m = 1; m <= batch; ++m) {
-                if (tp * cp * pp * dp != gpus || (vp == 2 && pp == 1) ||
-                    (zero > 0 && dp == 1 && cp == 1) || batch % m != 0 ||
-                    (batch / m) % dp != 0 || (pp > 1 && m < pp) ||
-                    (cp > 1 && (seqLen % (2 * cp) != 0 ||
-                                seqLen / (2 * cp) < kContextChunkTokens)))
-                  continue;
-                Layout l;
-                l.tp = tp;
-                l.cp = cp;
-                l.pp = pp;
-                l.vp = vp;
-                l.dp = dp;
-                l.zero = zero;
-                l.microbatches = m;
-                layouts.push_back(l);
-              }
+              for (int64_t m = 1; m <= batch; ++m)
+                for (ContextExchange exchange :
+                     {ContextExchange::AllGather, ContextExchange::AllToAll}) {
+                  if (tp * cp * pp * dp != gpus || (vp == 2 && pp == 1) ||
+                      (zero > 0 && dp == 1 && cp == 1) || batch % m != 0 ||
+                      (batch / m) % dp != 0 || (pp > 1 && m < pp) ||
+                      (cp > 1 && (seqLen % (2 * cp) != 0 ||
+                                  seqLen / (2 * cp) < kContextChunkTokens)) ||
+                      (cp == 1 && exchange == ContextExchange::AllToAll))
+                    continue;
+                  Layout l;
+                  l.tp = tp;
+                  l.cp = cp;
+                  l.cpComm = exchange;
+                  l.pp = pp;
+                  l.vp = vp;
+                  l.dp = dp;
+                  l.zero = zero;
+                  l.microbatches = m;
+                  layouts.push_back(l);
+                }
   return layouts;
 }
 
@@ -783,7 +787,7 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
 // Tests that context parallelism is tried only where its chunks hold
 // kContextChunkTokens or more: none at 2,048 tokens on 2 GPUs (chunks of
 // 512), cp 2 at 4,096 (the one-GPU layouts, each at cp 2 with ZeRO 0, 1
-// and 2 over cp), cp 2 and 4 at
+// and 2 over cp and with each exchange), cp 2 and 4 at
 // 8,192 on 4 GPUs.
 TEST(LayoutSpaceTest, ContextParallelWhereChunksAreLong) {
   auto maxCp = [](const std::vector<Layout> &layouts) {
@@ -796,13 +800,13 @@ TEST(LayoutSpaceTest, ContextParallelWhereChunksAreLong) {
   std::vector<Layout> two = enumerateLayouts({2, 1, 4096, Layout()});
   EXPECT_EQ(maxCp(two), 2);
   std::vector<Layout> one = enumerateLayouts({1, 1, 4096, Layout()});
-  // (each with ZeRO 0, 1 and 2 over cp: dp is 1)
-  size_t withCp[3] = {0, 0, 0};
+  // (each with ZeRO 0, 1 and 2 over cp, dp being 1, and each exchange)
+  size_t withCp[2][3] = {{0, 0, 0}, {0, 0, 0}};
   for (const Layout &l : two)
-    withCp[l.zero] += l.cp == 2 && l.dp == 1;
-  EXPECT_EQ(withCp[0], one.size());
-  EXPECT_EQ(withCp[1], one.size());
-  EXPECT_EQ(withCp[2], one.size());
+    withCp[size_t(l.cpComm)][l.zero] += l.cp == 2 && l.dp == 1;
+  for (auto &exchange : withCp)
+    for (size_t count : exchange)
+      EXPECT_EQ(count, one.size());
   EXPECT_EQ(maxCp(enumerateLayouts({4, 1, 8192, Layout()})), 4);
   EXPECT_EQ(maxCp(enumerateLayouts({4, 1, 6144, Layout()})), 2); // 6144 / 8 < 1024
 }

@@ -723,9 +723,12 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     sequence (queries) is split over `cp` `mlt.sequence_shard = "cp"` (its
     positions are the rank's load-balanced block's; an attention's keys are
     the whole sequence in that order), and so an attention whose queries
-    are whole in a module with a `cp` axis (after the all-to-all exchange:
-    the whole sequence in its load-balanced order). A rope whose sequence
-    is whole there is refused: its rows are the rank's block. Partial squared norms are
+    are whole in a module with a `cp` axis (the whole sequence in its
+    load-balanced order); but an attention marked for the all-to-all
+    exchange (`mlt.cp_comm = "a2a"`) gets its operands reordered to the
+    natural order (`mlt.reorder_sequence ... to_natural`) and its results
+    back, and attends in natural order. A rope whose sequence is whole
+    there is refused: its rows are the rank's block. Partial squared norms are
     summed locally and all-reduced once per axis inside `mlt.global_norm`'s
     operands, so replicated gradients count once. Returned values are made
     whole on every rank. `mlt.shard` constraints are realized and removed.

@@ -8,8 +8,9 @@
 # number of GPUs, random tokens. CP_MODEL picks the shape: llama-3.2-1b
 # (default: 32,768 tokens, cp 2) or llama-3.1-8b (65,536 tokens, cp 2, with
 # full activation checkpointing in the reference, and --zero 2 (over cp)
-# --recompute-layers all in mlt). CP_MORE_FLAGS, when packing, adds a second
-# mlt plan of those flags, run after the first in the same call.
+# --recompute-layers all in mlt; CP_FLAGS, when packing, replaces those).
+# CP_MORE_FLAGS, when packing, adds a second mlt plan of those flags, run
+# after the first in the same call.
 #
 #   bash bench/cp_reference_gpu.sh pack DIR   # here: the runtime, the plan
 #   bash DIR/cp_reference_gpu.sh              # on the GPU machine (2 GPUs)
@@ -22,6 +23,10 @@ case $model in
   llama-3.1-8b) seq=65536 mlt_flags=(--zero 2 --recompute-layers all) torch_flags=(--ac full) ;;
   *) echo "cp_reference_gpu: CP_MODEL is llama-3.2-1b or llama-3.1-8b, not $model" >&2; exit 2 ;;
 esac
+if [[ "${1:-}" == pack && -n "${CP_FLAGS:-}" ]]; then
+  # shellcheck disable=SC2206 # (the flags, word by word)
+  mlt_flags=($CP_FLAGS)
+fi
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   source "$root"/scripts/gpu-pack-common.sh
@@ -29,6 +34,7 @@ if [[ "${1:-}" == pack ]]; then
   mkdir -p "$dir"/tools
   "$root"/build/bin/mlt-run "$root"/models/llama/$model.mlir --device cuda --dtype bf16 \
     --batch 1 --seq-len $seq --cp 2 "${mlt_flags[@]}" --emit-plan "$dir"/plans/cp2.mltplan >/dev/null
+  echo "${mlt_flags[*]}" > "$dir"/plans/cp2.flags
   if [[ -n "${CP_MORE_FLAGS:-}" ]]; then
     # shellcheck disable=SC2086 # (the flags, word by word)
     "$root"/build/bin/mlt-run "$root"/models/llama/$model.mlir --device cuda --dtype bf16 \
@@ -58,8 +64,8 @@ grep -v "^\s*$" "$out"/torch.log | tail -4
 for plan in plans/cp2.mltplan plans/cp2-more.mltplan; do
   [[ -f $plan ]] || continue
   name=$(basename "$plan" .mltplan)
-  echo "== mlt: the same at --cp 2 (two processes, NCCL): ${mlt_flags[*]}$(
-    [[ $name == cp2-more ]] && echo " -> $(cat plans/cp2-more.flags)")"
+  echo "== mlt: the same at --cp 2 (two processes, NCCL): $(cat plans/$name.flags 2>/dev/null ||
+    echo "${mlt_flags[*]}")"
   $mpirun -np 2 ./bin/mlt-run "$plan" --device cuda --data tokens.u32 --no-shuffle \
     --steps ${STEPS:-8} --log-json "$out"/$name.jsonl > "$out"/$name.log 2>&1 ||
     { tail -3 "$out"/$name.log; fail "mlt ($name): exit $?"; continue; }

@@ -226,6 +226,14 @@ double Calibration::latencyFloor() const {
 
 double Calibration::onCurve(const Curve &curve, const LaunchClass &cls,
                             double work) const {
+  // Below a first point measured well above the launch latency (bound by
+  // its work, not its launch): at that point's rate.
+  if (!curve.points.empty() && work < curve.points.front().first) {
+    const auto [firstWork, firstSeconds] = curve.points.front();
+    const double floor = latencyFloor();
+    if (firstSeconds > 64.0 * floor)
+      return std::max(floor, firstSeconds * work / firstWork);
+  }
   if (curve.points.empty() || work <= curve.points.back().first)
     return curve.seconds(work);
   const auto [lastWork, lastSeconds] = curve.points.back();

@@ -164,6 +164,23 @@ TEST(CalibrationTest, ExtendsACurvePastItsLastPointAtTheBetterRate) {
   EXPECT_NEAR(c.seconds({"rope", 3e6 + 1e3, false, false}), 3.1e-4, 1e-15);
 }
 
+// Tests a curve below its first point: the point's time where it is within
+// 64 launch latencies (latency-bound), at its rate where it is far beyond
+// (a work-bound launch: attention at a long sequence measured with every
+// head, run with a rank's share of them), no lower than the least launch.
+TEST(CalibrationTest, ShrinksBelowAWorkBoundFirstPoint) {
+  Calibration c = sampleCalibration(); // least launch 2 us
+  c.curves["attention_fwd/hd64/s32768"].points = {{4e12, 1e-2}};
+  EXPECT_NEAR(c.seconds({"attention_fwd/hd64/s32768", 2e12, true, false}),
+              5e-3, 1e-15);
+  EXPECT_DOUBLE_EQ(c.seconds({"attention_fwd/hd64/s32768", 1e3, true, false}),
+                   c.latencyFloor());
+  // 100 us: 50 latencies, latency-bound; the same time below it.
+  c.curves["attention_fwd/hd64/s32768"].points = {{4e12, 1e-4}};
+  EXPECT_DOUBLE_EQ(c.seconds({"attention_fwd/hd64/s32768", 2e12, true, false}),
+                   1e-4);
+}
+
 // Tests that a collective on the compute stream, past its curve's last
 // point, is priced no slower than the same collective beside compute: the
 // H200's all_gather/g2, measured at 16 and 32 KB

@@ -14,7 +14,11 @@
 // too), a collective by its group size. A class's curve holds measured points
 // (work, seconds); between two points the time is interpolated linearly in
 // log(work) and log(time), below the first it is the first point's time
-// (a launch's latency floor), above the last it grows at the marginal rate
+// (a launch's latency floor) where that point is within 64 times the
+// device's least launch time, and otherwise (a point measured where the
+// kernel is bound by its work: attention at a long sequence, at a rank's
+// share of the heads) shrinks with the work at that point's rate, no lower
+// than the least launch time; above the last it grows at the marginal rate
 // of its last two points (at least the last point's own rate); a curve of
 // one point, at its rate, or where that point is within four times the
 // device's least launch time (latency bounds it, and says little of large

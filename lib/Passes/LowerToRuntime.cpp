@@ -77,6 +77,15 @@ struct DimSplit {
   int64_t outer = 1, size = 1, inner = 1;
 };
 
+/// A transpose's ints that swap the two outer dimensions of [a, b, size,
+/// inner]: how a collective's rank-major buffer ([ranks, outer, ...]) meets
+/// the tensor's layout ([outer, ranks, ...]), either way.
+std::vector<int64_t> swapOuterInts(int64_t a, int64_t b, int64_t size,
+                                   int64_t inner) {
+  return rt::transposeInts(std::array<int64_t, 4>{a, b, size, inner},
+                           std::array<int64_t, 4>{1, 0, 2, 3});
+}
+
 DimSplit splitAround(ArrayRef<int64_t> shape, int64_t dim) {
   DimSplit split;
   for (int64_t d = 0; d < dim; ++d)
@@ -1522,17 +1531,12 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
       withRanks.append(shape.begin(), shape.end());
       return temporary(RankedTensorType::get(withRanks, element));
     };
-    auto swapOuter = [](int64_t a, int64_t b, const DimSplit &around) {
-      return rt::transposeInts(
-          std::array<int64_t, 4>{a, b, around.size, around.inner},
-          std::array<int64_t, 4>{1, 0, 2, 3});
-    };
     DimSplit sent = splitAround(blockShape, split);
     FlatSymbolRefAttr outgoing = in;
     if (sent.outer > 1) {
       outgoing = rankMajor(blockShape);
       launch(loc, "transpose", {in}, {outgoing},
-             swapOuter(sent.outer, ranks, sent));
+             swapOuterInts(sent.outer, ranks, sent.size, sent.inner));
     }
     DimSplit received = splitAround(blockShape, concat);
     std::vector<int64_t> ints = rt::collectiveInts(
@@ -1546,7 +1550,8 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     launch(loc, rt::kernelName(rt::Kernel::AllToAll), {outgoing}, {incoming},
            ints);
     launch(loc, "transpose", {incoming}, {define(result)},
-           swapOuter(ranks, received.outer, received));
+           swapOuterInts(ranks, received.outer, received.size,
+                         received.inner));
     return success();
   }
 
@@ -1610,23 +1615,18 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
   const int64_t ranks = axis->size;
   const DimSplit &whole = gather ? to : from;
   const int64_t block = whole.size / ranks;
-  auto transposeInts = [&](int64_t a, int64_t b) {
-    return rt::transposeInts(
-        std::array<int64_t, 4>{a, b, block, whole.inner},
-        std::array<int64_t, 4>{1, 0, 2, 3});
-  };
   if (gather) {
     FlatSymbolRefAttr gathered = temporary(RankedTensorType::get(
         {ranks, whole.outer, block, whole.inner}, element));
     launch(loc, rt::kernelName(kernel), {in}, {gathered}, ints);
     launch(loc, "transpose", {gathered}, {define(result)},
-           transposeInts(ranks, whole.outer));
+           swapOuterInts(ranks, whole.outer, block, whole.inner));
     return success();
   }
   FlatSymbolRefAttr rankMajor = temporary(RankedTensorType::get(
       {ranks, whole.outer, block, whole.inner}, element));
   launch(loc, "transpose", {in}, {rankMajor},
-         transposeInts(whole.outer, ranks));
+         swapOuterInts(whole.outer, ranks, block, whole.inner));
   launch(loc, rt::kernelName(kernel), {rankMajor}, {define(result)}, ints);
   return success();
 }

@@ -42,20 +42,30 @@ MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedPosition(int64_t index, int6
   return piece * chunk + offset;
 }
 
-/// The index in that order of position `position` (the inverse).
-MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedIndex(int64_t position, int64_t chunk,
-                                    int64_t ranks) {
-  const int64_t piece = position / chunk, offset = position % chunk;
-  const int64_t slot =
-      piece < ranks ? 2 * piece : 2 * (2 * ranks - 1 - piece) + 1;
-  return slot * chunk + offset;
-}
-
 /// The slot (chunk of the load-balanced order) of chunk `piece` (its
 /// position in chunks) of a sequence of 2 * `ranks` chunks.
 MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedSlot(int64_t piece,
                                                          int64_t ranks) {
   return piece < ranks ? 2 * piece : 2 * (2 * ranks - 1 - piece) + 1;
+}
+
+/// The index in that order of position `position` (the inverse).
+MLT_SEQUENCE_ORDER_FN constexpr int64_t loadBalancedIndex(int64_t position, int64_t chunk,
+                                    int64_t ranks) {
+  return loadBalancedSlot(position / chunk, ranks) * chunk + position % chunk;
+}
+
+/// Where chunk `piece` (its position in chunks) of a sequence of 2 *
+/// `ranks` chunks moves when the sequence is reordered whole: from its
+/// load-balanced slot to its position (`toNatural`), or back.
+struct ChunkMove {
+  int64_t from = 0, to = 0;
+};
+MLT_SEQUENCE_ORDER_FN constexpr ChunkMove reorderedChunk(int64_t piece,
+                                                         int64_t ranks,
+                                                         bool toNatural) {
+  const int64_t slot = loadBalancedSlot(piece, ranks);
+  return toNatural ? ChunkMove{slot, piece} : ChunkMove{piece, slot};
 }
 
 /// The positions of a block of consecutive rows of a sequence: row r of the

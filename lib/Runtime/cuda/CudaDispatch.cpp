@@ -251,12 +251,11 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
         size_t(a[A::chunk] * a[A::inner]) * elementSize(in[0].dtype);
     const size_t pitch = size_t(chunks) * chunkBytes;
     for (int64_t piece = 0; piece < chunks; ++piece) {
-      const int64_t slot = loadBalancedSlot(piece, a[A::ranks]);
-      const int64_t from = a[A::to_natural] ? slot : piece;
-      const int64_t to = a[A::to_natural] ? piece : slot;
+      const ChunkMove move =
+          reorderedChunk(piece, a[A::ranks], a[A::to_natural] == 1);
       MLT_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-          out[0].data + size_t(to) * chunkBytes, pitch,
-          in[0].data + size_t(from) * chunkBytes, pitch, chunkBytes,
+          out[0].data + size_t(move.to) * chunkBytes, pitch,
+          in[0].data + size_t(move.from) * chunkBytes, pitch, chunkBytes,
           size_t(a[A::outer]), cudaMemcpyDeviceToDevice, s));
     }
     return Status::ok();

@@ -354,11 +354,11 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
         size_t(a[A::chunk] * a[A::inner]) * elementSize(in[0].dtype);
     for (int64_t o = 0; o < a[A::outer]; ++o)
       for (int64_t piece = 0; piece < chunks; ++piece) {
-        const int64_t slot = loadBalancedSlot(piece, a[A::ranks]);
-        const int64_t from = a[A::to_natural] ? slot : piece;
-        const int64_t to = a[A::to_natural] ? piece : slot;
-        std::memcpy(out[0].data + (o * chunks + to) * chunkBytes,
-                    in[0].data + (o * chunks + from) * chunkBytes, chunkBytes);
+        const ChunkMove move =
+            reorderedChunk(piece, a[A::ranks], a[A::to_natural] == 1);
+        std::memcpy(out[0].data + (o * chunks + move.to) * chunkBytes,
+                    in[0].data + (o * chunks + move.from) * chunkBytes,
+                    chunkBytes);
       }
     return Status::ok();
   }

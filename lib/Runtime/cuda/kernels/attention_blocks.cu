@@ -96,9 +96,7 @@ struct Blocks {
   int64_t chunk = 0, ranks = 1;
   std::vector<int64_t> chunks;
   /// The slot (chunk of the load-balanced order) that holds chunk c.
-  int64_t slotOf(int64_t c) const {
-    return rt::loadBalancedIndex(c * chunk, chunk, ranks) / chunk;
-  }
+  int64_t slotOf(int64_t c) const { return rt::loadBalancedSlot(c, ranks); }
 };
 
 Blocks blocksOf(const AttentionShape &p) {

@@ -44,8 +44,9 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
                   (pp > 1 && m < pp))
                 continue;
               for (ContextExchange exchange :
-                   {ContextExchange::AllGather, ContextExchange::AllToAll}) {
-                if (exchange == ContextExchange::AllToAll && cp < 2)
+                   {ContextExchange::AllGather, ContextExchange::AllToAll,
+                    ContextExchange::Ring}) {
+                if (exchange != ContextExchange::AllGather && cp < 2)
                   continue;
                 Layout layout = request.base;
                 layout.tp = tp;

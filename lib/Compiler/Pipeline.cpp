@@ -139,6 +139,10 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
     recompute.ops.assign(layout.recompute.begin(), layout.recompute.end());
     pm.addPass(createMLTRecomputeActivations(recompute));
   }
+  // After the recomputation passes, so that a recomputed attention (a
+  // clone of the gathered one) becomes ring steps too.
+  if (layout.cp > 1 && layout.cpComm == ContextExchange::Ring)
+    pm.addPass(createMLTRingAttention());
   pm.addPass(createMLTLowerToRuntime());
   // Interleaved: each stage's model chunks, compiled apart so far, become
   // one module per stage; the rest runs on those.

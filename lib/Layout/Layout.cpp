@@ -28,7 +28,15 @@ ScheduleKind Layout::scheduleKind() const {
 int64_t Layout::ranks() const { return pp * dp * cp * tp; }
 
 const char *mlt::contextExchangeName(ContextExchange exchange) {
-  return exchange == ContextExchange::AllToAll ? "a2a" : "allgather";
+  switch (exchange) {
+  case ContextExchange::AllToAll:
+    return "a2a";
+  case ContextExchange::Ring:
+    return "ring";
+  case ContextExchange::AllGather:
+    break;
+  }
+  return "allgather";
 }
 
 std::vector<ParallelAxis> mlt::zeroAxes(int64_t dp, int64_t cp) {

@@ -140,8 +140,10 @@ Status parseCpComm(std::string_view text, Layout &layout) {
     layout.cpComm = ContextExchange::AllGather;
   else if (text == "a2a")
     layout.cpComm = ContextExchange::AllToAll;
+  else if (text == "ring")
+    layout.cpComm = ContextExchange::Ring;
   else
-    return expected("allgather or a2a", text);
+    return expected("allgather, a2a or ring", text);
   return Status::ok();
 }
 std::string printCpComm(const Layout &layout) {
@@ -349,13 +351,15 @@ const std::vector<LayoutOption> kOptions = {
      "or more",
      S::Mesh, P::Recorded, true, Count<&Layout::cp, 1>::parse,
      Count<&Layout::cp, 1>::print},
-    {"cp-comm", "allgather|a2a",
+    {"cp-comm", "allgather|a2a|ring",
      "with cp: allgather (default) gathers the whole sequence's keys and "
      "values, each rank attending from its own queries; a2a (DeepSpeed's "
      "Ulysses) exchanges all-to-all, heads for sequence, before attention "
      "and back after it, each rank attending over the whole sequence with "
      "heads / (tp x cp) heads (tp x cp must divide the heads and the "
-     "key/value heads)",
+     "key/value heads); ring passes each rank's key/value block around the "
+     "cp ranks, attending to the block in hand while the next one travels, "
+     "the gradients of the keys and values passed on with them",
      S::Mesh, P::Fixed, true, parseCpComm, printCpComm},
     {"zero", "0|1|2",
      "the optimizer state per data-parallel rank: 0 (default) every rank "

@@ -72,13 +72,13 @@ const std::vector<RuleRow> &rows() {
                               "more");
          return std::nullopt;
        }},
-      {{"cp-comm-needs-cp", "cp-comm a2a needs cp 2 or more",
+      {{"cp-comm-needs-cp", "cp-comm a2a or ring needs cp 2 or more",
         "it exchanges the blocks of a sequence split over cp"},
        [](const Subject &s) -> std::optional<std::string> {
-         if (s.layout.cpComm == ContextExchange::AllToAll && s.layout.cp < 2)
-           return std::string("cp-comm a2a exchanges the blocks of a "
-                              "sequence split over cp and needs cp 2 or "
-                              "more");
+         if (s.layout.cpComm != ContextExchange::AllGather && s.layout.cp < 2)
+           return str("cp-comm ", contextExchangeName(s.layout.cpComm),
+                      " exchanges the blocks of a sequence split over cp "
+                      "and needs cp 2 or more");
          return std::nullopt;
        }},
       {{"vp-needs-pp", "vp 2 or more needs pp 2 or more",
@@ -306,7 +306,7 @@ const std::vector<RuleRow> &rows() {
            if (heads % ranks != 0)
              return str("cp-comm a2a splits the heads over tp x cp = ",
                         ranks, ", which does not divide the model's ", heads,
-                        " ", what, "; use cp-comm allgather");
+                        " ", what, "; use cp-comm allgather or ring");
          return std::nullopt;
        }},
       {{"tp-divides-heads", "tp divides the attention heads",

@@ -74,14 +74,15 @@ private:
     if (sequenceParallel && tp == 1)
       return module.emitError("mlt-annotate-layout: sequence-parallel splits "
                               "the sequence over tp and needs tp > 1");
-    if (cpComm != "allgather" && cpComm != "a2a")
+    if (cpComm != "allgather" && cpComm != "a2a" && cpComm != "ring")
       return module.emitError("mlt-annotate-layout: cp-comm must be "
-                              "allgather or a2a, got '")
+                              "allgather, a2a or ring, got '")
              << cpComm << "'";
-    if (cpComm == "a2a" && cp == 1)
-      return module.emitError("mlt-annotate-layout: cp-comm a2a exchanges "
-                              "the blocks of a sequence split over cp and "
-                              "needs cp > 1");
+    if (cpComm != "allgather" && cp == 1)
+      return module.emitError("mlt-annotate-layout: cp-comm ")
+             << cpComm
+             << " exchanges the blocks of a sequence split over cp and "
+                "needs cp > 1";
     // The axes in the layout's rank order (parallelAxes: tp last, so that
     // tensor-parallel ranks are adjacent, and pp first, so that a pipeline
     // stage's ranks are); those of size 1 left out.
@@ -156,8 +157,9 @@ private:
       }
 
     // The all-to-all exchange (DeepSpeed's Ulysses): each attention marked,
-    // for propagation to move cp from its sequence to its heads.
-    if (cpComm == "a2a")
+    // for propagation to move cp from its sequence to its heads. The ring:
+    // marked for mlt-ring-attention, which replaces the gather.
+    if (cpComm != "allgather")
       forward.walk([&](AttentionOp attention) {
         attention->setAttr(MLTDialect::getContextExchangeAttrName(),
                            StringAttr::get(context, cpComm));

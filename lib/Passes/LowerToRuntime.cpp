@@ -1167,7 +1167,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                    {A::kv_heads, k[2]},
                    {A::head_dim, q[3]},
                    {A::causal, a.getCausal()},
-                   {A::axis, *axis}},
+                   {A::axis, *axis},
+                   {A::ring, 0},
+                   {A::ring_step, 0}},
                   {{A::scale, a.getScale().convertToDouble()}});
         return success();
       })
@@ -1199,6 +1201,8 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                      {A::head_dim, q[3]},
                      {A::causal, a.getCausal()},
                      {A::axis, *axis},
+                     {A::ring, 0},
+                     {A::ring_step, 0},
                      {A::position_offset, 0},
                      {A::scaling, int64_t(scaling.kind)},
                      {A::original_max_position_embeddings,
@@ -1221,8 +1225,65 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                    {A::kv_heads, k[2]},
                    {A::head_dim, q[3]},
                    {A::causal, a.getCausal()},
-                   {A::axis, *axis}},
+                   {A::axis, *axis},
+                   {A::ring, 0},
+                   {A::ring_step, 0}},
                   {{A::scale, a.getScale().convertToDouble()}});
+        return success();
+      })
+      .Case([&](AttentionBlockOp a) -> LogicalResult {
+        // A ring step: the rank's queries against one rank's block of keys.
+        auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        FailureOr<MeshAxisRef> axis = meshAxis(a, a.getAxis());
+        if (failed(axis))
+          return failure();
+        using A = rt::attrs::AttentionFwd;
+        launch<A>(loc, operandBuffers(a),
+                  {define(a.getResult()), define(a.getLse())},
+                  {{A::batch, q[0]},
+                   {A::seq, q[1]},
+                   {A::kv_seq, k[1]},
+                   {A::q_heads, q[2]},
+                   {A::kv_heads, k[2]},
+                   {A::head_dim, q[3]},
+                   {A::causal, a.getCausal()},
+                   {A::axis, axis->index},
+                   {A::ring, 1},
+                   {A::ring_step, int64_t(a.getStep())}},
+                  {{A::scale, a.getScale().convertToDouble()}});
+        return success();
+      })
+      .Case([&](AttentionBlockGradOp a) -> LogicalResult {
+        auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        FailureOr<MeshAxisRef> axis = meshAxis(a, a.getAxis());
+        if (failed(axis))
+          return failure();
+        using A = rt::attrs::AttentionBwd;
+        launch<A>(loc, operandBuffers(a),
+                  {define(a.getQueryGrad()), define(a.getKeyGrad()),
+                   define(a.getValueGrad())},
+                  {{A::batch, q[0]},
+                   {A::seq, q[1]},
+                   {A::kv_seq, k[1]},
+                   {A::q_heads, q[2]},
+                   {A::kv_heads, k[2]},
+                   {A::head_dim, q[3]},
+                   {A::causal, a.getCausal()},
+                   {A::axis, axis->index},
+                   {A::ring, 1},
+                   {A::ring_step, int64_t(a.getStep())}},
+                  {{A::scale, a.getScale().convertToDouble()}});
+        return success();
+      })
+      .Case([&](AttentionMergeOp m) -> LogicalResult {
+        auto o = shapeOf(m.getOutA());
+        using A = rt::attrs::AttentionMerge;
+        launch<A>(loc, operandBuffers(m),
+                  {define(m.getResult()), define(m.getLse())},
+                  {{A::batch, o[0]},
+                   {A::seq, o[1]},
+                   {A::heads, o[2]},
+                   {A::head_dim, o[3]}});
         return success();
       })
       .Case([&](SwiGLUOp s) -> LogicalResult {
@@ -1278,7 +1339,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
       .Case([&](CrossEntropyOp c) { return lowerCrossEntropy(c); })
       .Case([&](CrossEntropyGradOp c) { return lowerCrossEntropyGrad(c); })
       .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, ShardSliceOp,
-            AllToAllOp, ReorderSequenceOp>(
+            AllToAllOp, ReorderSequenceOp, CollectivePermuteOp>(
           [&](Operation *collective) { return lowerCollective(collective); })
       .Case([&](SendOp send) -> LogicalResult {
         FailureOr<MeshAxisRef> axis = meshAxis(send, send.getAxis());
@@ -1507,11 +1568,22 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
     axisName = exchange.getAxis();
   else if (auto reorder = dyn_cast<ReorderSequenceOp>(op))
     std::tie(axisName, dim) = std::pair(reorder.getAxis(), reorder.getDim());
+  else if (auto permute = dyn_cast<CollectivePermuteOp>(op))
+    axisName = permute.getAxis();
   FailureOr<MeshAxisRef> axis = meshAxis(op, axisName);
   if (failed(axis))
     return failure();
   Value input = op->getOperand(0), result = op->getResult(0);
   FlatSymbolRefAttr in = valueBuffer(input);
+
+  if (auto permute = dyn_cast<CollectivePermuteOp>(op)) {
+    launch(loc, rt::kernelName(rt::Kernel::CollectivePermute), {in},
+           {define(result)},
+           rt::collectiveInts(rt::Kernel::CollectivePermute,
+                              {numElements(input), axis->index,
+                               int64_t(permute.getShift())}));
+    return success();
+  }
 
   if (auto exchange = dyn_cast<AllToAllOp>(op)) {
     // The runtime's all_to_all sends a buffer's G outermost blocks, one to

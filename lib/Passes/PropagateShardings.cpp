@@ -300,8 +300,10 @@ private:
   /// lay out everything around attention with the sequence split.
   LogicalResult exchangeContextForHeads(Operation *op, const ShardingRule &rule,
                                         SmallVectorImpl<Axes> &factorAxis) {
-    if (!isa<AttentionOp, AttentionGradOp>(op) ||
-        !op->hasAttr(MLTDialect::getContextExchangeAttrName()))
+    auto exchange =
+        op->getAttrOfType<StringAttr>(MLTDialect::getContextExchangeAttrName());
+    if (!isa<AttentionOp, AttentionGradOp>(op) || !exchange ||
+        exchange.getValue() != "a2a")
       return success();
     auto isContext = [](StringAttr axis) {
       return axis.getValue() == kContextAxis;

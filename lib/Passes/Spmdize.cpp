@@ -164,8 +164,10 @@ private:
   /// attention (where the balanced order takes one per pair of chunks).
   bool attendsInNaturalOrder(Operation *op, ArrayAttr required) {
     auto context = b.getStringAttr(axisName(ParallelAxis::Context));
-    return isa<AttentionOp, AttentionGradOp>(op) &&
-           op->hasAttr(MLTDialect::getContextExchangeAttrName()) && required &&
+    auto exchange =
+        op->getAttrOfType<StringAttr>(MLTDialect::getContextExchangeAttrName());
+    return isa<AttentionOp, AttentionGradOp>(op) && exchange &&
+           exchange.getValue() == "a2a" && required &&
            mesh.axisSize(context) > 1 &&
            cast<ShardingAttr>(required[0]).getAxes(1).empty();
   }

@@ -22,6 +22,8 @@ const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
     return "broadcast";
   case CollectiveKind::AllToAll:
     return "all_to_all";
+  case CollectiveKind::Permute:
+    return "permute";
   }
   return "unknown";
 }
@@ -43,7 +45,7 @@ size_t CollectiveCall::outCount(int groupSize) const {
 
 bool CollectiveCall::matches(const CollectiveCall &other) const {
   return kind == other.kind && dtype == other.dtype && count == other.count &&
-         root == other.root;
+         root == other.root && shift == other.shift;
 }
 
 std::string CollectiveCall::describe() const {
@@ -54,5 +56,7 @@ std::string CollectiveCall::describe() const {
     text += " per rank";
   if (kind == CollectiveKind::Broadcast)
     text += " from index " + std::to_string(root);
+  if (kind == CollectiveKind::Permute)
+    text += " by " + std::to_string(shift);
   return text;
 }

@@ -296,8 +296,25 @@ template <typename K> struct AttentionRule : RuleBase<K> {
   using RuleBase<K>::RuleBase;
   using RuleBase<K>::a;
   Status check() const {
-    MLT_RETURN_IF_ERROR(this->flags({K::causal}));
+    MLT_RETURN_IF_ERROR(this->flags({K::causal, K::ring}));
     MLT_RETURN_IF_ERROR(checkContextRows(a, a[K::seq]));
+    // The ring's blocks: one rank's keys, of the rank ring_step before.
+    if (a[K::ring] == 0 && a[K::ring_step] != 0)
+      return errorf("ring_step ", a[K::ring_step], " needs ring 1");
+    if (a[K::ring] != 0) {
+      if (a[K::axis] < 0)
+        return errorf("ring 1 needs a context axis");
+      if (a[K::ring_step] >= this->groupSize)
+        return errorf("ring_step must be below the axis's size ",
+                      this->groupSize, ", got ", a[K::ring_step]);
+      if (a[K::kv_seq] != a[K::seq])
+        return errorf("kv_seq must be seq (", a[K::seq],
+                      ": one rank's block of keys) with ring 1, got ",
+                      a[K::kv_seq]);
+      if constexpr (K::kernel == Kernel::AttentionBwdRope)
+        return checkRopeScaling(ropeScaling(a));
+      return Status::ok();
+    }
     // Keys: the queries' rows, or the whole sequence of G blocks (the
     // queries a rank's block of it, or the whole of it too: the all-to-all
     // exchange's, in 2G chunks).
@@ -332,7 +349,9 @@ template <typename K> struct AttentionRule : RuleBase<K> {
   // The forward's two products (scores and the weighted sum of values) over
   // every query and key, half of them under a causal mask (a
   // context-parallel rank's load-balanced block sees half the whole
-  // sequence's keys too); the backward's five products are 2.5 times that
+  // sequence's keys too, and half of a ring step's block: two of the four
+  // pairs of chunks, or the diagonal pair's halves, one whole pair and
+  // none); the backward's five products are 2.5 times that
   // (the rotation of dq and dk is not counted).
   double flops() const {
     double forward = 4.0 * double(a[K::batch]) * double(a[K::q_heads]) *
@@ -354,6 +373,18 @@ struct Rule<attrs::AttentionBwd> : AttentionRule<attrs::AttentionBwd> {
 template <>
 struct Rule<attrs::AttentionBwdRope> : AttentionRule<attrs::AttentionBwdRope> {
   using AttentionRule::AttentionRule;
+};
+
+template <>
+struct Rule<attrs::AttentionMerge> : RuleBase<attrs::AttentionMerge> {
+  using RuleBase::RuleBase;
+  // out_a, lse_a, out_b, lse_b -> out, lse: out [batch, seq, heads,
+  // head_dim], lse [batch, heads, seq]
+  OperandCounts counts() const {
+    const int64_t out = product({a[batch], a[seq], a[heads], a[head_dim]});
+    const int64_t lse = product({a[batch], a[heads], a[seq]});
+    return {{out, lse, out, lse}, {out, lse}};
+  }
 };
 
 template <> struct Rule<attrs::SwiGLUFwd> : RuleBase<attrs::SwiGLUFwd> {
@@ -637,6 +668,19 @@ template <> struct Rule<attrs::AllToAll> : RuleBase<attrs::AllToAll> {
   }
 };
 
+template <>
+struct Rule<attrs::CollectivePermute> : RuleBase<attrs::CollectivePermute> {
+  using RuleBase::RuleBase;
+  Status check() const {
+    if (a[shift] <= 0 || a[shift] >= groupSize)
+      return errorf("shift must be in [1, ", groupSize,
+                    ") (a step along the group of ", groupSize,
+                    " ranks), got ", a[shift]);
+    return Status::ok();
+  }
+  OperandCounts counts() const { return all(a[n], 1, 1); } // x [n] -> y [n]
+};
+
 /// send and recv: one operand of n elements, the input of a send, the
 /// output of a receive.
 struct TransferRule : RuleBase<attrs::Send> {
@@ -715,6 +759,11 @@ CollectiveAttrs mlt::rt::collectiveAttrs(const InstructionDesc &inst) {
     const KernelAttrs<A> a(inst);
     return {a[A::n], a[A::axis]};
   }
+  case Kernel::CollectivePermute: {
+    using A = attrs::CollectivePermute;
+    const KernelAttrs<A> a(inst);
+    return {a[A::n], a[A::axis], a[A::shift]};
+  }
   default: {
     assert(inst.kernel == Kernel::AllReduceSum && "not a collective");
     using A = attrs::AllReduceSum;
@@ -742,12 +791,34 @@ std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
     return kernelInts<A>(
         {{A::n, collective.count}, {A::axis, collective.axis}});
   }
+  case Kernel::CollectivePermute: {
+    using A = attrs::CollectivePermute;
+    return kernelInts<A>({{A::n, collective.count},
+                          {A::axis, collective.axis},
+                          {A::shift, collective.shift}});
+  }
   default: {
     assert(kernel == Kernel::AllReduceSum && "not a collective");
     using A = attrs::AllReduceSum;
     return kernelInts<A>(
         {{A::n, collective.count}, {A::axis, collective.axis}});
   }
+  }
+}
+
+CollectiveKind mlt::rt::collectiveKind(Kernel kernel) {
+  switch (kernel) {
+  case Kernel::ReduceScatterSum:
+    return CollectiveKind::ReduceScatterSum;
+  case Kernel::AllGather:
+    return CollectiveKind::AllGather;
+  case Kernel::AllToAll:
+    return CollectiveKind::AllToAll;
+  case Kernel::CollectivePermute:
+    return CollectiveKind::Permute;
+  default:
+    assert(kernel == Kernel::AllReduceSum && "not a collective");
+    return CollectiveKind::AllReduceSum;
   }
 }
 
@@ -857,6 +928,8 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
     return output == 1 && input == 1;
   case Kernel::MatmulAdd: // a, b, addend -> c: the epilogue adds c = addend
     return output == 0 && input == 2;
+  case Kernel::AttentionMerge: // out_a, lse_a, out_b, lse_b -> out, lse
+    return (output == 0 && input == 0) || (output == 1 && input == 1);
   case Kernel::MatmulFp8: // ..., addend -> c: as matmul_add
     return output == 0 && input == 4;
   default:
@@ -883,6 +956,9 @@ OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
   case Kernel::AttentionBwdRope: // the same
     return !output && index == 5 ? OperandPrecision::Statistic
                                  : OperandPrecision::Compute;
+  case Kernel::AttentionMerge: // out_a, lse_a, out_b, lse_b -> out, lse
+    return index % 2 == 1 ? OperandPrecision::Statistic
+                          : OperandPrecision::Compute;
   case Kernel::CrossEntropyFwd:   // logits, labels -> loss
   case Kernel::CrossEntropyStats: // logits, labels -> lse, target
     return output ? OperandPrecision::Statistic : OperandPrecision::Compute;

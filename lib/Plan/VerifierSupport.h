@@ -58,12 +58,11 @@ inline int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
 inline CollectiveCall collectiveCall(const RankPlan &rank,
                                      const InstructionDesc &inst) {
   CollectiveCall call;
-  call.kind = inst.kernel == Kernel::AllReduceSum ? CollectiveKind::AllReduceSum
-              : inst.kernel == Kernel::ReduceScatterSum
-                  ? CollectiveKind::ReduceScatterSum
-                  : CollectiveKind::AllGather;
+  const CollectiveAttrs collective = collectiveAttrs(inst);
+  call.kind = collectiveKind(inst.kernel);
   call.dtype = rank.buffers[inst.inputs[0]].dtype;
-  call.count = size_t(collectiveAttrs(inst).count);
+  call.count = size_t(collective.count);
+  call.shift = int(collective.shift);
   return call;
 }
 

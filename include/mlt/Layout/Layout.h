@@ -66,9 +66,13 @@ enum class ContextExchange : uint8_t {
   /// sequence gathered before attention, and back after it; each rank
   /// attends over the whole sequence with its heads / (tp x cp) heads.
   AllToAll,
+  /// The ring (Megatron's p2p): each rank's key/value block passed around
+  /// the cp ranks, one step at a time, each rank attending from its queries
+  /// to the block in hand and merging the steps by log-sum-exp.
+  Ring,
 };
 
-/// "allgather", "a2a".
+/// "allgather", "a2a", "ring".
 const char *contextExchangeName(ContextExchange exchange);
 
 /// One layout. The defaults are the one-rank layout of mlt-run without

@@ -491,7 +491,9 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
       `mlt.attention` marked `mlt.cp_comm = "a2a"`, for which
       mlt-propagate-shardings moves cp from its sequence to its heads
       (DeepSpeed's Ulysses; the default `allgather` gathers the keys and
-      values instead);
+      values instead); the ring (`cp-comm=ring`) marks them
+      `mlt.cp_comm = "ring"`, laid out as the gather and rewritten by
+      mlt-ring-attention;
     - sequence parallelism (`sequence-parallel`, needs `tp` > 1): the
       residual stream (the embedding's result and every `mlt.add`) constrained
       to `[?, tp, ?]` with `mlt.shard` (with `cp` > 1, `[?, cp*tp, ?]`: each
@@ -518,8 +520,8 @@ def MLTAnnotateLayout : Pass<"mlt-annotate-layout", "::mlir::ModuleOp"> {
            "split the residual stream along the sequence over tp">,
     Option<"cpComm", "cp-comm", "std::string", "\"allgather\"",
            "how attention sees the whole sequence under cp: allgather (the "
-           "keys and values gathered) or a2a (heads for sequence, "
-           "all-to-all)">
+           "keys and values gathered), a2a (heads for sequence, "
+           "all-to-all) or ring (key/value blocks passed around the ring)">
   ];
 }
 
@@ -738,6 +740,52 @@ def MLTSpmdize : Pass<"mlt-spmdize", "::mlir::ModuleOp"> {
     %o = mlt.matmul %a, %wo transpose_rhs : tensor<4x32x32xf32>, tensor<64x32xf32>
     %h2 = mlt.add %h, %o : tensor<4x32x64xf32>
     %n = mlt.all_reduce %h2 over "tp" : tensor<4x32x64xf32>
+    ```
+  }];
+}
+
+def MLTRingAttention : Pass<"mlt-ring-attention", "::mlir::ModuleOp"> {
+  let summary = "context parallelism's ring exchange: gathered attentions become ring steps";
+  let description = [{
+    On the per-rank program (after mlt-spmdize and the recomputation
+    passes), each attention marked `mlt.cp_comm = "ring"` whose keys and
+    values mlt-spmdize gathered over its context axis (`mlt.all_gather ...
+    dim 1` into `mlt.attention {mlt.sequence_shard}`) attends to the blocks
+    one at a time instead, as Megatron-LM's `--cp-comm-type p2p` and
+    ring attention do. With `G` ranks on the axis:
+
+    - forward: step `s` (0 to G-1) attends from the rank's queries to the
+      block of the rank `s` before it (`mlt.attention_block`, giving the
+      partial output and its log-sum-exp), the blocks passed on by
+      `mlt.collective_permute ... shift 1`, each step merged into the last
+      by `mlt.attention_merge`; the next block is sent before the step
+      that attends to the one in hand, so that a stream may carry it
+      meanwhile;
+    - backward (`mlt.attention_grad` of such an attention, whose key and
+      value gradients mlt-spmdize reduce-scattered): the blocks go round
+      again, each step's `mlt.attention_block_grad` (with the merged output
+      and lse) adding its share of dq, and the block's dk and dv added to
+      gradients that travel with the block; after the last step one more
+      permute brings each block's gradients home, where the reduce-scatter
+      was.
+
+    A rank keeps one block of keys and values besides its own, never the
+    gathered sequence. The gathers and reduce-scatters it replaces go; any
+    other use of them is an error naming it.
+
+    Before (cp=2):
+    ```mlir
+    %k = mlt.all_gather %kl over "cp" dim 1 : tensor<1x8x2x16xf32> -> tensor<1x16x2x16xf32>
+    %v = mlt.all_gather %vl over "cp" dim 1 : tensor<1x8x2x16xf32> -> tensor<1x16x2x16xf32>
+    %o = mlt.attention %q, %k, %v causal scale = 0.25 {mlt.cp_comm = "ring", mlt.sequence_shard = "cp"} : ...
+    ```
+    After:
+    ```mlir
+    %k1 = mlt.collective_permute %kl over "cp" shift 1 : tensor<1x8x2x16xf32>
+    %v1 = mlt.collective_permute %vl over "cp" shift 1 : tensor<1x8x2x16xf32>
+    %o0, %l0 = mlt.attention_block %q, %kl, %vl over "cp" step 0 causal scale = 0.25 : ...
+    %o1, %l1 = mlt.attention_block %q, %k1, %v1 over "cp" step 1 causal scale = 0.25 : ...
+    %o, %l = mlt.attention_merge %o0, %l0, %o1, %l1 : ...
     ```
   }];
 }

@@ -31,10 +31,13 @@ enum class CollectiveKind : uint8_t {
   /// Block k of every rank's input goes to rank k, which keeps it as its
   /// output's block of the sender's index.
   AllToAll,
+  /// Every rank's input goes to the rank `shift` places after it in the
+  /// group, cyclically; its output comes from the rank `shift` before.
+  Permute,
 };
 
 /// "all_reduce_sum", "reduce_scatter_sum", "all_gather", "broadcast",
-/// "all_to_all".
+/// "all_to_all", "permute".
 const char *collectiveKindName(CollectiveKind kind);
 
 /// One rank's side of one collective, as a backend receives it. `count` is
@@ -49,14 +52,17 @@ struct CollectiveCall {
   int root = 0;
   const void *in = nullptr;
   void *out = nullptr;
+  /// Permute's step along the group (0 < shift < group size); 0 for the
+  /// other kinds.
+  int shift = 0;
 
   /// Bytes per element of `dtype`.
   size_t elementBytes() const;
   /// Elements of `in` and of `out` in a group of `groupSize` ranks.
   size_t inCount(int groupSize) const;
   size_t outCount(int groupSize) const;
-  /// Whether two ranks' calls are the same collective (kind, type, count and
-  /// root; not the buffers).
+  /// Whether two ranks' calls are the same collective (kind, type, count,
+  /// root and shift; not the buffers).
   bool matches(const CollectiveCall &other) const;
   /// "all_gather of 8 i32 per rank", "broadcast of 16 f32 from index 1".
   std::string describe() const;

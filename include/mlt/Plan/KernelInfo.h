@@ -16,6 +16,7 @@
 #ifndef MLT_PLAN_KERNELINFO_H
 #define MLT_PLAN_KERNELINFO_H
 
+#include "mlt/Plan/Collective.h"
 #include "mlt/Plan/ElementType.h"
 #include "mlt/Plan/RopeFrequencies.h"
 #include "mlt/Support/Status.h"
@@ -64,7 +65,7 @@ enum class IntLayout : uint8_t {
 class AttributeNames {
 public:
   /// The most attributes a kernel names (matmul's seven, and room).
-  static constexpr size_t kMaxNames = 12;
+  static constexpr size_t kMaxNames = 16;
 
   constexpr size_t size() const { return size_; }
   constexpr bool empty() const { return size_ == 0; }
@@ -185,7 +186,7 @@ constexpr AttributeNames AttributeNames::parse(std::string_view list) {
     const size_t comma = rest.find(',');
     const std::string_view name = detail::trimSpaces(rest.substr(0, comma));
     if (name.empty() || result.size_ == kMaxNames || result.find(name) >= 0) {
-      detail::badKernelsDefLine("attribute names are distinct, at most 12");
+      detail::badKernelsDefLine("attribute names are distinct, at most 16");
       return result;
     }
     result.names_[result.size_++] = name;
@@ -391,7 +392,7 @@ template <typename K> RopeScaling ropeScaling(const KernelAttrs<K> &a) {
 /// The attention shape of an attention_fwd, attention_bwd or
 /// attention_bwd_rope instruction's attributes, into `Params` (a struct with
 /// cpu::AttentionParams's fields: batch, seq, kvSeq, qHeads, kvHeads,
-/// headDim, causal, scale), for the kernels. The positions of a
+/// headDim, causal, scale, ringStep), for the kernels. The positions of a
 /// context-parallel attention (its `axis`, contextAxis) are the caller's
 /// to set from the rank's coordinate.
 template <typename Params, typename Instruction>
@@ -407,6 +408,7 @@ Params attentionParams(const Instruction &inst) {
     p.headDim = a[A::head_dim];
     p.causal = a[A::causal] != 0;
     p.scale = a[A::scale];
+    p.ringStep = a[A::ring] != 0 ? a[A::ring_step] : -1;
     return p;
   };
   if (inst.kernel == Kernel::AttentionBwdRope)
@@ -423,14 +425,19 @@ template <typename Instruction> int64_t contextAxis(const Instruction &inst) {
 
 /// A collective's element count (all_reduce_sum's n, reduce_scatter_sum's
 /// n_out, all_gather's n_in: the count every member passes its
-/// communicator) and mesh axis.
+/// communicator), mesh axis, and collective_permute's shift (0 for the
+/// others).
 struct CollectiveAttrs {
   int64_t count;
   int64_t axis;
+  int64_t shift = 0;
 };
 CollectiveAttrs collectiveAttrs(const InstructionDesc &inst);
-/// The ints of `kernel`, a collective, with `collective`'s count and axis.
+/// The ints of `kernel`, a collective, with `collective`'s count and axis
+/// (and shift, collective_permute's).
 std::vector<int64_t> collectiveInts(Kernel kernel, CollectiveAttrs collective);
+/// The communicator's collective that `kernel`, a collective kernel, runs.
+CollectiveKind collectiveKind(Kernel kernel);
 
 /// A send's or receive's element count, mesh axis and shift (the peer's
 /// coordinate on the axis minus this rank's; never 0): the same names in
@@ -476,11 +483,12 @@ double kernelFlops(const InstructionDesc &inst);
 //===----------------------------------------------------------------------===//
 
 /// Whether `kernel` is a collective (all_reduce_sum, reduce_scatter_sum,
-/// all_gather, all_to_all): it runs through the rank's communicator, and its
-/// ints are (count, axis).
+/// all_gather, all_to_all, collective_permute): it runs through the rank's
+/// communicator, and its ints are (count, axis[, shift]).
 constexpr bool isCollectiveKernel(Kernel kernel) {
   return kernel == Kernel::AllReduceSum || kernel == Kernel::ReduceScatterSum ||
-         kernel == Kernel::AllGather || kernel == Kernel::AllToAll;
+         kernel == Kernel::AllGather || kernel == Kernel::AllToAll ||
+         kernel == Kernel::CollectivePermute;
 }
 
 /// The position of `kernel`'s `axis` integer attribute (an index into the

@@ -70,10 +70,10 @@ LogicalResult MLTDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == getContextExchangeAttrName()) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<AttentionOp, AttentionGradOp>(op) || !kind ||
-        kind.getValue() != "a2a")
+        (kind.getValue() != "a2a" && kind.getValue() != "ring"))
       return op->emitError() << "'" << getContextExchangeAttrName()
-                             << "' must be \"a2a\" on an mlt.attention or "
-                                "mlt.attention_grad";
+                             << "' must be \"a2a\" or \"ring\" on an "
+                                "mlt.attention or mlt.attention_grad";
     return success();
   }
   if (attr.getName() == getRowCountAttrName()) {

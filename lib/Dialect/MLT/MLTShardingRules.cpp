@@ -412,6 +412,87 @@ MLT_COLLECTIVE(ShardSliceOp, getDim(), std::nullopt)
 MLT_COLLECTIVE(AllToAllOp, getSplit(), getConcat())
 #undef MLT_COLLECTIVE
 
+FailureOr<int64_t> CollectivePermuteOp::getAxisSize() {
+  return axisSizeOf(*this);
+}
+LogicalResult CollectivePermuteOp::verify() {
+  FailureOr<int64_t> size = getAxisSize();
+  if (failed(size))
+    return failure();
+  if (getShift() >= *size)
+    return emitOpError("shift ")
+           << getShift() << " must be below the axis size " << *size;
+  return success();
+}
+
+namespace {
+/// The ring's ops: `query` [batch, seq, q_heads, head_dim], `key` (a block
+/// of as many rows) [batch, seq, kv_heads, head_dim], `lse` [batch, q_heads,
+/// seq] in f32 (f64 with f64 queries), `step` below the size of the context
+/// axis `axis`, seq two chunks.
+LogicalResult verifyRingStep(Operation *op, Value query, Value key, Value lse,
+                             StringRef axis, int64_t step) {
+  FailureOr<int64_t> size = mlt::detail::meshAxisSize(op, axis);
+  if (failed(size))
+    return failure();
+  if (step >= *size)
+    return op->emitOpError("step ")
+           << step << " must be below the axis size " << *size;
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto l = cast<RankedTensorType>(lse.getType());
+  if (q.getRank() != 4 || k.getRank() != 4)
+    return op->emitOpError("query and key/value must be [batch, seq, heads, "
+                           "head_dim], got ")
+           << q << " and " << k;
+  for (int d : {0, 1, 3})
+    if (q.getDimSize(d) != k.getDimSize(d))
+      return op->emitOpError("query and key/value differ in dimension ")
+             << d << " (a ring step's keys are one rank's block, as many rows "
+             << "as its queries): " << q << " vs " << k;
+  if (k.getDimSize(2) <= 0 || q.getDimSize(2) % k.getDimSize(2) != 0)
+    return op->emitOpError("query heads (")
+           << q.getDimSize(2) << ") must be a multiple of key/value heads ("
+           << k.getDimSize(2) << ")";
+  if (q.getDimSize(1) % 2 != 0)
+    return op->emitOpError("seq ")
+           << q.getDimSize(1)
+           << " is a context-parallel rank's block of two chunks and must be "
+              "even";
+  Type stat = q.getElementType().isF64()
+                  ? Type(q.getElementType())
+                  : Type(Float32Type::get(op->getContext()));
+  auto expected = RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(2), q.getDimSize(1)}, stat);
+  if (l != expected)
+    return op->emitOpError("lse must be ") << expected << ", got " << l;
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionBlockOp::verify() {
+  return verifyRingStep(*this, getQuery(), getKey(), getLse(), getAxis(),
+                        getStep());
+}
+
+LogicalResult AttentionBlockGradOp::verify() {
+  return verifyRingStep(*this, getQuery(), getKey(), getLse(), getAxis(),
+                        getStep());
+}
+
+LogicalResult AttentionMergeOp::verify() {
+  auto out = cast<RankedTensorType>(getOutA().getType());
+  auto lse = cast<RankedTensorType>(getLseA().getType());
+  if (out.getRank() != 4 || lse.getRank() != 3 ||
+      lse.getDimSize(0) != out.getDimSize(0) ||
+      lse.getDimSize(1) != out.getDimSize(2) ||
+      lse.getDimSize(2) != out.getDimSize(1))
+    return emitOpError("lse must be [batch, heads, seq] of out [batch, seq, "
+                       "heads, head_dim], got ")
+           << lse << " for " << out;
+  return success();
+}
+
 FailureOr<int64_t> ReorderSequenceOp::getAxisSize() { return axisSizeOf(*this); }
 LogicalResult ReorderSequenceOp::verify() {
   FailureOr<int64_t> size = getAxisSize();

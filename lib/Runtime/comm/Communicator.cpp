@@ -54,6 +54,10 @@ Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
       (call.root < 0 || call.root >= groupSize))
     return errorf("broadcast root index ", call.root,
                   " is outside the group of ", groupSize, " ranks");
+  if (call.kind == CollectiveKind::Permute &&
+      (call.shift <= 0 || call.shift >= groupSize))
+    return errorf("permute shift ", call.shift, " is outside [1, ", groupSize,
+                  ") for a group of ", groupSize, " ranks");
 
   size_t elementBytes = call.elementBytes();
   if (call.count > std::numeric_limits<size_t>::max() / elementBytes /
@@ -89,6 +93,7 @@ Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
       return Status::ok();
     break;
   case CollectiveKind::AllToAll:
+  case CollectiveKind::Permute:
     break; // never in place
   }
   if (overlap(in, inBytes, out, outBytes))

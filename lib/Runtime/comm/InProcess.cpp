@@ -497,6 +497,10 @@ Status InProcessCommunicator::runInGroup(Membership &member,
     if (me != call.root)
       copyBytes(call.out, slots[call.root].call.in, call.count * elementBytes);
     break;
+  case CollectiveKind::Permute:
+    copyBytes(call.out, slots[(me - call.shift + size) % size].call.in,
+              call.count * elementBytes);
+    break;
   case CollectiveKind::AllToAll:
     for (int k = 0; k < size; ++k)
       copyBytes(bytes(call.out) + k * call.count * elementBytes,

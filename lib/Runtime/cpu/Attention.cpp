@@ -118,6 +118,12 @@ Status mlt::cpu::attentionForward(T *out, T *lse, const T *q, const T *k,
             acc[d] += p * double(vj[d]);
         }
         T *oi = out + qLayout.offset(b, i, h);
+        if (visible == 0) { // no key (a ring step's): nothing to average
+          std::fill(oi, oi + dim, T(0));
+          lse[(b * params.qHeads + h) * seq + i] =
+              T(-std::numeric_limits<double>::infinity());
+          continue;
+        }
         for (int64_t d = 0; d < dim; ++d)
           oi[d] = T(acc[d] / sum);
         lse[(b * params.qHeads + h) * seq + i] = T(maxScore + std::log(sum));
@@ -187,11 +193,40 @@ Status mlt::cpu::attentionBackward(T *dq, T *dk, T *dv, const T *dout,
   return Status::ok();
 }
 
+template <typename T>
+void mlt::cpu::attentionMerge(T *out, T *lse, const T *outA, const T *lseA,
+                              const T *outB, const T *lseB, int64_t batch,
+                              int64_t seq, int64_t heads, int64_t headDim) {
+  const double none = -std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < seq; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t stat = (b * heads + h) * seq + i;
+        const int64_t row = ((b * seq + i) * heads + h) * headDim;
+        const double la = double(lseA[stat]), lb = double(lseB[stat]);
+        double wa = 0.0, wb = 0.0, merged = none;
+        if (la != none || lb != none) {
+          const double top = std::max(la, lb);
+          const double ea = std::exp(la - top), eb = std::exp(lb - top);
+          merged = top + std::log(ea + eb);
+          wa = ea / (ea + eb);
+          wb = eb / (ea + eb);
+        }
+        for (int64_t d = 0; d < headDim; ++d)
+          out[row + d] =
+              T(wa * double(outA[row + d]) + wb * double(outB[row + d]));
+        lse[stat] = T(merged);
+      }
+}
+
 #define MLT_INSTANTIATE_ATTENTION(T)                                           \
   template Status mlt::cpu::attentionForward<T>(                               \
       T *, T *, const T *, const T *, const T *, const AttentionParams &);     \
   template Status mlt::cpu::attentionBackward<T>(                              \
       T *, T *, T *, const T *, const T *, const T *, const T *, const T *,    \
-      const T *, const AttentionParams &);
+      const T *, const AttentionParams &);                                     \
+  template void mlt::cpu::attentionMerge<T>(T *, T *, const T *, const T *,   \
+                                            const T *, const T *, int64_t,     \
+                                            int64_t, int64_t, int64_t);
 MLT_INSTANTIATE_ATTENTION(float)
 MLT_INSTANTIATE_ATTENTION(double)

@@ -78,29 +78,17 @@ Status CudaCollectives::launch(const InstructionDesc &inst,
 Status CudaCollectives::launchOn(const InstructionDesc &inst,
                                  const BufferView &in, const BufferView &out,
                                  cudaStream_t stream, PositionMark mark) {
-  CollectiveCall call;
-  switch (inst.kernel) {
-  case Kernel::AllReduceSum:
-    call.kind = CollectiveKind::AllReduceSum;
-    break;
-  case Kernel::ReduceScatterSum:
-    call.kind = CollectiveKind::ReduceScatterSum;
-    break;
-  case Kernel::AllGather:
-    call.kind = CollectiveKind::AllGather;
-    break;
-  case Kernel::AllToAll:
-    call.kind = CollectiveKind::AllToAll;
-    break;
-  default:
+  if (!isCollectiveKernel(inst.kernel))
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
-  }
+  CollectiveCall call;
+  call.kind = collectiveKind(inst.kernel);
   const Mesh &mesh = communicator_.mesh();
   const CollectiveAttrs collective = collectiveAttrs(inst);
   const int64_t axis = collective.axis;
   MLT_RETURN_IF_ERROR(checkMeshAxis(mesh, axis));
   call.dtype = in.dtype;
   call.count = size_t(collective.count);
+  call.shift = int(collective.shift);
   call.in = in.data;
   call.out = out.data;
 

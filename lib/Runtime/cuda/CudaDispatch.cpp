@@ -64,6 +64,7 @@ bool mlt::cuda::supportsKernel(Kernel kernel) {
   case Kernel::AttentionFwd:
   case Kernel::AttentionBwd:
   case Kernel::AttentionBwdRope:
+  case Kernel::AttentionMerge:
   // cross_entropy.h
   case Kernel::CrossEntropyFwd:
   case Kernel::CrossEntropyBwd:
@@ -588,6 +589,19 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     });
   }
 
+  // attention_blocks.h: the ring's merge of two steps (lse f32).
+  case Kernel::AttentionMerge: { // out_a, lse_a, out_b, lse_b -> out, lse
+    using A = attrs::AttentionMerge;
+    const KernelAttrs<A> a(inst);
+    return withComputeType(in[0].dtype, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      return launchAttentionMerge(out[0].as<T>(), f(out[1]),
+                                  in[0].as<const T>(), f(in[1]),
+                                  in[2].as<const T>(), f(in[3]), a[A::batch],
+                                  a[A::seq], a[A::heads], a[A::head_dim], s);
+    });
+  }
+
   // cross_entropy.h: logits and dlogits in the compute type, statistics,
   // loss and dloss f32; labels are checked on the device (errorSink). The
   // plan keeps no lse between cross_entropy_fwd and cross_entropy_bwd: the
@@ -682,6 +696,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
   case Kernel::AllToAll:
+  case Kernel::CollectivePermute:
     return launchCollective(collectives_.get(), inst, in[0], out[0], stream_,
                             s == stream_ ? nullptr : s,
                             positionMark(inst.stream));

@@ -281,6 +281,26 @@ Status NcclCommunicator::enqueue(std::string_view axisName,
       status = std::move(ended);
     break;
   }
+  case CollectiveKind::Permute: {
+    // One group of a send to the member `shift` after this one and a
+    // receive from the one `shift` before it: around the ring, every
+    // member's send meets its successor's receive.
+    const int index = axis->index;
+    const int to = (index + call.shift) % axis->size;
+    const int from = (index - call.shift + axis->size) % axis->size;
+    status = MLT_NCCL_STATUS(ncclGroupStart());
+    if (!status)
+      break;
+    status = MLT_NCCL_STATUS(
+        ncclSend(call.in, bytes, ncclUint8, to, axis->comm, stream));
+    if (status)
+      status = MLT_NCCL_STATUS(
+          ncclRecv(call.out, bytes, ncclUint8, from, axis->comm, stream));
+    Status ended = MLT_NCCL_STATUS(ncclGroupEnd());
+    if (status)
+      status = std::move(ended);
+    break;
+  }
   }
   if (!status)
     return fail(std::move(status).withContext(call.describe() + " over axis '" +

@@ -256,6 +256,9 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
     return communicator_->allGather(in.data, out.data, count, in.dtype, axis);
   case Kernel::AllToAll:
     return communicator_->allToAll(in.data, out.data, count, in.dtype, axis);
+  case Kernel::CollectivePermute:
+    return communicator_->permute(in.data, out.data, count, in.dtype, axis,
+                                  int(collective.shift));
   default:
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
   }
@@ -380,6 +383,7 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
   case Kernel::AllToAll:
+  case Kernel::CollectivePermute:
     return collective(inst, in[0], out[0]);
   case Kernel::Send:
   case Kernel::Recv:
@@ -627,6 +631,14 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
     return cpu::attentionBackward(f(out[0]), f(out[1]), f(out[2]), f(in[0]),
                                   f(in[1]), f(in[2]), f(in[3]), f(in[4]),
                                   f(in[5]), *params);
+  }
+  case Kernel::AttentionMerge: { // out_a, lse_a, out_b, lse_b -> out, lse
+    using A = attrs::AttentionMerge;
+    const KernelAttrs<A> a(inst);
+    cpu::attentionMerge(f(out[0]), f(out[1]), f(in[0]), f(in[1]), f(in[2]),
+                        f(in[3]), a[A::batch], a[A::seq], a[A::heads],
+                        a[A::head_dim]);
+    return Status::ok();
   }
   case Kernel::AttentionBwdRope: {
     // attention_bwd, then rope's inverse on dq and dk in place: the calls
@@ -881,6 +893,7 @@ Status CpuDeviceContext::launchAs(const InstructionDesc &inst,
   case Kernel::ReduceScatterSum:
   case Kernel::AllGather:
   case Kernel::AllToAll:
+  case Kernel::CollectivePermute:
   case Kernel::Send:
   case Kernel::Recv:
     break; // type-free, handled by launch or exchange

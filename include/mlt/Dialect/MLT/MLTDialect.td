@@ -68,8 +68,10 @@ def MLT_Dialect : Dialect {
     /// gradients by mlt-autodiff): how context parallelism gives them the
     /// whole sequence, "a2a" (the all-to-all exchange: mlt-propagate-
     /// shardings moves the context axis from the sequence to the heads, so
-    /// that mlt-spmdize exchanges the operands all-to-all); without it the
-    /// keys and values are gathered.
+    /// that mlt-spmdize exchanges the operands all-to-all) or "ring" (laid
+    /// out as the gather; mlt-ring-attention then passes the key/value
+    /// blocks around the ring instead); without it the keys and values are
+    /// gathered.
     static constexpr ::llvm::StringLiteral getContextExchangeAttrName() {
       return "mlt.cp_comm";
     }

@@ -163,6 +163,156 @@ def MLT_ReorderSequenceOp : MLT_CollectiveOp<"reorder_sequence", [
   let extraClassDeclaration = collectiveClassDeclaration;
 }
 
+def MLT_CollectivePermuteOp : MLT_CollectiveOp<"collective_permute", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "passes a value to the rank `shift` places further along a mesh axis";
+  let description = [{
+    Every rank of the axis's group sends its input to the member `shift`
+    places after it, cyclically (coordinate c to (c + shift) mod G), and
+    gets the input of the member `shift` places before it (`0 < shift <
+    G`). XLA's collective-permute on a cycle: context parallelism's ring
+    exchange (mlt-ring-attention) passes key/value blocks, and their
+    gradients, one rank on per step.
+
+    Example:
+    ```mlir
+    %k1 = mlt.collective_permute %k0 over "cp" shift 1 : tensor<1x16x2x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$shift);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axis `shift` $shift attr-dict `:` type($input)
+  }];
+  let extraClassDeclaration = collectiveClassDeclaration;
+}
+
+//===----------------------------------------------------------------------===//
+// Context parallelism's ring exchange (mlt-ring-attention)
+//===----------------------------------------------------------------------===//
+
+def MLT_AttentionBlockOp : MLT_Op<"attention_block", [Pure,
+    AllTypesMatch<["query", "result"]>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "one ring step's attention: the rank's queries against one rank's block of keys";
+  let description = [{
+    The attention of `mlt.attention` (`q : [batch, seq, q_heads, head_dim]`,
+    `k`, `v : [batch, seq, kv_heads, head_dim]`, grouped-query heads) on a
+    sequence split over context axis `axis` of size `G` in its load-balanced
+    order (SequenceOrder.h): the queries are this rank's block, the keys and
+    values the block of the rank `step` places before it (cyclically,
+    `step < G`), and `causal` masks by those positions. Besides the partial
+    output it gives the log-sum-exp of each query's scores over these keys,
+    `lse : [batch, q_heads, seq]` (f32, or f64 with f64 queries); a query
+    that sees none of them gets out 0 and lse -inf. `mlt.attention_merge`
+    combines the steps.
+
+    Example:
+    ```mlir
+    %o, %lse = mlt.attention_block %q, %k, %v over "cp" step 1 causal scale = 0.25
+        : tensor<1x16x4x16xf32>, tensor<1x16x2x16xf32>, tensor<1x16x2x16xf32>
+          -> tensor<1x4x16xf32>
+    ```
+  }];
+  let arguments = (ins MLT_FloatTensor:$query, MLT_FloatTensor:$key,
+                       MLT_FloatTensor:$value, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$step,
+                       UnitAttr:$causal,
+                       ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$scale);
+  let results = (outs MLT_FloatTensor:$result, MLT_FloatTensor:$lse);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `over` $axis `step` $step (`causal` $causal^)?
+    `scale` `=` $scale attr-dict `:` type($query) `,` type($key) `,`
+    type($value) `->` type($lse)
+  }];
+  let extraClassDefinition = [{
+    void $cppClass::getAsmResultNames(::mlir::OpAsmSetValueNameFn setNameFn) {
+      setNameFn(getResult(), "block");
+      setNameFn(getLse(), "lse");
+    }
+  }];
+}
+
+def MLT_AttentionMergeOp : MLT_Op<"attention_merge", [Pure,
+    AllTypesMatch<["out_a", "out_b", "result"]>,
+    AllTypesMatch<["lse_a", "lse_b", "lse"]>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "merges two partial attentions of the same queries by their log-sum-exp";
+  let description = [{
+    `out_a`, `lse_a` and `out_b`, `lse_b` are attentions of the same
+    queries over disjoint sets of keys (as `mlt.attention_block` gives
+    them); the result is the attention over both:
+    `lse = log(exp(lse_a) + exp(lse_b))` and
+    `out = out_a exp(lse_a - lse) + out_b exp(lse_b - lse)`, a side with lse
+    -inf (it saw no key) taking no part.
+
+    Example:
+    ```mlir
+    %o, %lse = mlt.attention_merge %o0, %l0, %o1, %l1 : tensor<1x16x4x16xf32>, tensor<1x4x16xf32>
+    ```
+  }];
+  let arguments = (ins MLT_FloatTensor:$out_a, MLT_FloatTensor:$lse_a,
+                       MLT_FloatTensor:$out_b, MLT_FloatTensor:$lse_b);
+  let results = (outs MLT_FloatTensor:$result, MLT_FloatTensor:$lse);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $out_a `,` $lse_a `,` $out_b `,` $lse_b attr-dict `:` type($out_a) `,`
+    type($lse_a)
+  }];
+  let extraClassDefinition = [{
+    void $cppClass::getAsmResultNames(::mlir::OpAsmSetValueNameFn setNameFn) {
+      setNameFn(getResult(), "merged");
+      setNameFn(getLse(), "lse");
+    }
+  }];
+}
+
+def MLT_AttentionBlockGradOp : MLT_Op<"attention_block_grad", [Pure,
+    AllTypesMatch<["grad", "query", "output", "query_grad"]>,
+    AllTypesMatch<["key", "value", "key_grad", "value_grad"]>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "one ring step's attention gradients";
+  let description = [{
+    For the attention of this rank's queries over the whole sequence, whose
+    output `out` and log-sum-exp `lse` merge every ring step (so each
+    step's probabilities are the whole softmax's), given `dout`: this
+    step's share of `dq` (the steps' shares sum to it), and `dk`, `dv` of
+    the block of keys and values `k`, `v` of the rank `step` places before
+    this one on `axis`, from this rank's queries (the ranks' sum is the
+    block's gradient).
+
+    Example:
+    ```mlir
+    %dq, %dk, %dv = mlt.attention_block_grad %dout, %q, %k, %v, %o, %lse over "cp" step 1 causal scale = 0.25
+        : tensor<1x16x4x16xf32>, tensor<1x16x2x16xf32>, tensor<1x4x16xf32>
+    ```
+  }];
+  let arguments = (ins MLT_FloatTensor:$grad, MLT_FloatTensor:$query,
+                       MLT_FloatTensor:$key, MLT_FloatTensor:$value,
+                       MLT_FloatTensor:$output, MLT_FloatTensor:$lse,
+                       StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$step,
+                       UnitAttr:$causal,
+                       ConfinedAttr<F64Attr, [MLT_PositiveFloat]>:$scale);
+  let results = (outs MLT_FloatTensor:$query_grad, MLT_FloatTensor:$key_grad,
+                      MLT_FloatTensor:$value_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $output `,` $lse `over` $axis
+    `step` $step (`causal` $causal^)? `scale` `=` $scale attr-dict `:`
+    type($query) `,` type($key) `,` type($lse)
+  }];
+  let extraClassDefinition = [{
+    void $cppClass::getAsmResultNames(::mlir::OpAsmSetValueNameFn setNameFn) {
+      setNameFn(getQueryGrad(), "dq");
+      setNameFn(getKeyGrad(), "dk");
+      setNameFn(getValueGrad(), "dv");
+    }
+  }];
+}
+
 def MLT_ShardSliceOp : MLT_CollectiveOp<"shard_slice"> {
   let summary = "keeps this rank's block of a dimension (no communication)";
   let description = [{

@@ -181,6 +181,15 @@ public:
         axis, {CollectiveKind::AllToAll, dtype, countPerRank, 0, in, out});
   }
 
+  /// `out` (count elements, disjoint from `in`) gets the `in` of the rank
+  /// `shift` places before this one in the group, cyclically; this rank's
+  /// `in` goes to the rank `shift` places after it (0 < shift < group size).
+  Status permute(const void *in, void *out, size_t count, ElementType dtype,
+                 std::string_view axis, int shift) {
+    return collective(axis, {CollectiveKind::Permute, dtype, count, 0, in, out,
+                             shift});
+  }
+
   /// Every rank's `buffer` (count elements) gets the buffer of the rank at
   /// index `rootIndexInGroup` of the group.
   Status broadcast(void *buffer, size_t count, ElementType dtype,

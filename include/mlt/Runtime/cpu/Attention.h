@@ -38,6 +38,10 @@ struct AttentionParams {
   /// from 0 unless the sequence is split over context-parallel ranks:
   /// SequenceOrder.h).
   rt::SequencePositions queries, keys;
+  /// A step of context parallelism's ring exchange (-1: none): the keys
+  /// are one rank's block, of the rank `ringStep` places before this one
+  /// on the context axis (attentionPositionsAt sets `keys` from it).
+  int64_t ringStep = -1;
 
   int64_t keyRows() const { return kvSeq ? kvSeq : seq; }
 };
@@ -53,7 +57,8 @@ struct AttentionParams {
 //   with causal, the keys whose position (params.keys) is at most the
 //   query's (params.queries). Keys are visited in order of position, so a
 //   sequence split over context-parallel ranks sums as the whole one does.
-//   Saved for the backward: q, k, v, out and lse.
+//   Saved for the backward: q, k, v, out and lse. A query that sees no key
+//   (a ring step's block of keys all after it) gets out 0 and lse -inf.
 // - Backward recomputes `p_ij = exp(scale * q_i . k_j - lse_i)` in the same
 //   order as the forward and overwrites dq, dk and dv. dk and dv sum over the
 //   qHeads / kvHeads query heads that share a kv head.
@@ -80,6 +85,17 @@ template <typename T>
 Status attentionBackward(T *dq, T *dk, T *dv, const T *dout, const T *q,
                          const T *k, const T *v, const T *out, const T *lse,
                          const AttentionParams &params);
+
+/// Two partial attentions of the same queries over disjoint keys (out
+/// [batch, seq, heads, headDim], lse [batch, heads, seq]) merged into the
+/// attention over both (Kernels.def's attention_merge): lse = log(exp(lseA)
+/// + exp(lseB)), out = outA exp(lseA - lse) + outB exp(lseB - lse), in
+/// double; a side with lse -inf takes no part. out may be outA and lse lseA
+/// (each row is read before it is written).
+template <typename T>
+void attentionMerge(T *out, T *lse, const T *outA, const T *lseA,
+                    const T *outB, const T *lseB, int64_t batch, int64_t seq,
+                    int64_t heads, int64_t headDim);
 
 } // namespace mlt::cpu
 

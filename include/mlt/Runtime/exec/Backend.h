@@ -285,12 +285,23 @@ StatusOr<SequencePositions> sequencePositions(const Communicator *communicator,
 /// whole sequence in its load-balanced order, and the queries the block of
 /// the rank at `position` (attentionPositions: of the rank `communicator`
 /// serves) where the keys have G times their rows, or the whole sequence
-/// too where they have as many (the all-to-all exchange's heads).
+/// too where they have as many (the all-to-all exchange's heads); a ring
+/// step's (params.ringStep >= 0) queries the rank's block and keys the block
+/// of the rank ringStep places before it.
 template <typename Params>
 Params attentionPositionsAt(Params params, int64_t axis,
                             AxisPosition position) {
   if (axis < 0)
     return params;
+  if (params.ringStep >= 0) {
+    const int64_t G = position.size;
+    params.queries = SequencePositions::contextBlock(
+        params.seq, position.coordinate, G);
+    params.keys = SequencePositions::contextBlock(
+        params.keyRows(), ((position.coordinate - params.ringStep) % G + G) % G,
+        G);
+    return params;
+  }
   if (params.keyRows() == params.seq) {
     params.queries = params.keys = SequencePositions::contextWhole(
         params.seq / position.size, position.size);

@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "mlt/Plan/SequenceOrder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -76,6 +77,20 @@ __global__ void finishChunkKernel(bf16 *out, float *lse, const float *accO,
   }
 }
 
+/// A query chunk that sees none of the keys (a ring step's block all after
+/// it): out rows 0, its columns of lse -inf.
+__global__ void emptyChunkKernel(bf16 *out, float *lse, int64_t rows,
+                                 int heads, int headDim, int64_t lseStride) {
+  const int64_t n = rows * heads * headDim;
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount())
+    out[e] = fromCompute<bf16>(0.f);
+  for (int64_t e = globalThreadIndex(); e < rows * heads;
+       e += globalThreadCount()) {
+    const int64_t h = e / rows, i = e % rows;
+    lse[h * lseStride + i] = -INFINITY;
+  }
+}
+
 /// acc += part, n elements (f32 += bf16).
 __global__ void accumulateKernel(float *acc, const bf16 *part, int64_t n) {
   for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount())
@@ -89,22 +104,32 @@ unsigned gridFor(int64_t n) {
 
 size_t align256(size_t bytes) { return (bytes + 255) & ~size_t(255); }
 
-/// The rank's geometry: chunk C (the sequence is 2G chunks), ranks G, and
-/// the position (in chunks) of each chunk of its queries: two, its block's,
-/// or all 2G in the load-balanced order (the all-to-all exchange's).
+/// The rank's geometry: chunk C (the sequence is 2G chunks), ranks G, the
+/// position (in chunks) of each chunk of its queries (two, its block's, or
+/// all 2G in the load-balanced order: the all-to-all exchange's) and, in
+/// order of position, the key chunks (the whole sequence's 2G, or a ring
+/// step's two) with the chunk of the key tensor that holds each.
 struct Blocks {
   int64_t chunk = 0, ranks = 1;
   std::vector<int64_t> chunks;
-  /// The slot (chunk of the load-balanced order) that holds chunk c.
-  int64_t slotOf(int64_t c) const { return rt::loadBalancedSlot(c, ranks); }
+  struct KeyChunk {
+    int64_t position, slot;
+  };
+  std::vector<KeyChunk> keys;
 };
 
 Blocks blocksOf(const AttentionShape &p) {
   Blocks g;
   g.ranks = p.queries.ranks;
-  g.chunk = p.keyRows() / (2 * g.ranks);
+  g.chunk = p.queries.chunk;
   for (int64_t row = 0; row < p.seq; row += g.chunk)
     g.chunks.push_back(p.queries(row) / g.chunk);
+  for (int64_t row = 0; row < p.keyRows(); row += g.chunk)
+    g.keys.push_back({p.keys(row) / g.chunk, row / g.chunk});
+  std::sort(g.keys.begin(), g.keys.end(),
+            [](const Blocks::KeyChunk &a, const Blocks::KeyChunk &b) {
+              return a.position < b.position;
+            });
   return g;
 }
 
@@ -179,6 +204,18 @@ bool mlt::cuda::isContextBlockShape(const AttentionShape &p) {
   const int64_t ranks = p.queries.ranks;
   if (!p.causal || ranks < 2 || p.seq < 2)
     return false;
+  if (p.ringStep >= 0) { // a ring step: the rank's block, another's keys
+    if (p.seq % 2 != 0 || p.keyRows() != p.seq || p.queries.first % p.seq ||
+        p.keys.first % p.seq)
+      return false;
+    const int64_t coordinate = p.queries.first / p.seq;
+    const int64_t holder = p.keys.first / p.seq;
+    return coordinate < ranks && holder < ranks &&
+           p.queries == rt::SequencePositions::contextBlock(p.seq, coordinate,
+                                                            ranks) &&
+           p.keys ==
+               rt::SequencePositions::contextBlock(p.seq, holder, ranks);
+  }
   if (p.keyRows() == p.seq) // the whole sequence's queries
     return p.seq % (2 * ranks) == 0 &&
            p.queries == rt::SequencePositions::contextWhole(p.seq / ranks,
@@ -225,18 +262,28 @@ Status mlt::cuda::launchContextAttentionFwd(
     for (size_t x = 0; x < g.chunks.size(); ++x) {
       const int64_t chunk = g.chunks[x];
       const bf16 *qX = q + (b * p.seq + x * C) * qRow;
-      for (int64_t c = 0; c <= chunk; ++c) {
-        const int64_t keyRow = b * p.keyRows() + g.slotOf(c) * C;
+      bool first = true;
+      for (const Blocks::KeyChunk &key : g.keys) {
+        if (key.position > chunk)
+          break;
+        const int64_t keyRow = b * p.keyRows() + key.slot * C;
         MLT_RETURN_IF_ERROR(launchAttentionFwd(
             partO, partLse, qX, k + keyRow * kvRow, v + keyRow * kvRow,
-            pairShape(p, C, c == chunk), stream));
-        const bool first = c == 0;
+            pairShape(p, C, key.position == chunk), stream));
         mergeOutputKernel<<<gridFor(C * qRow), 256, 0, stream>>>(
             accO, accLse, partO, partLse, C, int(H), int(D), first);
         MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) merge");
         mergeLseKernel<<<gridFor(C * H), 256, 0, stream>>>(accLse, partLse,
                                                           C * H, first);
         MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) merge");
+        first = false;
+      }
+      if (first) { // no key chunk at or before this one
+        emptyChunkKernel<<<gridFor(C * qRow), 256, 0, stream>>>(
+            out + (b * p.seq + x * C) * qRow, lse + b * H * p.seq + x * C, C,
+            int(H), int(D), p.seq);
+        MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention (context-parallel) empty");
+        continue;
       }
       finishChunkKernel<<<gridFor(C * qRow), 256, 0, stream>>>(
           out + (b * p.seq + x * C) * qRow, lse + b * H * p.seq + x * C, accO,
@@ -287,12 +334,15 @@ Status mlt::cuda::launchContextAttentionBwd(
           cudaMemcpyDeviceToDevice, stream));
       MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
           dqAcc, 0, size_t(C * qRow) * sizeof(float), stream));
-      for (int64_t c = 0; c <= chunk; ++c) {
-        const int64_t keyRow = b * p.keyRows() + g.slotOf(c) * C;
+      for (const Blocks::KeyChunk &key : g.keys) {
+        if (key.position > chunk)
+          break;
+        const int64_t keyRow = b * p.keyRows() + key.slot * C;
         MLT_RETURN_IF_ERROR(launchAttentionBwd(
             dqPart, dkPart, dvPart, dout + rows, q + rows, k + keyRow * kvRow,
-            v + keyRow * kvRow, out + rows, lseX, pairShape(p, C, c == chunk),
-            kernelScratch, kernelBytes, stream));
+            v + keyRow * kvRow, out + rows, lseX,
+            pairShape(p, C, key.position == chunk), kernelScratch, kernelBytes,
+            stream));
         accumulateKernel<<<gridFor(C * qRow), 256, 0, stream>>>(dqAcc, dqPart,
                                                                C * qRow);
         accumulateKernel<<<gridFor(C * kvRow), 256, 0, stream>>>(
@@ -312,3 +362,79 @@ Status mlt::cuda::launchContextAttentionBwd(
   }
   return Status::ok();
 }
+
+namespace {
+
+/// The weights of the two sides of a merge from their lse (a side at -inf
+/// weighs 0; both at -inf: no key at all, 0 and 0).
+__device__ inline void mergeWeights(float la, float lb, float &wa, float &wb,
+                                    float &merged) {
+  if (la == -INFINITY && lb == -INFINITY) {
+    wa = wb = 0.f;
+    merged = -INFINITY;
+    return;
+  }
+  const float top = fmaxf(la, lb);
+  const float ea = expf(la - top), eb = expf(lb - top);
+  wa = ea / (ea + eb);
+  wb = eb / (ea + eb);
+  merged = top + logf(ea + eb);
+}
+
+template <typename T>
+__global__ void attentionMergeOutKernel(T *out, const T *outA,
+                                        const float *lseA, const T *outB,
+                                        const float *lseB, int64_t seq,
+                                        int64_t heads, int64_t headDim,
+                                        int64_t n) {
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount()) {
+    const int64_t rowHead = e / headDim;
+    const int64_t h = rowHead % heads, bi = rowHead / heads;
+    const int64_t b = bi / seq, i = bi % seq;
+    const int64_t stat = (b * heads + h) * seq + i;
+    float wa, wb, merged;
+    mergeWeights(lseA[stat], lseB[stat], wa, wb, merged);
+    out[e] = fromCompute<T>(wa * toCompute(outA[e]) + wb * toCompute(outB[e]));
+  }
+}
+
+__global__ void attentionMergeLseKernel(float *lse, const float *lseA,
+                                        const float *lseB, int64_t n) {
+  for (int64_t e = globalThreadIndex(); e < n; e += globalThreadCount()) {
+    float wa, wb, merged;
+    mergeWeights(lseA[e], lseB[e], wa, wb, merged);
+    lse[e] = merged;
+  }
+}
+
+} // namespace
+
+template <typename T>
+Status mlt::cuda::launchAttentionMerge(T *out, float *lse, const T *outA,
+                                       const float *lseA, const T *outB,
+                                       const float *lseB, int64_t batch,
+                                       int64_t seq, int64_t heads,
+                                       int64_t headDim, cudaStream_t stream) {
+  if (batch <= 0 || seq <= 0 || heads <= 0 || headDim <= 0)
+    return errorf("attention_merge: sizes must be positive (batch ", batch,
+                  ", seq ", seq, ", heads ", heads, ", head_dim ", headDim,
+                  ")");
+  const int64_t n = batch * seq * heads * headDim;
+  // The outputs first: they read lse_a, which lse may overwrite.
+  attentionMergeOutKernel<T><<<gridFor(n), 256, 0, stream>>>(
+      out, outA, lseA, outB, lseB, seq, heads, headDim, n);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_merge");
+  const int64_t stats = batch * heads * seq;
+  attentionMergeLseKernel<<<gridFor(stats), 256, 0, stream>>>(lse, lseA, lseB,
+                                                              stats);
+  MLT_CUDA_RETURN_IF_LAUNCH_FAILED("attention_merge");
+  return Status::ok();
+}
+
+template Status mlt::cuda::launchAttentionMerge<float>(
+    float *, float *, const float *, const float *, const float *,
+    const float *, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template Status mlt::cuda::launchAttentionMerge<__nv_bfloat16>(
+    __nv_bfloat16 *, float *, const __nv_bfloat16 *, const float *,
+    const __nv_bfloat16 *, const float *, int64_t, int64_t, int64_t, int64_t,
+    cudaStream_t);

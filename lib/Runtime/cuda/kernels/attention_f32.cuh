@@ -233,11 +233,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // Stage the normalized rows in sQ, then store them coalesced.
+  // Stage the normalized rows in sQ, then store them coalesced. A row that
+  // saw no key (a ring step's block all after it) is 0, its lse -inf.
   __syncthreads();
+  const float inverse = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
   for (int c = 0; c < C; ++c)
-    sQ[row * S + t + kRowThreads * c] = o[c] / l;
+    sQ[row * S + t + kRowThreads * c] = o[c] * inverse;
   if (t == 0 && i < seq)
     lse[(int64_t(b) * qHeads + h) * seq + i] = m + logf(l);
   __syncthreads();

@@ -1,17 +1,20 @@
 #!/bin/bash
-# ===- cp_exchange_gpu.sh - context parallelism's two exchanges on 2 GPUs -=== #
+# ===- cp_exchange_gpu.sh - context parallelism's exchanges on 2 GPUs ---=== #
 #
 # Part of mlt. What bench/RESULTS.md records under "cp 2, gathered keys and
-# values against the all-to-all exchange", in one call on a machine of two
-# GPUs (issue 37):
-#   - the CUDA tests of the all-to-all (NCCL, every axis of 2 ranks), of
-#     reorder_sequence, and of attention over the whole sequence in its
-#     load-balanced order;
+# values against the all-to-all exchange" and "the ring", in one call on a
+# machine of two GPUs (issue 37):
+#   - the CUDA tests of the all-to-all and the permute (NCCL, every axis of 2
+#     ranks), of reorder_sequence, of attention over the whole sequence in
+#     its load-balanced order, and of the ring's steps and merge;
 #   - llama-ref-a (f32) on two GPUs at --cp 2 with each --cp-comm against
 #     HF's training (the fixture's tolerances) and the one-GPU run;
 #   - Llama-3.2-1B at 32,768 tokens (bf16, one sequence a step): one GPU,
 #     and cp 2 with ZeRO-1 over cp under each exchange, on the same random
-#     tokens, their losses and tokens/s.
+#     tokens, their losses and tokens/s;
+#   - with MAKE_LONG_FIXTURE=1 (the machine has torch and transformers):
+#     test/Training/Inputs/llama-ref-long, HF's training at 256 tokens
+#     (scripts/make_long_fixture.py), written under the call's output.
 #
 #   bash bench/cp_exchange_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/cp_exchange_gpu.sh              # on the GPU machine
@@ -39,6 +42,8 @@ if [[ "${1:-}" == pack ]]; then
   fixture_plan a-one
   fixture_plan a-cp2 --cp 2
   fixture_plan a-cp2-a2a --cp 2 --cp-comm a2a
+  fixture_plan a-cp2-ring --cp 2 --cp-comm ring
+  cp "$root"/scripts/make_long_fixture.py "$root"/../shared/fixtures/make_fixture.py "$dir"/tools/
   long_plan() { # name, layout flags...
     local name=$1; shift
     "$root"/build/bin/mlt-run "$root"/models/llama/llama-3.2-1b.mlir --device cuda \
@@ -47,6 +52,7 @@ if [[ "${1:-}" == pack ]]; then
   long_plan l1b-one
   long_plan l1b-cp2z1 --cp 2 --zero 1
   long_plan l1b-cp2z1-a2a --cp 2 --zero 1 --cp-comm a2a
+  long_plan l1b-cp2z1-ring --cp 2 --zero 1 --cp-comm ring
   packed "$dir" "$0"
   exit 0
 fi
@@ -55,12 +61,17 @@ source ./gpu-pack-common.sh
 gpu_start
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
-echo "== CUDA tests: NCCL collectives (all_to_all among them), context-parallel attention"
-./bin/MLTRuntimeCUDATests --gtest_filter='Nccl*:*ContextParallel*:*ReorderSequence*' > "$out"/cuda-tests.log 2>&1 ||
+if [[ "${MAKE_LONG_FIXTURE:-0}" == 1 ]]; then
+  echo "== HF's training at 256 tokens: llama-ref-long"
+  OUT="$out" python3 tools/make_long_fixture.py || fail "llama-ref-long"
+fi
+
+echo "== CUDA tests: NCCL collectives (all_to_all, permute), context-parallel attention, the ring's steps"
+./bin/MLTRuntimeCUDATests --gtest_filter='Nccl*:*ContextParallel*:*ReorderSequence*:*Ring*:*Merge*' > "$out"/cuda-tests.log 2>&1 ||
   fail "CUDA tests"
 grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \]" "$out"/cuda-tests.log
 
-echo "== llama-ref-a (f32), 6 steps: one GPU, cp 2 (gathered keys and values), cp 2 a2a"
+echo "== llama-ref-a (f32), 6 steps: one GPU, cp 2 (gathered keys and values), cp 2 a2a, cp 2 ring"
 hyper="--lr 0.003 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --weight-decay 0.1 --clip-grad 1.0"
 fixture_run() { # plan, launcher...
   local name=$1; shift
@@ -73,7 +84,7 @@ fixture_run() { # plan, launcher...
     --weights /tmp/mlt-$name --grads /tmp/mlt-$name.grads || fail "$name: against HF"
 }
 fixture_run a-one
-for plan in a-cp2 a-cp2-a2a; do
+for plan in a-cp2 a-cp2-a2a a-cp2-ring; do
   fixture_run $plan $mpirun -np 2
   python3 tools/Inputs/compare_runs.py 1e-5 "$out"/$plan.jsonl "$out"/a-one.jsonl \
     /tmp/mlt-$plan.grads /tmp/mlt-a-one.grads || fail "$plan: against one GPU"
@@ -96,17 +107,18 @@ long_run() { # plan, launcher...
 long_run l1b-one
 long_run l1b-cp2z1 $mpirun -np 2
 long_run l1b-cp2z1-a2a $mpirun -np 2
+long_run l1b-cp2z1-ring $mpirun -np 2
 python3 - "$out" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 rows = {n: [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
-        for n in ("l1b-one", "l1b-cp2z1", "l1b-cp2z1-a2a")}
+        for n in ("l1b-one", "l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring")}
 speed = {n: statistics.median(x["tokens_per_s"] for x in r[2:]) for n, r in rows.items()}
 for n, r in rows.items():
     print(f"{n}: losses", " ".join(f"{x['loss']:.4f}" for x in r),
           f"median tokens/s (steps 3-8) {speed[n]:.0f}",
           f"({speed[n] / speed['l1b-one']:.3f}x one GPU)")
-for n in ("l1b-cp2z1", "l1b-cp2z1-a2a"):
+for n in ("l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring"):
     print(f"{n}: largest loss difference from one GPU",
           max(abs(a["loss"] - b["loss"]) for a, b in zip(rows["l1b-one"], rows[n])))
 PY

@@ -120,7 +120,8 @@ bool isMatrixKey(std::string_view key) {
 bool isCommunicationKey(std::string_view key) {
   const std::string_view base = baseOf(key);
   return base == "all_reduce_sum" || base == "reduce_scatter_sum" ||
-         base == "all_gather" || base == "all_to_all" || base == "transfer";
+         base == "all_gather" || base == "all_to_all" ||
+         base == "collective_permute" || base == "transfer";
 }
 
 } // namespace
@@ -298,6 +299,12 @@ double Calibration::seconds(const LaunchClass &cls, bool *calibrated) const {
   // and receives (G-1)/G of the whole tensor's bytes in both).
   if (!nearest && base == "all_to_all")
     findNearest("all_gather");
+  // A permute (the ring's) without a curve of its own: a transfer's, of its
+  // buffer's bytes (each rank sends its buffer to one peer and receives one,
+  // as a pipeline's send and receive).
+  if (!nearest && base == "collective_permute")
+    if (auto it = curves.find("transfer"); it != curves.end())
+      return onCurve(it->second, cls, cls.work);
   // The attention backward with rope's inverse in its epilogue, without a
   // curve of its own: attention_bwd's (the rotation is a few instructions
   // a written element).

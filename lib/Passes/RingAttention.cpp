@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTRINGATTENTION
@@ -106,14 +107,14 @@ public:
     });
     // The merged output of each rewritten attention, and its lse.
     DenseMap<Value, Value> lseOf;
-    SmallVector<Operation *> gathers;
+    SetVector<Operation *> gathers;
     for (AttentionOp attention : forwards)
       if (failed(rewriteForward(attention, lseOf, gathers)))
         return signalPassFailure();
     for (AttentionGradOp grad : backwards)
       if (failed(rewriteBackward(grad, lseOf, gathers)))
         return signalPassFailure();
-    // The gathers, read by nothing now (each may be in the list twice).
+    // The gathers, read by nothing now.
     for (Operation *gather : gathers)
       if (gather->use_empty())
         gather->erase();
@@ -125,13 +126,13 @@ private:
   /// it, so that a stream may carry the block while it computes.
   LogicalResult rewriteForward(AttentionOp attention,
                                DenseMap<Value, Value> &lseOf,
-                               SmallVectorImpl<Operation *> &gathers) {
+                               SetVector<Operation *> &gathers) {
     FailureOr<RingOperands> ring =
         ringOperands(attention, attention.getKey(), attention.getValue());
     if (failed(ring))
       return failure();
-    gathers.push_back(attention.getKey().getDefiningOp());
-    gathers.push_back(attention.getValue().getDefiningOp());
+    gathers.insert(attention.getKey().getDefiningOp());
+    gathers.insert(attention.getValue().getDefiningOp());
     OpBuilder b(attention);
     Location loc = attention.getLoc();
     auto query = cast<RankedTensorType>(attention.getQuery().getType());
@@ -185,7 +186,7 @@ private:
   /// after every step, so that after the last they are home).
   LogicalResult rewriteBackward(AttentionGradOp grad,
                                 const DenseMap<Value, Value> &lseOf,
-                                SmallVectorImpl<Operation *> &gathers) {
+                                SetVector<Operation *> &gathers) {
     FailureOr<RingOperands> ring =
         ringOperands(grad, grad.getKey(), grad.getValue());
     if (failed(ring))
@@ -208,8 +209,8 @@ private:
                << ring->axis.getValue() << "' and nothing else";
       scatters[i] = scatter;
     }
-    gathers.push_back(grad.getKey().getDefiningOp());
-    gathers.push_back(grad.getValue().getDefiningOp());
+    gathers.insert(grad.getKey().getDefiningOp());
+    gathers.insert(grad.getValue().getDefiningOp());
 
     OpBuilder b(grad);
     Location loc = grad.getLoc();

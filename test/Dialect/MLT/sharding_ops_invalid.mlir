@@ -176,7 +176,77 @@ module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
 // -----
 
 func.func @f(%q: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
-  // expected-error @+1 {{'mlt.cp_comm' must be "a2a" on an mlt.attention or mlt.attention_grad}}
-  %o = mlt.attention %q, %q, %q causal scale = 0.25 {mlt.cp_comm = "ring"} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+  // expected-error @+1 {{'mlt.cp_comm' must be "a2a" or "ring" on an mlt.attention or mlt.attention_grad}}
+  %o = mlt.attention %q, %q, %q causal scale = 0.25 {mlt.cp_comm = "p2p"} : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
   return %o : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+    // expected-error @+1 {{'mlt.collective_permute' op shift 2 must be below the axis size 2}}
+    %y = mlt.collective_permute %x over "cp" shift 2 : tensor<4x6x8xf32>
+    return %y : tensor<4x6x8xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%x: tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+    // expected-error @+1 {{'mlt.collective_permute' op attribute 'shift' failed to satisfy constraint}}
+    %y = mlt.collective_permute %x over "cp" shift 0 : tensor<4x6x8xf32>
+    return %y : tensor<4x6x8xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%q: tensor<1x8x4x6xf32>, %k: tensor<1x8x2x6xf32>) -> tensor<1x8x4x6xf32> {
+    // expected-error @+1 {{'mlt.attention_block' op step 2 must be below the axis size 2}}
+    %o, %l = mlt.attention_block %q, %k, %k over "cp" step 2 causal scale = 0.5 : tensor<1x8x4x6xf32>, tensor<1x8x2x6xf32>, tensor<1x8x2x6xf32> -> tensor<1x4x8xf32>
+    return %o : tensor<1x8x4x6xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%q: tensor<1x8x4x6xf32>, %k: tensor<1x16x2x6xf32>) -> tensor<1x8x4x6xf32> {
+    // expected-error @+1 {{'mlt.attention_block' op query and key/value differ in dimension 1 (a ring step's keys are one rank's block, as many rows as its queries)}}
+    %o, %l = mlt.attention_block %q, %k, %k over "cp" step 1 causal scale = 0.5 : tensor<1x8x4x6xf32>, tensor<1x16x2x6xf32>, tensor<1x16x2x6xf32> -> tensor<1x4x8xf32>
+    return %o : tensor<1x8x4x6xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%q: tensor<1x8x4x6xf32>, %k: tensor<1x8x2x6xf32>) -> tensor<1x8x4x6xf32> {
+    // expected-error @+1 {{'mlt.attention_block' op lse must be 'tensor<1x4x8xf32>', got 'tensor<1x8x4xf32>'}}
+    %o, %l = mlt.attention_block %q, %k, %k over "cp" step 1 causal scale = 0.5 : tensor<1x8x4x6xf32>, tensor<1x8x2x6xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4xf32>
+    return %o : tensor<1x8x4x6xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%q: tensor<1x6x4x6xf32>, %k: tensor<1x6x3x6xf32>, %l: tensor<1x4x6xf32>) -> tensor<1x6x4x6xf32> {
+    // expected-error @+1 {{'mlt.attention_block_grad' op query heads (4) must be a multiple of key/value heads (3)}}
+    %dq, %dk, %dv = mlt.attention_block_grad %q, %q, %k, %k, %q, %l over "cp" step 1 causal scale = 0.5 : tensor<1x6x4x6xf32>, tensor<1x6x3x6xf32>, tensor<1x4x6xf32>
+    return %dq : tensor<1x6x4x6xf32>
+  }
+}
+
+// -----
+
+module attributes {mlt.mesh = #mlt.mesh<cp = 2>} {
+  func.func @f(%o: tensor<1x8x4x6xf32>, %l: tensor<1x8x4xf32>) -> tensor<1x8x4x6xf32> {
+    // expected-error @+1 {{'mlt.attention_merge' op lse must be [batch, heads, seq] of out [batch, seq, heads, head_dim], got 'tensor<1x8x4xf32>' for 'tensor<1x8x4x6xf32>'}}
+    %m, %ml = mlt.attention_merge %o, %l, %o, %l : tensor<1x8x4x6xf32>, tensor<1x8x4xf32>
+    return %m : tensor<1x8x4x6xf32>
+  }
 }

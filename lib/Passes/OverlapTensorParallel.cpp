@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LaunchOrder.h"
+
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
@@ -33,31 +35,14 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// The buffers a launch reads and writes, each by the buffer it lies in
-/// (a view's base), so that two launches touching one bucket conflict.
-struct Access {
-  llvm::DenseSet<StringRef> reads, writes;
-};
-
 class Overlapper {
 public:
   Overlapper(ModuleOp module, int64_t axis, int64_t axisSize)
       : module(module), b(module.getContext()), axis(axis),
-        axisSize(axisSize) {
-    for (rtir::BufferOp buffer : module.getOps<rtir::BufferOp>()) {
-      buffers[buffer.getSymName()] = buffer;
-      lastBuffer = buffer;
-    }
-  }
+        axisSize(axisSize), buffers(module) {}
 
   void run(rtir::ProgramOp program) {
-    int64_t nextToken = 0;
-    for (auto launch : program.getBody().getOps<rtir::LaunchOp>()) {
-      if (std::optional<int64_t> token = launch.getToken())
-        nextToken = std::max(nextToken, *token + 1);
-      for (int64_t token : launch.getWaits())
-        nextToken = std::max(nextToken, token + 1);
-    }
+    int64_t nextToken = firstFreeToken(program);
     for (rtir::LaunchOp gather : launchesWhere(
              program, [&](rtir::LaunchOp l) { return isRowGather(l); }))
       decompose(program, gather, nextToken);
@@ -80,38 +65,10 @@ private:
     return chosen;
   }
 
-  /// The buffer `name` lies in: its view's base, or itself.
-  StringRef root(StringRef name) {
-    for (rtir::BufferOp buffer = buffers.lookup(name);
-         buffer && buffer.getView();
-         buffer = buffers.lookup(*buffer.getView()))
-      name = *buffer.getView();
-    return name;
-  }
-
-  rtir::BufferOp bufferOf(Attribute ref) {
-    return buffers.lookup(rtir::bufferName(ref));
-  }
-
-  Access accessOf(rtir::LaunchOp launch) {
-    Access access;
-    for (Attribute ref : launch.getInputs())
-      access.reads.insert(root(rtir::bufferName(ref)));
-    for (Attribute ref : launch.getOutputs())
-      access.writes.insert(root(rtir::bufferName(ref)));
-    return access;
-  }
-
-  /// Whether the two launches may not swap: one writes what the other
-  /// reads or writes.
-  static bool conflict(const Access &a, const Access &b) {
-    for (StringRef w : a.writes)
-      if (b.reads.contains(w) || b.writes.contains(w))
-        return true;
-    for (StringRef w : b.writes)
-      if (a.reads.contains(w))
-        return true;
-    return false;
+  rtir::BufferOp bufferOf(Attribute ref) { return buffers.of(ref); }
+  StringRef root(StringRef name) { return buffers.root(name); }
+  LaunchAccess accessOf(rtir::LaunchOp launch) {
+    return buffers.accessOf(launch);
   }
 
   bool isCollectiveOverAxis(rtir::LaunchOp launch) {
@@ -204,7 +161,7 @@ private:
       return made;
     base.setBucketAttr(b.getUnitAttr());
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfter(lastBuffer);
+    b.setInsertionPointAfter(buffers.last());
     OperationState state(base.getLoc(), rtir::BufferOp::getOperationName());
     auto &props = state.getOrAddProperties<rtir::BufferOp::Properties>();
     props.sym_name = b.getStringAttr(name);
@@ -218,8 +175,7 @@ private:
     view.setShardAttr(b.getStringAttr(axisName(ParallelAxis::Tensor)));
     if (shift)
       view.setShardShiftAttr(b.getI64IntegerAttr(shift));
-    buffers[name] = view;
-    lastBuffer = view;
+    buffers.add(view);
     return view;
   }
 
@@ -256,7 +212,7 @@ private:
       return;
     if (producer && !producer.getToken())
       producer.setTokenAttr(b.getI64IntegerAttr(nextToken++));
-    const Access moved = accessOf(gather);
+    const LaunchAccess moved = accessOf(gather);
     gather.setStreamAttr(b.getI64IntegerAttr(abi::kTensorParallelStream));
     if (producer)
       gather.setWaits({int64_t(*producer.getToken())});
@@ -307,21 +263,12 @@ private:
   /// `skip`) that touches what a moved collective (`moved`, signalling
   /// `token`) does, or runs a collective over tp (one at a time on the
   /// axis's communicator), waits for it: the first such of each stream.
-  void joinLater(Operation *after, const Access &moved, int64_t token,
+  void joinLater(Operation *after, const LaunchAccess &moved, int64_t token,
                  std::initializer_list<int64_t> skip) {
-    llvm::DenseSet<int64_t> waited{int64_t(abi::kTensorParallelStream)};
-    waited.insert(skip.begin(), skip.end());
-    for (Operation *op = after->getNextNode(); op; op = op->getNextNode()) {
-      auto launch = dyn_cast<rtir::LaunchOp>(op);
-      if (!launch || waited.contains(launch.getStreamIndex()))
-        continue;
-      if (!conflict(moved, accessOf(launch)) && !isCollectiveOverAxis(launch))
-        continue;
-      SmallVector<int64_t> waits(launch.getWaits());
-      waits.push_back(token);
-      launch.setWaits(waits);
-      waited.insert(launch.getStreamIndex());
-    }
+    mlt::joinLater(after, moved, token, abi::kTensorParallelStream, skip,
+                   buffers, [&](rtir::LaunchOp launch) {
+                     return isCollectiveOverAxis(launch);
+                   });
   }
 
   /// A weight-gradient product (bf16 or FP8): a product writing gradients
@@ -356,7 +303,7 @@ private:
     SmallVector<rtir::LaunchOp> launches(
         program.getBody().getOps<rtir::LaunchOp>());
     const size_t at = size_t(llvm::find(launches, reduction) - launches.begin());
-    const Access reduced = accessOf(reduction);
+    const LaunchAccess reduced = accessOf(reduction);
     // The weight gradients since the previous collective over tp that
     // nothing up to the reduction (those not moved) depends on, nor they
     // on it; nearest first. On the way, the input's producer (the nearest
@@ -364,11 +311,11 @@ private:
     const StringRef input = *reduced.reads.begin();
     rtir::LaunchOp producer;
     SmallVector<rtir::LaunchOp> moved;
-    SmallVector<Access> kept{reduced};
+    SmallVector<LaunchAccess> kept{reduced};
     size_t unwalked = 0; // the launches before where the walk stopped
     for (size_t i = at; i-- > 0;) {
       rtir::LaunchOp launch = launches[i];
-      const Access access = accessOf(launch);
+      const LaunchAccess access = accessOf(launch);
       if (!producer && access.writes.contains(input))
         producer = launch;
       if (isCollectiveOverAxis(launch) || launch.getStreamIndex() != 0 ||
@@ -377,7 +324,7 @@ private:
         break;
       }
       if (isWeightGradient(launch) &&
-          llvm::none_of(kept, [&](const Access &later) {
+          llvm::none_of(kept, [&](const LaunchAccess &later) {
             return conflict(access, later);
           })) {
         moved.push_back(launch);
@@ -413,8 +360,7 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t axis, axisSize;
-  llvm::StringMap<rtir::BufferOp> buffers;
-  Operation *lastBuffer = nullptr;
+  ModuleBuffers buffers;
 };
 
 struct OverlapTpCommPass

@@ -41,7 +41,7 @@
 // theta, factor, low_freq_factor, high_freq_factor).
 // PLAN: rope ({{.*}}) -> ({{.*}}) ints [2, 8, 4, 16, 0, 0, 1, 8192, -1] floats [500000, 32, 1, 4]
 // PLAN: rope ({{.*}}) -> ({{.*}}) ints [2, 8, 2, 16, 0, 0, 1, 8192, -1] floats [500000, 32, 1, 4]
-// PLAN: attention_bwd_rope ({{.*}}) -> ({{.*}}) ints [2, 8, 8, 4, 2, 16, 1, -1, 0, 1, 8192] floats [0.25, 500000, 32, 1, 4]
+// PLAN: attention_bwd_rope ({{.*}}) -> ({{.*}}) ints [2, 8, 8, 4, 2, 16, 1, -1, 0, 0, 0, 1, 8192] floats [0.25, 500000, 32, 1, 4]
 
 // SAVED:      "rope_scaling": {
 // SAVED-NEXT:   "factor": 32,

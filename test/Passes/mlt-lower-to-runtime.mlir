@@ -188,15 +188,15 @@ module {
 // CHECK-NEXT: mlt_rt.launch "matmul" [@[[H]], @"param:model.layers.0.self_attn.v_proj.weight"] -> [@[[V0:t[0-9]+]]] ints [1, 8, 4, 8, 0, 1, 0]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[Q0]]] -> [@[[QR0:t[0-9]+]]] ints [2, 4, 2, 4, 0, 0, 0, 0, -1] floats [1.000000e+04, 0.000000e+00, 0.000000e+00, 0.000000e+00]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[K0]]] -> [@[[KR0:t[0-9]+]]] ints [2, 4, 1, 4, 0, 0, 1, 32, -1] floats [1.000000e+04, 8.000000e+00, 1.000000e+00, 4.000000e+00]
-// CHECK-NEXT: mlt_rt.launch "attention_fwd" [@[[QR0]], @[[KR0]], @[[V0]]] -> [@[[O0:t[0-9]+]], @[[LSE0]]] ints [2, 4, 4, 2, 1, 4, 1, -1] floats [5.000000e-01]
+// CHECK-NEXT: mlt_rt.launch "attention_fwd" [@[[QR0]], @[[KR0]], @[[V0]]] -> [@[[O0:t[0-9]+]], @[[LSE0]]] ints [2, 4, 4, 2, 1, 4, 1, -1, 0, 0] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "add" [@[[H]], @[[O0]]] -> [@[[Y0:t[0-9]+]]] ints [64]
-// CHECK: mlt_rt.launch "attention_fwd" [@[[QR1:t[0-9]+]], @[[KR1:t[0-9]+]], @[[V1:t[0-9]+]]] -> [@[[O1:t[0-9]+]], @[[LSE1]]] ints [2, 4, 4, 2, 1, 4, 1, -1] floats [5.000000e-01]
+// CHECK: mlt_rt.launch "attention_fwd" [@[[QR1:t[0-9]+]], @[[KR1:t[0-9]+]], @[[V1:t[0-9]+]]] -> [@[[O1:t[0-9]+]], @[[LSE1]]] ints [2, 4, 4, 2, 1, 4, 1, -1, 0, 0] floats [5.000000e-01]
 // CHECK: mlt_rt.launch "cross_entropy_fwd_bwd"
-// CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR1]], @[[KR1]], @[[V1]], @[[O1]], @[[LSE1]]] -> [@[[DQ1:t[0-9]+]], @[[DK1:t[0-9]+]], @{{t[0-9]+}}] ints [2, 4, 4, 2, 1, 4, 1, -1] floats [5.000000e-01]
+// CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR1]], @[[KR1]], @[[V1]], @[[O1]], @[[LSE1]]] -> [@[[DQ1:t[0-9]+]], @[[DK1:t[0-9]+]], @{{t[0-9]+}}] ints [2, 4, 4, 2, 1, 4, 1, -1, 0, 0] floats [5.000000e-01]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DK1]]] -> [@{{t[0-9]+}}] ints [2, 4, 1, 4, 1, 0, 1, 32, -1] floats [1.000000e+04, 8.000000e+00, 1.000000e+00, 4.000000e+00]
 // CHECK-NEXT: mlt_rt.launch "rope" [@[[DQ1]]] -> [@{{t[0-9]+}}] ints [2, 4, 2, 4, 1, 0, 0, 0, -1] floats [1.000000e+04, 0.000000e+00, 0.000000e+00, 0.000000e+00]
 // CHECK: mlt_rt.launch "matmul_accumulate" [@{{t[0-9]+}}, @{{t[0-9]+}}] -> [@"grad:model.layers.1.self_attn.q_proj.weight"] ints [1, 8, 8, 8, 1, 0, 0]
-// CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR0]], @[[KR0]], @[[V0]], @[[O0]], @[[LSE0]]] -> [@{{t[0-9]+}}, @{{t[0-9]+}}, @[[DV0:t[0-9]+]]] ints [2, 4, 4, 2, 1, 4, 1, -1] floats [5.000000e-01]
+// CHECK: mlt_rt.launch "attention_bwd" [@{{t[0-9]+}}, @[[QR0]], @[[KR0]], @[[V0]], @[[O0]], @[[LSE0]]] -> [@{{t[0-9]+}}, @{{t[0-9]+}}, @[[DV0:t[0-9]+]]] ints [2, 4, 4, 2, 1, 4, 1, -1, 0, 0] floats [5.000000e-01]
 // CHECK: mlt_rt.launch "matmul_accumulate" [@[[DV0]], @[[H]]] -> [@"grad:model.layers.0.self_attn.v_proj.weight"] ints [1, 4, 8, 8, 1, 0, 0]
 // CHECK: mlt_rt.launch "embedding_bwd"
 // CHECK: }

@@ -754,13 +754,14 @@ std::vector<Layout> layoutsByBruteForce(int64_t gpus, int64_t batch,
             for (int64_t zero = 0; zero <= 2; ++zero)
               for (int64_t m = 1; m <= batch; ++m)
                 for (ContextExchange exchange :
-                     {ContextExchange::AllGather, ContextExchange::AllToAll}) {
+                     {ContextExchange::AllGather, ContextExchange::AllToAll,
+                      ContextExchange::Ring}) {
                   if (tp * cp * pp * dp != gpus || (vp == 2 && pp == 1) ||
                       (zero > 0 && dp == 1 && cp == 1) || batch % m != 0 ||
                       (batch / m) % dp != 0 || (pp > 1 && m < pp) ||
                       (cp > 1 && (seqLen % (2 * cp) != 0 ||
                                   seqLen / (2 * cp) < kContextChunkTokens)) ||
-                      (cp == 1 && exchange == ContextExchange::AllToAll))
+                      (cp == 1 && exchange != ContextExchange::AllGather))
                     continue;
                   Layout l;
                   l.tp = tp;

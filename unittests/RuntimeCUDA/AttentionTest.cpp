@@ -13,6 +13,12 @@
 // 100 and several tiles, MHA, GQA and MQA, causal and full, batch > 1, the
 // dk/dv kernel with its group split over blocks or not; bit-reproducibility
 // and the argument errors.
+// Context parallelism's ring exchange: every step of every rank (one rank's
+// block of keys, queries of a chunk that see none of them out 0 and lse
+// -inf) on the bf16 blocks of attention_blocks.h and on the f32 kernels,
+// folded by launchAttentionMerge into the rank's attention over the whole
+// sequence; and launchAttentionMerge alone (f32 and bf16) against the CPU,
+// sides at -inf included.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +31,7 @@
 #include "mlt/Runtime/cpu/Attention.h"
 #include "mlt/Runtime/cpu/Rope.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
+#include "mlt/Runtime/exec/Backend.h"
 
 #include <gtest/gtest.h>
 
@@ -476,6 +483,431 @@ TEST(CudaAttentionTest, ContextParallelBf16BlocksMatchCpu) {
       EXPECT_LT(normError(widen(dDk.download()), dk), kBf16Tol);
       EXPECT_LT(normError(widen(dDv.download()), dv), kBf16Tol);
     }
+}
+
+//===----------------------------------------------------------------------===//
+// Context parallelism's ring exchange
+//===----------------------------------------------------------------------===//
+
+/// Ring step `step` of rank `rank` of `c` (--cp-comm ring): the rank's block
+/// of queries against one rank's block of keys and values (kvSeq = seq), of
+/// the rank `step` places before it, positions as attentionPositionsAt sets
+/// them on context axis 0; checked against SequencePositions::contextBlock.
+cpu::AttentionParams ringParams(const CpCase &c, int64_t rank, int64_t step) {
+  cpu::AttentionParams p = c.params(rank);
+  p.kvSeq = p.seq;
+  p.ringStep = step;
+  p = rt::attentionPositionsAt(p, 0, rt::AxisPosition{rank, c.ranks});
+  const int64_t holder = (rank - step + c.ranks) % c.ranks;
+  EXPECT_TRUE(p.queries ==
+              rt::SequencePositions::contextBlock(p.seq, rank, c.ranks));
+  EXPECT_TRUE(p.keys ==
+              rt::SequencePositions::contextBlock(p.seq, holder, c.ranks));
+  return p;
+}
+
+/// Rows [first, first + rows) of each batch entry of x [batch, total, width].
+template <typename T>
+std::vector<T> sliceRows(const std::vector<T> &x, int64_t batch, int64_t total,
+                         int64_t first, int64_t rows, int64_t width) {
+  std::vector<T> out;
+  for (int64_t b = 0; b < batch; ++b)
+    out.insert(out.end(), x.begin() + (b * total + first) * width,
+               x.begin() + (b * total + first + rows) * width);
+  return out;
+}
+
+/// `measure(actual, expected)` over the rows where `expected` (an lse) is
+/// finite; infinity where a row at -inf in `expected` (a query that saw no
+/// key) is not exactly -inf in `actual`, or where `actual` is not finite
+/// elsewhere. `rowsAtMinusInf` counts the former.
+template <typename Measure>
+double lseError(const std::vector<float> &actual,
+                const std::vector<float> &expected, Measure measure,
+                int64_t *rowsAtMinusInf = nullptr) {
+  std::vector<float> a, e;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isinf(expected[i]) && expected[i] < 0) {
+      if (!(std::isinf(actual[i]) && actual[i] < 0))
+        return INFINITY;
+      if (rowsAtMinusInf)
+        ++*rowsAtMinusInf;
+      continue;
+    }
+    if (!std::isfinite(actual[i]))
+      return INFINITY;
+    a.push_back(actual[i]);
+    e.push_back(expected[i]);
+  }
+  return measure(a, e);
+}
+double lseRelError(const std::vector<float> &actual,
+                   const std::vector<float> &expected,
+                   int64_t *rowsAtMinusInf = nullptr) {
+  return lseError(
+      actual, expected,
+      [](const std::vector<float> &a, const std::vector<float> &e) {
+        return relError(a, e);
+      },
+      rowsAtMinusInf);
+}
+double lseNormError(const std::vector<float> &actual,
+                    const std::vector<float> &expected,
+                    int64_t *rowsAtMinusInf = nullptr) {
+  return lseError(actual, expected, normError, rowsAtMinusInf);
+}
+
+/// A rank's inputs of a ring (its queries and output gradient, the whole
+/// sequence's keys and values, bf16-rounded where `bf16`) and the CPU's
+/// gathered attention of them (whole keys: c.params(rank)), whose out (bf16
+/// rounded where `bf16`) and lse every ring step's backward reads.
+struct RingReference {
+  std::vector<float> q, k, v, dout, out, lse;
+  std::vector<uint16_t> qb, kb, vb, doutb, outb; // bf16 bits, where bf16
+};
+
+void ringReference(const CpCase &c, int64_t rank, bool bf16, std::mt19937 &rng,
+                   RingReference &r) {
+  const cpu::AttentionParams p = c.params(rank);
+  const int64_t qn = p.batch * p.seq * p.qHeads * p.headDim;
+  const int64_t kvn = p.batch * p.kvSeq * p.kvHeads * p.headDim;
+  r.q = randomVector<float>(rng, qn, -2.0, 2.0);
+  r.k = randomVector<float>(rng, kvn, -2.0, 2.0);
+  r.v = randomVector<float>(rng, kvn);
+  r.dout = randomVector<float>(rng, qn);
+  if (bf16) {
+    r.qb = roundToBf16(r.q);
+    r.kb = roundToBf16(r.k);
+    r.vb = roundToBf16(r.v);
+    r.doutb = roundToBf16(r.dout);
+  }
+  r.out.assign(qn, 0.f);
+  r.lse.assign(p.batch * p.qHeads * p.seq, 0.f);
+  ASSERT_TRUE(cpu::attentionForward<float>(
+      r.out.data(), r.lse.data(), r.q.data(), r.k.data(), r.v.data(), p));
+  if (bf16) {
+    std::vector<float> rounded = r.out;
+    r.outb = roundToBf16(rounded);
+  }
+}
+
+/// The rows with no key in ring step `step` of rank `rank`: chunk `rank`'s
+/// queries (the block's first half) against a later rank's block, for each
+/// (batch, head).
+int64_t ringEmptyRows(const CpCase &c, int64_t rank, int64_t step) {
+  const int64_t holder = (rank - step + c.ranks) % c.ranks;
+  return holder > rank ? c.batch * c.qHeads * c.chunk : 0;
+}
+
+// Context parallelism's ring exchange in bf16 on the blockwise tensor-core
+// kernels (attention_blocks.h), every step of every rank of cp 2 and 3,
+// head dims 64 and 128, GQA, MHA and MQA, batch 1 and 2, chunks that are
+// not multiples of a tile: step s's keys and values are the block of the
+// rank s places before (kvSeq = seq, isContextBlockShape). Each step's
+// forward against the CPU kernels on the same bf16 inputs and positions
+// (the first chunk's queries against a later rank's block: out 0 and lse
+// -inf, exactly); the steps folded in place by launchAttentionMerge<bf16>
+// give the CPU's attention of the rank's queries over the whole sequence;
+// each step's backward, from that attention's out and lse, against the
+// CPU's backward of the step. Every output poisoned first.
+TEST(CudaAttentionTest, RingStepsBf16BlocksMatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(614);
+  for (const CpCase &c :
+       {CpCase{2, 64, 2, 8, 2, 64}, CpCase{3, 40, 1, 4, 2, 128},
+        CpCase{2, 100, 1, 4, 4, 128}, CpCase{3, 24, 2, 4, 1, 64}})
+    for (int64_t rank = 0; rank < c.ranks; ++rank) {
+      SCOPED_TRACE(c.describe(rank));
+      RingReference ref;
+      ASSERT_NO_FATAL_FAILURE(ringReference(c, rank, true, rng, ref));
+      const int64_t S = 2 * c.chunk, G = c.ranks;
+      const int64_t qn = c.batch * S * c.qHeads * c.headDim;
+      const int64_t kvn = c.batch * S * c.kvHeads * c.headDim;
+      const int64_t ln = c.batch * c.qHeads * S;
+      const int64_t kvWidth = c.kvHeads * c.headDim;
+      DeviceBuffer<uint16_t> dQ(qn), dDout(qn), dWholeOut(qn), dK(kvn), dV(kvn),
+          dOut(qn), dMerged(qn), dDq(qn), dDk(kvn), dDv(kvn);
+      DeviceBuffer<float> dWholeLse(ln), dLse(ln), dMergedLse(ln);
+      dQ.upload(ref.qb);
+      dDout.upload(ref.doutb);
+      dWholeOut.upload(ref.outb);
+      dWholeLse.upload(ref.lse);
+      for (int64_t step = 0; step < G; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const cpu::AttentionParams p = ringParams(c, rank, step);
+        ASSERT_TRUE(isContextBlockShape(p));
+        const int64_t holder = (rank - step + G) % G;
+        const std::vector<float> k =
+            sliceRows(ref.k, c.batch, G * S, holder * S, S, kvWidth);
+        const std::vector<float> v =
+            sliceRows(ref.v, c.batch, G * S, holder * S, S, kvWidth);
+        dK.upload(sliceRows(ref.kb, c.batch, G * S, holder * S, S, kvWidth));
+        dV.upload(sliceRows(ref.vb, c.batch, G * S, holder * S, S, kvWidth));
+
+        std::vector<float> out(qn), lse(ln), dq(qn), dk(kvn), dv(kvn);
+        ASSERT_TRUE(cpu::attentionForward<float>(
+            out.data(), lse.data(), ref.q.data(), k.data(), v.data(), p));
+        ASSERT_NO_FATAL_FAILURE(poison(dOut));
+        ASSERT_NO_FATAL_FAILURE(poison(dLse));
+        const size_t fwdBytes = contextAttentionFwdScratchBytes(p);
+        DeviceBuffer<char> fwdScratch(fwdBytes);
+        ASSERT_TRUE(launchContextAttentionFwd(
+            bf(dOut.get()), dLse.get(), bf(dQ.get()), bf(dK.get()),
+            bf(dV.get()), p, fwdScratch.get(), fwdBytes, 0));
+        EXPECT_LT(normError(widen(dOut.download()), out), kBf16Tol);
+        int64_t empty = 0;
+        EXPECT_LT(lseNormError(dLse.download(), lse, &empty), kBf16LseTol);
+        EXPECT_EQ(empty, ringEmptyRows(c, rank, step));
+        if (empty > 0) {
+          // Those rows' outputs are exactly 0: the first chunk of every
+          // (batch, query row of it, head).
+          const std::vector<float> got = widen(dOut.download());
+          const int64_t rowWidth = c.qHeads * c.headDim;
+          for (int64_t b = 0; b < c.batch; ++b)
+            for (int64_t e = 0; e < c.chunk * rowWidth; ++e)
+              ASSERT_EQ(got[b * S * rowWidth + e], 0.0f)
+                  << "batch " << b << " element " << e;
+        }
+
+        // Fold the step into the rank's attention, in place.
+        if (step == 0) {
+          ASSERT_EQ(cudaMemcpy(dMerged.get(), dOut.get(), qn * 2,
+                               cudaMemcpyDeviceToDevice),
+                    cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(dMergedLse.get(), dLse.get(), ln * 4,
+                               cudaMemcpyDeviceToDevice),
+                    cudaSuccess);
+        } else {
+          ASSERT_TRUE(launchAttentionMerge<__nv_bfloat16>(
+              bf(dMerged.get()), dMergedLse.get(), bf(dMerged.get()),
+              dMergedLse.get(), bf(dOut.get()), dLse.get(), c.batch, S,
+              c.qHeads, c.headDim, 0));
+        }
+
+        // The backward from the whole attention's out (bf16) and lse.
+        std::vector<float> wholeOut = widen(ref.outb);
+        ASSERT_TRUE(cpu::attentionBackward<float>(
+            dq.data(), dk.data(), dv.data(), ref.dout.data(), ref.q.data(),
+            k.data(), v.data(), wholeOut.data(), ref.lse.data(), p));
+        const size_t bwdBytes = contextAttentionBwdScratchBytes(p);
+        DeviceBuffer<char> bwdScratch(bwdBytes);
+        ASSERT_NO_FATAL_FAILURE(poison(dDq));
+        ASSERT_NO_FATAL_FAILURE(poison(dDk));
+        ASSERT_NO_FATAL_FAILURE(poison(dDv));
+        ASSERT_TRUE(launchContextAttentionBwd(
+            bf(dDq.get()), bf(dDk.get()), bf(dDv.get()), bf(dDout.get()),
+            bf(dQ.get()), bf(dK.get()), bf(dV.get()), bf(dWholeOut.get()),
+            dWholeLse.get(), p, bwdScratch.get(), bwdBytes, 0));
+        EXPECT_LT(normError(widen(dDq.download()), dq), kBf16Tol);
+        EXPECT_LT(normError(widen(dDk.download()), dk), kBf16Tol);
+        EXPECT_LT(normError(widen(dDv.download()), dv), kBf16Tol);
+      }
+      // The merged steps: the attention over the whole sequence.
+      EXPECT_LT(normError(widen(dMerged.download()), ref.out), kBf16Tol);
+      EXPECT_LT(normError(dMergedLse.download(), ref.lse), kBf16LseTol);
+    }
+}
+
+// The same ring steps on the f32 kernels (launchAttentionFwd/Bwd on float,
+// which take any positions): every step of every rank of cp 2 and 3, head
+// dims 6, 32, 64 and 128, chunks that are and are not multiples of a tile,
+// against the CPU kernels (rows with no key: out 0, lse -inf exactly); the
+// steps folded in place by launchAttentionMerge<float> against the CPU's
+// attention over the whole sequence; each step's backward from that
+// attention's out and lse.
+TEST(CudaAttentionTest, RingStepsF32MatchCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(615);
+  for (const CpCase &c :
+       {CpCase{2, 48, 2, 4, 2, 64}, CpCase{3, 16, 1, 4, 1, 128},
+        CpCase{2, 37, 1, 2, 2, 32}, CpCase{3, 5, 2, 6, 2, 6}})
+    for (int64_t rank = 0; rank < c.ranks; ++rank) {
+      SCOPED_TRACE(c.describe(rank));
+      RingReference ref;
+      ASSERT_NO_FATAL_FAILURE(ringReference(c, rank, false, rng, ref));
+      const int64_t S = 2 * c.chunk, G = c.ranks;
+      const int64_t qn = c.batch * S * c.qHeads * c.headDim;
+      const int64_t kvn = c.batch * S * c.kvHeads * c.headDim;
+      const int64_t ln = c.batch * c.qHeads * S;
+      const int64_t kvWidth = c.kvHeads * c.headDim;
+      DeviceBuffer<float> dQ(qn), dDout(qn), dWholeOut(qn), dWholeLse(ln),
+          dK(kvn), dV(kvn), dOut(qn), dLse(ln), dMerged(qn), dMergedLse(ln),
+          dDq(qn), dDk(kvn), dDv(kvn);
+      dQ.upload(ref.q);
+      dDout.upload(ref.dout);
+      dWholeOut.upload(ref.out);
+      dWholeLse.upload(ref.lse);
+      for (int64_t step = 0; step < G; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const cpu::AttentionParams p = ringParams(c, rank, step);
+        const int64_t holder = (rank - step + G) % G;
+        const std::vector<float> k =
+            sliceRows(ref.k, c.batch, G * S, holder * S, S, kvWidth);
+        const std::vector<float> v =
+            sliceRows(ref.v, c.batch, G * S, holder * S, S, kvWidth);
+        dK.upload(k);
+        dV.upload(v);
+        std::vector<float> out(qn), lse(ln), dq(qn), dk(kvn), dv(kvn);
+        ASSERT_TRUE(cpu::attentionForward<float>(
+            out.data(), lse.data(), ref.q.data(), k.data(), v.data(), p));
+        ASSERT_NO_FATAL_FAILURE(poison(dOut));
+        ASSERT_NO_FATAL_FAILURE(poison(dLse));
+        ASSERT_TRUE(launchAttentionFwd(dOut.get(), dLse.get(), dQ.get(),
+                                       dK.get(), dV.get(), p, 0));
+        const std::vector<float> got = dOut.download();
+        EXPECT_LT(relError(got, out), kFwdTol);
+        int64_t empty = 0;
+        EXPECT_LT(lseRelError(dLse.download(), lse, &empty), kFwdTol);
+        EXPECT_EQ(empty, ringEmptyRows(c, rank, step));
+        if (empty > 0) {
+          const int64_t rowWidth = c.qHeads * c.headDim;
+          for (int64_t b = 0; b < c.batch; ++b)
+            for (int64_t e = 0; e < c.chunk * rowWidth; ++e)
+              ASSERT_EQ(got[b * S * rowWidth + e], 0.0f)
+                  << "batch " << b << " element " << e;
+        }
+
+        if (step == 0) {
+          ASSERT_EQ(cudaMemcpy(dMerged.get(), dOut.get(), qn * 4,
+                               cudaMemcpyDeviceToDevice),
+                    cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(dMergedLse.get(), dLse.get(), ln * 4,
+                               cudaMemcpyDeviceToDevice),
+                    cudaSuccess);
+        } else {
+          ASSERT_TRUE(launchAttentionMerge<float>(
+              dMerged.get(), dMergedLse.get(), dMerged.get(), dMergedLse.get(),
+              dOut.get(), dLse.get(), c.batch, S, c.qHeads, c.headDim, 0));
+        }
+
+        ASSERT_TRUE(cpu::attentionBackward<float>(
+            dq.data(), dk.data(), dv.data(), ref.dout.data(), ref.q.data(),
+            k.data(), v.data(), ref.out.data(), ref.lse.data(), p));
+        const size_t scratchBytes = attentionBwdScratchBytes(p);
+        DeviceBuffer<char> scratch(scratchBytes);
+        ASSERT_NO_FATAL_FAILURE(poison(dDq));
+        ASSERT_NO_FATAL_FAILURE(poison(dDk));
+        ASSERT_NO_FATAL_FAILURE(poison(dDv));
+        ASSERT_TRUE(launchAttentionBwd(
+            dDq.get(), dDk.get(), dDv.get(), dDout.get(), dQ.get(), dK.get(),
+            dV.get(), dWholeOut.get(), dWholeLse.get(), p, scratch.get(),
+            scratchBytes, 0));
+        EXPECT_LT(relError(dDq.download(), dq), kBwdTol);
+        EXPECT_LT(relError(dDk.download(), dk), kBwdTol);
+        EXPECT_LT(relError(dDv.download(), dv), kBwdTol);
+      }
+      EXPECT_LT(relError(dMerged.download(), ref.out), kFwdTol);
+      EXPECT_LT(lseRelError(dMergedLse.download(), ref.lse), kFwdTol);
+    }
+}
+
+// launchAttentionMerge (f32 and bf16 outputs, f32 lse) against
+// cpu::attentionMerge on the same inputs (bf16 widened), rows of four kinds:
+// both sides finite, lse_b at -inf, lse_a at -inf (the other side's out and
+// lse exactly, bit for bit), both at -inf (out 0, lse -inf); out of place,
+// and in place over out_a and lse_a with the same bits; every output
+// poisoned first.
+TEST(CudaAttentionTest, MergeMatchesCpu) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(616);
+  for (const int64_t headDim : {int64_t(64), int64_t(6)}) {
+    const int64_t B = 2, S = 37, H = 4, D = headDim;
+    const int64_t n = B * S * H * D, rows = B * H * S;
+    SCOPED_TRACE("head_dim " + std::to_string(D));
+    std::vector<float> outA = randomVector<float>(rng, n, -2.0, 2.0);
+    std::vector<float> outB = randomVector<float>(rng, n, -2.0, 2.0);
+    std::vector<float> lseA = randomVector<float>(rng, rows, -20.0, 20.0);
+    std::vector<float> lseB = randomVector<float>(rng, rows, -20.0, 20.0);
+    std::vector<int> kind(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      kind[r] = r % 4 == 0 ? 0 : int(rng() % 4);
+      if (kind[r] & 1)
+        lseB[r] = -INFINITY;
+      if (kind[r] & 2)
+        lseA[r] = -INFINITY;
+    }
+    for (const bool bf16 : {false, true}) {
+      SCOPED_TRACE(bf16 ? "bf16" : "f32");
+      std::vector<float> a = outA, b = outB;
+      std::vector<uint16_t> ab, bb;
+      if (bf16) {
+        ab = roundToBf16(a);
+        bb = roundToBf16(b);
+      }
+      std::vector<float> expected(n), expectedLse(rows);
+      cpu::attentionMerge<float>(expected.data(), expectedLse.data(), a.data(),
+                                 lseA.data(), b.data(), lseB.data(), B, S, H,
+                                 D);
+      DeviceBuffer<float> dLseA(rows), dLseB(rows), dLse(rows);
+      dLseA.upload(lseA);
+      dLseB.upload(lseB);
+      ASSERT_NO_FATAL_FAILURE(poison(dLse));
+      std::vector<float> got, gotInPlace;
+      std::vector<float> gotLse, gotLseInPlace;
+      if (bf16) {
+        DeviceBuffer<uint16_t> dA(n), dB(n), dOut(n);
+        dA.upload(ab);
+        dB.upload(bb);
+        ASSERT_NO_FATAL_FAILURE(poison(dOut));
+        ASSERT_TRUE(launchAttentionMerge<__nv_bfloat16>(
+            bf(dOut.get()), dLse.get(), bf(dA.get()), dLseA.get(), bf(dB.get()),
+            dLseB.get(), B, S, H, D, 0));
+        got = widen(dOut.download());
+        gotLse = dLse.download();
+        ASSERT_TRUE(launchAttentionMerge<__nv_bfloat16>(
+            bf(dA.get()), dLseA.get(), bf(dA.get()), dLseA.get(), bf(dB.get()),
+            dLseB.get(), B, S, H, D, 0));
+        gotInPlace = widen(dA.download());
+        gotLseInPlace = dLseA.download();
+      } else {
+        DeviceBuffer<float> dA(n), dB(n), dOut(n);
+        dA.upload(a);
+        dB.upload(b);
+        ASSERT_NO_FATAL_FAILURE(poison(dOut));
+        ASSERT_TRUE(launchAttentionMerge<float>(dOut.get(), dLse.get(),
+                                                dA.get(), dLseA.get(), dB.get(),
+                                                dLseB.get(), B, S, H, D, 0));
+        got = dOut.download();
+        gotLse = dLse.download();
+        ASSERT_TRUE(launchAttentionMerge<float>(dA.get(), dLseA.get(), dA.get(),
+                                                dLseA.get(), dB.get(),
+                                                dLseB.get(), B, S, H, D, 0));
+        gotInPlace = dA.download();
+        gotLseInPlace = dLseA.download();
+      }
+      // One rounding to bf16 of out, or f32 weights against the CPU's f64.
+      EXPECT_LT(normError(got, expected), bf16 ? 4e-3 : 1e-6);
+      EXPECT_LT(lseRelError(gotLse, expectedLse), 1e-6);
+      int seen[4] = {0, 0, 0, 0};
+      for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t h = 0; h < H; ++h) {
+            const int64_t stat = (bi * H + h) * S + i;
+            const int64_t row = ((bi * S + i) * H + h) * D;
+            ++seen[kind[stat]];
+            if (kind[stat] == 0)
+              continue;
+            SCOPED_TRACE("row " + std::to_string(i) + " batch " +
+                         std::to_string(bi) + " head " + std::to_string(h) +
+                         " kind " + std::to_string(kind[stat]));
+            const std::vector<float> *side = kind[stat] == 1   ? &a
+                                             : kind[stat] == 2 ? &b
+                                                               : nullptr;
+            const float sideLse = kind[stat] == 1   ? lseA[stat]
+                                  : kind[stat] == 2 ? lseB[stat]
+                                                    : -INFINITY;
+            EXPECT_EQ(gotLse[stat], sideLse);
+            for (int64_t d = 0; d < D; ++d)
+              ASSERT_EQ(got[row + d], side ? (*side)[row + d] : 0.0f)
+                  << "element " << d;
+          }
+      for (int k = 0; k < 4; ++k)
+        EXPECT_GT(seen[k], 0) << "no row of kind " << k;
+      EXPECT_EQ(gotInPlace, got);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(gotLseInPlace[r], gotLse[r]) << "lse " << r;
+    }
+  }
 }
 
 TEST(CudaAttentionTest, Bf16ForwardAndBackwardMatchCpu) {

@@ -2,7 +2,8 @@
 //
 // Part of mlt. That the scratch the CUDA backend sizes from a plan
 // (KernelScratch.h) is what the launches ask for: a context-parallel rank's
-// blockwise attention at every coordinate of its axis (sized at one), bf16
+// blockwise attention at every coordinate of its axis (sized at one), and a
+// ring step's at every coordinate and step, bf16
 // attention at a head dim without tensor-core kernels (every bf16 operand
 // copied in f32), a rank's area the most of its instructions; then, on a
 // GPU, that a context whose scratch was reserved refuses a launch asking
@@ -38,7 +39,7 @@ InstructionDesc attention(Kernel kernel, int64_t batch, int64_t seq,
   using A = attrs::AttentionFwd;
   InstructionDesc inst;
   inst.kernel = kernel;
-  inst.ints.assign(A::axis + 1, 0);
+  inst.ints.assign(A::ring_step + 1, 0); // ring 0, ring_step 0
   inst.ints[A::batch] = batch;
   inst.ints[A::seq] = seq;
   inst.ints[A::kv_seq] = seq * ranks;
@@ -94,6 +95,48 @@ TEST(KernelScratchTest, ContextBlocksAskTheSameAtEveryCoordinate) {
       // The backward's f32 sums of dK and dV over the whole sequence alone.
       if (kernel == Kernel::AttentionBwd)
         EXPECT_GE(planned, size_t(2 * seq * ranks * kvHeads * headDim * 4));
+    }
+  }
+}
+
+// A ring step's (ring 1: one rank's block of keys, kv_seq = seq, of the rank
+// ring_step places before): sized at coordinate 0, the same at every
+// coordinate, on the blockwise bf16 path.
+TEST(KernelScratchTest, RingStepsAskTheSameAtEveryCoordinate) {
+  using A = attrs::AttentionFwd;
+  std::mt19937 rng(20261201);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t ranks = 2 + int64_t(rng() % 7);       // 2..8
+    const int64_t seq = 2 * (1 + int64_t(rng() % 700)); // even, any
+    const int64_t kvHeads = 1 + rng() % 4;
+    const int64_t qHeads = kvHeads * (1 + rng() % 4);
+    const int64_t headDim = rng() % 2 ? 64 : 128;
+    const int64_t step = int64_t(rng() % uint64_t(ranks));
+    const std::vector<MeshAxis> mesh = {{"dp", 3}, {"cp", int(ranks)}};
+    std::vector<OperandSize> in, out;
+    backwardOperands(ElementType::BF16, 1, seq, seq, qHeads, kvHeads, headDim,
+                     in, out);
+    for (Kernel kernel : {Kernel::AttentionFwd, Kernel::AttentionBwd}) {
+      InstructionDesc inst =
+          attention(kernel, 1, seq, 1, qHeads, kvHeads, headDim, 1);
+      inst.ints[A::ring] = 1;
+      inst.ints[A::ring_step] = step;
+      const size_t planned = kernelScratchBytes(inst, in, out, mesh);
+      for (int64_t c = 0; c < ranks; ++c) {
+        const AttentionShape shape = attentionPositionsAt(
+            attentionParams<AttentionShape>(inst), 1, AxisPosition{c, ranks});
+        ASSERT_EQ(shape.ringStep, step);
+        ASSERT_TRUE(isContextBlockShape(shape))
+            << "seq " << seq << " ranks " << ranks << " coordinate " << c
+            << " step " << step;
+        ASSERT_EQ(attentionPath(kernel, ElementType::BF16, shape, 1),
+                  AttentionPath::ContextBlocks);
+        const size_t asked = kernel == Kernel::AttentionFwd
+                                 ? contextAttentionFwdScratchBytes(shape)
+                                 : contextAttentionBwdScratchBytes(shape);
+        EXPECT_EQ(planned, asked) << "seq " << seq << " ranks " << ranks
+                                  << " coordinate " << c << " step " << step;
+      }
     }
   }
 }

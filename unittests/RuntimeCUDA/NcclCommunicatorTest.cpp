@@ -9,8 +9,9 @@
 // streams. With two or more GPUs (skipped, visibly, with fewer): one thread
 // per GPU in this process, each with its own communicator, as the
 // processes of an mpirun would be, checking sums, chunks, gathers (out of
-// place and in place), broadcasts over each axis of a mesh, point-to-point
-// copies, and exchanges with both neighbours on each axis in one group.
+// place and in place), all-to-alls, permutes by every shift (f32, bf16 and
+// i32), broadcasts over each axis of a mesh, point-to-point copies, and
+// exchanges with both neighbours on each axis in one group.
 // The contexts' transfer groups: NcclExchangeTest.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -135,6 +136,16 @@ TEST(NcclCommunicatorTest, ErrorsAndAbort) {
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(), "broadcast over axis 'tp': broadcast root index "
                               "1 is outside the group of 1 ranks");
+  // A group of one has no shift for permute (0 < shift < 1).
+  DeviceBuffer<float> y(8);
+  for (int shift : {1, 0}) {
+    status = comm->permute(x.get(), y.get(), 8, ElementType::F32, "dp", shift);
+    ASSERT_FALSE(status);
+    EXPECT_EQ(status.message(), "permute over axis 'dp': permute shift " +
+                                    std::to_string(shift) +
+                                    " is outside [1, 1) for a group of 1 "
+                                    "ranks");
+  }
   status = comm->exchange("dp", {sendTo(1, ElementType::F32, 8, x.get())});
   ASSERT_FALSE(status);
   EXPECT_EQ(status.message(),
@@ -437,6 +448,36 @@ TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
                 float(k + 1) * float((size_t(group.index) * n + j) % 977))
               return fail("allToAll over " + axis.name + " element " +
                           std::to_string(k * n + j));
+        // Permute by every shift: y is the x of the member `shift` places
+        // before, (from + 1) * (j % 977); in f32, and as bf16 and i32 bits
+        // (moved as bytes whatever the type).
+        for (int shift = 1; shift < int(g); ++shift) {
+          const int from = (group.index - shift + int(g)) % int(g);
+          const std::string what =
+              "permute by " + std::to_string(shift) + " over " + axis.name;
+          if (!comm.permute(x.get(), y.get(), n, ElementType::F32, axis.name,
+                            shift))
+            return fail(what);
+          all = y.download();
+          for (size_t j = 0; j < n; ++j)
+            if (all[j] != float(from + 1) * float(j % 977))
+              return fail(what + " element " + std::to_string(j));
+          for (ElementType type : {ElementType::BF16, ElementType::I32}) {
+            // 2 * n bytes of x as n bf16 or n / 2 i32 elements.
+            const size_t count = type == ElementType::BF16 ? n : n / 2;
+            if (cudaMemset(y.get(), 0xFF, n * g * sizeof(float)) !=
+                    cudaSuccess ||
+                cudaDeviceSynchronize() != cudaSuccess)
+              return fail("cudaMemset");
+            if (!comm.permute(x.get(), y.get(), count, type, axis.name, shift))
+              return fail(what + " in " + elementTypeName(type));
+            const std::vector<float> moved = y.download();
+            for (size_t j = 0; j < n / 2; ++j)
+              if (std::memcmp(&moved[j], &all[j], sizeof(float)) != 0)
+                return fail(what + " in " + elementTypeName(type) +
+                            " element " + std::to_string(j));
+          }
+        }
         if (!comm.broadcast(x.get(), n, ElementType::F32, axis.name,
                             int(g) - 1))
           return fail("broadcast");

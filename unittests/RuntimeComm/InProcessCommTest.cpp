@@ -3,13 +3,15 @@
 // Part of mlt. Tests the in-process collectives with one real thread per
 // rank: every collective on every axis of the 1x1, 4, 2x2, 2x3 and 3x2x2
 // meshes, in f32, f64, bf16 (and i32 for the copies), out of place and in
-// place, on fresh seeded random data of mixed magnitudes (so that the order
-// of a sum shows in its bits), compared bit for bit with a serial reference
-// that sums in group order; thousands of small collectives in a row (barrier
-// reuse); mismatched calls and bad arguments failing on every rank of the
-// group with the same message; abort and timeout waking blocked ranks; a
-// world of one rank; the in-place reduce-scatter and all-gather chained on
-// one bucket, as a partitioned optimizer uses them.
+// place, permute by every shift of the group, on fresh seeded random data
+// of mixed magnitudes (so that the order of a sum shows in its bits),
+// compared bit for bit with a serial reference that sums in group order;
+// thousands of small collectives in a row (barrier reuse); mismatched calls
+// (permute's shift among them) and bad arguments (a permute shift outside
+// the group) failing on every rank of the group with the same message;
+// abort and timeout waking blocked ranks; a world of one rank; the in-place
+// reduce-scatter and all-gather chained on one bucket, as a partitioned
+// optimizer uses them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,19 +84,21 @@ struct Step {
   std::string axis;
   int root = 0;
   bool inPlace = false;
+  /// Permute's shift (0 < shift < group size); 0 for the other kinds.
+  int shift = 0;
 };
 
 std::string describe(const Step &step) {
-  CollectiveCall call{step.kind, step.dtype, step.count,
-                      step.root, nullptr,    nullptr};
+  CollectiveCall call{step.kind, step.dtype, step.count, step.root,
+                      nullptr,   nullptr,    step.shift};
   return call.describe() + " on " + step.axis +
          (step.inPlace ? " in place" : "");
 }
 
 /// The steps for `mesh`: on every axis, for a few counts (one, a handful
 /// that no group size divides, and more than one block of the summation),
-/// every collective in every type it takes, out of place and in place, and
-/// broadcast from every root.
+/// every collective in every type it takes, out of place and in place,
+/// broadcast from every root and permute by every shift.
 std::vector<Step> allSteps(const Mesh &mesh) {
   std::vector<Step> steps;
   const ElementType floats[] = {ElementType::F32, ElementType::F64,
@@ -120,6 +124,10 @@ std::vector<Step> allSteps(const Mesh &mesh) {
       for (int root = 0; root < axis.size; ++root)
         steps.push_back({CollectiveKind::Broadcast, any[root % 4], count,
                          axis.name, root, true});
+      for (int shift = 1; shift < axis.size; ++shift)
+        for (ElementType type : any)
+          steps.push_back({CollectiveKind::Permute, type, count, axis.name, 0,
+                           false, shift});
     }
   }
   return steps;
@@ -168,6 +176,9 @@ Bytes expectedOutput(const Mesh &mesh, const Step &step, size_t s, int rank) {
                  in.begin() + (group.index + 1) * chunk);
     return out;
   }
+  case CollectiveKind::Permute:
+    // The input of the member `shift` places before this one, cyclically.
+    return inputs[(group.index - step.shift + group.size()) % group.size()];
   }
   return {};
 }
@@ -225,6 +236,12 @@ Bytes runStep(Communicator &comm, const Step &step, const Bytes &input,
     Bytes out(chunk * group.size(), garbage);
     status = comm.allToAll(input.data(), out.data(), step.count, step.dtype,
                            step.axis);
+    return out;
+  }
+  case CollectiveKind::Permute: {
+    Bytes out(chunk, garbage);
+    status = comm.permute(input.data(), out.data(), step.count, step.dtype,
+                          step.axis, step.shift);
     return out;
   }
   }
@@ -607,6 +624,79 @@ TEST(InProcessCommTest, BadArgumentsFailOnEveryRankOfTheGroup) {
   expectStillUsable(comms);
 }
 
+// Tests permute's checks: a shift that differs between the members of a
+// group is a mismatch, naming permute and both shifts, on every rank of the
+// group; a shift of 0, one of the group's size or more, or a negative one
+// fails on every rank of the group, naming permute, the shift and the
+// group; an output overlapping the input fails too (permute is never in
+// place); the other group of the mesh is unaffected and the world keeps
+// working.
+TEST(InProcessCommTest, PermuteShiftsOutsideTheGroupOrMismatchedFail) {
+  std::unique_ptr<InProcessWorld> world = makeWorld("dp=2,tp=3");
+  InProcessWorld &comms = *world;
+  // Ranks 0-2 form the tp group of dp coordinate 0, ranks 3-5 the other.
+  std::vector<std::string> messages = messagesOf(comms, [](int rank,
+                                                           Communicator &comm) {
+    float in[4] = {1, 2, 3, 4}, out[4];
+    return comm.permute(in, out, 4, ElementType::F32, "tp", rank == 1 ? 2 : 1);
+  });
+  const std::string mismatch =
+      "collective #0 on axis 'tp' (ranks 0-2): mismatched calls: rank 0 "
+      "called permute of 4 f32 by 1, rank 1 called permute of 4 f32 by 2";
+  EXPECT_EQ(messages, (std::vector<std::string>{mismatch, mismatch, mismatch,
+                                                "", "", ""}));
+
+  for (int shift : {0, 3, 4, -1}) {
+    SCOPED_TRACE("shift " + std::to_string(shift));
+    messages = messagesOf(comms, [shift](int, Communicator &comm) {
+      float in[4] = {1, 2, 3, 4}, out[4];
+      return comm.permute(in, out, 4, ElementType::F32, "tp", shift);
+    });
+    for (int rank = 0; rank < 6; ++rank) {
+      EXPECT_NE(messages[rank].find("permute shift " + std::to_string(shift) +
+                                    " is outside [1, 3) for a group of 3 "
+                                    "ranks"),
+                std::string::npos)
+          << messages[rank];
+      EXPECT_NE(messages[rank].find(rank < 3 ? "(ranks 0-2)" : "(ranks 3-5)"),
+                std::string::npos)
+          << messages[rank];
+    }
+  }
+
+  // Shift 1 is in the group of 2 ranks on dp, but the output overlaps the
+  // input on rank 4.
+  messages = messagesOf(comms, [](int rank, Communicator &comm) {
+    float buffer[8] = {};
+    return comm.permute(buffer, rank == 4 ? buffer + 2 : buffer + 4, 4,
+                        ElementType::F32, "dp", 1);
+  });
+  const std::string overlap = "collective #0 on axis 'dp' (ranks 1,4): rank 4: "
+                              "permute input and output overlap without being "
+                              "in place";
+  EXPECT_EQ(messages,
+            (std::vector<std::string>{"", overlap, "", "", overlap, ""}));
+
+  // Still usable: permute by 2 on tp and by 1 on dp bring the right ranks'
+  // inputs.
+  std::vector<std::vector<int32_t>> received(6);
+  runRanks(comms, [&](int rank, Communicator &comm) {
+    int32_t in[3] = {rank, 10 * rank, 100 * rank}, out[3] = {-1, -1, -1};
+    EXPECT_TRUE(comm.permute(in, out, 3, ElementType::I32, "tp", 2));
+    int32_t back[3] = {-1, -1, -1};
+    EXPECT_TRUE(comm.permute(out, back, 3, ElementType::I32, "dp", 1));
+    received[rank].assign(back, back + 3);
+  });
+  for (int rank = 0; rank < 6; ++rank) {
+    // tp member index i (rank % 3) receives from index i - 2 = i + 1; then
+    // dp member d (rank / 3) receives from the other one.
+    const int from = (1 - rank / 3) * 3 + (rank % 3 + 1) % 3;
+    EXPECT_EQ(received[rank],
+              (std::vector<int32_t>{from, 10 * from, 100 * from}))
+        << "rank " << rank;
+  }
+}
+
 // Tests that an axis the mesh lacks fails on the calling rank at once.
 TEST(InProcessCommTest, UnknownAxisFailsLocally) {
   std::unique_ptr<InProcessWorld> world = makeWorld("dp=2,tp=2");
@@ -776,6 +866,13 @@ TEST(InProcessCommTest, WorldOfOneCopies) {
   EXPECT_EQ(badRoot.message(),
             "collective #5 on axis 'dp' (ranks 0): rank 0: broadcast root "
             "index 1 is outside the group of 1 ranks");
+  // A group of one has no shift for permute: 0 < shift < 1.
+  Status badShift =
+      comm.permute(in.data(), out.data(), 33, ElementType::BF16, "dp", 1);
+  ASSERT_FALSE(badShift);
+  EXPECT_EQ(badShift.message(),
+            "collective #6 on axis 'dp' (ranks 0): rank 0: permute shift 1 is "
+            "outside [1, 1) for a group of 1 ranks");
 }
 
 } // namespace

@@ -371,8 +371,9 @@ TEST(CpuBackendTest, Attention) {
   std::vector<float> out(qn), lse(ln);
   ASSERT_TRUE(cpu::attentionForward(out.data(), lse.data(), q.data(), k.data(),
                                     v.data(), p));
-  const std::vector<int64_t> ints = {p.batch,   p.seq,     p.seq, p.qHeads,
-                                     p.kvHeads, p.headDim, 1,     -1};
+  // No context axis (-1), no ring exchange (ring 0, ring_step 0).
+  const std::vector<int64_t> ints = {
+      p.batch, p.seq, p.seq, p.qHeads, p.kvHeads, p.headDim, 1, -1, 0, 0};
   const std::vector<int64_t> qs = {p.batch, p.seq, p.qHeads, p.headDim};
   const std::vector<int64_t> kvs = {p.batch, p.seq, p.kvHeads, p.headDim};
   const std::vector<int64_t> ls = {p.batch, p.qHeads, p.seq};

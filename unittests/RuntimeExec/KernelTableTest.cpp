@@ -53,9 +53,10 @@ OperandCounts counts(const InstructionDesc &inst, int64_t groupSize = 1) {
   return result ? *result : OperandCounts();
 }
 
-/// operandCounts' error for `inst` ("" if it succeeds).
-std::string countsError(const InstructionDesc &inst) {
-  StatusOr<OperandCounts> result = operandCounts(inst, 1);
+/// operandCounts' error for `inst` on a mesh axis of `groupSize` ("" if it
+/// succeeds).
+std::string countsError(const InstructionDesc &inst, int64_t groupSize = 1) {
+  StatusOr<OperandCounts> result = operandCounts(inst, groupSize);
   return result ? std::string() : result.status().message();
 }
 
@@ -98,7 +99,26 @@ TEST(KernelTableTest, NamesMatchArity) {
   EXPECT_EQ(meshAxisAttribute(Kernel::ShardSlice), 3);
   EXPECT_EQ(meshAxisAttribute(Kernel::Send), 1);
   EXPECT_EQ(meshAxisAttribute(Kernel::Recv), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::AllToAll), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::CollectivePermute), 1);
+  EXPECT_EQ(meshAxisAttribute(Kernel::AttentionFwd), 7);
+  EXPECT_EQ(meshAxisAttribute(Kernel::AttentionMerge), -1);
   EXPECT_EQ(meshAxisAttribute(Kernel::Matmul), -1);
+
+  // The ring exchange's attributes and kernels.
+  EXPECT_EQ(kernelSignature(Kernel::AttentionFwd).intNames.str(),
+            "batch, seq, kv_seq, q_heads, kv_heads, head_dim, causal, axis, "
+            "ring, ring_step");
+  static_assert(sameAttributes(Kernel::AttentionFwd, Kernel::AttentionBwd));
+  EXPECT_EQ(kernelSignature(Kernel::AttentionMerge).intNames.str(),
+            "batch, seq, heads, head_dim");
+  EXPECT_EQ(kernelSignature(Kernel::CollectivePermute).intNames.str(),
+            "n, axis, shift");
+  EXPECT_TRUE(isCollectiveKernel(Kernel::CollectivePermute));
+  EXPECT_FALSE(isTransferKernel(Kernel::CollectivePermute));
+  EXPECT_EQ(collectiveKind(Kernel::CollectivePermute), CollectiveKind::Permute);
+  EXPECT_EQ(collectiveKind(Kernel::AllToAll), CollectiveKind::AllToAll);
+  EXPECT_FALSE(isCollectiveKernel(Kernel::AttentionMerge));
 
   // The attributes that may be negative: every `axis` and the transfers'
   // `shift`, nothing else (nor past a kernel's names).
@@ -157,13 +177,17 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
       floats = {1e4, 8.0, 1.0, 4.0};
       ints[attrs::Rope::axis] = -1;
       break;
-    case Kernel::AttentionFwd: // no axis
+    case Kernel::AttentionFwd: // no axis, no ring
     case Kernel::AttentionBwd:
       ints[attrs::AttentionFwd::axis] = -1;
+      ints[attrs::AttentionFwd::ring] = 0;
+      ints[attrs::AttentionFwd::ring_step] = 0;
       break;
     case Kernel::AttentionBwdRope: // the same, after attention's scale
       floats = {0.125, 1e4, 8.0, 1.0, 4.0};
       ints[attrs::AttentionBwdRope::axis] = -1;
+      ints[attrs::AttentionBwdRope::ring] = 0;
+      ints[attrs::AttentionBwdRope::ring_step] = 0;
       break;
     case Kernel::QuantizeFp8: // both layouts: scale_inv, q, q_t
       ints = {1, 1, 2};
@@ -180,7 +204,9 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     if (signature.kernel == Kernel::MatmulGroup) // results apart from operands
       for (size_t o = 0; o < outputs; ++o)
         inst.outputs[o] = uint32_t(1 + o);
-    const OperandCounts c = counts(inst);
+    // A permute's shift (1) needs a group of two ranks at least.
+    const OperandCounts c =
+        counts(inst, signature.kernel == Kernel::CollectivePermute ? 2 : 1);
     EXPECT_EQ(c.inputs.size(), inputs);
     EXPECT_EQ(c.outputs.size(), outputs);
   }
@@ -198,7 +224,7 @@ TEST(KernelTableTest, OperandCounts) {
   EXPECT_THAT(c.outputs, ElementsAre(24));
 
   // q [2, 8, 4, 16], k and v [2, 8, 1, 16], lse [2, 4, 8].
-  const std::vector<int64_t> attention = {2, 8, 8, 4, 1, 16, 1, -1};
+  const std::vector<int64_t> attention = {2, 8, 8, 4, 1, 16, 1, -1, 0, 0};
   c = counts(instruction(Kernel::AttentionFwd, 3, 2, attention, {0.25}));
   EXPECT_THAT(c.inputs, ElementsAre(1024, 256, 256));
   EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
@@ -208,9 +234,25 @@ TEST(KernelTableTest, OperandCounts) {
   // A context-parallel rank of 3 (axis 0): its 8 queries, the whole
   // sequence's 24 keys and values.
   c = counts(instruction(Kernel::AttentionFwd, 3, 2,
-                         {2, 8, 24, 4, 1, 16, 1, 0}, {0.25}),
+                         {2, 8, 24, 4, 1, 16, 1, 0, 0, 0}, {0.25}),
              /*groupSize=*/3);
   EXPECT_THAT(c.inputs, ElementsAre(1024, 768, 768));
+  EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
+  // A ring step of a rank of 3: its 8 queries, one rank's block of 8 keys
+  // and values (the block of the rank 2 places before it); every step.
+  for (int64_t step = 0; step < 3; ++step) {
+    SCOPED_TRACE("ring_step " + std::to_string(step));
+    const std::vector<int64_t> ring = {2, 8, 8, 4, 1, 16, 1, 0, 1, step};
+    c = counts(instruction(Kernel::AttentionFwd, 3, 2, ring, {0.25}), 3);
+    EXPECT_THAT(c.inputs, ElementsAre(1024, 256, 256));
+    EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
+    c = counts(instruction(Kernel::AttentionBwd, 6, 3, ring, {0.25}), 3);
+    EXPECT_THAT(c.inputs, ElementsAre(1024, 1024, 256, 256, 1024, 64));
+    EXPECT_THAT(c.outputs, ElementsAre(1024, 256, 256));
+  }
+  // Two partial attentions of q [2, 8, 4, 16], lse [2, 4, 8] merged.
+  c = counts(instruction(Kernel::AttentionMerge, 4, 2, {2, 8, 4, 16}));
+  EXPECT_THAT(c.inputs, ElementsAre(1024, 64, 1024, 64));
   EXPECT_THAT(c.outputs, ElementsAre(1024, 64));
 
   // FP8: x [3, 8] -> scale_inv, q(, q_t); a [6, 32], b [16, 32] -> c
@@ -259,6 +301,12 @@ TEST(KernelTableTest, OperandCounts) {
   c = counts(instruction(Kernel::AllToAll, 1, 1, {6, 0}), 4);
   EXPECT_THAT(c.inputs, ElementsAre(24));
   EXPECT_THAT(c.outputs, ElementsAre(24));
+  // A permute moves x [6] whole, by any shift along the group of 4.
+  for (int64_t shift = 1; shift < 4; ++shift) {
+    c = counts(instruction(Kernel::CollectivePermute, 1, 1, {6, 0, shift}), 4);
+    EXPECT_THAT(c.inputs, ElementsAre(6)) << "shift " << shift;
+    EXPECT_THAT(c.outputs, ElementsAre(6)) << "shift " << shift;
+  }
   c = counts(instruction(Kernel::ReduceScatterSum, 1, 1, {6, 0}), 4);
   EXPECT_THAT(c.inputs, ElementsAre(24));
   EXPECT_THAT(c.outputs, ElementsAre(6));
@@ -298,42 +346,90 @@ TEST(KernelTableTest, AttributeRanges) {
       countsError(instruction(Kernel::Matmul, 2, 1, {1, 2, 2, 2, 0, 2, 0})),
       "transpose_a, transpose_b and b_batched must be 0 or 1, got ints "
       "[1, 2, 2, 2, 0, 2, 0]");
-  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 3, 0, 0, 0, -1}, {1e4, 0, 0, 0})),
-            "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0, 0, 0, -1]");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 3, 0, 0, 0, -1},
+                              {1e4, 0, 0, 0})),
+      "inverse must be 0 or 1, got ints [1, 2, 1, 4, 3, 0, 0, 0, -1]");
   // A context-parallel rank's rows are two chunks; its keys the whole
   // sequence's.
-  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 3, 1, 4, 0, 0, 0, 0, 0}, {1e4, 0, 0, 0})),
-            "seq 3 is a context-parallel rank's block of two chunks and must "
-            "be even");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 3, 1, 4, 0, 0, 0, 0, 0},
+                              {1e4, 0, 0, 0})),
+      "seq 3 is a context-parallel rank's block of two chunks and must "
+      "be even");
   EXPECT_EQ(countsError(instruction(Kernel::AttentionFwd, 3, 2,
-                                    {1, 4, 8, 2, 1, 4, 1, -1}, {0.5})),
+                                    {1, 4, 8, 2, 1, 4, 1, -1, 0, 0}, {0.5})),
             "kv_seq must be 4 (seq), got 8");
+  // The ring exchange (ring 1): one rank's block of keys (kv_seq = seq), of
+  // the rank ring_step places before (ring_step < G), on a context axis.
+  for (Kernel kernel : {Kernel::AttentionFwd, Kernel::AttentionBwd}) {
+    SCOPED_TRACE(std::string(kernelName(kernel)));
+    const size_t inputs = kernel == Kernel::AttentionFwd ? 3 : 6;
+    const size_t outputs = kernel == Kernel::AttentionFwd ? 2 : 3;
+    auto ringError = [&](std::vector<int64_t> ints, int64_t groupSize) {
+      return countsError(instruction(kernel, inputs, outputs, ints, {0.5}),
+                         groupSize);
+    };
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 1, 2}, 3), "");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 1, 0}, 2), "");
+    EXPECT_EQ(ringError({1, 4, 8, 2, 1, 4, 1, 0, 1, 1}, 2),
+              "kv_seq must be seq (4: one rank's block of keys) with ring 1, "
+              "got 8");
+    EXPECT_EQ(ringError({1, 4, 12, 2, 1, 4, 1, 0, 1, 1}, 3),
+              "kv_seq must be seq (4: one rank's block of keys) with ring 1, "
+              "got 12");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 1, 3}, 3),
+              "ring_step must be below the axis's size 3, got 3");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 1, 7}, 3),
+              "ring_step must be below the axis's size 3, got 7");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, -1, 1, 0}, 1),
+              "ring 1 needs a context axis");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 0, 1}, 2),
+              "ring_step 1 needs ring 1");
+    EXPECT_EQ(ringError({1, 4, 4, 2, 1, 4, 1, 0, 2, 0}, 2),
+              "causal and ring must be 0 or 1, got ints "
+              "[1, 4, 4, 2, 1, 4, 1, 0, 2, 0]");
+    EXPECT_EQ(ringError({1, 3, 3, 2, 1, 4, 1, 0, 1, 1}, 2),
+              "seq 3 is a context-parallel rank's block of two chunks and "
+              "must be even");
+  }
+  // A permute's shift is a step along the group: 0 < shift < G.
+  for (int64_t shift : {int64_t(0), int64_t(4), int64_t(5)})
+    EXPECT_EQ(
+        countsError(instruction(Kernel::CollectivePermute, 1, 1, {6, 0, shift}),
+                    4),
+        "shift must be in [1, 4) (a step along the group of 4 ranks), "
+        "got " +
+            std::to_string(shift));
+  EXPECT_EQ(
+      countsError(instruction(Kernel::CollectivePermute, 1, 1, {6, 0, 1}), 1),
+      "shift must be in [1, 1) (a step along the group of 1 ranks), got 1");
   // Rotary scaling: a known kind, its attributes in range (named as HF's
   // config.json names them), and none of them set without one.
-  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 0, 0, 2, 0, -1}, {1e4, 0, 0, 0})),
-            "unknown rope scaling kind 2 (0: none, 1: llama3)");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192, -1},
-                              {5e5, 8, 4, 1})),
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 2, 0, -1},
+                              {1e4, 0, 0, 0})),
+      "unknown rope scaling kind 2 (0: none, 1: llama3)");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1,
+                              {1, 2, 1, 4, 0, 0, 1, 8192, -1}, {5e5, 8, 4, 1})),
       "llama3 rope scaling: high_freq_factor (1) must be greater than "
       "low_freq_factor (4)");
-  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
-                                    {1, 2, 1, 4, 0, 0, 1, 0, -1}, {5e5, 8, 1, 4})),
-            "llama3 rope scaling: original_max_position_embeddings must be "
-            "positive, got 0");
   EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 0, 8192, -1},
-                              {1e4, 0, 0, 0})),
+      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 0, -1},
+                              {5e5, 8, 1, 4})),
+      "llama3 rope scaling: original_max_position_embeddings must be "
+      "positive, got 0");
+  EXPECT_EQ(
+      countsError(instruction(Kernel::Rope, 1, 1,
+                              {1, 2, 1, 4, 0, 0, 0, 8192, -1}, {1e4, 0, 0, 0})),
       "rope scaling of kind none has factor 0, low_freq_factor 0, "
       "high_freq_factor 0, original_max_position_embeddings 8192; all "
       "must be 0");
-  EXPECT_EQ(
-      countsError(instruction(Kernel::Rope, 1, 1, {1, 2, 1, 4, 0, 0, 1, 8192, -1},
-                              {5e5, 32, 1, 4})),
-      "");
+  EXPECT_EQ(countsError(instruction(Kernel::Rope, 1, 1,
+                                    {1, 2, 1, 4, 0, 0, 1, 8192, -1},
+                                    {5e5, 32, 1, 4})),
+            "");
   EXPECT_EQ(
       countsError(instruction(Kernel::CrossEntropyCombine, 2, 2, {4, 2, 0})),
       "num_parts and row_count must be positive, got ints [4, 2, 0]");
@@ -362,11 +458,21 @@ TEST(KernelTableTest, Flops) {
             2.0 * 2 * 3 * 4 * 5);
   const double full = 4.0 * 2 * 4 * 8 * 8 * 16; // batch, q_heads, seq^2, d
   EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionFwd, 3, 2,
-                                    {2, 8, 8, 4, 1, 16, 0, -1}, {0.25})),
+                                    {2, 8, 8, 4, 1, 16, 0, -1, 0, 0}, {0.25})),
             full);
   EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionBwd, 6, 3,
-                                    {2, 8, 8, 4, 1, 16, 1, -1}, {0.25})),
+                                    {2, 8, 8, 4, 1, 16, 1, -1, 0, 0}, {0.25})),
             2.5 * full / 2);
+  // A ring step: a causal half of its block's pairs, whichever block.
+  EXPECT_EQ(kernelFlops(instruction(Kernel::AttentionFwd, 3, 2,
+                                    {2, 8, 8, 4, 1, 16, 1, 0, 1, 1}, {0.25})),
+            full / 2);
+  EXPECT_EQ(
+      kernelFlops(instruction(Kernel::AttentionMerge, 4, 2, {2, 8, 4, 16})),
+      0.0);
+  EXPECT_EQ(
+      kernelFlops(instruction(Kernel::CollectivePermute, 1, 1, {1024, 0, 1})),
+      0.0);
   EXPECT_EQ(kernelFlops(instruction(Kernel::Add, 2, 1, {1024})), 0.0);
   EXPECT_EQ(kernelFlops(instruction(Kernel::AllReduceSum, 1, 1, {1024, 0})),
             0.0);
@@ -422,6 +528,16 @@ TEST(KernelTableTest, AttributesByName) {
       collectiveAttrs(instruction(Kernel::AllGather, 1, 1, {6, 1}));
   EXPECT_EQ(gather.count, 6);
   EXPECT_EQ(gather.axis, 1);
+  EXPECT_EQ(gather.shift, 0);
+  // A permute's, with its shift, both ways.
+  const std::vector<int64_t> permute =
+      collectiveInts(Kernel::CollectivePermute, CollectiveAttrs{6, 1, 2});
+  EXPECT_THAT(permute, ElementsAre(6, 1, 2));
+  const CollectiveAttrs moved =
+      collectiveAttrs(instruction(Kernel::CollectivePermute, 1, 1, permute));
+  EXPECT_EQ(moved.count, 6);
+  EXPECT_EQ(moved.axis, 1);
+  EXPECT_EQ(moved.shift, 2);
 
   // A transfer's, the same names in send and recv.
   const std::vector<int64_t> transfer =

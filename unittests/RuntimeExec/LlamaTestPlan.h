@@ -118,8 +118,9 @@ inline Plan buildLlamaPlan(const LlamaShape &c, int64_t microBatch,
   std::vector<Saved> saved;
   uint32_t x = temp("embed", {rows, D});
   b.launch(fwd, Kernel::EmbeddingFwd, {tokens, embed}, {x}, {rows, V, D});
-  const std::vector<int64_t> attnInts = {B,         S,         S, c.heads,
-                                         c.kvHeads, c.headDim, 1, -1};
+  // No context axis (-1), no ring exchange (ring 0, ring_step 0).
+  const std::vector<int64_t> attnInts = {B,         S, S,  c.heads, c.kvHeads,
+                                         c.headDim, 1, -1, 0,       0};
   for (const Layer &L : layers) {
     Saved s;
     s.x = x;

@@ -1264,6 +1264,40 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
   ];
 }
 
+def MLTOverlapCpComm : Pass<"mlt-overlap-cp-comm", "::mlir::ModuleOp"> {
+  let summary = "runs context parallelism's ring permutes on a stream of their own, under the block attentions";
+  let description = [{
+    In each program, every `collective_permute` over the `cp` mesh axis on
+    the compute stream (mlt-ring-attention's, lowered) moves to stream 4
+    (kContextParallelStream). It waits for the compute stream's launch right
+    before it (which mlt-ring-attention made the step before the one its
+    block is for, so the block travels while the compute stream attends to
+    the one in hand), for its input's producer where another side stream
+    wrote it, and for the last earlier collective over `cp` of each other
+    side stream (one communicator serves the axis, which its group must
+    meet in one order); it signals a token, and the first later launch of
+    each stream that reads or writes what it does, or runs a collective over
+    `cp`, waits for it.
+
+    Program order stays a valid order of the launches, so the CPU backend,
+    which runs program order, computes the same bits. Without a cp axis of
+    2 or more the module is unchanged.
+
+    Before and after (forward, cp 2):
+    ```mlir
+    mlt_rt.launch "collective_permute" [@t3] -> [@t5] ints [2048, 0, 1]
+    mlt_rt.launch "attention_fwd" [@t1, @t3, @t4] -> [@t7, @t8] ints [...]
+    mlt_rt.launch "attention_fwd" [@t1, @t5, @t6] -> [@t9, @t10] ints [...]
+    ```
+    ```mlir
+    mlt_rt.launch "rope" [@t2] -> [@t3] ints [...] token 0
+    mlt_rt.launch "collective_permute" [@t3] -> [@t5] ints [2048, 0, 1] stream 4 waits [0] token 1
+    mlt_rt.launch "attention_fwd" [@t1, @t3, @t4] -> [@t7, @t8] ints [...]
+    mlt_rt.launch "attention_fwd" [@t1, @t5, @t6] -> [@t9, @t10] ints [...] waits [1, 2]
+    ```
+  }];
+}
+
 def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
   let summary = "runs the backward pass's tp all-reduces (reduce-scatters with sequence parallelism) under the weight-gradient products";
   let description = [{

@@ -513,7 +513,9 @@ constexpr bool isSignedAttribute(Kernel kernel, size_t position) {
   const AttributeNames &names = kernelSignature(kernel).intNames;
   return kernelSignature(kernel).intLayout == IntLayout::Fixed &&
          position < names.size() &&
-         (names[position] == "axis" || names[position] == "shift");
+         (names[position] == "axis" ||
+          (names[position] == "shift" &&
+           (kernel == Kernel::Send || kernel == Kernel::Recv)));
 }
 
 /// Whether `kernel`'s `axis` may be -1 (no axis: coordinate 0 of 1, the

@@ -50,6 +50,10 @@ inline constexpr unsigned kParameterGatherStream = 2;
 /// The stream of the backward pass's tensor-parallel all-reduces of input
 /// gradients, under the weight-gradient products (mlt-overlap-tp-comm).
 inline constexpr unsigned kTensorParallelStream = 3;
+/// The stream of context parallelism's ring permutes, each block travelling
+/// while the compute stream attends to the one in hand
+/// (mlt-overlap-cp-comm).
+inline constexpr unsigned kContextParallelStream = 4;
 /// Tokens a program may signal: 0..kPlanMaxTokens - 1 (one event each on
 /// CUDA).
 inline constexpr unsigned kPlanMaxTokens = 1u << 16;

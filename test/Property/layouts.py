@@ -147,11 +147,14 @@ def draw_layout(rng, config):
     if cp > 1:
         flags += ["--cp", str(cp)]
         # The all-to-all exchange, mostly where tp x cp divides the heads
-        # (the rule book refuses the rest).
+        # (the rule book refuses the rest); the ring, any heads.
         heads_fit = all(config[k] % (tp * cp) == 0 for k in
                         ("num_attention_heads", "num_key_value_heads"))
-        if rng.random() < (0.5 if heads_fit else 0.1):
+        exchange = rng.random()
+        if exchange < (0.4 if heads_fit else 0.1):
             flags += ["--cp-comm", "a2a"]
+        elif exchange > 0.6:
+            flags += ["--cp-comm", "ring"]
     vp = 1
     microbatches = rng.choice([1, 1, 2, 3, 4])
     if pp > 1:

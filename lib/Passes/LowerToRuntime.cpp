@@ -526,6 +526,31 @@ private:
     launch<K>(loc, K::kernel, ins, outs, ints, floats);
   }
 
+  /// A launch of attention_fwd or attention_bwd (`kernel`, which name their
+  /// attributes alike) of queries `query` against keys `key` (their shapes
+  /// give the sizes), on context axis `axis` (-1: none), a ring step's where
+  /// `ringStep` is one (>= 0).
+  void launchAttention(Location loc, rt::Kernel kernel,
+                       ArrayRef<FlatSymbolRefAttr> ins,
+                       ArrayRef<FlatSymbolRefAttr> outs, Value query,
+                       Value key, bool causal, FloatAttr scale, int64_t axis,
+                       int64_t ringStep = -1) {
+    using A = rt::attrs::AttentionFwd;
+    auto q = shapeOf(query), k = shapeOf(key);
+    launch<A>(loc, kernel, ins, outs,
+              {{A::batch, q[0]},
+               {A::seq, q[1]},
+               {A::kv_seq, k[1]},
+               {A::q_heads, q[2]},
+               {A::kv_heads, k[2]},
+               {A::head_dim, q[3]},
+               {A::causal, causal},
+               {A::axis, axis},
+               {A::ring, ringStep >= 0},
+               {A::ring_step, std::max<int64_t>(ringStep, 0)}},
+              {{A::scale, scale.getValueAsDouble()}});
+  }
+
   /// The buffer for result `v`: the program's output buffer if `v` is
   /// returned, a new temporary otherwise.
   FlatSymbolRefAttr define(Value v) {
@@ -1145,7 +1170,7 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](AttentionOp a) -> LogicalResult {
-        auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        auto q = shapeOf(a.getQuery());
         // The softmax statistics are kept in at least f32, in the query's
         // type when it is wider: the backward recomputes the probabilities
         // from them, and the kernels take them in the type they compute in.
@@ -1158,19 +1183,9 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
         FailureOr<int64_t> axis = sequenceAxis(a);
         if (failed(axis))
           return failure();
-        using A = rt::attrs::AttentionFwd;
-        launch<A>(loc, operandBuffers(a), {define(a.getResult()), lse},
-                  {{A::batch, q[0]},
-                   {A::seq, q[1]},
-                   {A::kv_seq, k[1]},
-                   {A::q_heads, q[2]},
-                   {A::kv_heads, k[2]},
-                   {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()},
-                   {A::axis, *axis},
-                   {A::ring, 0},
-                   {A::ring_step, 0}},
-                  {{A::scale, a.getScale().convertToDouble()}});
+        launchAttention(loc, rt::Kernel::AttentionFwd, operandBuffers(a),
+                        {define(a.getResult()), lse}, a.getQuery(), a.getKey(),
+                        a.getCausal(), a.getScaleAttr(), *axis);
         return success();
       })
       .Case([&](AttentionGradOp a) -> LogicalResult {
@@ -1214,65 +1229,33 @@ LogicalResult RuntimeLowering::lowerOp(Operation *op) {
                      {A::high_freq_factor, scaling.highFreqFactor}});
           return success();
         }
-        using A = rt::attrs::AttentionBwd;
-        launch<A>(loc, ins,
-                  {define(a.getQueryGrad()), define(a.getKeyGrad()),
-                   define(a.getValueGrad())},
-                  {{A::batch, q[0]},
-                   {A::seq, q[1]},
-                   {A::kv_seq, k[1]},
-                   {A::q_heads, q[2]},
-                   {A::kv_heads, k[2]},
-                   {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()},
-                   {A::axis, *axis},
-                   {A::ring, 0},
-                   {A::ring_step, 0}},
-                  {{A::scale, a.getScale().convertToDouble()}});
+        launchAttention(loc, rt::Kernel::AttentionBwd, ins,
+                        {define(a.getQueryGrad()), define(a.getKeyGrad()),
+                         define(a.getValueGrad())},
+                        a.getQuery(), a.getKey(), a.getCausal(),
+                        a.getScaleAttr(), *axis);
         return success();
       })
       .Case([&](AttentionBlockOp a) -> LogicalResult {
         // A ring step: the rank's queries against one rank's block of keys.
-        auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
         FailureOr<MeshAxisRef> axis = meshAxis(a, a.getAxis());
         if (failed(axis))
           return failure();
-        using A = rt::attrs::AttentionFwd;
-        launch<A>(loc, operandBuffers(a),
-                  {define(a.getResult()), define(a.getLse())},
-                  {{A::batch, q[0]},
-                   {A::seq, q[1]},
-                   {A::kv_seq, k[1]},
-                   {A::q_heads, q[2]},
-                   {A::kv_heads, k[2]},
-                   {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()},
-                   {A::axis, axis->index},
-                   {A::ring, 1},
-                   {A::ring_step, int64_t(a.getStep())}},
-                  {{A::scale, a.getScale().convertToDouble()}});
+        launchAttention(loc, rt::Kernel::AttentionFwd, operandBuffers(a),
+                        {define(a.getResult()), define(a.getLse())},
+                        a.getQuery(), a.getKey(), a.getCausal(),
+                        a.getScaleAttr(), axis->index, int64_t(a.getStep()));
         return success();
       })
       .Case([&](AttentionBlockGradOp a) -> LogicalResult {
-        auto q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
         FailureOr<MeshAxisRef> axis = meshAxis(a, a.getAxis());
         if (failed(axis))
           return failure();
-        using A = rt::attrs::AttentionBwd;
-        launch<A>(loc, operandBuffers(a),
-                  {define(a.getQueryGrad()), define(a.getKeyGrad()),
-                   define(a.getValueGrad())},
-                  {{A::batch, q[0]},
-                   {A::seq, q[1]},
-                   {A::kv_seq, k[1]},
-                   {A::q_heads, q[2]},
-                   {A::kv_heads, k[2]},
-                   {A::head_dim, q[3]},
-                   {A::causal, a.getCausal()},
-                   {A::axis, axis->index},
-                   {A::ring, 1},
-                   {A::ring_step, int64_t(a.getStep())}},
-                  {{A::scale, a.getScale().convertToDouble()}});
+        launchAttention(loc, rt::Kernel::AttentionBwd, operandBuffers(a),
+                        {define(a.getQueryGrad()), define(a.getKeyGrad()),
+                         define(a.getValueGrad())},
+                        a.getQuery(), a.getKey(), a.getCausal(),
+                        a.getScaleAttr(), axis->index, int64_t(a.getStep()));
         return success();
       })
       .Case([&](AttentionMergeOp m) -> LogicalResult {

@@ -599,6 +599,18 @@ int64_t ringEmptyRows(const CpCase &c, int64_t rank, int64_t step) {
   return holder > rank ? c.batch * c.qHeads * c.chunk : 0;
 }
 
+/// Checks that a ring step's output `got` [batch, S, heads, head_dim] is
+/// exactly 0 in the first chunk of every batch entry, the rows that saw no
+/// key (ringEmptyRows).
+void expectFirstChunkZero(const std::vector<float> &got, const CpCase &c,
+                          int64_t S) {
+  const int64_t rowWidth = c.qHeads * c.headDim;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t e = 0; e < c.chunk * rowWidth; ++e)
+      ASSERT_EQ(got[b * S * rowWidth + e], 0.0f)
+          << "batch " << b << " element " << e;
+}
+
 // Context parallelism's ring exchange in bf16 on the blockwise tensor-core
 // kernels (attention_blocks.h), every step of every rank of cp 2 and 3,
 // head dims 64 and 128, GQA, MHA and MQA, batch 1 and 2, chunks that are
@@ -658,16 +670,9 @@ TEST(CudaAttentionTest, RingStepsBf16BlocksMatchCpu) {
         int64_t empty = 0;
         EXPECT_LT(lseNormError(dLse.download(), lse, &empty), kBf16LseTol);
         EXPECT_EQ(empty, ringEmptyRows(c, rank, step));
-        if (empty > 0) {
-          // Those rows' outputs are exactly 0: the first chunk of every
-          // (batch, query row of it, head).
-          const std::vector<float> got = widen(dOut.download());
-          const int64_t rowWidth = c.qHeads * c.headDim;
-          for (int64_t b = 0; b < c.batch; ++b)
-            for (int64_t e = 0; e < c.chunk * rowWidth; ++e)
-              ASSERT_EQ(got[b * S * rowWidth + e], 0.0f)
-                  << "batch " << b << " element " << e;
-        }
+        if (empty > 0) // those rows' outputs are exactly 0
+          ASSERT_NO_FATAL_FAILURE(
+              expectFirstChunkZero(widen(dOut.download()), c, S));
 
         // Fold the step into the rank's attention, in place.
         if (step == 0) {
@@ -759,13 +764,8 @@ TEST(CudaAttentionTest, RingStepsF32MatchCpu) {
         int64_t empty = 0;
         EXPECT_LT(lseRelError(dLse.download(), lse, &empty), kFwdTol);
         EXPECT_EQ(empty, ringEmptyRows(c, rank, step));
-        if (empty > 0) {
-          const int64_t rowWidth = c.qHeads * c.headDim;
-          for (int64_t b = 0; b < c.batch; ++b)
-            for (int64_t e = 0; e < c.chunk * rowWidth; ++e)
-              ASSERT_EQ(got[b * S * rowWidth + e], 0.0f)
-                  << "batch " << b << " element " << e;
-        }
+        if (empty > 0)
+          ASSERT_NO_FATAL_FAILURE(expectFirstChunkZero(got, c, S));
 
         if (step == 0) {
           ASSERT_EQ(cudaMemcpy(dMerged.get(), dOut.get(), qn * 4,

@@ -55,6 +55,8 @@ public:
       permute.setStreamAttr(b.getI64IntegerAttr(abi::kContextParallelStream));
     for (rtir::LaunchOp permute : permutes)
       move(permute, nextToken);
+    for (rtir::LaunchOp permute : permutes)
+      hoistIndependent(permute);
   }
 
 private:
@@ -114,6 +116,74 @@ private:
               [&](rtir::LaunchOp launch) {
                 return isCollectiveOverAxis(launch);
               });
+  }
+
+  /// How far (in launches) hoistIndependent looks on either side of a
+  /// permute's first waiter.
+  static constexpr int kWindow = 64;
+
+  /// The first compute-stream launch after `permute` that waits for its
+  /// token, or null.
+  static rtir::LaunchOp waiterOf(rtir::LaunchOp permute) {
+    const int64_t token = *permute.getToken();
+    for (Operation *op = permute->getNextNode(); op; op = op->getNextNode())
+      if (auto launch = dyn_cast<rtir::LaunchOp>(op);
+          launch && launch.getStreamIndex() == 0 &&
+          llvm::is_contained(launch.getWaits(), token))
+        return launch;
+    return {};
+  }
+
+  /// The compute-stream launches after the permute's first waiter that need
+  /// nothing of it, nor of the launches they would pass (the waiter, those
+  /// left in place, the side streams' launches around it, which may still
+  /// be running), move before the waiter in their order: they run while
+  /// the block travels (a layer's last permutes of key/value gradients are
+  /// waited for at once otherwise, by the rotation of dk, while the query
+  /// gradient's products need none of them). Plain launches only (no token,
+  /// no waits), and no collective, whose order the group shares.
+  void hoistIndependent(rtir::LaunchOp permute) {
+    rtir::LaunchOp waiter = waiterOf(permute);
+    if (!waiter)
+      return;
+    SmallVector<LaunchAccess> barriers{buffers.accessOf(waiter),
+                                       buffers.accessOf(permute)};
+    int seen = 0;
+    for (Operation *op = waiter->getPrevNode(); op && seen < kWindow;
+         op = op->getPrevNode())
+      if (auto launch = dyn_cast<rtir::LaunchOp>(op)) {
+        ++seen;
+        if (launch.getStreamIndex() != 0)
+          barriers.push_back(buffers.accessOf(launch));
+      }
+    SmallVector<rtir::LaunchOp> hoisted;
+    seen = 0;
+    for (Operation *op = waiter->getNextNode(); op && seen < kWindow;
+         op = op->getNextNode()) {
+      auto launch = dyn_cast<rtir::LaunchOp>(op);
+      if (!launch)
+        continue;
+      ++seen;
+      const LaunchAccess access = buffers.accessOf(launch);
+      const bool independent =
+          launch.isPlain() && !isCollective(launch) &&
+          llvm::none_of(barriers, [&](const LaunchAccess &barrier) {
+            return conflict(access, barrier);
+          });
+      if (independent)
+        hoisted.push_back(launch);
+      else
+        barriers.push_back(access);
+    }
+    for (rtir::LaunchOp launch : hoisted)
+      launch->moveBefore(waiter);
+  }
+
+  static bool isCollective(rtir::LaunchOp launch) {
+    const rt::KernelSignature *signature =
+        rt::lookupKernel(std::string_view(launch.getKernel()));
+    return !signature || rt::isCollectiveKernel(signature->kernel) ||
+           rt::isTransferKernel(signature->kernel);
   }
 
   OpBuilder b;

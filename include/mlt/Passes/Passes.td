@@ -1277,7 +1277,10 @@ def MLTOverlapCpComm : Pass<"mlt-overlap-cp-comm", "::mlir::ModuleOp"> {
     side stream (one communicator serves the axis, which its group must
     meet in one order); it signals a token, and the first later launch of
     each stream that reads or writes what it does, or runs a collective over
-    `cp`, waits for it.
+    `cp`, waits for it. Then the compute-stream launches after that first
+    waiter that need nothing of the permute, nor of the launches they would
+    pass (within 64 launches), move before it in their order: the query
+    gradient's products run while a layer's last key/value gradients travel.
 
     Program order stays a valid order of the launches, so the CPU backend,
     which runs program order, computes the same bits. Without a cp axis of

@@ -1,10 +1,12 @@
-//===- OverlapContextParallel.cpp - ring permutes under block attentions --===//
+//===- OverlapContextParallel.cpp - cp exchanges under compute ------------===//
 //
 // Part of mlt. Implements mlt-overlap-cp-comm (Passes.td): context
-// parallelism's ring permutes (mlt-ring-attention's collective_permute
-// launches) move to a stream of their own, so that the next key/value block
-// travels while the compute stream attends to the one in hand, as
-// Megatron-LM's p2p exchange and ring attention overlap them.
+// parallelism's exchanges around attention (the ring's permutes, the
+// all-to-alls, the gathers of keys and values and reduce-scatters of their
+// gradients) move to a stream of their own, so that, for the ring, the next
+// key/value block travels while the compute stream attends to the one in
+// hand, as Megatron-LM's p2p exchange and ring attention overlap them, and
+// each exchange runs beside the launches that need nothing of it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,27 +41,45 @@ public:
 
   void run(rtir::ProgramOp program) {
     int64_t nextToken = firstFreeToken(program);
-    SmallVector<rtir::LaunchOp> permutes;
+    SmallVector<rtir::LaunchOp> exchanges;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-      if (launch.getKernel() == "collective_permute" && launch.isPlain() &&
-          isOverAxis(launch))
-        permutes.push_back(launch);
-    // Each permute may give tokens to the launches it follows (the compute
+      if (isExchange(launch))
+        exchanges.push_back(launch);
+    // Each exchange may give tokens to the launches it follows (the compute
     // stream's, and one of each side stream's) and takes one.
-    if (nextToken + int64_t(permutes.size()) * (abi::kPlanMaxStreams + 1) >
+    if (nextToken + int64_t(exchanges.size()) * (abi::kPlanMaxStreams + 1) >
         int64_t(abi::kPlanMaxTokens))
       return;
     // All on their stream first, so that none is taken for a launch of the
     // compute stream that another must join.
-    for (rtir::LaunchOp permute : permutes)
-      permute.setStreamAttr(b.getI64IntegerAttr(abi::kContextParallelStream));
-    for (rtir::LaunchOp permute : permutes)
-      move(permute, nextToken);
-    for (rtir::LaunchOp permute : permutes)
-      hoistIndependent(permute);
+    for (rtir::LaunchOp exchange : exchanges)
+      exchange.setStreamAttr(b.getI64IntegerAttr(abi::kContextParallelStream));
+    for (rtir::LaunchOp exchange : exchanges)
+      move(exchange, nextToken);
+    for (rtir::LaunchOp exchange : exchanges)
+      hoistIndependent(exchange);
   }
 
 private:
+  /// Whether `launch` is one of attention's exchanges over the axis on the
+  /// compute stream: the ring's exchanges, the all-to-alls, and the gathers
+  /// of keys and values and reduce-scatters of their gradients (between
+  /// temporaries: not the optimizer's, which have streams of their own).
+  bool isExchange(rtir::LaunchOp launch) {
+    const StringRef kernel = launch.getKernel();
+    if ((kernel != "collective_permute" && kernel != "all_to_all" &&
+         kernel != "all_gather" && kernel != "reduce_scatter_sum") ||
+        !launch.isPlain() || !isOverAxis(launch))
+      return false;
+    for (ArrayAttr refs : {launch.getInputs(), launch.getOutputs()})
+      for (Attribute ref : refs) {
+        rtir::BufferOp buffer = buffers.of(ref);
+        if (!buffer || buffer.getKind() != rtir::BufferKind::temporary)
+          return false;
+      }
+    return true;
+  }
+
   bool isOverAxis(rtir::LaunchOp launch) {
     return launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
   }
@@ -138,7 +158,7 @@ private:
   /// nothing of it, nor of the launches they would pass (the waiter, those
   /// left in place, the side streams' launches around it, which may still
   /// be running), move before the waiter in their order: they run while
-  /// the block travels (a layer's last permutes of key/value gradients are
+  /// the block travels (a layer's last exchanges of key/value gradients are
   /// waited for at once otherwise, by the rotation of dk, while the query
   /// gradient's products need none of them). Plain launches only (no token,
   /// no waits), and no collective, whose order the group shares.

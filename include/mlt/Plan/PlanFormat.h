@@ -37,7 +37,10 @@ namespace mlt::rt {
 /// added to version 9 without a new number: a field of its own that a
 /// reader of version 9 without it ignores, training as before, and whose
 /// absence a reader with it takes as "this plan cannot evaluate".
-inline constexpr uint32_t kPlanFormatVersion = 9;
+/// Version 10: context parallelism's ring: attention's `ring` and
+/// `ring_step` (the attention kernels' attributes change), attention_merge
+/// and collective_permute.
+inline constexpr uint32_t kPlanFormatVersion = 10;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

@@ -65,7 +65,7 @@ static void addStepPasses(OpPassManager &pm, const mlt::Layout &layout) {
   // one launch).
   if (layout.tp > 1 && layout.overlapTpComm)
     pm.addPass(createMLTOverlapTpComm());
-  if (layout.cp > 1)
+  if (layout.cp > 1 && layout.cpComm == ContextExchange::Ring)
     pm.addPass(createMLTOverlapCpComm());
   // After the overlap scheduling, which takes the gradient all-reduces out
   // of the optimizer step: its sums of squares are then consecutive.

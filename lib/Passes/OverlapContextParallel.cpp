@@ -1,12 +1,10 @@
-//===- OverlapContextParallel.cpp - cp exchanges under compute ------------===//
+//===- OverlapContextParallel.cpp - ring permutes under block attentions --===//
 //
 // Part of mlt. Implements mlt-overlap-cp-comm (Passes.td): context
-// parallelism's exchanges around attention (the ring's permutes, the
-// all-to-alls, the gathers of keys and values and reduce-scatters of their
-// gradients) move to a stream of their own, so that, for the ring, the next
-// key/value block travels while the compute stream attends to the one in
-// hand, as Megatron-LM's p2p exchange and ring attention overlap them, and
-// each exchange runs beside the launches that need nothing of it.
+// parallelism's ring permutes (mlt-ring-attention's collective_permute
+// launches) move to a stream of their own, so that the next key/value block
+// travels while the compute stream attends to the one in hand, as
+// Megatron-LM's p2p exchange and ring attention overlap them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,45 +39,25 @@ public:
 
   void run(rtir::ProgramOp program) {
     int64_t nextToken = firstFreeToken(program);
-    SmallVector<rtir::LaunchOp> exchanges;
+    SmallVector<rtir::LaunchOp> permutes;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-      if (isExchange(launch))
-        exchanges.push_back(launch);
-    // Each exchange may give tokens to the launches it follows (the compute
+      if (launch.getKernel() == "collective_permute" && launch.isPlain() &&
+          isOverAxis(launch))
+        permutes.push_back(launch);
+    // Each permute may give tokens to the launches it follows (the compute
     // stream's, and one of each side stream's) and takes one.
-    if (nextToken + int64_t(exchanges.size()) * (abi::kPlanMaxStreams + 1) >
+    if (nextToken + int64_t(permutes.size()) * (abi::kPlanMaxStreams + 1) >
         int64_t(abi::kPlanMaxTokens))
       return;
     // All on their stream first, so that none is taken for a launch of the
     // compute stream that another must join.
-    for (rtir::LaunchOp exchange : exchanges)
-      exchange.setStreamAttr(b.getI64IntegerAttr(abi::kContextParallelStream));
-    for (rtir::LaunchOp exchange : exchanges)
-      move(exchange, nextToken);
-    for (rtir::LaunchOp exchange : exchanges)
-      hoistIndependent(exchange);
+    for (rtir::LaunchOp permute : permutes)
+      permute.setStreamAttr(b.getI64IntegerAttr(abi::kContextParallelStream));
+    for (rtir::LaunchOp permute : permutes)
+      move(permute, nextToken);
   }
 
 private:
-  /// Whether `launch` is one of attention's exchanges over the axis on the
-  /// compute stream: the ring's exchanges, the all-to-alls, and the gathers
-  /// of keys and values and reduce-scatters of their gradients (between
-  /// temporaries: not the optimizer's, which have streams of their own).
-  bool isExchange(rtir::LaunchOp launch) {
-    const StringRef kernel = launch.getKernel();
-    if ((kernel != "collective_permute" && kernel != "all_to_all" &&
-         kernel != "all_gather" && kernel != "reduce_scatter_sum") ||
-        !launch.isPlain() || !isOverAxis(launch))
-      return false;
-    for (ArrayAttr refs : {launch.getInputs(), launch.getOutputs()})
-      for (Attribute ref : refs) {
-        rtir::BufferOp buffer = buffers.of(ref);
-        if (!buffer || buffer.getKind() != rtir::BufferKind::temporary)
-          return false;
-      }
-    return true;
-  }
-
   bool isOverAxis(rtir::LaunchOp launch) {
     return launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
   }
@@ -136,74 +114,6 @@ private:
               [&](rtir::LaunchOp launch) {
                 return isCollectiveOverAxis(launch);
               });
-  }
-
-  /// How far (in launches) hoistIndependent looks on either side of a
-  /// permute's first waiter.
-  static constexpr int kWindow = 64;
-
-  /// The first compute-stream launch after `permute` that waits for its
-  /// token, or null.
-  static rtir::LaunchOp waiterOf(rtir::LaunchOp permute) {
-    const int64_t token = *permute.getToken();
-    for (Operation *op = permute->getNextNode(); op; op = op->getNextNode())
-      if (auto launch = dyn_cast<rtir::LaunchOp>(op);
-          launch && launch.getStreamIndex() == 0 &&
-          llvm::is_contained(launch.getWaits(), token))
-        return launch;
-    return {};
-  }
-
-  /// The compute-stream launches after the permute's first waiter that need
-  /// nothing of it, nor of the launches they would pass (the waiter, those
-  /// left in place, the side streams' launches around it, which may still
-  /// be running), move before the waiter in their order: they run while
-  /// the block travels (a layer's last exchanges of key/value gradients are
-  /// waited for at once otherwise, by the rotation of dk, while the query
-  /// gradient's products need none of them). Plain launches only (no token,
-  /// no waits), and no collective, whose order the group shares.
-  void hoistIndependent(rtir::LaunchOp permute) {
-    rtir::LaunchOp waiter = waiterOf(permute);
-    if (!waiter)
-      return;
-    SmallVector<LaunchAccess> barriers{buffers.accessOf(waiter),
-                                       buffers.accessOf(permute)};
-    int seen = 0;
-    for (Operation *op = waiter->getPrevNode(); op && seen < kWindow;
-         op = op->getPrevNode())
-      if (auto launch = dyn_cast<rtir::LaunchOp>(op)) {
-        ++seen;
-        if (launch.getStreamIndex() != 0)
-          barriers.push_back(buffers.accessOf(launch));
-      }
-    SmallVector<rtir::LaunchOp> hoisted;
-    seen = 0;
-    for (Operation *op = waiter->getNextNode(); op && seen < kWindow;
-         op = op->getNextNode()) {
-      auto launch = dyn_cast<rtir::LaunchOp>(op);
-      if (!launch)
-        continue;
-      ++seen;
-      const LaunchAccess access = buffers.accessOf(launch);
-      const bool independent =
-          launch.isPlain() && !isCollective(launch) &&
-          llvm::none_of(barriers, [&](const LaunchAccess &barrier) {
-            return conflict(access, barrier);
-          });
-      if (independent)
-        hoisted.push_back(launch);
-      else
-        barriers.push_back(access);
-    }
-    for (rtir::LaunchOp launch : hoisted)
-      launch->moveBefore(waiter);
-  }
-
-  static bool isCollective(rtir::LaunchOp launch) {
-    const rt::KernelSignature *signature =
-        rt::lookupKernel(std::string_view(launch.getKernel()));
-    return !signature || rt::isCollectiveKernel(signature->kernel) ||
-           rt::isTransferKernel(signature->kernel);
   }
 
   OpBuilder b;

@@ -1265,25 +1265,19 @@ def MLTScheduleOverlap : Pass<"mlt-schedule-overlap", "::mlir::ModuleOp"> {
 }
 
 def MLTOverlapCpComm : Pass<"mlt-overlap-cp-comm", "::mlir::ModuleOp"> {
-  let summary = "runs context parallelism's exchanges around attention on a stream of their own";
+  let summary = "runs context parallelism's ring permutes on a stream of their own, under the block attentions";
   let description = [{
-    In each program, every exchange over the `cp` mesh axis on the compute
-    stream between temporaries (the ring's `collective_permute`s, the
-    all-to-all exchange's `all_to_all`s, the gathers of keys and values and
-    the reduce-scatters of their gradients; not the optimizer's collectives,
-    which have streams of their own) moves to stream 4
+    In each program, every `collective_permute` over the `cp` mesh axis on
+    the compute stream (mlt-ring-attention's, lowered) moves to stream 4
     (kContextParallelStream). It waits for the compute stream's launch right
-    before it (for the ring, the step before the one its block is for, so
-    the block travels while the compute stream attends to the one in hand),
-    for its input's producer where another side stream wrote it, and for
-    the last earlier collective over `cp` of each other side stream (one
-    communicator serves the axis, which its group must meet in one order);
-    it signals a token, and the first later launch of each stream that
-    reads or writes what it does, or runs a collective over `cp`, waits for
-    it. Then the compute-stream launches after that first waiter that need
-    nothing of the exchange, nor of the launches they would pass (within 64
-    launches), move before it in their order: the query gradient's products
-    run while a layer's last key/value gradients travel.
+    before it (which mlt-ring-attention made the step before the one its
+    block is for, so the block travels while the compute stream attends to
+    the one in hand), for its input's producer where another side stream
+    wrote it, and for the last earlier collective over `cp` of each other
+    side stream (one communicator serves the axis, which its group must
+    meet in one order); it signals a token, and the first later launch of
+    each stream that reads or writes what it does, or runs a collective over
+    `cp`, waits for it.
 
     Program order stays a valid order of the launches, so the CPU backend,
     which runs program order, computes the same bits. Without a cp axis of

@@ -11,10 +11,7 @@
 #     HF's training (the fixture's tolerances) and the one-GPU run;
 #   - Llama-3.2-1B at 32,768 tokens (bf16, one sequence a step): one GPU,
 #     and cp 2 with ZeRO-1 over cp under each exchange, on the same random
-#     tokens, their losses and tokens/s;
-#   - with MAKE_LONG_FIXTURE=1 (the machine has torch and transformers):
-#     test/Training/Inputs/llama-ref-long, HF's training at 256 tokens
-#     (scripts/make_long_fixture.py), written under the call's output.
+#     tokens, their losses and tokens/s.
 #
 #   bash bench/cp_exchange_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/cp_exchange_gpu.sh              # on the GPU machine
@@ -43,7 +40,6 @@ if [[ "${1:-}" == pack ]]; then
   fixture_plan a-cp2 --cp 2
   fixture_plan a-cp2-a2a --cp 2 --cp-comm a2a
   fixture_plan a-cp2-ring --cp 2 --cp-comm ring
-  cp "$root"/scripts/make_long_fixture.py "$root"/../shared/fixtures/make_fixture.py "$dir"/tools/
   long_plan() { # name, layout flags...
     local name=$1; shift
     "$root"/build/bin/mlt-run "$root"/models/llama/llama-3.2-1b.mlir --device cuda \
@@ -60,11 +56,6 @@ cd "$(dirname "$0")"
 source ./gpu-pack-common.sh
 gpu_start
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-
-if [[ "${MAKE_LONG_FIXTURE:-0}" == 1 ]]; then
-  echo "== HF's training at 256 tokens: llama-ref-long"
-  OUT="$out" python3 tools/make_long_fixture.py || fail "llama-ref-long"
-fi
 
 echo "== CUDA tests: NCCL collectives (all_to_all, permute), context-parallel attention, the ring's steps"
 ./bin/MLTRuntimeCUDATests --gtest_filter='Nccl*:*ContextParallel*:*ReorderSequence*:*Ring*:*Merge*' > "$out"/cuda-tests.log 2>&1 ||

@@ -818,8 +818,9 @@ TEST(LayoutSpaceTest, ContextParallelWhereChunksAreLong) {
   std::vector<Layout> two = enumerateLayouts({2, 1, 4096, Layout()});
   EXPECT_EQ(maxCp(two), 2);
   std::vector<Layout> one = enumerateLayouts({1, 1, 4096, Layout()});
-  // (each with ZeRO 0, 1 and 2 over cp, dp being 1, and each exchange)
-  size_t withCp[2][3] = {{0, 0, 0}, {0, 0, 0}};
+  // (each with ZeRO 0, 1 and 2 over cp, dp being 1, and each of the three
+  // exchanges)
+  size_t withCp[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
   for (const Layout &l : two)
     withCp[size_t(l.cpComm)][l.zero] += l.cp == 2 && l.dp == 1;
   for (auto &exchange : withCp)

@@ -15,6 +15,7 @@
 #
 #   bash bench/cp_exchange_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/cp_exchange_gpu.sh              # on the GPU machine
+#   ROUNDS=3 bash DIR/cp_exchange_gpu.sh     # the 1B runs three times, interleaved
 #
 # `pack` needs a compiler build in build/ (for the plans) and builds the
 # runtime-only CUDA mlt-run and MLTRuntimeCUDATests in build-runtime-cuda/.
@@ -95,11 +96,16 @@ long_run() { # plan, launcher...
     { cat "$out"/$name.log; fail "$name: mlt-run"; return; }
   tail -2 "$out"/$name.log
 }
-long_run l1b-one
-long_run l1b-cp2z1 $mpirun -np 2
-long_run l1b-cp2z1-a2a $mpirun -np 2
-long_run l1b-cp2z1-ring $mpirun -np 2
-python3 - "$out" <<'PY'
+# ROUNDS (default 1) times, interleaved; each round's ratios against its own
+# one-GPU run.
+for round in $(seq 1 "${ROUNDS:-1}"); do
+  echo "-- round $round"
+  mkdir -p "$out"/round$round
+  long_run l1b-one
+  long_run l1b-cp2z1 $mpirun -np 2
+  long_run l1b-cp2z1-a2a $mpirun -np 2
+  long_run l1b-cp2z1-ring $mpirun -np 2
+  python3 - "$out" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 rows = {n: [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
@@ -113,4 +119,6 @@ for n in ("l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring"):
     print(f"{n}: largest loss difference from one GPU",
           max(abs(a["loss"] - b["loss"]) for a, b in zip(rows["l1b-one"], rows[n])))
 PY
+  mv "$out"/l1b-*.jsonl "$out"/l1b-*.log "$out"/round$round/
+done
 exit $status

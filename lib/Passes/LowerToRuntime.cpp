@@ -96,6 +96,56 @@ DimSplit splitAround(ArrayRef<int64_t> shape, int64_t dim) {
   return split;
 }
 
+/// Context parallelism's all-to-all exchange gathers a sequence held in the
+/// load-balanced order, and reorder_sequence takes it to its natural order
+/// after the exchange (and back before the one that returns it). Where the
+/// sequence is the outermost dimension of the exchanged blocks (one sequence
+/// a micro-batch), each rank's block is its two chunks whole: the exchange
+/// moves them straight to or from their natural places (all_to_all's order
+/// of blocks, Collective.h), and the reorder, a copy of the whole tensor, is
+/// left out. The exchange a reorder folds into, or null.
+AllToAllOp exchangeFoldingReorder(ReorderSequenceOp reorder) {
+  auto outermost = [](ArrayRef<int64_t> shape, int64_t dim) {
+    return splitAround(shape, dim).outer == 1;
+  };
+  if (!outermost(shapeOf(reorder.getResult()), int64_t(reorder.getDim())))
+    return {};
+  AllToAllOp exchange;
+  int64_t dim;
+  if (reorder.getToNatural()) {
+    // all_to_all -> reorder to natural: the exchange places what arrives.
+    exchange = reorder.getInput().getDefiningOp<AllToAllOp>();
+    if (!exchange || !exchange.getResult().hasOneUse())
+      return {};
+    dim = int64_t(exchange.getConcat());
+    // One order a launch: not where the exchange takes its input from the
+    // natural order already.
+    auto before = exchange.getInput().getDefiningOp<ReorderSequenceOp>();
+    if (before && !before.getToNatural() &&
+        exchangeFoldingReorder(before) == exchange)
+      return {};
+  } else {
+    // reorder to balanced -> all_to_all: the exchange takes what it sends.
+    if (!reorder.getResult().hasOneUse())
+      return {};
+    exchange = dyn_cast<AllToAllOp>(*reorder.getResult().getUsers().begin());
+    if (!exchange)
+      return {};
+    dim = int64_t(exchange.getSplit());
+  }
+  if (exchange.getAxis() != reorder.getAxis() ||
+      dim != int64_t(reorder.getDim()))
+    return {};
+  // The blocks' outer extent around `dim` (the exchanged dimension is
+  // divided by the group's size in a block).
+  ArrayRef<int64_t> in = shapeOf(exchange.getInput());
+  SmallVector<int64_t> block(in);
+  const int64_t split = int64_t(exchange.getSplit());
+  block[split] /= shapeOf(exchange.getResult())[exchange.getConcat()] /
+                  in[exchange.getConcat()];
+  return outermost(block, dim) ? exchange : AllToAllOp();
+}
+
 /// A mesh axis as kernels name it: its index in the module's mesh (-1: no
 /// axis) and its size.
 struct MeshAxisRef {
@@ -1557,6 +1607,14 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
   if (failed(axis))
     return failure();
   Value input = op->getOperand(0), result = op->getResult(0);
+  if (auto reorder = dyn_cast<ReorderSequenceOp>(op);
+      reorder && exchangeFoldingReorder(reorder)) {
+    // The exchange moves the chunks (below): after it, its launch defined
+    // this result; before it, it reads this input.
+    if (!reorder.getToNatural())
+      values[result] = valueBuffer(input);
+    return success();
+  }
   FlatSymbolRefAttr in = valueBuffer(input);
 
   if (auto permute = dyn_cast<CollectivePermuteOp>(op)) {
@@ -1569,6 +1627,20 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
   }
 
   if (auto exchange = dyn_cast<AllToAllOp>(op)) {
+    // A reorder of the sequence beside the exchange, folded into it.
+    rt::BlockOrder order = rt::BlockOrder::Blocks;
+    Value produced = result;
+    if (auto before = input.getDefiningOp<ReorderSequenceOp>();
+        before && exchangeFoldingReorder(before) == exchange) {
+      order = rt::BlockOrder::FromNatural; // `in` is the reorder's input
+    } else if (auto after = result.hasOneUse()
+                                ? dyn_cast<ReorderSequenceOp>(
+                                      *result.getUsers().begin())
+                                : ReorderSequenceOp();
+               after && exchangeFoldingReorder(after) == exchange) {
+      order = rt::BlockOrder::ToNatural;
+      produced = after.getResult();
+    }
     // The runtime's all_to_all sends a buffer's G outermost blocks, one to
     // each member, and receives G blocks, one from each: a transpose moves
     // the blocks of `split` outermost before it ([outer, ranks, block,
@@ -1594,11 +1666,13 @@ LogicalResult RuntimeLowering::lowerCollective(Operation *op) {
              swapOuterInts(sent.outer, ranks, sent.size, sent.inner));
     }
     DimSplit received = splitAround(blockShape, concat);
-    std::vector<int64_t> ints = rt::collectiveInts(
-        rt::Kernel::AllToAll, {numElements(input) / ranks, axis->index});
+    std::vector<int64_t> ints =
+        rt::collectiveInts(rt::Kernel::AllToAll,
+                           {numElements(input) / ranks, axis->index, 0,
+                            int64_t(order)});
     if (received.outer == 1) {
       launch(loc, rt::kernelName(rt::Kernel::AllToAll), {outgoing},
-             {define(result)}, ints);
+             {define(produced)}, ints);
       return success();
     }
     FlatSymbolRefAttr incoming = rankMajor(blockShape);

@@ -28,6 +28,18 @@ const char *mlt::rt::collectiveKindName(CollectiveKind kind) {
   return "unknown";
 }
 
+const char *mlt::rt::blockOrderName(BlockOrder order) {
+  switch (order) {
+  case BlockOrder::Blocks:
+    return "blocks";
+  case BlockOrder::ToNatural:
+    return "to_natural";
+  case BlockOrder::FromNatural:
+    return "from_natural";
+  }
+  return "unknown";
+}
+
 size_t CollectiveCall::elementBytes() const { return elementSize(dtype); }
 
 size_t CollectiveCall::inCount(int groupSize) const {
@@ -45,7 +57,8 @@ size_t CollectiveCall::outCount(int groupSize) const {
 
 bool CollectiveCall::matches(const CollectiveCall &other) const {
   return kind == other.kind && dtype == other.dtype && count == other.count &&
-         root == other.root && shift == other.shift;
+         root == other.root && shift == other.shift &&
+         order == other.order;
 }
 
 std::string CollectiveCall::describe() const {
@@ -58,5 +71,9 @@ std::string CollectiveCall::describe() const {
     text += " from index " + std::to_string(root);
   if (kind == CollectiveKind::Permute)
     text += " by " + std::to_string(shift);
+  if (order == BlockOrder::ToNatural)
+    text += " into the natural order";
+  if (order == BlockOrder::FromNatural)
+    text += " from the natural order";
   return text;
 }

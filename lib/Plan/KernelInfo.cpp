@@ -662,6 +662,17 @@ template <> struct Rule<attrs::AllGather> : RuleBase<attrs::AllGather> {
 
 template <> struct Rule<attrs::AllToAll> : RuleBase<attrs::AllToAll> {
   using RuleBase::RuleBase;
+  Status check() const {
+    if (a[order] < 0 || a[order] > int64_t(BlockOrder::FromNatural))
+      return errorf("order must be 0 (blocks), 1 (to_natural) or 2 "
+                    "(from_natural), got ",
+                    a[order]);
+    if (a[order] != 0 && a[n] % 2 != 0)
+      return errorf("a block of n = ", a[n],
+                    " elements does not split into the two chunks of order ",
+                    blockOrderName(BlockOrder(a[order])));
+    return Status::ok();
+  }
   // x [G * n] -> y [G * n]
   OperandCounts counts() const {
     return all(product({a[n], groupSize}), 1, 1);
@@ -757,7 +768,7 @@ CollectiveAttrs mlt::rt::collectiveAttrs(const InstructionDesc &inst) {
   case Kernel::AllToAll: {
     using A = attrs::AllToAll;
     const KernelAttrs<A> a(inst);
-    return {a[A::n], a[A::axis]};
+    return {a[A::n], a[A::axis], 0, a[A::order]};
   }
   case Kernel::CollectivePermute: {
     using A = attrs::CollectivePermute;
@@ -788,8 +799,9 @@ std::vector<int64_t> mlt::rt::collectiveInts(Kernel kernel,
   }
   case Kernel::AllToAll: {
     using A = attrs::AllToAll;
-    return kernelInts<A>(
-        {{A::n, collective.count}, {A::axis, collective.axis}});
+    return kernelInts<A>({{A::n, collective.count},
+                          {A::axis, collective.axis},
+                          {A::order, collective.order}});
   }
   case Kernel::CollectivePermute: {
     using A = attrs::CollectivePermute;
@@ -820,6 +832,18 @@ CollectiveKind mlt::rt::collectiveKind(Kernel kernel) {
     assert(kernel == Kernel::AllReduceSum && "not a collective");
     return CollectiveKind::AllReduceSum;
   }
+}
+
+CollectiveCall mlt::rt::collectiveCall(const InstructionDesc &inst,
+                                       ElementType dtype) {
+  const CollectiveAttrs collective = collectiveAttrs(inst);
+  CollectiveCall call;
+  call.kind = collectiveKind(inst.kernel);
+  call.dtype = dtype;
+  call.count = size_t(collective.count);
+  call.shift = int(collective.shift);
+  call.order = BlockOrder(collective.order);
+  return call;
 }
 
 TransferAttrs mlt::rt::transferAttrs(const InstructionDesc &inst) {

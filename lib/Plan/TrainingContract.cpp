@@ -942,14 +942,15 @@ namespace {
 /// split over a context axis of G ranks is fed in the load-balanced order of
 /// 2G chunks, and a load-balanced sequence has no launch that counts its
 /// rows in natural order, but an attention whose queries and keys a
-/// reorder_sequence put in natural order (the all-to-all exchange's).
+/// reorder_sequence, or an all_to_all into the natural order, put in natural
+/// order (the all-to-all exchange's).
 /// (Either mismatch trains a model whose positions are scrambled, which no
 /// loss would show at once.)
 Status verifySequenceOrder(const Plan &plan) {
   const int64_t chunks = plan.model.sequenceChunks;
   for (const RankPlan &rank : plan.ranks) {
-    // The buffers a reorder_sequence writes in natural order from the
-    // plan's load-balanced one.
+    // The buffers a reorder_sequence or an all_to_all writes in natural
+    // order from the plan's load-balanced one.
     std::set<uint32_t> natural;
     for (const ProgramDesc &program : rank.programs)
       for (const InstructionDesc &inst : program.instructions)
@@ -957,6 +958,12 @@ Status verifySequenceOrder(const Plan &plan) {
           using A = attrs::ReorderSequence;
           const KernelAttrs<A> a(inst);
           if (a[A::to_natural] == 1 && 2 * a[A::ranks] == chunks)
+            natural.insert(inst.outputs[0]);
+        } else if (inst.kernel == Kernel::AllToAll) {
+          const CollectiveAttrs a = collectiveAttrs(inst);
+          if (a.order == int64_t(BlockOrder::ToNatural) && a.axis >= 0 &&
+              size_t(a.axis) < plan.mesh.size() &&
+              2 * int64_t(plan.mesh[size_t(a.axis)].size) == chunks)
             natural.insert(inst.outputs[0]);
         }
     auto reordered = [&](const InstructionDesc &inst) {
@@ -998,8 +1005,9 @@ Status verifySequenceOrder(const Plan &plan) {
                             "order of ", chunks, " chunks",
                             inst.kernel == Kernel::Rope
                                 ? ""
-                                : " (and no reorder_sequence put its queries "
-                                  "and keys in natural order)");
+                                : " (and no reorder_sequence or all_to_all "
+                                  "put its queries and keys in natural "
+                                  "order)");
       }
   }
   return Status::ok();

@@ -57,13 +57,7 @@ inline int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
 /// One collective launch as the members of its group must agree on it.
 inline CollectiveCall collectiveCall(const RankPlan &rank,
                                      const InstructionDesc &inst) {
-  CollectiveCall call;
-  const CollectiveAttrs collective = collectiveAttrs(inst);
-  call.kind = collectiveKind(inst.kernel);
-  call.dtype = rank.buffers[inst.inputs[0]].dtype;
-  call.count = size_t(collective.count);
-  call.shift = int(collective.shift);
-  return call;
+  return collectiveCall(inst, rank.buffers[inst.inputs[0]].dtype);
 }
 
 /// "[0:8, 16:32] of [16, 32]": the block of a buffer, for messages.

@@ -95,7 +95,7 @@ module attributes {mlt.mesh = #mlt.mesh<dp = 2, tp = 2>, mlt.model = #mlt.llama<
 // CHECK-NEXT: mlt_rt.launch "adamw" [@"grad:model.embed_tokens.weight", @[[COEF]], {{.*}}] -> [@"param:model.embed_tokens.weight", @"exp_avg:model.embed_tokens.weight", @"exp_avg_sq:model.embed_tokens.weight"] ints [64, 1]
 // CHECK-NEXT: }
 
-// PLAN: plan: format version 10, producer "mlt", world size 4, mesh dp=2,tp=2
+// PLAN: plan: format version 11, producer "mlt", world size 4, mesh dp=2,tp=2
 // PLAN-NEXT: model: vocab 16, max positions 32, micro-batch 4 x seq 4,
 // PLAN: rank 0:
 // PLAN: param:model.embed_tokens.weight {{.*}} block [0:8, 0:8] of [16, 8]

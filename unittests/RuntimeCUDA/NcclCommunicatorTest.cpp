@@ -448,6 +448,34 @@ TEST(NcclCommunicatorTest, EveryGpuOfThisMachine) {
                 float(k + 1) * float((size_t(group.index) * n + j) % 977))
               return fail("allToAll over " + axis.name + " element " +
                           std::to_string(k * n + j));
+        // With blocks of two chunks of h = n / 2: to the natural order,
+        // member k's block lands at chunks k and 2g - 1 - k; from it,
+        // member k gets chunks k and 2g - 1 - k of x.
+        const size_t h = n / 2;
+        auto chunkOf = [&](size_t k, size_t half) {
+          return half == 0 ? k : 2 * g - 1 - k;
+        };
+        if (!comm.allToAll(x.get(), y.get(), n, ElementType::F32, axis.name,
+                           BlockOrder::ToNatural))
+          return fail("allToAll to_natural");
+        all = y.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j)
+            if (all[chunkOf(k, j / h) * h + j % h] !=
+                float(k + 1) * float((size_t(group.index) * n + j) % 977))
+              return fail("allToAll to_natural over " + axis.name +
+                          " block " + std::to_string(k));
+        if (!comm.allToAll(x.get(), y.get(), n, ElementType::F32, axis.name,
+                           BlockOrder::FromNatural))
+          return fail("allToAll from_natural");
+        all = y.download();
+        for (size_t k = 0; k < g; ++k)
+          for (size_t j = 0; j < n; ++j) {
+            const size_t e = chunkOf(size_t(group.index), j / h) * h + j % h;
+            if (all[k * n + j] != float(k + 1) * float(e % 977))
+              return fail("allToAll from_natural over " + axis.name +
+                          " block " + std::to_string(k));
+          }
         // Permute by every shift: y is the x of the member `shift` places
         // before, (from + 1) * (j % 977); in f32, and as bf16 and i32 bits
         // (moved as bytes whatever the type).

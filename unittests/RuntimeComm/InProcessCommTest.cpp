@@ -86,11 +86,13 @@ struct Step {
   bool inPlace = false;
   /// Permute's shift (0 < shift < group size); 0 for the other kinds.
   int shift = 0;
+  /// All-to-all's order of blocks.
+  BlockOrder order = BlockOrder::Blocks;
 };
 
 std::string describe(const Step &step) {
   CollectiveCall call{step.kind, step.dtype, step.count, step.root,
-                      nullptr,   nullptr,    step.shift};
+                      nullptr,   nullptr,    step.shift, step.order};
   return call.describe() + " on " + step.axis +
          (step.inPlace ? " in place" : "");
 }
@@ -118,9 +120,14 @@ std::vector<Step> allSteps(const Mesh &mesh) {
         for (bool inPlace : {false, true})
           steps.push_back(
               {CollectiveKind::AllGather, type, count, axis.name, 0, inPlace});
-      for (ElementType type : any)
+      for (ElementType type : any) {
         steps.push_back(
             {CollectiveKind::AllToAll, type, count, axis.name, 0, false});
+        // Blocks of two chunks into and out of the natural order.
+        for (BlockOrder order : {BlockOrder::ToNatural, BlockOrder::FromNatural})
+          steps.push_back({CollectiveKind::AllToAll, type, 2 * count,
+                           axis.name, 0, false, 0, order});
+      }
       for (int root = 0; root < axis.size; ++root)
         steps.push_back({CollectiveKind::Broadcast, any[root % 4], count,
                          axis.name, root, true});
@@ -169,12 +176,33 @@ Bytes expectedOutput(const Mesh &mesh, const Step &step, size_t s, int rank) {
   case CollectiveKind::Broadcast:
     return inputs[step.root];
   case CollectiveKind::AllToAll: {
-    // Block k from member k: its block of this rank's index.
+    // Block k from member k: its block of this rank's index. Read as the
+    // natural order's 2G chunks, block k is chunks k and 2G - 1 - k.
+    const size_t half = chunk / 2;
+    const size_t g = group.size();
+    auto naturalBlock = [&](const Bytes &in, size_t k) {
+      Bytes block(in.begin() + k * half, in.begin() + (k + 1) * half);
+      block.insert(block.end(), in.begin() + (2 * g - 1 - k) * half,
+                   in.begin() + (2 * g - k) * half);
+      return block;
+    };
     Bytes out;
-    for (const Bytes &in : inputs)
-      out.insert(out.end(), in.begin() + group.index * chunk,
-                 in.begin() + (group.index + 1) * chunk);
-    return out;
+    for (const Bytes &in : inputs) {
+      Bytes block = step.order == BlockOrder::FromNatural
+                        ? naturalBlock(in, group.index)
+                        : Bytes(in.begin() + group.index * chunk,
+                                in.begin() + (group.index + 1) * chunk);
+      out.insert(out.end(), block.begin(), block.end());
+    }
+    if (step.order != BlockOrder::ToNatural)
+      return out;
+    Bytes natural(out.size());
+    for (size_t k = 0; k < g; ++k) {
+      std::memcpy(&natural[k * half], &out[k * chunk], half);
+      std::memcpy(&natural[(2 * g - 1 - k) * half], &out[k * chunk + half],
+                  half);
+    }
+    return natural;
   }
   case CollectiveKind::Permute:
     // The input of the member `shift` places before this one, cyclically.
@@ -235,7 +263,7 @@ Bytes runStep(Communicator &comm, const Step &step, const Bytes &input,
   case CollectiveKind::AllToAll: {
     Bytes out(chunk * group.size(), garbage);
     status = comm.allToAll(input.data(), out.data(), step.count, step.dtype,
-                           step.axis);
+                           step.axis, step.order);
     return out;
   }
   case CollectiveKind::Permute: {

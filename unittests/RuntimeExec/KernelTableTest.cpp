@@ -169,6 +169,9 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
     case Kernel::SwiGLUBwd: // dgate, dup
       outputs = 2;
       break;
+    case Kernel::AllToAll: // blocks as they are
+      ints.back() = 0;
+      break;
     case Kernel::MatmulGroup: // 3 products: 3 a, 3 b -> 3 c
       inputs = 6;
       ints.back() = 0; // accumulate
@@ -297,10 +300,13 @@ TEST(KernelTableTest, OperandCounts) {
   c = counts(instruction(Kernel::ReorderSequence, 1, 1, {2, 3, 4, 5, 1}));
   EXPECT_THAT(c.inputs, ElementsAre(240));
   EXPECT_THAT(c.outputs, ElementsAre(240));
-  // An all-to-all's blocks: x [4 * 6] -> y [4 * 6].
-  c = counts(instruction(Kernel::AllToAll, 1, 1, {6, 0}), 4);
-  EXPECT_THAT(c.inputs, ElementsAre(24));
-  EXPECT_THAT(c.outputs, ElementsAre(24));
+  // An all-to-all's blocks: x [4 * 6] -> y [4 * 6], in each order of
+  // blocks (as they are, into and from the natural order's chunks).
+  for (int64_t order : {0, 1, 2}) {
+    c = counts(instruction(Kernel::AllToAll, 1, 1, {6, 0, order}), 4);
+    EXPECT_THAT(c.inputs, ElementsAre(24)) << "order " << order;
+    EXPECT_THAT(c.outputs, ElementsAre(24)) << "order " << order;
+  }
   // A permute moves x [6] whole, by any shift along the group of 4.
   for (int64_t shift = 1; shift < 4; ++shift) {
     c = counts(instruction(Kernel::CollectivePermute, 1, 1, {6, 0, shift}), 4);
@@ -404,6 +410,16 @@ TEST(KernelTableTest, AttributeRanges) {
   EXPECT_EQ(
       countsError(instruction(Kernel::CollectivePermute, 1, 1, {6, 0, 1}), 1),
       "shift must be in [1, 1) (a step along the group of 1 ranks), got 1");
+  // An all-to-all's order of blocks is one of three, and a block in the
+  // natural order's chunks is two of them.
+  EXPECT_EQ(countsError(instruction(Kernel::AllToAll, 1, 1, {6, 0, 3}), 4),
+            "order must be 0 (blocks), 1 (to_natural) or 2 (from_natural), "
+            "got 3");
+  EXPECT_EQ(countsError(instruction(Kernel::AllToAll, 1, 1, {5, 0, 2}), 4),
+            "a block of n = 5 elements does not split into the two chunks of "
+            "order from_natural");
+  EXPECT_TRUE(counts(instruction(Kernel::AllToAll, 1, 1, {5, 0, 0}), 4)
+                  .inputs.size() == 1);
   // Rotary scaling: a known kind, its attributes in range (named as HF's
   // config.json names them), and none of them set without one.
   EXPECT_EQ(

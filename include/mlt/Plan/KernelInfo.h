@@ -431,13 +431,18 @@ struct CollectiveAttrs {
   int64_t count;
   int64_t axis;
   int64_t shift = 0;
+  /// all_to_all's order of blocks (a BlockOrder); 0 for the others.
+  int64_t order = 0;
 };
 CollectiveAttrs collectiveAttrs(const InstructionDesc &inst);
 /// The ints of `kernel`, a collective, with `collective`'s count and axis
-/// (and shift, collective_permute's).
+/// (and shift, collective_permute's; order, all_to_all's).
 std::vector<int64_t> collectiveInts(Kernel kernel, CollectiveAttrs collective);
 /// The communicator's collective that `kernel`, a collective kernel, runs.
 CollectiveKind collectiveKind(Kernel kernel);
+/// The call that `inst`, a collective launch, makes on elements of `dtype`:
+/// what its group's members must agree on (its buffers left null).
+CollectiveCall collectiveCall(const InstructionDesc &inst, ElementType dtype);
 
 /// A send's or receive's element count, mesh axis and shift (the peer's
 /// coordinate on the axis minus this rank's; never 0): the same names in

@@ -39,8 +39,9 @@ namespace mlt::rt {
 /// absence a reader with it takes as "this plan cannot evaluate".
 /// Version 10: context parallelism's ring: attention's `ring` and
 /// `ring_step` (the attention kernels' attributes change), attention_merge
-/// and collective_permute.
-inline constexpr uint32_t kPlanFormatVersion = 10;
+/// and collective_permute. Version 11: all_to_all's `order` (blocks moved
+/// into or out of a sequence's natural order as they travel).
+inline constexpr uint32_t kPlanFormatVersion = 11;
 
 /// Streams an instruction may name: 0 is the compute stream; the others run
 /// beside it, ordered by tokens (Plan.fbs). The overlap scheduling puts the

@@ -58,6 +58,18 @@ Status mlt::rt::checkCollectiveCall(const CollectiveCall &call, int groupSize,
       (call.shift <= 0 || call.shift >= groupSize))
     return errorf("permute shift ", call.shift, " is outside [1, ", groupSize,
                   ") for a group of ", groupSize, " ranks");
+  if (call.order != BlockOrder::Blocks) {
+    if (call.kind != CollectiveKind::AllToAll)
+      return errorf(collectiveKindName(call.kind), " has no order of blocks (",
+                    blockOrderName(call.order), "); only all_to_all has");
+    if (call.order != BlockOrder::ToNatural &&
+        call.order != BlockOrder::FromNatural)
+      return errorf("all_to_all: unknown order of blocks ",
+                    static_cast<int>(call.order));
+    if (call.count % 2 != 0)
+      return errorf("all_to_all ", blockOrderName(call.order), ": a block of ",
+                    call.count, " elements does not split into two chunks");
+  }
 
   size_t elementBytes = call.elementBytes();
   if (call.count > std::numeric_limits<size_t>::max() / elementBytes /

@@ -501,13 +501,33 @@ Status InProcessCommunicator::runInGroup(Membership &member,
     copyBytes(call.out, slots[(me - call.shift + size) % size].call.in,
               call.count * elementBytes);
     break;
-  case CollectiveKind::AllToAll:
+  case CollectiveKind::AllToAll: {
+    // Half a block at a time: where member k's half h is taken from its
+    // input (the block of this member, or a natural chunk) and where it
+    // lands in this member's output (block k, or a natural chunk).
+    const size_t half = call.count / 2 * elementBytes;
+    const size_t whole = call.count * elementBytes;
+    if (call.order == BlockOrder::Blocks) {
+      for (int k = 0; k < size; ++k)
+        copyBytes(bytes(call.out) + k * whole,
+                  static_cast<const uint8_t *>(slots[k].call.in) + me * whole,
+                  whole);
+      break;
+    }
     for (int k = 0; k < size; ++k)
-      copyBytes(bytes(call.out) + k * call.count * elementBytes,
-                static_cast<const uint8_t *>(slots[k].call.in) +
-                    me * call.count * elementBytes,
-                call.count * elementBytes);
+      for (int h = 0; h < 2; ++h) {
+        const size_t from =
+            slots[k].call.order == BlockOrder::FromNatural
+                ? size_t(naturalChunkOfBlock(me, h, size)) * half
+                : me * whole + h * half;
+        const size_t to = call.order == BlockOrder::ToNatural
+                              ? size_t(naturalChunkOfBlock(k, h, size)) * half
+                              : k * whole + h * half;
+        copyBytes(bytes(call.out) + to,
+                  static_cast<const uint8_t *>(slots[k].call.in) + from, half);
+      }
     break;
+  }
   }
   return world_.arrive(group, me, nullptr, /*fromDataPhase=*/true,
                        /*dataPhaseFollows=*/false, what, number);

@@ -80,15 +80,10 @@ Status CudaCollectives::launchOn(const InstructionDesc &inst,
                                  cudaStream_t stream, PositionMark mark) {
   if (!isCollectiveKernel(inst.kernel))
     return errorf("kernel '", kernelName(inst.kernel), "' is not a collective");
-  CollectiveCall call;
-  call.kind = collectiveKind(inst.kernel);
   const Mesh &mesh = communicator_.mesh();
-  const CollectiveAttrs collective = collectiveAttrs(inst);
-  const int64_t axis = collective.axis;
+  const int64_t axis = collectiveAttrs(inst).axis;
   MLT_RETURN_IF_ERROR(checkMeshAxis(mesh, axis));
-  call.dtype = in.dtype;
-  call.count = size_t(collective.count);
-  call.shift = int(collective.shift);
+  CollectiveCall call = collectiveCall(inst, in.dtype);
   call.in = in.data;
   call.out = out.data;
 

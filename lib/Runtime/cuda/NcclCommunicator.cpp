@@ -267,15 +267,27 @@ Status NcclCommunicator::enqueue(std::string_view axisName,
     status = MLT_NCCL_STATUS(ncclGroupStart());
     if (!status)
       break;
+    // With an order of blocks, a block is moved as its two halves, each
+    // from or to its chunk of the natural order (Collective.h): the same
+    // bytes in two sends or receives of half the size.
     const auto *in = static_cast<const char *>(call.in);
     auto *out = static_cast<char *>(call.out);
-    for (int k = 0; k < axis->size && status; ++k) {
-      status = MLT_NCCL_STATUS(ncclSend(in + size_t(k) * bytes, bytes,
-                                        ncclUint8, k, axis->comm, stream));
-      if (status)
-        status = MLT_NCCL_STATUS(ncclRecv(out + size_t(k) * bytes, bytes,
-                                          ncclUint8, k, axis->comm, stream));
-    }
+    const bool halves = call.order != BlockOrder::Blocks;
+    const size_t piece = halves ? bytes / 2 : bytes;
+    auto at = [&](int k, int h, bool natural) {
+      return natural ? size_t(naturalChunkOfBlock(k, h, axis->size)) * piece
+                     : size_t(k) * bytes + size_t(h) * piece;
+    };
+    for (int k = 0; k < axis->size && status; ++k)
+      for (int h = 0; h < (halves ? 2 : 1) && status; ++h) {
+        status = MLT_NCCL_STATUS(ncclSend(
+            in + at(k, h, call.order == BlockOrder::FromNatural), piece,
+            ncclUint8, k, axis->comm, stream));
+        if (status)
+          status = MLT_NCCL_STATUS(ncclRecv(
+              out + at(k, h, call.order == BlockOrder::ToNatural), piece,
+              ncclUint8, k, axis->comm, stream));
+      }
     Status ended = MLT_NCCL_STATUS(ncclGroupEnd());
     if (status)
       status = std::move(ended);

@@ -255,7 +255,8 @@ Status CpuDeviceContext::collective(const InstructionDesc &inst,
   case Kernel::AllGather:
     return communicator_->allGather(in.data, out.data, count, in.dtype, axis);
   case Kernel::AllToAll:
-    return communicator_->allToAll(in.data, out.data, count, in.dtype, axis);
+    return communicator_->allToAll(in.data, out.data, count, in.dtype, axis,
+                                   BlockOrder(collective.order));
   case Kernel::CollectivePermute:
     return communicator_->permute(in.data, out.data, count, in.dtype, axis,
                                   int(collective.shift));

@@ -174,11 +174,14 @@ public:
 
   /// `in` and `out` hold groupSize * countPerRank elements each, disjoint:
   /// block k of `in` goes to the rank of index k, and block k of `out` comes
-  /// from it (that rank's block `index` of its `in`).
+  /// from it (that rank's block `index` of its `in`). With `order` ToNatural
+  /// or FromNatural, the output's or the input's blocks lie as its
+  /// BlockOrder says (countPerRank even).
   Status allToAll(const void *in, void *out, size_t countPerRank,
-                  ElementType dtype, std::string_view axis) {
-    return collective(
-        axis, {CollectiveKind::AllToAll, dtype, countPerRank, 0, in, out});
+                  ElementType dtype, std::string_view axis,
+                  BlockOrder order = BlockOrder::Blocks) {
+    return collective(axis, {CollectiveKind::AllToAll, dtype, countPerRank, 0,
+                             in, out, 0, order});
   }
 
   /// `out` (count elements, disjoint from `in`) gets the `in` of the rank

@@ -6,6 +6,8 @@
 
 #include "LaunchOrder.h"
 
+#include "mlt/Plan/KernelInfo.h"
+
 #include <algorithm>
 
 using namespace mlir;
@@ -20,6 +22,17 @@ bool mlt::conflict(const LaunchAccess &a, const LaunchAccess &b) {
     if (a.reads.contains(w))
       return true;
   return false;
+}
+
+bool mlt::isCollectiveOverAxis(rtir::LaunchOp launch, int64_t axis) {
+  const rt::KernelSignature *signature =
+      rt::lookupKernel(std::string_view(launch.getKernel()));
+  if (!signature || !rt::isCollectiveKernel(signature->kernel))
+    return false;
+  const int position = rt::meshAxisAttribute(signature->kernel);
+  ArrayRef<int64_t> ints = launch.getInts();
+  return position >= 0 && size_t(position) < ints.size() &&
+         ints[size_t(position)] == axis;
 }
 
 ModuleBuffers::ModuleBuffers(ModuleOp module) {

@@ -4,7 +4,8 @@
 // their own (mlt-overlap-tp-comm, mlt-overlap-cp-comm) share this: which
 // buffers a launch reads and writes (each by the buffer it lies in, so that
 // two views of one bucket conflict), whether two launches may run in either
-// order, the first token a program does not signal yet, and the joins that
+// order, which launches are collectives over an axis, the first token a
+// program does not signal yet, and the joins that
 // make each stream wait for a moved launch before it touches what the
 // launch does.
 //
@@ -55,6 +56,11 @@ private:
   llvm::StringMap<rt_ir::BufferOp> buffers;
   mlir::Operation *lastBuffer = nullptr;
 };
+
+/// Whether `launch` is a collective (Kernels.def's) over mesh axis `axis`
+/// (an index into the mesh): its group meets it in one order with the
+/// other collectives over that axis.
+bool isCollectiveOverAxis(rt_ir::LaunchOp launch, int64_t axis);
 
 /// The first token `program` neither signals nor waits for.
 int64_t firstFreeToken(rt_ir::ProgramOp program);

@@ -62,13 +62,6 @@ private:
     return launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
   }
 
-  bool isCollectiveOverAxis(rtir::LaunchOp launch) {
-    const rt::KernelSignature *signature =
-        rt::lookupKernel(std::string_view(launch.getKernel()));
-    return signature && rt::isCollectiveKernel(signature->kernel) &&
-           isOverAxis(launch);
-  }
-
   int64_t tokenOf(rtir::LaunchOp launch, int64_t &nextToken) {
     if (!launch.getToken())
       launch.setTokenAttr(b.getI64IntegerAttr(nextToken++));
@@ -100,7 +93,7 @@ private:
         producer |= writesInput;
         continue;
       }
-      if ((writesInput || isCollectiveOverAxis(launch)) &&
+      if ((writesInput || isCollectiveOverAxis(launch, axis)) &&
           sideStreams.insert(stream).second)
         waits.push_back(tokenOf(launch, nextToken));
       producer |= writesInput;
@@ -112,7 +105,7 @@ private:
     permute.setTokenAttr(b.getI64IntegerAttr(token));
     joinLater(permute, access, token, abi::kContextParallelStream, {}, buffers,
               [&](rtir::LaunchOp launch) {
-                return isCollectiveOverAxis(launch);
+                return isCollectiveOverAxis(launch, axis);
               });
   }
 

@@ -71,13 +71,6 @@ private:
     return buffers.accessOf(launch);
   }
 
-  bool isCollectiveOverAxis(rtir::LaunchOp launch) {
-    StringRef kernel = launch.getKernel();
-    return (kernel == "all_reduce_sum" || kernel == "reduce_scatter_sum" ||
-            kernel == "all_gather") &&
-           launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
-  }
-
   /// An out-of-place all-reduce or reduce-scatter (sequence parallelism's)
   /// over tp of a temporary on the compute stream, ordered by program
   /// order alone.
@@ -267,7 +260,7 @@ private:
                  std::initializer_list<int64_t> skip) {
     mlt::joinLater(after, moved, token, abi::kTensorParallelStream, skip,
                    buffers, [&](rtir::LaunchOp launch) {
-                     return isCollectiveOverAxis(launch);
+                     return isCollectiveOverAxis(launch, axis);
                    });
   }
 
@@ -318,7 +311,7 @@ private:
       const LaunchAccess access = accessOf(launch);
       if (!producer && access.writes.contains(input))
         producer = launch;
-      if (isCollectiveOverAxis(launch) || launch.getStreamIndex() != 0 ||
+      if (isCollectiveOverAxis(launch, axis) || launch.getStreamIndex() != 0 ||
           !launch.getWaits().empty()) {
         unwalked = i;
         break;

@@ -9,8 +9,10 @@
 // by the blocks of the buffers naming it, or where segments of parameter
 // buffers hold it (a partitioned optimizer's slices), by those segments,
 // replicas counted once; the layers' parameters are read alike (a launch
-// redirected to another weight of its shape is named); and the plan's HF
-// config.json describes the model the plan trains (ModelConfig.h).
+// redirected to another weight of its shape is named); the positions that
+// rope and attention read are those of the tokens fed (SequenceCheck.cpp);
+// and the plan's HF config.json describes the model the plan trains
+// (ModelConfig.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -933,86 +935,6 @@ Status verifyModelConfig(
   return Status::ok();
 }
 
-} // namespace
-
-namespace {
-
-/// The order the tokens are fed in (the model info's sequence_chunks)
-/// against the positions the rope and attention launches read: a sequence
-/// split over a context axis of G ranks is fed in the load-balanced order of
-/// 2G chunks, and a load-balanced sequence has no launch that counts its
-/// rows in natural order, but an attention whose queries and keys a
-/// reorder_sequence, or an all_to_all into the natural order, put in natural
-/// order (the all-to-all exchange's).
-/// (Either mismatch trains a model whose positions are scrambled, which no
-/// loss would show at once.)
-Status verifySequenceOrder(const Plan &plan) {
-  const int64_t chunks = plan.model.sequenceChunks;
-  for (const RankPlan &rank : plan.ranks) {
-    // The buffers a reorder_sequence or an all_to_all writes in natural
-    // order from the plan's load-balanced one.
-    std::set<uint32_t> natural;
-    for (const ProgramDesc &program : rank.programs)
-      for (const InstructionDesc &inst : program.instructions)
-        if (inst.kernel == Kernel::ReorderSequence) {
-          using A = attrs::ReorderSequence;
-          const KernelAttrs<A> a(inst);
-          if (a[A::to_natural] == 1 && 2 * a[A::ranks] == chunks)
-            natural.insert(inst.outputs[0]);
-        } else if (inst.kernel == Kernel::AllToAll) {
-          const CollectiveAttrs a = collectiveAttrs(inst);
-          if (a.order == int64_t(BlockOrder::ToNatural) && a.axis >= 0 &&
-              size_t(a.axis) < plan.mesh.size() &&
-              2 * int64_t(plan.mesh[size_t(a.axis)].size) == chunks)
-            natural.insert(inst.outputs[0]);
-        }
-    auto reordered = [&](const InstructionDesc &inst) {
-      if (inst.kernel == Kernel::Rope)
-        return false;
-      // attention_fwd's q and k, the backward's (after dout).
-      const size_t q = inst.kernel == Kernel::AttentionFwd ? 0 : 1;
-      return natural.count(inst.inputs[q]) && natural.count(inst.inputs[q + 1]);
-    };
-    for (const ProgramDesc &program : rank.programs)
-      for (size_t i = 0; i < program.instructions.size(); ++i) {
-        const InstructionDesc &inst = program.instructions[i];
-        if (inst.kernel != Kernel::Rope && inst.kernel != Kernel::AttentionFwd &&
-            inst.kernel != Kernel::AttentionBwd &&
-            inst.kernel != Kernel::AttentionBwdRope)
-          continue;
-        const int64_t axis = contextAxis(inst);
-        auto fail = [&](auto &&...parts) {
-          return errorf("rank ", rank.rank, ": program '", program.name,
-                        "' instruction ", i, " (", kernelName(inst.kernel),
-                        ") ", parts...);
-        };
-        // (The plan verifier checked the axis against the mesh.)
-        const int64_t want =
-            axis >= 0 && size_t(axis) < plan.mesh.size()
-                ? 2 * int64_t(plan.mesh[size_t(axis)].size)
-                : 0;
-        if (want != chunks && !(axis < 0 && reordered(inst)))
-          return axis >= 0
-                     ? fail("reads positions of a sequence split over mesh "
-                            "axis '", plan.mesh[size_t(axis)].name,
-                            "' in the load-balanced order of ", want,
-                            " chunks, but the plan feeds the tokens ",
-                            chunks ? "in " + std::to_string(chunks) +
-                                         " chunks"
-                                   : std::string("in natural order"))
-                     : fail("counts positions in natural order, but the "
-                            "plan feeds the tokens in the load-balanced "
-                            "order of ", chunks, " chunks",
-                            inst.kernel == Kernel::Rope
-                                ? ""
-                                : " (and no reorder_sequence or all_to_all "
-                                  "put its queries and keys in natural "
-                                  "order)");
-      }
-  }
-  return Status::ok();
-}
-
 /// "model.layers.{}.mlp.up_proj.weight": a parameter's role, its name
 /// with its layer's number taken out; "" for one outside the layers.
 std::string layerRole(const std::string &name, int64_t &layer) {
@@ -1217,6 +1139,7 @@ Status mlt::rt::verifyTrainingContract(const Plan &plan) {
                                           "rank " + std::to_string(rank.rank));
   }
   MLT_RETURN_IF_ERROR(verifySequenceOrder(plan));
+  MLT_RETURN_IF_ERROR(verifyRingSteps(plan));
   MLT_RETURN_IF_ERROR(verifyParameterReads(plan));
   return verifyModelConfig(plan, shapes);
 }

@@ -54,6 +54,13 @@ inline int64_t meshCoordinate(const std::vector<MeshAxis> &mesh, uint32_t rank,
   return (int64_t(rank) / meshStride(mesh, axis)) % mesh[axis].size;
 }
 
+/// The training contract's checks of positions (SequenceCheck.cpp): the
+/// order the tokens are fed in against what each rope and attention launch
+/// counts; and that each ring step attends over the key/value block its
+/// ring_step names, as the collective permutes that brought it say.
+Status verifySequenceOrder(const Plan &plan);
+Status verifyRingSteps(const Plan &plan);
+
 /// One collective launch as the members of its group must agree on it.
 inline CollectiveCall collectiveCall(const RankPlan &rank,
                                      const InstructionDesc &inst) {

@@ -10,8 +10,9 @@
 #   - llama-ref-a (f32) on two GPUs at --cp 2 with each --cp-comm against
 #     HF's training (the fixture's tolerances) and the one-GPU run;
 #   - Llama-3.2-1B at 32,768 tokens (bf16, one sequence a step): one GPU,
-#     and cp 2 with ZeRO-1 over cp under each exchange, on the same random
-#     tokens, their losses and tokens/s.
+#     and cp 2 with ZeRO-1 over cp under each exchange, and the all-to-all
+#     with ZeRO-2 reducing bf16 gradients, on the same random tokens, their
+#     losses and tokens/s.
 #
 #   bash bench/cp_exchange_gpu.sh pack DIR   # here: the runtime, the plans
 #   bash DIR/cp_exchange_gpu.sh              # on the GPU machine
@@ -50,6 +51,7 @@ if [[ "${1:-}" == pack ]]; then
   long_plan l1b-cp2z1 --cp 2 --zero 1
   long_plan l1b-cp2z1-a2a --cp 2 --zero 1 --cp-comm a2a
   long_plan l1b-cp2z1-ring --cp 2 --zero 1 --cp-comm ring
+  long_plan l1b-cp2z2-a2a-bf16 --cp 2 --zero 2 --grad-reduce-dtype bf16 --cp-comm a2a
   packed "$dir" "$0"
   exit 0
 fi
@@ -105,17 +107,19 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
   long_run l1b-cp2z1 $mpirun -np 2
   long_run l1b-cp2z1-a2a $mpirun -np 2
   long_run l1b-cp2z1-ring $mpirun -np 2
+  long_run l1b-cp2z2-a2a-bf16 $mpirun -np 2
   python3 - "$out" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 rows = {n: [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
-        for n in ("l1b-one", "l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring")}
+        for n in ("l1b-one", "l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring",
+                  "l1b-cp2z2-a2a-bf16")}
 speed = {n: statistics.median(x["tokens_per_s"] for x in r[2:]) for n, r in rows.items()}
 for n, r in rows.items():
     print(f"{n}: losses", " ".join(f"{x['loss']:.4f}" for x in r),
           f"median tokens/s (steps 3-8) {speed[n]:.0f}",
           f"({speed[n] / speed['l1b-one']:.3f}x one GPU)")
-for n in ("l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring"):
+for n in ("l1b-cp2z1", "l1b-cp2z1-a2a", "l1b-cp2z1-ring", "l1b-cp2z2-a2a-bf16"):
     print(f"{n}: largest loss difference from one GPU",
           max(abs(a["loss"] - b["loss"]) for a, b in zip(rows["l1b-one"], rows[n])))
 PY

@@ -215,7 +215,7 @@ if [[ "$1" == bench7b ]]; then
     b32) plans="l7-b32-dp2-z2-rc-f32 l7-b32-dp2-z2-rc-bf16" ;;
     s4096) plans="l7s4096-b2-dp2-z2-rc" seq=4096 ;;
     # Tensor parallelism against the dp layout, 2 x 2048 a step (issue 33).
-    tp) plans="l7-b2-dp2-z2 l7-b2-tp2 l7-b2-tp2-sp l7-b2m2-tp2-sp" ;;
+    tp) plans="l7-b2-dp2-z2 l7-b2-dp2-z2-bf16r l7-b2-tp2 l7-b2-tp2-sp l7-b2m2-tp2-sp" ;;
     *) echo "gpu-multi: BENCH7B must be b2, b32, s4096 or tp" >&2; exit 2 ;;
   esac
   python3 tools/gpu_bench.py --mlt-run bin/mlt-run \

@@ -22,8 +22,9 @@ using namespace mlir;
 /// The passes on a lowered stage (or the whole model): the step's schedule,
 /// ZeRO, the overlap, grouped products, the optimizer's grouped launches,
 /// memory.
-static void addStepPasses(OpPassManager &pm, const mlt::Layout &layout) {
+static void addStepPasses(OpPassManager &pm, const mlt::TrainOptions &options) {
   using namespace mlt;
+  const Layout &layout = options.layout;
   // First: the products are quantized before the schedule and the overlap
   // place the step's launches, which then treat them as any other.
   if (layout.fp8) {
@@ -64,7 +65,7 @@ static void addStepPasses(OpPassManager &pm, const mlt::Layout &layout) {
   // After the products are grouped (a group of weight gradients moves as
   // one launch).
   if (layout.tp > 1 && layout.overlapTpComm)
-    pm.addPass(createMLTOverlapTpComm());
+    pm.addPass(createMLTOverlapTpComm(options.costs));
   if (layout.cp > 1 && layout.cpComm == ContextExchange::Ring)
     pm.addPass(createMLTOverlapCpComm());
   // After the overlap scheduling, which takes the gradient all-reduces out
@@ -150,10 +151,10 @@ void mlt::buildTrainPipeline(OpPassManager &top, const TrainOptions &options) {
   // one module per stage; the rest runs on those.
   if (layout.pp > 1 && layout.vp > 1) {
     top.addPass(createMLTMergeChunks());
-    addStepPasses(top.nest<ModuleOp>(), layout);
+    addStepPasses(top.nest<ModuleOp>(), options);
     return;
   }
-  addStepPasses(pm, layout);
+  addStepPasses(pm, options);
 }
 
 namespace {

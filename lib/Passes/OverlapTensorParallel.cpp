@@ -12,16 +12,19 @@
 
 #include "LaunchOrder.h"
 
+#include "mlt/Analysis/CollectiveMatmul.h"
 #include "mlt/Dialect/MLT/MLTDialect.h"
 #include "mlt/Dialect/MLT/MLTOps.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Layout/Layout.h"
 #include "mlt/Passes/Passes.h"
+#include "mlt/Plan/KernelInfo.h"
 #include "mlt/Plan/PlanFormat.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTOVERLAPTPCOMM
@@ -37,9 +40,12 @@ namespace {
 
 class Overlapper {
 public:
-  Overlapper(ModuleOp module, int64_t axis, int64_t axisSize)
+  /// `costs`: the calibration that decides each collective matmul (null:
+  /// every one is split).
+  Overlapper(ModuleOp module, int64_t axis, int64_t axisSize,
+             const cost::Calibration *costs)
       : module(module), b(module.getContext()), axis(axis),
-        axisSize(axisSize), buffers(module) {}
+        axisSize(axisSize), costs(costs), buffers(module) {}
 
   void run(rtir::ProgramOp program) {
     int64_t nextToken = firstFreeToken(program);
@@ -194,7 +200,8 @@ private:
     for (size_t i = at + 1;
          i < launches.size() && splitsRowsOf(launches[i], gathered); ++i)
       products.push_back(launches[i]);
-    if (products.empty() || nextToken + 2 > int64_t(abi::kPlanMaxTokens))
+    if (products.empty() || nextToken + 2 > int64_t(abi::kPlanMaxTokens) ||
+        !splitPays(gathered, products))
       return;
     // The gather waits for its input's producer (the nearest writer).
     rtir::LaunchOp producer;
@@ -250,6 +257,31 @@ private:
     // (Stream 0's first launch to touch it is the first other block's
     // product, which waits already.)
     joinLater(after, moved, token, {0});
+  }
+
+  /// Whether the collective matmul of the gather into `gathered` and
+  /// `products` is predicted faster than the gather and the products whole
+  /// (CollectiveMatmul.h); true without a calibration.
+  bool splitPays(StringRef gathered, ArrayRef<rtir::LaunchOp> products) {
+    if (!costs)
+      return true;
+    cost::GatheredProducts priced;
+    priced.groupSize = axisSize;
+    priced.gatheredBytes = double(buffers.lookup(gathered).getByteSize());
+    for (rtir::LaunchOp product : products) {
+      const abi::KernelSignature *signature =
+          abi::lookupKernel(std::string_view(product.getKernel()));
+      abi::InstructionDesc inst;
+      inst.kernel = signature->kernel;
+      inst.inputs.assign(product.getInputs().size(), 0);
+      inst.outputs.assign(product.getOutputs().size(), 0);
+      inst.ints.assign(product.getInts().begin(), product.getInts().end());
+      inst.floats.assign(product.getFloats().begin(),
+                         product.getFloats().end());
+      priced.products.push_back(
+          {product.getKernel().str(), abi::kernelFlops(inst)});
+    }
+    return cost::priceCollectiveMatmul(*costs, priced).pays();
   }
 
   /// Every launch after `after` of another stream than the tp stream (and
@@ -353,11 +385,16 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t axis, axisSize;
+  const cost::Calibration *costs;
   ModuleBuffers buffers;
 };
 
 struct OverlapTpCommPass
     : public mlt::impl::MLTOverlapTpCommBase<OverlapTpCommPass> {
+  using MLTOverlapTpCommBase::MLTOverlapTpCommBase;
+  explicit OverlapTpCommPass(std::shared_ptr<const cost::Calibration> given)
+      : costs(std::move(given)) {}
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto mesh = module->getAttrOfType<MeshAttr>(MLTDialect::getMeshAttrName());
@@ -365,10 +402,38 @@ struct OverlapTpCommPass
         mesh ? mesh.axisIndex(axisName(ParallelAxis::Tensor)) : -1;
     if (axis < 0 || mesh.getSizes()[axis] < 2)
       return;
-    Overlapper overlapper(module, axis, mesh.getSizes()[axis]);
+    if (!costs && !calibration.empty() && failed(readCalibration(module)))
+      return signalPassFailure();
+    Overlapper overlapper(module, axis, mesh.getSizes()[axis], costs.get());
     for (rtir::ProgramOp program : module.getOps<rtir::ProgramOp>())
       overlapper.run(program);
   }
+
+private:
+  /// The `calibration` option's file, parsed into `costs`.
+  LogicalResult readCalibration(ModuleOp module) {
+    auto fail = [&](const Twine &why) {
+      return module.emitError("mlt-overlap-tp-comm: calibration '")
+             << calibration << "': " << why;
+    };
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+        llvm::MemoryBuffer::getFile(calibration, /*IsText=*/true);
+    if (!file)
+      return fail(file.getError().message());
+    StatusOr<cost::Calibration> parsed =
+        cost::Calibration::parse((*file)->getBuffer().str());
+    if (!parsed)
+      return fail(parsed.status().message());
+    costs = std::make_shared<const cost::Calibration>(std::move(*parsed));
+    return success();
+  }
+
+  std::shared_ptr<const cost::Calibration> costs;
 };
 
 } // namespace
+
+std::unique_ptr<Pass>
+mlt::createMLTOverlapTpComm(std::shared_ptr<const cost::Calibration> costs) {
+  return std::make_unique<OverlapTpCommPass>(std::move(costs));
+}

@@ -6,9 +6,11 @@
 
 #include "mlt/Run/PlanSource.h"
 
+#include "mlt/Analysis/Calibration.h"
 #include "mlt/Layout/LayoutOptions.h"
 #include "mlt/Layout/LayoutRules.h"
 #include "mlt/Plan/MemoryReport.h"
+#include "mlt/Run/Prediction.h"
 #include "mlt/Support/FileKind.h"
 #include "mlt/Support/HFModelDirectory.h"
 
@@ -71,6 +73,21 @@ StatusOr<CompileOptions> compileOptionsOf(const RunOptions &o,
   if (o.device == "cuda")
     compile.target = MLT_CUDA_TARGET;
 #endif
+  // The costs the compiler's choices weigh: --calibration's, a device
+  // measured on its own plans. Not the built-in ones, which miss launches
+  // the choices turn on (the H200's prices a side-stream gather of 8 MiB,
+  // between its measured points, at 105 GB/s against 190 measured, and the
+  // collective matmuls it left whole ran 0.3-0.8% slower than all split:
+  // bench/RESULTS.md).
+  if (!o.calibration.empty()) {
+    StatusOr<std::optional<ChosenCalibration>> costs =
+        chooseCalibration(o.calibration, o.device, "");
+    if (!costs)
+      return costs.takeStatus();
+    if (*costs)
+      compile.costs = std::make_shared<const cost::Calibration>(
+          std::move((*costs)->calibration));
+  }
   return compile;
 }
 

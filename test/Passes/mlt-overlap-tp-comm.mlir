@@ -1,4 +1,12 @@
 // RUN: mlt-opt %s -split-input-file -mlt-overlap-tp-comm | FileCheck %s
+// The `calibration` option's file must be one (read where the module has a
+// tp axis): a missing file and one that is not a calibration are named.
+// RUN: not mlt-opt %s -split-input-file -mlt-overlap-tp-comm=calibration=%t.missing 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=MISSING
+// MISSING: error: mlt-overlap-tp-comm: calibration '{{.*}}.missing': {{[Nn]}}o such file or directory
+// RUN: not mlt-opt %s -split-input-file -mlt-overlap-tp-comm=calibration=%s 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=NOT-CALIBRATION
+// NOT-CALIBRATION: error: mlt-overlap-tp-comm: calibration '{{.*}}mlt-overlap-tp-comm.mlir': {{.+}}
 
 // Tests that the backward pass's all-reduce over tp of an input gradient
 // (@dx, the column-parallel products' partial sums) moves to stream 3,

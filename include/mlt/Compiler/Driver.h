@@ -14,10 +14,14 @@
 #include "mlt/Layout/LayoutRules.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mlt {
+namespace cost {
+struct Calibration;
+} // namespace cost
 namespace rt {
 struct Plan;
 } // namespace rt
@@ -43,6 +47,11 @@ struct TrainOptions {
   bool evaluation = false;
   /// Print the stage split with each stage's predicted share (stderr).
   bool printStageSplit = false;
+  /// The device costs that the compiler's choices weigh where it has one
+  /// (which collective matmuls mlt-overlap-tp-comm splits; mlt-run passes
+  /// --calibration's); none: the choices made without costs (every
+  /// collective matmul split).
+  std::shared_ptr<const cost::Calibration> costs;
 
   /// Sequences per micro-batch, over the data-parallel ranks (which share
   /// it).

@@ -15,6 +15,8 @@
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <memory>
+
 namespace mlt::rt_ir {
 class ProgramOp;
 } // namespace mlt::rt_ir
@@ -22,12 +24,20 @@ class ProgramOp;
 namespace mlt {
 
 class LlamaConfigAttr;
+namespace cost {
+struct Calibration;
+} // namespace cost
 
 #define GEN_PASS_DECL
 #include "mlt/Passes/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "mlt/Passes/Passes.h.inc"
+
+/// mlt-overlap-tp-comm deciding each collective matmul by `costs` (its
+/// `calibration` option names a file instead; null: every one is split).
+std::unique_ptr<mlir::Pass>
+createMLTOverlapTpComm(std::shared_ptr<const cost::Calibration> costs);
 
 /// The shape of the module's model (its `mlt.model` configuration) as the
 /// layout rule book reads it, with the forward ops of the mlt dialect that

@@ -1332,7 +1332,13 @@ def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
     block of the gathered buffer (`shard = "tp", shard_shift = k`: the block
     of coordinate c + k) into its rows. The smaller products round their
     sums in another order than the whole one: training agrees within
-    1e-5, not bit for bit.
+    1e-5, not bit for bit. With a calibration (the `calibration` option, or
+    mlt-run's `--calibration`: a device measured on its own plans), each
+    collective matmul is priced both ways
+    (mlt/Analysis/CollectiveMatmul.h: the gather exposed before the whole
+    products, against the gather beside the own block's products and
+    then G - 1 more launches of each, their launch gaps counted), and split
+    only where that is faster; without one, every one is split.
 
     Before and after:
     ```mlir
@@ -1345,6 +1351,11 @@ def MLTOverlapTpComm : Pass<"mlt-overlap-tp-comm", "::mlir::ModuleOp"> {
     mlt_rt.launch "matmul_group" [@t228, @t227, @t210, @t210] -> [@"grad:up", @"grad:gate"] ints [...]
     ```
   }];
+  let options = [
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "a calibration file (mlt-run --calibrate's) whose costs decide "
+           "each collective matmul; none: every one is split">
+  ];
 }
 
 def MLTPlanMemory : Pass<"mlt-plan-memory", "::mlir::ModuleOp"> {

@@ -216,7 +216,10 @@ Output:
                              for an H100); with one, a run states its
                              predicted step time before training and the
                              measured one after, and --trace draws the
-                             prediction beside the measured step
+                             prediction beside the measured step; compiling,
+                             its costs also decide which of sequence
+                             parallelism's collective matmuls are split
+                             (without it, every one is)
   --calibrate FILE           measure this device: time every launch of one
                              step (as --trace) on every rank, take each
                              kernel class's time against its work, fit the

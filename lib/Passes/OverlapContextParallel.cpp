@@ -42,7 +42,7 @@ public:
     SmallVector<rtir::LaunchOp> permutes;
     for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
       if (launch.getKernel() == "collective_permute" && launch.isPlain() &&
-          isOverAxis(launch))
+          isCollectiveOverAxis(launch, axis))
         permutes.push_back(launch);
     // Each permute may give tokens to the launches it follows (the compute
     // stream's, and one of each side stream's) and takes one.
@@ -58,10 +58,6 @@ public:
   }
 
 private:
-  bool isOverAxis(rtir::LaunchOp launch) {
-    return launch.getInts().size() >= 2 && launch.getInts()[1] == axis;
-  }
-
   int64_t tokenOf(rtir::LaunchOp launch, int64_t &nextToken) {
     if (!launch.getToken())
       launch.setTokenAttr(b.getI64IntegerAttr(nextToken++));

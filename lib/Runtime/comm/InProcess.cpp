@@ -504,7 +504,8 @@ Status InProcessCommunicator::runInGroup(Membership &member,
   case CollectiveKind::AllToAll: {
     // Half a block at a time: where member k's half h is taken from its
     // input (the block of this member, or a natural chunk) and where it
-    // lands in this member's output (block k, or a natural chunk).
+    // lands in this member's output (block k, or a natural chunk); every
+    // member's call has this order (they matched).
     const size_t half = call.count / 2 * elementBytes;
     const size_t whole = call.count * elementBytes;
     if (call.order == BlockOrder::Blocks) {
@@ -517,7 +518,7 @@ Status InProcessCommunicator::runInGroup(Membership &member,
     for (int k = 0; k < size; ++k)
       for (int h = 0; h < 2; ++h) {
         const size_t from =
-            slots[k].call.order == BlockOrder::FromNatural
+            call.order == BlockOrder::FromNatural
                 ? size_t(naturalChunkOfBlock(me, h, size)) * half
                 : me * whole + h * half;
         const size_t to = call.order == BlockOrder::ToNatural

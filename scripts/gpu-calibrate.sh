@@ -28,7 +28,13 @@
 # scaling kernels: amax, quantize_fp8).
 # Sequence parallelism (issue 33): 2 x 1024 and 1 x 2048 at tp=2 with
 # --sequence-parallel (its all-gathers, reduce-scatters and transposes),
-# checked at 4 x 2048 and 4 micro-batches of 1 x 2048.
+# checked at 4 x 2048 and 4 micro-batches of 1 x 2048. Its collective
+# matmuls (micro-batches of one sequence: each all-gather split beside the
+# products on the side stream): 1 x 512 and 1 x 1024 at tp=2 with
+# --sequence-parallel (side-stream gathers of 1 and 2 MiB a rank's block),
+# checked at 1 x 2048 (TinyLlama, 4 MiB) and on LLaMA-2-7B at 2 x 2048 a step
+# (l7-b2m2-tp2-sp: micro-batches of one sequence; l7-b2-tp2-sp: one
+# micro-batch of two, gathers whole).
 # Long sequences (issue 37): the Llama-3.2-1B shape at 32,768 tokens, on
 # one GPU and at cp 2 (attention at head dim 64 over the whole sequence and
 # over a context-parallel rank's block, whose curves the shorter plans'
@@ -47,8 +53,8 @@
 # a fresh file), so that a few plans can add to a built-in calibration.
 set -euo pipefail
 
-calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b2s1024-tp2-sp c-b1s2048-tp2-sp c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8 c-l1b-s32k c-l1b-s32k-cp2"}
-checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b4-tp2-sp tl-b4m4-tp2-sp tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16 l8b-s64k-cp2 l8b-s64k-cp2-pick"}
+calibrating=${CALIBRATING-"c-b2s1024 c-b8s512 c-b1s2048 c-b2s1024-tp2 c-b4s1024-tp2 c-b2s1024-tp2-sp c-b1s2048-tp2-sp c-b1s512-tp2-sp c-b1s1024-tp2-sp c-b8s1024-pp2 c-b8s1024-dp2 c-b8s1024-dp2-z1 c-b8s1024-dp2-z2 c-b2s1024-fp8 c-b8s512-fp8 c-b1s2048-fp8 c-l1b-s32k c-l1b-s32k-cp2"}
+checked=${CHECKED-"tl-b4 tl-b8-dp2 tl-b4-tp2 tl-b4-tp2-sp tl-b4m4-tp2-sp l7-b2m2-tp2-sp l7-b2-tp2-sp tl-b32-pp2 tl-b8-dp2-z1 tl-b8-dp2-z2 tl-b4-fp8 l7-b16-fp8 l7-b16 l8b-s64k-cp2 l8b-s64k-cp2-pick"}
 
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,6 +82,8 @@ if [[ "${1:-}" == pack ]]; then
   # (and, with 2 sequences a micro-batch, the transposes around them).
   tinyllama c-b2s1024-tp2-sp --batch 2 --seq-len 1024 --tp 2 --sequence-parallel
   tinyllama c-b1s2048-tp2-sp --batch 1 --seq-len 2048 --tp 2 --sequence-parallel
+  tinyllama c-b1s1024-tp2-sp --batch 1 --seq-len 1024 --tp 2 --sequence-parallel
+  tinyllama c-b1s512-tp2-sp --batch 1 --seq-len 512 --tp 2 --sequence-parallel
   tinyllama tl-b4-tp2-sp --batch 4 --seq-len 2048 --tp 2 --sequence-parallel
   tinyllama tl-b4m4-tp2-sp --batch 4 --microbatches 4 --seq-len 2048 --tp 2 \
     --sequence-parallel
@@ -93,6 +101,12 @@ if [[ "${1:-}" == pack ]]; then
     "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --device cuda --batch 16 \
       --microbatches 16 --seq-len 4096 --recompute swiglu $fp8 \
       --emit-plan "$dir"/plans/l7-b16${fp8:+-fp8}.mltplan 2>/dev/null
+  done
+  for tp in "l7-b2m2-tp2-sp --microbatches 2" "l7-b2-tp2-sp"; do
+    set -- $tp
+    name=$1; shift
+    "$compile" "$root"/models/llama/llama-2-7b.mlir --dtype bf16 --device cuda --batch 2 \
+      --seq-len 2048 --tp 2 --sequence-parallel "$@" --emit-plan "$dir"/plans/$name.mltplan 2>/dev/null
   done
   long() { # name, model, flags...
     local name=$1 model=$2; shift 2

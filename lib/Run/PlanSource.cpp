@@ -74,11 +74,11 @@ StatusOr<CompileOptions> compileOptionsOf(const RunOptions &o,
     compile.target = MLT_CUDA_TARGET;
 #endif
   // The costs the compiler's choices weigh: --calibration's, a device
-  // measured on its own plans. Not the built-in ones, which miss launches
-  // the choices turn on (the H200's prices a side-stream gather of 8 MiB,
-  // between its measured points, at 105 GB/s against 190 measured, and the
-  // collective matmuls it left whole ran 0.3-0.8% slower than all split:
-  // bench/RESULTS.md).
+  // measured on its own plans. Not the built-in ones by default: the
+  // collective matmuls the H200's left whole ran no faster than all split
+  // (0.3-0.8% slower before its side-stream gathers were measured at 1-4
+  // MiB, within 0.2% after: bench/RESULTS.md), so a default would change
+  // plans for nothing measured.
   if (!o.calibration.empty()) {
     StatusOr<std::optional<ChosenCalibration>> costs =
         chooseCalibration(o.calibration, o.device, "");

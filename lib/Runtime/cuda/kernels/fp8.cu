@@ -30,8 +30,9 @@ Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
     return Status::ok();
   constexpr int64_t W = Pack<T>::kWidth;
   const bool vec = isAligned16(x);
-  // About four packs a thread, at most 1024 blocks (the rest loop).
-  const int64_t perBlock = int64_t(kThreads) * W * 4;
+  // About kLoadsInFlight packs a thread, at most 1024 blocks (the rest
+  // loop).
+  const int64_t perBlock = int64_t(kThreads) * W * kLoadsInFlight;
   const int64_t blocks = (n + perBlock - 1) / perBlock;
   absMaxKernel<T>
       <<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0, stream>>>(

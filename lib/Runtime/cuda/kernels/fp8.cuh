@@ -39,6 +39,10 @@ inline constexpr int kThreads = 256;
 inline constexpr int kTileRows = 256, kTileCols = 128;
 /// Elements of one pack of the plain layout.
 inline constexpr int kPack = 8;
+/// 16-byte loads a thread of amax and of the plain quantization has in
+/// flight (issued together, then used): one a thread left these kernels at
+/// 2.0-2.6 TB/s of the H200's 4.8 (bench/RESULTS.md).
+inline constexpr int kLoadsInFlight = 4;
 
 #ifdef __CUDACC__
 
@@ -69,6 +73,13 @@ __device__ __forceinline__ unsigned absBits(float x) {
   return __float_as_uint(x) & 0x7FFFFFFFu;
 }
 
+/// Pack `i` of x through the read-only path.
+template <typename T>
+__device__ __forceinline__ Pack<T> loadPackNc(const T *x, int64_t i) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(x) + i);
+  return *reinterpret_cast<const Pack<T> *>(&raw);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     absMaxKernel(unsigned *amax, const T *x, int64_t n, bool vec) {
@@ -77,15 +88,27 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   int64_t tail = 0;
   if (vec) {
-    constexpr int W = Pack<T>::kWidth;
-    const Pack<T> *packs = reinterpret_cast<const Pack<T> *>(x);
-    for (int64_t i = first; i < n / W; i += stride) {
-      const Pack<T> p = packs[i];
+    constexpr int W = Pack<T>::kWidth, U = kLoadsInFlight;
+    const int64_t count = n / W;
+    int64_t i = first;
+    for (; i + (U - 1) * stride < count; i += U * stride) {
+      Pack<T> p[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        p[u] = loadPackNc(x, i + u * stride);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+          best = max(best, absBits(toCompute(p[u].v[e])));
+    }
+    for (; i < count; i += stride) {
+      const Pack<T> p = loadPackNc(x, i);
 #pragma unroll
       for (int e = 0; e < W; ++e)
         best = max(best, absBits(toCompute(p.v[e])));
     }
-    tail = n / W * W;
+    tail = count * W;
   }
   for (int64_t i = tail + first; i < n; i += stride)
     best = max(best, absBits(toCompute(x[i])));
@@ -140,14 +163,30 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   int64_t tail = 0;
   if (vec) {
-    for (int64_t i = first; i < n / kPack; i += stride) {
+    constexpr int U = kLoadsInFlight;
+    const int64_t count = n / kPack;
+    int64_t i = first;
+    for (; i + (U - 1) * stride < count; i += U * stride) {
+      float v[U][kPack];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        loadEight(v[u], x + (i + u * stride) * kPack);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        uint32_t out[2];
+        toFp8x8<E5M2>(out, v[u], scale);
+        reinterpret_cast<uint2 *>(q)[i + u * stride] =
+            make_uint2(out[0], out[1]);
+      }
+    }
+    for (; i < count; i += stride) {
       float v[kPack];
       loadEight(v, x + i * kPack);
       uint32_t out[2];
       toFp8x8<E5M2>(out, v, scale);
       reinterpret_cast<uint2 *>(q)[i] = make_uint2(out[0], out[1]);
     }
-    tail = n / kPack * kPack;
+    tail = count * kPack;
   }
   for (int64_t i = tail + first; i < n; i += stride)
     q[i] = toFp8<E5M2>(rnMul(toCompute(x[i]), scale));

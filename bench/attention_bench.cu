@@ -225,9 +225,10 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   const dim3 dqGrid((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b);
   const double tDq = medianMs([&] {
     if constexpr (WG)
-      tc::attentionBwdDqWgKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
+      tc::attentionBwdDqWgKernel<Dq><<<dqGrid, Dq::kThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p, negLse2,
-          delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2);
+          delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2,
+          tc::RopeEpilogue{});
     else
       tc::attentionBwdDqTcKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta, s.s, s.hq,
@@ -243,10 +244,10 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
         CHECK_CUDA(cudaMemsetAsync(P.counters(), 0, Problem::counterBytes(s)));
       }
       tc::attentionBwdDkDvWgKernel<DkDv>
-          <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
+          <<<dkdvGrid, DkDv::kThreads, DkDv::kShared>>>(
               P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
               negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
-              scaleLog2, P.counters());
+              scaleLog2, P.counters(), tc::RopeEpilogue{});
     } else {
       tc::attentionBwdDkDvTcKernel<DkDv>
           <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
@@ -403,6 +404,16 @@ void headDim64Variants(Problem &P, int parts) {
                                                     "= / dkdv BR128 m1", true);
   benchBwd<WgDqConfig<64, 128, 1>, WgDkDvConfig<64, 128, 1>, true>(
       P, parts, "dq BC128 m1 / dkdv BR128 m1", true);
+  // Two warpgroups a block sharing the other operand's tiles (BR 128 in
+  // the forward and dq, BC 128 in dk/dv): half the tile loads.
+  benchFwd<WgFwdConfig<64, 64, 2, false, 0, 2>, true>(P, "wgmma fwd 2WG BC64 minB2");
+  benchFwd<WgFwdConfig<64, 128, 1, false, 0, 2>, true>(P, "wgmma fwd 2WG BC128 minB1");
+  benchBwd<WgDqConfig<64, 64, 1, true, 2>, WgDkDvConfig<64, 128, 1>, true>(
+      P, parts, "dq 2WG m1 / dkdv BR128 m1", true);
+  benchBwd<WgDqConfig<64, 64, 1, true, 2>, WgDkDvConfig<64, 64, 1, true, 2>,
+           true>(P, parts, "dq 2WG m1 / dkdv 2WG BR64 m1", true);
+  benchBwd<WgDqConfig<64, 64, 1, true, 2>, WgDkDvConfig<64, 128, 1, true, 2>,
+           true>(P, parts, "dq 2WG m1 / dkdv 2WG BR128 m1", true);
 }
 
 } // namespace
@@ -444,6 +455,14 @@ int main(int argc, char **argv) {
              true>(*P, 1, "wgmma v4 (delta kernel)", true);
     benchBwd<WgDqConfig<128, 64, 2, false>, WgDkDvConfig<128, 64, 2, false>,
              true>(*P, 1, "wgmma v4, minB 2", true);
+    // Two warpgroups a block sharing the K/V (dq) or Q/dO (dk/dv) tiles.
+    benchFwd<WgFwdConfig<128, 64, 1, false, 0, 2>, true>(*P, "wgmma fwd 2WG BC64 minB1");
+    benchFwd<WgFwdConfig<128, 128, 1, false, 0, 2>, true>(*P, "wgmma fwd 2WG BC128 minB1");
+    benchBwd<WgDqConfig<128, 64, 1, false, 2>, WgDkDvConfig<128, 64, 1, false>,
+             true>(*P, 1, "dq 2WG / dkdv v4", true);
+    benchBwd<WgDqConfig<128, 64, 1, false, 2>,
+             WgDkDvConfig<128, 64, 1, false, 2>, true>(
+        *P, 1, "dq 2WG / dkdv 2WG BR64", true);
     delete P;
   }
   {

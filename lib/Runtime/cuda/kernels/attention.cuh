@@ -27,6 +27,15 @@ namespace tc {
 
 /// Queues the bf16 forward with configuration Cfg (after raising the
 /// kernel's dynamic shared-memory limit). Shapes were checked by the caller.
+/// Threads of a block of Cfg's kernel: the wgmma configurations say (one
+/// or two warpgroups), the mma.sync kernels take kTcThreads.
+template <class Cfg, bool WG> constexpr int blockThreads() {
+  if constexpr (WG)
+    return Cfg::kThreads;
+  else
+    return kTcThreads;
+}
+
 template <class Cfg, bool WG = false>
 cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
                            const bf16 *k, const bf16 *v, int batch, int seq,
@@ -44,7 +53,7 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
     return err;
   const dim3 grid(unsigned((seq + Cfg::BR - 1) / Cfg::BR), unsigned(qHeads),
                   unsigned(batch));
-  kernel<<<grid, kTcThreads, Cfg::kShared, stream>>>(
+  kernel<<<grid, blockThreads<Cfg, WG>(), Cfg::kShared, stream>>>(
       out, lse, q, k, v, seq, qHeads, kvHeads, causal,
       scale * 1.4426950408889634f);
   return cudaGetLastError();
@@ -115,7 +124,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                int(DqCfg::kShared));
     if (err == cudaSuccess)
       attentionBwdDqWgKernel<DqCfg>
-          <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
+          <<<dqGrid, DqCfg::kThreads, DqCfg::kShared, stream>>>(
               dq, dout, q, k, v, out, lse, negLse2, delta, partCounters, seq,
               qHeads, kvHeads, causal, scale, scaleLog2, rope);
   } else {
@@ -139,7 +148,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                int(DkDvCfg::kShared));
     if (err == cudaSuccess)
       attentionBwdDkDvWgKernel<DkDvCfg>
-          <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
+          <<<dkdvGrid, DkDvCfg::kThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq,
               qHeads, kvHeads, parts, causal, scale, scaleLog2, partCounters,
               rope);

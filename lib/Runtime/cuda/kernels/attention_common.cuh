@@ -169,8 +169,10 @@ __device__ __forceinline__ uint32_t fragAddrB(uint32_t tile, int n0, int ks,
 /// share one swizzle and their shared-memory offsets differ by constants:
 /// a tile costs a few integer instructions per 16-byte copy.
 /// WG: the tile is in the wgmma layout (wgTileOffset<ROWS>) instead.
-template <int D, int ROWS, bool WG = false> struct TileCopy {
-  static constexpr int kChunks = D / 8, kRowStep = kTcThreads / kChunks;
+/// THREADS: the block's threads (all of them copy).
+template <int D, int ROWS, bool WG = false, int THREADS = kTcThreads>
+struct TileCopy {
+  static constexpr int kChunks = D / 8, kRowStep = THREADS / kChunks;
   static constexpr int kIters = ROWS / kRowStep;
   static_assert(ROWS % kRowStep == 0 && kRowStep % 8 == 0, "whole tiles");
   /// Bytes between rows i and i + kRowStep of the tile.

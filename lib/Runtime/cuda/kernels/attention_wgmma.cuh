@@ -39,8 +39,16 @@
 //   of a key tile's part blocks to arrive (a counter per key tile, zeroed
 //   by the dq kernel) sums all parts in part order: the sum does not
 //   depend on which block came last, so results stay bit-reproducible.
+// - WGS (every configuration; 1 in production): a block of WGS warpgroups,
+//   each owning 64 rows (forward, dq) or keys (dk/dv) of the block's tile,
+//   all of them loading the shared operand's tiles (K/V, or Q/dO) once for
+//   the block. Each warpgroup decides alone which tiles it masks or skips;
+//   the block's barriers are passed by all. With 2, the two warpgroups wait
+//   for each other at every tile: measured slower than two blocks of one
+//   (bench/attention-notes.md, v7), whose warpgroups drift apart.
 // Results are bit-reproducible like those of the mma.sync kernels (same
-// fixed orders, no atomics), but not bit-identical to them.
+// fixed orders, no atomics), but not bit-identical to them. A warpgroup's
+// results do not depend on WGS.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,11 +72,15 @@ namespace tc {
 /// key columns tiles are computed on the FMA pipes (exp2Poly) instead of
 /// the special-function unit, which at head_dim 64 needs as long per tile
 /// as the tensor cores (FlashAttention-4's offload).
-template <int D_, int BC_, int MINB_, bool PIPE_ = false, int POLY_ = 0>
+template <int D_, int BC_, int MINB_, bool PIPE_ = false, int POLY_ = 0,
+          int WGS_ = 1>
 struct WgFwdConfig {
-  static constexpr int D = D_, BC = BC_, MINB = MINB_, BR = 64;
+  static constexpr int D = D_, BC = BC_, MINB = MINB_, WGS = WGS_;
+  static constexpr int BR = 64 * WGS, kThreads = kTcThreads * WGS;
   static constexpr bool PIPE = PIPE_;
   static constexpr int POLY = POLY_;
+  static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
+  static_assert(!(PIPE && WGS > 1), "the overlap takes one warpgroup");
   /// The tiles, plus 1024 bytes to align them.
   static constexpr size_t kShared = size_t(BR + 4 * BC) * D * 2 + 1024;
 };
@@ -78,9 +90,12 @@ struct WgFwdConfig {
 /// dout and out tiles, negLse2 from lse) and writes them for the dk/dv
 /// kernel, in place of attentionDeltaTcKernel, and zeroes the dk/dv
 /// kernel's part counters; it then also reads an out tile.
-template <int D_, int BC_, int MINB_, bool FUSED_ = true> struct WgDqConfig {
-  static constexpr int D = D_, BC = BC_, MINB = MINB_, BR = 64;
+template <int D_, int BC_, int MINB_, bool FUSED_ = true, int WGS_ = 1>
+struct WgDqConfig {
+  static constexpr int D = D_, BC = BC_, MINB = MINB_, WGS = WGS_;
+  static constexpr int BR = 64 * WGS, kThreads = kTcThreads * WGS;
   static constexpr bool FUSED = FUSED_;
+  static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static constexpr size_t kShared =
       size_t((FUSED ? 3 : 2) * BR + 4 * BC) * D * 2 +
       (FUSED ? 2 * BR * sizeof(float) : 0) + 1024;
@@ -91,14 +106,20 @@ template <int D_, int BC_, int MINB_, bool FUSED_ = true> struct WgDqConfig {
 /// f32 partials (in part order) into bf16 dk and dv, in place of
 /// attentionDkDvReduceTcKernel; needs the part counters zeroed (by a FUSED
 /// dq kernel).
-template <int D_, int BR_, int MINB_, bool REDUCE_ = true>
+template <int D_, int BR_, int MINB_, bool REDUCE_ = true, int WGS_ = 1>
 struct WgDkDvConfig {
-  static constexpr int D = D_, BR = BR_, MINB = MINB_, BC = 64;
+  static constexpr int D = D_, BR = BR_, MINB = MINB_, WGS = WGS_;
+  static constexpr int BC = 64 * WGS, kThreads = kTcThreads * WGS;
   static constexpr bool REDUCE = REDUCE_;
+  static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static constexpr size_t kShared =
       size_t(2 * BC + 4 * BR) * D * 2 + 4 * BR * sizeof(float) + 1024;
 };
 
+
+/// Keys per part counter of the dk/dv kernels' in-kernel reduction (a
+/// block of BC keys uses its first one; the fused dq kernel zeroes them).
+inline constexpr int kPartCounterRows = 64;
 
 /// 1 in the device pass that may emit wgmma (sm_90a); the wgmma kernels
 /// compile to a trap in any other device pass.
@@ -240,7 +261,7 @@ struct WgShared {
 /// Forward on wgmma: one block per (query tile of 64 rows, query head,
 /// batch); attentionFwdTcKernel's algorithm.
 template <class Cfg>
-__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
     attentionFwdWgKernel(bf16 *__restrict__ out, float *__restrict__ lse,
                          const bf16 *__restrict__ q,
                          const bf16 *__restrict__ k,
@@ -267,10 +288,12 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 
   const int kEnd = causal ? min(seq, q0 + BR) : seq;
   const int nKT = (kEnd + BC - 1) / BC;
-  const TileCopy<D, BR, true> copyQ(qStride);
-  const TileCopy<D, BC, true> copyKV(kvStride);
+  const TileCopy<D, BR, true, Cfg::kThreads> copyQ(qStride);
+  const TileCopy<D, BC, true, Cfg::kThreads> copyKV(kvStride);
   copyQ(sQ, q + qOffset, q0, seq);
   copyKV(sK, kBase, 0, seq);
+  // This warpgroup's 64 rows of the block's BR.
+  const int wgRow0 = q0 + 64 * (warp / 4);
 
   const bool negate = scaleLog2 < 0.f;
   const float c = fmaxf(fabsf(scaleLog2), 1e-30f);
@@ -400,11 +423,14 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
           qf[ks][x] ^= 0x80008000u;
     }
   };
-  // Block-uniform (wgmma): masks in every tile that crosses the block's
-  // diagonal or the sequence end.
+  // Warpgroup-uniform (wgmma): masks in every tile that crosses the
+  // warpgroup's diagonal or the sequence end; with two warpgroups, the
+  // first skips the tiles wholly above its diagonal (their keys follow all
+  // its rows) while the second computes them.
   auto needsMask = [&](int k0) {
-    return k0 + BC > seq || (causal && k0 + BC - 1 > q0);
+    return k0 + BC > seq || (causal && k0 + BC - 1 > wgRow0);
   };
+  auto seesTile = [&](int k0) { return !causal || k0 <= wgRow0 + 63; };
 
   if constexpr (!Cfg::PIPE) {
     copyKV(sV, vBase, 0, seq);
@@ -422,20 +448,22 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       if (kt == 0)
         loadQ();
       const int k0 = kt * BC;
-      issueS(s, sK + bufOff);
-      wgWait();
-      wgKeep(s);
-      bool rescale;
-      if (needsMask(k0))
-        rescale = softmax(k0, std::true_type());
-      else
-        rescale = softmax(k0, std::false_type());
-      if (rescale)
-        scaleO(alpha);
-      pack(pa, s);
-      issuePV(pa, sV + bufOff);
-      wgWait();
-      wgKeep(o[0]);
+      if (seesTile(k0)) {
+        issueS(s, sK + bufOff);
+        wgWait();
+        wgKeep(s);
+        bool rescale;
+        if (needsMask(k0))
+          rescale = softmax(k0, std::true_type());
+        else
+          rescale = softmax(k0, std::false_type());
+        if (rescale)
+          scaleO(alpha);
+        pack(pa, s);
+        issuePV(pa, sV + bufOff);
+        wgWait();
+        wgKeep(o[0]);
+      }
       __syncthreads();
     }
   } else {
@@ -512,7 +540,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 /// attentionBwdDqTcKernel's algorithm. At head_dim 128 the q and dout
 /// operands are read from shared memory (registers go to the accumulators).
 template <class Cfg>
-__global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB) attentionBwdDqWgKernel(
     bf16 *__restrict__ dq, const bf16 *__restrict__ dout,
     const bf16 *__restrict__ q, const bf16 *__restrict__ k,
     const bf16 *__restrict__ v, const bf16 *__restrict__ out,
@@ -547,8 +575,11 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
 
   const int kEnd = causal ? min(seq, q0 + BR) : seq;
   const int nKT = (kEnd + BC - 1) / BC;
-  const TileCopy<D, BR, true> copyQ(qStride);
-  const TileCopy<D, BC, true> copyKV(kvStride);
+  const TileCopy<D, BR, true, Cfg::kThreads> copyQ(qStride);
+  const TileCopy<D, BC, true, Cfg::kThreads> copyKV(kvStride);
+  // This warpgroup's 64 rows of the block's BR (its A operands at row
+  // 64 wg of the q and dout tiles).
+  const int wg = warp / 4, wgRow0 = q0 + 64 * wg;
   copyQ(sQ, q + qOffset, q0, seq);
   copyQ(sdO, dout + qOffset, q0, seq);
   copyKV(sK, kBase, 0, seq);
@@ -561,11 +592,14 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
   const int warpFirst = q0 + warpRow0;
   float nl2[2], dlt[2];
   if constexpr (Cfg::FUSED) {
-    static_assert(kTcThreads == 2 * BR, "two threads per row");
-    // The key tiles of the dk/dv kernel are as many as the query tiles
-    // here (both 64 rows): blocks of the first kvHeads heads zero them.
-    if (threadIdx.x == 0 && h < kvHeads)
-      partCounters[(int64_t(b) * kvHeads + h) * nQT + qt] = 0;
+    static_assert(Cfg::kThreads == 2 * BR, "two threads per row");
+    // The dk/dv kernel's counters, one per 64 keys (kPartCounterRows):
+    // blocks of the first kvHeads heads zero those of their rows.
+    const int nCounters = (seq + kPartCounterRows - 1) / kPartCounterRows;
+    const int counter = q0 / kPartCounterRows + int(threadIdx.x);
+    if (threadIdx.x < BR / kPartCounterRows && h < kvHeads &&
+        counter < nCounters)
+      partCounters[(int64_t(b) * kvHeads + h) * nCounters + counter] = 0;
     // delta of row r = threadIdx.x / 2 from half the row per thread: the
     // tiles in shared memory, zero past seq.
     cpAsyncWait<0>();
@@ -640,9 +674,9 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
           wgmmaRS<0>(cols64(dp, nb), gf[ks], dV + wgKOff<BC>(64 * nb, ks),
                      ks > 0);
         } else {
-          wgmmaSS<0>(cols64(s, nb), dQ + wgKOff<BR>(0, ks),
+          wgmmaSS<0>(cols64(s, nb), dQ + wgKOff<BR>(64 * wg, ks),
                      dK + wgKOff<BC>(64 * nb, ks), ks > 0);
-          wgmmaSS<0>(cols64(dp, nb), ddO + wgKOff<BR>(0, ks),
+          wgmmaSS<0>(cols64(dp, nb), ddO + wgKOff<BR>(64 * wg, ks),
                      dV + wgKOff<BC>(64 * nb, ks), ks > 0);
         }
       }
@@ -707,10 +741,13 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
       }
     }
     const int k0 = kt * BC;
-    if (k0 + BC > seq || (causal && k0 + BC - 1 > q0))
-      keyTile(sK + bufOff, sV + bufOff, k0, std::true_type());
-    else
-      keyTile(sK + bufOff, sV + bufOff, k0, std::false_type());
+    // Warpgroup-uniform, as in the forward.
+    if (!causal || k0 <= wgRow0 + 63) {
+      if (k0 + BC > seq || (causal && k0 + BC - 1 > wgRow0))
+        keyTile(sK + bufOff, sV + bufOff, k0, std::true_type());
+      else
+        keyTile(sK + bufOff, sV + bufOff, k0, std::false_type());
+    }
     __syncthreads();
   }
 
@@ -736,7 +773,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB) attentionBwdDqWgKernel(
 /// v operands stay in registers for the whole block; at 128 they are read
 /// from shared memory.
 template <class Cfg>
-__global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
     attentionBwdDkDvWgKernel(
         bf16 *__restrict__ dk, bf16 *__restrict__ dv,
         float *__restrict__ dkPart, float *__restrict__ dvPart,
@@ -775,8 +812,9 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
   const int nQT = (seq + BR - 1) / BR;
   const int qtStart = causal ? k0 / BR : 0;
   const int nIter = perPart * (nQT - qtStart);
-  const TileCopy<D, BC, true> copyKV(kvStride);
-  const TileCopy<D, BR, true> copyQ(qStride);
+  const TileCopy<D, BC, true, Cfg::kThreads> copyKV(kvStride);
+  const TileCopy<D, BR, true, Cfg::kThreads> copyQ(qStride);
+  constexpr int kThreads = Cfg::kThreads;
 
   int ldH = h0, ldQt = qtStart;
   const uint32_t statAddress = sharedAddress(sStat + threadIdx.x);
@@ -786,13 +824,13 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     copyQ(sQ + off, qBatch + ldH * D, q0, seq);
     copyQ(sdO + off, gBatch + ldH * D, q0, seq);
 #pragma unroll
-    for (int i = 0; i < (2 * BR + kTcThreads - 1) / kTcThreads; ++i) {
-      const int t = threadIdx.x + i * kTcThreads;
-      if (2 * BR % kTcThreads == 0 || t < 2 * BR) {
+    for (int i = 0; i < (2 * BR + kThreads - 1) / kThreads; ++i) {
+      const int t = threadIdx.x + i * kThreads;
+      if (2 * BR % kThreads == 0 || t < 2 * BR) {
         const int r = t % BR;
         const float *src =
             (t < BR ? lseBatch : deltaBatch) + int64_t(ldH) * seq + q0 + r;
-        cpAsync4(statAddress + (buf * 2 * BR + i * kTcThreads) * 4, src,
+        cpAsync4(statAddress + (buf * 2 * BR + i * kThreads) * 4, src,
                  q0 + r < seq);
       }
     }
@@ -809,6 +847,9 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 
   const int warpKey0 = warp * 16;
   const int warpFirst = k0 + warpKey0;
+  // This warpgroup's 64 keys of the block's BC (its A operands at row 64 wg
+  // of the k and v tiles).
+  const int wg = warp / 4, wgKey0 = k0 + 64 * wg;
   float dkAcc[1][OT][4], dvAcc[1][OT][4];
 #pragma unroll
   for (int nt = 0; nt < OT; ++nt)
@@ -841,9 +882,9 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
           wgmmaRS<0>(cols64(dp, nb), vf[ks], ddO + wgKOff<BR>(64 * nb, ks),
                      ks > 0);
         } else {
-          wgmmaSS<0>(cols64(s, nb), dKd + wgKOff<BC>(0, ks),
+          wgmmaSS<0>(cols64(s, nb), dKd + wgKOff<BC>(64 * wg, ks),
                      dQ + wgKOff<BR>(64 * nb, ks), ks > 0);
-          wgmmaSS<0>(cols64(dp, nb), dVd + wgKOff<BC>(0, ks),
+          wgmmaSS<0>(cols64(dp, nb), dVd + wgKOff<BC>(64 * wg, ks),
                      ddO + wgKOff<BR>(64 * nb, ks), ks > 0);
         }
       }
@@ -919,12 +960,14 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
       }
     }
     const int q0 = qt * BR;
-    // Block-uniform (wgmma): a query tile entirely before the key tile is
-    // skipped, one that crosses it or the sequence end is masked.
-    if (!(causal && q0 + BR - 1 < k0)) {
+    // Warpgroup-uniform (wgmma): a query tile entirely before the
+    // warpgroup's keys is skipped, one that crosses them or the sequence
+    // end is masked.
+    if (!(causal && q0 + BR - 1 < wgKey0)) {
       const uint32_t tQ = sQ + buf * kQBytes, tdO = sdO + buf * kQBytes;
       const float *tLse = sStat + buf * 2 * BR;
-      if (q0 + BR > seq || k0 + BC > seq || (causal && q0 < k0 + BC - 1))
+      if (q0 + BR > seq || wgKey0 + 64 > seq ||
+          (causal && q0 < wgKey0 + 63))
         queryTile(tQ, tdO, tLse, q0, std::true_type());
       else
         queryTile(tQ, tdO, tLse, q0, std::false_type());
@@ -977,8 +1020,10 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     __shared__ bool last;
     __threadfence();
     __syncthreads();
+    const int nCounters = (seq + kPartCounterRows - 1) / kPartCounterRows;
     if (threadIdx.x == 0)
-      last = atomicAdd(partCounters + (int64_t(b) * kvHeads + g) * nKT + kt,
+      last = atomicAdd(partCounters + (int64_t(b) * kvHeads + g) * nCounters +
+                           k0 / kPartCounterRows,
                        1) == parts - 1;
     __syncthreads();
     if (!last)
@@ -986,7 +1031,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     __threadfence();
     const int64_t partStride = int64_t(gridDim.z) * seq * kvStride;
     constexpr int kPacks = D / 4; // float4 per row
-    for (int e = threadIdx.x; e < BC * kPacks; e += kTcThreads) {
+    for (int e = threadIdx.x; e < BC * kPacks; e += kThreads) {
       const int j = k0 + e / kPacks, d = (e % kPacks) * 4;
       if (j >= seq)
         break; // rows only grow with e

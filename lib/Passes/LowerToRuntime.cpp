@@ -411,7 +411,7 @@ private:
         /*view=*/FlatSymbolRefAttr(), /*view_offset=*/IntegerAttr(),
         /*shard=*/StringAttr(), /*shard_shift=*/IntegerAttr(),
         /*layout=*/FlatSymbolRefAttr(),
-        /*owns=*/UnitAttr(), /*bucket=*/UnitAttr());
+        /*owns=*/UnitAttr(), /*bucket=*/UnitAttr(), /*step_kept=*/UnitAttr());
     if (sharding)
       op->setAttr(MLTDialect::getShardingAttrName(),
                   bufferShardingAttr(sharding));

@@ -267,7 +267,7 @@ private:
           TypeAttr::get(scalar), IntegerAttr(), IntegerAttr(), IntegerAttr(),
           StringAttr(), UnitAttr(), FloatAttr(), FlatSymbolRefAttr(),
           IntegerAttr(), StringAttr(), IntegerAttr(), FlatSymbolRefAttr(),
-          UnitAttr(), UnitAttr());
+          UnitAttr(), UnitAttr(), /*step_kept=*/UnitAttr());
       lastBuffer = total;
       b.setInsertionPointToEnd(&block);
       using A = rt::attrs::Add;

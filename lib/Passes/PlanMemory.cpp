@@ -106,7 +106,7 @@ public:
           temporaryViews[buffer.getSymName()] = buffer;
           continue;
         }
-        if (buffer.getPerSlotAttr())
+        if (buffer.getPerSlotAttr() || buffer.getStepKept())
           kept.push_back(buffer);
         else
           temporaries[buffer.getSymName()] = buffer;
@@ -397,8 +397,10 @@ private:
       block.normalize();
       blocks.push_back(std::move(block));
     }
-    // Kept buffers: from the first to the last call of a micro-batch that
-    // touches them (with the transfers beside them), for each micro-batch.
+    // Kept buffers: a per-slot one from the first to the last call of a
+    // micro-batch that touches it (with the transfers beside them), for
+    // each micro-batch; a step-kept one from the first call of the step
+    // that touches it to the last.
     const size_t firstKept = blocks.size();
     for (rtir::BufferOp &buffer : kept)
       blocks.push_back({buffer.getExtentBytes(), {}});
@@ -406,11 +408,21 @@ private:
     for (auto [c, call] : llvm::enumerate(calls)) {
       IntegerAttr mb = call.getMicrobatchAttr();
       for (size_t k : touches.lookup(call.getProgramAttr().getAttr())) {
-        if (!mb || !call.getSlotAttr())
+        int64_t key = -1; // the whole step
+        if (!kept[k].getStepKept()) {
+          if (!mb || !call.getSlotAttr())
+            return call.emitOpError("touches @")
+                   << kept[k].getSymName()
+                   << ", which is kept per slot, but has no micro-batch or "
+                      "slot";
+          key = mb.getInt();
+        } else if (size_t(c) >= evaluationBegin) {
           return call.emitOpError("touches @")
                  << kept[k].getSymName()
-                 << ", which is kept per slot, but has no micro-batch or slot";
-        auto [it, fresh] = spans.try_emplace({k, mb.getInt()}, beside[c]);
+                 << ", which the training step keeps, from the evaluation "
+                    "step";
+        }
+        auto [it, fresh] = spans.try_emplace({k, key}, beside[c]);
         it->second.last = beside[c].last;
       }
     }

@@ -97,6 +97,10 @@ LogicalResult BufferOp::verify() {
              << stringifyBufferKind(getKind())
              << "' cannot have a copy per slot (only temporaries do)";
   }
+  if (getStepKept() && (getKind() != BufferKind::temporary ||
+                        getPerSlotAttr() || getView()))
+    return emitOpError("step_kept is for a temporary of one copy that is no "
+                       "view");
   if (IntegerAttr copies = getPerMicrobatchAttr()) {
     if (copies.getInt() < 1)
       return emitOpError("per_microbatch must be at least 1, got ")

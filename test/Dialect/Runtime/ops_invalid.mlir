@@ -296,6 +296,17 @@ mlt_rt.buffer @t temporary per_microbatch 2 per_slot 2 : tensor<4xf32>
 
 // -----
 
+// Tests that only a temporary of one copy is kept for the step.
+// expected-error @+1 {{'mlt_rt.buffer' op step_kept is for a temporary of one copy that is no view}}
+mlt_rt.buffer @a parameter_copy step_kept {parameter = "w"} : tensor<f32>
+
+// -----
+
+// expected-error @+1 {{'mlt_rt.buffer' op step_kept is for a temporary of one copy that is no view}}
+mlt_rt.buffer @a temporary per_slot 2 step_kept : tensor<f32>
+
+// -----
+
 mlt_rt.program @body {
 }
 mlt_rt.step @step {

@@ -62,7 +62,12 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
     touches copy k. A temporary with `per_slot S` is an activation that a
     forward body leaves for its backward body, one copy for each of the S
     micro-batches the schedule keeps in flight at once: a launch in a call
-    of slot s (`mlt_rt.call ... slot s`) touches copy s. Copy k starts
+    of slot s (`mlt_rt.call ... slot s`) touches copy s. A temporary with
+    `step_kept` holds, from the step's first call that touches it to its
+    last, one value for the whole step: the first call writes it and later
+    calls (other micro-batches') read it, as the largest magnitude of an
+    FP8 product's weight, computed once a step (mlt-fp8-products). Copy k
+    starts
     `k * align(bytes, 256)` bytes after `offset` (PlanFormat.h's
     kPlanBufferAlignment).
 
@@ -111,10 +116,12 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
                        OptionalAttr<I64Attr>:$shard_shift,
                        OptionalAttr<FlatSymbolRefAttr>:$layout,
                        UnitAttr:$owns,
-                       UnitAttr:$bucket);
+                       UnitAttr:$bucket,
+                       UnitAttr:$step_kept);
   let assemblyFormat = [{
     $sym_name $kind (`per_microbatch` $per_microbatch^)?
-    (`per_slot` $per_slot^)? (`offset` $offset^)? attr-dict `:` $type
+    (`per_slot` $per_slot^)? (`step_kept` $step_kept^)? (`offset` $offset^)?
+    attr-dict `:` $type
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -6,6 +6,7 @@
 
 #include "mlt/Run/AutoLayout.h"
 
+#include "mlt/Analysis/Calibration.h"
 #include "mlt/Planner/Planner.h"
 #include "mlt/Run/PlanSource.h"
 #include "mlt/Run/Prediction.h"
@@ -15,6 +16,7 @@
 #include "mlt/Compiler/Driver.h"
 #endif
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -74,6 +76,10 @@ StatusOr<Plan> mlt::run::planAutomatically(RunOptions &o, std::string &bytes,
   };
   CandidateCompile quiet;
   quiet.quiet = true;
+  // An explicit --calibration also decides the candidates' compiles (as a
+  // run's): the planner's copy, read once.
+  if (!o.calibration.empty())
+    quiet.costs = std::make_shared<const cost::Calibration>(chosen->calibration);
   PlannerCompiler compiler;
   compiler.scratch = [&](const Plan &plan) {
     return kernelScratch(plan, o.device);

@@ -79,7 +79,9 @@ StatusOr<CompileOptions> compileOptionsOf(const RunOptions &o,
   // (0.3-0.8% slower before its side-stream gathers were measured at 1-4
   // MiB, within 0.2% after: bench/RESULTS.md), so a default would change
   // plans for nothing measured.
-  if (!o.calibration.empty()) {
+  if (candidate.costs && !o.calibration.empty()) {
+    compile.costs = candidate.costs;
+  } else if (!o.calibration.empty()) {
     StatusOr<std::optional<ChosenCalibration>> costs =
         chooseCalibration(o.calibration, o.device, "");
     if (!costs)

@@ -18,8 +18,13 @@
 #include "mlt/Support/Status.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace mlt::cost {
+struct Calibration;
+} // namespace mlt::cost
 
 namespace mlt::run {
 
@@ -38,6 +43,9 @@ struct CandidateCompile {
   /// representative ranks (CompileOptions in mlt/Compiler/Driver.h).
   int64_t layers = 0;
   bool representatives = false;
+  /// The costs the compiler's choices weigh, read once for many candidates
+  /// (the planner's); null: the run's --calibration, read for this compile.
+  std::shared_ptr<const cost::Calibration> costs;
 };
 
 /// Loads or compiles the plan of `options`; `bytes` receives the plan

@@ -431,6 +431,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
     return k0 + BC > seq || (causal && k0 + BC - 1 > wgRow0);
   };
   auto seesTile = [&](int k0) { return !causal || k0 <= wgRow0 + 63; };
+  // The softmax of key tile k0's scores, masked where the tile needs it.
+  auto softmaxTile = [&](int k0) {
+    return needsMask(k0) ? softmax(k0, std::true_type())
+                         : softmax(k0, std::false_type());
+  };
 
   if constexpr (!Cfg::PIPE) {
     copyKV(sV, vBase, 0, seq);
@@ -452,11 +457,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
         issueS(s, sK + bufOff);
         wgWait();
         wgKeep(s);
-        bool rescale;
-        if (needsMask(k0))
-          rescale = softmax(k0, std::true_type());
-        else
-          rescale = softmax(k0, std::false_type());
+        const bool rescale = softmaxTile(k0);
         if (rescale)
           scaleO(alpha);
         pack(pa, s);
@@ -492,11 +493,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
           wgWait();
         }
         wgKeep(s);
-        bool rescale;
-        if (needsMask(k0))
-          rescale = softmax(k0, std::true_type());
-        else
-          rescale = softmax(k0, std::false_type());
+        const bool rescale = softmaxTile(k0);
         wgWait(); // p v of tile j - 1: o and pa are free
         wgKeep(o[0]);
         if (rescale)

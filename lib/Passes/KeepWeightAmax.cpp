@@ -123,19 +123,21 @@ public:
       firstCall.try_emplace(program.getOperation(), c);
       lastCall[program.getOperation()] = c;
     }
-    std::vector<llvm::DenseSet<int64_t>> writes;
+    // What each called program writes, once a program.
+    llvm::DenseMap<Operation *, llvm::DenseSet<int64_t>> writes;
     for (rtir::ProgramOp program : calls)
-      writes.push_back(program ? writtenBy(program, buffers)
-                               : llvm::DenseSet<int64_t>());
+      if (program && !writes.count(program.getOperation()))
+        writes[program.getOperation()] = writtenBy(program, buffers);
     // The first call after the producer's that writes each kept weight.
     llvm::DenseMap<int64_t, size_t> rewritten;
     for (size_t c = first + 1; c < calls.size(); ++c)
-      for (auto &[weight, ref] : kept)
-        if (writes[c].contains(weight))
-          rewritten.try_emplace(weight, c);
+      if (calls[c])
+        for (auto &[weight, ref] : kept)
+          if (writes[calls[c].getOperation()].contains(weight))
+            rewritten.try_emplace(weight, c);
 
     llvm::DenseSet<Attribute> used;
-    bool changed = false;
+    SmallVector<Attribute> dropped;
     for (auto [op, firstC] : firstCall) {
       rtir::ProgramOp reader(op);
       if (op == producer.getOperation() || firstC <= first ||
@@ -143,7 +145,9 @@ public:
         continue;
       const size_t last = lastCall.lookup(op);
       // A weight this reader writes itself is read from its own amax.
-      const llvm::DenseSet<int64_t> own = writtenBy(reader, buffers);
+      const llvm::DenseSet<int64_t> &own = writes[op];
+      // Each amax this reader need not launch, and the kept one to read.
+      llvm::DenseMap<Attribute, Attribute> keptFor;
       SmallVector<rtir::LaunchOp> erase;
       for (auto launch : reader.getBody().getOps<rtir::LaunchOp>()) {
         const int64_t weight = weightOf(launch, buffers);
@@ -153,36 +157,44 @@ public:
         auto again = rewritten.find(weight);
         if (again != rewritten.end() && again->second <= last)
           continue;
-        // Every later use of this launch's result reads the kept one.
-        Attribute result = launch.getOutputs()[0];
-        for (auto other : reader.getBody().getOps<rtir::LaunchOp>()) {
-          SmallVector<Attribute> inputs(other.getInputs().begin(),
-                                        other.getInputs().end());
-          bool replaced = false;
-          for (Attribute &input : inputs)
-            if (input == result) {
-              input = it->second;
-              replaced = true;
-            }
-          if (replaced)
-            other.setInputsAttr(ArrayAttr::get(&getContext(), inputs));
-        }
+        keptFor[launch.getOutputs()[0]] = it->second;
         used.insert(it->second);
         erase.push_back(launch);
       }
+      if (erase.empty())
+        continue;
+      for (auto launch : reader.getBody().getOps<rtir::LaunchOp>()) {
+        SmallVector<Attribute> inputs(launch.getInputs().begin(),
+                                      launch.getInputs().end());
+        bool replaced = false;
+        for (Attribute &input : inputs)
+          if (Attribute keptValue = keptFor.lookup(input)) {
+            input = keptValue;
+            replaced = true;
+          }
+        if (replaced)
+          launch.setInputsAttr(ArrayAttr::get(&getContext(), inputs));
+      }
       for (rtir::LaunchOp launch : erase) {
-        Attribute result = launch.getOutputs()[0];
+        dropped.push_back(launch.getOutputs()[0]);
         launch.erase();
-        if (rtir::BufferOp buffer = buffers.bufferOf(result))
-          if (SymbolTable::symbolKnownUseEmpty(buffer, module))
-            buffer.erase();
-        changed = true;
       }
     }
+    if (dropped.empty())
+      return markAllAnalysesPreserved();
+    // The dropped launches' results, unless something else reads them (one
+    // walk over the module's launches).
+    llvm::DenseSet<Attribute> referenced;
+    module.walk([&](rtir::LaunchOp launch) {
+      for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+        referenced.insert(list.begin(), list.end());
+    });
+    for (Attribute ref : dropped)
+      if (!referenced.contains(ref))
+        if (rtir::BufferOp buffer = buffers.bufferOf(ref))
+          buffer.erase();
     for (Attribute ref : used)
       buffers.bufferOf(ref).setStepKept(true);
-    if (!changed)
-      markAllAnalysesPreserved();
   }
 };
 

@@ -46,6 +46,14 @@ if getattr(config, "mlt_enable_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("cuda-backend")
 if os.path.isdir(os.path.join(config.shared_dir, "fixtures")):
     config.available_features.add("shared-fixtures")
+# lit runs a test per core at once, so each process's OpenBLAS keeps one
+# thread (mlt-run shares the cores among its own ranks, but cannot see the
+# other tests): OpenBLAS's workers spin while they wait, and two runs whose
+# pools oversubscribe the cores train tens of times slower, which turned
+# the checkpoint tests' timed kills into misses. A count given in the
+# environment is passed on.
+config.environment["OPENBLAS_NUM_THREADS"] = os.environ.get(
+    "OPENBLAS_NUM_THREADS", "1")
 # mpirun (Open MPI) starts runs of one process per GPU; the error paths of
 # such runs are tested without a GPU. Open MPI refuses root unless told.
 if shutil.which("mpirun"):

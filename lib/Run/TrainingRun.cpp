@@ -550,6 +550,11 @@ Status TrainingSession::openData() {
 }
 
 Status TrainingSession::checkHostMemory() {
+  // On the CPU every rank is a thread of this process, each calling
+  // OpenBLAS: its pool is shared among them (and so are its buffers, which
+  // the check below counts).
+  if (o.device != "cuda")
+    rt::shareCpuCores(unsigned(plan.ranks.size()));
   // Host memory, before the arenas take theirs (see HostMemory.h for what
   // running short does instead of failing; the data is mapped, and counts
   // against an address-space limit by now).

@@ -3,7 +3,8 @@
 // Part of mlt. Checks gemm and gemmStridedBatched (all transposes, leading
 // dimensions wider than the rows, alpha/beta, shared operands) against a
 // plain triple loop, the linear-layer backward recipe of Gemm.h against
-// finite differences, and the argument checks.
+// finite differences, the argument checks, and how the pool is shared
+// among ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 
 using namespace mlt;
@@ -215,6 +217,30 @@ TEST(GemmErrorTest, RejectsBadArguments) {
       gemmStridedBatched<float>(false, false, 2, 2, 2, 1.0f, buf.data(), 2, 4,
                                 buf.data(), 2, 4, 0.0f, buf.data(), 2, 4, -1);
   EXPECT_FALSE(status.isOk());
+}
+
+// Tests that the pool is shared among the ranks of a process: the cores
+// OpenBLAS started with divided among them, at least one each, and back
+// again for one; a thread count the user chose is kept.
+TEST(GemmThreadsTest, SharesThePoolAmongRanks) {
+  const int started = gemmThreads();
+  bool chosen = false;
+  for (const char *name :
+       {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"})
+    chosen = chosen || (std::getenv(name) && *std::getenv(name));
+  for (unsigned ranks : {4u, 2u, 3u, 1u, 1000u, 1u}) {
+    const int threads = shareGemmThreads(ranks);
+    EXPECT_EQ(threads, chosen ? started : std::max(1, started / int(ranks)))
+        << ranks << " ranks, a pool of " << started;
+    EXPECT_EQ(gemmThreads(), threads);
+    // The products are right on the shared pool.
+    std::vector<float> a(96 * 80, 0.5f), b(80 * 72, 2.0f), c(96 * 72, 7.0f);
+    ASSERT_TRUE(gemm<float>(false, false, 96, 72, 80, 1.0f, a.data(), 80,
+                            b.data(), 72, 0.0f, c.data(), 72)
+                    .isOk());
+    EXPECT_EQ(c.front(), 80.0f);
+    EXPECT_EQ(c.back(), 80.0f);
+  }
 }
 
 } // namespace

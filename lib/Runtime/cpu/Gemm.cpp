@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <type_traits>
 
 using namespace mlt;
@@ -107,6 +108,20 @@ MLT_INSTANTIATE_GEMM(float)
 MLT_INSTANTIATE_GEMM(double)
 
 int mlt::cpu::gemmThreads() { return std::max(1, openblas_get_num_threads()); }
+
+int mlt::cpu::shareGemmThreads(unsigned callers) {
+  // (the variables OpenBLAS reads at start, in its order of precedence)
+  for (const char *chosen :
+       {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"})
+    if (const char *value = std::getenv(chosen); value && *value)
+      return gemmThreads();
+  // The pool as OpenBLAS started it, before any call here changed it.
+  static const int started = gemmThreads();
+  const int threads = std::max(1, started / int(std::max(1u, callers)));
+  if (threads != gemmThreads())
+    openblas_set_num_threads(threads);
+  return gemmThreads();
+}
 
 uint64_t mlt::cpu::gemmWorkspaceBytes() {
   // (the 134,221,824 bytes a worker of Debian's OpenBLAS 0.3.21 asks malloc

@@ -954,6 +954,10 @@ HostMemoryUse mlt::rt::cpuBackendHostMemory() {
           cpu::gemmWorkspaceBytes()};
 }
 
+int mlt::rt::shareCpuCores(unsigned ranks) {
+  return cpu::shareGemmThreads(ranks);
+}
+
 std::unique_ptr<Backend> mlt::rt::createCpuBackend() {
   return std::make_unique<CpuBackend>();
 }

@@ -6,8 +6,8 @@ checks after each kill that the checkpoints left are whole.
 
 The command (an mlt-run training with --save-checkpoint DIR --save-every 1)
 is started KILLS times, each killed with SIGKILL a random delay (from SEED)
-after its first step, each start resuming from DIR once it holds a
-checkpoint. After every
+after its first step (after its first save while DIR holds none), each
+start resuming from DIR once it holds a checkpoint. After every
 kill: each DIR/step-* directory holds config.json, index.json, trainer.json
 and the shards the index lists (rank-*.safetensors, of the sizes it says);
 DIR/latest, if there, names one of them; and the command resumes from DIR
@@ -72,9 +72,13 @@ def main(argv):
         process = subprocess.Popen(run, stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL, text=True)
         # Once it trains (compiling first may take a while on a busy
-        # machine), at a random moment.
+        # machine), at a random moment; while DIR holds no checkpoint yet,
+        # once the first is saved (a kill before it, on a machine where a
+        # step takes longer than the delay, would test nothing, and five
+        # such would leave no checkpoint at all).
+        wanted = "step" if step else "saved checkpoint"
         for line in process.stdout:
-            if line.startswith("step"):
+            if line.startswith(wanted):
                 break
         time.sleep(rng.uniform(0.0, 1.0))
         process.send_signal(signal.SIGKILL)

@@ -56,8 +56,18 @@ Status gemmStridedBatched(bool transA, bool transB, int64_t m, int64_t n,
                           int64_t strideB, T beta, T *c, int64_t ldc,
                           int64_t strideC, int64_t batchCount);
 
-/// The threads of OpenBLAS's pool (OPENBLAS_NUM_THREADS, or the cores).
+/// The threads of OpenBLAS's pool (OPENBLAS_NUM_THREADS, or the cores, or
+/// what shareGemmThreads set).
 int gemmThreads();
+
+/// Shares OpenBLAS's pool among `callers` threads that call it at once (the
+/// CPU backend's ranks of one process) and returns its threads: the pool
+/// OpenBLAS started with (the cores it may run on) divided among them, at
+/// least one each. OpenBLAS's workers spin while they wait, so a pool that
+/// with the callers oversubscribes the cores runs tens of times slower than
+/// one thread (four ranks on two cores: 94x). A thread count the user chose
+/// (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS set) is kept.
+int shareGemmThreads(unsigned callers);
 
 /// The host memory OpenBLAS takes besides the operands: a GEMM buffer for
 /// each thread of its pool (its BUFFER_SIZE, 128 MiB on x86-64, and a page),

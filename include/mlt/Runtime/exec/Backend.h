@@ -326,8 +326,14 @@ StatusOr<Params> attentionPositions(const Communicator *communicator,
 /// only as storage, through `cast`), in program order; collectives and
 /// transfer groups through the rank's communicator, which blocks until the
 /// group is done. Matrix
-/// products use OpenBLAS with OPENBLAS_NUM_THREADS threads.
+/// products use OpenBLAS, its pool shared among the ranks (shareCpuCores).
 std::unique_ptr<Backend> createCpuBackend();
+
+/// Shares the cores among the `ranks` CPU ranks that this process runs at
+/// once: OpenBLAS's pool becomes the cores divided among them, unless the
+/// user chose its threads (OPENBLAS_NUM_THREADS; cpu::shareGemmThreads).
+/// Called before the ranks' first product; returns the threads of the pool.
+int shareCpuCores(unsigned ranks);
 
 /// What the CPU backend holds in host memory besides the arenas:
 /// OpenBLAS's GEMM buffers, one per thread of its pool.

@@ -71,9 +71,12 @@ static void addStepPasses(OpPassManager &pm, const mlt::TrainOptions &options) {
   // After the overlap scheduling, which takes the gradient all-reduces out
   // of the optimizer step: its sums of squares are then consecutive.
   pm.addPass(createMLTMultiTensor());
-  // The bodies and the step are final: a weight's amax once a step.
-  if (layout.fp8)
-    pm.addPass(createMLTKeepWeightAmax());
+  // The bodies and the step are final: a weight quantized once a step.
+  if (layout.fp8) {
+    MLTKeepWeightFp8Options keep;
+    keep.copies = layout.fp8Recipe.weightCache;
+    pm.addPass(createMLTKeepWeightFp8(keep));
+  }
   pm.addPass(createMLTPlanMemory());
 }
 

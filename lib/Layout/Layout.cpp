@@ -18,7 +18,8 @@ bool Fp8Recipe::operator==(const Fp8Recipe &other) const {
          fpropAccumulation == other.fpropAccumulation &&
          format == other.format && bf16Parameters == other.bf16Parameters &&
          bf16FirstLayers == other.bf16FirstLayers &&
-         bf16LastLayers == other.bf16LastLayers;
+         bf16LastLayers == other.bf16LastLayers &&
+         weightCache == other.weightCache;
 }
 
 ScheduleKind Layout::scheduleKind() const {

@@ -281,6 +281,16 @@ std::string printFp8Format(const Layout &layout) {
   return layout.fp8Recipe.format;
 }
 
+Status parseFp8WeightCache(std::string_view text, Layout &layout) {
+  if (text != "transposed" && text != "both")
+    return expected("transposed or both", text);
+  layout.fp8Recipe.weightCache = std::string(text);
+  return Status::ok();
+}
+std::string printFp8WeightCache(const Layout &layout) {
+  return layout.fp8Recipe.weightCache;
+}
+
 Status parseFp8Parameters(std::string_view text, Layout &layout) {
   std::vector<std::string> names = splitList(text);
   for (const std::string &name : names)
@@ -427,6 +437,14 @@ const std::vector<LayoutOption> kOptions = {
      "with fp8: hybrid (e4m3 activations and weights, e5m2 gradients; the "
      "default) or e4m3 (gradients too)",
      S::Precision, P::Fixed, false, parseFp8Format, printFp8Format},
+    {"fp8-weight-cache", "transposed|both",
+     "with fp8 and micro-batches: what of each weight's quantization the "
+     "step's first micro-batch keeps for the later ones: transposed (the "
+     "default: the copy the backward reads, which costs no memory at a "
+     "body's peak; later micro-batches quantize the forward copy alone) or "
+     "both (no weight quantized after the first micro-batch; the forward "
+     "copies, a byte a weight, held through the step)",
+     S::Precision, P::Fixed, false, parseFp8WeightCache, printFp8WeightCache},
     {"fp8-bf16-parameters", "LIST",
      "with fp8: parameters whose products stay bf16, by a part of their "
      "names, comma-separated (such as down_proj)",

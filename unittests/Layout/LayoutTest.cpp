@@ -59,6 +59,8 @@ Layout randomLayout(std::mt19937 &rng) {
     l.fp8Recipe.bf16Parameters = {"down_proj", "q"};
   l.fp8Recipe.bf16FirstLayers = pick(0, 2);
   l.fp8Recipe.bf16LastLayers = pick(0, 2);
+  if (coin())
+    l.fp8Recipe.weightCache = "both";
   l.gradReduceDtype = coin() ? Precision::BF16 : Precision::F32;
   l.overlapGradReduce = coin();
   l.overlapParamGather = coin();
@@ -149,7 +151,7 @@ TEST(LayoutOptionsTest, EveryFieldHasAnOption) {
     EXPECT_TRUE(names.insert(option.name).second) << option.name;
     EXPECT_TRUE(option.isDefault(Layout())) << option.name;
   }
-  EXPECT_EQ(names.size(), 27u) << "a new Layout field: give it an option, a "
+  EXPECT_EQ(names.size(), 28u) << "a new Layout field: give it an option, a "
                                   "rule where it needs one, and update this";
 }
 

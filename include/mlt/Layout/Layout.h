@@ -51,6 +51,12 @@ struct Fp8Recipe {
   std::vector<std::string> bf16Parameters;
   /// The model's first and last decoder layers that keep bf16 products.
   int64_t bf16FirstLayers = 0, bf16LastLayers = 0;
+  /// What of each weight's quantization the step's first micro-batch keeps
+  /// for the later ones (mlt-keep-weight-fp8): "transposed" (the copy the
+  /// backward reads, which a body holds through its peak anyway) or "both"
+  /// (no weight quantized after the first micro-batch; the forward copies
+  /// held through the step too).
+  std::string weightCache = "transposed";
 
   bool operator==(const Fp8Recipe &other) const;
   bool operator!=(const Fp8Recipe &other) const { return !(*this == other); }

@@ -953,40 +953,66 @@ def MLTFp8Products : Pass<"mlt-fp8-products", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 
-def MLTKeepWeightAmax : Pass<"mlt-keep-weight-amax", "::mlir::ModuleOp"> {
-  let summary = "computes each FP8 weight's largest magnitude once a step";
+def MLTKeepWeightFp8 : Pass<"mlt-keep-weight-fp8", "::mlir::ModuleOp"> {
+  let summary = "quantizes each FP8 weight once a step";
   let description = [{
     The weights do not change between a step's micro-batches, so the `amax`
-    that mlt-fp8-products launches for a parameter copy gives the same bits
-    in every body of the step. In the training step (`@step`), the program
-    of the first call that launches such an amax (the producer: called once
-    in the step and never by the evaluation step, as micro_step_first is)
-    keeps its first amax of each weight for the step (`step_kept`, which
-    mlt-plan-memory keeps live from the step's first call that touches it to
-    its last); the programs called only after it in the step (micro_step,
-    micro_step_last) read that buffer and launch no amax of the weight. A
-    weight is not kept where the producer writes it after its amax, nor for
-    a program that writes it itself or is called after another call writes
-    it; pipeline schedules, whose forward body is every micro-batch's, keep
-    nothing. The quantizations stay in every body (their copies would hold
-    both layouts of every weight through the step).
+    that mlt-fp8-products launches for a parameter copy, and the
+    `quantize_fp8` of the copy with it (its scale and its FP8 copies), give
+    the same bits in every body of the step. In the training step
+    (`@step`), the program of the first call that launches such an amax
+    (the producer: called once in the step and never by the evaluation
+    step, as micro_step_first is) keeps its first amax of each weight, and
+    what the first quantization that reads it writes, for the step
+    (`step_kept`, which mlt-plan-memory keeps live from the step's first
+    call that touches it to its last); the programs called only after it in
+    the step (micro_step, micro_step_last) read those buffers instead.
+
+    What is kept (`copies`):
+    - `transposed` (the default): the transposed copy, the one the
+      backward's data-gradient product reads. A body holds it from its
+      forward to its backward, through its peak, so keeping it costs no
+      memory there (only the optimizer step, which runs while it is kept,
+      sees it beside its own temporaries). A later body's quantization of
+      both layouts becomes one of the forward layout alone (`ints[2]` 2 ->
+      0), from the kept amax.
+    - `both`: the forward copy too, and later bodies quantize nothing. The
+      forward copy dies after the forward product in a body, before its
+      peak: keeping it adds a byte a weight to the peak (6 GiB at
+      LLaMA-2-7B).
+    A quantization of other sizes or layouts stays, reading the kept amax.
+    A weight is not kept where the producer writes it after its amax, nor
+    for a program that writes it itself or is called after another call
+    writes it, and nothing is kept that a second launch writes; pipeline
+    schedules, whose forward body is every micro-batch's, keep nothing.
 
     Runs after the schedule and the overlap passes (the bodies and the step
     are final) and before mlt-plan-memory. On LLaMA-2-7B with `--fp8`
-    (sequences of 4096, 16 micro-batches a step) it removes 224 of the 608
-    amax launches from 15 of the 16 bodies: 1.6% more tokens/s on an H200,
-    the same losses and gradient norms to the bit (bench/RESULTS.md).
+    (sequences of 4096, 16 micro-batches a step) it removes the 224 weights'
+    amax launches from 15 of the 16 bodies, and their transposed copies'
+    writes (bench/RESULTS.md).
 
     Before (micro_step):
     ```mlir
-    mlt_rt.launch "amax" [@"param_bf16:w"] -> [@"fp8.amax:param_bf16:w_4"] ints [4096]
-    mlt_rt.launch "quantize_fp8" [@"param_bf16:w", @"fp8.amax:param_bf16:w_4"] -> ...
+    mlt_rt.launch "amax" [@"param_bf16:w"] -> [@"fp8.amax:w_4"] ints [4096]
+    mlt_rt.launch "quantize_fp8" [@"param_bf16:w", @"fp8.amax:w_4"]
+        -> [@"fp8.scale_inv:w_5", @"fp8.e4m3:w_6", @"fp8.e4m3.t:w_7"] ints [64, 64, 2]
+    ...
+    mlt_rt.launch "matmul_fp8" [@dy, @dys, @"fp8.e4m3.t:w_7", @"fp8.scale_inv:w_5"] -> ...
     ```
-    After (micro_step; micro_step_first keeps `fp8.amax:param_bf16:w_0`):
+    After (micro_step; micro_step_first keeps `fp8.amax:w_0` and its
+    quantization's `fp8.e4m3.t:w_3`):
     ```mlir
-    mlt_rt.launch "quantize_fp8" [@"param_bf16:w", @"fp8.amax:param_bf16:w_0"] -> ...
+    mlt_rt.launch "quantize_fp8" [@"param_bf16:w", @"fp8.amax:w_0"]
+        -> [@"fp8.scale_inv:w_5", @"fp8.e4m3:w_6"] ints [64, 64, 0]
+    ...
+    mlt_rt.launch "matmul_fp8" [@dy, @dys, @"fp8.e4m3.t:w_3", @"fp8.scale_inv:w_5"] -> ...
     ```
   }];
+  let options = [
+    Option<"copies", "copies", "std::string", /*default=*/"\"transposed\"",
+           "the FP8 copies kept: transposed (the backward's; later bodies quantize the forward copy alone) or both">
+  ];
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 

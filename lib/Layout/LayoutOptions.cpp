@@ -443,8 +443,9 @@ const std::vector<LayoutOption> kOptions = {
      "default: the copy the backward reads, which costs no memory at a "
      "body's peak; later micro-batches quantize the forward copy alone) or "
      "both (no weight quantized after the first micro-batch; the forward "
-     "copies, a byte a weight, held through the step)",
-     S::Precision, P::Fixed, false, parseFp8WeightCache, printFp8WeightCache},
+     "copies, a byte a weight, held through the step; --layout auto "
+     "chooses both where it fits)",
+     S::Precision, P::Fixed, true, parseFp8WeightCache, printFp8WeightCache},
     {"fp8-bf16-parameters", "LIST",
      "with fp8: parameters whose products stay bf16, by a part of their "
      "names, comma-separated (such as down_proj)",

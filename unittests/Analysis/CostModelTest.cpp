@@ -800,6 +800,41 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
   bf16.dtype = Precision::BF16;
   for (const Layout &l : enumerateLayouts({4, 8, 2048, bf16}))
     EXPECT_EQ(l.dtype, Precision::BF16) << layoutFlags(l);
+  // With FP8, each of several micro-batches and no pipeline keeps both of
+  // the weights' FP8 copies through the step (the fastest;
+  // memorySavingVariants keeps the transposed one alone).
+  Layout fp8 = bf16;
+  fp8.fp8 = true;
+  size_t keepBoth = 0;
+  for (const Layout &l : enumerateLayouts({4, 8, 2048, fp8})) {
+    const bool both = l.microbatches > 1 && l.pp == 1;
+    EXPECT_EQ(l.fp8Recipe.weightCache, both ? "both" : "transposed")
+        << layoutFlags(l);
+    keepBoth += both;
+  }
+  EXPECT_GT(keepBoth, 0u);
+  for (const Layout &l : enumerateLayouts({4, 8, 2048, bf16}))
+    EXPECT_EQ(l.fp8Recipe.weightCache, "transposed") << layoutFlags(l);
+}
+
+// Tests that an FP8 layout that keeps both of the weights' FP8 copies saves
+// memory first by keeping the transposed one alone, and then with the
+// others' variants, each keeping it alone.
+TEST(LayoutSpaceTest, Fp8WeightCopiesAreTheFirstMemoryToSave) {
+  Layout l;
+  l.dtype = Precision::BF16;
+  l.fp8 = true;
+  l.fp8Recipe.weightCache = "both";
+  l.microbatches = 4;
+  const std::vector<Layout> variants = memorySavingVariants(l);
+  Layout plain = l;
+  plain.fp8Recipe.weightCache = "transposed";
+  ASSERT_EQ(variants.size(), 1u + memorySavingVariants(plain).size());
+  EXPECT_EQ(layoutFlags(variants[0]),
+            "--microbatches 4 --dtype bf16 --fp8");
+  for (const Layout &v : variants)
+    EXPECT_EQ(v.fp8Recipe.weightCache, "transposed") << layoutFlags(v);
+  EXPECT_EQ(variants[1].recompute, std::vector<std::string>{"mlt.swiglu"});
 }
 
 // Tests that context parallelism is tried only where its chunks hold

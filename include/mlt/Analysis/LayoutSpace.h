@@ -56,7 +56,9 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 /// number of micro-batches that divides the global batch into micro-batches
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
 /// idle for most of the step); where cp > 1, both of its exchanges
-/// (cp-comm allgather and a2a). Sequence parallelism and recomputation off.
+/// (cp-comm allgather and a2a). Sequence parallelism and recomputation off;
+/// with FP8, several micro-batches and no pipeline, both of the weights'
+/// FP8 copies kept through the step.
 /// In a fixed order: by tp, cp, pp, vp, dp, ZeRO stage, micro-batches,
 /// exchange. Whether
 /// each suits the model is the rule book's to say (LayoutRules.h): the
@@ -64,7 +66,9 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);
 
 /// The variants of `layout` that save memory, least costly first: with
-/// sequence parallelism (tp > 1), with SwiGLU recomputed, with both; with
+/// FP8 and both of the weights' FP8 copies kept through the step
+/// (`fp8-weight-cache both`), the transposed copy alone, and then the
+/// others with it alone; with sequence parallelism (tp > 1), with SwiGLU recomputed, with both; with
 /// every other decoder layer recomputed whole and the others' SwiGLU and
 /// norms, alone and with sequence parallelism (tp > 1); then with every
 /// layer recomputed whole, alone and with sequence parallelism (tp > 1).

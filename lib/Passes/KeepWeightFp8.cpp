@@ -33,17 +33,19 @@ namespace rtir = mlt::rt_ir;
 namespace {
 
 /// A plain `amax` of a parameter copy, or a plain `quantize_fp8` of one
-/// (its inputs the copy and an amax): the copy's buffer id, or -1.
-int64_t weightOf(rtir::LaunchOp launch, BufferIds &buffers) {
+/// (its inputs the copy and an amax): the copy (its buffer's symbol; under
+/// ZeRO a view of a flat bucket, which shares its base with the bucket's
+/// other weights), or null.
+Attribute weightOf(rtir::LaunchOp launch, BufferIds &buffers) {
   const bool amax = launch.getKernel() == "amax";
   if ((!amax && launch.getKernel() != "quantize_fp8") || !launch.isPlain() ||
       launch.getInputs().size() != (amax ? 1u : 2u) ||
       launch.getOutputs().size() < (amax ? 1u : 2u))
-    return -1;
+    return {};
   rtir::BufferOp source = buffers.bufferOf(launch.getInputs()[0]);
   if (!source || source.getKind() != rtir::BufferKind::parameter_copy)
-    return -1;
-  return buffers.idOf(launch.getInputs()[0]);
+    return {};
+  return launch.getInputs()[0];
 }
 
 /// How many launches of `program` write each base.
@@ -112,7 +114,7 @@ public:
     // weight's amax, called once in the step and never by the evaluation.
     auto computesWeightAmax = [&](rtir::ProgramOp program) {
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-        if (launch.getKernel() == "amax" && weightOf(launch, buffers) >= 0)
+        if (launch.getKernel() == "amax" && weightOf(launch, buffers))
           return true;
       return false;
     };
@@ -148,14 +150,15 @@ public:
 
     // The producer's first amax of each weight, and the first quantization
     // that reads it: kept where no later launch of the producer writes the
-    // weight, and nothing else writes what they hold.
-    llvm::DenseMap<int64_t, KeptWeight> kept;
-    llvm::DenseMap<int64_t, size_t> keptAt;
+    // weight (or anything that shares its base: a bucket's gather), and
+    // nothing else writes what they hold.
+    llvm::DenseMap<Attribute, KeptWeight> kept;
+    llvm::DenseMap<Attribute, size_t> keptAt;
     SmallVector<rtir::LaunchOp> producerLaunches(
         producer.getBody().getOps<rtir::LaunchOp>());
     for (auto [i, launch] : llvm::enumerate(producerLaunches)) {
-      const int64_t weight = weightOf(launch, buffers);
-      if (weight < 0)
+      const Attribute weight = weightOf(launch, buffers);
+      if (!weight)
         continue;
       if (launch.getKernel() == "amax") {
         if (!writtenElsewhere(launch) &&
@@ -170,12 +173,14 @@ public:
           !writtenElsewhere(launch))
         it->second.quantize = launch;
     }
+    llvm::DenseMap<int64_t, SmallVector<Attribute>> keptByBase;
+    for (auto &[weight, at] : keptAt)
+      keptByBase[buffers.idOf(weight)].push_back(weight);
     for (auto [i, launch] : llvm::enumerate(producerLaunches))
-      for (Attribute ref : launch.getOutputs()) {
-        auto at = keptAt.find(buffers.idOf(ref));
-        if (at != keptAt.end() && i > at->second)
-          kept.erase(at->first);
-      }
+      for (Attribute ref : launch.getOutputs())
+        for (Attribute weight : keptByBase.lookup(buffers.idOf(ref)))
+          if (i > keptAt.lookup(weight))
+            kept.erase(weight);
 
     // The readers: programs called only after the producer in the step
     // (and never by the evaluation); a weight written by a call between
@@ -188,12 +193,13 @@ public:
       firstCall.try_emplace(program.getOperation(), c);
       lastCall[program.getOperation()] = c;
     }
-    // The first call after the producer's that writes each kept weight.
-    llvm::DenseMap<int64_t, size_t> rewritten;
+    // The first call after the producer's that writes each kept weight (or
+    // its base).
+    llvm::DenseMap<Attribute, size_t> rewritten;
     for (size_t c = first + 1; c < calls.size(); ++c)
       if (calls[c])
         for (auto &[weight, value] : kept)
-          if (writes[calls[c].getOperation()].count(weight))
+          if (writes[calls[c].getOperation()].count(buffers.idOf(weight)))
             rewritten.try_emplace(weight, c);
 
     llvm::DenseSet<Attribute> used;
@@ -210,9 +216,11 @@ public:
       llvm::DenseMap<Attribute, Attribute> keptFor;
       SmallVector<rtir::LaunchOp> erase, narrow;
       for (auto launch : reader.getBody().getOps<rtir::LaunchOp>()) {
-        const int64_t weight = weightOf(launch, buffers);
+        const Attribute weight = weightOf(launch, buffers);
+        if (!weight)
+          continue;
         auto it = kept.find(weight);
-        if (weight < 0 || it == kept.end() || own.count(weight))
+        if (it == kept.end() || own.count(buffers.idOf(weight)))
           continue;
         auto again = rewritten.find(weight);
         if ((again != rewritten.end() && again->second <= last) ||

@@ -178,6 +178,57 @@ module {
 
 // -----
 
+// Tests two weights in one flat bucket (ZeRO's parameter copies are views of
+// it, sharing its base): each reader's amax and quantization is replaced by
+// its own weight's, and the bucket's gather, before the amaxes in the first
+// body, keeps nothing from being kept.
+// CHECK-LABEL: module
+// CHECK-LABEL: mlt_rt.program @micro_step {
+// CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@wa, @aa1] -> [@sa2, @qa2] ints [8, 8, 0]
+// CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@wb, @ab1] -> [@sb2, @qb2] ints [8, 8, 0]
+// CHECK-NEXT: }
+module {
+  mlt_rt.buffer @bucket parameter_copy {bucket} : tensor<128xbf16>
+  mlt_rt.buffer @slice parameter_copy {shard = "dp", view = @bucket} : tensor<64xbf16>
+  mlt_rt.buffer @wa parameter_copy {parameter = "model.layers.0.wa", view = @bucket, view_offset = 0 : i64} : tensor<8x8xbf16>
+  mlt_rt.buffer @wb parameter_copy {parameter = "model.layers.0.wb", view = @bucket, view_offset = 64 : i64} : tensor<8x8xbf16>
+  mlt_rt.buffer @aa1 temporary : tensor<f32>
+  mlt_rt.buffer @ab1 temporary : tensor<f32>
+  mlt_rt.buffer @aa2 temporary : tensor<f32>
+  mlt_rt.buffer @ab2 temporary : tensor<f32>
+  mlt_rt.buffer @sa1 temporary : tensor<f32>
+  mlt_rt.buffer @qa1 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @qta1 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @sb1 temporary : tensor<f32>
+  mlt_rt.buffer @qb1 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @qtb1 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @sa2 temporary : tensor<f32>
+  mlt_rt.buffer @qa2 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @qta2 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @sb2 temporary : tensor<f32>
+  mlt_rt.buffer @qb2 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.buffer @qtb2 temporary : tensor<8x8xf8E4M3FN>
+  mlt_rt.program @micro_step_first {
+    mlt_rt.launch "all_gather" [@slice] -> [@bucket] ints [64, 0]
+    mlt_rt.launch "amax" [@wa] -> [@aa1] ints [64]
+    mlt_rt.launch "quantize_fp8" [@wa, @aa1] -> [@sa1, @qa1, @qta1] ints [8, 8, 2]
+    mlt_rt.launch "amax" [@wb] -> [@ab1] ints [64]
+    mlt_rt.launch "quantize_fp8" [@wb, @ab1] -> [@sb1, @qb1, @qtb1] ints [8, 8, 2]
+  }
+  mlt_rt.program @micro_step {
+    mlt_rt.launch "amax" [@wa] -> [@aa2] ints [64]
+    mlt_rt.launch "quantize_fp8" [@wa, @aa2] -> [@sa2, @qa2, @qta2] ints [8, 8, 2]
+    mlt_rt.launch "amax" [@wb] -> [@ab2] ints [64]
+    mlt_rt.launch "quantize_fp8" [@wb, @ab2] -> [@sb2, @qb2, @qtb2] ints [8, 8, 2]
+  }
+  mlt_rt.step @step {
+    mlt_rt.call @micro_step_first microbatch 0 work [F0.0, B0.0]
+    mlt_rt.call @micro_step microbatch 1 work [F1.0, B1.0]
+  }
+}
+
+// -----
+
 // Tests a body the step calls for every micro-batch (a pipeline stage's
 // forward): nothing is kept.
 // CHECK-LABEL: module

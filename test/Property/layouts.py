@@ -8,7 +8,8 @@ Draws random small LLaMA shapes (hidden sizes, heads, key/value heads, head
 dims, intermediate sizes and vocabularies that are not multiples of 8 or 64
 included; tied embeddings; 1 to 6 layers) and random layouts (tp, sequence
 parallelism, pp, vp, pp-group-size, dp, cp (both exchanges), ZeRO 0/1/2,
-micro-batches, every schedule, recomputed activations and whole layers, fp32/bf16, bf16 gradient
+micro-batches, every schedule, recomputed activations and whole layers, fp32/bf16/FP8 (and
+both of FP8's weight caches), bf16 gradient
 reduction, overlap switches (the tp overlap's too), bucket sizes), and holds `mlt-run` to the rule
 book's promise:
 
@@ -49,6 +50,12 @@ gradient norm of a tiny bf16 model 0.1% from fp32's, the same model at tp 2
 3.3% on one side and a tp 2 x dp 2 x pp 2 layout 5.4% on the other, whose
 fp32 run is fp32's within 1e-5).
 
+FP8 (`--dtype bf16 --fp8`): the same, from the one-rank FP8 run against
+the one-rank fp32 run. Each rank scales the tensors it holds by their own
+largest magnitude, and each micro-batch its own activations, so a layout's
+quantization differs from the one-rank run's within FP8's rounding, which
+that distance measures.
+
 A failure prints the case (its seed, shape and flags, and the command to run
 it alone); the run exits 1 if any case fails. With a fixed --seed the cases
 are the same on every machine.
@@ -78,6 +85,11 @@ TOLERANCES = {
     "bf16": {"loss": 2e-2, "grad_norm": 5e-2, "grad_norm_later": 2e-1,
              "grads": 5e-2, "weights": 5e-1},
 }
+TOLERANCES["fp8"] = TOLERANCES["bf16"]
+
+# Each precision's flags (the one-rank reference's too).
+PRECISION_FLAGS = {"fp32": [], "bf16": ["--dtype", "bf16"],
+                   "fp8": ["--dtype", "bf16", "--fp8"]}
 
 
 def draw_model(rng):
@@ -186,8 +198,12 @@ def draw_layout(rng, config):
     if rng.random() < 0.3:
         flags += ["--recompute-layers", rng.choice(["all", "every:2", "every:3"])]
     dtype = "bf16" if rng.random() < 0.3 else "fp32"
-    if dtype == "bf16":
-        flags += ["--dtype", "bf16"]
+    if dtype == "bf16" and rng.random() < 0.4:
+        dtype = "fp8"
+    flags += PRECISION_FLAGS[dtype]
+    if dtype == "fp8" and microbatches > 1 and rng.random() < 0.5:
+        flags += ["--fp8-weight-cache", "both"]
+    if dtype != "fp32":
         if "--zero" in flags and flags[flags.index("--zero") + 1] == "2" \
                 and rng.random() < 0.5:
             flags += ["--grad-reduce-dtype", "bf16"]
@@ -396,7 +412,7 @@ def check_case(args, case):
     # The one-rank reference of the same model, batch and precision.
     ref = os.path.join(work, "one-rank")
     os.makedirs(ref)
-    ref_flags = ["--dtype", "bf16"] if case.dtype == "bf16" else []
+    ref_flags = PRECISION_FLAGS[case.dtype]
     code, _, ref_err = run(train_command(args, model, data, case, ref,
                                          ref_flags))
     if code != 0:
@@ -413,10 +429,10 @@ def check_case(args, case):
                           " | ".join(init_err.splitlines()[-3:])]
     init = read_safetensors(os.path.join(start, "final", "model.safetensors"))
     tolerances = dict(TOLERANCES[case.dtype])
-    if case.dtype == "bf16":
-        # bf16's own rounding in this case: the one-rank bf16 run against
-        # the one-rank fp32 run; a layout may differ from the bf16 one by
-        # twice that (and by the base tolerances at least).
+    if case.dtype != "fp32":
+        # bf16's (or FP8's) own rounding in this case: the one-rank run
+        # against the one-rank fp32 run; a layout may differ from the
+        # one-rank run by twice that (and by the base tolerances at least).
         exact = os.path.join(work, "one-rank-fp32")
         os.makedirs(exact)
         code, _, exact_err = run(train_command(args, model, data, case, exact,

@@ -32,13 +32,19 @@ namespace rtir = mlt::rt_ir;
 
 namespace {
 
-/// A plain `amax` of a parameter copy, or a plain `quantize_fp8` of one
-/// (its inputs the copy and an amax): the copy (its buffer's symbol; under
-/// ZeRO a view of a flat bucket, which shares its base with the bucket's
-/// other weights), or null.
-Attribute weightOf(rtir::LaunchOp launch, BufferIds &buffers) {
+/// An `amax` of a parameter copy, or a `quantize_fp8` of one (its inputs
+/// the copy and an amax), on the compute stream: the copy (its buffer's
+/// symbol; under ZeRO a view of a flat bucket, which shares its base with
+/// the bucket's other weights), or null. A launch to be removed must be
+/// plain as well (`removable`): a wait or a token orders what follows it.
+/// The producer's may wait (for its bucket's gather, as ZeRO's overlapped
+/// gathers have each layer's first launch do): the call ends with the
+/// streams joined, before any reader's.
+Attribute weightOf(rtir::LaunchOp launch, BufferIds &buffers,
+                   bool removable) {
   const bool amax = launch.getKernel() == "amax";
-  if ((!amax && launch.getKernel() != "quantize_fp8") || !launch.isPlain() ||
+  if ((!amax && launch.getKernel() != "quantize_fp8") ||
+      launch.getStreamIndex() != 0 || (removable && !launch.isPlain()) ||
       launch.getInputs().size() != (amax ? 1u : 2u) ||
       launch.getOutputs().size() < (amax ? 1u : 2u))
     return {};
@@ -114,7 +120,8 @@ public:
     // weight's amax, called once in the step and never by the evaluation.
     auto computesWeightAmax = [&](rtir::ProgramOp program) {
       for (auto launch : program.getBody().getOps<rtir::LaunchOp>())
-        if (launch.getKernel() == "amax" && weightOf(launch, buffers))
+        if (launch.getKernel() == "amax" &&
+            weightOf(launch, buffers, /*removable=*/false))
           return true;
       return false;
     };
@@ -157,7 +164,7 @@ public:
     SmallVector<rtir::LaunchOp> producerLaunches(
         producer.getBody().getOps<rtir::LaunchOp>());
     for (auto [i, launch] : llvm::enumerate(producerLaunches)) {
-      const Attribute weight = weightOf(launch, buffers);
+      const Attribute weight = weightOf(launch, buffers, /*removable=*/false);
       if (!weight)
         continue;
       if (launch.getKernel() == "amax") {
@@ -216,7 +223,7 @@ public:
       llvm::DenseMap<Attribute, Attribute> keptFor;
       SmallVector<rtir::LaunchOp> erase, narrow;
       for (auto launch : reader.getBody().getOps<rtir::LaunchOp>()) {
-        const Attribute weight = weightOf(launch, buffers);
+        const Attribute weight = weightOf(launch, buffers, /*removable=*/true);
         if (!weight)
           continue;
         auto it = kept.find(weight);

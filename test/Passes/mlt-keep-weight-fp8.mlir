@@ -180,8 +180,9 @@ module {
 
 // Tests two weights in one flat bucket (ZeRO's parameter copies are views of
 // it, sharing its base): each reader's amax and quantization is replaced by
-// its own weight's, and the bucket's gather, before the amaxes in the first
-// body, keeps nothing from being kept.
+// its own weight's; the bucket's gather, on a side stream before the
+// amaxes in the first body (the first waits for it, as ZeRO's overlapped
+// gathers have it), keeps nothing from being kept.
 // CHECK-LABEL: module
 // CHECK-LABEL: mlt_rt.program @micro_step {
 // CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@wa, @aa1] -> [@sa2, @qa2] ints [8, 8, 0]
@@ -209,8 +210,8 @@ module {
   mlt_rt.buffer @qb2 temporary : tensor<8x8xf8E4M3FN>
   mlt_rt.buffer @qtb2 temporary : tensor<8x8xf8E4M3FN>
   mlt_rt.program @micro_step_first {
-    mlt_rt.launch "all_gather" [@slice] -> [@bucket] ints [64, 0]
-    mlt_rt.launch "amax" [@wa] -> [@aa1] ints [64]
+    mlt_rt.launch "all_gather" [@slice] -> [@bucket] ints [64, 0] stream 2 token 0
+    mlt_rt.launch "amax" [@wa] -> [@aa1] ints [64] waits [0]
     mlt_rt.launch "quantize_fp8" [@wa, @aa1] -> [@sa1, @qa1, @qta1] ints [8, 8, 2]
     mlt_rt.launch "amax" [@wb] -> [@ab1] ints [64]
     mlt_rt.launch "quantize_fp8" [@wb, @ab1] -> [@sb1, @qb1, @qtb1] ints [8, 8, 2]

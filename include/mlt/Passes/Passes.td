@@ -981,6 +981,11 @@ def MLTKeepWeightFp8 : Pass<"mlt-keep-weight-fp8", "::mlir::ModuleOp"> {
       peak: keeping it adds a byte a weight to the peak (6 GiB at
       LLaMA-2-7B).
     A quantization of other sizes or layouts stays, reading the kept amax.
+    The producer's launches may wait for a side stream (ZeRO's overlapped
+    gathers of the parameter copies: each layer's first launch waits for
+    its bucket); a reader's are removed only where plain (a wait or a token
+    orders what follows it). Weights are told apart by their own buffers
+    (ZeRO's copies are views of flat buckets), their writes by the base.
     A weight is not kept where the producer writes it after its amax, nor
     for a program that writes it itself or is called after another call
     writes it, and nothing is kept that a second launch writes; pipeline

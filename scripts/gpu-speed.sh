@@ -1,0 +1,106 @@
+#!/bin/bash
+# Issue 35's speed at 7B-8B on the GPU, each run beside its PyTorch
+# reference in the same call, with its predicted step.
+#
+#   scripts/gpu-speed.sh pack [DIR]   (build machine) the runtime-only
+#                                     mlt-run (CUDA, NCCL, MPI), the plans
+#                                     compiled by a compiler build's mlt-run
+#                                     ($MLT_COMPILE, default
+#                                     build/bin/mlt-run) and the PyTorch
+#                                     references -> DIR (default .carry-speed)
+#   DIR/gpu-speed.sh run ITEM...      (GPU machine) the items, in order;
+#                                     logs in $OUT (or DIR/out)
+#
+# Items (STEPS optimizer steps each, default 5; the 8B plans' steps take
+# about 40-50 s, so run them a few to a call):
+#   l7-bf16, l7-fp8      LLaMA-2-7B, seq 4096, 16 micro-batches of one
+#                        sequence a step, --recompute swiglu, one GPU (issue
+#                        35's shape; --fp8 keeps each weight's transposed FP8
+#                        copy through the step, the default)
+#   hf-7b                the same shape in HF transformers with
+#                        torch.compile (../shared/bench/hf_llama_bench.py),
+#                        one sequence a step
+#   l8b-bf16, l8b-fp8, l8b-fp8-both
+#                        Llama-3.1-8B, seq 8192, a global batch of 128 over
+#                        two GPUs: dp 2 with ZeRO-1, 64 micro-batches of one
+#                        sequence a rank, --recompute swiglu; l8b-fp8-both
+#                        keeps both FP8 copies of each weight through the
+#                        step (--fp8-weight-cache both), and its losses and
+#                        gradient norms are compared with l8b-fp8's, which
+#                        must be the same bits, when both ran
+#   torch-8b             PyTorch FSDP2 on the same shape and GPUs, per-layer
+#                        torch.compile, cuDNN attention
+#                        (bench/torch_cp_bench.py)
+# Each mlt item prints its tokens/s after the first step and the step the
+# built-in calibration predicts; bench/RESULTS.md keeps the figures.
+set -euo pipefail
+
+if [[ "${1:-}" == pack ]]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
+  test -x "$compile" || { echo "gpu-speed: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
+  source "$root"/scripts/gpu-pack-common.sh
+  pack_start "${2:-$root/.carry-speed}" mlt-run
+  mkdir -p "$dir"/tools
+  plan() { # name, model, flags...
+    local name=$1 model=$2
+    shift 2
+    "$compile" "$root"/models/llama/$model.mlir --device cuda --dtype bf16 "$@" \
+      --emit-plan "$dir"/plans/$name.mltplan >/dev/null
+  }
+  l7=(--seq-len 4096 --batch 16 --microbatches 16 --recompute swiglu)
+  plan l7-bf16 llama-2-7b "${l7[@]}"
+  plan l7-fp8 llama-2-7b "${l7[@]}" --fp8
+  l8b=(--seq-len 8192 --batch 128 --microbatches 64 --dp 2 --zero 1 --recompute swiglu)
+  plan l8b-bf16 llama-3.1-8b "${l8b[@]}"
+  plan l8b-fp8 llama-3.1-8b "${l8b[@]}" --fp8
+  plan l8b-fp8-both llama-3.1-8b "${l8b[@]}" --fp8 --fp8-weight-cache both
+  cp "$root"/../shared/bench/hf_llama_bench.py "$root"/bench/torch_cp_bench.py \
+    "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/
+  # (compare_runs.py reads it from the folder above its own)
+  cp "$root"/test/Training/fixture_tools.py "$dir"/
+  packed "$dir" "$0" "run ITEM..."
+  exit 0
+fi
+
+[[ "${1:-}" == run && $# -ge 2 ]] || { echo "usage: $0 pack [DIR] | run ITEM..." >&2; exit 2; }
+shift
+cd "$(dirname "$0")"
+source ./gpu-pack-common.sh
+gpu_start
+steps=${STEPS:-5}
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+random_tokens "$out"/tokens.u16
+# mlt NAME GPUS: the plan's run, its throughput and predicted step.
+mlt() {
+  local name=$1 gpus=$2 launch=()
+  [[ $gpus -gt 1 ]] && launch=($mpirun -np "$gpus")
+  echo "== $name ($steps steps)"
+  "${launch[@]}" ./bin/mlt-run plans/$name.mltplan --device cuda --data "$out"/tokens.u16 \
+    --steps "$steps" --log-json "$out"/$name.jsonl > "$out"/$name.log 2>&1 \
+    || { tail -3 "$out"/$name.log; fail "$name"; return; }
+  grep -E '^(trained|step time:)' "$out"/$name.log || true
+}
+for item in "$@"; do
+  case $item in
+    l7-bf16 | l7-fp8) mlt "$item" 1 ;;
+    l8b-bf16 | l8b-fp8) mlt "$item" 2 ;;
+    l8b-fp8-both)
+      mlt "$item" 2
+      if [[ -s "$out"/l8b-fp8.jsonl && -s "$out"/l8b-fp8-both.jsonl ]]; then
+        python3 tools/compare_runs.py 0 "$out"/l8b-fp8.jsonl "$out"/l8b-fp8-both.jsonl \
+          || fail "l8b-fp8-both: not the same bits as l8b-fp8"
+      fi ;;
+    hf-7b)
+      echo "== hf-7b (HF transformers, torch.compile, seq 4096, one sequence a step)"
+      python3 tools/hf_llama_bench.py --config llama-7b --mode compile --steps 10 \
+        2>&1 | tee "$out"/hf-7b.log | tail -4 || fail hf-7b ;;
+    torch-8b)
+      echo "== torch-8b (PyTorch FSDP2, per-layer torch.compile, cuDNN attention)"
+      torchrun --nproc-per-node 2 tools/torch_cp_bench.py --config llama-3.1-8b --seq 8192 \
+        --cp 1 --compile --sdpa cudnn --steps 4 --warmup 2 2>&1 | tee "$out"/torch-8b.log \
+        | tail -4 || fail torch-8b ;;
+    *) fail "unknown item '$item' (l7-bf16, l7-fp8, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, torch-8b)" ;;
+  esac
+done
+exit $status

@@ -71,6 +71,9 @@ static void addStepPasses(OpPassManager &pm, const mlt::TrainOptions &options) {
   // After the overlap scheduling, which takes the gradient all-reduces out
   // of the optimizer step: its sums of squares are then consecutive.
   pm.addPass(createMLTMultiTensor());
+  // The reductions placed (and the optimizer's launches grouped, which name
+  // each gradient alone): a run of them as one flat buffer's.
+  pm.addPass(createMLTCoalesceReductions());
   // The bodies and the step are final: a weight quantized once a step.
   if (layout.fp8) {
     MLTKeepWeightFp8Options keep;

@@ -953,6 +953,38 @@ def MLTFp8Products : Pass<"mlt-fp8-products", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 
+def MLTCoalesceReductions : Pass<"mlt-coalesce-reductions", "::mlir::ModuleOp"> {
+  let summary = "reduces a run of gradients' all-reduces as one flat buffer";
+  let description = [{
+    In-place `all_reduce_sum` launches of gradients that a program runs one
+    after another, on one stream and one mesh axis, of one element type
+    (the run's first may wait, its last may be waited for), become one
+    all-reduce of a flat gradient buffer (`grad_flat.N`, a bucket) that
+    holds those gradients side by side: each becomes a view of it, at a
+    multiple of 128 elements, in the run's order. The gradients the
+    schedule-overlap pass reduces as one bucket over dp (without ZeRO),
+    and the norm weights' gradients that sequence parallelism leaves
+    partial over tp, are reduced in one collective instead of one each
+    (Megatron's contiguous gradient buffers; its all-reduce of the layer
+    norms' gradients). A gradient is laid out once: one already a view (a
+    ZeRO bucket's, or an earlier run's) ends a run.
+
+    Runs after the overlap passes (which place the reductions) and before
+    mlt-plan-memory (which places the views in their base).
+
+    Before:
+    ```mlir
+    mlt_rt.launch "all_reduce_sum" [@"grad:a"] -> [@"grad:a"] ints [100, 0] stream 1 waits [3]
+    mlt_rt.launch "all_reduce_sum" [@"grad:b"] -> [@"grad:b"] ints [64, 0] stream 1
+    ```
+    After (`grad:a` and `grad:b` views of `grad_flat.0` at 0 and 128):
+    ```mlir
+    mlt_rt.launch "all_reduce_sum" [@grad_flat.0] -> [@grad_flat.0] ints [256, 0] stream 1 waits [3]
+    ```
+  }];
+  let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
+}
+
 def MLTKeepWeightFp8 : Pass<"mlt-keep-weight-fp8", "::mlir::ModuleOp"> {
   let summary = "quantizes each FP8 weight once a step";
   let description = [{

@@ -66,7 +66,8 @@ def MLTRT_BufferOp : MLTRT_Op<"buffer", [Symbol, HasParent<"::mlir::ModuleOp">,
     `step_kept` holds, from the step's first call that touches it to its
     last, one value for the whole step: the first call writes it and later
     calls (other micro-batches') read it, as the largest magnitude of an
-    FP8 product's weight, computed once a step (mlt-fp8-products). Copy k
+    FP8 product's weight and its transposed copy, computed once a step
+    (mlt-keep-weight-fp8). Copy k
     starts
     `k * align(bytes, 256)` bytes after `offset` (PlanFormat.h's
     kPlanBufferAlignment).

@@ -8,9 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BufferIds.h"
+
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
-#include "mlt/Plan/KernelInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -18,7 +19,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace mlt {
 #define GEN_PASS_DEF_MLTCOALESCEREDUCTIONS
@@ -44,8 +44,8 @@ public:
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    for (auto buffer : module.getOps<rtir::BufferOp>())
-      buffers[buffer.getSymName()] = buffer;
+    BufferIds ids(module);
+    buffers = &ids;
     unsigned made = 0;
     for (auto program : module.getOps<rtir::ProgramOp>()) {
       SmallVector<rtir::LaunchOp> launches(
@@ -74,8 +74,7 @@ private:
         launch.getInputs().size() != 1 || launch.getOutputs().size() != 1 ||
         launch.getInputs()[0] != launch.getOutputs()[0])
       return {};
-    rtir::BufferOp buffer =
-        buffers.lookup(rtir::bufferName(launch.getInputs()[0]));
+    rtir::BufferOp buffer = buffers->bufferOf(launch.getInputs()[0]);
     if (!buffer || buffer.getKind() != rtir::BufferKind::gradient ||
         buffer.getView() || buffer.getBucket() || buffer.getShardAttr() ||
         buffer.getCopies() != 1 || taken.contains(buffer.getOperation()))
@@ -117,8 +116,6 @@ private:
         first = member;
     OpBuilder b(first);
     std::string name = ("grad_flat." + Twine(index)).str();
-    for (unsigned n = 1; buffers.count(name); ++n)
-      name = ("grad_flat." + Twine(index) + "." + Twine(n)).str();
     OperationState state(first.getLoc(), rtir::BufferOp::getOperationName());
     auto &props = state.getOrAddProperties<rtir::BufferOp::Properties>();
     props.sym_name = b.getStringAttr(name);
@@ -127,7 +124,8 @@ private:
     props.type = TypeAttr::get(RankedTensorType::get({elements}, element));
     props.bucket = b.getUnitAttr();
     auto flat = cast<rtir::BufferOp>(b.create(state));
-    buffers[flat.getSymName()] = flat;
+    // (renamed if the module has the name already)
+    buffers->table().insert(flat);
     for (auto [member, offset] : llvm::zip(members, offsets)) {
       member.setViewAttr(FlatSymbolRefAttr::get(flat.getSymNameAttr()));
       member.setViewOffsetAttr(b.getI64IntegerAttr(offset));
@@ -146,7 +144,8 @@ private:
       launch.erase();
   }
 
-  llvm::StringMap<rtir::BufferOp> buffers;
+  /// The module's buffers by symbol (the flat buffers join them).
+  BufferIds *buffers = nullptr;
   /// The gradients already laid out in a flat buffer.
   llvm::DenseSet<Operation *> taken;
 };

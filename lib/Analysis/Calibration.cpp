@@ -86,17 +86,20 @@ std::vector<double> refinementsOf(std::string_view key) {
 }
 
 /// How far apart two keys' refinements are: the sum of their numbers' log
-/// ratios, and 10 more where one is "/side" and the other not (a
+/// ratios, and 10 more for each flag one has and the other not: "/side" (a
 /// collective beside compute is priced by one on the compute stream only
-/// where no other of its kind was measured); infinite where they have
-/// different counts of numbers.
+/// where no other of its kind was measured) and "/amax" (a kernel that also
+/// writes fused amax outputs, by the kernel alone where it was not measured
+/// so); infinite where they have different counts of numbers.
 double refinementDistance(std::string_view a, std::string_view b) {
   const std::vector<double> x = refinementsOf(a), y = refinementsOf(b);
   if (x.size() != y.size())
     return std::numeric_limits<double>::infinity();
-  const bool sideA = a.find("/side") != std::string_view::npos;
-  const bool sideB = b.find("/side") != std::string_view::npos;
-  double distance = sideA == sideB ? 0.0 : 10.0;
+  double distance = 0.0;
+  for (std::string_view flag : {"/side", "/amax"})
+    if ((a.find(flag) != std::string_view::npos) !=
+        (b.find(flag) != std::string_view::npos))
+      distance += 10.0;
   for (size_t i = 0; i < x.size(); ++i)
     distance += std::abs(std::log(std::max(x[i], 1.0) / std::max(y[i], 1.0)));
   return distance;
@@ -178,6 +181,10 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
   } else {
     cls.work = work.bytes;
   }
+  // Its fused amax outputs (zeroed, then merged into by every block) cost
+  // apart from its bytes.
+  if (fusedAmaxOutputs(inst.kernel, inst.outputs.size()) > 0)
+    cls.key += "/amax";
   return cls;
 }
 

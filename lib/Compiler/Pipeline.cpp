@@ -79,6 +79,9 @@ static void addStepPasses(OpPassManager &pm, const mlt::TrainOptions &options) {
     MLTKeepWeightFp8Options keep;
     keep.copies = layout.fp8Recipe.weightCache;
     pm.addPass(createMLTKeepWeightFp8(keep));
+    // The launches final: the activations' and gradients' amax from the
+    // kernels that write them.
+    pm.addPass(createMLTFuseAmax());
   }
   pm.addPass(createMLTPlanMemory());
 }

@@ -485,7 +485,8 @@ private:
             continue;
           // The kernel must allow it at every position the buffer is read.
           bool allowed = llvm::all_of(inputs, [&](size_t input) {
-            return rt::placesInPlace(kernel->kernel, output, input);
+            return rt::placesInPlace(kernel->kernel, operands.outputs.size(),
+                                     output, input);
           });
           rtir::BufferOp donor = buffers[read], to = buffers[recipient];
           RankedTensorType fromType = donor.getTensorType();

@@ -237,23 +237,50 @@ template <> struct Rule<attrs::MatmulFp8> : RuleBase<attrs::MatmulFp8> {
   }
 };
 
+/// Fails unless an instruction of a kernel with fused amax outputs has one
+/// of the output counts `allowed` (Kernels.def lists them).
+Status checkOutputCount(const InstructionDesc &inst,
+                        std::initializer_list<size_t> allowed) {
+  for (size_t count : allowed)
+    if (inst.outputs.size() == count)
+      return Status::ok();
+  std::string counts;
+  size_t i = 0;
+  for (size_t count : allowed)
+    counts += (i++ ? i == allowed.size() ? " or " : ", " : "") +
+              std::to_string(count);
+  return errorf("writes ", counts, " outputs, got ", inst.outputs.size());
+}
+
+/// The element counts of an instruction's outputs: `counts` for the
+/// kernel's own, then 1 for each fused amax output.
+std::vector<int64_t> withAmaxOutputs(const InstructionDesc &inst,
+                                     std::vector<int64_t> counts) {
+  counts.resize(counts.size() + fusedAmaxOutputs(inst.kernel,
+                                                 inst.outputs.size()),
+                1);
+  return counts;
+}
+
 template <> struct Rule<attrs::RMSNormFwd> : RuleBase<attrs::RMSNormFwd> {
   using RuleBase::RuleBase;
-  // x [rows, dim], w [dim] -> y [rows, dim]
+  Status check() const { return checkOutputCount(inst, {1, 2}); }
+  // x [rows, dim], w [dim] -> y [rows, dim][, amax]
   OperandCounts counts() const {
     const int64_t x = product({a[rows], a[dim]});
-    return {{x, a[dim]}, {x}};
+    return {{x, a[dim]}, withAmaxOutputs(inst, {x})};
   }
 };
 
 /// rms_norm_bwd and rms_norm_bwd_add.
 struct RMSNormBwdRule : RuleBase<attrs::RMSNormBwd> {
   using RuleBase::RuleBase;
+  Status check() const { return checkOutputCount(inst, {2, 3}); }
   // dy, x [rows, dim], w [dim](, addend [rows, dim]) -> dx [rows, dim],
-  // dw [dim]
+  // dw [dim][, amax(dx)]
   OperandCounts counts() const {
     const int64_t x = product({a[rows], a[dim]});
-    OperandCounts counts{{x, x, a[dim]}, {x, a[dim]}};
+    OperandCounts counts{{x, x, a[dim]}, withAmaxOutputs(inst, {x, a[dim]})};
     if (inst.kernel == Kernel::RMSNormBwdAdd)
       counts.inputs.push_back(x);
     return counts;
@@ -389,13 +416,23 @@ struct Rule<attrs::AttentionMerge> : RuleBase<attrs::AttentionMerge> {
 
 template <> struct Rule<attrs::SwiGLUFwd> : RuleBase<attrs::SwiGLUFwd> {
   using RuleBase::RuleBase;
-  OperandCounts counts() const { return all(a[n], 2, 1); } // gate, up -> y
+  Status check() const { return checkOutputCount(inst, {1, 2}); }
+  // gate, up -> y[, amax]
+  OperandCounts counts() const {
+    return {{a[n], a[n]}, withAmaxOutputs(inst, {a[n]})};
+  }
 };
 
 template <> struct Rule<attrs::SwiGLUBwd> : RuleBase<attrs::SwiGLUBwd> {
   using RuleBase::RuleBase;
-  // dy, gate, up -> dgate, dup[, y]
-  OperandCounts counts() const { return all(a[n], 3, inst.outputs.size()); }
+  Status check() const { return checkOutputCount(inst, {2, 3, 4, 6}); }
+  // dy, gate, up -> dgate, dup[, y][, their amaxes]
+  OperandCounts counts() const {
+    const size_t own =
+        inst.outputs.size() - fusedAmaxOutputs(inst.kernel, inst.outputs.size());
+    return {{a[n], a[n], a[n]},
+            withAmaxOutputs(inst, std::vector<int64_t>(own, a[n]))};
+  }
 };
 
 template <> struct Rule<attrs::SiLUFwd> : RuleBase<attrs::SiLUFwd> {
@@ -883,8 +920,25 @@ bool mlt::rt::isIdOperand(Kernel kernel, size_t operand) {
   }
 }
 
+size_t mlt::rt::fusedAmaxOutputs(Kernel kernel, size_t numOutputs) {
+  switch (kernel) {
+  case Kernel::RMSNormFwd: // y[, amax]
+  case Kernel::SwiGLUFwd:
+    return numOutputs == 2 ? 1 : 0;
+  case Kernel::RMSNormBwd: // dx, dw[, amax(dx)]
+  case Kernel::RMSNormBwdAdd:
+    return numOutputs == 3 ? 1 : 0;
+  case Kernel::SwiGLUBwd: // dgate, dup[, y][, their amaxes]
+    return numOutputs == 4 ? 2 : numOutputs == 6 ? 3 : 0;
+  default:
+    return 0;
+  }
+}
+
 bool mlt::rt::isFixedF32Scalar(Kernel kernel, size_t numInputs,
-                               size_t operand) {
+                               size_t numOutputs, size_t operand) {
+  if (operand >= numInputs + numOutputs - fusedAmaxOutputs(kernel, numOutputs))
+    return true;
   switch (kernel) {
   case Kernel::SumSquares:
     return operand == numInputs; // the sum, not the tensor
@@ -919,9 +973,11 @@ bool mlt::rt::isFp8Operand(Kernel kernel, size_t numInputs, size_t operand) {
   }
 }
 
-bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
+bool mlt::rt::mayAlias(Kernel kernel, size_t numOutputs, size_t output,
+                       size_t input) {
   const KernelSignature &signature = kernelSignature(kernel);
   if ((signature.outputs >= 0 && output >= size_t(signature.outputs)) ||
+      output >= numOutputs - fusedAmaxOutputs(kernel, numOutputs) ||
       (signature.inputs >= 0 && input >= size_t(signature.inputs)))
     return false;
   switch (kernel) {
@@ -961,14 +1017,16 @@ bool mlt::rt::mayAlias(Kernel kernel, size_t output, size_t input) {
   }
 }
 
-bool mlt::rt::placesInPlace(Kernel kernel, size_t output, size_t input) {
-  return mayAlias(kernel, output, input) && kernel != Kernel::MatmulAdd &&
+bool mlt::rt::placesInPlace(Kernel kernel, size_t numOutputs, size_t output,
+                            size_t input) {
+  return mayAlias(kernel, numOutputs, output, input) &&
+         kernel != Kernel::MatmulAdd &&
          kernel != Kernel::MatmulFp8;
 }
 
 OperandPrecision mlt::rt::operandPrecision(Kernel kernel, size_t numInputs,
-                                           size_t operand) {
-  if (isFixedF32Scalar(kernel, numInputs, operand))
+                                           size_t numOutputs, size_t operand) {
+  if (isFixedF32Scalar(kernel, numInputs, numOutputs, operand))
     return OperandPrecision::FixedF32;
   const bool output = operand >= numInputs;
   const size_t index = output ? operand - numInputs : operand;
@@ -1048,13 +1106,16 @@ ElementType mlt::rt::precisionType(OperandPrecision precision,
 std::optional<size_t>
 mlt::rt::computeOperandIndex(Kernel kernel, size_t numInputs,
                              const std::vector<ElementType> &operandTypes) {
+  const size_t numOutputs = operandTypes.size() - numInputs;
   for (size_t o = 0; o < operandTypes.size(); ++o)
     if (isFloatElementType(operandTypes[o]) &&
-        operandPrecision(kernel, numInputs, o) == OperandPrecision::Compute)
+        operandPrecision(kernel, numInputs, numOutputs, o) ==
+            OperandPrecision::Compute)
       return o;
   for (size_t o = 0; o < operandTypes.size(); ++o) {
     const ElementType type = operandTypes[o];
-    const OperandPrecision precision = operandPrecision(kernel, numInputs, o);
+    const OperandPrecision precision =
+        operandPrecision(kernel, numInputs, numOutputs, o);
     const bool half = type == ElementType::BF16 || type == ElementType::F16;
     if (isFloatElementType(type) && precision != OperandPrecision::FixedF32 &&
         precision != OperandPrecision::ComputeCopy &&

@@ -505,7 +505,8 @@ bool overlapsOnlyInPlace(const RankPlan &rank, const InstructionDesc &inst) {
       const BufferDesc &in = rank.buffers[inst.inputs[inputs[k].index]];
       if (in.offset != out.offset || in.bytes != out.bytes ||
           in.dtype != out.dtype ||
-          !mayAlias(inst.kernel, output.index, inputs[k].index))
+          !mayAlias(inst.kernel, inst.outputs.size(), output.index,
+                    inputs[k].index))
         return false;
     }
   }
@@ -549,11 +550,11 @@ Status verifyOperandOverlaps(const RankPlan &rank,
         continue;
       const bool exact = out.offset == other.offset &&
                          out.bytes == other.bytes && out.dtype == other.dtype;
-      if (isInput && exact && mayAlias(inst.kernel, o, operand))
+      if (isInput && exact && mayAlias(inst.kernel, inst.outputs.size(), o, operand))
         continue;
       const char *why =
           !isInput ? "; outputs never share memory"
-          : mayAlias(inst.kernel, o, operand)
+          : mayAlias(inst.kernel, inst.outputs.size(), o, operand)
               ? ", but not exactly (in place needs the same offset, size "
                 "and element type)"
               : ", which the kernel may not overwrite in place";
@@ -595,11 +596,6 @@ Status verifyInstruction(const RankPlan &rank, const InstructionDesc &inst,
       inst.outputs.size() != 4)
     return errorf("expects 3 outputs (param, m, v) or 4 (and the compute "
                   "copy), has ",
-                  inst.outputs.size());
-  if (inst.kernel == Kernel::SwiGLUBwd && inst.outputs.size() != 2 &&
-      inst.outputs.size() != 3)
-    return errorf("expects 2 outputs (dgate, dup) or 3 (and the forward's "
-                  "output), has ",
                   inst.outputs.size());
   if (inst.kernel == Kernel::AdamWMulti) {
     if (inst.inputs.size() <= kAdamWScalarInputs)

@@ -540,6 +540,36 @@ TEST(TimelineTest, PricesLaunchesByTheirClass) {
   EXPECT_DOUBLE_EQ(costs->overlapSlowdown, 0.25);
 }
 
+// Tests a kernel with fused amax outputs (mlt-fuse-amax): a class of its
+// own ("/amax"), priced by its curve where a calibration measured it, by the
+// kernel's alone where not; the plain kernel prefers its own curve too.
+TEST(CalibrationTest, PricesFusedAmaxKernelsApart) {
+  Calibration c = sampleCalibration();
+  c.curves["swiglu_fwd"].points = {{1e6, 1e-5}};
+  bool calibrated = false;
+  EXPECT_DOUBLE_EQ(c.seconds({"swiglu_fwd/amax", 1e6, false, false},
+                             &calibrated),
+                   1e-5);
+  EXPECT_TRUE(calibrated);
+  c.curves["swiglu_fwd/amax"].points = {{1e6, 3e-5}};
+  EXPECT_DOUBLE_EQ(c.seconds({"swiglu_fwd/amax", 1e6, false, false}), 3e-5);
+  EXPECT_DOUBLE_EQ(c.seconds({"swiglu_fwd", 1e6, false, false}), 1e-5);
+  c.curves.erase("swiglu_fwd");
+  EXPECT_DOUBLE_EQ(c.seconds({"swiglu_fwd", 1e6, false, false}), 3e-5);
+
+  // The class of a launch that writes an amax of its output.
+  Plan plan = dp2Plan({compute()}, 1, 1000);
+  RankPlan &rank = plan.ranks[0];
+  InstructionDesc swiglu;
+  swiglu.kernel = Kernel::SwiGLUFwd;
+  swiglu.inputs = {0, 0};
+  swiglu.outputs = {0};
+  swiglu.ints = {int64_t(rank.buffers[0].bytes / 4)};
+  EXPECT_EQ(launchClass(rank, swiglu, 1).key, "swiglu_fwd");
+  swiglu.outputs = {0, 0};
+  EXPECT_EQ(launchClass(rank, swiglu, 1).key, "swiglu_fwd/amax");
+}
+
 TEST(TimelineTest, MeasuresACollectiveByItsLeastTime) {
   InstructionDesc add = compute();
   add.inputs = {0, 0};

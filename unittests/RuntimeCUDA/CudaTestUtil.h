@@ -3,7 +3,8 @@
 // Part of mlt. Device buffers with RAII, the skip of every GPU test on a
 // machine without a CUDA device (CI compiles these tests but has no GPU), and
 // the random inputs and normwise error of the CPU kernel tests
-// (../Runtime/KernelTestUtil.h), against whose kernels the GPU is checked.
+// (../Runtime/KernelTestUtil.h), against whose kernels the GPU is checked,
+// and the check of the amax that kernels fuse for FP8 current scaling.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,13 +12,18 @@
 #define MLT_UNITTESTS_RUNTIMECUDA_CUDATESTUTIL_H
 
 #include "../Runtime/KernelTestUtil.h"
+#include "kernels/fp8.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace mlt::cuda::test {
@@ -99,6 +105,77 @@ template <typename T> struct OffsetBuffer {
   DeviceBuffer<T> buffer;
   int64_t offset;
 };
+
+/// Host storage S (float, or uint16_t holding bf16 bits) and the element
+/// type the launchers take for it.
+template <typename S>
+using DeviceOf =
+    std::conditional_t<std::is_same_v<S, float>, float, __nv_bfloat16>;
+template <typename S> DeviceOf<S> *onDevice(S *p) {
+  return reinterpret_cast<DeviceOf<S> *>(p);
+}
+
+/// Whether `a` and `b` hold the same bits (unlike ==, which takes -0 for 0
+/// and no NaN for itself).
+template <typename S>
+bool sameBits(const std::vector<S> &a, const std::vector<S> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(S)) == 0;
+}
+
+/// What a test leaves in an amax buffer before a launch: not 0, so that a
+/// launcher that does not zero it shows.
+inline constexpr float kStaleAmax = 1e30f;
+
+/// The bits of max |v| over `values` as launchAbsMax and the kernels that
+/// fuse it compute it (kernels/absmax.cuh): the largest of the floats' bits
+/// with the sign cleared, so a NaN beats infinity; 0 for no values. bf16
+/// values (their uint16_t bits) are widened to float first.
+inline uint32_t absMaxBits(const std::vector<float> &values) {
+  uint32_t best = 0;
+  for (float v : values) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    best = std::max(best, bits & 0x7FFFFFFFu);
+  }
+  return best;
+}
+inline uint32_t absMaxBits(const std::vector<uint16_t> &bf16Bits) {
+  uint32_t best = 0;
+  for (uint16_t b : bf16Bits)
+    best = std::max(best, (uint32_t(b) << 16) & 0x7FFFFFFFu);
+  return best;
+}
+
+/// The bits of the float at `p` in device memory, after the device's work.
+inline uint32_t deviceFloatBits(const float *p) {
+  float value = 0.f;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(&value, p, sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+/// Expects the device float `amax` to be max |x| over the `n` elements of
+/// the device tensor x (float or __nv_bfloat16) as stored, bit for bit: the
+/// host's absMaxBits of x, and what launchAbsMax computes from x.
+template <typename T>
+void expectAmaxOf(const float *amax, const T *x, int64_t n) {
+  using Stored = std::conditional_t<sizeof(T) == 2, uint16_t, float>;
+  std::vector<Stored> host(n);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(host.data(), x, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  DeviceBuffer<float> reference(1);
+  ASSERT_TRUE(launchAbsMax(reference.get(), x, n, nullptr));
+  const uint32_t bits = deviceFloatBits(amax);
+  EXPECT_EQ(bits, absMaxBits(host)) << std::hex << "amax bits 0x" << bits;
+  EXPECT_EQ(bits, deviceFloatBits(reference.get()))
+      << std::hex << "amax bits 0x" << bits;
+}
 
 } // namespace mlt::cuda::test
 

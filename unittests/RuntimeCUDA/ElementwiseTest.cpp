@@ -7,7 +7,8 @@
 // aligned, so both paths run. add, mul, accumulate, casts, transpose,
 // shard_slice and fill are exact; the SiLU family differs only by expf's
 // last bit (CUDA's expf is within 2 ulp, glibc's within 1), so it is
-// compared normwise at 1e-6.
+// compared normwise at 1e-6. SwiGLU's fused amaxes (FP8 current scaling):
+// the same outputs as without them, and max |output| bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <type_traits>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -194,6 +196,228 @@ TEST(CudaElementwiseTest, SwiGLUBackwardRecomputesTheForwardBitForBit) {
   for (int64_t n : kSizes) {
     check(float{}, float{}, n);
     check(uint16_t{}, __nv_bfloat16{}, n);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// SwiGLU's fused amaxes
+//===----------------------------------------------------------------------===//
+
+/// Sizes for the amaxes: less than a pack (5), whole packs of either width
+/// (4096), and tails past them (1001; 1000003, a grid of many blocks).
+const int64_t kAmaxSizes[] = {5, 4096, 1001, 1000003};
+
+/// `n` random inputs as S (float, or uint16_t holding bf16: rounded).
+template <typename S>
+std::vector<S> randomStored(std::mt19937 &rng, int64_t n) {
+  std::vector<float> x = randomInputs(rng, n);
+  if constexpr (std::is_same_v<S, float>)
+    return x;
+  else
+    return toBF16(x);
+}
+
+/// swiglu_fwd with an amax: out the same bits as without it (also over
+/// gate), and the amax that of out as stored.
+template <typename S>
+void checkSwiGLUForwardAmax(int64_t n, int64_t offset, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << (std::is_same_v<S, float> ? "f32" : "bf16")
+                                  << " n " << n << " offset " << offset);
+  const std::vector<S> gate = randomStored<S>(rng, n),
+                       up = randomStored<S>(rng, n);
+  OffsetBuffer<S> dGate(gate, offset), dUp(up, offset), dOut(gate, offset),
+      dOutAmax(gate, offset), dInPlace(gate, offset);
+  DeviceBuffer<float> amax(1);
+  ASSERT_TRUE(launchSwiGLUForward(onDevice(dOut.get()), onDevice(dGate.get()),
+                                  onDevice(dUp.get()), n, nullptr));
+  const std::vector<S> out = dOut.download();
+
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchSwiGLUForward(onDevice(dOutAmax.get()),
+                                  onDevice(dGate.get()), onDevice(dUp.get()), n,
+                                  nullptr, amax.get()));
+  EXPECT_TRUE(sameBits(dOutAmax.download(), out));
+  expectAmaxOf(amax.get(), onDevice(dOutAmax.get()), n);
+
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchSwiGLUForward(onDevice(dInPlace.get()),
+                                  onDevice(dInPlace.get()), onDevice(dUp.get()),
+                                  n, nullptr, amax.get()));
+  EXPECT_TRUE(sameBits(dInPlace.download(), out));
+  expectAmaxOf(amax.get(), onDevice(dInPlace.get()), n);
+}
+
+TEST(CudaElementwiseTest, SwiGLUForwardAmaxIsMaxAbsOfOut) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(7);
+  for (int64_t n : kAmaxSizes)
+    for (int64_t offset : {0, 1}) {
+      checkSwiGLUForwardAmax<float>(n, offset, rng);
+      checkSwiGLUForwardAmax<uint16_t>(n, offset, rng);
+    }
+}
+
+/// swiglu_bwd with each allowed set of amaxes (dgate's and dup's without
+/// out; with out, all three, out's alone, or dgate's and dup's alone): the
+/// outputs the same bits as without amaxes, each amax given that of its
+/// output as stored, and those not given left untouched. Then every output
+/// over an input, with all three amaxes.
+template <typename S>
+void checkSwiGLUBackwardAmax(int64_t n, int64_t offset, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << (std::is_same_v<S, float> ? "f32" : "bf16")
+                                  << " n " << n << " offset " << offset);
+  const std::vector<S> dout = randomStored<S>(rng, n),
+                       gate = randomStored<S>(rng, n),
+                       up = randomStored<S>(rng, n);
+  OffsetBuffer<S> dDout(dout, offset), dGate(gate, offset), dUp(up, offset);
+  // The outputs without amaxes: without out, and with it.
+  std::vector<S> refDgate[2], refDup[2], refOut;
+  for (bool withOut : {false, true}) {
+    OffsetBuffer<S> dg(dout, offset), du(dout, offset), y(dout, offset);
+    ASSERT_TRUE(launchSwiGLUBackward(
+        onDevice(dg.get()), onDevice(du.get()), onDevice(dDout.get()),
+        onDevice(dGate.get()), onDevice(dUp.get()), n, nullptr,
+        withOut ? onDevice(y.get()) : nullptr));
+    refDgate[withOut] = dg.download();
+    refDup[withOut] = du.download();
+    if (withOut)
+      refOut = y.download();
+  }
+
+  // The amaxes of dgate, dup and out.
+  DeviceBuffer<float> amaxes(3);
+  const std::vector<float> stale(3, kStaleAmax);
+  struct Variant {
+    bool withOut, gradAmaxes, outAmax;
+  };
+  for (const Variant &v :
+       {Variant{false, true, false}, Variant{true, true, true},
+        Variant{true, false, true}, Variant{true, true, false}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "out " << v.withOut << " dgate/dup amax " << v.gradAmaxes
+                 << " out amax " << v.outAmax);
+    OffsetBuffer<S> dg(dout, offset), du(dout, offset), y(dout, offset);
+    amaxes.upload(stale);
+    ASSERT_TRUE(launchSwiGLUBackward(
+        onDevice(dg.get()), onDevice(du.get()), onDevice(dDout.get()),
+        onDevice(dGate.get()), onDevice(dUp.get()), n, nullptr,
+        v.withOut ? onDevice(y.get()) : nullptr,
+        v.gradAmaxes ? amaxes.get() : nullptr,
+        v.gradAmaxes ? amaxes.get() + 1 : nullptr,
+        v.outAmax ? amaxes.get() + 2 : nullptr));
+    EXPECT_TRUE(sameBits(dg.download(), refDgate[v.withOut]));
+    EXPECT_TRUE(sameBits(du.download(), refDup[v.withOut]));
+    if (v.withOut)
+      EXPECT_TRUE(sameBits(y.download(), refOut));
+    const std::vector<float> after = amaxes.download();
+    if (v.gradAmaxes) {
+      expectAmaxOf(amaxes.get(), onDevice(dg.get()), n);
+      expectAmaxOf(amaxes.get() + 1, onDevice(du.get()), n);
+    } else {
+      EXPECT_EQ(after[0], kStaleAmax);
+      EXPECT_EQ(after[1], kStaleAmax);
+    }
+    if (v.outAmax)
+      expectAmaxOf(amaxes.get() + 2, onDevice(y.get()), n);
+    else
+      EXPECT_EQ(after[2], kStaleAmax);
+  }
+
+  // In place: dgate over gate, dup over up, out over dout.
+  amaxes.upload(stale);
+  ASSERT_TRUE(launchSwiGLUBackward(
+      onDevice(dGate.get()), onDevice(dUp.get()), onDevice(dDout.get()),
+      onDevice(dGate.get()), onDevice(dUp.get()), n, nullptr,
+      onDevice(dDout.get()), amaxes.get(), amaxes.get() + 1, amaxes.get() + 2));
+  EXPECT_TRUE(sameBits(dGate.download(), refDgate[1]));
+  EXPECT_TRUE(sameBits(dUp.download(), refDup[1]));
+  EXPECT_TRUE(sameBits(dDout.download(), refOut));
+  expectAmaxOf(amaxes.get(), onDevice(dGate.get()), n);
+  expectAmaxOf(amaxes.get() + 1, onDevice(dUp.get()), n);
+  expectAmaxOf(amaxes.get() + 2, onDevice(dDout.get()), n);
+}
+
+TEST(CudaElementwiseTest, SwiGLUBackwardAmaxesAreMaxAbsOfOutputs) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(8);
+  for (int64_t n : kAmaxSizes)
+    for (int64_t offset : {0, 1}) {
+      checkSwiGLUBackwardAmax<float>(n, offset, rng);
+      checkSwiGLUBackwardAmax<uint16_t>(n, offset, rng);
+    }
+}
+
+// amaxDgate and amaxDup go together, and amaxOut needs out: anything else is
+// an error before any work is queued (the amaxes keep their values).
+TEST(CudaElementwiseTest, SwiGLUBackwardAmaxArgumentErrors) {
+  MLT_REQUIRE_CUDA();
+  const int64_t n = 8;
+  DeviceBuffer<float> a(n), b(n), c(n), d(n), e(n), amaxes(3);
+  const std::vector<float> stale(3, kStaleAmax);
+  amaxes.upload(stale);
+  float *amaxDgate = amaxes.get(), *amaxDup = amaxes.get() + 1,
+        *amaxOut = amaxes.get() + 2;
+  auto run = [&](float *out, float *ag, float *au, float *ao) {
+    return launchSwiGLUBackward(a.get(), b.get(), c.get(), d.get(), e.get(), n,
+                                nullptr, out, ag, au, ao);
+  };
+  Status status = run(nullptr, amaxDgate, amaxDup, amaxOut);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "swiglu_bwd: the amax of out is given without out");
+  status = run(e.get(), amaxDgate, nullptr, nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "swiglu_bwd: the amax of dgate is given without "
+                              "the amax of dup (both or neither)");
+  status = run(nullptr, nullptr, amaxDup, nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "swiglu_bwd: the amax of dup is given without "
+                              "the amax of dgate (both or neither)");
+  auto bf16 = [](float *p) { return reinterpret_cast<__nv_bfloat16 *>(p); };
+  EXPECT_FALSE(launchSwiGLUBackward(bf16(a.get()), bf16(b.get()), bf16(c.get()),
+                                    bf16(d.get()), bf16(e.get()), n, nullptr,
+                                    nullptr, nullptr, nullptr, amaxOut));
+  EXPECT_EQ(amaxes.download(), stale);
+}
+
+// A NaN gate makes its element of out, dgate and dup NaN: every amax is NaN
+// (bit for bit the host's and launchAbsMax's).
+TEST(CudaElementwiseTest, SwiGLUAmaxOfNaNIsNaN) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(9);
+  auto check = [&](auto storage, int64_t n) {
+    using S = decltype(storage);
+    SCOPED_TRACE(testing::Message()
+                 << (std::is_same_v<S, float> ? "f32" : "bf16") << " n " << n);
+    std::vector<S> gate = randomStored<S>(rng, n);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if constexpr (std::is_same_v<S, float>)
+      gate[n / 2] = nan;
+    else
+      gate[n / 2] = toBF16({nan})[0];
+    OffsetBuffer<S> dDout(randomStored<S>(rng, n), 0), dGate(gate, 0),
+        dUp(randomStored<S>(rng, n), 0), dg(gate, 0), du(gate, 0), y(gate, 0);
+    DeviceBuffer<float> amaxes(4);
+    ASSERT_TRUE(launchSwiGLUForward(onDevice(y.get()), onDevice(dGate.get()),
+                                    onDevice(dUp.get()), n, nullptr,
+                                    amaxes.get() + 3));
+    ASSERT_TRUE(launchSwiGLUBackward(
+        onDevice(dg.get()), onDevice(du.get()), onDevice(dDout.get()),
+        onDevice(dGate.get()), onDevice(dUp.get()), n, nullptr,
+        onDevice(y.get()), amaxes.get(), amaxes.get() + 1, amaxes.get() + 2));
+    // The backward rewrites y with the forward's bits: amaxes 2 and 3 are both
+    // y's.
+    S *outputs[] = {dg.get(), du.get(), y.get(), y.get()};
+    for (int k = 0; k < 4; ++k) {
+      SCOPED_TRACE(testing::Message() << "amax " << k);
+      // An amax has no sign: NaN bits are those above infinity's.
+      EXPECT_GT(deviceFloatBits(amaxes.get() + k), 0x7F800000u);
+      expectAmaxOf(amaxes.get() + k, onDevice(outputs[k]), n);
+    }
+  };
+  for (int64_t n : {int64_t(5), int64_t(1001), int64_t(4096)}) {
+    check(float{}, n);
+    check(uint16_t{}, n);
   }
 }
 

@@ -8,7 +8,8 @@
 // one backward block's share, a dim whose dw accumulator does not fit shared
 // memory, misaligned pointers, in-place use, zero rows, bit-reproducibility,
 // bf16 storage, and the backward's addend (rms_norm_bwd_add), aliased to dx and
-// dy too.
+// dy too. The fused amax of y and dx (FP8 current scaling) on every kernel
+// path: the same outputs as without it, and max |output| bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +22,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -418,6 +421,222 @@ TEST(CudaRMSNormTest, BF16PathsMatchCpu) {
                                  asBF16(dW.get()), c.rows, c.dim, kEps, 0));
     EXPECT_EQ(dX.download(), y);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// The fused amax (FP8 current scaling)
+//===----------------------------------------------------------------------===//
+
+/// `n` values uniform in [lo, hi), as S (bf16: rounded).
+template <typename S>
+std::vector<S> randomStored(std::mt19937 &rng, int64_t n, double lo,
+                            double hi) {
+  std::vector<float> values = randomVector<float>(rng, n, lo, hi);
+  if constexpr (std::is_same_v<S, float>)
+    return values;
+  else
+    return roundToBF16(values).first;
+}
+
+struct AmaxCase {
+  int64_t rows, dim, offset;
+};
+// Each kernel path of both types: the cached kernels (dim 200: 50 f32 or 25
+// bf16 packs; 64 with 1100 rows: several rows per team and per backward
+// block; 768: one warp of 3 bf16 packs), the generic 16-byte kernels
+// (20480), the scalar ones (odd dims, and pointers one element past a
+// 16-byte boundary), and a dim whose backward dw accumulator does not fit
+// shared memory (13001).
+constexpr AmaxCase kAmaxCases[] = {{37, 200, 0},  {37, 200, 1},  {37, 203, 0},
+                                   {1100, 64, 0}, {3, 20480, 0}, {3, 13001, 0},
+                                   {5, 5, 0},     {700, 768, 0}};
+
+std::string describe(const AmaxCase &c) {
+  return describe(Shape{c.rows, c.dim}) + " offset " + std::to_string(c.offset);
+}
+
+/// The forward with amax: y the same bits as without it, in place too, and
+/// the amax that of y as stored.
+template <typename S> void checkForwardAmax(const AmaxCase &c, int seed) {
+  SCOPED_TRACE(describe(c) + (std::is_same_v<S, float> ? " f32" : " bf16"));
+  std::mt19937 rng(seed);
+  const int64_t n = c.rows * c.dim;
+  const std::vector<S> x = randomStored<S>(rng, n, -2.0, 2.0),
+                       w = randomStored<S>(rng, c.dim, 0.5, 1.5);
+  OffsetBuffer<S> dX(x, c.offset), dW(w, c.offset), dY(x, c.offset),
+      dYAmax(x, c.offset), dInPlace(x, c.offset);
+  DeviceBuffer<float> amax(1), rstd(c.rows);
+  ASSERT_TRUE(launchRmsNormFwd(onDevice(dY.get()), nullptr, onDevice(dX.get()),
+                               onDevice(dW.get()), c.rows, c.dim, kEps, 0));
+  const std::vector<S> y = dY.download();
+
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormFwd(onDevice(dYAmax.get()), rstd.get(),
+                               onDevice(dX.get()), onDevice(dW.get()), c.rows,
+                               c.dim, kEps, 0, amax.get()));
+  EXPECT_TRUE(sameBits(dYAmax.download(), y));
+  expectAmaxOf(amax.get(), onDevice(dYAmax.get()), n);
+
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormFwd(onDevice(dInPlace.get()), nullptr,
+                               onDevice(dInPlace.get()), onDevice(dW.get()),
+                               c.rows, c.dim, kEps, 0, amax.get()));
+  EXPECT_TRUE(sameBits(dInPlace.download(), y));
+  expectAmaxOf(amax.get(), onDevice(dInPlace.get()), n);
+}
+
+TEST(CudaRMSNormTest, ForwardAmaxIsMaxAbsOfY) {
+  MLT_REQUIRE_CUDA();
+  int seed = 310;
+  for (const AmaxCase &c : kAmaxCases) {
+    checkForwardAmax<float>(c, ++seed);
+    checkForwardAmax<uint16_t>(c, ++seed);
+  }
+}
+
+/// The backward with amaxDx, without and with an addend: dx and dw the same
+/// bits as without it, also with dx over dy, and the amax that of dx as
+/// stored (the addend added).
+template <typename S> void checkBackwardAmax(const AmaxCase &c, int seed) {
+  SCOPED_TRACE(describe(c) + (std::is_same_v<S, float> ? " f32" : " bf16"));
+  std::mt19937 rng(seed);
+  const int64_t n = c.rows * c.dim;
+  const std::vector<S> x = randomStored<S>(rng, n, -2.0, 2.0),
+                       w = randomStored<S>(rng, c.dim, 0.5, 1.5),
+                       dy = randomStored<S>(rng, n, -1.0, 1.0),
+                       addend = randomStored<S>(rng, n, -1.0, 1.0);
+  OffsetBuffer<S> dX(x, c.offset), dW(w, c.offset), dDy(dy, c.offset),
+      dA(addend, c.offset), dDx(dy, c.offset), dDxAmax(dy, c.offset);
+  DeviceBuffer<float> dDw(c.dim), dDwAmax(c.dim), amax(1);
+  const size_t scratchBytes = rmsNormBwdScratchBytes(c.rows, c.dim);
+  DeviceBuffer<char> scratch(scratchBytes);
+  for (bool withAddend : {false, true}) {
+    SCOPED_TRACE(withAddend ? "addend" : "no addend");
+    const DeviceOf<S> *a = withAddend ? onDevice(dA.get()) : nullptr;
+    ASSERT_TRUE(launchRmsNormBwd(onDevice(dDx.get()), dDw.get(),
+                                 onDevice(dDy.get()), onDevice(dX.get()),
+                                 onDevice(dW.get()), a, c.rows, c.dim, kEps,
+                                 scratch.get(), scratchBytes, 0));
+    const std::vector<S> dx = dDx.download();
+    const std::vector<float> dw = dDw.download();
+
+    amax.upload({kStaleAmax});
+    ASSERT_TRUE(launchRmsNormBwd(onDevice(dDxAmax.get()), dDwAmax.get(),
+                                 onDevice(dDy.get()), onDevice(dX.get()),
+                                 onDevice(dW.get()), a, c.rows, c.dim, kEps,
+                                 scratch.get(), scratchBytes, 0, amax.get()));
+    EXPECT_TRUE(sameBits(dDxAmax.download(), dx));
+    EXPECT_TRUE(sameBits(dDwAmax.download(), dw));
+    expectAmaxOf(amax.get(), onDevice(dDxAmax.get()), n);
+
+    // dx over dy (dy also the addend with one): the same bits.
+    OffsetBuffer<S> dInPlace(dy, c.offset);
+    const std::vector<S> expected = [&] {
+      if (!withAddend)
+        return dx;
+      OffsetBuffer<S> dyCopy(dy, c.offset), out(dy, c.offset);
+      EXPECT_TRUE(launchRmsNormBwd(
+          onDevice(out.get()), dDw.get(), onDevice(dyCopy.get()),
+          onDevice(dX.get()), onDevice(dW.get()), onDevice(dyCopy.get()),
+          c.rows, c.dim, kEps, scratch.get(), scratchBytes, 0));
+      return out.download();
+    }();
+    amax.upload({kStaleAmax});
+    ASSERT_TRUE(launchRmsNormBwd(
+        onDevice(dInPlace.get()), dDwAmax.get(), onDevice(dInPlace.get()),
+        onDevice(dX.get()), onDevice(dW.get()),
+        withAddend ? onDevice(dInPlace.get()) : nullptr, c.rows, c.dim, kEps,
+        scratch.get(), scratchBytes, 0, amax.get()));
+    EXPECT_TRUE(sameBits(dInPlace.download(), expected));
+    EXPECT_TRUE(sameBits(dDwAmax.download(), dw));
+    expectAmaxOf(amax.get(), onDevice(dInPlace.get()), n);
+  }
+}
+
+TEST(CudaRMSNormTest, BackwardAmaxIsMaxAbsOfDx) {
+  MLT_REQUIRE_CUDA();
+  int seed = 330;
+  for (const AmaxCase &c : kAmaxCases) {
+    checkBackwardAmax<float>(c, ++seed);
+    checkBackwardAmax<uint16_t>(c, ++seed);
+  }
+}
+
+/// A NaN in x makes its row of y NaN, and one in dy its row of dx: both
+/// amaxes are NaN (bit for bit the host's and launchAbsMax's).
+template <typename S> void checkNaNAmax(const AmaxCase &c, int seed) {
+  SCOPED_TRACE(describe(c) + (std::is_same_v<S, float> ? " f32" : " bf16"));
+  std::mt19937 rng(seed);
+  const int64_t n = c.rows * c.dim;
+  std::vector<S> x = randomStored<S>(rng, n, -2.0, 2.0),
+                 w = randomStored<S>(rng, c.dim, 0.5, 1.5),
+                 dy = randomStored<S>(rng, n, -1.0, 1.0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t at = n / 2 + 1;
+  if constexpr (std::is_same_v<S, float>) {
+    x[at] = nan;
+    dy[at] = nan;
+  } else {
+    x[at] = roundToBF16({nan}).first[0];
+    dy[at] = x[at];
+  }
+  OffsetBuffer<S> dX(x, c.offset), dW(w, c.offset), dDy(dy, c.offset),
+      dY(x, c.offset), dDx(dy, c.offset);
+  DeviceBuffer<float> amax(1), dDw(c.dim);
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormFwd(onDevice(dY.get()), nullptr, onDevice(dX.get()),
+                               onDevice(dW.get()), c.rows, c.dim, kEps, 0,
+                               amax.get()));
+  // The amax has no sign: NaN bits are those above infinity's.
+  EXPECT_GT(deviceFloatBits(amax.get()), 0x7F800000u);
+  expectAmaxOf(amax.get(), onDevice(dY.get()), n);
+
+  // dy's NaN alone (x finite).
+  OffsetBuffer<S> dXFinite(randomStored<S>(rng, n, -2.0, 2.0), c.offset);
+  const size_t scratchBytes = rmsNormBwdScratchBytes(c.rows, c.dim);
+  DeviceBuffer<char> scratch(scratchBytes);
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormBwd(onDevice(dDx.get()), dDw.get(),
+                               onDevice(dDy.get()), onDevice(dXFinite.get()),
+                               onDevice(dW.get()), nullptr, c.rows, c.dim, kEps,
+                               scratch.get(), scratchBytes, 0, amax.get()));
+  EXPECT_GT(deviceFloatBits(amax.get()), 0x7F800000u);
+  expectAmaxOf(amax.get(), onDevice(dDx.get()), n);
+}
+
+TEST(CudaRMSNormTest, AmaxOfNaNOutputsIsNaN) {
+  MLT_REQUIRE_CUDA();
+  // The cached, scalar and generic 16-byte paths.
+  int seed = 350;
+  for (const AmaxCase &c :
+       {AmaxCase{37, 200, 0}, AmaxCase{37, 203, 0}, AmaxCase{3, 20480, 0}}) {
+    checkNaNAmax<float>(c, ++seed);
+    checkNaNAmax<uint16_t>(c, ++seed);
+  }
+}
+
+// No rows: the amax is 0 (as launchAbsMax gives for no elements); an
+// argument error queues nothing, so the amax is left as it was.
+TEST(CudaRMSNormTest, AmaxWithoutRowsAndOnErrors) {
+  MLT_REQUIRE_CUDA();
+  DeviceBuffer<float> dDw(5), dX(10), dW(5), amax(1);
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormFwd(dX.get(), nullptr, dX.get(), dW.get(), 0, 5,
+                               kEps, 0, amax.get()));
+  EXPECT_EQ(deviceFloatBits(amax.get()), 0u);
+  amax.upload({kStaleAmax});
+  ASSERT_TRUE(launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(),
+                               dW.get(), nullptr, 0, 5, kEps, nullptr, 0, 0,
+                               amax.get()));
+  EXPECT_EQ(deviceFloatBits(amax.get()), 0u);
+
+  amax.upload({kStaleAmax});
+  EXPECT_FALSE(launchRmsNormBwd(dX.get(), dDw.get(), dX.get(), dX.get(),
+                                dW.get(), nullptr, 2, 5, kEps, nullptr, 0, 0,
+                                amax.get()));
+  EXPECT_FALSE(launchRmsNormFwd(dX.get(), nullptr, dX.get(), dW.get(), 2, 0,
+                                kEps, 0, amax.get()));
+  EXPECT_EQ(amax.download(), std::vector<float>{kStaleAmax});
 }
 
 } // namespace

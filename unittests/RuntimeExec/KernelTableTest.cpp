@@ -167,7 +167,13 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
                  : std::vector<int64_t>{1, 1, 1, 0};
       break;
     case Kernel::SwiGLUBwd: // dgate, dup
+    case Kernel::RMSNormBwd: // dx, dw
+    case Kernel::RMSNormBwdAdd:
       outputs = 2;
+      break;
+    case Kernel::RMSNormFwd: // y
+    case Kernel::SwiGLUFwd:
+      outputs = 1;
       break;
     case Kernel::AllToAll: // blocks as they are
       ints.back() = 0;

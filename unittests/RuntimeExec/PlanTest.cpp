@@ -122,29 +122,61 @@ TEST(PlanTest, KernelTable) {
 // Tests the in-place pairs of Kernels.def (mayAlias): listed pairs only,
 // by output and input position, nothing past a kernel's arity.
 TEST(PlanTest, InPlaceTable) {
-  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwd, 0, 1));  // dlogits, logits
-  EXPECT_FALSE(mayAlias(Kernel::CrossEntropyBwd, 0, 0)); // dloss
-  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwdStats, 0, 1));
-  EXPECT_TRUE(mayAlias(Kernel::MatmulAdd, 0, 2)); // c, addend
-  EXPECT_FALSE(mayAlias(Kernel::MatmulAdd, 0, 0));
-  EXPECT_FALSE(mayAlias(Kernel::Matmul, 0, 0));
-  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 1, 2));   // dup, up
-  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 2, 0));   // the forward's y, dy
-  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 3, 0));  // no fourth output
-  EXPECT_FALSE(mayAlias(Kernel::Add, 0, 2));        // no third input
-  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwd, 0, 0));  // dx, dy
-  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 1, 0)); // dw
-  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 0, 1)); // x
-  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 0, 0));  // dx, dy
-  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 0, 3));  // dx, addend
-  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 0, 1)); // x
-  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 1, 3)); // dw
-  EXPECT_TRUE(mayAlias(Kernel::Rope, 0, 0));
-  EXPECT_TRUE(mayAlias(Kernel::AllReduceSum, 0, 0));
-  EXPECT_FALSE(mayAlias(Kernel::AllGather, 0, 0));
-  EXPECT_FALSE(mayAlias(Kernel::Accumulate, 0, 0)); // y accumulates
-  EXPECT_FALSE(mayAlias(Kernel::Cast, 0, 0));
-  EXPECT_FALSE(mayAlias(Kernel::AdamW, 0, 0));
+  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwd, 1, 0, 1));  // dlogits, logits
+  EXPECT_FALSE(mayAlias(Kernel::CrossEntropyBwd, 1, 0, 0)); // dloss
+  EXPECT_TRUE(mayAlias(Kernel::CrossEntropyBwdStats, 1, 0, 1));
+  EXPECT_TRUE(mayAlias(Kernel::MatmulAdd, 1, 0, 2)); // c, addend
+  EXPECT_FALSE(mayAlias(Kernel::MatmulAdd, 1, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::Matmul, 1, 0, 0));
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 3, 1, 2));   // dup, up
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 3, 2, 0));   // the forward's y, dy
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 3, 3, 0));  // no fourth output
+  EXPECT_FALSE(mayAlias(Kernel::Add, 1, 0, 2));        // no third input
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwd, 2, 0, 0));  // dx, dy
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 2, 1, 0)); // dw
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwd, 2, 0, 1)); // x
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 2, 0, 0));  // dx, dy
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormBwdAdd, 2, 0, 3));  // dx, addend
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 2, 0, 1)); // x
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 2, 1, 3)); // dw
+  EXPECT_TRUE(mayAlias(Kernel::Rope, 1, 0, 0));
+  EXPECT_TRUE(mayAlias(Kernel::AllReduceSum, 1, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::AllGather, 1, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::Accumulate, 1, 0, 0)); // y accumulates
+  EXPECT_FALSE(mayAlias(Kernel::Cast, 1, 0, 0));
+  EXPECT_FALSE(mayAlias(Kernel::AdamW, 3, 0, 0));
+  // A fused amax output (Kernels.def's amax) aliases nothing.
+  EXPECT_TRUE(mayAlias(Kernel::RMSNormFwd, 2, 0, 0));   // y, x
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormFwd, 2, 1, 0));  // amax(y)
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUFwd, 2, 0, 1));    // y, up
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUFwd, 2, 1, 1));   // amax(y)
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 4, 2, 0));   // amax(dgate)
+  EXPECT_TRUE(mayAlias(Kernel::SwiGLUBwd, 6, 2, 0));    // the forward's y
+  EXPECT_FALSE(mayAlias(Kernel::SwiGLUBwd, 6, 5, 0));   // amax(y)
+  EXPECT_FALSE(mayAlias(Kernel::RMSNormBwdAdd, 3, 2, 3)); // amax(dx)
+}
+
+// Tests which outputs are fused amaxes (f32 scalars whatever the compute
+// type) for each output count a kernel allows.
+TEST(PlanTest, FusedAmaxOutputs) {
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::RMSNormFwd, 1), 0u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::RMSNormFwd, 2), 1u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::RMSNormBwd, 2), 0u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::RMSNormBwdAdd, 3), 1u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::SwiGLUFwd, 2), 1u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::SwiGLUBwd, 3), 0u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::SwiGLUBwd, 4), 2u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::SwiGLUBwd, 6), 3u);
+  EXPECT_EQ(fusedAmaxOutputs(Kernel::Add, 2), 0u);
+  // swiglu_bwd's inputs are operands 0-2: with 4 outputs, dgate and dup are
+  // computed (3, 4) and their amaxes f32 (5, 6); with 3, y is computed.
+  EXPECT_FALSE(isFixedF32Scalar(Kernel::SwiGLUBwd, 3, 4, 4));
+  EXPECT_TRUE(isFixedF32Scalar(Kernel::SwiGLUBwd, 3, 4, 5));
+  EXPECT_FALSE(isFixedF32Scalar(Kernel::SwiGLUBwd, 3, 3, 5));
+  EXPECT_TRUE(isFixedF32Scalar(Kernel::RMSNormBwdAdd, 4, 3, 6));
+  EXPECT_FALSE(isFixedF32Scalar(Kernel::RMSNormBwdAdd, 4, 3, 5)); // dw
+  EXPECT_EQ(operandPrecision(Kernel::RMSNormFwd, 2, 2, 3),
+            OperandPrecision::FixedF32);
 }
 
 // Tests reading a plan file from disk, whatever its name.

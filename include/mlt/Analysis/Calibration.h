@@ -81,7 +81,8 @@ struct Curve {
 /// What a launch is priced as: its class (a Calibration curve's key) and
 /// its work.
 struct LaunchClass {
-  /// "matmul", "attention_bwd/hd64/s2048", "all_reduce_sum/g2", "transfer".
+  /// "matmul", "attention_bwd/hd64/s2048", "all_reduce_sum/g2", "transfer",
+  /// "swiglu_bwd/amax" (with fused amax outputs).
   std::string key;
   /// FLOPs for matrix kernels, else bytes.
   double work = 0.0;

@@ -985,6 +985,46 @@ def MLTCoalesceReductions : Pass<"mlt-coalesce-reductions", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
 }
 
+def MLTFuseAmax : Pass<"mlt-fuse-amax", "::mlir::ModuleOp"> {
+  let summary = "takes FP8 scaling statistics from the kernels that write the tensors";
+  let description = [{
+    Current scaling reads a tensor twice before an FP8 product: an `amax`
+    launch for its largest magnitude, then `quantize_fp8`. Where the tensor
+    was just written by a kernel that can also measure it (Kernels.def's
+    fused amax outputs: rms_norm_fwd's y, rms_norm_bwd(_add)'s dx,
+    swiglu_fwd's y, swiglu_bwd's dgate, dup and recomputed y), the amax
+    launch's output becomes a trailing output of that kernel, which reduces
+    the values it stores as it stores them (the same f32 value, bit for
+    bit: a maximum does not depend on its order), and the amax launch goes:
+    one read of the tensor less. Transformer Engine's normalization and
+    activation kernels do the same for its FP8 recipes.
+
+    An amax joins the launch that last wrote its tensor, in the same
+    program, when: that launch wrote the whole tensor as an output that
+    takes an amax; both run on one stream; the amax waits for nothing and
+    nothing waits for it; nothing in between touches the amax's buffer (it
+    is written earlier once fused); and, for swiglu_bwd, every one of its
+    outputs that takes an amax has one (the kernel writes all or none).
+    Other amax launches stay (the attention's outputs, the weights').
+
+    Runs after mlt-keep-weight-fp8 (the launches are final) and before
+    mlt-plan-memory. On LLaMA-2-7B with `--fp8` it removes six of the eight
+    activation and gradient amax launches a layer runs in a micro-batch
+    (bench/RESULTS.md).
+
+    Before:
+    ```mlir
+    mlt_rt.launch "swiglu_fwd" [@gate, @up] -> [@h] ints [4096]
+    mlt_rt.launch "amax" [@h] -> [@"fp8.amax:h"] ints [4096]
+    ```
+    After:
+    ```mlir
+    mlt_rt.launch "swiglu_fwd" [@gate, @up] -> [@h, @"fp8.amax:h"] ints [4096]
+    ```
+  }];
+  let dependentDialects = ["::mlt::rt_ir::MLTRTDialect"];
+}
+
 def MLTKeepWeightFp8 : Pass<"mlt-keep-weight-fp8", "::mlir::ModuleOp"> {
   let summary = "quantizes each FP8 weight once a step";
   let description = [{

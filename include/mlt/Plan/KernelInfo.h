@@ -531,14 +531,25 @@ constexpr bool allowsNoMeshAxis(Kernel kernel) {
          kernel == Kernel::AttentionFwd || kernel == Kernel::AttentionBwd ||
          kernel == Kernel::AttentionBwdRope;
 }
+/// How many of the last outputs of an instruction of `kernel` with
+/// `numOutputs` outputs are amax outputs (Kernels.def's amax: the f32
+/// max |v| over an output as stored, NaN when any element is NaN, for FP8
+/// current scaling): rms_norm_fwd's y, rms_norm_bwd(_add)'s dx, swiglu_fwd's
+/// y, swiglu_bwd's dgate, dup (and y). Amax output j is output j's: it
+/// follows the kernel's other outputs at numOutputs - count + j. 0 for the
+/// other kernels and counts.
+size_t fusedAmaxOutputs(Kernel kernel, size_t numOutputs);
+
 /// Whether operand `operand` (inputs first, then outputs) of `kernel`, an
-/// instruction with `numInputs` inputs, is one of the optimizer's f32
-/// scalars: the plan format fixes them to f32 whatever float type the model
-/// computes in (sum_squares' sum, sum_squares_multi's sums; global_norm's
-/// and clip_coefficient's operands; adamw's grad_scale and hyper-parameters;
-/// the FP8 kernels' amax and inverse scales). Every backend checks them apart
-/// from the computed operands, which share one type.
-bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t operand);
+/// instruction with `numInputs` inputs and `numOutputs` outputs, is one of
+/// the optimizer's f32 scalars: the plan format fixes them to f32 whatever
+/// float type the model computes in (sum_squares' sum, sum_squares_multi's
+/// sums; global_norm's and clip_coefficient's operands; adamw's grad_scale
+/// and hyper-parameters; the FP8 kernels' amax and inverse scales, and the
+/// fused amax outputs). Every backend checks them apart from the computed
+/// operands, which share one type.
+bool isFixedF32Scalar(Kernel kernel, size_t numInputs, size_t numOutputs,
+                      size_t operand);
 
 /// Whether operand `operand` (inputs first, then outputs) of `kernel` holds
 /// i32 token ids or labels: the embeddings' ids and the cross-entropies'
@@ -563,7 +574,9 @@ inline constexpr size_t kAdamWScalarInputs = 7;
 /// input when the input dies at the instruction, and the plan verifier
 /// refuses every other overlap between an instruction's outputs and its
 /// other operands.
-bool mayAlias(Kernel kernel, size_t output, size_t input);
+/// `numOutputs` is the instruction's output count (a fused amax output
+/// aliases nothing).
+bool mayAlias(Kernel kernel, size_t numOutputs, size_t output, size_t input);
 
 /// Whether mlt-plan-memory places output `output` of `kernel` on its dying
 /// input `input`: where mayAlias allows it and the results do not depend on
@@ -573,7 +586,8 @@ bool mayAlias(Kernel kernel, size_t output, size_t input);
 /// differ only in what dies there (one with recomputation, one without)
 /// would train differently. A plan that has it anyway is
 /// valid (the verifier holds plans to mayAlias).
-bool placesInPlace(Kernel kernel, size_t output, size_t input);
+bool placesInPlace(Kernel kernel, size_t numOutputs, size_t output,
+                   size_t input);
 
 /// The element type a float operand of an instruction may have, relative to
 /// the type C the instruction computes in (its first Compute operand's, or
@@ -597,7 +611,7 @@ enum class OperandPrecision : uint8_t {
   Gradient,
 };
 OperandPrecision operandPrecision(Kernel kernel, size_t numInputs,
-                                  size_t operand);
+                                  size_t numOutputs, size_t operand);
 
 /// The operand whose type an instruction computes in, given every operand's
 /// element type (inputs, then outputs): its first float Compute operand, or

@@ -52,7 +52,10 @@ Status checkGradientOutputs(const RankPlan &rank, const InstructionDesc &inst) {
                        inst.kernel == Kernel::RMSNormBwdAdd;
   if (!f32Only)
     return Status::ok();
-  const BufferDesc &gradient = rank.buffers[inst.outputs.back()];
+  // dtable, or rms_norm_bwd's dw (before a fused amax of dx).
+  const bool norm = inst.kernel == Kernel::RMSNormBwd ||
+                    inst.kernel == Kernel::RMSNormBwdAdd;
+  const BufferDesc &gradient = rank.buffers[inst.outputs.at(norm ? 1 : 0)];
   if (gradient.dtype != ElementType::F32)
     return errorf("buffer '", gradient.name, "' is ",
                   elementTypeName(gradient.dtype),

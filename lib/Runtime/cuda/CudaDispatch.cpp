@@ -180,6 +180,12 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
                                        const std::vector<BufferView> &out,
                                        cudaStream_t s) {
   auto f = [](const BufferView &b) { return b.as<float>(); };
+  // Where the kernel writes the amax of its output j (KernelInfo.h's
+  // fusedAmaxOutputs), null when the instruction has none.
+  const size_t amaxes = fusedAmaxOutputs(inst.kernel, out.size());
+  auto amaxOutput = [&](size_t j) -> float * {
+    return j < amaxes ? f(out[out.size() - amaxes + j]) : nullptr;
+  };
   // The row losses a loss launch sums (cross_entropy.h), in scratch.
   auto rowLosses = [&](int64_t rows) -> StatusOr<std::pair<void *, size_t>> {
     const size_t bytes = crossEntropyFwdScratchBytes(rows);
@@ -208,12 +214,16 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
         return launchAdd(t(out[0]), t(in[0]), t(in[1]), n, s);
       case Kernel::Mul:
         return launchMul(t(out[0]), t(in[0]), t(in[1]), n, s);
-      case Kernel::SwiGLUFwd:
-        return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), n, s);
-      case Kernel::SwiGLUBwd:
+      case Kernel::SwiGLUFwd: // y[, amax(y)]
+        return launchSwiGLUForward(t(out[0]), t(in[0]), t(in[1]), n, s,
+                                   amaxOutput(0));
+      case Kernel::SwiGLUBwd: { // dgate, dup[, y][, their amaxes]
+        const bool y = out.size() == 3 || out.size() == 6;
         return launchSwiGLUBackward(t(out[0]), t(out[1]), t(in[0]), t(in[1]),
-                                    t(in[2]), n, s,
-                                    out.size() == 3 ? t(out[2]) : nullptr);
+                                    t(in[2]), n, s, y ? t(out[2]) : nullptr,
+                                    amaxOutput(0), amaxOutput(1),
+                                    y ? amaxOutput(2) : nullptr);
+      }
       case Kernel::SiLUFwd:
         return launchSiLUForward(t(out[0]), t(in[0]), n, s);
       default:
@@ -485,7 +495,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       using T = decltype(tag);
       return launchRmsNormFwd(out[0].as<T>(), nullptr, in[0].as<const T>(),
                               in[1].as<const T>(), a[A::rows], a[A::dim],
-                              a[A::eps], s);
+                              a[A::eps], s, amaxOutput(0));
     });
   }
   case Kernel::RMSNormBwd:      // dy, x, w -> dx, dw
@@ -503,7 +513,7 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
       return launchRmsNormBwd(out[0].as<T>(), f(out[1]), in[0].as<const T>(),
                               in[1].as<const T>(), in[2].as<const T>(), addend,
                               a[A::rows], a[A::dim], a[A::eps], *partials,
-                              bytes, s);
+                              bytes, s, amaxOutput(0));
     });
   }
 

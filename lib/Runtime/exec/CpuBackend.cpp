@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -191,6 +192,9 @@ private:
   /// Runs one instruction (launch, untimed).
   Status run(const InstructionDesc &inst, const std::vector<BufferView> &in,
              const std::vector<BufferView> &out);
+  /// max |x| over a buffer as stored, in f32 (cpu::absMax's value): a fused
+  /// amax output's (KernelInfo.h's fusedAmaxOutputs).
+  static float storedAbsMax(const BufferView &x);
 
   /// Runs `work` (a launch or an exchange), timed while timing is on: it
   /// runs to completion, so its wall time is its time.
@@ -319,7 +323,40 @@ template <typename Work> Status CpuDeviceContext::timed(Work &&work) {
 Status CpuDeviceContext::launch(const InstructionDesc &inst,
                                 const std::vector<BufferView> &in,
                                 const std::vector<BufferView> &out) {
-  return timed([&] { return run(inst, in, out); });
+  return timed([&] {
+    const size_t amaxes = fusedAmaxOutputs(inst.kernel, out.size());
+    if (!amaxes)
+      return run(inst, in, out);
+    // The kernel's own outputs, then each fused amax from its output as
+    // stored (rounded to bf16 where it is bf16): the amax kernel's value.
+    const std::vector<BufferView> own(out.begin(), out.end() - amaxes);
+    MLT_RETURN_IF_ERROR(run(inst, in, own));
+    for (size_t j = 0; j < amaxes; ++j)
+      *out[own.size() + j].as<float>() = storedAbsMax(own[j]);
+    return Status::ok();
+  });
+}
+
+float CpuDeviceContext::storedAbsMax(const BufferView &x) {
+  switch (x.dtype) {
+  case ElementType::F32:
+    return cpu::absMax(x.as<const float>(), x.numElements);
+  case ElementType::BF16: {
+    std::vector<float> wide(x.numElements);
+    cpu::castBF16ToFloat(wide.data(), x.as<const uint16_t>(), x.numElements);
+    return cpu::absMax(wide.data(), x.numElements);
+  }
+  default: { // f64: the largest magnitude rounded once, NaN when any is NaN
+    const double *v = x.as<const double>();
+    double best = 0.0;
+    for (int64_t i = 0; i < x.numElements; ++i) {
+      if (std::isnan(v[i]))
+        return std::numeric_limits<float>::quiet_NaN();
+      best = std::max(best, std::fabs(v[i]));
+    }
+    return float(best);
+  }
+  }
 }
 
 Status CpuDeviceContext::exchange(std::string_view axis,
@@ -408,7 +445,7 @@ Status CpuDeviceContext::run(const InstructionDesc &inst,
     // The optimizer's gradients may be bf16 (reduced in bf16): widened.
     for (size_t i = 0; i < in.size(); ++i)
       if (in[i].dtype == ElementType::BF16 &&
-          operandPrecision(inst.kernel, in.size(), i) ==
+          operandPrecision(inst.kernel, in.size(), out.size(), i) ==
               OperandPrecision::Gradient)
         return launchWidened(inst, in, out);
     return launchAs<float>(inst, in, out);

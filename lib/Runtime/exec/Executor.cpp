@@ -91,7 +91,7 @@ Status mlt::rt::checkComputeOperands(
     if (!isFloatElementType(buffer.dtype))
       continue;
     const OperandPrecision precision =
-        operandPrecision(inst.kernel, numInputs, o);
+        operandPrecision(inst.kernel, numInputs, inst.outputs.size(), o);
     const ElementType want = precisionType(precision, compute);
     if (buffer.dtype == want ||
         (precision == OperandPrecision::Accumulator && buffer.dtype == compute))

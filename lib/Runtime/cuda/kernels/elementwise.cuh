@@ -14,7 +14,10 @@
 //   the n % width tail elements go one per thread. Without it, one element
 //   per iteration. Each element is computed by one thread, which reads it
 //   from every input before writing any output: outputs may alias inputs
-//   element for element (accumulate reads and writes y).
+//   element for element (accumulate reads and writes y). With kAmax, each
+//   thread also keeps the maximum absBits of each output's elements as it
+//   stores them, merged per block into that output's amax (absmax.cuh): a
+//   fused launchAbsMax of the outputs (swiglu's, for FP8 current scaling).
 // - Model ops compute in f32 for f32 and bf16 storage (ComputeType), with
 //   the CPU kernel's expression written in rn* operations, so no FMA
 //   contraction: results match cpu/Elementwise.cpp bit for bit for add, mul
@@ -41,6 +44,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_CUH
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ELEMENTWISE_CUH
 
+#include "kernels/absmax.cuh"
 #include "kernels/common.cuh"
 #include "kernels/elementwise.h"
 
@@ -56,9 +60,16 @@ template <typename T, int NIn, int NOut> struct MapArgs {
   T *out[NOut];
 };
 
-template <typename T, int NIn, int NOut, typename Op>
+/// Where a map merges the amax of each output (null: not wanted), as float
+/// bits (absmax.cuh).
+template <int NOut> struct MapAmax { unsigned *out[NOut]; };
+
+/// Element i of a map; with kAmax, best[k] takes in the absBits of output
+/// k's element as stored.
+template <bool kAmax, typename T, int NIn, int NOut, typename Op>
 __device__ __forceinline__ void mapOne(const MapArgs<T, NIn, NOut> &args,
-                                       int64_t i, const Op &op) {
+                                       int64_t i, const Op &op,
+                                       unsigned (&best)[NOut]) {
   using C = typename ComputeType<T>::type;
   C x[NIn], y[NOut];
 #pragma unroll
@@ -66,14 +77,20 @@ __device__ __forceinline__ void mapOne(const MapArgs<T, NIn, NOut> &args,
     x[k] = toCompute(args.in[k][i]);
   op(x, y);
 #pragma unroll
-  for (int k = 0; k < NOut; ++k)
-    args.out[k][i] = fromCompute<T>(y[k]);
+  for (int k = 0; k < NOut; ++k) {
+    const T stored = fromCompute<T>(y[k]);
+    args.out[k][i] = stored;
+    if constexpr (kAmax)
+      best[k] = max(best[k], absBits(toCompute(stored)));
+  }
 }
 
-template <typename T, int NIn, int NOut, typename Op, bool kVector>
+template <typename T, int NIn, int NOut, typename Op, bool kVector, bool kAmax>
 __global__ void __launch_bounds__(kFlatThreads)
-    mapKernel(MapArgs<T, NIn, NOut> args, int64_t n, Op op) {
+    mapKernel(MapArgs<T, NIn, NOut> args, int64_t n, Op op,
+              MapAmax<NOut> amax) {
   using C = typename ComputeType<T>::type;
+  unsigned best[NOut] = {};
   int64_t scalarStart = 0;
   if constexpr (kVector) {
     constexpr int W = Pack<T>::kWidth;
@@ -95,14 +112,21 @@ __global__ void __launch_bounds__(kFlatThreads)
           y[k].v[j] = fromCompute<T>(ys[k]);
       }
 #pragma unroll
-      for (int k = 0; k < NOut; ++k)
+      for (int k = 0; k < NOut; ++k) {
         reinterpret_cast<Pack<T> *>(args.out[k])[p] = y[k];
+        if constexpr (kAmax)
+          best[k] = maxAbsBits(best[k], y[k]);
+      }
     }
     scalarStart = packs * W;
   }
   for (int64_t i = scalarStart + globalThreadIndex(); i < n;
        i += globalThreadCount())
-    mapOne(args, i, op);
+    mapOne<kAmax>(args, i, op, best);
+  if constexpr (kAmax) {
+    __shared__ unsigned warps[NOut * 32];
+    blockAbsMaxToGlobal(amax.out, best, warps);
+  }
 }
 
 /// out = a + b.

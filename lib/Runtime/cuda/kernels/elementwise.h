@@ -53,24 +53,34 @@ Status launchAccumulate(__nv_bfloat16 *y, const __nv_bfloat16 *x, int64_t n,
 Status launchAccumulate(float *y, const __nv_bfloat16 *x, int64_t n,
                         cudaStream_t stream);
 
-/// out = silu(gate) * up.
+/// out = silu(gate) * up. `amax` (may be null) receives max |out| of out as
+/// stored, the bits launchAbsMax (fp8.h) would give (NaN if any is NaN, 0 for
+/// n = 0), from this pass instead of a second read of out (FP8 current
+/// scaling).
 Status launchSwiGLUForward(float *out, const float *gate, const float *up,
-                           int64_t n, cudaStream_t stream);
+                           int64_t n, cudaStream_t stream,
+                           float *amax = nullptr);
 Status launchSwiGLUForward(__nv_bfloat16 *out, const __nv_bfloat16 *gate,
                            const __nv_bfloat16 *up, int64_t n,
-                           cudaStream_t stream);
+                           cudaStream_t stream, float *amax = nullptr);
 
 /// dgate = dout * up * silu'(gate); dup = dout * silu(gate); with `out`
 /// (may be null), also launchSwiGLUForward's out, the same bits, in the same
-/// pass.
+/// pass. amaxDgate, amaxDup and amaxOut (may be null) receive the amaxes of
+/// dgate, dup and out as launchSwiGLUForward's amax does of its out: amaxDgate
+/// and amaxDup both or neither, amaxOut only with out (else an error).
 Status launchSwiGLUBackward(float *dgate, float *dup, const float *dout,
                             const float *gate, const float *up, int64_t n,
-                            cudaStream_t stream, float *out = nullptr);
+                            cudaStream_t stream, float *out = nullptr,
+                            float *amaxDgate = nullptr,
+                            float *amaxDup = nullptr, float *amaxOut = nullptr);
 Status launchSwiGLUBackward(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
                             const __nv_bfloat16 *dout,
                             const __nv_bfloat16 *gate, const __nv_bfloat16 *up,
                             int64_t n, cudaStream_t stream,
-                            __nv_bfloat16 *out = nullptr);
+                            __nv_bfloat16 *out = nullptr,
+                            float *amaxDgate = nullptr,
+                            float *amaxDup = nullptr, float *amaxOut = nullptr);
 
 /// out = x * sigmoid(x).
 Status launchSiLUForward(float *out, const float *x, int64_t n,

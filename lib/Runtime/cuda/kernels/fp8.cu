@@ -30,12 +30,13 @@ Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
     return Status::ok();
   constexpr int64_t W = Pack<T>::kWidth;
   const bool vec = isAligned16(x);
-  // About kLoadsInFlight packs a thread, at most 1024 blocks (the rest
-  // loop).
+  // About kLoadsInFlight packs a thread, at most kAmaxMaxBlocks blocks (the
+  // rest loop).
   const int64_t perBlock = int64_t(kThreads) * W * kLoadsInFlight;
   const int64_t blocks = (n + perBlock - 1) / perBlock;
   absMaxKernel<T>
-      <<<unsigned(blocks < 1024 ? blocks : 1024), kThreads, 0, stream>>>(
+      <<<unsigned(blocks < kAmaxMaxBlocks ? blocks : kAmaxMaxBlocks), kThreads,
+         0, stream>>>(
           reinterpret_cast<unsigned *>(amax), x, n, vec);
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::ok();

@@ -6,10 +6,9 @@
 //
 // Invariants:
 // - amax: each block reduces |x| over its grid-stride share as float bits
-//   (a non-negative float's bits order as the unsigned integers do, and a
-//   NaN's lie above infinity's, so NaNs win), and one atomicMax per block
-//   merges the blocks into *amax, zeroed by the launcher first. A maximum
-//   does not depend on the order of its operands: the result is exact.
+//   and one atomicMax per block merges the blocks into *amax, zeroed by the
+//   launcher first (absmax.cuh, which the producers of FP8 operands share):
+//   NaNs win, and the result is exact.
 // - quantize: every thread computes the scale from *amax itself (fp8Scale:
 //   the CPU's formula, exact frexpf/ldexpf), so no block waits for another;
 //   block 0's thread 0 writes 1 / scale. Each element is x * scale (exact:
@@ -27,6 +26,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_CUH
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_FP8_CUH
 
+#include "kernels/absmax.cuh"
 #include "kernels/common.cuh"
 
 #include <cuda_fp8.h>
@@ -68,11 +68,6 @@ template <bool E5M2> __device__ __forceinline__ uint8_t toFp8(float a) {
   return __nv_cvt_float_to_fp8(a, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
 }
 
-/// |x| as ordered bits.
-__device__ __forceinline__ unsigned absBits(float x) {
-  return __float_as_uint(x) & 0x7FFFFFFFu;
-}
-
 /// Pack `i` of x through the read-only path.
 template <typename T>
 __device__ __forceinline__ Pack<T> loadPackNc(const T *x, int64_t i) {
@@ -112,17 +107,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = tail + first; i < n; i += stride)
     best = max(best, absBits(toCompute(x[i])));
-  best = __reduce_max_sync(0xFFFFFFFFu, best);
-  __shared__ unsigned warps[kThreads / 32];
-  if (threadIdx.x % 32 == 0)
-    warps[threadIdx.x / 32] = best;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    best = threadIdx.x < kThreads / 32 ? warps[threadIdx.x] : 0u;
-    best = __reduce_max_sync(0xFFFFFFFFu, best);
-    if (threadIdx.x == 0)
-      atomicMax(amax, best);
-  }
+  __shared__ unsigned warps[32];
+  blockAbsMaxToGlobal(amax, best, warps);
 }
 
 /// Eight elements of x from `at` as floats (16-byte aligned).

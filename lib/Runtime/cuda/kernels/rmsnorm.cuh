@@ -46,6 +46,12 @@
 //   partials in f64 in a fixed tree (kColumnSlices contiguous runs of
 //   blocks, each in block order, then the runs in order) and rounds once. No
 //   atomics: the result depends on the shape only.
+// - amax (kAmax, the launcher given an amax pointer): each thread keeps the
+//   maximum absBits of the y or dx elements it stores, as stored (bf16
+//   widened from the bits written), and the block merges them into *amax at
+//   its end (absmax.cuh), lending the shared memory its reductions used.
+//   Without kAmax the kernels do none of it; y, dx and dw are the same bits
+//   either way.
 // - Every kernel waits for its predecessors (waitForPredecessors, common.cuh)
 //   before it touches memory: the launchers queue them with launchDependent
 //   (programmatic dependent launch), which overlaps only their launch.
@@ -55,6 +61,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_CUH
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_RMSNORM_CUH
 
+#include "kernels/absmax.cuh"
 #include "kernels/common.cuh"
 
 namespace mlt::cuda::rmsnorm {
@@ -210,13 +217,14 @@ inline size_t fwdCachedSharedBytes(int teams, int rowsPerTeam) {
 }
 
 /// Teams of `threadsPerRow` threads; team t of block b normalizes rows
-/// [(b * teams + t) * kRows, + kRows): y = weight * T(x * rstd). Dynamic
-/// shared memory: fwdCachedSharedBytes.
-template <typename T, int kPacks, int kRows>
+/// [(b * teams + t) * kRows, + kRows): y = weight * T(x * rstd); with kAmax,
+/// the block's max |y| into *amax (absmax.cuh). Dynamic shared memory:
+/// fwdCachedSharedBytes.
+template <typename T, int kPacks, int kRows, bool kAmax>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsNormFwdCachedKernel(T *y, float *rstd, const T *x, const T *weight,
                            int64_t rows, int64_t dim, double eps,
-                           int threadsPerRow) {
+                           int threadsPerRow, unsigned *amax) {
   extern __shared__ float fwdRed[]; // [teams][kRows * 32]
   constexpr int W = Pack<T>::kWidth;
   const int64_t packs = dim / W;
@@ -259,6 +267,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     }
   }
   teamSums(sumSq, fwdRed + team * kRows * 32, tid, threadsPerRow, team);
+  unsigned best = 0;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = row0 + r;
@@ -278,9 +287,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
           const float n = roundTo<T>(rnMul(toCompute(xv[r][k].v[e]), rs));
           out[e] = rnMul(toCompute(wv[k].v[e]), n);
         }
-        yp[i] = packFromCompute<T>(out);
+        const Pack<T> stored = packFromCompute<T>(out);
+        yp[i] = stored;
+        if constexpr (kAmax)
+          best = maxAbsBits(best, stored);
       }
     }
+  }
+  if constexpr (kAmax) {
+    // Every team is past its reduction once the block synchronizes: fwdRed
+    // (at least 32 floats) is free.
+    __syncthreads();
+    blockAbsMaxToGlobal(amax, best, reinterpret_cast<unsigned *>(fwdRed));
   }
 }
 
@@ -297,13 +315,14 @@ inline size_t bwdCachedSharedBytes(int teams, int rowsPerTeam, int64_t dim) {
 /// its columns in registers over its rows in order; then the teams' sums are
 /// added in team order and written to partial[b, :]. dx of each row is
 /// written as it is computed; with kAdd, dx += addend (which may alias dy or
-/// dx). Dynamic shared memory: bwdCachedSharedBytes.
-template <typename T, int kPacks, int kRows, bool kAdd>
+/// dx); with kAmax, the block's max |dx| (as stored) into *amax (absmax.cuh).
+/// Dynamic shared memory: bwdCachedSharedBytes.
+template <typename T, int kPacks, int kRows, bool kAdd, bool kAmax>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rmsNormBwdCachedKernel(T *dx, float *partial, const T *dy, const T *x,
                            const T *weight, const T *addend, int64_t rows,
                            int64_t dim, int64_t rowsPerBlock, double eps,
-                           int threadsPerRow) {
+                           int threadsPerRow, unsigned *amax) {
   extern __shared__ float2 bwdShared[];
   constexpr int W = Pack<T>::kWidth;
   const int64_t packs = dim / W;
@@ -329,6 +348,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     for (int e = 0; e < W; ++e)
       acc[k][e] = 0.f;
   }
+  unsigned best = 0;
   const int64_t rBegin = int64_t(blockIdx.x) * rowsPerBlock;
   const int64_t rEnd = min(rows, rBegin + rowsPerBlock);
   for (int64_t r0 = rBegin + int64_t(team) * kRows; r0 < rEnd;
@@ -386,7 +406,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
               out[e] = rnAdd(out[e], toCompute(av[r][k].v[e]));
             acc[k][e] = fmaf(g, n, acc[k][e]);
           }
-          dxp[(r0 + r) * packs + i] = packFromCompute<T>(out);
+          const Pack<T> stored = packFromCompute<T>(out);
+          dxp[(r0 + r) * packs + i] = stored;
+          if constexpr (kAmax)
+            best = maxAbsBits(best, stored);
         }
       }
     }
@@ -428,6 +451,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
         }
       }
   }
+  if constexpr (kAmax) {
+    // Every team is past its last reduction once the block synchronizes:
+    // the start of bwdShared (at least 32 float2) is free.
+    __syncthreads();
+    blockAbsMaxToGlobal(amax, best, reinterpret_cast<unsigned *>(bwdShared));
+  }
   if (team != 0)
     return;
   float4 *out = reinterpret_cast<float4 *>(partial + int64_t(blockIdx.x) * dim);
@@ -447,10 +476,11 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 // Generic kernels (any dim, any alignment)
 //===----------------------------------------------------------------------===//
 
-/// One block per row: y = weight * T(x * rstd).
-template <typename T, bool kVec>
+/// One block per row: y = weight * T(x * rstd); with kAmax, the row's max |y|
+/// into *amax (absmax.cuh).
+template <typename T, bool kVec, bool kAmax>
 __global__ void rmsNormFwdKernel(T *y, float *rstd, const T *x, const T *weight,
-                                 int64_t dim, double eps) {
+                                 int64_t dim, double eps, unsigned *amax) {
   __shared__ float red[32];
   constexpr int W = Pack<T>::kWidth;
   const int64_t row = blockIdx.x;
@@ -479,6 +509,7 @@ __global__ void rmsNormFwdKernel(T *y, float *rstd, const T *x, const T *weight,
   const float rs = rmsRstd(sumSq[0], dim, eps);
   if (rstd && threadIdx.x == 0)
     rstd[row] = rs;
+  unsigned best = 0;
   if constexpr (kVec) {
     const Pack<T> *xp = reinterpret_cast<const Pack<T> *>(xr);
     const Pack<T> *wp = reinterpret_cast<const Pack<T> *>(weight);
@@ -492,26 +523,35 @@ __global__ void rmsNormFwdKernel(T *y, float *rstd, const T *x, const T *weight,
         out.v[e] = fromCompute<T>(rnMul(toCompute(wv.v[e]), toCompute(n)));
       }
       yp[i] = out;
+      if constexpr (kAmax)
+        best = maxAbsBits(best, out);
     }
   } else {
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       const T n = fromCompute<T>(rnMul(toCompute(xr[j]), rs));
-      yr[j] = fromCompute<T>(rnMul(toCompute(weight[j]), toCompute(n)));
+      const T stored =
+          fromCompute<T>(rnMul(toCompute(weight[j]), toCompute(n)));
+      yr[j] = stored;
+      if constexpr (kAmax)
+        best = max(best, absBits(toCompute(stored)));
     }
   }
+  // red is free: blockSums ends with a block barrier.
+  if constexpr (kAmax)
+    blockAbsMaxToGlobal(amax, best, reinterpret_cast<unsigned *>(red));
 }
 
 /// One block per chunk of `rowsPerBlock` rows: dx of each row (plus the
 /// addend when it is not null), and the chunk's partial dw into
-/// partial[blockIdx.x, :]. Dynamic shared memory: dim floats when
-/// `accInShared`, else none (the partial row accumulates in place in global
-/// memory).
-template <typename T, bool kVec>
+/// partial[blockIdx.x, :]; with kAmax, the chunk's max |dx| (as stored) into
+/// *amax (absmax.cuh). Dynamic shared memory: dim floats when `accInShared`,
+/// else none (the partial row accumulates in place in global memory).
+template <typename T, bool kVec, bool kAmax>
 __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
                                      const T *x, const T *weight,
                                      const T *addend, int64_t rows, int64_t dim,
                                      int64_t rowsPerBlock, double eps,
-                                     bool accInShared) {
+                                     bool accInShared, unsigned *amax) {
   extern __shared__ float sharedAcc[];
   __shared__ float2 red[32];
   constexpr int W = Pack<T>::kWidth;
@@ -529,6 +569,7 @@ __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
       acc[j] = 0.f;
   }
+  unsigned best = 0;
   const int64_t rBegin = int64_t(blockIdx.x) * rowsPerBlock;
   const int64_t rEnd = min(rows, rBegin + rowsPerBlock);
   for (int64_t r = rBegin; r < rEnd; ++r) {
@@ -587,6 +628,8 @@ __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
           acc[i * W + e] = fmaf(g, n, acc[i * W + e]);
         }
         dxp[i] = out;
+        if constexpr (kAmax)
+          best = maxAbsBits(best, out);
       }
     } else {
       for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
@@ -595,7 +638,10 @@ __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
         float d = bwdDx(rs, toCompute(weight[j]), g, n, meanDot);
         if (ar)
           d = rnAdd(d, toCompute(ar[j]));
-        dxr[j] = fromCompute<T>(d);
+        const T stored = fromCompute<T>(d);
+        dxr[j] = stored;
+        if constexpr (kAmax)
+          best = max(best, absBits(toCompute(stored)));
         acc[j] = fmaf(g, n, acc[j]);
       }
     }
@@ -611,6 +657,9 @@ __global__ void rmsNormBwdRowsKernel(T *dx, float *partial, const T *dy,
         outRow[j] = acc[j];
     }
   }
+  // red is free: blockSums ends with a block barrier.
+  if constexpr (kAmax)
+    blockAbsMaxToGlobal(amax, best, reinterpret_cast<unsigned *>(red));
 }
 
 /// dw[j] = the sum over b in [0, blocks) of partial[b, j] in f64, rounded

@@ -39,13 +39,16 @@ namespace mlt::cuda {
 /// y = weight * (x * rstd) per row of x [rows, dim], rstd = 1 / sqrt(mean(x^2)
 /// + eps) (statistics in f32, rstd rounded to f32 as the CPU kernel rounds it
 /// to T). `rstd` ([rows] f32) may be null; when given it receives rstd. `y`
-/// may alias `x`. dim must be positive when rows are.
+/// may alias `x`. dim must be positive when rows are. `amax` (may be null)
+/// receives max |y| of y as stored, the bits launchAbsMax (fp8.h) would give
+/// (NaN if any is NaN, 0 without rows), from this pass instead of a second
+/// read of y (FP8 current scaling).
 Status launchRmsNormFwd(float *y, float *rstd, const float *x,
                         const float *weight, int64_t rows, int64_t dim,
-                        double eps, cudaStream_t stream);
+                        double eps, cudaStream_t stream, float *amax = nullptr);
 Status launchRmsNormFwd(__nv_bfloat16 *y, float *rstd, const __nv_bfloat16 *x,
                         const __nv_bfloat16 *weight, int64_t rows, int64_t dim,
-                        double eps, cudaStream_t stream);
+                        double eps, cudaStream_t stream, float *amax = nullptr);
 
 /// Bytes of scratch launchRmsNormBwd needs for this shape (0 when it needs
 /// none).
@@ -60,16 +63,18 @@ size_t rmsNormBwdScratchBytes(int64_t rows, int64_t dim);
 /// alias `dy`; `addend` may alias `dy` or `dx` (element for element).
 /// `scratch` holds at least rmsNormBwdScratchBytes(rows, dim) bytes (16-byte
 /// aligned, as cudaMalloc returns) that nothing else uses while this work
-/// runs.
+/// runs. `amaxDx` (may be null) receives max |dx| of dx as stored (the addend
+/// added), as launchRmsNormFwd's amax does of y; dw is the same either way.
 Status launchRmsNormBwd(float *dx, float *dw, const float *dy, const float *x,
                         const float *weight, const float *addend, int64_t rows,
                         int64_t dim, double eps, void *scratch,
-                        size_t scratchBytes, cudaStream_t stream);
+                        size_t scratchBytes, cudaStream_t stream,
+                        float *amaxDx = nullptr);
 Status launchRmsNormBwd(__nv_bfloat16 *dx, float *dw, const __nv_bfloat16 *dy,
                         const __nv_bfloat16 *x, const __nv_bfloat16 *weight,
                         const __nv_bfloat16 *addend, int64_t rows, int64_t dim,
                         double eps, void *scratch, size_t scratchBytes,
-                        cudaStream_t stream);
+                        cudaStream_t stream, float *amaxDx = nullptr);
 
 } // namespace mlt::cuda
 

@@ -1,0 +1,105 @@
+//===- absmax.cuh - amax reductions shared by kernel families --*- CUDA -*-===//
+//
+// Part of mlt. The device side of current scaling's amax (max |x| of a
+// tensor): fp8.cuh's absMaxKernel reads a tensor to compute it, and the
+// kernels that produce FP8 operands (rmsnorm, swiglu) compute it of their
+// outputs as they store them, which saves that extra read.
+//
+// Invariants:
+// - A magnitude is tracked as absBits: the float's bits with the sign
+//   cleared. Non-negative floats order as their bits do as unsigned
+//   integers, and a NaN's bits lie above infinity's, so an unsigned maximum
+//   is the float maximum with NaN winning.
+// - Each thread keeps the maximum of the values it stored (as stored: a bf16
+//   output is widened from its bits), the block reduces them
+//   (blockAbsMaxToGlobal) and one atomicMax per block merges the blocks into
+//   *amax, which the launcher zeroed first. A maximum does not depend on the
+//   order of its operands: the result is exact, the same on every run, and
+//   the same bits as absMaxKernel over the stored tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ABSMAX_CUH
+#define MLT_LIB_RUNTIME_CUDA_KERNELS_ABSMAX_CUH
+
+#include "kernels/common.cuh"
+
+namespace mlt::cuda {
+
+/// The most blocks a kernel that merges an amax launches (grid-stride
+/// kernels loop over the rest): each block's atomicMax on the one address
+/// serializes with the others'.
+inline constexpr unsigned kAmaxMaxBlocks = 1024;
+
+/// Zeroes *amax ahead of the kernel that merges its blocks' maxima into it;
+/// nothing when amax is null (no amax wanted).
+inline cudaError_t zeroAmax(float *amax, cudaStream_t stream) {
+  return amax ? cudaMemsetAsync(amax, 0, sizeof(float), stream) : cudaSuccess;
+}
+
+/// An amax argument as the float bits that the kernels merge into.
+inline unsigned *amaxBits(float *amax) {
+  return reinterpret_cast<unsigned *>(amax);
+}
+
+#ifdef __CUDACC__
+
+/// |x| as ordered bits.
+__device__ __forceinline__ unsigned absBits(float x) {
+  return __float_as_uint(x) & 0x7FFFFFFFu;
+}
+
+/// max(best, absBits) of the elements of `p`, widened from their bits.
+template <typename T>
+__device__ __forceinline__ unsigned maxAbsBits(unsigned best,
+                                               const Pack<T> &p) {
+#pragma unroll
+  for (int e = 0; e < Pack<T>::kWidth; ++e)
+    best = max(best, absBits(toCompute(p.v[e])));
+  return best;
+}
+
+/// Merges best[k], each thread's maximum of the absBits of output k, into
+/// *amax[k] (as float bits) with one atomicMax per block; a null amax[k] is
+/// skipped. Every thread of the block must call it (it synchronizes the
+/// block), and blockDim.x must be a multiple of 32. `warps` is N * 32
+/// unsigned of shared memory that no thread uses while this runs: a caller
+/// that lends memory used before synchronizes the block first, and it is not
+/// free again until the block synchronizes after.
+template <int N>
+__device__ __forceinline__ void blockAbsMaxToGlobal(unsigned *const (&amax)[N],
+                                                    unsigned (&best)[N],
+                                                    unsigned *warps) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    best[k] = __reduce_max_sync(0xFFFFFFFFu, best[k]);
+    if (lane == 0)
+      warps[k * 32 + warp] = best[k];
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const unsigned blockWarps = blockDim.x / 32;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      unsigned blockBest = lane < blockWarps ? warps[k * 32 + lane] : 0u;
+      blockBest = __reduce_max_sync(0xFFFFFFFFu, blockBest);
+      if (lane == 0 && amax[k])
+        atomicMax(amax[k], blockBest);
+    }
+  }
+}
+
+/// blockAbsMaxToGlobal of one output.
+__device__ __forceinline__ void
+blockAbsMaxToGlobal(unsigned *amax, unsigned best, unsigned *warps) {
+  unsigned *const targets[1] = {amax};
+  unsigned bests[1] = {best};
+  blockAbsMaxToGlobal(targets, bests, warps);
+}
+
+#endif // __CUDACC__
+
+} // namespace mlt::cuda
+
+#endif // MLT_LIB_RUNTIME_CUDA_KERNELS_ABSMAX_CUH

@@ -10,6 +10,7 @@
 
 #include "BufferIds.h"
 
+#include "mlt/Analysis/FlatBuckets.h"
 #include "mlt/Dialect/Runtime/RuntimeDialect.h"
 #include "mlt/Passes/Passes.h"
 
@@ -32,9 +33,8 @@ namespace rtir = mlt::rt_ir;
 namespace {
 
 /// Every gradient starts at a multiple of this many elements of its flat
-/// buffer (512 bytes of f32: the plan's buffer alignment, as
-/// mlt-partition-optimizer's buckets).
-constexpr int64_t kAlignment = 128;
+/// buffer, as in mlt-partition-optimizer's buckets.
+constexpr int64_t kAlignment = int64_t(kFlatBufferAlignment);
 
 class MLTCoalesceReductionsPass
     : public mlt::impl::MLTCoalesceReductionsBase<

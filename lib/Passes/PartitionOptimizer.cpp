@@ -34,9 +34,6 @@ namespace abi = mlt::rt;
 
 namespace {
 
-/// Every member and slice of a bucket starts at a multiple of this many
-/// elements (512 bytes of f32, 256 of bf16: the plan's buffer alignment).
-constexpr uint64_t kAlignment = 128;
 /// One axis ZeRO partitions over: its index in the mesh, name and size.
 struct ReplicaAxis {
   int64_t index, size;
@@ -347,7 +344,7 @@ private:
                          it->second});
     }
     FlatBucketOptions options{uint64_t(bucketBytes), uint64_t(ranks),
-                              kAlignment};
+                              kFlatBufferAlignment};
     plan = planFlatBuckets(members, options);
     std::string why;
     if (!plan.verify(members, options, &why))

@@ -77,12 +77,18 @@ struct FlatBucket {
   }
 };
 
+/// Where a flat buffer's members start: a multiple of this many elements
+/// (512 bytes of f32, 256 of bf16: the plan's buffer alignment). ZeRO's
+/// buckets (mlt-partition-optimizer) and the coalesced reductions' flat
+/// gradients (mlt-coalesce-reductions) lay their members out by it.
+inline constexpr uint64_t kFlatBufferAlignment = 128;
+
 struct FlatBucketOptions {
   uint64_t bucketBytes = 0;
   /// Ranks that split each bucket (the data-parallel size), >= 1.
   uint64_t ranks = 1;
   /// Every member and slice starts at a multiple of this many elements, >= 1.
-  uint64_t alignment = 128;
+  uint64_t alignment = kFlatBufferAlignment;
 };
 
 /// The buckets, in launch order.

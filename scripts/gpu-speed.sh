@@ -17,6 +17,10 @@
 #                        sequence a step, --recompute swiglu, one GPU (issue
 #                        35's shape; --fp8 keeps each weight's transposed FP8
 #                        copy through the step, the default)
+#   l7-fp8-auto          the same global batch with --fp8 in the layout
+#                        --layout auto chooses for one H200 (141 GiB) by the
+#                        H200's calibration (16 micro-batches, nothing
+#                        recomputed, when this was written)
 #   hf-7b                the same shape in HF transformers with
 #                        torch.compile (../shared/bench/hf_llama_bench.py),
 #                        one sequence a step
@@ -51,6 +55,8 @@ if [[ "${1:-}" == pack ]]; then
   l7=(--seq-len 4096 --batch 16 --microbatches 16 --recompute swiglu)
   plan l7-bf16 llama-2-7b "${l7[@]}"
   plan l7-fp8 llama-2-7b "${l7[@]}" --fp8
+  plan l7-fp8-auto llama-2-7b --seq-len 4096 --batch 16 --fp8 --layout auto --gpus 1 \
+    --gpu-memory 141GiB --calibration "$root"/calibration/h200.json
   l8b=(--seq-len 8192 --batch 128 --microbatches 64 --dp 2 --zero 1 --recompute swiglu)
   plan l8b-bf16 llama-3.1-8b "${l8b[@]}"
   plan l8b-fp8 llama-3.1-8b "${l8b[@]}" --fp8
@@ -69,7 +75,7 @@ cd "$(dirname "$0")"
 source ./gpu-pack-common.sh
 gpu_start
 steps=${STEPS:-5}
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || echo "gpu-speed: no nvidia-smi here"
 random_tokens "$out"/tokens.u16
 # mlt NAME GPUS: the plan's run, its throughput and predicted step.
 mlt() {
@@ -83,7 +89,7 @@ mlt() {
 }
 for item in "$@"; do
   case $item in
-    l7-bf16 | l7-fp8) mlt "$item" 1 ;;
+    l7-bf16 | l7-fp8 | l7-fp8-auto) mlt "$item" 1 ;;
     l8b-bf16 | l8b-fp8) mlt "$item" 2 ;;
     l8b-fp8-both)
       mlt "$item" 2
@@ -100,7 +106,7 @@ for item in "$@"; do
       torchrun --nproc-per-node 2 tools/torch_cp_bench.py --config llama-3.1-8b --seq 8192 \
         --cp 1 --compile --sdpa cudnn --steps 4 --warmup 2 2>&1 | tee "$out"/torch-8b.log \
         | tail -4 || fail torch-8b ;;
-    *) fail "unknown item '$item' (l7-bf16, l7-fp8, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, torch-8b)" ;;
+    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-auto, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, torch-8b)" ;;
   esac
 done
 exit $status

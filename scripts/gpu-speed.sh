@@ -37,20 +37,40 @@
 #                        (bench/torch_cp_bench.py)
 # Each mlt item prints its tokens/s after the first step and the step the
 # built-in calibration predicts; bench/RESULTS.md keeps the figures.
+#
+# Before and after in one call: with MLT_BEFORE_COMPILE (a compiler build's
+# mlt-run) and MLT_BEFORE_RUNTIME (a runtime-only CUDA mlt-run, such as
+# another checkout's build-runtime-cuda/bin/mlt-run) set at pack, every plan
+# is also compiled by the former and run by the latter: each mlt item then
+# runs before, after, ROUNDS times (default 2) alternated, and the first
+# round's losses and gradient norms are compared bit for bit (SAME_BITS=0:
+# printed, not required).
 set -euo pipefail
 
 if [[ "${1:-}" == pack ]]; then
   root=$(cd "$(dirname "$0")/.." && pwd)
   compile=${MLT_COMPILE:-$root/build/bin/mlt-run}
   test -x "$compile" || { echo "gpu-speed: no compiler build's mlt-run at $compile (set MLT_COMPILE)" >&2; exit 1; }
+  before_compile=${MLT_BEFORE_COMPILE:-} before_runtime=${MLT_BEFORE_RUNTIME:-}
+  if [[ -n $before_compile || -n $before_runtime ]]; then
+    test -x "$before_compile" && test -x "$before_runtime" ||
+      { echo "gpu-speed: MLT_BEFORE_COMPILE and MLT_BEFORE_RUNTIME must both name an mlt-run" >&2; exit 1; }
+  fi
   source "$root"/scripts/gpu-pack-common.sh
   pack_start "${2:-$root/.carry-speed}" mlt-run
   mkdir -p "$dir"/tools
+  if [[ -n $before_runtime ]]; then
+    cp "$before_runtime" "$dir"/bin/mlt-run.before && strip "$dir"/bin/mlt-run.before
+  fi
   plan() { # name, model, flags...
     local name=$1 model=$2
     shift 2
     "$compile" "$root"/models/llama/$model.mlir --device cuda --dtype bf16 "$@" \
       --emit-plan "$dir"/plans/$name.mltplan >/dev/null
+    if [[ -n $before_compile ]]; then
+      "$before_compile" "$root"/models/llama/$model.mlir --device cuda --dtype bf16 "$@" \
+        --emit-plan "$dir"/plans/$name.before.mltplan >/dev/null
+    fi
   }
   l7=(--seq-len 4096 --batch 16 --microbatches 16 --recompute swiglu)
   plan l7-bf16 llama-2-7b "${l7[@]}"
@@ -77,15 +97,32 @@ gpu_start
 steps=${STEPS:-5}
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || echo "gpu-speed: no nvidia-smi here"
 random_tokens "$out"/tokens.u16
-# mlt NAME GPUS: the plan's run, its throughput and predicted step.
-mlt() {
-  local name=$1 gpus=$2 launch=()
+# one NAME GPUS RUNTIME PLAN: a run, its throughput and predicted step.
+one() {
+  local name=$1 gpus=$2 runtime=$3 plan=$4 launch=()
   [[ $gpus -gt 1 ]] && launch=($mpirun -np "$gpus")
   echo "== $name ($steps steps)"
-  "${launch[@]}" ./bin/mlt-run plans/$name.mltplan --device cuda --data "$out"/tokens.u16 \
+  "${launch[@]}" "$runtime" "$plan" --device cuda --data "$out"/tokens.u16 \
     --steps "$steps" --log-json "$out"/$name.jsonl > "$out"/$name.log 2>&1 \
     || { tail -3 "$out"/$name.log; fail "$name"; return; }
   grep -E '^(trained|step time:)' "$out"/$name.log || true
+}
+# mlt NAME GPUS: the plan's run; with a packed "before", ROUNDS of before
+# and after alternated (NAME.before-R, NAME-R), the first round compared.
+mlt() {
+  local name=$1 gpus=$2 r
+  if [[ ! -f plans/$name.before.mltplan ]]; then
+    one "$name" "$gpus" ./bin/mlt-run plans/$name.mltplan
+    return
+  fi
+  for ((r = 1; r <= ${ROUNDS:-2}; ++r)); do
+    one "$name.before-$r" "$gpus" ./bin/mlt-run.before plans/$name.before.mltplan
+    one "$name-$r" "$gpus" ./bin/mlt-run plans/$name.mltplan
+  done
+  if [[ -s "$out"/$name.before-1.jsonl && -s "$out"/$name-1.jsonl ]]; then
+    python3 tools/compare_runs.py 0 "$out"/$name.before-1.jsonl "$out"/$name-1.jsonl ||
+      [[ ${SAME_BITS:-1} == 0 ]] || fail "$name: not the same bits as before"
+  fi
 }
 for item in "$@"; do
   case $item in
@@ -93,8 +130,11 @@ for item in "$@"; do
     l8b-bf16 | l8b-fp8) mlt "$item" 2 ;;
     l8b-fp8-both)
       mlt "$item" 2
-      if [[ -s "$out"/l8b-fp8.jsonl && -s "$out"/l8b-fp8-both.jsonl ]]; then
-        python3 tools/compare_runs.py 0 "$out"/l8b-fp8.jsonl "$out"/l8b-fp8-both.jsonl \
+      # (with a packed "before": the first rounds' after runs)
+      a=l8b-fp8 b=l8b-fp8-both
+      [[ -f plans/l8b-fp8.before.mltplan ]] && a=l8b-fp8-1 b=l8b-fp8-both-1
+      if [[ -s "$out"/$a.jsonl && -s "$out"/$b.jsonl ]]; then
+        python3 tools/compare_runs.py 0 "$out"/$a.jsonl "$out"/$b.jsonl \
           || fail "l8b-fp8-both: not the same bits as l8b-fp8"
       fi ;;
     hf-7b)

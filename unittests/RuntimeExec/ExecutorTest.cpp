@@ -453,6 +453,51 @@ TEST(CpuBackendTest, Transpose) {
                   x[i * d1 * d2 + j * d2 + k]);
 }
 
+// Tests the fused amax outputs (Kernels.def's amax): the largest magnitude of
+// the output as stored, the bf16 output's after its rounding, and the other
+// outputs the bits of the kernel without them.
+TEST(CpuBackendTest, FusedAmaxIsTheStoredOutputsLargestMagnitude) {
+  std::mt19937 rng(41);
+  const int64_t n = 37;
+  const std::vector<float> dy = randomFloats(rng, n, -3, 3),
+                           gate = randomFloats(rng, n, -4, 4),
+                           up = randomFloats(rng, n, -2, 2);
+  auto largest = [](const std::vector<float> &x) {
+    float best = 0.0f;
+    for (float v : x)
+      best = std::max(best, std::fabs(v));
+    return best;
+  };
+  const Operand h{{n}, ElementType::BF16, {}, {}};
+  const Operand in[3] = {{{n}, ElementType::BF16, dy, {}},
+                         {{n}, ElementType::BF16, gate, {}},
+                         {{n}, ElementType::BF16, up, {}}};
+  ASSERT_RUN(plain,
+             runOne(Kernel::SwiGLUBwd, {in[0], in[1], in[2]}, {h, h, h}, {n}));
+  ASSERT_RUN(fused, runOne(Kernel::SwiGLUBwd, {in[0], in[1], in[2]},
+                           {h, h, h, f32({}), f32({}), f32({})}, {n}));
+  for (size_t o = 0; o < 3; ++o) {
+    EXPECT_EQ((*fused)[3 + o], (*plain)[3 + o]) << "output " << o;
+    EXPECT_EQ((*fused)[6 + o][0], largest((*plain)[3 + o])) << "amax " << o;
+  }
+  // dgate and dup alone (no recomputed output): two amaxes.
+  ASSERT_RUN(two, runOne(Kernel::SwiGLUBwd, {in[0], in[1], in[2]},
+                         {h, h, f32({}), f32({})}, {n}));
+  EXPECT_EQ((*two)[5][0], largest((*plain)[3]));
+  EXPECT_EQ((*two)[6][0], largest((*plain)[4]));
+
+  // An f32 RMSNorm: rows of 8, a NaN in one row makes the amax NaN.
+  std::vector<float> x = randomFloats(rng, 24, -2, 2);
+  const std::vector<float> w = randomFloats(rng, 8, 0.5, 1.5);
+  ASSERT_RUN(norm, runOne(Kernel::RMSNormFwd, {f32({3, 8}, x), f32({8}, w)},
+                          {f32({3, 8}), f32({})}, {3, 8}, {1e-5}));
+  EXPECT_EQ((*norm)[3][0], largest((*norm)[2]));
+  x[9] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_RUN(nan, runOne(Kernel::RMSNormFwd, {f32({3, 8}, x), f32({8}, w)},
+                         {f32({3, 8}), f32({})}, {3, 8}, {1e-5}));
+  EXPECT_TRUE(std::isnan((*nan)[3][0]));
+}
+
 // Tests cast between f32, bf16 and f64.
 TEST(CpuBackendTest, Cast) {
   std::mt19937 rng(8);

@@ -223,6 +223,23 @@ TEST(KernelTableTest, EveryRuleCoversItsOperands) {
 
 // Tests element counts against hand-computed cases.
 TEST(KernelTableTest, OperandCounts) {
+  // The fused amax outputs (Kernels.def's amax) are scalars after the
+  // kernel's own outputs; other counts are refused, naming those allowed.
+  EXPECT_THAT(counts(instruction(Kernel::RMSNormFwd, 2, 2, {3, 8}, {1e-5}))
+                  .outputs,
+              ElementsAre(24, 1));
+  EXPECT_THAT(
+      counts(instruction(Kernel::RMSNormBwdAdd, 4, 3, {3, 8}, {1e-5})).outputs,
+      ElementsAre(24, 8, 1));
+  EXPECT_THAT(counts(instruction(Kernel::SwiGLUBwd, 3, 4, {10})).outputs,
+              ElementsAre(10, 10, 1, 1));
+  EXPECT_THAT(counts(instruction(Kernel::SwiGLUBwd, 3, 6, {10})).outputs,
+              ElementsAre(10, 10, 10, 1, 1, 1));
+  EXPECT_EQ(countsError(instruction(Kernel::SwiGLUBwd, 3, 5, {10})),
+            "writes 2, 3, 4 or 6 outputs, got 5");
+  EXPECT_EQ(countsError(instruction(Kernel::RMSNormFwd, 2, 3, {3, 8}, {1e-5})),
+            "writes 1 or 2 outputs, got 3");
+
   // a [2, 3, 5], b [5, 4] shared -> c [2, 3, 4]; and b [2, 5, 4] batched.
   OperandCounts c =
       counts(instruction(Kernel::Matmul, 2, 1, {2, 3, 4, 5, 0, 0, 0}));

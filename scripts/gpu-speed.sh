@@ -32,6 +32,10 @@
 #                        step (--fp8-weight-cache both), and its losses and
 #                        gradient norms are compared with l8b-fp8's, which
 #                        must be the same bits, when both ran
+#   l8b-fp8-auto         the same global batch with --fp8 in the layout
+#                        --layout auto chooses for two H200s (dp 2, ZeRO-1,
+#                        64 micro-batches, both FP8 copies kept, nothing
+#                        recomputed, when this was written)
 #   torch-8b             PyTorch FSDP2 on the same shape and GPUs, per-layer
 #                        torch.compile, cuDNN attention
 #                        (bench/torch_cp_bench.py)
@@ -81,6 +85,8 @@ if [[ "${1:-}" == pack ]]; then
   plan l8b-bf16 llama-3.1-8b "${l8b[@]}"
   plan l8b-fp8 llama-3.1-8b "${l8b[@]}" --fp8
   plan l8b-fp8-both llama-3.1-8b "${l8b[@]}" --fp8 --fp8-weight-cache both
+  plan l8b-fp8-auto llama-3.1-8b --seq-len 8192 --batch 128 --fp8 --layout auto --gpus 2 \
+    --gpu-memory 141GiB --calibration "$root"/calibration/h200.json
   cp "$root"/../shared/bench/hf_llama_bench.py "$root"/bench/torch_cp_bench.py \
     "$root"/test/Training/Inputs/compare_runs.py "$dir"/tools/
   # (compare_runs.py reads it from the folder above its own)
@@ -127,7 +133,7 @@ mlt() {
 for item in "$@"; do
   case $item in
     l7-bf16 | l7-fp8 | l7-fp8-auto) mlt "$item" 1 ;;
-    l8b-bf16 | l8b-fp8) mlt "$item" 2 ;;
+    l8b-bf16 | l8b-fp8 | l8b-fp8-auto) mlt "$item" 2 ;;
     l8b-fp8-both)
       mlt "$item" 2
       # (with a packed "before": the first rounds' after runs)
@@ -146,7 +152,7 @@ for item in "$@"; do
       torchrun --nproc-per-node 2 tools/torch_cp_bench.py --config llama-3.1-8b --seq 8192 \
         --cp 1 --compile --sdpa cudnn --steps 4 --warmup 2 2>&1 | tee "$out"/torch-8b.log \
         | tail -4 || fail torch-8b ;;
-    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-auto, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, torch-8b)" ;;
+    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-auto, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, l8b-fp8-auto, torch-8b)" ;;
   esac
 done
 exit $status

@@ -80,18 +80,29 @@ StepProgress ProgressMeter::add(const rt::StepMetrics &m, double elapsed) {
   ++steps_;
   tokens_ += m.tokens;
   elapsed_ = elapsed;
+  const bool pace = steps_ > 1 && !m.setUp;
   if (steps_ == 1) {
     firstSeconds_ = m.seconds;
   } else {
     laterSeconds_ += m.seconds;
     laterTokens_ += m.tokens;
   }
+  if (pace) {
+    paceSeconds_ += m.seconds;
+    paceTokens_ += m.tokens;
+    ++paceSteps_;
+  }
   // (the first step leaves the window, and the ranks' sums, once another
-  // is in it)
-  if (steps_ == 2) {
+  // is in it; set-up steps after it once a step of the pace is)
+  if (steps_ == 2 || (pace && setUpInWindow_)) {
     window_.clear();
     rankSums_.clear();
+    rankSteps_ = 0;
+    setUpInWindow_ = false;
   }
+  if (steps_ > 1 && m.setUp)
+    setUpInWindow_ = true;
+  ++rankSteps_;
   for (const rt::RankStepTime &rank : m.ranks) {
     rt::RankStepTime &sum = rankSums_[rank.rank];
     sum.rank = rank.rank;
@@ -122,12 +133,17 @@ RunTotals ProgressMeter::totals() const {
   t.steps = steps_;
   t.tokens = tokens_;
   t.seconds = elapsed_;
-  if (steps_ > 1 && laterSeconds_ > 0)
+  if (paceSteps_ > 0 && paceSeconds_ > 0) {
+    t.tokensPerSecond = double(paceTokens_) / paceSeconds_;
+    t.warmupSteps = steps_ - paceSteps_;
+  } else if (steps_ > 1 && laterSeconds_ > 0) {
     t.tokensPerSecond = double(laterTokens_) / laterSeconds_;
-  else if (steps_ == 1 && firstSeconds_ > 0)
+    t.warmupSteps = 1;
+  } else if (steps_ == 1 && firstSeconds_ > 0) {
     t.tokensPerSecond = double(tokens_) / firstSeconds_;
+  }
   rates(t.tokensPerSecond, t.tflopsPerGpu, t.mfu);
-  const double summed = double(steps_ > 1 ? steps_ - 1 : steps_);
+  const double summed = double(std::max<int64_t>(rankSteps_, 1));
   for (const auto &[rank, sum] : rankSums_)
     t.ranks.push_back({rank, sum.seconds / summed, sum.waitSeconds / summed});
   t.slowest = slowestRank(t.ranks);

@@ -713,11 +713,19 @@ public:
       flops = formatText(", %.0f TFLOP/s per GPU", *t.tflopsPerGpu);
     if (t.mfu)
       flops += formatText(" (%.1f%% MFU)", *t.mfu * 100.0);
+    // (the warm-up: the first step, and the CUDA graph's capture in the
+    // second where more follow)
+    const std::string after =
+        t.warmupSteps == 1   ? " after the first step"
+        : t.warmupSteps > 1 ? formatText(" after the first %" PRId64
+                                          " steps (the device's set-up)",
+                                          t.warmupSteps)
+                             : std::string();
     std::printf("trained %" PRId64 " %s (%" PRId64 " tokens) in %s: %.0f "
                 "tokens/s%s%s\n",
                 t.steps, t.steps == 1 ? "step" : "steps", t.tokens,
                 formatDuration(t.seconds).c_str(), t.tokensPerSecond,
-                t.steps > 1 ? " after the first step" : "", flops.c_str());
+                after.c_str(), flops.c_str());
     // (the rank the others wait for: it waits least in the collectives)
     if (t.slowest) {
       const SlowestRank &s = *t.slowest;

@@ -88,6 +88,7 @@ TEST(ProgressTest, PaceOverTheWindow) {
   EXPECT_DOUBLE_EQ(t.seconds, 26.0);
   // Steps 2-14: 13,000 tokens in 1 + 6 x 2 + 6 x 1 seconds.
   EXPECT_DOUBLE_EQ(t.tokensPerSecond, 13000.0 / 19.0);
+  EXPECT_EQ(t.warmupSteps, 1);
   // Without FLOPs or a peak: no rates.
   ProgressMeter plain(5, 1, std::nullopt, std::nullopt);
   EXPECT_FALSE(plain.add(stepOf(1, 1.0, 10), 1.0).tflopsPerGpu);
@@ -95,6 +96,38 @@ TEST(ProgressTest, PaceOverTheWindow) {
   StepProgress q = noPeak.add(stepOf(1, 1.0, 10), 1.0);
   EXPECT_TRUE(q.tflopsPerGpu);
   EXPECT_FALSE(q.mfu);
+}
+
+// Tests the warm-up on a GPU: the first step sets the device up, the second
+// is captured as a graph (StepMetrics::setUp); the totals and the window
+// leave both out once a step of the pace follows, and only the first where
+// none does (a run of two steps).
+TEST(ProgressTest, SetUpStepsLeaveThePace) {
+  ProgressMeter meter(/*lastStep=*/6, /*gpus=*/1, std::nullopt, std::nullopt);
+  rt::StepMetrics first = stepOf(1, 10.0, 1000), captured = stepOf(2, 4.0, 1000);
+  first.setUp = captured.setUp = true;
+  first.ranks = {{0, 10.0, 0.0}};
+  captured.ranks = {{0, 4.0, 0.0}};
+  meter.add(first, 10.0);
+  StepProgress p = meter.add(captured, 14.0);
+  EXPECT_EQ(p.window, 1);
+  EXPECT_DOUBLE_EQ(p.tokensPerSecond, 250.0);
+  RunTotals t = meter.totals();
+  EXPECT_EQ(t.warmupSteps, 1);
+  EXPECT_DOUBLE_EQ(t.tokensPerSecond, 250.0);
+  for (int64_t step = 3; step <= 6; ++step) {
+    rt::StepMetrics m = stepOf(step, step == 3 ? 1.0 : 2.0, 1000);
+    m.ranks = {{0, m.seconds, 0.0}};
+    p = meter.add(m, 14.0 + 2.0 * double(step - 2));
+  }
+  // Steps 3-6: 4,000 tokens in 1 + 3 x 2 seconds, in the window too.
+  EXPECT_EQ(p.window, 4);
+  EXPECT_DOUBLE_EQ(p.tokensPerSecond, 4000.0 / 7.0);
+  t = meter.totals();
+  EXPECT_EQ(t.warmupSteps, 2);
+  EXPECT_DOUBLE_EQ(t.tokensPerSecond, 4000.0 / 7.0);
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.ranks[0].seconds, 7.0 / 4.0);
 }
 
 TEST(ProgressTest, Durations) {

@@ -64,9 +64,13 @@ struct RunTotals {
   int64_t steps = 0;
   int64_t tokens = 0;
   double seconds = 0.0;
-  /// Tokens/s of the steps after the run's first (all of them when it ran
-  /// one), and the TFLOP/s per GPU and MFU at that rate, where known.
+  /// Tokens/s of the steps after the run's first `warmupSteps` (all of them
+  /// when it ran one), and the TFLOP/s per GPU and MFU at that rate, where
+  /// known. The warm-up is the first step, and the steps after it that set
+  /// a device up (StepMetrics::setUp: the CUDA graph's capture, the second
+  /// step on a GPU), where others follow them.
   double tokensPerSecond = 0.0;
+  int64_t warmupSteps = 0;
   std::optional<double> tflopsPerGpu, mfu;
   /// Over the same steps, each rank's mean time (RankStepTime), and the
   /// slowest rank by them.
@@ -112,13 +116,18 @@ private:
   /// The window's (seconds, tokens), oldest first.
   std::deque<std::pair<double, int64_t>> window_;
   int64_t steps_ = 0, tokens_ = 0;
-  /// The steps after the first: their seconds and tokens.
-  double laterSeconds_ = 0.0;
-  int64_t laterTokens_ = 0;
+  /// The steps after the first, and of those the ones that set no device
+  /// up (the pace): their seconds and tokens.
+  double laterSeconds_ = 0.0, paceSeconds_ = 0.0;
+  int64_t laterTokens_ = 0, paceTokens_ = 0, paceSteps_ = 0;
   double firstSeconds_ = 0.0, elapsed_ = 0.0;
-  /// Each rank's times summed over the steps after the first (those of the
-  /// first while there is no other), by plan rank.
+  /// Each rank's times summed over the steps the window restarted with (the
+  /// first while there is no other, then those after it, then the pace's
+  /// once it began after a set-up step), by plan rank, and their count.
   std::map<uint32_t, rt::RankStepTime> rankSums_;
+  int64_t rankSteps_ = 0;
+  /// Whether a set-up step is in the window and the sums.
+  bool setUpInWindow_ = false;
 };
 
 /// "0:03:07", "12:00:00": `seconds` as hours, minutes and seconds.

@@ -349,6 +349,7 @@ Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
   if (refreshProgram_ && program == refreshProgram_)
     copiesStale_ = false;
   ++replay.runs;
+  replay.lastRunSetUp = deviceQueues_ && replay.runs == 1;
   if (replay.capture && !profiling_) {
     if (tracksPosition_)
       position_.at(program ? aloneCall(rank_, *program) : kStepCall,
@@ -368,6 +369,7 @@ Status Executor::runReplayed(Replay &replay, std::optional<size_t> program,
   // to run it. What cannot be captured runs launch by launch.
   if (captureEnabled_ && !profiling_ && replay.runs == 2 &&
       !replay.captureFailed && device_->canCapture()) {
+    replay.lastRunSetUp = true;
     MLT_RETURN_IF_ERROR(device_->beginCapture());
     Status launched = launch();
     StatusOr<size_t> capture =

@@ -364,8 +364,10 @@ StatusOr<StepMetrics> Trainer::step(int64_t step) {
                                options_.seed, [&](RankState &rank) {
                                  return stepOnRank(rank, step, metrics.lr);
                                }));
-  for (const RankState &rank : ranks_)
+  for (const RankState &rank : ranks_) {
     metrics.ranks.push_back(rank.time);
+    metrics.setUp |= rank.executor->stepWasSetUp();
+  }
 
   const RankState &first = ranks_[reporter_];
   double lossSum = 0.0;

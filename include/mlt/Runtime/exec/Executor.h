@@ -86,6 +86,12 @@ public:
   /// its second run, replayed from then on.
   Status runStep(bool wait = true);
 
+  /// Whether the last runStep set the device up rather than only trained:
+  /// the first run on a device that queues (libraries' plans, scratch
+  /// memory) or the run captured as a graph. Its time is not the pace of
+  /// training (the run summary leaves it out).
+  bool stepWasSetUp() const { return stepReplay_.lastRunSetUp; }
+
   /// Runs the plan's evaluation step (every micro-batch's forward pass and
   /// loss, Plan.fbs's `eval_step`) as runStep runs the training step; it
   /// writes the copies of "loss" and no training state. It runs between
@@ -235,6 +241,9 @@ private:
     size_t runs = 0;
     std::optional<size_t> capture;
     bool captureFailed = false;
+    /// Whether the last run was the first on a device that queues, or the
+    /// one captured (stepWasSetUp).
+    bool lastRunSetUp = false;
   };
   struct PreparedProgram {
     std::string name;

@@ -128,6 +128,10 @@ struct StepMetrics {
   double seconds = 0.0;
   int64_t tokens = 0;
   double tokensPerSecond = 0.0;
+  /// Whether the step also set a device up on one of this process's ranks
+  /// (Executor::stepWasSetUp: its first run, or the CUDA graph's capture):
+  /// its time is not the pace of training.
+  bool setUp = false;
   /// This process's ranks' times (TrainingRun gathers every process's on
   /// rank 0's), by plan rank.
   std::vector<RankStepTime> ranks;

@@ -39,7 +39,7 @@
 #   torch-8b             PyTorch FSDP2 on the same shape and GPUs, per-layer
 #                        torch.compile, cuDNN attention
 #                        (bench/torch_cp_bench.py)
-# Each mlt item prints its tokens/s after the first step and the step the
+# Each mlt item prints its tokens/s after the warm-up steps and the step the
 # built-in calibration predicts; bench/RESULTS.md keeps the figures.
 #
 # Before and after in one call: with MLT_BEFORE_COMPILE (a compiler build's

@@ -481,7 +481,7 @@ StatusOr<Calibration> Calibration::parse(std::string_view text) {
       return errorf("a curve's class is empty or longer than ",
                     kMaxKeyLength, " characters");
     auto bad = [&](const std::string &why) {
-      return errorf("curve '", key, "': ", why);
+      return errorf("curve '", quotedLine(key), "': ", why);
     };
     if (!value.is_object() || !value.contains("points") ||
         !value["points"].is_array())

@@ -99,6 +99,17 @@ TEST_F(MatmulTableTest, LoadErrorsNameTheFileAndTheProblem) {
   root = nlohmann::json::parse(good);
   root["entries"][0]["algorithm"][3] = "0xnothex";
   expectError(root.dump(), "Some GPU", "algorithm word 3");
+  // A shape and a word with newlines (found by mlt-fuzz-matmul-table): the
+  // message quotes them as "\n", one line.
+  root = nlohmann::json::parse(good);
+  root["entries"][0]["shape"] = "matmul\n[1 x 8]";
+  root["entries"][0]["algorithm"][2] = "0x0\n1";
+  expectError(root.dump(), "Some GPU",
+              "shape 'matmul\\n[1 x 8]': algorithm word 2 ('0x0\\n1') is not "
+              "a hexadecimal 64-bit word");
+  root = nlohmann::json::parse(good);
+  root["device"] = "Some\nGPU";
+  expectError(root.dump(), "Some GPU", "tuned on Some\\nGPU with");
   root = nlohmann::json::parse(good);
   root["entries"][0]["algorithm"].erase(7);
   expectError(root.dump(), "Some GPU", "8 algorithm words");

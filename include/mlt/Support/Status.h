@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,19 @@ inline std::string printableText(std::string text) {
     out += digits[c >> 4];
     out += digits[c & 15];
     ++i;
+  }
+  return out;
+}
+
+/// `text`, a string a message quotes from its input (a file's field), with
+/// its newlines as "\n": a message stays one line whatever the file held.
+inline std::string quotedLine(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }

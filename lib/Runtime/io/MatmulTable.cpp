@@ -59,7 +59,7 @@ Status readEntry(const json &entry, std::string &key,
   for (size_t i = 0; i < 8; ++i) {
     const json &word = entry["algorithm"][i];
     if (!word.is_string())
-      return errorf("shape '", key, "': algorithm word ", i,
+      return errorf("shape '", quotedLine(key), "': algorithm word ", i,
                     " is not a string");
     const std::string text = word.get<std::string>();
     char *end = nullptr;
@@ -67,7 +67,8 @@ Status readEntry(const json &entry, std::string &key,
     const unsigned long long value = std::strtoull(text.c_str(), &end, 16);
     if (text.size() < 3 || text.compare(0, 2, "0x") != 0 || errno != 0 ||
         *end != '\0')
-      return errorf("shape '", key, "': algorithm word ", i, " ('", text,
+      return errorf("shape '", quotedLine(key), "': algorithm word ", i,
+                    " ('", quotedLine(text),
                     "') is not a hexadecimal 64-bit word");
     algorithm.data[i] = uint64_t(value);
   }
@@ -130,7 +131,7 @@ StatusOr<MatmulTable> MatmulTable::parse(std::string_view text,
   const std::string fileDevice = root["device"].get<std::string>();
   const int64_t fileVersion = root["cublaslt_version"].get<int64_t>();
   if (fileDevice != device || fileVersion != libraryVersion)
-    return errorf(path, ": tuned on ", fileDevice, " with cuBLASLt ",
+    return errorf(path, ": tuned on ", quotedLine(fileDevice), " with cuBLASLt ",
                   fileVersion, "; this run has ", device, " with cuBLASLt ",
                   libraryVersion, " (tune a table for it with --tune-matmuls)");
   MatmulTable table(fileDevice, fileVersion);
@@ -140,7 +141,7 @@ StatusOr<MatmulTable> MatmulTable::parse(std::string_view text,
     if (Status status = readEntry(entry, key, algorithm); !status)
       return errorf(path, ": ", status.message());
     if (table.find(key))
-      return errorf(path, ": shape '", key, "' appears twice");
+      return errorf(path, ": shape '", quotedLine(key), "' appears twice");
     table.set(key, std::move(algorithm));
   }
   return table;

@@ -172,6 +172,24 @@ void benchFwd(Problem &P, const char *name) {
   report("fwd", name, medianMs(run), s.fwdFlops(), err);
 }
 
+/// The warp-specialized forward (attention_ws.cuh), checked and timed as
+/// benchFwd does.
+template <class Cfg> void benchFwdWs(Problem &P, const char *name) {
+  const Shape &s = P.sh;
+  poison(P);
+  auto run = [&] {
+    CHECK_CUDA((tc::enqueueForwardWs<Cfg>(P.out.p, P.lse.p, P.q.p, P.k.p,
+                                          P.v.p, s.b, s.s, s.hq, s.hkv,
+                                          s.causal, float(s.params().scale),
+                                          0)));
+  };
+  run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const double err = std::max(normError(P.out.host(), P.refOut),
+                              normError(P.lse.host(), P.refLse));
+  report("fwd", name, medianMs(run), s.fwdFlops(), err);
+}
+
 template <class Dq, bool WG> constexpr bool fusedDq() {
   if constexpr (WG)
     return Dq::FUSED;
@@ -380,6 +398,9 @@ void headDim64Variants(Problem &P, int parts) {
   using namespace tc;
   benchFwd<FwdConfig<64, 1, 64, 4>>(P, "mma.sync fwd MT1 BC64 minB4");
   benchFwd<WgFwdConfig<64, 64, 4, false>, true>(P, "wgmma fwd BC64 minB4");
+  benchFwdWs<WsFwdConfig<64, 128, 2>>(P, "warp-specialized BC128 2 stages");
+  benchFwdWs<WsFwdConfig<64, 128, 3>>(P, "warp-specialized BC128 3 stages");
+  benchFwdWs<WsFwdConfig<64, 64, 4>>(P, "warp-specialized BC64 4 stages");
   benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(P, "= poly 1 of 8");
   benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(P, "= poly 2 of 8");
   benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(P, "= poly 3 of 8");
@@ -449,6 +470,10 @@ int main(int argc, char **argv) {
     benchFwd<WgFwdConfig<128, 64, 2, false, 1>, true>(*P, "= poly 1 of 8");
     benchFwd<WgFwdConfig<128, 64, 2, false, 2>, true>(*P, "= poly 2 of 8");
     benchFwd<WgFwdConfig<128, 64, 2, true>, true>(*P, "wgmma fwd pipe BC64 minB2");
+    benchFwd<WgFwdConfig<128, 128, 1, false>, true>(*P, "wgmma fwd BC128 minB1");
+    benchFwdWs<WsFwdConfig<128, 128, 2>>(*P, "warp-specialized BC128 2 stages");
+    benchFwdWs<WsFwdConfig<128, 64, 2>>(*P, "warp-specialized BC64 2 stages");
+    benchFwdWs<WsFwdConfig<128, 64, 3>>(*P, "warp-specialized BC64 3 stages");
     benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
         *P, 1, "mma.sync dq BC64 m2 / dkdv BR64 m2", true);
     benchBwd<WgDqConfig<128, 64, 1, false>, WgDkDvConfig<128, 64, 1, false>,

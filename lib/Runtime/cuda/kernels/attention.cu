@@ -146,17 +146,22 @@ struct Wg64 {
   using Fwd = tc::WgFwdConfig<64, 64, 4, false, 0>;
   using Dq = tc::WgDqConfig<64, 64, 2>;
   using DkDv = tc::WgDkDvConfig<64, 128, 1>;
-  static constexpr bool kFwd = true, kBwd = true;
+  using FwdWs = tc::WsFwdConfig<64, 128, 2>;
+  static constexpr bool kFwd = true, kBwd = true, kFwdWs = false;
 };
 /// At head_dim 128 the dq kernel's own statistics pass (FUSED) costs more
 /// than the delta kernel it replaces (its extra out tile leaves one block
 /// per multiprocessor instead of two), and LLaMA-style shapes (as many kv
 /// heads as query heads) have no parts to reduce.
+///
+/// kFwdWs: the forward is the warp-specialized one (attention_ws.cuh) with
+/// FwdWs's configuration where the scale is positive.
 struct Wg128 {
   using Fwd = tc::WgFwdConfig<128, 64, 2, false>;
   using Dq = tc::WgDqConfig<128, 64, 1, false>;
   using DkDv = tc::WgDkDvConfig<128, 64, 1, false>;
-  static constexpr bool kFwd = true, kBwd = true;
+  using FwdWs = tc::WsFwdConfig<128, 128, 2>;
+  static constexpr bool kFwd = true, kBwd = true, kFwdWs = true;
 };
 static_assert(Wg64::DkDv::BC == Tc64::DkDv::BC &&
                   Wg128::DkDv::BC == Tc128::DkDv::BC,
@@ -257,6 +262,19 @@ Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
     MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdTcKernel<Cfg>,
                                     Cfg::kShared, "attention_fwd (bf16)"));
   const cudaError_t err = tc::enqueueForward<Cfg, WG>(
+      out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
+      int(p.kvHeads), p.causal, float(p.scale), stream);
+  MLT_CUDA_RETURN_IF_ERROR(err);
+  return Status::ok();
+}
+
+template <class Cfg>
+Status forwardWs(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
+                 const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                 const AttentionShape &p, cudaStream_t stream) {
+  MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdWsKernel<Cfg>, Cfg::kShared,
+                                  "attention_fwd (bf16)"));
+  const cudaError_t err = tc::enqueueForwardWs<Cfg>(
       out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
       int(p.kvHeads), p.causal, float(p.scale), stream);
   MLT_CUDA_RETURN_IF_ERROR(err);
@@ -391,10 +409,17 @@ Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
   MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
-  if (shape.headDim == 64)
+  // The warp-specialized forward takes positive scales only.
+  const bool ws = wg && shape.scale > 0;
+  if (shape.headDim == 64) {
+    if (ws && Wg64::kFwdWs)
+      return forwardWs<Wg64::FwdWs>(out, lse, q, k, v, shape, stream);
     return wg && Wg64::kFwd
                ? forwardTc<Wg64::Fwd, true>(out, lse, q, k, v, shape, stream)
                : forwardTc<Tc64::Fwd, false>(out, lse, q, k, v, shape, stream);
+  }
+  if (ws && Wg128::kFwdWs)
+    return forwardWs<Wg128::FwdWs>(out, lse, q, k, v, shape, stream);
   return wg && Wg128::kFwd
              ? forwardTc<Wg128::Fwd, true>(out, lse, q, k, v, shape, stream)
              : forwardTc<Tc128::Fwd, false>(out, lse, q, k, v, shape, stream);

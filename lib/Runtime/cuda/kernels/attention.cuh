@@ -18,6 +18,7 @@
 #include "kernels/attention_f32.cuh"
 #include "kernels/attention_mma.cuh"
 #include "kernels/attention_wgmma.cuh"
+#include "kernels/attention_ws.cuh"
 
 namespace mlt::cuda::attn {
 
@@ -71,6 +72,36 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
 /// such epilogue) dq and dk are rotated by rope's inverse before they are
 /// written. Returns the first launch error and the name of the kernel it
 /// came from.
+/// The warp-specialized forward (attention_ws.cuh): the tensor maps of q,
+/// k and v, then the launch. scale must be positive.
+template <class Cfg>
+cudaError_t enqueueForwardWs(bf16 *out, float *lse, const bf16 *q,
+                             const bf16 *k, const bf16 *v, int batch, int seq,
+                             int qHeads, int kvHeads, bool causal, float scale,
+                             cudaStream_t stream) {
+  CUtensorMap mapQ, mapK, mapV;
+  cudaError_t err = tma::encodeBf16TileMap(
+      &mapQ, q, batch, seq, int64_t(qHeads) * Cfg::D, Cfg::BR);
+  if (err == cudaSuccess)
+    err = tma::encodeBf16TileMap(&mapK, k, batch, seq,
+                                 int64_t(kvHeads) * Cfg::D, Cfg::BC);
+  if (err == cudaSuccess)
+    err = tma::encodeBf16TileMap(&mapV, v, batch, seq,
+                                 int64_t(kvHeads) * Cfg::D, Cfg::BC);
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(attentionFwdWsKernel<Cfg>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(Cfg::kShared));
+  if (err != cudaSuccess)
+    return err;
+  const dim3 grid(unsigned((seq + Cfg::BR - 1) / Cfg::BR), unsigned(qHeads),
+                  unsigned(batch));
+  attentionFwdWsKernel<Cfg><<<grid, Cfg::kThreads, Cfg::kShared, stream>>>(
+      out, lse, mapQ, mapK, mapV, seq, qHeads, kvHeads, causal,
+      scale * 1.4426950408889634f);
+  return cudaGetLastError();
+}
+
 template <class DqCfg, class DkDvCfg, bool WG = false>
 cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             const bf16 *q, const bf16 *k, const bf16 *v,

@@ -241,8 +241,12 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
             delta, negLse2, P.dout.p, P.out.p, P.lse.p, rows, s.s, s.hq);
   });
   const dim3 dqGrid((s.s + Dq::BR - 1) / Dq::BR, s.hq, s.b);
-  const double tDq = medianMs([&] {
-    if constexpr (WG)
+  // The warp-specialized dq kernel needs tensor maps: timed as the whole
+  // backward less the other kernels.
+  double tDq = medianMs([&] {
+    if constexpr (tc::IsWsDq<Dq>::value)
+      run();
+    else if constexpr (WG)
       tc::attentionBwdDqWgKernel<Dq><<<dqGrid, Dq::kThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p, negLse2,
           delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2,
@@ -254,8 +258,12 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
   });
   const dim3 dkdvGrid((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b);
   bool reduceInKernel = false;
+  // (Not with the warp-specialized dk/dv kernel, which needs tensor maps:
+  // its variants are timed whole.)
   const double tDkDv = medianMs([&] {
-    if constexpr (WG) {
+    if constexpr (tc::IsWsDkDv<DkDv>::value)
+      run();
+    else if constexpr (WG) {
       // The in-kernel reduction needs zeroed counters (the dq kernel's job).
       if (DkDv::REDUCE) {
         reduceInKernel = parts > 1;
@@ -274,6 +282,8 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
               scaleLog2);
     }
   });
+  if constexpr (tc::IsWsDq<Dq>::value)
+    tDq -= tDelta + tDkDv;
   const double tReduce = parts == 1 || reduceInKernel ? 0.0 : medianMs([&] {
     tc::attentionDkDvReduceTcKernel<Dq::D>
         <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
@@ -401,6 +411,13 @@ void headDim64Variants(Problem &P, int parts) {
   benchFwdWs<WsFwdConfig<64, 128, 2>>(P, "warp-specialized BC128 2 stages");
   benchFwdWs<WsFwdConfig<64, 128, 3>>(P, "warp-specialized BC128 3 stages");
   benchFwdWs<WsFwdConfig<64, 64, 4>>(P, "warp-specialized BC64 4 stages");
+  benchFwdWs<WsFwdConfig<64, 128, 2, true>>(P, "ws BC128 2 stages q in registers");
+  benchBwd<WsDqConfig<64, 64, 3>, WgDkDvConfig<64, 128, 1, false>, true>(
+      P, parts, "ws dq 3 stages / dkdv BR128 (delta, reduce kernels)", true);
+  benchBwd<WgDqConfig<64, 64, 2>, WsDkDvConfig<64, 64, 3>, true>(
+      P, parts, "fused dq / ws dkdv 3 stages (reduce kernel)");
+  benchBwd<WsDqConfig<64, 64, 3>, WsDkDvConfig<64, 64, 3>, true>(
+      P, parts, "ws dq 3 / ws dkdv 3 (delta, reduce kernels)");
   benchFwd<WgFwdConfig<64, 64, 4, false, 1>, true>(P, "= poly 1 of 8");
   benchFwd<WgFwdConfig<64, 64, 4, false, 2>, true>(P, "= poly 2 of 8");
   benchFwd<WgFwdConfig<64, 64, 4, false, 3>, true>(P, "= poly 3 of 8");
@@ -472,6 +489,11 @@ int main(int argc, char **argv) {
     benchFwd<WgFwdConfig<128, 64, 2, true>, true>(*P, "wgmma fwd pipe BC64 minB2");
     benchFwd<WgFwdConfig<128, 128, 1, false>, true>(*P, "wgmma fwd BC128 minB1");
     benchFwdWs<WsFwdConfig<128, 128, 2>>(*P, "warp-specialized BC128 2 stages");
+    benchFwdWs<WsFwdConfig<128, 128, 3>>(*P, "warp-specialized BC128 3 stages");
+    benchFwdWs<WsFwdConfig<128, 128, 2, true>>(*P, "= q in registers");
+    benchFwdWs<WsFwdConfig<128, 128, 3, true>>(*P, "= q in registers, 3 stages");
+    benchFwdWs<WsFwdConfig<128, 128, 2, true, false>>(
+        *P, "= q in registers, no ping-pong");
     benchFwdWs<WsFwdConfig<128, 64, 2>>(*P, "warp-specialized BC64 2 stages");
     benchFwdWs<WsFwdConfig<128, 64, 3>>(*P, "warp-specialized BC64 3 stages");
     benchBwd<DqConfig<128, 1, 64, 2>, DkDvConfig<128, 1, 64, false, 2>>(
@@ -480,6 +502,34 @@ int main(int argc, char **argv) {
              true>(*P, 1, "wgmma v4 (delta kernel)", true);
     benchBwd<WgDqConfig<128, 64, 2, false>, WgDkDvConfig<128, 64, 2, false>,
              true>(*P, 1, "wgmma v4, minB 2", true);
+    // Warp-specialized dq (timed as the whole less delta and dk/dv) and
+    // dk/dv (whole only), alone and together.
+    using WgDkDv = WgDkDvConfig<128, 64, 1, false>;
+    using WgDq = WgDqConfig<128, 64, 1, false>;
+    benchBwd<WsDqConfig<128, 64, 3>, WgDkDv, true>(
+        *P, 1, "ws dq 3 stages / dkdv v4", true);
+    benchBwd<WsDqConfig<128, 64, 4>, WgDkDv, true>(
+        *P, 1, "ws dq 4 stages / dkdv v4", true);
+    benchBwd<WgDq, WsDkDvConfig<128, 64, 2>, true>(*P, 1,
+                                                   "dq v4 / ws dkdv 2 stages");
+    benchBwd<WgDq, WsDkDvConfig<128, 64, 3>, true>(*P, 1,
+                                                   "dq v4 / ws dkdv 3 stages");
+    benchBwd<WgDq, WsDkDvConfig<128, 64, 4, false, false>, true>(
+        *P, 1, "dq v4 / ws dkdv 4 stages no ping-pong");
+    benchBwd<WsDqConfig<128, 64, 4, true>, WgDkDv, true>(
+        *P, 1, "ws dq 4 stages q in registers / dkdv v4", true);
+    benchBwd<WsDqConfig<128, 64, 4, false, false>, WgDkDv, true>(
+        *P, 1, "ws dq 4 stages no ping-pong / dkdv v4", true);
+    benchBwd<WsDqConfig<128, 64, 4, true, false>, WgDkDv, true>(
+        *P, 1, "ws dq 4 stages q in registers no ping-pong / dkdv v4", true);
+    benchBwd<WgDq, WsDkDvConfig<128, 64, 4>, true>(*P, 1,
+                                                   "dq v4 / ws dkdv 4 stages");
+    benchBwd<WgDq, WsDkDvConfig<128, 64, 3, true>, true>(
+        *P, 1, "dq v4 / ws dkdv 3 stages pipe (spills)");
+    benchBwd<WsDqConfig<128, 64, 3>, WsDkDvConfig<128, 64, 3>, true>(
+        *P, 1, "ws dq 3 / ws dkdv 3");
+    benchBwd<WsDqConfig<128, 64, 4>, WsDkDvConfig<128, 64, 4>, true>(
+        *P, 1, "ws dq 4 / ws dkdv 4");
     // Two warpgroups a block sharing the K/V (dq) or Q/dO (dk/dv) tiles.
     benchFwd<WgFwdConfig<128, 64, 1, false, 0, 2>, true>(*P, "wgmma fwd 2WG BC64 minB1");
     benchFwd<WgFwdConfig<128, 128, 1, false, 0, 2>, true>(*P, "wgmma fwd 2WG BC128 minB1");

@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -573,10 +574,16 @@ Status parseArgs(int argc, char **argv, CommandLine &o) {
   return Status::ok();
 }
 
-/// printf's formatting of `value` by `format` (one number).
-std::string formatText(const char *format, double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, format, value);
+/// printf's formatting of the arguments by `format` (checked against them
+/// by the compiler: a count passed where a %f is expected once printed a
+/// register's garbage).
+__attribute__((format(printf, 1, 2))) std::string
+formatText(const char *format, ...) {
+  char text[128];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
   return text;
 }
 

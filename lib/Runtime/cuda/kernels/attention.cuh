@@ -149,7 +149,26 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
 
   const dim3 dqGrid(unsigned((seq + DqCfg::BR - 1) / DqCfg::BR),
                     unsigned(qHeads), unsigned(batch));
-  if constexpr (WG) {
+  if constexpr (IsWsDq<DqCfg>::value) {
+    CUtensorMap mapQ, mapdO, mapK, mapV;
+    const int64_t qCols = int64_t(qHeads) * D, kvCols = int64_t(kvHeads) * D;
+    err = tma::encodeBf16TileMap(&mapQ, q, batch, seq, qCols, DqCfg::BR);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapdO, dout, batch, seq, qCols, DqCfg::BR);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapK, k, batch, seq, kvCols, DqCfg::BC);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapV, v, batch, seq, kvCols, DqCfg::BC);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(attentionBwdDqWsKernel<DqCfg>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(DqCfg::kShared));
+    if (err == cudaSuccess)
+      attentionBwdDqWsKernel<DqCfg>
+          <<<dqGrid, DqCfg::kThreads, DqCfg::kShared, stream>>>(
+              dq, negLse2, delta, mapQ, mapdO, mapK, mapV, seq, qHeads,
+              kvHeads, causal, scale, scaleLog2, rope);
+  } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDqWgKernel<DqCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(DqCfg::kShared));
@@ -173,7 +192,27 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
 
   const dim3 dkdvGrid(unsigned((seq + DkDvCfg::BC - 1) / DkDvCfg::BC),
                       unsigned(kvHeads * parts), unsigned(batch));
-  if constexpr (WG) {
+  if constexpr (IsWsDkDv<DkDvCfg>::value) {
+    CUtensorMap mapK, mapV, mapQ, mapdO;
+    const int64_t qCols = int64_t(qHeads) * D, kvCols = int64_t(kvHeads) * D;
+    err = tma::encodeBf16TileMap(&mapK, k, batch, seq, kvCols, DkDvCfg::BC);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapV, v, batch, seq, kvCols, DkDvCfg::BC);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapQ, q, batch, seq, qCols, DkDvCfg::BR);
+    if (err == cudaSuccess)
+      err = tma::encodeBf16TileMap(&mapdO, dout, batch, seq, qCols,
+                                   DkDvCfg::BR);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(attentionBwdDkDvWsKernel<DkDvCfg>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(DkDvCfg::kShared));
+    if (err == cudaSuccess)
+      attentionBwdDkDvWsKernel<DkDvCfg>
+          <<<dkdvGrid, DkDvCfg::kThreads, DkDvCfg::kShared, stream>>>(
+              dk, dv, dkPart, dvPart, negLse2, delta, mapK, mapV, mapQ, mapdO,
+              seq, qHeads, kvHeads, parts, causal, scale, scaleLog2, rope);
+  } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDkDvWgKernel<DkDvCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(DkDvCfg::kShared));

@@ -50,9 +50,14 @@ namespace mlt::cuda::attn {
 namespace tc {
 
 /// The warp-specialized forward: 128 query rows a block (two consumer
-/// warpgroups), BC keys a K/V tile, STAGES slots per ring.
-template <int D_, int BC_, int STAGES_> struct WsFwdConfig {
+/// warpgroups), BC keys a K/V tile, STAGES slots per ring. QREGS: a
+/// consumer holds its q rows in registers (A operands of s = q k^T, read
+/// once by ldmatrix) instead of reading them from shared memory at every
+/// tile.
+template <int D_, int BC_, int STAGES_, bool QREGS_ = false, bool PP_ = true>
+struct WsFwdConfig {
   static constexpr int D = D_, BC = BC_, STAGES = STAGES_;
+  static constexpr bool QREGS = QREGS_, PP = PP_;
   static constexpr int BR = 128, kThreads = 3 * kTcThreads;
   /// Registers a thread of the producer and of a consumer warpgroup keep
   /// (24 + 2 x 240 = 3 x 168, the budget of 384 threads on one SM).
@@ -67,7 +72,165 @@ template <int D_, int BC_, int STAGES_> struct WsFwdConfig {
       size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
 };
 
+/// The warp-specialized dq kernel: 128 query rows a block (two consumer
+/// warpgroups; q and dout loaded once), BC keys a K/V tile, STAGES slots.
+template <int D_, int BC_, int STAGES_, bool QREGS_ = false, bool PP_ = true>
+struct WsDqConfig {
+  static constexpr int D = D_, BC = BC_, STAGES = STAGES_;
+  static constexpr bool QREGS = QREGS_, PP = PP_;
+  static constexpr int BR = 128, kThreads = 3 * kTcThreads;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr bool FUSED = false;
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(BC == 64, "64 keys a tile (registers)");
+  static constexpr uint32_t kQBytes = BR * D * 2, kKVBytes = BC * D * 2;
+  /// q, dout, the rings, then the barriers.
+  static constexpr uint32_t kBarrierOffset =
+      2 * kQBytes + 2 * STAGES * kKVBytes;
+  static constexpr size_t kShared =
+      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
+};
+
+/// Whether a dq configuration is the warp-specialized one.
+template <class Cfg> struct IsWsDq : std::false_type {};
+template <int D, int BC, int S, bool Q, bool P>
+struct IsWsDq<WsDqConfig<D, BC, S, Q, P>> : std::true_type {};
+
+/// The warp-specialized dk/dv kernel: 128 keys a block (two consumer
+/// warpgroups; k and v loaded once), BR queries a Q/dO tile, STAGES slots.
+/// With parts > 1 it writes f32 partials (the reduction kernel sums them).
+/// PIPE: a consumer's s and dp of tile j overlap its dk and dv products of
+/// tile j - 1 (more registers than a consumer has: ptxas spills); without,
+/// each tile's products are two turns.
+template <int D_, int BR_, int STAGES_, bool PIPE_ = false, bool PP_ = true>
+struct WsDkDvConfig {
+  static constexpr int D = D_, BR = BR_, STAGES = STAGES_;
+  static constexpr bool PIPE = PIPE_, PP = PP_;
+  static constexpr int BC = 128, kThreads = 3 * kTcThreads;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr bool REDUCE = false;
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(BR == 64, "64 queries a tile (registers)");
+  static constexpr uint32_t kKVBytes = BC * D * 2, kQBytes = BR * D * 2;
+  static constexpr uint32_t kBarrierOffset =
+      2 * kKVBytes + 2 * STAGES * kQBytes;
+  static constexpr size_t kShared =
+      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
+};
+
+template <class Cfg> struct IsWsDkDv : std::false_type {};
+template <int D, int BR, int S, bool P, bool PP>
+struct IsWsDkDv<WsDkDvConfig<D, BR, S, P, PP>> : std::true_type {};
+
 #ifdef __CUDACC__
+
+/// The barriers of a warp-specialized kernel, 8 bytes each from `base`: one
+/// for the tiles loaded once (their bytes), then per slot of two rings (A
+/// and B: K and V) a full barrier (the producer's arrival and the bytes)
+/// and an empty one (an arrival by each consumer warp).
+template <int S> struct WsBarriers {
+  uint32_t base;
+  __device__ __forceinline__ uint32_t once() const { return base; }
+  __device__ __forceinline__ uint32_t fullA(int slot) const {
+    return base + 8 + 8 * slot;
+  }
+  __device__ __forceinline__ uint32_t emptyA(int slot) const {
+    return base + 8 + 8 * (S + slot);
+  }
+  __device__ __forceinline__ uint32_t fullB(int slot) const {
+    return base + 8 + 8 * (2 * S + slot);
+  }
+  __device__ __forceinline__ uint32_t emptyB(int slot) const {
+    return base + 8 + 8 * (3 * S + slot);
+  }
+  /// By one thread, before a block barrier.
+  __device__ __forceinline__ void init(int consumerWarps) const {
+    tma::mbarInit(once(), 1);
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      tma::mbarInit(fullA(i), 1);
+      tma::mbarInit(fullB(i), 1);
+      tma::mbarInit(emptyA(i), consumerWarps);
+      tma::mbarInit(emptyB(i), consumerWarps);
+    }
+    tma::mbarInitFence();
+  }
+  /// The parity of tile j's full phase (its slot's (j / S)-th use).
+  __device__ __forceinline__ static uint32_t fullParity(int j) {
+    return (j / S) & 1;
+  }
+};
+
+/// Loads rows [row0, row0 + ROWS) and columns [col0, col0 + D) of batch b
+/// of `map` into a [ROWS][D] wgmma tile at dst (D / 64 boxes of [ROWS][64]).
+template <int D, int ROWS>
+__device__ __forceinline__ void loadWgTile(uint32_t dst, const CUtensorMap *map,
+                                           int col0, int row0, int b,
+                                           uint32_t bar) {
+#pragma unroll
+  for (int cb = 0; cb < D / 64; ++cb)
+    tma::loadTile3d(dst + cb * ROWS * 128, map, col0 + 64 * cb, row0, b, bar);
+}
+
+/// The producer's loop (one thread): tiles j = 0..n-1 of rings A and B,
+/// the [ROWS][D] box at (column, row) = at(j) of mapA into slot j % S of sA
+/// (and of mapB into sB), each slot reused once its consumers have released
+/// it.
+template <int D, int ROWS, int S, class At>
+__device__ __forceinline__ void
+produceRings(const WsBarriers<S> &bars, uint32_t sA, uint32_t sB,
+             const CUtensorMap *mapA, const CUtensorMap *mapB, int b, int n,
+             At at) {
+  constexpr uint32_t kBytes = ROWS * D * 2;
+  for (int j = 0; j < n; ++j) {
+    const int slot = j % S;
+    const uint32_t parity = ((j / S) + 1) & 1, off = slot * kBytes;
+    const int2 where = at(j);
+    if (j >= S)
+      tma::mbarWait(bars.emptyA(slot), parity);
+    tma::mbarArriveExpectTx(bars.fullA(slot), kBytes);
+    loadWgTile<D, ROWS>(sA + off, mapA, where.x, where.y, b, bars.fullA(slot));
+    if (j >= S)
+      tma::mbarWait(bars.emptyB(slot), parity);
+    tma::mbarArriveExpectTx(bars.fullB(slot), kBytes);
+    loadWgTile<D, ROWS>(sB + off, mapB, where.x, where.y, b, bars.fullB(slot));
+  }
+}
+
+/// The two consumer warpgroups' turns at the tensor cores (named barriers
+/// 1 and 2, 256 threads): consumer c syncs on 1 + c to begin its turn and
+/// arrives on the other's to end it. start() lets consumer 0 go first;
+/// every turn but consumer 1's last is ended (last = true skips it), so
+/// each barrier's arrivals match its syncs. ON false: no turns (the
+/// consumers issue as they come).
+template <bool ON> struct WsTurns {
+  int c;
+  static constexpr int kThreads = 2 * kTcThreads;
+  __device__ __forceinline__ void start() const {
+    if (ON && c == 1)
+      tma::namedArrive(1, kThreads);
+  }
+  __device__ __forceinline__ void begin() const {
+    if (ON)
+      tma::namedSync(1 + c, kThreads);
+  }
+  __device__ __forceinline__ void end(bool last = false) const {
+    if (ON && !(last && c == 1))
+      tma::namedArrive(2 - c, kThreads);
+  }
+  /// Both consumers (barrier 3).
+  __device__ __forceinline__ static void syncConsumers() {
+    tma::namedSync(3, kThreads);
+  }
+};
+
+/// A consumer warp's release of a ring slot (once its products reading the
+/// slot are complete).
+__device__ __forceinline__ void releaseSlot(uint32_t bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0)
+    tma::mbarArrive(bar);
+}
 
 /// The online softmax of one tile's scores for a warp's 16 rows (two per
 /// thread): masks (MASK) the keys past `limit` of each row, moves the rows'
@@ -146,9 +309,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const WgShared shared(wgSmem);
   const uint32_t sQ = shared.addr, sK = sQ + Cfg::kQBytes,
                  sV = sK + S * kKVBytes;
-  const uint32_t barFullQ = shared.addr + Cfg::kBarrierOffset;
-  const uint32_t barFullK = barFullQ + 8, barEmptyK = barFullK + 8 * S;
-  const uint32_t barFullV = barEmptyK + 8 * S, barEmptyV = barFullV + 8 * S;
+  const WsBarriers<S> bars{shared.addr + Cfg::kBarrierOffset};
 
   const int nQT = (seq + BR - 1) / BR;
   const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
@@ -158,17 +319,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int kEnd = causal ? min(seq, q0 + BR) : seq;
   const int nKT = (kEnd + BC - 1) / BC;
 
-  if (threadIdx.x == 0) {
-    tma::mbarInit(barFullQ, 1);
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
-      tma::mbarInit(barFullK + 8 * i, 1);
-      tma::mbarInit(barFullV + 8 * i, 1);
-      tma::mbarInit(barEmptyK + 8 * i, 2 * kTcWarps);
-      tma::mbarInit(barEmptyV + 8 * i, 2 * kTcWarps);
-    }
-    tma::mbarInitFence();
-  }
+  if (threadIdx.x == 0)
+    bars.init(2 * kTcWarps);
   __syncthreads();
 
   if (warp < kTcWarps) {
@@ -178,30 +330,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       tma::prefetchTensorMap(&tmQ);
       tma::prefetchTensorMap(&tmK);
       tma::prefetchTensorMap(&tmV);
-      tma::mbarArriveExpectTx(barFullQ, Cfg::kQBytes);
-#pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        tma::loadTile3d(sQ + cb * BR * 128, &tmQ, h * D + 64 * cb, q0, b,
-                        barFullQ);
-      for (int j = 0; j < nKT; ++j) {
-        const int slot = j % S;
-        const uint32_t parity = ((j / S) + 1) & 1;
-        const uint32_t off = slot * kKVBytes;
-        if (j >= S)
-          tma::mbarWait(barEmptyK + 8 * slot, parity);
-        tma::mbarArriveExpectTx(barFullK + 8 * slot, kKVBytes);
-#pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb)
-          tma::loadTile3d(sK + off + cb * BC * 128, &tmK, g * D + 64 * cb,
-                          j * BC, b, barFullK + 8 * slot);
-        if (j >= S)
-          tma::mbarWait(barEmptyV + 8 * slot, parity);
-        tma::mbarArriveExpectTx(barFullV + 8 * slot, kKVBytes);
-#pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb)
-          tma::loadTile3d(sV + off + cb * BC * 128, &tmV, g * D + 64 * cb,
-                          j * BC, b, barFullV + 8 * slot);
-      }
+      tma::mbarArriveExpectTx(bars.once(), Cfg::kQBytes);
+      loadWgTile<D, BR>(sQ, &tmQ, h * D, q0, b, bars.once());
+      produceRings<D, BC, S>(bars, sK, sV, &tmK, &tmV, b, nKT, [&](int j) {
+        return make_int2(g * D, j * BC);
+      });
     }
     return;
   }
@@ -225,15 +358,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                         causal ? min(i0 + 8, seq - 1) : seq - 1};
 
   const uint64_t dQ = wgDesc(sQ);
+  uint32_t qf[Cfg::QREGS ? KS : 1][4];
   auto issueS = [&](int slot) {
     const uint64_t dK = wgDesc(sK + slot * kKVBytes);
     wgFence();
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
-      for (int nb = 0; nb < BC / 64; ++nb)
-        wgmmaSS<0>(cols64(s, nb), dQ + wgKOff<BR>(64 * c, ks),
-                   dK + wgKOff<BC>(64 * nb, ks), ks > 0);
+      for (int nb = 0; nb < BC / 64; ++nb) {
+        if constexpr (Cfg::QREGS)
+          wgmmaRS<0>(cols64(s, nb), qf[ks], dK + wgKOff<BC>(64 * nb, ks),
+                     ks > 0);
+        else
+          wgmmaSS<0>(cols64(s, nb), dQ + wgKOff<BR>(64 * c, ks),
+                     dK + wgKOff<BC>(64 * nb, ks), ks > 0);
+      }
     wgCommit();
   };
   auto issuePV = [&](int slot) {
@@ -264,43 +403,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       pa[kk][3] = packBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
   };
-  auto release = [&](uint32_t bar) {
-    __syncwarp();
-    if (lane == 0)
-      tma::mbarArrive(bar);
-  };
-  constexpr int kConsumers = 2 * kTcThreads;
-  auto turnBegin = [&] { tma::namedSync(1 + c, kConsumers); };
-  auto turnEnd = [&] { tma::namedArrive(2 - c, kConsumers); };
+  const WsTurns<Cfg::PP> turns{c};
 
-  if (c == 1)
-    turnEnd(); // consumer 0 goes first
-  tma::mbarWait(barFullQ, 0);
+  turns.start();
+  tma::mbarWait(bars.once(), 0);
+  if constexpr (Cfg::QREGS)
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+      ldmatrixX4(qf[ks], sQ + wgTileOffset<BR>(warpRow0 + (lane & 15),
+                                               2 * ks + (lane >> 4)));
   // Tile 0: s only.
-  tma::mbarWait(barFullK, 0);
-  turnBegin();
+  tma::mbarWait(bars.fullA(0), 0);
+  turns.begin();
   issueS(0);
-  turnEnd();
+  turns.end();
   wgWait();
   wgKeep(s);
-  release(barEmptyK);
+  releaseSlot(bars.emptyA(0));
   softmaxTile(0); // o is zero: nothing to rescale
   pack();
   for (int j = 1; j < nKT; ++j) {
     const int slot = j % S, prev = (j - 1) % S;
-    tma::mbarWait(barFullK + 8 * slot, (j / S) & 1);
-    turnBegin();
+    tma::mbarWait(bars.fullA(slot), bars.fullParity(j));
+    turns.begin();
     issueS(slot);
-    tma::mbarWait(barFullV + 8 * prev, ((j - 1) / S) & 1);
+    tma::mbarWait(bars.fullB(prev), bars.fullParity(j - 1));
     issuePV(prev);
-    turnEnd();
+    turns.end();
     wgWait1(); // s complete, p v may still run
     wgKeep(s);
-    release(barEmptyK + 8 * slot);
+    releaseSlot(bars.emptyA(slot));
     const bool rescale = softmaxTile(j * BC);
     wgWait(); // p v of tile j - 1: o and pa are free
     wgKeep(o[0]);
-    release(barEmptyV + 8 * prev);
+    releaseSlot(bars.emptyB(prev));
     if (rescale)
 #pragma unroll
       for (int nt = 0; nt < OT; ++nt)
@@ -311,14 +447,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   {
     const int last = (nKT - 1) % S;
-    tma::mbarWait(barFullV + 8 * last, ((nKT - 1) / S) & 1);
-    turnBegin();
+    tma::mbarWait(bars.fullB(last), bars.fullParity(nKT - 1));
+    turns.begin();
     issuePV(last);
-    if (c == 0)
-      turnEnd(); // consumer 1's last turn; its own last arrival is skipped
+    turns.end(true);
     wgWait();
     wgKeep(o[0]);
-    release(barEmptyV + 8 * last);
+    releaseSlot(bars.emptyB(last));
   }
 
 #pragma unroll
@@ -338,10 +473,496 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           (mRow[r] + log2f(l)) * 0.69314718055994531f;
   }
   // Staged through the Q tile once both consumers are done with it.
-  tma::namedSync(3, kConsumers);
+  WsTurns<Cfg::PP>::syncConsumers();
   const int64_t qStride = int64_t(qHeads) * D;
   storeWarpRows<D, 1>(out + (int64_t(b) * seq * qHeads + h) * D, qStride, q0,
                       seq, shared.ptr, warpRow0, o);
+#else
+  __trap();
+#endif
+}
+
+/// dq, warp-specialized: one block per (query tile of 128 rows, query head,
+/// batch); attentionBwdDqWgKernel's arithmetic (without its FUSED
+/// statistics: negLse2 and delta come from the delta kernel). tmQ and tmdO
+/// map q and dout as [batch][seq][qHeads * D] in boxes of [128][64]; tmK and
+/// tmV map k and v in boxes of [BC][64]. Within a consumer, s and dp of key
+/// tile j overlap dq's product with tile j - 1's ds.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDqWsKernel(
+    bf16 *__restrict__ dq, const float *__restrict__ negLse2,
+    const float *__restrict__ delta, const __grid_constant__ CUtensorMap tmQ,
+    const __grid_constant__ CUtensorMap tmdO,
+    const __grid_constant__ CUtensorMap tmK,
+    const __grid_constant__ CUtensorMap tmV, int seq, int qHeads, int kvHeads,
+    bool causal, float scale, float scaleLog2,
+    const __grid_constant__ RopeEpilogue rope) {
+#if MLT_ATTN_WGMMA
+  constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR, S = Cfg::STAGES;
+  constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
+  constexpr uint32_t kKVBytes = Cfg::kKVBytes;
+  extern __shared__ __align__(1024) unsigned char wgSmem[];
+  const WgShared shared(wgSmem);
+  const uint32_t sQ = shared.addr, sdO = sQ + Cfg::kQBytes,
+                 sK = sdO + Cfg::kQBytes, sV = sK + S * kKVBytes;
+  const WsBarriers<S> bars{shared.addr + Cfg::kBarrierOffset};
+
+  const int nQT = (seq + BR - 1) / BR;
+  const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int q0 = qt * BR, h = blockIdx.y, b = blockIdx.z;
+  const int g = h / (qHeads / kvHeads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kEnd = causal ? min(seq, q0 + BR) : seq;
+  const int nKT = (kEnd + BC - 1) / BC;
+
+  if (threadIdx.x == 0)
+    bars.init(2 * kTcWarps);
+  __syncthreads();
+
+  if (warp < kTcWarps) {
+    tma::regsDecrease<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma::prefetchTensorMap(&tmK);
+      tma::prefetchTensorMap(&tmV);
+      tma::mbarArriveExpectTx(bars.once(), 2 * Cfg::kQBytes);
+      loadWgTile<D, BR>(sQ, &tmQ, h * D, q0, b, bars.once());
+      loadWgTile<D, BR>(sdO, &tmdO, h * D, q0, b, bars.once());
+      produceRings<D, BC, S>(bars, sK, sV, &tmK, &tmV, b, nKT, [&](int j) {
+        return make_int2(g * D, j * BC);
+      });
+    }
+    return;
+  }
+
+  tma::regsIncrease<Cfg::kConsumerRegs>();
+  const int c = warp / kTcWarps - 1;
+  const int wgRow0 = q0 + 64 * c;
+  const int warpRow0 = 64 * c + (warp % kTcWarps) * 16;
+  const int warpFirst = q0 + warpRow0;
+  const int64_t statRow = (int64_t(b) * qHeads + h) * seq;
+  float nl2[2], dlt[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = warpFirst + lane / 4 + 8 * r;
+    nl2[r] = i < seq ? negLse2[statRow + i] : 0.f;
+    dlt[r] = i < seq ? delta[statRow + i] : 0.f;
+  }
+  const int i0 = warpFirst + lane / 4;
+  const int limit[2] = {causal ? min(i0, seq - 1) : seq - 1,
+                        causal ? min(i0 + 8, seq - 1) : seq - 1};
+  float acc[1][OT][4], s[NT][4], dp[NT][4];
+  uint32_t da[BC / 16][4];
+#pragma unroll
+  for (int nt = 0; nt < OT; ++nt)
+    acc[0][nt][0] = acc[0][nt][1] = acc[0][nt][2] = acc[0][nt][3] = 0.f;
+  const uint64_t dQ = wgDesc(sQ), ddO = wgDesc(sdO);
+  // QREGS: the q and dout rows as A fragments.
+  uint32_t qf[Cfg::QREGS ? KS : 1][4], gf[Cfg::QREGS ? KS : 1][4];
+
+  // s = q k^T and dp = dout v^T of a slot: one group, not waited for.
+  auto issueSdP = [&](int slot) {
+    const uint64_t dK = wgDesc(sK + slot * kKVBytes),
+                   dV = wgDesc(sV + slot * kKVBytes);
+    wgFence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int nb = 0; nb < BC / 64; ++nb) {
+        if constexpr (Cfg::QREGS) {
+          wgmmaRS<0>(cols64(s, nb), qf[ks], dK + wgKOff<BC>(64 * nb, ks),
+                     ks > 0);
+          wgmmaRS<0>(cols64(dp, nb), gf[ks], dV + wgKOff<BC>(64 * nb, ks),
+                     ks > 0);
+        } else {
+          wgmmaSS<0>(cols64(s, nb), dQ + wgKOff<BR>(64 * c, ks),
+                     dK + wgKOff<BC>(64 * nb, ks), ks > 0);
+          wgmmaSS<0>(cols64(dp, nb), ddO + wgKOff<BR>(64 * c, ks),
+                     dV + wgKOff<BC>(64 * nb, ks), ks > 0);
+        }
+      }
+    wgCommit();
+  };
+  // dq += ds k, ds packed in da, k the MN-major B operand of the slot.
+  auto issueDq = [&](int slot) {
+    const uint64_t dK = wgDesc(sK + slot * kKVBytes);
+    wgFence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        wgmmaRS<1>(cols64(acc[0], cb), da[kk], dK + wgMnOff<BC>(kk, cb),
+                   true);
+    wgCommit();
+  };
+  // ds = p (dp - delta) into dp (masked where the tile crosses the
+  // warpgroup's diagonal or the sequence end: warpgroup-uniform).
+  auto gradScores = [&](int k0, auto maskTag) {
+    constexpr bool MASK = decltype(maskTag)::value;
+    const int j0 = k0 + 2 * (lane % 4);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = fastExp2(fmaf(s[nt][e], scaleLog2, nl2[e >> 1]));
+        if constexpr (MASK)
+          if (j0 + nt * 8 + (e & 1) > limit[e >> 1])
+            p = 0.f;
+        dp[nt][e] = p * (dp[nt][e] - dlt[e >> 1]);
+      }
+  };
+  auto gradScoresTile = [&](int k0) {
+    if (k0 + BC > seq || (causal && k0 + BC - 1 > wgRow0))
+      gradScores(k0, std::true_type());
+    else
+      gradScores(k0, std::false_type());
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      da[kk][0] = packBf16(dp[2 * kk][0], dp[2 * kk][1]);
+      da[kk][1] = packBf16(dp[2 * kk][2], dp[2 * kk][3]);
+      da[kk][2] = packBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      da[kk][3] = packBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+    }
+  };
+  const WsTurns<Cfg::PP> turns{c};
+
+  turns.start();
+  tma::mbarWait(bars.once(), 0);
+  if constexpr (Cfg::QREGS)
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const int r = warpRow0 + (lane & 15), ch = 2 * ks + (lane >> 4);
+      ldmatrixX4(qf[ks], sQ + wgTileOffset<BR>(r, ch));
+      ldmatrixX4(gf[ks], sdO + wgTileOffset<BR>(r, ch));
+    }
+  tma::mbarWait(bars.fullA(0), 0);
+  tma::mbarWait(bars.fullB(0), 0);
+  turns.begin();
+  issueSdP(0);
+  turns.end();
+  wgWait();
+  wgKeep(s);
+  wgKeep(dp);
+  releaseSlot(bars.emptyB(0)); // v is read by dp only
+  gradScoresTile(0);
+  pack();
+  for (int j = 1; j < nKT; ++j) {
+    const int slot = j % S, prev = (j - 1) % S;
+    tma::mbarWait(bars.fullA(slot), bars.fullParity(j));
+    tma::mbarWait(bars.fullB(slot), bars.fullParity(j));
+    turns.begin();
+    issueSdP(slot);
+    issueDq(prev);
+    turns.end();
+    wgWait1(); // s and dp complete, dq's product may still run
+    wgKeep(s);
+    wgKeep(dp);
+    releaseSlot(bars.emptyB(slot));
+    // da still feeds dq's product: ds is computed in dp, packed after.
+    gradScoresTile(j * BC);
+    wgWait();
+    wgKeep(acc[0]);
+    releaseSlot(bars.emptyA(prev));
+    pack();
+  }
+  {
+    const int last = (nKT - 1) % S;
+    turns.begin();
+    issueDq(last);
+    turns.end(true);
+    wgWait();
+    wgKeep(acc[0]);
+    releaseSlot(bars.emptyA(last));
+  }
+
+#pragma unroll
+  for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      acc[0][nt][e] *= scale;
+  if (rope.enabled)
+    rotateRowsBack<D>(acc, warpFirst, rope);
+  // Staged through the q tile once both consumers are done with it.
+  WsTurns<Cfg::PP>::syncConsumers();
+  storeWarpRows<D, 1>(dq + (int64_t(b) * seq * qHeads + h) * D,
+                      int64_t(qHeads) * D, q0, seq, shared.ptr, warpRow0, acc);
+#else
+  __trap();
+#endif
+}
+
+/// dk, dv, warp-specialized: one block per (key tile of 128 keys, kv head *
+/// parts + part, batch); attentionBwdDkDvWgKernel's arithmetic and outputs
+/// (bf16 dk and dv with parts == 1, f32 partials otherwise). tmK and tmV
+/// map k and v as [batch][seq][kvHeads * D] in boxes of [128][64]; tmQ and
+/// tmdO map q and dout in boxes of [BR][64]. Within a consumer, s and dp of
+/// query tile j overlap the dv and dk products of tile j - 1.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDkDvWsKernel(
+    bf16 *__restrict__ dk, bf16 *__restrict__ dv, float *__restrict__ dkPart,
+    float *__restrict__ dvPart, const float *__restrict__ negLse2,
+    const float *__restrict__ delta, const __grid_constant__ CUtensorMap tmK,
+    const __grid_constant__ CUtensorMap tmV,
+    const __grid_constant__ CUtensorMap tmQ,
+    const __grid_constant__ CUtensorMap tmdO, int seq, int qHeads,
+    int kvHeads, int parts, bool causal, float scale, float scaleLog2,
+    const __grid_constant__ RopeEpilogue rope) {
+#if MLT_ATTN_WGMMA
+  constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR, S = Cfg::STAGES;
+  constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
+  constexpr uint32_t kQBytes = Cfg::kQBytes;
+  extern __shared__ __align__(1024) unsigned char wgSmem[];
+  const WgShared shared(wgSmem);
+  const uint32_t sK = shared.addr, sV = sK + Cfg::kKVBytes,
+                 sQ = sV + Cfg::kKVBytes, sdO = sQ + S * kQBytes;
+  const WsBarriers<S> bars{shared.addr + Cfg::kBarrierOffset};
+
+  const int nKT = (seq + BC - 1) / BC;
+  const int kt = causal ? nKT - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int k0 = kt * BC, b = blockIdx.z;
+  const int g = blockIdx.y / parts, part = blockIdx.y % parts;
+  const int group = qHeads / kvHeads, perPart = group / parts;
+  const int h0 = g * group + part * perPart;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nQT = (seq + BR - 1) / BR;
+  const int qtStart = causal ? k0 / BR : 0;
+  // At least one tile (qtStart < nQT).
+  const int perHead = nQT - qtStart, nIter = perPart * perHead;
+
+  if (threadIdx.x == 0)
+    bars.init(2 * kTcWarps);
+  __syncthreads();
+
+  if (warp < kTcWarps) {
+    tma::regsDecrease<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma::prefetchTensorMap(&tmQ);
+      tma::prefetchTensorMap(&tmdO);
+      tma::mbarArriveExpectTx(bars.once(), 2 * Cfg::kKVBytes);
+      loadWgTile<D, BC>(sK, &tmK, g * D, k0, b, bars.once());
+      loadWgTile<D, BC>(sV, &tmV, g * D, k0, b, bars.once());
+      produceRings<D, BR, S>(
+          bars, sQ, sdO, &tmQ, &tmdO, b, nIter, [&](int j) {
+            return make_int2((h0 + j / perHead) * D,
+                             (qtStart + j % perHead) * BR);
+          });
+    }
+    return;
+  }
+
+  tma::regsIncrease<Cfg::kConsumerRegs>();
+  const int c = warp / kTcWarps - 1;
+  const int wgKey0 = k0 + 64 * c;
+  const int warpKey0 = 64 * c + (warp % kTcWarps) * 16;
+  const int warpFirst = k0 + warpKey0;
+  int lo[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = warpFirst + lane / 4 + 8 * r;
+    lo[r] = j >= seq ? seq : (causal ? j : 0);
+  }
+  const float *lseBatch = negLse2 + int64_t(b) * qHeads * seq;
+  const float *deltaBatch = delta + int64_t(b) * qHeads * seq;
+  float dkAcc[1][OT][4], dvAcc[1][OT][4], s[NT][4], dp[NT][4];
+  uint32_t pa[BR / 16][4], da[BR / 16][4];
+#pragma unroll
+  for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dkAcc[0][nt][e] = dvAcc[0][nt][e] = 0.f;
+  const uint64_t dKd = wgDesc(sK), dVd = wgDesc(sV);
+
+  // s^T = k q^T and dp^T = v dout^T of a slot: one group.
+  auto issueSdP = [&](int slot) {
+    const uint64_t dQ = wgDesc(sQ + slot * kQBytes),
+                   ddO = wgDesc(sdO + slot * kQBytes);
+    wgFence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int nb = 0; nb < BR / 64; ++nb) {
+        wgmmaSS<0>(cols64(s, nb), dKd + wgKOff<BC>(64 * c, ks),
+                   dQ + wgKOff<BR>(64 * nb, ks), ks > 0);
+        wgmmaSS<0>(cols64(dp, nb), dVd + wgKOff<BC>(64 * c, ks),
+                   ddO + wgKOff<BR>(64 * nb, ks), ks > 0);
+      }
+    wgCommit();
+  };
+  // dv += p^T dout, dk += ds^T q (pa, da packed; the slot's dout and q are
+  // MN-major B operands): one group.
+  auto issueDkDv = [&](int slot) {
+    const uint64_t dQ = wgDesc(sQ + slot * kQBytes),
+                   ddO = wgDesc(sdO + slot * kQBytes);
+    wgFence();
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk)
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb) {
+        wgmmaRS<1>(cols64(dvAcc[0], cb), pa[kk], ddO + wgMnOff<BR>(kk, cb),
+                   true);
+        wgmmaRS<1>(cols64(dkAcc[0], cb), da[kk], dQ + wgMnOff<BR>(kk, cb),
+                   true);
+      }
+    wgCommit();
+  };
+  // Tile j's query head and first query.
+  auto tileHead = [&](int j) { return h0 + j / perHead; };
+  auto tileQuery = [&](int j) { return (qtStart + j % perHead) * BR; };
+  // p^T into s and ds^T into dp, masked where the tile crosses the
+  // warpgroup's keys or the sequence end (warpgroup-uniform). The
+  // statistics of the tile's query columns come from global memory (L1),
+  // a few at a time (registers).
+  auto gradScores = [&](int j, auto maskTag) {
+    constexpr bool MASK = decltype(maskTag)::value;
+    const int q0 = tileQuery(j);
+    const int64_t row = int64_t(tileHead(j)) * seq;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float nl[2], dl[2];
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int i = q0 + nt * 8 + 2 * (lane % 4) + x;
+        nl[x] = i < seq ? __ldg(lseBatch + row + i) : 0.f;
+        dl[x] = i < seq ? __ldg(deltaBatch + row + i) : 0.f;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = fastExp2(fmaf(s[nt][e], scaleLog2, nl[e & 1]));
+        if constexpr (MASK) {
+          const int i = q0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+          if (i < lo[e >> 1] || i >= seq)
+            p = 0.f;
+        }
+        s[nt][e] = p;
+        dp[nt][e] = p * (dp[nt][e] - dl[e & 1]);
+      }
+    }
+  };
+  auto gradScoresTile = [&](int j) {
+    const int q0 = tileQuery(j);
+    if (q0 + BR > seq || wgKey0 + 64 > seq || (causal && q0 < wgKey0 + 63))
+      gradScores(j, std::true_type());
+    else
+      gradScores(j, std::false_type());
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) {
+      pa[kk][0] = packBf16(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = packBf16(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = packBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = packBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      da[kk][0] = packBf16(dp[2 * kk][0], dp[2 * kk][1]);
+      da[kk][1] = packBf16(dp[2 * kk][2], dp[2 * kk][3]);
+      da[kk][2] = packBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      da[kk][3] = packBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+    }
+  };
+  auto releaseBoth = [&](int slot) {
+    releaseSlot(bars.emptyA(slot));
+    releaseSlot(bars.emptyB(slot));
+  };
+  const WsTurns<Cfg::PP> turns{c};
+
+  turns.start();
+  tma::mbarWait(bars.once(), 0);
+  if constexpr (!Cfg::PIPE) {
+    for (int j = 0; j < nIter; ++j) {
+      const int slot = j % S;
+      tma::mbarWait(bars.fullA(slot), bars.fullParity(j));
+      tma::mbarWait(bars.fullB(slot), bars.fullParity(j));
+      turns.begin();
+      issueSdP(slot);
+      turns.end();
+      wgWait();
+      wgKeep(s);
+      wgKeep(dp);
+      gradScoresTile(j);
+      pack();
+      turns.begin();
+      issueDkDv(slot);
+      turns.end(j == nIter - 1);
+      wgWait();
+      wgKeep(dkAcc[0]);
+      wgKeep(dvAcc[0]);
+      releaseBoth(slot);
+    }
+  } else if (nIter > 0) {
+    tma::mbarWait(bars.fullA(0), 0);
+    tma::mbarWait(bars.fullB(0), 0);
+    turns.begin();
+    issueSdP(0);
+    turns.end();
+    wgWait();
+    wgKeep(s);
+    wgKeep(dp);
+    gradScoresTile(0);
+    pack();
+    for (int j = 1; j < nIter; ++j) {
+      const int slot = j % S, prev = (j - 1) % S;
+      tma::mbarWait(bars.fullA(slot), bars.fullParity(j));
+      tma::mbarWait(bars.fullB(slot), bars.fullParity(j));
+      turns.begin();
+      issueSdP(slot);
+      issueDkDv(prev);
+      turns.end();
+      wgWait1(); // s and dp complete; dk, dv of tile j - 1 may still run
+      wgKeep(s);
+      wgKeep(dp);
+      gradScoresTile(j);
+      wgWait(); // pa, da and slot prev are free
+      wgKeep(dkAcc[0]);
+      wgKeep(dvAcc[0]);
+      releaseBoth(prev);
+      pack();
+    }
+    const int last = (nIter - 1) % S;
+    turns.begin();
+    issueDkDv(last);
+    turns.end(true);
+    wgWait();
+    wgKeep(dkAcc[0]);
+    wgKeep(dvAcc[0]);
+    releaseBoth(last);
+  }
+
+#pragma unroll
+  for (int nt = 0; nt < OT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dkAcc[0][nt][e] *= scale;
+  if (rope.enabled)
+    rotateRowsBack<D>(dkAcc, warpFirst, rope);
+  const int64_t kvStride = int64_t(kvHeads) * D;
+  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + g) * D;
+  if (parts == 1) {
+    // Staged through the K and V tiles once both consumers are done.
+    WsTurns<Cfg::PP>::syncConsumers();
+    storeWarpRows<D, 1>(dk + kvOffset, kvStride, k0, seq, shared.ptr,
+                        warpKey0, dkAcc);
+    storeWarpRows<D, 1>(dv + kvOffset, kvStride, k0, seq,
+                        shared.ptr + Cfg::kKVBytes, warpKey0, dvAcc);
+    return;
+  }
+  const int64_t partOffset =
+      ((int64_t(part) * gridDim.z + b) * seq * kvHeads + g) * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = warpFirst + lane / 4 + 8 * r;
+    if (j >= seq)
+      continue;
+    float *dkRow = dkPart + partOffset + int64_t(j) * kvStride;
+    float *dvRow = dvPart + partOffset + int64_t(j) * kvStride;
+#pragma unroll
+    for (int nt = 0; nt < OT; ++nt) {
+      const int d = nt * 8 + 2 * (lane % 4);
+      *reinterpret_cast<float2 *>(dkRow + d) =
+          make_float2(dkAcc[0][nt][2 * r], dkAcc[0][nt][2 * r + 1]);
+      *reinterpret_cast<float2 *>(dvRow + d) =
+          make_float2(dvAcc[0][nt][2 * r], dvAcc[0][nt][2 * r + 1]);
+    }
+  }
 #else
   __trap();
 #endif

@@ -6,7 +6,9 @@
 // cores, tiles in shared memory, for any head_dim up to 128
 // (attention_f32.cuh). Then, in namespace tc, for bf16 tensors on tensor
 // cores, head_dim 64 and 128: on mma.sync (attention_mma.cuh) and on
-// Hopper's wgmma (attention_wgmma.cuh, sm_90a). The tensor-core kernels keep
+// Hopper's wgmma (attention_wgmma.cuh, sm_90a), the latter also
+// warp-specialized (attention_ws.cuh: a producer warpgroup loading tiles by
+// TMA for two consumer warpgroups). The tensor-core kernels keep
 // the f32 kernels' structure (the tiles, the online softmax, recomputing P
 // from lse, the split of the backward into a dq pass and a dk/dv pass), with
 // the tile products and the softmax held in registers. This header holds

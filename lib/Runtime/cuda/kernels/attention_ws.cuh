@@ -1,41 +1,48 @@
-//===- attention_ws.cuh - warp-specialized bf16 attention forward -*- CUDA -*-===//
+//===- attention_ws.cuh - warp-specialized bf16 attention ----*- CUDA -*-===//
 //
-// Part of mlt. The bf16 forward on Hopper in FlashAttention-3's structure
-// (namespace tc, sm_90a): a block of three warpgroups owns 128 query rows.
-// The first is the producer: one thread loads the block's Q tile once and
-// then every K and V tile, each by the tensor memory accelerator into a
-// ring of STAGES shared-memory slots, and gives most of its registers to
-// the others (setmaxnreg). The other two are consumers of 64 rows each,
-// which wait for a slot's "full" barrier, multiply, and release the slot by
+// Part of mlt. The bf16 forward, dq and dk/dv kernels on Hopper in
+// FlashAttention-3's structure (namespace tc, sm_90a): a block of three
+// warpgroups owns 128 query rows (forward, dq) or 128 keys (dk/dv). The
+// first is the producer: one thread loads the block's resident tiles once
+// (q; q and dout; k and v) and then every streamed tile (K and V; Q and dO),
+// each by the tensor memory accelerator into a ring of STAGES shared-memory
+// slots, and the warpgroup gives most of its registers to the others
+// (setmaxnreg). The other two are consumers of 64 rows (keys) each, which
+// wait for a slot's "full" barrier, multiply, and release the slot by
 // arriving on its "empty" barrier, so that they drift apart as two blocks
 // would, instead of meeting at a block barrier every tile (v7 in
 // bench/attention-notes.md). Two named barriers order their products:
-// consumer 0 issues its products for a tile (s of tile j and p v of tile j
-// - 1) while consumer 1 runs its softmax, then the other way round
-// (ping-pong), so that the tensor cores are not idle during a softmax.
-// Within a consumer, s of tile j overlaps p v of tile j - 1 as in the PIPE
-// configuration of attention_wgmma.cuh.
+// consumer 0 issues its products for a tile while consumer 1 runs its
+// softmax, then the other way round (ping-pong), so that the tensor cores are
+// not idle during a softmax. Within a consumer of the forward, s of tile j
+// overlaps p v of tile j - 1 (as the PIPE configuration of
+// attention_wgmma.cuh); in dq, s and dp of tile j overlap dq's product with
+// tile j - 1's ds. Measured (v8 in bench/attention-notes.md): the forward
+// and dq are faster than the wgmma kernels at head_dim 128 and slower at
+// 64; dk/dv is slower at both (its two accumulators leave no registers for
+// the overlap), and is kept as a measured configuration.
 //
 // Invariants (in addition to those of attention_common.cuh and
 // attention_wgmma.cuh):
-// - K/V tile j sits in slot j % STAGES; the k-th use of a slot completes
+// - Streamed tile j sits in slot j % STAGES; the k-th use of a slot completes
 //   its full barrier's phase of parity k & 1 (the producer's
 //   arrive-with-bytes and the tensor memory accelerator's bytes) and its
 //   empty barrier's phase of parity k & 1 (an arrival by each of the 8
-//   consumer warps once its products reading the slot are complete). K
-//   and V have separate rings, so that s can start before v arrives.
+//   consumer warps once its products reading the slot are complete). The
+//   two streamed operands have separate rings (A: K or Q, B: V or dO), so
+//   that s can start before v arrives.
 // - Scheduling barrier 1 + c is consumer c's turn to issue: it syncs on its
 //   own and arrives on the other's (256 threads each). Consumer 1 arrives
 //   on consumer 0's once before the loop and skips its last arrival, so
 //   every barrier's arrivals match its syncs.
-// - Both consumers walk all the block's key tiles (the diagonal tile is
-//   masked for both), so their loops have the same length.
+// - Both consumers walk all the block's tiles (those that cross the
+//   diagonal are masked for both), so their turns match.
 // - The products, the softmax (conditional rescaling, the same base-2
-//   exponentials) and the order of every sum are the wgmma forward's with
-//   BC-key tiles (q read from shared memory instead of registers): the
+//   exponentials) and the order of every sum are those of the wgmma
+//   kernels (attention_wgmma.cuh) with the same tiles; no atomics: the
 //   results are bit-reproducible.
-// - Scale must be positive (the launcher keeps a negative one on the
-//   wgmma forward, which negates q).
+// - The forward's scale must be positive (the launcher keeps a negative
+//   one on the wgmma forward, which negates q).
 //
 //===----------------------------------------------------------------------===//
 

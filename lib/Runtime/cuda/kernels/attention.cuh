@@ -72,6 +72,26 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
 /// such epilogue) dq and dk are rotated by rope's inverse before they are
 /// written. Returns the first launch error and the name of the kernel it
 /// came from.
+/// One tensor of [batch][seq][columns] bf16 and the rows of its boxes.
+struct TileMapSpec {
+  const bf16 *base;
+  int64_t columns;
+  int boxRows;
+};
+/// The tensor maps of the warp-specialized kernels' operands (tma.cuh).
+template <int N>
+cudaError_t encodeTileMaps(CUtensorMap (&maps)[N],
+                           const TileMapSpec (&specs)[N], int batch, int seq) {
+  for (int i = 0; i < N; ++i) {
+    const cudaError_t err =
+        tma::encodeBf16TileMap(&maps[i], specs[i].base, batch, seq,
+                               specs[i].columns, specs[i].boxRows);
+    if (err != cudaSuccess)
+      return err;
+  }
+  return cudaSuccess;
+}
+
 /// The warp-specialized forward (attention_ws.cuh): the tensor maps of q,
 /// k and v, then the launch. scale must be positive.
 template <class Cfg>
@@ -79,15 +99,12 @@ cudaError_t enqueueForwardWs(bf16 *out, float *lse, const bf16 *q,
                              const bf16 *k, const bf16 *v, int batch, int seq,
                              int qHeads, int kvHeads, bool causal, float scale,
                              cudaStream_t stream) {
-  CUtensorMap mapQ, mapK, mapV;
-  cudaError_t err = tma::encodeBf16TileMap(
-      &mapQ, q, batch, seq, int64_t(qHeads) * Cfg::D, Cfg::BR);
-  if (err == cudaSuccess)
-    err = tma::encodeBf16TileMap(&mapK, k, batch, seq,
-                                 int64_t(kvHeads) * Cfg::D, Cfg::BC);
-  if (err == cudaSuccess)
-    err = tma::encodeBf16TileMap(&mapV, v, batch, seq,
-                                 int64_t(kvHeads) * Cfg::D, Cfg::BC);
+  const int64_t qCols = int64_t(qHeads) * Cfg::D,
+                kvCols = int64_t(kvHeads) * Cfg::D;
+  CUtensorMap maps[3];
+  cudaError_t err = encodeTileMaps(
+      maps, {{q, qCols, Cfg::BR}, {k, kvCols, Cfg::BC}, {v, kvCols, Cfg::BC}},
+      batch, seq);
   if (err == cudaSuccess)
     err = cudaFuncSetAttribute(attentionFwdWsKernel<Cfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -97,7 +114,7 @@ cudaError_t enqueueForwardWs(bf16 *out, float *lse, const bf16 *q,
   const dim3 grid(unsigned((seq + Cfg::BR - 1) / Cfg::BR), unsigned(qHeads),
                   unsigned(batch));
   attentionFwdWsKernel<Cfg><<<grid, Cfg::kThreads, Cfg::kShared, stream>>>(
-      out, lse, mapQ, mapK, mapV, seq, qHeads, kvHeads, causal,
+      out, lse, maps[0], maps[1], maps[2], seq, qHeads, kvHeads, causal,
       scale * 1.4426950408889634f);
   return cudaGetLastError();
 }
@@ -138,6 +155,9 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
 
   const int64_t rows = int64_t(batch) * seq * qHeads;
   float *negLse2 = stats, *delta = stats + rows;
+  // (the warp-specialized kernels' tensor maps)
+  [[maybe_unused]] const int64_t qCols = int64_t(qHeads) * D,
+                                 kvCols = int64_t(kvHeads) * D;
   if (!kFused) {
     const int64_t deltaThreads = rows * (D / 8);
     attentionDeltaTcKernel<D><<<unsigned((deltaThreads + 255) / 256), 256, 0,
@@ -150,15 +170,13 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   const dim3 dqGrid(unsigned((seq + DqCfg::BR - 1) / DqCfg::BR),
                     unsigned(qHeads), unsigned(batch));
   if constexpr (IsWsDq<DqCfg>::value) {
-    CUtensorMap mapQ, mapdO, mapK, mapV;
-    const int64_t qCols = int64_t(qHeads) * D, kvCols = int64_t(kvHeads) * D;
-    err = tma::encodeBf16TileMap(&mapQ, q, batch, seq, qCols, DqCfg::BR);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapdO, dout, batch, seq, qCols, DqCfg::BR);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapK, k, batch, seq, kvCols, DqCfg::BC);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapV, v, batch, seq, kvCols, DqCfg::BC);
+    CUtensorMap maps[4];
+    err = encodeTileMaps(maps,
+                         {{q, qCols, DqCfg::BR},
+                          {dout, qCols, DqCfg::BR},
+                          {k, kvCols, DqCfg::BC},
+                          {v, kvCols, DqCfg::BC}},
+                         batch, seq);
     if (err == cudaSuccess)
       err = cudaFuncSetAttribute(attentionBwdDqWsKernel<DqCfg>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -166,7 +184,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
     if (err == cudaSuccess)
       attentionBwdDqWsKernel<DqCfg>
           <<<dqGrid, DqCfg::kThreads, DqCfg::kShared, stream>>>(
-              dq, negLse2, delta, mapQ, mapdO, mapK, mapV, seq, qHeads,
+              dq, negLse2, delta, maps[0], maps[1], maps[2], maps[3], seq, qHeads,
               kvHeads, causal, scale, scaleLog2, rope);
   } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDqWgKernel<DqCfg>,
@@ -193,16 +211,13 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
   const dim3 dkdvGrid(unsigned((seq + DkDvCfg::BC - 1) / DkDvCfg::BC),
                       unsigned(kvHeads * parts), unsigned(batch));
   if constexpr (IsWsDkDv<DkDvCfg>::value) {
-    CUtensorMap mapK, mapV, mapQ, mapdO;
-    const int64_t qCols = int64_t(qHeads) * D, kvCols = int64_t(kvHeads) * D;
-    err = tma::encodeBf16TileMap(&mapK, k, batch, seq, kvCols, DkDvCfg::BC);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapV, v, batch, seq, kvCols, DkDvCfg::BC);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapQ, q, batch, seq, qCols, DkDvCfg::BR);
-    if (err == cudaSuccess)
-      err = tma::encodeBf16TileMap(&mapdO, dout, batch, seq, qCols,
-                                   DkDvCfg::BR);
+    CUtensorMap maps[4];
+    err = encodeTileMaps(maps,
+                         {{k, kvCols, DkDvCfg::BC},
+                          {v, kvCols, DkDvCfg::BC},
+                          {q, qCols, DkDvCfg::BR},
+                          {dout, qCols, DkDvCfg::BR}},
+                         batch, seq);
     if (err == cudaSuccess)
       err = cudaFuncSetAttribute(attentionBwdDkDvWsKernel<DkDvCfg>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -210,7 +225,8 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
     if (err == cudaSuccess)
       attentionBwdDkDvWsKernel<DkDvCfg>
           <<<dkdvGrid, DkDvCfg::kThreads, DkDvCfg::kShared, stream>>>(
-              dk, dv, dkPart, dvPart, negLse2, delta, mapK, mapV, mapQ, mapdO,
+              dk, dv, dkPart, dvPart, negLse2, delta, maps[0], maps[1], maps[2],
+              maps[3],
               seq, qHeads, kvHeads, parts, causal, scale, scaleLog2, rope);
   } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDkDvWgKernel<DkDvCfg>,

@@ -56,46 +56,45 @@ namespace mlt::cuda::attn {
 
 namespace tc {
 
+/// What the warp-specialized kernels' configurations share: three
+/// warpgroups, the registers each keeps (24 + 2 x 240 = 3 x 168, the budget
+/// of 384 threads on one SM), and shared memory of RESIDENT bytes of tiles
+/// loaded once, two rings of STAGES slots of SLOT bytes, then the barriers
+/// (WsBarriers), all after up to 1024 bytes of alignment.
+template <int STAGES_, uint32_t RESIDENT, uint32_t SLOT> struct WsShape {
+  static constexpr int STAGES = STAGES_;
+  static constexpr int kThreads = 3 * kTcThreads;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr uint32_t kBarrierOffset = RESIDENT + 2 * STAGES * SLOT;
+  static constexpr size_t kShared =
+      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
+};
+
 /// The warp-specialized forward: 128 query rows a block (two consumer
 /// warpgroups), BC keys a K/V tile, STAGES slots per ring. QREGS: a
 /// consumer holds its q rows in registers (A operands of s = q k^T, read
 /// once by ldmatrix) instead of reading them from shared memory at every
 /// tile.
 template <int D_, int BC_, int STAGES_, bool QREGS_ = false, bool PP_ = true>
-struct WsFwdConfig {
-  static constexpr int D = D_, BC = BC_, STAGES = STAGES_;
+struct WsFwdConfig : WsShape<STAGES_, 128 * D_ * 2, BC_ * D_ * 2> {
+  static constexpr int D = D_, BC = BC_, BR = 128;
   static constexpr bool QREGS = QREGS_, PP = PP_;
-  static constexpr int BR = 128, kThreads = 3 * kTcThreads;
-  /// Registers a thread of the producer and of a consumer warpgroup keep
-  /// (24 + 2 x 240 = 3 x 168, the budget of 384 threads on one SM).
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BC == 64 || BC == 128, "64 or 128 keys a tile");
   static constexpr uint32_t kQBytes = BR * D * 2, kKVBytes = BC * D * 2;
-  /// The tiles, 1024-byte aligned, then the barriers: full Q, full K and
-  /// empty K per slot, full V and empty V per slot.
-  static constexpr uint32_t kBarrierOffset = kQBytes + 2 * STAGES * kKVBytes;
-  static constexpr size_t kShared =
-      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
 };
 
 /// The warp-specialized dq kernel: 128 query rows a block (two consumer
 /// warpgroups; q and dout loaded once), BC keys a K/V tile, STAGES slots.
 template <int D_, int BC_, int STAGES_, bool QREGS_ = false, bool PP_ = true>
-struct WsDqConfig {
-  static constexpr int D = D_, BC = BC_, STAGES = STAGES_;
+struct WsDqConfig : WsShape<STAGES_, 2 * 128 * D_ * 2, BC_ * D_ * 2> {
+  static constexpr int D = D_, BC = BC_, BR = 128;
   static constexpr bool QREGS = QREGS_, PP = PP_;
-  static constexpr int BR = 128, kThreads = 3 * kTcThreads;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr bool FUSED = false;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BC == 64, "64 keys a tile (registers)");
+  /// (resident: q and dout)
   static constexpr uint32_t kQBytes = BR * D * 2, kKVBytes = BC * D * 2;
-  /// q, dout, the rings, then the barriers.
-  static constexpr uint32_t kBarrierOffset =
-      2 * kQBytes + 2 * STAGES * kKVBytes;
-  static constexpr size_t kShared =
-      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
 };
 
 /// Whether a dq configuration is the warp-specialized one.
@@ -110,19 +109,14 @@ struct IsWsDq<WsDqConfig<D, BC, S, Q, P>> : std::true_type {};
 /// tile j - 1 (more registers than a consumer has: ptxas spills); without,
 /// each tile's products are two turns.
 template <int D_, int BR_, int STAGES_, bool PIPE_ = false, bool PP_ = true>
-struct WsDkDvConfig {
-  static constexpr int D = D_, BR = BR_, STAGES = STAGES_;
+struct WsDkDvConfig : WsShape<STAGES_, 2 * 128 * D_ * 2, BR_ * D_ * 2> {
+  static constexpr int D = D_, BR = BR_, BC = 128;
   static constexpr bool PIPE = PIPE_, PP = PP_;
-  static constexpr int BC = 128, kThreads = 3 * kTcThreads;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr bool REDUCE = false;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BR == 64, "64 queries a tile (registers)");
+  /// (resident: k and v)
   static constexpr uint32_t kKVBytes = BC * D * 2, kQBytes = BR * D * 2;
-  static constexpr uint32_t kBarrierOffset =
-      2 * kKVBytes + 2 * STAGES * kQBytes;
-  static constexpr size_t kShared =
-      size_t(kBarrierOffset) + 8 * (1 + 4 * STAGES) + 1024;
 };
 
 template <class Cfg> struct IsWsDkDv : std::false_type {};
@@ -239,13 +233,36 @@ __device__ __forceinline__ void releaseSlot(uint32_t bar) {
     tma::mbarArrive(bar);
 }
 
+/// The forward and dq kernels' block: one per (query tile of BR rows,
+/// query head, batch), heaviest causal tiles first; its kv head and the
+/// BC-key tiles it reads.
+template <int BR, int BC> struct WsQueryBlock {
+  int q0, h, b, g, nKT;
+  __device__ __forceinline__ WsQueryBlock(int seq, int qHeads, int kvHeads,
+                                          bool causal) {
+    const int nQT = (seq + BR - 1) / BR;
+    const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
+    q0 = qt * BR;
+    h = blockIdx.y;
+    b = blockIdx.z;
+    g = h / (qHeads / kvHeads);
+    const int kEnd = causal ? min(seq, q0 + BR) : seq;
+    nKT = (kEnd + BC - 1) / BC; // at least one
+  }
+};
+
+/// (The wgmma kernels of attention_wgmma.cuh keep their own copies of
+/// onlineSoftmax and storePartialRows, written inline: their code is what
+/// bench/attention-notes.md timed, until a GPU session re-times them on
+/// these.)
 /// The online softmax of one tile's scores for a warp's 16 rows (two per
 /// thread): masks (MASK) the keys past `limit` of each row, moves the rows'
 /// bases mRow (by more than kRescaleSlack only) with lRow rescaled, sets
 /// alpha (o's factors), replaces s by the probabilities and adds them to
 /// lRow. Returns, warp-uniformly, whether o must be scaled by alpha. c:
-/// the positive scale times log2(e).
-template <bool MASK, int NT>
+/// the positive scale times log2(e). POLY: the exponentials of the last
+/// POLY of the NT column tiles on the FMA pipes (exp2Poly).
+template <bool MASK, int POLY, int NT>
 __device__ __forceinline__ bool
 onlineSoftmax(float (&s)[NT][4], float (&mRow)[2], float (&lRow)[2],
               float (&alpha)[2], float c, int j0, const int (&limit)[2]) {
@@ -287,13 +304,43 @@ onlineSoftmax(float (&s)[NT][4], float (&mRow)[2], float (&lRow)[2],
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float p = fastExp2(fmaf(s[nt][e], c, negBase[e >> 1]));
+      const float x = fmaf(s[nt][e], c, negBase[e >> 1]);
+      float p = nt >= NT - POLY ? exp2Poly(x) : fastExp2(x);
       if constexpr (MASK)
         p = s[nt][e] == -INFINITY ? 0.f : p;
       s[nt][e] = p;
       lRow[e >> 1] += p;
     }
   return rescale;
+}
+
+/// The f32 partial dk and dv of a warp's 16 key rows (from key `warpFirst`)
+/// at `partOffset` of dkPart and dvPart (rows kvStride apart; the mma
+/// accumulator layout), rows past seq left out: what a dk/dv block of a
+/// split group writes for the reduction.
+template <int D>
+__device__ __forceinline__ void
+storePartialRows(float *dkPart, float *dvPart, int64_t partOffset,
+                 int64_t kvStride, int warpFirst, int seq,
+                 const float (&dkAcc)[1][D / 8][4],
+                 const float (&dvAcc)[1][D / 8][4]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = warpFirst + lane / 4 + 8 * r;
+    if (j >= seq)
+      continue;
+    float *dkRow = dkPart + partOffset + int64_t(j) * kvStride;
+    float *dvRow = dvPart + partOffset + int64_t(j) * kvStride;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int d = nt * 8 + 2 * (lane % 4);
+      *reinterpret_cast<float2 *>(dkRow + d) =
+          make_float2(dkAcc[0][nt][2 * r], dkAcc[0][nt][2 * r + 1]);
+      *reinterpret_cast<float2 *>(dvRow + d) =
+          make_float2(dvAcc[0][nt][2 * r], dvAcc[0][nt][2 * r + 1]);
+    }
+  }
 }
 
 /// Forward, warp-specialized: one block per (query tile of 128 rows, query
@@ -318,13 +365,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                  sV = sK + S * kKVBytes;
   const WsBarriers<S> bars{shared.addr + Cfg::kBarrierOffset};
 
-  const int nQT = (seq + BR - 1) / BR;
-  const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int q0 = qt * BR, h = blockIdx.y, b = blockIdx.z;
-  const int g = h / (qHeads / kvHeads);
+  const WsQueryBlock<BR, BC> blk(seq, qHeads, kvHeads, causal);
+  const int q0 = blk.q0, h = blk.h, b = blk.b, g = blk.g, nKT = blk.nKT;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kEnd = causal ? min(seq, q0 + BR) : seq;
-  const int nKT = (kEnd + BC - 1) / BC;
 
   if (threadIdx.x == 0)
     bars.init(2 * kTcWarps);
@@ -397,8 +440,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto softmaxTile = [&](int k0) {
     const int j0 = k0 + 2 * (lane % 4);
     return k0 + BC > seq || (causal && k0 + BC - 1 > wgRow0)
-               ? onlineSoftmax<true>(s, mRow, lRow, alpha, scale2, j0, limit)
-               : onlineSoftmax<false>(s, mRow, lRow, alpha, scale2, j0,
+               ? onlineSoftmax<true, 0>(s, mRow, lRow, alpha, scale2, j0, limit)
+               : onlineSoftmax<false, 0>(s, mRow, lRow, alpha, scale2, j0,
                                       limit);
   };
   auto pack = [&] {
@@ -514,13 +557,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDqWsKernel(
                  sK = sdO + Cfg::kQBytes, sV = sK + S * kKVBytes;
   const WsBarriers<S> bars{shared.addr + Cfg::kBarrierOffset};
 
-  const int nQT = (seq + BR - 1) / BR;
-  const int qt = causal ? nQT - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int q0 = qt * BR, h = blockIdx.y, b = blockIdx.z;
-  const int g = h / (qHeads / kvHeads);
+  const WsQueryBlock<BR, BC> blk(seq, qHeads, kvHeads, causal);
+  const int q0 = blk.q0, h = blk.h, b = blk.b, g = blk.g, nKT = blk.nKT;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kEnd = causal ? min(seq, q0 + BR) : seq;
-  const int nKT = (kEnd + BC - 1) / BC;
 
   if (threadIdx.x == 0)
     bars.init(2 * kTcWarps);
@@ -952,24 +991,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDkDvWsKernel(
                         shared.ptr + Cfg::kKVBytes, warpKey0, dvAcc);
     return;
   }
-  const int64_t partOffset =
-      ((int64_t(part) * gridDim.z + b) * seq * kvHeads + g) * D;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int j = warpFirst + lane / 4 + 8 * r;
-    if (j >= seq)
-      continue;
-    float *dkRow = dkPart + partOffset + int64_t(j) * kvStride;
-    float *dvRow = dvPart + partOffset + int64_t(j) * kvStride;
-#pragma unroll
-    for (int nt = 0; nt < OT; ++nt) {
-      const int d = nt * 8 + 2 * (lane % 4);
-      *reinterpret_cast<float2 *>(dkRow + d) =
-          make_float2(dkAcc[0][nt][2 * r], dkAcc[0][nt][2 * r + 1]);
-      *reinterpret_cast<float2 *>(dvRow + d) =
-          make_float2(dvAcc[0][nt][2 * r], dvAcc[0][nt][2 * r + 1]);
-    }
-  }
+  storePartialRows<D>(dkPart, dvPart,
+                      ((int64_t(part) * gridDim.z + b) * seq * kvHeads + g) * D,
+                      kvStride, warpFirst, seq, dkAcc, dvAcc);
 #else
   __trap();
 #endif

@@ -32,21 +32,14 @@ namespace rtir = mlt::rt_ir;
 namespace {
 
 /// How many leading outputs of a launch of `kernel` with `outputs` outputs
-/// take a fused amax (KernelInfo.h's fusedAmaxOutputs once fused: the
-/// kernel writes all of them or none); 0 when it takes none.
+/// take a fused amax: the k with fusedAmaxOutputs(kernel, outputs + k) == k
+/// (KernelInfo.h's count once fused; the kernel writes all of them or none);
+/// 0 when it takes none.
 size_t amaxTakers(rt::Kernel kernel, size_t outputs) {
-  switch (kernel) {
-  case rt::Kernel::RMSNormFwd: // y
-  case rt::Kernel::SwiGLUFwd:
-    return outputs == 1 ? 1 : 0;
-  case rt::Kernel::RMSNormBwd: // dx (not dw)
-  case rt::Kernel::RMSNormBwdAdd:
-    return outputs == 2 ? 1 : 0;
-  case rt::Kernel::SwiGLUBwd: // dgate, dup[, y]
-    return outputs == 2 || outputs == 3 ? outputs : 0;
-  default:
-    return 0;
-  }
+  for (size_t k = 1; k <= outputs; ++k)
+    if (rt::fusedAmaxOutputs(kernel, outputs + k) == k)
+      return k;
+  return 0;
 }
 
 class MLTFuseAmaxPass

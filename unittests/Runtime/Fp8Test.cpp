@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlt/Runtime/cpu/Fp8.h"
+#include "mlt/Support/Bf16.h"
 
 #include <gtest/gtest.h>
 
@@ -168,6 +169,30 @@ TEST(Fp8Test, AbsMaxFindsTheLargestMagnitudeAndNaN) {
   x.push_back(NAN);
   x.push_back(7.0f);
   EXPECT_TRUE(std::isnan(absMax(x.data(), int64_t(x.size()))));
+}
+
+TEST(Fp8Test, AbsMaxOfBf16BitsIsTheWidenedOnes) {
+  std::mt19937 rng(29);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(0, 999)(rng);
+    std::vector<uint16_t> bits(n);
+    std::vector<float> wide(n);
+    for (int64_t i = 0; i < n; ++i) {
+      // every bit pattern but NaNs (those come below): signs, subnormals,
+      // infinities
+      uint16_t b;
+      do
+        b = uint16_t(rng());
+      while ((b & 0x7FFF) > 0x7F80);
+      bits[i] = b;
+      wide[i] = bf16ToFloat(b);
+    }
+    EXPECT_EQ(absMaxBF16(bits.data(), n), absMax(wide.data(), n)) << n;
+    if (n > 0) {
+      bits[n / 2] = uint16_t(0xFFC1); // a negative NaN
+      EXPECT_TRUE(std::isnan(absMaxBF16(bits.data(), n)));
+    }
+  }
 }
 
 TEST(Fp8Test, QuantizesInBothLayouts) {

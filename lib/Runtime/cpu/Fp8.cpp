@@ -10,6 +10,8 @@
 
 #include "mlt/Runtime/cpu/Fp8.h"
 
+#include "mlt/Support/Bf16.h"
+
 #include <cmath>
 
 using namespace mlt;
@@ -105,6 +107,17 @@ float mlt::cpu::absMax(const float *x, int64_t n) {
     amax = a > amax ? a : amax;
   }
   return amax;
+}
+
+float mlt::cpu::absMaxBF16(const uint16_t *x, int64_t n) {
+  uint16_t amax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t a = x[i] & 0x7FFF;
+    if (a > 0x7F80) // NaN
+      return bf16ToFloat(a);
+    amax = a > amax ? a : amax;
+  }
+  return bf16ToFloat(amax);
 }
 
 Status mlt::cpu::quantizeFp8(uint8_t *q, const float *x, int64_t rows,

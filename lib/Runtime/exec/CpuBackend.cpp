@@ -341,11 +341,8 @@ float CpuDeviceContext::storedAbsMax(const BufferView &x) {
   switch (x.dtype) {
   case ElementType::F32:
     return cpu::absMax(x.as<const float>(), x.numElements);
-  case ElementType::BF16: {
-    std::vector<float> wide(x.numElements);
-    cpu::castBF16ToFloat(wide.data(), x.as<const uint16_t>(), x.numElements);
-    return cpu::absMax(wide.data(), x.numElements);
-  }
+  case ElementType::BF16:
+    return cpu::absMaxBF16(x.as<const uint16_t>(), x.numElements);
   default: { // f64: the largest magnitude rounded once, NaN when any is NaN
     const double *v = x.as<const double>();
     double best = 0.0;

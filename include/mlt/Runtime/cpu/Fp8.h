@@ -58,6 +58,9 @@ float fp8Scale(float amax, rt::ElementType format);
 
 /// The largest |x[i]|; NaN when any x[i] is NaN; 0 for n = 0.
 float absMax(const float *x, int64_t n);
+/// The same over bf16 bits (exact: a bf16 magnitude's order is its bits'
+/// order without the sign), without widening the tensor.
+float absMaxBF16(const uint16_t *x, int64_t n);
 
 /// q = toFp8(x * scale) for the [rows, cols] row-major x, written [rows,
 /// cols], or [cols, rows] when `transpose`. An error (nothing written) for a

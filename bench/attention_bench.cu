@@ -250,11 +250,11 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
       tc::attentionBwdDqWgKernel<Dq><<<dqGrid, Dq::kThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, P.out.p, P.lse.p, negLse2,
           delta, P.counters(), s.s, s.hq, s.hkv, s.causal, scale, scaleLog2,
-          tc::RopeEpilogue{});
+          tc::RopeEpilogue{}, tc::AmaxOutputs{});
     else
       tc::attentionBwdDqTcKernel<Dq><<<dqGrid, tc::kTcThreads, Dq::kShared>>>(
           P.dq.p, P.dout.p, P.q.p, P.k.p, P.v.p, negLse2, delta, s.s, s.hq,
-          s.hkv, s.causal, scale, scaleLog2);
+          s.hkv, s.causal, scale, scaleLog2, tc::AmaxOutputs{});
   });
   const dim3 dkdvGrid((s.s + DkDv::BC - 1) / DkDv::BC, s.hkv * parts, s.b);
   bool reduceInKernel = false;
@@ -273,20 +273,21 @@ void benchBwd(Problem &P, int parts, const char *name, bool stages = false) {
           <<<dkdvGrid, DkDv::kThreads, DkDv::kShared>>>(
               P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
               negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
-              scaleLog2, P.counters(), tc::RopeEpilogue{});
+              scaleLog2, P.counters(), tc::RopeEpilogue{}, tc::AmaxOutputs{});
     } else {
       tc::attentionBwdDkDvTcKernel<DkDv>
           <<<dkdvGrid, tc::kTcThreads, DkDv::kShared>>>(
               P.dk.p, P.dv.p, dkPart, dvPart, P.dout.p, P.q.p, P.k.p, P.v.p,
               negLse2, delta, s.s, s.hq, s.hkv, parts, s.causal, scale,
-              scaleLog2);
+              scaleLog2, tc::AmaxOutputs{});
     }
   });
   if constexpr (tc::IsWsDq<Dq>::value)
     tDq -= tDelta + tDkDv;
   const double tReduce = parts == 1 || reduceInKernel ? 0.0 : medianMs([&] {
     tc::attentionDkDvReduceTcKernel<Dq::D>
-        <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts);
+        <<<4096, 256>>>(P.dk.p, P.dv.p, dkPart, dvPart, s.kvn(), parts,
+                        tc::AmaxOutputs{});
   });
   CHECK_CUDA(cudaGetLastError());
   // dq does 3 of the backward's 7 products, dk/dv 4. A fused dq kernel

@@ -182,8 +182,10 @@ LaunchClass mlt::cost::launchClass(const RankPlan &rank,
     cls.work = work.bytes;
   }
   // Its fused amax outputs (zeroed, then merged into by every block) cost
-  // apart from its bytes.
-  if (fusedAmaxOutputs(inst.kernel, inst.outputs.size()) > 0)
+  // apart from its bytes; beside an attention's products they cost nothing
+  // to speak of (a maximum in each block's epilogue), and it is priced as
+  // one without them.
+  if (!cls.flops && fusedAmaxOutputs(inst.kernel, inst.outputs.size()) > 0)
     cls.key += "/amax";
   return cls;
 }

@@ -323,6 +323,11 @@ template <typename K> struct AttentionRule : RuleBase<K> {
   using RuleBase<K>::RuleBase;
   using RuleBase<K>::a;
   Status check() const {
+    // (the forward's out and lse, the backward's dq, dk and dv, each with
+    // or without their fused amaxes)
+    MLT_RETURN_IF_ERROR(K::kernel == Kernel::AttentionFwd
+                            ? checkOutputCount(this->inst, {2, 3})
+                            : checkOutputCount(this->inst, {3, 6}));
     MLT_RETURN_IF_ERROR(this->flags({K::causal, K::ring}));
     MLT_RETURN_IF_ERROR(checkContextRows(a, a[K::seq]));
     // The ring's blocks: one rank's keys, of the rank ring_step before.
@@ -369,9 +374,9 @@ template <typename K> struct AttentionRule : RuleBase<K> {
         product({a[K::batch], a[K::kv_seq], a[K::kv_heads], a[K::head_dim]});
     const int64_t lse = product({a[K::batch], a[K::q_heads], a[K::seq]});
     if constexpr (K::kernel == Kernel::AttentionFwd) // q, k, v -> out, lse
-      return {{q, kv, kv}, {q, lse}};
-    // dout, q, k, v, out, lse -> dq, dk, dv
-    return {{q, q, kv, kv, q, lse}, {q, kv, kv}};
+      return {{q, kv, kv}, withAmaxOutputs(this->inst, {q, lse})};
+    // dout, q, k, v, out, lse -> dq, dk, dv[, their amaxes]
+    return {{q, q, kv, kv, q, lse}, withAmaxOutputs(this->inst, {q, kv, kv})};
   }
   // The forward's two products (scores and the weighted sum of values) over
   // every query and key, half of them under a causal mask (a
@@ -930,6 +935,11 @@ size_t mlt::rt::fusedAmaxOutputs(Kernel kernel, size_t numOutputs) {
     return numOutputs == 3 ? 1 : 0;
   case Kernel::SwiGLUBwd: // dgate, dup[, y][, their amaxes]
     return numOutputs == 4 ? 2 : numOutputs == 6 ? 3 : 0;
+  case Kernel::AttentionFwd: // out, lse[, amax(out)]
+    return numOutputs == 3 ? 1 : 0;
+  case Kernel::AttentionBwd: // dq, dk, dv[, their amaxes]
+  case Kernel::AttentionBwdRope:
+    return numOutputs == 6 ? 3 : 0;
   default:
     return 0;
   }

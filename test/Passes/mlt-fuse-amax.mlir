@@ -3,15 +3,14 @@
 
 // Tests a layer's forward and backward as mlt-fp8-products leaves them
 // (bf16, SwiGLU recomputed in its backward): the amax of each tensor an
-// RMSNorm or SwiGLU kernel wrote becomes that kernel's trailing output
-// (swiglu_bwd's three in the order of its outputs, whatever the order of
-// the amax launches, with products between them); the attention's output
-// keeps its amax launch, as does the weight's.
+// RMSNorm, SwiGLU or attention kernel wrote becomes that kernel's trailing
+// output (swiglu_bwd's three and attention_bwd_rope's three in the order of
+// their outputs, whatever the order of the amax launches, with products
+// between them); the weight's keeps its amax launch.
 // CHECK-LABEL: mlt_rt.program @micro_step {
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@x, @w] -> [@n, @"a:n"] ints [64, 64] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "amax" [@wq] -> [@"a:wq"] ints [4096]
-// CHECK-NEXT: mlt_rt.launch "attention_fwd"
-// CHECK-NEXT: mlt_rt.launch "amax" [@o] -> [@"a:o"] ints [4096]
+// CHECK-NEXT: mlt_rt.launch "attention_fwd" [@q, @q, @q] -> [@o, @lse, @"a:o"] ints
 // CHECK-NEXT: mlt_rt.launch "swiglu_fwd" [@g, @u] -> [@h, @"a:h"] ints [4096]
 // CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@h, @"a:h"]
 // CHECK-NEXT: mlt_rt.launch "swiglu_bwd" [@dh, @g, @u] -> [@dg, @du, @hr, @"a:dg", @"a:du", @"a:hr"] ints [4096]
@@ -21,6 +20,9 @@
 // CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@dg, @"a:dg"]
 // CHECK-NEXT: mlt_rt.launch "rms_norm_bwd_add" [@dn, @x, @w, @dy] -> [@dx, @"grad:w", @"a:dx"] ints [64, 64] floats [1.000000e-05]
 // CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@dx, @"a:dx"]
+// CHECK-NEXT: mlt_rt.launch "attention_bwd_rope" [@o, @q, @q, @q, @o, @lse] -> [@dq, @dk, @dv, @"a:dq", @"a:dk", @"a:dv"] ints
+// CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@dv, @"a:dv"]
+// CHECK-NEXT: mlt_rt.launch "quantize_fp8" [@dq, @"a:dq"]
 // CHECK-NEXT: }
 // The amax outputs are placed as the amax launches' were (live from the
 // kernel that writes them now).
@@ -53,6 +55,13 @@ module {
   mlt_rt.buffer @"a:dg" temporary : tensor<f32>
   mlt_rt.buffer @"a:du" temporary : tensor<f32>
   mlt_rt.buffer @"a:dx" temporary : tensor<f32>
+  mlt_rt.buffer @dq temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @dk temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @dv temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @"a:dq" temporary : tensor<f32>
+  mlt_rt.buffer @"a:dk" temporary : tensor<f32>
+  mlt_rt.buffer @"a:dv" temporary : tensor<f32>
+  mlt_rt.buffer @qdq temporary : tensor<1x64x1x64xf8E5M2>
   mlt_rt.buffer @s temporary : tensor<f32>
   mlt_rt.buffer @qh temporary : tensor<4096xf8E4M3FN>
   mlt_rt.buffer @qhr temporary : tensor<4096xf8E4M3FN>
@@ -80,6 +89,12 @@ module {
     mlt_rt.launch "rms_norm_bwd_add" [@dn, @x, @w, @dy] -> [@dx, @"grad:w"] ints [64, 64] floats [1.0e-05]
     mlt_rt.launch "amax" [@dx] -> [@"a:dx"] ints [4096]
     mlt_rt.launch "quantize_fp8" [@dx, @"a:dx"] -> [@s, @qdx] ints [64, 64, 0]
+    mlt_rt.launch "attention_bwd_rope" [@o, @q, @q, @q, @o, @lse] -> [@dq, @dk, @dv] ints [1, 64, 64, 1, 1, 64, 1, -1, 0, 0, 0, 0, 0] floats [0.125, 1.0e+04, 0.0, 0.0, 0.0]
+    mlt_rt.launch "amax" [@dv] -> [@"a:dv"] ints [4096]
+    mlt_rt.launch "quantize_fp8" [@dv, @"a:dv"] -> [@s, @qdu] ints [1, 4096, 0]
+    mlt_rt.launch "amax" [@dk] -> [@"a:dk"] ints [4096]
+    mlt_rt.launch "amax" [@dq] -> [@"a:dq"] ints [4096]
+    mlt_rt.launch "quantize_fp8" [@dq, @"a:dq"] -> [@s, @qdq] ints [64, 64, 0]
   }
 }
 
@@ -89,7 +104,8 @@ module {
 // (@y2), a launch that writes the tensor after the kernel (@y3), a launch
 // that touches the amax's buffer in between (@y4), a part of the tensor
 // (@y5, a view's elements), and a swiglu_bwd one of whose outputs has no
-// amax (all or none). An amax someone waits for stays too (@y6).
+// amax (all or none), as an attention_bwd whose dv has none. An amax
+// someone waits for stays too (@y6).
 // CHECK-LABEL: mlt_rt.program @micro_step {
 // CHECK-NEXT: mlt_rt.launch "rms_norm_fwd" [@x, @w] -> [@y1] ints
 // CHECK-NEXT: mlt_rt.launch "amax" [@y1] -> [@a1] ints [4096] waits [0]
@@ -107,6 +123,9 @@ module {
 // CHECK-NEXT: mlt_rt.launch "amax" [@y1g] -> [@a6]
 // CHECK-NEXT: mlt_rt.launch "swiglu_fwd" [@g, @u] -> [@y6] ints
 // CHECK-NEXT: mlt_rt.launch "amax" [@y6] -> [@a7] ints [4096] token 1
+// CHECK-NEXT: mlt_rt.launch "attention_bwd" [@q, @q, @q, @q, @q, @lse] -> [@dq, @dk, @dv] ints
+// CHECK-NEXT: mlt_rt.launch "amax" [@dq] -> [@a8]
+// CHECK-NEXT: mlt_rt.launch "amax" [@dk] -> [@a9]
 // CHECK-NEXT: }
 module {
   mlt_rt.buffer @x temporary : tensor<64x64xbf16>
@@ -128,6 +147,13 @@ module {
   mlt_rt.buffer @a5 temporary : tensor<f32>
   mlt_rt.buffer @a6 temporary : tensor<f32>
   mlt_rt.buffer @a7 temporary : tensor<f32>
+  mlt_rt.buffer @a8 temporary : tensor<f32>
+  mlt_rt.buffer @a9 temporary : tensor<f32>
+  mlt_rt.buffer @q temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @lse temporary : tensor<1x1x64xf32>
+  mlt_rt.buffer @dq temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @dk temporary : tensor<1x64x1x64xbf16>
+  mlt_rt.buffer @dv temporary : tensor<1x64x1x64xbf16>
   mlt_rt.program @micro_step {
     mlt_rt.launch "rms_norm_fwd" [@x, @w] -> [@y1] ints [64, 64] floats [1.0e-05] token 0
     mlt_rt.launch "amax" [@y1] -> [@a1] ints [4096] waits [0]
@@ -145,5 +171,8 @@ module {
     mlt_rt.launch "amax" [@y1g] -> [@a6] ints [4096]
     mlt_rt.launch "swiglu_fwd" [@g, @u] -> [@y6] ints [4096]
     mlt_rt.launch "amax" [@y6] -> [@a7] ints [4096] token 1
+    mlt_rt.launch "attention_bwd" [@q, @q, @q, @q, @q, @lse] -> [@dq, @dk, @dv] ints [1, 64, 64, 1, 1, 64, 1, -1, 0, 0] floats [0.125]
+    mlt_rt.launch "amax" [@dq] -> [@a8] ints [4096]
+    mlt_rt.launch "amax" [@dk] -> [@a9] ints [4096]
   }
 }

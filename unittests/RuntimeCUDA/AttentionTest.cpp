@@ -13,6 +13,7 @@
 // 100 and several tiles, MHA, GQA and MQA, causal and full, batch > 1, the
 // dk/dv kernel with its group split over blocks or not; bit-reproducibility
 // and the argument errors.
+// The fused amax outputs: the same bits as the amax of the stored outputs.
 // Context parallelism's ring exchange: every step of every rank (one rank's
 // block of keys, queries of a chunk that see none of them out 0 and lse
 // -inf) on the bf16 blocks of attention_blocks.h and on the f32 kernels,
@@ -29,6 +30,7 @@
 
 #include "kernels/rope.h"
 #include "mlt/Runtime/cpu/Attention.h"
+#include "mlt/Runtime/cpu/Fp8.h"
 #include "mlt/Runtime/cpu/Rope.h"
 #include "mlt/Runtime/cpu/VectorOps.h"
 #include "mlt/Runtime/exec/Backend.h"
@@ -1150,6 +1152,83 @@ TEST(CudaAttentionTest, BackwardWithRopeMatchesCpu) {
                          c.headDim, true, 3, 1e4, {}, 0));
   EXPECT_EQ(dDq.download(), fusedDq);
   EXPECT_EQ(dDk.download(), fusedDk);
+}
+
+// The fused amax outputs (attention_fwd's amax(out), attention_bwd(_rope)'s
+// amax(dq), amax(dk), amax(dv)): the same bits as the amax of each tensor as
+// stored (cpu::absMaxBF16 of the downloaded outputs), every amax poisoned
+// with NaN first (the launch zeroes it), over the bf16 cases (rows past seq
+// left out, dk/dv from parts reduced in the dk/dv kernel or by the
+// reduction kernel, the non-warp-specialized forward of a negative scale),
+// with and without rope's inverse on dq and dk; the outputs themselves the
+// same bits as without the amaxes.
+TEST(CudaAttentionTest, FusedAmaxIsTheStoredOutputsAmax) {
+  MLT_REQUIRE_CUDA();
+  std::mt19937 rng(614);
+  for (const Case &c : kBf16Cases) {
+    for (bool withRope : {false, true}) {
+      SCOPED_TRACE(describe(c) + (withRope ? " rope" : ""));
+      const int64_t qn = c.qSize(), kvn = c.kvSize(), ln = c.lseSize();
+      Bf16Reference ref;
+      ASSERT_NO_FATAL_FAILURE(cpuBf16Reference(c, rng, ref));
+      const AttentionShape shape = params(c);
+      DeviceBuffer<uint16_t> dQ(qn), dK(kvn), dV(kvn), dOut(qn), dDout(qn),
+          dDq(qn), dDk(kvn), dDv(kvn);
+      DeviceBuffer<float> dLse(ln), dAmax(4);
+      dQ.upload(ref.q);
+      dK.upload(ref.k);
+      dV.upload(ref.v);
+      dDout.upload(ref.dout);
+      ASSERT_NO_FATAL_FAILURE(poison(dAmax));
+      AttentionAmax fwd;
+      fwd.of[0] = dAmax.get();
+      ASSERT_TRUE(launchAttentionFwd(bf(dOut.get()), dLse.get(), bf(dQ.get()),
+                                     bf(dK.get()), bf(dV.get()), shape, 0,
+                                     &fwd));
+      const std::vector<uint16_t> out = dOut.download();
+      ASSERT_TRUE(launchAttentionFwd(bf(dOut.get()), dLse.get(), bf(dQ.get()),
+                                     bf(dK.get()), bf(dV.get()), shape, 0));
+      EXPECT_EQ(dOut.download(), out);
+
+      AttentionRope rope;
+      rope.theta = 1e4;
+      rope.positionOffset = 3;
+      const AttentionRope *rotation = withRope ? &rope : nullptr;
+      const size_t scratchBytes = attentionBwdScratchBytes(shape);
+      DeviceBuffer<char> scratch(scratchBytes);
+      AttentionAmax bwd;
+      for (int i = 0; i < 3; ++i)
+        bwd.of[i] = dAmax.get() + 1 + i;
+      ASSERT_TRUE(launchAttentionBwd(
+          bf(dDq.get()), bf(dDk.get()), bf(dDv.get()), bf(dDout.get()),
+          bf(dQ.get()), bf(dK.get()), bf(dV.get()), bf(dOut.get()), dLse.get(),
+          shape, scratch.get(), scratchBytes, 0, rotation, &bwd));
+      const std::vector<uint16_t> dq = dDq.download(), dk = dDk.download(),
+                                  dv = dDv.download();
+      const std::vector<float> amax = dAmax.download();
+      const float want[4] = {cpu::absMaxBF16(out.data(), qn),
+                             cpu::absMaxBF16(dq.data(), qn),
+                             cpu::absMaxBF16(dk.data(), kvn),
+                             cpu::absMaxBF16(dv.data(), kvn)};
+      for (int i = 0; i < 4; ++i) {
+        uint32_t got = 0, expected = 0;
+        std::memcpy(&got, &amax[i], 4);
+        std::memcpy(&expected, &want[i], 4);
+        EXPECT_EQ(got, expected) << "amax " << i << ": " << amax[i]
+                                 << " against " << want[i];
+        // (one position: p = 1, so ds = p (dp - delta) = 0, and dq = dk = 0)
+        if (c.seq > 1 || i == 0 || i == 3)
+          EXPECT_GT(want[i], 0.f) << "amax " << i;
+      }
+      ASSERT_TRUE(launchAttentionBwd(
+          bf(dDq.get()), bf(dDk.get()), bf(dDv.get()), bf(dDout.get()),
+          bf(dQ.get()), bf(dK.get()), bf(dV.get()), bf(dOut.get()), dLse.get(),
+          shape, scratch.get(), scratchBytes, 0, rotation));
+      EXPECT_EQ(dDq.download(), dq);
+      EXPECT_EQ(dDk.download(), dk);
+      EXPECT_EQ(dDv.download(), dv);
+    }
+  }
 }
 
 TEST(CudaAttentionTest, Bf16BadArgumentsAreErrors) {

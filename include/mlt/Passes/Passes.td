@@ -992,7 +992,8 @@ def MLTFuseAmax : Pass<"mlt-fuse-amax", "::mlir::ModuleOp"> {
     launch for its largest magnitude, then `quantize_fp8`. Where the tensor
     was just written by a kernel that can also measure it (Kernels.def's
     fused amax outputs: rms_norm_fwd's y, rms_norm_bwd(_add)'s dx,
-    swiglu_fwd's y, swiglu_bwd's dgate, dup and recomputed y), the amax
+    swiglu_fwd's y, swiglu_bwd's dgate, dup and recomputed y,
+    attention_fwd's out, attention_bwd(_rope)'s dq, dk and dv), the amax
     launch's output becomes a trailing output of that kernel, which reduces
     the values it stores as it stores them (the same f32 value, bit for
     bit: a maximum does not depend on its order), and the amax launch goes:
@@ -1003,13 +1004,15 @@ def MLTFuseAmax : Pass<"mlt-fuse-amax", "::mlir::ModuleOp"> {
     program, when: that launch wrote the whole tensor as an output that
     takes an amax; both run on one stream; the amax waits for nothing and
     nothing waits for it; nothing in between touches the amax's buffer (it
-    is written earlier once fused); and, for swiglu_bwd, every one of its
-    outputs that takes an amax has one (the kernel writes all or none).
-    Other amax launches stay (the attention's outputs, the weights').
+    is written earlier once fused); and, for swiglu_bwd and the attention
+    backward, every one of its outputs that takes an amax has one (the
+    kernel writes all or none). Other amax launches stay (the weights').
+    Beside an attention's products the maximum costs nothing to speak of,
+    and cost models price it as one without (Calibration.cpp's launchClass).
 
     Runs after mlt-keep-weight-fp8 (the launches are final) and before
-    mlt-plan-memory. On LLaMA-2-7B with `--fp8` it removes six of the eight
-    activation and gradient amax launches a layer runs in a micro-batch
+    mlt-plan-memory. On LLaMA-2-7B with `--fp8` it removes every one of the
+    ten activation and gradient amax launches a layer runs in a micro-batch
     (bench/RESULTS.md).
 
     Before:

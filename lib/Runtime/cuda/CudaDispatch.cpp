@@ -22,6 +22,7 @@
 #include "kernels/rope.h"
 
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -561,6 +562,23 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     const AttentionRope *rotation = rope ? &*rope : nullptr;
     const AttentionPath path =
         attentionPath(inst.kernel, in[0].dtype, shape, contextAxis(inst));
+    // Its fused amax outputs (Kernels.def): the bf16 tensor-core kernels
+    // take them as they store their outputs; the other paths by an amax
+    // launch of each output after the kernels (amaxAfter).
+    AttentionAmax amax;
+    for (size_t j = 0; j < amaxes; ++j)
+      amax.of[j] = amaxOutput(j);
+    const AttentionAmax *fusedAmax = amaxes ? &amax : nullptr;
+    auto amaxAfter = [&](Status status) -> Status {
+      MLT_RETURN_IF_ERROR(status);
+      for (size_t j = 0; j < amaxes; ++j)
+        MLT_RETURN_IF_ERROR(withComputeType(out[j].dtype, [&](auto tag) {
+          using T = decltype(tag);
+          return launchAbsMax(amaxOutput(j), out[j].as<const T>(),
+                              int64_t(out[j].numElements), s);
+        }));
+      return Status::ok();
+    };
     // A context-parallel rank's, in bf16: blockwise on the tensor cores
     // (attention_blocks.h).
     if (path == AttentionPath::ContextBlocks) {
@@ -571,18 +589,17 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
         return area.takeStatus();
       auto t = [](const BufferView &b) { return b.as<__nv_bfloat16>(); };
       if (forward)
-        return launchContextAttentionFwd(t(out[0]), f(out[1]), t(in[0]),
-                                         t(in[1]), t(in[2]), shape, *area,
-                                         bytes, s);
-      return launchContextAttentionBwd(t(out[0]), t(out[1]), t(out[2]),
-                                       t(in[0]), t(in[1]), t(in[2]), t(in[3]),
-                                       t(in[4]), f(in[5]), shape, *area, bytes,
-                                       s);
+        return amaxAfter(launchContextAttentionFwd(
+            t(out[0]), f(out[1]), t(in[0]), t(in[1]), t(in[2]), shape, *area,
+            bytes, s));
+      return amaxAfter(launchContextAttentionBwd(
+          t(out[0]), t(out[1]), t(out[2]), t(in[0]), t(in[1]), t(in[2]),
+          t(in[3]), t(in[4]), f(in[5]), shape, *area, bytes, s));
     }
     // bf16 through the f32 kernels where the tensor-core ones do not go:
     // other head dims, and other positions.
     if (path == AttentionPath::ThroughF32)
-      return attentionThroughF32(inst, in, out, shape, rotation);
+      return amaxAfter(attentionThroughF32(inst, in, out, shape, rotation));
     const size_t bytes = forward ? 0 : attentionBwdScratchBytes(shape);
     StatusOr<void *> area = scratch(bytes);
     if (!area)
@@ -590,12 +607,22 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     return withComputeType(in[0].dtype, [&](auto tag) -> Status {
       using T = decltype(tag);
       auto t = [](const BufferView &b) { return b.as<T>(); };
-      if (forward)
-        return launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]), t(in[1]),
-                                  t(in[2]), shape, s);
-      return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
-                                t(in[1]), t(in[2]), t(in[3]), t(in[4]),
-                                f(in[5]), shape, *area, bytes, s, rotation);
+      if constexpr (std::is_same_v<T, float>) {
+        if (forward)
+          return amaxAfter(launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]),
+                                              t(in[1]), t(in[2]), shape, s));
+        return amaxAfter(launchAttentionBwd(
+            t(out[0]), t(out[1]), t(out[2]), t(in[0]), t(in[1]), t(in[2]),
+            t(in[3]), t(in[4]), f(in[5]), shape, *area, bytes, s, rotation));
+      } else {
+        if (forward)
+          return launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]), t(in[1]),
+                                    t(in[2]), shape, s, fusedAmax);
+        return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
+                                  t(in[1]), t(in[2]), t(in[3]), t(in[4]),
+                                  f(in[5]), shape, *area, bytes, s, rotation,
+                                  fusedAmax);
+      }
     });
   }
 

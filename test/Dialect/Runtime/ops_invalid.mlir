@@ -80,8 +80,8 @@ mlt_rt.program @p {
 // Tests that a launch needs the kernel's number of outputs.
 mlt_rt.buffer @a temporary : tensor<4xf32>
 mlt_rt.program @p {
-  // expected-error @+1 {{'mlt_rt.launch' op kernel 'attention_fwd' takes 2 outputs, got 1}}
-  mlt_rt.launch "attention_fwd" [@a, @a, @a] -> [@a] ints [1, 1, 1, 1, 1, 4, 1, -1, 0, 0] floats [0.5]
+  // expected-error @+1 {{'mlt_rt.launch' op kernel 'attention_merge' takes 2 outputs, got 1}}
+  mlt_rt.launch "attention_merge" [@a, @a, @a, @a] -> [@a] ints [1, 1, 1, 4]
 }
 
 // -----

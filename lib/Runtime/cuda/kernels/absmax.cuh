@@ -59,23 +59,37 @@ __device__ __forceinline__ unsigned maxAbsBits(unsigned best,
   return best;
 }
 
-/// The same of eight bf16 values, two at a time: a bf16's bits with the sign
+/// The same of eight bf16 values (their 16 bytes; maxAbsBitsBf16x8), two at a time: a bf16's bits with the sign
 /// cleared order as its magnitude does (NaN above infinity), as an f32's
 /// do, and widening to f32 (the bits shifted up 16) keeps that order, so the
 /// largest of the 16-bit halves (__vmaxu2) widened once is the maximum of
 /// the widened values. A third of the instructions of the element loop,
 /// which the SwiGLU backward (three outputs, its exponentials and
 /// divisions) could not hide.
-template <>
-__device__ __forceinline__ unsigned
-maxAbsBits<__nv_bfloat16>(unsigned best, const Pack<__nv_bfloat16> &p) {
-  const uint4 raw = *reinterpret_cast<const uint4 *>(&p);
+__device__ __forceinline__ unsigned maxAbsBitsBf16x8(unsigned best,
+                                                    const uint4 &raw) {
   constexpr unsigned kMagnitudes = 0x7FFF7FFFu;
   const unsigned pairs = __vmaxu2(__vmaxu2(raw.x & kMagnitudes,
                                            raw.y & kMagnitudes),
                                   __vmaxu2(raw.z & kMagnitudes,
                                            raw.w & kMagnitudes));
   return max(best, max(pairs & 0xFFFFu, pairs >> 16) << 16);
+}
+template <>
+__device__ __forceinline__ unsigned
+maxAbsBits<__nv_bfloat16>(unsigned best, const Pack<__nv_bfloat16> &p) {
+  return maxAbsBitsBf16x8(best, *reinterpret_cast<const uint4 *>(&p));
+}
+
+/// Merges each lane's `best` into *amax (float bits) with one atomicMax per
+/// warp, none where the warp's maximum is 0 (the zeroed value) or amax is
+/// null: for kernels that store their outputs warp by warp, with no block
+/// synchronization to spare. Every lane of the warp must call it.
+__device__ __forceinline__ void warpAbsMaxToGlobal(unsigned *amax,
+                                                   unsigned best) {
+  best = __reduce_max_sync(0xFFFFFFFFu, best);
+  if (amax && threadIdx.x % 32 == 0 && best != 0u)
+    atomicMax(amax, best);
 }
 
 /// Merges best[k], each thread's maximum of the absBits of output k, into

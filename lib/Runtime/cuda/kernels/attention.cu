@@ -12,7 +12,10 @@
 
 #include "CudaCheck.h"
 #include "kernels/attention.cuh"
+#include "kernels/fp8.h"
 #include "kernels/rope.h"
+
+#include <algorithm>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -262,10 +265,30 @@ Status checkTc(const char *kernel, const AttentionShape &p,
   return Status::ok();
 }
 
+/// The kernels' view of `amax` (null: none wanted), each pointer zeroed
+/// first (the kernels merge into it), except those `skip` names (their
+/// amax is taken after the kernels).
+StatusOr<tc::AmaxOutputs> kernelAmax(const AttentionAmax *amax,
+                                     cudaStream_t stream,
+                                     std::initializer_list<int> skip = {}) {
+  tc::AmaxOutputs bits;
+  if (!amax)
+    return bits;
+  for (int i = 0; i < 3; ++i) {
+    if (!amax->of[i] ||
+        std::find(skip.begin(), skip.end(), i) != skip.end())
+      continue;
+    MLT_CUDA_RETURN_IF_ERROR(zeroAmax(amax->of[i], stream));
+    bits.bits[i] = amaxBits(amax->of[i]);
+  }
+  return bits;
+}
+
 template <class Cfg, bool WG>
 Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
                  const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                 const AttentionShape &p, cudaStream_t stream) {
+                 const AttentionShape &p, cudaStream_t stream,
+                 const tc::AmaxOutputs &amax) {
   // allowShared first: its error names the shortfall.
   if constexpr (WG)
     MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdWgKernel<Cfg>,
@@ -275,7 +298,7 @@ Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
                                     Cfg::kShared, "attention_fwd (bf16)"));
   const cudaError_t err = tc::enqueueForward<Cfg, WG>(
       out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
-      int(p.kvHeads), p.causal, float(p.scale), stream);
+      int(p.kvHeads), p.causal, float(p.scale), stream, amax);
   MLT_CUDA_RETURN_IF_ERROR(err);
   return Status::ok();
 }
@@ -283,12 +306,13 @@ Status forwardTc(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
 template <class Cfg>
 Status forwardWs(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q,
                  const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                 const AttentionShape &p, cudaStream_t stream) {
+                 const AttentionShape &p, cudaStream_t stream,
+                 const tc::AmaxOutputs &amax) {
   MLT_RETURN_IF_ERROR(allowShared(tc::attentionFwdWsKernel<Cfg>, Cfg::kShared,
                                   "attention_fwd (bf16)"));
   const cudaError_t err = tc::enqueueForwardWs<Cfg>(
       out, lse, q, k, v, int(p.batch), int(p.seq), int(p.qHeads),
-      int(p.kvHeads), p.causal, float(p.scale), stream);
+      int(p.kvHeads), p.causal, float(p.scale), stream, amax);
   MLT_CUDA_RETURN_IF_ERROR(err);
   return Status::ok();
 }
@@ -299,7 +323,8 @@ Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
                   const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                   const __nv_bfloat16 *out, const float *lse, void *scratch,
                   const TcScratch &layout, const AttentionShape &p,
-                  const tc::RopeEpilogue &rope, cudaStream_t stream) {
+                  const tc::RopeEpilogue &rope, cudaStream_t stream,
+                  const tc::AmaxOutputs &amax) {
   if constexpr (WG) {
     using Dq = typename Tc::Dq;
     using DkDv = typename Tc::DkDv;
@@ -337,7 +362,7 @@ Status backwardTc(__nv_bfloat16 *dq, __nv_bfloat16 *dk, __nv_bfloat16 *dv,
           dq, dk, dv, dout, q, k, v, out, lse, stats, dkPart, dvPart,
           int(layout.parts), int(p.batch), int(p.seq), int(p.qHeads),
           int(p.kvHeads), p.causal, float(p.scale), stream, &failed, counters,
-          rope);
+          rope, amax);
   if (err != cudaSuccess)
     return errorf("launch of ", failed, ": ", cudaGetErrorString(err));
   return Status::ok();
@@ -427,24 +452,32 @@ Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
                                      const __nv_bfloat16 *k,
                                      const __nv_bfloat16 *v,
                                      const AttentionShape &shape,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream,
+                                     const AttentionAmax *amax) {
   MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
+  StatusOr<tc::AmaxOutputs> bits = kernelAmax(amax, stream);
+  if (!bits)
+    return bits.takeStatus();
+  const tc::AmaxOutputs &a = *bits;
   // The warp-specialized forward takes positive scales only.
   const bool ws = wg && shape.scale > 0;
   if (shape.headDim == 64) {
     if (ws && Wg64::kFwdWs)
-      return forwardWs<Wg64::FwdWs>(out, lse, q, k, v, shape, stream);
+      return forwardWs<Wg64::FwdWs>(out, lse, q, k, v, shape, stream, a);
     return wg && Wg64::kFwd
-               ? forwardTc<Wg64::Fwd, true>(out, lse, q, k, v, shape, stream)
-               : forwardTc<Tc64::Fwd, false>(out, lse, q, k, v, shape, stream);
+               ? forwardTc<Wg64::Fwd, true>(out, lse, q, k, v, shape, stream,
+                                            a)
+               : forwardTc<Tc64::Fwd, false>(out, lse, q, k, v, shape, stream,
+                                             a);
   }
   if (ws && Wg128::kFwdWs)
-    return forwardWs<Wg128::FwdWs>(out, lse, q, k, v, shape, stream);
+    return forwardWs<Wg128::FwdWs>(out, lse, q, k, v, shape, stream, a);
   return wg && Wg128::kFwd
-             ? forwardTc<Wg128::Fwd, true>(out, lse, q, k, v, shape, stream)
-             : forwardTc<Tc128::Fwd, false>(out, lse, q, k, v, shape, stream);
+             ? forwardTc<Wg128::Fwd, true>(out, lse, q, k, v, shape, stream, a)
+             : forwardTc<Tc128::Fwd, false>(out, lse, q, k, v, shape, stream,
+                                            a);
 }
 
 Status mlt::cuda::launchAttentionBwd(
@@ -452,7 +485,8 @@ Status mlt::cuda::launchAttentionBwd(
     const __nv_bfloat16 *dout, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
     const __nv_bfloat16 *v, const __nv_bfloat16 *out, const float *lse,
     const AttentionShape &shape, void *scratch, size_t scratchBytes,
-    cudaStream_t stream, const AttentionRope *rope) {
+    cudaStream_t stream, const AttentionRope *rope,
+    const AttentionAmax *amax) {
   MLT_RETURN_IF_ERROR(checkTc("attention backward (bf16)", shape, dq, dk, dv,
                               dout, q, k, v, out));
   const TcScratch layout = tcScratch(shape);
@@ -489,25 +523,44 @@ Status mlt::cuda::launchAttentionBwd(
       epilogue.enabled = 1;
     }
   }
+  // Where rope's launches rotate dq and dk after the kernels, their amaxes
+  // are taken after those.
+  const bool rotatedAfter = rope && !fused;
+  StatusOr<tc::AmaxOutputs> bits =
+      rotatedAfter ? kernelAmax(amax, stream, {0, 1}) : kernelAmax(amax, stream);
+  if (!bits)
+    return bits.takeStatus();
+  const tc::AmaxOutputs &a = *bits;
   auto backward = [&]() -> Status {
     if (shape.headDim == 64)
       return fused ? backwardTc<Wg64, true>(dq, dk, dv, dout, q, k, v, out, lse,
                                             scratch, layout, shape, epilogue,
-                                            stream)
+                                            stream, a)
                    : backwardTc<Tc64, false>(dq, dk, dv, dout, q, k, v, out,
                                              lse, scratch, layout, shape,
-                                             epilogue, stream);
+                                             epilogue, stream, a);
     if (fused && Ws128::kBwd)
       return backwardTc<Ws128, true>(dq, dk, dv, dout, q, k, v, out, lse,
-                                     scratch, layout, shape, epilogue, stream);
+                                     scratch, layout, shape, epilogue, stream,
+                                     a);
     return fused ? backwardTc<Wg128, true>(dq, dk, dv, dout, q, k, v, out, lse,
                                            scratch, layout, shape, epilogue,
-                                           stream)
+                                           stream, a)
                  : backwardTc<Tc128, false>(dq, dk, dv, dout, q, k, v, out, lse,
                                             scratch, layout, shape, epilogue,
-                                            stream);
+                                            stream, a);
   };
   MLT_RETURN_IF_ERROR(backward());
-  return rope && !fused ? rotateGradientsBack(dq, dk, shape, *rope, stream)
-                        : Status::ok();
+  if (!rotatedAfter)
+    return Status::ok();
+  MLT_RETURN_IF_ERROR(rotateGradientsBack(dq, dk, shape, *rope, stream));
+  if (amax && amax->of[0])
+    MLT_RETURN_IF_ERROR(launchAbsMax(
+        amax->of[0], dq, shape.batch * shape.seq * shape.qHeads * shape.headDim,
+        stream));
+  if (amax && amax->of[1])
+    MLT_RETURN_IF_ERROR(launchAbsMax(
+        amax->of[1], dk,
+        shape.batch * shape.seq * shape.kvHeads * shape.headDim, stream));
+  return Status::ok();
 }

@@ -37,11 +37,13 @@ template <class Cfg, bool WG> constexpr int blockThreads() {
     return kTcThreads;
 }
 
+/// With amax.bits[0], out's amax merged into it (zeroed by the caller).
 template <class Cfg, bool WG = false>
 cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
                            const bf16 *k, const bf16 *v, int batch, int seq,
                            int qHeads, int kvHeads, bool causal, float scale,
-                           cudaStream_t stream) {
+                           cudaStream_t stream,
+                           const AmaxOutputs &amax = AmaxOutputs{}) {
   auto *kernel = [] {
     if constexpr (WG)
       return attentionFwdWgKernel<Cfg>;
@@ -56,7 +58,7 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
                   unsigned(batch));
   kernel<<<grid, blockThreads<Cfg, WG>(), Cfg::kShared, stream>>>(
       out, lse, q, k, v, seq, qHeads, kvHeads, causal,
-      scale * 1.4426950408889634f);
+      scale * 1.4426950408889634f, amax);
   return cudaGetLastError();
 }
 
@@ -70,8 +72,9 @@ cudaError_t enqueueForward(bf16 *out, float *lse, const bf16 *q,
 /// (partCounters: batch * kvHeads * ceil(seq / 64) ints, zeroed by the dq
 /// kernel). With `rope` enabled (WG only: the mma.sync kernels have no
 /// such epilogue) dq and dk are rotated by rope's inverse before they are
-/// written. Returns the first launch error and the name of the kernel it
-/// came from.
+/// written. With amax.bits[0], [1] and [2], dq's, dk's and dv's amaxes
+/// merged into them (zeroed by the caller). Returns the first launch error
+/// and the name of the kernel it came from.
 /// One tensor of [batch][seq][columns] bf16 and the rows of its boxes.
 struct TileMapSpec {
   const bf16 *base;
@@ -98,7 +101,8 @@ template <class Cfg>
 cudaError_t enqueueForwardWs(bf16 *out, float *lse, const bf16 *q,
                              const bf16 *k, const bf16 *v, int batch, int seq,
                              int qHeads, int kvHeads, bool causal, float scale,
-                             cudaStream_t stream) {
+                             cudaStream_t stream,
+                             const AmaxOutputs &amax = AmaxOutputs{}) {
   const int64_t qCols = int64_t(qHeads) * Cfg::D,
                 kvCols = int64_t(kvHeads) * Cfg::D;
   CUtensorMap maps[3];
@@ -115,7 +119,7 @@ cudaError_t enqueueForwardWs(bf16 *out, float *lse, const bf16 *q,
                   unsigned(batch));
   attentionFwdWsKernel<Cfg><<<grid, Cfg::kThreads, Cfg::kShared, stream>>>(
       out, lse, maps[0], maps[1], maps[2], seq, qHeads, kvHeads, causal,
-      scale * 1.4426950408889634f);
+      scale * 1.4426950408889634f, amax);
   return cudaGetLastError();
 }
 
@@ -127,7 +131,8 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                             int seq, int qHeads, int kvHeads, bool causal,
                             float scale, cudaStream_t stream,
                             const char **failed, int *partCounters = nullptr,
-                            const RopeEpilogue &rope = RopeEpilogue{}) {
+                            const RopeEpilogue &rope = RopeEpilogue{},
+                            const AmaxOutputs &amax = AmaxOutputs{}) {
   static_assert(DqCfg::D == DkDvCfg::D, "one head dim");
   constexpr bool kFused = [] {
     if constexpr (WG)
@@ -185,7 +190,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDqWsKernel<DqCfg>
           <<<dqGrid, DqCfg::kThreads, DqCfg::kShared, stream>>>(
               dq, negLse2, delta, maps[0], maps[1], maps[2], maps[3], seq, qHeads,
-              kvHeads, causal, scale, scaleLog2, rope);
+              kvHeads, causal, scale, scaleLog2, rope, amax);
   } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDqWgKernel<DqCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -194,7 +199,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDqWgKernel<DqCfg>
           <<<dqGrid, DqCfg::kThreads, DqCfg::kShared, stream>>>(
               dq, dout, q, k, v, out, lse, negLse2, delta, partCounters, seq,
-              qHeads, kvHeads, causal, scale, scaleLog2, rope);
+              qHeads, kvHeads, causal, scale, scaleLog2, rope, amax);
   } else {
     err = cudaFuncSetAttribute(attentionBwdDqTcKernel<DqCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -203,7 +208,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDqTcKernel<DqCfg>
           <<<dqGrid, kTcThreads, DqCfg::kShared, stream>>>(
               dq, dout, q, k, v, negLse2, delta, seq, qHeads, kvHeads, causal,
-              scale, scaleLog2);
+              scale, scaleLog2, amax);
   }
   if (!check("attention_bwd (bf16 dq)"))
     return err;
@@ -227,7 +232,8 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
           <<<dkdvGrid, DkDvCfg::kThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, negLse2, delta, maps[0], maps[1], maps[2],
               maps[3],
-              seq, qHeads, kvHeads, parts, causal, scale, scaleLog2, rope);
+              seq, qHeads, kvHeads, parts, causal, scale, scaleLog2, rope,
+              amax);
   } else if constexpr (WG) {
     err = cudaFuncSetAttribute(attentionBwdDkDvWgKernel<DkDvCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -237,7 +243,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
           <<<dkdvGrid, DkDvCfg::kThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq,
               qHeads, kvHeads, parts, causal, scale, scaleLog2, partCounters,
-              rope);
+              rope, amax);
   } else {
     err = cudaFuncSetAttribute(attentionBwdDkDvTcKernel<DkDvCfg>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -246,7 +252,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
       attentionBwdDkDvTcKernel<DkDvCfg>
           <<<dkdvGrid, kTcThreads, DkDvCfg::kShared, stream>>>(
               dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq,
-              qHeads, kvHeads, parts, causal, scale, scaleLog2);
+              qHeads, kvHeads, parts, causal, scale, scaleLog2, amax);
   }
   if (!check("attention_bwd (bf16 dk, dv)"))
     return err;
@@ -256,7 +262,7 @@ cudaError_t enqueueBackward(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
     const int64_t blocks = (n / 4 + 255) / 256;
     attentionDkDvReduceTcKernel<D><<<unsigned(blocks < 65536 ? blocks : 65536),
                                   256, 0, stream>>>(dk, dv, dkPart, dvPart, n,
-                                                    parts);
+                                                    parts, amax);
     if (!check("attention_bwd (bf16 dk, dv reduction)"))
       return err;
   }
@@ -297,11 +303,11 @@ cudaError_t enqueueBackwardAtomicDq(
   attentionBwdDkDvTcKernel<DkDvCfg, true>
       <<<grid, kTcThreads, shared, stream>>>(
           dk, dv, dkPart, dvPart, dout, q, k, v, negLse2, delta, seq, qHeads,
-          kvHeads, parts, causal, scale, scaleLog2, dqAccum);
+          kvHeads, parts, causal, scale, scaleLog2, AmaxOutputs{}, dqAccum);
   const int64_t n = int64_t(batch) * seq * kvHeads * D;
   if (parts > 1)
-    attentionDkDvReduceTcKernel<D><<<4096, 256, 0, stream>>>(dk, dv, dkPart,
-                                                             dvPart, n, parts);
+    attentionDkDvReduceTcKernel<D><<<4096, 256, 0, stream>>>(
+        dk, dv, dkPart, dvPart, n, parts, AmaxOutputs{});
   attentionDqConvertTcKernel<D>
       <<<4096, 256, 0, stream>>>(dq, dqAccum, rows * D, scale);
   return cudaGetLastError();

@@ -111,6 +111,17 @@ Status launchAttentionBwd(float *dq, float *dk, float *dv, const float *dout,
                           size_t scratchBytes, cudaStream_t stream,
                           const AttentionRope *rope);
 
+/// Where a bf16 launch writes the amax of its outputs as stored (Kernels.def's
+/// fused amax outputs of attention_fwd and attention_bwd(_rope); f32, the
+/// amax kernel's value, NaN where any is NaN; null: not wanted): the
+/// forward's out at of[0]; the backward's dq, dk and dv at of[0], of[1] and
+/// of[2]. The tensor-core kernels take the maximum of what they store (no
+/// pass of its own), except dq and dk where rope's launches rotate them
+/// after the kernels (an amax launch each then).
+struct AttentionAmax {
+  float *of[3] = {nullptr, nullptr, nullptr};
+};
+
 /// bf16 q, k, v, out, dout, dq, dk, dv (lse stays f32): the same semantics
 /// on tensor cores, bf16 inputs with f32 accumulation and softmax, each
 /// output rounded to bf16 once (the probabilities and ds are rounded to bf16
@@ -120,7 +131,8 @@ Status launchAttentionBwd(float *dq, float *dk, float *dv, const float *dout,
 Status launchAttentionFwd(__nv_bfloat16 *out, float *lse,
                           const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                           const __nv_bfloat16 *v, const AttentionShape &shape,
-                          cudaStream_t stream);
+                          cudaStream_t stream,
+                          const AttentionAmax *amax = nullptr);
 Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
                           __nv_bfloat16 *dv, const __nv_bfloat16 *dout,
                           const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -128,7 +140,8 @@ Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
                           const float *lse, const AttentionShape &shape,
                           void *scratch, size_t scratchBytes,
                           cudaStream_t stream,
-                          const AttentionRope *rope = nullptr);
+                          const AttentionRope *rope = nullptr,
+                          const AttentionAmax *amax = nullptr);
 
 } // namespace mlt::cuda
 

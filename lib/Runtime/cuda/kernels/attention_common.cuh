@@ -31,6 +31,7 @@
 #ifndef MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_COMMON_CUH
 #define MLT_LIB_RUNTIME_CUDA_KERNELS_ATTENTION_COMMON_CUH
 
+#include "kernels/absmax.cuh"
 #include "kernels/common.cuh"
 
 #include <cstddef>
@@ -206,6 +207,16 @@ struct TileCopy {
   }
 };
 
+/// Where a tensor-core kernel merges the amax of the outputs it stores
+/// (Kernels.def's fused amax outputs; absmax.cuh's bits, zeroed by the
+/// launcher; null: not wanted): the forward's out at [0], the backward's dq,
+/// dk and dv at [0], [1] and [2]. Each warp merges the maximum of the bf16
+/// values it stores (storeWarpRows) with one atomicMax: the same bits as
+/// absMaxKernel over the stored tensor, whatever the order.
+struct AmaxOutputs {
+  unsigned *bits[3] = {nullptr, nullptr, nullptr};
+};
+
 /// The rotation a backward that fuses rope's inverse (attention_bwd_rope)
 /// applies to dq and dk before it writes them: element pair (i, i + D/2) of
 /// the row at sequence position s is rotated by minus (s + positionOffset)
@@ -260,13 +271,16 @@ rotateRowsBack(float (&acc)[1][D / 8][4], int row0, const RopeEpilogue &rope) {
 /// Writes a warp's accumulator rows (slices of 16 rows from tile row
 /// warpRow0) as bf16 through the swizzled tile `stage` (rows of this warp
 /// only), then stores the rows below seq to dst (tile row r is global row
-/// tileRow0 + r) with 16-byte stores.
+/// tileRow0 + r) with 16-byte stores; with `amax`, merges the largest
+/// magnitude of what it stored into it (AmaxOutputs). Every lane of the
+/// warp calls it.
 template <int D, int MT>
 __device__ __forceinline__ void storeWarpRows(bf16 *dst, int64_t rowStride,
                                               int tileRow0, int seq,
                                               unsigned char *stage,
                                               int warpRow0,
-                                              const float (&acc)[MT][D / 8][4]) {
+                                              const float (&acc)[MT][D / 8][4],
+                                              unsigned *amax = nullptr) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -283,14 +297,21 @@ __device__ __forceinline__ void storeWarpRows(bf16 *dst, int64_t rowStride,
   }
   __syncwarp();
   constexpr int kChunks = D / 8;
+  unsigned best = 0u;
 #pragma unroll
   for (int e = lane; e < 16 * MT * kChunks; e += 32) {
     const int r = warpRow0 + e / kChunks, c = e % kChunks;
-    if (tileRow0 + r < seq)
-      *reinterpret_cast<uint4 *>(dst + int64_t(tileRow0 + r) * rowStride +
-                                 c * 8) =
+    if (tileRow0 + r < seq) {
+      const uint4 chunk =
           *reinterpret_cast<const uint4 *>(stage + tileOffset<D>(r, c));
+      *reinterpret_cast<uint4 *>(dst + int64_t(tileRow0 + r) * rowStride +
+                                 c * 8) = chunk;
+      if (amax)
+        best = maxAbsBitsBf16x8(best, chunk);
+    }
   }
+  if (amax)
+    warpAbsMaxToGlobal(amax, best);
 }
 
 #endif // __CUDACC__

@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                          const bf16 *__restrict__ q,
                          const bf16 *__restrict__ k,
                          const bf16 *__restrict__ v, int seq, int qHeads,
-                         int kvHeads, bool causal, float scaleLog2) {
+                         int kvHeads, bool causal, float scaleLog2,
+                         const AmaxOutputs amax) {
   constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
   constexpr uint32_t kKVBytes = BC * D * 2;
@@ -317,7 +318,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     }
   }
   // sQ's rows of this warp were read by this warp only (its fragments).
-  storeWarpRows<D, MT>(out + qOffset, qStride, q0, seq, smem, warpRow0, o);
+  storeWarpRows<D, MT>(out + qOffset, qStride, q0, seq, smem, warpRow0, o,
+                       amax.bits[0]);
 }
 
 /// The backward's per-row statistics: delta[b, h, s] = dout[b, s, h, :] .
@@ -376,7 +378,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                            const float *__restrict__ negLse2,
                            const float *__restrict__ delta, int seq,
                            int qHeads, int kvHeads, bool causal, float scale,
-                           float scaleLog2) {
+                           float scaleLog2, const AmaxOutputs amax) {
   constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
   constexpr uint32_t kKVBytes = BC * D * 2;
@@ -533,7 +535,8 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         acc[mt][nt][e] *= scale;
-  storeWarpRows<D, MT>(dq + qOffset, qStride, q0, seq, smem, warpRow0, acc);
+  storeWarpRows<D, MT>(dq + qOffset, qStride, q0, seq, smem, warpRow0, acc,
+                       amax.bits[0]);
 }
 
 /// dk, dv: one block per (key tile of Cfg::BC keys, kv head * parts + part,
@@ -560,6 +563,7 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
                              const float *__restrict__ delta, int seq,
                              int qHeads, int kvHeads, int parts, bool causal,
                              float scale, float scaleLog2,
+                             const AmaxOutputs amax,
                              float *__restrict__ dqAccum = nullptr) {
   constexpr int D = Cfg::D, MT = Cfg::MT, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
@@ -858,9 +862,10 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
     // Stage through the K and V tiles: each warp reads and writes only its
     // own rows of them.
     storeWarpRows<D, MT>(dk + kvOffset, kvStride, k0, seq, smem, warpKey0,
-                         dkAcc);
+                         dkAcc, amax.bits[1]);
     storeWarpRows<D, MT>(dv + kvOffset, kvStride, k0, seq,
-                         smem + size_t(BC) * D * 2, warpKey0, dvAcc);
+                         smem + size_t(BC) * D * 2, warpKey0, dvAcc,
+                         amax.bits[2]);
     return;
   }
   const int64_t partOffset =
@@ -888,13 +893,16 @@ __global__ void __launch_bounds__(kTcThreads, Cfg::MINB)
 /// dk, dv = the sums over p < parts, in order, of the f32 partials (each
 /// [n] after the previous); n % 4 == 0. Grid-stride over packs of 4. D is
 /// the head dim (a template, like every kernel here, so that the header can
-/// be included by several translation units).
+/// be included by several translation units). With amax.bits[1] and [2],
+/// merges dk's and dv's amaxes (one atomicMax per block each).
 template <int D>
 __global__ void __launch_bounds__(256)
     attentionDkDvReduceTcKernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv,
                                 const float *__restrict__ dkPart,
                                 const float *__restrict__ dvPart, int64_t n,
-                                int parts) {
+                                int parts, const AmaxOutputs amax) {
+  __shared__ unsigned warps[2 * 32];
+  unsigned best[2] = {0u, 0u};
   const int64_t packs = n / 4;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -910,6 +918,12 @@ __global__ void __launch_bounds__(256)
     const uint2 va = make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
     reinterpret_cast<uint2 *>(dk)[i] = ka;
     reinterpret_cast<uint2 *>(dv)[i] = va;
+    best[0] = maxAbsBitsBf16x8(best[0], make_uint4(ka.x, ka.y, 0u, 0u));
+    best[1] = maxAbsBitsBf16x8(best[1], make_uint4(va.x, va.y, 0u, 0u));
+  }
+  if (amax.bits[1] || amax.bits[2]) {
+    unsigned *const targets[2] = {amax.bits[1], amax.bits[2]};
+    blockAbsMaxToGlobal(targets, best, warps);
   }
 }
 

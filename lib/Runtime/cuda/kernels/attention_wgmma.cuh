@@ -266,7 +266,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
                          const bf16 *__restrict__ q,
                          const bf16 *__restrict__ k,
                          const bf16 *__restrict__ v, int seq, int qHeads,
-                         int kvHeads, bool causal, float scaleLog2) {
+                         int kvHeads, bool causal, float scaleLog2,
+                         const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -527,7 +528,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
   // Staged through sQ: this warp's rows of it were read only by this warp
   // (its q fragments).
   storeWarpRows<D, 1>(out + qOffset, qStride, q0, seq, shared.ptr, warpRow0,
-                      o);
+                      o, amax.bits[0]);
 #else
   __trap();
 #endif
@@ -544,7 +545,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB) attentionBwdDqWgKern
     const float *__restrict__ lse, float *__restrict__ negLse2,
     float *__restrict__ delta, int *__restrict__ partCounters, int seq,
     int qHeads, int kvHeads, bool causal, float scale, float scaleLog2,
-    const __grid_constant__ RopeEpilogue rope) {
+    const __grid_constant__ RopeEpilogue rope, const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -758,7 +759,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB) attentionBwdDqWgKern
   // Staged through sQ: no longer read by anything (every wgmma completed
   // before the last barrier).
   storeWarpRows<D, 1>(dq + qOffset, qStride, q0, seq, shared.ptr, warpRow0,
-                      acc);
+                      acc, amax.bits[0]);
 #else
   __trap();
 #endif
@@ -779,7 +780,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
         const float *__restrict__ negLse2, const float *__restrict__ delta,
         int seq, int qHeads, int kvHeads, int parts, bool causal, float scale,
         float scaleLog2, int *__restrict__ partCounters,
-        const __grid_constant__ RopeEpilogue rope) {
+        const __grid_constant__ RopeEpilogue rope, const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
@@ -986,9 +987,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
   if (parts == 1) {
     // Staged through the K and V tiles (no wgmma reads them any more).
     storeWarpRows<D, 1>(dk + kvOffset, kvStride, k0, seq, shared.ptr,
-                        warpKey0, dkAcc);
+                        warpKey0, dkAcc, amax.bits[1]);
     storeWarpRows<D, 1>(dv + kvOffset, kvStride, k0, seq,
-                        shared.ptr + size_t(BC) * D * 2, warpKey0, dvAcc);
+                        shared.ptr + size_t(BC) * D * 2, warpKey0, dvAcc,
+                        amax.bits[2]);
     return;
   }
   const int64_t partOffset =
@@ -1028,6 +1030,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
     __threadfence();
     const int64_t partStride = int64_t(gridDim.z) * seq * kvStride;
     constexpr int kPacks = D / 4; // float4 per row
+    unsigned bestK = 0u, bestV = 0u;
     for (int e = threadIdx.x; e < BC * kPacks; e += kThreads) {
       const int j = k0 + e / kPacks, d = (e % kPacks) * 4;
       if (j >= seq)
@@ -1043,11 +1046,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
         a.x += x.x, a.y += x.y, a.z += x.z, a.w += x.w;
         c.x += y.x, c.y += y.y, c.z += y.z, c.w += y.w;
       }
-      *reinterpret_cast<uint2 *>(dk + at) =
-          make_uint2(packBf16(a.x, a.y), packBf16(a.z, a.w));
-      *reinterpret_cast<uint2 *>(dv + at) =
-          make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
+      const uint2 k2 = make_uint2(packBf16(a.x, a.y), packBf16(a.z, a.w));
+      const uint2 v2 = make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
+      *reinterpret_cast<uint2 *>(dk + at) = k2;
+      *reinterpret_cast<uint2 *>(dv + at) = v2;
+      bestK = maxAbsBitsBf16x8(bestK, make_uint4(k2.x, k2.y, 0u, 0u));
+      bestV = maxAbsBitsBf16x8(bestV, make_uint4(v2.x, v2.y, 0u, 0u));
     }
+    // (kThreads is whole warps, every lane past the loop)
+    warpAbsMaxToGlobal(amax.bits[1], bestK);
+    warpAbsMaxToGlobal(amax.bits[2], bestV);
   }
 #else
   __trap();

@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                          const __grid_constant__ CUtensorMap tmK,
                          const __grid_constant__ CUtensorMap tmV, int seq,
                          int qHeads, int kvHeads, bool causal,
-                         float scaleLog2) {
+                         float scaleLog2, const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR, S = Cfg::STAGES;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   WsTurns<Cfg::PP>::syncConsumers();
   const int64_t qStride = int64_t(qHeads) * D;
   storeWarpRows<D, 1>(out + (int64_t(b) * seq * qHeads + h) * D, qStride, q0,
-                      seq, shared.ptr, warpRow0, o);
+                      seq, shared.ptr, warpRow0, o, amax.bits[0]);
 #else
   __trap();
 #endif
@@ -546,7 +546,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDqWsKernel(
     const __grid_constant__ CUtensorMap tmK,
     const __grid_constant__ CUtensorMap tmV, int seq, int qHeads, int kvHeads,
     bool causal, float scale, float scaleLog2,
-    const __grid_constant__ RopeEpilogue rope) {
+    const __grid_constant__ RopeEpilogue rope, const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR, S = Cfg::STAGES;
   constexpr int KS = D / 16, NT = BC / 8, OT = D / 8;
@@ -732,7 +732,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDqWsKernel(
   // Staged through the q tile once both consumers are done with it.
   WsTurns<Cfg::PP>::syncConsumers();
   storeWarpRows<D, 1>(dq + (int64_t(b) * seq * qHeads + h) * D,
-                      int64_t(qHeads) * D, q0, seq, shared.ptr, warpRow0, acc);
+                      int64_t(qHeads) * D, q0, seq, shared.ptr, warpRow0, acc,
+                      amax.bits[0]);
 #else
   __trap();
 #endif
@@ -753,7 +754,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDkDvWsKernel(
     const __grid_constant__ CUtensorMap tmQ,
     const __grid_constant__ CUtensorMap tmdO, int seq, int qHeads,
     int kvHeads, int parts, bool causal, float scale, float scaleLog2,
-    const __grid_constant__ RopeEpilogue rope) {
+    const __grid_constant__ RopeEpilogue rope, const AmaxOutputs amax) {
 #if MLT_ATTN_WGMMA
   constexpr int D = Cfg::D, BC = Cfg::BC, BR = Cfg::BR, S = Cfg::STAGES;
   constexpr int KS = D / 16, NT = BR / 8, OT = D / 8;
@@ -986,11 +987,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) attentionBwdDkDvWsKernel(
     // Staged through the K and V tiles once both consumers are done.
     WsTurns<Cfg::PP>::syncConsumers();
     storeWarpRows<D, 1>(dk + kvOffset, kvStride, k0, seq, shared.ptr,
-                        warpKey0, dkAcc);
+                        warpKey0, dkAcc, amax.bits[1]);
     storeWarpRows<D, 1>(dv + kvOffset, kvStride, k0, seq,
-                        shared.ptr + Cfg::kKVBytes, warpKey0, dvAcc);
+                        shared.ptr + Cfg::kKVBytes, warpKey0, dvAcc,
+                        amax.bits[2]);
     return;
   }
+  // (the partials' reduction takes the amaxes)
   storePartialRows<D>(dkPart, dvPart,
                       ((int64_t(part) * gridDim.z + b) * seq * kvHeads + g) * D,
                       kvStride, warpFirst, seq, dkAcc, dvAcc);

@@ -17,10 +17,18 @@
 #                        sequence a step, --recompute swiglu, one GPU (issue
 #                        35's shape; --fp8 keeps each weight's transposed FP8
 #                        copy through the step, the default)
+#   l7-fp8-both          l7-fp8 keeping both FP8 copies of each weight
+#                        through the step (--fp8-weight-cache both: no
+#                        weight quantized after the first micro-batch; the
+#                        arena grows by the forward copies)
 #   l7-fp8-auto          the same global batch with --fp8 in the layout
 #                        --layout auto chooses for one H200 (141 GiB) by the
 #                        H200's calibration (16 micro-batches, nothing
 #                        recomputed, when this was written)
+#   tl-bf16, tl-fp8      TinyLlama-1.1B, seq 2048, a micro-batch of 4
+#                        sequences a step, one GPU (issue 35's TinyLlama
+#                        target; head_dim 64 and grouped keys and values,
+#                        the attention's other kernels)
 #   hf-7b                the same shape in HF transformers with
 #                        torch.compile (../shared/bench/hf_llama_bench.py),
 #                        one sequence a step
@@ -79,8 +87,11 @@ if [[ "${1:-}" == pack ]]; then
   l7=(--seq-len 4096 --batch 16 --microbatches 16 --recompute swiglu)
   plan l7-bf16 llama-2-7b "${l7[@]}"
   plan l7-fp8 llama-2-7b "${l7[@]}" --fp8
+  plan l7-fp8-both llama-2-7b "${l7[@]}" --fp8 --fp8-weight-cache both
   plan l7-fp8-auto llama-2-7b --seq-len 4096 --batch 16 --fp8 --layout auto --gpus 1 \
     --gpu-memory 141GiB --calibration "$root"/calibration/h200.json
+  plan tl-bf16 tinyllama-1.1b --seq-len 2048 --batch 4
+  plan tl-fp8 tinyllama-1.1b --seq-len 2048 --batch 4 --fp8
   l8b=(--seq-len 8192 --batch 128 --microbatches 64 --dp 2 --zero 1 --recompute swiglu)
   plan l8b-bf16 llama-3.1-8b "${l8b[@]}"
   plan l8b-fp8 llama-3.1-8b "${l8b[@]}" --fp8
@@ -132,7 +143,7 @@ mlt() {
 }
 for item in "$@"; do
   case $item in
-    l7-bf16 | l7-fp8 | l7-fp8-auto) mlt "$item" 1 ;;
+    l7-bf16 | l7-fp8 | l7-fp8-both | l7-fp8-auto | tl-bf16 | tl-fp8) mlt "$item" 1 ;;
     l8b-bf16 | l8b-fp8 | l8b-fp8-auto) mlt "$item" 2 ;;
     l8b-fp8-both)
       mlt "$item" 2
@@ -152,7 +163,7 @@ for item in "$@"; do
       torchrun --nproc-per-node 2 tools/torch_cp_bench.py --config llama-3.1-8b --seq 8192 \
         --cp 1 --compile --sdpa cudnn --steps 4 --warmup 2 2>&1 | tee "$out"/torch-8b.log \
         | tail -4 || fail torch-8b ;;
-    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-auto, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, l8b-fp8-auto, torch-8b)" ;;
+    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-both, l7-fp8-auto, tl-bf16, tl-fp8, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, l8b-fp8-auto, torch-8b)" ;;
   esac
 done
 exit $status

@@ -57,13 +57,19 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
                 layout.dp = dp;
                 layout.zero = zero;
                 layout.microbatches = m;
-                // FP8 weights quantized once a step, both copies kept
-                // (memorySavingVariants keeps the transposed one alone),
-                // where a step's later micro-batches can read them (a
-                // pipeline's forward bodies serve every micro-batch).
-                if (layout.fp8 && m > 1 && pp == 1)
-                  layout.fp8Recipe.weightCache = "both";
                 layouts.push_back(layout);
+                // FP8 weights quantized once a step, both copies kept, where
+                // a step's later micro-batches can read them (a pipeline's
+                // forward bodies serve every micro-batch): a family of its
+                // own, whose memory-saving variants keep both too. Which
+                // costs less where memory is short, recomputing or
+                // quantizing the weights' forward copies in every
+                // micro-batch, depends on the tokens per micro-batch
+                // against the weights per layer: the cost model ranks them.
+                if (layout.fp8 && m > 1 && pp == 1) {
+                  layout.fp8Recipe.weightCache = "both";
+                  layouts.push_back(layout);
+                }
               }
             }
           }
@@ -74,16 +80,8 @@ std::vector<Layout> mlt::cost::enumerateLayouts(const LayoutRequest &request) {
   return layouts;
 }
 
-std::vector<Layout> mlt::cost::memorySavingVariants(const Layout &given) {
+std::vector<Layout> mlt::cost::memorySavingVariants(const Layout &layout) {
   std::vector<Layout> variants;
-  // First the FP8 weights' forward copies not kept through the step (a byte
-  // a weight for about 1% of the step at LLaMA-2-7B), then the others
-  // without them.
-  Layout layout = given;
-  if (layout.fp8 && layout.fp8Recipe.weightCache == "both") {
-    layout.fp8Recipe.weightCache = "transposed";
-    variants.push_back(layout);
-  }
   if (layout.tp > 1) {
     Layout sp = layout;
     sp.sequenceParallel = true;

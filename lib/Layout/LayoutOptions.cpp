@@ -444,7 +444,7 @@ const std::vector<LayoutOption> kOptions = {
      "body's peak; later micro-batches quantize the forward copy alone) or "
      "both (no weight quantized after the first micro-batch; the forward "
      "copies, a byte a weight, held through the step; --layout auto "
-     "chooses both where it fits)",
+     "weighs both beside transposed)",
      S::Precision, P::Fixed, true, parseFp8WeightCache, printFp8WeightCache},
     {"fp8-bf16-parameters", "LIST",
      "with fp8: parameters whose products stay bf16, by a part of their "

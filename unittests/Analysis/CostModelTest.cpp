@@ -830,27 +830,37 @@ TEST(LayoutSpaceTest, EnumeratesWhatTheBruteForceFinds) {
   bf16.dtype = Precision::BF16;
   for (const Layout &l : enumerateLayouts({4, 8, 2048, bf16}))
     EXPECT_EQ(l.dtype, Precision::BF16) << layoutFlags(l);
-  // With FP8, each of several micro-batches and no pipeline keeps both of
-  // the weights' FP8 copies through the step (the fastest;
-  // memorySavingVariants keeps the transposed one alone).
+  // With FP8, each layout of several micro-batches and no pipeline comes
+  // twice, keeping the transposed FP8 copy of each weight through the step
+  // and keeping both, in that order; the others keep the transposed one.
   Layout fp8 = bf16;
   fp8.fp8 = true;
-  size_t keepBoth = 0;
-  for (const Layout &l : enumerateLayouts({4, 8, 2048, fp8})) {
-    const bool both = l.microbatches > 1 && l.pp == 1;
-    EXPECT_EQ(l.fp8Recipe.weightCache, both ? "both" : "transposed")
-        << layoutFlags(l);
-    keepBoth += both;
+  const std::vector<Layout> plain = enumerateLayouts({4, 8, 2048, bf16});
+  const std::vector<Layout> withFp8 = enumerateLayouts({4, 8, 2048, fp8});
+  size_t keepBoth = 0, next = 0;
+  for (Layout l : plain) {
+    l.fp8 = true;
+    ASSERT_LT(next, withFp8.size());
+    EXPECT_EQ(withFp8[next++], l) << layoutFlags(l);
+    if (l.microbatches > 1 && l.pp == 1) {
+      l.fp8Recipe.weightCache = "both";
+      ASSERT_LT(next, withFp8.size());
+      EXPECT_EQ(withFp8[next++], l) << layoutFlags(l);
+      ++keepBoth;
+    }
   }
+  EXPECT_EQ(next, withFp8.size());
   EXPECT_GT(keepBoth, 0u);
-  for (const Layout &l : enumerateLayouts({4, 8, 2048, bf16}))
+  for (const Layout &l : plain)
     EXPECT_EQ(l.fp8Recipe.weightCache, "transposed") << layoutFlags(l);
 }
 
-// Tests that an FP8 layout that keeps both of the weights' FP8 copies saves
-// memory first by keeping the transposed one alone, and then with the
-// others' variants, each keeping it alone.
-TEST(LayoutSpaceTest, Fp8WeightCopiesAreTheFirstMemoryToSave) {
+// Tests that an FP8 layout that keeps both of the weights' FP8 copies keeps
+// them in its memory-saving variants (keeping the transposed one alone is
+// a layout of its own, which the planner weighs beside it): at LLaMA-2-7B
+// with 16 micro-batches of 4,096 tokens, both copies with SwiGLU recomputed
+// ran 1.9% faster than the transposed copy alone with nothing recomputed.
+TEST(LayoutSpaceTest, Fp8WeightCopiesStayInTheVariants) {
   Layout l;
   l.dtype = Precision::BF16;
   l.fp8 = true;
@@ -859,12 +869,13 @@ TEST(LayoutSpaceTest, Fp8WeightCopiesAreTheFirstMemoryToSave) {
   const std::vector<Layout> variants = memorySavingVariants(l);
   Layout plain = l;
   plain.fp8Recipe.weightCache = "transposed";
-  ASSERT_EQ(variants.size(), 1u + memorySavingVariants(plain).size());
-  EXPECT_EQ(layoutFlags(variants[0]),
-            "--microbatches 4 --dtype bf16 --fp8");
+  ASSERT_EQ(variants.size(), memorySavingVariants(plain).size());
+  ASSERT_FALSE(variants.empty());
   for (const Layout &v : variants)
-    EXPECT_EQ(v.fp8Recipe.weightCache, "transposed") << layoutFlags(v);
-  EXPECT_EQ(variants[1].recompute, std::vector<std::string>{"mlt.swiglu"});
+    EXPECT_EQ(v.fp8Recipe.weightCache, "both") << layoutFlags(v);
+  EXPECT_EQ(layoutFlags(variants[0]), "--microbatches 4 --recompute swiglu "
+                                      "--dtype bf16 --fp8 "
+                                      "--fp8-weight-cache both");
 }
 
 // Tests that context parallelism is tried only where its chunks hold

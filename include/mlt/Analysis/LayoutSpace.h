@@ -57,18 +57,20 @@ inline constexpr int64_t kContextChunkTokens = 1024;
 /// divisible by dp, at least pp of them where pp > 1 (fewer leave stages
 /// idle for most of the step); where cp > 1, both of its exchanges
 /// (cp-comm allgather and a2a). Sequence parallelism and recomputation off;
-/// with FP8, several micro-batches and no pipeline, both of the weights'
-/// FP8 copies kept through the step.
+/// with FP8, several micro-batches and no pipeline, each layout twice:
+/// keeping the transposed FP8 copy of each weight through the step (the
+/// default), then both copies (`fp8-weight-cache both`: faster, a byte a
+/// weight more memory).
 /// In a fixed order: by tp, cp, pp, vp, dp, ZeRO stage, micro-batches,
-/// exchange. Whether
+/// exchange, FP8 weight cache. Whether
 /// each suits the model is the rule book's to say (LayoutRules.h): the
 /// planner verifies them.
 std::vector<Layout> enumerateLayouts(const LayoutRequest &request);
 
-/// The variants of `layout` that save memory, least costly first: with
-/// FP8 and both of the weights' FP8 copies kept through the step
-/// (`fp8-weight-cache both`), the transposed copy alone, and then the
-/// others with it alone; with sequence parallelism (tp > 1), with SwiGLU recomputed, with both; with
+/// The variants of `layout` that save memory, least costly first (each
+/// keeping the layout's FP8 weight cache: keeping less is another layout of
+/// enumerateLayouts'): with sequence parallelism (tp > 1), with SwiGLU
+/// recomputed, with both; with
 /// every other decoder layer recomputed whole and the others' SwiGLU and
 /// norms, alone and with sequence parallelism (tp > 1); then with every
 /// layer recomputed whole, alone and with sequence parallelism (tp > 1).

@@ -29,6 +29,10 @@
 #                        sequences a step, one GPU (issue 35's TinyLlama
 #                        target; head_dim 64 and grouped keys and values,
 #                        the attention's other kernels)
+#   s125-bf16            the 125m shape (the reference's llama-125m: seq
+#                        1024, a micro-batch of 16 sequences), one GPU
+#   hf-1b, hf-125m       HF transformers with torch.compile on the
+#                        TinyLlama and 125m shapes (tl-*, s125-bf16)
 #   hf-7b                the same shape in HF transformers with
 #                        torch.compile (../shared/bench/hf_llama_bench.py),
 #                        one sequence a step
@@ -92,6 +96,7 @@ if [[ "${1:-}" == pack ]]; then
     --gpu-memory 141GiB --calibration "$root"/calibration/h200.json
   plan tl-bf16 tinyllama-1.1b --seq-len 2048 --batch 4
   plan tl-fp8 tinyllama-1.1b --seq-len 2048 --batch 4 --fp8
+  plan s125-bf16 llama-125m --seq-len 1024 --batch 16
   l8b=(--seq-len 8192 --batch 128 --microbatches 64 --dp 2 --zero 1 --recompute swiglu)
   plan l8b-bf16 llama-3.1-8b "${l8b[@]}"
   plan l8b-fp8 llama-3.1-8b "${l8b[@]}" --fp8
@@ -143,7 +148,14 @@ mlt() {
 }
 for item in "$@"; do
   case $item in
-    l7-bf16 | l7-fp8 | l7-fp8-both | l7-fp8-auto | tl-bf16 | tl-fp8) mlt "$item" 1 ;;
+    l7-bf16 | l7-fp8 | l7-fp8-both | l7-fp8-auto | tl-bf16 | tl-fp8 | s125-bf16)
+      mlt "$item" 1 ;;
+    hf-1b | hf-125m)
+      config=llama-1b
+      [[ $item == hf-125m ]] && config=llama-125m
+      echo "== $item (HF transformers, torch.compile, $config's shape)"
+      python3 tools/hf_llama_bench.py --config $config --mode compile --steps 20 \
+        2>&1 | tee "$out"/$item.log | tail -2 || fail $item ;;
     l8b-bf16 | l8b-fp8 | l8b-fp8-auto) mlt "$item" 2 ;;
     l8b-fp8-both)
       mlt "$item" 2
@@ -163,7 +175,7 @@ for item in "$@"; do
       torchrun --nproc-per-node 2 tools/torch_cp_bench.py --config llama-3.1-8b --seq 8192 \
         --cp 1 --compile --sdpa cudnn --steps 4 --warmup 2 2>&1 | tee "$out"/torch-8b.log \
         | tail -4 || fail torch-8b ;;
-    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-both, l7-fp8-auto, tl-bf16, tl-fp8, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, l8b-fp8-auto, torch-8b)" ;;
+    *) fail "unknown item '$item' (l7-bf16, l7-fp8, l7-fp8-both, l7-fp8-auto, tl-bf16, tl-fp8, s125-bf16, hf-1b, hf-125m, hf-7b, l8b-bf16, l8b-fp8, l8b-fp8-both, l8b-fp8-auto, torch-8b)" ;;
   esac
 done
 exit $status

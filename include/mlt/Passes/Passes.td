@@ -1011,9 +1011,9 @@ def MLTFuseAmax : Pass<"mlt-fuse-amax", "::mlir::ModuleOp"> {
     and cost models price it as one without (Calibration.cpp's launchClass).
 
     Runs after mlt-keep-weight-fp8 (the launches are final) and before
-    mlt-plan-memory. On LLaMA-2-7B with `--fp8` it removes every one of the
-    ten activation and gradient amax launches a layer runs in a micro-batch
-    (bench/RESULTS.md).
+    mlt-plan-memory. On LLaMA-2-7B with `--fp8` it leaves no amax launch of
+    an activation or gradient (twelve a layer in a micro-batch with SwiGLU
+    recomputed), only the weights' (bench/RESULTS.md).
 
     Before:
     ```mlir

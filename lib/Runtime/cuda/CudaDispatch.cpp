@@ -563,20 +563,24 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
     const AttentionPath path =
         attentionPath(inst.kernel, in[0].dtype, shape, contextAxis(inst));
     // Its fused amax outputs (Kernels.def): the bf16 tensor-core kernels
-    // take them as they store their outputs; the other paths by an amax
-    // launch of each output after the kernels (amaxAfter).
+    // take those they can as they store their outputs (the launcher marks
+    // them taken); every other one, on every path, by an amax launch of its
+    // output after the kernels (amaxAfter).
     AttentionAmax amax;
     for (size_t j = 0; j < amaxes; ++j)
       amax.of[j] = amaxOutput(j);
-    const AttentionAmax *fusedAmax = amaxes ? &amax : nullptr;
+    AttentionAmax *fusedAmax = amaxes ? &amax : nullptr;
     auto amaxAfter = [&](Status status) -> Status {
       MLT_RETURN_IF_ERROR(status);
-      for (size_t j = 0; j < amaxes; ++j)
+      for (size_t j = 0; j < amaxes; ++j) {
+        if (amax.taken[j])
+          continue;
         MLT_RETURN_IF_ERROR(withComputeType(out[j].dtype, [&](auto tag) {
           using T = decltype(tag);
           return launchAbsMax(amaxOutput(j), out[j].as<const T>(),
                               int64_t(out[j].numElements), s);
         }));
+      }
       return Status::ok();
     };
     // A context-parallel rank's, in bf16: blockwise on the tensor cores
@@ -616,12 +620,13 @@ Status CudaDeviceContext::launchKernel(const InstructionDesc &inst,
             t(in[3]), t(in[4]), f(in[5]), shape, *area, bytes, s, rotation));
       } else {
         if (forward)
-          return launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]), t(in[1]),
-                                    t(in[2]), shape, s, fusedAmax);
-        return launchAttentionBwd(t(out[0]), t(out[1]), t(out[2]), t(in[0]),
-                                  t(in[1]), t(in[2]), t(in[3]), t(in[4]),
-                                  f(in[5]), shape, *area, bytes, s, rotation,
-                                  fusedAmax);
+          return amaxAfter(launchAttentionFwd(t(out[0]), f(out[1]), t(in[0]),
+                                              t(in[1]), t(in[2]), shape, s,
+                                              fusedAmax));
+        return amaxAfter(launchAttentionBwd(
+            t(out[0]), t(out[1]), t(out[2]), t(in[0]), t(in[1]), t(in[2]),
+            t(in[3]), t(in[4]), f(in[5]), shape, *area, bytes, s, rotation,
+            fusedAmax));
       }
     });
   }

@@ -12,10 +12,7 @@
 
 #include "CudaCheck.h"
 #include "kernels/attention.cuh"
-#include "kernels/fp8.h"
 #include "kernels/rope.h"
-
-#include <algorithm>
 
 using namespace mlt;
 using namespace mlt::cuda;
@@ -266,20 +263,20 @@ Status checkTc(const char *kernel, const AttentionShape &p,
 }
 
 /// The kernels' view of `amax` (null: none wanted), each pointer zeroed
-/// first (the kernels merge into it), except those `skip` names (their
-/// amax is taken after the kernels).
-StatusOr<tc::AmaxOutputs> kernelAmax(const AttentionAmax *amax,
-                                     cudaStream_t stream,
-                                     std::initializer_list<int> skip = {}) {
+/// first (the kernels merge into it) and marked taken, except dq's and dk's
+/// when `rotatedAfter` (rope's launches rotate them after the kernels: the
+/// caller takes their amax after the launch).
+StatusOr<tc::AmaxOutputs> kernelAmax(AttentionAmax *amax, cudaStream_t stream,
+                                     bool rotatedAfter = false) {
   tc::AmaxOutputs bits;
   if (!amax)
     return bits;
-  for (int i = 0; i < 3; ++i) {
-    if (!amax->of[i] ||
-        std::find(skip.begin(), skip.end(), i) != skip.end())
+  for (int i = rotatedAfter ? 2 : 0; i < 3; ++i) {
+    if (!amax->of[i])
       continue;
     MLT_CUDA_RETURN_IF_ERROR(zeroAmax(amax->of[i], stream));
     bits.bits[i] = amaxBits(amax->of[i]);
+    amax->taken[i] = true;
   }
   return bits;
 }
@@ -453,7 +450,7 @@ Status mlt::cuda::launchAttentionFwd(__nv_bfloat16 *out, float *lse,
                                      const __nv_bfloat16 *v,
                                      const AttentionShape &shape,
                                      cudaStream_t stream,
-                                     const AttentionAmax *amax) {
+                                     AttentionAmax *amax) {
   MLT_RETURN_IF_ERROR(checkTc("attention (bf16)", shape, out, q, k, v));
   bool wg = false;
   MLT_RETURN_IF_ERROR(wgmmaUsable(wg));
@@ -485,8 +482,7 @@ Status mlt::cuda::launchAttentionBwd(
     const __nv_bfloat16 *dout, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
     const __nv_bfloat16 *v, const __nv_bfloat16 *out, const float *lse,
     const AttentionShape &shape, void *scratch, size_t scratchBytes,
-    cudaStream_t stream, const AttentionRope *rope,
-    const AttentionAmax *amax) {
+    cudaStream_t stream, const AttentionRope *rope, AttentionAmax *amax) {
   MLT_RETURN_IF_ERROR(checkTc("attention backward (bf16)", shape, dq, dk, dv,
                               dout, q, k, v, out));
   const TcScratch layout = tcScratch(shape);
@@ -524,10 +520,9 @@ Status mlt::cuda::launchAttentionBwd(
     }
   }
   // Where rope's launches rotate dq and dk after the kernels, their amaxes
-  // are taken after those.
+  // are left to the caller.
   const bool rotatedAfter = rope && !fused;
-  StatusOr<tc::AmaxOutputs> bits =
-      rotatedAfter ? kernelAmax(amax, stream, {0, 1}) : kernelAmax(amax, stream);
+  StatusOr<tc::AmaxOutputs> bits = kernelAmax(amax, stream, rotatedAfter);
   if (!bits)
     return bits.takeStatus();
   const tc::AmaxOutputs &a = *bits;
@@ -553,14 +548,5 @@ Status mlt::cuda::launchAttentionBwd(
   MLT_RETURN_IF_ERROR(backward());
   if (!rotatedAfter)
     return Status::ok();
-  MLT_RETURN_IF_ERROR(rotateGradientsBack(dq, dk, shape, *rope, stream));
-  if (amax && amax->of[0])
-    MLT_RETURN_IF_ERROR(launchAbsMax(
-        amax->of[0], dq, shape.batch * shape.seq * shape.qHeads * shape.headDim,
-        stream));
-  if (amax && amax->of[1])
-    MLT_RETURN_IF_ERROR(launchAbsMax(
-        amax->of[1], dk,
-        shape.batch * shape.seq * shape.kvHeads * shape.headDim, stream));
-  return Status::ok();
+  return rotateGradientsBack(dq, dk, shape, *rope, stream);
 }

@@ -116,10 +116,14 @@ Status launchAttentionBwd(float *dq, float *dk, float *dv, const float *dout,
 /// amax kernel's value, NaN where any is NaN; null: not wanted): the
 /// forward's out at of[0]; the backward's dq, dk and dv at of[0], of[1] and
 /// of[2]. The tensor-core kernels take the maximum of what they store (no
-/// pass of its own), except dq and dk where rope's launches rotate them
-/// after the kernels (an amax launch each then).
+/// pass of its own) and the launcher sets taken[i] for each of[i] they
+/// wrote; an amax the kernels cannot take (dq and dk where rope's launches
+/// rotate them after the kernels) is left to the caller, which launches
+/// the amax kernel on that output after the launch (CudaDispatch does, for
+/// every path).
 struct AttentionAmax {
   float *of[3] = {nullptr, nullptr, nullptr};
+  bool taken[3] = {false, false, false};
 };
 
 /// bf16 q, k, v, out, dout, dq, dk, dv (lse stays f32): the same semantics
@@ -131,8 +135,7 @@ struct AttentionAmax {
 Status launchAttentionFwd(__nv_bfloat16 *out, float *lse,
                           const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                           const __nv_bfloat16 *v, const AttentionShape &shape,
-                          cudaStream_t stream,
-                          const AttentionAmax *amax = nullptr);
+                          cudaStream_t stream, AttentionAmax *amax = nullptr);
 Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
                           __nv_bfloat16 *dv, const __nv_bfloat16 *dout,
                           const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -141,7 +144,7 @@ Status launchAttentionBwd(__nv_bfloat16 *dq, __nv_bfloat16 *dk,
                           void *scratch, size_t scratchBytes,
                           cudaStream_t stream,
                           const AttentionRope *rope = nullptr,
-                          const AttentionAmax *amax = nullptr);
+                          AttentionAmax *amax = nullptr);
 
 } // namespace mlt::cuda
 

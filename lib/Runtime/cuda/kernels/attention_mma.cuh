@@ -903,6 +903,7 @@ __global__ void __launch_bounds__(256)
                                 int parts, const AmaxOutputs amax) {
   __shared__ unsigned warps[2 * 32];
   unsigned best[2] = {0u, 0u};
+  const bool wanted = amax.bits[1] || amax.bits[2];
   const int64_t packs = n / 4;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -918,10 +919,12 @@ __global__ void __launch_bounds__(256)
     const uint2 va = make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
     reinterpret_cast<uint2 *>(dk)[i] = ka;
     reinterpret_cast<uint2 *>(dv)[i] = va;
-    best[0] = maxAbsBitsBf16x8(best[0], make_uint4(ka.x, ka.y, 0u, 0u));
-    best[1] = maxAbsBitsBf16x8(best[1], make_uint4(va.x, va.y, 0u, 0u));
+    if (wanted) {
+      best[0] = maxAbsBitsBf16x8(best[0], make_uint4(ka.x, ka.y, 0u, 0u));
+      best[1] = maxAbsBitsBf16x8(best[1], make_uint4(va.x, va.y, 0u, 0u));
+    }
   }
-  if (amax.bits[1] || amax.bits[2]) {
+  if (wanted) {
     unsigned *const targets[2] = {amax.bits[1], amax.bits[2]};
     blockAbsMaxToGlobal(targets, best, warps);
   }

@@ -1031,6 +1031,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
     const int64_t partStride = int64_t(gridDim.z) * seq * kvStride;
     constexpr int kPacks = D / 4; // float4 per row
     unsigned bestK = 0u, bestV = 0u;
+    const bool wanted = amax.bits[1] || amax.bits[2];
     for (int e = threadIdx.x; e < BC * kPacks; e += kThreads) {
       const int j = k0 + e / kPacks, d = (e % kPacks) * 4;
       if (j >= seq)
@@ -1050,12 +1051,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MINB)
       const uint2 v2 = make_uint2(packBf16(c.x, c.y), packBf16(c.z, c.w));
       *reinterpret_cast<uint2 *>(dk + at) = k2;
       *reinterpret_cast<uint2 *>(dv + at) = v2;
-      bestK = maxAbsBitsBf16x8(bestK, make_uint4(k2.x, k2.y, 0u, 0u));
-      bestV = maxAbsBitsBf16x8(bestV, make_uint4(v2.x, v2.y, 0u, 0u));
+      if (wanted) {
+        bestK = maxAbsBitsBf16x8(bestK, make_uint4(k2.x, k2.y, 0u, 0u));
+        bestV = maxAbsBitsBf16x8(bestV, make_uint4(v2.x, v2.y, 0u, 0u));
+      }
     }
     // (kThreads is whole warps, every lane past the loop)
-    warpAbsMaxToGlobal(amax.bits[1], bestK);
-    warpAbsMaxToGlobal(amax.bits[2], bestV);
+    if (wanted) {
+      warpAbsMaxToGlobal(amax.bits[1], bestK);
+      warpAbsMaxToGlobal(amax.bits[2], bestV);
+    }
   }
 #else
   __trap();

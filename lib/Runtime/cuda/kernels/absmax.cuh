@@ -24,6 +24,8 @@
 
 #include "kernels/common.cuh"
 
+#include <initializer_list>
+
 namespace mlt::cuda {
 
 /// The most blocks a kernel that merges an amax launches (grid-stride
@@ -31,18 +33,51 @@ namespace mlt::cuda {
 /// serializes with the others'.
 inline constexpr unsigned kAmaxMaxBlocks = 1024;
 
-/// Zeroes *amax ahead of the kernel that merges its blocks' maxima into it;
-/// nothing when amax is null (no amax wanted).
-inline cudaError_t zeroAmax(float *amax, cudaStream_t stream) {
-  return amax ? cudaMemsetAsync(amax, 0, sizeof(float), stream) : cudaSuccess;
-}
-
 /// An amax argument as the float bits that the kernels merge into.
 inline unsigned *amaxBits(float *amax) {
   return reinterpret_cast<unsigned *>(amax);
 }
 
 #ifdef __CUDACC__
+
+/// Up to four amaxes to zero (null: none there).
+struct AmaxTargets {
+  float *of[4];
+};
+
+/// Each non-null *of[i] = 0, once its predecessors on the stream are done (a
+/// template, as every kernel of a header, so that several translation units
+/// include it).
+template <int = 0> __global__ void zeroAmaxKernel(AmaxTargets targets) {
+  waitForPredecessors();
+  allowDependents();
+  if (threadIdx.x < 4 && targets.of[threadIdx.x])
+    *targets.of[threadIdx.x] = 0.f;
+}
+
+/// Zeroes each of `amaxes` (at most four; nulls skipped, none queued when
+/// all are null) ahead of the kernel that merges its blocks' maxima into
+/// them. One small kernel queued by launchDependent, not a memset each: a
+/// memset node between two kernels of a graph ends their programmatic
+/// serialization, so the kernel after it could not launch under the one
+/// before (bench/RESULTS.md, 2026-12-02).
+inline cudaError_t zeroAmaxes(std::initializer_list<float *> amaxes,
+                              cudaStream_t stream) {
+  AmaxTargets targets{};
+  int count = 0, given = 0;
+  for (float *amax : amaxes) {
+    if (given++ == 4)
+      return cudaErrorInvalidValue;
+    if (amax)
+      targets.of[count++] = amax;
+  }
+  return count ? launchDependent(zeroAmaxKernel<>, dim3(1), dim3(32), 0,
+                                 stream, targets)
+               : cudaSuccess;
+}
+inline cudaError_t zeroAmax(float *amax, cudaStream_t stream) {
+  return zeroAmaxes({amax}, stream);
+}
 
 /// |x| as ordered bits.
 __device__ __forceinline__ unsigned absBits(float x) {

@@ -271,13 +271,16 @@ StatusOr<tc::AmaxOutputs> kernelAmax(AttentionAmax *amax, cudaStream_t stream,
   tc::AmaxOutputs bits;
   if (!amax)
     return bits;
+  float *zeroed[3] = {nullptr, nullptr, nullptr};
   for (int i = rotatedAfter ? 2 : 0; i < 3; ++i) {
     if (!amax->of[i])
       continue;
-    MLT_CUDA_RETURN_IF_ERROR(zeroAmax(amax->of[i], stream));
+    zeroed[i] = amax->of[i];
     bits.bits[i] = amaxBits(amax->of[i]);
     amax->taken[i] = true;
   }
+  MLT_CUDA_RETURN_IF_ERROR(
+      zeroAmaxes({zeroed[0], zeroed[1], zeroed[2]}, stream));
   return bits;
 }
 

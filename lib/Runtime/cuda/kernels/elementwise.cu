@@ -20,8 +20,10 @@ namespace {
 
 /// Queues `op` over n elements: the vector path when every pointer is
 /// 16-byte aligned, else the scalar one. With kAmax, also the amax of each
-/// output whose `amax` entry is not null (zeroed by the caller). The caller
-/// checks the launch.
+/// output whose `amax` entry is not null (zeroed by the caller). Queued by
+/// launchDependent (the kernel waits for its predecessors before it touches
+/// memory); a launch error is the stream's last error, which the caller
+/// checks.
 template <bool kAmax = false, typename T, int NIn, int NOut, typename Op>
 void queueMap(const MapArgs<T, NIn, NOut> &args, int64_t n, Op op,
               cudaStream_t stream, const MapAmax<NOut> &amax = {}) {
@@ -41,12 +43,13 @@ void queueMap(const MapArgs<T, NIn, NOut> &args, int64_t n, Op op,
   };
   if (aligned) {
     const int64_t packs = n / Pack<T>::kWidth;
-    mapKernel<T, NIn, NOut, Op, true, kAmax>
-        <<<blocks(packs > 0 ? packs : n), kFlatThreads, 0, stream>>>(
-            args, n, op, amax);
+    launchDependent(mapKernel<T, NIn, NOut, Op, true, kAmax>,
+                    dim3(blocks(packs > 0 ? packs : n)), dim3(kFlatThreads), 0,
+                    stream, args, n, op, amax);
   } else {
-    mapKernel<T, NIn, NOut, Op, false, kAmax>
-        <<<blocks(n), kFlatThreads, 0, stream>>>(args, n, op, amax);
+    launchDependent(mapKernel<T, NIn, NOut, Op, false, kAmax>,
+                    dim3(blocks(n)), dim3(kFlatThreads), 0, stream, args, n,
+                    op, amax);
   }
 }
 
@@ -113,8 +116,7 @@ Status swigluBackward(T *dgate, T *dup, const T *dout, const T *gate,
                   " (both or neither)");
   if (amaxOut && !out)
     return errorf("swiglu_bwd: the amax of out is given without out");
-  for (float *amax : {amaxDgate, amaxDup, amaxOut})
-    MLT_CUDA_RETURN_IF_ERROR(zeroAmax(amax, s));
+  MLT_CUDA_RETURN_IF_ERROR(zeroAmaxes({amaxDgate, amaxDup, amaxOut}, s));
   if (n == 0)
     return Status::ok();
   const bool anyAmax = amaxDgate || amaxOut; // amaxDup comes with amaxDgate

@@ -7,7 +7,9 @@
 // - Flat kernels (mapKernel, castKernel, fillKernel, shardSliceKernel) are
 //   grid-stride loops over a 1-D index space; the grid is a function of the
 //   size only (common.cuh's flatBlocks), kFlatThreads threads per block.
-// - mapKernel: buffers of n elements of T (float or bf16), no broadcasting.
+// - mapKernel: buffers of n elements of T (float or bf16), no broadcasting;
+//   queued by launchDependent, it waits for its predecessors before it
+//   touches memory (common.cuh).
 //   With kVector, every pointer is 16-byte aligned (checked by the
 //   launcher) and thread t handles packs t, t + stride, ...: one 16-byte load
 //   per input and one 16-byte store per output (4 f32 or 8 bf16 elements);
@@ -90,6 +92,8 @@ __global__ void __launch_bounds__(kFlatThreads)
     mapKernel(MapArgs<T, NIn, NOut> args, int64_t n, Op op,
               MapAmax<NOut> amax) {
   using C = typename ComputeType<T>::type;
+  waitForPredecessors();
+  allowDependents();
   unsigned best[NOut] = {};
   int64_t scalarStart = 0;
   if constexpr (kVector) {

@@ -25,7 +25,7 @@ template <typename T>
 Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
   if (n < 0)
     return errorf("amax: negative size ", n);
-  MLT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  MLT_CUDA_RETURN_IF_ERROR(zeroAmax(amax, stream));
   if (n == 0)
     return Status::ok();
   constexpr int64_t W = Pack<T>::kWidth;

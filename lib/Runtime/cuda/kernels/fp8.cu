@@ -34,10 +34,11 @@ Status absMax(float *amax, const T *x, int64_t n, cudaStream_t stream) {
   // rest loop).
   const int64_t perBlock = int64_t(kThreads) * W * kLoadsInFlight;
   const int64_t blocks = (n + perBlock - 1) / perBlock;
-  absMaxKernel<T>
-      <<<unsigned(blocks < kAmaxMaxBlocks ? blocks : kAmaxMaxBlocks), kThreads,
-         0, stream>>>(
-          reinterpret_cast<unsigned *>(amax), x, n, vec);
+  MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+      absMaxKernel<T>,
+      dim3(unsigned(blocks < kAmaxMaxBlocks ? blocks : kAmaxMaxBlocks)),
+      dim3(kThreads), 0, stream, reinterpret_cast<unsigned *>(amax), x, n,
+      vec));
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::ok();
 }
@@ -51,9 +52,10 @@ Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
     const bool vec = isAligned16(x) && isAligned(q, 8) && n % kPack == 0;
     const int64_t perBlock = int64_t(kThreads) * kPack * 4;
     const int64_t blocks = (n + perBlock - 1) / perBlock;
-    quantizeKernel<T, E5M2>
-        <<<unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks)), kThreads,
-           0, stream>>>(q, scaleInv, x, n, amax, vec);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        quantizeKernel<T, E5M2>,
+        dim3(unsigned(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks))),
+        dim3(kThreads), 0, stream, q, scaleInv, x, n, amax, vec));
   } else {
     const int64_t tiles = ((rows + kTileRows - 1) / kTileRows) *
                           ((cols + kTileCols - 1) / kTileCols);
@@ -62,9 +64,9 @@ Status quantize(uint8_t *q, uint8_t *qT, float *scaleInv, const T *x,
                     "] has too many tiles to transpose");
     const bool vec = isAligned16(x) && cols % 16 == 0 && rows % 8 == 0 &&
                      (!q || isAligned16(q)) && isAligned(qT, 8);
-    quantizeTransposedKernel<T, E5M2>
-        <<<unsigned(tiles < 1 ? 1 : tiles), kThreads, 0, stream>>>(
-            q, qT, scaleInv, x, rows, cols, amax, vec);
+    MLT_CUDA_RETURN_IF_ERROR(launchDependent(
+        quantizeTransposedKernel<T, E5M2>, dim3(unsigned(tiles < 1 ? 1 : tiles)),
+        dim3(kThreads), 0, stream, q, qT, scaleInv, x, rows, cols, amax, vec));
   }
   MLT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::ok();

@@ -20,6 +20,8 @@
 //   (alone or with the plain one, from one read of x) transposes 8 x 16
 //   blocks in registers (quantizeTransposedKernel), with full 32-byte
 //   sectors for every load and store.
+// - Every kernel is queued by launchDependent and waits for its
+//   predecessors before it touches memory (common.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +80,8 @@ __device__ __forceinline__ Pack<T> loadPackNc(const T *x, int64_t i) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     absMaxKernel(unsigned *amax, const T *x, int64_t n, bool vec) {
+  waitForPredecessors();
+  allowDependents();
   unsigned best = 0;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
@@ -142,6 +146,8 @@ template <typename T, bool E5M2>
 __global__ void __launch_bounds__(kThreads)
     quantizeKernel(uint8_t *q, float *scaleInv, const T *x, int64_t n,
                    const float *amax, bool vec) {
+  waitForPredecessors();
+  allowDependents();
   const float scale = scaleOf<E5M2>(*amax);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *scaleInv = rnDiv(1.0f, scale);
@@ -193,6 +199,8 @@ __global__ void __launch_bounds__(kThreads)
     quantizeTransposedKernel(uint8_t *q, uint8_t *qT, float *scaleInv,
                              const T *x, int64_t rows, int64_t cols,
                              const float *amax, bool vec) {
+  waitForPredecessors();
+  allowDependents();
   const float scale = scaleOf<E5M2>(*amax);
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *scaleInv = rnDiv(1.0f, scale);
